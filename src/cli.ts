@@ -1,0 +1,54 @@
+/**
+ * `fleet` command-line entry (contracts.md §3). Each command loads only what it needs, so
+ * `fleet resume-point --file` works with no server and starts fast.
+ *
+ * Exit codes: 0 success (or a resumable point), 3 not resumable, 2 invalid input or usage,
+ * 1 an unexpected failure (one line on stderr; set FLEET_DEBUG=1 for the stack).
+ */
+import { ValidationError } from "./shared/errors.js";
+
+type Command = { summary: string; run: (args: string[]) => Promise<number> };
+
+const commands: Record<string, Command> = {
+  "resume-point": {
+    summary: "resume-point --file HISTORY.json | SESSION_ID   classify a history (exit 0 resumable, 3 not)",
+    run: async (args) => (await import("./producer/cli-resume-point.js")).resumePointCommand(args),
+  },
+};
+
+function usage(): string {
+  const lines = Object.entries(commands).map(([, c]) => `  fleet ${c.summary}`);
+  return ["usage:", ...lines].join("\n");
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name) {
+    console.error(usage());
+    return 2;
+  }
+  if (name === "--help" || name === "-h" || name === "help") {
+    console.log(usage());
+    return 0;
+  }
+  const command = commands[name];
+  if (!command) throw new ValidationError("", `unknown command "${name}"\n${usage()}`);
+  return command.run(rest);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    if (error instanceof ValidationError) {
+      console.error(`fleet: ${error.message}`);
+      process.exitCode = 2;
+      return;
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    console.error(`fleet: ${message}`);
+    if (process.env.FLEET_DEBUG && error instanceof Error) console.error(error.stack);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,66 @@
+/** `fleet resume-point --file HISTORY.json` and `fleet resume-point SESSION_ID`. */
+import { readFile } from "node:fs/promises";
+import { parseArgs } from "node:util";
+import { ValidationError } from "../shared/errors.js";
+import { parseHistory } from "../shared/messages.js";
+import { type ResumePointJson, resumePoint, toResumePointJson } from "../shared/resume-point.js";
+
+export const EXIT_RESUMABLE = 0;
+export const EXIT_NOT_RESUMABLE = 3;
+
+async function readHistoryFile(path: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = path === "-" ? await readStdin() : await readFile(path, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new ValidationError("", `cannot read ${path}: ${code === "ENOENT" ? "no such file" : code}`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    const reason = (error as Error).message
+      .replace(/, ".*$/s, "")
+      .split("\n")[0]!
+      .slice(0, 200);
+    throw new ValidationError("", `${path} is not valid JSON: ${reason}`);
+  }
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+export function exitCodeFor(point: ResumePointJson): number {
+  return point.resumable ? EXIT_RESUMABLE : EXIT_NOT_RESUMABLE;
+}
+
+export async function resumePointCommand(args: string[]): Promise<number> {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(args);
+  } catch (error) {
+    throw new ValidationError("", (error as Error).message);
+  }
+  const { values, positionals } = parsed;
+  let json: ResumePointJson;
+  if (values.file !== undefined) {
+    if (positionals.length > 0)
+      throw new ValidationError("", "give either --file HISTORY.json or a SESSION_ID, not both");
+    const history = parseHistory(await readHistoryFile(values.file));
+    json = toResumePointJson(resumePoint(history));
+  } else {
+    throw new ValidationError(
+      "",
+      "usage: fleet resume-point --file HISTORY.json | fleet resume-point SESSION_ID",
+    );
+  }
+  console.log(JSON.stringify(json, null, 2));
+  return exitCodeFor(json);
+}
+
+function parse(args: string[]) {
+  return parseArgs({ args, options: { file: { type: "string", short: "f" } }, allowPositionals: true });
+}

@@ -1,0 +1,45 @@
+/**
+ * The few error classes of agent-fleet. Each one has a consumer:
+ * - `ValidationError`: bad input; the HTTP layer answers 400 naming the field, the CLI exits 2,
+ *   the queue fails the job once without retries.
+ * - `AgentResumeError`: a resume was asked for a session with nothing to resume; HTTP 409.
+ * - `FencedError`: a worker lost its lease; it stops at once and appends nothing more.
+ * - `NotFoundError`: an unknown session; HTTP 404.
+ */
+import type { NotResumableReason } from "./resume-point.js";
+
+export class ValidationError extends Error {
+  override name = "ValidationError";
+  /** Where the problem is, e.g. `messages[2].stopReason`; empty when it is the whole input. */
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super(field ? `${field}: ${message}` : message);
+    this.field = field;
+  }
+}
+
+export class AgentResumeError extends Error {
+  override name = "AgentResumeError";
+  readonly reason: NotResumableReason;
+  constructor(reason: NotResumableReason, detail?: string) {
+    super(detail ? `nothing to resume (${reason}): ${detail}` : `nothing to resume (${reason})`);
+    this.reason = reason;
+  }
+}
+
+export class FencedError extends Error {
+  override name = "FencedError";
+  constructor(
+    readonly sessionId: string,
+    readonly epoch: number,
+  ) {
+    super(`session ${sessionId}: lease epoch ${epoch} is no longer current; this worker was fenced out`);
+  }
+}
+
+export class NotFoundError extends Error {
+  override name = "NotFoundError";
+  constructor(what: string) {
+    super(`${what} not found`);
+  }
+}

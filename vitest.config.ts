@@ -1,0 +1,13 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    // Integration files each get their own database and FLEET_PREFIX, so files may run in
+    // parallel; two at a time fits a 2-core machine.
+    maxWorkers: 2,
+    pool: "forks",
+  },
+});

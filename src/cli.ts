@@ -5,7 +5,7 @@
  * Exit codes: 0 success (or a resumable point), 3 not resumable, 2 invalid input or usage,
  * 1 an unexpected failure (one line on stderr; set FLEET_DEBUG=1 for the stack).
  */
-import { ValidationError } from "./shared/errors.js";
+import { NotFoundError, ValidationError } from "./shared/errors.js";
 
 type Command = { summary: string; run: (args: string[]) => Promise<number> };
 
@@ -13,6 +13,26 @@ const commands: Record<string, Command> = {
   "resume-point": {
     summary: "resume-point --file HISTORY.json | SESSION_ID   classify a history (exit 0 resumable, 3 not)",
     run: async (args) => (await import("./producer/cli-resume-point.js")).resumePointCommand(args),
+  },
+  migrate: {
+    summary: "migrate                   apply the database migrations (safe to run concurrently)",
+    run: async () => (await import("./commands/serve.js")).migrateCommand(),
+  },
+  api: {
+    summary: "api [--port N]            run the HTTP API",
+    run: async (args) => (await import("./commands/serve.js")).apiCommand(args),
+  },
+  worker: {
+    summary: "worker [--tools FILE]     run a worker (FILE's default export: more tools)",
+    run: async (args) => (await import("./commands/serve.js")).workerCommand(args),
+  },
+  up: {
+    summary: "up [--workers N]          run the whole fleet on this machine",
+    run: async (args) => (await import("./commands/serve.js")).upCommand(args),
+  },
+  demo: {
+    summary: "demo [--sessions N]       start a fleet, run a batch of scripted sessions, print a report",
+    run: async (args) => (await import("./commands/demo.js")).demoCommand(args),
   },
 };
 
@@ -41,7 +61,7 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (error: unknown) => {
-    if (error instanceof ValidationError) {
+    if (error instanceof ValidationError || error instanceof NotFoundError) {
       console.error(`fleet: ${error.message}`);
       process.exitCode = 2;
       return;

@@ -1,0 +1,31 @@
+/** The public API of the agent-fleet package. */
+export { FleetApiError, FleetClient, type RunWithSession } from "./producer/client.js";
+export type { SessionJson } from "./producer/fleet-service.js";
+export {
+  type AgentConfig,
+  type AgentConfigInput,
+  type ModelConfig,
+  parseAgentConfig,
+} from "./shared/agent-config.js";
+export { type FleetConfig, loadConfig } from "./shared/config.js";
+export { AgentResumeError, FencedError, NotFoundError, ValidationError } from "./shared/errors.js";
+export { type Message, parseHistory, type StoredMessage, type ToolCall } from "./shared/messages.js";
+export type { ModelEvent, ModelProvider, ModelRequest, ToolSpec } from "./shared/models/provider.js";
+export { ProviderError } from "./shared/models/provider.js";
+export {
+  CONTINUE_RESPONSE_TEXT,
+  closeUnansweredToolCalls,
+  INTERRUPTED_TOOL_TEXT,
+  planResume,
+  RETRY_RESPONSE_TEXT,
+  resumeAppends,
+} from "./shared/resume-plan.js";
+export {
+  type ResumeKind,
+  type ResumePoint,
+  type ResumePointJson,
+  resumePoint,
+  toResumePointJson,
+} from "./shared/resume-point.js";
+export { defineTool, type Tool, type ToolContext, ToolRegistry } from "./shared/tools/registry.js";
+export { type RunningWorker, startWorker, type WorkerOptions } from "./worker/worker.js";

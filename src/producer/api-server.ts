@@ -1,0 +1,49 @@
+/** The API process (`fleet api`): the HTTP API plus the queue gauge, on its own connections. */
+import type { FleetConfig } from "../shared/config.js";
+import { openDatabase } from "../shared/db/client.js";
+import { createMetrics } from "../shared/metrics.js";
+import { createRunsQueue, QUEUES } from "../shared/queues.js";
+import { closeRedis, createRedis } from "../shared/redis.js";
+import { SessionQueries } from "../shared/store/session-queries.js";
+import { closeAll } from "../worker/worker.js";
+import { FleetService } from "./fleet-service.js";
+import { buildApi } from "./http-api.js";
+
+export type RunningApi = { port: number; url: string; stop: () => Promise<void> };
+
+const QUEUE_STATES = ["waiting", "active", "delayed", "completed", "failed", "prioritized"] as const;
+
+export async function startApi(config: FleetConfig, options: { port?: number } = {}): Promise<RunningApi> {
+  const database = openDatabase(config.databaseUrl);
+  const redis = createRedis(config.redisUrl, "producer");
+  const queue = createRunsQueue(redis, config.prefix);
+  // The API is the one process that exports queue depths.
+  const metrics = createMetrics("api", {
+    queueDepths: async () => {
+      const counts = await queue.getJobCounts(...QUEUE_STATES);
+      return QUEUE_STATES.map((state) => ({ queue: QUEUES.runs.name, state, count: counts[state] ?? 0 }));
+    },
+  });
+  const service = new FleetService({ queries: new SessionQueries(database), queue, metrics });
+  const app = buildApi({
+    service,
+    registry: metrics.registry,
+    logLevel: config.logLevel,
+    healthy: async () => {
+      await database.sql`select 1`;
+      return (await redis.ping()) === "PONG";
+    },
+  });
+  await app.listen({ port: options.port ?? config.port, host: "0.0.0.0" });
+  const address = app.server.address();
+  const port = typeof address === "object" && address ? address.port : config.port;
+  return {
+    port,
+    url: `http://127.0.0.1:${port}`,
+    stop: () =>
+      closeAll(
+        [() => app.close(), () => queue.close(), () => closeRedis(redis), () => database.close()],
+        app.log,
+      ),
+  };
+}

@@ -1,0 +1,156 @@
+/**
+ * What producers can do, independent of transport: the HTTP API and the CLI call this.
+ * A run's input is stored on its run row and appended by the worker under its lease, so a
+ * send never interleaves with a running session's appends and is never lost.
+ */
+import type { Queue } from "bullmq";
+import { z } from "zod";
+import { parseAgentConfig, parseModelConfig } from "../shared/agent-config.js";
+import type { RunRow, SessionRow } from "../shared/db/schema.js";
+import { RESUMABLE_TAIL_STATES } from "../shared/db/schema.js";
+import { AgentResumeError, NotFoundError } from "../shared/errors.js";
+import { parseHistory, type StoredMessage, toValidationError } from "../shared/messages.js";
+import type { FleetMetrics } from "../shared/metrics.js";
+import { enqueueRun } from "../shared/queues.js";
+import {
+  type ResumeKind,
+  type ResumePointJson,
+  resumePoint,
+  toResumePointJson,
+} from "../shared/resume-point.js";
+import { type RunJson, runToJson } from "../shared/store/rows.js";
+import type { SessionQueries } from "../shared/store/session-queries.js";
+
+const createBody = z.strictObject({
+  agent: z.unknown(),
+  metadata: z.record(z.string(), z.unknown()).optional(),
+  messages: z.unknown().optional(),
+});
+const sendBody = z.strictObject({ content: z.string().min(1, "must be a non-empty string").max(1_000_000) });
+const resumeBody = z.strictObject({ model: z.unknown().optional() }).optional();
+
+function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
+  const result = schema.safeParse(body ?? undefined);
+  if (!result.success) throw toValidationError("", result.error);
+  return result.data;
+}
+
+export type SessionJson = {
+  id: string;
+  status: string;
+  tailState: string;
+  parkedReason: string | null;
+  agent: unknown;
+  metadata: Record<string, unknown>;
+  messages: StoredMessage[];
+  runs: RunJson[];
+  createdAt: string;
+  updatedAt: string;
+};
+
+/** One word for a session: parked, running, queued, completed, interrupted, stopped, empty. */
+export function sessionStatus(
+  session: Pick<SessionRow, "status" | "tailState">,
+  runs: Pick<RunRow, "status">[],
+): string {
+  if (session.status === "parked") return "parked";
+  if (runs.some((r) => r.status === "running")) return "running";
+  if (runs.some((r) => r.status === "queued")) return "queued";
+  if (session.tailState === "completed") return "completed";
+  if (session.tailState === "empty") return "empty";
+  if ((RESUMABLE_TAIL_STATES as readonly string[]).includes(session.tailState)) return "interrupted";
+  return "stopped";
+}
+
+export class FleetService {
+  constructor(
+    private readonly deps: {
+      queries: SessionQueries;
+      queue: Queue;
+      metrics: Pick<FleetMetrics, "resumeRefusals">;
+    },
+  ) {}
+
+  async createSession(body: unknown): Promise<{ id: string }> {
+    const input = parseBody(createBody, body);
+    const agent = parseAgentConfig(input.agent, "agent");
+    const messages = input.messages === undefined ? [] : parseHistory(input.messages, "messages");
+    return this.deps.queries.createSession({ agent, metadata: input.metadata, messages });
+  }
+
+  private async session(id: string): Promise<SessionRow> {
+    const session = await this.deps.queries.getSession(id);
+    if (!session) throw new NotFoundError(`session ${id}`);
+    return session;
+  }
+
+  async sendMessage(id: string, body: unknown): Promise<{ runId: string }> {
+    const { content } = parseBody(sendBody, body);
+    const session = await this.session(id);
+    if (session.tailState === "malformed")
+      throw new AgentResumeError("malformed", "its tool calls and results do not pair up");
+    const { run } = await this.deps.queries.createRun({
+      sessionId: id,
+      kind: "run",
+      trigger: "api",
+      input: content,
+    });
+    await enqueueRun(this.deps.queue, "run", { sessionId: id, runId: run.id });
+    return { runId: run.id };
+  }
+
+  async resume(
+    id: string,
+    body: unknown,
+    trigger: "api" | "cli" = "api",
+  ): Promise<{ runId: string; kind: ResumeKind }> {
+    const input = parseBody(resumeBody, body);
+    const model = input?.model === undefined ? undefined : parseModelConfig(input.model, "model");
+    await this.session(id);
+    const point = resumePoint(await this.deps.queries.loadHistory(id));
+    if (!point.resumable) {
+      this.deps.metrics.resumeRefusals.inc({ reason: point.reason });
+      throw new AgentResumeError(point.reason, point.detail);
+    }
+    const { run } = await this.deps.queries.createRun({
+      sessionId: id,
+      kind: "resume",
+      trigger,
+      resumeKind: point.kind,
+      model,
+    });
+    await enqueueRun(this.deps.queue, "resume", { sessionId: id, runId: run.id });
+    return { runId: run.id, kind: point.kind };
+  }
+
+  async resumePoint(id: string): Promise<ResumePointJson> {
+    await this.session(id);
+    return toResumePointJson(resumePoint(await this.deps.queries.loadHistory(id)));
+  }
+
+  async getSession(id: string): Promise<SessionJson> {
+    const session = await this.session(id);
+    const [messages, runs] = await Promise.all([
+      this.deps.queries.loadHistory(id),
+      this.deps.queries.listRuns(id),
+    ]);
+    return {
+      id: session.id,
+      status: sessionStatus(session, runs),
+      tailState: session.tailState,
+      parkedReason: session.parkedReason,
+      agent: session.agent,
+      metadata: session.metadata,
+      messages,
+      runs: runs.map(runToJson),
+      createdAt: session.createdAt.toISOString(),
+      updatedAt: session.updatedAt.toISOString(),
+    };
+  }
+
+  async getRun(runId: string): Promise<RunJson & { sessionId: string }> {
+    const run = await this.deps.queries.getRun(runId);
+    if (!run) throw new NotFoundError(`run ${runId}`);
+    return { ...runToJson(run), sessionId: run.sessionId };
+  }
+}

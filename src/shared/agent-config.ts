@@ -1,0 +1,92 @@
+/**
+ * AGENT and MODEL of contracts.md §5, validated at every entry (API, queue payloads, the
+ * session row). API keys are never part of them: they come from the workers' environment.
+ */
+import { z } from "zod";
+import { toValidationError } from "./messages.js";
+
+const noApiKey = {
+  apiKey: z
+    .never({ error: "API keys are never accepted in a payload; set them in the workers' environment" })
+    .optional(),
+};
+
+export const scriptedStepSchema = z.strictObject({
+  text: z.string().optional(),
+  toolCalls: z
+    .array(
+      z.strictObject({
+        id: z.string().min(1).optional(),
+        name: z.string().min(1),
+        arguments: z.record(z.string(), z.unknown()).default({}),
+      }),
+    )
+    .optional(),
+  stopReason: z.string().min(1).optional(),
+  /** Time to wait before and while streaming the answer. */
+  delayMs: z.number().int().nonnegative().max(600_000).optional(),
+  /** `connection`: the request fails before any output; `stream_cut`: part of `text` streams, then it breaks. */
+  fault: z.enum(["connection", "stream_cut"]).optional(),
+  /** How many attempts at this step fail before one succeeds, counted across the fleet; default: all. */
+  faultTimes: z.number().int().nonnegative().optional(),
+});
+
+export const scriptedModelSchema = z.strictObject({
+  provider: z.literal("scripted"),
+  steps: z.array(scriptedStepSchema).min(1, "needs at least one step"),
+});
+
+export const openaiModelSchema = z.strictObject({
+  provider: z.literal("openai"),
+  model: z.string().min(1),
+  /** For OpenAI-compatible servers (vLLM, Ollama, llama.cpp): e.g. http://127.0.0.1:8080/v1 */
+  baseUrl: z.url().optional(),
+  maxTokens: z.number().int().positive().optional(),
+  temperature: z.number().min(0).max(2).optional(),
+  ...noApiKey,
+});
+
+export const anthropicModelSchema = z.strictObject({
+  provider: z.literal("anthropic"),
+  model: z.string().min(1),
+  baseUrl: z.url().optional(),
+  maxTokens: z.number().int().positive().optional(),
+  temperature: z.number().min(0).max(1).optional(),
+  ...noApiKey,
+});
+
+export const modelConfigSchema = z.discriminatedUnion("provider", [
+  scriptedModelSchema,
+  openaiModelSchema,
+  anthropicModelSchema,
+]);
+
+export const agentConfigSchema = z.strictObject({
+  model: modelConfigSchema,
+  /** Names of tools registered in the workers. */
+  tools: z.array(z.string().min(1)).default([]),
+  system: z.string().optional(),
+  /** Model calls one run may make before it stops with `max_turns`. Default 20. */
+  maxTurns: z.number().int().positive().max(1000).default(20),
+  /** Consecutive `paused` steps continued automatically before the run ends `paused`. Default 3. */
+  pauseLimit: z.number().int().nonnegative().max(100).default(3),
+  /** Models the sweeper falls back to, in order, when the primary keeps failing. */
+  fallbackModels: z.array(modelConfigSchema).optional(),
+});
+
+export type ScriptedStep = z.infer<typeof scriptedStepSchema>;
+export type ModelConfig = z.infer<typeof modelConfigSchema>;
+export type AgentConfig = z.infer<typeof agentConfigSchema>;
+export type AgentConfigInput = z.input<typeof agentConfigSchema>;
+
+export function parseAgentConfig(value: unknown, root = "agent"): AgentConfig {
+  const result = agentConfigSchema.safeParse(value);
+  if (!result.success) throw toValidationError(root, result.error, "provider");
+  return result.data;
+}
+
+export function parseModelConfig(value: unknown, root = "model"): ModelConfig {
+  const result = modelConfigSchema.safeParse(value);
+  if (!result.success) throw toValidationError(root, result.error, "provider");
+  return result.data;
+}

@@ -1,0 +1,85 @@
+/**
+ * Configuration, parsed once from the environment (a `.env` file in the working directory
+ * is honoured). Nothing else in the code base reads `process.env`.
+ */
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { z } from "zod";
+import { ValidationError } from "./errors.js";
+
+const int = (def: number) => z.coerce.number().int().nonnegative().default(def);
+
+const envSchema = z.object({
+  /** Postgres. Default: the local server, database `agent_fleet`. */
+  DATABASE_URL: z.string().default("postgres://postgres@127.0.0.1:5432/agent_fleet"),
+  /** Redis. Default: the local server. */
+  REDIS_URL: z.string().default("redis://127.0.0.1:6379"),
+  /** Namespaces every Redis key and queue, so several fleets or test runs share one Redis. */
+  FLEET_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]+$/, "letters, digits, '_', '.' and '-' only")
+    .default("fleet"),
+  /** The HTTP API's port. */
+  PORT: int(3000),
+  /** Where workers and the sweeper serve /metrics; 0 picks a free port. */
+  METRICS_PORT: int(0),
+  /** Where the built-in file tools write. */
+  FLEET_TOOL_DIR: z.string().default("./fleet-files"),
+  /** Jobs one worker process runs at once. */
+  WORKER_CONCURRENCY: int(8),
+  /** Session lease time-to-live; a frozen worker loses its sessions after this. */
+  LEASE_TTL_MS: int(5_000),
+  /** How long a stopping worker lets running work finish before aborting it. */
+  SHUTDOWN_GRACE_MS: int(10_000),
+  /** pino level: fatal, error, warn, info, debug, trace, silent. */
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  OPENAI_API_KEY: z.string().optional(),
+  ANTHROPIC_API_KEY: z.string().optional(),
+});
+
+export type FleetConfig = {
+  databaseUrl: string;
+  redisUrl: string;
+  prefix: string;
+  port: number;
+  metricsPort: number;
+  toolDir: string;
+  workerConcurrency: number;
+  leaseTtlMs: number;
+  shutdownGraceMs: number;
+  logLevel: z.infer<typeof envSchema>["LOG_LEVEL"];
+  apiKeys: { openai?: string; anthropic?: string };
+};
+
+let dotenvLoaded = false;
+
+/** Parses the environment once per call site that owns a process; pass `env` in tests. */
+export function loadConfig(env: Record<string, string | undefined> = readProcessEnv()): FleetConfig {
+  const result = envSchema.safeParse(env);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    throw new ValidationError(String(issue.path[0] ?? "environment"), issue.message);
+  }
+  const e = result.data;
+  return {
+    databaseUrl: e.DATABASE_URL,
+    redisUrl: e.REDIS_URL,
+    prefix: e.FLEET_PREFIX,
+    port: e.PORT,
+    metricsPort: e.METRICS_PORT,
+    toolDir: resolve(e.FLEET_TOOL_DIR),
+    workerConcurrency: Math.max(1, e.WORKER_CONCURRENCY),
+    leaseTtlMs: Math.max(500, e.LEASE_TTL_MS),
+    shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    logLevel: e.LOG_LEVEL,
+    apiKeys: { openai: e.OPENAI_API_KEY, anthropic: e.ANTHROPIC_API_KEY },
+  };
+}
+
+function readProcessEnv(): Record<string, string | undefined> {
+  if (!dotenvLoaded) {
+    dotenvLoaded = true;
+    if (existsSync(".env")) process.loadEnvFile(".env");
+  }
+  return process.env;
+}

@@ -1,0 +1,46 @@
+/** One Postgres pool (postgres.js) and its Drizzle wrapper. */
+import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
+import postgres from "postgres";
+import * as schema from "./schema.js";
+
+export type Database = {
+  sql: postgres.Sql;
+  db: PostgresJsDatabase<typeof schema>;
+  close: () => Promise<void>;
+};
+
+export function openDatabase(url: string, options: { max?: number } = {}): Database {
+  const sql = postgres(url, {
+    max: options.max ?? 10,
+    onnotice: () => {},
+    // Connections dropped by the server (restart, pg_terminate_backend) are replaced on
+    // the next query; idle ones are recycled so a long-lived worker never holds a dead one.
+    idle_timeout: 60,
+    connect_timeout: 10,
+  });
+  const db = drizzle(sql, { schema });
+  return { sql, db, close: () => sql.end({ timeout: 5 }) };
+}
+
+/** The database name in a postgres URL. */
+export function databaseName(url: string): string {
+  return decodeURIComponent(new URL(url).pathname.replace(/^\//, "")) || "postgres";
+}
+
+/** Creates the URL's database when it does not exist yet (the demo owns its database). */
+export async function ensureDatabase(url: string): Promise<void> {
+  const name = databaseName(url);
+  const admin = new URL(url);
+  admin.pathname = "/postgres";
+  const sql = postgres(admin.toString(), { max: 1, onnotice: () => {}, connect_timeout: 10 });
+  try {
+    const rows = await sql`select 1 from pg_database where datname = ${name}`;
+    if (rows.length === 0) {
+      await sql.unsafe(`create database "${name.replace(/"/g, '""')}"`).catch((error: { code?: string }) => {
+        if (error.code !== "42P04") throw error; // created by a concurrent caller
+      });
+    }
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}

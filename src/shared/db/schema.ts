@@ -1,0 +1,133 @@
+/**
+ * The Drizzle schema. Migrations are generated from it by drizzle-kit into `drizzle/`
+ * (`npm run db:generate`), committed, and never edited by hand.
+ */
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  boolean,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+} from "drizzle-orm/pg-core";
+import type { AgentConfig, ModelConfig } from "../agent-config.js";
+import type { ToolCall, Usage } from "../messages.js";
+
+/** Tail states from which the sweeper may have to resume a session. */
+export const RESUMABLE_TAIL_STATES = [
+  "awaiting_model",
+  "tools_pending",
+  "interrupted",
+  "max_output",
+  "paused",
+] as const;
+
+export const sessions = pgTable(
+  "sessions",
+  {
+    id: text("id").primaryKey(),
+    /** What a resume needs to rebuild the agent long after the producer is gone. */
+    agent: jsonb("agent").$type<AgentConfig>().notNull(),
+    metadata: jsonb("metadata").$type<Record<string, unknown>>().notNull().default({}),
+    /** `active` or `parked` (nothing will run it until someone acts). */
+    status: text("status").notNull().default("active"),
+    /** Derived from the history in the same statement as each append (see tail-state.ts). */
+    tailState: text("tail_state").notNull().default("empty"),
+    lastSeq: integer("last_seq").notNull().default(0),
+    /** Fencing epoch: bumped by each lease holder; every append requires it unchanged. */
+    leaseEpoch: bigint("lease_epoch", { mode: "number" }).notNull().default(0),
+    leaseOwner: text("lease_owner"),
+    resumeAttempts: integer("resume_attempts").notNull().default(0),
+    nextResumeAt: timestamp("next_resume_at", { withTimezone: true }),
+    parkedReason: text("parked_reason"),
+    /** The last sign of life of whoever acts on it: its last append or lease renewal. */
+    lastActiveAt: timestamp("last_active_at", { withTimezone: true }).notNull().defaultNow(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    // The sweeper's scan grows with the number of stuck sessions, not with all sessions.
+    index("sessions_resumable_idx")
+      .on(t.lastActiveAt)
+      .where(
+        sql`${t.status} = 'active' and ${t.tailState} in ('awaiting_model', 'tools_pending', 'interrupted', 'max_output', 'paused')`,
+      ),
+  ],
+);
+
+export const messages = pgTable(
+  "messages",
+  {
+    sessionId: text("session_id")
+      .notNull()
+      .references(() => sessions.id, { onDelete: "cascade" }),
+    seq: integer("seq").notNull(),
+    role: text("role").notNull(),
+    content: text("content").notNull(),
+    toolCalls: jsonb("tool_calls").$type<ToolCall[]>(),
+    toolCallId: text("tool_call_id"),
+    /** For tool results: the seq of the assistant step whose call this answers. */
+    callSeq: integer("call_seq"),
+    name: text("name"),
+    success: boolean("success"),
+    stopReason: text("stop_reason"),
+    usage: jsonb("usage").$type<Usage>(),
+    runId: text("run_id"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.sessionId, t.seq] }),
+    // A tool call is answered at most once, whatever any process does.
+    uniqueIndex("messages_one_result_per_call")
+      .on(t.sessionId, t.callSeq, t.toolCallId)
+      .where(sql`${t.role} = 'tool'`),
+  ],
+);
+
+export const runs = pgTable(
+  "runs",
+  {
+    id: text("id").primaryKey(),
+    sessionId: text("session_id")
+      .notNull()
+      .references(() => sessions.id, { onDelete: "cascade" }),
+    /** `run` (new input) or `resume`. */
+    kind: text("kind").notNull(),
+    /** For resumes: the kind applied (or asked for, while queued). */
+    resumeKind: text("resume_kind"),
+    /** Who asked: `api`, `sweeper`, `worker`, `cli`. */
+    trigger: text("trigger").notNull(),
+    /** `queued`, `running`, `ended`. */
+    status: text("status").notNull().default("queued"),
+    /** Why it ended: see RunOutcome. */
+    endedReason: text("ended_reason"),
+    error: text("error"),
+    /** The user message of a run with new input: stored durably until a worker appends it. */
+    input: text("input"),
+    /** A resume may name another model (a fallback). */
+    model: jsonb("model").$type<ModelConfig>(),
+    workerId: text("worker_id"),
+    jobId: text("job_id"),
+    usage: jsonb("usage").$type<Usage>(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    startedAt: timestamp("started_at", { withTimezone: true }),
+    endedAt: timestamp("ended_at", { withTimezone: true }),
+  },
+  (t) => [
+    index("runs_session_idx").on(t.sessionId, t.createdAt),
+    index("runs_unfinished_idx").on(t.status, t.createdAt).where(sql`${t.status} <> 'ended'`),
+    // At most one resume waiting or running per session: a second request joins it.
+    uniqueIndex("runs_one_active_resume")
+      .on(t.sessionId)
+      .where(sql`${t.kind} = 'resume' and ${t.status} <> 'ended'`),
+  ],
+);
+
+export type SessionRow = typeof sessions.$inferSelect;
+export type MessageRow = typeof messages.$inferSelect;
+export type RunRow = typeof runs.$inferSelect;

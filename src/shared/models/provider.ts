@@ -1,0 +1,46 @@
+/**
+ * The model provider interface, shaped for real providers: a request streams events (text
+ * deltas, complete tool calls, a final stop reason with usage) and honours an AbortSignal.
+ * A stream that ends without `done` broke: the runtime records it as `interrupted`.
+ */
+import type { Message, ToolCall, Usage } from "../messages.js";
+
+export type ToolSpec = {
+  name: string;
+  description: string;
+  /** JSON Schema of the arguments object. */
+  parameters: Record<string, unknown>;
+};
+
+export type ModelRequest = {
+  sessionId: string;
+  system?: string;
+  history: readonly Message[];
+  tools: readonly ToolSpec[];
+  signal: AbortSignal;
+};
+
+export type ModelEvent =
+  | { type: "text"; delta: string }
+  | { type: "tool_call"; call: ToolCall }
+  /** `stopReason` is already normalised (stop-reasons.ts); unknown values verbatim. */
+  | { type: "done"; stopReason: string; usage?: Usage };
+
+export interface ModelProvider {
+  stream(request: ModelRequest): AsyncIterable<ModelEvent>;
+}
+
+/**
+ * A failed model request. `retryable` says whether the same request may succeed later
+ * (connection errors, 429, 5xx); the runtime retries only while no output has arrived.
+ */
+export class ProviderError extends Error {
+  override name = "ProviderError";
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * The scripted model (contracts.md §5): a real provider implementation that answers from a
+ * script instead of a network, with the same streaming events and stop reasons.
+ *
+ * The step used is the number of assistant messages already in the history, so a resumed
+ * session continues with the right step on any worker; past the last step it repeats the
+ * last one. Faults are counted across the fleet through a shared counter (Redis).
+ */
+import type { ScriptedStep } from "../agent-config.js";
+import type { ToolCall } from "../messages.js";
+import { type ModelEvent, type ModelProvider, type ModelRequest, ProviderError } from "./provider.js";
+
+/** Counts attempts at a (session, step) across every worker. */
+export type FaultCounter = { increment(key: string): Promise<number> };
+
+export type Sleep = (ms: number, signal: AbortSignal) => Promise<void>;
+
+export const abortableSleep: Sleep = (ms, signal) =>
+  new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason ?? new Error("aborted"));
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason ?? new Error("aborted"));
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+
+/** How many pieces a text streams in. */
+const CHUNKS = 4;
+
+function splitText(text: string, parts: number): string[] {
+  if (text.length === 0) return [];
+  const size = Math.ceil(text.length / parts);
+  const out: string[] = [];
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
+  return out;
+}
+
+export function scriptedToolCalls(step: ScriptedStep, stepIndex: number, repeated: boolean): ToolCall[] {
+  return (step.toolCalls ?? []).map((call, i) => ({
+    // Ids stay unique within a session even when the last step repeats.
+    id: call.id ? (repeated ? `${call.id}_${stepIndex}` : call.id) : `call_${stepIndex}_${i}`,
+    name: call.name,
+    arguments: call.arguments ?? {},
+  }));
+}
+
+export class ScriptedModel implements ModelProvider {
+  constructor(
+    private readonly steps: readonly ScriptedStep[],
+    private readonly deps: { faults: FaultCounter; sleep?: Sleep },
+  ) {}
+
+  async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
+    const sleep = this.deps.sleep ?? abortableSleep;
+    const stepIndex = request.history.filter((m) => m.role === "assistant").length;
+    const last = this.steps.length - 1;
+    const step = this.steps[Math.min(stepIndex, last)]!;
+    const delay = step.delayMs ?? 0;
+    const faulty = step.fault !== undefined && (await this.faultFires(request.sessionId, stepIndex, step));
+
+    if (delay > 0) await sleep(delay / 2, request.signal);
+    if (faulty && step.fault === "connection") {
+      throw new ProviderError("scripted fault: connection refused before any output", true);
+    }
+    const text = step.text ?? "";
+    const chunks = splitText(text, CHUNKS);
+    const cutAfter =
+      faulty && step.fault === "stream_cut" ? Math.max(1, Math.floor(chunks.length / 2)) : Infinity;
+    for (const [i, delta] of chunks.entries()) {
+      if (i >= cutAfter) throw new ProviderError("scripted fault: the stream broke", true);
+      if (delay > 0) await sleep(delay / 2 / chunks.length, request.signal);
+      yield { type: "text", delta };
+    }
+    if (faulty && step.fault === "stream_cut")
+      throw new ProviderError("scripted fault: the stream broke", true);
+    const calls = scriptedToolCalls(step, stepIndex, stepIndex > last);
+    for (const call of calls) yield { type: "tool_call", call };
+    yield { type: "done", stopReason: step.stopReason ?? (calls.length > 0 ? "tool_use" : "end_turn") };
+  }
+
+  private async faultFires(sessionId: string, stepIndex: number, step: ScriptedStep): Promise<boolean> {
+    if (step.faultTimes === undefined) return true;
+    const attempt = await this.deps.faults.increment(`${sessionId}:${stepIndex}`);
+    return attempt <= step.faultTimes;
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * The one typed catalogue of queues and jobs: names, payload schemas (validated by the
+ * producer and again by the worker), deterministic job ids, retry settings.
+ */
+import { type ConnectionOptions, Queue } from "bullmq";
+import { z } from "zod";
+import { ValidationError } from "./errors.js";
+import { toValidationError } from "./messages.js";
+
+export const runJobSchema = z.strictObject({
+  sessionId: z.string().min(1),
+  runId: z.string().min(1),
+});
+export type RunJob = z.infer<typeof runJobSchema>;
+
+export const JOB_NAMES = ["run", "resume"] as const;
+export type JobName = (typeof JOB_NAMES)[number];
+
+export const QUEUES = {
+  runs: {
+    name: "runs",
+    jobs: { run: runJobSchema, resume: runJobSchema },
+    jobId: (payload: RunJob) => `run-${payload.runId}`,
+    defaultJobOptions: {
+      // Infrastructure faults (Postgres or Redis blips) are retried; bad input never is
+      // (the worker throws UnrecoverableError for it).
+      attempts: 5,
+      backoff: { type: "exponential", delay: 500 },
+      removeOnComplete: { age: 3_600, count: 10_000 },
+      removeOnFail: { age: 7 * 24 * 3_600 },
+    },
+  },
+} as const;
+
+export function parseRunJob(name: string, data: unknown): { name: JobName; payload: RunJob } {
+  if (!(JOB_NAMES as readonly string[]).includes(name)) {
+    throw new ValidationError("job.name", `unknown job "${name}"; expected one of ${JOB_NAMES.join(", ")}`);
+  }
+  const result = runJobSchema.safeParse(data);
+  if (!result.success) throw toValidationError("job.data", result.error);
+  return { name: name as JobName, payload: result.data };
+}
+
+export function createRunsQueue(connection: ConnectionOptions, prefix: string): Queue {
+  return new Queue(QUEUES.runs.name, {
+    connection,
+    prefix,
+    defaultJobOptions: QUEUES.runs.defaultJobOptions,
+  });
+}
+
+/** Enqueues a run's job (validated, deterministic id: a second call adds nothing). */
+export async function enqueueRun(queue: Queue, name: JobName, payload: RunJob): Promise<string> {
+  const { payload: valid } = parseRunJob(name, payload);
+  const jobId = QUEUES.runs.jobId(valid);
+  await queue.add(name, valid, { jobId });
+  return jobId;
+}

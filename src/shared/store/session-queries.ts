@@ -1,0 +1,115 @@
+/**
+ * Reads, and the writes that need no lease: creating a session (optionally importing its
+ * history) and queueing runs. Queued runs do not touch the history, so they never race a
+ * worker; the worker appends their input when it takes them, under its lease.
+ */
+import { randomUUID } from "node:crypto";
+import { and, asc, eq, ne } from "drizzle-orm";
+import type { AgentConfig, ModelConfig } from "../agent-config.js";
+import type { Database } from "../db/client.js";
+import { messages, type RunRow, runs, type SessionRow, sessions } from "../db/schema.js";
+import type { Message, StoredMessage } from "../messages.js";
+import { QUEUES } from "../queues.js";
+import { tailState } from "../tail-state.js";
+import { messageFromRow, toNewRows } from "./rows.js";
+
+export type NewRun = {
+  sessionId: string;
+  kind: "run" | "resume";
+  trigger: "api" | "sweeper" | "worker" | "cli";
+  input?: string;
+  resumeKind?: string;
+  model?: ModelConfig;
+};
+
+export class SessionQueries {
+  constructor(private readonly database: Database) {}
+
+  /** Creates a session; an imported history is stored as it is (validated by the caller). */
+  async createSession(input: {
+    agent: AgentConfig;
+    metadata?: Record<string, unknown>;
+    messages?: readonly Message[];
+    id?: string;
+  }): Promise<{ id: string }> {
+    const id = input.id ?? randomUUID();
+    const history = input.messages ?? [];
+    await this.database.sql.begin(async (tx) => {
+      await tx`
+        insert into sessions (id, agent, metadata, last_seq, tail_state)
+        values (${id}, ${JSON.stringify(input.agent)}::jsonb, ${JSON.stringify(input.metadata ?? {})}::jsonb,
+                ${history.length}, ${tailState(history)})`;
+      if (history.length > 0) {
+        const rows = toNewRows(history, 0, null);
+        await tx`
+          insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage)
+          select ${id}, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage
+            from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
+              seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
+              name text, success boolean, stop_reason text, usage jsonb)`;
+      }
+    });
+    return { id };
+  }
+
+  async getSession(id: string): Promise<SessionRow | undefined> {
+    const [row] = await this.database.db.select().from(sessions).where(eq(sessions.id, id));
+    return row;
+  }
+
+  async loadHistory(sessionId: string): Promise<StoredMessage[]> {
+    const rows = await this.database.db
+      .select()
+      .from(messages)
+      .where(eq(messages.sessionId, sessionId))
+      .orderBy(asc(messages.seq));
+    return rows.map(messageFromRow);
+  }
+
+  async listRuns(sessionId: string): Promise<RunRow[]> {
+    return this.database.db
+      .select()
+      .from(runs)
+      .where(eq(runs.sessionId, sessionId))
+      .orderBy(asc(runs.createdAt), asc(runs.id));
+  }
+
+  async getRun(runId: string): Promise<RunRow | undefined> {
+    const [row] = await this.database.db.select().from(runs).where(eq(runs.id, runId));
+    return row;
+  }
+
+  /** The oldest queued run of a session: runs are taken in the order they were asked for. */
+  async nextQueuedRun(sessionId: string): Promise<RunRow | undefined> {
+    const [row] = await this.database.db
+      .select()
+      .from(runs)
+      .where(and(eq(runs.sessionId, sessionId), eq(runs.status, "queued")))
+      .orderBy(asc(runs.createdAt), asc(runs.id))
+      .limit(1);
+    return row;
+  }
+
+  /**
+   * Queues a run. A resume joins the session's resume that is already waiting or running
+   * (at most one per session, enforced by a unique index), so replays change nothing.
+   */
+  async createRun(run: NewRun, attempt = 0): Promise<{ run: RunRow; created: boolean }> {
+    const id = randomUUID();
+    const inserted = await this.database.sql<{ id: string }[]>`
+      insert into runs (id, session_id, kind, trigger, input, resume_kind, model, job_id)
+      values (${id}, ${run.sessionId}, ${run.kind}, ${run.trigger}, ${run.input ?? null}, ${run.resumeKind ?? null},
+              ${run.model ? JSON.stringify(run.model) : null}::jsonb, ${QUEUES.runs.jobId({ sessionId: run.sessionId, runId: id })})
+      on conflict (session_id) where kind = 'resume' and status <> 'ended' do nothing
+      returning id`;
+    if (inserted.length > 0) return { run: (await this.getRun(id))!, created: true };
+    const [active] = await this.database.db
+      .select()
+      .from(runs)
+      .where(and(eq(runs.sessionId, run.sessionId), eq(runs.kind, "resume"), ne(runs.status, "ended")));
+    if (active) return { run: active, created: false };
+    // The active resume ended between the insert and the read: try again.
+    if (attempt < 3) return this.createRun(run, attempt + 1);
+    throw new Error(`could not queue a resume for session ${run.sessionId}`);
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * The tool registry. A tool gets its arguments, the call id, the session id and an
+ * AbortSignal; it returns the result text or throws (the error message becomes a failed
+ * result). Register your own with `registry.register(...)` or `fleet worker --tools FILE`.
+ */
+import type { ZodType } from "zod";
+import { ValidationError } from "../errors.js";
+import { toValidationError } from "../messages.js";
+import type { ToolSpec } from "../models/provider.js";
+
+export type ToolContext = { callId: string; sessionId: string; signal: AbortSignal };
+
+export type Tool<A = Record<string, unknown>> = {
+  name: string;
+  description: string;
+  /** JSON Schema sent to the model. */
+  parameters: Record<string, unknown>;
+  /** Validates the model's arguments before the tool runs (optional). */
+  schema?: ZodType<A>;
+  run(args: A, context: ToolContext): Promise<string>;
+};
+
+/** Helper that keeps a tool's argument type tied to its schema. */
+export function defineTool<A>(tool: Tool<A>): Tool {
+  return tool as unknown as Tool;
+}
+
+export class ToolRegistry {
+  private readonly tools = new Map<string, Tool>();
+
+  register(...tools: Tool[]): this {
+    for (const tool of tools) {
+      if (!/^[A-Za-z0-9_-]{1,64}$/.test(tool.name)) {
+        throw new ValidationError("tool.name", `"${tool.name}" must be 1-64 letters, digits, '_' or '-'`);
+      }
+      this.tools.set(tool.name, tool);
+    }
+    return this;
+  }
+
+  get(name: string): Tool | undefined {
+    return this.tools.get(name);
+  }
+
+  names(): string[] {
+    return [...this.tools.keys()];
+  }
+
+  /** The specs of the named tools, for the model; unknown names are reported, not skipped. */
+  specs(names: readonly string[]): ToolSpec[] {
+    return names.map((name) => {
+      const tool = this.tools.get(name);
+      if (!tool)
+        throw new ValidationError("agent.tools", `no tool named "${name}" is registered in this worker`);
+      return { name: tool.name, description: tool.description, parameters: tool.parameters };
+    });
+  }
+}
+
+export type ToolOutcome = { success: boolean; content: string };
+
+/** Runs one call; never throws: a failure is a failed result the model can read. */
+export async function executeTool(
+  tool: Tool | undefined,
+  name: string,
+  args: Record<string, unknown>,
+  context: ToolContext,
+): Promise<ToolOutcome> {
+  if (!tool) return { success: false, content: `Unknown tool "${name}".` };
+  let parsed: unknown = args;
+  if (tool.schema) {
+    const result = tool.schema.safeParse(args);
+    if (!result.success) {
+      return { success: false, content: `Invalid arguments: ${toValidationError("", result.error).message}` };
+    }
+    parsed = result.data;
+  }
+  try {
+    return { success: true, content: await tool.run(parsed as Record<string, unknown>, context) };
+  } catch (error) {
+    return { success: false, content: error instanceof Error ? error.message : String(error) };
+  }
+}

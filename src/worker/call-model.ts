@@ -1,0 +1,106 @@
+/**
+ * One model step: stream the response into an assistant message. A failed request is
+ * retried only while no output has arrived (bounded, exponential backoff with jitter,
+ * honouring retry-after). Once output has started, a fault ends the step as `interrupted`
+ * with the partial text kept — never a silent retry that would duplicate text.
+ */
+import type { AssistantMessage, ToolCall, Usage } from "../shared/messages.js";
+import { type ModelProvider, type ModelRequest, ProviderError } from "../shared/models/provider.js";
+import type { Sleep } from "../shared/models/scripted.js";
+
+export type RetryPolicy = {
+  /** Attempts in all, the first included. Default 4. */
+  maxAttempts: number;
+  /** First backoff; doubles each time. Default 250 ms. */
+  baseDelayMs: number;
+  /** Cap on one backoff (and on a provider's retry-after). Default 10 s. */
+  maxDelayMs: number;
+};
+
+export const DEFAULT_RETRY_POLICY: RetryPolicy = { maxAttempts: 4, baseDelayMs: 250, maxDelayMs: 10_000 };
+
+export type ModelStep =
+  | { ok: true; message: AssistantMessage; attempts: number }
+  | { ok: false; aborted: boolean; error: string; attempts: number };
+
+export function backoffMs(
+  policy: RetryPolicy,
+  attempt: number,
+  random: () => number,
+  retryAfterMs?: number,
+): number {
+  if (retryAfterMs !== undefined) return Math.min(retryAfterMs, policy.maxDelayMs);
+  const exp = Math.min(policy.baseDelayMs * 2 ** (attempt - 1), policy.maxDelayMs);
+  return Math.round(exp / 2 + (random() * exp) / 2);
+}
+
+function assistant(content: string, calls: ToolCall[], stopReason: string, usage?: Usage): AssistantMessage {
+  return {
+    role: "assistant",
+    content,
+    ...(calls.length > 0 ? { toolCalls: calls } : {}),
+    stopReason,
+    ...(usage ? { usage } : {}),
+  };
+}
+
+async function attempt(
+  provider: ModelProvider,
+  request: ModelRequest,
+): Promise<{ message: AssistantMessage } | { error: unknown; outputStarted: boolean; partial: string }> {
+  let text = "";
+  const calls: ToolCall[] = [];
+  let outputStarted = false;
+  try {
+    for await (const event of provider.stream(request)) {
+      switch (event.type) {
+        case "text":
+          outputStarted = true;
+          text += event.delta;
+          break;
+        case "tool_call":
+          outputStarted = true;
+          calls.push(event.call);
+          break;
+        case "done":
+          return { message: assistant(text, calls, event.stopReason, event.usage) };
+      }
+    }
+    return {
+      error: new Error("the stream ended before its final event"),
+      outputStarted: true,
+      partial: text,
+    };
+  } catch (error) {
+    return { error, outputStarted, partial: text };
+  }
+}
+
+export async function callModel(
+  provider: ModelProvider,
+  request: ModelRequest,
+  deps: { sleep: Sleep; random?: () => number; policy?: RetryPolicy },
+): Promise<ModelStep> {
+  const policy = deps.policy ?? DEFAULT_RETRY_POLICY;
+  const random = deps.random ?? Math.random;
+  for (let n = 1; ; n++) {
+    const result = await attempt(provider, request);
+    if ("message" in result) return { ok: true, message: result.message, attempts: n };
+    const { error } = result;
+    const messageText = error instanceof Error ? error.message : String(error);
+    if (request.signal.aborted) return { ok: false, aborted: true, error: messageText, attempts: n };
+    if (result.outputStarted) {
+      // Half-formed tool calls are dropped: they were never whole, so they never run.
+      return { ok: true, message: assistant(result.partial, [], "interrupted"), attempts: n };
+    }
+    const retryable = error instanceof ProviderError ? error.retryable : true;
+    if (!retryable || n >= policy.maxAttempts)
+      return { ok: false, aborted: false, error: messageText, attempts: n };
+    const retryAfter = error instanceof ProviderError ? error.retryAfterMs : undefined;
+    try {
+      await deps.sleep(backoffMs(policy, n, random, retryAfter), request.signal);
+    } catch {
+      return { ok: false, aborted: true, error: messageText, attempts: n };
+    }
+  }
+}

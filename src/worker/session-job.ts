@@ -1,0 +1,170 @@
+/**
+ * One job: take the session's lease, bump its fencing epoch, end runs an earlier holder
+ * left behind, then take the session's queued runs one after the other, oldest first.
+ * A second job for a busy session answers "busy" and waits its turn.
+ */
+import type { Logger } from "pino";
+import { type ModelConfig, parseAgentConfig } from "../shared/agent-config.js";
+import type { RunRow } from "../shared/db/schema.js";
+import { FencedError } from "../shared/errors.js";
+import type { LeaseStore } from "../shared/lease.js";
+import type { StoredMessage } from "../shared/messages.js";
+import type { FleetMetrics } from "../shared/metrics.js";
+import type { ModelProvider } from "../shared/models/provider.js";
+import type { Fence, FencedWrites, HistoryCursor } from "../shared/store/fenced-writes.js";
+import { lastStepSeq } from "../shared/store/rows.js";
+import type { NewRun, SessionQueries } from "../shared/store/session-queries.js";
+import { tailState } from "../shared/tail-state.js";
+import { type AgentLoopDeps, runAgentLoop } from "./agent-loop.js";
+import { planRunStart } from "./start-run.js";
+
+export type SessionJobDeps = AgentLoopDeps & {
+  workerId: string;
+  queries: Pick<SessionQueries, "getSession" | "loadHistory" | "nextQueuedRun" | "createRun">;
+  writes: Pick<FencedWrites, "append" | "touch" | "takeEpoch" | "startRun" | "endRun" | "endStaleRuns">;
+  lease: LeaseStore;
+  leaseTtlMs: number;
+  models: (config: ModelConfig) => ModelProvider;
+  metrics: Pick<
+    FleetMetrics,
+    "modelStops" | "toolCalls" | "runs" | "resumes" | "resumeRefusals" | "fencedWrites"
+  >;
+  /** Queues a run's job (used when this worker itself asks for a resume). */
+  enqueue: (run: RunRow) => Promise<void>;
+  log: Pick<Logger, "info" | "warn" | "error" | "debug">;
+};
+
+export type JobResult = "done" | "busy" | "fenced";
+
+export async function processSessionJob(
+  sessionId: string,
+  signal: AbortSignal,
+  deps: SessionJobDeps,
+): Promise<JobResult> {
+  const token = await deps.lease.acquire(sessionId);
+  if (!token) return "busy";
+  const controller = new AbortController();
+  const onOuterAbort = () => controller.abort(signal.reason);
+  signal.addEventListener("abort", onOuterAbort, { once: true });
+  const renew = setInterval(
+    () => {
+      deps.lease.renew(sessionId, token).then(
+        (ok) => {
+          if (!ok) controller.abort(new Error("session lease lost"));
+        },
+        (error) => deps.log.warn({ err: error, sessionId }, "lease renewal failed; retrying"),
+      );
+    },
+    Math.max(100, Math.floor(deps.leaseTtlMs / 3)),
+  );
+  try {
+    const epoch = await deps.writes.takeEpoch(sessionId, deps.workerId);
+    if (epoch === null) return "done";
+    const fence: Fence = { sessionId, epoch };
+    const stale = await deps.writes.endStaleRuns(fence);
+    for (const _ of stale) deps.metrics.runs.inc({ kind: "run", outcome: "crashed" });
+    if (stale.length > 0) await requestResume(sessionId, "worker", deps);
+    for (;;) {
+      if (controller.signal.aborted) break;
+      const run = await deps.queries.nextQueuedRun(sessionId);
+      if (!run) break;
+      await processRun(run, fence, controller.signal, deps);
+    }
+    return "done";
+  } catch (error) {
+    if (error instanceof FencedError) {
+      deps.metrics.fencedWrites.inc();
+      deps.log.warn({ sessionId }, "fenced out: another worker holds this session now; stopping");
+      return "fenced";
+    }
+    throw error;
+  } finally {
+    clearInterval(renew);
+    signal.removeEventListener("abort", onOuterAbort);
+    await deps.lease.release(sessionId, token).catch(() => {});
+  }
+}
+
+/** Queues a resume (joined with one already waiting) and its job. */
+async function requestResume(
+  sessionId: string,
+  trigger: NewRun["trigger"],
+  deps: SessionJobDeps,
+): Promise<void> {
+  const { run } = await deps.queries.createRun({ sessionId, kind: "resume", trigger });
+  await deps.enqueue(run);
+}
+
+async function processRun(
+  run: RunRow,
+  fence: Fence,
+  signal: AbortSignal,
+  deps: SessionJobDeps,
+): Promise<void> {
+  const kind = run.kind === "resume" ? "resume" : "run";
+  const session = await deps.queries.getSession(fence.sessionId);
+  if (!session) return;
+  const history = await deps.queries.loadHistory(fence.sessionId);
+  const plan = planRunStart(run, history);
+  if (plan.action === "refuse") {
+    await deps.writes.startRun(
+      fence,
+      cursorOf(history),
+      { id: run.id, workerId: deps.workerId, resumeKind: null },
+      [],
+      tailState(history),
+    );
+    await deps.writes.endRun(fence, run.id, plan.outcome, {
+      error: plan.detail ? `${plan.reason}: ${plan.detail}` : plan.reason,
+    });
+    if (kind === "resume") deps.metrics.resumeRefusals.inc({ reason: plan.reason });
+    deps.metrics.runs.inc({ kind, outcome: plan.outcome });
+    return;
+  }
+  const next = [...history, ...plan.appends];
+  const started = await deps.writes.startRun(
+    fence,
+    cursorOf(history),
+    { id: run.id, workerId: deps.workerId, resumeKind: plan.resumeKind },
+    plan.appends,
+    tailState(next),
+  );
+  if (started === null) return;
+  history.push(...started);
+  if (plan.resumeKind) deps.metrics.resumes.inc({ kind: plan.resumeKind, trigger: run.trigger });
+  for (const tool of plan.interruptedCalls) deps.metrics.toolCalls.inc({ tool, outcome: "interrupted" });
+
+  let agent: ReturnType<typeof parseAgentConfig>;
+  try {
+    agent = parseAgentConfig(session.agent);
+  } catch (error) {
+    await deps.writes.endRun(fence, run.id, "failed", { error: (error as Error).message });
+    deps.metrics.runs.inc({ kind, outcome: "failed" });
+    return;
+  }
+  const model = deps.models(run.model ?? agent.model);
+  let result: Awaited<ReturnType<typeof runAgentLoop>>;
+  try {
+    result = await runAgentLoop({ fence, runId: run.id, agent, model, history, signal }, deps);
+  } catch (error) {
+    if (error instanceof FencedError) throw error;
+    // A tool list naming an unknown tool, or another configuration problem: record it.
+    await deps.writes.endRun(fence, run.id, "failed", { error: (error as Error).message });
+    deps.metrics.runs.inc({ kind, outcome: "failed" });
+    return;
+  }
+  await deps.writes.endRun(fence, run.id, result.outcome, {
+    error: result.error ?? null,
+    usage: result.usage,
+  });
+  deps.metrics.runs.inc({ kind, outcome: result.outcome });
+  deps.log.debug({ sessionId: fence.sessionId, runId: run.id, outcome: result.outcome }, "run ended");
+  if (result.outcome === "cancelled") {
+    // This worker is stopping: hand the session to another worker right away.
+    await requestResume(fence.sessionId, "worker", deps);
+  }
+}
+
+function cursorOf(history: readonly StoredMessage[]): HistoryCursor {
+  return { lastSeq: history.at(-1)?.seq ?? 0, lastStepSeq: lastStepSeq(history) };
+}

@@ -1,0 +1,159 @@
+/**
+ * The worker process: claims run jobs from BullMQ and runs sessions (session-job.ts).
+ * Shutdown through `stop()` (SIGTERM/SIGINT in `fleet worker`): stop claiming, let running
+ * work finish for the grace period, then abort it — aborted runs end `cancelled` and hand
+ * their session to another worker — and close every connection even if one close throws.
+ */
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
+import pino, { type Logger } from "pino";
+import type { FleetConfig } from "../shared/config.js";
+import { openDatabase } from "../shared/db/client.js";
+import { ValidationError } from "../shared/errors.js";
+import { startMetricsServer } from "../shared/http-server.js";
+import { SessionLease } from "../shared/lease.js";
+import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
+import { createModel, redisFaultCounter } from "../shared/models/create-model.js";
+import { abortableSleep } from "../shared/models/scripted.js";
+import { createRunsQueue, enqueueRun, parseRunJob, QUEUES } from "../shared/queues.js";
+import { closeRedis, createRedis } from "../shared/redis.js";
+import { FencedWrites } from "../shared/store/fenced-writes.js";
+import { SessionQueries } from "../shared/store/session-queries.js";
+import { builtinTools } from "../shared/tools/builtin.js";
+import { type Tool, ToolRegistry } from "../shared/tools/registry.js";
+import { processSessionJob, type SessionJobDeps } from "./session-job.js";
+
+export type WorkerOptions = {
+  /** Tools registered besides the built-ins. */
+  tools?: Tool[];
+  /** Serve /metrics; default true. */
+  serveMetrics?: boolean;
+  logger?: Logger;
+};
+
+export type RunningWorker = {
+  workerId: string;
+  metrics: FleetMetrics;
+  metricsPort: number | null;
+  stop: () => Promise<void>;
+};
+
+/** Closes every resource, in order, even when one close throws. */
+export async function closeAll(
+  closers: (() => Promise<unknown>)[],
+  log: Pick<Logger, "warn">,
+): Promise<void> {
+  for (const close of closers) {
+    try {
+      await close();
+    } catch (error) {
+      log.warn({ err: error }, "close failed");
+    }
+  }
+}
+
+export async function startWorker(config: FleetConfig, options: WorkerOptions = {}): Promise<RunningWorker> {
+  const workerId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+  const log = options.logger ?? pino({ level: config.logLevel, base: { role: "worker", workerId } });
+  const database = openDatabase(config.databaseUrl, { max: config.workerConcurrency + 2 });
+  const bullRedis = createRedis(config.redisUrl, "worker", `${config.prefix}:worker:${workerId}`);
+  const redis = createRedis(config.redisUrl, "worker");
+  const queue = createRunsQueue(redis, config.prefix);
+  const metrics = createMetrics("worker");
+  const tools = new ToolRegistry().register(...builtinTools(config.toolDir), ...(options.tools ?? []));
+  const faults = redisFaultCounter(redis, config.prefix);
+  const queries = new SessionQueries(database);
+
+  const deps: SessionJobDeps = {
+    workerId,
+    queries,
+    writes: new FencedWrites(database),
+    lease: new SessionLease(redis, config.prefix, config.leaseTtlMs),
+    leaseTtlMs: config.leaseTtlMs,
+    models: (model) => createModel(model, { faults }),
+    tools,
+    metrics,
+    sleep: abortableSleep,
+    enqueue: async (run) => {
+      await enqueueRun(queue, run.kind === "resume" ? "resume" : "run", {
+        sessionId: run.sessionId,
+        runId: run.id,
+      });
+    },
+    log,
+  };
+
+  const processor = async (job: Job, token?: string, signal?: AbortSignal) => {
+    let payload: ReturnType<typeof parseRunJob>["payload"];
+    try {
+      payload = parseRunJob(job.name, job.data).payload;
+    } catch (error) {
+      // Bad input fails once, clearly, and is never retried.
+      if (error instanceof ValidationError) throw new UnrecoverableError(error.message);
+      throw error;
+    }
+    const result = await processSessionJob(payload.sessionId, signal ?? new AbortController().signal, deps);
+    if (result === "busy") {
+      // Another worker holds the session: wait behind it, never alongside it.
+      await job.moveToDelayed(Date.now() + 100 + Math.floor(Math.random() * 200), token);
+      throw new DelayedError();
+    }
+    return result;
+  };
+
+  const worker = new Worker(QUEUES.runs.name, processor, {
+    connection: bullRedis,
+    prefix: config.prefix,
+    concurrency: config.workerConcurrency,
+    autorun: true,
+  });
+  worker.on("lockRenewalFailed", (jobIds) => {
+    // The fence keeps history safe; aborting stops the work early.
+    for (const id of jobIds) worker.cancelJob(id, "BullMQ lock lost");
+  });
+  worker.on("error", (error) => log.warn({ err: error }, "worker error"));
+  worker.on("failed", (job, error) => {
+    if (job) log.warn({ jobId: job.id, err: error.message }, "job failed");
+  });
+  await worker.waitUntilReady();
+
+  const server =
+    options.serveMetrics === false
+      ? null
+      : await startMetricsServer(metrics.registry, config.metricsPort, async () => {
+          await database.sql`select 1`;
+          return (await redis.ping()) === "PONG";
+        });
+  log.info({ metricsPort: server?.port, concurrency: config.workerConcurrency }, "worker started");
+
+  let stopping: Promise<void> | null = null;
+  const stop = () => {
+    stopping ??= (async () => {
+      log.info("worker stopping: no new jobs; letting running work finish");
+      const closed = worker.close();
+      const graceOver = new Promise<"grace">((resolve) => {
+        const t = setTimeout(() => resolve("grace"), config.shutdownGraceMs);
+        t.unref();
+      });
+      if ((await Promise.race([closed.then(() => "closed" as const), graceOver])) === "grace") {
+        log.warn("grace period over: aborting running work");
+        worker.cancelAllJobs("worker shutting down");
+      }
+      await closeAll(
+        [
+          () => closed,
+          () => queue.close(),
+          () => closeRedis(bullRedis),
+          () => closeRedis(redis),
+          () => database.close(),
+          async () => server?.close(),
+        ],
+        log,
+      );
+      log.info("worker stopped");
+    })();
+    return stopping;
+  };
+  return { workerId, metrics, metricsPort: server?.port ?? null, stop };
+}

@@ -48,6 +48,7 @@ export async function apiCommand(args: string[]): Promise<number> {
   const { values } = parseArgs({ args, options: { port: { type: "string" } } });
   const config = loadConfig();
   const api = await startApi(config, { port: values.port ? Number(values.port) : undefined });
+  console.log(`fleet api ready: ${api.url}`);
   await untilSignal();
   await api.stop();
   return 0;
@@ -72,6 +73,7 @@ export async function workerCommand(args: string[]): Promise<number> {
   if (values["metrics-port"]) config.metricsPort = Number(values["metrics-port"]);
   const tools = (await Promise.all((values.tools ?? []).map(loadTools))).flat();
   const worker = await startWorker(config, { tools });
+  console.log(`fleet worker ready: ${worker.workerId}, metrics on port ${worker.metricsPort}`);
   await untilSignal();
   await worker.stop();
   return 0;

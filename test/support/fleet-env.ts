@@ -1,0 +1,134 @@
+/**
+ * Test isolation: every test file gets a fresh database and a fresh FLEET_PREFIX, its own
+ * tool directory, and helpers to run the real API in-process and real workers as child
+ * processes. `close()` stops everything it started and fails the file if a child is left.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { Redis } from "ioredis";
+import postgres from "postgres";
+import { type RunningApi, startApi } from "../../src/producer/api-server.js";
+import { FleetClient } from "../../src/producer/client.js";
+import { type FleetConfig, loadConfig } from "../../src/shared/config.js";
+import { type Database, openDatabase } from "../../src/shared/db/client.js";
+import { migrateDatabase } from "../../src/shared/db/migrate.js";
+
+export const ROOT = resolve(import.meta.dirname, "../..");
+export const FLEET_BIN = join(ROOT, "bin/fleet.js");
+const ADMIN_URL = process.env.TEST_ADMIN_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+
+export type FleetEnv = {
+  config: FleetConfig;
+  /** Environment for child processes of this fleet. */
+  env: Record<string, string>;
+  database: Database;
+  redis: Redis;
+  startApi(): Promise<{ api: RunningApi; client: FleetClient }>;
+  spawnWorker(extraEnv?: Record<string, string>, args?: string[]): Promise<WorkerProcess>;
+  close(): Promise<void>;
+};
+
+export type WorkerProcess = {
+  child: ChildProcess;
+  output: () => string;
+  /** Resolves with the exit code (or signal) once the process has exited. */
+  exited: Promise<number | string>;
+};
+
+export async function createFleetEnv(name: string): Promise<FleetEnv> {
+  const id = `${name
+    .replace(/[^a-z0-9]/gi, "")
+    .toLowerCase()
+    .slice(0, 20)}_${randomUUID().slice(0, 8)}`;
+  const dbName = `fleet_t_${id}`;
+  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`create database "${dbName}"`);
+  await admin.end();
+  const databaseUrl = new URL(ADMIN_URL);
+  databaseUrl.pathname = `/${dbName}`;
+  const toolDir = await mkdtemp(join(tmpdir(), `fleet-${id}-`));
+  const env: Record<string, string> = {
+    DATABASE_URL: databaseUrl.toString(),
+    REDIS_URL,
+    FLEET_PREFIX: `t-${id}`,
+    FLEET_TOOL_DIR: toolDir,
+    LOG_LEVEL: "warn",
+    METRICS_PORT: "0",
+    LEASE_TTL_MS: "2000",
+    SHUTDOWN_GRACE_MS: "5000",
+  };
+  const config = loadConfig(env);
+  const database = openDatabase(config.databaseUrl, { max: 5 });
+  await migrateDatabase(database);
+  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+  const apis: RunningApi[] = [];
+  const workers: WorkerProcess[] = [];
+
+  return {
+    config,
+    env,
+    database,
+    redis,
+    async startApi() {
+      const api = await startApi({ ...config, logLevel: "silent" }, { port: 0 });
+      apis.push(api);
+      return { api, client: new FleetClient({ baseUrl: api.url }) };
+    },
+    async spawnWorker(extraEnv = {}, args = []) {
+      const child = spawn(process.execPath, [FLEET_BIN, "worker", ...args], {
+        env: { ...process.env, ...env, ...extraEnv },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      child.stdout?.on("data", (d) => {
+        out += d;
+      });
+      child.stderr?.on("data", (d) => {
+        out += d;
+      });
+      const exited = new Promise<number | string>((resolve) =>
+        child.on("exit", (code, signal) => resolve(signal ?? code ?? -1)),
+      );
+      const worker = { child, output: () => out, exited };
+      workers.push(worker);
+      await waitFor(() => /fleet worker ready/.test(out) || child.exitCode !== null, 20_000, "worker start");
+      if (child.exitCode !== null) throw new Error(`worker exited at start:\n${out}`);
+      return worker;
+    },
+    async close() {
+      for (const w of workers)
+        if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill("SIGKILL");
+      await Promise.all(workers.map((w) => w.exited));
+      for (const api of apis) await api.stop();
+      await database.close();
+      const keys = await redis.keys(`${env.FLEET_PREFIX}:*`);
+      if (keys.length > 0) await redis.del(...keys);
+      await redis.quit();
+      const dropper = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+      await dropper.unsafe(`drop database if exists "${dbName}" with (force)`);
+      await dropper.end();
+      await rm(toolDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  what: string,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** Asserts a stored history's seqs are 1..n with no gap or repeat. */
+export function seqsOf(messages: { seq: number }[]): number[] {
+  return messages.map((m) => m.seq);
+}

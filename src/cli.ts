@@ -26,6 +26,10 @@ const commands: Record<string, Command> = {
     summary: "worker [--tools FILE]     run a worker (FILE's default export: more tools)",
     run: async (args) => (await import("./commands/serve.js")).workerCommand(args),
   },
+  sweeper: {
+    summary: "sweeper                   find interrupted sessions and resume them (or park them)",
+    run: async (args) => (await import("./commands/serve.js")).sweeperCommand(args),
+  },
   up: {
     summary: "up [--workers N]          run the whole fleet on this machine",
     run: async (args) => (await import("./commands/serve.js")).upCommand(args),

@@ -10,6 +10,7 @@ import { migrateDatabase } from "../shared/db/migrate.js";
 import { ValidationError } from "../shared/errors.js";
 import { checkServices } from "../shared/preflight.js";
 import type { Tool } from "../shared/tools/registry.js";
+import { startSweeper } from "../worker/sweeper-process.js";
 import { startWorker } from "../worker/worker.js";
 
 export const FLEET_BIN = resolve(import.meta.dirname, "../../bin/fleet.js");
@@ -79,6 +80,17 @@ export async function workerCommand(args: string[]): Promise<number> {
   return 0;
 }
 
+export async function sweeperCommand(args: string[]): Promise<number> {
+  const { values } = parseArgs({ args, options: { "metrics-port": { type: "string" } } });
+  const config = loadConfig();
+  if (values["metrics-port"]) config.metricsPort = Number(values["metrics-port"]);
+  const sweeper = await startSweeper(config);
+  console.log(`fleet sweeper ready: metrics on port ${sweeper.metricsPort}`);
+  await untilSignal();
+  await sweeper.stop();
+  return 0;
+}
+
 /** Spawns `fleet <role>` as a child process with the given environment additions. */
 export function spawnRole(role: string, env: Record<string, string>, args: string[] = []): ChildProcess {
   return spawn(process.execPath, [FLEET_BIN, role, ...args], {
@@ -95,7 +107,10 @@ export async function upCommand(args: string[]): Promise<number> {
   const config = loadConfig();
   await migrate(config);
   const api = await startApi(config);
-  console.log(`fleet up: API on ${api.url}, ${count} worker processes`);
+  const sweeper = await startSweeper(config);
+  console.log(
+    `fleet up: API on ${api.url}, ${count} worker processes, a sweeper (metrics on port ${sweeper.metricsPort})`,
+  );
   let stopping = false;
   const children = new Set<ChildProcess>();
   const startOne = () => {
@@ -120,6 +135,7 @@ export async function upCommand(args: string[]): Promise<number> {
         }),
     ),
   );
+  await sweeper.stop();
   await api.stop();
   return 0;
 }

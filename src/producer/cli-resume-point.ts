@@ -51,6 +51,9 @@ export async function resumePointCommand(args: string[]): Promise<number> {
       throw new ValidationError("", "give either --file HISTORY.json or a SESSION_ID, not both");
     const history = parseHistory(await readHistoryFile(values.file));
     json = toResumePointJson(resumePoint(history));
+  } else if (positionals.length === 1) {
+    const { storedResumePoint } = await import("./stored-resume-point.js");
+    json = await storedResumePoint(positionals[0]!);
   } else {
     throw new ValidationError(
       "",

@@ -70,6 +70,10 @@ export const agentConfigSchema = z.strictObject({
   maxTurns: z.number().int().positive().max(1000).default(20),
   /** Consecutive `paused` steps continued automatically before the run ends `paused`. Default 3. */
   pauseLimit: z.number().int().nonnegative().max(100).default(3),
+  /** Whether the sweeper continues a response cut by the output limit (`continue_response`); else it parks. Default true. */
+  continueOnMaxOutput: z.boolean().default(true),
+  /** Whether the sweeper continues a run that ended `paused` at the pause limit; else it parks. Default true. */
+  continueOnPause: z.boolean().default(true),
   /** Models the sweeper falls back to, in order, when the primary keeps failing. */
   fallbackModels: z.array(modelConfigSchema).optional(),
 });

@@ -31,6 +31,12 @@ const envSchema = z.object({
   LEASE_TTL_MS: int(5_000),
   /** How long a stopping worker lets running work finish before aborting it. */
   SHUTDOWN_GRACE_MS: int(10_000),
+  /** How often the sweeper looks for dead or frozen workers; other scans run every 5th tick. */
+  SWEEP_INTERVAL_MS: int(200),
+  /** Automatic resumes of one session before it is parked. */
+  SWEEPER_MAX_ATTEMPTS: int(5),
+  /** Wait before the second automatic resume of a session; doubles each time, capped at 60 s. */
+  SWEEPER_BACKOFF_MS: int(1_000),
   /** pino level: fatal, error, warn, info, debug, trace, silent. */
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   OPENAI_API_KEY: z.string().optional(),
@@ -47,6 +53,9 @@ export type FleetConfig = {
   workerConcurrency: number;
   leaseTtlMs: number;
   shutdownGraceMs: number;
+  sweepIntervalMs: number;
+  sweeperMaxAttempts: number;
+  sweeperBackoffMs: number;
   logLevel: z.infer<typeof envSchema>["LOG_LEVEL"];
   apiKeys: { openai?: string; anthropic?: string };
 };
@@ -71,6 +80,9 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     workerConcurrency: Math.max(1, e.WORKER_CONCURRENCY),
     leaseTtlMs: Math.max(500, e.LEASE_TTL_MS),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    sweepIntervalMs: Math.max(20, e.SWEEP_INTERVAL_MS),
+    sweeperMaxAttempts: e.SWEEPER_MAX_ATTEMPTS,
+    sweeperBackoffMs: e.SWEEPER_BACKOFF_MS,
     logLevel: e.LOG_LEVEL,
     apiKeys: { openai: e.OPENAI_API_KEY, anthropic: e.ANTHROPIC_API_KEY },
   };

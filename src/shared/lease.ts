@@ -6,11 +6,15 @@
 import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 
-const RENEW = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`;
+// KEYS[2] records when the holder last showed a sign of life (for fleet_crash_to_resume_seconds).
+const RENEW = `if redis.call("get", KEYS[1]) == ARGV[1] then
+  redis.call("set", KEYS[2], ARGV[3], "PX", 3600000)
+  return redis.call("pexpire", KEYS[1], ARGV[2])
+else return 0 end`;
 const RELEASE = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`;
 
 export type LeaseStore = {
-  acquire(sessionId: string): Promise<string | null>;
+  acquire(sessionId: string, ownerId: string): Promise<string | null>;
   renew(sessionId: string, token: string): Promise<boolean>;
   release(sessionId: string, token: string): Promise<boolean>;
 };
@@ -27,17 +31,42 @@ export class SessionLease implements LeaseStore {
     return `${this.prefix}:lease:${sessionId}`;
   }
 
-  /** Returns a token when the lease was free, null when someone holds it. */
-  async acquire(sessionId: string): Promise<string | null> {
-    const token = randomUUID();
+  renewedKey(sessionId: string): string {
+    return `${this.prefix}:lease-renewed:${sessionId}`;
+  }
+
+  /**
+   * Returns a token when the lease was free, null when someone holds it. The token starts
+   * with the owner's id, so the sweeper can tell whose lease it is (`ownerOf`).
+   */
+  async acquire(sessionId: string, ownerId: string): Promise<string | null> {
+    const token = `${ownerId}/${randomUUID()}`;
     const ok = await this.redis.set(this.key(sessionId), token, "PX", this.ttlMs, "NX");
-    return ok === "OK" ? token : null;
+    if (ok !== "OK") return null;
+    await this.redis.set(this.renewedKey(sessionId), String(Date.now()), "PX", 3_600_000);
+    return token;
   }
 
   async renew(sessionId: string, token: string): Promise<boolean> {
-    return (await this.redis.eval(RENEW, 1, this.key(sessionId), token, String(this.ttlMs))) === 1;
+    const result = await this.redis.eval(
+      RENEW,
+      2,
+      this.key(sessionId),
+      this.renewedKey(sessionId),
+      token,
+      String(this.ttlMs),
+      String(Date.now()),
+    );
+    return result === 1;
   }
 
+  /** When the session's lease holder last renewed or took it (ms since epoch), if known. */
+  async lastRenewal(sessionId: string): Promise<number | null> {
+    const value = await this.redis.get(this.renewedKey(sessionId));
+    return value ? Number(value) : null;
+  }
+
+  /** Releases the lease only if `token` still holds it (also the sweeper's, for a dead holder). */
   async release(sessionId: string, token: string): Promise<boolean> {
     return (await this.redis.eval(RELEASE, 1, this.key(sessionId), token)) === 1;
   }
@@ -46,4 +75,10 @@ export class SessionLease implements LeaseStore {
   async holder(sessionId: string): Promise<string | null> {
     return this.redis.get(this.key(sessionId));
   }
+}
+
+/** The worker id a lease token belongs to. */
+export function ownerOf(token: string): string {
+  const slash = token.indexOf("/");
+  return slash < 0 ? token : token.slice(0, slash);
 }

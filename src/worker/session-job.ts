@@ -16,6 +16,7 @@ import { lastStepSeq } from "../shared/store/rows.js";
 import type { NewRun, SessionQueries } from "../shared/store/session-queries.js";
 import { tailState } from "../shared/tail-state.js";
 import { type AgentLoopDeps, runAgentLoop } from "./agent-loop.js";
+import type { RunOutcome } from "./run-outcome.js";
 import { planRunStart } from "./start-run.js";
 
 export type SessionJobDeps = AgentLoopDeps & {
@@ -27,8 +28,10 @@ export type SessionJobDeps = AgentLoopDeps & {
   models: (config: ModelConfig) => ModelProvider;
   metrics: Pick<
     FleetMetrics,
-    "modelStops" | "toolCalls" | "runs" | "resumes" | "resumeRefusals" | "fencedWrites"
+    "modelStops" | "toolCalls" | "runs" | "resumes" | "resumeRefusals" | "fencedWrites" | "crashToResume"
   >;
+  /** Tells the sweepers that a run stopped short, so they need not wait for their next poll. */
+  reportStop: (sessionId: string, outcome: RunOutcome) => Promise<void>;
   /** Queues a run's job (used when this worker itself asks for a resume). */
   enqueue: (run: RunRow) => Promise<void>;
   log: Pick<Logger, "info" | "warn" | "error" | "debug">;
@@ -36,12 +39,29 @@ export type SessionJobDeps = AgentLoopDeps & {
 
 export type JobResult = "done" | "busy" | "fenced";
 
+/** The Redis channel on which workers report runs that stopped short. */
+export function eventsChannel(prefix: string): string {
+  return `${prefix}:events`;
+}
+
+/** Outcomes after which the session still needs a resume (or parking) by a sweeper. */
+const NEEDS_SWEEPER: ReadonlySet<RunOutcome> = new Set<RunOutcome>([
+  "interrupted",
+  "max_output",
+  "paused",
+  "provider_error",
+  "refused",
+  "context_full",
+  "unknown_stop",
+  "failed",
+]);
+
 export async function processSessionJob(
   sessionId: string,
   signal: AbortSignal,
   deps: SessionJobDeps,
 ): Promise<JobResult> {
-  const token = await deps.lease.acquire(sessionId);
+  const token = await deps.lease.acquire(sessionId, deps.workerId);
   if (!token) return "busy";
   const controller = new AbortController();
   const onOuterAbort = () => controller.abort(signal.reason);
@@ -132,6 +152,8 @@ async function processRun(
   if (started === null) return;
   history.push(...started);
   if (plan.resumeKind) deps.metrics.resumes.inc({ kind: plan.resumeKind, trigger: run.trigger });
+  if (run.lastSignAt)
+    deps.metrics.crashToResume.observe(Math.max(0, Date.now() - run.lastSignAt.getTime()) / 1000);
   for (const tool of plan.interruptedCalls) deps.metrics.toolCalls.inc({ tool, outcome: "interrupted" });
 
   let agent: ReturnType<typeof parseAgentConfig>;
@@ -159,6 +181,9 @@ async function processRun(
   });
   deps.metrics.runs.inc({ kind, outcome: result.outcome });
   deps.log.debug({ sessionId: fence.sessionId, runId: run.id, outcome: result.outcome }, "run ended");
+  if (NEEDS_SWEEPER.has(result.outcome)) {
+    await deps.reportStop(fence.sessionId, result.outcome).catch(() => {});
+  }
   if (result.outcome === "cancelled") {
     // This worker is stopping: hand the session to another worker right away.
     await requestResume(fence.sessionId, "worker", deps);

@@ -22,7 +22,8 @@ import { FencedWrites } from "../shared/store/fenced-writes.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { builtinTools } from "../shared/tools/builtin.js";
 import { type Tool, ToolRegistry } from "../shared/tools/registry.js";
-import { processSessionJob, type SessionJobDeps } from "./session-job.js";
+import { livenessName } from "./liveness.js";
+import { eventsChannel, processSessionJob, type SessionJobDeps } from "./session-job.js";
 
 export type WorkerOptions = {
   /** Tools registered besides the built-ins. */
@@ -57,8 +58,10 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   const workerId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   const log = options.logger ?? pino({ level: config.logLevel, base: { role: "worker", workerId } });
   const database = openDatabase(config.databaseUrl, { max: config.workerConcurrency + 2 });
-  const bullRedis = createRedis(config.redisUrl, "worker", `${config.prefix}:worker:${workerId}`);
-  const redis = createRedis(config.redisUrl, "worker");
+  const bullRedis = createRedis(config.redisUrl, "worker");
+  // This connection's name is the worker's liveness signal (liveness.ts): it vanishes from
+  // CLIENT LIST the moment the process dies. Its leases go through it too.
+  const redis = createRedis(config.redisUrl, "worker", livenessName(config.prefix, workerId));
   const queue = createRunsQueue(redis, config.prefix);
   const metrics = createMetrics("worker");
   const tools = new ToolRegistry().register(...builtinTools(config.toolDir), ...(options.tools ?? []));
@@ -75,6 +78,12 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     tools,
     metrics,
     sleep: abortableSleep,
+    reportStop: async (sessionId, outcome) => {
+      await redis.publish(
+        eventsChannel(config.prefix),
+        JSON.stringify({ type: "run_stopped", sessionId, outcome }),
+      );
+    },
     enqueue: async (run) => {
       await enqueueRun(queue, run.kind === "resume" ? "resume" : "run", {
         sessionId: run.sessionId,

@@ -37,7 +37,8 @@ export async function ensureDatabase(url: string): Promise<void> {
     const rows = await sql`select 1 from pg_database where datname = ${name}`;
     if (rows.length === 0) {
       await sql.unsafe(`create database "${name.replace(/"/g, '""')}"`).catch((error: { code?: string }) => {
-        if (error.code !== "42P04") throw error; // created by a concurrent caller
+        // Created by a concurrent caller: 42P04 once it exists, 23505 while both race on the catalog.
+        if (error.code !== "42P04" && error.code !== "23505") throw error;
       });
     }
   } finally {

@@ -51,12 +51,11 @@ export const sessions = pgTable(
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
-    // The sweeper's scan grows with the number of stuck sessions, not with all sessions.
-    index("sessions_resumable_idx")
-      .on(t.lastActiveAt)
-      .where(
-        sql`${t.status} = 'active' and ${t.tailState} in ('awaiting_model', 'tools_pending', 'interrupted', 'max_output', 'paused')`,
-      ),
+    // The sweeper's scan grows with the number of sessions in flight or stuck, not with all
+    // sessions: completed, empty and parked ones are not in this index.
+    index("sessions_attention_idx")
+      .on(t.nextResumeAt)
+      .where(sql`${t.status} = 'active' and ${t.tailState} not in ('completed', 'empty')`),
   ],
 );
 
@@ -112,6 +111,8 @@ export const runs = pgTable(
     /** A resume may name another model (a fallback). */
     model: jsonb("model").$type<ModelConfig>(),
     workerId: text("worker_id"),
+    /** For resumes of an interrupted run: that run's last sign of life (append or lease renewal). */
+    lastSignAt: timestamp("last_sign_at", { withTimezone: true }),
     jobId: text("job_id"),
     usage: jsonb("usage").$type<Usage>(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),

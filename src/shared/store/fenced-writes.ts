@@ -141,6 +141,12 @@ export class FencedWrites {
          and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch})
       returning 1`;
     if (rows.length === 0) await assertFence(this.database.sql, fence);
+    if (outcome === "completed") {
+      // The session made it: its count of automatic resume attempts starts again.
+      await this.database.sql`
+        update sessions set resume_attempts = 0, next_resume_at = null
+         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and resume_attempts <> 0`;
+    }
   }
 
   /**

@@ -20,6 +20,8 @@ export type NewRun = {
   input?: string;
   resumeKind?: string;
   model?: ModelConfig;
+  /** For resumes of an interrupted run: its last sign of life. */
+  lastSignAt?: Date;
 };
 
 export class SessionQueries {
@@ -97,9 +99,9 @@ export class SessionQueries {
   async createRun(run: NewRun, attempt = 0): Promise<{ run: RunRow; created: boolean }> {
     const id = randomUUID();
     const inserted = await this.database.sql<{ id: string }[]>`
-      insert into runs (id, session_id, kind, trigger, input, resume_kind, model, job_id)
+      insert into runs (id, session_id, kind, trigger, input, resume_kind, model, job_id, last_sign_at)
       values (${id}, ${run.sessionId}, ${run.kind}, ${run.trigger}, ${run.input ?? null}, ${run.resumeKind ?? null},
-              ${run.model ? JSON.stringify(run.model) : null}::jsonb, ${QUEUES.runs.jobId({ sessionId: run.sessionId, runId: id })})
+              ${run.model ? JSON.stringify(run.model) : null}::jsonb, ${QUEUES.runs.jobId({ sessionId: run.sessionId, runId: id })}, ${run.lastSignAt?.toISOString() ?? null})
       on conflict (session_id) where kind = 'resume' and status <> 'ended' do nothing
       returning id`;
     if (inserted.length > 0) return { run: (await this.getRun(id))!, created: true };

@@ -1,5 +1,5 @@
 /** The built-in tools of contracts.md §5, registered in every worker. */
-import { appendFile, mkdir, realpath, writeFile } from "node:fs/promises";
+import { appendFile, lstat, mkdir, realpath, writeFile } from "node:fs/promises";
 import { dirname, isAbsolute, relative, resolve } from "node:path";
 import { z } from "zod";
 import { abortableSleep } from "../models/scripted.js";
@@ -12,12 +12,29 @@ export async function safePath(root: string, path: string): Promise<string> {
   if (rel === "" || rel.startsWith("..") || isAbsolute(rel)) {
     throw new Error(`Refused: "${path}" is outside the tool directory.`);
   }
-  await mkdir(dirname(target), { recursive: true });
-  const [realRoot, realParent] = await Promise.all([realpath(root), realpath(dirname(target))]);
-  const relParent = relative(realRoot, realParent);
-  if (relParent.startsWith("..") || isAbsolute(relParent)) {
-    throw new Error(`Refused: "${path}" leads outside the tool directory.`);
+  // Follow links before creating anything: the target itself (a link to a file outside)
+  // or else its deepest existing ancestor (a link to a directory outside) must resolve
+  // inside the root. A dangling link may point anywhere, so it is refused too.
+  const realRoot = await realpath(root);
+  for (let probe = target; ; probe = dirname(probe)) {
+    const real = await realpath(probe).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === "ENOENT") return null;
+      throw error;
+    });
+    const exists =
+      real !== null ||
+      (await lstat(probe).then(
+        () => true,
+        () => false,
+      ));
+    if (!exists) continue;
+    const relReal = real === null ? ".." : relative(realRoot, real);
+    if (relReal.startsWith("..") || isAbsolute(relReal)) {
+      throw new Error(`Refused: "${path}" leads outside the tool directory.`);
+    }
+    break;
   }
+  await mkdir(dirname(target), { recursive: true });
   return target;
 }
 

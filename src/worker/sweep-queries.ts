@@ -1,0 +1,70 @@
+/** The sweeper's SQL. Each scan uses a partial index, so its cost follows sessions in flight or stuck. */
+// Dates go in as ISO strings: drizzle's postgres.js driver replaces the date serializers.
+import type { Database } from "../shared/db/client.js";
+
+export type RunningRun = { id: string; session_id: string; worker_id: string | null; started_at: Date };
+export type AttentionSession = { id: string; tail_state: string; resume_attempts: number };
+export type QueuedRun = { id: string; session_id: string; kind: string; job_id: string | null };
+
+export class SweepQueries {
+  constructor(private readonly database: Database) {}
+
+  /** Runs some worker is (or was) acting on. */
+  async runningRuns(): Promise<RunningRun[]> {
+    const rows = await this.database.sql<(Omit<RunningRun, "started_at"> & { started_at: string })[]>`
+      select id, session_id, worker_id, started_at from runs where status = 'running'`;
+    // Drizzle's postgres.js driver hands timestamps back as strings.
+    return rows.map((r) => ({ ...r, started_at: new Date(r.started_at) }));
+  }
+
+  /**
+   * Active sessions whose history does not end in a completed answer, with nothing queued
+   * or running, whose backoff has passed: each needs a resume or a parking.
+   */
+  sessionsNeedingAttention(limit: number): Promise<AttentionSession[]> {
+    return this.database.sql<AttentionSession[]>`
+      select s.id, s.tail_state, s.resume_attempts from sessions s
+       where s.status = 'active' and s.tail_state not in ('completed', 'empty')
+         and (s.next_resume_at is null or s.next_resume_at <= now())
+         and not exists (select 1 from runs r where r.session_id = s.id and r.status <> 'ended')
+       order by s.next_resume_at nulls first
+       limit ${limit}`;
+  }
+
+  /** Queued runs older than `ms` (their job may have been lost with Redis, or failed). */
+  queuedRunsOlderThan(ms: number, limit: number): Promise<QueuedRun[]> {
+    return this.database.sql<QueuedRun[]>`
+      select id, session_id, kind, job_id from runs
+       where status = 'queued' and created_at < now() - make_interval(secs => ${ms / 1000})
+       order by created_at limit ${limit}`;
+  }
+
+  hasActiveRun(sessionId: string): Promise<boolean> {
+    return this.database
+      .sql`select 1 from runs where session_id = ${sessionId} and status <> 'ended' limit 1`.then(
+      (rows) => rows.length > 0,
+    );
+  }
+
+  /** Ends a run whose worker is gone. Only a still-running run changes. */
+  async endAbandonedRun(runId: string, reason: "crashed" | "stalled"): Promise<boolean> {
+    const rows = await this.database.sql`
+      update runs set status = 'ended', ended_reason = ${reason}, ended_at = now()
+       where id = ${runId} and status = 'running' returning 1`;
+    return rows.length > 0;
+  }
+
+  async park(sessionId: string, reason: string, detail: string | undefined): Promise<boolean> {
+    const rows = await this.database.sql`
+      update sessions set status = 'parked', parked_reason = ${detail ? `${reason}: ${detail}` : reason},
+                          updated_at = now()
+       where id = ${sessionId} and status = 'active' returning 1`;
+    return rows.length > 0;
+  }
+
+  async recordAttempt(sessionId: string, attempt: number, nextResumeAt: Date): Promise<void> {
+    await this.database.sql`
+      update sessions set resume_attempts = ${attempt}, next_resume_at = ${nextResumeAt.toISOString()}, updated_at = now()
+       where id = ${sessionId}`;
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * The sweeper process (`fleet sweeper`, also inside `fleet up`): ticks the Sweeper on a
+ * short interval for dead or frozen workers, runs the wider scans every few ticks, and
+ * wakes at once when a worker reports a run that stopped short.
+ */
+import pino, { type Logger } from "pino";
+import type { FleetConfig } from "../shared/config.js";
+import { openDatabase } from "../shared/db/client.js";
+import { startMetricsServer } from "../shared/http-server.js";
+import { SessionLease } from "../shared/lease.js";
+import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
+import { createRunsQueue } from "../shared/queues.js";
+import { closeRedis, createRedis } from "../shared/redis.js";
+import { SessionQueries } from "../shared/store/session-queries.js";
+import { DEFAULT_RESUME_POLICY } from "./resume-policy.js";
+import { eventsChannel } from "./session-job.js";
+import { SweepQueries } from "./sweep-queries.js";
+import { Sweeper } from "./sweeper.js";
+import { closeAll } from "./worker.js";
+
+export type RunningSweeper = {
+  sweeper: Sweeper;
+  metrics: FleetMetrics;
+  metricsPort: number | null;
+  stop: () => Promise<void>;
+};
+
+/** Scans other than the liveness check run once every this many ticks (or on an event). */
+const WIDE_SCAN_EVERY = 5;
+/** After the sweeper's own Redis connection comes back, workers are reconnecting too. */
+const RECONNECT_QUIET_MS = 3_000;
+
+export async function startSweeper(
+  config: FleetConfig,
+  options: { serveMetrics?: boolean; logger?: Logger } = {},
+): Promise<RunningSweeper> {
+  const log = options.logger ?? pino({ level: config.logLevel, base: { role: "sweeper" } });
+  const database = openDatabase(config.databaseUrl, { max: 4 });
+  const redis = createRedis(config.redisUrl, "worker");
+  const subscriber = createRedis(config.redisUrl, "worker");
+  const queue = createRunsQueue(redis, config.prefix);
+  const metrics = createMetrics("sweeper");
+  const sweeper = new Sweeper({
+    prefix: config.prefix,
+    redis,
+    lease: new SessionLease(redis, config.prefix, config.leaseTtlMs),
+    queries: new SessionQueries(database),
+    sweeps: new SweepQueries(database),
+    queue,
+    metrics,
+    policy: {
+      ...DEFAULT_RESUME_POLICY,
+      maxAttempts: config.sweeperMaxAttempts,
+      backoffBaseMs: config.sweeperBackoffMs,
+    },
+    log,
+  });
+
+  let quietUntil = 0;
+  redis.on("ready", () => {
+    quietUntil = Date.now() + RECONNECT_QUIET_MS;
+    sweeper.resetLiveness();
+  });
+
+  let ticks = 0;
+  let wideScanRequested = true;
+  let running = false;
+  let stopped = false;
+  const tick = async () => {
+    if (running || stopped) return;
+    running = true;
+    try {
+      if (Date.now() >= quietUntil) await sweeper.sweepAbandoned();
+      if (wideScanRequested || ticks % WIDE_SCAN_EVERY === 0) {
+        wideScanRequested = false;
+        await sweeper.sweepInterrupted();
+        await sweeper.sweepOrphanedRuns();
+      }
+    } catch (error) {
+      log.warn({ err: error }, "sweep failed; retrying on the next tick");
+    } finally {
+      ticks++;
+      running = false;
+    }
+  };
+  const timer = setInterval(tick, config.sweepIntervalMs);
+
+  await subscriber.subscribe(eventsChannel(config.prefix));
+  subscriber.on("message", () => {
+    wideScanRequested = true;
+    setImmediate(tick);
+  });
+
+  const server =
+    options.serveMetrics === false
+      ? null
+      : await startMetricsServer(metrics.registry, config.metricsPort, async () => {
+          await database.sql`select 1`;
+          return (await redis.ping()) === "PONG";
+        });
+  log.info({ metricsPort: server?.port }, "sweeper started");
+
+  let stopping: Promise<void> | null = null;
+  return {
+    sweeper,
+    metrics,
+    metricsPort: server?.port ?? null,
+    stop: () => {
+      stopping ??= (async () => {
+        stopped = true;
+        clearInterval(timer);
+        while (running) await new Promise((r) => setTimeout(r, 10));
+        await closeAll(
+          [
+            () => queue.close(),
+            () => closeRedis(subscriber),
+            () => closeRedis(redis),
+            () => database.close(),
+            async () => server?.close(),
+          ],
+          log,
+        );
+      })();
+      return stopping;
+    },
+  };
+}

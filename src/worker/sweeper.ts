@@ -1,0 +1,241 @@
+/**
+ * The sweeper finds interrupted sessions and enqueues their resumes, or parks them with a
+ * reason. Several may run: each acts on a session only under a short Redis lock, re-reads
+ * the state after taking it, and a unique index allows one waiting resume per session.
+ *
+ * What it looks for, each tick:
+ * 1. runs whose worker died (its liveness connection is gone: within milliseconds of a
+ *    SIGKILL) or froze (its session lease expired): the run ends `crashed`/`stalled`, the
+ *    lease of a dead holder is removed, and the session is resumed at once;
+ * 2. active sessions whose history is not a completed answer, with nothing queued or
+ *    running, once their backoff has passed: resumed, or parked when the policy says so;
+ * 3. queued runs whose job is missing (Redis lost it) or failed: the job is added again.
+ * It also wakes up when a worker reports an abnormal stop, instead of waiting for a poll.
+ */
+import type { Queue } from "bullmq";
+import type { Redis } from "ioredis";
+import type { Logger } from "pino";
+import { parseAgentConfig } from "../shared/agent-config.js";
+import { ownerOf, type SessionLease } from "../shared/lease.js";
+import type { FleetMetrics } from "../shared/metrics.js";
+import { enqueueRun, QUEUES } from "../shared/queues.js";
+import { resumePoint } from "../shared/resume-point.js";
+import type { SessionQueries } from "../shared/store/session-queries.js";
+import { DeathWatch, liveWorkers } from "./liveness.js";
+import { decideResume, type ResumePolicy } from "./resume-policy.js";
+import type { SweepQueries } from "./sweep-queries.js";
+
+export type SweeperDeps = {
+  prefix: string;
+  redis: Redis;
+  lease: SessionLease;
+  queries: Pick<SessionQueries, "getSession" | "loadHistory" | "createRun">;
+  sweeps: SweepQueries;
+  queue: Queue;
+  metrics: Pick<FleetMetrics, "sessionsParked">;
+  policy: ResumePolicy;
+  log: Pick<Logger, "info" | "warn" | "debug">;
+  now?: () => number;
+};
+
+export type SweepResult = { resumed: number; parked: number; abandoned: number; requeued: number };
+
+type Cause = "crashed" | "stalled" | "interrupted";
+
+export class Sweeper {
+  private readonly deaths: DeathWatch;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly deps: SweeperDeps,
+    options: { confirmDeathMs?: number } = {},
+  ) {
+    this.deaths = new DeathWatch(options.confirmDeathMs ?? 150);
+    this.now = deps.now ?? Date.now;
+  }
+
+  /** Forget liveness observations, e.g. after Redis came back (every worker reconnects). */
+  resetLiveness(): void {
+    this.deaths.reset();
+  }
+
+  lockKey(sessionId: string): string {
+    return `${this.deps.prefix}:sweep-lock:${sessionId}`;
+  }
+
+  /** Runs `fn` while holding the session's sweep lock; skips when another sweeper holds it. */
+  private async withSessionLock<T>(sessionId: string, fn: () => Promise<T>): Promise<T | undefined> {
+    const token = `${process.pid}-${Math.random()}`;
+    const ok = await this.deps.redis.set(this.lockKey(sessionId), token, "PX", 10_000, "NX");
+    if (ok !== "OK") return undefined;
+    try {
+      return await fn();
+    } finally {
+      await this.deps.redis
+        .eval(
+          `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`,
+          1,
+          this.lockKey(sessionId),
+          token,
+        )
+        .catch(() => {});
+    }
+  }
+
+  /** One session's failure is logged and retried next tick; it never stops the others. */
+  private async guarded<T>(sessionId: string, fn: () => Promise<T>): Promise<T | undefined> {
+    try {
+      return await fn();
+    } catch (error) {
+      this.deps.log.warn(
+        { err: error, sessionId },
+        "sweeping a session failed; it is looked at again next tick",
+      );
+      return undefined;
+    }
+  }
+
+  /** Part 1: runs whose worker is dead or whose lease expired. */
+  async sweepAbandoned(): Promise<number> {
+    const running = await this.deps.sweeps.runningRuns();
+    if (running.length === 0) return 0;
+    const live = await liveWorkers(this.deps.redis, this.deps.prefix);
+    const now = this.now();
+    const dead = this.deaths.observe(
+      live,
+      running.map((r) => r.worker_id ?? ""),
+      now,
+    );
+    let count = 0;
+    for (const run of running) {
+      const holder = await this.deps.lease.holder(run.session_id);
+      const holderAlive = holder !== null && live.has(ownerOf(holder)) && !dead.has(ownerOf(holder));
+      if (holderAlive) continue; // someone live holds the session: slow, not stuck
+      const workerDead = dead.has(run.worker_id ?? "");
+      // A live worker renews its lease every ttl/3; no lease at all means it froze or lost Redis.
+      const leaseExpired = holder === null && now - run.started_at.getTime() > this.deps.lease.ttlMs;
+      if (!workerDead && !leaseExpired) continue;
+      const cause: Cause = workerDead ? "crashed" : "stalled";
+      const done = await this.guarded(run.session_id, () =>
+        this.withSessionLock(run.session_id, async () => {
+          const stillHeldBy = await this.deps.lease.holder(run.session_id);
+          if (stillHeldBy !== holder) return false; // it changed hands meanwhile: look again next tick
+          if (holder !== null) await this.deps.lease.release(run.session_id, holder);
+          const lastRenewal = await this.deps.lease.lastRenewal(run.session_id);
+          if (!(await this.deps.sweeps.endAbandonedRun(run.id, cause))) return false;
+          this.deps.log.info(
+            { sessionId: run.session_id, runId: run.id, workerId: run.worker_id, cause },
+            "run abandoned",
+          );
+          await this.resumeOrPark(run.session_id, cause, lastRenewal);
+          return true;
+        }),
+      );
+      if (done) count++;
+    }
+    return count;
+  }
+
+  /** Part 2: interrupted sessions nobody is running. Returns resumed and parked counts. */
+  async sweepInterrupted(limit = 200): Promise<{ resumed: number; parked: number }> {
+    const result = { resumed: 0, parked: 0 };
+    for (const session of await this.deps.sweeps.sessionsNeedingAttention(limit)) {
+      const outcome = await this.guarded(session.id, () =>
+        this.withSessionLock(session.id, () => this.resumeOrPark(session.id, "interrupted", null)),
+      );
+      if (outcome === "resumed") result.resumed++;
+      if (outcome === "parked") result.parked++;
+    }
+    return result;
+  }
+
+  /** Decides for one session under its lock (re-reading everything first). */
+  private async resumeOrPark(
+    sessionId: string,
+    cause: Cause,
+    lastRenewal: number | null,
+  ): Promise<"resumed" | "parked" | "none"> {
+    const session = await this.deps.queries.getSession(sessionId);
+    if (!session || session.status !== "active") return "none";
+    if (await this.deps.sweeps.hasActiveRun(sessionId)) return "none";
+    let agent: ReturnType<typeof parseAgentConfig>;
+    try {
+      agent = parseAgentConfig(session.agent);
+    } catch (error) {
+      return this.park(sessionId, "invalid_agent", (error as Error).message);
+    }
+    const point = resumePoint(await this.deps.queries.loadHistory(sessionId));
+    const decision = decideResume({
+      point,
+      agent,
+      attempts: session.resumeAttempts,
+      now: new Date(this.now()),
+      policy: this.deps.policy,
+    });
+    switch (decision.action) {
+      case "none":
+        return "none";
+      case "park":
+        return this.park(sessionId, decision.reason, decision.detail);
+      case "resume": {
+        const lastSign =
+          cause === "interrupted"
+            ? undefined
+            : new Date(Math.max(session.lastActiveAt.getTime(), lastRenewal ?? 0));
+        const { run, created } = await this.deps.queries.createRun({
+          sessionId,
+          kind: "resume",
+          trigger: "sweeper",
+          resumeKind: decision.kind,
+          model: decision.model,
+          lastSignAt: lastSign,
+        });
+        if (created) await this.deps.sweeps.recordAttempt(sessionId, decision.attempt, decision.nextResumeAt);
+        await enqueueRun(this.deps.queue, "resume", { sessionId, runId: run.id });
+        this.deps.log.info(
+          { sessionId, runId: run.id, kind: decision.kind, cause, attempt: decision.attempt },
+          "resume enqueued",
+        );
+        return "resumed";
+      }
+    }
+  }
+
+  private async park(sessionId: string, reason: string, detail?: string): Promise<"parked" | "none"> {
+    if (!(await this.deps.sweeps.park(sessionId, reason, detail))) return "none";
+    this.deps.metrics.sessionsParked.inc({ reason });
+    this.deps.log.warn({ sessionId, reason, detail }, "session parked");
+    return "parked";
+  }
+
+  /** Part 3: queued runs whose job Redis no longer has, or whose job failed for good. */
+  async sweepOrphanedRuns(olderThanMs = 5_000, limit = 500): Promise<number> {
+    let count = 0;
+    for (const run of await this.deps.sweeps.queuedRunsOlderThan(olderThanMs, limit)) {
+      const jobId = QUEUES.runs.jobId({ sessionId: run.session_id, runId: run.id });
+      const job = await this.deps.queue.getJob(jobId);
+      const state = job ? await job.getState() : "missing";
+      if (state === "failed" && job) {
+        await job.retry("failed");
+      } else if (state === "missing" || state === "completed" || state === "unknown") {
+        if (job) await job.remove().catch(() => {});
+        await enqueueRun(this.deps.queue, run.kind === "resume" ? "resume" : "run", {
+          sessionId: run.session_id,
+          runId: run.id,
+        });
+      } else {
+        continue;
+      }
+      count++;
+      this.deps.log.info({ runId: run.id, state }, "queued run re-enqueued");
+    }
+    return count;
+  }
+
+  async tick(): Promise<SweepResult> {
+    const abandoned = await this.sweepAbandoned();
+    const { resumed, parked } = await this.sweepInterrupted();
+    const requeued = await this.sweepOrphanedRuns();
+    return { abandoned, resumed, parked, requeued };
+  }
+}

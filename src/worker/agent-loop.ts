@@ -4,7 +4,7 @@
  * turn limit or an abort. Every append is fenced; a FencedError ends the loop at once.
  */
 import type { AgentConfig } from "../shared/agent-config.js";
-import type { Message, StoredMessage, ToolMessage, Usage } from "../shared/messages.js";
+import type { Message, StoredMessage, ToolCall, ToolMessage, Usage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import type { ModelProvider } from "../shared/models/provider.js";
 import type { Sleep } from "../shared/models/scripted.js";
@@ -66,6 +66,20 @@ class FencedHistory {
   }
 }
 
+/** The result of a call that was never started because its run was cancelled. */
+export const CANCELLED_BEFORE_START_TEXT =
+  "Cancelled: the run was stopped before this tool started, so it did not run.";
+
+function cancelledResult(call: ToolCall): ToolMessage {
+  return {
+    role: "tool",
+    toolCallId: call.id,
+    name: call.name,
+    content: CANCELLED_BEFORE_START_TEXT,
+    success: false,
+  };
+}
+
 export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promise<LoopResult> {
   const { agent, signal } = input;
   const history = new FencedHistory(deps, input);
@@ -96,8 +110,15 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
     deps.metrics.modelStops.inc({ stop_reason: stopReasonLabel(message.stopReason) });
     if (requestsTools(message)) {
       pauses = 0;
-      for (const call of message.toolCalls ?? []) {
-        if (signal.aborted) return { outcome: "cancelled", usage };
+      const calls = message.toolCalls ?? [];
+      for (const [index, call] of calls.entries()) {
+        if (signal.aborted) {
+          // Answer the calls that never started, so the history says exactly what happened.
+          for (const skipped of calls.slice(index)) await history.append(cancelledResult(skipped));
+          for (const skipped of calls.slice(index))
+            deps.metrics.toolCalls.inc({ tool: skipped.name, outcome: "failed" });
+          return { outcome: "cancelled", usage };
+        }
         // Prove ownership right before the side effect: a fenced-out worker runs nothing.
         await deps.writes.touch(input.fence);
         const result = await executeTool(deps.tools.get(call.name), call.name, call.arguments, {
@@ -109,7 +130,8 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
           role: "tool",
           toolCallId: call.id,
           name: call.name,
-          content: result.content,
+          content:
+            !result.success && signal.aborted ? `Cancelled while running: ${result.content}` : result.content,
           success: result.success,
         };
         await history.append(toolMessage);

@@ -156,7 +156,7 @@ export class Sweeper {
     lastRenewal: number | null,
   ): Promise<"resumed" | "parked" | "none"> {
     const session = await this.deps.queries.getSession(sessionId);
-    if (!session || session.status !== "active") return "none";
+    if (session?.status !== "active") return "none";
     if (await this.deps.sweeps.hasActiveRun(sessionId)) return "none";
     let agent: ReturnType<typeof parseAgentConfig>;
     try {

@@ -1,0 +1,487 @@
+/**
+ * runAgentLoop with hand-written fakes (no module mocks): fenced writes that record every
+ * append and can be told to fail, a tool registry, metrics, and a model that plays steps.
+ */
+import { describe, expect, it } from "vitest";
+import { type AgentConfig, parseAgentConfig } from "../src/shared/agent-config.js";
+import { FencedError, ValidationError } from "../src/shared/errors.js";
+import type { AssistantMessage, Message, StoredMessage, ToolMessage } from "../src/shared/messages.js";
+import type { ModelEvent, ModelProvider, ModelRequest, ToolSpec } from "../src/shared/models/provider.js";
+import type { Fence, HistoryCursor } from "../src/shared/store/fenced-writes.js";
+import type { TailState } from "../src/shared/tail-state.js";
+import type { Tool } from "../src/shared/tools/registry.js";
+import { type AgentLoopDeps, type LoopInput, runAgentLoop } from "../src/worker/agent-loop.js";
+
+const FENCE: Fence = { sessionId: "s1", epoch: 7 };
+const RUN_ID = "run-1";
+
+type Appended = {
+  cursor: HistoryCursor;
+  runId: string | null;
+  message: Message;
+  seq: number;
+  tail: TailState;
+};
+
+/** Fenced writes that keep their own seq counter and a shared event log. */
+function fakeWrites(log: string[], options: { failAppend?: number; failTouch?: number } = {}) {
+  const appended: Appended[] = [];
+  let appends = 0;
+  let touches = 0;
+  let seq = 1; // the stored history starts with the user message at seq 1
+  const writes: AgentLoopDeps["writes"] = {
+    async append(fence, cursor, runId, messages, tail) {
+      appends++;
+      expect(fence).toEqual(FENCE);
+      if (appends === options.failAppend) {
+        log.push(`append-fenced:${messages[0]!.role}`);
+        throw new FencedError(fence.sessionId, fence.epoch);
+      }
+      // The loop's cursor must match what the store holds, or a real store would fence it out.
+      expect(cursor.lastSeq).toBe(seq);
+      return messages.map((message) => {
+        seq++;
+        log.push(`append:${message.role}`);
+        appended.push({ cursor, runId, message, seq, tail });
+        return { ...message, seq, createdAt: new Date(0).toISOString() } as StoredMessage;
+      });
+    },
+    async touch(fence) {
+      touches++;
+      if (touches === options.failTouch) {
+        log.push("touch-fenced");
+        throw new FencedError(fence.sessionId, fence.epoch);
+      }
+      log.push("touch");
+    },
+  };
+  return { writes, appended };
+}
+
+/** Tools that log when they run. */
+function fakeTools(log: string[], tools: Record<string, (args: Record<string, unknown>) => Promise<string>>) {
+  const specsAsked: string[][] = [];
+  const registry: AgentLoopDeps["tools"] = {
+    get(name) {
+      const run = tools[name];
+      if (!run) return undefined;
+      const tool: Tool = {
+        name,
+        description: name,
+        parameters: { type: "object" },
+        async run(args) {
+          log.push(`tool:${name}`);
+          return run(args);
+        },
+      };
+      return tool;
+    },
+    specs(names): ToolSpec[] {
+      specsAsked.push([...names]);
+      return names.map((name) => {
+        if (!(name in tools))
+          throw new ValidationError("agent.tools", `no tool named "${name}" is registered in this worker`);
+        return { name, description: name, parameters: { type: "object" } };
+      });
+    },
+  };
+  return { registry, specsAsked };
+}
+
+function fakeCounter() {
+  const labels: Record<string, string>[] = [];
+  return { labels, inc: (l?: Record<string, string>) => labels.push(l ?? {}) };
+}
+
+function fakeMetrics() {
+  const modelStops = fakeCounter();
+  const toolCalls = fakeCounter();
+  return {
+    metrics: { modelStops, toolCalls } as unknown as AgentLoopDeps["metrics"],
+    modelStops: modelStops.labels,
+    toolCalls: toolCalls.labels,
+  };
+}
+
+type Step = Omit<AssistantMessage, "role"> & { onStream?: () => void };
+
+/** A model that answers step i on its i-th call (the last one repeats), logging each call. */
+function fakeModel(log: string[], steps: Step[]): ModelProvider & { requests: ModelRequest[] } {
+  const requests: ModelRequest[] = [];
+  return {
+    requests,
+    async *stream(request): AsyncGenerator<ModelEvent> {
+      const step = steps[Math.min(requests.length, steps.length - 1)]!;
+      requests.push({ ...request, history: [...request.history] });
+      log.push("model");
+      if (step.content) yield { type: "text", delta: step.content };
+      for (const call of step.toolCalls ?? []) yield { type: "tool_call", call };
+      step.onStream?.();
+      yield { type: "done", stopReason: step.stopReason, ...(step.usage ? { usage: step.usage } : {}) };
+    },
+  };
+}
+
+function agent(overrides: Partial<AgentConfig> = {}): AgentConfig {
+  return {
+    ...parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "unused" }] } }),
+    ...overrides,
+  };
+}
+
+function setup(
+  steps: Step[],
+  options: {
+    agent?: Partial<AgentConfig>;
+    tools?: Record<string, (args: Record<string, unknown>) => Promise<string>>;
+    failAppend?: number;
+    failTouch?: number;
+    signal?: AbortSignal;
+  } = {},
+) {
+  const log: string[] = [];
+  const { writes, appended } = fakeWrites(log, options);
+  const tools = options.tools ?? { write_file: async () => "wrote a.txt" };
+  const { registry, specsAsked } = fakeTools(log, tools);
+  const { metrics, modelStops, toolCalls } = fakeMetrics();
+  const model = fakeModel(log, steps);
+  const history: StoredMessage[] = [
+    { role: "user", content: "go", seq: 1, createdAt: new Date(0).toISOString() },
+  ];
+  const input: LoopInput = {
+    fence: FENCE,
+    runId: RUN_ID,
+    agent: agent({ tools: Object.keys(tools), ...options.agent }),
+    model,
+    history,
+    signal: options.signal ?? new AbortController().signal,
+  };
+  const deps: AgentLoopDeps = {
+    writes,
+    tools: registry,
+    metrics,
+    sleep: async () => {},
+    retryPolicy: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 },
+  };
+  return {
+    run: () => runAgentLoop(input, deps),
+    log,
+    appended,
+    history,
+    model,
+    specsAsked,
+    modelStops,
+    toolCalls,
+  };
+}
+
+const call = (id: string, name = "write_file", args: Record<string, unknown> = { path: "a.txt" }) => ({
+  id,
+  name,
+  arguments: args,
+});
+
+describe("runAgentLoop", () => {
+  it("appends the step, proves ownership, runs the tool, appends its result, then answers", async () => {
+    const t = setup([
+      { content: "writing", toolCalls: [call("c1")], stopReason: "tool_use" },
+      { content: "Done", stopReason: "end_turn" },
+    ]);
+    const result = await t.run();
+    expect(result.outcome).toBe("completed");
+    expect(t.log).toEqual([
+      "model",
+      "append:assistant",
+      "touch",
+      "tool:write_file",
+      "append:tool",
+      "model",
+      "append:assistant",
+    ]);
+    expect(t.appended.map((a) => [a.seq, a.message.role, a.tail])).toEqual([
+      [2, "assistant", "tools_pending"],
+      [3, "tool", "awaiting_model"],
+      [4, "assistant", "completed"],
+    ]);
+    expect(t.appended.every((a) => a.runId === RUN_ID)).toBe(true);
+    // The tool result's cursor names the step it answers.
+    expect(t.appended[1]!.cursor).toEqual({ lastSeq: 2, lastStepSeq: 2 });
+    expect(t.appended[1]!.message).toEqual({
+      role: "tool",
+      toolCallId: "c1",
+      name: "write_file",
+      content: "wrote a.txt",
+      success: true,
+    });
+    // The second model call sees the tool result; the loop's history holds what it stored.
+    expect(t.model.requests[1]!.history.map((m) => m.role)).toEqual(["user", "assistant", "tool"]);
+    expect(t.history.map((m) => m.seq)).toEqual([1, 2, 3, 4]);
+    expect(t.model.requests[0]!.tools.map((s) => s.name)).toEqual(["write_file"]);
+    expect(t.modelStops).toEqual([{ stop_reason: "tool_use" }, { stop_reason: "end_turn" }]);
+    expect(t.toolCalls).toEqual([{ tool: "write_file", outcome: "ok" }]);
+  });
+
+  it("appends results in call order with their success flags", async () => {
+    const t = setup(
+      [
+        {
+          content: "",
+          toolCalls: [call("c1", "ok_tool"), call("c2", "throwing"), call("c3", "nowhere")],
+          stopReason: "tool_use",
+        },
+        { content: "Done", stopReason: "end_turn" },
+      ],
+      {
+        tools: {
+          ok_tool: async () => "fine",
+          throwing: async () => {
+            throw new Error("disk full");
+          },
+        },
+      },
+    );
+    const result = await t.run();
+    expect(result.outcome).toBe("completed");
+    const results = t.appended.filter((a) => a.message.role === "tool").map((a) => a.message as ToolMessage);
+    expect(results).toEqual([
+      { role: "tool", toolCallId: "c1", name: "ok_tool", content: "fine", success: true },
+      { role: "tool", toolCallId: "c2", name: "throwing", content: "disk full", success: false },
+      { role: "tool", toolCallId: "c3", name: "nowhere", content: 'Unknown tool "nowhere".', success: false },
+    ]);
+    expect(t.appended.map((a) => a.tail)).toEqual([
+      "tools_pending",
+      "tools_pending",
+      "tools_pending",
+      "awaiting_model",
+      "completed",
+    ]);
+    expect(t.toolCalls).toEqual([
+      { tool: "ok_tool", outcome: "ok" },
+      { tool: "throwing", outcome: "failed" },
+      { tool: "nowhere", outcome: "failed" },
+    ]);
+    // Each call is preceded by its own ownership proof.
+    expect(t.log.filter((e) => e === "touch")).toHaveLength(3);
+  });
+
+  it("stops with max_turns after maxTurns model calls", async () => {
+    const t = setup([{ content: "", toolCalls: [call("c1")], stopReason: "tool_use" }], {
+      agent: { maxTurns: 3 },
+    });
+    // The fake model reuses id c1 each step; the loop does not care, each step is separate.
+    const result = await t.run();
+    expect(result.outcome).toBe("max_turns");
+    expect(t.model.requests).toHaveLength(3);
+    expect(t.log.filter((e) => e === "tool:write_file")).toHaveLength(3);
+    expect(t.appended.at(-1)!.tail).toBe("awaiting_model");
+  });
+
+  it("continues paused steps up to pauseLimit, then ends paused", async () => {
+    const t = setup([{ content: "thinking", stopReason: "paused" }], { agent: { pauseLimit: 2 } });
+    const result = await t.run();
+    expect(result.outcome).toBe("paused");
+    expect(t.model.requests).toHaveLength(3);
+    expect(t.appended.map((a) => a.tail)).toEqual(["paused", "paused", "paused"]);
+    expect(t.modelStops).toEqual([
+      { stop_reason: "paused" },
+      { stop_reason: "paused" },
+      { stop_reason: "paused" },
+    ]);
+  });
+
+  it("ends paused at once with pauseLimit 0, and a tool step resets the pause count", async () => {
+    const zero = setup([{ content: "", stopReason: "paused" }], { agent: { pauseLimit: 0 } });
+    expect((await zero.run()).outcome).toBe("paused");
+    expect(zero.model.requests).toHaveLength(1);
+
+    const reset = setup(
+      [
+        { content: "", stopReason: "paused" },
+        { content: "", toolCalls: [call("c1")], stopReason: "tool_use" },
+        { content: "", stopReason: "paused" },
+        { content: "done", stopReason: "end_turn" },
+      ],
+      { agent: { pauseLimit: 1 } },
+    );
+    expect((await reset.run()).outcome).toBe("completed");
+    expect(reset.model.requests).toHaveLength(4);
+  });
+
+  it.each([
+    ["interrupted", "interrupted", "interrupted", "interrupted"],
+    ["max_output", "max_output", "max_output", "max_output"],
+    ["refusal", "refused", "refused", "refusal"],
+    ["context_full", "context_full", "context_full", "context_full"],
+    ["something_new", "unknown_stop", "unknown_stop", "other"],
+  ] as const)(
+    "stop reason %s ends the run as %s after appending the step",
+    async (stopReason, outcome, tail, label) => {
+      const t = setup([
+        { content: "partial", stopReason },
+        { content: "never", stopReason: "end_turn" },
+      ]);
+      const result = await t.run();
+      expect(result.outcome).toBe(outcome);
+      expect(t.model.requests).toHaveLength(1);
+      expect(t.appended).toHaveLength(1);
+      expect(t.appended[0]!.message).toEqual({ role: "assistant", content: "partial", stopReason });
+      expect(t.appended[0]!.tail).toBe(tail);
+      expect(t.modelStops).toEqual([{ stop_reason: label }]);
+    },
+  );
+
+  it("does not run tool calls carried by an abnormal stop", async () => {
+    const t = setup([{ content: "cut", toolCalls: [call("c1")], stopReason: "max_output" }]);
+    const result = await t.run();
+    expect(result.outcome).toBe("max_output");
+    expect(t.log).toEqual(["model", "append:assistant"]);
+  });
+
+  it("propagates a FencedError from an append and stops", async () => {
+    const t = setup(
+      [
+        { content: "", toolCalls: [call("c1"), call("c2")], stopReason: "tool_use" },
+        { content: "Done", stopReason: "end_turn" },
+      ],
+      { failAppend: 2 },
+    );
+    await expect(t.run()).rejects.toBeInstanceOf(FencedError);
+    // The first tool ran and its result was refused; nothing ran after that.
+    expect(t.log).toEqual(["model", "append:assistant", "touch", "tool:write_file", "append-fenced:tool"]);
+  });
+
+  it("propagates a FencedError from touch and runs no tool after it", async () => {
+    const t = setup(
+      [
+        { content: "", toolCalls: [call("c1"), call("c2")], stopReason: "tool_use" },
+        { content: "Done", stopReason: "end_turn" },
+      ],
+      { failTouch: 1 },
+    );
+    await expect(t.run()).rejects.toBeInstanceOf(FencedError);
+    expect(t.log).toEqual(["model", "append:assistant", "touch-fenced"]);
+    expect(t.log).not.toContain("tool:write_file");
+  });
+
+  it("propagates a FencedError from the first append (the model step)", async () => {
+    const t = setup([{ content: "", toolCalls: [call("c1")], stopReason: "tool_use" }], { failAppend: 1 });
+    await expect(t.run()).rejects.toBeInstanceOf(FencedError);
+    expect(t.log).toEqual(["model", "append-fenced:assistant"]);
+  });
+
+  it("answers a call that never started as cancelled (spec: a cancel mid-tools leaves every call answered)", async () => {
+    const controller = new AbortController();
+    const t = setup(
+      [
+        {
+          content: "",
+          toolCalls: [call("c1")],
+          stopReason: "tool_use",
+          onStream: () => controller.abort(new Error("shutdown")),
+        },
+      ],
+      { signal: controller.signal },
+    );
+    const result = await t.run();
+    expect(result.outcome).toBe("cancelled");
+    expect(t.log).toEqual(["model", "append:assistant", "append:tool"]);
+    const last = t.appended.at(-1)!;
+    expect(last.tail).toBe("awaiting_model");
+    expect(last.message).toMatchObject({
+      role: "tool",
+      toolCallId: "c1",
+      success: false,
+      content: "Cancelled: the run was stopped before this tool started, so it did not run.",
+    });
+  });
+
+  it("stops between tools when aborted by a running tool", async () => {
+    const controller = new AbortController();
+    const t = setup(
+      [{ content: "", toolCalls: [call("c1", "first"), call("c2", "second")], stopReason: "tool_use" }],
+      {
+        signal: controller.signal,
+        tools: {
+          first: async () => {
+            controller.abort(new Error("shutdown"));
+            return "first done";
+          },
+          second: async () => "second done",
+        },
+      },
+    );
+    const result = await t.run();
+    expect(result.outcome).toBe("cancelled");
+    expect(t.log).toEqual(["model", "append:assistant", "touch", "tool:first", "append:tool", "append:tool"]);
+    expect(t.appended.at(-1)!.message).toMatchObject({ toolCallId: "c2", success: false });
+    expect(t.appended.at(-1)!.tail).toBe("awaiting_model");
+  });
+
+  it("ends cancelled without calling the model when aborted before the run", async () => {
+    const controller = new AbortController();
+    controller.abort();
+    const t = setup([{ content: "x", stopReason: "end_turn" }], { signal: controller.signal });
+    expect((await t.run()).outcome).toBe("cancelled");
+    expect(t.model.requests).toHaveLength(0);
+    expect(t.appended).toHaveLength(0);
+  });
+
+  it("sums usage across steps", async () => {
+    const t = setup([
+      {
+        content: "",
+        toolCalls: [call("c1")],
+        stopReason: "tool_use",
+        usage: { inputTokens: 10, outputTokens: 3 },
+      },
+      { content: "no usage reported", toolCalls: [call("c2")], stopReason: "tool_use" },
+      { content: "Done", stopReason: "end_turn", usage: { inputTokens: 25, outputTokens: 7 } },
+    ]);
+    const result = await t.run();
+    expect(result).toEqual({ outcome: "completed", usage: { inputTokens: 35, outputTokens: 10 } });
+  });
+
+  it("ends provider_error with the error when the model keeps failing, appending nothing", async () => {
+    const log: string[] = [];
+    const t = setup([{ content: "x", stopReason: "end_turn" }]);
+    const failing: ModelProvider = {
+      // biome-ignore lint/correctness/useYield: fails before any output, by design
+      async *stream() {
+        log.push("model");
+        throw new Error("connection refused");
+      },
+    };
+    const { writes, appended } = fakeWrites(log);
+    const { metrics } = fakeMetrics();
+    const result = await runAgentLoop(
+      {
+        fence: FENCE,
+        runId: RUN_ID,
+        agent: agent(),
+        model: failing,
+        history: t.history,
+        signal: new AbortController().signal,
+      },
+      {
+        writes,
+        tools: fakeTools(log, {}).registry,
+        metrics,
+        sleep: async () => {},
+        retryPolicy: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 },
+      },
+    );
+    expect(result).toEqual({
+      outcome: "provider_error",
+      error: "connection refused",
+      usage: { inputTokens: 0, outputTokens: 0 },
+    });
+    expect(log).toEqual(["model", "model"]);
+    expect(appended).toHaveLength(0);
+  });
+
+  it("throws before calling the model when the agent names an unknown tool", async () => {
+    const t = setup([{ content: "x", stopReason: "end_turn" }], { agent: { tools: ["no_such_tool"] } });
+    await expect(t.run()).rejects.toBeInstanceOf(ValidationError);
+    expect(t.model.requests).toHaveLength(0);
+  });
+});

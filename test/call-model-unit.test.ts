@@ -1,0 +1,270 @@
+/**
+ * callModel: one model step with retries only before output (call-model.ts). The provider
+ * is a hand-written fake whose attempts are async generators; `sleep` records its delays.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import type { Usage } from "../src/shared/messages.js";
+import {
+  type ModelEvent,
+  type ModelProvider,
+  type ModelRequest,
+  ProviderError,
+} from "../src/shared/models/provider.js";
+import { backoffMs, callModel, DEFAULT_RETRY_POLICY, type RetryPolicy } from "../src/worker/call-model.js";
+
+type Attempt = () => AsyncGenerator<ModelEvent>;
+
+/** A provider that plays one scripted attempt per call (the last one repeats). */
+function fakeProvider(attempts: Attempt[]): ModelProvider & { calls: number } {
+  const provider = {
+    calls: 0,
+    stream(_request: ModelRequest): AsyncIterable<ModelEvent> {
+      const attempt = attempts[Math.min(provider.calls, attempts.length - 1)]!;
+      provider.calls++;
+      return attempt();
+    },
+  };
+  return provider;
+}
+
+function failing(error: unknown): Attempt {
+  // biome-ignore lint/correctness/useYield: fails before any output, by design
+  return async function* () {
+    throw error;
+  };
+}
+
+function answering(text: string, stopReason = "end_turn", usage?: Usage): Attempt {
+  return async function* () {
+    yield { type: "text", delta: text };
+    yield { type: "done", stopReason, ...(usage ? { usage } : {}) };
+  };
+}
+
+function recordingSleep() {
+  const slept: number[] = [];
+  return {
+    slept,
+    sleep: async (ms: number, _signal: AbortSignal) => {
+      slept.push(ms);
+    },
+  };
+}
+
+function request(signal: AbortSignal = new AbortController().signal): ModelRequest {
+  return { sessionId: "s1", history: [{ role: "user", content: "hi" }], tools: [], signal };
+}
+
+const POLICY: RetryPolicy = { maxAttempts: 4, baseDelayMs: 100, maxDelayMs: 1_000 };
+
+describe("callModel retries only before output", () => {
+  it("retries retryable failures with increasing backoff and succeeds on the third attempt", async () => {
+    const provider = fakeProvider([
+      failing(new ProviderError("503", true)),
+      failing(new ProviderError("503", true)),
+      answering("hello"),
+    ]);
+    const { slept, sleep } = recordingSleep();
+    const step = await callModel(provider, request(), { sleep, random: () => 0.5, policy: POLICY });
+    expect(step).toEqual({
+      ok: true,
+      attempts: 3,
+      message: { role: "assistant", content: "hello", stopReason: "end_turn" },
+    });
+    expect(provider.calls).toBe(3);
+    // 0.75 of the capped exponential: 100 → 75, 200 → 150.
+    expect(slept).toEqual([75, 150]);
+    expect(slept[1]!).toBeGreaterThan(slept[0]!);
+  });
+
+  it("honours a provider's retry-after, capped at maxDelayMs", async () => {
+    const provider = fakeProvider([
+      failing(new ProviderError("429", true, 700)),
+      failing(new ProviderError("429", true, 60_000)),
+      answering("ok"),
+    ]);
+    const { slept, sleep } = recordingSleep();
+    const step = await callModel(provider, request(), { sleep, random: () => 0.5, policy: POLICY });
+    expect(step.ok).toBe(true);
+    expect(slept).toEqual([700, POLICY.maxDelayMs]);
+  });
+
+  it("does not retry a non-retryable error", async () => {
+    const provider = fakeProvider([failing(new ProviderError("401 bad key", false)), answering("never")]);
+    const { slept, sleep } = recordingSleep();
+    const step = await callModel(provider, request(), { sleep, random: () => 0.5, policy: POLICY });
+    expect(step).toEqual({ ok: false, aborted: false, error: "401 bad key", attempts: 1 });
+    expect(provider.calls).toBe(1);
+    expect(slept).toEqual([]);
+  });
+
+  it("gives up after maxAttempts", async () => {
+    const provider = fakeProvider([failing(new ProviderError("connection refused", true))]);
+    const { slept, sleep } = recordingSleep();
+    const step = await callModel(provider, request(), { sleep, random: () => 0.5, policy: POLICY });
+    expect(step).toEqual({
+      ok: false,
+      aborted: false,
+      error: "connection refused",
+      attempts: POLICY.maxAttempts,
+    });
+    expect(provider.calls).toBe(POLICY.maxAttempts);
+    expect(slept).toHaveLength(POLICY.maxAttempts - 1);
+  });
+
+  it("treats a plain Error (not a ProviderError) as retryable", async () => {
+    const provider = fakeProvider([failing(new Error("ECONNRESET")), answering("ok")]);
+    const { sleep } = recordingSleep();
+    const step = await callModel(provider, request(), { sleep, random: () => 0.5, policy: POLICY });
+    expect(step).toMatchObject({ ok: true, attempts: 2 });
+  });
+
+  it("keeps the partial text as an interrupted response once output started, without retrying", async () => {
+    const provider = fakeProvider([
+      async function* () {
+        yield { type: "text", delta: "Hello, " };
+        yield { type: "tool_call", call: { id: "c1", name: "write_file", arguments: { path: "a" } } };
+        yield { type: "text", delta: "wor" };
+        throw new ProviderError("the stream broke", true);
+      },
+      answering("a second attempt must not happen"),
+    ]);
+    const { slept, sleep } = recordingSleep();
+    const step = await callModel(provider, request(), { sleep, random: () => 0.5, policy: POLICY });
+    expect(step).toEqual({
+      ok: true,
+      attempts: 1,
+      message: { role: "assistant", content: "Hello, wor", stopReason: "interrupted" },
+    });
+    // Half-formed tool calls are dropped.
+    expect(step.ok && step.message.toolCalls).toBeFalsy();
+    expect(provider.calls).toBe(1);
+    expect(slept).toEqual([]);
+  });
+
+  it("records a stream that ends without `done` as interrupted", async () => {
+    const provider = fakeProvider([
+      async function* () {
+        yield { type: "text", delta: "partial" };
+      },
+    ]);
+    const { sleep } = recordingSleep();
+    const step = await callModel(provider, request(), { sleep, random: () => 0.5, policy: POLICY });
+    expect(step).toEqual({
+      ok: true,
+      attempts: 1,
+      message: { role: "assistant", content: "partial", stopReason: "interrupted" },
+    });
+    expect(provider.calls).toBe(1);
+  });
+
+  it("reports an aborted request as aborted, without retrying", async () => {
+    const controller = new AbortController();
+    const provider = fakeProvider([
+      // biome-ignore lint/correctness/useYield: fails before any output, by design
+      async function* () {
+        controller.abort(new Error("shutting down"));
+        throw new ProviderError("request aborted", true);
+      },
+    ]);
+    const { slept, sleep } = recordingSleep();
+    const step = await callModel(provider, request(controller.signal), {
+      sleep,
+      random: () => 0.5,
+      policy: POLICY,
+    });
+    expect(step).toEqual({ ok: false, aborted: true, error: "request aborted", attempts: 1 });
+    expect(provider.calls).toBe(1);
+    expect(slept).toEqual([]);
+  });
+
+  it("reports aborted when the backoff sleep is aborted", async () => {
+    const provider = fakeProvider([failing(new ProviderError("503", true))]);
+    const sleep = async () => {
+      throw new Error("aborted");
+    };
+    const step = await callModel(provider, request(), { sleep, random: () => 0.5, policy: POLICY });
+    expect(step).toMatchObject({ ok: false, aborted: true, attempts: 1 });
+    expect(provider.calls).toBe(1);
+  });
+
+  it("passes usage, tool calls and the stop reason through", async () => {
+    const usage = { inputTokens: 12, outputTokens: 34 };
+    const provider = fakeProvider([
+      async function* () {
+        yield { type: "text", delta: "Let me " };
+        yield { type: "text", delta: "write." };
+        yield { type: "tool_call", call: { id: "c1", name: "write_file", arguments: { path: "a" } } };
+        yield { type: "done", stopReason: "tool_use", usage };
+      },
+    ]);
+    const { sleep } = recordingSleep();
+    const step = await callModel(provider, request(), { sleep, random: () => 0.5, policy: POLICY });
+    expect(step).toEqual({
+      ok: true,
+      attempts: 1,
+      message: {
+        role: "assistant",
+        content: "Let me write.",
+        toolCalls: [{ id: "c1", name: "write_file", arguments: { path: "a" } }],
+        stopReason: "tool_use",
+        usage,
+      },
+    });
+  });
+});
+
+describe("backoffMs", () => {
+  const policyArb = fc
+    .record({
+      maxAttempts: fc.integer({ min: 1, max: 10 }),
+      baseDelayMs: fc.integer({ min: 1, max: 5_000 }),
+      maxDelayMs: fc.integer({ min: 1, max: 60_000 }),
+    })
+    .filter((p) => p.baseDelayMs <= p.maxDelayMs);
+
+  it("lies between 0.5x and 1x of the capped exponential", () => {
+    fc.assert(
+      fc.property(
+        policyArb,
+        fc.integer({ min: 1, max: 40 }),
+        fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+        (policy, attempt, r) => {
+          const capped = Math.min(policy.baseDelayMs * 2 ** (attempt - 1), policy.maxDelayMs);
+          const ms = backoffMs(policy, attempt, () => r);
+          expect(Number.isInteger(ms)).toBe(true);
+          // Rounding may move the value by at most half a millisecond.
+          expect(ms).toBeGreaterThanOrEqual(capped / 2 - 0.5);
+          expect(ms).toBeLessThanOrEqual(capped);
+          expect(ms).toBeLessThanOrEqual(policy.maxDelayMs);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it("never grows when the attempt number grows (same random)", () => {
+    fc.assert(
+      fc.property(policyArb, fc.integer({ min: 1, max: 30 }), (policy, attempt) => {
+        expect(backoffMs(policy, attempt + 1, () => 0.5)).toBeGreaterThanOrEqual(
+          backoffMs(policy, attempt, () => 0.5),
+        );
+      }),
+    );
+  });
+
+  it("uses retry-after verbatim up to the cap", () => {
+    fc.assert(
+      fc.property(policyArb, fc.integer({ min: 0, max: 120_000 }), (policy, retryAfter) => {
+        expect(backoffMs(policy, 1, () => 0.99, retryAfter)).toBe(Math.min(retryAfter, policy.maxDelayMs));
+      }),
+    );
+  });
+
+  it("defaults to 4 attempts from 250 ms, capped at 10 s", () => {
+    expect(DEFAULT_RETRY_POLICY).toEqual({ maxAttempts: 4, baseDelayMs: 250, maxDelayMs: 10_000 });
+    expect(backoffMs(DEFAULT_RETRY_POLICY, 1, () => 0)).toBe(125);
+    expect(backoffMs(DEFAULT_RETRY_POLICY, 20, () => 0)).toBe(5_000);
+  });
+});

@@ -1,0 +1,243 @@
+/** The built-in tools (contracts.md §5) and the tool registry, in a temporary directory. */
+import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ValidationError } from "../src/shared/errors.js";
+import { builtinTools } from "../src/shared/tools/builtin.js";
+import { executeTool, type Tool, ToolRegistry } from "../src/shared/tools/registry.js";
+
+let base: string;
+let toolDir: string;
+let outside: string;
+let registry: ToolRegistry;
+
+beforeAll(async () => {
+  base = await mkdtemp(join(tmpdir(), "fleet-tools-"));
+  toolDir = join(base, "tools");
+  outside = join(base, "outside");
+  await mkdir(outside, { recursive: true });
+  registry = new ToolRegistry().register(...builtinTools(toolDir));
+  // builtinTools creates the directory lazily; links are made after it exists.
+  await mkdir(toolDir, { recursive: true });
+  await symlink(outside, join(toolDir, "dir-link"));
+  await writeFile(join(outside, "victim.txt"), "original\n");
+  await symlink(join(outside, "victim.txt"), join(toolDir, "file-link.txt"));
+  await symlink(join(outside, "not-yet.txt"), join(toolDir, "dangling-link.txt"));
+  await symlink(join(outside, "gone"), join(toolDir, "dangling-dir"));
+  await mkdir(join(toolDir, "real-sub"));
+  await symlink(join(toolDir, "real-sub"), join(toolDir, "inner-link"));
+});
+
+afterAll(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+function run(name: string, args: Record<string, unknown>, signal = new AbortController().signal) {
+  return executeTool(registry.get(name), name, args, { callId: "c1", sessionId: "s1", signal });
+}
+
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+describe("write_file and append_file", () => {
+  it("write_file writes (and replaces) a file, creating directories", async () => {
+    expect(await run("write_file", { path: "notes.txt", content: "hi" })).toEqual({
+      success: true,
+      content: "wrote notes.txt",
+    });
+    await run("write_file", { path: "notes.txt", content: "hello" });
+    expect(await readFile(join(toolDir, "notes.txt"), "utf8")).toBe("hello");
+    expect((await run("write_file", { path: "sub/dir/n.txt", content: "x" })).success).toBe(true);
+    expect(await readFile(join(toolDir, "sub/dir/n.txt"), "utf8")).toBe("x");
+  });
+
+  it("append_file appends one line per call", async () => {
+    expect((await run("append_file", { path: "log.txt", line: "one" })).success).toBe(true);
+    expect((await run("append_file", { path: "log.txt", line: "two" })).success).toBe(true);
+    expect(await readFile(join(toolDir, "log.txt"), "utf8")).toBe("one\ntwo\n");
+  });
+
+  const escapes: [string, () => string][] = [
+    ["a parent path", () => "../x.txt"],
+    ["a nested parent path", () => "sub/../../x.txt"],
+    ["an absolute path outside", () => join(outside, "abs.txt")],
+    ["a symlinked directory pointing outside", () => "dir-link/x.txt"],
+    ["a new directory under a symlinked directory", () => "dir-link/newdir/x.txt"],
+    ["a symlinked file pointing outside", () => "file-link.txt"],
+    ["a dangling symlink pointing outside", () => "dangling-link.txt"],
+    ["a path under a dangling symlinked directory", () => "dangling-dir/x.txt"],
+  ];
+
+  for (const tool of ["write_file", "append_file"]) {
+    it.each(escapes)(`${tool} refuses %s`, async (_what, path) => {
+      const args =
+        tool === "write_file" ? { path: path(), content: "pwned" } : { path: path(), line: "pwned" };
+      const result = await run(tool, args);
+      expect(result.success).toBe(false);
+      expect(result.content).toMatch(/outside/);
+    });
+  }
+
+  it("left nothing outside the tool directory after the refusals", async () => {
+    expect(await readFile(join(outside, "victim.txt"), "utf8")).toBe("original\n");
+    expect(await exists(join(outside, "x.txt"))).toBe(false);
+    expect(await exists(join(outside, "abs.txt"))).toBe(false);
+    expect(await exists(join(outside, "newdir"))).toBe(false);
+    expect(await exists(join(outside, "not-yet.txt"))).toBe(false);
+    expect(await exists(join(outside, "gone"))).toBe(false);
+    expect(await exists(join(base, "x.txt"))).toBe(false);
+  });
+
+  it("follows a symlink that stays inside the tool directory", async () => {
+    expect((await run("write_file", { path: "inner-link/f.txt", content: "in" })).success).toBe(true);
+    expect(await readFile(join(toolDir, "real-sub/f.txt"), "utf8")).toBe("in");
+  });
+
+  it("refuses the tool directory itself", async () => {
+    const result = await run("write_file", { path: ".", content: "x" });
+    expect(result.success).toBe(false);
+  });
+
+  it("accepts an absolute path inside the tool directory", async () => {
+    const result = await run("write_file", { path: join(toolDir, "inside.txt"), content: "in" });
+    expect(result.success).toBe(true);
+    expect(await readFile(join(toolDir, "inside.txt"), "utf8")).toBe("in");
+  });
+
+  it.each([
+    ["write_file", { content: "x" }, "path"],
+    ["write_file", { path: "a.txt" }, "content"],
+    ["write_file", { path: "", content: "x" }, "path"],
+    ["append_file", { path: "a.txt", line: 3 }, "line"],
+    ["sleep", { ms: -1 }, "ms"],
+    ["sleep", { ms: "soon" }, "ms"],
+    ["fail", {}, "message"],
+  ] as [string, Record<string, unknown>, string][])(
+    "%s with invalid arguments %j names %s",
+    async (name, args, field) => {
+      const result = await run(name, args);
+      expect(result.success).toBe(false);
+      expect(result.content).toMatch(/^Invalid arguments: /);
+      expect(result.content).toContain(field);
+    },
+  );
+});
+
+describe("sleep and fail", () => {
+  it("sleep waits and reports", async () => {
+    expect(await run("sleep", { ms: 5 })).toEqual({ success: true, content: "slept 5 ms" });
+  });
+
+  it("sleep stops when its signal aborts", async () => {
+    const controller = new AbortController();
+    const started = Date.now();
+    const pending = run("sleep", { ms: 60_000 }, controller.signal);
+    setTimeout(() => controller.abort(new Error("cancelled by shutdown")), 20);
+    const result = await pending;
+    expect(result).toEqual({ success: false, content: "cancelled by shutdown" });
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it("sleep with an already aborted signal fails at once", async () => {
+    const controller = new AbortController();
+    controller.abort(new Error("already stopped"));
+    expect(await run("sleep", { ms: 60_000 }, controller.signal)).toEqual({
+      success: false,
+      content: "already stopped",
+    });
+  });
+
+  it("fail always fails with its message", async () => {
+    expect(await run("fail", { message: "boom" })).toEqual({ success: false, content: "boom" });
+    expect(await run("fail", { message: "boom" })).toEqual({ success: false, content: "boom" });
+  });
+});
+
+describe("ToolRegistry", () => {
+  const echo: Tool = {
+    name: "echo",
+    description: "echo",
+    parameters: { type: "object" },
+    async run(args, context) {
+      return `${JSON.stringify(args)} ${context.callId} ${context.sessionId}`;
+    },
+  };
+
+  it("returns the specs of the named tools, in order", () => {
+    const r = new ToolRegistry().register(echo, ...builtinTools(toolDir));
+    expect(r.specs(["sleep", "echo"]).map((s) => s.name)).toEqual(["sleep", "echo"]);
+    expect(r.specs(["echo"])[0]).toEqual({
+      name: "echo",
+      description: "echo",
+      parameters: { type: "object" },
+    });
+    expect(r.names()).toContain("write_file");
+  });
+
+  it("throws a ValidationError for an unknown tool name", () => {
+    const r = new ToolRegistry().register(echo);
+    let error: unknown;
+    try {
+      r.specs(["echo", "nope"]);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as ValidationError).field).toBe("agent.tools");
+    expect((error as ValidationError).message).toContain("nope");
+  });
+
+  it.each(["", "has space", "dots.not.allowed", "x".repeat(65), "slash/name"])(
+    "refuses to register %j",
+    (name) => {
+      expect(() => new ToolRegistry().register({ ...echo, name })).toThrow(ValidationError);
+    },
+  );
+
+  it("passes the call id and session id to the tool", async () => {
+    const result = await executeTool(
+      echo,
+      "echo",
+      { a: 1 },
+      {
+        callId: "call-9",
+        sessionId: "sess-3",
+        signal: new AbortController().signal,
+      },
+    );
+    expect(result).toEqual({ success: true, content: '{"a":1} call-9 sess-3' });
+  });
+
+  it("answers an unknown tool with a failed result instead of throwing", async () => {
+    expect(
+      await executeTool(
+        undefined,
+        "ghost",
+        {},
+        { callId: "c", sessionId: "s", signal: new AbortController().signal },
+      ),
+    ).toEqual({ success: false, content: 'Unknown tool "ghost".' });
+  });
+
+  it("turns a non-Error throw into a failed result", async () => {
+    const weird: Tool = {
+      ...echo,
+      async run() {
+        throw "plain string";
+      },
+    };
+    expect(
+      await executeTool(
+        weird,
+        "echo",
+        {},
+        { callId: "c", sessionId: "s", signal: new AbortController().signal },
+      ),
+    ).toEqual({ success: false, content: "plain string" });
+  });
+});

@@ -57,9 +57,15 @@ export async function startSweeper(
   });
 
   let quietUntil = 0;
+  let connectedBefore = false;
   redis.on("ready", () => {
-    quietUntil = Date.now() + RECONNECT_QUIET_MS;
-    sweeper.resetLiveness();
+    if (connectedBefore) {
+      // Redis restarted or the link dropped: workers are reconnecting too, so their absence
+      // from CLIENT LIST means nothing for a moment.
+      quietUntil = Date.now() + RECONNECT_QUIET_MS;
+      sweeper.resetLiveness();
+    }
+    connectedBefore = true;
   });
 
   let ticks = 0;

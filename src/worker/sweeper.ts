@@ -111,10 +111,13 @@ export class Sweeper {
       const holder = await this.deps.lease.holder(run.session_id);
       const holderAlive = holder !== null && live.has(ownerOf(holder)) && !dead.has(ownerOf(holder));
       if (holderAlive) continue; // someone live holds the session: slow, not stuck
-      const workerDead = dead.has(run.worker_id ?? "");
+      const workerId = run.worker_id ?? "";
+      const workerDead = dead.has(workerId);
       // A live worker renews its lease every ttl/3; no lease at all means it froze or lost Redis.
       const leaseExpired = holder === null && now - run.started_at.getTime() > this.deps.lease.ttlMs;
-      if (!workerDead && !leaseExpired) continue;
+      // A worker missing from CLIENT LIST but not yet confirmed dead is looked at next tick.
+      const frozen = leaseExpired && live.has(workerId);
+      if (!workerDead && !frozen) continue;
       const cause: Cause = workerDead ? "crashed" : "stalled";
       const done = await this.guarded(run.session_id, () =>
         this.withSessionLock(run.session_id, async () => {

@@ -1,0 +1,322 @@
+/**
+ * The HTTP API of contracts.md §4 through plain `fetch`: error answers (status, code,
+ * message naming the field, no internals) and the shapes of successful answers.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+const SCRIPTED = { provider: "scripted" as const, steps: [{ text: "ok" }] };
+const AGENT = { model: SCRIPTED };
+const UNKNOWN = "00000000-0000-4000-8000-000000000000";
+
+// biome-ignore lint/suspicious/noExplicitAny: the parsed JSON of many kinds of answer, checked field by field
+type Answer = { status: number; json: any; text: string; contentType: string | null };
+
+describe("HTTP API", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let base: string;
+
+  async function call(method: string, path: string, body?: unknown, rawBody?: string): Promise<Answer> {
+    const hasBody = body !== undefined || rawBody !== undefined;
+    const response = await fetch(`${base}${path}`, {
+      method,
+      headers: hasBody ? { "content-type": "application/json" } : {},
+      body: rawBody ?? (body === undefined ? undefined : JSON.stringify(body)),
+    });
+    const text = await response.text();
+    let json: unknown;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      json = undefined;
+    }
+    return { status: response.status, json, text, contentType: response.headers.get("content-type") };
+  }
+
+  async function countSessions(): Promise<number> {
+    const [row] = await fleet.database.sql<{ n: number }[]>`select count(*)::int as n from sessions`;
+    return row!.n;
+  }
+
+  async function countMessages(): Promise<number> {
+    const [row] = await fleet.database.sql<{ n: number }[]>`select count(*)::int as n from messages`;
+    return row!.n;
+  }
+
+  /** A 4xx answer of the error shape, with no stack trace in it. */
+  function expectError(answer: Answer, status: number, code?: string): void {
+    expect(answer.status, answer.text).toBe(status);
+    expect(answer.contentType).toMatch(/application\/json/);
+    expect(answer.json).toMatchObject({ error: { code: expect.any(String), message: expect.any(String) } });
+    if (code) expect(answer.json.error.code).toBe(code);
+    expect(answer.text).not.toContain("    at ");
+    expect(answer.text).not.toMatch(/node_modules|\.ts:\d+/);
+  }
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("httpapi");
+    const started = await fleet.startApi();
+    client = started.client;
+    base = started.api.url;
+  });
+  afterAll(async () => fleet?.close());
+
+  describe("400s name the field and store nothing", () => {
+    it("rejects an unknown model provider naming agent.model.provider", async () => {
+      const before = await countSessions();
+      const answer = await call("POST", "/v1/sessions", { agent: { model: { provider: "nope" } } });
+      expectError(answer, 400, "invalid_request");
+      expect(answer.json.error.field).toBe("agent.model.provider");
+      expect(answer.json.error.message).toContain("agent.model.provider");
+      expect(await countSessions()).toBe(before);
+    });
+
+    it("rejects a missing agent naming agent", async () => {
+      const answer = await call("POST", "/v1/sessions", {});
+      expectError(answer, 400, "invalid_request");
+      expect(answer.json.error.field).toMatch(/^agent/);
+    });
+
+    it("rejects an API key in the model, pointing at the environment", async () => {
+      const before = await countSessions();
+      const answer = await call("POST", "/v1/sessions", {
+        agent: { model: { provider: "openai", model: "gpt-4o-mini", apiKey: "sk-secret-123" } },
+      });
+      expectError(answer, 400, "invalid_request");
+      expect(answer.json.error.field).toBe("agent.model.apiKey");
+      expect(answer.json.error.message).toMatch(/environment/);
+      expect(answer.text).not.toContain("sk-secret-123");
+      expect(await countSessions()).toBe(before);
+    });
+
+    it("rejects an imported history whose assistant message lacks stopReason, storing nothing", async () => {
+      const before = await countSessions();
+      const messagesBefore = await countMessages();
+      const answer = await call("POST", "/v1/sessions", {
+        agent: AGENT,
+        messages: [
+          { role: "user", content: "hi" },
+          { role: "assistant", content: "hello" },
+        ],
+      });
+      expectError(answer, 400, "invalid_request");
+      expect(answer.json.error.field).toBe("messages[1].stopReason");
+      expect(answer.json.error.message).toContain("messages[1].stopReason");
+      expect(await countSessions()).toBe(before);
+      expect(await countMessages()).toBe(messagesBefore);
+    });
+
+    it("rejects an unknown top-level field", async () => {
+      const answer = await call("POST", "/v1/sessions", { agent: AGENT, bogus: 1 });
+      expectError(answer, 400, "invalid_request");
+      expect(answer.json.error.message).toContain("bogus");
+    });
+
+    it("rejects an empty message content naming content", async () => {
+      const { id } = await client.createSession({ agent: AGENT });
+      const answer = await call("POST", `/v1/sessions/${id}/messages`, { content: "" });
+      expectError(answer, 400, "invalid_request");
+      expect(answer.json.error.field).toBe("content");
+      const [runs] = await fleet.database.sql<{ n: number }[]>`
+        select count(*)::int as n from runs where session_id = ${id}`;
+      expect(runs!.n).toBe(0);
+    });
+
+    it("rejects a resume naming an invalid model", async () => {
+      const { id } = await client.createSession({ agent: AGENT });
+      const answer = await call("POST", `/v1/sessions/${id}/resume`, { model: { provider: "scripted" } });
+      expectError(answer, 400, "invalid_request");
+      expect(answer.json.error.field).toBe("model.steps");
+    });
+
+    it("answers invalid JSON with 400 and no stack trace", async () => {
+      const before = await countSessions();
+      const answer = await call("POST", "/v1/sessions", undefined, '{"agent": {');
+      expectError(answer, 400);
+      expect(await countSessions()).toBe(before);
+    });
+  });
+
+  describe("404s", () => {
+    it("answers 404 for an unknown session on every session route", async () => {
+      const answers = await Promise.all([
+        call("GET", `/v1/sessions/${UNKNOWN}`),
+        call("GET", `/v1/sessions/${UNKNOWN}/resume-point`),
+        call("POST", `/v1/sessions/${UNKNOWN}/messages`, { content: "hello" }),
+        call("POST", `/v1/sessions/${UNKNOWN}/resume`, {}),
+      ]);
+      for (const answer of answers) {
+        expectError(answer, 404, "not_found");
+        expect(answer.json.error.message).toContain(UNKNOWN);
+      }
+      const [runs] = await fleet.database.sql<{ n: number }[]>`
+        select count(*)::int as n from runs where session_id = ${UNKNOWN}`;
+      expect(runs!.n).toBe(0);
+    });
+
+    it("answers 404 for an unknown route", async () => {
+      expectError(await call("GET", "/v1/nothing-here"), 404, "not_found");
+    });
+  });
+
+  describe("success shapes", () => {
+    it("creates (201 {id}), sends (202 {runId}) and reads back a session", async () => {
+      const created = await call("POST", "/v1/sessions", { agent: AGENT, metadata: { team: "a" } });
+      expect(created.status).toBe(201);
+      expect(Object.keys(created.json)).toEqual(["id"]);
+      expect(created.json.id).toMatch(/\S/);
+      const { id } = created.json as { id: string };
+
+      const sent = await call("POST", `/v1/sessions/${id}/messages`, { content: "hello" });
+      expect(sent.status).toBe(202);
+      expect(Object.keys(sent.json)).toEqual(["runId"]);
+      const { runId } = sent.json as { runId: string };
+
+      const queued = await call("GET", `/v1/sessions/${id}`);
+      expect(queued.status).toBe(200);
+      expect(queued.json).toMatchObject({ id, status: "queued", agent: { model: SCRIPTED }, messages: [] });
+      expect(queued.json.runs).toEqual([
+        expect.objectContaining({
+          id: runId,
+          kind: "run",
+          resumeKind: null,
+          trigger: "api",
+          status: "queued",
+          endedReason: null,
+          startedAt: null,
+          endedAt: null,
+        }),
+      ]);
+
+      // A worker runs it; then every field is filled in.
+      await fleet.spawnWorker();
+      const run = await client.waitForRun(runId, { timeoutMs: 20_000 });
+      expect(run.endedReason).toBe("completed");
+      const answer = await call("GET", `/v1/sessions/${id}`);
+      expect(answer.status).toBe(200);
+      const session = answer.json;
+      expect(session).toMatchObject({ id, status: "completed", agent: { model: SCRIPTED } });
+      expect(session.messages).toEqual([
+        { role: "user", content: "hello", seq: 1, createdAt: expect.stringMatching(ISO) },
+        {
+          role: "assistant",
+          content: "ok",
+          stopReason: "end_turn",
+          seq: 2,
+          createdAt: expect.stringMatching(ISO),
+          ...(session.messages[1]?.usage ? { usage: session.messages[1].usage } : {}),
+        },
+      ]);
+      expect(session.runs).toHaveLength(1);
+      const [r] = session.runs;
+      expect(r).toMatchObject({
+        id: runId,
+        kind: "run",
+        resumeKind: null,
+        trigger: "api",
+        status: "ended",
+        endedReason: "completed",
+      });
+      expect(r.startedAt).toMatch(ISO);
+      expect(r.endedAt).toMatch(ISO);
+      expect(Date.parse(r.endedAt)).toBeGreaterThanOrEqual(Date.parse(r.startedAt));
+    });
+
+    it("answers a resume with 202 {runId, kind}", async () => {
+      const { id } = await client.createSession({
+        agent: AGENT,
+        messages: [{ role: "user", content: "are you there?" }],
+      });
+      const point = await call("GET", `/v1/sessions/${id}/resume-point`);
+      expect(point.status).toBe(200);
+      expect(point.json).toEqual({
+        resumable: true,
+        kind: "call_model",
+        description: expect.any(String),
+        unansweredToolCalls: [],
+      });
+      const answer = await call("POST", `/v1/sessions/${id}/resume`, {});
+      expect(answer.status).toBe(202);
+      expect(answer.json).toEqual({ runId: expect.any(String), kind: "call_model" });
+      const again = await call("POST", `/v1/sessions/${id}/resume`);
+      // A second request joins the resume already waiting.
+      expect([202, 409]).toContain(again.status);
+      if (again.status === 202) expect(again.json.runId).toBe(answer.json.runId);
+    });
+
+    it("GET /healthz answers 200 {ok:true}", async () => {
+      const answer = await call("GET", "/healthz");
+      expect(answer.status).toBe(200);
+      expect(answer.json).toEqual({ ok: true });
+    });
+
+    it("GET /metrics is Prometheus text with the queue gauge and the refusal counter", async () => {
+      const answer = await call("GET", "/metrics");
+      expect(answer.status).toBe(200);
+      expect(answer.contentType).toMatch(/text\/plain/);
+      expect(answer.text).toMatch(/^# TYPE fleet_queue_jobs gauge$/m);
+      expect(answer.text).toMatch(/^fleet_queue_jobs\{[^}]*queue="runs"[^}]*\} \d+/m);
+      expect(answer.text).toMatch(/^# TYPE fleet_resume_refusals_total counter$/m);
+    });
+  });
+
+  describe("409s: nothing to resume", () => {
+    it("refuses to resume a completed imported session (409 reason completed) and counts it", async () => {
+      const { id } = await client.createSession({
+        agent: AGENT,
+        messages: [
+          { role: "user", content: "hi" },
+          { role: "assistant", content: "hello", stopReason: "end_turn" },
+        ],
+      });
+      const answer = await call("POST", `/v1/sessions/${id}/resume`, {});
+      expectError(answer, 409, "not_resumable");
+      expect(answer.json.error.reason).toBe("completed");
+      const point = await call("GET", `/v1/sessions/${id}/resume-point`);
+      expect(point.json).toEqual({ resumable: false, reason: "completed" });
+      const metrics = await call("GET", "/metrics");
+      expect(metrics.text).toMatch(/^fleet_resume_refusals_total\{[^}]*reason="completed"[^}]*\} [1-9]\d*$/m);
+      const [runs] = await fleet.database.sql<{ n: number }[]>`
+        select count(*)::int as n from runs where session_id = ${id}`;
+      expect(runs!.n).toBe(0);
+    });
+
+    it("refuses to resume an empty session (409 reason empty)", async () => {
+      const { id } = await client.createSession({ agent: AGENT });
+      const answer = await call("POST", `/v1/sessions/${id}/resume`);
+      expectError(answer, 409, "not_resumable");
+      expect(answer.json.error.reason).toBe("empty");
+    });
+
+    it("stores a malformed import, reports it, and refuses new input with 409", async () => {
+      const { id } = await client.createSession({
+        agent: AGENT,
+        messages: [
+          { role: "user", content: "hi" },
+          {
+            role: "assistant",
+            content: "",
+            toolCalls: [{ id: "a", name: "write_file", arguments: { path: "x", content: "y" } }],
+            stopReason: "tool_use",
+          },
+          { role: "tool", toolCallId: "zzz", name: "write_file", content: "wrote x", success: true },
+        ],
+      });
+      const point = await call("GET", `/v1/sessions/${id}/resume-point`);
+      expect(point.status).toBe(200);
+      expect(point.json).toMatchObject({ resumable: false, reason: "malformed" });
+      const sent = await call("POST", `/v1/sessions/${id}/messages`, { content: "try again" });
+      expectError(sent, 409, "not_resumable");
+      expect(sent.json.error.reason).toBe("malformed");
+      const resumed = await call("POST", `/v1/sessions/${id}/resume`, {});
+      expectError(resumed, 409, "not_resumable");
+      expect(resumed.json.error.reason).toBe("malformed");
+      const [runs] = await fleet.database.sql<{ n: number }[]>`
+        select count(*)::int as n from runs where session_id = ${id}`;
+      expect(runs!.n).toBe(0);
+    });
+  });
+});

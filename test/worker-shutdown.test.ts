@@ -1,0 +1,107 @@
+/**
+ * SIGTERM to a real `fleet worker` process: a busy worker lets its run finish for the grace
+ * period, then aborts it (the run ends `cancelled`, the history stays whole, a resume is
+ * queued for another worker) and exits 0; an idle worker exits 0 at once.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { parseHistory } from "../src/shared/messages.js";
+import { createFleetEnv, type FleetEnv, seqsOf, waitFor } from "./support/fleet-env.js";
+
+/** Resolves with the exit code, or rejects after `ms`. */
+function exitWithin(exited: Promise<number | string>, ms: number): Promise<number | string> {
+  return Promise.race([
+    exited,
+    new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error(`worker did not exit within ${ms} ms`)), ms).unref(),
+    ),
+  ]);
+}
+
+describe("worker shutdown on SIGTERM", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  beforeAll(async () => {
+    fleet = await createFleetEnv("shutdown");
+    ({ client } = await fleet.startApi());
+  });
+  afterAll(async () => fleet?.close());
+
+  it("aborts a running tool after the grace period, exits 0, and another worker resumes the session", async () => {
+    const worker = await fleet.spawnWorker({ SHUTDOWN_GRACE_MS: "500" });
+    const { id } = await client.createSession({
+      agent: {
+        model: {
+          provider: "scripted",
+          steps: [{ toolCalls: [{ name: "sleep", arguments: { ms: 10_000 } }] }, { text: "recovered" }],
+        },
+        tools: ["sleep"],
+      },
+    });
+    const { runId } = await client.send(id, "sleep a while");
+    await waitFor(
+      async () =>
+        (await client.getSession(id)).messages.some(
+          (m) => m.role === "assistant" && (m.toolCalls ?? []).some((c) => c.name === "sleep"),
+        ),
+      15_000,
+      "the sleep call to be stored",
+    );
+    const killedAt = Date.now();
+    worker.child.kill("SIGTERM");
+    const code = await exitWithin(worker.exited, 8_000);
+    const took = Date.now() - killedAt;
+    expect(code, worker.output()).toBe(0);
+    // It waited for the grace period, not for the 10 s tool.
+    expect(took).toBeGreaterThanOrEqual(400);
+    expect(took).toBeLessThan(8_000);
+
+    const run = await client.getRun(runId);
+    expect(run.status).toBe("ended");
+    expect(run.endedReason).toBe("cancelled");
+
+    const stopped = await client.getSession(id);
+    expect(() => parseHistory(stopped.messages)).not.toThrow();
+    expect(seqsOf(stopped.messages)).toEqual(stopped.messages.map((_, i) => i + 1));
+    const call = stopped.messages.find((m) => m.role === "assistant" && m.toolCalls?.length);
+    if (call?.role !== "assistant") throw new Error("no assistant message with the sleep call");
+    const sleepId = call.toolCalls![0]!.id;
+    const results = stopped.messages.filter((m) => m.role === "tool" && m.toolCallId === sleepId);
+    expect(results.length).toBeLessThanOrEqual(1);
+    for (const result of results) expect(result).toMatchObject({ success: false, name: "sleep" });
+    expect(stopped.messages.some((m) => m.role === "assistant" && m.content === "recovered")).toBe(false);
+
+    // The stopping worker handed the session over: a resume run, asked for by a worker, waits.
+    const handover = stopped.runs.filter((r) => r.kind === "resume");
+    expect(handover).toHaveLength(1);
+    expect(handover[0]).toMatchObject({ trigger: "worker", status: "queued" });
+
+    // A new worker picks it up and the session completes.
+    await fleet.spawnWorker();
+    const resumed = await client.waitForRun(handover[0]!.id, { timeoutMs: 20_000 });
+    expect(resumed.endedReason).toBe("completed");
+    expect(resumed.trigger).toBe("worker");
+    expect(["call_model", "recover_tools"]).toContain(resumed.resumeKind);
+
+    const done = await client.getSession(id);
+    expect(() => parseHistory(done.messages)).not.toThrow();
+    expect(seqsOf(done.messages)).toEqual(done.messages.map((_, i) => i + 1));
+    expect(done.messages.at(-1)).toMatchObject({ role: "assistant", content: "recovered" });
+    const sleepResults = done.messages.filter((m) => m.role === "tool" && m.toolCallId === sleepId);
+    expect(sleepResults).toHaveLength(1);
+    expect(sleepResults[0]).toMatchObject({ success: false });
+    const resultIds = done.messages.flatMap((m) => (m.role === "tool" ? [m.toolCallId] : []));
+    expect(new Set(resultIds).size).toBe(resultIds.length);
+    expect(done.status).toBe("completed");
+    expect(await client.resumePoint(id)).toEqual({ resumable: false, reason: "completed" });
+  });
+
+  it("exits 0 quickly when idle", async () => {
+    const worker = await fleet.spawnWorker();
+    const killedAt = Date.now();
+    worker.child.kill("SIGTERM");
+    const code = await exitWithin(worker.exited, 5_000);
+    expect(code, worker.output()).toBe(0);
+    expect(Date.now() - killedAt).toBeLessThan(5_000);
+  });
+});

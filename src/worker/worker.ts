@@ -74,7 +74,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     writes: new FencedWrites(database),
     lease: new SessionLease(redis, config.prefix, config.leaseTtlMs),
     leaseTtlMs: config.leaseTtlMs,
-    models: (model) => createModel(model, { faults }),
+    models: (model) => createModel(model, { faults, apiKeys: config.apiKeys }),
     tools,
     metrics,
     sleep: abortableSleep,

@@ -2,10 +2,16 @@
 import type { Redis } from "ioredis";
 import type { ModelConfig } from "../agent-config.js";
 import { assertNever } from "../resume-point.js";
-import { type ModelProvider, ProviderError } from "./provider.js";
+import { AnthropicModel } from "./anthropic.js";
+import { OpenAIModel } from "./openai.js";
+import type { ModelProvider } from "./provider.js";
 import { type FaultCounter, ScriptedModel } from "./scripted.js";
 
-export type ModelDeps = { faults: FaultCounter };
+export type ModelDeps = {
+  faults: FaultCounter;
+  /** From the workers' environment only (OPENAI_API_KEY, ANTHROPIC_API_KEY); never from a payload. */
+  apiKeys: { openai?: string; anthropic?: string };
+};
 
 /** Fault counts of the scripted model, shared by every worker of a fleet. */
 export function redisFaultCounter(redis: Redis, prefix: string): FaultCounter {
@@ -18,24 +24,14 @@ export function redisFaultCounter(redis: Redis, prefix: string): FaultCounter {
   };
 }
 
-class UnavailableProvider implements ModelProvider {
-  constructor(private readonly provider: string) {}
-  // biome-ignore lint/correctness/useYield: fails before any output, by design
-  async *stream(): AsyncIterable<never> {
-    throw new ProviderError(
-      `the "${this.provider}" provider is not available in this build of agent-fleet`,
-      false,
-    );
-  }
-}
-
 export function createModel(config: ModelConfig, deps: ModelDeps): ModelProvider {
   switch (config.provider) {
     case "scripted":
       return new ScriptedModel(config.steps, { faults: deps.faults });
     case "openai":
+      return new OpenAIModel(config, { apiKey: deps.apiKeys.openai });
     case "anthropic":
-      return new UnavailableProvider(config.provider);
+      return new AnthropicModel(config, { apiKey: deps.apiKeys.anthropic });
     default:
       return assertNever(config);
   }

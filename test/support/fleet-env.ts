@@ -39,7 +39,8 @@ export type WorkerProcess = {
   exited: Promise<number | string>;
 };
 
-export async function createFleetEnv(name: string): Promise<FleetEnv> {
+export async function createFleetEnv(name: string, options: { redisUrl?: string } = {}): Promise<FleetEnv> {
+  const redisUrl = options.redisUrl ?? REDIS_URL;
   const id = `${name
     .replace(/[^a-z0-9]/gi, "")
     .toLowerCase()
@@ -53,7 +54,7 @@ export async function createFleetEnv(name: string): Promise<FleetEnv> {
   const toolDir = await mkdtemp(join(tmpdir(), `fleet-${id}-`));
   const env: Record<string, string> = {
     DATABASE_URL: databaseUrl.toString(),
-    REDIS_URL,
+    REDIS_URL: redisUrl,
     FLEET_PREFIX: `t-${id}`,
     FLEET_TOOL_DIR: toolDir,
     LOG_LEVEL: "warn",
@@ -64,7 +65,7 @@ export async function createFleetEnv(name: string): Promise<FleetEnv> {
   const config = loadConfig(env);
   const database = openDatabase(config.databaseUrl, { max: 5 });
   await migrateDatabase(database);
-  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
   const apis: RunningApi[] = [];
   const workers: WorkerProcess[] = [];
 
@@ -105,9 +106,11 @@ export async function createFleetEnv(name: string): Promise<FleetEnv> {
       await Promise.all(workers.map((w) => w.exited));
       for (const api of apis) await api.stop();
       await database.close();
-      const keys = await redis.keys(`${env.FLEET_PREFIX}:*`);
-      if (keys.length > 0) await redis.del(...keys);
-      await redis.quit();
+      if (!options.redisUrl) {
+        const keys = await redis.keys(`${env.FLEET_PREFIX}:*`);
+        if (keys.length > 0) await redis.del(...keys);
+      }
+      redis.disconnect();
       const dropper = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
       await dropper.unsafe(`drop database if exists "${dbName}" with (force)`);
       await dropper.end();
@@ -126,6 +129,13 @@ export async function waitFor(
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/** The worker id and metrics port a `fleet worker` child printed when it was ready. */
+export function readyInfo(worker: WorkerProcess): { workerId: string; metricsPort: number } {
+  const match = /fleet worker ready: (\S+), metrics on port (\d+)/.exec(worker.output());
+  if (!match) throw new Error(`no ready line in worker output:\n${worker.output()}`);
+  return { workerId: match[1]!, metricsPort: Number(match[2]) };
 }
 
 /** Asserts a stored history's seqs are 1..n with no gap or repeat. */

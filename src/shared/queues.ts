@@ -42,11 +42,14 @@ export function parseRunJob(name: string, data: unknown): { name: JobName; paylo
 }
 
 export function createRunsQueue(connection: ConnectionOptions, prefix: string): Queue {
-  return new Queue(QUEUES.runs.name, {
+  const queue = new Queue(QUEUES.runs.name, {
     connection,
     prefix,
     defaultJobOptions: QUEUES.runs.defaultJobOptions,
   });
+  // Connection errors surface on the calls that fail (and Redis is retried); don't crash or spam.
+  queue.on("error", () => {});
+  return queue;
 }
 
 /** Enqueues a run's job (validated, deterministic id: a second call adds nothing). */

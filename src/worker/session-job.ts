@@ -6,7 +6,7 @@
 import type { Logger } from "pino";
 import { type ModelConfig, parseAgentConfig } from "../shared/agent-config.js";
 import type { RunRow } from "../shared/db/schema.js";
-import { FencedError } from "../shared/errors.js";
+import { FencedError, ValidationError } from "../shared/errors.js";
 import type { LeaseStore } from "../shared/lease.js";
 import type { StoredMessage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
@@ -169,8 +169,9 @@ async function processRun(
   try {
     result = await runAgentLoop({ fence, runId: run.id, agent, model, history, signal }, deps);
   } catch (error) {
-    if (error instanceof FencedError) throw error;
-    // A tool list naming an unknown tool, or another configuration problem: record it.
+    // Infrastructure faults (Postgres, Redis) propagate: the job is retried and the run
+    // resumed. Only a configuration problem, such as an unknown tool, ends the run here.
+    if (!(error instanceof ValidationError)) throw error;
     await deps.writes.endRun(fence, run.id, "failed", { error: (error as Error).message });
     deps.metrics.runs.inc({ kind, outcome: "failed" });
     return;

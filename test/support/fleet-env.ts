@@ -66,6 +66,7 @@ export async function createFleetEnv(name: string, options: { redisUrl?: string 
   const database = openDatabase(config.databaseUrl, { max: 5 });
   await migrateDatabase(database);
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  redis.on("error", () => {});
   const apis: RunningApi[] = [];
   const workers: WorkerProcess[] = [];
 

@@ -1,0 +1,156 @@
+/**
+ * Postgres connections dropped (pg_terminate_backend) and Redis restarted during a batch.
+ * Redis is a private server started by this test (on its own port), so restarting it
+ * disturbs no other test. The fleet recovers; no message is lost or stored twice and no
+ * tool runs twice.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { loadConfig } from "../src/shared/config.js";
+import { databaseName } from "../src/shared/db/client.js";
+import { type RunningSweeper, startSweeper } from "../src/worker/sweeper-process.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+
+function startRedis(port: number): Promise<ChildProcess> {
+  const child = spawn(
+    "redis-server",
+    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+    {
+      stdio: ["ignore", "pipe", "ignore"],
+    },
+  );
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout?.on("data", (d) => {
+      out += d;
+      if (out.includes("Ready to accept connections")) resolve(child);
+    });
+    child.on("exit", (code) => reject(new Error(`redis-server exited ${code}: ${out}`)));
+  });
+}
+
+function stop(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once("exit", () => resolve());
+    child.kill("SIGKILL");
+  });
+}
+
+describe("Postgres connections dropped and Redis restarted during a batch", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let sweeper: RunningSweeper;
+  let redis: ChildProcess;
+  let port: number;
+
+  beforeAll(async () => {
+    port = await freePort();
+    redis = await startRedis(port);
+    fleet = await createFleetEnv("infra", { redisUrl: `redis://127.0.0.1:${port}` });
+    ({ client } = await fleet.startApi());
+    sweeper = await startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: false });
+  });
+  afterAll(async () => {
+    await sweeper?.stop();
+    await fleet?.close();
+    if (redis) await stop(redis);
+  });
+
+  it("recovers every session with no message lost or duplicated", async () => {
+    await Promise.all([fleet.spawnWorker(), fleet.spawnWorker()]);
+    const ids: string[] = [];
+    const count = 20;
+    for (let i = 0; i < count; i++) {
+      const { id } = await client.createSession({
+        agent: {
+          model: {
+            provider: "scripted",
+            steps: [
+              {
+                toolCalls: [
+                  { id: "log", name: "append_file", arguments: { path: `infra-${i}.txt`, line: "ran" } },
+                ],
+              },
+              { toolCalls: [{ id: "nap", name: "sleep", arguments: { ms: 400 } }], delayMs: 100 },
+              { toolCalls: [{ id: "nap2", name: "sleep", arguments: { ms: 400 } }], delayMs: 100 },
+              { text: "done", delayMs: 50 },
+            ],
+          },
+          tools: ["append_file", "sleep"],
+        },
+      });
+      ids.push(id);
+      await client.send(id, `session ${i}`);
+    }
+    const { sql } = fleet.database;
+    const admin = postgres("postgres://postgres@127.0.0.1:5432/postgres", { max: 1, onnotice: () => {} });
+    try {
+      await new Promise((r) => setTimeout(r, 600));
+      const dropped = await admin<{ n: number }[]>`
+        select count(*)::int as n from (
+          select pg_terminate_backend(pid) from pg_stat_activity
+           where datname = ${databaseName(fleet.config.databaseUrl)} and pid <> pg_backend_pid()) t`;
+      console.log(`terminated ${dropped[0]!.n} Postgres connections`);
+      expect(dropped[0]!.n).toBeGreaterThan(0);
+
+      await new Promise((r) => setTimeout(r, 500));
+      await stop(redis);
+      await new Promise((r) => setTimeout(r, 500));
+      redis = await startRedis(port);
+      console.log("Redis restarted (empty: every queue, job and lease was lost)");
+    } finally {
+      await admin.end();
+    }
+
+    const completed = async () =>
+      (
+        await sql<
+          { n: number }[]
+        >`select count(*)::int as n from sessions where tail_state = 'completed'`.catch(() => [{ n: -1 }])
+      )[0]!.n;
+    await waitFor(async () => (await completed()) === count, 45_000, "every session completed").catch(
+      async (error) => {
+        console.log(
+          await sql`select s.tail_state, s.status, count(*) from sessions s group by 1, 2`,
+          await sql`select kind, trigger, status, ended_reason, count(*) from runs group by 1, 2, 3, 4 order by 1, 2`,
+        );
+        throw error;
+      },
+    );
+
+    for (const [i, id] of ids.entries()) {
+      const session = await client.getSession(id);
+      expect(session.messages.map((m) => m.seq)).toEqual(session.messages.map((_, n) => n + 1));
+      expect(session.messages.filter((m) => m.role === "user")).toHaveLength(1);
+      const answered = session.messages.flatMap((m) => (m.role === "tool" ? [m.toolCallId] : []));
+      expect(new Set(answered).size).toBe(answered.length);
+      expect(answered).toContain("log");
+      expect(session.messages.at(-1)).toMatchObject({
+        role: "assistant",
+        content: "done",
+        stopReason: "end_turn",
+      });
+      // append_file ran exactly once, whatever was interrupted around it.
+      expect(await readFile(join(fleet.config.toolDir, `infra-${i}.txt`), "utf8")).toBe("ran\n");
+    }
+    const outcomes = await sql<{ ended_reason: string; n: number }[]>`
+      select ended_reason, count(*)::int as n from runs group by 1 order by 1`;
+    console.log("runs by outcome:", Object.fromEntries(outcomes.map((r) => [r.ended_reason, r.n])));
+  }, 90_000);
+});

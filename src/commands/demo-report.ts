@@ -5,23 +5,38 @@ export type DemoReport = {
   sessions: number;
   completed: number;
   stopped: number;
+  insideTool: number;
   messages: number;
   toolCalls: number;
   toolCallsAnsweredTwice: number;
+  interruptedToolCalls: number;
+  resumes: number;
   runsByOutcome: Record<string, number>;
   resumesByKind: Record<string, number>;
+  resumeStartedAt: Date[];
 };
 
 export async function readReport(database: Database, ids: string[]): Promise<DemoReport> {
   const { sql } = database;
-  const [counts] = await sql<{ completed: number; stopped: number; messages: number; tool_calls: number }[]>`
+  const [counts] = await sql<
+    {
+      completed: number;
+      stopped: number;
+      inside_tool: number;
+      messages: number;
+      tool_calls: number;
+      interrupted: number;
+    }[]
+  >`
     select
       (select count(*)::int from sessions s where s.id = any(${ids}) and s.tail_state = 'completed'
          and not exists (select 1 from runs r where r.session_id = s.id and r.status <> 'ended')) as completed,
-      (select count(*)::int from sessions s where s.id = any(${ids})
-         and s.tail_state in ('refused', 'context_full', 'unknown_stop', 'malformed')) as stopped,
+      (select count(*)::int from sessions s where s.id = any(${ids}) and s.status = 'parked') as stopped,
+      (select count(*)::int from sessions s where s.id = any(${ids}) and s.tail_state = 'tools_pending') as inside_tool,
       (select count(*)::int from messages where session_id = any(${ids})) as messages,
-      (select count(*)::int from messages where session_id = any(${ids}) and role = 'tool') as tool_calls`;
+      (select count(*)::int from messages where session_id = any(${ids}) and role = 'tool') as tool_calls,
+      (select count(*)::int from messages where session_id = any(${ids}) and role = 'tool'
+          and content like 'The process stopped while this tool was running%') as interrupted`;
   const [twice] = await sql<{ n: number }[]>`
     select count(*)::int as n from (
       select session_id, call_seq, tool_call_id from messages
@@ -30,40 +45,64 @@ export async function readReport(database: Database, ids: string[]): Promise<Dem
   const outcomes = await sql<{ outcome: string; n: number }[]>`
     select coalesce(ended_reason, status) as outcome, count(*)::int as n from runs
      where session_id = any(${ids}) group by 1 order by 1`;
-  const kinds = await sql<{ kind: string; trigger: string; n: number }[]>`
-    select resume_kind as kind, trigger, count(*)::int as n from runs
-     where session_id = any(${ids}) and kind = 'resume' and resume_kind is not null group by 1, 2 order by 1, 2`;
+  const resumes = await sql<{ kind: string; trigger: string; started_at: string | null }[]>`
+    select resume_kind as kind, trigger, started_at from runs
+     where session_id = any(${ids}) and kind = 'resume' and resume_kind is not null`;
+  const byKind: Record<string, number> = {};
+  for (const r of resumes) byKind[`${r.kind} (${r.trigger})`] = (byKind[`${r.kind} (${r.trigger})`] ?? 0) + 1;
   return {
     sessions: ids.length,
     completed: counts!.completed,
     stopped: counts!.stopped,
+    insideTool: counts!.inside_tool,
     messages: counts!.messages,
     toolCalls: counts!.tool_calls,
     toolCallsAnsweredTwice: twice!.n,
+    interruptedToolCalls: counts!.interrupted,
+    resumes: resumes.length,
     runsByOutcome: Object.fromEntries(outcomes.map((r) => [r.outcome, r.n])),
-    resumesByKind: Object.fromEntries(kinds.map((r) => [`${r.kind} (${r.trigger})`, r.n])),
+    resumesByKind: byKind,
+    resumeStartedAt: resumes.flatMap((r) => (r.started_at ? [new Date(r.started_at)] : [])),
   };
 }
 
-export function formatReport(report: DemoReport, elapsedMs: number, toolDir: string): string {
+function list(record: Record<string, number>): string {
+  return (
+    Object.entries(record)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(", ") || "none"
+  );
+}
+
+export function formatReport(
+  report: DemoReport,
+  elapsedMs: number,
+  toolDir: string,
+  killedAt: number | null,
+  appendsPerSession: number[],
+): string {
+  const ranTwice = appendsPerSession.filter((n) => n > 1).length;
   const lines = [
     "",
     "── report ─────────────────────────────────────────",
-    `sessions            ${report.sessions} (${report.completed} completed, ${report.stopped} stopped)`,
+    `sessions            ${report.sessions} (${report.completed} completed, ${report.stopped} parked)`,
     `messages            ${report.messages}`,
-    `tool calls          ${report.toolCalls} (answered twice: ${report.toolCallsAnsweredTwice})`,
-    `runs by outcome     ${
-      Object.entries(report.runsByOutcome)
-        .map(([k, v]) => `${k}=${v}`)
-        .join(", ") || "none"
-    }`,
-    `resumes by kind     ${
-      Object.entries(report.resumesByKind)
-        .map(([k, v]) => `${k}=${v}`)
-        .join(", ") || "none"
-    }`,
-    `elapsed             ${(elapsedMs / 1000).toFixed(1)} s`,
-    `files written under ${toolDir}`,
+    `tool calls          ${report.toolCalls} (${report.interruptedToolCalls} answered as interrupted, answered twice: ${report.toolCallsAnsweredTwice})`,
+    `append_file twice   ${ranTwice} sessions (every session's log line was written ${ranTwice === 0 ? "exactly once" : "MORE THAN ONCE"})`,
+    `runs by outcome     ${list(report.runsByOutcome)}`,
+    `resumes by kind     ${list(report.resumesByKind)}`,
   ];
+  if (killedAt !== null) {
+    const after = report.resumeStartedAt
+      .map((d) => d.getTime() - killedAt)
+      .filter((ms) => ms >= 0)
+      .sort((a, b) => a - b);
+    if (after.length > 0) {
+      lines.push(
+        `kill → resume       p50 ${after[Math.floor(after.length / 2)]} ms, max ${after.at(-1)} ms over ${after.length} sessions`,
+      );
+    }
+  }
+  lines.push(`elapsed             ${(elapsedMs / 1000).toFixed(1)} s`, `files written under ${toolDir}`);
   return lines.join("\n");
 }

@@ -1,10 +1,10 @@
 /**
- * `fleet demo`: the main job on defaults. Creates and migrates its database, starts an API
- * and worker processes, submits a batch of scripted sessions that use tools, shows
- * progress and prints a report.
+ * `fleet demo`: the main job on defaults. Creates and migrates its database, starts an API,
+ * a sweeper and worker processes, submits a batch of scripted sessions that use tools,
+ * SIGKILLs one worker mid-batch, shows its sessions coming back, and prints a report.
  */
 import type { ChildProcess } from "node:child_process";
-import { mkdir, rm } from "node:fs/promises";
+import { mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { startApi } from "../producer/api-server.js";
@@ -13,10 +13,15 @@ import type { AgentConfigInput } from "../shared/agent-config.js";
 import { loadConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
+import { startSweeper } from "../worker/sweeper-process.js";
 import { type DemoReport, formatReport, readReport } from "./demo-report.js";
-import { migrate, spawnRole } from "./serve.js";
+import { migrate, spawnRole, workerReady } from "./serve.js";
 
-/** A session's script: write a file, append to a shared log, answer. Some first calls fail once. */
+/**
+ * A session's script: write a report, take a nap (the window in which a worker is killed),
+ * append one line to a shared log, answer. Every fourth session's first model call fails
+ * once before any output and is retried.
+ */
 export function demoAgent(index: number): AgentConfigInput {
   const flaky = index % 4 === 0;
   return {
@@ -29,20 +34,19 @@ export function demoAgent(index: number): AgentConfigInput {
               name: "write_file",
               arguments: { path: `reports/report-${index}.txt`, content: `report ${index}\n` },
             },
+            { name: "sleep", arguments: { ms: 1_500 } },
           ],
           delayMs: 20,
           ...(flaky ? { fault: "connection" as const, faultTimes: 1 } : {}),
         },
         {
-          toolCalls: [
-            { name: "append_file", arguments: { path: "batch.log", line: `session ${index} done` } },
-          ],
+          toolCalls: [{ name: "append_file", arguments: { path: "batch.log", line: `session ${index}` } }],
           delayMs: 20,
         },
         { text: `Done: wrote report-${index}.txt and logged it.`, delayMs: 20 },
       ],
     },
-    tools: ["write_file", "append_file"],
+    tools: ["write_file", "append_file", "sleep"],
     system: "You are a demo agent.",
     maxTurns: 10,
   };
@@ -56,10 +60,36 @@ function stopChild(child: ChildProcess): Promise<void> {
   });
 }
 
+/** Lines per session in the shared log: each must be 1 (append_file ran exactly once). */
+async function appendsPerSession(toolDir: string, sessions: number): Promise<number[]> {
+  const text = await readFile(join(toolDir, "batch.log"), "utf8").catch(() => "");
+  const counts = new Array<number>(sessions).fill(0);
+  for (const line of text.split("\n")) {
+    const match = /^session (\d+)$/.exec(line);
+    if (match) counts[Number(match[1])]! += 1;
+  }
+  return counts;
+}
+
+/** Sessions a worker is running that are inside a tool call right now. */
+async function sessionsInsideTool(
+  database: ReturnType<typeof openDatabase>,
+  workerId: string,
+): Promise<number> {
+  const [row] = await database.sql<{ n: number }[]>`
+    select count(*)::int as n from runs r join sessions s on s.id = r.session_id
+     where r.status = 'running' and r.worker_id = ${workerId} and s.tail_state = 'tools_pending'`;
+  return row!.n;
+}
+
 export async function demoCommand(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { sessions: { type: "string", default: "20" }, workers: { type: "string", default: "2" } },
+    options: {
+      sessions: { type: "string", default: "20" },
+      workers: { type: "string", default: "2" },
+      "no-kill": { type: "boolean", default: false },
+    },
   });
   const sessions = Number(values.sessions);
   const workers = Number(values.workers);
@@ -67,6 +97,7 @@ export async function demoCommand(args: string[]): Promise<number> {
     throw new ValidationError("--sessions", "must be a whole number ≥ 1");
   if (!Number.isInteger(workers) || workers < 1)
     throw new ValidationError("--workers", "must be a whole number ≥ 1");
+  const kill = !values["no-kill"] && workers >= 2;
 
   const base = loadConfig();
   // Its own queue namespace and tool directory, so a demo never touches a running fleet.
@@ -77,12 +108,22 @@ export async function demoCommand(args: string[]): Promise<number> {
   await rm(toolDir, { recursive: true, force: true });
   await mkdir(toolDir, { recursive: true });
 
-  console.log(`fleet demo: ${sessions} sessions, ${workers} worker processes, queue prefix ${prefix}`);
+  console.log(
+    `fleet demo: ${sessions} sessions, ${workers} worker processes, a sweeper; queue prefix ${prefix}`,
+  );
   const api = await startApi(config, { port: 0 });
-  const env = { FLEET_PREFIX: prefix, FLEET_TOOL_DIR: toolDir, LOG_LEVEL: "warn", METRICS_PORT: "0" };
-  const children = Array.from({ length: workers }, () => spawnRole("worker", env));
+  const sweeper = await startSweeper(config, { serveMetrics: false });
+  const env = {
+    FLEET_PREFIX: prefix,
+    FLEET_TOOL_DIR: toolDir,
+    LOG_LEVEL: "error",
+    METRICS_PORT: "0",
+    WORKER_CONCURRENCY: String(Math.max(8, sessions)),
+  };
+  const children = Array.from({ length: workers }, () => spawnRole("worker", env, [], "pipe"));
   const database = openDatabase(config.databaseUrl, { max: 2 });
   try {
+    const workerIds = await Promise.all(children.map(workerReady));
     const client = new FleetClient({ baseUrl: api.url });
     const started = Date.now();
     const ids = await Promise.all(
@@ -97,21 +138,35 @@ export async function demoCommand(args: string[]): Promise<number> {
     );
     let report: DemoReport;
     let shown = "";
+    let killedAt: number | null = null;
     for (;;) {
       report = await readReport(database, ids);
-      const line = `  completed ${report.completed}/${sessions} sessions, ${report.messages} messages`;
+      const victimBusy = kill && killedAt === null ? await sessionsInsideTool(database, workerIds[0]!) : 0;
+      if (victimBusy > 0 && victimBusy >= Math.min(3, report.insideTool)) {
+        const victim = children[0]!;
+        victim.kill("SIGKILL");
+        killedAt = Date.now();
+        console.log(
+          `  ✗ SIGKILLed worker ${workerIds[0]} while ${victimBusy} of its sessions were inside a tool`,
+        );
+      }
+      const line = `  completed ${report.completed}/${sessions} sessions, ${report.messages} messages, ${report.resumes} resumes`;
       if (process.stdout.isTTY) process.stdout.write(`\r${line}`);
       else if (line !== shown) console.log(line);
       shown = line;
       if (report.completed + report.stopped === sessions) break;
       if (Date.now() - started > 120_000) throw new Error("the demo did not finish within 2 minutes");
-      await new Promise((r) => setTimeout(r, 300));
+      await new Promise((r) => setTimeout(r, 200));
     }
     if (process.stdout.isTTY) process.stdout.write("\n");
-    console.log(formatReport(report, Date.now() - started, toolDir));
-    return report.completed === sessions ? 0 : 1;
+    const appends = await appendsPerSession(toolDir, sessions);
+    console.log(formatReport(report, Date.now() - started, toolDir, killedAt, appends));
+    const clean =
+      report.completed === sessions && report.toolCallsAnsweredTwice === 0 && appends.every((n) => n === 1);
+    return clean ? 0 : 1;
   } finally {
     await Promise.all(children.map(stopChild));
+    await sweeper.stop();
     await api.stop();
     await database.close();
   }

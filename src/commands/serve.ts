@@ -91,11 +91,29 @@ export async function sweeperCommand(args: string[]): Promise<number> {
   return 0;
 }
 
+/** Resolves with the worker id once a spawned `fleet worker` (stdout piped) says it is ready. */
+export function workerReady(child: ChildProcess): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout?.on("data", (chunk) => {
+      out += chunk;
+      const match = /fleet worker ready: (\S+),/.exec(out);
+      if (match) resolve(match[1]!);
+    });
+    child.once("exit", (code) => reject(new Error(`worker exited (${code}) before it was ready`)));
+  });
+}
+
 /** Spawns `fleet <role>` as a child process with the given environment additions. */
-export function spawnRole(role: string, env: Record<string, string>, args: string[] = []): ChildProcess {
+export function spawnRole(
+  role: string,
+  env: Record<string, string>,
+  args: string[] = [],
+  stdout: "inherit" | "ignore" | "pipe" = "inherit",
+): ChildProcess {
   return spawn(process.execPath, [FLEET_BIN, role, ...args], {
     env: { ...process.env, ...env },
-    stdio: ["ignore", "inherit", "inherit"],
+    stdio: ["ignore", stdout, "inherit"],
   });
 }
 

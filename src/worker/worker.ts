@@ -116,6 +116,12 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     prefix: config.prefix,
     concurrency: config.workerConcurrency,
     autorun: true,
+    // A job claimed by a worker that dies before starting its run (so the sweeper, which
+    // watches running runs, has nothing to see) comes back through BullMQ's stalled check:
+    // within lockDuration + stalledInterval (≤ 15 s) instead of the defaults' ~60 s.
+    lockDuration: 10_000,
+    stalledInterval: 5_000,
+    maxStalledCount: 3,
   });
   worker.on("lockRenewalFailed", (jobIds) => {
     // The fence keeps history safe; aborting stops the work early.

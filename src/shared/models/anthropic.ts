@@ -1,16 +1,388 @@
-/** The anthropic provider. (Being written: see the providers issue.) */
+/**
+ * The Anthropic provider: the Messages API, streamed (resume-semantics.md §6).
+ *
+ * Request: the history becomes alternating user/assistant turns (see `toAnthropicMessages`).
+ * The SDK's own retries are off (`maxRetries: 0`): the runtime retries, and only before any
+ * output (call-model.ts). The API key comes from the worker's environment and goes to the SDK
+ * only; it is never logged, stored or put in an error (errors are redacted besides).
+ *
+ * Response: raw stream events. Text deltas are yielded as they arrive; a tool call is
+ * yielded whole once its block stops; `message_stop` yields `done` with the normalised stop
+ * reason and the usage. A stream that breaks after output ends without `done` (the runtime
+ * records `interrupted` and keeps the partial text); one that breaks before any output
+ * throws a retryable ProviderError, since nothing reached the caller and a retry is safe.
+ *
+ * `temperature` is not sent: SDK 1.x sends API version 2026-10-21, which has no sampling
+ * parameters and answers 400 to any `temperature` (even 1.0); the SDK dropped the field too.
+ */
+import Anthropic, { APIConnectionError, APIError, APIUserAbortError } from "@anthropic-ai/sdk";
+import type {
+  ContentBlockParam,
+  MessageCreateParamsStreaming,
+  MessageParam,
+  RawMessageStreamEvent,
+  TextBlockParam,
+  Tool,
+  ToolResultBlockParam,
+} from "@anthropic-ai/sdk/resources/messages";
 import type { z } from "zod";
 import type { anthropicModelSchema } from "../agent-config.js";
-import { type ModelEvent, type ModelProvider, ProviderError } from "./provider.js";
+import type { Message, ToolCall, Usage } from "../messages.js";
+import { requestsTools } from "../resume-point.js";
+import { fromAnthropicStopReason } from "../stop-reasons.js";
+import { type ModelEvent, type ModelProvider, type ModelRequest, ProviderError } from "./provider.js";
+
+export const MISSING_ANTHROPIC_KEY = "ANTHROPIC_API_KEY is not set in the worker's environment";
+export const DEFAULT_ANTHROPIC_MAX_TOKENS = 4096;
+
+export type AnthropicModelConfig = z.infer<typeof anthropicModelSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// History → request
+
+type Turn = { role: "user" | "assistant"; content: ContentBlockParam[] };
+
+function textBlock(text: string): TextBlockParam {
+  return { type: "text", text };
+}
+
+/**
+ * The history as Messages API turns, which must alternate user/assistant:
+ *
+ * - `user`, `internal` and `tool` messages in a row form one user turn. Its `tool_result`
+ *   blocks come first (the API wants them at the start of the turn), then the text blocks in
+ *   history order. An `internal` message is sent verbatim as a text block, without a marker:
+ *   its wording (resume-plan.ts) already addresses the model.
+ * - A `tool` result is a `tool_result` block (`is_error: true` when `success` is false, which
+ *   includes the synthetic "interrupted" results). A result whose call was not replayed as a
+ *   `tool_use` block (see below) would be rejected as orphaned; it becomes a text block.
+ * - An `assistant` step is a text block (omitted when empty) and, only for a step whose calls
+ *   were executed (`requestsTools`: stop reason `tool_use`/`end_turn`), its `tool_use` blocks.
+ *   A step cut by a fault (`interrupted`) or by the output limit (`max_output`) replays its
+ *   text only. A `paused` step is replayed as it is, so the model continues it.
+ * - An assistant step with nothing to send (no text, no replayed calls: e.g. a `context_full`
+ *   record) is skipped; assistant steps in a row (consecutive pauses) form one assistant turn.
+ * - When the history ends with an assistant turn (a paused step), its last text block loses
+ *   trailing whitespace, which the API rejects in a final assistant turn.
+ */
+export function toAnthropicMessages(history: readonly Message[]): MessageParam[] {
+  const turns: Turn[] = [];
+  let results: ContentBlockParam[] = [];
+  let texts: ContentBlockParam[] = [];
+  /** Ids of the `tool_use` blocks of the latest assistant turn: the results they may answer. */
+  let openCalls = new Set<string>();
+
+  const push = (role: Turn["role"], content: ContentBlockParam[]) => {
+    if (content.length === 0) return;
+    const last = turns.at(-1);
+    if (last?.role === role) last.content.push(...content);
+    else turns.push({ role, content: [...content] });
+  };
+  const flushUser = () => {
+    push("user", [...results, ...texts]);
+    results = [];
+    texts = [];
+  };
+
+  for (const message of history) {
+    switch (message.role) {
+      case "user":
+      case "internal":
+        if (message.content !== "") texts.push(textBlock(message.content));
+        break;
+      case "tool":
+        if (openCalls.has(message.toolCallId)) {
+          const block: ToolResultBlockParam = { type: "tool_result", tool_use_id: message.toolCallId };
+          if (message.content !== "") block.content = message.content;
+          if (!message.success) block.is_error = true;
+          results.push(block);
+          openCalls.delete(message.toolCallId);
+        } else {
+          const outcome = message.success ? "" : " (failed)";
+          texts.push(
+            textBlock(
+              `Result of tool ${message.name} (call ${message.toolCallId})${outcome}: ${message.content}`,
+            ),
+          );
+        }
+        break;
+      case "assistant": {
+        flushUser();
+        const content: ContentBlockParam[] = [];
+        if (message.content !== "") content.push(textBlock(message.content));
+        const calls = requestsTools(message) ? (message.toolCalls ?? []) : [];
+        for (const call of calls)
+          content.push({ type: "tool_use", id: call.id, name: call.name, input: call.arguments });
+        if (content.length === 0) break;
+        openCalls = new Set(calls.map((c) => c.id));
+        push("assistant", content);
+        break;
+      }
+      default: {
+        const never: never = message;
+        return never;
+      }
+    }
+  }
+  flushUser();
+
+  const last = turns.at(-1);
+  if (last?.role === "assistant") {
+    const tail = last.content.at(-1);
+    if (tail?.type === "text") {
+      tail.text = tail.text.trimEnd();
+      if (tail.text === "") last.content.pop();
+      if (last.content.length === 0) turns.pop();
+    }
+  }
+  return turns;
+}
+
+function toAnthropicTools(request: ModelRequest): Tool[] {
+  return request.tools.map((tool) => ({
+    name: tool.name,
+    description: tool.description,
+    input_schema: { type: "object", ...tool.parameters } as Tool.InputSchema,
+  }));
+}
+
+export function buildAnthropicRequest(
+  config: AnthropicModelConfig,
+  request: ModelRequest,
+): MessageCreateParamsStreaming {
+  const body: MessageCreateParamsStreaming = {
+    model: config.model,
+    max_tokens: config.maxTokens ?? DEFAULT_ANTHROPIC_MAX_TOKENS,
+    messages: toAnthropicMessages(request.history),
+    stream: true,
+  };
+  if (request.system) body.system = request.system;
+  if (request.tools.length > 0) body.tools = toAnthropicTools(request);
+  return body;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/** A 400 (or 413) whose message says the prompt does not fit the context window. */
+const CONTEXT_FULL_TEXT =
+  /prompt is too long|prompt_too_long|context[ _-]?(window|length|limit)|too many (input )?tokens|request_too_large/i;
+
+/** Milliseconds a `retry-after-ms` / `retry-after` (seconds or HTTP date) header asks for. */
+export function retryAfterMs(headers: Headers | undefined, now = Date.now()): number | undefined {
+  const ms = Number.parseFloat(headers?.get("retry-after-ms") ?? "");
+  if (Number.isFinite(ms) && ms >= 0) return Math.round(ms);
+  const value = headers?.get("retry-after")?.trim();
+  if (!value) return undefined;
+  if (/^\d+(\.\d+)?$/.test(value)) return Math.round(Number.parseFloat(value) * 1000);
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+/** Error types of a mid-stream `error` event that the same request would meet again. */
+const PERMANENT_ERROR_TYPES = new Set([
+  "invalid_request_error",
+  "authentication_error",
+  "billing_error",
+  "permission_error",
+  "not_found_error",
+]);
+
+type Failure = ProviderError | "context_full";
 
 export class AnthropicModel implements ModelProvider {
-  constructor(
-    readonly config: z.infer<typeof anthropicModelSchema>,
-    readonly options: { apiKey?: string },
-  ) {}
+  /** A private field: logging or serialising the provider cannot show the key. */
+  readonly #apiKey: string | undefined;
 
-  // biome-ignore lint/correctness/useYield: not written yet
-  async *stream(): AsyncIterable<ModelEvent> {
-    throw new ProviderError("the anthropic provider is not written yet", false);
+  constructor(
+    readonly config: AnthropicModelConfig,
+    options: { apiKey?: string },
+  ) {
+    this.#apiKey = options.apiKey;
   }
+
+  private redact(text: string): string {
+    return this.#apiKey ? text.split(this.#apiKey).join("[redacted]") : text;
+  }
+
+  /** What a failed request means: a ProviderError to throw, or a full context window. */
+  private classify(error: unknown): Failure {
+    if (error instanceof ProviderError) return error;
+    if (error instanceof APIUserAbortError) return new ProviderError("the request was aborted", false);
+    if (error instanceof APIConnectionError) {
+      const cause = error.cause instanceof Error ? `: ${error.cause.message}` : "";
+      return new ProviderError(this.redact(`anthropic: ${error.message}${cause}`), true);
+    }
+    if (error instanceof APIError) {
+      const detail = this.redact(
+        [error.type, error.errorCode, error.apiMessage ?? error.message].filter(Boolean).join(": "),
+      );
+      const status = error.status;
+      if (status === undefined) {
+        // An `error` event in the stream (e.g. overloaded_error).
+        if (CONTEXT_FULL_TEXT.test(detail)) return "context_full";
+        const permanent = PERMANENT_ERROR_TYPES.has(error.type ?? "");
+        return new ProviderError(`anthropic stream error: ${detail}`, !permanent);
+      }
+      if ((status === 400 || status === 413) && CONTEXT_FULL_TEXT.test(detail)) return "context_full";
+      const message = `anthropic: HTTP ${status}: ${detail}`;
+      const shouldRetry = error.headers?.get("x-should-retry");
+      const retryable =
+        shouldRetry === "true" ||
+        (shouldRetry !== "false" && (status === 408 || status === 409 || status === 429 || status >= 500));
+      return new ProviderError(message, retryable, retryable ? retryAfterMs(error.headers) : undefined);
+    }
+    const text = error instanceof Error ? error.message : String(error);
+    return new ProviderError(this.redact(`anthropic: ${text}`), true);
+  }
+
+  async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
+    if (!this.#apiKey) throw new ProviderError(MISSING_ANTHROPIC_KEY, false);
+    const client = new Anthropic({
+      apiKey: this.#apiKey,
+      baseURL: this.config.baseUrl,
+      maxRetries: 0,
+    });
+
+    let events: AsyncIterable<RawMessageStreamEvent>;
+    try {
+      events = await client.messages.create(buildAnthropicRequest(this.config, request), {
+        signal: request.signal,
+      });
+    } catch (error) {
+      const failure = this.classify(error);
+      if (failure === "context_full") {
+        yield { type: "done", stopReason: "context_full" };
+        return;
+      }
+      throw failure;
+    }
+
+    let output = false;
+    let stopReason: string | null = null;
+    let usage: Usage | undefined;
+    const toolBlocks = new Map<number, { id: string; name: string; json: string; input: unknown }>();
+    const setUsage = (input: number | null | undefined, outputTokens: number | null | undefined) => {
+      usage = {
+        inputTokens: input == null ? (usage?.inputTokens ?? 0) : Math.max(0, Math.trunc(input)),
+        outputTokens:
+          outputTokens == null ? (usage?.outputTokens ?? 0) : Math.max(0, Math.trunc(outputTokens)),
+      };
+    };
+
+    try {
+      for await (const event of events) {
+        switch (event.type) {
+          case "message_start": {
+            const u = event.message.usage;
+            // Total input = uncached + cache writes + cache reads.
+            setUsage(
+              (u?.input_tokens ?? 0) +
+                (u?.cache_creation_input_tokens ?? 0) +
+                (u?.cache_read_input_tokens ?? 0),
+              u?.output_tokens,
+            );
+            break;
+          }
+          case "content_block_start": {
+            const block = event.content_block;
+            if (block.type === "text" && block.text) {
+              output = true;
+              yield { type: "text", delta: block.text };
+            } else if (block.type === "tool_use") {
+              toolBlocks.set(event.index, { id: block.id, name: block.name, json: "", input: block.input });
+            }
+            break;
+          }
+          case "content_block_delta": {
+            const delta = event.delta;
+            if (delta.type === "text_delta" && delta.text) {
+              output = true;
+              yield { type: "text", delta: delta.text };
+            } else if (delta.type === "input_json_delta") {
+              const block = toolBlocks.get(event.index);
+              if (block) block.json += delta.partial_json;
+            }
+            break;
+          }
+          case "content_block_stop": {
+            const block = toolBlocks.get(event.index);
+            if (block) {
+              toolBlocks.delete(event.index);
+              output = true;
+              yield { type: "tool_call", call: toolCall(block) };
+            }
+            break;
+          }
+          case "message_delta": {
+            if (event.delta.stop_reason) stopReason = event.delta.stop_reason;
+            const u = event.usage;
+            const input =
+              u?.input_tokens == null
+                ? undefined
+                : u.input_tokens + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
+            setUsage(input, u?.output_tokens);
+            break;
+          }
+          case "message_stop":
+            // Without a stop reason the step is not known to be whole: treat it as a break.
+            if (!stopReason) {
+              this.broken(output, request, "the stream ended without a stop reason");
+              return;
+            }
+            yield {
+              type: "done",
+              stopReason: fromAnthropicStopReason(stopReason),
+              ...(usage ? { usage } : {}),
+            };
+            return;
+          default:
+            // Unknown event types (the API may add some) are ignored.
+            break;
+        }
+      }
+    } catch (error) {
+      const failure = this.classify(error);
+      if (failure === "context_full") {
+        if (!output) {
+          yield { type: "done", stopReason: "context_full" };
+          return;
+        }
+        throw new ProviderError("anthropic stream error: the context window is full", false);
+      }
+      // An `error` event is the provider's answer: throw it. A transport break after output
+      // ends the stream without `done` (interrupted, partial kept); before output it throws.
+      if (error instanceof APIError && !(error instanceof APIConnectionError) && error.status === undefined)
+        throw failure;
+      this.broken(output, request, failure.message);
+      return;
+    }
+    this.broken(output, request, "the stream ended before message_stop");
+  }
+
+  /** A stream that broke: after output, end without `done`; before any, fail retryably. */
+  private broken(output: boolean, request: ModelRequest, why: string): void {
+    if (output) return;
+    if (request.signal.aborted) throw new ProviderError("the request was aborted", false);
+    throw new ProviderError(`anthropic: ${why} (before any output)`, true);
+  }
+}
+
+/** A tool_use block's accumulated input as a call; input that is not a JSON object is kept raw. */
+function toolCall(block: { id: string; name: string; json: string; input: unknown }): ToolCall {
+  return { id: block.id, name: block.name, arguments: parseToolInput(block.json, block.input) };
+}
+
+export function parseToolInput(json: string, initial: unknown): Record<string, unknown> {
+  if (json.trim() === "") return isObject(initial) ? initial : {};
+  try {
+    const parsed: unknown = JSON.parse(json);
+    return isObject(parsed) ? parsed : { _raw: json };
+  } catch {
+    return { _raw: json };
+  }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

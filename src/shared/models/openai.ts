@@ -1,16 +1,373 @@
-/** The openai provider. (Being written: see the providers issue.) */
+/**
+ * The OpenAI-compatible provider: chat completions, streamed, for OpenAI itself and for
+ * compatible servers (vLLM, Ollama, llama.cpp) through `baseUrl`.
+ *
+ * History → request (resume-semantics.md §1):
+ * - the agent's system prompt is the first `system` message;
+ * - `user` and `internal` messages are both sent as `user` messages, verbatim: the runtime's
+ *   internal texts (retry/continue instructions) are written to be read as they are, so no
+ *   marker is added;
+ * - an `assistant` message is replayed with its text, and with its tool calls (arguments
+ *   JSON-stringified) only when the step really asked for them (`requestsTools`): a
+ *   response cut by a fault (`interrupted`), by the output limit (`max_output`) or
+ *   otherwise abnormal may carry half-formed calls that were never run and have no
+ *   results, which the provider would reject;
+ * - a `tool` message is a `tool` message with its `tool_call_id`; a failed result
+ *   (`success: false`, e.g. the synthetic "interrupted" results) is prefixed "Error: ".
+ *
+ * Stream → events (§6):
+ * - text deltas are yielded as they arrive (a `refusal` delta is text too);
+ * - tool call fragments are assembled by index and yielded, whole, once the response has
+ *   finished; arguments that are not a JSON object are kept as `{ "_raw": "<string>" }`
+ *   so nothing the model wrote is lost (empty arguments are `{}`);
+ * - `finish_reason` is normalised by `fromOpenAIFinishReason`; tool calls with `stop` (some
+ *   servers do that) are `tool_use`; a refusal delta with `stop` is `refusal`;
+ * - usage comes from the usage chunk (`stream_options.include_usage`);
+ * - the `finish_reason` chunk is what makes a response whole: a stream that ends or breaks
+ *   before it, after some text, ends without `done` (the runtime records `interrupted`,
+ *   partial text kept). If it breaks before any text, the request failed before output
+ *   and a retryable ProviderError is thrown so that the runtime retries it. A break after
+ *   `finish_reason` (before the usage chunk or `[DONE]`) only loses the usage.
+ *
+ * Errors: a request rejected for its context length is not an error but a response that
+ * stopped with `context_full` (no text). 408/409/429/5xx, in-stream errors and connection
+ * errors are retryable (with the server's `retry-after-ms`/`retry-after`); other 4xx are
+ * not. The API key never appears in a message: it is scrubbed from the server's text.
+ */
+import { randomUUID } from "node:crypto";
+import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from "openai";
+import type {
+  ChatCompletionChunk,
+  ChatCompletionCreateParamsStreaming,
+  ChatCompletionMessageParam,
+  ChatCompletionTool,
+} from "openai/resources/chat/completions";
 import type { z } from "zod";
 import type { openaiModelSchema } from "../agent-config.js";
-import { type ModelEvent, type ModelProvider, ProviderError } from "./provider.js";
+import type { Message, ToolCall, Usage } from "../messages.js";
+import { requestsTools } from "../resume-point.js";
+import { fromOpenAIFinishReason } from "../stop-reasons.js";
+import {
+  type ModelEvent,
+  type ModelProvider,
+  type ModelRequest,
+  ProviderError,
+  type ToolSpec,
+} from "./provider.js";
+
+export type OpenAIModelConfig = z.infer<typeof openaiModelSchema>;
+
+export const MISSING_OPENAI_KEY = "OPENAI_API_KEY is not set in the worker's environment";
+
+/** Sent when `baseUrl` names a local server and no key is set: such servers often need none. */
+const PLACEHOLDER_KEY = "no-key";
+
+/** Where the arguments of a tool call that are not a JSON object are kept. */
+export const RAW_ARGUMENTS_KEY = "_raw";
+
+/** The user-side prefix of a failed tool result, so the model sees that it failed. */
+export const FAILED_TOOL_PREFIX = "Error: ";
+
+/** History → chat completion messages (see the file comment for the rules). */
+export function toOpenAIMessages(
+  system: string | undefined,
+  history: readonly Message[],
+): ChatCompletionMessageParam[] {
+  const out: ChatCompletionMessageParam[] = [];
+  if (system) out.push({ role: "system", content: system });
+  for (const message of history) {
+    switch (message.role) {
+      case "user":
+      case "internal":
+        out.push({ role: "user", content: message.content });
+        break;
+      case "assistant": {
+        if (requestsTools(message)) {
+          out.push({
+            role: "assistant",
+            content: message.content,
+            tool_calls: (message.toolCalls ?? []).map((call) => ({
+              id: call.id,
+              type: "function" as const,
+              function: { name: call.name, arguments: JSON.stringify(call.arguments) },
+            })),
+          });
+        } else {
+          out.push({ role: "assistant", content: message.content });
+        }
+        break;
+      }
+      case "tool":
+        out.push({
+          role: "tool",
+          tool_call_id: message.toolCallId,
+          content: message.success ? message.content : `${FAILED_TOOL_PREFIX}${message.content}`,
+        });
+        break;
+    }
+  }
+  return out;
+}
+
+export function toOpenAITools(tools: readonly ToolSpec[]): ChatCompletionTool[] {
+  return tools.map((tool) => ({
+    type: "function",
+    function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+  }));
+}
+
+/** Parses a tool call's arguments; anything but a JSON object is kept verbatim under `_raw`. */
+export function parseToolArguments(raw: string): Record<string, unknown> {
+  if (raw.trim() === "") return {};
+  try {
+    const value: unknown = JSON.parse(raw);
+    if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+      return value as Record<string, unknown>;
+    }
+  } catch {
+    // fall through: kept raw
+  }
+  return { [RAW_ARGUMENTS_KEY]: raw };
+}
+
+type PartialCall = { id: string; name: string; arguments: string };
+
+/** Assembles streamed tool call fragments by their index. */
+class ToolCallAssembler {
+  private readonly calls = new Map<number, PartialCall>();
+  /** A fragment with a new id at an index already used starts a new call (some servers reuse index 0). */
+  private readonly slotOf = new Map<number, number>();
+  private nextSlot = 0;
+
+  get started(): boolean {
+    return this.calls.size > 0;
+  }
+
+  add(fragment: ChatCompletionChunk.Choice.Delta.ToolCall): void {
+    let slot = this.slotOf.get(fragment.index);
+    const current = slot === undefined ? undefined : this.calls.get(slot);
+    if (slot === undefined || (fragment.id && current?.id && fragment.id !== current.id)) {
+      slot = this.nextSlot++;
+      this.slotOf.set(fragment.index, slot);
+      this.calls.set(slot, { id: "", name: "", arguments: "" });
+    }
+    this.append(slot, fragment.id, fragment.function?.name, fragment.function?.arguments);
+  }
+
+  /** The legacy `function_call` delta: one call. */
+  addLegacy(fragment: ChatCompletionChunk.Choice.Delta.FunctionCall): void {
+    let slot = this.slotOf.get(-1);
+    if (slot === undefined) {
+      slot = this.nextSlot++;
+      this.slotOf.set(-1, slot);
+      this.calls.set(slot, { id: "", name: "", arguments: "" });
+    }
+    this.append(slot, undefined, fragment.name, fragment.arguments);
+  }
+
+  private append(slot: number, id?: string, name?: string, args?: string): void {
+    const call = this.calls.get(slot)!;
+    if (id) call.id = id;
+    // Names arrive whole in practice; a server that repeats the name must not double it.
+    if (name && name !== call.name) call.name = call.name ? call.name + name : name;
+    if (args) call.arguments += args;
+  }
+
+  /** The whole calls, in order. A call without a name cannot be run or answered: dropped. */
+  complete(): ToolCall[] {
+    const out: ToolCall[] = [];
+    const seen = new Set<string>();
+    for (const [slot, call] of [...this.calls.entries()].sort((a, b) => a[0] - b[0])) {
+      if (!call.name) continue;
+      let id = call.id || `call_${randomUUID().slice(0, 8)}_${slot}`;
+      if (seen.has(id)) id = `${id}_${slot}`;
+      seen.add(id);
+      out.push({ id, name: call.name, arguments: parseToolArguments(call.arguments) });
+    }
+    return out;
+  }
+}
+
+const CONTEXT_LENGTH_PATTERN =
+  /context_length_exceeded|maximum context length|context length|context window|context size|too many tokens|prompt is too long|input is too long/i;
+
+/** Whether an error says the request's prompt does not fit the model's context. */
+export function isContextLengthError(error: unknown): boolean {
+  if (!(error instanceof APIError) || error instanceof APIConnectionError) return false;
+  const status = error.status;
+  if (status !== undefined && status !== 400 && status !== 413 && status !== 422) return false;
+  const body = error.error as { message?: unknown; code?: unknown; type?: unknown } | undefined;
+  const text = [error.code, error.type, body?.code, body?.type, body?.message, error.message]
+    .filter((v) => typeof v === "string")
+    .join(" ");
+  return CONTEXT_LENGTH_PATTERN.test(text);
+}
+
+/** `retry-after-ms` (milliseconds) or `retry-after` (seconds or an HTTP date), like the SDK. */
+export function retryAfterMs(headers: Headers | undefined): number | undefined {
+  if (!headers) return undefined;
+  const ms = headers.get("retry-after-ms");
+  if (ms) {
+    const value = Number.parseFloat(ms);
+    if (Number.isFinite(value) && value >= 0) return value;
+  }
+  const after = headers.get("retry-after");
+  if (after) {
+    const seconds = Number.parseFloat(after);
+    if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+    const date = Date.parse(after);
+    if (Number.isFinite(date)) return Math.max(0, date - Date.now());
+  }
+  return undefined;
+}
 
 export class OpenAIModel implements ModelProvider {
+  private client: OpenAI | undefined;
+
   constructor(
-    readonly config: z.infer<typeof openaiModelSchema>,
-    readonly options: { apiKey?: string },
+    readonly config: OpenAIModelConfig,
+    private readonly options: { apiKey?: string },
   ) {}
 
-  // biome-ignore lint/correctness/useYield: not written yet
-  async *stream(): AsyncIterable<ModelEvent> {
-    throw new ProviderError("the openai provider is not written yet", false);
+  async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
+    const client = this.getClient();
+    let stream: AsyncIterable<ChatCompletionChunk>;
+    try {
+      stream = await client.chat.completions.create(this.body(request), { signal: request.signal });
+    } catch (error) {
+      this.throwIfAborted(request.signal);
+      if (isContextLengthError(error)) {
+        yield { type: "done", stopReason: "context_full" };
+        return;
+      }
+      throw this.toProviderError(error);
+    }
+
+    let textStarted = false;
+    let refused = false;
+    let finishReason: string | null = null;
+    let usage: Usage | undefined;
+    let streamError: unknown;
+    const calls = new ToolCallAssembler();
+    try {
+      for await (const chunk of stream) {
+        if (chunk.usage) {
+          usage = {
+            inputTokens: chunk.usage.prompt_tokens ?? 0,
+            outputTokens: chunk.usage.completion_tokens ?? 0,
+          };
+        }
+        const choice = chunk.choices?.[0];
+        if (!choice) continue;
+        const delta = choice.delta ?? {};
+        if (typeof delta.content === "string" && delta.content.length > 0) {
+          textStarted = true;
+          yield { type: "text", delta: delta.content };
+        }
+        if (typeof delta.refusal === "string" && delta.refusal.length > 0) {
+          textStarted = true;
+          refused = true;
+          yield { type: "text", delta: delta.refusal };
+        }
+        for (const fragment of delta.tool_calls ?? []) calls.add(fragment);
+        if (delta.function_call) calls.addLegacy(delta.function_call);
+        if (choice.finish_reason) finishReason = choice.finish_reason;
+      }
+    } catch (error) {
+      streamError = error;
+    }
+    this.throwIfAborted(request.signal);
+
+    if (finishReason === null) {
+      if (textStarted) return; // broke after output: no `done`, the runtime records `interrupted`
+      if (streamError !== undefined) {
+        if (!calls.started && isContextLengthError(streamError)) {
+          yield { type: "done", stopReason: "context_full" };
+          return;
+        }
+        throw this.toProviderError(streamError, true);
+      }
+      throw new ProviderError("openai: the stream ended before any output", true);
+    }
+
+    const complete = calls.complete();
+    let stopReason = fromOpenAIFinishReason(finishReason);
+    if (stopReason === "end_turn" && complete.length > 0) stopReason = "tool_use";
+    else if (stopReason === "end_turn" && refused) stopReason = "refusal";
+    for (const call of complete) yield { type: "tool_call", call };
+    yield { type: "done", stopReason, ...(usage ? { usage } : {}) };
+  }
+
+  private getClient(): OpenAI {
+    if (this.client) return this.client;
+    let apiKey = this.options.apiKey;
+    if (!apiKey) {
+      if (!this.config.baseUrl) throw new ProviderError(MISSING_OPENAI_KEY, false);
+      apiKey = PLACEHOLDER_KEY;
+    }
+    this.client = new OpenAI({
+      apiKey,
+      ...(this.config.baseUrl ? { baseURL: this.config.baseUrl } : {}),
+      // The runtime retries (call-model.ts), only before output; the SDK must not.
+      maxRetries: 0,
+      // The SDK must never print anything of a request (headers included).
+      logLevel: "off",
+    });
+    return this.client;
+  }
+
+  private body(request: ModelRequest): ChatCompletionCreateParamsStreaming {
+    const { config } = this;
+    return {
+      model: config.model,
+      messages: toOpenAIMessages(request.system, request.history),
+      stream: true,
+      stream_options: { include_usage: true },
+      ...(request.tools.length > 0 ? { tools: toOpenAITools(request.tools) } : {}),
+      ...(config.maxTokens === undefined
+        ? {}
+        : // Compatible servers know `max_tokens`; OpenAI itself wants `max_completion_tokens`.
+          config.baseUrl
+          ? { max_tokens: config.maxTokens }
+          : { max_completion_tokens: config.maxTokens }),
+      ...(config.temperature === undefined ? {} : { temperature: config.temperature }),
+    };
+  }
+
+  private throwIfAborted(signal: AbortSignal): void {
+    if (signal.aborted) throw new ProviderError("openai: the request was cancelled", false);
+  }
+
+  /** A ProviderError with the server's message (never a stack, never the key). */
+  private toProviderError(error: unknown, inStream = false): ProviderError {
+    if (error instanceof ProviderError) return error;
+    if (error instanceof APIUserAbortError)
+      return new ProviderError("openai: the request was cancelled", false);
+    if (error instanceof APIConnectionError) {
+      const cause = (error as { cause?: unknown }).cause;
+      const detail = cause instanceof Error && cause.message ? ` (${cause.message})` : "";
+      return new ProviderError(this.scrub(`openai: ${error.message}${detail}`), true);
+    }
+    if (error instanceof APIError) {
+      const status = error.status;
+      const text = this.scrub(`openai: ${error.message}`);
+      if (status === undefined) return new ProviderError(text, true); // an error event in the stream
+      const retryable = status === 408 || status === 409 || status === 429 || status >= 500;
+      return new ProviderError(text, retryable, retryable ? retryAfterMs(error.headers) : undefined);
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    // Anything else is the network failing under us (e.g. undici's "terminated").
+    return new ProviderError(
+      this.scrub(`openai: ${inStream ? "the stream broke" : "the request failed"}: ${message}`),
+      true,
+    );
+  }
+
+  /** Removes the API key, and anything shaped like an OpenAI key, from a text. */
+  private scrub(text: string): string {
+    let out = text;
+    const key = this.options.apiKey;
+    if (key && key.length >= 4) out = out.split(key).join("[redacted]");
+    return out.replace(/\bsk-[A-Za-z0-9_*-]{4,}/g, "sk-[redacted]");
   }
 }

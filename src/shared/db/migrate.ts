@@ -2,11 +2,24 @@
  * Applies the committed migrations under a Postgres advisory lock, because drizzle's
  * migrator takes none: several processes may start at once and each calls this.
  */
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import type { Database } from "./client.js";
 
-export const MIGRATIONS_FOLDER = fileURLToPath(new URL("../../../drizzle", import.meta.url));
+/** The package's `drizzle/` folder, found from the sources or from a build under `dist/`. */
+function findMigrationsFolder(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 6; i++) {
+    const candidate = join(dir, "drizzle");
+    if (existsSync(join(candidate, "meta", "_journal.json"))) return candidate;
+    dir = dirname(dir);
+  }
+  throw new Error("cannot find the drizzle/ migrations folder of agent-fleet");
+}
+
+export const MIGRATIONS_FOLDER = findMigrationsFolder();
 
 /** An arbitrary, fixed key for pg_advisory_lock: "agent-fleet migrate". */
 const MIGRATION_LOCK_KEY = 727_274_001;

@@ -89,6 +89,8 @@ export class FleetService {
     const session = await this.session(id);
     if (session.tailState === "malformed")
       throw new AgentResumeError("malformed", "its tool calls and results do not pair up");
+    // New input is someone acting on a parked session: it becomes active again.
+    if (session.status === "parked") await this.deps.queries.unpark(id);
     const { run } = await this.deps.queries.createRun({
       sessionId: id,
       kind: "run",
@@ -106,12 +108,14 @@ export class FleetService {
   ): Promise<{ runId: string; kind: ResumeKind }> {
     const input = parseBody(resumeBody, body);
     const model = input?.model === undefined ? undefined : parseModelConfig(input.model, "model");
-    await this.session(id);
+    const session = await this.session(id);
     const point = resumePoint(await this.deps.queries.loadHistory(id));
     if (!point.resumable) {
       this.deps.metrics.resumeRefusals.inc({ reason: point.reason });
       throw new AgentResumeError(point.reason, point.detail);
     }
+    // An explicit resume of a parked session (e.g. attempts exhausted) makes it active again.
+    if (session.status === "parked") await this.deps.queries.unpark(id);
     const { run } = await this.deps.queries.createRun({
       sessionId: id,
       kind: "resume",

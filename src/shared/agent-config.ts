@@ -51,7 +51,7 @@ export const anthropicModelSchema = z.strictObject({
   model: z.string().min(1),
   baseUrl: z.url().optional(),
   maxTokens: z.number().int().positive().optional(),
-  temperature: z.number().min(0).max(1).optional(),
+  // No `temperature`: the Messages API version the SDK speaks has no sampling parameters.
   ...noApiKey,
 });
 

@@ -220,7 +220,7 @@ export class AnthropicModel implements ModelProvider {
       const status = error.status;
       if (status === undefined) {
         // An `error` event in the stream (e.g. overloaded_error).
-        if (CONTEXT_FULL_TEXT.test(detail)) return "context_full";
+        if (error.type === "invalid_request_error" && CONTEXT_FULL_TEXT.test(detail)) return "context_full";
         const permanent = PERMANENT_ERROR_TYPES.has(error.type ?? "");
         return new ProviderError(`anthropic stream error: ${detail}`, !permanent);
       }

@@ -54,6 +54,18 @@ export class SessionQueries {
     return { id };
   }
 
+  /**
+   * Makes a parked session active again (someone acted on it: new input or an explicit
+   * resume); its count of automatic resumes starts over.
+   */
+  async unpark(id: string): Promise<boolean> {
+    const rows = await this.database.sql`
+      update sessions set status = 'active', parked_reason = null, resume_attempts = 0,
+                          next_resume_at = null, updated_at = now()
+       where id = ${id} and status = 'parked' returning 1`;
+    return rows.length > 0;
+  }
+
   async getSession(id: string): Promise<SessionRow | undefined> {
     const [row] = await this.database.db.select().from(sessions).where(eq(sessions.id, id));
     return row;

@@ -1,0 +1,274 @@
+/**
+ * A local Anthropic Messages API for tests: a node:http server on 127.0.0.1 (port 0) that
+ * answers `POST /v1/messages` from a script, speaking the real wire protocol — server-sent
+ * events `message_start`, `ping`, `content_block_start` / `_delta` / `_stop`, `message_delta`,
+ * `message_stop`, and `error` events — or an HTTP error with the API's JSON error body
+ * `{ "type": "error", "error": { "type", "message" } }`.
+ *
+ * Each request takes the next scripted response; once the script is used up the server
+ * answers 500 `api_error` "no scripted response left", so an unexpected call shows up as a
+ * failure and in `requests`.
+ *
+ * Events of a streamed response, in order (what `cutAfterEvents` / `errorAfterEvents`
+ * count; pings are not counted): `message_start`; per block `content_block_start`, one
+ * delta per chunk, `content_block_stop`; `message_delta`; `message_stop`.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export type FakeBlock =
+  | {
+      type: "text";
+      text: string;
+      /** How the text streams; default: the whole text in one delta. Must join to `text`. */
+      chunks?: string[];
+    }
+  | {
+      type: "tool_use";
+      id: string;
+      name: string;
+      input: Record<string, unknown>;
+      /** `partial_json` fragments; default: JSON.stringify(input) in 3 pieces. Need not parse. */
+      jsonChunks?: string[];
+    };
+
+export type FakeStream = {
+  blocks?: FakeBlock[];
+  /** `null` sends a message_delta without a stop reason. Default `end_turn`. */
+  stopReason?: string | null;
+  usage?: { input_tokens: number; output_tokens: number };
+  /** Write this many events (pings excluded), then destroy the socket. */
+  cutAfterEvents?: number;
+  /** After this many events, send an `error` event and end the response. */
+  errorAfterEvents?: number;
+  errorEvent?: { type: string; message: string };
+  /** Wait before the headers, and between events. */
+  headersDelayMs?: number;
+  eventDelayMs?: number;
+  /** Send a `ping` after message_start (default true). */
+  ping?: boolean;
+};
+
+export type FakeHttpError = {
+  status: number;
+  headers?: Record<string, string>;
+  error: { type: string; message: string };
+};
+
+export type FakeResponse = FakeStream | FakeHttpError;
+
+export type RecordedRequest = {
+  method: string;
+  path: string;
+  headers: IncomingMessage["headers"];
+  body: Record<string, unknown> & { messages: { role: string; content: unknown }[] };
+  /** When the request arrived (Date.now()). */
+  at: number;
+  /** Set once the client closed the connection before the response was complete. */
+  clientClosed: boolean;
+};
+
+export type FakeAnthropic = {
+  /** Base URL for the model config (`baseUrl`), e.g. http://127.0.0.1:40123 */
+  url: string;
+  requests: RecordedRequest[];
+  /** Adds responses to the end of the script. */
+  script(...responses: FakeResponse[]): void;
+  /** Responses not used yet. */
+  pending(): number;
+  close(): Promise<void>;
+};
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function isHttpError(response: FakeResponse): response is FakeHttpError {
+  return "status" in response;
+}
+
+function splitInThree(text: string): string[] {
+  const size = Math.max(1, Math.ceil(text.length / 3));
+  const out: string[] = [];
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
+  return out.length > 0 ? out : [""];
+}
+
+/** The data events of a streamed response, in wire order (pings excluded). */
+export function streamEvents(
+  response: FakeStream,
+  model: string,
+  messageId: string,
+): { event: string; data: unknown }[] {
+  const usage = response.usage ?? { input_tokens: 10, output_tokens: 5 };
+  const events: { event: string; data: unknown }[] = [
+    {
+      event: "message_start",
+      data: {
+        type: "message_start",
+        message: {
+          id: messageId,
+          type: "message",
+          role: "assistant",
+          model,
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: {
+            input_tokens: usage.input_tokens,
+            cache_creation_input_tokens: 0,
+            cache_read_input_tokens: 0,
+            output_tokens: 1,
+          },
+        },
+      },
+    },
+  ];
+  for (const [index, block] of (response.blocks ?? []).entries()) {
+    if (block.type === "text") {
+      events.push({
+        event: "content_block_start",
+        data: { type: "content_block_start", index, content_block: { type: "text", text: "" } },
+      });
+      for (const text of block.chunks ?? [block.text])
+        events.push({
+          event: "content_block_delta",
+          data: { type: "content_block_delta", index, delta: { type: "text_delta", text } },
+        });
+    } else {
+      events.push({
+        event: "content_block_start",
+        data: {
+          type: "content_block_start",
+          index,
+          content_block: { type: "tool_use", id: block.id, name: block.name, input: {} },
+        },
+      });
+      for (const partial_json of block.jsonChunks ?? splitInThree(JSON.stringify(block.input)))
+        events.push({
+          event: "content_block_delta",
+          data: { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json } },
+        });
+    }
+    events.push({ event: "content_block_stop", data: { type: "content_block_stop", index } });
+  }
+  const stopReason = response.stopReason === undefined ? "end_turn" : response.stopReason;
+  events.push({
+    event: "message_delta",
+    data: {
+      type: "message_delta",
+      delta: { stop_reason: stopReason, stop_sequence: null },
+      usage: { output_tokens: usage.output_tokens },
+    },
+  });
+  events.push({ event: "message_stop", data: { type: "message_stop" } });
+  return events;
+}
+
+function write(res: ServerResponse, event: string, data: unknown): Promise<void> {
+  return new Promise((resolve, reject) =>
+    res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`, (error) =>
+      error ? reject(error) : resolve(),
+    ),
+  );
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  let text = "";
+  for await (const chunk of req) text += chunk;
+  return text;
+}
+
+export async function startFakeAnthropic(initial: FakeResponse[] = []): Promise<FakeAnthropic> {
+  const script = [...initial];
+  const requests: RecordedRequest[] = [];
+  const open = new Set<ServerResponse>();
+
+  async function answer(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const at = Date.now();
+    const raw = await readBody(req);
+    const body = raw ? JSON.parse(raw) : {};
+    const recorded: RecordedRequest = {
+      method: req.method ?? "",
+      path: req.url ?? "",
+      headers: req.headers,
+      body,
+      at,
+      clientClosed: false,
+    };
+    requests.push(recorded);
+    res.on("close", () => {
+      if (!res.writableFinished) recorded.clientClosed = true;
+    });
+    if (req.method !== "POST" || req.url !== "/v1/messages") {
+      res.writeHead(404, { "content-type": "application/json" });
+      res.end(JSON.stringify({ type: "error", error: { type: "not_found_error", message: "not found" } }));
+      return;
+    }
+    const response: FakeResponse = script.shift() ?? {
+      status: 500,
+      error: { type: "api_error", message: "fake-anthropic: no scripted response left" },
+    };
+    if (isHttpError(response)) {
+      res.writeHead(response.status, {
+        "content-type": "application/json",
+        "request-id": `req_fake_${requests.length}`,
+        ...response.headers,
+      });
+      res.end(JSON.stringify({ type: "error", error: response.error }));
+      return;
+    }
+    if (response.headersDelayMs) await sleep(response.headersDelayMs);
+    res.writeHead(200, {
+      "content-type": "text/event-stream",
+      "cache-control": "no-cache",
+      "request-id": `req_fake_${requests.length}`,
+    });
+    res.flushHeaders();
+    const events = streamEvents(response, String(body.model ?? "claude-test"), `msg_fake_${requests.length}`);
+    for (const [i, { event, data }] of events.entries()) {
+      if (res.destroyed) return;
+      if (response.cutAfterEvents !== undefined && i >= response.cutAfterEvents) {
+        // Let the client read what was sent, then break the connection mid-stream.
+        await sleep(20);
+        res.destroy();
+        return;
+      }
+      if (response.errorAfterEvents !== undefined && i >= response.errorAfterEvents) {
+        await write(res, "error", {
+          type: "error",
+          error: response.errorEvent ?? { type: "overloaded_error", message: "Overloaded" },
+        });
+        res.end();
+        return;
+      }
+      if (i > 0 && response.eventDelayMs) await sleep(response.eventDelayMs);
+      if (res.destroyed) return;
+      await write(res, event, data);
+      if (i === 0 && response.ping !== false) await write(res, "ping", { type: "ping" });
+    }
+    res.end();
+  }
+
+  const server: Server = createServer((req, res) => {
+    open.add(res);
+    res.on("close", () => open.delete(res));
+    answer(req, res).catch(() => {
+      if (!res.destroyed) res.destroy();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    script: (...responses) => {
+      script.push(...responses);
+    },
+    pending: () => script.length,
+    close: async () => {
+      for (const res of open) res.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

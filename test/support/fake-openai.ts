@@ -1,0 +1,267 @@
+/**
+ * A fake OpenAI-compatible server for tests: a real HTTP server on 127.0.0.1 (port 0) that
+ * speaks the chat-completions SSE wire protocol (`data: {json}\n\n` chunks with
+ * `choices[0].delta` and `finish_reason`, a usage chunk when `stream_options.include_usage`
+ * asks for it, then `data: [DONE]`). Each request is answered by the next scripted
+ * response; every request body is recorded for inspection.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export type FakeToolCall = {
+  id?: string;
+  name: string;
+  /** The arguments text exactly as streamed (need not be valid JSON). */
+  arguments: string;
+  /** How many chunks the arguments are split across. Default 3. */
+  fragments?: number;
+};
+
+export type FakeResponse = {
+  /** How many requests this response answers. Default 1. */
+  times?: number;
+  /** Time to wait before answering. */
+  delayMs?: number;
+  /** A non-200 status answers with a JSON error body and no stream. */
+  status?: number;
+  headers?: Record<string, string>;
+  /** The error body; default `{ error: { message, type, code } }` built from the fields below. */
+  errorBody?: unknown;
+  errorMessage?: string;
+  errorCode?: string | null;
+  errorType?: string;
+  /** Streamed text, one chunk per piece. */
+  text?: string[];
+  toolCalls?: FakeToolCall[];
+  /** Extra raw `delta` objects, one chunk each, after the text and tool calls. */
+  deltas?: Record<string, unknown>[];
+  /** Default `tool_calls` with tool calls, else `stop`; `null`: no finish chunk. */
+  finishReason?: string | null;
+  /** Default `{ prompt_tokens: 11, completion_tokens: 7 }`; `null`: no usage chunk. */
+  usage?: { prompt_tokens: number; completion_tokens: number } | null;
+  /** Destroy the connection after this many content chunks (before any finish chunk). */
+  cutAfter?: number;
+  /** Destroy the connection right after the finish chunk (no usage chunk, no [DONE]). */
+  cutAfterFinish?: boolean;
+  /** An in-stream `data: {"error": ...}` event after the content chunks, instead of a finish. */
+  streamError?: { message: string; type?: string; code?: string | null };
+  /** Time between chunks. */
+  chunkDelayMs?: number;
+  /** Leave out `data: [DONE]`. */
+  omitDone?: boolean;
+};
+
+export type ReceivedRequest = {
+  method: string;
+  path: string;
+  headers: IncomingMessage["headers"];
+  // biome-ignore lint/suspicious/noExplicitAny: a JSON body, inspected by tests
+  body: any;
+};
+
+export type FakeOpenAI = {
+  /** The base URL to configure, ending in `/v1`. */
+  url: string;
+  requests: ReceivedRequest[];
+  /** Appends responses to the script. */
+  enqueue(...responses: FakeResponse[]): void;
+  /** Responses still scripted. */
+  pending(): number;
+  close(): Promise<void>;
+};
+
+const DEFAULT_USAGE = { prompt_tokens: 11, completion_tokens: 7 };
+
+function split(text: string, parts: number): string[] {
+  if (text.length === 0) return [""];
+  const size = Math.max(1, Math.ceil(text.length / parts));
+  const out: string[] = [];
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
+  return out;
+}
+
+/** The `delta` objects of a response, one per content chunk. */
+export function contentDeltas(response: FakeResponse): Record<string, unknown>[] {
+  const deltas: Record<string, unknown>[] = [];
+  for (const piece of response.text ?? []) deltas.push({ content: piece });
+  for (const [index, call] of (response.toolCalls ?? []).entries()) {
+    const fragments = split(call.arguments, call.fragments ?? 3);
+    deltas.push({
+      tool_calls: [
+        {
+          index,
+          ...(call.id === undefined ? {} : { id: call.id }),
+          type: "function",
+          function: { name: call.name, arguments: "" },
+        },
+      ],
+    });
+    for (const fragment of fragments) {
+      deltas.push({ tool_calls: [{ index, function: { arguments: fragment } }] });
+    }
+  }
+  deltas.push(...(response.deltas ?? []));
+  return deltas;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function write(res: ServerResponse, data: string): Promise<void> {
+  return new Promise((resolve) => {
+    if (res.destroyed) return resolve();
+    res.write(data, () => resolve());
+  });
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  let text = "";
+  for await (const chunk of req) text += chunk;
+  return text;
+}
+
+export async function startFakeOpenAI(script: FakeResponse[] = []): Promise<FakeOpenAI> {
+  const queue: { response: FakeResponse; left: number }[] = [];
+  const requests: ReceivedRequest[] = [];
+  const enqueue = (...responses: FakeResponse[]) => {
+    for (const response of responses) queue.push({ response, left: response.times ?? 1 });
+  };
+  enqueue(...script);
+
+  const server = createServer(async (req, res) => {
+    const raw = await readBody(req);
+    let body: unknown;
+    try {
+      body = raw ? JSON.parse(raw) : undefined;
+    } catch {
+      body = raw;
+    }
+    requests.push({ method: req.method ?? "", path: req.url ?? "", headers: req.headers, body });
+    if (req.method !== "POST" || req.url !== "/v1/chat/completions") {
+      res.writeHead(404, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: `fake-openai: no route ${req.method} ${req.url}` } }));
+      return;
+    }
+    const next = queue[0];
+    if (!next) {
+      res.writeHead(500, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: "fake-openai: no response scripted", type: "fake" } }));
+      return;
+    }
+    if (--next.left <= 0) queue.shift();
+    await answer(
+      next.response,
+      body as { model?: string; stream_options?: { include_usage?: boolean } },
+      res,
+    );
+  });
+
+  async function answer(
+    response: FakeResponse,
+    body: { model?: string; stream_options?: { include_usage?: boolean } } | undefined,
+    res: ServerResponse,
+  ): Promise<void> {
+    if (response.delayMs) await sleep(response.delayMs);
+    if (res.destroyed) return;
+    const status = response.status ?? 200;
+    if (status !== 200) {
+      const errorBody = response.errorBody ?? {
+        error: {
+          message: response.errorMessage ?? `fake-openai: status ${status}`,
+          type: response.errorType ?? "invalid_request_error",
+          param: null,
+          code: response.errorCode ?? null,
+        },
+      };
+      res.writeHead(status, { "content-type": "application/json", ...response.headers });
+      res.end(JSON.stringify(errorBody));
+      return;
+    }
+    res.writeHead(200, {
+      "content-type": "text/event-stream",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+      ...response.headers,
+    });
+    res.flushHeaders();
+    const base = {
+      id: `chatcmpl-${Math.random().toString(36).slice(2, 10)}`,
+      object: "chat.completion.chunk",
+      created: Math.floor(Date.now() / 1000),
+      model: body?.model ?? "fake",
+    };
+    const withUsage = body?.stream_options?.include_usage === true;
+    const chunk = (delta: Record<string, unknown>, finishReason: string | null) =>
+      `data: ${JSON.stringify({
+        ...base,
+        choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+        ...(withUsage ? { usage: null } : {}),
+      })}\n\n`;
+    const pause = async () => {
+      if (response.chunkDelayMs) await sleep(response.chunkDelayMs);
+    };
+
+    await write(res, chunk({ role: "assistant", content: "" }, null));
+    const deltas = contentDeltas(response);
+    for (const [i, delta] of deltas.entries()) {
+      if (response.cutAfter !== undefined && i >= response.cutAfter) {
+        res.destroy();
+        return;
+      }
+      await pause();
+      await write(res, chunk(delta, null));
+    }
+    if (response.cutAfter !== undefined) {
+      res.destroy();
+      return;
+    }
+    if (response.streamError) {
+      await write(
+        res,
+        `data: ${JSON.stringify({ error: { type: "server_error", code: null, ...response.streamError } })}\n\n`,
+      );
+      res.end();
+      return;
+    }
+    const finishReason =
+      response.finishReason === undefined
+        ? (response.toolCalls?.length ?? 0) > 0
+          ? "tool_calls"
+          : "stop"
+        : response.finishReason;
+    if (finishReason !== null) {
+      await pause();
+      await write(res, chunk({}, finishReason));
+      if (response.cutAfterFinish) {
+        res.destroy();
+        return;
+      }
+    }
+    const usage = response.usage === undefined ? DEFAULT_USAGE : response.usage;
+    if (withUsage && usage !== null) {
+      await write(
+        res,
+        `data: ${JSON.stringify({
+          ...base,
+          choices: [],
+          usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens },
+        })}\n\n`,
+      );
+    }
+    if (!response.omitDone) await write(res, "data: [DONE]\n\n");
+    res.end();
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    requests,
+    enqueue,
+    pending: () => queue.reduce((n, q) => n + q.left, 0),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

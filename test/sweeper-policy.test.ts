@@ -1,0 +1,431 @@
+/**
+ * The sweeper's policy against a real fleet (Postgres, Redis, a `fleet worker` child):
+ * bounded automatic resumes that end in parking, parking of sessions that cannot be
+ * resumed, continue/retry of cut responses, fallback models, re-enqueueing of queued runs
+ * whose job is lost, and the metrics a sweeper-triggered resume leaves behind.
+ *
+ * Crash states are created directly (imported histories, rows written with SQL) and most
+ * sweeps are driven by calling the Sweeper's methods, so each test decides when it sweeps.
+ */
+import type { Queue } from "bullmq";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { type AgentConfigInput, parseAgentConfig } from "../src/shared/agent-config.js";
+import { loadConfig } from "../src/shared/config.js";
+import { SessionLease } from "../src/shared/lease.js";
+import type { Message } from "../src/shared/messages.js";
+import { createMetrics, type FleetMetrics } from "../src/shared/metrics.js";
+import { createRunsQueue, QUEUES } from "../src/shared/queues.js";
+import { CONTINUE_RESPONSE_TEXT, RETRY_RESPONSE_TEXT } from "../src/shared/resume-plan.js";
+import { SessionQueries } from "../src/shared/store/session-queries.js";
+import { DEFAULT_RESUME_POLICY, type ResumePolicy } from "../src/worker/resume-policy.js";
+import { SweepQueries } from "../src/worker/sweep-queries.js";
+import { Sweeper } from "../src/worker/sweeper.js";
+import { type RunningSweeper, startSweeper } from "../src/worker/sweeper-process.js";
+import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
+
+type RunDbRow = {
+  id: string;
+  kind: string;
+  trigger: string;
+  resume_kind: string | null;
+  status: string;
+  ended_reason: string | null;
+  model: { provider: string; steps?: { text?: string }[] } | null;
+};
+
+/** Parses Prometheus text into samples: name, labels, value. */
+function parseSamples(text: string): { name: string; labels: Record<string, string>; value: number }[] {
+  const samples: { name: string; labels: Record<string, string>; value: number }[] = [];
+  for (const line of text.split("\n")) {
+    if (line === "" || line.startsWith("#")) continue;
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)/.exec(line);
+    if (!match) throw new Error(`unparsable metrics line: ${line}`);
+    const labels: Record<string, string> = {};
+    for (const l of (match[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
+      labels[l[1]!] = l[2]!;
+    samples.push({ name: match[1]!, labels, value: Number(match[3]) });
+  }
+  return samples;
+}
+
+function sampleValue(text: string, name: string, labels: Record<string, string>): number | undefined {
+  return parseSamples(text).find(
+    (s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v),
+  )?.value;
+}
+
+describe("sweeper policy", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let apiUrl: string;
+  let worker: WorkerProcess;
+  let queries: SessionQueries;
+  const queues: Queue[] = [];
+
+  /** A Sweeper driven by the test (no timer), with its own metrics. */
+  function makeSweeper(policy: Partial<ResumePolicy> = {}): { sweeper: Sweeper; metrics: FleetMetrics } {
+    const metrics = createMetrics("sweeper");
+    const queue = createRunsQueue(fleet.redis, fleet.config.prefix);
+    queues.push(queue);
+    const sweeper = new Sweeper({
+      prefix: fleet.config.prefix,
+      redis: fleet.redis,
+      lease: new SessionLease(fleet.redis, fleet.config.prefix, fleet.config.leaseTtlMs),
+      queries,
+      sweeps: new SweepQueries(fleet.database),
+      queue,
+      metrics,
+      policy: { ...DEFAULT_RESUME_POLICY, backoffBaseMs: 100, ...policy },
+      log: pino({ level: "silent" }),
+    });
+    return { sweeper, metrics };
+  }
+
+  async function startBackgroundSweeper(maxAttempts: number): Promise<RunningSweeper> {
+    return startSweeper(
+      {
+        ...loadConfig({
+          ...fleet.env,
+          SWEEPER_MAX_ATTEMPTS: String(maxAttempts),
+          SWEEPER_BACKOFF_MS: "100",
+        }),
+        logLevel: "silent",
+      },
+      { serveMetrics: false },
+    );
+  }
+
+  async function runsOf(sessionId: string): Promise<RunDbRow[]> {
+    return fleet.database.sql<RunDbRow[]>`
+      select id, kind, trigger, resume_kind, status, ended_reason, model from runs
+       where session_id = ${sessionId} order by created_at, id`;
+  }
+
+  async function waitForStatus(sessionId: string, status: string, timeoutMs = 20_000): Promise<void> {
+    await waitFor(
+      async () => (await client.getSession(sessionId)).status === status,
+      timeoutMs,
+      `session ${sessionId} ${status}`,
+    ).catch(async (error) => {
+      console.log(await client.getSession(sessionId));
+      throw error;
+    });
+  }
+
+  async function importSession(agent: AgentConfigInput, messages: Message[]): Promise<string> {
+    return (await client.createSession({ agent, messages })).id;
+  }
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("sweeppolicy");
+    const started = await fleet.startApi();
+    client = started.client;
+    apiUrl = started.api.url;
+    queries = new SessionQueries(fleet.database);
+    worker = await fleet.spawnWorker();
+  });
+  afterAll(async () => {
+    for (const queue of queues) await queue.close();
+    await fleet?.close();
+  });
+
+  it("resumes a session whose model keeps failing, then parks it after SWEEPER_MAX_ATTEMPTS", async () => {
+    const running = await startBackgroundSweeper(3);
+    try {
+      const { id } = await client.createSession({
+        agent: { model: { provider: "scripted", steps: [{ fault: "connection" }] } },
+      });
+      await client.send(id, "hello?");
+      await waitForStatus(id, "parked", 30_000);
+
+      const session = await client.getSession(id);
+      expect(session.parkedReason).toMatch(/^attempts_exhausted/);
+      expect(session.runs.map((r) => r.kind)).toEqual(["run", "resume", "resume", "resume"]);
+      for (const run of session.runs) {
+        expect(run.status).toBe("ended");
+        expect(run.endedReason).toBe("provider_error");
+      }
+      for (const run of session.runs.slice(1)) {
+        expect(run).toMatchObject({ trigger: "sweeper", resumeKind: "call_model" });
+      }
+      // The model never answered: no assistant message, and nothing was added by the resumes.
+      expect(session.messages.map((m) => m.role)).toEqual(["user"]);
+
+      const parked = await running.metrics.registry.getSingleMetricAsString("fleet_sessions_parked_total");
+      expect(sampleValue(parked, "fleet_sessions_parked_total", { reason: "attempts_exhausted" })).toBe(1);
+
+      // Parked means parked: the running sweeper adds nothing more.
+      await new Promise((r) => setTimeout(r, 600));
+      expect(await runsOf(id)).toHaveLength(4);
+    } finally {
+      await running.stop();
+    }
+  }, 45_000);
+
+  it("parks refused, context_full, unknown-stop and malformed sessions without resuming them", async () => {
+    const endings = [
+      { stopReason: "refusal", outcome: "refused", parked: /^refused$/ },
+      { stopReason: "context_full", outcome: "context_full", parked: /^context_full$/ },
+      { stopReason: "weird_stop", outcome: "unknown_stop", parked: /^unknown_stop: weird_stop$/ },
+    ];
+    const ids: string[] = [];
+    for (const ending of endings) {
+      const { id } = await client.createSession({
+        agent: {
+          model: { provider: "scripted", steps: [{ text: "not this time", stopReason: ending.stopReason }] },
+        },
+      });
+      const { runId } = await client.send(id, "please");
+      const run = await client.waitForRun(runId, { timeoutMs: 15_000 });
+      expect(run.endedReason).toBe(ending.outcome);
+      ids.push(id);
+    }
+    const malformedId = await importSession({ model: { provider: "scripted", steps: [{ text: "x" }] } }, [
+      { role: "user", content: "hi" },
+      { role: "tool", toolCallId: "nobody-asked", name: "write_file", content: "?", success: true },
+    ]);
+
+    const { sweeper, metrics } = makeSweeper();
+    const result = await sweeper.sweepInterrupted();
+    expect(result.resumed).toBe(0);
+    expect(result.parked).toBeGreaterThanOrEqual(4);
+    // A second sweep finds nothing left to do.
+    expect(await sweeper.sweepInterrupted()).toEqual({ resumed: 0, parked: 0 });
+
+    for (const [i, ending] of endings.entries()) {
+      const session = await client.getSession(ids[i]!);
+      expect(session.status).toBe("parked");
+      expect(session.parkedReason).toMatch(ending.parked);
+      expect(session.runs.map((r) => r.kind)).toEqual(["run"]);
+    }
+    const malformed = await client.getSession(malformedId);
+    expect(malformed.status).toBe("parked");
+    expect(malformed.parkedReason).toMatch(/^malformed: /);
+    expect(malformed.runs).toEqual([]);
+
+    const text = await metrics.registry.getSingleMetricAsString("fleet_sessions_parked_total");
+    for (const reason of ["refused", "context_full", "unknown_stop", "malformed"])
+      expect(sampleValue(text, "fleet_sessions_parked_total", { reason })).toBe(1);
+
+    // Even later, with the full tick (abandoned, interrupted, orphaned), no resume appears.
+    await sweeper.tick();
+    const [row] = await fleet.database.sql<{ n: number }[]>`
+      select count(*)::int as n from runs where kind = 'resume' and session_id in ${fleet.database.sql([...ids, malformedId])}`;
+    expect(row!.n).toBe(0);
+  }, 40_000);
+
+  it("continues a response cut by the output limit, or parks it when the agent says so", async () => {
+    const history: Message[] = [
+      { role: "user", content: "Write a long story" },
+      { role: "assistant", content: "Once upon a time, the", stopReason: "max_output" },
+    ];
+    const steps = [{ text: "(unused)" }, { text: " end." }];
+    const continuing = await importSession({ model: { provider: "scripted", steps } }, history);
+    const parking = await importSession(
+      { model: { provider: "scripted", steps }, continueOnMaxOutput: false },
+      history,
+    );
+
+    const { sweeper } = makeSweeper();
+    const result = await sweeper.sweepInterrupted();
+    expect(result).toEqual({ resumed: 1, parked: 1 });
+
+    await waitForStatus(continuing, "completed");
+    const done = await client.getSession(continuing);
+    expect(done.messages.map(({ seq, createdAt, ...m }) => m)).toEqual([
+      ...history,
+      { role: "internal", content: CONTINUE_RESPONSE_TEXT },
+      { role: "assistant", content: " end.", stopReason: "end_turn" },
+    ]);
+    expect(done.runs).toHaveLength(1);
+    expect(done.runs[0]).toMatchObject({
+      kind: "resume",
+      trigger: "sweeper",
+      resumeKind: "continue_response",
+      endedReason: "completed",
+    });
+
+    const parked = await client.getSession(parking);
+    expect(parked.status).toBe("parked");
+    expect(parked.parkedReason).toBe("max_output");
+    expect(parked.runs).toEqual([]);
+    expect(parked.messages).toHaveLength(2);
+  });
+
+  it("retries a response cut by a stream fault, keeping the partial response", async () => {
+    const history: Message[] = [
+      { role: "user", content: "Explain fencing" },
+      { role: "assistant", content: "Fencing is a tech", stopReason: "interrupted" },
+    ];
+    const id = await importSession(
+      { model: { provider: "scripted", steps: [{ text: "(unused)" }, { text: "Fencing is a technique." }] } },
+      history,
+    );
+    const { sweeper } = makeSweeper();
+    expect(await sweeper.sweepInterrupted()).toEqual({ resumed: 1, parked: 0 });
+    await waitForStatus(id, "completed");
+
+    const session = await client.getSession(id);
+    expect(session.messages.map(({ seq, createdAt, ...m }) => m)).toEqual([
+      ...history,
+      { role: "internal", content: RETRY_RESPONSE_TEXT },
+      { role: "assistant", content: "Fencing is a technique.", stopReason: "end_turn" },
+    ]);
+    expect(session.runs).toHaveLength(1);
+    expect(session.runs[0]).toMatchObject({
+      kind: "resume",
+      trigger: "sweeper",
+      resumeKind: "retry_response",
+      endedReason: "completed",
+    });
+  });
+
+  it("falls back to the agent's fallback model when the primary keeps failing", async () => {
+    const running = await startBackgroundSweeper(5);
+    try {
+      const { id } = await client.createSession({
+        agent: {
+          model: { provider: "scripted", steps: [{ fault: "connection" }] },
+          fallbackModels: [{ provider: "scripted", steps: [{ text: "from fallback" }] }],
+        },
+      });
+      await client.send(id, "anyone there?");
+      await waitForStatus(id, "completed", 30_000);
+
+      const session = await client.getSession(id);
+      expect(session.messages.at(-1)).toMatchObject({
+        role: "assistant",
+        content: "from fallback",
+        stopReason: "end_turn",
+      });
+      const runs = await runsOf(id);
+      const resumes = runs.filter((r) => r.kind === "resume");
+      const viaFallback = resumes.filter((r) => r.model?.steps?.[0]?.text === "from fallback");
+      expect(viaFallback.length).toBeGreaterThanOrEqual(1);
+      // The primary is tried `fallbackAfter` times by the sweeper before the fallback is used.
+      expect(resumes.slice(0, DEFAULT_RESUME_POLICY.fallbackAfter).map((r) => r.model)).toEqual(
+        Array(DEFAULT_RESUME_POLICY.fallbackAfter).fill(null),
+      );
+      expect(runs.at(-1)).toMatchObject({ kind: "resume", trigger: "sweeper", ended_reason: "completed" });
+      expect(runs.at(-1)!.model?.steps?.[0]?.text).toBe("from fallback");
+      for (const run of runs.slice(0, -1)) expect(run.ended_reason).toBe("provider_error");
+      // A completed run resets the count of automatic attempts.
+      const [row] = await fleet.database.sql<{ resume_attempts: number; status: string }[]>`
+        select resume_attempts, status from sessions where id = ${id}`;
+      expect(row).toEqual({ resume_attempts: 0, status: "active" });
+    } finally {
+      await running.stop();
+    }
+  }, 45_000);
+
+  it("a send to a parked session makes it active again and runs it", async () => {
+    const id = await importSession(
+      {
+        model: {
+          provider: "scripted",
+          steps: [{ text: "no", stopReason: "refusal" }, { text: "ok, here it is" }],
+        },
+      },
+      [
+        { role: "user", content: "do the thing" },
+        { role: "assistant", content: "no", stopReason: "refusal" },
+      ],
+    );
+    const { sweeper } = makeSweeper();
+    await sweeper.sweepInterrupted();
+    expect((await client.getSession(id)).status).toBe("parked");
+
+    // New input is someone acting on the session: it is active again, attempts start over.
+    const { runId } = await client.send(id, "please, it is fine");
+    const run = await client.waitForRun(runId, { timeoutMs: 15_000 });
+    expect(run.endedReason).toBe("completed");
+    const session = await client.getSession(id);
+    expect(session.messages.at(-1)).toMatchObject({ role: "assistant", content: "ok, here it is" });
+    expect(session.tailState).toBe("completed");
+    expect(session.status).toBe("completed");
+    expect(session.parkedReason).toBeNull();
+  });
+
+  it("re-enqueues a queued run whose job is missing, once", async () => {
+    const { id } = await queries.createSession({
+      agent: parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "orphan answered" }] } }),
+    });
+    const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "hello" });
+    const queue = createRunsQueue(fleet.redis, fleet.config.prefix);
+    queues.push(queue);
+    const jobId = QUEUES.runs.jobId({ sessionId: id, runId: run.id });
+    expect(await queue.getJob(jobId)).toBeUndefined();
+
+    const { sweeper } = makeSweeper();
+    // Too young: its producer may still be about to enqueue it.
+    expect(await sweeper.sweepOrphanedRuns()).toBe(0);
+    await fleet.database.sql`update runs set created_at = now() - interval '10 seconds' where id = ${run.id}`;
+
+    // Keep the worker from taking the job, to see the second sweep leave an existing job alone.
+    await queue.pause();
+    try {
+      expect(await sweeper.sweepOrphanedRuns()).toBe(1);
+      const job = await queue.getJob(jobId);
+      expect(job?.data).toEqual({ sessionId: id, runId: run.id });
+      expect(await job!.getState()).toBe("waiting");
+      expect(await sweeper.sweepOrphanedRuns()).toBe(0);
+      expect(await queue.getJobs(["waiting", "delayed", "active"])).toHaveLength(1);
+    } finally {
+      await queue.resume();
+    }
+    const ended = await client.waitForRun(run.id, { timeoutMs: 15_000 });
+    expect(ended.endedReason).toBe("completed");
+    expect((await client.getSession(id)).messages.at(-1)).toMatchObject({ content: "orphan answered" });
+    expect(await sweeper.sweepOrphanedRuns()).toBe(0);
+  });
+
+  it("a sweeper-triggered resume shows in the worker's metrics, with no ids in any label", async () => {
+    const id = await importSession({ model: { provider: "scripted", steps: [{ text: "answer" }] } }, [
+      { role: "user", content: "question" },
+    ]);
+    const { sweeper, metrics } = makeSweeper();
+    expect(await sweeper.sweepInterrupted()).toEqual({ resumed: 1, parked: 0 });
+    await waitForStatus(id, "completed");
+
+    const port = /metrics on port (\d+)/.exec(worker.output())?.[1];
+    expect(port).toBeDefined();
+    const response = await fetch(`http://127.0.0.1:${port}/metrics`);
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    expect(text).toContain('fleet_resumes_total{kind="call_model",trigger="sweeper"');
+    expect(
+      sampleValue(text, "fleet_resumes_total", { kind: "call_model", trigger: "sweeper" }),
+    ).toBeGreaterThan(0);
+    expect(sampleValue(text, "fleet_runs_total", { kind: "resume", outcome: "completed" })).toBeGreaterThan(
+      0,
+    );
+
+    // Every id this file created, against every label value of the worker's metrics.
+    const sessions = await fleet.database.sql<{ id: string }[]>`select id from sessions`;
+    const runs = await fleet.database.sql<
+      { id: string; job_id: string | null }[]
+    >`select id, job_id from runs`;
+    const ids = new Set([
+      ...sessions.map((s) => s.id),
+      ...runs.map((r) => r.id),
+      ...runs.flatMap((r) => (r.job_id ? [r.job_id] : [])),
+    ]);
+    expect(sessions.map((s) => s.id)).toContain(id);
+    // The API's and this sweeper's metrics too.
+    const apiText = await (await fetch(`${apiUrl}/metrics`)).text();
+    const sweeperText = await metrics.registry.metrics();
+    expect(apiText).toContain("fleet_resume_refusals_total");
+    expect(sampleValue(sweeperText, "fleet_sessions_parked_total", {})).toBeUndefined(); // parked nothing
+    const labelValues = [text, apiText, sweeperText].flatMap((t) =>
+      parseSamples(t).flatMap((s) => Object.values(s.labels)),
+    );
+    expect(labelValues.length).toBeGreaterThan(0);
+    expect(labelValues.filter((v) => ids.has(v))).toEqual([]);
+    for (const t of [text, apiText, sweeperText]) {
+      for (const session of sessions) expect(t).not.toContain(session.id);
+      for (const run of runs) expect(t).not.toContain(run.id);
+    }
+  });
+});

@@ -263,8 +263,54 @@ describe("backoffMs", () => {
   });
 
   it("defaults to 4 attempts from 250 ms, capped at 10 s", () => {
-    expect(DEFAULT_RETRY_POLICY).toEqual({ maxAttempts: 4, baseDelayMs: 250, maxDelayMs: 10_000 });
+    expect(DEFAULT_RETRY_POLICY).toEqual({
+      maxAttempts: 4,
+      baseDelayMs: 250,
+      maxDelayMs: 10_000,
+      idleTimeoutMs: 120_000,
+    });
     expect(backoffMs(DEFAULT_RETRY_POLICY, 1, () => 0)).toBe(125);
     expect(backoffMs(DEFAULT_RETRY_POLICY, 20, () => 0)).toBe(5_000);
+  });
+});
+
+/** An attempt that yields `before` text deltas, then hangs until its request is aborted. */
+function hanging(before: string[]): (request: ModelRequest) => AsyncGenerator<ModelEvent> {
+  return async function* (request) {
+    for (const delta of before) yield { type: "text", delta };
+    await new Promise((_, reject) => {
+      request.signal.addEventListener("abort", () => reject(request.signal.reason), { once: true });
+    });
+  };
+}
+
+describe("callModel idle timeout", () => {
+  it("treats a stream that goes quiet after output as interrupted, keeping the partial text", async () => {
+    let calls = 0;
+    const provider: ModelProvider = {
+      stream(req) {
+        calls++;
+        return hanging(["half an ans"])(req);
+      },
+    };
+    const { sleep } = recordingSleep();
+    const step = await callModel(provider, request(), { sleep, policy: { ...POLICY, idleTimeoutMs: 50 } });
+    expect(step).toMatchObject({ ok: true, message: { content: "half an ans", stopReason: "interrupted" } });
+    expect(calls).toBe(1);
+  });
+
+  it("retries a stream that goes quiet before any output", async () => {
+    let calls = 0;
+    const provider: ModelProvider = {
+      stream(req) {
+        calls++;
+        return calls === 1 ? hanging([])(req) : answering("ok")();
+      },
+    };
+    const { sleep, slept } = recordingSleep();
+    const step = await callModel(provider, request(), { sleep, policy: { ...POLICY, idleTimeoutMs: 50 } });
+    expect(step).toMatchObject({ ok: true, message: { content: "ok", stopReason: "end_turn" } });
+    expect(calls).toBe(2);
+    expect(slept).toHaveLength(1);
   });
 });

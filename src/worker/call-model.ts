@@ -15,9 +15,19 @@ export type RetryPolicy = {
   baseDelayMs: number;
   /** Cap on one backoff (and on a provider's retry-after). Default 10 s. */
   maxDelayMs: number;
+  /**
+   * A stream that sends nothing for this long is treated as broken (retried before output,
+   * `interrupted` after), so a hung connection never holds a session forever. Default 120 s.
+   */
+  idleTimeoutMs?: number;
 };
 
-export const DEFAULT_RETRY_POLICY: RetryPolicy = { maxAttempts: 4, baseDelayMs: 250, maxDelayMs: 10_000 };
+export const DEFAULT_RETRY_POLICY: RetryPolicy = {
+  maxAttempts: 4,
+  baseDelayMs: 250,
+  maxDelayMs: 10_000,
+  idleTimeoutMs: 120_000,
+};
 
 export type ModelStep =
   | { ok: true; message: AssistantMessage; attempts: number }
@@ -46,13 +56,26 @@ function assistant(content: string, calls: ToolCall[], stopReason: string, usage
 
 async function attempt(
   provider: ModelProvider,
-  request: ModelRequest,
+  outer: ModelRequest,
+  idleTimeoutMs: number,
 ): Promise<{ message: AssistantMessage } | { error: unknown; outputStarted: boolean; partial: string }> {
   let text = "";
   const calls: ToolCall[] = [];
   let outputStarted = false;
+  const idle = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const armIdle = () => {
+    clearTimeout(timer);
+    timer = setTimeout(
+      () => idle.abort(new Error(`the model sent nothing for ${idleTimeoutMs} ms`)),
+      idleTimeoutMs,
+    );
+  };
+  const request: ModelRequest = { ...outer, signal: AbortSignal.any([outer.signal, idle.signal]) };
+  armIdle();
   try {
     for await (const event of provider.stream(request)) {
+      armIdle();
       switch (event.type) {
         case "text":
           outputStarted = true;
@@ -72,7 +95,9 @@ async function attempt(
       partial: text,
     };
   } catch (error) {
-    return { error, outputStarted, partial: text };
+    return { error: idle.signal.aborted ? idle.signal.reason : error, outputStarted, partial: text };
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -84,7 +109,11 @@ export async function callModel(
   const policy = deps.policy ?? DEFAULT_RETRY_POLICY;
   const random = deps.random ?? Math.random;
   for (let n = 1; ; n++) {
-    const result = await attempt(provider, request);
+    const result = await attempt(
+      provider,
+      request,
+      policy.idleTimeoutMs ?? DEFAULT_RETRY_POLICY.idleTimeoutMs!,
+    );
     if ("message" in result) return { ok: true, message: result.message, attempts: n };
     const { error } = result;
     const messageText = error instanceof Error ? error.message : String(error);

@@ -1,6 +1,7 @@
 /** The API process (`fleet api`): the HTTP API plus the queue gauge, on its own connections. */
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
+import { servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
 import { createRunsQueue, QUEUES } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
@@ -29,10 +30,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     service,
     registry: metrics.registry,
     logLevel: config.logLevel,
-    healthy: async () => {
-      await database.sql`select 1`;
-      return (await redis.ping()) === "PONG";
-    },
+    healthy: servicesReachable(database, redis),
   });
   await app.listen({ port: options.port ?? config.port, host: "0.0.0.0" });
   const address = app.server.address();

@@ -1,6 +1,16 @@
 /** A tiny HTTP server for /metrics and /healthz on workers and the sweeper. */
 import { createServer, type Server } from "node:http";
+import type { Redis } from "ioredis";
 import type { Registry } from "prom-client";
+import type { Database } from "./db/client.js";
+
+/** The /healthz check of every process: Postgres and Redis both answer. */
+export function servicesReachable(database: Database, redis: Redis): () => Promise<boolean> {
+  return async () => {
+    await database.sql`select 1`;
+    return (await redis.ping()) === "PONG";
+  };
+}
 
 export async function startMetricsServer(
   registry: Registry,

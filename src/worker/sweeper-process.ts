@@ -6,7 +6,7 @@
 import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
-import { startMetricsServer } from "../shared/http-server.js";
+import { servicesReachable, startMetricsServer } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
 import { createRunsQueue } from "../shared/queues.js";
@@ -100,10 +100,7 @@ export async function startSweeper(
   const server =
     options.serveMetrics === false
       ? null
-      : await startMetricsServer(metrics.registry, config.metricsPort, async () => {
-          await database.sql`select 1`;
-          return (await redis.ping()) === "PONG";
-        });
+      : await startMetricsServer(metrics.registry, config.metricsPort, servicesReachable(database, redis));
   log.info({ metricsPort: server?.port }, "sweeper started");
 
   let stopping: Promise<void> | null = null;

@@ -11,7 +11,7 @@ import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
-import { startMetricsServer } from "../shared/http-server.js";
+import { servicesReachable, startMetricsServer } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
 import { createModel, redisFaultCounter } from "../shared/models/create-model.js";
@@ -136,10 +136,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   const server =
     options.serveMetrics === false
       ? null
-      : await startMetricsServer(metrics.registry, config.metricsPort, async () => {
-          await database.sql`select 1`;
-          return (await redis.ping()) === "PONG";
-        });
+      : await startMetricsServer(metrics.registry, config.metricsPort, servicesReachable(database, redis));
   log.info({ metricsPort: server?.port, concurrency: config.workerConcurrency }, "worker started");
 
   let stopping: Promise<void> | null = null;

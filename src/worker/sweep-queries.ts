@@ -2,7 +2,13 @@
 // Dates go in as ISO strings: drizzle's postgres.js driver replaces the date serializers.
 import type { Database } from "../shared/db/client.js";
 
-export type RunningRun = { id: string; session_id: string; worker_id: string | null; started_at: Date };
+export type RunningRun = {
+  id: string;
+  session_id: string;
+  kind: string;
+  worker_id: string | null;
+  started_at: Date;
+};
 export type AttentionSession = { id: string; tail_state: string; resume_attempts: number };
 export type QueuedRun = { id: string; session_id: string; kind: string; job_id: string | null };
 
@@ -12,7 +18,7 @@ export class SweepQueries {
   /** Runs some worker is (or was) acting on. */
   async runningRuns(): Promise<RunningRun[]> {
     const rows = await this.database.sql<(Omit<RunningRun, "started_at"> & { started_at: string })[]>`
-      select id, session_id, worker_id, started_at from runs where status = 'running'`;
+      select id, session_id, kind, worker_id, started_at from runs where status = 'running'`;
     // Drizzle's postgres.js driver hands timestamps back as strings.
     return rows.map((r) => ({ ...r, started_at: new Date(r.started_at) }));
   }

@@ -32,7 +32,7 @@ export type SweeperDeps = {
   queries: Pick<SessionQueries, "getSession" | "loadHistory" | "createRun">;
   sweeps: SweepQueries;
   queue: Queue;
-  metrics: Pick<FleetMetrics, "sessionsParked">;
+  metrics: Pick<FleetMetrics, "sessionsParked" | "runs">;
   policy: ResumePolicy;
   log: Pick<Logger, "info" | "warn" | "debug">;
   now?: () => number;
@@ -126,6 +126,7 @@ export class Sweeper {
           if (holder !== null) await this.deps.lease.release(run.session_id, holder);
           const lastRenewal = await this.deps.lease.lastRenewal(run.session_id);
           if (!(await this.deps.sweeps.endAbandonedRun(run.id, cause))) return false;
+          this.deps.metrics.runs.inc({ kind: run.kind === "resume" ? "resume" : "run", outcome: cause });
           this.deps.log.info(
             { sessionId: run.session_id, runId: run.id, workerId: run.worker_id, cause },
             "run abandoned",

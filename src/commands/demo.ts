@@ -126,16 +126,15 @@ export async function demoCommand(args: string[]): Promise<number> {
     const workerIds = await Promise.all(children.map(workerReady));
     const client = new FleetClient({ baseUrl: api.url });
     const started = Date.now();
-    const ids = await Promise.all(
-      Array.from({ length: sessions }, async (_, i) => {
-        const { id } = await client.createSession({
-          agent: demoAgent(i),
-          metadata: { demo: true, index: i },
-        });
-        await client.send(id, `Write report ${i} and log it.`);
-        return id;
-      }),
+    // One request for the whole batch, as a backend would submit it.
+    const batch = await client.createBatch(
+      Array.from({ length: sessions }, (_, i) => ({
+        agent: demoAgent(i),
+        metadata: { demo: true, index: i },
+        input: `Write report ${i} and log it.`,
+      })),
     );
+    const ids = batch.sessions.map((s) => s.id);
     let report: DemoReport;
     let shown = "";
     let killedAt: number | null = null;

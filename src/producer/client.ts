@@ -10,7 +10,7 @@ import type { AgentConfigInput, ModelConfig } from "../shared/agent-config.js";
 import type { Message } from "../shared/messages.js";
 import type { ResumeKind, ResumePointJson } from "../shared/resume-point.js";
 import type { RunJson } from "../shared/store/rows.js";
-import type { SessionJson } from "./fleet-service.js";
+import type { SessionJson, SessionSummary } from "./fleet-service.js";
 
 /** An answer of the API other than 2xx; `reason` is set on 409 (nothing to resume). */
 export class FleetApiError extends Error {
@@ -61,6 +61,29 @@ export class FleetClient {
     messages?: Message[];
   }): Promise<{ id: string }> {
     return this.request("POST", "/v1/sessions", input);
+  }
+
+  /** Creates many sessions (each optionally with its first message) in one request, all or none. */
+  createBatch(
+    sessions: {
+      agent: AgentConfigInput;
+      metadata?: Record<string, unknown>;
+      messages?: Message[];
+      input?: string;
+    }[],
+  ): Promise<{ sessions: { id: string; runId: string | null }[] }> {
+    return this.request("POST", "/v1/batches", { sessions });
+  }
+
+  /** Sessions, newest activity first; `status: "parked"` lists the ones waiting for an operator. */
+  listSessions(
+    options: { status?: "parked" | "active"; limit?: number } = {},
+  ): Promise<{ sessions: SessionSummary[] }> {
+    const params = new URLSearchParams();
+    if (options.status) params.set("status", options.status);
+    if (options.limit) params.set("limit", String(options.limit));
+    const query = params.size > 0 ? `?${params}` : "";
+    return this.request("GET", `/v1/sessions${query}`);
   }
 
   send(sessionId: string, content: string): Promise<{ runId: string }> {

@@ -8,10 +8,10 @@ import { z } from "zod";
 import { parseAgentConfig, parseModelConfig } from "../shared/agent-config.js";
 import type { RunRow, SessionRow } from "../shared/db/schema.js";
 import { RESUMABLE_TAIL_STATES } from "../shared/db/schema.js";
-import { AgentResumeError, NotFoundError } from "../shared/errors.js";
+import { AgentResumeError, NotFoundError, ValidationError } from "../shared/errors.js";
 import { parseHistory, type StoredMessage, toValidationError } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
-import { enqueueRun } from "../shared/queues.js";
+import { enqueueRun, enqueueRuns } from "../shared/queues.js";
 import {
   type ResumeKind,
   type ResumePointJson,
@@ -26,6 +26,25 @@ const createBody = z.strictObject({
   metadata: z.record(z.string(), z.unknown()).optional(),
   messages: z.unknown().optional(),
 });
+/** Sessions one batch may create. */
+export const MAX_BATCH = 1_000;
+const batchBody = z.strictObject({
+  sessions: z
+    .array(
+      z.strictObject({
+        agent: z.unknown(),
+        metadata: z.record(z.string(), z.unknown()).optional(),
+        messages: z.unknown().optional(),
+        input: z.string().min(1, "must be a non-empty string").max(1_000_000).optional(),
+      }),
+    )
+    .min(1, "must hold at least one session")
+    .max(MAX_BATCH, `holds at most ${MAX_BATCH} sessions`),
+});
+const listQuery = z.strictObject({
+  status: z.enum(["parked", "active"]).optional(),
+  limit: z.coerce.number().int().min(1).max(1_000).default(100),
+});
 const sendBody = z.strictObject({ content: z.string().min(1, "must be a non-empty string").max(1_000_000) });
 const resumeBody = z.strictObject({ model: z.unknown().optional() }).optional();
 
@@ -34,6 +53,15 @@ function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   if (!result.success) throw toValidationError("", result.error);
   return result.data;
 }
+
+export type SessionSummary = {
+  id: string;
+  parked: boolean;
+  tailState: string;
+  parkedReason: string | null;
+  metadata: Record<string, unknown>;
+  updatedAt: string;
+};
 
 export type SessionJson = {
   id: string;
@@ -76,6 +104,57 @@ export class FleetService {
     const agent = parseAgentConfig(input.agent, "agent");
     const messages = input.messages === undefined ? [] : parseHistory(input.messages, "messages");
     return this.deps.queries.createSession({ agent, metadata: input.metadata, messages });
+  }
+
+  /**
+   * Creates a batch of sessions, each optionally with its first message, in one
+   * transaction (all or none; every entry is validated first, errors name
+   * `sessions[i]....`), then enqueues their runs in one round trip.
+   */
+  async createBatch(body: unknown): Promise<{ sessions: { id: string; runId: string | null }[] }> {
+    const input = parseBody(batchBody, body);
+    const items = input.sessions.map((item, i) => ({
+      agent: parseAgentConfig(item.agent, `sessions[${i}].agent`),
+      metadata: item.metadata,
+      messages: item.messages === undefined ? [] : parseHistory(item.messages, `sessions[${i}].messages`),
+      input: item.input,
+    }));
+    for (const [i, item] of items.entries()) {
+      if (item.input === undefined) continue;
+      const point = resumePoint(item.messages);
+      if (!point.resumable && point.reason === "malformed") {
+        throw new ValidationError(
+          `sessions[${i}].messages`,
+          "calls and results do not pair up; it cannot take new input",
+        );
+      }
+    }
+    const created = await this.deps.queries.createSessions(items);
+    await enqueueRuns(
+      this.deps.queue,
+      created.flatMap(({ id, runId }) =>
+        runId ? [{ name: "run" as const, payload: { sessionId: id, runId } }] : [],
+      ),
+    );
+    return { sessions: created };
+  }
+
+  async listSessions(query: unknown): Promise<{ sessions: SessionSummary[] }> {
+    const filter = parseBody(listQuery, query);
+    const rows = await this.deps.queries.listSessions({
+      parked: filter.status === undefined ? undefined : filter.status === "parked",
+      limit: filter.limit,
+    });
+    return {
+      sessions: rows.map((row) => ({
+        id: row.id,
+        parked: row.status === "parked",
+        tailState: row.tailState,
+        parkedReason: row.parkedReason,
+        metadata: row.metadata,
+        updatedAt: row.updatedAt.toISOString(),
+      })),
+    };
   }
 
   private async session(id: string): Promise<SessionRow> {

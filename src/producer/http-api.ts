@@ -51,6 +51,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   app.post("/v1/sessions", async (request, reply) =>
     reply.code(201).send(await service.createSession(request.body)),
   );
+  app.post("/v1/batches", async (request, reply) =>
+    reply.code(201).send(await service.createBatch(request.body)),
+  );
+  app.get("/v1/sessions", async (request) => service.listSessions(request.query));
   app.post<IdParams>("/v1/sessions/:id/messages", async (request, reply) =>
     reply.code(202).send(await service.sendMessage(request.params.id, request.body)),
   );

@@ -59,3 +59,14 @@ export async function enqueueRun(queue: Queue, name: JobName, payload: RunJob): 
   await queue.add(name, valid, { jobId });
   return jobId;
 }
+
+/** Enqueues many runs' jobs in one round trip (validated, deterministic ids). */
+export async function enqueueRuns(queue: Queue, jobs: { name: JobName; payload: RunJob }[]): Promise<void> {
+  if (jobs.length === 0) return;
+  await queue.addBulk(
+    jobs.map(({ name, payload }) => {
+      const valid = parseRunJob(name, payload).payload;
+      return { name, data: valid, opts: { jobId: QUEUES.runs.jobId(valid) } };
+    }),
+  );
+}

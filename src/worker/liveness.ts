@@ -52,6 +52,11 @@ export class DeathWatch {
     return dead;
   }
 
+  /** Whether some worker is missing but not yet confirmed dead. */
+  pending(): boolean {
+    return this.missingSince.size > 0;
+  }
+
   /** Forget every observation (after the sweeper's own connection was re-established). */
   reset(): void {
     this.missingSince.clear();

@@ -76,7 +76,10 @@ export async function startSweeper(
     if (running || stopped) return;
     running = true;
     try {
-      if (Date.now() >= quietUntil) await sweeper.sweepAbandoned();
+      if (Date.now() >= quietUntil) {
+        await sweeper.sweepAbandoned();
+        await sweeper.sweepDeadClaims();
+      }
       if (wideScanRequested || ticks % WIDE_SCAN_EVERY === 0) {
         wideScanRequested = false;
         await sweeper.sweepInterrupted();

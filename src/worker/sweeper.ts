@@ -18,7 +18,7 @@ import type { Logger } from "pino";
 import { parseAgentConfig } from "../shared/agent-config.js";
 import { ownerOf, type SessionLease } from "../shared/lease.js";
 import type { FleetMetrics } from "../shared/metrics.js";
-import { enqueueRun, QUEUES } from "../shared/queues.js";
+import { enqueueRun, parseRunJob, QUEUES, type RunJob } from "../shared/queues.js";
 import { resumePoint } from "../shared/resume-point.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
 import { DeathWatch, liveWorkers } from "./liveness.js";
@@ -29,7 +29,7 @@ export type SweeperDeps = {
   prefix: string;
   redis: Redis;
   lease: SessionLease;
-  queries: Pick<SessionQueries, "getSession" | "loadHistory" | "createRun">;
+  queries: Pick<SessionQueries, "getSession" | "loadHistory" | "createRun" | "getRun">;
   sweeps: SweepQueries;
   queue: Queue;
   metrics: Pick<FleetMetrics, "sessionsParked" | "runs">;
@@ -44,6 +44,8 @@ type Cause = "crashed" | "stalled" | "interrupted";
 
 export class Sweeper {
   private readonly deaths: DeathWatch;
+  private readonly claimDeaths: DeathWatch;
+  private lastLive: Set<string> | null = null;
   private readonly now: () => number;
 
   constructor(
@@ -51,12 +53,14 @@ export class Sweeper {
     options: { confirmDeathMs?: number } = {},
   ) {
     this.deaths = new DeathWatch(options.confirmDeathMs ?? 150);
+    this.claimDeaths = new DeathWatch(options.confirmDeathMs ?? 150);
     this.now = deps.now ?? Date.now;
   }
 
   /** Forget liveness observations, e.g. after Redis came back (every worker reconnects). */
   resetLiveness(): void {
     this.deaths.reset();
+    this.claimDeaths.reset();
   }
 
   lockKey(sessionId: string): string {
@@ -236,10 +240,58 @@ export class Sweeper {
     return count;
   }
 
+  /**
+   * Part 4: jobs a worker claimed but died before starting (their run is still queued, so
+   * part 1 cannot see them). BullMQ would bring them back only at its stalled check; the
+   * job's `processedBy` names the worker, whose liveness we know within milliseconds. The
+   * run is enqueued again under a new deterministic id; the stale job, if BullMQ ever
+   * hands it out again, finds the run taken and does nothing.
+   */
+  async sweepDeadClaims(): Promise<number> {
+    // Cheap when nobody died: active jobs are read only while a worker is missing.
+    const liveNow = await liveWorkers(this.deps.redis, this.deps.prefix);
+    const someoneLeft = this.lastLive === null || [...this.lastLive].some((id) => !liveNow.has(id));
+    this.lastLive = liveNow;
+    if (!someoneLeft && !this.claimDeaths.pending()) return 0;
+    const active = await this.deps.queue.getActive(0, 9_999);
+    const owners = active.flatMap((job) => (job.processedBy ? [job.processedBy] : []));
+    if (owners.length === 0) return 0;
+    const dead = this.claimDeaths.observe(liveNow, owners, this.now());
+    if (dead.size === 0) return 0;
+    let count = 0;
+    for (const job of active) {
+      const owner = job.processedBy;
+      if (!owner || !dead.has(owner)) continue;
+      let payload: RunJob;
+      try {
+        payload = parseRunJob(job.name, job.data).payload;
+      } catch {
+        continue; // a malformed job fails on its own; nothing to recover
+      }
+      const done = await this.guarded(payload.sessionId, () =>
+        this.withSessionLock(payload.sessionId, async () => {
+          const run = await this.deps.queries.getRun(payload.runId);
+          if (run?.status !== "queued") return false;
+          const holder = await this.deps.lease.holder(payload.sessionId);
+          if (holder !== null && ownerOf(holder) === owner)
+            await this.deps.lease.release(payload.sessionId, holder);
+          await this.deps.queue.add(job.name, payload, { jobId: `${job.id}-after-${owner}` });
+          this.deps.log.info(
+            { runId: payload.runId, workerId: owner },
+            "run claimed by a dead worker re-enqueued",
+          );
+          return true;
+        }),
+      );
+      if (done) count++;
+    }
+    return count;
+  }
+
   async tick(): Promise<SweepResult> {
     const abandoned = await this.sweepAbandoned();
     const { resumed, parked } = await this.sweepInterrupted();
-    const requeued = await this.sweepOrphanedRuns();
+    const requeued = (await this.sweepOrphanedRuns()) + (await this.sweepDeadClaims());
     return { abandoned, resumed, parked, requeued };
   }
 }

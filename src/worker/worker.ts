@@ -116,6 +116,8 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     prefix: config.prefix,
     concurrency: config.workerConcurrency,
     autorun: true,
+    // Recorded on each job it claims (`processedBy`): the sweeper matches it to liveness.
+    name: workerId,
     // A job claimed by a worker that dies before starting its run (so the sweeper, which
     // watches running runs, has nothing to see) comes back through BullMQ's stalled check:
     // within lockDuration + stalledInterval (≤ 15 s) instead of the defaults' ~60 s.

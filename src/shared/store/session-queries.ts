@@ -4,7 +4,7 @@
  * worker; the worker appends their input when it takes them, under its lease.
  */
 import { randomUUID } from "node:crypto";
-import { and, asc, eq, ne } from "drizzle-orm";
+import { and, asc, desc, eq, ne } from "drizzle-orm";
 import type { AgentConfig, ModelConfig } from "../agent-config.js";
 import type { Database } from "../db/client.js";
 import { messages, type RunRow, runs, type SessionRow, sessions } from "../db/schema.js";
@@ -12,6 +12,15 @@ import type { Message, StoredMessage } from "../messages.js";
 import { QUEUES } from "../queues.js";
 import { tailState } from "../tail-state.js";
 import { messageFromRow, toNewRows } from "./rows.js";
+
+export type NewSession = {
+  agent: AgentConfig;
+  metadata?: Record<string, unknown>;
+  messages?: readonly Message[];
+  /** The first user message: stored on a queued run in the same transaction. */
+  input?: string;
+  id?: string;
+};
 
 export type NewRun = {
   sessionId: string;
@@ -28,30 +37,55 @@ export class SessionQueries {
   constructor(private readonly database: Database) {}
 
   /** Creates a session; an imported history is stored as it is (validated by the caller). */
-  async createSession(input: {
-    agent: AgentConfig;
-    metadata?: Record<string, unknown>;
-    messages?: readonly Message[];
-    id?: string;
-  }): Promise<{ id: string }> {
-    const id = input.id ?? randomUUID();
-    const history = input.messages ?? [];
-    await this.database.sql.begin(async (tx) => {
-      await tx`
-        insert into sessions (id, agent, metadata, last_seq, tail_state)
-        values (${id}, ${JSON.stringify(input.agent)}::jsonb, ${JSON.stringify(input.metadata ?? {})}::jsonb,
-                ${history.length}, ${tailState(history)})`;
-      if (history.length > 0) {
-        const rows = toNewRows(history, 0, null);
+  async createSession(input: NewSession): Promise<{ id: string }> {
+    const [created] = await this.createSessions([input]);
+    return { id: created!.id };
+  }
+
+  /**
+   * Creates sessions — each with its imported history and, when it has `input`, its first
+   * queued run — all in one transaction: a batch is stored whole or not at all.
+   */
+  async createSessions(inputs: readonly NewSession[]): Promise<{ id: string; runId: string | null }[]> {
+    return this.database.sql.begin(async (tx) => {
+      const out: { id: string; runId: string | null }[] = [];
+      for (const input of inputs) {
+        const id = input.id ?? randomUUID();
+        const history = input.messages ?? [];
         await tx`
-          insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage)
-          select ${id}, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage
-            from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
-              seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
-              name text, success boolean, stop_reason text, usage jsonb)`;
+          insert into sessions (id, agent, metadata, last_seq, tail_state)
+          values (${id}, ${JSON.stringify(input.agent)}::jsonb, ${JSON.stringify(input.metadata ?? {})}::jsonb,
+                  ${history.length}, ${tailState(history)})`;
+        if (history.length > 0) {
+          const rows = toNewRows(history, 0, null);
+          await tx`
+            insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage)
+            select ${id}, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage
+              from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
+                seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
+                name text, success boolean, stop_reason text, usage jsonb)`;
+        }
+        let runId: string | null = null;
+        if (input.input !== undefined) {
+          runId = randomUUID();
+          await tx`
+            insert into runs (id, session_id, kind, trigger, input, job_id)
+            values (${runId}, ${id}, 'run', 'api', ${input.input}, ${QUEUES.runs.jobId({ sessionId: id, runId })})`;
+        }
+        out.push({ id, runId });
       }
-    });
-    return { id };
+      return out;
+    }) as Promise<{ id: string; runId: string | null }[]>;
+  }
+
+  /** Sessions for operators, newest activity first; `parked` filters on parking. */
+  async listSessions(filter: { parked?: boolean; limit: number }): Promise<SessionRow[]> {
+    const query = this.database.db.select().from(sessions);
+    const filtered =
+      filter.parked === undefined
+        ? query
+        : query.where(filter.parked ? eq(sessions.status, "parked") : ne(sessions.status, "parked"));
+    return filtered.orderBy(desc(sessions.updatedAt)).limit(filter.limit);
   }
 
   /**

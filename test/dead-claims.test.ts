@@ -1,0 +1,99 @@
+/**
+ * A worker that claims a job and dies before starting its run leaves a queued run behind
+ * an active BullMQ job (part 1 of the sweeper, which watches running runs, cannot see it).
+ * The sweeper reads the job's `processedBy`, sees that worker is gone, and enqueues the
+ * run again; the run completes long before BullMQ's own stalled check would return it.
+ */
+import { type Queue, Worker } from "bullmq";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseAgentConfig } from "../src/shared/agent-config.js";
+import { loadConfig } from "../src/shared/config.js";
+import { SessionLease } from "../src/shared/lease.js";
+import { createMetrics } from "../src/shared/metrics.js";
+import { createRunsQueue, enqueueRun, QUEUES } from "../src/shared/queues.js";
+import { SessionQueries } from "../src/shared/store/session-queries.js";
+import { DEFAULT_RESUME_POLICY } from "../src/worker/resume-policy.js";
+import { SweepQueries } from "../src/worker/sweep-queries.js";
+import { Sweeper } from "../src/worker/sweeper.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+
+const silent = { info() {}, warn() {}, debug() {} };
+
+describe("jobs claimed by a worker that died before starting them", () => {
+  let fleet: FleetEnv;
+  let queue: Queue;
+  beforeAll(async () => {
+    fleet = await createFleetEnv("deadclaims");
+    queue = createRunsQueue(fleet.redis, fleet.config.prefix);
+  });
+  afterAll(async () => {
+    await queue?.close();
+    await fleet?.close();
+  });
+
+  it("re-enqueues the run at once and a live worker completes it", async () => {
+    const queries = new SessionQueries(fleet.database);
+    const { id } = await queries.createSession({
+      agent: parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "picked up again" }] } }),
+    });
+    const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "hello" });
+    await enqueueRun(queue, "run", { sessionId: id, runId: run.id });
+
+    // A "worker" named ghost claims the job and never starts the run; it has no liveness
+    // connection, exactly like a process that was SIGKILLed right after claiming.
+    let claimed = false;
+    const ghost = new Worker(
+      QUEUES.runs.name,
+      async () => {
+        claimed = true;
+        await new Promise(() => {});
+      },
+      {
+        connection: fleet.redis.duplicate({ maxRetriesPerRequest: null }),
+        prefix: fleet.config.prefix,
+        name: "ghost",
+      },
+    );
+    await waitFor(() => claimed, 10_000, "the ghost to claim the job");
+    const jobId = QUEUES.runs.jobId({ sessionId: id, runId: run.id });
+    expect(await (await queue.getJob(jobId))?.getState()).toBe("active");
+    expect((await queue.getJob(jobId))?.processedBy).toBe("ghost");
+    await ghost.close(true);
+
+    const config = loadConfig(fleet.env);
+    const sweeper = new Sweeper(
+      {
+        prefix: config.prefix,
+        redis: fleet.redis,
+        lease: new SessionLease(fleet.redis, config.prefix, config.leaseTtlMs),
+        queries,
+        sweeps: new SweepQueries(fleet.database),
+        queue,
+        metrics: createMetrics("sweeper-test"),
+        policy: DEFAULT_RESUME_POLICY,
+        log: silent,
+      },
+      { confirmDeathMs: 100 },
+    );
+    expect(await sweeper.sweepDeadClaims()).toBe(0); // first sight of the missing worker
+    await new Promise((r) => setTimeout(r, 150));
+    expect(await sweeper.sweepDeadClaims()).toBe(1);
+    expect(await queue.getJob(`${jobId}-after-ghost`)).toBeDefined();
+    expect(await sweeper.sweepDeadClaims()).toBe(1); // same id again: BullMQ adds nothing new
+    expect((await queue.getJobs(["waiting", "prioritized"])).map((j) => j.id)).toEqual([
+      `${jobId}-after-ghost`,
+    ]);
+
+    await fleet.spawnWorker();
+    const { client } = await fleet.startApi();
+    const ended = await client.waitForRun(run.id, { timeoutMs: 15_000 });
+    expect(ended.endedReason).toBe("completed");
+    const session = await client.getSession(id);
+    expect(session.messages.map((m) => [m.role, m.content])).toEqual([
+      ["user", "hello"],
+      ["assistant", "picked up again"],
+    ]);
+    // Once the run is taken, the sweeper leaves the stale job alone.
+    expect(await sweeper.sweepDeadClaims()).toBe(0);
+  }, 45_000);
+});

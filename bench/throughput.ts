@@ -1,0 +1,477 @@
+/**
+ * `npm run bench`: sessions per second through the whole fleet, against a minimal
+ * hand-written BullMQ + postgres.js baseline doing the same appends, in the same run.
+ *
+ * Fleet: a scratch database and FLEET_PREFIX, the real HTTP API and a sweeper in this
+ * process, W `fleet worker` child processes. Each session runs the zero-latency scripted
+ * model: user → assistant tool call (write_file or append_file) → tool result → answer.
+ * Sessions are submitted with the FleetClient over HTTP (create + send; `--via service`
+ * calls the FleetService in this process instead), at most --submitters in flight.
+ * Elapsed time: first submit → the last run's ended_at.
+ *
+ * Baseline: its own scratch database with one `messages` table, W child processes of
+ * bench/baseline-worker.ts with the same concurrency; one BullMQ job per session (added
+ * with the same number in flight); each job makes the same 4 inserts and the same file
+ * write. Elapsed time: first add → the last final answer's created_at.
+ *
+ * Each phase runs a short warm-up batch first (not counted), and the second phase starts
+ * only after the first has been torn down. Besides rates it prints the CPU each part
+ * used and the Postgres transactions and Redis commands per session, for profiling.
+ *
+ *   npm run bench -- --sessions 500 --workers 2 --concurrency 16
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { Queue } from "bullmq";
+import { Redis } from "ioredis";
+import postgres from "postgres";
+import { startApi } from "../src/producer/api-server.js";
+import { FleetClient } from "../src/producer/client.js";
+import { FleetService } from "../src/producer/fleet-service.js";
+import type { AgentConfigInput } from "../src/shared/agent-config.js";
+import { type FleetConfig, loadConfig } from "../src/shared/config.js";
+import { openDatabase } from "../src/shared/db/client.js";
+import { migrateDatabase } from "../src/shared/db/migrate.js";
+import { createMetrics } from "../src/shared/metrics.js";
+import { createRunsQueue } from "../src/shared/queues.js";
+import { closeRedis, createRedis } from "../src/shared/redis.js";
+import { SessionQueries } from "../src/shared/store/session-queries.js";
+import { startSweeper } from "../src/worker/sweeper-process.js";
+import {
+  benchToolCall,
+  Cleanup,
+  CpuWindow,
+  createScratchDatabase,
+  type DbActivity,
+  dbActivity,
+  deleteRedisPrefix,
+  dropScratchDatabase,
+  fmt,
+  inPool,
+  pidsByName,
+  REDIS_URL,
+  type ReadyChild,
+  ROOT,
+  shortId,
+  sleep,
+  spawnFleetWorker,
+  spawnUntilReady,
+  stopChild,
+  table,
+} from "./support.js";
+
+const { values } = parseArgs({
+  options: {
+    sessions: { type: "string", default: "500" },
+    workers: { type: "string", default: "2" },
+    concurrency: { type: "string", default: "16" },
+    submitters: { type: "string", default: "32" },
+    warmup: { type: "string", default: "20" },
+    sweeper: { type: "string", default: "on" },
+    via: { type: "string", default: "http" },
+    only: { type: "string", default: "both" },
+    /** Write a V8 CPU profile of each worker process (fleet and baseline) into this directory. */
+    profile: { type: "string" },
+  },
+});
+
+function wholeNumber(name: string, value: string | undefined, min: number): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be a whole number ≥ ${min}`);
+  return n;
+}
+
+function oneOf(name: string, value: string | undefined, allowed: string[]): string {
+  if (!value || !allowed.includes(value)) throw new Error(`--${name} must be one of ${allowed.join(", ")}`);
+  return value;
+}
+
+const SESSIONS = wholeNumber("sessions", values.sessions, 1);
+const WORKERS = wholeNumber("workers", values.workers, 1);
+const CONCURRENCY = wholeNumber("concurrency", values.concurrency, 1);
+const SUBMITTERS = wholeNumber("submitters", values.submitters, 1);
+const WARMUP = wholeNumber("warmup", values.warmup, 0);
+const WITH_SWEEPER = oneOf("sweeper", values.sweeper, ["on", "off"]) === "on";
+const VIA = oneOf("via", values.via, ["http", "service"]);
+const ONLY = oneOf("only", values.only, ["both", "fleet", "baseline"]);
+const WORKER_NODE_ARGS = values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : [];
+
+/** A phase that has not finished after this long is reported as failed. */
+const PHASE_TIMEOUT_MS = 120_000;
+const MESSAGES_PER_SESSION = 4;
+/**
+ * A backend publishes its statistics at most once a second, and one that published less
+ * than a second ago and then went idle waits 10 s (PGSTAT_IDLE_INTERVAL) before it does.
+ */
+const STATS_SETTLE_MS = 10_500;
+const POLL_MS = 50;
+const REDIS_COMM = "redis-server";
+
+type PhaseResult = {
+  elapsedMs: number;
+  submitMs: number;
+  note: string;
+  cpu: ReturnType<CpuWindow["stop"]>;
+  db: DbActivity;
+};
+
+/** What a phase sets up for the common measurement. */
+type Phase = {
+  sql: postgres.Sql;
+  workers: ReadyChild[];
+  driverLabel: string;
+  /** Submits sessions `from` … `from + count - 1`. */
+  submit: (from: number, count: number) => Promise<unknown>;
+  /** True, and the time the last of them finished (ms since epoch), once `total` have finished. */
+  progress: (total: number) => Promise<{ done: boolean; count: number; lastEndMs: number | null }>;
+  /** Checks the stored result after `total` sessions; returns a one-line verdict. */
+  verify: (total: number) => Promise<string>;
+};
+
+/** Warm-up, then the measured batch: elapsed time, CPU by part, database and Redis activity. */
+async function measure(name: string, phase: Phase): Promise<PhaseResult> {
+  const waitFor = async (total: number, deadline: number): Promise<{ lastEndMs: number; polls: number }> => {
+    for (let polls = 1; ; polls++) {
+      const p = await phase.progress(total);
+      if (p.done) return { lastEndMs: p.lastEndMs!, polls };
+      if (Date.now() > deadline) {
+        throw new Error(`${name}: ${p.count}/${total} sessions finished after ${PHASE_TIMEOUT_MS} ms`);
+      }
+      await sleep(POLL_MS);
+    }
+  };
+  if (WARMUP > 0) {
+    await phase.submit(SESSIONS, WARMUP);
+    await waitFor(WARMUP, Date.now() + PHASE_TIMEOUT_MS);
+  }
+  await sleep(STATS_SETTLE_MS);
+  const dbBefore = await dbActivity(phase.sql);
+  const workerPids = phase.workers.map((w) => w.child.pid!);
+  const window = new CpuWindow();
+  window.start([process.pid, ...workerPids, ...pidsByName("postgres"), ...pidsByName(REDIS_COMM)]);
+
+  const started = Date.now();
+  await phase.submit(0, SESSIONS);
+  const submitMs = Date.now() - started;
+  const { lastEndMs, polls } = await waitFor(WARMUP + SESSIONS, started + PHASE_TIMEOUT_MS);
+
+  const backends = await phase.sql<{ pid: number }[]>`
+    select pid from pg_stat_activity where datname = current_database()`;
+  const cpu = window.stop({
+    [phase.driverLabel]: [process.pid],
+    workers: workerPids,
+    "postgres backends": backends.map((b) => b.pid),
+    [REDIS_COMM]: pidsByName(REDIS_COMM),
+  });
+  await sleep(STATS_SETTLE_MS);
+  const dbAfter = await dbActivity(phase.sql);
+  // This script's own polls and the two statistics reads are not the phase's work.
+  const ownXacts = polls + 2;
+  return {
+    elapsedMs: lastEndMs - started,
+    submitMs,
+    note: await phase.verify(WARMUP + SESSIONS),
+    cpu,
+    db: {
+      xacts: dbAfter.xacts - dbBefore.xacts - ownXacts,
+      fetched: dbAfter.fetched - dbBefore.fetched,
+      inserted: dbAfter.inserted - dbBefore.inserted,
+      updated: dbAfter.updated - dbBefore.updated,
+    },
+  };
+}
+
+/** The fleet session with this index: one tool call, then an answer; no model latency. */
+function benchAgent(index: number): AgentConfigInput {
+  const call = benchToolCall(index);
+  const args =
+    call.name === "write_file"
+      ? { path: call.path, content: call.text }
+      : { path: call.path, line: call.text };
+  return {
+    model: {
+      provider: "scripted",
+      steps: [{ toolCalls: [{ name: call.name, arguments: args }] }, { text: `Done with session ${index}.` }],
+    },
+    tools: [call.name],
+  };
+}
+
+/** How the fleet phase submits: the FleetClient over HTTP, or the FleetService in this process. */
+async function fleetProducer(
+  config: FleetConfig,
+  cleanup: Cleanup,
+  apiUrl: string,
+): Promise<Pick<FleetClient, "createSession" | "send">> {
+  if (VIA === "http") return new FleetClient({ baseUrl: apiUrl });
+  const database = openDatabase(config.databaseUrl);
+  const redis = createRedis(config.redisUrl, "producer");
+  const queue = createRunsQueue(redis, config.prefix);
+  cleanup.add("close the in-process FleetService", async () => {
+    await queue.close();
+    await closeRedis(redis);
+    await database.close();
+  });
+  const service = new FleetService({
+    queries: new SessionQueries(database),
+    queue,
+    metrics: createMetrics("bench"),
+  });
+  return {
+    createSession: (input) => service.createSession(input),
+    send: (sessionId, content) => service.sendMessage(sessionId, { content }),
+  };
+}
+
+async function runFleet(cleanup: Cleanup, redis: Redis): Promise<PhaseResult> {
+  const id = shortId();
+  const dbName = `fleet_bench_tp_${id}`;
+  const databaseUrl = await createScratchDatabase(dbName);
+  cleanup.add(`drop database ${dbName}`, () => dropScratchDatabase(dbName));
+  const prefix = `bench-tp-${id}`;
+  cleanup.add(`delete Redis keys ${prefix}:*`, () => deleteRedisPrefix(redis, prefix));
+  const toolDir = await mkdtemp(join(tmpdir(), "fleet-bench-tp-"));
+  cleanup.add(`remove ${toolDir}`, () => rm(toolDir, { recursive: true, force: true }));
+
+  const env: Record<string, string> = {
+    DATABASE_URL: databaseUrl,
+    REDIS_URL,
+    FLEET_PREFIX: prefix,
+    FLEET_TOOL_DIR: toolDir,
+    LOG_LEVEL: "warn",
+    METRICS_PORT: "0",
+    WORKER_CONCURRENCY: String(CONCURRENCY),
+  };
+  const config = { ...loadConfig(env), logLevel: "silent" as const };
+  const migrator = openDatabase(databaseUrl, { max: 2 });
+  try {
+    await migrateDatabase(migrator);
+  } finally {
+    await migrator.close();
+  }
+
+  const api = await startApi(config, { port: 0 });
+  cleanup.add("stop the API", () => api.stop());
+  if (WITH_SWEEPER) {
+    const sweeper = await startSweeper(config, { serveMetrics: false });
+    cleanup.add("stop the sweeper", () => sweeper.stop());
+  }
+  const workers = await Promise.all(
+    Array.from({ length: WORKERS }, () => spawnFleetWorker(env, WORKER_NODE_ARGS)),
+  );
+  cleanup.add("stop fleet workers", () => Promise.all(workers.map((w) => stopChild(w, "SIGTERM"))));
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  cleanup.add("close the fleet poller", () => sql.end({ timeout: 5 }));
+  const producer = await fleetProducer(config, cleanup, api.url);
+
+  return measure("fleet", {
+    sql,
+    workers,
+    driverLabel: `driver (${VIA === "http" ? "API" : "service"}${WITH_SWEEPER ? ", sweeper" : ""}, submit)`,
+    submit: (from, count) =>
+      inPool(
+        Array.from({ length: count }, (_, i) => from + i),
+        SUBMITTERS,
+        async (index) => {
+          const { id: sessionId } = await producer.createSession({ agent: benchAgent(index) });
+          await producer.send(sessionId, `Session ${index}: use the tool, then answer.`);
+        },
+      ),
+    // Finished: the session's answer is stored and no run is still queued or running.
+    progress: async (total) => {
+      const [row] = await sql<{ completed: number; unfinished: number; last_end_ms: number | null }[]>`
+          select (select count(*)::int from sessions where tail_state = 'completed') as completed,
+                 (select count(*)::int from runs where status <> 'ended') as unfinished,
+                 (select (extract(epoch from max(ended_at)) * 1000)::float8 from runs) as last_end_ms`;
+      return {
+        done: row!.completed >= total && row!.unfinished === 0,
+        count: row!.completed,
+        lastEndMs: row!.last_end_ms,
+      };
+    },
+    verify: async (total) => {
+      const [check] = await sql<{ messages: number; bad_sessions: number; not_completed: number }[]>`
+          select (select count(*)::int from messages) as messages,
+                 (select count(*)::int from (select session_id from messages group by 1 having count(*) <> 4) b)
+                   as bad_sessions,
+                 (select count(*)::int from runs where ended_reason is distinct from 'completed') as not_completed`;
+      return check!.messages === total * MESSAGES_PER_SESSION &&
+        check!.bad_sessions === 0 &&
+        check!.not_completed === 0
+        ? "verified: 4 messages and 1 completed run per session"
+        : `CHECK FAILED: ${check!.messages} messages for ${total} sessions, ` +
+            `${check!.bad_sessions} sessions without 4, ${check!.not_completed} runs not completed`;
+    },
+  });
+}
+
+async function runBaseline(cleanup: Cleanup, redis: Redis): Promise<PhaseResult> {
+  const id = shortId();
+  const dbName = `fleet_bench_base_${id}`;
+  const databaseUrl = await createScratchDatabase(dbName);
+  cleanup.add(`drop database ${dbName}`, () => dropScratchDatabase(dbName));
+  const prefix = `bench-base-${id}`;
+  cleanup.add(`delete Redis keys ${prefix}:*`, () => deleteRedisPrefix(redis, prefix));
+  const toolDir = await mkdtemp(join(tmpdir(), "fleet-bench-base-"));
+  cleanup.add(`remove ${toolDir}`, () => rm(toolDir, { recursive: true, force: true }));
+
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  cleanup.add("close the baseline poller", () => sql.end({ timeout: 5 }));
+  await sql`
+    create table messages (
+      session_id text not null,
+      seq int not null,
+      role text not null,
+      content text not null,
+      tool_calls jsonb,
+      tool_call_id text,
+      created_at timestamptz not null default now(),
+      primary key (session_id, seq))`;
+
+  const queueName = "sessions";
+  const env: Record<string, string> = {
+    BASELINE_DATABASE_URL: databaseUrl,
+    BASELINE_REDIS_URL: REDIS_URL,
+    BASELINE_PREFIX: prefix,
+    BASELINE_QUEUE: queueName,
+    BASELINE_TOOL_DIR: toolDir,
+    BASELINE_CONCURRENCY: String(CONCURRENCY),
+  };
+  const workerFile = resolve(ROOT, "bench/baseline-worker.ts");
+  const workers = await Promise.all(
+    Array.from({ length: WORKERS }, () =>
+      spawnUntilReady([...WORKER_NODE_ARGS, "--import", "tsx", workerFile], env, /baseline worker ready/),
+    ),
+  );
+  cleanup.add("stop baseline workers", () => Promise.all(workers.map((w) => stopChild(w, "SIGTERM"))));
+  const queueRedis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+  const queue = new Queue(queueName, {
+    connection: queueRedis,
+    prefix,
+    // The same job options as the fleet's runs queue.
+    defaultJobOptions: {
+      attempts: 5,
+      backoff: { type: "exponential", delay: 500 },
+      removeOnComplete: { age: 3_600, count: 10_000 },
+      removeOnFail: { age: 7 * 24 * 3_600 },
+    },
+  });
+  cleanup.add("close the baseline queue", async () => {
+    await queue.close();
+    await queueRedis.quit();
+  });
+
+  return measure("baseline", {
+    sql,
+    workers,
+    driverLabel: "driver (queue.add)",
+    submit: (from, count) =>
+      inPool(
+        Array.from({ length: count }, (_, i) => from + i),
+        SUBMITTERS,
+        (index) => queue.add("session", { sessionId: `s-${index}`, index }, { jobId: `session-${index}` }),
+      ),
+    progress: async (total) => {
+      const [row] = await sql<{ done: number; last_ms: number | null }[]>`
+          select count(*)::int as done, (extract(epoch from max(created_at)) * 1000)::float8 as last_ms
+            from messages where seq = 4`;
+      return { done: row!.done >= total, count: row!.done, lastEndMs: row!.last_ms };
+    },
+    verify: async (total) => {
+      const [check] = await sql<{ messages: number }[]>`select count(*)::int as messages from messages`;
+      return check!.messages === total * MESSAGES_PER_SESSION
+        ? "verified: 4 messages per session"
+        : `CHECK FAILED: ${check!.messages} messages for ${total} sessions`;
+    },
+  });
+}
+
+function report(results: { name: string; result: PhaseResult }[]): void {
+  const perSession = (n: number) => fmt(n / SESSIONS, 2);
+  const rates = [["", "sessions/s", "messages/s", "elapsed", "submit"]];
+  for (const { name, result } of results) {
+    const seconds = result.elapsedMs / 1000;
+    rates.push([
+      name === "fleet"
+        ? `fleet (${VIA === "http" ? "FleetClient → HTTP API" : "FleetService"})`
+        : "baseline (BullMQ + pg)",
+      fmt(SESSIONS / seconds),
+      fmt((SESSIONS * MESSAGES_PER_SESSION) / seconds),
+      `${fmt(seconds, 2)} s`,
+      `${fmt(result.submitMs / 1000, 2)} s`,
+    ]);
+  }
+  console.log("");
+  console.log(table(rates));
+  const fleet = results.find((r) => r.name === "fleet")?.result;
+  const baseline = results.find((r) => r.name === "baseline")?.result;
+  if (fleet && baseline) {
+    console.log(
+      `ratio fleet/baseline (sessions/s): ${fmt(baseline.elapsedMs / fleet.elapsedMs, 2)}  (aim ≥ 0.60)`,
+    );
+  }
+
+  console.log("");
+  console.log("per session, during the measured window (CPU in ms; the machine has 2 cores):");
+  const costs = [
+    ["", "CPU driver", "CPU workers", "CPU postgres", "CPU redis", "pg xacts", "pg rows written", "busy"],
+  ];
+  for (const { name, result } of results) {
+    const [driver, workers, pg, redis] = Object.values(result.cpu.groups).map((s) => perSession(s * 1000));
+    costs.push([
+      name,
+      driver!,
+      workers!,
+      pg!,
+      redis!,
+      perSession(result.db.xacts),
+      perSession(result.db.inserted + result.db.updated),
+      `${fmt((100 * result.cpu.machineBusy) / Math.max(result.cpu.machineTotal, 1e-9), 0)} %`,
+    ]);
+  }
+  console.log(table(costs));
+  console.log(
+    "(pg: this database's backends; xacts: commits, an explicit transaction counting once, the " +
+      "sweeper's polling included; CPU redis and busy: the whole server and machine, other users included)",
+  );
+}
+
+async function main(): Promise<number> {
+  const began = Date.now();
+  console.log(
+    `throughput: ${SESSIONS} sessions (+${WARMUP} warm-up, not counted) × ${MESSAGES_PER_SESSION} messages, ` +
+      `${WORKERS} worker processes × concurrency ${CONCURRENCY}, ${SUBMITTERS} submissions in flight`,
+  );
+  console.log(
+    `fleet: ${VIA === "http" ? "FleetClient over HTTP to an in-process API" : "FleetService called in-process"} ` +
+      `(create session + send), sweeper ${WITH_SWEEPER ? "in-process" : "off"}, scripted model with no delay`,
+  );
+  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+  const results: { name: string; result: PhaseResult }[] = [];
+  let failed = false;
+  for (const name of ["fleet", "baseline"] as const) {
+    if (ONLY !== "both" && ONLY !== name) continue;
+    // Each phase has its own cleanup, so the next one starts on a quiet machine.
+    const cleanup = new Cleanup();
+    try {
+      const result = await (name === "fleet" ? runFleet(cleanup, redis) : runBaseline(cleanup, redis));
+      results.push({ name, result });
+      console.log(`  ${name}: done in ${fmt(result.elapsedMs / 1000, 2)} s (${result.note})`);
+      if (result.note.startsWith("CHECK FAILED")) failed = true;
+    } catch (error) {
+      failed = true;
+      console.error(`  ${name} failed: ${(error as Error).message}`);
+    } finally {
+      await cleanup.run();
+    }
+  }
+  await redis.quit();
+  if (results.length > 0) report(results);
+  console.log(`total run time: ${fmt((Date.now() - began) / 1000, 1)} s`);
+  return failed ? 1 : 0;
+}
+
+// Exit explicitly: a keep-alive socket or timer left by a library must not hold the run open.
+process.exit(await main());

@@ -63,24 +63,29 @@ const result = (id: string): Message => ({
   success: true,
 });
 
-describe("takeEpoch", () => {
+/** The epoch a new holder gets from claimSession. */
+async function takeEpoch(id: string, workerId: string): Promise<number | null> {
+  return (await writes.claimSession(id, workerId))?.epoch ?? null;
+}
+
+describe("claimSession", () => {
   it("bumps the epoch for each holder and records the owner", async () => {
     const id = await newSession();
-    expect(await writes.takeEpoch(id, "w1")).toBe(1);
-    expect(await writes.takeEpoch(id, "w2")).toBe(2);
-    expect(await writes.takeEpoch(id, "w3")).toBe(3);
+    expect(await takeEpoch(id, "w1")).toBe(1);
+    expect(await takeEpoch(id, "w2")).toBe(2);
+    expect(await takeEpoch(id, "w3")).toBe(3);
     expect((await sessionRow(id)).lease_owner).toBe("w3");
   });
 
   it("returns null for an unknown session", async () => {
-    expect(await writes.takeEpoch(randomUUID(), "w1")).toBeNull();
+    expect(await takeEpoch(randomUUID(), "w1")).toBeNull();
   });
 });
 
 describe("append", () => {
   it("stores messages with contiguous seqs and the tail state", async () => {
     const id = await newSession();
-    const epoch = (await writes.takeEpoch(id, "w1"))!;
+    const epoch = (await takeEpoch(id, "w1"))!;
     const fence = { sessionId: id, epoch };
     const first = await writes.append(
       fence,
@@ -115,7 +120,7 @@ describe("append", () => {
 
   it("appending nothing writes nothing", async () => {
     const id = await newSession();
-    const epoch = (await writes.takeEpoch(id, "w1"))!;
+    const epoch = (await takeEpoch(id, "w1"))!;
     expect(
       await writes.append({ sessionId: id, epoch }, { lastSeq: 0, lastStepSeq: null }, null, [], "empty"),
     ).toEqual([]);
@@ -123,8 +128,8 @@ describe("append", () => {
 
   it("refuses a stale epoch and stores nothing", async () => {
     const id = await newSession([user("go")]);
-    const old = (await writes.takeEpoch(id, "w1"))!;
-    await writes.takeEpoch(id, "w2");
+    const old = (await takeEpoch(id, "w1"))!;
+    await takeEpoch(id, "w2");
     const before = await sessionRow(id);
     await expect(
       writes.append(
@@ -143,7 +148,7 @@ describe("append", () => {
 
   it("refuses a cursor that does not match the stored history", async () => {
     const id = await newSession([user("go")]);
-    const epoch = (await writes.takeEpoch(id, "w1"))!;
+    const epoch = (await takeEpoch(id, "w1"))!;
     for (const lastSeq of [0, 2]) {
       await expect(
         writes.append(
@@ -161,7 +166,7 @@ describe("append", () => {
 
   it("lets exactly one of two concurrent appenders with the same fence and cursor win", async () => {
     const id = await newSession([user("go")]);
-    const epoch = (await writes.takeEpoch(id, "w1"))!;
+    const epoch = (await takeEpoch(id, "w1"))!;
     const attempt = (content: string) =>
       writes.append(
         { sessionId: id, epoch },
@@ -183,7 +188,7 @@ describe("append", () => {
 
   it("the unique index refuses a second result for the same call of the same step", async () => {
     const id = await newSession([user("go"), askTools("c1", "c2"), result("c1")]);
-    const epoch = (await writes.takeEpoch(id, "w1"))!;
+    const epoch = (await takeEpoch(id, "w1"))!;
     // A valid fence and cursor: only the index stands in the way.
     const error = await writes
       .append({ sessionId: id, epoch }, { lastSeq: 3, lastStepSeq: 2 }, null, [result("c1")], "tools_pending")
@@ -218,7 +223,7 @@ describe("runs", () => {
     const id = await newSession();
     const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "go" });
     expect(run.status).toBe("queued");
-    const epoch = (await writes.takeEpoch(id, "w1"))!;
+    const epoch = (await takeEpoch(id, "w1"))!;
     const stored = await writes.startRun(
       { sessionId: id, epoch },
       { lastSeq: 0, lastStepSeq: null },
@@ -237,8 +242,8 @@ describe("runs", () => {
   it("startRun with a stale fence appends nothing and leaves the run queued", async () => {
     const id = await newSession();
     const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "go" });
-    const old = (await writes.takeEpoch(id, "w1"))!;
-    await writes.takeEpoch(id, "w2");
+    const old = (await takeEpoch(id, "w1"))!;
+    await takeEpoch(id, "w2");
     await expect(
       writes.startRun(
         { sessionId: id, epoch: old },
@@ -255,7 +260,7 @@ describe("runs", () => {
   it("startRun with a moved history rolls back: the run stays queued", async () => {
     const id = await newSession([user("earlier")]);
     const { run } = await queries.createRun({ sessionId: id, kind: "resume", trigger: "api" });
-    const epoch = (await writes.takeEpoch(id, "w1"))!;
+    const epoch = (await takeEpoch(id, "w1"))!;
     await expect(
       writes.startRun(
         { sessionId: id, epoch },
@@ -272,7 +277,7 @@ describe("runs", () => {
   it("startRun returns null for a run that was already started, and [] for nothing to append", async () => {
     const id = await newSession([user("go")]);
     const { run } = await queries.createRun({ sessionId: id, kind: "resume", trigger: "sweeper" });
-    const epoch = (await writes.takeEpoch(id, "w1"))!;
+    const epoch = (await takeEpoch(id, "w1"))!;
     const fence = { sessionId: id, epoch };
     const cursor = { lastSeq: 1, lastStepSeq: null };
     const start = { id: run.id, workerId: "w1", resumeKind: "call_model" };
@@ -286,7 +291,7 @@ describe("runs", () => {
   it("endRun with a stale epoch throws and leaves the run unchanged", async () => {
     const id = await newSession();
     const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "go" });
-    const old = (await writes.takeEpoch(id, "w1"))!;
+    const old = (await takeEpoch(id, "w1"))!;
     await writes.startRun(
       { sessionId: id, epoch: old },
       { lastSeq: 0, lastStepSeq: null },
@@ -294,7 +299,9 @@ describe("runs", () => {
       [user("go")],
       "awaiting_model",
     );
-    const current = (await writes.takeEpoch(id, "w2"))!;
+    // A fence bump without claimSession's cleanup, so the run is still `running`.
+    await fleet.database.sql`update sessions set lease_epoch = lease_epoch + 1 where id = ${id}`;
+    const current = old + 1;
     await expect(writes.endRun({ sessionId: id, epoch: old }, run.id, "completed")).rejects.toBeInstanceOf(
       FencedError,
     );
@@ -317,13 +324,17 @@ describe("runs", () => {
     expect(await queries.getRun(run.id)).toMatchObject({ endedReason: "provider_error" });
   });
 
-  it("endStaleRuns ends only running runs", async () => {
+  it("claimSession ends only running runs and returns the oldest queued one; endRun returns the next", async () => {
     const id = await newSession();
     const queued = (await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "1" })).run;
     const running = (await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "2" })).run;
     const ended = (await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "3" })).run;
-    const epoch = (await writes.takeEpoch(id, "w1"))!;
-    const fence = { sessionId: id, epoch };
+    await fleet.database
+      .sql`update runs set created_at = created_at - interval '1 minute' where id = ${queued.id}`;
+    const first = (await writes.claimSession(id, "w1"))!;
+    expect(first.staleRunIds).toEqual([]);
+    expect(first.next?.id).toBe(queued.id);
+    const fence = { sessionId: id, epoch: first.epoch };
     await writes.startRun(
       fence,
       { lastSeq: 0, lastStepSeq: null },
@@ -331,16 +342,19 @@ describe("runs", () => {
       [],
       "empty",
     );
-    await writes.endRun(fence, ended.id, "completed");
+    expect((await writes.endRun(fence, ended.id, "completed"))?.id).toBe(queued.id);
 
-    const next = { sessionId: id, epoch: (await writes.takeEpoch(id, "w2"))! };
-    // The old holder cannot end anything.
-    expect(await writes.endStaleRuns(fence)).toEqual([]);
-    expect(await writes.endStaleRuns(next)).toEqual([running.id]);
+    const second = (await writes.claimSession(id, "w2"))!;
+    expect(second.epoch).toBe(first.epoch + 1);
+    expect(second.staleRunIds).toEqual([running.id]);
+    expect(second.next).toMatchObject({ id: queued.id, status: "queued", input: "1", kind: "run" });
+    expect(second.agent).toMatchObject({ model: { provider: "scripted" } });
     expect(await queries.getRun(running.id)).toMatchObject({ status: "ended", endedReason: "crashed" });
     expect(await queries.getRun(queued.id)).toMatchObject({ status: "queued", endedReason: null });
     expect(await queries.getRun(ended.id)).toMatchObject({ status: "ended", endedReason: "completed" });
-    expect(await writes.endStaleRuns(next)).toEqual([]);
+    // The old holder can no longer end anything.
+    await expect(writes.endRun(fence, queued.id, "completed")).rejects.toBeInstanceOf(FencedError);
+    expect((await writes.claimSession(id, "w3"))!.staleRunIds).toEqual([]);
   });
 
   it("createRun joins the active resume, and queues a new one after it ended", async () => {
@@ -352,7 +366,7 @@ describe("runs", () => {
     expect(first.run.jobId).toBe(`run-${first.run.id}`);
 
     // Joined while running too.
-    const epoch = (await writes.takeEpoch(id, "w1"))!;
+    const epoch = (await takeEpoch(id, "w1"))!;
     const fence = { sessionId: id, epoch };
     await writes.startRun(
       fence,
@@ -432,7 +446,7 @@ describe("createSession with an imported history", () => {
 
   it("an imported history continues with fenced appends", async () => {
     const id = await newSession([user("go"), askTools("a", "b"), result("a")]);
-    const epoch = (await writes.takeEpoch(id, "w1"))!;
+    const epoch = (await takeEpoch(id, "w1"))!;
     const history = await queries.loadHistory(id);
     await writes.append(
       { sessionId: id, epoch },

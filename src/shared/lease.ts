@@ -11,6 +11,11 @@ const RENEW = `if redis.call("get", KEYS[1]) == ARGV[1] then
   redis.call("set", KEYS[2], ARGV[3], "PX", 3600000)
   return redis.call("pexpire", KEYS[1], ARGV[2])
 else return 0 end`;
+// One round trip: take the lease if free, and record the sign of life with it.
+const ACQUIRE = `if redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2], "NX") then
+  redis.call("set", KEYS[2], ARGV[3], "PX", 3600000)
+  return 1
+else return 0 end`;
 const RELEASE = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`;
 
 export type LeaseStore = {
@@ -41,10 +46,16 @@ export class SessionLease implements LeaseStore {
    */
   async acquire(sessionId: string, ownerId: string): Promise<string | null> {
     const token = `${ownerId}/${randomUUID()}`;
-    const ok = await this.redis.set(this.key(sessionId), token, "PX", this.ttlMs, "NX");
-    if (ok !== "OK") return null;
-    await this.redis.set(this.renewedKey(sessionId), String(Date.now()), "PX", 3_600_000);
-    return token;
+    const ok = await this.redis.eval(
+      ACQUIRE,
+      2,
+      this.key(sessionId),
+      this.renewedKey(sessionId),
+      token,
+      String(this.ttlMs),
+      String(Date.now()),
+    );
+    return ok === 1 ? token : null;
   }
 
   async renew(sessionId: string, token: string): Promise<boolean> {

@@ -18,7 +18,7 @@ import { callModel, type RetryPolicy } from "./call-model.js";
 import { outcomeOfStop, type RunOutcome } from "./run-outcome.js";
 
 export type AgentLoopDeps = {
-  writes: Pick<FencedWrites, "append" | "touch">;
+  writes: Pick<FencedWrites, "append">;
   tools: Pick<ToolRegistry, "get" | "specs">;
   metrics: Pick<FleetMetrics, "modelStops" | "toolCalls">;
   sleep: Sleep;
@@ -119,8 +119,9 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
             deps.metrics.toolCalls.inc({ tool: skipped.name, outcome: "failed" });
           return { outcome: "cancelled", usage };
         }
-        // Prove ownership right before the side effect: a fenced-out worker runs nothing.
-        await deps.writes.touch(input.fence);
+        // Ownership was proven right before this side effect: the assistant step (or the
+        // previous call's result) was just appended through the fence, so a fenced-out
+        // worker has already stopped with a FencedError and runs nothing.
         const result = await executeTool(deps.tools.get(call.name), call.name, call.arguments, {
           callId: call.id,
           sessionId: input.fence.sessionId,

@@ -1,6 +1,6 @@
 /**
- * One job: take the session's lease, bump its fencing epoch, end runs an earlier holder
- * left behind, then take the session's queued runs one after the other, oldest first.
+ * One job: take the session's lease, claim the session (bump its fencing epoch, end runs an
+ * earlier holder left behind), then take its queued runs one after the other, oldest first.
  * A second job for a busy session answers "busy" and waits its turn.
  */
 import type { Logger } from "pino";
@@ -21,8 +21,8 @@ import { planRunStart } from "./start-run.js";
 
 export type SessionJobDeps = AgentLoopDeps & {
   workerId: string;
-  queries: Pick<SessionQueries, "getSession" | "loadHistory" | "nextQueuedRun" | "createRun">;
-  writes: Pick<FencedWrites, "append" | "touch" | "takeEpoch" | "startRun" | "endRun" | "endStaleRuns">;
+  queries: Pick<SessionQueries, "loadHistory" | "nextQueuedRun" | "createRun">;
+  writes: Pick<FencedWrites, "append" | "claimSession" | "startRun" | "endRun">;
   lease: LeaseStore;
   leaseTtlMs: number;
   models: (config: ModelConfig) => ModelProvider;
@@ -78,17 +78,21 @@ export async function processSessionJob(
     Math.max(100, Math.floor(deps.leaseTtlMs / 3)),
   );
   try {
-    const epoch = await deps.writes.takeEpoch(sessionId, deps.workerId);
-    if (epoch === null) return "done";
-    const fence: Fence = { sessionId, epoch };
-    const stale = await deps.writes.endStaleRuns(fence);
-    for (const _ of stale) deps.metrics.runs.inc({ kind: "run", outcome: "crashed" });
-    if (stale.length > 0) await requestResume(sessionId, "worker", deps);
-    for (;;) {
-      if (controller.signal.aborted) break;
-      const run = await deps.queries.nextQueuedRun(sessionId);
-      if (!run) break;
-      await processRun(run, fence, controller.signal, deps);
+    const claim = await deps.writes.claimSession(sessionId, deps.workerId);
+    if (claim === null) return "done";
+    const fence: Fence = { sessionId, epoch: claim.epoch };
+    for (const _ of claim.staleRunIds) deps.metrics.runs.inc({ kind: "run", outcome: "crashed" });
+    let next = claim.next;
+    if (claim.staleRunIds.length > 0) {
+      const resume = await requestResume(sessionId, "worker", deps);
+      next ??= resume;
+    }
+    if (!next) return "done";
+    // Loaded once: while this worker holds the lease, only it appends, so the in-memory
+    // history stays exactly the stored one from run to run.
+    const history = await deps.queries.loadHistory(sessionId);
+    while (next && !controller.signal.aborted) {
+      next = await processRun(next, { fence, history, agent: claim.agent }, controller.signal, deps);
     }
     return "done";
   } catch (error) {
@@ -110,21 +114,22 @@ async function requestResume(
   sessionId: string,
   trigger: NewRun["trigger"],
   deps: SessionJobDeps,
-): Promise<void> {
+): Promise<RunRow> {
   const { run } = await deps.queries.createRun({ sessionId, kind: "resume", trigger });
   await deps.enqueue(run);
+  return run;
 }
 
+type SessionState = { fence: Fence; history: StoredMessage[]; agent: unknown };
+
+/** Runs one queued run to its end; returns the session's next queued run. */
 async function processRun(
   run: RunRow,
-  fence: Fence,
+  { fence, history, agent: storedAgent }: SessionState,
   signal: AbortSignal,
   deps: SessionJobDeps,
-): Promise<void> {
+): Promise<RunRow | null> {
   const kind = run.kind === "resume" ? "resume" : "run";
-  const session = await deps.queries.getSession(fence.sessionId);
-  if (!session) return;
-  const history = await deps.queries.loadHistory(fence.sessionId);
   const plan = planRunStart(run, history);
   if (plan.action === "refuse") {
     await deps.writes.startRun(
@@ -134,49 +139,40 @@ async function processRun(
       [],
       tailState(history),
     );
-    await deps.writes.endRun(fence, run.id, plan.outcome, {
-      error: plan.detail ? `${plan.reason}: ${plan.detail}` : plan.reason,
-    });
     if (kind === "resume") deps.metrics.resumeRefusals.inc({ reason: plan.reason });
     deps.metrics.runs.inc({ kind, outcome: plan.outcome });
-    return;
+    return deps.writes.endRun(fence, run.id, plan.outcome, {
+      error: plan.detail ? `${plan.reason}: ${plan.detail}` : plan.reason,
+    });
   }
-  const next = [...history, ...plan.appends];
   const started = await deps.writes.startRun(
     fence,
     cursorOf(history),
     { id: run.id, workerId: deps.workerId, resumeKind: plan.resumeKind },
     plan.appends,
-    tailState(next),
+    tailState([...history, ...plan.appends]),
   );
-  if (started === null) return;
+  if (started === null) return (await deps.queries.nextQueuedRun(fence.sessionId)) ?? null;
   history.push(...started);
   if (plan.resumeKind) deps.metrics.resumes.inc({ kind: plan.resumeKind, trigger: run.trigger });
   if (run.lastSignAt)
     deps.metrics.crashToResume.observe(Math.max(0, Date.now() - run.lastSignAt.getTime()) / 1000);
   for (const tool of plan.interruptedCalls) deps.metrics.toolCalls.inc({ tool, outcome: "interrupted" });
 
-  let agent: ReturnType<typeof parseAgentConfig>;
-  try {
-    agent = parseAgentConfig(session.agent);
-  } catch (error) {
-    await deps.writes.endRun(fence, run.id, "failed", { error: (error as Error).message });
-    deps.metrics.runs.inc({ kind, outcome: "failed" });
-    return;
-  }
-  const model = deps.models(run.model ?? agent.model);
   let result: Awaited<ReturnType<typeof runAgentLoop>>;
   try {
+    const agent = parseAgentConfig(storedAgent);
+    const model = deps.models(run.model ?? agent.model);
     result = await runAgentLoop({ fence, runId: run.id, agent, model, history, signal }, deps);
   } catch (error) {
     // Infrastructure faults (Postgres, Redis) propagate: the job is retried and the run
-    // resumed. Only a configuration problem, such as an unknown tool, ends the run here.
+    // resumed. Only a configuration problem (an invalid stored agent, an unknown tool)
+    // ends the run here.
     if (!(error instanceof ValidationError)) throw error;
-    await deps.writes.endRun(fence, run.id, "failed", { error: (error as Error).message });
     deps.metrics.runs.inc({ kind, outcome: "failed" });
-    return;
+    return deps.writes.endRun(fence, run.id, "failed", { error: error.message });
   }
-  await deps.writes.endRun(fence, run.id, result.outcome, {
+  const next = await deps.writes.endRun(fence, run.id, result.outcome, {
     error: result.error ?? null,
     usage: result.usage,
   });
@@ -189,6 +185,7 @@ async function processRun(
     // This worker is stopping: hand the session to another worker right away.
     await requestResume(fence.sessionId, "worker", deps);
   }
+  return next;
 }
 
 function cursorOf(history: readonly StoredMessage[]): HistoryCursor {

@@ -1,57 +1,41 @@
 /**
- * Every write a worker makes to a session, each one fenced by the lease epoch inside the
- * same statement or transaction: a worker that lost its lease changes nothing, and learns
- * it from a FencedError. See fleet-design.md §4.
+ * Every write a worker makes to a session, each fenced by the lease epoch inside the same
+ * statement: a worker that lost its lease changes nothing and learns it from a FencedError.
+ * Each operation is one round trip (data-modifying CTEs), because these statements are the
+ * worker's hot path. See fleet-design.md §4.
  */
-import type postgres from "postgres";
 import type { Database } from "../db/client.js";
+import type { RunRow } from "../db/schema.js";
 import { FencedError } from "../errors.js";
 import type { Message, StoredMessage, Usage } from "../messages.js";
 import type { TailState } from "../tail-state.js";
-import { type NewMessageRow, toNewRows } from "./rows.js";
+import { json, type RawRun, runFromRaw, toNewRows } from "./rows.js";
 
-/** What a writer proves on every write: the session, its epoch, and the history it has seen. */
+/** What a writer proves on every write: the session and its epoch. */
 export type Fence = { sessionId: string; epoch: number };
 
 /** Where a history stands, so the next append can be numbered and checked. */
 export type HistoryCursor = { lastSeq: number; lastStepSeq: number | null };
 
-type Tx = postgres.TransactionSql | postgres.Sql;
+/** What a new lease holder learns when it claims a session. */
+export type Claim = {
+  epoch: number;
+  /** The stored agent configuration (validated by the caller). */
+  agent: unknown;
+  /** Runs an earlier holder left `running` (it crashed, froze or was fenced out), now ended `crashed`. */
+  staleRunIds: string[];
+  /** The oldest queued run, if any. */
+  next: RunRow | null;
+};
 
-async function insertFenced(
-  tx: Tx,
-  fence: Fence,
-  cursor: HistoryCursor,
-  runId: string | null,
-  rows: NewMessageRow[],
-  tail: TailState,
-): Promise<{ seq: number; created_at: Date }[]> {
-  // One statement: the session update is the fence (epoch and last_seq must both match);
-  // when it matches no row, the insert inserts nothing.
-  return tx<{ seq: number; created_at: Date }[]>`
-    with s as (
-      update sessions
-         set last_seq = ${cursor.lastSeq + rows.length}, tail_state = ${tail},
-             last_active_at = now(), updated_at = now()
-       where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and last_seq = ${cursor.lastSeq}
-      returning id
-    )
-    insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, run_id)
-    select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, ${runId}
-      from s cross join jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
-        seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
-        name text, success boolean, stop_reason text, usage jsonb)
-    returning seq, created_at`;
-}
+type Inserted = { seq: number; created_at: string };
 
-function stored(
-  messages: readonly Message[],
-  inserted: { seq: number; created_at: Date }[],
-): StoredMessage[] {
+function stored(messages: readonly Message[], inserted: Inserted[]): StoredMessage[] {
+  const bySeq = [...inserted].sort((a, b) => a.seq - b.seq);
   return messages.map((m, i) => ({
     ...m,
-    seq: inserted[i]!.seq,
-    createdAt: new Date(inserted[i]!.created_at).toISOString(),
+    seq: bySeq[i]!.seq,
+    createdAt: new Date(bySeq[i]!.created_at).toISOString(),
   }));
 }
 
@@ -59,23 +43,37 @@ export class FencedWrites {
   constructor(private readonly database: Database) {}
 
   /**
-   * Bumps the session's epoch for a new lease holder. Returns the new epoch, or null for an
-   * unknown session. Whoever held an older epoch can no longer write.
+   * Takes a session for a new lease holder, in one statement: bumps the epoch (whoever held
+   * an older one can no longer write), ends runs an earlier holder left running, and reads
+   * the agent and the oldest queued run. Null for an unknown session.
    */
-  async takeEpoch(sessionId: string, workerId: string): Promise<number | null> {
-    const rows = await this.database.sql<{ lease_epoch: string }[]>`
-      update sessions set lease_epoch = lease_epoch + 1, lease_owner = ${workerId},
-                          last_active_at = now(), updated_at = now()
-       where id = ${sessionId} returning lease_epoch`;
-    return rows[0] ? Number(rows[0].lease_epoch) : null;
-  }
-
-  /** A sign of life that also proves ownership; throws FencedError when the lease is lost. */
-  async touch(fence: Fence): Promise<void> {
-    const rows = await this.database.sql`
-      update sessions set last_active_at = now()
-       where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} returning 1`;
-    if (rows.length === 0) throw new FencedError(fence.sessionId, fence.epoch);
+  async claimSession(sessionId: string, workerId: string): Promise<Claim | null> {
+    const rows = await this.database.sql<
+      { lease_epoch: string; agent: unknown; stale: string[]; next: RawRun | null }[]
+    >`
+      with e as (
+        update sessions set lease_epoch = lease_epoch + 1, lease_owner = ${workerId},
+                            last_active_at = now(), updated_at = now()
+         where id = ${sessionId}
+        returning lease_epoch, agent
+      ), stale as (
+        update runs set status = 'ended', ended_reason = 'crashed', ended_at = now()
+         where session_id = ${sessionId} and status = 'running' and exists (select 1 from e)
+        returning id
+      )
+      select e.lease_epoch, e.agent,
+             (select coalesce(json_agg(id), '[]'::json) from stale) as stale,
+             (select row_to_json(q) from runs q where q.session_id = ${sessionId} and q.status = 'queued'
+               order by q.created_at, q.id limit 1) as next
+        from e`;
+    const row = rows[0];
+    if (!row) return null;
+    return {
+      epoch: Number(row.lease_epoch),
+      agent: json(row.agent),
+      staleRunIds: json<string[]>(row.stale),
+      next: row.next ? runFromRaw(json<RawRun>(row.next)) : null,
+    };
   }
 
   /** Appends messages after `cursor`; throws FencedError when the lease or the history moved. */
@@ -88,15 +86,30 @@ export class FencedWrites {
   ): Promise<StoredMessage[]> {
     if (messages.length === 0) return [];
     const rows = toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq);
-    const inserted = await insertFenced(this.database.sql, fence, cursor, runId, rows, tail);
+    // The session update is the fence (epoch and last_seq must both match); when it
+    // matches no row, the insert inserts nothing.
+    const inserted = await this.database.sql<Inserted[]>`
+      with s as (
+        update sessions
+           set last_seq = ${cursor.lastSeq + rows.length}, tail_state = ${tail},
+               last_active_at = now(), updated_at = now()
+         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and last_seq = ${cursor.lastSeq}
+        returning id
+      )
+      insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, run_id)
+      select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, ${runId}
+        from s cross join jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
+          seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
+          name text, success boolean, stop_reason text, usage jsonb)
+      returning seq, created_at`;
     if (inserted.length !== messages.length) throw new FencedError(fence.sessionId, fence.epoch);
     return stored(messages, inserted);
   }
 
   /**
-   * Starts a queued run: appends what must come first (closed tool calls and the user
-   * message, or what the resume kind requires) and marks the run running, atomically.
-   * Returns null when the run was not queued any more (someone else started it).
+   * Starts a queued run in one statement: marks it running and appends what must come
+   * first (closed tool calls and the user message, or what the resume kind requires) —
+   * both or neither. Returns null when the run was not queued any more.
    */
   async startRun(
     fence: Fence,
@@ -106,65 +119,69 @@ export class FencedWrites {
     tail: TailState,
   ): Promise<StoredMessage[] | null> {
     const rows = toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq);
-    return this.database.sql.begin(async (tx) => {
-      const started = await tx`
+    const [result] = await this.database.sql<{ fence_ok: boolean; started: number; inserted: Inserted[] }[]>`
+      with r as (
         update runs set status = 'running', started_at = now(), worker_id = ${run.workerId},
                         resume_kind = coalesce(${run.resumeKind}, resume_kind)
          where id = ${run.id} and status = 'queued'
-           and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch})
-        returning 1`;
-      if (started.length === 0) {
-        await assertFence(tx, fence);
-        return null;
-      }
-      if (rows.length === 0) {
-        await assertFence(tx, fence);
-        return [];
-      }
-      const inserted = await insertFenced(tx, fence, cursor, run.id, rows, tail);
-      if (inserted.length !== rows.length) throw new FencedError(fence.sessionId, fence.epoch);
-      return stored(messages, inserted);
-    }) as Promise<StoredMessage[] | null>;
+           and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
+                          and last_seq = ${cursor.lastSeq})
+        returning id
+      ), s as (
+        update sessions
+           set last_seq = ${cursor.lastSeq + rows.length}, tail_state = ${tail},
+               last_active_at = now(), updated_at = now()
+         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and last_seq = ${cursor.lastSeq}
+           and exists (select 1 from r)
+        returning id
+      ), ins as (
+        insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, run_id)
+        select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, ${run.id}
+          from s cross join jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
+          seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
+          name text, success boolean, stop_reason text, usage jsonb)
+        returning seq, created_at
+      )
+      select exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
+                       and last_seq = ${cursor.lastSeq}) as fence_ok,
+             (select count(*)::int from r) as started,
+             (select coalesce(json_agg(json_build_object('seq', seq, 'created_at', created_at)), '[]'::json) from ins)
+               as inserted`;
+    if (!result!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
+    if (result!.started === 0) return null;
+    return stored(messages, json<Inserted[]>(result!.inserted));
   }
 
-  /** Records how a run ended. Fenced: a worker that lost the lease cannot rewrite history. */
+  /**
+   * Records how a run ended and returns the session's next queued run, in one statement.
+   * Fenced: a worker that lost the lease cannot rewrite a run. A completed run also resets
+   * the session's count of automatic resume attempts.
+   */
   async endRun(
     fence: Fence,
     runId: string,
     outcome: string,
     detail: { error?: string | null; usage?: Usage | null } = {},
-  ): Promise<void> {
-    const rows = await this.database.sql`
-      update runs set status = 'ended', ended_reason = ${outcome}, ended_at = now(),
-                      error = ${detail.error ?? null}, usage = ${detail.usage ? JSON.stringify(detail.usage) : null}::jsonb
-       where id = ${runId} and status <> 'ended'
-         and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch})
-      returning 1`;
-    if (rows.length === 0) await assertFence(this.database.sql, fence);
-    if (outcome === "completed") {
-      // The session made it: its count of automatic resume attempts starts again.
-      await this.database.sql`
+  ): Promise<RunRow | null> {
+    const [result] = await this.database.sql<{ fence_ok: boolean; next: RawRun | null }[]>`
+      with r as (
+        update runs set status = 'ended', ended_reason = ${outcome}, ended_at = now(),
+                        error = ${detail.error ?? null},
+                        usage = ${detail.usage ? JSON.stringify(detail.usage) : null}::jsonb
+         where id = ${runId} and status <> 'ended'
+           and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch})
+        returning id
+      ), s as (
         update sessions set resume_attempts = 0, next_resume_at = null
-         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and resume_attempts <> 0`;
-    }
+         where ${outcome === "completed"} and id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
+           and resume_attempts <> 0
+        returning id
+      )
+      select exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}) as fence_ok,
+             (select row_to_json(q) from runs q where q.session_id = ${fence.sessionId} and q.status = 'queued'
+                and q.id <> ${runId}
+               order by q.created_at, q.id limit 1) as next`;
+    if (!result!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
+    return result!.next ? runFromRaw(json<RawRun>(result!.next)) : null;
   }
-
-  /**
-   * Runs left `running` by an earlier holder (who crashed, froze or was fenced out) are
-   * ended as `crashed` by the new holder. Returns their ids.
-   */
-  async endStaleRuns(fence: Fence, outcome = "crashed"): Promise<string[]> {
-    const rows = await this.database.sql<{ id: string }[]>`
-      update runs set status = 'ended', ended_reason = ${outcome}, ended_at = now()
-       where session_id = ${fence.sessionId} and status = 'running'
-         and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch})
-      returning id`;
-    return rows.map((r) => r.id);
-  }
-}
-
-async function assertFence(tx: Tx, fence: Fence): Promise<void> {
-  const rows =
-    await tx`select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}`;
-  if (rows.length === 0) throw new FencedError(fence.sessionId, fence.epoch);
 }

@@ -1,6 +1,6 @@
 /** Conversions between stored rows and the public JSON of contracts.md. */
 
-import type { MessageRow, RunRow } from "../db/schema.js";
+import type { MessageRow, RunRow, SessionRow } from "../db/schema.js";
 import type { Message, StoredMessage } from "../messages.js";
 
 export function messageFromRow(row: MessageRow): StoredMessage {
@@ -78,6 +78,128 @@ export function toNewRows(
 export function lastStepSeq(history: readonly StoredMessage[]): number | null {
   for (let i = history.length - 1; i >= 0; i--) if (history[i]!.role === "assistant") return history[i]!.seq;
   return null;
+}
+
+/** A runs row as Postgres' row_to_json gives it (snake case, timestamps as text). */
+export type RawRun = {
+  id: string;
+  session_id: string;
+  kind: string;
+  resume_kind: string | null;
+  trigger: string;
+  status: string;
+  ended_reason: string | null;
+  error: string | null;
+  input: string | null;
+  model: RunRow["model"];
+  worker_id: string | null;
+  last_sign_at: string | null;
+  job_id: string | null;
+  usage: RunRow["usage"];
+  created_at: string;
+  started_at: string | null;
+  ended_at: string | null;
+};
+
+const date = (value: string | null): Date | null => (value === null ? null : new Date(value));
+
+/** Drizzle's postgres.js driver leaves json values as text; plain postgres.js parses them. */
+export function json<T>(value: unknown): T {
+  return (typeof value === "string" ? JSON.parse(value) : value) as T;
+}
+
+/** A sessions row as row_to_json gives it. */
+export type RawSession = {
+  id: string;
+  agent: SessionRow["agent"];
+  metadata: SessionRow["metadata"];
+  status: string;
+  tail_state: string;
+  last_seq: number;
+  lease_epoch: number;
+  lease_owner: string | null;
+  resume_attempts: number;
+  next_resume_at: string | null;
+  parked_reason: string | null;
+  last_active_at: string;
+  created_at: string;
+  updated_at: string;
+};
+
+export function sessionFromRaw(raw: RawSession): SessionRow {
+  return {
+    id: raw.id,
+    agent: raw.agent,
+    metadata: raw.metadata,
+    status: raw.status,
+    tailState: raw.tail_state,
+    lastSeq: raw.last_seq,
+    leaseEpoch: Number(raw.lease_epoch),
+    leaseOwner: raw.lease_owner,
+    resumeAttempts: raw.resume_attempts,
+    nextResumeAt: date(raw.next_resume_at),
+    parkedReason: raw.parked_reason,
+    lastActiveAt: new Date(raw.last_active_at),
+    createdAt: new Date(raw.created_at),
+    updatedAt: new Date(raw.updated_at),
+  };
+}
+
+/** A messages row as row_to_json gives it. */
+export type RawMessage = {
+  session_id: string;
+  seq: number;
+  role: string;
+  content: string;
+  tool_calls: MessageRow["toolCalls"];
+  tool_call_id: string | null;
+  call_seq: number | null;
+  name: string | null;
+  success: boolean | null;
+  stop_reason: string | null;
+  usage: MessageRow["usage"];
+  run_id: string | null;
+  created_at: string;
+};
+
+export function messageFromRaw(raw: RawMessage): StoredMessage {
+  return messageFromRow({
+    sessionId: raw.session_id,
+    seq: raw.seq,
+    role: raw.role,
+    content: raw.content,
+    toolCalls: raw.tool_calls,
+    toolCallId: raw.tool_call_id,
+    callSeq: raw.call_seq,
+    name: raw.name,
+    success: raw.success,
+    stopReason: raw.stop_reason,
+    usage: raw.usage,
+    runId: raw.run_id,
+    createdAt: new Date(raw.created_at),
+  });
+}
+
+export function runFromRaw(raw: RawRun): RunRow {
+  return {
+    id: raw.id,
+    sessionId: raw.session_id,
+    kind: raw.kind,
+    resumeKind: raw.resume_kind,
+    trigger: raw.trigger,
+    status: raw.status,
+    endedReason: raw.ended_reason,
+    error: raw.error,
+    input: raw.input,
+    model: raw.model,
+    workerId: raw.worker_id,
+    lastSignAt: date(raw.last_sign_at),
+    jobId: raw.job_id,
+    usage: raw.usage,
+    createdAt: new Date(raw.created_at),
+    startedAt: date(raw.started_at),
+    endedAt: date(raw.ended_at),
+  };
 }
 
 export type RunJson = {

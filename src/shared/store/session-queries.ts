@@ -4,14 +4,23 @@
  * worker; the worker appends their input when it takes them, under its lease.
  */
 import { randomUUID } from "node:crypto";
-import { and, asc, desc, eq, ne } from "drizzle-orm";
+import { and, desc, eq, ne } from "drizzle-orm";
 import type { AgentConfig, ModelConfig } from "../agent-config.js";
 import type { Database } from "../db/client.js";
-import { messages, type RunRow, runs, type SessionRow, sessions } from "../db/schema.js";
+import { type RunRow, runs, type SessionRow, sessions } from "../db/schema.js";
 import type { Message, StoredMessage } from "../messages.js";
 import { QUEUES } from "../queues.js";
 import { tailState } from "../tail-state.js";
-import { messageFromRow, toNewRows } from "./rows.js";
+import {
+  json,
+  messageFromRaw,
+  type RawMessage,
+  type RawRun,
+  type RawSession,
+  runFromRaw,
+  sessionFromRaw,
+  toNewRows,
+} from "./rows.js";
 
 export type NewSession = {
   agent: AgentConfig;
@@ -100,42 +109,39 @@ export class SessionQueries {
     return rows.length > 0;
   }
 
+  // The reads below run on every job and every poll: plain postgres.js statements, which it
+  // prepares once per connection (drizzle's builder sends each query unprepared).
+
   async getSession(id: string): Promise<SessionRow | undefined> {
-    const [row] = await this.database.db.select().from(sessions).where(eq(sessions.id, id));
-    return row;
+    const [row] = await this.database.sql<{ s: string | RawSession }[]>`
+      select row_to_json(s) as s from sessions s where s.id = ${id}`;
+    return row ? sessionFromRaw(json<RawSession>(row.s)) : undefined;
   }
 
   async loadHistory(sessionId: string): Promise<StoredMessage[]> {
-    const rows = await this.database.db
-      .select()
-      .from(messages)
-      .where(eq(messages.sessionId, sessionId))
-      .orderBy(asc(messages.seq));
-    return rows.map(messageFromRow);
+    const rows = await this.database.sql<{ m: string | RawMessage }[]>`
+      select row_to_json(m) as m from messages m where m.session_id = ${sessionId} order by m.seq`;
+    return rows.map((row) => messageFromRaw(json<RawMessage>(row.m)));
   }
 
   async listRuns(sessionId: string): Promise<RunRow[]> {
-    return this.database.db
-      .select()
-      .from(runs)
-      .where(eq(runs.sessionId, sessionId))
-      .orderBy(asc(runs.createdAt), asc(runs.id));
+    const rows = await this.database.sql<{ r: string | RawRun }[]>`
+      select row_to_json(r) as r from runs r where r.session_id = ${sessionId} order by r.created_at, r.id`;
+    return rows.map((row) => runFromRaw(json<RawRun>(row.r)));
   }
 
   async getRun(runId: string): Promise<RunRow | undefined> {
-    const [row] = await this.database.db.select().from(runs).where(eq(runs.id, runId));
-    return row;
+    const [row] = await this.database.sql<{ r: string | RawRun }[]>`
+      select row_to_json(r) as r from runs r where r.id = ${runId}`;
+    return row ? runFromRaw(json<RawRun>(row.r)) : undefined;
   }
 
   /** The oldest queued run of a session: runs are taken in the order they were asked for. */
   async nextQueuedRun(sessionId: string): Promise<RunRow | undefined> {
-    const [row] = await this.database.db
-      .select()
-      .from(runs)
-      .where(and(eq(runs.sessionId, sessionId), eq(runs.status, "queued")))
-      .orderBy(asc(runs.createdAt), asc(runs.id))
-      .limit(1);
-    return row;
+    const [row] = await this.database.sql<{ r: string | RawRun }[]>`
+      select row_to_json(r) as r from runs r where r.session_id = ${sessionId} and r.status = 'queued'
+       order by r.created_at, r.id limit 1`;
+    return row ? runFromRaw(json<RawRun>(row.r)) : undefined;
   }
 
   /**
@@ -144,13 +150,13 @@ export class SessionQueries {
    */
   async createRun(run: NewRun, attempt = 0): Promise<{ run: RunRow; created: boolean }> {
     const id = randomUUID();
-    const inserted = await this.database.sql<{ id: string }[]>`
+    const inserted = await this.database.sql<{ r: string | RawRun }[]>`
       insert into runs (id, session_id, kind, trigger, input, resume_kind, model, job_id, last_sign_at)
       values (${id}, ${run.sessionId}, ${run.kind}, ${run.trigger}, ${run.input ?? null}, ${run.resumeKind ?? null},
               ${run.model ? JSON.stringify(run.model) : null}::jsonb, ${QUEUES.runs.jobId({ sessionId: run.sessionId, runId: id })}, ${run.lastSignAt?.toISOString() ?? null})
       on conflict (session_id) where kind = 'resume' and status <> 'ended' do nothing
-      returning id`;
-    if (inserted.length > 0) return { run: (await this.getRun(id))!, created: true };
+      returning row_to_json(runs) as r`;
+    if (inserted[0]) return { run: runFromRaw(json<RawRun>(inserted[0].r)), created: true };
     const [active] = await this.database.db
       .select()
       .from(runs)

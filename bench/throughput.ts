@@ -5,8 +5,9 @@
  * Fleet: a scratch database and FLEET_PREFIX, the real HTTP API and a sweeper in this
  * process, W `fleet worker` child processes. Each session runs the zero-latency scripted
  * model: user → assistant tool call (write_file or append_file) → tool result → answer.
- * Sessions are submitted with the FleetClient over HTTP (create + send; `--via service`
- * calls the FleetService in this process instead), at most --submitters in flight.
+ * Sessions are submitted as a backend would: POST /v1/batches of 50 through the
+ * FleetClient (`--via http`: create + send per session over HTTP; `--via service`: the
+ * FleetService in this process), at most --submitters in flight.
  * Elapsed time: first submit → the last run's ended_at.
  *
  * Baseline: its own scratch database with one `messages` table, W child processes of
@@ -70,7 +71,8 @@ const { values } = parseArgs({
     submitters: { type: "string", default: "32" },
     warmup: { type: "string", default: "20" },
     sweeper: { type: "string", default: "on" },
-    via: { type: "string", default: "http" },
+    /** batch: POST /v1/batches of 50 (how a backend submits); http: create + send per session; service: in-process. */
+    via: { type: "string", default: "batch" },
     only: { type: "string", default: "both" },
     /** Write a V8 CPU profile of each worker process (fleet and baseline) into this directory. */
     profile: { type: "string" },
@@ -94,7 +96,9 @@ const CONCURRENCY = wholeNumber("concurrency", values.concurrency, 1);
 const SUBMITTERS = wholeNumber("submitters", values.submitters, 1);
 const WARMUP = wholeNumber("warmup", values.warmup, 0);
 const WITH_SWEEPER = oneOf("sweeper", values.sweeper, ["on", "off"]) === "on";
-const VIA = oneOf("via", values.via, ["http", "service"]);
+const VIA = oneOf("via", values.via, ["batch", "http", "service"]);
+/** Sessions per POST /v1/batches with --via batch. */
+const BATCH_SIZE = 50;
 const ONLY = oneOf("only", values.only, ["both", "fleet", "baseline"]);
 const WORKER_NODE_ARGS = values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : [];
 
@@ -205,7 +209,7 @@ async function fleetProducer(
   cleanup: Cleanup,
   apiUrl: string,
 ): Promise<Pick<FleetClient, "createSession" | "send">> {
-  if (VIA === "http") return new FleetClient({ baseUrl: apiUrl });
+  if (VIA !== "service") return new FleetClient({ baseUrl: apiUrl });
   const database = openDatabase(config.databaseUrl);
   const redis = createRedis(config.redisUrl, "producer");
   const queue = createRunsQueue(redis, config.prefix);
@@ -269,16 +273,28 @@ async function runFleet(cleanup: Cleanup, redis: Redis): Promise<PhaseResult> {
   return measure("fleet", {
     sql,
     workers,
-    driverLabel: `driver (${VIA === "http" ? "API" : "service"}${WITH_SWEEPER ? ", sweeper" : ""}, submit)`,
-    submit: (from, count) =>
-      inPool(
-        Array.from({ length: count }, (_, i) => from + i),
-        SUBMITTERS,
-        async (index) => {
-          const { id: sessionId } = await producer.createSession({ agent: benchAgent(index) });
-          await producer.send(sessionId, `Session ${index}: use the tool, then answer.`);
-        },
-      ),
+    driverLabel: `driver (${VIA === "batch" ? "API batches" : VIA === "http" ? "API" : "service"}${WITH_SWEEPER ? ", sweeper" : ""}, submit)`,
+    submit: async (from, count) => {
+      const indexes = Array.from({ length: count }, (_, i) => from + i);
+      if (VIA === "batch") {
+        const client = new FleetClient({ baseUrl: api.url });
+        const chunks: number[][] = [];
+        for (let i = 0; i < indexes.length; i += BATCH_SIZE) chunks.push(indexes.slice(i, i + BATCH_SIZE));
+        await inPool(chunks, Math.max(1, Math.ceil(SUBMITTERS / 8)), (chunk) =>
+          client.createBatch(
+            chunk.map((index) => ({
+              agent: benchAgent(index),
+              input: `Session ${index}: use the tool, then answer.`,
+            })),
+          ),
+        );
+        return;
+      }
+      await inPool(indexes, SUBMITTERS, async (index) => {
+        const { id: sessionId } = await producer.createSession({ agent: benchAgent(index) });
+        await producer.send(sessionId, `Session ${index}: use the tool, then answer.`);
+      });
+    },
     // Finished: the session's answer is stored and no run is still queued or running.
     progress: async (total) => {
       const [row] = await sql<{ completed: number; unfinished: number; last_end_ms: number | null }[]>`
@@ -395,7 +411,7 @@ function report(results: { name: string; result: PhaseResult }[]): void {
     const seconds = result.elapsedMs / 1000;
     rates.push([
       name === "fleet"
-        ? `fleet (${VIA === "http" ? "FleetClient → HTTP API" : "FleetService"})`
+        ? `fleet (${VIA === "batch" ? "HTTP batches" : VIA === "http" ? "FleetClient → HTTP API" : "FleetService"})`
         : "baseline (BullMQ + pg)",
       fmt(SESSIONS / seconds),
       fmt((SESSIONS * MESSAGES_PER_SESSION) / seconds),
@@ -445,8 +461,13 @@ async function main(): Promise<number> {
       `${WORKERS} worker processes × concurrency ${CONCURRENCY}, ${SUBMITTERS} submissions in flight`,
   );
   console.log(
-    `fleet: ${VIA === "http" ? "FleetClient over HTTP to an in-process API" : "FleetService called in-process"} ` +
-      `(create session + send), sweeper ${WITH_SWEEPER ? "in-process" : "off"}, scripted model with no delay`,
+    `fleet: ${
+      VIA === "batch"
+        ? `POST /v1/batches of ${BATCH_SIZE} through the FleetClient to an in-process API`
+        : VIA === "http"
+          ? "FleetClient over HTTP to an in-process API (create session + send)"
+          : "FleetService called in-process (create session + send)"
+    }, sweeper ${WITH_SWEEPER ? "in-process" : "off"}, scripted model with no delay`,
   );
   const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
   const results: { name: string; result: PhaseResult }[] = [];

@@ -1,50 +1,21 @@
-/**
- * `npm run bench:recovery`: how long after a worker is SIGKILLed mid-tool the sweeper's
- * resume of its sessions starts, over many kills; against BullMQ's own stalled-job
- * recovery with its default settings, in the same run.
- *
- * Fleet: a scratch database and FLEET_PREFIX, the real HTTP API and a sweeper (default
- * settings) in this process, 2 `fleet worker` child processes. Each kill: create a few
- * sessions whose first step calls the `sleep` tool (30 s), wait until every one is inside
- * it (its tool call stored, no result, its run running on a known worker), SIGKILL the
- * worker holding most of them, and wait until the sweeper's resume run of each of that
- * worker's new sessions has started (runs.started_at, kind 'resume'). Then a fresh worker
- * is started so two are alive for the next kill. One sample per kill: the median over the
- * killed worker's sessions of that kill (the first and every session are shown too).
- *
- * Baseline: per round, a plain BullMQ worker process (A) takes a few jobs that sleep, a
- * second one (B) is started, A is SIGKILLed, and the time until B's processor starts each
- * job is measured. All jobs of a round come back on the same stalled check, so rounds run
- * side by side, with the kill at different offsets after A started (A's first stalled check
- * and its lock renewals are timed from then; the offsets are spread over one 30-s
- * stalledInterval), while the fleet part runs (the sleeping processes use no CPU).
- *
- *   npm run bench:recovery -- --kills 20
- */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import postgres from "postgres";
 import { startApi } from "../src/producer/api-server.js";
 import { FleetClient } from "../src/producer/client.js";
-import { loadConfig } from "../src/shared/config.js";
-import { openDatabase } from "../src/shared/db/client.js";
-import { migrateDatabase } from "../src/shared/db/migrate.js";
 import { startSweeper } from "../src/worker/sweeper-process.js";
 import {
   Cleanup,
-  createScratchDatabase,
   deleteRedisPrefix,
-  dropScratchDatabase,
   fmt,
   median,
   percentile,
   REDIS_URL,
   type ReadyChild,
   ROOT,
+  scratchFleet,
   shortId,
   sleep,
   sleeperStartsKey,
@@ -170,34 +141,11 @@ async function startBaselineRound(round: number, offsetMs: number, cleanup: Clea
 // ── fleet: the sweeper's resume after SIGKILL ──────────────────────────────────────────
 
 async function runFleet(cleanup: Cleanup, redis: Redis): Promise<KillSample[]> {
-  const id = shortId();
-  const dbName = `fleet_bench_rec_${id}`;
-  const databaseUrl = await createScratchDatabase(dbName);
-  cleanup.add(`drop database ${dbName}`, () => dropScratchDatabase(dbName));
-  const prefix = `bench-rec-${id}`;
-  cleanup.add(`delete Redis keys ${prefix}:*`, () => deleteRedisPrefix(redis, prefix));
-  const toolDir = await mkdtemp(join(tmpdir(), "fleet-bench-rec-"));
-  cleanup.add(`remove ${toolDir}`, () => rm(toolDir, { recursive: true, force: true }));
-  const env: Record<string, string> = {
-    DATABASE_URL: databaseUrl,
-    REDIS_URL,
-    FLEET_PREFIX: prefix,
-    FLEET_TOOL_DIR: toolDir,
-    LOG_LEVEL: "warn",
-    METRICS_PORT: "0",
-    WORKER_CONCURRENCY: String(CONCURRENCY),
-  };
-  const config = { ...loadConfig(env), logLevel: "silent" as const };
+  const { databaseUrl, env, config } = await scratchFleet(cleanup, redis, "rec", CONCURRENCY);
   console.log(
     `fleet: sweeper every ${config.sweepIntervalMs} ms, lease ttl ${config.leaseTtlMs} ms, ` +
       `${WORKERS} workers × concurrency ${CONCURRENCY}; ${PER_KILL} sessions per kill, each in sleep(${SLEEP_MS} ms)`,
   );
-  const migrator = openDatabase(databaseUrl, { max: 2 });
-  try {
-    await migrateDatabase(migrator);
-  } finally {
-    await migrator.close();
-  }
   const api = await startApi(config, { port: 0 });
   cleanup.add("stop the API", () => api.stop());
   const sweeper = await startSweeper(config, { serveMetrics: false });

@@ -5,9 +5,14 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import type { Redis } from "ioredis";
 import postgres from "postgres";
+import { type FleetConfig, loadConfig } from "../src/shared/config.js";
+import { openDatabase } from "../src/shared/db/client.js";
+import { migrateDatabase } from "../src/shared/db/migrate.js";
 
 export const ROOT = resolve(import.meta.dirname, "..");
 export const FLEET_BIN = resolve(ROOT, "bin/fleet.js");
@@ -320,4 +325,40 @@ export async function redisCommands(redis: Redis): Promise<number> {
 /** The Redis list where bench/bullmq-sleeper.ts records each processor start (JSON). */
 export function sleeperStartsKey(prefix: string): string {
   return `${prefix}:bench-starts`;
+}
+
+/**
+ * A scratch fleet for one benchmark phase: its own migrated database, FLEET_PREFIX and
+ * tool directory, all removed by `cleanup`; `env` is what its worker processes get.
+ */
+export async function scratchFleet(
+  cleanup: Cleanup,
+  redis: Redis,
+  tag: string,
+  workerConcurrency: number,
+): Promise<{ databaseUrl: string; env: Record<string, string>; config: FleetConfig }> {
+  const id = shortId();
+  const dbName = `fleet_bench_${tag}_${id}`;
+  const databaseUrl = await createScratchDatabase(dbName);
+  cleanup.add(`drop database ${dbName}`, () => dropScratchDatabase(dbName));
+  const prefix = `bench-${tag}-${id}`;
+  cleanup.add(`delete Redis keys ${prefix}:*`, () => deleteRedisPrefix(redis, prefix));
+  const toolDir = await mkdtemp(join(tmpdir(), `fleet-bench-${tag}-`));
+  cleanup.add(`remove ${toolDir}`, () => rm(toolDir, { recursive: true, force: true }));
+  const env: Record<string, string> = {
+    DATABASE_URL: databaseUrl,
+    REDIS_URL,
+    FLEET_PREFIX: prefix,
+    FLEET_TOOL_DIR: toolDir,
+    LOG_LEVEL: "warn",
+    METRICS_PORT: "0",
+    WORKER_CONCURRENCY: String(workerConcurrency),
+  };
+  const migrator = openDatabase(databaseUrl, { max: 2 });
+  try {
+    await migrateDatabase(migrator);
+  } finally {
+    await migrator.close();
+  }
+  return { databaseUrl, env, config: { ...loadConfig(env), logLevel: "silent" } };
 }

@@ -32,9 +32,8 @@ import { startApi } from "../src/producer/api-server.js";
 import { FleetClient } from "../src/producer/client.js";
 import { FleetService } from "../src/producer/fleet-service.js";
 import type { AgentConfigInput } from "../src/shared/agent-config.js";
-import { type FleetConfig, loadConfig } from "../src/shared/config.js";
+import type { FleetConfig } from "../src/shared/config.js";
 import { openDatabase } from "../src/shared/db/client.js";
-import { migrateDatabase } from "../src/shared/db/migrate.js";
 import { createMetrics } from "../src/shared/metrics.js";
 import { createRunsQueue } from "../src/shared/queues.js";
 import { closeRedis, createRedis } from "../src/shared/redis.js";
@@ -55,6 +54,7 @@ import {
   REDIS_URL,
   type ReadyChild,
   ROOT,
+  scratchFleet,
   shortId,
   sleep,
   spawnFleetWorker,
@@ -230,31 +230,7 @@ async function fleetProducer(
 }
 
 async function runFleet(cleanup: Cleanup, redis: Redis): Promise<PhaseResult> {
-  const id = shortId();
-  const dbName = `fleet_bench_tp_${id}`;
-  const databaseUrl = await createScratchDatabase(dbName);
-  cleanup.add(`drop database ${dbName}`, () => dropScratchDatabase(dbName));
-  const prefix = `bench-tp-${id}`;
-  cleanup.add(`delete Redis keys ${prefix}:*`, () => deleteRedisPrefix(redis, prefix));
-  const toolDir = await mkdtemp(join(tmpdir(), "fleet-bench-tp-"));
-  cleanup.add(`remove ${toolDir}`, () => rm(toolDir, { recursive: true, force: true }));
-
-  const env: Record<string, string> = {
-    DATABASE_URL: databaseUrl,
-    REDIS_URL,
-    FLEET_PREFIX: prefix,
-    FLEET_TOOL_DIR: toolDir,
-    LOG_LEVEL: "warn",
-    METRICS_PORT: "0",
-    WORKER_CONCURRENCY: String(CONCURRENCY),
-  };
-  const config = { ...loadConfig(env), logLevel: "silent" as const };
-  const migrator = openDatabase(databaseUrl, { max: 2 });
-  try {
-    await migrateDatabase(migrator);
-  } finally {
-    await migrator.close();
-  }
+  const { databaseUrl, env, config } = await scratchFleet(cleanup, redis, "tp", CONCURRENCY);
 
   const api = await startApi(config, { port: 0 });
   cleanup.add("stop the API", () => api.stop());

@@ -31,7 +31,7 @@ const commands: Record<string, Command> = {
     run: async (args) => (await import("./commands/serve.js")).sweeperCommand(args),
   },
   up: {
-    summary: "up [--workers N]          run the whole fleet on this machine",
+    summary: "up [--workers N] [--tools FILE]  run the whole fleet on this machine",
     run: async (args) => (await import("./commands/serve.js")).upCommand(args),
   },
   demo: {

@@ -118,7 +118,11 @@ export function spawnRole(
 }
 
 export async function upCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { workers: { type: "string", default: "2" } } });
+  const { values } = parseArgs({
+    args,
+    options: { workers: { type: "string", default: "2" }, tools: { type: "string", multiple: true } },
+  });
+  const toolArgs = (values.tools ?? []).flatMap((file) => ["--tools", resolve(file)]);
   const count = Number(values.workers);
   if (!Number.isInteger(count) || count < 1)
     throw new ValidationError("--workers", "must be a whole number ≥ 1");
@@ -132,7 +136,7 @@ export async function upCommand(args: string[]): Promise<number> {
   let stopping = false;
   const children = new Set<ChildProcess>();
   const startOne = () => {
-    const child = spawnRole("worker", {});
+    const child = spawnRole("worker", {}, toolArgs);
     children.add(child);
     child.on("exit", (code, signal) => {
       children.delete(child);

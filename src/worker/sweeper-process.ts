@@ -3,13 +3,14 @@
  * short interval for dead or frozen workers, runs the wider scans every few ticks, and
  * wakes at once when a worker reports a run that stopped short.
  */
+import { QueueEvents } from "bullmq";
 import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { servicesReachable, startMetricsServer } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
-import { createRunsQueue } from "../shared/queues.js";
+import { createRunsQueue, QUEUES } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { DEFAULT_RESUME_POLICY } from "./resume-policy.js";
@@ -38,6 +39,7 @@ export async function startSweeper(
   const database = openDatabase(config.databaseUrl, { max: 4 });
   const redis = createRedis(config.redisUrl, "worker");
   const subscriber = createRedis(config.redisUrl, "worker");
+  const eventsRedis = createRedis(config.redisUrl, "worker");
   const queue = createRunsQueue(redis, config.prefix);
   const metrics = createMetrics("sweeper");
   const sweeper = new Sweeper({
@@ -94,11 +96,19 @@ export async function startSweeper(
   };
   const timer = setInterval(tick, config.sweepIntervalMs);
 
-  await subscriber.subscribe(eventsChannel(config.prefix));
-  subscriber.on("message", () => {
+  const wake = () => {
     wideScanRequested = true;
     setImmediate(tick);
-  });
+  };
+  // Events, not only a poll: a worker's report of a run that stopped short, and BullMQ's own
+  // word that a job failed for good or stalled.
+  await subscriber.subscribe(eventsChannel(config.prefix));
+  subscriber.on("message", wake);
+  const queueEvents = new QueueEvents(QUEUES.runs.name, { connection: eventsRedis, prefix: config.prefix });
+  queueEvents.on("error", () => {});
+  queueEvents.on("failed", wake);
+  queueEvents.on("stalled", wake);
+  await queueEvents.waitUntilReady();
 
   const server =
     options.serveMetrics === false
@@ -119,6 +129,8 @@ export async function startSweeper(
         await closeAll(
           [
             () => queue.close(),
+            () => queueEvents.close(),
+            () => closeRedis(eventsRedis),
             () => closeRedis(subscriber),
             () => closeRedis(redis),
             () => database.close(),

@@ -41,11 +41,16 @@ export async function checkRedis(url: string): Promise<void> {
     retryStrategy: () => null,
     connectTimeout: 5_000,
   });
-  redis.on("error", () => {});
+  let cause: Error | undefined;
+  redis.on("error", (error: Error) => {
+    cause ??= error;
+  });
   try {
     await redis.connect();
     await redis.ping();
-  } catch (error) {
+  } catch (thrown) {
+    // ioredis reports "Connection is closed"; the socket's own error says why.
+    const error = cause ?? (thrown as Error);
     throw new ValidationError(
       "REDIS_URL",
       `cannot reach Redis at ${redact(url)} (${(error as Error).message}). Start it (e.g. ` +

@@ -468,7 +468,8 @@ describe("migrateDatabase", () => {
     await admin.unsafe(`create database "${name}"`);
     const url = new URL(ADMIN_URL);
     url.pathname = `/${name}`;
-    const databases = [0, 1, 2].map(() => openDatabase(url.toString(), { max: 2 }));
+    // Pools of one connection too: the lock has a connection of its own.
+    const databases = [1, 2, 1].map((max) => openDatabase(url.toString(), { max }));
     try {
       await Promise.all(databases.map((d) => migrateDatabase(d)));
       const tables = await databases[0]!.sql<{ table_name: string }[]>`

@@ -4,6 +4,8 @@ import postgres from "postgres";
 import * as schema from "./schema.js";
 
 export type Database = {
+  /** The connection URL (for a dedicated connection, e.g. the migration lock). */
+  url: string;
   sql: postgres.Sql;
   db: PostgresJsDatabase<typeof schema>;
   close: () => Promise<void>;
@@ -19,7 +21,7 @@ export function openDatabase(url: string, options: { max?: number } = {}): Datab
     connect_timeout: 10,
   });
   const db = drizzle(sql, { schema });
-  return { sql, db, close: () => sql.end({ timeout: 5 }) };
+  return { url, sql, db, close: () => sql.end({ timeout: 5 }) };
 }
 
 /** The database name in a postgres URL. */

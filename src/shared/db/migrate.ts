@@ -6,6 +6,7 @@ import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
+import postgres from "postgres";
 import type { Database } from "./client.js";
 
 /** The package's `drizzle/` folder, found from the sources or from a build under `dist/`. */
@@ -25,15 +26,17 @@ export const MIGRATIONS_FOLDER = findMigrationsFolder();
 const MIGRATION_LOCK_KEY = 727_274_001;
 
 export async function migrateDatabase(database: Database): Promise<void> {
-  const reserved = await database.sql.reserve();
+  // The lock lives on a connection of its own, so the pool (of any size) stays free for
+  // the migrator.
+  const lock = postgres(database.url, { max: 1, onnotice: () => {} });
   try {
-    await reserved`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`;
+    await lock`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`;
     try {
       await migrate(database.db, { migrationsFolder: MIGRATIONS_FOLDER });
     } finally {
-      await reserved`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`;
+      await lock`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`;
     }
   } finally {
-    reserved.release();
+    await lock.end({ timeout: 5 });
   }
 }

@@ -6,7 +6,7 @@
  * every tool result answers exactly one call of the assistant step it follows.
  */
 import type { AssistantMessage, Message, ToolCall } from "./messages.js";
-import { isKnownStopReason, type StopReason } from "./stop-reasons.js";
+import { isKnownStopReason, isNormalStop, type StopReason } from "./stop-reasons.js";
 
 export const RESUME_KINDS = ["call_model", "recover_tools", "retry_response", "continue_response"] as const;
 export type ResumeKind = (typeof RESUME_KINDS)[number];
@@ -44,10 +44,7 @@ export type ResumePointJson =
  * not owed a result.
  */
 export function requestsTools(message: AssistantMessage): boolean {
-  return (
-    (message.toolCalls?.length ?? 0) > 0 &&
-    (message.stopReason === "tool_use" || message.stopReason === "end_turn")
-  );
+  return (message.toolCalls?.length ?? 0) > 0 && isNormalStop(message.stopReason);
 }
 
 function malformed(detail: string): ResumePoint {

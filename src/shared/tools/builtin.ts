@@ -15,7 +15,8 @@ export async function safePath(root: string, path: string): Promise<string> {
   // Follow links before creating anything: the target itself (a link to a file outside)
   // or else its deepest existing ancestor (a link to a directory outside) must resolve
   // inside the root. A dangling link may point anywhere, so it is refused too.
-  const realRoot = await realpath(root);
+  const realRoot = await realRootOf(root);
+  let existing = target;
   for (let probe = target; ; probe = dirname(probe)) {
     const real = await realpath(probe).catch((error: NodeJS.ErrnoException) => {
       if (error.code === "ENOENT") return null;
@@ -32,10 +33,25 @@ export async function safePath(root: string, path: string): Promise<string> {
     if (relReal.startsWith("..") || isAbsolute(relReal)) {
       throw new Error(`Refused: "${path}" leads outside the tool directory.`);
     }
+    existing = probe;
     break;
   }
-  await mkdir(dirname(target), { recursive: true });
+  // Only create folders that are missing (this runs on every file tool call).
+  if (existing !== target && existing !== dirname(target)) await mkdir(dirname(target), { recursive: true });
   return target;
+}
+
+const realRoots = new Map<string, Promise<string>>();
+
+/** The tool directory's real path, resolved once per process. */
+function realRootOf(root: string): Promise<string> {
+  let real = realRoots.get(root);
+  if (!real) {
+    real = realpath(root);
+    real.catch(() => realRoots.delete(root));
+    realRoots.set(root, real);
+  }
+  return real;
 }
 
 const pathArg = z.string().min(1).max(1024);

@@ -9,16 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { type RunningSweeper, startSweeper } from "../src/worker/sweeper-process.js";
-import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
-
-const INTERRUPTED =
-  "The process stopped while this tool was running, so it may or may not have completed, and whatever it changes may or may not have happened. Check the current state before running it again.";
-
-function workerIdOf(worker: WorkerProcess): string {
-  const match = /fleet worker ready: (\S+),/.exec(worker.output());
-  if (!match) throw new Error(`no worker id in output: ${worker.output()}`);
-  return match[1]!;
-}
+import { createFleetEnv, type FleetEnv, readyInfo, waitFor } from "./support/fleet-env.js";
+import { INTERRUPTED_TEXT, startSleepySessions } from "./support/sleepy-sessions.js";
 
 describe("SIGKILL of a worker mid-tool", () => {
   let fleet: FleetEnv;
@@ -41,29 +33,8 @@ describe("SIGKILL of a worker mid-tool", () => {
   it("resumes every interrupted session within seconds and runs no tool twice", async () => {
     const env = { WORKER_CONCURRENCY: "20" };
     const [victim, survivor] = await Promise.all([fleet.spawnWorker(env), fleet.spawnWorker(env)]);
-    const victimId = workerIdOf(victim);
-    const ids: string[] = [];
-    for (let i = 0; i < 20; i++) {
-      const { id } = await client.createSession({
-        agent: {
-          model: {
-            provider: "scripted",
-            steps: [
-              {
-                toolCalls: [
-                  { id: "log", name: "append_file", arguments: { path: `log-${i}.txt`, line: "ran" } },
-                  { id: "nap", name: "sleep", arguments: { ms: 4_000 } },
-                ],
-              },
-              { text: `done ${i}` },
-            ],
-          },
-          tools: ["append_file", "sleep"],
-        },
-      });
-      ids.push(id);
-      await client.send(id, `session ${i}`);
-    }
+    const victimId = readyInfo(victim).workerId;
+    const ids = await startSleepySessions(client, 20, { file: "log", sleepMs: 4_000 });
     // Every session is inside `sleep`: its append_file result is stored, its sleep result is not.
     const { sql } = fleet.database;
     await waitFor(
@@ -106,7 +77,7 @@ describe("SIGKILL of a worker mid-tool", () => {
       expect(session.messages.map((m) => m.seq)).toEqual(session.messages.map((_, i) => i + 1));
       const nap = session.messages.filter((m) => m.role === "tool" && m.toolCallId === "nap");
       expect(nap).toHaveLength(1);
-      expect(nap[0]).toMatchObject({ success: false, content: INTERRUPTED });
+      expect(nap[0]).toMatchObject({ success: false, content: INTERRUPTED_TEXT });
       const resume = session.runs.find((r) => r.kind === "resume");
       expect(resume).toMatchObject({
         trigger: "sweeper",

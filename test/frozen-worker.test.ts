@@ -10,9 +10,7 @@ import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { type RunningSweeper, startSweeper } from "../src/worker/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, readyInfo, waitFor } from "./support/fleet-env.js";
-
-const INTERRUPTED =
-  "The process stopped while this tool was running, so it may or may not have completed, and whatever it changes may or may not have happened. Check the current state before running it again.";
+import { INTERRUPTED_TEXT, startSleepySessions } from "./support/sleepy-sessions.js";
 
 async function fencedWrites(port: number): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
@@ -38,28 +36,7 @@ describe("SIGSTOP of a worker holding sessions", () => {
   it("moves its sessions after the lease TTL and fences its late appends", async () => {
     const frozen = await fleet.spawnWorker({ WORKER_CONCURRENCY: "10" });
     const { workerId, metricsPort } = readyInfo(frozen);
-    const ids: string[] = [];
-    for (let i = 0; i < 6; i++) {
-      const { id } = await client.createSession({
-        agent: {
-          model: {
-            provider: "scripted",
-            steps: [
-              {
-                toolCalls: [
-                  { id: "log", name: "append_file", arguments: { path: `frozen-${i}.txt`, line: "ran" } },
-                  { id: "nap", name: "sleep", arguments: { ms: 3_000 } },
-                ],
-              },
-              { text: "done" },
-            ],
-          },
-          tools: ["append_file", "sleep"],
-        },
-      });
-      ids.push(id);
-      await client.send(id, `session ${i}`);
-    }
+    const ids = await startSleepySessions(client, 6, { file: "frozen", sleepMs: 3_000 });
     const { sql } = fleet.database;
     await waitFor(
       async () =>
@@ -97,7 +74,7 @@ describe("SIGSTOP of a worker holding sessions", () => {
       expect(session.messages.map((m) => m.seq)).toEqual(session.messages.map((_, n) => n + 1));
       const results = session.messages.filter((m) => m.role === "tool");
       expect(results.map((m) => (m.role === "tool" ? m.toolCallId : ""))).toEqual(["log", "nap"]);
-      expect(results[1]).toMatchObject({ success: false, content: INTERRUPTED });
+      expect(results[1]).toMatchObject({ success: false, content: INTERRUPTED_TEXT });
       const [first, resume] = session.runs;
       expect(first).toMatchObject({ kind: "run", endedReason: "stalled", workerId });
       expect(resume).toMatchObject({

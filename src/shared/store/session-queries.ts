@@ -56,35 +56,53 @@ export class SessionQueries {
    * queued run — all in one transaction: a batch is stored whole or not at all.
    */
   async createSessions(inputs: readonly NewSession[]): Promise<{ id: string; runId: string | null }[]> {
-    return this.database.sql.begin(async (tx) => {
-      const out: { id: string; runId: string | null }[] = [];
-      for (const input of inputs) {
-        const id = input.id ?? randomUUID();
-        const history = input.messages ?? [];
-        await tx`
-          insert into sessions (id, agent, metadata, last_seq, tail_state)
-          values (${id}, ${JSON.stringify(input.agent)}::jsonb, ${JSON.stringify(input.metadata ?? {})}::jsonb,
-                  ${history.length}, ${tailState(history)})`;
-        if (history.length > 0) {
-          const rows = toNewRows(history, 0, null);
-          await tx`
-            insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage)
-            select ${id}, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage
-              from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
-                seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
-                name text, success boolean, stop_reason text, usage jsonb)`;
-        }
-        let runId: string | null = null;
-        if (input.input !== undefined) {
-          runId = randomUUID();
-          await tx`
-            insert into runs (id, session_id, kind, trigger, input, job_id)
-            values (${runId}, ${id}, 'run', 'api', ${input.input}, ${QUEUES.runs.jobId({ sessionId: id, runId })})`;
-        }
-        out.push({ id, runId });
+    const out: { id: string; runId: string | null }[] = [];
+    const sessionRows: unknown[] = [];
+    const messageRows: unknown[] = [];
+    const runRows: unknown[] = [];
+    for (const input of inputs) {
+      const id = input.id ?? randomUUID();
+      const history = input.messages ?? [];
+      sessionRows.push({
+        id,
+        agent: input.agent,
+        metadata: input.metadata ?? {},
+        last_seq: history.length,
+        tail_state: tailState(history),
+      });
+      for (const row of toNewRows(history, 0, null)) messageRows.push({ ...row, session_id: id });
+      let runId: string | null = null;
+      if (input.input !== undefined) {
+        runId = randomUUID();
+        runRows.push({
+          id: runId,
+          session_id: id,
+          input: input.input,
+          job_id: QUEUES.runs.jobId({ sessionId: id, runId }),
+        });
       }
-      return out;
-    }) as Promise<{ id: string; runId: string | null }[]>;
+      out.push({ id, runId });
+    }
+    // One statement, so one round trip and all-or-nothing; foreign keys are checked at its end.
+    await this.database.sql`
+      with s as (
+        insert into sessions (id, agent, metadata, last_seq, tail_state)
+        select x.id, x.agent, x.metadata, x.last_seq, x.tail_state
+          from jsonb_to_recordset(${JSON.stringify(sessionRows)}::jsonb)
+            as x(id text, agent jsonb, metadata jsonb, last_seq int, tail_state text)
+        returning 1
+      ), m as (
+        insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage)
+        select m.session_id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage
+          from jsonb_to_recordset(${JSON.stringify(messageRows)}::jsonb) as m(
+            session_id text, seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
+            name text, success boolean, stop_reason text, usage jsonb)
+        returning 1
+      )
+      insert into runs (id, session_id, kind, trigger, input, job_id)
+      select r.id, r.session_id, 'run', 'api', r.input, r.job_id
+        from jsonb_to_recordset(${JSON.stringify(runRows)}::jsonb) as r(id text, session_id text, input text, job_id text)`;
+    return out;
   }
 
   /** Sessions for operators, newest activity first; `parked` filters on parking. */

@@ -13,6 +13,7 @@ import type { AgentConfigInput } from "../shared/agent-config.js";
 import { loadConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
+import { closeRedis, createRedis } from "../shared/redis.js";
 import { startSweeper } from "../worker/sweeper-process.js";
 import { type DemoReport, formatReport, readReport } from "./demo-report.js";
 import { migrate, spawnRole, workerReady } from "./serve.js";
@@ -71,15 +72,15 @@ async function appendsPerSession(toolDir: string, sessions: number): Promise<num
   return counts;
 }
 
-/** Sessions a worker is running that are inside a tool call right now. */
-async function sessionsInsideTool(
+/** The worker with the most sessions inside a tool call right now, and how many. */
+async function busiestInsideTool(
   database: ReturnType<typeof openDatabase>,
-  workerId: string,
-): Promise<number> {
-  const [row] = await database.sql<{ n: number }[]>`
-    select count(*)::int as n from runs r join sessions s on s.id = r.session_id
-     where r.status = 'running' and r.worker_id = ${workerId} and s.tail_state = 'tools_pending'`;
-  return row!.n;
+): Promise<{ workerId: string; count: number } | null> {
+  const [row] = await database.sql<{ worker_id: string; n: number }[]>`
+    select r.worker_id, count(*)::int as n from runs r join sessions s on s.id = r.session_id
+     where r.status = 'running' and s.tail_state = 'tools_pending'
+     group by r.worker_id order by n desc limit 1`;
+  return row ? { workerId: row.worker_id, count: row.n } : null;
 }
 
 export async function demoCommand(args: string[]): Promise<number> {
@@ -140,13 +141,13 @@ export async function demoCommand(args: string[]): Promise<number> {
     let killedAt: number | null = null;
     for (;;) {
       report = await readReport(database, ids);
-      const victimBusy = kill && killedAt === null ? await sessionsInsideTool(database, workerIds[0]!) : 0;
-      if (victimBusy > 0 && victimBusy >= Math.min(3, report.insideTool)) {
-        const victim = children[0]!;
+      const busiest = kill && killedAt === null ? await busiestInsideTool(database) : null;
+      const victim = busiest ? children[workerIds.indexOf(busiest.workerId)] : undefined;
+      if (busiest && victim && busiest.count >= Math.min(3, Math.ceil(sessions / (2 * workers)))) {
         victim.kill("SIGKILL");
         killedAt = Date.now();
         console.log(
-          `  ✗ SIGKILLed worker ${workerIds[0]} while ${victimBusy} of its sessions were inside a tool`,
+          `  ✗ SIGKILLed worker ${busiest.workerId} while ${busiest.count} of its sessions were inside a tool`,
         );
       }
       const line = `  completed ${report.completed}/${sessions} sessions, ${report.messages} messages, ${report.resumes} resumes`;
@@ -168,5 +169,22 @@ export async function demoCommand(args: string[]): Promise<number> {
     await sweeper.stop();
     await api.stop();
     await database.close();
+    // The demo's queue namespace is its own: leave nothing behind in Redis. (Its sessions
+    // stay in Postgres to be looked at.)
+    await deleteRedisKeys(config.redisUrl, `${prefix}:*`);
+  }
+}
+
+async function deleteRedisKeys(url: string, pattern: string): Promise<void> {
+  const redis = createRedis(url, "producer");
+  try {
+    let cursor = "0";
+    do {
+      const [next, keys] = await redis.scan(cursor, "MATCH", pattern, "COUNT", 500);
+      if (keys.length > 0) await redis.del(...keys);
+      cursor = next;
+    } while (cursor !== "0");
+  } finally {
+    await closeRedis(redis);
   }
 }

@@ -1,0 +1,32 @@
+/** `fleet demo`, the README's first command, end to end on a fresh database. */
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT } from "./support/fleet-env.js";
+
+const run = promisify(execFile);
+
+describe("fleet demo", () => {
+  let fleet: FleetEnv;
+  beforeAll(async () => {
+    fleet = await createFleetEnv("demo");
+  });
+  afterAll(async () => fleet?.close());
+
+  it("runs a batch, kills a worker mid-batch, and reports every session completed with no tool run twice", async () => {
+    const { stdout } = await run(process.execPath, [FLEET_BIN, "demo", "--sessions", "12"], {
+      cwd: ROOT,
+      env: { ...process.env, ...fleet.env },
+      timeout: 90_000,
+    });
+    expect(stdout).toMatch(/sessions +12 \(12 completed, 0 parked\)/);
+    expect(stdout).toMatch(/answered twice: 0\)/);
+    expect(stdout).toMatch(/every session's log line was written exactly once/);
+    expect(stdout).toMatch(/✗ SIGKILLed worker \S+ while \d+ of its sessions were inside a tool/);
+    expect(stdout).toMatch(/resumes by kind +\w+ \(sweeper\)=\d+/);
+    expect(stdout).toMatch(/kill → resume +p50 \d+ ms/);
+    // The demo's queue namespace is gone from Redis afterwards.
+    const prefix = /queue prefix (\S+)/.exec(stdout)![1]!;
+    expect(await fleet.redis.keys(`${prefix}:*`)).toEqual([]);
+  }, 120_000);
+});

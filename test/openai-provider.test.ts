@@ -9,12 +9,12 @@ import {
   OpenAIModel,
   type OpenAIModelConfig,
   parseToolArguments,
-  retryAfterMs,
 } from "../src/shared/models/openai.js";
 import {
   type ModelEvent,
   type ModelRequest,
   ProviderError,
+  retryAfterMs,
   type ToolSpec,
 } from "../src/shared/models/provider.js";
 import { INTERRUPTED_TOOL_TEXT, RETRY_RESPONSE_TEXT } from "../src/shared/resume-plan.js";

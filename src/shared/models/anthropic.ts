@@ -30,7 +30,13 @@ import type { anthropicModelSchema } from "../agent-config.js";
 import type { Message, ToolCall, Usage } from "../messages.js";
 import { requestsTools } from "../resume-point.js";
 import { fromAnthropicStopReason } from "../stop-reasons.js";
-import { type ModelEvent, type ModelProvider, type ModelRequest, ProviderError } from "./provider.js";
+import {
+  type ModelEvent,
+  type ModelProvider,
+  type ModelRequest,
+  ProviderError,
+  retryAfterMs,
+} from "./provider.js";
 
 export const MISSING_ANTHROPIC_KEY = "ANTHROPIC_API_KEY is not set in the worker's environment";
 export const DEFAULT_ANTHROPIC_MAX_TOKENS = 4096;
@@ -167,17 +173,6 @@ export function buildAnthropicRequest(
 /** A 400 (or 413) whose message says the prompt does not fit the context window. */
 const CONTEXT_FULL_TEXT =
   /prompt is too long|prompt_too_long|context[ _-]?(window|length|limit)|too many (input )?tokens|request_too_large/i;
-
-/** Milliseconds a `retry-after-ms` / `retry-after` (seconds or HTTP date) header asks for. */
-export function retryAfterMs(headers: Headers | undefined, now = Date.now()): number | undefined {
-  const ms = Number.parseFloat(headers?.get("retry-after-ms") ?? "");
-  if (Number.isFinite(ms) && ms >= 0) return Math.round(ms);
-  const value = headers?.get("retry-after")?.trim();
-  if (!value) return undefined;
-  if (/^\d+(\.\d+)?$/.test(value)) return Math.round(Number.parseFloat(value) * 1000);
-  const date = Date.parse(value);
-  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
-}
 
 /** Error types of a mid-stream `error` event that the same request would meet again. */
 const PERMANENT_ERROR_TYPES = new Set([

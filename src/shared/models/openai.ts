@@ -52,6 +52,7 @@ import {
   type ModelProvider,
   type ModelRequest,
   ProviderError,
+  retryAfterMs,
   type ToolSpec,
 } from "./provider.js";
 
@@ -201,24 +202,6 @@ export function isContextLengthError(error: unknown): boolean {
     .filter((v) => typeof v === "string")
     .join(" ");
   return CONTEXT_LENGTH_PATTERN.test(text);
-}
-
-/** `retry-after-ms` (milliseconds) or `retry-after` (seconds or an HTTP date), like the SDK. */
-export function retryAfterMs(headers: Headers | undefined): number | undefined {
-  if (!headers) return undefined;
-  const ms = headers.get("retry-after-ms");
-  if (ms) {
-    const value = Number.parseFloat(ms);
-    if (Number.isFinite(value) && value >= 0) return value;
-  }
-  const after = headers.get("retry-after");
-  if (after) {
-    const seconds = Number.parseFloat(after);
-    if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
-    const date = Date.parse(after);
-    if (Number.isFinite(date)) return Math.max(0, date - Date.now());
-  }
-  return undefined;
 }
 
 export class OpenAIModel implements ModelProvider {

@@ -44,3 +44,14 @@ export class ProviderError extends Error {
     super(message);
   }
 }
+
+/** Milliseconds a `retry-after-ms` or `retry-after` (seconds or an HTTP date) header asks for. */
+export function retryAfterMs(headers: Headers | undefined, now = Date.now()): number | undefined {
+  const ms = Number.parseFloat(headers?.get("retry-after-ms") ?? "");
+  if (Number.isFinite(ms) && ms >= 0) return Math.round(ms);
+  const value = headers?.get("retry-after")?.trim();
+  if (!value) return undefined;
+  if (/^\d+(\.\d+)?$/.test(value)) return Math.round(Number.parseFloat(value) * 1000);
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}

@@ -39,21 +39,18 @@ import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from "openai"
 import type {
   ChatCompletionChunk,
   ChatCompletionCreateParamsStreaming,
-  ChatCompletionMessageParam,
-  ChatCompletionTool,
 } from "openai/resources/chat/completions";
 import type { z } from "zod";
 import type { openaiModelSchema } from "../agent-config.js";
-import type { Message, ToolCall, Usage } from "../messages.js";
-import { requestsTools } from "../resume-point.js";
+import type { ToolCall, Usage } from "../messages.js";
 import { fromOpenAIFinishReason } from "../stop-reasons.js";
+import { toOpenAIMessages, toOpenAITools } from "./openai-request.js";
 import {
   type ModelEvent,
   type ModelProvider,
   type ModelRequest,
   ProviderError,
   retryAfterMs,
-  type ToolSpec,
 } from "./provider.js";
 
 export type OpenAIModelConfig = z.infer<typeof openaiModelSchema>;
@@ -65,57 +62,6 @@ const PLACEHOLDER_KEY = "no-key";
 
 /** Where the arguments of a tool call that are not a JSON object are kept. */
 export const RAW_ARGUMENTS_KEY = "_raw";
-
-/** The user-side prefix of a failed tool result, so the model sees that it failed. */
-export const FAILED_TOOL_PREFIX = "Error: ";
-
-/** History → chat completion messages (see the file comment for the rules). */
-export function toOpenAIMessages(
-  system: string | undefined,
-  history: readonly Message[],
-): ChatCompletionMessageParam[] {
-  const out: ChatCompletionMessageParam[] = [];
-  if (system) out.push({ role: "system", content: system });
-  for (const message of history) {
-    switch (message.role) {
-      case "user":
-      case "internal":
-        out.push({ role: "user", content: message.content });
-        break;
-      case "assistant": {
-        if (requestsTools(message)) {
-          out.push({
-            role: "assistant",
-            content: message.content,
-            tool_calls: (message.toolCalls ?? []).map((call) => ({
-              id: call.id,
-              type: "function" as const,
-              function: { name: call.name, arguments: JSON.stringify(call.arguments) },
-            })),
-          });
-        } else {
-          out.push({ role: "assistant", content: message.content });
-        }
-        break;
-      }
-      case "tool":
-        out.push({
-          role: "tool",
-          tool_call_id: message.toolCallId,
-          content: message.success ? message.content : `${FAILED_TOOL_PREFIX}${message.content}`,
-        });
-        break;
-    }
-  }
-  return out;
-}
-
-export function toOpenAITools(tools: readonly ToolSpec[]): ChatCompletionTool[] {
-  return tools.map((tool) => ({
-    type: "function",
-    function: { name: tool.name, description: tool.description, parameters: tool.parameters },
-  }));
-}
 
 /** Parses a tool call's arguments; anything but a JSON object is kept verbatim under `_raw`. */
 export function parseToolArguments(raw: string): Record<string, unknown> {

@@ -458,6 +458,15 @@ describe("createSession with an imported history", () => {
     const [row] = await fleet.database.sql<{ call_seq: number }[]>`
       select call_seq from messages where session_id = ${id} and seq = 4`;
     expect(row!.call_seq).toBe(2);
+    // The next holder reads the whole history with its claim, exactly as stored.
+    const claim = (await writes.claimSession(id, "w2"))!;
+    expect(claim.history).toEqual(await queries.loadHistory(id));
+    expect(claim.history.map((m) => [m.seq, m.role])).toEqual([
+      [1, "user"],
+      [2, "assistant"],
+      [3, "tool"],
+      [4, "tool"],
+    ]);
   });
 });
 

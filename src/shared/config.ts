@@ -27,6 +27,11 @@ const envSchema = z.object({
   FLEET_TOOL_DIR: z.string().default("./fleet-files"),
   /** Jobs one worker process runs at once. */
   WORKER_CONCURRENCY: int(8),
+  /**
+   * Postgres connections of one worker process. Its jobs share them (postgres.js pipelines
+   * queries on a connection); a few connections beat one per job on a busy machine.
+   */
+  WORKER_DB_POOL: int(6),
   /** Session lease time-to-live; a frozen worker loses its sessions after this. */
   LEASE_TTL_MS: int(5_000),
   /** How long a stopping worker lets running work finish before aborting it. */
@@ -51,6 +56,7 @@ export type FleetConfig = {
   metricsPort: number;
   toolDir: string;
   workerConcurrency: number;
+  workerDbPool: number;
   leaseTtlMs: number;
   shutdownGraceMs: number;
   sweepIntervalMs: number;
@@ -78,6 +84,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     metricsPort: e.METRICS_PORT,
     toolDir: resolve(e.FLEET_TOOL_DIR),
     workerConcurrency: Math.max(1, e.WORKER_CONCURRENCY),
+    workerDbPool: Math.max(2, e.WORKER_DB_POOL),
     leaseTtlMs: Math.max(500, e.LEASE_TTL_MS),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     sweepIntervalMs: Math.max(20, e.SWEEP_INTERVAL_MS),

@@ -21,7 +21,7 @@ import { planRunStart } from "./start-run.js";
 
 export type SessionJobDeps = AgentLoopDeps & {
   workerId: string;
-  queries: Pick<SessionQueries, "loadHistory" | "nextQueuedRun" | "createRun">;
+  queries: Pick<SessionQueries, "nextQueuedRun" | "createRun">;
   writes: Pick<FencedWrites, "append" | "claimSession" | "startRun" | "endRun">;
   lease: LeaseStore;
   leaseTtlMs: number;
@@ -88,9 +88,9 @@ export async function processSessionJob(
       next ??= resume;
     }
     if (!next) return "done";
-    // Loaded once: while this worker holds the lease, only it appends, so the in-memory
-    // history stays exactly the stored one from run to run.
-    const history = await deps.queries.loadHistory(sessionId);
+    // Read once, with the claim: while this worker holds the lease, only it appends, so the
+    // in-memory history stays exactly the stored one from run to run.
+    const history = claim.history;
     while (next && !controller.signal.aborted) {
       next = await processRun(next, { fence, history, agent: claim.agent }, controller.signal, deps);
     }

@@ -57,7 +57,7 @@ export async function closeAll(
 export async function startWorker(config: FleetConfig, options: WorkerOptions = {}): Promise<RunningWorker> {
   const workerId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   const log = options.logger ?? pino({ level: config.logLevel, base: { role: "worker", workerId } });
-  const database = openDatabase(config.databaseUrl, { max: config.workerConcurrency + 2 });
+  const database = openDatabase(config.databaseUrl, { max: config.workerDbPool });
   const bullRedis = createRedis(config.redisUrl, "worker");
   // This connection's name is the worker's liveness signal (liveness.ts): it vanishes from
   // CLIENT LIST the moment the process dies. Its leases go through it too.

@@ -9,7 +9,7 @@ import type { RunRow } from "../db/schema.js";
 import { FencedError } from "../errors.js";
 import type { Message, StoredMessage, Usage } from "../messages.js";
 import type { TailState } from "../tail-state.js";
-import { json, type RawRun, runFromRaw, toNewRows } from "./rows.js";
+import { json, messageFromRaw, type RawMessage, type RawRun, runFromRaw, toNewRows } from "./rows.js";
 
 /** What a writer proves on every write: the session and its epoch. */
 export type Fence = { sessionId: string; epoch: number };
@@ -26,6 +26,8 @@ export type Claim = {
   staleRunIds: string[];
   /** The oldest queued run, if any. */
   next: RunRow | null;
+  /** The stored history (read in the same statement). */
+  history: StoredMessage[];
 };
 
 type Inserted = { seq: number; created_at: string };
@@ -45,11 +47,11 @@ export class FencedWrites {
   /**
    * Takes a session for a new lease holder, in one statement: bumps the epoch (whoever held
    * an older one can no longer write), ends runs an earlier holder left running, and reads
-   * the agent and the oldest queued run. Null for an unknown session.
+   * the agent, the oldest queued run and the history. Null for an unknown session.
    */
   async claimSession(sessionId: string, workerId: string): Promise<Claim | null> {
     const rows = await this.database.sql<
-      { lease_epoch: string; agent: unknown; stale: string[]; next: RawRun | null }[]
+      { lease_epoch: string; agent: unknown; stale: string[]; next: RawRun | null; history: RawMessage[] }[]
     >`
       with e as (
         update sessions set lease_epoch = lease_epoch + 1, lease_owner = ${workerId},
@@ -64,7 +66,9 @@ export class FencedWrites {
       select e.lease_epoch, e.agent,
              (select coalesce(json_agg(id), '[]'::json) from stale) as stale,
              (select row_to_json(q) from runs q where q.session_id = ${sessionId} and q.status = 'queued'
-               order by q.created_at, q.id limit 1) as next
+               order by q.created_at, q.id limit 1) as next,
+             (select coalesce(json_agg(row_to_json(m) order by m.seq), '[]'::json)
+                from messages m where m.session_id = ${sessionId}) as history
         from e`;
     const row = rows[0];
     if (!row) return null;
@@ -73,6 +77,7 @@ export class FencedWrites {
       agent: json(row.agent),
       staleRunIds: json<string[]>(row.stale),
       next: row.next ? runFromRaw(json<RawRun>(row.next)) : null,
+      history: json<RawMessage[]>(row.history).map(messageFromRaw),
     };
   }
 

@@ -24,13 +24,47 @@ export type LeaseStore = {
   release(sessionId: string, token: string): Promise<boolean>;
 };
 
+/** The scripts as ioredis commands: sent once, then called by SHA (EVALSHA) on every use. */
+type LeaseCommands = {
+  fleetLeaseAcquire(
+    key: string,
+    renewedKey: string,
+    token: string,
+    ttl: string,
+    now: string,
+  ): Promise<number>;
+  fleetLeaseRenew(key: string, renewedKey: string, token: string, ttl: string, now: string): Promise<number>;
+  fleetReleaseIfHolder(key: string, token: string): Promise<number>;
+};
+
+const defined = new WeakSet<Redis>();
+
+function commands(redis: Redis): Redis & LeaseCommands {
+  if (!defined.has(redis)) {
+    redis.defineCommand("fleetLeaseAcquire", { numberOfKeys: 2, lua: ACQUIRE });
+    redis.defineCommand("fleetLeaseRenew", { numberOfKeys: 2, lua: RENEW });
+    redis.defineCommand("fleetReleaseIfHolder", { numberOfKeys: 1, lua: RELEASE });
+    defined.add(redis);
+  }
+  return redis as Redis & LeaseCommands;
+}
+
+/** Deletes `key` only if it still holds `token` (a lease, or the sweeper's per-session lock). */
+export async function releaseIfHolder(redis: Redis, key: string, token: string): Promise<boolean> {
+  return (await commands(redis).fleetReleaseIfHolder(key, token)) === 1;
+}
+
 export class SessionLease implements LeaseStore {
+  private readonly redis: Redis & LeaseCommands;
+
   constructor(
-    private readonly redis: Redis,
+    redis: Redis,
     private readonly prefix: string,
     /** How long a lease lives without renewal. */
     readonly ttlMs: number,
-  ) {}
+  ) {
+    this.redis = commands(redis);
+  }
 
   key(sessionId: string): string {
     return `${this.prefix}:lease:${sessionId}`;
@@ -46,9 +80,7 @@ export class SessionLease implements LeaseStore {
    */
   async acquire(sessionId: string, ownerId: string): Promise<string | null> {
     const token = `${ownerId}/${randomUUID()}`;
-    const ok = await this.redis.eval(
-      ACQUIRE,
-      2,
+    const ok = await this.redis.fleetLeaseAcquire(
       this.key(sessionId),
       this.renewedKey(sessionId),
       token,
@@ -59,9 +91,7 @@ export class SessionLease implements LeaseStore {
   }
 
   async renew(sessionId: string, token: string): Promise<boolean> {
-    const result = await this.redis.eval(
-      RENEW,
-      2,
+    const result = await this.redis.fleetLeaseRenew(
       this.key(sessionId),
       this.renewedKey(sessionId),
       token,
@@ -79,7 +109,7 @@ export class SessionLease implements LeaseStore {
 
   /** Releases the lease only if `token` still holds it (also the sweeper's, for a dead holder). */
   async release(sessionId: string, token: string): Promise<boolean> {
-    return (await this.redis.eval(RELEASE, 1, this.key(sessionId), token)) === 1;
+    return releaseIfHolder(this.redis, this.key(sessionId), token);
   }
 
   /** Who holds the lease (its token), for the sweeper and tests. */

@@ -16,7 +16,7 @@ import type { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { parseAgentConfig } from "../shared/agent-config.js";
-import { ownerOf, type SessionLease } from "../shared/lease.js";
+import { ownerOf, releaseIfHolder, type SessionLease } from "../shared/lease.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { enqueueRun, parseRunJob, QUEUES, type RunJob } from "../shared/queues.js";
 import { resumePoint } from "../shared/resume-point.js";
@@ -75,14 +75,7 @@ export class Sweeper {
     try {
       return await fn();
     } finally {
-      await this.deps.redis
-        .eval(
-          `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`,
-          1,
-          this.lockKey(sessionId),
-          token,
-        )
-        .catch(() => {});
+      await releaseIfHolder(this.deps.redis, this.lockKey(sessionId), token).catch(() => {});
     }
   }
 

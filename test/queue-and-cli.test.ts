@@ -12,6 +12,7 @@ import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
+import { CRASH_HISTORY } from "./support/histories.js";
 
 type Exit = { code: number | null; stdout: string; stderr: string };
 
@@ -149,19 +150,7 @@ describe("queue and CLI", () => {
     it("prints the stored point and exits 0 for a resumable session", async () => {
       const { id } = await client.createSession({
         agent: { model: { provider: "scripted", steps: [{ text: "ok" }] } },
-        messages: [
-          { role: "user", content: "Write a.txt and b.txt" },
-          {
-            role: "assistant",
-            content: "",
-            toolCalls: [
-              { id: "a", name: "write_file", arguments: { path: "a.txt", content: "a" } },
-              { id: "b", name: "write_file", arguments: { path: "b.txt", content: "b" } },
-            ],
-            stopReason: "tool_use",
-          },
-          { role: "tool", toolCallId: "a", name: "write_file", content: "wrote a.txt", success: true },
-        ],
+        messages: CRASH_HISTORY,
       });
       const exit = await fleetCli(["resume-point", id], fleet.env);
       expect(exit.code, exit.stderr).toBe(0);

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetApiError, type FleetClient } from "../src/producer/client.js";
 import type { Message } from "../src/shared/messages.js";
 import { createFleetEnv, type FleetEnv, seqsOf } from "./support/fleet-env.js";
+import { CRASH_HISTORY } from "./support/histories.js";
 
 const INTERRUPTED_LITERAL =
   "The process stopped while this tool was running, so it may or may not have completed, and whatever it changes may or may not have happened. Check the current state before running it again.";
@@ -91,19 +92,7 @@ describe("resume.py scenarios through the API and a worker process", () => {
   });
 
   it("§7.2 a crash: an imported history with b unanswered is recovered without running a tool", async () => {
-    const history: Message[] = [
-      { role: "user", content: "Write a.txt and b.txt" },
-      {
-        role: "assistant",
-        content: "",
-        toolCalls: [
-          { id: "a", name: "write_file", arguments: { path: "a.txt", content: "a" } },
-          { id: "b", name: "write_file", arguments: { path: "b.txt", content: "b" } },
-        ],
-        stopReason: "tool_use",
-      },
-      { role: "tool", toolCallId: "a", name: "write_file", content: "wrote a.txt", success: true },
-    ];
+    const history: Message[] = CRASH_HISTORY;
     const { id } = await client.createSession({
       agent: {
         model: { provider: "scripted", steps: [{ text: "unused" }, { text: "1 tool was interrupted" }] },

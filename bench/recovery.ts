@@ -5,7 +5,7 @@ import { Redis } from "ioredis";
 import postgres from "postgres";
 import { startApi } from "../src/producer/api-server.js";
 import { FleetClient } from "../src/producer/client.js";
-import { startSweeper } from "../src/worker/sweeper-process.js";
+import { startSweeper } from "../src/sweeper/sweeper-process.js";
 import {
   Cleanup,
   deleteRedisPrefix,

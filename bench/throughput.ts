@@ -38,7 +38,7 @@ import { createMetrics } from "../src/shared/metrics.js";
 import { createRunsQueue } from "../src/shared/queues.js";
 import { closeRedis, createRedis } from "../src/shared/redis.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { startSweeper } from "../src/worker/sweeper-process.js";
+import { startSweeper } from "../src/sweeper/sweeper-process.js";
 import {
   benchToolCall,
   Cleanup,

@@ -10,8 +10,6 @@ export {
 export { type FleetConfig, loadConfig } from "./shared/config.js";
 export { AgentResumeError, FencedError, NotFoundError, ValidationError } from "./shared/errors.js";
 export { type Message, parseHistory, type StoredMessage, type ToolCall } from "./shared/messages.js";
-export type { ModelEvent, ModelProvider, ModelRequest, ToolSpec } from "./shared/models/provider.js";
-export { ProviderError } from "./shared/models/provider.js";
 export {
   CONTINUE_RESPONSE_TEXT,
   closeUnansweredToolCalls,
@@ -27,5 +25,7 @@ export {
   resumePoint,
   toResumePointJson,
 } from "./shared/resume-point.js";
-export { defineTool, type Tool, type ToolContext, ToolRegistry } from "./shared/tools/registry.js";
+export type { ModelEvent, ModelProvider, ModelRequest, ToolSpec } from "./worker/models/provider.js";
+export { ProviderError } from "./worker/models/provider.js";
+export { defineTool, type Tool, type ToolContext, ToolRegistry } from "./worker/tools/registry.js";
 export { type RunningWorker, startWorker, type WorkerOptions } from "./worker/worker.js";

@@ -6,11 +6,11 @@ import { describe, expect, it } from "vitest";
 import { type AgentConfig, parseAgentConfig } from "../src/shared/agent-config.js";
 import { FencedError, ValidationError } from "../src/shared/errors.js";
 import type { AssistantMessage, Message, StoredMessage, ToolMessage } from "../src/shared/messages.js";
-import type { ModelEvent, ModelProvider, ModelRequest, ToolSpec } from "../src/shared/models/provider.js";
 import type { Fence, HistoryCursor } from "../src/shared/store/fenced-writes.js";
 import type { TailState } from "../src/shared/tail-state.js";
-import type { Tool } from "../src/shared/tools/registry.js";
 import { type AgentLoopDeps, type LoopInput, runAgentLoop } from "../src/worker/agent-loop.js";
+import type { ModelEvent, ModelProvider, ModelRequest, ToolSpec } from "../src/worker/models/provider.js";
+import type { Tool } from "../src/worker/tools/registry.js";
 
 const FENCE: Fence = { sessionId: "s1", epoch: 7 };
 const RUN_ID = "run-1";

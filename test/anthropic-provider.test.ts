@@ -1,5 +1,5 @@
 /**
- * The Anthropic provider (src/shared/models/anthropic.ts) against a local server speaking
+ * The Anthropic provider (src/worker/models/anthropic.ts) against a local server speaking
  * the Messages API wire protocol (test/support/fake-anthropic.ts): the real SDK, real HTTP,
  * real server-sent events — no mock of the SDK.
  */
@@ -7,14 +7,14 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Message } from "../src/shared/messages.js";
-import { AnthropicModel, MISSING_ANTHROPIC_KEY } from "../src/shared/models/anthropic.js";
-import { type ModelEvent, type ModelRequest, ProviderError } from "../src/shared/models/provider.js";
 import {
   CONTINUE_RESPONSE_TEXT,
   INTERRUPTED_TOOL_TEXT,
   RETRY_RESPONSE_TEXT,
 } from "../src/shared/resume-plan.js";
 import { callModel } from "../src/worker/call-model.js";
+import { AnthropicModel, MISSING_ANTHROPIC_KEY } from "../src/worker/models/anthropic.js";
+import { type ModelEvent, type ModelRequest, ProviderError } from "../src/worker/models/provider.js";
 import { type FakeAnthropic, startFakeAnthropic } from "./support/fake-anthropic.js";
 
 const KEY = "sk-ant-test-key-0123456789";

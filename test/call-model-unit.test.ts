@@ -5,13 +5,13 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Usage } from "../src/shared/messages.js";
+import { backoffMs, callModel, DEFAULT_RETRY_POLICY, type RetryPolicy } from "../src/worker/call-model.js";
 import {
   type ModelEvent,
   type ModelProvider,
   type ModelRequest,
   ProviderError,
-} from "../src/shared/models/provider.js";
-import { backoffMs, callModel, DEFAULT_RETRY_POLICY, type RetryPolicy } from "../src/worker/call-model.js";
+} from "../src/worker/models/provider.js";
 
 type Attempt = () => AsyncGenerator<ModelEvent>;
 

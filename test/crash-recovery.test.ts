@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
-import { type RunningSweeper, startSweeper } from "../src/worker/sweeper-process.js";
+import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, readyInfo, waitFor } from "./support/fleet-env.js";
 import { INTERRUPTED_TEXT, startSleepySessions } from "./support/sleepy-sessions.js";
 

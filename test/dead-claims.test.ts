@@ -12,9 +12,9 @@ import { SessionLease } from "../src/shared/lease.js";
 import { createMetrics } from "../src/shared/metrics.js";
 import { createRunsQueue, enqueueRun, QUEUES } from "../src/shared/queues.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { DEFAULT_RESUME_POLICY } from "../src/worker/resume-policy.js";
-import { SweepQueries } from "../src/worker/sweep-queries.js";
-import { Sweeper } from "../src/worker/sweeper.js";
+import { DEFAULT_RESUME_POLICY } from "../src/sweeper/resume-policy.js";
+import { SweepQueries } from "../src/sweeper/sweep-queries.js";
+import { Sweeper } from "../src/sweeper/sweeper.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
 const silent = { info() {}, warn() {}, debug() {} };

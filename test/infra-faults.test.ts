@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { databaseName } from "../src/shared/db/client.js";
-import { type RunningSweeper, startSweeper } from "../src/worker/sweeper-process.js";
+import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
 async function freePort(): Promise<number> {

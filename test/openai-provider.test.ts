@@ -4,21 +4,21 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Message } from "../src/shared/messages.js";
+import { INTERRUPTED_TOOL_TEXT, RETRY_RESPONSE_TEXT } from "../src/shared/resume-plan.js";
+import { callModel } from "../src/worker/call-model.js";
 import {
   MISSING_OPENAI_KEY,
   OpenAIModel,
   type OpenAIModelConfig,
   parseToolArguments,
-} from "../src/shared/models/openai.js";
+} from "../src/worker/models/openai.js";
 import {
   type ModelEvent,
   type ModelRequest,
   ProviderError,
   retryAfterMs,
   type ToolSpec,
-} from "../src/shared/models/provider.js";
-import { INTERRUPTED_TOOL_TEXT, RETRY_RESPONSE_TEXT } from "../src/shared/resume-plan.js";
-import { callModel } from "../src/worker/call-model.js";
+} from "../src/worker/models/provider.js";
 import { type FakeOpenAI, type FakeResponse, startFakeOpenAI } from "./support/fake-openai.js";
 
 const KEY = "sk-test-SECRET-key-0123456789";

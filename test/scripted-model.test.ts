@@ -4,9 +4,9 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptedStep } from "../src/shared/agent-config.js";
 import type { Message } from "../src/shared/messages.js";
-import { redisFaultCounter } from "../src/shared/models/create-model.js";
-import { type ModelEvent, type ModelRequest, ProviderError } from "../src/shared/models/provider.js";
-import { type FaultCounter, ScriptedModel } from "../src/shared/models/scripted.js";
+import { redisFaultCounter } from "../src/worker/models/create-model.js";
+import { type ModelEvent, type ModelRequest, ProviderError } from "../src/worker/models/provider.js";
+import { type FaultCounter, ScriptedModel } from "../src/worker/models/scripted.js";
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 

@@ -19,10 +19,11 @@ import { createMetrics } from "../src/shared/metrics.js";
 import { createRunsQueue, QUEUES } from "../src/shared/queues.js";
 import { closeRedis, createRedis } from "../src/shared/redis.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { livenessName, liveWorkers } from "../src/worker/liveness.js";
-import { DEFAULT_RESUME_POLICY } from "../src/worker/resume-policy.js";
-import { SweepQueries } from "../src/worker/sweep-queries.js";
-import { Sweeper } from "../src/worker/sweeper.js";
+import { livenessName } from "../src/shared/worker-signals.js";
+import { liveWorkers } from "../src/sweeper/liveness.js";
+import { DEFAULT_RESUME_POLICY } from "../src/sweeper/resume-policy.js";
+import { SweepQueries } from "../src/sweeper/sweep-queries.js";
+import { Sweeper } from "../src/sweeper/sweeper.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
 
 const AGENT = parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "resumed answer" }] } });

@@ -19,10 +19,10 @@ import { createMetrics, type FleetMetrics } from "../src/shared/metrics.js";
 import { createRunsQueue, QUEUES } from "../src/shared/queues.js";
 import { CONTINUE_RESPONSE_TEXT, RETRY_RESPONSE_TEXT } from "../src/shared/resume-plan.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { DEFAULT_RESUME_POLICY, type ResumePolicy } from "../src/worker/resume-policy.js";
-import { SweepQueries } from "../src/worker/sweep-queries.js";
-import { Sweeper } from "../src/worker/sweeper.js";
-import { type RunningSweeper, startSweeper } from "../src/worker/sweeper-process.js";
+import { DEFAULT_RESUME_POLICY, type ResumePolicy } from "../src/sweeper/resume-policy.js";
+import { SweepQueries } from "../src/sweeper/sweep-queries.js";
+import { Sweeper } from "../src/sweeper/sweeper.js";
+import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
 
 type RunDbRow = {

@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ValidationError } from "../src/shared/errors.js";
-import { builtinTools } from "../src/shared/tools/builtin.js";
-import { executeTool, type Tool, ToolRegistry } from "../src/shared/tools/registry.js";
+import { builtinTools } from "../src/worker/tools/builtin.js";
+import { executeTool, type Tool, ToolRegistry } from "../src/worker/tools/registry.js";
 
 let base: string;
 let toolDir: string;

@@ -14,7 +14,7 @@ import { loadConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
-import { startSweeper } from "../worker/sweeper-process.js";
+import { startSweeper } from "../sweeper/sweeper-process.js";
 import { type DemoReport, formatReport, readReport } from "./demo-report.js";
 import { migrate, spawnRole, workerReady } from "./serve.js";
 

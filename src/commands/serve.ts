@@ -9,8 +9,8 @@ import { ensureDatabase, openDatabase } from "../shared/db/client.js";
 import { migrateDatabase } from "../shared/db/migrate.js";
 import { ValidationError } from "../shared/errors.js";
 import { checkServices } from "../shared/preflight.js";
-import type { Tool } from "../shared/tools/registry.js";
-import { startSweeper } from "../worker/sweeper-process.js";
+import { startSweeper } from "../sweeper/sweeper-process.js";
+import type { Tool } from "../worker/tools/registry.js";
 import { startWorker } from "../worker/worker.js";
 
 export const FLEET_BIN = resolve(import.meta.dirname, "../../bin/fleet.js");

@@ -5,8 +5,8 @@ import { servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
 import { createRunsQueue, QUEUES } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
+import { closeAll } from "../shared/shutdown.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
-import { closeAll } from "../worker/worker.js";
 import { FleetService } from "./fleet-service.js";
 import { buildApi } from "./http-api.js";
 

@@ -6,7 +6,7 @@
  * - `FencedError`: a worker lost its lease; it stops at once and appends nothing more.
  * - `NotFoundError`: an unknown session; HTTP 404.
  */
-import type { NotResumableReason } from "./resume-point.js";
+import type { NotResumableReason } from "./resume-reasons.js";
 
 export class ValidationError extends Error {
   override name = "ValidationError";

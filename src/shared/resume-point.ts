@@ -6,20 +6,15 @@
  * every tool result answers exactly one call of the assistant step it follows.
  */
 import type { AssistantMessage, Message, ToolCall } from "./messages.js";
+import type { NotResumableReason, ResumeKind } from "./resume-reasons.js";
 import { isKnownStopReason, isNormalStop, type StopReason } from "./stop-reasons.js";
 
-export const RESUME_KINDS = ["call_model", "recover_tools", "retry_response", "continue_response"] as const;
-export type ResumeKind = (typeof RESUME_KINDS)[number];
-
-export const NOT_RESUMABLE_REASONS = [
-  "completed",
-  "refused",
-  "context_full",
-  "unknown_stop",
-  "empty",
-  "malformed",
-] as const;
-export type NotResumableReason = (typeof NOT_RESUMABLE_REASONS)[number];
+export {
+  NOT_RESUMABLE_REASONS,
+  type NotResumableReason,
+  RESUME_KINDS,
+  type ResumeKind,
+} from "./resume-reasons.js";
 
 /** Why a `call_model` point arose; it decides the session's tail state. */
 export type CallModelCause = "awaiting_answer" | "tools_answered" | "paused";

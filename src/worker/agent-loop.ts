@@ -6,16 +6,16 @@
 import type { AgentConfig } from "../shared/agent-config.js";
 import type { Message, StoredMessage, ToolCall, ToolMessage, Usage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
-import type { ModelProvider } from "../shared/models/provider.js";
-import type { Sleep } from "../shared/models/scripted.js";
 import { requestsTools } from "../shared/resume-point.js";
 import { stopReasonLabel } from "../shared/stop-reasons.js";
 import type { Fence, FencedWrites, HistoryCursor } from "../shared/store/fenced-writes.js";
 import { lastStepSeq } from "../shared/store/rows.js";
 import { tailState } from "../shared/tail-state.js";
-import { executeTool, type ToolRegistry } from "../shared/tools/registry.js";
 import { callModel, type RetryPolicy } from "./call-model.js";
+import type { ModelProvider } from "./models/provider.js";
+import type { Sleep } from "./models/scripted.js";
 import { outcomeOfStop, type RunOutcome } from "./run-outcome.js";
+import { executeTool, type ToolRegistry } from "./tools/registry.js";
 
 export type AgentLoopDeps = {
   writes: Pick<FencedWrites, "append">;

@@ -5,8 +5,8 @@
  * with the partial text kept — never a silent retry that would duplicate text.
  */
 import type { AssistantMessage, ToolCall, Usage } from "../shared/messages.js";
-import { type ModelProvider, type ModelRequest, ProviderError } from "../shared/models/provider.js";
-import type { Sleep } from "../shared/models/scripted.js";
+import { type ModelProvider, type ModelRequest, ProviderError } from "./models/provider.js";
+import type { Sleep } from "./models/scripted.js";
 
 export type RetryPolicy = {
   /** Attempts in all, the first included. Default 4. */

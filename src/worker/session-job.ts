@@ -10,12 +10,12 @@ import { FencedError, ValidationError } from "../shared/errors.js";
 import type { LeaseStore } from "../shared/lease.js";
 import type { StoredMessage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
-import type { ModelProvider } from "../shared/models/provider.js";
 import type { Fence, FencedWrites, HistoryCursor } from "../shared/store/fenced-writes.js";
 import { lastStepSeq } from "../shared/store/rows.js";
 import type { NewRun, SessionQueries } from "../shared/store/session-queries.js";
 import { tailState } from "../shared/tail-state.js";
 import { type AgentLoopDeps, runAgentLoop } from "./agent-loop.js";
+import type { ModelProvider } from "./models/provider.js";
 import type { RunOutcome } from "./run-outcome.js";
 import { planRunStart } from "./start-run.js";
 
@@ -38,11 +38,6 @@ export type SessionJobDeps = AgentLoopDeps & {
 };
 
 export type JobResult = "done" | "busy" | "fenced";
-
-/** The Redis channel on which workers report runs that stopped short. */
-export function eventsChannel(prefix: string): string {
-  return `${prefix}:events`;
-}
 
 /** Outcomes after which the session still needs a resume (or parking) by a sweeper. */
 const NEEDS_SWEEPER: ReadonlySet<RunOutcome> = new Set<RunOutcome>([

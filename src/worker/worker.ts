@@ -14,16 +14,17 @@ import { ValidationError } from "../shared/errors.js";
 import { servicesReachable, startMetricsServer } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
-import { createModel, redisFaultCounter } from "../shared/models/create-model.js";
-import { abortableSleep } from "../shared/models/scripted.js";
 import { createRunsQueue, enqueueRun, parseRunJob, QUEUES } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
+import { closeAll } from "../shared/shutdown.js";
 import { FencedWrites } from "../shared/store/fenced-writes.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
-import { builtinTools } from "../shared/tools/builtin.js";
-import { type Tool, ToolRegistry } from "../shared/tools/registry.js";
-import { livenessName } from "./liveness.js";
-import { eventsChannel, processSessionJob, type SessionJobDeps } from "./session-job.js";
+import { eventsChannel, livenessName } from "../shared/worker-signals.js";
+import { createModel, redisFaultCounter } from "./models/create-model.js";
+import { abortableSleep } from "./models/scripted.js";
+import { processSessionJob, type SessionJobDeps } from "./session-job.js";
+import { builtinTools } from "./tools/builtin.js";
+import { type Tool, ToolRegistry } from "./tools/registry.js";
 
 export type WorkerOptions = {
   /** Tools registered besides the built-ins. */
@@ -39,20 +40,6 @@ export type RunningWorker = {
   metricsPort: number | null;
   stop: () => Promise<void>;
 };
-
-/** Closes every resource, in order, even when one close throws. */
-export async function closeAll(
-  closers: (() => Promise<unknown>)[],
-  log: Pick<Logger, "warn">,
-): Promise<void> {
-  for (const close of closers) {
-    try {
-      await close();
-    } catch (error) {
-      log.warn({ err: error }, "close failed");
-    }
-  }
-}
 
 export async function startWorker(config: FleetConfig, options: WorkerOptions = {}): Promise<RunningWorker> {
   const workerId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;

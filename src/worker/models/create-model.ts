@@ -1,7 +1,7 @@
 /** Builds the provider a model configuration names. */
 import type { Redis } from "ioredis";
-import type { ModelConfig } from "../agent-config.js";
-import { assertNever } from "../resume-point.js";
+import type { ModelConfig } from "../../shared/agent-config.js";
+import { assertNever } from "../../shared/resume-point.js";
 import { AnthropicModel } from "./anthropic.js";
 import { OpenAIModel } from "./openai.js";
 import type { ModelProvider } from "./provider.js";

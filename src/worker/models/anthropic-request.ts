@@ -11,9 +11,9 @@ import type {
   ToolResultBlockParam,
 } from "@anthropic-ai/sdk/resources/messages";
 import type { z } from "zod";
-import type { anthropicModelSchema } from "../agent-config.js";
-import type { Message } from "../messages.js";
-import { requestsTools } from "../resume-point.js";
+import type { anthropicModelSchema } from "../../shared/agent-config.js";
+import type { Message } from "../../shared/messages.js";
+import { requestsTools } from "../../shared/resume-point.js";
 import type { ModelRequest } from "./provider.js";
 
 export const DEFAULT_ANTHROPIC_MAX_TOKENS = 4096;

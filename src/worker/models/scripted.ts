@@ -6,8 +6,8 @@
  * session continues with the right step on any worker; past the last step it repeats the
  * last one. Faults are counted across the fleet through a shared counter (Redis).
  */
-import type { ScriptedStep } from "../agent-config.js";
-import type { ToolCall } from "../messages.js";
+import type { ScriptedStep } from "../../shared/agent-config.js";
+import type { ToolCall } from "../../shared/messages.js";
 import { type ModelEvent, type ModelProvider, type ModelRequest, ProviderError } from "./provider.js";
 
 /** Counts attempts at a (session, step) across every worker. */

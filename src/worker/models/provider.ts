@@ -3,7 +3,7 @@
  * deltas, complete tool calls, a final stop reason with usage) and honours an AbortSignal.
  * A stream that ends without `done` broke: the runtime records it as `interrupted`.
  */
-import type { Message, ToolCall, Usage } from "../messages.js";
+import type { Message, ToolCall, Usage } from "../../shared/messages.js";
 
 export type ToolSpec = {
   name: string;

@@ -4,8 +4,8 @@
  * result). Register your own with `registry.register(...)` or `fleet worker --tools FILE`.
  */
 import type { ZodType } from "zod";
-import { ValidationError } from "../errors.js";
-import { toValidationError } from "../messages.js";
+import { ValidationError } from "../../shared/errors.js";
+import { toValidationError } from "../../shared/messages.js";
 import type { ToolSpec } from "../models/provider.js";
 
 export type ToolContext = { callId: string; sessionId: string; signal: AbortSignal };

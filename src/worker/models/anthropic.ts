@@ -17,8 +17,8 @@
  */
 import Anthropic, { APIConnectionError, APIError, APIUserAbortError } from "@anthropic-ai/sdk";
 import type { RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages";
-import type { ToolCall, Usage } from "../messages.js";
-import { fromAnthropicStopReason } from "../stop-reasons.js";
+import type { ToolCall, Usage } from "../../shared/messages.js";
+import { fromAnthropicStopReason } from "../../shared/stop-reasons.js";
 import { type AnthropicModelConfig, buildAnthropicRequest } from "./anthropic-request.js";
 import {
   type ModelEvent,

@@ -3,8 +3,8 @@
  * comment of openai.ts.
  */
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
-import type { Message } from "../messages.js";
-import { requestsTools } from "../resume-point.js";
+import type { Message } from "../../shared/messages.js";
+import { requestsTools } from "../../shared/resume-point.js";
 import type { ToolSpec } from "./provider.js";
 
 /** The user-side prefix of a failed tool result, so the model sees that it failed. */

@@ -12,12 +12,12 @@ import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
 import { createRunsQueue, QUEUES } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
+import { closeAll } from "../shared/shutdown.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
+import { eventsChannel } from "../shared/worker-signals.js";
 import { DEFAULT_RESUME_POLICY } from "./resume-policy.js";
-import { eventsChannel } from "./session-job.js";
 import { SweepQueries } from "./sweep-queries.js";
 import { Sweeper } from "./sweeper.js";
-import { closeAll } from "./worker.js";
 
 export type RunningSweeper = {
   sweeper: Sweeper;

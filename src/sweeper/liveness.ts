@@ -5,14 +5,11 @@
  * milliseconds; a frozen one (SIGSTOP) stays listed and is caught by its lease expiring.
  */
 import type { Redis } from "ioredis";
-
-export function livenessName(prefix: string, workerId: string): string {
-  return `${prefix}:live:${workerId}`;
-}
+import { livenessMarker } from "../shared/worker-signals.js";
 
 /** Parses CLIENT LIST output into the ids of this fleet's live workers. */
 export function parseLiveWorkers(clientList: string, prefix: string): Set<string> {
-  const marker = `${prefix}:live:`;
+  const marker = livenessMarker(prefix);
   const ids = new Set<string>();
   for (const line of clientList.split("\n")) {
     const match = / name=(\S*)/.exec(line);

@@ -41,9 +41,9 @@ import type {
   ChatCompletionCreateParamsStreaming,
 } from "openai/resources/chat/completions";
 import type { z } from "zod";
-import type { openaiModelSchema } from "../agent-config.js";
-import type { ToolCall, Usage } from "../messages.js";
-import { fromOpenAIFinishReason } from "../stop-reasons.js";
+import type { openaiModelSchema } from "../../shared/agent-config.js";
+import type { ToolCall, Usage } from "../../shared/messages.js";
+import { fromOpenAIFinishReason } from "../../shared/stop-reasons.js";
 import { toOpenAIMessages, toOpenAITools } from "./openai-request.js";
 import {
   type ModelEvent,

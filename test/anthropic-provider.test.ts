@@ -182,6 +182,59 @@ describe("streaming", () => {
     expect(events).toEqual([{ type: "text", delta: "Hello" }]);
   });
 
+  it("a stream that breaks after message_delta, before message_stop, is interrupted with its text kept", async () => {
+    // Events: 0 message_start, 1 block start, 2-3 deltas, 4 block stop, 5 message_delta, 6 message_stop.
+    const cut = {
+      blocks: [{ type: "text" as const, text: "Hello world", chunks: ["Hello ", "world"] }],
+      cutAfterEvents: 6,
+    };
+    fake.script(cut);
+    const direct = await run(model());
+    expect(direct.error).toBeUndefined();
+    expect(direct.events).toEqual([
+      { type: "text", delta: "Hello " },
+      { type: "text", delta: "world" },
+    ]);
+
+    fake.requests.length = 0;
+    fake.script(cut);
+    const { sleep, slept } = recordingSleep();
+    const step = await callModel(model(), request(), { sleep });
+    expect(step).toEqual({
+      ok: true,
+      attempts: 1,
+      message: { role: "assistant", content: "Hello world", stopReason: "interrupted" },
+    });
+    expect(fake.requests).toHaveLength(1);
+    expect(slept).toEqual([]);
+  });
+
+  it("a response that ends cleanly without message_stop is interrupted too", async () => {
+    fake.script({ blocks: [{ type: "text", text: "Hello" }], omitMessageStop: true });
+    const direct = await run(model());
+    expect(direct.error).toBeUndefined();
+    expect(direct.events).toEqual([{ type: "text", delta: "Hello" }]);
+
+    fake.requests.length = 0;
+    fake.script({ blocks: [{ type: "text", text: "Hello" }], omitMessageStop: true });
+    const { sleep } = recordingSleep();
+    const step = await callModel(model(), request(), { sleep });
+    expect(step).toMatchObject({
+      ok: true,
+      attempts: 1,
+      message: { content: "Hello", stopReason: "interrupted" },
+    });
+  });
+
+  it("no message_stop and no output (an empty response) fails retryably", async () => {
+    fake.script({ blocks: [], omitMessageStop: true });
+    const { events, error } = await run(model());
+    expect(events).toEqual([]);
+    expect(error).toBeInstanceOf(ProviderError);
+    expect((error as ProviderError).retryable).toBe(true);
+    expect((error as ProviderError).message).toMatch(/before message_stop/);
+  });
+
   it("an error event mid-stream throws a retryable ProviderError; after output callModel keeps the partial", async () => {
     fake.script({
       blocks: [{ type: "text", text: "Hello" }],

@@ -159,13 +159,62 @@ describe("stop reasons (resume-semantics §6)", () => {
     const events = await collect(model().stream(request()));
     expect(events.at(-1)).toEqual({ type: "done", stopReason: "end_turn" });
   });
+});
 
-  it("a break after the finish chunk (before usage and [DONE]) still completes the response", async () => {
+describe("a stream without its terminal [DONE] (resume-semantics §6: interrupted)", () => {
+  it("a break after the finish chunk, before usage and [DONE], ends without done", async () => {
     fake.enqueue({ text: ["whole"], cutAfterFinish: true });
+    const events = await collect(model().stream(request()));
+    expect(events).toEqual([{ type: "text", delta: "whole" }]);
+  });
+
+  it("a clean end after the finish and usage chunks but without [DONE] ends without done", async () => {
+    fake.enqueue({ text: ["almost ", "whole"], omitDone: true });
+    const events = await collect(model().stream(request()));
+    expect(events).toEqual([
+      { type: "text", delta: "almost " },
+      { type: "text", delta: "whole" },
+    ]);
+  });
+
+  it("through callModel: interrupted with the partial text kept, the provider called once", async () => {
+    fake.enqueue({ text: ["The answer ", "is 42"], cutAfterFinish: true }, { text: ["must not be used"] });
+    const { slept, sleep } = recordingSleep();
+    const step = await callModel(model(), request(), { sleep });
+    expect(step).toEqual({
+      ok: true,
+      attempts: 1,
+      message: { role: "assistant", content: "The answer is 42", stopReason: "interrupted" },
+    });
+    expect(fake.requests).toHaveLength(1);
+    expect(slept).toEqual([]);
+  });
+
+  it("tool calls only, cut after the finish chunk: nothing reached the caller, so it is retried", async () => {
+    const calls = { toolCalls: [{ id: "c1", name: "write_file", arguments: '{"path":"a"}' }] };
+    fake.enqueue({ ...calls, cutAfterFinish: true });
+    const error = await failure(model().stream(request()));
+    expect(error.retryable).toBe(true);
+
+    fake.enqueue({ ...calls, omitDone: true }, calls);
+    const { sleep } = recordingSleep();
+    const step = await callModel(model(), request(), { sleep, random: () => 0.5 });
+    expect(step).toMatchObject({
+      ok: true,
+      attempts: 2,
+      message: {
+        stopReason: "tool_use",
+        toolCalls: [{ id: "c1", name: "write_file", arguments: { path: "a" } }],
+      },
+    });
+  });
+
+  it("a whole response (finish chunk, usage, [DONE]) still completes", async () => {
+    fake.enqueue({ text: ["whole"] });
     const events = await collect(model().stream(request()));
     expect(events).toEqual([
       { type: "text", delta: "whole" },
-      { type: "done", stopReason: "end_turn" },
+      { type: "done", stopReason: "end_turn", usage: { inputTokens: 11, outputTokens: 7 } },
     ]);
   });
 });

@@ -4,6 +4,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptedStep } from "../src/shared/agent-config.js";
 import type { Message } from "../src/shared/messages.js";
+import { callModel } from "../src/worker/call-model.js";
 import { redisFaultCounter } from "../src/worker/models/create-model.js";
 import { type ModelEvent, type ModelRequest, ProviderError } from "../src/worker/models/provider.js";
 import { type FaultCounter, ScriptedModel } from "../src/worker/models/scripted.js";
@@ -145,6 +146,18 @@ describe("ScriptedModel faults", () => {
     const streamed = textOf(events);
     expect("abcdefgh".startsWith(streamed)).toBe(true);
     expect(streamed.length).toBeLessThan("abcdefgh".length);
+  });
+
+  it("stream_cut inside a surrogate pair: through callModel the half pair is stored as U+FFFD", async () => {
+    // "abc😀xyz" is 8 UTF-16 units in 4 pieces ("ab", "c\uD83D", "\uDE00x", "yz"): cut after 2.
+    const step = await callModel(model([{ text: "abc😀xyz", fault: "stream_cut" }]), request(assistants(0)), {
+      sleep: async () => {},
+    });
+    expect(step).toEqual({
+      ok: true,
+      attempts: 1,
+      message: { role: "assistant", content: "abc\uFFFD", stopReason: "interrupted" },
+    });
   });
 
   it("faultTimes: 2 faults the first two attempts at the step, then succeeds", async () => {

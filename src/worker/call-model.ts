@@ -3,9 +3,16 @@
  * retried only while no output has arrived (bounded, exponential backoff with jitter,
  * honouring retry-after). Once output has started, a fault ends the step as `interrupted`
  * with the partial text kept — never a silent retry that would duplicate text.
+ *
+ * This is the one boundary every provider passes through, so it is where model output is
+ * made storable (contracts.md §12): NUL and lone surrogates in the text, the tool calls
+ * (ids, names, argument keys and values) and the stop reason become U+FFFD. The text is
+ * sanitised once, whole, so a surrogate pair split across two deltas is kept, while one cut
+ * in half by a broken stream is not stored half.
  */
 import type { AssistantMessage, ToolCall, Usage } from "../shared/messages.js";
 import { type ModelProvider, type ModelRequest, ProviderError } from "./models/provider.js";
+import { sanitizeJson, sanitizeText } from "./models/sanitize-text.js";
 import type { Sleep } from "./models/scripted.js";
 
 export type RetryPolicy = {
@@ -44,14 +51,41 @@ export function backoffMs(
   return Math.round(exp / 2 + (random() * exp) / 2);
 }
 
+/** The step as it will be stored: every string in it sanitised. */
 function assistant(content: string, calls: ToolCall[], stopReason: string, usage?: Usage): AssistantMessage {
   return {
     role: "assistant",
-    content,
-    ...(calls.length > 0 ? { toolCalls: calls } : {}),
-    stopReason,
+    content: sanitizeText(content),
+    ...(calls.length > 0 ? { toolCalls: sanitizeCalls(calls) } : {}),
+    stopReason: sanitizeText(stopReason),
     ...(usage ? { usage } : {}),
   };
+}
+
+/**
+ * The calls with their strings sanitised and their ids distinct: results are matched to
+ * calls by id, and a step that asked twice under one id (a model's mistake, or two ids
+ * that sanitising made equal) would otherwise leave one call unanswerable — the second
+ * result of an id is refused by the store. A repeated id gets a `_<index>` suffix.
+ */
+function sanitizeCalls(calls: ToolCall[]): ToolCall[] {
+  const seen = new Set<string>();
+  const all = new Set(calls.map((call) => sanitizeText(call.id)));
+  return calls.map((call, i) => {
+    let id = sanitizeText(call.id);
+    if (seen.has(id)) {
+      let n = i;
+      while (all.has(`${id}_${n}`)) n++;
+      id = `${id}_${n}`;
+      all.add(id);
+    }
+    seen.add(id);
+    const name = sanitizeText(call.name);
+    const args = sanitizeJson(call.arguments);
+    return id === call.id && name === call.name && args === call.arguments
+      ? call
+      : { ...call, id, name, arguments: args };
+  });
 }
 
 async function attempt(
@@ -116,7 +150,8 @@ export async function callModel(
     );
     if ("message" in result) return { ok: true, message: result.message, attempts: n };
     const { error } = result;
-    const messageText = error instanceof Error ? error.message : String(error);
+    // The error may be stored as a park reason, and may quote what the provider sent.
+    const messageText = sanitizeText(error instanceof Error ? error.message : String(error));
     if (request.signal.aborted) return { ok: false, aborted: true, error: messageText, attempts: n };
     if (result.outputStarted) {
       // Half-formed tool calls are dropped: they were never whole, so they never run.

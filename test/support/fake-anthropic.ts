@@ -47,6 +47,8 @@ export type FakeStream = {
   eventDelayMs?: number;
   /** Send a `ping` after message_start (default true). */
   ping?: boolean;
+  /** Leave out `message_stop`: the response ends cleanly right after `message_delta`. */
+  omitMessageStop?: boolean;
 };
 
 export type FakeHttpError = {
@@ -159,7 +161,7 @@ export function streamEvents(
       usage: { output_tokens: usage.output_tokens },
     },
   });
-  events.push({ event: "message_stop", data: { type: "message_stop" } });
+  if (!response.omitMessageStop) events.push({ event: "message_stop", data: { type: "message_stop" } });
   return events;
 }
 

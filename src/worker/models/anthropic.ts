@@ -8,9 +8,11 @@
  *
  * Response: raw stream events. Text deltas are yielded as they arrive; a tool call is
  * yielded whole once its block stops; `message_stop` yields `done` with the normalised stop
- * reason and the usage. A stream that breaks after output ends without `done` (the runtime
- * records `interrupted` and keeps the partial text); one that breaks before any output
- * throws a retryable ProviderError, since nothing reached the caller and a retry is safe.
+ * reason and the usage. Only `message_stop` makes a step whole (§6): a stream that ends or
+ * breaks before it — even after `message_delta` carried the stop reason — ends without `done`
+ * after output (the runtime records `interrupted` and keeps the partial text); one that breaks
+ * before any output throws a retryable ProviderError, since nothing reached the caller and a
+ * retry is safe.
  *
  * `temperature` is not sent: SDK 1.x sends API version 2026-10-21, which has no sampling
  * parameters and answers 400 to any `temperature` (even 1.0); the SDK dropped the field too.

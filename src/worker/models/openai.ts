@@ -23,28 +23,31 @@
  * - `finish_reason` is normalised by `fromOpenAIFinishReason`; tool calls with `stop` (some
  *   servers do that) are `tool_use`; a refusal delta with `stop` is `refusal`;
  * - usage comes from the usage chunk (`stream_options.include_usage`);
- * - the `finish_reason` chunk is what makes a response whole: a stream that ends or breaks
- *   before it, after some text, ends without `done` (the runtime records `interrupted`,
- *   partial text kept). If it breaks before any text, the request failed before output
- *   and a retryable ProviderError is thrown so that the runtime retries it. A break after
- *   `finish_reason` (before the usage chunk or `[DONE]`) only loses the usage.
+ * - a response is whole only with its `finish_reason` chunk and the terminal `data: [DONE]`
+ *   (§6: a stream that does not finish is `interrupted`; the SDK hides `[DONE]`, so the body
+ *   is watched on its way in, see sse-done.ts). A stream that ends or breaks before either,
+ *   after some text, ends without `done` (the runtime records `interrupted`, partial text
+ *   kept) — a break after `finish_reason` too: the server never said it was finished. If
+ *   it breaks before any text, nothing reached the caller, so a retryable ProviderError is
+ *   thrown and the runtime retries the request.
  *
  * Errors: a request rejected for its context length is not an error but a response that
  * stopped with `context_full` (no text). 408/409/429/5xx, in-stream errors and connection
  * errors are retryable (with the server's `retry-after-ms`/`retry-after`); other 4xx are
  * not. The API key never appears in a message: it is scrubbed from the server's text.
  */
-import { randomUUID } from "node:crypto";
 import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from "openai";
 import type {
   ChatCompletionChunk,
   ChatCompletionCreateParamsStreaming,
 } from "openai/resources/chat/completions";
+import { Stream } from "openai/streaming";
 import type { z } from "zod";
 import type { openaiModelSchema } from "../../shared/agent-config.js";
-import type { ToolCall, Usage } from "../../shared/messages.js";
+import type { Usage } from "../../shared/messages.js";
 import { fromOpenAIFinishReason } from "../../shared/stop-reasons.js";
 import { toOpenAIMessages, toOpenAITools } from "./openai-request.js";
+import { ToolCallAssembler } from "./openai-tool-calls.js";
 import {
   type ModelEvent,
   type ModelProvider,
@@ -52,6 +55,9 @@ import {
   ProviderError,
   retryAfterMs,
 } from "./provider.js";
+import { watchForDone } from "./sse-done.js";
+
+export { parseToolArguments, RAW_ARGUMENTS_KEY } from "./openai-tool-calls.js";
 
 export type OpenAIModelConfig = z.infer<typeof openaiModelSchema>;
 
@@ -59,81 +65,6 @@ export const MISSING_OPENAI_KEY = "OPENAI_API_KEY is not set in the worker's env
 
 /** Sent when `baseUrl` names a local server and no key is set: such servers often need none. */
 const PLACEHOLDER_KEY = "no-key";
-
-/** Where the arguments of a tool call that are not a JSON object are kept. */
-export const RAW_ARGUMENTS_KEY = "_raw";
-
-/** Parses a tool call's arguments; anything but a JSON object is kept verbatim under `_raw`. */
-export function parseToolArguments(raw: string): Record<string, unknown> {
-  if (raw.trim() === "") return {};
-  try {
-    const value: unknown = JSON.parse(raw);
-    if (value !== null && typeof value === "object" && !Array.isArray(value)) {
-      return value as Record<string, unknown>;
-    }
-  } catch {
-    // fall through: kept raw
-  }
-  return { [RAW_ARGUMENTS_KEY]: raw };
-}
-
-type PartialCall = { id: string; name: string; arguments: string };
-
-/** Assembles streamed tool call fragments by their index. */
-class ToolCallAssembler {
-  private readonly calls = new Map<number, PartialCall>();
-  /** A fragment with a new id at an index already used starts a new call (some servers reuse index 0). */
-  private readonly slotOf = new Map<number, number>();
-  private nextSlot = 0;
-
-  get started(): boolean {
-    return this.calls.size > 0;
-  }
-
-  add(fragment: ChatCompletionChunk.Choice.Delta.ToolCall): void {
-    let slot = this.slotOf.get(fragment.index);
-    const current = slot === undefined ? undefined : this.calls.get(slot);
-    if (slot === undefined || (fragment.id && current?.id && fragment.id !== current.id)) {
-      slot = this.nextSlot++;
-      this.slotOf.set(fragment.index, slot);
-      this.calls.set(slot, { id: "", name: "", arguments: "" });
-    }
-    this.append(slot, fragment.id, fragment.function?.name, fragment.function?.arguments);
-  }
-
-  /** The legacy `function_call` delta: one call. */
-  addLegacy(fragment: ChatCompletionChunk.Choice.Delta.FunctionCall): void {
-    let slot = this.slotOf.get(-1);
-    if (slot === undefined) {
-      slot = this.nextSlot++;
-      this.slotOf.set(-1, slot);
-      this.calls.set(slot, { id: "", name: "", arguments: "" });
-    }
-    this.append(slot, undefined, fragment.name, fragment.arguments);
-  }
-
-  private append(slot: number, id?: string, name?: string, args?: string): void {
-    const call = this.calls.get(slot)!;
-    if (id) call.id = id;
-    // Names arrive whole in practice; a server that repeats the name must not double it.
-    if (name && name !== call.name) call.name = call.name ? call.name + name : name;
-    if (args) call.arguments += args;
-  }
-
-  /** The whole calls, in order. A call without a name cannot be run or answered: dropped. */
-  complete(): ToolCall[] {
-    const out: ToolCall[] = [];
-    const seen = new Set<string>();
-    for (const [slot, call] of [...this.calls.entries()].sort((a, b) => a[0] - b[0])) {
-      if (!call.name) continue;
-      let id = call.id || `call_${randomUUID().slice(0, 8)}_${slot}`;
-      if (seen.has(id)) id = `${id}_${slot}`;
-      seen.add(id);
-      out.push({ id, name: call.name, arguments: parseToolArguments(call.arguments) });
-    }
-    return out;
-  }
-}
 
 const CONTEXT_LENGTH_PATTERN =
   /context_length_exceeded|maximum context length|context length|context window|context size|too many tokens|prompt is too long|input is too long/i;
@@ -161,8 +92,15 @@ export class OpenAIModel implements ModelProvider {
   async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
     const client = this.getClient();
     let stream: AsyncIterable<ChatCompletionChunk>;
+    let sawDone: () => boolean;
     try {
-      stream = await client.chat.completions.create(this.body(request), { signal: request.signal });
+      // The raw response, so that its body can be watched for `[DONE]` before the SDK parses it.
+      const raw = await client.chat.completions
+        .create(this.body(request), { signal: request.signal })
+        .asResponse();
+      const watch = watchForDone(raw);
+      sawDone = watch.sawDone;
+      stream = Stream.fromSSEResponse<ChatCompletionChunk>(watch.response, new AbortController(), client);
     } catch (error) {
       this.throwIfAborted(request.signal);
       if (isContextLengthError(error)) {
@@ -207,16 +145,21 @@ export class OpenAIModel implements ModelProvider {
     }
     this.throwIfAborted(request.signal);
 
-    if (finishReason === null) {
-      if (textStarted) return; // broke after output: no `done`, the runtime records `interrupted`
+    if (finishReason === null || !sawDone()) {
+      if (textStarted) return; // did not finish after output: no `done`, the runtime records `interrupted`
       if (streamError !== undefined) {
-        if (!calls.started && isContextLengthError(streamError)) {
+        if (finishReason === null && !calls.started && isContextLengthError(streamError)) {
           yield { type: "done", stopReason: "context_full" };
           return;
         }
         throw this.toProviderError(streamError, true);
       }
-      throw new ProviderError("openai: the stream ended before any output", true);
+      throw new ProviderError(
+        finishReason === null
+          ? "openai: the stream ended before any output"
+          : "openai: the stream ended before [DONE] (before any output)",
+        true,
+      );
     }
 
     const complete = calls.complete();

@@ -1,0 +1,83 @@
+/**
+ * Tool calls of an OpenAI-compatible stream: fragments assembled by index into whole calls
+ * (used by openai.ts). Arguments that are not a JSON object are kept under `_raw` so nothing
+ * the model wrote is lost.
+ */
+import { randomUUID } from "node:crypto";
+import type { ChatCompletionChunk } from "openai/resources/chat/completions";
+import type { ToolCall } from "../../shared/messages.js";
+
+/** Where the arguments of a tool call that are not a JSON object are kept. */
+export const RAW_ARGUMENTS_KEY = "_raw";
+
+/** Parses a tool call's arguments; anything but a JSON object is kept verbatim under `_raw`. */
+export function parseToolArguments(raw: string): Record<string, unknown> {
+  if (raw.trim() === "") return {};
+  try {
+    const value: unknown = JSON.parse(raw);
+    if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+      return value as Record<string, unknown>;
+    }
+  } catch {
+    // fall through: kept raw
+  }
+  return { [RAW_ARGUMENTS_KEY]: raw };
+}
+
+type PartialCall = { id: string; name: string; arguments: string };
+
+/** Assembles streamed tool call fragments by their index. */
+export class ToolCallAssembler {
+  private readonly calls = new Map<number, PartialCall>();
+  /** A fragment with a new id at an index already used starts a new call (some servers reuse index 0). */
+  private readonly slotOf = new Map<number, number>();
+  private nextSlot = 0;
+
+  get started(): boolean {
+    return this.calls.size > 0;
+  }
+
+  add(fragment: ChatCompletionChunk.Choice.Delta.ToolCall): void {
+    let slot = this.slotOf.get(fragment.index);
+    const current = slot === undefined ? undefined : this.calls.get(slot);
+    if (slot === undefined || (fragment.id && current?.id && fragment.id !== current.id)) {
+      slot = this.nextSlot++;
+      this.slotOf.set(fragment.index, slot);
+      this.calls.set(slot, { id: "", name: "", arguments: "" });
+    }
+    this.append(slot, fragment.id, fragment.function?.name, fragment.function?.arguments);
+  }
+
+  /** The legacy `function_call` delta: one call. */
+  addLegacy(fragment: ChatCompletionChunk.Choice.Delta.FunctionCall): void {
+    let slot = this.slotOf.get(-1);
+    if (slot === undefined) {
+      slot = this.nextSlot++;
+      this.slotOf.set(-1, slot);
+      this.calls.set(slot, { id: "", name: "", arguments: "" });
+    }
+    this.append(slot, undefined, fragment.name, fragment.arguments);
+  }
+
+  private append(slot: number, id?: string, name?: string, args?: string): void {
+    const call = this.calls.get(slot)!;
+    if (id) call.id = id;
+    // Names arrive whole in practice; a server that repeats the name must not double it.
+    if (name && name !== call.name) call.name = call.name ? call.name + name : name;
+    if (args) call.arguments += args;
+  }
+
+  /** The whole calls, in order. A call without a name cannot be run or answered: dropped. */
+  complete(): ToolCall[] {
+    const out: ToolCall[] = [];
+    const seen = new Set<string>();
+    for (const [slot, call] of [...this.calls.entries()].sort((a, b) => a[0] - b[0])) {
+      if (!call.name) continue;
+      let id = call.id || `call_${randomUUID().slice(0, 8)}_${slot}`;
+      if (seen.has(id)) id = `${id}_${slot}`;
+      seen.add(id);
+      out.push({ id, name: call.name, arguments: parseToolArguments(call.arguments) });
+    }
+    return out;
+  }
+}

@@ -4,8 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ValidationError } from "../src/shared/errors.js";
+import { BUILTIN_TOOL_NAMES } from "../src/shared/tool-names.js";
 import { builtinTools } from "../src/worker/tools/builtin.js";
-import { executeTool, type Tool, ToolRegistry } from "../src/worker/tools/registry.js";
+import { executeTool, type Tool, ToolRegistry, toolLabel } from "../src/worker/tools/registry.js";
 
 let base: string;
 let toolDir: string;
@@ -192,6 +193,16 @@ describe("ToolRegistry", () => {
     expect((error as ValidationError).message).toContain("nope");
   });
 
+  it("registers exactly the built-in names the API knows before any worker starts", () => {
+    expect(builtinTools(toolDir).map((t) => t.name)).toEqual([...BUILTIN_TOOL_NAMES]);
+  });
+
+  it("labels metrics only with registered names", () => {
+    const r = new ToolRegistry().register(echo);
+    expect(toolLabel(r, "echo")).toBe("echo");
+    expect(toolLabel(r, "made_up")).toBe("unregistered");
+  });
+
   it.each(["", "has space", "dots.not.allowed", "x".repeat(65), "slash/name"])(
     "refuses to register %j",
     (name) => {
@@ -213,7 +224,7 @@ describe("ToolRegistry", () => {
     expect(result).toEqual({ success: true, content: '{"a":1} call-9 sess-3' });
   });
 
-  it("answers an unknown tool with a failed result instead of throwing", async () => {
+  it("answers an unknown or unlisted tool with a failed result instead of throwing", async () => {
     expect(
       await executeTool(
         undefined,
@@ -221,7 +232,7 @@ describe("ToolRegistry", () => {
         {},
         { callId: "c", sessionId: "s", signal: new AbortController().signal },
       ),
-    ).toEqual({ success: false, content: 'Unknown tool "ghost".' });
+    ).toEqual({ success: false, content: 'no tool named "ghost" is available to this agent' });
   });
 
   it("turns a non-Error throw into a failed result", async () => {

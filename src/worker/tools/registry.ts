@@ -59,14 +59,30 @@ export class ToolRegistry {
 
 export type ToolOutcome = { success: boolean; content: string };
 
-/** Runs one call; never throws: a failure is a failed result the model can read. */
+/** The result of a call to a tool its agent does not list (contracts.md §12): nothing runs. */
+export function unavailableToolText(name: string): string {
+  return `no tool named "${name}" is available to this agent`;
+}
+
+/**
+ * The `tool` label of `fleet_tool_calls_total` for a call: its name if the operator
+ * registered it in this worker, else `unregistered` — a model's output never becomes a label.
+ */
+export function toolLabel(tools: Pick<ToolRegistry, "get">, name: string): string {
+  return tools.get(name) ? name : "unregistered";
+}
+
+/**
+ * Runs one call; never throws: a failure is a failed result the model can read. The caller
+ * passes `undefined` for a tool the agent does not list, which runs nothing.
+ */
 export async function executeTool(
   tool: Tool | undefined,
   name: string,
   args: Record<string, unknown>,
   context: ToolContext,
 ): Promise<ToolOutcome> {
-  if (!tool) return { success: false, content: `Unknown tool "${name}".` };
+  if (!tool) return { success: false, content: unavailableToolText(name) };
   let parsed: unknown = args;
   if (tool.schema) {
     const result = tool.schema.safeParse(args);

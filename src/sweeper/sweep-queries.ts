@@ -30,7 +30,7 @@ export class SweepQueries {
   sessionsNeedingAttention(limit: number): Promise<AttentionSession[]> {
     return this.database.sql<AttentionSession[]>`
       select s.id, s.tail_state, s.resume_attempts from sessions s
-       where s.status = 'active' and s.tail_state not in ('completed', 'empty')
+       where s.status = 'active' and s.run_started and s.tail_state not in ('completed', 'empty')
          and (s.next_resume_at is null or s.next_resume_at <= now())
          and not exists (select 1 from runs r where r.session_id = s.id and r.status <> 'ended')
        order by s.next_resume_at nulls first
@@ -40,9 +40,10 @@ export class SweepQueries {
   /** Queued runs older than `ms` (their job may have been lost with Redis, or failed). */
   queuedRunsOlderThan(ms: number, limit: number): Promise<QueuedRun[]> {
     return this.database.sql<QueuedRun[]>`
-      select id, session_id, kind, job_id from runs
-       where status = 'queued' and created_at < now() - make_interval(secs => ${ms / 1000})
-       order by created_at limit ${limit}`;
+      select r.id, r.session_id, r.kind, r.job_id from runs r
+       where r.status = 'queued' and r.created_at < now() - make_interval(secs => ${ms / 1000})
+         and exists (select 1 from sessions s where s.id = r.session_id and s.status = 'active')
+       order by r.created_at limit ${limit}`;
   }
 
   hasActiveRun(sessionId: string): Promise<boolean> {
@@ -52,11 +53,26 @@ export class SweepQueries {
     );
   }
 
-  /** Ends a run whose worker is gone. Only a still-running run changes. */
+  /**
+   * Ends a run whose worker is gone and fences that worker, in one statement: the session's
+   * `lease_epoch` advances with the run's end, so a holder declared dead that wakes up
+   * (SIGCONT, a healed partition) cannot append even if nobody claims the session after it
+   * (fleet-design.md §4). Only a still-running run changes, and only then the epoch.
+   * The session row is locked first, in the order claimSession locks (session, then runs),
+   * so the two never deadlock; whichever comes second sees the other's result.
+   */
   async endAbandonedRun(runId: string, reason: "crashed" | "stalled"): Promise<boolean> {
     const rows = await this.database.sql`
-      update runs set status = 'ended', ended_reason = ${reason}, ended_at = now()
-       where id = ${runId} and status = 'running' returning 1`;
+      with locked as (
+        select id from sessions where id = (select session_id from runs where id = ${runId}) for update
+      ), ended as (
+        update runs set status = 'ended', ended_reason = ${reason}, ended_at = now()
+         where id = ${runId} and status = 'running' and session_id = (select id from locked)
+        returning session_id
+      )
+      update sessions set lease_epoch = lease_epoch + 1, updated_at = now()
+       where id = (select session_id from ended)
+      returning 1`;
     return rows.length > 0;
   }
 

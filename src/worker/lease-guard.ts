@@ -1,0 +1,122 @@
+/**
+ * What a worker knows about its own session lease, from its own monotonic clock alone.
+ *
+ * The Postgres fence refuses an append once someone advanced the epoch, but a worker that
+ * was frozen (SIGSTOP, a GC pause, a partition) can wake up before anyone did, and a tool
+ * is a side effect no statement can fence. So before every tool it starts and every write
+ * it makes, the worker asks this guard, which answers from memory (no I/O, so the answer
+ * cannot wait behind the overdue timers that fire after a freeze): the lease is valid only
+ * while `now < sentAt + ttl − margin`, where `sentAt` is the monotonic time at which the
+ * last successful acquisition or renewal was *sent*. Redis started the key's TTL after it
+ * received that request, so the key cannot have expired earlier (only a sweeper that has
+ * declared the holder dead deletes it sooner); the margin absorbs clock rate
+ * differences and the time between the check and the act. A renewal answered "no" (the key
+ * is gone or someone else's) invalidates the guard for good. See fleet-design.md §4.
+ */
+import { FencedError } from "../shared/errors.js";
+import type { Fence } from "../shared/store/fenced-writes.js";
+
+/** The one question the agent loop asks before it acts. */
+export type LeaseCheck = { assertValid(epoch?: number): void };
+
+/** Thrown when the lease cannot be proven: a FencedError, so it is handled (and counted) like one. */
+export class LeaseLapsedError extends FencedError {
+  override name = "LeaseLapsedError";
+  constructor(sessionId: string, epoch: number, detail: string) {
+    super(sessionId, epoch);
+    this.message = `session ${sessionId}: ${detail}; this worker stops and writes nothing more`;
+  }
+}
+
+export type LeaseGuardOptions = {
+  /** Subtracted from the TTL; default 5% of it, at least 25 ms. */
+  marginMs?: number;
+  /** A monotonic clock in ms; default performance.now (never the wall clock, which can jump). */
+  now?: () => number;
+};
+
+export class LeaseGuard implements LeaseCheck {
+  private validUntil = Number.NEGATIVE_INFINITY;
+  private lostAt: number | null = null;
+  private readonly marginMs: number;
+  private readonly now: () => number;
+
+  constructor(
+    readonly sessionId: string,
+    readonly ttlMs: number,
+    options: LeaseGuardOptions = {},
+  ) {
+    this.marginMs = options.marginMs ?? Math.max(25, Math.floor(ttlMs / 20));
+    this.now = options.now ?? (() => performance.now());
+  }
+
+  /** The clock reading to take right before sending an acquisition or renewal. */
+  stamp(): number {
+    return this.now();
+  }
+
+  /** An acquisition or renewal sent at `sentAt` (from `stamp()`) succeeded. */
+  confirmed(sentAt: number): void {
+    if (this.lostAt !== null) return; // a "no" already heard outweighs any late "yes"
+    this.validUntil = Math.max(this.validUntil, sentAt + this.ttlMs - this.marginMs);
+  }
+
+  /** A renewal was refused: the key is gone or someone else's. */
+  lost(): void {
+    this.lostAt ??= this.now();
+  }
+
+  /** Milliseconds of proven lease left (≤ 0 when none). */
+  remainingMs(): number {
+    return this.lostAt !== null ? 0 : this.validUntil - this.now();
+  }
+
+  isValid(): boolean {
+    return this.remainingMs() > 0;
+  }
+
+  /** Throws a LeaseLapsedError unless the lease is provably still this worker's. */
+  assertValid(epoch = 0): void {
+    if (this.lostAt !== null) {
+      throw new LeaseLapsedError(this.sessionId, epoch, "the lease renewal was refused (another holder)");
+    }
+    const now = this.now();
+    if (now >= this.validUntil) {
+      const age = Math.round(now - (this.validUntil - this.ttlMs + this.marginMs));
+      const last = Number.isFinite(age)
+        ? `the last confirmed renewal was sent ${age} ms ago`
+        : "none confirmed";
+      throw new LeaseLapsedError(
+        this.sessionId,
+        epoch,
+        `the lease cannot be proven: ${last} (TTL ${this.ttlMs} ms, margin ${this.marginMs} ms)`,
+      );
+    }
+  }
+}
+
+/**
+ * The session's writes (FencedWrites, or a Pick of it), each refused before it is sent when
+ * the guard cannot prove the lease. Every method is a write to the session, so every method
+ * is guarded, including ones added later. The epoch in the statement stays the real fence;
+ * this refuses earlier, and also covers the claim (a holder whose lease lapsed must not take
+ * the epoch back from whoever holds the session now).
+ */
+export function guardedWrites<W extends object>(writes: W, guard: LeaseCheck): W {
+  return new Proxy(writes, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (typeof value !== "function") return value;
+      return async (...args: unknown[]) => {
+        guard.assertValid(epochOf(args[0]));
+        return value.apply(target, args);
+      };
+    },
+  });
+}
+
+/** The epoch of a write's first argument when it is a Fence (for the error message). */
+function epochOf(arg: unknown): number | undefined {
+  const epoch = (arg as Partial<Fence> | null)?.epoch;
+  return typeof epoch === "number" ? epoch : undefined;
+}

@@ -68,11 +68,106 @@ export type Role = Message["role"];
 /** A message as read back from the store. */
 export type StoredMessage = Message & { seq: number; createdAt: string };
 
-/** `messages[2].toolCalls[0].id` from a zod path under a given root. */
+/**
+ * `messages[2].toolCalls[0].id` from a zod path under a given root. A key that is not a
+ * plain name is quoted (`metadata["a b"]`), so control characters never reach a message raw.
+ */
 export function formatPath(root: string, path: readonly PropertyKey[]): string {
   let out = root;
-  for (const key of path) out += typeof key === "number" ? `[${key}]` : out ? `.${String(key)}` : String(key);
+  for (const key of path) out = childPath(out, key);
   return out;
+}
+
+/** `parent[3]`, `parent.name` or `parent["odd key"]`. */
+export function childPath(parent: string, key: PropertyKey): string {
+  if (typeof key === "number") return `${parent}[${key}]`;
+  const name = String(key);
+  if (/^[A-Za-z_$][\w$-]*$/.test(name)) return parent ? `${parent}.${name}` : name;
+  return `${parent}[${JSON.stringify(name)}]`;
+}
+
+// ---------------------------------------------------------------------------------------
+// Storable text (contracts.md §12). Postgres `text` and `jsonb` reject U+0000, and a lone
+// UTF-16 surrogate has no UTF-8 encoding (jsonb refuses its escape), so a string holding
+// either cannot be stored. What a caller sends (imported messages, new input, metadata,
+// agent settings) is refused with a 400 naming the field; what a model produces (including
+// a scripted model's steps) is stored with those code units replaced by U+FFFD.
+// ---------------------------------------------------------------------------------------
+
+/** NUL, or a surrogate that is not half of a pair. No `u` flag: it must see code units. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching NUL is the point
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, "g");
+
+export const UNSTORABLE_TEXT = "contains U+0000 or a lone UTF-16 surrogate, which cannot be stored";
+
+/** True when Postgres can store `s` as it is. */
+export function isStorableText(s: string): boolean {
+  return !UNSTORABLE.test(s);
+}
+
+/** `s` with NUL and lone surrogates replaced by U+FFFD (`s` itself when it has none). */
+export function replaceUnstorable(s: string): string {
+  return UNSTORABLE.test(s) ? s.replace(UNSTORABLE_ALL, "\uFFFD") : s;
+}
+
+/** A JSON value with `replaceUnstorable` applied to every string and object key in it. */
+export function replaceUnstorableJson<T>(value: T): T {
+  if (typeof value === "string") return replaceUnstorable(value) as T;
+  if (Array.isArray(value)) return value.map((item) => replaceUnstorableJson(item)) as T;
+  if (value === null || typeof value !== "object") return value;
+  const out: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) {
+    // Own data property even for a key named `__proto__`, as JSON.parse makes it.
+    Object.defineProperty(out, replaceUnstorable(key), {
+      value: replaceUnstorableJson(item),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  }
+  return out as T;
+}
+
+/**
+ * The field of the first string or object key in `value` that cannot be stored (depth
+ * first, in document order), e.g. `messages[2].content`; `undefined` when all can be.
+ * `skip(field)` leaves a subtree out. Iterative, so any nesting depth is safe.
+ */
+export function unstorableField(
+  value: unknown,
+  root: string,
+  skip: (field: string) => boolean = () => false,
+): string | undefined {
+  const stack: [unknown, string][] = [[value, root]];
+  while (stack.length > 0) {
+    const [item, field] = stack.pop()!;
+    if (typeof item === "string") {
+      if (!isStorableText(item)) return field;
+      continue;
+    }
+    if (item === null || typeof item !== "object" || skip(field)) continue;
+    const children: [unknown, string][] = [];
+    if (Array.isArray(item)) {
+      item.forEach((child, i) => {
+        children.push([child, childPath(field, i)]);
+      });
+    } else {
+      for (const [key, child] of Object.entries(item)) {
+        const path = childPath(field, key);
+        if (!isStorableText(key)) return path;
+        children.push([child, path]);
+      }
+    }
+    for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!);
+  }
+  return undefined;
+}
+
+/** Throws a ValidationError naming the first field of `value` that cannot be stored. */
+export function assertStorable(value: unknown, root: string): void {
+  const field = unstorableField(value, root);
+  if (field !== undefined) throw new ValidationError(field, UNSTORABLE_TEXT);
 }
 
 /** The first zod issue as a ValidationError naming its field. */
@@ -104,18 +199,24 @@ function plain(message: z.infer<typeof messageSchema>): Message {
 }
 
 /**
- * Parses an unknown value as one message. Throws ValidationError naming the field.
+ * Parses an unknown value as one message. Throws ValidationError naming the field, also
+ * when a string in it (object keys of tool call arguments included) holds U+0000 or a lone
+ * surrogate: such a message could never be stored, so it is not a valid message.
  */
 export function parseMessage(value: unknown, root = "message"): Message {
   const result = messageSchema.safeParse(value);
   if (!result.success) throw toValidationError(root, result.error);
-  return plain(result.data);
+  const message = plain(result.data);
+  assertStorable(message, root);
+  return message;
 }
 
 /**
  * Parses an unknown value as a history: a JSON array of messages. Besides the schema, the
  * tool call ids of one assistant message must be distinct (otherwise no result could say
- * which call it answers). Throws ValidationError naming the index and field.
+ * which call it answers). Pairing faults (a result that answers no call, a call answered
+ * twice) are valid here: `resumePoint` reports them `malformed`. Throws ValidationError
+ * naming the index and field.
  */
 export function parseHistory(value: unknown, root = "messages"): Message[] {
   if (!Array.isArray(value)) throw new ValidationError(root, "must be a JSON array of messages");
@@ -135,4 +236,26 @@ export function parseHistory(value: unknown, root = "messages"): Message[] {
     }
     return message;
   });
+}
+
+/**
+ * Refuses a history to be stored in which a call id has two results after one assistant
+ * message: the store answers each call at most once (a unique index), so such an import
+ * could only fail there. Other pairing faults are stored and classified `malformed`.
+ */
+export function assertAnsweredOnce(history: readonly Message[], root = "messages"): void {
+  /** Results since the latest assistant message: call id → index of its result. */
+  let answered: Map<string, number> | undefined;
+  for (const [index, message] of history.entries()) {
+    if (message.role === "assistant") answered = new Map();
+    if (message.role !== "tool" || !answered) continue;
+    const first = answered.get(message.toolCallId);
+    if (first !== undefined) {
+      throw new ValidationError(
+        `${root}[${index}].toolCallId`,
+        `tool call "${message.toolCallId}" already has a result (${root}[${first}]) after the same assistant message; a call is answered at most once`,
+      );
+    }
+    answered.set(message.toolCallId, index);
+  }
 }

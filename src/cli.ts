@@ -60,6 +60,24 @@ async function main(argv: string[]): Promise<number> {
   return command.run(rest);
 }
 
+/**
+ * The last resort: a rejection or exception nothing handled (a library's background work
+ * failing when a Postgres connection is killed, say) leaves a process whose state nobody
+ * knows. It says so on one line and exits 70, so `fleet up` or the orchestrator starts a
+ * fresh one; the fence and the sweeper make the stop as harmless as a crash — never a
+ * silent zombie that holds sessions and does nothing.
+ */
+function exitOnUnhandled(kind: string, error: unknown): void {
+  const message = error instanceof Error ? error.message : String(error);
+  console.error(
+    `fleet ${process.argv[2] ?? ""}: ${kind}: ${message}; exiting so that a supervisor restarts it`,
+  );
+  if (process.env.FLEET_DEBUG && error instanceof Error) console.error(error.stack);
+  process.exit(70);
+}
+process.on("unhandledRejection", (error) => exitOnUnhandled("unhandled rejection", error));
+process.on("uncaughtException", (error) => exitOnUnhandled("uncaught exception", error));
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;

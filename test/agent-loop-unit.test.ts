@@ -29,6 +29,7 @@ function fakeWrites(log: string[], options: { failAppend?: number } = {}) {
   let appends = 0;
   let seq = 1; // the stored history starts with the user message at seq 1
   const writes: AgentLoopDeps["writes"] = {
+    reserveModelCall: async () => true,
     async append(fence, cursor, runId, messages, tail) {
       appends++;
       expect(fence).toEqual(FENCE);
@@ -235,7 +236,13 @@ describe("runAgentLoop", () => {
     expect(results).toEqual([
       { role: "tool", toolCallId: "c1", name: "ok_tool", content: "fine", success: true },
       { role: "tool", toolCallId: "c2", name: "throwing", content: "disk full", success: false },
-      { role: "tool", toolCallId: "c3", name: "nowhere", content: 'Unknown tool "nowhere".', success: false },
+      {
+        role: "tool",
+        toolCallId: "c3",
+        name: "nowhere",
+        content: 'no tool named "nowhere" is available to this agent',
+        success: false,
+      },
     ]);
     expect(t.appended.map((a) => a.tail)).toEqual([
       "tools_pending",
@@ -247,7 +254,7 @@ describe("runAgentLoop", () => {
     expect(t.toolCalls).toEqual([
       { tool: "ok_tool", outcome: "ok" },
       { tool: "throwing", outcome: "failed" },
-      { tool: "nowhere", outcome: "failed" },
+      { tool: "unregistered", outcome: "failed" },
     ]);
     // Each call comes right after a fenced append: the step, or the previous call's result.
     // (The unknown tool never runs, so two calls ran.)
@@ -457,9 +464,90 @@ describe("runAgentLoop", () => {
     expect(appended).toHaveLength(0);
   });
 
-  it("throws before calling the model when the agent names an unknown tool", async () => {
-    const t = setup([{ content: "x", stopReason: "end_turn" }], { agent: { tools: ["no_such_tool"] } });
-    await expect(t.run()).rejects.toBeInstanceOf(ValidationError);
+  it("ends invalid_agent before calling the model when a listed tool is not in this worker", async () => {
+    const t = setup([{ content: "x", stopReason: "end_turn" }], {
+      agent: { tools: ["write_file", "no_such_tool"] },
+    });
+    expect(await t.run()).toEqual({
+      outcome: "invalid_agent",
+      error: 'agent.tools[1]: no tool named "no_such_tool" is registered in this worker',
+      usage: { inputTokens: 0, outputTokens: 0 },
+    });
     expect(t.model.requests).toHaveLength(0);
+    expect(t.appended).toHaveLength(0);
+  });
+});
+
+describe("runAgentLoop: only the tools the agent lists (contracts.md §12)", () => {
+  it("answers a call to a registered tool the agent does not list with a failed result, running nothing", async () => {
+    const t = setup(
+      [
+        { content: "", toolCalls: [call("c1", "secret"), call("c2", "listed")], stopReason: "tool_use" },
+        { content: "Done", stopReason: "end_turn" },
+      ],
+      {
+        tools: { listed: async () => "listed ran", secret: async () => "secret ran" },
+        agent: { tools: ["listed"] },
+      },
+    );
+    expect((await t.run()).outcome).toBe("completed");
+    // The model is offered only the listed tool, and only the listed tool runs.
+    expect(t.model.requests[0]!.tools.map((s) => s.name)).toEqual(["listed"]);
+    expect(t.log.filter((e) => e.startsWith("tool:"))).toEqual(["tool:listed"]);
+    const results = t.appended.filter((a) => a.message.role === "tool").map((a) => a.message);
+    expect(results).toEqual([
+      {
+        role: "tool",
+        toolCallId: "c1",
+        name: "secret",
+        content: 'no tool named "secret" is available to this agent',
+        success: false,
+      },
+      { role: "tool", toolCallId: "c2", name: "listed", content: "listed ran", success: true },
+    ]);
+    // "secret" is a name the operator registered, so it may be a label.
+    expect(t.toolCalls).toEqual([
+      { tool: "secret", outcome: "failed" },
+      { tool: "listed", outcome: "ok" },
+    ]);
+  });
+
+  it("with no tools listed, runs none of the registered ones", async () => {
+    const t = setup(
+      [
+        { content: "", toolCalls: [call("c1")], stopReason: "tool_use" },
+        { content: "Done", stopReason: "end_turn" },
+      ],
+      { agent: { tools: [] } },
+    );
+    expect((await t.run()).outcome).toBe("completed");
+    expect(t.log).not.toContain("tool:write_file");
+    expect(t.model.requests[0]!.tools).toEqual([]);
+    expect(t.appended[1]!.message).toMatchObject({
+      content: 'no tool named "write_file" is available to this agent',
+      success: false,
+    });
+  });
+
+  it("never uses a name the model made up as a metric label, also when the run is cancelled", async () => {
+    const controller = new AbortController();
+    const invented = 'x"} 1\nfleet_evil{a="b';
+    const t = setup(
+      [
+        {
+          content: "",
+          toolCalls: [call("c1", invented), call("c2", "write_file"), call("c3", "made_up")],
+          stopReason: "tool_use",
+          onStream: () => controller.abort(new Error("shutdown")),
+        },
+      ],
+      { signal: controller.signal },
+    );
+    expect((await t.run()).outcome).toBe("cancelled");
+    expect(t.toolCalls).toEqual([
+      { tool: "unregistered", outcome: "failed" },
+      { tool: "write_file", outcome: "failed" },
+      { tool: "unregistered", outcome: "failed" },
+    ]);
   });
 });

@@ -11,8 +11,9 @@ import { loadConfig } from "../src/shared/config.js";
 import { SessionLease } from "../src/shared/lease.js";
 import { createMetrics } from "../src/shared/metrics.js";
 import { createRunsQueue, enqueueRun, QUEUES } from "../src/shared/queues.js";
+import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
+import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { DEFAULT_RESUME_POLICY } from "../src/sweeper/resume-policy.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import { Sweeper } from "../src/sweeper/sweeper.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
@@ -70,7 +71,7 @@ describe("jobs claimed by a worker that died before starting them", () => {
         sweeps: new SweepQueries(fleet.database),
         queue,
         metrics: createMetrics("sweeper-test"),
-        policy: DEFAULT_RESUME_POLICY,
+        resumes: new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, createMetrics("resumes-test")),
         log: silent,
       },
       { confirmDeathMs: 100 },
@@ -79,7 +80,12 @@ describe("jobs claimed by a worker that died before starting them", () => {
     await new Promise((r) => setTimeout(r, 150));
     expect(await sweeper.sweepDeadClaims()).toBe(1);
     expect(await queue.getJob(`${jobId}-after-ghost`)).toBeDefined();
-    expect(await sweeper.sweepDeadClaims()).toBe(1); // same id again: BullMQ adds nothing new
+    // Already re-added: not added, nor counted against the session, twice.
+    expect(await sweeper.sweepDeadClaims()).toBe(0);
+    const [row] = await fleet.database.sql<
+      { n: number }[]
+    >`select resume_attempts as n from sessions where id = ${id}`;
+    expect(row!.n).toBe(1);
     expect((await queue.getJobs(["waiting", "prioritized"])).map((j) => j.id)).toEqual([
       `${jobId}-after-ghost`,
     ]);

@@ -18,10 +18,11 @@ import { SessionLease } from "../src/shared/lease.js";
 import { createMetrics } from "../src/shared/metrics.js";
 import { createRunsQueue, QUEUES } from "../src/shared/queues.js";
 import { closeRedis, createRedis } from "../src/shared/redis.js";
+import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
+import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { livenessName } from "../src/shared/worker-signals.js";
 import { liveWorkers } from "../src/sweeper/liveness.js";
-import { DEFAULT_RESUME_POLICY } from "../src/sweeper/resume-policy.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import { Sweeper } from "../src/sweeper/sweeper.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
@@ -53,7 +54,11 @@ describe("concurrent sweepers", () => {
         sweeps: new SweepQueries(database),
         queue: ownQueue,
         metrics: createMetrics("sweeper"),
-        policy: { ...DEFAULT_RESUME_POLICY, backoffBaseMs: 100 },
+        resumes: new AutomaticResumes(
+          database,
+          { ...DEFAULT_RESUME_POLICY, backoffBaseMs: 100 },
+          createMetrics("sweeper-resumes"),
+        ),
         log: pino({ level: "silent" }),
         now: options.now,
       },
@@ -81,6 +86,9 @@ describe("concurrent sweepers", () => {
       });
       ids.push(id);
     }
+    // As if a run had taken each and its worker had stopped before calling the model (an
+    // imported history alone runs nothing).
+    await fleet.database.sql`update sessions set run_started = true where id in ${fleet.database.sql(ids)}`;
     return ids;
   }
 

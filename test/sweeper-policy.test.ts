@@ -18,8 +18,9 @@ import type { Message } from "../src/shared/messages.js";
 import { createMetrics, type FleetMetrics } from "../src/shared/metrics.js";
 import { createRunsQueue, QUEUES } from "../src/shared/queues.js";
 import { CONTINUE_RESPONSE_TEXT, RETRY_RESPONSE_TEXT } from "../src/shared/resume-plan.js";
+import { DEFAULT_RESUME_POLICY, type ResumePolicy } from "../src/shared/resume-policy.js";
+import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { DEFAULT_RESUME_POLICY, type ResumePolicy } from "../src/sweeper/resume-policy.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import { Sweeper } from "../src/sweeper/sweeper.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
@@ -77,7 +78,11 @@ describe("sweeper policy", () => {
       sweeps: new SweepQueries(fleet.database),
       queue,
       metrics,
-      policy: { ...DEFAULT_RESUME_POLICY, backoffBaseMs: 100, ...policy },
+      resumes: new AutomaticResumes(
+        fleet.database,
+        { ...DEFAULT_RESUME_POLICY, backoffBaseMs: 100, ...policy },
+        metrics,
+      ),
       log: pino({ level: "silent" }),
     });
     return { sweeper, metrics };
@@ -114,8 +119,14 @@ describe("sweeper policy", () => {
     });
   }
 
+  /**
+   * A session whose history a run left behind: imported, then marked as run (an imported
+   * history alone runs nothing, contracts §12), as if its worker had stopped right there.
+   */
   async function importSession(agent: AgentConfigInput, messages: Message[]): Promise<string> {
-    return (await client.createSession({ agent, messages })).id;
+    const { id } = await client.createSession({ agent, messages });
+    await fleet.database.sql`update sessions set run_started = true where id = ${id}`;
+    return id;
   }
 
   beforeAll(async () => {
@@ -369,9 +380,10 @@ describe("sweeper policy", () => {
       expect(await sweeper.sweepOrphanedRuns()).toBe(1);
       const job = await queue.getJob(jobId);
       expect(job?.data).toEqual({ sessionId: id, runId: run.id });
-      expect(await job!.getState()).toBe("waiting");
+      // New work waits behind resumes (a job with a priority; resumes carry none).
+      expect(await job!.getState()).toBe("prioritized");
       expect(await sweeper.sweepOrphanedRuns()).toBe(0);
-      expect(await queue.getJobs(["waiting", "delayed", "active"])).toHaveLength(1);
+      expect(await queue.getJobs(["waiting", "prioritized", "delayed", "active"])).toHaveLength(1);
     } finally {
       await queue.resume();
     }

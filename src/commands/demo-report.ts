@@ -29,25 +29,25 @@ export async function readReport(database: Database, ids: string[]): Promise<Dem
     }[]
   >`
     select
-      (select count(*)::int from sessions s where s.id = any(${ids}) and s.tail_state = 'completed'
+      (select count(*)::int from sessions s where s.id in ${sql(ids)} and s.tail_state = 'completed'
          and not exists (select 1 from runs r where r.session_id = s.id and r.status <> 'ended')) as completed,
-      (select count(*)::int from sessions s where s.id = any(${ids}) and s.status = 'parked') as stopped,
-      (select count(*)::int from sessions s where s.id = any(${ids}) and s.tail_state = 'tools_pending') as inside_tool,
-      (select count(*)::int from messages where session_id = any(${ids})) as messages,
-      (select count(*)::int from messages where session_id = any(${ids}) and role = 'tool') as tool_calls,
-      (select count(*)::int from messages where session_id = any(${ids}) and role = 'tool'
+      (select count(*)::int from sessions s where s.id in ${sql(ids)} and s.status = 'parked') as stopped,
+      (select count(*)::int from sessions s where s.id in ${sql(ids)} and s.tail_state = 'tools_pending') as inside_tool,
+      (select count(*)::int from messages where session_id in ${sql(ids)}) as messages,
+      (select count(*)::int from messages where session_id in ${sql(ids)} and role = 'tool') as tool_calls,
+      (select count(*)::int from messages where session_id in ${sql(ids)} and role = 'tool'
           and content like 'The process stopped while this tool was running%') as interrupted`;
   const [twice] = await sql<{ n: number }[]>`
     select count(*)::int as n from (
       select session_id, call_seq, tool_call_id from messages
-       where session_id = any(${ids}) and role = 'tool'
+       where session_id in ${sql(ids)} and role = 'tool'
        group by 1, 2, 3 having count(*) > 1) d`;
   const outcomes = await sql<{ outcome: string; n: number }[]>`
     select coalesce(ended_reason, status) as outcome, count(*)::int as n from runs
-     where session_id = any(${ids}) group by 1 order by 1`;
+     where session_id in ${sql(ids)} group by 1 order by 1`;
   const resumes = await sql<{ kind: string; trigger: string; started_at: string | null }[]>`
     select resume_kind as kind, trigger, started_at from runs
-     where session_id = any(${ids}) and kind = 'resume' and resume_kind is not null`;
+     where session_id in ${sql(ids)} and kind = 'resume' and resume_kind is not null`;
   const byKind: Record<string, number> = {};
   for (const r of resumes) byKind[`${r.kind} (${r.trigger})`] = (byKind[`${r.kind} (${r.trigger})`] ?? 0) + 1;
   return {

@@ -7,6 +7,7 @@ import { createRunsQueue, QUEUES } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
 import { closeAll } from "../shared/shutdown.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
+import { FleetToolNames, readToolNames } from "../shared/tool-names.js";
 import { FleetService } from "./fleet-service.js";
 import { buildApi } from "./http-api.js";
 
@@ -25,7 +26,12 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
       return QUEUE_STATES.map((state) => ({ queue: QUEUES.runs.name, state, count: counts[state] ?? 0 }));
     },
   });
-  const service = new FleetService({ queries: new SessionQueries(database), queue, metrics });
+  const service = new FleetService({
+    queries: new SessionQueries(database),
+    queue,
+    metrics,
+    toolNames: new FleetToolNames(() => readToolNames(redis, config.prefix)),
+  });
   const app = buildApi({
     service,
     registry: metrics.registry,

@@ -3,23 +3,31 @@
  * A run's input is stored on its run row and appended by the worker under its lease, so a
  * send never interleaves with a running session's appends and is never lost.
  */
+import { isDeepStrictEqual } from "node:util";
 import type { Queue } from "bullmq";
 import { z } from "zod";
-import { parseAgentConfig, parseModelConfig } from "../shared/agent-config.js";
+import { type AgentConfig, parseAgentConfig, parseModelConfig } from "../shared/agent-config.js";
 import type { RunRow, SessionRow } from "../shared/db/schema.js";
 import { RESUMABLE_TAIL_STATES } from "../shared/db/schema.js";
 import { AgentResumeError, NotFoundError, ValidationError } from "../shared/errors.js";
-import { parseHistory, type StoredMessage, toValidationError } from "../shared/messages.js";
+import {
+  assertAnsweredOnce,
+  parseHistory,
+  type StoredMessage,
+  toValidationError,
+} from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
-import { enqueueRun, enqueueRuns } from "../shared/queues.js";
+import { enqueueRun, enqueueRuns, QUEUES } from "../shared/queues.js";
 import {
   type ResumeKind,
   type ResumePointJson,
   resumePoint,
   toResumePointJson,
 } from "../shared/resume-point.js";
+import type { RefusalReason } from "../shared/resume-reasons.js";
 import { type RunJson, runToJson } from "../shared/store/rows.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
+import type { FleetToolNames } from "../shared/tool-names.js";
 
 const createBody = z.strictObject({
   agent: z.unknown(),
@@ -90,19 +98,46 @@ export function sessionStatus(
   return "stopped";
 }
 
+/** Whether a waiting resume was asked for with the same model (none, or an equal one). */
+function sameModel(a: unknown, b: unknown): boolean {
+  return isDeepStrictEqual(a ?? null, b ?? null);
+}
+
 export class FleetService {
   constructor(
     private readonly deps: {
       queries: SessionQueries;
       queue: Queue;
       metrics: Pick<FleetMetrics, "resumeRefusals">;
+      /** The tool names workers registered (tool-names.ts). */
+      toolNames: Pick<FleetToolNames, "known">;
     },
   ) {}
+
+  /**
+   * Refuses an agent that lists a tool no worker of the fleet registered, naming the first
+   * such `…agent.tools[i]`: it could only fail later, on a worker (contracts.md §12). One
+   * look-up for all the agents of a request.
+   */
+  private async checkTools(agents: { agent: AgentConfig; field: string }[]): Promise<void> {
+    const known = await this.deps.toolNames.known(agents.flatMap(({ agent }) => agent.tools));
+    for (const { agent, field } of agents) {
+      const i = agent.tools.findIndex((name) => !known.has(name));
+      if (i >= 0) {
+        throw new ValidationError(
+          `${field}.tools[${i}]`,
+          `no worker of this fleet has registered a tool named "${agent.tools[i]}"`,
+        );
+      }
+    }
+  }
 
   async createSession(body: unknown): Promise<{ id: string }> {
     const input = parseBody(createBody, body);
     const agent = parseAgentConfig(input.agent, "agent");
     const messages = input.messages === undefined ? [] : parseHistory(input.messages, "messages");
+    assertAnsweredOnce(messages, "messages");
+    await this.checkTools([{ agent, field: "agent" }]);
     return this.deps.queries.createSession({ agent, metadata: input.metadata, messages });
   }
 
@@ -120,6 +155,7 @@ export class FleetService {
       input: item.input,
     }));
     for (const [i, item] of items.entries()) {
+      assertAnsweredOnce(item.messages, `sessions[${i}].messages`);
       if (item.input === undefined) continue;
       const point = resumePoint(item.messages);
       if (!point.resumable && point.reason === "malformed") {
@@ -129,6 +165,7 @@ export class FleetService {
         );
       }
     }
+    await this.checkTools(items.map(({ agent }, i) => ({ agent, field: `sessions[${i}].agent` })));
     const created = await this.deps.queries.createSessions(items);
     await enqueueRuns(
       this.deps.queue,
@@ -188,27 +225,53 @@ export class FleetService {
     const input = parseBody(resumeBody, body);
     const model = input?.model === undefined ? undefined : parseModelConfig(input.model, "model");
     const session = await this.session(id);
-    const point = resumePoint(await this.deps.queries.loadHistory(id));
-    if (!point.resumable) {
-      this.deps.metrics.resumeRefusals.inc({ reason: point.reason });
-      throw new AgentResumeError(point.reason, point.detail);
-    }
+    const [history, runs] = await Promise.all([
+      this.deps.queries.loadHistory(id),
+      this.deps.queries.listRuns(id),
+    ]);
+    const active = runs.filter((r) => r.status !== "ended");
+    const waiting = active.find((r) => r.kind === "resume" && r.status === "queued");
+    // While a run is on its way there is nothing to resume yet (contracts §12); a request
+    // that asks for exactly the resume already waiting joins it.
+    if (active.length > 0 && !(active.length === 1 && waiting && sameModel(waiting.model, model)))
+      throw this.refuse("running", "a run of this session is queued or running");
+    const point = resumePoint(history);
+    if (!point.resumable) throw this.refuse(point.reason, point.detail);
     // An explicit resume of a parked session (e.g. attempts exhausted) makes it active again.
     if (session.status === "parked") await this.deps.queries.unpark(id);
-    const { run } = await this.deps.queries.createRun({
+    const { run, created } = await this.deps.queries.createRun({
       sessionId: id,
       kind: "resume",
       trigger,
       resumeKind: point.kind,
       model,
     });
-    await enqueueRun(this.deps.queue, "resume", { sessionId: id, runId: run.id });
+    if (!created && !sameModel(run.model, model))
+      throw this.refuse("running", "another resume of this session is queued or running");
+    if (created) await enqueueRun(this.deps.queue, "resume", { sessionId: id, runId: run.id });
+    else await this.startNow(id, run.id);
     return { runId: run.id, kind: point.kind };
+  }
+
+  private refuse(reason: RefusalReason, detail?: string): AgentResumeError {
+    this.deps.metrics.resumeRefusals.inc({ reason });
+    return new AgentResumeError(reason, detail);
+  }
+
+  /** Someone asked for the resume that waits out its backoff: it need not wait any longer. */
+  private async startNow(sessionId: string, runId: string): Promise<void> {
+    const job = await this.deps.queue.getJob(QUEUES.runs.jobId({ sessionId, runId }));
+    if (job && (await job.isDelayed())) await job.promote().catch(() => {});
   }
 
   async resumePoint(id: string): Promise<ResumePointJson> {
     await this.session(id);
-    return toResumePointJson(resumePoint(await this.deps.queries.loadHistory(id)));
+    const [history, runs] = await Promise.all([
+      this.deps.queries.loadHistory(id),
+      this.deps.queries.listRuns(id),
+    ]);
+    if (runs.some((r) => r.status !== "ended")) return { resumable: false, reason: "running" };
+    return toResumePointJson(resumePoint(history));
   }
 
   async getSession(id: string): Promise<SessionJson> {

@@ -13,6 +13,8 @@ export async function storedResumePoint(sessionId: string): Promise<ResumePointJ
   try {
     const queries = new SessionQueries(database);
     if (!(await queries.getSession(sessionId))) throw new NotFoundError(`session ${sessionId}`);
+    const runs = await queries.listRuns(sessionId);
+    if (runs.some((r) => r.status !== "ended")) return { resumable: false, reason: "running" };
     return toResumePointJson(resumePoint(await queries.loadHistory(sessionId)));
   } finally {
     await database.close();

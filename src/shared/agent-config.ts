@@ -3,7 +3,7 @@
  * session row). API keys are never part of them: they come from the workers' environment.
  */
 import { z } from "zod";
-import { toValidationError } from "./messages.js";
+import { assertStorable, replaceUnstorable, replaceUnstorableJson, toValidationError } from "./messages.js";
 
 const noApiKey = {
   apiKey: z
@@ -11,18 +11,26 @@ const noApiKey = {
     .optional(),
 };
 
+/**
+ * What a scripted step makes the model say is model output: like any model's output
+ * (contracts.md §12) it is stored with U+0000 and lone surrogates replaced by U+FFFD — and
+ * since the script itself is stored with the session, that replacement happens here, on
+ * parse. Every other string of an agent is the caller's setting and is refused instead.
+ */
+const modelText = z.string().transform(replaceUnstorable);
+
 export const scriptedStepSchema = z.strictObject({
-  text: z.string().optional(),
+  text: modelText.optional(),
   toolCalls: z
     .array(
       z.strictObject({
-        id: z.string().min(1).optional(),
-        name: z.string().min(1),
-        arguments: z.record(z.string(), z.unknown()).default({}),
+        id: modelText.pipe(z.string().min(1)).optional(),
+        name: modelText.pipe(z.string().min(1)),
+        arguments: z.record(z.string(), z.unknown()).transform(replaceUnstorableJson).default({}),
       }),
     )
     .optional(),
-  stopReason: z.string().min(1).optional(),
+  stopReason: modelText.pipe(z.string().min(1)).optional(),
   /** Time to wait before and while streaming the answer. */
   delayMs: z.number().int().nonnegative().max(600_000).optional(),
   /** `connection`: the request fails before any output; `stream_cut`: part of `text` streams, then it breaks. */
@@ -74,6 +82,17 @@ export const agentConfigSchema = z.strictObject({
   continueOnMaxOutput: z.boolean().default(true),
   /** Whether the sweeper continues a run that ended `paused` at the pause limit; else it parks. Default true. */
   continueOnPause: z.boolean().default(true),
+  /**
+   * Bounds on the whole session, across all its runs and resumes (contracts §12): model
+   * calls made (counted before each call) and tokens reported (input + output). Reaching
+   * one parks the session `budget_exhausted`. The call that crosses `maxTokens` completes.
+   */
+  budget: z
+    .strictObject({
+      maxModelCalls: z.number().int().positive().optional(),
+      maxTokens: z.number().int().positive().optional(),
+    })
+    .optional(),
   /** Models the sweeper falls back to, in order, when the primary keeps failing. */
   fallbackModels: z.array(modelConfigSchema).optional(),
 });
@@ -83,14 +102,21 @@ export type ModelConfig = z.infer<typeof modelConfigSchema>;
 export type AgentConfig = z.infer<typeof agentConfigSchema>;
 export type AgentConfigInput = z.input<typeof agentConfigSchema>;
 
+/**
+ * Parses an AGENT. Throws ValidationError naming the field, also for a setting that could
+ * not be stored (`agent.system`, `agent.tools[0]`, … holding U+0000 or a lone surrogate);
+ * scripted steps are model output and come back with those replaced (see `modelText`).
+ */
 export function parseAgentConfig(value: unknown, root = "agent"): AgentConfig {
   const result = agentConfigSchema.safeParse(value);
   if (!result.success) throw toValidationError(root, result.error, "provider");
+  assertStorable(result.data, root);
   return result.data;
 }
 
 export function parseModelConfig(value: unknown, root = "model"): ModelConfig {
   const result = modelConfigSchema.safeParse(value);
   if (!result.success) throw toValidationError(root, result.error, "provider");
+  assertStorable(result.data, root);
   return result.data;
 }

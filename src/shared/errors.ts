@@ -6,7 +6,7 @@
  * - `FencedError`: a worker lost its lease; it stops at once and appends nothing more.
  * - `NotFoundError`: an unknown session; HTTP 404.
  */
-import type { NotResumableReason } from "./resume-reasons.js";
+import type { RefusalReason } from "./resume-reasons.js";
 
 export class ValidationError extends Error {
   override name = "ValidationError";
@@ -20,8 +20,8 @@ export class ValidationError extends Error {
 
 export class AgentResumeError extends Error {
   override name = "AgentResumeError";
-  readonly reason: NotResumableReason;
-  constructor(reason: NotResumableReason, detail?: string) {
+  readonly reason: RefusalReason;
+  constructor(reason: RefusalReason, detail?: string) {
     super(detail ? `nothing to resume (${reason}): ${detail}` : `nothing to resume (${reason})`);
     this.reason = reason;
   }

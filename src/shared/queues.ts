@@ -52,11 +52,31 @@ export function createRunsQueue(connection: ConnectionOptions, prefix: string): 
   return queue;
 }
 
+/**
+ * Resumes go ahead of new work: a job without a priority is taken before every job with
+ * one (BullMQ), so new runs carry one and resumes do not. A session interrupted by a crash
+ * comes back within a second even when thousands of first runs are queued.
+ */
+export const NEW_WORK_PRIORITY = 10;
+
+function jobOptions(name: JobName, jobId: string, delayMs = 0) {
+  return {
+    jobId,
+    ...(name === "run" ? { priority: NEW_WORK_PRIORITY } : {}),
+    ...(delayMs > 0 ? { delay: Math.ceil(delayMs) } : {}),
+  };
+}
+
 /** Enqueues a run's job (validated, deterministic id: a second call adds nothing). */
-export async function enqueueRun(queue: Queue, name: JobName, payload: RunJob): Promise<string> {
+export async function enqueueRun(
+  queue: Queue,
+  name: JobName,
+  payload: RunJob,
+  options: { delayMs?: number; jobId?: string } = {},
+): Promise<string> {
   const { payload: valid } = parseRunJob(name, payload);
-  const jobId = QUEUES.runs.jobId(valid);
-  await queue.add(name, valid, { jobId });
+  const jobId = options.jobId ?? QUEUES.runs.jobId(valid);
+  await queue.add(name, valid, jobOptions(name, jobId, options.delayMs));
   return jobId;
 }
 
@@ -66,7 +86,7 @@ export async function enqueueRuns(queue: Queue, jobs: { name: JobName; payload: 
   await queue.addBulk(
     jobs.map(({ name, payload }) => {
       const valid = parseRunJob(name, payload).payload;
-      return { name, data: valid, opts: { jobId: QUEUES.runs.jobId(valid) } };
+      return { name, data: valid, opts: jobOptions(name, QUEUES.runs.jobId(valid)) };
     }),
   );
 }

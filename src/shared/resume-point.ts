@@ -6,7 +6,7 @@
  * every tool result answers exactly one call of the assistant step it follows.
  */
 import type { AssistantMessage, Message, ToolCall } from "./messages.js";
-import type { NotResumableReason, ResumeKind } from "./resume-reasons.js";
+import type { NotResumableReason, RefusalReason, ResumeKind } from "./resume-reasons.js";
 import { isKnownStopReason, isNormalStop, type StopReason } from "./stop-reasons.js";
 
 export {
@@ -31,7 +31,7 @@ export type Resumable = Extract<ResumePoint, { resumable: true }>;
 /** The JSON of contracts.md §2 (plus `detail` for `malformed`, an additive extension). */
 export type ResumePointJson =
   | { resumable: true; kind: ResumeKind; description: string; unansweredToolCalls: ToolCall[] }
-  | { resumable: false; reason: NotResumableReason; detail?: string };
+  | { resumable: false; reason: RefusalReason; detail?: string };
 
 /**
  * Tool calls are only executed when the step stopped normally. A response cut by a fault,

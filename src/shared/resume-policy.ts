@@ -1,10 +1,11 @@
 /**
- * The sweeper's decision for one session (pure): resume it now (with which model), park it
- * with a reason, or leave it. Bounded attempts with exponential backoff; fallback models
+ * The decision for one interrupted session (pure): resume it (when, with which model), park
+ * it with a reason, or leave it. Bounded attempts with exponential backoff; fallback models
  * once the primary has failed `fallbackAfter` times.
  */
-import type { AgentConfig, ModelConfig } from "../shared/agent-config.js";
-import { assertNever, type ResumeKind, type ResumePoint } from "../shared/resume-point.js";
+import type { AgentConfig, ModelConfig } from "./agent-config.js";
+import type { Message } from "./messages.js";
+import { assertNever, type ResumeKind, type ResumePoint, resumePoint } from "./resume-point.js";
 
 export type ResumePolicy = {
   /** Automatic resumes before a session is parked (`attempts_exhausted`). Default 5. */
@@ -24,6 +25,18 @@ export const DEFAULT_RESUME_POLICY: ResumePolicy = {
   fallbackAfter: 2,
 };
 
+/** The policy of a fleet's configuration (SWEEPER_MAX_ATTEMPTS, SWEEPER_BACKOFF_MS). */
+export function resumePolicyOf(config: {
+  sweeperMaxAttempts: number;
+  sweeperBackoffMs: number;
+}): ResumePolicy {
+  return {
+    ...DEFAULT_RESUME_POLICY,
+    maxAttempts: config.sweeperMaxAttempts,
+    backoffBaseMs: config.sweeperBackoffMs,
+  };
+}
+
 export const PARK_REASONS = [
   "refused",
   "context_full",
@@ -33,11 +46,24 @@ export const PARK_REASONS = [
   "max_output",
   "paused",
   "invalid_agent",
+  "max_turns",
+  "budget_exhausted",
+  "storage_rejected",
 ] as const;
 export type ParkReason = (typeof PARK_REASONS)[number];
 
 export type SweepDecision =
-  | { action: "resume"; kind: ResumeKind; model?: ModelConfig; attempt: number; nextResumeAt: Date }
+  | {
+      action: "resume";
+      kind: ResumeKind;
+      model?: ModelConfig;
+      /** This resume's number in the count of resumes without progress (1 = first). */
+      attempt: number;
+      /** When it may start: now, or when the backoff of the previous attempt has passed. */
+      runAt: Date;
+      /** The earliest start of the attempt after this one. */
+      nextResumeAt: Date;
+    }
   | { action: "park"; reason: ParkReason; detail?: string }
   | { action: "none" };
 
@@ -55,14 +81,55 @@ export function fallbackModel(
   return fallbacks[(attempts - policy.fallbackAfter) % fallbacks.length];
 }
 
-export function decideResume(input: {
+/**
+ * Where a session stands, as far as a resume is concerned: the resume point, and for
+ * `recover_tools` the calls left unanswered (by name and arguments, not by id, since a
+ * model asks again under new ids), for `call_model` the message it would answer. Two equal
+ * marks mean the session is stuck at the same place: a resume that leads back to it made
+ * no progress, even if it appended messages on the way (a poison tool that kills every
+ * worker that runs it, after the calls before it ran once more).
+ */
+export function progressMark(history: readonly Message[]): string {
+  const point = resumePoint(history);
+  if (!point.resumable) return `stop:${point.reason}`;
+  switch (point.kind) {
+    case "recover_tools":
+      return `recover_tools:${JSON.stringify(point.unansweredToolCalls.map((c) => [c.name, c.arguments]))}`;
+    case "call_model": {
+      const last = history.at(-1);
+      return `call_model:${point.cause}:${JSON.stringify([last?.role, last?.content])}`;
+    }
+    case "retry_response":
+    case "continue_response":
+      return point.kind;
+    default:
+      return assertNever(point);
+  }
+}
+
+export type ResumeInput = {
   point: ResumePoint;
   agent: AgentConfig;
+  /** Automatic resumes since the count last started. */
   attempts: number;
+  /** Whether the session moved to another point since then (`progressMark` changed). */
+  progressed: boolean;
+  /** The earliest start the previous attempt's backoff allows (null: none). */
+  nextResumeAt: Date | null;
+  /** How the session's last run ended, for the parking detail. */
+  lastOutcome: string | null;
   now: Date;
   policy: ResumePolicy;
-}): SweepDecision {
-  const { point, agent, attempts, policy } = input;
+};
+
+/**
+ * Every automatic resume — the sweeper's, a worker's, after a job retried by the queue —
+ * is decided here, against one per-session count (contracts.md §12): a resume that moved
+ * the session to another point starts the count again; one that ends at the same point does not,
+ * so a session whose runs keep failing at one point is parked with its reason.
+ */
+export function decideResume(input: ResumeInput): SweepDecision {
+  const { point, agent, policy, now } = input;
   if (!point.resumable) {
     switch (point.reason) {
       case "completed":
@@ -82,19 +149,24 @@ export function decideResume(input: {
   if (point.kind === "call_model" && point.cause === "paused" && !agent.continueOnPause) {
     return { action: "park", reason: "paused" };
   }
+  const attempts = input.progressed ? 0 : input.attempts;
   if (attempts >= policy.maxAttempts) {
+    const last = input.lastOutcome ? `; the last run ended ${input.lastOutcome}` : "";
     return {
       action: "park",
       reason: "attempts_exhausted",
-      detail: `${attempts} automatic resumes did not complete it`,
+      detail: `${attempts} automatic resumes made no progress${last}`,
     };
   }
   const attempt = attempts + 1;
+  const waitUntil = attempts > 0 && input.nextResumeAt ? input.nextResumeAt.getTime() : 0;
+  const runAt = new Date(Math.max(now.getTime(), waitUntil));
   return {
     action: "resume",
     kind: point.kind,
     model: fallbackModel(agent, attempts, policy),
     attempt,
-    nextResumeAt: new Date(input.now.getTime() + resumeBackoffMs(policy, attempt)),
+    runAt,
+    nextResumeAt: new Date(runAt.getTime() + resumeBackoffMs(policy, attempt)),
   };
 }

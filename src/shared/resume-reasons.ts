@@ -15,3 +15,9 @@ export const NOT_RESUMABLE_REASONS = [
   "malformed",
 ] as const;
 export type NotResumableReason = (typeof NOT_RESUMABLE_REASONS)[number];
+
+/**
+ * Why the fleet refuses a resume: the history's reason, or `running` (contracts §12, an
+ * additive reason) while a run of the session is queued or running.
+ */
+export type RefusalReason = NotResumableReason | "running";

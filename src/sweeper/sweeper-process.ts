@@ -12,10 +12,11 @@ import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
 import { createRunsQueue, QUEUES } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
+import { resumePolicyOf } from "../shared/resume-policy.js";
 import { closeAll } from "../shared/shutdown.js";
+import { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { eventsChannel } from "../shared/worker-signals.js";
-import { DEFAULT_RESUME_POLICY } from "./resume-policy.js";
 import { SweepQueries } from "./sweep-queries.js";
 import { Sweeper } from "./sweeper.js";
 
@@ -50,11 +51,7 @@ export async function startSweeper(
     sweeps: new SweepQueries(database),
     queue,
     metrics,
-    policy: {
-      ...DEFAULT_RESUME_POLICY,
-      maxAttempts: config.sweeperMaxAttempts,
-      backoffBaseMs: config.sweeperBackoffMs,
-    },
+    resumes: new AutomaticResumes(database, resumePolicyOf(config), metrics),
     log,
   });
 

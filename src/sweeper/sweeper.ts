@@ -15,25 +15,24 @@
 import type { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
-import { parseAgentConfig } from "../shared/agent-config.js";
 import { ownerOf, releaseIfHolder, type SessionLease } from "../shared/lease.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { enqueueRun, parseRunJob, QUEUES, type RunJob } from "../shared/queues.js";
-import { resumePoint } from "../shared/resume-point.js";
+import type { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
 import { DeathWatch, liveWorkers } from "./liveness.js";
-import { decideResume, type ResumePolicy } from "./resume-policy.js";
 import type { SweepQueries } from "./sweep-queries.js";
 
 export type SweeperDeps = {
   prefix: string;
   redis: Redis;
   lease: SessionLease;
-  queries: Pick<SessionQueries, "getSession" | "loadHistory" | "createRun" | "getRun">;
+  queries: Pick<SessionQueries, "getSession" | "getRun">;
   sweeps: SweepQueries;
+  /** Every automatic resume and retry is decided and counted there. */
+  resumes: Pick<AutomaticResumes, "schedule" | "countRetry">;
   queue: Queue;
-  metrics: Pick<FleetMetrics, "sessionsParked" | "runs">;
-  policy: ResumePolicy;
+  metrics: Pick<FleetMetrics, "runs">;
   log: Pick<Logger, "info" | "warn" | "debug">;
   now?: () => number;
 };
@@ -150,63 +149,41 @@ export class Sweeper {
     return result;
   }
 
-  /** Decides for one session under its lock (re-reading everything first). */
+  /**
+   * Decides for one session under its lock: the decision itself (resume with backoff, or
+   * park) is AutomaticResumes', the one place every automatic resume is counted.
+   */
   private async resumeOrPark(
     sessionId: string,
     cause: Cause,
     lastRenewal: number | null,
   ): Promise<"resumed" | "parked" | "none"> {
-    const session = await this.deps.queries.getSession(sessionId);
-    if (session?.status !== "active") return "none";
-    if (await this.deps.sweeps.hasActiveRun(sessionId)) return "none";
-    let agent: ReturnType<typeof parseAgentConfig>;
-    try {
-      agent = parseAgentConfig(session.agent);
-    } catch (error) {
-      return this.park(sessionId, "invalid_agent", (error as Error).message);
+    let lastSignAt: Date | undefined;
+    if (cause !== "interrupted") {
+      const session = await this.deps.queries.getSession(sessionId);
+      if (!session) return "none";
+      lastSignAt = new Date(Math.max(session.lastActiveAt.getTime(), lastRenewal ?? 0));
     }
-    const point = resumePoint(await this.deps.queries.loadHistory(sessionId));
-    const decision = decideResume({
-      point,
-      agent,
-      attempts: session.resumeAttempts,
-      now: new Date(this.now()),
-      policy: this.deps.policy,
-    });
-    switch (decision.action) {
+    const scheduled = await this.deps.resumes.schedule({ sessionId, trigger: "sweeper", lastSignAt });
+    switch (scheduled.action) {
       case "none":
         return "none";
       case "park":
-        return this.park(sessionId, decision.reason, decision.detail);
+        this.deps.log.warn(
+          { sessionId, reason: scheduled.reason, detail: scheduled.detail },
+          "session parked",
+        );
+        return "parked";
       case "resume": {
-        const lastSign =
-          cause === "interrupted"
-            ? undefined
-            : new Date(Math.max(session.lastActiveAt.getTime(), lastRenewal ?? 0));
-        const { run, created } = await this.deps.queries.createRun({
-          sessionId,
-          kind: "resume",
-          trigger: "sweeper",
-          resumeKind: decision.kind,
-          model: decision.model,
-          lastSignAt: lastSign,
-        });
-        if (created) await this.deps.sweeps.recordAttempt(sessionId, decision.attempt, decision.nextResumeAt);
-        await enqueueRun(this.deps.queue, "resume", { sessionId, runId: run.id });
+        const { run, delayMs, attempt } = scheduled;
+        await enqueueRun(this.deps.queue, "resume", { sessionId, runId: run.id }, { delayMs });
         this.deps.log.info(
-          { sessionId, runId: run.id, kind: decision.kind, cause, attempt: decision.attempt },
+          { sessionId, runId: run.id, kind: run.resumeKind, cause, attempt },
           "resume enqueued",
         );
         return "resumed";
       }
     }
-  }
-
-  private async park(sessionId: string, reason: string, detail?: string): Promise<"parked" | "none"> {
-    if (!(await this.deps.sweeps.park(sessionId, reason, detail))) return "none";
-    this.deps.metrics.sessionsParked.inc({ reason });
-    this.deps.log.warn({ sessionId, reason, detail }, "session parked");
-    return "parked";
   }
 
   /** Part 3: queued runs whose job Redis no longer has, or whose job failed for good. */
@@ -216,17 +193,26 @@ export class Sweeper {
       const jobId = QUEUES.runs.jobId({ sessionId: run.session_id, runId: run.id });
       const job = await this.deps.queue.getJob(jobId);
       const state = job ? await job.getState() : "missing";
-      if (state === "failed" && job) {
-        await job.retry("failed");
-      } else if (state === "missing" || state === "completed" || state === "unknown") {
-        if (job) await job.remove().catch(() => {});
-        await enqueueRun(this.deps.queue, run.kind === "resume" ? "resume" : "run", {
-          sessionId: run.session_id,
-          runId: run.id,
-        });
-      } else {
-        continue;
+      if (state !== "missing" && state !== "failed" && state !== "completed" && state !== "unknown") continue;
+      // A job Redis lost is re-added as it was; a job that failed for good or ended without
+      // starting its run is a retry, and counts against the session's one limit.
+      let delayMs = 0;
+      if (state !== "missing") {
+        const counted = await this.deps.resumes.countRetry(run.session_id);
+        if (counted.action === "none") continue;
+        if (counted.action === "park") {
+          this.deps.log.warn({ sessionId: run.session_id, detail: counted.detail }, "session parked");
+          continue;
+        }
+        delayMs = counted.delayMs;
       }
+      if (job) await job.remove().catch(() => {});
+      await enqueueRun(
+        this.deps.queue,
+        run.kind === "resume" ? "resume" : "run",
+        { sessionId: run.session_id, runId: run.id },
+        { delayMs },
+      );
       count++;
       this.deps.log.info({ runId: run.id, state }, "queued run re-enqueued");
     }
@@ -268,7 +254,15 @@ export class Sweeper {
           const holder = await this.deps.lease.holder(payload.sessionId);
           if (holder !== null && ownerOf(holder) === owner)
             await this.deps.lease.release(payload.sessionId, holder);
-          await this.deps.queue.add(job.name, payload, { jobId: `${job.id}-after-${owner}` });
+          // The stale job stays `active` until BullMQ's stalled check: count it once.
+          const retryId = `${job.id}-after-${owner}`;
+          if (await this.deps.queue.getJob(retryId)) return false;
+          const counted = await this.deps.resumes.countRetry(payload.sessionId);
+          if (counted.action !== "retry") return false;
+          await enqueueRun(this.deps.queue, job.name === "resume" ? "resume" : "run", payload, {
+            jobId: retryId,
+            delayMs: counted.delayMs,
+          });
           this.deps.log.info(
             { runId: payload.runId, workerId: owner },
             "run claimed by a dead worker re-enqueued",

@@ -12,17 +12,24 @@ import type { Fence, FencedWrites, HistoryCursor } from "../shared/store/fenced-
 import { lastStepSeq } from "../shared/store/rows.js";
 import { tailState } from "../shared/tail-state.js";
 import { callModel, type RetryPolicy } from "./call-model.js";
+import type { LeaseCheck } from "./lease-guard.js";
 import type { ModelProvider } from "./models/provider.js";
+import { sanitizeText } from "./models/sanitize-text.js";
 import type { Sleep } from "./models/scripted.js";
 import { outcomeOfStop, type RunOutcome } from "./run-outcome.js";
-import { executeTool, type ToolRegistry } from "./tools/registry.js";
+import { executeTool, type ToolRegistry, toolLabel } from "./tools/registry.js";
 
 export type AgentLoopDeps = {
-  writes: Pick<FencedWrites, "append">;
+  writes: Pick<FencedWrites, "append" | "reserveModelCall">;
   tools: Pick<ToolRegistry, "get" | "specs">;
   metrics: Pick<FleetMetrics, "modelStops" | "toolCalls">;
   sleep: Sleep;
   retryPolicy?: RetryPolicy;
+  /**
+   * The job's lease guard (lease-guard.ts): asked, from memory, before every append and
+   * every tool start. Absent only where no lease exists (unit tests of the loop).
+   */
+  leaseGuard?: LeaseCheck;
 };
 
 export type LoopInput = {
@@ -33,6 +40,8 @@ export type LoopInput = {
   /** The history as stored, including what the run appended when it started. */
   history: StoredMessage[];
   signal: AbortSignal;
+  /** The session's use of `agent.budget` before this call; kept current as steps are stored. */
+  budget?: { tokensUsed: number };
 };
 
 export type LoopResult = { outcome: RunOutcome; error?: string; usage: Usage };
@@ -54,6 +63,7 @@ class FencedHistory {
   }
 
   async append(message: Message): Promise<void> {
+    this.deps.leaseGuard?.assertValid(this.input.fence.epoch);
     const next = [...this.input.history, message];
     const [stored] = await this.deps.writes.append(
       this.input.fence,
@@ -80,15 +90,44 @@ function cancelledResult(call: ToolCall): ToolMessage {
   };
 }
 
+/**
+ * Whether `agent.budget` forbids another model call (contracts §12), and why. Tokens are
+ * checked from memory; a model call is counted in Postgres before it is made (only for
+ * agents with `maxModelCalls`), so a call cut off by a crash counts as well.
+ */
+async function budgetSpent(input: LoopInput, deps: AgentLoopDeps): Promise<string | null> {
+  const budget = input.agent.budget;
+  if (!budget) return null;
+  const used = input.budget?.tokensUsed ?? 0;
+  if (budget.maxTokens !== undefined && used >= budget.maxTokens)
+    return `agent.budget.maxTokens: ${used} of ${budget.maxTokens} tokens used`;
+  if (
+    budget.maxModelCalls !== undefined &&
+    !(await deps.writes.reserveModelCall(input.fence, budget.maxModelCalls))
+  )
+    return `agent.budget.maxModelCalls: all ${budget.maxModelCalls} model calls made`;
+  return null;
+}
+
 export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promise<LoopResult> {
   const { agent, signal } = input;
   const history = new FencedHistory(deps, input);
+  // A listed tool this worker lacks is a configuration error no retry can fix (contracts.md
+  // §12): the run ends `invalid_agent` before any model call, and the session is parked.
+  const missing = agent.tools.findIndex((name) => !deps.tools.get(name));
+  if (missing >= 0) {
+    const error = `agent.tools[${missing}]: no tool named "${agent.tools[missing]}" is registered in this worker`;
+    return { outcome: "invalid_agent", error, usage: { inputTokens: 0, outputTokens: 0 } };
+  }
   const toolSpecs = deps.tools.specs(agent.tools);
+  const listed = new Set(agent.tools);
   const usage: Usage = { inputTokens: 0, outputTokens: 0 };
   let pauses = 0;
   for (let turn = 0; ; turn++) {
     if (signal.aborted) return { outcome: "cancelled", usage };
     if (turn >= agent.maxTurns) return { outcome: "max_turns", usage };
+    const spent = await budgetSpent(input, deps);
+    if (spent) return { outcome: "budget_exhausted", error: spent, usage };
     const step = await callModel(
       input.model,
       {
@@ -105,6 +144,7 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
     if (message.usage) {
       usage.inputTokens += message.usage.inputTokens;
       usage.outputTokens += message.usage.outputTokens;
+      if (input.budget) input.budget.tokensUsed += message.usage.inputTokens + message.usage.outputTokens;
     }
     await history.append(message);
     deps.metrics.modelStops.inc({ stop_reason: stopReasonLabel(message.stopReason) });
@@ -116,13 +156,18 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
           // Answer the calls that never started, so the history says exactly what happened.
           for (const skipped of calls.slice(index)) await history.append(cancelledResult(skipped));
           for (const skipped of calls.slice(index))
-            deps.metrics.toolCalls.inc({ tool: skipped.name, outcome: "failed" });
+            deps.metrics.toolCalls.inc({ tool: toolLabel(deps.tools, skipped.name), outcome: "failed" });
           return { outcome: "cancelled", usage };
         }
         // Ownership was proven right before this side effect: the assistant step (or the
         // previous call's result) was just appended through the fence, so a fenced-out
-        // worker has already stopped with a FencedError and runs nothing.
-        const result = await executeTool(deps.tools.get(call.name), call.name, call.arguments, {
+        // worker has already stopped with a FencedError and runs nothing. Only the tools the
+        // agent lists may run: any other name (even one registered here) gets a failed result.
+        const tool = listed.has(call.name) ? deps.tools.get(call.name) : undefined;
+        // A freeze can fall between that append and this line, and no epoch fences a tool:
+        // the lease must still be provably ours, now, on the monotonic clock.
+        deps.leaseGuard?.assertValid(input.fence.epoch);
+        const result = await executeTool(tool, call.name, call.arguments, {
           callId: call.id,
           sessionId: input.fence.sessionId,
           signal,
@@ -131,12 +176,16 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
           role: "tool",
           toolCallId: call.id,
           name: call.name,
-          content:
+          content: sanitizeText(
             !result.success && signal.aborted ? `Cancelled while running: ${result.content}` : result.content,
+          ),
           success: result.success,
         };
         await history.append(toolMessage);
-        deps.metrics.toolCalls.inc({ tool: call.name, outcome: result.success ? "ok" : "failed" });
+        deps.metrics.toolCalls.inc({
+          tool: toolLabel(deps.tools, call.name),
+          outcome: result.success ? "ok" : "failed",
+        });
       }
       continue;
     }

@@ -17,6 +17,11 @@ export const RUN_OUTCOMES = [
   "nothing_to_resume",
   "malformed",
   "failed",
+  // Limits and bad configuration (contracts §12): the session is parked at once, never
+  // resumed automatically.
+  "invalid_agent",
+  "budget_exhausted",
+  "storage_rejected",
 ] as const;
 export type RunOutcome = (typeof RUN_OUTCOMES)[number];
 

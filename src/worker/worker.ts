@@ -16,9 +16,12 @@ import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
 import { createRunsQueue, enqueueRun, parseRunJob, QUEUES } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
+import { resumePolicyOf } from "../shared/resume-policy.js";
 import { closeAll } from "../shared/shutdown.js";
+import { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import { FencedWrites } from "../shared/store/fenced-writes.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
+import { registerToolNames } from "../shared/tool-names.js";
 import { eventsChannel, livenessName } from "../shared/worker-signals.js";
 import { createModel, redisFaultCounter } from "./models/create-model.js";
 import { abortableSleep } from "./models/scripted.js";
@@ -52,6 +55,9 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   const queue = createRunsQueue(redis, config.prefix);
   const metrics = createMetrics("worker");
   const tools = new ToolRegistry().register(...builtinTools(config.toolDir), ...(options.tools ?? []));
+  // Before it says it is ready: the API accepts an agent listing a tool once a worker has
+  // registered its name (contracts.md §12).
+  await registerToolNames(redis, config.prefix, tools.names());
   const faults = redisFaultCounter(redis, config.prefix);
   const queries = new SessionQueries(database);
 
@@ -59,6 +65,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     workerId,
     queries,
     writes: new FencedWrites(database),
+    resumes: new AutomaticResumes(database, resumePolicyOf(config), metrics),
     lease: new SessionLease(redis, config.prefix, config.leaseTtlMs),
     leaseTtlMs: config.leaseTtlMs,
     models: (model) => createModel(model, { faults, apiKeys: config.apiKeys }),
@@ -71,11 +78,13 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
         JSON.stringify({ type: "run_stopped", sessionId, outcome }),
       );
     },
-    enqueue: async (run) => {
-      await enqueueRun(queue, run.kind === "resume" ? "resume" : "run", {
-        sessionId: run.sessionId,
-        runId: run.id,
-      });
+    enqueue: async (run, delayMs) => {
+      await enqueueRun(
+        queue,
+        run.kind === "resume" ? "resume" : "run",
+        { sessionId: run.sessionId, runId: run.id },
+        { delayMs },
+      );
     },
     log,
   };

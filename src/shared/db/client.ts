@@ -19,6 +19,10 @@ export function openDatabase(url: string, options: { max?: number } = {}): Datab
     // the next query; idle ones are recycled so a long-lived worker never holds a dead one.
     idle_timeout: 60,
     connect_timeout: 10,
+    // postgres.js otherwise looks up array types on each new connection, outside any query:
+    // a connection killed at that moment (pg_terminate_backend) rejected a promise nobody
+    // awaited and crashed the process. The schema uses only built-in types.
+    fetch_types: false,
   });
   const db = drizzle(sql, { schema });
   return { url, sql, db, close: () => sql.end({ timeout: 5 }) };

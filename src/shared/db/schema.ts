@@ -42,7 +42,24 @@ export const sessions = pgTable(
     /** Fencing epoch: bumped by each lease holder; every append requires it unchanged. */
     leaseEpoch: bigint("lease_epoch", { mode: "number" }).notNull().default(0),
     leaseOwner: text("lease_owner"),
+    /**
+     * Whether a run of it has ever started. Only then does the sweeper resume it on its own:
+     * an imported history runs nothing until someone sends a message or asks for a resume.
+     */
+    runStarted: boolean("run_started").notNull().default(false),
+    /** Automatic resumes since the session last made progress (contracts §12). */
     resumeAttempts: integer("resume_attempts").notNull().default(0),
+    /**
+     * Where the session stood (resume-policy.ts `progressMark`) when the last automatic
+     * resume was counted: reaching another point is progress, the same point again is not.
+     */
+    attemptPoint: text("attempt_point"),
+    /** `last_seq` then: a tool that ran to its end after it is the other half of progress. */
+    attemptSeq: integer("attempt_seq").notNull().default(0),
+    /** Model calls made for it across all runs (counted only for agents with a `budget`). */
+    modelCalls: integer("model_calls").notNull().default(0),
+    /** Tokens (input + output) its model steps reported, across all runs. */
+    tokensUsed: bigint("tokens_used", { mode: "number" }).notNull().default(0),
     nextResumeAt: timestamp("next_resume_at", { withTimezone: true }),
     parkedReason: text("parked_reason"),
     /** The last sign of life of whoever acts on it: its last append or lease renewal. */
@@ -55,7 +72,9 @@ export const sessions = pgTable(
     // sessions: completed, empty and parked ones are not in this index.
     index("sessions_attention_idx")
       .on(t.nextResumeAt)
-      .where(sql`${t.status} = 'active' and ${t.tailState} not in ('completed', 'empty')`),
+      .where(
+        sql`${t.status} = 'active' and ${t.runStarted} and ${t.tailState} not in ('completed', 'empty')`,
+      ),
   ],
 );
 

@@ -22,15 +22,30 @@ export type Claim = {
   epoch: number;
   /** The stored agent configuration (validated by the caller). */
   agent: unknown;
+  /** Tokens its model steps used so far, across all runs (for `agent.budget.maxTokens`). */
+  tokensUsed: number;
   /** Runs an earlier holder left `running` (it crashed, froze or was fenced out), now ended `crashed`. */
   staleRunIds: string[];
-  /** The oldest queued run, if any. */
+  /** The oldest queued run, if any (none while the session is parked: it waits for someone to act). */
   next: RunRow | null;
   /** The stored history (read in the same statement). */
   history: StoredMessage[];
 };
 
 type Inserted = { seq: number; created_at: string };
+
+/** Tokens the model steps among `messages` reported (for `agent.budget.maxTokens`). */
+function tokensOf(messages: readonly Message[]): number {
+  let tokens = 0;
+  for (const m of messages)
+    if (m.role === "assistant" && m.usage) tokens += m.usage.inputTokens + m.usage.outputTokens;
+  return tokens;
+}
+
+/** Postgres text cannot hold U+0000; error texts may quote what a model or tool produced. */
+function stripNul(text: string): string {
+  return text.includes("\u0000") ? text.replaceAll("\u0000", "\uFFFD") : text;
+}
 
 function stored(messages: readonly Message[], inserted: Inserted[]): StoredMessage[] {
   const bySeq = [...inserted].sort((a, b) => a.seq - b.seq);
@@ -51,21 +66,29 @@ export class FencedWrites {
    */
   async claimSession(sessionId: string, workerId: string): Promise<Claim | null> {
     const rows = await this.database.sql<
-      { lease_epoch: string; agent: unknown; stale: string[]; next: RawRun | null; history: RawMessage[] }[]
+      {
+        lease_epoch: string;
+        agent: unknown;
+        tokens_used: string;
+        stale: string[];
+        next: RawRun | null;
+        history: RawMessage[];
+      }[]
     >`
       with e as (
         update sessions set lease_epoch = lease_epoch + 1, lease_owner = ${workerId},
                             last_active_at = now(), updated_at = now()
          where id = ${sessionId}
-        returning lease_epoch, agent
+        returning lease_epoch, agent, tokens_used, status
       ), stale as (
         update runs set status = 'ended', ended_reason = 'crashed', ended_at = now()
          where session_id = ${sessionId} and status = 'running' and exists (select 1 from e)
         returning id
       )
-      select e.lease_epoch, e.agent,
+      select e.lease_epoch, e.agent, e.tokens_used,
              (select coalesce(json_agg(id), '[]'::json) from stale) as stale,
              (select row_to_json(q) from runs q where q.session_id = ${sessionId} and q.status = 'queued'
+                 and e.status = 'active'
                order by q.created_at, q.id limit 1) as next,
              (select coalesce(json_agg(row_to_json(m) order by m.seq), '[]'::json)
                 from messages m where m.session_id = ${sessionId}) as history
@@ -75,6 +98,7 @@ export class FencedWrites {
     return {
       epoch: Number(row.lease_epoch),
       agent: json(row.agent),
+      tokensUsed: Number(row.tokens_used),
       staleRunIds: json<string[]>(row.stale),
       next: row.next ? runFromRaw(json<RawRun>(row.next)) : null,
       history: json<RawMessage[]>(row.history).map(messageFromRaw),
@@ -97,6 +121,7 @@ export class FencedWrites {
       with s as (
         update sessions
            set last_seq = ${cursor.lastSeq + rows.length}, tail_state = ${tail},
+               tokens_used = tokens_used + ${tokensOf(messages)},
                last_active_at = now(), updated_at = now()
          where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and last_seq = ${cursor.lastSeq}
         returning id
@@ -109,6 +134,23 @@ export class FencedWrites {
       returning seq, created_at`;
     if (inserted.length !== messages.length) throw new FencedError(fence.sessionId, fence.epoch);
     return stored(messages, inserted);
+  }
+
+  /**
+   * Counts one model call against `agent.budget.maxModelCalls` before it is made, so that
+   * a call cut off by a crash counts too. False when the budget is spent. Fenced.
+   */
+  async reserveModelCall(fence: Fence, max: number): Promise<boolean> {
+    const [row] = await this.database.sql<{ reserved: boolean; fence_ok: boolean }[]>`
+      with u as (
+        update sessions set model_calls = model_calls + 1
+         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and model_calls < ${max}
+        returning 1
+      )
+      select exists (select 1 from u) as reserved,
+             exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}) as fence_ok`;
+    if (!row!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
+    return row!.reserved;
   }
 
   /**
@@ -127,14 +169,14 @@ export class FencedWrites {
     const [result] = await this.database.sql<{ fence_ok: boolean; started: number; inserted: Inserted[] }[]>`
       with r as (
         update runs set status = 'running', started_at = now(), worker_id = ${run.workerId},
-                        resume_kind = coalesce(${run.resumeKind}, resume_kind)
+                        resume_kind = ${run.resumeKind}
          where id = ${run.id} and status = 'queued'
            and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
                           and last_seq = ${cursor.lastSeq})
         returning id
       ), s as (
         update sessions
-           set last_seq = ${cursor.lastSeq + rows.length}, tail_state = ${tail},
+           set last_seq = ${cursor.lastSeq + rows.length}, tail_state = ${tail}, run_started = true,
                last_active_at = now(), updated_at = now()
          where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and last_seq = ${cursor.lastSeq}
            and exists (select 1 from r)
@@ -166,12 +208,20 @@ export class FencedWrites {
     fence: Fence,
     runId: string,
     outcome: string,
-    detail: { error?: string | null; usage?: Usage | null } = {},
+    detail: {
+      error?: string | null;
+      usage?: Usage | null;
+      /** Park the session in the same statement (a limit was reached), unless more runs wait. */
+      park?: { reason: string; detail?: string };
+    } = {},
   ): Promise<RunRow | null> {
+    const park = detail.park
+      ? stripNul(detail.park.detail ? `${detail.park.reason}: ${detail.park.detail}` : detail.park.reason)
+      : null;
     const [result] = await this.database.sql<{ fence_ok: boolean; next: RawRun | null }[]>`
       with r as (
         update runs set status = 'ended', ended_reason = ${outcome}, ended_at = now(),
-                        error = ${detail.error ?? null},
+                        error = ${detail.error == null ? null : stripNul(detail.error)},
                         usage = ${detail.usage ? JSON.stringify(detail.usage) : null}::jsonb
          where id = ${runId} and status <> 'ended'
            and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch})
@@ -181,10 +231,18 @@ export class FencedWrites {
          where ${outcome === "completed"} and id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
            and resume_attempts <> 0
         returning id
+      ), p as (
+        update sessions set status = 'parked', parked_reason = ${park}, updated_at = now()
+         where ${park !== null} and id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
+           and status = 'active' and exists (select 1 from r)
+           and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
+                             and q.status = 'queued' and q.id <> ${runId})
+        returning id
       )
       select exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}) as fence_ok,
              (select row_to_json(q) from runs q where q.session_id = ${fence.sessionId} and q.status = 'queued'
-                and q.id <> ${runId}
+                and q.id <> ${runId} and not exists (select 1 from p)
+                and exists (select 1 from sessions s where s.id = ${fence.sessionId} and s.status = 'active')
                order by q.created_at, q.id limit 1) as next`;
     if (!result!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
     return result!.next ? runFromRaw(json<RawRun>(result!.next)) : null;

@@ -118,7 +118,12 @@ export type RawSession = {
   last_seq: number;
   lease_epoch: number;
   lease_owner: string | null;
+  run_started: boolean;
   resume_attempts: number;
+  attempt_point: string | null;
+  attempt_seq: number;
+  model_calls: number;
+  tokens_used: number | string;
   next_resume_at: string | null;
   parked_reason: string | null;
   last_active_at: string;
@@ -136,7 +141,12 @@ export function sessionFromRaw(raw: RawSession): SessionRow {
     lastSeq: raw.last_seq,
     leaseEpoch: Number(raw.lease_epoch),
     leaseOwner: raw.lease_owner,
+    runStarted: raw.run_started,
     resumeAttempts: raw.resume_attempts,
+    attemptPoint: raw.attempt_point,
+    attemptSeq: raw.attempt_seq,
+    modelCalls: raw.model_calls,
+    tokensUsed: Number(raw.tokens_used),
     nextResumeAt: date(raw.next_resume_at),
     parkedReason: raw.parked_reason,
     lastActiveAt: new Date(raw.last_active_at),

@@ -1,0 +1,200 @@
+/**
+ * The one way an automatic resume comes to be (contracts.md §12). The sweeper, a worker that
+ * finds a run its predecessor left (a crash, or a job the queue retried) and a worker that
+ * hands a session on at shutdown all call `schedule`; the sweeper's re-adding of a job that
+ * never started calls `countRetry`. Both decide under a row lock on the session, against
+ * the same count (`sessions.resume_attempts`), with the pure policy in resume-policy.ts: a
+ * session that moved to another point since the last counted attempt starts the count
+ * again; one stuck at the same point is counted with backoff, and past the limit it is
+ * parked with its last real reason. Nothing else in the code base creates a resume
+ * without someone asking for it.
+ */
+import { createHash } from "node:crypto";
+import type postgres from "postgres";
+import { parseAgentConfig } from "../agent-config.js";
+import type { Database } from "../db/client.js";
+import type { RunRow } from "../db/schema.js";
+import type { StoredMessage } from "../messages.js";
+import type { FleetMetrics } from "../metrics.js";
+import { QUEUES } from "../queues.js";
+import { INTERRUPTED_TOOL_TEXT } from "../resume-plan.js";
+import { resumePoint } from "../resume-point.js";
+import {
+  decideResume,
+  type ParkReason,
+  progressMark,
+  type ResumePolicy,
+  resumeBackoffMs,
+} from "../resume-policy.js";
+import { json, messageFromRaw, type RawMessage, type RawRun, runFromRaw } from "./rows.js";
+
+export type Scheduled =
+  /** `delayMs`: how long its job waits (the previous attempt's backoff), on this class's clock. */
+  | { action: "resume"; run: RunRow; delayMs: number; attempt: number }
+  | { action: "park"; reason: ParkReason; detail?: string }
+  | { action: "none" };
+
+export type Retried =
+  | { action: "retry"; delayMs: number }
+  | { action: "park"; reason: ParkReason; detail: string };
+
+type Locked = {
+  status: string;
+  agent: unknown;
+  last_seq: number;
+  resume_attempts: number;
+  attempt_point: string | null;
+  tool_ran: boolean;
+  next_resume_at: string | null;
+  last_outcome: string | null;
+};
+
+type Stand = { session: Locked; history: StoredMessage[]; mark: string; progressed: boolean };
+
+export class AutomaticResumes {
+  constructor(
+    private readonly database: Database,
+    private readonly policy: ResumePolicy,
+    private readonly metrics: Pick<FleetMetrics, "sessionsParked">,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /**
+   * Locks the session row and reads where it stands: its history, the mark of that point,
+   * and whether it progressed since the last counted attempt — both moved to another point
+   * (resume-policy.ts `progressMark`) and got a tool to run to its end (not a result the
+   * runtime wrote for an interrupted or cancelled call). Either alone can repeat forever:
+   * a poison tool after calls that run again, or a model whose answers keep breaking.
+   */
+  private async stand(tx: postgres.TransactionSql, sessionId: string): Promise<Stand | undefined> {
+    const [session] = await tx<Locked[]>`
+      select s.status, s.agent, s.last_seq, s.resume_attempts, s.attempt_point, s.next_resume_at,
+             exists (select 1 from messages m where m.session_id = s.id and m.seq > s.attempt_seq
+                       and m.role = 'tool' and m.content <> ${INTERRUPTED_TOOL_TEXT}
+                       and m.content not like 'Cancelled%') as tool_ran,
+             (select r.ended_reason from runs r where r.session_id = s.id and r.status = 'ended'
+               order by r.ended_at desc nulls last limit 1) as last_outcome
+        from sessions s where s.id = ${sessionId} for no key update of s`;
+    if (!session) return undefined;
+    const rows = await tx<{ m: string | RawMessage }[]>`
+      select row_to_json(m) as m from messages m where m.session_id = ${sessionId} order by m.seq`;
+    const history = rows.map((row) => messageFromRaw(json<RawMessage>(row.m)));
+    const mark = createHash("sha256").update(progressMark(history)).digest("base64url");
+    return { session, history, mark, progressed: session.tool_ran && session.attempt_point !== mark };
+  }
+
+  private async park(
+    tx: postgres.TransactionSql,
+    sessionId: string,
+    reason: ParkReason,
+    detail?: string,
+  ): Promise<boolean> {
+    const text = detail ? `${reason}: ${detail}` : reason;
+    const rows = await tx`
+      update sessions set status = 'parked', parked_reason = ${text}, updated_at = now()
+       where id = ${sessionId} and status = 'active' returning 1`;
+    return rows.length > 0;
+  }
+
+  /** Queues an automatic resume of an interrupted session, or parks it, or does nothing. */
+  async schedule(input: {
+    sessionId: string;
+    trigger: "sweeper" | "worker";
+    /** For a run that was abandoned: its last sign of life (for fleet_crash_to_resume_seconds). */
+    lastSignAt?: Date;
+  }): Promise<Scheduled> {
+    const { sessionId } = input;
+    const result = await this.database.sql.begin(async (tx): Promise<Scheduled> => {
+      const stand = await this.stand(tx, sessionId);
+      if (stand?.session.status !== "active") return { action: "none" };
+      const { session: s, history, mark } = stand;
+      const busy = await tx`select 1 from runs where session_id = ${sessionId} and status <> 'ended' limit 1`;
+      if (busy.length > 0) return { action: "none" }; // a run or resume is on its way: it acts
+      let agent: ReturnType<typeof parseAgentConfig>;
+      try {
+        agent = parseAgentConfig(json(s.agent));
+      } catch (error) {
+        return (await this.park(tx, sessionId, "invalid_agent", (error as Error).message))
+          ? { action: "park", reason: "invalid_agent", detail: (error as Error).message }
+          : { action: "none" };
+      }
+      const decision = decideResume({
+        point: resumePoint(history),
+        agent,
+        attempts: s.resume_attempts,
+        progressed: stand.progressed,
+        nextResumeAt: s.next_resume_at ? new Date(s.next_resume_at) : null,
+        lastOutcome: s.last_outcome,
+        now: new Date(this.now()),
+        policy: this.policy,
+      });
+      switch (decision.action) {
+        case "none":
+          return decision;
+        case "park":
+          return (await this.park(tx, sessionId, decision.reason, decision.detail))
+            ? decision
+            : { action: "none" };
+        case "resume": {
+          const id = crypto.randomUUID();
+          // A resume someone asked for meanwhile (the API's insert does not take this lock)
+          // wins: the unique index allows one, and then there is nothing to count.
+          const [inserted] = await tx<{ r: string | RawRun }[]>`
+            insert into runs (id, session_id, kind, trigger, resume_kind, model, job_id, last_sign_at)
+            values (${id}, ${sessionId}, 'resume', ${input.trigger}, ${decision.kind},
+                    ${decision.model ? JSON.stringify(decision.model) : null}::jsonb,
+                    ${QUEUES.runs.jobId({ sessionId, runId: id })}, ${input.lastSignAt?.toISOString() ?? null})
+            on conflict (session_id) where kind = 'resume' and status <> 'ended' do nothing
+            returning row_to_json(runs) as r`;
+          if (!inserted) return { action: "none" };
+          await tx`
+            update sessions set resume_attempts = ${decision.attempt}, attempt_point = ${mark},
+                   attempt_seq = ${s.last_seq},
+                   next_resume_at = ${decision.nextResumeAt.toISOString()}, updated_at = now()
+             where id = ${sessionId}`;
+          return {
+            action: "resume",
+            run: runFromRaw(json<RawRun>(inserted!.r)),
+            delayMs: Math.max(0, decision.runAt.getTime() - this.now()),
+            attempt: decision.attempt,
+          };
+        }
+      }
+    });
+    if (result.action === "park") this.metrics.sessionsParked.inc({ reason: result.reason });
+    return result;
+  }
+
+  /**
+   * Counts the re-adding of a queued run's job that never started (its worker died holding
+   * it, or the queue gave up on it) against the same limit; past it the session is parked,
+   * and its queued runs wait for someone to act (a new message or an explicit resume).
+   */
+  async countRetry(sessionId: string): Promise<Retried | { action: "none" }> {
+    const result = await this.database.sql.begin(async (tx): Promise<Retried | { action: "none" }> => {
+      const stand = await this.stand(tx, sessionId);
+      if (stand?.session.status !== "active") return { action: "none" };
+      const { session: s, mark } = stand;
+      const attempts = stand.progressed ? 0 : s.resume_attempts;
+      if (attempts >= this.policy.maxAttempts) {
+        const detail = `${attempts} automatic retries made no progress; the last run ended ${s.last_outcome ?? "before it started"}`;
+        return (await this.park(tx, sessionId, "attempts_exhausted", detail))
+          ? { action: "park", reason: "attempts_exhausted", detail }
+          : { action: "none" };
+      }
+      const now = this.now();
+      const wait = attempts > 0 && s.next_resume_at ? new Date(s.next_resume_at).getTime() : 0;
+      const runAt = new Date(Math.max(now, wait));
+      const attempt = attempts + 1;
+      await tx`
+        update sessions set resume_attempts = ${attempt}, attempt_point = ${mark},
+               attempt_seq = ${s.last_seq},
+               next_resume_at = ${new Date(runAt.getTime() + resumeBackoffMs(this.policy, attempt)).toISOString()},
+               updated_at = now()
+         where id = ${sessionId}`;
+      return { action: "retry", delayMs: Math.max(0, runAt.getTime() - now) };
+    });
+    if (result.action === "park") this.metrics.sessionsParked.inc({ reason: result.reason });
+    return result;
+  }
+}

@@ -1,0 +1,196 @@
+/**
+ * The one way an automatic resume comes to be (store/automatic-resumes.ts), against a real
+ * Postgres: progress starts the count again, no progress is counted and parks past the
+ * limit with the last real reason, concurrent callers make one resume, and re-added jobs
+ * count against the same limit. Also: which failed writes count as "storage rejected".
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseAgentConfig } from "../src/shared/agent-config.js";
+import type { Message } from "../src/shared/messages.js";
+import { createMetrics } from "../src/shared/metrics.js";
+import { INTERRUPTED_TOOL_TEXT } from "../src/shared/resume-plan.js";
+import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
+import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
+import { SessionQueries } from "../src/shared/store/session-queries.js";
+import { SweepQueries } from "../src/sweeper/sweep-queries.js";
+import { storageRejection } from "../src/worker/session-job.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+
+const agent = parseAgentConfig({
+  model: { provider: "scripted", steps: [{ text: "x" }] },
+  tools: ["write_file"],
+});
+const call = { id: "c", name: "write_file", arguments: { path: "a", content: "a" } };
+const asked: Message[] = [
+  { role: "user", content: "write" },
+  { role: "assistant", content: "", toolCalls: [call], stopReason: "tool_use" },
+];
+const policy = { ...DEFAULT_RESUME_POLICY, maxAttempts: 3, backoffBaseMs: 1_000 };
+
+describe("AutomaticResumes", () => {
+  let fleet: FleetEnv;
+  let queries: SessionQueries;
+  let resumes: AutomaticResumes;
+  let metrics: ReturnType<typeof createMetrics>;
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("autoresumes");
+    queries = new SessionQueries(fleet.database);
+    metrics = createMetrics("test");
+    resumes = new AutomaticResumes(fleet.database, policy, metrics);
+  });
+  afterAll(async () => {
+    await fleet?.close();
+  });
+
+  /** A session a run left with this history (its last run ended `crashed`). */
+  async function session(messages: Message[]): Promise<string> {
+    const { id } = await queries.createSession({ agent, messages });
+    await fleet.database.sql`update sessions set run_started = true where id = ${id}`;
+    await endRuns(id);
+    return id;
+  }
+
+  /** Ends the session's runs `crashed`, as the sweeper does when their worker died. */
+  async function endRuns(id: string): Promise<void> {
+    await fleet.database.sql`
+      insert into runs (id, session_id, kind, trigger, status, ended_reason, ended_at)
+      values (${`ended-${id}-${Math.random()}`}, ${id}, 'run', 'api', 'ended', 'crashed', now())`;
+    await fleet.database.sql`
+      update runs set status = 'ended', ended_reason = 'crashed', ended_at = now()
+       where session_id = ${id} and status <> 'ended'`;
+  }
+
+  async function row(id: string) {
+    const [s] = await fleet.database.sql<
+      { status: string; parked_reason: string | null; resume_attempts: number }[]
+    >`
+      select status, parked_reason, resume_attempts from sessions where id = ${id}`;
+    return s!;
+  }
+
+  it("a session stuck at the same point is counted each time and parked past the limit, with the last reason", async () => {
+    const id = await session(asked);
+    const before = await metrics.sessionsParked.get();
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const scheduled = await resumes.schedule({
+        sessionId: id,
+        trigger: attempt % 2 ? "sweeper" : "worker",
+      });
+      expect(scheduled).toMatchObject({ action: "resume", attempt });
+      // The resume answers the call as interrupted; the model asks again under a new id; the
+      // worker dies inside the same tool again: the same point, whatever was appended.
+      const n = attempt;
+      await fleet.database.sql`
+        insert into messages (session_id, seq, role, content, tool_call_id, call_seq, name, success)
+        values (${id}, ${1 + 2 * n}, 'tool', ${INTERRUPTED_TOOL_TEXT}, ${n === 1 ? "c" : `c${n - 1}`}, ${2 * n}, 'write_file', false)`;
+      await fleet.database.sql`
+        insert into messages (session_id, seq, role, content, tool_calls, stop_reason)
+        values (${id}, ${2 + 2 * n}, 'assistant', '', ${JSON.stringify([{ ...call, id: `c${n}` }])}::jsonb, 'tool_use')`;
+      await fleet.database
+        .sql`update sessions set last_seq = ${2 + 2 * n}, tail_state = 'tools_pending' where id = ${id}`;
+      await endRuns(id);
+    }
+    expect(await resumes.schedule({ sessionId: id, trigger: "sweeper" })).toMatchObject({
+      action: "park",
+      reason: "attempts_exhausted",
+    });
+    expect(await row(id)).toMatchObject({
+      status: "parked",
+      parked_reason: "attempts_exhausted: 3 automatic resumes made no progress; the last run ended crashed",
+    });
+    const after = await metrics.sessionsParked.get();
+    const count = (m: typeof after) =>
+      m.values.find((v) => v.labels.reason === "attempts_exhausted")?.value ?? 0;
+    expect(count(after) - count(before)).toBe(1);
+    // Parked: nothing more is scheduled.
+    expect(await resumes.schedule({ sessionId: id, trigger: "sweeper" })).toEqual({ action: "none" });
+  });
+
+  it("a session that moved to another point starts the count again, at once", async () => {
+    const id = await session(asked);
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      expect(await resumes.schedule({ sessionId: id, trigger: "sweeper" })).toMatchObject({ attempt });
+      await endRuns(id);
+    }
+    // The tool ran and its result is stored: the session now waits for the model.
+    await fleet.database.sql`
+      insert into messages (session_id, seq, role, content, tool_call_id, call_seq, name, success)
+      values (${id}, 3, 'tool', 'wrote a', 'c', 2, 'write_file', true)`;
+    await fleet.database
+      .sql`update sessions set last_seq = 3, tail_state = 'awaiting_model' where id = ${id}`;
+    const moved = await resumes.schedule({ sessionId: id, trigger: "worker" });
+    expect(moved).toMatchObject({ action: "resume", attempt: 1 });
+    expect(moved.action === "resume" && moved.run).toMatchObject({
+      trigger: "worker",
+      resumeKind: "call_model",
+    });
+    expect(moved.action === "resume" && moved.delayMs).toBe(0);
+    expect(await row(id)).toMatchObject({ status: "active", resume_attempts: 1 });
+  });
+
+  it("a session whose point keeps changing but where no tool runs is still counted (answers that keep breaking)", async () => {
+    const id = await session([{ role: "user", content: "answer" }]);
+    expect(await resumes.schedule({ sessionId: id, trigger: "sweeper" })).toMatchObject({ attempt: 1 });
+    await fleet.database.sql`
+      insert into messages (session_id, seq, role, content, stop_reason)
+      values (${id}, 2, 'assistant', 'half an ans', 'interrupted')`;
+    await fleet.database.sql`update sessions set last_seq = 2, tail_state = 'interrupted' where id = ${id}`;
+    await endRuns(id);
+    expect(await resumes.schedule({ sessionId: id, trigger: "sweeper" })).toMatchObject({
+      attempt: 2,
+      run: { resumeKind: "retry_response" },
+    });
+  });
+
+  it("waits out the backoff of the previous attempt", async () => {
+    const id = await session(asked);
+    expect(await resumes.schedule({ sessionId: id, trigger: "sweeper" })).toMatchObject({ attempt: 1 });
+    await endRuns(id);
+    const second = await resumes.schedule({ sessionId: id, trigger: "worker" });
+    expect(second).toMatchObject({ action: "resume", attempt: 2 });
+    expect(second.action === "resume" && second.delayMs).toBeGreaterThan(500);
+  });
+
+  it("does nothing while a run is queued or running, and concurrent callers make one resume", async () => {
+    const id = await session(asked);
+    const results = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        resumes.schedule({ sessionId: id, trigger: i % 2 ? "worker" : "sweeper" }),
+      ),
+    );
+    expect(results.filter((r) => r.action === "resume")).toHaveLength(1);
+    expect(results.filter((r) => r.action === "none")).toHaveLength(5);
+    const [n] = await fleet.database.sql<{ n: number }[]>`
+      select count(*)::int as n from runs where session_id = ${id} and kind = 'resume'`;
+    expect(n!.n).toBe(1);
+  });
+
+  it("the sweeper's scan skips an imported history that never ran, and sees one a run touched", async () => {
+    const { id: imported } = await queries.createSession({ agent, messages: asked });
+    const touched = await session(asked);
+    const seen = (await new SweepQueries(fleet.database).sessionsNeedingAttention(1_000)).map((s) => s.id);
+    expect(seen).toContain(touched);
+    expect(seen).not.toContain(imported);
+  });
+
+  it("re-added jobs count against the same limit and park past it", async () => {
+    const id = await session(asked);
+    for (let i = 1; i <= 3; i++) expect(await resumes.countRetry(id)).toMatchObject({ action: "retry" });
+    expect(await resumes.countRetry(id)).toMatchObject({ action: "park", reason: "attempts_exhausted" });
+    expect((await row(id)).status).toBe("parked");
+  });
+
+  it("a write Postgres refuses for its content is storage_rejected; a lost connection is not", async () => {
+    const nul = await fleet.database.sql`select ${"a\u0000b"}::text`.catch((error: unknown) => error);
+    expect(storageRejection(nul)).toBe("storage_rejected");
+    const tooBig = await fleet.database.sql`select 2147483648::int`.catch((error: unknown) => error);
+    expect(storageRejection(tooBig)).toBe("storage_rejected");
+    expect(
+      storageRejection(Object.assign(new Error("write CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" })),
+    ).toBeNull();
+    expect(
+      storageRejection(Object.assign(new Error("terminating connection"), { code: "57P01" })),
+    ).toBeNull();
+  });
+});

@@ -1,0 +1,127 @@
+/** The pure decision behind every automatic resume (resume-policy.ts): table-driven. */
+import { describe, expect, it } from "vitest";
+import { type AgentConfig, parseAgentConfig } from "../src/shared/agent-config.js";
+import type { Message } from "../src/shared/messages.js";
+import { INTERRUPTED_TOOL_TEXT } from "../src/shared/resume-plan.js";
+import { resumePoint } from "../src/shared/resume-point.js";
+import {
+  DEFAULT_RESUME_POLICY,
+  decideResume,
+  progressMark,
+  type ResumeInput,
+} from "../src/shared/resume-policy.js";
+
+const NOW = new Date("2026-12-01T12:00:00Z");
+const agent: AgentConfig = parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "x" }] } });
+const policy = { ...DEFAULT_RESUME_POLICY, maxAttempts: 3, backoffBaseMs: 1_000 };
+const awaiting: Message[] = [{ role: "user", content: "hi" }];
+
+function input(over: Partial<ResumeInput> = {}): ResumeInput {
+  return {
+    point: resumePoint(awaiting),
+    agent,
+    attempts: 0,
+    progressed: false,
+    nextResumeAt: null,
+    lastOutcome: null,
+    now: NOW,
+    policy,
+    ...over,
+  };
+}
+
+describe("decideResume", () => {
+  it("the first automatic resume starts now, and the next one waits out the backoff", () => {
+    const first = decideResume(input());
+    expect(first).toMatchObject({ action: "resume", kind: "call_model", attempt: 1, runAt: NOW });
+    expect(first.action === "resume" && first.nextResumeAt.getTime() - NOW.getTime()).toBe(1_000);
+
+    const later = new Date(NOW.getTime() + 400);
+    const second = decideResume(input({ attempts: 1, nextResumeAt: later }));
+    expect(second).toMatchObject({ action: "resume", attempt: 2, runAt: later });
+    expect(second.action === "resume" && second.nextResumeAt.getTime() - later.getTime()).toBe(2_000);
+  });
+
+  it("counts resumes that made no progress, and parks with the last real reason past the limit", () => {
+    const parked = decideResume(input({ attempts: 3, lastOutcome: "crashed" }));
+    expect(parked).toEqual({
+      action: "park",
+      reason: "attempts_exhausted",
+      detail: "3 automatic resumes made no progress; the last run ended crashed",
+    });
+  });
+
+  it("a resume that made progress starts the count again: attempt 1, now, the primary model", () => {
+    const fallback = { provider: "scripted" as const, steps: [{ text: "fallback" }] };
+    const withFallback = { ...agent, fallbackModels: [fallback] };
+    const stuck = decideResume(input({ agent: withFallback, attempts: 2 }));
+    expect(stuck).toMatchObject({ action: "resume", attempt: 3, model: fallback });
+    const moved = decideResume(
+      input({
+        agent: withFallback,
+        attempts: 3,
+        progressed: true,
+        nextResumeAt: new Date(NOW.getTime() + 60_000),
+      }),
+    );
+    expect(moved).toMatchObject({ action: "resume", attempt: 1, runAt: NOW });
+    expect(moved.action === "resume" && moved.model).toBeUndefined();
+  });
+
+  it("parks the endings a resume cannot change, and leaves completed and empty sessions alone", () => {
+    const refused: Message[] = [...awaiting, { role: "assistant", content: "no", stopReason: "refusal" }];
+    expect(decideResume(input({ point: resumePoint(refused) }))).toMatchObject({
+      action: "park",
+      reason: "refused",
+    });
+    const done: Message[] = [...awaiting, { role: "assistant", content: "ok", stopReason: "end_turn" }];
+    expect(decideResume(input({ point: resumePoint(done) }))).toEqual({ action: "none" });
+    expect(decideResume(input({ point: resumePoint([]) }))).toEqual({ action: "none" });
+  });
+
+  it("parks max_output and paused when the agent turns continuation off", () => {
+    const cut: Message[] = [...awaiting, { role: "assistant", content: "long", stopReason: "max_output" }];
+    const noContinue = { ...agent, continueOnMaxOutput: false };
+    expect(decideResume(input({ agent: noContinue, point: resumePoint(cut) }))).toEqual({
+      action: "park",
+      reason: "max_output",
+    });
+    expect(decideResume(input({ point: resumePoint(cut) }))).toMatchObject({ kind: "continue_response" });
+  });
+
+  describe("progressMark", () => {
+    const a = (id: string) => ({ id, name: "append_file", arguments: { path: "log", line: "x" } });
+    const poison = (id: string) => ({ id, name: "deploy", arguments: { env: "prod" } });
+    const step = (n: number): Message[] => [
+      { role: "assistant", content: "", toolCalls: [a(`a${n}`), poison(`p${n}`)], stopReason: "tool_use" },
+      { role: "tool", toolCallId: `a${n}`, name: "append_file", content: "ok", success: true },
+    ];
+    it("is the same when a worker dies again at the same call, under new ids, after other calls ran again", () => {
+      const first = [...awaiting, ...step(1)];
+      const again: Message[] = [
+        ...first,
+        { role: "tool", toolCallId: "p1", name: "deploy", content: INTERRUPTED_TOOL_TEXT, success: false },
+        ...step(2),
+      ];
+      expect(progressMark(again)).toBe(progressMark(first));
+    });
+    it("differs once the session moved: the call was answered, or another call is pending", () => {
+      const first = [...awaiting, ...step(1)];
+      const answered: Message[] = [
+        ...first,
+        { role: "tool", toolCallId: "p1", name: "deploy", content: "done", success: true },
+      ];
+      expect(progressMark(answered)).not.toBe(progressMark(first));
+      const other: Message[] = [
+        ...awaiting,
+        {
+          role: "assistant",
+          content: "",
+          toolCalls: [{ ...poison("q"), arguments: { env: "staging" } }],
+          stopReason: "tool_use",
+        },
+      ];
+      expect(progressMark(other)).not.toBe(progressMark(first));
+    });
+  });
+});

@@ -1,0 +1,213 @@
+/**
+ * Limits that always hold (contracts.md §12), through the real API, real worker processes
+ * and an in-process sweeper: output Postgres cannot store, `maxTurns`, `agent.budget` across
+ * crashes, imports that run nothing, and resumes refused while a run is on its way.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetApiError, FleetClient } from "../src/producer/client.js";
+import { loadConfig } from "../src/shared/config.js";
+import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
+import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
+import { CRASH_HISTORY } from "./support/histories.js";
+
+const MAX_ATTEMPTS = 3;
+
+describe("limits that always hold", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let sweeper: RunningSweeper;
+  let worker: WorkerProcess;
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("limits");
+    ({ client } = await fleet.startApi());
+    const env = { ...fleet.env, SWEEPER_MAX_ATTEMPTS: String(MAX_ATTEMPTS), SWEEPER_BACKOFF_MS: "100" };
+    fleet.env.SWEEPER_MAX_ATTEMPTS = env.SWEEPER_MAX_ATTEMPTS;
+    fleet.env.SWEEPER_BACKOFF_MS = env.SWEEPER_BACKOFF_MS;
+    sweeper = await startSweeper({ ...loadConfig(env), logLevel: "silent" }, { serveMetrics: false });
+    worker = await fleet.spawnWorker();
+  });
+  afterAll(async () => {
+    await sweeper?.stop();
+    await fleet?.close();
+  });
+
+  async function terminal(id: string, timeoutMs = 20_000) {
+    let last = await client.getSession(id);
+    await waitFor(
+      async () => {
+        last = await client.getSession(id);
+        return last.status === "completed" || last.status === "parked";
+      },
+      timeoutMs,
+      `session ${id} to end`,
+    );
+    return last;
+  }
+
+  it("a model answer holding a NUL byte is stored with U+FFFD: one run, completed", async () => {
+    const { id } = await client.createSession({
+      agent: { model: { provider: "scripted", steps: [{ text: "bin\u0000ary" }] } },
+    });
+    await client.send(id, "answer with a NUL");
+    const session = await terminal(id);
+    expect(session.status).toBe("completed");
+    expect(session.messages.at(-1)?.content).toBe("bin\uFFFDary");
+    expect(session.runs).toHaveLength(1);
+  });
+
+  it("a stream cut inside a surrogate pair, again and again, is parked within SWEEPER_MAX_ATTEMPTS + 1 runs", async () => {
+    const { id } = await client.createSession({
+      agent: { model: { provider: "scripted", steps: [{ text: "abc😀xyz", fault: "stream_cut" }] } },
+    });
+    await client.send(id, "go");
+    const session = await terminal(id, 30_000);
+    expect(session.status).toBe("parked");
+    expect(session.parkedReason).toMatch(
+      /^attempts_exhausted: 3 automatic resumes made no progress; the last run ended interrupted/,
+    );
+    expect(session.runs.length).toBeLessThanOrEqual(MAX_ATTEMPTS + 1);
+    const answers = session.messages.filter((m) => m.role === "assistant");
+    expect(answers.length).toBe(session.runs.length); // one model call per run, no more
+    for (const answer of answers) {
+      expect(answer).toMatchObject({ stopReason: "interrupted" });
+      expect(answer.content).not.toMatch(/[\uD800-\uDFFF]/); // no lone half of the pair
+    }
+    expect(answers.some((a) => a.content.includes("\uFFFD"))).toBe(true);
+    // Parked means parked: nothing more happens.
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect((await client.getSession(id)).runs).toHaveLength(session.runs.length);
+  }, 40_000);
+
+  it("maxTurns: 2 on a looping script: exactly one run, two model calls, parked max_turns", async () => {
+    const { id } = await client.createSession({
+      agent: {
+        model: {
+          provider: "scripted",
+          steps: [{ toolCalls: [{ name: "append_file", arguments: { path: "loop.txt", line: "again" } }] }],
+        },
+        tools: ["append_file"],
+        maxTurns: 2,
+      },
+    });
+    await client.send(id, "loop");
+    const session = await terminal(id);
+    expect(session.status).toBe("parked");
+    expect(session.parkedReason).toMatch(/^max_turns/);
+    expect(session.runs).toHaveLength(1);
+    expect(session.runs[0]!.endedReason).toBe("max_turns");
+    expect(session.messages.filter((m) => m.role === "assistant")).toHaveLength(2);
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect((await client.getSession(id)).runs).toHaveLength(1); // never resumed automatically
+    // An explicit resume continues it: another full maxTurns.
+    const { runId } = await client.resume(id);
+    const resumed = await client.waitForRun(runId, { timeoutMs: 15_000 });
+    expect(resumed.endedReason).toBe("max_turns");
+    expect((await client.getSession(id)).messages.filter((m) => m.role === "assistant")).toHaveLength(4);
+  });
+
+  it("budget.maxModelCalls: 5 holds across a send, two SIGKILLs and their resumes", async () => {
+    const { id } = await client.createSession({
+      agent: {
+        model: {
+          provider: "scripted",
+          steps: [{ toolCalls: [{ name: "sleep", arguments: { ms: 1_500 } }] }],
+        },
+        tools: ["sleep"],
+        budget: { maxModelCalls: 5 },
+      },
+    });
+    await client.send(id, "sleep forever");
+    const { sql } = fleet.database;
+    for (let kill = 0, calls = 0; kill < 2; kill++) {
+      // Wait until the session is inside a new `sleep` (a call without its result), then kill its worker.
+      await waitFor(
+        async () => {
+          const [row] = await sql<{ calls: number; results: number }[]>`
+            select (select count(*)::int from messages where session_id = ${id} and role = 'assistant') as calls,
+                   (select count(*)::int from messages where session_id = ${id} and role = 'tool') as results`;
+          if (row!.calls <= calls || row!.calls <= row!.results) return false;
+          calls = row!.calls;
+          return true;
+        },
+        15_000,
+        "the session inside sleep",
+      );
+      worker.child.kill("SIGKILL");
+      await worker.exited;
+      worker = await fleet.spawnWorker();
+    }
+    const session = await terminal(id, 30_000);
+    expect(session.status).toBe("parked");
+    expect(session.parkedReason).toMatch(/^budget_exhausted: agent.budget.maxModelCalls/);
+    const [row] = await sql<{ model_calls: number }[]>`select model_calls from sessions where id = ${id}`;
+    expect(row!.model_calls).toBe(5);
+    expect(session.messages.filter((m) => m.role === "assistant").length).toBeLessThanOrEqual(5);
+    expect(session.runs.filter((r) => r.endedReason === "crashed")).toHaveLength(2);
+  }, 60_000);
+
+  it("an imported §7.2 crash history runs nothing; then the §7.2 flow passes", async () => {
+    const { id } = await client.createSession({
+      agent: {
+        model: { provider: "scripted", steps: [{ text: "(unused)" }, { text: "1 tool was interrupted" }] },
+        tools: ["write_file"],
+      },
+      messages: CRASH_HISTORY,
+    });
+    await new Promise((r) => setTimeout(r, 5_000));
+    const untouched = await client.getSession(id);
+    expect(untouched.messages).toHaveLength(CRASH_HISTORY.length);
+    expect(untouched.runs).toEqual([]);
+
+    const point = await client.resumePoint(id);
+    expect(point).toMatchObject({ resumable: true, kind: "recover_tools" });
+    expect(point.resumable && point.unansweredToolCalls.map((c) => c.id)).toEqual(["b"]);
+    const { runId, kind } = await client.resume(id);
+    expect(kind).toBe("recover_tools");
+    await client.waitForRun(runId, { timeoutMs: 15_000 });
+    const session = await client.getSession(id);
+    expect(session.messages.at(-1)).toMatchObject({ role: "assistant", content: "1 tool was interrupted" });
+    expect(await client.resumePoint(id)).toEqual({ resumable: false, reason: "completed" });
+  }, 30_000);
+
+  it("while a run is on its way: resume-point says running, POST /resume answers 409 running", async () => {
+    const { id } = await client.createSession({
+      agent: {
+        model: {
+          provider: "scripted",
+          steps: [{ toolCalls: [{ name: "sleep", arguments: { ms: 1_500 } }] }, { text: "awake" }],
+        },
+        tools: ["sleep"],
+      },
+    });
+    const { runId } = await client.send(id, "nap");
+    await waitFor(async () => (await client.getSession(id)).messages.length >= 2, 10_000, "the nap to start");
+    expect(await client.resumePoint(id)).toEqual({ resumable: false, reason: "running" });
+    const refused = await client.resume(id).catch((error: FleetApiError) => error);
+    expect(refused).toMatchObject({ status: 409, reason: "running" });
+    await client.waitForRun(runId, { timeoutMs: 15_000 });
+    expect(await client.resumePoint(id)).toEqual({ resumable: false, reason: "completed" });
+  });
+
+  it("a waiting resume is joined only by the same request; another model gets 409", async () => {
+    const history = [{ role: "user" as const, content: "question" }];
+    const agent = { model: { provider: "scripted" as const, steps: [{ text: "answer" }] } };
+    const { id } = await client.createSession({ agent, messages: history });
+    // Hold the queue so the resume waits.
+    const { createRunsQueue } = await import("../src/shared/queues.js");
+    const queue = createRunsQueue(fleet.redis, fleet.config.prefix);
+    await queue.pause();
+    try {
+      const first = await client.resume(id);
+      const same = await client.resume(id);
+      expect(same.runId).toBe(first.runId);
+      const other = { provider: "scripted" as const, steps: [{ text: "from another model" }] };
+      const refused = await client.resume(id, { model: other }).catch((error: FleetApiError) => error);
+      expect(refused).toMatchObject({ status: 409, reason: "running" });
+    } finally {
+      await queue.resume();
+      await queue.close();
+    }
+    expect((await terminal(id)).messages.at(-1)).toMatchObject({ content: "answer" });
+  });
+});

@@ -6,6 +6,7 @@ import postgres from "postgres";
 import { startApi } from "../src/producer/api-server.js";
 import { FleetClient } from "../src/producer/client.js";
 import { startSweeper } from "../src/sweeper/sweeper-process.js";
+import { type BacklogOptions, type BacklogSample, backlogKills } from "./recovery-backlog.js";
 import {
   Cleanup,
   deleteRedisPrefix,
@@ -35,6 +36,9 @@ const { values } = parseArgs({
     "sleep-ms": { type: "string", default: "30000" },
     "baseline-rounds": { type: "string", default: "2" },
     "baseline-jobs": { type: "string", default: "4" },
+    "backlog-kills": { type: "string", default: "3" },
+    "backlog-factor": { type: "string", default: "10" },
+    "backlog-sleep-ms": { type: "string", default: "1000" },
   },
 });
 
@@ -51,6 +55,11 @@ const CONCURRENCY = wholeNumber("concurrency", values.concurrency, 1);
 const SLEEP_MS = wholeNumber("sleep-ms", values["sleep-ms"], 1_000);
 const BASELINE_ROUNDS = wholeNumber("baseline-rounds", values["baseline-rounds"], 0);
 const BASELINE_JOBS = wholeNumber("baseline-jobs", values["baseline-jobs"], 1);
+const BACKLOG: BacklogOptions = {
+  kills: wholeNumber("backlog-kills", values["backlog-kills"], 0),
+  factor: wholeNumber("backlog-factor", values["backlog-factor"], 1),
+  sleepMs: wholeNumber("backlog-sleep-ms", values["backlog-sleep-ms"], 0),
+};
 /** BullMQ's default stalledInterval: the baseline's kill offsets are spread over one of them. */
 const BULLMQ_STALLED_INTERVAL_MS = 30_000;
 /** The first baseline round kills A this long after A was up (B is up by then). */
@@ -140,7 +149,10 @@ async function startBaselineRound(round: number, offsetMs: number, cleanup: Clea
 
 // ── fleet: the sweeper's resume after SIGKILL ──────────────────────────────────────────
 
-async function runFleet(cleanup: Cleanup, redis: Redis): Promise<KillSample[]> {
+async function runFleet(
+  cleanup: Cleanup,
+  redis: Redis,
+): Promise<{ samples: KillSample[]; backlog: BacklogSample[] }> {
   const { databaseUrl, env, config } = await scratchFleet(cleanup, redis, "rec", CONCURRENCY);
   console.log(
     `fleet: sweeper every ${config.sweepIntervalMs} ms, lease ttl ${config.leaseTtlMs} ms, ` +
@@ -249,15 +261,36 @@ async function runFleet(cleanup: Cleanup, redis: Redis): Promise<KillSample[]> {
     );
   }
 
-  // Every resumed session: its one tool call answered exactly once, as interrupted.
+  // Resumes while a backlog of first runs waits in the queue.
+  let backlog: BacklogSample[] = [];
+  if (BACKLOG.kills > 0) {
+    const queue = new Queue("runs", { connection: redis, prefix: env.FLEET_PREFIX });
+    cleanup.add("close the backlog queue handle", () => queue.close());
+    backlog = await backlogKills(
+      {
+        client,
+        sql,
+        queue,
+        alive,
+        startWorker,
+        sleepyAgent: agent,
+        perKill: PER_KILL,
+        totalConcurrency: WORKERS * CONCURRENCY,
+      },
+      BACKLOG,
+    );
+  }
+
+  // Every resumed sleepy session: its one tool call answered exactly once, as interrupted.
   const [check] = await sql<{ bad: number }[]>`
     select count(*)::int as bad from sessions s
-     where exists (select 1 from runs r where r.session_id = s.id and r.kind = 'resume' and r.started_at is not null)
+     where s.metadata ? 'kill'
+       and exists (select 1 from runs r where r.session_id = s.id and r.kind = 'resume' and r.started_at is not null)
        and (select count(*) from messages m
              where m.session_id = s.id and m.role = 'tool' and m.success = false) <> 1`;
   if (check!.bad > 0)
     throw new Error(`${check!.bad} resumed sessions do not have exactly one interrupted result`);
-  return samples;
+  return { samples, backlog };
 }
 
 function statsRow(label: string, samples: number[], withP99 = true): string[] {
@@ -292,7 +325,7 @@ async function main(): Promise<number> {
         ),
       ),
     );
-    const samples = await runFleet(cleanup, redis);
+    const { samples, backlog } = await runFleet(cleanup, redis);
     console.log("  fleet kills done; waiting for BullMQ's stalled-job checks");
     const baseline: number[] = [];
     for (const round of rounds) {
@@ -318,6 +351,21 @@ async function main(): Promise<number> {
     rows.push(statsRow("fleet sweeper, median per kill (the sample)", perKillMedian));
     rows.push(statsRow("fleet sweeper, first session per kill", perKillFirst));
     rows.push(statsRow("fleet sweeper, every session", everySession));
+    if (backlog.length > 0) {
+      const least = Math.min(...backlog.map((b) => b.queuedAtKill));
+      rows.push(
+        statsRow(
+          `fleet sweeper, every session, ≥ ${least} first runs queued`,
+          backlog.flatMap((b) => b.started),
+        ),
+      );
+      rows.push(
+        statsRow(
+          "  the same sessions, kill → resume enqueued",
+          backlog.flatMap((b) => b.enqueued),
+        ),
+      );
+    }
     if (baseline.length > 0) {
       rows.push(statsRow("BullMQ stalled-job recovery (defaults), per job", baseline, false));
     }

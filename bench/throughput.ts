@@ -38,6 +38,7 @@ import { createMetrics } from "../src/shared/metrics.js";
 import { createRunsQueue } from "../src/shared/queues.js";
 import { closeRedis, createRedis } from "../src/shared/redis.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
+import { FleetToolNames, readToolNames } from "../src/shared/tool-names.js";
 import { startSweeper } from "../src/sweeper/sweeper-process.js";
 import {
   benchToolCall,
@@ -222,6 +223,7 @@ async function fleetProducer(
     queries: new SessionQueries(database),
     queue,
     metrics: createMetrics("bench"),
+    toolNames: new FleetToolNames(() => readToolNames(redis, config.prefix)),
   });
   return {
     createSession: (input) => service.createSession(input),

@@ -41,6 +41,22 @@ export type SweepResult = { resumed: number; parked: number; abandoned: number; 
 
 type Cause = "crashed" | "stalled" | "interrupted";
 
+/** Abandoned runs handled at once (each is a handful of round trips under its own lock). */
+const ABANDONED_AT_ONCE = 8;
+
+/** Runs `fn` over `items`, at most `limit` at a time. */
+async function forEachLimit<T>(
+  items: Iterable<T>,
+  limit: number,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
+  const iterator = items[Symbol.iterator]();
+  const lane = async () => {
+    for (let next = iterator.next(); !next.done; next = iterator.next()) await fn(next.value);
+  };
+  await Promise.all(Array.from({ length: limit }, lane));
+}
+
 export class Sweeper {
   private readonly deaths: DeathWatch;
   private readonly claimDeaths: DeathWatch;
@@ -102,18 +118,21 @@ export class Sweeper {
       running.map((r) => r.worker_id ?? ""),
       now,
     );
+    // All holders at once (concurrent GETs on one connection), then the abandoned runs a few
+    // at a time: a worker that dies with 30 sessions must not have them resumed one by one.
+    const holders = await Promise.all(running.map((run) => this.deps.lease.holder(run.session_id)));
     let count = 0;
-    for (const run of running) {
-      const holder = await this.deps.lease.holder(run.session_id);
+    await forEachLimit(running.entries(), ABANDONED_AT_ONCE, async ([i, run]) => {
+      const holder = holders[i]!;
       const holderAlive = holder !== null && live.has(ownerOf(holder)) && !dead.has(ownerOf(holder));
-      if (holderAlive) continue; // someone live holds the session: slow, not stuck
+      if (holderAlive) return; // someone live holds the session: slow, not stuck
       const workerId = run.worker_id ?? "";
       const workerDead = dead.has(workerId);
       // A live worker renews its lease every ttl/3; no lease at all means it froze or lost Redis.
       const leaseExpired = holder === null && now - run.started_at.getTime() > this.deps.lease.ttlMs;
       // A worker missing from CLIENT LIST but not yet confirmed dead is looked at next tick.
       const frozen = leaseExpired && live.has(workerId);
-      if (!workerDead && !frozen) continue;
+      if (!workerDead && !frozen) return;
       const cause: Cause = workerDead ? "crashed" : "stalled";
       const done = await this.guarded(run.session_id, () =>
         this.withSessionLock(run.session_id, async () => {
@@ -132,7 +151,7 @@ export class Sweeper {
         }),
       );
       if (done) count++;
-    }
+    });
     return count;
   }
 

@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
 import postgres from "postgres";
-import { ADMIN_URL, FLEET_BIN, ROOT, sleep } from "./support.js";
+import { ADMIN_URL, FLEET_BIN, sleep, spawnUntilReady } from "./support.js";
 
 /** A worker or sweeper that has not said it is ready by then is killed and started again. */
 const START_TIMEOUT_MS = 120_000;
@@ -118,41 +118,24 @@ export class RoleSlots {
    * moment, so a cleanup during a start (Redis down, Ctrl-C) still stops it.
    */
   private async spawnOne(): Promise<{ proc: FleetProcess; id: string }> {
-    const child = spawn(process.execPath, [FLEET_BIN, this.role, ...this.args], {
-      cwd: ROOT,
-      env: { ...process.env, ...this.env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    const exited = new Promise<number | string>((done) =>
-      child.on("exit", (code, signal) => done(signal ?? code ?? -1)),
-    );
-    const proc: FleetProcess = { child, output: () => out, exited };
-    this.everyProcess.push(proc);
     const pattern = this.role === "worker" ? /fleet worker ready: (\S+),/ : /fleet sweeper ready/;
-    const ready = await new Promise<RegExpExecArray>((done, fail) => {
-      const timer = setTimeout(() => {
-        child.kill("SIGKILL");
-        fail(new Error(`not ready after ${START_TIMEOUT_MS} ms: ${out.slice(-300)}`));
-      }, START_TIMEOUT_MS);
-      const onData = (data: Buffer) => {
-        // Keep the last 64 KB: enough to show what a process said before it died.
-        out = (out + data).slice(-65_536);
-        const match = pattern.exec(out);
-        if (match) {
-          clearTimeout(timer);
-          done(match);
-        }
-      };
-      child.stdout?.on("data", onData);
-      child.stderr?.on("data", onData);
-      void exited.then((how) => {
-        clearTimeout(timer);
-        fail(new Error(`exited (${how}) before it was ready: ${out.slice(-300)}`));
-      });
-    });
+    let proc: FleetProcess | undefined;
+    const { child, ready } = await spawnUntilReady(
+      [FLEET_BIN, this.role, ...this.args],
+      this.env,
+      pattern,
+      START_TIMEOUT_MS,
+      {
+        // Tracked from its first moment; the last 64 KB show what a process said before it died.
+        onSpawn: (started) => {
+          proc = started;
+          this.everyProcess.push(started);
+        },
+        keepBytes: 65_536,
+      },
+    );
     const id = this.role === "worker" ? ready[1]! : `sweeper-${child.pid}`;
-    return { proc, id };
+    return { proc: proc!, id };
   }
 
   /** Starts a process in slot `i`, retrying while the infrastructure is down. */

@@ -67,12 +67,17 @@ export type ReadyChild = {
   exited: Promise<number | string>;
 };
 
-/** Spawns a Node process and waits until its output matches `readyPattern`. */
+/**
+ * Spawns a Node process and waits until its output matches `readyPattern`. `onSpawn` sees
+ * the process from its first moment (so a cleanup during the start can stop it);
+ * `keepBytes` bounds the output kept.
+ */
 export async function spawnUntilReady(
   args: string[],
   env: Record<string, string>,
   readyPattern: RegExp,
   timeoutMs = 30_000,
+  options: { onSpawn?: (started: Omit<ReadyChild, "ready">) => void; keepBytes?: number } = {},
 ): Promise<ReadyChild> {
   const child = spawn(process.execPath, args, {
     cwd: ROOT,
@@ -83,13 +88,14 @@ export async function spawnUntilReady(
   const exited = new Promise<number | string>((done) =>
     child.on("exit", (code, signal) => done(signal ?? code ?? -1)),
   );
+  options.onSpawn?.({ child, output: () => out, exited });
   const ready = await new Promise<RegExpExecArray>((done, fail) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
       fail(new Error(`child ${args.join(" ")} not ready after ${timeoutMs} ms:\n${out}`));
     }, timeoutMs);
     const onData = (data: Buffer) => {
-      out += data;
+      out = options.keepBytes ? (out + data).slice(-options.keepBytes) : out + data;
       const match = readyPattern.exec(out);
       if (match) {
         clearTimeout(timer);

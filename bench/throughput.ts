@@ -224,6 +224,7 @@ async function fleetProducer(
     queue,
     metrics: createMetrics("bench"),
     toolNames: new FleetToolNames(() => readToolNames(redis, config.prefix)),
+    models: config.models,
   });
   return {
     createSession: (input) => service.createSession(input),

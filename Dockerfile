@@ -10,6 +10,7 @@ WORKDIR /app
 # typescript, vitest, biome, drizzle-kit: nothing at runtime imports them (tsx is in
 # "dependencies").
 COPY package.json package-lock.json ./
+COPY scripts ./scripts
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 # tsconfig.json is read by tsx, so the sources run exactly as they do in development.

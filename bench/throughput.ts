@@ -35,7 +35,7 @@ import type { AgentConfigInput } from "../src/shared/agent-config.js";
 import type { FleetConfig } from "../src/shared/config.js";
 import { openDatabase } from "../src/shared/db/client.js";
 import { createMetrics } from "../src/shared/metrics.js";
-import { createRunsQueue } from "../src/shared/queues.js";
+import { RunQueues } from "../src/shared/queues.js";
 import { closeRedis, createRedis } from "../src/shared/redis.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { FleetToolNames, readToolNames } from "../src/shared/tool-names.js";
@@ -213,15 +213,15 @@ async function fleetProducer(
   if (VIA !== "service") return new FleetClient({ baseUrl: apiUrl });
   const database = openDatabase(config.databaseUrl);
   const redis = createRedis(config.redisUrl, "producer");
-  const queue = createRunsQueue(redis, config.prefix);
+  const queues = new RunQueues(redis, config.prefix);
   cleanup.add("close the in-process FleetService", async () => {
-    await queue.close();
+    await queues.close();
     await closeRedis(redis);
     await database.close();
   });
   const service = new FleetService({
     queries: new SessionQueries(database),
-    queue,
+    queues,
     metrics: createMetrics("bench"),
     toolNames: new FleetToolNames(() => readToolNames(redis, config.prefix)),
     models: config.models,

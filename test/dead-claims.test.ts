@@ -10,7 +10,7 @@ import { parseAgentConfig } from "../src/shared/agent-config.js";
 import { loadConfig } from "../src/shared/config.js";
 import { SessionLease } from "../src/shared/lease.js";
 import { createMetrics } from "../src/shared/metrics.js";
-import { createRunsQueue, enqueueRun, QUEUES } from "../src/shared/queues.js";
+import { QUEUES, RunQueues } from "../src/shared/queues.js";
 import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
 import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
@@ -22,13 +22,15 @@ const silent = { info() {}, warn() {}, debug() {} };
 
 describe("jobs claimed by a worker that died before starting them", () => {
   let fleet: FleetEnv;
+  let queues: RunQueues;
   let queue: Queue;
   beforeAll(async () => {
     fleet = await createFleetEnv("deadclaims");
-    queue = createRunsQueue(fleet.redis, fleet.config.prefix);
+    queues = new RunQueues(fleet.redis, fleet.config.prefix);
+    queue = queues.runs;
   });
   afterAll(async () => {
-    await queue?.close();
+    await queues?.close();
     await fleet?.close();
   });
 
@@ -38,7 +40,7 @@ describe("jobs claimed by a worker that died before starting them", () => {
       agent: parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "picked up again" }] } }),
     });
     const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "hello" });
-    await enqueueRun(queue, "run", { sessionId: id, runId: run.id });
+    await queues.enqueue("run", { sessionId: id, runId: run.id });
 
     // A "worker" named ghost claims the job and never starts the run; it has no liveness
     // connection, exactly like a process that was SIGKILLed right after claiming.
@@ -69,7 +71,7 @@ describe("jobs claimed by a worker that died before starting them", () => {
         lease: new SessionLease(fleet.redis, config.prefix, config.leaseTtlMs),
         queries,
         sweeps: new SweepQueries(fleet.database),
-        queue,
+        queues,
         metrics: createMetrics("sweeper-test"),
         resumes: new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, createMetrics("resumes-test")),
         log: silent,
@@ -86,9 +88,7 @@ describe("jobs claimed by a worker that died before starting them", () => {
       { n: number }[]
     >`select resume_attempts as n from sessions where id = ${id}`;
     expect(row!.n).toBe(1);
-    expect((await queue.getJobs(["waiting", "prioritized"])).map((j) => j.id)).toEqual([
-      `${jobId}-after-ghost`,
-    ]);
+    expect((await queue.getJobs(["waiting"])).map((j) => j.id)).toEqual([`${jobId}-after-ghost`]);
 
     await fleet.spawnWorker();
     const { client } = await fleet.startApi();

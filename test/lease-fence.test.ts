@@ -15,7 +15,7 @@ import { parseAgentConfig } from "../src/shared/agent-config.js";
 import { loadConfig } from "../src/shared/config.js";
 import { FencedError } from "../src/shared/errors.js";
 import type { Message } from "../src/shared/messages.js";
-import { createRunsQueue } from "../src/shared/queues.js";
+import { RunQueues } from "../src/shared/queues.js";
 import { FencedWrites } from "../src/shared/store/fenced-writes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
@@ -164,6 +164,7 @@ const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 describe("a frozen worker declared stalled, woken again", () => {
   let fleet: FleetEnv;
   let sweeper: RunningSweeper;
+  let queues: RunQueues;
   let queue: Queue;
   let client: FleetClient;
 
@@ -171,10 +172,11 @@ describe("a frozen worker declared stalled, woken again", () => {
     fleet = await createFleetEnv("leasefence");
     ({ client } = await fleet.startApi());
     sweeper = await startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: false });
-    queue = createRunsQueue(fleet.redis, fleet.config.prefix);
+    queues = new RunQueues(fleet.redis, fleet.config.prefix);
+    queue = queues.resumes; // the resume waits while the frozen worker wakes
   });
   afterAll(async () => {
-    await queue?.close();
+    await queues?.close();
     await sweeper?.stop();
     await fleet?.close();
   });

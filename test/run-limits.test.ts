@@ -194,8 +194,9 @@ describe("limits that always hold", () => {
     const agent = { model: { provider: "scripted" as const, steps: [{ text: "answer" }] } };
     const { id } = await client.createSession({ agent, messages: history });
     // Hold the queue so the resume waits.
-    const { createRunsQueue } = await import("../src/shared/queues.js");
-    const queue = createRunsQueue(fleet.redis, fleet.config.prefix);
+    const { RunQueues } = await import("../src/shared/queues.js");
+    const queues = new RunQueues(fleet.redis, fleet.config.prefix);
+    const queue = queues.resumes;
     await queue.pause();
     try {
       const first = await client.resume(id);
@@ -206,7 +207,7 @@ describe("limits that always hold", () => {
       expect(refused).toMatchObject({ status: 409, reason: "running" });
     } finally {
       await queue.resume();
-      await queue.close();
+      await queues.close();
     }
     expect((await terminal(id)).messages.at(-1)).toMatchObject({ content: "answer" });
   });

@@ -16,7 +16,7 @@ import { parseAgentConfig } from "../src/shared/agent-config.js";
 import { type Database, openDatabase } from "../src/shared/db/client.js";
 import { SessionLease } from "../src/shared/lease.js";
 import { createMetrics } from "../src/shared/metrics.js";
-import { createRunsQueue, QUEUES } from "../src/shared/queues.js";
+import { QUEUES, RunQueues } from "../src/shared/queues.js";
 import { closeRedis, createRedis } from "../src/shared/redis.js";
 import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
 import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
@@ -30,13 +30,14 @@ import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./su
 const AGENT = parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "resumed answer" }] } });
 const JOB_STATES = ["waiting", "delayed", "prioritized", "active", "completed", "failed"] as const;
 
-type OwnSweeper = { sweeper: Sweeper; queue: Queue; close: () => Promise<void> };
+type OwnSweeper = { sweeper: Sweeper; queues: RunQueues; close: () => Promise<void> };
 
 describe("concurrent sweepers", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
   let queries: SessionQueries;
-  let queue: Queue;
+  let queues: RunQueues;
+  let queue: Queue; // resumes: what the sweepers enqueue
   const sweepers: OwnSweeper[] = [];
   let worker: WorkerProcess | undefined;
 
@@ -44,7 +45,7 @@ describe("concurrent sweepers", () => {
   function makeSweeper(options: { confirmDeathMs?: number; now?: () => number } = {}): OwnSweeper {
     const redis: Redis = createRedis(fleet.config.redisUrl, "worker");
     const database: Database = openDatabase(fleet.config.databaseUrl, { max: 4 });
-    const ownQueue = createRunsQueue(redis, fleet.config.prefix);
+    const ownQueues = new RunQueues(redis, fleet.config.prefix);
     const sweeper = new Sweeper(
       {
         prefix: fleet.config.prefix,
@@ -52,7 +53,7 @@ describe("concurrent sweepers", () => {
         lease: new SessionLease(redis, fleet.config.prefix, fleet.config.leaseTtlMs),
         queries: new SessionQueries(database),
         sweeps: new SweepQueries(database),
-        queue: ownQueue,
+        queues: ownQueues,
         metrics: createMetrics("sweeper"),
         resumes: new AutomaticResumes(
           database,
@@ -66,9 +67,9 @@ describe("concurrent sweepers", () => {
     );
     const own: OwnSweeper = {
       sweeper,
-      queue: ownQueue,
+      queues: ownQueues,
       close: async () => {
-        await ownQueue.close();
+        await ownQueues.close();
         await closeRedis(redis);
         await database.close();
       },
@@ -129,11 +130,12 @@ describe("concurrent sweepers", () => {
     fleet = await createFleetEnv("sweepconc");
     ({ client } = await fleet.startApi());
     queries = new SessionQueries(fleet.database);
-    queue = createRunsQueue(fleet.redis, fleet.config.prefix);
+    queues = new RunQueues(fleet.redis, fleet.config.prefix);
+    queue = queues.resumes;
   });
   afterAll(async () => {
     for (const s of sweepers) await s.close();
-    await queue?.close();
+    await queues?.close();
     await fleet?.close();
   });
 

@@ -7,7 +7,6 @@
  * Crash states are created directly (imported histories, rows written with SQL) and most
  * sweeps are driven by calling the Sweeper's methods, so each test decides when it sweeps.
  */
-import type { Queue } from "bullmq";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
@@ -16,7 +15,7 @@ import { loadConfig } from "../src/shared/config.js";
 import { SessionLease } from "../src/shared/lease.js";
 import type { Message } from "../src/shared/messages.js";
 import { createMetrics, type FleetMetrics } from "../src/shared/metrics.js";
-import { createRunsQueue, QUEUES } from "../src/shared/queues.js";
+import { QUEUES, RunQueues } from "../src/shared/queues.js";
 import { CONTINUE_RESPONSE_TEXT, RETRY_RESPONSE_TEXT } from "../src/shared/resume-plan.js";
 import { DEFAULT_RESUME_POLICY, type ResumePolicy } from "../src/shared/resume-policy.js";
 import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
@@ -63,20 +62,20 @@ describe("sweeper policy", () => {
   let apiUrl: string;
   let worker: WorkerProcess;
   let queries: SessionQueries;
-  const queues: Queue[] = [];
+  const queues: RunQueues[] = [];
 
   /** A Sweeper driven by the test (no timer), with its own metrics. */
   function makeSweeper(policy: Partial<ResumePolicy> = {}): { sweeper: Sweeper; metrics: FleetMetrics } {
     const metrics = createMetrics("sweeper");
-    const queue = createRunsQueue(fleet.redis, fleet.config.prefix);
-    queues.push(queue);
+    const own = new RunQueues(fleet.redis, fleet.config.prefix);
+    queues.push(own);
     const sweeper = new Sweeper({
       prefix: fleet.config.prefix,
       redis: fleet.redis,
       lease: new SessionLease(fleet.redis, fleet.config.prefix, fleet.config.leaseTtlMs),
       queries,
       sweeps: new SweepQueries(fleet.database),
-      queue,
+      queues: own,
       metrics,
       resumes: new AutomaticResumes(
         fleet.database,
@@ -364,8 +363,9 @@ describe("sweeper policy", () => {
       agent: parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "orphan answered" }] } }),
     });
     const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "hello" });
-    const queue = createRunsQueue(fleet.redis, fleet.config.prefix);
-    queues.push(queue);
+    const own = new RunQueues(fleet.redis, fleet.config.prefix);
+    queues.push(own);
+    const queue = own.runs;
     const jobId = QUEUES.runs.jobId({ sessionId: id, runId: run.id });
     expect(await queue.getJob(jobId)).toBeUndefined();
 
@@ -380,10 +380,9 @@ describe("sweeper policy", () => {
       expect(await sweeper.sweepOrphanedRuns()).toBe(1);
       const job = await queue.getJob(jobId);
       expect(job?.data).toEqual({ sessionId: id, runId: run.id });
-      // New work waits behind resumes (a job with a priority; resumes carry none).
-      expect(await job!.getState()).toBe("prioritized");
+      expect(await job!.getState()).toBe("waiting");
       expect(await sweeper.sweepOrphanedRuns()).toBe(0);
-      expect(await queue.getJobs(["waiting", "prioritized", "delayed", "active"])).toHaveLength(1);
+      expect(await queue.getJobs(["waiting", "delayed", "active"])).toHaveLength(1);
     } finally {
       await queue.resume();
     }

@@ -3,7 +3,7 @@ import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
-import { createRunsQueue, QUEUES } from "../shared/queues.js";
+import { QUEUES, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
 import { closeAll } from "../shared/shutdown.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
@@ -18,19 +18,29 @@ const QUEUE_STATES = ["waiting", "active", "delayed", "completed", "failed", "pr
 export async function startApi(config: FleetConfig, options: { port?: number } = {}): Promise<RunningApi> {
   const database = openDatabase(config.databaseUrl);
   const redis = createRedis(config.redisUrl, "producer");
-  const queue = createRunsQueue(redis, config.prefix);
+  const queues = new RunQueues(redis, config.prefix);
   // The API is the one process that exports queue depths.
   const metrics = createMetrics("api", {
-    queueDepths: async () => {
-      const counts = await queue.getJobCounts(...QUEUE_STATES);
-      return QUEUE_STATES.map((state) => ({ queue: QUEUES.runs.name, state, count: counts[state] ?? 0 }));
-    },
+    queueDepths: async () =>
+      (
+        await Promise.all(
+          (["runs", "resumes"] as const).map(async (key) => {
+            const counts = await queues[key].getJobCounts(...QUEUE_STATES);
+            return QUEUE_STATES.map((state) => ({
+              queue: QUEUES[key].name,
+              state,
+              count: counts[state] ?? 0,
+            }));
+          }),
+        )
+      ).flat(),
   });
   const service = new FleetService({
     queries: new SessionQueries(database),
-    queue,
+    queues,
     metrics,
     toolNames: new FleetToolNames(() => readToolNames(redis, config.prefix)),
+    models: config.models,
   });
   const app = buildApi({
     service,
@@ -46,7 +56,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     url: `http://127.0.0.1:${port}`,
     stop: () =>
       closeAll(
-        [() => app.close(), () => queue.close(), () => closeRedis(redis), () => database.close()],
+        [() => app.close(), () => queues.close(), () => closeRedis(redis), () => database.close()],
         app.log,
       ),
   };

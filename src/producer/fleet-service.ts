@@ -4,7 +4,6 @@
  * send never interleaves with a running session's appends and is never lost.
  */
 import { isDeepStrictEqual } from "node:util";
-import type { Queue } from "bullmq";
 import { z } from "zod";
 import { type AgentConfig, parseAgentConfig, parseModelConfig } from "../shared/agent-config.js";
 import type { RunRow, SessionRow } from "../shared/db/schema.js";
@@ -17,7 +16,8 @@ import {
   toValidationError,
 } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
-import { enqueueRun, enqueueRuns, QUEUES } from "../shared/queues.js";
+import { checkAgentModels, type ModelRouting, resolveModelRoute } from "../shared/model-endpoints.js";
+import { QUEUES, type RunQueues } from "../shared/queues.js";
 import {
   type ResumeKind,
   type ResumePointJson,
@@ -107,12 +107,22 @@ export class FleetService {
   constructor(
     private readonly deps: {
       queries: SessionQueries;
-      queue: Queue;
+      queues: Pick<RunQueues, "enqueue" | "enqueueMany" | "getJob">;
       metrics: Pick<FleetMetrics, "resumeRefusals">;
       /** The tool names workers registered (tool-names.ts). */
       toolNames: Pick<FleetToolNames, "known">;
+      /**
+       * Declared endpoints and allowed raw base URLs (contracts.md §11), from the same
+       * configuration the workers load: a MODEL they would refuse is a 400 here.
+       */
+      models: Pick<ModelRouting, "endpoints" | "allowedBaseUrls">;
     },
   ) {}
+
+  /** Routes are checked only for where they lead, never for keys: the API sends no model request. */
+  private get routing(): ModelRouting {
+    return { ...this.deps.models, apiKeys: {} };
+  }
 
   /**
    * Refuses an agent that lists a tool no worker of the fleet registered, naming the first
@@ -135,6 +145,7 @@ export class FleetService {
   async createSession(body: unknown): Promise<{ id: string }> {
     const input = parseBody(createBody, body);
     const agent = parseAgentConfig(input.agent, "agent");
+    checkAgentModels(agent, this.routing, "agent");
     const messages = input.messages === undefined ? [] : parseHistory(input.messages, "messages");
     assertAnsweredOnce(messages, "messages");
     await this.checkTools([{ agent, field: "agent" }]);
@@ -155,6 +166,7 @@ export class FleetService {
       input: item.input,
     }));
     for (const [i, item] of items.entries()) {
+      checkAgentModels(item.agent, this.routing, `sessions[${i}].agent`);
       assertAnsweredOnce(item.messages, `sessions[${i}].messages`);
       if (item.input === undefined) continue;
       const point = resumePoint(item.messages);
@@ -167,8 +179,7 @@ export class FleetService {
     }
     await this.checkTools(items.map(({ agent }, i) => ({ agent, field: `sessions[${i}].agent` })));
     const created = await this.deps.queries.createSessions(items);
-    await enqueueRuns(
-      this.deps.queue,
+    await this.deps.queues.enqueueMany(
       created.flatMap(({ id, runId }) =>
         runId ? [{ name: "run" as const, payload: { sessionId: id, runId } }] : [],
       ),
@@ -213,7 +224,7 @@ export class FleetService {
       trigger: "api",
       input: content,
     });
-    await enqueueRun(this.deps.queue, "run", { sessionId: id, runId: run.id });
+    await this.deps.queues.enqueue("run", { sessionId: id, runId: run.id });
     return { runId: run.id };
   }
 
@@ -224,6 +235,7 @@ export class FleetService {
   ): Promise<{ runId: string; kind: ResumeKind }> {
     const input = parseBody(resumeBody, body);
     const model = input?.model === undefined ? undefined : parseModelConfig(input.model, "model");
+    if (model) resolveModelRoute(model, this.routing, "model");
     const session = await this.session(id);
     const [history, runs] = await Promise.all([
       this.deps.queries.loadHistory(id),
@@ -248,7 +260,7 @@ export class FleetService {
     });
     if (!created && !sameModel(run.model, model))
       throw this.refuse("running", "another resume of this session is queued or running");
-    if (created) await enqueueRun(this.deps.queue, "resume", { sessionId: id, runId: run.id });
+    if (created) await this.deps.queues.enqueue("resume", { sessionId: id, runId: run.id });
     else await this.startNow(id, run.id);
     return { runId: run.id, kind: point.kind };
   }
@@ -260,7 +272,7 @@ export class FleetService {
 
   /** Someone asked for the resume that waits out its backoff: it need not wait any longer. */
   private async startNow(sessionId: string, runId: string): Promise<void> {
-    const job = await this.deps.queue.getJob(QUEUES.runs.jobId({ sessionId, runId }));
+    const job = await this.deps.queues.getJob("resume", QUEUES.resumes.jobId({ sessionId, runId }));
     if (job && (await job.isDelayed())) await job.promote().catch(() => {});
   }
 

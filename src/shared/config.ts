@@ -6,6 +6,7 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { z } from "zod";
 import { ValidationError } from "./errors.js";
+import { type ModelRouting, parseAllowedBaseUrls, parseModelEndpoints } from "./model-endpoints.js";
 
 const int = (def: number) => z.coerce.number().int().nonnegative().default(def);
 
@@ -25,8 +26,14 @@ const envSchema = z.object({
   METRICS_PORT: int(0),
   /** Where the built-in file tools write. */
   FLEET_TOOL_DIR: z.string().default("./fleet-files"),
-  /** Jobs one worker process runs at once. */
+  /** Jobs with new work one worker process runs at once. */
   WORKER_CONCURRENCY: int(8),
+  /**
+   * Resumes one worker process runs at once, on slots of their own besides
+   * WORKER_CONCURRENCY, so a crashed session never waits behind new work. Default: the same
+   * as WORKER_CONCURRENCY.
+   */
+  WORKER_RESUME_CONCURRENCY: z.coerce.number().int().nonnegative().optional(),
   /**
    * Postgres connections of one worker process. Its jobs share them (postgres.js pipelines
    * queries on a connection); a few connections beat one per job on a busy machine.
@@ -46,6 +53,14 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   OPENAI_API_KEY: z.string().optional(),
   ANTHROPIC_API_KEY: z.string().optional(),
+  /**
+   * Model endpoints the operator declares (contracts.md §11), a JSON object or the path of a
+   * file holding one: `{ "NAME": { "provider": "openai" | "anthropic", "baseUrl"?, "apiKeyEnv"? } }`.
+   * The variables `apiKeyEnv` names are read here too.
+   */
+  FLEET_MODEL_ENDPOINTS: z.string().optional(),
+  /** Comma-separated URL prefixes a MODEL may name as a raw `baseUrl` (no key is ever sent there). */
+  FLEET_ALLOWED_BASE_URLS: z.string().optional(),
 });
 
 export type FleetConfig = {
@@ -56,6 +71,7 @@ export type FleetConfig = {
   metricsPort: number;
   toolDir: string;
   workerConcurrency: number;
+  workerResumeConcurrency: number;
   workerDbPool: number;
   leaseTtlMs: number;
   shutdownGraceMs: number;
@@ -63,7 +79,8 @@ export type FleetConfig = {
   sweeperMaxAttempts: number;
   sweeperBackoffMs: number;
   logLevel: z.infer<typeof envSchema>["LOG_LEVEL"];
-  apiKeys: { openai?: string; anthropic?: string };
+  /** Endpoints, allowed raw base URLs and the keys for each (model-endpoints.ts). */
+  models: ModelRouting;
 };
 
 let dotenvLoaded = false;
@@ -84,6 +101,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     metricsPort: e.METRICS_PORT,
     toolDir: resolve(e.FLEET_TOOL_DIR),
     workerConcurrency: Math.max(1, e.WORKER_CONCURRENCY),
+    workerResumeConcurrency: Math.max(1, e.WORKER_RESUME_CONCURRENCY ?? e.WORKER_CONCURRENCY),
     workerDbPool: Math.max(2, e.WORKER_DB_POOL),
     leaseTtlMs: Math.max(500, e.LEASE_TTL_MS),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
@@ -91,7 +109,11 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     sweeperMaxAttempts: e.SWEEPER_MAX_ATTEMPTS,
     sweeperBackoffMs: e.SWEEPER_BACKOFF_MS,
     logLevel: e.LOG_LEVEL,
-    apiKeys: { openai: e.OPENAI_API_KEY, anthropic: e.ANTHROPIC_API_KEY },
+    models: {
+      endpoints: parseModelEndpoints(e.FLEET_MODEL_ENDPOINTS, env),
+      allowedBaseUrls: parseAllowedBaseUrls(e.FLEET_ALLOWED_BASE_URLS),
+      apiKeys: { openai: e.OPENAI_API_KEY || undefined, anthropic: e.ANTHROPIC_API_KEY || undefined },
+    },
   };
 }
 

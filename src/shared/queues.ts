@@ -1,8 +1,12 @@
 /**
  * The one typed catalogue of queues and jobs: names, payload schemas (validated by the
  * producer and again by the worker), deterministic job ids, retry settings.
+ *
+ * Two queues: `runs` for new work and `resumes` for resumes. Each worker process takes
+ * resumes with slots of their own, so a session interrupted by a crash comes back within a
+ * second even while every slot for new work is busy and thousands of first runs wait.
  */
-import { type ConnectionOptions, Queue } from "bullmq";
+import { type ConnectionOptions, type Job, Queue } from "bullmq";
 import { z } from "zod";
 import { ValidationError } from "./errors.js";
 import { toValidationError } from "./messages.js";
@@ -16,21 +20,30 @@ export type RunJob = z.infer<typeof runJobSchema>;
 export const JOB_NAMES = ["run", "resume"] as const;
 export type JobName = (typeof JOB_NAMES)[number];
 
-export const QUEUES = {
-  runs: {
-    name: "runs",
-    jobs: { run: runJobSchema, resume: runJobSchema },
-    jobId: (payload: RunJob) => `run-${payload.runId}`,
-    defaultJobOptions: {
-      // Infrastructure faults (Postgres or Redis blips) are retried; bad input never is
-      // (the worker throws UnrecoverableError for it).
-      attempts: 5,
-      backoff: { type: "exponential", delay: 500 },
-      removeOnComplete: { age: 3_600, count: 10_000 },
-      removeOnFail: { age: 7 * 24 * 3_600 },
-    },
-  },
+const defaultJobOptions = {
+  // Infrastructure faults (Postgres or Redis blips) are retried; bad input never is
+  // (the worker throws UnrecoverableError for it).
+  attempts: 5,
+  backoff: { type: "exponential", delay: 500 },
+  removeOnComplete: { age: 3_600, count: 10_000 },
+  removeOnFail: { age: 7 * 24 * 3_600 },
 } as const;
+
+/** The job id of a run: one job per run, whichever queue holds it (a second add is a no-op). */
+const runJobId = (payload: RunJob) => `run-${payload.runId}`;
+
+export const QUEUES = {
+  /** New work: runs with new input. */
+  runs: { name: "runs", job: "run", jobId: runJobId, defaultJobOptions },
+  /** Resumes, automatic or asked for: taken by slots of their own in every worker. */
+  resumes: { name: "resumes", job: "resume", jobId: runJobId, defaultJobOptions },
+} as const;
+export type QueueKey = keyof typeof QUEUES;
+
+/** The queue that holds a job of this name. */
+export function queueKeyOf(name: JobName): QueueKey {
+  return name === "run" ? "runs" : "resumes";
+}
 
 export function parseRunJob(name: string, data: unknown): { name: JobName; payload: RunJob } {
   if (!(JOB_NAMES as readonly string[]).includes(name)) {
@@ -41,52 +54,74 @@ export function parseRunJob(name: string, data: unknown): { name: JobName; paylo
   return { name: name as JobName, payload: result.data };
 }
 
-export function createRunsQueue(connection: ConnectionOptions, prefix: string): Queue {
-  const queue = new Queue(QUEUES.runs.name, {
-    connection,
-    prefix,
-    defaultJobOptions: QUEUES.runs.defaultJobOptions,
-  });
-  // Connection errors surface on the calls that fail (and Redis is retried); don't crash or spam.
-  queue.on("error", () => {});
-  return queue;
-}
+/** Both queues of a fleet (FLEET_PREFIX), as producers, the sweeper and workers use them. */
+export class RunQueues {
+  readonly runs: Queue;
+  readonly resumes: Queue;
 
-/**
- * Resumes go ahead of new work: a job without a priority is taken before every job with
- * one (BullMQ), so new runs carry one and resumes do not. A session interrupted by a crash
- * comes back within a second even when thousands of first runs are queued.
- */
-export const NEW_WORK_PRIORITY = 10;
+  constructor(connection: ConnectionOptions, prefix: string) {
+    const open = (key: QueueKey) => {
+      const queue = new Queue(QUEUES[key].name, {
+        connection,
+        prefix,
+        defaultJobOptions: QUEUES[key].defaultJobOptions,
+      });
+      // Connection errors surface on the calls that fail (and Redis is retried); don't crash or spam.
+      queue.on("error", () => {});
+      return queue;
+    };
+    this.runs = open("runs");
+    this.resumes = open("resumes");
+  }
 
-function jobOptions(name: JobName, jobId: string, delayMs = 0) {
-  return {
-    jobId,
-    ...(name === "run" ? { priority: NEW_WORK_PRIORITY } : {}),
-    ...(delayMs > 0 ? { delay: Math.ceil(delayMs) } : {}),
-  };
-}
+  /** Both queues, for what applies to each (pause, counts, events). */
+  all(): Queue[] {
+    return [this.runs, this.resumes];
+  }
 
-/** Enqueues a run's job (validated, deterministic id: a second call adds nothing). */
-export async function enqueueRun(
-  queue: Queue,
-  name: JobName,
-  payload: RunJob,
-  options: { delayMs?: number; jobId?: string } = {},
-): Promise<string> {
-  const { payload: valid } = parseRunJob(name, payload);
-  const jobId = options.jobId ?? QUEUES.runs.jobId(valid);
-  await queue.add(name, valid, jobOptions(name, jobId, options.delayMs));
-  return jobId;
-}
+  /** The queue that holds jobs of this name. */
+  of(name: JobName): Queue {
+    return this[queueKeyOf(name)];
+  }
 
-/** Enqueues many runs' jobs in one round trip (validated, deterministic ids). */
-export async function enqueueRuns(queue: Queue, jobs: { name: JobName; payload: RunJob }[]): Promise<void> {
-  if (jobs.length === 0) return;
-  await queue.addBulk(
-    jobs.map(({ name, payload }) => {
-      const valid = parseRunJob(name, payload).payload;
-      return { name, data: valid, opts: jobOptions(name, QUEUES.runs.jobId(valid)) };
-    }),
-  );
+  /** Enqueues a run's job (validated, deterministic id: a second call adds nothing). */
+  async enqueue(
+    name: JobName,
+    payload: RunJob,
+    options: { delayMs?: number; jobId?: string } = {},
+  ): Promise<string> {
+    const { payload: valid } = parseRunJob(name, payload);
+    const jobId = options.jobId ?? runJobId(valid);
+    const delay = options.delayMs && options.delayMs > 0 ? Math.ceil(options.delayMs) : undefined;
+    await this.of(name).add(name, valid, { jobId, ...(delay ? { delay } : {}) });
+    return jobId;
+  }
+
+  /** Enqueues many runs' jobs, one round trip per queue (validated, deterministic ids). */
+  async enqueueMany(jobs: { name: JobName; payload: RunJob }[]): Promise<void> {
+    for (const key of ["runs", "resumes"] as const) {
+      const mine = jobs.filter(({ name }) => queueKeyOf(name) === key);
+      if (mine.length === 0) continue;
+      await this[key].addBulk(
+        mine.map(({ name, payload }) => {
+          const valid = parseRunJob(name, payload).payload;
+          return { name, data: valid, opts: { jobId: runJobId(valid) } };
+        }),
+      );
+    }
+  }
+
+  /** The job of a run, in the queue its name belongs to. */
+  getJob(name: JobName, jobId: string): Promise<Job | undefined> {
+    return this.of(name).getJob(jobId);
+  }
+
+  /** Jobs some worker holds right now, in both queues. */
+  async getActive(): Promise<Job[]> {
+    return (await Promise.all(this.all().map((queue) => queue.getActive(0, 9_999)))).flat();
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.all().map((queue) => queue.close()));
+  }
 }

@@ -10,7 +10,7 @@ import { openDatabase } from "../shared/db/client.js";
 import { servicesReachable, startMetricsServer } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
-import { createRunsQueue, QUEUES } from "../shared/queues.js";
+import { QUEUES, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
 import { closeAll } from "../shared/shutdown.js";
@@ -41,7 +41,7 @@ export async function startSweeper(
   const redis = createRedis(config.redisUrl, "worker");
   const subscriber = createRedis(config.redisUrl, "worker");
   const eventsRedis = createRedis(config.redisUrl, "worker");
-  const queue = createRunsQueue(redis, config.prefix);
+  const queues = new RunQueues(redis, config.prefix);
   const metrics = createMetrics("sweeper");
   const sweeper = new Sweeper({
     prefix: config.prefix,
@@ -49,7 +49,7 @@ export async function startSweeper(
     lease: new SessionLease(redis, config.prefix, config.leaseTtlMs),
     queries: new SessionQueries(database),
     sweeps: new SweepQueries(database),
-    queue,
+    queues,
     metrics,
     resumes: new AutomaticResumes(database, resumePolicyOf(config), metrics),
     log,
@@ -101,11 +101,15 @@ export async function startSweeper(
   // word that a job failed for good or stalled.
   await subscriber.subscribe(eventsChannel(config.prefix));
   subscriber.on("message", wake);
-  const queueEvents = new QueueEvents(QUEUES.runs.name, { connection: eventsRedis, prefix: config.prefix });
-  queueEvents.on("error", () => {});
-  queueEvents.on("failed", wake);
-  queueEvents.on("stalled", wake);
-  await queueEvents.waitUntilReady();
+  const queueEvents = [QUEUES.runs.name, QUEUES.resumes.name].map(
+    (name) => new QueueEvents(name, { connection: eventsRedis, prefix: config.prefix }),
+  );
+  for (const events of queueEvents) {
+    events.on("error", () => {});
+    events.on("failed", wake);
+    events.on("stalled", wake);
+  }
+  await Promise.all(queueEvents.map((events) => events.waitUntilReady()));
 
   const server =
     options.serveMetrics === false
@@ -125,8 +129,8 @@ export async function startSweeper(
         while (running) await new Promise((r) => setTimeout(r, 10));
         await closeAll(
           [
-            () => queue.close(),
-            () => queueEvents.close(),
+            () => queues.close(),
+            ...queueEvents.map((events) => () => events.close()),
             () => closeRedis(eventsRedis),
             () => closeRedis(subscriber),
             () => closeRedis(redis),

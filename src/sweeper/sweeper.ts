@@ -12,12 +12,11 @@
  * 3. queued runs whose job is missing (Redis lost it) or failed: the job is added again.
  * It also wakes up when a worker reports an abnormal stop, instead of waiting for a poll.
  */
-import type { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { ownerOf, releaseIfHolder, type SessionLease } from "../shared/lease.js";
 import type { FleetMetrics } from "../shared/metrics.js";
-import { enqueueRun, parseRunJob, QUEUES, type RunJob } from "../shared/queues.js";
+import { type JobName, parseRunJob, QUEUES, type RunJob, type RunQueues } from "../shared/queues.js";
 import type { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
 import { DeathWatch, liveWorkers } from "./liveness.js";
@@ -31,7 +30,7 @@ export type SweeperDeps = {
   sweeps: SweepQueries;
   /** Every automatic resume and retry is decided and counted there. */
   resumes: Pick<AutomaticResumes, "schedule" | "countRetry">;
-  queue: Queue;
+  queues: Pick<RunQueues, "enqueue" | "getJob" | "getActive">;
   metrics: Pick<FleetMetrics, "runs">;
   log: Pick<Logger, "info" | "warn" | "debug">;
   now?: () => number;
@@ -195,7 +194,7 @@ export class Sweeper {
         return "parked";
       case "resume": {
         const { run, delayMs, attempt } = scheduled;
-        await enqueueRun(this.deps.queue, "resume", { sessionId, runId: run.id }, { delayMs });
+        await this.deps.queues.enqueue("resume", { sessionId, runId: run.id }, { delayMs });
         this.deps.log.info(
           { sessionId, runId: run.id, kind: run.resumeKind, cause, attempt },
           "resume enqueued",
@@ -209,8 +208,9 @@ export class Sweeper {
   async sweepOrphanedRuns(olderThanMs = 5_000, limit = 500): Promise<number> {
     let count = 0;
     for (const run of await this.deps.sweeps.queuedRunsOlderThan(olderThanMs, limit)) {
+      const name: JobName = run.kind === "resume" ? "resume" : "run";
       const jobId = QUEUES.runs.jobId({ sessionId: run.session_id, runId: run.id });
-      const job = await this.deps.queue.getJob(jobId);
+      const job = await this.deps.queues.getJob(name, jobId);
       const state = job ? await job.getState() : "missing";
       if (state !== "missing" && state !== "failed" && state !== "completed" && state !== "unknown") continue;
       // A job Redis lost is re-added as it was; a job that failed for good or ended without
@@ -226,12 +226,7 @@ export class Sweeper {
         delayMs = counted.delayMs;
       }
       if (job) await job.remove().catch(() => {});
-      await enqueueRun(
-        this.deps.queue,
-        run.kind === "resume" ? "resume" : "run",
-        { sessionId: run.session_id, runId: run.id },
-        { delayMs },
-      );
+      await this.deps.queues.enqueue(name, { sessionId: run.session_id, runId: run.id }, { delayMs });
       count++;
       this.deps.log.info({ runId: run.id, state }, "queued run re-enqueued");
     }
@@ -251,7 +246,7 @@ export class Sweeper {
     const someoneLeft = this.lastLive === null || [...this.lastLive].some((id) => !liveNow.has(id));
     this.lastLive = liveNow;
     if (!someoneLeft && !this.claimDeaths.pending()) return 0;
-    const active = await this.deps.queue.getActive(0, 9_999);
+    const active = await this.deps.queues.getActive();
     const owners = active.flatMap((job) => (job.processedBy ? [job.processedBy] : []));
     if (owners.length === 0) return 0;
     const dead = this.claimDeaths.observe(liveNow, owners, this.now());
@@ -261,8 +256,9 @@ export class Sweeper {
       const owner = job.processedBy;
       if (!owner || !dead.has(owner)) continue;
       let payload: RunJob;
+      let name: JobName;
       try {
-        payload = parseRunJob(job.name, job.data).payload;
+        ({ name, payload } = parseRunJob(job.name, job.data));
       } catch {
         continue; // a malformed job fails on its own; nothing to recover
       }
@@ -275,13 +271,10 @@ export class Sweeper {
             await this.deps.lease.release(payload.sessionId, holder);
           // The stale job stays `active` until BullMQ's stalled check: count it once.
           const retryId = `${job.id}-after-${owner}`;
-          if (await this.deps.queue.getJob(retryId)) return false;
+          if (await this.deps.queues.getJob(name, retryId)) return false;
           const counted = await this.deps.resumes.countRetry(payload.sessionId);
           if (counted.action !== "retry") return false;
-          await enqueueRun(this.deps.queue, job.name === "resume" ? "resume" : "run", payload, {
-            jobId: retryId,
-            delayMs: counted.delayMs,
-          });
+          await this.deps.queues.enqueue(name, payload, { jobId: retryId, delayMs: counted.delayMs });
           this.deps.log.info(
             { runId: payload.runId, workerId: owner },
             "run claimed by a dead worker re-enqueued",

@@ -14,7 +14,7 @@ import { ValidationError } from "../shared/errors.js";
 import { servicesReachable, startMetricsServer } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
-import { createRunsQueue, enqueueRun, parseRunJob, QUEUES } from "../shared/queues.js";
+import { parseRunJob, QUEUES, type QueueKey, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
 import { closeAll } from "../shared/shutdown.js";
@@ -48,11 +48,12 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   const workerId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   const log = options.logger ?? pino({ level: config.logLevel, base: { role: "worker", workerId } });
   const database = openDatabase(config.databaseUrl, { max: config.workerDbPool });
-  const bullRedis = createRedis(config.redisUrl, "worker");
+  // One connection per BullMQ worker (runs, resumes): each blocks on its own queue.
+  const bullRedis = [createRedis(config.redisUrl, "worker"), createRedis(config.redisUrl, "worker")];
   // This connection's name is the worker's liveness signal (liveness.ts): it vanishes from
   // CLIENT LIST the moment the process dies. Its leases go through it too.
   const redis = createRedis(config.redisUrl, "worker", livenessName(config.prefix, workerId));
-  const queue = createRunsQueue(redis, config.prefix);
+  const queues = new RunQueues(redis, config.prefix);
   const metrics = createMetrics("worker");
   const tools = new ToolRegistry().register(...builtinTools(config.toolDir), ...(options.tools ?? []));
   // Before it says it is ready: the API accepts an agent listing a tool once a worker has
@@ -68,7 +69,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     resumes: new AutomaticResumes(database, resumePolicyOf(config), metrics),
     lease: new SessionLease(redis, config.prefix, config.leaseTtlMs),
     leaseTtlMs: config.leaseTtlMs,
-    models: (model) => createModel(model, { faults, apiKeys: config.apiKeys }),
+    models: (model, field) => createModel(model, { faults, routing: config.models }, field),
     tools,
     metrics,
     sleep: abortableSleep,
@@ -79,8 +80,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
       );
     },
     enqueue: async (run, delayMs) => {
-      await enqueueRun(
-        queue,
+      await queues.enqueue(
         run.kind === "resume" ? "resume" : "run",
         { sessionId: run.sessionId, runId: run.id },
         { delayMs },
@@ -107,54 +107,70 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     return result;
   };
 
-  const worker = new Worker(QUEUES.runs.name, processor, {
-    connection: bullRedis,
-    prefix: config.prefix,
-    concurrency: config.workerConcurrency,
-    autorun: true,
-    // Recorded on each job it claims (`processedBy`): the sweeper matches it to liveness.
-    name: workerId,
-    // A job claimed by a worker that dies before starting its run (so the sweeper, which
-    // watches running runs, has nothing to see) comes back through BullMQ's stalled check:
-    // within lockDuration + stalledInterval (≤ 15 s) instead of the defaults' ~60 s.
-    lockDuration: 10_000,
-    stalledInterval: 5_000,
-    maxStalledCount: 3,
-  });
-  worker.on("lockRenewalFailed", (jobIds) => {
-    // The fence keeps history safe; aborting stops the work early.
-    for (const id of jobIds) worker.cancelJob(id, "BullMQ lock lost");
-  });
-  worker.on("error", (error) => log.warn({ err: error }, "worker error"));
-  worker.on("failed", (job, error) => {
-    if (job) log.warn({ jobId: job.id, err: error.message }, "job failed");
-  });
-  await worker.waitUntilReady();
+  // New work and resumes each have slots of their own: a resume never waits for new work
+  // to free a slot, so a crashed session comes back within a second under any backlog.
+  const startBullWorker = (key: QueueKey, connection: (typeof bullRedis)[number], concurrency: number) => {
+    const worker = new Worker(QUEUES[key].name, processor, {
+      connection,
+      prefix: config.prefix,
+      concurrency,
+      autorun: true,
+      // Recorded on each job it claims (`processedBy`): the sweeper matches it to liveness.
+      name: workerId,
+      // A job claimed by a worker that dies before starting its run (so the sweeper, which
+      // watches running runs, has nothing to see) comes back through BullMQ's stalled check:
+      // within lockDuration + stalledInterval (≤ 15 s) instead of the defaults' ~60 s.
+      lockDuration: 10_000,
+      stalledInterval: 5_000,
+      maxStalledCount: 3,
+    });
+    worker.on("lockRenewalFailed", (jobIds) => {
+      // The fence keeps history safe; aborting stops the work early.
+      for (const id of jobIds) worker.cancelJob(id, "BullMQ lock lost");
+    });
+    worker.on("error", (error) => log.warn({ err: error }, "worker error"));
+    worker.on("failed", (job, error) => {
+      if (job) log.warn({ jobId: job.id, err: error.message }, "job failed");
+    });
+    return worker;
+  };
+  const workers = [
+    startBullWorker("runs", bullRedis[0]!, config.workerConcurrency),
+    startBullWorker("resumes", bullRedis[1]!, config.workerResumeConcurrency),
+  ];
+  await Promise.all(workers.map((worker) => worker.waitUntilReady()));
 
   const server =
     options.serveMetrics === false
       ? null
       : await startMetricsServer(metrics.registry, config.metricsPort, servicesReachable(database, redis));
-  log.info({ metricsPort: server?.port, concurrency: config.workerConcurrency }, "worker started");
+  log.info(
+    {
+      metricsPort: server?.port,
+      concurrency: config.workerConcurrency,
+      resumeConcurrency: config.workerResumeConcurrency,
+    },
+    "worker started",
+  );
 
   let stopping: Promise<void> | null = null;
   const stop = () => {
     stopping ??= (async () => {
       log.info("worker stopping: no new jobs; letting running work finish");
-      const closed = worker.close();
+      const closed = Promise.all(workers.map((worker) => worker.close()));
       const graceOver = new Promise<"grace">((resolve) => {
         const t = setTimeout(() => resolve("grace"), config.shutdownGraceMs);
         t.unref();
       });
       if ((await Promise.race([closed.then(() => "closed" as const), graceOver])) === "grace") {
         log.warn("grace period over: aborting running work");
-        worker.cancelAllJobs("worker shutting down");
+        for (const worker of workers) worker.cancelAllJobs("worker shutting down");
       }
       await closeAll(
         [
           () => closed,
-          () => queue.close(),
-          () => closeRedis(bullRedis),
+          () => queues.close(),
+          ...bullRedis.map((connection) => () => closeRedis(connection)),
           () => closeRedis(redis),
           () => database.close(),
           async () => server?.close(),

@@ -394,6 +394,32 @@ describe("errors", () => {
     expect(fake.requests).toHaveLength(0);
   });
 
+  it("a keyless route (a raw baseUrl) sends a placeholder, never a key from process.env", async () => {
+    const sentinel = "sk-ant-ENV-SENTINEL-0123456789";
+    const saved = { key: process.env.ANTHROPIC_API_KEY, token: process.env.ANTHROPIC_AUTH_TOKEN };
+    process.env.ANTHROPIC_API_KEY = sentinel;
+    process.env.ANTHROPIC_AUTH_TOKEN = sentinel;
+    try {
+      fake.script({ blocks: [{ type: "text", text: "Hello" }] });
+      const provider = new AnthropicModel(
+        { provider: "anthropic", model: "claude-test", baseUrl: fake.url },
+        { keyless: true },
+      );
+      const { events, error } = await run(provider);
+      expect(error).toBeUndefined();
+      expect(events.at(-1)).toMatchObject({ type: "done" });
+      expect(fake.requests).toHaveLength(1);
+      expect(JSON.stringify(fake.requests[0]!.headers)).not.toContain(sentinel);
+      const auth = fake.requests[0]!.headers["x-api-key"] ?? fake.requests[0]!.headers.authorization;
+      expect(String(auth)).toMatch(/no-key/);
+    } finally {
+      if (saved.key === undefined) delete process.env.ANTHROPIC_API_KEY;
+      else process.env.ANTHROPIC_API_KEY = saved.key;
+      if (saved.token === undefined) delete process.env.ANTHROPIC_AUTH_TOKEN;
+      else process.env.ANTHROPIC_AUTH_TOKEN = saved.token;
+    }
+  });
+
   it("no error ever contains the API key, even when the provider echoes it", async () => {
     const errors: unknown[] = [];
     fake.script({

@@ -1,7 +1,9 @@
 /**
  * The Anthropic provider end to end: the in-process API, a real `fleet worker` child process
  * with ANTHROPIC_API_KEY in its environment, and local servers speaking the Messages API
- * wire protocol (test/support/fake-anthropic.ts). Each test gets its own fake server.
+ * wire protocol (test/support/fake-anthropic.ts). Each test gets its own fake server, on a
+ * random port of 127.0.0.1 named as a raw `baseUrl` under FLEET_ALLOWED_BASE_URLS (so it gets
+ * no key: contracts §11).
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -22,7 +24,9 @@ describe("the anthropic provider through the API and a worker process", () => {
   const fakes: FakeAnthropic[] = [];
 
   beforeAll(async () => {
-    fleet = await createFleetEnv("anthropicworker");
+    fleet = await createFleetEnv("anthropicworker", {
+      env: { FLEET_ALLOWED_BASE_URLS: "http://127.0.0.1" },
+    });
     ({ client } = await fleet.startApi());
     worker = await fleet.spawnWorker({ ANTHROPIC_API_KEY: KEY });
   });

@@ -428,11 +428,59 @@ describe("errors", () => {
     expect(error).toMatchObject({ retryable: false, message: MISSING_OPENAI_KEY });
   });
 
-  it("no API key with a baseUrl (a local server) → a placeholder key is sent", async () => {
+  it("no API key with a baseUrl → non-retryable, nothing sent (a key is wanted unless the route says keyless)", async () => {
+    const error = await failure(
+      new OpenAIModel({ provider: "openai", model: "gpt-test", baseUrl: fake.url }, {}).stream(request()),
+    );
+    expect(error).toMatchObject({ retryable: false, message: MISSING_OPENAI_KEY });
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it("a keyless route (a raw baseUrl) → a placeholder key is sent", async () => {
     fake.enqueue({ text: ["local"] });
-    const events = await collect(model({}, undefined).stream(request()));
-    expect(textOf(events)).toBe("local");
-    expect(fake.requests[0]!.headers.authorization).toMatch(/^Bearer \S+$/);
+    const keyless = new OpenAIModel(
+      { provider: "openai", model: "gpt-test", baseUrl: fake.url },
+      { keyless: true },
+    );
+    const sentinel = "sk-ENV-SENTINEL-0123456789";
+    const saved = { ...process.env };
+    // What the SDK would read by itself if it were let: none of it may reach the server.
+    Object.assign(process.env, {
+      OPENAI_API_KEY: sentinel,
+      OPENAI_ADMIN_KEY: sentinel,
+      OPENAI_ORG_ID: sentinel,
+      OPENAI_PROJECT_ID: sentinel,
+      OPENAI_BASE_URL: "http://127.0.0.1:9/v1",
+    });
+    try {
+      const events = await collect(keyless.stream(request()));
+      expect(textOf(events)).toBe("local");
+    } finally {
+      for (const name of [
+        "OPENAI_API_KEY",
+        "OPENAI_ADMIN_KEY",
+        "OPENAI_ORG_ID",
+        "OPENAI_PROJECT_ID",
+        "OPENAI_BASE_URL",
+      ]) {
+        if (saved[name] === undefined) delete process.env[name];
+        else process.env[name] = saved[name];
+      }
+    }
+    expect(fake.requests[0]!.headers.authorization).toBe("Bearer no-key");
+    expect(JSON.stringify(fake.requests[0]!.headers)).not.toContain(sentinel);
+  });
+
+  it("a missing key of a declared endpoint → that message, non-retryable, nothing sent", async () => {
+    const missing = 'TEAM_KEY (the key of endpoint "team") is not set in the worker\'s environment';
+    const named = await failure(
+      new OpenAIModel(
+        { provider: "openai", model: "gpt-test", baseUrl: fake.url },
+        { missingKey: missing },
+      ).stream(request()),
+    );
+    expect(named).toMatchObject({ retryable: false, message: missing });
+    expect(fake.requests).toHaveLength(0);
   });
 
   it("no error message carries the key", async () => {

@@ -1,7 +1,9 @@
 /**
  * The OpenAI-compatible provider end to end: the in-process API, a real `fleet worker`
  * child process with OPENAI_API_KEY in its environment, and a local fake server speaking
- * the chat-completions SSE protocol (test/support/fake-openai.ts).
+ * the chat-completions SSE protocol (test/support/fake-openai.ts). The fake servers listen on
+ * random ports of 127.0.0.1, named as raw `baseUrl`s under FLEET_ALLOWED_BASE_URLS: they get
+ * no key (contracts §11; test/model-endpoints.test.ts covers declared endpoints).
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -19,7 +21,7 @@ describe("openai provider through the API and a worker process", () => {
   const fakes: FakeOpenAI[] = [];
 
   beforeAll(async () => {
-    fleet = await createFleetEnv("openaiworker");
+    fleet = await createFleetEnv("openaiworker", { env: { FLEET_ALLOWED_BASE_URLS: "http://127.0.0.1" } });
     ({ client } = await fleet.startApi());
     await fleet.spawnWorker({ OPENAI_API_KEY: KEY });
   });
@@ -80,7 +82,8 @@ describe("openai provider through the API and a worker process", () => {
     expect(await readFile(join(fleet.config.toolDir, "notes.txt"), "utf8")).toBe("hi");
 
     expect(fake.requests).toHaveLength(2);
-    expect(fake.requests[0]!.headers.authorization).toBe(`Bearer ${KEY}`);
+    // A raw baseUrl: the worker's OPENAI_API_KEY never goes there.
+    expect(fake.requests[0]!.headers.authorization).toBe("Bearer no-key");
     const first = fake.requests[0]!.body;
     expect(first.model).toBe("gpt-test");
     expect(first.tools.map((t: { function: { name: string } }) => t.function.name)).toEqual(["write_file"]);

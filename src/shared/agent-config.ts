@@ -5,6 +5,18 @@
 import { z } from "zod";
 import { assertStorable, replaceUnstorable, replaceUnstorableJson, toValidationError } from "./messages.js";
 
+/**
+ * Where a provider's requests go (contracts.md §11): `endpoint` names one the operator
+ * declared in FLEET_MODEL_ENDPOINTS (it brings its base URL and key); a raw `baseUrl` is
+ * accepted only under FLEET_ALLOWED_BASE_URLS and never gets a key from the environment.
+ * Both are checked against the fleet's configuration by `resolveModelRoute`
+ * (model-endpoints.ts), in the API and again on the worker.
+ */
+const route = {
+  endpoint: z.string().min(1).max(100).optional(),
+  baseUrl: z.url().optional(),
+};
+
 const noApiKey = {
   apiKey: z
     .never({ error: "API keys are never accepted in a payload; set them in the workers' environment" })
@@ -47,8 +59,8 @@ export const scriptedModelSchema = z.strictObject({
 export const openaiModelSchema = z.strictObject({
   provider: z.literal("openai"),
   model: z.string().min(1),
-  /** For OpenAI-compatible servers (vLLM, Ollama, llama.cpp): e.g. http://127.0.0.1:8080/v1 */
-  baseUrl: z.url().optional(),
+  /** `baseUrl`: for OpenAI-compatible servers (vLLM, Ollama, llama.cpp), e.g. http://127.0.0.1:8080/v1 */
+  ...route,
   maxTokens: z.number().int().positive().optional(),
   temperature: z.number().min(0).max(2).optional(),
   ...noApiKey,
@@ -57,7 +69,7 @@ export const openaiModelSchema = z.strictObject({
 export const anthropicModelSchema = z.strictObject({
   provider: z.literal("anthropic"),
   model: z.string().min(1),
-  baseUrl: z.url().optional(),
+  ...route,
   maxTokens: z.number().int().positive().optional(),
   // No `temperature`: the Messages API version the SDK speaks has no sampling parameters.
   ...noApiKey,

@@ -28,7 +28,8 @@ export type SessionJobDeps = AgentLoopDeps & {
   writes: Pick<FencedWrites, "append" | "claimSession" | "startRun" | "endRun" | "reserveModelCall">;
   lease: LeaseStore;
   leaseTtlMs: number;
-  models: (config: ModelConfig) => ModelProvider;
+  /** Builds a model's provider; throws a ValidationError naming `field` for a route not allowed (contracts §11). */
+  models: (config: ModelConfig, field: string) => ModelProvider;
   metrics: Pick<
     FleetMetrics,
     | "modelStops"
@@ -225,7 +226,7 @@ async function processRun(
   let result: Awaited<ReturnType<typeof runAgentLoop>>;
   try {
     const agent = parseAgentConfig(storedAgent);
-    const model = deps.models(run.model ?? agent.model);
+    const model = run.model ? deps.models(run.model, "run.model") : deps.models(agent.model, "agent.model");
     result = await runAgentLoop({ fence, runId: run.id, agent, model, history, signal, budget }, deps);
   } catch (error) {
     // Infrastructure faults (Postgres, Redis) propagate: the job is retried, and what

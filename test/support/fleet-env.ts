@@ -39,7 +39,11 @@ export type WorkerProcess = {
   exited: Promise<number | string>;
 };
 
-export async function createFleetEnv(name: string, options: { redisUrl?: string } = {}): Promise<FleetEnv> {
+export async function createFleetEnv(
+  name: string,
+  /** `env`: more variables for the in-process API and every worker child, e.g. FLEET_ALLOWED_BASE_URLS. */
+  options: { redisUrl?: string; env?: Record<string, string> } = {},
+): Promise<FleetEnv> {
   const redisUrl = options.redisUrl ?? REDIS_URL;
   const id = `${name
     .replace(/[^a-z0-9]/gi, "")
@@ -61,6 +65,7 @@ export async function createFleetEnv(name: string, options: { redisUrl?: string 
     METRICS_PORT: "0",
     LEASE_TTL_MS: "2000",
     SHUTDOWN_GRACE_MS: "5000",
+    ...options.env,
   };
   const config = loadConfig(env);
   const database = openDatabase(config.databaseUrl, { max: 5 });

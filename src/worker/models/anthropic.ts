@@ -23,14 +23,19 @@ import type { ToolCall, Usage } from "../../shared/messages.js";
 import { fromAnthropicStopReason } from "../../shared/stop-reasons.js";
 import { type AnthropicModelConfig, buildAnthropicRequest } from "./anthropic-request.js";
 import {
+  keyToSend,
   type ModelEvent,
   type ModelProvider,
   type ModelRequest,
   ProviderError,
+  type ProviderKey,
   retryAfterMs,
 } from "./provider.js";
 
 export const MISSING_ANTHROPIC_KEY = "ANTHROPIC_API_KEY is not set in the worker's environment";
+
+/** Where the SDK would go by itself; passed explicitly so ANTHROPIC_BASE_URL is never read. */
+const ANTHROPIC_BASE_URL = "https://api.anthropic.com";
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -52,17 +57,19 @@ type Failure = ProviderError | "context_full";
 
 export class AnthropicModel implements ModelProvider {
   /** A private field: logging or serialising the provider cannot show the key. */
-  readonly #apiKey: string | undefined;
+  readonly #key: ProviderKey;
 
+  /** `options` is decided by create-model.ts from the model's route; `config.baseUrl` is where it goes. */
   constructor(
     readonly config: AnthropicModelConfig,
-    options: { apiKey?: string },
+    options: ProviderKey,
   ) {
-    this.#apiKey = options.apiKey;
+    this.#key = { ...options };
   }
 
   private redact(text: string): string {
-    return this.#apiKey ? text.split(this.#apiKey).join("[redacted]") : text;
+    const key = this.#key.apiKey;
+    return key ? text.split(key).join("[redacted]") : text;
   }
 
   /** What a failed request means: a ProviderError to throw, or a full context window. */
@@ -97,10 +104,12 @@ export class AnthropicModel implements ModelProvider {
   }
 
   async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
-    if (!this.#apiKey) throw new ProviderError(MISSING_ANTHROPIC_KEY, false);
     const client = new Anthropic({
-      apiKey: this.#apiKey,
-      baseURL: this.config.baseUrl,
+      // A key given in code is the SDK's only credential: it reads none from process.env
+      // (ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, profiles); the base URL is given as well.
+      apiKey: keyToSend(this.#key, MISSING_ANTHROPIC_KEY),
+      authToken: null,
+      baseURL: this.config.baseUrl ?? ANTHROPIC_BASE_URL,
       maxRetries: 0,
     });
 

@@ -1,16 +1,23 @@
-/** Builds the provider a model configuration names. */
+/**
+ * Builds the provider a model configuration names, sending a key only where the operator
+ * sends it (contracts.md §11): the model's route is resolved against the worker's own
+ * configuration — again, although the API checked it, since a stored agent or an old job may
+ * predate the rule. A route that is not allowed throws a ValidationError (the run ends
+ * `invalid_agent`, the session is parked, nothing is sent).
+ */
 import type { Redis } from "ioredis";
 import type { ModelConfig } from "../../shared/agent-config.js";
+import { type ModelRoute, type ModelRouting, resolveModelRoute } from "../../shared/model-endpoints.js";
 import { assertNever } from "../../shared/resume-point.js";
 import { AnthropicModel } from "./anthropic.js";
 import { OpenAIModel } from "./openai.js";
-import type { ModelProvider } from "./provider.js";
+import type { ModelProvider, ProviderKey } from "./provider.js";
 import { type FaultCounter, ScriptedModel } from "./scripted.js";
 
 export type ModelDeps = {
   faults: FaultCounter;
-  /** From the workers' environment only (OPENAI_API_KEY, ANTHROPIC_API_KEY); never from a payload. */
-  apiKeys: { openai?: string; anthropic?: string };
+  /** Endpoints, allowed base URLs and keys: the workers' configuration only, never a payload. */
+  routing: ModelRouting;
 };
 
 /** Fault counts of the scripted model, shared by every worker of a fleet. */
@@ -24,15 +31,33 @@ export function redisFaultCounter(redis: Redis, prefix: string): FaultCounter {
   };
 }
 
-export function createModel(config: ModelConfig, deps: ModelDeps): ModelProvider {
+/** `field` names the model in errors: `agent.model`, `run.model`. */
+export function createModel(config: ModelConfig, deps: ModelDeps, field = "model"): ModelProvider {
   switch (config.provider) {
     case "scripted":
       return new ScriptedModel(config.steps, { faults: deps.faults });
-    case "openai":
-      return new OpenAIModel(config, { apiKey: deps.apiKeys.openai });
-    case "anthropic":
-      return new AnthropicModel(config, { apiKey: deps.apiKeys.anthropic });
+    case "openai": {
+      const route = resolveModelRoute(config, deps.routing, field)!;
+      return new OpenAIModel(routed(config, route), keyOf(route));
+    }
+    case "anthropic": {
+      const route = resolveModelRoute(config, deps.routing, field)!;
+      return new AnthropicModel(routed(config, route), keyOf(route));
+    }
     default:
       return assertNever(config);
   }
+}
+
+/** The model with the route's base URL in place of whatever the payload said. */
+function routed<T extends { baseUrl?: string }>(config: T, route: ModelRoute): T {
+  const { baseUrl: _ignored, ...rest } = config;
+  return (route.baseUrl === undefined ? rest : { ...rest, baseUrl: route.baseUrl }) as T;
+}
+
+function keyOf(route: ModelRoute): ProviderKey {
+  if (route.keyEnv === undefined) return { keyless: true };
+  if (route.apiKey) return { apiKey: route.apiKey };
+  const of = route.endpoint === undefined ? "" : ` (the key of endpoint "${route.endpoint}")`;
+  return { missingKey: `${route.keyEnv}${of} is not set in the worker's environment` };
 }

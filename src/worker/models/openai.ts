@@ -49,10 +49,12 @@ import { fromOpenAIFinishReason } from "../../shared/stop-reasons.js";
 import { toOpenAIMessages, toOpenAITools } from "./openai-request.js";
 import { ToolCallAssembler } from "./openai-tool-calls.js";
 import {
+  keyToSend,
   type ModelEvent,
   type ModelProvider,
   type ModelRequest,
   ProviderError,
+  type ProviderKey,
   retryAfterMs,
 } from "./provider.js";
 import { watchForDone } from "./sse-done.js";
@@ -63,8 +65,8 @@ export type OpenAIModelConfig = z.infer<typeof openaiModelSchema>;
 
 export const MISSING_OPENAI_KEY = "OPENAI_API_KEY is not set in the worker's environment";
 
-/** Sent when `baseUrl` names a local server and no key is set: such servers often need none. */
-const PLACEHOLDER_KEY = "no-key";
+/** Where the SDK would go by itself; passed explicitly so OPENAI_BASE_URL is never read. */
+const OPENAI_BASE_URL = "https://api.openai.com/v1";
 
 const CONTEXT_LENGTH_PATTERN =
   /context_length_exceeded|maximum context length|context length|context window|context size|too many tokens|prompt is too long|input is too long/i;
@@ -86,7 +88,8 @@ export class OpenAIModel implements ModelProvider {
 
   constructor(
     readonly config: OpenAIModelConfig,
-    private readonly options: { apiKey?: string },
+    /** Decided by create-model.ts from the model's route; `config.baseUrl` is where it goes. */
+    private readonly options: ProviderKey,
   ) {}
 
   async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
@@ -172,14 +175,15 @@ export class OpenAIModel implements ModelProvider {
 
   private getClient(): OpenAI {
     if (this.client) return this.client;
-    let apiKey = this.options.apiKey;
-    if (!apiKey) {
-      if (!this.config.baseUrl) throw new ProviderError(MISSING_OPENAI_KEY, false);
-      apiKey = PLACEHOLDER_KEY;
-    }
     this.client = new OpenAI({
-      apiKey,
-      ...(this.config.baseUrl ? { baseURL: this.config.baseUrl } : {}),
+      apiKey: keyToSend(this.options, MISSING_OPENAI_KEY),
+      // Every option the SDK would otherwise take from process.env is given here, so that
+      // nothing of the worker's environment (another key, an organization) is sent anywhere.
+      baseURL: this.config.baseUrl ?? OPENAI_BASE_URL,
+      adminAPIKey: null,
+      organization: null,
+      project: null,
+      webhookSecret: null,
       // The runtime retries (call-model.ts), only before output; the SDK must not.
       maxRetries: 0,
       // The SDK must never print anything of a request (headers included).

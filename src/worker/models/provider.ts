@@ -31,6 +31,32 @@ export interface ModelProvider {
 }
 
 /**
+ * The key a provider sends, as create-model.ts decided from the model's route (contracts.md
+ * §11). The provider never looks for one itself, and its SDK is not allowed to either.
+ */
+export type ProviderKey = {
+  /** The key to send. */
+  apiKey?: string;
+  /**
+   * No key is wanted (a raw `baseUrl`, or an endpoint declared without `apiKeyEnv`): a
+   * placeholder is sent, since the SDKs insist on one.
+   */
+  keyless?: boolean;
+  /** Why a wanted key is missing; the request fails with it (non-retryable) and nothing is sent. */
+  missingKey?: string;
+};
+
+/** Sent when no key is wanted: servers that need none ignore it, and it is no secret. */
+export const PLACEHOLDER_KEY = "no-key";
+
+/** The key to send, or the ProviderError saying why there is none. */
+export function keyToSend(key: ProviderKey, missingDefault: string): string {
+  if (key.apiKey) return key.apiKey;
+  if (key.keyless) return PLACEHOLDER_KEY;
+  throw new ProviderError(key.missingKey ?? missingDefault, false);
+}
+
+/**
  * A failed model request. `retryable` says whether the same request may succeed later
  * (connection errors, 429, 5xx); the runtime retries only while no output has arrived.
  */

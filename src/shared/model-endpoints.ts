@@ -1,0 +1,307 @@
+/**
+ * Model endpoints (contracts.md §11): a worker sends a key only to the endpoint the operator
+ * declared it for.
+ *
+ * - `FLEET_MODEL_ENDPOINTS` declares named endpoints `{ NAME: { provider, baseUrl?, apiKeyEnv? } }`.
+ *   An entry without `baseUrl` is the provider's own host and gets its key from `apiKeyEnv`,
+ *   by default OPENAI_API_KEY / ANTHROPIC_API_KEY. An entry with `baseUrl` gets the key of
+ *   `apiKeyEnv` when it names one, and no key otherwise (the operator names the variable to
+ *   send one: a default key never follows a URL by itself).
+ * - `FLEET_ALLOWED_BASE_URLS` lists URL prefixes a MODEL may name as a raw `baseUrl`. Such a
+ *   request never carries a key from the environment.
+ * - A MODEL with neither goes to the provider's own host with OPENAI_API_KEY / ANTHROPIC_API_KEY.
+ *
+ * The API checks every MODEL it accepts against this (400 naming the field); the worker checks
+ * again before each run, since a stored agent or an old job may predate the rule.
+ *
+ * Prefixes are compared on parsed URLs (the WHATWG parser fetch uses), never as strings:
+ * same scheme, same host, the same port when the entry names one (any port when it does not),
+ * and a path under the entry's path at a segment boundary. So `http://127.0.0.1` admits
+ * `http://127.0.0.1:8080/v1` but not `http://127.0.0.1.evil.com` or `http://127.0.0.1@evil.com`,
+ * and `http://h/v1` admits `http://h/v1/x` but not `http://h/v10`.
+ */
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { z } from "zod";
+import type { AgentConfig, ModelConfig } from "./agent-config.js";
+import { ValidationError } from "./errors.js";
+
+export type EndpointProvider = "openai" | "anthropic";
+
+export type ModelEndpoint = {
+  name: string;
+  provider: EndpointProvider;
+  /** Undefined: the provider's own host. */
+  baseUrl?: string;
+  /** The environment variable its key is read from; undefined: no key is sent. */
+  apiKeyEnv?: string;
+  /** The value of `apiKeyEnv` when the configuration was loaded. */
+  apiKey?: string;
+};
+
+/** One entry of FLEET_ALLOWED_BASE_URLS, parsed. */
+export type AllowedBaseUrl = {
+  /** As the operator wrote it. */
+  entry: string;
+  protocol: "http:" | "https:";
+  hostname: string;
+  /** Null: any port (the entry names none). */
+  port: string | null;
+  /** Starts with `/`. */
+  path: string;
+};
+
+/** Everything that decides where a model request goes and with which key. */
+export type ModelRouting = {
+  endpoints: ReadonlyMap<string, ModelEndpoint>;
+  allowedBaseUrls: readonly AllowedBaseUrl[];
+  /** OPENAI_API_KEY / ANTHROPIC_API_KEY, for MODELs with neither `endpoint` nor `baseUrl`. */
+  apiKeys: { openai?: string; anthropic?: string };
+};
+
+/** Where one model's requests go. */
+export type ModelRoute = {
+  /** Undefined: the provider's own host. */
+  baseUrl?: string;
+  /** The key to send; undefined with `keyEnv` set: the variable is empty, the run cannot start. */
+  apiKey?: string;
+  /** The variable the key comes from; undefined: no key is wanted (a raw baseUrl, or an endpoint with none). */
+  keyEnv?: string;
+  /** The endpoint's name, when the MODEL named one. */
+  endpoint?: string;
+};
+
+export const DEFAULT_KEY_ENV: Record<EndpointProvider, string> = {
+  openai: "OPENAI_API_KEY",
+  anthropic: "ANTHROPIC_API_KEY",
+};
+
+export const EMPTY_ROUTING: ModelRouting = { endpoints: new Map(), allowedBaseUrls: [], apiKeys: {} };
+
+// ---------------------------------------------------------------------------------------------
+// URL prefixes
+
+function defaultPort(protocol: string): string {
+  return protocol === "https:" ? "443" : "80";
+}
+
+/** Whether `raw` writes a port after its host (the parser drops a default one, e.g. `:80`). */
+function hasExplicitPort(raw: string): boolean {
+  const authority = /^[a-z][a-z0-9+.-]*:[/\\]{2}([^/\\?#]*)/i.exec(raw.trim())?.[1] ?? "";
+  // `[::1]:8080` → `:8080`; `[::1]` ends with `]`; `host:8080` → `:8080`.
+  return /:\d+$/.test(authority);
+}
+
+/** Parses one FLEET_ALLOWED_BASE_URLS entry; throws an Error saying what is wrong with it. */
+export function parseAllowedBaseUrl(raw: string): AllowedBaseUrl {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new Error("is not a URL");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    throw new Error("must be an http:// or https:// URL");
+  if (url.username || url.password) throw new Error("must not carry a user name or password");
+  if (url.search || url.hash || raw.includes("?") || raw.includes("#"))
+    throw new Error("must not have a query or a fragment");
+  if (!url.hostname) throw new Error("must name a host");
+  return {
+    entry: raw,
+    protocol: url.protocol,
+    hostname: url.hostname,
+    port: hasExplicitPort(raw) ? url.port || defaultPort(url.protocol) : null,
+    path: url.pathname || "/",
+  };
+}
+
+/** FLEET_ALLOWED_BASE_URLS: comma-separated prefixes; empty or unset: none. */
+export function parseAllowedBaseUrls(value: string | undefined, variable = "FLEET_ALLOWED_BASE_URLS") {
+  const entries = (value ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+  return entries.map((entry, i) => {
+    try {
+      return parseAllowedBaseUrl(entry);
+    } catch (error) {
+      throw new ValidationError(`${variable}[${i}]`, `"${entry}" ${(error as Error).message}`);
+    }
+  });
+}
+
+function pathUnder(path: string, prefix: string): boolean {
+  if (prefix === "/" || path === prefix) return true;
+  return path.startsWith(prefix.endsWith("/") ? prefix : `${prefix}/`);
+}
+
+/** Whether `url` lies under one of the allowed prefixes (see the file comment). */
+export function isAllowedBaseUrl(url: string, allowed: readonly AllowedBaseUrl[]): boolean {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return false;
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return false;
+  // fetch refuses such URLs, and credentials of the caller's own have no place in a stored agent.
+  if (parsed.username || parsed.password) return false;
+  const port = parsed.port || defaultPort(parsed.protocol);
+  return allowed.some(
+    (a) =>
+      a.protocol === parsed.protocol &&
+      a.hostname === parsed.hostname &&
+      (a.port === null || a.port === port) &&
+      pathUnder(parsed.pathname, a.path),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// FLEET_MODEL_ENDPOINTS
+
+const ENDPOINT_NAME = /^[A-Za-z0-9_.-]{1,100}$/;
+
+const endpointSchema = z.strictObject({
+  provider: z.enum(["openai", "anthropic"]),
+  baseUrl: z
+    .string()
+    .refine((value) => {
+      try {
+        const url = new URL(value);
+        return url.protocol === "http:" || url.protocol === "https:";
+      } catch {
+        return false;
+      }
+    }, "must be an http:// or https:// URL")
+    .optional(),
+  apiKeyEnv: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be the name of an environment variable")
+    .optional(),
+  apiKey: z
+    .never({ error: "a key is never written here; name the variable that holds it with apiKeyEnv" })
+    .optional(),
+});
+
+/** The JSON text of FLEET_MODEL_ENDPOINTS: the value itself when it starts with `{` (or `[`), else a file's. */
+function endpointsText(value: string, variable: string): string {
+  const trimmed = value.trim();
+  if (trimmed.startsWith("{") || trimmed.startsWith("[")) return trimmed;
+  const path = resolve(trimmed);
+  try {
+    return readFileSync(path, "utf8");
+  } catch (error) {
+    const code = (error as { code?: string }).code ?? (error as Error).message;
+    throw new ValidationError(
+      variable,
+      `cannot read the file ${path} (${code}); give a JSON object or a file path`,
+    );
+  }
+}
+
+/**
+ * FLEET_MODEL_ENDPOINTS, validated; keys are read from `env` (config.ts passes the process
+ * environment). Throws a ValidationError naming the entry, e.g. `FLEET_MODEL_ENDPOINTS.local.baseUrl`.
+ */
+export function parseModelEndpoints(
+  value: string | undefined,
+  env: Record<string, string | undefined>,
+  variable = "FLEET_MODEL_ENDPOINTS",
+): Map<string, ModelEndpoint> {
+  const endpoints = new Map<string, ModelEndpoint>();
+  if (value === undefined || value.trim() === "") return endpoints;
+  let json: unknown;
+  try {
+    json = JSON.parse(endpointsText(value, variable));
+  } catch (error) {
+    if (error instanceof ValidationError) throw error;
+    throw new ValidationError(variable, `is not valid JSON: ${(error as Error).message}`);
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json))
+    throw new ValidationError(variable, 'must be a JSON object { "NAME": { "provider": ... } }');
+  for (const [name, entry] of Object.entries(json)) {
+    const field = `${variable}.${name}`;
+    if (!ENDPOINT_NAME.test(name))
+      throw new ValidationError(field, "an endpoint name is 1-100 letters, digits, '_', '.' or '-'");
+    const result = endpointSchema.safeParse(entry);
+    if (!result.success) {
+      const issue = result.error.issues[0]!;
+      const path = issue.path.map(String).join(".");
+      throw new ValidationError(
+        path ? `${field}.${path}` : field,
+        issue.message.replace(/^Invalid input: /, ""),
+      );
+    }
+    const { provider, baseUrl, apiKeyEnv: declared } = result.data;
+    // The provider's own host gets the provider's key unless told otherwise; another host
+    // gets a key only when the operator names its variable.
+    const apiKeyEnv = declared ?? (baseUrl === undefined ? DEFAULT_KEY_ENV[provider] : undefined);
+    const apiKey = apiKeyEnv === undefined ? undefined : env[apiKeyEnv] || undefined;
+    endpoints.set(name, {
+      name,
+      provider,
+      ...(baseUrl === undefined ? {} : { baseUrl }),
+      ...(apiKeyEnv === undefined ? {} : { apiKeyEnv }),
+      ...(apiKey === undefined ? {} : { apiKey }),
+    });
+  }
+  return endpoints;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routing a MODEL
+
+/**
+ * Where `model`'s requests go and with which key. Throws a ValidationError naming
+ * `<field>.endpoint` (unknown, or declared for another provider) or `<field>.baseUrl` (not
+ * under FLEET_ALLOWED_BASE_URLS, or given with `endpoint`). Scripted models have no route.
+ */
+export function resolveModelRoute(
+  model: ModelConfig,
+  routing: ModelRouting,
+  field = "model",
+): ModelRoute | null {
+  if (model.provider === "scripted") return null;
+  const { endpoint: name, baseUrl } = model;
+  if (name !== undefined) {
+    if (baseUrl !== undefined)
+      throw new ValidationError(`${field}.baseUrl`, "give either endpoint or baseUrl, not both");
+    const endpoint = routing.endpoints.get(name);
+    if (!endpoint)
+      throw new ValidationError(
+        `${field}.endpoint`,
+        `no endpoint named "${name}" is declared in FLEET_MODEL_ENDPOINTS`,
+      );
+    if (endpoint.provider !== model.provider)
+      throw new ValidationError(
+        `${field}.endpoint`,
+        `endpoint "${name}" is declared for provider ${endpoint.provider}, not ${model.provider}`,
+      );
+    return {
+      endpoint: name,
+      ...(endpoint.baseUrl === undefined ? {} : { baseUrl: endpoint.baseUrl }),
+      ...(endpoint.apiKeyEnv === undefined ? {} : { keyEnv: endpoint.apiKeyEnv }),
+      ...(endpoint.apiKey === undefined ? {} : { apiKey: endpoint.apiKey }),
+    };
+  }
+  if (baseUrl !== undefined) {
+    if (!isAllowedBaseUrl(baseUrl, routing.allowedBaseUrls))
+      throw new ValidationError(
+        `${field}.baseUrl`,
+        routing.allowedBaseUrls.length === 0
+          ? "a raw baseUrl is not allowed by this fleet (FLEET_ALLOWED_BASE_URLS is empty); name an endpoint the operator declared"
+          : "is not under any entry of FLEET_ALLOWED_BASE_URLS; name an endpoint the operator declared",
+      );
+    // A raw URL never gets a key from the environment.
+    return { baseUrl };
+  }
+  const apiKey = routing.apiKeys[model.provider];
+  return { keyEnv: DEFAULT_KEY_ENV[model.provider], ...(apiKey === undefined ? {} : { apiKey }) };
+}
+
+/** Checks an agent's model and fallback models (400 naming `<root>.model…` / `<root>.fallbackModels[i]…`). */
+export function checkAgentModels(agent: AgentConfig, routing: ModelRouting, root = "agent"): void {
+  resolveModelRoute(agent.model, routing, `${root}.model`);
+  for (const [i, model] of (agent.fallbackModels ?? []).entries())
+    resolveModelRoute(model, routing, `${root}.fallbackModels[${i}]`);
+}

@@ -26,7 +26,8 @@ ENV FLEET_TOOL_DIR=/data/files
 
 USER node
 
-# 3000: the HTTP API (PORT). 9100: /metrics of a worker or the sweeper (METRICS_PORT).
+# 3000: the HTTP API (PORT; it listens on HOST, 127.0.0.1 unless set — compose sets 0.0.0.0,
+# which needs an API key: see docker-compose.yml). 9100: /metrics of a worker or the sweeper (METRICS_PORT).
 EXPOSE 3000 9100
 
 ENTRYPOINT ["node", "bin/fleet.js"]

@@ -37,6 +37,7 @@ import { openDatabase } from "../src/shared/db/client.js";
 import { createMetrics } from "../src/shared/metrics.js";
 import { RunQueues } from "../src/shared/queues.js";
 import { closeRedis, createRedis } from "../src/shared/redis.js";
+import { DEFAULT_TENANT } from "../src/shared/store/api-keys.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { FleetToolNames, readToolNames } from "../src/shared/tool-names.js";
 import { startSweeper } from "../src/sweeper/sweeper-process.js";
@@ -227,8 +228,8 @@ async function fleetProducer(
     models: config.models,
   });
   return {
-    createSession: (input) => service.createSession(input),
-    send: (sessionId, content) => service.sendMessage(sessionId, { content }),
+    createSession: (input) => service.createSession(DEFAULT_TENANT, input),
+    send: (sessionId, content) => service.sendMessage(DEFAULT_TENANT, sessionId, { content }),
   };
 }
 

@@ -34,6 +34,10 @@ const commands: Record<string, Command> = {
     summary: "up [--workers N] [--tools FILE]  run the whole fleet on this machine",
     run: async (args) => (await import("./commands/serve.js")).upCommand(args),
   },
+  keys: {
+    summary: "keys create --tenant NAME | list | revoke KEY_ID   manage API keys (the key is printed once)",
+    run: async (args) => (await import("./commands/keys.js")).keysCommand(args),
+  },
   demo: {
     summary: "demo [--sessions N]       start a fleet, run a batch of scripted sessions, print a report",
     run: async (args) => (await import("./commands/demo.js")).demoCommand(args),

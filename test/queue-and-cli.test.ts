@@ -116,7 +116,7 @@ describe("queue and CLI", () => {
         expect(row!.n).toBe(files.length);
         const tables = await sql<{ table_name: string }[]>`
           select table_name from information_schema.tables where table_schema = 'public' order by table_name`;
-        expect(tables.map((t) => t.table_name)).toEqual(["messages", "runs", "sessions"]);
+        expect(tables.map((t) => t.table_name)).toEqual(["api_keys", "messages", "runs", "sessions"]);
       } finally {
         await sql.end();
       }

@@ -14,6 +14,7 @@ import { loadConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
+import { ApiKeys } from "../shared/store/api-keys.js";
 import { startSweeper } from "../sweeper/sweeper-process.js";
 import { type DemoReport, formatReport, readReport } from "./demo-report.js";
 import { migrate, spawnRole, workerReady } from "./serve.js";
@@ -104,7 +105,8 @@ export async function demoCommand(args: string[]): Promise<number> {
   // Its own queue namespace and tool directory, so a demo never touches a running fleet.
   const prefix = `${base.prefix}-demo-${process.pid}`;
   const toolDir = join(base.toolDir, "demo");
-  const config = { ...base, prefix, toolDir, logLevel: "warn" as const };
+  // On loopback: with no API key stored the demo needs none (contracts §10).
+  const config = { ...base, prefix, toolDir, host: "127.0.0.1", logLevel: "warn" as const };
   await migrate(config);
   await rm(toolDir, { recursive: true, force: true });
   await mkdir(toolDir, { recursive: true });
@@ -123,9 +125,12 @@ export async function demoCommand(args: string[]): Promise<number> {
   };
   const children = Array.from({ length: workers }, () => spawnRole("worker", env, [], "pipe"));
   const database = openDatabase(config.databaseUrl, { max: 2 });
+  // API keys exist in this database: the demo uses a key of its own, revoked when it ends.
+  let demoKey: { key: string; id: string } | undefined;
   try {
+    if (!api.devMode) demoKey = await new ApiKeys(database).create("demo");
     const workerIds = await Promise.all(children.map(workerReady));
-    const client = new FleetClient({ baseUrl: api.url });
+    const client = new FleetClient({ baseUrl: api.url, apiKey: demoKey?.key });
     const started = Date.now();
     // One request for the whole batch, as a backend would submit it.
     const batch = await client.createBatch(
@@ -165,6 +170,7 @@ export async function demoCommand(args: string[]): Promise<number> {
       report.completed === sessions && report.toolCallsAnsweredTwice === 0 && appends.every((n) => n === 1);
     return clean ? 0 : 1;
   } finally {
+    if (demoKey) await new ApiKeys(database).revoke(demoKey.id);
     await Promise.all(children.map(stopChild));
     await sweeper.stop();
     await api.stop();

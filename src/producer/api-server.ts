@@ -1,22 +1,57 @@
 /** The API process (`fleet api`): the HTTP API plus the queue gauge, on its own connections. */
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
+import { ValidationError } from "../shared/errors.js";
 import { servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
 import { QUEUES, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
 import { closeAll } from "../shared/shutdown.js";
+import { ApiKeys } from "../shared/store/api-keys.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { FleetToolNames, readToolNames } from "../shared/tool-names.js";
+import { ApiAuth, isLoopbackHost } from "./auth.js";
 import { FleetService } from "./fleet-service.js";
 import { buildApi } from "./http-api.js";
 
-export type RunningApi = { port: number; url: string; stop: () => Promise<void> };
+export type RunningApi = {
+  port: number;
+  url: string;
+  /** True when no API key exists and requests without one are served as tenant `default`. */
+  devMode: boolean;
+  stop: () => Promise<void>;
+};
+
+/** What `fleet api` says when it will not serve a non-loopback address without any key. */
+export const NO_KEY_REFUSAL =
+  "no API key exists, and without one the API serves only on a loopback address; create a key with `fleet keys create --tenant NAME` (or set FLEET_BOOTSTRAP_KEY), or listen on 127.0.0.1";
+
+/** The URL clients on this machine reach an API listening on `host` at. */
+function localUrl(host: string, port: number): string {
+  if (host === "0.0.0.0" || host === "::" || host === "localhost") return `http://127.0.0.1:${port}`;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+}
 
 const QUEUE_STATES = ["waiting", "active", "delayed", "completed", "failed", "prioritized"] as const;
 
+/**
+ * Starts the API. With no API key stored (after FLEET_BOOTSTRAP_KEY, if set, is stored) it
+ * serves without authentication on a loopback HOST, and refuses any other HOST with a
+ * ValidationError naming HOST (`fleet api` exits 2).
+ */
 export async function startApi(config: FleetConfig, options: { port?: number } = {}): Promise<RunningApi> {
   const database = openDatabase(config.databaseUrl);
+  const keys = new ApiKeys(database);
+  const loopback = isLoopbackHost(config.host);
+  let anyKey: boolean;
+  try {
+    if (config.bootstrapKey !== undefined) await keys.bootstrap(config.bootstrapKey);
+    anyKey = await keys.anyExists();
+    if (!anyKey && !loopback) throw new ValidationError("HOST", `${config.host}: ${NO_KEY_REFUSAL}`);
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
   const redis = createRedis(config.redisUrl, "producer");
   const queues = new RunQueues(redis, config.prefix);
   // The API is the one process that exports queue depths.
@@ -44,16 +79,24 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
   });
   const app = buildApi({
     service,
+    auth: new ApiAuth({ keys, loopback }),
     registry: metrics.registry,
     logLevel: config.logLevel,
     healthy: servicesReachable(database, redis),
   });
-  await app.listen({ port: options.port ?? config.port, host: "0.0.0.0" });
+  if (!anyKey) {
+    app.log.info(
+      `no API key exists: serving without authentication, as tenant "default", on ${config.host} only; ` +
+        "`fleet keys create --tenant NAME` turns authentication on",
+    );
+  }
+  await app.listen({ port: options.port ?? config.port, host: config.host });
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
   return {
     port,
-    url: `http://127.0.0.1:${port}`,
+    url: localUrl(config.host, port),
+    devMode: !anyKey,
     stop: () =>
       closeAll(
         [() => app.close(), () => queues.close(), () => closeRedis(redis), () => database.close()],

@@ -1,7 +1,7 @@
 /**
  * The TypeScript client of the HTTP API, exported by the package:
  *
- *   const fleet = new FleetClient({ baseUrl: "http://127.0.0.1:3000" });
+ *   const fleet = new FleetClient({ baseUrl: "http://127.0.0.1:3000", apiKey: process.env.FLEET_API_KEY });
  *   const { id } = await fleet.createSession({ agent });
  *   const { runId } = await fleet.send(id, "Write notes.txt");
  *   const run = await fleet.waitForRun(runId);
@@ -30,14 +30,23 @@ export type RunWithSession = RunJson & { sessionId: string };
 
 export class FleetClient {
   private readonly baseUrl: string;
-  constructor(options: { baseUrl: string }) {
+  private readonly apiKey: string | undefined;
+  /**
+   * `apiKey`: a key from `fleet keys create`, sent as `Authorization: Bearer KEY`. Without
+   * one, only an API in dev mode (no key stored, loopback) answers.
+   */
+  constructor(options: { baseUrl: string; apiKey?: string }) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.apiKey = options.apiKey || undefined;
   }
 
   private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = {};
+    if (body !== undefined) headers["content-type"] = "application/json";
+    if (this.apiKey !== undefined) headers.authorization = `Bearer ${this.apiKey}`;
     const response = await fetch(`${this.baseUrl}${path}`, {
       method,
-      headers: body === undefined ? {} : { "content-type": "application/json" },
+      headers,
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await response.text();

@@ -142,14 +142,17 @@ export class FleetService {
     }
   }
 
-  async createSession(body: unknown): Promise<{ id: string }> {
+  // Every action takes the caller's tenant (contracts §10): what it creates belongs to that
+  // tenant, and another tenant's session or run is "not found", exactly like a missing one.
+
+  async createSession(tenant: string, body: unknown): Promise<{ id: string }> {
     const input = parseBody(createBody, body);
     const agent = parseAgentConfig(input.agent, "agent");
     checkAgentModels(agent, this.routing, "agent");
     const messages = input.messages === undefined ? [] : parseHistory(input.messages, "messages");
     assertAnsweredOnce(messages, "messages");
     await this.checkTools([{ agent, field: "agent" }]);
-    return this.deps.queries.createSession({ agent, metadata: input.metadata, messages });
+    return this.deps.queries.createSession({ agent, metadata: input.metadata, messages, tenant });
   }
 
   /**
@@ -157,13 +160,17 @@ export class FleetService {
    * transaction (all or none; every entry is validated first, errors name
    * `sessions[i]....`), then enqueues their runs in one round trip.
    */
-  async createBatch(body: unknown): Promise<{ sessions: { id: string; runId: string | null }[] }> {
+  async createBatch(
+    tenant: string,
+    body: unknown,
+  ): Promise<{ sessions: { id: string; runId: string | null }[] }> {
     const input = parseBody(batchBody, body);
     const items = input.sessions.map((item, i) => ({
       agent: parseAgentConfig(item.agent, `sessions[${i}].agent`),
       metadata: item.metadata,
       messages: item.messages === undefined ? [] : parseHistory(item.messages, `sessions[${i}].messages`),
       input: item.input,
+      tenant,
     }));
     for (const [i, item] of items.entries()) {
       checkAgentModels(item.agent, this.routing, `sessions[${i}].agent`);
@@ -187,9 +194,10 @@ export class FleetService {
     return { sessions: created };
   }
 
-  async listSessions(query: unknown): Promise<{ sessions: SessionSummary[] }> {
+  async listSessions(tenant: string, query: unknown): Promise<{ sessions: SessionSummary[] }> {
     const filter = parseBody(listQuery, query);
     const rows = await this.deps.queries.listSessions({
+      tenant,
       parked: filter.status === undefined ? undefined : filter.status === "parked",
       limit: filter.limit,
     });
@@ -205,15 +213,15 @@ export class FleetService {
     };
   }
 
-  private async session(id: string): Promise<SessionRow> {
-    const session = await this.deps.queries.getSession(id);
+  private async session(tenant: string, id: string): Promise<SessionRow> {
+    const session = await this.deps.queries.getSession(id, tenant);
     if (!session) throw new NotFoundError(`session ${id}`);
     return session;
   }
 
-  async sendMessage(id: string, body: unknown): Promise<{ runId: string }> {
+  async sendMessage(tenant: string, id: string, body: unknown): Promise<{ runId: string }> {
     const { content } = parseBody(sendBody, body);
-    const session = await this.session(id);
+    const session = await this.session(tenant, id);
     if (session.tailState === "malformed")
       throw new AgentResumeError("malformed", "its tool calls and results do not pair up");
     // New input is someone acting on a parked session: it becomes active again.
@@ -229,6 +237,7 @@ export class FleetService {
   }
 
   async resume(
+    tenant: string,
     id: string,
     body: unknown,
     trigger: "api" | "cli" = "api",
@@ -236,10 +245,10 @@ export class FleetService {
     const input = parseBody(resumeBody, body);
     const model = input?.model === undefined ? undefined : parseModelConfig(input.model, "model");
     if (model) resolveModelRoute(model, this.routing, "model");
-    const session = await this.session(id);
+    const session = await this.session(tenant, id);
     const [history, runs] = await Promise.all([
       this.deps.queries.loadHistory(id),
-      this.deps.queries.listRuns(id),
+      this.deps.queries.listRuns(id, tenant),
     ]);
     const active = runs.filter((r) => r.status !== "ended");
     const waiting = active.find((r) => r.kind === "resume" && r.status === "queued");
@@ -276,21 +285,21 @@ export class FleetService {
     if (job && (await job.isDelayed())) await job.promote().catch(() => {});
   }
 
-  async resumePoint(id: string): Promise<ResumePointJson> {
-    await this.session(id);
+  async resumePoint(tenant: string, id: string): Promise<ResumePointJson> {
+    await this.session(tenant, id);
     const [history, runs] = await Promise.all([
       this.deps.queries.loadHistory(id),
-      this.deps.queries.listRuns(id),
+      this.deps.queries.listRuns(id, tenant),
     ]);
     if (runs.some((r) => r.status !== "ended")) return { resumable: false, reason: "running" };
     return toResumePointJson(resumePoint(history));
   }
 
-  async getSession(id: string): Promise<SessionJson> {
-    const session = await this.session(id);
+  async getSession(tenant: string, id: string): Promise<SessionJson> {
+    const session = await this.session(tenant, id);
     const [messages, runs] = await Promise.all([
       this.deps.queries.loadHistory(id),
-      this.deps.queries.listRuns(id),
+      this.deps.queries.listRuns(id, tenant),
     ]);
     return {
       id: session.id,
@@ -306,8 +315,8 @@ export class FleetService {
     };
   }
 
-  async getRun(runId: string): Promise<RunJson & { sessionId: string }> {
-    const run = await this.deps.queries.getRun(runId);
+  async getRun(tenant: string, runId: string): Promise<RunJson & { sessionId: string }> {
+    const run = await this.deps.queries.getRun(runId, tenant);
     if (!run) throw new NotFoundError(`run ${runId}`);
     return { ...runToJson(run), sessionId: run.sessionId };
   }

@@ -7,10 +7,23 @@ import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } f
 import type { Registry } from "prom-client";
 import { AgentResumeError, NotFoundError, ValidationError } from "../shared/errors.js";
 import { childPath, isStorableText, UNSTORABLE_TEXT, unstorableField } from "../shared/messages.js";
+import { UnauthorizedError } from "./auth.js";
 import type { FleetService } from "./fleet-service.js";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The caller's tenant (auth.ts), set before the body is read on every route but the open ones. */
+    tenant: string;
+  }
+}
+
+/** Routes served without a key: Prometheus and health checks. */
+const OPEN_ROUTES = new Set(["/metrics", "/healthz"]);
 
 export type ApiDeps = {
   service: FleetService;
+  /** Who is calling: the tenant of an `Authorization` header, or UnauthorizedError. */
+  auth: { authenticate(header: string | undefined): Promise<string> };
   registry: Registry;
   healthy: () => Promise<boolean>;
   /** pino level for the API's log; "silent" for none. */
@@ -141,6 +154,12 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   });
 
   app.setErrorHandler((error: FastifyError | Error, request, reply) => {
+    if (error instanceof UnauthorizedError) {
+      return reply
+        .code(401)
+        .header("www-authenticate", "Bearer")
+        .send(errorBody("unauthorized", error.message));
+    }
     if (error instanceof ValidationError) {
       return reply.code(400).send(errorBody("invalid_request", error.message, { field: error.field }));
     }
@@ -158,6 +177,13 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).send(errorBody("not_found", `no route ${request.method} ${request.url}`)),
   );
+  app.decorateRequest("tenant", "");
+  // Before the body is read: a caller without a valid key gets nothing but a 401. Every route
+  // needs a key, unknown ones included, except the open ones.
+  app.addHook("onRequest", async (request) => {
+    if (OPEN_ROUTES.has(request.routeOptions.url ?? "")) return;
+    request.tenant = await deps.auth.authenticate(request.headers.authorization);
+  });
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
     try {
@@ -178,23 +204,25 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
 
   const { service } = deps;
   app.post("/v1/sessions", async (request, reply) =>
-    reply.code(201).send(await service.createSession(request.body)),
+    reply.code(201).send(await service.createSession(request.tenant, request.body)),
   );
   app.post("/v1/batches", async (request, reply) =>
-    reply.code(201).send(await service.createBatch(request.body)),
+    reply.code(201).send(await service.createBatch(request.tenant, request.body)),
   );
-  app.get("/v1/sessions", async (request) => service.listSessions(request.query));
+  app.get("/v1/sessions", async (request) => service.listSessions(request.tenant, request.query));
   app.post<IdParams>("/v1/sessions/:id/messages", async (request, reply) =>
-    reply.code(202).send(await service.sendMessage(request.params.id, request.body)),
+    reply.code(202).send(await service.sendMessage(request.tenant, request.params.id, request.body)),
   );
   app.post<IdParams>("/v1/sessions/:id/resume", async (request, reply) =>
-    reply.code(202).send(await service.resume(request.params.id, request.body)),
+    reply.code(202).send(await service.resume(request.tenant, request.params.id, request.body)),
   );
-  app.get<IdParams>("/v1/sessions/:id", async (request) => service.getSession(request.params.id));
+  app.get<IdParams>("/v1/sessions/:id", async (request) =>
+    service.getSession(request.tenant, request.params.id),
+  );
   app.get<IdParams>("/v1/sessions/:id/resume-point", async (request) =>
-    service.resumePoint(request.params.id),
+    service.resumePoint(request.tenant, request.params.id),
   );
-  app.get<IdParams>("/v1/runs/:id", async (request) => service.getRun(request.params.id));
+  app.get<IdParams>("/v1/runs/:id", async (request) => service.getRun(request.tenant, request.params.id));
   app.get("/metrics", async (_request, reply) =>
     reply.header("content-type", deps.registry.contentType).send(await deps.registry.metrics()),
   );

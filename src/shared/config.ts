@@ -22,6 +22,16 @@ const envSchema = z.object({
     .default("fleet"),
   /** The HTTP API's port. */
   PORT: int(3000),
+  /**
+   * The address the HTTP API listens on. Loopback by default: with no API key stored the API
+   * serves without authentication only on a loopback address (contracts §10).
+   */
+  HOST: z.string().min(1).default("127.0.0.1"),
+  /**
+   * A key (at least 32 characters) the API stores for tenant `default` at start when no key
+   * exists yet: how a deployment (docker compose) gets its first key without a shell.
+   */
+  FLEET_BOOTSTRAP_KEY: z.string().optional(),
   /** Where workers and the sweeper serve /metrics; 0 picks a free port. */
   METRICS_PORT: int(0),
   /** Where the built-in file tools write. */
@@ -68,6 +78,10 @@ export type FleetConfig = {
   redisUrl: string;
   prefix: string;
   port: number;
+  /** Where the HTTP API listens. */
+  host: string;
+  /** Stored for tenant `default` when no API key exists (api-keys.ts `bootstrap`). */
+  bootstrapKey: string | undefined;
   metricsPort: number;
   toolDir: string;
   workerConcurrency: number;
@@ -98,6 +112,8 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     redisUrl: e.REDIS_URL,
     prefix: e.FLEET_PREFIX,
     port: e.PORT,
+    host: e.HOST,
+    bootstrapKey: e.FLEET_BOOTSTRAP_KEY || undefined,
     metricsPort: e.METRICS_PORT,
     toolDir: resolve(e.FLEET_TOOL_DIR),
     workerConcurrency: Math.max(1, e.WORKER_CONCURRENCY),

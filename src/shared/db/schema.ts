@@ -31,6 +31,8 @@ export const sessions = pgTable(
   "sessions",
   {
     id: text("id").primaryKey(),
+    /** The tenant (contracts §10) whose API key created it; only that tenant's keys see it. */
+    tenant: text("tenant").notNull().default("default"),
     /** What a resume needs to rebuild the agent long after the producer is gone. */
     agent: jsonb("agent").$type<AgentConfig>().notNull(),
     metadata: jsonb("metadata").$type<Record<string, unknown>>().notNull().default({}),
@@ -75,6 +77,8 @@ export const sessions = pgTable(
       .where(
         sql`${t.status} = 'active' and ${t.runStarted} and ${t.tailState} not in ('completed', 'empty')`,
       ),
+    // A tenant's session list, newest activity first.
+    index("sessions_tenant_updated_idx").on(t.tenant, t.updatedAt),
   ],
 );
 
@@ -114,6 +118,8 @@ export const runs = pgTable(
     sessionId: text("session_id")
       .notNull()
       .references(() => sessions.id, { onDelete: "cascade" }),
+    /** Its session's tenant, copied when the run is inserted. */
+    tenant: text("tenant").notNull().default("default"),
     /** `run` (new input) or `resume`. */
     kind: text("kind").notNull(),
     /** For resumes: the kind applied (or asked for, while queued). */
@@ -148,6 +154,23 @@ export const runs = pgTable(
   ],
 );
 
+/** API keys (contracts §10): only the SHA-256 of a key is stored, never the key. */
+export const apiKeys = pgTable(
+  "api_keys",
+  {
+    id: text("id").primaryKey(),
+    tenant: text("tenant").notNull(),
+    /** sha256 hex of the whole key. */
+    hash: text("hash").notNull(),
+    /** What `fleet keys list` shows of the key, e.g. `fk_3f9a2c1b_Qx7m…`. */
+    prefix: text("prefix").notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    revokedAt: timestamp("revoked_at", { withTimezone: true }),
+  },
+  (t) => [uniqueIndex("api_keys_hash_idx").on(t.hash)],
+);
+
 export type SessionRow = typeof sessions.$inferSelect;
 export type MessageRow = typeof messages.$inferSelect;
 export type RunRow = typeof runs.$inferSelect;
+export type ApiKeyRow = typeof apiKeys.$inferSelect;

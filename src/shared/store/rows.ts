@@ -84,6 +84,7 @@ export function lastStepSeq(history: readonly StoredMessage[]): number | null {
 export type RawRun = {
   id: string;
   session_id: string;
+  tenant: string;
   kind: string;
   resume_kind: string | null;
   trigger: string;
@@ -111,6 +112,7 @@ export function json<T>(value: unknown): T {
 /** A sessions row as row_to_json gives it. */
 export type RawSession = {
   id: string;
+  tenant: string;
   agent: SessionRow["agent"];
   metadata: SessionRow["metadata"];
   status: string;
@@ -134,6 +136,7 @@ export type RawSession = {
 export function sessionFromRaw(raw: RawSession): SessionRow {
   return {
     id: raw.id,
+    tenant: raw.tenant,
     agent: raw.agent,
     metadata: raw.metadata,
     status: raw.status,
@@ -194,6 +197,7 @@ export function runFromRaw(raw: RawRun): RunRow {
   return {
     id: raw.id,
     sessionId: raw.session_id,
+    tenant: raw.tenant,
     kind: raw.kind,
     resumeKind: raw.resume_kind,
     trigger: raw.trigger,

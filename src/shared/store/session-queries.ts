@@ -11,6 +11,7 @@ import { type RunRow, runs, type SessionRow, sessions } from "../db/schema.js";
 import type { Message, StoredMessage } from "../messages.js";
 import { QUEUES } from "../queues.js";
 import { tailState } from "../tail-state.js";
+import { DEFAULT_TENANT } from "./api-keys.js";
 import {
   json,
   messageFromRaw,
@@ -29,6 +30,8 @@ export type NewSession = {
   /** The first user message: stored on a queued run in the same transaction. */
   input?: string;
   id?: string;
+  /** Whose session it is (contracts §10); `default` when not given. */
+  tenant?: string;
 };
 
 export type NewRun = {
@@ -63,8 +66,10 @@ export class SessionQueries {
     for (const input of inputs) {
       const id = input.id ?? randomUUID();
       const history = input.messages ?? [];
+      const tenant = input.tenant ?? DEFAULT_TENANT;
       sessionRows.push({
         id,
+        tenant,
         agent: input.agent,
         metadata: input.metadata ?? {},
         last_seq: history.length,
@@ -77,6 +82,7 @@ export class SessionQueries {
         runRows.push({
           id: runId,
           session_id: id,
+          tenant,
           input: input.input,
           job_id: QUEUES.runs.jobId({ sessionId: id, runId }),
         });
@@ -86,10 +92,10 @@ export class SessionQueries {
     // One statement, so one round trip and all-or-nothing; foreign keys are checked at its end.
     await this.database.sql`
       with s as (
-        insert into sessions (id, agent, metadata, last_seq, tail_state)
-        select x.id, x.agent, x.metadata, x.last_seq, x.tail_state
+        insert into sessions (id, tenant, agent, metadata, last_seq, tail_state)
+        select x.id, x.tenant, x.agent, x.metadata, x.last_seq, x.tail_state
           from jsonb_to_recordset(${JSON.stringify(sessionRows)}::jsonb)
-            as x(id text, agent jsonb, metadata jsonb, last_seq int, tail_state text)
+            as x(id text, tenant text, agent jsonb, metadata jsonb, last_seq int, tail_state text)
         returning 1
       ), m as (
         insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage)
@@ -99,20 +105,32 @@ export class SessionQueries {
             name text, success boolean, stop_reason text, usage jsonb)
         returning 1
       )
-      insert into runs (id, session_id, kind, trigger, input, job_id)
-      select r.id, r.session_id, 'run', 'api', r.input, r.job_id
-        from jsonb_to_recordset(${JSON.stringify(runRows)}::jsonb) as r(id text, session_id text, input text, job_id text)`;
+      insert into runs (id, session_id, tenant, kind, trigger, input, job_id)
+      select r.id, r.session_id, r.tenant, 'run', 'api', r.input, r.job_id
+        from jsonb_to_recordset(${JSON.stringify(runRows)}::jsonb)
+          as r(id text, session_id text, tenant text, input text, job_id text)`;
     return out;
   }
 
-  /** Sessions for operators, newest activity first; `parked` filters on parking. */
-  async listSessions(filter: { parked?: boolean; limit: number }): Promise<SessionRow[]> {
-    const query = this.database.db.select().from(sessions);
-    const filtered =
+  /**
+   * Sessions for operators, newest activity first; `parked` filters on parking, `tenant`
+   * (when given) on ownership.
+   */
+  async listSessions(filter: { parked?: boolean; limit: number; tenant?: string }): Promise<SessionRow[]> {
+    const conditions = [
+      filter.tenant === undefined ? undefined : eq(sessions.tenant, filter.tenant),
       filter.parked === undefined
-        ? query
-        : query.where(filter.parked ? eq(sessions.status, "parked") : ne(sessions.status, "parked"));
-    return filtered.orderBy(desc(sessions.updatedAt)).limit(filter.limit);
+        ? undefined
+        : filter.parked
+          ? eq(sessions.status, "parked")
+          : ne(sessions.status, "parked"),
+    ];
+    return this.database.db
+      .select()
+      .from(sessions)
+      .where(and(...conditions))
+      .orderBy(desc(sessions.updatedAt))
+      .limit(filter.limit);
   }
 
   /**
@@ -128,11 +146,19 @@ export class SessionQueries {
   }
 
   // The reads below run on every job and every poll: plain postgres.js statements, which it
-  // prepares once per connection (drizzle's builder sends each query unprepared).
+  // prepares once per connection (drizzle's builder sends each query unprepared). `tenant`:
+  // the API passes the caller's, so another tenant's row reads as missing; the worker, the
+  // sweeper and the operator's CLI pass none (any tenant).
 
-  async getSession(id: string): Promise<SessionRow | undefined> {
+  /** ` and ALIAS.tenant = $n`, or nothing when no tenant is given. */
+  private ofTenant(alias: "s" | "r", tenant: string | undefined) {
+    const { sql } = this.database;
+    return tenant === undefined ? sql`` : sql`and ${sql(alias)}.tenant = ${tenant}`;
+  }
+
+  async getSession(id: string, tenant?: string): Promise<SessionRow | undefined> {
     const [row] = await this.database.sql<{ s: string | RawSession }[]>`
-      select row_to_json(s) as s from sessions s where s.id = ${id}`;
+      select row_to_json(s) as s from sessions s where s.id = ${id} ${this.ofTenant("s", tenant)}`;
     return row ? sessionFromRaw(json<RawSession>(row.s)) : undefined;
   }
 
@@ -142,15 +168,16 @@ export class SessionQueries {
     return rows.map((row) => messageFromRaw(json<RawMessage>(row.m)));
   }
 
-  async listRuns(sessionId: string): Promise<RunRow[]> {
+  async listRuns(sessionId: string, tenant?: string): Promise<RunRow[]> {
     const rows = await this.database.sql<{ r: string | RawRun }[]>`
-      select row_to_json(r) as r from runs r where r.session_id = ${sessionId} order by r.created_at, r.id`;
+      select row_to_json(r) as r from runs r where r.session_id = ${sessionId} ${this.ofTenant("r", tenant)}
+       order by r.created_at, r.id`;
     return rows.map((row) => runFromRaw(json<RawRun>(row.r)));
   }
 
-  async getRun(runId: string): Promise<RunRow | undefined> {
+  async getRun(runId: string, tenant?: string): Promise<RunRow | undefined> {
     const [row] = await this.database.sql<{ r: string | RawRun }[]>`
-      select row_to_json(r) as r from runs r where r.id = ${runId}`;
+      select row_to_json(r) as r from runs r where r.id = ${runId} ${this.ofTenant("r", tenant)}`;
     return row ? runFromRaw(json<RawRun>(row.r)) : undefined;
   }
 
@@ -169,8 +196,9 @@ export class SessionQueries {
   async createRun(run: NewRun, attempt = 0): Promise<{ run: RunRow; created: boolean }> {
     const id = randomUUID();
     const inserted = await this.database.sql<{ r: string | RawRun }[]>`
-      insert into runs (id, session_id, kind, trigger, input, resume_kind, model, job_id, last_sign_at)
-      values (${id}, ${run.sessionId}, ${run.kind}, ${run.trigger}, ${run.input ?? null}, ${run.resumeKind ?? null},
+      insert into runs (id, session_id, tenant, kind, trigger, input, resume_kind, model, job_id, last_sign_at)
+      values (${id}, ${run.sessionId}, (select tenant from sessions where id = ${run.sessionId}), ${run.kind},
+              ${run.trigger}, ${run.input ?? null}, ${run.resumeKind ?? null},
               ${run.model ? JSON.stringify(run.model) : null}::jsonb, ${QUEUES.runs.jobId({ sessionId: run.sessionId, runId: id })}, ${run.lastSignAt?.toISOString() ?? null})
       on conflict (session_id) where kind = 'resume' and status <> 'ended' do nothing
       returning row_to_json(runs) as r`;

@@ -1,0 +1,106 @@
+/**
+ * Who is calling (contracts §10): `Authorization: Bearer KEY` → the key's tenant. A key is
+ * looked up by its hash; valid keys are remembered for `cacheMs` (5 s), so a revoked key
+ * stops working within that time. With no key stored at all the API is in dev mode —
+ * allowed only on a loopback address — and serves requests without a key as tenant
+ * `default`; whether a key exists is looked at again every `cacheMs`, so creating the first
+ * key turns authentication on without a restart.
+ */
+import { isIP } from "node:net";
+import { type ApiKeys, DEFAULT_TENANT, hashKey } from "../shared/store/api-keys.js";
+
+/** A request without a valid key: the API answers 401. */
+export class UnauthorizedError extends Error {
+  override name = "UnauthorizedError";
+}
+
+/** How long a valid key is remembered, and how often dev mode looks for a first key. */
+export const AUTH_CACHE_MS = 5_000;
+/** Valid keys remembered at most (the oldest are forgotten first). */
+const MAX_CACHED = 10_000;
+/** Longer than any key we make: refused without a look-up. */
+const MAX_KEY_LENGTH = 256;
+
+/** Whether `host` is a loopback address (or `localhost`): only then may dev mode serve. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
+  if (h === "localhost" || h === "::1") return true;
+  if (isIP(h) === 4) return h.startsWith("127.");
+  return /^::ffff:127\./.test(h);
+}
+
+export class ApiAuth {
+  private readonly cache = new Map<string, { tenant: string; until: number }>();
+  private keysExist = false;
+  private checkedAt = Number.NEGATIVE_INFINITY;
+  private checking: Promise<boolean> | undefined;
+  private readonly cacheMs: number;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly deps: {
+      keys: Pick<ApiKeys, "anyExists" | "tenantOf">;
+      /** Whether the API listens on a loopback address. */
+      loopback: boolean;
+      cacheMs?: number;
+      now?: () => number;
+    },
+  ) {
+    this.cacheMs = deps.cacheMs ?? AUTH_CACHE_MS;
+    this.now = deps.now ?? Date.now;
+  }
+
+  /** Whether requests without a key are served (no key exists, and the API is on loopback). */
+  async devMode(): Promise<boolean> {
+    return this.deps.loopback && !(await this.anyKey());
+  }
+
+  /** Whether a key exists; looked up at most every `cacheMs` until one does (then for good). */
+  private async anyKey(): Promise<boolean> {
+    if (this.keysExist || this.now() - this.checkedAt < this.cacheMs) return this.keysExist;
+    this.checking ??= this.deps.keys
+      .anyExists()
+      .then((exists) => {
+        this.keysExist = exists;
+        this.checkedAt = this.now();
+        return exists;
+      })
+      .finally(() => {
+        this.checking = undefined;
+      });
+    return this.checking;
+  }
+
+  /** The tenant of a request with this `Authorization` header; throws UnauthorizedError. */
+  async authenticate(header: string | undefined): Promise<string> {
+    if (header === undefined || header === "") {
+      if (await this.devMode()) return DEFAULT_TENANT;
+      throw new UnauthorizedError(
+        "this API requires an API key: send `Authorization: Bearer KEY` (an operator creates one with `fleet keys create --tenant NAME`)",
+      );
+    }
+    const match = /^Bearer +(\S+) *$/i.exec(header);
+    const key = match?.[1];
+    if (key === undefined || key.length > MAX_KEY_LENGTH) {
+      throw new UnauthorizedError("the Authorization header must be `Bearer KEY`");
+    }
+    const hash = hashKey(key);
+    const now = this.now();
+    const cached = this.cache.get(hash);
+    if (cached && cached.until > now) return cached.tenant;
+    this.cache.delete(hash);
+    const found = await this.deps.keys.tenantOf(hash);
+    if (!found) throw new UnauthorizedError("the API key is not valid (unknown or revoked)");
+    this.keysExist = true;
+    if (this.cache.size >= MAX_CACHED) this.forgetOldest(now);
+    this.cache.set(hash, { tenant: found.tenant, until: now + this.cacheMs });
+    return found.tenant;
+  }
+
+  private forgetOldest(now: number): void {
+    for (const [hash, entry] of this.cache) if (entry.until <= now) this.cache.delete(hash);
+    if (this.cache.size < MAX_CACHED) return;
+    const oldest = this.cache.keys().next().value;
+    if (oldest !== undefined) this.cache.delete(oldest);
+  }
+}

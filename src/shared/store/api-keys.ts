@@ -1,0 +1,111 @@
+/**
+ * API keys (contracts §10). A key is `fk_<id>_<secret>` (the secret: 32 random bytes,
+ * base64url); only its SHA-256 is stored, so a key is looked up by its hash — one index
+ * probe whatever the key, and nothing compares secrets byte by byte.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import type { Database } from "../db/client.js";
+import { ValidationError } from "../errors.js";
+
+/** The tenant of sessions created without a key (dev mode) and of the bootstrap key. */
+export const DEFAULT_TENANT = "default";
+
+/** Tenant names: what `fleet keys create --tenant` accepts. */
+const TENANT_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+export type ApiKeyInfo = {
+  id: string;
+  tenant: string;
+  prefix: string;
+  createdAt: Date;
+  revokedAt: Date | null;
+};
+
+export function hashKey(key: string): string {
+  return createHash("sha256").update(key, "utf8").digest("hex");
+}
+
+/** What `fleet keys list` shows of a key: enough to recognise it, nothing to use. */
+function displayPrefix(key: string): string {
+  return `${key.slice(0, key.startsWith("fk_") ? key.indexOf("_", 3) + 5 : 6)}…`;
+}
+
+export function checkTenantName(tenant: string): string {
+  if (!TENANT_NAME.test(tenant)) {
+    throw new ValidationError(
+      "--tenant",
+      "a tenant name is 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit",
+    );
+  }
+  return tenant;
+}
+
+type RawKey = { id: string; tenant: string; prefix: string; created_at: Date; revoked_at: Date | null };
+
+const toInfo = (row: RawKey): ApiKeyInfo => ({
+  id: row.id,
+  tenant: row.tenant,
+  prefix: row.prefix,
+  createdAt: new Date(row.created_at),
+  revokedAt: row.revoked_at ? new Date(row.revoked_at) : null,
+});
+
+export class ApiKeys {
+  constructor(private readonly database: Database) {}
+
+  /** Creates a key for `tenant`; the key itself is returned once and never stored. */
+  async create(tenant: string): Promise<{ key: string } & ApiKeyInfo> {
+    checkTenantName(tenant);
+    const id = randomBytes(6).toString("hex");
+    const key = `fk_${id}_${randomBytes(32).toString("base64url")}`;
+    const [row] = await this.database.sql<RawKey[]>`
+      insert into api_keys (id, tenant, hash, prefix)
+      values (${id}, ${tenant}, ${hashKey(key)}, ${displayPrefix(key)})
+      returning id, tenant, prefix, created_at, revoked_at`;
+    return { key, ...toInfo(row!) };
+  }
+
+  /**
+   * Stores `key` (chosen by the operator: FLEET_BOOTSTRAP_KEY) for the default tenant when
+   * no key exists at all. True when it was stored; safe when several APIs start at once.
+   */
+  async bootstrap(key: string): Promise<boolean> {
+    if (key.length < 32) {
+      throw new ValidationError("FLEET_BOOTSTRAP_KEY", "must be at least 32 characters long");
+    }
+    const hash = hashKey(key);
+    const rows = await this.database.sql`
+      insert into api_keys (id, tenant, hash, prefix)
+      select ${`boot${hash.slice(0, 8)}`}, ${DEFAULT_TENANT}, ${hash}, ${displayPrefix(key)}
+       where not exists (select 1 from api_keys)
+      on conflict do nothing
+      returning 1`;
+    return rows.length > 0;
+  }
+
+  async list(): Promise<ApiKeyInfo[]> {
+    const rows = await this.database.sql<RawKey[]>`
+      select id, tenant, prefix, created_at, revoked_at from api_keys order by created_at, id`;
+    return rows.map(toInfo);
+  }
+
+  /** Revokes a key; false when there is no key with this id. Revoking twice keeps the first time. */
+  async revoke(id: string): Promise<boolean> {
+    const rows = await this.database.sql`
+      update api_keys set revoked_at = coalesce(revoked_at, now()) where id = ${id} returning 1`;
+    return rows.length > 0;
+  }
+
+  /** Whether any key was ever created (revoked ones count: revoking never reopens the API). */
+  async anyExists(): Promise<boolean> {
+    const [row] = await this.database.sql<{ any: boolean }[]>`select exists (select 1 from api_keys) as any`;
+    return row?.any ?? false;
+  }
+
+  /** The key id and tenant of a valid (stored, not revoked) key, by its hash (`hashKey`). */
+  async tenantOf(hash: string): Promise<{ id: string; tenant: string } | undefined> {
+    const [row] = await this.database.sql<{ id: string; tenant: string }[]>`
+      select id, tenant from api_keys where hash = ${hash} and revoked_at is null`;
+    return row;
+  }
+}

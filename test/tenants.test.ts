@@ -1,0 +1,365 @@
+/**
+ * Tenants and API keys (contracts §10): `fleet keys` through the real CLI, 401s, dev mode
+ * (no key stored: served on loopback only, turned off by the first key without a restart),
+ * the refusal to serve a non-loopback address without a key, FLEET_BOOTSTRAP_KEY, and
+ * ownership: another tenant's sessions and runs answer exactly like ids that do not exist.
+ */
+import { spawn } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startApi } from "../src/producer/api-server.js";
+import { AUTH_CACHE_MS } from "../src/producer/auth.js";
+import { FleetClient } from "../src/producer/client.js";
+import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
+import { CRASH_HISTORY } from "./support/histories.js";
+
+const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
+const UNKNOWN = "00000000-0000-4000-8000-000000000000";
+
+// biome-ignore lint/suspicious/noExplicitAny: parsed JSON answers, checked field by field
+type Answer = { status: number; json: any; text: string; contentType: string | null };
+
+type CliResult = { code: number | null; stdout: string; stderr: string };
+
+function runCli(env: Record<string, string>, args: string[], timeoutMs = 20_000): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [FLEET_BIN, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => {
+      stdout += d;
+    });
+    child.stderr.on("data", (d) => {
+      stderr += d;
+    });
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`fleet ${args.join(" ")} did not exit in ${timeoutMs} ms:\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe("tenants and API keys", () => {
+  let fleet: FleetEnv;
+  let base: string;
+  const keys: Record<string, { key: string; id: string }> = {};
+
+  async function call(method: string, path: string, key?: string, body?: unknown): Promise<Answer> {
+    const headers: Record<string, string> = {};
+    if (body !== undefined) headers["content-type"] = "application/json";
+    if (key !== undefined) headers.authorization = key.startsWith("Bearer") ? key : `Bearer ${key}`;
+    const response = await fetch(`${base}${path}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    let json: unknown;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      json = undefined;
+    }
+    return { status: response.status, json, text, contentType: response.headers.get("content-type") };
+  }
+
+  function expectUnauthorized(answer: Answer): void {
+    expect(answer.status, answer.text).toBe(401);
+    expect(answer.contentType).toMatch(/application\/json/);
+    expect(answer.json).toEqual({ error: { code: "unauthorized", message: expect.any(String) } });
+  }
+
+  async function createKey(tenant: string): Promise<{ key: string; id: string }> {
+    const result = await runCli(fleet.env, ["keys", "create", "--tenant", tenant]);
+    expect(result.code, result.stderr).toBe(0);
+    const key = result.stdout.trim();
+    expect(key).toMatch(/^fk_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$/);
+    const id = /key (\S+) created for tenant (\S+)/.exec(result.stderr);
+    expect(id?.[2]).toBe(tenant);
+    expect(key.startsWith(`fk_${id![1]}_`)).toBe(true);
+    return { key, id: id![1]! };
+  }
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("tenants");
+    const started = await fleet.startApi();
+    base = started.api.url;
+    expect(started.api.devMode).toBe(true);
+  });
+  afterAll(async () => fleet?.close());
+
+  describe("with no key stored (dev mode)", () => {
+    it("serves without a key on loopback, as tenant default", async () => {
+      const created = await call("POST", "/v1/sessions", undefined, { agent: AGENT });
+      expect(created.status, created.text).toBe(201);
+      const [row] = await fleet.database.sql<{ tenant: string }[]>`
+        select tenant from sessions where id = ${created.json.id}`;
+      expect(row?.tenant).toBe("default");
+      const sent = await call("POST", `/v1/sessions/${created.json.id}/messages`, undefined, {
+        content: "hi",
+      });
+      expect(sent.status, sent.text).toBe(202);
+      const [run] = await fleet.database.sql<{ tenant: string }[]>`
+        select tenant from runs where id = ${sent.json.runId}`;
+      expect(run?.tenant).toBe("default");
+      // A key that is not stored is refused even now: nobody is silently served as someone else.
+      expectUnauthorized(await call("GET", "/v1/sessions", "fk_000000000000_garbage"));
+    });
+
+    it("`fleet api` refuses to listen on 0.0.0.0: exit 2 and one line saying how to create a key", async () => {
+      const result = await runCli({ ...fleet.env, HOST: "0.0.0.0", PORT: "0" }, ["api"]);
+      expect(result.code, result.stdout + result.stderr).toBe(2);
+      const lines = result.stderr.trim().split("\n");
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toContain("0.0.0.0");
+      expect(lines[0]).toContain("fleet keys create --tenant NAME");
+      expect(result.stdout).not.toContain("ready");
+    });
+  });
+
+  describe("fleet keys", () => {
+    it("creates keys (printed once, only the hash stored) and lists them", async () => {
+      keys.acme = await createKey("acme");
+      keys.globex = await createKey("globex");
+      const stored = await fleet.database.sql<{ id: string; hash: string; prefix: string }[]>`
+        select id, hash, prefix from api_keys order by id`;
+      expect(stored).toHaveLength(2);
+      for (const { key } of Object.values(keys)) {
+        expect(JSON.stringify(stored)).not.toContain(key);
+        expect(JSON.stringify(stored)).not.toContain(key.slice(-20));
+      }
+      const list = await runCli(fleet.env, ["keys", "list"]);
+      expect(list.code, list.stderr).toBe(0);
+      const lines = list.stdout.trim().split("\n");
+      expect(lines[0]).toMatch(/^ID\s+TENANT\s+PREFIX\s+CREATED\s+REVOKED$/);
+      for (const [tenant, { key, id }] of Object.entries(keys)) {
+        const line = lines.find((l) => l.startsWith(id));
+        expect(line, list.stdout).toBeDefined();
+        expect(line).toMatch(new RegExp(`^${id}\\s+${tenant}\\s+fk_${id}_\\S{4}…\\s+\\d{4}-\\S+Z\\s+-$`));
+        expect(line).not.toContain(key.slice(-20));
+      }
+    });
+
+    it("refuses bad input with exit 2", async () => {
+      expect((await runCli(fleet.env, ["keys", "create"])).code).toBe(2);
+      expect((await runCli(fleet.env, ["keys", "create", "--tenant", "no spaces"])).code).toBe(2);
+      const revoke = await runCli(fleet.env, ["keys", "revoke", "nosuchkey"]);
+      expect(revoke.code).toBe(2);
+      expect(revoke.stderr).toContain("not found");
+      const help = await runCli(fleet.env, ["keys", "--help"]);
+      expect(help.code).toBe(0);
+      expect(help.stdout).toContain("fleet keys create --tenant NAME");
+    });
+
+    it("the first key turns authentication on without a restart", async () => {
+      await waitFor(
+        async () => (await call("GET", "/v1/sessions")).status === 401,
+        AUTH_CACHE_MS + 2_000,
+        "requests without a key to be refused",
+      );
+      expect((await call("GET", "/v1/sessions", keys.acme!.key)).status).toBe(200);
+    });
+  });
+
+  describe("authentication", () => {
+    it("answers 401 without a key, with a garbage key and with a malformed header", async () => {
+      expectUnauthorized(await call("GET", "/v1/sessions"));
+      expectUnauthorized(await call("POST", "/v1/sessions", undefined, { agent: AGENT }));
+      expectUnauthorized(await call("GET", `/v1/sessions/${UNKNOWN}`));
+      expectUnauthorized(await call("GET", "/v1/nope"));
+      expectUnauthorized(await call("GET", "/v1/sessions", "fk_000000000000_garbage"));
+      expectUnauthorized(await call("GET", "/v1/sessions", `${keys.acme!.key}x`));
+      expectUnauthorized(await call("GET", "/v1/sessions", `Basic ${keys.acme!.key}`));
+      expectUnauthorized(await call("GET", "/v1/sessions", `Bearer ${"x".repeat(10_000)}`));
+      // Refused before the body is read: an unparseable body still answers 401.
+      const raw = await fetch(`${base}/v1/sessions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "{not json",
+      });
+      expect(raw.status).toBe(401);
+      expect(await fleet.database.sql`select 1 from sessions where tenant <> 'default'`).toHaveLength(0);
+    });
+
+    it("leaves /healthz and /metrics open", async () => {
+      expect((await call("GET", "/healthz")).status).toBe(200);
+      expect((await call("GET", "/metrics")).status).toBe(200);
+    });
+
+    it("the TypeScript client sends its apiKey", async () => {
+      const client = new FleetClient({ baseUrl: base, apiKey: keys.acme!.key });
+      const { id } = await client.createSession({ agent: AGENT });
+      expect((await client.getSession(id)).id).toBe(id);
+      await expect(new FleetClient({ baseUrl: base }).getSession(id)).rejects.toMatchObject({
+        status: 401,
+        code: "unauthorized",
+      });
+    });
+  });
+
+  describe("ownership", () => {
+    let acmeSession: string;
+    let acmeRun: string;
+    let globexSession: string;
+    let globexRun: string;
+
+    beforeAll(async () => {
+      const created = await call("POST", "/v1/sessions", keys.acme!.key, {
+        agent: AGENT,
+        messages: CRASH_HISTORY,
+        metadata: { owner: "acme" },
+      });
+      expect(created.status, created.text).toBe(201);
+      acmeSession = created.json.id;
+      const batch = await call("POST", "/v1/batches", keys.globex!.key, {
+        sessions: [{ agent: AGENT, input: "hello", metadata: { owner: "globex" } }],
+      });
+      expect(batch.status, batch.text).toBe(201);
+      globexSession = batch.json.sessions[0].id;
+      globexRun = batch.json.sessions[0].runId;
+    });
+
+    it("stores the tenant on sessions and runs, whichever way they were created", async () => {
+      const resumed = await call("POST", `/v1/sessions/${acmeSession}/resume`, keys.acme!.key, {});
+      expect(resumed.status, resumed.text).toBe(202);
+      acmeRun = resumed.json.runId;
+      const sessions = await fleet.database.sql<{ id: string; tenant: string }[]>`
+        select id, tenant from sessions where id in (${acmeSession}, ${globexSession}) order by tenant`;
+      expect(sessions).toEqual([
+        { id: acmeSession, tenant: "acme" },
+        { id: globexSession, tenant: "globex" },
+      ]);
+      const runs = await fleet.database.sql<{ id: string; tenant: string }[]>`
+        select id, tenant from runs where id in (${acmeRun}, ${globexRun}) order by tenant`;
+      expect(runs).toEqual([
+        { id: acmeRun, tenant: "acme" },
+        { id: globexRun, tenant: "globex" },
+      ]);
+    });
+
+    it("each tenant sees its own sessions, runs and resume points", async () => {
+      const acme = await call("GET", `/v1/sessions/${acmeSession}`, keys.acme!.key);
+      expect(acme.status).toBe(200);
+      expect(acme.json.metadata).toEqual({ owner: "acme" });
+      expect((await call("GET", `/v1/sessions/${globexSession}`, keys.globex!.key)).status).toBe(200);
+      expect((await call("GET", `/v1/runs/${acmeRun}`, keys.acme!.key)).json.sessionId).toBe(acmeSession);
+      expect((await call("GET", `/v1/runs/${globexRun}`, keys.globex!.key)).json.sessionId).toBe(
+        globexSession,
+      );
+      expect((await call("GET", `/v1/sessions/${acmeSession}/resume-point`, keys.acme!.key)).status).toBe(
+        200,
+      );
+
+      const listed = async (key: string) =>
+        ((await call("GET", "/v1/sessions", key)).json.sessions as { id: string }[]).map((s) => s.id);
+      const acmeList = await listed(keys.acme!.key);
+      const globexList = await listed(keys.globex!.key);
+      expect(acmeList).toContain(acmeSession);
+      expect(acmeList).not.toContain(globexSession);
+      expect(globexList).toEqual([globexSession]);
+      // Sessions of dev mode belong to tenant default: neither sees them.
+      const [devSession] = await fleet.database.sql<{ id: string }[]>`
+        select id from sessions where tenant = 'default'`;
+      expect(acmeList).not.toContain(devSession!.id);
+      expect((await call("GET", "/v1/sessions?status=active", keys.globex!.key)).json.sessions).toHaveLength(
+        1,
+      );
+    });
+
+    it("another tenant's ids answer 404 with exactly the body of a missing id", async () => {
+      const routes: [string, (id: string) => string, unknown?][] = [
+        ["GET", (id) => `/v1/sessions/${id}`],
+        ["GET", (id) => `/v1/sessions/${id}/resume-point`],
+        ["POST", (id) => `/v1/sessions/${id}/messages`, { content: "let me in" }],
+        ["POST", (id) => `/v1/sessions/${id}/resume`, {}],
+      ];
+      const pairs: [string, string, string][] = [
+        [keys.globex!.key, acmeSession, UNKNOWN],
+        [keys.acme!.key, globexSession, UNKNOWN],
+      ];
+      for (const [key, theirs, missing] of pairs) {
+        for (const [method, path, body] of routes) {
+          const other = await call(method, path(theirs), key, body);
+          const absent = await call(method, path(missing), key, body);
+          expect(other.status, `${method} ${path(theirs)}`).toBe(404);
+          expect(other.contentType).toBe(absent.contentType);
+          expect(other.text.replaceAll(theirs, missing)).toBe(absent.text);
+          expect(other.json).toEqual({
+            error: { code: "not_found", message: `session ${theirs} not found` },
+          });
+        }
+      }
+      for (const [key, theirs] of [
+        [keys.globex!.key, acmeRun],
+        [keys.acme!.key, globexRun],
+      ] as const) {
+        const other = await call("GET", `/v1/runs/${theirs}`, key);
+        const absent = await call("GET", `/v1/runs/${UNKNOWN}`, key);
+        expect(other.status).toBe(404);
+        expect(other.text.replaceAll(theirs, UNKNOWN)).toBe(absent.text);
+      }
+      // Nothing was queued into the other tenant's sessions.
+      expect(await fleet.database.sql`select 1 from runs where input = 'let me in'`).toHaveLength(0);
+      expect(await fleet.database.sql`select 1 from runs where session_id = ${globexSession}`).toHaveLength(
+        1,
+      );
+    });
+  });
+
+  it("a revoked key is refused once the cache window has passed", async () => {
+    const temp = await createKey("acme");
+    expect((await call("GET", "/v1/sessions", temp.key)).status).toBe(200);
+    const revoked = await runCli(fleet.env, ["keys", "revoke", temp.id]);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    const list = await runCli(fleet.env, ["keys", "list"]);
+    expect(list.stdout.split("\n").find((l) => l.startsWith(temp.id))).toMatch(/\d{4}-\S+Z$/);
+    await new Promise((resolve) => setTimeout(resolve, AUTH_CACHE_MS + 250));
+    expectUnauthorized(await call("GET", "/v1/sessions", temp.key));
+    // The other keys of the tenant still work.
+    expect((await call("GET", "/v1/sessions", keys.acme!.key)).status).toBe(200);
+  });
+});
+
+describe("FLEET_BOOTSTRAP_KEY", () => {
+  let fleet: FleetEnv;
+  beforeAll(async () => {
+    fleet = await createFleetEnv("bootstrap");
+  });
+  afterAll(async () => fleet?.close());
+
+  it("is stored for tenant default when no key exists, so the API may listen on 0.0.0.0", async () => {
+    const key = `boot-${"k".repeat(40)}`;
+    const api = await startApi(
+      { ...fleet.config, host: "0.0.0.0", bootstrapKey: key, logLevel: "silent" },
+      { port: 0 },
+    );
+    try {
+      expect(api.devMode).toBe(false);
+      const client = new FleetClient({ baseUrl: api.url, apiKey: key });
+      const { id } = await client.createSession({ agent: AGENT });
+      const [row] = await fleet.database.sql<
+        { tenant: string }[]
+      >`select tenant from sessions where id = ${id}`;
+      expect(row?.tenant).toBe("default");
+      await expect(new FleetClient({ baseUrl: api.url }).listSessions()).rejects.toMatchObject({
+        status: 401,
+      });
+    } finally {
+      await api.stop();
+    }
+    // Once a key exists, another bootstrap key is not added.
+    const again = await startApi(
+      { ...fleet.config, bootstrapKey: `other-${"k".repeat(40)}`, logLevel: "silent" },
+      { port: 0 },
+    );
+    await again.stop();
+    expect(await fleet.database.sql`select 1 from api_keys`).toHaveLength(1);
+  });
+});

@@ -4,15 +4,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
+import { type Answer, readAnswer } from "./support/answer.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const SCRIPTED = { provider: "scripted" as const, steps: [{ text: "ok" }] };
 const AGENT = { model: SCRIPTED };
 const UNKNOWN = "00000000-0000-4000-8000-000000000000";
-
-// biome-ignore lint/suspicious/noExplicitAny: the parsed JSON of many kinds of answer, checked field by field
-type Answer = { status: number; json: any; text: string; contentType: string | null };
 
 describe("HTTP API", () => {
   let fleet: FleetEnv;
@@ -26,14 +24,7 @@ describe("HTTP API", () => {
       headers: hasBody ? { "content-type": "application/json" } : {},
       body: rawBody ?? (body === undefined ? undefined : JSON.stringify(body)),
     });
-    const text = await response.text();
-    let json: unknown;
-    try {
-      json = text ? JSON.parse(text) : undefined;
-    } catch {
-      json = undefined;
-    }
-    return { status: response.status, json, text, contentType: response.headers.get("content-type") };
+    return readAnswer(response);
   }
 
   async function countSessions(): Promise<number> {

@@ -9,14 +9,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startApi } from "../src/producer/api-server.js";
 import { AUTH_CACHE_MS } from "../src/producer/auth.js";
 import { FleetClient } from "../src/producer/client.js";
+import { type Answer, readAnswer } from "./support/answer.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
 import { CRASH_HISTORY } from "./support/histories.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 const UNKNOWN = "00000000-0000-4000-8000-000000000000";
-
-// biome-ignore lint/suspicious/noExplicitAny: parsed JSON answers, checked field by field
-type Answer = { status: number; json: any; text: string; contentType: string | null };
 
 type CliResult = { code: number | null; stdout: string; stderr: string };
 
@@ -60,14 +58,7 @@ describe("tenants and API keys", () => {
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
     });
-    const text = await response.text();
-    let json: unknown;
-    try {
-      json = text ? JSON.parse(text) : undefined;
-    } catch {
-      json = undefined;
-    }
-    return { status: response.status, json, text, contentType: response.headers.get("content-type") };
+    return readAnswer(response);
   }
 
   function expectUnauthorized(answer: Answer): void {

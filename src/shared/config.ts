@@ -1,12 +1,16 @@
 /**
  * Configuration, parsed once from the environment (a `.env` file in the working directory
- * is honoured). Nothing else in the code base reads `process.env`.
+ * is honoured). Nothing else in the code base reads `process.env`, but for the model
+ * providers, which look at the variables the SDKs themselves read (to neutralise them and to
+ * scrub their values out of error texts), and FLEET_DEBUG in cli.ts.
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { z } from "zod";
 import { ValidationError } from "./errors.js";
 import { type ModelRouting, parseAllowedBaseUrls, parseModelEndpoints } from "./model-endpoints.js";
+import { type PriceTable, parsePrices } from "./prices.js";
+import { type WebhookSettings, webhookSettingsFromEnv } from "./webhooks.js";
 
 const int = (def: number) => z.coerce.number().int().nonnegative().default(def);
 
@@ -32,6 +36,20 @@ const envSchema = z.object({
    * exists yet: how a deployment (docker compose) gets its first key without a shell.
    */
   FLEET_BOOTSTRAP_KEY: z.string().optional(),
+  /**
+   * Sessions one tenant may have active (a run queued or running) at once; a request that
+   * would go past it answers 429 with Retry-After (contracts §10). Unset or 0: no cap.
+   */
+  FLEET_TENANT_MAX_ACTIVE_SESSIONS: int(0),
+  /** Requests a second one tenant may make to the API, fleet-wide (429 beyond). Unset or 0: no cap. */
+  FLEET_TENANT_REQUESTS_PER_SECOND: z.coerce.number().nonnegative().default(0),
+  /** Requests a tenant may make at once before FLEET_TENANT_REQUESTS_PER_SECOND applies. Default: 2 s worth. */
+  FLEET_TENANT_REQUEST_BURST: z.coerce.number().int().positive().optional(),
+  /**
+   * `on`: new runs are queued with per-tenant fair priorities, so one tenant's large batch
+   * does not starve another tenant's sessions (fair-dispatch.ts). `off`: first in, first out.
+   */
+  FLEET_FAIR_DISPATCH: z.enum(["on", "off"]).default("on"),
   /** Where workers and the sweeper serve /metrics; 0 picks a free port. */
   METRICS_PORT: int(0),
   /** Where the built-in file tools write. */
@@ -71,6 +89,11 @@ const envSchema = z.object({
   FLEET_MODEL_ENDPOINTS: z.string().optional(),
   /** Comma-separated URL prefixes a MODEL may name as a raw `baseUrl` (no key is ever sent there). */
   FLEET_ALLOWED_BASE_URLS: z.string().optional(),
+  /**
+   * Model prices (prices.ts), a JSON object or the path of a file holding one:
+   * `{ "MODEL": { "input", "output", "cacheRead"?, "cacheWrite"? } }` in USD per million tokens.
+   */
+  FLEET_PRICES: z.string().optional(),
 });
 
 export type FleetConfig = {
@@ -82,6 +105,15 @@ export type FleetConfig = {
   host: string;
   /** Stored for tenant `default` when no API key exists (api-keys.ts `bootstrap`). */
   bootstrapKey: string | undefined;
+  /** Per-tenant limits (contracts §10); undefined: none. */
+  tenantLimits: {
+    maxActiveSessions: number | undefined;
+    requestRate: { perSecond: number; burst: number } | undefined;
+  };
+  /** Whether new runs get per-tenant fair priorities. */
+  fairDispatch: boolean;
+  /** Batch webhooks: FLEET_WEBHOOK_SECRET, _ALLOWED_URLS, _DENY_PRIVATE, _RETRY_MS (webhooks.ts). */
+  webhooks: WebhookSettings;
   metricsPort: number;
   toolDir: string;
   workerConcurrency: number;
@@ -94,7 +126,7 @@ export type FleetConfig = {
   sweeperBackoffMs: number;
   logLevel: z.infer<typeof envSchema>["LOG_LEVEL"];
   /** Endpoints, allowed raw base URLs and the keys for each (model-endpoints.ts). */
-  models: ModelRouting;
+  models: ModelRouting & { prices: PriceTable };
 };
 
 let dotenvLoaded = false;
@@ -114,6 +146,20 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     port: e.PORT,
     host: e.HOST,
     bootstrapKey: e.FLEET_BOOTSTRAP_KEY || undefined,
+    tenantLimits: {
+      maxActiveSessions: e.FLEET_TENANT_MAX_ACTIVE_SESSIONS || undefined,
+      requestRate:
+        e.FLEET_TENANT_REQUESTS_PER_SECOND > 0
+          ? {
+              perSecond: e.FLEET_TENANT_REQUESTS_PER_SECOND,
+              burst:
+                e.FLEET_TENANT_REQUEST_BURST ??
+                Math.max(1, Math.ceil(2 * e.FLEET_TENANT_REQUESTS_PER_SECOND)),
+            }
+          : undefined,
+    },
+    fairDispatch: e.FLEET_FAIR_DISPATCH === "on",
+    webhooks: webhookSettingsFromEnv(env),
     metricsPort: e.METRICS_PORT,
     toolDir: resolve(e.FLEET_TOOL_DIR),
     workerConcurrency: Math.max(1, e.WORKER_CONCURRENCY),
@@ -129,6 +175,8 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
       endpoints: parseModelEndpoints(e.FLEET_MODEL_ENDPOINTS, env),
       allowedBaseUrls: parseAllowedBaseUrls(e.FLEET_ALLOWED_BASE_URLS),
       apiKeys: { openai: e.OPENAI_API_KEY || undefined, anthropic: e.ANTHROPIC_API_KEY || undefined },
+      // Carried with the routing to the workers (create-model.ts) and the API (fleet-service.ts).
+      prices: parsePrices(e.FLEET_PRICES),
     },
   };
 }

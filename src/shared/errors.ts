@@ -5,6 +5,8 @@
  * - `AgentResumeError`: a resume was asked for a session with nothing to resume; HTTP 409.
  * - `FencedError`: a worker lost its lease; it stops at once and appends nothing more.
  * - `NotFoundError`: an unknown session; HTTP 404.
+ * - `TooManyRequestsError`: a tenant is over one of its limits (contracts §10); HTTP 429
+ *   with `Retry-After`, and the client and `fleet batch` wait that long and try again.
  */
 import type { RefusalReason } from "./resume-reasons.js";
 
@@ -41,5 +43,34 @@ export class NotFoundError extends Error {
   override name = "NotFoundError";
   constructor(what: string) {
     super(`${what} not found`);
+  }
+}
+
+/** Which per-tenant limit a request ran into (contracts §10). */
+export type TenantLimit = "active_sessions" | "request_rate";
+
+export class TooManyRequestsError extends Error {
+  override name = "TooManyRequestsError";
+  constructor(
+    readonly limit: TenantLimit,
+    /** Whole seconds to wait before trying again (at least 1). */
+    readonly retryAfterSeconds: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The request conflicts with the state of what it names (contracts §9): an Idempotency-Key
+ * reused with another body, a batch that takes no more sessions. HTTP 409 with `reason`.
+ */
+export class ConflictError extends Error {
+  override name = "ConflictError";
+  constructor(
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
   }
 }

@@ -16,7 +16,7 @@ import {
   uniqueIndex,
 } from "drizzle-orm/pg-core";
 import type { AgentConfig, ModelConfig } from "../agent-config.js";
-import type { ToolCall, Usage } from "../messages.js";
+import type { ProviderState, ToolCall, Usage } from "../messages.js";
 
 /** Tail states from which the sweeper may have to resume a session. */
 export const RESUMABLE_TAIL_STATES = [
@@ -36,7 +36,10 @@ export const sessions = pgTable(
     /** What a resume needs to rebuild the agent long after the producer is gone. */
     agent: jsonb("agent").$type<AgentConfig>().notNull(),
     metadata: jsonb("metadata").$type<Record<string, unknown>>().notNull().default({}),
-    /** `active` or `parked` (nothing will run it until someone acts). */
+    /**
+     * `active`, `parked` (nothing will run it until someone acts) or `cancelled` (stopped on
+     * request, never resumed automatically; a new message makes it active again).
+     */
     status: text("status").notNull().default("active"),
     /** Derived from the history in the same statement as each append (see tail-state.ts). */
     tailState: text("tail_state").notNull().default("empty"),
@@ -68,8 +71,25 @@ export const sessions = pgTable(
     lastActiveAt: timestamp("last_active_at", { withTimezone: true }).notNull().defaultNow(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+    /** The batch it was created in (contracts §9), if any, and the caller's id for it there. */
+    batchId: text("batch_id"),
+    customId: text("custom_id"),
+    /** When it was last cancelled (status `cancelled`: never resumed automatically). */
+    cancelledAt: timestamp("cancelled_at", { withTimezone: true }),
   },
   (t) => [
+    // A batch's sessions in a stable order (results are paged by id) and its counts.
+    index("sessions_batch_idx").on(t.batchId, t.id).where(sql`${t.batchId} is not null`),
+    uniqueIndex("sessions_batch_custom_id_idx")
+      .on(t.batchId, t.customId)
+      .where(sql`${t.batchId} is not null and ${t.customId} is not null`),
+    // A batch's sessions that may not have reached their end yet: whether a batch has ended
+    // is answered from this (small, shrinking) index and a look at their runs.
+    index("sessions_batch_pending_idx")
+      .on(t.batchId)
+      .where(
+        sql`${t.batchId} is not null and ${t.status} = 'active' and (${t.tailState} <> 'completed' or not ${t.runStarted})`,
+      ),
     // The sweeper's scan grows with the number of sessions in flight or stuck, not with all
     // sessions: completed, empty and parked ones are not in this index.
     index("sessions_attention_idx")
@@ -99,6 +119,8 @@ export const messages = pgTable(
     success: boolean("success"),
     stopReason: text("stop_reason"),
     usage: jsonb("usage").$type<Usage>(),
+    /** Assistant steps: the provider's blocks to replay with the history (contracts §13), verbatim. */
+    providerState: jsonb("provider_state").$type<ProviderState>(),
     runId: text("run_id"),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
   },
@@ -147,6 +169,8 @@ export const runs = pgTable(
   (t) => [
     index("runs_session_idx").on(t.sessionId, t.createdAt),
     index("runs_unfinished_idx").on(t.status, t.createdAt).where(sql`${t.status} <> 'ended'`),
+    // A tenant's active sessions (FLEET_TENANT_MAX_ACTIVE_SESSIONS), counted from the index alone.
+    index("runs_tenant_active_idx").on(t.tenant, t.sessionId).where(sql`${t.status} <> 'ended'`),
     // At most one resume waiting or running per session: a second request joins it.
     uniqueIndex("runs_one_active_resume")
       .on(t.sessionId)
@@ -164,13 +188,78 @@ export const apiKeys = pgTable(
     hash: text("hash").notNull(),
     /** What `fleet keys list` shows of the key, e.g. `fk_3f9a2c1b_Qx7m…`. */
     prefix: text("prefix").notNull(),
+    /** Whether the key opens admin routes (Bull Board at /admin/queues), which show every tenant's jobs. */
+    admin: boolean("admin").notNull().default(false),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     revokedAt: timestamp("revoked_at", { withTimezone: true }),
   },
   (t) => [uniqueIndex("api_keys_hash_idx").on(t.hash)],
 );
 
+/**
+ * Batches (contracts §9). Counts are never stored here: they are computed from the state of
+ * the batch's sessions and runs, so they cannot drift across crashes and resumes.
+ */
+export const batches = pgTable(
+  "batches",
+  {
+    id: text("id").primaryKey(),
+    tenant: text("tenant").notNull(),
+    /** Where the batch JSON is POSTed once it has ended (http/https, checked at submit). */
+    webhookUrl: text("webhook_url"),
+    /** An open batch takes more sessions (`POST /v1/batches/:id/sessions`) and does not end. */
+    open: boolean("open").notNull().default(false),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    /** Set once every session was seen terminal (by the sweeper or a read). */
+    endedAt: timestamp("ended_at", { withTimezone: true }),
+    cancelledAt: timestamp("cancelled_at", { withTimezone: true }),
+    webhookDeliveredAt: timestamp("webhook_delivered_at", { withTimezone: true }),
+    /** Set when every delivery attempt failed (after at least 24 h). */
+    webhookFailedAt: timestamp("webhook_failed_at", { withTimezone: true }),
+  },
+  (t) => [
+    // Batches that have not ended, or whose webhook is still owed: the sweeper's scans.
+    index("batches_unsettled_idx")
+      .on(t.createdAt)
+      .where(
+        sql`${t.endedAt} is null or (${t.webhookUrl} is not null and ${t.webhookDeliveredAt} is null and ${t.webhookFailedAt} is null)`,
+      ),
+    index("batches_tenant_idx").on(t.tenant, t.createdAt),
+  ],
+);
+
+/**
+ * `Idempotency-Key` (contracts §9): the row is inserted before the request acts, so a second
+ * request with the same key waits for the first one's answer instead of acting again.
+ */
+export const idempotencyKeys = pgTable(
+  "idempotency_keys",
+  {
+    tenant: text("tenant").notNull(),
+    key: text("key").notNull(),
+    /** sha256 of the method, the path and the body. */
+    requestHash: text("request_hash").notNull(),
+    /** Null while the first request is still being answered. */
+    statusCode: integer("status_code"),
+    response: text("response"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.tenant, t.key] }), index("idempotency_keys_created_idx").on(t.createdAt)],
+);
+
+export type BatchRow = typeof batches.$inferSelect;
 export type SessionRow = typeof sessions.$inferSelect;
 export type MessageRow = typeof messages.$inferSelect;
 export type RunRow = typeof runs.$inferSelect;
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
+
+/**
+ * Which fleet (FLEET_PREFIX) this database belongs to: one row, written by the first
+ * process that starts. A process of another prefix is refused at start, so two fleets never
+ * take each other's workers for dead (fleet-identity.ts).
+ */
+export const fleetIdentity = pgTable("fleet_identity", {
+  id: integer("id").primaryKey().default(1),
+  prefix: text("prefix").notNull(),
+  createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+});

@@ -129,11 +129,13 @@ describe("tenants and API keys", () => {
       const list = await runCli(fleet.env, ["keys", "list"]);
       expect(list.code, list.stderr).toBe(0);
       const lines = list.stdout.trim().split("\n");
-      expect(lines[0]).toMatch(/^ID\s+TENANT\s+PREFIX\s+CREATED\s+REVOKED$/);
+      expect(lines[0]).toMatch(/^ID\s+TENANT\s+PREFIX\s+ADMIN\s+CREATED\s+REVOKED$/);
       for (const [tenant, { key, id }] of Object.entries(keys)) {
         const line = lines.find((l) => l.startsWith(id));
         expect(line, list.stdout).toBeDefined();
-        expect(line).toMatch(new RegExp(`^${id}\\s+${tenant}\\s+fk_${id}_\\S{4}…\\s+\\d{4}-\\S+Z\\s+-$`));
+        expect(line).toMatch(
+          new RegExp(`^${id}\\s+${tenant}\\s+fk_${id}_\\S{4}…\\s+no\\s+\\d{4}-\\S+Z\\s+-$`),
+        );
         expect(line).not.toContain(key.slice(-20));
       }
     });

@@ -9,10 +9,23 @@
 import { isIP } from "node:net";
 import { type ApiKeys, DEFAULT_TENANT, hashKey } from "../shared/store/api-keys.js";
 
-/** A request without a valid key: the API answers 401. */
+/**
+ * A request without a valid key: the API answers 401 (with a `challenge` for
+ * WWW-Authenticate), or 403 when the key is valid but may not open an admin route.
+ */
 export class UnauthorizedError extends Error {
   override name = "UnauthorizedError";
+  constructor(
+    message: string,
+    readonly status: 401 | 403 = 401,
+    readonly challenge: "Bearer" | "Basic" = "Bearer",
+  ) {
+    super(message);
+  }
 }
+
+/** Who a valid key belongs to. */
+export type Caller = { tenant: string; admin: boolean };
 
 /** How long a valid key is remembered, and how often dev mode looks for a first key. */
 export const AUTH_CACHE_MS = 5_000;
@@ -30,7 +43,7 @@ export function isLoopbackHost(host: string): boolean {
 }
 
 export class ApiAuth {
-  private readonly cache = new Map<string, { tenant: string; until: number }>();
+  private readonly cache = new Map<string, Caller & { until: number }>();
   private keysExist = false;
   private checkedAt = Number.NEGATIVE_INFINITY;
   private checking: Promise<boolean> | undefined;
@@ -80,21 +93,52 @@ export class ApiAuth {
       );
     }
     const match = /^Bearer +(\S+) *$/i.exec(header);
-    const key = match?.[1];
+    return (await this.caller(match?.[1], "Bearer")).tenant;
+  }
+
+  /**
+   * Admits a request to an admin route (Bull Board): an admin key, as `Bearer KEY` or as the
+   * password of HTTP Basic (what a browser prompts for); anyone in dev mode. Throws
+   * UnauthorizedError: 401 asking for Basic, or 403 for a valid key that is not an admin's.
+   */
+  async authenticateAdmin(header: string | undefined): Promise<void> {
+    if ((header === undefined || header === "") && (await this.devMode())) return;
+    const bearer = /^Bearer +(\S+) *$/i.exec(header ?? "")?.[1];
+    const basic = /^Basic +([A-Za-z0-9+/=]+) *$/i.exec(header ?? "")?.[1];
+    const key = bearer ?? (basic === undefined ? undefined : passwordOf(basic));
+    if (key === undefined) {
+      throw new UnauthorizedError(
+        "admin routes need an admin API key (`fleet keys create --tenant NAME --admin`), as `Bearer KEY` or as the password of Basic auth",
+        401,
+        "Basic",
+      );
+    }
+    const caller = await this.caller(key, "Basic");
+    if (!caller.admin) {
+      throw new UnauthorizedError(
+        "this API key may not open admin routes; create one with `fleet keys create --tenant NAME --admin`",
+        403,
+      );
+    }
+  }
+
+  /** The caller a key belongs to (cached for `cacheMs`); throws UnauthorizedError. */
+  private async caller(key: string | undefined, challenge: "Bearer" | "Basic"): Promise<Caller> {
     if (key === undefined || key.length > MAX_KEY_LENGTH) {
-      throw new UnauthorizedError("the Authorization header must be `Bearer KEY`");
+      throw new UnauthorizedError("the Authorization header must be `Bearer KEY`", 401, challenge);
     }
     const hash = hashKey(key);
     const now = this.now();
     const cached = this.cache.get(hash);
-    if (cached && cached.until > now) return cached.tenant;
+    if (cached && cached.until > now) return cached;
     this.cache.delete(hash);
     const found = await this.deps.keys.tenantOf(hash);
-    if (!found) throw new UnauthorizedError("the API key is not valid (unknown or revoked)");
+    if (!found) throw new UnauthorizedError("the API key is not valid (unknown or revoked)", 401, challenge);
     this.keysExist = true;
     if (this.cache.size >= MAX_CACHED) this.forgetOldest(now);
-    this.cache.set(hash, { tenant: found.tenant, until: now + this.cacheMs });
-    return found.tenant;
+    const entry = { tenant: found.tenant, admin: found.admin, until: now + this.cacheMs };
+    this.cache.set(hash, entry);
+    return entry;
   }
 
   private forgetOldest(now: number): void {
@@ -103,4 +147,11 @@ export class ApiAuth {
     const oldest = this.cache.keys().next().value;
     if (oldest !== undefined) this.cache.delete(oldest);
   }
+}
+
+/** The password of HTTP Basic credentials (`user:password`, base64); the user name is ignored. */
+function passwordOf(credentials: string): string | undefined {
+  const decoded = Buffer.from(credentials, "base64").toString("utf8");
+  const colon = decoded.indexOf(":");
+  return colon < 0 || colon === decoded.length - 1 ? undefined : decoded.slice(colon + 1);
 }

@@ -5,6 +5,7 @@
  * Two queues: `runs` for new work and `resumes` for resumes. Each worker process takes
  * resumes with slots of their own, so a session interrupted by a crash comes back within a
  * second even while every slot for new work is busy and thousands of first runs wait.
+ * A third, `webhooks`, holds batch webhook deliveries (contracts §9), run by the sweeper.
  */
 import { type ConnectionOptions, type Job, Queue } from "bullmq";
 import { z } from "zod";
@@ -32,13 +33,54 @@ const defaultJobOptions = {
 /** The job id of a run: one job per run, whichever queue holds it (a second add is a no-op). */
 const runJobId = (payload: RunJob) => `run-${payload.runId}`;
 
+export const webhookJobSchema = z.strictObject({ batchId: z.string().min(1) });
+export type WebhookJob = z.infer<typeof webhookJobSchema>;
+
+/** The backoff type of webhook deliveries: the sweeper's webhook worker computes it. */
+export const WEBHOOK_BACKOFF = "webhook";
+/**
+ * Delivery attempts: with the backoff (1 s doubling up to 1 h, webhook-delivery.ts) 40
+ * attempts span more than 24 h before a delivery is given up.
+ */
+export const WEBHOOK_ATTEMPTS = 40;
+
 export const QUEUES = {
   /** New work: runs with new input. */
   runs: { name: "runs", job: "run", jobId: runJobId, defaultJobOptions },
   /** Resumes, automatic or asked for: taken by slots of their own in every worker. */
   resumes: { name: "resumes", job: "resume", jobId: runJobId, defaultJobOptions },
+  /** Batch webhooks: one job per batch (`webhook-<batchId>`), retried until a 2xx. */
+  webhooks: {
+    name: "webhooks",
+    job: "deliver",
+    jobId: (payload: WebhookJob) => `webhook-${payload.batchId}`,
+    defaultJobOptions: {
+      attempts: WEBHOOK_ATTEMPTS,
+      backoff: { type: WEBHOOK_BACKOFF },
+      removeOnComplete: { age: 24 * 3_600 },
+      removeOnFail: { age: 7 * 24 * 3_600 },
+    },
+  },
 } as const;
-export type QueueKey = keyof typeof QUEUES;
+/** The queues of runs (the webhooks queue is opened by `openWebhookQueue`). */
+export type QueueKey = "runs" | "resumes";
+
+/** The webhooks queue of a fleet. */
+export function openWebhookQueue(connection: ConnectionOptions, prefix: string): Queue {
+  const queue = new Queue(QUEUES.webhooks.name, {
+    connection,
+    prefix,
+    defaultJobOptions: QUEUES.webhooks.defaultJobOptions,
+  });
+  queue.on("error", () => {});
+  return queue;
+}
+
+/** Queues a batch's webhook delivery (deterministic id: a second call adds nothing). */
+export async function enqueueWebhook(queue: Queue, payload: WebhookJob): Promise<void> {
+  const valid = webhookJobSchema.parse(payload);
+  await queue.add(QUEUES.webhooks.job, valid, { jobId: QUEUES.webhooks.jobId(valid) });
+}
 
 /** The queue that holds a job of this name. */
 export function queueKeyOf(name: JobName): QueueKey {
@@ -88,24 +130,31 @@ export class RunQueues {
   async enqueue(
     name: JobName,
     payload: RunJob,
-    options: { delayMs?: number; jobId?: string } = {},
+    options: { delayMs?: number; jobId?: string; priority?: number } = {},
   ): Promise<string> {
     const { payload: valid } = parseRunJob(name, payload);
     const jobId = options.jobId ?? runJobId(valid);
     const delay = options.delayMs && options.delayMs > 0 ? Math.ceil(options.delayMs) : undefined;
-    await this.of(name).add(name, valid, { jobId, ...(delay ? { delay } : {}) });
+    await this.of(name).add(name, valid, {
+      jobId,
+      ...(delay ? { delay } : {}),
+      ...(options.priority ? { priority: options.priority } : {}),
+    });
     return jobId;
   }
 
-  /** Enqueues many runs' jobs, one round trip per queue (validated, deterministic ids). */
-  async enqueueMany(jobs: { name: JobName; payload: RunJob }[]): Promise<void> {
+  /**
+   * Enqueues many runs' jobs, one round trip per queue (validated, deterministic ids).
+   * `priority`: BullMQ's (lower first; fair-dispatch.ts hands them out per tenant).
+   */
+  async enqueueMany(jobs: { name: JobName; payload: RunJob; priority?: number }[]): Promise<void> {
     for (const key of ["runs", "resumes"] as const) {
       const mine = jobs.filter(({ name }) => queueKeyOf(name) === key);
       if (mine.length === 0) continue;
       await this[key].addBulk(
-        mine.map(({ name, payload }) => {
+        mine.map(({ name, payload, priority }) => {
           const valid = parseRunJob(name, payload).payload;
-          return { name, data: valid, opts: { jobId: runJobId(valid) } };
+          return { name, data: valid, opts: { jobId: runJobId(valid), ...(priority ? { priority } : {}) } };
         }),
       );
     }

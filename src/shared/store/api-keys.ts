@@ -17,6 +17,8 @@ export type ApiKeyInfo = {
   id: string;
   tenant: string;
   prefix: string;
+  /** Whether the key opens admin routes (Bull Board), which show every tenant's jobs. */
+  admin: boolean;
   createdAt: Date;
   revokedAt: Date | null;
 };
@@ -40,12 +42,20 @@ export function checkTenantName(tenant: string): string {
   return tenant;
 }
 
-type RawKey = { id: string; tenant: string; prefix: string; created_at: Date; revoked_at: Date | null };
+type RawKey = {
+  id: string;
+  tenant: string;
+  prefix: string;
+  admin: boolean;
+  created_at: Date;
+  revoked_at: Date | null;
+};
 
 const toInfo = (row: RawKey): ApiKeyInfo => ({
   id: row.id,
   tenant: row.tenant,
   prefix: row.prefix,
+  admin: row.admin,
   createdAt: new Date(row.created_at),
   revokedAt: row.revoked_at ? new Date(row.revoked_at) : null,
 });
@@ -53,21 +63,24 @@ const toInfo = (row: RawKey): ApiKeyInfo => ({
 export class ApiKeys {
   constructor(private readonly database: Database) {}
 
-  /** Creates a key for `tenant`; the key itself is returned once and never stored. */
-  async create(tenant: string): Promise<{ key: string } & ApiKeyInfo> {
+  /**
+   * Creates a key for `tenant`; the key itself is returned once and never stored. `admin`:
+   * the key also opens admin routes (Bull Board).
+   */
+  async create(tenant: string, options: { admin?: boolean } = {}): Promise<{ key: string } & ApiKeyInfo> {
     checkTenantName(tenant);
     const id = randomBytes(6).toString("hex");
     const key = `fk_${id}_${randomBytes(32).toString("base64url")}`;
     const [row] = await this.database.sql<RawKey[]>`
-      insert into api_keys (id, tenant, hash, prefix)
-      values (${id}, ${tenant}, ${hashKey(key)}, ${displayPrefix(key)})
-      returning id, tenant, prefix, created_at, revoked_at`;
+      insert into api_keys (id, tenant, hash, prefix, admin)
+      values (${id}, ${tenant}, ${hashKey(key)}, ${displayPrefix(key)}, ${options.admin === true})
+      returning id, tenant, prefix, admin, created_at, revoked_at`;
     return { key, ...toInfo(row!) };
   }
 
   /**
-   * Stores `key` (chosen by the operator: FLEET_BOOTSTRAP_KEY) for the default tenant when
-   * no key exists at all. True when it was stored; safe when several APIs start at once.
+   * Stores `key` (chosen by the operator: FLEET_BOOTSTRAP_KEY) for the default tenant, as an
+   * admin key (the deployment's first key is the operator's), when no key exists at all. True when it was stored; safe when several APIs start at once.
    */
   async bootstrap(key: string): Promise<boolean> {
     if (key.length < 32) {
@@ -75,8 +88,8 @@ export class ApiKeys {
     }
     const hash = hashKey(key);
     const rows = await this.database.sql`
-      insert into api_keys (id, tenant, hash, prefix)
-      select ${`boot${hash.slice(0, 8)}`}, ${DEFAULT_TENANT}, ${hash}, ${displayPrefix(key)}
+      insert into api_keys (id, tenant, hash, prefix, admin)
+      select ${`boot${hash.slice(0, 8)}`}, ${DEFAULT_TENANT}, ${hash}, ${displayPrefix(key)}, true
        where not exists (select 1 from api_keys)
       on conflict do nothing
       returning 1`;
@@ -85,7 +98,7 @@ export class ApiKeys {
 
   async list(): Promise<ApiKeyInfo[]> {
     const rows = await this.database.sql<RawKey[]>`
-      select id, tenant, prefix, created_at, revoked_at from api_keys order by created_at, id`;
+      select id, tenant, prefix, admin, created_at, revoked_at from api_keys order by created_at, id`;
     return rows.map(toInfo);
   }
 
@@ -102,10 +115,10 @@ export class ApiKeys {
     return row?.any ?? false;
   }
 
-  /** The key id and tenant of a valid (stored, not revoked) key, by its hash (`hashKey`). */
-  async tenantOf(hash: string): Promise<{ id: string; tenant: string } | undefined> {
-    const [row] = await this.database.sql<{ id: string; tenant: string }[]>`
-      select id, tenant from api_keys where hash = ${hash} and revoked_at is null`;
+  /** The key id, tenant and admin flag of a valid (stored, not revoked) key, by its hash (`hashKey`). */
+  async tenantOf(hash: string): Promise<{ id: string; tenant: string; admin: boolean } | undefined> {
+    const [row] = await this.database.sql<{ id: string; tenant: string; admin: boolean }[]>`
+      select id, tenant, admin from api_keys where hash = ${hash} and revoked_at is null`;
     return row;
   }
 }

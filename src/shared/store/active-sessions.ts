@@ -1,0 +1,49 @@
+/**
+ * A tenant's cap on active sessions (contracts §10, FLEET_TENANT_MAX_ACTIVE_SESSIONS): a
+ * session is active while a run of it is queued or running. The cap is checked in the
+ * transaction that queues the runs, after taking a per-tenant advisory lock, so requests
+ * that race each other cannot together go past it. The count is read from the partial
+ * index `runs_tenant_active_idx` alone.
+ */
+import type postgres from "postgres";
+import { TooManyRequestsError } from "../errors.js";
+
+/** What a 429 for active sessions asks the caller to wait: sessions end on their own time. */
+export const ACTIVE_RETRY_AFTER_SECONDS = 5;
+
+/** Active sessions of `tenant`, leaving out `except` (a session about to get another run). */
+export async function countActiveSessions(
+  sql: postgres.Sql | postgres.TransactionSql,
+  tenant: string,
+  except?: string,
+): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(distinct session_id)::int as n from runs
+     where tenant = ${tenant} and status <> 'ended' ${except === undefined ? sql`` : sql`and session_id <> ${except}`}`;
+  return row?.n ?? 0;
+}
+
+/**
+ * Takes `tenant`'s lock for the rest of the transaction and refuses (TooManyRequestsError)
+ * when `adding` more active sessions would put it over `max`. `except`: a session that gets
+ * a run and may already be active (it counts once either way).
+ */
+export async function holdActiveSessions(
+  tx: postgres.TransactionSql,
+  tenant: string,
+  adding: number,
+  max: number,
+  except?: string,
+): Promise<void> {
+  await tx`select pg_advisory_xact_lock(hashtextextended(${`fleet-active:${tenant}`}, 0))`;
+  const active = await countActiveSessions(tx, tenant, except);
+  if (active + adding <= max) return;
+  const room = Math.max(0, max - active);
+  throw new TooManyRequestsError(
+    "active_sessions",
+    ACTIVE_RETRY_AFTER_SECONDS,
+    `tenant "${tenant}" may have at most ${max} active sessions (FLEET_TENANT_MAX_ACTIVE_SESSIONS); ` +
+      `${active} are queued or running, so ${adding} more ${adding === 1 ? "does" : "do"} not fit` +
+      (adding > 1 ? ` (room for ${room})` : ""),
+  );
+}

@@ -1,0 +1,121 @@
+/**
+ * What the SDK clients may send, and where (issue "Trust boundaries"; contracts §11). Both
+ * providers build their client with these, so that a key goes only to the base URL its
+ * route names:
+ *
+ * - Redirects are never followed (`guardedFetch`). fetch's own rule on a cross-origin
+ *   redirect strips `Authorization` only — not `x-api-key`, not a custom header — and a
+ *   redirect to the same host may still change scheme or port. So every request is sent with
+ *   `redirect: "manual"`, and a 3xx answer fails the request, non-retryably, naming the
+ *   status and the origin of its `Location` (never its path or query). Nothing is sent to
+ *   that origin. The operator gives the final URL as the `baseUrl` instead.
+ * - A client sends only to its base URL's origin: a request for another origin fails the
+ *   same way, before anything is sent.
+ * - Headers from the environment (`OPENAI_CUSTOM_HEADERS`, `ANTHROPIC_CUSTOM_HEADERS`, which
+ *   the SDKs read by themselves and have no option to ignore) are cancelled by explicit
+ *   `defaultHeaders` (`customHeaderOverrides`): every header such a variable names is left
+ *   out of every request — except `Authorization`, which is set to exactly what the SDK
+ *   itself would send (`Bearer <the route's key or the placeholder>`).
+ */
+import { ProviderError, type ProviderErrorInfo } from "./provider.js";
+
+/** The SDKs' `fetch` option (both declare this type). */
+export type Fetch = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+
+/** A header name as fetch (and the SDKs' header builder) accepts it. */
+const HTTP_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/** `host[:port]` of a base URL, for logs and error messages (a base URL carries no user info). */
+export function hostOf(baseUrl: string): string {
+  try {
+    return new URL(baseUrl).host;
+  } catch {
+    return "(not a URL)";
+  }
+}
+
+function originOf(url: string, base?: string): string | null {
+  try {
+    const origin = new URL(url, base).origin;
+    return origin === "null" ? null : origin;
+  } catch {
+    return null;
+  }
+}
+
+function urlOf(input: string | URL | Request): string {
+  return typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
+}
+
+/**
+ * The `fetch` a provider's SDK client uses: only to `baseUrl`'s origin, never following a
+ * redirect. The errors it throws are ProviderErrors (non-retryable); the SDKs wrap them in
+ * their connection error with the ProviderError as `cause` (see `refusedByTransport`).
+ */
+export function guardedFetch(baseUrl: string, info: ProviderErrorInfo, base: Fetch = fetch): Fetch {
+  const allowed = originOf(baseUrl);
+  const label = info.provider ?? "provider";
+  return async (input, init) => {
+    const url = urlOf(input);
+    const origin = originOf(url);
+    if (origin === null || origin !== allowed)
+      throw new ProviderError(
+        `${label}: refusing to send a request to ${origin ?? "an unparsable URL"}: this model's requests go only to ${allowed}`,
+        false,
+        undefined,
+        info,
+      );
+    const response = await base(input, { ...init, redirect: "manual" });
+    if (response.type === "opaqueredirect" || (response.status >= 300 && response.status < 400)) {
+      await response.body?.cancel().catch(() => {});
+      const location = response.headers.get("location");
+      const target = location === null ? null : originOf(location, url);
+      const where =
+        location === null
+          ? "without a Location"
+          : target === null
+            ? "to an unparsable Location"
+            : target === allowed
+              ? `to another path of ${target}`
+              : `to ${target}`;
+      const status = response.status || undefined;
+      throw new ProviderError(
+        `${label}: HTTP ${status ?? "3xx"} redirect ${where} refused: a worker never follows a redirect, so that no key goes anywhere but the configured base URL; give the final URL as the baseUrl`,
+        false,
+        undefined,
+        { ...info, ...(status === undefined ? {} : { status }) },
+      );
+    }
+    return response;
+  };
+}
+
+/** The ProviderError `guardedFetch` threw, if `error` (an SDK connection error) wraps one. */
+export function refusedByTransport(error: unknown): ProviderError | undefined {
+  const cause = (error as { cause?: unknown } | null)?.cause;
+  return cause instanceof ProviderError ? cause : undefined;
+}
+
+/**
+ * `defaultHeaders` cancelling what a `*_CUSTOM_HEADERS` variable of `env` would add (the SDKs
+ * parse it as `Name: value` lines): each name it holds maps to `null` (the header is not
+ * sent), `Authorization` to `authorization` (what the SDK sends itself). Names the SDKs would
+ * refuse anyway (not an HTTP token) are left out: the SDK reports them.
+ */
+export function customHeaderOverrides(
+  variable: "OPENAI_CUSTOM_HEADERS" | "ANTHROPIC_CUSTOM_HEADERS",
+  authorization: string,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Record<string, string | null> {
+  const overrides: Record<string, string | null> = {};
+  const value = env[variable]?.trim();
+  if (!value) return overrides;
+  for (const line of value.split("\n")) {
+    const colon = line.indexOf(":");
+    if (colon < 0) continue;
+    const name = line.slice(0, colon).trim();
+    if (!HTTP_TOKEN.test(name)) continue;
+    overrides[name] = name.toLowerCase() === "authorization" ? authorization : null;
+  }
+  return overrides;
+}

@@ -1,23 +1,34 @@
 # agent-fleet: one image for every role (`fleet migrate|api|worker|sweeper`).
-# TypeScript runs through tsx (a runtime dependency), so there is no build step:
-# the image holds the production dependencies and the sources.
+# The first stage compiles the TypeScript to JavaScript (`npm run build` → dist/); the image
+# runs that with the production dependencies only: no TypeScript, no tsx at runtime.
+
+# --- build: all dependencies, the sources, the compiler ---
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+COPY scripts ./scripts
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build
+
+# --- the image ---
 FROM node:20-bookworm-slim
 
 ENV NODE_ENV=production
 WORKDIR /app
 
 # Dependencies first, so source edits do not reinstall them. `--omit=dev` leaves out
-# typescript, vitest, biome, drizzle-kit: nothing at runtime imports them (tsx is in
-# "dependencies").
+# typescript, tsx, vitest, biome, drizzle-kit: the compiled code imports none of them.
+# scripts/ holds the postinstall step (patch-postgres.mjs).
 COPY package.json package-lock.json ./
 COPY scripts ./scripts
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
-# tsconfig.json is read by tsx, so the sources run exactly as they do in development.
-COPY tsconfig.json ./
+# bin/fleet.js runs dist/src/cli.js; the migrations are read from drizzle/ at runtime.
 COPY bin ./bin
 COPY drizzle ./drizzle
-COPY src ./src
+COPY --from=build /app/dist ./dist
 
 # Where the built-in file tools write (FLEET_TOOL_DIR). Created here and owned by the
 # runtime user, so a named volume mounted on it starts out writable.

@@ -1,68 +1,12 @@
 /**
- * `fleet` command-line entry (contracts.md §3). Each command loads only what it needs, so
- * `fleet resume-point --file` works with no server and starts fast.
+ * `fleet` command-line entry (contracts.md §3); the commands are in commands/program.ts.
  *
- * Exit codes: 0 success (or a resumable point), 3 not resumable, 2 invalid input or usage,
- * 1 an unexpected failure (one line on stderr; set FLEET_DEBUG=1 for the stack).
+ * Exit codes: 0 success (or a resumable point), 3 not resumable, 2 invalid input or usage
+ * (and a service or port a role needs that is not there), 1 an unexpected failure (one line
+ * on stderr; set FLEET_DEBUG=1 for the stack), 70 a last-resort stop (below).
  */
+import { buildProgram, CommandLineExit } from "./commands/program.js";
 import { NotFoundError, ValidationError } from "./shared/errors.js";
-
-type Command = { summary: string; run: (args: string[]) => Promise<number> };
-
-const commands: Record<string, Command> = {
-  "resume-point": {
-    summary: "resume-point --file HISTORY.json | SESSION_ID   classify a history (exit 0 resumable, 3 not)",
-    run: async (args) => (await import("./producer/cli-resume-point.js")).resumePointCommand(args),
-  },
-  migrate: {
-    summary: "migrate                   apply the database migrations (safe to run concurrently)",
-    run: async () => (await import("./commands/serve.js")).migrateCommand(),
-  },
-  api: {
-    summary: "api [--port N]            run the HTTP API",
-    run: async (args) => (await import("./commands/serve.js")).apiCommand(args),
-  },
-  worker: {
-    summary: "worker [--tools FILE]     run a worker (FILE's default export: more tools)",
-    run: async (args) => (await import("./commands/serve.js")).workerCommand(args),
-  },
-  sweeper: {
-    summary: "sweeper                   find interrupted sessions and resume them (or park them)",
-    run: async (args) => (await import("./commands/serve.js")).sweeperCommand(args),
-  },
-  up: {
-    summary: "up [--workers N] [--tools FILE]  run the whole fleet on this machine",
-    run: async (args) => (await import("./commands/serve.js")).upCommand(args),
-  },
-  keys: {
-    summary: "keys create --tenant NAME | list | revoke KEY_ID   manage API keys (the key is printed once)",
-    run: async (args) => (await import("./commands/keys.js")).keysCommand(args),
-  },
-  demo: {
-    summary: "demo [--sessions N]       start a fleet, run a batch of scripted sessions, print a report",
-    run: async (args) => (await import("./commands/demo.js")).demoCommand(args),
-  },
-};
-
-function usage(): string {
-  const lines = Object.entries(commands).map(([, c]) => `  fleet ${c.summary}`);
-  return ["usage:", ...lines].join("\n");
-}
-
-async function main(argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
-  if (!name) {
-    console.error(usage());
-    return 2;
-  }
-  if (name === "--help" || name === "-h" || name === "help") {
-    console.log(usage());
-    return 0;
-  }
-  const command = commands[name];
-  if (!command) throw new ValidationError("", `unknown command "${name}"\n${usage()}`);
-  return command.run(rest);
-}
 
 /**
  * The last resort: a rejection or exception nothing handled (a library's background work
@@ -82,19 +26,30 @@ function exitOnUnhandled(kind: string, error: unknown): void {
 process.on("unhandledRejection", (error) => exitOnUnhandled("unhandled rejection", error));
 process.on("uncaughtException", (error) => exitOnUnhandled("uncaught exception", error));
 
-main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (error: unknown) => {
+/** Runs the command; resolves with its exit code, or with 2 or 1 and one line on stderr. */
+async function main(argv: string[]): Promise<{ code: number; failed: boolean }> {
+  const { program, exitCode } = buildProgram();
+  try {
+    await program.parseAsync(argv, { from: "user" });
+    return { code: exitCode(), failed: false };
+  } catch (error) {
+    if (error instanceof CommandLineExit) {
+      if (error.line) console.error(error.line);
+      return { code: error.exitCode, failed: false };
+    }
     if (error instanceof ValidationError || error instanceof NotFoundError) {
       console.error(`fleet: ${error.message}`);
-      process.exitCode = 2;
-      return;
+      return { code: 2, failed: true };
     }
     const message = error instanceof Error ? error.message : String(error);
     console.error(`fleet: ${message}`);
     if (process.env.FLEET_DEBUG && error instanceof Error) console.error(error.stack);
-    process.exitCode = 1;
-  },
-);
+    return { code: 1, failed: true };
+  }
+}
+
+const { code, failed } = await main(process.argv.slice(2));
+// A command that failed part-way (a role that could not start, say) may leave connections
+// or timers behind that would keep the process alive: it exits now, its one line written.
+if (failed) process.exit(code);
+process.exitCode = code;

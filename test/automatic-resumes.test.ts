@@ -71,7 +71,10 @@ describe("AutomaticResumes", () => {
 
   it("a session stuck at the same point is counted each time and parked past the limit, with the last reason", async () => {
     const id = await session(asked);
-    const before = await metrics.sessionsParked.get();
+    // A number, not the series: prom-client hands out the live objects, already at 0.
+    const parkedNow = async () =>
+      (await metrics.sessionsParked.get()).values.find((v) => v.labels.reason === "attempts_exhausted")?.value ?? 0;
+    const before = await parkedNow();
     for (let attempt = 1; attempt <= 3; attempt++) {
       const scheduled = await resumes.schedule({
         sessionId: id,
@@ -99,10 +102,7 @@ describe("AutomaticResumes", () => {
       status: "parked",
       parked_reason: "attempts_exhausted: 3 automatic resumes made no progress; the last run ended crashed",
     });
-    const after = await metrics.sessionsParked.get();
-    const count = (m: typeof after) =>
-      m.values.find((v) => v.labels.reason === "attempts_exhausted")?.value ?? 0;
-    expect(count(after) - count(before)).toBe(1);
+    expect((await parkedNow()) - before).toBe(1);
     // Parked: nothing more is scheduled.
     expect(await resumes.schedule({ sessionId: id, trigger: "sweeper" })).toEqual({ action: "none" });
   });

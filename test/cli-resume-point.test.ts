@@ -117,6 +117,8 @@ beforeAll(async () => {
     unknownCommand: fleet(["frobnicate"]),
     resumePointNoArgs: fleet(["resume-point"]),
     unknownOption: fleet(["resume-point", "--bogus"]),
+    fileWithoutValue: fleet(["resume-point", "--file"]),
+    fileAndSession: fleet(["resume-point", "--file", resumable, "some-session"]),
     stdinResumable: fleet(["resume-point", "--file", "-"], JSON.stringify(crashHistory)),
     stdinCompleted: fleet(["resume-point", "--file", "-"], JSON.stringify(completedHistory)),
     stdinInvalid: fleet(["resume-point", "--file", "-"], JSON.stringify(invalidHistory)),
@@ -251,12 +253,11 @@ describe("fleet usage errors", () => {
     expect(r.stdout + r.stderr).toContain("fleet resume-point --file HISTORY.json");
   });
 
-  it("unknown command → exit 2 with usage", () => {
+  it("unknown command → exit 2 with one line naming it and pointing at --help", () => {
     const r = run("unknownCommand");
     expect(r.code).toBe(2);
     expect(r.stdout).toBe("");
-    expect(r.stderr).toContain('unknown command "frobnicate"');
-    expect(r.stderr).toContain("usage:");
+    expect(lines(r.stderr)).toEqual(["fleet: unknown command 'frobnicate'; see `fleet --help`"]);
     expectNoStack(r);
   });
 
@@ -267,11 +268,27 @@ describe("fleet usage errors", () => {
     expect(r.stderr).toMatch(/usage: fleet resume-point --file/);
   });
 
-  it("unknown option → exit 2 naming the option", () => {
+  it("unknown option → exit 2, one line naming the option", () => {
     const r = run("unknownOption");
     expect(r.code).toBe(2);
     expect(r.stdout).toBe("");
-    expect(r.stderr).toContain("--bogus");
+    expect(lines(r.stderr)).toEqual([
+      "fleet resume-point: unknown option '--bogus'; see `fleet resume-point --help`",
+    ]);
     expectNoStack(r);
+  });
+
+  it("--file with no value → exit 2, one line", () => {
+    const r = run("fileWithoutValue");
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe("");
+    expect(lines(r.stderr)).toHaveLength(1);
+    expect(r.stderr).toMatch(/^fleet resume-point: option '-f, --file <HISTORY\.json>' argument missing/);
+  });
+
+  it("--file and a session id together → exit 2, one line", () => {
+    const r = run("fileAndSession");
+    expect(r.code).toBe(2);
+    expect(lines(r.stderr)).toEqual(["fleet: give either --file HISTORY.json or a SESSION_ID, not both"]);
   });
 });

@@ -2,6 +2,8 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { demoDatabaseUrl } from "../src/commands/demo.js";
+import { databaseName } from "../src/shared/db/client.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT } from "./support/fleet-env.js";
 
 const run = promisify(execFile);
@@ -11,7 +13,15 @@ describe("fleet demo", () => {
   beforeAll(async () => {
     fleet = await createFleetEnv("demo");
   });
-  afterAll(async () => fleet?.close());
+  afterAll(async () => {
+    // The demo made a database of its own beside the fleet's: drop it too.
+    if (fleet) {
+      await fleet.database.sql.unsafe(
+        `drop database if exists "${databaseName(demoDatabaseUrl(fleet.config.databaseUrl))}" with (force)`,
+      );
+      await fleet.close();
+    }
+  });
 
   it("runs a batch, kills a worker mid-batch, and reports every session completed with no tool run twice", async () => {
     const { stdout } = await run(process.execPath, [FLEET_BIN, "demo", "--sessions", "12"], {
@@ -28,5 +38,21 @@ describe("fleet demo", () => {
     // The demo's queue namespace is gone from Redis afterwards.
     const prefix = /queue prefix (\S+)/.exec(stdout)![1]!;
     expect(await fleet.redis.keys(`${prefix}:*`)).toEqual([]);
+    // Its sessions are in its own database, not in DATABASE_URL's (where a fleet may run).
+    expect(await fleet.database.sql`select 1 from sessions`).toHaveLength(0);
+    const demoDb = databaseName(demoDatabaseUrl(fleet.config.databaseUrl));
+    const [row] = await fleet.database.sql<
+      { n: number }[]
+    >`select count(*)::int as n from pg_database where datname = ${demoDb}`;
+    expect(row!.n).toBe(1);
+  }, 120_000);
+
+  it("runs again on its own database (one fleet per database: the demo owns its database)", async () => {
+    const { stdout } = await run(process.execPath, [FLEET_BIN, "demo", "--sessions", "4", "--no-kill"], {
+      cwd: ROOT,
+      env: { ...process.env, ...fleet.env },
+      timeout: 90_000,
+    });
+    expect(stdout).toMatch(/sessions +4 \(4 completed, 0 parked\)/);
   }, 120_000);
 });

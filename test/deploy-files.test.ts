@@ -458,6 +458,76 @@ describe("deploy/grafana/dashboards/agent-fleet.json", () => {
   });
 });
 
+describe("deploy/prometheus rule files", () => {
+  const config = loadYaml<{ rule_files?: string[] }>("deploy/prometheus/prometheus.yml");
+
+  it("are loaded by prometheus.yml from the folder compose mounts next to it", () => {
+    const patterns = config.rule_files ?? [];
+    expect(patterns.length).toBeGreaterThan(0);
+    const mounts = bindMounts(service("prometheus"));
+    for (const pattern of patterns) {
+      // Relative to the config file: /etc/prometheus in the container, deploy/prometheus here.
+      expect(pattern.startsWith("/"), pattern).toBe(false);
+      const dir = pattern.slice(0, pattern.lastIndexOf("/"));
+      expect(mounts, pattern).toContainEqual({
+        source: `./deploy/prometheus/${dir}`,
+        target: `/etc/prometheus/${dir}`,
+      });
+      const files = readdirSync(join(ROOT, "deploy/prometheus", dir)).filter((f) => f.endsWith(".yml"));
+      expect(files.length, `${pattern} matches rule files`).toBeGreaterThan(0);
+      for (const file of files) {
+        const rules = loadYaml<{ groups?: { rules?: unknown[] }[] }>(`deploy/prometheus/${dir}/${file}`);
+        expect(rules.groups?.length, `${file} is a rule file`).toBeGreaterThan(0);
+      }
+    }
+  });
+});
+
+describe("deploy/grafana/dashboards/agent-fleet.json queries", () => {
+  type Target = { expr?: string; instant?: boolean; range?: boolean };
+  type Panel = {
+    type: string;
+    title: string;
+    targets?: Target[];
+    panels?: Panel[];
+    options?: { legend?: { calcs?: string[] } };
+  };
+  const dashboard = JSON.parse(read("deploy/grafana/dashboards/agent-fleet.json")) as { panels: Panel[] };
+  const all = dashboard.panels.flatMap((p) => [p, ...(p.panels ?? [])]);
+
+  it("names each panel once (panels are found by title)", () => {
+    const titles = all.map((p) => p.title);
+    expect(new Set(titles).size).toBe(titles.length);
+  });
+
+  it("counts over the selected range: instant increase() over $__range", () => {
+    const counts = all.filter((p) => p.type === "stat" || p.type === "bargauge");
+    expect(counts.length).toBeGreaterThanOrEqual(4);
+    for (const p of counts) {
+      for (const t of p.targets ?? []) {
+        expect(t.instant, p.title).toBe(true);
+        expect(t.range ?? false, p.title).toBe(false);
+        expect(t.expr, p.title).toMatch(/\bincrease\([a-z_]+(\{[^}]*\})?\[\$__range\]\)/);
+      }
+    }
+    const counted = counts.flatMap((p) => (p.targets ?? []).map((t) => t.expr ?? "")).join(" ");
+    for (const metric of ["fleet_resumes_total", "fleet_runs_total", "fleet_sessions_parked_total"])
+      expect(counted, metric).toContain(metric);
+    expect(counted).toContain('outcome="interrupted"');
+  });
+
+  it("rates over $__rate_interval, with no legend 'sum' of per-second samples (not a count)", () => {
+    for (const p of all.filter((p) => p.type === "timeseries")) {
+      for (const t of p.targets ?? []) {
+        expect(t.expr, p.title).not.toContain("$__range");
+        for (const m of (t.expr ?? "").matchAll(/\b(rate|increase)\([^[]*\[([^\]]+)\]/g))
+          expect(m[2], p.title).toBe("$__rate_interval");
+      }
+      expect(p.options?.legend?.calcs ?? [], p.title).not.toContain("sum");
+    }
+  });
+});
+
 describe("Dockerfile", () => {
   const instructions = read("Dockerfile")
     .replace(/\\\r?\n/g, " ")
@@ -481,8 +551,8 @@ describe("Dockerfile", () => {
         .replace(/\?/g, ".")}$`,
     );
 
-  it("builds on Node 20 and runs bin/fleet.js as a non-root user", () => {
-    expect(all("FROM")).toEqual(["node:20-bookworm-slim"]);
+  it("compiles in a build stage and runs bin/fleet.js as a non-root user, both on Node 20", () => {
+    expect(all("FROM")).toEqual(["node:20-bookworm-slim AS build", "node:20-bookworm-slim"]);
     expect(all("ENTRYPOINT").map((e) => JSON.parse(e))).toEqual([["node", "bin/fleet.js"]]);
     expect(existsSync(join(ROOT, "bin/fleet.js"))).toBe(true);
     const users = all("USER");
@@ -511,33 +581,78 @@ describe("Dockerfile", () => {
         }
       }
     }
-    // What `node bin/fleet.js` needs at runtime: the CLI, the sources, the migrations and
-    // the manifest and lockfile for `npm ci`.
-    for (const needed of ["package.json", "package-lock.json", "bin", "src", "drizzle"]) {
+    // The build stage needs the sources and the build's tsconfig; the image, the manifest
+    // and lockfile for `npm ci`, the postinstall script, the CLI and the migrations.
+    for (const needed of [
+      "package.json",
+      "package-lock.json",
+      "scripts",
+      "tsconfig.json",
+      "tsconfig.build.json",
+      "src",
+      "bin",
+      "drizzle",
+    ]) {
       expect(copied, needed).toContain(needed);
     }
     expect(statSync(join(ROOT, "drizzle")).isDirectory()).toBe(true);
     for (const heavy of ["node_modules", ".git", "fleet-files", "dist"]) expect(ignored).toContain(heavy);
   });
 
-  it("installs production dependencies only, and the sources import nothing else", () => {
-    expect(all("RUN").some((r) => /npm ci\b.*--omit=dev/.test(r))).toBe(true);
-    const pkg = JSON.parse(read("package.json")) as { dependencies: Record<string, string> };
+  it("runs the compiled code: the build stage's dist/, beside production dependencies only", () => {
+    const stages = read("Dockerfile")
+      .split(/^FROM /m)
+      .slice(1);
+    expect(stages).toHaveLength(2);
+    const [build, image] = stages as [string, string];
+    expect(build).toMatch(/^RUN npm ci\b/m);
+    expect(build).toMatch(/^RUN npm run build\b/m);
+    expect(image).toMatch(/^RUN npm ci\b.*--omit=dev/m);
+    expect(image).toMatch(/^COPY --from=build \/app\/dist \.\/dist$/m);
+    expect(image, "the image holds no TypeScript sources").not.toMatch(/^COPY (\S+ )*src\b/m);
+    const pkg = JSON.parse(read("package.json")) as { scripts: Record<string, string> };
+    expect(pkg.scripts.build).toBe("tsc -p tsconfig.build.json");
+    const built = JSON.parse(read("tsconfig.build.json")) as { compilerOptions: { outDir: string } };
+    expect(built.compilerOptions.outDir).toBe("dist");
+  });
+
+  it("installs production dependencies only, and the sources import nothing else (tsx only lazily)", () => {
+    const pkg = JSON.parse(read("package.json")) as {
+      dependencies: Record<string, string>;
+      devDependencies: Record<string, string>;
+    };
     const files = (dir: string): string[] =>
       readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) =>
         e.isDirectory() ? files(join(dir, e.name)) : /\.[cm]?[jt]s$/.test(e.name) ? [join(dir, e.name)] : [],
       );
     const imported = new Set<string>();
+    // Static imports and re-exports, bare imports, dynamic import("…"); not the word
+    // "import" inside a string.
+    const IMPORTS = [
+      /^\s*(?:import|export)\b[^;]*?\bfrom\s*["']([^"']+)["']/gms,
+      /^\s*import\s*["']([^"']+)["']/gm,
+      /\bimport\(\s*["']([^"']+)["']\s*\)/g,
+    ];
     for (const file of [...files("src"), ...files("bin")]) {
-      for (const m of read(file).matchAll(/(?:\bfrom|\bimport)\s*\(?\s*["']([^"'./][^"']*)["']/g)) {
+      const text = read(file);
+      for (const m of IMPORTS.flatMap((pattern) => [...text.matchAll(pattern)])) {
         const spec = m[1]!;
+        if (spec.startsWith(".")) continue;
         if (spec.startsWith("node:")) continue;
         const parts = spec.split("/");
         imported.add(spec.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0]!);
       }
     }
+    // tsx runs the sources of a checkout with no build (bin/fleet.js) and loads a TypeScript
+    // --tools file; both import it only when needed, and the compiled code runs without it.
     expect(imported).toContain("tsx");
-    for (const name of imported)
+    expect(Object.keys(pkg.devDependencies)).toContain("tsx");
+    expect(Object.keys(pkg.dependencies)).not.toContain("tsx");
+    for (const file of [...files("src"), ...files("bin")])
+      expect(read(file), `${file} imports tsx statically`).not.toMatch(/^import[^(]*["']tsx/m);
+    for (const name of imported) {
+      if (name === "tsx") continue;
       expect(Object.keys(pkg.dependencies), `${name} is a runtime dependency`).toContain(name);
+    }
   });
 });

@@ -1,21 +1,91 @@
 /**
- * `fleet up` runs the whole fleet as real processes (migrate, API, sweeper, workers that
- * are restarted when they die) and stops on SIGTERM; `--tools FILE` adds user tools.
+ * `fleet up` runs the whole fleet as real processes (migrate, then the API, the sweeper and
+ * the workers each as a child process that is restarted when it dies) and stops them all on
+ * SIGTERM; `--tools FILE` adds user tools; `--metrics-port-base N` gives each worker a
+ * metrics port of its own.
  */
-import { spawn } from "node:child_process";
-import { createServer } from "node:net";
+import { type ChildProcess, spawn } from "node:child_process";
+import { createServer, type Server } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient } from "../src/producer/client.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
-async function freePort(): Promise<number> {
+async function freePort(host = "127.0.0.1"): Promise<number> {
   return new Promise((resolve) => {
     const server = createServer();
-    server.listen(0, "127.0.0.1", () => {
+    server.listen(0, host, () => {
       const address = server.address();
       server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
     });
   });
+}
+
+/** A base port with `count` free ports from it (checked by listening on each). */
+async function freeRange(count: number): Promise<number> {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const base = 20_000 + Math.floor(Math.random() * 40_000);
+    const servers: Server[] = [];
+    try {
+      for (let i = 0; i < count; i++) {
+        const server = createServer();
+        await new Promise<void>((resolve, reject) => {
+          server.once("error", reject);
+          server.listen(base + i, "0.0.0.0", () => resolve());
+        });
+        servers.push(server);
+      }
+      return base;
+    } catch {
+      // taken: another base
+    } finally {
+      await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+    }
+  }
+  throw new Error("no free port range");
+}
+
+/** Starts `fleet up` with its output collected; `pids` reads the children it reported. */
+function startUp(args: string[], env: Record<string, string>) {
+  const child = spawn(process.execPath, [FLEET_BIN, "up", ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout.on("data", (d) => {
+    out += d;
+  });
+  child.stderr.on("data", (d) => {
+    out += d;
+  });
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  /** The pid of each start of a child: "api" → [first, after the first restart, ...]. */
+  const pids = (name: string): number[] =>
+    [...out.matchAll(new RegExp(`fleet up: (?:started|restarted) ${name} \\(pid (\\d+)\\)`, "g"))].map((m) =>
+      Number(m[1]),
+    );
+  return { child, output: () => out, exited, pids };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function metricsAnswer(port: number): Promise<boolean> {
+  try {
+    const response = await fetch(`http://127.0.0.1:${port}/metrics`);
+    return response.status === 200 && (await response.text()).includes("fleet_");
+  } catch {
+    return false;
+  }
+}
+
+function stop(child: ChildProcess): void {
+  if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
 }
 
 describe("fleet up", () => {
@@ -27,22 +97,16 @@ describe("fleet up", () => {
 
   it("serves the API, runs sessions with user tools, replaces a dead worker, and stops on SIGTERM", async () => {
     const port = await freePort();
-    const child = spawn(
-      process.execPath,
-      [FLEET_BIN, "up", "--workers", "1", "--tools", "test/fixtures/extra-tools.ts"],
-      { env: { ...process.env, ...fleet.env, PORT: String(port) }, stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let out = "";
-    child.stdout.on("data", (d) => {
-      out += d;
+    const up = startUp(["--workers", "1", "--tools", "test/fixtures/extra-tools.ts"], {
+      ...fleet.env,
+      PORT: String(port),
     });
-    child.stderr.on("data", (d) => {
-      out += d;
-    });
-    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+    const { child, exited } = up;
     try {
-      await waitFor(() => /fleet worker ready/.test(out), 30_000, "fleet up to start a worker");
+      await waitFor(() => /fleet up: API on/.test(up.output()), 30_000, "fleet up to start");
+      const out = up.output();
       expect(out).toMatch(/fleet up: API on http:\/\/127\.0\.0\.1:\d+, 1 worker processes, a sweeper/);
+      expect(out).toMatch(/fleet worker ready/);
       const client = new FleetClient({ baseUrl: `http://127.0.0.1:${port}` });
       const { id } = await client.createSession({
         agent: {
@@ -63,16 +127,94 @@ describe("fleet up", () => {
 
       // A worker that dies is replaced.
       const workerPid = Number(/fleet worker ready: \S+-(\d+)-\w+,/.exec(out)![1]);
+      expect(up.pids("worker 0")).toEqual([workerPid]);
       process.kill(workerPid, "SIGKILL");
       await waitFor(
-        () => (out.match(/fleet worker ready/g) ?? []).length >= 2,
+        () => (up.output().match(/fleet worker ready/g) ?? []).length >= 2,
         30_000,
         "a replacement worker",
       );
-      expect(out).toMatch(/a worker exited \(SIGKILL\); starting another/);
+      expect(up.output()).toMatch(
+        /fleet up: worker 0 exited \(SIGKILL\) after [\d.]+ s; restarting it in 1\.0 s \(restart 1\)/,
+      );
     } finally {
-      child.kill("SIGTERM");
+      stop(child);
     }
     expect(await exited).toBe(0);
   }, 90_000);
+
+  it("gives workers distinct metrics ports, restarts a killed sweeper, worker or API, and stops every child on SIGTERM", async () => {
+    const port = await freePort();
+    const base = await freeRange(3);
+    const up = startUp(["--workers", "2", "--metrics-port-base", String(base)], {
+      ...fleet.env,
+      PORT: String(port),
+      // Set for every child: `up` gives each its own port from the base instead.
+      METRICS_PORT: String(base),
+    });
+    const { child, exited } = up;
+    const pids = () => ["api", "sweeper", "worker 0", "worker 1"].flatMap((name) => up.pids(name));
+    try {
+      await waitFor(() => /fleet up: API on/.test(up.output()), 30_000, "fleet up to start");
+      expect(up.output()).toContain(
+        `2 worker processes, a sweeper (metrics: workers on ports ${base}, ${base + 1}; sweeper on port ${base + 2})`,
+      );
+      for (const p of [base, base + 1, base + 2])
+        expect(await metricsAnswer(p), `/metrics on ${p}`).toBe(true);
+      // Each role is a child process of its own, not `fleet up` itself.
+      const [api] = up.pids("api");
+      expect(api).toBeGreaterThan(0);
+      expect(api).not.toBe(child.pid);
+      expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+
+      for (const [name, metricsPort] of [
+        ["sweeper", base + 2],
+        ["worker 1", base + 1],
+      ] as const) {
+        const [first] = up.pids(name);
+        process.kill(first!, "SIGKILL");
+        await waitFor(() => up.pids(name).length === 2, 20_000, `${name} to be restarted`);
+        expect(up.output()).toMatch(
+          new RegExp(`fleet up: ${name} exited \\(SIGKILL\\) after [\\d.]+ s; restarting it`),
+        );
+        await waitFor(() => metricsAnswer(metricsPort), 20_000, `${name}'s metrics on ${metricsPort} again`);
+      }
+      // The API too; the others keep running meanwhile.
+      process.kill(api!, "SIGKILL");
+      await waitFor(() => up.pids("api").length === 2, 20_000, "the API to be restarted");
+      await waitFor(
+        async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.status === 200,
+        20_000,
+        "the API to answer again",
+      );
+      expect(await metricsAnswer(base)).toBe(true);
+    } finally {
+      stop(child);
+    }
+    expect(await exited).toBe(0);
+    const started = pids();
+    expect(started).toHaveLength(7);
+    expect(started.filter(alive), up.output()).toEqual([]);
+  }, 120_000);
+
+  it("stops and exits non-zero when a role cannot start (the API's port is taken)", async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", () => resolve()));
+    const address = taken.address();
+    const port = typeof address === "object" && address ? address.port : 0;
+    try {
+      const up = startUp(["--workers", "1"], { ...fleet.env, PORT: String(port) });
+      const code = await up.exited;
+      expect(code, up.output()).toBe(2);
+      expect(up.output()).toMatch(
+        new RegExp(`fleet: PORT: port ${port} on 127\\.0\\.0\\.1 is already in use`),
+      );
+      expect(up.output()).toMatch(/fleet up: api could not start \(exit code 2\); stopping the others/);
+      const started = ["api", "sweeper", "worker 0"].flatMap((name) => up.pids(name));
+      expect(started).toHaveLength(3);
+      expect(started.filter(alive)).toEqual([]);
+    } finally {
+      taken.close();
+    }
+  }, 60_000);
 });

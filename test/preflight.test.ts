@@ -1,8 +1,14 @@
-/** When Postgres or Redis cannot be reached, a command says which one and how to start it. */
+/**
+ * When Postgres or Redis cannot be reached, a command says which one and how to start it;
+ * the long-lived roles (api, worker, sweeper) check before they say "ready", and exit 2 with
+ * that one line instead of starting half-way.
+ */
 import { execFile } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { promisify } from "node:util";
-import { describe, expect, it } from "vitest";
-import { FLEET_BIN, ROOT } from "./support/fleet-env.js";
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT } from "./support/fleet-env.js";
 
 const run = promisify(execFile);
 
@@ -44,5 +50,69 @@ describe("unreachable services", () => {
       /^fleet: REDIS_URL: cannot reach Redis at redis:\/\/127\.0\.0\.1:1 \(connect ECONNREFUSED 127\.0\.0\.1:1\)\. Start it/,
     );
     expect(result.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe("the long-lived roles check Postgres and Redis before they say ready", () => {
+  const ADMIN_URL = process.env.TEST_ADMIN_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+  /** `fleet up` checks before it starts any child. */
+  const ROLES = ["api", "worker", "sweeper", "up"] as const;
+  let fleetEnv: FleetEnv;
+  const empty = `fleet_t_unmigrated_${randomUUID().slice(0, 8)}`;
+  const emptyUrl = new URL(ADMIN_URL);
+  emptyUrl.pathname = `/${empty}`;
+  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+  beforeAll(async () => {
+    fleetEnv = await createFleetEnv("preflight");
+    await admin.unsafe(`create database "${empty}"`);
+  });
+  afterAll(async () => {
+    await admin.unsafe(`drop database if exists "${empty}" with (force)`);
+    await admin.end();
+    await fleetEnv?.close();
+  });
+
+  const expectOneLine = (result: { code: number; stdout: string; stderr: string }, pattern: RegExp) => {
+    expect(result.code, result.stdout + result.stderr).toBe(2);
+    expect(result.stdout).not.toMatch(/ready/);
+    const lines = result.stderr.trim().split("\n");
+    expect(lines, result.stderr).toHaveLength(1);
+    expect(lines[0]).toMatch(pattern);
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+  };
+
+  it("Postgres unreachable: api, worker, sweeper and up exit 2 naming DATABASE_URL and Postgres", async () => {
+    const env = { ...fleetEnv.env, DATABASE_URL: "postgres://postgres@127.0.0.1:1/nowhere" };
+    const results = await Promise.all(ROLES.map((role) => fleet([role], env)));
+    for (const result of results)
+      expectOneLine(
+        result,
+        /^fleet: DATABASE_URL: cannot reach Postgres at postgres:\/\/postgres@127\.0\.0\.1:1\/nowhere \(connect ECONNREFUSED/,
+      );
+  });
+
+  it("Redis unreachable: api, worker, sweeper and up exit 2 naming REDIS_URL and Redis", async () => {
+    const env = { ...fleetEnv.env, REDIS_URL: "redis://127.0.0.1:1" };
+    const results = await Promise.all(ROLES.map((role) => fleet([role], env)));
+    for (const result of results)
+      expectOneLine(
+        result,
+        /^fleet: REDIS_URL: cannot reach Redis at redis:\/\/127\.0\.0\.1:1 \(connect ECONNREFUSED/,
+      );
+  });
+
+  it("a database that is missing or not migrated: exit 2 saying to run `fleet migrate`", async () => {
+    const missing = new URL(ADMIN_URL);
+    missing.pathname = `/fleet_t_missing_${randomUUID().slice(0, 8)}`;
+    const [absent, unmigrated] = await Promise.all([
+      fleet(["worker"], { ...fleetEnv.env, DATABASE_URL: missing.toString() }),
+      fleet(["sweeper"], { ...fleetEnv.env, DATABASE_URL: emptyUrl.toString() }),
+    ]);
+    expectOneLine(absent, /^fleet: DATABASE_URL: .*: the database does not exist; run `fleet migrate`/);
+    expectOneLine(unmigrated, /^fleet: DATABASE_URL: .*: the database is not migrated; run `fleet migrate`/);
+    // Checking created nothing.
+    const [row] = await admin<{ n: number }[]>`
+      select count(*)::int as n from pg_database where datname = ${missing.pathname.slice(1)}`;
+    expect(row!.n).toBe(0);
   });
 });

@@ -6,15 +6,15 @@
 import type { ChildProcess } from "node:child_process";
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { startApi } from "../producer/api-server.js";
 import { FleetClient } from "../producer/client.js";
 import type { AgentConfigInput } from "../shared/agent-config.js";
 import { loadConfig } from "../shared/config.js";
-import { openDatabase } from "../shared/db/client.js";
+import { databaseName, openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
 import { ApiKeys } from "../shared/store/api-keys.js";
+import { takeFleet } from "../shared/store/fleet-identity.js";
 import { startSweeper } from "../sweeper/sweeper-process.js";
 import { type DemoReport, formatReport, readReport } from "./demo-report.js";
 import { migrate, spawnRole, workerReady } from "./serve.js";
@@ -84,30 +84,41 @@ async function busiestInsideTool(
   return row ? { workerId: row.worker_id, count: row.n } : null;
 }
 
-export async function demoCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      sessions: { type: "string", default: "20" },
-      workers: { type: "string", default: "2" },
-      "no-kill": { type: "boolean", default: false },
-    },
-  });
-  const sessions = Number(values.sessions);
-  const workers = Number(values.workers);
+export type DemoOptions = {
+  /** Sessions in the batch. Default 20. */
+  sessions?: number;
+  /** Worker processes. Default 2. */
+  workers?: number;
+  /** SIGKILL a worker mid-batch (when there are at least two). Default true. */
+  kill?: boolean;
+};
+
+export async function demoCommand(options: DemoOptions = {}): Promise<number> {
+  const sessions = options.sessions ?? 20;
+  const workers = options.workers ?? 2;
   if (!Number.isInteger(sessions) || sessions < 1)
     throw new ValidationError("--sessions", "must be a whole number ≥ 1");
   if (!Number.isInteger(workers) || workers < 1)
     throw new ValidationError("--workers", "must be a whole number ≥ 1");
-  const kill = !values["no-kill"] && workers >= 2;
+  const kill = options.kill !== false && workers >= 2;
 
   const base = loadConfig();
-  // Its own queue namespace and tool directory, so a demo never touches a running fleet.
-  const prefix = `${base.prefix}-demo-${process.pid}`;
+  // Its own database, queue namespace and tool directory, so a demo never touches a fleet
+  // (`fleet up` uses DATABASE_URL; the demo the same server's database of that name + `_demo`).
+  const prefix = `${base.prefix}-demo`;
   const toolDir = join(base.toolDir, "demo");
   // On loopback: with no API key stored the demo needs none (contracts §10).
-  const config = { ...base, prefix, toolDir, host: "127.0.0.1", logLevel: "warn" as const };
+  const config = {
+    ...base,
+    databaseUrl: demoDatabaseUrl(base.databaseUrl),
+    prefix,
+    toolDir,
+    host: "127.0.0.1",
+    logLevel: "warn" as const,
+  };
   await migrate(config);
+  const owner = openDatabase(config.databaseUrl, { max: 1 });
+  await takeFleet(owner, prefix).finally(() => owner.close());
   await rm(toolDir, { recursive: true, force: true });
   await mkdir(toolDir, { recursive: true });
 
@@ -117,6 +128,7 @@ export async function demoCommand(args: string[]): Promise<number> {
   const api = await startApi(config, { port: 0 });
   const sweeper = await startSweeper(config, { serveMetrics: false });
   const env = {
+    DATABASE_URL: config.databaseUrl,
     FLEET_PREFIX: prefix,
     FLEET_TOOL_DIR: toolDir,
     LOG_LEVEL: "error",
@@ -179,6 +191,15 @@ export async function demoCommand(args: string[]): Promise<number> {
     // stay in Postgres to be looked at.)
     await deleteRedisKeys(config.redisUrl, `${prefix}:*`);
   }
+}
+
+/** The demo's own database: DATABASE_URL's, named with `_demo` added. */
+export function demoDatabaseUrl(url: string): string {
+  const name = databaseName(url);
+  if (name.endsWith("_demo")) return url;
+  const demo = new URL(url);
+  demo.pathname = `/${encodeURIComponent(`${name}_demo`)}`;
+  return demo.toString();
 }
 
 async function deleteRedisKeys(url: string, pattern: string): Promise<void> {

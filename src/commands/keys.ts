@@ -1,17 +1,9 @@
-/** `fleet keys create --tenant NAME | list | revoke KEY_ID`: the API keys of contracts §10. */
-import { parseArgs } from "node:util";
+/** `fleet keys create --tenant NAME [--admin] | list | revoke KEY_ID`: the API keys of contracts §10. */
 import { loadConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
-import { NotFoundError, ValidationError } from "../shared/errors.js";
+import { NotFoundError } from "../shared/errors.js";
 import { checkPostgres } from "../shared/preflight.js";
 import { ApiKeys } from "../shared/store/api-keys.js";
-
-const USAGE = [
-  "usage:",
-  "  fleet keys create --tenant NAME   create an API key for NAME; prints the key once (only its hash is stored)",
-  "  fleet keys list                   every key: id, tenant, prefix, created, revoked",
-  "  fleet keys revoke KEY_ID          revoke a key (the API stops accepting it within 5 s)",
-].join("\n");
 
 async function withKeys<T>(action: (keys: ApiKeys) => Promise<T>): Promise<T> {
   const config = loadConfig();
@@ -24,56 +16,52 @@ async function withKeys<T>(action: (keys: ApiKeys) => Promise<T>): Promise<T> {
   }
 }
 
-export async function keysCommand(args: string[]): Promise<number> {
-  const [sub, ...rest] = args;
-  if (sub === undefined || sub === "--help" || sub === "-h" || sub === "help") {
-    (sub === undefined ? console.error : console.log)(USAGE);
-    return sub === undefined ? 2 : 0;
-  }
-  switch (sub) {
-    case "create": {
-      const { values } = parseArgs({ args: rest, options: { tenant: { type: "string" } } });
-      if (!values.tenant) throw new ValidationError("--tenant", `is required\n${USAGE}`);
-      const tenant = values.tenant;
-      const created = await withKeys((keys) => keys.create(tenant));
-      console.log(created.key);
-      console.error(
-        `key ${created.id} created for tenant ${created.tenant} (printed above, only this once; clients send it as "Authorization: Bearer KEY")`,
-      );
-      return 0;
-    }
-    case "list": {
-      parseArgs({ args: rest, options: {} });
-      const list = await withKeys((keys) => keys.list());
-      const rows = [
-        ["ID", "TENANT", "PREFIX", "CREATED", "REVOKED"],
-        ...list.map((k) => [
-          k.id,
-          k.tenant,
-          k.prefix,
-          k.createdAt.toISOString(),
-          k.revokedAt?.toISOString() ?? "-",
-        ]),
-      ];
-      const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-      for (const row of rows)
-        console.log(
-          row
-            .map((cell, i) => cell.padEnd(widths[i]!))
-            .join("  ")
-            .trimEnd(),
-        );
-      return 0;
-    }
-    case "revoke": {
-      const { positionals } = parseArgs({ args: rest, options: {}, allowPositionals: true });
-      const [id] = positionals;
-      if (!id || positionals.length > 1) throw new ValidationError("", `revoke takes one KEY_ID\n${USAGE}`);
-      if (!(await withKeys((keys) => keys.revoke(id)))) throw new NotFoundError(`API key ${id}`);
-      console.log(`key ${id} revoked`);
-      return 0;
-    }
-    default:
-      throw new ValidationError("", `unknown keys command "${sub}"\n${USAGE}`);
-  }
+export type CreateKeyOptions = {
+  /** The tenant the key acts for. */
+  tenant: string;
+  /** The key may open admin routes such as Bull Board. Default false. */
+  admin?: boolean;
+};
+
+/** `fleet keys create`: prints the new key once on stdout (only its hash is stored). */
+export async function createKeyCommand(options: CreateKeyOptions): Promise<number> {
+  const { tenant, admin = false } = options;
+  const created = await withKeys((keys) => keys.create(tenant, { admin }));
+  console.log(created.key);
+  console.error(
+    `key ${created.id} created for tenant ${created.tenant}${admin ? ", with admin access (Bull Board)" : ""} (printed above, only this once; clients send it as "Authorization: Bearer KEY")`,
+  );
+  return 0;
+}
+
+/** `fleet keys list`: every key: id, tenant, prefix, admin, created, revoked. */
+export async function listKeysCommand(): Promise<number> {
+  const list = await withKeys((keys) => keys.list());
+  const rows = [
+    ["ID", "TENANT", "PREFIX", "ADMIN", "CREATED", "REVOKED"],
+    ...list.map((k) => [
+      k.id,
+      k.tenant,
+      k.prefix,
+      k.admin ? "yes" : "no",
+      k.createdAt.toISOString(),
+      k.revokedAt?.toISOString() ?? "-",
+    ]),
+  ];
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  for (const row of rows)
+    console.log(
+      row
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join("  ")
+        .trimEnd(),
+    );
+  return 0;
+}
+
+/** `fleet keys revoke KEY_ID`: the API stops accepting the key within 5 s. */
+export async function revokeKeyCommand(id: string): Promise<number> {
+  if (!(await withKeys((keys) => keys.revoke(id)))) throw new NotFoundError(`API key ${id}`);
+  console.log(`key ${id} revoked`);
+  return 0;
 }

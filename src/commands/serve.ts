@@ -1,31 +1,76 @@
-/** `fleet migrate`, `fleet api`, `fleet worker`, `fleet up`: long-lived roles with graceful SIGTERM. */
+/**
+ * `fleet migrate`, `fleet api`, `fleet worker`, `fleet sweeper`: long-lived roles with
+ * graceful SIGTERM. Each role checks, before it says "ready", that its database is reachable
+ * and migrated, that Redis answers and that its port is free; when one is not, it exits 2
+ * with one line naming the cause.
+ */
 import { type ChildProcess, spawn } from "node:child_process";
-import { resolve } from "node:path";
+import { existsSync } from "node:fs";
+import { dirname, extname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { parseArgs } from "node:util";
 import { startApi } from "../producer/api-server.js";
 import { type FleetConfig, loadConfig } from "../shared/config.js";
 import { ensureDatabase, openDatabase } from "../shared/db/client.js";
 import { migrateDatabase } from "../shared/db/migrate.js";
 import { ValidationError } from "../shared/errors.js";
-import { checkServices } from "../shared/preflight.js";
+import { checkRoleServices, checkServices } from "../shared/preflight.js";
 import { startSweeper } from "../sweeper/sweeper-process.js";
 import type { Tool } from "../worker/tools/registry.js";
 import { startWorker } from "../worker/worker.js";
 
-export const FLEET_BIN = resolve(import.meta.dirname, "../../bin/fleet.js");
+/** The package's `bin/fleet.js`, found from the sources (src/commands) or a build (dist/src/commands). */
+function findFleetBin(): string {
+  let dir = import.meta.dirname;
+  for (let i = 0; i < 5; i++) {
+    const candidate = join(dir, "bin", "fleet.js");
+    if (existsSync(candidate)) return candidate;
+    dir = dirname(dir);
+  }
+  return resolve(import.meta.dirname, "../../bin/fleet.js");
+}
 
-/** Resolves when SIGTERM or SIGINT arrives. */
-export function untilSignal(): Promise<NodeJS.Signals> {
+export const FLEET_BIN = findFleetBin();
+
+/**
+ * Resolves when SIGTERM or SIGINT arrives, or when the `fleet up` (or `fleet demo`) that
+ * started this process is gone (its IPC channel closes): a supervisor that died must not
+ * leave its children running.
+ */
+export function untilSignal(): Promise<NodeJS.Signals | "disconnect"> {
   return new Promise((resolve) => {
-    const on = (signal: NodeJS.Signals) => {
+    const on = (signal: NodeJS.Signals | "disconnect") => {
       process.off("SIGTERM", on);
       process.off("SIGINT", on);
+      process.off("disconnect", onDisconnect);
       resolve(signal);
     };
+    const onDisconnect = () => on("disconnect");
     process.on("SIGTERM", on);
     process.on("SIGINT", on);
+    if (process.connected) process.on("disconnect", onDisconnect);
   });
+}
+
+/** How long closing may take after a role's own grace period. */
+const CLOSE_MS = 10_000;
+
+/**
+ * Runs a role's stop after SIGTERM, and ends the wait after `ms`: a close that hangs (one
+ * waiting on a Redis that is gone, say) must not keep a stopped process alive. It fails with
+ * one line, and `fleet` exits 1.
+ */
+export async function stopWithin(role: string, stop: () => Promise<void>, ms: number): Promise<number> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<"late">((resolve) => {
+    timer = setTimeout(() => resolve("late"), ms);
+  });
+  const outcome = await Promise.race([stop().then(() => "stopped" as const), late]);
+  clearTimeout(timer);
+  if (outcome === "late")
+    throw new Error(
+      `${role} not stopped ${(ms / 1000).toFixed(0)} s after the signal (is Redis or Postgres unreachable?); exiting anyway`,
+    );
+  return 0;
 }
 
 export async function migrate(config: FleetConfig): Promise<void> {
@@ -45,19 +90,37 @@ export async function migrateCommand(): Promise<number> {
   return 0;
 }
 
-export async function apiCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { port: { type: "string" } } });
+export type ApiOptions = {
+  /** Listen here instead of PORT. */
+  port?: number;
+};
+
+export async function apiCommand(options: ApiOptions = {}): Promise<number> {
   const config = loadConfig();
-  const api = await startApi(config, { port: values.port ? Number(values.port) : undefined });
+  await checkRoleServices(config);
+  const api = await startApi(config, { port: options.port });
   console.log(`fleet api ready: ${api.url}`);
   await untilSignal();
-  await api.stop();
-  return 0;
+  return stopWithin("api", api.stop, CLOSE_MS);
 }
 
-/** Loads user tools: a module whose default export is a Tool or an array of them. */
+/**
+ * Loads user tools: a module whose default export is a Tool or an array of them. A
+ * TypeScript file is loaded through tsx, which a checkout has (a dev dependency); an
+ * installed package asks for it, or for the file compiled to JavaScript.
+ */
 export async function loadTools(file: string): Promise<Tool[]> {
-  const module = await import(pathToFileURL(resolve(file)).href);
+  const url = pathToFileURL(resolve(file)).href;
+  if (!existsSync(resolve(file))) throw new ValidationError("--tools", `${file}: no such file`);
+  let module: { default?: unknown; tools?: unknown };
+  try {
+    module = await import(url);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ERR_UNKNOWN_FILE_EXTENSION") throw error;
+    await registerTypeScript(file);
+    // Another URL: the loader remembers the failed import of the first one.
+    module = await import(`${url}?typescript`);
+  }
   const exported = module.default ?? module.tools;
   const tools = Array.isArray(exported) ? exported : exported ? [exported] : [];
   if (tools.length === 0)
@@ -65,30 +128,45 @@ export async function loadTools(file: string): Promise<Tool[]> {
   return tools as Tool[];
 }
 
-export async function workerCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: { tools: { type: "string", multiple: true }, "metrics-port": { type: "string" } },
-  });
+async function registerTypeScript(file: string): Promise<void> {
+  let api: { register: () => unknown };
+  try {
+    api = await import("tsx/esm/api");
+  } catch {
+    throw new ValidationError(
+      "--tools",
+      `${file} is ${extname(file)} TypeScript: install tsx beside agent-fleet (\`npm install tsx\`) to load it, or compile it to JavaScript`,
+    );
+  }
+  api.register();
+}
+
+export type WorkerCommandOptions = {
+  /** Modules whose default export is more tools. */
+  tools?: string[];
+  /** Serve /metrics and /healthz here instead of METRICS_PORT. */
+  metricsPort?: number;
+};
+
+export async function workerCommand(options: WorkerCommandOptions = {}): Promise<number> {
   const config = loadConfig();
-  if (values["metrics-port"]) config.metricsPort = Number(values["metrics-port"]);
-  const tools = (await Promise.all((values.tools ?? []).map(loadTools))).flat();
+  if (options.metricsPort !== undefined) config.metricsPort = options.metricsPort;
+  const tools = (await Promise.all((options.tools ?? []).map(loadTools))).flat();
+  await checkRoleServices(config);
   const worker = await startWorker(config, { tools });
   console.log(`fleet worker ready: ${worker.workerId}, metrics on port ${worker.metricsPort}`);
   await untilSignal();
-  await worker.stop();
-  return 0;
+  return stopWithin("worker", worker.stop, config.shutdownGraceMs + CLOSE_MS);
 }
 
-export async function sweeperCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { "metrics-port": { type: "string" } } });
+export async function sweeperCommand(options: { metricsPort?: number } = {}): Promise<number> {
   const config = loadConfig();
-  if (values["metrics-port"]) config.metricsPort = Number(values["metrics-port"]);
+  if (options.metricsPort !== undefined) config.metricsPort = options.metricsPort;
+  await checkRoleServices(config);
   const sweeper = await startSweeper(config);
   console.log(`fleet sweeper ready: metrics on port ${sweeper.metricsPort}`);
   await untilSignal();
-  await sweeper.stop();
-  return 0;
+  return stopWithin("sweeper", sweeper.stop, CLOSE_MS);
 }
 
 /** Resolves with the worker id once a spawned `fleet worker` (stdout piped) says it is ready. */
@@ -104,7 +182,12 @@ export function workerReady(child: ChildProcess): Promise<string> {
   });
 }
 
-/** Spawns `fleet <role>` as a child process with the given environment additions. */
+/**
+ * Spawns `fleet <role>` as a child process with the given environment additions. The child
+ * gets a process group of its own (a Ctrl-C in the terminal reaches only the parent, which
+ * stops its children in order) and an IPC channel, whose closing tells it that its parent
+ * is gone.
+ */
 export function spawnRole(
   role: string,
   env: Record<string, string>,
@@ -113,51 +196,7 @@ export function spawnRole(
 ): ChildProcess {
   return spawn(process.execPath, [FLEET_BIN, role, ...args], {
     env: { ...process.env, ...env },
-    stdio: ["ignore", stdout, "inherit"],
+    stdio: ["ignore", stdout, "inherit", "ipc"],
+    detached: true,
   });
-}
-
-export async function upCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: { workers: { type: "string", default: "2" }, tools: { type: "string", multiple: true } },
-  });
-  const toolArgs = (values.tools ?? []).flatMap((file) => ["--tools", resolve(file)]);
-  const count = Number(values.workers);
-  if (!Number.isInteger(count) || count < 1)
-    throw new ValidationError("--workers", "must be a whole number ≥ 1");
-  const config = loadConfig();
-  await migrate(config);
-  const api = await startApi(config);
-  const sweeper = await startSweeper(config);
-  console.log(
-    `fleet up: API on ${api.url}, ${count} worker processes, a sweeper (metrics on port ${sweeper.metricsPort})`,
-  );
-  let stopping = false;
-  const children = new Set<ChildProcess>();
-  const startOne = () => {
-    const child = spawnRole("worker", {}, toolArgs);
-    children.add(child);
-    child.on("exit", (code, signal) => {
-      children.delete(child);
-      if (stopping) return;
-      console.error(`fleet up: a worker exited (${signal ?? code}); starting another`);
-      setTimeout(startOne, 1_000).unref();
-    });
-  };
-  for (let i = 0; i < count; i++) startOne();
-  await untilSignal();
-  stopping = true;
-  await Promise.all(
-    [...children].map(
-      (child) =>
-        new Promise<void>((resolve) => {
-          child.once("exit", () => resolve());
-          child.kill("SIGTERM");
-        }),
-    ),
-  );
-  await sweeper.stop();
-  await api.stop();
-  return 0;
 }

@@ -3,6 +3,31 @@ import { createServer, type Server } from "node:http";
 import type { Redis } from "ioredis";
 import type { Registry } from "prom-client";
 import type { Database } from "./db/client.js";
+import { ValidationError } from "./errors.js";
+
+/** Where a process listens, and the setting and flag that choose it. */
+export type ListenTarget = { setting: string; flag: string; host: string; port: number };
+
+/**
+ * What a failed listen means to the person who started the process: a port another process
+ * holds (or one this user may not open) becomes a one-line ValidationError naming the setting
+ * to change (`fleet` exits 2); any other error is returned as it is.
+ */
+export function listenError(error: unknown, target: ListenTarget): unknown {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  const { setting, flag, host, port } = target;
+  const change = `set ${setting} (or ${flag}) to another port`;
+  if (code === "EADDRINUSE")
+    return new ValidationError(
+      setting,
+      `port ${port} on ${host} is already in use by another process: stop it, or ${change}`,
+    );
+  if (code === "EACCES")
+    return new ValidationError(setting, `not allowed to listen on port ${port} on ${host}: ${change}`);
+  if (code === "EADDRNOTAVAIL")
+    return new ValidationError(setting, `cannot listen on ${host}: no such address on this machine`);
+  return error;
+}
 
 /** The /healthz check of every process: Postgres and Redis both answer. */
 export function servicesReachable(database: Database, redis: Redis): () => Promise<boolean> {
@@ -12,6 +37,10 @@ export function servicesReachable(database: Database, redis: Redis): () => Promi
   };
 }
 
+/**
+ * Serves /metrics and /healthz on `port` (0: a free one). A port in use rejects with a
+ * ValidationError naming METRICS_PORT.
+ */
 export async function startMetricsServer(
   registry: Registry,
   port: number,
@@ -44,7 +73,9 @@ export async function startMetricsServer(
       .end('{"error":{"code":"not_found","message":"not found"}}');
   });
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
+    server.once("error", (error) =>
+      reject(listenError(error, { setting: "METRICS_PORT", flag: "--metrics-port", host: "0.0.0.0", port })),
+    );
     server.listen(port, "0.0.0.0", () => resolve());
   });
   const address = server.address();

@@ -1,20 +1,66 @@
 /**
  * Prometheus metrics of contracts.md §6, on a dedicated registry (never the global one).
  * Labels never carry a session, job, run or tenant id.
+ *
+ * Every label combination the code can produce starts at 0 when the metrics are created
+ * (the tools' series when the worker knows its tools: `initToolSeries`). prom-client would
+ * otherwise create a series at its first `inc()`, so Prometheus would first see it at N
+ * and `rate()`/`increase()` would never count that jump: a dashboard would show 0 resumes,
+ * crashes or parked sessions that did happen.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { PARK_REASONS } from "./resume-policy.js";
+import { NOT_RESUMABLE_REASONS, RESUME_KINDS, type RefusalReason } from "./resume-reasons.js";
+import { RUN_OUTCOMES } from "./run-outcomes.js";
+import { STOP_REASONS, type stopReasonLabel } from "./stop-reasons.js";
+import type { NewRun } from "./store/session-queries.js";
 
 export type FleetMetrics = ReturnType<typeof createMetrics>;
 
 /** Queue depths by queue and state, read at scrape time by the one process that exports them. */
 export type QueueDepths = () => Promise<{ queue: string; state: string; count: number }[]>;
 
+/**
+ * A label set written once from the code's own constants; tsc checks it holds every value
+ * of `T` (a value the code gains and this list lacks is a compile error here).
+ */
+const everyValueOf =
+  <T extends string>() =>
+  <const L extends readonly T[]>(values: L & ([T] extends [L[number]] ? unknown : { missing: T })) =>
+    values;
+
+/**
+ * `trigger` of `fleet_resumes_total` (contracts §6): who asked for the resume. `cli` is in
+ * NewRun's type but no code path asks with it (nor does the contract name it).
+ */
+export const RESUME_TRIGGERS = everyValueOf<Exclude<NewRun["trigger"], "cli">>()([
+  "api",
+  "sweeper",
+  "worker",
+]);
+/** `kind` of `fleet_runs_total`. */
+export const RUN_KINDS = everyValueOf<NewRun["kind"]>()(["run", "resume"]);
+/** `reason` of `fleet_resume_refusals_total`: the history's reasons, and `running` (contracts §12). */
+export const REFUSAL_REASONS = everyValueOf<RefusalReason>()([...NOT_RESUMABLE_REASONS, "running"]);
+/** `stop_reason` of `fleet_model_stops_total`: the normalised reasons, unknown ones as `other`. */
+export const STOP_REASON_LABELS = everyValueOf<ReturnType<typeof stopReasonLabel>>()([
+  ...STOP_REASONS,
+  "other",
+]);
+/** `outcome` of `fleet_tool_calls_total` (contracts §6). */
+export const TOOL_OUTCOMES = ["ok", "failed", "interrupted"] as const;
+/** `tool` of a call to a name this worker has not registered (`toolLabel` in worker/tools/registry.ts). */
+export const UNREGISTERED_TOOL = "unregistered";
+/** Labels of `fleet_model_tokens_total` (contracts §13). */
+export const MODEL_TOKEN_PROVIDERS = ["openai", "anthropic"] as const;
+export const MODEL_TOKEN_KINDS = ["input", "output", "cache_read", "cache_write", "reasoning"] as const;
+
 export function createMetrics(role: string, options: { queueDepths?: QueueDepths } = {}) {
   const registry = new Registry();
   registry.setDefaultLabels({ role });
   collectDefaultMetrics({ register: registry, prefix: "fleet_process_" });
   const registers = [registry];
-  return {
+  const metrics = {
     registry,
     resumes: new Counter({
       name: "fleet_resumes_total",
@@ -64,7 +110,34 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
       registers,
     }),
     queueJobs: options.queueDepths ? queueGauge(options.queueDepths, registers) : null,
+    /** Contracts §13: tokens providers reported (`input` counts cached tokens too). */
+    modelTokens: new Counter({
+      name: "fleet_model_tokens_total",
+      help: "Model tokens the providers reported, by provider and kind (input includes cached tokens).",
+      labelNames: ["provider", "kind"] as const,
+      registers,
+    }),
   };
+  // Every fixed combination at 0 (the histogram and the unlabelled counter start at 0 by themselves).
+  for (const kind of RESUME_KINDS)
+    for (const trigger of RESUME_TRIGGERS) metrics.resumes.inc({ kind, trigger }, 0);
+  for (const reason of REFUSAL_REASONS) metrics.resumeRefusals.inc({ reason }, 0);
+  for (const kind of RUN_KINDS) for (const outcome of RUN_OUTCOMES) metrics.runs.inc({ kind, outcome }, 0);
+  for (const stop_reason of STOP_REASON_LABELS) metrics.modelStops.inc({ stop_reason }, 0);
+  for (const reason of PARK_REASONS) metrics.sessionsParked.inc({ reason }, 0);
+  for (const provider of MODEL_TOKEN_PROVIDERS)
+    for (const kind of MODEL_TOKEN_KINDS) metrics.modelTokens.inc({ provider, kind }, 0);
+  initToolSeries(metrics, []);
+  return metrics;
+}
+
+/**
+ * Starts the `fleet_tool_calls_total` series of these tools (and of `unregistered`) at 0, for
+ * every outcome: called by the worker once its tool registry is built.
+ */
+export function initToolSeries(metrics: Pick<FleetMetrics, "toolCalls">, names: Iterable<string>): void {
+  for (const tool of [...names, UNREGISTERED_TOOL])
+    for (const outcome of TOOL_OUTCOMES) metrics.toolCalls.inc({ tool, outcome }, 0);
 }
 
 function queueGauge(depths: QueueDepths, registers: Registry[]) {

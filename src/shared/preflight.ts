@@ -1,11 +1,16 @@
 /**
  * Checks that Postgres and Redis answer before a command starts, and says which one does
- * not and how to start it (instead of a driver's stack trace).
+ * not and how to start it (instead of a driver's stack trace). The long-lived roles also
+ * check that their database exists and is migrated, before they say they are ready.
  */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { Redis } from "ioredis";
 import postgres from "postgres";
 import type { FleetConfig } from "./config.js";
+import { MIGRATIONS_FOLDER } from "./db/migrate.js";
 import { ValidationError } from "./errors.js";
+import { claimFleet } from "./store/fleet-identity.js";
 
 function redact(url: string): string {
   try {
@@ -17,6 +22,14 @@ function redact(url: string): string {
   }
 }
 
+function unreachablePostgres(url: string, error: unknown): ValidationError {
+  return new ValidationError(
+    "DATABASE_URL",
+    `cannot reach Postgres at ${redact(url)} (${(error as Error).message}). Start it (e.g. ` +
+      "`pg_ctlcluster 15 main start`, or `docker compose up -d postgres`) or set DATABASE_URL.",
+  );
+}
+
 export async function checkPostgres(url: string, database = "postgres"): Promise<void> {
   const admin = new URL(url);
   admin.pathname = `/${database}`;
@@ -24,11 +37,46 @@ export async function checkPostgres(url: string, database = "postgres"): Promise
   try {
     await sql`select 1`;
   } catch (error) {
-    throw new ValidationError(
-      "DATABASE_URL",
-      `cannot reach Postgres at ${redact(url)} (${(error as Error).message}). Start it (e.g. ` +
-        "`pg_ctlcluster 15 main start`, or `docker compose up -d postgres`) or set DATABASE_URL.",
-    );
+    throw unreachablePostgres(url, error);
+  } finally {
+    await sql.end({ timeout: 1 }).catch(() => {});
+  }
+}
+
+/** The `when` of the newest migration this code ships (drizzle/meta/_journal.json). */
+function newestMigration(): { count: number; when: number } {
+  const journal = JSON.parse(readFileSync(join(MIGRATIONS_FOLDER, "meta", "_journal.json"), "utf8")) as {
+    entries: { when: number }[];
+  };
+  return { count: journal.entries.length, when: Math.max(0, ...journal.entries.map((e) => e.when)) };
+}
+
+/**
+ * Postgres answers, the database of DATABASE_URL exists, and every migration this code ships
+ * has been applied to it (drizzle applies those newer than the newest it recorded).
+ */
+export async function checkDatabase(url: string): Promise<void> {
+  const sql = postgres(url, { max: 1, connect_timeout: 5, onnotice: () => {} });
+  const migrate = "run `fleet migrate` (it creates the database if needed and applies the migrations)";
+  try {
+    let applied: { n: number; newest: string | null } | undefined;
+    try {
+      [applied] = await sql<{ n: number; newest: string | null }[]>`
+        select count(*)::int as n, max(created_at)::text as newest from drizzle.__drizzle_migrations`;
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code === "3D000")
+        throw new ValidationError("DATABASE_URL", `${redact(url)}: the database does not exist; ${migrate}`);
+      if (code === "42P01" || code === "3F000")
+        throw new ValidationError("DATABASE_URL", `${redact(url)}: the database is not migrated; ${migrate}`);
+      throw unreachablePostgres(url, error);
+    }
+    const shipped = newestMigration();
+    if (!applied || applied.newest === null || Number(applied.newest) < shipped.when)
+      throw new ValidationError(
+        "DATABASE_URL",
+        `${redact(url)}: ${applied?.n ?? 0} of ${shipped.count} migrations applied; ${migrate}`,
+      );
   } finally {
     await sql.end({ timeout: 1 }).catch(() => {});
   }
@@ -61,7 +109,29 @@ export async function checkRedis(url: string): Promise<void> {
   }
 }
 
+/** Before migrating: Postgres (its `postgres` database: ours may not exist yet) and Redis answer. */
 export async function checkServices(config: FleetConfig): Promise<void> {
   await checkPostgres(config.databaseUrl);
   await checkRedis(config.redisUrl);
+}
+
+/**
+ * Before `fleet api`, `fleet worker` or `fleet sweeper` says it is ready: its database is
+ * reachable and migrated, Redis answers, and the database belongs to this fleet's prefix. Each failure is one ValidationError naming
+ * DATABASE_URL or REDIS_URL (`fleet` prints it on one line and exits 2).
+ */
+export async function checkRoleServices(config: FleetConfig): Promise<void> {
+  await checkDatabase(config.databaseUrl);
+  await checkRedis(config.redisUrl);
+  await checkFleet(config);
+}
+
+/** The database belongs to this fleet (FLEET_PREFIX), or to none yet: see fleet-identity.ts. */
+async function checkFleet(config: FleetConfig): Promise<void> {
+  const sql = postgres(config.databaseUrl, { max: 1, connect_timeout: 5, onnotice: () => {} });
+  try {
+    await claimFleet({ sql, url: config.databaseUrl }, config.prefix);
+  } finally {
+    await sql.end({ timeout: 1 }).catch(() => {});
+  }
 }

@@ -1,29 +1,8 @@
-/** How a run ended (`runs.ended_reason`, the `outcome` label of `fleet_runs_total`). */
+/** How a run ended (`runs.ended_reason`, the `outcome` label of `fleet_runs_total`): src/shared/run-outcomes.ts. */
+import { RUN_OUTCOMES, type RunOutcome } from "../shared/run-outcomes.js";
 import { isKnownStopReason } from "../shared/stop-reasons.js";
 
-export const RUN_OUTCOMES = [
-  "completed",
-  "max_turns",
-  "interrupted",
-  "max_output",
-  "paused",
-  "refused",
-  "context_full",
-  "unknown_stop",
-  "provider_error",
-  "cancelled",
-  "fenced",
-  "crashed",
-  "nothing_to_resume",
-  "malformed",
-  "failed",
-  // Limits and bad configuration (contracts §12): the session is parked at once, never
-  // resumed automatically.
-  "invalid_agent",
-  "budget_exhausted",
-  "storage_rejected",
-] as const;
-export type RunOutcome = (typeof RUN_OUTCOMES)[number];
+export { RUN_OUTCOMES, type RunOutcome };
 
 /**
  * The outcome of a step that asked for no tools. `paused` is continued by the loop until

@@ -1,0 +1,314 @@
+/**
+ * What each `/v1` route takes and answers, as zod schemas: turned into the OpenAPI document
+ * (`/v1/openapi.json`, openapi.ts) and used by the tests to check real answers against it.
+ * Requests are still parsed by fleet-service.ts (its errors name the field); these schemas
+ * describe them and are never looser than that parsing.
+ */
+import { z } from "zod";
+import { agentConfigSchema, modelConfigSchema } from "../shared/agent-config.js";
+import { messageSchema, toolCallSchema, usageSchema } from "../shared/messages.js";
+
+const id = z.string().min(1);
+const when = z.string().describe("ISO 8601 time");
+
+export const errorSchema = z
+  .object({
+    error: z.object({
+      code: z.string(),
+      message: z.string(),
+      field: z.string().optional().describe("Where the problem is, e.g. `messages[2].content` (400)"),
+      reason: z
+        .string()
+        .optional()
+        .describe("Why there is nothing to resume, or `idempotency_key_reused`, `batch_closed` (409)"),
+      limit: z.enum(["active_sessions", "request_rate"]).optional().describe("Which tenant limit (429)"),
+      retryAfter: z.number().int().optional().describe("Seconds to wait, as in Retry-After (429)"),
+    }),
+  })
+  .meta({ id: "Error" });
+
+export const runSchema = z
+  .object({
+    id,
+    kind: z.enum(["run", "resume"]),
+    resumeKind: z.string().nullable(),
+    trigger: z.string(),
+    status: z.enum(["queued", "running", "ended"]),
+    endedReason: z.string().nullable(),
+    error: z.string().nullable(),
+    workerId: z.string().nullable(),
+    usage: usageSchema.nullable().or(z.unknown()),
+    createdAt: when,
+    startedAt: when.nullable(),
+    endedAt: when.nullable(),
+  })
+  .meta({ id: "Run" });
+
+const storedMessage = messageSchema;
+
+/** Summed usage of a session's (or a set of sessions') model steps (prices.ts `UsageTotals`). */
+export const usageTotalsSchema = z
+  .object({
+    inputTokens: z.number(),
+    outputTokens: z.number(),
+    cacheReadTokens: z.number(),
+    cacheWriteTokens: z.number(),
+    reasoningTokens: z.number(),
+    costUsd: z.number(),
+  })
+  .meta({ id: "UsageTotals" });
+
+export const sessionSchema = z
+  .object({
+    id,
+    status: z.string().describe("parked, running, queued, completed, interrupted, stopped or empty"),
+    tailState: z.string(),
+    parkedReason: z.string().nullable(),
+    agent: z.unknown(),
+    metadata: z.record(z.string(), z.unknown()),
+    messages: z.array(storedMessage),
+    runs: z.array(runSchema),
+    usage: usageTotalsSchema.describe(
+      "The model steps' stored usage summed; `costUsd` by FLEET_PRICES (steps of unpriced models count 0)",
+    ),
+    createdAt: when,
+    updatedAt: when,
+  })
+  .meta({ id: "Session" });
+
+export const sessionSummarySchema = z
+  .object({
+    id,
+    batchId: z.string().nullable(),
+    customId: z.string().nullable(),
+    parked: z.boolean(),
+    tailState: z.string(),
+    parkedReason: z.string().nullable(),
+    metadata: z.record(z.string(), z.unknown()),
+    updatedAt: when,
+  })
+  .meta({ id: "SessionSummary" });
+
+export const resumePointSchema = z
+  .union([
+    z.object({
+      resumable: z.literal(true),
+      kind: z.string(),
+      description: z.string(),
+      unansweredToolCalls: z.array(toolCallSchema),
+    }),
+    z.object({ resumable: z.literal(false), reason: z.string(), detail: z.string().optional() }),
+  ])
+  .meta({ id: "ResumePoint" });
+
+const metadata = z.record(z.string(), z.unknown()).optional();
+
+export const createSessionBody = z.strictObject({
+  agent: agentConfigSchema,
+  metadata,
+  messages: z.array(messageSchema).optional().describe("A history to import"),
+});
+const batchItem = z.strictObject({
+  agent: agentConfigSchema,
+  metadata,
+  messages: z.array(messageSchema).optional(),
+  input: z.string().min(1).max(1_000_000).optional().describe("The first user message: queues a run"),
+  customId: z.string().min(1).max(256).optional().describe("The caller's id, unique within the batch"),
+});
+export const createBatchBody = z.strictObject({
+  sessions: z.array(batchItem).min(1).max(1_000),
+  webhook: z
+    .strictObject({ url: z.string() })
+    .optional()
+    .describe("POSTed the batch JSON, signed (Fleet-Signature), once the batch has ended"),
+  open: z
+    .boolean()
+    .optional()
+    .describe("Takes more sessions (POST /v1/batches/:id/sessions) and does not end until closed"),
+});
+export const appendBatchBody = z.strictObject({
+  sessions: z.array(batchItem).max(1_000),
+  close: z.boolean().optional().describe("The last part: the batch takes no more sessions"),
+});
+const batchCreated = z.object({
+  id,
+  sessions: z.array(z.object({ id, runId: id.nullable(), customId: z.string().nullable() })),
+  webhook: z.object({ url: z.string() }).optional(),
+});
+const countsSchema = z.object({
+  total: z.number().int(),
+  queued: z.number().int(),
+  running: z.number().int(),
+  completed: z.number().int(),
+  parked: z.number().int(),
+  cancelled: z.number().int(),
+});
+export const batchSchema = z
+  .object({
+    id,
+    status: z.enum(["running", "ended", "cancelled"]),
+    counts: countsSchema,
+    createdAt: when,
+    endedAt: when.optional(),
+    cancelledAt: when.optional(),
+    open: z.boolean(),
+    webhook: z.object({ url: z.string(), deliveredAt: when.nullable() }).optional(),
+  })
+  .meta({ id: "Batch" });
+export const batchResultSchema = z
+  .object({
+    customId: z.string().nullable(),
+    sessionId: id,
+    status: z.enum(["queued", "running", "completed", "parked", "cancelled"]),
+    parkedReason: z.string().optional(),
+    output: z.string().nullable(),
+    usage: usageTotalsSchema,
+    endedAt: when.nullable(),
+  })
+  .meta({ id: "BatchResult" });
+export const sendBody = z.strictObject({ content: z.string().min(1).max(1_000_000) });
+export const resumeBody = z.strictObject({ model: modelConfigSchema.optional() });
+export const listQuery = z.strictObject({
+  status: z
+    .enum(["parked", "active", "cancelled", "queued", "running", "completed"])
+    .optional()
+    .describe("By current state, as batch counts count"),
+  batch: z.string().optional().describe("Only the sessions of this batch"),
+  limit: z.number().int().min(1).max(1_000).optional(),
+});
+
+/** One documented route: what it takes and its answers by status. */
+export type RouteDoc = {
+  summary: string;
+  body?: z.ZodType;
+  querystring?: z.ZodType;
+  idParam?: string;
+  responses: Record<number, { description: string; schema?: z.ZodType }>;
+};
+
+const common = {
+  400: { description: "Bad input; `field` names where", schema: errorSchema },
+  401: { description: "No valid API key", schema: errorSchema },
+  429: { description: "Over a tenant limit; see Retry-After", schema: errorSchema },
+};
+const missing = { 404: { description: "No such id (or another tenant's)", schema: errorSchema } };
+const conflict = {
+  409: { description: "The Idempotency-Key was used with another body (`reason`)", schema: errorSchema },
+};
+
+/** Every `/v1` route, by `METHOD path` as Fastify registers it. */
+export const ROUTE_DOCS: Record<string, RouteDoc> = {
+  "POST /v1/sessions": {
+    summary: "Create a session (optionally importing a history)",
+    body: createSessionBody,
+    responses: { 201: { description: "Created", schema: z.object({ id }) }, ...common, ...conflict },
+  },
+  "POST /v1/batches": {
+    summary: "Create a batch of up to 1,000 sessions, all or none; those with `input` get a run",
+    body: createBatchBody,
+    responses: { 201: { description: "Created", schema: batchCreated }, ...common, ...conflict },
+  },
+  "POST /v1/batches/:id/sessions": {
+    summary: "Add up to 1,000 sessions to an open batch; `close: true` with the last part",
+    idParam: "batch id",
+    body: appendBatchBody,
+    responses: {
+      201: { description: "Added", schema: batchCreated },
+      ...common,
+      ...missing,
+      409: { description: "The batch is closed, or the Idempotency-Key was reused", schema: errorSchema },
+    },
+  },
+  "GET /v1/batches/:id": {
+    summary: "A batch: status and counts by the sessions' current state",
+    idParam: "batch id",
+    querystring: z.strictObject({
+      include: z.enum(["usage"]).optional().describe("`usage`: add the sessions' usage and cost summed"),
+    }),
+    responses: {
+      200: { description: "The batch", schema: batchSchema.extend({ usage: usageTotalsSchema.optional() }) },
+      ...common,
+      ...missing,
+    },
+  },
+  "GET /v1/batches/:id/results": {
+    summary: "One NDJSON line per session (application/x-ndjson), streamed",
+    idParam: "batch id",
+    responses: {
+      200: { description: "Lines of BatchResult, in session-id order", schema: batchResultSchema },
+      ...common,
+      ...missing,
+    },
+  },
+  "POST /v1/batches/:id/cancel": {
+    summary: "Cancel every session of the batch that has not ended",
+    idParam: "batch id",
+    responses: { 202: { description: "Cancelled", schema: batchSchema }, ...common, ...missing, ...conflict },
+  },
+  "POST /v1/sessions/:id/cancel": {
+    summary: "Cancel a session: queued runs dropped, a running one aborted; never resumed automatically",
+    idParam: "session id",
+    responses: {
+      202: {
+        description: "Cancelled (or already ended: `cancelled` false)",
+        schema: z.object({ id, status: z.string(), cancelled: z.boolean() }),
+      },
+      ...common,
+      ...missing,
+      ...conflict,
+    },
+  },
+  "GET /v1/sessions": {
+    summary: "The caller's sessions, newest activity first",
+    querystring: listQuery,
+    responses: {
+      200: { description: "Sessions", schema: z.object({ sessions: z.array(sessionSummarySchema) }) },
+      ...common,
+    },
+  },
+  "GET /v1/sessions/:id": {
+    summary: "A session: history, runs, status",
+    idParam: "session id",
+    responses: { 200: { description: "The session", schema: sessionSchema }, ...common, ...missing },
+  },
+  "POST /v1/sessions/:id/messages": {
+    summary: "Send a user message: queues a run",
+    idParam: "session id",
+    body: sendBody,
+    responses: {
+      202: { description: "Queued", schema: z.object({ runId: id }) },
+      409: { description: "The history cannot take new input", schema: errorSchema },
+      ...common,
+      ...missing,
+    },
+  },
+  "POST /v1/sessions/:id/resume": {
+    summary: "Resume an interrupted session (optionally with another model)",
+    idParam: "session id",
+    body: resumeBody,
+    responses: {
+      202: { description: "Queued", schema: z.object({ runId: id, kind: z.string() }) },
+      409: { description: "Nothing to resume; `reason` says why", schema: errorSchema },
+      ...common,
+      ...missing,
+    },
+  },
+  "GET /v1/sessions/:id/resume-point": {
+    summary: "What a resume would do now",
+    idParam: "session id",
+    responses: { 200: { description: "The resume point", schema: resumePointSchema }, ...common, ...missing },
+  },
+  "GET /v1/runs/:id": {
+    summary: "A run",
+    idParam: "run id",
+    responses: {
+      200: { description: "The run", schema: runSchema.extend({ sessionId: id }) },
+      ...common,
+      ...missing,
+    },
+  },
+  "GET /v1/openapi.json": {
+    summary: "This document",
+    responses: { 200: { description: "OpenAPI 3.1" }, 401: common[401] },
+  },
+};

@@ -1,0 +1,30 @@
+/**
+ * How a run ended: `runs.ended_reason` and the `outcome` label of `fleet_runs_total`. Here,
+ * in shared code, because every role ends runs or counts them: the worker (every outcome),
+ * the sweeper (`crashed`, `stalled`) and the metrics, which start each outcome's series at 0.
+ */
+export const RUN_OUTCOMES = [
+  "completed",
+  "max_turns",
+  "interrupted",
+  "max_output",
+  "paused",
+  "refused",
+  "context_full",
+  "unknown_stop",
+  "provider_error",
+  "cancelled",
+  "fenced",
+  "crashed",
+  // The sweeper's word for a run whose worker is alive but froze (its session lease expired).
+  "stalled",
+  "nothing_to_resume",
+  "malformed",
+  "failed",
+  // Limits and bad configuration (contracts §12): the session is parked at once, never
+  // resumed automatically.
+  "invalid_agent",
+  "budget_exhausted",
+  "storage_rejected",
+] as const;
+export type RunOutcome = (typeof RUN_OUTCOMES)[number];

@@ -1,0 +1,127 @@
+/**
+ * The OpenAPI document at /v1/openapi.json against the real API: every documented operation
+ * is a route, every `/v1` route is documented, and real answers of each route (successes
+ * and errors) match the schema documented for their status.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ROUTE_DOCS } from "../src/producer/api-schemas.js";
+import { readAnswer } from "./support/answer.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { CRASH_HISTORY } from "./support/histories.js";
+
+const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
+
+describe("OpenAPI document", () => {
+  let fleet: FleetEnv;
+  let base: string;
+  // biome-ignore lint/suspicious/noExplicitAny: the document is checked field by field
+  let doc: any;
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("openapi");
+    base = (await fleet.startApi()).api.url;
+    const answer = await readAnswer(await fetch(`${base}/v1/openapi.json`));
+    expect(answer.status).toBe(200);
+    doc = answer.json;
+  }, 60_000);
+  afterAll(() => fleet?.close());
+
+  const operations = () =>
+    Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([path, ops]) =>
+      Object.keys(ops).map((method) => `${method.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ":$1")}`),
+    );
+
+  it("is OpenAPI 3.1 and documents exactly the /v1 routes (nothing from /metrics, /healthz or /admin)", () => {
+    expect(doc.openapi).toBe("3.1.0");
+    expect(operations().sort()).toEqual(Object.keys(ROUTE_DOCS).sort());
+    expect(doc.components.securitySchemes.bearer).toEqual({ type: "http", scheme: "bearer" });
+    const create = doc.paths["/v1/sessions"].post;
+    expect(
+      create.requestBody.content["application/json"].schema.properties.agent.properties.model,
+    ).toBeDefined();
+    // 409: an Idempotency-Key reused with another body (contracts §9).
+    expect(Object.keys(create.responses).sort()).toEqual(["201", "400", "401", "409", "429"]);
+  });
+
+  it("every documented operation is served (a made-up one is not)", async () => {
+    for (const op of operations()) {
+      const [method, path] = op.split(" ") as [string, string];
+      const url = path.replace(":id", "00000000-0000-4000-8000-000000000000");
+      const answer = await readAnswer(
+        await fetch(`${base}${url}`, {
+          method,
+          headers: method === "POST" ? { "content-type": "application/json" } : {},
+          body: method === "POST" ? "{}" : undefined,
+        }),
+      );
+      expect(answer.json?.error?.message ?? "", op).not.toMatch(/^no route/);
+    }
+    const made = await readAnswer(await fetch(`${base}/v1/sessions`, { method: "DELETE" }));
+    expect(made.status).toBe(404);
+    expect(made.json.error.message).toMatch(/^no route/);
+  });
+
+  it("real answers match the schema documented for their status", async () => {
+    const seen: string[] = [];
+    async function check(op: string, url: string, method: string, body?: unknown) {
+      const response = await fetch(`${base}${url}`, {
+        method,
+        headers: body === undefined ? {} : { "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const answer = await readAnswer(response);
+      const documented = ROUTE_DOCS[op]!.responses[answer.status];
+      expect(
+        documented,
+        `${op} answered ${answer.status}, which is not documented: ${answer.text}`,
+      ).toBeDefined();
+      if (documented?.schema) {
+        const parsed = documented.schema.safeParse(answer.json);
+        expect(parsed.success, `${op} ${answer.status}: ${parsed.error?.message}\n${answer.text}`).toBe(true);
+      }
+      seen.push(`${op} ${answer.status}`);
+      return answer.json;
+    }
+    const { id } = await check("POST /v1/sessions", "/v1/sessions", "POST", {
+      agent: AGENT,
+      metadata: { a: 1 },
+    });
+    await check("POST /v1/sessions", "/v1/sessions", "POST", { agent: { model: {} } });
+    const imported = await check("POST /v1/sessions", "/v1/sessions", "POST", {
+      agent: AGENT,
+      messages: CRASH_HISTORY,
+    });
+    const batch = await check("POST /v1/batches", "/v1/batches", "POST", {
+      sessions: [{ agent: AGENT, input: "hi" }, { agent: AGENT }],
+    });
+    await check("GET /v1/sessions", "/v1/sessions?status=active&limit=5", "GET");
+    await check("GET /v1/sessions/:id", `/v1/sessions/${imported.id}`, "GET");
+    await check("GET /v1/sessions/:id", "/v1/sessions/nope", "GET");
+    const { runId } = await check("POST /v1/sessions/:id/messages", `/v1/sessions/${id}/messages`, "POST", {
+      content: "hello",
+    });
+    await check("GET /v1/runs/:id", `/v1/runs/${runId}`, "GET");
+    await check("GET /v1/runs/:id", "/v1/runs/nope", "GET");
+    await check("GET /v1/sessions/:id/resume-point", `/v1/sessions/${imported.id}/resume-point`, "GET");
+    await check("GET /v1/sessions/:id/resume-point", `/v1/sessions/${id}/resume-point`, "GET");
+    await check("POST /v1/sessions/:id/resume", `/v1/sessions/${imported.id}/resume`, "POST", {});
+    await check("POST /v1/sessions/:id/resume", `/v1/sessions/${batch.sessions[1].id}/resume`, "POST", {});
+    await check("GET /v1/sessions/:id", `/v1/sessions/${id}`, "GET");
+    await check("GET /v1/openapi.json", "/v1/openapi.json", "GET");
+    expect(seen).toEqual(
+      expect.arrayContaining([
+        "POST /v1/sessions 201",
+        "POST /v1/sessions 400",
+        "POST /v1/batches 201",
+        "GET /v1/sessions 200",
+        "GET /v1/sessions/:id 200",
+        "GET /v1/sessions/:id 404",
+        "POST /v1/sessions/:id/messages 202",
+        "GET /v1/runs/:id 200",
+        "GET /v1/sessions/:id/resume-point 200",
+        "POST /v1/sessions/:id/resume 202",
+        "POST /v1/sessions/:id/resume 409",
+      ]),
+    );
+  });
+});

@@ -1,0 +1,223 @@
+/**
+ * The package as a user gets it: `npm pack` (whose prepack runs `npm run build`) in a copy of
+ * this checkout, the tarball installed into an empty project, and its `fleet` run with npx.
+ * The installed `fleet` runs the compiled dist/ with the production dependencies only (no
+ * TypeScript sources, no tsx), and finds the migrations that ship beside it.
+ *
+ * The copy keeps the build out of this working tree (where a dist/ would be one more thing
+ * to keep current); it shares node_modules through a symbolic link. The install fetches the
+ * dependencies from the npm registry (or npm's cache): ~30–90 s in all.
+ */
+import { execFile } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { cp, mkdir, mkdtemp, readdir, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ROOT } from "./support/fleet-env.js";
+
+const ADMIN_URL = process.env.TEST_ADMIN_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+/** What the package is built from: the `files` of package.json plus the build's inputs. */
+const CHECKOUT = [
+  "package.json",
+  "package-lock.json",
+  "tsconfig.json",
+  "tsconfig.build.json",
+  "README.md",
+  "bin",
+  "drizzle",
+  "scripts",
+  "src",
+];
+
+type Run = { code: number | null; stdout: string; stderr: string };
+
+/** The environment without what an outer `npm run` sets (npm_config_*, …), which nested npm would obey. */
+function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_/i.test(k)));
+  delete env.FLEET_DEBUG;
+  return { ...env, ...extra };
+}
+
+function run(
+  command: string,
+  args: string[],
+  cwd: string,
+  env: Record<string, string> = {},
+  timeoutMs = 60_000,
+): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      command,
+      args,
+      { cwd, env: cleanEnv(env), timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === "number" ? error.code : null) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+describe("the npm package", () => {
+  let dir: string;
+  let project: string;
+  let packed: { filename: string; files: { path: string }[] };
+  const seconds: Record<string, number> = {};
+
+  const timed = async <T>(name: string, work: () => Promise<T>): Promise<T> => {
+    const started = Date.now();
+    try {
+      return await work();
+    } finally {
+      seconds[name] = (Date.now() - started) / 1000;
+    }
+  };
+  const fleet = (args: string[], env: Record<string, string> = {}) =>
+    run("npx", ["--no", "--", "fleet", ...args], project, env, 30_000);
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "fleet-package-"));
+    const checkout = join(dir, "checkout");
+    await mkdir(checkout);
+    for (const entry of CHECKOUT) await cp(join(ROOT, entry), join(checkout, entry), { recursive: true });
+    await symlink(join(ROOT, "node_modules"), join(checkout, "node_modules"), "dir");
+
+    const pack = await timed("npm pack (with the build)", () =>
+      run("npm", ["pack", "--json", "--pack-destination", dir], checkout, {}, 120_000),
+    );
+    expect(pack.code, pack.stderr).toBe(0);
+    packed = (JSON.parse(pack.stdout) as (typeof packed)[])[0]!;
+
+    project = join(dir, "project");
+    await mkdir(project);
+    await writeFile(
+      join(project, "package.json"),
+      JSON.stringify({ name: "fleet-package-test", version: "0.0.0", private: true, type: "module" }),
+    );
+    const install = await timed("npm install of the tarball", () =>
+      run(
+        "npm",
+        ["install", "--no-audit", "--no-fund", "--prefer-offline", join(dir, packed.filename)],
+        project,
+        {},
+        150_000,
+      ),
+    );
+    expect(install.code, install.stderr).toBe(0);
+  }, 240_000);
+
+  afterAll(async () => {
+    console.log(
+      `package test: ${Object.entries(seconds)
+        .map(([k, v]) => `${k} ${v.toFixed(1)} s`)
+        .join(", ")}`,
+    );
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("ships the compiled code, the CLI, the migrations and the postinstall script, and no sources", () => {
+    const files = packed.files.map((f) => f.path);
+    for (const needed of [
+      "package.json",
+      "bin/fleet.js",
+      "dist/src/cli.js",
+      "dist/src/index.js",
+      "dist/src/index.d.ts",
+      "drizzle/meta/_journal.json",
+      "scripts/patch-postgres.mjs",
+    ])
+      expect(files, needed).toContain(needed);
+    expect(files.filter((f) => f.endsWith(".sql")).length).toBeGreaterThan(0);
+    expect(files.filter((f) => /^(src|test|bench)\//.test(f))).toEqual([]);
+  });
+
+  it("installs with the production dependencies only: no tsx", async () => {
+    const installed = await readdir(join(project, "node_modules"));
+    expect(installed).toContain("agent-fleet");
+    expect(installed).toContain("commander");
+    // The compiled CLI runs without it (a dev dependency that runs the sources of a checkout).
+    expect(installed).not.toContain("tsx");
+  });
+
+  it("`npx fleet --help` lists the commands and exits 0", async () => {
+    const help = await timed("npx fleet --help", () => fleet(["--help"]));
+    expect(help.code, help.stderr).toBe(0);
+    expect(help.stderr).toBe("");
+    expect(help.stdout).toMatch(/^usage: fleet <command>/);
+    for (const command of ["resume-point", "migrate", "api", "worker", "sweeper", "up", "keys", "demo"])
+      expect(help.stdout).toMatch(new RegExp(`^ {2}fleet ${command}\\b`, "m"));
+    const version = await fleet(["--version"]);
+    expect(version.stdout.trim()).toBe("0.1.0");
+  });
+
+  it("`npx fleet resume-point --file` classifies a history: exit 0 resumable, 3 not, 2 invalid", async () => {
+    const crash = join(ROOT, "test/fixtures/crash-history.json");
+    const completed = join(dir, "completed.json");
+    await writeFile(
+      completed,
+      JSON.stringify([
+        { role: "user", content: "hi" },
+        { role: "assistant", content: "hello", stopReason: "end_turn" },
+      ]),
+    );
+    const invalid = join(dir, "invalid.json");
+    await writeFile(invalid, JSON.stringify([{ role: "assistant", content: "no stop reason" }]));
+    const [resumable, done, bad] = await Promise.all([
+      timed("npx fleet resume-point", () => fleet(["resume-point", "--file", crash])),
+      fleet(["resume-point", "--file", completed]),
+      fleet(["resume-point", "--file", invalid]),
+    ]);
+    expect(resumable.code, resumable.stderr).toBe(0);
+    expect(JSON.parse(resumable.stdout)).toMatchObject({
+      resumable: true,
+      kind: "recover_tools",
+      unansweredToolCalls: [{ id: "b", name: "write_file", arguments: { path: "b.txt", content: "b" } }],
+    });
+    expect(done.code).toBe(3);
+    expect(JSON.parse(done.stdout)).toEqual({ resumable: false, reason: "completed" });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr.trim().split("\n")).toHaveLength(1);
+    expect(bad.stderr).toContain("messages[0].stopReason");
+  });
+
+  it("`npx fleet migrate` finds the migrations of the installed package", async () => {
+    const name = `fleet_t_package_${randomUUID().slice(0, 8)}`;
+    const url = new URL(ADMIN_URL);
+    url.pathname = `/${name}`;
+    const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+    try {
+      const migrate = await fleet(["migrate"], { DATABASE_URL: url.toString() });
+      expect(migrate.code, migrate.stderr).toBe(0);
+      expect(migrate.stdout).toContain("migrations applied");
+      const db = postgres(url.toString(), { max: 1, onnotice: () => {} });
+      try {
+        const tables = await db<{ table_name: string }[]>`
+          select table_name from information_schema.tables where table_schema = 'public'`;
+        expect(tables.map((t) => t.table_name)).toEqual(
+          expect.arrayContaining(["sessions", "messages", "runs"]),
+        );
+      } finally {
+        await db.end();
+      }
+    } finally {
+      await admin.unsafe(`drop database if exists "${name}" with (force)`);
+      await admin.end();
+    }
+  });
+
+  it("exports the library API from the compiled code", async () => {
+    const imported = await run(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        "const m = await import('agent-fleet'); console.log(typeof m.resumePoint, typeof m.FleetClient);",
+      ],
+      project,
+    );
+    expect(imported.code, imported.stderr).toBe(0);
+    expect(imported.stdout.trim()).toBe("function function");
+  });
+});

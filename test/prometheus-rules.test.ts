@@ -1,0 +1,152 @@
+/**
+ * deploy/prometheus with the real promtool: the configuration and the rule files it loads
+ * are valid, the unit tests of deploy/prometheus/tests pass, every alert has a case where it
+ * fires and one where it does not (and breaking an alert makes them fail), every recording
+ * rule is tested, and the rules read only metrics the fleet exports. Needs `promtool`
+ * (Debian package `prometheus`): without it these tests fail, saying so.
+ */
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { parse, stringify } from "yaml";
+import { PROMETHEUS_DIR, promtool } from "./support/prometheus.js";
+import { alertRules, exportedSeriesNames, metricNames, recordingRules, ruleFiles } from "./support/promql.js";
+
+const UNIT_TESTS = "tests/rules.test.yml";
+
+type AlertTest = { eval_time: string; alertname: string; exp_alerts?: unknown[] };
+type ExprTest = { expr: string; eval_time: string; exp_samples?: unknown[] };
+type UnitTests = {
+  rule_files: string[];
+  tests: { name?: string; alert_rule_test?: AlertTest[]; promql_expr_test?: ExprTest[] }[];
+};
+const unitTests = parse(readFileSync(join(PROMETHEUS_DIR, UNIT_TESTS), "utf8")) as UnitTests;
+
+const scratch = mkdtempSync(join(tmpdir(), "fleet-promtool-"));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe("deploy/prometheus (promtool)", () => {
+  it("promtool check config: prometheus.yml and every rule file it loads", () => {
+    const { status, output } = promtool(["check", "config", "prometheus.yml"]);
+    expect(status, output).toBe(0);
+    for (const { path } of ruleFiles()) expect(output).toContain(path);
+    expect(ruleFiles().length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("promtool check rules: every rule file", () => {
+    const { status, output } = promtool(["check", "rules", ...ruleFiles().map((f) => f.path)]);
+    expect(status, output).toBe(0);
+  });
+
+  it("promtool test rules: the unit tests pass, on the rule files prometheus.yml loads", () => {
+    expect([...unitTests.rule_files].sort()).toEqual(ruleFiles().map((f) => `../${f.path}`));
+    const { status, output } = promtool(["test", "rules", UNIT_TESTS]);
+    expect(status, output).toBe(0);
+    expect(output).toContain("SUCCESS");
+  });
+
+  it("has the alerts operations needs, each with a severity, summary, description and runbook", () => {
+    const names = alertRules().map((a) => a.alert);
+    expect(new Set(names).size).toBe(names.length);
+    expect(names).toEqual(
+      expect.arrayContaining([
+        "FleetNoLiveWorker",
+        "FleetSweeperDown",
+        "FleetSessionsParked",
+        "FleetCrashToResumeSlow",
+        "FleetFencedWrites",
+        "FleetQueueBacklogGrowing",
+        "FleetProviderErrorsHigh",
+      ]),
+    );
+    for (const alert of alertRules()) {
+      expect(["critical", "warning"], alert.alert).toContain(alert.labels?.severity);
+      expect(alert.annotations?.summary?.length ?? 0, `${alert.alert}: summary`).toBeGreaterThan(10);
+      // What it means, and what to do.
+      for (const key of ["description", "runbook"])
+        expect(alert.annotations?.[key]?.length ?? 0, `${alert.alert}: ${key}`).toBeGreaterThan(100);
+    }
+  });
+
+  it("tests every alert both firing and not firing", () => {
+    const cases = unitTests.tests.flatMap((t) => t.alert_rule_test ?? []);
+    for (const { alert } of alertRules()) {
+      const mine = cases.filter((c) => c.alertname === alert);
+      expect(
+        mine.some((c) => (c.exp_alerts ?? []).length > 0),
+        `${alert}: a case where it fires`,
+      ).toBe(true);
+      expect(
+        mine.some((c) => (c.exp_alerts ?? []).length === 0),
+        `${alert}: a case where it does not fire`,
+      ).toBe(true);
+    }
+    for (const c of cases) expect(alertRules().map((a) => a.alert)).toContain(c.alertname);
+  });
+
+  it("tests every recording rule's value", () => {
+    const exprs = unitTests.tests.flatMap((t) =>
+      (t.promql_expr_test ?? []).filter((e) => e.exp_samples?.length),
+    );
+    for (const { record } of recordingRules())
+      expect(
+        exprs.some((e) => metricNames(e.expr).includes(record)),
+        `${record} has an expected value`,
+      ).toBe(true);
+  });
+
+  it("fails its unit tests when any alert never fires or always fires", () => {
+    const rulesDir = join(scratch, "rules");
+    cpSync(join(PROMETHEUS_DIR, "rules"), rulesDir, { recursive: true });
+    cpSync(join(PROMETHEUS_DIR, "tests"), join(scratch, "tests"), { recursive: true });
+    const mutate = (alert: string, expr: (original: string) => string) => {
+      for (const { path, file } of ruleFiles()) {
+        for (const group of file.groups)
+          for (const rule of group.rules)
+            if ("alert" in rule && rule.alert === alert) rule.expr = expr(rule.expr);
+        writeFileSync(join(scratch, path), stringify(file));
+      }
+      return promtool(["test", "rules", UNIT_TESTS], scratch);
+    };
+    for (const { alert } of alertRules()) {
+      const never = mutate(alert, () => "vector(1) > 1");
+      expect(never.status, `${alert} never firing goes unnoticed`).not.toBe(0);
+      expect(never.output).toContain(alert);
+      const always = mutate(alert, (e) => `(${e}) or on() vector(1)`);
+      expect(always.status, `${alert} always firing goes unnoticed`).not.toBe(0);
+      expect(always.output).toContain(alert);
+    }
+    // And unchanged copies pass: the failures above are the mutations'.
+    for (const { path } of ruleFiles()) cpSync(join(PROMETHEUS_DIR, path), join(scratch, path));
+    expect(promtool(["test", "rules", UNIT_TESTS], scratch).status).toBe(0);
+  });
+
+  it("reads only metrics the fleet exports, `up` of prometheus.yml's jobs, and recorded series", async () => {
+    const exported = await exportedSeriesNames();
+    const recorded = new Set(recordingRules().map((r) => r.record));
+    const config = parse(readFileSync(join(PROMETHEUS_DIR, "prometheus.yml"), "utf8")) as {
+      scrape_configs: { job_name: string }[];
+    };
+    const jobs = config.scrape_configs.map((c) => c.job_name);
+    const rules = [...recordingRules(), ...alertRules()];
+    for (const rule of rules) {
+      const name = "record" in rule ? rule.record : rule.alert;
+      const used = metricNames(rule.expr);
+      expect(used.length, name).toBeGreaterThan(0);
+      for (const metric of used)
+        expect(exported.has(metric) || recorded.has(metric) || metric === "up", `${name}: ${metric}`).toBe(
+          true,
+        );
+      for (const [, job] of rule.expr.matchAll(/job="([^"]+)"/g))
+        expect(jobs, `${name}: job ${job}`).toContain(job);
+      for (const m of rule.expr.matchAll(/job=~"([^"]+)"/g))
+        for (const job of m[1]!.split("|")) expect(jobs, `${name}: job ${job}`).toContain(job);
+    }
+    // Each alert on up{} names one real job; the three down-alerts cover every job.
+    const downJobs = alertRules().flatMap((a) =>
+      [...a.expr.matchAll(/up\{job="([^"]+)"\}/g)].map((m) => m[1]!),
+    );
+    expect(downJobs.sort()).toEqual([...jobs].sort());
+  });
+});

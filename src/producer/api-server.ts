@@ -2,17 +2,24 @@
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
-import { servicesReachable } from "../shared/http-server.js";
+import { listenError, servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
 import { QUEUES, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
 import { closeAll } from "../shared/shutdown.js";
 import { ApiKeys } from "../shared/store/api-keys.js";
+import { BatchStore } from "../shared/store/batches.js";
+import { claimFleet } from "../shared/store/fleet-identity.js";
+import { IdempotencyStore } from "../shared/store/idempotency.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { FleetToolNames, readToolNames } from "../shared/tool-names.js";
+import { cancelChannel } from "../shared/worker-signals.js";
+import { adminBoard } from "./admin-board.js";
 import { ApiAuth, isLoopbackHost } from "./auth.js";
+import { FairDispatch } from "./fair-dispatch.js";
 import { FleetService } from "./fleet-service.js";
 import { buildApi } from "./http-api.js";
+import { RequestRateLimiter } from "./request-rate.js";
 
 export type RunningApi = {
   port: number;
@@ -45,6 +52,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
   const loopback = isLoopbackHost(config.host);
   let anyKey: boolean;
   try {
+    await claimFleet(database, config.prefix);
     if (config.bootstrapKey !== undefined) await keys.bootstrap(config.bootstrapKey);
     anyKey = await keys.anyExists();
     if (!anyKey && !loopback) throw new ValidationError("HOST", `${config.host}: ${NO_KEY_REFUSAL}`);
@@ -76,10 +84,37 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     metrics,
     toolNames: new FleetToolNames(() => readToolNames(redis, config.prefix)),
     models: config.models,
+    limits: { maxActiveSessions: config.tenantLimits.maxActiveSessions },
+    priorities: new FairDispatch({
+      redis,
+      queue: queues.runs,
+      prefix: config.prefix,
+      enabled: config.fairDispatch,
+    }),
+    batches: new BatchStore(database),
+    cancelSignal: async (sessionIds) => {
+      await redis.publish(cancelChannel(config.prefix), JSON.stringify({ sessionIds }));
+    },
+    webhooks: config.webhooks,
   });
+  const { requestRate } = config.tenantLimits;
   const app = buildApi({
     service,
     auth: new ApiAuth({ keys, loopback }),
+    idempotency: new IdempotencyStore(database),
+    rate: requestRate
+      ? new RequestRateLimiter({
+          redis,
+          prefix: config.prefix,
+          rate: requestRate,
+          onUnavailable: (error) =>
+            app.log.warn(
+              { err: error },
+              "Redis unreachable: tenant request rates are not applied until it is back",
+            ),
+        })
+      : undefined,
+    admin: adminBoard(queues.all()),
     registry: metrics.registry,
     logLevel: config.logLevel,
     healthy: servicesReachable(database, redis),
@@ -90,7 +125,17 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
         "`fleet keys create --tenant NAME` turns authentication on",
     );
   }
-  await app.listen({ port: options.port ?? config.port, host: config.host });
+  const listenPort = options.port ?? config.port;
+  try {
+    await app.listen({ port: listenPort, host: config.host });
+  } catch (error) {
+    // A port in use ends the start with one line naming PORT, and nothing left open.
+    await closeAll(
+      [() => app.close(), () => queues.close(), () => closeRedis(redis), () => database.close()],
+      app.log,
+    );
+    throw listenError(error, { setting: "PORT", flag: "--port", host: config.host, port: listenPort });
+  }
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
   return {

@@ -3,6 +3,7 @@
  * A run's input is stored on its run row and appended by the worker under its lease, so a
  * send never interleaves with a running session's appends and is never lost.
  */
+import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
 import { z } from "zod";
 import { type AgentConfig, parseAgentConfig, parseModelConfig } from "../shared/agent-config.js";
@@ -17,6 +18,7 @@ import {
 } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { checkAgentModels, type ModelRouting, resolveModelRoute } from "../shared/model-endpoints.js";
+import { assertPricedForBudget, pricesOf, totalUsage, type UsageTotals } from "../shared/prices.js";
 import { QUEUES, type RunQueues } from "../shared/queues.js";
 import {
   type ResumeKind,
@@ -25,9 +27,12 @@ import {
   toResumePointJson,
 } from "../shared/resume-point.js";
 import type { RefusalReason } from "../shared/resume-reasons.js";
+import type { BatchJson, BatchResult, BatchStore } from "../shared/store/batches.js";
 import { type RunJson, runToJson } from "../shared/store/rows.js";
-import type { SessionQueries } from "../shared/store/session-queries.js";
+import type { BatchTarget, ListStatus, RunLimits, SessionQueries } from "../shared/store/session-queries.js";
 import type { FleetToolNames } from "../shared/tool-names.js";
+import { checkWebhookUrl, type WebhookSettings, webhookSettingsFromEnv } from "../shared/webhooks.js";
+import type { Priorities } from "./fair-dispatch.js";
 
 const createBody = z.strictObject({
   agent: z.unknown(),
@@ -36,23 +41,41 @@ const createBody = z.strictObject({
 });
 /** Sessions one batch may create. */
 export const MAX_BATCH = 1_000;
-const batchBody = z.strictObject({
-  sessions: z
-    .array(
-      z.strictObject({
-        agent: z.unknown(),
-        metadata: z.record(z.string(), z.unknown()).optional(),
-        messages: z.unknown().optional(),
-        input: z.string().min(1, "must be a non-empty string").max(1_000_000).optional(),
-      }),
-    )
-    .min(1, "must hold at least one session")
-    .max(MAX_BATCH, `holds at most ${MAX_BATCH} sessions`),
+const batchItem = z.strictObject({
+  agent: z.unknown(),
+  metadata: z.record(z.string(), z.unknown()).optional(),
+  messages: z.unknown().optional(),
+  input: z.string().min(1, "must be a non-empty string").max(1_000_000).optional(),
+  customId: z
+    .string()
+    .min(1, "must be a non-empty string")
+    .max(256, "is longer than 256 characters")
+    .optional(),
 });
+const batchSessions = z.array(batchItem).max(MAX_BATCH, `holds at most ${MAX_BATCH} sessions`);
+const batchBody = z.strictObject({
+  sessions: batchSessions.min(1, "must hold at least one session"),
+  webhook: z.strictObject({ url: z.string().min(1, "must be a URL") }).optional(),
+  /** An open batch takes more sessions (`POST /v1/batches/:id/sessions`) and does not end before it is closed. */
+  open: z.boolean().optional(),
+});
+const appendBody = z
+  .strictObject({
+    sessions: batchSessions,
+    /** The last part: the batch takes no more sessions and may end. */
+    close: z.boolean().optional(),
+  })
+  .refine((b) => b.sessions.length > 0 || b.close === true, {
+    path: ["sessions"],
+    message: "must hold at least one session (or close the batch with `close: true`)",
+  });
+const LIST_STATUSES = ["parked", "active", "cancelled", "queued", "running", "completed"] as const;
 const listQuery = z.strictObject({
-  status: z.enum(["parked", "active"]).optional(),
+  status: z.enum(LIST_STATUSES).optional(),
+  batch: z.string().min(1).max(200).optional(),
   limit: z.coerce.number().int().min(1).max(1_000).default(100),
 });
+const batchQuery = z.strictObject({ include: z.enum(["usage"]).optional() });
 const sendBody = z.strictObject({ content: z.string().min(1, "must be a non-empty string").max(1_000_000) });
 const resumeBody = z.strictObject({ model: z.unknown().optional() }).optional();
 
@@ -64,6 +87,8 @@ function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
 
 export type SessionSummary = {
   id: string;
+  batchId: string | null;
+  customId: string | null;
   parked: boolean;
   tailState: string;
   parkedReason: string | null;
@@ -80,6 +105,8 @@ export type SessionJson = {
   metadata: Record<string, unknown>;
   messages: StoredMessage[];
   runs: RunJson[];
+  /** Its model steps' stored usage summed, with their cost (prices.ts; additive, contracts §13). */
+  usage: UsageTotals;
   createdAt: string;
   updatedAt: string;
 };
@@ -90,6 +117,7 @@ export function sessionStatus(
   runs: Pick<RunRow, "status">[],
 ): string {
   if (session.status === "parked") return "parked";
+  if (session.status === "cancelled") return "cancelled";
   if (runs.some((r) => r.status === "running")) return "running";
   if (runs.some((r) => r.status === "queued")) return "queued";
   if (session.tailState === "completed") return "completed";
@@ -102,6 +130,12 @@ export function sessionStatus(
 function sameModel(a: unknown, b: unknown): boolean {
   return isDeepStrictEqual(a ?? null, b ?? null);
 }
+
+export type BatchCreated = {
+  id: string;
+  sessions: { id: string; runId: string | null; customId: string | null }[];
+  webhook?: { url: string };
+};
 
 export class FleetService {
   constructor(
@@ -116,8 +150,31 @@ export class FleetService {
        * configuration the workers load: a MODEL they would refuse is a 400 here.
        */
       models: Pick<ModelRouting, "endpoints" | "allowedBaseUrls">;
+      /** Per-tenant limits checked where runs are queued (contracts §10). */
+      limits?: RunLimits;
+      /** Fair priorities for new runs (fair-dispatch.ts); none: first in, first out. */
+      priorities?: Priorities;
+      /** Batches, their counts and results, and cancellation (contracts §9). */
+      batches?: BatchStore;
+      /** Tells workers to abort the runs of cancelled sessions (worker-signals.ts `cancelChannel`). */
+      cancelSignal?: (sessionIds: string[]) => Promise<void>;
+      /** Webhook URL checks (webhooks.ts). */
+      webhooks?: WebhookSettings;
     },
   ) {}
+
+  private get batches(): BatchStore {
+    if (!this.deps.batches) throw new Error("this FleetService was built without a BatchStore");
+    return this.deps.batches;
+  }
+
+  private get limits(): RunLimits {
+    return this.deps.limits ?? {};
+  }
+
+  private async prioritiesFor(tenant: string, count: number): Promise<(number | undefined)[]> {
+    return (await this.deps.priorities?.assign(tenant, count)) ?? [];
+  }
 
   /** Routes are checked only for where they lead, never for keys: the API sends no model request. */
   private get routing(): ModelRouting {
@@ -149,6 +206,7 @@ export class FleetService {
     const input = parseBody(createBody, body);
     const agent = parseAgentConfig(input.agent, "agent");
     checkAgentModels(agent, this.routing, "agent");
+    assertPricedForBudget(agent, pricesOf(this.routing), "agent");
     const messages = input.messages === undefined ? [] : parseHistory(input.messages, "messages");
     assertAnsweredOnce(messages, "messages");
     await this.checkTools([{ agent, field: "agent" }]);
@@ -160,20 +218,65 @@ export class FleetService {
    * transaction (all or none; every entry is validated first, errors name
    * `sessions[i]....`), then enqueues their runs in one round trip.
    */
-  async createBatch(
-    tenant: string,
-    body: unknown,
-  ): Promise<{ sessions: { id: string; runId: string | null }[] }> {
+  async createBatch(tenant: string, body: unknown): Promise<BatchCreated> {
     const input = parseBody(batchBody, body);
-    const items = input.sessions.map((item, i) => ({
+    const webhookUrl =
+      input.webhook === undefined
+        ? null
+        : checkWebhookUrl(input.webhook.url, this.deps.webhooks ?? webhookSettingsFromEnv({}), "webhook.url");
+    const id = randomUUID();
+    const sessions = await this.addBatchSessions(tenant, input.sessions, {
+      id,
+      tenant,
+      create: true,
+      webhookUrl,
+      open: input.open === true,
+    });
+    return { id, sessions, ...(webhookUrl === null ? {} : { webhook: { url: webhookUrl } }) };
+  }
+
+  /**
+   * Adds sessions to an open batch of the caller (`POST /v1/batches/:id/sessions`); with
+   * `close: true` the batch takes no more and may end. 409 `batch_closed` once closed.
+   */
+  async appendToBatch(tenant: string, batchId: string, body: unknown): Promise<BatchCreated> {
+    const input = parseBody(appendBody, body);
+    const sessions = await this.addBatchSessions(tenant, input.sessions, {
+      id: batchId,
+      tenant,
+      create: false,
+      open: input.close !== true,
+    });
+    return { id: batchId, sessions };
+  }
+
+  /** Validates a batch's sessions (errors name `sessions[i]…`), stores them all or none, queues their runs. */
+  private async addBatchSessions(
+    tenant: string,
+    entries: z.infer<typeof batchItem>[],
+    batch: BatchTarget,
+  ): Promise<BatchCreated["sessions"]> {
+    const seen = new Map<string, number>();
+    for (const [i, item] of entries.entries()) {
+      if (item.customId === undefined) continue;
+      if (seen.has(item.customId))
+        throw new ValidationError(
+          `sessions[${i}].customId`,
+          `repeats the customId of sessions[${seen.get(item.customId)}]; customIds are unique within a batch`,
+        );
+      seen.set(item.customId, i);
+    }
+    const items = entries.map((item, i) => ({
       agent: parseAgentConfig(item.agent, `sessions[${i}].agent`),
       metadata: item.metadata,
       messages: item.messages === undefined ? [] : parseHistory(item.messages, `sessions[${i}].messages`),
       input: item.input,
+      customId: item.customId,
       tenant,
     }));
     for (const [i, item] of items.entries()) {
       checkAgentModels(item.agent, this.routing, `sessions[${i}].agent`);
+      assertPricedForBudget(item.agent, pricesOf(this.routing), `sessions[${i}].agent`);
       assertAnsweredOnce(item.messages, `sessions[${i}].messages`);
       if (item.input === undefined) continue;
       const point = resumePoint(item.messages);
@@ -184,26 +287,103 @@ export class FleetService {
         );
       }
     }
-    await this.checkTools(items.map(({ agent }, i) => ({ agent, field: `sessions[${i}].agent` })));
-    const created = await this.deps.queries.createSessions(items);
-    await this.deps.queues.enqueueMany(
-      created.flatMap(({ id, runId }) =>
-        runId ? [{ name: "run" as const, payload: { sessionId: id, runId } }] : [],
-      ),
+    if (items.length > 0)
+      await this.checkTools(items.map(({ agent }, i) => ({ agent, field: `sessions[${i}].agent` })));
+    const created = await this.deps.queries.createSessions(items, this.limits, batch);
+    const jobs = created.flatMap(({ id, runId }) =>
+      runId ? [{ name: "run" as const, payload: { sessionId: id, runId } }] : [],
     );
-    return { sessions: created };
+    const priorities = await this.prioritiesFor(tenant, jobs.length);
+    await this.deps.queues.enqueueMany(jobs.map((job, i) => ({ ...job, priority: priorities[i] })));
+    return created.map((session, i) => ({ ...session, customId: items[i]!.customId ?? null }));
+  }
+
+  /** `query.include=usage` adds the sessions' usage and cost summed (one aggregate; off by default). */
+  async getBatch(tenant: string, id: string, query?: unknown): Promise<BatchJson & { usage?: UsageTotals }> {
+    const { include } = parseBody(batchQuery, query ?? {});
+    const batch = await this.batches.view(id, tenant);
+    if (!batch) throw new NotFoundError(`batch ${id}`);
+    return include === "usage" ? { ...batch, usage: await this.batches.usage(id) } : batch;
+  }
+
+  /**
+   * The batch's results, one per session in session-id order, fetched a page at a time
+   * (keyset paging): the caller writes each line before the next page is read.
+   */
+  async batchResults(tenant: string, id: string, pageSize = 500): Promise<AsyncIterable<BatchResult>> {
+    await this.getBatch(tenant, id);
+    const store = this.batches;
+    return (async function* () {
+      let after = "";
+      for (;;) {
+        const page = await store.resultsPage(id, after, pageSize);
+        for (const { id: sessionId, ...result } of page) {
+          after = sessionId;
+          yield result;
+        }
+        if (page.length < pageSize) return;
+      }
+    })();
+  }
+
+  /**
+   * Cancels every session of the batch that has not ended (contracts §9) and closes it; the
+   * sessions that ended keep their state. 404 for another tenant's batch.
+   */
+  async cancelBatch(tenant: string, id: string): Promise<BatchJson> {
+    await this.getBatch(tenant, id);
+    await this.afterCancel(await this.batches.cancel(tenant, { batchId: id }));
+    return this.getBatch(tenant, id);
+  }
+
+  /** Cancels one session: queued runs are dropped, a running one is aborted; never resumed automatically. */
+  async cancelSession(
+    tenant: string,
+    id: string,
+  ): Promise<{ id: string; status: string; cancelled: boolean }> {
+    await this.session(tenant, id);
+    const result = await this.batches.cancel(tenant, { sessionId: id });
+    await this.afterCancel(result);
+    const session = await this.session(tenant, id);
+    const runs = await this.deps.queries.listRuns(id, tenant);
+    return { id, status: sessionStatus(session, runs), cancelled: result.sessionIds.length > 0 };
+  }
+
+  /** After the cancel committed: workers abort what runs, and the dropped runs' jobs go. */
+  private async afterCancel(result: {
+    sessionIds: string[];
+    dropped: { id: string; sessionId: string; kind: string }[];
+  }) {
+    for (let i = 0; i < result.sessionIds.length; i += 1_000)
+      await this.deps.cancelSignal?.(result.sessionIds.slice(i, i + 1_000)).catch(() => {});
+    // Best effort: a job left behind finds its run ended and does nothing.
+    const dropped = [...result.dropped];
+    const lane = async () => {
+      for (let run = dropped.pop(); run; run = dropped.pop()) {
+        const name = run.kind === "resume" ? "resume" : "run";
+        const jobId = QUEUES.runs.jobId({ sessionId: run.sessionId, runId: run.id });
+        const job = await this.deps.queues.getJob(name, jobId).catch(() => undefined);
+        await job?.remove().catch(() => {});
+      }
+    };
+    const removed = Promise.all(Array.from({ length: 16 }, lane));
+    // A big batch's jobs are removed after the answer (its runs have ended already).
+    if (result.dropped.length <= 1_000) await removed;
   }
 
   async listSessions(tenant: string, query: unknown): Promise<{ sessions: SessionSummary[] }> {
     const filter = parseBody(listQuery, query);
     const rows = await this.deps.queries.listSessions({
       tenant,
-      parked: filter.status === undefined ? undefined : filter.status === "parked",
+      status: filter.status as ListStatus | undefined,
+      batchId: filter.batch,
       limit: filter.limit,
     });
     return {
       sessions: rows.map((row) => ({
         id: row.id,
+        batchId: row.batchId,
+        customId: row.customId,
         parked: row.status === "parked",
         tailState: row.tailState,
         parkedReason: row.parkedReason,
@@ -224,15 +404,14 @@ export class FleetService {
     const session = await this.session(tenant, id);
     if (session.tailState === "malformed")
       throw new AgentResumeError("malformed", "its tool calls and results do not pair up");
-    // New input is someone acting on a parked session: it becomes active again.
-    if (session.status === "parked") await this.deps.queries.unpark(id);
-    const { run } = await this.deps.queries.createRun({
-      sessionId: id,
-      kind: "run",
-      trigger: "api",
-      input: content,
-    });
-    await this.deps.queues.enqueue("run", { sessionId: id, runId: run.id });
+    // New input is someone acting on a parked or cancelled session: it becomes active again,
+    // in the transaction that queues the run (a run refused by a limit leaves it as it was).
+    const { run } = await this.deps.queries.createRun(
+      { sessionId: id, kind: "run", trigger: "api", input: content },
+      { ...this.limits, tenant, unpark: session.status === "parked" || session.status === "cancelled" },
+    );
+    const [priority] = await this.prioritiesFor(tenant, 1);
+    await this.deps.queues.enqueue("run", { sessionId: id, runId: run.id }, { priority });
     return { runId: run.id };
   }
 
@@ -258,15 +437,12 @@ export class FleetService {
       throw this.refuse("running", "a run of this session is queued or running");
     const point = resumePoint(history);
     if (!point.resumable) throw this.refuse(point.reason, point.detail);
-    // An explicit resume of a parked session (e.g. attempts exhausted) makes it active again.
-    if (session.status === "parked") await this.deps.queries.unpark(id);
-    const { run, created } = await this.deps.queries.createRun({
-      sessionId: id,
-      kind: "resume",
-      trigger,
-      resumeKind: point.kind,
-      model,
-    });
+    // An explicit resume of a parked session (e.g. attempts exhausted) or a cancelled one
+    // makes it active again.
+    const { run, created } = await this.deps.queries.createRun(
+      { sessionId: id, kind: "resume", trigger, resumeKind: point.kind, model },
+      { ...this.limits, tenant, unpark: session.status === "parked" || session.status === "cancelled" },
+    );
     if (!created && !sameModel(run.model, model))
       throw this.refuse("running", "another resume of this session is queued or running");
     if (created) await this.deps.queues.enqueue("resume", { sessionId: id, runId: run.id });
@@ -310,6 +486,7 @@ export class FleetService {
       metadata: session.metadata,
       messages,
       runs: runs.map(runToJson),
+      usage: totalUsage(messages.map((m) => (m.role === "assistant" ? m.usage : null))),
       createdAt: session.createdAt.toISOString(),
       updatedAt: session.updatedAt.toISOString(),
     };

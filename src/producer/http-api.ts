@@ -2,30 +2,62 @@
  * The HTTP API of contracts.md §4 (Fastify). 4xx answers say what is wrong and name the
  * field; 5xx answers hide internals (they are logged instead).
  */
+import { createHash } from "node:crypto";
 import { STATUS_CODES } from "node:http";
+import { Readable } from "node:stream";
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
 import type { Registry } from "prom-client";
-import { AgentResumeError, NotFoundError, ValidationError } from "../shared/errors.js";
+import {
+  AgentResumeError,
+  ConflictError,
+  NotFoundError,
+  TooManyRequestsError,
+  ValidationError,
+} from "../shared/errors.js";
 import { childPath, isStorableText, UNSTORABLE_TEXT, unstorableField } from "../shared/messages.js";
+import type { IdempotencyStore } from "../shared/store/idempotency.js";
 import { UnauthorizedError } from "./auth.js";
 import type { FleetService } from "./fleet-service.js";
+import { documentRoutes } from "./openapi.js";
 
 declare module "fastify" {
   interface FastifyRequest {
     /** The caller's tenant (auth.ts), set before the body is read on every route but the open ones. */
     tenant: string;
+    /** The Idempotency-Key this request holds (its answer is stored when it is sent). */
+    idempotencyKey: string;
   }
 }
 
 /** Routes served without a key: Prometheus and health checks. */
 const OPEN_ROUTES = new Set(["/metrics", "/healthz"]);
+/** Where admin routes live: they need an admin key (auth.ts `authenticateAdmin`). */
+export const ADMIN_PREFIX = "/admin";
+
+/** Whether a request goes to an admin route, by the route it matched or by its path. */
+function isAdminRequest(routeUrl: string | undefined, url: string): boolean {
+  const under = (path: string) => path === ADMIN_PREFIX || path.startsWith(`${ADMIN_PREFIX}/`);
+  return under(routeUrl ?? "") || under(url.split("?")[0]!.toLowerCase());
+}
 
 export type ApiDeps = {
   service: FleetService;
   /** Who is calling: the tenant of an `Authorization` header, or UnauthorizedError. */
-  auth: { authenticate(header: string | undefined): Promise<string> };
+  auth: {
+    authenticate(header: string | undefined): Promise<string>;
+    /** Admits a request to an admin route, or throws UnauthorizedError (401/403). */
+    authenticateAdmin(header: string | undefined): Promise<void>;
+  };
+  /** `Idempotency-Key` on `POST /v1/…` (contracts §9); without it the header is ignored. */
+  idempotency?: Pick<IdempotencyStore, "begin" | "wait" | "complete" | "release">;
+  /** A tenant's request rate (request-rate.ts): throws TooManyRequestsError when over it. */
+  rate?: { admit(tenant: string): Promise<void> };
+  /** Admin routes under ADMIN_PREFIX (Bull Board), registered on the app; behind admin keys. */
+  admin?: (app: FastifyInstance) => Promise<void>;
   registry: Registry;
   healthy: () => Promise<boolean>;
+  /** The package's version, for the OpenAPI document. */
+  version?: string;
   /** pino level for the API's log; "silent" for none. */
   logLevel?: string;
 };
@@ -118,6 +150,13 @@ function checkBody(body: unknown): void {
   if (unstorable !== undefined) throw new ValidationError(unstorable, UNSTORABLE_TEXT);
 }
 
+/** 401 with the challenge the caller should answer (Basic prompts a browser), or 403. */
+function sendUnauthorized(reply: FastifyReply, error: UnauthorizedError): FastifyReply {
+  if (error.status === 403) return reply.code(403).send(errorBody("forbidden", error.message));
+  const challenge = error.challenge === "Basic" ? 'Basic realm="agent-fleet admin"' : "Bearer";
+  return reply.code(401).header("www-authenticate", challenge).send(errorBody("unauthorized", error.message));
+}
+
 export function buildApi(deps: ApiDeps): FastifyInstance {
   const app = Fastify({
     logger: { level: deps.logLevel ?? "info", base: { role: "api" } },
@@ -154,16 +193,25 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   });
 
   app.setErrorHandler((error: FastifyError | Error, request, reply) => {
-    if (error instanceof UnauthorizedError) {
+    if (error instanceof UnauthorizedError) return sendUnauthorized(reply, error);
+    if (error instanceof TooManyRequestsError) {
       return reply
-        .code(401)
-        .header("www-authenticate", "Bearer")
-        .send(errorBody("unauthorized", error.message));
+        .code(429)
+        .header("retry-after", String(error.retryAfterSeconds))
+        .send(
+          errorBody("too_many_requests", error.message, {
+            limit: error.limit,
+            retryAfter: error.retryAfterSeconds,
+          }),
+        );
     }
     if (error instanceof ValidationError) {
       return reply.code(400).send(errorBody("invalid_request", error.message, { field: error.field }));
     }
     if (error instanceof NotFoundError) return reply.code(404).send(errorBody("not_found", error.message));
+    if (error instanceof ConflictError) {
+      return reply.code(409).send(errorBody("conflict", error.message, { reason: error.reason }));
+    }
     if (error instanceof AgentResumeError) {
       return reply.code(409).send(errorBody("not_resumable", error.message, { reason: error.reason }));
     }
@@ -180,9 +228,21 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   app.decorateRequest("tenant", "");
   // Before the body is read: a caller without a valid key gets nothing but a 401. Every route
   // needs a key, unknown ones included, except the open ones.
-  app.addHook("onRequest", async (request) => {
+  // Admin routes need an admin key instead; then each tenant's request rate applies.
+  app.addHook("onRequest", async (request, reply) => {
     if (OPEN_ROUTES.has(request.routeOptions.url ?? "")) return;
+    if (isAdminRequest(request.routeOptions.url, request.url)) {
+      // Answered here: Bull Board's routes have an error handler of their own.
+      try {
+        await deps.auth.authenticateAdmin(request.headers.authorization);
+      } catch (error) {
+        if (error instanceof UnauthorizedError) return sendUnauthorized(reply, error);
+        throw error;
+      }
+      return;
+    }
     request.tenant = await deps.auth.authenticate(request.headers.authorization);
+    await deps.rate?.admit(request.tenant);
   });
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
@@ -196,18 +256,115 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     // No session or run id holds NUL or a lone surrogate (Postgres could not even compare one).
     const id = (request.params as { id?: unknown } | undefined)?.id;
     if (typeof id === "string" && !isStorableText(id)) {
-      const what = request.routeOptions.url?.startsWith("/v1/runs/") ? "run" : "session";
+      const route = request.routeOptions.url ?? "";
+      const what = route.startsWith("/v1/runs/")
+        ? "run"
+        : route.startsWith("/v1/batches/")
+          ? "batch"
+          : "session";
       throw new NotFoundError(`${what} ${JSON.stringify(id)}`);
     }
     checkBody(request.body);
   });
 
+  if (deps.idempotency) idempotencyHooks(app, deps.idempotency);
+  documentRoutes(app, deps.version ?? "0.0.0");
+  if (deps.admin) app.register(deps.admin);
+  app.register(async (api) => routes(api, deps));
+  return app;
+}
+
+/** How long a request waits for the answer of an earlier one with its Idempotency-Key. */
+const IDEMPOTENCY_WAIT_MS = 30_000;
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+/**
+ * `Idempotency-Key` on every `POST /v1/…` (contracts §9): after the body is parsed and the
+ * caller known, the key is claimed in Postgres before the handler acts; the answer is
+ * stored as it is sent. The same key with the same method, path and body replays it (also
+ * while the first request is still being answered: this one waits for it); with another
+ * body it is a 409 `idempotency_key_reused`.
+ */
+function idempotencyHooks(app: FastifyInstance, store: NonNullable<ApiDeps["idempotency"]>): void {
+  app.decorateRequest("idempotencyKey", "");
+  app.addHook("preHandler", async (request, reply) => {
+    const header = request.headers["idempotency-key"];
+    if (request.method !== "POST" || header === undefined || !request.url.startsWith("/v1/")) return;
+    const key = Array.isArray(header) ? header[0]! : header;
+    if (!IDEMPOTENCY_KEY.test(key))
+      throw new ValidationError("Idempotency-Key", "must be 1 to 255 visible ASCII characters");
+    const hash = createHash("sha256")
+      .update(`${request.method} ${request.url}\n${JSON.stringify(request.body ?? null)}`)
+      .digest("hex");
+    let state = await store.begin(request.tenant, key, hash);
+    if (state.state === "pending") state = await store.wait(request.tenant, key, hash, IDEMPOTENCY_WAIT_MS);
+    switch (state.state) {
+      case "new":
+        request.idempotencyKey = key;
+        return;
+      case "reused":
+        throw new ConflictError(
+          "idempotency_key_reused",
+          "this Idempotency-Key was used with another request body within 24 h",
+        );
+      case "pending":
+        throw new ConflictError(
+          "idempotency_key_in_use",
+          "a request with this Idempotency-Key is still being answered; try again",
+        );
+      case "replay":
+        return reply
+          .code(state.statusCode)
+          .header("content-type", "application/json; charset=utf-8")
+          .header("idempotent-replayed", "true")
+          .send(state.response);
+    }
+  });
+  app.addHook("onSend", async (request, reply, payload) => {
+    if (!request.idempotencyKey) return payload;
+    const key = request.idempotencyKey;
+    request.idempotencyKey = "";
+    const status = reply.statusCode;
+    if (status >= 500 || status === 429 || typeof payload !== "string")
+      await store.release(request.tenant, key);
+    else await store.complete(request.tenant, key, status, payload);
+    return payload;
+  });
+}
+
+/** Results as NDJSON: one line per item, pulled as the client reads (backpressure). */
+function ndjson(items: AsyncIterable<unknown>): Readable {
+  return Readable.from(
+    (async function* () {
+      for await (const item of items) yield `${JSON.stringify(item)}\n`;
+    })(),
+  );
+}
+
+/** The routes, declared in a plugin so that the OpenAPI document (registered first) sees them. */
+function routes(app: FastifyInstance, deps: ApiDeps): void {
   const { service } = deps;
   app.post("/v1/sessions", async (request, reply) =>
     reply.code(201).send(await service.createSession(request.tenant, request.body)),
   );
   app.post("/v1/batches", async (request, reply) =>
     reply.code(201).send(await service.createBatch(request.tenant, request.body)),
+  );
+  app.post<IdParams>("/v1/batches/:id/sessions", async (request, reply) =>
+    reply.code(201).send(await service.appendToBatch(request.tenant, request.params.id, request.body)),
+  );
+  app.get<IdParams>("/v1/batches/:id", async (request) =>
+    service.getBatch(request.tenant, request.params.id, request.query),
+  );
+  app.get<IdParams>("/v1/batches/:id/results", async (request, reply) => {
+    const results = await service.batchResults(request.tenant, request.params.id);
+    return reply.header("content-type", "application/x-ndjson; charset=utf-8").send(ndjson(results));
+  });
+  app.post<IdParams>("/v1/batches/:id/cancel", async (request, reply) =>
+    reply.code(202).send(await service.cancelBatch(request.tenant, request.params.id)),
+  );
+  app.post<IdParams>("/v1/sessions/:id/cancel", async (request, reply) =>
+    reply.code(202).send(await service.cancelSession(request.tenant, request.params.id)),
   );
   app.get("/v1/sessions", async (request) => service.listSessions(request.tenant, request.query));
   app.post<IdParams>("/v1/sessions/:id/messages", async (request, reply) =>
@@ -230,5 +387,5 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     const ok = await deps.healthy().catch(() => false);
     return reply.code(ok ? 200 : 503).send({ ok });
   });
-  return app;
+  app.get("/v1/openapi.json", async () => app.swagger());
 }

@@ -21,3 +21,12 @@ export function livenessMarker(prefix: string): string {
 export function eventsChannel(prefix: string): string {
   return `${prefix}:events`;
 }
+
+/**
+ * The Redis channel on which the API asks workers to abort sessions it cancelled
+ * (contracts §9): a message is `{"sessionIds": [...]}`. Best effort: Postgres holds the
+ * cancel, and a worker checks it before each tool starts.
+ */
+export function cancelChannel(prefix: string): string {
+  return `${prefix}:cancel`;
+}

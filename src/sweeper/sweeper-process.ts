@@ -10,13 +10,16 @@ import { openDatabase } from "../shared/db/client.js";
 import { servicesReachable, startMetricsServer } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
-import { QUEUES, RunQueues } from "../shared/queues.js";
-import { closeRedis, createRedis } from "../shared/redis.js";
+import { openWebhookQueue, QUEUES, RunQueues } from "../shared/queues.js";
+import { closeRedis, createRedis, RedisOutageLog } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
 import { closeAll } from "../shared/shutdown.js";
 import { AutomaticResumes } from "../shared/store/automatic-resumes.js";
+import { BatchStore } from "../shared/store/batches.js";
+import { IdempotencyStore } from "../shared/store/idempotency.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { eventsChannel } from "../shared/worker-signals.js";
+import { BatchEnds, startWebhookWorker } from "./batch-ends.js";
 import { SweepQueries } from "./sweep-queries.js";
 import { Sweeper } from "./sweeper.js";
 
@@ -43,6 +46,28 @@ export async function startSweeper(
   const eventsRedis = createRedis(config.redisUrl, "worker");
   const queues = new RunQueues(redis, config.prefix);
   const metrics = createMetrics("sweeper");
+  // One warning when Redis goes away and one when it is back, not a line per reconnect.
+  new RedisOutageLog(log).watch(redis, subscriber, eventsRedis);
+  // The metrics port first: a sweeper that cannot serve it stops before its first sweep, and
+  // leaves nothing open that would keep the process alive.
+  const server =
+    options.serveMetrics === false
+      ? null
+      : await startMetricsServer(
+          metrics.registry,
+          config.metricsPort,
+          servicesReachable(database, redis),
+        ).catch(async (error: unknown) => {
+          await closeAll(
+            [
+              () => queues.close(),
+              ...[redis, subscriber, eventsRedis].map((c) => () => closeRedis(c)),
+              () => database.close(),
+            ],
+            log,
+          );
+          throw error;
+        });
   const sweeper = new Sweeper({
     prefix: config.prefix,
     redis,
@@ -52,6 +77,22 @@ export async function startSweeper(
     queues,
     metrics,
     resumes: new AutomaticResumes(database, resumePolicyOf(config), metrics),
+    log,
+  });
+  // Batches (contracts §9): ends noticed on each wide scan; webhooks delivered on a
+  // connection of their own (batch-ends.ts says why here).
+  const batchStore = new BatchStore(database);
+  const webhookQueue = openWebhookQueue(redis, config.prefix);
+  const batchEnds = new BatchEnds({ store: batchStore, queue: webhookQueue, log });
+  // Idempotency-Keys older than 24 h are removed once a minute.
+  const idempotency = new IdempotencyStore(database);
+  let prunedAt = 0;
+  const webhookRedis = createRedis(config.redisUrl, "worker");
+  const webhookWorker = startWebhookWorker({
+    connection: webhookRedis,
+    prefix: config.prefix,
+    store: batchStore,
+    settings: config.webhooks,
     log,
   });
 
@@ -71,6 +112,8 @@ export async function startSweeper(
   let wideScanRequested = true;
   let running = false;
   let stopped = false;
+  let failedTicks = 0;
+  let lastFailure = "";
   const tick = async () => {
     if (running || stopped) return;
     running = true;
@@ -83,9 +126,22 @@ export async function startSweeper(
         wideScanRequested = false;
         await sweeper.sweepInterrupted();
         await sweeper.sweepOrphanedRuns();
+        await batchEnds.scan();
+        if (Date.now() - prunedAt > 60_000) {
+          prunedAt = Date.now();
+          await idempotency.prune();
+        }
       }
+      if (failedTicks > 0) log.warn({ failedTicks }, "sweeps work again");
+      failedTicks = 0;
     } catch (error) {
-      log.warn({ err: error }, "sweep failed; retrying on the next tick");
+      // One line when sweeps start failing (Postgres or Redis away), not one every tick; a
+      // different error while failing is logged too.
+      const text = error instanceof Error ? error.message : String(error);
+      if (failedTicks === 0 || text !== lastFailure)
+        log.warn({ err: error }, "sweep failed; retrying every tick, quietly until it works");
+      lastFailure = text;
+      failedTicks++;
     } finally {
       ticks++;
       running = false;
@@ -111,10 +167,6 @@ export async function startSweeper(
   }
   await Promise.all(queueEvents.map((events) => events.waitUntilReady()));
 
-  const server =
-    options.serveMetrics === false
-      ? null
-      : await startMetricsServer(metrics.registry, config.metricsPort, servicesReachable(database, redis));
   log.info({ metricsPort: server?.port }, "sweeper started");
 
   let stopping: Promise<void> | null = null;
@@ -129,6 +181,9 @@ export async function startSweeper(
         while (running) await new Promise((r) => setTimeout(r, 10));
         await closeAll(
           [
+            () => webhookWorker.close(),
+            () => webhookQueue.close(),
+            () => closeRedis(webhookRedis),
             () => queues.close(),
             ...queueEvents.map((events) => () => events.close()),
             () => closeRedis(eventsRedis),

@@ -13,16 +13,16 @@ import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
 import { servicesReachable, startMetricsServer } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
-import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
+import { createMetrics, type FleetMetrics, initToolSeries } from "../shared/metrics.js";
 import { parseRunJob, QUEUES, type QueueKey, RunQueues } from "../shared/queues.js";
-import { closeRedis, createRedis } from "../shared/redis.js";
+import { closeRedis, createRedis, isConnectionError, RedisOutageLog } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
 import { closeAll } from "../shared/shutdown.js";
 import { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import { FencedWrites } from "../shared/store/fenced-writes.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { registerToolNames } from "../shared/tool-names.js";
-import { eventsChannel, livenessName } from "../shared/worker-signals.js";
+import { cancelChannel, eventsChannel, livenessName } from "../shared/worker-signals.js";
 import { createModel, redisFaultCounter } from "./models/create-model.js";
 import { abortableSleep } from "./models/scripted.js";
 import { processSessionJob, type SessionJobDeps } from "./session-job.js";
@@ -55,17 +55,60 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   const redis = createRedis(config.redisUrl, "worker", livenessName(config.prefix, workerId));
   const queues = new RunQueues(redis, config.prefix);
   const metrics = createMetrics("worker");
+  // One warning when Redis goes away and one when it is back, not a stack trace per reconnect.
+  new RedisOutageLog(log).watch(redis, ...bullRedis);
+  // The metrics port first: a worker that cannot serve it stops before it registers tools or
+  // claims a job, and leaves nothing open that would keep the process alive.
+  const server =
+    options.serveMetrics === false
+      ? null
+      : await startMetricsServer(
+          metrics.registry,
+          config.metricsPort,
+          servicesReachable(database, redis),
+        ).catch(async (error: unknown) => {
+          await closeAll(
+            [
+              () => queues.close(),
+              ...[redis, ...bullRedis].map((c) => () => closeRedis(c)),
+              () => database.close(),
+            ],
+            log,
+          );
+          throw error;
+        });
   const tools = new ToolRegistry().register(...builtinTools(config.toolDir), ...(options.tools ?? []));
+  initToolSeries(metrics, tools.names());
   // Before it says it is ready: the API accepts an agent listing a tool once a worker has
   // registered its name (contracts.md §12).
   await registerToolNames(redis, config.prefix, tools.names());
   const faults = redisFaultCounter(redis, config.prefix);
   const queries = new SessionQueries(database);
+  const writes = new FencedWrites(database);
+  // Sessions cancelled through the API (contracts §9) are aborted here as on SIGTERM past
+  // the grace period; the API publishes their ids, and the check before each tool starts
+  // (agent-loop.ts) covers a message this worker missed.
+  const running = new Map<string, Set<AbortController>>();
+  const cancelRedis = createRedis(config.redisUrl, "worker");
+  cancelRedis.on("message", (_channel: string, text: string) => {
+    let ids: unknown;
+    try {
+      ids = (JSON.parse(text) as { sessionIds?: unknown }).sessionIds;
+    } catch {
+      return;
+    }
+    if (!Array.isArray(ids)) return;
+    for (const id of ids)
+      for (const controller of running.get(String(id)) ?? [])
+        controller.abort(new Error("session cancelled"));
+  });
+  await cancelRedis.subscribe(cancelChannel(config.prefix));
 
   const deps: SessionJobDeps = {
     workerId,
     queries,
-    writes: new FencedWrites(database),
+    writes,
+    cancelled: (fence) => writes.sessionCancelled(fence),
     resumes: new AutomaticResumes(database, resumePolicyOf(config), metrics),
     lease: new SessionLease(redis, config.prefix, config.leaseTtlMs),
     leaseTtlMs: config.leaseTtlMs,
@@ -98,7 +141,19 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
       if (error instanceof ValidationError) throw new UnrecoverableError(error.message);
       throw error;
     }
-    const result = await processSessionJob(payload.sessionId, signal ?? new AbortController().signal, deps);
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(signal?.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    const mine = running.get(payload.sessionId) ?? new Set<AbortController>();
+    running.set(payload.sessionId, mine.add(controller));
+    let result: Awaited<ReturnType<typeof processSessionJob>>;
+    try {
+      result = await processSessionJob(payload.sessionId, controller.signal, deps);
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+      mine.delete(controller);
+      if (mine.size === 0 && running.get(payload.sessionId) === mine) running.delete(payload.sessionId);
+    }
     if (result === "busy") {
       // Another worker holds the session: wait behind it, never alongside it.
       await job.moveToDelayed(Date.now() + 100 + Math.floor(Math.random() * 200), token);
@@ -128,7 +183,10 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
       // The fence keeps history safe; aborting stops the work early.
       for (const id of jobIds) worker.cancelJob(id, "BullMQ lock lost");
     });
-    worker.on("error", (error) => log.warn({ err: error }, "worker error"));
+    // A lost Redis link is RedisOutageLog's to report, once per outage.
+    worker.on("error", (error) => {
+      if (!isConnectionError(error)) log.warn({ err: error }, "worker error");
+    });
     worker.on("failed", (job, error) => {
       if (job) log.warn({ jobId: job.id, err: error.message }, "job failed");
     });
@@ -140,10 +198,6 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   ];
   await Promise.all(workers.map((worker) => worker.waitUntilReady()));
 
-  const server =
-    options.serveMetrics === false
-      ? null
-      : await startMetricsServer(metrics.registry, config.metricsPort, servicesReachable(database, redis));
   log.info(
     {
       metricsPort: server?.port,
@@ -172,6 +226,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
           () => queues.close(),
           ...bullRedis.map((connection) => () => closeRedis(connection)),
           () => closeRedis(redis),
+          () => closeRedis(cancelRedis),
           () => database.close(),
           async () => server?.close(),
         ],

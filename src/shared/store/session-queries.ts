@@ -4,13 +4,16 @@
  * worker; the worker appends their input when it takes them, under its lease.
  */
 import { randomUUID } from "node:crypto";
-import { and, desc, eq, ne } from "drizzle-orm";
+import { and, desc, sql as dsql, eq, type SQL } from "drizzle-orm";
+import type postgres from "postgres";
 import type { AgentConfig, ModelConfig } from "../agent-config.js";
 import type { Database } from "../db/client.js";
-import { type RunRow, runs, type SessionRow, sessions } from "../db/schema.js";
+import { type RunRow, type SessionRow, sessions } from "../db/schema.js";
+import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
 import type { Message, StoredMessage } from "../messages.js";
 import { QUEUES } from "../queues.js";
 import { tailState } from "../tail-state.js";
+import { holdActiveSessions } from "./active-sessions.js";
 import { DEFAULT_TENANT } from "./api-keys.js";
 import {
   json,
@@ -32,7 +35,26 @@ export type NewSession = {
   id?: string;
   /** Whose session it is (contracts §10); `default` when not given. */
   tenant?: string;
+  /** The caller's id for it within its batch (unique there). */
+  customId?: string;
 };
+
+/** Where a batch's sessions go: a new batch, or one still open (contracts §9). */
+export type BatchTarget = {
+  id: string;
+  tenant: string;
+  /** Insert the batch row (a new batch), or append to an open one of this tenant. */
+  create: boolean;
+  webhookUrl?: string | null;
+  /** After these sessions: whether it takes more (`POST /v1/batches/:id/sessions`). */
+  open: boolean;
+};
+
+/** How the session list filters on state (contracts §9): a session counts by its current state. */
+export type ListStatus = "parked" | "active" | "cancelled" | "queued" | "running" | "completed";
+
+/** Per-tenant limits checked where runs are queued (contracts §10); none when not given. */
+export type RunLimits = { maxActiveSessions?: number };
 
 export type NewRun = {
   sessionId: string;
@@ -58,7 +80,11 @@ export class SessionQueries {
    * Creates sessions — each with its imported history and, when it has `input`, its first
    * queued run — all in one transaction: a batch is stored whole or not at all.
    */
-  async createSessions(inputs: readonly NewSession[]): Promise<{ id: string; runId: string | null }[]> {
+  async createSessions(
+    inputs: readonly NewSession[],
+    limits: RunLimits = {},
+    batch?: BatchTarget,
+  ): Promise<{ id: string; runId: string | null }[]> {
     const out: { id: string; runId: string | null }[] = [];
     const sessionRows: unknown[] = [];
     const messageRows: unknown[] = [];
@@ -74,6 +100,8 @@ export class SessionQueries {
         metadata: input.metadata ?? {},
         last_seq: history.length,
         tail_state: tailState(history),
+        batch_id: batch?.id ?? null,
+        custom_id: input.customId ?? null,
       });
       for (const row of toNewRows(history, 0, null)) messageRows.push({ ...row, session_id: id });
       let runId: string | null = null;
@@ -89,41 +117,104 @@ export class SessionQueries {
       }
       out.push({ id, runId });
     }
+    const newActive = new Map<string, number>();
+    for (const run of runRows as { tenant: string }[]) {
+      newActive.set(run.tenant, (newActive.get(run.tenant) ?? 0) + 1);
+    }
     // One statement, so one round trip and all-or-nothing; foreign keys are checked at its end.
-    await this.database.sql`
+    const insert = (sql: postgres.Sql | postgres.TransactionSql) => sql`
       with s as (
-        insert into sessions (id, tenant, agent, metadata, last_seq, tail_state)
-        select x.id, x.tenant, x.agent, x.metadata, x.last_seq, x.tail_state
+        insert into sessions (id, tenant, agent, metadata, last_seq, tail_state, batch_id, custom_id)
+        select x.id, x.tenant, x.agent, x.metadata, x.last_seq, x.tail_state, x.batch_id, x.custom_id
           from jsonb_to_recordset(${JSON.stringify(sessionRows)}::jsonb)
-            as x(id text, tenant text, agent jsonb, metadata jsonb, last_seq int, tail_state text)
+            as x(id text, tenant text, agent jsonb, metadata jsonb, last_seq int, tail_state text,
+                 batch_id text, custom_id text)
         returning 1
       ), m as (
-        insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage)
-        select m.session_id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage
+        insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state)
+        select m.session_id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state
           from jsonb_to_recordset(${JSON.stringify(messageRows)}::jsonb) as m(
             session_id text, seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
-            name text, success boolean, stop_reason text, usage jsonb)
+            name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
         returning 1
       )
       insert into runs (id, session_id, tenant, kind, trigger, input, job_id)
       select r.id, r.session_id, r.tenant, 'run', 'api', r.input, r.job_id
         from jsonb_to_recordset(${JSON.stringify(runRows)}::jsonb)
           as r(id text, session_id text, tenant text, input text, job_id text)`;
+    const { maxActiveSessions: max } = limits;
+    if ((max === undefined || newActive.size === 0) && !batch) {
+      await insert(this.database.sql);
+      return out;
+    }
+    await this.database.sql.begin(async (tx) => {
+      // The batch first: an append waits here for another append to the same batch.
+      if (batch) await this.prepareBatch(tx, batch, inputs);
+      // Tenants in one order, so two requests never wait on each other's locks.
+      for (const [tenant, adding] of [...newActive].sort(([a], [b]) => (a < b ? -1 : 1))) {
+        if (max !== undefined) await holdActiveSessions(tx, tenant, adding, max);
+      }
+      await insert(tx);
+    });
     return out;
+  }
+
+  /**
+   * Inserts a new batch, or locks an open one of the tenant for an append and refuses a
+   * `customId` it already holds (400 naming `sessions[i].customId`); closes it when asked.
+   */
+  private async prepareBatch(
+    tx: postgres.TransactionSql,
+    batch: BatchTarget,
+    inputs: readonly NewSession[],
+  ): Promise<void> {
+    if (batch.create) {
+      await tx`insert into batches (id, tenant, webhook_url, open)
+               values (${batch.id}, ${batch.tenant}, ${batch.webhookUrl ?? null}, ${batch.open})`;
+      return;
+    }
+    const [row] = await tx<{ open: boolean }[]>`
+      select open from batches where id = ${batch.id} and tenant = ${batch.tenant} for update`;
+    if (!row) throw new NotFoundError(`batch ${batch.id}`);
+    if (!row.open)
+      throw new ConflictError("batch_closed", `batch ${batch.id} is closed; it takes no more sessions`);
+    const ids = inputs.flatMap((input) => (input.customId === undefined ? [] : [input.customId]));
+    if (ids.length > 0) {
+      const taken = await tx<{ custom_id: string }[]>`
+        select custom_id from sessions
+         where batch_id = ${batch.id}
+           and custom_id in (select jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`;
+      if (taken.length > 0) {
+        const held = new Set(taken.map((t) => t.custom_id));
+        const i = inputs.findIndex((input) => input.customId !== undefined && held.has(input.customId));
+        throw new ValidationError(
+          `sessions[${i}].customId`,
+          `batch ${batch.id} already has a session with customId ${JSON.stringify(inputs[i]!.customId)}`,
+        );
+      }
+    }
+    if (!batch.open) await tx`update batches set open = false where id = ${batch.id}`;
   }
 
   /**
    * Sessions for operators, newest activity first; `parked` filters on parking, `tenant`
    * (when given) on ownership.
    */
-  async listSessions(filter: { parked?: boolean; limit: number; tenant?: string }): Promise<SessionRow[]> {
+  async listSessions(filter: {
+    parked?: boolean;
+    limit: number;
+    tenant?: string;
+    /** Only the sessions of this batch. */
+    batchId?: string;
+    /** By current state (wins over `parked`). */
+    status?: ListStatus;
+  }): Promise<SessionRow[]> {
+    const status =
+      filter.status ?? (filter.parked === undefined ? undefined : filter.parked ? "parked" : "active");
     const conditions = [
       filter.tenant === undefined ? undefined : eq(sessions.tenant, filter.tenant),
-      filter.parked === undefined
-        ? undefined
-        : filter.parked
-          ? eq(sessions.status, "parked")
-          : ne(sessions.status, "parked"),
+      filter.batchId === undefined ? undefined : eq(sessions.batchId, filter.batchId),
+      status === undefined ? undefined : statusCondition(status),
     ];
     return this.database.db
       .select()
@@ -138,10 +229,15 @@ export class SessionQueries {
    * resume); its count of automatic resumes starts over.
    */
   async unpark(id: string): Promise<boolean> {
-    const rows = await this.database.sql`
+    return this.unparkWith(this.database.sql, id);
+  }
+
+  private async unparkWith(sql: postgres.Sql | postgres.TransactionSql, id: string): Promise<boolean> {
+    // A cancelled session is re-opened the same way (contracts §9: a new message re-opens it).
+    const rows = await sql`
       update sessions set status = 'active', parked_reason = null, resume_attempts = 0,
                           next_resume_at = null, updated_at = now()
-       where id = ${id} and status = 'parked' returning 1`;
+       where id = ${id} and status in ('parked', 'cancelled') returning 1`;
     return rows.length > 0;
   }
 
@@ -193,9 +289,34 @@ export class SessionQueries {
    * Queues a run. A resume joins the session's resume that is already waiting or running
    * (at most one per session, enforced by a unique index), so replays change nothing.
    */
-  async createRun(run: NewRun, attempt = 0): Promise<{ run: RunRow; created: boolean }> {
+  async createRun(
+    run: NewRun,
+    options: RunLimits & {
+      /** The caller's tenant: the session's active-session cap is checked for it. */
+      tenant?: string;
+      /** Makes a parked session active again in the same transaction (someone acted on it). */
+      unpark?: boolean;
+    } = {},
+    attempt = 0,
+  ): Promise<{ run: RunRow; created: boolean }> {
+    const { maxActiveSessions: max, tenant } = options;
+    if (max === undefined && !options.unpark) return this.insertRun(this.database.sql, run, attempt);
+    return this.database.sql.begin(async (tx) => {
+      if (max !== undefined && tenant !== undefined) {
+        await holdActiveSessions(tx, tenant, 1, max, run.sessionId);
+      }
+      if (options.unpark) await this.unparkWith(tx, run.sessionId);
+      return this.insertRun(tx, run, attempt);
+    });
+  }
+
+  private async insertRun(
+    sql: postgres.Sql | postgres.TransactionSql,
+    run: NewRun,
+    attempt: number,
+  ): Promise<{ run: RunRow; created: boolean }> {
     const id = randomUUID();
-    const inserted = await this.database.sql<{ r: string | RawRun }[]>`
+    const inserted = await sql<{ r: string | RawRun }[]>`
       insert into runs (id, session_id, tenant, kind, trigger, input, resume_kind, model, job_id, last_sign_at)
       values (${id}, ${run.sessionId}, (select tenant from sessions where id = ${run.sessionId}), ${run.kind},
               ${run.trigger}, ${run.input ?? null}, ${run.resumeKind ?? null},
@@ -203,13 +324,33 @@ export class SessionQueries {
       on conflict (session_id) where kind = 'resume' and status <> 'ended' do nothing
       returning row_to_json(runs) as r`;
     if (inserted[0]) return { run: runFromRaw(json<RawRun>(inserted[0].r)), created: true };
-    const [active] = await this.database.db
-      .select()
-      .from(runs)
-      .where(and(eq(runs.sessionId, run.sessionId), eq(runs.kind, "resume"), ne(runs.status, "ended")));
-    if (active) return { run: active, created: false };
+    const [active] = await sql<{ r: string | RawRun }[]>`
+      select row_to_json(r) as r from runs r
+       where r.session_id = ${run.sessionId} and r.kind = 'resume' and r.status <> 'ended'`;
+    if (active) return { run: runFromRaw(json<RawRun>(active.r)), created: false };
     // The active resume ended between the insert and the read: try again.
-    if (attempt < 3) return this.createRun(run, attempt + 1);
+    if (attempt < 3) return this.insertRun(sql, run, attempt + 1);
     throw new Error(`could not queue a resume for session ${run.sessionId}`);
+  }
+}
+
+/** The session list's condition for a state, as counted for batches (batch-store.ts). */
+function statusCondition(status: ListStatus): SQL {
+  const activeRun = (state: string) =>
+    dsql`exists (select 1 from runs r where r.session_id = ${sessions.id} and r.status ${dsql.raw(state)})`;
+  switch (status) {
+    case "parked":
+    case "cancelled":
+    case "active":
+      return eq(sessions.status, status);
+    case "running":
+      // Running, or interrupted and waiting for its automatic resume.
+      return dsql`${sessions.status} = 'active' and (${activeRun("= 'running'")} or (not ${activeRun("<> 'ended'")}
+        and ${sessions.runStarted} and ${sessions.tailState} <> 'completed'))`;
+    case "queued":
+      return dsql`${sessions.status} = 'active' and ${activeRun("= 'queued'")} and not ${activeRun("= 'running'")}`;
+    case "completed":
+      return dsql`${sessions.status} = 'active' and not ${activeRun("<> 'ended'")}
+        and (${sessions.tailState} = 'completed' or not ${sessions.runStarted})`;
   }
 }

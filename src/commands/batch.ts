@@ -1,0 +1,291 @@
+/**
+ * `fleet batch …` (contracts §9): submit a JSONL file as one batch, show its status, stream
+ * its results, cancel it. Talks to the HTTP API (`--api URL`, or FLEET_API_URL, or
+ * http://127.0.0.1:$PORT) with FLEET_API_KEY.
+ *
+ * `submit` streams the file line by line (one `{customId?, agent, input, metadata?,
+ * messages?}` per line) and sends it in parts of at most 1,000 sessions, each with an
+ * Idempotency-Key of its own (a part retried after a network error or a 5xx acts once).
+ * A file of more than one part becomes one batch: the first part creates it `open`, the
+ * next ones are appended (`POST /v1/batches/:id/sessions`), and the last one closes it —
+ * an open batch never ends, so its webhook cannot fire before every part is in. A part is
+ * sent once the next line has been read, so the last part is always known.
+ * Progress goes to stderr: a bar (cli-progress) on a terminal, plain lines otherwise;
+ * stdout gets the batch id (or, with `--wait`, the batch JSON once it has ended).
+ */
+import { randomUUID } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { stat } from "node:fs/promises";
+import { createInterface } from "node:readline";
+import type { Writable } from "node:stream";
+import { type BatchJson, type BatchSessionInput, FleetApiError, FleetClient } from "../producer/client.js";
+
+/** Sessions per request (the API's MAX_BATCH). */
+export const PART_SIZE = 1_000;
+
+export type BatchIo = {
+  stdout: Writable;
+  stderr: Writable;
+  /** Whether stderr is a terminal: a progress bar instead of lines. */
+  isTTY: boolean;
+};
+
+export type BatchCommandOptions = {
+  /** The API's base URL; default FLEET_API_URL, else http://127.0.0.1:$PORT (3000). */
+  api?: string;
+  /** Default FLEET_API_KEY. */
+  apiKey?: string;
+  io?: BatchIo;
+};
+
+function clientOf(options: BatchCommandOptions): { client: FleetClient; url: string } {
+  const url = options.api ?? process.env.FLEET_API_URL ?? `http://127.0.0.1:${process.env.PORT || 3000}`;
+  return {
+    client: new FleetClient({ baseUrl: url, apiKey: options.apiKey ?? process.env.FLEET_API_KEY }),
+    url,
+  };
+}
+
+function ioOf(options: BatchCommandOptions): BatchIo {
+  return (
+    options.io ?? { stdout: process.stdout, stderr: process.stderr, isTTY: process.stderr.isTTY === true }
+  );
+}
+
+/** Writes with backpressure: waits for `drain` when the stream's buffer is full. */
+async function write(stream: Writable, text: string): Promise<void> {
+  if (!stream.write(text)) await new Promise<void>((resolve) => stream.once("drain", () => resolve()));
+}
+
+/** An input line that is not a session: names the file's line (exit 2). */
+class LineError extends Error {}
+
+/** Runs a command body; API errors and bad input end it with one line and an exit code. */
+async function guarded(io: BatchIo, url: string, what: string, body: () => Promise<number>): Promise<number> {
+  try {
+    return await body();
+  } catch (error) {
+    if (error instanceof LineError) {
+      await write(io.stderr, `${what}: ${error.message}\n`);
+      return 2;
+    }
+    if (error instanceof FleetApiError) {
+      const field = error.field ? ` (${error.field})` : "";
+      await write(io.stderr, `${what}: ${error.message}${field}\n`);
+      return error.status >= 400 && error.status < 500 ? 2 : 1;
+    }
+    const cause = (error as { cause?: { code?: string } }).cause;
+    if (cause?.code === "ECONNREFUSED" || cause?.code === "ENOTFOUND") {
+      await write(
+        io.stderr,
+        `${what}: cannot reach the API at ${url}; start it with \`fleet api\` or set FLEET_API_URL\n`,
+      );
+      return 2;
+    }
+    throw error;
+  }
+}
+
+/** Lines of a file (or stdin for `-`), numbered from 1, without blank ones. */
+async function* numberedLines(file: string): AsyncGenerator<{ line: number; text: string }> {
+  const input = file === "-" ? process.stdin : createReadStream(file, { encoding: "utf8" });
+  const lines = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY });
+  let line = 0;
+  for await (const text of lines) {
+    line++;
+    if (text.trim() !== "") yield { line, text };
+  }
+}
+
+async function countLines(file: string): Promise<number | undefined> {
+  if (file === "-" || !(await stat(file)).isFile()) return undefined;
+  let count = 0;
+  for await (const _ of numberedLines(file)) count++;
+  return count;
+}
+
+function parseLine(file: string, line: number, text: string): BatchSessionInput {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new LineError(`${file}:${line}: not valid JSON`);
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value))
+    throw new LineError(`${file}:${line}: expected an object {customId?, agent, input}`);
+  return value as BatchSessionInput;
+}
+
+/** A progress display: a bar on a terminal, a line per change otherwise. */
+async function progress(io: BatchIo, label: string, total: number | undefined) {
+  if (io.isTTY && total !== undefined) {
+    // No type declarations ship with cli-progress: the little used here is typed below.
+    const moduleName = "cli-progress";
+    const { default: cliProgress } = (await import(moduleName)) as {
+      default: {
+        SingleBar: new (
+          options: Record<string, unknown>,
+          preset: unknown,
+        ) => {
+          start(total: number, value: number, payload?: Record<string, unknown>): void;
+          update(value: number, payload?: Record<string, unknown>): void;
+          stop(): void;
+        };
+        Presets: { shades_classic: unknown };
+      };
+    };
+    const bar = new cliProgress.SingleBar(
+      { format: `${label} [{bar}] {value}/{total} {note}`, stream: io.stderr, hideCursor: true },
+      cliProgress.Presets.shades_classic,
+    );
+    bar.start(total, 0, { note: "" });
+    return {
+      update: async (value: number, note = "") => bar.update(value, { note }),
+      stop: async () => bar.stop(),
+    };
+  }
+  let last = "";
+  return {
+    update: async (value: number, note = "") => {
+      const text = `${label} ${value}${total === undefined ? "" : `/${total}`}${note ? ` ${note}` : ""}`;
+      if (text !== last) await write(io.stderr, `${text}\n`);
+      last = text;
+    },
+    stop: async () => {},
+  };
+}
+
+/** Sends one part, again after a network error or a 5xx, with the same Idempotency-Key. */
+async function sendPart<T>(send: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await send();
+    } catch (error) {
+      const retriable = !(error instanceof FleetApiError) || error.status >= 500 || error.status === 409;
+      const inUse = error instanceof FleetApiError && error.reason === "idempotency_key_in_use";
+      if (!retriable || attempt >= 6 || (error instanceof FleetApiError && error.status === 409 && !inUse))
+        throw error;
+      await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
+    }
+  }
+}
+
+export async function batchSubmitCommand(
+  file: string,
+  options: BatchCommandOptions & {
+    wait?: boolean;
+    /** A webhook URL for the batch. */
+    webhook?: string;
+    /** Prefix of the parts' Idempotency-Keys; the same prefix makes a re-run act once (24 h). */
+    idempotencyKey?: string;
+    /** Sessions per request (≤ 1,000). */
+    partSize?: number;
+  } = {},
+): Promise<number> {
+  const io = ioOf(options);
+  const { client, url } = clientOf(options);
+  return guarded(io, url, "fleet batch submit", async () => {
+    const partSize = Math.min(PART_SIZE, options.partSize ?? PART_SIZE);
+    const keyPrefix = options.idempotencyKey ?? `fleet-batch-${randomUUID()}`;
+    const total = await countLines(file).catch(() => undefined);
+    const bar = await progress(io, "submitted", total);
+    let batchId: string | undefined;
+    let part: { line: number; session: BatchSessionInput }[] = [];
+    let parts = 0;
+    let submitted = 0;
+    const flush = async (last: boolean) => {
+      const sessions = part.map((p) => p.session);
+      const key = `${keyPrefix}-${parts}`;
+      try {
+        if (batchId === undefined) {
+          const created = await sendPart(() =>
+            client.createBatch(sessions, {
+              idempotencyKey: key,
+              open: !last,
+              ...(options.webhook ? { webhook: { url: options.webhook } } : {}),
+            }),
+          );
+          batchId = created.id;
+        } else {
+          const id = batchId;
+          await sendPart(() => client.appendToBatch(id, sessions, { idempotencyKey: key, close: last }));
+        }
+      } catch (error) {
+        // Name the file's line for an error in one of this part's sessions.
+        const index = error instanceof FleetApiError ? /^sessions\[(\d+)\]/.exec(error.field ?? "") : null;
+        if (index) {
+          const at = part[Number(index[1])]!.line;
+          throw new LineError(`${file}:${at}: ${(error as FleetApiError).message}`);
+        }
+        throw error;
+      }
+      parts++;
+      submitted += sessions.length;
+      part = [];
+      await bar.update(submitted, `(batch ${batchId})`);
+    };
+    for await (const { line, text } of numberedLines(file)) {
+      if (part.length === partSize) await flush(false);
+      part.push({ line, session: parseLine(file, line, text) });
+    }
+    if (part.length === 0 && batchId === undefined) {
+      await bar.stop();
+      throw new LineError(`${file}: holds no sessions`);
+    }
+    if (part.length > 0 || batchId !== undefined) await flush(true);
+    await bar.stop();
+    if (!options.wait) {
+      await write(io.stdout, `${batchId}\n`);
+      return 0;
+    }
+    const batch = await waitForEnd(client, batchId!, io);
+    await write(io.stdout, `${JSON.stringify(batch)}\n`);
+    return 0;
+  });
+}
+
+/** Polls the batch until it has ended, showing how many of its sessions have. */
+async function waitForEnd(client: FleetClient, id: string, io: BatchIo): Promise<BatchJson> {
+  let batch = await client.getBatch(id);
+  const bar = await progress(io, "ended", batch.counts.total);
+  for (;;) {
+    const { completed, parked, cancelled } = batch.counts;
+    await bar.update(
+      completed + parked + cancelled,
+      `(completed ${completed}, parked ${parked}, cancelled ${cancelled})`,
+    );
+    if (batch.status !== "running") break;
+    // Counts are a pass over the batch's sessions: big batches are asked less often.
+    await new Promise((resolve) => setTimeout(resolve, batch.counts.total > 10_000 ? 5_000 : 1_000));
+    batch = await client.getBatch(id);
+  }
+  await bar.stop();
+  return batch;
+}
+
+export async function batchStatusCommand(id: string, options: BatchCommandOptions = {}): Promise<number> {
+  const io = ioOf(options);
+  const { client, url } = clientOf(options);
+  return guarded(io, url, "fleet batch status", async () => {
+    await write(io.stdout, `${JSON.stringify(await client.getBatch(id), null, 2)}\n`);
+    return 0;
+  });
+}
+
+export async function batchResultsCommand(id: string, options: BatchCommandOptions = {}): Promise<number> {
+  const io = ioOf(options);
+  const { client, url } = clientOf(options);
+  return guarded(io, url, "fleet batch results", async () => {
+    for await (const result of client.batchResults(id)) await write(io.stdout, `${JSON.stringify(result)}\n`);
+    return 0;
+  });
+}
+
+export async function batchCancelCommand(id: string, options: BatchCommandOptions = {}): Promise<number> {
+  const io = ioOf(options);
+  const { client, url } = clientOf(options);
+  return guarded(io, url, "fleet batch cancel", async () => {
+    await write(io.stdout, `${JSON.stringify(await client.cancelBatch(id), null, 2)}\n`);
+    return 0;
+  });
+}

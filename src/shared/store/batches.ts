@@ -1,0 +1,310 @@
+/**
+ * Batches (contracts §9): their counts, results and cancellation, all computed from the
+ * state of their sessions and runs — no counter is kept, so nothing drifts when workers
+ * crash, sessions are resumed or a run is retried: a session counts once, by where it
+ * stands now.
+ *
+ * A session of a batch is
+ * - `cancelled` / `parked`: its status says so;
+ * - `running`: a run of it is running — or none is queued or running but its history is
+ *   interrupted, so the sweeper resumes it (or parks it) next;
+ * - `queued`: a run of it waits and none runs;
+ * - `completed`: nothing waits, and its history ends in a completed answer (or it was given
+ *   no input and nothing ever ran).
+ * The batch has ended when no session is queued or running (and it is not open).
+ */
+
+import type { Database } from "../db/client.js";
+import { roundUsd, type UsageTotals } from "../prices.js";
+import { json } from "./rows.js";
+import { usageOfBatch } from "./session-usage.js";
+
+export type BatchCounts = {
+  total: number;
+  queued: number;
+  running: number;
+  completed: number;
+  parked: number;
+  cancelled: number;
+};
+
+export type BatchJson = {
+  id: string;
+  status: "running" | "ended" | "cancelled";
+  counts: BatchCounts;
+  createdAt: string;
+  endedAt?: string;
+  /** When a cancel was asked for (additive). */
+  cancelledAt?: string;
+  /** Whether the batch still takes sessions (`POST /v1/batches/:id/sessions`; additive). */
+  open: boolean;
+  webhook?: { url: string; deliveredAt: string | null };
+};
+
+export type BatchResult = {
+  customId: string | null;
+  sessionId: string;
+  status: "queued" | "running" | "completed" | "parked" | "cancelled";
+  parkedReason?: string;
+  output: string | null;
+  /** The session's model steps' usage summed, with cost by FLEET_PRICES (prices.ts). */
+  usage: UsageTotals;
+  endedAt: string | null;
+};
+
+type BatchRaw = {
+  id: string;
+  tenant: string;
+  webhook_url: string | null;
+  open: boolean;
+  created_at: string;
+  ended_at: string | null;
+  cancelled_at: string | null;
+  webhook_delivered_at: string | null;
+  webhook_failed_at: string | null;
+};
+
+export type Unsettled = { id: string; tenant: string; ended: boolean; webhookOwed: boolean };
+
+const iso = (value: string | Date | null): string | undefined =>
+  value === null ? undefined : new Date(value).toISOString();
+
+export class BatchStore {
+  constructor(private readonly database: Database) {}
+
+  /** The batch's sessions' usage and cost summed (one aggregate over their model steps). */
+  usage(id: string): Promise<UsageTotals> {
+    return usageOfBatch(this.database, id);
+  }
+
+  private async row(id: string, tenant?: string): Promise<BatchRaw | undefined> {
+    const { sql } = this.database;
+    const [row] = await sql<{ b: string | BatchRaw }[]>`
+      select row_to_json(b) as b from batches b
+       where b.id = ${id} ${tenant === undefined ? sql`` : sql`and b.tenant = ${tenant}`}`;
+    return row ? json<BatchRaw>(row.b) : undefined;
+  }
+
+  /** Counts by current state: one pass over the batch's sessions and its unfinished runs. */
+  async counts(id: string): Promise<BatchCounts> {
+    const [row] = await this.database.sql<BatchCounts[]>`
+      with s as (
+        select s.id, s.status, s.tail_state, s.run_started from sessions s where s.batch_id = ${id}
+      ), a as (
+        select r.session_id, bool_or(r.status = 'running') as running from runs r
+         where r.status <> 'ended' and r.session_id in (select id from s where status = 'active')
+         group by r.session_id
+      )
+      select count(*)::int as total,
+             count(*) filter (where s.status = 'cancelled')::int as cancelled,
+             count(*) filter (where s.status = 'parked')::int as parked,
+             count(*) filter (where s.status = 'active' and (a.running
+                or (a.session_id is null and s.run_started and s.tail_state <> 'completed')))::int as running,
+             count(*) filter (where s.status = 'active' and not a.running)::int as queued,
+             count(*) filter (where s.status = 'active' and a.session_id is null
+                and (s.tail_state = 'completed' or not s.run_started))::int as completed
+        from s left join a on a.session_id = s.id`;
+    return row!;
+  }
+
+  /**
+   * Whether every session of the batch is terminal, cheaply: the tenant's unfinished runs
+   * (a partial index) and the batch's sessions that may still move (another partial index,
+   * which empties as the batch ends) — not a pass over all its sessions.
+   */
+  async hasEnded(id: string, tenant: string): Promise<boolean> {
+    const [row] = await this.database.sql<{ busy: boolean }[]>`
+      select exists (
+               select 1 from runs r join sessions s on s.id = r.session_id
+                where r.tenant = ${tenant} and r.status <> 'ended' and s.batch_id = ${id} and s.status = 'active')
+          or exists (
+               select 1 from sessions s
+                where s.batch_id = ${id} and s.status = 'active'
+                  and (s.tail_state <> 'completed' or not s.run_started)
+                  and s.run_started and s.tail_state <> 'completed') as busy`;
+    return !row!.busy;
+  }
+
+  /**
+   * The batch as `GET /v1/batches/:id` answers it, or undefined (missing or another
+   * tenant's). A batch seen ended for the first time gets its `ended_at` here (the sweeper
+   * does the same and queues the webhook).
+   */
+  async view(id: string, tenant?: string): Promise<BatchJson | undefined> {
+    const row = await this.row(id, tenant);
+    if (!row) return undefined;
+    const counts = await this.counts(id);
+    const ended = !row.open && counts.queued === 0 && counts.running === 0;
+    let endedAt = row.ended_at;
+    if (ended && endedAt === null) endedAt = await this.markEnded(id);
+    return {
+      id: row.id,
+      status: !ended ? "running" : row.cancelled_at !== null ? "cancelled" : "ended",
+      counts,
+      createdAt: iso(row.created_at)!,
+      ...(ended && endedAt !== null ? { endedAt: iso(endedAt) } : {}),
+      ...(row.cancelled_at !== null ? { cancelledAt: iso(row.cancelled_at) } : {}),
+      open: row.open,
+      ...(row.webhook_url !== null
+        ? { webhook: { url: row.webhook_url, deliveredAt: iso(row.webhook_delivered_at) ?? null } }
+        : {}),
+    };
+  }
+
+  /** Records that the batch ended (once); returns when. */
+  async markEnded(id: string): Promise<string> {
+    const [row] = await this.database.sql<{ ended_at: string }[]>`
+      update batches set ended_at = coalesce(ended_at, now()) where id = ${id} returning ended_at`;
+    return row!.ended_at;
+  }
+
+  /**
+   * One page of results in session-id order after `after` (keyset paging: each page is an
+   * index range scan, so streaming 100,000 results holds one page in memory at a time).
+   */
+  async resultsPage(id: string, after: string, limit: number): Promise<(BatchResult & { id: string })[]> {
+    const rows = await this.database.sql<
+      {
+        id: string;
+        custom_id: string | null;
+        status: string;
+        tail_state: string;
+        run_started: boolean;
+        parked_reason: string | null;
+        cancelled_at: string | null;
+        updated_at: string;
+        running: boolean | null;
+        output: string | null;
+        input_tokens: string | null;
+        output_tokens: string | null;
+        cache_read_tokens: string | null;
+        cache_write_tokens: string | null;
+        reasoning_tokens: string | null;
+        cost_usd: string | null;
+        last_ended: string | null;
+      }[]
+    >`
+      select s.id, s.custom_id, s.status, s.tail_state, s.run_started, s.parked_reason, s.cancelled_at,
+             s.updated_at,
+             (select bool_or(r.status = 'running') from runs r
+               where r.session_id = s.id and r.status <> 'ended') as running,
+             (select m.content from messages m where m.session_id = s.id and m.role = 'assistant'
+               order by m.seq desc limit 1) as output,
+             u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.reasoning_tokens,
+             u.cost_usd,
+             (select max(r.ended_at) from runs r where r.session_id = s.id) as last_ended
+        from sessions s
+        left join lateral (
+          select sum((m.usage->>'inputTokens')::bigint) as input_tokens,
+                 sum((m.usage->>'outputTokens')::bigint) as output_tokens,
+                 sum((m.usage->>'cacheReadTokens')::bigint) as cache_read_tokens,
+                 sum((m.usage->>'cacheWriteTokens')::bigint) as cache_write_tokens,
+                 sum((m.usage->>'reasoningTokens')::bigint) as reasoning_tokens,
+                 sum((m.usage->>'costUsd')::numeric) as cost_usd
+            from messages m where m.session_id = s.id and m.role = 'assistant' and jsonb_typeof(m.usage) = 'object'
+        ) u on true
+       where s.batch_id = ${id} and s.id > ${after}
+       order by s.id limit ${limit}`;
+    return rows.map((r) => {
+      const status: BatchResult["status"] =
+        r.status === "cancelled" || r.status === "parked"
+          ? r.status
+          : r.running === true
+            ? "running"
+            : r.running === false
+              ? "queued"
+              : r.run_started && r.tail_state !== "completed"
+                ? "running"
+                : "completed";
+      const terminal = status === "completed" || status === "parked" || status === "cancelled";
+      return {
+        id: r.id,
+        customId: r.custom_id,
+        sessionId: r.id,
+        status,
+        ...(status === "parked" && r.parked_reason !== null ? { parkedReason: r.parked_reason } : {}),
+        output: r.tail_state === "completed" ? r.output : null,
+        usage: {
+          inputTokens: Number(r.input_tokens ?? 0),
+          outputTokens: Number(r.output_tokens ?? 0),
+          cacheReadTokens: Number(r.cache_read_tokens ?? 0),
+          cacheWriteTokens: Number(r.cache_write_tokens ?? 0),
+          reasoningTokens: Number(r.reasoning_tokens ?? 0),
+          costUsd: roundUsd(Number(r.cost_usd ?? 0)),
+        },
+        endedAt: terminal
+          ? (iso(status === "cancelled" ? r.cancelled_at : (r.last_ended ?? r.updated_at)) ?? null)
+          : null,
+      };
+    });
+  }
+
+  /**
+   * Cancels sessions (contracts §9) in one statement: those not yet terminal become
+   * `cancelled` (never resumed automatically) and their queued runs end `cancelled`. A run
+   * that is running is aborted by its worker: it learns it from Redis at once, and from
+   * this row before its next tool starts. Returns the cancelled sessions and dropped runs.
+   */
+  async cancel(
+    tenant: string,
+    target: { sessionId: string } | { batchId: string },
+  ): Promise<{ sessionIds: string[]; dropped: { id: string; sessionId: string; kind: string }[] }> {
+    const { sql } = this.database;
+    const where =
+      "sessionId" in target ? sql`s.id = ${target.sessionId}` : sql`s.batch_id = ${target.batchId}`;
+    return sql.begin(async (tx) => {
+      if ("batchId" in target) {
+        await tx`update batches set cancelled_at = coalesce(cancelled_at, now()), open = false
+                  where id = ${target.batchId} and tenant = ${tenant}`;
+      }
+      const [row] = await tx<
+        { sessions: string[] | string; dropped: { id: string; sessionId: string; kind: string }[] | string }[]
+      >`
+        with c as (
+          update sessions s set status = 'cancelled', cancelled_at = now(), next_resume_at = null,
+                                updated_at = now()
+           where ${where} and s.tenant = ${tenant} and s.status = 'active'
+             and (exists (select 1 from runs r where r.session_id = s.id and r.status <> 'ended')
+                  or (s.run_started and s.tail_state <> 'completed'))
+          returning s.id
+        ), q as (
+          update runs r set status = 'ended', ended_reason = 'cancelled', ended_at = now(),
+                            error = 'cancelled by request'
+           where r.session_id in (select id from c) and r.status = 'queued'
+          returning r.id, r.session_id, r.kind
+        )
+        select (select coalesce(json_agg(id), '[]'::json) from c) as sessions,
+               (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'kind', kind)), '[]'::json)
+                  from q) as dropped`;
+      return {
+        sessionIds: json<string[]>(row!.sessions),
+        dropped: json<{ id: string; sessionId: string; kind: string }[]>(row!.dropped),
+      };
+    });
+  }
+
+  /** Batches not yet seen ended, or whose webhook is owed: the sweeper's scan. */
+  unsettled(limit = 500): Promise<Unsettled[]> {
+    return this.database.sql<Unsettled[]>`
+      select id, tenant, ended_at is not null as ended,
+             (webhook_url is not null and webhook_delivered_at is null and webhook_failed_at is null) as "webhookOwed"
+        from batches
+       where (ended_at is null and not open)
+          or (ended_at is not null and webhook_url is not null and webhook_delivered_at is null
+              and webhook_failed_at is null)
+       order by created_at limit ${limit}`;
+  }
+
+  /** The webhook URL of a batch, for a delivery. */
+  async webhookUrl(id: string): Promise<string | null> {
+    return (await this.row(id))?.webhook_url ?? null;
+  }
+
+  async markDelivered(id: string): Promise<void> {
+    await this.database.sql`update batches set webhook_delivered_at = now() where id = ${id}`;
+  }
+
+  async markDeliveryFailed(id: string): Promise<void> {
+    await this.database.sql`update batches set webhook_failed_at = now() where id = ${id}`;
+  }
+}

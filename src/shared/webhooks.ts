@@ -1,0 +1,173 @@
+/**
+ * Batch webhooks (contracts §9): the URL check at submit, the signature, and one delivery.
+ *
+ * A webhook is a request this server makes on behalf of a tenant, so:
+ * - only `http:` and `https:` URLs, without credentials, at most 2,048 characters;
+ * - `FLEET_WEBHOOK_ALLOWED_URLS` (comma-separated prefixes): when set, a URL must start
+ *   with one of them;
+ * - `FLEET_WEBHOOK_DENY_PRIVATE=1`: refuses loopback, private, link-local and unspecified
+ *   addresses — checked at submit for literal addresses and at delivery for the address
+ *   the name resolves to (the request connects to exactly that address, so a name that
+ *   resolves elsewhere later cannot slip through). Off by default: fleets usually deliver
+ *   inside their own network;
+ * - redirects are not followed (a 3xx is a failed attempt), answers are not read beyond
+ *   their status, and each attempt times out after 10 s.
+ */
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { lookup as dnsLookup, type LookupAddress } from "node:dns";
+import { request as httpRequest } from "node:http";
+import { request as httpsRequest } from "node:https";
+import { isIP, type LookupFunction } from "node:net";
+import { ValidationError } from "./errors.js";
+
+export type WebhookSettings = {
+  /** FLEET_WEBHOOK_SECRET: signs every delivery; without it batches with a webhook are refused. */
+  secret: string | undefined;
+  allowedPrefixes: string[];
+  denyPrivate: boolean;
+  /** FLEET_WEBHOOK_RETRY_MS: the first retry's delay (doubling up to an hour); default 1 s. */
+  retryBaseMs: number;
+  timeoutMs: number;
+};
+
+/** Parsed once by config.ts (`FleetConfig.webhooks`): FLEET_WEBHOOK_* variables. */
+export function webhookSettingsFromEnv(env: Readonly<Record<string, string | undefined>>): WebhookSettings {
+  const base = Number(env.FLEET_WEBHOOK_RETRY_MS);
+  return {
+    secret: env.FLEET_WEBHOOK_SECRET || undefined,
+    allowedPrefixes: (env.FLEET_WEBHOOK_ALLOWED_URLS ?? "")
+      .split(",")
+      .map((p) => p.trim())
+      .filter(Boolean),
+    denyPrivate: /^(1|true|yes)$/i.test(env.FLEET_WEBHOOK_DENY_PRIVATE ?? ""),
+    retryBaseMs: Number.isFinite(base) && base > 0 ? base : 1_000,
+    timeoutMs: 10_000,
+  };
+}
+
+/** The delay before retry `attemptsMade` (1-based): base × 2^(n−1), at most an hour, ±10 %. */
+export function webhookBackoffMs(
+  settings: Pick<WebhookSettings, "retryBaseMs">,
+  attemptsMade: number,
+): number {
+  const delay = Math.min(3_600_000, settings.retryBaseMs * 2 ** Math.max(0, attemptsMade - 1));
+  return Math.round(delay * (0.9 + Math.random() * 0.2));
+}
+
+/** Whether an IP address is loopback, private, link-local, CGNAT or unspecified. */
+export function isPrivateAddress(address: string): boolean {
+  const v4 = address.startsWith("::ffff:") ? address.slice(7) : address;
+  if (isIP(v4) === 4) {
+    const [a, b] = v4.split(".").map(Number) as [number, number];
+    return (
+      a === 0 ||
+      a === 10 ||
+      a === 127 ||
+      (a === 100 && b >= 64 && b <= 127) ||
+      (a === 169 && b === 254) ||
+      (a === 172 && b >= 16 && b <= 31) ||
+      (a === 192 && b === 168)
+    );
+  }
+  const v6 = address.toLowerCase();
+  return v6 === "::" || v6 === "::1" || /^f[cd]/.test(v6) || /^fe[89ab]/.test(v6);
+}
+
+/** Checks a webhook URL at submit; throws a ValidationError naming `field`. */
+export function checkWebhookUrl(value: string, settings: WebhookSettings, field: string): string {
+  if (!settings.secret)
+    throw new ValidationError(
+      field,
+      "this fleet has no FLEET_WEBHOOK_SECRET configured, so it sends no webhooks",
+    );
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ValidationError(field, "is not a valid URL");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    throw new ValidationError(field, "must be an http: or https: URL");
+  if (url.username || url.password) throw new ValidationError(field, "must not carry credentials");
+  if (value.length > 2_048) throw new ValidationError(field, "is longer than 2,048 characters");
+  if (settings.allowedPrefixes.length > 0 && !settings.allowedPrefixes.some((p) => value.startsWith(p)))
+    throw new ValidationError(field, "does not start with an entry of FLEET_WEBHOOK_ALLOWED_URLS");
+  const host = url.hostname.replace(/^\[|\]$/g, "");
+  if (settings.denyPrivate && (host === "localhost" || (isIP(host) !== 0 && isPrivateAddress(host))))
+    throw new ValidationError(field, "points at a private address, which this fleet refuses");
+  return value;
+}
+
+/** `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`. */
+export function signWebhook(secret: string, body: string, unixSeconds: number): string {
+  const mac = createHmac("sha256", secret).update(`${unixSeconds}.${body}`).digest("hex");
+  return `t=${unixSeconds},v1=${mac}`;
+}
+
+/** For receivers: whether a `Fleet-Signature` header signs `body`, within `toleranceSeconds`. */
+export function verifyWebhookSignature(
+  secret: string,
+  body: string,
+  header: string,
+  toleranceSeconds = 300,
+  nowSeconds = Math.floor(Date.now() / 1000),
+): boolean {
+  const parts = Object.fromEntries(header.split(",").map((p) => p.split("=", 2) as [string, string]));
+  const t = Number(parts.t);
+  if (!Number.isInteger(t) || Math.abs(nowSeconds - t) > toleranceSeconds || !parts.v1) return false;
+  const expected = Buffer.from(signWebhook(secret, body, t).split("v1=")[1]!, "hex");
+  const given = Buffer.from(parts.v1, "hex");
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/** A DNS lookup that refuses private addresses (FLEET_WEBHOOK_DENY_PRIVATE). */
+const publicOnlyLookup: LookupFunction = (hostname, options, callback) => {
+  dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
+    if (error) return callback(error, "", 0);
+    const list = addresses as LookupAddress[];
+    const refused = list.find((a) => isPrivateAddress(a.address));
+    if (refused || list.length === 0)
+      return callback(new Error(`${hostname} resolves to a private address`), "", 0);
+    if ((options as { all?: boolean }).all)
+      return (callback as (e: null, a: LookupAddress[]) => void)(null, list);
+    return callback(null, list[0]!.address, list[0]!.family);
+  });
+};
+
+/** POSTs one signed delivery; resolves with the status code, rejects on a network error. */
+export function postWebhook(
+  url: string,
+  body: string,
+  headers: Record<string, string>,
+  settings: WebhookSettings,
+): Promise<number> {
+  const target = new URL(url);
+  const host = target.hostname.replace(/^\[|\]$/g, "");
+  if (settings.denyPrivate && isIP(host) !== 0 && isPrivateAddress(host))
+    return Promise.reject(new Error(`${host} is a private address`));
+  const send = target.protocol === "https:" ? httpsRequest : httpRequest;
+  return new Promise((resolve, reject) => {
+    const req = send(
+      target,
+      {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "content-length": String(Buffer.byteLength(body)),
+          "user-agent": "agent-fleet-webhook",
+          ...headers,
+        },
+        timeout: settings.timeoutMs,
+        ...(settings.denyPrivate ? { lookup: publicOnlyLookup } : {}),
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode ?? 0));
+        res.on("error", reject);
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error(`no answer within ${settings.timeoutMs} ms`)));
+    req.on("error", reject);
+    req.end(body);
+  });
+}

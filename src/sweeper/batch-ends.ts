@@ -1,0 +1,110 @@
+/**
+ * Batch ends and their webhooks (contracts §9), run by the sweeper process.
+ *
+ * Who notices that a batch ended must survive crashes: the sweeper derives it from Postgres
+ * on every wide scan (BatchStore.hasEnded), records `ended_at`, and queues the delivery
+ * with the deterministic job id `webhook-<batchId>`; a batch whose webhook is still owed is
+ * queued again every few seconds, which adds nothing while the job exists. Deliveries run
+ * here too, on a BullMQ worker of their own: they are few, slow receivers must never hold
+ * an agent worker's slot, and a tenant's URL is requested only from the one role that does
+ * no agent work. Retries: exponential from FLEET_WEBHOOK_RETRY_MS up to an hour, 40
+ * attempts (more than 24 h), then the batch is marked `webhook_failed_at`.
+ */
+import { type ConnectionOptions, type Job, type Queue, Worker } from "bullmq";
+import type { Logger } from "pino";
+import { enqueueWebhook, QUEUES, WEBHOOK_BACKOFF, webhookJobSchema } from "../shared/queues.js";
+import type { BatchStore } from "../shared/store/batches.js";
+import { postWebhook, signWebhook, type WebhookSettings, webhookBackoffMs } from "../shared/webhooks.js";
+
+/** A batch whose webhook is owed is queued again at most this often (a no-op while its job exists). */
+const ENSURE_EVERY_MS = 10_000;
+
+export class BatchEnds {
+  private readonly ensured = new Map<string, number>();
+
+  constructor(
+    private readonly deps: {
+      store: BatchStore;
+      queue: Queue;
+      log: Pick<Logger, "info" | "warn">;
+      now?: () => number;
+    },
+  ) {}
+
+  /** Records the batches that ended and queues their webhooks; returns how many ended now. */
+  async scan(): Promise<number> {
+    const now = (this.deps.now ?? Date.now)();
+    let endedNow = 0;
+    for (const batch of await this.deps.store.unsettled()) {
+      let fresh = false;
+      if (!batch.ended) {
+        if (!(await this.deps.store.hasEnded(batch.id, batch.tenant))) continue;
+        await this.deps.store.markEnded(batch.id);
+        this.deps.log.info({ batchId: batch.id }, "batch ended");
+        endedNow++;
+        fresh = true;
+      }
+      if (!batch.webhookOwed) continue;
+      if (!fresh && now - (this.ensured.get(batch.id) ?? 0) < ENSURE_EVERY_MS) continue;
+      await enqueueWebhook(this.deps.queue, { batchId: batch.id });
+      this.ensured.set(batch.id, now);
+    }
+    if (this.ensured.size > 10_000) this.ensured.clear();
+    return endedNow;
+  }
+}
+
+/** The BullMQ worker that delivers webhooks. */
+export function startWebhookWorker(options: {
+  connection: ConnectionOptions;
+  prefix: string;
+  store: BatchStore;
+  settings: WebhookSettings;
+  log: Pick<Logger, "info" | "warn">;
+  concurrency?: number;
+}): Worker {
+  const { store, settings, log } = options;
+  const worker = new Worker(
+    QUEUES.webhooks.name,
+    async (job: Job) => {
+      const { batchId } = webhookJobSchema.parse(job.data);
+      const url = await store.webhookUrl(batchId);
+      const batch = url === null ? undefined : await store.view(batchId);
+      if (url === null || !batch) return "nothing to deliver";
+      if (!settings.secret) throw new Error("FLEET_WEBHOOK_SECRET is not set in the sweeper; cannot sign");
+      const body = JSON.stringify(batch);
+      const status = await postWebhook(
+        url,
+        body,
+        {
+          "fleet-signature": signWebhook(settings.secret, body, Math.floor(Date.now() / 1000)),
+          "fleet-delivery-id": String(job.id),
+          "fleet-delivery-attempt": String(job.attemptsMade + 1),
+        },
+        settings,
+      );
+      if (status < 200 || status >= 300) throw new Error(`the receiver answered HTTP ${status}`);
+      await store.markDelivered(batchId);
+      log.info({ batchId, attempt: job.attemptsMade + 1 }, "webhook delivered");
+      return "delivered";
+    },
+    {
+      connection: options.connection,
+      prefix: options.prefix,
+      concurrency: options.concurrency ?? 8,
+      settings: {
+        backoffStrategy: (attemptsMade, type) =>
+          type === WEBHOOK_BACKOFF ? webhookBackoffMs(settings, attemptsMade) : 1_000,
+      },
+    },
+  );
+  worker.on("error", () => {});
+  worker.on("failed", (job, error) => {
+    if (!job) return;
+    const batchId = String((job.data as { batchId?: unknown }).batchId ?? "");
+    const last = job.attemptsMade >= (job.opts.attempts ?? 1);
+    log.warn({ batchId, attempt: job.attemptsMade, err: error.message, last }, "webhook delivery failed");
+    if (last && batchId) store.markDeliveryFailed(batchId).catch(() => {});
+  });
+  return worker;
+}

@@ -1,0 +1,162 @@
+/**
+ * Cancellation (contracts §9) against real worker processes and an in-process sweeper:
+ * cancelling a batch while its sessions are inside tools aborts the running tools with the
+ * "cancelled while running" result, answers the calls not started, starts no tool after
+ * the cancel returned, drops queued runs (and their jobs), resumes nothing afterwards — not
+ * even past the sweeper's backoff — and the counts say cancelled. A new message re-opens a
+ * cancelled session.
+ */
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { Queue } from "bullmq";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { loadConfig } from "../src/shared/config.js";
+import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
+import { CANCELLED_BEFORE_START_TEXT } from "../src/worker/agent-loop.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+
+const agent = (i: number) => ({
+  model: {
+    provider: "scripted" as const,
+    steps: [
+      {
+        toolCalls: [
+          { id: "before", name: "append_file", arguments: { path: `c-${i}.txt`, line: "before" } },
+          { id: "nap", name: "sleep", arguments: { ms: 4_000 } },
+          { id: "after", name: "append_file", arguments: { path: `c-${i}.txt`, line: "after" } },
+        ],
+      },
+      { text: `done ${i}` },
+    ],
+  },
+  tools: ["append_file", "sleep"],
+});
+
+describe("cancel while tools are running", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let sweeper: RunningSweeper;
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("batch-cancel", { env: { SWEEPER_BACKOFF_MS: "300" } });
+    ({ client } = await fleet.startApi());
+    sweeper = await startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: false });
+    await fleet.spawnWorker({ WORKER_CONCURRENCY: "4" });
+  }, 60_000);
+  afterAll(async () => {
+    await sweeper?.stop();
+    await fleet?.close();
+  });
+
+  /** Every line every tool wrote so far, by file. */
+  async function toolFiles(): Promise<Record<string, string>> {
+    const dir = fleet.config.toolDir;
+    const out: Record<string, string> = {};
+    for (const name of (await readdir(dir)).sort()) out[name] = await readFile(join(dir, name), "utf8");
+    return out;
+  }
+
+  it("aborts running tools, starts none after the cancel returned, drops queued runs, resumes nothing", async () => {
+    const { sql } = fleet.database;
+    const created = await client.createBatch(
+      Array.from({ length: 12 }, (_, i) => ({ agent: agent(i), input: "go", customId: `k-${i}` })),
+    );
+    // Four sessions (the worker's slots) are inside `sleep`; eight wait in the queue.
+    await waitFor(
+      async () => {
+        const [row] = await sql<{ n: number }[]>`
+          select count(*)::int as n from messages where tool_call_id = 'before'`;
+        return row!.n === 4;
+      },
+      20_000,
+      "four sessions inside the sleep tool",
+    );
+    const queuedRun = created.sessions.find((s) => s.runId)!;
+    const cancelStarted = Date.now();
+    const answer = await client.cancelBatch(created.id);
+    const returnedAt = Date.now();
+    const atReturn = await toolFiles();
+    expect(Object.keys(atReturn)).toHaveLength(4);
+    expect(answer.counts.total).toBe(12);
+    expect(answer.cancelledAt).toBeDefined();
+
+    // The running runs end promptly (the worker learns it from Redis, not at the sleep's end).
+    await waitFor(
+      async () => {
+        const [row] = await sql<{ n: number }[]>`select count(*)::int as n from runs where status <> 'ended'`;
+        return row!.n === 0;
+      },
+      3_000,
+      "every run ended",
+    );
+    expect(Date.now() - cancelStarted).toBeLessThan(3_000);
+
+    // Past the sleep's end and several sweeper backoffs: nothing is resumed, no tool starts.
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    expect(await toolFiles()).toEqual(atReturn);
+    for (const text of Object.values(atReturn)) expect(text.trim()).toBe("before");
+    const runs = await sql<{ kind: string; ended_reason: string; status: string }[]>`
+      select kind, ended_reason, status from runs`;
+    expect(runs).toHaveLength(12);
+    expect(runs.every((r) => r.kind === "run" && r.ended_reason === "cancelled")).toBe(true);
+    const late = await sql`select 1 from runs where created_at > ${new Date(returnedAt).toISOString()}`;
+    expect(late).toHaveLength(0);
+
+    // The four that ran: the sleep was cancelled while running, the last call never started.
+    const results = await sql<{ tool_call_id: string; content: string; success: boolean }[]>`
+      select tool_call_id, content, success from messages where role = 'tool' order by session_id, seq`;
+    const naps = results.filter((r) => r.tool_call_id === "nap");
+    expect(naps).toHaveLength(4);
+    for (const nap of naps) {
+      expect(nap.success).toBe(false);
+      expect(nap.content).toMatch(/^Cancelled while running/);
+    }
+    const afters = results.filter((r) => r.tool_call_id === "after");
+    expect(afters).toHaveLength(4);
+    for (const after of afters) expect(after.content).toBe(CANCELLED_BEFORE_START_TEXT);
+
+    const batch = await client.getBatch(created.id);
+    expect(batch.status).toBe("cancelled");
+    expect(batch.counts).toMatchObject({ total: 12, cancelled: 12, queued: 0, running: 0 });
+    expect(batch.endedAt).toBeDefined();
+    for await (const result of client.batchResults(created.id)) expect(result.status).toBe("cancelled");
+
+    // A queued run's job was removed from the queue.
+    const queue = new Queue("runs", { connection: fleet.redis, prefix: fleet.config.prefix });
+    const queuedRunIds = await sql<{ id: string }[]>`
+      select r.id from runs r where r.started_at is null`;
+    expect(queuedRunIds.length).toBe(8);
+    for (const { id } of queuedRunIds) expect(await queue.getJob(`run-${id}`)).toBeUndefined();
+    await queue.close();
+    expect(queuedRun).toBeDefined();
+  }, 60_000);
+
+  it("cancels one session (202); a new message re-opens it", async () => {
+    const { id } = await client.createSession({ agent: agent(99) });
+    await client.send(id, "go");
+    await waitFor(
+      async () => (await client.getSession(id)).messages.some((m) => m.role === "tool"),
+      10_000,
+      "inside the tool",
+    );
+    const cancelled = await client.cancelSession(id);
+    expect(cancelled).toMatchObject({ id, cancelled: true });
+    expect((await client.getSession(id)).status).toBe("cancelled");
+    await waitFor(
+      async () => (await client.getSession(id)).runs.every((r) => r.status === "ended"),
+      3_000,
+      "the running run aborted",
+    );
+    expect((await client.getSession(id)).runs.at(-1)?.endedReason).toBe("cancelled");
+    expect((await client.resumePoint(id)).resumable).toBe(true);
+    const { runId } = await client.send(id, "carry on");
+    const run = await client.waitForRun(runId, { timeoutMs: 10_000 });
+    expect(run.endedReason).toBe("completed");
+    const session = await client.getSession(id);
+    expect(session.status).toBe("completed");
+    expect(session.messages.at(-1)).toMatchObject({ role: "assistant", content: "done 99" });
+    // Cancelling what has ended changes nothing.
+    expect(await client.cancelSession(id)).toMatchObject({ cancelled: false, status: "completed" });
+  }, 30_000);
+});

@@ -1,0 +1,142 @@
+/**
+ * Batch webhooks (contracts §9): the URL checks at submit (http/https only, no
+ * credentials, the operator's allowlist and private-address refusal), the signature and
+ * its verification, the backoff (more than 24 h of attempts), and the crash-safety of the
+ * delivery: a batch that ended while no sweeper ran — or whose delivery job was lost
+ * between recording the end and queueing it — is still delivered once a sweeper runs.
+ */
+import { createServer, type Server } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { loadConfig } from "../src/shared/config.js";
+import { ValidationError } from "../src/shared/errors.js";
+import { QUEUES, WEBHOOK_ATTEMPTS } from "../src/shared/queues.js";
+import {
+  checkWebhookUrl,
+  isPrivateAddress,
+  signWebhook,
+  verifyWebhookSignature,
+  webhookBackoffMs,
+  webhookSettingsFromEnv,
+} from "../src/shared/webhooks.js";
+import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+
+const SECRET = "whsec-webhooks-test";
+
+describe("webhook URLs, signatures and backoff", () => {
+  const settings = webhookSettingsFromEnv({ FLEET_WEBHOOK_SECRET: "s" });
+  const refused = (url: string, s = settings) => {
+    try {
+      checkWebhookUrl(url, s, "webhook.url");
+      return null;
+    } catch (error) {
+      expect(error).toBeInstanceOf(ValidationError);
+      expect((error as ValidationError).field).toBe("webhook.url");
+      return (error as Error).message;
+    }
+  };
+
+  it("accepts http(s) URLs only, without credentials; the operator may allowlist and refuse private addresses", () => {
+    expect(refused("https://example.com/hook")).toBeNull();
+    expect(refused("http://127.0.0.1:8080/hook")).toBeNull();
+    expect(refused("file:///etc/passwd")).toMatch(/http/);
+    expect(refused("gopher://example.com/")).toMatch(/http/);
+    expect(refused("not a url")).toMatch(/valid URL/);
+    expect(refused("https://user:pw@example.com/")).toMatch(/credentials/);
+    expect(refused("https://example.com/", webhookSettingsFromEnv({}))).toMatch(/FLEET_WEBHOOK_SECRET/);
+    const strict = webhookSettingsFromEnv({
+      FLEET_WEBHOOK_SECRET: "s",
+      FLEET_WEBHOOK_DENY_PRIVATE: "1",
+      FLEET_WEBHOOK_ALLOWED_URLS: "https://hooks.example.com/,http://10.1.2.3/",
+    });
+    expect(refused("https://hooks.example.com/a", strict)).toBeNull();
+    expect(refused("https://other.example.com/a", strict)).toMatch(/FLEET_WEBHOOK_ALLOWED_URLS/);
+    expect(refused("http://10.1.2.3/x", strict)).toMatch(/private/);
+    for (const address of [
+      "127.0.0.1",
+      "10.0.0.1",
+      "192.168.1.1",
+      "172.16.0.1",
+      "169.254.169.254",
+      "::1",
+      "fd00::1",
+    ])
+      expect(isPrivateAddress(address), address).toBe(true);
+    for (const address of ["8.8.8.8", "172.32.0.1", "2606:4700::1111"])
+      expect(isPrivateAddress(address), address).toBe(false);
+  });
+
+  it("signs t.body with HMAC-SHA256 and verifies it within a tolerance", () => {
+    const body = '{"id":"b"}';
+    const header = signWebhook(SECRET, body, 1_700_000_000);
+    expect(header).toMatch(/^t=1700000000,v1=[0-9a-f]{64}$/);
+    expect(verifyWebhookSignature(SECRET, body, header, 300, 1_700_000_100)).toBe(true);
+    expect(verifyWebhookSignature(SECRET, `${body} `, header, 300, 1_700_000_100)).toBe(false);
+    expect(verifyWebhookSignature(SECRET, body, header, 300, 1_700_001_000)).toBe(false);
+  });
+
+  it("backs off exponentially up to an hour, over more than 24 h in all", () => {
+    let total = 0;
+    for (let attempt = 1; attempt < WEBHOOK_ATTEMPTS; attempt++)
+      total += webhookBackoffMs({ retryBaseMs: 1_000 }, attempt);
+    expect(total).toBeGreaterThan(24 * 3_600_000);
+    expect(webhookBackoffMs({ retryBaseMs: 1_000 }, 30)).toBeLessThanOrEqual(3_600_000 * 1.1);
+    expect(QUEUES.webhooks.defaultJobOptions.attempts).toBe(WEBHOOK_ATTEMPTS);
+  });
+});
+
+describe("webhook delivery survives a missing sweeper and a lost job", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let sweeper: RunningSweeper | undefined;
+  let server: Server;
+  let url: string;
+  const received: { body: string; signature: string }[] = [];
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("webhooks", { env: { FLEET_WEBHOOK_SECRET: SECRET } });
+    ({ client } = await fleet.startApi());
+    server = createServer((req, res) => {
+      let body = "";
+      req.on("data", (d) => {
+        body += d;
+      });
+      req.on("end", () => {
+        received.push({ body, signature: String(req.headers["fleet-signature"]) });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(server.address() as { port: number }).port}/`;
+  }, 60_000);
+  afterAll(async () => {
+    await sweeper?.stop();
+    server?.close();
+    await fleet?.close();
+  });
+
+  it("delivers for a batch that ended before any sweeper ran, and one whose job was lost", async () => {
+    // Given no input, nothing runs: both batches have ended as soon as they exist.
+    const agent = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
+    const early = await client.createBatch([{ agent, customId: "e" }], { webhook: { url } });
+    const lost = await client.createBatch([{ agent, customId: "l" }], { webhook: { url } });
+    // The end of `lost` was recorded, as a sweeper does just before it queues the delivery —
+    // which never happened (that sweeper died in between).
+    await fleet.database.sql`update batches set ended_at = now() where id = ${lost.id}`;
+    expect(received).toHaveLength(0);
+    sweeper = await startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: false });
+    await waitFor(() => received.length >= 2, 20_000, "both deliveries");
+    const ids = received.map((r) => JSON.parse(r.body).id).sort();
+    expect(ids).toEqual([early.id, lost.id].sort());
+    for (const r of received) expect(verifyWebhookSignature(SECRET, r.body, r.signature)).toBe(true);
+    await waitFor(
+      async () => (await client.getBatch(lost.id)).webhook?.deliveredAt != null,
+      5_000,
+      "the delivery recorded",
+    );
+    // Delivered: never again.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(received).toHaveLength(2);
+  }, 40_000);
+});

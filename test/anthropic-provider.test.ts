@@ -29,7 +29,9 @@ beforeEach(() => {
   expect(fake.pending()).toBe(0);
 });
 
-function model(overrides: { maxTokens?: number; temperature?: number; baseUrl?: string } = {}) {
+function model(
+  overrides: { maxTokens?: number; temperature?: number; baseUrl?: string; cache?: boolean } = {},
+) {
   return new AnthropicModel(
     { provider: "anthropic", model: "claude-test", baseUrl: fake.url, ...overrides },
     { apiKey: KEY },
@@ -97,7 +99,11 @@ describe("streaming", () => {
       { type: "text", delta: "Hel" },
       { type: "text", delta: "lo, " },
       { type: "text", delta: "world" },
-      { type: "done", stopReason: "end_turn", usage: { inputTokens: 123, outputTokens: 45 } },
+      {
+        type: "done",
+        stopReason: "end_turn",
+        usage: { inputTokens: 123, outputTokens: 45, cacheReadTokens: 0, cacheWriteTokens: 0 },
+      },
     ]);
   });
 
@@ -469,19 +475,24 @@ describe("request conversion", () => {
     const [first, second] = fake.requests;
     expect(first?.path).toBe("/v1/messages");
     expect(first?.headers["anthropic-version"]).toBeTruthy();
+    // Caching is on by default (contracts §13): breakpoints on the system prompt, the last
+    // tool and the last user turn.
     expect(first?.body).toEqual({
       model: "claude-test",
       max_tokens: 4096,
       stream: true,
-      system: "You are terse.",
+      system: [{ type: "text", text: "You are terse.", cache_control: { type: "ephemeral" } }],
       tools: [
         {
           name: "write_file",
           description: "Write a file",
           input_schema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
+          cache_control: { type: "ephemeral" },
         },
       ],
-      messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }],
+      messages: [
+        { role: "user", content: [{ type: "text", text: "hi", cache_control: { type: "ephemeral" } }] },
+      ],
     });
     expect(second?.body.max_tokens).toBe(1000);
     expect(second?.body).not.toHaveProperty("tools");
@@ -519,7 +530,7 @@ describe("request conversion", () => {
       { role: "assistant", content: "still searching\n", stopReason: "paused" },
     ];
     fake.script({ blocks: [{ type: "text", text: "ok" }] });
-    await run(model(), request(history));
+    await run(model({ cache: false }), request(history));
     expect(fake.requests[0]?.body.messages).toEqual([
       { role: "user", content: [{ type: "text", text: "Write a.txt and b.txt" }] },
       {
@@ -576,7 +587,7 @@ describe("request conversion", () => {
       { role: "tool", toolCallId: "x", name: "write_file", content: "boom", success: false },
     ];
     fake.script({ blocks: [{ type: "text", text: "ok" }] });
-    await run(model(), request(history));
+    await run(model({ cache: false }), request(history));
     expect(fake.requests[0]?.body.messages).toEqual([
       { role: "user", content: [{ type: "text", text: "go" }] },
       { role: "assistant", content: [{ type: "text", text: "cut" }] },

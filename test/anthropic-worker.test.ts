@@ -46,7 +46,8 @@ describe("the anthropic provider through the API and a worker process", () => {
   }
 
   function anthropic(fake: FakeAnthropic, name = "claude-test"): ModelConfig {
-    return { provider: "anthropic", model: name, baseUrl: fake.url };
+    // Without cache breakpoints: these tests compare the turns exactly (caching: models-today*.test.ts).
+    return { provider: "anthropic", model: name, baseUrl: fake.url, cache: false };
   }
 
   async function session(fake: FakeAnthropic, tools: string[] = []): Promise<string> {

@@ -46,6 +46,8 @@ describe("callModel sanitises what the model sent", () => {
     expect(await step(p)).toEqual({
       ok: true,
       attempts: 1,
+      // No usage reported: the budget's estimate (usage.ts) comes along.
+      estimatedUsage: expect.any(Object),
       message: { role: "assistant", content: `bin${R}ary`, stopReason: "end_turn" },
     });
   });
@@ -96,6 +98,8 @@ describe("callModel sanitises what the model sent", () => {
     expect(await step(p)).toEqual({
       ok: true,
       attempts: 1,
+      // No usage reported: the budget's estimate (usage.ts) comes along.
+      estimatedUsage: expect.any(Object),
       message: {
         role: "assistant",
         content: "",

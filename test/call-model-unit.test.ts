@@ -71,6 +71,8 @@ describe("callModel retries only before output", () => {
       ok: true,
       attempts: 3,
       message: { role: "assistant", content: "hello", stopReason: "end_turn" },
+      // This fake reports no usage: the budget counts an estimate.
+      estimatedUsage: { inputTokens: expect.any(Number), outputTokens: expect.any(Number) },
     });
     expect(provider.calls).toBe(3);
     // 0.75 of the capped exponential: 100 → 75, 200 → 150.

@@ -106,6 +106,37 @@ describe("limits that always hold", () => {
     expect((await client.getSession(id)).messages.filter((m) => m.role === "assistant")).toHaveLength(4);
   });
 
+  it("budget.maxTokens holds when the provider reports no usage: unknown usage counts as an estimate, not 0", async () => {
+    // The scripted model reports no usage, like a provider that sends none.
+    const { id } = await client.createSession({
+      agent: {
+        model: {
+          provider: "scripted",
+          steps: [
+            {
+              toolCalls: [{ name: "append_file", arguments: { path: "tokens.txt", line: "x".repeat(300) } }],
+            },
+          ],
+        },
+        tools: ["append_file"],
+        maxTurns: 50,
+        budget: { maxTokens: 400 },
+      },
+    });
+    await client.send(id, "loop");
+    const session = await terminal(id);
+    expect(session.status).toBe("parked");
+    expect(session.parkedReason).toMatch(/^budget_exhausted: agent.budget.maxTokens/);
+    const steps = session.messages.filter((m) => m.role === "assistant");
+    expect(steps.length).toBeGreaterThan(0);
+    expect(steps.length).toBeLessThan(10);
+    expect(steps.every((m) => !("usage" in m))).toBe(true);
+    const [row] = await fleet.database.sql<
+      { tokens_used: string }[]
+    >`select tokens_used from sessions where id = ${id}`;
+    expect(Number(row!.tokens_used)).toBeGreaterThanOrEqual(400);
+  });
+
   it("budget.maxModelCalls: 5 holds across a send, two SIGKILLs and their resumes", async () => {
     const { id } = await client.createSession({
       agent: {

@@ -63,17 +63,50 @@ export const openaiModelSchema = z.strictObject({
   ...route,
   maxTokens: z.number().int().positive().optional(),
   temperature: z.number().min(0).max(2).optional(),
+  /**
+   * Which API (contracts §13): `chat` (chat completions, the default; what compatible servers
+   * speak) or `responses` (the Responses API: reasoning items are kept and replayed).
+   */
+  api: z.enum(["chat", "responses"]).optional(),
+  /** `reasoning.effort` (responses) / `reasoning_effort` (chat) for reasoning models. */
+  reasoningEffort: z.enum(["none", "minimal", "low", "medium", "high", "xhigh", "max"]).optional(),
   ...noApiKey,
 });
 
-export const anthropicModelSchema = z.strictObject({
-  provider: z.literal("anthropic"),
-  model: z.string().min(1),
-  ...route,
-  maxTokens: z.number().int().positive().optional(),
-  // No `temperature`: the Messages API version the SDK speaks has no sampling parameters.
-  ...noApiKey,
-});
+/** `max_tokens` of an Anthropic request whose MODEL names none. */
+export const DEFAULT_ANTHROPIC_MAX_TOKENS = 4096;
+
+/** Anthropic's extended thinking (contracts §13): a token budget, or the model decides. */
+export const anthropicThinkingSchema = z.discriminatedUnion("type", [
+  z.strictObject({
+    type: z.literal("enabled"),
+    /** At least 1024, and less than the model's `maxTokens` (thinking counts toward it). */
+    budgetTokens: z.number().int().min(1024),
+  }),
+  z.strictObject({ type: z.literal("adaptive") }),
+]);
+
+export const anthropicModelSchema = z
+  .strictObject({
+    provider: z.literal("anthropic"),
+    model: z.string().min(1),
+    ...route,
+    maxTokens: z.number().int().positive().optional(),
+    // No `temperature`: the Messages API version the SDK speaks has no sampling parameters.
+    thinking: anthropicThinkingSchema.optional(),
+    /** Prompt-caching breakpoints on the system prompt, the tools and the history. Default true. */
+    cache: z.boolean().optional(),
+    ...noApiKey,
+  })
+  .superRefine((model, ctx) => {
+    const max = model.maxTokens ?? DEFAULT_ANTHROPIC_MAX_TOKENS;
+    if (model.thinking?.type === "enabled" && model.thinking.budgetTokens >= max)
+      ctx.addIssue({
+        code: "custom",
+        path: ["thinking", "budgetTokens"],
+        message: `must be less than maxTokens (${max}): thinking counts toward it`,
+      });
+  });
 
 export const modelConfigSchema = z.discriminatedUnion("provider", [
   scriptedModelSchema,
@@ -103,6 +136,11 @@ export const agentConfigSchema = z.strictObject({
     .strictObject({
       maxModelCalls: z.number().int().positive().optional(),
       maxTokens: z.number().int().positive().optional(),
+      /**
+       * USD the session's model steps may cost, by FLEET_PRICES (prices.ts). Every model the
+       * agent may run needs a price (400 at creation otherwise).
+       */
+      maxCostUsd: z.number().positive().finite().optional(),
     })
     .optional(),
   /** Models the sweeper falls back to, in order, when the primary keeps failing. */

@@ -16,10 +16,32 @@ export const toolCallSchema = z.strictObject({
 /** Fields a stored message carries when read back; accepted (and ignored) on import. */
 const storedFields = { seq: z.number().int().positive().optional(), createdAt: z.string().optional() };
 
+const tokenCount = z.number().int().nonnegative();
+
+/**
+ * Token usage of a model step (contracts §13). `inputTokens` counts every input token,
+ * cached ones included; `cacheReadTokens` / `cacheWriteTokens` say how many of them were read
+ * from / written to the provider's prompt cache, and `reasoningTokens` how many of
+ * `outputTokens` were reasoning — each present only where the provider reports it.
+ * `costUsd`: what the step cost by the fleet's price table (FLEET_PRICES, prices.ts), present
+ * only when the model has a price.
+ */
 export const usageSchema = z.strictObject({
-  inputTokens: z.number().int().nonnegative(),
-  outputTokens: z.number().int().nonnegative(),
+  inputTokens: tokenCount,
+  outputTokens: tokenCount,
+  cacheReadTokens: tokenCount.optional(),
+  cacheWriteTokens: tokenCount.optional(),
+  reasoningTokens: tokenCount.optional(),
+  costUsd: z.number().nonnegative().optional(),
 });
+
+/**
+ * The provider's own blocks of an assistant step that must be sent back with the history
+ * (contracts §13): a JSON object, stored verbatim. Written by the providers
+ * (worker/models/provider-state.ts): `{ "provider", "api", "target", ... }`; replayed only to
+ * the same provider, api and target, and ignored by every other.
+ */
+export const providerStateSchema = z.record(z.string(), z.unknown());
 
 export const userMessageSchema = z.strictObject({
   role: z.literal("user"),
@@ -36,8 +58,14 @@ export const assistantMessageSchema = z.strictObject({
   content: z.string(),
   toolCalls: z.array(toolCallSchema).optional(),
   stopReason: nonEmpty,
-  /** Token usage of the step, when the provider reported it (an extension of contracts §1). */
-  usage: usageSchema.optional(),
+  /**
+   * Token usage of the step as the provider reported it (an extension of contracts §1):
+   * `null` when a provider reported none — unknown, not 0 tokens; absent when there is none
+   * to report (a scripted model, a step cut short, an imported message).
+   */
+  usage: usageSchema.nullable().optional(),
+  /** The provider's blocks to replay with the history (contracts §13); absent for a cut-off step. */
+  providerState: providerStateSchema.optional(),
   ...storedFields,
 });
 export const toolMessageSchema = z.strictObject({
@@ -58,6 +86,7 @@ export const messageSchema = z.discriminatedUnion("role", [
 
 export type ToolCall = z.infer<typeof toolCallSchema>;
 export type Usage = z.infer<typeof usageSchema>;
+export type ProviderState = z.infer<typeof providerStateSchema>;
 type Plain<T> = Omit<T, "seq" | "createdAt">;
 export type UserMessage = Plain<z.infer<typeof userMessageSchema>>;
 export type InternalMessage = Plain<z.infer<typeof internalMessageSchema>>;

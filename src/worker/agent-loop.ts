@@ -6,6 +6,7 @@
 import type { AgentConfig } from "../shared/agent-config.js";
 import type { Message, StoredMessage, ToolCall, ToolMessage, Usage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
+import { roundUsd, sumCost } from "../shared/prices.js";
 import { requestsTools } from "../shared/resume-point.js";
 import { stopReasonLabel } from "../shared/stop-reasons.js";
 import type { Fence, FencedWrites, HistoryCursor } from "../shared/store/fenced-writes.js";
@@ -13,7 +14,7 @@ import { lastStepSeq } from "../shared/store/rows.js";
 import { tailState } from "../shared/tail-state.js";
 import { callModel, type RetryPolicy } from "./call-model.js";
 import type { LeaseCheck } from "./lease-guard.js";
-import type { ModelProvider } from "./models/provider.js";
+import type { ModelIdentity, ModelProvider } from "./models/provider.js";
 import { sanitizeText } from "./models/sanitize-text.js";
 import type { Sleep } from "./models/scripted.js";
 import { outcomeOfStop, type RunOutcome } from "./run-outcome.js";
@@ -22,7 +23,7 @@ import { executeTool, type ToolRegistry, toolLabel } from "./tools/registry.js";
 export type AgentLoopDeps = {
   writes: Pick<FencedWrites, "append" | "reserveModelCall">;
   tools: Pick<ToolRegistry, "get" | "specs">;
-  metrics: Pick<FleetMetrics, "modelStops" | "toolCalls">;
+  metrics: Pick<FleetMetrics, "modelStops" | "toolCalls"> & Partial<Pick<FleetMetrics, "modelTokens">>;
   sleep: Sleep;
   retryPolicy?: RetryPolicy;
   /**
@@ -30,6 +31,12 @@ export type AgentLoopDeps = {
    * every tool start. Absent only where no lease exists (unit tests of the loop).
    */
   leaseGuard?: LeaseCheck;
+  /**
+   * Whether the session was cancelled (contracts §9), read from Postgres right before each
+   * tool starts: the cancel commits before its request returns, so no tool starts after it.
+   * Throws FencedError when the epoch moved. Absent in unit tests of the loop.
+   */
+  cancelled?: (fence: Fence) => Promise<boolean>;
 };
 
 export type LoopInput = {
@@ -40,8 +47,12 @@ export type LoopInput = {
   /** The history as stored, including what the run appended when it started. */
   history: StoredMessage[];
   signal: AbortSignal;
-  /** The session's use of `agent.budget` before this call; kept current as steps are stored. */
-  budget?: { tokensUsed: number };
+  /**
+   * The session's use of `agent.budget` before this call; kept current as steps are stored.
+   * `costUsd`: USD its steps cost so far; when absent it is summed from the history's stored
+   * `usage.costUsd` (steps with unknown usage of earlier runs are not counted there).
+   */
+  budget?: { tokensUsed: number; costUsd?: number };
 };
 
 export type LoopResult = { outcome: RunOutcome; error?: string; usage: Usage };
@@ -62,7 +73,8 @@ class FencedHistory {
     return { lastSeq: history.at(-1)?.seq ?? 0, lastStepSeq: lastStepSeq(history) };
   }
 
-  async append(message: Message): Promise<void> {
+  /** `estimatedTokens`: counted against the token budget for a step with unknown usage. */
+  async append(message: Message, estimatedTokens = 0): Promise<void> {
     this.deps.leaseGuard?.assertValid(this.input.fence.epoch);
     const next = [...this.input.history, message];
     const [stored] = await this.deps.writes.append(
@@ -71,6 +83,7 @@ class FencedHistory {
       this.input.runId,
       [message],
       tailState(next),
+      estimatedTokens,
     );
     this.input.history.push(stored!);
   }
@@ -101,12 +114,50 @@ async function budgetSpent(input: LoopInput, deps: AgentLoopDeps): Promise<strin
   const used = input.budget?.tokensUsed ?? 0;
   if (budget.maxTokens !== undefined && used >= budget.maxTokens)
     return `agent.budget.maxTokens: ${used} of ${budget.maxTokens} tokens used`;
+  if (budget.maxCostUsd !== undefined) {
+    const identity = input.model.identity;
+    // A model with tokens but no price cannot be bounded: it is not called (prices.ts).
+    if (identity && !identity.price)
+      return `agent.budget.maxCostUsd: model "${identity.model}" has no price in FLEET_PRICES, so its cost cannot be bounded`;
+    const spent = costSpent(input);
+    if (spent >= budget.maxCostUsd)
+      return `agent.budget.maxCostUsd: ${spent} of ${budget.maxCostUsd} USD used`;
+  }
   if (
     budget.maxModelCalls !== undefined &&
     !(await deps.writes.reserveModelCall(input.fence, budget.maxModelCalls))
   )
     return `agent.budget.maxModelCalls: all ${budget.maxModelCalls} model calls made`;
   return null;
+}
+
+/** USD the session's steps cost so far (LoopInput.budget.costUsd, summed from the history once). */
+function costSpent(input: LoopInput): number {
+  if (!input.budget) input.budget = { tokensUsed: 0 };
+  const budget = input.budget;
+  budget.costUsd ??= sumCost(input.history.map((m) => (m.role === "assistant" ? m.usage : null)));
+  return budget.costUsd;
+}
+
+/** Adds a step's usage to the run's. */
+function addUsage(total: Usage, step: Usage): void {
+  total.inputTokens += step.inputTokens;
+  total.outputTokens += step.outputTokens;
+  for (const key of ["cacheReadTokens", "cacheWriteTokens", "reasoningTokens"] as const)
+    if (step[key] !== undefined) total[key] = (total[key] ?? 0) + step[key];
+  if (step.costUsd !== undefined) total.costUsd = roundUsd((total.costUsd ?? 0) + step.costUsd);
+}
+
+/** `fleet_model_tokens_total{provider,kind}`: what the provider reported (`input` counts cached tokens too). */
+function countTokens(deps: AgentLoopDeps, identity: ModelIdentity | undefined, usage: Usage): void {
+  const counter = deps.metrics.modelTokens;
+  if (!counter || !identity) return;
+  const { provider } = identity;
+  counter.inc({ provider, kind: "input" }, usage.inputTokens);
+  counter.inc({ provider, kind: "output" }, usage.outputTokens);
+  if (usage.cacheReadTokens) counter.inc({ provider, kind: "cache_read" }, usage.cacheReadTokens);
+  if (usage.cacheWriteTokens) counter.inc({ provider, kind: "cache_write" }, usage.cacheWriteTokens);
+  if (usage.reasoningTokens) counter.inc({ provider, kind: "reasoning" }, usage.reasoningTokens);
 }
 
 export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promise<LoopResult> {
@@ -142,17 +193,25 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
     if (!step.ok) return { outcome: step.aborted ? "cancelled" : "provider_error", error: step.error, usage };
     const message = step.message;
     if (message.usage) {
-      usage.inputTokens += message.usage.inputTokens;
-      usage.outputTokens += message.usage.outputTokens;
+      addUsage(usage, message.usage);
+      countTokens(deps, input.model.identity, message.usage);
       if (input.budget) input.budget.tokensUsed += message.usage.inputTokens + message.usage.outputTokens;
     }
-    await history.append(message);
+    // Cost: reported, else the estimate's (unknown usage never costs 0 against the budget).
+    const stepCost = message.usage?.costUsd ?? step.estimatedCostUsd ?? 0;
+    if (input.budget?.costUsd !== undefined) input.budget.costUsd = roundUsd(input.budget.costUsd + stepCost);
+    // Unknown usage never counts as 0 against the budget: a high-side estimate counts instead.
+    const estimated = message.usage
+      ? 0
+      : (step.estimatedUsage?.inputTokens ?? 0) + (step.estimatedUsage?.outputTokens ?? 0);
+    if (input.budget) input.budget.tokensUsed += estimated;
+    await history.append(message, estimated);
     deps.metrics.modelStops.inc({ stop_reason: stopReasonLabel(message.stopReason) });
     if (requestsTools(message)) {
       pauses = 0;
       const calls = message.toolCalls ?? [];
       for (const [index, call] of calls.entries()) {
-        if (signal.aborted) {
+        if (signal.aborted || (await deps.cancelled?.(input.fence))) {
           // Answer the calls that never started, so the history says exactly what happened.
           for (const skipped of calls.slice(index)) await history.append(cancelledResult(skipped));
           for (const skipped of calls.slice(index))

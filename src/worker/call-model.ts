@@ -9,8 +9,15 @@
  * (ids, names, argument keys and values) and the stop reason become U+FFFD. The text is
  * sanitised once, whole, so a surrogate pair split across two deltas is kept, while one cut
  * in half by a broken stream is not stored half.
+ *
+ * A whole step keeps the provider's `providerState` (sanitised the same way); a step cut
+ * short (`interrupted`) keeps none (contracts §13). When the model has a price (FLEET_PRICES,
+ * carried by `provider.identity.price`), reported usage gains its `costUsd`, and a step with
+ * unknown usage gets an `estimatedCostUsd` for the budget (never stored).
  */
-import type { AssistantMessage, ToolCall, Usage } from "../shared/messages.js";
+import type { AssistantMessage, ProviderState, ToolCall, Usage } from "../shared/messages.js";
+import { costOf } from "../shared/prices.js";
+import { estimateStepUsage } from "../shared/usage.js";
 import { type ModelProvider, type ModelRequest, ProviderError } from "./models/provider.js";
 import { sanitizeJson, sanitizeText } from "./models/sanitize-text.js";
 import type { Sleep } from "./models/scripted.js";
@@ -37,7 +44,19 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
 };
 
 export type ModelStep =
-  | { ok: true; message: AssistantMessage; attempts: number }
+  | {
+      ok: true;
+      message: AssistantMessage;
+      attempts: number;
+      /**
+       * Only when the provider reported no usage (`message.usage` is `null`): a conservative
+       * estimate of the step's tokens (usage.ts), for `agent.budget.maxTokens` to count
+       * instead of 0. Never stored as the step's usage.
+       */
+      estimatedUsage?: Usage;
+      /** The estimate's cost, when the model has a price (for `agent.budget.maxCostUsd`). */
+      estimatedCostUsd?: number;
+    }
   | { ok: false; aborted: boolean; error: string; attempts: number };
 
 export function backoffMs(
@@ -51,14 +70,27 @@ export function backoffMs(
   return Math.round(exp / 2 + (random() * exp) / 2);
 }
 
-/** The step as it will be stored: every string in it sanitised. */
-function assistant(content: string, calls: ToolCall[], stopReason: string, usage?: Usage): AssistantMessage {
+/**
+ * The step as it will be stored: every string in it sanitised. `usage` as the provider gave
+ * it: `null` when it reported none (unknown, never 0 tokens), absent for a model without
+ * tokens (scripted) and for a step cut short (`interrupted`: no final event, no usage).
+ */
+function assistant(
+  content: string,
+  calls: ToolCall[],
+  stopReason: string,
+  usage?: Usage | null,
+  providerState?: ProviderState,
+): AssistantMessage {
   return {
     role: "assistant",
     content: sanitizeText(content),
     ...(calls.length > 0 ? { toolCalls: sanitizeCalls(calls) } : {}),
     stopReason: sanitizeText(stopReason),
-    ...(usage ? { usage } : {}),
+    ...(usage === undefined ? {} : { usage }),
+    ...(providerState === undefined || stopReason === "interrupted"
+      ? {}
+      : { providerState: sanitizeJson(providerState) }),
   };
 }
 
@@ -120,7 +152,7 @@ async function attempt(
           calls.push(event.call);
           break;
         case "done":
-          return { message: assistant(text, calls, event.stopReason, event.usage) };
+          return { message: assistant(text, calls, event.stopReason, event.usage, event.providerState) };
       }
     }
     return {
@@ -148,7 +180,23 @@ export async function callModel(
       request,
       policy.idleTimeoutMs ?? DEFAULT_RETRY_POLICY.idleTimeoutMs!,
     );
-    if ("message" in result) return { ok: true, message: result.message, attempts: n };
+    if ("message" in result) {
+      const { message } = result;
+      const price = provider.identity?.price;
+      // No usage at all (null: the provider sent none; absent: the scripted model) is unknown.
+      if (message.usage == null) {
+        const estimatedUsage = estimateStepUsage(request, message);
+        return {
+          ok: true,
+          message,
+          attempts: n,
+          estimatedUsage,
+          ...(price ? { estimatedCostUsd: costOf(estimatedUsage, price) } : {}),
+        };
+      }
+      if (price) message.usage = { ...message.usage, costUsd: costOf(message.usage, price) };
+      return { ok: true, message, attempts: n };
+    }
     const { error } = result;
     // The error may be stored as a park reason, and may quote what the provider sent.
     const messageText = sanitizeText(error instanceof Error ? error.message : String(error));

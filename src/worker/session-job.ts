@@ -10,6 +10,7 @@ import { FencedError, ValidationError } from "../shared/errors.js";
 import type { LeaseStore } from "../shared/lease.js";
 import type { StoredMessage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
+import { scrubSecrets, secretValuesFromEnv } from "../shared/scrub-secrets.js";
 import type { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import type { Fence, FencedWrites, HistoryCursor } from "../shared/store/fenced-writes.js";
 import { lastStepSeq } from "../shared/store/rows.js";
@@ -17,6 +18,7 @@ import type { SessionQueries } from "../shared/store/session-queries.js";
 import { tailState } from "../shared/tail-state.js";
 import { type AgentLoopDeps, runAgentLoop } from "./agent-loop.js";
 import { guardedWrites, LeaseGuard } from "./lease-guard.js";
+import { withProviderErrorLog } from "./models/logged-provider.js";
 import type { ModelProvider } from "./models/provider.js";
 import type { RunOutcome } from "./run-outcome.js";
 import { planRunStart } from "./start-run.js";
@@ -185,6 +187,23 @@ type SessionState = {
   budget: { tokensUsed: number };
 };
 
+/**
+ * The fields of a run's "run started" / "run ended" info lines: `sessionId`, `runId`,
+ * `workerId`, `kind` (`run`, `resume`). `workerId` is left out when the logger already binds
+ * it (the worker's does), so that no line carries the key twice.
+ */
+function runLogFields(run: RunRow, kind: "run" | "resume", deps: SessionJobDeps) {
+  const bindings = (deps.log as Partial<Pick<Logger, "bindings">>).bindings?.() as
+    | { workerId?: unknown }
+    | undefined;
+  return {
+    sessionId: run.sessionId,
+    runId: run.id,
+    ...(bindings?.workerId === deps.workerId ? {} : { workerId: deps.workerId }),
+    kind,
+  };
+}
+
 /** Runs one queued run to its end; returns the session's next queued run. */
 async function processRun(
   run: RunRow,
@@ -193,6 +212,8 @@ async function processRun(
   deps: SessionJobDeps,
 ): Promise<RunRow | null> {
   const kind = run.kind === "resume" ? "resume" : "run";
+  const logFields = runLogFields(run, kind, deps);
+  const startedAt = Date.now();
   const plan = planRunStart(run, history);
   if (plan.action === "refuse") {
     await deps.writes.startRun(
@@ -204,9 +225,14 @@ async function processRun(
     );
     if (kind === "resume") deps.metrics.resumeRefusals.inc({ reason: plan.reason });
     deps.metrics.runs.inc({ kind, outcome: plan.outcome });
-    return deps.writes.endRun(fence, run.id, plan.outcome, {
-      error: plan.detail ? `${plan.reason}: ${plan.detail}` : plan.reason,
-    });
+    const error = plan.detail ? `${plan.reason}: ${plan.detail}` : plan.reason;
+    deps.log.info({ ...logFields, trigger: run.trigger, resumeKind: null }, "run started");
+    const nextRun = await deps.writes.endRun(fence, run.id, plan.outcome, { error });
+    deps.log.info(
+      { ...logFields, outcome: plan.outcome, durationMs: Date.now() - startedAt, error },
+      "run ended",
+    );
+    return nextRun;
   }
   const started = await deps.writes.startRun(
     fence,
@@ -216,6 +242,7 @@ async function processRun(
     tailState([...history, ...plan.appends]),
   );
   if (started === null) return (await deps.queries.nextQueuedRun(fence.sessionId)) ?? null;
+  deps.log.info({ ...logFields, trigger: run.trigger, resumeKind: plan.resumeKind ?? null }, "run started");
   history.push(...started);
   if (plan.resumeKind) deps.metrics.resumes.inc({ kind: plan.resumeKind, trigger: run.trigger });
   if (run.lastSignAt)
@@ -226,7 +253,11 @@ async function processRun(
   let result: Awaited<ReturnType<typeof runAgentLoop>>;
   try {
     const agent = parseAgentConfig(storedAgent);
-    const model = run.model ? deps.models(run.model, "run.model") : deps.models(agent.model, "agent.model");
+    const model = withProviderErrorLog(
+      run.model ? deps.models(run.model, "run.model") : deps.models(agent.model, "agent.model"),
+      deps.log,
+      { runId: run.id, workerId: logFields.workerId },
+    );
     result = await runAgentLoop({ fence, runId: run.id, agent, model, history, signal, budget }, deps);
   } catch (error) {
     // Infrastructure faults (Postgres, Redis) propagate: the job is retried, and what
@@ -250,7 +281,15 @@ async function processRun(
     deps.metrics.sessionsParked.inc({ reason: park.reason });
     deps.log.warn({ sessionId: fence.sessionId, reason: park.reason, detail: park.detail }, "session parked");
   }
-  deps.log.debug({ sessionId: fence.sessionId, runId: run.id, outcome: result.outcome }, "run ended");
+  deps.log.info(
+    {
+      ...logFields,
+      outcome: result.outcome,
+      durationMs: Date.now() - startedAt,
+      ...(result.error ? { error: scrubSecrets(result.error, secretValuesFromEnv(process.env)) } : {}),
+    },
+    "run ended",
+  );
   if (NEEDS_SWEEPER.has(result.outcome)) {
     await deps.reportStop(fence.sessionId, result.outcome).catch(() => {});
   }

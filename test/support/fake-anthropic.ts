@@ -12,7 +12,15 @@
  * Events of a streamed response, in order (what `cutAfterEvents` / `errorAfterEvents`
  * count; pings are not counted): `message_start`; per block `content_block_start`, one
  * delta per chunk, `content_block_stop`; `message_delta`; `message_stop`.
+ *
+ * Like the real API, it rejects (400 `invalid_request_error`) what the API rejects about
+ * thinking and caching (`validateRequest`): with `thinking` on, a final assistant turn that
+ * asks for tools must start with its thinking block; every thinking block sent back must be
+ * one this server sent, unmodified (signature checked against its text); redacted blocks must
+ * be ones it sent; `budget_tokens` must be ≥ 1024 and < `max_tokens`; at most 4
+ * `cache_control` breakpoints, none on a thinking block.
  */
+import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 
@@ -23,6 +31,13 @@ export type FakeBlock =
       /** How the text streams; default: the whole text in one delta. Must join to `text`. */
       chunks?: string[];
     }
+  | {
+      type: "thinking";
+      thinking: string;
+      /** Default: derived from the text (what `validateRequest` checks). */
+      signature?: string;
+    }
+  | { type: "redacted_thinking"; data: string }
   | {
       type: "tool_use";
       id: string;
@@ -36,7 +51,12 @@ export type FakeStream = {
   blocks?: FakeBlock[];
   /** `null` sends a message_delta without a stop reason. Default `end_turn`. */
   stopReason?: string | null;
-  usage?: { input_tokens: number; output_tokens: number };
+  usage?: {
+    input_tokens: number;
+    output_tokens: number;
+    cache_creation_input_tokens?: number;
+    cache_read_input_tokens?: number;
+  };
   /** Write this many events (pings excluded), then destroy the socket. */
   cutAfterEvents?: number;
   /** After this many events, send an `error` event and end the response. */
@@ -116,8 +136,8 @@ export function streamEvents(
           stop_sequence: null,
           usage: {
             input_tokens: usage.input_tokens,
-            cache_creation_input_tokens: 0,
-            cache_read_input_tokens: 0,
+            cache_creation_input_tokens: usage.cache_creation_input_tokens ?? 0,
+            cache_read_input_tokens: usage.cache_read_input_tokens ?? 0,
             output_tokens: 1,
           },
         },
@@ -135,6 +155,37 @@ export function streamEvents(
           event: "content_block_delta",
           data: { type: "content_block_delta", index, delta: { type: "text_delta", text } },
         });
+    } else if (block.type === "thinking") {
+      events.push({
+        event: "content_block_start",
+        data: {
+          type: "content_block_start",
+          index,
+          content_block: { type: "thinking", thinking: "", signature: "" },
+        },
+      });
+      for (const thinking of splitInThree(block.thinking))
+        events.push({
+          event: "content_block_delta",
+          data: { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking } },
+        });
+      events.push({
+        event: "content_block_delta",
+        data: {
+          type: "content_block_delta",
+          index,
+          delta: { type: "signature_delta", signature: block.signature ?? signatureOf(block.thinking) },
+        },
+      });
+    } else if (block.type === "redacted_thinking") {
+      events.push({
+        event: "content_block_start",
+        data: {
+          type: "content_block_start",
+          index,
+          content_block: { type: "redacted_thinking", data: block.data },
+        },
+      });
     } else {
       events.push({
         event: "content_block_start",
@@ -165,6 +216,66 @@ export function streamEvents(
   return events;
 }
 
+/** The signature this server gives a thinking text (a real one is opaque; this one is checkable). */
+export function signatureOf(thinking: string): string {
+  return `sig_${createHash("sha256").update(thinking).digest("base64url")}`;
+}
+
+type Block = Record<string, unknown> & { type?: unknown };
+
+/** What the real API refuses about thinking and caching (see the file comment), or null. */
+export function validateRequest(body: Record<string, unknown>, redacted: ReadonlySet<string>): string | null {
+  const messages = (body.messages ?? []) as { role: string; content: unknown }[];
+  const blocksOf = (content: unknown): Block[] => (Array.isArray(content) ? (content as Block[]) : []);
+  const thinking = body.thinking as { type?: string; budget_tokens?: number } | undefined;
+  if (thinking?.type === "enabled") {
+    const budget = thinking.budget_tokens ?? 0;
+    if (budget < 1024) return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024";
+    if (budget >= Number(body.max_tokens))
+      return "`max_tokens` must be greater than `thinking.budget_tokens`";
+  }
+  let breakpoints = 0;
+  const count = (block: Block, where: string): string | null => {
+    if (block.cache_control == null) return null;
+    if (block.type === "thinking" || block.type === "redacted_thinking")
+      return `${where}.cache_control: cache_control cannot be set for thinking blocks`;
+    breakpoints++;
+    return null;
+  };
+  for (const [i, block] of blocksOf(body.system).entries()) {
+    const error = count(block, `system.${i}`);
+    if (error) return error;
+  }
+  for (const [i, tool] of ((body.tools ?? []) as Block[]).entries()) {
+    const error = count(tool, `tools.${i}`);
+    if (error) return error;
+  }
+  for (const [m, message] of messages.entries()) {
+    for (const [b, block] of blocksOf(message.content).entries()) {
+      const where = `messages.${m}.content.${b}`;
+      const error = count(block, where);
+      if (error) return error;
+      if (block.type === "thinking" && block.signature !== signatureOf(String(block.thinking)))
+        return `${where}: Invalid \`signature\` in \`thinking\` block`;
+      if (block.type === "redacted_thinking" && !redacted.has(String(block.data)))
+        return `${where}: Invalid \`data\` in \`redacted_thinking\` block`;
+    }
+  }
+  if (breakpoints > 4)
+    return `A maximum of 4 blocks with cache_control may be provided. Found ${breakpoints}.`;
+  if (thinking && thinking.type !== "disabled") {
+    const lastAssistant = messages.findLastIndex((m) => m.role === "assistant");
+    const turn = messages[lastAssistant];
+    const blocks = blocksOf(turn?.content);
+    if (turn && blocks.some((b) => b.type === "tool_use")) {
+      const first = blocks[0]?.type;
+      if (first !== "thinking" && first !== "redacted_thinking")
+        return `messages.${lastAssistant}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${String(first)}\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block (preceeding the lastmost set of \`tool_use\` and \`tool_result\` blocks).`;
+    }
+  }
+  return null;
+}
+
 function write(res: ServerResponse, event: string, data: unknown): Promise<void> {
   return new Promise((resolve, reject) =>
     res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`, (error) =>
@@ -183,6 +294,8 @@ export async function startFakeAnthropic(initial: FakeResponse[] = []): Promise<
   const script = [...initial];
   const requests: RecordedRequest[] = [];
   const open = new Set<ServerResponse>();
+  /** `data` of the redacted thinking blocks sent, which may come back. */
+  const redacted = new Set<string>();
 
   async function answer(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const at = Date.now();
@@ -205,6 +318,12 @@ export async function startFakeAnthropic(initial: FakeResponse[] = []): Promise<
       res.end(JSON.stringify({ type: "error", error: { type: "not_found_error", message: "not found" } }));
       return;
     }
+    const invalid = validateRequest(body, redacted);
+    if (invalid !== null) {
+      res.writeHead(400, { "content-type": "application/json", "request-id": `req_fake_${requests.length}` });
+      res.end(JSON.stringify({ type: "error", error: { type: "invalid_request_error", message: invalid } }));
+      return;
+    }
     const response: FakeResponse = script.shift() ?? {
       status: 500,
       error: { type: "api_error", message: "fake-anthropic: no scripted response left" },
@@ -218,6 +337,8 @@ export async function startFakeAnthropic(initial: FakeResponse[] = []): Promise<
       res.end(JSON.stringify({ type: "error", error: response.error }));
       return;
     }
+    for (const block of response.blocks ?? [])
+      if (block.type === "redacted_thinking") redacted.add(block.data);
     if (response.headersDelayMs) await sleep(response.headersDelayMs);
     res.writeHead(200, {
       "content-type": "text/event-stream",

@@ -112,6 +112,11 @@ export class FencedWrites {
     runId: string | null,
     messages: readonly Message[],
     tail: TailState,
+    /**
+     * Tokens to count against `agent.budget.maxTokens` for steps whose provider reported no
+     * usage (an estimate: usage.ts); reported usage is counted from the messages.
+     */
+    estimatedTokens = 0,
   ): Promise<StoredMessage[]> {
     if (messages.length === 0) return [];
     const rows = toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq);
@@ -121,19 +126,31 @@ export class FencedWrites {
       with s as (
         update sessions
            set last_seq = ${cursor.lastSeq + rows.length}, tail_state = ${tail},
-               tokens_used = tokens_used + ${tokensOf(messages)},
+               tokens_used = tokens_used + ${tokensOf(messages) + Math.max(0, Math.ceil(estimatedTokens))},
                last_active_at = now(), updated_at = now()
          where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and last_seq = ${cursor.lastSeq}
         returning id
       )
-      insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, run_id)
-      select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, ${runId}
+      insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
+      select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${runId}
         from s cross join jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
           seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
-          name text, success boolean, stop_reason text, usage jsonb)
+          name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
       returning seq, created_at`;
     if (inserted.length !== messages.length) throw new FencedError(fence.sessionId, fence.epoch);
     return stored(messages, inserted);
+  }
+
+  /**
+   * Whether the session was cancelled (contracts §9): asked right before a tool starts. A
+   * cancel commits `status = 'cancelled'` before its request returns, so a tool that passes
+   * this check started before the cancel was answered. Throws FencedError when the epoch moved.
+   */
+  async sessionCancelled(fence: Fence): Promise<boolean> {
+    const [row] = await this.database.sql<{ status: string; lease_epoch: string }[]>`
+      select status, lease_epoch from sessions where id = ${fence.sessionId}`;
+    if (!row || Number(row.lease_epoch) !== fence.epoch) throw new FencedError(fence.sessionId, fence.epoch);
+    return row.status === "cancelled";
   }
 
   /**
@@ -182,11 +199,11 @@ export class FencedWrites {
            and exists (select 1 from r)
         returning id
       ), ins as (
-        insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, run_id)
-        select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, ${run.id}
+        insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
+        select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${run.id}
           from s cross join jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
           seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
-          name text, success boolean, stop_reason text, usage jsonb)
+          name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
         returning seq, created_at
       )
       select exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}

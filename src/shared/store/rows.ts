@@ -16,6 +16,7 @@ export function messageFromRow(row: MessageRow): StoredMessage {
         ...(row.toolCalls && row.toolCalls.length > 0 ? { toolCalls: row.toolCalls } : {}),
         stopReason: row.stopReason ?? "",
         ...(row.usage ? { usage: row.usage } : {}),
+        ...(row.providerState ? { providerState: row.providerState } : {}),
         ...base,
       };
     case "tool":
@@ -44,6 +45,7 @@ export type NewMessageRow = {
   success: boolean | null;
   stop_reason: string | null;
   usage: unknown;
+  provider_state: unknown;
 };
 
 /**
@@ -70,6 +72,7 @@ export function toNewRows(
       success: m.role === "tool" ? m.success : null,
       stop_reason: m.role === "assistant" ? m.stopReason : null,
       usage: m.role === "assistant" ? (m.usage ?? null) : null,
+      provider_state: m.role === "assistant" ? (m.providerState ?? null) : null,
     };
   });
 }
@@ -131,6 +134,9 @@ export type RawSession = {
   last_active_at: string;
   created_at: string;
   updated_at: string;
+  batch_id: string | null;
+  custom_id: string | null;
+  cancelled_at: string | null;
 };
 
 export function sessionFromRaw(raw: RawSession): SessionRow {
@@ -155,6 +161,9 @@ export function sessionFromRaw(raw: RawSession): SessionRow {
     lastActiveAt: new Date(raw.last_active_at),
     createdAt: new Date(raw.created_at),
     updatedAt: new Date(raw.updated_at),
+    batchId: raw.batch_id ?? null,
+    customId: raw.custom_id ?? null,
+    cancelledAt: date(raw.cancelled_at ?? null),
   };
 }
 
@@ -171,6 +180,8 @@ export type RawMessage = {
   success: boolean | null;
   stop_reason: string | null;
   usage: MessageRow["usage"];
+  /** Absent in rows read before the column existed. */
+  provider_state?: MessageRow["providerState"];
   run_id: string | null;
   created_at: string;
 };
@@ -188,6 +199,7 @@ export function messageFromRaw(raw: RawMessage): StoredMessage {
     success: raw.success,
     stopReason: raw.stop_reason,
     usage: raw.usage,
+    providerState: raw.provider_state ?? null,
     runId: raw.run_id,
     createdAt: new Date(raw.created_at),
   });

@@ -1,6 +1,18 @@
 /**
  * History → Anthropic Messages API request (pure): alternating turns, tool_use and
  * tool_result blocks, tools and settings. Used by the Anthropic provider (anthropic.ts).
+ *
+ * Thinking (contracts §13): MODEL `thinking` `{"type":"enabled","budgetTokens":N}` is sent as
+ * `{"type":"enabled","budget_tokens":N}`, `{"type":"adaptive"}` as it is. An assistant step
+ * whose `providerState` was written by the same provider, api and target (provider-state.ts)
+ * is replayed from it: its blocks verbatim and in their order (thinking, redacted_thinking,
+ * text, tool_use), the thinking blocks byte for byte with their signatures, as the API
+ * requires of a tool turn; each tool_use block is the step's stored call (same order).
+ *
+ * Caching (MODEL `cache`, default true): `cache_control: {"type":"ephemeral"}` breakpoints on
+ * the system prompt, the last tool and the last cacheable block of the last two user turns —
+ * at most 4, the API's limit. The cache then holds the growing history: each request reads
+ * what the previous one wrote and writes its new tail.
  */
 import type {
   ContentBlockParam,
@@ -11,12 +23,19 @@ import type {
   ToolResultBlockParam,
 } from "@anthropic-ai/sdk/resources/messages";
 import type { z } from "zod";
-import type { anthropicModelSchema } from "../../shared/agent-config.js";
-import type { Message } from "../../shared/messages.js";
+import { type anthropicModelSchema, DEFAULT_ANTHROPIC_MAX_TOKENS } from "../../shared/agent-config.js";
+import type { AssistantMessage, Message } from "../../shared/messages.js";
 import { requestsTools } from "../../shared/resume-point.js";
 import type { ModelRequest } from "./provider.js";
+import { objectArray, replayableState, type StateTarget, targetOf } from "./provider-state.js";
 
-export const DEFAULT_ANTHROPIC_MAX_TOKENS = 4096;
+export { DEFAULT_ANTHROPIC_MAX_TOKENS };
+
+/** Where the SDK would go by itself; passed explicitly so ANTHROPIC_BASE_URL is never read. */
+export const ANTHROPIC_BASE_URL = "https://api.anthropic.com";
+
+/** The API's limit of cache_control breakpoints in one request. */
+export const MAX_CACHE_BREAKPOINTS = 4;
 
 export type AnthropicModelConfig = z.infer<typeof anthropicModelSchema>;
 
@@ -45,7 +64,7 @@ function textBlock(text: string): TextBlockParam {
  * - When the history ends with an assistant turn (a paused step), its last text block loses
  *   trailing whitespace, which the API rejects in a final assistant turn.
  */
-export function toAnthropicMessages(history: readonly Message[]): MessageParam[] {
+export function toAnthropicMessages(history: readonly Message[], target?: StateTarget): MessageParam[] {
   const turns: Turn[] = [];
   let results: ContentBlockParam[] = [];
   let texts: ContentBlockParam[] = [];
@@ -88,11 +107,13 @@ export function toAnthropicMessages(history: readonly Message[]): MessageParam[]
         break;
       case "assistant": {
         flushUser();
-        const content: ContentBlockParam[] = [];
-        if (message.content !== "") content.push(textBlock(message.content));
         const calls = requestsTools(message) ? (message.toolCalls ?? []) : [];
-        for (const call of calls)
-          content.push({ type: "tool_use", id: call.id, name: call.name, input: call.arguments });
+        const content = (target && fromState(message, calls, target)) ?? [];
+        if (content.length === 0) {
+          if (message.content !== "") content.push(textBlock(message.content));
+          for (const call of calls)
+            content.push({ type: "tool_use", id: call.id, name: call.name, input: call.arguments });
+        }
         if (content.length === 0) break;
         openCalls = new Set(calls.map((c) => c.id));
         push("assistant", content);
@@ -118,6 +139,44 @@ export function toAnthropicMessages(history: readonly Message[]): MessageParam[]
   return turns;
 }
 
+/**
+ * An assistant step's blocks from its provider state, in their order; tool_use blocks are the
+ * replayed calls, in order (none for a step whose calls were not executed). Undefined when
+ * the state is not for `target` or holds no blocks.
+ */
+function fromState(
+  message: AssistantMessage,
+  calls: AssistantMessage["toolCalls"] & {},
+  target: StateTarget,
+): ContentBlockParam[] | undefined {
+  const state = replayableState(message, target);
+  const blocks = objectArray(state?.content);
+  if (!blocks || blocks.length === 0) return undefined;
+  const content: ContentBlockParam[] = [];
+  let next = 0;
+  for (const block of blocks) {
+    switch (block.type) {
+      case "thinking":
+      case "redacted_thinking":
+        content.push(block as unknown as ContentBlockParam);
+        break;
+      case "text":
+        if (typeof block.text === "string" && block.text !== "") content.push(textBlock(block.text));
+        break;
+      case "tool_use": {
+        const call = calls[next++];
+        if (call) content.push({ type: "tool_use", id: call.id, name: call.name, input: call.arguments });
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  for (const call of calls.slice(next))
+    content.push({ type: "tool_use", id: call.id, name: call.name, input: call.arguments });
+  return content;
+}
+
 function toAnthropicTools(request: ModelRequest): Tool[] {
   return request.tools.map((tool) => ({
     name: tool.name,
@@ -126,17 +185,66 @@ function toAnthropicTools(request: ModelRequest): Tool[] {
   }));
 }
 
+/** Where a model's state may be replayed (provider-state.ts). */
+export function anthropicTarget(config: AnthropicModelConfig): StateTarget {
+  return targetOf("anthropic", "messages", config, ANTHROPIC_BASE_URL);
+}
+
+const EPHEMERAL = { type: "ephemeral" } as const;
+const UNCACHEABLE = new Set(["thinking", "redacted_thinking"]);
+
+/** Marks the last block of `content` that may carry a breakpoint; false when none may. */
+function markLast(content: ContentBlockParam[]): boolean {
+  for (let i = content.length - 1; i >= 0; i--) {
+    const block = content[i]!;
+    if (UNCACHEABLE.has(block.type) || (block.type === "text" && block.text === "")) continue;
+    (block as { cache_control?: unknown }).cache_control = EPHEMERAL;
+    return true;
+  }
+  return false;
+}
+
 export function buildAnthropicRequest(
   config: AnthropicModelConfig,
   request: ModelRequest,
 ): MessageCreateParamsStreaming {
+  const cache = config.cache !== false;
   const body: MessageCreateParamsStreaming = {
     model: config.model,
     max_tokens: config.maxTokens ?? DEFAULT_ANTHROPIC_MAX_TOKENS,
-    messages: toAnthropicMessages(request.history),
+    messages: toAnthropicMessages(request.history, anthropicTarget(config)),
     stream: true,
   };
-  if (request.system) body.system = request.system;
-  if (request.tools.length > 0) body.tools = toAnthropicTools(request);
+  let breakpoints = 0;
+  if (request.system) {
+    if (cache) {
+      body.system = [{ type: "text", text: request.system, cache_control: EPHEMERAL }];
+      breakpoints++;
+    } else body.system = request.system;
+  }
+  if (request.tools.length > 0) {
+    const tools = toAnthropicTools(request);
+    if (cache) {
+      tools[tools.length - 1]!.cache_control = EPHEMERAL;
+      breakpoints++;
+    }
+    body.tools = tools;
+  }
+  if (cache) {
+    // The growing history: the last user turn (what this request adds) and the one before
+    // it (where the previous request's cache ends), newest first.
+    let marked = 0;
+    for (let i = body.messages.length - 1; i >= 0 && marked < 2 && breakpoints < MAX_CACHE_BREAKPOINTS; i--) {
+      const turn = body.messages[i]!;
+      if (turn.role !== "user" || typeof turn.content === "string") continue;
+      if (markLast(turn.content)) {
+        breakpoints++;
+        marked++;
+      }
+    }
+  }
+  if (config.thinking?.type === "enabled")
+    body.thinking = { type: "enabled", budget_tokens: config.thinking.budgetTokens };
+  else if (config.thinking?.type === "adaptive") body.thinking = { type: "adaptive" };
   return body;
 }

@@ -4,7 +4,10 @@
  * Request: the history becomes alternating user/assistant turns (see `toAnthropicMessages`).
  * The SDK's own retries are off (`maxRetries: 0`): the runtime retries, and only before any
  * output (call-model.ts). The API key comes from the worker's environment and goes to the SDK
- * only; it is never logged, stored or put in an error (errors are redacted besides).
+ * only; it is never logged, stored or put in an error (errors are scrubbed besides:
+ * scrub-secrets.ts). The client takes nothing from the environment: key, auth token, base
+ * URL, log level and tracing are given, and ANTHROPIC_CUSTOM_HEADERS is cancelled; it sends
+ * only to its base URL and never follows a redirect (transport.ts).
  *
  * Response: raw stream events. Text deltas are yielded as they arrive; a tool call is
  * yielded whole once its block stops; `message_stop` yields `done` with the normalised stop
@@ -12,30 +15,52 @@
  * breaks before it — even after `message_delta` carried the stop reason — ends without `done`
  * after output (the runtime records `interrupted` and keeps the partial text); one that breaks
  * before any output throws a retryable ProviderError, since nothing reached the caller and a
- * retry is safe.
+ * retry is safe. Usage is what `message_start`/`message_delta` reported (input counts cache
+ * reads and writes); when they did not report both counts it is `null`, unknown. Cache reads and
+ * writes (`cache_read_input_tokens`, `cache_creation_input_tokens`) are `cacheReadTokens` /
+ * `cacheWriteTokens`, `output_tokens_details.thinking_tokens` is `reasoningTokens`.
+ *
+ * Thinking (contracts §13): `thinking` and `redacted_thinking` blocks are assembled from their
+ * deltas (`thinking_delta`, `signature_delta`) and, with the step's text and tool_use blocks
+ * in stream order, become the step's `providerState` (provider-state.ts) — only on a whole
+ * step (`message_stop`), and only when the step has thinking. The request side (replay,
+ * thinking settings, cache breakpoints) is anthropic-request.ts.
+ *
+ * Errors: an HTTP error is retried for 408/409/429/5xx (or as `x-should-retry` says); an
+ * `error` event in the stream is judged the same way from its type (`streamErrorRetryable`):
+ * `overloaded_error` is retried, `authentication_error` is not.
  *
  * `temperature` is not sent: SDK 1.x sends API version 2026-10-21, which has no sampling
  * parameters and answers 400 to any `temperature` (even 1.0); the SDK dropped the field too.
  */
 import Anthropic, { APIConnectionError, APIError, APIUserAbortError } from "@anthropic-ai/sdk";
 import type { RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages";
-import type { ToolCall, Usage } from "../../shared/messages.js";
+import type { ProviderState, ToolCall, Usage } from "../../shared/messages.js";
+import { scrubSecrets, secretValuesFromEnv } from "../../shared/scrub-secrets.js";
 import { fromAnthropicStopReason } from "../../shared/stop-reasons.js";
-import { type AnthropicModelConfig, buildAnthropicRequest } from "./anthropic-request.js";
+import {
+  ANTHROPIC_BASE_URL,
+  type AnthropicModelConfig,
+  anthropicTarget,
+  buildAnthropicRequest,
+} from "./anthropic-request.js";
 import {
   keyToSend,
   type ModelEvent,
+  type ModelIdentity,
   type ModelProvider,
   type ModelRequest,
   ProviderError,
+  type ProviderErrorInfo,
   type ProviderKey,
   retryAfterMs,
+  retryableStatus,
+  streamErrorRetryable,
 } from "./provider.js";
+import { makeState } from "./provider-state.js";
+import { customHeaderOverrides, guardedFetch, hostOf, refusedByTransport } from "./transport.js";
 
 export const MISSING_ANTHROPIC_KEY = "ANTHROPIC_API_KEY is not set in the worker's environment";
-
-/** Where the SDK would go by itself; passed explicitly so ANTHROPIC_BASE_URL is never read. */
-const ANTHROPIC_BASE_URL = "https://api.anthropic.com";
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -44,20 +69,14 @@ const ANTHROPIC_BASE_URL = "https://api.anthropic.com";
 const CONTEXT_FULL_TEXT =
   /prompt is too long|prompt_too_long|context[ _-]?(window|length|limit)|too many (input )?tokens|request_too_large/i;
 
-/** Error types of a mid-stream `error` event that the same request would meet again. */
-const PERMANENT_ERROR_TYPES = new Set([
-  "invalid_request_error",
-  "authentication_error",
-  "billing_error",
-  "permission_error",
-  "not_found_error",
-]);
-
 type Failure = ProviderError | "context_full";
 
 export class AnthropicModel implements ModelProvider {
   /** A private field: logging or serialising the provider cannot show the key. */
   readonly #key: ProviderKey;
+  /** Where the requests go, for errors and logs. */
+  private readonly info: ProviderErrorInfo;
+  readonly identity: ModelIdentity;
 
   /** `options` is decided by create-model.ts from the model's route; `config.baseUrl` is where it goes. */
   constructor(
@@ -65,53 +84,105 @@ export class AnthropicModel implements ModelProvider {
     options: ProviderKey,
   ) {
     this.#key = { ...options };
+    this.identity = { provider: "anthropic", model: config.model };
+    this.info = {
+      provider: "anthropic",
+      host: hostOf(config.baseUrl ?? ANTHROPIC_BASE_URL),
+      ...(config.endpoint === undefined ? {} : { endpoint: config.endpoint }),
+    };
   }
 
+  /** The route's key, the environment's keys and anything shaped like a key, removed. */
   private redact(text: string): string {
-    const key = this.#key.apiKey;
-    return key ? text.split(key).join("[redacted]") : text;
+    return scrubSecrets(text, [this.#key.apiKey, ...secretValuesFromEnv(process.env)]);
+  }
+
+  private fail(
+    message: string,
+    retryable: boolean,
+    extra: { retryAfterMs?: number; status?: number; type?: string } = {},
+  ): ProviderError {
+    const { retryAfterMs, ...info } = extra;
+    return new ProviderError(this.redact(message), retryable, retryAfterMs, { ...this.info, ...info });
   }
 
   /** What a failed request means: a ProviderError to throw, or a full context window. */
   private classify(error: unknown): Failure {
     if (error instanceof ProviderError) return error;
-    if (error instanceof APIUserAbortError) return new ProviderError("the request was aborted", false);
+    if (error instanceof APIUserAbortError) return this.fail("the request was aborted", false);
     if (error instanceof APIConnectionError) {
+      // A redirect, or a request for another origin, refused by the transport: non-retryable.
+      const refused = refusedByTransport(error);
+      if (refused) return refused;
       const cause = error.cause instanceof Error ? `: ${error.cause.message}` : "";
-      return new ProviderError(this.redact(`anthropic: ${error.message}${cause}`), true);
+      return this.fail(`anthropic: ${error.message}${cause}`, true);
     }
     if (error instanceof APIError) {
-      const detail = this.redact(
-        [error.type, error.errorCode, error.apiMessage ?? error.message].filter(Boolean).join(": "),
-      );
+      const detail = [error.type, error.errorCode, error.apiMessage ?? error.message]
+        .filter(Boolean)
+        .join(": ");
+      const type = typeof error.type === "string" ? { type: error.type } : {};
       const status = error.status;
       if (status === undefined) {
-        // An `error` event in the stream (e.g. overloaded_error).
+        // An `error` event in the stream: judged like the same error over HTTP.
         if (error.type === "invalid_request_error" && CONTEXT_FULL_TEXT.test(detail)) return "context_full";
-        const permanent = PERMANENT_ERROR_TYPES.has(error.type ?? "");
-        return new ProviderError(`anthropic stream error: ${detail}`, !permanent);
+        const body = error.error as { error?: { status?: unknown; code?: unknown } } | undefined;
+        const retryable = streamErrorRetryable({
+          status: body?.error?.status,
+          code: error.errorCode ?? body?.error?.code,
+          type: error.type,
+        });
+        return this.fail(`anthropic stream error: ${detail}`, retryable, type);
       }
       if ((status === 400 || status === 413) && CONTEXT_FULL_TEXT.test(detail)) return "context_full";
       const message = `anthropic: HTTP ${status}: ${detail}`;
       const shouldRetry = error.headers?.get("x-should-retry");
-      const retryable =
-        shouldRetry === "true" ||
-        (shouldRetry !== "false" && (status === 408 || status === 409 || status === 429 || status >= 500));
-      return new ProviderError(message, retryable, retryable ? retryAfterMs(error.headers) : undefined);
+      const retryable = shouldRetry === "true" || (shouldRetry !== "false" && retryableStatus(status));
+      return this.fail(message, retryable, {
+        status,
+        ...type,
+        ...(retryable ? { retryAfterMs: retryAfterMs(error.headers) } : {}),
+      });
     }
     const text = error instanceof Error ? error.message : String(error);
-    return new ProviderError(this.redact(`anthropic: ${text}`), true);
+    return this.fail(`anthropic: ${text}`, true);
+  }
+
+  /** A client that takes nothing from the environment (see the file comment). */
+  private client(): Anthropic {
+    let apiKey: string;
+    try {
+      apiKey = keyToSend(this.#key, MISSING_ANTHROPIC_KEY);
+    } catch (error) {
+      throw error instanceof ProviderError ? this.fail(error.message, false) : error;
+    }
+    const baseURL = this.config.baseUrl ?? ANTHROPIC_BASE_URL;
+    try {
+      return new Anthropic({
+        // A key given in code is the SDK's only credential: it reads none from process.env
+        // (ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, profiles); the base URL is given as well.
+        apiKey,
+        authToken: null,
+        webhookKey: null,
+        baseURL,
+        // ANTHROPIC_CUSTOM_HEADERS has no option: its headers are cancelled one by one. The
+        // SDK sends the key as `Authorization: Bearer`.
+        defaultHeaders: customHeaderOverrides("ANTHROPIC_CUSTOM_HEADERS", `Bearer ${apiKey}`),
+        // Only to the base URL's origin, never following a redirect (transport.ts).
+        fetch: guardedFetch(baseURL, this.info),
+        // No spans and no trace context sent along (nor ANTHROPIC_OPEN_TELEMETRY* read).
+        openTelemetry: false,
+        // The SDK must never print anything of a request (ANTHROPIC_LOG is not read).
+        logLevel: "off",
+        maxRetries: 0,
+      });
+    } catch (error) {
+      throw this.fail(`anthropic: the client cannot be configured: ${(error as Error).message}`, false);
+    }
   }
 
   async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
-    const client = new Anthropic({
-      // A key given in code is the SDK's only credential: it reads none from process.env
-      // (ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, profiles); the base URL is given as well.
-      apiKey: keyToSend(this.#key, MISSING_ANTHROPIC_KEY),
-      authToken: null,
-      baseURL: this.config.baseUrl ?? ANTHROPIC_BASE_URL,
-      maxRetries: 0,
-    });
+    const client = this.client();
 
     let events: AsyncIterable<RawMessageStreamEvent>;
     try {
@@ -129,45 +200,78 @@ export class AnthropicModel implements ModelProvider {
 
     let output = false;
     let stopReason: string | null = null;
-    let usage: Usage | undefined;
+    // Each count as last reported; null while the stream has not reported it.
+    let inputTokens: number | null = null;
+    let outputTokens: number | null = null;
+    let cacheRead: number | null = null;
+    let cacheWrite: number | null = null;
+    let thinkingTokens: number | null = null;
+    /** Every block of the step by index, as the API sent it (for `providerState`). */
+    const blocks = new Map<number, Record<string, unknown>>();
+    let thinking = false;
     const toolBlocks = new Map<number, { id: string; name: string; json: string; input: unknown }>();
-    const setUsage = (input: number | null | undefined, outputTokens: number | null | undefined) => {
-      usage = {
-        inputTokens: input == null ? (usage?.inputTokens ?? 0) : Math.max(0, Math.trunc(input)),
-        outputTokens:
-          outputTokens == null ? (usage?.outputTokens ?? 0) : Math.max(0, Math.trunc(outputTokens)),
-      };
+    type ReportedUsage = {
+      input_tokens?: number | null;
+      output_tokens?: number | null;
+      cache_creation_input_tokens?: number | null;
+      cache_read_input_tokens?: number | null;
+      output_tokens_details?: { thinking_tokens?: number | null } | null;
+    };
+    const count = (n: unknown): number | null =>
+      typeof n === "number" && Number.isFinite(n) ? Math.max(0, Math.trunc(n)) : null;
+    const report = (u: ReportedUsage | null | undefined) => {
+      if (!u) return;
+      // Total input = uncached + cache writes + cache reads.
+      const input = count(u.input_tokens);
+      cacheWrite = count(u.cache_creation_input_tokens) ?? cacheWrite;
+      cacheRead = count(u.cache_read_input_tokens) ?? cacheRead;
+      if (input !== null) inputTokens = input + (cacheWrite ?? 0) + (cacheRead ?? 0);
+      outputTokens = count(u.output_tokens) ?? outputTokens;
+      thinkingTokens = count(u.output_tokens_details?.thinking_tokens) ?? thinkingTokens;
     };
 
     try {
       for await (const event of events) {
         switch (event.type) {
-          case "message_start": {
-            const u = event.message.usage;
-            // Total input = uncached + cache writes + cache reads.
-            setUsage(
-              (u?.input_tokens ?? 0) +
-                (u?.cache_creation_input_tokens ?? 0) +
-                (u?.cache_read_input_tokens ?? 0),
-              u?.output_tokens,
-            );
+          case "message_start":
+            report(event.message.usage);
             break;
-          }
           case "content_block_start": {
             const block = event.content_block;
-            if (block.type === "text" && block.text) {
-              output = true;
-              yield { type: "text", delta: block.text };
+            if (block.type === "text") {
+              blocks.set(event.index, { type: "text", text: block.text ?? "" });
+              if (block.text) {
+                output = true;
+                yield { type: "text", delta: block.text };
+              }
             } else if (block.type === "tool_use") {
+              blocks.set(event.index, { type: "tool_use", id: block.id, name: block.name });
               toolBlocks.set(event.index, { id: block.id, name: block.name, json: "", input: block.input });
+            } else if (block.type === "thinking") {
+              thinking = true;
+              blocks.set(event.index, {
+                type: "thinking",
+                thinking: block.thinking ?? "",
+                signature: block.signature ?? "",
+              });
+            } else if (block.type === "redacted_thinking") {
+              thinking = true;
+              blocks.set(event.index, { type: "redacted_thinking", data: block.data });
             }
             break;
           }
           case "content_block_delta": {
             const delta = event.delta;
+            const block = blocks.get(event.index);
             if (delta.type === "text_delta" && delta.text) {
+              if (block?.type === "text") block.text = `${block.text as string}${delta.text}`;
               output = true;
               yield { type: "text", delta: delta.text };
+            } else if (delta.type === "thinking_delta") {
+              if (block?.type === "thinking") block.thinking = `${block.thinking as string}${delta.thinking}`;
+            } else if (delta.type === "signature_delta") {
+              if (block?.type === "thinking")
+                block.signature = `${block.signature as string}${delta.signature}`;
             } else if (delta.type === "input_json_delta") {
               const block = toolBlocks.get(event.index);
               if (block) block.json += delta.partial_json;
@@ -185,12 +289,7 @@ export class AnthropicModel implements ModelProvider {
           }
           case "message_delta": {
             if (event.delta.stop_reason) stopReason = event.delta.stop_reason;
-            const u = event.usage;
-            const input =
-              u?.input_tokens == null
-                ? undefined
-                : u.input_tokens + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
-            setUsage(input, u?.output_tokens);
+            report(event.usage);
             break;
           }
           case "message_stop":
@@ -202,7 +301,8 @@ export class AnthropicModel implements ModelProvider {
             yield {
               type: "done",
               stopReason: fromAnthropicStopReason(stopReason),
-              ...(usage ? { usage } : {}),
+              usage: usageOf(inputTokens, outputTokens, cacheRead, cacheWrite, thinkingTokens),
+              ...(thinking ? { providerState: this.state(blocks) } : {}),
             };
             return;
           default:
@@ -217,7 +317,7 @@ export class AnthropicModel implements ModelProvider {
           yield { type: "done", stopReason: "context_full" };
           return;
         }
-        throw new ProviderError("anthropic stream error: the context window is full", false);
+        throw this.fail("anthropic stream error: the context window is full", false);
       }
       // An `error` event is the provider's answer: throw it. A transport break after output
       // ends the stream without `done` (interrupted, partial kept); before output it throws.
@@ -229,12 +329,36 @@ export class AnthropicModel implements ModelProvider {
     this.broken(output, request, "the stream ended before message_stop");
   }
 
+  /** The step's blocks in stream order, as its provider state (provider-state.ts). */
+  private state(blocks: Map<number, Record<string, unknown>>): ProviderState {
+    const content = [...blocks.entries()].sort((a, b) => a[0] - b[0]).map(([, block]) => block);
+    return makeState(anthropicTarget(this.config), { content });
+  }
+
   /** A stream that broke: after output, end without `done`; before any, fail retryably. */
   private broken(output: boolean, request: ModelRequest, why: string): void {
     if (output) return;
-    if (request.signal.aborted) throw new ProviderError("the request was aborted", false);
-    throw new ProviderError(`anthropic: ${why} (before any output)`, true);
+    if (request.signal.aborted) throw this.fail("the request was aborted", false);
+    throw this.fail(`anthropic: ${why} (before any output)`, true);
   }
+}
+
+/** Both counts as reported (with the cache and thinking counts reported), or unknown. */
+function usageOf(
+  inputTokens: number | null,
+  outputTokens: number | null,
+  cacheRead: number | null = null,
+  cacheWrite: number | null = null,
+  thinkingTokens: number | null = null,
+): Usage | null {
+  if (inputTokens === null || outputTokens === null) return null;
+  return {
+    inputTokens,
+    outputTokens,
+    ...(cacheRead === null ? {} : { cacheReadTokens: cacheRead }),
+    ...(cacheWrite === null ? {} : { cacheWriteTokens: cacheWrite }),
+    ...(thinkingTokens === null ? {} : { reasoningTokens: thinkingTokens }),
+  };
 }
 
 /** A tool_use block's accumulated input as a call; input that is not a JSON object is kept raw. */

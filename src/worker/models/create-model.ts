@@ -8,6 +8,7 @@
 import type { Redis } from "ioredis";
 import type { ModelConfig } from "../../shared/agent-config.js";
 import { type ModelRoute, type ModelRouting, resolveModelRoute } from "../../shared/model-endpoints.js";
+import { priceOf, pricesOf } from "../../shared/prices.js";
 import { assertNever } from "../../shared/resume-point.js";
 import { AnthropicModel } from "./anthropic.js";
 import { OpenAIModel } from "./openai.js";
@@ -38,15 +39,25 @@ export function createModel(config: ModelConfig, deps: ModelDeps, field = "model
       return new ScriptedModel(config.steps, { faults: deps.faults });
     case "openai": {
       const route = resolveModelRoute(config, deps.routing, field)!;
-      return new OpenAIModel(routed(config, route), keyOf(route));
+      return priced(new OpenAIModel(routed(config, route), keyOf(route)), deps);
     }
     case "anthropic": {
       const route = resolveModelRoute(config, deps.routing, field)!;
-      return new AnthropicModel(routed(config, route), keyOf(route));
+      return priced(new AnthropicModel(routed(config, route), keyOf(route)), deps);
     }
     default:
       return assertNever(config);
   }
+}
+
+/**
+ * The model with its price (FLEET_PRICES, carried by the routing the worker was given:
+ * config.ts `models.prices`), for the cost of its steps (call-model.ts).
+ */
+function priced(model: OpenAIModel | AnthropicModel, deps: ModelDeps): ModelProvider {
+  const price = priceOf(pricesOf(deps.routing), model.identity);
+  if (!price) return model;
+  return { identity: { ...model.identity, price }, stream: (request) => model.stream(request) };
 }
 
 /** The model with the route's base URL in place of whatever the payload said. */

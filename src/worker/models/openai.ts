@@ -22,7 +22,8 @@
  *   so nothing the model wrote is lost (empty arguments are `{}`);
  * - `finish_reason` is normalised by `fromOpenAIFinishReason`; tool calls with `stop` (some
  *   servers do that) are `tool_use`; a refusal delta with `stop` is `refusal`;
- * - usage comes from the usage chunk (`stream_options.include_usage`);
+ * - usage comes from the usage chunk (`stream_options.include_usage`); without one (or with
+ *   one lacking a count) it is `null`, unknown — never 0 tokens;
  * - a response is whole only with its `finish_reason` chunk and the terminal `data: [DONE]`
  *   (§6: a stream that does not finish is `interrupted`; the SDK hides `[DONE]`, so the body
  *   is watched on its way in, see sse-done.ts). A stream that ends or breaks before either,
@@ -32,9 +33,22 @@
  *   thrown and the runtime retries the request.
  *
  * Errors: a request rejected for its context length is not an error but a response that
- * stopped with `context_full` (no text). 408/409/429/5xx, in-stream errors and connection
- * errors are retryable (with the server's `retry-after-ms`/`retry-after`); other 4xx are
- * not. The API key never appears in a message: it is scrubbed from the server's text.
+ * stopped with `context_full` (no text). 408/409/429/5xx and connection errors are retryable
+ * (with the server's `retry-after-ms`/`retry-after`); other 4xx are not. An error inside the
+ * stream (`data: {"error": {...}}`) is judged the same way from its status, code or type
+ * (`streamErrorRetryable`): an invalid key in a stream is not retried. A redirect is never
+ * followed (transport.ts). No message carries a key: the route's key, the environment's
+ * keys and anything shaped like one are scrubbed from the server's text (scrub-secrets.ts).
+ *
+ * MODEL `api: "responses"` uses the Responses API instead (openai-responses.ts): same client,
+ * same transport and key rules, same error handling. `reasoningEffort` is sent as
+ * `reasoning_effort` here and as `reasoning.effort` there. Chat usage reports
+ * `prompt_tokens_details.cached_tokens` as `cacheReadTokens` and
+ * `completion_tokens_details.reasoning_tokens` as `reasoningTokens` when the server sends them.
+ *
+ * The client takes nothing from the environment: every option the SDK would read there is
+ * given (key, organization, project, base URL, log level), and the headers of
+ * OPENAI_CUSTOM_HEADERS are cancelled (transport.ts).
  */
 import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from "openai";
 import type {
@@ -45,19 +59,27 @@ import { Stream } from "openai/streaming";
 import type { z } from "zod";
 import type { openaiModelSchema } from "../../shared/agent-config.js";
 import type { Usage } from "../../shared/messages.js";
+import { scrubSecrets, secretValuesFromEnv } from "../../shared/scrub-secrets.js";
 import { fromOpenAIFinishReason } from "../../shared/stop-reasons.js";
 import { toOpenAIMessages, toOpenAITools } from "./openai-request.js";
+import { buildResponsesBody, ResponsesStreamError, ResponsesStreamReader } from "./openai-responses.js";
 import { ToolCallAssembler } from "./openai-tool-calls.js";
 import {
   keyToSend,
   type ModelEvent,
+  type ModelIdentity,
   type ModelProvider,
   type ModelRequest,
   ProviderError,
+  type ProviderErrorInfo,
   type ProviderKey,
   retryAfterMs,
+  retryableStatus,
+  streamErrorRetryable,
 } from "./provider.js";
+import { type StateTarget, targetOf } from "./provider-state.js";
 import { watchForDone } from "./sse-done.js";
+import { customHeaderOverrides, guardedFetch, hostOf, refusedByTransport } from "./transport.js";
 
 export { parseToolArguments, RAW_ARGUMENTS_KEY } from "./openai-tool-calls.js";
 
@@ -83,16 +105,51 @@ export function isContextLengthError(error: unknown): boolean {
   return CONTEXT_LENGTH_PATTERN.test(text);
 }
 
+const tokens = (n: unknown): number | undefined =>
+  typeof n === "number" && Number.isFinite(n) ? Math.max(0, Math.trunc(n)) : undefined;
+
+/** Usage from a usage chunk: both counts (and the cached / reasoning ones reported), or unknown. */
+function usageOf(usage: ChatCompletionChunk["usage"]): Usage | null {
+  const input = tokens(usage?.prompt_tokens);
+  const output = tokens(usage?.completion_tokens);
+  if (input === undefined || output === undefined) return null;
+  const cached = tokens(usage?.prompt_tokens_details?.cached_tokens);
+  const reasoning = tokens(usage?.completion_tokens_details?.reasoning_tokens);
+  return {
+    inputTokens: input,
+    outputTokens: output,
+    ...(cached === undefined ? {} : { cacheReadTokens: cached }),
+    ...(reasoning === undefined ? {} : { reasoningTokens: reasoning }),
+  };
+}
+
 export class OpenAIModel implements ModelProvider {
   private client: OpenAI | undefined;
+  /** Where the requests go, for errors and logs. */
+  private readonly info: ProviderErrorInfo;
+  readonly identity: ModelIdentity;
+  /** Where a step's provider state may be replayed (provider-state.ts). */
+  readonly target: StateTarget;
 
   constructor(
     readonly config: OpenAIModelConfig,
     /** Decided by create-model.ts from the model's route; `config.baseUrl` is where it goes. */
     private readonly options: ProviderKey,
-  ) {}
+  ) {
+    this.identity = { provider: "openai", model: config.model };
+    this.target = targetOf("openai", config.api ?? "chat", config, OPENAI_BASE_URL);
+    this.info = {
+      provider: "openai",
+      host: hostOf(config.baseUrl ?? OPENAI_BASE_URL),
+      ...(config.endpoint === undefined ? {} : { endpoint: config.endpoint }),
+    };
+  }
 
   async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
+    if (this.config.api === "responses") {
+      yield* this.streamResponses(request);
+      return;
+    }
     const client = this.getClient();
     let stream: AsyncIterable<ChatCompletionChunk>;
     let sawDone: () => boolean;
@@ -116,17 +173,12 @@ export class OpenAIModel implements ModelProvider {
     let textStarted = false;
     let refused = false;
     let finishReason: string | null = null;
-    let usage: Usage | undefined;
+    let usage: Usage | null = null;
     let streamError: unknown;
     const calls = new ToolCallAssembler();
     try {
       for await (const chunk of stream) {
-        if (chunk.usage) {
-          usage = {
-            inputTokens: chunk.usage.prompt_tokens ?? 0,
-            outputTokens: chunk.usage.completion_tokens ?? 0,
-          };
-        }
+        if (chunk.usage) usage = usageOf(chunk.usage);
         const choice = chunk.choices?.[0];
         if (!choice) continue;
         const delta = choice.delta ?? {};
@@ -157,7 +209,7 @@ export class OpenAIModel implements ModelProvider {
         }
         throw this.toProviderError(streamError, true);
       }
-      throw new ProviderError(
+      throw this.fail(
         finishReason === null
           ? "openai: the stream ended before any output"
           : "openai: the stream ended before [DONE] (before any output)",
@@ -170,26 +222,102 @@ export class OpenAIModel implements ModelProvider {
     if (stopReason === "end_turn" && complete.length > 0) stopReason = "tool_use";
     else if (stopReason === "end_turn" && refused) stopReason = "refusal";
     for (const call of complete) yield { type: "tool_call", call };
-    yield { type: "done", stopReason, ...(usage ? { usage } : {}) };
+    yield { type: "done", stopReason, usage };
+  }
+
+  /** The Responses API (openai-responses.ts). */
+  private async *streamResponses(request: ModelRequest): AsyncIterable<ModelEvent> {
+    const client = this.getClient();
+    const body = buildResponsesBody(this.config, request, this.target);
+    let stream: AsyncIterable<import("openai/resources/responses/responses").ResponseStreamEvent>;
+    try {
+      stream = await client.responses.create(body, { signal: request.signal });
+    } catch (error) {
+      this.throwIfAborted(request.signal);
+      if (isContextLengthError(error)) {
+        yield { type: "done", stopReason: "context_full" };
+        return;
+      }
+      throw this.toProviderError(error);
+    }
+    const reader = new ResponsesStreamReader(this.target);
+    let streamError: unknown;
+    try {
+      for await (const event of stream) {
+        const { events, end } = reader.read(event);
+        for (const out of events) yield out;
+        if (end) return;
+      }
+    } catch (error) {
+      streamError = error;
+    }
+    this.throwIfAborted(request.signal);
+    if (streamError instanceof ResponsesStreamError) {
+      const text = `${streamError.code ?? ""} ${streamError.message}`;
+      if (!reader.output && CONTEXT_LENGTH_PATTERN.test(text)) {
+        yield { type: "done", stopReason: "context_full" };
+        return;
+      }
+      const retryable = streamErrorRetryable({ code: streamError.code, type: streamError.type });
+      throw this.fail(
+        `openai: ${streamError.message}`,
+        retryable,
+        streamError.code ? { type: streamError.code } : {},
+      );
+    }
+    if (reader.output) return; // cut after output: no `done`, the runtime records `interrupted`
+    if (streamError !== undefined) {
+      if (isContextLengthError(streamError)) {
+        yield { type: "done", stopReason: "context_full" };
+        return;
+      }
+      throw this.toProviderError(streamError, true);
+    }
+    throw this.fail("openai: the stream ended before response.completed (before any output)", true);
   }
 
   private getClient(): OpenAI {
     if (this.client) return this.client;
-    this.client = new OpenAI({
-      apiKey: keyToSend(this.options, MISSING_OPENAI_KEY),
-      // Every option the SDK would otherwise take from process.env is given here, so that
-      // nothing of the worker's environment (another key, an organization) is sent anywhere.
-      baseURL: this.config.baseUrl ?? OPENAI_BASE_URL,
-      adminAPIKey: null,
-      organization: null,
-      project: null,
-      webhookSecret: null,
-      // The runtime retries (call-model.ts), only before output; the SDK must not.
-      maxRetries: 0,
-      // The SDK must never print anything of a request (headers included).
-      logLevel: "off",
-    });
+    let apiKey: string;
+    try {
+      apiKey = keyToSend(this.options, MISSING_OPENAI_KEY);
+    } catch (error) {
+      throw error instanceof ProviderError ? this.fail(error.message, false) : error;
+    }
+    const baseURL = this.config.baseUrl ?? OPENAI_BASE_URL;
+    try {
+      this.client = new OpenAI({
+        apiKey,
+        // Every option the SDK would otherwise take from process.env is given here, so that
+        // nothing of the worker's environment (another key, an organization) is sent anywhere.
+        baseURL,
+        adminAPIKey: null,
+        organization: null,
+        project: null,
+        webhookSecret: null,
+        // OPENAI_CUSTOM_HEADERS has no option: its headers are cancelled one by one.
+        defaultHeaders: customHeaderOverrides("OPENAI_CUSTOM_HEADERS", `Bearer ${apiKey}`),
+        // Only to the base URL's origin, never following a redirect (transport.ts).
+        fetch: guardedFetch(baseURL, this.info),
+        // The runtime retries (call-model.ts), only before output; the SDK must not.
+        maxRetries: 0,
+        // The SDK must never print anything of a request (headers included).
+        logLevel: "off",
+      });
+    } catch (error) {
+      // E.g. OPENAI_CUSTOM_HEADERS naming a header that is not an HTTP token: every request would fail.
+      throw this.fail(`openai: the client cannot be configured: ${(error as Error).message}`, false);
+    }
     return this.client;
+  }
+
+  private fail(
+    message: string,
+    retryable: boolean,
+    extra: { retryAfterMs?: number; status?: number; type?: string } = {},
+  ): ProviderError {
+    const { retryAfterMs, ...info } = extra;
+    return new ProviderError(this.scrub(message), retryable, retryAfterMs, { ...this.info, ...info });
   }
 
   private body(request: ModelRequest): ChatCompletionCreateParamsStreaming {
@@ -207,43 +335,55 @@ export class OpenAIModel implements ModelProvider {
           ? { max_tokens: config.maxTokens }
           : { max_completion_tokens: config.maxTokens }),
       ...(config.temperature === undefined ? {} : { temperature: config.temperature }),
+      ...(config.reasoningEffort === undefined
+        ? {}
+        : {
+            reasoning_effort:
+              config.reasoningEffort as ChatCompletionCreateParamsStreaming["reasoning_effort"],
+          }),
     };
   }
 
   private throwIfAborted(signal: AbortSignal): void {
-    if (signal.aborted) throw new ProviderError("openai: the request was cancelled", false);
+    if (signal.aborted) throw this.fail("openai: the request was cancelled", false);
   }
 
   /** A ProviderError with the server's message (never a stack, never the key). */
   private toProviderError(error: unknown, inStream = false): ProviderError {
     if (error instanceof ProviderError) return error;
-    if (error instanceof APIUserAbortError)
-      return new ProviderError("openai: the request was cancelled", false);
+    if (error instanceof APIUserAbortError) return this.fail("openai: the request was cancelled", false);
     if (error instanceof APIConnectionError) {
+      // A redirect, or a request for another origin, refused by the transport: non-retryable.
+      const refused = refusedByTransport(error);
+      if (refused) return refused;
       const cause = (error as { cause?: unknown }).cause;
       const detail = cause instanceof Error && cause.message ? ` (${cause.message})` : "";
-      return new ProviderError(this.scrub(`openai: ${error.message}${detail}`), true);
+      return this.fail(`openai: ${error.message}${detail}`, true);
     }
     if (error instanceof APIError) {
       const status = error.status;
-      const text = this.scrub(`openai: ${error.message}`);
-      if (status === undefined) return new ProviderError(text, true); // an error event in the stream
-      const retryable = status === 408 || status === 409 || status === 429 || status >= 500;
-      return new ProviderError(text, retryable, retryable ? retryAfterMs(error.headers) : undefined);
+      const type = [error.type, error.code].find((v): v is string => typeof v === "string");
+      const kind = type === undefined ? {} : { type };
+      if (status === undefined) {
+        // An error inside the stream: judged like the same error over HTTP.
+        const body = error.error as { status?: unknown; code?: unknown; type?: unknown } | undefined;
+        const retryable = streamErrorRetryable({ status: body?.status, code: error.code, type: error.type });
+        return this.fail(`openai: stream error: ${error.message}`, retryable, kind);
+      }
+      const retryable = retryableStatus(status);
+      return this.fail(`openai: ${error.message}`, retryable, {
+        status,
+        ...kind,
+        ...(retryable ? { retryAfterMs: retryAfterMs(error.headers) } : {}),
+      });
     }
     const message = error instanceof Error ? error.message : String(error);
     // Anything else is the network failing under us (e.g. undici's "terminated").
-    return new ProviderError(
-      this.scrub(`openai: ${inStream ? "the stream broke" : "the request failed"}: ${message}`),
-      true,
-    );
+    return this.fail(`openai: ${inStream ? "the stream broke" : "the request failed"}: ${message}`, true);
   }
 
-  /** Removes the API key, and anything shaped like an OpenAI key, from a text. */
+  /** Removes the route's key, the environment's keys and anything shaped like a key from a text. */
   private scrub(text: string): string {
-    let out = text;
-    const key = this.options.apiKey;
-    if (key && key.length >= 4) out = out.split(key).join("[redacted]");
-    return out.replace(/\bsk-[A-Za-z0-9_*-]{4,}/g, "sk-[redacted]");
+    return scrubSecrets(text, [this.options.apiKey, ...secretValuesFromEnv(process.env)]);
   }
 }

@@ -3,7 +3,8 @@
  * deltas, complete tool calls, a final stop reason with usage) and honours an AbortSignal.
  * A stream that ends without `done` broke: the runtime records it as `interrupted`.
  */
-import type { Message, ToolCall, Usage } from "../../shared/messages.js";
+import type { Message, ProviderState, ToolCall, Usage } from "../../shared/messages.js";
+import type { ModelPrice } from "../../shared/prices.js";
 
 export type ToolSpec = {
   name: string;
@@ -23,11 +24,31 @@ export type ModelRequest = {
 export type ModelEvent =
   | { type: "text"; delta: string }
   | { type: "tool_call"; call: ToolCall }
-  /** `stopReason` is already normalised (stop-reasons.ts); unknown values verbatim. */
-  | { type: "done"; stopReason: string; usage?: Usage };
+  /**
+   * `stopReason` is already normalised (stop-reasons.ts); unknown values verbatim. `usage`:
+   * what the provider reported; `null` when a real provider reported none (unknown — never
+   * 0 tokens); absent for a model that has no notion of tokens (scripted).
+   */
+  | {
+      type: "done";
+      stopReason: string;
+      usage?: Usage | null;
+      /** The provider's blocks to replay with the history (provider-state.ts); only on a whole step. */
+      providerState?: ProviderState;
+    };
+
+/** What a provider calls, for prices and the token metric. */
+export type ModelIdentity = {
+  provider: "openai" | "anthropic";
+  model: string;
+  /** Its FLEET_PRICES entry (prices.ts), set by create-model.ts; absent: no price. */
+  price?: ModelPrice;
+};
 
 export interface ModelProvider {
   stream(request: ModelRequest): AsyncIterable<ModelEvent>;
+  /** Absent for a model without tokens (scripted). */
+  readonly identity?: ModelIdentity;
 }
 
 /**
@@ -56,9 +77,23 @@ export function keyToSend(key: ProviderKey, missingDefault: string): string {
   throw new ProviderError(key.missingKey ?? missingDefault, false);
 }
 
+/** Where a failed request went and what came back: fields for logs, never a key. */
+export type ProviderErrorInfo = {
+  provider?: "openai" | "anthropic";
+  /** The HTTP status of the answer, when there was one (not for an error inside a stream). */
+  status?: number;
+  /** The error's type or code as the provider sent it (`authentication_error`, `invalid_api_key`). */
+  type?: string;
+  /** The declared endpoint (FLEET_MODEL_ENDPOINTS) the MODEL named, if any. */
+  endpoint?: string;
+  /** `host[:port]` of the base URL the request went to. */
+  host?: string;
+};
+
 /**
  * A failed model request. `retryable` says whether the same request may succeed later
  * (connection errors, 429, 5xx); the runtime retries only while no output has arrived.
+ * The message never carries a key (providers scrub it: scrub-secrets.ts).
  */
 export class ProviderError extends Error {
   override name = "ProviderError";
@@ -66,9 +101,78 @@ export class ProviderError extends Error {
     message: string,
     readonly retryable: boolean,
     readonly retryAfterMs?: number,
+    readonly info: ProviderErrorInfo = {},
   ) {
     super(message);
   }
+}
+
+/** Whether an HTTP status is worth retrying: 408, 409, 429 and 5xx. */
+export function retryableStatus(status: number): boolean {
+  return status === 408 || status === 409 || status === 429 || status >= 500;
+}
+
+/**
+ * Error types and codes meaning the request itself is refused (the 400/401/403/404-like
+ * answers): sent again, it would be refused again. Compared lower-case, `-`/space as `_`.
+ * Both providers' names and those of compatible servers (vLLM's `BadRequestError`, ...).
+ */
+const PERMANENT_ERROR_KINDS = new Set([
+  "invalid_request_error",
+  "invalid_request",
+  "bad_request",
+  "badrequesterror",
+  "authentication_error",
+  "authenticationerror",
+  "unauthorized",
+  "invalid_api_key",
+  "incorrect_api_key",
+  "permission_error",
+  "permission_denied",
+  "permissiondeniederror",
+  "forbidden",
+  "insufficient_permissions",
+  "not_found_error",
+  "not_found",
+  "notfounderror",
+  "model_not_found",
+  "billing_error",
+  "invalid_value",
+  "unprocessable_entity",
+  "unprocessableentityerror",
+]);
+
+/** An HTTP status given as a number or a string of digits, if it is one. */
+function statusLike(value: unknown): number | undefined {
+  const n =
+    typeof value === "number" ? value : typeof value === "string" && /^\d{3}$/.test(value) ? +value : NaN;
+  return Number.isInteger(n) && n >= 100 && n <= 599 ? n : undefined;
+}
+
+/**
+ * Whether an error sent inside a stream (OpenAI `data: {"error": {...}}`, Anthropic
+ * `event: error`) is worth retrying, judged like the same error answered over HTTP: an
+ * HTTP-like status in it (`status`, or a numeric `code` as vLLM sends) decides as
+ * `retryableStatus` does; else a type or code of the refused-request kind
+ * (PERMANENT_ERROR_KINDS: invalid request, authentication, permission, not found, billing)
+ * is not retried; anything else (overloaded, rate limit, server error, unknown) is.
+ */
+export function streamErrorRetryable(error: { status?: unknown; code?: unknown; type?: unknown }): boolean {
+  const status = statusLike(error.status) ?? statusLike(error.code);
+  if (status !== undefined) return retryableStatus(status);
+  for (const kind of [error.type, error.code]) {
+    if (typeof kind !== "string") continue;
+    if (
+      PERMANENT_ERROR_KINDS.has(
+        kind
+          .trim()
+          .toLowerCase()
+          .replace(/[\s-]+/g, "_"),
+      )
+    )
+      return false;
+  }
+  return true;
 }
 
 /** Milliseconds a `retry-after-ms` or `retry-after` (seconds or an HTTP date) header asks for. */

@@ -1,0 +1,181 @@
+/**
+ * What model steps cost (contracts §13 usage, `agent.budget.maxCostUsd`).
+ *
+ * `FLEET_PRICES` (a JSON object, or the path of a file holding one) gives, per model, USD per
+ * million tokens by kind: `{ "MODEL": { "input": 3, "output": 15, "cacheRead"?: 0.3,
+ * "cacheWrite"?: 3.75 } }`. A key is the MODEL's `model` (`claude-sonnet-4-5`), or
+ * `provider:model` (`openai:gpt-4o-mini`), which wins over the bare name. It is parsed once,
+ * with the rest of the configuration (config.ts); an invalid entry stops the process at start
+ * with one line naming every bad entry.
+ *
+ * The cost of a step with reported usage (`costOf`): `inputTokens` counts every input token,
+ * cached ones included, so the uncached input is `inputTokens - cacheReadTokens -
+ * cacheWriteTokens`, priced `input`; cache reads are priced `cacheRead` and cache writes
+ * `cacheWrite` (each `input` when the entry has none); `outputTokens` (reasoning included) are
+ * priced `output`. A step whose provider reported no usage is priced on the estimate of
+ * usage.ts, for the budget only (never stored as its cost). A model with no entry has no
+ * cost: its steps carry no `costUsd`; an agent with `budget.maxCostUsd` whose model (or a
+ * fallback model) has no price is refused at creation (400 naming the model's field), and a
+ * run that still meets one parks the session `budget_exhausted` before calling it.
+ */
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { z } from "zod";
+import type { AgentConfig, ModelConfig } from "./agent-config.js";
+import { ValidationError } from "./errors.js";
+import type { Usage } from "./messages.js";
+import type { ModelRouting } from "./model-endpoints.js";
+
+const perMillion = z.number().finite().nonnegative();
+const priceSchema = z.strictObject({
+  input: perMillion,
+  output: perMillion,
+  cacheRead: perMillion.optional(),
+  cacheWrite: perMillion.optional(),
+});
+
+/** USD per million tokens, by kind. */
+export type ModelPrice = z.infer<typeof priceSchema>;
+/** Model key (`model` or `provider:model`) → price. */
+export type PriceTable = ReadonlyMap<string, ModelPrice>;
+
+export const NO_PRICES: PriceTable = new Map();
+
+/** The routing the workers and the API get (config.ts `models`), with the price table. */
+export type PricedRouting = ModelRouting & { prices?: PriceTable };
+
+/** The price table carried by a routing, or none. */
+export function pricesOf(routing: ModelRouting | PricedRouting): PriceTable {
+  return (routing as PricedRouting).prices ?? NO_PRICES;
+}
+
+/**
+ * Parses FLEET_PRICES (a JSON object or a file path). Throws one ValidationError for the
+ * variable naming every bad entry.
+ */
+export function parsePrices(raw: string | undefined, cwd = process.cwd()): PriceTable {
+  const text = raw?.trim();
+  if (!text) return NO_PRICES;
+  let source = text;
+  if (!text.startsWith("{")) {
+    try {
+      source = readFileSync(resolve(cwd, text), "utf8");
+    } catch (error) {
+      throw new ValidationError("FLEET_PRICES", `cannot read ${text}: ${(error as Error).message}`);
+    }
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(source);
+  } catch (error) {
+    throw new ValidationError("FLEET_PRICES", `not valid JSON: ${(error as Error).message}`);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw new ValidationError(
+      "FLEET_PRICES",
+      'must be a JSON object { "MODEL": { "input", "output", ... } }',
+    );
+  const table = new Map<string, ModelPrice>();
+  const bad: string[] = [];
+  for (const [model, entry] of Object.entries(value)) {
+    const parsed = priceSchema.safeParse(entry);
+    if (model.trim() === "") bad.push(`"" (an empty model name)`);
+    else if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      const field = issue.path.length > 0 ? `${issue.path.join(".")}: ` : "";
+      bad.push(`${JSON.stringify(model)} (${field}${issue.message.replace(/^Invalid input: /, "")})`);
+    } else table.set(model, parsed.data);
+  }
+  if (bad.length > 0)
+    throw new ValidationError(
+      "FLEET_PRICES",
+      `bad entries: ${bad.join("; ")} (each needs "input" and "output" in USD per million tokens, optional "cacheRead", "cacheWrite")`,
+    );
+  return table;
+}
+
+/** The price of a model: `provider:model` first, then the bare model name. */
+export function priceOf(
+  table: PriceTable,
+  model: { provider: string; model?: string },
+): ModelPrice | undefined {
+  if (model.model === undefined) return undefined;
+  return table.get(`${model.provider}:${model.model}`) ?? table.get(model.model);
+}
+
+/** USD of one step's usage at `price` (see the file comment), rounded to 1e-9 USD. */
+export function costOf(usage: Omit<Usage, "costUsd">, price: ModelPrice): number {
+  const cacheRead = usage.cacheReadTokens ?? 0;
+  const cacheWrite = usage.cacheWriteTokens ?? 0;
+  const uncached = Math.max(0, usage.inputTokens - cacheRead - cacheWrite);
+  const micro =
+    uncached * price.input +
+    cacheRead * (price.cacheRead ?? price.input) +
+    cacheWrite * (price.cacheWrite ?? price.input) +
+    usage.outputTokens * price.output;
+  return roundUsd(micro / 1_000_000);
+}
+
+export function roundUsd(usd: number): number {
+  return Math.round(usd * 1e9) / 1e9;
+}
+
+/** The `costUsd` of a set of steps' usage (null entries: unknown usage, not counted). */
+export function sumCost(usages: Iterable<Usage | null | undefined>): number {
+  let total = 0;
+  for (const usage of usages) total += usage?.costUsd ?? 0;
+  return roundUsd(total);
+}
+
+/**
+ * With `budget.maxCostUsd`, every model the agent may run (its model and fallbacks) must have
+ * a price, or the cost could not be bounded: throws a ValidationError naming the model's field.
+ * Scripted models have no tokens and cost nothing.
+ */
+export function assertPricedForBudget(agent: AgentConfig, table: PriceTable, root = "agent"): void {
+  if (agent.budget?.maxCostUsd === undefined) return;
+  const check = (model: ModelConfig, field: string) => {
+    if (model.provider === "scripted") return;
+    if (!priceOf(table, model))
+      throw new ValidationError(
+        `${field}.model`,
+        `"${model.model}" has no price in FLEET_PRICES, so ${root}.budget.maxCostUsd cannot be enforced`,
+      );
+  };
+  check(agent.model, `${root}.model`);
+  for (const [i, model] of (agent.fallbackModels ?? []).entries())
+    check(model, `${root}.fallbackModels[${i}]`);
+}
+
+/** Summed usage of steps or sessions (totalUsage here; store/session-usage.ts for many sessions in SQL). */
+export type UsageTotals = {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  reasoningTokens: number;
+  costUsd: number;
+};
+
+/** Sums steps' usage (null/undefined: unknown, not counted). Pure. */
+export function totalUsage(usages: Iterable<Usage | null | undefined>): UsageTotals {
+  const t: UsageTotals = {
+    inputTokens: 0,
+    outputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    reasoningTokens: 0,
+    costUsd: 0,
+  };
+  for (const u of usages) {
+    if (!u) continue;
+    t.inputTokens += u.inputTokens;
+    t.outputTokens += u.outputTokens;
+    t.cacheReadTokens += u.cacheReadTokens ?? 0;
+    t.cacheWriteTokens += u.cacheWriteTokens ?? 0;
+    t.reasoningTokens += u.reasoningTokens ?? 0;
+    t.costUsd += u.costUsd ?? 0;
+  }
+  t.costUsd = roundUsd(t.costUsd);
+  return t;
+}

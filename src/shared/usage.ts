@@ -1,0 +1,53 @@
+/**
+ * Tokens of a model step whose provider reported no usage (pure). Such a step's `usage` is
+ * `null`, unknown (messages.ts) — but it did consume tokens, and `agent.budget.maxTokens`
+ * (contracts §12) must not count it as 0. It counts this estimate instead, on the
+ * conservative side (more rather than fewer): one token per `BYTES_PER_TOKEN` UTF-8 bytes,
+ * rounded up, of what was sent (system prompt, history, tool specs, as JSON) and of what
+ * came back (text and tool calls), plus `MESSAGE_OVERHEAD` per message. Real tokenizers
+ * average about 4 bytes per token on English text and code; the estimate overcounts those
+ * and stays near the truth for scripts of 3-byte characters.
+ */
+import type { AssistantMessage, Message } from "./messages.js";
+
+export const BYTES_PER_TOKEN = 3;
+export const MESSAGE_OVERHEAD = 4;
+
+/** The estimated tokens of a text (see the file comment). */
+export function estimateTokens(text: string): number {
+  return Math.ceil(Buffer.byteLength(text, "utf8") / BYTES_PER_TOKEN);
+}
+
+/** What a request sent, as far as the estimate is concerned. */
+export type SentRequest = {
+  system?: string;
+  history: readonly Message[];
+  tools?: readonly unknown[];
+};
+
+/** Estimated input and output tokens of one step (see the file comment). */
+export function estimateStepUsage(
+  sent: SentRequest,
+  step: Pick<AssistantMessage, "content" | "toolCalls">,
+): { inputTokens: number; outputTokens: number } {
+  let input = sent.system ? estimateTokens(sent.system) + MESSAGE_OVERHEAD : 0;
+  for (const message of sent.history) {
+    const {
+      seq: _seq,
+      createdAt: _createdAt,
+      usage: _usage,
+      ...wire
+    } = message as Message & {
+      seq?: number;
+      createdAt?: string;
+      usage?: unknown;
+    };
+    input += estimateTokens(JSON.stringify(wire)) + MESSAGE_OVERHEAD;
+  }
+  if (sent.tools && sent.tools.length > 0) input += estimateTokens(JSON.stringify(sent.tools));
+  const output =
+    estimateTokens(step.content) +
+    (step.toolCalls?.length ? estimateTokens(JSON.stringify(step.toolCalls)) : 0) +
+    MESSAGE_OVERHEAD;
+  return { inputTokens: input, outputTokens: output };
+}

@@ -1,0 +1,328 @@
+/**
+ * Contracts §13 at the provider boundary: the real SDKs against local servers that speak each
+ * wire protocol and reject what the real services reject (fake-anthropic.ts,
+ * fake-openai-responses.ts). Thinking blocks and reasoning items are captured whole as
+ * `providerState`, replayed byte for byte to the same provider, left out for another one;
+ * cache breakpoints; usage with cache and reasoning tokens; Responses stop reasons; prices.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { AssistantMessage, Message } from "../src/shared/messages.js";
+import { costOf, parsePrices } from "../src/shared/prices.js";
+import { callModel } from "../src/worker/call-model.js";
+import { AnthropicModel } from "../src/worker/models/anthropic.js";
+import { OpenAIModel } from "../src/worker/models/openai.js";
+import type { ModelRequest, ToolSpec } from "../src/worker/models/provider.js";
+import { type FakeAnthropic, signatureOf, startFakeAnthropic } from "./support/fake-anthropic.js";
+import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
+import { type FakeResponses, startFakeResponses } from "./support/fake-openai-responses.js";
+
+const noSleep = async () => {};
+const TOOLS: ToolSpec[] = [
+  { name: "write_file", description: "Write a file", parameters: { type: "object", properties: {} } },
+];
+
+function req(history: Message[], system = "Be brief."): ModelRequest {
+  return { sessionId: "s", system, history, tools: TOOLS, signal: new AbortController().signal };
+}
+
+async function step(model: AnthropicModel | OpenAIModel, history: Message[]): Promise<AssistantMessage> {
+  const result = await callModel(model, req(history), {
+    sleep: noSleep,
+    policy: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1 },
+  });
+  if (!result.ok) throw new Error(result.error);
+  return result.message;
+}
+
+let anthropic: FakeAnthropic;
+let responses: FakeResponses;
+let chat: FakeOpenAI;
+beforeAll(async () => {
+  [anthropic, responses, chat] = await Promise.all([
+    startFakeAnthropic(),
+    startFakeResponses(),
+    startFakeOpenAI(),
+  ]);
+});
+afterAll(async () => {
+  await Promise.all([anthropic?.close(), responses?.close(), chat?.close()]);
+});
+beforeEach(() => {
+  anthropic.requests.length = 0;
+  responses.requests.length = 0;
+  chat.requests.length = 0;
+});
+
+const claude = (extra: Record<string, unknown> = {}) =>
+  new AnthropicModel(
+    {
+      provider: "anthropic",
+      model: "claude-test",
+      baseUrl: anthropic.url,
+      maxTokens: 8000,
+      thinking: { type: "enabled", budgetTokens: 2048 },
+      ...extra,
+    },
+    { keyless: true },
+  );
+const gpt = (api: "chat" | "responses", baseUrl: string) =>
+  new OpenAIModel({ provider: "openai", model: "gpt-test", baseUrl, api }, { keyless: true });
+
+describe("anthropic thinking", () => {
+  it("captures thinking, text and tool_use in order; replays them byte for byte after the tool turn", async () => {
+    const thinking = "The user wants a file. I'll write it — «carefully».";
+    anthropic.script(
+      {
+        blocks: [
+          { type: "thinking", thinking },
+          { type: "text", text: "Writing." },
+          { type: "tool_use", id: "toolu_1", name: "write_file", input: { path: "a" } },
+        ],
+        stopReason: "tool_use",
+        usage: { input_tokens: 100, output_tokens: 40, cache_creation_input_tokens: 900 },
+      },
+      {
+        blocks: [{ type: "text", text: "Done." }],
+        usage: { input_tokens: 30, output_tokens: 5, cache_read_input_tokens: 900 },
+      },
+    );
+    const history: Message[] = [{ role: "user", content: "write a" }];
+    const first = await step(claude(), history);
+    expect(anthropic.requests[0]!.body.thinking).toEqual({ type: "enabled", budget_tokens: 2048 });
+    expect(first).toMatchObject({
+      stopReason: "tool_use",
+      toolCalls: [{ id: "toolu_1", name: "write_file", arguments: { path: "a" } }],
+      usage: { inputTokens: 1000, outputTokens: 40, cacheWriteTokens: 900, cacheReadTokens: 0 },
+      providerState: {
+        provider: "anthropic",
+        api: "messages",
+        target: anthropic.url,
+        content: [
+          { type: "thinking", thinking, signature: signatureOf(thinking) },
+          { type: "text", text: "Writing." },
+          { type: "tool_use", id: "toolu_1", name: "write_file" },
+        ],
+      },
+    });
+    history.push(first, {
+      role: "tool",
+      toolCallId: "toolu_1",
+      name: "write_file",
+      content: "wrote a",
+      success: true,
+    });
+    const second = await step(claude(), history);
+    expect(second).toMatchObject({ content: "Done.", usage: { inputTokens: 930, cacheReadTokens: 900 } });
+    const replayed = anthropic.requests[1]!.body.messages[1]!;
+    expect(replayed).toEqual({
+      role: "assistant",
+      content: [
+        { type: "thinking", thinking, signature: signatureOf(thinking) },
+        { type: "text", text: "Writing." },
+        { type: "tool_use", id: "toolu_1", name: "write_file", input: { path: "a" } },
+      ],
+    });
+    // Breakpoints: system, last tool, last user turn (and the one before it): at most 4.
+    const body = anthropic.requests[1]!.body as Record<string, unknown> & {
+      messages: { content: unknown }[];
+    };
+    expect(JSON.stringify(body).match(/cache_control/g)?.length).toBeLessThanOrEqual(4);
+    expect((body.system as { cache_control?: unknown }[])[0]!.cache_control).toEqual({ type: "ephemeral" });
+    expect((body.tools as { cache_control?: unknown }[]).at(-1)!.cache_control).toEqual({
+      type: "ephemeral",
+    });
+    const lastTurn = body.messages.at(-1)!.content as { cache_control?: unknown }[];
+    expect(lastTurn.at(-1)!.cache_control).toEqual({ type: "ephemeral" });
+  });
+
+  it("the fake rejects a tool-result turn without the thinking blocks, as the API does", async () => {
+    const history: Message[] = [
+      { role: "user", content: "write a" },
+      {
+        role: "assistant",
+        content: "Writing.",
+        toolCalls: [{ id: "toolu_1", name: "write_file", arguments: {} }],
+        stopReason: "tool_use",
+      },
+      { role: "tool", toolCallId: "toolu_1", name: "write_file", content: "ok", success: true },
+    ];
+    const result = await callModel(claude(), req(history), { sleep: noSleep });
+    expect(result).toMatchObject({ ok: false });
+    expect(!result.ok && result.error).toMatch(/must start with a thinking block/);
+  });
+
+  it("adaptive thinking and redacted_thinking blocks; cache: false sends no breakpoint", async () => {
+    anthropic.script(
+      {
+        blocks: [
+          { type: "redacted_thinking", data: "REDACTED-opaque==" },
+          { type: "tool_use", id: "t2", name: "write_file", input: {} },
+        ],
+        stopReason: "tool_use",
+      },
+      { blocks: [{ type: "text", text: "ok" }] },
+    );
+    const model = claude({ thinking: { type: "adaptive" }, cache: false });
+    const history: Message[] = [{ role: "user", content: "go" }];
+    const first = await step(model, history);
+    expect(anthropic.requests[0]!.body.thinking).toEqual({ type: "adaptive" });
+    expect(JSON.stringify(anthropic.requests[0]!.body)).not.toContain("cache_control");
+    history.push(first, { role: "tool", toolCallId: "t2", name: "write_file", content: "x", success: true });
+    await step(model, history);
+    expect(anthropic.requests[1]!.body.messages[1]!.content).toEqual([
+      { type: "redacted_thinking", data: "REDACTED-opaque==" },
+      { type: "tool_use", id: "t2", name: "write_file", input: {} },
+    ]);
+  });
+
+  it("a stream cut after thinking and text keeps no providerState (interrupted)", async () => {
+    anthropic.script({
+      blocks: [
+        { type: "thinking", thinking: "hmm" },
+        { type: "text", text: "partial answer", chunks: ["partial ", "answer"] },
+      ],
+      cutAfterEvents: 9,
+    });
+    const message = await step(claude(), [{ role: "user", content: "go" }]);
+    expect(message.stopReason).toBe("interrupted");
+    expect(message).not.toHaveProperty("providerState");
+  });
+});
+
+describe("openai responses", () => {
+  it("a tool session: reasoning items kept with encrypted content and replayed before the call", async () => {
+    responses.script(
+      {
+        reasoning: true,
+        functionCalls: [{ callId: "call_1", name: "write_file", arguments: '{"path":"a"}' }],
+        usage: { input_tokens: 50, output_tokens: 30, cached_tokens: 20, reasoning_tokens: 25 },
+      },
+      { text: ["Do", "ne."] },
+    );
+    const model = new OpenAIModel(
+      {
+        provider: "openai",
+        model: "gpt-test",
+        baseUrl: responses.url,
+        api: "responses",
+        reasoningEffort: "high",
+      },
+      { keyless: true },
+    );
+    const history: Message[] = [{ role: "user", content: "write a" }];
+    const first = await step(model, history);
+    const sent = responses.requests[0]!.body;
+    expect(sent).toMatchObject({
+      store: false,
+      include: ["reasoning.encrypted_content"],
+      instructions: "Be brief.",
+      reasoning: { effort: "high" },
+      input: [{ role: "user", content: "write a" }],
+      tools: [{ type: "function", name: "write_file" }],
+    });
+    expect(first).toMatchObject({
+      stopReason: "tool_use",
+      toolCalls: [{ id: "call_1", name: "write_file", arguments: { path: "a" } }],
+      usage: { inputTokens: 50, outputTokens: 30, cacheReadTokens: 20, reasoningTokens: 25 },
+      providerState: { provider: "openai", api: "responses", target: responses.url },
+    });
+    const items = first.providerState!.output as { type: string; encrypted_content?: string }[];
+    expect(items[0]).toMatchObject({ type: "reasoning", encrypted_content: expect.stringMatching(/^enc_/) });
+    history.push(first, {
+      role: "tool",
+      toolCallId: "call_1",
+      name: "write_file",
+      content: "ok",
+      success: true,
+    });
+    const second = await step(model, history);
+    expect(second).toMatchObject({ content: "Done.", stopReason: "end_turn" });
+    expect(responses.requests[1]!.body.input).toEqual([
+      { role: "user", content: "write a" },
+      items[0],
+      expect.objectContaining({ type: "function_call", call_id: "call_1", arguments: '{"path":"a"}' }),
+      { type: "function_call_output", call_id: "call_1", output: "ok" },
+    ]);
+    // The same history without its state is refused, as OpenAI refuses it.
+    const { providerState: _dropped, ...bare } = first;
+    const refused = await callModel(model, req([history[0]!, bare, history[2]!]), { sleep: noSleep });
+    expect(!refused.ok && refused.error).toMatch(/without its required 'reasoning' item/);
+  });
+
+  it("stop reasons: cut → interrupted (no state); max_output_tokens → max_output; content_filter → refusal", async () => {
+    const model = gpt("responses", responses.url);
+    responses.script(
+      { reasoning: true, text: ["Half ", "of it"], cutAfterEvents: 5 },
+      { text: ["Long"], incomplete: "max_output_tokens" },
+      { text: ["No"], incomplete: "content_filter" },
+    );
+    const cut = await step(model, [{ role: "user", content: "a" }]);
+    expect(cut).toMatchObject({ stopReason: "interrupted", content: "Half " });
+    expect(cut).not.toHaveProperty("providerState");
+    expect(await step(model, [{ role: "user", content: "b" }])).toMatchObject({
+      stopReason: "max_output",
+      content: "Long",
+    });
+    expect(await step(model, [{ role: "user", content: "c" }])).toMatchObject({ stopReason: "refusal" });
+  });
+});
+
+describe("providerState goes only to the same provider", () => {
+  const thinking = "secret chain of thought";
+  const withState: Message[] = [
+    { role: "user", content: "write a" },
+    {
+      role: "assistant",
+      content: "Writing.",
+      toolCalls: [{ id: "toolu_1", name: "write_file", arguments: {} }],
+      stopReason: "tool_use",
+      providerState: {
+        provider: "anthropic",
+        api: "messages",
+        target: "http://127.0.0.1:1",
+        content: [
+          { type: "thinking", thinking, signature: signatureOf(thinking) },
+          { type: "tool_use", id: "toolu_1", name: "write_file" },
+        ],
+      },
+    },
+    { role: "tool", toolCallId: "toolu_1", name: "write_file", content: "ok", success: true },
+  ];
+
+  it("to openai (chat and responses): no thinking block, no signature", async () => {
+    chat.enqueue({ text: ["fine"] });
+    responses.script({ text: ["fine"] });
+    await step(gpt("chat", chat.url), withState);
+    await step(gpt("responses", responses.url), withState);
+    for (const body of [chat.requests[0]!.body, responses.requests[0]!.body]) {
+      expect(JSON.stringify(body)).not.toContain(thinking);
+      expect(JSON.stringify(body)).not.toContain("signature");
+    }
+  });
+
+  it("to another anthropic target: not replayed (plain text and tool_use)", async () => {
+    anthropic.script({ blocks: [{ type: "text", text: "ok" }] });
+    await step(claude({ thinking: undefined }), withState);
+    expect(JSON.stringify(anthropic.requests[0]!.body)).not.toContain(thinking);
+  });
+});
+
+describe("prices", () => {
+  it("parses FLEET_PRICES and names every bad entry in one line", () => {
+    const table = parsePrices(
+      '{"claude-test": {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75}}',
+    );
+    expect(table.get("claude-test")).toEqual({ input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 });
+    expect(() =>
+      parsePrices('{"a": {"input": -1, "output": 1}, "b": {"output": 2}, "c": {"input": 1, "output": 1}}'),
+    ).toThrow(/FLEET_PRICES.*bad entries: "a" \(input: .*\); "b" \(input: .*\)/);
+    expect(() => parsePrices("/nonexistent/prices.json")).toThrow(/FLEET_PRICES.*cannot read/);
+  });
+
+  it("costs uncached input, cache reads, cache writes and output at their prices", () => {
+    const price = { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 };
+    const usage = { inputTokens: 1000, outputTokens: 40, cacheReadTokens: 0, cacheWriteTokens: 900 };
+    expect(costOf(usage, price)).toBeCloseTo((100 * 3 + 900 * 3.75 + 40 * 15) / 1e6, 12);
+    expect(costOf({ inputTokens: 10, outputTokens: 10 }, { input: 1, output: 2 })).toBeCloseTo(30e-6, 12);
+  });
+});

@@ -1,0 +1,232 @@
+/**
+ * A local OpenAI Responses API for tests: a node:http server on 127.0.0.1 (port 0) answering
+ * `POST /v1/responses` from a script with the real streaming wire protocol (`event: TYPE` +
+ * `data: {json}` server-sent events: `response.created`, `response.output_item.added/done`,
+ * `response.output_text.delta`, `response.function_call_arguments.delta`, then
+ * `response.completed` or `response.incomplete`), or an HTTP error with the API's JSON body.
+ *
+ * Like the real service with `store: false`, it rejects (400 `invalid_request_error`):
+ * - a `function_call` item whose call came with a reasoning item, sent back without that
+ *   reasoning item right before it (same id, same `encrypted_content`);
+ * - a reasoning item whose `encrypted_content` is not one it sent;
+ * - a `function_call_output` with no `function_call` of the same `call_id` before it;
+ * - a request with `stream` not true.
+ * Reasoning items carry `encrypted_content` only when the request's `include` asks for it.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export type FakeResponsesStep = {
+  /** A reasoning item first (its encrypted content is generated). */
+  reasoning?: boolean;
+  text?: string[];
+  functionCalls?: { callId: string; name: string; arguments: string }[];
+  /** `completed` (default) or `incomplete` with this reason. */
+  incomplete?: "max_output_tokens" | "content_filter";
+  usage?: { input_tokens: number; output_tokens: number; cached_tokens?: number; reasoning_tokens?: number };
+  /** Destroy the connection after this many events. */
+  cutAfterEvents?: number;
+  /** Answer with this HTTP status and error instead. */
+  status?: number;
+  error?: { message: string; type: string; code?: string | null };
+};
+
+export type FakeResponsesRequest = {
+  path: string;
+  headers: IncomingMessage["headers"];
+  // biome-ignore lint/suspicious/noExplicitAny: a JSON body, inspected by tests
+  body: any;
+};
+
+export type FakeResponses = {
+  /** Base URL ending in `/v1`. */
+  url: string;
+  requests: FakeResponsesRequest[];
+  script(...steps: FakeResponsesStep[]): void;
+  pending(): number;
+  close(): Promise<void>;
+};
+
+type Item = Record<string, unknown>;
+
+export async function startFakeResponses(initial: FakeResponsesStep[] = []): Promise<FakeResponses> {
+  const script = [...initial];
+  const requests: FakeResponsesRequest[] = [];
+  /** id → encrypted content of each reasoning item sent. */
+  const reasoningSent = new Map<string, string>();
+  /** call_id → the id of the reasoning item that came with it. */
+  const callReasoning = new Map<string, string>();
+  let n = 0;
+
+  function validate(body: Item): string | null {
+    if (body.stream !== true) return "stream must be true for this fake";
+    const input = (Array.isArray(body.input) ? body.input : []) as Item[];
+    const calls = new Set<string>();
+    for (const [i, item] of input.entries()) {
+      if (item.type === "reasoning") {
+        const sent = reasoningSent.get(String(item.id));
+        if (sent === undefined || item.encrypted_content !== sent)
+          return `The encrypted content for item ${String(item.id)} could not be verified.`;
+      }
+      if (item.type === "function_call") {
+        calls.add(String(item.call_id));
+        const reasoning = callReasoning.get(String(item.call_id));
+        if (reasoning !== undefined) {
+          // The reasoning item must come before this call's group of items.
+          let j = i - 1;
+          while (j >= 0 && (input[j]!.type === "function_call" || input[j]!.type === "message")) j--;
+          const before = input[j];
+          if (before?.type !== "reasoning" || before.id !== reasoning)
+            return `Item '${String(item.id ?? item.call_id)}' of type 'function_call' was provided without its required 'reasoning' item: '${reasoning}'.`;
+        }
+      }
+      if (item.type === "function_call_output" && !calls.has(String(item.call_id)))
+        return `No tool call found for function call output with call_id ${String(item.call_id)}.`;
+    }
+    return null;
+  }
+
+  function events(step: FakeResponsesStep, body: Item): { event: string; data: Item }[] {
+    const id = `resp_${++n}`;
+    const out: { event: string; data: Item }[] = [];
+    const output: Item[] = [];
+    let seq = 0;
+    const push = (data: Item) =>
+      out.push({ event: String(data.type), data: { ...data, sequence_number: seq++ } });
+    const base = { id, object: "response", model: body.model, output: [], usage: null };
+    push({ type: "response.created", response: { ...base, status: "in_progress" } });
+    const include = Array.isArray(body.include) && body.include.includes("reasoning.encrypted_content");
+    if (step.reasoning) {
+      const rid = `rs_${n}`;
+      const encrypted = `enc_${n}_${Math.random().toString(36).slice(2)}`;
+      reasoningSent.set(rid, encrypted);
+      const item: Item = {
+        id: rid,
+        type: "reasoning",
+        summary: [],
+        ...(include ? { encrypted_content: encrypted } : {}),
+      };
+      for (const call of step.functionCalls ?? []) callReasoning.set(call.callId, rid);
+      push({ type: "response.output_item.added", output_index: output.length, item: { ...item } });
+      push({ type: "response.output_item.done", output_index: output.length, item });
+      output.push(item);
+    }
+    if (step.text) {
+      const mid = `msg_${n}`;
+      const index = output.length;
+      push({
+        type: "response.output_item.added",
+        output_index: index,
+        item: { id: mid, type: "message", role: "assistant", status: "in_progress", content: [] },
+      });
+      for (const delta of step.text)
+        push({
+          type: "response.output_text.delta",
+          item_id: mid,
+          output_index: index,
+          content_index: 0,
+          delta,
+          logprobs: [],
+        });
+      const item: Item = {
+        id: mid,
+        type: "message",
+        role: "assistant",
+        status: "completed",
+        content: [{ type: "output_text", text: step.text.join(""), annotations: [] }],
+      };
+      push({ type: "response.output_item.done", output_index: index, item });
+      output.push(item);
+    }
+    for (const call of step.functionCalls ?? []) {
+      const index = output.length;
+      const item: Item = {
+        id: `fc_${call.callId}`,
+        type: "function_call",
+        call_id: call.callId,
+        name: call.name,
+        arguments: call.arguments,
+        status: "completed",
+      };
+      push({ type: "response.output_item.added", output_index: index, item: { ...item, arguments: "" } });
+      push({
+        type: "response.function_call_arguments.delta",
+        item_id: item.id,
+        output_index: index,
+        delta: call.arguments,
+      });
+      push({ type: "response.output_item.done", output_index: index, item });
+      output.push(item);
+    }
+    const u = step.usage ?? { input_tokens: 20, output_tokens: 8 };
+    const usage = {
+      input_tokens: u.input_tokens,
+      input_tokens_details: { cached_tokens: u.cached_tokens ?? 0 },
+      output_tokens: u.output_tokens,
+      output_tokens_details: { reasoning_tokens: u.reasoning_tokens ?? 0 },
+      total_tokens: u.input_tokens + u.output_tokens,
+    };
+    if (step.incomplete)
+      push({
+        type: "response.incomplete",
+        response: {
+          ...base,
+          status: "incomplete",
+          incomplete_details: { reason: step.incomplete },
+          output,
+          usage,
+        },
+      });
+    else push({ type: "response.completed", response: { ...base, status: "completed", output, usage } });
+    return out;
+  }
+
+  async function answer(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let raw = "";
+    for await (const chunk of req) raw += chunk;
+    const body = raw ? JSON.parse(raw) : {};
+    requests.push({ path: req.url ?? "", headers: req.headers, body });
+    const json = (status: number, error: Item) => {
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error }));
+    };
+    if (req.method !== "POST" || req.url !== "/v1/responses")
+      return json(404, { message: "not found", type: "invalid_request_error", code: null });
+    const invalid = validate(body);
+    if (invalid)
+      return json(400, { message: invalid, type: "invalid_request_error", code: null, param: "input" });
+    const step = script.shift();
+    if (!step)
+      return json(500, { message: "fake-responses: no scripted response left", type: "server_error" });
+    if (step.status)
+      return json(step.status, { code: null, ...(step.error ?? { message: "error", type: "server_error" }) });
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    for (const [i, { event, data }] of events(step, body).entries()) {
+      if (step.cutAfterEvents !== undefined && i >= step.cutAfterEvents) {
+        await new Promise((r) => setTimeout(r, 20));
+        res.destroy();
+        return;
+      }
+      res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    }
+    res.end();
+  }
+
+  const server = createServer((req, res) => {
+    answer(req, res).catch(() => res.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    requests,
+    script: (...steps) => {
+      script.push(...steps);
+    },
+    pending: () => script.length,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

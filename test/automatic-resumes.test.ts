@@ -73,7 +73,8 @@ describe("AutomaticResumes", () => {
     const id = await session(asked);
     // A number, not the series: prom-client hands out the live objects, already at 0.
     const parkedNow = async () =>
-      (await metrics.sessionsParked.get()).values.find((v) => v.labels.reason === "attempts_exhausted")?.value ?? 0;
+      (await metrics.sessionsParked.get()).values.find((v) => v.labels.reason === "attempts_exhausted")
+        ?.value ?? 0;
     const before = await parkedNow();
     for (let attempt = 1; attempt <= 3; attempt++) {
       const scheduled = await resumes.schedule({

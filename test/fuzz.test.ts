@@ -448,6 +448,12 @@ describe("fuzz: no 5xx, nothing runs away", () => {
     "/v1/sessions/:id/resume",
     "/v1/sessions/:id/resume-point",
     "/v1/runs/:id",
+    "/v1/sessions/:id/cancel",
+    "/v1/batches/:id",
+    "/v1/batches/:id/results",
+    "/v1/batches/:id/cancel",
+    "/v1/batches/:id/sessions",
+    "/v1/openapi.json",
     "/metrics",
     "/healthz",
     "/",
@@ -612,6 +618,53 @@ describe("fuzz: no 5xx, nothing runs away", () => {
         expect(answer.status).toBeGreaterThanOrEqual(400);
       }
     }
+  });
+
+  it("answers any Idempotency-Key on every POST route without a 5xx", async () => {
+    const keyArb = fc.oneof(
+      fc.string({ minLength: 0, maxLength: 300 }).map((k) => k.replace(/[^\x20-\x7e]/g, "")),
+      fc.constantFrom(
+        "",
+        " ",
+        "a".repeat(256),
+        "a".repeat(10_000),
+        "k\u00e9y",
+        "\u00ff\u00fe",
+        "key,other",
+        "k",
+      ),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        keyArb,
+        fc.constantFrom(
+          "/v1/sessions",
+          "/v1/batches",
+          `/v1/sessions/${existingId}/messages`,
+          `/v1/sessions/${existingId}/resume`,
+          `/v1/batches/${UNKNOWN}/sessions`,
+          `/v1/batches/${UNKNOWN}/cancel`,
+        ),
+        fc.oneof(
+          fc.constant("{}"),
+          fc.constant('{"content": "hi"}'),
+          smallJson.map((v) => JSON.stringify(v)),
+        ),
+        async (key, route, body) => {
+          const answer = await call("POST", route, {
+            body,
+            contentType: "application/json",
+            headers: { "idempotency-key": key },
+          });
+          checkAnswer(
+            answer,
+            `POST ${route} Idempotency-Key ${JSON.stringify(key.slice(0, 40))} ${body.slice(0, 80)}`,
+            "POST",
+          );
+        },
+      ),
+      { numRuns: runs(300) },
+    );
   });
 
   it("answers random JSON bodies on every POST route without a 5xx", async () => {

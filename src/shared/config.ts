@@ -10,6 +10,13 @@ import { z } from "zod";
 import { ValidationError } from "./errors.js";
 import { type ModelRouting, parseAllowedBaseUrls, parseModelEndpoints } from "./model-endpoints.js";
 import { type PriceTable, parsePrices } from "./prices.js";
+import {
+  type GateTuning,
+  gateTuningFromEnv,
+  parseTenantShares,
+  type TenantShares,
+} from "./provider-limits.js";
+import { isClusterUrl } from "./redis.js";
 import { type WebhookSettings, webhookSettingsFromEnv } from "./webhooks.js";
 
 const int = (def: number) => z.coerce.number().int().nonnegative().default(def);
@@ -17,12 +24,23 @@ const int = (def: number) => z.coerce.number().int().nonnegative().default(def);
 const envSchema = z.object({
   /** Postgres. Default: the local server, database `agent_fleet`. */
   DATABASE_URL: z.string().default("postgres://postgres@127.0.0.1:5432/agent_fleet"),
-  /** Redis. Default: the local server. */
+  /**
+   * Redis. Default: the local server. A Redis Cluster is named by its seed nodes:
+   * `redis+cluster://[user:password@]host:port[,host:port...]` (`rediss+cluster://`: TLS).
+   */
   REDIS_URL: z.string().default("redis://127.0.0.1:6379"),
-  /** Namespaces every Redis key and queue, so several fleets or test runs share one Redis. */
+  /**
+   * Namespaces every Redis key and queue, so several fleets or test runs share one Redis.
+   * It may begin with a hash tag, `{name}` or `{name}rest`; on a Redis Cluster one without is
+   * used as `{FLEET_PREFIX}`, so every key of the fleet hashes to one slot (redis.ts).
+   */
   FLEET_PREFIX: z
     .string()
-    .regex(/^[A-Za-z0-9_.-]+$/, "letters, digits, '_', '.' and '-' only")
+    .regex(
+      /^(\{[A-Za-z0-9_.-]+\})?[A-Za-z0-9_.-]*$/,
+      "letters, digits, '_', '.' and '-' only, optionally after a hash tag in braces: {name}",
+    )
+    .refine((prefix) => prefix.length > 0, "must not be empty")
     .default("fleet"),
   /** The HTTP API's port. */
   PORT: int(3000),
@@ -94,11 +112,35 @@ const envSchema = z.object({
    * `{ "MODEL": { "input", "output", "cacheRead"?, "cacheWrite"? } }` in USD per million tokens.
    */
   FLEET_PRICES: z.string().optional(),
+  /**
+   * Tenants' shares of a limited endpoint (contracts §15), JSON `{ "TENANT": weight }`; a tenant
+   * not named has weight 1 (equal shares by default).
+   */
+  FLEET_TENANT_SHARES: z.string().optional(),
+  /** `off`: workers and sweepers write no session events (contracts §7), e.g. to measure their cost. */
+  FLEET_EVENTS: z.enum(["on", "off"]).default("on"),
+  /** Events kept per session: about this many (MAXLEN ~) … */
+  FLEET_EVENTS_MAX: z.coerce.number().int().positive().default(10_000),
+  /** … and none older than this (ms); an id older than what is kept answers 410 `expired`. */
+  FLEET_EVENTS_MAX_AGE_MS: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(24 * 3600 * 1000),
+  /** Event streams (SSE) one tenant may hold open at once on one API process; more answer 429. */
+  FLEET_SSE_MAX_STREAMS_PER_TENANT: z.coerce.number().int().positive().default(100),
+  /** How often an idle event stream sends a comment line, so proxies and clients keep it open. */
+  FLEET_SSE_HEARTBEAT_MS: z.coerce.number().int().positive().default(15_000),
+  /** Enables the built-in `transcript` extension: one JSONL file per session in this directory. */
+  FLEET_TRANSCRIPT_DIR: z.string().optional(),
 });
 
 export type FleetConfig = {
   databaseUrl: string;
   redisUrl: string;
+  /** Whether REDIS_URL names a Redis Cluster (`redis+cluster://`). */
+  redisCluster: boolean;
+  /** The effective FLEET_PREFIX: hash-tagged (`{fleet}`) on a cluster. */
   prefix: string;
   port: number;
   /** Where the HTTP API listens. */
@@ -112,8 +154,12 @@ export type FleetConfig = {
   };
   /** Whether new runs get per-tenant fair priorities. */
   fairDispatch: boolean;
+  /** FLEET_TENANT_SHARES (provider-limits.ts): weights of tenants on limited endpoints. */
+  tenantShares: TenantShares;
   /** Batch webhooks: FLEET_WEBHOOK_SECRET, _ALLOWED_URLS, _DENY_PRIVATE, _RETRY_MS (webhooks.ts). */
   webhooks: WebhookSettings;
+  /** Provider-limit tuning: FLEET_ENDPOINT_MAX_WAIT_MS, _PERMIT_TTL_MS, _DEFAULT_PAUSE_MS (provider-limits.ts). */
+  gateTuning: Partial<GateTuning>;
   metricsPort: number;
   toolDir: string;
   workerConcurrency: number;
@@ -127,6 +173,16 @@ export type FleetConfig = {
   logLevel: z.infer<typeof envSchema>["LOG_LEVEL"];
   /** Endpoints, allowed raw base URLs and the keys for each (model-endpoints.ts). */
   models: ModelRouting & { prices: PriceTable };
+  /** Session events (contracts §7): on/off, retention, SSE limits. */
+  events: {
+    enabled: boolean;
+    maxEvents: number;
+    maxAgeMs: number;
+    maxStreamsPerTenant: number;
+    heartbeatMs: number;
+  };
+  /** The built-in transcript extension's directory (contracts §8); undefined: off. */
+  transcriptDir: string | undefined;
 };
 
 let dotenvLoaded = false;
@@ -139,10 +195,17 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     throw new ValidationError(String(issue.path[0] ?? "environment"), issue.message);
   }
   const e = result.data;
+  let redisCluster: boolean;
+  try {
+    redisCluster = isClusterUrl(e.REDIS_URL);
+  } catch (error) {
+    throw new ValidationError("REDIS_URL", (error as Error).message);
+  }
   return {
     databaseUrl: e.DATABASE_URL,
     redisUrl: e.REDIS_URL,
-    prefix: e.FLEET_PREFIX,
+    redisCluster,
+    prefix: redisCluster && !e.FLEET_PREFIX.startsWith("{") ? `{${e.FLEET_PREFIX}}` : e.FLEET_PREFIX,
     port: e.PORT,
     host: e.HOST,
     bootstrapKey: e.FLEET_BOOTSTRAP_KEY || undefined,
@@ -159,7 +222,9 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
           : undefined,
     },
     fairDispatch: e.FLEET_FAIR_DISPATCH === "on",
+    tenantShares: parseTenantShares(e.FLEET_TENANT_SHARES),
     webhooks: webhookSettingsFromEnv(env),
+    gateTuning: gateTuningFromEnv(env),
     metricsPort: e.METRICS_PORT,
     toolDir: resolve(e.FLEET_TOOL_DIR),
     workerConcurrency: Math.max(1, e.WORKER_CONCURRENCY),
@@ -178,6 +243,14 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
       // Carried with the routing to the workers (create-model.ts) and the API (fleet-service.ts).
       prices: parsePrices(e.FLEET_PRICES),
     },
+    events: {
+      enabled: e.FLEET_EVENTS === "on",
+      maxEvents: e.FLEET_EVENTS_MAX,
+      maxAgeMs: e.FLEET_EVENTS_MAX_AGE_MS,
+      maxStreamsPerTenant: e.FLEET_SSE_MAX_STREAMS_PER_TENANT,
+      heartbeatMs: e.FLEET_SSE_HEARTBEAT_MS,
+    },
+    transcriptDir: e.FLEET_TRANSCRIPT_DIR ? resolve(e.FLEET_TRANSCRIPT_DIR) : undefined,
   };
 }
 

@@ -47,7 +47,7 @@ export class NotFoundError extends Error {
 }
 
 /** Which per-tenant limit a request ran into (contracts §10). */
-export type TenantLimit = "active_sessions" | "request_rate";
+export type TenantLimit = "active_sessions" | "request_rate" | "event_streams";
 
 export class TooManyRequestsError extends Error {
   override name = "TooManyRequestsError";

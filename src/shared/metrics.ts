@@ -9,6 +9,7 @@
  * crashes or parked sessions that did happen.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { EVENT_TYPES } from "./events.js";
 import { PARK_REASONS } from "./resume-policy.js";
 import { NOT_RESUMABLE_REASONS, RESUME_KINDS, type RefusalReason } from "./resume-reasons.js";
 import { RUN_OUTCOMES } from "./run-outcomes.js";
@@ -54,6 +55,10 @@ export const UNREGISTERED_TOOL = "unregistered";
 /** Labels of `fleet_model_tokens_total` (contracts §13). */
 export const MODEL_TOKEN_PROVIDERS = ["openai", "anthropic"] as const;
 export const MODEL_TOKEN_KINDS = ["input", "output", "cache_read", "cache_write", "reasoning"] as const;
+/** `hook` of `fleet_hook_failures_total` (contracts §8). */
+export const HOOK_NAMES = ["beforeRun", "onMessage", "afterRun", "onError"] as const;
+/** Types of batch events (contracts §7), counted in `fleet_events_written_total` too. */
+export const BATCH_EVENT_TYPES = ["SESSION_ENDED", "BATCH_COMPLETED"] as const;
 
 export function createMetrics(role: string, options: { queueDepths?: QueueDepths } = {}) {
   const registry = new Registry();
@@ -117,6 +122,48 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
       labelNames: ["provider", "kind"] as const,
       registers,
     }),
+    /** Contracts §7: session events written to Redis, by type. */
+    eventsWritten: new Counter({
+      name: "fleet_events_written_total",
+      help: "Session events written to their Redis stream, by type.",
+      labelNames: ["type"] as const,
+      registers,
+    }),
+    /** Contracts §7: event streams (SSE) this API process is serving now. */
+    sseClients: new Gauge({
+      name: "fleet_sse_clients",
+      help: "Event streams (SSE) open on this API process.",
+      registers,
+    }),
+    /** Contracts §8: extension hooks that threw (beforeRun included: it ends the run failed). */
+    hookFailures: new Counter({
+      name: "fleet_hook_failures_total",
+      help: "Extension hooks that threw, by hook.",
+      labelNames: ["hook"] as const,
+      registers,
+    }),
+    /** Contracts §15: from a request's first ask for capacity to its slot (hand-backs included). */
+    endpointWait: new Histogram({
+      name: "fleet_endpoint_wait_seconds",
+      help: "Time a model request waited for its endpoint's capacity (fleet-wide limits, 429 pauses), by endpoint.",
+      labelNames: ["endpoint"] as const,
+      buckets: [0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
+      registers,
+    }),
+    /** Contracts §15: requests sent to declared endpoints, by outcome. */
+    modelRequests: new Counter({
+      name: "fleet_model_requests_total",
+      help: "Model requests sent to a declared endpoint, by endpoint and outcome (ok, rate_limited, error).",
+      labelNames: ["endpoint", "outcome"] as const,
+      registers,
+    }),
+    /** Contracts §15: the limits each declared endpoint has (FLEET_MODEL_ENDPOINTS), 0 when none. */
+    endpointLimit: new Gauge({
+      name: "fleet_endpoint_limit",
+      help: "Declared limit of an endpoint (requests_per_minute, tokens_per_minute, max_concurrent); 0: none.",
+      labelNames: ["endpoint", "limit"] as const,
+      registers,
+    }),
   };
   // Every fixed combination at 0 (the histogram and the unlabelled counter start at 0 by themselves).
   for (const kind of RESUME_KINDS)
@@ -127,6 +174,10 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
   for (const reason of PARK_REASONS) metrics.sessionsParked.inc({ reason }, 0);
   for (const provider of MODEL_TOKEN_PROVIDERS)
     for (const kind of MODEL_TOKEN_KINDS) metrics.modelTokens.inc({ provider, kind }, 0);
+  for (const type of EVENT_TYPES) metrics.eventsWritten.inc({ type }, 0);
+  for (const type of BATCH_EVENT_TYPES) metrics.eventsWritten.inc({ type }, 0);
+  for (const hook of HOOK_NAMES) metrics.hookFailures.inc({ hook }, 0);
+  metrics.sseClients.set(0);
   initToolSeries(metrics, []);
   return metrics;
 }
@@ -150,4 +201,31 @@ function queueGauge(depths: QueueDepths, registers: Registry[]) {
       for (const { queue, state, count } of await depths()) this.set({ queue, state }, count);
     },
   });
+}
+
+/** `outcome` of `fleet_model_requests_total` (contracts §15). */
+export const MODEL_REQUEST_OUTCOMES = ["ok", "rate_limited", "error"] as const;
+
+/**
+ * Starts the series of the declared endpoints (contracts §15) at 0 — their names come from
+ * FLEET_MODEL_ENDPOINTS, known at start — and sets `fleet_endpoint_limit`.
+ */
+export function initEndpointSeries(
+  metrics: Pick<FleetMetrics, "endpointWait" | "modelRequests" | "endpointLimit">,
+  endpoints: Iterable<{
+    name: string;
+    limits?: { requestsPerMinute?: number; tokensPerMinute?: number; maxConcurrent?: number };
+  }>,
+): void {
+  for (const { name, limits } of endpoints) {
+    for (const outcome of MODEL_REQUEST_OUTCOMES) metrics.modelRequests.inc({ endpoint: name, outcome }, 0);
+    metrics.endpointWait.zero({ endpoint: name });
+    const declared = {
+      requests_per_minute: limits?.requestsPerMinute,
+      tokens_per_minute: limits?.tokensPerMinute,
+      max_concurrent: limits?.maxConcurrent,
+    };
+    for (const [limit, value] of Object.entries(declared))
+      metrics.endpointLimit.set({ endpoint: name, limit }, value ?? 0);
+  }
 }

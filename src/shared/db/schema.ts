@@ -80,6 +80,8 @@ export const sessions = pgTable(
   (t) => [
     // A batch's sessions in a stable order (results are paged by id) and its counts.
     index("sessions_batch_idx").on(t.batchId, t.id).where(sql`${t.batchId} is not null`),
+    // A batch's sessions in the session list's order (the console's batch filter, paged).
+    index("sessions_batch_updated_idx").on(t.batchId, t.updatedAt, t.id).where(sql`${t.batchId} is not null`),
     uniqueIndex("sessions_batch_custom_id_idx")
       .on(t.batchId, t.customId)
       .where(sql`${t.batchId} is not null and ${t.customId} is not null`),
@@ -97,8 +99,10 @@ export const sessions = pgTable(
       .where(
         sql`${t.status} = 'active' and ${t.runStarted} and ${t.tailState} not in ('completed', 'empty')`,
       ),
-    // A tenant's session list, newest activity first.
-    index("sessions_tenant_updated_idx").on(t.tenant, t.updatedAt),
+    // A tenant's session list, newest activity first, paged by (updated_at, id) (the console).
+    index("sessions_tenant_updated_idx").on(t.tenant, t.updatedAt, t.id),
+    // The parked queue: a few sessions among millions, listed without scanning the rest.
+    index("sessions_tenant_parked_idx").on(t.tenant, t.updatedAt, t.id).where(sql`${t.status} = 'parked'`),
   ],
 );
 
@@ -157,6 +161,8 @@ export const runs = pgTable(
     input: text("input"),
     /** A resume may name another model (a fallback). */
     model: jsonb("model").$type<ModelConfig>(),
+    /** Goal mode of a run with new input (contracts §8): `{ text, maxRounds }`; never on a resume. */
+    goal: jsonb("goal").$type<{ text: string; maxRounds: number }>(),
     workerId: text("worker_id"),
     /** For resumes of an interrupted run: that run's last sign of life (append or lease renewal). */
     lastSignAt: timestamp("last_sign_at", { withTimezone: true }),

@@ -25,6 +25,7 @@ import { resolve } from "node:path";
 import { z } from "zod";
 import type { AgentConfig, ModelConfig } from "./agent-config.js";
 import { ValidationError } from "./errors.js";
+import { type EndpointLimits, endpointLimitsSchema, hasLimits } from "./provider-limits.js";
 
 export type EndpointProvider = "openai" | "anthropic";
 
@@ -37,6 +38,8 @@ export type ModelEndpoint = {
   apiKeyEnv?: string;
   /** The value of `apiKeyEnv` when the configuration was loaded. */
   apiKey?: string;
+  /** Limits the fleet holds across all its workers (contracts §15); undefined: none declared. */
+  limits?: EndpointLimits;
 };
 
 /** One entry of FLEET_ALLOWED_BASE_URLS, parsed. */
@@ -181,6 +184,7 @@ const endpointSchema = z.strictObject({
   apiKey: z
     .never({ error: "a key is never written here; name the variable that holds it with apiKeyEnv" })
     .optional(),
+  limits: endpointLimitsSchema.optional(),
 });
 
 /** The JSON text of FLEET_MODEL_ENDPOINTS: the value itself when it starts with `{` (or `[`), else a file's. */
@@ -232,7 +236,7 @@ export function parseModelEndpoints(
         issue.message.replace(/^Invalid input: /, ""),
       );
     }
-    const { provider, baseUrl, apiKeyEnv: declared } = result.data;
+    const { provider, baseUrl, apiKeyEnv: declared, limits } = result.data;
     // The provider's own host gets the provider's key unless told otherwise; another host
     // gets a key only when the operator names its variable.
     const apiKeyEnv = declared ?? (baseUrl === undefined ? DEFAULT_KEY_ENV[provider] : undefined);
@@ -243,6 +247,7 @@ export function parseModelEndpoints(
       ...(baseUrl === undefined ? {} : { baseUrl }),
       ...(apiKeyEnv === undefined ? {} : { apiKeyEnv }),
       ...(apiKey === undefined ? {} : { apiKey }),
+      ...(hasLimits(limits) ? { limits } : {}),
     });
   }
   return endpoints;

@@ -14,10 +14,18 @@
  * short (`interrupted`) keeps none (contracts §13). When the model has a price (FLEET_PRICES,
  * carried by `provider.identity.price`), reported usage gains its `costUsd`, and a step with
  * unknown usage gets an `estimatedCostUsd` for the budget (never stored).
+ *
+ * Provider limits (contracts §15, endpoint-gate.ts): a request that must wait for its
+ * endpoint's capacity longer than the gate allows throws `CapacityWait` out of this call (the
+ * job is handed back; nothing was sent, nothing is counted), and a 429/529/overloaded answer
+ * from a gated endpoint is asked again through the gate — which waits out the fleet-wide
+ * pause — without counting an attempt: waiting for capacity is not failing. At most
+ * `MAX_RATE_LIMITED` such answers in one call are free; later ones count as attempts.
  */
 import type { AssistantMessage, ProviderState, ToolCall, Usage } from "../shared/messages.js";
 import { costOf } from "../shared/prices.js";
 import { estimateStepUsage } from "../shared/usage.js";
+import { CapacityWait, EndpointRateLimited } from "./endpoint-gate.js";
 import { type ModelProvider, type ModelRequest, ProviderError } from "./models/provider.js";
 import { sanitizeJson, sanitizeText } from "./models/sanitize-text.js";
 import type { Sleep } from "./models/scripted.js";
@@ -58,6 +66,9 @@ export type ModelStep =
       estimatedCostUsd?: number;
     }
   | { ok: false; aborted: boolean; error: string; attempts: number };
+
+/** Rate-limit answers of a gated endpoint one call asks again without counting an attempt. */
+export const MAX_RATE_LIMITED = 50;
 
 export function backoffMs(
   policy: RetryPolicy,
@@ -174,6 +185,7 @@ export async function callModel(
 ): Promise<ModelStep> {
   const policy = deps.policy ?? DEFAULT_RETRY_POLICY;
   const random = deps.random ?? Math.random;
+  let rateLimited = 0;
   for (let n = 1; ; n++) {
     const result = await attempt(
       provider,
@@ -198,6 +210,18 @@ export async function callModel(
       return { ok: true, message, attempts: n };
     }
     const { error } = result;
+    // Nothing was sent: the job is handed back (session-job.ts) and this step taken again later.
+    if (error instanceof CapacityWait && !request.signal.aborted) throw error;
+    if (
+      error instanceof EndpointRateLimited &&
+      !result.outputStarted &&
+      !request.signal.aborted &&
+      rateLimited < MAX_RATE_LIMITED
+    ) {
+      rateLimited++;
+      n--; // the gate now waits out the endpoint's pause for every worker: not an attempt
+      continue;
+    }
     // The error may be stored as a park reason, and may quote what the provider sent.
     const messageText = sanitizeText(error instanceof Error ? error.message : String(error));
     if (request.signal.aborted) return { ok: false, aborted: true, error: messageText, attempts: n };
@@ -205,10 +229,11 @@ export async function callModel(
       // Half-formed tool calls are dropped: they were never whole, so they never run.
       return { ok: true, message: assistant(result.partial, [], "interrupted"), attempts: n };
     }
-    const retryable = error instanceof ProviderError ? error.retryable : true;
+    const cause = error instanceof EndpointRateLimited ? error.cause : error;
+    const retryable = cause instanceof ProviderError ? cause.retryable : true;
     if (!retryable || n >= policy.maxAttempts)
       return { ok: false, aborted: false, error: messageText, attempts: n };
-    const retryAfter = error instanceof ProviderError ? error.retryAfterMs : undefined;
+    const retryAfter = cause instanceof ProviderError ? cause.retryAfterMs : undefined;
     try {
       await deps.sleep(backoffMs(policy, n, random, retryAfter), request.signal);
     } catch {

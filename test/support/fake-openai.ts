@@ -59,10 +59,60 @@ export type ReceivedRequest = {
   body: any;
 };
 
+/** Options of `startFakeOpenAI` (additive; provider-limit tests and bench:limits). */
+export type FakeOpenAIOptions = {
+  /** Answers every chat request from its body (the script is then not used). */
+  // biome-ignore lint/suspicious/noExplicitAny: a JSON body
+  respond?: (body: any) => FakeResponse;
+  /**
+   * A provider's rate limit: at most `requests` chat requests accepted per sliding `windowMs`
+   * (default 60 s); beyond, `429` with `retry-after: <retryAfter>` (default "2").
+   */
+  rateLimit?: { requests: number; windowMs?: number; retryAfter?: string };
+  /** Keep request bodies (default true; false for long benchmarks). */
+  recordRequests?: boolean;
+};
+
+/** What the server saw (with `rateLimit`, or always). */
+export type FakeOpenAIStats = {
+  /** When each accepted chat request arrived (ms epoch). */
+  accepted: number[];
+  /** When each 429 was answered. */
+  rateLimited: number[];
+  inFlight: number;
+  maxInFlight: number;
+};
+
+/** Chat answers for sessions of two model calls: a `sleep` tool call, then (after its result) text. */
+// biome-ignore lint/suspicious/noExplicitAny: a JSON body
+export function twoCallResponder(body: any): FakeResponse {
+  const messages = (body?.messages ?? []) as { role?: string }[];
+  if (messages.at(-1)?.role === "tool") return { text: ["done"] };
+  return {
+    toolCalls: [
+      { id: `call_${Math.random().toString(36).slice(2, 10)}`, name: "sleep", arguments: '{"ms":1}' },
+    ],
+  };
+}
+
+/** The most requests accepted in any window of `windowMs` (a sliding window over arrivals). */
+export function peakPerWindow(times: readonly number[], windowMs: number): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let peak = 0;
+  let start = 0;
+  for (let end = 0; end < sorted.length; end++) {
+    while (sorted[end]! - sorted[start]! >= windowMs) start++;
+    peak = Math.max(peak, end - start + 1);
+  }
+  return peak;
+}
+
 export type FakeOpenAI = {
   /** The base URL to configure, ending in `/v1`. */
   url: string;
   requests: ReceivedRequest[];
+  /** What the server saw: accepted and rate-limited requests, concurrency. */
+  stats: FakeOpenAIStats;
   /** Appends responses to the script. */
   enqueue(...responses: FakeResponse[]): void;
   /** Responses still scripted. */
@@ -119,9 +169,13 @@ async function readBody(req: IncomingMessage): Promise<string> {
   return text;
 }
 
-export async function startFakeOpenAI(script: FakeResponse[] = []): Promise<FakeOpenAI> {
+export async function startFakeOpenAI(
+  script: FakeResponse[] = [],
+  options: FakeOpenAIOptions = {},
+): Promise<FakeOpenAI> {
   const queue: { response: FakeResponse; left: number }[] = [];
   const requests: ReceivedRequest[] = [];
+  const stats: FakeOpenAIStats = { accepted: [], rateLimited: [], inFlight: 0, maxInFlight: 0 };
   const enqueue = (...responses: FakeResponse[]) => {
     for (const response of responses) queue.push({ response, left: response.times ?? 1 });
   };
@@ -135,10 +189,47 @@ export async function startFakeOpenAI(script: FakeResponse[] = []): Promise<Fake
     } catch {
       body = raw;
     }
-    requests.push({ method: req.method ?? "", path: req.url ?? "", headers: req.headers, body });
+    if (options.recordRequests !== false)
+      requests.push({ method: req.method ?? "", path: req.url ?? "", headers: req.headers, body });
     if (req.method !== "POST" || req.url !== "/v1/chat/completions") {
       res.writeHead(404, { "content-type": "application/json" });
       res.end(JSON.stringify({ error: { message: `fake-openai: no route ${req.method} ${req.url}` } }));
+      return;
+    }
+    const now = Date.now();
+    if (options.rateLimit) {
+      const { requests: allowed, windowMs = 60_000, retryAfter = "2" } = options.rateLimit;
+      let inWindow = 0;
+      for (let i = stats.accepted.length - 1; i >= 0 && stats.accepted[i]! > now - windowMs; i--) inWindow++;
+      if (inWindow >= allowed) {
+        stats.rateLimited.push(now);
+        res.writeHead(429, { "content-type": "application/json", "retry-after": retryAfter });
+        res.end(
+          JSON.stringify({
+            error: {
+              message: "fake-openai: rate limit reached",
+              type: "rate_limit_error",
+              param: null,
+              code: "rate_limit_exceeded",
+            },
+          }),
+        );
+        return;
+      }
+    }
+    stats.accepted.push(now);
+    if (options.respond) {
+      stats.inFlight++;
+      stats.maxInFlight = Math.max(stats.maxInFlight, stats.inFlight);
+      try {
+        await answer(
+          options.respond(body),
+          body as { model?: string; stream_options?: { include_usage?: boolean } },
+          res,
+        );
+      } finally {
+        stats.inFlight--;
+      }
       return;
     }
     const next = queue[0];
@@ -256,6 +347,7 @@ export async function startFakeOpenAI(script: FakeResponse[] = []): Promise<Fake
   return {
     url: `http://127.0.0.1:${port}/v1`,
     requests,
+    stats,
     enqueue,
     pending: () => queue.reduce((n, q) => n + q.left, 0),
     close: () =>

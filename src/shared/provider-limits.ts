@@ -1,0 +1,338 @@
+/**
+ * Provider limits across the fleet (contracts §15): one Redis state per declared endpoint,
+ * shared by every worker, changed only by the Lua scripts below (each runs atomically, on
+ * Redis's clock, so workers' clocks never matter).
+ *
+ * - Requests per minute and tokens per minute: GCRA (a theoretical arrival time, `tat`, per
+ *   limit). A request is granted a slot at most `maxWaitMs` ahead, and reserves it: the
+ *   worker sleeps until then and sends. Tokens are estimated before the request and the
+ *   estimate is corrected by the usage that comes back (`correct`).
+ * - Concurrency: a sorted set of permits scored by their expiry. A worker renews its permit
+ *   while the response streams; a SIGKILLed worker's permits expire after `permitTtlMs`.
+ * - A 429/529/overloaded answer pauses the endpoint for every worker (`pause`) until the time
+ *   it asked for: no slot is granted before it.
+ * - A request that cannot get a slot within `maxWaitMs` is denied with a time to come back.
+ *   That time is a place on its tenant's calendar (`due:<tenant>`): one tenant's k-th
+ *   waiting request comes back about k × interval × (sum of backlogged tenants' weights /
+ *   its weight) from now — weighted fair queueing of returns (FLEET_TENANT_SHARES). A
+ *   tenant with no backlog (a single interactive session) is eligible at once and gets the
+ *   next slot: it waits at most about `maxWaitMs`, whatever another tenant has queued.
+ *   Newcomers of a tenant with a backlog join the end of that tenant's calendar, so they do
+ *   not jump ahead of its requests already waiting; and a tenant with a backlog books slots
+ *   only `maxWaitMs / 2` ahead, so a slot within `maxWaitMs` is always left for the others.
+ */
+import { randomUUID } from "node:crypto";
+import type { Redis } from "ioredis";
+import { z } from "zod";
+import { ValidationError } from "./errors.js";
+
+export type EndpointLimits = {
+  requestsPerMinute?: number;
+  tokensPerMinute?: number;
+  maxConcurrent?: number;
+};
+
+const positiveInt = z
+  .number({ error: "must be a positive integer" })
+  .int("must be a positive integer")
+  .positive("must be a positive integer");
+
+/** The `limits` of an endpoint in FLEET_MODEL_ENDPOINTS (contracts §15). */
+export const endpointLimitsSchema = z.strictObject({
+  requestsPerMinute: positiveInt.optional(),
+  tokensPerMinute: positiveInt.optional(),
+  maxConcurrent: positiveInt.optional(),
+});
+
+/** Whether an endpoint declares any limit. */
+export function hasLimits(limits: EndpointLimits | undefined): limits is EndpointLimits {
+  return (
+    limits !== undefined &&
+    (limits.requestsPerMinute !== undefined ||
+      limits.tokensPerMinute !== undefined ||
+      limits.maxConcurrent !== undefined)
+  );
+}
+
+/** FLEET_TENANT_SHARES: `{"tenant": weight, ...}`; a tenant not named has weight 1. */
+export type TenantShares = ReadonlyMap<string, number>;
+
+export function parseTenantShares(value: string | undefined, variable = "FLEET_TENANT_SHARES"): TenantShares {
+  const shares = new Map<string, number>();
+  if (value === undefined || value.trim() === "") return shares;
+  let json: unknown;
+  try {
+    json = JSON.parse(value);
+  } catch (error) {
+    throw new ValidationError(variable, `is not valid JSON: ${(error as Error).message}`);
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json))
+    throw new ValidationError(variable, 'must be a JSON object { "TENANT": weight, ... }');
+  for (const [tenant, weight] of Object.entries(json)) {
+    if (typeof weight !== "number" || !Number.isFinite(weight) || weight <= 0 || weight > 1_000_000)
+      throw new ValidationError(`${variable}.${tenant}`, "must be a number above 0 (a weight; default 1)");
+    shares.set(tenant, weight);
+  }
+  return shares;
+}
+
+export function shareOf(shares: TenantShares, tenant: string): number {
+  return shares.get(tenant) ?? 1;
+}
+
+/** How a gate behaves; every field has a default. */
+export type GateTuning = {
+  /** The longest a request waits in the worker for its slot; beyond, the job is handed back. Default 2 s. */
+  maxWaitMs: number;
+  /** How long a concurrency permit lives without renewal (a dead worker's permits free after it). Default 15 s. */
+  permitTtlMs: number;
+  /** The pause after a 429/529/overloaded answer that says nothing of when to come back. Default 5 s. */
+  defaultPauseMs: number;
+  /** The longest pause a provider may ask for. Default 10 min. */
+  maxPauseMs: number;
+  /** Tokens a response is assumed to add before its usage is known. Default 256. */
+  expectedOutputTokens: number;
+};
+
+export const DEFAULT_GATE_TUNING: GateTuning = {
+  maxWaitMs: 2_000,
+  permitTtlMs: 15_000,
+  defaultPauseMs: 5_000,
+  maxPauseMs: 600_000,
+  expectedOutputTokens: 256,
+};
+
+/**
+ * KEYS: 1 state hash, 2 permits (zset: member → expiry), 3 tenants (zset: tenant → last seen),
+ * 4 the request's calendar place (string: due time).
+ * ARGV: 1 member (the permit), 2 tenant, 3 weight, 4 maxWaitMs, 5 ms per request (0: no
+ * limit), 6 ms per token (0: no limit), 7 estimated tokens, 8 max concurrent (0: no limit),
+ * 9 permit ttl.
+ * Returns {1, wait before sending, 0} granted, or {0, ms until its place comes, reason} denied
+ * (reason 1: rate or pause, 2: concurrency).
+ */
+const ACQUIRE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local member, tenant, weight = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local maxWait, T, tau = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local cost, maxConc, ttl = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+redis.call('ZADD', KEYS[3], now, tenant)
+redis.call('HSET', KEYS[1], 'w:' .. tenant, weight)
+for _, idle in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - 120000)) do
+  redis.call('ZREM', KEYS[3], idle)
+  redis.call('HDEL', KEYS[1], 'w:' .. idle, 'due:' .. idle)
+end
+local pause = tonumber(redis.call('HGET', KEYS[1], 'pause') or '0')
+local tat = tonumber(redis.call('HGET', KEYS[1], 'tat') or '0')
+local toktat = tonumber(redis.call('HGET', KEYS[1], 'toktat') or '0')
+local slot = now
+if pause > slot then slot = pause end
+if T > 0 and tat > slot then slot = tat end
+if tau > 0 and toktat > slot then slot = toktat end
+local concOk = true
+if maxConc > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  concOk = redis.call('ZCARD', KEYS[2]) < maxConc
+end
+local mydue = tonumber(redis.call('GET', KEYS[4]) or 'nil')
+local calNext = tonumber(redis.call('HGET', KEYS[1], 'due:' .. tenant) or '0')
+local eligible
+if mydue then eligible = mydue <= now + maxWait else eligible = calNext <= now + maxWait end
+-- A tenant with a backlog books slots only half as far ahead: the rest is room for a tenant
+-- without one, whose request then gets a slot within maxWait instead of being handed back.
+local horizon = maxWait
+if calNext > now then horizon = maxWait / 2 end
+if eligible and concOk and slot - now <= horizon then
+  if T > 0 then redis.call('HSET', KEYS[1], 'tat', tostring(slot + T)) end
+  if tau > 0 then redis.call('HSET', KEYS[1], 'toktat', tostring(slot + cost * tau)) end
+  if maxConc > 0 then redis.call('ZADD', KEYS[2], now + (slot - now) + ttl, member) end
+  redis.call('DEL', KEYS[4])
+  return {1, slot - now, 0}
+end
+local reason = 1
+if not concOk and slot - now <= maxWait then reason = 2 end
+local step = T
+if step <= 0 and tau > 0 then step = cost * tau end
+if step <= 0 then step = 200 end
+local due
+if mydue and not eligible then
+  due = mydue
+elseif mydue then
+  -- its turn came but the slot did not: it keeps its place near the front
+  due = math.max(slot - maxWait, now) + step
+else
+  local sum = 0
+  for _, u in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+    local d = tonumber(redis.call('HGET', KEYS[1], 'due:' .. u) or '0')
+    if u == tenant or d > now then sum = sum + tonumber(redis.call('HGET', KEYS[1], 'w:' .. u) or '1') end
+  end
+  due = math.max(calNext + step * sum / weight, slot - maxWait, now)
+  redis.call('HSET', KEYS[1], 'due:' .. tenant, tostring(due))
+end
+redis.call('SET', KEYS[4], tostring(due), 'PX', math.floor(due - now) + 300000)
+return {0, math.floor(due - now), reason}`;
+
+/** KEYS: 1 state hash. ARGV: 1 pause (ms from now). Extends the pause, never shortens it. */
+const PAUSE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local untilMs = now + tonumber(ARGV[1])
+local cur = tonumber(redis.call('HGET', KEYS[1], 'pause') or '0')
+if untilMs > cur then redis.call('HSET', KEYS[1], 'pause', tostring(untilMs)) end
+return untilMs - now`;
+
+/** KEYS: 1 state hash. ARGV: 1 ms to add to the token arrival time (negative: tokens given back). */
+const CORRECT = `
+local cur = redis.call('HGET', KEYS[1], 'toktat')
+if not cur then return 0 end
+redis.call('HSET', KEYS[1], 'toktat', tostring(tonumber(cur) + tonumber(ARGV[1])))
+return 1`;
+
+/** KEYS: 1 permits. ARGV: 1 member, 2 ttl. Renews a permit still held. */
+const RENEW = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return redis.call('ZADD', KEYS[1], 'XX', 'CH', now + tonumber(ARGV[2]), ARGV[1])`;
+
+/** KEYS: 1 permits. Counts live permits. */
+const IN_USE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+return redis.call('ZCARD', KEYS[1])`;
+
+type Commands = {
+  fleetLimitsAcquire(...args: (string | number)[]): Promise<[number, number, number]>;
+  fleetLimitsPause(key: string, ms: number): Promise<number>;
+  fleetLimitsCorrect(key: string, ms: number): Promise<number>;
+  fleetLimitsRenew(key: string, member: string, ttl: number): Promise<number>;
+  fleetLimitsInUse(key: string): Promise<number>;
+};
+
+const defined = new WeakSet<Redis>();
+
+function commands(redis: Redis): Redis & Commands {
+  if (!defined.has(redis)) {
+    redis.defineCommand("fleetLimitsAcquire", { numberOfKeys: 4, lua: ACQUIRE });
+    redis.defineCommand("fleetLimitsPause", { numberOfKeys: 1, lua: PAUSE });
+    redis.defineCommand("fleetLimitsCorrect", { numberOfKeys: 1, lua: CORRECT });
+    redis.defineCommand("fleetLimitsRenew", { numberOfKeys: 1, lua: RENEW });
+    redis.defineCommand("fleetLimitsInUse", { numberOfKeys: 1, lua: IN_USE });
+    defined.add(redis);
+  }
+  return redis as Redis & Commands;
+}
+
+export type Acquired =
+  /** `waitMs`: sleep this long, then send. `permit`: release it when the response ends. */
+  | { granted: true; waitMs: number; permit: string }
+  /** `retryInMs`: when to ask again; `reason`: what is short. */
+  | { granted: false; retryInMs: number; reason: "rate" | "concurrency" };
+
+/** The fleet-wide limits of the endpoints of one fleet (FLEET_PREFIX). */
+export class ProviderLimits {
+  private readonly redis: Redis & Commands;
+  readonly tuning: GateTuning;
+
+  constructor(
+    redis: Redis,
+    private readonly prefix: string,
+    tuning: Partial<GateTuning> = {},
+  ) {
+    this.redis = commands(redis);
+    this.tuning = { ...DEFAULT_GATE_TUNING, ...tuning };
+  }
+
+  private key(endpoint: string, part = ""): string {
+    return `${this.prefix}:endpoint-limits:{${endpoint}}${part}`;
+  }
+
+  /**
+   * Asks for a slot for one request of `tenant` to `endpoint`. `request` names the waiting
+   * request (a run's id) so that it keeps its calendar place across hand-backs.
+   */
+  async acquire(input: {
+    endpoint: string;
+    limits: EndpointLimits;
+    tenant: string;
+    weight: number;
+    request: string;
+    estimatedTokens: number;
+  }): Promise<Acquired> {
+    const { endpoint, limits } = input;
+    const permit = `${input.request}:${randomUUID()}`;
+    const [granted, ms, reason] = await this.redis.fleetLimitsAcquire(
+      this.key(endpoint),
+      this.key(endpoint, ":permits"),
+      this.key(endpoint, ":tenants"),
+      this.key(endpoint, `:due:${input.request}`),
+      permit,
+      input.tenant,
+      input.weight,
+      this.tuning.maxWaitMs,
+      limits.requestsPerMinute ? 60_000 / limits.requestsPerMinute : 0,
+      limits.tokensPerMinute ? 60_000 / limits.tokensPerMinute : 0,
+      Math.max(1, Math.round(input.estimatedTokens)),
+      limits.maxConcurrent ?? 0,
+      this.tuning.permitTtlMs,
+    );
+    if (granted === 1) return { granted: true, waitMs: Math.max(0, Number(ms)), permit };
+    return {
+      granted: false,
+      retryInMs: Math.max(0, Number(ms)),
+      reason: Number(reason) === 2 ? "concurrency" : "rate",
+    };
+  }
+
+  /** Pauses the endpoint for every worker; returns the pause applied (ms). */
+  async pause(endpoint: string, retryAfterMs: number | undefined): Promise<number> {
+    const ms = Math.min(this.tuning.maxPauseMs, Math.max(0, retryAfterMs ?? this.tuning.defaultPauseMs));
+    return Number(await this.redis.fleetLimitsPause(this.key(endpoint), ms));
+  }
+
+  /** Corrects the token estimate of a sent request by what the provider reported. */
+  async correctTokens(endpoint: string, limits: EndpointLimits, deltaTokens: number): Promise<void> {
+    if (!limits.tokensPerMinute || deltaTokens === 0) return;
+    await this.redis.fleetLimitsCorrect(this.key(endpoint), (deltaTokens * 60_000) / limits.tokensPerMinute);
+  }
+
+  async renew(endpoint: string, permit: string): Promise<void> {
+    await this.redis.fleetLimitsRenew(this.key(endpoint, ":permits"), permit, this.tuning.permitTtlMs);
+  }
+
+  async release(endpoint: string, permit: string): Promise<void> {
+    await this.redis.zrem(this.key(endpoint, ":permits"), permit);
+  }
+
+  /** Concurrency permits held now (expired ones dropped). */
+  async inUse(endpoint: string): Promise<number> {
+    return Number(await this.redis.fleetLimitsInUse(this.key(endpoint, ":permits")));
+  }
+
+  /** Forgets a request's calendar place (its session ended or was cancelled while it waited). */
+  async forget(endpoint: string, request: string): Promise<void> {
+    await this.redis.del(this.key(endpoint, `:due:${request}`));
+  }
+}
+
+/**
+ * Tuning from the environment (optional, for operators and tests): FLEET_ENDPOINT_MAX_WAIT_MS
+ * (the longest in-worker wait before a hand-back), FLEET_ENDPOINT_PERMIT_TTL_MS (a dead
+ * worker's concurrency permits free after it), FLEET_ENDPOINT_DEFAULT_PAUSE_MS (a 429 without
+ * retry-after). Values that are not positive integers are ignored.
+ */
+export function gateTuningFromEnv(env: Record<string, string | undefined>): Partial<GateTuning> {
+  const read = (name: string) => {
+    const n = Number(env[name]);
+    return Number.isInteger(n) && n > 0 ? n : undefined;
+  };
+  const tuning: Partial<GateTuning> = {};
+  const maxWaitMs = read("FLEET_ENDPOINT_MAX_WAIT_MS");
+  const permitTtlMs = read("FLEET_ENDPOINT_PERMIT_TTL_MS");
+  const defaultPauseMs = read("FLEET_ENDPOINT_DEFAULT_PAUSE_MS");
+  if (maxWaitMs) tuning.maxWaitMs = maxWaitMs;
+  if (permitTtlMs) tuning.permitTtlMs = permitTtlMs;
+  if (defaultPauseMs) tuning.defaultPauseMs = defaultPauseMs;
+  return tuning;
+}

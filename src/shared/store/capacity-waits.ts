@@ -1,0 +1,80 @@
+/**
+ * A run that waits for its endpoint's capacity (contracts §15) is handed back, not failed:
+ * its row goes from `running` back to `queued` (its `started_at` kept: that is how the next
+ * worker knows it continues a run rather than starting one), with what it did so far in its
+ * usage JSON. Nothing treats it as interrupted: the sweeper's abandoned-run scan looks at
+ * `running` rows only, its orphan scan leaves a queued run whose job is `delayed` alone, and
+ * `claimSession` ends only `running` rows. The run's job waits in BullMQ's delayed set; the
+ * claim that takes it again finds this run as the session's oldest queued one.
+ *
+ * Both statements are fenced by the session's epoch, like every write of a worker.
+ */
+
+import type { Database } from "../db/client.js";
+import { FencedError } from "../errors.js";
+import type { Usage } from "../messages.js";
+import type { Fence } from "./fenced-writes.js";
+
+/** What a handed-back run carries in `runs.usage` while it waits (and, `waitedMs`, after). */
+export type WaitingUsage = Usage & {
+  /** Time its model requests waited for capacity, all of it (contracts §15). */
+  waitedMs?: number;
+  /** Times the run was handed back. */
+  handBacks?: number;
+  /** While handed back: model calls it made so far (for `maxTurns`). */
+  turns?: number;
+  /** While handed back: when its pending request first asked for capacity (epoch ms). */
+  askedAt?: number;
+};
+
+export class CapacityWaits {
+  constructor(private readonly database: Database) {}
+
+  /**
+   * Hands a running run back: `queued` again, no worker. `unreserveModelCall`: the model call
+   * counted against `agent.budget.maxModelCalls` for the request that was never sent is given
+   * back. Returns false when the run was not running (nothing changed).
+   */
+  async handBack(
+    fence: Fence,
+    runId: string,
+    usage: WaitingUsage,
+    options: { unreserveModelCall: boolean },
+  ): Promise<boolean> {
+    const [row] = await this.database.sql<{ fence_ok: boolean; handed: boolean }[]>`
+      with s as (
+        select id from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} for update
+      ), u as (
+        update runs set status = 'queued', worker_id = null, usage = ${JSON.stringify(usage)}::jsonb
+         where id = ${runId} and status = 'running' and session_id = (select id from s)
+        returning 1
+      ), m as (
+        update sessions set model_calls = greatest(model_calls - 1, 0)
+         where ${options.unreserveModelCall} and id = (select id from s) and exists (select 1 from u)
+        returning 1
+      )
+      select exists (select 1 from s) as fence_ok, exists (select 1 from u) as handed`;
+    if (!row!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
+    return row!.handed;
+  }
+
+  /** Takes a handed-back run again: `running` under this worker. False when it is no longer queued. */
+  async continueRun(fence: Fence, runId: string, workerId: string): Promise<boolean> {
+    const [row] = await this.database.sql<{ fence_ok: boolean; continued: boolean }[]>`
+      with u as (
+        update runs set status = 'running', worker_id = ${workerId}
+         where id = ${runId} and status = 'queued' and started_at is not null
+           and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch})
+        returning 1
+      )
+      select exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}) as fence_ok,
+             exists (select 1 from u) as continued`;
+    if (!row!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
+    return row!.continued;
+  }
+}
+
+/** Whether a queued run is a handed-back one (it started before). */
+export function isHandedBack(run: { status: string; startedAt: Date | null }): boolean {
+  return run.status === "queued" && run.startedAt !== null;
+}

@@ -1,0 +1,162 @@
+/**
+ * The gate in front of a declared endpoint (contracts §15): every request to it asks the
+ * fleet-wide limits (provider-limits.ts) for a slot first, and a 429/529/overloaded answer
+ * pauses the endpoint for every worker.
+ *
+ * - A slot within `maxWaitMs`: the request waits for it here, then goes.
+ * - No slot within `maxWaitMs`: the request throws `CapacityWait` before anything is sent;
+ *   the session job hands its job back to the queue (session-job.ts, worker.ts) until its
+ *   place on the calendar comes. Waiting is not failing: no attempt, no budget, no parking.
+ * - A rate-limit answer throws `EndpointRateLimited`; call-model.ts asks again through the
+ *   gate (which now waits for the pause) without counting an attempt.
+ *
+ * Visible as `fleet_endpoint_wait_seconds{endpoint}` (from the first ask to the slot, hand-backs
+ * included), `fleet_model_requests_total{endpoint,outcome}` and the run's `usage.waitedMs`.
+ */
+import type { FleetMetrics } from "../shared/metrics.js";
+import type { EndpointLimits, ProviderLimits, TenantShares } from "../shared/provider-limits.js";
+import { shareOf } from "../shared/provider-limits.js";
+import { estimateStepUsage } from "../shared/usage.js";
+import { type ModelProvider, type ModelRequest, ProviderError } from "./models/provider.js";
+import type { Sleep } from "./models/scripted.js";
+
+/** The request could not get a slot soon: hand the job back for `retryInMs`. */
+export class CapacityWait extends Error {
+  override name = "CapacityWait";
+  constructor(
+    readonly endpoint: string,
+    readonly retryInMs: number,
+    /** When the request first asked (epoch ms): its wait goes on from there after the hand-back. */
+    readonly askedAt: number,
+  ) {
+    super(`endpoint "${endpoint}" has no capacity for ${retryInMs} ms; the job is handed back`);
+  }
+}
+
+/** The endpoint answered 429/529/overloaded; it is paused fleet-wide. Not a failed attempt. */
+export class EndpointRateLimited extends Error {
+  override name = "EndpointRateLimited";
+  constructor(
+    readonly endpoint: string,
+    override readonly cause: ProviderError,
+  ) {
+    super(cause.message);
+  }
+}
+
+/** Whether a provider error means "too many requests / overloaded": 429, 529, or such a type. */
+export function isRateLimited(error: unknown): error is ProviderError {
+  if (!(error instanceof ProviderError)) return false;
+  const { status, type } = error.info;
+  if (status === 429 || status === 529) return true;
+  return /overloaded|rate_?limit|too_many_requests/i.test(type ?? "");
+}
+
+/** What a run has waited so far (kept across hand-backs in the run's usage JSON). */
+export type WaitLedger = {
+  waitedMs: number;
+  /** The pending request's first ask, while it waits. */
+  askedAt?: number;
+  /** Whether the run's model goes through a gate (its usage then says `waitedMs`, 0 included). */
+  gated?: boolean;
+};
+
+export type GateMetrics = Pick<FleetMetrics, "endpointWait" | "modelRequests">;
+
+export type EndpointGateDeps = {
+  limits: ProviderLimits;
+  shares: TenantShares;
+  metrics: GateMetrics;
+  sleep: Sleep;
+};
+
+/** `model` behind the gate of `endpoint`. */
+export function gatedModel(
+  model: ModelProvider,
+  input: {
+    endpoint: string;
+    limits: EndpointLimits | undefined;
+    tenant: string;
+    /** The waiting request's name: the run's id (one request of a run waits at a time). */
+    request: string;
+    ledger: WaitLedger;
+  },
+  deps: EndpointGateDeps,
+): ModelProvider {
+  const { endpoint, ledger } = input;
+  const limits = input.limits ?? {};
+  const { tuning } = deps.limits;
+  async function* stream(request: ModelRequest) {
+    const askedAt = ledger.askedAt ?? Date.now();
+    const estimated =
+      limits.tokensPerMinute !== undefined
+        ? estimateStepUsage(request, { content: "" }).inputTokens + tuning.expectedOutputTokens
+        : 1;
+    let permit: string;
+    let waitedHere = 0;
+    for (;;) {
+      const asked = await deps.limits.acquire({
+        endpoint,
+        limits,
+        tenant: input.tenant,
+        weight: shareOf(deps.shares, input.tenant),
+        request: input.request,
+        estimatedTokens: estimated,
+      });
+      if (asked.granted) {
+        permit = asked.permit;
+        if (asked.waitMs > 0) {
+          try {
+            await deps.sleep(asked.waitMs, request.signal);
+          } catch (error) {
+            await deps.limits.release(endpoint, permit).catch(() => {});
+            throw error;
+          }
+        }
+        break;
+      }
+      if (waitedHere + asked.retryInMs > tuning.maxWaitMs) {
+        ledger.askedAt = askedAt;
+        throw new CapacityWait(endpoint, asked.retryInMs, askedAt);
+      }
+      await deps.sleep(Math.max(10, asked.retryInMs), request.signal);
+      waitedHere += Math.max(10, asked.retryInMs);
+    }
+    const waited = Math.max(0, Date.now() - askedAt);
+    ledger.waitedMs += waited;
+    ledger.askedAt = undefined;
+    deps.metrics.endpointWait.observe({ endpoint }, waited / 1000);
+    const renew =
+      limits.maxConcurrent !== undefined
+        ? setInterval(
+            () => void deps.limits.renew(endpoint, permit).catch(() => {}),
+            Math.max(200, Math.floor(tuning.permitTtlMs / 3)),
+          )
+        : undefined;
+    let outcome: "ok" | "rate_limited" | "error" = "error";
+    try {
+      for await (const event of model.stream(request)) {
+        if (event.type === "done") {
+          outcome = "ok";
+          if (event.usage && limits.tokensPerMinute !== undefined) {
+            const actual = event.usage.inputTokens + event.usage.outputTokens;
+            await deps.limits.correctTokens(endpoint, limits, actual - estimated).catch(() => {});
+          }
+        }
+        yield event;
+      }
+    } catch (error) {
+      if (isRateLimited(error)) {
+        outcome = "rate_limited";
+        await deps.limits.pause(endpoint, error.retryAfterMs).catch(() => {});
+        throw new EndpointRateLimited(endpoint, error);
+      }
+      throw error;
+    } finally {
+      clearInterval(renew);
+      deps.metrics.modelRequests.inc({ endpoint, outcome });
+      if (limits.maxConcurrent !== undefined) await deps.limits.release(endpoint, permit).catch(() => {});
+    }
+  }
+  return { ...(model.identity ? { identity: model.identity } : {}), stream };
+}

@@ -1,0 +1,143 @@
+/**
+ * Handing a waiting run back (contracts §15), for session-job.ts: a run whose model request
+ * must wait for its endpoint longer than the gate allows stops without ending — its row goes
+ * back to `queued` with what it did so far (capacity-waits.ts), the session's lease is
+ * released as at any job's end, and the job moves to BullMQ's delayed set (worker.ts) until
+ * its place on the endpoint's calendar comes. The worker that takes the job next continues
+ * the same run: no user message again, `maxTurns` counted from what the run already did,
+ * its usage summed, its waits in `usage.waitedMs`. No attempt limit, budget or parking sees it.
+ */
+import type { ModelConfig } from "../shared/agent-config.js";
+import type { RunRow } from "../shared/db/schema.js";
+import type { StoredMessage, Usage } from "../shared/messages.js";
+import type { ModelEndpoint } from "../shared/model-endpoints.js";
+import { roundUsd } from "../shared/prices.js";
+import type { CapacityWaits, WaitingUsage } from "../shared/store/capacity-waits.js";
+import { isHandedBack } from "../shared/store/capacity-waits.js";
+import type { Fence } from "../shared/store/fenced-writes.js";
+import { type CapacityWait, type EndpointGateDeps, gatedModel, type WaitLedger } from "./endpoint-gate.js";
+import type { ModelProvider } from "./models/provider.js";
+import type { RunStart } from "./start-run.js";
+
+export type CapacityDeps = {
+  waits: Pick<CapacityWaits, "handBack">;
+  gate: EndpointGateDeps;
+  endpoints: ReadonlyMap<string, ModelEndpoint>;
+};
+
+/** Thrown out of processRun once the run is handed back: the job is to wait `delayMs`. */
+export class HandedBack extends Error {
+  override name = "HandedBack";
+  constructor(
+    readonly runId: string,
+    readonly delayMs: number,
+  ) {
+    super(`run ${runId} handed back for ${delayMs} ms: its endpoint has no capacity yet`);
+  }
+}
+
+/** What a handed-back run did before (null for a run that starts). */
+export function previousPart(run: RunRow, capacity: CapacityDeps | undefined): WaitingUsage | null {
+  if (!capacity || !isHandedBack(run)) return null;
+  return (run.usage as WaitingUsage | null) ?? { inputTokens: 0, outputTokens: 0 };
+}
+
+/** The start of a handed-back run: nothing to append, nothing new to count. */
+export const CONTINUE: RunStart = { action: "start", appends: [], resumeKind: null, interruptedCalls: [] };
+
+/** The wait ledger of a run, carried over from its previous part. */
+export function ledgerOf(previous: WaitingUsage | null): WaitLedger {
+  return {
+    waitedMs: previous?.waitedMs ?? 0,
+    ...(previous?.askedAt === undefined ? {} : { askedAt: previous.askedAt }),
+  };
+}
+
+/** `model` behind its endpoint's gate when the MODEL names a declared endpoint. */
+export function withCapacityGate(
+  model: ModelProvider,
+  config: ModelConfig,
+  run: RunRow,
+  ledger: WaitLedger,
+  capacity: CapacityDeps | undefined,
+): ModelProvider {
+  if (!capacity || config.provider === "scripted" || config.endpoint === undefined) return model;
+  const endpoint = capacity.endpoints.get(config.endpoint);
+  if (!endpoint) return model;
+  ledger.gated = true;
+  return gatedModel(
+    model,
+    { endpoint: endpoint.name, limits: endpoint.limits, tenant: run.tenant, request: run.id, ledger },
+    capacity.gate,
+  );
+}
+
+function addUsage(total: Usage, step: Usage): Usage {
+  const sum: Usage = {
+    ...total,
+    inputTokens: total.inputTokens + step.inputTokens,
+    outputTokens: total.outputTokens + step.outputTokens,
+  };
+  for (const key of ["cacheReadTokens", "cacheWriteTokens", "reasoningTokens"] as const)
+    if (step[key] !== undefined) sum[key] = (total[key] ?? 0) + step[key];
+  if (step.costUsd !== undefined) sum.costUsd = roundUsd((total.costUsd ?? 0) + step.costUsd);
+  return sum;
+}
+
+function plainUsage(usage: WaitingUsage | null): Usage {
+  if (!usage) return { inputTokens: 0, outputTokens: 0 };
+  const { waitedMs: _w, handBacks: _h, turns: _t, askedAt: _a, ...rest } = usage;
+  return rest;
+}
+
+/**
+ * Hands the run back; throws HandedBack (the job waits), or nothing when the run was no
+ * longer running (another holder took the session: the caller goes on as it would).
+ */
+export async function handBack(
+  wait: CapacityWait,
+  input: {
+    fence: Fence;
+    run: RunRow;
+    /** The messages this part of the run committed. */
+    committed: readonly StoredMessage[];
+    previous: WaitingUsage | null;
+    ledger: WaitLedger;
+    /** Whether the request that waits had a model call counted against `agent.budget.maxModelCalls`. */
+    reservedModelCall: boolean;
+  },
+  capacity: CapacityDeps,
+): Promise<void> {
+  let usage = plainUsage(input.previous);
+  let turns = input.previous?.turns ?? 0;
+  for (const message of input.committed) {
+    if (message.role !== "assistant") continue;
+    turns++;
+    if (message.usage) usage = addUsage(usage, message.usage);
+  }
+  const waiting: WaitingUsage = {
+    ...usage,
+    waitedMs: input.ledger.waitedMs,
+    handBacks: (input.previous?.handBacks ?? 0) + 1,
+    turns,
+    askedAt: wait.askedAt,
+  };
+  const handed = await capacity.waits.handBack(input.fence, input.run.id, waiting, {
+    unreserveModelCall: input.reservedModelCall,
+  });
+  if (!handed) return;
+  throw new HandedBack(input.run.id, wait.retryInMs);
+}
+
+/** The run's usage at its end: its earlier parts' and this part's, with `waitedMs`. */
+export function finalUsage(part: Usage, previous: WaitingUsage | null, ledger: WaitLedger): Usage {
+  const total = previous ? addUsage(plainUsage(previous), part) : part;
+  if (!ledger.gated && !previous) return total;
+  const handBacks = previous?.handBacks ?? 0;
+  return { ...total, waitedMs: ledger.waitedMs, ...(handBacks > 0 ? { handBacks } : {}) } as Usage;
+}
+
+/** `maxTurns` left to a handed-back run. */
+export function turnsTaken(previous: WaitingUsage | null): number {
+  return previous?.turns ?? 0;
+}

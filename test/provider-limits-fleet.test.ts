@@ -1,0 +1,217 @@
+/**
+ * Provider limits across the fleet (contracts §15), end to end: the in-process API, two real
+ * `fleet worker` processes, a `fleet sweeper`, and local OpenAI-compatible servers that
+ * enforce a rate limit of their own and answer `429 retry-after: 2` beyond it
+ * (test/support/fake-openai.ts). Sessions make two model calls each (a tool call, then an
+ * answer). The limits are declared on endpoints in FLEET_MODEL_ENDPOINTS.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FleetClient } from "../src/producer/client.js";
+import { ProviderLimits } from "../src/shared/provider-limits.js";
+import { ApiKeys } from "../src/shared/store/api-keys.js";
+import { type FakeOpenAI, peakPerWindow, startFakeOpenAI, twoCallResponder } from "./support/fake-openai.js";
+import {
+  createFleetEnv,
+  FLEET_BIN,
+  type FleetEnv,
+  type WorkerProcess,
+  waitFor,
+} from "./support/fleet-env.js";
+
+describe("provider limits across two worker processes", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let bigClient: FleetClient;
+  let smallClient: FleetClient;
+  let sweeper: ChildProcess;
+  let sweeperOut = "";
+  const workers: WorkerProcess[] = [];
+  /** 120 requests/min declared; the server itself takes 22 per 10 s, then answers 429. */
+  let limited: FakeOpenAI;
+  /** No limits declared; the server takes 4 per 3 s, then answers 429 retry-after: 2. */
+  let bursty: FakeOpenAI;
+  /** maxConcurrent 1; its first answer hangs while `hang` is set. */
+  let slow: FakeOpenAI;
+  let hang = true;
+
+  beforeAll(async () => {
+    limited = await startFakeOpenAI([], {
+      respond: twoCallResponder,
+      rateLimit: { requests: 22, windowMs: 10_000 },
+    });
+    bursty = await startFakeOpenAI([], {
+      respond: twoCallResponder,
+      rateLimit: { requests: 4, windowMs: 3_000 },
+    });
+    slow = await startFakeOpenAI([], {
+      respond: (body) => (hang ? { ...twoCallResponder(body), delayMs: 60_000 } : twoCallResponder(body)),
+    });
+    fleet = await createFleetEnv("providerlimits", {
+      env: {
+        FLEET_MODEL_ENDPOINTS: JSON.stringify({
+          limited: { provider: "openai", baseUrl: limited.url, limits: { requestsPerMinute: 120 } },
+          bursty: { provider: "openai", baseUrl: bursty.url },
+          slow: { provider: "openai", baseUrl: slow.url, limits: { maxConcurrent: 1 } },
+        }),
+        FLEET_TENANT_SHARES: JSON.stringify({ big: 1, small: 1 }),
+        FLEET_ENDPOINT_MAX_WAIT_MS: "1000",
+        FLEET_ENDPOINT_PERMIT_TTL_MS: "2000",
+        WORKER_CONCURRENCY: "4",
+        SWEEP_INTERVAL_MS: "200",
+      },
+    });
+    const keys = new ApiKeys(fleet.database);
+    const defaultKey = await keys.create("default");
+    const bigKey = await keys.create("big");
+    const smallKey = await keys.create("small");
+    const { api } = await fleet.startApi();
+    client = new FleetClient({ baseUrl: api.url, apiKey: defaultKey.key });
+    bigClient = new FleetClient({ baseUrl: api.url, apiKey: bigKey.key });
+    smallClient = new FleetClient({ baseUrl: api.url, apiKey: smallKey.key });
+    workers.push(await fleet.spawnWorker(), await fleet.spawnWorker());
+    sweeper = spawn(process.execPath, [FLEET_BIN, "sweeper"], {
+      env: { ...process.env, ...fleet.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    sweeper.stdout?.on("data", (d) => {
+      sweeperOut += d;
+    });
+    sweeper.stderr?.on("data", (d) => {
+      sweeperOut += d;
+    });
+    await waitFor(() => /ready/.test(sweeperOut) || sweeper.exitCode !== null, 20_000, "sweeper start");
+  }, 90_000);
+
+  afterAll(async () => {
+    hang = false;
+    if (sweeper && sweeper.exitCode === null) {
+      sweeper.kill("SIGKILL");
+      await new Promise((r) => sweeper.once("exit", r));
+    }
+    await fleet?.close();
+    for (const fake of [limited, bursty, slow]) await fake?.close();
+  });
+
+  const agent = (endpoint: string) => ({
+    model: { provider: "openai" as const, endpoint, model: "gpt-test" },
+    tools: ["sleep"],
+  });
+
+  async function startSessions(c: FleetClient, endpoint: string, n: number) {
+    return Promise.all(
+      Array.from({ length: n }, async () => {
+        const { id } = await c.createSession({ agent: agent(endpoint) });
+        const { runId } = await c.send(id, "go");
+        return { id, runId };
+      }),
+    );
+  }
+
+  /** What the database says of these sessions: every run, and the sessions' counters. */
+  async function stateOf(ids: string[]) {
+    const runs = await fleet.database.sql<
+      {
+        session_id: string;
+        kind: string;
+        status: string;
+        ended_reason: string | null;
+        usage: Record<string, number> | null;
+      }[]
+    >`select session_id, kind, status, ended_reason, usage from runs where session_id in ${fleet.database.sql(ids)}`;
+    const sessions = await fleet.database.sql<
+      { status: string; resume_attempts: number; model_calls: number }[]
+    >`
+      select status, resume_attempts, model_calls from sessions where id in ${fleet.database.sql(ids)}`;
+    return { runs, sessions };
+  }
+
+  it("holds the declared rate fleet-wide; waiting sessions are handed back and complete, never parked or counted", async () => {
+    const started = await startSessions(client, "limited", 14);
+    for (const { runId } of started) {
+      const run = await client.waitForRun(runId, { timeoutMs: 60_000 });
+      expect(run.endedReason).toBe("completed");
+    }
+    const { runs, sessions } = await stateOf(started.map((s) => s.id));
+    // One run per session, completed: no resume, no retry, no parking.
+    expect(runs).toHaveLength(14);
+    for (const run of runs)
+      expect(run).toMatchObject({ kind: "run", status: "ended", ended_reason: "completed" });
+    for (const session of sessions) expect(session).toMatchObject({ status: "active", resume_attempts: 0 });
+    // 28 requests at 2 a second: the server never saw more than the declared rate.
+    expect(limited.stats.accepted).toHaveLength(28);
+    expect(limited.stats.rateLimited).toHaveLength(0);
+    expect(peakPerWindow(limited.stats.accepted, 10_000)).toBeLessThanOrEqual(21);
+    // The waits are on the runs: some runs were handed back and came back to finish.
+    const waited = runs.map((r) => r.usage?.waitedMs ?? -1);
+    expect(Math.min(...waited)).toBeGreaterThanOrEqual(0);
+    expect(Math.max(...waited)).toBeGreaterThan(2_000);
+    expect(runs.some((r) => (r.usage?.handBacks ?? 0) > 0)).toBe(true);
+    for (const run of runs) expect(run.usage).toMatchObject({ inputTokens: 22, outputTokens: 14 });
+    // No job failed or was retried by the queue: every one completed on its first attempt.
+    const jobs = await fleet.redis.keys(`${fleet.env.FLEET_PREFIX}:runs:run-*`);
+    const attempts = await Promise.all(jobs.map((k) => fleet.redis.hget(k, "atm")));
+    expect(attempts.filter((a) => a !== null && a !== "0" && a !== "1")).toEqual([]);
+    expect(sweeperOut).not.toMatch(/session parked|run abandoned/);
+  }, 90_000);
+
+  it("a 429 pauses the endpoint for every worker for the time it asks", async () => {
+    const started = await startSessions(client, "bursty", 8);
+    for (const { runId } of started) {
+      const run = await client.waitForRun(runId, { timeoutMs: 60_000 });
+      expect(run.endedReason).toBe("completed");
+    }
+    const { rateLimited, accepted } = bursty.stats;
+    expect(accepted).toHaveLength(16);
+    expect(rateLimited.length).toBeGreaterThan(0);
+    // After each 429 (retry-after: 2), nothing reaches the server from any worker for ~2 s,
+    // but the requests already on their way when it was answered.
+    const all = [...accepted, ...rateLimited].sort((a, b) => a - b);
+    for (const t of rateLimited) expect(all.filter((x) => x > t + 250 && x < t + 1_900)).toEqual([]);
+    const { runs, sessions } = await stateOf(started.map((s) => s.id));
+    expect(runs.map((r) => r.ended_reason)).toEqual(Array(8).fill("completed"));
+    for (const session of sessions) expect(session.resume_attempts).toBe(0);
+  }, 90_000);
+
+  it("tenant shares: a small tenant's session waits about the gate's wait behind a big tenant's batch", async () => {
+    const batch = await startSessions(bigClient, "limited", 24);
+    await new Promise((r) => setTimeout(r, 3_000)); // the batch fills the calendar (~24 s of work)
+    const t0 = Date.now();
+    const [small] = await startSessions(smallClient, "limited", 1);
+    const run = await smallClient.waitForRun(small!.runId, { timeoutMs: 60_000 });
+    const smallMs = Date.now() - t0;
+    expect(run.endedReason).toBe("completed");
+    const pending = await fleet.database.sql<{ n: number }[]>`
+      select count(*)::int as n from runs where session_id in ${fleet.database.sql(batch.map((b) => b.id))} and status <> 'ended'`;
+    // The small tenant's two calls went through while most of the big batch still waited.
+    expect(pending[0]!.n).toBeGreaterThan(8);
+    expect(smallMs).toBeLessThan(8_000);
+    for (const { runId } of batch)
+      expect((await bigClient.waitForRun(runId, { timeoutMs: 90_000 })).endedReason).toBe("completed");
+    expect(peakPerWindow(limited.stats.accepted, 10_000)).toBeLessThanOrEqual(21);
+  }, 150_000);
+
+  it("a SIGKILLed worker's concurrency permit expires; the endpoint is usable again", async () => {
+    const limits = new ProviderLimits(fleet.redis as Redis, fleet.env.FLEET_PREFIX!);
+    const [first] = await startSessions(client, "slow", 1);
+    await waitFor(async () => slow.stats.inFlight === 1, 20_000, "the first request hangs");
+    expect(await limits.inUse("slow")).toBe(1);
+    const [holder] = await fleet.database.sql<{ worker_id: string }[]>`
+      select worker_id from runs where session_id = ${first!.id} and status = 'running'`;
+    const pid = Number(holder!.worker_id.split("-").at(-2));
+    const victim = workers.find((w) => w.child.pid === pid)!;
+    expect(victim).toBeDefined();
+    victim.child.kill("SIGKILL");
+    await victim.exited;
+    hang = false;
+    // Its permit expires (FLEET_ENDPOINT_PERMIT_TTL_MS = 2 s) although nobody released it.
+    await waitFor(
+      async () => (await limits.inUse("slow")) === 0 || slow.stats.accepted.length > 1,
+      6_000,
+      "permit freed",
+    );
+    const [second] = await startSessions(client, "slow", 1);
+    expect((await client.waitForRun(second!.runId, { timeoutMs: 30_000 })).endedReason).toBe("completed");
+  }, 90_000);
+});

@@ -1,0 +1,151 @@
+/**
+ * Provider limits (contracts §15) at the Redis level: the Lua state every worker shares, on a
+ * real Redis — GCRA pacing, the fleet-wide pause after a 429, concurrency permits that expire
+ * when their holder dies, tenants' calendars — and the `limits` field's validation.
+ */
+import { randomUUID } from "node:crypto";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseModelEndpoints } from "../src/shared/model-endpoints.js";
+import { type EndpointLimits, ProviderLimits, parseTenantShares } from "../src/shared/provider-limits.js";
+
+const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+
+describe("FLEET_MODEL_ENDPOINTS limits and FLEET_TENANT_SHARES", () => {
+  it("accepts limits and refuses bad ones with a one-line error naming the field", () => {
+    const endpoints = parseModelEndpoints(
+      JSON.stringify({
+        local: {
+          provider: "openai",
+          baseUrl: "http://127.0.0.1:1/v1",
+          limits: { requestsPerMinute: 600, maxConcurrent: 4 },
+        },
+        plain: { provider: "openai", baseUrl: "http://127.0.0.1:2/v1" },
+      }),
+      {},
+    );
+    expect(endpoints.get("local")?.limits).toEqual({ requestsPerMinute: 600, maxConcurrent: 4 });
+    expect(endpoints.get("plain")?.limits).toBeUndefined();
+    const bad = (limits: unknown) => () =>
+      parseModelEndpoints(JSON.stringify({ local: { provider: "openai", limits } }), {});
+    expect(bad({ requestsPerMinute: 0 })).toThrow(
+      /^FLEET_MODEL_ENDPOINTS\.local\.limits\.requestsPerMinute: must be a positive integer$/,
+    );
+    expect(bad({ tokensPerMinute: 1.5 })).toThrow(/limits\.tokensPerMinute: must be a positive integer/);
+    expect(bad({ maxConcurent: 2 })).toThrow(/^FLEET_MODEL_ENDPOINTS\.local\.limits: .*maxConcurent/);
+    expect(bad({ maxConcurrent: "2" })).toThrow(/limits\.maxConcurrent: must be a positive integer/);
+    for (const error of [bad({ requestsPerMinute: -1 }), bad({ maxConcurent: 2 })])
+      expect(() => error()).toThrow(/^[^\n]+$/);
+  });
+
+  it("parses tenant shares; a tenant not named weighs 1", () => {
+    expect(parseTenantShares('{"big": 1, "small": 3}')).toEqual(
+      new Map([
+        ["big", 1],
+        ["small", 3],
+      ]),
+    );
+    expect(parseTenantShares(undefined).size).toBe(0);
+    expect(() => parseTenantShares('{"a": 0}')).toThrow(/^FLEET_TENANT_SHARES\.a: must be a number above 0/);
+    expect(() => parseTenantShares("[1]")).toThrow(/^FLEET_TENANT_SHARES: must be a JSON object/);
+  });
+});
+
+describe("ProviderLimits on Redis", () => {
+  let redis: Redis;
+  const prefix = `t-limits-${randomUUID().slice(0, 8)}`;
+  beforeAll(() => {
+    redis = new Redis(REDIS_URL, { lazyConnect: false });
+  });
+  afterAll(async () => {
+    const keys = await redis.keys(`${prefix}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+    await redis.quit();
+  });
+
+  const ask = (
+    limits: ProviderLimits,
+    endpoint: string,
+    endpointLimits: EndpointLimits,
+    tenant = "t",
+    request: string = randomUUID(),
+  ) => limits.acquire({ endpoint, limits: endpointLimits, tenant, weight: 1, request, estimatedTokens: 100 });
+
+  it("paces requests per minute across callers (GCRA) and denies beyond the longest wait", async () => {
+    const limits = new ProviderLimits(redis, prefix, { maxWaitMs: 1_000 });
+    const other = new ProviderLimits(redis, prefix, { maxWaitMs: 1_000 }); // another worker
+    const rpm = { requestsPerMinute: 600 }; // one per 100 ms
+    const results = [];
+    const slots: number[] = [];
+    for (let i = 0; i < 15; i++) {
+      const asked = Date.now();
+      const r = await ask(i % 2 ? other : limits, "gcra", rpm);
+      results.push(r);
+      if (r.granted) slots.push(asked + r.waitMs);
+    }
+    const granted = results.filter((r) => r.granted);
+    // Slots at 0, 100, ..., 1000 ms: 11 within the longest wait, the rest told to come back.
+    expect(granted.length).toBeGreaterThanOrEqual(10);
+    expect(granted.length).toBeLessThanOrEqual(12);
+    // Slots 100 ms apart (the clocks of Redis and of this process differ by a few ms at most).
+    for (let i = 1; i < slots.length; i++) expect(slots[i]! - slots[i - 1]!).toBeGreaterThanOrEqual(90);
+    expect(slots.at(-1)! - slots[0]!).toBeGreaterThanOrEqual(100 * (slots.length - 1) - 10);
+    const denied = results.filter((r) => !r.granted);
+    expect(denied.length).toBeGreaterThan(0);
+    for (const d of denied) if (!d.granted) expect(d.retryInMs).toBeGreaterThan(0);
+  });
+
+  it("a 429 pauses the endpoint for every caller for the time it asked", async () => {
+    const limits = new ProviderLimits(redis, prefix, { maxWaitMs: 500 });
+    expect((await ask(limits, "paused", {})).granted).toBe(true);
+    await limits.pause("paused", 2_000);
+    const after = await ask(new ProviderLimits(redis, prefix, { maxWaitMs: 500 }), "paused", {});
+    expect(after.granted).toBe(false);
+    if (!after.granted) expect(after.retryInMs).toBeGreaterThan(1_000);
+    // A shorter pause never shortens a longer one.
+    await limits.pause("paused", 100);
+    expect((await ask(limits, "paused", {})).granted).toBe(false);
+  });
+
+  it("concurrency permits are released, and expire when their holder dies", async () => {
+    const limits = new ProviderLimits(redis, prefix, { maxWaitMs: 200, permitTtlMs: 400 });
+    const conc = { maxConcurrent: 2 };
+    const a = await ask(limits, "conc", conc);
+    const b = await ask(limits, "conc", conc);
+    expect(a.granted && b.granted).toBe(true);
+    const c = await ask(limits, "conc", conc);
+    expect(c).toMatchObject({ granted: false, reason: "concurrency" });
+    if (a.granted) await limits.release("conc", a.permit);
+    expect((await ask(limits, "conc", conc)).granted).toBe(true);
+    // Nobody renews: both permits (b and the last one) expire, as a SIGKILLed worker's would.
+    expect(await limits.inUse("conc")).toBe(2);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await limits.inUse("conc")).toBe(0);
+  });
+
+  it("a tenant without a backlog gets a slot at once, behind another tenant's big backlog", async () => {
+    const limits = new ProviderLimits(redis, prefix, { maxWaitMs: 1_000 });
+    const rpm = { requestsPerMinute: 60 }; // one per second
+    const big = [];
+    for (let i = 0; i < 30; i++) big.push(await ask(limits, "shares", rpm, "big", `big-${i}`));
+    const bigDenied = big.filter((r) => !r.granted);
+    expect(bigDenied.length).toBeGreaterThan(25);
+    // The big tenant's waiting requests are spread over its calendar, one second apart.
+    const last = bigDenied.at(-1);
+    expect(last && !last.granted && last.retryInMs).toBeGreaterThan(20_000);
+    // The small tenant's request is eligible at once: it comes back when the next slot is
+    // within reach (not after the big tenant's 30 s calendar) and is granted then.
+    let small = await ask(limits, "shares", rpm, "small", "small-1");
+    if (!small.granted) {
+      expect(small.retryInMs).toBeLessThanOrEqual(1_500);
+      await new Promise((r) => setTimeout(r, small.granted ? 0 : small.retryInMs));
+      small = await ask(limits, "shares", rpm, "small", "small-1");
+    }
+    expect(small.granted).toBe(true);
+    if (small.granted) expect(small.waitMs).toBeLessThanOrEqual(1_000);
+    // A newcomer of the big tenant joins the end of its calendar.
+    const late = await ask(limits, "shares", rpm, "big", "big-late");
+    expect(late.granted).toBe(false);
+    if (!late.granted && last && !last.granted) expect(late.retryInMs).toBeGreaterThan(last.retryInMs);
+  });
+});

@@ -1,5 +1,12 @@
 /** The public API of the agent-fleet package. */
-export { FleetApiError, FleetClient, type RunWithSession } from "./producer/client.js";
+export {
+  type EventsOptions,
+  FleetApiError,
+  FleetClient,
+  type FleetEvent,
+  type Goal,
+  type RunWithSession,
+} from "./producer/client.js";
 export type { SessionJson } from "./producer/fleet-service.js";
 export {
   type AgentConfig,
@@ -9,6 +16,7 @@ export {
 } from "./shared/agent-config.js";
 export { type FleetConfig, loadConfig } from "./shared/config.js";
 export { AgentResumeError, FencedError, NotFoundError, ValidationError } from "./shared/errors.js";
+export type { SessionEvent } from "./shared/events.js";
 export { type Message, parseHistory, type StoredMessage, type ToolCall } from "./shared/messages.js";
 export {
   CONTINUE_RESPONSE_TEXT,
@@ -25,6 +33,15 @@ export {
   resumePoint,
   toResumePointJson,
 } from "./shared/resume-point.js";
+export {
+  type CommittedMessage,
+  defineExtension,
+  type Extension,
+  type RunContext,
+  RunError,
+  type RunResult,
+  transcriptExtension,
+} from "./worker/extensions.js";
 export type { ModelEvent, ModelProvider, ModelRequest, ToolSpec } from "./worker/models/provider.js";
 export { ProviderError } from "./worker/models/provider.js";
 export { defineTool, type Tool, type ToolContext, ToolRegistry } from "./worker/tools/registry.js";

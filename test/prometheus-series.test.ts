@@ -5,8 +5,11 @@
  * value the code emits (what tsc cannot see), and that every process exports them.
  */
 import { describe, expect, expectTypeOf, it } from "vitest";
+import { EVENT_TYPES } from "../src/shared/events.js";
 import {
+  BATCH_EVENT_TYPES,
   createMetrics,
+  HOOK_NAMES,
   initToolSeries,
   MODEL_TOKEN_KINDS,
   MODEL_TOKEN_PROVIDERS,
@@ -57,6 +60,8 @@ const FIXED: Record<string, Record<string, readonly string[]>> = {
   fleet_sessions_parked_total: { reason: PARK_REASONS },
   fleet_tool_calls_total: { tool: [UNREGISTERED_TOOL], outcome: TOOL_OUTCOMES },
   fleet_model_tokens_total: { provider: MODEL_TOKEN_PROVIDERS, kind: MODEL_TOKEN_KINDS },
+  fleet_events_written_total: { type: [...EVENT_TYPES, ...BATCH_EVENT_TYPES] },
+  fleet_hook_failures_total: { hook: HOOK_NAMES },
 };
 
 describe("metrics start at 0 (src/shared/metrics.ts)", () => {

@@ -34,6 +34,11 @@ export type SweeperDeps = {
   metrics: Pick<FleetMetrics, "runs">;
   log: Pick<Logger, "info" | "warn" | "debug">;
   now?: () => number;
+  /**
+   * Writes the RUN_COMPLETED of a run this sweeper ended (contracts §7), after every stored
+   * message the session's event stream lacks. Absent: no events.
+   */
+  runEnded?: (sessionId: string, runId: string, outcome: "crashed" | "stalled") => Promise<void>;
 };
 
 export type SweepResult = { resumed: number; parked: number; abandoned: number; requeued: number };
@@ -110,7 +115,7 @@ export class Sweeper {
   async sweepAbandoned(): Promise<number> {
     const running = await this.deps.sweeps.runningRuns();
     if (running.length === 0) return 0;
-    const live = await liveWorkers(this.deps.redis, this.deps.prefix);
+    const live = await liveWorkers(this.deps.redis, this.deps.prefix, this.deps.log);
     const now = this.now();
     const dead = this.deaths.observe(
       live,
@@ -141,6 +146,15 @@ export class Sweeper {
           const lastRenewal = await this.deps.lease.lastRenewal(run.session_id);
           if (!(await this.deps.sweeps.endAbandonedRun(run.id, cause))) return false;
           this.deps.metrics.runs.inc({ kind: run.kind === "resume" ? "resume" : "run", outcome: cause });
+          // Before the resume is queued, so the resume's RUN_STARTED follows this event.
+          await this.deps
+            .runEnded?.(run.session_id, run.id, cause)
+            .catch((error: unknown) =>
+              this.deps.log.warn(
+                { err: error, sessionId: run.session_id },
+                "writing the run's end event failed",
+              ),
+            );
           this.deps.log.info(
             { sessionId: run.session_id, runId: run.id, workerId: run.worker_id, cause },
             "run abandoned",
@@ -242,7 +256,7 @@ export class Sweeper {
    */
   async sweepDeadClaims(): Promise<number> {
     // Cheap when nobody died: active jobs are read only while a worker is missing.
-    const liveNow = await liveWorkers(this.deps.redis, this.deps.prefix);
+    const liveNow = await liveWorkers(this.deps.redis, this.deps.prefix, this.deps.log);
     const someoneLeft = this.lastLive === null || [...this.lastLive].some((id) => !liveNow.has(id));
     this.lastLive = liveNow;
     if (!someoneLeft && !this.claimDeaths.pending()) return 0;

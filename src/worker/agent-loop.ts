@@ -53,7 +53,32 @@ export type LoopInput = {
    * `usage.costUsd` (steps with unknown usage of earlier runs are not counted there).
    */
   budget?: { tokensUsed: number; costUsd?: number };
+  /** Told of each commit and each tool start (events and extensions: session-job.ts). */
+  observer?: LoopObserver;
+  /**
+   * Goal mode (contracts §8): when the model ends its turn, an internal message restates the
+   * goal and asks it to keep working or answer GOAL_MET, at most `maxRounds` times per run.
+   */
+  goal?: { text: string; maxRounds: number } | null;
 };
+
+export type LoopObserver = {
+  /** After the message is committed (and in the in-memory history). */
+  committed(message: StoredMessage): Promise<void>;
+  /** Right before a tool call starts. */
+  toolStarted(call: ToolCall): Promise<void>;
+};
+
+/** What the model answers when the goal of goal mode is met. */
+export const GOAL_MET = "GOAL_MET";
+
+/** The internal message of a goal round. */
+export function goalRoundText(goal: { text: string }, round: number, maxRounds: number): string {
+  return (
+    `Goal (round ${round} of ${maxRounds}): ${goal.text}\n` +
+    `If the goal is met, answer ${GOAL_MET}. Otherwise keep working toward it.`
+  );
+}
 
 export type LoopResult = { outcome: RunOutcome; error?: string; usage: Usage };
 
@@ -86,6 +111,7 @@ class FencedHistory {
       estimatedTokens,
     );
     this.input.history.push(stored!);
+    await this.input.observer?.committed(stored!);
   }
 }
 
@@ -174,6 +200,7 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
   const listed = new Set(agent.tools);
   const usage: Usage = { inputTokens: 0, outputTokens: 0 };
   let pauses = 0;
+  let goalRounds = 0;
   for (let turn = 0; ; turn++) {
     if (signal.aborted) return { outcome: "cancelled", usage };
     if (turn >= agent.maxTurns) return { outcome: "max_turns", usage };
@@ -226,6 +253,7 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
         // A freeze can fall between that append and this line, and no epoch fences a tool:
         // the lease must still be provably ours, now, on the monotonic clock.
         deps.leaseGuard?.assertValid(input.fence.epoch);
+        await input.observer?.toolStarted(call);
         const result = await executeTool(tool, call.name, call.arguments, {
           callId: call.id,
           sessionId: input.fence.sessionId,
@@ -249,6 +277,18 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
       continue;
     }
     const outcome = outcomeOfStop(message.stopReason);
+    const goal = input.goal;
+    if (
+      goal &&
+      outcome === "completed" &&
+      goalRounds < goal.maxRounds &&
+      !message.content.includes(GOAL_MET) &&
+      !signal.aborted
+    ) {
+      goalRounds++;
+      await history.append({ role: "internal", content: goalRoundText(goal, goalRounds, goal.maxRounds) });
+      continue;
+    }
     if (outcome === "paused" && pauses < agent.pauseLimit) {
       pauses++;
       continue;

@@ -7,6 +7,7 @@ import type { Logger } from "pino";
 import { type ModelConfig, parseAgentConfig } from "../shared/agent-config.js";
 import type { RunRow } from "../shared/db/schema.js";
 import { FencedError, ValidationError } from "../shared/errors.js";
+import { type EventWriter, type SessionEventInput, SessionEventLog } from "../shared/events.js";
 import type { LeaseStore } from "../shared/lease.js";
 import type { StoredMessage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
@@ -16,17 +17,30 @@ import type { Fence, FencedWrites, HistoryCursor } from "../shared/store/fenced-
 import { lastStepSeq } from "../shared/store/rows.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
 import { tailState } from "../shared/tail-state.js";
-import { type AgentLoopDeps, runAgentLoop } from "./agent-loop.js";
+import { type AgentLoopDeps, type LoopObserver, runAgentLoop } from "./agent-loop.js";
+import { CapacityWait } from "./endpoint-gate.js";
+import { ERROR_OUTCOMES, type Extensions, type RunContext, RunError } from "./extensions.js";
+import {
+  type CapacityDeps,
+  CONTINUE,
+  finalUsage,
+  HandedBack,
+  handBack,
+  ledgerOf,
+  previousPart,
+  turnsTaken,
+  withCapacityGate,
+} from "./hand-back.js";
 import { guardedWrites, LeaseGuard } from "./lease-guard.js";
 import { withProviderErrorLog } from "./models/logged-provider.js";
-import type { ModelProvider } from "./models/provider.js";
+import type { ModelEvent, ModelProvider, ModelRequest } from "./models/provider.js";
 import type { RunOutcome } from "./run-outcome.js";
 import { planRunStart } from "./start-run.js";
 import { toolLabel } from "./tools/registry.js";
 
 export type SessionJobDeps = AgentLoopDeps & {
   workerId: string;
-  queries: Pick<SessionQueries, "nextQueuedRun">;
+  queries: Pick<SessionQueries, "nextQueuedRun"> & Partial<Pick<SessionQueries, "getSession">>;
   writes: Pick<FencedWrites, "append" | "claimSession" | "startRun" | "endRun" | "reserveModelCall">;
   lease: LeaseStore;
   leaseTtlMs: number;
@@ -50,9 +64,16 @@ export type SessionJobDeps = AgentLoopDeps & {
   /** Queues a run's job (used when this worker itself asks for a resume), after `delayMs`. */
   enqueue: (run: RunRow, delayMs: number) => Promise<void>;
   log: Pick<Logger, "info" | "warn" | "error" | "debug">;
+  /** Session events (contracts §7); absent: none are written. */
+  events?: EventWriter;
+  /** The loaded extensions' hooks (contracts §8); absent: none. */
+  extensions?: Extensions;
+  /** Provider limits (contracts §15): endpoint gates and hand-backs; absent: no gate. */
+  capacity?: CapacityDeps;
 };
 
-export type JobResult = "done" | "busy" | "fenced";
+/** `handedBack`: a run waits for its endpoint's capacity; the job is to wait that many ms (contracts §15). */
+export type JobResult = "done" | "busy" | "fenced" | { handedBack: number };
 
 /**
  * Outcomes that park the session in the statement that ends the run (contracts §12): a
@@ -126,7 +147,23 @@ export async function processSessionJob(
     const claim = await jobDeps.writes.claimSession(sessionId, deps.workerId);
     if (claim === null) return "done";
     const fence: Fence = { sessionId, epoch: claim.epoch };
+    const runBySeq = new Map<number, string>();
+    const events = deps.events
+      ? new SessionEventLog(
+          deps.events,
+          sessionId,
+          claim.history,
+          (m) => runBySeq.get(m.seq) ?? null,
+          (error) =>
+            deps.log.warn({ err: error, sessionId }, "writing session events failed; retried with the next"),
+        )
+      : null;
     for (const _ of claim.staleRunIds) deps.metrics.runs.inc({ kind: "run", outcome: "crashed" });
+    // The runs this claim ended: their messages the stream lacks first, then their ends.
+    if (events && claim.staleRunIds.length > 0)
+      await events.emitBounded(
+        claim.staleRunIds.map((runId) => ({ type: "RUN_COMPLETED", runId, outcome: "crashed" })),
+      );
     let next = claim.next;
     if (claim.staleRunIds.length > 0 && !next) {
       // The previous holder crashed, froze, or this job is the queue's retry of a job that
@@ -141,12 +178,21 @@ export async function processSessionJob(
       history: claim.history,
       agent: claim.agent,
       budget: { tokensUsed: claim.tokensUsed },
+      events,
+      runBySeq,
     };
     while (next && !controller.signal.aborted) {
       next = await processRun(next, state, controller.signal, jobDeps);
     }
     return "done";
   } catch (error) {
+    if (error instanceof HandedBack) {
+      deps.log.info(
+        { sessionId, runId: error.runId, delayMs: error.delayMs },
+        "run handed back: waiting for capacity",
+      );
+      return { handedBack: error.delayMs };
+    }
     if (error instanceof FencedError) {
       deps.metrics.fencedWrites.inc();
       deps.log.warn({ sessionId, reason: error.message }, "fenced out: this worker lost the lease; stopping");
@@ -185,6 +231,10 @@ type SessionState = {
   agent: unknown;
   /** What the session has used of its budget so far (kept current by the agent loop). */
   budget: { tokensUsed: number };
+  /** The session's events (null when events are off). */
+  events: SessionEventLog | null;
+  /** Which run of this job committed each message (for MESSAGE events). */
+  runBySeq: Map<number, string>;
 };
 
 /**
@@ -207,14 +257,18 @@ function runLogFields(run: RunRow, kind: "run" | "resume", deps: SessionJobDeps)
 /** Runs one queued run to its end; returns the session's next queued run. */
 async function processRun(
   run: RunRow,
-  { fence, history, agent: storedAgent, budget }: SessionState,
+  { fence, history, agent: storedAgent, budget, events, runBySeq }: SessionState,
   signal: AbortSignal,
   deps: SessionJobDeps,
 ): Promise<RunRow | null> {
   const kind = run.kind === "resume" ? "resume" : "run";
   const logFields = runLogFields(run, kind, deps);
   const startedAt = Date.now();
-  const plan = planRunStart(run, history);
+  // A run handed back while it waited for capacity (contracts §15) goes on where it stopped.
+  const previous = previousPart(run, deps.capacity);
+  const ledger = ledgerOf(previous);
+  let reservesModelCalls = false;
+  const plan = previous ? CONTINUE : planRunStart(run, history);
   if (plan.action === "refuse") {
     await deps.writes.startRun(
       fence,
@@ -227,39 +281,113 @@ async function processRun(
     deps.metrics.runs.inc({ kind, outcome: plan.outcome });
     const error = plan.detail ? `${plan.reason}: ${plan.detail}` : plan.reason;
     deps.log.info({ ...logFields, trigger: run.trigger, resumeKind: null }, "run started");
+    await events?.emitBounded([runStartedEvent(run, kind, null)]);
     const nextRun = await deps.writes.endRun(fence, run.id, plan.outcome, { error });
+    await events?.emitBounded([{ type: "RUN_COMPLETED", runId: run.id, outcome: plan.outcome }]);
     deps.log.info(
       { ...logFields, outcome: plan.outcome, durationMs: Date.now() - startedAt, error },
       "run ended",
     );
+    if (deps.extensions && !deps.extensions.empty) {
+      // A resume that finds nothing to resume fails like any failed request (resume-semantics §2).
+      const ctx = await runContext(run, kind, null, history, storedAgent, signal, deps);
+      await deps.extensions.afterRun(ctx, { outcome: plan.outcome, error });
+      if (ERROR_OUTCOMES.has(plan.outcome))
+        await deps.extensions.onError(ctx, new RunError(error, plan.outcome, plan.reason));
+    }
     return nextRun;
   }
   const started = await deps.writes.startRun(
     fence,
     cursorOf(history),
-    { id: run.id, workerId: deps.workerId, resumeKind: plan.resumeKind },
+    { id: run.id, workerId: deps.workerId, resumeKind: previous ? run.resumeKind : plan.resumeKind },
     plan.appends,
     tailState([...history, ...plan.appends]),
   );
   if (started === null) return (await deps.queries.nextQueuedRun(fence.sessionId)) ?? null;
   deps.log.info({ ...logFields, trigger: run.trigger, resumeKind: plan.resumeKind ?? null }, "run started");
+  const before = history.slice();
+  const lastSeqBefore = history.at(-1)?.seq ?? 0;
+  for (const message of started) runBySeq.set(message.seq, run.id);
   history.push(...started);
+  // RUN_STARTED after every earlier message, before the messages the run started with.
+  if (!previous)
+    await events?.emitBounded([runStartedEvent(run, kind, plan.resumeKind ?? null)], lastSeqBefore);
   if (plan.resumeKind) deps.metrics.resumes.inc({ kind: plan.resumeKind, trigger: run.trigger });
-  if (run.lastSignAt)
+  if (run.lastSignAt && !previous)
     deps.metrics.crashToResume.observe(Math.max(0, Date.now() - run.lastSignAt.getTime()) / 1000);
   for (const tool of plan.interruptedCalls)
     deps.metrics.toolCalls.inc({ tool: toolLabel(deps.tools, tool), outcome: "interrupted" });
 
+  const extensions = deps.extensions && !deps.extensions.empty ? deps.extensions : null;
+  const ctx = extensions
+    ? await runContext(run, kind, plan.resumeKind ?? null, before, storedAgent, signal, deps)
+    : null;
+  const hookFailure = ctx && !previous ? await extensions!.beforeRun(ctx) : null;
+  if (ctx && !hookFailure && kind === "run" && run.input !== null && !previous)
+    await extensions!.onMessage(ctx, run.input);
+  if (ctx)
+    for (const message of started)
+      await extensions!.onCommitted(ctx, { runId: run.id, seq: message.seq, message });
+  void events?.emit();
+  const observer = loopObserver(run.id, events, runBySeq, ctx, extensions);
+
   let result: Awaited<ReturnType<typeof runAgentLoop>>;
   try {
-    const agent = parseAgentConfig(storedAgent);
-    const model = withProviderErrorLog(
-      run.model ? deps.models(run.model, "run.model") : deps.models(agent.model, "agent.model"),
-      deps.log,
-      { runId: run.id, workerId: logFields.workerId },
-    );
-    result = await runAgentLoop({ fence, runId: run.id, agent, model, history, signal, budget }, deps);
+    if (hookFailure) {
+      // A beforeRun that throws ends the run failed, and nothing is sent to the model (contracts §8).
+      result = { outcome: "failed", error: hookFailure, usage: { inputTokens: 0, outputTokens: 0 } };
+    } else {
+      const parsed = parseAgentConfig(storedAgent);
+      // A handed-back run has made some of its model calls already (maxTurns is per run).
+      const agent = previous ? { ...parsed, maxTurns: parsed.maxTurns - turnsTaken(previous) } : parsed;
+      reservesModelCalls = agent.budget?.maxModelCalls !== undefined;
+      const model = withCapacityGate(
+        withDeltas(
+          withProviderErrorLog(
+            run.model ? deps.models(run.model, "run.model") : deps.models(agent.model, "agent.model"),
+            deps.log,
+            { runId: run.id, workerId: logFields.workerId },
+          ),
+          events,
+          run.id,
+        ),
+        run.model ?? agent.model,
+        run,
+        ledger,
+        deps.capacity,
+      );
+      result = await runAgentLoop(
+        {
+          fence,
+          runId: run.id,
+          agent,
+          model,
+          history,
+          signal,
+          budget,
+          observer,
+          // Goal mode belongs to the request that asked for it: never to a resume (contracts §8).
+          goal: kind === "run" ? (run.goal ?? null) : null,
+        },
+        deps,
+      );
+    }
   } catch (error) {
+    // Waiting for capacity is not failing (contracts §15): the run is handed back, unended.
+    if (error instanceof CapacityWait && deps.capacity)
+      await handBack(
+        error,
+        {
+          fence,
+          run,
+          committed: history.slice(before.length),
+          previous,
+          ledger,
+          reservedModelCall: reservesModelCalls,
+        },
+        deps.capacity,
+      );
     // Infrastructure faults (Postgres, Redis) propagate: the job is retried, and what
     // follows is an automatic resume counted against the session's limit. A configuration
     // problem (an invalid stored agent) and a write Postgres refuses for its content would
@@ -268,6 +396,7 @@ async function processRun(
     if (!outcome) throw error;
     result = { outcome, error: (error as Error).message, usage: { inputTokens: 0, outputTokens: 0 } };
   }
+  result = { ...result, usage: finalUsage(result.usage, previous, ledger) };
   const park = PARK_AT_ONCE.has(result.outcome)
     ? { reason: result.outcome, detail: result.error }
     : undefined;
@@ -277,9 +406,20 @@ async function processRun(
     park,
   });
   deps.metrics.runs.inc({ kind, outcome: result.outcome });
+  const ended: SessionEventInput[] = [{ type: "RUN_COMPLETED", runId: run.id, outcome: result.outcome }];
   if (park && next === null) {
     deps.metrics.sessionsParked.inc({ reason: park.reason });
     deps.log.warn({ sessionId: fence.sessionId, reason: park.reason, detail: park.detail }, "session parked");
+    ended.push({ type: "SESSION_PARKED", reason: park.reason });
+  }
+  await events?.emitBounded(ended);
+  if (ctx) {
+    await extensions!.afterRun(ctx, {
+      outcome: result.outcome,
+      ...(result.error ? { error: result.error } : {}),
+    });
+    if (ERROR_OUTCOMES.has(result.outcome))
+      await extensions!.onError(ctx, new RunError(result.error ?? result.outcome, result.outcome));
   }
   deps.log.info(
     {
@@ -298,6 +438,87 @@ async function processRun(
     await requestResume(fence.sessionId, deps);
   }
   return next;
+}
+
+function runStartedEvent(run: RunRow, kind: "run" | "resume", resumeKind: string | null): SessionEventInput {
+  return { type: "RUN_STARTED", runId: run.id, kind, resumeKind, trigger: run.trigger };
+}
+
+/** The context extensions' hooks get (contracts §8); the session's metadata is read once. */
+async function runContext(
+  run: RunRow,
+  kind: "run" | "resume",
+  resumeKind: string | null,
+  history: readonly StoredMessage[],
+  agent: unknown,
+  signal: AbortSignal,
+  deps: SessionJobDeps,
+): Promise<RunContext> {
+  const session = await deps.queries.getSession?.(run.sessionId);
+  return {
+    sessionId: run.sessionId,
+    runId: run.id,
+    kind,
+    resumeKind,
+    trigger: run.trigger,
+    agent,
+    metadata: session?.metadata ?? {},
+    signal,
+    inputMessage: kind === "run" ? run.input : null,
+    history,
+  };
+}
+
+/** Events and extensions told of what the agent loop commits and starts. */
+function loopObserver(
+  runId: string,
+  events: SessionEventLog | null,
+  runBySeq: Map<number, string>,
+  ctx: RunContext | null,
+  extensions: Extensions | null,
+): LoopObserver {
+  const startedCalls = new Set<string>();
+  return {
+    async committed(message) {
+      runBySeq.set(message.seq, runId);
+      const extra: SessionEventInput[] = [];
+      if (
+        message.role === "assistant" &&
+        message.stopReason !== "end_turn" &&
+        message.stopReason !== "tool_use"
+      )
+        extra.push({ type: "MODEL_STOPPED", runId, stopReason: message.stopReason });
+      if (message.role === "tool" && startedCalls.delete(message.toolCallId))
+        extra.push({
+          type: "TOOL_FINISHED",
+          runId,
+          toolCallId: message.toolCallId,
+          name: message.name,
+          success: message.success,
+        });
+      // Not awaited: the log writes in order, after this commit; the run's end waits for it.
+      void events?.emit(extra);
+      if (ctx) await extensions!.onCommitted(ctx, { runId, seq: message.seq, message });
+    },
+    async toolStarted(call) {
+      startedCalls.add(call.id);
+      void events?.emit([{ type: "TOOL_STARTED", runId, toolCallId: call.id, name: call.name }]);
+    },
+  };
+}
+
+/** `model`, with its text deltas written as MESSAGE_DELTA events (best effort). */
+function withDeltas(model: ModelProvider, events: SessionEventLog | null, runId: string): ModelProvider {
+  if (!events?.enabled) return model;
+  return {
+    ...(model.identity === undefined ? {} : { identity: model.identity }),
+    async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
+      for await (const event of model.stream(request)) {
+        if (event.type === "text") events.delta(runId, event.delta);
+        yield event;
+      }
+    },
+  };
 }
 
 function cursorOf(history: readonly StoredMessage[]): HistoryCursor {

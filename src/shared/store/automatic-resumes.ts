@@ -14,6 +14,7 @@ import type postgres from "postgres";
 import { parseAgentConfig } from "../agent-config.js";
 import type { Database } from "../db/client.js";
 import type { RunRow } from "../db/schema.js";
+import type { EventWriter } from "../events.js";
 import type { StoredMessage } from "../messages.js";
 import type { FleetMetrics } from "../metrics.js";
 import { QUEUES } from "../queues.js";
@@ -52,6 +53,9 @@ type Locked = {
 type Stand = { session: Locked; history: StoredMessage[]; mark: string; progressed: boolean };
 
 export class AutomaticResumes {
+  /** Where SESSION_PARKED events go (contracts §7), after the parking committed; null: nowhere. */
+  events: Pick<EventWriter, "writeAfterSync"> | null = null;
+
   constructor(
     private readonly database: Database,
     private readonly policy: ResumePolicy,
@@ -161,8 +165,18 @@ export class AutomaticResumes {
         }
       }
     });
-    if (result.action === "park") this.metrics.sessionsParked.inc({ reason: result.reason });
+    if (result.action === "park") {
+      this.metrics.sessionsParked.inc({ reason: result.reason });
+      await this.parkedEvent(sessionId, result.reason);
+    }
     return result;
+  }
+
+  /** SESSION_PARKED, after every stored message the stream lacks; a Redis failure is not the caller's. */
+  private async parkedEvent(sessionId: string, reason: string): Promise<void> {
+    await this.events
+      ?.writeAfterSync(this.database, sessionId, [{ type: "SESSION_PARKED", reason }])
+      .catch(() => {});
   }
 
   /**
@@ -194,7 +208,10 @@ export class AutomaticResumes {
          where id = ${sessionId}`;
       return { action: "retry", delayMs: Math.max(0, runAt.getTime() - now) };
     });
-    if (result.action === "park") this.metrics.sessionsParked.inc({ reason: result.reason });
+    if (result.action === "park") {
+      this.metrics.sessionsParked.inc({ reason: result.reason });
+      await this.parkedEvent(sessionId, result.reason);
+    }
     return result;
   }
 }

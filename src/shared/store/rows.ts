@@ -96,6 +96,8 @@ export type RawRun = {
   error: string | null;
   input: string | null;
   model: RunRow["model"];
+  /** Absent in rows read before the column existed. */
+  goal?: RunRow["goal"];
   worker_id: string | null;
   last_sign_at: string | null;
   job_id: string | null;
@@ -218,6 +220,7 @@ export function runFromRaw(raw: RawRun): RunRow {
     error: raw.error,
     input: raw.input,
     model: raw.model,
+    goal: raw.goal ?? null,
     workerId: raw.worker_id,
     lastSignAt: date(raw.last_sign_at),
     jobId: raw.job_id,

@@ -1,0 +1,97 @@
+/**
+ * `fleet watch SESSION_ID`: a session's events (contracts §7) as they happen, one readable
+ * line each (`--json`: the raw events, one JSON object a line). It reconnects by itself with
+ * the last event id, and runs until SIGINT/SIGTERM, or with `--once` until the next
+ * RUN_COMPLETED.
+ */
+import type { Writable } from "node:stream";
+import { FleetApiError, FleetClient, type FleetEvent } from "../producer/client.js";
+
+export type WatchOptions = {
+  api?: string;
+  apiKey?: string;
+  json?: boolean;
+  after?: string;
+  once?: boolean;
+  /** Where lines go (tests); default stdout and stderr. */
+  io?: { stdout: Writable; stderr: Writable };
+  /** Stops the watch (tests); default SIGINT/SIGTERM. */
+  signal?: AbortSignal;
+};
+
+const clip = (text: string, max = 400) => (text.length > max ? `${text.slice(0, max)}…` : text);
+
+/** One readable line (or a few) for an event. */
+export function describeEvent(event: FleetEvent): string {
+  const d = event.data;
+  switch (event.type) {
+    case "RUN_STARTED":
+      return `▶ ${d.kind === "resume" ? `resume (${d.resumeKind ?? "?"})` : "run"} started by ${d.trigger} [${d.runId}]`;
+    case "MESSAGE": {
+      const m = d.message ?? {};
+      const head = `#${m.seq} ${m.role}`;
+      if (m.role === "assistant") {
+        const calls = (m.toolCalls ?? []) as { name: string; arguments: unknown }[];
+        const lines = [`${head} (${m.stopReason}): ${clip(String(m.content ?? ""))}`];
+        for (const call of calls)
+          lines.push(`    → ${call.name} ${clip(JSON.stringify(call.arguments), 200)}`);
+        return lines.join("\n");
+      }
+      if (m.role === "tool")
+        return `${head} ${m.name} ${m.success ? "✓" : "✗"}: ${clip(String(m.content ?? ""))}`;
+      return `${head}: ${clip(String(m.content ?? ""))}`;
+    }
+    case "MESSAGE_DELTA":
+      return `  … ${clip(String(d.text ?? ""), 200)}`;
+    case "TOOL_STARTED":
+      return `⚙ ${d.name} started (${d.toolCallId})`;
+    case "TOOL_FINISHED":
+      return `⚙ ${d.name} finished ${d.success ? "✓" : "✗"} (${d.toolCallId})`;
+    case "MODEL_STOPPED":
+      return `! model stopped: ${d.stopReason}`;
+    case "RUN_COMPLETED":
+      return `■ run ended: ${d.outcome} [${d.runId}]`;
+    case "SESSION_PARKED":
+      return `⏸ session parked: ${d.reason}`;
+    default:
+      return `${event.type} ${JSON.stringify(d)}`;
+  }
+}
+
+export async function watchCommand(sessionId: string, options: WatchOptions = {}): Promise<number> {
+  const stdout = options.io?.stdout ?? process.stdout;
+  const stderr = options.io?.stderr ?? process.stderr;
+  const url = options.api ?? process.env.FLEET_API_URL ?? `http://127.0.0.1:${process.env.PORT || 3000}`;
+  const client = new FleetClient({ baseUrl: url, apiKey: options.apiKey ?? process.env.FLEET_API_KEY });
+  const controller = new AbortController();
+  const stop = () => controller.abort();
+  options.signal?.addEventListener("abort", stop, { once: true });
+  if (!options.signal) {
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+  }
+  try {
+    for await (const event of client.events(sessionId, {
+      after: options.after,
+      signal: controller.signal,
+    })) {
+      if (options.json)
+        stdout.write(`${JSON.stringify({ id: event.id, type: event.type, data: event.data })}\n`);
+      else {
+        const time = new Date().toISOString().slice(11, 23);
+        stdout.write(`${time} ${describeEvent(event)}\n`);
+      }
+      if (options.once && event.type === "RUN_COMPLETED") break;
+    }
+    return 0;
+  } catch (error) {
+    if (error instanceof FleetApiError) {
+      stderr.write(`fleet watch: ${error.message}${error.reason ? ` (${error.reason})` : ""}\n`);
+      return error.status >= 400 && error.status < 500 ? 2 : 1;
+    }
+    throw error;
+  } finally {
+    process.off("SIGINT", stop);
+    process.off("SIGTERM", stop);
+  }
+}

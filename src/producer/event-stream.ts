@@ -1,0 +1,346 @@
+/**
+ * The event streams of contracts §7 as Server-Sent Events: `GET /v1/sessions/:id/events`
+ * and `GET /v1/batches/:id/events`.
+ *
+ * - A session's events are read from its Redis Stream (events.ts says how MESSAGE events
+ *   stay tied to committed messages). A reader resumes after `Last-Event-ID` (or `?after=`);
+ *   without one it starts at the `RUN_STARTED` of the session's latest run (or, while that
+ *   run waits in the queue, at the stream's end, so its `RUN_STARTED` comes next). An id
+ *   older than what is kept answers `410` with `reason: "expired"`.
+ * - Readers wait on one Redis subscription per API process (writers publish the session id
+ *   after each write) and look again every second anyway; an idle stream sends a comment
+ *   line every FLEET_SSE_HEARTBEAT_MS. A client that goes away frees its slot at once.
+ * - At most FLEET_SSE_MAX_STREAMS_PER_TENANT streams per tenant on one API process: more
+ *   answer `429` (`limit: "event_streams"`), so event streams cannot exhaust the API.
+ * - A batch's events (`SESSION_ENDED` per session that reached a terminal state, then one
+ *   `BATCH_COMPLETED`) are derived from Postgres by whichever API process serves a reader,
+ *   once a second, and written once each (a Redis set remembers what was written) to the
+ *   batch's own stream, `<prefix>:batch-events:<batchId>`; readers read that stream with the
+ *   same resume rules.
+ */
+import type { ServerResponse } from "node:http";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { Redis } from "ioredis";
+import { NotFoundError, TooManyRequestsError, ValidationError } from "../shared/errors.js";
+import {
+  EVENT_ID,
+  EventReader,
+  type EventRetention,
+  type EventsCounter,
+  eventStreamKey,
+  eventsNotifyChannel,
+  idBefore,
+  type StoredEvent,
+} from "../shared/events.js";
+import type { FleetMetrics } from "../shared/metrics.js";
+import type { BatchStore } from "../shared/store/batches.js";
+import type { SessionQueries } from "../shared/store/session-queries.js";
+
+export type EventStreamDeps = {
+  redis: Redis;
+  /** A connection of its own for SUBSCRIBE (created lazily by the caller's factory). */
+  subscriber: () => Redis;
+  prefix: string;
+  queries: Pick<SessionQueries, "getSession" | "listRuns">;
+  batches?: Pick<BatchStore, "view" | "resultsPage">;
+  metrics: Pick<FleetMetrics, "sseClients"> & { eventsWritten?: EventsCounter };
+  maxStreamsPerTenant: number;
+  heartbeatMs: number;
+  retention: EventRetention;
+  /** How often a reader looks again without being woken (default 1 s). */
+  pollMs?: number;
+};
+
+/** KEYS: stream, done set. ARGV: maxEvents, maxAgeMs, channel, member, then (member, type, data)... */
+const BATCH_APPEND_SCRIPT = `
+local written = 0
+for i = 5, #ARGV, 3 do
+  if redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
+    redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2])
+    written = written + 1
+  end
+end
+if written > 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
+end
+return written
+`;
+
+type RedisWithBatchAppend = {
+  fleetBatchEventsAppend(stream: string, done: string, ...args: (string | number)[]): Promise<number>;
+};
+
+const TERMINAL = new Set(["completed", "parked", "cancelled"]);
+
+export class EventStreams {
+  private readonly reader: EventReader;
+  private readonly perTenant = new Map<string, number>();
+  private readonly waiting = new Map<string, Set<() => void>>();
+  private readonly open = new Set<ServerResponse>();
+  private subscribed: Promise<void> | null = null;
+  private subscriber: Redis | null = null;
+  private closed = false;
+
+  constructor(private readonly deps: EventStreamDeps) {
+    this.reader = new EventReader(deps.redis, deps.prefix);
+    const redis = deps.redis as unknown as Partial<RedisWithBatchAppend>;
+    if (!redis.fleetBatchEventsAppend)
+      deps.redis.defineCommand("fleetBatchEventsAppend", { numberOfKeys: 2, lua: BATCH_APPEND_SCRIPT });
+  }
+
+  /** Ends every open stream (the API is stopping) and the subscription. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const response of this.open) response.end();
+    this.open.clear();
+    for (const wakers of this.waiting.values()) for (const wake of wakers) wake();
+    if (this.subscriber) this.subscriber.disconnect();
+  }
+
+  private subscribe(): Promise<void> {
+    this.subscribed ??= (async () => {
+      const subscriber = this.deps.subscriber();
+      this.subscriber = subscriber;
+      subscriber.on("message", (_channel: string, key: string) => {
+        for (const wake of this.waiting.get(key) ?? []) wake();
+      });
+      await subscriber.subscribe(eventsNotifyChannel(this.deps.prefix));
+    })().catch((error: unknown) => {
+      this.subscribed = null;
+      throw error;
+    });
+    return this.subscribed;
+  }
+
+  /** The id to resume after: `Last-Event-ID` wins over `?after=`; 400 when malformed. */
+  private resumeId(request: FastifyRequest): string | null {
+    const header = request.headers["last-event-id"];
+    const fromHeader = Array.isArray(header) ? header[0] : header;
+    const query = (request.query ?? {}) as Record<string, unknown>;
+    for (const key of Object.keys(query))
+      if (key !== "after") throw new ValidationError(key, "is not a parameter of this route");
+    const [field, value] =
+      fromHeader !== undefined && fromHeader !== "" ? ["Last-Event-ID", fromHeader] : ["after", query.after];
+    if (value === undefined) return null;
+    if (typeof value !== "string" || !EVENT_ID.test(value))
+      throw new ValidationError(field, "must be an event id as the stream sent it (e.g. 1700000000000-0)");
+    return value;
+  }
+
+  private admit(tenant: string): () => void {
+    const count = this.perTenant.get(tenant) ?? 0;
+    if (count >= this.deps.maxStreamsPerTenant)
+      throw new TooManyRequestsError(
+        "event_streams",
+        5,
+        `this tenant has ${count} event streams open on this API process, the most it may; close one or try again later`,
+      );
+    this.perTenant.set(tenant, count + 1);
+    this.deps.metrics.sseClients.inc();
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.perTenant.get(tenant) ?? 1) - 1;
+      if (left > 0) this.perTenant.set(tenant, left);
+      else this.perTenant.delete(tenant);
+      this.deps.metrics.sseClients.dec();
+    };
+  }
+
+  private gone(reply: FastifyReply, after: string): FastifyReply {
+    return reply.code(410).send({
+      error: {
+        code: "gone",
+        reason: "expired",
+        message: `event ${after} is older than the events kept (FLEET_EVENTS_MAX, FLEET_EVENTS_MAX_AGE_MS); reconnect without an id`,
+      },
+    });
+  }
+
+  /** `GET /v1/sessions/:id/events`. */
+  async session(request: FastifyRequest, reply: FastifyReply, tenant: string, sessionId: string) {
+    const after = this.resumeId(request);
+    const session = await this.deps.queries.getSession(sessionId, tenant);
+    if (!session) throw new NotFoundError(`session ${sessionId}`);
+    const key = eventStreamKey(this.deps.prefix, sessionId);
+    let start: string;
+    if (after !== null) {
+      if (await this.reader.expired(key, after)) return this.gone(reply, after);
+      start = after;
+    } else {
+      // The end first, then the runs: a run that starts in between is found by its RUN_STARTED.
+      const tail = (await this.reader.lastId(key)) ?? "0-0";
+      const runs = await this.deps.queries.listRuns(sessionId, tenant);
+      const latest = runs.at(-1);
+      const startedId =
+        latest && latest.status !== "queued" ? await this.reader.runStartedId(key, latest.id) : null;
+      start = startedId ? idBefore(startedId) : tail;
+    }
+    await this.serve(request, reply, tenant, key, start);
+  }
+
+  /** `GET /v1/batches/:id/events`. */
+  async batch(request: FastifyRequest, reply: FastifyReply, tenant: string, batchId: string) {
+    const batches = this.deps.batches;
+    if (!batches) throw new NotFoundError(`batch ${batchId}`);
+    const after = this.resumeId(request);
+    const view = await batches.view(batchId, tenant);
+    if (!view) throw new NotFoundError(`batch ${batchId}`);
+    const key = `${this.deps.prefix}:batch-events:${batchId}`;
+    if (after !== null && (await this.reader.expired(key, after))) return this.gone(reply, after);
+    await this.serve(request, reply, tenant, key, after ?? "0-0", () => this.syncBatch(batchId));
+  }
+
+  /** Writes the batch events Postgres shows and the stream lacks (each once, whoever writes). */
+  async syncBatch(batchId: string): Promise<void> {
+    const batches = this.deps.batches!;
+    const key = `${this.deps.prefix}:batch-events:${batchId}`;
+    const done = `${this.deps.prefix}:batch-events-done:${batchId}`;
+    const write = async (entries: [member: string, type: string, data: unknown][]) => {
+      if (entries.length === 0) return;
+      const args: (string | number)[] = [
+        this.deps.retention.maxEvents,
+        this.deps.retention.maxAgeMs,
+        eventsNotifyChannel(this.deps.prefix),
+        key,
+      ];
+      for (const [member, type, data] of entries) args.push(member, type, JSON.stringify(data));
+      const written = await (this.deps.redis as unknown as RedisWithBatchAppend).fleetBatchEventsAppend(
+        key,
+        done,
+        ...args,
+      );
+      if (written > 0) this.deps.metrics.eventsWritten?.inc({ type: entries[0]![1] }, written);
+    };
+    // The state first: a batch seen ended has every session terminal in the pages read after.
+    const view = await batches.view(batchId);
+    if (!view) return;
+    let cursor = "";
+    for (;;) {
+      const page = await batches.resultsPage(batchId, cursor, 500);
+      await write(
+        page
+          .filter((r) => TERMINAL.has(r.status))
+          .map((r) => [
+            r.sessionId,
+            "SESSION_ENDED",
+            {
+              type: "SESSION_ENDED",
+              batchId,
+              sessionId: r.sessionId,
+              customId: r.customId,
+              status: r.status,
+              ...(r.parkedReason ? { parkedReason: r.parkedReason } : {}),
+            },
+          ]),
+      );
+      if (page.length < 500) break;
+      cursor = page.at(-1)!.id;
+    }
+    if (view.status !== "running")
+      await write([
+        [
+          "\u0000batch",
+          "BATCH_COMPLETED",
+          { type: "BATCH_COMPLETED", batchId, status: view.status, counts: view.counts },
+        ],
+      ]);
+  }
+
+  private async serve(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    tenant: string,
+    key: string,
+    start: string,
+    before?: () => Promise<void>,
+  ): Promise<void> {
+    const release = this.admit(tenant);
+    try {
+      await this.subscribe();
+    } catch (error) {
+      release();
+      throw error;
+    }
+    reply.hijack();
+    const response = reply.raw;
+    response.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache, no-transform",
+      connection: "keep-alive",
+      "x-accel-buffering": "no",
+    });
+    response.write(": events\n\n");
+    this.open.add(response);
+    let gone = false;
+    let wake: () => void = () => {};
+    const wakers = this.waiting.get(key) ?? new Set<() => void>();
+    this.waiting.set(key, wakers);
+    const waker = () => wake();
+    wakers.add(waker);
+    const onClose = () => {
+      gone = true;
+      wake();
+    };
+    response.on("close", onClose);
+    let last = start;
+    let lastWrite = Date.now();
+    const pollMs = this.deps.pollMs ?? 1_000;
+    try {
+      while (!gone && !this.closed) {
+        let woken = false;
+        const nap = new Promise<void>((resolve) => {
+          wake = () => {
+            woken = true;
+            resolve();
+          };
+        });
+        if (before) await before();
+        let events: StoredEvent[] = await this.reader.after(key, last);
+        while (events.length > 0 && !gone) {
+          for (const event of events) {
+            const ok = response.write(
+              `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event.data)}\n\n`,
+            );
+            last = event.id;
+            if (!ok)
+              await new Promise<void>((resolve) => {
+                const done = () => {
+                  response.off("drain", done);
+                  response.off("close", done);
+                  resolve();
+                };
+                response.on("drain", done);
+                response.on("close", done);
+              });
+          }
+          lastWrite = Date.now();
+          events = await this.reader.after(key, last);
+        }
+        if (gone) break;
+        if (Date.now() - lastWrite >= this.deps.heartbeatMs) {
+          response.write(": heartbeat\n\n");
+          lastWrite = Date.now();
+        }
+        if (!woken) {
+          const wait = Math.min(pollMs, Math.max(10, this.deps.heartbeatMs - (Date.now() - lastWrite)));
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([nap, new Promise<void>((resolve) => (timer = setTimeout(resolve, wait)))]);
+          clearTimeout(timer);
+        }
+      }
+    } catch (error) {
+      request.log.warn({ err: error }, "event stream failed; closing it");
+    } finally {
+      wakers.delete(waker);
+      if (wakers.size === 0 && this.waiting.get(key) === wakers) this.waiting.delete(key);
+      response.off("close", onClose);
+      this.open.delete(response);
+      release();
+      if (!response.writableEnded) response.end();
+    }
+  }
+}

@@ -1,0 +1,392 @@
+/**
+ * Session events (contracts §7): one Redis Stream per session, `<prefix>:events:<sessionId>`,
+ * written by workers and sweepers, read by the API's SSE route. The stream entry id is the
+ * event id (strictly increasing per session, opaque to clients).
+ *
+ * How `MESSAGE` events stay tied to committed messages. A message is put in the stream only
+ * after its commit, so a reader never sees a message that is not stored. To never miss one,
+ * the stream itself is made complete by seq: every write goes through one Lua script that
+ * keeps the highest message seq already in the stream (`<prefix>:events-seq:<sessionId>`)
+ * and appends a `MESSAGE` only for seq = last + 1 (a lower seq is skipped as already there,
+ * a higher one is refused as a gap). Every writer sends, with whatever it writes, the stored
+ * messages the stream may lack: a worker from its in-memory history (which is the stored
+ * one while it holds the lease), the sweeper from Postgres before it writes the
+ * `RUN_COMPLETED` of a crashed or stalled run. So a message whose `XADD` was lost (the
+ * worker was SIGKILLed right after the commit, or Redis blinked) is in the stream before
+ * the next event anyone writes for the session — at the latest before the `RUN_COMPLETED`
+ * that ends its run — in seq order, exactly once, even when a frozen worker and the sweeper
+ * write at the same time. A reader that resumes by event id therefore gets every message
+ * once, in seq order, across any number of reconnects.
+ *
+ * Retention: each write trims the stream to about `maxEvents` (MAXLEN ~) and to `maxAgeMs`
+ * (MINID ~ on Redis's clock), and both keys expire `maxAgeMs` after the last write. Whether
+ * an id is older than what is kept is read from the stream's `max-deleted-entry-id`.
+ */
+import type { Redis } from "ioredis";
+import type { Database } from "./db/client.js";
+import type { StoredMessage } from "./messages.js";
+import { json, messageFromRaw, type RawMessage } from "./store/rows.js";
+
+export const EVENT_TYPES = [
+  "RUN_STARTED",
+  "MESSAGE_DELTA",
+  "MESSAGE",
+  "TOOL_STARTED",
+  "TOOL_FINISHED",
+  "MODEL_STOPPED",
+  "RUN_COMPLETED",
+  "SESSION_PARKED",
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** An event as written (without `sessionId`, added by the writer). */
+export type SessionEventInput =
+  | { type: "RUN_STARTED"; runId: string; kind: "run" | "resume"; resumeKind: string | null; trigger: string }
+  | { type: "MESSAGE_DELTA"; runId: string; text: string }
+  | { type: "MESSAGE"; runId: string | null; message: StoredMessage }
+  | { type: "TOOL_STARTED"; runId: string; toolCallId: string; name: string }
+  | { type: "TOOL_FINISHED"; runId: string; toolCallId: string; name: string; success: boolean }
+  | { type: "MODEL_STOPPED"; runId: string; stopReason: string }
+  | { type: "RUN_COMPLETED"; runId: string; outcome: string }
+  | { type: "SESSION_PARKED"; reason: string };
+
+export type SessionEvent = SessionEventInput & { sessionId: string };
+/** An event as read: its id and its data. */
+export type StoredEvent = { id: string; type: string; data: Record<string, unknown> };
+
+export type EventRetention = { maxEvents: number; maxAgeMs: number };
+export const DEFAULT_RETENTION: EventRetention = { maxEvents: 10_000, maxAgeMs: 24 * 3600 * 1000 };
+
+export function eventStreamKey(prefix: string, sessionId: string): string {
+  return `${prefix}:events:${sessionId}`;
+}
+function seqKey(prefix: string, sessionId: string): string {
+  return `${prefix}:events-seq:${sessionId}`;
+}
+/** Where writers publish the key of a stream they wrote to, so that SSE readers look at once. */
+export function eventsNotifyChannel(prefix: string): string {
+  return `${prefix}:events-notify`;
+}
+
+/** A stream entry id, as clients send it back (`Last-Event-ID`, `?after=`). */
+export const EVENT_ID = /^\d{1,20}-\d{1,20}$/;
+
+/** Compares two stream ids. */
+export function compareIds(a: string, b: string): number {
+  const [am, as] = a.split("-").map(BigInt) as [bigint, bigint];
+  const [bm, bs] = b.split("-").map(BigInt) as [bigint, bigint];
+  if (am !== bm) return am < bm ? -1 : 1;
+  return as === bs ? 0 : as < bs ? -1 : 1;
+}
+
+/**
+ * KEYS: stream, seq key. ARGV: maxEvents, maxAgeMs, channel, stream key, then per entry:
+ * seq (0 for events other than MESSAGE), type, data. Returns {"ok", ids...} or {"gap", last}.
+ */
+const APPEND_SCRIPT = `
+local last = tonumber(redis.call('HGET', KEYS[2], 'seq') or '0')
+local expect = last
+for i = 5, #ARGV, 3 do
+  local seq = tonumber(ARGV[i])
+  if seq > expect then
+    if seq ~= expect + 1 then return {'gap', tostring(last)} end
+    expect = seq
+  end
+end
+local out = {'ok'}
+for i = 5, #ARGV, 3 do
+  local seq = tonumber(ARGV[i])
+  if seq == 0 or seq > last then
+    local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2])
+    if seq > 0 then last = seq end
+    out[#out + 1] = id
+  end
+end
+if #out > 1 then
+  local t = redis.call('TIME')
+  local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('XTRIM', KEYS[1], 'MINID', '~', tostring(nowMs - tonumber(ARGV[2])))
+  redis.call('HSET', KEYS[2], 'seq', tostring(last))
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
+end
+return out
+`;
+
+type RedisWithAppend = Redis & {
+  fleetEventsAppend(stream: string, seqKey: string, ...args: (string | number)[]): Promise<string[]>;
+};
+
+/** Counts what is written, by type (`fleet_events_written_total`). */
+export type EventsCounter = { inc(labels: { type: string }, value?: number): void };
+
+export class EventWriter {
+  constructor(
+    private readonly redis: Redis,
+    readonly prefix: string,
+    private readonly retention: EventRetention = DEFAULT_RETENTION,
+    private readonly counter?: EventsCounter,
+    /** false: events are off (FLEET_EVENTS=off), every write is a no-op. */
+    readonly enabled = true,
+  ) {
+    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsAppend)
+      redis.defineCommand("fleetEventsAppend", { numberOfKeys: 2, lua: APPEND_SCRIPT });
+  }
+
+  /** The highest message seq already in the session's stream (0: none, or the stream expired). */
+  async lastSeq(sessionId: string): Promise<number> {
+    if (!this.enabled) return 0;
+    return Number((await this.redis.hget(seqKey(this.prefix, sessionId), "seq")) ?? 0);
+  }
+
+  /**
+   * Writes `messages` (stored messages in seq order; those already in the stream are
+   * skipped) and then `events`. Returns "gap" when the messages start after a seq the
+   * stream lacks; the caller sends the missing ones too.
+   */
+  async write(
+    sessionId: string,
+    messages: readonly { runId: string | null; message: StoredMessage }[],
+    events: readonly SessionEventInput[],
+  ): Promise<{ ok: true; ids: string[] } | { ok: false; last: number }> {
+    if (!this.enabled || (messages.length === 0 && events.length === 0)) return { ok: true, ids: [] };
+    const args: (string | number)[] = [
+      this.retention.maxEvents,
+      this.retention.maxAgeMs,
+      eventsNotifyChannel(this.prefix),
+      eventStreamKey(this.prefix, sessionId),
+    ];
+    const entries: SessionEventInput[] = [
+      ...messages.map((m) => ({ type: "MESSAGE" as const, runId: m.runId, message: m.message })),
+      ...events,
+    ];
+    for (const event of entries) {
+      const seq = event.type === "MESSAGE" ? event.message.seq : 0;
+      args.push(seq, event.type, JSON.stringify({ sessionId, ...event }));
+    }
+    const result = await (this.redis as unknown as RedisWithAppend).fleetEventsAppend(
+      eventStreamKey(this.prefix, sessionId),
+      seqKey(this.prefix, sessionId),
+      ...args,
+    );
+    if (result[0] === "gap") return { ok: false, last: Number(result[1]) };
+    const ids = result.slice(1);
+    if (this.counter && ids.length > 0) {
+      // Which entries were written: every non-message event, and the messages not skipped.
+      const written = entries.length - ids.length;
+      let skipped = written;
+      for (const event of entries) {
+        if (event.type === "MESSAGE" && skipped > 0) {
+          skipped--;
+          continue;
+        }
+        this.counter.inc({ type: event.type });
+      }
+    }
+    return { ok: true, ids };
+  }
+
+  /**
+   * Writes `events` after every stored message the stream lacks, read from Postgres (the
+   * sweeper's way, and anyone's without the history in memory).
+   */
+  async writeAfterSync(database: Database, sessionId: string, events: readonly SessionEventInput[]) {
+    if (!this.enabled) return;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const last = await this.lastSeq(sessionId);
+      const rows = await database.sql<{ m: string | RawMessage }[]>`
+        select row_to_json(m) as m from messages m where m.session_id = ${sessionId} and m.seq > ${last}
+         order by m.seq`;
+      const messages = rows.map((row) => {
+        const raw = json<RawMessage>(row.m);
+        return { runId: raw.run_id, message: messageFromRaw(raw) };
+      });
+      const result = await this.write(sessionId, messages, events);
+      if (result.ok) return;
+    }
+    throw new Error(`session ${sessionId}: the event stream kept moving while it was synced`);
+  }
+}
+
+/**
+ * The events of one session as one worker job writes them: every write first carries the
+ * stored messages of `history` the stream does not have yet (up to `through`, when given).
+ * Writes go out one after the other, in the order they were asked for. A failed write
+ * (Redis away) is logged and its messages go with the next one; it never stops the run.
+ * Text deltas are coalesced for up to DELTA_FLUSH_MS (best effort, contracts §7).
+ */
+export class SessionEventLog {
+  private sent: number | null = null;
+  private chain: Promise<void> = Promise.resolve();
+  private deltas: { runId: string; text: string } | null = null;
+  private deltaTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly writer: EventWriter,
+    readonly sessionId: string,
+    /** The job's history (stored messages), kept current by the job. */
+    private readonly history: readonly StoredMessage[],
+    /** Which run committed a message (null when not known: an earlier job's, or imported). */
+    private readonly runOf: (message: StoredMessage) => string | null,
+    private readonly onError: (error: unknown) => void,
+  ) {}
+
+  get enabled(): boolean {
+    return this.writer.enabled;
+  }
+
+  /** Writes the messages the stream lacks (those with seq ≤ `through`, if given), then `events`. */
+  emit(events: SessionEventInput[] = [], through?: number): Promise<void> {
+    if (!this.writer.enabled) return Promise.resolve();
+    const deltas = this.takeDeltas();
+    this.chain = this.chain.then(() => this.write(deltas ? [deltas, ...events] : events, through));
+    return this.chain;
+  }
+
+  /**
+   * `emit`, waited for at most `timeoutMs`: the writes stay queued in order, but a run never
+   * waits long for Redis (an outage must not hold a run that Postgres already ended).
+   */
+  emitBounded(events: SessionEventInput[] = [], through?: number, timeoutMs = 1_000): Promise<void> {
+    const written = this.emit(events, through);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    return Promise.race([written, late]).finally(() => clearTimeout(timer));
+  }
+
+  /** A text delta of the model's current step (not awaited by the caller). */
+  delta(runId: string, text: string): void {
+    if (!this.writer.enabled || text === "") return;
+    if (this.deltas && this.deltas.runId === runId) this.deltas.text += text;
+    else {
+      const earlier = this.takeDeltas();
+      if (earlier) void this.emitRaw([earlier]);
+      this.deltas = { runId, text };
+    }
+    this.deltaTimer ??= setTimeout(() => {
+      this.deltaTimer = null;
+      const pending = this.takeDeltas();
+      if (pending) void this.emitRaw([pending]);
+    }, DELTA_FLUSH_MS);
+  }
+
+  private emitRaw(events: SessionEventInput[]): Promise<void> {
+    this.chain = this.chain.then(() => this.write(events, 0));
+    return this.chain;
+  }
+
+  private takeDeltas(): SessionEventInput | null {
+    if (this.deltaTimer) {
+      clearTimeout(this.deltaTimer);
+      this.deltaTimer = null;
+    }
+    const pending = this.deltas;
+    this.deltas = null;
+    return pending ? { type: "MESSAGE_DELTA", runId: pending.runId, text: pending.text } : null;
+  }
+
+  private async write(events: SessionEventInput[], through?: number): Promise<void> {
+    try {
+      this.sent ??= await this.writer.lastSeq(this.sessionId);
+      const limit = through ?? Number.POSITIVE_INFINITY;
+      for (let attempt = 0; attempt < 2; attempt++) {
+        const pending = this.history
+          .filter((m) => m.seq > this.sent! && m.seq <= limit)
+          .map((message) => ({ runId: this.runOf(message), message }));
+        const result = await this.writer.write(this.sessionId, pending, events);
+        if (result.ok) {
+          if (pending.length > 0) this.sent = Math.max(this.sent!, pending.at(-1)!.message.seq);
+          return;
+        }
+        this.sent = result.last;
+      }
+    } catch (error) {
+      this.sent = null;
+      this.onError(error);
+    }
+  }
+}
+
+/** How long text deltas are gathered into one MESSAGE_DELTA. */
+const DELTA_FLUSH_MS = 50;
+
+/** Reads a session's stream for the SSE route. */
+export class EventReader {
+  constructor(
+    private readonly redis: Redis,
+    readonly prefix: string,
+  ) {}
+
+  /** Entries after `after` (exclusive), at most `count`. */
+  async after(key: string, after: string, count = 200): Promise<StoredEvent[]> {
+    const rows = (await this.redis.xrange(key, `(${after}`, "+", "COUNT", count)) as [string, string[]][];
+    return rows.map(toStored);
+  }
+
+  /** The newest entry id, or null for an empty or missing stream. */
+  async lastId(key: string): Promise<string | null> {
+    const rows = (await this.redis.xrevrange(key, "+", "-", "COUNT", 1)) as [string, string[]][];
+    return rows[0]?.[0] ?? null;
+  }
+
+  /**
+   * Whether `after` is older than what is kept: the stream is gone, or it trimmed entries
+   * and `after` is older than its first kept entry (trimming by MAXLEN/MINID removes the
+   * oldest entries, so every entry before the first kept one may be gone).
+   */
+  async expired(key: string, after: string): Promise<boolean> {
+    let info: unknown[];
+    try {
+      info = (await this.redis.call("XINFO", "STREAM", key)) as unknown[];
+    } catch (error) {
+      if (/no such key/i.test((error as Error).message)) return after !== "0-0";
+      throw error;
+    }
+    const field = (name: string) => {
+      const at = info.indexOf(name);
+      return at >= 0 ? info[at + 1] : undefined;
+    };
+    const length = Number(field("length") ?? 0);
+    const added = Number(field("entries-added") ?? length);
+    if (added <= length) return false;
+    const first = (field("first-entry") as [string, unknown] | null | undefined)?.[0];
+    if (!first) return true;
+    return compareIds(after, first) < 0;
+  }
+
+  /** The id of the RUN_STARTED of `runId`, scanning back from the newest entry. */
+  async runStartedId(key: string, runId: string): Promise<string | null> {
+    let end = "+";
+    for (let page = 0; page < 200; page++) {
+      const rows = (await this.redis.xrevrange(key, end, "-", "COUNT", 100)) as [string, string[]][];
+      for (const row of rows) {
+        const event = toStored(row);
+        if (event.type === "RUN_STARTED" && event.data.runId === runId) return event.id;
+      }
+      if (rows.length < 100) return null;
+      end = `(${rows.at(-1)![0]}`;
+    }
+    return null;
+  }
+}
+
+function toStored([id, fields]: [string, string[]]): StoredEvent {
+  let type = "";
+  let data = "{}";
+  for (let i = 0; i < fields.length; i += 2) {
+    if (fields[i] === "type") type = fields[i + 1]!;
+    if (fields[i] === "data") data = fields[i + 1]!;
+  }
+  return { id, type, data: JSON.parse(data) as Record<string, unknown> };
+}
+
+/** The event id just before `id` in order (for "start at this event"). */
+export function idBefore(id: string): string {
+  const [ms, seq] = id.split("-").map(BigInt) as [bigint, bigint];
+  if (seq > 0n) return `${ms}-${seq - 1n}`;
+  if (ms === 0n) return "0-0";
+  return `${ms - 1n}-18446744073709551615`;
+}

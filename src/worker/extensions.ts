@@ -1,0 +1,169 @@
+/**
+ * Extensions (contracts §8): modules a worker loads (`fleet worker --extensions FILE`) whose
+ * hooks run around every run. The rules, enforced here and in session-job.ts:
+ * - `beforeRun`: every run and every resume a worker starts, before the first model call; a
+ *   throw ends the run `failed` with the hook's message, and nothing is sent to the model.
+ * - `onMessage`: only for a run that carries new user input (never on a resume).
+ * - `afterRun`: every run a worker ends (`result.outcome` is the run's `endedReason`).
+ * - `onError`: a run that ends `failed`, `provider_error`, or finds nothing to resume (the
+ *   error's `reason` is then the resume point's reason).
+ * - `onCommitted` (additive): each message the run committed, after its commit.
+ * Errors in hooks other than `beforeRun` are logged and counted
+ * (`fleet_hook_failures_total{hook}`); they never lose a message or stop a run.
+ */
+import { mkdir, appendFile as writeMore } from "node:fs/promises";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import type { AgentConfig } from "../shared/agent-config.js";
+import type { StoredMessage } from "../shared/messages.js";
+import type { FleetMetrics } from "../shared/metrics.js";
+
+export type RunContext = {
+  sessionId: string;
+  runId: string;
+  kind: "run" | "resume";
+  resumeKind: string | null;
+  trigger: string;
+  agent: AgentConfig | unknown;
+  metadata: Record<string, unknown>;
+  signal: AbortSignal;
+  /** The new user text; null on a resume. */
+  inputMessage: string | null;
+  /** The stored history before this run appended anything (additive). */
+  history: readonly StoredMessage[];
+};
+
+export type RunResult = { outcome: string; error?: string };
+
+/** The error `onError` gets: `reason` for a resume that found nothing to resume. */
+export class RunError extends Error {
+  override name = "RunError";
+  constructor(
+    message: string,
+    readonly outcome: string,
+    readonly reason?: string,
+  ) {
+    super(message);
+  }
+}
+
+export type CommittedMessage = { runId: string; seq: number; message: StoredMessage };
+
+export type Extension = {
+  name: string;
+  beforeRun?(ctx: RunContext): unknown;
+  onMessage?(ctx: RunContext, input: string): unknown;
+  afterRun?(ctx: RunContext, result: RunResult): unknown;
+  onError?(ctx: RunContext, error: RunError): unknown;
+  onCommitted?(ctx: RunContext, committed: CommittedMessage): unknown;
+};
+
+/** Declares an extension (typed; returns it unchanged). */
+export function defineExtension<E extends Extension>(extension: E): E {
+  return extension;
+}
+
+export type HookName = "beforeRun" | "onMessage" | "afterRun" | "onError";
+
+/** Runs the loaded extensions' hooks, in load order. */
+export class Extensions {
+  constructor(
+    readonly list: readonly Extension[],
+    private readonly metrics: Pick<FleetMetrics, "hookFailures">,
+    private readonly log: Pick<Logger, "warn">,
+  ) {}
+
+  get empty(): boolean {
+    return this.list.length === 0;
+  }
+
+  private failed(hook: string, extension: Extension, ctx: RunContext, error: unknown): void {
+    if (hook !== "onCommitted") this.metrics.hookFailures.inc({ hook });
+    this.log.warn(
+      { err: error, extension: extension.name, hook, sessionId: ctx.sessionId, runId: ctx.runId },
+      "extension hook failed",
+    );
+  }
+
+  /** The message of the first `beforeRun` that threw (the run then ends `failed`), or null. */
+  async beforeRun(ctx: RunContext): Promise<string | null> {
+    for (const extension of this.list) {
+      if (!extension.beforeRun) continue;
+      try {
+        await extension.beforeRun(ctx);
+      } catch (error) {
+        this.failed("beforeRun", extension, ctx, error);
+        return `beforeRun hook of extension "${extension.name}" failed: ${error instanceof Error ? error.message : String(error)}`;
+      }
+    }
+    return null;
+  }
+
+  private async each(hook: Exclude<keyof Extension, "name">, ctx: RunContext, ...args: unknown[]) {
+    for (const extension of this.list) {
+      const fn = extension[hook] as ((...a: unknown[]) => unknown) | undefined;
+      if (!fn) continue;
+      try {
+        await fn.call(extension, ctx, ...args);
+      } catch (error) {
+        this.failed(hook, extension, ctx, error);
+      }
+    }
+  }
+
+  onMessage(ctx: RunContext, input: string): Promise<void> {
+    return this.each("onMessage", ctx, input);
+  }
+  afterRun(ctx: RunContext, result: RunResult): Promise<void> {
+    return this.each("afterRun", ctx, result);
+  }
+  onError(ctx: RunContext, error: RunError): Promise<void> {
+    return this.each("onError", ctx, error);
+  }
+  onCommitted(ctx: RunContext, committed: CommittedMessage): Promise<void> {
+    return this.each("onCommitted", ctx, committed);
+  }
+}
+
+/** Outcomes after which `onError` runs. */
+export const ERROR_OUTCOMES: ReadonlySet<string> = new Set(["failed", "provider_error", "nothing_to_resume"]);
+
+/**
+ * The built-in `transcript` extension (FLEET_TRANSCRIPT_DIR): `DIR/<sessionId>.jsonl`, one
+ * line `{"runId","seq","message"}` per message a run committed. A resume first records its
+ * turn again from the last user message, so the file's last record of each turn is whole.
+ */
+export function transcriptExtension(dir: string): Extension {
+  let made: Promise<unknown> | null = null;
+  const write = async (sessionId: string, lines: CommittedMessage[]) => {
+    if (lines.length === 0) return;
+    made ??= mkdir(dir, { recursive: true });
+    await made;
+    await writeMore(
+      join(dir, `${sessionId}.jsonl`),
+      lines
+        .map((line) => `${JSON.stringify({ runId: line.runId, seq: line.seq, message: line.message })}\n`)
+        .join(""),
+    );
+  };
+  return {
+    name: "transcript",
+    async beforeRun(ctx) {
+      if (ctx.kind !== "resume") return;
+      let start = -1;
+      for (let i = ctx.history.length - 1; i >= 0; i--)
+        if (ctx.history[i]!.role === "user") {
+          start = i;
+          break;
+        }
+      if (start < 0) return;
+      await write(
+        ctx.sessionId,
+        ctx.history.slice(start).map((message) => ({ runId: ctx.runId, seq: message.seq, message })),
+      );
+    },
+    async onCommitted(ctx, committed) {
+      await write(ctx.sessionId, [committed]);
+    },
+  };
+}

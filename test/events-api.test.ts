@@ -1,0 +1,246 @@
+/**
+ * The event routes' rules (contracts §7, §10): 410 `expired` for an id older than what is
+ * kept, another tenant's session or batch answers 404 like a missing one, bad ids are 400s,
+ * at most FLEET_SSE_MAX_STREAMS_PER_TENANT streams per tenant (429, freed when a client goes
+ * away, `fleet_sse_clients`), heartbeats, batch events, the client's reconnecting iterator
+ * and `fleet watch`.
+ */
+import { spawn } from "node:child_process";
+import { createServer, request as httpRequest } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FleetClient, type FleetEvent } from "../src/producer/client.js";
+import { EventWriter, eventStreamKey } from "../src/shared/events.js";
+import { ApiKeys } from "../src/shared/store/api-keys.js";
+import { createFleetEnv, FLEET_BIN, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { readSse } from "./support/sse.js";
+
+const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
+
+describe("event routes", () => {
+  let fleet: FleetEnv;
+  let base: string;
+  let a: FleetClient;
+  let b: FleetClient;
+  let keyA: string;
+  let keyB: string;
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("eventsapi", {
+      env: { FLEET_SSE_MAX_STREAMS_PER_TENANT: "2", FLEET_SSE_HEARTBEAT_MS: "200" },
+    });
+    const keys = new ApiKeys(fleet.database);
+    keyA = (await keys.create("acme")).key;
+    keyB = (await keys.create("globex")).key;
+    base = (await fleet.startApi()).api.url;
+    a = new FleetClient({ baseUrl: base, apiKey: keyA });
+    b = new FleetClient({ baseUrl: base, apiKey: keyB });
+  }, 60_000);
+  afterAll(() => fleet?.close());
+
+  const auth = (key: string) => ({ authorization: `Bearer ${key}` });
+  const url = (id: string, query = "") => `${base}/v1/sessions/${id}/events${query}`;
+
+  it("answers 410 expired for an id older than what is kept, 400 for a malformed one, 404 for another tenant's", async () => {
+    const { id } = await a.createSession({ agent: AGENT });
+    const writer = new EventWriter(fleet.redis, fleet.config.prefix, { maxEvents: 10, maxAgeMs: 3_600_000 });
+    const ids: string[] = [];
+    for (let i = 0; i < 300; i++) {
+      const written = await writer.write(id, [], [{ type: "SESSION_PARKED", reason: `r${i}` }]);
+      if (written.ok) ids.push(...written.ids);
+    }
+    expect(await fleet.redis.xlen(eventStreamKey(fleet.config.prefix, id))).toBeLessThan(300);
+    const old = await readSse(url(id), { after: ids[0], headers: auth(keyA), stop: () => true });
+    expect(old.status).toBe(410);
+    expect(old.body).toMatchObject({ error: { code: "gone", reason: "expired" } });
+    const viaQuery = await readSse(url(id, `?after=${ids[0]}`), { headers: auth(keyA), stop: () => true });
+    expect(viaQuery.status).toBe(410);
+    // The latest id is kept: the stream resumes after it (the next event arrives live).
+    const live = readSse(url(id), { after: ids.at(-1), headers: auth(keyA), stop: () => true });
+    await new Promise((r) => setTimeout(r, 300));
+    await writer.write(id, [], [{ type: "SESSION_PARKED", reason: "live" }]);
+    expect((await live).events).toMatchObject([
+      { type: "SESSION_PARKED", data: { reason: "live", sessionId: id } },
+    ]);
+
+    const bad = await readSse(url(id, "?after=yesterday"), { headers: auth(keyA), stop: () => true });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ error: { field: "after" } });
+    const badHeader = await readSse(url(id), { after: "x", headers: auth(keyA), stop: () => true });
+    expect(badHeader.body).toMatchObject({ error: { field: "Last-Event-ID" } });
+
+    const theirs = await readSse(url(id), { headers: auth(keyB), stop: () => true });
+    const missing = await readSse(url("00000000-0000-4000-8000-000000000000"), {
+      headers: auth(keyB),
+      stop: () => true,
+    });
+    expect(theirs.status).toBe(404);
+    expect(missing.status).toBe(404);
+    expect((theirs.body as { error: { code: string } }).error.code).toBe(
+      (missing.body as { error: { code: string } }).error.code,
+    );
+    const batch = await a.createBatch([{ agent: AGENT }]);
+    const otherBatch = await readSse(`${base}/v1/batches/${batch.id}/events`, {
+      headers: auth(keyB),
+      stop: () => true,
+    });
+    expect(otherBatch.status).toBe(404);
+    const noAuth = await readSse(url(id), { stop: () => true });
+    expect(noAuth.status).toBe(401);
+  }, 30_000);
+
+  it("holds at most N streams per tenant, frees a slot when a client goes away, and sends heartbeats", async () => {
+    const { id } = await a.createSession({ agent: AGENT });
+    const open = async (key: string) => {
+      const controller = new AbortController();
+      const response = await fetch(url(id), { headers: auth(key), signal: controller.signal });
+      return { response, close: () => controller.abort() };
+    };
+    const first = await open(keyA);
+    const second = await open(keyA);
+    expect([first.response.status, second.response.status]).toEqual([200, 200]);
+    const third = await fetch(url(id), { headers: auth(keyA) });
+    expect(third.status).toBe(429);
+    expect(await third.json()).toMatchObject({
+      error: { code: "too_many_requests", limit: "event_streams" },
+    });
+    expect(third.headers.get("retry-after")).toBeTruthy();
+    // Another tenant has slots of its own.
+    const { id: theirs } = await b.createSession({ agent: AGENT });
+    const other = await fetch(`${base}/v1/sessions/${theirs}/events`, { headers: auth(keyB) });
+    expect(other.status).toBe(200);
+    const metrics = async () =>
+      (await (await fetch(`${base}/metrics`)).text()).match(/^fleet_sse_clients\S* (\d+)/m)?.[1];
+    expect(await metrics()).toBe("3");
+    // Heartbeats while idle.
+    const reader = (second.response.body as ReadableStream<Uint8Array>).getReader();
+    let text = "";
+    const deadline = Date.now() + 3_000;
+    while (!text.includes(": heartbeat") && Date.now() < deadline) {
+      const { value } = await reader.read();
+      text += new TextDecoder().decode(value);
+    }
+    expect(text).toContain(": heartbeat");
+    first.close();
+    await other.body?.cancel();
+    await waitFor(
+      async () =>
+        await fetch(url(id), { headers: auth(keyA) }).then(async (r) => {
+          const ok = r.status === 200;
+          await r.body?.cancel();
+          return ok;
+        }),
+      5_000,
+      "a freed slot",
+    );
+    second.close();
+    await waitFor(async () => (await metrics()) === "0", 5_000, "every stream closed");
+  }, 30_000);
+
+  it("batch events: SESSION_ENDED per session with customId and status, then BATCH_COMPLETED with counts", async () => {
+    const worker = await fleet.spawnWorker();
+    try {
+      const batch = await a.createBatch([
+        { agent: AGENT, input: "one", customId: "c1" },
+        { agent: AGENT, input: "two", customId: "c2" },
+        { agent: AGENT, customId: "c3" },
+      ]);
+      const read = await readSse(`${base}/v1/batches/${batch.id}/events`, {
+        headers: auth(keyA),
+        stop: (e) => e.type === "BATCH_COMPLETED",
+        timeoutMs: 20_000,
+      });
+      const ended = read.events.filter((e) => e.type === "SESSION_ENDED");
+      expect(ended.map((e) => e.data.customId).sort()).toEqual(["c1", "c2", "c3"]);
+      expect(ended.every((e) => e.data.status === "completed")).toBe(true);
+      expect(read.events.at(-1)).toMatchObject({
+        type: "BATCH_COMPLETED",
+        data: { status: "ended", counts: { total: 3, completed: 3 } },
+      });
+      // Resuming after the second event gives exactly the rest.
+      const rest = await readSse(`${base}/v1/batches/${batch.id}/events`, {
+        after: read.events[1]!.id,
+        headers: auth(keyA),
+        stop: (e) => e.type === "BATCH_COMPLETED",
+      });
+      expect(rest.events.map((e) => e.id)).toEqual(read.events.slice(2).map((e) => e.id));
+    } finally {
+      worker.child.kill("SIGTERM");
+      await worker.exited;
+    }
+  }, 40_000);
+
+  it("the client's events() reconnects by itself when the API drops it, and fleet watch prints the run", async () => {
+    const worker = await fleet.spawnWorker();
+    try {
+      const { id } = await a.createSession({
+        agent: { model: { provider: "scripted", steps: [{ text: "hi there", delayMs: 600 }] } },
+      });
+      // A proxy that cuts every response after 150 ms: the iterator comes back with its last id.
+      let connections = 0;
+      const proxy = createServer((request, response) => {
+        connections++;
+        const upstream = httpRequest(
+          `${base}${request.url}`,
+          { method: request.method, headers: request.headers },
+          (answer) => {
+            response.writeHead(answer.statusCode ?? 502, answer.headers);
+            answer.pipe(response);
+            setTimeout(() => {
+              answer.destroy();
+              response.destroy();
+            }, 150);
+          },
+        );
+        upstream.on("error", () => response.destroy());
+        request.pipe(upstream);
+      });
+      await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+      const proxied = new FleetClient({
+        baseUrl: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+        apiKey: keyA,
+      });
+      const controller = new AbortController();
+      const got: FleetEvent[] = [];
+      const following = (async () => {
+        for await (const event of proxied.events(id, {
+          signal: controller.signal,
+          maxReconnectDelayMs: 100,
+        })) {
+          got.push(event);
+          if (event.type === "RUN_COMPLETED") controller.abort();
+        }
+      })();
+      const watch = spawn(process.execPath, [FLEET_BIN, "watch", id, "--once", "--api", base], {
+        env: { ...process.env, ...fleet.env, FLEET_API_KEY: keyA },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let watched = "";
+      watch.stdout.on("data", (d) => {
+        watched += d;
+      });
+      watch.stderr.on("data", (d) => {
+        watched += d;
+      });
+      const watchExit = new Promise<number | null>((resolve) => watch.on("exit", resolve));
+      await new Promise((r) => setTimeout(r, 1_500));
+      await a.send(id, "say hi");
+      await following;
+      proxy.close();
+      expect(connections).toBeGreaterThan(3);
+      expect(got.map((e) => e.type).filter((t) => t !== "MESSAGE_DELTA")).toEqual([
+        "RUN_STARTED",
+        "MESSAGE",
+        "MESSAGE",
+        "RUN_COMPLETED",
+      ]);
+      expect(await watchExit).toBe(0);
+      expect(watched).toMatch(/run started by api/);
+      expect(watched).toMatch(/#2 assistant \(end_turn\): hi there/);
+      expect(watched).toMatch(/run ended: completed/);
+    } finally {
+      worker.child.kill("SIGTERM");
+      await worker.exited;
+    }
+  }, 40_000);
+});

@@ -1,0 +1,51 @@
+/** Reading Server-Sent Events in tests: one connection at a time, cut wherever the test wants. */
+import { type FleetEvent, parseSse } from "../../src/producer/client.js";
+
+export type SseRead = { status: number; events: FleetEvent[]; body?: unknown; contentType: string | null };
+
+/**
+ * Opens `url` (with `Last-Event-ID: after` when given) and reads events until `stop` says so
+ * (then the connection is cut) or `timeoutMs` passes (then it throws). A non-200 answer is
+ * returned with its parsed body.
+ */
+export async function readSse(
+  url: string,
+  options: {
+    after?: string;
+    headers?: Record<string, string>;
+    stop: (event: FleetEvent, all: FleetEvent[]) => boolean;
+    timeoutMs?: number;
+  },
+): Promise<SseRead> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new Error("timed out")), options.timeoutMs ?? 20_000);
+  const headers: Record<string, string> = { accept: "text/event-stream", ...options.headers };
+  if (options.after !== undefined) headers["last-event-id"] = options.after;
+  try {
+    const response = await fetch(url, { headers, signal: controller.signal });
+    const contentType = response.headers.get("content-type");
+    if (response.status !== 200 || !response.body) {
+      const text = await response.text();
+      return { status: response.status, events: [], body: text ? JSON.parse(text) : undefined, contentType };
+    }
+    const events: FleetEvent[] = [];
+    try {
+      for await (const raw of parseSse(response.body as AsyncIterable<Uint8Array>)) {
+        if (raw.type === undefined || raw.data === undefined) continue;
+        const event = { id: raw.id ?? "", type: raw.type, data: JSON.parse(raw.data) };
+        events.push(event);
+        if (options.stop(event, events)) break;
+      }
+    } catch (error) {
+      if (controller.signal.aborted)
+        throw new Error(
+          `no stop after ${options.timeoutMs ?? 20_000} ms; events so far: ${events.map((e) => e.type).join(", ")}`,
+        );
+      throw error;
+    }
+    return { status: 200, events, contentType };
+  } finally {
+    clearTimeout(timer);
+    controller.abort();
+  }
+}

@@ -10,6 +10,8 @@ COPY scripts ./scripts
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+# The console (a Vite build of console/ into dist/console, served by the API under /console).
+COPY console ./console
 RUN npm run build
 
 # --- the image ---

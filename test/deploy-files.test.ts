@@ -31,8 +31,12 @@ const CONTRACT_METRICS = [
   "fleet_fenced_writes_total",
   "fleet_sessions_parked_total",
   "fleet_queue_jobs",
+  // contracts.md §15 (provider limits), and the declared limits they are compared to (additive).
+  "fleet_endpoint_wait_seconds",
+  "fleet_model_requests_total",
+  "fleet_endpoint_limit",
 ] as const;
-const HISTOGRAMS = ["fleet_crash_to_resume_seconds"];
+const HISTOGRAMS = ["fleet_crash_to_resume_seconds", "fleet_endpoint_wait_seconds"];
 const CONTRACT_SERIES = new Set<string>([
   ...CONTRACT_METRICS,
   ...HISTOGRAMS.flatMap((h) => [`${h}_bucket`, `${h}_sum`, `${h}_count`]),
@@ -611,7 +615,10 @@ describe("Dockerfile", () => {
     expect(image).toMatch(/^COPY --from=build \/app\/dist \.\/dist$/m);
     expect(image, "the image holds no TypeScript sources").not.toMatch(/^COPY (\S+ )*src\b/m);
     const pkg = JSON.parse(read("package.json")) as { scripts: Record<string, string> };
-    expect(pkg.scripts.build).toBe("tsc -p tsconfig.build.json");
+    // The server, then the console (Vite, into dist/console): the build stage copies console/ for it.
+    expect(pkg.scripts.build).toBe("tsc -p tsconfig.build.json && npm run build:console");
+    expect(pkg.scripts["build:console"]).toBe("vite build --config console/vite.config.ts");
+    expect(build).toMatch(/^COPY console \.\/console$/m);
     const built = JSON.parse(read("tsconfig.build.json")) as { compilerOptions: { outDir: string } };
     expect(built.compilerOptions.outDir).toBe("dist");
   });

@@ -26,6 +26,7 @@ const CHECKOUT = [
   "tsconfig.build.json",
   "README.md",
   "bin",
+  "console",
   "drizzle",
   "scripts",
   "src",
@@ -127,10 +128,12 @@ describe("the npm package", () => {
       "dist/src/index.d.ts",
       "drizzle/meta/_journal.json",
       "scripts/patch-postgres.mjs",
+      "dist/console/index.html",
     ])
       expect(files, needed).toContain(needed);
     expect(files.filter((f) => f.endsWith(".sql")).length).toBeGreaterThan(0);
-    expect(files.filter((f) => /^(src|test|bench)\//.test(f))).toEqual([]);
+    expect(files.filter((f) => /^(src|test|bench|console)\//.test(f))).toEqual([]);
+    expect(files.filter((f) => /^dist\/console\/assets\/.*\.js$/.test(f)).length).toBeGreaterThan(0);
   });
 
   it("installs with the production dependencies only: no tsx", async () => {

@@ -122,7 +122,7 @@ describe("active sessions per tenant (FLEET_TENANT_MAX_ACTIVE_SESSIONS)", () => 
       messages: CRASH_HISTORY,
     });
     await fleet.database
-      .sql`update sessions set status = 'parked', parked_reason = 'attempts_exhausted' where id = ${json.id}`;
+      .sql`update sessions set status = 'parked', parked_reason = 'attempts_exhausted: 3 automatic resumes made no progress' where id = ${json.id}`;
     for (const action of [
       call(base, "POST", `/v1/sessions/${json.id}/resume`, bearer(key.b!), {}),
       call(base, "POST", `/v1/sessions/${json.id}/messages`, bearer(key.b!), { content: "go on" }),
@@ -131,7 +131,17 @@ describe("active sessions per tenant (FLEET_TENANT_MAX_ACTIVE_SESSIONS)", () => 
     }
     const [session] = await fleet.database.sql<{ status: string; parked_reason: string }[]>`
       select status, parked_reason from sessions where id = ${json.id}`;
-    expect(session).toEqual({ status: "parked", parked_reason: "attempts_exhausted" });
+    expect(session).toEqual({
+      status: "parked",
+      parked_reason: "attempts_exhausted: 3 automatic resumes made no progress",
+    });
+    // The list filters by the reason's code; a prefix that is not a whole code matches nothing.
+    const byCode = await call(base, "GET", "/v1/sessions?parkedReason=attempts_exhausted", bearer(key.b!));
+    expect(byCode.json.sessions.map((x: { id: string }) => x.id)).toEqual([json.id]);
+    const partial = await call(base, "GET", "/v1/sessions?parkedReason=attempts", bearer(key.b!));
+    expect(partial.json.sessions).toEqual([]);
+    const wild = await call(base, "GET", "/v1/sessions?parkedReason=attempts%25", bearer(key.b!));
+    expect(wild.json.sessions).toEqual([]);
     const runs = await fleet.database.sql`select 1 from runs where session_id = ${json.id}`;
     expect(runs).toHaveLength(0);
   });

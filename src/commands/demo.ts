@@ -12,7 +12,7 @@ import type { AgentConfigInput } from "../shared/agent-config.js";
 import { loadConfig } from "../shared/config.js";
 import { databaseName, openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
-import { closeRedis, createRedis } from "../shared/redis.js";
+import { closeRedis, createRedis, deleteKeys } from "../shared/redis.js";
 import { ApiKeys } from "../shared/store/api-keys.js";
 import { takeFleet } from "../shared/store/fleet-identity.js";
 import { startSweeper } from "../sweeper/sweeper-process.js";
@@ -205,12 +205,8 @@ export function demoDatabaseUrl(url: string): string {
 async function deleteRedisKeys(url: string, pattern: string): Promise<void> {
   const redis = createRedis(url, "producer");
   try {
-    let cursor = "0";
-    do {
-      const [next, keys] = await redis.scan(cursor, "MATCH", pattern, "COUNT", 500);
-      if (keys.length > 0) await redis.del(...keys);
-      cursor = next;
-    } while (cursor !== "0");
+    // Every master of a cluster (redis.ts), not the one node a SCAN would be routed to.
+    await deleteKeys(redis, pattern);
   } finally {
     await closeRedis(redis);
   }

@@ -166,18 +166,21 @@ export function buildProgram(): Program {
     .action(run(async (options: { port?: number }) => (await import("./serve.js")).apiCommand(options)));
 
   const toolsHelp = "load more tools from FILE (its default export: a tool or an array of tools); repeatable";
+  const extensionsHelp =
+    "load extensions from FILE (its default export: defineExtension({...}) or an array of them): hooks around every run; repeatable";
   const worker = program
     .command("worker")
     .summary("run a worker: it claims sessions from the queue and runs them")
     .description("Run a worker until SIGTERM or SIGINT, which let running work finish for SHUTDOWN_GRACE_MS.")
     .option("--tools <FILE>", toolsHelp, collect)
+    .option("--extensions <FILE>", extensionsHelp, collect)
     .option(
       "--metrics-port <N>",
       "serve /metrics and /healthz on port N instead of METRICS_PORT (0 picks a free port)",
       port,
     )
     .action(
-      run(async (options: { tools?: string[]; metricsPort?: number }) =>
+      run(async (options: { tools?: string[]; extensions?: string[]; metricsPort?: number }) =>
         (await import("./serve.js")).workerCommand(options),
       ),
     );
@@ -203,6 +206,7 @@ export function buildProgram(): Program {
     )
     .option("--workers <N>", "worker processes", count, 2)
     .option("--tools <FILE>", `${toolsHelp}; given to every worker`, collect)
+    .option("--extensions <FILE>", `${extensionsHelp}; given to every worker`, collect)
     .option(
       "--metrics-port-base <N>",
       "worker i (from 0) serves /metrics on port N+i, the sweeper on N+workers " +
@@ -210,8 +214,13 @@ export function buildProgram(): Program {
       port,
     )
     .action(
-      run(async (options: { workers: number; tools?: string[]; metricsPortBase?: number }) =>
-        (await import("./up.js")).upCommand(options),
+      run(
+        async (options: {
+          workers: number;
+          tools?: string[];
+          extensions?: string[];
+          metricsPortBase?: number;
+        }) => (await import("./up.js")).upCommand(options),
       ),
     );
 
@@ -301,6 +310,23 @@ export function buildProgram(): Program {
     );
 
   program
+    .command("watch")
+    .summary("follow a session's events live (run starts, messages, tools, run ends)")
+    .description(
+      "Print a session's events as they happen, one readable line each, until SIGINT (contracts §7). Without --after it starts at the RUN_STARTED of the session's latest run; it reconnects by itself with the last event id.",
+    )
+    .argument("<SESSION_ID>", "the session to follow")
+    .option("--json", "print the raw events, one JSON object {id, type, data} a line")
+    .option("--after <ID>", "start after this event id (as printed by --json)")
+    .option("--once", "stop after the next RUN_COMPLETED")
+    .option("--api <URL>", apiHelp)
+    .action(
+      run(async (id: string, options: { json?: boolean; after?: string; once?: boolean; api?: string }) =>
+        (await import("./watch.js")).watchCommand(id, options),
+      ),
+    );
+
+  program
     .command("demo")
     .summary("start a fleet, run a batch of scripted sessions, kill a worker mid-batch, print a report")
     .description(
@@ -316,8 +342,10 @@ export function buildProgram(): Program {
     );
 
   for (const command of [worker, up]) {
-    const tools = command.options.find((o) => o.long === "--tools");
-    if (tools) repeatable.add(tools);
+    for (const long of ["--tools", "--extensions"]) {
+      const option = command.options.find((o) => o.long === long);
+      if (option) repeatable.add(option);
+    }
   }
   finish(program, "fleet");
   program.configureHelp({ formatHelp: (command) => rootHelp(command) });

@@ -15,6 +15,7 @@ import { migrateDatabase } from "../shared/db/migrate.js";
 import { ValidationError } from "../shared/errors.js";
 import { checkRoleServices, checkServices } from "../shared/preflight.js";
 import { startSweeper } from "../sweeper/sweeper-process.js";
+import type { Extension } from "../worker/extensions.js";
 import type { Tool } from "../worker/tools/registry.js";
 import { startWorker } from "../worker/worker.js";
 
@@ -110,9 +111,45 @@ export async function apiCommand(options: ApiOptions = {}): Promise<number> {
  * installed package asks for it, or for the file compiled to JavaScript.
  */
 export async function loadTools(file: string): Promise<Tool[]> {
+  const exported = await loadModuleExport(file, "--tools", "tools");
+  const tools = Array.isArray(exported) ? exported : exported ? [exported] : [];
+  if (tools.length === 0)
+    throw new ValidationError("--tools", `${file} exports no tools (export default [tool, ...])`);
+  return tools as Tool[];
+}
+
+/**
+ * Loads extensions (contracts §8): a module whose default export is an extension
+ * (`defineExtension({...})`) or an array of them; each needs a `name`, and its hooks must be
+ * functions.
+ */
+export async function loadExtensions(file: string): Promise<Extension[]> {
+  const exported = await loadModuleExport(file, "--extensions", "extensions");
+  const list = Array.isArray(exported) ? exported : exported ? [exported] : [];
+  if (list.length === 0)
+    throw new ValidationError(
+      "--extensions",
+      `${file} exports no extension (export default defineExtension({ name, ... }))`,
+    );
+  for (const [i, extension] of list.entries()) {
+    const e = extension as Record<string, unknown> | null;
+    if (!e || typeof e !== "object" || typeof e.name !== "string" || e.name === "")
+      throw new ValidationError("--extensions", `${file}: extension ${i} has no name`);
+    for (const hook of ["beforeRun", "onMessage", "afterRun", "onError", "onCommitted"])
+      if (e[hook] !== undefined && typeof e[hook] !== "function")
+        throw new ValidationError(
+          "--extensions",
+          `${file}: extension "${e.name}": ${hook} is not a function`,
+        );
+  }
+  return list as Extension[];
+}
+
+/** A module's default export (or its named `fallback` export), loading TypeScript through tsx. */
+async function loadModuleExport(file: string, flag: string, fallback: string): Promise<unknown> {
   const url = pathToFileURL(resolve(file)).href;
-  if (!existsSync(resolve(file))) throw new ValidationError("--tools", `${file}: no such file`);
-  let module: { default?: unknown; tools?: unknown };
+  if (!existsSync(resolve(file))) throw new ValidationError(flag, `${file}: no such file`);
+  let module: { default?: unknown };
   try {
     module = await import(url);
   } catch (error) {
@@ -121,11 +158,7 @@ export async function loadTools(file: string): Promise<Tool[]> {
     // Another URL: the loader remembers the failed import of the first one.
     module = await import(`${url}?typescript`);
   }
-  const exported = module.default ?? module.tools;
-  const tools = Array.isArray(exported) ? exported : exported ? [exported] : [];
-  if (tools.length === 0)
-    throw new ValidationError("--tools", `${file} exports no tools (export default [tool, ...])`);
-  return tools as Tool[];
+  return module.default ?? (module as Record<string, unknown>)[fallback];
 }
 
 async function registerTypeScript(file: string): Promise<void> {
@@ -146,14 +179,17 @@ export type WorkerCommandOptions = {
   tools?: string[];
   /** Serve /metrics and /healthz here instead of METRICS_PORT. */
   metricsPort?: number;
+  /** Modules whose default export is one extension or an array of them (contracts §8). */
+  extensions?: string[];
 };
 
 export async function workerCommand(options: WorkerCommandOptions = {}): Promise<number> {
   const config = loadConfig();
   if (options.metricsPort !== undefined) config.metricsPort = options.metricsPort;
   const tools = (await Promise.all((options.tools ?? []).map(loadTools))).flat();
+  const extensions = (await Promise.all((options.extensions ?? []).map(loadExtensions))).flat();
   await checkRoleServices(config);
-  const worker = await startWorker(config, { tools });
+  const worker = await startWorker(config, { tools, extensions });
   console.log(`fleet worker ready: ${worker.workerId}, metrics on port ${worker.metricsPort}`);
   await untilSignal();
   return stopWithin("worker", worker.stop, config.shutdownGraceMs + CLOSE_MS);

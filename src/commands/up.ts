@@ -15,6 +15,8 @@ export type UpOptions = {
   workers: number;
   /** Modules of more tools, given to every worker. */
   tools?: string[];
+  /** Extension modules (contracts §8), given to every worker. */
+  extensions?: string[];
   /**
    * Worker i (from 0) serves /metrics on this port + i, the sweeper on this port + workers.
    * Default: METRICS_PORT when it is set (not 0); otherwise each picks a free port.
@@ -25,7 +27,10 @@ export type UpOptions = {
 /** The children of `fleet up`: the API, the sweeper, and the workers, with their metrics ports. */
 export function upChildren(options: UpOptions, metricsPortBase: number | undefined): ChildSpec[] {
   const port = (offset: number) => String(metricsPortBase === undefined ? 0 : metricsPortBase + offset);
-  const toolArgs = (options.tools ?? []).flatMap((file) => ["--tools", resolve(file)]);
+  const toolArgs = [
+    ...(options.tools ?? []).flatMap((file) => ["--tools", resolve(file)]),
+    ...(options.extensions ?? []).flatMap((file) => ["--extensions", resolve(file)]),
+  ];
   return [
     { name: "api", role: "api", args: [] },
     { name: "sweeper", role: "sweeper", args: ["--metrics-port", port(options.workers)] },
@@ -44,6 +49,8 @@ export async function upCommand(options: UpOptions): Promise<number> {
   const config = loadConfig();
   for (const file of options.tools ?? [])
     if (!existsSync(resolve(file))) throw new ValidationError("--tools", `${file}: no such file`);
+  for (const file of options.extensions ?? [])
+    if (!existsSync(resolve(file))) throw new ValidationError("--extensions", `${file}: no such file`);
   const base = options.metricsPortBase ?? (config.metricsPort > 0 ? config.metricsPort : undefined);
   if (base !== undefined && base + options.workers > 65_535)
     throw new ValidationError(

@@ -21,7 +21,10 @@ export const errorSchema = z
         .string()
         .optional()
         .describe("Why there is nothing to resume, or `idempotency_key_reused`, `batch_closed` (409)"),
-      limit: z.enum(["active_sessions", "request_rate"]).optional().describe("Which tenant limit (429)"),
+      limit: z
+        .enum(["active_sessions", "request_rate", "event_streams"])
+        .optional()
+        .describe("Which tenant limit (429)"),
       retryAfter: z.number().int().optional().describe("Seconds to wait, as in Retry-After (429)"),
     }),
   })
@@ -166,7 +169,77 @@ export const batchResultSchema = z
     endedAt: when.nullable(),
   })
   .meta({ id: "BatchResult" });
-export const sendBody = z.strictObject({ content: z.string().min(1).max(1_000_000) });
+export const goalSchema = z
+  .strictObject({
+    text: z.string().min(1).max(100_000),
+    maxRounds: z.number().int().min(1).max(100),
+  })
+  .describe(
+    "Goal mode for this run only: when the model ends its turn, an internal message restates the goal and asks it to keep working or answer GOAL_MET, at most maxRounds times",
+  );
+export const sendBody = z.strictObject({
+  content: z.string().min(1).max(1_000_000),
+  goal: goalSchema.optional(),
+});
+
+/** One event of a session's stream (contracts §7), the `data:` line of an SSE event. */
+export const sessionEventSchema = z
+  .object({
+    sessionId: id,
+    type: z.enum([
+      "RUN_STARTED",
+      "MESSAGE_DELTA",
+      "MESSAGE",
+      "TOOL_STARTED",
+      "TOOL_FINISHED",
+      "MODEL_STOPPED",
+      "RUN_COMPLETED",
+      "SESSION_PARKED",
+    ]),
+    runId: z
+      .string()
+      .nullable()
+      .optional()
+      .describe("Every run event; null on MESSAGE of an imported message"),
+    kind: z.enum(["run", "resume"]).optional().describe("RUN_STARTED"),
+    resumeKind: z.string().nullable().optional().describe("RUN_STARTED"),
+    trigger: z.string().optional().describe("RUN_STARTED"),
+    text: z.string().optional().describe("MESSAGE_DELTA (best effort: not replayed after a crash)"),
+    message: messageSchema.optional().describe("MESSAGE: the committed message, with seq and createdAt"),
+    toolCallId: z.string().optional().describe("TOOL_STARTED, TOOL_FINISHED"),
+    name: z.string().optional().describe("TOOL_STARTED, TOOL_FINISHED"),
+    success: z.boolean().optional().describe("TOOL_FINISHED"),
+    stopReason: z.string().optional().describe("MODEL_STOPPED"),
+    outcome: z.string().optional().describe("RUN_COMPLETED: the run's endedReason"),
+    reason: z.string().optional().describe("SESSION_PARKED"),
+  })
+  .meta({ id: "SessionEvent" });
+/** One event of a batch's stream (contracts §7). */
+export const batchEventSchema = z
+  .object({
+    type: z.enum(["SESSION_ENDED", "BATCH_COMPLETED"]),
+    batchId: id,
+    sessionId: id.optional().describe("SESSION_ENDED"),
+    customId: z.string().nullable().optional().describe("SESSION_ENDED"),
+    status: z
+      .string()
+      .describe("SESSION_ENDED: completed, parked or cancelled; BATCH_COMPLETED: ended or cancelled"),
+    parkedReason: z.string().optional(),
+    counts: countsSchema.optional().describe("BATCH_COMPLETED"),
+  })
+  .meta({ id: "BatchEvent" });
+const eventsQuery = z.strictObject({
+  after: z
+    .string()
+    .optional()
+    .describe("Resume after this event id (as the `Last-Event-ID` header, which wins when both are sent)"),
+});
+const gone = {
+  410: {
+    description: 'The id is older than the events kept (`reason: "expired"`): reconnect without one',
+    schema: errorSchema,
+  },
+};
 export const resumeBody = z.strictObject({ model: modelConfigSchema.optional() });
 export const listQuery = z.strictObject({
   status: z
@@ -174,7 +247,15 @@ export const listQuery = z.strictObject({
     .optional()
     .describe("By current state, as batch counts count"),
   batch: z.string().optional().describe("Only the sessions of this batch"),
-  limit: z.number().int().min(1).max(1_000).optional(),
+  parkedReason: z
+    .string()
+    .optional()
+    .describe("Only sessions parked for this reason (e.g. `attempts_exhausted`)"),
+  before: z
+    .string()
+    .optional()
+    .describe("The `nextCursor` of the previous page: the sessions after it in the list's order"),
+  limit: z.number().int().min(1).max(1_000).optional().describe("Page size (default 100)"),
 });
 
 /** One documented route: what it takes and its answers by status. */
@@ -240,6 +321,38 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       ...missing,
     },
   },
+  "GET /v1/batches/:id/events": {
+    summary:
+      "Server-Sent Events (text/event-stream): SESSION_ENDED for each session that reaches a terminal state, then BATCH_COMPLETED",
+    idParam: "batch id",
+    querystring: eventsQuery,
+    responses: {
+      200: {
+        description:
+          "An event stream: `id:` (resume with Last-Event-ID or ?after=), `event:` (the type), `data:` (a BatchEvent)",
+        schema: batchEventSchema,
+      },
+      ...common,
+      ...missing,
+      ...gone,
+    },
+  },
+  "GET /v1/sessions/:id/events": {
+    summary:
+      "Server-Sent Events (text/event-stream) of what the session does; without an id, from the RUN_STARTED of its latest run",
+    idParam: "session id",
+    querystring: eventsQuery,
+    responses: {
+      200: {
+        description:
+          "An event stream: `id:` (strictly increasing; resume with Last-Event-ID or ?after=), `event:` (the type), `data:` (a SessionEvent); `: heartbeat` comments while idle",
+        schema: sessionEventSchema,
+      },
+      ...common,
+      ...missing,
+      ...gone,
+    },
+  },
   "POST /v1/batches/:id/cancel": {
     summary: "Cancel every session of the batch that has not ended",
     idParam: "batch id",
@@ -262,7 +375,10 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     summary: "The caller's sessions, newest activity first",
     querystring: listQuery,
     responses: {
-      200: { description: "Sessions", schema: z.object({ sessions: z.array(sessionSummarySchema) }) },
+      200: {
+        description: "Sessions; `nextCursor` (null on the last page) is the next page's `before`",
+        schema: z.object({ sessions: z.array(sessionSummarySchema), nextCursor: z.string().nullable() }),
+      },
       ...common,
     },
   },

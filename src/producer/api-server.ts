@@ -2,6 +2,7 @@
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
+import { EventWriter } from "../shared/events.js";
 import { listenError, servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
 import { QUEUES, RunQueues } from "../shared/queues.js";
@@ -16,6 +17,8 @@ import { FleetToolNames, readToolNames } from "../shared/tool-names.js";
 import { cancelChannel } from "../shared/worker-signals.js";
 import { adminBoard } from "./admin-board.js";
 import { ApiAuth, isLoopbackHost } from "./auth.js";
+import { consolePages } from "./console-route.js";
+import { EventStreams } from "./event-stream.js";
 import { FairDispatch } from "./fair-dispatch.js";
 import { FleetService } from "./fleet-service.js";
 import { buildApi } from "./http-api.js";
@@ -78,6 +81,26 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
         )
       ).flat(),
   });
+  const batches = new BatchStore(database);
+  // The API writes one kind of event: the end of runs a cancel dropped while they were queued.
+  const eventWriter = new EventWriter(
+    redis,
+    config.prefix,
+    { maxEvents: config.events.maxEvents, maxAgeMs: config.events.maxAgeMs },
+    metrics.eventsWritten,
+    config.events.enabled,
+  );
+  const events = new EventStreams({
+    redis,
+    subscriber: () => createRedis(config.redisUrl, "producer"),
+    prefix: config.prefix,
+    queries: new SessionQueries(database),
+    batches,
+    metrics,
+    maxStreamsPerTenant: config.events.maxStreamsPerTenant,
+    heartbeatMs: config.events.heartbeatMs,
+    retention: { maxEvents: config.events.maxEvents, maxAgeMs: config.events.maxAgeMs },
+  });
   const service = new FleetService({
     queries: new SessionQueries(database),
     queues,
@@ -91,11 +114,14 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
       prefix: config.prefix,
       enabled: config.fairDispatch,
     }),
-    batches: new BatchStore(database),
+    batches,
     cancelSignal: async (sessionIds) => {
       await redis.publish(cancelChannel(config.prefix), JSON.stringify({ sessionIds }));
     },
     webhooks: config.webhooks,
+    runEnded: async (sessionId, runId, outcome) => {
+      await eventWriter.write(sessionId, [], [{ type: "RUN_COMPLETED", runId, outcome }]);
+    },
   });
   const { requestRate } = config.tenantLimits;
   const app = buildApi({
@@ -115,7 +141,9 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
         })
       : undefined,
     admin: adminBoard(queues.all()),
+    console: consolePages(),
     registry: metrics.registry,
+    events,
     logLevel: config.logLevel,
     healthy: servicesReachable(database, redis),
   });

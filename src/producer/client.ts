@@ -49,6 +49,29 @@ const DEFAULT_MAX_LIMIT_WAIT_MS = 30_000;
 
 export type RunWithSession = RunJson & { sessionId: string };
 
+/**
+ * One event of a session's stream (contracts §7): `id` (give it back as `after` to resume),
+ * `type`, and `data`, which always carries `sessionId` and `type`, and `runId` for run events.
+ */
+export type FleetEvent = {
+  id: string;
+  type: string;
+  // biome-ignore lint/suspicious/noExplicitAny: each event type has its own fields (contracts §7)
+  data: { sessionId?: string; type: string; runId?: string | null; [field: string]: any };
+};
+
+export type EventsOptions = {
+  /** Resume after this event id; without it the stream starts at the latest run's RUN_STARTED. */
+  after?: string;
+  /** Stops the iteration (and the request) when aborted. */
+  signal?: AbortSignal;
+  /** Longest wait between reconnect attempts (default 5 s; the first is after 250 ms). */
+  maxReconnectDelayMs?: number;
+};
+
+/** Goal mode for one run (contracts §8). */
+export type Goal = { text: string; maxRounds: number };
+
 export class FleetClient {
   private readonly baseUrl: string;
   private readonly apiKey: string | undefined;
@@ -204,24 +227,154 @@ export class FleetClient {
     options: {
       status?: "parked" | "active" | "cancelled" | "queued" | "running" | "completed";
       batch?: string;
+      /** Parked sessions whose reason starts with this (e.g. `attempts_exhausted`). */
+      parkedReason?: string;
       limit?: number;
+      /** The `nextCursor` of the previous page. */
+      before?: string;
     } = {},
-  ): Promise<{ sessions: SessionSummary[] }> {
+  ): Promise<{ sessions: SessionSummary[]; nextCursor?: string | null }> {
     const params = new URLSearchParams();
     if (options.status) params.set("status", options.status);
     if (options.batch) params.set("batch", options.batch);
+    if (options.parkedReason) params.set("parkedReason", options.parkedReason);
     if (options.limit) params.set("limit", String(options.limit));
+    if (options.before) params.set("before", options.before);
     const query = params.size > 0 ? `?${params}` : "";
     return this.request("GET", `/v1/sessions${query}`);
   }
 
-  send(sessionId: string, content: string, options: PostOptions = {}): Promise<{ runId: string }> {
+  /** Sends a user message (queues a run); `goal`: goal mode for that run only (contracts §8). */
+  send(
+    sessionId: string,
+    content: string,
+    options: PostOptions & { goal?: Goal } = {},
+  ): Promise<{ runId: string }> {
+    const { goal, ...post } = options;
     return this.request(
       "POST",
       `/v1/sessions/${encodeURIComponent(sessionId)}/messages`,
-      { content },
-      options,
+      { content, ...(goal ? { goal } : {}) },
+      post,
     );
+  }
+
+  /**
+   * The session's events (contracts §7), as they happen: an iterator that reconnects by
+   * itself after a dropped connection with the last id it received, so every retained event
+   * comes once, in order. An id older than what the fleet keeps rejects with a FleetApiError
+   * 410 (`reason: "expired"`); 4xx answers reject at once. Runs until `signal` aborts or
+   * the caller stops iterating.
+   */
+  events(sessionId: string, options: EventsOptions = {}): AsyncGenerator<FleetEvent> {
+    return this.eventStream(`/v1/sessions/${encodeURIComponent(sessionId)}/events`, options);
+  }
+
+  /** A batch's events: SESSION_ENDED per session that reaches a terminal state, then BATCH_COMPLETED. */
+  batchEvents(batchId: string, options: EventsOptions = {}): AsyncGenerator<FleetEvent> {
+    return this.eventStream(`/v1/batches/${encodeURIComponent(batchId)}/events`, options);
+  }
+
+  /** Sends `content` and yields that run's events, up to and including its RUN_COMPLETED. */
+  async *stream(
+    sessionId: string,
+    content: string,
+    options: PostOptions & { goal?: Goal; signal?: AbortSignal } = {},
+  ): AsyncGenerator<FleetEvent> {
+    const { signal, ...send } = options;
+    const { runId } = await this.send(sessionId, content, send);
+    yield* this.runEvents(sessionId, runId, signal);
+  }
+
+  /** Asks for a resume (optionally with another model) and yields its events up to its RUN_COMPLETED. */
+  async *streamResume(
+    sessionId: string,
+    options: { model?: ModelConfig; signal?: AbortSignal } & PostOptions = {},
+  ): AsyncGenerator<FleetEvent> {
+    const { signal, ...resume } = options;
+    const { runId } = await this.resume(sessionId, resume);
+    yield* this.runEvents(sessionId, runId, signal);
+  }
+
+  /** The events of one run, from its RUN_STARTED to its RUN_COMPLETED. */
+  private async *runEvents(
+    sessionId: string,
+    runId: string,
+    signal?: AbortSignal,
+  ): AsyncGenerator<FleetEvent> {
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(signal?.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    let started = false;
+    try {
+      for await (const event of this.events(sessionId, { signal: controller.signal })) {
+        if (event.type === "RUN_STARTED" && event.data.runId === runId) started = true;
+        if (!started) continue;
+        yield event;
+        if (event.type === "RUN_COMPLETED" && event.data.runId === runId) return;
+      }
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+      controller.abort();
+    }
+  }
+
+  private async *eventStream(path: string, options: EventsOptions): AsyncGenerator<FleetEvent> {
+    let last = options.after;
+    let delay = 250;
+    const maxDelay = options.maxReconnectDelayMs ?? 5_000;
+    const outer = options.signal;
+    while (!outer?.aborted) {
+      const controller = new AbortController();
+      const onAbort = () => controller.abort(outer?.reason);
+      outer?.addEventListener("abort", onAbort, { once: true });
+      try {
+        let response: Response;
+        try {
+          const headers = this.headers(undefined, {});
+          headers.accept = "text/event-stream";
+          if (last !== undefined) headers["last-event-id"] = last;
+          response = await fetch(`${this.baseUrl}${path}`, { headers, signal: controller.signal });
+        } catch (error) {
+          if (outer?.aborted) return;
+          void error; // the API is unreachable for now: try again
+          await sleep(delay, outer);
+          delay = Math.min(maxDelay, delay * 2);
+          continue;
+        }
+        if (!response.ok || !response.body) {
+          const text = await response.text().catch(() => "");
+          let json: unknown;
+          try {
+            json = text ? JSON.parse(text) : undefined;
+          } catch {
+            json = undefined;
+          }
+          const error = apiError("GET", path, response, json);
+          // Over a limit, or the API is unwell: wait and reconnect; other answers are final.
+          if (response.status !== 429 && response.status < 500) throw error;
+          await sleep(Math.max(delay, (error.retryAfter ?? 0) * 1000), outer);
+          delay = Math.min(maxDelay, delay * 2);
+          continue;
+        }
+        try {
+          for await (const event of parseSse(response.body as AsyncIterable<Uint8Array>)) {
+            delay = 250;
+            if (event.id !== undefined) last = event.id;
+            if (event.type === undefined || event.data === undefined) continue;
+            yield { id: event.id ?? "", type: event.type, data: JSON.parse(event.data) };
+          }
+        } catch (error) {
+          if (outer?.aborted) return;
+          void error; // the connection broke: reconnect with the last id
+        }
+        await sleep(delay, outer);
+        delay = Math.min(maxDelay, delay * 2);
+      } finally {
+        outer?.removeEventListener("abort", onAbort);
+        controller.abort();
+      }
+    }
   }
 
   resume(
@@ -258,6 +411,49 @@ export class FleetClient {
       if (Date.now() > deadline)
         throw new Error(`run ${runId} has not ended after ${options.timeoutMs ?? 60_000} ms`);
       await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 50));
+    }
+  }
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+/** Server-Sent Events as they arrive: `id`, `event` and the joined `data` lines of each. */
+export async function* parseSse(
+  body: AsyncIterable<Uint8Array>,
+): AsyncGenerator<{ id?: string; type?: string; data?: string }> {
+  const decoder = new TextDecoder();
+  let buffered = "";
+  let event: { id?: string; type?: string; data?: string } = {};
+  for await (const chunk of body) {
+    buffered += decoder.decode(chunk, { stream: true });
+    let newline = buffered.search(/\r\n|\n|\r/);
+    while (newline >= 0) {
+      const line = buffered.slice(0, newline);
+      buffered = buffered.slice(newline + (buffered.startsWith("\r\n", newline) ? 2 : 1));
+      if (line === "") {
+        if (event.data !== undefined || event.type !== undefined) yield event;
+        event = {};
+      } else if (!line.startsWith(":")) {
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let value = colon < 0 ? "" : line.slice(colon + 1);
+        if (value.startsWith(" ")) value = value.slice(1);
+        if (field === "id") event.id = value;
+        else if (field === "event") event.type = value;
+        else if (field === "data") event.data = event.data === undefined ? value : `${event.data}\n${value}`;
+      }
+      newline = buffered.search(/\r\n|\n|\r/);
     }
   }
 }

@@ -12,6 +12,7 @@ import { RESUMABLE_TAIL_STATES } from "../shared/db/schema.js";
 import { AgentResumeError, NotFoundError, ValidationError } from "../shared/errors.js";
 import {
   assertAnsweredOnce,
+  isStorableText,
   parseHistory,
   type StoredMessage,
   toValidationError,
@@ -29,7 +30,13 @@ import {
 import type { RefusalReason } from "../shared/resume-reasons.js";
 import type { BatchJson, BatchResult, BatchStore } from "../shared/store/batches.js";
 import { type RunJson, runToJson } from "../shared/store/rows.js";
-import type { BatchTarget, ListStatus, RunLimits, SessionQueries } from "../shared/store/session-queries.js";
+import type {
+  BatchTarget,
+  ListCursor,
+  ListStatus,
+  RunLimits,
+  SessionQueries,
+} from "../shared/store/session-queries.js";
 import type { FleetToolNames } from "../shared/tool-names.js";
 import { checkWebhookUrl, type WebhookSettings, webhookSettingsFromEnv } from "../shared/webhooks.js";
 import type { Priorities } from "./fair-dispatch.js";
@@ -73,10 +80,43 @@ const LIST_STATUSES = ["parked", "active", "cancelled", "queued", "running", "co
 const listQuery = z.strictObject({
   status: z.enum(LIST_STATUSES).optional(),
   batch: z.string().min(1).max(200).optional(),
+  parkedReason: z.string().min(1).max(200).optional(),
+  before: z
+    .string()
+    .max(400)
+    .transform((value, ctx) => {
+      const cursor = decodeListCursor(value);
+      if (!cursor) ctx.addIssue({ code: "custom", message: "is not a cursor this list gave (`nextCursor`)" });
+      return cursor ?? z.NEVER;
+    })
+    .optional(),
   limit: z.coerce.number().int().min(1).max(1_000).default(100),
 });
+
+/** The session list's `nextCursor`: opaque to clients (base64url of `micros.id`). */
+export function encodeListCursor(cursor: ListCursor): string {
+  return Buffer.from(`${cursor.micros}.${cursor.id}`, "utf8").toString("base64url");
+}
+
+function decodeListCursor(value: string): ListCursor | undefined {
+  const match = /^(\d{1,19})\.(.+)$/s.exec(Buffer.from(value, "base64url").toString("utf8"));
+  return match && isStorableText(match[2]!) ? { micros: match[1]!, id: match[2]! } : undefined;
+}
 const batchQuery = z.strictObject({ include: z.enum(["usage"]).optional() });
-const sendBody = z.strictObject({ content: z.string().min(1, "must be a non-empty string").max(1_000_000) });
+const sendBody = z.strictObject({
+  content: z.string().min(1, "must be a non-empty string").max(1_000_000),
+  /** Goal mode for this run only (contracts §8). */
+  goal: z
+    .strictObject({
+      text: z.string().min(1, "must be a non-empty string").max(100_000),
+      maxRounds: z
+        .number()
+        .int("must be a whole number")
+        .min(1, "must be at least 1")
+        .max(100, "must be at most 100"),
+    })
+    .optional(),
+});
 const resumeBody = z.strictObject({ model: z.unknown().optional() }).optional();
 
 function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
@@ -160,6 +200,11 @@ export class FleetService {
       cancelSignal?: (sessionIds: string[]) => Promise<void>;
       /** Webhook URL checks (webhooks.ts). */
       webhooks?: WebhookSettings;
+      /**
+       * Writes the RUN_COMPLETED of runs a cancel ended while they were queued (contracts §7:
+       * every run ends with exactly one). Absent: no events.
+       */
+      runEnded?: (sessionId: string, runId: string, outcome: "cancelled") => Promise<void>;
     },
   ) {}
 
@@ -364,6 +409,7 @@ export class FleetService {
         const jobId = QUEUES.runs.jobId({ sessionId: run.sessionId, runId: run.id });
         const job = await this.deps.queues.getJob(name, jobId).catch(() => undefined);
         await job?.remove().catch(() => {});
+        await this.deps.runEnded?.(run.sessionId, run.id, "cancelled").catch(() => {});
       }
     };
     const removed = Promise.all(Array.from({ length: 16 }, lane));
@@ -371,15 +417,22 @@ export class FleetService {
     if (result.dropped.length <= 1_000) await removed;
   }
 
-  async listSessions(tenant: string, query: unknown): Promise<{ sessions: SessionSummary[] }> {
+  async listSessions(
+    tenant: string,
+    query: unknown,
+  ): Promise<{ sessions: SessionSummary[]; nextCursor: string | null }> {
     const filter = parseBody(listQuery, query);
     const rows = await this.deps.queries.listSessions({
       tenant,
       status: filter.status as ListStatus | undefined,
       batchId: filter.batch,
+      parkedReason: filter.parkedReason,
+      before: filter.before,
       limit: filter.limit,
     });
+    const last = rows.length === filter.limit ? rows.at(-1) : undefined;
     return {
+      nextCursor: last ? encodeListCursor(last.cursor) : null,
       sessions: rows.map((row) => ({
         id: row.id,
         batchId: row.batchId,
@@ -400,14 +453,14 @@ export class FleetService {
   }
 
   async sendMessage(tenant: string, id: string, body: unknown): Promise<{ runId: string }> {
-    const { content } = parseBody(sendBody, body);
+    const { content, goal } = parseBody(sendBody, body);
     const session = await this.session(tenant, id);
     if (session.tailState === "malformed")
       throw new AgentResumeError("malformed", "its tool calls and results do not pair up");
     // New input is someone acting on a parked or cancelled session: it becomes active again,
     // in the transaction that queues the run (a run refused by a limit leaves it as it was).
     const { run } = await this.deps.queries.createRun(
-      { sessionId: id, kind: "run", trigger: "api", input: content },
+      { sessionId: id, kind: "run", trigger: "api", input: content, ...(goal ? { goal } : {}) },
       { ...this.limits, tenant, unpark: session.status === "parked" || session.status === "cancelled" },
     );
     const [priority] = await this.prioritiesFor(tenant, 1);

@@ -17,6 +17,8 @@ import {
 import { childPath, isStorableText, UNSTORABLE_TEXT, unstorableField } from "../shared/messages.js";
 import type { IdempotencyStore } from "../shared/store/idempotency.js";
 import { UnauthorizedError } from "./auth.js";
+import { isConsoleRoute } from "./console-route.js";
+import type { EventStreams } from "./event-stream.js";
 import type { FleetService } from "./fleet-service.js";
 import { documentRoutes } from "./openapi.js";
 
@@ -54,8 +56,12 @@ export type ApiDeps = {
   rate?: { admit(tenant: string): Promise<void> };
   /** Admin routes under ADMIN_PREFIX (Bull Board), registered on the app; behind admin keys. */
   admin?: (app: FastifyInstance) => Promise<void>;
+  /** The console's page and assets under `/console` (console-route.ts), served without a key. */
+  console?: (app: FastifyInstance) => Promise<void>;
   registry: Registry;
   healthy: () => Promise<boolean>;
+  /** Event streams (contracts §7, SSE); absent: their routes answer 404 for every id. */
+  events?: EventStreams;
   /** The package's version, for the OpenAPI document. */
   version?: string;
   /** pino level for the API's log; "silent" for none. */
@@ -231,6 +237,8 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   // Admin routes need an admin key instead; then each tenant's request rate applies.
   app.addHook("onRequest", async (request, reply) => {
     if (OPEN_ROUTES.has(request.routeOptions.url ?? "")) return;
+    // The console's static page: its data comes from /v1 routes with the key entered in it.
+    if (isConsoleRoute(request.routeOptions.url)) return;
     if (isAdminRequest(request.routeOptions.url, request.url)) {
       // Answered here: Bull Board's routes have an error handler of their own.
       try {
@@ -268,8 +276,13 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   });
 
   if (deps.idempotency) idempotencyHooks(app, deps.idempotency);
+  // Open event streams end first: the server cannot close while they hold their sockets.
+  app.addHook("preClose", async () => {
+    await deps.events?.close();
+  });
   documentRoutes(app, deps.version ?? "0.0.0");
   if (deps.admin) app.register(deps.admin);
+  if (deps.console) app.register(deps.console);
   app.register(async (api) => routes(api, deps));
   return app;
 }
@@ -359,6 +372,16 @@ function routes(app: FastifyInstance, deps: ApiDeps): void {
   app.get<IdParams>("/v1/batches/:id/results", async (request, reply) => {
     const results = await service.batchResults(request.tenant, request.params.id);
     return reply.header("content-type", "application/x-ndjson; charset=utf-8").send(ndjson(results));
+  });
+  app.get<IdParams>("/v1/batches/:id/events", async (request, reply) => {
+    if (!deps.events) throw new NotFoundError(`batch ${request.params.id}`);
+    await deps.events.batch(request, reply, request.tenant, request.params.id);
+    return reply;
+  });
+  app.get<IdParams>("/v1/sessions/:id/events", async (request, reply) => {
+    if (!deps.events) throw new NotFoundError(`session ${request.params.id}`);
+    await deps.events.session(request, reply, request.tenant, request.params.id);
+    return reply;
   });
   app.post<IdParams>("/v1/batches/:id/cancel", async (request, reply) =>
     reply.code(202).send(await service.cancelBatch(request.tenant, request.params.id)),

@@ -53,6 +53,9 @@ export type BatchTarget = {
 /** How the session list filters on state (contracts §9): a session counts by its current state. */
 export type ListStatus = "parked" | "active" | "cancelled" | "queued" | "running" | "completed";
 
+/** A place in the session list: `updated_at` in microseconds since the epoch, and the id. */
+export type ListCursor = { micros: string; id: string };
+
 /** Per-tenant limits checked where runs are queued (contracts §10); none when not given. */
 export type RunLimits = { maxActiveSessions?: number };
 
@@ -63,6 +66,8 @@ export type NewRun = {
   input?: string;
   resumeKind?: string;
   model?: ModelConfig;
+  /** Goal mode (contracts §8), only for a run with new input. */
+  goal?: { text: string; maxRounds: number };
   /** For resumes of an interrupted run: its last sign of life. */
   lastSignAt?: Date;
 };
@@ -208,20 +213,41 @@ export class SessionQueries {
     batchId?: string;
     /** By current state (wins over `parked`). */
     status?: ListStatus;
-  }): Promise<SessionRow[]> {
+    /** Only parked sessions parked for this reason. */
+    parkedReason?: string;
+    /** Only the sessions after this one in the list's order (a page's `cursor`). */
+    before?: ListCursor;
+  }): Promise<(SessionRow & { cursor: ListCursor })[]> {
     const status =
       filter.status ?? (filter.parked === undefined ? undefined : filter.parked ? "parked" : "active");
+    const { before } = filter;
     const conditions = [
       filter.tenant === undefined ? undefined : eq(sessions.tenant, filter.tenant),
       filter.batchId === undefined ? undefined : eq(sessions.batchId, filter.batchId),
       status === undefined ? undefined : statusCondition(status),
+      filter.parkedReason === undefined
+        ? undefined
+        : // The reason code (`attempts_exhausted`) matches the stored reason with its detail
+          // (`attempts_exhausted: 3 automatic resumes …`) too.
+          and(
+            eq(sessions.status, "parked"),
+            dsql`(${sessions.parkedReason} = ${filter.parkedReason} or ${sessions.parkedReason} like ${`${filter.parkedReason.replace(/[\\%_]/g, (c) => `\\${c}`)}:%`})`,
+          ),
+      // Keyset paging on (updated_at, id), to the microsecond: a page costs the same at any depth.
+      before === undefined
+        ? undefined
+        : dsql`(${sessions.updatedAt}, ${sessions.id}) < (timestamptz 'epoch' + ${before.micros}::bigint * interval '1 microsecond', ${before.id})`,
     ];
-    return this.database.db
-      .select()
+    const rows = await this.database.db
+      .select({
+        session: sessions,
+        micros: dsql<string>`(extract(epoch from ${sessions.updatedAt}) * 1000000)::bigint::text`,
+      })
       .from(sessions)
       .where(and(...conditions))
-      .orderBy(desc(sessions.updatedAt))
+      .orderBy(desc(sessions.updatedAt), desc(sessions.id))
       .limit(filter.limit);
+    return rows.map(({ session, micros }) => ({ ...session, cursor: { micros, id: session.id } }));
   }
 
   /**
@@ -317,10 +343,11 @@ export class SessionQueries {
   ): Promise<{ run: RunRow; created: boolean }> {
     const id = randomUUID();
     const inserted = await sql<{ r: string | RawRun }[]>`
-      insert into runs (id, session_id, tenant, kind, trigger, input, resume_kind, model, job_id, last_sign_at)
+      insert into runs (id, session_id, tenant, kind, trigger, input, resume_kind, model, goal, job_id, last_sign_at)
       values (${id}, ${run.sessionId}, (select tenant from sessions where id = ${run.sessionId}), ${run.kind},
               ${run.trigger}, ${run.input ?? null}, ${run.resumeKind ?? null},
-              ${run.model ? JSON.stringify(run.model) : null}::jsonb, ${QUEUES.runs.jobId({ sessionId: run.sessionId, runId: id })}, ${run.lastSignAt?.toISOString() ?? null})
+              ${run.model ? JSON.stringify(run.model) : null}::jsonb, ${run.goal ? JSON.stringify(run.goal) : null}::jsonb,
+              ${QUEUES.runs.jobId({ sessionId: run.sessionId, runId: id })}, ${run.lastSignAt?.toISOString() ?? null})
       on conflict (session_id) where kind = 'resume' and status <> 'ended' do nothing
       returning row_to_json(runs) as r`;
     if (inserted[0]) return { run: runFromRaw(json<RawRun>(inserted[0].r)), created: true };

@@ -1,0 +1,162 @@
+/**
+ * The console's only way to the fleet: the same `/v1` routes any client uses, with the key
+ * entered in the page (kept in sessionStorage, for this browser tab's session) sent as
+ * `Authorization: Bearer`. Without a key the request goes as it is (the loopback dev mode).
+ */
+
+const KEY_STORAGE = "agent-fleet.console.key";
+
+export function storedKey(): string | null {
+  try {
+    return sessionStorage.getItem(KEY_STORAGE);
+  } catch {
+    return null;
+  }
+}
+
+export function storeKey(key: string | null): void {
+  if (key) sessionStorage.setItem(KEY_STORAGE, key);
+  else sessionStorage.removeItem(KEY_STORAGE);
+}
+
+/** Listeners told when the API answers 401: the page then asks for a key. */
+const authListeners = new Set<() => void>();
+export function onAuthRequired(listener: () => void): () => void {
+  authListeners.add(listener);
+  return () => authListeners.delete(listener);
+}
+
+/** An answer other than 2xx: the API's `{ error: { code, message, reason?, field? } }`. */
+export class ApiError extends Error {
+  override name = "ApiError";
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly reason?: string,
+    readonly field?: string,
+  ) {
+    super(message);
+  }
+}
+
+export function authHeaders(extra: Record<string, string> = {}): Record<string, string> {
+  const key = storedKey();
+  return key ? { ...extra, authorization: `Bearer ${key}` } : extra;
+}
+
+/** Turns a non-2xx answer into an ApiError (and tells the page when it is a 401). */
+export async function failure(response: Response): Promise<ApiError> {
+  let body: { error?: { code?: string; message?: string; reason?: string; field?: string } } = {};
+  try {
+    body = await response.json();
+  } catch {
+    // Not the API's error shape (a proxy's page, a cut connection): the status says enough.
+  }
+  if (response.status === 401) for (const listener of authListeners) listener();
+  const error = body.error ?? {};
+  return new ApiError(
+    response.status,
+    error.code ?? "http_error",
+    error.message ?? `${response.status} ${response.statusText}`,
+    error.reason,
+    error.field,
+  );
+}
+
+export async function api<T>(method: "GET" | "POST", path: string, body?: unknown): Promise<T> {
+  const response = await fetch(path, {
+    method,
+    headers: authHeaders(body === undefined ? {} : { "content-type": "application/json" }),
+    body: body === undefined ? undefined : JSON.stringify(body),
+    cache: "no-store",
+  });
+  if (!response.ok) throw await failure(response);
+  return (await response.json()) as T;
+}
+
+// The shapes of contracts §1, §2, §4, §9 (as far as the console reads them).
+
+export type ToolCall = { id: string; name: string; arguments: Record<string, unknown> };
+export type Message = {
+  seq: number;
+  createdAt: string;
+  role: "user" | "assistant" | "tool" | "internal";
+  content: string;
+  toolCalls?: ToolCall[];
+  stopReason?: string;
+  toolCallId?: string;
+  name?: string;
+  success?: boolean;
+  usage?: Record<string, unknown>;
+};
+export type Run = {
+  id: string;
+  kind: "run" | "resume";
+  resumeKind: string | null;
+  trigger: string;
+  status: "queued" | "running" | "ended";
+  endedReason: string | null;
+  error: string | null;
+  workerId: string | null;
+  usage: unknown;
+  createdAt: string;
+  startedAt: string | null;
+  endedAt: string | null;
+  timings?: Record<string, unknown>;
+};
+export type Session = {
+  id: string;
+  status: string;
+  tailState: string;
+  parkedReason: string | null;
+  agent: unknown;
+  metadata: Record<string, unknown>;
+  messages: Message[];
+  runs: Run[];
+  usage?: Record<string, number>;
+  createdAt: string;
+  updatedAt: string;
+};
+export type SessionSummary = {
+  id: string;
+  batchId: string | null;
+  customId: string | null;
+  parked: boolean;
+  tailState: string;
+  parkedReason: string | null;
+  metadata: Record<string, unknown>;
+  updatedAt: string;
+};
+export type SessionPage = { sessions: SessionSummary[]; nextCursor?: string | null };
+export type ResumePoint =
+  | { resumable: true; kind: string; description: string; unansweredToolCalls: ToolCall[] }
+  | { resumable: false; reason: string };
+export type Batch = {
+  id: string;
+  status: "running" | "ended" | "cancelled";
+  counts: {
+    total: number;
+    queued: number;
+    running: number;
+    completed: number;
+    parked: number;
+    cancelled: number;
+  };
+  createdAt: string;
+  endedAt?: string | null;
+};
+
+const enc = encodeURIComponent;
+export const paths = {
+  sessions: (query: URLSearchParams) => `/v1/sessions${query.size > 0 ? `?${query}` : ""}`,
+  session: (id: string) => `/v1/sessions/${enc(id)}`,
+  resumePoint: (id: string) => `/v1/sessions/${enc(id)}/resume-point`,
+  events: (id: string) => `/v1/sessions/${enc(id)}/events`,
+  resume: (id: string) => `/v1/sessions/${enc(id)}/resume`,
+  cancel: (id: string) => `/v1/sessions/${enc(id)}/cancel`,
+  messages: (id: string) => `/v1/sessions/${enc(id)}/messages`,
+  batch: (id: string) => `/v1/batches/${enc(id)}`,
+  batchResults: (id: string) => `/v1/batches/${enc(id)}/results`,
+  batchCancel: (id: string) => `/v1/batches/${enc(id)}/cancel`,
+};

@@ -1,0 +1,137 @@
+/**
+ * `/console/batches/:id`: a batch's counts as a progress bar (read again every 2 s while it
+ * runs), its results as a download (fetched with the key: a plain link could not send it),
+ * cancel, and a link to its sessions in the list.
+ */
+import { useCallback, useEffect, useState } from "preact/hooks";
+import { ApiError, api, authHeaders, type Batch, failure, paths } from "./api";
+import { Badge, ErrorBox, Link, listHref, Time } from "./ui";
+
+const PARTS = ["completed", "parked", "cancelled", "running", "queued"] as const;
+
+export function BatchPageView({ id }: { id: string }) {
+  const [batch, setBatch] = useState<Batch | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [missing, setMissing] = useState(false);
+  const [busy, setBusy] = useState(false);
+
+  const load = useCallback(async () => {
+    try {
+      setBatch(await api<Batch>("GET", paths.batch(id)));
+      setError(null);
+    } catch (failed) {
+      if (failed instanceof ApiError && failed.status === 404) setMissing(true);
+      else setError(failed);
+    }
+  }, [id]);
+
+  useEffect(() => {
+    void load();
+  }, [load]);
+  useEffect(() => {
+    if (batch?.status !== "running") return;
+    const timer = setInterval(() => void load(), 2_000);
+    return () => clearInterval(timer);
+  }, [batch?.status, load]);
+
+  const download = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      const response = await fetch(paths.batchResults(id), { headers: authHeaders(), cache: "no-store" });
+      if (!response.ok) throw await failure(response);
+      const url = URL.createObjectURL(await response.blob());
+      const link = document.createElement("a");
+      link.href = url;
+      link.download = `batch-${id}-results.ndjson`;
+      link.click();
+      setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    } catch (failed) {
+      setError(failed);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  if (missing) {
+    return (
+      <section>
+        <h1>Batch not found</h1>
+        <p>
+          No batch <span class="mono">{id}</span> for this API key.
+        </p>
+      </section>
+    );
+  }
+  const counts = batch?.counts;
+  const done = counts ? counts.completed + counts.parked + counts.cancelled : 0;
+  return (
+    <article aria-labelledby="batch-title">
+      <h1 id="batch-title">
+        Batch <span class="mono">{id}</span>
+      </h1>
+      <ErrorBox error={error} />
+      {!batch || !counts ? (
+        !error && <p aria-busy="true">Loading…</p>
+      ) : (
+        <>
+          <p>
+            <Badge kind={batch.status === "running" ? "busy" : batch.status === "ended" ? "ok" : "warn"}>
+              {batch.status}
+            </Badge>{" "}
+            created <Time iso={batch.createdAt} />
+            {batch.endedAt && (
+              <>
+                , ended <Time iso={batch.endedAt} />
+              </>
+            )}
+          </p>
+          <div class="progress" aria-hidden="true">
+            {PARTS.map((part) =>
+              counts[part] > 0 ? (
+                <span
+                  key={part}
+                  class={`part ${part}`}
+                  style={{ width: `${(100 * counts[part]) / Math.max(1, counts.total)}%` }}
+                  title={`${part}: ${counts[part]}`}
+                />
+              ) : null,
+            )}
+          </div>
+          <progress max={Math.max(1, counts.total)} value={done} aria-label="sessions finished">
+            {done} of {counts.total}
+          </progress>
+          <p>
+            {done} of {counts.total} sessions finished
+          </p>
+          <ul class="legend">
+            {PARTS.map((part) => (
+              <li key={part}>
+                <span class={`swatch ${part}`} /> {part}: {counts[part]}{" "}
+                {counts[part] > 0 && part !== "running" && part !== "queued" && (
+                  <Link href={listHref({ batch: id, status: part })}>list</Link>
+                )}
+              </li>
+            ))}
+          </ul>
+          <p class="row">
+            <button type="button" onClick={() => void download()} disabled={busy}>
+              Download results (NDJSON)
+            </button>
+            <Link href={listHref({ batch: id })}>This batch's sessions</Link>
+            {batch.status === "running" && (
+              <button
+                type="button"
+                class="danger"
+                disabled={busy}
+                onClick={() => void api("POST", paths.batchCancel(id), {}).then(load).catch(setError)}
+              >
+                Cancel batch
+              </button>
+            )}
+          </p>
+        </>
+      )}
+    </article>
+  );
+}

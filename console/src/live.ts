@@ -1,0 +1,145 @@
+/**
+ * Live updates of a session (contracts §7). EventSource cannot send `Authorization`, so the
+ * stream is read with fetch and parsed here (text/event-stream: `id:`, `event:`, `data:`
+ * lines, a blank line ends an event, `:` lines are comments). A cut stream reconnects with
+ * `Last-Event-ID`, so no event is lost or repeated; an id the API no longer keeps (410)
+ * starts again from the latest run and asks the page to reload the session.
+ *
+ * An API without the events route (404 for the route, not for the session), or one that
+ * refuses another stream (429), is polled instead: `onPoll` every second, trying the
+ * stream again now and then, so that the page is live either way.
+ */
+import { authHeaders, failure, paths } from "./api";
+
+export type FleetEvent = {
+  id: string;
+  type: string;
+  data: { sessionId?: string; type?: string; runId?: string; [field: string]: unknown };
+};
+
+export type LiveMode = "connecting" | "stream" | "polling" | "stopped";
+
+export type LiveOptions = {
+  onEvent: (event: FleetEvent) => void;
+  /** The events after the last one seen may be gone (410): reload everything. */
+  onReset: () => void;
+  /** Polling (no usable stream): called every `pollMs`. */
+  onPoll: () => Promise<void>;
+  onMode: (mode: LiveMode) => void;
+  /** The session is not (or no longer) there for this key: stop. */
+  onMissing: () => void;
+  pollMs?: number;
+};
+
+/** Splits a text/event-stream body into events; returns the unfinished rest. */
+export function parseEvents(buffer: string, emit: (event: FleetEvent) => void): string {
+  const blocks = buffer.split(/\r\n\r\n|\n\n|\r\r/);
+  const rest = blocks.pop() ?? "";
+  for (const block of blocks) {
+    let id = "";
+    let type = "message";
+    const data: string[] = [];
+    for (const line of block.split(/\r\n|\n|\r/)) {
+      if (line === "" || line.startsWith(":")) continue;
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let value = colon < 0 ? "" : line.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "id") id = value;
+      else if (field === "event") type = value;
+      else if (field === "data") data.push(value);
+    }
+    if (data.length === 0) continue;
+    try {
+      emit({ id, type, data: JSON.parse(data.join("\n")) });
+    } catch {
+      // Not JSON: not one of the fleet's events; skipped.
+    }
+  }
+  return rest;
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      { once: true },
+    );
+  });
+
+/** Follows a session until `stop()` is called. */
+export function followSession(sessionId: string, options: LiveOptions): { stop: () => void } {
+  const controller = new AbortController();
+  const { signal } = controller;
+  const pollMs = options.pollMs ?? 1_000;
+  let lastId: string | undefined;
+
+  /** One connection: resolves when it ends; "poll" when the stream cannot be had. */
+  const connect = async (): Promise<"ended" | "poll" | "missing"> => {
+    const headers = authHeaders({ accept: "text/event-stream" });
+    if (lastId !== undefined) headers["last-event-id"] = lastId;
+    const response = await fetch(paths.events(sessionId), { headers, signal, cache: "no-store" });
+    if (response.status === 410) {
+      lastId = undefined;
+      options.onReset();
+      return "ended";
+    }
+    const type = response.headers.get("content-type") ?? "";
+    if (!response.ok || !type.startsWith("text/event-stream") || !response.body) {
+      const error = response.ok ? undefined : await failure(response);
+      // A 404 for the session itself: it is gone for this key. For the route: no events API.
+      if (error?.status === 404 && !/^no route/.test(error.message)) return "missing";
+      return "poll";
+    }
+    options.onMode("stream");
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return "ended";
+      buffer = parseEvents(buffer + value, (event) => {
+        if (event.id) lastId = event.id;
+        options.onEvent(event);
+      });
+    }
+  };
+
+  (async () => {
+    let failures = 0;
+    while (!signal.aborted) {
+      options.onMode("connecting");
+      let outcome: "ended" | "poll" | "missing" | "error";
+      try {
+        outcome = await connect();
+      } catch {
+        outcome = "error";
+      }
+      if (signal.aborted) break;
+      if (outcome === "missing") {
+        options.onMissing();
+        break;
+      }
+      if (outcome === "poll") {
+        // Poll for a while, then try the stream again (the route may have come up).
+        options.onMode("polling");
+        for (let i = 0; i < 15 && !signal.aborted; i++) {
+          await options.onPoll().catch(() => {});
+          await sleep(pollMs, signal);
+        }
+        continue;
+      }
+      if (outcome === "ended") failures = 0;
+      else failures += 1;
+      // A stream the server ended comes back at once; a failing one with backoff up to 5 s.
+      await sleep(failures === 0 ? 250 : Math.min(5_000, 500 * 2 ** failures), signal);
+    }
+    options.onMode("stopped");
+  })();
+
+  return { stop: () => controller.abort() };
+}

@@ -1,0 +1,489 @@
+/**
+ * `/console/sessions/:id`: one session — its transcript, runs, resume point — kept live from
+ * its event stream (live.ts; polling when there is none), with resume (optionally with
+ * another model), cancel and send.
+ */
+import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { ApiError, api, type Message, paths, type ResumePoint, type Run, type Session } from "./api";
+import { type FleetEvent, followSession, type LiveMode } from "./live";
+import { Badge, duration, Empty, ErrorBox, Json, Link, statusKind, Time } from "./ui";
+
+/** How many messages the transcript shows at first, and adds per "earlier" click. */
+const TRANSCRIPT_PAGE = 200;
+
+/** Results whose text says the tool was cut short (resume-semantics §3; a cancelled run). */
+function resultMark(message: Message): "interrupted" | "cancelled" | undefined {
+  if (message.role !== "tool") return undefined;
+  if (message.content.startsWith("The process stopped while this tool was running")) return "interrupted";
+  if (/^Cancelled(:| while running)/.test(message.content)) return "cancelled";
+  return undefined;
+}
+
+/** A tool result that is JSON is shown formatted. */
+function ToolContent({ content }: { content: string }) {
+  const trimmed = content.trim();
+  if (trimmed.startsWith("{") || trimmed.startsWith("[")) {
+    try {
+      return <Json value={JSON.parse(trimmed)} />;
+    } catch {
+      // Not JSON after all: shown as text.
+    }
+  }
+  return <pre class="text">{content}</pre>;
+}
+
+function MessageView({ message }: { message: Message }) {
+  const mark = resultMark(message);
+  return (
+    <li class={`msg ${message.role}${mark ? ` ${mark}` : ""}`} id={`seq-${message.seq}`}>
+      <div class="msg-head">
+        <span class="seq">#{message.seq}</span> <strong>{message.role}</strong>
+        {message.role === "assistant" && message.stopReason && (
+          <Badge
+            kind={message.stopReason === "end_turn" ? "ok" : message.stopReason === "tool_use" ? "" : "warn"}
+          >
+            stop: {message.stopReason}
+          </Badge>
+        )}
+        {message.role === "tool" && (
+          <>
+            {" "}
+            <span class="mono">{message.name}</span> <span class="muted">← call {message.toolCallId}</span>{" "}
+            <Badge kind={message.success ? "ok" : "bad"}>{message.success ? "success" : "failed"}</Badge>
+            {mark && <Badge kind="bad">{mark}</Badge>}
+          </>
+        )}
+        <span class="spacer" />
+        <Time iso={message.createdAt} />
+      </div>
+      {message.role === "tool" ? (
+        <ToolContent content={message.content} />
+      ) : (
+        message.content !== "" && <pre class="text">{message.content}</pre>
+      )}
+      {message.toolCalls && message.toolCalls.length > 0 && (
+        <ul class="calls">
+          {message.toolCalls.map((call) => (
+            <li key={call.id}>
+              <span class="mono">{call.name}</span> <span class="muted">call {call.id}</span>
+              <Json value={call.arguments} />
+            </li>
+          ))}
+        </ul>
+      )}
+    </li>
+  );
+}
+
+function Transcript({ messages, streaming }: { messages: Message[]; streaming: string }) {
+  const [shown, setShown] = useState(TRANSCRIPT_PAGE);
+  const hidden = Math.max(0, messages.length - shown);
+  return (
+    <section aria-labelledby="transcript-title">
+      <h2 id="transcript-title">Transcript ({messages.length} messages)</h2>
+      {messages.length === 0 && <Empty>No messages yet.</Empty>}
+      {hidden > 0 && (
+        <button type="button" onClick={() => setShown((n) => n + TRANSCRIPT_PAGE)}>
+          Show {Math.min(hidden, TRANSCRIPT_PAGE)} earlier messages ({hidden} hidden)
+        </button>
+      )}
+      <ol class="transcript">
+        {messages.slice(hidden).map((message) => (
+          <MessageView key={message.seq} message={message} />
+        ))}
+      </ol>
+      {streaming && (
+        <div class="msg assistant streaming" aria-live="polite">
+          <div class="msg-head">
+            <strong>assistant</strong> <Badge kind="busy">streaming</Badge>
+          </div>
+          <pre class="text">{streaming}</pre>
+        </div>
+      )}
+    </section>
+  );
+}
+
+function usageText(usage: unknown): string {
+  if (!usage || typeof usage !== "object") return "—";
+  const u = usage as Record<string, unknown>;
+  const parts = [
+    typeof u.inputTokens === "number" ? `in ${u.inputTokens}` : "",
+    typeof u.outputTokens === "number" ? `out ${u.outputTokens}` : "",
+    typeof u.costUsd === "number" && u.costUsd > 0 ? `$${u.costUsd.toFixed(4)}` : "",
+  ].filter(Boolean);
+  return parts.length > 0 ? parts.join(", ") : JSON.stringify(usage);
+}
+
+function Runs({ runs }: { runs: Run[] }) {
+  return (
+    <section aria-labelledby="runs-title">
+      <h2 id="runs-title">Runs ({runs.length})</h2>
+      {runs.length === 0 ? (
+        <Empty>No runs yet.</Empty>
+      ) : (
+        <div class="scroll">
+          <table class="runs">
+            <thead>
+              <tr>
+                <th scope="col">Run</th>
+                <th scope="col">Kind</th>
+                <th scope="col">Resume kind</th>
+                <th scope="col">Trigger</th>
+                <th scope="col">Status</th>
+                <th scope="col">Outcome (endedReason)</th>
+                <th scope="col">Queued</th>
+                <th scope="col">Started</th>
+                <th scope="col">Took</th>
+                <th scope="col">Usage</th>
+              </tr>
+            </thead>
+            <tbody>
+              {runs.map((run) => (
+                <tr key={run.id} class={`run ${run.status}`}>
+                  <td class="mono" title={`${run.id}${run.workerId ? ` on ${run.workerId}` : ""}`}>
+                    {run.id.slice(0, 8)}
+                  </td>
+                  <td>{run.kind}</td>
+                  <td>{run.resumeKind ?? ""}</td>
+                  <td>{run.trigger}</td>
+                  <td>
+                    <Badge kind={run.status === "ended" ? "" : "busy"}>{run.status}</Badge>
+                  </td>
+                  <td>
+                    <span class="outcome">{run.endedReason ?? ""}</span>
+                    {run.error && <div class="muted small">{run.error}</div>}
+                  </td>
+                  <td>
+                    <Time iso={run.createdAt} />
+                  </td>
+                  <td>
+                    <Time iso={run.startedAt} />
+                  </td>
+                  <td>
+                    {duration(run.startedAt, run.endedAt)}
+                    {run.timings && (
+                      <details>
+                        <summary>timings</summary>
+                        <Json value={run.timings} />
+                      </details>
+                    )}
+                  </td>
+                  <td>{usageText(run.usage)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
+
+function ResumePointView({ point }: { point: ResumePoint | null }) {
+  return (
+    <section aria-labelledby="point-title">
+      <h2 id="point-title">Resume point</h2>
+      {!point ? (
+        <p class="muted">…</p>
+      ) : point.resumable ? (
+        <div>
+          <p>
+            <Badge kind="busy">resumable: {point.kind}</Badge> {point.description}
+          </p>
+          {point.unansweredToolCalls.length > 0 && (
+            <details>
+              <summary>{point.unansweredToolCalls.length} unanswered tool call(s)</summary>
+              <Json value={point.unansweredToolCalls} />
+            </details>
+          )}
+        </div>
+      ) : (
+        <p>
+          <Badge kind={point.reason === "completed" ? "ok" : "warn"}>not resumable: {point.reason}</Badge>
+        </p>
+      )}
+    </section>
+  );
+}
+
+function Actions({ session, onDone }: { session: Session; onDone: () => void }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const [info, setInfo] = useState("");
+  const [model, setModel] = useState("");
+  const [content, setContent] = useState("");
+  const act = async (what: () => Promise<string>) => {
+    setBusy(true);
+    setError(null);
+    setInfo("");
+    try {
+      setInfo(await what());
+      onDone();
+    } catch (failure) {
+      setError(failure);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const running = session.status === "running" || session.status === "queued";
+  return (
+    <section aria-labelledby="actions-title" class="actions">
+      <h2 id="actions-title">Actions</h2>
+      <ErrorBox error={error} />
+      {info && (
+        <p class="info" role="status">
+          {info}
+        </p>
+      )}
+      <div class="action-grid">
+        <form
+          onSubmit={(event) => {
+            event.preventDefault();
+            void act(async () => {
+              let body: { model?: unknown } = {};
+              if (model.trim()) {
+                try {
+                  body = { model: JSON.parse(model) };
+                } catch (parseError) {
+                  throw new Error(`MODEL is not valid JSON: ${(parseError as Error).message}`);
+                }
+              }
+              const answer = await api<{ runId: string; kind: string }>(
+                "POST",
+                paths.resume(session.id),
+                body,
+              );
+              return `Resume queued (${answer.kind}), run ${answer.runId}.`;
+            });
+          }}
+        >
+          <label for="resume-model">Resume — with another model (optional JSON MODEL; empty: the same)</label>
+          <textarea
+            id="resume-model"
+            rows={4}
+            value={model}
+            onInput={(event) => setModel(event.currentTarget.value)}
+            placeholder='{ "provider": "openai", "model": "…" }'
+            spellcheck={false}
+          />
+          <button type="submit" disabled={busy}>
+            Resume
+          </button>
+        </form>
+        <form
+          onSubmit={(event) => {
+            event.preventDefault();
+            void act(async () => {
+              const answer = await api<{ runId: string }>("POST", paths.messages(session.id), { content });
+              setContent("");
+              return `Message sent, run ${answer.runId}.`;
+            });
+          }}
+        >
+          <label for="send-content">Send a message</label>
+          <textarea
+            id="send-content"
+            rows={4}
+            value={content}
+            onInput={(event) => setContent(event.currentTarget.value)}
+            required
+          />
+          <button type="submit" disabled={busy || content.trim() === ""}>
+            Send
+          </button>
+        </form>
+        <div>
+          <p class="muted">
+            Cancel drops queued runs and aborts a running one; the session is then never resumed
+            automatically.
+          </p>
+          <button
+            type="button"
+            class="danger"
+            disabled={busy}
+            onClick={() =>
+              void act(async () => {
+                const answer = await api<{ cancelled: boolean; status: string }>(
+                  "POST",
+                  paths.cancel(session.id),
+                  {},
+                );
+                return answer.cancelled ? "Cancelled." : `Nothing to cancel (${answer.status}).`;
+              })
+            }
+          >
+            Cancel session{running ? " (running)" : ""}
+          </button>
+        </div>
+      </div>
+    </section>
+  );
+}
+
+export function SessionPageView({ id }: { id: string }) {
+  const [session, setSession] = useState<Session | null>(null);
+  const [point, setPoint] = useState<ResumePoint | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [missing, setMissing] = useState(false);
+  const [mode, setMode] = useState<LiveMode>("connecting");
+  const [streaming, setStreaming] = useState("");
+  const refreshTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  const loading = useRef<Promise<void> | undefined>(undefined);
+
+  const load = useCallback(async () => {
+    // One read at a time; a read asked for meanwhile follows it.
+    if (loading.current) await loading.current.catch(() => {});
+    const read = (async () => {
+      try {
+        const [next, nextPoint] = await Promise.all([
+          api<Session>("GET", paths.session(id)),
+          api<ResumePoint>("GET", paths.resumePoint(id)).catch(() => null),
+        ]);
+        setSession(next);
+        if (nextPoint) setPoint(nextPoint);
+        setError(null);
+      } catch (failure) {
+        if (failure instanceof ApiError && failure.status === 404) setMissing(true);
+        else setError(failure);
+      }
+    })();
+    loading.current = read;
+    await read;
+  }, [id]);
+
+  /** Runs, status and resume point change with most events: read again, at most every 300 ms. */
+  const refreshSoon = useCallback(() => {
+    if (refreshTimer.current) return;
+    refreshTimer.current = setTimeout(() => {
+      refreshTimer.current = undefined;
+      void load();
+    }, 300);
+  }, [load]);
+
+  useEffect(() => {
+    setSession(null);
+    setMissing(false);
+    setStreaming("");
+    void load();
+    const onEvent = (event: FleetEvent) => {
+      const { data } = event;
+      if (event.type === "MESSAGE_DELTA" && typeof data.text === "string") {
+        const text = data.text;
+        setStreaming((s) => s + text);
+        return;
+      }
+      if (event.type === "MESSAGE" && data.message && typeof data.message === "object") {
+        const message = data.message as Message;
+        if (message.role === "assistant") setStreaming("");
+        setSession((current) => {
+          if (!current) return current;
+          const last = current.messages.at(-1)?.seq ?? 0;
+          if (message.seq <= last) return current;
+          if (message.seq !== last + 1) {
+            refreshSoon();
+            return current;
+          }
+          return { ...current, messages: [...current.messages, message] };
+        });
+      }
+      if (event.type === "RUN_COMPLETED") setStreaming("");
+      refreshSoon();
+    };
+    const live = followSession(id, {
+      onEvent,
+      onReset: () => void load(),
+      onPoll: load,
+      onMode: setMode,
+      onMissing: () => setMissing(true),
+    });
+    return () => {
+      live.stop();
+      clearTimeout(refreshTimer.current);
+      refreshTimer.current = undefined;
+    };
+  }, [id, load, refreshSoon]);
+
+  const liveLabel = useMemo(
+    () =>
+      ({
+        connecting: "connecting…",
+        stream: "live (event stream)",
+        polling: "live (polling every second)",
+        stopped: "not live",
+      })[mode],
+    [mode],
+  );
+
+  if (missing) {
+    return (
+      <section>
+        <h1>Session not found</h1>
+        <p>
+          No session <span class="mono">{id}</span> for this API key: it does not exist, or it belongs to
+          another tenant.
+        </p>
+        <Link href="/console">Back to the sessions</Link>
+      </section>
+    );
+  }
+  return (
+    <article aria-labelledby="session-title">
+      <h1 id="session-title">
+        Session <span class="mono">{id}</span>
+      </h1>
+      <ErrorBox error={error} />
+      {!session ? (
+        !error && <p aria-busy="true">Loading…</p>
+      ) : (
+        <>
+          <dl class="facts">
+            <div>
+              <dt>Status</dt>
+              <dd>
+                <Badge kind={statusKind(session.status)}>{session.status}</Badge>
+                {session.parkedReason && <span class="parked-reason"> parked: {session.parkedReason}</span>}
+              </dd>
+            </div>
+            <div>
+              <dt>Tail</dt>
+              <dd>{session.tailState}</dd>
+            </div>
+            <div>
+              <dt>Created</dt>
+              <dd>
+                <Time iso={session.createdAt} />
+              </dd>
+            </div>
+            <div>
+              <dt>Updated</dt>
+              <dd>
+                <Time iso={session.updatedAt} />
+              </dd>
+            </div>
+            <div>
+              <dt>Usage</dt>
+              <dd>{usageText(session.usage)}</dd>
+            </div>
+            <div>
+              <dt>Updates</dt>
+              <dd>
+                <span class={`live ${mode}`} data-live-mode={mode}>
+                  {liveLabel}
+                </span>
+              </dd>
+            </div>
+          </dl>
+          <Actions session={session} onDone={() => void load()} />
+          <ResumePointView point={point} />
+          <Runs runs={session.runs} />
+          <Transcript messages={session.messages} streaming={streaming} />
+          <details>
+            <summary>Agent and metadata</summary>
+            <Json value={{ agent: session.agent, metadata: session.metadata }} />
+          </details>
+        </>
+      )}
+    </article>
+  );
+}

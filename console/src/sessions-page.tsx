@@ -1,0 +1,165 @@
+/**
+ * `/console`: the tenant's sessions, newest activity first, paged by the API's cursor
+ * (`before` = the previous page's `nextCursor`). Filters and the page live in the URL, so
+ * a filtered list (the parked queue: `?status=parked`) can be bookmarked and shared.
+ */
+import { useEffect, useState } from "preact/hooks";
+import { api, paths, type SessionPage } from "./api";
+import { Badge, batchHref, Empty, ErrorBox, Link, listHref, navigate, sessionHref, Time } from "./ui";
+
+const STATUSES = ["", "queued", "running", "completed", "parked", "cancelled", "active"] as const;
+const PAGE_SIZE = 50;
+
+export function SessionsPage({ query }: { query: URLSearchParams }) {
+  const status = query.get("status") ?? "";
+  const parkedReason = query.get("parkedReason") ?? "";
+  const batch = query.get("batch") ?? "";
+  const before = query.get("before") ?? "";
+  const page = Number(query.get("page") ?? "1") || 1;
+  const [data, setData] = useState<SessionPage | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [loading, setLoading] = useState(true);
+  const [reload, setReload] = useState(0);
+
+  useEffect(() => {
+    let live = true;
+    setLoading(true);
+    const params = new URLSearchParams({ limit: String(PAGE_SIZE) });
+    if (status) params.set("status", status);
+    if (parkedReason) params.set("parkedReason", parkedReason);
+    if (batch) params.set("batch", batch);
+    if (before) params.set("before", before);
+    api<SessionPage>("GET", paths.sessions(params))
+      .then((answer) => {
+        if (!live) return;
+        setData(answer);
+        setError(null);
+      })
+      .catch((failure) => {
+        if (!live) return;
+        setError(failure);
+        setData(null);
+      })
+      .finally(() => {
+        if (live) setLoading(false);
+      });
+    return () => {
+      live = false;
+    };
+  }, [status, parkedReason, batch, before, reload]);
+
+  const parkedQueue = status === "parked" && !batch;
+  const current = { status, parkedReason, batch };
+  return (
+    <section aria-labelledby="list-title">
+      <h1 id="list-title">{parkedQueue ? "Parked queue" : "Sessions"}</h1>
+      {parkedQueue && (
+        <p class="muted">
+          Sessions that nothing will run until someone acts: open one to see why, then resume it (possibly
+          with another model) or send it a message.
+        </p>
+      )}
+      <form
+        class="filters"
+        onSubmit={(event) => {
+          event.preventDefault();
+          const form = new FormData(event.currentTarget);
+          navigate(
+            listHref({
+              status: String(form.get("status") ?? ""),
+              parkedReason: String(form.get("parkedReason") ?? "").trim(),
+              batch: String(form.get("batch") ?? "").trim(),
+            }),
+          );
+        }}
+      >
+        <label>
+          Status{" "}
+          <select name="status" value={status}>
+            {STATUSES.map((s) => (
+              <option key={s} value={s}>
+                {s || "any"}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Parked reason{" "}
+          <input name="parkedReason" value={parkedReason} placeholder="e.g. attempts_exhausted" />
+        </label>
+        <label>
+          Batch <input name="batch" value={batch} placeholder="batch id" />
+        </label>
+        <button type="submit">Apply</button>
+        <button type="button" onClick={() => navigate(listHref())}>
+          Clear
+        </button>
+        <button type="button" onClick={() => setReload((n) => n + 1)} disabled={loading}>
+          Refresh
+        </button>
+      </form>
+      <ErrorBox error={error} />
+      {loading && !data && <p aria-busy="true">Loading…</p>}
+      {data && data.sessions.length === 0 && (
+        <Empty>
+          {page > 1
+            ? "No more sessions."
+            : status || parkedReason || batch
+              ? "No session matches these filters."
+              : "No sessions yet. Create one with `POST /v1/sessions` or `fleet demo`."}
+        </Empty>
+      )}
+      {data && data.sessions.length > 0 && (
+        <table class="list">
+          <thead>
+            <tr>
+              <th scope="col">Session</th>
+              <th scope="col">State</th>
+              <th scope="col">Parked reason</th>
+              <th scope="col">Batch</th>
+              <th scope="col">Last activity</th>
+            </tr>
+          </thead>
+          <tbody>
+            {data.sessions.map((s) => (
+              <tr key={s.id}>
+                <td>
+                  <Link href={sessionHref(s.id)} class="mono">
+                    {s.id}
+                  </Link>
+                  {s.customId && <span class="muted"> · {s.customId}</span>}
+                </td>
+                <td>{s.parked ? <Badge kind="warn">parked</Badge> : <Badge>{s.tailState}</Badge>}</td>
+                <td>{s.parkedReason ?? ""}</td>
+                <td>
+                  {s.batchId && (
+                    <Link href={batchHref(s.batchId)} class="mono">
+                      {s.batchId.slice(0, 8)}
+                    </Link>
+                  )}
+                </td>
+                <td>
+                  <Time iso={s.updatedAt} />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <nav class="pager" aria-label="Pages">
+        {page > 1 && (
+          <button type="button" onClick={() => history.back()}>
+            ← Previous page
+          </button>
+        )}
+        {page > 1 && <Link href={listHref(current)}>Newest</Link>}
+        <span class="muted">Page {page}</span>
+        {data?.nextCursor && (
+          <Link href={listHref({ ...current, before: data.nextCursor, page: String(page + 1) })} rel="next">
+            Next page →
+          </Link>
+        )}
+      </nav>
+    </section>
+  );
+}

@@ -1,0 +1,118 @@
+/** Small pieces the pages share: navigation, times, JSON, errors. */
+import type { AnchorHTMLAttributes, ComponentChildren } from "preact";
+import { ApiError } from "./api";
+
+/** The console's own routes: /console, /console/sessions/:id, /console/batches/:id. */
+export type Route =
+  | { page: "sessions"; query: URLSearchParams }
+  | { page: "session"; id: string }
+  | { page: "batch"; id: string }
+  | { page: "unknown"; path: string };
+
+export const BASE = "/console";
+
+export function parseRoute(location: Location): Route {
+  const path = location.pathname.replace(/\/+$/, "");
+  if (path === BASE) return { page: "sessions", query: new URLSearchParams(location.search) };
+  const match = /^\/console\/(sessions|batches)\/([^/]+)$/.exec(path);
+  if (match) {
+    const id = decodeURIComponent(match[2]!);
+    return match[1] === "sessions" ? { page: "session", id } : { page: "batch", id };
+  }
+  return { page: "unknown", path: location.pathname };
+}
+
+export const sessionHref = (id: string) => `${BASE}/sessions/${encodeURIComponent(id)}`;
+export const batchHref = (id: string) => `${BASE}/batches/${encodeURIComponent(id)}`;
+export const listHref = (query: Record<string, string | undefined> = {}) => {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) if (value) params.set(key, value);
+  return params.size > 0 ? `${BASE}?${params}` : BASE;
+};
+
+/** Moves within the app without a reload (history API); main.tsx listens for it. */
+export function navigate(href: string): void {
+  history.pushState(null, "", href);
+  dispatchEvent(new PopStateEvent("popstate"));
+}
+
+/** A link that stays in the app (a modified click still opens a new tab as usual). */
+export function Link(props: AnchorHTMLAttributes & { href: string }) {
+  const { href, children, ...rest } = props;
+  return (
+    <a
+      {...rest}
+      href={href}
+      onClick={(event) => {
+        if (event.defaultPrevented || event.button !== 0) return;
+        if (event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+        event.preventDefault();
+        navigate(href);
+      }}
+    >
+      {children}
+    </a>
+  );
+}
+
+/** A time in the viewer's zone (the ISO time, in UTC, on hover). */
+export function Time({ iso }: { iso: string | null | undefined }) {
+  if (!iso) return <span class="muted">—</span>;
+  const date = new Date(iso);
+  return (
+    <time dateTime={iso} title={iso}>
+      {date.toLocaleString(undefined, {
+        year: "numeric",
+        month: "short",
+        day: "numeric",
+        hour: "2-digit",
+        minute: "2-digit",
+        second: "2-digit",
+        timeZoneName: "short",
+      })}
+    </time>
+  );
+}
+
+export function duration(from: string | null, to: string | null): string {
+  if (!from) return "—";
+  const ms = (to ? Date.parse(to) : Date.now()) - Date.parse(from);
+  if (ms < 1_000) return `${ms} ms`;
+  if (ms < 120_000) return `${(ms / 1_000).toFixed(1)} s`;
+  return `${Math.round(ms / 60_000)} min`;
+}
+
+export function Json({ value }: { value: unknown }) {
+  return <pre class="json">{JSON.stringify(value, null, 2)}</pre>;
+}
+
+export function ErrorBox({ error }: { error: unknown }) {
+  if (!error) return null;
+  const message =
+    error instanceof ApiError
+      ? `${error.status} ${error.code}${error.reason ? ` (${error.reason})` : ""}: ${error.message}`
+      : error instanceof Error
+        ? error.message
+        : String(error);
+  return (
+    <p class="error" role="alert">
+      {message}
+    </p>
+  );
+}
+
+export function Empty({ children }: { children: ComponentChildren }) {
+  return <p class="empty">{children}</p>;
+}
+
+export function Badge({ kind, children }: { kind?: string; children: ComponentChildren }) {
+  return <span class={`badge ${kind ?? ""}`}>{children}</span>;
+}
+
+export function statusKind(status: string): string {
+  if (status === "completed") return "ok";
+  if (status === "parked" || status === "cancelled" || status === "stopped") return "warn";
+  if (status === "running" || status === "queued") return "busy";
+  if (status === "interrupted") return "bad";
+  return "";
+}

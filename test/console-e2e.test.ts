@@ -1,0 +1,320 @@
+/**
+ * The console (contracts §14) in a real browser: Debian's Chromium driven by playwright-core,
+ * against the real API (in-process), real workers (child processes) and an in-process
+ * sweeper. One tab of tenant `ops` (key entered in the page once) watches a session whose
+ * worker is SIGKILLed mid-tool come back without a reload, resumes a parked session with
+ * another model and cancels a running one; a tab with tenant `other`'s key finds none of it.
+ * The console is built first when dist/console is missing or older than console/.
+ */
+import { execFile } from "node:child_process";
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import Fastify from "fastify";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FleetClient } from "../src/producer/client.js";
+import { consolePages } from "../src/producer/console-route.js";
+import { loadConfig } from "../src/shared/config.js";
+import { ApiKeys } from "../src/shared/store/api-keys.js";
+import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
+import { createFleetEnv, type FleetEnv, ROOT, type WorkerProcess, waitFor } from "./support/fleet-env.js";
+import { INTERRUPTED_TEXT } from "./support/sleepy-sessions.js";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const BUILT_INDEX = join(ROOT, "dist/console/index.html");
+const SCREENSHOT = join(ROOT, "docs/console-session.png");
+
+function newestUnder(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (entry.isFile()) newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
+  }
+  return newest;
+}
+
+/** `npm run build:console` when the build is missing or older than its sources (~1 s). */
+async function ensureConsoleBuilt(): Promise<void> {
+  if (existsSync(BUILT_INDEX) && statSync(BUILT_INDEX).mtimeMs >= newestUnder(join(ROOT, "console"))) return;
+  await promisify(execFile)(
+    process.execPath,
+    [join(ROOT, "node_modules/vite/bin/vite.js"), "build", "--config", "console/vite.config.ts"],
+    { cwd: ROOT, timeout: 60_000 },
+  );
+}
+
+type Step = {
+  text?: string;
+  stopReason?: string;
+  toolCalls?: { id: string; name: string; arguments: Record<string, unknown> }[];
+};
+/** The text a person sees in the page's main part (collapsed details left out). */
+// biome-ignore lint/performance/useDomNodeTextContent: the rendered text is what is asserted
+const visibleText = (page: Page) => page.locator("main").innerText();
+
+const scripted = (steps: Step[], tools: string[] = []) => ({
+  model: { provider: "scripted" as const, steps },
+  tools,
+});
+
+describe("the console in a browser", () => {
+  let fleet: FleetEnv;
+  let base: string;
+  let ops: FleetClient;
+  const key: Record<string, string> = {};
+  let sweeper: RunningSweeper;
+  let context: BrowserContext;
+  let page: Page;
+  let profile: string;
+  let victim: WorkerProcess;
+
+  beforeAll(async () => {
+    const started = Date.now();
+    await ensureConsoleBuilt();
+    const built = Date.now();
+    fleet = await createFleetEnv("console");
+    const keys = new ApiKeys(fleet.database);
+    key.ops = (await keys.create("ops")).key;
+    key.other = (await keys.create("other")).key;
+    const { api } = await fleet.startApi();
+    base = api.url;
+    ops = new FleetClient({ baseUrl: base, apiKey: key.ops });
+    [sweeper, victim] = await Promise.all([
+      startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: false }),
+      fleet.spawnWorker(),
+    ]);
+    profile = await mkdtemp(join(tmpdir(), "fleet-chromium-"));
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1280, height: 900 },
+      timezoneId: "Europe/Paris",
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
+    });
+    page = context.pages()[0] ?? (await context.newPage());
+    page.setDefaultTimeout(20_000);
+    console.log(`console e2e: build check ${built - started} ms, set-up ${Date.now() - built} ms`);
+  }, 90_000);
+
+  afterAll(async () => {
+    await context?.close();
+    if (profile) await rm(profile, { recursive: true, force: true });
+    await sweeper?.stop();
+    await fleet?.close();
+  });
+
+  it("asks for the key once, lists the sessions, and shows a SIGKILL mid-tool, its recover_tools resume and the answer live", async () => {
+    const { id } = await ops.createSession({
+      agent: scripted(
+        [
+          {
+            toolCalls: [
+              { id: "log", name: "append_file", arguments: { path: "console.txt", line: "ran" } },
+              { id: "nap", name: "sleep", arguments: { ms: 4_000 } },
+            ],
+          },
+          { text: "All done after the crash." },
+        ],
+        ["append_file", "sleep"],
+      ),
+    });
+    await ops.send(id, "Write console.txt, then rest.");
+
+    await page.goto(`${base}/console`);
+    await page.getByLabel("Key", { exact: true }).fill(key.ops!);
+    await page.getByRole("button", { name: "Use key" }).click();
+    await page.getByRole("link", { name: id }).click();
+    await page.getByRole("heading", { name: `Session ${id}` }).waitFor();
+    await page.locator('[data-live-mode="stream"]').waitFor();
+    // A mark that a reload would lose.
+    await page.evaluate(() => {
+      (globalThis as unknown as { notReloaded: boolean }).notReloaded = true;
+    });
+
+    await waitFor(
+      async () =>
+        (
+          await fleet.database.sql`
+          select 1 from messages where session_id = ${id} and role = 'tool' and tool_call_id = 'log'`
+        ).length === 1,
+      20_000,
+      "the session inside the sleep tool",
+    );
+    await page.getByText("Write console.txt, then rest.").waitFor();
+    victim.child.kill("SIGKILL");
+    await victim.exited;
+    await fleet.spawnWorker();
+
+    await page.getByText(INTERRUPTED_TEXT).first().waitFor({ timeout: 30_000 });
+    await page.locator(".msg.tool.interrupted").getByText("interrupted").first().waitFor();
+    await page.locator("table.runs").getByText("recover_tools").waitFor();
+    await page.locator(".transcript").getByText("All done after the crash.").waitFor();
+    await page.locator(".msg.assistant").getByText("stop: end_turn").waitFor();
+    await page.locator("dd .badge", { hasText: /^completed$/ }).waitFor();
+    expect(await page.evaluate(() => (globalThis as unknown as { notReloaded?: boolean }).notReloaded)).toBe(
+      true,
+    );
+
+    // Every message's content and every run's endedReason are on the page.
+    const session = await ops.getSession(id);
+    const text = await visibleText(page);
+    expect(text).toContain(id);
+    for (const message of session.messages) if (message.content) expect(text).toContain(message.content);
+    for (const run of session.runs) expect(text).toContain(run.endedReason!);
+    expect(session.runs.map((r) => r.resumeKind)).toContain("recover_tools");
+
+    await mkdir(join(ROOT, "docs"), { recursive: true });
+    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+  }, 60_000);
+
+  it("resumes a parked session with another model from the page", async () => {
+    const { id } = await ops.createSession({
+      // Not continued automatically: parked `max_output` for someone to act on.
+      agent: {
+        ...scripted([{ text: "A long answer that was cut", stopReason: "max_output" }]),
+        continueOnMaxOutput: false,
+      },
+    });
+    await ops.send(id, "Tell me everything.");
+    const { sql } = fleet.database;
+    await waitFor(
+      async () => (await sql`select 1 from sessions where id = ${id} and status = 'parked'`).length === 1,
+      20_000,
+      "the session parked",
+    ).catch(async (error) => {
+      console.log(
+        await sql`select status, tail_state, parked_reason, run_started from sessions where id = ${id}`,
+        await sql`select kind, status, ended_reason, error from runs where session_id = ${id}`,
+      );
+      throw error;
+    });
+    await page.goto(`${base}/console?status=parked&parkedReason=max_output`);
+    await page.getByRole("heading", { name: "Parked queue" }).waitFor();
+    await page.getByRole("link", { name: id }).click();
+    await page.getByText("parked: max_output").waitFor();
+    await page
+      .getByLabel(/Resume — with another model/)
+      .fill(JSON.stringify({ provider: "scripted", steps: [{ text: "Finished by the other model." }] }));
+    await page.getByRole("button", { name: "Resume", exact: true }).click();
+    await page.getByText(/Resume queued \(continue_response\)/).waitFor();
+    await page.locator(".transcript").getByText("Finished by the other model.").waitFor();
+    await page.locator("dd .badge", { hasText: /^completed$/ }).waitFor();
+  }, 45_000);
+
+  it("cancels a running session from the page", async () => {
+    const { id } = await ops.createSession({
+      agent: scripted(
+        [{ toolCalls: [{ id: "long", name: "sleep", arguments: { ms: 60_000 } }] }, { text: "never" }],
+        ["sleep"],
+      ),
+    });
+    await ops.send(id, "Sleep for a minute.");
+    await page.goto(`${base}/console/sessions/${id}`);
+    await page.locator("table.runs").getByText("running", { exact: true }).waitFor();
+    const cancel = page.getByRole("button", { name: /Cancel session/ });
+    await cancel.focus();
+    await page.keyboard.press("Enter");
+    await page.getByText("Cancelled.", { exact: true }).waitFor();
+    await page.locator(".msg.tool.cancelled").getByText("cancelled", { exact: true }).waitFor();
+    await page.locator("dd .badge", { hasText: /^cancelled$/ }).waitFor();
+    const session = await ops.getSession(id);
+    expect(session.status).toBe("cancelled");
+    const text = await visibleText(page);
+    for (const run of session.runs) expect(text).toContain(run.endedReason!);
+  }, 30_000);
+
+  it("polls the session when the API has no events route, and still shows what happens", async () => {
+    const { id } = await ops.createSession({ agent: scripted([{ text: "Answered while polled." }]) });
+    const tab = await context.newPage();
+    try {
+      // As an API without contracts §7 answers: 404 for the route itself.
+      await tab.route("**/v1/sessions/*/events", (route) =>
+        route.fulfill({
+          status: 404,
+          contentType: "application/json",
+          body: JSON.stringify({
+            error: { code: "not_found", message: "no route GET /v1/sessions/x/events" },
+          }),
+        }),
+      );
+      await tab.goto(`${base}/console/sessions/${id}`);
+      await tab.getByLabel("Key", { exact: true }).fill(key.ops!);
+      await tab.keyboard.press("Enter");
+      await tab.locator('[data-live-mode="polling"]').waitFor();
+      await ops.send(id, "Say something.");
+      await tab.locator(".transcript").getByText("Answered while polled.").waitFor();
+      await tab.locator("dd .badge", { hasText: /^completed$/ }).waitFor();
+    } finally {
+      await tab.close();
+    }
+  });
+
+  it("shows another tenant's session as not found", async () => {
+    const { id } = await ops.createSession({ agent: scripted([{ text: "hi" }]) });
+    const other = await context.newPage();
+    try {
+      await other.goto(`${base}/console/sessions/${id}`);
+      await other.getByLabel("Key", { exact: true }).fill(key.other!);
+      await other.keyboard.press("Enter");
+      await other.getByRole("heading", { name: "Session not found" }).waitFor();
+      expect(await visibleText(other)).not.toContain("Transcript");
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("serves the page without a key but no data, pages the list by cursor and filters by parked reason", async () => {
+    const page = await fetch(`${base}/console/sessions/x`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toMatch(/text\/html/);
+    expect(await fetch(`${base}/v1/sessions`).then((r) => r.status)).toBe(401);
+
+    const auth = { authorization: `Bearer ${key.ops}` };
+    const list = async (query: string) =>
+      (await fetch(`${base}/v1/sessions?${query}`, { headers: auth }).then((r) => r.json())) as {
+        sessions: { id: string }[];
+        nextCursor: string | null;
+      };
+    for (let i = 0; i < 3; i++) await ops.createSession({ agent: scripted([{ text: "x" }]) });
+    const all = await list("limit=1000");
+    expect(all.sessions.length).toBeGreaterThanOrEqual(5);
+    expect(all.nextCursor).toBeNull();
+    const seen: string[] = [];
+    let cursor: string | null = "";
+    while (cursor !== null) {
+      const next = await list(`limit=3${cursor ? `&before=${cursor}` : ""}`);
+      seen.push(...next.sessions.map((s) => s.id));
+      cursor = next.nextCursor;
+    }
+    expect(seen).toEqual(all.sessions.map((s) => s.id));
+    expect((await list("parkedReason=max_output")).sessions).toHaveLength(0);
+    const bad = await fetch(`${base}/v1/sessions?before=nope`, { headers: auth });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { field: string } }).error.field).toBe("before");
+  });
+});
+
+describe("the console without a build", () => {
+  it("answers /console with a page that says to run npm run build", async () => {
+    const app = Fastify();
+    app.register(consolePages(join(tmpdir(), "no-console-here")));
+    try {
+      const answer = await app.inject({ method: "GET", url: "/console/sessions/abc" });
+      expect(answer.statusCode).toBe(503);
+      expect(answer.headers["content-type"]).toMatch(/text\/html/);
+      expect(answer.body).toContain("npm run build");
+    } finally {
+      await app.close();
+    }
+  });
+});

@@ -5,11 +5,11 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { Redis } from "ioredis";
 import postgres from "postgres";
 import type { FleetConfig } from "./config.js";
 import { MIGRATIONS_FOLDER } from "./db/migrate.js";
 import { ValidationError } from "./errors.js";
+import { createProbe } from "./redis.js";
 import { claimFleet } from "./store/fleet-identity.js";
 
 function redact(url: string): string {
@@ -18,7 +18,8 @@ function redact(url: string): string {
     if (u.password) u.password = "***";
     return u.toString();
   } catch {
-    return url;
+    // A cluster's seed list (`redis+cluster://user:secret@h:1,h:2`) is no URL to the parser.
+    return url.replace(/\/\/([^:@/]*):[^@/]*@/, "//$1:***@");
   }
 }
 
@@ -83,12 +84,8 @@ export async function checkDatabase(url: string): Promise<void> {
 }
 
 export async function checkRedis(url: string): Promise<void> {
-  const redis = new Redis(url, {
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    connectTimeout: 5_000,
-  });
+  // One server, or a cluster's seed nodes (redis.ts).
+  const redis = createProbe(url);
   let cause: Error | undefined;
   redis.on("error", (error: Error) => {
     cause ??= error;

@@ -1,10 +1,126 @@
-/** Redis connections. Workers wait for Redis to come back; producers fail fast. */
-import { Redis } from "ioredis";
+/**
+ * Redis connections. Workers wait for Redis to come back; producers fail fast.
+ *
+ * REDIS_URL names one Redis (`redis://…`, `rediss://…`) or a Redis Cluster by its seed nodes:
+ * `redis+cluster://[user:password@]host:port[,host:port…]` (`rediss+cluster://` for TLS).
+ * A cluster connection is an ioredis Cluster, typed as Redis here: it answers the same
+ * commands, routed by key. What a cluster needs of the code base:
+ * - every key of a fleet shares one hash tag, the braces of the effective FLEET_PREFIX
+ *   (config.ts makes `fleet` `{fleet}`), so BullMQ's scripts and ours, which touch several
+ *   keys at once, find them all on one node;
+ * - a command about the server rather than a key (CLIENT LIST, SCAN) must ask every master:
+ *   `masters()` lists them.
+ */
+import { Cluster, Redis } from "ioredis";
 import type { Logger } from "pino";
 
 export type RedisRole = "worker" | "producer";
 
+/** A REDIS_URL, parsed: one server, or the seed nodes of a cluster. */
+export type RedisTarget =
+  | { mode: "single"; url: string }
+  | {
+      mode: "cluster";
+      nodes: { host: string; port: number }[];
+      username: string | undefined;
+      password: string | undefined;
+      tls: boolean;
+    };
+
+const CLUSTER_URL = /^(rediss?)\+cluster:\/\/(?:([^@/]*)@)?([^/?#]+)\/?$/i;
+
+/** Parses REDIS_URL; throws an Error saying what is wrong with a cluster URL. */
+export function parseRedisUrl(url: string): RedisTarget {
+  if (!/^rediss?\+cluster:/i.test(url)) return { mode: "single", url };
+  const match = CLUSTER_URL.exec(url);
+  if (!match)
+    throw new Error(
+      "a cluster URL is redis+cluster://[user:password@]host:port[,host:port...] (no database number: a cluster has only 0)",
+    );
+  const [, scheme, auth, hosts] = match;
+  const nodes = hosts!.split(",").map((part) => {
+    const node = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(part.trim());
+    if (!node) throw new Error(`"${part}" is not host:port`);
+    return { host: node[1]!.replace(/^\[|\]$/g, ""), port: Number(node[2] ?? 6379) };
+  });
+  let username: string | undefined;
+  let password: string | undefined;
+  if (auth !== undefined) {
+    const colon = auth.indexOf(":");
+    username = decodeURIComponent(colon < 0 ? auth : auth.slice(0, colon)) || undefined;
+    password = colon < 0 ? undefined : decodeURIComponent(auth.slice(colon + 1)) || undefined;
+  }
+  return { mode: "cluster", nodes, username, password, tls: scheme!.toLowerCase() === "rediss" };
+}
+
+/** Whether REDIS_URL names a cluster. */
+export function isClusterUrl(url: string): boolean {
+  return parseRedisUrl(url).mode === "cluster";
+}
+
+/** Whether a connection createRedis made is a cluster's. */
+export function isCluster(redis: Redis): boolean {
+  return (redis as unknown as { isCluster?: boolean }).isCluster === true;
+}
+
+/**
+ * The servers to ask a server-wide command (CLIENT LIST, SCAN): the connection itself, or
+ * every master of a cluster. Throws while a cluster does not know its masters yet (before
+ * its first slot map): an empty answer would read as "nobody is connected".
+ */
+export function masters(redis: Redis): Redis[] {
+  if (!isCluster(redis)) return [redis];
+  const nodes = (redis as unknown as Cluster).nodes("master");
+  if (nodes.length === 0) throw new Error("Redis Cluster: no master known yet (slots not loaded)");
+  return nodes;
+}
+
+/** Resolves once a cluster connection has its slot map (at once for one server or a ready cluster). */
+export async function clusterReady(redis: Redis, timeoutMs = 10_000): Promise<void> {
+  if (!isCluster(redis) || redis.status === "ready") return;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      redis.off("ready", onReady);
+      reject(new Error(`Redis Cluster not ready after ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    redis.once("ready", onReady);
+  });
+}
+
+/** Every key matching `pattern`, on every master (SCAN, never KEYS). */
+export async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
+  await clusterReady(redis);
+  const keys: string[] = [];
+  for (const node of masters(redis)) {
+    let cursor = "0";
+    do {
+      const [next, found] = await node.scan(cursor, "MATCH", pattern, "COUNT", 500);
+      keys.push(...found);
+      cursor = next;
+    } while (cursor !== "0");
+  }
+  return keys;
+}
+
+/** Deletes every key matching `pattern` (one key a command: keys need not share a slot). */
+export async function deleteKeys(redis: Redis, pattern: string): Promise<number> {
+  const keys = await scanKeys(redis, pattern);
+  await Promise.all(keys.map((key) => redis.del(key)));
+  return keys.length;
+}
+
+/**
+ * A connection to REDIS_URL. `name` (CLIENT SETNAME) is given to every node connection of a
+ * cluster, and a named cluster connection connects to every master at once, so the name is
+ * listed wherever the sweeper looks (liveness.ts).
+ */
 export function createRedis(url: string, role: RedisRole, name?: string): Redis {
+  const target = parseRedisUrl(url);
+  if (target.mode === "cluster") return createCluster(target, role, name);
   const redis = new Redis(url, {
     // BullMQ workers need null (block forever); a producer should fail fast instead.
     maxRetriesPerRequest: role === "worker" ? null : 1,
@@ -18,6 +134,64 @@ export function createRedis(url: string, role: RedisRole, name?: string): Redis 
   // reconnect attempt would print an "Unhandled error event".
   redis.on("error", () => {});
   return redis;
+}
+
+/**
+ * A connection for one check (preflight.ts): not connected until `connect()`, no retries,
+ * no offline queue, a 5 s connect timeout. A cluster's when REDIS_URL names one.
+ */
+export function createProbe(url: string): Redis {
+  const target = parseRedisUrl(url);
+  if (target.mode === "single")
+    return new Redis(url, {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+      connectTimeout: 5_000,
+    });
+  return new Cluster(target.nodes, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    clusterRetryStrategy: () => null,
+    redisOptions: {
+      maxRetriesPerRequest: 0,
+      connectTimeout: 5_000,
+      username: target.username,
+      password: target.password,
+      ...(target.tls ? { tls: {} } : {}),
+    },
+  }) as unknown as Redis;
+}
+
+function createCluster(
+  target: Extract<RedisTarget, { mode: "cluster" }>,
+  role: RedisRole,
+  name: string | undefined,
+): Redis {
+  const cluster = new Cluster(target.nodes, {
+    redisOptions: {
+      maxRetriesPerRequest: role === "worker" ? null : 1,
+      connectionName: name,
+      username: target.username,
+      password: target.password,
+      ...(target.tls ? { tls: {} } : {}),
+    },
+    enableOfflineQueue: true,
+    clusterRetryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2_000),
+    lazyConnect: false,
+  });
+  cluster.on("error", () => {});
+  cluster.on("node error", () => {});
+  if (name) {
+    // Node connections are made on first use; a liveness connection must be listed on every
+    // master from the start, and again after a reconnect or a new slot map.
+    const touch = () => {
+      for (const node of cluster.nodes("master")) if (node.status === "wait") node.connect().catch(() => {});
+    };
+    cluster.on("ready", touch);
+    cluster.on("refresh", touch);
+  }
+  return cluster as unknown as Redis;
 }
 
 /**
@@ -58,7 +232,9 @@ export function isConnectionError(error: unknown): boolean {
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
   if (code && CONNECTION_CODES.has(code)) return true;
   const message = error instanceof Error ? error.message : String(error);
-  return /Connection is closed|Stream isn't writeable|connect ETIMEDOUT|getaddrinfo/i.test(message);
+  return /Connection is closed|Stream isn't writeable|connect ETIMEDOUT|getaddrinfo|CLUSTERDOWN|Failed to refresh slots cache|None of startup nodes is available|no master known yet/i.test(
+    message,
+  );
 }
 
 /**

@@ -2,10 +2,16 @@
  * How workers signal the sweeper, named in one place because both roles use the names:
  * - each worker names one Redis connection `<prefix>:live:<workerId>`; the kernel closes a
  *   killed process's socket at once, so the name vanishes from CLIENT LIST within
- *   milliseconds of a crash (the sweeper's liveness check reads it);
+ *   milliseconds of a crash (the sweeper's liveness check reads it; on a cluster, on every
+ *   master);
+ * - each worker also beats a heartbeat: its id in the sorted set `<prefix>:alive`, scored
+ *   with when it lapses (Redis's clock, one lease TTL ahead), renewed every third of the
+ *   TTL. The sweeper reads it only where Redis refuses CLIENT LIST (managed services often
+ *   do); a killed worker then counts as dead once its heartbeat lapses, within a lease TTL;
  * - workers publish runs that stopped short on `<prefix>:events`, so the sweeper wakes
  *   at once instead of at its next poll.
  */
+import type { Redis } from "ioredis";
 
 /** The client name a worker gives its liveness connection. */
 export function livenessName(prefix: string, workerId: string): string {
@@ -29,4 +35,39 @@ export function eventsChannel(prefix: string): string {
  */
 export function cancelChannel(prefix: string): string {
   return `${prefix}:cancel`;
+}
+
+/** The sorted set of worker heartbeats: member a worker id, score when it lapses (ms). */
+export function heartbeatKey(prefix: string): string {
+  return `${prefix}:alive`;
+}
+
+// Redis's own clock, so machines whose clocks disagree still agree on who lapsed. (Redis
+// before 7 needs effects replication for a script that writes after TIME.)
+const NOW_MS = `if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
+// A beat also drops lapsed ids, so the set stays small where no sweeper reads it (CLIENT LIST
+// works there) though every worker process beats under an id of its own.
+const BEAT = `${NOW_MS}
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+return now`;
+const LIVE = `${NOW_MS}
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+return redis.call('ZRANGE', KEYS[1], 0, -1)`;
+
+/** One heartbeat of `workerId`: alive for `ttlMs` more. */
+export async function beat(redis: Redis, prefix: string, workerId: string, ttlMs: number): Promise<void> {
+  await redis.eval(BEAT, 1, heartbeatKey(prefix), workerId, ttlMs);
+}
+
+/** A worker that stops cleanly takes its heartbeat out at once. */
+export async function endHeartbeat(redis: Redis, prefix: string, workerId: string): Promise<void> {
+  await redis.zrem(heartbeatKey(prefix), workerId);
+}
+
+/** The ids whose heartbeat has not lapsed (lapsed ones are removed). */
+export async function heartbeats(redis: Redis, prefix: string): Promise<Set<string>> {
+  return new Set((await redis.eval(LIVE, 1, heartbeatKey(prefix))) as string[]);
 }

@@ -3,9 +3,17 @@
  * worker names its connection `<prefix>:live:<workerId>`. The kernel closes a killed
  * process's socket at once, so a dead worker disappears from CLIENT LIST within
  * milliseconds; a frozen one (SIGSTOP) stays listed and is caught by its lease expiring.
+ *
+ * CLIENT LIST answers for one server: on a Redis Cluster every master is asked and the
+ * names are pooled (a worker's connection lives on whichever node it connected to). Where
+ * Redis refuses CLIENT LIST (renamed, or denied by ACL, as managed services often do), the
+ * first refusal switches that connection to the workers' heartbeats (worker-signals.ts) for
+ * good, and says so once: deaths are then seen when a heartbeat lapses, within a lease TTL.
  */
 import type { Redis } from "ioredis";
-import { livenessMarker } from "../shared/worker-signals.js";
+import type { Logger } from "pino";
+import { masters } from "../shared/redis.js";
+import { heartbeats, livenessMarker } from "../shared/worker-signals.js";
 
 /** Parses CLIENT LIST output into the ids of this fleet's live workers. */
 export function parseLiveWorkers(clientList: string, prefix: string): Set<string> {
@@ -18,8 +26,55 @@ export function parseLiveWorkers(clientList: string, prefix: string): Set<string
   return ids;
 }
 
-export async function liveWorkers(redis: Redis, prefix: string): Promise<Set<string>> {
-  return parseLiveWorkers((await redis.client("LIST")) as string, prefix);
+export type LivenessMode = "client-list" | "heartbeat";
+
+/** The mode each sweeper connection settled on; absent: not asked yet. */
+const modes = new WeakMap<Redis, LivenessMode>();
+
+/** Which signal `liveWorkers` reads on this connection (undefined before its first call). */
+export function livenessMode(redis: Redis): LivenessMode | undefined {
+  return modes.get(redis);
+}
+
+/**
+ * Whether an error is Redis refusing CLIENT LIST itself: the command renamed away or
+ * unknown, denied by ACL (NOPERM), or disabled by a managed service.
+ */
+export function clientListRefused(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : String(error);
+  return /unknown command|unknown subcommand|NOPERM|no permissions?|not allowed|disabled|not supported/i.test(
+    message,
+  );
+}
+
+export async function liveWorkers(
+  redis: Redis,
+  prefix: string,
+  log?: Pick<Logger, "info" | "warn">,
+): Promise<Set<string>> {
+  if (modes.get(redis) !== "heartbeat") {
+    try {
+      const lists = await Promise.all(masters(redis).map((node) => node.client("LIST") as Promise<string>));
+      const ids = new Set<string>();
+      for (const list of lists) for (const id of parseLiveWorkers(list, prefix)) ids.add(id);
+      if (!modes.has(redis)) {
+        modes.set(redis, "client-list");
+        log?.info(
+          { liveness: "client-list", nodes: lists.length },
+          `worker liveness: connection names in CLIENT LIST (${lists.length} node${lists.length === 1 ? "" : "s"})`,
+        );
+      }
+      return ids;
+    } catch (error) {
+      if (!clientListRefused(error)) throw error;
+      modes.set(redis, "heartbeat");
+      log?.warn(
+        { liveness: "heartbeat", redisError: (error as Error).message },
+        `worker liveness: Redis refuses CLIENT LIST (${(error as Error).message}); using worker heartbeats: a killed worker is seen when its heartbeat lapses (within a lease TTL) instead of within milliseconds`,
+      );
+    }
+  }
+  return heartbeats(redis, prefix);
 }
 
 /**

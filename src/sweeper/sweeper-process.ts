@@ -7,6 +7,7 @@ import { QueueEvents } from "bullmq";
 import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
+import { EventWriter } from "../shared/events.js";
 import { servicesReachable, startMetricsServer } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
@@ -68,6 +69,15 @@ export async function startSweeper(
           );
           throw error;
         });
+  const events = new EventWriter(
+    redis,
+    config.prefix,
+    { maxEvents: config.events.maxEvents, maxAgeMs: config.events.maxAgeMs },
+    metrics.eventsWritten,
+    config.events.enabled,
+  );
+  const resumes = new AutomaticResumes(database, resumePolicyOf(config), metrics);
+  resumes.events = events;
   const sweeper = new Sweeper({
     prefix: config.prefix,
     redis,
@@ -76,8 +86,10 @@ export async function startSweeper(
     sweeps: new SweepQueries(database),
     queues,
     metrics,
-    resumes: new AutomaticResumes(database, resumePolicyOf(config), metrics),
+    resumes,
     log,
+    runEnded: (sessionId, runId, outcome) =>
+      events.writeAfterSync(database, sessionId, [{ type: "RUN_COMPLETED", runId, outcome }]),
   });
   // Batches (contracts §9): ends noticed on each wide scan; webhooks delivered on a
   // connection of their own (batch-ends.ts says why here).

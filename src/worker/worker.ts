@@ -11,18 +11,22 @@ import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
+import { EventWriter } from "../shared/events.js";
 import { servicesReachable, startMetricsServer } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
-import { createMetrics, type FleetMetrics, initToolSeries } from "../shared/metrics.js";
+import { createMetrics, type FleetMetrics, initEndpointSeries, initToolSeries } from "../shared/metrics.js";
+import { ProviderLimits } from "../shared/provider-limits.js";
 import { parseRunJob, QUEUES, type QueueKey, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, isConnectionError, RedisOutageLog } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
 import { closeAll } from "../shared/shutdown.js";
 import { AutomaticResumes } from "../shared/store/automatic-resumes.js";
+import { CapacityWaits } from "../shared/store/capacity-waits.js";
 import { FencedWrites } from "../shared/store/fenced-writes.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { registerToolNames } from "../shared/tool-names.js";
-import { cancelChannel, eventsChannel, livenessName } from "../shared/worker-signals.js";
+import { beat, cancelChannel, endHeartbeat, eventsChannel, livenessName } from "../shared/worker-signals.js";
+import { type Extension, Extensions, transcriptExtension } from "./extensions.js";
 import { createModel, redisFaultCounter } from "./models/create-model.js";
 import { abortableSleep } from "./models/scripted.js";
 import { processSessionJob, type SessionJobDeps } from "./session-job.js";
@@ -32,6 +36,8 @@ import { type Tool, ToolRegistry } from "./tools/registry.js";
 export type WorkerOptions = {
   /** Tools registered besides the built-ins. */
   tools?: Tool[];
+  /** Extensions whose hooks run around every run (contracts §8), besides the built-in transcript. */
+  extensions?: Extension[];
   /** Serve /metrics; default true. */
   serveMetrics?: boolean;
   logger?: Logger;
@@ -79,12 +85,43 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
         });
   const tools = new ToolRegistry().register(...builtinTools(config.toolDir), ...(options.tools ?? []));
   initToolSeries(metrics, tools.names());
+  initEndpointSeries(metrics, config.models.endpoints.values());
   // Before it says it is ready: the API accepts an agent listing a tool once a worker has
   // registered its name (contracts.md §12).
   await registerToolNames(redis, config.prefix, tools.names());
+  // The heartbeat, for a sweeper whose Redis refuses CLIENT LIST (liveness.ts): beaten before
+  // the first job is claimed, then every third of the lease TTL. A failed beat is the outage
+  // log's to report; the next one tries again.
+  const heartbeatTtl = config.leaseTtlMs;
+  await beat(redis, config.prefix, workerId, heartbeatTtl);
+  const heartbeat = setInterval(
+    () => {
+      beat(redis, config.prefix, workerId, heartbeatTtl).catch(() => {});
+    },
+    Math.max(50, Math.floor(heartbeatTtl / 3)),
+  );
+  heartbeat.unref();
   const faults = redisFaultCounter(redis, config.prefix);
   const queries = new SessionQueries(database);
   const writes = new FencedWrites(database);
+  // Session events (contracts §7) go through the liveness connection: one script call each.
+  const events = new EventWriter(
+    redis,
+    config.prefix,
+    { maxEvents: config.events.maxEvents, maxAgeMs: config.events.maxAgeMs },
+    metrics.eventsWritten,
+    config.events.enabled,
+  );
+  const extensions = new Extensions(
+    [
+      ...(config.transcriptDir ? [transcriptExtension(config.transcriptDir)] : []),
+      ...(options.extensions ?? []),
+    ],
+    metrics,
+    log,
+  );
+  const resumes = new AutomaticResumes(database, resumePolicyOf(config), metrics);
+  resumes.events = events;
   // Sessions cancelled through the API (contracts §9) are aborted here as on SIGTERM past
   // the grace period; the API publishes their ids, and the check before each tool starts
   // (agent-loop.ts) covers a message this worker missed.
@@ -109,7 +146,20 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     queries,
     writes,
     cancelled: (fence) => writes.sessionCancelled(fence),
-    resumes: new AutomaticResumes(database, resumePolicyOf(config), metrics),
+    // Provider limits across the fleet (contracts §15): gates on declared endpoints, hand-backs.
+    capacity: {
+      waits: new CapacityWaits(database),
+      endpoints: config.models.endpoints,
+      gate: {
+        limits: new ProviderLimits(redis, config.prefix, config.gateTuning),
+        shares: config.tenantShares,
+        metrics,
+        sleep: abortableSleep,
+      },
+    },
+    resumes,
+    events,
+    extensions,
     lease: new SessionLease(redis, config.prefix, config.leaseTtlMs),
     leaseTtlMs: config.leaseTtlMs,
     models: (model, field) => createModel(model, { faults, routing: config.models }, field),
@@ -157,6 +207,12 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     if (result === "busy") {
       // Another worker holds the session: wait behind it, never alongside it.
       await job.moveToDelayed(Date.now() + 100 + Math.floor(Math.random() * 200), token);
+      throw new DelayedError();
+    }
+    if (typeof result === "object") {
+      // A run waits for its endpoint's capacity (contracts §15): the job is handed back to the
+      // delayed set (no attempt counted: moveToDelayed skips it) and frees this slot now.
+      await job.moveToDelayed(Date.now() + Math.max(1, result.handedBack), token);
       throw new DelayedError();
     }
     return result;
@@ -223,6 +279,13 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
       await closeAll(
         [
           () => closed,
+          async () => {
+            clearInterval(heartbeat);
+            // Best effort: a Redis that is away must not hold the stop up (the beat lapses).
+            if (redis.status !== "ready") return;
+            const wait = new Promise<void>((resolve) => setTimeout(resolve, 1_000).unref());
+            await Promise.race([endHeartbeat(redis, config.prefix, workerId), wait]);
+          },
           () => queues.close(),
           ...bullRedis.map((connection) => () => closeRedis(connection)),
           () => closeRedis(redis),

@@ -8,17 +8,23 @@ import { randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import postgres from "postgres";
 import { type RunningApi, startApi } from "../../src/producer/api-server.js";
 import { FleetClient } from "../../src/producer/client.js";
 import { type FleetConfig, loadConfig } from "../../src/shared/config.js";
 import { type Database, openDatabase } from "../../src/shared/db/client.js";
 import { migrateDatabase } from "../../src/shared/db/migrate.js";
+import { createRedis, deleteKeys, isClusterUrl } from "../../src/shared/redis.js";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
 export const FLEET_BIN = join(ROOT, "bin/fleet.js");
 const ADMIN_URL = process.env.TEST_ADMIN_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+/**
+ * The Redis every fleet of a test run uses. `npm run test:cluster` points it at a Redis
+ * Cluster it started (`redis+cluster://…`, vitest.cluster.config.ts); there a fleet's
+ * FLEET_PREFIX is hash-tagged, `{t-…}`, as config.ts would make it anyway.
+ */
 const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 
 export type FleetEnv = {
@@ -59,7 +65,7 @@ export async function createFleetEnv(
   const env: Record<string, string> = {
     DATABASE_URL: databaseUrl.toString(),
     REDIS_URL: redisUrl,
-    FLEET_PREFIX: `t-${id}`,
+    FLEET_PREFIX: isClusterUrl(redisUrl) ? `{t-${id}}` : `t-${id}`,
     FLEET_TOOL_DIR: toolDir,
     LOG_LEVEL: "warn",
     METRICS_PORT: "0",
@@ -70,8 +76,8 @@ export async function createFleetEnv(
   const config = loadConfig(env);
   const database = openDatabase(config.databaseUrl, { max: 5 });
   await migrateDatabase(database);
-  const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
-  redis.on("error", () => {});
+  // A cluster connection on a cluster (redis.ts); errors are swallowed there.
+  const redis = createRedis(redisUrl, "worker");
   const apis: RunningApi[] = [];
   const workers: WorkerProcess[] = [];
 
@@ -113,8 +119,8 @@ export async function createFleetEnv(
       for (const api of apis) await api.stop();
       await database.close();
       if (!options.redisUrl) {
-        const keys = await redis.keys(`${env.FLEET_PREFIX}:*`);
-        if (keys.length > 0) await redis.del(...keys);
+        // Every master of a cluster, not the one node KEYS would be routed to.
+        await deleteKeys(redis, `${config.prefix}:*`);
       }
       redis.disconnect();
       const dropper = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });

@@ -18,10 +18,12 @@ export async function safePath(root: string, path: string): Promise<string> {
   const realRoot = await realRootOf(root);
   let existing = target;
   for (let probe = target; ; probe = dirname(probe)) {
-    const real = await realpath(probe).catch((error: NodeJS.ErrnoException) => {
-      if (error.code === "ENOENT") return null;
-      throw error;
-    });
+    const realOf = () =>
+      realpath(probe).catch((error: NodeJS.ErrnoException) => {
+        if (error.code === "ENOENT") return null;
+        throw error;
+      });
+    let real = await realOf();
     const exists =
       real !== null ||
       (await lstat(probe).then(
@@ -29,6 +31,9 @@ export async function safePath(root: string, path: string): Promise<string> {
         () => false,
       ));
     if (!exists) continue;
+    // Missing a moment ago but there now: another call (e.g. a concurrent append) created it
+    // in between. Look again; only a link that still resolves nowhere is dangling.
+    if (real === null) real = await realOf();
     const relReal = real === null ? ".." : relative(realRoot, real);
     if (relReal.startsWith("..") || isAbsolute(relReal)) {
       throw new Error(`Refused: "${path}" leads outside the tool directory.`);

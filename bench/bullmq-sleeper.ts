@@ -25,7 +25,12 @@ const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
 const marks = new Redis(redisUrl, { maxRetriesPerRequest: null });
 
 // Only the concurrency is set (the victim holds several jobs at once); every lock and
-// stalled-job option keeps BullMQ's default.
+// stalled-job option keeps BullMQ's default — unless SLEEPER_LOCK_MS / SLEEPER_STALLED_MS
+// tune them (the "tuned" baseline: 5 s / 5 s, as an operator who cares would set them).
+const tuned = {
+  ...(process.env.SLEEPER_LOCK_MS ? { lockDuration: Number(process.env.SLEEPER_LOCK_MS) } : {}),
+  ...(process.env.SLEEPER_STALLED_MS ? { stalledInterval: Number(process.env.SLEEPER_STALLED_MS) } : {}),
+};
 const worker = new Worker(
   queueName,
   async (job) => {
@@ -35,7 +40,7 @@ const worker = new Worker(
     );
     await new Promise((done) => setTimeout(done, 600_000));
   },
-  { connection, prefix, concurrency },
+  { connection, prefix, concurrency, ...tuned },
 );
 worker.on("error", (error) => console.error(`sleeper ${role}: ${error.message}`));
 await worker.waitUntilReady();

@@ -157,9 +157,9 @@ export type UsageTotals = {
   costUsd: number;
 };
 
-/** Sums steps' usage (null/undefined: unknown, not counted). Pure. */
-export function totalUsage(usages: Iterable<Usage | null | undefined>): UsageTotals {
-  const t: UsageTotals = {
+/** Totals of nothing: every count 0. */
+export function zeroTotals(): UsageTotals {
+  return {
     inputTokens: 0,
     outputTokens: 0,
     cacheReadTokens: 0,
@@ -167,6 +167,11 @@ export function totalUsage(usages: Iterable<Usage | null | undefined>): UsageTot
     reasoningTokens: 0,
     costUsd: 0,
   };
+}
+
+/** Sums steps' usage (null/undefined: unknown, not counted). Pure. */
+export function totalUsage(usages: Iterable<Usage | null | undefined>): UsageTotals {
+  const t = zeroTotals();
   for (const u of usages) {
     if (!u) continue;
     t.inputTokens += u.inputTokens;

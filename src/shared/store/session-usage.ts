@@ -4,7 +4,7 @@
  * query, for batch results and reports: a step with unknown usage (`null`) counts nothing.
  */
 import type { Database } from "../db/client.js";
-import { roundUsd, type UsageTotals } from "../prices.js";
+import { roundUsd, type UsageTotals, zeroTotals } from "../prices.js";
 
 export type SessionUsage = UsageTotals & { sessionId: string };
 
@@ -53,14 +53,7 @@ export async function totalUsageOfSessions(
   database: Database,
   sessionIds: readonly string[],
 ): Promise<UsageTotals> {
-  const total: UsageTotals = {
-    inputTokens: 0,
-    outputTokens: 0,
-    cacheReadTokens: 0,
-    cacheWriteTokens: 0,
-    reasoningTokens: 0,
-    costUsd: 0,
-  };
+  const total = zeroTotals();
   for (const { sessionId: _id, ...u } of await usageOfSessions(database, sessionIds)) {
     for (const key of Object.keys(total) as (keyof UsageTotals)[]) total[key] += u[key];
   }

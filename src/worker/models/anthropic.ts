@@ -51,8 +51,10 @@ import {
   type ModelProvider,
   type ModelRequest,
   ProviderError,
+  type ProviderErrorExtra,
   type ProviderErrorInfo,
   type ProviderKey,
+  providerError,
   retryAfterMs,
   retryableStatus,
   streamErrorRetryable,
@@ -97,13 +99,8 @@ export class AnthropicModel implements ModelProvider {
     return scrubSecrets(text, [this.#key.apiKey, ...secretValuesFromEnv(process.env)]);
   }
 
-  private fail(
-    message: string,
-    retryable: boolean,
-    extra: { retryAfterMs?: number; status?: number; type?: string } = {},
-  ): ProviderError {
-    const { retryAfterMs, ...info } = extra;
-    return new ProviderError(this.redact(message), retryable, retryAfterMs, { ...this.info, ...info });
+  private fail(message: string, retryable: boolean, extra: ProviderErrorExtra = {}): ProviderError {
+    return providerError(message, retryable, extra, this.info, (text) => this.redact(text));
   }
 
   /** What a failed request means: a ProviderError to throw, or a full context window. */

@@ -71,8 +71,10 @@ import {
   type ModelProvider,
   type ModelRequest,
   ProviderError,
+  type ProviderErrorExtra,
   type ProviderErrorInfo,
   type ProviderKey,
+  providerError,
   retryAfterMs,
   retryableStatus,
   streamErrorRetryable,
@@ -311,13 +313,8 @@ export class OpenAIModel implements ModelProvider {
     return this.client;
   }
 
-  private fail(
-    message: string,
-    retryable: boolean,
-    extra: { retryAfterMs?: number; status?: number; type?: string } = {},
-  ): ProviderError {
-    const { retryAfterMs, ...info } = extra;
-    return new ProviderError(this.scrub(message), retryable, retryAfterMs, { ...this.info, ...info });
+  private fail(message: string, retryable: boolean, extra: ProviderErrorExtra = {}): ProviderError {
+    return providerError(message, retryable, extra, this.info, (text) => this.scrub(text));
   }
 
   private body(request: ModelRequest): ChatCompletionCreateParamsStreaming {

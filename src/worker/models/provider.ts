@@ -107,6 +107,21 @@ export class ProviderError extends Error {
   }
 }
 
+/** What a provider adds to its errors besides the message: a hint to wait, a status, a type. */
+export type ProviderErrorExtra = { retryAfterMs?: number; status?: number; type?: string };
+
+/** A ProviderError with the message scrubbed (`redact`) and the provider's `info` merged in. */
+export function providerError(
+  message: string,
+  retryable: boolean,
+  extra: ProviderErrorExtra,
+  info: ProviderErrorInfo,
+  redact: (text: string) => string,
+): ProviderError {
+  const { retryAfterMs, ...more } = extra;
+  return new ProviderError(redact(message), retryable, retryAfterMs, { ...info, ...more });
+}
+
 /** Whether an HTTP status is worth retrying: 408, 409, 429 and 5xx. */
 export function retryableStatus(status: number): boolean {
   return status === 408 || status === 409 || status === 429 || status >= 500;

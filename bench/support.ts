@@ -312,12 +312,19 @@ export class CpuWindow {
 }
 
 /** Transactions and row counts of the connected database (pg_stat_database, flushed ≤ 1 s late). */
-export type DbActivity = { xacts: number; fetched: number; inserted: number; updated: number };
+export type DbActivity = {
+  xacts: number;
+  fetched: number;
+  inserted: number;
+  updated: number;
+  hotUpdated: number;
+};
 
 export async function dbActivity(sql: postgres.Sql): Promise<DbActivity> {
-  const [row] = await sql<{ xacts: number; fetched: number; inserted: number; updated: number }[]>`
+  const [row] = await sql<DbActivity[]>`
     select (xact_commit + xact_rollback)::float8 as xacts, tup_fetched::float8 as fetched,
-           tup_inserted::float8 as inserted, tup_updated::float8 as updated
+           tup_inserted::float8 as inserted, tup_updated::float8 as updated,
+           (select coalesce(sum(n_tup_hot_upd), 0) from pg_stat_user_tables)::float8 as "hotUpdated"
       from pg_stat_database where datname = current_database()`;
   return row!;
 }

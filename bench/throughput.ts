@@ -19,7 +19,10 @@
  * only after the first has been torn down. Besides rates it prints the CPU each part
  * used and the Postgres transactions and Redis commands per session, for profiling.
  *
- *   npm run bench -- --sessions 500 --workers 2 --concurrency 16
+ * Both sides run --rounds times (default 3), alternating which goes first; the report gives
+ * min / median / max sessions/s of each side and the ratio of the medians.
+ *
+ *   npm run bench -- --sessions 500 --workers 2 --concurrency 16 --rounds 3
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -52,6 +55,7 @@ import {
   dropScratchDatabase,
   fmt,
   inPool,
+  median,
   pidsByName,
   REDIS_URL,
   type ReadyChild,
@@ -76,6 +80,8 @@ const { values } = parseArgs({
     /** batch: POST /v1/batches of 50 (how a backend submits); http: create + send per session; service: in-process. */
     via: { type: "string", default: "batch" },
     only: { type: "string", default: "both" },
+    /** Measured rounds; each round runs both sides, in alternating order (fleet first, then baseline first, …). */
+    rounds: { type: "string", default: "3" },
     /** Write a V8 CPU profile of each worker process (fleet and baseline) into this directory. */
     profile: { type: "string" },
   },
@@ -102,6 +108,7 @@ const VIA = oneOf("via", values.via, ["batch", "http", "service"]);
 /** Sessions per POST /v1/batches with --via batch. */
 const BATCH_SIZE = 50;
 const ONLY = oneOf("only", values.only, ["both", "fleet", "baseline"]);
+const ROUNDS = wholeNumber("rounds", values.rounds, 1);
 const WORKER_NODE_ARGS = values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : [];
 
 /** A phase that has not finished after this long is reported as failed. */
@@ -120,7 +127,8 @@ type PhaseResult = {
   submitMs: number;
   note: string;
   cpu: ReturnType<CpuWindow["stop"]>;
-  db: DbActivity;
+  /** Database activity, measured in the first round of each side only (it costs two 10 s settles). */
+  db: DbActivity | null;
 };
 
 /** What a phase sets up for the common measurement. */
@@ -137,7 +145,7 @@ type Phase = {
 };
 
 /** Warm-up, then the measured batch: elapsed time, CPU by part, database and Redis activity. */
-async function measure(name: string, phase: Phase): Promise<PhaseResult> {
+async function measure(name: string, phase: Phase, withStats: boolean): Promise<PhaseResult> {
   const waitFor = async (total: number, deadline: number): Promise<{ lastEndMs: number; polls: number }> => {
     for (let polls = 1; ; polls++) {
       const p = await phase.progress(total);
@@ -152,8 +160,8 @@ async function measure(name: string, phase: Phase): Promise<PhaseResult> {
     await phase.submit(SESSIONS, WARMUP);
     await waitFor(WARMUP, Date.now() + PHASE_TIMEOUT_MS);
   }
-  await sleep(STATS_SETTLE_MS);
-  const dbBefore = await dbActivity(phase.sql);
+  if (withStats) await sleep(STATS_SETTLE_MS);
+  const dbBefore = withStats ? await dbActivity(phase.sql) : null;
   const workerPids = phase.workers.map((w) => w.child.pid!);
   const window = new CpuWindow();
   window.start([process.pid, ...workerPids, ...pidsByName("postgres"), ...pidsByName(REDIS_COMM)]);
@@ -171,22 +179,21 @@ async function measure(name: string, phase: Phase): Promise<PhaseResult> {
     "postgres backends": backends.map((b) => b.pid),
     [REDIS_COMM]: pidsByName(REDIS_COMM),
   });
-  await sleep(STATS_SETTLE_MS);
-  const dbAfter = await dbActivity(phase.sql);
-  // This script's own polls and the two statistics reads are not the phase's work.
-  const ownXacts = polls + 2;
-  return {
-    elapsedMs: lastEndMs - started,
-    submitMs,
-    note: await phase.verify(WARMUP + SESSIONS),
-    cpu,
-    db: {
+  let db: DbActivity | null = null;
+  if (dbBefore) {
+    await sleep(STATS_SETTLE_MS);
+    const dbAfter = await dbActivity(phase.sql);
+    // This script's own polls and the two statistics reads are not the phase's work.
+    const ownXacts = polls + 2;
+    db = {
       xacts: dbAfter.xacts - dbBefore.xacts - ownXacts,
       fetched: dbAfter.fetched - dbBefore.fetched,
       inserted: dbAfter.inserted - dbBefore.inserted,
       updated: dbAfter.updated - dbBefore.updated,
-    },
-  };
+      hotUpdated: dbAfter.hotUpdated - dbBefore.hotUpdated,
+    };
+  }
+  return { elapsedMs: lastEndMs - started, submitMs, note: await phase.verify(WARMUP + SESSIONS), cpu, db };
 }
 
 /** The fleet session with this index: one tool call, then an answer; no model latency. */
@@ -233,7 +240,7 @@ async function fleetProducer(
   };
 }
 
-async function runFleet(cleanup: Cleanup, redis: Redis): Promise<PhaseResult> {
+async function runFleet(cleanup: Cleanup, redis: Redis, withStats: boolean): Promise<PhaseResult> {
   const { databaseUrl, env, config } = await scratchFleet(cleanup, redis, "tp", CONCURRENCY);
 
   const api = await startApi(config, { port: 0 });
@@ -250,60 +257,64 @@ async function runFleet(cleanup: Cleanup, redis: Redis): Promise<PhaseResult> {
   cleanup.add("close the fleet poller", () => sql.end({ timeout: 5 }));
   const producer = await fleetProducer(config, cleanup, api.url);
 
-  return measure("fleet", {
-    sql,
-    workers,
-    driverLabel: `driver (${VIA === "batch" ? "API batches" : VIA === "http" ? "API" : "service"}${WITH_SWEEPER ? ", sweeper" : ""}, submit)`,
-    submit: async (from, count) => {
-      const indexes = Array.from({ length: count }, (_, i) => from + i);
-      if (VIA === "batch") {
-        const client = new FleetClient({ baseUrl: api.url });
-        const chunks: number[][] = [];
-        for (let i = 0; i < indexes.length; i += BATCH_SIZE) chunks.push(indexes.slice(i, i + BATCH_SIZE));
-        await inPool(chunks, Math.max(1, Math.ceil(SUBMITTERS / 8)), (chunk) =>
-          client.createBatch(
-            chunk.map((index) => ({
-              agent: benchAgent(index),
-              input: `Session ${index}: use the tool, then answer.`,
-            })),
-          ),
-        );
-        return;
-      }
-      await inPool(indexes, SUBMITTERS, async (index) => {
-        const { id: sessionId } = await producer.createSession({ agent: benchAgent(index) });
-        await producer.send(sessionId, `Session ${index}: use the tool, then answer.`);
-      });
-    },
-    // Finished: the session's answer is stored and no run is still queued or running.
-    progress: async (total) => {
-      const [row] = await sql<{ completed: number; unfinished: number; last_end_ms: number | null }[]>`
+  return measure(
+    "fleet",
+    {
+      sql,
+      workers,
+      driverLabel: `driver (${VIA === "batch" ? "API batches" : VIA === "http" ? "API" : "service"}${WITH_SWEEPER ? ", sweeper" : ""}, submit)`,
+      submit: async (from, count) => {
+        const indexes = Array.from({ length: count }, (_, i) => from + i);
+        if (VIA === "batch") {
+          const client = new FleetClient({ baseUrl: api.url });
+          const chunks: number[][] = [];
+          for (let i = 0; i < indexes.length; i += BATCH_SIZE) chunks.push(indexes.slice(i, i + BATCH_SIZE));
+          await inPool(chunks, Math.max(1, Math.ceil(SUBMITTERS / 8)), (chunk) =>
+            client.createBatch(
+              chunk.map((index) => ({
+                agent: benchAgent(index),
+                input: `Session ${index}: use the tool, then answer.`,
+              })),
+            ),
+          );
+          return;
+        }
+        await inPool(indexes, SUBMITTERS, async (index) => {
+          const { id: sessionId } = await producer.createSession({ agent: benchAgent(index) });
+          await producer.send(sessionId, `Session ${index}: use the tool, then answer.`);
+        });
+      },
+      // Finished: the session's answer is stored and no run is still queued or running.
+      progress: async (total) => {
+        const [row] = await sql<{ completed: number; unfinished: number; last_end_ms: number | null }[]>`
           select (select count(*)::int from sessions where tail_state = 'completed') as completed,
                  (select count(*)::int from runs where status <> 'ended') as unfinished,
                  (select (extract(epoch from max(ended_at)) * 1000)::float8 from runs) as last_end_ms`;
-      return {
-        done: row!.completed >= total && row!.unfinished === 0,
-        count: row!.completed,
-        lastEndMs: row!.last_end_ms,
-      };
-    },
-    verify: async (total) => {
-      const [check] = await sql<{ messages: number; bad_sessions: number; not_completed: number }[]>`
+        return {
+          done: row!.completed >= total && row!.unfinished === 0,
+          count: row!.completed,
+          lastEndMs: row!.last_end_ms,
+        };
+      },
+      verify: async (total) => {
+        const [check] = await sql<{ messages: number; bad_sessions: number; not_completed: number }[]>`
           select (select count(*)::int from messages) as messages,
                  (select count(*)::int from (select session_id from messages group by 1 having count(*) <> 4) b)
                    as bad_sessions,
                  (select count(*)::int from runs where ended_reason is distinct from 'completed') as not_completed`;
-      return check!.messages === total * MESSAGES_PER_SESSION &&
-        check!.bad_sessions === 0 &&
-        check!.not_completed === 0
-        ? "verified: 4 messages and 1 completed run per session"
-        : `CHECK FAILED: ${check!.messages} messages for ${total} sessions, ` +
-            `${check!.bad_sessions} sessions without 4, ${check!.not_completed} runs not completed`;
+        return check!.messages === total * MESSAGES_PER_SESSION &&
+          check!.bad_sessions === 0 &&
+          check!.not_completed === 0
+          ? "verified: 4 messages and 1 completed run per session"
+          : `CHECK FAILED: ${check!.messages} messages for ${total} sessions, ` +
+              `${check!.bad_sessions} sessions without 4, ${check!.not_completed} runs not completed`;
+      },
     },
-  });
+    withStats,
+  );
 }
 
-async function runBaseline(cleanup: Cleanup, redis: Redis): Promise<PhaseResult> {
+async function runBaseline(cleanup: Cleanup, redis: Redis, withStats: boolean): Promise<PhaseResult> {
   const id = shortId();
   const dbName = `fleet_bench_base_${id}`;
   const databaseUrl = await createScratchDatabase(dbName);
@@ -359,78 +370,114 @@ async function runBaseline(cleanup: Cleanup, redis: Redis): Promise<PhaseResult>
     await queueRedis.quit();
   });
 
-  return measure("baseline", {
-    sql,
-    workers,
-    driverLabel: "driver (queue.add)",
-    submit: (from, count) =>
-      inPool(
-        Array.from({ length: count }, (_, i) => from + i),
-        SUBMITTERS,
-        (index) => queue.add("session", { sessionId: `s-${index}`, index }, { jobId: `session-${index}` }),
-      ),
-    progress: async (total) => {
-      const [row] = await sql<{ done: number; last_ms: number | null }[]>`
+  return measure(
+    "baseline",
+    {
+      sql,
+      workers,
+      driverLabel: "driver (queue.add)",
+      submit: (from, count) =>
+        inPool(
+          Array.from({ length: count }, (_, i) => from + i),
+          SUBMITTERS,
+          (index) => queue.add("session", { sessionId: `s-${index}`, index }, { jobId: `session-${index}` }),
+        ),
+      progress: async (total) => {
+        const [row] = await sql<{ done: number; last_ms: number | null }[]>`
           select count(*)::int as done, (extract(epoch from max(created_at)) * 1000)::float8 as last_ms
             from messages where seq = 4`;
-      return { done: row!.done >= total, count: row!.done, lastEndMs: row!.last_ms };
+        return { done: row!.done >= total, count: row!.done, lastEndMs: row!.last_ms };
+      },
+      verify: async (total) => {
+        const [check] = await sql<{ messages: number }[]>`select count(*)::int as messages from messages`;
+        return check!.messages === total * MESSAGES_PER_SESSION
+          ? "verified: 4 messages per session"
+          : `CHECK FAILED: ${check!.messages} messages for ${total} sessions`;
+      },
     },
-    verify: async (total) => {
-      const [check] = await sql<{ messages: number }[]>`select count(*)::int as messages from messages`;
-      return check!.messages === total * MESSAGES_PER_SESSION
-        ? "verified: 4 messages per session"
-        : `CHECK FAILED: ${check!.messages} messages for ${total} sessions`;
-    },
-  });
+    withStats,
+  );
 }
 
-function report(results: { name: string; result: PhaseResult }[]): void {
+type Measured = { name: "fleet" | "baseline"; round: number; result: PhaseResult };
+
+function minMedMax(samples: number[]): string {
+  if (samples.length === 0) return "n/a";
+  const sorted = [...samples].sort((a, b) => a - b);
+  return `${fmt(sorted[0]!)} / ${fmt(median(sorted))} / ${fmt(sorted.at(-1)!)}`;
+}
+
+function report(results: Measured[]): void {
   const perSession = (n: number) => fmt(n / SESSIONS, 2);
-  const rates = [["", "sessions/s", "messages/s", "elapsed", "submit"]];
-  for (const { name, result } of results) {
-    const seconds = result.elapsedMs / 1000;
+  const rate = (r: PhaseResult) => SESSIONS / (r.elapsedMs / 1000);
+  const label = (name: string) =>
+    name === "fleet"
+      ? `fleet (${VIA === "batch" ? "HTTP batches" : VIA === "http" ? "FleetClient → HTTP API" : "FleetService"})`
+      : "baseline (BullMQ + pg)";
+  const rates = [["", "sessions/s min / median / max", "runs", "median elapsed", "median submit"]];
+  for (const name of ["fleet", "baseline"] as const) {
+    const mine = results.filter((r) => r.name === name);
+    if (mine.length === 0) continue;
     rates.push([
-      name === "fleet"
-        ? `fleet (${VIA === "batch" ? "HTTP batches" : VIA === "http" ? "FleetClient → HTTP API" : "FleetService"})`
-        : "baseline (BullMQ + pg)",
-      fmt(SESSIONS / seconds),
-      fmt((SESSIONS * MESSAGES_PER_SESSION) / seconds),
-      `${fmt(seconds, 2)} s`,
-      `${fmt(result.submitMs / 1000, 2)} s`,
+      label(name),
+      minMedMax(mine.map((r) => rate(r.result))),
+      String(mine.length),
+      `${fmt(median(mine.map((r) => r.result.elapsedMs)) / 1000, 2)} s`,
+      `${fmt(median(mine.map((r) => r.result.submitMs)) / 1000, 2)} s`,
     ]);
   }
   console.log("");
   console.log(table(rates));
-  const fleet = results.find((r) => r.name === "fleet")?.result;
-  const baseline = results.find((r) => r.name === "baseline")?.result;
-  if (fleet && baseline) {
+  const fleet = results.filter((r) => r.name === "fleet");
+  const baseline = results.filter((r) => r.name === "baseline");
+  if (fleet.length > 0 && baseline.length > 0) {
+    // Each round's ratio (its two sides ran back to back), and the ratio of the medians.
+    const perRound = fleet.flatMap((f) => {
+      const b = baseline.find((x) => x.round === f.round);
+      return b ? [rate(f.result) / rate(b.result)] : [];
+    });
+    const medianRatio =
+      median(fleet.map((r) => rate(r.result))) / median(baseline.map((r) => rate(r.result)));
     console.log(
-      `ratio fleet/baseline (sessions/s): ${fmt(baseline.elapsedMs / fleet.elapsedMs, 2)}  (aim ≥ 0.60)`,
+      `ratio fleet/baseline (sessions/s): median ${fmt(medianRatio, 2)}; per round ${perRound.map((r) => fmt(r, 2)).join(", ")}  (aim ≥ 0.70)`,
     );
   }
 
   console.log("");
-  console.log("per session, during the measured window (CPU in ms; the machine has 2 cores):");
+  console.log("per session, in each side's first round (CPU in ms; the machine has 2 cores):");
   const costs = [
-    ["", "CPU driver", "CPU workers", "CPU postgres", "CPU redis", "pg xacts", "pg rows written", "busy"],
+    [
+      "",
+      "CPU driver",
+      "CPU workers",
+      "CPU postgres",
+      "CPU redis",
+      "pg xacts",
+      "pg rows written",
+      "HOT updates",
+      "busy",
+    ],
   ];
-  for (const { name, result } of results) {
+  for (const { name, result } of results.filter((r) => r.result.db !== null)) {
     const [driver, workers, pg, redis] = Object.values(result.cpu.groups).map((s) => perSession(s * 1000));
+    const db = result.db!;
     costs.push([
       name,
       driver!,
       workers!,
       pg!,
       redis!,
-      perSession(result.db.xacts),
-      perSession(result.db.inserted + result.db.updated),
+      perSession(db.xacts),
+      perSession(db.inserted + db.updated),
+      db.updated > 0 ? `${fmt((100 * db.hotUpdated) / db.updated, 0)} %` : "n/a",
       `${fmt((100 * result.cpu.machineBusy) / Math.max(result.cpu.machineTotal, 1e-9), 0)} %`,
     ]);
   }
   console.log(table(costs));
   console.log(
     "(pg: this database's backends; xacts: commits, an explicit transaction counting once, the " +
-      "sweeper's polling included; CPU redis and busy: the whole server and machine, other users included)",
+      "sweeper's polling included; HOT: updates that touched no index; CPU redis and busy: the whole " +
+      "server and machine, other users included)",
   );
 }
 
@@ -450,22 +497,32 @@ async function main(): Promise<number> {
     }, sweeper ${WITH_SWEEPER ? "in-process" : "off"}, scripted model with no delay`,
   );
   const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
-  const results: { name: string; result: PhaseResult }[] = [];
+  const results: Measured[] = [];
   let failed = false;
-  for (const name of ["fleet", "baseline"] as const) {
-    if (ONLY !== "both" && ONLY !== name) continue;
-    // Each phase has its own cleanup, so the next one starts on a quiet machine.
-    const cleanup = new Cleanup();
-    try {
-      const result = await (name === "fleet" ? runFleet(cleanup, redis) : runBaseline(cleanup, redis));
-      results.push({ name, result });
-      console.log(`  ${name}: done in ${fmt(result.elapsedMs / 1000, 2)} s (${result.note})`);
-      if (result.note.startsWith("CHECK FAILED")) failed = true;
-    } catch (error) {
-      failed = true;
-      console.error(`  ${name} failed: ${(error as Error).message}`);
-    } finally {
-      await cleanup.run();
+  for (let round = 0; round < ROUNDS && !failed; round++) {
+    // Alternate which side goes first, so neither always runs on a warmer (or hotter) machine.
+    const order = round % 2 === 0 ? (["fleet", "baseline"] as const) : (["baseline", "fleet"] as const);
+    for (const name of order) {
+      if (ONLY !== "both" && ONLY !== name) continue;
+      // Each phase has its own cleanup, so the next one starts on a quiet machine.
+      const cleanup = new Cleanup();
+      const withStats = round === 0;
+      try {
+        const result = await (name === "fleet"
+          ? runFleet(cleanup, redis, withStats)
+          : runBaseline(cleanup, redis, withStats));
+        results.push({ name, round, result });
+        console.log(
+          `  round ${round + 1}/${ROUNDS} ${name}: ${fmt(SESSIONS / (result.elapsedMs / 1000))} sessions/s, ` +
+            `${fmt(result.elapsedMs / 1000, 2)} s (${result.note})`,
+        );
+        if (result.note.startsWith("CHECK FAILED")) failed = true;
+      } catch (error) {
+        failed = true;
+        console.error(`  ${name} failed: ${(error as Error).message}`);
+      } finally {
+        await cleanup.run();
+      }
     }
   }
   await redis.quit();

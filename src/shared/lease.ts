@@ -18,6 +18,9 @@ const ACQUIRE = `if redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2], "NX") the
 else return 0 end`;
 const RELEASE = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`;
 
+/** Keys per MGET in `holders`: one reply stays small whatever the fleet's size. */
+const HOLDERS_PER_MGET = 500;
+
 export type LeaseStore = {
   acquire(sessionId: string, ownerId: string): Promise<string | null>;
   renew(sessionId: string, token: string): Promise<boolean>;
@@ -110,6 +113,20 @@ export class SessionLease implements LeaseStore {
   /** Releases the lease only if `token` still holds it (also the sweeper's, for a dead holder). */
   async release(sessionId: string, token: string): Promise<boolean> {
     return releaseIfHolder(this.redis, this.key(sessionId), token);
+  }
+
+  /**
+   * Who holds each session's lease, in one MGET per 500 sessions (the sweeper reads every
+   * running run's lease each tick). Every fleet key shares one hash tag on a Redis Cluster
+   * (redis.ts), so the keys of one MGET are always on one node.
+   */
+  async holders(sessionIds: readonly string[]): Promise<(string | null)[]> {
+    const out: (string | null)[] = [];
+    for (let i = 0; i < sessionIds.length; i += HOLDERS_PER_MGET) {
+      const keys = sessionIds.slice(i, i + HOLDERS_PER_MGET).map((id) => this.key(id));
+      out.push(...(await this.redis.mget(...keys)));
+    }
+    return out;
   }
 
   /** Who holds the lease (its token), for the sweeper and tests. */

@@ -30,7 +30,7 @@ export class SweepQueries {
   sessionsNeedingAttention(limit: number): Promise<AttentionSession[]> {
     return this.database.sql<AttentionSession[]>`
       select s.id, s.tail_state, s.resume_attempts from sessions s
-       where s.status = 'active' and s.run_started and s.tail_state not in ('completed', 'empty')
+       where s.status = 'active' and s.run_started and s.tail_phase = 'open'
          and (s.next_resume_at is null or s.next_resume_at <= now())
          and not exists (select 1 from runs r where r.session_id = s.id and r.status <> 'ended')
        order by s.next_resume_at nulls first

@@ -122,9 +122,9 @@ export class Sweeper {
       running.map((r) => r.worker_id ?? ""),
       now,
     );
-    // All holders at once (concurrent GETs on one connection), then the abandoned runs a few
+    // All holders at once (MGET, a round trip per 500 runs), then the abandoned runs a few
     // at a time: a worker that dies with 30 sessions must not have them resumed one by one.
-    const holders = await Promise.all(running.map((run) => this.deps.lease.holder(run.session_id)));
+    const holders = await this.deps.lease.holders(running.map((run) => run.session_id));
     let count = 0;
     await forEachLimit(running.entries(), ABANDONED_AT_ONCE, async ([i, run]) => {
       const holder = holders[i]!;

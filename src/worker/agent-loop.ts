@@ -11,7 +11,7 @@ import { requestsTools } from "../shared/resume-point.js";
 import { stopReasonLabel } from "../shared/stop-reasons.js";
 import type { Fence, FencedWrites, HistoryCursor } from "../shared/store/fenced-writes.js";
 import { lastStepSeq } from "../shared/store/rows.js";
-import { tailState } from "../shared/tail-state.js";
+import { type TailState, tailState } from "../shared/tail-state.js";
 import { callModel, type RetryPolicy } from "./call-model.js";
 import type { LeaseCheck } from "./lease-guard.js";
 import type { ModelIdentity, ModelProvider } from "./models/provider.js";
@@ -21,7 +21,8 @@ import { outcomeOfStop, type RunOutcome } from "./run-outcome.js";
 import { executeTool, type ToolRegistry, toolLabel } from "./tools/registry.js";
 
 export type AgentLoopDeps = {
-  writes: Pick<FencedWrites, "append" | "reserveModelCall">;
+  /** `appendStep` (when present) also answers the cancel check, saving the read before a tool. */
+  writes: Pick<FencedWrites, "append" | "reserveModelCall"> & Partial<Pick<FencedWrites, "appendStep">>;
   tools: Pick<ToolRegistry, "get" | "specs">;
   metrics: Pick<FleetMetrics, "modelStops" | "toolCalls"> & Partial<Pick<FleetMetrics, "modelTokens">>;
   sleep: Sleep;
@@ -60,6 +61,12 @@ export type LoopInput = {
    * goal and asks it to keep working or answer GOAL_MET, at most `maxRounds` times per run.
    */
   goal?: { text: string; maxRounds: number } | null;
+  /**
+   * Leave the run's last message unappended and return it as `last` (session-job.ts appends
+   * it in the statement that ends the run). Only where nothing must see it before the run's
+   * end is decided: no extension hooks.
+   */
+  deferLast?: boolean;
 };
 
 export type LoopObserver = {
@@ -67,6 +74,11 @@ export type LoopObserver = {
   committed(message: StoredMessage): Promise<void>;
   /** Right before a tool call starts. */
   toolStarted(call: ToolCall): Promise<void>;
+  /**
+   * Whether `committed` may wait on something slow (extension hooks): the cancel status read
+   * with an append then no longer counts as read right before the next tool starts.
+   */
+  awaitsHooks?: boolean;
 };
 
 /** What the model answers when the goal of goal mode is met. */
@@ -80,10 +92,22 @@ export function goalRoundText(goal: { text: string }, round: number, maxRounds: 
   );
 }
 
-export type LoopResult = { outcome: RunOutcome; error?: string; usage: Usage };
+export type LoopResult = {
+  outcome: RunOutcome;
+  error?: string;
+  usage: Usage;
+  /** With `deferLast`: the run's last step, not yet stored (the caller stores it with the run's end). */
+  last?: { message: Message; tail: TailState; estimatedTokens: number };
+};
 
 /** An in-memory history that appends through the fence and keeps its cursor. */
 class FencedHistory {
+  /**
+   * Whether the last append found the session cancelled (null: unknown, e.g. the writes
+   * cannot say, or something slow ran since).
+   */
+  cancelledAtLastAppend: boolean | null = null;
+
   constructor(
     private readonly deps: AgentLoopDeps,
     private readonly input: LoopInput,
@@ -101,17 +125,44 @@ class FencedHistory {
   /** `estimatedTokens`: counted against the token budget for a step with unknown usage. */
   async append(message: Message, estimatedTokens = 0): Promise<void> {
     this.deps.leaseGuard?.assertValid(this.input.fence.epoch);
+    this.cancelledAtLastAppend = null;
     const next = [...this.input.history, message];
-    const [stored] = await this.deps.writes.append(
+    const args = [
       this.input.fence,
       this.cursor(),
       this.input.runId,
       [message],
       tailState(next),
       estimatedTokens,
-    );
+    ] as const;
+    let stored: StoredMessage | undefined;
+    let cancelled: boolean | null = null;
+    if (this.deps.writes.appendStep) {
+      const step = await this.deps.writes.appendStep(...args);
+      [stored] = step.stored;
+      cancelled = step.cancelled;
+    } else {
+      [stored] = await this.deps.writes.append(...args);
+    }
     this.input.history.push(stored!);
     await this.input.observer?.committed(stored!);
+    if (!this.input.observer?.awaitsHooks) this.cancelledAtLastAppend = cancelled;
+  }
+
+  /** What the last message would be appended with (for a caller that stores it itself). */
+  lastOf(message: Message, estimatedTokens: number): NonNullable<LoopResult["last"]> {
+    return { message, tail: tailState([...this.input.history, message]), estimatedTokens };
+  }
+
+  /**
+   * Whether the session was cancelled, right before a tool starts: the answer of the append
+   * that just proved the lease when it gave one (and nothing slow ran since), else a read.
+   */
+  async cancelled(): Promise<boolean> {
+    const known = this.cancelledAtLastAppend;
+    this.cancelledAtLastAppend = null;
+    if (known !== null) return known;
+    return (await this.deps.cancelled?.(this.input.fence)) ?? false;
   }
 }
 
@@ -232,13 +283,28 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
       ? 0
       : (step.estimatedUsage?.inputTokens ?? 0) + (step.estimatedUsage?.outputTokens ?? 0);
     if (input.budget) input.budget.tokensUsed += estimated;
+    if (input.deferLast && !requestsTools(message)) {
+      const outcome = outcomeOfStop(message.stopReason);
+      const goal = input.goal;
+      const goalGoesOn =
+        goal &&
+        outcome === "completed" &&
+        goalRounds < goal.maxRounds &&
+        !message.content.includes(GOAL_MET) &&
+        !signal.aborted;
+      const pauseGoesOn = outcome === "paused" && pauses < agent.pauseLimit;
+      if (!goalGoesOn && !pauseGoesOn) {
+        deps.metrics.modelStops.inc({ stop_reason: stopReasonLabel(message.stopReason) });
+        return { outcome, usage, last: history.lastOf(message, estimated) };
+      }
+    }
     await history.append(message, estimated);
     deps.metrics.modelStops.inc({ stop_reason: stopReasonLabel(message.stopReason) });
     if (requestsTools(message)) {
       pauses = 0;
       const calls = message.toolCalls ?? [];
       for (const [index, call] of calls.entries()) {
-        if (signal.aborted || (await deps.cancelled?.(input.fence))) {
+        if (signal.aborted || (await history.cancelled())) {
           // Answer the calls that never started, so the history says exactly what happened.
           for (const skipped of calls.slice(index)) await history.append(cancelledResult(skipped));
           for (const skipped of calls.slice(index))

@@ -41,7 +41,8 @@ import { toolLabel } from "./tools/registry.js";
 export type SessionJobDeps = AgentLoopDeps & {
   workerId: string;
   queries: Pick<SessionQueries, "nextQueuedRun"> & Partial<Pick<SessionQueries, "getSession">>;
-  writes: Pick<FencedWrites, "append" | "claimSession" | "startRun" | "endRun" | "reserveModelCall">;
+  writes: Pick<FencedWrites, "append" | "claimSession" | "startRun" | "endRun" | "reserveModelCall"> &
+    Partial<Pick<FencedWrites, "appendStep" | "appendAndEndRun">>;
   lease: LeaseStore;
   leaseTtlMs: number;
   /** Builds a model's provider; throws a ValidationError naming `field` for a route not allowed (contracts §11). */
@@ -144,13 +145,16 @@ export async function processSessionJob(
     Math.max(100, Math.floor(deps.leaseTtlMs / 3)),
   );
   try {
-    const claim = await jobDeps.writes.claimSession(sessionId, deps.workerId);
+    // The first run of a new session starts in the claim's own statement (fenced-writes.ts).
+    const claim = await jobDeps.writes.claimSession(sessionId, deps.workerId, {
+      startFirst: { tail: FIRST_RUN_TAIL },
+    });
     if (claim === null) return "done";
     const fence: Fence = { sessionId, epoch: claim.epoch };
     const runBySeq = new Map<number, string>();
     const events = deps.events
       ? new SessionEventLog(
-          deps.events,
+          claim.history.length === 0 ? fromSeqZero(deps.events) : deps.events,
           sessionId,
           claim.history,
           (m) => runBySeq.get(m.seq) ?? null,
@@ -177,12 +181,16 @@ export async function processSessionJob(
       fence,
       history: claim.history,
       agent: claim.agent,
+      parsedAgent: null,
       budget: { tokensUsed: claim.tokensUsed },
       events,
       runBySeq,
     };
-    while (next && !controller.signal.aborted) {
-      next = await processRun(next, state, controller.signal, jobDeps);
+    let started = claim.started;
+    // A run the claim started is taken to its end even when the job was aborted meanwhile.
+    while (next && (started !== null || !controller.signal.aborted)) {
+      next = await processRun(next, state, controller.signal, jobDeps, started);
+      started = null;
     }
     return "done";
   } catch (error) {
@@ -207,6 +215,18 @@ export async function processSessionJob(
 }
 
 /**
+ * `writer`, saying that the session's event stream holds no message yet without asking
+ * Redis: true of a session with no stored message (the stream only ever holds committed
+ * ones), and safe regardless — the append script skips every message already there — so a
+ * new session's first event write needs no read of the stream's last seq first.
+ */
+function fromSeqZero(writer: EventWriter): EventWriter {
+  const zero = Object.create(writer) as EventWriter;
+  zero.lastSeq = async () => 0;
+  return zero;
+}
+
+/**
  * Asks for an automatic resume (counted against the session's one limit, with backoff) and
  * queues its job; returns the run when it may start now, so this worker goes on with it.
  */
@@ -225,10 +245,15 @@ async function requestResume(sessionId: string, deps: SessionJobDeps): Promise<R
   }
 }
 
+/** What a run that starts with only the user message leaves as the session's tail. */
+const FIRST_RUN_TAIL = tailState([{ role: "user", content: "" }]);
+
 type SessionState = {
   fence: Fence;
   history: StoredMessage[];
   agent: unknown;
+  /** The stored agent, validated once per job (null until the first run needs it). */
+  parsedAgent: ReturnType<typeof parseAgentConfig> | null;
   /** What the session has used of its budget so far (kept current by the agent loop). */
   budget: { tokensUsed: number };
   /** The session's events (null when events are off). */
@@ -257,17 +282,21 @@ function runLogFields(run: RunRow, kind: "run" | "resume", deps: SessionJobDeps)
 /** Runs one queued run to its end; returns the session's next queued run. */
 async function processRun(
   run: RunRow,
-  { fence, history, agent: storedAgent, budget, events, runBySeq }: SessionState,
+  state: SessionState,
   signal: AbortSignal,
   deps: SessionJobDeps,
+  /** What the claim appended when it already started this run (claimSession's `startFirst`). */
+  startedByClaim: StoredMessage[] | null = null,
 ): Promise<RunRow | null> {
+  const { fence, history, agent: storedAgent, budget, events, runBySeq } = state;
   const kind = run.kind === "resume" ? "resume" : "run";
   const logFields = runLogFields(run, kind, deps);
   const startedAt = Date.now();
   // A run handed back while it waited for capacity (contracts §15) goes on where it stopped.
-  const previous = previousPart(run, deps.capacity);
+  const previous = startedByClaim ? null : previousPart(run, deps.capacity);
   const ledger = ledgerOf(previous);
   let reservesModelCalls = false;
+  // A run the claim started appended exactly what planRunStart gives an empty history.
   const plan = previous ? CONTINUE : planRunStart(run, history);
   if (plan.action === "refuse") {
     await deps.writes.startRun(
@@ -297,13 +326,15 @@ async function processRun(
     }
     return nextRun;
   }
-  const started = await deps.writes.startRun(
-    fence,
-    cursorOf(history),
-    { id: run.id, workerId: deps.workerId, resumeKind: previous ? run.resumeKind : plan.resumeKind },
-    plan.appends,
-    tailState([...history, ...plan.appends]),
-  );
+  const started =
+    startedByClaim ??
+    (await deps.writes.startRun(
+      fence,
+      cursorOf(history),
+      { id: run.id, workerId: deps.workerId, resumeKind: previous ? run.resumeKind : plan.resumeKind },
+      plan.appends,
+      tailState([...history, ...plan.appends]),
+    ));
   if (started === null) return (await deps.queries.nextQueuedRun(fence.sessionId)) ?? null;
   deps.log.info({ ...logFields, trigger: run.trigger, resumeKind: plan.resumeKind ?? null }, "run started");
   const before = history.slice();
@@ -338,7 +369,8 @@ async function processRun(
       // A beforeRun that throws ends the run failed, and nothing is sent to the model (contracts §8).
       result = { outcome: "failed", error: hookFailure, usage: { inputTokens: 0, outputTokens: 0 } };
     } else {
-      const parsed = parseAgentConfig(storedAgent);
+      state.parsedAgent ??= parseAgentConfig(storedAgent);
+      const parsed = state.parsedAgent;
       // A handed-back run has made some of its model calls already (maxTurns is per run).
       const agent = previous ? { ...parsed, maxTurns: parsed.maxTurns - turnsTaken(previous) } : parsed;
       reservesModelCalls = agent.budget?.maxModelCalls !== undefined;
@@ -369,6 +401,8 @@ async function processRun(
           observer,
           // Goal mode belongs to the request that asked for it: never to a resume (contracts §8).
           goal: kind === "run" ? (run.goal ?? null) : null,
+          // The last step is stored with the run's end, in one statement, when no hook must see it first.
+          deferLast: !ctx && deps.writes.appendAndEndRun !== undefined,
         },
         deps,
       );
@@ -397,14 +431,43 @@ async function processRun(
     result = { outcome, error: (error as Error).message, usage: { inputTokens: 0, outputTokens: 0 } };
   }
   result = { ...result, usage: finalUsage(result.usage, previous, ledger) };
-  const park = PARK_AT_ONCE.has(result.outcome)
-    ? { reason: result.outcome, detail: result.error }
-    : undefined;
-  const next = await deps.writes.endRun(fence, run.id, result.outcome, {
-    error: result.error ?? null,
-    usage: result.usage,
-    park,
-  });
+  let park = PARK_AT_ONCE.has(result.outcome) ? { reason: result.outcome, detail: result.error } : undefined;
+  const endDetail = { error: result.error ?? null, usage: result.usage, park };
+  let next: RunRow | null;
+  const last = result.last;
+  if (last && deps.writes.appendAndEndRun) {
+    let ended: Awaited<ReturnType<FencedWrites["appendAndEndRun"]>> | null = null;
+    try {
+      ended = await deps.writes.appendAndEndRun(
+        fence,
+        cursorOf(history),
+        run.id,
+        last,
+        result.outcome,
+        endDetail,
+      );
+    } catch (error) {
+      // Output Postgres refuses for its content ends the run like a refused append would.
+      const refused = storageRejection(error);
+      if (!refused) throw error;
+      result = { outcome: refused, error: (error as Error).message, usage: result.usage };
+    }
+    if (ended) {
+      const [stored] = ended.stored;
+      history.push(stored!);
+      await observer.committed(stored!);
+      next = ended.next;
+    } else {
+      park = { reason: result.outcome, detail: result.error };
+      next = await deps.writes.endRun(fence, run.id, result.outcome, {
+        ...endDetail,
+        error: result.error ?? null,
+        park,
+      });
+    }
+  } else {
+    next = await deps.writes.endRun(fence, run.id, result.outcome, endDetail);
+  }
   deps.metrics.runs.inc({ kind, outcome: result.outcome });
   const ended: SessionEventInput[] = [{ type: "RUN_COMPLETED", runId: run.id, outcome: result.outcome }];
   if (park && next === null) {
@@ -478,7 +541,20 @@ function loopObserver(
   extensions: Extensions | null,
 ): LoopObserver {
   const startedCalls = new Set<string>();
+  // A commit with no event of its own is written with whatever this job writes next — the
+  // TOOL_STARTED that follows an assistant step, a run's RUN_COMPLETED — when that comes
+  // within the same turn of the event loop (one Redis call instead of two); else on its own.
+  let flushScheduled = false;
+  const flushSoon = () => {
+    if (flushScheduled || !events) return;
+    flushScheduled = true;
+    setImmediate(() => {
+      flushScheduled = false;
+      void events.emit();
+    });
+  };
   return {
+    awaitsHooks: ctx !== null,
     async committed(message) {
       runBySeq.set(message.seq, runId);
       const extra: SessionEventInput[] = [];
@@ -497,7 +573,8 @@ function loopObserver(
           success: message.success,
         });
       // Not awaited: the log writes in order, after this commit; the run's end waits for it.
-      void events?.emit(extra);
+      if (extra.length > 0) void events?.emit(extra);
+      else flushSoon();
       if (ctx) await extensions!.onCommitted(ctx, { runId, seq: message.seq, message });
     },
     async toolStarted(call) {

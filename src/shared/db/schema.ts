@@ -43,6 +43,15 @@ export const sessions = pgTable(
     status: text("status").notNull().default("active"),
     /** Derived from the history in the same statement as each append (see tail-state.ts). */
     tailState: text("tail_state").notNull().default("empty"),
+    /**
+     * `completed`, `empty` or `open` (any other tail state), computed by Postgres: the partial
+     * indexes below test this instead of `tail_state`, which changes on nearly every append
+     * while this changes only when a run starts or ends. With no indexed column changed, an
+     * append updates the session row in place (a HOT update: no index entry written).
+     */
+    tailPhase: text("tail_phase")
+      .notNull()
+      .generatedAlwaysAs(sql`case when tail_state in ('completed', 'empty') then tail_state else 'open' end`),
     lastSeq: integer("last_seq").notNull().default(0),
     /** Fencing epoch: bumped by each lease holder; every append requires it unchanged. */
     leaseEpoch: bigint("lease_epoch", { mode: "number" }).notNull().default(0),
@@ -90,15 +99,13 @@ export const sessions = pgTable(
     index("sessions_batch_pending_idx")
       .on(t.batchId)
       .where(
-        sql`${t.batchId} is not null and ${t.status} = 'active' and (${t.tailState} <> 'completed' or not ${t.runStarted})`,
+        sql`${t.batchId} is not null and ${t.status} = 'active' and (${t.tailPhase} <> 'completed' or not ${t.runStarted})`,
       ),
     // The sweeper's scan grows with the number of sessions in flight or stuck, not with all
     // sessions: completed, empty and parked ones are not in this index.
     index("sessions_attention_idx")
       .on(t.nextResumeAt)
-      .where(
-        sql`${t.status} = 'active' and ${t.runStarted} and ${t.tailState} not in ('completed', 'empty')`,
-      ),
+      .where(sql`${t.status} = 'active' and ${t.runStarted} and ${t.tailPhase} = 'open'`),
     // A tenant's session list, newest activity first, paged by (updated_at, id) (the console).
     index("sessions_tenant_updated_idx").on(t.tenant, t.updatedAt, t.id),
     // The parked queue: a few sessions among millions, listed without scanning the rest.

@@ -120,8 +120,8 @@ export class BatchStore {
           or exists (
                select 1 from sessions s
                 where s.batch_id = ${id} and s.status = 'active'
-                  and (s.tail_state <> 'completed' or not s.run_started)
-                  and s.run_started and s.tail_state <> 'completed') as busy`;
+                  and (s.tail_phase <> 'completed' or not s.run_started)
+                  and s.run_started and s.tail_phase <> 'completed') as busy`;
     return !row!.busy;
   }
 

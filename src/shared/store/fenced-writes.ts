@@ -30,6 +30,11 @@ export type Claim = {
   next: RunRow | null;
   /** The stored history (read in the same statement). */
   history: StoredMessage[];
+  /**
+   * When the claim also started `next` (claimSession's `startFirst`): what that start
+   * appended (the user message), not in `history`. Null when the caller must start it.
+   */
+  started: StoredMessage[] | null;
 };
 
 type Inserted = { seq: number; created_at: string };
@@ -63,8 +68,20 @@ export class FencedWrites {
    * Takes a session for a new lease holder, in one statement: bumps the epoch (whoever held
    * an older one can no longer write), ends runs an earlier holder left running, and reads
    * the agent, the oldest queued run and the history. Null for an unknown session.
+   *
+   * With `startFirst`, the same statement also starts that oldest queued run when its start
+   * needs nothing from the history: a run with new input (not handed back) on a session with
+   * no message yet, whose start appends exactly the user message (start-run.ts) — the common
+   * first run of a new session. `started` then holds that message; otherwise it is null and
+   * the caller starts the run itself (startRun). The session row is locked first (the order
+   * every writer of this session and its runs uses), so what the start checks is current.
    */
-  async claimSession(sessionId: string, workerId: string): Promise<Claim | null> {
+  async claimSession(
+    sessionId: string,
+    workerId: string,
+    options: { startFirst?: { tail: TailState } } = {},
+  ): Promise<Claim | null> {
+    const startFirst = options.startFirst !== undefined;
     const rows = await this.database.sql<
       {
         lease_epoch: string;
@@ -72,35 +89,57 @@ export class FencedWrites {
         tokens_used: string;
         stale: string[];
         next: RawRun | null;
+        started: Inserted | null;
         history: RawMessage[];
       }[]
     >`
-      with e as (
-        update sessions set lease_epoch = lease_epoch + 1, lease_owner = ${workerId},
-                            last_active_at = now(), updated_at = now()
-         where id = ${sessionId}
+      with cur as (
+        select id, status, last_seq from sessions where id = ${sessionId} for update
+      ), q as (
+        select q.* from runs q, cur
+         where q.session_id = ${sessionId} and q.status = 'queued' and cur.status = 'active'
+         order by q.created_at, q.id limit 1
+      ), r as (
+        update runs set status = 'running', started_at = now(), worker_id = ${workerId}, resume_kind = null
+         where ${startFirst} and id = (select id from q) and status = 'queued' and kind = 'run'
+           and started_at is null and (select last_seq from cur) = 0
+        returning id, input
+      ), e as (
+        update sessions set lease_epoch = lease_epoch + 1, lease_owner = ${workerId}, last_active_at = now(),
+                            last_seq = last_seq + (select count(*)::int from r),
+                            tail_state = case when exists (select 1 from r) then ${options.startFirst?.tail ?? "awaiting_model"}
+                                              else tail_state end,
+                            run_started = run_started or exists (select 1 from r),
+                            updated_at = case when exists (select 1 from r) then now() else updated_at end
+         where id = (select id from cur)
         returning lease_epoch, agent, tokens_used, status
       ), stale as (
         update runs set status = 'ended', ended_reason = 'crashed', ended_at = now()
          where session_id = ${sessionId} and status = 'running' and exists (select 1 from e)
         returning id
+      ), ins as (
+        insert into messages (session_id, seq, role, content, run_id)
+        select ${sessionId}, 1, 'user', coalesce(r.input, ''), r.id from r, e
+        returning seq, created_at
       )
       select e.lease_epoch, e.agent, e.tokens_used,
              (select coalesce(json_agg(id), '[]'::json) from stale) as stale,
-             (select row_to_json(q) from runs q where q.session_id = ${sessionId} and q.status = 'queued'
-                 and e.status = 'active'
-               order by q.created_at, q.id limit 1) as next,
+             (select row_to_json(q) from q where e.status = 'active') as next,
+             (select json_build_object('seq', seq, 'created_at', created_at) from ins) as started,
              (select coalesce(json_agg(row_to_json(m) order by m.seq), '[]'::json)
                 from messages m where m.session_id = ${sessionId}) as history
         from e`;
     const row = rows[0];
     if (!row) return null;
+    const next = row.next ? runFromRaw(json<RawRun>(row.next)) : null;
+    const started = row.started ? json<Inserted>(row.started) : null;
     return {
       epoch: Number(row.lease_epoch),
       agent: json(row.agent),
       tokensUsed: Number(row.tokens_used),
       staleRunIds: json<string[]>(row.stale),
-      next: row.next ? runFromRaw(json<RawRun>(row.next)) : null,
+      next,
+      started: started && next ? stored([{ role: "user", content: next.input ?? "" }], [started]) : null,
       history: json<RawMessage[]>(row.history).map(messageFromRaw),
     };
   }
@@ -118,27 +157,47 @@ export class FencedWrites {
      */
     estimatedTokens = 0,
   ): Promise<StoredMessage[]> {
-    if (messages.length === 0) return [];
+    return (await this.appendStep(fence, cursor, runId, messages, tail, estimatedTokens)).stored;
+  }
+
+  /**
+   * `append`, also answering whether the session was cancelled (contracts §9), read from the
+   * session row the append itself updated: it waits for a cancel in progress (row lock) and
+   * sees it once committed, so it is the same check as `sessionCancelled` made in the
+   * statement that proves the lease — and costs no round trip of its own. The agent loop
+   * uses it before the tool that follows the append.
+   */
+  async appendStep(
+    fence: Fence,
+    cursor: HistoryCursor,
+    runId: string | null,
+    messages: readonly Message[],
+    tail: TailState,
+    estimatedTokens = 0,
+  ): Promise<{ stored: StoredMessage[]; cancelled: boolean }> {
+    if (messages.length === 0) return { stored: [], cancelled: false };
     const rows = toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq);
     // The session update is the fence (epoch and last_seq must both match); when it
-    // matches no row, the insert inserts nothing.
-    const inserted = await this.database.sql<Inserted[]>`
+    // matches no row, the insert inserts nothing. It leaves `updated_at` (indexed for the
+    // session list) alone: with no indexed column changed, Postgres can update the row in
+    // place (HOT). Run starts and ends, which change what the list shows, set it.
+    const inserted = await this.database.sql<(Inserted & { status: string })[]>`
       with s as (
         update sessions
            set last_seq = ${cursor.lastSeq + rows.length}, tail_state = ${tail},
                tokens_used = tokens_used + ${tokensOf(messages) + Math.max(0, Math.ceil(estimatedTokens))},
-               last_active_at = now(), updated_at = now()
+               last_active_at = now()
          where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and last_seq = ${cursor.lastSeq}
-        returning id
+        returning id, status
       )
       insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
       select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${runId}
         from s cross join jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
           seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
           name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
-      returning seq, created_at`;
+      returning seq, created_at, (select status from s) as status`;
     if (inserted.length !== messages.length) throw new FencedError(fence.sessionId, fence.epoch);
-    return stored(messages, inserted);
+    return { stored: stored(messages, inserted), cancelled: inserted[0]!.status === "cancelled" };
   }
 
   /**
@@ -235,6 +294,8 @@ export class FencedWrites {
     const park = detail.park
       ? stripNul(detail.park.detail ? `${detail.park.reason}: ${detail.park.detail}` : detail.park.reason)
       : null;
+    // One update of the session row (a statement cannot update a row twice): the run's end
+    // is activity (`updated_at`), a completed run resets the resume count, a limit parks it.
     const [result] = await this.database.sql<{ fence_ok: boolean; next: RawRun | null }[]>`
       with r as (
         update runs set status = 'ended', ended_reason = ${outcome}, ended_at = now(),
@@ -244,24 +305,97 @@ export class FencedWrites {
            and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch})
         returning id
       ), s as (
-        update sessions set resume_attempts = 0, next_resume_at = null
-         where ${outcome === "completed"} and id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
-           and resume_attempts <> 0
-        returning id
-      ), p as (
-        update sessions set status = 'parked', parked_reason = ${park}, updated_at = now()
-         where ${park !== null} and id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
-           and status = 'active' and exists (select 1 from r)
-           and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
-                             and q.status = 'queued' and q.id <> ${runId})
-        returning id
+        update sessions
+           set updated_at = now(),
+               resume_attempts = case when ${outcome === "completed"} then 0 else resume_attempts end,
+               next_resume_at = case when ${outcome === "completed"} then null else next_resume_at end,
+               status = case when ${park !== null} and status = 'active'
+                               and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
+                                                 and q.status = 'queued' and q.id <> ${runId})
+                             then 'parked' else status end,
+               parked_reason = case when ${park !== null} and status = 'active'
+                               and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
+                                                 and q.status = 'queued' and q.id <> ${runId})
+                             then ${park} else parked_reason end
+         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and exists (select 1 from r)
+        returning status
       )
       select exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}) as fence_ok,
              (select row_to_json(q) from runs q where q.session_id = ${fence.sessionId} and q.status = 'queued'
-                and q.id <> ${runId} and not exists (select 1 from p)
-                and exists (select 1 from sessions s where s.id = ${fence.sessionId} and s.status = 'active')
+                and q.id <> ${runId}
+                and coalesce((select status from s),
+                             (select status from sessions x where x.id = ${fence.sessionId})) = 'active'
                order by q.created_at, q.id limit 1) as next`;
     if (!result!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
     return result!.next ? runFromRaw(json<RawRun>(result!.next)) : null;
+  }
+
+  /**
+   * Appends a run's last message and records how the run ended, in one statement: the
+   * message is committed with the run's end, both or neither (the agent loop hands its last
+   * step here instead of appending it on its own). Fenced on the epoch and `last_seq` like
+   * `append`; the session's bookkeeping of `endRun` (the resume count reset after a
+   * completed run, parking) is folded into the same session update. Returns the stored
+   * message and the session's next queued run.
+   */
+  async appendAndEndRun(
+    fence: Fence,
+    cursor: HistoryCursor,
+    runId: string,
+    last: { message: Message; tail: TailState; estimatedTokens?: number },
+    outcome: string,
+    detail: { error?: string | null; usage?: Usage | null; park?: { reason: string; detail?: string } } = {},
+  ): Promise<{ stored: StoredMessage[]; next: RunRow | null }> {
+    const messages = [last.message];
+    const rows = toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq);
+    const park = detail.park
+      ? stripNul(detail.park.detail ? `${detail.park.reason}: ${detail.park.detail}` : detail.park.reason)
+      : null;
+    const completed = outcome === "completed";
+    const tokens = tokensOf(messages) + Math.max(0, Math.ceil(last.estimatedTokens ?? 0));
+    const [result] = await this.database.sql<
+      { fence_ok: boolean; inserted: Inserted[]; next: RawRun | null }[]
+    >`
+      with s as (
+        update sessions
+           set last_seq = ${cursor.lastSeq + rows.length}, tail_state = ${last.tail},
+               tokens_used = tokens_used + ${tokens}, last_active_at = now(), updated_at = now(),
+               resume_attempts = case when ${completed} then 0 else resume_attempts end,
+               next_resume_at = case when ${completed} then null else next_resume_at end,
+               status = case when ${park !== null} and status = 'active'
+                               and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
+                                                 and q.status = 'queued' and q.id <> ${runId})
+                             then 'parked' else status end,
+               parked_reason = case when ${park !== null} and status = 'active'
+                               and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
+                                                 and q.status = 'queued' and q.id <> ${runId})
+                             then ${park} else parked_reason end
+         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and last_seq = ${cursor.lastSeq}
+        returning id, status
+      ), ins as (
+        insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
+        select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${runId}
+          from s cross join jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
+          seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
+          name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
+        returning seq, created_at
+      ), r as (
+        update runs set status = 'ended', ended_reason = ${outcome}, ended_at = now(),
+                        error = ${detail.error == null ? null : stripNul(detail.error)},
+                        usage = ${detail.usage ? JSON.stringify(detail.usage) : null}::jsonb
+         where id = ${runId} and status <> 'ended' and exists (select 1 from s)
+        returning id
+      )
+      select exists (select 1 from s) as fence_ok,
+             (select coalesce(json_agg(json_build_object('seq', seq, 'created_at', created_at)), '[]'::json) from ins)
+               as inserted,
+             (select row_to_json(q) from runs q where q.session_id = ${fence.sessionId} and q.status = 'queued'
+                and q.id <> ${runId} and (select status from s) = 'active'
+               order by q.created_at, q.id limit 1) as next`;
+    if (!result!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
+    return {
+      stored: stored(messages, json<Inserted[]>(result!.inserted)),
+      next: result!.next ? runFromRaw(json<RawRun>(result!.next)) : null,
+    };
   }
 }

@@ -122,6 +122,8 @@ export type RawSession = {
   metadata: SessionRow["metadata"];
   status: string;
   tail_state: string;
+  /** Absent in rows read before the column existed. */
+  tail_phase?: string;
   last_seq: number;
   lease_epoch: number;
   lease_owner: string | null;
@@ -149,6 +151,9 @@ export function sessionFromRaw(raw: RawSession): SessionRow {
     metadata: raw.metadata,
     status: raw.status,
     tailState: raw.tail_state,
+    tailPhase:
+      raw.tail_phase ??
+      (raw.tail_state === "completed" || raw.tail_state === "empty" ? raw.tail_state : "open"),
     lastSeq: raw.last_seq,
     leaseEpoch: Number(raw.lease_epoch),
     leaseOwner: raw.lease_owner,

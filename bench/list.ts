@@ -1,0 +1,170 @@
+/**
+ * `npm run bench:list`: the operator's parked list (`GET /v1/sessions?status=parked`) on a
+ * database of 1,000,000 sessions (`--sessions N`), through the real HTTP API in this process.
+ *
+ * Seeding is one generate_series INSERT into a scratch database migrated as a fleet's is
+ * (every index in place), then ANALYZE: --parked (default 0.5 %) of them parked, spread over
+ * --tenants tenants (the default tenant gets its share), the rest completed or active; about
+ * a fifth belong to batches. Then it times, after a warm-up: the first page (50) of the
+ * default tenant's parked list, the page after it (cursor), the list filtered by a parked
+ * reason, and — for comparison — the first page of the whole list (no filter). Printed:
+ * p50 / p99 / max of each over --requests requests, the rows each page returned, and the
+ * plan Postgres chose for the parked page; then the sweeper's attention scan on the same
+ * database (2 % of the sessions are mid-run) and its plan. No assertion: the aim (≤ 5 ms)
+ * is a figure to read.
+ *
+ *   npm run bench:list -- --sessions 1000000 --requests 200
+ */
+import { parseArgs } from "node:util";
+import { Redis } from "ioredis";
+import postgres from "postgres";
+import { startApi } from "../src/producer/api-server.js";
+import { openDatabase } from "../src/shared/db/client.js";
+import { DEFAULT_TENANT } from "../src/shared/store/api-keys.js";
+import { SweepQueries } from "../src/sweeper/sweep-queries.js";
+import { Cleanup, fmt, percentile, REDIS_URL, scratchFleet, table } from "./support.js";
+
+const { values } = parseArgs({
+  options: {
+    sessions: { type: "string", default: "1000000" },
+    parked: { type: "string", default: "0.005" },
+    tenants: { type: "string", default: "20" },
+    requests: { type: "string", default: "200" },
+  },
+});
+const SESSIONS = Number(values.sessions);
+const PARKED = Number(values.parked);
+const TENANTS = Number(values.tenants);
+const REQUESTS = Number(values.requests);
+if (!Number.isInteger(SESSIONS) || SESSIONS < 1) throw new Error("--sessions must be a whole number ≥ 1");
+if (!(PARKED > 0 && PARKED < 1)) throw new Error("--parked must be a fraction between 0 and 1");
+if (!Number.isInteger(TENANTS) || TENANTS < 1) throw new Error("--tenants must be a whole number ≥ 1");
+if (!Number.isInteger(REQUESTS) || REQUESTS < 1) throw new Error("--requests must be a whole number ≥ 1");
+
+async function timed(
+  url: string,
+  count: number,
+): Promise<{ ms: number[]; rows: number; next: string | null }> {
+  const ms: number[] = [];
+  let rows = 0;
+  let next: string | null = null;
+  for (let i = 0; i < count; i++) {
+    const started = performance.now();
+    const response = await fetch(url);
+    const body = (await response.json()) as { sessions?: unknown[]; nextCursor?: string | null };
+    ms.push(performance.now() - started);
+    if (!response.ok) throw new Error(`GET ${url}: ${response.status} ${JSON.stringify(body)}`);
+    rows = body.sessions?.length ?? 0;
+    next = body.nextCursor ?? null;
+  }
+  return { ms, rows, next };
+}
+
+async function main(): Promise<void> {
+  const began = Date.now();
+  const cleanup = new Cleanup();
+  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+  cleanup.add("close Redis", () => redis.quit());
+  try {
+    const { databaseUrl, config } = await scratchFleet(cleanup, redis, "list", 1);
+    const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+    cleanup.add("close the seeding connection", () => sql.end({ timeout: 5 }));
+    console.log(
+      `seeding ${SESSIONS.toLocaleString("en")} sessions (${fmt(PARKED * 100, 2)} % parked, ${TENANTS} tenants)…`,
+    );
+    const seedStarted = Date.now();
+    await sql`set synchronous_commit = off`;
+    await sql`
+      insert into sessions (id, tenant, agent, status, tail_state, last_seq, run_started, parked_reason,
+                            batch_id, custom_id, created_at, updated_at, last_active_at)
+      select 's-' || g,
+             case when g % ${TENANTS} = 0 then ${DEFAULT_TENANT} else 'tenant-' || (g % ${TENANTS}) end,
+             '{"model":{"provider":"scripted","steps":[{"text":"hi"}]},"tools":[]}'::jsonb,
+             case when (hashint4(g)::bigint & 1048575) < ${Math.round(PARKED * 1_048_576)} then 'parked' else 'active' end,
+             case when g % 50 = 0 then 'awaiting_model' else 'completed' end,
+             4, true,
+             case when (hashint4(g)::bigint & 1048575) < ${Math.round(PARKED * 1_048_576)}
+                  then (array['attempts_exhausted: 3 automatic resumes', 'max_turns', 'budget_exhausted'])[1 + g % 3]
+             end,
+             case when g % 5 = 0 then 'batch-' || (g / 5000) end,
+             case when g % 5 = 0 then 'c-' || g end,
+             now() - (${SESSIONS} - g) * interval '10 ms', now() - (${SESSIONS} - g) * interval '10 ms',
+             now() - (${SESSIONS} - g) * interval '10 ms'
+        from generate_series(1, ${SESSIONS}) g`;
+    await sql`analyze sessions`;
+    const [counts] = await sql<{ parked: number; mine: number }[]>`
+      select count(*) filter (where status = 'parked')::int as parked,
+             count(*) filter (where status = 'parked' and tenant = ${DEFAULT_TENANT})::int as mine
+        from sessions`;
+    console.log(
+      `seeded in ${fmt((Date.now() - seedStarted) / 1000, 1)} s: ${counts!.parked.toLocaleString("en")} parked, ` +
+        `${counts!.mine.toLocaleString("en")} of them the default tenant's`,
+    );
+
+    const api = await startApi(config, { port: 0 });
+    cleanup.add("stop the API", () => api.stop());
+    const base = `${api.url}/v1/sessions`;
+    const parkedUrl = `${base}?status=parked&limit=50`;
+    // Warm-up: the route, the planner's caches, the index pages.
+    await timed(parkedUrl, 20);
+    const first = await timed(parkedUrl, REQUESTS);
+    const cursorUrl = first.next ? `${parkedUrl}&before=${encodeURIComponent(first.next)}` : parkedUrl;
+    const second = await timed(cursorUrl, REQUESTS);
+    const byReason = await timed(`${parkedUrl}&parkedReason=max_turns`, REQUESTS);
+    const all = await timed(`${base}?limit=50`, REQUESTS);
+
+    const rows = [["GET /v1/sessions (default tenant)", "rows", "p50", "p99", "max"]];
+    for (const [label, r] of [
+      ["?status=parked, first page", first],
+      ["?status=parked, next page (before=cursor)", second],
+      ["?status=parked&parkedReason=max_turns", byReason],
+      ["no filter, first page (for comparison)", all],
+    ] as const) {
+      rows.push([
+        label,
+        String(r.rows),
+        `${fmt(percentile(r.ms, 50), 2)} ms`,
+        `${fmt(percentile(r.ms, 99), 2)} ms`,
+        `${fmt(Math.max(...r.ms), 2)} ms`,
+      ]);
+    }
+    console.log("");
+    console.log(table(rows));
+    // The sweeper's attention scan on the same database (2 % of the sessions are mid-run).
+    const database = openDatabase(databaseUrl, { max: 1 });
+    cleanup.add("close the sweeper's connection", () => database.close());
+    const sweeps = new SweepQueries(database);
+    await sweeps.sessionsNeedingAttention(200);
+    const scanMs: number[] = [];
+    let scanned = 0;
+    for (let i = 0; i < Math.min(REQUESTS, 50); i++) {
+      const t0 = performance.now();
+      scanned = (await sweeps.sessionsNeedingAttention(200)).length;
+      scanMs.push(performance.now() - t0);
+    }
+    console.log(
+      `sweeper attention scan (sessionsNeedingAttention(200), ${scanned} rows): p50 ${fmt(percentile(scanMs, 50), 2)} ms, ` +
+        `p99 ${fmt(percentile(scanMs, 99), 2)} ms`,
+    );
+    const scanPlan = await sql<{ "QUERY PLAN": string }[]>`
+      explain (costs off)
+      select s.id from sessions s
+       where s.status = 'active' and s.run_started and s.tail_phase = 'open'
+         and (s.next_resume_at is null or s.next_resume_at <= now())
+       order by s.next_resume_at nulls first limit 200`;
+    console.log(`  its plan: ${scanPlan.map((l) => l["QUERY PLAN"].trim()).join(" / ")}`);
+    const plan = await sql<{ "QUERY PLAN": string }[]>`
+      explain (analyze, buffers, costs off, timing off)
+      select * from sessions where tenant = ${DEFAULT_TENANT} and status = 'parked'
+       order by updated_at desc, id desc limit 50`;
+    console.log("");
+    console.log("plan of the parked page's query:");
+    for (const line of plan) console.log(`  ${line["QUERY PLAN"]}`);
+  } finally {
+    await cleanup.run();
+  }
+  console.log(`total run time: ${fmt((Date.now() - began) / 1000, 1)} s`);
+}
+
+await main();
+process.exit(0);

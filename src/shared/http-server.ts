@@ -86,3 +86,24 @@ export async function startMetricsServer(
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }
+
+/**
+ * Starts the metrics server first thing in a role, or — when its port cannot be had —
+ * closes what the role opened so far (`closeOpened`) and throws, so nothing left open keeps
+ * the process alive. `serve: false`: no server (an in-process role in tests).
+ */
+export async function startMetricsOrClose(
+  serve: boolean,
+  registry: Registry,
+  port: number,
+  healthy: () => Promise<boolean>,
+  closeOpened: () => Promise<void>,
+): Promise<Awaited<ReturnType<typeof startMetricsServer>> | null> {
+  if (!serve) return null;
+  try {
+    return await startMetricsServer(registry, port, healthy);
+  } catch (error) {
+    await closeOpened();
+    throw error;
+  }
+}

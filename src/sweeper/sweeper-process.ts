@@ -8,7 +8,7 @@ import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { EventWriter } from "../shared/events.js";
-import { servicesReachable, startMetricsServer } from "../shared/http-server.js";
+import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
 import { openWebhookQueue, QUEUES, RunQueues } from "../shared/queues.js";
@@ -51,24 +51,21 @@ export async function startSweeper(
   new RedisOutageLog(log).watch(redis, subscriber, eventsRedis);
   // The metrics port first: a sweeper that cannot serve it stops before its first sweep, and
   // leaves nothing open that would keep the process alive.
-  const server =
-    options.serveMetrics === false
-      ? null
-      : await startMetricsServer(
-          metrics.registry,
-          config.metricsPort,
-          servicesReachable(database, redis),
-        ).catch(async (error: unknown) => {
-          await closeAll(
-            [
-              () => queues.close(),
-              ...[redis, subscriber, eventsRedis].map((c) => () => closeRedis(c)),
-              () => database.close(),
-            ],
-            log,
-          );
-          throw error;
-        });
+  const server = await startMetricsOrClose(
+    options.serveMetrics !== false,
+    metrics.registry,
+    config.metricsPort,
+    servicesReachable(database, redis),
+    () =>
+      closeAll(
+        [
+          () => queues.close(),
+          ...[redis, subscriber, eventsRedis].map((c) => () => closeRedis(c)),
+          () => database.close(),
+        ],
+        log,
+      ),
+  );
   const events = new EventWriter(
     redis,
     config.prefix,

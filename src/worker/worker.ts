@@ -12,7 +12,7 @@ import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
 import { EventWriter } from "../shared/events.js";
-import { servicesReachable, startMetricsServer } from "../shared/http-server.js";
+import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics, initEndpointSeries, initToolSeries } from "../shared/metrics.js";
 import { ProviderLimits } from "../shared/provider-limits.js";
@@ -65,24 +65,21 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   new RedisOutageLog(log).watch(redis, ...bullRedis);
   // The metrics port first: a worker that cannot serve it stops before it registers tools or
   // claims a job, and leaves nothing open that would keep the process alive.
-  const server =
-    options.serveMetrics === false
-      ? null
-      : await startMetricsServer(
-          metrics.registry,
-          config.metricsPort,
-          servicesReachable(database, redis),
-        ).catch(async (error: unknown) => {
-          await closeAll(
-            [
-              () => queues.close(),
-              ...[redis, ...bullRedis].map((c) => () => closeRedis(c)),
-              () => database.close(),
-            ],
-            log,
-          );
-          throw error;
-        });
+  const server = await startMetricsOrClose(
+    options.serveMetrics !== false,
+    metrics.registry,
+    config.metricsPort,
+    servicesReachable(database, redis),
+    () =>
+      closeAll(
+        [
+          () => queues.close(),
+          ...[redis, ...bullRedis].map((c) => () => closeRedis(c)),
+          () => database.close(),
+        ],
+        log,
+      ),
+  );
   const tools = new ToolRegistry().register(...builtinTools(config.toolDir), ...(options.tools ?? []));
   initToolSeries(metrics, tools.names());
   initEndpointSeries(metrics, config.models.endpoints.values());

@@ -27,6 +27,7 @@ import {
   stopChild,
   table,
   waitUntil,
+  wholeNumber,
 } from "./support.js";
 
 const { values } = parseArgs({
@@ -39,11 +40,7 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "8" },
   },
 });
-const num = (name: keyof typeof values) => {
-  const n = Number(values[name]);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a whole number ≥ 1`);
-  return n;
-};
+const num = (name: keyof typeof values) => wholeNumber(name, values[name] as string | undefined);
 const BATCH = num("batch");
 const INTERACTIVE = num("interactive");
 const EVERY_MS = num("every-ms");

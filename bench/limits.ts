@@ -46,6 +46,7 @@ import {
   stopChild,
   table,
   waitUntil,
+  wholeNumber,
 } from "./support.js";
 
 const { values } = parseArgs({
@@ -61,11 +62,7 @@ const { values } = parseArgs({
     only: { type: "string", default: "1,2,3,4" },
   },
 });
-const num = (name: keyof typeof values) => {
-  const n = Number(values[name]);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a whole number ≥ 1`);
-  return n;
-};
+const num = (name: keyof typeof values) => wholeNumber(name, values[name] as string | undefined);
 const SESSIONS = num("sessions");
 const RPM = num("rpm");
 const WINDOW_MS = num("window-s") * 1000;

@@ -22,7 +22,7 @@ import { startApi } from "../src/producer/api-server.js";
 import { openDatabase } from "../src/shared/db/client.js";
 import { DEFAULT_TENANT } from "../src/shared/store/api-keys.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
-import { Cleanup, fmt, percentile, REDIS_URL, scratchFleet, table } from "./support.js";
+import { Cleanup, fmt, percentile, REDIS_URL, scratchFleet, table, wholeNumber } from "./support.js";
 
 const { values } = parseArgs({
   options: {
@@ -32,14 +32,11 @@ const { values } = parseArgs({
     requests: { type: "string", default: "200" },
   },
 });
-const SESSIONS = Number(values.sessions);
+const SESSIONS = wholeNumber("sessions", values.sessions);
 const PARKED = Number(values.parked);
-const TENANTS = Number(values.tenants);
-const REQUESTS = Number(values.requests);
-if (!Number.isInteger(SESSIONS) || SESSIONS < 1) throw new Error("--sessions must be a whole number ≥ 1");
+const TENANTS = wholeNumber("tenants", values.tenants);
+const REQUESTS = wholeNumber("requests", values.requests);
 if (!(PARKED > 0 && PARKED < 1)) throw new Error("--parked must be a fraction between 0 and 1");
-if (!Number.isInteger(TENANTS) || TENANTS < 1) throw new Error("--tenants must be a whole number ≥ 1");
-if (!Number.isInteger(REQUESTS) || REQUESTS < 1) throw new Error("--requests must be a whole number ≥ 1");
 
 async function timed(
   url: string,

@@ -25,6 +25,7 @@ import {
   stopChild,
   table,
   waitUntil,
+  wholeNumber,
 } from "./support.js";
 
 const { values } = parseArgs({
@@ -42,12 +43,6 @@ const { values } = parseArgs({
     "backlog-sleep-ms": { type: "string", default: "1000" },
   },
 });
-
-function wholeNumber(name: string, value: string | undefined, min: number): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be a whole number ≥ ${min}`);
-  return n;
-}
 
 const KILLS = wholeNumber("kills", values.kills, 1);
 const PER_KILL = wholeNumber("sessions-per-kill", values["sessions-per-kill"], 1);

@@ -48,6 +48,7 @@ import {
   spawnUntilReady,
   stopChild,
   table,
+  wholeNumber,
 } from "./support.js";
 
 const { values } = parseArgs({
@@ -62,12 +63,6 @@ const { values } = parseArgs({
     profile: { type: "string" },
   },
 });
-
-function wholeNumber(name: string, value: string | undefined, min: number): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be a whole number ≥ ${min}`);
-  return n;
-}
 
 const LEVELS = [
   ...new Set([

@@ -375,3 +375,10 @@ export async function scratchFleet(
   }
   return { databaseUrl, env, config: { ...loadConfig(env), logLevel: "silent" } };
 }
+
+/** A command-line value that must be a whole number ≥ `min`; throws naming `--name` otherwise. */
+export function wholeNumber(name: string, value: string | undefined, min = 1): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be a whole number ≥ ${min}`);
+  return n;
+}

@@ -11,6 +11,7 @@ import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { type FleetConfig, loadConfig } from "../src/shared/config.js";
+import { metricNames } from "./support/promql.js";
 
 const ROOT = resolve(import.meta.dirname, "..");
 const read = (path: string) => readFileSync(join(ROOT, path), "utf8");
@@ -125,25 +126,6 @@ function fleetCommands(): Set<string> {
   });
   expect(out).toMatch(/^usage:/m);
   return new Set([...out.matchAll(/^\s*fleet ([a-z][a-z0-9-]*)/gm)].map((m) => m[1]!));
-}
-
-const PROMQL_KEYWORDS = new Set(["and", "or", "unless", "bool", "offset", "inf", "nan", "by", "without"]);
-
-/** Metric names a PromQL expression selects (not functions, labels, keywords or numbers). */
-function metricNames(expr: string): string[] {
-  const stripped = expr
-    .replace(/"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`/g, '""')
-    .replace(/\{[^}]*\}/g, " ")
-    .replace(/\[[^\]]*\]/g, " ")
-    .replace(/\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, " ");
-  const names = new Set<string>();
-  for (const m of stripped.matchAll(/(?<![\w.$:])[A-Za-z_:][A-Za-z0-9_:]*/g)) {
-    const word = m[0];
-    if (/^\s*\(/.test(stripped.slice(m.index + word.length))) continue;
-    if (PROMQL_KEYWORDS.has(word.toLowerCase())) continue;
-    names.add(word);
-  }
-  return [...names];
 }
 
 describe("docker-compose.yml", () => {

@@ -284,17 +284,19 @@ async function runFleet(cleanup: Cleanup, redis: Redis, withStats: boolean): Pro
           await producer.send(sessionId, `Session ${index}: use the tool, then answer.`);
         });
       },
-      // Finished: the session's answer is stored and no run is still queued or running.
+      // Finished: the session's answer is stored and no run is still queued or running. Polled
+      // only after every session was submitted, so while any run is unfinished the poll reads
+      // just the partial index of unfinished runs (the full counts would cost the database
+      // more than a worker's statements), and the full counts once, at the end.
       progress: async (total) => {
-        const [row] = await sql<{ completed: number; unfinished: number; last_end_ms: number | null }[]>`
+        const [open] = await sql<{ unfinished: number }[]>`
+          select count(*)::int as unfinished from runs where status <> 'ended'`;
+        if (open!.unfinished > 0)
+          return { done: false, count: Math.max(0, total - open!.unfinished), lastEndMs: null };
+        const [row] = await sql<{ completed: number; last_end_ms: number | null }[]>`
           select (select count(*)::int from sessions where tail_state = 'completed') as completed,
-                 (select count(*)::int from runs where status <> 'ended') as unfinished,
                  (select (extract(epoch from max(ended_at)) * 1000)::float8 from runs) as last_end_ms`;
-        return {
-          done: row!.completed >= total && row!.unfinished === 0,
-          count: row!.completed,
-          lastEndMs: row!.last_end_ms,
-        };
+        return { done: row!.completed >= total, count: row!.completed, lastEndMs: row!.last_end_ms };
       },
       verify: async (total) => {
         const [check] = await sql<{ messages: number; bad_sessions: number; not_completed: number }[]>`

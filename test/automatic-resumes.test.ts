@@ -177,9 +177,22 @@ describe("AutomaticResumes", () => {
 
   it("re-added jobs count against the same limit and park past it", async () => {
     const id = await session(asked);
-    for (let i = 1; i <= 3; i++) expect(await resumes.countRetry(id)).toMatchObject({ action: "retry" });
-    expect(await resumes.countRetry(id)).toMatchObject({ action: "park", reason: "attempts_exhausted" });
+    const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "again" });
+    for (let i = 1; i <= 3; i++)
+      expect(await resumes.countRetry(id, run.id)).toMatchObject({ action: "retry" });
+    expect(await resumes.countRetry(id, run.id)).toMatchObject({
+      action: "park",
+      reason: "attempts_exhausted",
+    });
     expect((await row(id)).status).toBe("parked");
+  });
+
+  it("a run that started since the sweeper looked is not a retry: nothing is counted", async () => {
+    const id = await session(asked);
+    const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "again" });
+    await fleet.database.sql`update runs set status = 'running', started_at = now() where id = ${run.id}`;
+    expect(await resumes.countRetry(id, run.id)).toEqual({ action: "none" });
+    expect((await row(id)).resume_attempts).toBe(0);
   });
 
   it("a write Postgres refuses for its content is storage_rejected; a lost connection is not", async () => {

@@ -65,10 +65,15 @@ describe("sweeper policy", () => {
   const queues: RunQueues[] = [];
 
   /** A Sweeper driven by the test (no timer), with its own metrics. */
-  function makeSweeper(policy: Partial<ResumePolicy> = {}): { sweeper: Sweeper; metrics: FleetMetrics } {
+  function makeSweeper(
+    policy: Partial<ResumePolicy> = {},
+    /** What Redis says of each job's standing, instead of asking it. */
+    jobStates?: RunQueues["jobStates"],
+  ): { sweeper: Sweeper; metrics: FleetMetrics } {
     const metrics = createMetrics("sweeper");
     const own = new RunQueues(fleet.redis, fleet.config.prefix);
     queues.push(own);
+    if (jobStates) own.jobStates = jobStates;
     const sweeper = new Sweeper({
       prefix: fleet.config.prefix,
       redis: fleet.redis,
@@ -390,6 +395,36 @@ describe("sweeper policy", () => {
     expect(ended.endedReason).toBe("completed");
     expect((await client.getSession(id)).messages.at(-1)).toMatchObject({ content: "orphan answered" });
     expect(await sweeper.sweepOrphanedRuns()).toBe(0);
+  });
+
+  it("a queued run whose job finished is retried once, counted; one that started meanwhile is left alone", async () => {
+    const agent = parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "late" }] } });
+    const make = async () => {
+      const { id } = await queries.createSession({ agent });
+      const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "hi" });
+      await fleet.database
+        .sql`update runs set created_at = now() - interval '10 seconds' where id = ${run.id}`;
+      return { id, run };
+    };
+    const started = await make();
+    const waiting = await make();
+    // Both jobs "finished" as far as Redis knows; only `waiting`'s run is still queued in Postgres.
+    await fleet.database
+      .sql`update runs set status = 'running', started_at = now() where id = ${started.run.id}`;
+    const mine = new Set([started.run.id, waiting.run.id]);
+    const { sweeper } = makeSweeper({}, async (_name, jobIds) =>
+      jobIds.map((jobId) => ([...mine].some((runId) => jobId.includes(runId)) ? "finished" : "pending")),
+    );
+    expect(await sweeper.sweepOrphanedRuns()).toBe(1);
+    const attempts = async (id: string) =>
+      (
+        await fleet.database.sql<{ n: number }[]>`select resume_attempts as n from sessions where id = ${id}`
+      )[0]!.n;
+    expect(await attempts(started.id)).toBe(0);
+    expect(await attempts(waiting.id)).toBe(1);
+    expect((await client.waitForRun(waiting.run.id, { timeoutMs: 15_000 })).endedReason).toBe("completed");
+    await fleet.database
+      .sql`update runs set status = 'ended', ended_reason = 'crashed', ended_at = now() where id = ${started.run.id}`;
   });
 
   it("a sweeper-triggered resume shows in the worker's metrics, with no ids in any label", async () => {

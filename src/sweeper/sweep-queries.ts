@@ -46,6 +46,14 @@ export class SweepQueries {
        order by r.created_at limit ${limit}`;
   }
 
+  /** Which of these runs are still queued (the rest started since they were read). */
+  async stillQueued(runIds: readonly string[]): Promise<string[]> {
+    if (runIds.length === 0) return [];
+    const rows = await this.database.sql<{ id: string }[]>`
+      select id from runs where id in ${this.database.sql(runIds)} and status = 'queued'`;
+    return rows.map((row) => row.id);
+  }
+
   hasActiveRun(sessionId: string): Promise<boolean> {
     return this.database
       .sql`select 1 from runs where session_id = ${sessionId} and status <> 'ended' limit 1`.then(

@@ -16,11 +16,18 @@ import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { ownerOf, releaseIfHolder, type SessionLease } from "../shared/lease.js";
 import type { FleetMetrics } from "../shared/metrics.js";
-import { type JobName, parseRunJob, QUEUES, type RunJob, type RunQueues } from "../shared/queues.js";
+import {
+  type JobName,
+  type JobStanding,
+  parseRunJob,
+  QUEUES,
+  type RunJob,
+  type RunQueues,
+} from "../shared/queues.js";
 import type { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
 import { DeathWatch, liveWorkers } from "./liveness.js";
-import type { SweepQueries } from "./sweep-queries.js";
+import type { QueuedRun, SweepQueries } from "./sweep-queries.js";
 
 export type SweeperDeps = {
   prefix: string;
@@ -30,7 +37,7 @@ export type SweeperDeps = {
   sweeps: SweepQueries;
   /** Every automatic resume and retry is decided and counted there. */
   resumes: Pick<AutomaticResumes, "schedule" | "countRetry">;
-  queues: Pick<RunQueues, "enqueue" | "getJob" | "getActive">;
+  queues: Pick<RunQueues, "enqueue" | "getJob" | "getActive" | "jobStates">;
   metrics: Pick<FleetMetrics, "runs">;
   log: Pick<Logger, "info" | "warn" | "debug">;
   now?: () => number;
@@ -218,28 +225,44 @@ export class Sweeper {
     }
   }
 
-  /** Part 3: queued runs whose job Redis no longer has, or whose job failed for good. */
+  /**
+   * Part 3: queued runs whose job Redis no longer has, or whose job failed for good. Under a
+   * backlog most old queued runs are simply waiting: their jobs' standing is read in one
+   * pipeline per queue, and a run that started meanwhile (its job finished because it ran)
+   * is left alone — checked again in the same transaction that counts the retry.
+   */
   async sweepOrphanedRuns(olderThanMs = 5_000, limit = 500): Promise<number> {
+    const candidates = await this.deps.sweeps.queuedRunsOlderThan(olderThanMs, limit);
+    const lost: { run: QueuedRun; name: JobName; state: JobStanding }[] = [];
+    for (const name of ["run", "resume"] as const) {
+      const mine = candidates.filter((run) => (run.kind === "resume" ? "resume" : "run") === name);
+      const states = await this.deps.queues.jobStates(
+        name,
+        mine.map((run) => QUEUES.runs.jobId({ sessionId: run.session_id, runId: run.id })),
+      );
+      mine.forEach((run, i) => {
+        if (states[i] !== "pending") lost.push({ run, name, state: states[i]! });
+      });
+    }
+    if (lost.length === 0) return 0;
+    const stillQueued = new Set(await this.deps.sweeps.stillQueued(lost.map(({ run }) => run.id)));
     let count = 0;
-    for (const run of await this.deps.sweeps.queuedRunsOlderThan(olderThanMs, limit)) {
-      const name: JobName = run.kind === "resume" ? "resume" : "run";
+    for (const { run, name, state } of lost) {
+      if (!stillQueued.has(run.id)) continue;
       const jobId = QUEUES.runs.jobId({ sessionId: run.session_id, runId: run.id });
-      const job = await this.deps.queues.getJob(name, jobId);
-      const state = job ? await job.getState() : "missing";
-      if (state !== "missing" && state !== "failed" && state !== "completed" && state !== "unknown") continue;
       // A job Redis lost is re-added as it was; a job that failed for good or ended without
       // starting its run is a retry, and counts against the session's one limit.
       let delayMs = 0;
-      if (state !== "missing") {
-        const counted = await this.deps.resumes.countRetry(run.session_id);
+      if (state === "finished") {
+        const counted = await this.deps.resumes.countRetry(run.session_id, run.id);
         if (counted.action === "none") continue;
         if (counted.action === "park") {
           this.deps.log.warn({ sessionId: run.session_id, detail: counted.detail }, "session parked");
           continue;
         }
         delayMs = counted.delayMs;
+        await (await this.deps.queues.getJob(name, jobId))?.remove().catch(() => {});
       }
-      if (job) await job.remove().catch(() => {});
       await this.deps.queues.enqueue(name, { sessionId: run.session_id, runId: run.id }, { delayMs });
       count++;
       this.deps.log.info({ runId: run.id, state }, "queued run re-enqueued");
@@ -286,7 +309,7 @@ export class Sweeper {
           // The stale job stays `active` until BullMQ's stalled check: count it once.
           const retryId = `${job.id}-after-${owner}`;
           if (await this.deps.queues.getJob(name, retryId)) return false;
-          const counted = await this.deps.resumes.countRetry(payload.sessionId);
+          const counted = await this.deps.resumes.countRetry(payload.sessionId, payload.runId);
           if (counted.action !== "retry") return false;
           await this.deps.queues.enqueue(name, payload, { jobId: retryId, delayMs: counted.delayMs });
           this.deps.log.info(

@@ -103,8 +103,9 @@ export const sessions = pgTable(
       ),
     // The sweeper's scan grows with the number of sessions in flight or stuck, not with all
     // sessions: completed, empty and parked ones are not in this index.
+    // Ordered as the scan reads it (never-resumed sessions first), so it stops at its limit.
     index("sessions_attention_idx")
-      .on(t.nextResumeAt)
+      .on(t.nextResumeAt.asc().nullsFirst())
       .where(sql`${t.status} = 'active' and ${t.runStarted} and ${t.tailPhase} = 'open'`),
     // A tenant's session list, newest activity first, paged by (updated_at, id) (the console).
     index("sessions_tenant_updated_idx").on(t.tenant, t.updatedAt, t.id),

@@ -184,10 +184,14 @@ export class AutomaticResumes {
    * it, or the queue gave up on it) against the same limit; past it the session is parked,
    * and its queued runs wait for someone to act (a new message or an explicit resume).
    */
-  async countRetry(sessionId: string): Promise<Retried | { action: "none" }> {
+  async countRetry(sessionId: string, runId: string): Promise<Retried | { action: "none" }> {
     const result = await this.database.sql.begin(async (tx): Promise<Retried | { action: "none" }> => {
       const stand = await this.stand(tx, sessionId);
       if (stand?.session.status !== "active") return { action: "none" };
+      // Under the session's lock, which a worker's claim also takes before it starts a run: a
+      // run that started since the caller looked needs no retry, and none is counted.
+      const queued = await tx`select 1 from runs where id = ${runId} and status = 'queued'`;
+      if (queued.length === 0) return { action: "none" };
       const { session: s, mark } = stand;
       const attempts = stand.progressed ? 0 : s.resume_attempts;
       if (attempts >= this.policy.maxAttempts) {

@@ -108,20 +108,24 @@ export class BatchStore {
   }
 
   /**
-   * Whether every session of the batch is terminal, cheaply: the tenant's unfinished runs
-   * (a partial index) and the batch's sessions that may still move (another partial index,
-   * which empties as the batch ends) — not a pass over all its sessions.
+   * Whether every session of the batch is terminal, cheaply. First the batch's sessions that
+   * may still move (a partial index, which empties as the batch ends): one mid-run, or not
+   * started with its run still to come, answers at once — the common case while a batch
+   * runs. Only when none is left, the tenant's unfinished runs (another partial index) are
+   * looked at, for a finished session that was sent a new message.
    */
   async hasEnded(id: string, tenant: string): Promise<boolean> {
     const [row] = await this.database.sql<{ busy: boolean }[]>`
       select exists (
-               select 1 from runs r join sessions s on s.id = r.session_id
-                where r.tenant = ${tenant} and r.status <> 'ended' and s.batch_id = ${id} and s.status = 'active')
-          or exists (
                select 1 from sessions s
                 where s.batch_id = ${id} and s.status = 'active'
                   and (s.tail_phase <> 'completed' or not s.run_started)
-                  and s.run_started and s.tail_phase <> 'completed') as busy`;
+                  and (s.run_started
+                       or exists (select 1 from runs r where r.session_id = s.id and r.status <> 'ended')))
+          or exists (
+               select 1 from runs r join sessions s on s.id = r.session_id
+                where r.tenant = ${tenant} and r.status <> 'ended' and s.batch_id = ${id} and s.status = 'active')
+             as busy`;
     return !row!.busy;
   }
 

@@ -72,6 +72,12 @@ export type NewRun = {
   lastSignAt?: Date;
 };
 
+/** A session as the list shows it, with its place in the list's order. */
+export type ListedSession = Pick<
+  SessionRow,
+  "id" | "batchId" | "customId" | "status" | "tailState" | "parkedReason" | "metadata" | "updatedAt"
+> & { cursor: ListCursor };
+
 export class SessionQueries {
   constructor(private readonly database: Database) {}
 
@@ -217,7 +223,7 @@ export class SessionQueries {
     parkedReason?: string;
     /** Only the sessions after this one in the list's order (a page's `cursor`). */
     before?: ListCursor;
-  }): Promise<(SessionRow & { cursor: ListCursor })[]> {
+  }): Promise<ListedSession[]> {
     const status =
       filter.status ?? (filter.parked === undefined ? undefined : filter.parked ? "parked" : "active");
     const { before } = filter;
@@ -238,16 +244,24 @@ export class SessionQueries {
         ? undefined
         : dsql`(${sessions.updatedAt}, ${sessions.id}) < (timestamptz 'epoch' + ${before.micros}::bigint * interval '1 microsecond', ${before.id})`,
     ];
+    // Only what a list entry shows: not the agent, nor the rest of a row read a page at a time.
     const rows = await this.database.db
       .select({
-        session: sessions,
+        id: sessions.id,
+        batchId: sessions.batchId,
+        customId: sessions.customId,
+        status: sessions.status,
+        tailState: sessions.tailState,
+        parkedReason: sessions.parkedReason,
+        metadata: sessions.metadata,
+        updatedAt: sessions.updatedAt,
         micros: dsql<string>`(extract(epoch from ${sessions.updatedAt}) * 1000000)::bigint::text`,
       })
       .from(sessions)
       .where(and(...conditions))
       .orderBy(desc(sessions.updatedAt), desc(sessions.id))
       .limit(filter.limit);
-    return rows.map(({ session, micros }) => ({ ...session, cursor: { micros, id: session.id } }));
+    return rows.map(({ micros, ...session }) => ({ ...session, cursor: { micros, id: session.id } }));
   }
 
   /**

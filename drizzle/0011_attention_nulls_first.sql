@@ -1,0 +1,2 @@
+DROP INDEX "sessions_attention_idx";--> statement-breakpoint
+CREATE INDEX "sessions_attention_idx" ON "sessions" USING btree ("next_resume_at" NULLS FIRST) WHERE "sessions"."status" = 'active' and "sessions"."run_started" and "sessions"."tail_phase" = 'open';

@@ -97,10 +97,10 @@ export function parseRunJob(name: string, data: unknown): { name: JobName; paylo
   return { name: name as JobName, payload: result.data };
 }
 
-/** Both queues of a fleet (FLEET_PREFIX), as producers, the sweeper and workers use them. */
 /** Where a run's job stands in Redis (RunQueues.jobStates). */
 export type JobStanding = "missing" | "finished" | "pending";
 
+/** Both queues of a fleet (FLEET_PREFIX), as producers, the sweeper and workers use them. */
 export class RunQueues {
   readonly runs: Queue;
   readonly resumes: Queue;

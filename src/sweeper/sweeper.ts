@@ -26,7 +26,7 @@ import {
 } from "../shared/queues.js";
 import type { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
-import { DeathWatch, liveWorkers } from "./liveness.js";
+import { DeathWatch, livenessMode, liveWorkers } from "./liveness.js";
 import type { QueuedRun, SweepQueries } from "./sweep-queries.js";
 
 export type SweeperDeps = {
@@ -144,7 +144,11 @@ export class Sweeper {
       // A worker missing from CLIENT LIST but not yet confirmed dead is looked at next tick.
       const frozen = leaseExpired && live.has(workerId);
       if (!workerDead && !frozen) return;
-      const cause: Cause = workerDead ? "crashed" : "stalled";
+      // With heartbeats (a Redis that refuses CLIENT LIST) a killed worker and a frozen one
+      // look alike — both stop beating, and the lease may lapse before the beat does — so
+      // the run ends `crashed` either way; only a listed connection tells a freeze apart.
+      const cause: Cause =
+        workerDead || livenessMode(this.deps.redis) === "heartbeat" ? "crashed" : "stalled";
       const done = await this.guarded(run.session_id, () =>
         this.withSessionLock(run.session_id, async () => {
           const stillHeldBy = await this.deps.lease.holder(run.session_id);

@@ -1,11 +1,11 @@
 /** The built-in tools (contracts.md §5) and the tool registry, in a temporary directory. */
-import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { lstat, mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ValidationError } from "../src/shared/errors.js";
 import { BUILTIN_TOOL_NAMES } from "../src/shared/tool-names.js";
-import { builtinTools } from "../src/worker/tools/builtin.js";
+import { builtinTools, safePath } from "../src/worker/tools/builtin.js";
 import { executeTool, type Tool, ToolRegistry, toolLabel } from "../src/worker/tools/registry.js";
 
 let base: string;
@@ -127,6 +127,129 @@ describe("write_file and append_file", () => {
       expect(result.content).toContain(field);
     },
   );
+});
+
+describe("the O_NOFOLLOW open (no realpath per call)", () => {
+  // Links made here, next to the ones above: at the top (the fast path, no lookup at all)
+  // and one folder down (the folder's real path, resolved once).
+  beforeAll(async () => {
+    await writeFile(join(outside, "top-victim.txt"), "top original\n");
+    await symlink(join(outside, "top-victim.txt"), join(toolDir, "top-out.txt"));
+    await symlink(join(toolDir, "real-sub", "kept.txt"), join(toolDir, "top-in.txt"));
+    await writeFile(join(toolDir, "real-sub", "kept.txt"), "kept\n");
+    await symlink(join(toolDir, "real-sub", "never.txt"), join(toolDir, "top-dangling-in.txt"));
+    await symlink(join(outside, "top-never.txt"), join(toolDir, "top-dangling-out.txt"));
+    await mkdir(join(toolDir, "deep"));
+    await symlink(join(outside, "top-victim.txt"), join(toolDir, "deep", "out.txt"));
+    await symlink(outside, join(toolDir, "deep", "out-dir"));
+  });
+
+  const argsFor = (tool: string, path: string, text: string) =>
+    tool === "write_file" ? { path, content: text } : { path, line: text };
+
+  for (const tool of ["write_file", "append_file"]) {
+    it(`${tool} refuses a top-level link to a file outside and leaves that file alone`, async () => {
+      expect(await run(tool, argsFor(tool, "top-out.txt", "pwned"))).toEqual({
+        success: false,
+        content: 'Refused: "top-out.txt" leads outside the tool directory.',
+      });
+      expect(await readFile(join(outside, "top-victim.txt"), "utf8")).toBe("top original\n");
+      expect((await lstat(join(toolDir, "top-out.txt"))).isSymbolicLink()).toBe(true);
+    });
+
+    it(`${tool} refuses a link to a file outside one folder down`, async () => {
+      const result = await run(tool, argsFor(tool, "deep/out.txt", "pwned"));
+      expect(result).toEqual({
+        success: false,
+        content: 'Refused: "deep/out.txt" leads outside the tool directory.',
+      });
+      expect(await readFile(join(outside, "top-victim.txt"), "utf8")).toBe("top original\n");
+    });
+
+    it(`${tool} refuses dangling links, inside or outside, and creates nothing`, async () => {
+      for (const path of ["top-dangling-in.txt", "top-dangling-out.txt"]) {
+        const result = await run(tool, argsFor(tool, path, "pwned"));
+        expect(result).toEqual({
+          success: false,
+          content: `Refused: "${path}" leads outside the tool directory.`,
+        });
+      }
+      expect(await exists(join(toolDir, "real-sub", "never.txt"))).toBe(false);
+      expect(await exists(join(outside, "top-never.txt"))).toBe(false);
+    });
+
+    it(`${tool} refuses a linked folder leading outside, also for a file that exists there`, async () => {
+      for (const path of [
+        "deep/out-dir/top-victim.txt",
+        "deep/out-dir/fresh.txt",
+        "deep/out-dir/new/f.txt",
+      ]) {
+        const result = await run(tool, argsFor(tool, path, "pwned"));
+        expect(result).toEqual({
+          success: false,
+          content: `Refused: "${path}" leads outside the tool directory.`,
+        });
+      }
+      expect(await readFile(join(outside, "top-victim.txt"), "utf8")).toBe("top original\n");
+      expect(await exists(join(outside, "fresh.txt"))).toBe(false);
+      expect(await exists(join(outside, "new"))).toBe(false);
+    });
+
+    it(`${tool} creates missing nested folders`, async () => {
+      const path = `fresh-${tool}/a/b/c.txt`;
+      expect((await run(tool, argsFor(tool, path, "nested"))).success).toBe(true);
+      expect(await readFile(join(toolDir, path), "utf8")).toBe(tool === "write_file" ? "nested" : "nested\n");
+    });
+  }
+
+  it("write_file and append_file follow a top-level link that stays inside, keeping the link", async () => {
+    expect(await run("write_file", { path: "top-in.txt", content: "via link" })).toEqual({
+      success: true,
+      content: "wrote top-in.txt",
+    });
+    expect(await readFile(join(toolDir, "real-sub", "kept.txt"), "utf8")).toBe("via link");
+    expect((await lstat(join(toolDir, "top-in.txt"))).isSymbolicLink()).toBe(true);
+    expect((await run("append_file", { path: "top-in.txt", line: "+1" })).success).toBe(true);
+    expect(await readFile(join(toolDir, "real-sub", "kept.txt"), "utf8")).toBe("via link+1\n");
+  });
+
+  it("write_file truncates a longer file, at the top and nested", async () => {
+    for (const path of ["trunc.txt", "deep/trunc.txt"]) {
+      await run("write_file", { path, content: "a much longer first version\n" });
+      expect((await run("write_file", { path, content: "short" })).success).toBe(true);
+      expect(await readFile(join(toolDir, path), "utf8")).toBe("short");
+    }
+  });
+
+  it("append_file keeps what is there, at the top and nested", async () => {
+    for (const path of ["grow.txt", "deep/grow.txt"]) {
+      await run("write_file", { path, content: "first\n" });
+      await run("append_file", { path, line: "second" });
+      await run("append_file", { path, line: "third" });
+      expect(await readFile(join(toolDir, path), "utf8")).toBe("first\nsecond\nthird\n");
+    }
+  });
+
+  it("writes into the real folder when the tool directory itself is reached through a link", async () => {
+    const linked = join(base, "tools-link");
+    await symlink(toolDir, linked);
+    const viaLink = new ToolRegistry().register(...builtinTools(linked));
+    const context = { callId: "c2", sessionId: "s2", signal: new AbortController().signal };
+    const write = (path: string) =>
+      executeTool(viaLink.get("write_file"), "write_file", { path, content: "L" }, context);
+    expect((await write("via-root-link.txt")).success).toBe(true);
+    expect((await write("deep/via-root-link.txt")).success).toBe(true);
+    expect(await readFile(join(toolDir, "via-root-link.txt"), "utf8")).toBe("L");
+    expect(await readFile(join(toolDir, "deep/via-root-link.txt"), "utf8")).toBe("L");
+    expect((await write("top-out.txt")).success).toBe(false);
+    expect(await readFile(join(outside, "top-victim.txt"), "utf8")).toBe("top original\n");
+  });
+
+  it("keeps the exported safePath check", async () => {
+    expect(await safePath(toolDir, "a/b.txt")).toBe(join(toolDir, "a/b.txt"));
+    await expect(safePath(toolDir, "../x.txt")).rejects.toThrow('Refused: "../x.txt" is outside');
+    await expect(safePath(toolDir, "top-out.txt")).rejects.toThrow('Refused: "top-out.txt" leads outside');
+  });
 });
 
 describe("sleep and fail", () => {

@@ -1,17 +1,82 @@
 /** The built-in tools of contracts.md §5, registered in every worker. */
-import { appendFile, lstat, mkdir, realpath, writeFile } from "node:fs/promises";
-import { dirname, isAbsolute, relative, resolve } from "node:path";
+import { constants } from "node:fs";
+import { appendFile, lstat, mkdir, open, realpath, writeFile } from "node:fs/promises";
+import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { z } from "zod";
 import { abortableSleep } from "../models/scripted.js";
 import { defineTool, type Tool } from "./registry.js";
 
-/** Resolves `path` under `root`, refusing anything that escapes it (`..`, absolute paths, links). */
-export async function safePath(root: string, path: string): Promise<string> {
+/** O_NOFOLLOW makes the open itself fail (ELOOP) when the last component is a link. */
+const WRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
+const APPEND_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW;
+
+/**
+ * Writes (or appends) `data` to `path` under `root` with the guarantees of `safePath`, cheaply:
+ * the file is opened with O_NOFOLLOW inside the real path of its folder, so the kernel refuses a
+ * link as the last component and no per-call realpath/lstat of the file is needed. A file directly
+ * in the root (the common case) costs no lookup at all, a nested one a single realpath. Anything
+ * unusual (a link, a missing folder, a failed open) takes the full `safePath` check, so refusals
+ * and errors read exactly as before.
+ */
+export async function writeSafely(
+  root: string,
+  path: string,
+  data: string,
+  kind: "write" | "append",
+): Promise<void> {
+  const target = lexicalTarget(root, path);
+  const realRoot = await realRootOf(root);
+  const folder = dirname(target);
+  const realFolder = folder === resolve(root) ? realRoot : await realFolderOf(root, path, folder, realRoot);
+  const flags = kind === "write" ? WRITE_FLAGS : APPEND_FLAGS;
+  const handle = await open(join(realFolder, basename(target)), flags).catch(() => null);
+  if (handle === null) {
+    // Usually ELOOP: the name is a link. The full check follows it, accepting one that resolves
+    // inside the root and refusing one leading outside or nowhere; other errors recur as before.
+    const checked = await safePath(root, path);
+    await (kind === "write" ? writeFile : appendFile)(checked, data);
+    return;
+  }
+  try {
+    await handle.writeFile(data);
+  } finally {
+    await handle.close();
+  }
+}
+
+/** The real path of `folder` (the lexical parent of `path`'s target), created if missing. */
+async function realFolderOf(root: string, path: string, folder: string, realRoot: string): Promise<string> {
+  let real = await realpath(folder).catch(() => null);
+  if (real === null) {
+    // Missing (or broken): the full check refuses a way out through a link, creates the folders
+    // and throws the same error as before when it cannot.
+    await safePath(root, path);
+    real = await realpath(folder);
+  }
+  const rel = relative(realRoot, real);
+  if (rel.startsWith("..") || isAbsolute(rel)) {
+    throw new Error(`Refused: "${path}" leads outside the tool directory.`);
+  }
+  return real;
+}
+
+/** `path` resolved under `root` by name alone, refusing `..`, absolute paths elsewhere and the root itself. */
+function lexicalTarget(root: string, path: string): string {
   const target = resolve(root, path);
   const rel = relative(root, target);
   if (rel === "" || rel.startsWith("..") || isAbsolute(rel)) {
     throw new Error(`Refused: "${path}" is outside the tool directory.`);
   }
+  return target;
+}
+
+/**
+ * Resolves `path` under `root`, refusing anything that escapes it (`..`, absolute paths, links).
+ * The full check, with a realpath per existing path component probed: `writeSafely` only needs it
+ * for links and missing folders.
+ */
+export async function safePath(root: string, path: string): Promise<string> {
+  const target = lexicalTarget(root, path);
   // Follow links before creating anything: the target itself (a link to a file outside)
   // or else its deepest existing ancestor (a link to a directory outside) must resolve
   // inside the root. A dangling link may point anywhere, so it is refused too.
@@ -75,7 +140,7 @@ export function builtinTools(toolDir: string): Tool[] {
       schema: z.object({ path: pathArg, content: z.string() }),
       async run({ path, content }) {
         await ready;
-        await writeFile(await safePath(toolDir, path), content);
+        await writeSafely(toolDir, path, content, "write");
         return `wrote ${path}`;
       },
     }),
@@ -90,7 +155,7 @@ export function builtinTools(toolDir: string): Tool[] {
       schema: z.object({ path: pathArg, line: z.string() }),
       async run({ path, line }) {
         await ready;
-        await appendFile(await safePath(toolDir, path), `${line}\n`);
+        await writeSafely(toolDir, path, `${line}\n`, "append");
         return `appended to ${path}`;
       },
     }),

@@ -25,7 +25,9 @@
 import type { Redis } from "ioredis";
 import type { Database } from "./db/client.js";
 import type { StoredMessage } from "./messages.js";
+import { isCluster } from "./redis.js";
 import { json, messageFromRaw, type RawMessage } from "./store/rows.js";
+import { keysShareSlot, TurnBatch } from "./turn-batch.js";
 
 export const EVENT_TYPES = [
   "RUN_STARTED",
@@ -80,48 +82,75 @@ export function compareIds(a: string, b: string): number {
 }
 
 /**
- * KEYS: stream, seq key. ARGV: maxEvents, maxAgeMs, channel, stream key, then per entry:
- * seq (0 for events other than MESSAGE), type, data. Returns {"ok", ids...} or {"gap", last}.
+ * Appends to the streams of one or more sessions in one call. KEYS: per write, its stream and
+ * its seq key. ARGV: maxEvents, maxAgeMs, channel, then per write: its stream key (published),
+ * its entry count n, then n × (seq (0 for events other than MESSAGE), type, data). The writes
+ * are applied in order, each against its session's seq as the writes before it left it.
+ * Returns, per write, {"ok", ids...} or {"gap", last}.
  */
 const APPEND_SCRIPT = `
-local last = tonumber(redis.call('HGET', KEYS[2], 'seq') or '0')
-local expect = last
-for i = 5, #ARGV, 3 do
-  local seq = tonumber(ARGV[i])
-  if seq > expect then
-    if seq ~= expect + 1 then return {'gap', tostring(last)} end
-    expect = seq
+local t = redis.call('TIME')
+local minId = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[2]))
+local results = {}
+local a = 4
+for w = 1, #KEYS / 2 do
+  local stream, seqKey = KEYS[2 * w - 1], KEYS[2 * w]
+  local name, first = ARGV[a], a + 2
+  local stop = first + 3 * tonumber(ARGV[a + 1]) - 1
+  a = stop + 1
+  local last = tonumber(redis.call('HGET', seqKey, 'seq') or '0')
+  local expect = last
+  local gap = false
+  for i = first, stop, 3 do
+    local seq = tonumber(ARGV[i])
+    if seq > expect then
+      if seq ~= expect + 1 then gap = true break end
+      expect = seq
+    end
+  end
+  if gap then
+    results[w] = {'gap', tostring(last)}
+  else
+    local out = {'ok'}
+    for i = first, stop, 3 do
+      local seq = tonumber(ARGV[i])
+      if seq == 0 or seq > last then
+        out[#out + 1] = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2])
+        if seq > 0 then last = seq end
+      end
+    end
+    if #out > 1 then
+      redis.call('XTRIM', stream, 'MINID', '~', minId)
+      redis.call('HSET', seqKey, 'seq', tostring(last))
+      redis.call('PEXPIRE', stream, ARGV[2])
+      redis.call('PEXPIRE', seqKey, ARGV[2])
+      redis.call('PUBLISH', ARGV[3], name)
+    end
+    results[w] = out
   end
 end
-local out = {'ok'}
-for i = 5, #ARGV, 3 do
-  local seq = tonumber(ARGV[i])
-  if seq == 0 or seq > last then
-    local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2])
-    if seq > 0 then last = seq end
-    out[#out + 1] = id
-  end
-end
-if #out > 1 then
-  local t = redis.call('TIME')
-  local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('XTRIM', KEYS[1], 'MINID', '~', tostring(nowMs - tonumber(ARGV[2])))
-  redis.call('HSET', KEYS[2], 'seq', tostring(last))
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  redis.call('PUBLISH', ARGV[3], ARGV[4])
-end
-return out
+return results
 `;
 
 type RedisWithAppend = Redis & {
-  fleetEventsAppend(stream: string, seqKey: string, ...args: (string | number)[]): Promise<string[]>;
+  fleetEventsAppendMany(numKeys: number, ...args: (string | number)[]): Promise<string[][]>;
 };
 
 /** Counts what is written, by type (`fleet_events_written_total`). */
 export type EventsCounter = { inc(labels: { type: string }, value?: number): void };
 
+export type WriteResult = { ok: true; ids: string[] } | { ok: false; last: number };
+
+type SessionWrite = { sessionId: string; entries: readonly SessionEventInput[] };
+
 export class EventWriter {
+  /**
+   * Writes asked for in one turn of the event loop go to Redis together, in one script call
+   * (turn-batch.ts): a worker running many sessions makes one call where it made one per
+   * session and write.
+   */
+  private readonly batch: TurnBatch<SessionWrite, string[]>;
+
   constructor(
     private readonly redis: Redis,
     readonly prefix: string,
@@ -130,8 +159,9 @@ export class EventWriter {
     /** false: events are off (FLEET_EVENTS=off), every write is a no-op. */
     readonly enabled = true,
   ) {
-    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsAppend)
-      redis.defineCommand("fleetEventsAppend", { numberOfKeys: 2, lua: APPEND_SCRIPT });
+    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsAppendMany)
+      redis.defineCommand("fleetEventsAppendMany", { lua: APPEND_SCRIPT });
+    this.batch = new TurnBatch((writes) => this.send(writes), 64, keysShareSlot(isCluster(redis), prefix));
   }
 
   /** The highest message seq already in the session's stream (0: none, or the stream expired). */
@@ -145,46 +175,61 @@ export class EventWriter {
    * skipped) and then `events`. Returns "gap" when the messages start after a seq the
    * stream lacks; the caller sends the missing ones too.
    */
-  async write(
+  write(
     sessionId: string,
     messages: readonly { runId: string | null; message: StoredMessage }[],
     events: readonly SessionEventInput[],
-  ): Promise<{ ok: true; ids: string[] } | { ok: false; last: number }> {
-    if (!this.enabled || (messages.length === 0 && events.length === 0)) return { ok: true, ids: [] };
+  ): Promise<WriteResult> {
+    return this.writeEntries(sessionId, [
+      ...messages.map((m) => ({ type: "MESSAGE" as const, runId: m.runId, message: m.message })),
+      ...events,
+    ]);
+  }
+
+  /**
+   * Writes `entries` in their order: `MESSAGE` entries (stored messages, in seq order; those
+   * already in the stream are skipped) among other events. Returns "gap" when a message comes
+   * after a seq the stream lacks; the caller sends the missing ones too.
+   */
+  async writeEntries(sessionId: string, entries: readonly SessionEventInput[]): Promise<WriteResult> {
+    if (!this.enabled || entries.length === 0) return { ok: true, ids: [] };
+    const result = await this.batch.call({ sessionId, entries });
+    if (result[0] === "gap") return { ok: false, last: Number(result[1]) };
+    const ids = result.slice(1);
+    this.count(entries, ids.length);
+    return { ok: true, ids };
+  }
+
+  private send(writes: SessionWrite[]): Promise<string[][]> {
+    const keys: string[] = [];
     const args: (string | number)[] = [
       this.retention.maxEvents,
       this.retention.maxAgeMs,
       eventsNotifyChannel(this.prefix),
-      eventStreamKey(this.prefix, sessionId),
     ];
-    const entries: SessionEventInput[] = [
-      ...messages.map((m) => ({ type: "MESSAGE" as const, runId: m.runId, message: m.message })),
-      ...events,
-    ];
-    for (const event of entries) {
-      const seq = event.type === "MESSAGE" ? event.message.seq : 0;
-      args.push(seq, event.type, JSON.stringify({ sessionId, ...event }));
-    }
-    const result = await (this.redis as unknown as RedisWithAppend).fleetEventsAppend(
-      eventStreamKey(this.prefix, sessionId),
-      seqKey(this.prefix, sessionId),
-      ...args,
-    );
-    if (result[0] === "gap") return { ok: false, last: Number(result[1]) };
-    const ids = result.slice(1);
-    if (this.counter && ids.length > 0) {
-      // Which entries were written: every non-message event, and the messages not skipped.
-      const written = entries.length - ids.length;
-      let skipped = written;
+    for (const { sessionId, entries } of writes) {
+      const stream = eventStreamKey(this.prefix, sessionId);
+      keys.push(stream, seqKey(this.prefix, sessionId));
+      args.push(stream, entries.length);
       for (const event of entries) {
-        if (event.type === "MESSAGE" && skipped > 0) {
-          skipped--;
-          continue;
-        }
-        this.counter.inc({ type: event.type });
+        const seq = event.type === "MESSAGE" ? event.message.seq : 0;
+        args.push(seq, event.type, JSON.stringify({ sessionId, ...event }));
       }
     }
-    return { ok: true, ids };
+    return (this.redis as unknown as RedisWithAppend).fleetEventsAppendMany(keys.length, ...keys, ...args);
+  }
+
+  /** Counts the entries written: every non-message event, and the messages not skipped (the first ones). */
+  private count(entries: readonly SessionEventInput[], written: number): void {
+    if (!this.counter || written === 0) return;
+    let skipped = entries.length - written;
+    for (const event of entries) {
+      if (event.type === "MESSAGE" && skipped > 0) {
+        skipped--;
+        continue;
+      }
+      this.counter.inc({ type: event.type });
+    }
   }
 
   /**
@@ -212,13 +257,18 @@ export class EventWriter {
 /**
  * The events of one session as one worker job writes them: every write first carries the
  * stored messages of `history` the stream does not have yet (up to `through`, when given).
- * Writes go out one after the other, in the order they were asked for. A failed write
- * (Redis away) is logged and its messages go with the next one; it never stops the run.
- * Text deltas are coalesced for up to DELTA_FLUSH_MS (best effort, contracts §7).
+ * Writes go out one after the other, in the order they were asked for: what is asked for
+ * while a write is on its way (or in the same turn of the event loop) goes out together in
+ * the next one. A failed write (Redis away) is logged and its messages go with the next
+ * one; it never stops the run. Text deltas are coalesced for up to DELTA_FLUSH_MS (best
+ * effort, contracts §7).
  */
 export class SessionEventLog {
-  private sent: number | null = null;
   private chain: Promise<void> = Promise.resolve();
+  /** What the next write carries, in order: for each part, the messages up to `through`, then its events. */
+  private queued: { through: number; events: SessionEventInput[] }[] = [];
+  /** The next write, while it is still gathering parts. */
+  private next: Promise<void> | null = null;
   private deltas: { runId: string; text: string } | null = null;
   private deltaTimer: NodeJS.Timeout | null = null;
 
@@ -230,18 +280,22 @@ export class SessionEventLog {
     /** Which run committed a message (null when not known: an earlier job's, or imported). */
     private readonly runOf: (message: StoredMessage) => string | null,
     private readonly onError: (error: unknown) => void,
+    /** The highest message seq known to be in the stream (null: read it from Redis first). */
+    private sent: number | null = null,
   ) {}
 
   get enabled(): boolean {
     return this.writer.enabled;
   }
 
-  /** Writes the messages the stream lacks (those with seq ≤ `through`, if given), then `events`. */
+  /**
+   * Writes the messages the stream lacks (those with seq ≤ `through`; by default, those in
+   * the history now), then `events`.
+   */
   emit(events: SessionEventInput[] = [], through?: number): Promise<void> {
     if (!this.writer.enabled) return Promise.resolve();
     const deltas = this.takeDeltas();
-    this.chain = this.chain.then(() => this.write(deltas ? [deltas, ...events] : events, through));
-    return this.chain;
+    return this.enqueue(through ?? this.history.at(-1)?.seq ?? 0, deltas ? [deltas, ...events] : events);
   }
 
   /**
@@ -263,19 +317,25 @@ export class SessionEventLog {
     if (this.deltas && this.deltas.runId === runId) this.deltas.text += text;
     else {
       const earlier = this.takeDeltas();
-      if (earlier) void this.emitRaw([earlier]);
+      if (earlier) void this.enqueue(0, [earlier]);
       this.deltas = { runId, text };
     }
     this.deltaTimer ??= setTimeout(() => {
       this.deltaTimer = null;
       const pending = this.takeDeltas();
-      if (pending) void this.emitRaw([pending]);
+      if (pending) void this.enqueue(0, [pending]);
     }, DELTA_FLUSH_MS);
   }
 
-  private emitRaw(events: SessionEventInput[]): Promise<void> {
-    this.chain = this.chain.then(() => this.write(events, 0));
-    return this.chain;
+  private enqueue(through: number, events: SessionEventInput[]): Promise<void> {
+    this.queued.push({ through, events });
+    this.next ??= this.chain = this.chain.then(() => {
+      this.next = null;
+      const parts = this.queued;
+      this.queued = [];
+      return this.write(parts);
+    });
+    return this.next;
   }
 
   private takeDeltas(): SessionEventInput | null {
@@ -288,17 +348,26 @@ export class SessionEventLog {
     return pending ? { type: "MESSAGE_DELTA", runId: pending.runId, text: pending.text } : null;
   }
 
-  private async write(events: SessionEventInput[], through?: number): Promise<void> {
+  private async write(parts: readonly { through: number; events: SessionEventInput[] }[]): Promise<void> {
     try {
       this.sent ??= await this.writer.lastSeq(this.sessionId);
-      const limit = through ?? Number.POSITIVE_INFINITY;
       for (let attempt = 0; attempt < 2; attempt++) {
-        const pending = this.history
-          .filter((m) => m.seq > this.sent! && m.seq <= limit)
-          .map((message) => ({ runId: this.runOf(message), message }));
-        const result = await this.writer.write(this.sessionId, pending, events);
+        const entries: SessionEventInput[] = [];
+        // The history is in seq order: the messages the stream lacks are its tail.
+        let at = this.history.length;
+        while (at > 0 && this.history[at - 1]!.seq > this.sent!) at--;
+        let lastSent = this.sent!;
+        for (const part of parts) {
+          for (; at < this.history.length && this.history[at]!.seq <= part.through; at++) {
+            const message = this.history[at]!;
+            entries.push({ type: "MESSAGE", runId: this.runOf(message), message });
+            lastSent = message.seq;
+          }
+          entries.push(...part.events);
+        }
+        const result = await this.writer.writeEntries(this.sessionId, entries);
         if (result.ok) {
-          if (pending.length > 0) this.sent = Math.max(this.sent!, pending.at(-1)!.message.seq);
+          this.sent = Math.max(this.sent!, lastSent);
           return;
         }
         this.sent = result.last;

@@ -5,18 +5,36 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
+import { isCluster } from "./redis.js";
+import { keysShareSlot, TurnBatch } from "./turn-batch.js";
 
-// KEYS[2] records when the holder last showed a sign of life (for fleet_crash_to_resume_seconds).
-const RENEW = `if redis.call("get", KEYS[1]) == ARGV[1] then
-  redis.call("set", KEYS[2], ARGV[3], "PX", 3600000)
-  return redis.call("pexpire", KEYS[1], ARGV[2])
-else return 0 end`;
-// One round trip: take the lease if free, and record the sign of life with it.
-const ACQUIRE = `if redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2], "NX") then
-  redis.call("set", KEYS[2], ARGV[3], "PX", 3600000)
-  return 1
-else return 0 end`;
-const RELEASE = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`;
+// Each script acts on one or more sessions' leases (turn-batch.ts): KEYS per session, ARGV
+// shared values first, then one token per session; the answer is one number per session.
+// KEYS: per session its lease and its last-renewed key (the holder's last sign of life, for
+// fleet_crash_to_resume_seconds). ARGV: ttl, now, tokens.
+const RENEW = `local out = {}
+for i = 1, #KEYS / 2 do
+  if redis.call("get", KEYS[2 * i - 1]) == ARGV[i + 2] then
+    redis.call("set", KEYS[2 * i], ARGV[2], "PX", 3600000)
+    out[i] = redis.call("pexpire", KEYS[2 * i - 1], ARGV[1])
+  else out[i] = 0 end
+end
+return out`;
+// Takes each lease if free, and records the sign of life with it. Same KEYS and ARGV.
+const ACQUIRE = `local out = {}
+for i = 1, #KEYS / 2 do
+  if redis.call("set", KEYS[2 * i - 1], ARGV[i + 2], "PX", ARGV[1], "NX") then
+    redis.call("set", KEYS[2 * i], ARGV[2], "PX", 3600000)
+    out[i] = 1
+  else out[i] = 0 end
+end
+return out`;
+// KEYS: leases (or locks). ARGV: tokens. Deletes each only if it still holds its token.
+const RELEASE = `local out = {}
+for i = 1, #KEYS do
+  if redis.call("get", KEYS[i]) == ARGV[i] then out[i] = redis.call("del", KEYS[i]) else out[i] = 0 end
+end
+return out`;
 
 /** Keys per MGET in `holders`: one reply stays small whatever the fleet's size. */
 const HOLDERS_PER_MGET = 500;
@@ -27,26 +45,20 @@ export type LeaseStore = {
   release(sessionId: string, token: string): Promise<boolean>;
 };
 
-/** The scripts as ioredis commands: sent once, then called by SHA (EVALSHA) on every use. */
+/** The scripts as ioredis commands: sent once, then called by SHA (EVALSHA); the first argument is the key count. */
 type LeaseCommands = {
-  fleetLeaseAcquire(
-    key: string,
-    renewedKey: string,
-    token: string,
-    ttl: string,
-    now: string,
-  ): Promise<number>;
-  fleetLeaseRenew(key: string, renewedKey: string, token: string, ttl: string, now: string): Promise<number>;
-  fleetReleaseIfHolder(key: string, token: string): Promise<number>;
+  fleetLeaseAcquireMany(numKeys: number, ...args: string[]): Promise<number[]>;
+  fleetLeaseRenewMany(numKeys: number, ...args: string[]): Promise<number[]>;
+  fleetReleaseIfHolderMany(numKeys: number, ...args: string[]): Promise<number[]>;
 };
 
 const defined = new WeakSet<Redis>();
 
 function commands(redis: Redis): Redis & LeaseCommands {
   if (!defined.has(redis)) {
-    redis.defineCommand("fleetLeaseAcquire", { numberOfKeys: 2, lua: ACQUIRE });
-    redis.defineCommand("fleetLeaseRenew", { numberOfKeys: 2, lua: RENEW });
-    redis.defineCommand("fleetReleaseIfHolder", { numberOfKeys: 1, lua: RELEASE });
+    redis.defineCommand("fleetLeaseAcquireMany", { lua: ACQUIRE });
+    redis.defineCommand("fleetLeaseRenewMany", { lua: RENEW });
+    redis.defineCommand("fleetReleaseIfHolderMany", { lua: RELEASE });
     defined.add(redis);
   }
   return redis as Redis & LeaseCommands;
@@ -54,11 +66,22 @@ function commands(redis: Redis): Redis & LeaseCommands {
 
 /** Deletes `key` only if it still holds `token` (a lease, or the sweeper's per-session lock). */
 export async function releaseIfHolder(redis: Redis, key: string, token: string): Promise<boolean> {
-  return (await commands(redis).fleetReleaseIfHolder(key, token)) === 1;
+  const [deleted] = await commands(redis).fleetReleaseIfHolderMany(1, key, token);
+  return deleted === 1;
 }
+
+type Held = { sessionId: string; token: string };
 
 export class SessionLease implements LeaseStore {
   private readonly redis: Redis & LeaseCommands;
+
+  /**
+   * Acquires, renewals and releases asked for in one turn of the event loop go out in one
+   * script call each (a worker starting or ending many sessions at once makes one call).
+   */
+  private readonly acquires: TurnBatch<Held, number>;
+  private readonly renewals: TurnBatch<Held, number>;
+  private readonly releases: TurnBatch<Held, number>;
 
   constructor(
     redis: Redis,
@@ -67,6 +90,27 @@ export class SessionLease implements LeaseStore {
     readonly ttlMs: number,
   ) {
     this.redis = commands(redis);
+    const combine = keysShareSlot(isCluster(redis), prefix);
+    const withLife = (script: "fleetLeaseAcquireMany" | "fleetLeaseRenewMany") => (held: Held[]) =>
+      this.redis[script](
+        held.length * 2,
+        ...held.flatMap((h) => [this.key(h.sessionId), this.renewedKey(h.sessionId)]),
+        String(this.ttlMs),
+        String(Date.now()),
+        ...held.map((h) => h.token),
+      );
+    this.acquires = new TurnBatch(withLife("fleetLeaseAcquireMany"), 128, combine);
+    this.renewals = new TurnBatch(withLife("fleetLeaseRenewMany"), 128, combine);
+    this.releases = new TurnBatch(
+      (held) =>
+        this.redis.fleetReleaseIfHolderMany(
+          held.length,
+          ...held.map((h) => this.key(h.sessionId)),
+          ...held.map((h) => h.token),
+        ),
+      128,
+      combine,
+    );
   }
 
   key(sessionId: string): string {
@@ -83,25 +127,11 @@ export class SessionLease implements LeaseStore {
    */
   async acquire(sessionId: string, ownerId: string): Promise<string | null> {
     const token = `${ownerId}/${randomUUID()}`;
-    const ok = await this.redis.fleetLeaseAcquire(
-      this.key(sessionId),
-      this.renewedKey(sessionId),
-      token,
-      String(this.ttlMs),
-      String(Date.now()),
-    );
-    return ok === 1 ? token : null;
+    return (await this.acquires.call({ sessionId, token })) === 1 ? token : null;
   }
 
   async renew(sessionId: string, token: string): Promise<boolean> {
-    const result = await this.redis.fleetLeaseRenew(
-      this.key(sessionId),
-      this.renewedKey(sessionId),
-      token,
-      String(this.ttlMs),
-      String(Date.now()),
-    );
-    return result === 1;
+    return (await this.renewals.call({ sessionId, token })) === 1;
   }
 
   /** When the session's lease holder last renewed or took it (ms since epoch), if known. */
@@ -112,7 +142,7 @@ export class SessionLease implements LeaseStore {
 
   /** Releases the lease only if `token` still holds it (also the sweeper's, for a dead holder). */
   async release(sessionId: string, token: string): Promise<boolean> {
-    return releaseIfHolder(this.redis, this.key(sessionId), token);
+    return (await this.releases.call({ sessionId, token })) === 1;
   }
 
   /**

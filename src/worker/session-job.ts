@@ -154,12 +154,14 @@ export async function processSessionJob(
     const runBySeq = new Map<number, string>();
     const events = deps.events
       ? new SessionEventLog(
-          claim.history.length === 0 ? fromSeqZero(deps.events) : deps.events,
+          deps.events,
           sessionId,
           claim.history,
           (m) => runBySeq.get(m.seq) ?? null,
           (error) =>
             deps.log.warn({ err: error, sessionId }, "writing session events failed; retried with the next"),
+          // A session with no message has none in its stream either: no need to ask Redis.
+          claim.history.length === 0 ? 0 : null,
         )
       : null;
     for (const _ of claim.staleRunIds) deps.metrics.runs.inc({ kind: "run", outcome: "crashed" });
@@ -212,18 +214,6 @@ export async function processSessionJob(
     signal.removeEventListener("abort", onOuterAbort);
     await deps.lease.release(sessionId, token).catch(() => {});
   }
-}
-
-/**
- * `writer`, saying that the session's event stream holds no message yet without asking
- * Redis: true of a session with no stored message (the stream only ever holds committed
- * ones), and safe regardless — the append script skips every message already there — so a
- * new session's first event write needs no read of the stream's last seq first.
- */
-function fromSeqZero(writer: EventWriter): EventWriter {
-  const zero = Object.create(writer) as EventWriter;
-  zero.lastSeq = async () => 0;
-  return zero;
 }
 
 /**
@@ -341,9 +331,9 @@ async function processRun(
   const lastSeqBefore = history.at(-1)?.seq ?? 0;
   for (const message of started) runBySeq.set(message.seq, run.id);
   history.push(...started);
-  // RUN_STARTED after every earlier message, before the messages the run started with.
-  if (!previous)
-    await events?.emitBounded([runStartedEvent(run, kind, plan.resumeKind ?? null)], lastSeqBefore);
+  // RUN_STARTED after every earlier message, before the messages the run started with (in
+  // the same write as those, emitted below: the log sends what is asked for in one turn together).
+  if (!previous) void events?.emit([runStartedEvent(run, kind, plan.resumeKind ?? null)], lastSeqBefore);
   if (plan.resumeKind) deps.metrics.resumes.inc({ kind: plan.resumeKind, trigger: run.trigger });
   if (run.lastSignAt && !previous)
     deps.metrics.crashToResume.observe(Math.max(0, Date.now() - run.lastSignAt.getTime()) / 1000);

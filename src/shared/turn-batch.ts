@@ -1,0 +1,64 @@
+/**
+ * Calls made in one turn of the event loop, sent together when the turn ends. A worker runs
+ * many sessions in one process; their Redis writes (events, leases) each cost a round trip
+ * and a script call of their own, and most of a worker's CPU went to sockets. Gathered per
+ * turn they cost one: under load many sessions write in the same turn, and a lone call
+ * waits for nothing but the end of its turn (setImmediate).
+ */
+export class TurnBatch<In, Out> {
+  private pending: { item: In; resolve: (out: Out) => void; reject: (error: unknown) => void }[] = [];
+  private scheduled = false;
+
+  constructor(
+    /** Sends the items in one call; answers one result per item, in their order. */
+    private readonly send: (items: In[]) => Promise<Out[]>,
+    /** At most this many items per call (a full batch goes out at once). */
+    private readonly max = 64,
+    /** false: every call goes out on its own (e.g. keys that may be in different Cluster slots). */
+    private readonly combine = true,
+  ) {}
+
+  call(item: In): Promise<Out> {
+    return new Promise<Out>((resolve, reject) => {
+      const entry = { item, resolve, reject };
+      if (!this.combine) {
+        void this.dispatch([entry]);
+        return;
+      }
+      this.pending.push(entry);
+      if (this.pending.length >= this.max) this.flush();
+      else if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    const entries = this.pending;
+    this.pending = [];
+    if (entries.length > 0) void this.dispatch(entries);
+  }
+
+  private async dispatch(entries: typeof this.pending): Promise<void> {
+    let results: Out[];
+    try {
+      results = await this.send(entries.map((e) => e.item));
+      if (results.length !== entries.length)
+        throw new Error(`a batch of ${entries.length} calls got ${results.length} answers`);
+    } catch (error) {
+      for (const entry of entries) entry.reject(error);
+      return;
+    }
+    for (const [i, entry] of entries.entries()) entry.resolve(results[i]!);
+  }
+}
+
+/**
+ * Whether keys under `prefix` may share one multi-key call: always on one Redis; on a Cluster
+ * only when the prefix is a hash tag (config.ts makes it one), so that they share one slot.
+ */
+export function keysShareSlot(cluster: boolean, prefix: string): boolean {
+  return !cluster || /^\{[^}]+\}/.test(prefix);
+}

@@ -1,0 +1,211 @@
+/**
+ * Calls gathered per turn of the event loop (turn-batch.ts), and the two Redis writers that
+ * use it on a real Redis: session events (one script call for many sessions' writes, each
+ * still checked against its own stream's seq) and session leases.
+ */
+import { randomUUID } from "node:crypto";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { EventWriter, eventStreamKey, SessionEventLog } from "../src/shared/events.js";
+import { SessionLease } from "../src/shared/lease.js";
+import type { StoredMessage } from "../src/shared/messages.js";
+import { keysShareSlot, TurnBatch } from "../src/shared/turn-batch.js";
+
+const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+const PREFIX = `t-turn-${randomUUID().slice(0, 8)}`;
+
+let redis: Redis;
+
+beforeAll(() => {
+  redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+});
+
+afterAll(async () => {
+  const keys = await redis.keys(`${PREFIX}*`);
+  if (keys.length > 0) await redis.del(...keys);
+  await redis.quit();
+});
+
+describe("TurnBatch", () => {
+  it("sends the calls of one turn together, in order, and each caller gets its own answer", async () => {
+    const sent: number[][] = [];
+    const batch = new TurnBatch<number, string>(async (items) => {
+      sent.push(items);
+      return items.map((n) => `#${n}`);
+    });
+    const first = await Promise.all([batch.call(1), batch.call(2), batch.call(3)]);
+    expect(first).toEqual(["#1", "#2", "#3"]);
+    // A call made after the turn ended goes in the next batch.
+    const a = batch.call(4);
+    await new Promise((resolve) => setImmediate(resolve));
+    const b = batch.call(5);
+    expect(await Promise.all([a, b])).toEqual(["#4", "#5"]);
+    expect(sent).toEqual([[1, 2, 3], [4], [5]]);
+  });
+
+  it("sends a full batch at once, one call per item without combining, and fails every caller of a failed call", async () => {
+    const sent: number[][] = [];
+    const send = async (items: number[]) => {
+      sent.push(items);
+      if (items.includes(13)) throw new Error("redis away");
+      return items;
+    };
+    const full = new TurnBatch(send, 2);
+    expect(await Promise.all([full.call(1), full.call(2), full.call(3)])).toEqual([1, 2, 3]);
+    expect(sent).toEqual([[1, 2], [3]]);
+    sent.length = 0;
+    const alone = new TurnBatch(send, 64, false);
+    expect(await Promise.all([alone.call(1), alone.call(2)])).toEqual([1, 2]);
+    expect(sent).toEqual([[1], [2]]);
+    const failing = new TurnBatch(send);
+    const results = await Promise.allSettled([failing.call(12), failing.call(13)]);
+    expect(results.map((r) => r.status)).toEqual(["rejected", "rejected"]);
+    const short = new TurnBatch(async () => [1]);
+    await expect(Promise.all([short.call(1), short.call(2)])).rejects.toThrow(/2 calls got 1 answers/);
+  });
+
+  it("combines keys on a Cluster only under a hash-tagged prefix", () => {
+    expect(keysShareSlot(false, "fleet")).toBe(true);
+    expect(keysShareSlot(true, "{fleet}")).toBe(true);
+    expect(keysShareSlot(true, "{fleet}-a")).toBe(true);
+    expect(keysShareSlot(true, "fleet")).toBe(false);
+    expect(keysShareSlot(true, "{}fleet")).toBe(false);
+  });
+});
+
+const message = (seq: number, content: string): StoredMessage => ({
+  seq,
+  role: "user",
+  content,
+  createdAt: new Date().toISOString(),
+});
+
+async function streamOf(prefix: string, sessionId: string): Promise<string[]> {
+  const rows = (await redis.xrange(eventStreamKey(prefix, sessionId), "-", "+")) as [string, string[]][];
+  return rows.map(([, fields]) => {
+    const data = JSON.parse(fields[3]!) as { type: string; message?: { seq: number } };
+    return data.message ? `${data.type}:${data.message.seq}` : data.type;
+  });
+}
+
+describe("EventWriter with many sessions", () => {
+  it("writes many sessions' events in one script call, each checked against its own stream", async () => {
+    const prefix = `${PREFIX}-ev`;
+    const writer = new EventWriter(redis, prefix);
+    const spy = vi.spyOn(
+      redis as unknown as { fleetEventsAppendMany: () => unknown },
+      "fleetEventsAppendMany",
+    );
+    const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];
+    // c's stream already holds message 1 and 2.
+    expect(await writer.write(c, [{ runId: null, message: message(1, "c1") }], [])).toMatchObject({
+      ok: true,
+    });
+    expect(await writer.write(c, [{ runId: null, message: message(2, "c2") }], [])).toMatchObject({
+      ok: true,
+    });
+    spy.mockClear();
+    const results = await Promise.all([
+      writer.write(
+        a,
+        [{ runId: "r", message: message(1, "a1") }],
+        [{ type: "RUN_COMPLETED", runId: "r", outcome: "completed" }],
+      ),
+      // A gap: b's stream holds nothing, so message 2 cannot come first.
+      writer.write(b, [{ runId: "r", message: message(2, "b2") }], []),
+      // Already there: skipped; then a new one.
+      writer.write(
+        c,
+        [
+          { runId: null, message: message(2, "c2") },
+          { runId: null, message: message(3, "c3") },
+        ],
+        [],
+      ),
+      // A second write for a in the same call sees the first one's seq.
+      writer.write(a, [{ runId: "r", message: message(2, "a2") }], []),
+    ]);
+    expect(spy).toHaveBeenCalledTimes(1);
+    expect(results[0]).toMatchObject({ ok: true, ids: [expect.any(String), expect.any(String)] });
+    expect(results[1]).toEqual({ ok: false, last: 0 });
+    expect(results[2]).toMatchObject({ ok: true, ids: [expect.any(String)] });
+    expect(results[3]).toMatchObject({ ok: true, ids: [expect.any(String)] });
+    expect(await streamOf(prefix, a)).toEqual(["MESSAGE:1", "RUN_COMPLETED", "MESSAGE:2"]);
+    expect(await streamOf(prefix, b)).toEqual([]);
+    expect(await streamOf(prefix, c)).toEqual(["MESSAGE:1", "MESSAGE:2", "MESSAGE:3"]);
+    spy.mockRestore();
+  });
+
+  it("a session's log sends what is asked for in one turn in one write, in the order asked", async () => {
+    const prefix = `${PREFIX}-log`;
+    const writer = new EventWriter(redis, prefix);
+    const spy = vi.spyOn(writer, "writeEntries");
+    const sessionId = randomUUID();
+    const history: StoredMessage[] = [message(1, "earlier")];
+    const log = new SessionEventLog(
+      writer,
+      sessionId,
+      history,
+      () => "r",
+      () => {},
+      0,
+    );
+    history.push(message(2, "started"));
+    // RUN_STARTED after message 1 and before message 2, in one write with message 2.
+    void log.emit(
+      [{ type: "RUN_STARTED", runId: "r", kind: "run", resumeKind: null, trigger: "message" }],
+      1,
+    );
+    const first = log.emit();
+    await new Promise((resolve) => setImmediate(resolve));
+    history.push(message(3, "step"));
+    void log.emit([{ type: "TOOL_STARTED", runId: "r", toolCallId: "c", name: "t" }]);
+    history.push(message(4, "result"));
+    const last = log.emit([{ type: "TOOL_FINISHED", runId: "r", toolCallId: "c", name: "t", success: true }]);
+    await Promise.all([first, last]);
+    expect(spy).toHaveBeenCalledTimes(2);
+    expect(await streamOf(prefix, sessionId)).toEqual([
+      "MESSAGE:1",
+      "RUN_STARTED",
+      "MESSAGE:2",
+      "MESSAGE:3",
+      "TOOL_STARTED",
+      "MESSAGE:4",
+      "TOOL_FINISHED",
+    ]);
+  });
+});
+
+describe("SessionLease with many sessions", () => {
+  it("takes, renews and releases many sessions' leases in one call each; a contested one goes to the first", async () => {
+    const prefix = `${PREFIX}-lease`;
+    const lease = new SessionLease(redis, prefix, 5_000);
+    const commands = redis as unknown as Record<string, () => unknown>;
+    const acquire = vi.spyOn(commands, "fleetLeaseAcquireMany");
+    const renew = vi.spyOn(commands, "fleetLeaseRenewMany");
+    const release = vi.spyOn(commands, "fleetReleaseIfHolderMany");
+    const ids = [randomUUID(), randomUUID(), randomUUID()];
+    const tokens = await Promise.all([
+      ...ids.map((id) => lease.acquire(id, "w1")),
+      lease.acquire(ids[0]!, "w2"),
+    ]);
+    expect(acquire).toHaveBeenCalledTimes(1);
+    expect(tokens.slice(0, 3).every((t) => t?.startsWith("w1/"))).toBe(true);
+    expect(tokens[3]).toBeNull();
+    expect(await lease.holders(ids)).toEqual(tokens.slice(0, 3));
+    expect(
+      await Promise.all([...ids.map((id, i) => lease.renew(id, tokens[i]!)), lease.renew(ids[1]!, "w2/x")]),
+    ).toEqual([true, true, true, false]);
+    expect(renew).toHaveBeenCalledTimes(1);
+    expect(await lease.lastRenewal(ids[2]!)).toBeGreaterThan(Date.now() - 5_000);
+    expect(
+      await Promise.all([
+        lease.release(ids[0]!, "w2/x"),
+        ...ids.map((id, i) => lease.release(id, tokens[i]!)),
+      ]),
+    ).toEqual([false, true, true, true]);
+    expect(release).toHaveBeenCalledTimes(1);
+    expect(await lease.holders(ids)).toEqual([null, null, null]);
+    for (const spy of [acquire, renew, release]) spy.mockRestore();
+  });
+});

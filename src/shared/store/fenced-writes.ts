@@ -9,6 +9,8 @@ import type { RunRow } from "../db/schema.js";
 import { FencedError } from "../errors.js";
 import type { Message, StoredMessage, Usage } from "../messages.js";
 import type { TailState } from "../tail-state.js";
+import { TurnBatch } from "../turn-batch.js";
+import { type AppendOutcome, type GroupedAppend, GroupedAppends } from "./grouped-appends.js";
 import { json, messageFromRaw, type RawMessage, type RawRun, runFromRaw, toNewRows } from "./rows.js";
 
 /** What a writer proves on every write: the session and its epoch. */
@@ -62,7 +64,17 @@ function stored(messages: readonly Message[], inserted: Inserted[]): StoredMessa
 }
 
 export class FencedWrites {
-  constructor(private readonly database: Database) {}
+  /** Mid-run appends of one event-loop turn, in one statement (grouped-appends.ts). */
+  private readonly appends: TurnBatch<GroupedAppend, { outcome: AppendOutcome } | { error: unknown }>;
+
+  constructor(
+    private readonly database: Database,
+    /** false: every append goes in a statement of its own. */
+    options: { groupAppends?: boolean } = {},
+  ) {
+    const grouped = new GroupedAppends(database, (append) => this.appendAlone(append));
+    this.appends = new TurnBatch((appends) => grouped.send(appends), 32, options.groupAppends ?? true);
+  }
 
   /**
    * Takes a session for a new lease holder, in one statement: bumps the epoch (whoever held
@@ -176,7 +188,23 @@ export class FencedWrites {
     estimatedTokens = 0,
   ): Promise<{ stored: StoredMessage[]; cancelled: boolean }> {
     if (messages.length === 0) return { stored: [], cancelled: false };
-    const rows = toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq);
+    const answer = await this.appends.call({
+      sessionId: fence.sessionId,
+      epoch: fence.epoch,
+      lastSeq: cursor.lastSeq,
+      tail,
+      tokens: tokensOf(messages) + Math.max(0, Math.ceil(estimatedTokens)),
+      runId,
+      rows: toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq),
+    });
+    if ("error" in answer) throw answer.error;
+    const { inserted, status } = answer.outcome;
+    if (inserted.length !== messages.length) throw new FencedError(fence.sessionId, fence.epoch);
+    return { stored: stored(messages, inserted), cancelled: status === "cancelled" };
+  }
+
+  /** One session's append in a statement of its own (grouped-appends.ts sends the others). */
+  private async appendAlone(append: GroupedAppend): Promise<AppendOutcome> {
     // The session update is the fence (epoch and last_seq must both match); when it
     // matches no row, the insert inserts nothing. It leaves `updated_at` (indexed for the
     // session list) alone: with no indexed column changed, Postgres can update the row in
@@ -184,20 +212,18 @@ export class FencedWrites {
     const inserted = await this.database.sql<(Inserted & { status: string })[]>`
       with s as (
         update sessions
-           set last_seq = ${cursor.lastSeq + rows.length}, tail_state = ${tail},
-               tokens_used = tokens_used + ${tokensOf(messages) + Math.max(0, Math.ceil(estimatedTokens))},
-               last_active_at = now()
-         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and last_seq = ${cursor.lastSeq}
+           set last_seq = ${append.lastSeq + append.rows.length}, tail_state = ${append.tail},
+               tokens_used = tokens_used + ${append.tokens}, last_active_at = now()
+         where id = ${append.sessionId} and lease_epoch = ${append.epoch} and last_seq = ${append.lastSeq}
         returning id, status
       )
       insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
-      select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${runId}
-        from s cross join jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
+      select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${append.runId}
+        from s cross join jsonb_to_recordset(${JSON.stringify(append.rows)}::jsonb) as m(
           seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
           name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
       returning seq, created_at, (select status from s) as status`;
-    if (inserted.length !== messages.length) throw new FencedError(fence.sessionId, fence.epoch);
-    return { stored: stored(messages, inserted), cancelled: inserted[0]!.status === "cancelled" };
+    return { inserted, status: inserted[0]?.status ?? null };
   }
 
   /**

@@ -1,0 +1,166 @@
+/**
+ * Group commit of mid-run appends (grouped-appends.ts) against a real Postgres: many
+ * sessions' appends of one event-loop turn in one statement, each still fenced on its own,
+ * a refused or busy one retried alone, and the answer the cancel check reads.
+ */
+import { randomUUID } from "node:crypto";
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { parseAgentConfig } from "../src/shared/agent-config.js";
+import { FencedError } from "../src/shared/errors.js";
+import type { Message } from "../src/shared/messages.js";
+import { type Fence, FencedWrites } from "../src/shared/store/fenced-writes.js";
+import { GroupedAppends } from "../src/shared/store/grouped-appends.js";
+import { SessionQueries } from "../src/shared/store/session-queries.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+
+const AGENT = parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "hi" }] } });
+
+let fleet: FleetEnv;
+let queries: SessionQueries;
+let writes: FencedWrites;
+
+beforeAll(async () => {
+  fleet = await createFleetEnv("groupedappends");
+  queries = new SessionQueries(fleet.database);
+  writes = new FencedWrites(fleet.database);
+});
+afterAll(async () => fleet?.close());
+
+const user = (content: string): Message => ({ role: "user", content });
+const answer = (content: string): Message => ({
+  role: "assistant",
+  content,
+  stopReason: "end_turn",
+  usage: { inputTokens: 10, outputTokens: 5 },
+});
+
+/** A new session claimed by a worker: its fence. */
+async function claimed(): Promise<Fence> {
+  const { id } = await queries.createSession({ agent: AGENT });
+  const claim = await writes.claimSession(id, `w-${randomUUID().slice(0, 4)}`);
+  return { sessionId: id, epoch: claim!.epoch };
+}
+
+async function stored(sessionId: string) {
+  const rows = await fleet.database.sql<{ seq: number; content: string }[]>`
+    select seq, content from messages where session_id = ${sessionId} order by seq`;
+  const [session] = await fleet.database.sql<{ last_seq: number; tokens_used: string; tail_state: string }[]>`
+    select last_seq, tokens_used, tail_state from sessions where id = ${sessionId}`;
+  return { messages: rows.map((r) => `${r.seq}:${r.content}`), session: session! };
+}
+
+const cursor0 = { lastSeq: 0, lastStepSeq: null };
+
+describe("grouped appends", () => {
+  it("writes many sessions' appends of one turn in one statement, each numbered and counted as if alone", async () => {
+    const fences = await Promise.all(Array.from({ length: 5 }, () => claimed()));
+    const together = vi.spyOn(GroupedAppends.prototype as unknown as { together: () => unknown }, "together");
+    const results = await Promise.all(
+      fences.map((fence, i) =>
+        writes.appendStep(fence, cursor0, null, [user(`q${i}`), answer(`a${i}`)], "completed"),
+      ),
+    );
+    expect(together).toHaveBeenCalledTimes(1);
+    together.mockRestore();
+    for (const [i, fence] of fences.entries()) {
+      expect(results[i]!.stored.map((m) => m.seq)).toEqual([1, 2]);
+      expect(results[i]!.cancelled).toBe(false);
+      const { messages, session } = await stored(fence.sessionId);
+      expect(messages).toEqual([`1:q${i}`, `2:a${i}`]);
+      expect(session).toEqual({ last_seq: 2, tokens_used: "15", tail_state: "completed" });
+    }
+  });
+
+  it("fences each append on its own: a moved epoch or last_seq fails only that one", async () => {
+    const [a, b, c] = await Promise.all([claimed(), claimed(), claimed()]);
+    const results = await Promise.allSettled([
+      writes.appendStep(a!, cursor0, null, [user("a")], "awaiting_model"),
+      writes.appendStep({ ...b!, epoch: b!.epoch - 1 }, cursor0, null, [user("b")], "awaiting_model"),
+      writes.appendStep(c!, { lastSeq: 3, lastStepSeq: null }, null, [user("c")], "awaiting_model"),
+    ]);
+    expect(results[0]!.status).toBe("fulfilled");
+    expect((results[1] as PromiseRejectedResult).reason).toBeInstanceOf(FencedError);
+    expect((results[2] as PromiseRejectedResult).reason).toBeInstanceOf(FencedError);
+    expect((await stored(a!.sessionId)).messages).toEqual(["1:a"]);
+    expect((await stored(b!.sessionId)).messages).toEqual([]);
+    expect((await stored(c!.sessionId)).session.last_seq).toBe(0);
+  });
+
+  it("an append Postgres refuses fails alone; the others of its statement are stored", async () => {
+    const [a, bad, c] = await Promise.all([claimed(), claimed(), claimed()]);
+    const results = await Promise.allSettled([
+      writes.appendStep(a!, cursor0, null, [user("a")], "awaiting_model"),
+      writes.appendStep(bad!, cursor0, null, [user("nul \u0000 byte")], "awaiting_model"),
+      writes.appendStep(c!, cursor0, null, [user("c")], "awaiting_model"),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    // The refusal is the single statement's own (SQLSTATE class 22), which parks the session.
+    expect(String((results[1] as PromiseRejectedResult).reason.code)).toMatch(/^22/);
+    expect((await stored(a!.sessionId)).messages).toEqual(["1:a"]);
+    expect((await stored(bad!.sessionId)).messages).toEqual([]);
+    expect((await stored(c!.sessionId)).messages).toEqual(["1:c"]);
+  });
+
+  it("never waits for a busy session row: the others commit at once, the busy one when its row is free", async () => {
+    const [a, busy, c] = await Promise.all([claimed(), claimed(), claimed()]);
+    const other = postgres(fleet.database.url, { max: 1, onnotice: () => {} });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let locked!: () => void;
+    const isLocked = new Promise<void>((resolve) => {
+      locked = resolve;
+    });
+    const holder = other.begin(async (tx) => {
+      await tx`select 1 from sessions where id = ${busy!.sessionId} for update`;
+      locked();
+      await held;
+    });
+    try {
+      await isLocked;
+      const pending = [
+        writes.appendStep(a!, cursor0, null, [user("a")], "awaiting_model"),
+        writes.appendStep(busy!, cursor0, null, [user("busy")], "awaiting_model"),
+        writes.appendStep(c!, cursor0, null, [user("c")], "awaiting_model"),
+      ];
+      const busyDone = vi.fn();
+      void pending[1]!.then(busyDone);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect((await stored(a!.sessionId)).messages).toEqual(["1:a"]);
+      expect((await stored(c!.sessionId)).messages).toEqual(["1:c"]);
+      expect(busyDone).not.toHaveBeenCalled();
+      release();
+      await holder;
+      await Promise.all(pending);
+      expect((await stored(busy!.sessionId)).messages).toEqual(["1:busy"]);
+    } finally {
+      release();
+      await other.end();
+    }
+  });
+
+  it("answers, per session, whether it was cancelled (the check before the next tool)", async () => {
+    const [a, cancelled] = await Promise.all([claimed(), claimed()]);
+    await fleet.database.sql`update sessions set status = 'cancelled' where id = ${cancelled!.sessionId}`;
+    const [ra, rc] = await Promise.all([
+      writes.appendStep(a!, cursor0, null, [user("a")], "awaiting_model"),
+      writes.appendStep(cancelled!, cursor0, null, [user("c")], "awaiting_model"),
+    ]);
+    expect(ra!.cancelled).toBe(false);
+    expect(rc!.cancelled).toBe(true);
+  });
+
+  it("two appends for one session in one turn: the second goes alone, after the first, and is fenced by it", async () => {
+    const [fence, other] = await Promise.all([claimed(), claimed()]);
+    const results = await Promise.allSettled([
+      writes.appendStep(fence, cursor0, null, [user("first")], "awaiting_model"),
+      writes.appendStep(fence, cursor0, null, [user("second")], "awaiting_model"),
+      writes.appendStep(other!, cursor0, null, [user("other")], "awaiting_model"),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect((results[1] as PromiseRejectedResult).reason).toBeInstanceOf(FencedError);
+    expect((await stored(fence!.sessionId)).messages).toEqual(["1:first"]);
+  });
+});

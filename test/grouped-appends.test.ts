@@ -10,7 +10,6 @@ import { parseAgentConfig } from "../src/shared/agent-config.js";
 import { FencedError } from "../src/shared/errors.js";
 import type { Message } from "../src/shared/messages.js";
 import { type Fence, FencedWrites } from "../src/shared/store/fenced-writes.js";
-import { GroupedAppends } from "../src/shared/store/grouped-appends.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
@@ -19,11 +18,19 @@ const AGENT = parseAgentConfig({ model: { provider: "scripted", steps: [{ text: 
 let fleet: FleetEnv;
 let queries: SessionQueries;
 let writes: FencedWrites;
+/** Statements FencedWrites sent (its database's `sql`, counted). */
+let statements = 0;
 
 beforeAll(async () => {
   fleet = await createFleetEnv("groupedappends");
   queries = new SessionQueries(fleet.database);
-  writes = new FencedWrites(fleet.database);
+  const sql = new Proxy(fleet.database.sql, {
+    apply(target, self, args) {
+      statements++;
+      return Reflect.apply(target, self, args);
+    },
+  });
+  writes = new FencedWrites({ ...fleet.database, sql });
 });
 afterAll(async () => fleet?.close());
 
@@ -55,14 +62,13 @@ const cursor0 = { lastSeq: 0, lastStepSeq: null };
 describe("grouped appends", () => {
   it("writes many sessions' appends of one turn in one statement, each numbered and counted as if alone", async () => {
     const fences = await Promise.all(Array.from({ length: 5 }, () => claimed()));
-    const together = vi.spyOn(GroupedAppends.prototype as unknown as { together: () => unknown }, "together");
+    const before = statements;
     const results = await Promise.all(
       fences.map((fence, i) =>
         writes.appendStep(fence, cursor0, null, [user(`q${i}`), answer(`a${i}`)], "completed"),
       ),
     );
-    expect(together).toHaveBeenCalledTimes(1);
-    together.mockRestore();
+    expect(statements - before).toBe(1);
     for (const [i, fence] of fences.entries()) {
       expect(results[i]!.stored.map((m) => m.seq)).toEqual([1, 2]);
       expect(results[i]!.cancelled).toBe(false);
@@ -162,5 +168,138 @@ describe("grouped appends", () => {
     expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
     expect((results[1] as PromiseRejectedResult).reason).toBeInstanceOf(FencedError);
     expect((await stored(fence!.sessionId)).messages).toEqual(["1:first"]);
+  });
+});
+
+describe("grouped run ends (the last append and the run's end)", () => {
+  /** A new session whose first run the claim started (its user message is seq 1). */
+  async function running(): Promise<{ fence: Fence; runId: string }> {
+    const { id } = await queries.createSession({ agent: AGENT });
+    const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "go" });
+    const claim = await writes.claimSession(id, "w1", { startFirst: { tail: "awaiting_model" } });
+    expect(claim!.started).not.toBeNull();
+    return { fence: { sessionId: id, epoch: claim!.epoch }, runId: run.id };
+  }
+
+  async function runRow(id: string) {
+    const [row] = await fleet.database.sql<{ status: string; ended_reason: string | null; usage: unknown }[]>`
+      select status, ended_reason, usage from runs where id = ${id}`;
+    return row!;
+  }
+
+  async function sessionState(id: string) {
+    const [row] = await fleet.database.sql<
+      { status: string; parked_reason: string | null; last_seq: number }[]
+    >`
+      select status, parked_reason, last_seq from sessions where id = ${id}`;
+    return row!;
+  }
+
+  it("ends many runs in one statement: each stored, ended, parked or given its next run as if alone", async () => {
+    const [done, withNext, limited, fenced] = await Promise.all([running(), running(), running(), running()]);
+    const { run: queued } = await queries.createRun({
+      sessionId: withNext.fence.sessionId,
+      kind: "run",
+      trigger: "api",
+      input: "again",
+    });
+    const cursor = { lastSeq: 1, lastStepSeq: null };
+    const usage = { inputTokens: 10, outputTokens: 5 };
+    const before = statements;
+    const results = await Promise.allSettled([
+      writes.appendAndEndRun(
+        done.fence,
+        cursor,
+        done.runId,
+        { message: answer("one"), tail: "completed" },
+        "completed",
+        {
+          usage,
+        },
+      ),
+      writes.appendAndEndRun(
+        withNext.fence,
+        cursor,
+        withNext.runId,
+        { message: answer("two"), tail: "completed" },
+        "completed",
+      ),
+      writes.appendAndEndRun(
+        limited.fence,
+        cursor,
+        limited.runId,
+        { message: answer("three"), tail: "completed" },
+        "max_turns",
+        { error: "maxTurns 1 reached", park: { reason: "max_turns", detail: "maxTurns 1 reached" } },
+      ),
+      writes.appendAndEndRun(
+        { ...fenced.fence, epoch: fenced.fence.epoch + 1 },
+        cursor,
+        fenced.runId,
+        { message: answer("four"), tail: "completed" },
+        "completed",
+      ),
+    ]);
+    expect(statements - before).toBe(1);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "fulfilled", "fulfilled", "rejected"]);
+    expect((results[3] as PromiseRejectedResult).reason).toBeInstanceOf(FencedError);
+    const [r0, r1, r2] = results.map(
+      (r) => (r as PromiseFulfilledResult<{ stored: { seq: number }[]; next: { id: string } | null }>).value,
+    );
+    expect(r0!.stored.map((m) => m.seq)).toEqual([2]);
+    expect(r0!.next).toBeNull();
+    expect(r1!.next?.id).toBe(queued.id);
+    expect(r2!.next).toBeNull();
+    expect(await runRow(done.runId)).toEqual({ status: "ended", ended_reason: "completed", usage });
+    expect(await runRow(withNext.runId)).toMatchObject({
+      status: "ended",
+      ended_reason: "completed",
+      usage: null,
+    });
+    expect(await runRow(limited.runId)).toMatchObject({ status: "ended", ended_reason: "max_turns" });
+    expect(await runRow(fenced.runId)).toMatchObject({ status: "running" });
+    expect(await sessionState(limited.fence.sessionId)).toEqual({
+      status: "parked",
+      parked_reason: "max_turns: maxTurns 1 reached",
+      last_seq: 2,
+    });
+    expect(await sessionState(withNext.fence.sessionId)).toMatchObject({ status: "active", last_seq: 2 });
+    expect(await sessionState(fenced.fence.sessionId)).toMatchObject({ status: "active", last_seq: 1 });
+    expect((await stored(done.fence.sessionId)).messages).toEqual(["1:go", "2:one"]);
+  });
+
+  it("a limit does not park a session that has another run queued", async () => {
+    const [a, b] = await Promise.all([running(), running()]);
+    await queries.createRun({ sessionId: a.fence.sessionId, kind: "run", trigger: "api", input: "more" });
+    const cursor = { lastSeq: 1, lastStepSeq: null };
+    const park = { reason: "budget_exhausted" };
+    const [ra] = await Promise.all([
+      writes.appendAndEndRun(
+        a.fence,
+        cursor,
+        a.runId,
+        { message: answer("a"), tail: "completed" },
+        "budget_exhausted",
+        {
+          park,
+        },
+      ),
+      writes.appendAndEndRun(
+        b.fence,
+        cursor,
+        b.runId,
+        { message: answer("b"), tail: "completed" },
+        "budget_exhausted",
+        {
+          park,
+        },
+      ),
+    ]);
+    expect(ra.next).not.toBeNull();
+    expect(await sessionState(a.fence.sessionId)).toMatchObject({ status: "active", parked_reason: null });
+    expect(await sessionState(b.fence.sessionId)).toMatchObject({
+      status: "parked",
+      parked_reason: "budget_exhausted",
+    });
   });
 });

@@ -10,7 +10,18 @@ import { FencedError } from "../errors.js";
 import type { Message, StoredMessage, Usage } from "../messages.js";
 import type { TailState } from "../tail-state.js";
 import { TurnBatch } from "../turn-batch.js";
-import { type AppendOutcome, type GroupedAppend, GroupedAppends } from "./grouped-appends.js";
+import { GroupCommit, type Settled } from "./group-commit.js";
+import {
+  type AppendOutcome,
+  appendAlone,
+  appendsTogether,
+  type EndingAppend,
+  type EndingOutcome,
+  endingAppendAlone,
+  endingAppendsTogether,
+  type Inserted,
+  type SessionAppend,
+} from "./grouped-appends.js";
 import { json, messageFromRaw, type RawMessage, type RawRun, runFromRaw, toNewRows } from "./rows.js";
 
 /** What a writer proves on every write: the session and its epoch. */
@@ -39,7 +50,10 @@ export type Claim = {
   started: StoredMessage[] | null;
 };
 
-type Inserted = { seq: number; created_at: string };
+/** The parked reason stored when a limit parks the session in the statement that ends its run. */
+function parkedReason(park: { reason: string; detail?: string } | undefined): string | null {
+  return park ? stripNul(park.detail ? `${park.reason}: ${park.detail}` : park.reason) : null;
+}
 
 /** Tokens the model steps among `messages` reported (for `agent.budget.maxTokens`). */
 function tokensOf(messages: readonly Message[]): number {
@@ -64,16 +78,26 @@ function stored(messages: readonly Message[], inserted: Inserted[]): StoredMessa
 }
 
 export class FencedWrites {
-  /** Mid-run appends of one event-loop turn, in one statement (grouped-appends.ts). */
-  private readonly appends: TurnBatch<GroupedAppend, { outcome: AppendOutcome } | { error: unknown }>;
+  /** The appends of one event-loop turn, in one statement per kind (group-commit.ts). */
+  private readonly appends: TurnBatch<SessionAppend, Settled<AppendOutcome>>;
+  private readonly endingAppends: TurnBatch<EndingAppend, Settled<EndingOutcome>>;
 
   constructor(
     private readonly database: Database,
     /** false: every append goes in a statement of its own. */
     options: { groupAppends?: boolean } = {},
   ) {
-    const grouped = new GroupedAppends(database, (append) => this.appendAlone(append));
-    this.appends = new TurnBatch((appends) => grouped.send(appends), 32, options.groupAppends ?? true);
+    const group = options.groupAppends ?? true;
+    const appends = new GroupCommit<SessionAppend, AppendOutcome>(
+      (batch) => appendsTogether(database, batch),
+      (append) => appendAlone(database, append),
+    );
+    this.appends = new TurnBatch((batch) => appends.send(batch), 32, group);
+    const ending = new GroupCommit<EndingAppend, EndingOutcome>(
+      (batch) => endingAppendsTogether(database, batch),
+      (append) => endingAppendAlone(database, append),
+    );
+    this.endingAppends = new TurnBatch((batch) => ending.send(batch), 32, group);
   }
 
   /**
@@ -203,29 +227,6 @@ export class FencedWrites {
     return { stored: stored(messages, inserted), cancelled: status === "cancelled" };
   }
 
-  /** One session's append in a statement of its own (grouped-appends.ts sends the others). */
-  private async appendAlone(append: GroupedAppend): Promise<AppendOutcome> {
-    // The session update is the fence (epoch and last_seq must both match); when it
-    // matches no row, the insert inserts nothing. It leaves `updated_at` (indexed for the
-    // session list) alone: with no indexed column changed, Postgres can update the row in
-    // place (HOT). Run starts and ends, which change what the list shows, set it.
-    const inserted = await this.database.sql<(Inserted & { status: string })[]>`
-      with s as (
-        update sessions
-           set last_seq = ${append.lastSeq + append.rows.length}, tail_state = ${append.tail},
-               tokens_used = tokens_used + ${append.tokens}, last_active_at = now()
-         where id = ${append.sessionId} and lease_epoch = ${append.epoch} and last_seq = ${append.lastSeq}
-        returning id, status
-      )
-      insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
-      select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${append.runId}
-        from s cross join jsonb_to_recordset(${JSON.stringify(append.rows)}::jsonb) as m(
-          seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
-          name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
-      returning seq, created_at, (select status from s) as status`;
-    return { inserted, status: inserted[0]?.status ?? null };
-  }
-
   /**
    * Whether the session was cancelled (contracts §9): asked right before a tool starts. A
    * cancel commits `status = 'cancelled'` before its request returns, so a tool that passes
@@ -317,9 +318,7 @@ export class FencedWrites {
       park?: { reason: string; detail?: string };
     } = {},
   ): Promise<RunRow | null> {
-    const park = detail.park
-      ? stripNul(detail.park.detail ? `${detail.park.reason}: ${detail.park.detail}` : detail.park.reason)
-      : null;
+    const park = parkedReason(detail.park);
     // One update of the session row (a statement cannot update a row twice): the run's end
     // is activity (`updated_at`), a completed run resets the resume count, a limit parks it.
     const [result] = await this.database.sql<{ fence_ok: boolean; next: RawRun | null }[]>`
@@ -373,55 +372,22 @@ export class FencedWrites {
     detail: { error?: string | null; usage?: Usage | null; park?: { reason: string; detail?: string } } = {},
   ): Promise<{ stored: StoredMessage[]; next: RunRow | null }> {
     const messages = [last.message];
-    const rows = toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq);
-    const park = detail.park
-      ? stripNul(detail.park.detail ? `${detail.park.reason}: ${detail.park.detail}` : detail.park.reason)
-      : null;
-    const completed = outcome === "completed";
-    const tokens = tokensOf(messages) + Math.max(0, Math.ceil(last.estimatedTokens ?? 0));
-    const [result] = await this.database.sql<
-      { fence_ok: boolean; inserted: Inserted[]; next: RawRun | null }[]
-    >`
-      with s as (
-        update sessions
-           set last_seq = ${cursor.lastSeq + rows.length}, tail_state = ${last.tail},
-               tokens_used = tokens_used + ${tokens}, last_active_at = now(), updated_at = now(),
-               resume_attempts = case when ${completed} then 0 else resume_attempts end,
-               next_resume_at = case when ${completed} then null else next_resume_at end,
-               status = case when ${park !== null} and status = 'active'
-                               and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
-                                                 and q.status = 'queued' and q.id <> ${runId})
-                             then 'parked' else status end,
-               parked_reason = case when ${park !== null} and status = 'active'
-                               and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
-                                                 and q.status = 'queued' and q.id <> ${runId})
-                             then ${park} else parked_reason end
-         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and last_seq = ${cursor.lastSeq}
-        returning id, status
-      ), ins as (
-        insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
-        select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${runId}
-          from s cross join jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
-          seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
-          name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
-        returning seq, created_at
-      ), r as (
-        update runs set status = 'ended', ended_reason = ${outcome}, ended_at = now(),
-                        error = ${detail.error == null ? null : stripNul(detail.error)},
-                        usage = ${detail.usage ? JSON.stringify(detail.usage) : null}::jsonb
-         where id = ${runId} and status <> 'ended' and exists (select 1 from s)
-        returning id
-      )
-      select exists (select 1 from s) as fence_ok,
-             (select coalesce(json_agg(json_build_object('seq', seq, 'created_at', created_at)), '[]'::json) from ins)
-               as inserted,
-             (select row_to_json(q) from runs q where q.session_id = ${fence.sessionId} and q.status = 'queued'
-                and q.id <> ${runId} and (select status from s) = 'active'
-               order by q.created_at, q.id limit 1) as next`;
-    if (!result!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
-    return {
-      stored: stored(messages, json<Inserted[]>(result!.inserted)),
-      next: result!.next ? runFromRaw(json<RawRun>(result!.next)) : null,
-    };
+    const answer = await this.endingAppends.call({
+      sessionId: fence.sessionId,
+      epoch: fence.epoch,
+      lastSeq: cursor.lastSeq,
+      tail: last.tail,
+      tokens: tokensOf(messages) + Math.max(0, Math.ceil(last.estimatedTokens ?? 0)),
+      runId,
+      rows: toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq),
+      outcome,
+      error: detail.error == null ? null : stripNul(detail.error),
+      usage: detail.usage ?? null,
+      park: parkedReason(detail.park),
+    });
+    if ("error" in answer) throw answer.error;
+    const { fenceOk, inserted, next } = answer.outcome;
+    if (!fenceOk) throw new FencedError(fence.sessionId, fence.epoch);
+    return { stored: stored(messages, inserted), next: next ? runFromRaw(next) : null };
   }
 }

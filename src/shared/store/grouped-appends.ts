@@ -1,20 +1,15 @@
 /**
- * Group commit for mid-run appends: the appends of every session that has one ready in the
- * same turn of the event loop go to Postgres in one statement (turn-batch.ts). Each is still
- * fenced by its own epoch and `last_seq`, exactly as when it goes alone (fenced-writes.ts):
- * a session whose fence does not match changes nothing and its caller gets a FencedError.
- *
- * The statement never waits for a row lock: it locks the sessions' rows in id order with
- * SKIP LOCKED, so it cannot take part in a deadlock with a cancel or a claim of several
- * sessions. A session whose row was busy, and every append of a statement Postgres refused
- * as a whole (a constraint, a value it cannot store), is retried alone, so one bad append
- * fails only its own caller. A lone append goes alone from the start.
+ * The worker's appends as statements (fenced-writes.ts calls them through group-commit.ts):
+ * mid-run appends (`appendStep`) and a run's last append with its end (`appendAndEndRun`),
+ * each for one session alone and for many sessions together. The grouped form does for each
+ * session exactly what the single one does, with the same fence (epoch and `last_seq`).
  */
 import type { Database } from "../db/client.js";
-import type { NewMessageRow } from "./rows.js";
+import type { GroupedAnswer } from "./group-commit.js";
+import { json, type NewMessageRow, type RawRun } from "./rows.js";
 
-/** One session's append, as the statement takes it. */
-export type GroupedAppend = {
+/** One session's append, as the statements take it. */
+export type SessionAppend = {
   sessionId: string;
   epoch: number;
   lastSeq: number;
@@ -24,63 +19,99 @@ export type GroupedAppend = {
   rows: NewMessageRow[];
 };
 
-type Inserted = { seq: number; created_at: string };
+/** A run's last append and its end (`park`: the parked reason, when a limit parks the session). */
+export type EndingAppend = SessionAppend & {
+  runId: string;
+  outcome: string;
+  error: string | null;
+  /** The run's usage (an object, stored as jsonb). */
+  usage: unknown;
+  park: string | null;
+};
+
+export type Inserted = { seq: number; created_at: string };
 
 /** `inserted` empty: the fence did not match (the session, its epoch or its `last_seq` moved). */
 export type AppendOutcome = { inserted: Inserted[]; status: string | null };
+export type EndingOutcome = { fenceOk: boolean; inserted: Inserted[]; next: RawRun | null };
 
-type Answer = { outcome: AppendOutcome } | { error: unknown } | { busy: true };
+/** One session's append in a statement of its own (grouped-appends.ts has the grouped one). */
+export async function appendAlone(database: Database, append: SessionAppend): Promise<AppendOutcome> {
+  // The session update is the fence (epoch and last_seq must both match); when it
+  // matches no row, the insert inserts nothing. It leaves `updated_at` (indexed for the
+  // session list) alone: with no indexed column changed, Postgres can update the row in
+  // place (HOT). Run starts and ends, which change what the list shows, set it.
+  const inserted = await database.sql<(Inserted & { status: string })[]>`
+    with s as (
+      update sessions
+         set last_seq = ${append.lastSeq + append.rows.length}, tail_state = ${append.tail},
+             tokens_used = tokens_used + ${append.tokens}, last_active_at = now()
+       where id = ${append.sessionId} and lease_epoch = ${append.epoch} and last_seq = ${append.lastSeq}
+      returning id, status
+    )
+    insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
+    select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${append.runId}
+      from s cross join jsonb_to_recordset(${JSON.stringify(append.rows)}::jsonb) as m(
+        seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
+        name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
+    returning seq, created_at, (select status from s) as status`;
+  return { inserted, status: inserted[0]?.status ?? null };
+}
 
-export class GroupedAppends {
-  constructor(
-    private readonly database: Database,
-    /** The single-session statement (fenced-writes.ts). */
-    private readonly alone: (append: GroupedAppend) => Promise<AppendOutcome>,
-  ) {}
+/** One run's last append and end in a statement of its own (grouped-appends.ts has the grouped one). */
+export async function endingAppendAlone(database: Database, append: EndingAppend): Promise<EndingOutcome> {
+  const completed = append.outcome === "completed";
+  const { sessionId, runId, park } = append;
+  const [result] = await database.sql<{ fence_ok: boolean; inserted: Inserted[]; next: RawRun | null }[]>`
+    with s as (
+      update sessions
+         set last_seq = ${append.lastSeq + append.rows.length}, tail_state = ${append.tail},
+             tokens_used = tokens_used + ${append.tokens}, last_active_at = now(), updated_at = now(),
+             resume_attempts = case when ${completed} then 0 else resume_attempts end,
+             next_resume_at = case when ${completed} then null else next_resume_at end,
+             status = case when ${park !== null} and status = 'active'
+                             and not exists (select 1 from runs q where q.session_id = ${sessionId}
+                                               and q.status = 'queued' and q.id <> ${runId})
+                           then 'parked' else status end,
+             parked_reason = case when ${park !== null} and status = 'active'
+                             and not exists (select 1 from runs q where q.session_id = ${sessionId}
+                                               and q.status = 'queued' and q.id <> ${runId})
+                           then ${park} else parked_reason end
+       where id = ${sessionId} and lease_epoch = ${append.epoch} and last_seq = ${append.lastSeq}
+      returning id, status
+    ), ins as (
+      insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
+      select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${runId}
+        from s cross join jsonb_to_recordset(${JSON.stringify(append.rows)}::jsonb) as m(
+        seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
+        name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
+      returning seq, created_at
+    ), r as (
+      update runs set status = 'ended', ended_reason = ${append.outcome}, ended_at = now(),
+                      error = ${append.error},
+                      usage = ${append.usage ? JSON.stringify(append.usage) : null}::jsonb
+       where id = ${runId} and status <> 'ended' and exists (select 1 from s)
+      returning id
+    )
+    select exists (select 1 from s) as fence_ok,
+           (select coalesce(json_agg(json_build_object('seq', seq, 'created_at', created_at)), '[]'::json) from ins)
+             as inserted,
+           (select row_to_json(q) from runs q where q.session_id = ${sessionId} and q.status = 'queued'
+              and q.id <> ${runId} and (select status from s) = 'active'
+             order by q.created_at, q.id limit 1) as next`;
+  return {
+    fenceOk: result!.fence_ok,
+    inserted: json<Inserted[]>(result!.inserted),
+    next: result!.next ? json<RawRun>(result!.next) : null,
+  };
+}
 
-  /** Appends many sessions' messages; one answer (or error) per append, in order. */
-  async send(appends: GroupedAppend[]): Promise<({ outcome: AppendOutcome } | { error: unknown })[]> {
-    const answers: Answer[] = new Array(appends.length);
-    // One append per session in the statement (a session has one writer; this keeps it so).
-    const seen = new Set<string>();
-    const grouped: number[] = [];
-    appends.forEach((append, i) => {
-      if (seen.has(append.sessionId)) answers[i] = { busy: true };
-      else {
-        seen.add(append.sessionId);
-        grouped.push(i);
-      }
-    });
-    if (grouped.length > 1) {
-      try {
-        const rows = await this.together(grouped.map((i) => appends[i]!));
-        for (const [j, i] of grouped.entries()) {
-          const row = rows[j]!;
-          answers[i] = row.locked
-            ? { outcome: { inserted: row.inserted, status: row.status } }
-            : { busy: true };
-        }
-      } catch {
-        // Refused as a whole: each goes alone below, and only a bad one fails.
-        for (const i of grouped) answers[i] = { busy: true };
-      }
-    } else for (const i of grouped) answers[i] = { busy: true };
-    return Promise.all(
-      answers.map(async (answer, i) => {
-        if (!("busy" in answer)) return answer;
-        try {
-          return { outcome: await this.alone(appends[i]!) };
-        } catch (error) {
-          return { error };
-        }
-      }),
-    );
-  }
+const parse = <T>(value: T | string): T => (typeof value === "string" ? (JSON.parse(value) as T) : value);
 
-  private async together(
-    appends: GroupedAppend[],
-  ): Promise<{ locked: boolean; status: string | null; inserted: Inserted[] }[]> {
-    const input = appends.map((a, k) => ({
+const input = (appends: readonly SessionAppend[]) =>
+  JSON.stringify(
+    appends.map((a, k) => ({
+      ...(a as Partial<EndingAppend>),
       k,
       session_id: a.sessionId,
       epoch: a.epoch,
@@ -89,40 +120,113 @@ export class GroupedAppends {
       tokens: a.tokens,
       run_id: a.runId,
       rows: a.rows,
-    }));
-    const rows = await this.database.sql<
-      { k: number; locked: boolean; status: string | null; inserted: Inserted[] | string }[]
-    >`
-      with i as (
-        select * from jsonb_to_recordset(${JSON.stringify(input)}::jsonb) as i(
-          k int, session_id text, epoch bigint, last_seq int, tail text, tokens bigint, run_id text, rows jsonb)
-      ), l as materialized (
-        select s.id from sessions s where s.id in (select session_id from i)
-         order by s.id for update skip locked
-      ), s as (
-        update sessions
-           set last_seq = i.last_seq + jsonb_array_length(i.rows), tail_state = i.tail,
-               tokens_used = sessions.tokens_used + i.tokens, last_active_at = now()
-          from i join l on l.id = i.session_id
-         where sessions.id = l.id and sessions.lease_epoch = i.epoch and sessions.last_seq = i.last_seq
-        returning i.k, sessions.id, sessions.status
-      ), ins as (
-        insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
-        select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, i.run_id
-          from s join i on i.k = s.k cross join jsonb_to_recordset(i.rows) as m(
-          seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
-          name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
-        returning session_id, seq, created_at
-      )
-      select i.k, exists (select 1 from l where l.id = i.session_id) as locked,
-             (select s.status from s where s.k = i.k) as status,
-             (select coalesce(json_agg(json_build_object('seq', ins.seq, 'created_at', ins.created_at)), '[]'::json)
-                from ins where ins.session_id = i.session_id) as inserted
-        from i order by i.k`;
-    return rows.map((row) => ({
-      locked: row.locked,
-      status: row.status,
-      inserted: typeof row.inserted === "string" ? (JSON.parse(row.inserted) as Inserted[]) : row.inserted,
-    }));
-  }
+    })),
+  );
+
+export async function appendsTogether(
+  database: Database,
+  appends: SessionAppend[],
+): Promise<GroupedAnswer<AppendOutcome>[]> {
+  const rows = await database.sql<
+    { locked: boolean; status: string | null; inserted: Inserted[] | string }[]
+  >`
+    with i as (
+      select * from jsonb_to_recordset(${input(appends)}::jsonb) as i(
+        k int, session_id text, epoch bigint, last_seq int, tail text, tokens bigint, run_id text, rows jsonb)
+    ), l as materialized (
+      select s.id from sessions s where s.id in (select session_id from i)
+       order by s.id for update skip locked
+    ), s as (
+      update sessions
+         set last_seq = i.last_seq + jsonb_array_length(i.rows), tail_state = i.tail,
+             tokens_used = sessions.tokens_used + i.tokens, last_active_at = now()
+        from i join l on l.id = i.session_id
+       where sessions.id = l.id and sessions.lease_epoch = i.epoch and sessions.last_seq = i.last_seq
+      returning i.k, sessions.id, sessions.status
+    ), ins as (
+      insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
+      select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, i.run_id
+        from s join i on i.k = s.k cross join jsonb_to_recordset(i.rows) as m(
+        seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
+        name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
+      returning session_id, seq, created_at
+    )
+    select exists (select 1 from l where l.id = i.session_id) as locked,
+           (select s.status from s where s.k = i.k) as status,
+           (select coalesce(json_agg(json_build_object('seq', ins.seq, 'created_at', ins.created_at)), '[]'::json)
+              from ins where ins.session_id = i.session_id) as inserted
+      from i order by i.k`;
+  return rows.map((row) =>
+    row.locked
+      ? { locked: true, out: { inserted: parse(row.inserted), status: row.status } }
+      : { locked: false },
+  );
+}
+
+export async function endingAppendsTogether(
+  database: Database,
+  appends: EndingAppend[],
+): Promise<GroupedAnswer<EndingOutcome>[]> {
+  // The session update parks the session when a limit was reached and no other run waits,
+  // resets the resume count after a completed run, and is the fence, as in appendAndEndRun.
+  const rows = await database.sql<
+    { locked: boolean; fence_ok: boolean; inserted: Inserted[] | string; next: RawRun | string | null }[]
+  >`
+    with i as (
+      select * from jsonb_to_recordset(${input(appends)}::jsonb) as i(
+        k int, session_id text, epoch bigint, last_seq int, tail text, tokens bigint, run_id text, rows jsonb,
+        outcome text, error text, usage jsonb, park text)
+    ), l as materialized (
+      select s.id from sessions s where s.id in (select session_id from i)
+       order by s.id for update skip locked
+    ), s as (
+      update sessions
+         set last_seq = i.last_seq + jsonb_array_length(i.rows), tail_state = i.tail,
+             tokens_used = sessions.tokens_used + i.tokens, last_active_at = now(), updated_at = now(),
+             resume_attempts = case when i.outcome = 'completed' then 0 else sessions.resume_attempts end,
+             next_resume_at = case when i.outcome = 'completed' then null else sessions.next_resume_at end,
+             status = case when i.park is not null and sessions.status = 'active'
+                             and not exists (select 1 from runs q where q.session_id = sessions.id
+                                               and q.status = 'queued' and q.id <> i.run_id)
+                           then 'parked' else sessions.status end,
+             parked_reason = case when i.park is not null and sessions.status = 'active'
+                             and not exists (select 1 from runs q where q.session_id = sessions.id
+                                               and q.status = 'queued' and q.id <> i.run_id)
+                           then i.park else sessions.parked_reason end
+        from i join l on l.id = i.session_id
+       where sessions.id = l.id and sessions.lease_epoch = i.epoch and sessions.last_seq = i.last_seq
+      returning i.k, sessions.id, sessions.status
+    ), ins as (
+      insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
+      select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, i.run_id
+        from s join i on i.k = s.k cross join jsonb_to_recordset(i.rows) as m(
+        seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
+        name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
+      returning session_id, seq, created_at
+    ), r as (
+      update runs set status = 'ended', ended_reason = i.outcome, ended_at = now(), error = i.error, usage = i.usage
+        from s join i on i.k = s.k
+       where runs.id = i.run_id and runs.status <> 'ended'
+      returning runs.id
+    )
+    select exists (select 1 from l where l.id = i.session_id) as locked,
+           exists (select 1 from s where s.k = i.k) as fence_ok,
+           (select coalesce(json_agg(json_build_object('seq', ins.seq, 'created_at', ins.created_at)), '[]'::json)
+              from ins where ins.session_id = i.session_id) as inserted,
+           (select row_to_json(q) from runs q where q.session_id = i.session_id and q.status = 'queued'
+              and q.id <> i.run_id and (select s.status from s where s.k = i.k) = 'active'
+             order by q.created_at, q.id limit 1) as next
+      from i order by i.k`;
+  return rows.map((row) =>
+    row.locked
+      ? {
+          locked: true,
+          out: {
+            fenceOk: row.fence_ok,
+            inserted: parse(row.inserted),
+            next: row.next ? parse(row.next) : null,
+          },
+        }
+      : { locked: false },
+  );
 }

@@ -22,6 +22,7 @@ import {
   type Inserted,
   type SessionAppend,
 } from "./grouped-appends.js";
+import { type ClaimRequest, type ClaimRow, claimAlone, claimsTogether } from "./grouped-claims.js";
 import { json, messageFromRaw, type RawMessage, type RawRun, runFromRaw, toNewRows } from "./rows.js";
 
 /** What a writer proves on every write: the session and its epoch. */
@@ -81,13 +82,15 @@ export class FencedWrites {
   /** The appends of one event-loop turn, in one statement per kind (group-commit.ts). */
   private readonly appends: TurnBatch<SessionAppend, Settled<AppendOutcome>>;
   private readonly endingAppends: TurnBatch<EndingAppend, Settled<EndingOutcome>>;
+  /** The claims of one event-loop turn (a worker's start ramp), in one statement. */
+  private readonly claims: TurnBatch<ClaimRequest, Settled<ClaimRow>>;
 
   constructor(
     private readonly database: Database,
-    /** false: every append goes in a statement of its own. */
-    options: { groupAppends?: boolean } = {},
+    /** false: every claim and append goes in a statement of its own. */
+    options: { groupWrites?: boolean } = {},
   ) {
-    const group = options.groupAppends ?? true;
+    const group = options.groupWrites ?? true;
     const appends = new GroupCommit<SessionAppend, AppendOutcome>(
       (batch) => appendsTogether(database, batch),
       (append) => appendAlone(database, append),
@@ -98,6 +101,11 @@ export class FencedWrites {
       (append) => endingAppendAlone(database, append),
     );
     this.endingAppends = new TurnBatch((batch) => ending.send(batch), 32, group);
+    const claims = new GroupCommit<ClaimRequest, ClaimRow>(
+      (batch) => claimsTogether(database, batch),
+      (claim) => claimAlone(database, claim),
+    );
+    this.claims = new TurnBatch((batch) => claims.send(batch), 32, group);
   }
 
   /**
@@ -117,55 +125,14 @@ export class FencedWrites {
     workerId: string,
     options: { startFirst?: { tail: TailState } } = {},
   ): Promise<Claim | null> {
-    const startFirst = options.startFirst !== undefined;
-    const rows = await this.database.sql<
-      {
-        lease_epoch: string;
-        agent: unknown;
-        tokens_used: string;
-        stale: string[];
-        next: RawRun | null;
-        started: Inserted | null;
-        history: RawMessage[];
-      }[]
-    >`
-      with cur as (
-        select id, status, last_seq from sessions where id = ${sessionId} for update
-      ), q as (
-        select q.* from runs q, cur
-         where q.session_id = ${sessionId} and q.status = 'queued' and cur.status = 'active'
-         order by q.created_at, q.id limit 1
-      ), r as (
-        update runs set status = 'running', started_at = now(), worker_id = ${workerId}, resume_kind = null
-         where ${startFirst} and id = (select id from q) and status = 'queued' and kind = 'run'
-           and started_at is null and (select last_seq from cur) = 0
-        returning id, input
-      ), e as (
-        update sessions set lease_epoch = lease_epoch + 1, lease_owner = ${workerId}, last_active_at = now(),
-                            last_seq = last_seq + (select count(*)::int from r),
-                            tail_state = case when exists (select 1 from r) then ${options.startFirst?.tail ?? "awaiting_model"}
-                                              else tail_state end,
-                            run_started = run_started or exists (select 1 from r),
-                            updated_at = case when exists (select 1 from r) then now() else updated_at end
-         where id = (select id from cur)
-        returning lease_epoch, agent, tokens_used, status
-      ), stale as (
-        update runs set status = 'ended', ended_reason = 'crashed', ended_at = now()
-         where session_id = ${sessionId} and status = 'running' and exists (select 1 from e)
-        returning id
-      ), ins as (
-        insert into messages (session_id, seq, role, content, run_id)
-        select ${sessionId}, 1, 'user', coalesce(r.input, ''), r.id from r, e
-        returning seq, created_at
-      )
-      select e.lease_epoch, e.agent, e.tokens_used,
-             (select coalesce(json_agg(id), '[]'::json) from stale) as stale,
-             (select row_to_json(q) from q where e.status = 'active') as next,
-             (select json_build_object('seq', seq, 'created_at', created_at) from ins) as started,
-             (select coalesce(json_agg(row_to_json(m) order by m.seq), '[]'::json)
-                from messages m where m.session_id = ${sessionId}) as history
-        from e`;
-    const row = rows[0];
+    const answer = await this.claims.call({
+      sessionId,
+      workerId,
+      startFirst: options.startFirst !== undefined,
+      tail: options.startFirst?.tail ?? "awaiting_model",
+    });
+    if ("error" in answer) throw answer.error;
+    const row = answer.outcome;
     if (!row) return null;
     const next = row.next ? runFromRaw(json<RawRun>(row.next)) : null;
     const started = row.started ? json<Inserted>(row.started) : null;

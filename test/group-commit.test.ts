@@ -1,7 +1,8 @@
 /**
- * Group commit of mid-run appends (grouped-appends.ts) against a real Postgres: many
- * sessions' appends of one event-loop turn in one statement, each still fenced on its own,
- * a refused or busy one retried alone, and the answer the cancel check reads.
+ * Group commit (group-commit.ts) against a real Postgres: many sessions' claims, mid-run
+ * appends and run ends of one event-loop turn in one statement each, every session still
+ * fenced on its own, a refused or busy one retried alone, and the answer the cancel check
+ * reads.
  */
 import { randomUUID } from "node:crypto";
 import postgres from "postgres";
@@ -301,5 +302,56 @@ describe("grouped run ends (the last append and the run's end)", () => {
       status: "parked",
       parked_reason: "budget_exhausted",
     });
+  });
+});
+
+describe("grouped claims (a worker's start ramp)", () => {
+  it("claims many sessions in one statement, starting each new session's first run as if alone", async () => {
+    const sessions = await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        const { id } = await queries.createSession({ agent: AGENT });
+        const { run } = await queries.createRun({
+          sessionId: id,
+          kind: "run",
+          trigger: "api",
+          input: `go ${id}`,
+        });
+        return { id, runId: run.id };
+      }),
+    );
+    // One taken before by a worker that then died mid-run: its run is left running.
+    const crashed = sessions[3]!;
+    const earlier = await writes.claimSession(crashed.id, "w-dead", {
+      startFirst: { tail: "awaiting_model" },
+    });
+    expect(earlier!.started).not.toBeNull();
+    const unknown = randomUUID();
+    const before = statements;
+    const claims = await Promise.all([
+      ...sessions.map((s) => writes.claimSession(s.id, "w2", { startFirst: { tail: "awaiting_model" } })),
+      writes.claimSession(unknown, "w2", { startFirst: { tail: "awaiting_model" } }),
+    ]);
+    // One grouped statement, and the unknown session alone (its row was not there to lock).
+    expect(statements - before).toBe(2);
+    for (const [i, s] of sessions.slice(0, 3).entries()) {
+      const claim = claims[i]!;
+      expect(claim.epoch).toBe(1);
+      expect(claim.staleRunIds).toEqual([]);
+      expect(claim.history).toEqual([]);
+      expect(claim.next?.id).toBe(s.runId);
+      expect(claim.started?.map((m) => [m.seq, m.content])).toEqual([[1, `go ${s.id}`]]);
+      expect((await stored(s.id)).session).toMatchObject({ last_seq: 1, tail_state: "awaiting_model" });
+      const [run] = await fleet.database.sql<{ status: string; worker_id: string }[]>`
+        select status, worker_id from runs where id = ${s.runId}`;
+      expect(run).toEqual({ status: "running", worker_id: "w2" });
+    }
+    // The crashed holder's session: a new epoch, its run ended crashed, the history read.
+    const taken = claims[3]!;
+    expect(taken.epoch).toBe(2);
+    expect(taken.staleRunIds).toEqual([crashed.runId]);
+    expect(taken.history.map((m) => m.seq)).toEqual([1]);
+    expect(taken.started).toBeNull();
+    expect(taken.next).toBeNull();
+    expect(claims[4]).toBeNull();
   });
 });

@@ -1,0 +1,141 @@
+/**
+ * Claims as statements (fenced-writes.ts `claimSession` calls them through group-commit.ts):
+ * one session alone, or every session whose job started in the same turn of the event loop
+ * together — a worker taking many new sessions at once (its start ramp) makes one statement
+ * where it made one per session. The grouped form does for each session exactly what the
+ * single one does: bump the epoch, end runs an earlier holder left running, read the agent,
+ * the oldest queued run and the history, and start that run when it needs nothing from the
+ * history (`startFirst`).
+ */
+import type { Database } from "../db/client.js";
+import type { GroupedAnswer } from "./group-commit.js";
+import type { RawMessage, RawRun } from "./rows.js";
+
+export type ClaimRequest = { sessionId: string; workerId: string; startFirst: boolean; tail: string };
+
+/** What the claim statement reads (json columns may arrive as text); null: no such session. */
+export type ClaimRow = {
+  lease_epoch: string;
+  agent: unknown;
+  tokens_used: string;
+  stale: string[] | string;
+  next: RawRun | string | null;
+  started: { seq: number; created_at: string } | string | null;
+  history: RawMessage[] | string;
+} | null;
+
+export async function claimAlone(database: Database, claim: ClaimRequest): Promise<ClaimRow> {
+  const { sessionId, workerId, startFirst, tail } = claim;
+  const rows = await database.sql<NonNullable<ClaimRow>[]>`
+    with cur as (
+      select id, status, last_seq from sessions where id = ${sessionId} for update
+    ), q as (
+      select q.* from runs q, cur
+       where q.session_id = ${sessionId} and q.status = 'queued' and cur.status = 'active'
+       order by q.created_at, q.id limit 1
+    ), r as (
+      update runs set status = 'running', started_at = now(), worker_id = ${workerId}, resume_kind = null
+       where ${startFirst} and id = (select id from q) and status = 'queued' and kind = 'run'
+         and started_at is null and (select last_seq from cur) = 0
+      returning id, input
+    ), e as (
+      update sessions set lease_epoch = lease_epoch + 1, lease_owner = ${workerId}, last_active_at = now(),
+                          last_seq = last_seq + (select count(*)::int from r),
+                          tail_state = case when exists (select 1 from r) then ${tail} else tail_state end,
+                          run_started = run_started or exists (select 1 from r),
+                          updated_at = case when exists (select 1 from r) then now() else updated_at end
+       where id = (select id from cur)
+      returning lease_epoch, agent, tokens_used, status
+    ), stale as (
+      update runs set status = 'ended', ended_reason = 'crashed', ended_at = now()
+       where session_id = ${sessionId} and status = 'running' and exists (select 1 from e)
+      returning id
+    ), ins as (
+      insert into messages (session_id, seq, role, content, run_id)
+      select ${sessionId}, 1, 'user', coalesce(r.input, ''), r.id from r, e
+      returning seq, created_at
+    )
+    select e.lease_epoch, e.agent, e.tokens_used,
+           (select coalesce(json_agg(id), '[]'::json) from stale) as stale,
+           (select row_to_json(q) from q where e.status = 'active') as next,
+           (select json_build_object('seq', seq, 'created_at', created_at) from ins) as started,
+           (select coalesce(json_agg(row_to_json(m) order by m.seq), '[]'::json)
+              from messages m where m.session_id = ${sessionId}) as history
+      from e`;
+  return rows[0] ?? null;
+}
+
+export async function claimsTogether(
+  database: Database,
+  claims: ClaimRequest[],
+): Promise<GroupedAnswer<ClaimRow>[]> {
+  const input = JSON.stringify(
+    claims.map((c, k) => ({
+      k,
+      session_id: c.sessionId,
+      worker_id: c.workerId,
+      start_first: c.startFirst,
+      tail: c.tail,
+    })),
+  );
+  // Per session, as in claimAlone: `q` its oldest queued run, `r` that run started, `e` the
+  // session taken (new epoch), `stale` the runs an earlier holder left running, `ins` the
+  // started run's user message.
+  const rows = await database.sql<({ locked: boolean } & Partial<NonNullable<ClaimRow>>)[]>`
+    with i as (
+      select * from jsonb_to_recordset(${input}::jsonb) as i(
+        k int, session_id text, worker_id text, start_first boolean, tail text)
+    ), cur as materialized (
+      select s.id, s.status, s.last_seq from sessions s where s.id in (select session_id from i)
+       order by s.id for update skip locked
+    ), q as (
+      select distinct on (q.session_id) q.* from runs q join cur on cur.id = q.session_id
+       where q.status = 'queued' and cur.status = 'active'
+       order by q.session_id, q.created_at, q.id
+    ), r as (
+      update runs set status = 'running', started_at = now(), worker_id = i.worker_id, resume_kind = null
+        from q join i on i.session_id = q.session_id join cur on cur.id = q.session_id
+       where runs.id = q.id and i.start_first and runs.status = 'queued' and runs.kind = 'run'
+         and runs.started_at is null and cur.last_seq = 0
+      returning runs.id, runs.session_id, runs.input
+    ), e as (
+      update sessions set lease_epoch = sessions.lease_epoch + 1, lease_owner = i.worker_id, last_active_at = now(),
+                          last_seq = sessions.last_seq + (select count(*)::int from r where r.session_id = sessions.id),
+                          tail_state = case when exists (select 1 from r where r.session_id = sessions.id) then i.tail
+                                            else sessions.tail_state end,
+                          run_started = sessions.run_started or exists (select 1 from r where r.session_id = sessions.id),
+                          updated_at = case when exists (select 1 from r where r.session_id = sessions.id) then now()
+                                            else sessions.updated_at end
+        from i join cur on cur.id = i.session_id
+       where sessions.id = cur.id
+      returning sessions.id, sessions.lease_epoch, sessions.agent, sessions.tokens_used, sessions.status
+    ), stale as (
+      update runs set status = 'ended', ended_reason = 'crashed', ended_at = now()
+        from e
+       where runs.session_id = e.id and runs.status = 'running'
+      returning runs.id, runs.session_id
+    ), ins as (
+      insert into messages (session_id, seq, role, content, run_id)
+      select r.session_id, 1, 'user', coalesce(r.input, ''), r.id from r join e on e.id = r.session_id
+      returning session_id, seq, created_at
+    )
+    select exists (select 1 from cur where cur.id = i.session_id) as locked,
+           e.lease_epoch, e.agent, e.tokens_used,
+           (select coalesce(json_agg(stale.id), '[]'::json) from stale where stale.session_id = i.session_id) as stale,
+           (select row_to_json(q) from q where q.session_id = i.session_id and e.status = 'active') as next,
+           (select json_build_object('seq', ins.seq, 'created_at', ins.created_at) from ins
+             where ins.session_id = i.session_id) as started,
+           (select coalesce(json_agg(row_to_json(m) order by m.seq), '[]'::json)
+              from messages m where m.session_id = i.session_id) as history
+      from i left join e on e.id = i.session_id
+     order by i.k`;
+  return rows.map(({ locked, ...row }) =>
+    locked
+      ? {
+          locked: true,
+          out:
+            row.lease_epoch === undefined || row.lease_epoch === null ? null : (row as NonNullable<ClaimRow>),
+        }
+      : { locked: false },
+  );
+}

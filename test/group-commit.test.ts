@@ -11,6 +11,7 @@ import { parseAgentConfig } from "../src/shared/agent-config.js";
 import { FencedError } from "../src/shared/errors.js";
 import type { Message } from "../src/shared/messages.js";
 import { type Fence, FencedWrites } from "../src/shared/store/fenced-writes.js";
+import { GroupCommit } from "../src/shared/store/group-commit.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
@@ -353,5 +354,54 @@ describe("grouped claims (a worker's start ramp)", () => {
     expect(taken.started).toBeNull();
     expect(taken.next).toBeNull();
     expect(claims[4]).toBeNull();
+  });
+});
+
+describe("GroupCommit with fakes", () => {
+  const writes = [{ sessionId: "a" }, { sessionId: "b" }, { sessionId: "a" }];
+
+  it("retries each write alone only when Postgres refused the statement for its content", async () => {
+    for (const code of ["22P05", "23505", "54000", "40P01"]) {
+      const alone = vi.fn(async (w: { sessionId: string }) => w.sessionId);
+      const group = new GroupCommit(async () => {
+        throw Object.assign(new Error("refused"), { code });
+      }, alone);
+      expect(await group.send(writes)).toEqual([{ outcome: "a" }, { outcome: "b" }, { outcome: "a" }]);
+      expect(alone).toHaveBeenCalledTimes(3);
+    }
+  });
+
+  it("fails every write, without retrying any, when the statement failed otherwise (it may have committed)", async () => {
+    for (const code of ["CONNECTION_CLOSED", "57P01", undefined]) {
+      const alone = vi.fn(async (w: { sessionId: string }) => w.sessionId);
+      const lost = Object.assign(new Error("lost"), { code });
+      const group = new GroupCommit(async () => {
+        throw lost;
+      }, alone);
+      expect(await group.send(writes)).toEqual([{ error: lost }, { error: lost }, { error: lost }]);
+      expect(alone).not.toHaveBeenCalled();
+    }
+  });
+
+  it("sends a second write for one session alone, after the grouped statement, in order", async () => {
+    const order: string[] = [];
+    const group = new GroupCommit(
+      async (batch: { sessionId: string; n: number }[]) => {
+        order.push(`together ${batch.map((w) => w.n).join(",")}`);
+        return batch.map((w) => ({ locked: true as const, out: w.n }));
+      },
+      async (w) => {
+        order.push(`alone ${w.n}`);
+        return w.n;
+      },
+    );
+    const answers = await group.send([
+      { sessionId: "a", n: 1 },
+      { sessionId: "b", n: 2 },
+      { sessionId: "a", n: 3 },
+      { sessionId: "a", n: 4 },
+    ]);
+    expect(answers).toEqual([{ outcome: 1 }, { outcome: 2 }, { outcome: 3 }, { outcome: 4 }]);
+    expect(order).toEqual(["together 1,2", "alone 3", "alone 4"]);
   });
 });

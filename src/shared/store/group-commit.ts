@@ -7,10 +7,20 @@
  * A grouped statement never waits for a row lock: it locks the sessions' rows in id order
  * with SKIP LOCKED, so it cannot take part in a deadlock with a cancel or a claim of several
  * sessions. A session whose row was busy, a second write for a session already in the
- * statement, and every write of a statement Postgres refused as a whole (a constraint, a
- * value it cannot store) go alone, so one bad write fails only its own caller. A lone write
+ * statement, and every write of a statement Postgres refused for its content (a constraint,
+ * a value it cannot store) go alone, so one bad write fails only its own caller. A lone write
  * goes alone from the start.
  */
+
+/**
+ * A statement Postgres refused for its content, changing nothing: SQLSTATE class 22 (data
+ * exception, e.g. a NUL byte), 23 (a constraint), 54 (a limit) or 40 (a deadlock or a
+ * serialization failure, which a grouped statement should never meet).
+ */
+function refusedForContent(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && /^(22|23|54|40)/.test(code);
+}
 
 /** One write's answer from a grouped statement: `locked` false when its session row was busy. */
 export type GroupedAnswer<Out> = { locked: true; out: Out } | { locked: false };
@@ -42,8 +52,11 @@ export class GroupCommit<In extends { sessionId: string }, Out> {
           const row = rows[j]!;
           if (row.locked) answers[i] = { outcome: row.out };
         }
-      } catch {
-        // Refused as a whole: each goes alone below, and only a bad one fails again.
+      } catch (error) {
+        // Refused for what one of them held: each goes alone below, and only a bad one fails
+        // again. Any other failure (a lost connection: the statement may even have committed)
+        // is every caller's, as it would have been alone; their jobs are retried.
+        if (!refusedForContent(error)) return writes.map(() => ({ error }));
       }
     }
     // The rest, alone. Two writes for one session go one after the other, in the order asked.

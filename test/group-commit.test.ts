@@ -26,10 +26,21 @@ let statements = 0;
 beforeAll(async () => {
   fleet = await createFleetEnv("groupedappends");
   queries = new SessionQueries(fleet.database);
+  // A statement is a query that is run (awaited); a fragment embedded in another never is.
   const sql = new Proxy(fleet.database.sql, {
     apply(target, self, args) {
-      statements++;
-      return Reflect.apply(target, self, args);
+      const query = Reflect.apply(target, self, args) as PromiseLike<unknown>;
+      const then = query.then.bind(query);
+      let counted = false;
+      Object.assign(query, {
+        // biome-ignore lint/suspicious/noThenProperty: counts the runs of a real query, then runs it.
+        then: (...handlers: Parameters<typeof then>) => {
+          if (!counted) statements++;
+          counted = true;
+          return then(...handlers);
+        },
+      });
+      return query;
     },
   });
   writes = new FencedWrites({ ...fleet.database, sql });

@@ -123,6 +123,19 @@ const input = (appends: readonly SessionAppend[]) =>
     })),
   );
 
+/** The grouped statements' lock: the sessions' rows in id order, skipping a busy one (`i`: the input). */
+const lockRows = (database: Database) => database.sql`
+  select s.id from sessions s where s.id in (select session_id from i) order by s.id for update skip locked`;
+
+/** The grouped statements' insert: each fenced session's (`s`) messages, numbered by its caller. */
+const insertMessages = (database: Database) => database.sql`
+  insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
+  select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, i.run_id
+    from s join i on i.k = s.k cross join jsonb_to_recordset(i.rows) as m(
+    seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
+    name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
+  returning session_id, seq, created_at`;
+
 export async function appendsTogether(
   database: Database,
   appends: SessionAppend[],
@@ -133,24 +146,14 @@ export async function appendsTogether(
     with i as (
       select * from jsonb_to_recordset(${input(appends)}::jsonb) as i(
         k int, session_id text, epoch bigint, last_seq int, tail text, tokens bigint, run_id text, rows jsonb)
-    ), l as materialized (
-      select s.id from sessions s where s.id in (select session_id from i)
-       order by s.id for update skip locked
-    ), s as (
+    ), l as materialized (${lockRows(database)}), s as (
       update sessions
          set last_seq = i.last_seq + jsonb_array_length(i.rows), tail_state = i.tail,
              tokens_used = sessions.tokens_used + i.tokens, last_active_at = now()
         from i join l on l.id = i.session_id
        where sessions.id = l.id and sessions.lease_epoch = i.epoch and sessions.last_seq = i.last_seq
       returning i.k, sessions.id, sessions.status
-    ), ins as (
-      insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
-      select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, i.run_id
-        from s join i on i.k = s.k cross join jsonb_to_recordset(i.rows) as m(
-        seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
-        name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
-      returning session_id, seq, created_at
-    )
+    ), ins as (${insertMessages(database)})
     select exists (select 1 from l where l.id = i.session_id) as locked,
            (select s.status from s where s.k = i.k) as status,
            (select coalesce(json_agg(json_build_object('seq', ins.seq, 'created_at', ins.created_at)), '[]'::json)
@@ -176,10 +179,7 @@ export async function endingAppendsTogether(
       select * from jsonb_to_recordset(${input(appends)}::jsonb) as i(
         k int, session_id text, epoch bigint, last_seq int, tail text, tokens bigint, run_id text, rows jsonb,
         outcome text, error text, usage jsonb, park text)
-    ), l as materialized (
-      select s.id from sessions s where s.id in (select session_id from i)
-       order by s.id for update skip locked
-    ), s as (
+    ), l as materialized (${lockRows(database)}), s as (
       update sessions
          set last_seq = i.last_seq + jsonb_array_length(i.rows), tail_state = i.tail,
              tokens_used = sessions.tokens_used + i.tokens, last_active_at = now(), updated_at = now(),
@@ -196,14 +196,7 @@ export async function endingAppendsTogether(
         from i join l on l.id = i.session_id
        where sessions.id = l.id and sessions.lease_epoch = i.epoch and sessions.last_seq = i.last_seq
       returning i.k, sessions.id, sessions.status
-    ), ins as (
-      insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
-      select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, i.run_id
-        from s join i on i.k = s.k cross join jsonb_to_recordset(i.rows) as m(
-        seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
-        name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
-      returning session_id, seq, created_at
-    ), r as (
+    ), ins as (${insertMessages(database)}), r as (
       update runs set status = 'ended', ended_reason = i.outcome, ended_at = now(), error = i.error, usage = i.usage
         from s join i on i.k = s.k
        where runs.id = i.run_id and runs.status <> 'ended'

@@ -51,6 +51,26 @@ export type Claim = {
   started: StoredMessage[] | null;
 };
 
+/** An append as the statements take it: numbered after `cursor`, fenced by `fence`. */
+function sessionAppend(
+  fence: Fence,
+  cursor: HistoryCursor,
+  runId: string | null,
+  messages: readonly Message[],
+  tail: TailState,
+  estimatedTokens: number,
+): SessionAppend {
+  return {
+    sessionId: fence.sessionId,
+    epoch: fence.epoch,
+    lastSeq: cursor.lastSeq,
+    tail,
+    tokens: tokensOf(messages) + Math.max(0, Math.ceil(estimatedTokens)),
+    runId,
+    rows: toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq),
+  };
+}
+
 /** The parked reason stored when a limit parks the session in the statement that ends its run. */
 function parkedReason(park: { reason: string; detail?: string } | undefined): string | null {
   return park ? stripNul(park.detail ? `${park.reason}: ${park.detail}` : park.reason) : null;
@@ -179,15 +199,9 @@ export class FencedWrites {
     estimatedTokens = 0,
   ): Promise<{ stored: StoredMessage[]; cancelled: boolean }> {
     if (messages.length === 0) return { stored: [], cancelled: false };
-    const answer = await this.appends.call({
-      sessionId: fence.sessionId,
-      epoch: fence.epoch,
-      lastSeq: cursor.lastSeq,
-      tail,
-      tokens: tokensOf(messages) + Math.max(0, Math.ceil(estimatedTokens)),
-      runId,
-      rows: toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq),
-    });
+    const answer = await this.appends.call(
+      sessionAppend(fence, cursor, runId, messages, tail, estimatedTokens),
+    );
     if ("error" in answer) throw answer.error;
     const { inserted, status } = answer.outcome;
     if (inserted.length !== messages.length) throw new FencedError(fence.sessionId, fence.epoch);
@@ -340,13 +354,8 @@ export class FencedWrites {
   ): Promise<{ stored: StoredMessage[]; next: RunRow | null }> {
     const messages = [last.message];
     const answer = await this.endingAppends.call({
-      sessionId: fence.sessionId,
-      epoch: fence.epoch,
-      lastSeq: cursor.lastSeq,
-      tail: last.tail,
-      tokens: tokensOf(messages) + Math.max(0, Math.ceil(last.estimatedTokens ?? 0)),
+      ...sessionAppend(fence, cursor, runId, messages, last.tail, last.estimatedTokens ?? 0),
       runId,
-      rows: toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq),
       outcome,
       error: detail.error == null ? null : stripNul(detail.error),
       usage: detail.usage ?? null,

@@ -5,28 +5,39 @@
  * Seeding is one generate_series INSERT into a scratch database migrated as a fleet's is
  * (every index in place), then VACUUM ANALYZE and a CHECKPOINT: --parked (default 0.5 %) of them parked, spread over
  * --tenants tenants (the default tenant gets its share), the rest completed or active; about
- * a fifth belong to batches. Then it times, after a warm-up: the first page (50) of the
- * default tenant's parked list, the page after it (cursor), the list filtered by a parked
- * reason, and — for comparison — the first page of the whole list (no filter) and this
- * machine's floor (the same client against a bare Node HTTP server answering `{}`). Printed:
- * p50 / p99 / max of each over --requests requests, the rows each page returned, and the
- * plan Postgres chose for the parked page; then the sweeper's attention scan on the same
- * database (2 % of the sessions are mid-run) and its plan. No assertion: the aim (≤ 5 ms)
- * is a figure to read.
+ * a fifth belong to batches. The API runs as it is deployed: `fleet api` in a process of its
+ * own. This process is the client: one keep-alive connection (node:http), a request at a time.
+ * It times, after a warm-up: the first page (50) of the default tenant's parked list, the page
+ * after it (cursor), the list filtered by a parked reason, and — for comparison — the first
+ * page of the whole list (no filter) and this machine's floor (the same client against a bare
+ * Node HTTP server answering `{}`, also in a process of its own). Printed: p50 / p99 / max of
+ * each over --requests requests, the rows each page returned, and the plan Postgres chose for
+ * the parked page; then the store's part alone (SessionQueries in this process) and the
+ * sweeper's attention scan on the same database (2 % of the sessions are mid-run) and its
+ * plan. No assertion: the aim (≤ 5 ms) is a figure to read.
  *
  *   npm run bench:list -- --sessions 1000000 --requests 500
  */
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
+import { Agent, get } from "node:http";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import postgres from "postgres";
-import { startApi } from "../src/producer/api-server.js";
 import { openDatabase } from "../src/shared/db/client.js";
 import { DEFAULT_TENANT } from "../src/shared/store/api-keys.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
-import { Cleanup, fmt, percentile, REDIS_URL, scratchFleet, table, wholeNumber } from "./support.js";
+import {
+  Cleanup,
+  FLEET_BIN,
+  fmt,
+  percentile,
+  REDIS_URL,
+  scratchFleet,
+  spawnUntilReady,
+  stopChild,
+  table,
+  wholeNumber,
+} from "./support.js";
 
 const { values } = parseArgs({
   options: {
@@ -42,6 +53,25 @@ const TENANTS = wholeNumber("tenants", values.tenants);
 const REQUESTS = wholeNumber("requests", values.requests);
 if (!(PARKED > 0 && PARKED < 1)) throw new Error("--parked must be a fraction between 0 and 1");
 
+// One keep-alive connection, a request at a time: what is timed is the server's answer, not
+// a client's connection set-up (nor the garbage of fetch, which in this process would land
+// in the same heap as the figures it takes).
+const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+
+function getText(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((done, fail) => {
+    get(url, { agent }, (response) => {
+      let body = "";
+      response.setEncoding("utf8");
+      response.on("data", (chunk: string) => {
+        body += chunk;
+      });
+      response.on("end", () => done({ status: response.statusCode ?? 0, body }));
+      response.on("error", fail);
+    }).on("error", fail);
+  });
+}
+
 async function timed(
   url: string,
   count: number,
@@ -51,10 +81,10 @@ async function timed(
   let next: string | null = null;
   for (let i = 0; i < count; i++) {
     const started = performance.now();
-    const response = await fetch(url);
-    const body = (await response.json()) as { sessions?: unknown[]; nextCursor?: string | null };
+    const response = await getText(url);
+    const body = JSON.parse(response.body) as { sessions?: unknown[]; nextCursor?: string | null };
     ms.push(performance.now() - started);
-    if (!response.ok) throw new Error(`GET ${url}: ${response.status} ${JSON.stringify(body)}`);
+    if (response.status !== 200) throw new Error(`GET ${url}: ${response.status} ${response.body}`);
     rows = body.sessions?.length ?? 0;
     next = body.nextCursor ?? null;
   }
@@ -67,7 +97,7 @@ async function main(): Promise<void> {
   const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
   cleanup.add("close Redis", () => redis.quit());
   try {
-    const { databaseUrl, config } = await scratchFleet(cleanup, redis, "list", 1);
+    const { databaseUrl, env } = await scratchFleet(cleanup, redis, "list", 1);
     const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
     cleanup.add("close the seeding connection", () => sql.end({ timeout: 5 }));
     console.log(
@@ -107,12 +137,12 @@ async function main(): Promise<void> {
         `${counts!.mine.toLocaleString("en")} of them the default tenant's`,
     );
 
-    const api = await startApi(config, { port: 0 });
-    cleanup.add("stop the API", () => api.stop());
-    const base = `${api.url}/v1/sessions`;
+    const api = await spawnUntilReady([FLEET_BIN, "api", "--port", "0"], env, /fleet api ready: (\S+)/);
+    cleanup.add("stop the API", () => stopChild(api, "SIGTERM"));
+    const base = `${api.ready[1]}/v1/sessions`;
     const parkedUrl = `${base}?status=parked&limit=50`;
-    // Warm-up: the route, the planner's caches, the index pages — and the JIT of this process,
-    // which serves and times every request (otherwise whichever line is timed first pays it).
+    // Warm-up: the route, the planner's caches, the index pages, and the JIT of both processes
+    // (otherwise whichever line is timed first pays it).
     for (let i = 0; i < 2; i++) {
       await timed(parkedUrl, 200);
       await timed(`${base}?limit=50`, 200);
@@ -123,13 +153,20 @@ async function main(): Promise<void> {
     const byReason = await timed(`${parkedUrl}&parkedReason=max_turns`, REQUESTS);
     const all = await timed(`${base}?limit=50`, REQUESTS);
     // The floor of this machine, in the same run: the same client against a bare Node HTTP
-    // server that answers `{}` at once (no framework, no database). Tail latencies below it
-    // are not the list's to lose.
-    const bare = createServer((_request, response) => response.end("{}"));
-    await new Promise<void>((done) => bare.listen(0, "127.0.0.1", done));
-    cleanup.add("stop the bare server", () => new Promise<void>((done) => bare.close(() => done())));
-    const floorUrl = `http://127.0.0.1:${(bare.address() as AddressInfo).port}/`;
-    await timed(floorUrl, 20);
+    // server in a process of its own that answers `{}` at once (no framework, no database).
+    // Tail latencies below it are not the list's to lose.
+    const bare = await spawnUntilReady(
+      [
+        "-e",
+        `const s = require("node:http").createServer((q, r) => r.end("{}"));
+         s.listen(0, "127.0.0.1", () => console.log("bare ready: http://127.0.0.1:" + s.address().port + "/"));`,
+      ],
+      {},
+      /bare ready: (\S+)/,
+    );
+    cleanup.add("stop the bare server", () => stopChild(bare));
+    const floorUrl = bare.ready[1]!;
+    await timed(floorUrl, 200);
     const floor = await timed(floorUrl, REQUESTS);
 
     // The store's part alone, in this process: the same first page through SessionQueries.
@@ -195,6 +232,7 @@ async function main(): Promise<void> {
     console.log("plan of the parked page's query:");
     for (const line of plan) console.log(`  ${line["QUERY PLAN"]}`);
   } finally {
+    agent.destroy();
     await cleanup.run();
   }
   console.log(`total run time: ${fmt((Date.now() - began) / 1000, 1)} s`);

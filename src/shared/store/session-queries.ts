@@ -4,11 +4,10 @@
  * worker; the worker appends their input when it takes them, under its lease.
  */
 import { randomUUID } from "node:crypto";
-import { and, desc, sql as dsql, eq, type SQL } from "drizzle-orm";
 import type postgres from "postgres";
 import type { AgentConfig, ModelConfig } from "../agent-config.js";
 import type { Database } from "../db/client.js";
-import { type RunRow, type SessionRow, sessions } from "../db/schema.js";
+import type { RunRow, SessionRow } from "../db/schema.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
 import type { Message, StoredMessage } from "../messages.js";
 import { QUEUES } from "../queues.js";
@@ -224,44 +223,53 @@ export class SessionQueries {
     /** Only the sessions after this one in the list's order (a page's `cursor`). */
     before?: ListCursor;
   }): Promise<ListedSession[]> {
+    const { sql } = this.database;
     const status =
       filter.status ?? (filter.parked === undefined ? undefined : filter.parked ? "parked" : "active");
-    const { before } = filter;
-    const conditions = [
-      filter.tenant === undefined ? undefined : eq(sessions.tenant, filter.tenant),
-      filter.batchId === undefined ? undefined : eq(sessions.batchId, filter.batchId),
-      status === undefined ? undefined : statusCondition(status),
-      filter.parkedReason === undefined
-        ? undefined
-        : // The reason code (`attempts_exhausted`) matches the stored reason with its detail
-          // (`attempts_exhausted: 3 automatic resumes …`) too.
-          and(
-            eq(sessions.status, "parked"),
-            dsql`(${sessions.parkedReason} = ${filter.parkedReason} or ${sessions.parkedReason} like ${`${filter.parkedReason.replace(/[\\%_]/g, (c) => `\\${c}`)}:%`})`,
-          ),
-      // Keyset paging on (updated_at, id), to the microsecond: a page costs the same at any depth.
-      before === undefined
-        ? undefined
-        : dsql`(${sessions.updatedAt}, ${sessions.id}) < (timestamptz 'epoch' + ${before.micros}::bigint * interval '1 microsecond', ${before.id})`,
-    ];
-    // Only what a list entry shows: not the agent, nor the rest of a row read a page at a time.
-    const rows = await this.database.db
-      .select({
-        id: sessions.id,
-        batchId: sessions.batchId,
-        customId: sessions.customId,
-        status: sessions.status,
-        tailState: sessions.tailState,
-        parkedReason: sessions.parkedReason,
-        metadata: sessions.metadata,
-        updatedAt: sessions.updatedAt,
-        micros: dsql<string>`(extract(epoch from ${sessions.updatedAt}) * 1000000)::bigint::text`,
-      })
-      .from(sessions)
-      .where(and(...conditions))
-      .orderBy(desc(sessions.updatedAt), desc(sessions.id))
-      .limit(filter.limit);
-    return rows.map(({ micros, ...session }) => ({ ...session, cursor: { micros, id: session.id } }));
+    const { before, parkedReason } = filter;
+    // A plain postgres.js statement (prepared once per connection), not drizzle's builder,
+    // which sent it unprepared: parsing, planning and building it cost the list more than
+    // running it. The state is literal SQL (statusCondition), never a parameter, so a
+    // cached generic plan can still use the partial index for parked sessions.
+    const rows = await sql<
+      (Omit<ListedSession, "cursor" | "updatedAt"> & { updatedAt: Date; micros: string })[]
+    >`
+      select s.id, s.batch_id as "batchId", s.custom_id as "customId", s.status, s.tail_state as "tailState",
+             s.parked_reason as "parkedReason", s.metadata, s.updated_at as "updatedAt",
+             (extract(epoch from s.updated_at) * 1000000)::bigint::text as micros
+        from sessions s
+       where true
+             ${filter.tenant === undefined ? sql`` : sql`and s.tenant = ${filter.tenant}`}
+             ${filter.batchId === undefined ? sql`` : sql`and s.batch_id = ${filter.batchId}`}
+             ${status === undefined ? sql`` : sql`and ${statusCondition(sql, status)}`}
+             ${
+               parkedReason === undefined
+                 ? sql``
+                 : // The reason code (`attempts_exhausted`) matches the stored reason with its
+                   // detail (`attempts_exhausted: 3 automatic resumes …`) too.
+                   sql`and s.status = 'parked' and (s.parked_reason = ${parkedReason}
+                        or s.parked_reason like ${`${parkedReason.replace(/[\\%_]/g, (c) => `\\${c}`)}:%`})`
+             }
+             ${
+               // Keyset paging on (updated_at, id), to the microsecond: a page costs the same at any depth.
+               before === undefined
+                 ? sql``
+                 : sql`and (s.updated_at, s.id) < (timestamptz 'epoch' + ${before.micros}::bigint * interval '1 microsecond', ${before.id})`
+             }
+       order by s.updated_at desc, s.id desc
+       limit ${filter.limit}`;
+    // Built field by field: a rest/spread copy of each row cost the list more than its query.
+    return rows.map((row) => ({
+      id: row.id,
+      batchId: row.batchId,
+      customId: row.customId,
+      status: row.status,
+      tailState: row.tailState,
+      parkedReason: row.parkedReason,
+      metadata: json<Record<string, unknown>>(row.metadata),
+      updatedAt: new Date(row.updatedAt),
+      cursor: { micros: row.micros, id: row.id },
+    }));
   }
 
   /**
@@ -375,23 +383,24 @@ export class SessionQueries {
   }
 }
 
-/** The session list's condition for a state, as counted for batches (batch-store.ts). */
-function statusCondition(status: ListStatus): SQL {
-  const activeRun = (state: string) =>
-    dsql`exists (select 1 from runs r where r.session_id = ${sessions.id} and r.status ${dsql.raw(state)})`;
+/** The session list's condition for a state (literal SQL, never a parameter), as counted for batches (batch-store.ts). */
+function statusCondition(sql: postgres.Sql, status: ListStatus): postgres.PendingQuery<postgres.Row[]> {
+  const noRun = sql`not exists (select 1 from runs r where r.session_id = s.id and r.status <> 'ended')`;
   switch (status) {
     case "parked":
+      return sql`s.status = 'parked'`;
     case "cancelled":
+      return sql`s.status = 'cancelled'`;
     case "active":
-      return eq(sessions.status, status);
+      return sql`s.status = 'active'`;
     case "running":
       // Running, or interrupted and waiting for its automatic resume.
-      return dsql`${sessions.status} = 'active' and (${activeRun("= 'running'")} or (not ${activeRun("<> 'ended'")}
-        and ${sessions.runStarted} and ${sessions.tailState} <> 'completed'))`;
+      return sql`s.status = 'active' and (exists (select 1 from runs r where r.session_id = s.id and r.status = 'running')
+        or (${noRun} and s.run_started and s.tail_state <> 'completed'))`;
     case "queued":
-      return dsql`${sessions.status} = 'active' and ${activeRun("= 'queued'")} and not ${activeRun("= 'running'")}`;
+      return sql`s.status = 'active' and exists (select 1 from runs r where r.session_id = s.id and r.status = 'queued')
+        and not exists (select 1 from runs r where r.session_id = s.id and r.status = 'running')`;
     case "completed":
-      return dsql`${sessions.status} = 'active' and not ${activeRun("<> 'ended'")}
-        and (${sessions.tailState} = 'completed' or not ${sessions.runStarted})`;
+      return sql`s.status = 'active' and ${noRun} and (s.tail_state = 'completed' or not s.run_started)`;
   }
 }

@@ -2,6 +2,7 @@
  * callModel: one model step with retries only before output (call-model.ts). The provider
  * is a hand-written fake whose attempts are async generators; `sleep` records its delays.
  */
+import { getEventListeners } from "node:events";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Usage } from "../src/shared/messages.js";
@@ -285,6 +286,50 @@ function hanging(before: string[]): (request: ModelRequest) => AsyncGenerator<Mo
     });
   };
 }
+
+describe("callModel and the caller's signal", () => {
+  it("passes the caller's abort on to the model's request, and leaves no listener behind", async () => {
+    const outer = new AbortController();
+    const provider: ModelProvider = { stream: (req) => hanging([])(req) };
+    const { sleep } = recordingSleep();
+    setTimeout(() => outer.abort(new Error("shutting down")), 20);
+    const step = await callModel(provider, request(outer.signal), {
+      sleep,
+      policy: { ...POLICY, idleTimeoutMs: 10_000 },
+    });
+    expect(step).toMatchObject({ ok: false, aborted: true, attempts: 1 });
+    expect(getEventListeners(outer.signal, "abort")).toHaveLength(0);
+  });
+
+  it("aborts the request at once when the caller's signal was aborted before the call", async () => {
+    const outer = new AbortController();
+    outer.abort(new Error("cancelled"));
+    const seen: boolean[] = [];
+    const provider: ModelProvider = {
+      // biome-ignore lint/correctness/useYield: fails before any output, as an SDK does on an aborted signal
+      async *stream(req) {
+        seen.push(req.signal.aborted);
+        if (req.signal.aborted) throw req.signal.reason;
+      },
+    };
+    const { sleep } = recordingSleep();
+    const step = await callModel(provider, request(outer.signal), {
+      sleep,
+      policy: { ...POLICY, idleTimeoutMs: 10_000 },
+    });
+    expect(seen).toEqual([true]);
+    expect(step).toMatchObject({ ok: false, aborted: true });
+  });
+
+  it("leaves no listener on the caller's signal after an answer", async () => {
+    const outer = new AbortController();
+    const provider: ModelProvider = { stream: () => answering("ok")() };
+    const { sleep } = recordingSleep();
+    const step = await callModel(provider, request(outer.signal), { sleep, policy: POLICY });
+    expect(step).toMatchObject({ ok: true, message: { content: "ok" } });
+    expect(getEventListeners(outer.signal, "abort")).toHaveLength(0);
+  });
+});
 
 describe("callModel idle timeout", () => {
   it("treats a stream that goes quiet after output as interrupted, keeping the partial text", async () => {

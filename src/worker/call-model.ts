@@ -139,16 +139,24 @@ async function attempt(
   let text = "";
   const calls: ToolCall[] = [];
   let outputStarted = false;
-  const idle = new AbortController();
+  // One controller, aborted by the caller's signal or by the idle timer. Not
+  // AbortSignal.any: Node 20 tracks each such signal with a WeakRef, which V8's young
+  // collector keeps alive with everything its listeners hold, so every model call's request
+  // and stream were promoted to the old generation.
+  const controller = new AbortController();
+  let idle: Error | undefined;
+  const onOuterAbort = () => controller.abort(outer.signal.reason);
+  if (outer.signal.aborted) controller.abort(outer.signal.reason);
+  else outer.signal.addEventListener("abort", onOuterAbort, { once: true });
   let timer: NodeJS.Timeout | undefined;
   const armIdle = () => {
     clearTimeout(timer);
-    timer = setTimeout(
-      () => idle.abort(new Error(`the model sent nothing for ${idleTimeoutMs} ms`)),
-      idleTimeoutMs,
-    );
+    timer = setTimeout(() => {
+      idle = new Error(`the model sent nothing for ${idleTimeoutMs} ms`);
+      controller.abort(idle);
+    }, idleTimeoutMs);
   };
-  const request: ModelRequest = { ...outer, signal: AbortSignal.any([outer.signal, idle.signal]) };
+  const request: ModelRequest = { ...outer, signal: controller.signal };
   armIdle();
   try {
     for await (const event of provider.stream(request)) {
@@ -172,9 +180,10 @@ async function attempt(
       partial: text,
     };
   } catch (error) {
-    return { error: idle.signal.aborted ? idle.signal.reason : error, outputStarted, partial: text };
+    return { error: idle ?? error, outputStarted, partial: text };
   } finally {
     clearTimeout(timer);
+    outer.signal.removeEventListener("abort", onOuterAbort);
   }
 }
 

@@ -232,7 +232,7 @@ export class SessionQueries {
     // running it. The state is literal SQL (statusCondition), never a parameter, so a
     // cached generic plan can still use the partial index for parked sessions.
     const rows = await sql<
-      (Omit<ListedSession, "cursor" | "updatedAt"> & { updatedAt: Date; micros: string })[]
+      (Omit<ListedSession, "cursor" | "updatedAt"> & { updatedAt: string | Date; micros: string })[]
     >`
       select s.id, s.batch_id as "batchId", s.custom_id as "customId", s.status, s.tail_state as "tailState",
              s.parked_reason as "parkedReason", s.metadata, s.updated_at as "updatedAt",

@@ -154,7 +154,9 @@ function oracle(turns: Turn[]): { kind?: string; reason?: string; unanswered: st
     refusal: { reason: "refused" },
     context_full: { reason: "context_full" },
   };
-  return { ...(byStop[last.stopReason] ?? { reason: "unknown_stop" }), unanswered: [] };
+  // Own keys only: a stop reason such as "valueOf" is unknown, not Object.prototype's.
+  const known = Object.hasOwn(byStop, last.stopReason) ? byStop[last.stopReason] : undefined;
+  return { ...(known ?? { reason: "unknown_stop" }), unanswered: [] };
 }
 
 const unansweredIds = (point: ResumePoint) =>

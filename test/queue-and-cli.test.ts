@@ -6,7 +6,7 @@ import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
-import { Queue } from "bullmq";
+import { type Job, Queue, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -41,6 +41,53 @@ describe("queue and CLI", () => {
     ({ client } = await fleet.startApi());
   });
   afterAll(async () => fleet?.close());
+
+  it("tells the sweeper (PREFIX:events) when BullMQ fails a job or finds one stalled", async () => {
+    // Before any fleet worker runs, another worker claims a job and dies holding it: its
+    // lock lapses; a fleet worker's stalled check puts the job back, says so, takes it and
+    // fails it (the payload is malformed), and says that too. The sweeper wakes on both
+    // without reading BullMQ's event streams.
+    const prefix = fleet.env.FLEET_PREFIX!;
+    const subscriber = new Redis(fleet.env.REDIS_URL!, { maxRetriesPerRequest: null });
+    const messages: { type?: string; queue?: string; jobId?: string }[] = [];
+    subscriber.on("message", (_channel, text: string) => messages.push(JSON.parse(text)));
+    await subscriber.subscribe(`${prefix}:events`);
+    const connection = new Redis(fleet.env.REDIS_URL!, { maxRetriesPerRequest: null });
+    const queue = new Queue("runs", { connection, prefix });
+    const claimer = new Worker("runs", null, { connection, prefix, lockDuration: 1_000, autorun: false });
+    try {
+      const jobId = `stalls-${randomUUID()}`;
+      await queue.add("run", { nope: 1 }, { jobId });
+      let claimed: Job | undefined;
+      await waitFor(
+        async () => {
+          claimed = await claimer.getNextJob("dead-claimer", { block: false });
+          return claimed?.id === jobId;
+        },
+        5_000,
+        "the other worker to claim the job",
+      );
+      await claimer.close(true);
+      await fleet.spawnWorker();
+      await waitFor(
+        async () => messages.some((m) => m.type === "job_stalled" && m.jobId === jobId),
+        20_000,
+        "job_stalled on PREFIX:events",
+      );
+      await waitFor(
+        async () => messages.some((m) => m.type === "job_failed" && m.jobId === jobId),
+        10_000,
+        "job_failed on PREFIX:events",
+      );
+      expect(messages.find((m) => m.jobId === jobId)).toMatchObject({ type: "job_stalled", queue: "runs" });
+      expect(await queue.getJobState(jobId)).toBe("failed");
+    } finally {
+      await claimer.close(true);
+      await queue.close();
+      await connection.quit();
+      await subscriber.quit();
+    }
+  }, 40_000);
 
   it("fails a malformed job payload once, naming the field, and never retries it", async () => {
     await fleet.spawnWorker();

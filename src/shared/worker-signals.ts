@@ -8,8 +8,8 @@
  *   with when it lapses (Redis's clock, one lease TTL ahead), renewed every third of the
  *   TTL. The sweeper reads it only where Redis refuses CLIENT LIST (managed services often
  *   do); a killed worker then counts as dead once its heartbeat lapses, within a lease TTL;
- * - workers publish runs that stopped short on `<prefix>:events`, so the sweeper wakes
- *   at once instead of at its next poll.
+ * - workers publish runs that stopped short, and jobs BullMQ failed or found stalled, on
+ *   `<prefix>:events`, so the sweeper wakes at once instead of at its next poll.
  */
 import type { Redis } from "ioredis";
 
@@ -23,7 +23,7 @@ export function livenessMarker(prefix: string): string {
   return `${prefix}:live:`;
 }
 
-/** The Redis channel on which workers report runs that stopped short. */
+/** The Redis channel on which workers report runs that stopped short, and failed or stalled jobs. */
 export function eventsChannel(prefix: string): string {
   return `${prefix}:events`;
 }

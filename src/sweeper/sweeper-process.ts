@@ -3,7 +3,6 @@
  * short interval for dead or frozen workers, runs the wider scans every few ticks, and
  * wakes at once when a worker reports a run that stopped short.
  */
-import { QueueEvents } from "bullmq";
 import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
@@ -11,7 +10,7 @@ import { EventWriter } from "../shared/events.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
-import { openWebhookQueue, QUEUES, RunQueues } from "../shared/queues.js";
+import { openWebhookQueue, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, RedisOutageLog } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
 import { closeAll } from "../shared/shutdown.js";
@@ -44,11 +43,10 @@ export async function startSweeper(
   const database = openDatabase(config.databaseUrl, { max: 4 });
   const redis = createRedis(config.redisUrl, "worker");
   const subscriber = createRedis(config.redisUrl, "worker");
-  const eventsRedis = createRedis(config.redisUrl, "worker");
   const queues = new RunQueues(redis, config.prefix);
   const metrics = createMetrics("sweeper");
   // One warning when Redis goes away and one when it is back, not a line per reconnect.
-  new RedisOutageLog(log).watch(redis, subscriber, eventsRedis);
+  new RedisOutageLog(log).watch(redis, subscriber);
   // The metrics port first: a sweeper that cannot serve it stops before its first sweep, and
   // leaves nothing open that would keep the process alive.
   const server = await startMetricsOrClose(
@@ -60,7 +58,7 @@ export async function startSweeper(
       closeAll(
         [
           () => queues.close(),
-          ...[redis, subscriber, eventsRedis].map((c) => () => closeRedis(c)),
+          ...[redis, subscriber].map((c) => () => closeRedis(c)),
           () => database.close(),
         ],
         log,
@@ -162,19 +160,11 @@ export async function startSweeper(
     wideScanRequested = true;
     setImmediate(tick);
   };
-  // Events, not only a poll: a worker's report of a run that stopped short, and BullMQ's own
-  // word that a job failed for good or stalled.
+  // Events, not only a poll: a worker's report of a run that stopped short, and its word that
+  // BullMQ failed or found stalled one of its jobs (worker.ts). Not a QueueEvents reader: that
+  // reads every event of the queues (several per job) to find these few.
   await subscriber.subscribe(eventsChannel(config.prefix));
   subscriber.on("message", wake);
-  const queueEvents = [QUEUES.runs.name, QUEUES.resumes.name].map(
-    (name) => new QueueEvents(name, { connection: eventsRedis, prefix: config.prefix }),
-  );
-  for (const events of queueEvents) {
-    events.on("error", () => {});
-    events.on("failed", wake);
-    events.on("stalled", wake);
-  }
-  await Promise.all(queueEvents.map((events) => events.waitUntilReady()));
 
   log.info({ metricsPort: server?.port }, "sweeper started");
 
@@ -194,8 +184,6 @@ export async function startSweeper(
             () => webhookQueue.close(),
             () => closeRedis(webhookRedis),
             () => queues.close(),
-            ...queueEvents.map((events) => () => events.close()),
-            () => closeRedis(eventsRedis),
             () => closeRedis(subscriber),
             () => closeRedis(redis),
             () => database.close(),

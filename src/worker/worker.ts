@@ -240,8 +240,17 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     worker.on("error", (error) => {
       if (!isConnectionError(error)) log.warn({ err: error }, "worker error");
     });
+    // BullMQ's word that a job failed or stalled wakes the sweeper at once (it would see the
+    // session at its next wide scan, within a second); told from here, the sweeper need not
+    // read the queues' whole event streams for these two.
+    const wakeSweeper = (type: "job_failed" | "job_stalled", jobId: string | undefined) =>
+      redis
+        .publish(eventsChannel(config.prefix), JSON.stringify({ type, queue: key, jobId }))
+        .catch(() => {});
+    worker.on("stalled", (jobId) => void wakeSweeper("job_stalled", jobId));
     worker.on("failed", (job, error) => {
       if (job) log.warn({ jobId: job.id, err: error.message }, "job failed");
+      void wakeSweeper("job_failed", job?.id);
     });
     return worker;
   };

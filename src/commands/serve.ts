@@ -100,8 +100,10 @@ export async function apiCommand(options: ApiOptions = {}): Promise<number> {
   const config = loadConfig();
   await checkRoleServices(config);
   const api = await startApi(config, { port: options.port });
+  // Listening before saying ready: whoever reads the line may send SIGTERM at once.
+  const signal = untilSignal();
   console.log(`fleet api ready: ${api.url}`);
-  await untilSignal();
+  await signal;
   return stopWithin("api", api.stop, CLOSE_MS);
 }
 
@@ -190,8 +192,10 @@ export async function workerCommand(options: WorkerCommandOptions = {}): Promise
   const extensions = (await Promise.all((options.extensions ?? []).map(loadExtensions))).flat();
   await checkRoleServices(config);
   const worker = await startWorker(config, { tools, extensions });
+  // Listening before saying ready: whoever reads the line may send SIGTERM at once.
+  const signal = untilSignal();
   console.log(`fleet worker ready: ${worker.workerId}, metrics on port ${worker.metricsPort}`);
-  await untilSignal();
+  await signal;
   return stopWithin("worker", worker.stop, config.shutdownGraceMs + CLOSE_MS);
 }
 
@@ -200,8 +204,10 @@ export async function sweeperCommand(options: { metricsPort?: number } = {}): Pr
   if (options.metricsPort !== undefined) config.metricsPort = options.metricsPort;
   await checkRoleServices(config);
   const sweeper = await startSweeper(config);
+  // Listening before saying ready: whoever reads the line may send SIGTERM at once.
+  const signal = untilSignal();
   console.log(`fleet sweeper ready: metrics on port ${sweeper.metricsPort}`);
-  await untilSignal();
+  await signal;
   return stopWithin("sweeper", sweeper.stop, CLOSE_MS);
 }
 

@@ -254,7 +254,7 @@ export class FencedWrites {
       with r as (
         update runs set status = 'running', started_at = now(), worker_id = ${run.workerId},
                         resume_kind = ${run.resumeKind}
-         where id = ${run.id} and status = 'queued'
+         where id = ${run.id} and (status = 'queued') is true
            and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
                           and last_seq = ${cursor.lastSeq})
         returning id
@@ -307,7 +307,7 @@ export class FencedWrites {
         update runs set status = 'ended', ended_reason = ${outcome}, ended_at = now(),
                         error = ${detail.error == null ? null : stripNul(detail.error)},
                         usage = ${detail.usage ? JSON.stringify(detail.usage) : null}::jsonb
-         where id = ${runId} and status <> 'ended'
+         where id = ${runId} and (status <> 'ended') is true
            and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch})
         returning id
       ), s as (
@@ -317,17 +317,17 @@ export class FencedWrites {
                next_resume_at = case when ${outcome === "completed"} then null else next_resume_at end,
                status = case when ${park !== null} and status = 'active'
                                and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
-                                                 and q.status = 'queued' and q.id <> ${runId})
+                                                 and q.status = (select 'queued'::text) and q.id <> ${runId})
                              then 'parked' else status end,
                parked_reason = case when ${park !== null} and status = 'active'
                                and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
-                                                 and q.status = 'queued' and q.id <> ${runId})
+                                                 and q.status = (select 'queued'::text) and q.id <> ${runId})
                              then ${park} else parked_reason end
          where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and exists (select 1 from r)
         returning status
       )
       select exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}) as fence_ok,
-             (select row_to_json(q) from runs q where q.session_id = ${fence.sessionId} and q.status = 'queued'
+             (select row_to_json(q) from runs q where q.session_id = ${fence.sessionId} and q.status = (select 'queued'::text)
                 and q.id <> ${runId}
                 and coalesce((select status from s),
                              (select status from sessions x where x.id = ${fence.sessionId})) = 'active'

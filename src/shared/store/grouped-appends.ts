@@ -71,11 +71,11 @@ export async function endingAppendAlone(database: Database, append: EndingAppend
              next_resume_at = case when ${completed} then null else next_resume_at end,
              status = case when ${park !== null} and status = 'active'
                              and not exists (select 1 from runs q where q.session_id = ${sessionId}
-                                               and q.status = 'queued' and q.id <> ${runId})
+                                               and q.status = (select 'queued'::text) and q.id <> ${runId})
                            then 'parked' else status end,
              parked_reason = case when ${park !== null} and status = 'active'
                              and not exists (select 1 from runs q where q.session_id = ${sessionId}
-                                               and q.status = 'queued' and q.id <> ${runId})
+                                               and q.status = (select 'queued'::text) and q.id <> ${runId})
                            then ${park} else parked_reason end
        where id = ${sessionId} and lease_epoch = ${append.epoch} and last_seq = ${append.lastSeq}
       returning id, status
@@ -90,13 +90,13 @@ export async function endingAppendAlone(database: Database, append: EndingAppend
       update runs set status = 'ended', ended_reason = ${append.outcome}, ended_at = now(),
                       error = ${append.error},
                       usage = ${append.usage ? JSON.stringify(append.usage) : null}::jsonb
-       where id = ${runId} and status <> 'ended' and exists (select 1 from s)
+       where id = ${runId} and (status <> 'ended') is true and exists (select 1 from s)
       returning id
     )
     select exists (select 1 from s) as fence_ok,
            (select coalesce(json_agg(json_build_object('seq', seq, 'created_at', created_at)), '[]'::json) from ins)
              as inserted,
-           (select row_to_json(q) from runs q where q.session_id = ${sessionId} and q.status = 'queued'
+           (select row_to_json(q) from runs q where q.session_id = ${sessionId} and q.status = (select 'queued'::text)
               and q.id <> ${runId} and (select status from s) = 'active'
              order by q.created_at, q.id limit 1) as next`;
   return {
@@ -123,7 +123,12 @@ const input = (appends: readonly SessionAppend[]) =>
     })),
   );
 
-/** The grouped statements' lock: the sessions' rows in id order, skipping a busy one (`i`: the input). */
+/**
+ * The grouped statements' lock: the sessions' rows in id order, skipping a busy one (`i`: the
+ * input, whose LIMIT tells the planner how many rows it has, so the rows are found by key).
+ * A run's end checks `(status <> 'ended') is true`: no index serves that form, so the run is
+ * reached by its id, never by reading every unfinished run (grouped-claims.ts says why).
+ */
 const lockRows = (database: Database) => database.sql`
   select s.id from sessions s where s.id in (select session_id from i) order by s.id for update skip locked`;
 
@@ -146,6 +151,7 @@ export async function appendsTogether(
     with i as (
       select * from jsonb_to_recordset(${input(appends)}::jsonb) as i(
         k int, session_id text, epoch bigint, last_seq int, tail text, tokens bigint, run_id text, rows jsonb)
+       limit ${appends.length}
     ), l as materialized (${lockRows(database)}), s as (
       update sessions
          set last_seq = i.last_seq + jsonb_array_length(i.rows), tail_state = i.tail,
@@ -179,6 +185,7 @@ export async function endingAppendsTogether(
       select * from jsonb_to_recordset(${input(appends)}::jsonb) as i(
         k int, session_id text, epoch bigint, last_seq int, tail text, tokens bigint, run_id text, rows jsonb,
         outcome text, error text, usage jsonb, park text)
+       limit ${appends.length}
     ), l as materialized (${lockRows(database)}), s as (
       update sessions
          set last_seq = i.last_seq + jsonb_array_length(i.rows), tail_state = i.tail,
@@ -187,11 +194,11 @@ export async function endingAppendsTogether(
              next_resume_at = case when i.outcome = 'completed' then null else sessions.next_resume_at end,
              status = case when i.park is not null and sessions.status = 'active'
                              and not exists (select 1 from runs q where q.session_id = sessions.id
-                                               and q.status = 'queued' and q.id <> i.run_id)
+                                               and q.status = (select 'queued'::text) and q.id <> i.run_id)
                            then 'parked' else sessions.status end,
              parked_reason = case when i.park is not null and sessions.status = 'active'
                              and not exists (select 1 from runs q where q.session_id = sessions.id
-                                               and q.status = 'queued' and q.id <> i.run_id)
+                                               and q.status = (select 'queued'::text) and q.id <> i.run_id)
                            then i.park else sessions.parked_reason end
         from i join l on l.id = i.session_id
        where sessions.id = l.id and sessions.lease_epoch = i.epoch and sessions.last_seq = i.last_seq
@@ -199,14 +206,14 @@ export async function endingAppendsTogether(
     ), ins as (${insertMessages(database)}), r as (
       update runs set status = 'ended', ended_reason = i.outcome, ended_at = now(), error = i.error, usage = i.usage
         from s join i on i.k = s.k
-       where runs.id = i.run_id and runs.status <> 'ended'
+       where runs.id = i.run_id and (runs.status <> 'ended') is true
       returning runs.id
     )
     select exists (select 1 from l where l.id = i.session_id) as locked,
            exists (select 1 from s where s.k = i.k) as fence_ok,
            (select coalesce(json_agg(json_build_object('seq', ins.seq, 'created_at', ins.created_at)), '[]'::json)
               from ins where ins.session_id = i.session_id) as inserted,
-           (select row_to_json(q) from runs q where q.session_id = i.session_id and q.status = 'queued'
+           (select row_to_json(q) from runs q where q.session_id = i.session_id and q.status = (select 'queued'::text)
               and q.id <> i.run_id and (select s.status from s where s.k = i.k) = 'active'
              order by q.created_at, q.id limit 1) as next
       from i order by i.k`;

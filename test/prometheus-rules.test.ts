@@ -96,7 +96,9 @@ describe("deploy/prometheus (promtool)", () => {
       ).toBe(true);
   });
 
-  it("fails its unit tests when any alert never fires or always fires", () => {
+  // Two promtool runs per alert, one after the other: about 25 s on a 2-core machine that also
+  // runs another test file, so it gets more than the default 30 s.
+  it("fails its unit tests when any alert never fires or always fires", { timeout: 120_000 }, () => {
     const rulesDir = join(scratch, "rules");
     cpSync(join(PROMETHEUS_DIR, "rules"), rulesDir, { recursive: true });
     cpSync(join(PROMETHEUS_DIR, "tests"), join(scratch, "tests"), { recursive: true });

@@ -14,9 +14,7 @@
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { type Database, openDatabase } from "../src/shared/db/client.js";
-import { appendsTogether, endingAppendsTogether } from "../src/shared/store/grouped-appends.js";
-import { claimsTogether } from "../src/shared/store/grouped-claims.js";
-import type { NewMessageRow } from "../src/shared/store/rows.js";
+import { claimAppendEnd, seedBacklog } from "./backlog-fixture.js";
 import { Cleanup, fmt, percentile, REDIS_URL, scratchFleet, table, wholeNumber } from "./support.js";
 
 const { values } = parseArgs({
@@ -31,67 +29,19 @@ const GROUPS = wholeNumber("groups", values.groups, 1);
 const SIZE = wholeNumber("size", values.size, 1);
 if (2 * GROUPS * SIZE > SESSIONS) throw new Error("--sessions must be at least 2 × groups × size");
 
-const row = (seq: number, content: string): NewMessageRow => ({
-  seq,
-  role: "assistant",
-  content,
-  tool_calls: null,
-  tool_call_id: null,
-  call_seq: null,
-  name: null,
-  success: null,
-  stop_reason: "end_turn",
-  usage: null,
-  provider_state: null,
-});
-
 type Times = { claim: number[]; append: number[]; end: number[] };
 
 /** Claims, appends to and ends the runs of sessions `first` … in groups; returns each statement's times. */
 async function rounds(db: Database, first: number): Promise<Times> {
   const times: Times = { claim: [], append: [], end: [] };
-  const timed = async <T>(into: number[], fn: () => Promise<T>): Promise<T> => {
-    const started = performance.now();
-    const out = await fn();
-    into.push(performance.now() - started);
-    return out;
-  };
   for (let g = 0; g < GROUPS; g++) {
-    const ids = Array.from({ length: SIZE }, (_, k) => first + g * SIZE + k);
-    const name = (n: number) => `s-${String(n).padStart(8, "0")}`;
-    const claimed = await timed(times.claim, () =>
-      claimsTogether(
-        db,
-        ids.map((n) => ({ sessionId: name(n), workerId: "bench", startFirst: true, tail: "awaiting_model" })),
-      ),
-    );
-    const fences = claimed.map((answer, k) => {
-      if (!answer.locked || !answer.out) throw new Error(`claim of ${name(ids[k]!)} failed`);
-      return { sessionId: name(ids[k]!), epoch: Number(answer.out.lease_epoch), runId: `r-${ids[k]}` };
+    const numbers = Array.from({ length: SIZE }, (_, k) => first + g * SIZE + k);
+    await claimAppendEnd(db, numbers, async (what, statement) => {
+      const started = performance.now();
+      const out = await statement();
+      times[what].push(performance.now() - started);
+      return out;
     });
-    await timed(times.append, () =>
-      appendsTogether(
-        db,
-        fences.map((f) => ({ ...f, lastSeq: 1, tail: "tools_pending", tokens: 0, rows: [row(2, "…")] })),
-      ),
-    );
-    const ended = await timed(times.end, () =>
-      endingAppendsTogether(
-        db,
-        fences.map((f) => ({
-          ...f,
-          lastSeq: 2,
-          tail: "completed",
-          tokens: 0,
-          rows: [row(3, "done")],
-          outcome: "completed",
-          error: null,
-          usage: null,
-          park: null,
-        })),
-      ),
-    );
-    if (!ended.every((answer) => answer.locked && answer.out?.fenceOk)) throw new Error("a run end failed");
   }
   return times;
 }
@@ -106,20 +56,8 @@ async function main(): Promise<void> {
     // One connection, as a worker's statements of one turn use one.
     const db = openDatabase(databaseUrl, { max: 1 });
     cleanup.add("close the database", () => db.close());
+    await seedBacklog(db, SESSIONS);
     const sql = db.sql;
-    await sql`alter table runs set (autovacuum_enabled = false)`;
-    await sql`alter table sessions set (autovacuum_enabled = false)`;
-    await sql`insert into sessions (id, agent)
-      select 's-' || lpad(g::text, 8, '0'), '{"model":{"provider":"scripted","steps":[{"text":"hi"}]}}'::jsonb
-        from generate_series(1, ${SESSIONS}) g`;
-    await sql`insert into runs (id, session_id, kind, trigger, status, input, ended_at, ended_reason)
-      select 'old-' || g, 's-' || lpad(g::text, 8, '0'), 'run', 'api', 'ended', 'x', now(), 'completed'
-        from generate_series(1, ${SESSIONS}) g`;
-    await sql`vacuum analyze sessions`;
-    await sql`vacuum analyze runs`;
-    await sql`insert into runs (id, session_id, kind, trigger, status, input)
-      select 'r-' || g, 's-' || lpad(g::text, 8, '0'), 'run', 'api', 'queued', 'Go.'
-        from generate_series(1, ${SESSIONS}) g`;
     console.log(
       `${SESSIONS.toLocaleString("en")} sessions, a queued run each, statistics taken before they were queued; ${GROUPS} groups of ${SIZE}`,
     );

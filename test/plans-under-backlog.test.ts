@@ -6,10 +6,9 @@
  * what Postgres counted (index entries and rows read, `pg_stat_user_*`), not time.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { backlogSession, claimAppendEnd, seedBacklog } from "../bench/backlog-fixture.js";
 import { openDatabase } from "../src/shared/db/client.js";
-import { appendsTogether, endingAppendsTogether } from "../src/shared/store/grouped-appends.js";
-import { claimAlone, claimsTogether } from "../src/shared/store/grouped-claims.js";
-import type { NewMessageRow } from "../src/shared/store/rows.js";
+import { claimAlone } from "../src/shared/store/grouped-claims.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
 const BACKLOG = 5_000;
@@ -22,21 +21,7 @@ describe("grouped claims and run ends under a backlog the statistics have not se
     fleet = await createFleetEnv("planbacklog");
     // One connection: the statistics it reports are flushed before each reading.
     db = openDatabase(fleet.config.databaseUrl, { max: 1 });
-    const sql = db.sql;
-    await sql`alter table runs set (autovacuum_enabled = false)`;
-    await sql`alter table sessions set (autovacuum_enabled = false)`;
-    await sql`insert into sessions (id, agent)
-      select 's-' || lpad(g::text, 6, '0'), '{"model":{"provider":"scripted","steps":[{"text":"hi"}]}}'::jsonb
-        from generate_series(1, ${BACKLOG}) g`;
-    await sql`insert into runs (id, session_id, kind, trigger, status, input, ended_at, ended_reason)
-      select 'old-' || g, 's-' || lpad(g::text, 6, '0'), 'run', 'api', 'ended', 'x', now(), 'completed'
-        from generate_series(1, ${BACKLOG}) g`;
-    await sql`analyze sessions`;
-    await sql`analyze runs`;
-    // The batch arrives after the statistics were taken.
-    await sql`insert into runs (id, session_id, kind, trigger, status, input)
-      select 'r-' || g, 's-' || lpad(g::text, 6, '0'), 'run', 'api', 'queued', 'Go.'
-        from generate_series(1, ${BACKLOG}) g`;
+    await seedBacklog(db, BACKLOG);
   });
   afterAll(async () => {
     await db?.close();
@@ -63,79 +48,35 @@ describe("grouped claims and run ends under a backlog the statistics have not se
     return { index: after.index - before.index, seq: after.seq - before.seq };
   }
 
-  const row = (seq: number, content: string): NewMessageRow => ({
-    seq,
-    role: "assistant",
-    content,
-    tool_calls: null,
-    tool_call_id: null,
-    call_seq: null,
-    name: null,
-    success: null,
-    stop_reason: "end_turn",
-    usage: null,
-    provider_state: null,
-  });
-
   it("a claim, an append and a run end of 16 sessions each read their sessions' own entries", async () => {
     // Enough statements for Postgres to settle on its plan (it may switch to a generic one).
     for (let round = 0; round < 8; round++) {
-      const ids = Array.from(
-        { length: GROUP },
-        (_, k) => `s-${String(round * GROUP + k + 1).padStart(6, "0")}`,
+      const counted: Record<string, { index: number; seq: number }> = {};
+      await claimAppendEnd(
+        db,
+        Array.from({ length: GROUP }, (_, k) => round * GROUP + k + 1),
+        async (what, statement) => {
+          let out: Awaited<ReturnType<typeof statement>> | undefined;
+          counted[what] = await reads(async () => {
+            out = await statement();
+          });
+          return out!;
+        },
       );
-      let claimed: Awaited<ReturnType<typeof claimsTogether>> = [];
-      const claim = await reads(async () => {
-        claimed = await claimsTogether(
-          db,
-          ids.map((sessionId) => ({ sessionId, workerId: "w", startFirst: true, tail: "awaiting_model" })),
-        );
-      });
-      const fence = claimed.map((answer, k) => {
-        if (!answer.locked || !answer.out) throw new Error(`claim of ${ids[k]} failed`);
-        return {
-          sessionId: ids[k]!,
-          epoch: Number(answer.out.lease_epoch),
-          runId: `r-${Number(ids[k]!.slice(2))}`,
-        };
-      });
-      const append = await reads(() =>
-        appendsTogether(
-          db,
-          fence.map((f) => ({ ...f, lastSeq: 1, tail: "tools_pending", tokens: 0, rows: [row(2, "…")] })),
-        ),
-      );
-      let ended: Awaited<ReturnType<typeof endingAppendsTogether>> = [];
-      const end = await reads(async () => {
-        ended = await endingAppendsTogether(
-          db,
-          fence.map((f) => ({
-            ...f,
-            lastSeq: 2,
-            tail: "completed",
-            tokens: 0,
-            rows: [row(3, "done")],
-            outcome: "completed",
-            error: null,
-            usage: null,
-            park: null,
-          })),
-        );
-      });
-      expect(ended.every((answer) => answer.locked && answer.out?.fenceOk)).toBe(true);
       // Per session a handful of entries (its row, its runs, its messages); the backlog is
       // 5,000 queued runs, which a plan trusting the statistics read once per session.
-      for (const [what, counted] of Object.entries({ claim, append, end }))
-        expect({ what, round, ...counted }).toEqual({
+      for (const [what, reads] of Object.entries(counted))
+        expect({ what, round, ...reads }).toEqual({
           what,
           round,
           index: expect.toSatisfy((n: number) => n < GROUP * 20),
           seq: expect.toSatisfy((n: number) => n < GROUP * 20),
         });
+      expect(Object.keys(counted)).toEqual(["claim", "append", "end"]);
     }
     // A claim alone (a turn with one claim) reads its own entries too.
     for (let n = 0; n < 8; n++) {
-      const sessionId = `s-${String(8 * GROUP + n + 1).padStart(6, "0")}`;
+      const sessionId = backlogSession(8 * GROUP + n + 1);
       let claimed: Awaited<ReturnType<typeof claimAlone>> = null;
       const alone = await reads(async () => {
         claimed = await claimAlone(db, {

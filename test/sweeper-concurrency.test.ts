@@ -8,9 +8,9 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Queue } from "bullmq";
-import type { Redis } from "ioredis";
+import { Redis } from "ioredis";
 import pino from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { parseAgentConfig } from "../src/shared/agent-config.js";
 import { type Database, openDatabase } from "../src/shared/db/client.js";
@@ -255,6 +255,31 @@ describe("concurrent sweepers", () => {
     expect(done).toHaveLength(all.length);
     expect(new Set(done.map((r) => r.status))).toEqual(new Set(["ended"]));
   }, 40_000);
+
+  it("a tick's liveness checks (abandoned runs, dead claims) read CLIENT LIST once between them", async () => {
+    const { sweeper } = makeSweeper();
+    const [id] = await interruptedSessions(1);
+    const runId = randomUUID();
+    // A running run, so that the abandoned-runs check needs to know who is alive.
+    await fleet.database.sql`
+      insert into runs (id, session_id, kind, trigger, status, worker_id, started_at, job_id)
+      values (${runId}, ${id!}, 'run', 'api', 'running', ${`live-${randomUUID().slice(0, 8)}`}, now(),
+              ${QUEUES.runs.jobId({ sessionId: id!, runId })})`;
+    const lists = () => client.mock.calls.filter(([sub]) => String(sub).toUpperCase() === "LIST").length;
+    const client = vi.spyOn(Redis.prototype, "client");
+    try {
+      await sweeper.sweepAbandoned();
+      await sweeper.sweepDeadClaims();
+      expect(lists()).toBe(2); // each alone reads it
+      client.mockClear();
+      await sweeper.sweepWorkers();
+      expect(lists()).toBe(1);
+    } finally {
+      client.mockRestore();
+      await fleet.database
+        .sql`update runs set status = 'ended', ended_reason = 'crashed', ended_at = now() where id = ${runId}`;
+    }
+  });
 
   it("a worker missing from CLIENT LIST once, or reconnecting, is not taken for dead", async () => {
     let now = Date.now();

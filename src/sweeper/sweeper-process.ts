@@ -126,8 +126,7 @@ export async function startSweeper(
     running = true;
     try {
       if (Date.now() >= quietUntil) {
-        await sweeper.sweepAbandoned();
-        await sweeper.sweepDeadClaims();
+        await sweeper.sweepWorkers();
       }
       if (wideScanRequested || ticks % WIDE_SCAN_EVERY === 0) {
         wideScanRequested = false;

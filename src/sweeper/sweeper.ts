@@ -118,11 +118,26 @@ export class Sweeper {
     }
   }
 
-  /** Part 1: runs whose worker is dead or whose lease expired. */
-  async sweepAbandoned(): Promise<number> {
+  /** Which workers are alive now (CLIENT LIST on every master, or heartbeats). */
+  liveWorkers(): Promise<Set<string>> {
+    return liveWorkers(this.deps.redis, this.deps.prefix, this.deps.log);
+  }
+
+  /**
+   * Parts 1 and 4, the checks of every tick, on one reading of who is alive: CLIENT LIST
+   * lists every connection of the server, which on a large fleet is the bigger part of a
+   * tick's cost, so it is read once per tick, not once per check.
+   */
+  async sweepWorkers(): Promise<{ abandoned: number; requeued: number }> {
+    const live = await this.liveWorkers();
+    return { abandoned: await this.sweepAbandoned(live), requeued: await this.sweepDeadClaims(live) };
+  }
+
+  /** Part 1: runs whose worker is dead or whose lease expired (`live`: who is alive, read now when not given). */
+  async sweepAbandoned(liveNow?: Set<string>): Promise<number> {
     const running = await this.deps.sweeps.runningRuns();
     if (running.length === 0) return 0;
-    const live = await liveWorkers(this.deps.redis, this.deps.prefix, this.deps.log);
+    const live = liveNow ?? (await this.liveWorkers());
     const now = this.now();
     const dead = this.deaths.observe(
       live,
@@ -281,9 +296,9 @@ export class Sweeper {
    * run is enqueued again under a new deterministic id; the stale job, if BullMQ ever
    * hands it out again, finds the run taken and does nothing.
    */
-  async sweepDeadClaims(): Promise<number> {
+  async sweepDeadClaims(live?: Set<string>): Promise<number> {
     // Cheap when nobody died: active jobs are read only while a worker is missing.
-    const liveNow = await liveWorkers(this.deps.redis, this.deps.prefix, this.deps.log);
+    const liveNow = live ?? (await this.liveWorkers());
     const someoneLeft = this.lastLive === null || [...this.lastLive].some((id) => !liveNow.has(id));
     this.lastLive = liveNow;
     if (!someoneLeft && !this.claimDeaths.pending()) return 0;

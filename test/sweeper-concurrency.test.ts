@@ -17,7 +17,7 @@ import { type Database, openDatabase } from "../src/shared/db/client.js";
 import { SessionLease } from "../src/shared/lease.js";
 import { createMetrics } from "../src/shared/metrics.js";
 import { QUEUES, RunQueues } from "../src/shared/queues.js";
-import { closeRedis, createRedis } from "../src/shared/redis.js";
+import { closeRedis, createRedis, masters } from "../src/shared/redis.js";
 import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
 import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
@@ -265,7 +265,10 @@ describe("concurrent sweepers", () => {
       insert into runs (id, session_id, kind, trigger, status, worker_id, started_at, job_id)
       values (${runId}, ${id!}, 'run', 'api', 'running', ${`live-${randomUUID().slice(0, 8)}`}, now(),
               ${QUEUES.runs.jobId({ sessionId: id!, runId })})`;
-    const lists = () => client.mock.calls.filter(([sub]) => String(sub).toUpperCase() === "LIST").length;
+    // One reading asks every master (one, or each of a cluster's).
+    const nodes = masters(fleet.redis).length;
+    const lists = () =>
+      client.mock.calls.filter(([sub]) => String(sub).toUpperCase() === "LIST").length / nodes;
     const client = vi.spyOn(Redis.prototype, "client");
     try {
       await sweeper.sweepAbandoned();

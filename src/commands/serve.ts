@@ -52,6 +52,17 @@ export function untilSignal(): Promise<NodeJS.Signals | "disconnect"> {
   });
 }
 
+/**
+ * Prints a role's ready line, then waits for its stop signal (untilSignal). It listens before
+ * it prints: whoever reads the line may send SIGTERM at once, and a signal that came before
+ * the listener would kill the process with no graceful stop.
+ */
+async function readyUntilSignal(line: string): Promise<void> {
+  const signal = untilSignal();
+  console.log(line);
+  await signal;
+}
+
 /** How long closing may take after a role's own grace period. */
 const CLOSE_MS = 10_000;
 
@@ -100,10 +111,7 @@ export async function apiCommand(options: ApiOptions = {}): Promise<number> {
   const config = loadConfig();
   await checkRoleServices(config);
   const api = await startApi(config, { port: options.port });
-  // Listening before saying ready: whoever reads the line may send SIGTERM at once.
-  const signal = untilSignal();
-  console.log(`fleet api ready: ${api.url}`);
-  await signal;
+  await readyUntilSignal(`fleet api ready: ${api.url}`);
   return stopWithin("api", api.stop, CLOSE_MS);
 }
 
@@ -192,10 +200,7 @@ export async function workerCommand(options: WorkerCommandOptions = {}): Promise
   const extensions = (await Promise.all((options.extensions ?? []).map(loadExtensions))).flat();
   await checkRoleServices(config);
   const worker = await startWorker(config, { tools, extensions });
-  // Listening before saying ready: whoever reads the line may send SIGTERM at once.
-  const signal = untilSignal();
-  console.log(`fleet worker ready: ${worker.workerId}, metrics on port ${worker.metricsPort}`);
-  await signal;
+  await readyUntilSignal(`fleet worker ready: ${worker.workerId}, metrics on port ${worker.metricsPort}`);
   return stopWithin("worker", worker.stop, config.shutdownGraceMs + CLOSE_MS);
 }
 
@@ -204,10 +209,7 @@ export async function sweeperCommand(options: { metricsPort?: number } = {}): Pr
   if (options.metricsPort !== undefined) config.metricsPort = options.metricsPort;
   await checkRoleServices(config);
   const sweeper = await startSweeper(config);
-  // Listening before saying ready: whoever reads the line may send SIGTERM at once.
-  const signal = untilSignal();
-  console.log(`fleet sweeper ready: metrics on port ${sweeper.metricsPort}`);
-  await signal;
+  await readyUntilSignal(`fleet sweeper ready: metrics on port ${sweeper.metricsPort}`);
   return stopWithin("sweeper", sweeper.stop, CLOSE_MS);
 }
 

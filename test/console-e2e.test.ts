@@ -101,8 +101,9 @@ describe("the console in a browser", () => {
         "--disable-sync",
       ],
     });
+    // Every tab's waits fail (naming what they waited for) before a test's own timeout.
+    context.setDefaultTimeout(20_000);
     page = context.pages()[0] ?? (await context.newPage());
-    page.setDefaultTimeout(20_000);
     console.log(`console e2e: build check ${built - started} ms, set-up ${Date.now() - built} ms`);
   }, 90_000);
 
@@ -236,6 +237,7 @@ describe("the console in a browser", () => {
   it("polls the session when the API has no events route, and still shows what happens", async () => {
     const { id } = await ops.createSession({ agent: scripted([{ text: "Answered while polled." }]) });
     const tab = await context.newPage();
+    let step = "open the page";
     try {
       // As an API without contracts §7 answers: 404 for the route itself.
       await tab.route("**/v1/sessions/*/events", (route) =>
@@ -250,10 +252,27 @@ describe("the console in a browser", () => {
       await tab.goto(`${base}/console/sessions/${id}`);
       await tab.getByLabel("Key", { exact: true }).fill(key.ops!);
       await tab.keyboard.press("Enter");
+      step = "wait for polling";
       await tab.locator('[data-live-mode="polling"]').waitFor();
+      step = "send";
       await ops.send(id, "Say something.");
+      step = "wait for the answer";
       await tab.locator(".transcript").getByText("Answered while polled.").waitFor();
+      step = "wait for completed";
       await tab.locator("dd .badge", { hasText: /^completed$/ }).waitFor();
+    } catch (error) {
+      // What the page and the store showed when it failed.
+      console.log(
+        `polling test failed at "${step}"`,
+        await tab
+          .locator("[data-live-mode]")
+          .first()
+          .getAttribute("data-live-mode", { timeout: 1_000 })
+          .catch(() => "(no live mode)"),
+        await fleet.database.sql`select status, tail_state, last_seq from sessions where id = ${id}`,
+        await fleet.database.sql`select kind, status, ended_reason, error from runs where session_id = ${id}`,
+      );
+      throw error;
     } finally {
       await tab.close();
     }

@@ -64,12 +64,20 @@ export async function failure(response: Response): Promise<ApiError> {
   );
 }
 
+/**
+ * How long a read may take before it is given up (and the page's next poll or refresh asks
+ * again): a read that never answers, say through a proxy that holds it, must not freeze the
+ * page's one-read-at-a-time loading. Writes are not timed out: they may have been done.
+ */
+export const READ_TIMEOUT_MS = 15_000;
+
 export async function api<T>(method: "GET" | "POST", path: string, body?: unknown): Promise<T> {
   const response = await fetch(path, {
     method,
     headers: authHeaders(body === undefined ? {} : { "content-type": "application/json" }),
     body: body === undefined ? undefined : JSON.stringify(body),
     cache: "no-store",
+    signal: method === "GET" ? AbortSignal.timeout(READ_TIMEOUT_MS) : undefined,
   });
   if (!response.ok) throw await failure(response);
   return (await response.json()) as T;

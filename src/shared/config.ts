@@ -81,6 +81,11 @@ const envSchema = z.object({
    */
   WORKER_RESUME_CONCURRENCY: z.coerce.number().int().nonnegative().optional(),
   /**
+   * BullMQ Workers each queue's slots are spread over (src/worker/fetchers.ts): each fetches
+   * its jobs one at a time, side by side with the others. Default: one per 250 slots, 1–4.
+   */
+  WORKER_FETCHERS: z.coerce.number().int().positive().optional(),
+  /**
    * Postgres connections of one worker process. Its jobs share them (postgres.js pipelines
    * queries on a connection); a few connections beat one per job on a busy machine.
    */
@@ -164,6 +169,8 @@ export type FleetConfig = {
   toolDir: string;
   workerConcurrency: number;
   workerResumeConcurrency: number;
+  /** WORKER_FETCHERS; undefined: per queue, from its concurrency (fetchers.ts). */
+  workerFetchers: number | undefined;
   workerDbPool: number;
   leaseTtlMs: number;
   shutdownGraceMs: number;
@@ -229,6 +236,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     toolDir: resolve(e.FLEET_TOOL_DIR),
     workerConcurrency: Math.max(1, e.WORKER_CONCURRENCY),
     workerResumeConcurrency: Math.max(1, e.WORKER_RESUME_CONCURRENCY ?? e.WORKER_CONCURRENCY),
+    workerFetchers: e.WORKER_FETCHERS,
     workerDbPool: Math.max(2, e.WORKER_DB_POOL),
     leaseTtlMs: Math.max(500, e.LEASE_TTL_MS),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,

@@ -27,6 +27,7 @@ import { SessionQueries } from "../shared/store/session-queries.js";
 import { registerToolNames } from "../shared/tool-names.js";
 import { beat, cancelChannel, endHeartbeat, eventsChannel, livenessName } from "../shared/worker-signals.js";
 import { type Extension, Extensions, transcriptExtension } from "./extensions.js";
+import { defaultFetchers, fetcherSlots } from "./fetchers.js";
 import { createModel, redisFaultCounter } from "./models/create-model.js";
 import { abortableSleep } from "./models/scripted.js";
 import { processSessionJob, type SessionJobDeps } from "./session-job.js";
@@ -254,9 +255,14 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     });
     return worker;
   };
+  // Each queue's slots spread over a few BullMQ Workers, which fetch side by side (fetchers.ts).
+  const startQueue = (key: QueueKey, connection: (typeof bullRedis)[number], concurrency: number) =>
+    fetcherSlots(concurrency, config.workerFetchers ?? defaultFetchers(concurrency)).map((slots) =>
+      startBullWorker(key, connection, slots),
+    );
   const workers = [
-    startBullWorker("runs", bullRedis[0]!, config.workerConcurrency),
-    startBullWorker("resumes", bullRedis[1]!, config.workerResumeConcurrency),
+    ...startQueue("runs", bullRedis[0]!, config.workerConcurrency),
+    ...startQueue("resumes", bullRedis[1]!, config.workerResumeConcurrency),
   ];
   await Promise.all(workers.map((worker) => worker.waitUntilReady()));
 
@@ -265,6 +271,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
       metricsPort: server?.port,
       concurrency: config.workerConcurrency,
       resumeConcurrency: config.workerResumeConcurrency,
+      fetchers: workers.length,
     },
     "worker started",
   );

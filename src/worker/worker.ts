@@ -271,7 +271,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
       metricsPort: server?.port,
       concurrency: config.workerConcurrency,
       resumeConcurrency: config.workerResumeConcurrency,
-      fetchers: workers.length,
+      bullmqWorkers: workers.length,
     },
     "worker started",
   );

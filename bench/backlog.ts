@@ -7,14 +7,18 @@
  * append and a grouped run end (grouped-claims.ts, grouped-appends.ts), each timed. The same
  * again after `ANALYZE runs, sessions`, in the same run: the baseline, with statistics that
  * know the backlog. Printed: median and p90 per statement, and the ratio of the medians
- * (stale / fresh; 1 means the plans hold without the statistics).
+ * (stale / fresh; 1 means the plans hold without the statistics). Likewise, with the last
+ * 2,000 sessions mid-run (started, tail open, their run queued) and 100 of them in a batch:
+ * the sweeper's attention scan (200) and a page of 100 batch results, --lookups times each.
  *
  *   npm run bench:backlog -- --sessions 20000 --groups 40 --size 16
  */
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { type Database, openDatabase } from "../src/shared/db/client.js";
-import { claimAppendEnd, seedBacklog } from "./backlog-fixture.js";
+import { BatchStore } from "../src/shared/store/batches.js";
+import { SweepQueries } from "../src/sweeper/sweep-queries.js";
+import { backlogSession, claimAppendEnd, seedBacklog } from "./backlog-fixture.js";
 import { Cleanup, fmt, percentile, REDIS_URL, scratchFleet, table, wholeNumber } from "./support.js";
 
 const { values } = parseArgs({
@@ -22,14 +26,36 @@ const { values } = parseArgs({
     sessions: { type: "string", default: "20000" },
     groups: { type: "string", default: "40" },
     size: { type: "string", default: "16" },
+    lookups: { type: "string", default: "20" },
   },
 });
 const SESSIONS = wholeNumber("sessions", values.sessions, 1);
 const GROUPS = wholeNumber("groups", values.groups, 1);
 const SIZE = wholeNumber("size", values.size, 1);
-if (2 * GROUPS * SIZE > SESSIONS) throw new Error("--sessions must be at least 2 × groups × size");
+const LOOKUPS = wholeNumber("lookups", values.lookups, 1);
+const MID_RUN = 2_000;
+if (2 * GROUPS * SIZE + MID_RUN > SESSIONS)
+  throw new Error(`--sessions must be at least 2 × groups × size + ${MID_RUN}`);
 
 type Times = { claim: number[]; append: number[]; end: number[] };
+
+type LookupTimes = { attention: number[]; results: number[] };
+
+/** The sweeper's attention scan and a batch results page, each timed LOOKUPS times. */
+async function lookups(sweeps: SweepQueries, batches: BatchStore): Promise<LookupTimes> {
+  const times: LookupTimes = { attention: [], results: [] };
+  for (let n = 0; n < LOOKUPS; n++) {
+    let started = performance.now();
+    if ((await sweeps.sessionsNeedingAttention(200)).length !== 0)
+      throw new Error("no session needs attention");
+    times.attention.push(performance.now() - started);
+    started = performance.now();
+    if ((await batches.resultsPage("b-backlog", "", 100)).length !== 100)
+      throw new Error("a results page of 100");
+    times.results.push(performance.now() - started);
+  }
+  return times;
+}
 
 /** Claims, appends to and ends the runs of sessions `first` … in groups; returns each statement's times. */
 async function rounds(db: Database, first: number): Promise<Times> {
@@ -58,13 +84,21 @@ async function main(): Promise<void> {
     cleanup.add("close the database", () => db.close());
     await seedBacklog(db, SESSIONS);
     const sql = db.sql;
+    // The last MID_RUN sessions mid-run as the statistics never saw them, 100 in a batch.
+    const [firstMid, lastMid] = [backlogSession(SESSIONS - MID_RUN + 1), backlogSession(SESSIONS)];
+    await sql`update sessions set run_started = true, tail_state = 'awaiting_model' where id between ${firstMid} and ${lastMid}`;
+    await sql`insert into batches (id, tenant) values ('b-backlog', 'default')`;
+    await sql`update sessions set batch_id = 'b-backlog' where id between ${firstMid} and ${backlogSession(SESSIONS - MID_RUN + 100)}`;
+    const [sweeps, batches] = [new SweepQueries(db), new BatchStore(db)];
     console.log(
       `${SESSIONS.toLocaleString("en")} sessions, a queued run each, statistics taken before they were queued; ${GROUPS} groups of ${SIZE}`,
     );
     const stale = await rounds(db, 1);
+    const staleLookups = await lookups(sweeps, batches);
     await sql`analyze runs`;
     await sql`analyze sessions`;
     const fresh = await rounds(db, 1 + GROUPS * SIZE);
+    const freshLookups = await lookups(sweeps, batches);
     const ms = (values: number[], p: number) => `${fmt(percentile(values, p), 2)} ms`;
     console.log();
     console.log(
@@ -77,6 +111,16 @@ async function main(): Promise<void> {
           ms(fresh[what], 50),
           ms(fresh[what], 90),
           fmt(percentile(stale[what], 50) / percentile(fresh[what], 50), 2),
+        ]),
+        ...(["attention", "results"] as const).map((what) => [
+          what === "attention"
+            ? `attention scan (${MID_RUN.toLocaleString("en")} mid-run)`
+            : "batch results page (100)",
+          ms(staleLookups[what], 50),
+          ms(staleLookups[what], 90),
+          ms(freshLookups[what], 50),
+          ms(freshLookups[what], 90),
+          fmt(percentile(staleLookups[what], 50) / percentile(freshLookups[what], 50), 2),
         ]),
       ]),
     );

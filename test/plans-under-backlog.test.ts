@@ -3,18 +3,26 @@
  * analyzed `runs` again: its statistics still say almost no run is queued. Statements whose
  * plans trust that (a scan of every queued run, once per session in the statement) read the
  * whole backlog each time; these must read each session's own few entries. What is checked is
- * what Postgres counted (index entries and rows read, `pg_stat_user_*`), not time.
+ * what Postgres counted (index entries and rows read, `pg_stat_user_*`), not time. The same
+ * holds for the sweeper's scans, a resume's busy check, a session's next run and a batch's
+ * results, which look runs up once per session or per id too.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backlogSession, claimAppendEnd, seedBacklog } from "../bench/backlog-fixture.js";
 import { openDatabase } from "../src/shared/db/client.js";
+import { createMetrics } from "../src/shared/metrics.js";
+import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
+import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
+import { BatchStore } from "../src/shared/store/batches.js";
 import { claimAlone } from "../src/shared/store/grouped-claims.js";
+import { SessionQueries } from "../src/shared/store/session-queries.js";
+import { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
 const BACKLOG = 5_000;
 const GROUP = 16;
 
-describe("grouped claims and run ends under a backlog the statistics have not seen", () => {
+describe("per-session run lookups under a backlog the statistics have not seen", () => {
   let fleet: FleetEnv;
   let db: ReturnType<typeof openDatabase>;
   beforeAll(async () => {
@@ -97,5 +105,58 @@ describe("grouped claims and run ends under a backlog the statistics have not se
       select count(*) filter (where status = 'ended' and id like 'r-%')::int as ended,
              count(*) filter (where status = 'queued')::int as queued from runs`;
     expect(states).toEqual({ ended: 8 * GROUP, queued: BACKLOG - 8 * GROUP - 8 });
+  });
+  it("the sweeper's scans, a resume's checks, a session's next run and a batch's results read by session", async () => {
+    const { sql } = db;
+    // 1,000 sessions mid-run as the statistics have never seen them: started, tail open, each
+    // with its queued run (so none needs attention, and the scan must look at every one).
+    const midRun = (n: number) => backlogSession(1_000 + n);
+    await sql`update sessions set run_started = true, tail_state = 'awaiting_model'
+               where id between ${midRun(1)} and ${midRun(1_000)}`;
+    // A batch of 100 of them; and one session whose run ended (nothing unfinished).
+    await sql`insert into batches (id, tenant) values ('b-backlog', 'default')`;
+    await sql`update sessions set batch_id = 'b-backlog' where id between ${midRun(1)} and ${midRun(100)}`;
+    const idle = backlogSession(3_000);
+    await sql`update runs set status = 'ended', ended_at = now(), ended_reason = 'completed' where id = 'r-3000'`;
+
+    const sweeps = new SweepQueries(db);
+    const queries = new SessionQueries(db);
+    const batches = new BatchStore(db);
+    const resumes = new AutomaticResumes(db, DEFAULT_RESUME_POLICY, createMetrics("plans-under-backlog"));
+    const checks: [string, () => Promise<unknown>, unknown, number][] = [
+      // [what, call, its answer, most entries and rows it may read]
+      ["attention scan of 1,000 mid-run", () => sweeps.sessionsNeedingAttention(200), [], 1_000 * 4],
+      ["hasActiveRun, none", () => sweeps.hasActiveRun(idle), false, 20],
+      ["hasActiveRun, queued", () => sweeps.hasActiveRun(midRun(500)), true, 20],
+      ["stillQueued", () => sweeps.stillQueued(["r-2001", "r-2002", "r-3000"]), ["r-2001", "r-2002"], 20],
+      ["nextQueuedRun", async () => (await queries.nextQueuedRun(midRun(7)))?.id, "r-1007", 20],
+      [
+        "resume of a busy session",
+        async () => (await resumes.schedule({ sessionId: midRun(9), trigger: "sweeper" })).action,
+        "none",
+        40,
+      ],
+      [
+        "batch results page of 100",
+        async () => (await batches.resultsPage("b-backlog", "", 100)).length,
+        100,
+        100 * 12,
+      ],
+      ["batch has not ended", () => batches.hasEnded("b-backlog", "default"), false, 40],
+    ];
+    for (const [what, call, answer, most] of checks) {
+      let got: unknown;
+      const counted = await reads(async () => {
+        got = await call();
+      });
+      // Before: each of these read all 5,000 queued runs once per session or id looked up
+      // (the attention scan: 1,000 × ~2,500; a results page: 100 × 5,000).
+      expect({ what, got, ...counted }).toEqual({
+        what,
+        got: answer,
+        index: expect.toSatisfy((n: number) => n <= most),
+        seq: expect.toSatisfy((n: number) => n <= most),
+      });
+    }
   });
 });

@@ -12,6 +12,12 @@ export type RunningRun = {
 export type AttentionSession = { id: string; tail_state: string; resume_attempts: number };
 export type QueuedRun = { id: string; session_id: string; kind: string; job_id: string | null };
 
+/**
+ * Run states checked per session or per id are written `(…) is true`, which no index serves, so
+ * right after a big batch (statistics that say no run is queued) Postgres still reaches the
+ * runs by session or id instead of reading every unfinished run once per row
+ * (grouped-claims.ts; test/plans-under-backlog.test.ts: the attention scan read 2,000,000).
+ */
 export class SweepQueries {
   constructor(private readonly database: Database) {}
 
@@ -32,7 +38,7 @@ export class SweepQueries {
       select s.id, s.tail_state, s.resume_attempts from sessions s
        where s.status = 'active' and s.run_started and s.tail_phase = 'open'
          and (s.next_resume_at is null or s.next_resume_at <= now())
-         and not exists (select 1 from runs r where r.session_id = s.id and r.status <> 'ended')
+         and not exists (select 1 from runs r where r.session_id = s.id and (r.status <> 'ended') is true)
        order by s.next_resume_at nulls first
        limit ${limit}`;
   }
@@ -50,13 +56,13 @@ export class SweepQueries {
   async stillQueued(runIds: readonly string[]): Promise<string[]> {
     if (runIds.length === 0) return [];
     const rows = await this.database.sql<{ id: string }[]>`
-      select id from runs where id in ${this.database.sql(runIds)} and status = 'queued'`;
+      select id from runs where id in ${this.database.sql(runIds)} and (status = 'queued') is true`;
     return rows.map((row) => row.id);
   }
 
   hasActiveRun(sessionId: string): Promise<boolean> {
     return this.database
-      .sql`select 1 from runs where session_id = ${sessionId} and status <> 'ended' limit 1`.then(
+      .sql`select 1 from runs where session_id = ${sessionId} and (status <> 'ended') is true limit 1`.then(
       (rows) => rows.length > 0,
     );
   }
@@ -75,7 +81,7 @@ export class SweepQueries {
         select id from sessions where id = (select session_id from runs where id = ${runId}) for update
       ), ended as (
         update runs set status = 'ended', ended_reason = ${reason}, ended_at = now()
-         where id = ${runId} and status = 'running' and session_id = (select id from locked)
+         where id = ${runId} and (status = 'running') is true and session_id = (select id from locked)
         returning session_id
       )
       update sessions set lease_epoch = lease_epoch + 1, updated_at = now()

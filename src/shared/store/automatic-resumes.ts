@@ -112,7 +112,8 @@ export class AutomaticResumes {
       const stand = await this.stand(tx, sessionId);
       if (stand?.session.status !== "active") return { action: "none" };
       const { session: s, history, mark } = stand;
-      const busy = await tx`select 1 from runs where session_id = ${sessionId} and status <> 'ended' limit 1`;
+      // `(…) is true`: by session even before `runs` is analyzed after a batch (grouped-claims.ts).
+      const busy = await tx`select 1 from runs where session_id = ${sessionId} and (status <> 'ended') is true limit 1`;
       if (busy.length > 0) return { action: "none" }; // a run or resume is on its way: it acts
       let agent: ReturnType<typeof parseAgentConfig>;
       try {
@@ -190,7 +191,7 @@ export class AutomaticResumes {
       if (stand?.session.status !== "active") return { action: "none" };
       // Under the session's lock, which a worker's claim also takes before it starts a run: a
       // run that started since the caller looked needs no retry, and none is counted.
-      const queued = await tx`select 1 from runs where id = ${runId} and status = 'queued'`;
+      const queued = await tx`select 1 from runs where id = ${runId} and (status = 'queued') is true`;
       if (queued.length === 0) return { action: "none" };
       const { session: s, mark } = stand;
       const attempts = stand.progressed ? 0 : s.resume_attempts;

@@ -121,7 +121,7 @@ export class BatchStore {
                 where s.batch_id = ${id} and s.status = 'active'
                   and (s.tail_phase <> 'completed' or not s.run_started)
                   and (s.run_started
-                       or exists (select 1 from runs r where r.session_id = s.id and r.status <> 'ended')))
+                       or exists (select 1 from runs r where r.session_id = s.id and (r.status <> 'ended') is true)))
           or exists (
                select 1 from runs r join sessions s on s.id = r.session_id
                 where r.tenant = ${tenant} and r.status <> 'ended' and s.batch_id = ${id} and s.status = 'active')
@@ -190,8 +190,9 @@ export class BatchStore {
     >`
       select s.id, s.custom_id, s.status, s.tail_state, s.run_started, s.parked_reason, s.cancelled_at,
              s.updated_at,
+             -- (…) is true: by session even before runs is analyzed (grouped-claims.ts).
              (select bool_or(r.status = 'running') from runs r
-               where r.session_id = s.id and r.status <> 'ended') as running,
+               where r.session_id = s.id and (r.status <> 'ended') is true) as running,
              (select m.content from messages m where m.session_id = s.id and m.role = 'assistant'
                order by m.seq desc limit 1) as output,
              u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.reasoning_tokens,

@@ -46,7 +46,7 @@ export class CapacityWaits {
         select id from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} for update
       ), u as (
         update runs set status = 'queued', worker_id = null, usage = ${JSON.stringify(usage)}::jsonb
-         where id = ${runId} and status = 'running' and session_id = (select id from s)
+         where id = ${runId} and (status = 'running') is true and session_id = (select id from s)
         returning 1
       ), m as (
         update sessions set model_calls = greatest(model_calls - 1, 0)
@@ -63,7 +63,7 @@ export class CapacityWaits {
     const [row] = await this.database.sql<{ fence_ok: boolean; continued: boolean }[]>`
       with u as (
         update runs set status = 'running', worker_id = ${workerId}
-         where id = ${runId} and status = 'queued' and started_at is not null
+         where id = ${runId} and (status = 'queued') is true and started_at is not null
            and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch})
         returning 1
       )

@@ -325,10 +325,13 @@ export class SessionQueries {
     return row ? runFromRaw(json<RawRun>(row.r)) : undefined;
   }
 
-  /** The oldest queued run of a session: runs are taken in the order they were asked for. */
+  /**
+   * The oldest queued run of a session: runs are taken in the order they were asked for.
+   * `(select 'queued'::text)`: on runs_session_state_idx even right after a batch (grouped-claims.ts).
+   */
   async nextQueuedRun(sessionId: string): Promise<RunRow | undefined> {
     const [row] = await this.database.sql<{ r: string | RawRun }[]>`
-      select row_to_json(r) as r from runs r where r.session_id = ${sessionId} and r.status = 'queued'
+      select row_to_json(r) as r from runs r where r.session_id = ${sessionId} and r.status = (select 'queued'::text)
        order by r.created_at, r.id limit 1`;
     return row ? runFromRaw(json<RawRun>(row.r)) : undefined;
   }

@@ -113,7 +113,8 @@ export class AutomaticResumes {
       if (stand?.session.status !== "active") return { action: "none" };
       const { session: s, history, mark } = stand;
       // `(…) is true`: by session even before `runs` is analyzed after a batch (grouped-claims.ts).
-      const busy = await tx`select 1 from runs where session_id = ${sessionId} and (status <> 'ended') is true limit 1`;
+      const busy =
+        await tx`select 1 from runs where session_id = ${sessionId} and (status <> 'ended') is true limit 1`;
       if (busy.length > 0) return { action: "none" }; // a run or resume is on its way: it acts
       let agent: ReturnType<typeof parseAgentConfig>;
       try {

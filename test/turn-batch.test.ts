@@ -43,6 +43,29 @@ describe("TurnBatch", () => {
     expect(sent).toEqual([[1, 2, 3], [4], [5]]);
   });
 
+  it("with gatherMs, gathers the calls of the next turns too, and still sends a full batch at once", async () => {
+    const sent: number[][] = [];
+    const send = async (items: number[]) => {
+      sent.push(items);
+      return items.map((n) => n * 10);
+    };
+    const gathering = new TurnBatch(send, 4, true, 30);
+    const a = gathering.call(1);
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    // Two turns and 5 ms later: not sent yet, and the next call joins the first.
+    expect(sent).toEqual([]);
+    const b = gathering.call(2);
+    expect(await Promise.all([a, b])).toEqual([10, 20]);
+    expect(sent).toEqual([[1, 2]]);
+    // A full batch does not wait.
+    sent.length = 0;
+    const full = [1, 2, 3, 4].map((n) => gathering.call(n));
+    expect(sent).toEqual([[1, 2, 3, 4]]); // sent as the fourth call was made
+    expect(await Promise.all(full)).toEqual([10, 20, 30, 40]);
+    // Without gatherMs the same calls go in two batches (the test above).
+  });
+
   it("sends a full batch at once, one call per item without combining, and fails every caller of a failed call", async () => {
     const sent: number[][] = [];
     const send = async (items: number[]) => {

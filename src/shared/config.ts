@@ -86,6 +86,11 @@ const envSchema = z.object({
    */
   WORKER_FETCHERS: z.coerce.number().int().positive().optional(),
   /**
+   * How long a worker's write waits for other sessions' writes to share its statement or
+   * script call (TurnBatch's gatherMs); 0: until the end of its event-loop turn only.
+   */
+  WORKER_GATHER_MS: z.coerce.number().int().min(0).max(50).default(2),
+  /**
    * Postgres connections of one worker process. Its jobs share them (postgres.js pipelines
    * queries on a connection); a few connections beat one per job on a busy machine.
    */
@@ -171,6 +176,8 @@ export type FleetConfig = {
   workerResumeConcurrency: number;
   /** WORKER_FETCHERS; undefined: per queue, from its concurrency (fetchers.ts). */
   workerFetchers: number | undefined;
+  /** WORKER_GATHER_MS. */
+  workerGatherMs: number;
   workerDbPool: number;
   leaseTtlMs: number;
   shutdownGraceMs: number;
@@ -237,6 +244,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     workerConcurrency: Math.max(1, e.WORKER_CONCURRENCY),
     workerResumeConcurrency: Math.max(1, e.WORKER_RESUME_CONCURRENCY ?? e.WORKER_CONCURRENCY),
     workerFetchers: e.WORKER_FETCHERS,
+    workerGatherMs: e.WORKER_GATHER_MS,
     workerDbPool: Math.max(2, e.WORKER_DB_POOL),
     leaseTtlMs: Math.max(500, e.LEASE_TTL_MS),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,

@@ -158,10 +158,17 @@ export class EventWriter {
     private readonly counter?: EventsCounter,
     /** false: events are off (FLEET_EVENTS=off), every write is a no-op. */
     readonly enabled = true,
+    /** How long a write waits for others to share its script call (TurnBatch's gatherMs). */
+    gatherMs = 0,
   ) {
     if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsAppendMany)
       redis.defineCommand("fleetEventsAppendMany", { lua: APPEND_SCRIPT });
-    this.batch = new TurnBatch((writes) => this.send(writes), 64, keysShareSlot(isCluster(redis), prefix));
+    this.batch = new TurnBatch(
+      (writes) => this.send(writes),
+      64,
+      keysShareSlot(isCluster(redis), prefix),
+      gatherMs,
+    );
   }
 
   /** The highest message seq already in the session's stream (0: none, or the stream expired). */

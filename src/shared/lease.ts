@@ -88,6 +88,8 @@ export class SessionLease implements LeaseStore {
     private readonly prefix: string,
     /** How long a lease lives without renewal. */
     readonly ttlMs: number,
+    /** How long a call waits for others to share its script call (TurnBatch's gatherMs). */
+    gatherMs = 0,
   ) {
     this.redis = commands(redis);
     const combine = keysShareSlot(isCluster(redis), prefix);
@@ -99,8 +101,8 @@ export class SessionLease implements LeaseStore {
         String(Date.now()),
         ...held.map((h) => h.token),
       );
-    this.acquires = new TurnBatch(withLife("fleetLeaseAcquireMany"), 128, combine);
-    this.renewals = new TurnBatch(withLife("fleetLeaseRenewMany"), 128, combine);
+    this.acquires = new TurnBatch(withLife("fleetLeaseAcquireMany"), 128, combine, gatherMs);
+    this.renewals = new TurnBatch(withLife("fleetLeaseRenewMany"), 128, combine, gatherMs);
     this.releases = new TurnBatch(
       (held) =>
         this.redis.fleetReleaseIfHolderMany(
@@ -110,6 +112,7 @@ export class SessionLease implements LeaseStore {
         ),
       128,
       combine,
+      gatherMs,
     );
   }
 

@@ -16,6 +16,12 @@ export class TurnBatch<In, Out> {
     private readonly max = 64,
     /** false: every call goes out on its own (e.g. keys that may be in different Cluster slots). */
     private readonly combine = true,
+    /**
+     * 0: a call goes out at the end of its turn. Above 0: this many ms after the first call
+     * of the batch, with every call made meanwhile (WORKER_GATHER_MS): under load the
+     * batches get bigger and fewer, for a little latency on each call.
+     */
+    private readonly gatherMs = 0,
   ) {}
 
   call(item: In): Promise<Out> {
@@ -29,7 +35,8 @@ export class TurnBatch<In, Out> {
       if (this.pending.length >= this.max) this.flush();
       else if (!this.scheduled) {
         this.scheduled = true;
-        setImmediate(() => this.flush());
+        if (this.gatherMs > 0) setTimeout(() => this.flush(), this.gatherMs);
+        else setImmediate(() => this.flush());
       }
     });
   }

@@ -101,7 +101,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   heartbeat.unref();
   const faults = redisFaultCounter(redis, config.prefix);
   const queries = new SessionQueries(database);
-  const writes = new FencedWrites(database);
+  const writes = new FencedWrites(database, { gatherMs: config.workerGatherMs });
   // Session events (contracts §7) go through the liveness connection: one script call each.
   const events = new EventWriter(
     redis,
@@ -109,6 +109,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     { maxEvents: config.events.maxEvents, maxAgeMs: config.events.maxAgeMs },
     metrics.eventsWritten,
     config.events.enabled,
+    config.workerGatherMs,
   );
   const extensions = new Extensions(
     [
@@ -158,7 +159,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     resumes,
     events,
     extensions,
-    lease: new SessionLease(redis, config.prefix, config.leaseTtlMs),
+    lease: new SessionLease(redis, config.prefix, config.leaseTtlMs, config.workerGatherMs),
     leaseTtlMs: config.leaseTtlMs,
     models: (model, field) => createModel(model, { faults, routing: config.models }, field),
     tools,

@@ -107,25 +107,30 @@ export class FencedWrites {
 
   constructor(
     private readonly database: Database,
-    /** false: every claim and append goes in a statement of its own. */
-    options: { groupWrites?: boolean } = {},
+    options: {
+      /** false: every claim and append goes in a statement of its own. */
+      groupWrites?: boolean;
+      /** How long a write waits for others to share its statement (TurnBatch's gatherMs). */
+      gatherMs?: number;
+    } = {},
   ) {
     const group = options.groupWrites ?? true;
+    const gather = options.gatherMs ?? 0;
     const appends = new GroupCommit<SessionAppend, AppendOutcome>(
       (batch) => appendsTogether(database, batch),
       (append) => appendAlone(database, append),
     );
-    this.appends = new TurnBatch((batch) => appends.send(batch), 32, group);
+    this.appends = new TurnBatch((batch) => appends.send(batch), 32, group, gather);
     const ending = new GroupCommit<EndingAppend, EndingOutcome>(
       (batch) => endingAppendsTogether(database, batch),
       (append) => endingAppendAlone(database, append),
     );
-    this.endingAppends = new TurnBatch((batch) => ending.send(batch), 32, group);
+    this.endingAppends = new TurnBatch((batch) => ending.send(batch), 32, group, gather);
     const claims = new GroupCommit<ClaimRequest, ClaimRow>(
       (batch) => claimsTogether(database, batch),
       (claim) => claimAlone(database, claim),
     );
-    this.claims = new TurnBatch((batch) => claims.send(batch), 32, group);
+    this.claims = new TurnBatch((batch) => claims.send(batch), 32, group, gather);
   }
 
   /**

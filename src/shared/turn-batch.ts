@@ -8,6 +8,8 @@
 export class TurnBatch<In, Out> {
   private pending: { item: In; resolve: (out: Out) => void; reject: (error: unknown) => void }[] = [];
   private scheduled = false;
+  /** The gather timer of the batch being filled: a batch that fills up first clears it. */
+  private timer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(
     /** Sends the items in one call; answers one result per item, in their order. */
@@ -35,13 +37,15 @@ export class TurnBatch<In, Out> {
       if (this.pending.length >= this.max) this.flush();
       else if (!this.scheduled) {
         this.scheduled = true;
-        if (this.gatherMs > 0) setTimeout(() => this.flush(), this.gatherMs);
+        if (this.gatherMs > 0) this.timer = setTimeout(() => this.flush(), this.gatherMs);
         else setImmediate(() => this.flush());
       }
     });
   }
 
   private flush(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
     this.scheduled = false;
     const entries = this.pending;
     this.pending = [];

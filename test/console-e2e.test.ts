@@ -292,6 +292,40 @@ describe("the console in a browser", () => {
     }
   });
 
+  it("does not ask for the key again when a read sent before it was entered answers 401 late", async () => {
+    const { id } = await ops.createSession({ agent: scripted([{ text: "hi" }]) });
+    const tab = await context.newPage();
+    // The keyless resume-point read is held until the key has been entered: its 401 then
+    // arrives after the page has gone on with the key (as on a slow API).
+    let entered!: () => void;
+    const keyEntered = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    let held = 0;
+    await tab.route("**/resume-point", async (route) => {
+      if (!route.request().headers().authorization) {
+        held++;
+        await keyEntered;
+      }
+      await route.continue();
+    });
+    try {
+      await tab.goto(`${base}/console/sessions/${id}`);
+      await tab.getByLabel("Key", { exact: true }).fill(key.ops!);
+      await tab.getByRole("button", { name: "Use key" }).click();
+      await tab.getByRole("heading", { name: `Session ${id}` }).waitFor();
+      expect(held).toBeGreaterThan(0);
+      entered();
+      // The held read's 401 has come back (the page retried it with the key meanwhile).
+      await tab.waitForResponse((r) => r.url().endsWith("/resume-point") && r.status() === 401);
+      await tab.waitForTimeout(300);
+      expect(await tab.getByLabel("Key", { exact: true }).count()).toBe(0);
+      expect(await visibleText(tab)).toContain(`Session ${id}`);
+    } finally {
+      await tab.close();
+    }
+  });
+
   it("serves the page without a key but no data, pages the list by cursor and filters by parked reason", async () => {
     const page = await fetch(`${base}/console/sessions/x`);
     expect(page.status).toBe(200);

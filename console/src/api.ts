@@ -40,20 +40,24 @@ export class ApiError extends Error {
   }
 }
 
-export function authHeaders(extra: Record<string, string> = {}): Record<string, string> {
-  const key = storedKey();
+/** The headers of a request sent with `key` (the stored key unless told otherwise). */
+export function authHeaders(extra: Record<string, string> = {}, key = storedKey()): Record<string, string> {
   return key ? { ...extra, authorization: `Bearer ${key}` } : extra;
 }
 
-/** Turns a non-2xx answer into an ApiError (and tells the page when it is a 401). */
-export async function failure(response: Response): Promise<ApiError> {
+/**
+ * Turns a non-2xx answer into an ApiError, and tells the page when it is a 401 to a request
+ * sent with the key still in use (`sentKey`). A 401 to one sent before a key was entered or
+ * changed says nothing of the new key, and must not ask for a key again.
+ */
+export async function failure(response: Response, sentKey: string | null): Promise<ApiError> {
   let body: { error?: { code?: string; message?: string; reason?: string; field?: string } } = {};
   try {
     body = await response.json();
   } catch {
     // Not the API's error shape (a proxy's page, a cut connection): the status says enough.
   }
-  if (response.status === 401) for (const listener of authListeners) listener();
+  if (response.status === 401 && sentKey === storedKey()) for (const listener of authListeners) listener();
   const error = body.error ?? {};
   return new ApiError(
     response.status,
@@ -72,14 +76,15 @@ export async function failure(response: Response): Promise<ApiError> {
 export const READ_TIMEOUT_MS = 15_000;
 
 export async function api<T>(method: "GET" | "POST", path: string, body?: unknown): Promise<T> {
+  const key = storedKey();
   const response = await fetch(path, {
     method,
-    headers: authHeaders(body === undefined ? {} : { "content-type": "application/json" }),
+    headers: authHeaders(body === undefined ? {} : { "content-type": "application/json" }, key),
     body: body === undefined ? undefined : JSON.stringify(body),
     cache: "no-store",
     signal: method === "GET" ? AbortSignal.timeout(READ_TIMEOUT_MS) : undefined,
   });
-  if (!response.ok) throw await failure(response);
+  if (!response.ok) throw await failure(response, key);
   return (await response.json()) as T;
 }
 

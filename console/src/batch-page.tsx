@@ -4,7 +4,7 @@
  * cancel, and a link to its sessions in the list.
  */
 import { useCallback, useEffect, useState } from "preact/hooks";
-import { ApiError, api, authHeaders, type Batch, failure, paths } from "./api";
+import { ApiError, api, authHeaders, type Batch, failure, paths, storedKey } from "./api";
 import { Badge, ErrorBox, Link, listHref, Time } from "./ui";
 
 const PARTS = ["completed", "parked", "cancelled", "running", "queued"] as const;
@@ -38,8 +38,12 @@ export function BatchPageView({ id }: { id: string }) {
     setBusy(true);
     setError(null);
     try {
-      const response = await fetch(paths.batchResults(id), { headers: authHeaders(), cache: "no-store" });
-      if (!response.ok) throw await failure(response);
+      const key = storedKey();
+      const response = await fetch(paths.batchResults(id), {
+        headers: authHeaders({}, key),
+        cache: "no-store",
+      });
+      if (!response.ok) throw await failure(response, key);
       const url = URL.createObjectURL(await response.blob());
       const link = document.createElement("a");
       link.href = url;

@@ -9,7 +9,7 @@
  * refuses another stream (429), is polled instead: `onPoll` every second, trying the
  * stream again now and then, so that the page is live either way.
  */
-import { authHeaders, failure, paths } from "./api";
+import { authHeaders, failure, paths, storedKey } from "./api";
 
 export type FleetEvent = {
   id: string;
@@ -81,7 +81,8 @@ export function followSession(sessionId: string, options: LiveOptions): { stop: 
 
   /** One connection: resolves when it ends; "poll" when the stream cannot be had. */
   const connect = async (): Promise<"ended" | "poll" | "missing"> => {
-    const headers = authHeaders({ accept: "text/event-stream" });
+    const key = storedKey();
+    const headers = authHeaders({ accept: "text/event-stream" }, key);
     if (lastId !== undefined) headers["last-event-id"] = lastId;
     const response = await fetch(paths.events(sessionId), { headers, signal, cache: "no-store" });
     if (response.status === 410) {
@@ -91,7 +92,7 @@ export function followSession(sessionId: string, options: LiveOptions): { stop: 
     }
     const type = response.headers.get("content-type") ?? "";
     if (!response.ok || !type.startsWith("text/event-stream") || !response.body) {
-      const error = response.ok ? undefined : await failure(response);
+      const error = response.ok ? undefined : await failure(response, key);
       // A 404 for the session itself: it is gone for this key. For the route: no events API.
       if (error?.status === 404 && !/^no route/.test(error.message)) return "missing";
       return "poll";

@@ -10,7 +10,7 @@ import { execFile } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import Fastify from "fastify";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
@@ -25,7 +25,10 @@ import { INTERRUPTED_TEXT } from "./support/sleepy-sessions.js";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const BUILT_INDEX = join(ROOT, "dist/console/index.html");
-const SCREENSHOT = join(ROOT, "docs/console-session.png");
+/** The README's picture is refreshed only when asked (UPDATE_SCREENSHOTS=1); otherwise a scratch file, so a test run leaves the checkout clean. */
+const SCREENSHOT = process.env.UPDATE_SCREENSHOTS
+  ? join(ROOT, "docs/console-session.png")
+  : join(tmpdir(), `fleet-console-session-${process.pid}.png`);
 
 function newestUnder(dir: string): number {
   let newest = 0;
@@ -110,6 +113,7 @@ describe("the console in a browser", () => {
   afterAll(async () => {
     await context?.close();
     if (profile) await rm(profile, { recursive: true, force: true });
+    if (!process.env.UPDATE_SCREENSHOTS) await rm(SCREENSHOT, { force: true });
     await sweeper?.stop();
     await fleet?.close();
   });
@@ -174,8 +178,9 @@ describe("the console in a browser", () => {
     for (const run of session.runs) expect(text).toContain(run.endedReason!);
     expect(session.runs.map((r) => r.resumeKind)).toContain("recover_tools");
 
-    await mkdir(join(ROOT, "docs"), { recursive: true });
+    await mkdir(dirname(SCREENSHOT), { recursive: true });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
+    expect(statSync(SCREENSHOT).size).toBeGreaterThan(10_000);
   }, 60_000);
 
   it("resumes a parked session with another model from the page", async () => {

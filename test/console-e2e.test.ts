@@ -8,7 +8,7 @@
  */
 import { execFile } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
@@ -52,6 +52,7 @@ type Step = {
   text?: string;
   stopReason?: string;
   toolCalls?: { id: string; name: string; arguments: Record<string, unknown> }[];
+  delayMs?: number;
 };
 /** The text a person sees in the page's main part (collapsed details left out). */
 // biome-ignore lint/performance/useDomNodeTextContent: the rendered text is what is asserted
@@ -330,6 +331,88 @@ describe("the console in a browser", () => {
       await tab.close();
     }
   });
+
+  it("shows a batch's progress, downloads its results, lists its sessions and cancels it", async () => {
+    const quick = scripted([{ text: "Quick answer.", delayMs: 1_500 }]);
+    const slow = scripted(
+      [{ toolCalls: [{ id: "long", name: "sleep", arguments: { ms: 60_000 } }] }, { text: "never" }],
+      ["sleep"],
+    );
+    const batch = await ops.createBatch([
+      { agent: quick, input: "One.", customId: "one" },
+      { agent: quick, input: "Two.", customId: "two" },
+      { agent: slow, input: "Sleep.", customId: "slow" },
+    ]);
+    const slowId = batch.sessions.find((s) => s.customId === "slow")!.id;
+    await page.goto(`${base}/console/batches/${batch.id}`);
+    // The key is asked for unless an earlier test of this tab gave it.
+    const heading = page.getByRole("heading", { name: `Batch ${batch.id}` });
+    const keyField = page.getByLabel("Key", { exact: true });
+    await heading.or(keyField).first().waitFor();
+    if (await keyField.isVisible()) {
+      await keyField.fill(key.ops!);
+      await page.keyboard.press("Enter");
+    }
+    await heading.waitFor();
+    await page.getByText("0 of 3 sessions finished", { exact: true }).waitFor();
+    await page.evaluate(() => {
+      (globalThis as unknown as { notReloaded: boolean }).notReloaded = true;
+    });
+    // Read again every 2 s while it runs: the two quick sessions end, the slow one sleeps.
+    await page.getByText("2 of 3 sessions finished", { exact: true }).waitFor();
+    expect(await page.evaluate(() => (globalThis as unknown as { notReloaded?: boolean }).notReloaded)).toBe(
+      true,
+    );
+    await page.locator(".legend").getByText("completed: 2").waitFor();
+    await page.locator(".legend").getByText("running: 1").waitFor();
+    expect(await page.locator("progress").getAttribute("value")).toBe("2");
+
+    // The download is fetched with the key (a plain link could not send it).
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      page.getByRole("button", { name: "Download results (NDJSON)" }).click(),
+    ]);
+    expect(download.suggestedFilename()).toBe(`batch-${batch.id}-results.ndjson`);
+    const lines = (await readFile((await download.path())!, "utf8"))
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as { customId: string; status: string; output: string | null });
+    expect(lines.map((l) => [l.customId, l.status, l.output]).sort()).toEqual([
+      ["one", "completed", "Quick answer."],
+      ["slow", "running", null],
+      ["two", "completed", "Quick answer."],
+    ]);
+
+    // Its sessions, in the list filtered by the batch.
+    await page.getByRole("link", { name: "This batch's sessions" }).click();
+    for (const { id } of batch.sessions) await page.getByRole("link", { name: id }).waitFor();
+    await page.goBack();
+    await page.getByRole("heading", { name: `Batch ${batch.id}` }).waitFor();
+
+    const cancel = page.getByRole("button", { name: "Cancel batch" });
+    await cancel.focus();
+    await page.keyboard.press("Enter");
+    await page.locator(".legend").getByText("cancelled: 1").waitFor();
+    await page.getByText("3 of 3 sessions finished", { exact: true }).waitFor();
+    await expect
+      .poll(async () => (await ops.getSession(slowId)).status, { timeout: 20_000 })
+      .toBe("cancelled");
+    const after = await ops.getBatch(batch.id);
+    expect(after.counts).toMatchObject({ total: 3, completed: 2, cancelled: 1, running: 0, queued: 0 });
+    await page.getByRole("button", { name: "Cancel batch" }).waitFor({ state: "detached" });
+
+    // Another tenant's key gets "not found", not the batch.
+    const other = await context.newPage();
+    try {
+      await other.goto(`${base}/console/batches/${batch.id}`);
+      await other.getByLabel("Key", { exact: true }).fill(key.other!);
+      await other.keyboard.press("Enter");
+      await other.getByRole("heading", { name: "Batch not found" }).waitFor();
+      expect(await visibleText(other)).not.toContain("sessions finished");
+    } finally {
+      await other.close();
+    }
+  }, 60_000);
 
   it("serves the page without a key but no data, pages the list by cursor and filters by parked reason", async () => {
     const page = await fetch(`${base}/console/sessions/x`);

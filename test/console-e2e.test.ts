@@ -284,18 +284,23 @@ describe("the console in a browser", () => {
     }
   });
 
-  it("shows another tenant's session as not found", async () => {
-    const { id } = await ops.createSession({ agent: scripted([{ text: "hi" }]) });
+  /** Opens `path` in a new tab with the other tenant's key: `heading` shows, `hidden` does not. */
+  async function asOtherTenant(path: string, heading: string, hidden: string): Promise<void> {
     const other = await context.newPage();
     try {
-      await other.goto(`${base}/console/sessions/${id}`);
+      await other.goto(`${base}${path}`);
       await other.getByLabel("Key", { exact: true }).fill(key.other!);
       await other.keyboard.press("Enter");
-      await other.getByRole("heading", { name: "Session not found" }).waitFor();
-      expect(await visibleText(other)).not.toContain("Transcript");
+      await other.getByRole("heading", { name: heading }).waitFor();
+      expect(await visibleText(other)).not.toContain(hidden);
     } finally {
       await other.close();
     }
+  }
+
+  it("shows another tenant's session as not found", async () => {
+    const { id } = await ops.createSession({ agent: scripted([{ text: "hi" }]) });
+    await asOtherTenant(`/console/sessions/${id}`, "Session not found", "Transcript");
   });
 
   it("does not ask for the key again when a read sent before it was entered answers 401 late", async () => {
@@ -402,16 +407,7 @@ describe("the console in a browser", () => {
     await page.getByRole("button", { name: "Cancel batch" }).waitFor({ state: "detached" });
 
     // Another tenant's key gets "not found", not the batch.
-    const other = await context.newPage();
-    try {
-      await other.goto(`${base}/console/batches/${batch.id}`);
-      await other.getByLabel("Key", { exact: true }).fill(key.other!);
-      await other.keyboard.press("Enter");
-      await other.getByRole("heading", { name: "Batch not found" }).waitFor();
-      expect(await visibleText(other)).not.toContain("sessions finished");
-    } finally {
-      await other.close();
-    }
+    await asOtherTenant(`/console/batches/${batch.id}`, "Batch not found", "sessions finished");
   }, 60_000);
 
   it("serves the page without a key but no data, pages the list by cursor and filters by parked reason", async () => {

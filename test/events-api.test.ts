@@ -170,6 +170,73 @@ describe("event routes", () => {
     }
   }, 40_000);
 
+  it("a run whose writer died between committing its end and writing RUN_COMPLETED gets it when a reader looks, once, after its last message", async () => {
+    const worker = await fleet.spawnWorker();
+    const { id } = await a.createSession({ agent: AGENT });
+    try {
+      await a.send(id, "hi");
+      await waitFor(async () => (await a.getSession(id)).status === "completed", 20_000, "the run completed");
+    } finally {
+      worker.child.kill("SIGKILL");
+      await worker.exited;
+    }
+    const run = (await a.getSession(id)).runs.at(-1)!;
+    // The state a SIGKILL right after the commit leaves: the stream lacks the last message and
+    // the run's end. Its end is dated an hour ahead: not yet "long enough ago" for a repair.
+    const key = eventStreamKey(fleet.config.prefix, id);
+    const seqKey = `${fleet.config.prefix}:events-seq:${id}`;
+    const entries = (await fleet.redis.xrange(key, "-", "+")) as [string, string[]][];
+    const typeOf = (fields: string[]) => fields[fields.indexOf("type") + 1];
+    const lost = entries.filter(
+      ([, f]) => typeOf(f) === "RUN_COMPLETED" || f.some((v) => v.includes('"seq":2')),
+    );
+    expect(lost.map(([, f]) => typeOf(f))).toEqual(["MESSAGE", "RUN_COMPLETED"]);
+    await fleet.redis.xdel(key, ...lost.map(([entryId]) => entryId));
+    await fleet.redis.hset(seqKey, "seq", "1");
+    await fleet.redis.hdel(seqKey, "done");
+    await fleet.database.sql`update runs set ended_at = now() + interval '1 hour' where id = ${run.id}`;
+
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), 10_000);
+    const got: FleetEvent[] = [];
+    const following = (async () => {
+      for await (const event of a.events(id, { signal: controller.signal })) {
+        if (event.type !== "MESSAGE_DELTA") got.push(event);
+        if (event.type === "RUN_COMPLETED") controller.abort();
+      }
+    })();
+    // Connected, with what the stream has: nothing more comes while the end is recent.
+    await waitFor(async () => got.length === 2, 5_000, "the events the stream kept");
+    await new Promise((r) => setTimeout(r, 600));
+    expect(got.map((e) => e.type)).toEqual(["RUN_STARTED", "MESSAGE"]);
+    // The end is now long enough ago: the next heartbeat's look writes it.
+    await fleet.database.sql`update runs set ended_at = now() - interval '10 seconds' where id = ${run.id}`;
+    try {
+      await following;
+    } finally {
+      clearTimeout(timer);
+      controller.abort();
+    }
+    expect(got.map((e) => [e.type, (e.data as { message?: { seq: number } }).message?.seq])).toEqual([
+      ["RUN_STARTED", undefined],
+      ["MESSAGE", 1],
+      ["MESSAGE", 2],
+      ["RUN_COMPLETED", undefined],
+    ]);
+    expect(got.at(-1)!.data).toMatchObject({ runId: run.id, outcome: "completed" });
+
+    // The late writer (a frozen worker woken up) and further looks add nothing.
+    const writer = new EventWriter(fleet.redis, fleet.config.prefix);
+    const late = await writer.writeEntries(id, [
+      { type: "RUN_COMPLETED", runId: run.id, outcome: "completed" },
+    ]);
+    expect(late).toEqual({ ok: true, ids: [] });
+    expect(await writer.missingRunEnd(fleet.database, id, 0)).toBeNull();
+    const after = (await fleet.redis.xrange(key, "-", "+")) as [string, string[]][];
+    expect(after.filter(([, f]) => typeOf(f) === "RUN_COMPLETED")).toHaveLength(1);
+    expect(await fleet.redis.hget(seqKey, "done")).toBe(run.id);
+  }, 40_000);
+
   it("the client's events() reconnects by itself when the API drops it, and fleet watch prints the run", async () => {
     const worker = await fleet.spawnWorker();
     try {

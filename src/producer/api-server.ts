@@ -45,6 +45,13 @@ function localUrl(host: string, port: number): string {
 const QUEUE_STATES = ["waiting", "active", "delayed", "completed", "failed", "prioritized"] as const;
 
 /**
+ * How long after a run's end a reader's stream may write its RUN_COMPLETED for it, when the
+ * stream lacks it: by then the writer that ended the run would have written it (it waits for
+ * Redis at most 1 s, session-job.ts), so the writer died in between.
+ */
+const RUN_END_GRACE_MS = 5_000;
+
+/**
  * Starts the API. With no API key stored (after FLEET_BOOTSTRAP_KEY, if set, is stored) it
  * serves without authentication on a loopback HOST, and refuses any other HOST with a
  * ValidationError naming HOST (`fleet api` exits 2).
@@ -82,7 +89,8 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
       ).flat(),
   });
   const batches = new BatchStore(database);
-  // The API writes one kind of event: the end of runs a cancel dropped while they were queued.
+  // The API writes the end of runs a cancel dropped while they were queued, and the end of a
+  // run whose writer died before writing it, found when a reader's stream looks (missingRunEnd).
   const eventWriter = new EventWriter(
     redis,
     config.prefix,
@@ -100,6 +108,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     maxStreamsPerTenant: config.events.maxStreamsPerTenant,
     heartbeatMs: config.events.heartbeatMs,
     retention: { maxEvents: config.events.maxEvents, maxAgeMs: config.events.maxAgeMs },
+    repairRunEnd: (sessionId) => eventWriter.missingRunEnd(database, sessionId, RUN_END_GRACE_MS),
   });
   const service = new FleetService({
     queries: new SessionQueries(database),

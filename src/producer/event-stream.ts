@@ -49,6 +49,12 @@ export type EventStreamDeps = {
   retention: EventRetention;
   /** How often a reader looks again without being woken (default 1 s). */
   pollMs?: number;
+  /**
+   * Writes the RUN_COMPLETED of the session's latest ended run when its stream lacks it
+   * (`EventWriter.missingRunEnd`); called as a session stream opens and at each heartbeat,
+   * so a reader waiting for a run's end whose writer died gets it. Absent: never.
+   */
+  repairRunEnd?: (sessionId: string) => Promise<unknown>;
 };
 
 /** KEYS: stream, done set. ARGV: maxEvents, maxAgeMs, channel, member, then (member, type, data)... */
@@ -179,7 +185,8 @@ export class EventStreams {
         latest && latest.status !== "queued" ? await this.reader.runStartedId(key, latest.id) : null;
       start = startedId ? idBefore(startedId) : tail;
     }
-    await this.serve(request, reply, tenant, key, start);
+    const repair = this.deps.repairRunEnd;
+    await this.serve(request, reply, tenant, key, start, undefined, repair && (() => repair(sessionId)));
   }
 
   /** `GET /v1/batches/:id/events`. */
@@ -257,6 +264,8 @@ export class EventStreams {
     key: string,
     start: string,
     before?: () => Promise<void>,
+    /** Called as the stream opens and at each heartbeat (what it writes is read as any event). */
+    idle?: () => Promise<unknown>,
   ): Promise<void> {
     const release = this.admit(tenant);
     try {
@@ -289,6 +298,11 @@ export class EventStreams {
     let last = start;
     let lastWrite = Date.now();
     const pollMs = this.deps.pollMs ?? 1_000;
+    const onIdle = () =>
+      idle?.().catch((error: unknown) =>
+        request.log.warn({ err: error }, "checking the stream for a lost run end failed; tried again later"),
+      );
+    await onIdle();
     try {
       while (!gone && !this.closed) {
         let woken = false;
@@ -324,6 +338,7 @@ export class EventStreams {
         if (Date.now() - lastWrite >= this.deps.heartbeatMs) {
           response.write(": heartbeat\n\n");
           lastWrite = Date.now();
+          await onIdle();
         }
         if (!woken) {
           const wait = Math.min(pollMs, Math.max(10, this.deps.heartbeatMs - (Date.now() - lastWrite)));

@@ -84,9 +84,11 @@ export function compareIds(a: string, b: string): number {
 /**
  * Appends to the streams of one or more sessions in one call. KEYS: per write, its stream and
  * its seq key. ARGV: maxEvents, maxAgeMs, channel, then per write: its stream key (published),
- * its entry count n, then n × (seq (0 for events other than MESSAGE), type, data). The writes
- * are applied in order, each against its session's seq as the writes before it left it.
- * Returns, per write, {"ok", ids...} or {"gap", last}.
+ * its entry count n, then n × (seq (0 for other events; `r:RUN_ID` for a RUN_COMPLETED), type,
+ * data). The writes are applied in order, each against its session's seq as the writes before
+ * it left it. A run's RUN_COMPLETED is written once: the seq key keeps the run last written
+ * one (`done`), and a second one for that run is skipped (a late writer after a repair, see
+ * `missingRunEnd`). Returns, per write, {"ok", ids...} or {"gap", last}.
  */
 const APPEND_SCRIPT = `
 local t = redis.call('TIME')
@@ -102,7 +104,7 @@ for w = 1, #KEYS / 2 do
   local expect = last
   local gap = false
   for i = first, stop, 3 do
-    local seq = tonumber(ARGV[i])
+    local seq = tonumber(ARGV[i]) or 0
     if seq > expect then
       if seq ~= expect + 1 then gap = true break end
       expect = seq
@@ -112,16 +114,21 @@ for w = 1, #KEYS / 2 do
     results[w] = {'gap', tostring(last)}
   else
     local out = {'ok'}
+    local done = redis.call('HGET', seqKey, 'done')
     for i = first, stop, 3 do
       local seq = tonumber(ARGV[i])
-      if seq == 0 or seq > last then
+      local ended = nil
+      if seq == nil then ended = string.sub(ARGV[i], 3) seq = 0 end
+      if (seq == 0 and (ended == nil or ended ~= done)) or seq > last then
         out[#out + 1] = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2])
         if seq > 0 then last = seq end
+        if ended ~= nil then done = ended end
       end
     end
     if #out > 1 then
       redis.call('XTRIM', stream, 'MINID', '~', minId)
       redis.call('HSET', seqKey, 'seq', tostring(last))
+      if done then redis.call('HSET', seqKey, 'done', done) end
       redis.call('PEXPIRE', stream, ARGV[2])
       redis.call('PEXPIRE', seqKey, ARGV[2])
       redis.call('PUBLISH', ARGV[3], name)
@@ -219,7 +226,12 @@ export class EventWriter {
       keys.push(stream, seqKey(this.prefix, sessionId));
       args.push(stream, entries.length);
       for (const event of entries) {
-        const seq = event.type === "MESSAGE" ? event.message.seq : 0;
+        const seq =
+          event.type === "MESSAGE"
+            ? event.message.seq
+            : event.type === "RUN_COMPLETED"
+              ? `r:${event.runId}`
+              : 0;
         args.push(seq, event.type, JSON.stringify({ sessionId, ...event }));
       }
     }
@@ -237,6 +249,47 @@ export class EventWriter {
       }
       this.counter.inc({ type: event.type });
     }
+  }
+
+  /**
+   * The RUN_COMPLETED of the session's latest ended run, when it ended more than `graceMs`
+   * ago (on Postgres's clock) and its stream lacks it: whoever ended the run died (or lost
+   * Redis) between committing the end and writing the event. Written after the stored messages
+   * the stream lacks, exactly like the sweeper's; a late writer's own RUN_COMPLETED for that
+   * run is then skipped (APPEND_SCRIPT's `done`). Returns the run it wrote the end of, or null.
+   */
+  async missingRunEnd(database: Database, sessionId: string, graceMs: number): Promise<string | null> {
+    if (!this.enabled) return null;
+    // The latest ended run, unless a later run has started since (its RUN_STARTED is in the
+    // stream: an end written now would come after it).
+    const [run] = await database.sql<{ id: string; ended_reason: string | null; settled: boolean }[]>`
+      select x.id, x.ended_reason,
+             x.ended_at < now() - make_interval(secs => ${graceMs / 1000})
+               and x.ended_at > now() - make_interval(secs => ${this.retention.maxAgeMs / 1000}) as settled
+        from (select id, ended_reason, ended_at, created_at from runs
+               where session_id = ${sessionId} and status = (select 'ended'::text)
+               order by created_at desc, id desc limit 1) x
+       where not exists (select 1 from runs y where y.session_id = ${sessionId}
+                           and y.created_at > x.created_at and y.started_at is not null)`;
+    // Ended too recently (its writer may be on its way), or so long ago that its stream expired.
+    if (!run?.settled) return null;
+    if ((await this.redis.hget(seqKey(this.prefix, sessionId), "done")) === run.id) return null;
+    // A stream written before `done` was kept: its recent entries tell.
+    const recent = (await this.redis.xrevrange(
+      eventStreamKey(this.prefix, sessionId),
+      "+",
+      "-",
+      "COUNT",
+      RECENT_ENTRIES,
+    )) as [string, string[]][];
+    for (const row of recent) {
+      const event = toStored(row);
+      if (event.type === "RUN_COMPLETED" && event.data.runId === run.id) return null;
+    }
+    await this.writeAfterSync(database, sessionId, [
+      { type: "RUN_COMPLETED", runId: run.id, outcome: run.ended_reason ?? "failed" },
+    ]);
+    return run.id;
   }
 
   /**
@@ -385,6 +438,9 @@ export class SessionEventLog {
     }
   }
 }
+
+/** How far back `missingRunEnd` looks for a run's RUN_COMPLETED in a stream that has no `done`. */
+const RECENT_ENTRIES = 20;
 
 /** How long text deltas are gathered into one MESSAGE_DELTA. */
 const DELTA_FLUSH_MS = 50;

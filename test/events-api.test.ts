@@ -10,8 +10,10 @@ import { createServer, request as httpRequest } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient, type FleetEvent } from "../src/producer/client.js";
+import { loadConfig } from "../src/shared/config.js";
 import { EventWriter, eventStreamKey } from "../src/shared/events.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
+import { startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { readSse } from "./support/sse.js";
 
@@ -236,6 +238,74 @@ describe("event routes", () => {
     expect(after.filter(([, f]) => typeOf(f) === "RUN_COMPLETED")).toHaveLength(1);
     expect(await fleet.redis.hget(seqKey, "done")).toBe(run.id);
   }, 40_000);
+
+  it("the sweeper writes a lost run end before the resume that follows it", async () => {
+    const worker = await fleet.spawnWorker();
+    const { id } = await a.createSession({
+      agent: {
+        model: {
+          provider: "scripted",
+          steps: [{ text: "Once upon a", stopReason: "max_output" }, { text: " time." }],
+        },
+        continueOnMaxOutput: true,
+      },
+    });
+    const key = eventStreamKey(fleet.config.prefix, id);
+    const seqKey = `${fleet.config.prefix}:events-seq:${id}`;
+    const typeOf = (fields: string[]) => fields[fields.indexOf("type") + 1];
+    try {
+      await a.send(id, "Tell a story.");
+      await waitFor(
+        async () => (await a.getSession(id)).runs.at(-1)?.endedReason === "max_output",
+        20_000,
+        "the run ended max_output",
+      );
+      // As if its worker died after the commit: the last message and the run's end are lost.
+      const entries = (await fleet.redis.xrange(key, "-", "+")) as [string, string[]][];
+      const lost = entries.filter(
+        ([, f]) => typeOf(f) === "RUN_COMPLETED" || f.some((v) => v.includes('"seq":2')),
+      );
+      expect(lost.map(([, f]) => typeOf(f))).toEqual(["MESSAGE", "RUN_COMPLETED"]);
+      await fleet.redis.xdel(key, ...lost.map(([entryId]) => entryId));
+      await fleet.redis.hset(seqKey, "seq", "1");
+      await fleet.redis.hdel(seqKey, "done");
+
+      const sweeper = await startSweeper(
+        { ...loadConfig(fleet.env), logLevel: "silent" },
+        { serveMetrics: false },
+      );
+      try {
+        await waitFor(
+          async () => (await a.getSession(id)).status === "completed",
+          20_000,
+          "the resume completed",
+        );
+      } finally {
+        await sweeper.stop();
+      }
+    } finally {
+      worker.child.kill("SIGKILL");
+      await worker.exited;
+    }
+    const runs = (await a.getSession(id)).runs;
+    const events = ((await fleet.redis.xrange(key, "-", "+")) as [string, string[]][])
+      .map(([, f]) => JSON.parse(f[f.indexOf("data") + 1]!) as Record<string, unknown> & { type: string })
+      .filter((e) => e.type !== "MESSAGE_DELTA")
+      .map((e) =>
+        e.type === "MESSAGE" ? `MESSAGE ${(e.message as { seq: number }).seq}` : `${e.type} ${e.runId}`,
+      );
+    expect(events).toEqual([
+      `RUN_STARTED ${runs[0]!.id}`,
+      "MESSAGE 1",
+      `MODEL_STOPPED ${runs[0]!.id}`,
+      "MESSAGE 2",
+      `RUN_COMPLETED ${runs[0]!.id}`,
+      `RUN_STARTED ${runs[1]!.id}`,
+      "MESSAGE 3",
+      "MESSAGE 4",
+      `RUN_COMPLETED ${runs[1]!.id}`,
+    ]);
+  }, 60_000);
 
   it("the client's events() reconnects by itself when the API drops it, and fleet watch prints the run", async () => {
     const worker = await fleet.spawnWorker();

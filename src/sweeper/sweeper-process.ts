@@ -85,6 +85,7 @@ export async function startSweeper(
     log,
     runEnded: (sessionId, runId, outcome) =>
       events.writeAfterSync(database, sessionId, [{ type: "RUN_COMPLETED", runId, outcome }]),
+    runEndMissing: (sessionId) => events.missingRunEnd(database, sessionId, 0),
   });
   // Batches (contracts §9): ends noticed on each wide scan; webhooks delivered on a
   // connection of their own (batch-ends.ts says why here).

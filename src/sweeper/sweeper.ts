@@ -46,6 +46,12 @@ export type SweeperDeps = {
    * message the session's event stream lacks. Absent: no events.
    */
   runEnded?: (sessionId: string, runId: string, outcome: "crashed" | "stalled") => Promise<void>;
+  /**
+   * Writes the RUN_COMPLETED of the session's last run when its stream lacks it (its worker
+   * died between committing the end and writing it; `EventWriter.missingRunEnd`), before a
+   * resume's RUN_STARTED can follow it. Absent: no events.
+   */
+  runEndMissing?: (sessionId: string) => Promise<unknown>;
 };
 
 export type SweepResult = { resumed: number; parked: number; abandoned: number; requeued: number };
@@ -199,7 +205,15 @@ export class Sweeper {
     const result = { resumed: 0, parked: 0 };
     for (const session of await this.deps.sweeps.sessionsNeedingAttention(limit)) {
       const outcome = await this.guarded(session.id, () =>
-        this.withSessionLock(session.id, () => this.resumeOrPark(session.id, "interrupted", null)),
+        this.withSessionLock(session.id, async () => {
+          // Events never hold up a resume: a failed write is logged and the resume goes on.
+          await this.deps
+            .runEndMissing?.(session.id)
+            .catch((error: unknown) =>
+              this.deps.log.warn({ err: error, sessionId: session.id }, "writing a lost run end failed"),
+            );
+          return this.resumeOrPark(session.id, "interrupted", null);
+        }),
       );
       if (outcome === "resumed") result.resumed++;
       if (outcome === "parked") result.parked++;

@@ -59,12 +59,21 @@ export type ToolFile = { path: string; lines: string[]; mtimeMs: number };
 /** A start of a `chaos_mark` call, as the tool recorded it (bench/chaos-tools.ts). */
 export type ToolStart = { label: string; callId: string; atMs: number };
 
+/** An entry of a session's event stream (contracts §7), as far as the checks look at it. */
+export type StreamEvent = { type: string; runId: string | null; seq: number | null; outcome: string | null };
+
 export type ChaosHistory = {
   sessions: SessionRow[];
   messages: MessageRow[];
   runs: RunRow[];
   files: ToolFile[];
   starts: ToolStart[];
+  /**
+   * Each session's event stream, read after a reader's look (EventWriter.missingRunEnd);
+   * `emptiedUntilMs`: when Redis was last back from a restart that emptied it (null: never),
+   * so the ends of runs that ended before then (and a little after) may be gone.
+   */
+  streams?: { bySession: Record<string, StreamEvent[]>; emptiedUntilMs: number | null };
 };
 
 export type Violation = { sessionId: string | null; detail: string; seqs: number[] };
@@ -551,6 +560,74 @@ export function checkNoToolAfterRunEnd(
   };
 }
 
+/** After a Redis restart, how long writes sent around it may still have been lost (reconnects). */
+const REDIS_SETTLE_MS = 5_000;
+
+/**
+ * Each session's event stream tells what Postgres holds: its MESSAGE events are the stored
+ * messages, seq 1 to last_seq, once each and in order; no run has two RUN_COMPLETED; the
+ * session's last run has its RUN_COMPLETED, with its outcome, after the last message. Every
+ * run that ended while Redis kept what it was sent (not before it was last emptied, nor in
+ * the REDIS_SETTLE_MS after) has exactly one, with its outcome.
+ */
+export function checkEventStreams(history: ChaosHistory): CheckResult {
+  const name = "every event stream tells the stored history";
+  if (!history.streams) return { name, examined: "no streams read", violations: [] };
+  const { bySession, emptiedUntilMs } = history.streams;
+  const kept = (run: RunRow) =>
+    emptiedUntilMs === null || (run.endedAtMs ?? 0) > emptiedUntilMs + REDIS_SETTLE_MS;
+  const { runsBySession } = index(history);
+  const violations: Violation[] = [];
+  let events = 0;
+  for (const s of history.sessions) {
+    const stream = bySession[s.id] ?? [];
+    events += stream.length;
+    const seqs = stream.filter((e) => e.type === "MESSAGE").map((e) => e.seq ?? -1);
+    const expected = Array.from({ length: s.lastSeq }, (_, i) => i + 1);
+    if (seqs.join(",") !== expected.join(","))
+      violations.push({
+        sessionId: s.id,
+        detail: `MESSAGE events are seqs ${seqs.join(",") || "none"}, stored 1..${s.lastSeq}`,
+        seqs: [],
+      });
+    const runs = runsBySession.get(s.id) ?? [];
+    const last = runs.at(-1);
+    for (const run of runs) {
+      const ends = stream.flatMap((e, at) =>
+        e.type === "RUN_COMPLETED" && e.runId === run.id ? [{ e, at }] : [],
+      );
+      const mustEnd = run.status === "ended" && (run === last || kept(run));
+      if (ends.length > 1 || (mustEnd && ends.length === 0))
+        violations.push({
+          sessionId: s.id,
+          detail: `run ${run.id} has ${ends.length} RUN_COMPLETED`,
+          seqs: [],
+        });
+      const outcomes = ends.map(({ e }) => e.outcome).filter((o) => o !== run.endedReason);
+      if (run.status === "ended" && outcomes.length > 0)
+        violations.push({
+          sessionId: s.id,
+          detail: `run ${run.id} ended ${run.endedReason}, its RUN_COMPLETED says ${outcomes.join(", ")}`,
+          seqs: [],
+        });
+      if (run === last && ends.length === 1) {
+        const lastMessage = stream.findIndex((e) => e.type === "MESSAGE" && e.seq === s.lastSeq);
+        if (lastMessage > ends[0]!.at)
+          violations.push({
+            sessionId: s.id,
+            detail: `the last run's RUN_COMPLETED comes before MESSAGE ${s.lastSeq}`,
+            seqs: [s.lastSeq],
+          });
+      }
+    }
+  }
+  return {
+    name,
+    examined: `${history.sessions.length} streams, ${events} events${emptiedUntilMs === null ? "" : " (Redis was emptied: not every end before it)"}`,
+    violations,
+  };
+}
+
 export function runChecks(history: ChaosHistory, options = DEFAULT_CHECK_OPTIONS): CheckResult[] {
   return [
     checkSeqContiguous(history),
@@ -560,6 +637,7 @@ export function runChecks(history: ChaosHistory, options = DEFAULT_CHECK_OPTIONS
     checkSessionsSettled(history),
     checkNoAppendAfterEnd(history, options),
     checkNoToolAfterRunEnd(history, options),
+    checkEventStreams(history),
   ];
 }
 

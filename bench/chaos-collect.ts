@@ -5,13 +5,17 @@
  */
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join, relative } from "node:path";
+import { Redis } from "ioredis";
 import type postgres from "postgres";
+import { openDatabase } from "../src/shared/db/client.js";
+import { EventWriter, eventStreamKey } from "../src/shared/events.js";
 import type {
   CallRow,
   ChaosHistory,
   MessageRow,
   RunRow,
   SessionRow,
+  StreamEvent,
   ToolFile,
   ToolStart,
 } from "./chaos-checks.js";
@@ -122,6 +126,45 @@ export async function readHistory(
 }
 
 /** Every regular file under `root` (recursively): its lines and last write time. */
+/**
+ * Each session's event stream, after a reader's look at it (the API's `missingRunEnd`, as a
+ * reader opening the stream would make): what a client following the session would get.
+ */
+export async function readStreams(
+  databaseUrl: string,
+  redisUrl: string,
+  prefix: string,
+  sessionIds: readonly string[],
+): Promise<Record<string, StreamEvent[]>> {
+  const database = openDatabase(databaseUrl, { max: 2 });
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 3 });
+  try {
+    const writer = new EventWriter(redis, prefix);
+    const bySession: Record<string, StreamEvent[]> = {};
+    for (const id of sessionIds) {
+      await writer.missingRunEnd(database, id, 0);
+      const rows = (await redis.xrange(eventStreamKey(prefix, id), "-", "+")) as [string, string[]][];
+      bySession[id] = rows.map(([, fields]) => {
+        const data = JSON.parse(fields[fields.indexOf("data") + 1] ?? "{}") as {
+          runId?: string | null;
+          outcome?: string;
+          message?: { seq?: number };
+        };
+        return {
+          type: fields[fields.indexOf("type") + 1] ?? "",
+          runId: data.runId ?? null,
+          seq: data.message?.seq ?? null,
+          outcome: data.outcome ?? null,
+        };
+      });
+    }
+    return bySession;
+  } finally {
+    redis.disconnect();
+    await database.close();
+  }
+}
+
 export async function readToolFiles(root: string): Promise<ToolFile[]> {
   const files: ToolFile[] = [];
   const walk = async (dir: string): Promise<void> => {

@@ -16,6 +16,8 @@ export type Tally = {
   pgTerminations: number;
   pgConnections: number;
   redisRestarts: number;
+  /** When the private redis-server was last back from a restart (null: never restarted). */
+  redisBackAtMs: number | null;
   skipped: number;
 };
 

@@ -14,7 +14,7 @@ import { loadConfig } from "../src/shared/config.js";
 import { openDatabase } from "../src/shared/db/client.js";
 import { migrateDatabase } from "../src/shared/db/migrate.js";
 import { runChecks } from "./chaos-checks.js";
-import { readHistory } from "./chaos-collect.js";
+import { readHistory, readStreams } from "./chaos-collect.js";
 import { CHAOS_APP_NAME, freePort, PrivateRedis, RoleSlots, terminatePgConnections } from "./chaos-fleet.js";
 import { type ChaosEvent, type ChaosOptions, type ChaosPlan, planChaos } from "./chaos-plan.js";
 import { type KillRecord, report, type Tally } from "./chaos-report.js";
@@ -41,6 +41,8 @@ type Fleet = {
   client: FleetClient;
   sql: postgres.Sql;
   dbName: string;
+  databaseUrl: string;
+  prefix: string;
   toolDir: string;
   markDir: string;
 };
@@ -63,6 +65,16 @@ export async function runChaos(options: ChaosRunOptions): Promise<number> {
     const closing = Date.now();
     await Promise.all([fleet.workers.close(3_000), fleet.sweepers.close(3_000)]);
     const history = await readHistory(fleet.sql, fleet.toolDir, fleet.markDir);
+    history.streams = {
+      bySession: await readStreams(
+        fleet.databaseUrl,
+        fleet.redis.url,
+        fleet.prefix,
+        history.sessions.map((s) => s.id),
+      ),
+      // A restart empties the private redis-server: the runs' ends written before it are gone.
+      emptiedUntilMs: tally.redisBackAtMs,
+    };
     console.log(`  fleet stopped and history read in ${fmt((Date.now() - closing) / 1000, 1)} s`);
     const results = runChecks(history);
     const processes = {
@@ -158,6 +170,8 @@ async function startFleet(options: ChaosRunOptions, cleanup: Cleanup): Promise<F
     client: new FleetClient({ baseUrl: api.url }),
     sql,
     dbName,
+    databaseUrl,
+    prefix: env.FLEET_PREFIX!,
     toolDir,
     markDir,
   };
@@ -210,6 +224,7 @@ async function playChaos(options: ChaosRunOptions, plan: ChaosPlan, fleet: Fleet
     pgTerminations: 0,
     pgConnections: 0,
     redisRestarts: 0,
+    redisBackAtMs: null,
     skipped: 0,
   };
   const kills: KillRecord[] = [];
@@ -317,6 +332,7 @@ async function play(
       say(`redis-server down for ${fmt(event.downMs / 1000, 1)} s`);
       await fleet.redis.restart(event.downMs);
       tally.redisRestarts++;
+      tally.redisBackAtMs = Date.now();
       say("redis-server back, empty");
       return;
     }

@@ -8,6 +8,7 @@ import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
   type ChaosHistory,
+  checkEventStreams,
   checkInterruptedText,
   checkNoAppendAfterEnd,
   checkNoToolAfterRunEnd,
@@ -19,6 +20,7 @@ import {
   INTERRUPTED_TEXT,
   type MessageRow,
   runChecks,
+  type StreamEvent,
 } from "../bench/chaos-checks.js";
 import { planChaos } from "../bench/chaos-plan.js";
 import { parseAgentConfig } from "../src/shared/agent-config.js";
@@ -158,6 +160,38 @@ function withMark(): ChaosHistory {
     endedAtMs: 7_500,
   });
   h.starts.push({ label: "c1", callId: "m1", atMs: 7_250 });
+  return h;
+}
+
+const started = (runId: string): StreamEvent => ({ type: "RUN_STARTED", runId, seq: null, outcome: null });
+const stored = (seq: number): StreamEvent => ({ type: "MESSAGE", runId: null, seq, outcome: null });
+const ended = (runId: string, outcome: string): StreamEvent => ({
+  type: "RUN_COMPLETED",
+  runId,
+  seq: null,
+  outcome,
+});
+
+/** The marked history with the event streams a reader would get. */
+function withStreams(emptiedUntilMs: number | null = null): ChaosHistory {
+  const h = withMark();
+  h.streams = {
+    emptiedUntilMs,
+    bySession: {
+      [S]: [
+        started("r1"),
+        stored(1),
+        stored(2),
+        stored(3),
+        ended("r1", "crashed"),
+        started("r2"),
+        stored(4),
+        stored(5),
+        ended("r2", "completed"),
+      ],
+      [S2]: [started("r3"), stored(1), stored(2), stored(3), stored(4), ended("r3", "completed")],
+    },
+  };
   return h;
 }
 
@@ -325,6 +359,38 @@ describe("chaos checks", () => {
     const result = checkNoToolAfterRunEnd(inFlight);
     expect(result.violations).toEqual([]);
     expect(result.inFlight).toBe(1);
+  });
+
+  it("streams: a message missing or twice, a run's end twice, missing, with another outcome, or before the last message", () => {
+    expect(runChecks(withStreams()).flatMap((r) => r.violations)).toEqual([]);
+    const streamsOf = (
+      change: (streams: Record<string, StreamEvent[]>) => void,
+      emptiedUntilMs: number | null = null,
+    ) => {
+      const h = structuredClone(withStreams(emptiedUntilMs));
+      change(h.streams!.bySession);
+      return details(checkEventStreams(h));
+    };
+    expect(streamsOf((b) => b[S]!.splice(3, 1))).toEqual(["MESSAGE events are seqs 1,2,4,5, stored 1..5"]);
+    expect(streamsOf((b) => b[S2]!.splice(2, 0, stored(1)))).toEqual([
+      "MESSAGE events are seqs 1,1,2,3,4, stored 1..4",
+    ]);
+    expect(streamsOf((b) => b[S]!.push(ended("r2", "completed")))).toEqual(["run r2 has 2 RUN_COMPLETED"]);
+    expect(streamsOf((b) => b[S2]!.pop())).toEqual(["run r3 has 0 RUN_COMPLETED"]);
+    expect(streamsOf((b) => b[S]!.splice(4, 1))).toEqual(["run r1 has 0 RUN_COMPLETED"]);
+    // Redis emptied at 4,000 (r1 ended at 5,000, within the settle time): r1's end may be gone;
+    // the last runs' must be there. Emptied long before: r1's must be there too.
+    expect(streamsOf((b) => b[S]!.splice(4, 1), 4_000)).toEqual([]);
+    expect(streamsOf((b) => b[S2]!.pop(), 4_000)).toEqual(["run r3 has 0 RUN_COMPLETED"]);
+    expect(streamsOf((b) => b[S]!.splice(4, 1), -10_000)).toEqual(["run r1 has 0 RUN_COMPLETED"]);
+    expect(streamsOf((b) => (b[S2]![5] = ended("r3", "stalled")))).toEqual([
+      "run r3 ended completed, its RUN_COMPLETED says stalled",
+    ]);
+    expect(
+      streamsOf((b) => {
+        b[S2] = [started("r3"), stored(1), stored(2), stored(3), ended("r3", "completed"), stored(4)];
+      }),
+    ).toEqual(["the last run's RUN_COMPLETED comes before MESSAGE 4"]);
   });
 
   it("describe a session with its seqs and runs", () => {

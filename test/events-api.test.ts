@@ -175,9 +175,18 @@ describe("event routes", () => {
   it("a run whose writer died between committing its end and writing RUN_COMPLETED gets it when a reader looks, once, after its last message", async () => {
     const worker = await fleet.spawnWorker();
     const { id } = await a.createSession({ agent: AGENT });
+    const key = eventStreamKey(fleet.config.prefix, id);
+    const seqKey = `${fleet.config.prefix}:events-seq:${id}`;
+    const entries = async () => (await fleet.redis.xrange(key, "-", "+")) as [string, string[]][];
+    const typeOf = (fields: string[]) => fields[fields.indexOf("type") + 1];
     try {
       await a.send(id, "hi");
-      await waitFor(async () => (await a.getSession(id)).status === "completed", 20_000, "the run completed");
+      // The run's end is in the stream (written after the commit) before the worker goes.
+      await waitFor(
+        async () => (await entries()).some(([, f]) => typeOf(f) === "RUN_COMPLETED"),
+        20_000,
+        "the run's end in its stream",
+      );
     } finally {
       worker.child.kill("SIGKILL");
       await worker.exited;
@@ -185,11 +194,7 @@ describe("event routes", () => {
     const run = (await a.getSession(id)).runs.at(-1)!;
     // The state a SIGKILL right after the commit leaves: the stream lacks the last message and
     // the run's end. Its end is dated an hour ahead: not yet "long enough ago" for a repair.
-    const key = eventStreamKey(fleet.config.prefix, id);
-    const seqKey = `${fleet.config.prefix}:events-seq:${id}`;
-    const entries = (await fleet.redis.xrange(key, "-", "+")) as [string, string[]][];
-    const typeOf = (fields: string[]) => fields[fields.indexOf("type") + 1];
-    const lost = entries.filter(
+    const lost = (await entries()).filter(
       ([, f]) => typeOf(f) === "RUN_COMPLETED" || f.some((v) => v.includes('"seq":2')),
     );
     expect(lost.map(([, f]) => typeOf(f))).toEqual(["MESSAGE", "RUN_COMPLETED"]);
@@ -259,6 +264,15 @@ describe("event routes", () => {
         async () => (await a.getSession(id)).runs.at(-1)?.endedReason === "max_output",
         20_000,
         "the run ended max_output",
+      );
+      // Its end is in the stream (written after the commit) before it is taken out again.
+      await waitFor(
+        async () =>
+          ((await fleet.redis.xrange(key, "-", "+")) as [string, string[]][]).some(
+            ([, f]) => typeOf(f) === "RUN_COMPLETED",
+          ),
+        20_000,
+        "the run's end in its stream",
       );
       // As if its worker died after the commit: the last message and the run's end are lost.
       const entries = (await fleet.redis.xrange(key, "-", "+")) as [string, string[]][];

@@ -114,21 +114,25 @@ for w = 1, #KEYS / 2 do
     results[w] = {'gap', tostring(last)}
   else
     local out = {'ok'}
-    local done = redis.call('HGET', seqKey, 'done')
+    -- The run whose RUN_COMPLETED the stream has last: read only for a write that ends a run.
+    local done, ends = nil, nil
     for i = first, stop, 3 do
       local seq = tonumber(ARGV[i])
       local ended = nil
-      if seq == nil then ended = string.sub(ARGV[i], 3) seq = 0 end
+      if seq == nil then
+        ended, seq = string.sub(ARGV[i], 3), 0
+        if done == nil then done = redis.call('HGET', seqKey, 'done') end
+      end
       if (seq == 0 and (ended == nil or ended ~= done)) or seq > last then
         out[#out + 1] = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2])
         if seq > 0 then last = seq end
-        if ended ~= nil then done = ended end
+        if ended ~= nil then done, ends = ended, ended end
       end
     end
     if #out > 1 then
       redis.call('XTRIM', stream, 'MINID', '~', minId)
       redis.call('HSET', seqKey, 'seq', tostring(last))
-      if done then redis.call('HSET', seqKey, 'done', done) end
+      if ends then redis.call('HSET', seqKey, 'done', ends) end
       redis.call('PEXPIRE', stream, ARGV[2])
       redis.call('PEXPIRE', seqKey, ARGV[2])
       redis.call('PUBLISH', ARGV[3], name)

@@ -172,35 +172,43 @@ describe("event routes", () => {
     }
   }, 40_000);
 
+  const typeOf = (fields: string[]) => fields[fields.indexOf("type") + 1];
+  const entriesOf = async (id: string) =>
+    (await fleet.redis.xrange(eventStreamKey(fleet.config.prefix, id), "-", "+")) as [string, string[]][];
+  const seqKeyOf = (id: string) => `${fleet.config.prefix}:events-seq:${id}`;
+
+  /**
+   * The state a SIGKILL right after a run's commit leaves: once the run's end is in the stream
+   * (its worker writes it just after the commit), its last message (seq 2) and its end are
+   * taken out again, and the stream's seq and last ended run set back.
+   */
+  async function loseRunEnd(id: string): Promise<void> {
+    await waitFor(
+      async () => (await entriesOf(id)).some(([, f]) => typeOf(f) === "RUN_COMPLETED"),
+      20_000,
+      "the run's end in its stream",
+    );
+    const lost = (await entriesOf(id)).filter(
+      ([, f]) => typeOf(f) === "RUN_COMPLETED" || f.some((v) => v.includes('"seq":2')),
+    );
+    expect(lost.map(([, f]) => typeOf(f))).toEqual(["MESSAGE", "RUN_COMPLETED"]);
+    await fleet.redis.xdel(eventStreamKey(fleet.config.prefix, id), ...lost.map(([entryId]) => entryId));
+    await fleet.redis.hset(seqKeyOf(id), "seq", "1");
+    await fleet.redis.hdel(seqKeyOf(id), "done");
+  }
+
   it("a run whose writer died between committing its end and writing RUN_COMPLETED gets it when a reader looks, once, after its last message", async () => {
     const worker = await fleet.spawnWorker();
     const { id } = await a.createSession({ agent: AGENT });
-    const key = eventStreamKey(fleet.config.prefix, id);
-    const seqKey = `${fleet.config.prefix}:events-seq:${id}`;
-    const entries = async () => (await fleet.redis.xrange(key, "-", "+")) as [string, string[]][];
-    const typeOf = (fields: string[]) => fields[fields.indexOf("type") + 1];
     try {
       await a.send(id, "hi");
-      // The run's end is in the stream (written after the commit) before the worker goes.
-      await waitFor(
-        async () => (await entries()).some(([, f]) => typeOf(f) === "RUN_COMPLETED"),
-        20_000,
-        "the run's end in its stream",
-      );
+      await loseRunEnd(id);
     } finally {
       worker.child.kill("SIGKILL");
       await worker.exited;
     }
     const run = (await a.getSession(id)).runs.at(-1)!;
-    // The state a SIGKILL right after the commit leaves: the stream lacks the last message and
-    // the run's end. Its end is dated an hour ahead: not yet "long enough ago" for a repair.
-    const lost = (await entries()).filter(
-      ([, f]) => typeOf(f) === "RUN_COMPLETED" || f.some((v) => v.includes('"seq":2')),
-    );
-    expect(lost.map(([, f]) => typeOf(f))).toEqual(["MESSAGE", "RUN_COMPLETED"]);
-    await fleet.redis.xdel(key, ...lost.map(([entryId]) => entryId));
-    await fleet.redis.hset(seqKey, "seq", "1");
-    await fleet.redis.hdel(seqKey, "done");
+    // Its end is dated an hour ahead: not yet "long enough ago" for a repair.
     await fleet.database.sql`update runs set ended_at = now() + interval '1 hour' where id = ${run.id}`;
 
     const controller = new AbortController();
@@ -239,9 +247,8 @@ describe("event routes", () => {
     ]);
     expect(late).toEqual({ ok: true, ids: [] });
     expect(await writer.missingRunEnd(fleet.database, id, 0)).toBeNull();
-    const after = (await fleet.redis.xrange(key, "-", "+")) as [string, string[]][];
-    expect(after.filter(([, f]) => typeOf(f) === "RUN_COMPLETED")).toHaveLength(1);
-    expect(await fleet.redis.hget(seqKey, "done")).toBe(run.id);
+    expect((await entriesOf(id)).filter(([, f]) => typeOf(f) === "RUN_COMPLETED")).toHaveLength(1);
+    expect(await fleet.redis.hget(seqKeyOf(id), "done")).toBe(run.id);
   }, 40_000);
 
   it("the sweeper writes a lost run end before the resume that follows it", async () => {
@@ -255,9 +262,6 @@ describe("event routes", () => {
         continueOnMaxOutput: true,
       },
     });
-    const key = eventStreamKey(fleet.config.prefix, id);
-    const seqKey = `${fleet.config.prefix}:events-seq:${id}`;
-    const typeOf = (fields: string[]) => fields[fields.indexOf("type") + 1];
     try {
       await a.send(id, "Tell a story.");
       await waitFor(
@@ -265,24 +269,8 @@ describe("event routes", () => {
         20_000,
         "the run ended max_output",
       );
-      // Its end is in the stream (written after the commit) before it is taken out again.
-      await waitFor(
-        async () =>
-          ((await fleet.redis.xrange(key, "-", "+")) as [string, string[]][]).some(
-            ([, f]) => typeOf(f) === "RUN_COMPLETED",
-          ),
-        20_000,
-        "the run's end in its stream",
-      );
       // As if its worker died after the commit: the last message and the run's end are lost.
-      const entries = (await fleet.redis.xrange(key, "-", "+")) as [string, string[]][];
-      const lost = entries.filter(
-        ([, f]) => typeOf(f) === "RUN_COMPLETED" || f.some((v) => v.includes('"seq":2')),
-      );
-      expect(lost.map(([, f]) => typeOf(f))).toEqual(["MESSAGE", "RUN_COMPLETED"]);
-      await fleet.redis.xdel(key, ...lost.map(([entryId]) => entryId));
-      await fleet.redis.hset(seqKey, "seq", "1");
-      await fleet.redis.hdel(seqKey, "done");
+      await loseRunEnd(id);
 
       const sweeper = await startSweeper(
         { ...loadConfig(fleet.env), logLevel: "silent" },
@@ -302,7 +290,7 @@ describe("event routes", () => {
       await worker.exited;
     }
     const runs = (await a.getSession(id)).runs;
-    const events = ((await fleet.redis.xrange(key, "-", "+")) as [string, string[]][])
+    const events = (await entriesOf(id))
       .map(([, f]) => JSON.parse(f[f.indexOf("data") + 1]!) as Record<string, unknown> & { type: string })
       .filter((e) => e.type !== "MESSAGE_DELTA")
       .map((e) =>

@@ -9,7 +9,13 @@ import type { AssistantMessage, Message, StoredMessage, ToolMessage } from "../s
 import type { Fence, HistoryCursor } from "../src/shared/store/fenced-writes.js";
 import type { TailState } from "../src/shared/tail-state.js";
 import { type AgentLoopDeps, type LoopInput, runAgentLoop } from "../src/worker/agent-loop.js";
-import type { ModelEvent, ModelProvider, ModelRequest, ToolSpec } from "../src/worker/models/provider.js";
+import {
+  type ModelEvent,
+  type ModelProvider,
+  type ModelRequest,
+  ProviderError,
+  type ToolSpec,
+} from "../src/worker/models/provider.js";
 import type { Tool } from "../src/worker/tools/registry.js";
 
 const FENCE: Fence = { sessionId: "s1", epoch: 7 };
@@ -461,6 +467,45 @@ describe("runAgentLoop", () => {
       usage: { inputTokens: 0, outputTokens: 0 },
     });
     expect(log).toEqual(["model", "model"]);
+    expect(appended).toHaveLength(0);
+  });
+
+  it("ends provider_error marked rejected after one call when the provider refuses the request", async () => {
+    const log: string[] = [];
+    const t = setup([{ content: "x", stopReason: "end_turn" }]);
+    const refusing: ModelProvider = {
+      // biome-ignore lint/correctness/useYield: fails before any output, by design
+      async *stream() {
+        log.push("model");
+        throw new ProviderError("openai: 401 Incorrect API key provided", false, undefined, { status: 401 });
+      },
+    };
+    const { writes, appended } = fakeWrites(log);
+    const { metrics } = fakeMetrics();
+    const result = await runAgentLoop(
+      {
+        fence: FENCE,
+        runId: RUN_ID,
+        agent: agent(),
+        model: refusing,
+        history: t.history,
+        signal: new AbortController().signal,
+      },
+      {
+        writes,
+        tools: fakeTools(log, {}).registry,
+        metrics,
+        sleep: async () => {},
+        retryPolicy: { maxAttempts: 4, baseDelayMs: 1, maxDelayMs: 1 },
+      },
+    );
+    expect(result).toEqual({
+      outcome: "provider_error",
+      error: "openai: 401 Incorrect API key provided",
+      usage: { inputTokens: 0, outputTokens: 0 },
+      rejected: true,
+    });
+    expect(log).toEqual(["model"]);
     expect(appended).toHaveLength(0);
   });
 

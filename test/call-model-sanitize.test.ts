@@ -141,6 +141,12 @@ describe("callModel sanitises what the model sent", () => {
 
   it("the error text of a failed step is sanitised", async () => {
     const p = provider([], new ProviderError("bad request: \u0000\uD800", false));
-    expect(await step(p)).toEqual({ ok: false, aborted: false, error: `bad request: ${R}${R}`, attempts: 1 });
+    expect(await step(p)).toEqual({
+      ok: false,
+      aborted: false,
+      error: `bad request: ${R}${R}`,
+      attempts: 1,
+      rejected: true,
+    });
   });
 });

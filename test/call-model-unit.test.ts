@@ -93,11 +93,11 @@ describe("callModel retries only before output", () => {
     expect(slept).toEqual([700, POLICY.maxDelayMs]);
   });
 
-  it("does not retry a non-retryable error", async () => {
+  it("does not retry a non-retryable error, and says the provider rejected the request", async () => {
     const provider = fakeProvider([failing(new ProviderError("401 bad key", false)), answering("never")]);
     const { slept, sleep } = recordingSleep();
     const step = await callModel(provider, request(), { sleep, random: () => 0.5, policy: POLICY });
-    expect(step).toEqual({ ok: false, aborted: false, error: "401 bad key", attempts: 1 });
+    expect(step).toEqual({ ok: false, aborted: false, error: "401 bad key", attempts: 1, rejected: true });
     expect(provider.calls).toBe(1);
     expect(slept).toEqual([]);
   });

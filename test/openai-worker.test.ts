@@ -242,4 +242,41 @@ describe("openai provider through the API and a worker process", () => {
     expect(stored.messages.at(-1)).toMatchObject({ content: "From the fallback", stopReason: "end_turn" });
     expect(stored.status).toBe("completed");
   });
+
+  it("(g) a 401 → one request, the session parked provider_rejected with the provider's message; a resume goes on", async () => {
+    const fake = await fakeServer();
+    fake.enqueue(
+      {
+        status: 401,
+        errorMessage: "Incorrect API key provided: sk-abc***xyz.",
+        errorType: "invalid_request_error",
+      },
+      { text: ["Hello ", "with the right key"] },
+    );
+    const { id } = await session(fake);
+    const { runId } = await client.send(id, "Hi");
+    const run = await client.waitForRun(runId, { timeoutMs: 20_000 });
+    expect(run.endedReason).toBe("provider_error");
+    expect(run.error).toMatch(/401/);
+    expect(fake.requests).toHaveLength(1); // not retried: the same request would be refused again
+
+    const parked = await client.getSession(id);
+    expect(parked.status).toBe("parked");
+    expect(parked.parkedReason).toMatch(/^provider_rejected: .*Incorrect API key provided/);
+    expect(parked.parkedReason).not.toContain(KEY);
+    expect(parked.messages.map((m) => m.role)).toEqual(["user"]);
+
+    // Parked, not lost: once the operator has fixed the key, an explicit resume answers.
+    const resumed = await client.resume(id);
+    expect(resumed.kind).toBe("call_model");
+    const again = await client.waitForRun(resumed.runId, { timeoutMs: 20_000 });
+    expect(again.endedReason).toBe("completed");
+    expect(fake.requests).toHaveLength(2);
+    const stored = await client.getSession(id);
+    expect(stored.status).toBe("completed");
+    expect(stored.messages.at(-1)).toMatchObject({
+      content: "Hello with the right key",
+      stopReason: "end_turn",
+    });
+  });
 });

@@ -297,6 +297,52 @@ describe("sweeper policy", () => {
     });
   });
 
+  it("parks a session whose provider rejects the request at once (provider_rejected), without resumes", async () => {
+    const running = await startBackgroundSweeper(3);
+    try {
+      const { id } = await client.createSession({
+        agent: { model: { provider: "scripted", steps: [{ fault: "rejected" }] } },
+      });
+      await client.send(id, "hello?");
+      await waitForStatus(id, "parked", 30_000);
+
+      const session = await client.getSession(id);
+      expect(session.parkedReason).toBe(
+        "provider_rejected: scripted fault: 401 the provider rejected the request",
+      );
+      expect(session.runs).toHaveLength(1);
+      expect(session.runs[0]).toMatchObject({ kind: "run", status: "ended", endedReason: "provider_error" });
+      expect(session.messages.map((m) => m.role)).toEqual(["user"]);
+      // The sweeper, which keeps running, adds nothing: parked means parked.
+      await new Promise((r) => setTimeout(r, 1_500));
+      expect(await runsOf(id)).toHaveLength(1);
+      const [row] = await fleet.database.sql<{ resume_attempts: number }[]>`
+        select resume_attempts from sessions where id = ${id}`;
+      expect(row!.resume_attempts).toBe(0);
+    } finally {
+      await running.stop();
+    }
+  }, 45_000);
+
+  it("with a fallback model, a rejecting primary is not parked: the fallback answers", async () => {
+    const running = await startBackgroundSweeper(5);
+    try {
+      const { id } = await client.createSession({
+        agent: {
+          model: { provider: "scripted", steps: [{ fault: "rejected" }] },
+          fallbackModels: [{ provider: "scripted", steps: [{ text: "from fallback" }] }],
+        },
+      });
+      await client.send(id, "anyone there?");
+      await waitForStatus(id, "completed", 30_000);
+      const runs = await runsOf(id);
+      expect(runs.at(-1)).toMatchObject({ kind: "resume", trigger: "sweeper", ended_reason: "completed" });
+      expect(runs.at(-1)!.model?.steps?.[0]?.text).toBe("from fallback");
+    } finally {
+      await running.stop();
+    }
+  }, 45_000);
+
   it("falls back to the agent's fallback model when the primary keeps failing", async () => {
     const running = await startBackgroundSweeper(5);
     try {

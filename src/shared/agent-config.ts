@@ -45,8 +45,11 @@ export const scriptedStepSchema = z.strictObject({
   stopReason: modelText.pipe(z.string().min(1)).optional(),
   /** Time to wait before and while streaming the answer. */
   delayMs: z.number().int().nonnegative().max(600_000).optional(),
-  /** `connection`: the request fails before any output; `stream_cut`: part of `text` streams, then it breaks. */
-  fault: z.enum(["connection", "stream_cut"]).optional(),
+  /**
+   * `connection`: the request fails before any output; `stream_cut`: part of `text` streams,
+   * then it breaks; `rejected`: the provider refuses the request as a 401 would (not retryable).
+   */
+  fault: z.enum(["connection", "stream_cut", "rejected"]).optional(),
   /** How many attempts at this step fail before one succeeds, counted across the fleet; default: all. */
   faultTimes: z.number().int().nonnegative().optional(),
 });

@@ -49,6 +49,9 @@ export const PARK_REASONS = [
   "max_turns",
   "budget_exhausted",
   "storage_rejected",
+  // The provider refused the agent's own model in a way it would repeat, and the agent has
+  // no fallback model (session-job.ts `rejectedForGood`).
+  "provider_rejected",
 ] as const;
 export type ParkReason = (typeof PARK_REASONS)[number];
 

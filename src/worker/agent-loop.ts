@@ -96,6 +96,8 @@ export type LoopResult = {
   outcome: RunOutcome;
   error?: string;
   usage: Usage;
+  /** `provider_error` only: the provider refused the request and would refuse it again (call-model.ts). */
+  rejected?: true;
   /** With `deferLast`: the run's last step, not yet stored (the caller stores it with the run's end). */
   last?: { message: Message; tail: TailState; estimatedTokens: number };
 };
@@ -268,7 +270,15 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
       },
       { sleep: deps.sleep, policy: deps.retryPolicy },
     );
-    if (!step.ok) return { outcome: step.aborted ? "cancelled" : "provider_error", error: step.error, usage };
+    if (!step.ok) {
+      if (step.aborted) return { outcome: "cancelled", error: step.error, usage };
+      return {
+        outcome: "provider_error",
+        error: step.error,
+        usage,
+        ...(step.rejected ? { rejected: true } : {}),
+      };
+    }
     const message = step.message;
     if (message.usage) {
       addUsage(usage, message.usage);

@@ -65,7 +65,18 @@ export type ModelStep =
       /** The estimate's cost, when the model has a price (for `agent.budget.maxCostUsd`). */
       estimatedCostUsd?: number;
     }
-  | { ok: false; aborted: boolean; error: string; attempts: number };
+  | {
+      ok: false;
+      aborted: boolean;
+      error: string;
+      attempts: number;
+      /**
+       * The provider refused the request in a way it would refuse it again (a non-retryable
+       * ProviderError: a 400/401/403/404, a key that is not set, a refused redirect), as
+       * opposed to attempts that ran out on errors that may pass.
+       */
+      rejected?: true;
+    };
 
 /** Rate-limit answers of a gated endpoint one call asks again without counting an attempt. */
 export const MAX_RATE_LIMITED = 50;
@@ -240,8 +251,8 @@ export async function callModel(
     }
     const cause = error instanceof EndpointRateLimited ? error.cause : error;
     const retryable = cause instanceof ProviderError ? cause.retryable : true;
-    if (!retryable || n >= policy.maxAttempts)
-      return { ok: false, aborted: false, error: messageText, attempts: n };
+    if (!retryable) return { ok: false, aborted: false, error: messageText, attempts: n, rejected: true };
+    if (n >= policy.maxAttempts) return { ok: false, aborted: false, error: messageText, attempts: n };
     const retryAfter = cause instanceof ProviderError ? cause.retryAfterMs : undefined;
     try {
       await deps.sleep(backoffMs(policy, n, random, retryAfter), request.signal);

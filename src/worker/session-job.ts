@@ -421,7 +421,13 @@ async function processRun(
     result = { outcome, error: (error as Error).message, usage: { inputTokens: 0, outputTokens: 0 } };
   }
   result = { ...result, usage: finalUsage(result.usage, previous, ledger) };
-  let park = PARK_AT_ONCE.has(result.outcome) ? { reason: result.outcome, detail: result.error } : undefined;
+  let park: { reason: RunOutcome | "provider_rejected"; detail?: string } | undefined = PARK_AT_ONCE.has(
+    result.outcome,
+  )
+    ? { reason: result.outcome, detail: result.error }
+    : rejectedForGood(result, run, state.parsedAgent)
+      ? { reason: "provider_rejected", detail: result.error }
+      : undefined;
   const endDetail = { error: result.error ?? null, usage: result.usage, park };
   let next: RunRow | null;
   const last = result.last;
@@ -491,6 +497,28 @@ async function processRun(
     await requestResume(fence.sessionId, deps);
   }
   return next;
+}
+
+/**
+ * A run the agent's own model ended with a refusal the provider would repeat (a 401/403, a
+ * model that does not exist, a key that is not set: call-model.ts `rejected`), on an agent
+ * with no fallback model: no automatic resume can succeed, so the session is parked
+ * `provider_rejected` at once, with the provider's message, instead of calling the provider
+ * SWEEPER_MAX_ATTEMPTS times more. With fallback models, or when the run used another model
+ * (a fallback, or one a resume asked for), the resume policy goes on as for any provider error.
+ */
+function rejectedForGood(
+  result: { outcome: RunOutcome; rejected?: true },
+  run: RunRow,
+  agent: SessionState["parsedAgent"],
+): boolean {
+  return (
+    result.outcome === "provider_error" &&
+    result.rejected === true &&
+    run.model === null &&
+    agent !== null &&
+    (agent.fallbackModels ?? []).length === 0
+  );
 }
 
 function runStartedEvent(run: RunRow, kind: "run" | "resume", resumeKind: string | null): SessionEventInput {

@@ -67,6 +67,11 @@ export class ScriptedModel implements ModelProvider {
     if (faulty && step.fault === "connection") {
       throw new ProviderError("scripted fault: connection refused before any output", true);
     }
+    if (faulty && step.fault === "rejected") {
+      throw new ProviderError("scripted fault: 401 the provider rejected the request", false, undefined, {
+        status: 401,
+      });
+    }
     const text = step.text ?? "";
     const chunks = splitText(text, CHUNKS);
     const cutAfter =

@@ -305,4 +305,19 @@ describe("the anthropic provider through the API and a worker process", () => {
     expect(fallback.requests[0]?.body.model).toBe("claude-fallback");
     expect(primary.requests).toHaveLength(4);
   });
+
+  it("(i) a 401 → one request; the session is parked provider_rejected with the provider's message", async () => {
+    const fake = await fakeServer({
+      status: 401,
+      error: { type: "authentication_error", message: "invalid x-api-key" },
+    });
+    const id = await session(fake);
+    const run = await sendAndWait(id, "Hi");
+    expect(run.endedReason).toBe("provider_error");
+    expect(fake.requests).toHaveLength(1);
+    const parked = await client.getSession(id);
+    expect(parked.status).toBe("parked");
+    expect(parked.parkedReason).toMatch(/^provider_rejected: .*invalid x-api-key/);
+    expect(parked.parkedReason).not.toContain(KEY);
+  });
 });

@@ -1,5 +1,6 @@
 /** The public API of the agent-fleet package. */
 export {
+  type BatchResumePage,
   type EventsOptions,
   FleetApiError,
   FleetClient,

@@ -19,6 +19,7 @@ import { stat } from "node:fs/promises";
 import { createInterface } from "node:readline";
 import type { Writable } from "node:stream";
 import { type BatchJson, type BatchSessionInput, FleetApiError, FleetClient } from "../producer/client.js";
+import type { ModelConfig } from "../shared/agent-config.js";
 
 /** Sessions per request (the API's MAX_BATCH). */
 export const PART_SIZE = 1_000;
@@ -286,6 +287,53 @@ export async function batchCancelCommand(id: string, options: BatchCommandOption
   const { client, url } = clientOf(options);
   return guarded(io, url, "fleet batch cancel", async () => {
     await write(io.stdout, `${JSON.stringify(await client.cancelBatch(id), null, 2)}\n`);
+    return 0;
+  });
+}
+
+/**
+ * `fleet batch resume ID [--reason R] [--model JSON]`: resumes the batch's parked sessions
+ * (only those parked for R when given) page by page until the pass is over, waiting when a
+ * tenant limit asks to. Progress on stderr; on stdout `{resumed, refused: {reason: n}}`.
+ */
+export async function batchResumeCommand(
+  id: string,
+  options: BatchCommandOptions & { reason?: string; model?: string } = {},
+): Promise<number> {
+  const io = ioOf(options);
+  const { client, url } = clientOf(options);
+  return guarded(io, url, "fleet batch resume", async () => {
+    let model: ModelConfig | undefined;
+    if (options.model !== undefined) {
+      try {
+        model = JSON.parse(options.model) as ModelConfig;
+      } catch {
+        throw new LineError(
+          '--model must be a MODEL as JSON, e.g. \'{"provider":"openai","model":"gpt-4o"}\'',
+        );
+      }
+    }
+    let resumed = 0;
+    const refused: Record<string, number> = {};
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await client.resumeBatch(id, {
+        ...(options.reason ? { parkedReason: options.reason } : {}),
+        ...(model ? { model } : {}),
+        ...(cursor ? { cursor } : {}),
+      });
+      resumed += page.resumed.length;
+      for (const { reason } of page.refused) refused[reason] = (refused[reason] ?? 0) + 1;
+      const left = Object.values(refused).reduce((a, b) => a + b, 0);
+      await write(io.stderr, `resumed ${resumed}, nothing to resume in ${left}\n`);
+      if (page.nextCursor === null) break;
+      cursor = page.nextCursor;
+      if (page.retryAfterSeconds !== undefined) {
+        await write(io.stderr, `a tenant limit was reached: waiting ${page.retryAfterSeconds} s\n`);
+        await new Promise((resolve) => setTimeout(resolve, page.retryAfterSeconds! * 1_000));
+      }
+    }
+    await write(io.stdout, `${JSON.stringify({ resumed, refused })}\n`);
     return 0;
   });
 }

@@ -309,6 +309,24 @@ export function buildProgram(): Program {
       ),
     );
 
+  batch
+    .command("resume")
+    .description(
+      "Resume the batch's parked sessions (e.g. after fixing the key that parked them provider_rejected), page by page. Sessions with nothing to resume stay parked and are counted by reason. Prints {resumed, refused: {reason: n}}.",
+    )
+    .argument("<ID>", "the batch id")
+    .option(
+      "--reason <REASON>",
+      "only sessions parked for this reason (e.g. provider_rejected, attempts_exhausted)",
+    )
+    .option("--model <JSON>", "resume with this MODEL instead of the agent's")
+    .option("--api <URL>", apiHelp)
+    .action(
+      run(async (id: string, options: { reason?: string; model?: string; api?: string }) =>
+        (await import("./batch.js")).batchResumeCommand(id, options),
+      ),
+    );
+
   program
     .command("watch")
     .summary("follow a session's events live (run starts, messages, tools, run ends)")

@@ -241,6 +241,15 @@ const gone = {
   },
 };
 export const resumeBody = z.strictObject({ model: modelConfigSchema.optional() });
+const batchResumeBody = z.strictObject({
+  parkedReason: z
+    .string()
+    .optional()
+    .describe("Only sessions parked for this reason (e.g. `provider_rejected`, `attempts_exhausted`)"),
+  model: modelConfigSchema.optional().describe("Resume with this MODEL instead of the agent's"),
+  cursor: z.string().optional().describe("The `nextCursor` of the previous page"),
+  limit: z.number().int().min(1).max(1_000).optional().describe("Sessions per page (default 200)"),
+});
 export const listQuery = z.strictObject({
   status: z
     .enum(["parked", "active", "cancelled", "queued", "running", "completed"])
@@ -357,6 +366,30 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     summary: "Cancel every session of the batch that has not ended",
     idParam: "batch id",
     responses: { 202: { description: "Cancelled", schema: batchSchema }, ...common, ...missing, ...conflict },
+  },
+  "POST /v1/batches/:id/resume": {
+    summary:
+      "Resume the batch's parked sessions, a page at a time (optionally only those parked for one reason, or with another model)",
+    idParam: "batch id",
+    body: batchResumeBody,
+    responses: {
+      202: {
+        description:
+          "The page: sessions resumed (queued), sessions refused (nothing to resume; they stay parked), and `nextCursor` (null when the pass is over)",
+        schema: z.object({
+          resumed: z.array(z.object({ sessionId: id, runId: id, kind: z.string() })),
+          refused: z.array(z.object({ sessionId: id, reason: z.string() })),
+          nextCursor: z.string().nullable(),
+          retryAfterSeconds: z
+            .number()
+            .int()
+            .optional()
+            .describe("A tenant limit stopped the page early: ask for `nextCursor` again after this long"),
+        }),
+      },
+      ...common,
+      ...missing,
+    },
   },
   "POST /v1/sessions/:id/cancel": {
     summary: "Cancel a session: queued runs dropped, a running one aborted; never resumed automatically",

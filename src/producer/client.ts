@@ -11,9 +11,10 @@ import type { Message } from "../shared/messages.js";
 import type { ResumeKind, ResumePointJson } from "../shared/resume-point.js";
 import type { BatchJson, BatchResult } from "../shared/store/batches.js";
 import type { RunJson } from "../shared/store/rows.js";
+import type { BatchResumePage } from "./batch-resume.js";
 import type { BatchCreated, SessionJson, SessionSummary } from "./fleet-service.js";
 
-export type { BatchCreated, BatchJson, BatchResult };
+export type { BatchCreated, BatchJson, BatchResult, BatchResumePage };
 
 /** One session of a batch (contracts §9). */
 export type BatchSessionInput = {
@@ -182,6 +183,27 @@ export class FleetClient {
   /** Cancels every session of the batch that has not ended. */
   cancelBatch(batchId: string, options: PostOptions = {}): Promise<BatchJson> {
     return this.request("POST", `/v1/batches/${encodeURIComponent(batchId)}/cancel`, undefined, options);
+  }
+
+  /**
+   * Resumes one page of the batch's parked sessions — only those parked for `parkedReason`
+   * (e.g. `provider_rejected`) when given, with another `model` when given. Pass the answer's
+   * `nextCursor` back as `cursor` until it is null; sessions with nothing to resume are listed
+   * in `refused` and stay parked.
+   */
+  resumeBatch(
+    batchId: string,
+    options: PostOptions & {
+      parkedReason?: string;
+      model?: ModelConfig;
+      cursor?: string;
+      limit?: number;
+    } = {},
+  ): Promise<BatchResumePage> {
+    const { idempotencyKey, ...body } = options;
+    return this.request("POST", `/v1/batches/${encodeURIComponent(batchId)}/resume`, body, {
+      idempotencyKey,
+    });
   }
 
   /** Cancels a session: queued runs dropped, a running one aborted; never resumed automatically. */

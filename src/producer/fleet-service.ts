@@ -39,6 +39,12 @@ import type {
 } from "../shared/store/session-queries.js";
 import type { FleetToolNames } from "../shared/tool-names.js";
 import { checkWebhookUrl, type WebhookSettings, webhookSettingsFromEnv } from "../shared/webhooks.js";
+import {
+  type BatchResumePage,
+  batchResumeBody,
+  DEFAULT_BATCH_RESUME_LIMIT,
+  resumeParkedPage,
+} from "./batch-resume.js";
 import type { Priorities } from "./fair-dispatch.js";
 
 const createBody = z.strictObject({
@@ -349,6 +355,38 @@ export class FleetService {
     const batch = await this.batches.view(id, tenant);
     if (!batch) throw new NotFoundError(`batch ${id}`);
     return include === "usage" ? { ...batch, usage: await this.batches.usage(id) } : batch;
+  }
+
+  /** Resumes one page of the batch's parked sessions (`POST /v1/batches/:id/resume`, batch-resume.ts). */
+  async resumeBatch(tenant: string, id: string, body: unknown): Promise<BatchResumePage> {
+    const input = parseBody(batchResumeBody, body) ?? { limit: DEFAULT_BATCH_RESUME_LIMIT };
+    const after = input.cursor === undefined ? undefined : decodeListCursor(input.cursor);
+    if (input.cursor !== undefined && after === undefined)
+      throw new ValidationError("cursor", "is not a cursor this endpoint gave (`nextCursor`)");
+    // The model is checked once, before any session is touched.
+    if (input.model !== undefined)
+      resolveModelRoute(parseModelConfig(input.model, "model"), this.routing, "model");
+    await this.getBatch(tenant, id);
+    const resumeBody = input.model === undefined ? undefined : { model: input.model };
+    return resumeParkedPage(
+      {
+        parked: async (before, limit) =>
+          (
+            await this.deps.queries.listSessions({
+              tenant,
+              batchId: id,
+              status: "parked",
+              parkedReason: input.parkedReason,
+              before,
+              limit,
+            })
+          ).map((row) => ({ id: row.id, cursor: row.cursor })),
+        resume: (sessionId) => this.resume(tenant, sessionId, resumeBody),
+        encode: encodeListCursor,
+      },
+      after,
+      input.limit,
+    );
   }
 
   /**

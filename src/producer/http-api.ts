@@ -386,6 +386,9 @@ function routes(app: FastifyInstance, deps: ApiDeps): void {
   app.post<IdParams>("/v1/batches/:id/cancel", async (request, reply) =>
     reply.code(202).send(await service.cancelBatch(request.tenant, request.params.id)),
   );
+  app.post<IdParams>("/v1/batches/:id/resume", async (request, reply) =>
+    reply.code(202).send(await service.resumeBatch(request.tenant, request.params.id, request.body)),
+  );
   app.post<IdParams>("/v1/sessions/:id/cancel", async (request, reply) =>
     reply.code(202).send(await service.cancelSession(request.tenant, request.params.id)),
   );

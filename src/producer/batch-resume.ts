@@ -1,0 +1,79 @@
+/**
+ * `POST /v1/batches/:id/resume`: an explicit resume of a batch's parked sessions, one page at
+ * a time — what an operator does after fixing what parked them (a revoked key that parked a
+ * batch `provider_rejected`, a provider outage that ended in `attempts_exhausted`), instead
+ * of one `POST /v1/sessions/:id/resume` per session.
+ *
+ * Each session goes through the one explicit resume (`FleetService.resume`): the same checks
+ * (a session with nothing to resume is refused with its reason and stays parked), the same
+ * run and job, the same per-tenant limits. The page walks the batch's parked sessions in the
+ * session list's keyset order (newest activity first) from `cursor`, so a session refused
+ * here is not met again on the next page, and one that parks again while the pages are read
+ * (it failed once more) is not resumed twice in one pass: a pass ends when `nextCursor` is
+ * null. When a tenant limit stops a page part-way, the page answers what it did, with
+ * `retryAfterSeconds` and a `nextCursor` at the first session not done.
+ */
+import { z } from "zod";
+import { AgentResumeError, TooManyRequestsError } from "../shared/errors.js";
+import type { ResumeKind } from "../shared/resume-reasons.js";
+import type { ListCursor } from "../shared/store/session-queries.js";
+
+export const DEFAULT_BATCH_RESUME_LIMIT = 200;
+
+export const batchResumeBody = z
+  .strictObject({
+    /** Only sessions parked for this reason (`provider_rejected`, or with its detail). */
+    parkedReason: z.string().min(1).max(200).optional(),
+    /** Resume with this MODEL instead of the agent's (checked once, as for one session). */
+    model: z.unknown().optional(),
+    /** The `nextCursor` of the previous page. */
+    cursor: z.string().min(1).max(400).optional(),
+    limit: z.number().int().min(1).max(1_000).default(DEFAULT_BATCH_RESUME_LIMIT),
+  })
+  .optional();
+
+export type BatchResumePage = {
+  resumed: { sessionId: string; runId: string; kind: ResumeKind }[];
+  /** Parked sessions with nothing to resume (`refused`, `context_full`, …); they stay parked. */
+  refused: { sessionId: string; reason: string }[];
+  /** The next page's `cursor`; null when the pass is over. */
+  nextCursor: string | null;
+  /** A tenant limit stopped the page early: ask for `nextCursor` again after this long. */
+  retryAfterSeconds?: number;
+};
+
+export type BatchResumeDeps = {
+  /** The batch's parked sessions after `after` in the list's order, at most `limit`. */
+  parked(after: ListCursor | undefined, limit: number): Promise<{ id: string; cursor: ListCursor }[]>;
+  /** The explicit resume of one session. */
+  resume(sessionId: string): Promise<{ runId: string; kind: ResumeKind }>;
+  encode(cursor: ListCursor): string;
+};
+
+/** One page: every parked session of it resumed or refused, in order (see the file comment). */
+export async function resumeParkedPage(
+  deps: BatchResumeDeps,
+  after: ListCursor | undefined,
+  limit: number,
+): Promise<BatchResumePage> {
+  const rows = await deps.parked(after, limit);
+  const page: BatchResumePage = { resumed: [], refused: [], nextCursor: null };
+  let done = after;
+  for (const row of rows) {
+    try {
+      page.resumed.push({ sessionId: row.id, ...(await deps.resume(row.id)) });
+    } catch (error) {
+      if (error instanceof AgentResumeError) {
+        page.refused.push({ sessionId: row.id, reason: error.reason });
+      } else if (error instanceof TooManyRequestsError && done !== undefined && done !== after) {
+        // Part of the page is done: say so, and where to go on once the limit allows.
+        return { ...page, nextCursor: deps.encode(done), retryAfterSeconds: error.retryAfterSeconds };
+      } else {
+        throw error;
+      }
+    }
+    done = row.cursor;
+  }
+  page.nextCursor = rows.length === limit && done !== undefined ? deps.encode(done) : null;
+  return page;
+}

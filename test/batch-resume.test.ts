@@ -1,0 +1,163 @@
+/**
+ * `POST /v1/batches/:id/resume` and `fleet batch resume` against a real worker process: a
+ * batch whose provider rejected every request (scripted `fault: "rejected"`, once per
+ * session) is parked `provider_rejected` at once; after "the key is fixed" one pass of pages
+ * resumes exactly those sessions, which then complete; a parked session with nothing to
+ * resume is refused with its reason and stays parked; bad input is a 400 naming the field.
+ * The page logic alone (tenant limits part-way, cursors): test/batch-resume-unit.test.ts.
+ */
+import { spawn } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FleetApiError, type FleetClient } from "../src/producer/client.js";
+import { createFleetEnv, FLEET_BIN, type FleetEnv, waitFor } from "./support/fleet-env.js";
+
+const rejectedOnce = (i: number) => ({
+  model: {
+    provider: "scripted" as const,
+    steps: [{ text: `answer ${i}`, fault: "rejected" as const, faultTimes: 1 }],
+  },
+});
+
+describe("resuming a batch's parked sessions", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let url: string;
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("batch-resume");
+    const started = await fleet.startApi();
+    client = started.client;
+    url = started.api.url;
+    await fleet.spawnWorker({ WORKER_CONCURRENCY: "8" });
+  }, 60_000);
+  afterAll(() => fleet?.close());
+
+  function fleetCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    return new Promise((resolve) => {
+      const child = spawn(process.execPath, [FLEET_BIN, ...args], {
+        env: { ...process.env, ...fleet.env, FLEET_API_URL: url },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (d) => {
+        stdout += d;
+      });
+      child.stderr.on("data", (d) => {
+        stderr += d;
+      });
+      child.on("exit", (code) => resolve({ code, stdout, stderr }));
+    });
+  }
+
+  async function parked(batch: string, reason?: string): Promise<string[]> {
+    const { sessions } = await client.listSessions({
+      batch,
+      status: "parked",
+      limit: 1_000,
+      ...(reason ? { parkedReason: reason } : {}),
+    });
+    return sessions.map((s) => s.id).sort();
+  }
+
+  it("resumes exactly the sessions parked provider_rejected, page by page; the rest are refused and stay parked", async () => {
+    const created = await client.createBatch([
+      ...Array.from({ length: 5 }, (_, i) => ({ customId: `r-${i}`, agent: rejectedOnce(i), input: "go" })),
+      {
+        customId: "refusal",
+        agent: { model: { provider: "scripted", steps: [{ text: "no", stopReason: "refusal" }] } },
+        input: "go",
+      },
+    ]);
+    const ids = new Map(created.sessions.map((s) => [s.customId, s.id]));
+    const rejected = [...ids]
+      .filter(([k]) => k !== "refusal")
+      .map(([, v]) => v)
+      .sort();
+    await waitFor(
+      async () => (await parked(created.id, "provider_rejected")).length === 5,
+      20_000,
+      "5 parked provider_rejected",
+    );
+    for (const id of rejected) {
+      const session = await client.getSession(id);
+      expect(session.parkedReason).toBe(
+        "provider_rejected: scripted fault: 401 the provider rejected the request",
+      );
+      expect(session.runs).toHaveLength(1);
+    }
+    // The refusal's run ends `refused`; with no sweeper here, it is parked as the sweeper would.
+    const refusal = ids.get("refusal")!;
+    await waitFor(
+      async () => (await client.getSession(refusal)).runs[0]?.status === "ended",
+      20_000,
+      "the refusal's run ended",
+    );
+    await fleet.database
+      .sql`update sessions set status = 'parked', parked_reason = 'refused' where id = ${refusal}`;
+
+    // One pass, in pages of 2: every provider_rejected session once, nothing else.
+    const pages = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.resumeBatch(created.id, {
+        parkedReason: "provider_rejected",
+        limit: 2,
+        ...(cursor ? { cursor } : {}),
+      });
+      pages.push(page);
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    expect(pages.map((p) => p.resumed.length)).toEqual([2, 2, 1]);
+    expect(pages.flatMap((p) => p.refused)).toEqual([]);
+    expect(pages.flatMap((p) => p.resumed.map((r) => r.sessionId)).sort()).toEqual(rejected);
+    for (const r of pages.flatMap((p) => p.resumed)) expect(r.kind).toBe("call_model");
+
+    await waitFor(
+      async () => (await client.getBatch(created.id)).counts.completed === 5,
+      20_000,
+      "5 completed",
+    );
+    for (const id of rejected) {
+      const session = await client.getSession(id);
+      expect(session.status).toBe("completed");
+      expect(session.messages.map((m) => m.role)).toEqual(["user", "assistant"]);
+      expect(session.runs.map((r) => [r.kind, r.trigger, r.endedReason])).toEqual([
+        ["run", "api", "provider_error"],
+        ["resume", "api", "completed"],
+      ]);
+    }
+    expect(await parked(created.id)).toEqual([refusal]);
+
+    // Without a reason: the refusal has nothing to resume; it is named and stays parked.
+    const cli = await fleetCli(["batch", "resume", created.id]);
+    expect(cli.code, cli.stderr).toBe(0);
+    expect(JSON.parse(cli.stdout)).toEqual({ resumed: 0, refused: { refused: 1 } });
+    expect(cli.stderr).toContain("resumed 0, nothing to resume in 1");
+    expect(await parked(created.id)).toEqual([refusal]);
+    expect((await client.getSession(refusal)).runs).toHaveLength(1);
+  }, 60_000);
+
+  it("refuses a bad cursor, a bad model and an unknown batch, touching nothing", async () => {
+    const created = await client.createBatch([{ agent: rejectedOnce(9), input: "go" }]);
+    await waitFor(async () => (await parked(created.id)).length === 1, 20_000, "parked");
+    const failure = async (promise: Promise<unknown>) =>
+      (await promise.catch((e: unknown) => e)) as FleetApiError;
+
+    const badCursor = await failure(client.resumeBatch(created.id, { cursor: "nope" }));
+    expect(badCursor).toBeInstanceOf(FleetApiError);
+    expect([badCursor.status, badCursor.field]).toEqual([400, "cursor"]);
+    const badModel = await failure(
+      client.resumeBatch(created.id, { model: { provider: "nobody" } as never }),
+    );
+    expect([badModel.status, badModel.field]).toEqual([400, "model.provider"]);
+    const missing = await failure(client.resumeBatch("no-such-batch"));
+    expect(missing.status).toBe(404);
+    expect(await parked(created.id)).toHaveLength(1);
+
+    const cli = await fleetCli(["batch", "resume", created.id, "--model", "{not json"]);
+    expect(cli.code).toBe(2);
+    expect(cli.stderr).toMatch(/^fleet batch resume: --model must be a MODEL as JSON/);
+    expect(await parked(created.id)).toHaveLength(1);
+  }, 60_000);
+});

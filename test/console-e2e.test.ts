@@ -410,6 +410,48 @@ describe("the console in a browser", () => {
     await asOtherTenant(`/console/batches/${batch.id}`, "Batch not found", "sessions finished");
   }, 60_000);
 
+  it("resumes a batch's parked sessions from its page, and says what it could not resume", async () => {
+    // The provider refuses each session's first request (parked provider_rejected at once), then answers.
+    const rejectedOnce = {
+      model: {
+        provider: "scripted" as const,
+        steps: [{ text: "Answer after the fix.", fault: "rejected" as const, faultTimes: 1 }],
+      },
+    };
+    const refusal = scripted([{ text: "I will not.", stopReason: "refusal" }]);
+    const batch = await ops.createBatch([
+      { agent: rejectedOnce, input: "One.", customId: "one" },
+      { agent: rejectedOnce, input: "Two.", customId: "two" },
+      { agent: refusal, input: "Three.", customId: "three" },
+    ]);
+    // The sweeper parks the refusal `refused`; the worker parks the other two at once.
+    await expect.poll(async () => (await ops.getBatch(batch.id)).counts.parked, { timeout: 20_000 }).toBe(3);
+    await page.goto(`${base}/console/batches/${batch.id}`);
+    const heading = page.getByRole("heading", { name: `Batch ${batch.id}` });
+    const keyField = page.getByLabel("Key", { exact: true });
+    await heading.or(keyField).first().waitFor();
+    if (await keyField.isVisible()) {
+      await keyField.fill(key.ops!);
+      await page.keyboard.press("Enter");
+    }
+    await page.locator(".legend").getByText("parked: 3").waitFor();
+
+    await page.getByRole("button", { name: "Resume parked sessions" }).click();
+    await page
+      .getByRole("status")
+      .getByText("Resumed 2 parked sessions; nothing to resume in 1 refused (still parked).", { exact: true })
+      .waitFor();
+    // The batch runs again, and the page follows it to its end without a reload.
+    await page.locator(".legend").getByText("completed: 2").waitFor();
+    await page.locator(".legend").getByText("parked: 1").waitFor();
+    const sessions = await Promise.all(batch.sessions.map((s) => ops.getSession(s.id)));
+    expect(sessions.map((s) => [s.status, s.messages.at(-1)?.content]).sort()).toEqual([
+      ["completed", "Answer after the fix."],
+      ["completed", "Answer after the fix."],
+      ["parked", "I will not."],
+    ]);
+  }, 60_000);
+
   it("serves the page without a key but no data, pages the list by cursor and filters by parked reason", async () => {
     const page = await fetch(`${base}/console/sessions/x`);
     expect(page.status).toBe(200);

@@ -160,6 +160,14 @@ export type Batch = {
   endedAt?: string | null;
 };
 
+/** One page of `POST /v1/batches/:id/resume`. */
+export type BatchResumePage = {
+  resumed: { sessionId: string; runId: string; kind: string }[];
+  refused: { sessionId: string; reason: string }[];
+  nextCursor: string | null;
+  retryAfterSeconds?: number;
+};
+
 const enc = encodeURIComponent;
 export const paths = {
   sessions: (query: URLSearchParams) => `/v1/sessions${query.size > 0 ? `?${query}` : ""}`,
@@ -172,4 +180,5 @@ export const paths = {
   batch: (id: string) => `/v1/batches/${enc(id)}`,
   batchResults: (id: string) => `/v1/batches/${enc(id)}/results`,
   batchCancel: (id: string) => `/v1/batches/${enc(id)}/cancel`,
+  batchResume: (id: string) => `/v1/batches/${enc(id)}/resume`,
 };

@@ -1,10 +1,20 @@
 /**
  * `/console/batches/:id`: a batch's counts as a progress bar (read again every 2 s while it
  * runs), its results as a download (fetched with the key: a plain link could not send it),
- * cancel, and a link to its sessions in the list.
+ * cancel, a resume of its parked sessions (one pass of `POST /v1/batches/:id/resume`), and a
+ * link to its sessions in the list.
  */
 import { useCallback, useEffect, useState } from "preact/hooks";
-import { ApiError, api, authHeaders, type Batch, failure, paths, storedKey } from "./api";
+import {
+  ApiError,
+  api,
+  authHeaders,
+  type Batch,
+  type BatchResumePage,
+  failure,
+  paths,
+  storedKey,
+} from "./api";
 import { Badge, ErrorBox, Link, listHref, Time } from "./ui";
 
 const PARTS = ["completed", "parked", "cancelled", "running", "queued"] as const;
@@ -14,6 +24,7 @@ export function BatchPageView({ id }: { id: string }) {
   const [error, setError] = useState<unknown>(null);
   const [missing, setMissing] = useState(false);
   const [busy, setBusy] = useState(false);
+  const [resumeNote, setResumeNote] = useState<string | null>(null);
 
   const load = useCallback(async () => {
     try {
@@ -50,6 +61,38 @@ export function BatchPageView({ id }: { id: string }) {
       link.download = `batch-${id}-results.ndjson`;
       link.click();
       setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    } catch (failed) {
+      setError(failed);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  /** One pass over the batch's parked sessions: each resumed, or named with why it cannot be. */
+  const resumeParked = async () => {
+    setBusy(true);
+    setError(null);
+    setResumeNote(null);
+    try {
+      let resumed = 0;
+      const refused = new Map<string, number>();
+      let cursor: string | null = null;
+      do {
+        const page: BatchResumePage = await api<BatchResumePage>(
+          "POST",
+          paths.batchResume(id),
+          cursor ? { cursor } : {},
+        );
+        resumed += page.resumed.length;
+        for (const { reason } of page.refused) refused.set(reason, (refused.get(reason) ?? 0) + 1);
+        cursor = page.nextCursor;
+        if (page.retryAfterSeconds) await new Promise((r) => setTimeout(r, page.retryAfterSeconds! * 1_000));
+      } while (cursor);
+      const left = [...refused].map(([reason, n]) => `${n} ${reason}`).join(", ");
+      setResumeNote(
+        `Resumed ${resumed} parked session${resumed === 1 ? "" : "s"}${left ? `; nothing to resume in ${left} (still parked)` : ""}.`,
+      );
+      await load();
     } catch (failed) {
       setError(failed);
     } finally {
@@ -123,6 +166,11 @@ export function BatchPageView({ id }: { id: string }) {
               Download results (NDJSON)
             </button>
             <Link href={listHref({ batch: id })}>This batch's sessions</Link>
+            {counts.parked > 0 && (
+              <button type="button" disabled={busy} onClick={() => void resumeParked()}>
+                Resume parked sessions
+              </button>
+            )}
             {batch.status === "running" && (
               <button
                 type="button"
@@ -134,6 +182,7 @@ export function BatchPageView({ id }: { id: string }) {
               </button>
             )}
           </p>
+          {resumeNote && <p role="status">{resumeNote}</p>}
         </>
       )}
     </article>

@@ -59,6 +59,7 @@ describe("callModel sanitises what the model sent", () => {
       ok: true,
       attempts: 1,
       message: { role: "assistant", content: `abc${R}`, stopReason: "interrupted" },
+      estimatedUsage: expect.any(Object),
     });
     expect(p.calls).toBe(1);
   });

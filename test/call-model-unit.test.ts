@@ -6,6 +6,7 @@ import { getEventListeners } from "node:events";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Usage } from "../src/shared/messages.js";
+import { estimateStepUsage } from "../src/shared/usage.js";
 import { backoffMs, callModel, DEFAULT_RETRY_POLICY, type RetryPolicy } from "../src/worker/call-model.js";
 import {
   type ModelEvent,
@@ -135,10 +136,13 @@ describe("callModel retries only before output", () => {
     ]);
     const { slept, sleep } = recordingSleep();
     const step = await callModel(provider, request(), { sleep, random: () => 0.5, policy: POLICY });
+    const message = { role: "assistant" as const, content: "Hello, wor", stopReason: "interrupted" };
+    // Sent and partly answered, so billed: the budget counts an estimate of it (the half call included nowhere).
     expect(step).toEqual({
       ok: true,
       attempts: 1,
-      message: { role: "assistant", content: "Hello, wor", stopReason: "interrupted" },
+      message,
+      estimatedUsage: estimateStepUsage(request(), message),
     });
     // Half-formed tool calls are dropped.
     expect(step.ok && step.message.toolCalls).toBeFalsy();
@@ -154,10 +158,12 @@ describe("callModel retries only before output", () => {
     ]);
     const { sleep } = recordingSleep();
     const step = await callModel(provider, request(), { sleep, random: () => 0.5, policy: POLICY });
+    const message = { role: "assistant" as const, content: "partial", stopReason: "interrupted" };
     expect(step).toEqual({
       ok: true,
       attempts: 1,
-      message: { role: "assistant", content: "partial", stopReason: "interrupted" },
+      message,
+      estimatedUsage: estimateStepUsage(request(), message),
     });
     expect(provider.calls).toBe(1);
   });

@@ -137,6 +137,30 @@ describe("limits that always hold", () => {
     expect(Number(row!.tokens_used)).toBeGreaterThanOrEqual(400);
   });
 
+  it("budget.maxTokens holds when every answer is cut short: an interrupted step counts as an estimate, not 0", async () => {
+    // Each attempt streams about half of 600 characters, then breaks: billed by a provider,
+    // though no usage arrives. Counted as 0, the session would be resumed until its attempts
+    // ran out (attempts_exhausted); counted, it stops at the budget.
+    const { id } = await client.createSession({
+      agent: {
+        model: { provider: "scripted", steps: [{ text: "y".repeat(600), fault: "stream_cut" }] },
+        budget: { maxTokens: 150 },
+      },
+    });
+    await client.send(id, "talk");
+    const session = await terminal(id, 30_000);
+    expect(session.status).toBe("parked");
+    expect(session.parkedReason).toMatch(/^budget_exhausted: agent.budget.maxTokens/);
+    const steps = session.messages.filter((m) => m.role === "assistant");
+    expect(steps.length).toBeGreaterThan(0);
+    expect(steps.length).toBeLessThan(MAX_ATTEMPTS + 1);
+    for (const step of steps) expect(step).toMatchObject({ stopReason: "interrupted" });
+    const [row] = await fleet.database.sql<
+      { tokens_used: string }[]
+    >`select tokens_used from sessions where id = ${id}`;
+    expect(Number(row!.tokens_used)).toBeGreaterThanOrEqual(150);
+  });
+
   it("budget.maxModelCalls: 5 holds across a send, two SIGKILLs and their resumes", async () => {
     const { id } = await client.createSession({
       agent: {

@@ -157,6 +157,7 @@ describe("ScriptedModel faults", () => {
       ok: true,
       attempts: 1,
       message: { role: "assistant", content: "abc\uFFFD", stopReason: "interrupted" },
+      estimatedUsage: expect.any(Object),
     });
   });
 

@@ -57,9 +57,9 @@ export type ModelStep =
       message: AssistantMessage;
       attempts: number;
       /**
-       * Only when the provider reported no usage (`message.usage` is `null`): a conservative
-       * estimate of the step's tokens (usage.ts), for `agent.budget.maxTokens` to count
-       * instead of 0. Never stored as the step's usage.
+       * Only when the provider reported no usage (`message.usage` is `null` or absent, as for
+       * a step cut short): a conservative estimate of the step's tokens (usage.ts), for
+       * `agent.budget.maxTokens` to count instead of 0. Never stored as the step's usage.
        */
       estimatedUsage?: Usage;
       /** The estimate's cost, when the model has a price (for `agent.budget.maxCostUsd`). */
@@ -198,6 +198,16 @@ async function attempt(
   }
 }
 
+/** A step's estimated usage (usage.ts) and, when the model has a price, its cost. */
+function estimated(
+  request: ModelRequest,
+  message: AssistantMessage,
+  price: NonNullable<ModelProvider["identity"]>["price"],
+): { estimatedUsage: Usage; estimatedCostUsd?: number } {
+  const estimatedUsage = estimateStepUsage(request, message);
+  return { estimatedUsage, ...(price ? { estimatedCostUsd: costOf(estimatedUsage, price) } : {}) };
+}
+
 export async function callModel(
   provider: ModelProvider,
   request: ModelRequest,
@@ -212,20 +222,12 @@ export async function callModel(
       request,
       policy.idleTimeoutMs ?? DEFAULT_RETRY_POLICY.idleTimeoutMs!,
     );
+    const price = provider.identity?.price;
     if ("message" in result) {
       const { message } = result;
-      const price = provider.identity?.price;
       // No usage at all (null: the provider sent none; absent: the scripted model) is unknown.
-      if (message.usage == null) {
-        const estimatedUsage = estimateStepUsage(request, message);
-        return {
-          ok: true,
-          message,
-          attempts: n,
-          estimatedUsage,
-          ...(price ? { estimatedCostUsd: costOf(estimatedUsage, price) } : {}),
-        };
-      }
+      if (message.usage == null)
+        return { ok: true, message, attempts: n, ...estimated(request, message, price) };
       if (price) message.usage = { ...message.usage, costUsd: costOf(message.usage, price) };
       return { ok: true, message, attempts: n };
     }
@@ -247,7 +249,11 @@ export async function callModel(
     if (request.signal.aborted) return { ok: false, aborted: true, error: messageText, attempts: n };
     if (result.outputStarted) {
       // Half-formed tool calls are dropped: they were never whole, so they never run.
-      return { ok: true, message: assistant(result.partial, [], "interrupted"), attempts: n };
+      const message = assistant(result.partial, [], "interrupted");
+      // The request was sent and partly answered, so it was billed, though no usage came:
+      // the budget counts an estimate of it (the request and the part that arrived), or a
+      // model whose answers keep breaking could spend past `maxTokens` one cut at a time.
+      return { ok: true, message, attempts: n, ...estimated(request, message, price) };
     }
     const cause = error instanceof EndpointRateLimited ? error.cause : error;
     const retryable = cause instanceof ProviderError ? cause.retryable : true;

@@ -37,10 +37,11 @@ describe("cancel while tools are running", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
   let sweeper: RunningSweeper;
+  let api: { url: string };
 
   beforeAll(async () => {
     fleet = await createFleetEnv("batch-cancel", { env: { SWEEPER_BACKOFF_MS: "300" } });
-    ({ client } = await fleet.startApi());
+    ({ client, api } = await fleet.startApi());
     sweeper = await startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: false });
     await fleet.spawnWorker({ WORKER_CONCURRENCY: "4" });
   }, 60_000);
@@ -128,6 +129,13 @@ describe("cancel while tools are running", () => {
       select r.id from runs r where r.started_at is null`;
     expect(queuedRunIds.length).toBe(8);
     for (const { id } of queuedRunIds) expect(await queue.getJob(`run-${id}`)).toBeUndefined();
+    // Those eight never reached a worker: the API counted them, once each (the four that ran
+    // are the worker's to count).
+    const metrics = await (await fetch(`${api.url}/metrics`)).text();
+    const cancelled = metrics.match(
+      /^fleet_runs_total\{[^}]*kind="run"[^}]*outcome="cancelled"[^}]*\} (\d+)$/m,
+    );
+    expect(Number(cancelled?.[1])).toBe(8);
     await queue.close();
     expect(queuedRun).toBeDefined();
   }, 60_000);

@@ -188,7 +188,7 @@ export class FleetService {
     private readonly deps: {
       queries: SessionQueries;
       queues: Pick<RunQueues, "enqueue" | "enqueueMany" | "getJob">;
-      metrics: Pick<FleetMetrics, "resumeRefusals">;
+      metrics: Pick<FleetMetrics, "resumeRefusals" | "runs">;
       /** The tool names workers registered (tool-names.ts). */
       toolNames: Pick<FleetToolNames, "known">;
       /**
@@ -439,6 +439,10 @@ export class FleetService {
   }) {
     for (let i = 0; i < result.sessionIds.length; i += 1_000)
       await this.deps.cancelSignal?.(result.sessionIds.slice(i, i + 1_000)).catch(() => {});
+    // Queued runs the cancel ended never reach a worker, which counts every run it ends: they
+    // are counted here, once (the cancel's statement ended each of them once).
+    for (const run of result.dropped)
+      this.deps.metrics.runs.inc({ kind: run.kind === "resume" ? "resume" : "run", outcome: "cancelled" });
     // Best effort: a job left behind finds its run ended and does nothing.
     const dropped = [...result.dropped];
     const lane = async () => {

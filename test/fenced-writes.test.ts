@@ -347,6 +347,7 @@ describe("runs", () => {
     const second = (await writes.claimSession(id, "w2"))!;
     expect(second.epoch).toBe(first.epoch + 1);
     expect(second.staleRunIds).toEqual([running.id]);
+    expect(second.staleRuns).toEqual([{ id: running.id, kind: "run" }]);
     expect(second.next).toMatchObject({ id: queued.id, status: "queued", input: "1", kind: "run" });
     expect(second.agent).toMatchObject({ model: { provider: "scripted" } });
     expect(await queries.getRun(running.id)).toMatchObject({ status: "ended", endedReason: "crashed" });
@@ -355,6 +356,24 @@ describe("runs", () => {
     // The old holder can no longer end anything.
     await expect(writes.endRun(fence, queued.id, "completed")).rejects.toBeInstanceOf(FencedError);
     expect((await writes.claimSession(id, "w3"))!.staleRunIds).toEqual([]);
+  });
+
+  it("claimSession names the kind of each run it ends crashed (a resume counts as a resume)", async () => {
+    const id = await newSession();
+    const resume = (
+      await queries.createRun({ sessionId: id, kind: "resume", trigger: "sweeper", resumeKind: "call_model" })
+    ).run;
+    const first = (await writes.claimSession(id, "w1"))!;
+    await writes.startRun(
+      { sessionId: id, epoch: first.epoch },
+      { lastSeq: 0, lastStepSeq: null },
+      { id: resume.id, workerId: "w1", resumeKind: "call_model" },
+      [],
+      "empty",
+    );
+    const second = (await writes.claimSession(id, "w2"))!;
+    expect(second.staleRuns).toEqual([{ id: resume.id, kind: "resume" }]);
+    expect(second.staleRunIds).toEqual([resume.id]);
   });
 
   it("createRun joins the active resume, and queues a new one after it ended", async () => {

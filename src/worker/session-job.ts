@@ -164,7 +164,7 @@ export async function processSessionJob(
           claim.history.length === 0 ? 0 : null,
         )
       : null;
-    for (const _ of claim.staleRunIds) deps.metrics.runs.inc({ kind: "run", outcome: "crashed" });
+    for (const { kind } of claim.staleRuns) deps.metrics.runs.inc({ kind, outcome: "crashed" });
     // The runs this claim ended: their messages the stream lacks first, then their ends.
     if (events && claim.staleRunIds.length > 0)
       await events.emitBounded(

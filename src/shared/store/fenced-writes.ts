@@ -40,6 +40,8 @@ export type Claim = {
   tokensUsed: number;
   /** Runs an earlier holder left `running` (it crashed, froze or was fenced out), now ended `crashed`. */
   staleRunIds: string[];
+  /** The same runs with their kind (for `fleet_runs_total{kind}`). */
+  staleRuns: { id: string; kind: "run" | "resume" }[];
   /** The oldest queued run, if any (none while the session is parked: it waits for someone to act). */
   next: RunRow | null;
   /** The stored history (read in the same statement). */
@@ -161,11 +163,13 @@ export class FencedWrites {
     if (!row) return null;
     const next = row.next ? runFromRaw(json<RawRun>(row.next)) : null;
     const started = row.started ? json<Inserted>(row.started) : null;
+    const staleRuns = json<{ id: string; kind: "run" | "resume" }[]>(row.stale);
     return {
       epoch: Number(row.lease_epoch),
       agent: json(row.agent),
       tokensUsed: Number(row.tokens_used),
-      staleRunIds: json<string[]>(row.stale),
+      staleRunIds: staleRuns.map((run) => run.id),
+      staleRuns,
       next,
       started: started && next ? stored([{ role: "user", content: next.input ?? "" }], [started]) : null,
       history: json<RawMessage[]>(row.history).map(messageFromRaw),

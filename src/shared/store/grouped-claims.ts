@@ -18,7 +18,7 @@ export type ClaimRow = {
   lease_epoch: string;
   agent: unknown;
   tokens_used: string;
-  stale: string[] | string;
+  stale: { id: string; kind: "run" | "resume" }[] | string;
   next: RawRun | string | null;
   started: { seq: number; created_at: string } | string | null;
   history: RawMessage[] | string;
@@ -49,14 +49,14 @@ export async function claimAlone(database: Database, claim: ClaimRequest): Promi
     ), stale as (
       update runs set status = 'ended', ended_reason = 'crashed', ended_at = now()
        where session_id = ${sessionId} and status = (select 'running'::text) and exists (select 1 from e)
-      returning id
+      returning id, kind
     ), ins as (
       insert into messages (session_id, seq, role, content, run_id)
       select ${sessionId}, 1, 'user', coalesce(r.input, ''), r.id from r, e
       returning seq, created_at
     )
     select e.lease_epoch, e.agent, e.tokens_used,
-           (select coalesce(json_agg(id), '[]'::json) from stale) as stale,
+           (select coalesce(json_agg(json_build_object('id', id, 'kind', kind)), '[]'::json) from stale) as stale,
            (select row_to_json(q) from q where e.status = 'active') as next,
            (select json_build_object('seq', seq, 'created_at', created_at) from ins) as started,
            (select coalesce(json_agg(row_to_json(m) order by m.seq), '[]'::json)
@@ -126,7 +126,7 @@ export async function claimsTogether(
         from e cross join lateral (
           select x.id from runs x where x.session_id = e.id and x.status = (select 'running'::text) offset 0) x
        where runs.id = x.id and (runs.status = 'running') is true
-      returning runs.id, runs.session_id
+      returning runs.id, runs.session_id, runs.kind
     ), ins as (
       insert into messages (session_id, seq, role, content, run_id)
       select r.session_id, 1, 'user', coalesce(r.input, ''), r.id from r join e on e.id = r.session_id
@@ -134,7 +134,8 @@ export async function claimsTogether(
     )
     select exists (select 1 from cur where cur.id = i.session_id) as locked,
            e.lease_epoch, e.agent, e.tokens_used,
-           (select coalesce(json_agg(stale.id), '[]'::json) from stale where stale.session_id = i.session_id) as stale,
+           (select coalesce(json_agg(json_build_object('id', stale.id, 'kind', stale.kind)), '[]'::json)
+              from stale where stale.session_id = i.session_id) as stale,
            (select row_to_json(q) from q where q.session_id = i.session_id and e.status = 'active') as next,
            (select json_build_object('seq', ins.seq, 'created_at', ins.created_at) from ins
              where ins.session_id = i.session_id) as started,

@@ -10,6 +10,9 @@
  * (stale / fresh; 1 means the plans hold without the statistics). Likewise, with the last
  * 2,000 sessions mid-run (started, tail open, their run queued) and 100 of them in a batch:
  * the sweeper's attention scan (200) and a page of 100 batch results, --lookups times each.
+ * Last, with every session in one batch: what a reader of the batch's events read each
+ * second before (every result, in pages of 500), a full events pass (batch-event-sync.ts:
+ * ids and states only) and an incremental one when nothing changed.
  *
  *   npm run bench:backlog -- --sessions 20000 --groups 40 --size 16
  */
@@ -72,6 +75,34 @@ async function rounds(db: Database, first: number): Promise<Times> {
   return times;
 }
 
+/** A batch events reader's passes over batch `id`, timed: the old one, a full one, an incremental one. */
+async function eventPasses(
+  batches: BatchStore,
+  id: string,
+): Promise<{ results: number[]; full: number[]; changed: number[] }> {
+  const times = { results: [] as number[], full: [] as number[], changed: [] as number[] };
+  for (let n = 0; n < 5; n++) {
+    let started = performance.now();
+    for (let after = "", size = 500; size === 500; ) {
+      const page = await batches.resultsPage(id, after, 500);
+      size = page.length;
+      after = page.at(-1)?.id ?? after;
+    }
+    times.results.push(performance.now() - started);
+    started = performance.now();
+    for (let after: Awaited<ReturnType<BatchStore["endedPage"]>>["next"] = null; ; ) {
+      after = (await batches.endedPage(id, after, 1_000)).next;
+      if (after === null) break;
+    }
+    times.full.push(performance.now() - started);
+    started = performance.now();
+    const since = new Date((await batches.clock()).getTime() - 5_000);
+    if ((await batches.endedPage(id, null, 1_000, since)).next !== null) throw new Error("nothing changed");
+    times.changed.push(performance.now() - started);
+  }
+  return times;
+}
+
 async function main(): Promise<void> {
   const began = Date.now();
   const cleanup = new Cleanup();
@@ -99,6 +130,15 @@ async function main(): Promise<void> {
     await sql`analyze sessions`;
     const fresh = await rounds(db, 1 + GROUPS * SIZE);
     const freshLookups = await lookups(sweeps, batches);
+    await sql`insert into batches (id, tenant) values ('b-all', 'default')`;
+    // Sessions that ended a while ago: an incremental pass finds nothing changed since.
+    await sql`update sessions set batch_id = 'b-all', updated_at = now() - interval '1 hour' where batch_id is null`;
+    await sql`analyze sessions`;
+    const [counted] = await sql<
+      { n: number }[]
+    >`select count(*)::int as n from sessions where batch_id = 'b-all'`;
+    const inBatch = counted!.n;
+    const passes = await eventPasses(batches, "b-all");
     const ms = (values: number[], p: number) => `${fmt(percentile(values, p), 2)} ms`;
     console.log();
     console.log(
@@ -121,6 +161,29 @@ async function main(): Promise<void> {
           ms(freshLookups[what], 50),
           ms(freshLookups[what], 90),
           fmt(percentile(staleLookups[what], 50) / percentile(freshLookups[what], 50), 2),
+        ]),
+      ]),
+    );
+    console.log();
+    console.log(
+      table([
+        [
+          `batch events, one reader's pass over ${inBatch.toLocaleString("en")} sessions`,
+          "p50",
+          "max",
+          "/ before",
+        ],
+        ...(
+          [
+            ["before: every result, pages of 500", passes.results],
+            ["now, full pass (every 30 s): ids and states", passes.full],
+            ["now, between them: only what changed (nothing)", passes.changed],
+          ] as const
+        ).map(([what, times]) => [
+          what,
+          `${fmt(percentile([...times], 50), 1)} ms`,
+          `${fmt(Math.max(...times), 1)} ms`,
+          fmt(percentile([...times], 50) / percentile(passes.results, 50), 4),
         ]),
       ]),
     );

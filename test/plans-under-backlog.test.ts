@@ -143,6 +143,19 @@ describe("per-session run lookups under a backlog the statistics have not seen",
         100 * 12,
       ],
       ["batch has not ended", () => batches.hasEnded("b-backlog", "default"), false, 40],
+      [
+        "batch events' page of 100, every session",
+        async () => (await batches.endedPage("b-backlog", null, 100)).ended.length,
+        0,
+        100 * 12,
+      ],
+      // The passes between full ones read only the sessions that changed: none here.
+      [
+        "batch events' page, nothing changed since",
+        async () => (await batches.endedPage("b-backlog", null, 1_000, new Date(Date.now() + 60_000))).next,
+        null,
+        40,
+      ],
     ];
     for (const [what, call, answer, most] of checks) {
       let got: unknown;

@@ -14,9 +14,10 @@
  *   answer `429` (`limit: "event_streams"`), so event streams cannot exhaust the API.
  * - A batch's events (`SESSION_ENDED` per session that reached a terminal state, then one
  *   `BATCH_COMPLETED`) are derived from Postgres by whichever API process serves a reader,
- *   once a second, and written once each (a Redis set remembers what was written) to the
- *   batch's own stream, `<prefix>:batch-events:<batchId>`; readers read that stream with the
- *   same resume rules.
+ *   once a second — in full every 30 s, otherwise only the sessions that changed
+ *   (batch-event-sync.ts) — and written once each (a Redis set remembers what was written)
+ *   to the batch's own stream, `<prefix>:batch-events:<batchId>`; readers read that stream
+ *   with the same resume rules.
  */
 import type { ServerResponse } from "node:http";
 import type { FastifyReply, FastifyRequest } from "fastify";
@@ -35,6 +36,7 @@ import {
 import type { FleetMetrics } from "../shared/metrics.js";
 import type { BatchStore } from "../shared/store/batches.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
+import { BatchEventSync, type BatchEventWrite } from "./batch-event-sync.js";
 
 export type EventStreamDeps = {
   redis: Redis;
@@ -42,7 +44,7 @@ export type EventStreamDeps = {
   subscriber: () => Redis;
   prefix: string;
   queries: Pick<SessionQueries, "getSession" | "listRuns">;
-  batches?: Pick<BatchStore, "view" | "resultsPage">;
+  batches?: Pick<BatchStore, "view" | "clock" | "hasEnded" | "endedPage">;
   metrics: Pick<FleetMetrics, "sseClients"> & { eventsWritten?: EventsCounter };
   maxStreamsPerTenant: number;
   heartbeatMs: number;
@@ -77,8 +79,6 @@ return written
 type RedisWithBatchAppend = {
   fleetBatchEventsAppend(stream: string, done: string, ...args: (string | number)[]): Promise<number>;
 };
-
-const TERMINAL = new Set(["completed", "parked", "cancelled"]);
 
 export class EventStreams {
   private readonly reader: EventReader;
@@ -198,15 +198,16 @@ export class EventStreams {
     if (!view) throw new NotFoundError(`batch ${batchId}`);
     const key = `${this.deps.prefix}:batch-events:${batchId}`;
     if (after !== null && (await this.reader.expired(key, after))) return this.gone(reply, after);
-    await this.serve(request, reply, tenant, key, after ?? "0-0", () => this.syncBatch(batchId));
+    // This reader's own pass state: a full read first, then only what changed (batch-event-sync.ts).
+    const sync = new BatchEventSync({ batches, write: this.batchEventWriter(batchId) }, batchId, tenant);
+    await this.serve(request, reply, tenant, key, after ?? "0-0", () => sync.sync());
   }
 
-  /** Writes the batch events Postgres shows and the stream lacks (each once, whoever writes). */
-  async syncBatch(batchId: string): Promise<void> {
-    const batches = this.deps.batches!;
+  /** Writes batch events to the batch's stream, each once whoever writes it (the done set). */
+  private batchEventWriter(batchId: string): BatchEventWrite {
     const key = `${this.deps.prefix}:batch-events:${batchId}`;
     const done = `${this.deps.prefix}:batch-events-done:${batchId}`;
-    const write = async (entries: [member: string, type: string, data: unknown][]) => {
+    return async (entries) => {
       if (entries.length === 0) return;
       const args: (string | number)[] = [
         this.deps.retention.maxEvents,
@@ -222,39 +223,6 @@ export class EventStreams {
       );
       if (written > 0) this.deps.metrics.eventsWritten?.inc({ type: entries[0]![1] }, written);
     };
-    // The state first: a batch seen ended has every session terminal in the pages read after.
-    const view = await batches.view(batchId);
-    if (!view) return;
-    let cursor = "";
-    for (;;) {
-      const page = await batches.resultsPage(batchId, cursor, 500);
-      await write(
-        page
-          .filter((r) => TERMINAL.has(r.status))
-          .map((r) => [
-            r.sessionId,
-            "SESSION_ENDED",
-            {
-              type: "SESSION_ENDED",
-              batchId,
-              sessionId: r.sessionId,
-              customId: r.customId,
-              status: r.status,
-              ...(r.parkedReason ? { parkedReason: r.parkedReason } : {}),
-            },
-          ]),
-      );
-      if (page.length < 500) break;
-      cursor = page.at(-1)!.id;
-    }
-    if (view.status !== "running")
-      await write([
-        [
-          "\u0000batch",
-          "BATCH_COMPLETED",
-          { type: "BATCH_COMPLETED", batchId, status: view.status, counts: view.counts },
-        ],
-      ]);
   }
 
   private async serve(

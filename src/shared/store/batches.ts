@@ -17,6 +17,7 @@
 import type { Database } from "../db/client.js";
 import { roundUsd, type UsageTotals } from "../prices.js";
 import { json } from "./rows.js";
+import type { ListCursor } from "./session-queries.js";
 import { usageOfBatch } from "./session-usage.js";
 
 export type BatchCounts = {
@@ -68,6 +69,27 @@ export type Unsettled = { id: string; tenant: string; ended: boolean; webhookOwe
 
 const iso = (value: string | Date | null): string | undefined =>
   value === null ? undefined : new Date(value).toISOString();
+
+/** A session of a batch in a terminal state, as `SESSION_ENDED` names it. */
+export type EndedSession = {
+  id: string;
+  customId: string | null;
+  status: "completed" | "parked" | "cancelled";
+  parkedReason?: string;
+};
+
+/** A session's state as batch results and counts name it, from its row and its unfinished runs. */
+function resultStatus(r: {
+  status: string;
+  running: boolean | null;
+  run_started: boolean;
+  tail_state: string;
+}): BatchResult["status"] {
+  if (r.status === "cancelled" || r.status === "parked") return r.status;
+  if (r.running === true) return "running";
+  if (r.running === false) return "queued";
+  return r.run_started && r.tail_state !== "completed" ? "running" : "completed";
+}
 
 export class BatchStore {
   constructor(private readonly database: Database) {}
@@ -211,16 +233,7 @@ export class BatchStore {
        where s.batch_id = ${id} and s.id > ${after}
        order by s.id limit ${limit}`;
     return rows.map((r) => {
-      const status: BatchResult["status"] =
-        r.status === "cancelled" || r.status === "parked"
-          ? r.status
-          : r.running === true
-            ? "running"
-            : r.running === false
-              ? "queued"
-              : r.run_started && r.tail_state !== "completed"
-                ? "running"
-                : "completed";
+      const status = resultStatus(r);
       const terminal = status === "completed" || status === "parked" || status === "cancelled";
       return {
         id: r.id,
@@ -242,6 +255,66 @@ export class BatchStore {
           : null,
       };
     });
+  }
+
+  /** Postgres's clock: what batch events compare `updated_at` with (not this host's clock). */
+  async clock(): Promise<Date> {
+    const [row] = await this.database.sql<{ t: string | Date }[]>`select now() as t`;
+    return new Date(row!.t);
+  }
+
+  /**
+   * One page of the batch's sessions with those in a terminal state: what `SESSION_ENDED`
+   * events need, without the output and usage a result reads. Either every session, in id
+   * order after `after.id` (`since` absent), or only those whose row changed at or after
+   * `since`, in (updated_at, id) order after `after` — an index range on
+   * `sessions_batch_updated_idx`, so a pass costs what changed, not the batch's size.
+   * `next`: where the next page starts (null: this page was the last).
+   */
+  async endedPage(
+    id: string,
+    after: ListCursor | null,
+    limit: number,
+    since?: Date,
+  ): Promise<{ next: ListCursor | null; ended: EndedSession[] }> {
+    const { sql } = this.database;
+    const from =
+      since === undefined
+        ? sql`and s.id > ${after?.id ?? ""} order by s.id`
+        : sql`and (s.updated_at, s.id) > (timestamptz 'epoch' + ${after?.micros ?? String(since.getTime() * 1000)}::bigint * interval '1 microsecond', ${after?.id ?? ""})
+              order by s.updated_at, s.id`;
+    const rows = await sql<
+      {
+        id: string;
+        custom_id: string | null;
+        status: string;
+        tail_state: string;
+        run_started: boolean;
+        parked_reason: string | null;
+        running: boolean | null;
+        micros: string;
+      }[]
+    >`
+      select s.id, s.custom_id, s.status, s.tail_state, s.run_started, s.parked_reason,
+             (select bool_or(r.status = 'running') from runs r
+               where r.session_id = s.id and (r.status <> 'ended') is true) as running,
+             (extract(epoch from s.updated_at) * 1000000)::bigint::text as micros
+        from sessions s
+       where s.batch_id = ${id} ${from}
+       limit ${limit}`;
+    const ended: EndedSession[] = [];
+    for (const r of rows) {
+      const status = resultStatus(r);
+      if (status !== "completed" && status !== "parked" && status !== "cancelled") continue;
+      ended.push({
+        id: r.id,
+        customId: r.custom_id,
+        status,
+        ...(status === "parked" && r.parked_reason !== null ? { parkedReason: r.parked_reason } : {}),
+      });
+    }
+    const last = rows.at(-1);
+    return { next: rows.length === limit && last ? { micros: last.micros, id: last.id } : null, ended };
   }
 
   /**

@@ -210,6 +210,8 @@ describe("streaming", () => {
       ok: true,
       attempts: 1,
       message: { role: "assistant", content: "Hello world", stopReason: "interrupted" },
+      // Billed though cut short: the budget counts an estimate (call-model.ts).
+      estimatedUsage: { inputTokens: expect.any(Number), outputTokens: expect.any(Number) },
     });
     expect(fake.requests).toHaveLength(1);
     expect(slept).toEqual([]);

@@ -185,6 +185,8 @@ describe("a stream without its terminal [DONE] (resume-semantics §6: interrupte
       ok: true,
       attempts: 1,
       message: { role: "assistant", content: "The answer is 42", stopReason: "interrupted" },
+      // Billed though cut short: the budget counts an estimate (call-model.ts).
+      estimatedUsage: { inputTokens: expect.any(Number), outputTokens: expect.any(Number) },
     });
     expect(fake.requests).toHaveLength(1);
     expect(slept).toEqual([]);
@@ -245,6 +247,8 @@ describe("a stream cut mid-text", () => {
       ok: true,
       attempts: 1,
       message: { role: "assistant", content: "The answer is forty", stopReason: "interrupted" },
+      // Billed though cut short: the budget counts an estimate (call-model.ts).
+      estimatedUsage: { inputTokens: expect.any(Number), outputTokens: expect.any(Number) },
     });
     expect(fake.requests).toHaveLength(1);
     expect(slept).toEqual([]);

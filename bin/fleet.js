@@ -34,6 +34,20 @@ async function runSources() {
   return true;
 }
 
+// npm 11 runs a dependency's install scripts only once approved, so the postgres.js patches of
+// the postinstall step (the closed-socket guard, settling without closures) may be missing:
+// apply what is, before anything loads postgres.js. Reads only when they are in place.
+try {
+  const { patchPostgres } = await import(new URL("scripts/patch-postgres.mjs", root).href);
+  const problems = patchPostgres(() => {});
+  if (problems.length > 0)
+    console.error(
+      `fleet: warning: postgres.js is not patched (${problems[0]}): a connection lost mid-write can crash this process; run \`node node_modules/agent-fleet/scripts/patch-postgres.mjs\` as the user that installed it`,
+    );
+} catch {
+  // No scripts/ beside this file: nothing to apply.
+}
+
 const built = existsSync(compiled) ? statSync(compiled).mtimeMs : 0;
 if (built > 0 && newestSource() <= built) {
   await import(compiled.href);

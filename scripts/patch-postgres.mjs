@@ -1,6 +1,8 @@
 // postinstall: two small patches to postgres.js 3.4.x, in both its builds (src/ for import,
 // cjs/ for require). Idempotent (each carries a mark); a file that does not look as expected
-// (another version of postgres.js) is left as it is, with a warning.
+// (another version of postgres.js) is left as it is, with a warning. npm 11 runs a
+// dependency's install scripts only once approved, so `fleet` also applies what is missing
+// when it starts (bin/fleet.js imports `patchPostgres`).
 //
 // 1. A guard against a write to a connection that has already closed. Such a write is
 //    scheduled with setImmediate, finds `socket === null` and throws outside any query,
@@ -18,14 +20,15 @@
 //    behaviour and lets each query's garbage die young.
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 
 const GUARD_MARK = "agent-fleet: guard against a closed socket";
 const NEXT_WRITE = "  function nextWrite(fn) {\n";
 const SETTLE_MARK = "agent-fleet: settle without closures";
 const SPECIES = "  static get [Symbol.species]() {\n    return Promise\n  }\n";
 
-const patches = [
+export const patches = [
   {
     name: "closed-socket guard",
     files: ["src/connection.js", "cjs/src/connection.js"],
@@ -73,31 +76,52 @@ const patches = [
   },
 ];
 
-let root;
-try {
-  // …/postgres/cjs/src/index.js → …/postgres
-  root = dirname(dirname(dirname(createRequire(import.meta.url).resolve("postgres"))));
-} catch {
-  console.warn("patch-postgres: postgres is not installed; nothing to patch");
-  process.exit(0);
-}
-for (const patch of patches) {
-  for (const file of patch.files) {
-    const path = join(root, file);
-    let text;
-    try {
-      text = readFileSync(path, "utf8");
-    } catch {
-      console.warn(`patch-postgres: ${path} not found; left as it is`);
-      continue;
-    }
-    if (text.includes(patch.mark)) continue;
-    // Each edit must match exactly once, or the file is not the one this patch was written for.
-    if (!patch.edits.every(([original]) => text.split(original).length === 2)) {
-      console.warn(`patch-postgres: ${path} does not look like postgres.js 3.4; ${patch.name} left out`);
-      continue;
-    }
-    for (const [original, replacement] of patch.edits) text = text.replace(original, () => replacement);
-    writeFileSync(path, text);
+
+/**
+ * Applies the patches that are not in place yet. Returns what could not be applied (an empty
+ * list: postgres.js is patched); each problem is also passed to `warn`. Reads only, when
+ * everything is in place already (`fleet` calls this at every start: bin/fleet.js).
+ */
+export function patchPostgres(warn = (line) => console.warn(line)) {
+  const problems = [];
+  const problem = (line) => {
+    problems.push(line);
+    warn(line);
+  };
+  let root;
+  try {
+    // …/postgres/cjs/src/index.js → …/postgres
+    root = dirname(dirname(dirname(createRequire(import.meta.url).resolve("postgres"))));
+  } catch {
+    warn("patch-postgres: postgres is not installed; nothing to patch");
+    return problems;
   }
+  for (const patch of patches) {
+    for (const file of patch.files) {
+      const path = join(root, file);
+      let text;
+      try {
+        text = readFileSync(path, "utf8");
+      } catch {
+        problem(`patch-postgres: ${path} not found; left as it is`);
+        continue;
+      }
+      if (text.includes(patch.mark)) continue;
+      // Each edit must match exactly once, or the file is not the one this patch was written for.
+      if (!patch.edits.every(([original]) => text.split(original).length === 2)) {
+        problem(`patch-postgres: ${path} does not look like postgres.js 3.4; ${patch.name} left out`);
+        continue;
+      }
+      for (const [original, replacement] of patch.edits) text = text.replace(original, () => replacement);
+      try {
+        writeFileSync(path, text);
+      } catch (error) {
+        problem(`patch-postgres: cannot write ${path} (${error.code ?? error.message}); ${patch.name} left out`);
+      }
+    }
+  }
+  return problems;
 }
+
+// Run as the postinstall step (`node scripts/patch-postgres.mjs`), not when imported.
+if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) patchPostgres();

@@ -10,7 +10,7 @@
  */
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { cp, mkdir, mkdtemp, readdir, rm, symlink, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
@@ -153,6 +153,26 @@ describe("the npm package", () => {
       expect(help.stdout).toMatch(new RegExp(`^ {2}fleet ${command}\\b`, "m"));
     const version = await fleet(["--version"]);
     expect(version.stdout.trim()).toBe("0.1.0");
+  });
+
+  it("`fleet` applies the postgres.js patches at start when npm did not run the postinstall (npm 11 asks first)", async () => {
+    type Patch = { files: string[]; mark: string; edits: [string, string][] };
+    const { patches } = (await import(join(ROOT, "scripts/patch-postgres.mjs"))) as { patches: Patch[] };
+    const installed = join(project, "node_modules/postgres");
+    // postgres.js as a fresh install leaves it without the approval: whatever npm applied, undone.
+    for (const patch of patches)
+      for (const file of patch.files) {
+        let text = await readFile(join(installed, file), "utf8");
+        for (const [original, replacement] of patch.edits) text = text.replace(replacement, () => original);
+        expect(text, file).not.toContain(patch.mark);
+        await writeFile(join(installed, file), text);
+      }
+    const help = await fleet(["--help"]);
+    expect(help.code, help.stderr).toBe(0);
+    expect(help.stderr).toBe("");
+    for (const patch of patches)
+      for (const file of patch.files)
+        expect(await readFile(join(installed, file), "utf8"), file).toContain(patch.mark);
   });
 
   it("`npx fleet resume-point --file` classifies a history: exit 0 resumable, 3 not, 2 invalid", async () => {

@@ -76,7 +76,6 @@ export const patches = [
   },
 ];
 
-
 /**
  * Applies the patches that are not in place yet. Returns what could not be applied (an empty
  * list: postgres.js is patched); each problem is also passed to `warn`. Reads only, when
@@ -116,7 +115,9 @@ export function patchPostgres(warn = (line) => console.warn(line)) {
       try {
         writeFileSync(path, text);
       } catch (error) {
-        problem(`patch-postgres: cannot write ${path} (${error.code ?? error.message}); ${patch.name} left out`);
+        problem(
+          `patch-postgres: cannot write ${path} (${error.code ?? error.message}); ${patch.name} left out`,
+        );
       }
     }
   }

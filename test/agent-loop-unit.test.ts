@@ -432,14 +432,15 @@ describe("runAgentLoop", () => {
     expect(result).toEqual({ outcome: "completed", usage: { inputTokens: 35, outputTokens: 10 } });
   });
 
-  it("ends provider_error with the error when the model keeps failing, appending nothing", async () => {
+  /** A run whose every model request throws `error` before any output, with `maxAttempts` per step. */
+  async function failingRun(error: Error, maxAttempts: number) {
     const log: string[] = [];
     const t = setup([{ content: "x", stopReason: "end_turn" }]);
     const failing: ModelProvider = {
       // biome-ignore lint/correctness/useYield: fails before any output, by design
       async *stream() {
         log.push("model");
-        throw new Error("connection refused");
+        throw error;
       },
     };
     const { writes, appended } = fakeWrites(log);
@@ -458,9 +459,14 @@ describe("runAgentLoop", () => {
         tools: fakeTools(log, {}).registry,
         metrics,
         sleep: async () => {},
-        retryPolicy: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 },
+        retryPolicy: { maxAttempts, baseDelayMs: 1, maxDelayMs: 1 },
       },
     );
+    return { result, log, appended };
+  }
+
+  it("ends provider_error with the error when the model keeps failing, appending nothing", async () => {
+    const { result, log, appended } = await failingRun(new Error("connection refused"), 2);
     expect(result).toEqual({
       outcome: "provider_error",
       error: "connection refused",
@@ -471,34 +477,10 @@ describe("runAgentLoop", () => {
   });
 
   it("ends provider_error marked rejected after one call when the provider refuses the request", async () => {
-    const log: string[] = [];
-    const t = setup([{ content: "x", stopReason: "end_turn" }]);
-    const refusing: ModelProvider = {
-      // biome-ignore lint/correctness/useYield: fails before any output, by design
-      async *stream() {
-        log.push("model");
-        throw new ProviderError("openai: 401 Incorrect API key provided", false, undefined, { status: 401 });
-      },
-    };
-    const { writes, appended } = fakeWrites(log);
-    const { metrics } = fakeMetrics();
-    const result = await runAgentLoop(
-      {
-        fence: FENCE,
-        runId: RUN_ID,
-        agent: agent(),
-        model: refusing,
-        history: t.history,
-        signal: new AbortController().signal,
-      },
-      {
-        writes,
-        tools: fakeTools(log, {}).registry,
-        metrics,
-        sleep: async () => {},
-        retryPolicy: { maxAttempts: 4, baseDelayMs: 1, maxDelayMs: 1 },
-      },
-    );
+    const refused = new ProviderError("openai: 401 Incorrect API key provided", false, undefined, {
+      status: 401,
+    });
+    const { result, log, appended } = await failingRun(refused, 4);
     expect(result).toEqual({
       outcome: "provider_error",
       error: "openai: 401 Incorrect API key provided",

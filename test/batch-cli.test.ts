@@ -4,11 +4,11 @@
  * --wait (plain progress lines off a terminal), its results streamed as NDJSON; a bad line
  * is named by file and line; status and cancel print the batch JSON.
  */
-import { spawn } from "node:child_process";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createFleetEnv, FLEET_BIN, type FleetEnv } from "./support/fleet-env.js";
+import { runFleetCli } from "./support/fleet-cli.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
 const line = (i: number) =>
   JSON.stringify({
@@ -28,23 +28,7 @@ describe("fleet batch", () => {
   }, 60_000);
   afterAll(() => fleet?.close());
 
-  function fleetCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    return new Promise((resolve) => {
-      const child = spawn(process.execPath, [FLEET_BIN, ...args], {
-        env: { ...process.env, ...fleet.env, FLEET_API_URL: url },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let stdout = "";
-      let stderr = "";
-      child.stdout.on("data", (d) => {
-        stdout += d;
-      });
-      child.stderr.on("data", (d) => {
-        stderr += d;
-      });
-      child.on("exit", (code) => resolve({ code, stdout, stderr }));
-    });
-  }
+  const fleetCli = (args: string[]) => runFleetCli(args, { ...fleet.env, FLEET_API_URL: url });
 
   it("submits a file in parts as one batch, waits for it, and streams its results", async () => {
     const file = join(fleet.config.toolDir, "in.jsonl");

@@ -6,10 +6,10 @@
  * resume is refused with its reason and stays parked; bad input is a 400 naming the field.
  * The page logic alone (tenant limits part-way, cursors): test/batch-resume-unit.test.ts.
  */
-import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetApiError, type FleetClient } from "../src/producer/client.js";
-import { createFleetEnv, FLEET_BIN, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { runFleetCli } from "./support/fleet-cli.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
 const rejectedOnce = (i: number) => ({
   model: {
@@ -32,23 +32,7 @@ describe("resuming a batch's parked sessions", () => {
   }, 60_000);
   afterAll(() => fleet?.close());
 
-  function fleetCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    return new Promise((resolve) => {
-      const child = spawn(process.execPath, [FLEET_BIN, ...args], {
-        env: { ...process.env, ...fleet.env, FLEET_API_URL: url },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let stdout = "";
-      let stderr = "";
-      child.stdout.on("data", (d) => {
-        stdout += d;
-      });
-      child.stderr.on("data", (d) => {
-        stderr += d;
-      });
-      child.on("exit", (code) => resolve({ code, stdout, stderr }));
-    });
-  }
+  const fleetCli = (args: string[]) => runFleetCli(args, { ...fleet.env, FLEET_API_URL: url });
 
   async function parked(batch: string, reason?: string): Promise<string[]> {
     const { sessions } = await client.listSessions({

@@ -284,6 +284,19 @@ describe("the console in a browser", () => {
     }
   });
 
+  /** Opens a batch's page in this tab, giving the ops key when it is asked for (unless an earlier test gave it). */
+  async function openBatchPage(id: string): Promise<void> {
+    await page.goto(`${base}/console/batches/${id}`);
+    const heading = page.getByRole("heading", { name: `Batch ${id}` });
+    const keyField = page.getByLabel("Key", { exact: true });
+    await heading.or(keyField).first().waitFor();
+    if (await keyField.isVisible()) {
+      await keyField.fill(key.ops!);
+      await page.keyboard.press("Enter");
+    }
+    await heading.waitFor();
+  }
+
   /** Opens `path` in a new tab with the other tenant's key: `heading` shows, `hidden` does not. */
   async function asOtherTenant(path: string, heading: string, hidden: string): Promise<void> {
     const other = await context.newPage();
@@ -349,16 +362,7 @@ describe("the console in a browser", () => {
       { agent: slow, input: "Sleep.", customId: "slow" },
     ]);
     const slowId = batch.sessions.find((s) => s.customId === "slow")!.id;
-    await page.goto(`${base}/console/batches/${batch.id}`);
-    // The key is asked for unless an earlier test of this tab gave it.
-    const heading = page.getByRole("heading", { name: `Batch ${batch.id}` });
-    const keyField = page.getByLabel("Key", { exact: true });
-    await heading.or(keyField).first().waitFor();
-    if (await keyField.isVisible()) {
-      await keyField.fill(key.ops!);
-      await page.keyboard.press("Enter");
-    }
-    await heading.waitFor();
+    await openBatchPage(batch.id);
     await page.getByText("0 of 3 sessions finished", { exact: true }).waitFor();
     await page.evaluate(() => {
       (globalThis as unknown as { notReloaded: boolean }).notReloaded = true;
@@ -426,14 +430,7 @@ describe("the console in a browser", () => {
     ]);
     // The sweeper parks the refusal `refused`; the worker parks the other two at once.
     await expect.poll(async () => (await ops.getBatch(batch.id)).counts.parked, { timeout: 20_000 }).toBe(3);
-    await page.goto(`${base}/console/batches/${batch.id}`);
-    const heading = page.getByRole("heading", { name: `Batch ${batch.id}` });
-    const keyField = page.getByLabel("Key", { exact: true });
-    await heading.or(keyField).first().waitFor();
-    if (await keyField.isVisible()) {
-      await keyField.fill(key.ops!);
-      await page.keyboard.press("Enter");
-    }
+    await openBatchPage(batch.id);
     await page.locator(".legend").getByText("parked: 3").waitFor();
 
     await page.getByRole("button", { name: "Resume parked sessions" }).click();

@@ -4,44 +4,20 @@
  * the refusal to serve a non-loopback address without a key, FLEET_BOOTSTRAP_KEY, and
  * ownership: another tenant's sessions and runs answer exactly like ids that do not exist.
  */
-import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startApi } from "../src/producer/api-server.js";
 import { AUTH_CACHE_MS } from "../src/producer/auth.js";
 import { FleetClient } from "../src/producer/client.js";
 import { type Answer, readAnswer } from "./support/answer.js";
-import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
+import { type CliResult, runFleetCli } from "./support/fleet-cli.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { CRASH_HISTORY } from "./support/histories.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 const UNKNOWN = "00000000-0000-4000-8000-000000000000";
 
-type CliResult = { code: number | null; stdout: string; stderr: string };
-
 function runCli(env: Record<string, string>, args: string[], timeoutMs = 20_000): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [FLEET_BIN, ...args], {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => {
-      stdout += d;
-    });
-    child.stderr.on("data", (d) => {
-      stderr += d;
-    });
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`fleet ${args.join(" ")} did not exit in ${timeoutMs} ms:\n${stdout}\n${stderr}`));
-    }, timeoutMs);
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+  return runFleetCli(args, env, timeoutMs);
 }
 
 describe("tenants and API keys", () => {

@@ -1,0 +1,36 @@
+/** The `fleet` command as a user runs it: a child process, its exit code and output. */
+import { spawn } from "node:child_process";
+import { FLEET_BIN, ROOT } from "./fleet-env.js";
+
+export type CliResult = { code: number | null; stdout: string; stderr: string };
+
+/** Runs `fleet ARGS` with the environment plus `env`; rejects if it has not exited in `timeoutMs`. */
+export function runFleetCli(
+  args: string[],
+  env: Record<string, string>,
+  timeoutMs = 60_000,
+): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [FLEET_BIN, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => {
+      stdout += d;
+    });
+    child.stderr.on("data", (d) => {
+      stderr += d;
+    });
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`fleet ${args.join(" ")} did not exit in ${timeoutMs} ms:\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}

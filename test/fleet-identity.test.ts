@@ -5,40 +5,21 @@
  * workers for dead. Shown with a live session of fleet A that fleet B's sweeper would
  * otherwise have ended `crashed` and resumed.
  */
-import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startApi } from "../src/producer/api-server.js";
 import { ValidationError } from "../src/shared/errors.js";
 import { claimFleet } from "../src/shared/store/fleet-identity.js";
-import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT } from "./support/fleet-env.js";
+import { runFleetCli } from "./support/fleet-cli.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
-function runFleet(
+/** `fleet ARGS`, its exit code and everything it printed (stdout, then stderr). */
+async function runFleet(
   env: Record<string, string>,
   args: string[],
   timeoutMs = 20_000,
 ): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [FLEET_BIN, ...args], {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let output = "";
-    child.stdout.on("data", (d) => {
-      output += d;
-    });
-    child.stderr.on("data", (d) => {
-      output += d;
-    });
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`fleet ${args.join(" ")} did not exit in ${timeoutMs} ms:\n${output}`));
-    }, timeoutMs);
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      resolve({ code, output });
-    });
-  });
+  const { code, stdout, stderr } = await runFleetCli(args, env, timeoutMs);
+  return { code, output: stdout + stderr };
 }
 
 describe("one database, one fleet", () => {

@@ -18,7 +18,7 @@
 //    (bench/list.ts; the pattern alone reproduces it in test/postgres-patch.test.ts). Holding
 //    the resolving functions themselves and settling through prototype methods keeps the
 //    behaviour and lets each query's garbage die young.
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -113,7 +113,15 @@ export function patchPostgres(warn = (line) => console.warn(line)) {
       }
       for (const [original, replacement] of patch.edits) text = text.replace(original, () => replacement);
       try {
-        writeFileSync(path, text);
+        // Whole or not at all: another process starting at the same moment (several `fleet
+        // worker`s on a fresh install) reads the old file or the new one, never half of one.
+        const temporary = `${path}.${process.pid}.tmp`;
+        try {
+          writeFileSync(temporary, text);
+          renameSync(temporary, path);
+        } finally {
+          rmSync(temporary, { force: true });
+        }
       } catch (error) {
         problem(
           `patch-postgres: cannot write ${path} (${error.code ?? error.message}); ${patch.name} left out`,

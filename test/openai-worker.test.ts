@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { FleetApiError, type FleetClient } from "../src/producer/client.js";
 import { CONTINUE_RESPONSE_TEXT, RETRY_RESPONSE_TEXT } from "../src/shared/resume-plan.js";
 import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
-import { createFleetEnv, type FleetEnv, seqsOf } from "./support/fleet-env.js";
+import { createFleetEnv, type FleetEnv, seqsOf, waitFor } from "./support/fleet-env.js";
 
 const KEY = "test-key";
 
@@ -278,5 +278,35 @@ describe("openai provider through the API and a worker process", () => {
       content: "Hello with the right key",
       stopReason: "end_turn",
     });
+  });
+
+  it("(h) a 401 on an agent with a fallback model → one request to the primary, the worker resumes on the fallback at once", async () => {
+    const primary = await fakeServer();
+    primary.enqueue({
+      status: 401,
+      errorMessage: "Incorrect API key provided.",
+      errorType: "invalid_request_error",
+    });
+    const fallback = await fakeServer();
+    fallback.enqueue({ text: ["From ", "the fallback"] });
+    const { id } = await client.createSession({
+      agent: {
+        model: { provider: "openai", model: "gpt-test", baseUrl: primary.url },
+        fallbackModels: [{ provider: "openai", model: "gpt-fallback", baseUrl: fallback.url }],
+      },
+    });
+    const { runId } = await client.send(id, "Hello?");
+    expect((await client.waitForRun(runId, { timeoutMs: 20_000 })).endedReason).toBe("provider_error");
+    // No sweeper runs in this file: the worker itself asked for the resume on the fallback.
+    await waitFor(async () => (await client.getSession(id)).status === "completed", 20_000, "completed");
+    const stored = await client.getSession(id);
+    expect(stored.messages.at(-1)).toMatchObject({ content: "From the fallback", stopReason: "end_turn" });
+    expect(primary.requests).toHaveLength(1);
+    expect(fallback.requests).toHaveLength(1);
+    expect(fallback.requests[0]!.body.model).toBe("gpt-fallback");
+    expect(stored.runs.map((r) => [r.kind, r.trigger, r.endedReason])).toEqual([
+      ["run", "api", "provider_error"],
+      ["resume", "worker", "completed"],
+    ]);
   });
 });

@@ -68,6 +68,42 @@ describe("decideResume", () => {
     expect(moved.action === "resume" && moved.model).toBeUndefined();
   });
 
+  it("a primary its provider rejected for good: the first fallback at once, counted as the primary's attempts", () => {
+    const [f0, f1] = [0, 1].map((i) => ({
+      provider: "scripted" as const,
+      steps: [{ text: `fallback ${i}` }],
+    }));
+    const withFallbacks = { ...agent, fallbackModels: [f0!, f1!] };
+    const roomy = { ...policy, maxAttempts: 5 };
+    // fallbackAfter (2) attempts are taken as made: this is attempt 3, now, on the first fallback.
+    const first = decideResume(input({ agent: withFallbacks, policy: roomy, primaryRejected: true }));
+    expect(first).toMatchObject({ action: "resume", attempt: 3, runAt: NOW, model: f0 });
+    // The next automatic resume (the sweeper's, with no hint) goes on along the fallbacks.
+    expect(decideResume(input({ agent: withFallbacks, policy: roomy, attempts: 3 }))).toMatchObject({
+      attempt: 4,
+      model: f1,
+    });
+    // Later in the count, the rotation goes on from where it is.
+    expect(
+      decideResume(input({ agent: withFallbacks, policy: roomy, attempts: 3, primaryRejected: true })),
+    ).toMatchObject({ attempt: 4, model: f1 });
+    // A limit at or below fallbackAfter still leaves this attempt (on a fallback), and only it.
+    const tight = { ...policy, maxAttempts: 2 };
+    const last = decideResume(input({ agent: withFallbacks, policy: tight, primaryRejected: true }));
+    expect(last).toMatchObject({ action: "resume", attempt: 2, model: f0 });
+    expect(decideResume(input({ agent: withFallbacks, policy: tight, attempts: 2 }))).toMatchObject({
+      action: "park",
+      reason: "attempts_exhausted",
+    });
+    // Without fallback models the hint changes nothing (the worker parks such a session itself).
+    expect(decideResume(input({ primaryRejected: true }))).toEqual(decideResume(input()));
+    // Past the limit it parks, hint or not.
+    expect(decideResume(input({ agent: withFallbacks, attempts: 3, primaryRejected: true }))).toMatchObject({
+      action: "park",
+      reason: "attempts_exhausted",
+    });
+  });
+
   it("parks the endings a resume cannot change, and leaves completed and empty sessions alone", () => {
     const refused: Message[] = [...awaiting, { role: "assistant", content: "no", stopReason: "refusal" }];
     expect(decideResume(input({ point: resumePoint(refused) }))).toMatchObject({

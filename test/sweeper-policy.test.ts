@@ -324,7 +324,7 @@ describe("sweeper policy", () => {
     }
   }, 45_000);
 
-  it("with a fallback model, a rejecting primary is not parked: the fallback answers", async () => {
+  it("with a fallback model, a rejecting primary is not parked, nor retried: the fallback answers at once", async () => {
     const running = await startBackgroundSweeper(5);
     try {
       const { id } = await client.createSession({
@@ -336,8 +336,19 @@ describe("sweeper policy", () => {
       await client.send(id, "anyone there?");
       await waitForStatus(id, "completed", 30_000);
       const runs = await runsOf(id);
-      expect(runs.at(-1)).toMatchObject({ kind: "resume", trigger: "sweeper", ended_reason: "completed" });
+      // The run on the primary, then one resume on the fallback, asked for by the worker: the
+      // primary is not called again (the sweeper's policy would have tried it fallbackAfter times).
+      expect(runs.map((r) => [r.kind, r.ended_reason])).toEqual([
+        ["run", "provider_error"],
+        ["resume", "completed"],
+      ]);
+      expect(runs.at(-1)).toMatchObject({ trigger: "worker", resume_kind: "call_model" });
       expect(runs.at(-1)!.model?.steps?.[0]?.text).toBe("from fallback");
+      const session = await client.getSession(id);
+      expect(session.messages.map((m) => [m.role, m.content])).toEqual([
+        ["user", "anyone there?"],
+        ["assistant", "from fallback"],
+      ]);
     } finally {
       await running.stop();
     }

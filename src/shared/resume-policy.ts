@@ -121,6 +121,13 @@ export type ResumeInput = {
   nextResumeAt: Date | null;
   /** How the session's last run ended, for the parking detail. */
   lastOutcome: string | null;
+  /**
+   * The last run's own model (the agent's primary) was refused by its provider in a way it
+   * would repeat (a 401/403, an unknown model): the agent's fallback models are used at once,
+   * this resume counting as the `fallbackAfter` attempts the primary would have taken
+   * (while leaving at least this one).
+   */
+  primaryRejected?: boolean;
   now: Date;
   policy: ResumePolicy;
 };
@@ -161,13 +168,17 @@ export function decideResume(input: ResumeInput): SweepDecision {
       detail: `${attempts} automatic resumes made no progress${last}`,
     };
   }
-  const attempt = attempts + 1;
+  const toFallback = input.primaryRejected === true && (agent.fallbackModels ?? []).length > 0;
+  const counted = toFallback
+    ? Math.min(Math.max(attempts, policy.fallbackAfter), policy.maxAttempts - 1)
+    : attempts;
+  const attempt = counted + 1;
   const waitUntil = attempts > 0 && input.nextResumeAt ? input.nextResumeAt.getTime() : 0;
   const runAt = new Date(Math.max(now.getTime(), waitUntil));
   return {
     action: "resume",
     kind: point.kind,
-    model: fallbackModel(agent, attempts, policy),
+    model: fallbackModel(agent, toFallback ? Math.max(counted, policy.fallbackAfter) : attempts, policy),
     attempt,
     runAt,
     nextResumeAt: new Date(runAt.getTime() + resumeBackoffMs(policy, attempt)),

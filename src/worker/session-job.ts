@@ -220,8 +220,12 @@ export async function processSessionJob(
  * Asks for an automatic resume (counted against the session's one limit, with backoff) and
  * queues its job; returns the run when it may start now, so this worker goes on with it.
  */
-async function requestResume(sessionId: string, deps: SessionJobDeps): Promise<RunRow | null> {
-  const scheduled = await deps.resumes.schedule({ sessionId, trigger: "worker" });
+async function requestResume(
+  sessionId: string,
+  deps: SessionJobDeps,
+  hint: { primaryRejected?: boolean } = {},
+): Promise<RunRow | null> {
+  const scheduled = await deps.resumes.schedule({ sessionId, trigger: "worker", ...hint });
   switch (scheduled.action) {
     case "none":
       return null;
@@ -489,7 +493,11 @@ async function processRun(
     },
     "run ended",
   );
-  if (NEEDS_SWEEPER.has(result.outcome)) {
+  if (next === null && !park && primaryRejected(result, run, state.parsedAgent)) {
+    // Retrying a model its provider refuses for good is wasted: this worker asks for the
+    // resume on the first fallback model itself, and goes on with it when it may start now.
+    next = await requestResume(fence.sessionId, deps, { primaryRejected: true });
+  } else if (NEEDS_SWEEPER.has(result.outcome)) {
     await deps.reportStop(fence.sessionId, result.outcome).catch(() => {});
   }
   if (result.outcome === "cancelled") {
@@ -504,21 +512,29 @@ async function processRun(
  * model that does not exist, a key that is not set: call-model.ts `rejected`), on an agent
  * with no fallback model: no automatic resume can succeed, so the session is parked
  * `provider_rejected` at once, with the provider's message, instead of calling the provider
- * SWEEPER_MAX_ATTEMPTS times more. With fallback models, or when the run used another model
- * (a fallback, or one a resume asked for), the resume policy goes on as for any provider error.
+ * SWEEPER_MAX_ATTEMPTS times more. With fallback models, the worker asks for the resume on
+ * the first of them at once (`primaryRejected`). When the run used another model (a fallback,
+ * or one a resume asked for), the resume policy goes on as for any provider error.
  */
 function rejectedForGood(
   result: { outcome: RunOutcome; rejected?: true },
   run: RunRow,
   agent: SessionState["parsedAgent"],
 ): boolean {
-  return (
-    result.outcome === "provider_error" &&
-    result.rejected === true &&
-    run.model === null &&
-    agent !== null &&
-    (agent.fallbackModels ?? []).length === 0
-  );
+  return primaryRefused(result, run) && agent !== null && (agent.fallbackModels ?? []).length === 0;
+}
+
+/** The same refusal on an agent with fallback models: the next resume uses one at once. */
+function primaryRejected(
+  result: { outcome: RunOutcome; rejected?: true },
+  run: RunRow,
+  agent: SessionState["parsedAgent"],
+): boolean {
+  return primaryRefused(result, run) && agent !== null && (agent.fallbackModels ?? []).length > 0;
+}
+
+function primaryRefused(result: { outcome: RunOutcome; rejected?: true }, run: RunRow): boolean {
+  return result.outcome === "provider_error" && result.rejected === true && run.model === null;
 }
 
 function runStartedEvent(run: RunRow, kind: "run" | "resume", resumeKind: string | null): SessionEventInput {

@@ -106,6 +106,8 @@ export class AutomaticResumes {
     trigger: "sweeper" | "worker";
     /** For a run that was abandoned: its last sign of life (for fleet_crash_to_resume_seconds). */
     lastSignAt?: Date;
+    /** The last run's primary model was refused for good: fall back at once (resume-policy.ts). */
+    primaryRejected?: boolean;
   }): Promise<Scheduled> {
     const { sessionId } = input;
     const result = await this.database.sql.begin(async (tx): Promise<Scheduled> => {
@@ -131,6 +133,7 @@ export class AutomaticResumes {
         progressed: stand.progressed,
         nextResumeAt: s.next_resume_at ? new Date(s.next_resume_at) : null,
         lastOutcome: s.last_outcome,
+        primaryRejected: input.primaryRejected === true,
         now: new Date(this.now()),
         policy: this.policy,
       });

@@ -22,20 +22,24 @@ import {
   FLEET_BIN,
   fmt,
   inPool,
+  parsed,
   REDIS_URL,
   scratchFleet,
   spawnUntilReady,
   stopChild,
+  wholeNumber,
 } from "./support.js";
 
-const { values } = parseArgs({
-  options: {
-    sessions: { type: "string", default: "100000" },
-    submitters: { type: "string", default: "2" },
-  },
-});
-const N = Number(values.sessions);
-const SUBMITTERS = Number(values.submitters);
+const { values } = parsed(() =>
+  parseArgs({
+    options: {
+      sessions: { type: "string", default: "100000" },
+      submitters: { type: "string", default: "2" },
+    },
+  }),
+);
+const N = wholeNumber("sessions", values.sessions);
+const SUBMITTERS = wholeNumber("submitters", values.submitters);
 const PART = 1_000;
 
 /** Samples a process's resident set size; `peak()` is the largest seen since `reset()`. */

@@ -23,6 +23,7 @@ import {
   Cleanup,
   fmt,
   inPool,
+  parsed,
   percentile,
   REDIS_URL,
   scratchFleet,
@@ -30,24 +31,27 @@ import {
   stopChild,
   table,
   waitUntil,
+  wholeNumber,
 } from "./support.js";
 
-const { values } = parseArgs({
-  options: {
-    clients: { type: "string", default: "100" },
-    streams: { type: "string", default: "10" },
-    events: { type: "string", default: "20000" },
-    sessions: { type: "string", default: "400" },
-    workers: { type: "string", default: "2" },
-    concurrency: { type: "string", default: "16" },
-  },
-});
-const CLIENTS = Number(values.clients);
-const STREAMS = Number(values.streams);
-const EVENTS = Number(values.events);
-const SESSIONS = Number(values.sessions);
-const WORKERS = Number(values.workers);
-const CONCURRENCY = Number(values.concurrency);
+const { values } = parsed(() =>
+  parseArgs({
+    options: {
+      clients: { type: "string", default: "100" },
+      streams: { type: "string", default: "10" },
+      events: { type: "string", default: "20000" },
+      sessions: { type: "string", default: "400" },
+      workers: { type: "string", default: "2" },
+      concurrency: { type: "string", default: "16" },
+    },
+  }),
+);
+const CLIENTS = wholeNumber("clients", values.clients);
+const STREAMS = wholeNumber("streams", values.streams);
+const EVENTS = wholeNumber("events", values.events);
+const SESSIONS = wholeNumber("sessions", values.sessions);
+const WORKERS = wholeNumber("workers", values.workers);
+const CONCURRENCY = wholeNumber("concurrency", values.concurrency);
 
 const cleanup = new Cleanup();
 const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: null });

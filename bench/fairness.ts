@@ -19,6 +19,7 @@ import {
   fmt,
   inPool,
   median,
+  parsed,
   percentile,
   REDIS_URL,
   scratchFleet,
@@ -30,16 +31,18 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parseArgs({
-  options: {
-    batch: { type: "string", default: "2000" },
-    interactive: { type: "string", default: "20" },
-    "every-ms": { type: "string", default: "150" },
-    "sleep-ms": { type: "string", default: "40" },
-    workers: { type: "string", default: "2" },
-    concurrency: { type: "string", default: "8" },
-  },
-});
+const { values } = parsed(() =>
+  parseArgs({
+    options: {
+      batch: { type: "string", default: "2000" },
+      interactive: { type: "string", default: "20" },
+      "every-ms": { type: "string", default: "150" },
+      "sleep-ms": { type: "string", default: "40" },
+      workers: { type: "string", default: "2" },
+      concurrency: { type: "string", default: "8" },
+    },
+  }),
+);
 const num = (name: keyof typeof values) => wholeNumber(name, values[name] as string | undefined);
 const BATCH = num("batch");
 const INTERACTIVE = num("interactive");

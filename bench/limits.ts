@@ -36,6 +36,7 @@ import {
   fmt,
   inPool,
   median,
+  parsed,
   percentile,
   REDIS_URL,
   type ReadyChild,
@@ -49,19 +50,21 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parseArgs({
-  options: {
-    sessions: { type: "string", default: "150" },
-    rpm: { type: "string", default: "600" },
-    "window-s": { type: "string", default: "10" },
-    workers: { type: "string", default: "2" },
-    concurrency: { type: "string", default: "16" },
-    singles: { type: "string", default: "10" },
-    "single-every-ms": { type: "string", default: "1500" },
-    "baseline-timeout-s": { type: "string", default: "120" },
-    only: { type: "string", default: "1,2,3,4" },
-  },
-});
+const { values } = parsed(() =>
+  parseArgs({
+    options: {
+      sessions: { type: "string", default: "150" },
+      rpm: { type: "string", default: "600" },
+      "window-s": { type: "string", default: "10" },
+      workers: { type: "string", default: "2" },
+      concurrency: { type: "string", default: "16" },
+      singles: { type: "string", default: "10" },
+      "single-every-ms": { type: "string", default: "1500" },
+      "baseline-timeout-s": { type: "string", default: "120" },
+      only: { type: "string", default: "1,2,3,4" },
+    },
+  }),
+);
 const num = (name: keyof typeof values) => wholeNumber(name, values[name] as string | undefined);
 const SESSIONS = num("sessions");
 const RPM = num("rpm");

@@ -32,6 +32,7 @@ import {
   Cleanup,
   FLEET_BIN,
   fmt,
+  parsed,
   percentile,
   REDIS_URL,
   scratchFleet,
@@ -41,16 +42,18 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parseArgs({
-  options: {
-    sessions: { type: "string", default: "1000000" },
-    parked: { type: "string", default: "0.005" },
-    tenants: { type: "string", default: "20" },
-    requests: { type: "string", default: "500" },
-    /** Requests the API serves before the timed lines (the cold line's not counted). */
-    warmup: { type: "string", default: "5000" },
-  },
-});
+const { values } = parsed(() =>
+  parseArgs({
+    options: {
+      sessions: { type: "string", default: "1000000" },
+      parked: { type: "string", default: "0.005" },
+      tenants: { type: "string", default: "20" },
+      requests: { type: "string", default: "500" },
+      /** Requests the API serves before the timed lines (the cold line's not counted). */
+      warmup: { type: "string", default: "5000" },
+    },
+  }),
+);
 const SESSIONS = wholeNumber("sessions", values.sessions);
 const PARKED = Number(values.parked);
 const TENANTS = wholeNumber("tenants", values.tenants);

@@ -12,6 +12,7 @@ import {
   deleteRedisPrefix,
   fmt,
   median,
+  parsed,
   percentile,
   REDIS_URL,
   type ReadyChild,
@@ -28,21 +29,23 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parseArgs({
-  options: {
-    kills: { type: "string", default: "20" },
-    "sessions-per-kill": { type: "string", default: "4" },
-    workers: { type: "string", default: "2" },
-    concurrency: { type: "string", default: "32" },
-    "sleep-ms": { type: "string", default: "30000" },
-    "baseline-rounds": { type: "string", default: "2" },
-    "baseline-jobs": { type: "string", default: "4" },
-    "tuned-rounds": { type: "string", default: "10" },
-    "backlog-kills": { type: "string", default: "3" },
-    "backlog-factor": { type: "string", default: "10" },
-    "backlog-sleep-ms": { type: "string", default: "1000" },
-  },
-});
+const { values } = parsed(() =>
+  parseArgs({
+    options: {
+      kills: { type: "string", default: "20" },
+      "sessions-per-kill": { type: "string", default: "4" },
+      workers: { type: "string", default: "2" },
+      concurrency: { type: "string", default: "32" },
+      "sleep-ms": { type: "string", default: "30000" },
+      "baseline-rounds": { type: "string", default: "2" },
+      "baseline-jobs": { type: "string", default: "4" },
+      "tuned-rounds": { type: "string", default: "10" },
+      "backlog-kills": { type: "string", default: "3" },
+      "backlog-factor": { type: "string", default: "10" },
+      "backlog-sleep-ms": { type: "string", default: "1000" },
+    },
+  }),
+);
 
 const KILLS = wholeNumber("kills", values.kills, 1);
 const PER_KILL = wholeNumber("sessions-per-kill", values["sessions-per-kill"], 1);

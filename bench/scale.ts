@@ -38,6 +38,7 @@ import {
   deleteRedisPrefix,
   fmt,
   inPool,
+  parsed,
   REDIS_URL,
   type ReadyChild,
   ROOT,
@@ -51,18 +52,20 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parseArgs({
-  options: {
-    levels: { type: "string", default: "100,300,1000" },
-    "with-3000": { type: "boolean", default: false },
-    concurrency: { type: "string", default: "1000" },
-    steps: { type: "string", default: "3" },
-    "delay-ms": { type: "string", default: "1000" },
-    sweeper: { type: "string", default: "on" },
-    /** Write a V8 CPU profile of each fleet worker process into this directory. */
-    profile: { type: "string" },
-  },
-});
+const { values } = parsed(() =>
+  parseArgs({
+    options: {
+      levels: { type: "string", default: "100,300,1000" },
+      "with-3000": { type: "boolean", default: false },
+      concurrency: { type: "string", default: "1000" },
+      steps: { type: "string", default: "3" },
+      "delay-ms": { type: "string", default: "1000" },
+      sweeper: { type: "string", default: "on" },
+      /** Write a V8 CPU profile of each fleet worker process into this directory. */
+      profile: { type: "string" },
+    },
+  }),
+);
 
 const LEVELS = [
   ...new Set([

@@ -376,9 +376,31 @@ export async function scratchFleet(
   return { databaseUrl, env, config: { ...loadConfig(env), logLevel: "silent" } };
 }
 
-/** A command-line value that must be a whole number ≥ `min`; throws naming `--name` otherwise. */
+/** Stops a benchmark whose command line is wrong: one line naming the problem, exit code 2. */
+export function usage(message: string): never {
+  const script = process.argv[1]?.replace(/^.*\//, "") ?? "bench";
+  console.error(`${script}: ${message}`);
+  process.exit(2);
+}
+
+/** Parses a benchmark's options (`() => parseArgs(…)`): an unknown or malformed one stops it through `usage`. */
+export function parsed<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    return usage((error as Error).message);
+  }
+}
+
+/** A command-line value that must be a whole number ≥ `min`; stops through `usage` naming `--name` otherwise. */
 export function wholeNumber(name: string, value: string | undefined, min = 1): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be a whole number ≥ ${min}`);
+  if (!Number.isInteger(n) || n < min) usage(`--${name} must be a whole number ≥ ${min}`);
   return n;
+}
+
+/** A command-line value that must be one of `allowed`; stops through `usage` otherwise. */
+export function oneOf(name: string, value: string | undefined, allowed: string[]): string {
+  if (!value || !allowed.includes(value)) usage(`--${name} must be one of ${allowed.join(", ")}`);
+  return value;
 }

@@ -56,6 +56,8 @@ import {
   fmt,
   inPool,
   median,
+  oneOf,
+  parsed,
   pidsByName,
   REDIS_URL,
   type ReadyChild,
@@ -67,36 +69,28 @@ import {
   spawnUntilReady,
   stopChild,
   table,
+  wholeNumber,
 } from "./support.js";
 
-const { values } = parseArgs({
-  options: {
-    sessions: { type: "string", default: "500" },
-    workers: { type: "string", default: "2" },
-    concurrency: { type: "string", default: "16" },
-    submitters: { type: "string", default: "32" },
-    warmup: { type: "string", default: "20" },
-    sweeper: { type: "string", default: "on" },
-    /** batch: POST /v1/batches of 50 (how a backend submits); http: create + send per session; service: in-process. */
-    via: { type: "string", default: "batch" },
-    only: { type: "string", default: "both" },
-    /** Measured rounds; each round runs both sides, in alternating order (fleet first, then baseline first, …). */
-    rounds: { type: "string", default: "3" },
-    /** Write a V8 CPU profile of each worker process (fleet and baseline) into this directory. */
-    profile: { type: "string" },
-  },
-});
-
-function wholeNumber(name: string, value: string | undefined, min: number): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be a whole number ≥ ${min}`);
-  return n;
-}
-
-function oneOf(name: string, value: string | undefined, allowed: string[]): string {
-  if (!value || !allowed.includes(value)) throw new Error(`--${name} must be one of ${allowed.join(", ")}`);
-  return value;
-}
+const { values } = parsed(() =>
+  parseArgs({
+    options: {
+      sessions: { type: "string", default: "500" },
+      workers: { type: "string", default: "2" },
+      concurrency: { type: "string", default: "16" },
+      submitters: { type: "string", default: "32" },
+      warmup: { type: "string", default: "20" },
+      sweeper: { type: "string", default: "on" },
+      /** batch: POST /v1/batches of 50 (how a backend submits); http: create + send per session; service: in-process. */
+      via: { type: "string", default: "batch" },
+      only: { type: "string", default: "both" },
+      /** Measured rounds; each round runs both sides, in alternating order (fleet first, then baseline first, …). */
+      rounds: { type: "string", default: "3" },
+      /** Write a V8 CPU profile of each worker process (fleet and baseline) into this directory. */
+      profile: { type: "string" },
+    },
+  }),
+);
 
 const SESSIONS = wholeNumber("sessions", values.sessions, 1);
 const WORKERS = wholeNumber("workers", values.workers, 1);

@@ -307,6 +307,48 @@ describe("providerState goes only to the same provider", () => {
   });
 });
 
+describe("a cut-off step's text goes back; a state on it never does", () => {
+  // The worker stores none on an interrupted step and parseHistory refuses one; this is a
+  // history written some other way (a library caller, an older row), sent to its own target.
+  const secret = "thought that was cut";
+  const cut = (state: Record<string, unknown>): Message[] => [
+    { role: "user", content: "go" },
+    { role: "assistant", content: "Half of it", stopReason: "interrupted", providerState: state },
+    { role: "internal", content: "Your previous response was cut off. Write it again." },
+  ];
+  const targetOf = (url: string) => new URL(url).href.replace(/\/+$/, "");
+
+  it("anthropic", async () => {
+    anthropic.script({ blocks: [{ type: "text", text: "ok" }] });
+    const state = {
+      provider: "anthropic",
+      api: "messages",
+      target: targetOf(anthropic.url),
+      content: [{ type: "thinking", thinking: secret, signature: signatureOf(secret) }],
+    };
+    await step(claude(), cut(state));
+    const body = JSON.stringify(anthropic.requests[0]!.body);
+    expect(body).toContain("Half of it");
+    expect(body).not.toContain(secret);
+  });
+
+  it.each(["chat", "responses"] as const)("openai %s", async (api) => {
+    const server = api === "chat" ? chat : responses;
+    if (api === "chat") chat.enqueue({ text: ["ok"] });
+    else responses.script({ text: ["ok"] });
+    const state = {
+      provider: "openai",
+      api,
+      target: targetOf(server.url),
+      output: [{ type: "reasoning", id: "rs_1", encrypted_content: `enc_${secret}` }],
+    };
+    await step(gpt(api, server.url), cut(state));
+    const body = JSON.stringify(server.requests[0]!.body);
+    expect(body).toContain("Half of it");
+    expect(body).not.toContain(secret);
+  });
+});
+
 describe("prices", () => {
   it("parses FLEET_PRICES and names every bad entry in one line", () => {
     const table = parsePrices(

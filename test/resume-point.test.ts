@@ -190,6 +190,18 @@ const cases: Case[] = [
     expected: { reason: "malformed", detail: /second time/ },
   },
   {
+    // parseHistory refuses this on input; a library caller of resumePoint gets no resume
+    // that would add two results for one id (which would itself be "a second time").
+    name: "two calls with one id, none answered",
+    history: [user(), assistant("tool_use", ["a", "a"])],
+    expected: { reason: "malformed", detail: /messages\[1\] has two tool calls with the id "a"/ },
+  },
+  {
+    name: "two calls with one id, one result",
+    history: [user(), assistant("tool_use", ["b", "a", "a"]), result("a"), result("b")],
+    expected: { reason: "malformed", detail: /two tool calls with the id "a"/ },
+  },
+  {
     name: "a result for a call of an earlier step",
     history: [user(), assistant("tool_use", ["a"]), result("a"), user("more"), result("a")],
     expected: { reason: "malformed", detail: /messages\[4\]/ },
@@ -398,6 +410,7 @@ describe("resumeAppends / planResume", () => {
     ["unknown_stop", [user(), assistant("mystery")]],
     ["empty", []],
     ["malformed", [user(), result("nope")]],
+    ["malformed", [user(), assistant("tool_use", ["a", "a"])]],
   ] as const)("planResume throws AgentResumeError(%s)", (reason, history) => {
     let caught: unknown;
     try {
@@ -446,6 +459,7 @@ describe("closeUnansweredToolCalls", () => {
     ["unknown id", [user(), assistant("tool_use", ["a"]), result("x")]],
     ["duplicate answer", [user(), assistant("tool_use", ["a"]), result("a"), result("a")]],
     ["open call followed by user", [user(), assistant("tool_use", ["a"]), user()]],
+    ["two calls with one id", [user(), assistant("tool_use", ["a", "a"])]],
   ] as const)("throws AgentResumeError(malformed) on a malformed history (%s)", (_name, history) => {
     expect(() => closeUnansweredToolCalls(history)).toThrow(AgentResumeError);
     try {
@@ -507,6 +521,24 @@ describe("parseHistory", () => {
     ]);
     expect(err.field).toBe("messages[1].toolCalls[1].id");
     expect(err.message).toMatch(/duplicate tool call id "a"/);
+  });
+
+  it("refuses providerState on a response that was cut off (contracts §13)", () => {
+    const state = { provider: "anthropic", api: "messages", target: "x", content: [{ type: "thinking" }] };
+    const err = fieldOf([
+      { role: "user", content: "hi" },
+      { role: "assistant", content: "part", stopReason: "interrupted", providerState: state },
+    ]);
+    expect(err.field).toBe("messages[1].providerState");
+    expect(err.message).toMatch(/cut off.*keeps no providerState/);
+    // A whole step keeps it, as do steps that stopped for their length.
+    for (const stopReason of ["end_turn", "max_output"]) {
+      const [, step] = parseHistory([
+        { role: "user", content: "hi" },
+        { role: "assistant", content: "part", stopReason, providerState: state },
+      ]);
+      expect(step).toMatchObject({ providerState: state });
+    }
   });
 
   it("accepts the same call id in two different messages", () => {

@@ -244,14 +244,21 @@ export function parseMessage(value: unknown, root = "message"): Message {
  * Parses an unknown value as a history: a JSON array of messages. Besides the schema, the
  * tool call ids of one assistant message must be distinct (otherwise no result could say
  * which call it answers). Pairing faults (a result that answers no call, a call answered
- * twice) are valid here: `resumePoint` reports them `malformed`. Throws ValidationError
- * naming the index and field.
+ * twice) are valid here: `resumePoint` reports them `malformed`. A cut-off response
+ * (`interrupted`) carries no `providerState` (contracts §13). Throws ValidationError naming
+ * the index and field.
  */
 export function parseHistory(value: unknown, root = "messages"): Message[] {
   if (!Array.isArray(value)) throw new ValidationError(root, "must be a JSON array of messages");
   return value.map((item, index) => {
     const message = parseMessage(item, `${root}[${index}]`);
     if (message.role === "assistant") {
+      if (message.stopReason === "interrupted" && message.providerState !== undefined) {
+        throw new ValidationError(
+          `${root}[${index}].providerState`,
+          'a response that was cut off (stopReason "interrupted") keeps no providerState',
+        );
+      }
       const seen = new Set<string>();
       for (const [i, call] of (message.toolCalls ?? []).entries()) {
         if (seen.has(call.id)) {

@@ -73,6 +73,9 @@ function pairResults(history: readonly Message[]): { problem: string } | { open:
       };
     }
     pending = message.role === "assistant" && requestsTools(message) ? (message.toolCalls ?? []) : [];
+    // A result names its call by id alone: two calls with one id could never both be answered.
+    const twice = pending.find((call, i) => pending.findIndex((c) => c.id === call.id) !== i);
+    if (twice) return { problem: `messages[${index}] has two tool calls with the id "${twice.id}"` };
     answered = new Set();
     stepIndex = index;
   }

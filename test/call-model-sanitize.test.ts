@@ -140,6 +140,31 @@ describe("callModel sanitises what the model sent", () => {
     expect(result.ok && result.message.toolCalls?.map((c) => c.id)).toEqual(["x", "x_2", "x_1"]);
   });
 
+  it("an id too long to store gets a digest of it; two such ids stay distinct, one of 256 stays", async () => {
+    const long = (c: string) => c.repeat(9_000);
+    const edge = "e".repeat(256);
+    const p = provider([
+      { type: "tool_call", call: { id: long("a"), name: "list", arguments: {} } },
+      { type: "tool_call", call: { id: long("b"), name: "list", arguments: {} } },
+      { type: "tool_call", call: { id: edge, name: "list", arguments: {} } },
+      { type: "done", stopReason: "tool_use" },
+    ]);
+    const result = await step(p);
+    const ids = result.ok ? result.message.toolCalls!.map((c) => c.id) : [];
+    expect(ids[0]).toMatch(/^call_[0-9a-f]{32}$/);
+    expect(ids[1]).toMatch(/^call_[0-9a-f]{32}$/);
+    expect(ids[0]).not.toBe(ids[1]);
+    expect(ids[2]).toBe(edge);
+    // The same id gets the same digest on another call.
+    const again = await step(
+      provider([
+        { type: "tool_call", call: { id: long("a"), name: "list", arguments: {} } },
+        { type: "done", stopReason: "tool_use" },
+      ]),
+    );
+    expect(again.ok && again.message.toolCalls![0]!.id).toBe(ids[0]);
+  });
+
   it("the error text of a failed step is sanitised", async () => {
     const p = provider([], new ProviderError("bad request: \u0000\uD800", false));
     expect(await step(p)).toEqual({

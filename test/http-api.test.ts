@@ -123,6 +123,67 @@ describe("HTTP API", () => {
       expect(answer.json.error.field).toBe("model.steps");
     });
 
+    it("a number beyond a double (1e400) is a 400 naming it, not stored as null", async () => {
+      const before = await countSessions();
+      for (const [raw, field] of [
+        [
+          '{"agent": {"model": {"provider": "scripted", "steps": [{"text": "x"}]}}, "metadata": {"a": [1, -1e400]}}',
+          "metadata.a[1]",
+        ],
+        [
+          '{"agent": {"model": {"provider": "scripted", "steps": [{"toolCalls": [{"name": "t", "arguments": {"n": 1e400}}]}]}}}',
+          "agent.model.steps[0].toolCalls[0].arguments.n",
+        ],
+      ] as const) {
+        const answer = await call("POST", "/v1/sessions", undefined, raw);
+        expectError(answer, 400, "invalid_request");
+        expect(answer.json.error.field).toBe(field);
+        expect(answer.json.error.message).toMatch(/too large for a JSON double/);
+      }
+      expect(await countSessions()).toBe(before);
+    });
+
+    it("sizes: metadata over 64 KiB, an agent of 257 tools, 10,001 imported messages, 54,000 in one batch", async () => {
+      const before = await countSessions();
+      const big = await call("POST", "/v1/sessions", {
+        agent: AGENT,
+        metadata: { a: "x".repeat(64 * 1024) },
+      });
+      expectError(big, 400, "invalid_request");
+      expect(big.json.error).toMatchObject({ field: "metadata", message: expect.stringMatching(/64 KiB/) });
+      const notObject = await call("POST", "/v1/sessions", { agent: AGENT, metadata: [1] });
+      expect(notObject.json.error).toMatchObject({
+        field: "metadata",
+        message: expect.stringMatching(/object/),
+      });
+      const tools = await call("POST", "/v1/sessions", {
+        agent: { ...AGENT, tools: Array.from({ length: 257 }, (_, i) => `t${i}`) },
+      });
+      expect(tools.json.error).toMatchObject({
+        field: "agent.tools",
+        message: expect.stringMatching(/257|256/),
+      });
+      const said = (n: number) => Array.from({ length: n }, () => ({ role: "user", content: "x" }));
+      const long = await call("POST", "/v1/sessions", { agent: AGENT, messages: said(10_001) });
+      expect(long.json.error).toMatchObject({ field: "messages", message: expect.stringMatching(/10,000/) });
+      const batch = await call("POST", "/v1/batches", {
+        sessions: Array.from({ length: 6 }, () => ({ agent: AGENT, messages: said(9_000) })),
+      });
+      expectError(batch, 400, "invalid_request");
+      expect(batch.json.error).toMatchObject({
+        field: "sessions",
+        message: expect.stringMatching(/54,000.*50,000/),
+      });
+      expect(await countSessions()).toBe(before);
+      // At the limits, accepted.
+      const ok = await call("POST", "/v1/sessions", {
+        agent: AGENT,
+        metadata: { a: "x".repeat(64 * 1024 - 10) },
+        messages: said(10_000),
+      });
+      expect(ok.status, ok.text).toBe(201);
+    });
+
     it("answers invalid JSON with 400 and no stack trace", async () => {
       const before = await countSessions();
       const answer = await call("POST", "/v1/sessions", undefined, '{"agent": {');

@@ -541,6 +541,28 @@ describe("parseHistory", () => {
     }
   });
 
+  it("refuses tool call ids longer than 256 characters, naming the field", () => {
+    const long = "x".repeat(257);
+    const call = (id: string) => ({ id, name: "write_file", arguments: {} });
+    const asked = fieldOf([
+      { role: "user", content: "hi" },
+      { role: "assistant", content: "", stopReason: "tool_use", toolCalls: [call("a"), call(long)] },
+    ]);
+    expect(asked.field).toBe("messages[1].toolCalls[1].id");
+    expect(asked.message).toMatch(/longer than 256 characters/);
+    const answered = fieldOf([
+      { role: "user", content: "hi" },
+      { role: "assistant", content: "", stopReason: "tool_use", toolCalls: [call("a")] },
+      { role: "tool", toolCallId: long, name: "write_file", content: "ok", success: true },
+    ]);
+    expect(answered.field).toBe("messages[2].toolCallId");
+    expect(
+      parseHistory([
+        { role: "assistant", content: "", stopReason: "tool_use", toolCalls: [call("y".repeat(256))] },
+      ]),
+    ).toHaveLength(1);
+  });
+
   it("accepts the same call id in two different messages", () => {
     const history = [
       {

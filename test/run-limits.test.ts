@@ -3,6 +3,7 @@
  * and an in-process sweeper: output Postgres cannot store, `maxTurns`, `agent.budget` across
  * crashes, imports that run nothing, and resumes refused while a run is on its way.
  */
+import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetApiError, FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
@@ -224,6 +225,44 @@ describe("limits that always hold", () => {
     expect(session.messages.at(-1)).toMatchObject({ role: "assistant", content: "1 tool was interrupted" });
     expect(await client.resumePoint(id)).toEqual({ resumable: false, reason: "completed" });
   }, 30_000);
+
+  it("a resume whose first messages Postgres refuses ends storage_rejected at once: one run, parked, nothing appended", async () => {
+    const agent = {
+      model: { provider: "scripted" as const, steps: [{ text: "never asked" }] },
+      tools: ["write_file"],
+    };
+    const { id } = await client.createSession({
+      agent,
+      messages: [
+        { role: "user", content: "write" },
+        {
+          role: "assistant",
+          content: "",
+          stopReason: "tool_use",
+          toolCalls: [{ id: "c", name: "write_file", arguments: { path: "a", content: "a" } }],
+        },
+      ],
+    });
+    // An id the API would now refuse, as a row written before that check holds it: the
+    // interrupted result that answers it is more than Postgres can index (SQLSTATE 54000).
+    const long = randomBytes(9_000).toString("base64url").slice(0, 9_000); // incompressible
+    await fleet.database.sql`
+      update messages set tool_calls = jsonb_set(tool_calls, '{0,id}', to_jsonb(${long}::text))
+       where session_id = ${id} and role = 'assistant'`;
+    const { kind, runId } = await client.resume(id);
+    expect(kind).toBe("recover_tools");
+    await client.waitForRun(runId, { timeoutMs: 15_000 });
+    const session = await client.getSession(id);
+    expect(session).toMatchObject({ status: "parked" });
+    expect(session.parkedReason).toMatch(/^storage_rejected: .*index row/);
+    expect(session.runs).toHaveLength(1);
+    expect(session.runs[0]).toMatchObject({
+      kind: "resume",
+      status: "ended",
+      endedReason: "storage_rejected",
+    });
+    expect(session.messages).toHaveLength(2);
+  });
 
   it("while a run is on its way: resume-point says running, POST /resume answers 409 running", async () => {
     const { id } = await client.createSession({

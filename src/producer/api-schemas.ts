@@ -104,17 +104,25 @@ export const resumePointSchema = z
   ])
   .meta({ id: "ResumePoint" });
 
-const metadata = z.record(z.string(), z.unknown()).optional();
+const metadata = z
+  .record(z.string(), z.unknown())
+  .optional()
+  .describe("The caller's labels: a JSON object of at most 64 KiB");
+const imported = z
+  .array(messageSchema)
+  .max(10_000)
+  .optional()
+  .describe("A history to import (at most 10,000 messages; 50,000 in one request)");
 
 export const createSessionBody = z.strictObject({
   agent: agentConfigSchema,
   metadata,
-  messages: z.array(messageSchema).optional().describe("A history to import"),
+  messages: imported,
 });
 const batchItem = z.strictObject({
   agent: agentConfigSchema,
   metadata,
-  messages: z.array(messageSchema).optional(),
+  messages: imported,
   input: z.string().min(1).max(1_000_000).optional().describe("The first user message: queues a run"),
   customId: z.string().min(1).max(256).optional().describe("The caller's id, unique within the batch"),
 });

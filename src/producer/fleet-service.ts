@@ -47,16 +47,50 @@ import {
 } from "./batch-resume.js";
 import type { Priorities } from "./fair-dispatch.js";
 
+/** What one session's metadata may hold, as JSON: the caller's labels, not its data. */
+export const MAX_METADATA_BYTES = 64 * 1024;
+/** Messages one session may import, and one request in all (a batch's sessions together). */
+export const MAX_IMPORTED_MESSAGES = 10_000;
+export const MAX_REQUEST_MESSAGES = 50_000;
+
+/**
+ * `metadata`: a JSON object of at most MAX_METADATA_BYTES. Its size is read before anything
+ * walks it, so a body of a million keys costs one JSON.stringify, not a parse of each.
+ */
+const metadataField = z
+  .unknown()
+  .optional()
+  .superRefine((value, ctx) => {
+    if (value === undefined) return;
+    if (value === null || typeof value !== "object" || Array.isArray(value)) {
+      ctx.addIssue({ code: "custom", message: "must be a JSON object" });
+    } else if (Buffer.byteLength(JSON.stringify(value)) > MAX_METADATA_BYTES) {
+      ctx.addIssue({ code: "custom", message: `is larger than ${MAX_METADATA_BYTES / 1024} KiB as JSON` });
+    }
+  })
+  .transform((value) => value as Record<string, unknown> | undefined);
+
+/** An imported history's length, checked before its messages are parsed. */
+function importedCount(value: unknown, field: string): number {
+  if (!Array.isArray(value)) return 0;
+  if (value.length > MAX_IMPORTED_MESSAGES)
+    throw new ValidationError(
+      field,
+      `holds more than ${MAX_IMPORTED_MESSAGES.toLocaleString("en")} messages`,
+    );
+  return value.length;
+}
+
 const createBody = z.strictObject({
   agent: z.unknown(),
-  metadata: z.record(z.string(), z.unknown()).optional(),
+  metadata: metadataField,
   messages: z.unknown().optional(),
 });
 /** Sessions one batch may create. */
 export const MAX_BATCH = 1_000;
 const batchItem = z.strictObject({
   agent: z.unknown(),
-  metadata: z.record(z.string(), z.unknown()).optional(),
+  metadata: metadataField,
   messages: z.unknown().optional(),
   input: z.string().min(1, "must be a non-empty string").max(1_000_000).optional(),
   customId: z
@@ -238,7 +272,7 @@ export class FleetService {
    * look-up for all the agents of a request.
    */
   private async checkTools(agents: { agent: AgentConfig; field: string }[]): Promise<void> {
-    const known = await this.deps.toolNames.known(agents.flatMap(({ agent }) => agent.tools));
+    const known = await this.deps.toolNames.known(new Set(agents.flatMap(({ agent }) => agent.tools)));
     for (const { agent, field } of agents) {
       const i = agent.tools.findIndex((name) => !known.has(name));
       if (i >= 0) {
@@ -258,6 +292,7 @@ export class FleetService {
     const agent = parseAgentConfig(input.agent, "agent");
     checkAgentModels(agent, this.routing, "agent");
     assertPricedForBudget(agent, pricesOf(this.routing), "agent");
+    importedCount(input.messages, "messages");
     const messages = input.messages === undefined ? [] : parseHistory(input.messages, "messages");
     assertAnsweredOnce(messages, "messages");
     await this.checkTools([{ agent, field: "agent" }]);
@@ -317,6 +352,14 @@ export class FleetService {
         );
       seen.set(item.customId, i);
     }
+    let imported = 0;
+    for (const [i, item] of entries.entries())
+      imported += importedCount(item.messages, `sessions[${i}].messages`);
+    if (imported > MAX_REQUEST_MESSAGES)
+      throw new ValidationError(
+        "sessions",
+        `import ${imported.toLocaleString("en")} messages in all; one request imports at most ${MAX_REQUEST_MESSAGES.toLocaleString("en")}`,
+      );
     const items = entries.map((item, i) => ({
       agent: parseAgentConfig(item.agent, `sessions[${i}].agent`),
       metadata: item.metadata,

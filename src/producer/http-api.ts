@@ -14,7 +14,8 @@ import {
   TooManyRequestsError,
   ValidationError,
 } from "../shared/errors.js";
-import { childPath, isStorableText, UNSTORABLE_TEXT, unstorableField } from "../shared/messages.js";
+import { findInJson, type JsonPath } from "../shared/json-walk.js";
+import { formatPath, isStorableText, UNSTORABLE_TEXT } from "../shared/messages.js";
 import type { IdempotencyStore } from "../shared/store/idempotency.js";
 import { UnauthorizedError } from "./auth.js";
 import { isConsoleRoute } from "./console-route.js";
@@ -79,47 +80,7 @@ export const MAX_JSON_DEPTH = 100;
 /** How many levels of a too-deep value's path its 400 names (`metadata.x[0]`). */
 const NAMED_LEVELS = 3;
 
-/** The field (cut to its first levels) where `value` nests deeper than MAX_JSON_DEPTH. Iterative. */
-function tooDeepField(value: unknown): string | undefined {
-  const stack: [unknown, string, number][] = [[value, "", 0]];
-  while (stack.length > 0) {
-    const [item, field, depth] = stack.pop()!;
-    if (item === null || typeof item !== "object") continue;
-    if (depth >= MAX_JSON_DEPTH) return field;
-    const entries = Array.isArray(item) ? item.entries() : Object.entries(item);
-    for (const [key, child] of entries) {
-      stack.push([child, depth < NAMED_LEVELS ? childPath(field, key) : field, depth + 1]);
-    }
-  }
-  return undefined;
-}
-
-/**
- * The first key of a parsed body that could rewrite an object's prototype once some code
- * assigns it (`__proto__`, or `constructor` holding `prototype`), as a field; iterative.
- */
-function prototypeKeyField(value: unknown): string | undefined {
-  const stack: [unknown, string][] = [[value, ""]];
-  while (stack.length > 0) {
-    const [item, field] = stack.pop()!;
-    if (item === null || typeof item !== "object") continue;
-    const entries = Array.isArray(item) ? [...item.entries()] : Object.entries(item);
-    for (const [key, child] of entries) {
-      const path = childPath(field, key);
-      if (key === "__proto__") return path;
-      if (key === "constructor" && child !== null && typeof child === "object" && "prototype" in child) {
-        return childPath(path, "prototype");
-      }
-      stack.push([child, path]);
-    }
-  }
-  return undefined;
-}
-
-/**
- * Parses a JSON body: what cannot be parsed is a 400 saying why, and a key that could
- * rewrite a prototype is a 400 naming it (Fastify's own parser calls both "not valid JSON").
- */
+/** Parses a JSON body: what cannot be parsed is a 400 saying why (checkBody checks the rest). */
 function parseJsonBody(text: string): unknown {
   if (text.length === 0) throw new ValidationError("", "the body is empty; it must be a JSON value");
   let value: unknown;
@@ -130,10 +91,6 @@ function parseJsonBody(text: string): unknown {
     const at = /position (\d+)/.exec((error as Error).message)?.[1];
     throw new ValidationError("", `the body is not valid JSON${at ? ` (at position ${at})` : ""}`);
   }
-  if (/__proto__|constructor/.test(text)) {
-    const field = prototypeKeyField(value);
-    if (field !== undefined) throw new ValidationError(field, "this key is not accepted");
-  }
   return value;
 }
 
@@ -141,19 +98,60 @@ function parseJsonBody(text: string): unknown {
  * Agents and models are parsed by agent-config.ts, which stores a scripted model's steps
  * (model output) with unstorable code units replaced and refuses them anywhere else.
  */
-const parsedAsAgent = (field: string) =>
-  field === "agent" || field === "model" || /^sessions\[\d+\]\.agent$/.test(field);
+const parsedAsAgent = (depth: number, path: () => JsonPath): boolean => {
+  if (depth > 3) return false;
+  const [first, second, third] = path();
+  if (depth === 1) return first === "agent" || first === "model";
+  return depth === 3 && first === "sessions" && typeof second === "number" && third === "agent";
+};
+
+const isObject = (value: unknown): value is object => value !== null && typeof value === "object";
 
 /**
- * Checks a parsed JSON body before any route sees it: not nested too deep, and every string
- * other than agents' is storable as it is (no U+0000, no lone surrogate: Postgres refuses
- * them). Both are 400s naming the field — `content`, `metadata.note`, `messages[2].content`.
+ * Checks a parsed JSON body before any route sees it, in one walk (json-walk.ts: nothing is
+ * allocated per value, so a body of millions of values costs about what parsing it did):
+ * - no key that could rewrite an object's prototype once some code assigns it (`__proto__`,
+ *   or `constructor` holding `prototype`; Fastify's own parser calls both "not valid JSON");
+ * - not nested deeper than MAX_JSON_DEPTH (the field cut to its first levels);
+ * - no number beyond a double (JSON.parse makes `1e400` Infinity, stored as null);
+ * - every string and key other than agents' storable as it is (no U+0000, no lone
+ *   surrogate: Postgres refuses them).
+ * Each is a 400 naming the field — `content`, `metadata.note`, `messages[2].content`.
  */
 function checkBody(body: unknown): void {
-  const deep = tooDeepField(body);
-  if (deep !== undefined) throw new ValidationError(deep, `nests deeper than ${MAX_JSON_DEPTH} levels`);
-  const unstorable = unstorableField(body, "", parsedAsAgent);
-  if (unstorable !== undefined) throw new ValidationError(unstorable, UNSTORABLE_TEXT);
+  let message = "";
+  let suffix: string | null = null;
+  /** The depth of the agent being walked through; -1: none. */
+  let agentDepth = -1;
+  const path = findInJson(body, (item, key, depth, pathOf) => {
+    if (agentDepth >= 0 && depth <= agentDepth) agentDepth = -1;
+    if (key === "__proto__" || (key === "constructor" && isObject(item) && "prototype" in item)) {
+      message = "this key is not accepted";
+      if (key === "constructor") suffix = "prototype";
+      return "stop";
+    }
+    if (isObject(item) && depth >= MAX_JSON_DEPTH) {
+      message = `nests deeper than ${MAX_JSON_DEPTH} levels`;
+      return "stop";
+    }
+    if (typeof item === "number" && !Number.isFinite(item)) {
+      message = "is a number too large for a JSON double";
+      return "stop";
+    }
+    if (agentDepth >= 0) return undefined;
+    if (
+      (typeof key === "string" && !isStorableText(key)) ||
+      (typeof item === "string" && !isStorableText(item))
+    ) {
+      message = UNSTORABLE_TEXT;
+      return "stop";
+    }
+    if (isObject(item) && depth <= 3 && parsedAsAgent(depth, pathOf)) agentDepth = depth;
+    return undefined;
+  });
+  if (path === undefined) return;
+  const named = message.startsWith("nests") ? path.slice(0, NAMED_LEVELS) : path;
+  throw new ValidationError(formatPath("", suffix ? [...named, suffix] : named), message);
 }
 
 /** 401 with the challenge the caller should answer (Basic prompts a browser), or 403. */

@@ -117,10 +117,16 @@ export const modelConfigSchema = z.discriminatedUnion("provider", [
   anthropicModelSchema,
 ]);
 
+/** Tools one agent may list (providers take about this many at most: OpenAI 128). */
+export const MAX_AGENT_TOOLS = 256;
+
 export const agentConfigSchema = z.strictObject({
   model: modelConfigSchema,
   /** Names of tools registered in the workers. */
-  tools: z.array(z.string().min(1)).default([]),
+  tools: z
+    .array(z.string().min(1))
+    .max(MAX_AGENT_TOOLS, `lists more than ${MAX_AGENT_TOOLS} tools`)
+    .default([]),
   system: z.string().optional(),
   /** Model calls one run may make before it stops with `max_turns`. Default 20. */
   maxTurns: z.number().int().positive().max(1000).default(20),

@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { ValidationError } from "./errors.js";
+import { findInJson } from "./json-walk.js";
 
 const nonEmpty = z.string().min(1, "must be a non-empty string");
 
@@ -161,36 +162,15 @@ export function replaceUnstorableJson<T>(value: T): T {
 /**
  * The field of the first string or object key in `value` that cannot be stored (depth
  * first, in document order), e.g. `messages[2].content`; `undefined` when all can be.
- * `skip(field)` leaves a subtree out. Iterative, so any nesting depth is safe.
+ * Iterative, and nothing is allocated per value (json-walk.ts).
  */
-export function unstorableField(
-  value: unknown,
-  root: string,
-  skip: (field: string) => boolean = () => false,
-): string | undefined {
-  const stack: [unknown, string][] = [[value, root]];
-  while (stack.length > 0) {
-    const [item, field] = stack.pop()!;
-    if (typeof item === "string") {
-      if (!isStorableText(item)) return field;
-      continue;
-    }
-    if (item === null || typeof item !== "object" || skip(field)) continue;
-    const children: [unknown, string][] = [];
-    if (Array.isArray(item)) {
-      item.forEach((child, i) => {
-        children.push([child, childPath(field, i)]);
-      });
-    } else {
-      for (const [key, child] of Object.entries(item)) {
-        const path = childPath(field, key);
-        if (!isStorableText(key)) return path;
-        children.push([child, path]);
-      }
-    }
-    for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!);
-  }
-  return undefined;
+export function unstorableField(value: unknown, root: string): string | undefined {
+  const path = findInJson(value, (item, key) =>
+    (typeof key === "string" && !isStorableText(key)) || (typeof item === "string" && !isStorableText(item))
+      ? "stop"
+      : undefined,
+  );
+  return path === undefined ? undefined : formatPath(root, path);
 }
 
 /** Throws a ValidationError naming the first field of `value` that cannot be stored. */
@@ -241,10 +221,19 @@ export function parseMessage(value: unknown, root = "message"): Message {
 }
 
 /**
+ * The longest tool call id stored as it is. Providers' ids are a few dozen characters; the
+ * store indexes ids (one result per call), and Postgres cannot index a value of about 2 KB
+ * or more. An imported id longer is refused; a model's is replaced (call-model.ts).
+ */
+export const MAX_TOOL_CALL_ID = 256;
+const TOO_LONG_ID = `is longer than ${MAX_TOOL_CALL_ID} characters`;
+
+/**
  * Parses an unknown value as a history: a JSON array of messages. Besides the schema, the
  * tool call ids of one assistant message must be distinct (otherwise no result could say
  * which call it answers). Pairing faults (a result that answers no call, a call answered
- * twice) are valid here: `resumePoint` reports them `malformed`. A cut-off response
+ * twice) are valid here: `resumePoint` reports them `malformed`. Tool call ids are at most
+ * MAX_TOOL_CALL_ID characters. A cut-off response
  * (`interrupted`) carries no `providerState` (contracts §13). Throws ValidationError naming
  * the index and field.
  */
@@ -261,6 +250,8 @@ export function parseHistory(value: unknown, root = "messages"): Message[] {
       }
       const seen = new Set<string>();
       for (const [i, call] of (message.toolCalls ?? []).entries()) {
+        if (call.id.length > MAX_TOOL_CALL_ID)
+          throw new ValidationError(`${root}[${index}].toolCalls[${i}].id`, TOO_LONG_ID);
         if (seen.has(call.id)) {
           throw new ValidationError(
             `${root}[${index}].toolCalls[${i}].id`,
@@ -270,6 +261,8 @@ export function parseHistory(value: unknown, root = "messages"): Message[] {
         seen.add(call.id);
       }
     }
+    if (message.role === "tool" && message.toolCallId.length > MAX_TOOL_CALL_ID)
+      throw new ValidationError(`${root}[${index}].toolCallId`, TOO_LONG_ID);
     return message;
   });
 }

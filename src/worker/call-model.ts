@@ -22,7 +22,14 @@
  * pause — without counting an attempt: waiting for capacity is not failing. At most
  * `MAX_RATE_LIMITED` such answers in one call are free; later ones count as attempts.
  */
-import type { AssistantMessage, ProviderState, ToolCall, Usage } from "../shared/messages.js";
+import { createHash } from "node:crypto";
+import {
+  type AssistantMessage,
+  MAX_TOOL_CALL_ID,
+  type ProviderState,
+  type ToolCall,
+  type Usage,
+} from "../shared/messages.js";
 import { costOf } from "../shared/prices.js";
 import { estimateStepUsage } from "../shared/usage.js";
 import { CapacityWait, EndpointRateLimited } from "./endpoint-gate.js";
@@ -120,13 +127,14 @@ function assistant(
  * The calls with their strings sanitised and their ids distinct: results are matched to
  * calls by id, and a step that asked twice under one id (a model's mistake, or two ids
  * that sanitising made equal) would otherwise leave one call unanswerable — the second
- * result of an id is refused by the store. A repeated id gets a `_<index>` suffix.
+ * result of an id is refused by the store. A repeated id gets a `_<index>` suffix; an id too
+ * long to store, a digest (storableId).
  */
 function sanitizeCalls(calls: ToolCall[]): ToolCall[] {
   const seen = new Set<string>();
-  const all = new Set(calls.map((call) => sanitizeText(call.id)));
+  const all = new Set(calls.map((call) => storableId(call.id)));
   return calls.map((call, i) => {
-    let id = sanitizeText(call.id);
+    let id = storableId(call.id);
     if (seen.has(id)) {
       let n = i;
       while (all.has(`${id}_${n}`)) n++;
@@ -140,6 +148,16 @@ function sanitizeCalls(calls: ToolCall[]): ToolCall[] {
       ? call
       : { ...call, id, name, arguments: args };
   });
+}
+
+/**
+ * The id sanitised, and one too long to store (over MAX_TOOL_CALL_ID) replaced by a digest of
+ * it: the same for the same id, so a call and the result that answers it still pair up.
+ */
+function storableId(id: string): string {
+  const clean = sanitizeText(id);
+  if (clean.length <= MAX_TOOL_CALL_ID) return clean;
+  return `call_${createHash("sha256").update(clean).digest("hex").slice(0, 32)}`;
 }
 
 async function attempt(

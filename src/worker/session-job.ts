@@ -273,6 +273,62 @@ function runLogFields(run: RunRow, kind: "run" | "resume", deps: SessionJobDeps)
   };
 }
 
+/**
+ * Ends a run that appends nothing: a resume with nothing to resume, or a run whose first
+ * messages Postgres refused. Returns the session's next queued run.
+ */
+async function endUnstarted(
+  run: RunRow,
+  state: SessionState,
+  signal: AbortSignal,
+  deps: SessionJobDeps,
+  end: { outcome: RunOutcome; reason: string; error: string; park?: { reason: RunOutcome; detail: string } },
+): Promise<RunRow | null> {
+  const { fence, history, events } = state;
+  const kind = run.kind === "resume" ? "resume" : "run";
+  const logFields = runLogFields(run, kind, deps);
+  const startedAt = Date.now();
+  const { outcome, error } = end;
+  await deps.writes.startRun(
+    fence,
+    cursorOf(history),
+    { id: run.id, workerId: deps.workerId, resumeKind: null },
+    [],
+    tailState(history),
+  );
+  deps.metrics.runs.inc({ kind, outcome });
+  deps.log.info({ ...logFields, trigger: run.trigger, resumeKind: null }, "run started");
+  await events?.emitBounded([runStartedEvent(run, kind, null)]);
+  const nextRun = await deps.writes.endRun(fence, run.id, outcome, {
+    error,
+    ...(end.park ? { park: end.park } : {}),
+  });
+  const ended: SessionEventInput[] = [{ type: "RUN_COMPLETED", runId: run.id, outcome }];
+  if (end.park && nextRun === null) {
+    deps.metrics.sessionsParked.inc({ reason: end.park.reason });
+    deps.log.warn({ sessionId: fence.sessionId, ...end.park }, "session parked");
+    ended.push({ type: "SESSION_PARKED", reason: end.park.reason });
+  }
+  await events?.emitBounded(ended);
+  deps.log.info(
+    {
+      ...logFields,
+      outcome,
+      durationMs: Date.now() - startedAt,
+      error: scrubSecrets(error, secretValuesFromEnv(process.env)),
+    },
+    "run ended",
+  );
+  if (deps.extensions && !deps.extensions.empty) {
+    // A resume that finds nothing to resume fails like any failed request (resume-semantics §2).
+    const ctx = await runContext(run, kind, null, history, state.agent, signal, deps);
+    await deps.extensions.afterRun(ctx, { outcome, error });
+    if (ERROR_OUTCOMES.has(outcome))
+      await deps.extensions.onError(ctx, new RunError(error, outcome, end.reason));
+  }
+  return nextRun;
+}
+
 /** Runs one queued run to its end; returns the session's next queued run. */
 async function processRun(
   run: RunRow,
@@ -293,42 +349,35 @@ async function processRun(
   // A run the claim started appended exactly what planRunStart gives an empty history.
   const plan = previous ? CONTINUE : planRunStart(run, history);
   if (plan.action === "refuse") {
-    await deps.writes.startRun(
-      fence,
-      cursorOf(history),
-      { id: run.id, workerId: deps.workerId, resumeKind: null },
-      [],
-      tailState(history),
-    );
     if (kind === "resume") deps.metrics.resumeRefusals.inc({ reason: plan.reason });
-    deps.metrics.runs.inc({ kind, outcome: plan.outcome });
     const error = plan.detail ? `${plan.reason}: ${plan.detail}` : plan.reason;
-    deps.log.info({ ...logFields, trigger: run.trigger, resumeKind: null }, "run started");
-    await events?.emitBounded([runStartedEvent(run, kind, null)]);
-    const nextRun = await deps.writes.endRun(fence, run.id, plan.outcome, { error });
-    await events?.emitBounded([{ type: "RUN_COMPLETED", runId: run.id, outcome: plan.outcome }]);
-    deps.log.info(
-      { ...logFields, outcome: plan.outcome, durationMs: Date.now() - startedAt, error },
-      "run ended",
-    );
-    if (deps.extensions && !deps.extensions.empty) {
-      // A resume that finds nothing to resume fails like any failed request (resume-semantics §2).
-      const ctx = await runContext(run, kind, null, history, storedAgent, signal, deps);
-      await deps.extensions.afterRun(ctx, { outcome: plan.outcome, error });
-      if (ERROR_OUTCOMES.has(plan.outcome))
-        await deps.extensions.onError(ctx, new RunError(error, plan.outcome, plan.reason));
-    }
-    return nextRun;
+    return endUnstarted(run, state, signal, deps, { outcome: plan.outcome, reason: plan.reason, error });
   }
-  const started =
-    startedByClaim ??
-    (await deps.writes.startRun(
-      fence,
-      cursorOf(history),
-      { id: run.id, workerId: deps.workerId, resumeKind: previous ? run.resumeKind : plan.resumeKind },
-      plan.appends,
-      tailState([...history, ...plan.appends]),
-    ));
+  let started: StoredMessage[] | null;
+  try {
+    started =
+      startedByClaim ??
+      (await deps.writes.startRun(
+        fence,
+        cursorOf(history),
+        { id: run.id, workerId: deps.workerId, resumeKind: previous ? run.resumeKind : plan.resumeKind },
+        plan.appends,
+        tailState([...history, ...plan.appends]),
+      ));
+  } catch (error) {
+    // What the run starts with (a resume's results for the interrupted calls, say) refused by
+    // Postgres for its content: it would be refused on every retry, so the run ends
+    // `storage_rejected` with nothing appended and the session is parked (contracts §12).
+    const outcome = storageRejection(error);
+    if (!outcome) throw error;
+    const detail = (error as Error).message;
+    return endUnstarted(run, state, signal, deps, {
+      outcome,
+      reason: outcome,
+      error: detail,
+      park: { reason: outcome, detail },
+    });
+  }
   if (started === null) return (await deps.queries.nextQueuedRun(fence.sessionId)) ?? null;
   deps.log.info({ ...logFields, trigger: run.trigger, resumeKind: plan.resumeKind ?? null }, "run started");
   const before = history.slice();

@@ -51,19 +51,60 @@ describe("webhook URLs, signatures and backoff", () => {
       FLEET_WEBHOOK_ALLOWED_URLS: "https://hooks.example.com/,http://10.1.2.3/",
     });
     expect(refused("https://hooks.example.com/a", strict)).toBeNull();
+    expect(refused("https://HOOKS.example.com/a", strict)).toBeNull();
     expect(refused("https://other.example.com/a", strict)).toMatch(/FLEET_WEBHOOK_ALLOWED_URLS/);
+    // Compared as parsed URLs, not as strings: a host that merely starts like an entry is another host.
+    const hosts = webhookSettingsFromEnv({
+      FLEET_WEBHOOK_SECRET: "s",
+      FLEET_WEBHOOK_ALLOWED_URLS: "https://hooks.example.com,http://127.0.0.1:3102/in",
+    });
+    for (const url of [
+      "https://hooks.example.com.evil.net/x",
+      "https://hooks.example.comevil.net/",
+      "http://hooks.example.com/x",
+      "http://127.0.0.1:31022/in",
+      "http://127.0.0.1:3102/inside",
+      "http://127.0.0.1:3102/",
+    ])
+      expect(refused(url, hosts), url).toMatch(/FLEET_WEBHOOK_ALLOWED_URLS/);
+    expect(refused("http://127.0.0.1:3102/in/batch", hosts)).toBeNull();
+    expect(() => webhookSettingsFromEnv({ FLEET_WEBHOOK_ALLOWED_URLS: "ftp://x" })).toThrow(
+      /FLEET_WEBHOOK_ALLOWED_URLS\[0\]/,
+    );
     expect(refused("http://10.1.2.3/x", strict)).toMatch(/private/);
+    const deny = webhookSettingsFromEnv({ FLEET_WEBHOOK_SECRET: "s", FLEET_WEBHOOK_DENY_PRIVATE: "1" });
+    for (const url of [
+      "http://[::ffff:127.0.0.1]:31022/hook",
+      "http://[::ffff:7f00:1]/",
+      "http://[::ffff:a9fe:a9fe]/latest",
+      "http://[64:ff9b::a9fe:a9fe]/",
+      "http://0x7f.1/",
+      "http://2130706433/",
+      "http://localhost/",
+    ])
+      expect(refused(url, deny), url).toMatch(/private/);
     for (const address of [
       "127.0.0.1",
       "10.0.0.1",
       "192.168.1.1",
       "172.16.0.1",
       "169.254.169.254",
+      "100.64.0.1",
+      "0.0.0.0",
+      "224.0.0.1",
+      "255.255.255.255",
+      "::",
       "::1",
       "fd00::1",
+      "fe80::1",
+      "ff02::1",
+      "::ffff:127.0.0.1",
+      "::ffff:7f00:1",
+      "::ffff:a9fe:a9fe",
+      "64:ff9b::7f00:1",
     ])
       expect(isPrivateAddress(address), address).toBe(true);
-    for (const address of ["8.8.8.8", "172.32.0.1", "2606:4700::1111"])
+    for (const address of ["8.8.8.8", "172.32.0.1", "2606:4700::1111", "::ffff:808:808", "not an address"])
       expect(isPrivateAddress(address), address).toBe(false);
   });
 

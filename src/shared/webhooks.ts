@@ -3,10 +3,14 @@
  *
  * A webhook is a request this server makes on behalf of a tenant, so:
  * - only `http:` and `https:` URLs, without credentials, at most 2,048 characters;
- * - `FLEET_WEBHOOK_ALLOWED_URLS` (comma-separated prefixes): when set, a URL must start
- *   with one of them;
- * - `FLEET_WEBHOOK_DENY_PRIVATE=1`: refuses loopback, private, link-local and unspecified
- *   addresses — checked at submit for literal addresses and at delivery for the address
+ * - `FLEET_WEBHOOK_ALLOWED_URLS` (comma-separated URL prefixes): when set, a URL must lie
+ *   under one of them, compared as parsed URLs like FLEET_ALLOWED_BASE_URLS (same scheme,
+ *   the same host exactly, the same port when the entry names one, the path at a segment
+ *   boundary): `https://hooks.example.com` admits neither `https://hooks.example.com.evil.net`
+ *   nor `https://hooks.example.comevil.net`;
+ * - `FLEET_WEBHOOK_DENY_PRIVATE=1`: refuses loopback, private, link-local, CGNAT,
+ *   multicast, reserved and unspecified addresses, in any notation (`[::ffff:7f00:1]` is
+ *   127.0.0.1; NAT64 `64:ff9b::/96` is refused whole) — checked at submit for literal addresses and at delivery for the address
  *   the name resolves to (the request connects to exactly that address, so a name that
  *   resolves elsewhere later cannot slip through). Off by default: fleets usually deliver
  *   inside their own network;
@@ -17,13 +21,15 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { isIP, type LookupFunction } from "node:net";
+import { BlockList, isIP, type LookupFunction } from "node:net";
 import { ValidationError } from "./errors.js";
+import { type AllowedBaseUrl, isAllowedBaseUrl, parseAllowedBaseUrls } from "./model-endpoints.js";
 
 export type WebhookSettings = {
   /** FLEET_WEBHOOK_SECRET: signs every delivery; without it batches with a webhook are refused. */
   secret: string | undefined;
-  allowedPrefixes: string[];
+  /** FLEET_WEBHOOK_ALLOWED_URLS, parsed; empty: any URL. */
+  allowed: AllowedBaseUrl[];
   denyPrivate: boolean;
   /** FLEET_WEBHOOK_RETRY_MS: the first retry's delay (doubling up to an hour); default 1 s. */
   retryBaseMs: number;
@@ -35,10 +41,7 @@ export function webhookSettingsFromEnv(env: Readonly<Record<string, string | und
   const base = Number(env.FLEET_WEBHOOK_RETRY_MS);
   return {
     secret: env.FLEET_WEBHOOK_SECRET || undefined,
-    allowedPrefixes: (env.FLEET_WEBHOOK_ALLOWED_URLS ?? "")
-      .split(",")
-      .map((p) => p.trim())
-      .filter(Boolean),
+    allowed: parseAllowedBaseUrls(env.FLEET_WEBHOOK_ALLOWED_URLS, "FLEET_WEBHOOK_ALLOWED_URLS"),
     denyPrivate: /^(1|true|yes)$/i.test(env.FLEET_WEBHOOK_DENY_PRIVATE ?? ""),
     retryBaseMs: Number.isFinite(base) && base > 0 ? base : 1_000,
     timeoutMs: 10_000,
@@ -54,23 +57,45 @@ export function webhookBackoffMs(
   return Math.round(delay * (0.9 + Math.random() * 0.2));
 }
 
-/** Whether an IP address is loopback, private, link-local, CGNAT or unspecified. */
+/**
+ * Addresses a webhook must not reach when FLEET_WEBHOOK_DENY_PRIVATE is on. Node's BlockList
+ * matches an IPv4-mapped IPv6 address (`::ffff:7f00:1`, `::ffff:127.0.0.1`) against the IPv4
+ * rules, so no notation of a private IPv4 address slips through.
+ */
+const PRIVATE = (() => {
+  const list = new BlockList();
+  for (const [net, bits] of [
+    ["0.0.0.0", 8], // "this network", unspecified
+    ["10.0.0.0", 8],
+    ["100.64.0.0", 10], // CGNAT
+    ["127.0.0.0", 8],
+    ["169.254.0.0", 16], // link-local, cloud metadata
+    ["172.16.0.0", 12],
+    ["192.0.0.0", 24], // IETF protocol assignments
+    ["192.168.0.0", 16],
+    ["198.18.0.0", 15], // benchmarking
+    ["224.0.0.0", 4], // multicast
+    ["240.0.0.0", 4], // reserved, broadcast
+  ] as const)
+    list.addSubnet(net, bits, "ipv4");
+  for (const [net, bits] of [
+    ["::", 96], // unspecified, loopback, IPv4-compatible (deprecated)
+    ["64:ff9b::", 96], // NAT64: reaches whatever IPv4 address it embeds
+    ["64:ff9b:1::", 48], // local-use NAT64
+    ["fc00::", 7], // unique local
+    ["fe80::", 10], // link-local
+    ["fec0::", 10], // site-local (deprecated)
+    ["ff00::", 8], // multicast
+  ] as const)
+    list.addSubnet(net, bits, "ipv6");
+  return list;
+})();
+
+/** Whether an IP address is one a webhook must not reach with FLEET_WEBHOOK_DENY_PRIVATE on (PRIVATE). */
 export function isPrivateAddress(address: string): boolean {
-  const v4 = address.startsWith("::ffff:") ? address.slice(7) : address;
-  if (isIP(v4) === 4) {
-    const [a, b] = v4.split(".").map(Number) as [number, number];
-    return (
-      a === 0 ||
-      a === 10 ||
-      a === 127 ||
-      (a === 100 && b >= 64 && b <= 127) ||
-      (a === 169 && b === 254) ||
-      (a === 172 && b >= 16 && b <= 31) ||
-      (a === 192 && b === 168)
-    );
-  }
-  const v6 = address.toLowerCase();
-  return v6 === "::" || v6 === "::1" || /^f[cd]/.test(v6) || /^fe[89ab]/.test(v6);
+  const family = isIP(address);
+  if (family === 0) return false;
+  return PRIVATE.check(address, family === 4 ? "ipv4" : "ipv6");
 }
 
 /** Checks a webhook URL at submit; throws a ValidationError naming `field`. */
@@ -90,8 +115,8 @@ export function checkWebhookUrl(value: string, settings: WebhookSettings, field:
     throw new ValidationError(field, "must be an http: or https: URL");
   if (url.username || url.password) throw new ValidationError(field, "must not carry credentials");
   if (value.length > 2_048) throw new ValidationError(field, "is longer than 2,048 characters");
-  if (settings.allowedPrefixes.length > 0 && !settings.allowedPrefixes.some((p) => value.startsWith(p)))
-    throw new ValidationError(field, "does not start with an entry of FLEET_WEBHOOK_ALLOWED_URLS");
+  if (settings.allowed.length > 0 && !isAllowedBaseUrl(value, settings.allowed))
+    throw new ValidationError(field, "is not under an entry of FLEET_WEBHOOK_ALLOWED_URLS");
   const host = url.hostname.replace(/^\[|\]$/g, "");
   if (settings.denyPrivate && (host === "localhost" || (isIP(host) !== 0 && isPrivateAddress(host))))
     throw new ValidationError(field, "points at a private address, which this fleet refuses");

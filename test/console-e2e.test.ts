@@ -474,9 +474,13 @@ describe("the console in a browser", () => {
     }
     expect(seen).toEqual(all.sessions.map((s) => s.id));
     expect((await list("parkedReason=max_output")).sessions).toHaveLength(0);
-    const bad = await fetch(`${base}/v1/sessions?before=nope`, { headers: auth });
-    expect(bad.status).toBe(400);
-    expect(((await bad.json()) as { error: { field: string } }).error.field).toBe("before");
+    // Not a cursor, and cursors past any timestamp Postgres holds (they were a 500).
+    const forged = (text: string) => Buffer.from(text).toString("base64url");
+    for (const before of ["nope", forged("9999999999999999999.x"), forged("9223372036854775807.x")]) {
+      const bad = await fetch(`${base}/v1/sessions?before=${before}`, { headers: auth });
+      expect(bad.status, before).toBe(400);
+      expect(((await bad.json()) as { error: { field: string } }).error.field).toBe("before");
+    }
   });
 });
 

@@ -70,6 +70,19 @@ describe("event routes", () => {
     expect(bad.body).toMatchObject({ error: { field: "after" } });
     const badHeader = await readSse(url(id), { after: "x", headers: auth(keyA), stop: () => true });
     expect(badHeader.body).toMatchObject({ error: { field: "Last-Event-ID" } });
+    // Past what Redis takes (each part an unsigned 64-bit number): a 400, not a stream that closes.
+    for (const after of ["99999999999999999999-0", "0-18446744073709551616", "18446744073709551615-0"]) {
+      const huge = await readSse(url(id, `?after=${after}`), { headers: auth(keyA), stop: () => true });
+      expect(huge.status, after).toBe(400);
+      expect(huge.body).toMatchObject({ error: { field: "after" } });
+    }
+    // The largest id Redis can read after is taken: the stream opens and waits.
+    const edge = readSse(url(id, "?after=18446744073709551614-18446744073709551615"), {
+      headers: auth(keyA),
+      stop: () => true,
+      timeoutMs: 500,
+    });
+    await expect(edge).rejects.toThrow(/no stop after 500 ms/);
 
     const theirs = await readSse(url(id), { headers: auth(keyB), stop: () => true });
     const missing = await readSse(url("00000000-0000-4000-8000-000000000000"), {

@@ -24,13 +24,13 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Redis } from "ioredis";
 import { NotFoundError, TooManyRequestsError, ValidationError } from "../shared/errors.js";
 import {
-  EVENT_ID,
   EventReader,
   type EventRetention,
   type EventsCounter,
   eventStreamKey,
   eventsNotifyChannel,
   idBefore,
+  isEventId,
   type StoredEvent,
 } from "../shared/events.js";
 import type { FleetMetrics } from "../shared/metrics.js";
@@ -130,7 +130,7 @@ export class EventStreams {
     const [field, value] =
       fromHeader !== undefined && fromHeader !== "" ? ["Last-Event-ID", fromHeader] : ["after", query.after];
     if (value === undefined) return null;
-    if (typeof value !== "string" || !EVENT_ID.test(value))
+    if (typeof value !== "string" || !isEventId(value))
       throw new ValidationError(field, "must be an event id as the stream sent it (e.g. 1700000000000-0)");
     return value;
   }

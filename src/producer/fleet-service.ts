@@ -138,9 +138,13 @@ export function encodeListCursor(cursor: ListCursor): string {
   return Buffer.from(`${cursor.micros}.${cursor.id}`, "utf8").toString("base64url");
 }
 
+/** The last microsecond Postgres's timestamps and this cursor share: 9999-12-31T23:59:59.999999Z. */
+const MAX_CURSOR_MICROS = 253_402_300_799_999_999n;
+
 function decodeListCursor(value: string): ListCursor | undefined {
   const match = /^(\d{1,19})\.(.+)$/s.exec(Buffer.from(value, "base64url").toString("utf8"));
-  return match && isStorableText(match[2]!) ? { micros: match[1]!, id: match[2]! } : undefined;
+  if (!match || !isStorableText(match[2]!) || BigInt(match[1]!) > MAX_CURSOR_MICROS) return undefined;
+  return { micros: match[1]!, id: match[2]! };
 }
 const batchQuery = z.strictObject({ include: z.enum(["usage"]).optional() });
 const sendBody = z.strictObject({

@@ -70,8 +70,20 @@ export function eventsNotifyChannel(prefix: string): string {
   return `${prefix}:events-notify`;
 }
 
-/** A stream entry id, as clients send it back (`Last-Event-ID`, `?after=`). */
-export const EVENT_ID = /^\d{1,20}-\d{1,20}$/;
+/** A stream entry id's form, as clients send it back (`Last-Event-ID`, `?after=`). */
+const EVENT_ID = /^\d{1,20}-\d{1,20}$/;
+const U64_MAX = 2n ** 64n - 1n;
+
+/**
+ * Whether `value` is a stream entry id Redis takes as a place to read after: `ms-seq`, each
+ * part an unsigned 64-bit number, and not the last id of all (nothing comes after it, and
+ * Redis refuses a range that starts past it).
+ */
+export function isEventId(value: string): boolean {
+  if (!EVENT_ID.test(value)) return false;
+  const [ms, seq] = value.split("-") as [string, string];
+  return BigInt(ms) < U64_MAX && BigInt(seq) <= U64_MAX;
+}
 
 /** Compares two stream ids. */
 export function compareIds(a: string, b: string): number {

@@ -3,7 +3,8 @@
  *
  * Exit codes: 0 success (or a resumable point), 3 not resumable, 2 invalid input or usage
  * (and a service or port a role needs that is not there), 1 an unexpected failure (one line
- * on stderr; set FLEET_DEBUG=1 for the stack), 70 a last-resort stop (below).
+ * on stderr; set FLEET_DEBUG=1 for the stack), 70 a last-resort stop (below). A client
+ * command whose reader closed its stdout (`| head`) stops quietly with 0.
  */
 import { buildProgram, CommandLineExit } from "./commands/program.js";
 import { NotFoundError, ValidationError } from "./shared/errors.js";
@@ -25,6 +26,20 @@ function exitOnUnhandled(kind: string, error: unknown): void {
 }
 process.on("unhandledRejection", (error) => exitOnUnhandled("unhandled rejection", error));
 process.on("uncaughtException", (error) => exitOnUnhandled("uncaught exception", error));
+
+/**
+ * The commands whose output is read by someone who may stop early (`fleet batch results ID
+ * | head -1`): a reader that went away ends them quietly, exit 0. The roles keep the last
+ * resort above: their stdout is their log, and a log that can no longer be written is a
+ * fault for the supervisor to see.
+ */
+const READ_BY_PEOPLE = new Set(["batch", "watch", "resume-point", "keys", "demo", "migrate"]);
+if (READ_BY_PEOPLE.has(process.argv[2] ?? "")) {
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") process.exit(0);
+    exitOnUnhandled("writing stdout", error);
+  });
+}
 
 /** Runs the command; resolves with its exit code, or with 2 or 1 and one line on stderr. */
 async function main(argv: string[]): Promise<{ code: number; failed: boolean }> {

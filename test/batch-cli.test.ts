@@ -4,11 +4,15 @@
  * --wait (plain progress lines off a terminal), its results streamed as NDJSON; a bad line
  * is named by file and line; status and cancel print the batch JSON.
  */
-import { writeFile } from "node:fs/promises";
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { type AddressInfo, createServer } from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
 import { runFleetCli } from "./support/fleet-cli.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT } from "./support/fleet-env.js";
 
 const line = (i: number) =>
   JSON.stringify({
@@ -17,18 +21,47 @@ const line = (i: number) =>
     input: `question ${i}`,
   });
 
+/** A port nothing listens on (it was free a moment ago). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
 describe("fleet batch", () => {
   let fleet: FleetEnv;
   let url: string;
+  let client: FleetClient;
 
   beforeAll(async () => {
     fleet = await createFleetEnv("batch-cli");
-    url = (await fleet.startApi()).api.url;
+    const started = await fleet.startApi();
+    url = started.api.url;
+    client = started.client;
     await fleet.spawnWorker({ WORKER_CONCURRENCY: "16" });
   }, 60_000);
   afterAll(() => fleet?.close());
 
   const fleetCli = (args: string[]) => runFleetCli(args, { ...fleet.env, FLEET_API_URL: url });
+  /** `fleet ARGS | head -1`, printing the command's own exit code as `fleet exit N`. */
+  const pipedToHead = (args: string[]) =>
+    new Promise<{ stdout: string; stderr: string }>((resolve, reject) => {
+      execFile(
+        "bash",
+        [
+          "-c",
+          // biome-ignore lint/suspicious/noTemplateCurlyInString: bash's own ${…}, not a template
+          '"$0" "$@" | head -1 > /dev/null; echo "fleet exit ${PIPESTATUS[0]}"',
+          process.execPath,
+          FLEET_BIN,
+          ...args,
+        ],
+        { env: { ...process.env, ...fleet.env, FLEET_API_URL: url }, cwd: ROOT },
+        (error, stdout, stderr) => (error ? reject(error) : resolve({ stdout, stderr })),
+      );
+    });
 
   it("submits a file in parts as one batch, waits for it, and streams its results", async () => {
     const file = join(fleet.config.toolDir, "in.jsonl");
@@ -52,6 +85,13 @@ describe("fleet batch", () => {
     expect(byId.get("l-0")).toBe("answer 0");
     expect(byId.get("l-1199")).toBe("answer 1199");
 
+    // A reader that stops early (`| head -1`) ends the command quietly, exit 0, every time.
+    for (let i = 0; i < 3; i++) {
+      const piped = await pipedToHead(["batch", "results", batch.id]);
+      expect(piped.stdout, piped.stderr).toMatch(/^fleet exit 0$/m);
+      expect(piped.stderr).not.toMatch(/uncaught|EPIPE/);
+    }
+
     const status = await fleetCli(["batch", "status", batch.id]);
     expect(JSON.parse(status.stdout).counts.total).toBe(1_200);
     const cancelled = await fleetCli(["batch", "cancel", batch.id]);
@@ -59,6 +99,34 @@ describe("fleet batch", () => {
     // Nothing was left to cancel: it stays ended, every session completed.
     expect(JSON.parse(cancelled.stdout).counts.completed).toBe(1_200);
   }, 90_000);
+
+  it("reads FLEET_API_URL from the working directory's .env; no API there is one line and exit 2", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "fleet-env-"));
+    const env = { ...fleet.env, FLEET_API_URL: undefined, PORT: undefined };
+    try {
+      const batch = await client.createBatch([
+        { agent: { model: { provider: "scripted", steps: [{ text: "x" }] } } },
+      ]);
+      await writeFile(join(dir, ".env"), `FLEET_API_URL=${url}\n`);
+      const found = await runFleetCli(["batch", "status", batch.id], env, 30_000, dir);
+      expect(found.code, found.stderr).toBe(0);
+      expect(JSON.parse(found.stdout).id).toBe(batch.id);
+      const dead = `http://127.0.0.1:${await freePort()}`;
+      await writeFile(join(dir, ".env"), `FLEET_API_URL=${dead}\n`);
+      for (const args of [
+        ["watch", batch.id, "--once"],
+        ["batch", "status", batch.id],
+      ]) {
+        const refused = await runFleetCli(args, env, 30_000, dir);
+        expect(refused.code, args.join(" ")).toBe(2);
+        expect(refused.stderr).toBe(
+          `fleet ${args[0] === "watch" ? "watch" : "batch status"}: cannot reach the API at ${dead}; start it with \`fleet api\` or set FLEET_API_URL\n`,
+        );
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 
   it("names the file's line of a bad session, and a missing batch exits 2", async () => {
     const file = join(fleet.config.toolDir, "bad.jsonl");

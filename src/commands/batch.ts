@@ -18,8 +18,14 @@ import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import { createInterface } from "node:readline";
 import type { Writable } from "node:stream";
-import { type BatchJson, type BatchSessionInput, FleetApiError, FleetClient } from "../producer/client.js";
+import {
+  type BatchJson,
+  type BatchSessionInput,
+  FleetApiError,
+  type FleetClient,
+} from "../producer/client.js";
 import type { ModelConfig } from "../shared/agent-config.js";
+import { type ApiOptions, apiClientOf, unreachableLine } from "./api-client.js";
 
 /** Sessions per request (the API's MAX_BATCH). */
 export const PART_SIZE = 1_000;
@@ -31,21 +37,7 @@ export type BatchIo = {
   isTTY: boolean;
 };
 
-export type BatchCommandOptions = {
-  /** The API's base URL; default FLEET_API_URL, else http://127.0.0.1:$PORT (3000). */
-  api?: string;
-  /** Default FLEET_API_KEY. */
-  apiKey?: string;
-  io?: BatchIo;
-};
-
-function clientOf(options: BatchCommandOptions): { client: FleetClient; url: string } {
-  const url = options.api ?? process.env.FLEET_API_URL ?? `http://127.0.0.1:${process.env.PORT || 3000}`;
-  return {
-    client: new FleetClient({ baseUrl: url, apiKey: options.apiKey ?? process.env.FLEET_API_KEY }),
-    url,
-  };
-}
+export type BatchCommandOptions = ApiOptions & { io?: BatchIo };
 
 function ioOf(options: BatchCommandOptions): BatchIo {
   return (
@@ -75,12 +67,9 @@ async function guarded(io: BatchIo, url: string, what: string, body: () => Promi
       await write(io.stderr, `${what}: ${error.message}${field}\n`);
       return error.status >= 400 && error.status < 500 ? 2 : 1;
     }
-    const cause = (error as { cause?: { code?: string } }).cause;
-    if (cause?.code === "ECONNREFUSED" || cause?.code === "ENOTFOUND") {
-      await write(
-        io.stderr,
-        `${what}: cannot reach the API at ${url}; start it with \`fleet api\` or set FLEET_API_URL\n`,
-      );
+    const line = unreachableLine(error, what, url);
+    if (line) {
+      await write(io.stderr, line);
       return 2;
     }
     throw error;
@@ -184,7 +173,7 @@ export async function batchSubmitCommand(
   } = {},
 ): Promise<number> {
   const io = ioOf(options);
-  const { client, url } = clientOf(options);
+  const { client, url } = apiClientOf(options);
   return guarded(io, url, "fleet batch submit", async () => {
     const partSize = Math.min(PART_SIZE, options.partSize ?? PART_SIZE);
     const keyPrefix = options.idempotencyKey ?? `fleet-batch-${randomUUID()}`;
@@ -266,7 +255,7 @@ async function waitForEnd(client: FleetClient, id: string, io: BatchIo): Promise
 
 export async function batchStatusCommand(id: string, options: BatchCommandOptions = {}): Promise<number> {
   const io = ioOf(options);
-  const { client, url } = clientOf(options);
+  const { client, url } = apiClientOf(options);
   return guarded(io, url, "fleet batch status", async () => {
     await write(io.stdout, `${JSON.stringify(await client.getBatch(id), null, 2)}\n`);
     return 0;
@@ -275,7 +264,7 @@ export async function batchStatusCommand(id: string, options: BatchCommandOption
 
 export async function batchResultsCommand(id: string, options: BatchCommandOptions = {}): Promise<number> {
   const io = ioOf(options);
-  const { client, url } = clientOf(options);
+  const { client, url } = apiClientOf(options);
   return guarded(io, url, "fleet batch results", async () => {
     for await (const result of client.batchResults(id)) await write(io.stdout, `${JSON.stringify(result)}\n`);
     return 0;
@@ -284,7 +273,7 @@ export async function batchResultsCommand(id: string, options: BatchCommandOptio
 
 export async function batchCancelCommand(id: string, options: BatchCommandOptions = {}): Promise<number> {
   const io = ioOf(options);
-  const { client, url } = clientOf(options);
+  const { client, url } = apiClientOf(options);
   return guarded(io, url, "fleet batch cancel", async () => {
     await write(io.stdout, `${JSON.stringify(await client.cancelBatch(id), null, 2)}\n`);
     return 0;
@@ -301,7 +290,7 @@ export async function batchResumeCommand(
   options: BatchCommandOptions & { reason?: string; model?: string } = {},
 ): Promise<number> {
   const io = ioOf(options);
-  const { client, url } = clientOf(options);
+  const { client, url } = apiClientOf(options);
   return guarded(io, url, "fleet batch resume", async () => {
     let model: ModelConfig | undefined;
     if (options.model !== undefined) {

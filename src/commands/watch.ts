@@ -5,11 +5,10 @@
  * RUN_COMPLETED.
  */
 import type { Writable } from "node:stream";
-import { FleetApiError, FleetClient, type FleetEvent } from "../producer/client.js";
+import { FleetApiError, type FleetEvent } from "../producer/client.js";
+import { type ApiOptions, apiClientOf, unreachableLine } from "./api-client.js";
 
-export type WatchOptions = {
-  api?: string;
-  apiKey?: string;
+export type WatchOptions = ApiOptions & {
   json?: boolean;
   after?: string;
   once?: boolean;
@@ -61,8 +60,7 @@ export function describeEvent(event: FleetEvent): string {
 export async function watchCommand(sessionId: string, options: WatchOptions = {}): Promise<number> {
   const stdout = options.io?.stdout ?? process.stdout;
   const stderr = options.io?.stderr ?? process.stderr;
-  const url = options.api ?? process.env.FLEET_API_URL ?? `http://127.0.0.1:${process.env.PORT || 3000}`;
-  const client = new FleetClient({ baseUrl: url, apiKey: options.apiKey ?? process.env.FLEET_API_KEY });
+  const { client, url } = apiClientOf(options);
   const controller = new AbortController();
   const stop = () => controller.abort();
   options.signal?.addEventListener("abort", stop, { once: true });
@@ -74,6 +72,8 @@ export async function watchCommand(sessionId: string, options: WatchOptions = {}
     for await (const event of client.events(sessionId, {
       after: options.after,
       signal: controller.signal,
+      // No API there at all is a mistake to say at once; a drop later is reconnected.
+      failIfUnreachable: true,
     })) {
       if (options.json)
         stdout.write(`${JSON.stringify({ id: event.id, type: event.type, data: event.data })}\n`);
@@ -88,6 +88,11 @@ export async function watchCommand(sessionId: string, options: WatchOptions = {}
     if (error instanceof FleetApiError) {
       stderr.write(`fleet watch: ${error.message}${error.reason ? ` (${error.reason})` : ""}\n`);
       return error.status >= 400 && error.status < 500 ? 2 : 1;
+    }
+    const line = unreachableLine(error, "fleet watch", url);
+    if (line) {
+      stderr.write(line);
+      return 2;
     }
     throw error;
   } finally {

@@ -68,6 +68,12 @@ export type EventsOptions = {
   signal?: AbortSignal;
   /** Longest wait between reconnect attempts (default 5 s; the first is after 250 ms). */
   maxReconnectDelayMs?: number;
+  /**
+   * Rejects with the network error when the first connection finds no API at all (nothing
+   * listening, a name that does not resolve), instead of trying again; once the API has
+   * answered, later drops reconnect as usual. Default false.
+   */
+  failIfUnreachable?: boolean;
 };
 
 /** Goal mode for one run (contracts §8). */
@@ -344,6 +350,7 @@ export class FleetClient {
   private async *eventStream(path: string, options: EventsOptions): AsyncGenerator<FleetEvent> {
     let last = options.after;
     let delay = 250;
+    let answered = false;
     const maxDelay = options.maxReconnectDelayMs ?? 5_000;
     const outer = options.signal;
     while (!outer?.aborted) {
@@ -359,11 +366,13 @@ export class FleetClient {
           response = await fetch(`${this.baseUrl}${path}`, { headers, signal: controller.signal });
         } catch (error) {
           if (outer?.aborted) return;
-          void error; // the API is unreachable for now: try again
+          if (options.failIfUnreachable && !answered) throw error;
+          // The API is unreachable for now: try again.
           await sleep(delay, outer);
           delay = Math.min(maxDelay, delay * 2);
           continue;
         }
+        answered = true;
         if (!response.ok || !response.body) {
           const text = await response.text().catch(() => "");
           let json: unknown;

@@ -270,7 +270,8 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
   };
 }
 
-function readProcessEnv(): Record<string, string | undefined> {
+/** The environment with the working directory's `.env` loaded into it once (it never overrides a set variable). */
+export function readProcessEnv(): Record<string, string | undefined> {
   if (!dotenvLoaded) {
     dotenvLoaded = true;
     if (existsSync(".env")) process.loadEnvFile(".env");

@@ -4,15 +4,19 @@ import { FLEET_BIN, ROOT } from "./fleet-env.js";
 
 export type CliResult = { code: number | null; stdout: string; stderr: string };
 
-/** Runs `fleet ARGS` with the environment plus `env`; rejects if it has not exited in `timeoutMs`. */
+/**
+ * Runs `fleet ARGS` with the environment plus `env` (in `cwd`, default the repository);
+ * rejects if it has not exited in `timeoutMs`.
+ */
 export function runFleetCli(
   args: string[],
-  env: Record<string, string>,
+  env: Record<string, string | undefined>,
   timeoutMs = 60_000,
+  cwd = ROOT,
 ): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [FLEET_BIN, ...args], {
-      cwd: ROOT,
+      cwd,
       env: { ...process.env, ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });

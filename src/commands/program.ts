@@ -243,7 +243,7 @@ export function buildProgram(): Program {
     );
   keys
     .command("list")
-    .description("List every key: id, tenant, prefix, created, revoked.")
+    .description("List every key: id, tenant, admin, prefix, created, revoked.")
     .action(run(async () => (await import("./keys.js")).listKeysCommand()));
   keys
     .command("revoke")

@@ -164,20 +164,20 @@ async function loadModuleExport(file: string, flag: string, fallback: string): P
     module = await import(url);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ERR_UNKNOWN_FILE_EXTENSION") throw error;
-    await registerTypeScript(file);
+    await registerTypeScript(file, flag);
     // Another URL: the loader remembers the failed import of the first one.
     module = await import(`${url}?typescript`);
   }
   return module.default ?? (module as Record<string, unknown>)[fallback];
 }
 
-async function registerTypeScript(file: string): Promise<void> {
+async function registerTypeScript(file: string, flag: string): Promise<void> {
   let api: { register: () => unknown };
   try {
     api = await import("tsx/esm/api");
   } catch {
     throw new ValidationError(
-      "--tools",
+      flag,
       `${file} is ${extname(file)} TypeScript: install tsx beside agent-fleet (\`npm install tsx\`) to load it, or compile it to JavaScript`,
     );
   }

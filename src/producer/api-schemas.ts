@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { agentConfigSchema, modelConfigSchema } from "../shared/agent-config.js";
 import { messageSchema, toolCallSchema, usageSchema } from "../shared/messages.js";
+import { MAX_IMPORTED_MESSAGES, MAX_METADATA_BYTES, MAX_REQUEST_MESSAGES } from "./request-limits.js";
 
 const id = z.string().min(1);
 const when = z.string().describe("ISO 8601 time");
@@ -107,12 +108,14 @@ export const resumePointSchema = z
 const metadata = z
   .record(z.string(), z.unknown())
   .optional()
-  .describe("The caller's labels: a JSON object of at most 64 KiB");
+  .describe(`The caller's labels: a JSON object of at most ${MAX_METADATA_BYTES / 1024} KiB`);
 const imported = z
   .array(messageSchema)
-  .max(10_000)
+  .max(MAX_IMPORTED_MESSAGES)
   .optional()
-  .describe("A history to import (at most 10,000 messages; 50,000 in one request)");
+  .describe(
+    `A history to import (at most ${MAX_IMPORTED_MESSAGES.toLocaleString("en")} messages; ${MAX_REQUEST_MESSAGES.toLocaleString("en")} in one request)`,
+  );
 
 export const createSessionBody = z.strictObject({
   agent: agentConfigSchema,

@@ -46,12 +46,7 @@ import {
   resumeParkedPage,
 } from "./batch-resume.js";
 import type { Priorities } from "./fair-dispatch.js";
-
-/** What one session's metadata may hold, as JSON: the caller's labels, not its data. */
-export const MAX_METADATA_BYTES = 64 * 1024;
-/** Messages one session may import, and one request in all (a batch's sessions together). */
-export const MAX_IMPORTED_MESSAGES = 10_000;
-export const MAX_REQUEST_MESSAGES = 50_000;
+import { MAX_IMPORTED_MESSAGES, MAX_METADATA_BYTES, MAX_REQUEST_MESSAGES } from "./request-limits.js";
 
 /**
  * `metadata`: a JSON object of at most MAX_METADATA_BYTES. Its size is read before anything

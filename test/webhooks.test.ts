@@ -6,6 +6,7 @@
  * between recording the end and queueing it — is still delivered once a sweeper runs.
  */
 import { createServer, type Server } from "node:http";
+import { createServer as createNetServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
@@ -14,6 +15,7 @@ import { QUEUES, WEBHOOK_ATTEMPTS } from "../src/shared/queues.js";
 import {
   checkWebhookUrl,
   isPrivateAddress,
+  postWebhook,
   signWebhook,
   verifyWebhookSignature,
   webhookBackoffMs,
@@ -106,6 +108,40 @@ describe("webhook URLs, signatures and backoff", () => {
       expect(isPrivateAddress(address), address).toBe(true);
     for (const address of ["8.8.8.8", "172.32.0.1", "2606:4700::1111", "::ffff:808:808", "not an address"])
       expect(isPrivateAddress(address), address).toBe(false);
+  });
+
+  it("one deadline for a whole attempt: a receiver that trickles its headers fails it; a trickled body is not waited for", async () => {
+    const sockets = new Set<import("node:net").Socket>();
+    const trickle = createNetServer((socket) => {
+      sockets.add(socket);
+      socket.on("error", () => {});
+      // Headers one byte at a time, never finished: the socket is never idle for long.
+      const head = "HTTP/1.1 200 OK\r\nX-Slow: ".split("");
+      const timer = setInterval(
+        () => (socket.destroyed ? clearInterval(timer) : socket.write(head.shift() ?? "x")),
+        50,
+      );
+    });
+    const slowBody = createServer((_req, res) => {
+      res.writeHead(202, { "content-type": "text/plain" });
+      const timer = setInterval(() => (res.destroyed ? clearInterval(timer) : res.write(".")), 50);
+    });
+    await Promise.all([
+      new Promise<void>((r) => trickle.listen(0, "127.0.0.1", r)),
+      new Promise<void>((r) => slowBody.listen(0, "127.0.0.1", r)),
+    ]);
+    const portOf = (server: { address(): unknown }) => (server.address() as { port: number }).port;
+    const quick = { ...settings, timeoutMs: 400 };
+    try {
+      await expect(postWebhook(`http://127.0.0.1:${portOf(trickle)}/hook`, "{}", {}, quick)).rejects.toThrow(
+        /no answer within 400 ms/,
+      );
+      expect(await postWebhook(`http://127.0.0.1:${portOf(slowBody)}/hook`, "{}", {}, quick)).toBe(202);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      slowBody.closeAllConnections();
+      await Promise.all([new Promise((r) => trickle.close(r)), new Promise((r) => slowBody.close(r))]);
+    }
   });
 
   it("signs t.body with HMAC-SHA256 and verifies it within a tolerance", () => {

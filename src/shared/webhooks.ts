@@ -172,6 +172,17 @@ export function postWebhook(
     return Promise.reject(new Error(`${host} is a private address`));
   const send = target.protocol === "https:" ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
+    // The whole attempt has one deadline: `timeout` alone is the socket's idle time, which a
+    // receiver that trickles a byte every few seconds never reaches — and delivery slots are
+    // shared by every tenant's batches.
+    const deadline = setTimeout(
+      () => req.destroy(new Error(`no answer within ${settings.timeoutMs} ms`)),
+      settings.timeoutMs,
+    );
+    const settle = <T>(done: (value: T) => void) => (value: T) => {
+      clearTimeout(deadline);
+      done(value);
+    };
     const req = send(
       target,
       {
@@ -186,13 +197,13 @@ export function postWebhook(
         ...(settings.denyPrivate ? { lookup: publicOnlyLookup } : {}),
       },
       (res) => {
-        res.resume();
-        res.on("end", () => resolve(res.statusCode ?? 0));
-        res.on("error", reject);
+        // The status is the answer: the body is not read (nor waited for).
+        settle(resolve)(res.statusCode ?? 0);
+        res.destroy();
       },
     );
     req.on("timeout", () => req.destroy(new Error(`no answer within ${settings.timeoutMs} ms`)));
-    req.on("error", reject);
+    req.on("error", settle(reject));
     req.end(body);
   });
 }

@@ -374,4 +374,27 @@ describe("ToolRegistry", () => {
       ),
     ).toEqual({ success: false, content: "plain string" });
   });
+
+  it("a result that is not a string (a loosely typed user tool) is stored as text", async () => {
+    const context = { callId: "c", sessionId: "s", signal: new AbortController().signal };
+    const circular: Record<string, unknown> = {};
+    circular.self = circular;
+    for (const [returned, text] of [
+      [42, "42"],
+      [{ a: 1 }, '{"a":1}'],
+      [[1, "x"], '[1,"x"]'],
+      [undefined, ""],
+      [null, ""],
+      [true, "true"],
+      [10n, "10"],
+      [circular, "[object Object]"],
+    ] as const) {
+      // biome-ignore lint/suspicious/noExplicitAny: a JavaScript tool returns what it likes
+      const loose: Tool = { ...echo, run: async () => returned as any };
+      expect(await executeTool(loose, "echo", {}, context), String(text)).toEqual({
+        success: true,
+        content: text,
+      });
+    }
+  });
 });

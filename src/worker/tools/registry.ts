@@ -92,8 +92,27 @@ export async function executeTool(
     parsed = result.data;
   }
   try {
-    return { success: true, content: await tool.run(parsed as Record<string, unknown>, context) };
+    return { success: true, content: resultText(await tool.run(parsed as Record<string, unknown>, context)) };
   } catch (error) {
     return { success: false, content: error instanceof Error ? error.message : String(error) };
   }
+}
+
+/**
+ * A tool's result as the text a tool message holds: a user tool typed loosely (plain
+ * JavaScript) may return a number, an object or nothing, and the stored message, its
+ * MESSAGE event and the console must all see the same string. Nothing a tool returns
+ * makes its append fail (contracts §12).
+ */
+export function resultText(value: unknown): string {
+  if (typeof value === "string") return value;
+  if (value === undefined || value === null) return "";
+  if (typeof value === "object") {
+    try {
+      return JSON.stringify(value) ?? String(value);
+    } catch {
+      return String(value);
+    }
+  }
+  return String(value);
 }

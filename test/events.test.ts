@@ -332,7 +332,10 @@ describe("session events and extensions", () => {
     await queues.close();
 
     // A beforeRun that throws: the run ends failed with its message, and the model is not called.
-    const refused = await client.createSession({ agent, metadata: { throwBefore: true } });
+    const refused = await client.createSession({
+      agent,
+      metadata: { throwBefore: true, throwCommitted: true },
+    });
     const r = await client.send(refused.id, "please");
     const ended = await client.waitForRun(r.runId, { timeoutMs: 20_000 });
     expect(ended.endedReason).toBe("failed");
@@ -340,7 +343,7 @@ describe("session events and extensions", () => {
     expect((await client.getSession(refused.id)).messages.map((m) => m.role)).toEqual(["user"]);
     await waitFor(async () => (await calls(refused.id)).some((c) => c.hook === "onError"), 5_000, "onError");
     expect((await calls(refused.id)).map((c) => c.hook)).toEqual(["beforeRun", "afterRun", "onError"]);
-    // Hook errors are counted: the clumsy afterRun threw in each of the four runs, beforeRun once.
+    // Hook errors are counted: the clumsy afterRun threw in each of the four runs, beforeRun once,
     const metrics = await (await fetch(`http://127.0.0.1:${readyInfo(worker).metricsPort}/metrics`)).text();
     const failures = (hook: string) =>
       Number(
@@ -349,6 +352,8 @@ describe("session events and extensions", () => {
     expect(failures("afterRun")).toBe(4);
     expect(failures("beforeRun")).toBe(1);
     expect(failures("onError")).toBe(0);
+    // onCommitted threw for the one message the refused run committed (its user message).
+    expect(failures("onCommitted")).toBe(1);
     expect(metrics).toMatch(/^fleet_events_written_total\{[^}]*type="RUN_COMPLETED"[^}]*\} [1-9]/m);
   }, 60_000);
 });

@@ -78,7 +78,7 @@ export class Extensions {
   }
 
   private failed(hook: string, extension: Extension, ctx: RunContext, error: unknown): void {
-    if (hook !== "onCommitted") this.metrics.hookFailures.inc({ hook });
+    this.metrics.hookFailures.inc({ hook });
     this.log.warn(
       { err: error, extension: extension.name, hook, sessionId: ctx.sessionId, runId: ctx.runId },
       "extension hook failed",

@@ -4,6 +4,7 @@
  * the refusal to serve a non-loopback address without a key, FLEET_BOOTSTRAP_KEY, and
  * ownership: another tenant's sessions and runs answer exactly like ids that do not exist.
  */
+import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startApi } from "../src/producer/api-server.js";
 import { AUTH_CACHE_MS } from "../src/producer/auth.js";
@@ -78,6 +79,42 @@ describe("tenants and API keys", () => {
       expect(run?.tenant).toBe("default");
       // A key that is not stored is refused even now: nobody is silently served as someone else.
       expectUnauthorized(await call("GET", "/v1/sessions", "fk_000000000000_garbage"));
+    });
+
+    it("answers only requests addressed to a loopback name: a rebound DNS name gets 403 and creates nothing", async () => {
+      /** A request to the API's own address under another `Host` (fetch may not set one). */
+      const asHost = (host: string, method: string, path: string, body?: unknown) =>
+        new Promise<{ status: number; text: string }>((resolve, reject) => {
+          const url = new URL(path, base);
+          const req = httpRequest(
+            url,
+            { method, headers: { host, ...(body ? { "content-type": "application/json" } : {}) } },
+            (res) => {
+              let text = "";
+              res.on("data", (d) => {
+                text += d;
+              });
+              res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+            },
+          );
+          req.on("error", reject);
+          req.end(body ? JSON.stringify(body) : undefined);
+        });
+      const port = new URL(base).port;
+      const before = await fleet.database.sql`select count(*)::int as n from sessions`;
+      for (const host of [`rebind.attacker.example:${port}`, `127.0.0.1.nip.io:${port}`, "evil.example"]) {
+        const created = await asHost(host, "POST", "/v1/sessions", { agent: AGENT });
+        expect(created.status, host).toBe(403);
+        expect(JSON.parse(created.text)).toMatchObject({
+          error: { code: "forbidden", message: expect.stringMatching(/loopback name/) },
+        });
+        expect((await asHost(host, "GET", "/admin/queues")).status, host).toBe(403);
+      }
+      expect(await fleet.database.sql`select count(*)::int as n from sessions`).toEqual(before);
+      for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, "127.0.0.2"])
+        expect((await asHost(host, "GET", "/v1/sessions")).status, host).toBe(200);
+      // Open routes stay open under any name (a load balancer's health check).
+      expect((await asHost("lb.internal", "GET", "/healthz")).status).toBe(200);
     });
 
     it("`fleet api` refuses to listen on 0.0.0.0: exit 2 and one line saying how to create a key", async () => {

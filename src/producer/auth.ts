@@ -42,6 +42,15 @@ export function isLoopbackHost(host: string): boolean {
   return /^::ffff:127\./.test(h);
 }
 
+/** The host name of a `Host` header (`example.com:3000` → `example.com`, `[::1]:3000` → `::1`). */
+function hostnameOf(host: string): string {
+  try {
+    return new URL(`http://${host}`).hostname;
+  } catch {
+    return "";
+  }
+}
+
 export class ApiAuth {
   private readonly cache = new Map<string, Caller & { until: number }>();
   private keysExist = false;
@@ -68,6 +77,20 @@ export class ApiAuth {
     return this.deps.loopback && !(await this.anyKey());
   }
 
+  /**
+   * Dev mode serves a request only when it was addressed to a loopback name: a page on any
+   * site can make a browser send requests to 127.0.0.1 under the page's own host name (DNS
+   * rebinding), and its `Host` header then names that site. Throws UnauthorizedError (403).
+   */
+  private async devModeFor(host: string | undefined): Promise<boolean> {
+    if (!(await this.devMode())) return false;
+    if (host !== undefined && isLoopbackHost(hostnameOf(host))) return true;
+    throw new UnauthorizedError(
+      `with no API key stored, this API answers only requests addressed to a loopback name (localhost, 127.0.0.1, [::1]); this one was addressed to ${JSON.stringify(host ?? "")}: create a key (\`fleet keys create --tenant NAME\`) to serve it`,
+      403,
+    );
+  }
+
   /** Whether a key exists; looked up at most every `cacheMs` until one does (then for good). */
   private async anyKey(): Promise<boolean> {
     if (this.keysExist || this.now() - this.checkedAt < this.cacheMs) return this.keysExist;
@@ -85,9 +108,9 @@ export class ApiAuth {
   }
 
   /** The tenant of a request with this `Authorization` header; throws UnauthorizedError. */
-  async authenticate(header: string | undefined): Promise<string> {
+  async authenticate(header: string | undefined, host?: string): Promise<string> {
     if (header === undefined || header === "") {
-      if (await this.devMode()) return DEFAULT_TENANT;
+      if (await this.devModeFor(host)) return DEFAULT_TENANT;
       throw new UnauthorizedError(
         "this API requires an API key: send `Authorization: Bearer KEY` (an operator creates one with `fleet keys create --tenant NAME`)",
       );
@@ -101,8 +124,8 @@ export class ApiAuth {
    * password of HTTP Basic (what a browser prompts for); anyone in dev mode. Throws
    * UnauthorizedError: 401 asking for Basic, or 403 for a valid key that is not an admin's.
    */
-  async authenticateAdmin(header: string | undefined): Promise<void> {
-    if ((header === undefined || header === "") && (await this.devMode())) return;
+  async authenticateAdmin(header: string | undefined, host?: string): Promise<void> {
+    if ((header === undefined || header === "") && (await this.devModeFor(host))) return;
     const bearer = /^Bearer +(\S+) *$/i.exec(header ?? "")?.[1];
     const basic = /^Basic +([A-Za-z0-9+/=]+) *$/i.exec(header ?? "")?.[1];
     const key = bearer ?? (basic === undefined ? undefined : passwordOf(basic));

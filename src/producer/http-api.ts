@@ -47,9 +47,9 @@ export type ApiDeps = {
   service: FleetService;
   /** Who is calling: the tenant of an `Authorization` header, or UnauthorizedError. */
   auth: {
-    authenticate(header: string | undefined): Promise<string>;
+    authenticate(header: string | undefined, host?: string): Promise<string>;
     /** Admits a request to an admin route, or throws UnauthorizedError (401/403). */
-    authenticateAdmin(header: string | undefined): Promise<void>;
+    authenticateAdmin(header: string | undefined, host?: string): Promise<void>;
   };
   /** `Idempotency-Key` on `POST /v1/…` (contracts §9); without it the header is ignored. */
   idempotency?: Pick<IdempotencyStore, "begin" | "wait" | "complete" | "release">;
@@ -240,14 +240,14 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     if (isAdminRequest(request.routeOptions.url, request.url)) {
       // Answered here: Bull Board's routes have an error handler of their own.
       try {
-        await deps.auth.authenticateAdmin(request.headers.authorization);
+        await deps.auth.authenticateAdmin(request.headers.authorization, request.headers.host);
       } catch (error) {
         if (error instanceof UnauthorizedError) return sendUnauthorized(reply, error);
         throw error;
       }
       return;
     }
-    request.tenant = await deps.auth.authenticate(request.headers.authorization);
+    request.tenant = await deps.auth.authenticate(request.headers.authorization, request.headers.host);
     await deps.rate?.admit(request.tenant);
   });
   app.removeContentTypeParser("application/json");

@@ -13,6 +13,7 @@ import { type Answer, readAnswer } from "./support/answer.js";
 import { type CliResult, runFleetCli } from "./support/fleet-cli.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { CRASH_HISTORY } from "./support/histories.js";
+import { readSse } from "./support/sse.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 const UNKNOWN = "00000000-0000-4000-8000-000000000000";
@@ -322,12 +323,22 @@ describe("tenants and API keys", () => {
   it("a revoked key is refused once the cache window has passed", async () => {
     const temp = await createKey("acme");
     expect((await call("GET", "/v1/sessions", temp.key)).status).toBe(200);
+    // A stream opened with the key before it is revoked ends once the key stops working.
+    const created = await call("POST", "/v1/sessions", temp.key, { agent: AGENT });
+    const stream = readSse(`${base}/v1/sessions/${created.json.id}/events`, {
+      headers: { authorization: `Bearer ${temp.key}` },
+      stop: () => false,
+      timeoutMs: AUTH_CACHE_MS + 5_000,
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
     const revoked = await runCli(fleet.env, ["keys", "revoke", temp.id]);
     expect(revoked.code, revoked.stderr).toBe(0);
     const list = await runCli(fleet.env, ["keys", "list"]);
     expect(list.stdout.split("\n").find((l) => l.startsWith(temp.id))).toMatch(/\d{4}-\S+Z$/);
     await new Promise((resolve) => setTimeout(resolve, AUTH_CACHE_MS + 250));
     expectUnauthorized(await call("GET", "/v1/sessions", temp.key));
+    // Ended by the API (a stream still open would time out and throw here).
+    expect((await stream).status).toBe(200);
     // The other keys of the tenant still work.
     expect((await call("GET", "/v1/sessions", keys.acme!.key)).status).toBe(200);
   });

@@ -16,7 +16,7 @@ import { SessionQueries } from "../shared/store/session-queries.js";
 import { FleetToolNames, readToolNames } from "../shared/tool-names.js";
 import { cancelChannel } from "../shared/worker-signals.js";
 import { adminBoard } from "./admin-board.js";
-import { ApiAuth, isLoopbackHost } from "./auth.js";
+import { ApiAuth, isLoopbackHost, UnauthorizedError } from "./auth.js";
 import { consolePages } from "./console-route.js";
 import { EventStreams } from "./event-stream.js";
 import { FairDispatch } from "./fair-dispatch.js";
@@ -98,6 +98,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     metrics.eventsWritten,
     config.events.enabled,
   );
+  const auth = new ApiAuth({ keys, loopback });
   const events = new EventStreams({
     redis,
     subscriber: () => createRedis(config.redisUrl, "producer"),
@@ -109,6 +110,15 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     heartbeatMs: config.events.heartbeatMs,
     retention: { maxEvents: config.events.maxEvents, maxAgeMs: config.events.maxAgeMs },
     repairRunEnd: (sessionId) => eventWriter.missingRunEnd(database, sessionId, RUN_END_GRACE_MS),
+    // A key revoked while its stream is open ends the stream, as it ends every other request.
+    stillAllowed: async (request, tenant) => {
+      try {
+        return (await auth.authenticate(request.headers.authorization, request.headers.host)) === tenant;
+      } catch (error) {
+        if (error instanceof UnauthorizedError) return false;
+        throw error;
+      }
+    },
   });
   const service = new FleetService({
     queries: new SessionQueries(database),
@@ -135,7 +145,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
   const { requestRate } = config.tenantLimits;
   const app = buildApi({
     service,
-    auth: new ApiAuth({ keys, loopback }),
+    auth,
     idempotency: new IdempotencyStore(database),
     rate: requestRate
       ? new RequestRateLimiter({

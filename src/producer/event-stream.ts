@@ -57,7 +57,16 @@ export type EventStreamDeps = {
    * so a reader waiting for a run's end whose writer died gets it. Absent: never.
    */
   repairRunEnd?: (sessionId: string) => Promise<unknown>;
+  /**
+   * Whether the request that opened a stream may still read it: its key not revoked, still
+   * the same tenant's. Asked at most every second while the stream is open (the answer is
+   * cached by auth.ts for 5 s), and the stream ends at the first no. Absent: never asked.
+   */
+  stillAllowed?: (request: FastifyRequest, tenant: string) => Promise<boolean>;
 };
+
+/** How often an open stream asks whether its caller may still read it. */
+const RECHECK_MS = 1_000;
 
 /** KEYS: stream, done set. ARGV: maxEvents, maxAgeMs, channel, member, then (member, type, data)... */
 const BATCH_APPEND_SCRIPT = `
@@ -271,8 +280,13 @@ export class EventStreams {
         request.log.warn({ err: error }, "checking the stream for a lost run end failed; tried again later"),
       );
     await onIdle();
+    let checkedAt = Date.now();
     try {
       while (!gone && !this.closed) {
+        if (this.deps.stillAllowed && Date.now() - checkedAt >= RECHECK_MS) {
+          checkedAt = Date.now();
+          if (!(await this.deps.stillAllowed(request, tenant))) break;
+        }
         let woken = false;
         const nap = new Promise<void>((resolve) => {
           wake = () => {

@@ -143,6 +143,8 @@ const envSchema = z.object({
   FLEET_SSE_HEARTBEAT_MS: z.coerce.number().int().positive().default(15_000),
   /** Enables the built-in `transcript` extension: one JSONL file per session in this directory. */
   FLEET_TRANSCRIPT_DIR: z.string().optional(),
+  /** How long one extension hook may take before the run stops waiting for it (a failure). */
+  FLEET_HOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
 });
 
 export type FleetConfig = {
@@ -197,6 +199,7 @@ export type FleetConfig = {
   };
   /** The built-in transcript extension's directory (contracts §8); undefined: off. */
   transcriptDir: string | undefined;
+  hookTimeoutMs: number;
 };
 
 let dotenvLoaded = false;
@@ -267,6 +270,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
       heartbeatMs: e.FLEET_SSE_HEARTBEAT_MS,
     },
     transcriptDir: e.FLEET_TRANSCRIPT_DIR ? resolve(e.FLEET_TRANSCRIPT_DIR) : undefined,
+    hookTimeoutMs: e.FLEET_HOOK_TIMEOUT_MS,
   };
 }
 

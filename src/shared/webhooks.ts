@@ -179,10 +179,12 @@ export function postWebhook(
       () => req.destroy(new Error(`no answer within ${settings.timeoutMs} ms`)),
       settings.timeoutMs,
     );
-    const settle = <T>(done: (value: T) => void) => (value: T) => {
-      clearTimeout(deadline);
-      done(value);
-    };
+    const settle =
+      <T>(done: (value: T) => void) =>
+      (value: T) => {
+        clearTimeout(deadline);
+        done(value);
+      };
     const req = send(
       target,
       {

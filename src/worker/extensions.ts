@@ -71,7 +71,34 @@ export class Extensions {
     readonly list: readonly Extension[],
     private readonly metrics: Pick<FleetMetrics, "hookFailures">,
     private readonly log: Pick<Logger, "warn">,
+    /** FLEET_HOOK_TIMEOUT_MS: a hook still pending after this has failed (the run goes on). */
+    private readonly timeoutMs = 30_000,
   ) {}
+
+  /**
+   * Calls one hook and waits for it at most `timeoutMs`: a hook that never settles would
+   * hold its run (and its worker slot) forever, and a cancel could not end it. Past the
+   * limit the hook has failed, and whatever it still does, it does on its own.
+   */
+  private async call(hook: string, extension: Extension, run: () => unknown): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `the ${hook} hook of extension "${extension.name}" did not finish within ${this.timeoutMs} ms`,
+            ),
+          ),
+        this.timeoutMs,
+      );
+    });
+    try {
+      await Promise.race([Promise.resolve().then(run), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 
   get empty(): boolean {
     return this.list.length === 0;
@@ -90,7 +117,7 @@ export class Extensions {
     for (const extension of this.list) {
       if (!extension.beforeRun) continue;
       try {
-        await extension.beforeRun(ctx);
+        await this.call("beforeRun", extension, () => extension.beforeRun!(ctx));
       } catch (error) {
         this.failed("beforeRun", extension, ctx, error);
         return `beforeRun hook of extension "${extension.name}" failed: ${error instanceof Error ? error.message : String(error)}`;
@@ -104,7 +131,7 @@ export class Extensions {
       const fn = extension[hook] as ((...a: unknown[]) => unknown) | undefined;
       if (!fn) continue;
       try {
-        await fn.call(extension, ctx, ...args);
+        await this.call(hook, extension, () => fn.call(extension, ctx, ...args));
       } catch (error) {
         this.failed(hook, extension, ctx, error);
       }

@@ -118,6 +118,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     ],
     metrics,
     log,
+    config.hookTimeoutMs,
   );
   const resumes = new AutomaticResumes(database, resumePolicyOf(config), metrics);
   resumes.events = events;

@@ -6,7 +6,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ValidationError } from "../src/shared/errors.js";
 import { BUILTIN_TOOL_NAMES } from "../src/shared/tool-names.js";
 import { builtinTools, safePath } from "../src/worker/tools/builtin.js";
-import { executeTool, type Tool, ToolRegistry, toolLabel } from "../src/worker/tools/registry.js";
+import {
+  executeTool,
+  MAX_TOOL_RESULT_CHARS,
+  type Tool,
+  ToolRegistry,
+  toolLabel,
+} from "../src/worker/tools/registry.js";
 
 let base: string;
 let toolDir: string;
@@ -373,6 +379,32 @@ describe("ToolRegistry", () => {
         { callId: "c", sessionId: "s", signal: new AbortController().signal },
       ),
     ).toEqual({ success: false, content: "plain string" });
+  });
+
+  it("a result longer than 1,000,000 characters is cut there with a note, never inside a surrogate pair", async () => {
+    const context = { callId: "c", sessionId: "s", signal: new AbortController().signal };
+    const huge: Tool = { ...echo, run: async () => "x".repeat(2_500_000) };
+    const cut = await executeTool(huge, "echo", {}, context);
+    expect(cut.success).toBe(true);
+    expect(cut.content.startsWith("x".repeat(MAX_TOOL_RESULT_CHARS))).toBe(true);
+    expect(cut.content.slice(MAX_TOOL_RESULT_CHARS)).toBe(
+      "\n[truncated: the tool returned 2,500,000 characters; the first 1,000,000 are kept]",
+    );
+    // An emoji across the limit is kept whole or left out whole.
+    const pair = await executeTool(
+      { ...echo, run: async () => `${"y".repeat(MAX_TOOL_RESULT_CHARS - 1)}😀tail` },
+      "echo",
+      {},
+      context,
+    );
+    expect(pair.content.slice(0, MAX_TOOL_RESULT_CHARS)).toBe(`${"y".repeat(MAX_TOOL_RESULT_CHARS - 1)}\n`);
+    const exact = await executeTool(
+      { ...echo, run: async () => "z".repeat(MAX_TOOL_RESULT_CHARS) },
+      "echo",
+      {},
+      context,
+    );
+    expect(exact.content).toHaveLength(MAX_TOOL_RESULT_CHARS);
   });
 
   it("a result that is not a string (a loosely typed user tool) is stored as text", async () => {

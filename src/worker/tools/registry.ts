@@ -92,10 +92,29 @@ export async function executeTool(
     parsed = result.data;
   }
   try {
-    return { success: true, content: resultText(await tool.run(parsed as Record<string, unknown>, context)) };
+    return {
+      success: true,
+      content: bounded(resultText(await tool.run(parsed as Record<string, unknown>, context))),
+    };
   } catch (error) {
-    return { success: false, content: error instanceof Error ? error.message : String(error) };
+    return { success: false, content: bounded(error instanceof Error ? error.message : String(error)) };
   }
+}
+
+/**
+ * The most of one tool result that is stored, as characters (as much as a new message may
+ * hold). A tool that returns 100 MB would otherwise take that much of a worker's memory per
+ * call, of Postgres per message and of Redis per event, and no model could read it anyway.
+ */
+export const MAX_TOOL_RESULT_CHARS = 1_000_000;
+
+/** `text`, cut to MAX_TOOL_RESULT_CHARS (never inside a surrogate pair) with a note saying so. */
+export function bounded(text: string): string {
+  if (text.length <= MAX_TOOL_RESULT_CHARS) return text;
+  let end = MAX_TOOL_RESULT_CHARS;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  return `${text.slice(0, end)}\n[truncated: the tool returned ${text.length.toLocaleString("en")} characters; the first ${end.toLocaleString("en")} are kept]`;
 }
 
 /**

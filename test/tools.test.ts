@@ -407,6 +407,38 @@ describe("ToolRegistry", () => {
     expect(exact.content).toHaveLength(MAX_TOOL_RESULT_CHARS);
   });
 
+  it("a tool that ignores its signal is no longer waited for once the grace after the abort has passed", async () => {
+    const controller = new AbortController();
+    const context = { callId: "c", sessionId: "s", signal: controller.signal };
+    const deaf: Tool = { ...echo, run: () => new Promise<string>(() => {}) };
+    const pending = executeTool(deaf, "echo", {}, context, 50);
+    let settled = false;
+    void pending.then(() => {
+      settled = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(settled).toBe(false); // not aborted: a long tool is waited for
+    controller.abort();
+    expect(await pending).toEqual({
+      success: false,
+      content:
+        "the tool did not stop within 50 ms of being asked to; it may still be running, and whatever it changes may or may not happen",
+    });
+    // A tool that honours the signal in time gives its own answer.
+    const polite = new AbortController();
+    const listening: Tool = {
+      ...echo,
+      run: (_args, { signal }) =>
+        new Promise<string>((_resolve, reject) =>
+          signal.addEventListener("abort", () => reject(new Error("stopped"))),
+        ),
+    };
+    const stopped = executeTool(listening, "echo", {}, { ...context, signal: polite.signal }, 1_000);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    polite.abort();
+    expect(await stopped).toEqual({ success: false, content: "stopped" });
+  });
+
   it("a result that is not a string (a loosely typed user tool) is stored as text", async () => {
     const context = { callId: "c", sessionId: "s", signal: new AbortController().signal };
     const circular: Record<string, unknown> = {};

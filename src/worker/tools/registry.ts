@@ -81,6 +81,7 @@ export async function executeTool(
   name: string,
   args: Record<string, unknown>,
   context: ToolContext,
+  abandonAfterMs = ABANDON_AFTER_MS,
 ): Promise<ToolOutcome> {
   if (!tool) return { success: false, content: unavailableToolText(name) };
   let parsed: unknown = args;
@@ -92,13 +93,48 @@ export async function executeTool(
     parsed = result.data;
   }
   try {
-    return {
-      success: true,
-      content: bounded(resultText(await tool.run(parsed as Record<string, unknown>, context))),
-    };
+    const running = Promise.resolve().then(() => tool.run(parsed as Record<string, unknown>, context));
+    const done = await unlessAbandoned(running, context.signal, abandonAfterMs);
+    if (done === ABANDONED) {
+      return {
+        success: false,
+        content: `the tool did not stop within ${abandonAfterMs} ms of being asked to; it may still be running, and whatever it changes may or may not happen`,
+      };
+    }
+    return { success: true, content: bounded(resultText(done)) };
   } catch (error) {
     return { success: false, content: bounded(error instanceof Error ? error.message : String(error)) };
   }
+}
+
+/** How long a tool may go on after its run asked it to stop (a cancel, a shutdown, a lost lease). */
+export const ABANDON_AFTER_MS = 2_000;
+const ABANDONED = Symbol("abandoned");
+
+/**
+ * What `running` gives, or ABANDONED once `signal` has been aborted for `graceMs` and the
+ * tool still has not finished: a tool that ignores its signal (a loop that never looks, a
+ * request without a timeout) would otherwise hold its run, its worker slot and a cancel
+ * forever. The tool is not stopped — nothing can stop a promise — only no longer waited for.
+ */
+function unlessAbandoned<T>(
+  running: Promise<T>,
+  signal: AbortSignal,
+  graceMs: number,
+): Promise<T | typeof ABANDONED> {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const abandoned = new Promise<typeof ABANDONED>((resolve) => {
+    onAbort = () => {
+      timer = setTimeout(() => resolve(ABANDONED), graceMs);
+    };
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+  });
+  return Promise.race([running, abandoned]).finally(() => {
+    clearTimeout(timer);
+    if (onAbort) signal.removeEventListener("abort", onAbort);
+  });
 }
 
 /**

@@ -305,4 +305,27 @@ describe("limits that always hold", () => {
     }
     expect((await terminal(id)).messages.at(-1)).toMatchObject({ content: "answer" });
   });
+
+  it("a resume that joins a waiting run whose job Redis lost gives it its job again at once", async () => {
+    const history = [{ role: "user" as const, content: "question" }];
+    const agent = { model: { provider: "scripted" as const, steps: [{ text: "answer" }] } };
+    const { id } = await client.createSession({ agent, messages: history });
+    const { QUEUES, RunQueues } = await import("../src/shared/queues.js");
+    const queues = new RunQueues(fleet.redis, fleet.config.prefix);
+    try {
+      await queues.resumes.pause();
+      const first = await client.resume(id);
+      const jobId = QUEUES.resumes.jobId({ sessionId: id, runId: first.runId });
+      expect(await queues.resumes.remove(jobId)).toBe(1);
+      await queues.resumes.resume();
+      // Joining it re-adds the job now; the sweeper would only look at a run 5 s old.
+      const again = await client.resume(id);
+      expect(again.runId).toBe(first.runId);
+      const run = await client.waitForRun(first.runId, { timeoutMs: 4_000 });
+      expect(run).toMatchObject({ status: "ended", endedReason: "completed" });
+    } finally {
+      await queues.resumes.resume();
+      await queues.close();
+    }
+  });
 });

@@ -592,10 +592,23 @@ export class FleetService {
     return new AgentResumeError(reason, detail);
   }
 
-  /** Someone asked for the resume that waits out its backoff: it need not wait any longer. */
+  /**
+   * Someone asked for the resume that is already waiting: it need not wait any longer. One
+   * that waits out its backoff starts now; one whose job Redis lost, or whose job ended
+   * without starting it (the queue gave up on it, and the session was parked), gets its job
+   * again now rather than at the sweeper's next look. Someone acting is not an automatic
+   * resume: nothing is counted.
+   */
   private async startNow(sessionId: string, runId: string): Promise<void> {
-    const job = await this.deps.queues.getJob("resume", QUEUES.resumes.jobId({ sessionId, runId }));
-    if (job && (await job.isDelayed())) await job.promote().catch(() => {});
+    const payload = { sessionId, runId };
+    const job = await this.deps.queues.getJob("resume", QUEUES.resumes.jobId(payload));
+    if (job && (await job.isDelayed())) {
+      await job.promote().catch(() => {});
+      return;
+    }
+    if (job && !(await job.isCompleted()) && !(await job.isFailed())) return;
+    await job?.remove().catch(() => {});
+    await this.deps.queues.enqueue("resume", payload);
   }
 
   async resumePoint(tenant: string, id: string): Promise<ResumePointJson> {

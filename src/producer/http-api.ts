@@ -15,7 +15,7 @@ import {
   ValidationError,
 } from "../shared/errors.js";
 import { findInJson, type JsonPath } from "../shared/json-walk.js";
-import { formatPath, isStorableText, UNSTORABLE_TEXT } from "../shared/messages.js";
+import { formatPath, isStorableText, UNSTORABLE_TEXT, unstorableAt } from "../shared/messages.js";
 import type { IdempotencyStore } from "../shared/store/idempotency.js";
 import { UnauthorizedError } from "./auth.js";
 import { isConsoleRoute } from "./console-route.js";
@@ -121,6 +121,8 @@ const isObject = (value: unknown): value is object => value !== null && typeof v
 function checkBody(body: unknown): void {
   let message = "";
   let suffix: string | null = null;
+  /** A too-deep value is named by its first levels only. */
+  let cut = false;
   /** The depth of the agent being walked through; -1: none. */
   let agentDepth = -1;
   const path = findInJson(body, (item, key, depth, pathOf) => {
@@ -132,6 +134,7 @@ function checkBody(body: unknown): void {
     }
     if (isObject(item) && depth >= MAX_JSON_DEPTH) {
       message = `nests deeper than ${MAX_JSON_DEPTH} levels`;
+      cut = true;
       return "stop";
     }
     if (typeof item === "number" && !Number.isFinite(item)) {
@@ -139,18 +142,15 @@ function checkBody(body: unknown): void {
       return "stop";
     }
     if (agentDepth >= 0) return undefined;
-    if (
-      (typeof key === "string" && !isStorableText(key)) ||
-      (typeof item === "string" && !isStorableText(item))
-    ) {
+    if (unstorableAt(item, key)) {
       message = UNSTORABLE_TEXT;
       return "stop";
     }
-    if (isObject(item) && depth <= 3 && parsedAsAgent(depth, pathOf)) agentDepth = depth;
+    if (isObject(item) && parsedAsAgent(depth, pathOf)) agentDepth = depth;
     return undefined;
   });
   if (path === undefined) return;
-  const named = message.startsWith("nests") ? path.slice(0, NAMED_LEVELS) : path;
+  const named = cut ? path.slice(0, NAMED_LEVELS) : path;
   throw new ValidationError(formatPath("", suffix ? [...named, suffix] : named), message);
 }
 

@@ -165,12 +165,15 @@ export function replaceUnstorableJson<T>(value: T): T {
  * Iterative, and nothing is allocated per value (json-walk.ts).
  */
 export function unstorableField(value: unknown, root: string): string | undefined {
-  const path = findInJson(value, (item, key) =>
-    (typeof key === "string" && !isStorableText(key)) || (typeof item === "string" && !isStorableText(item))
-      ? "stop"
-      : undefined,
-  );
+  const path = findInJson(value, (item, key) => (unstorableAt(item, key) ? "stop" : undefined));
   return path === undefined ? undefined : formatPath(root, path);
+}
+
+/** Whether a value met in a JSON walk, or the object key it sits under, cannot be stored. */
+export function unstorableAt(item: unknown, key: string | number | null): boolean {
+  return (
+    (typeof key === "string" && !isStorableText(key)) || (typeof item === "string" && !isStorableText(item))
+  );
 }
 
 /** Throws a ValidationError naming the first field of `value` that cannot be stored. */

@@ -68,12 +68,19 @@ export type EventStreamDeps = {
 /** How often an open stream asks whether its caller may still read it. */
 const RECHECK_MS = 1_000;
 
-/** KEYS: stream, done set. ARGV: maxEvents, maxAgeMs, channel, member, then (member, type, data)... */
+/**
+ * KEYS: stream, done set. ARGV: maxEvents (unused), maxAgeMs, channel, member, then (member,
+ * type, data)... A batch's stream is not trimmed by count: the done set lets each session
+ * in once (and BATCH_COMPLETED once), so it is bounded by the batch's size, and trimming it
+ * to the per-session FLEET_EVENTS_MAX would drop SESSION_ENDED events of a larger batch
+ * before a reader from its start sees them. It expires as a whole, maxAgeMs after its
+ * last write.
+ */
 const BATCH_APPEND_SCRIPT = `
 local written = 0
 for i = 5, #ARGV, 3 do
   if redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
-    redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2])
+    redis.call('XADD', KEYS[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2])
     written = written + 1
   end
 end

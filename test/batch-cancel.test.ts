@@ -167,4 +167,22 @@ describe("cancel while tools are running", () => {
     // Cancelling what has ended changes nothing.
     expect(await client.cancelSession(id)).toMatchObject({ cancelled: false, status: "completed" });
   }, 30_000);
+
+  it("cancelling a batch that has ended keeps it ended; an open one is closed and cancelled", async () => {
+    const noInput = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
+    // Sessions given no input are terminal at once: the batch has ended.
+    const ended = await client.createBatch([{ agent: noInput }, { agent: noInput }]);
+    const before = await client.getBatch(ended.id);
+    expect(before).toMatchObject({ status: "ended", counts: { total: 2, completed: 2 } });
+    const answer = await client.cancelBatch(ended.id);
+    expect(answer.status).toBe("ended");
+    expect(answer.cancelledAt).toBeUndefined();
+    const after = await client.getBatch(ended.id);
+    expect(after).toMatchObject({ status: "ended", endedAt: before.endedAt, counts: before.counts });
+    expect(after.cancelledAt).toBeUndefined();
+    // An open batch whose sessions have ended: the cancel stops its further parts.
+    const open = await client.createBatch([{ agent: noInput }], { open: true });
+    expect((await client.cancelBatch(open.id)).status).toBe("cancelled");
+    expect(await client.getBatch(open.id)).toMatchObject({ status: "cancelled", open: false });
+  }, 30_000);
 });

@@ -331,10 +331,13 @@ export class BatchStore {
     const where =
       "sessionId" in target ? sql`s.id = ${target.sessionId}` : sql`s.batch_id = ${target.batchId}`;
     return sql.begin(async (tx) => {
-      if ("batchId" in target) {
-        await tx`update batches set cancelled_at = coalesce(cancelled_at, now()), open = false
-                  where id = ${target.batchId} and tenant = ${tenant}`;
-      }
+      // The batch's row is locked first, so that no part is appended while its sessions are
+      // cancelled (appends lock it too, session-queries.ts).
+      const [batch] =
+        "batchId" in target
+          ? await tx<{ open: boolean }[]>`
+              select open from batches where id = ${target.batchId} and tenant = ${tenant} for update`
+          : [];
       const [row] = await tx<
         { sessions: string[] | string; dropped: { id: string; sessionId: string; kind: string }[] | string }[]
       >`
@@ -354,8 +357,16 @@ export class BatchStore {
         select (select coalesce(json_agg(id), '[]'::json) from c) as sessions,
                (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'kind', kind)), '[]'::json)
                   from q) as dropped`;
+      const sessionIds = json<string[]>(row!.sessions);
+      // A batch is marked cancelled only when the cancel stopped something: sessions that had
+      // not ended, or more parts (an open batch). A batch whose sessions had all ended keeps
+      // its status (`ended`, as its webhook said), like its sessions keep theirs.
+      if ("batchId" in target && batch && (batch.open || sessionIds.length > 0)) {
+        await tx`update batches set cancelled_at = coalesce(cancelled_at, now()), open = false
+                  where id = ${target.batchId} and tenant = ${tenant}`;
+      }
       return {
-        sessionIds: json<string[]>(row!.sessions),
+        sessionIds,
         dropped: json<{ id: string; sessionId: string; kind: string }[]>(row!.dropped),
       };
     });

@@ -10,6 +10,7 @@ import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startApi } from "../src/producer/api-server.js";
 import type { FleetClient } from "../src/producer/client.js";
 import { runFleetCli } from "./support/fleet-cli.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT } from "./support/fleet-env.js";
@@ -125,6 +126,43 @@ describe("fleet batch", () => {
       }
     } finally {
       await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it("--wait outlives a restart of the API: it asks again until the batch has ended", async () => {
+    // A second API of this fleet on a port of its own, stopped and started again on it.
+    const config = { ...fleet.config, logLevel: "silent" as const };
+    let api = await startApi(config, { port: 0 });
+    const port = Number(new URL(api.url).port);
+    const slow = (i: number) =>
+      JSON.stringify({
+        customId: `w-${i}`,
+        agent: {
+          model: {
+            provider: "scripted",
+            steps: [{ toolCalls: [{ name: "sleep", arguments: { ms: 3_000 } }] }, { text: "ok" }],
+          },
+          tools: ["sleep"],
+        },
+        input: "go",
+      });
+    const file = join(fleet.config.toolDir, "slow.jsonl");
+    await writeFile(file, `${Array.from({ length: 4 }, (_, i) => slow(i)).join("\n")}\n`);
+    const waiting = runFleetCli(["batch", "submit", file, "--wait"], {
+      ...fleet.env,
+      FLEET_API_URL: api.url,
+    });
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await api.stop();
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      api = await startApi(config, { port });
+      const done = await waiting;
+      expect(done.code, done.stderr).toBe(0);
+      expect(done.stderr).toContain("the API does not answer");
+      expect(JSON.parse(done.stdout)).toMatchObject({ status: "ended", counts: { total: 4, completed: 4 } });
+    } finally {
+      await api.stop();
     }
   }, 60_000);
 

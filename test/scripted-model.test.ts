@@ -187,6 +187,20 @@ describe("ScriptedModel faults", () => {
     expect((await drain(m.stream(request(assistants(0), "s1")))).error).toBeUndefined();
   });
 
+  it("faultTimes counts the retries of a response a stream_cut left, also on a repeated last step", async () => {
+    const counter = memoryCounter();
+    const m = model([{ text: "abcdefgh", fault: "stream_cut", faultTimes: 1 }], counter);
+    const history = assistants(0);
+    const first = await drain(m.stream(request(history)));
+    expect(first.error).toBeInstanceOf(ProviderError);
+    // What a retry_response sends: the partial kept as `interrupted`, then the runtime's note.
+    history.push({ role: "assistant", content: textOf(first.events), stopReason: "interrupted" });
+    history.push({ role: "internal", content: "Your previous response was cut off; redo it." });
+    const retry = await drain(m.stream(request(history)));
+    expect(retry.error).toBeUndefined();
+    expect(textOf(retry.events)).toBe("abcdefgh");
+  });
+
   it("uses the injected sleep for delayMs and honours its signal", async () => {
     const slept: number[] = [];
     const signals: AbortSignal[] = [];

@@ -61,7 +61,13 @@ export class ScriptedModel implements ModelProvider {
     const last = this.steps.length - 1;
     const step = this.steps[Math.min(stepIndex, last)]!;
     const delay = step.delayMs ?? 0;
-    const faulty = step.fault !== undefined && (await this.faultFires(request.sessionId, stepIndex, step));
+    // Attempts are counted per response: the retry of a response a fault cut (its partial
+    // kept as an `interrupted` assistant message) is another attempt at that response, not
+    // a new one, so `faultTimes` also ends a `stream_cut` on a repeated last step.
+    const response = request.history.filter(
+      (m) => m.role === "assistant" && m.stopReason !== "interrupted",
+    ).length;
+    const faulty = step.fault !== undefined && (await this.faultFires(request.sessionId, response, step));
 
     if (delay > 0) await sleep(delay / 2, request.signal);
     if (faulty && step.fault === "connection") {
@@ -88,9 +94,9 @@ export class ScriptedModel implements ModelProvider {
     yield { type: "done", stopReason: step.stopReason ?? (calls.length > 0 ? "tool_use" : "end_turn") };
   }
 
-  private async faultFires(sessionId: string, stepIndex: number, step: ScriptedStep): Promise<boolean> {
+  private async faultFires(sessionId: string, response: number, step: ScriptedStep): Promise<boolean> {
     if (step.faultTimes === undefined) return true;
-    const attempt = await this.deps.faults.increment(`${sessionId}:${stepIndex}`);
+    const attempt = await this.deps.faults.increment(`${sessionId}:${response}`);
     return attempt <= step.faultTimes;
   }
 }

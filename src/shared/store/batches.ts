@@ -338,6 +338,15 @@ export class BatchStore {
           ? await tx<{ open: boolean }[]>`
               select open from batches where id = ${target.batchId} and tenant = ${tenant} for update`
           : [];
+      // The sessions are locked first, in a statement of their own: a sweeper or worker that
+      // is queueing an automatic resume of one of them (under that row's lock,
+      // automatic-resumes.ts) commits before this returns, and the update below, which reads
+      // a newer snapshot, sees that run and drops it. Locked by the update alone, such a run
+      // was invisible to it and stayed queued on the cancelled session for ever (its
+      // resume-point answering `running`).
+      await tx`select s.id from sessions s
+                where ${where} and s.tenant = ${tenant} and s.status = 'active'
+                order by s.id for no key update of s`;
       const [row] = await tx<
         { sessions: string[] | string; dropped: { id: string; sessionId: string; kind: string }[] | string }[]
       >`

@@ -168,7 +168,7 @@ describe("ScriptedModel faults", () => {
     for (let i = 0; i < 3; i++) results.push(await drain(m.stream(request(assistants(0)))));
     expect(results.map((r) => r.error instanceof ProviderError)).toEqual([true, true, false]);
     expect(textOf(results[2]!.events)).toBe("ok");
-    expect(counter.counts.get("s1:0")).toBe(3);
+    expect(counter.counts.get("s1:0:0")).toBe(3);
   });
 
   it("without faultTimes faults every attempt and never counts", async () => {
@@ -199,6 +199,26 @@ describe("ScriptedModel faults", () => {
     const retry = await drain(m.stream(request(history)));
     expect(retry.error).toBeUndefined();
     expect(textOf(retry.events)).toBe("abcdefgh");
+  });
+
+  it("two faulty steps count their attempts apart (a cut step 0, then a failing step 1)", async () => {
+    const counter = memoryCounter();
+    const m = model(
+      [
+        { text: "abcdefgh", fault: "stream_cut", faultTimes: 1 },
+        { text: "done", fault: "connection", faultTimes: 1 },
+      ],
+      counter,
+    );
+    const history = assistants(0);
+    const first = await drain(m.stream(request(history)));
+    expect(first.error).toBeInstanceOf(ProviderError);
+    history.push({ role: "assistant", content: textOf(first.events), stopReason: "interrupted" });
+    // The next attempt is step 1 (one assistant message in the history): its own first attempt fails.
+    expect((await drain(m.stream(request(history)))).error).toBeInstanceOf(ProviderError);
+    const third = await drain(m.stream(request(history)));
+    expect(third.error).toBeUndefined();
+    expect(textOf(third.events)).toBe("done");
   });
 
   it("uses the injected sleep for delayMs and honours its signal", async () => {
@@ -260,7 +280,7 @@ describe("ScriptedModel with the Redis fault counter", () => {
     const third = await drain(workerA.stream(request(assistants(0), sessionId)));
     expect([first, second, third].map((r) => r.error instanceof ProviderError)).toEqual([true, true, false]);
     expect(textOf(third.events)).toBe("recovered");
-    const key = `${prefix}:scripted-faults:${sessionId}:0`;
+    const key = `${prefix}:scripted-faults:${sessionId}:0:0`;
     expect(await redis.get(key)).toBe("3");
     // The count expires eventually, so abandoned sessions leave nothing behind.
     expect(await redis.ttl(key)).toBeGreaterThan(0);

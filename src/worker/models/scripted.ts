@@ -63,11 +63,13 @@ export class ScriptedModel implements ModelProvider {
     const delay = step.delayMs ?? 0;
     // Attempts are counted per response: the retry of a response a fault cut (its partial
     // kept as an `interrupted` assistant message) is another attempt at that response, not
-    // a new one, so `faultTimes` also ends a `stream_cut` on a repeated last step.
+    // a new one, so `faultTimes` also ends a `stream_cut` on a repeated last step. The
+    // counter is per script step and response: two faulty steps never share one.
     const response = request.history.filter(
       (m) => m.role === "assistant" && m.stopReason !== "interrupted",
     ).length;
-    const faulty = step.fault !== undefined && (await this.faultFires(request.sessionId, response, step));
+    const attemptKey = `${Math.min(stepIndex, last)}:${response}`;
+    const faulty = step.fault !== undefined && (await this.faultFires(request.sessionId, attemptKey, step));
 
     if (delay > 0) await sleep(delay / 2, request.signal);
     if (faulty && step.fault === "connection") {
@@ -94,9 +96,9 @@ export class ScriptedModel implements ModelProvider {
     yield { type: "done", stopReason: step.stopReason ?? (calls.length > 0 ? "tool_use" : "end_turn") };
   }
 
-  private async faultFires(sessionId: string, response: number, step: ScriptedStep): Promise<boolean> {
+  private async faultFires(sessionId: string, attemptKey: string, step: ScriptedStep): Promise<boolean> {
     if (step.faultTimes === undefined) return true;
-    const attempt = await this.deps.faults.increment(`${sessionId}:${response}`);
+    const attempt = await this.deps.faults.increment(`${sessionId}:${attemptKey}`);
     return attempt <= step.faultTimes;
   }
 }

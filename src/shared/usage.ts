@@ -51,3 +51,23 @@ export function estimateStepUsage(
     MESSAGE_OVERHEAD;
   return { inputTokens: input, outputTokens: output };
 }
+
+/**
+ * The largest token count of one report taken as the provider sent it. No request comes near
+ * it; a count above it (a provider's `1e308`, or `1e19`, past Postgres's bigint) is capped
+ * here, so that the session's `tokens_used` and the usage sums (bigint) can always store the
+ * step (contracts §12: nothing a model sends can make an append fail) and the budget still
+ * counts it as the enormous count it claims to be.
+ */
+export const MAX_REPORTED_TOKENS = 1e12;
+
+/**
+ * One token count as a provider reported it: a finite number ≥ 0, truncated and capped at
+ * MAX_REPORTED_TOKENS. Anything else — absent, not a number, infinite, NaN, negative — is
+ * `undefined`: not a count. A negative count is never 0 tokens: taken as 0, a provider that
+ * reports `-5` would spend without ever reaching `agent.budget.maxTokens`.
+ */
+export function reportedTokens(n: unknown): number | undefined {
+  if (typeof n !== "number" || !Number.isFinite(n) || n < 0) return undefined;
+  return Math.min(Math.trunc(n), MAX_REPORTED_TOKENS);
+}

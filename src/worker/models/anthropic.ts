@@ -38,6 +38,7 @@ import type { RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages
 import type { ProviderState, ToolCall, Usage } from "../../shared/messages.js";
 import { scrubSecrets, secretValuesFromEnv } from "../../shared/scrub-secrets.js";
 import { fromAnthropicStopReason } from "../../shared/stop-reasons.js";
+import { reportedTokens } from "../../shared/usage.js";
 import {
   ANTHROPIC_BASE_URL,
   type AnthropicModelConfig,
@@ -214,8 +215,15 @@ export class AnthropicModel implements ModelProvider {
       cache_read_input_tokens?: number | null;
       output_tokens_details?: { thinking_tokens?: number | null } | null;
     };
-    const count = (n: unknown): number | null =>
-      typeof n === "number" && Number.isFinite(n) ? Math.max(0, Math.trunc(n)) : null;
+    // A count the provider sent that is no count (negative, infinite) makes the step's usage
+    // unknown: keeping an earlier report instead would undercount it (usage.ts).
+    let badCount = false;
+    const count = (n: unknown): number | null => {
+      if (n === undefined || n === null) return null;
+      const tokens = reportedTokens(n);
+      if (tokens === undefined) badCount = true;
+      return tokens ?? null;
+    };
     const report = (u: ReportedUsage | null | undefined) => {
       if (!u) return;
       // Total input = uncached + cache writes + cache reads.
@@ -298,7 +306,9 @@ export class AnthropicModel implements ModelProvider {
             yield {
               type: "done",
               stopReason: fromAnthropicStopReason(stopReason),
-              usage: usageOf(inputTokens, outputTokens, cacheRead, cacheWrite, thinkingTokens),
+              usage: badCount
+                ? null
+                : usageOf(inputTokens, outputTokens, cacheRead, cacheWrite, thinkingTokens),
               ...(thinking ? { providerState: this.state(blocks) } : {}),
             };
             return;

@@ -41,6 +41,7 @@ import type {
 } from "openai/resources/responses/responses";
 import type { AssistantMessage, Message, ProviderState, ToolCall, Usage } from "../../shared/messages.js";
 import { requestsTools } from "../../shared/resume-point.js";
+import { reportedTokens } from "../../shared/usage.js";
 import { FAILED_TOOL_PREFIX } from "./openai-request.js";
 import { parseToolArguments } from "./openai-tool-calls.js";
 import type { ModelEvent, ModelRequest, ToolSpec } from "./provider.js";
@@ -155,8 +156,7 @@ export function buildResponsesBody(
   };
 }
 
-const count = (n: unknown): number | undefined =>
-  typeof n === "number" && Number.isFinite(n) ? Math.max(0, Math.trunc(n)) : undefined;
+const count = reportedTokens;
 
 /** Usage of a finished response, or unknown. */
 export function responsesUsage(usage: Partial<ResponseUsage> | null | undefined): Usage | null {

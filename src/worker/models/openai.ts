@@ -61,6 +61,7 @@ import type { openaiModelSchema } from "../../shared/agent-config.js";
 import type { Usage } from "../../shared/messages.js";
 import { scrubSecrets, secretValuesFromEnv } from "../../shared/scrub-secrets.js";
 import { fromOpenAIFinishReason } from "../../shared/stop-reasons.js";
+import { reportedTokens } from "../../shared/usage.js";
 import { toOpenAIMessages, toOpenAITools } from "./openai-request.js";
 import { buildResponsesBody, ResponsesStreamError, ResponsesStreamReader } from "./openai-responses.js";
 import { ToolCallAssembler } from "./openai-tool-calls.js";
@@ -107,8 +108,7 @@ export function isContextLengthError(error: unknown): boolean {
   return CONTEXT_LENGTH_PATTERN.test(text);
 }
 
-const tokens = (n: unknown): number | undefined =>
-  typeof n === "number" && Number.isFinite(n) ? Math.max(0, Math.trunc(n)) : undefined;
+const tokens = reportedTokens;
 
 /** Usage from a usage chunk: both counts (and the cached / reasoning ones reported), or unknown. */
 function usageOf(usage: ChatCompletionChunk["usage"]): Usage | null {

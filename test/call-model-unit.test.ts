@@ -271,12 +271,13 @@ describe("backoffMs", () => {
     );
   });
 
-  it("defaults to 4 attempts from 250 ms, capped at 10 s", () => {
+  it("defaults to 4 attempts from 250 ms, capped at 10 s; a request streams at most 10 min", () => {
     expect(DEFAULT_RETRY_POLICY).toEqual({
       maxAttempts: 4,
       baseDelayMs: 250,
       maxDelayMs: 10_000,
       idleTimeoutMs: 120_000,
+      maxStepMs: 600_000,
     });
     expect(backoffMs(DEFAULT_RETRY_POLICY, 1, () => 0)).toBe(125);
     expect(backoffMs(DEFAULT_RETRY_POLICY, 20, () => 0)).toBe(5_000);

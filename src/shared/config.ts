@@ -97,6 +97,11 @@ const envSchema = z.object({
   WORKER_DB_POOL: int(6),
   /** Session lease time-to-live; a frozen worker loses its sessions after this. */
   LEASE_TTL_MS: int(5_000),
+  /**
+   * The longest one model request may stream (call-model.ts `maxStepMs`): a provider that
+   * keeps sending a little forever ends the step like a broken stream.
+   */
+  FLEET_MODEL_STEP_TIMEOUT_MS: int(600_000),
   /** How long a stopping worker lets running work finish before aborting it. */
   SHUTDOWN_GRACE_MS: int(10_000),
   /** How often the sweeper looks for dead or frozen workers; other scans run every 5th tick. */
@@ -180,6 +185,8 @@ export type FleetConfig = {
   workerFetchers: number | undefined;
   /** WORKER_GATHER_MS. */
   workerGatherMs: number;
+  /** FLEET_MODEL_STEP_TIMEOUT_MS: the longest one model request may stream. */
+  modelStepTimeoutMs: number;
   workerDbPool: number;
   leaseTtlMs: number;
   shutdownGraceMs: number;
@@ -248,6 +255,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     workerResumeConcurrency: Math.max(1, e.WORKER_RESUME_CONCURRENCY ?? e.WORKER_CONCURRENCY),
     workerFetchers: e.WORKER_FETCHERS,
     workerGatherMs: e.WORKER_GATHER_MS,
+    modelStepTimeoutMs: Math.max(1_000, e.FLEET_MODEL_STEP_TIMEOUT_MS),
     workerDbPool: Math.max(2, e.WORKER_DB_POOL),
     leaseTtlMs: Math.max(500, e.LEASE_TTL_MS),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,

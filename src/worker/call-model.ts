@@ -49,6 +49,13 @@ export type RetryPolicy = {
    * `interrupted` after), so a hung connection never holds a session forever. Default 120 s.
    */
   idleTimeoutMs?: number;
+  /**
+   * The longest one request may stream, however steadily it sends: a provider trickling a
+   * character a second never trips `idleTimeoutMs`, and would hold the session (and a worker
+   * slot) forever. Past it the stream is treated as broken, like an idle one. Default 10 min
+   * (FLEET_MODEL_STEP_TIMEOUT_MS).
+   */
+  maxStepMs?: number;
 };
 
 export const DEFAULT_RETRY_POLICY: RetryPolicy = {
@@ -56,6 +63,7 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
   baseDelayMs: 250,
   maxDelayMs: 10_000,
   idleTimeoutMs: 120_000,
+  maxStepMs: 600_000,
 };
 
 export type ModelStep =
@@ -164,6 +172,7 @@ async function attempt(
   provider: ModelProvider,
   outer: ModelRequest,
   idleTimeoutMs: number,
+  maxStepMs: number,
 ): Promise<{ message: AssistantMessage } | { error: unknown; outputStarted: boolean; partial: string }> {
   let text = "";
   const calls: ToolCall[] = [];
@@ -187,6 +196,10 @@ async function attempt(
   };
   const request: ModelRequest = { ...outer, signal: controller.signal };
   armIdle();
+  const deadline = setTimeout(() => {
+    idle = new Error(`the model's answer did not finish within ${maxStepMs} ms`);
+    controller.abort(idle);
+  }, maxStepMs);
   try {
     for await (const event of provider.stream(request)) {
       armIdle();
@@ -212,6 +225,7 @@ async function attempt(
     return { error: idle ?? error, outputStarted, partial: text };
   } finally {
     clearTimeout(timer);
+    clearTimeout(deadline);
     outer.signal.removeEventListener("abort", onOuterAbort);
   }
 }
@@ -239,6 +253,7 @@ export async function callModel(
       provider,
       request,
       policy.idleTimeoutMs ?? DEFAULT_RETRY_POLICY.idleTimeoutMs!,
+      policy.maxStepMs ?? DEFAULT_RETRY_POLICY.maxStepMs!,
     );
     const price = provider.identity?.price;
     if ("message" in result) {

@@ -26,6 +26,7 @@ import { FencedWrites } from "../shared/store/fenced-writes.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { registerToolNames } from "../shared/tool-names.js";
 import { beat, cancelChannel, endHeartbeat, eventsChannel, livenessName } from "../shared/worker-signals.js";
+import { DEFAULT_RETRY_POLICY } from "./call-model.js";
 import { type Extension, Extensions, transcriptExtension } from "./extensions.js";
 import { defaultFetchers, fetcherSlots } from "./fetchers.js";
 import { createModel, redisFaultCounter } from "./models/create-model.js";
@@ -166,6 +167,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     tools,
     metrics,
     sleep: abortableSleep,
+    retryPolicy: { ...DEFAULT_RETRY_POLICY, maxStepMs: config.modelStepTimeoutMs },
     reportStop: async (sessionId, outcome) => {
       await redis.publish(
         eventsChannel(config.prefix),

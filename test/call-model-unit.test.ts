@@ -278,6 +278,7 @@ describe("backoffMs", () => {
       maxDelayMs: 10_000,
       idleTimeoutMs: 120_000,
       maxStepMs: 600_000,
+      maxOutputChars: 4_000_000,
     });
     expect(backoffMs(DEFAULT_RETRY_POLICY, 1, () => 0)).toBe(125);
     expect(backoffMs(DEFAULT_RETRY_POLICY, 20, () => 0)).toBe(5_000);

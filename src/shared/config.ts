@@ -102,6 +102,11 @@ const envSchema = z.object({
    * keeps sending a little forever ends the step like a broken stream.
    */
   FLEET_MODEL_STEP_TIMEOUT_MS: int(600_000),
+  /**
+   * The most text one model request may stream (call-model.ts `maxOutputChars`): past it the
+   * stream is cut, so a provider's 600 MB answer never reaches the store or blocks a worker.
+   */
+  FLEET_MODEL_MAX_OUTPUT_CHARS: int(4_000_000),
   /** How long a stopping worker lets running work finish before aborting it. */
   SHUTDOWN_GRACE_MS: int(10_000),
   /** How often the sweeper looks for dead or frozen workers; other scans run every 5th tick. */
@@ -187,6 +192,8 @@ export type FleetConfig = {
   workerGatherMs: number;
   /** FLEET_MODEL_STEP_TIMEOUT_MS: the longest one model request may stream. */
   modelStepTimeoutMs: number;
+  /** FLEET_MODEL_MAX_OUTPUT_CHARS: the most text one model request may stream. */
+  modelMaxOutputChars: number;
   workerDbPool: number;
   leaseTtlMs: number;
   shutdownGraceMs: number;
@@ -256,6 +263,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     workerFetchers: e.WORKER_FETCHERS,
     workerGatherMs: e.WORKER_GATHER_MS,
     modelStepTimeoutMs: Math.max(1_000, e.FLEET_MODEL_STEP_TIMEOUT_MS),
+    modelMaxOutputChars: Math.max(1_000, e.FLEET_MODEL_MAX_OUTPUT_CHARS),
     workerDbPool: Math.max(2, e.WORKER_DB_POOL),
     leaseTtlMs: Math.max(500, e.LEASE_TTL_MS),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,

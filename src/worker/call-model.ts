@@ -56,6 +56,13 @@ export type RetryPolicy = {
    * (FLEET_MODEL_STEP_TIMEOUT_MS).
    */
   maxStepMs?: number;
+  /**
+   * The most text one request may stream. A provider that sends more (a 600 MB body) is cut
+   * there like a broken stream: the step is `interrupted` with the text so far kept, instead
+   * of hundreds of MB held in memory, parsed while every lease on the worker lapses, and
+   * stored. Default 4,000,000 (FLEET_MODEL_MAX_OUTPUT_CHARS).
+   */
+  maxOutputChars?: number;
 };
 
 export const DEFAULT_RETRY_POLICY: RetryPolicy = {
@@ -64,6 +71,7 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
   maxDelayMs: 10_000,
   idleTimeoutMs: 120_000,
   maxStepMs: 600_000,
+  maxOutputChars: 4_000_000,
 };
 
 export type ModelStep =
@@ -173,6 +181,7 @@ async function attempt(
   outer: ModelRequest,
   idleTimeoutMs: number,
   maxStepMs: number,
+  maxOutputChars: number,
 ): Promise<{ message: AssistantMessage } | { error: unknown; outputStarted: boolean; partial: string }> {
   let text = "";
   const calls: ToolCall[] = [];
@@ -206,6 +215,12 @@ async function attempt(
       switch (event.type) {
         case "text":
           outputStarted = true;
+          if (text.length + event.delta.length > maxOutputChars) {
+            text += event.delta.slice(0, Math.max(0, maxOutputChars - text.length));
+            const error = new Error(`the model's answer exceeded ${maxOutputChars} characters`);
+            controller.abort(error);
+            return { error, outputStarted, partial: text };
+          }
           text += event.delta;
           break;
         case "tool_call":
@@ -254,6 +269,7 @@ export async function callModel(
       request,
       policy.idleTimeoutMs ?? DEFAULT_RETRY_POLICY.idleTimeoutMs!,
       policy.maxStepMs ?? DEFAULT_RETRY_POLICY.maxStepMs!,
+      policy.maxOutputChars ?? DEFAULT_RETRY_POLICY.maxOutputChars!,
     );
     const price = provider.identity?.price;
     if ("message" in result) {

@@ -167,7 +167,11 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     tools,
     metrics,
     sleep: abortableSleep,
-    retryPolicy: { ...DEFAULT_RETRY_POLICY, maxStepMs: config.modelStepTimeoutMs },
+    retryPolicy: {
+      ...DEFAULT_RETRY_POLICY,
+      maxStepMs: config.modelStepTimeoutMs,
+      maxOutputChars: config.modelMaxOutputChars,
+    },
     reportStop: async (sessionId, outcome) => {
       await redis.publish(
         eventsChannel(config.prefix),

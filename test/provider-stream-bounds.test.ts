@@ -1,10 +1,18 @@
 /**
+ * Streams a provider never finishes, or finishes too big.
+ *
  * A provider that never finishes but never goes quiet either: it streams a character every
  * 200 ms, forever. `idleTimeoutMs` (120 s of silence) never trips, so before
  * FLEET_MODEL_STEP_TIMEOUT_MS the run stayed `running` for as long as the server kept
  * trickling — one model call, a worker slot and the session held without end, never
  * resumed or parked. Now a request that streams past the limit is a broken stream: the step
  * is `interrupted` with its partial text kept, and the resume policy bounds the rest.
+ *
+ * A provider that answers with hundreds of MB of text: before FLEET_MODEL_MAX_OUTPUT_CHARS
+ * all of it was held, parsed (600 MB blocked the worker's event loop past its lease TTL, so
+ * every session on that worker was abandoned as `stalled` and resumed, each spending an
+ * automatic-resume attempt) and stored (200 MB in one message, 1.4 GB of RSS in the API for
+ * one GET). Now the text is cut at the limit and the step is `interrupted`.
  * Real API, real worker process, in-process sweeper, local fake OpenAI-compatible server.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -16,7 +24,7 @@ import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
 const MAX_ATTEMPTS = 2;
 
-describe("a stream that trickles forever", () => {
+describe("streams that never finish, or finish too big", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
   let sweeper: RunningSweeper;
@@ -32,7 +40,7 @@ describe("a stream that trickles forever", () => {
     fleet.env.SWEEPER_MAX_ATTEMPTS = env.SWEEPER_MAX_ATTEMPTS;
     fleet.env.SWEEPER_BACKOFF_MS = env.SWEEPER_BACKOFF_MS;
     sweeper = await startSweeper({ ...loadConfig(env), logLevel: "silent" }, { serveMetrics: false });
-    await fleet.spawnWorker({ FLEET_MODEL_STEP_TIMEOUT_MS: "1500" });
+    await fleet.spawnWorker({ FLEET_MODEL_STEP_TIMEOUT_MS: "1500", FLEET_MODEL_MAX_OUTPUT_CHARS: "100000" });
   });
   afterAll(async () => {
     await sweeper?.stop();
@@ -64,5 +72,25 @@ describe("a stream that trickles forever", () => {
       expect(step.content).toMatch(/^\.+$/);
     }
     expect(fake.requests).toHaveLength(MAX_ATTEMPTS + 1);
+  });
+
+  it("an answer of 20 MB is cut at FLEET_MODEL_MAX_OUTPUT_CHARS: interrupted, the first 100,000 characters kept", async () => {
+    const big = await startFakeOpenAI([], {
+      respond: () => ({ text: Array.from({ length: 20 }, () => "B".repeat(1 << 20)) }),
+    });
+    try {
+      const { id } = await client.createSession({
+        agent: { model: { provider: "openai", model: "m", baseUrl: big.url } },
+      });
+      const { runId } = await client.send(id, "hi");
+      const run = await client.waitForRun(runId, { timeoutMs: 10_000 });
+      expect(run.endedReason).toBe("interrupted");
+      const session = await client.getSession(id);
+      const step = session.messages.find((m) => m.role === "assistant");
+      expect(step).toMatchObject({ stopReason: "interrupted" });
+      expect(step?.content.length).toBe(100_000);
+    } finally {
+      await big.close();
+    }
   });
 });

@@ -8,7 +8,8 @@
  * `Infinity`, "invalid input syntax for type bigint"), so the model's answer was dropped and
  * the session parked `storage_rejected` after one call; `1e19` the same ("out of range for
  * type bigint"). A negative count was taken as 0 tokens, so a model looping on tool calls
- * never reached `budget.maxTokens` and ran to `maxTurns`.
+ * never reached `budget.maxTokens` and ran to `maxTurns`. And `budget.maxModelCalls` counted
+ * a step, not the requests of its retries.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
@@ -135,5 +136,20 @@ describe("absurd and negative usage from a provider", () => {
     const last = session.messages.at(-1);
     expect(last?.role).toBe("assistant");
     expect(last?.role === "assistant" ? (last.usage ?? null) : "not a step").toBeNull();
+  });
+
+  it("budget.maxModelCalls counts retries: a provider answering 503 gets exactly maxModelCalls requests", async () => {
+    // Before: each counted call was up to 4 requests (the retries before output were free),
+    // so maxModelCalls: 3 let a failing provider be asked 12 times across the run and its resumes.
+    const fake = await openai(() => ({ status: 503, errorType: "server_error" }));
+    const { id } = await client.createSession({
+      agent: { model: { provider: "openai", model: "m", baseUrl: fake.url }, budget: { maxModelCalls: 3 } },
+    });
+    await client.send(id, "hi");
+    const session = await terminal(id);
+    expect(session.parkedReason).toMatch(
+      /^budget_exhausted: agent.budget.maxModelCalls: all 3 model calls made/,
+    );
+    expect(fake.requests).toHaveLength(3);
   });
 });

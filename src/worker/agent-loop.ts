@@ -252,6 +252,7 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
   const toolSpecs = deps.tools.specs(agent.tools);
   const listed = new Set(agent.tools);
   const usage: Usage = { inputTokens: 0, outputTokens: 0 };
+  const maxModelCalls = agent.budget?.maxModelCalls;
   let pauses = 0;
   let goalRounds = 0;
   for (let turn = 0; ; turn++) {
@@ -268,10 +269,22 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
         tools: toolSpecs,
         signal,
       },
-      { sleep: deps.sleep, policy: deps.retryPolicy },
+      {
+        sleep: deps.sleep,
+        policy: deps.retryPolicy,
+        ...(maxModelCalls === undefined
+          ? {}
+          : { reserveRetry: () => deps.writes.reserveModelCall(input.fence, maxModelCalls) }),
+      },
     );
     if (!step.ok) {
       if (step.aborted) return { outcome: "cancelled", error: step.error, usage };
+      if (step.budgetSpent)
+        return {
+          outcome: "budget_exhausted",
+          error: `agent.budget.maxModelCalls: all ${maxModelCalls} model calls made (the last failed: ${step.error})`,
+          usage,
+        };
       return {
         outcome: "provider_error",
         error: step.error,

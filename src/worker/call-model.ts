@@ -99,6 +99,8 @@ export type ModelStep =
        * opposed to attempts that ran out on errors that may pass.
        */
       rejected?: true;
+      /** `deps.reserveRetry` refused a retry: the session's `agent.budget.maxModelCalls` is spent. */
+      budgetSpent?: true;
     };
 
 /** Rate-limit answers of a gated endpoint one call asks again without counting an attempt. */
@@ -258,7 +260,17 @@ function estimated(
 export async function callModel(
   provider: ModelProvider,
   request: ModelRequest,
-  deps: { sleep: Sleep; random?: () => number; policy?: RetryPolicy },
+  deps: {
+    sleep: Sleep;
+    random?: () => number;
+    policy?: RetryPolicy;
+    /**
+     * Asked before each retry of a failed request: a retry is a model call like the first, so
+     * `agent.budget.maxModelCalls` counts it (agent-loop.ts). `false`: the budget is spent and
+     * the request is not sent again.
+     */
+    reserveRetry?: () => Promise<boolean>;
+  },
 ): Promise<ModelStep> {
   const policy = deps.policy ?? DEFAULT_RETRY_POLICY;
   const random = deps.random ?? Math.random;
@@ -314,5 +326,7 @@ export async function callModel(
     } catch {
       return { ok: false, aborted: true, error: messageText, attempts: n };
     }
+    if (deps.reserveRetry && !(await deps.reserveRetry()))
+      return { ok: false, aborted: false, error: messageText, attempts: n, budgetSpent: true };
   }
 }

@@ -91,6 +91,24 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
       );
   });
 
+  it("a port past 65535 or a DATABASE_URL that is not a postgres URL: exit 2 naming the variable", async () => {
+    const cases: [string[], Record<string, string>, RegExp][] = [
+      [["api"], { PORT: "70000" }, /^fleet: PORT: expected a port from 0 to 65535$/],
+      [["up", "--workers", "1"], { PORT: "65536" }, /^fleet: PORT: expected a port from 0 to 65535$/],
+      [["worker"], { METRICS_PORT: "99999" }, /^fleet: METRICS_PORT: expected a port from 0 to 65535$/],
+      [["sweeper"], { METRICS_PORT: "99999" }, /^fleet: METRICS_PORT: expected a port from 0 to 65535$/],
+      [["api"], { DATABASE_URL: "notaurl" }, /^fleet: DATABASE_URL: expected a postgres:\/\/ URL/],
+      [["migrate"], { DATABASE_URL: "notaurl" }, /^fleet: DATABASE_URL: expected a postgres:\/\/ URL/],
+      [
+        ["worker"],
+        { DATABASE_URL: "mysql://x@127.0.0.1/db" },
+        /^fleet: DATABASE_URL: expected a postgres:\/\/ URL/,
+      ],
+    ];
+    const results = await Promise.all(cases.map(([args, env]) => fleet(args, { ...fleetEnv.env, ...env })));
+    for (const [i, result] of results.entries()) expectOneLine(result, cases[i]![2]);
+  });
+
   it("Redis unreachable: api, worker, sweeper and up exit 2 naming REDIS_URL and Redis", async () => {
     const env = { ...fleetEnv.env, REDIS_URL: "redis://127.0.0.1:1" };
     const results = await Promise.all(ROLES.map((role) => fleet([role], env)));

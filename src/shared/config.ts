@@ -20,10 +20,21 @@ import { isClusterUrl } from "./redis.js";
 import { type WebhookSettings, webhookSettingsFromEnv } from "./webhooks.js";
 
 const int = (def: number) => z.coerce.number().int().nonnegative().default(def);
+/** A TCP port: 0 (a free one) to 65535, as the roles' --port flags take it. */
+const port = (def: number) =>
+  z.coerce.number().int().min(0).max(65535, "expected a port from 0 to 65535").default(def);
+/** Postgres URL: every role reads its database name from it (new URL), so it must parse. */
+const postgresUrl = z.string().refine((url) => {
+  try {
+    return ["postgres:", "postgresql:"].includes(new URL(url).protocol);
+  } catch {
+    return false;
+  }
+}, "expected a postgres:// URL, e.g. postgres://user@host:5432/agent_fleet");
 
 const envSchema = z.object({
   /** Postgres. Default: the local server, database `agent_fleet`. */
-  DATABASE_URL: z.string().default("postgres://postgres@127.0.0.1:5432/agent_fleet"),
+  DATABASE_URL: postgresUrl.default("postgres://postgres@127.0.0.1:5432/agent_fleet"),
   /**
    * Redis. Default: the local server. A Redis Cluster is named by its seed nodes:
    * `redis+cluster://[user:password@]host:port[,host:port...]` (`rediss+cluster://`: TLS).
@@ -43,7 +54,7 @@ const envSchema = z.object({
     .refine((prefix) => prefix.length > 0, "must not be empty")
     .default("fleet"),
   /** The HTTP API's port. */
-  PORT: int(3000),
+  PORT: port(3000),
   /**
    * The address the HTTP API listens on. Loopback by default: with no API key stored the API
    * serves without authentication only on a loopback address (contracts §10).
@@ -69,7 +80,7 @@ const envSchema = z.object({
    */
   FLEET_FAIR_DISPATCH: z.enum(["on", "off"]).default("on"),
   /** Where workers and the sweeper serve /metrics; 0 picks a free port. */
-  METRICS_PORT: int(0),
+  METRICS_PORT: port(0),
   /** Where the built-in file tools write. */
   FLEET_TOOL_DIR: z.string().default("./fleet-files"),
   /** Jobs with new work one worker process runs at once. */

@@ -91,7 +91,7 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
       );
   });
 
-  it("a port past 65535 or a DATABASE_URL that is not a postgres URL: exit 2 naming the variable", async () => {
+  it("a port past 65535, a DATABASE_URL that is not a postgres URL, an unreadable switch: exit 2 naming the variable", async () => {
     const cases: [string[], Record<string, string>, RegExp][] = [
       [["api"], { PORT: "70000" }, /^fleet: PORT: expected a port from 0 to 65535$/],
       [["up", "--workers", "1"], { PORT: "65536" }, /^fleet: PORT: expected a port from 0 to 65535$/],
@@ -103,6 +103,11 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
         ["worker"],
         { DATABASE_URL: "mysql://x@127.0.0.1/db" },
         /^fleet: DATABASE_URL: expected a postgres:\/\/ URL/,
+      ],
+      [
+        ["sweeper"],
+        { FLEET_WEBHOOK_DENY_PRIVATE: "maybe" },
+        /^fleet: FLEET_WEBHOOK_DENY_PRIVATE: expected 1\/true/,
       ],
     ];
     const results = await Promise.all(cases.map(([args, env]) => fleet(args, { ...fleetEnv.env, ...env })));

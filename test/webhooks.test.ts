@@ -74,6 +74,14 @@ describe("webhook URLs, signatures and backoff", () => {
       /FLEET_WEBHOOK_ALLOWED_URLS\[0\]/,
     );
     expect(refused("http://10.1.2.3/x", strict)).toMatch(/private/);
+    // `on` (how FLEET_FAIR_DISPATCH is spelled) turns the guard on; a value it cannot read stops the role.
+    for (const on of ["on", "ON", "true", "yes", "1"])
+      expect(webhookSettingsFromEnv({ FLEET_WEBHOOK_DENY_PRIVATE: on }).denyPrivate, on).toBe(true);
+    for (const off of ["off", "0", "false", "no", "", undefined])
+      expect(webhookSettingsFromEnv({ FLEET_WEBHOOK_DENY_PRIVATE: off }).denyPrivate, off).toBe(false);
+    expect(() => webhookSettingsFromEnv({ FLEET_WEBHOOK_DENY_PRIVATE: "maybe" })).toThrow(
+      /FLEET_WEBHOOK_DENY_PRIVATE/,
+    );
     const deny = webhookSettingsFromEnv({ FLEET_WEBHOOK_SECRET: "s", FLEET_WEBHOOK_DENY_PRIVATE: "1" });
     for (const url of [
       "http://[::ffff:127.0.0.1]:31022/hook",

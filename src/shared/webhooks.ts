@@ -36,13 +36,26 @@ export type WebhookSettings = {
   timeoutMs: number;
 };
 
+/**
+ * An on/off variable: `1`/`true`/`yes`/`on` or `0`/`false`/`no`/`off`/unset. Anything else is
+ * refused at start rather than read as off: FLEET_WEBHOOK_DENY_PRIVATE guards against
+ * requests to private addresses, and `on` (as FLEET_FAIR_DISPATCH is spelled) quietly leaving
+ * it off would be the worst reading of an operator's intent.
+ */
+function parseSwitch(value: string | undefined, name: string): boolean {
+  const v = (value ?? "").trim().toLowerCase();
+  if (["1", "true", "yes", "on"].includes(v)) return true;
+  if (["", "0", "false", "no", "off"].includes(v)) return false;
+  throw new ValidationError(name, `expected 1/true/yes/on or 0/false/no/off, not "${value}"`);
+}
+
 /** Parsed once by config.ts (`FleetConfig.webhooks`): FLEET_WEBHOOK_* variables. */
 export function webhookSettingsFromEnv(env: Readonly<Record<string, string | undefined>>): WebhookSettings {
   const base = Number(env.FLEET_WEBHOOK_RETRY_MS);
   return {
     secret: env.FLEET_WEBHOOK_SECRET || undefined,
     allowed: parseAllowedBaseUrls(env.FLEET_WEBHOOK_ALLOWED_URLS, "FLEET_WEBHOOK_ALLOWED_URLS"),
-    denyPrivate: /^(1|true|yes)$/i.test(env.FLEET_WEBHOOK_DENY_PRIVATE ?? ""),
+    denyPrivate: parseSwitch(env.FLEET_WEBHOOK_DENY_PRIVATE, "FLEET_WEBHOOK_DENY_PRIVATE"),
     retryBaseMs: Number.isFinite(base) && base > 0 ? base : 1_000,
     timeoutMs: 10_000,
   };

@@ -5,6 +5,9 @@
  */
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -91,7 +94,9 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
       );
   });
 
-  it("a port past 65535, a DATABASE_URL that is not a postgres URL, an unreadable switch: exit 2 naming the variable", async () => {
+  it("a port past 65535, a DATABASE_URL that is not a postgres URL, an unreadable switch, an unusable FLEET_TOOL_DIR: exit 2 naming the variable", async () => {
+    const notADir = join(tmpdir(), `fleet-not-a-dir-${randomUUID().slice(0, 8)}`);
+    writeFileSync(notADir, "a file");
     const cases: [string[], Record<string, string>, RegExp][] = [
       [["api"], { PORT: "70000" }, /^fleet: PORT: expected a port from 0 to 65535$/],
       [["up", "--workers", "1"], { PORT: "65536" }, /^fleet: PORT: expected a port from 0 to 65535$/],
@@ -105,12 +110,18 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
         /^fleet: DATABASE_URL: expected a postgres:\/\/ URL/,
       ],
       [
+        ["worker"],
+        { FLEET_TOOL_DIR: join(notADir, "files") },
+        /^fleet: FLEET_TOOL_DIR: cannot use .* \(ENOTDIR\)/,
+      ],
+      [
         ["sweeper"],
         { FLEET_WEBHOOK_DENY_PRIVATE: "maybe" },
         /^fleet: FLEET_WEBHOOK_DENY_PRIVATE: expected 1\/true/,
       ],
     ];
     const results = await Promise.all(cases.map(([args, env]) => fleet(args, { ...fleetEnv.env, ...env })));
+    rmSync(notADir, { force: true });
     for (const [i, result] of results.entries()) expectOneLine(result, cases[i]![2]);
   });
 

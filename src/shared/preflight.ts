@@ -3,7 +3,8 @@
  * not and how to start it (instead of a driver's stack trace). The long-lived roles also
  * check that their database exists and is migrated, before they say they are ready.
  */
-import { readFileSync } from "node:fs";
+import { constants, readFileSync } from "node:fs";
+import { access, mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import postgres from "postgres";
 import type { FleetConfig } from "./config.js";
@@ -130,5 +131,23 @@ async function checkFleet(config: FleetConfig): Promise<void> {
     await claimFleet({ sql, url: config.databaseUrl }, config.prefix);
   } finally {
     await sql.end({ timeout: 1 }).catch(() => {});
+  }
+}
+
+/**
+ * A worker's FLEET_TOOL_DIR: created if missing and writable, checked before the worker says
+ * it is ready, so a path the file tools cannot use stops it with one line (exit 2) instead of
+ * an unhandled rejection (exit 70) that a supervisor restarts forever.
+ */
+export async function checkToolDir(dir: string): Promise<void> {
+  try {
+    await mkdir(dir, { recursive: true });
+    await access(dir, constants.W_OK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new ValidationError(
+      "FLEET_TOOL_DIR",
+      `cannot use ${dir} for the file tools (${code}): point FLEET_TOOL_DIR at a writable directory`,
+    );
   }
 }

@@ -128,6 +128,8 @@ const pathArg = z.string().min(1).max(1024);
 
 export function builtinTools(toolDir: string): Tool[] {
   const ready = mkdir(toolDir, { recursive: true });
+  // Each tool call awaits it and fails with its error; unawaited, a rejection would end the process.
+  ready.catch(() => {});
   return [
     defineTool({
       name: "write_file",

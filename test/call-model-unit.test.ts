@@ -369,3 +369,53 @@ describe("callModel idle timeout", () => {
     expect(slept).toHaveLength(1);
   });
 });
+
+describe("callModel output bound (maxOutputChars)", () => {
+  it("cuts text past the bound: the step is interrupted with the text up to it, not retried", async () => {
+    const provider = fakeProvider([
+      async function* () {
+        yield { type: "text", delta: "x".repeat(60) };
+        yield { type: "text", delta: "y".repeat(60) };
+        yield { type: "done", stopReason: "end_turn" };
+      },
+    ]);
+    const { sleep } = recordingSleep();
+    const step = await callModel(provider, request(), { sleep, policy: { ...POLICY, maxOutputChars: 100 } });
+    expect(step).toMatchObject({
+      ok: true,
+      message: { content: `${"x".repeat(60)}${"y".repeat(40)}`, stopReason: "interrupted" },
+    });
+    expect(provider.calls).toBe(1);
+  });
+
+  it("counts a tool call's arguments too: a huge argument is dropped, never handed to a tool", async () => {
+    const provider = fakeProvider([
+      async function* () {
+        yield { type: "text", delta: "writing" };
+        yield {
+          type: "tool_call",
+          call: { id: "c1", name: "write_file", arguments: { path: "a", content: "z".repeat(500) } },
+        };
+        yield { type: "done", stopReason: "tool_use" };
+      },
+    ]);
+    const { sleep } = recordingSleep();
+    const step = await callModel(provider, request(), { sleep, policy: { ...POLICY, maxOutputChars: 100 } });
+    expect(step).toMatchObject({ ok: true, message: { content: "writing", stopReason: "interrupted" } });
+    expect(step.ok && step.message.toolCalls).toBeFalsy();
+  });
+
+  it("lets calls and text within the bound through whole", async () => {
+    const provider = fakeProvider([
+      async function* () {
+        yield { type: "text", delta: "ok" };
+        yield { type: "tool_call", call: { id: "c1", name: "sleep", arguments: { ms: 1 } } };
+        yield { type: "done", stopReason: "tool_use" };
+      },
+    ]);
+    const { sleep } = recordingSleep();
+    const step = await callModel(provider, request(), { sleep, policy: { ...POLICY, maxOutputChars: 100 } });
+    expect(step).toMatchObject({ ok: true, message: { content: "ok", stopReason: "tool_use" } });
+    expect(step.ok && step.message.toolCalls).toHaveLength(1);
+  });
+});

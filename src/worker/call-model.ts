@@ -187,6 +187,7 @@ async function attempt(
 ): Promise<{ message: AssistantMessage } | { error: unknown; outputStarted: boolean; partial: string }> {
   let text = "";
   const calls: ToolCall[] = [];
+  let callChars = 0;
   let outputStarted = false;
   // One controller, aborted by the caller's signal or by the idle timer. Not
   // AbortSignal.any: Node 20 tracks each such signal with a WeakRef, which V8's young
@@ -217,18 +218,30 @@ async function attempt(
       switch (event.type) {
         case "text":
           outputStarted = true;
-          if (text.length + event.delta.length > maxOutputChars) {
-            text += event.delta.slice(0, Math.max(0, maxOutputChars - text.length));
+          if (text.length + callChars + event.delta.length > maxOutputChars) {
+            text += event.delta.slice(0, Math.max(0, maxOutputChars - callChars - text.length));
             const error = new Error(`the model's answer exceeded ${maxOutputChars} characters`);
             controller.abort(error);
             return { error, outputStarted, partial: text };
           }
           text += event.delta;
           break;
-        case "tool_call":
+        case "tool_call": {
           outputStarted = true;
+          // A call's name and arguments count against the same bound as text: a 30 MB argument
+          // would otherwise be stored and handed to a tool. Past it the call is dropped (not
+          // run) and the step is interrupted with its text, like a cut stream.
+          callChars += event.call.name.length + JSON.stringify(event.call.arguments ?? {}).length;
+          if (text.length + callChars > maxOutputChars) {
+            const error = new Error(
+              `the model's answer exceeded ${maxOutputChars} characters (tool call ${event.call.name})`,
+            );
+            controller.abort(error);
+            return { error, outputStarted, partial: text };
+          }
           calls.push(event.call);
           break;
+        }
         case "done":
           return { message: assistant(text, calls, event.stopReason, event.usage, event.providerState) };
       }

@@ -179,6 +179,12 @@ describe("event routes", () => {
         stop: (e) => e.type === "BATCH_COMPLETED",
       });
       expect(rest.events.map((e) => e.id)).toEqual(read.events.slice(2).map((e) => e.id));
+      // The client's iterator ends after BATCH_COMPLETED (the server keeps the stream open).
+      const viaClient: string[] = [];
+      const giveUp = AbortSignal.timeout(8_000);
+      for await (const event of a.batchEvents(batch.id, { signal: giveUp })) viaClient.push(event.type);
+      expect(giveUp.aborted).toBe(false);
+      expect(viaClient).toEqual(["SESSION_ENDED", "SESSION_ENDED", "SESSION_ENDED", "BATCH_COMPLETED"]);
     } finally {
       worker.child.kill("SIGTERM");
       await worker.exited;

@@ -298,9 +298,16 @@ export class FleetClient {
     return this.eventStream(`/v1/sessions/${encodeURIComponent(sessionId)}/events`, options);
   }
 
-  /** A batch's events: SESSION_ENDED per session that reaches a terminal state, then BATCH_COMPLETED. */
-  batchEvents(batchId: string, options: EventsOptions = {}): AsyncGenerator<FleetEvent> {
-    return this.eventStream(`/v1/batches/${encodeURIComponent(batchId)}/events`, options);
+  /**
+   * A batch's events: SESSION_ENDED per session that reaches a terminal state, then
+   * BATCH_COMPLETED, which is the last: the iterator ends after yielding it (nothing follows
+   * it), so `for await` over a batch finishes when the batch does.
+   */
+  async *batchEvents(batchId: string, options: EventsOptions = {}): AsyncGenerator<FleetEvent> {
+    for await (const event of this.eventStream(`/v1/batches/${encodeURIComponent(batchId)}/events`, options)) {
+      yield event;
+      if (event.type === "BATCH_COMPLETED") return;
+    }
   }
 
   /** Sends `content` and yields that run's events, up to and including its RUN_COMPLETED. */

@@ -94,7 +94,7 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
       );
   });
 
-  it("a port past 65535, a DATABASE_URL that is not a postgres URL, an unreadable switch, an unusable FLEET_TOOL_DIR: exit 2 naming the variable", async () => {
+  it("a port past 65535, a DATABASE_URL that is not a postgres URL, an unreadable switch, an unusable FLEET_TOOL_DIR, a REDIS_URL of another scheme, a webhook retry delay that is no number: exit 2 naming the variable", async () => {
     const notADir = join(tmpdir(), `fleet-not-a-dir-${randomUUID().slice(0, 8)}`);
     writeFileSync(notADir, "a file");
     const cases: [string[], Record<string, string>, RegExp][] = [
@@ -119,6 +119,8 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
         { FLEET_WEBHOOK_DENY_PRIVATE: "maybe" },
         /^fleet: FLEET_WEBHOOK_DENY_PRIVATE: expected 1\/true/,
       ],
+      [["worker"], { REDIS_URL: "http://127.0.0.1:6379" }, /^fleet: REDIS_URL: expected redis:\/\//],
+      [["sweeper"], { FLEET_WEBHOOK_RETRY_MS: "soon" }, /^fleet: FLEET_WEBHOOK_RETRY_MS: expected a number/],
     ];
     const results = await Promise.all(cases.map(([args, env]) => fleet(args, { ...fleetEnv.env, ...env })));
     rmSync(notADir, { force: true });

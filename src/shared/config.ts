@@ -39,7 +39,14 @@ const envSchema = z.object({
    * Redis. Default: the local server. A Redis Cluster is named by its seed nodes:
    * `redis+cluster://[user:password@]host:port[,host:port...]` (`rediss+cluster://`: TLS).
    */
-  REDIS_URL: z.string().default("redis://127.0.0.1:6379"),
+  REDIS_URL: z
+    .string()
+    .refine(
+      // ioredis reads anything else (http://…) as a socket path: "connect ENOENT //host:port".
+      (url) => /^(rediss?(\+cluster)?:\/\/|\/)/i.test(url),
+      "expected redis://, rediss://, redis+cluster:// or rediss+cluster:// (or a socket path)",
+    )
+    .default("redis://127.0.0.1:6379"),
   /**
    * Namespaces every Redis key and queue, so several fleets or test runs share one Redis.
    * It may begin with a hash tag, `{name}` or `{name}rest`; on a Redis Cluster one without is

@@ -52,6 +52,12 @@ function parseSwitch(value: string | undefined, name: string): boolean {
 /** Parsed once by config.ts (`FleetConfig.webhooks`): FLEET_WEBHOOK_* variables. */
 export function webhookSettingsFromEnv(env: Readonly<Record<string, string | undefined>>): WebhookSettings {
   const base = Number(env.FLEET_WEBHOOK_RETRY_MS);
+  if (
+    env.FLEET_WEBHOOK_RETRY_MS !== undefined &&
+    env.FLEET_WEBHOOK_RETRY_MS !== "" &&
+    !(base > 0 && Number.isFinite(base))
+  )
+    throw new ValidationError("FLEET_WEBHOOK_RETRY_MS", "expected a number of milliseconds above 0");
   return {
     secret: env.FLEET_WEBHOOK_SECRET || undefined,
     allowed: parseAllowedBaseUrls(env.FLEET_WEBHOOK_ALLOWED_URLS, "FLEET_WEBHOOK_ALLOWED_URLS"),

@@ -304,7 +304,10 @@ export class FleetClient {
    * it), so `for await` over a batch finishes when the batch does.
    */
   async *batchEvents(batchId: string, options: EventsOptions = {}): AsyncGenerator<FleetEvent> {
-    for await (const event of this.eventStream(`/v1/batches/${encodeURIComponent(batchId)}/events`, options)) {
+    for await (const event of this.eventStream(
+      `/v1/batches/${encodeURIComponent(batchId)}/events`,
+      options,
+    )) {
       yield event;
       if (event.type === "BATCH_COMPLETED") return;
     }

@@ -5,7 +5,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FleetApiError, FleetClient } from "../src/producer/client.js";
+import { canonicalJson, legacyRequestHash, requestHash } from "../src/producer/request-hash.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
+import { IdempotencyStore } from "../src/shared/store/idempotency.js";
 import { readAnswer } from "./support/answer.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
@@ -75,6 +77,45 @@ describe("Idempotency-Key", () => {
     const bad = await post("b", "/v1/sessions", { agent: AGENT }, "has space");
     expect(bad.status).toBe(400);
     expect(bad.json.error.field).toBe("Idempotency-Key");
+  });
+
+  it("the same body with its keys in another order replays; a key stored by the previous hash still replays", async () => {
+    const first = await post("a", "/v1/sessions", { agent: AGENT, metadata: { x: 1, y: [1, 2] } }, "order-1");
+    expect(first.status, first.text).toBe(201);
+    const reordered = await post(
+      "a",
+      "/v1/sessions",
+      { metadata: { y: [1, 2], x: 1 }, agent: { model: { steps: [{ text: "ok" }], provider: "scripted" } } },
+      "order-1",
+    );
+    expect(reordered.status, reordered.text).toBe(201);
+    expect(reordered.json.id).toBe(first.json.id);
+    // Arrays keep their order: another order is another body.
+    const swapped = await post(
+      "a",
+      "/v1/sessions",
+      { agent: AGENT, metadata: { x: 1, y: [2, 1] } },
+      "order-1",
+    );
+    expect(swapped.status).toBe(409);
+    // A key claimed by a release that hashed the body in its own key order.
+    const body = { metadata: { b: 2, a: 1 }, agent: AGENT };
+    const legacy = legacyRequestHash("POST", "/v1/sessions", body);
+    expect(legacy).not.toBe(requestHash("POST", "/v1/sessions", body));
+    const store = new IdempotencyStore(fleet.database);
+    expect(await store.begin("a", "legacy-1", legacy)).toEqual({ state: "new" });
+    await store.complete("a", "legacy-1", 201, JSON.stringify({ id: "from-before-the-upgrade" }));
+    const replayed = await post("a", "/v1/sessions", body, "legacy-1");
+    expect(replayed.status).toBe(201);
+    expect(replayed.json.id).toBe("from-before-the-upgrade");
+  });
+
+  it("canonicalJson sorts keys at every level, keeps arrays and drops undefined like JSON.stringify", () => {
+    expect(canonicalJson({ b: 1, a: { d: [3, { f: 1, e: 2 }], c: null }, u: undefined })).toBe(
+      '{"a":{"c":null,"d":[3,{"e":2,"f":1}]},"b":1}',
+    );
+    expect(canonicalJson("x")).toBe(JSON.stringify("x"));
+    expect(canonicalJson(null)).toBe("null");
   });
 
   it("a key older than 24 h acts again", async () => {

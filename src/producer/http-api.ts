@@ -2,7 +2,6 @@
  * The HTTP API of contracts.md §4 (Fastify). 4xx answers say what is wrong and name the
  * field; 5xx answers hide internals (they are logged instead).
  */
-import { createHash } from "node:crypto";
 import { STATUS_CODES } from "node:http";
 import { Readable } from "node:stream";
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
@@ -22,6 +21,7 @@ import { isConsoleRoute } from "./console-route.js";
 import type { EventStreams } from "./event-stream.js";
 import type { FleetService } from "./fleet-service.js";
 import { documentRoutes } from "./openapi.js";
+import { legacyRequestHash, requestHash } from "./request-hash.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -304,10 +304,17 @@ function idempotencyHooks(app: FastifyInstance, store: NonNullable<ApiDeps["idem
     const key = Array.isArray(header) ? header[0]! : header;
     if (!IDEMPOTENCY_KEY.test(key))
       throw new ValidationError("Idempotency-Key", "must be 1 to 255 visible ASCII characters");
-    const hash = createHash("sha256")
-      .update(`${request.method} ${request.url}\n${JSON.stringify(request.body ?? null)}`)
-      .digest("hex");
+    let hash = requestHash(request.method, request.url, request.body);
     let state = await store.begin(request.tenant, key, hash);
+    if (state.state === "reused") {
+      // Stored by a release that hashed the body in its own key order: the same request
+      // still replays (or waits) rather than being refused.
+      const legacy = legacyRequestHash(request.method, request.url, request.body);
+      if (legacy !== hash) {
+        const again = await store.begin(request.tenant, key, legacy);
+        if (again.state !== "reused") [hash, state] = [legacy, again];
+      }
+    }
     if (state.state === "pending") state = await store.wait(request.tenant, key, hash, IDEMPOTENCY_WAIT_MS);
     switch (state.state) {
       case "new":

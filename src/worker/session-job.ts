@@ -403,6 +403,10 @@ async function processRun(
   if (ctx)
     for (const message of started)
       await extensions!.onCommitted(ctx, { runId: run.id, seq: message.seq, message });
+  // The results the run starts with (a resume's answers to interrupted calls, calls closed
+  // before new input) are committed results too: each gets its TOOL_FINISHED (contracts §7).
+  for (const message of started)
+    if (message.role === "tool") void events?.emit([toolFinishedEvent(run.id, message)], message.seq);
   void events?.emit();
   const observer = loopObserver(run.id, events, runBySeq, ctx, extensions);
 
@@ -615,6 +619,17 @@ async function runContext(
   };
 }
 
+/** `TOOL_FINISHED` for a committed tool result. */
+function toolFinishedEvent(runId: string, message: StoredMessage & { role: "tool" }): SessionEventInput {
+  return {
+    type: "TOOL_FINISHED",
+    runId,
+    toolCallId: message.toolCallId,
+    name: message.name,
+    success: message.success,
+  };
+}
+
 /** Events and extensions told of what the agent loop commits and starts. */
 function loopObserver(
   runId: string,
@@ -623,7 +638,6 @@ function loopObserver(
   ctx: RunContext | null,
   extensions: Extensions | null,
 ): LoopObserver {
-  const startedCalls = new Set<string>();
   // A commit with no event of its own is written with whatever this job writes next — the
   // TOOL_STARTED that follows an assistant step, a run's RUN_COMPLETED — when that comes
   // within the same turn of the event loop (one Redis call instead of two); else on its own.
@@ -647,21 +661,16 @@ function loopObserver(
         message.stopReason !== "tool_use"
       )
         extra.push({ type: "MODEL_STOPPED", runId, stopReason: message.stopReason });
-      if (message.role === "tool" && startedCalls.delete(message.toolCallId))
-        extra.push({
-          type: "TOOL_FINISHED",
-          runId,
-          toolCallId: message.toolCallId,
-          name: message.name,
-          success: message.success,
-        });
+      // Every committed result, also one this run did not start (contracts §7: "its result is
+      // committed"): a call interrupted by a crash and answered by the resume, a call answered
+      // as cancelled, so a reader never sees a TOOL_STARTED left open.
+      if (message.role === "tool") extra.push(toolFinishedEvent(runId, message));
       // Not awaited: the log writes in order, after this commit; the run's end waits for it.
       if (extra.length > 0) void events?.emit(extra);
       else flushSoon();
       if (ctx) await extensions!.onCommitted(ctx, { runId, seq: message.seq, message });
     },
     async toolStarted(call) {
-      startedCalls.add(call.id);
       void events?.emit([{ type: "TOOL_STARTED", runId, toolCallId: call.id, name: call.name }]);
     },
   };

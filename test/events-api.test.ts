@@ -185,6 +185,16 @@ describe("event routes", () => {
       for await (const event of a.batchEvents(batch.id, { signal: giveUp })) viaClient.push(event.type);
       expect(giveUp.aborted).toBe(false);
       expect(viaClient).toEqual(["SESSION_ENDED", "SESSION_ENDED", "SESSION_ENDED", "BATCH_COMPLETED"]);
+      // A session's MESSAGE events are its stored messages as a read gives them back, field for
+      // field: the scripted model reports no usage, so both carry `usage: null` (§7, §13).
+      const one = ended.find((e) => e.data.customId === "c1")!.data.sessionId as string;
+      const stored = (await a.getSession(one)).messages;
+      const messages = await readSse(`${base}/v1/sessions/${one}/events?after=0-0`, {
+        headers: auth(keyA),
+        stop: (e) => e.type === "RUN_COMPLETED",
+      });
+      expect(messages.events.filter((e) => e.type === "MESSAGE").map((e) => e.data.message)).toEqual(stored);
+      expect(stored.find((m) => m.role === "assistant")).toMatchObject({ usage: null });
     } finally {
       worker.child.kill("SIGTERM");
       await worker.exited;

@@ -259,7 +259,8 @@ describe("HTTP API", () => {
           stopReason: "end_turn",
           seq: 2,
           createdAt: expect.stringMatching(ISO),
-          ...(session.messages[1]?.usage ? { usage: session.messages[1].usage } : {}),
+          // contracts §13: `null` when the provider reports nothing (the scripted model).
+          usage: null,
         },
       ]);
       expect(session.runs).toHaveLength(1);

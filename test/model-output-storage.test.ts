@@ -122,6 +122,7 @@ describe("model output through callModel is stored with U+FFFD", () => {
           },
         ],
         stopReason: `odd${R}stop`,
+        usage: null,
       },
     ]);
   });
@@ -135,7 +136,12 @@ describe("model output through callModel is stored with U+FFFD", () => {
     const message = await stepOf(model);
     await writes.append(fence, { lastSeq: 1, lastStepSeq: null }, null, [message], "awaiting_model");
     const [, stored] = await queries.loadHistory(fence.sessionId);
-    expect(plain(stored!)).toEqual({ role: "assistant", content: `abc${R}`, stopReason: "interrupted" });
+    expect(plain(stored!)).toEqual({
+      role: "assistant",
+      content: `abc${R}`,
+      stopReason: "interrupted",
+      usage: null,
+    });
   });
 });
 
@@ -188,9 +194,10 @@ describe("a run of the agent loop", () => {
         content: "",
         toolCalls: [{ id: "c1", name: "echo", arguments: { text: `x${R}` } }],
         stopReason: "tool_use",
+        usage: null,
       },
       { role: "tool", toolCallId: "c1", name: "echo", content: `x${R}|${R}|${R}`, success: true },
-      { role: "assistant", content: `done${R}`, stopReason: "end_turn" },
+      { role: "assistant", content: `done${R}`, stopReason: "end_turn", usage: null },
     ]);
   });
 });

@@ -56,6 +56,10 @@ function sampleValue(text: string, name: string, labels: Record<string, string>)
   )?.value;
 }
 
+/** Messages as a read gives them back: an assistant message's unknown usage is `null` (contracts §13). */
+const readBack = (messages: readonly Message[]): Message[] =>
+  messages.map((m) => (m.role === "assistant" ? { ...m, usage: m.usage ?? null } : m));
+
 describe("sweeper policy", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
@@ -250,9 +254,9 @@ describe("sweeper policy", () => {
     await waitForStatus(continuing, "completed");
     const done = await client.getSession(continuing);
     expect(done.messages.map(({ seq, createdAt, ...m }) => m)).toEqual([
-      ...history,
+      ...readBack(history),
       { role: "internal", content: CONTINUE_RESPONSE_TEXT },
-      { role: "assistant", content: " end.", stopReason: "end_turn" },
+      { role: "assistant", content: " end.", stopReason: "end_turn", usage: null },
     ]);
     expect(done.runs).toHaveLength(1);
     expect(done.runs[0]).toMatchObject({
@@ -284,9 +288,9 @@ describe("sweeper policy", () => {
 
     const session = await client.getSession(id);
     expect(session.messages.map(({ seq, createdAt, ...m }) => m)).toEqual([
-      ...history,
+      ...readBack(history),
       { role: "internal", content: RETRY_RESPONSE_TEXT },
-      { role: "assistant", content: "Fencing is a technique.", stopReason: "end_turn" },
+      { role: "assistant", content: "Fencing is a technique.", stopReason: "end_turn", usage: null },
     ]);
     expect(session.runs).toHaveLength(1);
     expect(session.runs[0]).toMatchObject({

@@ -101,7 +101,7 @@ export type Message = {
   toolCallId?: string;
   name?: string;
   success?: boolean;
-  usage?: Record<string, unknown>;
+  usage?: Record<string, unknown> | null;
 };
 export type Run = {
   id: string;

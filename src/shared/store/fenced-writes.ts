@@ -95,6 +95,9 @@ function stored(messages: readonly Message[], inserted: Inserted[]): StoredMessa
   const bySeq = [...inserted].sort((a, b) => a.seq - b.seq);
   return messages.map((m, i) => ({
     ...m,
+    // As a read gives it back (rows.ts): unknown usage is `null`, so a MESSAGE event is
+    // exactly the stored message (contracts §7, §13).
+    ...(m.role === "assistant" ? { usage: m.usage ?? null } : {}),
     seq: bySeq[i]!.seq,
     createdAt: new Date(bySeq[i]!.created_at).toISOString(),
   }));

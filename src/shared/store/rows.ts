@@ -15,7 +15,8 @@ export function messageFromRow(row: MessageRow): StoredMessage {
         content: row.content,
         ...(row.toolCalls && row.toolCalls.length > 0 ? { toolCalls: row.toolCalls } : {}),
         stopReason: row.stopReason ?? "",
-        ...(row.usage ? { usage: row.usage } : {}),
+        // contracts §13: `null` when the provider reported nothing (or nothing is known).
+        usage: row.usage ?? null,
         ...(row.providerState ? { providerState: row.providerState } : {}),
         ...base,
       };

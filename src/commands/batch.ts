@@ -145,13 +145,16 @@ async function progress(io: BatchIo, label: string, total: number | undefined) {
   };
 }
 
+/** A failure that may pass: the API not reached, or a 5xx. */
+const unreachableOr5xx = (error: unknown): boolean => !(error instanceof FleetApiError) || error.status >= 500;
+
 /** Sends one part, again after a network error or a 5xx, with the same Idempotency-Key. */
 async function sendPart<T>(send: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await send();
     } catch (error) {
-      const retriable = !(error instanceof FleetApiError) || error.status >= 500 || error.status === 409;
+      const retriable = unreachableOr5xx(error) || (error as FleetApiError).status === 409;
       const inUse = error instanceof FleetApiError && error.reason === "idempotency_key_in_use";
       if (!retriable || attempt >= 6 || (error instanceof FleetApiError && error.status === 409 && !inUse))
         throw error;
@@ -256,7 +259,7 @@ async function getBatchPatiently(
         await write(io.stderr, `the API answers again; still waiting for batch ${id}\n`);
       return batch;
     } catch (error) {
-      const transient = !(error instanceof FleetApiError) || error.status >= 500 || error.status === 429;
+      const transient = unreachableOr5xx(error) || (error as FleetApiError).status === 429;
       if (!transient) throw error;
       if (since === undefined) {
         since = Date.now();

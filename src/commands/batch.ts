@@ -146,7 +146,8 @@ async function progress(io: BatchIo, label: string, total: number | undefined) {
 }
 
 /** A failure that may pass: the API not reached, or a 5xx. */
-const unreachableOr5xx = (error: unknown): boolean => !(error instanceof FleetApiError) || error.status >= 500;
+const unreachableOr5xx = (error: unknown): boolean =>
+  !(error instanceof FleetApiError) || error.status >= 500;
 
 /** Sends one part, again after a network error or a 5xx, with the same Idempotency-Key. */
 async function sendPart<T>(send: () => Promise<T>): Promise<T> {

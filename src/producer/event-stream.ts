@@ -23,6 +23,7 @@ import type { ServerResponse } from "node:http";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Redis } from "ioredis";
 import { NotFoundError, TooManyRequestsError, ValidationError } from "../shared/errors.js";
+import { placeMayHaveExpired } from "../shared/event-expiry.js";
 import {
   EventReader,
   type EventRetention,
@@ -302,6 +303,14 @@ export class EventStreams {
           };
         });
         if (before) await before();
+        // A stream idle for FLEET_EVENTS_MAX_AGE_MS expires whole and its next writer starts a
+        // new one (every stored message first): a reader whose place went with it ends here,
+        // and its reconnect gets 410, rather than read those messages a second time.
+        if (
+          placeMayHaveExpired(last, this.deps.retention.maxAgeMs, Date.now()) &&
+          (await this.reader.expired(key, last))
+        )
+          break;
         let events: StoredEvent[] = await this.reader.after(key, last);
         while (events.length > 0 && !gone) {
           for (const event of events) {

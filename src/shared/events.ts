@@ -20,14 +20,17 @@
  *
  * Retention: each write trims the stream to about `maxEvents` (MAXLEN ~) and to `maxAgeMs`
  * (MINID ~ on Redis's clock), and both keys expire `maxAgeMs` after the last write. Whether
- * an id is older than what is kept is read from the stream's `max-deleted-entry-id`.
+ * an id is older than what is kept is decided by event-expiry.ts.
  */
 import type { Redis } from "ioredis";
 import type { Database } from "./db/client.js";
+import { placeExpired, type StreamInfo } from "./event-expiry.js";
 import type { StoredMessage } from "./messages.js";
 import { isCluster } from "./redis.js";
 import { json, messageFromRaw, type RawMessage } from "./store/rows.js";
 import { keysShareSlot, TurnBatch } from "./turn-batch.js";
+
+export { compareIds } from "./event-expiry.js";
 
 export const EVENT_TYPES = [
   "RUN_STARTED",
@@ -83,14 +86,6 @@ export function isEventId(value: string): boolean {
   if (!EVENT_ID.test(value)) return false;
   const [ms, seq] = value.split("-") as [string, string];
   return BigInt(ms) < U64_MAX && BigInt(seq) <= U64_MAX;
-}
-
-/** Compares two stream ids. */
-export function compareIds(a: string, b: string): number {
-  const [am, as] = a.split("-").map(BigInt) as [bigint, bigint];
-  const [bm, bs] = b.split("-").map(BigInt) as [bigint, bigint];
-  if (am !== bm) return am < bm ? -1 : 1;
-  return as === bs ? 0 : as < bs ? -1 : 1;
 }
 
 /**
@@ -480,17 +475,17 @@ export class EventReader {
     return rows[0]?.[0] ?? null;
   }
 
-  /**
-   * Whether `after` is older than what is kept: the stream is gone, or it trimmed entries
-   * and `after` is older than its first kept entry (trimming by MAXLEN/MINID removes the
-   * oldest entries, so every entry before the first kept one may be gone).
-   */
+  /** Whether `after` is older than what is kept (event-expiry.ts). */
   async expired(key: string, after: string): Promise<boolean> {
+    return placeExpired(await this.streamInfo(key), after);
+  }
+
+  private async streamInfo(key: string): Promise<StreamInfo> {
     let info: unknown[];
     try {
       info = (await this.redis.call("XINFO", "STREAM", key)) as unknown[];
     } catch (error) {
-      if (/no such key/i.test((error as Error).message)) return after !== "0-0";
+      if (/no such key/i.test((error as Error).message)) return null;
       throw error;
     }
     const field = (name: string) => {
@@ -498,11 +493,8 @@ export class EventReader {
       return at >= 0 ? info[at + 1] : undefined;
     };
     const length = Number(field("length") ?? 0);
-    const added = Number(field("entries-added") ?? length);
-    if (added <= length) return false;
     const first = (field("first-entry") as [string, unknown] | null | undefined)?.[0];
-    if (!first) return true;
-    return compareIds(after, first) < 0;
+    return { length, entriesAdded: Number(field("entries-added") ?? length), firstId: first ?? null };
   }
 
   /** The id of the RUN_STARTED of `runId`, scanning back from the newest entry. */

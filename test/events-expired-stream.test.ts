@@ -1,0 +1,103 @@
+/**
+ * A long-lived session's event stream expires whole after FLEET_EVENTS_MAX_AGE_MS without a
+ * write, and the session's next run writes a new one (every stored message first, as any
+ * writer does for a stream that lacks them). A reader that comes back with an id of the old
+ * stream must get 410 `expired` (contracts §7), not the new stream from its start: that
+ * would give it every message it already has a second time.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { eventStreamKey } from "../src/shared/events.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { readSse } from "./support/sse.js";
+
+const MAX_AGE_MS = 2_000;
+
+describe("a session's event stream that expired and was written again", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let base: string;
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("eventsexpired", { env: { FLEET_EVENTS_MAX_AGE_MS: String(MAX_AGE_MS) } });
+    const started = await fleet.startApi();
+    client = started.client;
+    base = started.api.url;
+    await fleet.spawnWorker();
+  }, 60_000);
+  afterAll(() => fleet?.close());
+
+  const url = (id: string) => `${base}/v1/sessions/${id}/events`;
+  const endOf = (runId: string) => (e: { type: string; data: Record<string, unknown> }) =>
+    e.type === "RUN_COMPLETED" && e.data.runId === runId;
+
+  it("answers 410 expired for an id of the old stream, and a reader without an id follows the new one", async () => {
+    const { id } = await client.createSession({
+      agent: {
+        model: { provider: "scripted", steps: [{ text: "first answer" }, { text: "next day's answer" }] },
+      },
+    });
+    const first = await client.send(id, "first question");
+    const day1 = await readSse(url(id), { stop: endOf(first.runId) });
+    expect(day1.events.filter((e) => e.type === "MESSAGE").map((e) => e.data.message.seq)).toEqual([1, 2]);
+    const lastSeen = day1.events.at(-1)!.id;
+
+    // Nothing is written for longer than FLEET_EVENTS_MAX_AGE_MS: the stream expires whole.
+    const key = eventStreamKey(fleet.config.prefix, id);
+    await waitFor(
+      async () => (await fleet.redis.exists(key)) === 0,
+      MAX_AGE_MS + 5_000,
+      "the stream to expire",
+    );
+
+    // The next day's message: its run writes a new stream, the stored messages first.
+    const second = await client.send(id, "next question");
+    await client.waitForRun(second.runId, { timeoutMs: 20_000 });
+    await readSse(url(id), { stop: endOf(second.runId) });
+
+    const back = await readSse(url(id), { after: lastSeen, stop: () => true, timeoutMs: 2_000 }).catch(
+      (error: Error) => ({ status: 200, error: error.message, events: [] }),
+    );
+    expect(back.status, JSON.stringify(back)).toBe(410);
+    expect(back).toMatchObject({ body: { error: { code: "gone", reason: "expired" } } });
+
+    // `0-0` still reads the stream from its start, and no id still starts at the latest run.
+    const fromStart = await readSse(url(id), { after: "0-0", stop: endOf(second.runId) });
+    expect(fromStart.events.filter((e) => e.type === "MESSAGE").map((e) => e.data.message.seq)).toEqual([
+      1, 2, 3, 4,
+    ]);
+    const latest = await readSse(url(id), { stop: endOf(second.runId) });
+    expect(latest.events[0]).toMatchObject({ type: "RUN_STARTED", data: { runId: second.runId } });
+  }, 30_000);
+
+  it("a reader still connected when the stream expires is ended, and its client's reconnect rejects with 410", async () => {
+    const { id } = await client.createSession({
+      agent: {
+        model: { provider: "scripted", steps: [{ text: "first answer" }, { text: "next day's answer" }] },
+      },
+    });
+    const first = await client.send(id, "first question");
+    const seen: { type: string; seq?: number }[] = [];
+    const following = (async () => {
+      for await (const event of client.events(id)) {
+        seen.push({ type: event.type, seq: event.data.message?.seq });
+        if (event.type === "RUN_COMPLETED" && event.data.runId !== first.runId) return "second run ended";
+      }
+      return "ended";
+    })().catch((error: { status?: number; reason?: string }) => `${error.status} ${error.reason}`);
+    await waitFor(() => seen.some((e) => e.type === "RUN_COMPLETED"), 20_000, "the first run's end");
+
+    const key = eventStreamKey(fleet.config.prefix, id);
+    await waitFor(
+      async () => (await fleet.redis.exists(key)) === 0,
+      MAX_AGE_MS + 5_000,
+      "the stream to expire",
+    );
+    const second = await client.send(id, "next question");
+    await client.waitForRun(second.runId, { timeoutMs: 20_000 });
+
+    expect(await following).toBe("410 expired");
+    // Nothing it had was sent again.
+    expect(seen.filter((e) => e.type === "MESSAGE").map((e) => e.seq)).toEqual([1, 2]);
+  }, 30_000);
+});

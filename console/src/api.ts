@@ -171,7 +171,9 @@ export type BatchResumePage = {
 const enc = encodeURIComponent;
 export const paths = {
   sessions: (query: URLSearchParams) => `/v1/sessions${query.size > 0 ? `?${query}` : ""}`,
-  session: (id: string) => `/v1/sessions/${enc(id)}`,
+  /** `afterSeq`: only the messages after it (the page has the others). */
+  session: (id: string, afterSeq = 0) =>
+    `/v1/sessions/${enc(id)}${afterSeq > 0 ? `?afterSeq=${afterSeq}` : ""}`,
   resumePoint: (id: string) => `/v1/sessions/${enc(id)}/resume-point`,
   events: (id: string) => `/v1/sessions/${enc(id)}/events`,
   resume: (id: string) => `/v1/sessions/${enc(id)}/resume`,

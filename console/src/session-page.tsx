@@ -8,6 +8,27 @@ import { ApiError, api, type Message, paths, type ResumePoint, type Run, type Se
 import { type FleetEvent, followSession, type LiveMode } from "./live";
 import { Badge, duration, Empty, ErrorBox, Json, Link, statusKind, Time } from "./ui";
 
+/**
+ * A session read with `afterSeq` (its messages after that seq only), with the page's
+ * messages before them. The page's messages run from seq 1 without a gap (a MESSAGE event
+ * is added only as the next seq), so they hold every seq up to `afterSeq`.
+ */
+export function withEarlierMessages(
+  next: Session,
+  current: Session | null,
+  afterSeq: number,
+): Session | null {
+  if (afterSeq === 0) return next;
+  const earlier = (current?.messages ?? []).filter((m) => m.seq <= afterSeq);
+  // Not the messages it was read after (the page changed meanwhile): read it whole.
+  if (earlier.length !== afterSeq) return null;
+  const later = next.messages.filter((m) => m.seq > afterSeq);
+  // Events that came in while the read was on its way are kept too.
+  const last = later.at(-1)?.seq ?? afterSeq;
+  const newer = (current?.messages ?? []).filter((m) => m.seq > last);
+  return { ...next, messages: [...earlier, ...later, ...newer] };
+}
+
 /** How many messages the transcript shows at first, and adds per "earlier" click. */
 const TRANSCRIPT_PAGE = 200;
 
@@ -331,16 +352,29 @@ export function SessionPageView({ id }: { id: string }) {
   const refreshTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
   const loading = useRef<Promise<void> | undefined>(undefined);
 
+  /** The session as last rendered (what a read after the page's last message starts from). */
+  const shown = useRef<Session | null>(null);
+  shown.current = session;
+
   const load = useCallback(async () => {
     // One read at a time; a read asked for meanwhile follows it.
     if (loading.current) await loading.current.catch(() => {});
     const read = (async () => {
       try {
+        // A long session is not read whole again: only the messages after the page's last.
+        const have = shown.current?.id === id ? shown.current : null;
+        const afterSeq = have?.messages.at(-1)?.seq ?? 0;
         const [next, nextPoint] = await Promise.all([
-          api<Session>("GET", paths.session(id)),
+          api<Session>("GET", paths.session(id, afterSeq)),
           api<ResumePoint>("GET", paths.resumePoint(id)).catch(() => null),
         ]);
-        setSession(next);
+        let whole = true;
+        setSession((current) => {
+          const merged = withEarlierMessages(next, current?.id === id ? current : null, afterSeq);
+          whole = merged !== null;
+          return merged ?? current;
+        });
+        if (!whole) setSession(await api<Session>("GET", paths.session(id)));
         if (nextPoint) setPoint(nextPoint);
         setError(null);
       } catch (failure) {

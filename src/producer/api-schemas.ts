@@ -429,6 +429,14 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   "GET /v1/sessions/:id": {
     summary: "A session: history, runs, status",
     idParam: "session id",
+    querystring: z.strictObject({
+      afterSeq: z
+        .number()
+        .int()
+        .min(0)
+        .optional()
+        .describe("Only the messages after this seq (for a reader that has the earlier ones)"),
+    }),
     responses: { 200: { description: "The session", schema: sessionSchema }, ...common, ...missing },
   },
   "POST /v1/sessions/:id/messages": {

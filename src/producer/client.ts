@@ -432,8 +432,10 @@ export class FleetClient {
     return this.request("GET", `/v1/sessions/${encodeURIComponent(sessionId)}/resume-point`);
   }
 
-  getSession(sessionId: string): Promise<SessionJson> {
-    return this.request("GET", `/v1/sessions/${encodeURIComponent(sessionId)}`);
+  /** `afterSeq`: only the messages after that seq (the rest of the session as usual). */
+  getSession(sessionId: string, options: { afterSeq?: number } = {}): Promise<SessionJson> {
+    const query = options.afterSeq ? `?afterSeq=${options.afterSeq}` : "";
+    return this.request("GET", `/v1/sessions/${encodeURIComponent(sessionId)}${query}`);
   }
 
   getRun(runId: string): Promise<RunWithSession> {

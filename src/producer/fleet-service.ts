@@ -142,6 +142,15 @@ function decodeListCursor(value: string): ListCursor | undefined {
   return { micros: match[1]!, id: match[2]! };
 }
 const batchQuery = z.strictObject({ include: z.enum(["usage"]).optional() });
+/** `GET /v1/sessions/:id?afterSeq=N`: only the messages after seq N (a reader that has them). */
+const sessionQuery = z.strictObject({
+  afterSeq: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 31 - 1)
+    .optional(),
+});
 const sendBody = z.strictObject({
   content: z.string().min(1, "must be a non-empty string").max(1_000_000),
   /** Goal mode for this run only (contracts §8). */
@@ -613,19 +622,23 @@ export class FleetService {
 
   async resumePoint(tenant: string, id: string): Promise<ResumePointJson> {
     await this.session(tenant, id);
-    const [history, runs] = await Promise.all([
-      this.deps.queries.loadHistory(id),
-      this.deps.queries.listRuns(id, tenant),
-    ]);
+    // The history is read only when no run is on its way (a long one is read whole).
+    const runs = await this.deps.queries.listRuns(id, tenant);
     if (runs.some((r) => r.status !== "ended")) return { resumable: false, reason: "running" };
-    return toResumePointJson(resumePoint(history));
+    return toResumePointJson(resumePoint(await this.deps.queries.loadHistory(id)));
   }
 
-  async getSession(tenant: string, id: string): Promise<SessionJson> {
+  /**
+   * `query.afterSeq`: only the messages after that seq (a reader that has the ones before,
+   * such as the console following a long session); the session's `usage` is still its whole.
+   */
+  async getSession(tenant: string, id: string, query?: unknown): Promise<SessionJson> {
+    const { afterSeq = 0 } = parseBody(sessionQuery, query ?? {});
     const session = await this.session(tenant, id);
-    const [messages, runs] = await Promise.all([
-      this.deps.queries.loadHistory(id),
+    const [messages, runs, usages] = await Promise.all([
+      this.deps.queries.loadHistory(id, afterSeq),
       this.deps.queries.listRuns(id, tenant),
+      afterSeq > 0 ? this.deps.queries.assistantUsages(id) : null,
     ]);
     return {
       id: session.id,
@@ -636,7 +649,7 @@ export class FleetService {
       metadata: session.metadata,
       messages,
       runs: runs.map(runToJson),
-      usage: totalUsage(messages.map((m) => (m.role === "assistant" ? m.usage : null))),
+      usage: totalUsage(usages ?? messages.map((m) => (m.role === "assistant" ? m.usage : null))),
       createdAt: session.createdAt.toISOString(),
       updatedAt: session.updatedAt.toISOString(),
     };

@@ -405,7 +405,7 @@ function routes(app: FastifyInstance, deps: ApiDeps): void {
     reply.code(202).send(await service.resume(request.tenant, request.params.id, request.body)),
   );
   app.get<IdParams>("/v1/sessions/:id", async (request) =>
-    service.getSession(request.tenant, request.params.id),
+    service.getSession(request.tenant, request.params.id, request.query),
   );
   app.get<IdParams>("/v1/sessions/:id/resume-point", async (request) =>
     service.resumePoint(request.tenant, request.params.id),

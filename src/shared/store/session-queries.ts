@@ -9,7 +9,7 @@ import type { AgentConfig, ModelConfig } from "../agent-config.js";
 import type { Database } from "../db/client.js";
 import type { RunRow, SessionRow } from "../db/schema.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
-import type { Message, StoredMessage } from "../messages.js";
+import type { Message, StoredMessage, Usage } from "../messages.js";
 import { QUEUES } from "../queues.js";
 import { tailState } from "../tail-state.js";
 import { holdActiveSessions } from "./active-sessions.js";
@@ -306,10 +306,19 @@ export class SessionQueries {
     return row ? sessionFromRaw(json<RawSession>(row.s)) : undefined;
   }
 
-  async loadHistory(sessionId: string): Promise<StoredMessage[]> {
+  /** The stored messages, in seq order; `afterSeq`: only those after it. */
+  async loadHistory(sessionId: string, afterSeq = 0): Promise<StoredMessage[]> {
     const rows = await this.database.sql<{ m: string | RawMessage }[]>`
-      select row_to_json(m) as m from messages m where m.session_id = ${sessionId} order by m.seq`;
+      select row_to_json(m) as m from messages m where m.session_id = ${sessionId} and m.seq > ${afterSeq}
+       order by m.seq`;
     return rows.map((row) => messageFromRaw(json<RawMessage>(row.m)));
+  }
+
+  /** The `usage` of every assistant message, without reading the messages themselves. */
+  async assistantUsages(sessionId: string): Promise<Usage[]> {
+    const rows = await this.database.sql<{ usage: Usage | string }[]>`
+      select usage from messages where session_id = ${sessionId} and role = 'assistant' and usage is not null`;
+    return rows.map((row) => json<Usage>(row.usage));
   }
 
   async listRuns(sessionId: string, tenant?: string): Promise<RunRow[]> {

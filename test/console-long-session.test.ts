@@ -1,0 +1,132 @@
+/**
+ * The console's session page (contracts §14) on a long session, in a real browser: while a
+ * run goes on, the page reads again the session's runs, status and resume point (at most
+ * every 300 ms). It used to read the whole session each time, every message of a history of
+ * thousands (2.2 MB and 160 ms of the API for 10,000 messages, about three times a second
+ * per open tab), and the resume point read the whole history again in the API. The page now
+ * asks only for the messages after the last one it has, and the resume point of a session
+ * with a run on its way is answered without reading the history.
+ */
+import { execFile } from "node:child_process";
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import type { Message } from "../src/shared/messages.js";
+import { createFleetEnv, type FleetEnv, ROOT } from "./support/fleet-env.js";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const BUILT_INDEX = join(ROOT, "dist/console/index.html");
+const IMPORTED = 4_000;
+const STEPS = 30;
+
+function newestUnder(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true }))
+    if (entry.isFile()) newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
+  return newest;
+}
+
+/** A finished conversation of `n` messages: question, answer, … */
+function history(n: number): Message[] {
+  const out: Message[] = [];
+  for (let i = 0; out.length < n; i++) {
+    out.push({ role: "user", content: `question ${i} ${"q".repeat(200)}` });
+    out.push({ role: "assistant", content: `answer ${i} ${"a".repeat(300)}`, stopReason: "end_turn" });
+  }
+  return out;
+}
+
+describe("the console on a long session", () => {
+  let fleet: FleetEnv;
+  let base: string;
+  let client: FleetClient;
+  let context: BrowserContext;
+  let page: Page;
+  let profile: string;
+
+  beforeAll(async () => {
+    // `npm run build:console` when the build is missing or older than its sources (~1 s).
+    if (!existsSync(BUILT_INDEX) || statSync(BUILT_INDEX).mtimeMs < newestUnder(join(ROOT, "console")))
+      await promisify(execFile)(
+        process.execPath,
+        [join(ROOT, "node_modules/vite/bin/vite.js"), "build", "--config", "console/vite.config.ts"],
+        { cwd: ROOT, timeout: 60_000 },
+      );
+    fleet = await createFleetEnv("consolelong");
+    const started = await fleet.startApi();
+    client = started.client;
+    base = started.api.url;
+    await fleet.spawnWorker();
+    profile = await mkdtemp(join(tmpdir(), "fleet-chromium-"));
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
+    });
+    context.setDefaultTimeout(20_000);
+    page = context.pages()[0] ?? (await context.newPage());
+  }, 90_000);
+
+  afterAll(async () => {
+    await context?.close();
+    if (profile) await rm(profile, { recursive: true, force: true });
+    await fleet?.close();
+  });
+
+  it("follows a run of many steps without reading the whole history again and again", async () => {
+    const imported = history(IMPORTED);
+    const steps: { text?: string; toolCalls?: unknown[]; delayMs?: number }[] = imported
+      .filter((m) => m.role === "assistant")
+      .map(() => ({ text: "earlier" }));
+    for (let i = 0; i < STEPS; i++)
+      steps.push({ toolCalls: [{ name: "sleep", arguments: { ms: 30 } }], delayMs: 30 });
+    steps.push({ text: "All steps done." });
+    const { id } = await client.createSession({
+      agent: {
+        model: { provider: "scripted", steps: steps as never },
+        tools: ["sleep"],
+        maxTurns: STEPS + 5,
+      },
+      messages: imported,
+    });
+    const full = JSON.stringify(await client.getSession(id)).length;
+
+    await page.goto(`${base}/console/sessions/${id}`);
+    await page.locator('[data-live-mode="stream"]').waitFor();
+    const sizes: Promise<number>[] = [];
+    page.on("response", (response) => {
+      if (!new URL(response.url()).pathname.startsWith(`/v1/sessions/${id}`)) return;
+      if (response.headers()["content-type"]?.startsWith("text/event-stream")) return;
+      sizes.push(response.body().then((body) => body.length));
+    });
+    const { runId } = await client.send(id, "Take many small steps.");
+    await client.waitForRun(runId, { timeoutMs: 60_000 });
+    await page.locator(".transcript").getByText("All steps done.").waitFor();
+    await page.locator("dd .badge", { hasText: /^completed$/ }).waitFor();
+    await new Promise((r) => setTimeout(r, 1_000));
+
+    const session = await client.getSession(id);
+    expect(session.messages).toHaveLength(IMPORTED + 2 + 2 * STEPS);
+    // The page has every message: its count, and the run's last answer.
+    await page.getByText(`Transcript (${session.messages.length} messages)`).waitFor();
+    const bytes = (await Promise.all(sizes)).reduce((a, b) => a + b, 0);
+    console.log(`${sizes.length} reads while it ran: ${bytes} bytes (the whole session: ${full})`);
+    expect(sizes.length).toBeGreaterThan(0);
+    // Before: every read of the session was all of it (a few reads × `full`).
+    expect(bytes).toBeLessThan(full / 4);
+
+    // The API's side: only the messages after `afterSeq`, the usage still the session's whole.
+    const tail = await client.getSession(id, { afterSeq: IMPORTED });
+    expect(tail.messages.map((m) => m.seq)).toEqual(session.messages.slice(IMPORTED).map((m) => m.seq));
+    expect(tail.usage).toEqual(session.usage);
+    expect(tail.runs).toEqual(session.runs);
+    const bad = await fetch(`${base}/v1/sessions/${id}?afterSeq=-1`);
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: { field: "afterSeq" } });
+  }, 90_000);
+});

@@ -245,6 +245,14 @@ const eventsQuery = z.strictObject({
     .optional()
     .describe("Resume after this event id (as the `Last-Event-ID` header, which wins when both are sent)"),
 });
+const sessionEventsQuery = eventsQuery.extend({
+  run: z
+    .string()
+    .optional()
+    .describe(
+      "Without an id: start at the RUN_STARTED of this run of the session (at the end while it is queued) instead of the latest run's",
+    ),
+});
 const gone = {
   410: {
     description: 'The id is older than the events kept (`reason: "expired"`): reconnect without one',
@@ -361,7 +369,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     summary:
       "Server-Sent Events (text/event-stream) of what the session does; without an id, from the RUN_STARTED of its latest run",
     idParam: "session id",
-    querystring: eventsQuery,
+    querystring: sessionEventsQuery,
     responses: {
       200: {
         description:

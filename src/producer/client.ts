@@ -344,8 +344,11 @@ export class FleetClient {
     const onAbort = () => controller.abort(signal?.reason);
     signal?.addEventListener("abort", onAbort, { once: true });
     let started = false;
+    // From that run's RUN_STARTED (`?run=`): the session's latest run may be another one by the
+    // time this connects (a follow-up message queued meanwhile).
+    const path = `/v1/sessions/${encodeURIComponent(sessionId)}/events?run=${encodeURIComponent(runId)}`;
     try {
-      for await (const event of this.events(sessionId, { signal: controller.signal })) {
+      for await (const event of this.eventStream(path, { signal: controller.signal })) {
         if (event.type === "RUN_STARTED" && event.data.runId === runId) started = true;
         if (!started) continue;
         yield event;

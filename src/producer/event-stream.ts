@@ -137,13 +137,17 @@ export class EventStreams {
     return this.subscribed;
   }
 
-  /** The id to resume after: `Last-Event-ID` wins over `?after=`; 400 when malformed. */
-  private resumeId(request: FastifyRequest): string | null {
+  /**
+   * The id to resume after: `Last-Event-ID` wins over `?after=`; 400 when malformed.
+   * `params`: the other query parameters the route takes.
+   */
+  private resumeId(request: FastifyRequest, params: readonly string[] = []): string | null {
     const header = request.headers["last-event-id"];
     const fromHeader = Array.isArray(header) ? header[0] : header;
     const query = (request.query ?? {}) as Record<string, unknown>;
     for (const key of Object.keys(query))
-      if (key !== "after") throw new ValidationError(key, "is not a parameter of this route");
+      if (key !== "after" && !params.includes(key))
+        throw new ValidationError(key, "is not a parameter of this route");
     const [field, value] =
       fromHeader !== undefined && fromHeader !== "" ? ["Last-Event-ID", fromHeader] : ["after", query.after];
     if (value === undefined) return null;
@@ -185,7 +189,10 @@ export class EventStreams {
 
   /** `GET /v1/sessions/:id/events`. */
   async session(request: FastifyRequest, reply: FastifyReply, tenant: string, sessionId: string) {
-    const after = this.resumeId(request);
+    const after = this.resumeId(request, ["run"]);
+    const runParam = (request.query as Record<string, unknown>).run;
+    if (runParam !== undefined && typeof runParam !== "string")
+      throw new ValidationError("run", "must be a run id of this session");
     const session = await this.deps.queries.getSession(sessionId, tenant);
     if (!session) throw new NotFoundError(`session ${sessionId}`);
     const key = eventStreamKey(this.deps.prefix, sessionId);
@@ -197,9 +204,11 @@ export class EventStreams {
       // The end first, then the runs: a run that starts in between is found by its RUN_STARTED.
       const tail = (await this.reader.lastId(key)) ?? "0-0";
       const runs = await this.deps.queries.listRuns(sessionId, tenant);
-      const latest = runs.at(-1);
-      const startedId =
-        latest && latest.status !== "queued" ? await this.reader.runStartedId(key, latest.id) : null;
+      // `?run=`: that run's (a client following the run its message queued, while other
+      // messages may queue runs after it); else the latest run's.
+      const run = runParam === undefined ? runs.at(-1) : runs.find((r) => r.id === runParam);
+      if (runParam !== undefined && !run) throw new NotFoundError(`run ${runParam} of session ${sessionId}`);
+      const startedId = run && run.status !== "queued" ? await this.reader.runStartedId(key, run.id) : null;
       start = startedId ? idBefore(startedId) : tail;
     }
     const repair = this.deps.repairRunEnd;

@@ -1,0 +1,116 @@
+/**
+ * `fleet.stream(sessionId, content)` (contracts §7) yields the events of the run its message
+ * queued, from its RUN_STARTED to its RUN_COMPLETED, also when other follow-up messages to
+ * the session arrive meanwhile. The client used to open the session's stream without an
+ * id, which starts at the RUN_STARTED of the session's *latest* run: when another message
+ * was queued between its send and its connect (a client some milliseconds away) while its
+ * own run had already started, it started after its own RUN_STARTED and waited for ever.
+ * It now names its run (`?run=RUN_ID`): the stream starts at that run's RUN_STARTED, or at
+ * the stream's end while the run waits in the queue.
+ */
+import { createServer, request as httpRequest, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FleetClient, type FleetEvent } from "../src/producer/client.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { readSse } from "./support/sse.js";
+
+/** A proxy to the API that holds each event-stream request for `delayMs` (a client far away). */
+async function slowEventsProxy(target: string, delayMs: number): Promise<{ url: string; server: Server }> {
+  const { hostname, port } = new URL(target);
+  const server = createServer((req, res) => {
+    const forward = () => {
+      const upstream = httpRequest(
+        { hostname, port, path: req.url, method: req.method, headers: req.headers },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
+      upstream.on("error", () => res.destroy());
+      res.on("close", () => upstream.destroy());
+      req.pipe(upstream);
+    };
+    if (req.url?.includes("/events")) setTimeout(forward, delayMs);
+    else forward();
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+}
+
+describe("stream() with concurrent follow-up messages", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let base: string;
+  let proxy: { url: string; server: Server };
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("streamfollowups");
+    const started = await fleet.startApi();
+    client = started.client;
+    base = started.api.url;
+    proxy = await slowEventsProxy(base, 400);
+    await fleet.spawnWorker();
+  }, 60_000);
+  afterAll(async () => {
+    proxy?.server.closeAllConnections();
+    proxy?.server.close();
+    await fleet?.close();
+  });
+
+  it("yields its own run's events when another message is queued between its send and its connect", async () => {
+    const { id } = await client.createSession({
+      agent: {
+        model: {
+          provider: "scripted",
+          steps: [{ text: "first answer", delayMs: 800 }, { text: "second answer" }],
+        },
+      },
+    });
+    const far = new FleetClient({ baseUrl: proxy.url });
+    const events: FleetEvent[] = [];
+    const streaming = (async () => {
+      for await (const event of far.stream(id, "first question", { signal: AbortSignal.timeout(15_000) }))
+        events.push(event);
+    })();
+    // Its run starts at once; another follow-up arrives while its stream request is on its way.
+    await waitFor(
+      async () => (await client.getSession(id)).runs.some((r) => r.status === "running"),
+      10_000,
+      "the first run to start",
+    );
+    const second = await client.send(id, "second question");
+    await client.waitForRun(second.runId, { timeoutMs: 15_000 });
+    await streaming;
+
+    const runId = (await client.getSession(id)).runs[0]!.id;
+    expect(events[0]).toMatchObject({ type: "RUN_STARTED", data: { runId } });
+    expect(events.at(-1)).toMatchObject({ type: "RUN_COMPLETED", data: { runId, outcome: "completed" } });
+    expect(events.filter((e) => e.type === "MESSAGE").map((e) => e.data.message.content)).toEqual([
+      "first question",
+      "first answer",
+    ]);
+  }, 30_000);
+
+  it("?run= starts at that run's RUN_STARTED, at the end while it is queued; another session's run is a 404", async () => {
+    const { id } = await client.createSession({
+      agent: { model: { provider: "scripted", steps: [{ text: "one" }, { text: "two", delayMs: 300 }] } },
+    });
+    const first = await client.send(id, "q1");
+    await client.waitForRun(first.runId);
+    const second = await client.send(id, "q2");
+    await client.waitForRun(second.runId);
+    const url = (run: string) => `${base}/v1/sessions/${id}/events?run=${run}`;
+    const ofFirst = await readSse(url(first.runId), { stop: (e) => e.type === "RUN_COMPLETED" });
+    expect(ofFirst.events[0]).toMatchObject({ type: "RUN_STARTED", data: { runId: first.runId } });
+    expect(ofFirst.events.at(-1)).toMatchObject({ type: "RUN_COMPLETED", data: { runId: first.runId } });
+
+    const other = await client.createSession({
+      agent: { model: { provider: "scripted", steps: [{ text: "x" }] } },
+    });
+    const foreign = await readSse(url((await client.send(other.id, "q")).runId), { stop: () => true });
+    expect(foreign.status).toBe(404);
+    const bad = await readSse(url("not-a-run"), { stop: () => true });
+    expect(bad.status).toBe(404);
+  }, 30_000);
+});

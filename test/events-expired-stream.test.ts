@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
+import { placeExpired, placeMayHaveExpired } from "../src/shared/event-expiry.js";
 import { eventStreamKey } from "../src/shared/events.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { readSse } from "./support/sse.js";
@@ -100,4 +101,33 @@ describe("a session's event stream that expired and was written again", () => {
     // Nothing it had was sent again.
     expect(seen.filter((e) => e.type === "MESSAGE").map((e) => e.seq)).toEqual([1, 2]);
   }, 30_000);
+});
+
+describe("placeExpired (pure)", () => {
+  const intact = { length: 3, entriesAdded: 3, firstId: "1000-0" };
+  const trimmed = { length: 3, entriesAdded: 10, firstId: "1000-0" };
+  it("no stream: only 0-0 is kept", () => {
+    expect(placeExpired(null, "0-0")).toBe(false);
+    expect(placeExpired(null, "900-0")).toBe(true);
+  });
+  it("a stream that lost nothing: its own ids and 0-0 are kept, an id from before it is not", () => {
+    expect(placeExpired(intact, "0-0")).toBe(false);
+    expect(placeExpired(intact, "1000-0")).toBe(false);
+    expect(placeExpired(intact, "1500-2")).toBe(false);
+    expect(placeExpired(intact, "999-5")).toBe(true);
+  });
+  it("a trimmed stream: ids from its first kept entry on", () => {
+    expect(placeExpired(trimmed, "0-0")).toBe(true);
+    expect(placeExpired(trimmed, "999-0")).toBe(true);
+    expect(placeExpired(trimmed, "1000-0")).toBe(false);
+    expect(placeExpired({ length: 0, entriesAdded: 4, firstId: null }, "1000-0")).toBe(true);
+  });
+  it("an open reader asks only when its place is nearly as old as the retention", () => {
+    const day = 24 * 3600 * 1000;
+    expect(placeMayHaveExpired("0-0", day, 10 * day)).toBe(false);
+    expect(placeMayHaveExpired(`${day}-0`, day, 2 * day - 120_000)).toBe(false);
+    expect(placeMayHaveExpired(`${day}-0`, day, 2 * day - 60_000)).toBe(true);
+    expect(placeMayHaveExpired("1000-0", 2_000, 1_999)).toBe(false);
+    expect(placeMayHaveExpired("1000-0", 2_000, 2_000)).toBe(true);
+  });
 });

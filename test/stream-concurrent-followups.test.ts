@@ -114,3 +114,40 @@ describe("stream() with concurrent follow-up messages", () => {
     expect(bad.status).toBe(404);
   }, 30_000);
 });
+
+describe("stream() of a run whose first events are no longer kept", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let proxy: { url: string; server: Server };
+
+  beforeAll(async () => {
+    // Retention far below one run's events (MAXLEN ~ trims whole nodes of 100 entries).
+    fleet = await createFleetEnv("streamtrimmed", { env: { FLEET_EVENTS_MAX: "20" } });
+    const started = await fleet.startApi();
+    client = started.client;
+    proxy = await slowEventsProxy(started.api.url, 2_500);
+    await fleet.spawnWorker();
+  }, 60_000);
+  afterAll(async () => {
+    proxy?.server.closeAllConnections();
+    proxy?.server.close();
+    await fleet?.close();
+  });
+
+  it("yields the rest of its run up to its RUN_COMPLETED", async () => {
+    const steps: { toolCalls?: { name: string; arguments: Record<string, unknown> }[]; text?: string }[] = [];
+    for (let i = 0; i < 80; i++) steps.push({ toolCalls: [{ name: "sleep", arguments: { ms: 1 } }] });
+    steps.push({ text: "all 80 steps done" });
+    const { id } = await client.createSession({
+      agent: { model: { provider: "scripted", steps }, tools: ["sleep"], maxTurns: 100 },
+    });
+    const far = new FleetClient({ baseUrl: proxy.url });
+    const events: FleetEvent[] = [];
+    for await (const event of far.stream(id, "take 80 steps", { signal: AbortSignal.timeout(15_000) }))
+      events.push(event);
+    const runId = (await client.getSession(id)).runs[0]!.id;
+    expect(events.some((e) => e.type === "RUN_STARTED")).toBe(false);
+    expect(events.every((e) => e.data.runId === runId)).toBe(true);
+    expect(events.at(-1)).toMatchObject({ type: "RUN_COMPLETED", data: { runId, outcome: "completed" } });
+  }, 30_000);
+});

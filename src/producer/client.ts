@@ -349,7 +349,8 @@ export class FleetClient {
     const path = `/v1/sessions/${encodeURIComponent(sessionId)}/events?run=${encodeURIComponent(runId)}`;
     try {
       for await (const event of this.eventStream(path, { signal: controller.signal })) {
-        if (event.type === "RUN_STARTED" && event.data.runId === runId) started = true;
+        // Its RUN_STARTED, or (when that is no longer kept) its first event still kept.
+        if (event.data.runId === runId) started = true;
         if (!started) continue;
         yield event;
         if (event.type === "RUN_COMPLETED" && event.data.runId === runId) return;

@@ -209,7 +209,10 @@ export class EventStreams {
       const run = runParam === undefined ? runs.at(-1) : runs.find((r) => r.id === runParam);
       if (runParam !== undefined && !run) throw new NotFoundError(`run ${runParam} of session ${sessionId}`);
       const startedId = run && run.status !== "queued" ? await this.reader.runStartedId(key, run.id) : null;
-      start = startedId ? idBefore(startedId) : tail;
+      // A named run that started but whose RUN_STARTED is no longer kept: from the first event
+      // kept, so that its reader still gets the rest of that run (the end would give nothing).
+      const fromKept = runParam !== undefined && run?.status !== "queued";
+      start = startedId ? idBefore(startedId) : fromKept ? "0-0" : tail;
     }
     const repair = this.deps.repairRunEnd;
     await this.serve(request, reply, tenant, key, start, undefined, repair && (() => repair(sessionId)));

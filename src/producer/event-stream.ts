@@ -66,6 +66,9 @@ export type EventStreamDeps = {
   stillAllowed?: (request: FastifyRequest, tenant: string) => Promise<boolean>;
 };
 
+/** Entries read from Redis at a time. */
+const READ_PAGE = 200;
+
 /** How often an open stream asks whether its caller may still read it. */
 const RECHECK_MS = 1_000;
 
@@ -301,6 +304,20 @@ export class EventStreams {
       );
     await onIdle();
     let checkedAt = Date.now();
+    let delivered = false;
+    /**
+     * The entries after `last`; null when some of them may be gone (the reader ends, and its
+     * reconnect gets 410). Trimming keeps the newest FLEET_EVENTS_MAX entries, so only a reader
+     * with a page or more after its place (one that reads slower than the session writes) can
+     * have lost any; whether it did is asked after the read: a place still kept now was kept
+     * when it was read.
+     */
+    const readAfter = async (): Promise<StoredEvent[] | null> => {
+      const page = await this.reader.after(key, last, READ_PAGE);
+      if (delivered && page.length >= Math.min(READ_PAGE, this.deps.retention.maxEvents))
+        if (await this.reader.expired(key, last)) return null;
+      return page;
+    };
     try {
       while (!gone && !this.closed) {
         if (this.deps.stillAllowed && Date.now() - checkedAt >= RECHECK_MS) {
@@ -323,13 +340,14 @@ export class EventStreams {
           (await this.reader.expired(key, last))
         )
           break;
-        let events: StoredEvent[] = await this.reader.after(key, last);
-        while (events.length > 0 && !gone) {
+        let events: StoredEvent[] | null = await readAfter();
+        while (events !== null && events.length > 0 && !gone) {
           for (const event of events) {
             const ok = response.write(
               `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event.data)}\n\n`,
             );
             last = event.id;
+            delivered = true;
             if (!ok)
               await new Promise<void>((resolve) => {
                 const done = () => {
@@ -342,8 +360,9 @@ export class EventStreams {
               });
           }
           lastWrite = Date.now();
-          events = await this.reader.after(key, last);
+          events = await readAfter();
         }
+        if (events === null) break;
         if (gone) break;
         if (Date.now() - lastWrite >= this.deps.heartbeatMs) {
           response.write(": heartbeat\n\n");

@@ -3,6 +3,7 @@
  * is a route, every `/v1` route is documented, and real answers of each route (successes
  * and errors) match the schema documented for their status.
  */
+import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROUTE_DOCS } from "../src/producer/api-schemas.js";
 import { readAnswer } from "./support/answer.js";
@@ -123,5 +124,51 @@ describe("OpenAPI document", () => {
         "POST /v1/sessions/:id/resume 409",
       ]),
     );
+  });
+
+  it("every $ref resolves inside the document, and real answers match the document as served", async () => {
+    const refs = [...JSON.stringify(doc).matchAll(/"\$ref":"([^"]*)"/g)].map((m) => m[1]!);
+    expect(refs.length).toBeGreaterThan(0);
+    for (const ref of new Set(refs)) {
+      expect(ref, "a reference inside the document").toMatch(/^#\//);
+      const target = ref
+        .slice(2)
+        .split("/")
+        .reduce((node, part) => node?.[part.replaceAll("~1", "/").replaceAll("~0", "~")], doc);
+      expect(target, `${ref} points at nothing`).toBeDefined();
+    }
+    // What a client generated from the document does: validate answers with its schemas.
+    const ajv = new Ajv2020({ strict: false, allErrors: true });
+    const validate = (path: string, method: string, status: number, body: unknown) => {
+      const schema = doc.paths[path][method].responses[status]?.content?.["application/json"]?.schema;
+      expect(schema, `${method} ${path} ${status} is documented`).toBeDefined();
+      const check = ajv.compile({ ...schema, components: doc.components });
+      expect(check(body), `${method} ${path} ${status}: ${ajv.errorsText(check.errors)}`).toBe(true);
+    };
+    const post = async (url: string, body: unknown) =>
+      readAnswer(
+        await fetch(`${base}${url}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(body),
+        }),
+      );
+    const created = await post("/v1/sessions", { agent: AGENT, messages: CRASH_HISTORY });
+    validate("/v1/sessions", "post", 201, created.json);
+    const invalid = await post("/v1/sessions", { agent: { model: {} } });
+    validate("/v1/sessions", "post", 400, invalid.json);
+    const session = await readAnswer(await fetch(`${base}/v1/sessions/${created.json.id}`));
+    validate("/v1/sessions/{id}", "get", 200, session.json);
+    const missing = await readAnswer(await fetch(`${base}/v1/sessions/nope`));
+    validate("/v1/sessions/{id}", "get", 404, missing.json);
+    const list = await readAnswer(await fetch(`${base}/v1/sessions?limit=2`));
+    validate("/v1/sessions", "get", 200, list.json);
+    const point = await readAnswer(await fetch(`${base}/v1/sessions/${created.json.id}/resume-point`));
+    validate("/v1/sessions/{id}/resume-point", "get", 200, point.json);
+    const batch = await post("/v1/batches", { sessions: [{ agent: AGENT, input: "hi" }] });
+    const read = await readAnswer(await fetch(`${base}/v1/batches/${batch.json.id}?include=usage`));
+    validate("/v1/batches/{id}", "get", 200, read.json);
+    const cancelled = await post(`/v1/batches/${batch.json.id}/cancel`, {});
+    validate("/v1/batches/{id}/cancel", "post", 202, cancelled.json);
   });
 });

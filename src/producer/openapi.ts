@@ -4,27 +4,54 @@
  * they do not validate or serialise: fleet-service.ts parses requests with zod (so a 400
  * names the field the contract's way) and answers are sent as they are.
  */
+import { isDeepStrictEqual } from "node:util";
 import swagger from "@fastify/swagger";
 import type { FastifyInstance, FastifySchema, RouteOptions } from "fastify";
 import { z } from "zod";
 import { ROUTE_DOCS, type RouteDoc } from "./api-schemas.js";
 
-/** A zod schema as a JSON Schema for OpenAPI 3.1 (which speaks JSON Schema 2020-12). */
-function jsonSchema(schema: z.ZodType): Record<string, unknown> {
-  const { $schema: _, ...rest } = z.toJSONSchema(schema, {
+/** Schemas named with `.meta({ id })`, by name: the document's `components.schemas`. */
+type Components = Record<string, Record<string, unknown>>;
+
+/**
+ * Points a converted schema's references at `components.schemas`: zod writes them as
+ * `#/$defs/NAME`, relative to a schema of its own, which inside the document would resolve
+ * against the document's root, where there is no `$defs` (and @fastify/swagger drops the
+ * `$defs` beside a `$ref` anyway).
+ */
+const toComponents = (value: unknown): Record<string, unknown> =>
+  JSON.parse(JSON.stringify(value).replaceAll('"$ref":"#/$defs/', '"$ref":"#/components/schemas/'));
+
+/**
+ * A zod schema as a JSON Schema for OpenAPI 3.1 (which speaks JSON Schema 2020-12); its
+ * named parts are added to `components` and referenced there.
+ */
+function jsonSchema(schema: z.ZodType, components: Components): Record<string, unknown> {
+  const {
+    $schema: _,
+    $defs,
+    ...rest
+  } = z.toJSONSchema(schema, {
     io: "input",
     unrepresentable: "any",
     reused: "inline",
   }) as Record<string, unknown>;
-  return rest;
+  for (const [name, definition] of Object.entries(($defs ?? {}) as Components)) {
+    const named = toComponents(definition);
+    if (name in components && !isDeepStrictEqual(components[name], named))
+      throw new Error(`two different schemas are named ${name} (api-schemas.ts)`);
+    components[name] = named;
+  }
+  return toComponents(rest);
 }
 
-/** The Fastify route schema of a documented route. */
-export function routeSchema(doc: RouteDoc): FastifySchema {
+/** The Fastify route schema of a documented route; the named schemas it uses go to `components`. */
+export function routeSchema(doc: RouteDoc, components: Components = {}): FastifySchema {
+  const convert = (schema: z.ZodType) => jsonSchema(schema, components);
   return {
     summary: doc.summary,
-    ...(doc.body ? { body: jsonSchema(doc.body) } : {}),
-    ...(doc.querystring ? { querystring: jsonSchema(doc.querystring) } : {}),
+    ...(doc.body ? { body: convert(doc.body) } : {}),
+    ...(doc.querystring ? { querystring: convert(doc.querystring) } : {}),
     ...(doc.idParam
       ? {
           params: {
@@ -38,7 +65,7 @@ export function routeSchema(doc: RouteDoc): FastifySchema {
     response: Object.fromEntries(
       Object.entries(doc.responses).map(([status, r]) => [
         status,
-        r.schema ? { description: r.description, ...jsonSchema(r.schema) } : { description: r.description },
+        r.schema ? { description: r.description, ...convert(r.schema) } : { description: r.description },
       ]),
     ),
   };
@@ -50,12 +77,16 @@ export function routeSchema(doc: RouteDoc): FastifySchema {
  * so the document sees them). Validation and serialisation stay with the handlers.
  */
 export function documentRoutes(app: FastifyInstance, version: string): void {
+  const components: Components = {};
+  const schemas = Object.fromEntries(
+    Object.entries(ROUTE_DOCS).map(([route, doc]) => [route, routeSchema(doc, components)]),
+  );
   app.setValidatorCompiler(() => (value) => ({ value }));
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   app.addHook("onRoute", (route: RouteOptions) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
-    const doc = ROUTE_DOCS[`${methods[0]} ${route.url}`];
-    if (doc) route.schema = routeSchema(doc);
+    const schema = schemas[`${methods[0]} ${route.url}`];
+    if (schema) route.schema = schema;
     else if (!route.url.startsWith("/v1/")) route.schema = { ...route.schema, hide: true };
   });
   app.register(swagger, {
@@ -68,7 +99,7 @@ export function documentRoutes(app: FastifyInstance, version: string): void {
           "Sessions of LLM agents run as queued jobs; interrupted sessions are resumed automatically. " +
           "Every route takes `Authorization: Bearer KEY` (contracts §10).",
       },
-      components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
+      components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } }, schemas: components },
     },
   });
 }

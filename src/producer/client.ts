@@ -137,8 +137,14 @@ export class FleetClient {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await response.text();
-    const json = text ? JSON.parse(text) : undefined;
+    const json = parseJson(text);
     if (!response.ok) throw apiError(method, path, response, json);
+    if (json === undefined && text)
+      throw new FleetApiError(
+        response.status,
+        "invalid_response",
+        `${method} ${path}: HTTP ${response.status} with a body that is not JSON`,
+      );
     return json as T;
   }
 
@@ -228,8 +234,7 @@ export class FleetClient {
     const path = `/v1/batches/${encodeURIComponent(batchId)}/results`;
     const response = await fetch(`${this.baseUrl}${path}`, { headers: this.headers(undefined, {}) });
     if (!response.ok || !response.body) {
-      const text = await response.text();
-      throw apiError("GET", path, response, text ? JSON.parse(text) : undefined);
+      throw apiError("GET", path, response, parseJson(await response.text()));
     }
     const decoder = new TextDecoder();
     let buffered = "";
@@ -388,14 +393,7 @@ export class FleetClient {
         }
         answered = true;
         if (!response.ok || !response.body) {
-          const text = await response.text().catch(() => "");
-          let json: unknown;
-          try {
-            json = text ? JSON.parse(text) : undefined;
-          } catch {
-            json = undefined;
-          }
-          const error = apiError("GET", path, response, json);
+          const error = apiError("GET", path, response, parseJson(await response.text().catch(() => "")));
           // Over a limit, or the API is unwell: wait and reconnect; other answers are final.
           if (response.status !== 429 && response.status < 500) throw error;
           await sleep(Math.max(delay, (error.retryAfter ?? 0) * 1000), outer);
@@ -505,13 +503,27 @@ export async function* parseSse(
   }
 }
 
+/**
+ * An answer's body as JSON; undefined when it is empty or not JSON — the HTML page a proxy or
+ * load balancer answers with (502, 504) is an HTTP error, not a SyntaxError of the client.
+ */
+function parseJson(text: string): unknown {
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The FleetApiError of a non-2xx answer. */
 function apiError(method: string, path: string, response: Response, json: unknown): FleetApiError {
   const error = (json as { error?: Record<string, string | undefined> } | undefined)?.error ?? {};
   return new FleetApiError(
     response.status,
     error.code ?? "http_error",
-    error.message ?? `${method} ${path}: HTTP ${response.status}`,
+    error.message ??
+      `${method} ${path}: HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ""}`,
     error.reason,
     error.field,
     response.status === 429 ? Math.max(1, Number(response.headers.get("retry-after")) || 1) : undefined,

@@ -1,0 +1,73 @@
+/**
+ * The client behind what integrators put in front of an API: a proxy or load balancer that
+ * answers some requests itself, with an HTML page (502 while the API restarts, 504). The
+ * client reports those as FleetApiError with the status, not as a SyntaxError of its own.
+ */
+import { createServer, request, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FleetApiError, FleetClient } from "../src/producer/client.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+
+const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
+const BAD_GATEWAY = "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>";
+
+describe("the client behind a proxy", () => {
+  let fleet: FleetEnv;
+  let proxy: Server;
+  let client: FleetClient;
+  /** Requests the proxy answers itself with its HTML page before it forwards again. */
+  let failing = 0;
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("client-http");
+    const api = new URL((await fleet.startApi()).api.url);
+    proxy = createServer((incoming, outgoing) => {
+      if (failing > 0) {
+        failing--;
+        outgoing.writeHead(502, { "content-type": "text/html" }).end(BAD_GATEWAY);
+        return;
+      }
+      const forward = request(
+        {
+          host: api.hostname,
+          port: api.port,
+          path: incoming.url,
+          method: incoming.method,
+          headers: incoming.headers,
+        },
+        (answer) => {
+          outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(outgoing);
+        },
+      );
+      incoming.pipe(forward);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    client = new FleetClient({ baseUrl: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` });
+  }, 60_000);
+  afterAll(async () => {
+    await new Promise((resolve) => proxy?.close(resolve));
+    await fleet?.close();
+  });
+
+  it("an HTML 502 of the proxy is a FleetApiError with its status, for JSON calls and results", async () => {
+    const { id } = await client.createSession({ agent: AGENT });
+    failing = 1;
+    const error = await client.getSession(id).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(FleetApiError);
+    expect(error).toMatchObject({ status: 502, code: "http_error" });
+    expect((error as Error).message).toMatch(/GET \/v1\/sessions\/.+: HTTP 502/);
+
+    const batch = await client.createBatch([{ agent: AGENT }]);
+    failing = 1;
+    const results = await (async () => {
+      for await (const _ of client.batchResults(batch.id));
+    })().catch((e: unknown) => e);
+    expect(results).toBeInstanceOf(FleetApiError);
+    expect(results).toMatchObject({ status: 502 });
+
+    // Through the proxy again, the same calls work.
+    expect((await client.getSession(id)).id).toBe(id);
+  });
+});

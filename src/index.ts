@@ -1,14 +1,19 @@
 /** The public API of the agent-fleet package. */
 export {
+  type BatchCreated,
+  type BatchJson,
+  type BatchResult,
   type BatchResumePage,
+  type BatchSessionInput,
   type EventsOptions,
   FleetApiError,
   FleetClient,
   type FleetEvent,
   type Goal,
+  type PostOptions,
   type RunWithSession,
 } from "./producer/client.js";
-export type { SessionJson } from "./producer/fleet-service.js";
+export type { SessionJson, SessionSummary } from "./producer/fleet-service.js";
 export {
   type AgentConfig,
   type AgentConfigInput,
@@ -19,6 +24,7 @@ export { type FleetConfig, loadConfig } from "./shared/config.js";
 export { AgentResumeError, FencedError, NotFoundError, ValidationError } from "./shared/errors.js";
 export type { SessionEvent } from "./shared/events.js";
 export { type Message, parseHistory, type StoredMessage, type ToolCall } from "./shared/messages.js";
+export type { UsageTotals } from "./shared/prices.js";
 export {
   CONTINUE_RESPONSE_TEXT,
   closeUnansweredToolCalls,
@@ -34,6 +40,7 @@ export {
   resumePoint,
   toResumePointJson,
 } from "./shared/resume-point.js";
+export type { RunJson } from "./shared/store/rows.js";
 export {
   type CommittedMessage,
   defineExtension,

@@ -243,4 +243,60 @@ describe("the npm package", () => {
     expect(imported.code, imported.stderr).toBe(0);
     expect(imported.stdout.trim()).toBe("function function");
   });
+
+  it("its types resolve for a TypeScript consumer (node16 and bundler), naming every answer of the client", async () => {
+    await writeFile(
+      join(project, "consumer.mts"),
+      `import {
+  FleetApiError,
+  FleetClient,
+  type BatchCreated,
+  type BatchJson,
+  type BatchResult,
+  type BatchSessionInput,
+  type PostOptions,
+  type RunJson,
+  type RunWithSession,
+  type SessionJson,
+  type SessionSummary,
+  type UsageTotals,
+} from "agent-fleet";
+const fleet = new FleetClient({ baseUrl: "http://127.0.0.1:3000" });
+const item: BatchSessionInput = { agent: { model: { provider: "openai", model: "gpt-4o-mini" } }, input: "hi" };
+const options: PostOptions = { idempotencyKey: "k" };
+export async function main(): Promise<void> {
+  const created: BatchCreated = await fleet.createBatch([item], options);
+  const batch: BatchJson = await fleet.getBatch(created.id);
+  for await (const result of fleet.batchResults(batch.id)) {
+    const line: BatchResult = result;
+    const usage: UsageTotals = line.usage;
+    console.log(line.status, usage.costUsd);
+  }
+  const page = await fleet.listSessions({ status: "parked" });
+  const first: SessionSummary | undefined = page.sessions[0];
+  const session: SessionJson = await fleet.getSession(first?.id ?? "");
+  const run: RunJson | undefined = session.runs[0];
+  const ended: RunWithSession = await fleet.waitForRun(run?.id ?? "");
+  console.log(ended.endedReason);
+  await fleet.resume(session.id).catch((error: unknown) => {
+    if (error instanceof FleetApiError) console.log(error.status, error.code, error.reason);
+  });
+}
+`,
+    );
+    const tsc = join(ROOT, "node_modules/typescript/bin/tsc");
+    const common = ["--noEmit", "--strict", "--skipLibCheck", "--target", "es2022"];
+    const types = ["--typeRoots", join(ROOT, "node_modules/@types"), "--types", "node"];
+    for (const [module, resolution] of [
+      ["node16", "node16"],
+      ["esnext", "bundler"],
+    ] as const) {
+      const checked = await run(
+        process.execPath,
+        [tsc, ...common, ...types, "--module", module, "--moduleResolution", resolution, "consumer.mts"],
+        project,
+      );
+      expect(checked.code, `${resolution}: ${checked.stdout}${checked.stderr}`).toBe(0);
+    }
+  }, 60_000);
 });

@@ -3,6 +3,7 @@
  * is a route, every `/v1` route is documented, and real answers of each route (successes
  * and errors) match the schema documented for their status.
  */
+import { request } from "node:http";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROUTE_DOCS } from "../src/producer/api-schemas.js";
@@ -41,7 +42,17 @@ describe("OpenAPI document", () => {
       create.requestBody.content["application/json"].schema.properties.agent.properties.model,
     ).toBeDefined();
     // 409: an Idempotency-Key reused with another body (contracts §9).
-    expect(Object.keys(create.responses).sort()).toEqual(["201", "400", "401", "409", "429"]);
+    // 403: dev mode, a request not addressed to a loopback name; 413/415: the body (Fastify).
+    expect(Object.keys(create.responses).sort()).toEqual([
+      "201",
+      "400",
+      "401",
+      "403",
+      "409",
+      "413",
+      "415",
+      "429",
+    ]);
   });
 
   it("every documented operation is served (a made-up one is not)", async () => {
@@ -170,5 +181,56 @@ describe("OpenAPI document", () => {
     validate("/v1/batches/{id}", "get", 200, read.json);
     const cancelled = await post(`/v1/batches/${batch.json.id}/cancel`, {});
     validate("/v1/batches/{id}/cancel", "post", 202, cancelled.json);
+    // Fastify's own answers about the body, and dev mode's answer to a foreign Host.
+    const large = await readAnswer(
+      await fetch(`${base}/v1/sessions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: `{"metadata": "${"x".repeat(17 * 1024 * 1024)}"}`,
+      }),
+    );
+    validate("/v1/sessions", "post", 413, large.json);
+    const form = await readAnswer(
+      await fetch(`${base}/v1/sessions`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: "agent=x",
+      }),
+    );
+    validate("/v1/sessions", "post", 415, form.json);
+    const foreign = await new Promise<{ status: number; json: unknown }>((resolve, reject) => {
+      const url = new URL(`${base}/v1/sessions`);
+      const req = request(
+        { host: url.hostname, port: url.port, path: url.pathname, headers: { host: "rebound.example" } },
+        (res) => {
+          let text = "";
+          res.on("data", (chunk) => {
+            text += chunk;
+          });
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) }));
+        },
+      );
+      req.on("error", reject);
+      req.end();
+    });
+    validate("/v1/sessions", "get", foreign.status, foreign.json);
+    expect(foreign.status).toBe(403);
+  });
+
+  it("documents the headers a client sends and gets, and the media types of streamed answers", () => {
+    const header = (op: { parameters?: { in: string; name: string }[] }, name: string) =>
+      op.parameters?.find((p) => p.in === "header" && p.name === name);
+    for (const [path, ops] of Object.entries<Record<string, typeof doc>>(doc.paths)) {
+      if (ops.post) expect(header(ops.post, "Idempotency-Key"), `POST ${path}`).toBeDefined();
+      for (const op of Object.values(ops))
+        expect(op.responses["429"]?.headers?.["Retry-After"], path).toBeDefined();
+    }
+    for (const path of ["/v1/sessions/{id}/events", "/v1/batches/{id}/events"]) {
+      const events = doc.paths[path].get;
+      expect(header(events, "Last-Event-ID"), path).toBeDefined();
+      expect(Object.keys(events.responses["200"].content)).toEqual(["text/event-stream"]);
+    }
+    const results = doc.paths["/v1/batches/{id}/results"].get.responses["200"];
+    expect(Object.keys(results.content)).toEqual(["application/x-ndjson"]);
   });
 });

@@ -253,6 +253,12 @@ const sessionEventsQuery = eventsQuery.extend({
       "Without an id: start at the RUN_STARTED of this run of the session (at the end while it is queued) instead of the latest run's",
     ),
 });
+const eventsHeaders = z.object({
+  "Last-Event-ID": z
+    .string()
+    .optional()
+    .describe("Resume after this event id (the `id:` of the last event received); wins over `?after=`"),
+});
 const gone = {
   410: {
     description: 'The id is older than the events kept (`reason: "expired"`): reconnect without one',
@@ -286,20 +292,66 @@ export const listQuery = z.strictObject({
   limit: z.number().int().min(1).max(1_000).optional().describe("Page size (default 100)"),
 });
 
+/** One answer of a route: its body (as `media`, JSON unless said) and the headers it sets. */
+export type ResponseDoc = {
+  description: string;
+  schema?: z.ZodType;
+  /** The body's media type when it is not `application/json`. */
+  media?: string;
+  headers?: Record<string, { description: string; type: "string" | "integer" }>;
+};
+
 /** One documented route: what it takes and its answers by status. */
 export type RouteDoc = {
   summary: string;
   body?: z.ZodType;
   querystring?: z.ZodType;
+  /** Request headers the route reads (Idempotency-Key, Last-Event-ID). */
+  headers?: z.ZodType;
   idParam?: string;
-  responses: Record<number, { description: string; schema?: z.ZodType }>;
+  responses: Record<number, ResponseDoc>;
 };
 
 const common = {
   400: { description: "Bad input; `field` names where", schema: errorSchema },
   401: { description: "No valid API key", schema: errorSchema },
-  429: { description: "Over a tenant limit; see Retry-After", schema: errorSchema },
-};
+  403: {
+    description:
+      "No API key exists yet (dev mode) and the request was not addressed to a loopback name (`Host`)",
+    schema: errorSchema,
+  },
+  429: {
+    description: "Over a tenant limit; see Retry-After",
+    schema: errorSchema,
+    headers: {
+      "Retry-After": { description: "Seconds to wait before sending the request again", type: "integer" },
+    },
+  },
+} satisfies Record<number, ResponseDoc>;
+
+/**
+ * A `POST` route: it takes an Idempotency-Key (contracts §9), and its body is JSON of at most
+ * 16 MiB (Fastify answers 413 and 415 before the route sees it).
+ */
+function post(doc: RouteDoc): RouteDoc {
+  return {
+    ...doc,
+    headers: z.object({
+      "Idempotency-Key": z
+        .string()
+        .regex(/^[\x21-\x7e]{1,255}$/)
+        .optional()
+        .describe(
+          "1 to 255 visible ASCII characters, kept per tenant for 24 h: a retry with the same key, path and body returns the first answer (`idempotent-replayed: true`) and acts once",
+        ),
+    }),
+    responses: {
+      ...doc.responses,
+      413: { description: "The body is larger than 16 MiB", schema: errorSchema },
+      415: { description: "The body is not sent as `application/json`", schema: errorSchema },
+    },
+  };
+}
 const missing = { 404: { description: "No such id (or another tenant's)", schema: errorSchema } };
 const conflict = {
   409: { description: "The Idempotency-Key was used with another body (`reason`)", schema: errorSchema },
@@ -307,17 +359,17 @@ const conflict = {
 
 /** Every `/v1` route, by `METHOD path` as Fastify registers it. */
 export const ROUTE_DOCS: Record<string, RouteDoc> = {
-  "POST /v1/sessions": {
+  "POST /v1/sessions": post({
     summary: "Create a session (optionally importing a history)",
     body: createSessionBody,
     responses: { 201: { description: "Created", schema: z.object({ id }) }, ...common, ...conflict },
-  },
-  "POST /v1/batches": {
+  }),
+  "POST /v1/batches": post({
     summary: "Create a batch of up to 1,000 sessions, all or none; those with `input` get a run",
     body: createBatchBody,
     responses: { 201: { description: "Created", schema: batchCreated }, ...common, ...conflict },
-  },
-  "POST /v1/batches/:id/sessions": {
+  }),
+  "POST /v1/batches/:id/sessions": post({
     summary: "Add up to 1,000 sessions to an open batch; `close: true` with the last part",
     idParam: "batch id",
     body: appendBatchBody,
@@ -327,7 +379,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       ...missing,
       409: { description: "The batch is closed, or the Idempotency-Key was reused", schema: errorSchema },
     },
-  },
+  }),
   "GET /v1/batches/:id": {
     summary: "A batch: status and counts by the sessions' current state",
     idParam: "batch id",
@@ -344,7 +396,11 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     summary: "One NDJSON line per session (application/x-ndjson), streamed",
     idParam: "batch id",
     responses: {
-      200: { description: "Lines of BatchResult, in session-id order", schema: batchResultSchema },
+      200: {
+        description: "Lines of BatchResult, in session-id order",
+        schema: batchResultSchema,
+        media: "application/x-ndjson",
+      },
       ...common,
       ...missing,
     },
@@ -354,11 +410,13 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       "Server-Sent Events (text/event-stream): SESSION_ENDED for each session that reaches a terminal state, then BATCH_COMPLETED",
     idParam: "batch id",
     querystring: eventsQuery,
+    headers: eventsHeaders,
     responses: {
       200: {
         description:
           "An event stream: `id:` (resume with Last-Event-ID or ?after=), `event:` (the type), `data:` (a BatchEvent)",
         schema: batchEventSchema,
+        media: "text/event-stream",
       },
       ...common,
       ...missing,
@@ -370,23 +428,25 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       "Server-Sent Events (text/event-stream) of what the session does; without an id, from the RUN_STARTED of its latest run",
     idParam: "session id",
     querystring: sessionEventsQuery,
+    headers: eventsHeaders,
     responses: {
       200: {
         description:
           "An event stream: `id:` (strictly increasing; resume with Last-Event-ID or ?after=), `event:` (the type), `data:` (a SessionEvent); `: heartbeat` comments while idle",
         schema: sessionEventSchema,
+        media: "text/event-stream",
       },
       ...common,
       ...missing,
       ...gone,
     },
   },
-  "POST /v1/batches/:id/cancel": {
+  "POST /v1/batches/:id/cancel": post({
     summary: "Cancel every session of the batch that has not ended",
     idParam: "batch id",
     responses: { 202: { description: "Cancelled", schema: batchSchema }, ...common, ...missing, ...conflict },
-  },
-  "POST /v1/batches/:id/resume": {
+  }),
+  "POST /v1/batches/:id/resume": post({
     summary:
       "Resume the batch's parked sessions, a page at a time (optionally only those parked for one reason, or with another model)",
     idParam: "batch id",
@@ -409,8 +469,8 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       ...common,
       ...missing,
     },
-  },
-  "POST /v1/sessions/:id/cancel": {
+  }),
+  "POST /v1/sessions/:id/cancel": post({
     summary: "Cancel a session: queued runs dropped, a running one aborted; never resumed automatically",
     idParam: "session id",
     responses: {
@@ -422,7 +482,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       ...missing,
       ...conflict,
     },
-  },
+  }),
   "GET /v1/sessions": {
     summary: "The caller's sessions, newest activity first",
     querystring: listQuery,
@@ -447,7 +507,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     }),
     responses: { 200: { description: "The session", schema: sessionSchema }, ...common, ...missing },
   },
-  "POST /v1/sessions/:id/messages": {
+  "POST /v1/sessions/:id/messages": post({
     summary: "Send a user message: queues a run",
     idParam: "session id",
     body: sendBody,
@@ -457,8 +517,8 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       ...common,
       ...missing,
     },
-  },
-  "POST /v1/sessions/:id/resume": {
+  }),
+  "POST /v1/sessions/:id/resume": post({
     summary: "Resume an interrupted session (optionally with another model)",
     idParam: "session id",
     body: resumeBody,
@@ -468,7 +528,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       ...common,
       ...missing,
     },
-  },
+  }),
   "GET /v1/sessions/:id/resume-point": {
     summary: "What a resume would do now",
     idParam: "session id",
@@ -485,6 +545,6 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   },
   "GET /v1/openapi.json": {
     summary: "This document",
-    responses: { 200: { description: "OpenAPI 3.1" }, 401: common[401] },
+    responses: { 200: { description: "OpenAPI 3.1" }, 401: common[401], 403: common[403], 429: common[429] },
   },
 };

@@ -8,7 +8,7 @@ import { isDeepStrictEqual } from "node:util";
 import swagger from "@fastify/swagger";
 import type { FastifyInstance, FastifySchema, RouteOptions } from "fastify";
 import { z } from "zod";
-import { ROUTE_DOCS, type RouteDoc } from "./api-schemas.js";
+import { type ResponseDoc, ROUTE_DOCS, type RouteDoc } from "./api-schemas.js";
 
 /** Schemas named with `.meta({ id })`, by name: the document's `components.schemas`. */
 type Components = Record<string, Record<string, unknown>>;
@@ -45,6 +45,29 @@ function jsonSchema(schema: z.ZodType, components: Components): Record<string, u
   return toComponents(rest);
 }
 
+/**
+ * One answer as @fastify/swagger takes it: a body of another media type than JSON goes under
+ * `content` (NDJSON results, an event stream), headers it sets under `headers`.
+ */
+function responseSchema(
+  response: ResponseDoc,
+  convert: (schema: z.ZodType) => Record<string, unknown>,
+): Record<string, unknown> {
+  const { description, schema, media, headers } = response;
+  const body = schema ? convert(schema) : undefined;
+  return {
+    description,
+    ...(body && media ? { content: { [media]: { schema: body } } } : body),
+    ...(headers
+      ? {
+          headers: Object.fromEntries(
+            Object.entries(headers).map(([name, h]) => [name, { type: h.type, description: h.description }]),
+          ),
+        }
+      : {}),
+  };
+}
+
 /** The Fastify route schema of a documented route; the named schemas it uses go to `components`. */
 export function routeSchema(doc: RouteDoc, components: Components = {}): FastifySchema {
   const convert = (schema: z.ZodType) => jsonSchema(schema, components);
@@ -52,6 +75,7 @@ export function routeSchema(doc: RouteDoc, components: Components = {}): Fastify
     summary: doc.summary,
     ...(doc.body ? { body: convert(doc.body) } : {}),
     ...(doc.querystring ? { querystring: convert(doc.querystring) } : {}),
+    ...(doc.headers ? { headers: convert(doc.headers) } : {}),
     ...(doc.idParam
       ? {
           params: {
@@ -63,10 +87,7 @@ export function routeSchema(doc: RouteDoc, components: Components = {}): Fastify
       : {}),
     security: [{ bearer: [] }],
     response: Object.fromEntries(
-      Object.entries(doc.responses).map(([status, r]) => [
-        status,
-        r.schema ? { description: r.description, ...convert(r.schema) } : { description: r.description },
-      ]),
+      Object.entries(doc.responses).map(([status, r]) => [status, responseSchema(r, convert)]),
     ),
   };
 }

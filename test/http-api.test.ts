@@ -190,6 +190,31 @@ describe("HTTP API", () => {
       expectError(answer, 400);
       expect(await countSessions()).toBe(before);
     });
+
+    it("a body that is not sent as application/json is a 415 naming Content-Type, whatever its text", async () => {
+      const before = await countSessions();
+      // What fetch sends for a string body without a content-type: text/plain;charset=UTF-8.
+      const plain = await readAnswer(
+        await fetch(`${base}/v1/sessions`, { method: "POST", body: JSON.stringify({ agent: AGENT }) }),
+      );
+      expectError(plain, 415, "invalid_request");
+      expect(plain.json.error.field).toBe("Content-Type");
+      expect(plain.json.error.message).toMatch(/application\/json/);
+      expect(plain.json.error.message).toContain("text/plain");
+      const form = await readAnswer(
+        await fetch(`${base}/v1/sessions/${UNKNOWN}/messages`, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+          body: "content=hi",
+        }),
+      );
+      expectError(form, 415, "invalid_request");
+      expect(form.json.error.field).toBe("Content-Type");
+      const large = await call("POST", "/v1/sessions", undefined, `{"a": "${"x".repeat(16 * 1024 * 1024)}"}`);
+      expectError(large, 413, "invalid_request");
+      expect(large.json.error.message).toMatch(/16 MiB/);
+      expect(await countSessions()).toBe(before);
+    });
   });
 
   describe("404s", () => {

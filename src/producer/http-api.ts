@@ -154,6 +154,31 @@ function checkBody(body: unknown): void {
   throw new ValidationError(formatPath("", suffix ? [...named, suffix] : named), message);
 }
 
+/** The largest request body, in bytes: imported histories can be long. */
+const BODY_LIMIT = 16 * 1024 * 1024;
+
+/** Fastify's refusals of a body before any route sees it, said the API's way (413, 415). */
+function bodyRefusal(
+  error: Pick<FastifyError, "code">,
+  contentType: string | undefined,
+): { status: number; body: ReturnType<typeof errorBody> } | undefined {
+  if (error.code === "FST_ERR_CTP_BODY_TOO_LARGE")
+    return {
+      status: 413,
+      body: errorBody("invalid_request", `the body is larger than ${BODY_LIMIT / 1024 / 1024} MiB`),
+    };
+  if (error.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE")
+    return {
+      status: 415,
+      body: errorBody(
+        "invalid_request",
+        `the body must be JSON sent with Content-Type: application/json, not ${JSON.stringify((contentType ?? "").slice(0, 100))}`,
+        { field: "Content-Type" },
+      ),
+    };
+  return undefined;
+}
+
 /** 401 with the challenge the caller should answer (Basic prompts a browser), or 403. */
 function sendUnauthorized(reply: FastifyReply, error: UnauthorizedError): FastifyReply {
   if (error.status === 403) return reply.code(403).send(errorBody("forbidden", error.message));
@@ -164,8 +189,7 @@ function sendUnauthorized(reply: FastifyReply, error: UnauthorizedError): Fastif
 export function buildApi(deps: ApiDeps): FastifyInstance {
   const app = Fastify({
     logger: { level: deps.logLevel ?? "info", base: { role: "api" } },
-    // Imported histories can be long.
-    bodyLimit: 16 * 1024 * 1024,
+    bodyLimit: BODY_LIMIT,
     // A URL Fastify cannot route (bad percent-encoding, an over-long id): the error shape too.
     frameworkErrors: (error, _request, reply) => {
       const status =
@@ -219,6 +243,8 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     if (error instanceof AgentResumeError) {
       return reply.code(409).send(errorBody("not_resumable", error.message, { reason: error.reason }));
     }
+    const framework = bodyRefusal(error as FastifyError, request.headers["content-type"]);
+    if (framework) return reply.code(framework.status).send(framework.body);
     const status = (error as FastifyError).statusCode;
     if (status && status >= 400 && status < 500) {
       return reply.code(status).send(errorBody("invalid_request", error.message));
@@ -258,6 +284,9 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       done(error as ValidationError, undefined);
     }
   });
+  // Text is not JSON: without this, a JSON body sent as text/plain (what fetch sends for a
+  // string body with no content-type) was read as one string, "expected object".
+  app.removeContentTypeParser("text/plain");
   app.addHook("preValidation", async (request) => {
     // No session or run id holds NUL or a lone surrogate (Postgres could not even compare one).
     const id = (request.params as { id?: unknown } | undefined)?.id;

@@ -2,6 +2,7 @@
  * The client behind what integrators put in front of an API: a proxy or load balancer that
  * answers some requests itself, with an HTML page (502 while the API restarts, 504). The
  * client reports those as FleetApiError with the status, not as a SyntaxError of its own.
+ * Also: client methods ask what their endpoints offer.
  */
 import { createServer, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -69,5 +70,20 @@ describe("the client behind a proxy", () => {
 
     // Through the proxy again, the same calls work.
     expect((await client.getSession(id)).id).toBe(id);
+  });
+
+  it("getBatch asks for the batch's usage as GET /v1/batches/:id?include=usage does", async () => {
+    const batch = await client.createBatch([{ agent: AGENT }, { agent: AGENT }]);
+    expect(await client.getBatch(batch.id)).not.toHaveProperty("usage");
+    const withUsage = await client.getBatch(batch.id, { include: "usage" });
+    expect(withUsage.counts.total).toBe(2);
+    expect(withUsage.usage).toEqual({
+      inputTokens: 0,
+      outputTokens: 0,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      reasoningTokens: 0,
+      costUsd: 0,
+    });
   });
 });

@@ -8,6 +8,7 @@
  */
 import type { AgentConfigInput, ModelConfig } from "../shared/agent-config.js";
 import type { Message } from "../shared/messages.js";
+import type { UsageTotals } from "../shared/prices.js";
 import type { ResumeKind, ResumePointJson } from "../shared/resume-point.js";
 import type { BatchJson, BatchResult } from "../shared/store/batches.js";
 import type { RunJson } from "../shared/store/rows.js";
@@ -187,9 +188,16 @@ export class FleetClient {
     );
   }
 
-  /** The batch: status (`running`, `ended`, `cancelled`) and counts by current state. */
-  getBatch(batchId: string): Promise<BatchJson> {
-    return this.request("GET", `/v1/batches/${encodeURIComponent(batchId)}`);
+  /**
+   * The batch: status (`running`, `ended`, `cancelled`) and counts by current state;
+   * `include: "usage"` adds `usage`, its sessions' tokens and cost summed (one aggregate).
+   */
+  getBatch(
+    batchId: string,
+    options: { include?: "usage" } = {},
+  ): Promise<BatchJson & { usage?: UsageTotals }> {
+    const query = options.include ? `?include=${encodeURIComponent(options.include)}` : "";
+    return this.request("GET", `/v1/batches/${encodeURIComponent(batchId)}${query}`);
   }
 
   /** Cancels every session of the batch that has not ended. */

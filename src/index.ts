@@ -13,7 +13,7 @@ export {
   type PostOptions,
   type RunWithSession,
 } from "./producer/client.js";
-export type { SessionJson, SessionSummary } from "./producer/fleet-service.js";
+export type { SessionJson, SessionStatus, SessionSummary } from "./producer/fleet-service.js";
 export {
   type AgentConfig,
   type AgentConfigInput,

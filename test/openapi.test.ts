@@ -7,6 +7,7 @@ import { request } from "node:http";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROUTE_DOCS } from "../src/producer/api-schemas.js";
+import { SESSION_STATUSES } from "../src/producer/fleet-service.js";
 import { readAnswer } from "./support/answer.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 import { CRASH_HISTORY } from "./support/histories.js";
@@ -181,6 +182,14 @@ describe("OpenAPI document", () => {
     validate("/v1/batches/{id}", "get", 200, read.json);
     const cancelled = await post(`/v1/batches/${batch.json.id}/cancel`, {});
     validate("/v1/batches/{id}/cancel", "post", 202, cancelled.json);
+    // Every status a session can have is one the document names (a generated client's enum).
+    expect(doc.components.schemas.Session.properties.status.enum).toEqual([...SESSION_STATUSES]);
+    const member = batch.json.sessions[0].id;
+    const again = await post(`/v1/sessions/${member}/cancel`, {});
+    validate("/v1/sessions/{id}/cancel", "post", 202, again.json);
+    const gone = await readAnswer(await fetch(`${base}/v1/sessions/${member}`));
+    expect(gone.json.status).toBe("cancelled");
+    validate("/v1/sessions/{id}", "get", 200, gone.json);
     // Fastify's own answers about the body, and dev mode's answer to a foreign Host.
     const large = await readAnswer(
       await fetch(`${base}/v1/sessions`, {

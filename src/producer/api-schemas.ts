@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { agentConfigSchema, modelConfigSchema } from "../shared/agent-config.js";
 import { messageSchema, toolCallSchema, usageSchema } from "../shared/messages.js";
+import { SESSION_STATUSES } from "./fleet-service.js";
 import { MAX_IMPORTED_MESSAGES, MAX_METADATA_BYTES, MAX_REQUEST_MESSAGES } from "./request-limits.js";
 
 const id = z.string().min(1);
@@ -65,7 +66,7 @@ export const usageTotalsSchema = z
 export const sessionSchema = z
   .object({
     id,
-    status: z.string().describe("parked, running, queued, completed, interrupted, stopped or empty"),
+    status: z.enum(SESSION_STATUSES),
     tailState: z.string(),
     parkedReason: z.string().nullable(),
     agent: z.unknown(),
@@ -476,7 +477,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     responses: {
       202: {
         description: "Cancelled (or already ended: `cancelled` false)",
-        schema: z.object({ id, status: z.string(), cancelled: z.boolean() }),
+        schema: z.object({ id, status: z.enum(SESSION_STATUSES), cancelled: z.boolean() }),
       },
       ...common,
       ...missing,

@@ -13,7 +13,7 @@ import type { ResumeKind, ResumePointJson } from "../shared/resume-point.js";
 import type { BatchJson, BatchResult } from "../shared/store/batches.js";
 import type { RunJson } from "../shared/store/rows.js";
 import type { BatchResumePage } from "./batch-resume.js";
-import type { BatchCreated, SessionJson, SessionSummary } from "./fleet-service.js";
+import type { BatchCreated, SessionJson, SessionStatus, SessionSummary } from "./fleet-service.js";
 
 export type { BatchCreated, BatchJson, BatchResult, BatchResumePage };
 
@@ -230,7 +230,7 @@ export class FleetClient {
   cancelSession(
     sessionId: string,
     options: PostOptions = {},
-  ): Promise<{ id: string; status: string; cancelled: boolean }> {
+  ): Promise<{ id: string; status: SessionStatus; cancelled: boolean }> {
     return this.request("POST", `/v1/sessions/${encodeURIComponent(sessionId)}/cancel`, undefined, options);
   }
 

@@ -186,7 +186,7 @@ export type SessionSummary = {
 
 export type SessionJson = {
   id: string;
-  status: string;
+  status: SessionStatus;
   tailState: string;
   parkedReason: string | null;
   agent: unknown;
@@ -199,11 +199,24 @@ export type SessionJson = {
   updatedAt: string;
 };
 
-/** One word for a session: parked, running, queued, completed, interrupted, stopped, empty. */
+/** What `GET /v1/sessions/:id` says a session is doing (README, HTTP API). */
+export const SESSION_STATUSES = [
+  "queued",
+  "running",
+  "completed",
+  "interrupted",
+  "stopped",
+  "parked",
+  "cancelled",
+  "empty",
+] as const;
+export type SessionStatus = (typeof SESSION_STATUSES)[number];
+
+/** One word for a session: parked, cancelled, running, queued, completed, interrupted, stopped, empty. */
 export function sessionStatus(
   session: Pick<SessionRow, "status" | "tailState">,
   runs: Pick<RunRow, "status">[],
-): string {
+): SessionStatus {
   if (session.status === "parked") return "parked";
   if (session.status === "cancelled") return "cancelled";
   if (runs.some((r) => r.status === "running")) return "running";
@@ -474,7 +487,7 @@ export class FleetService {
   async cancelSession(
     tenant: string,
     id: string,
-  ): Promise<{ id: string; status: string; cancelled: boolean }> {
+  ): Promise<{ id: string; status: SessionStatus; cancelled: boolean }> {
     await this.session(tenant, id);
     const result = await this.batches.cancel(tenant, { sessionId: id });
     await this.afterCancel(result);

@@ -333,6 +333,8 @@ export class FleetClient {
     options: PostOptions & { goal?: Goal; signal?: AbortSignal } = {},
   ): AsyncGenerator<FleetEvent> {
     const { signal, ...send } = options;
+    // Stopped before it began: nothing is queued.
+    if (signal?.aborted) return;
     const { runId } = await this.send(sessionId, content, send);
     yield* this.runEvents(sessionId, runId, signal);
   }
@@ -343,6 +345,7 @@ export class FleetClient {
     options: { model?: ModelConfig; signal?: AbortSignal } & PostOptions = {},
   ): AsyncGenerator<FleetEvent> {
     const { signal, ...resume } = options;
+    if (signal?.aborted) return;
     const { runId } = await this.resume(sessionId, resume);
     yield* this.runEvents(sessionId, runId, signal);
   }
@@ -356,6 +359,7 @@ export class FleetClient {
     const controller = new AbortController();
     const onAbort = () => controller.abort(signal?.reason);
     signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal?.aborted) onAbort();
     let started = false;
     // From that run's RUN_STARTED (`?run=`): the session's latest run may be another one by the
     // time this connects (a follow-up message queued meanwhile).

@@ -7,6 +7,7 @@ import { request } from "node:http";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROUTE_DOCS } from "../src/producer/api-schemas.js";
+import { FleetClient } from "../src/producer/client.js";
 import { SESSION_STATUSES } from "../src/producer/fleet-service.js";
 import { readAnswer } from "./support/answer.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
@@ -224,6 +225,20 @@ describe("OpenAPI document", () => {
     });
     validate("/v1/sessions", "get", foreign.status, foreign.json);
     expect(foreign.status).toBe(403);
+  });
+
+  it("names every operation once, after the FleetClient method that calls it", () => {
+    const ids = Object.values<Record<string, { operationId?: string }>>(doc.paths).flatMap((ops) =>
+      Object.values(ops).map((op) => op.operationId),
+    );
+    expect(ids).toHaveLength(operations().length);
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const id of ids) {
+      if (id === "openapi") continue;
+      expect(typeof (FleetClient.prototype as unknown as Record<string, unknown>)[id!], String(id)).toBe(
+        "function",
+      );
+    }
   });
 
   it("documents the headers a client sends and gets, and the media types of streamed answers", () => {

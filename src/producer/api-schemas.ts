@@ -304,6 +304,8 @@ export type ResponseDoc = {
 
 /** One documented route: what it takes and its answers by status. */
 export type RouteDoc = {
+  /** The operation's name: the FleetClient method that calls it (client.ts), for generated clients too. */
+  operationId: string;
   summary: string;
   body?: z.ZodType;
   querystring?: z.ZodType;
@@ -361,16 +363,19 @@ const conflict = {
 /** Every `/v1` route, by `METHOD path` as Fastify registers it. */
 export const ROUTE_DOCS: Record<string, RouteDoc> = {
   "POST /v1/sessions": post({
+    operationId: "createSession",
     summary: "Create a session (optionally importing a history)",
     body: createSessionBody,
     responses: { 201: { description: "Created", schema: z.object({ id }) }, ...common, ...conflict },
   }),
   "POST /v1/batches": post({
+    operationId: "createBatch",
     summary: "Create a batch of up to 1,000 sessions, all or none; those with `input` get a run",
     body: createBatchBody,
     responses: { 201: { description: "Created", schema: batchCreated }, ...common, ...conflict },
   }),
   "POST /v1/batches/:id/sessions": post({
+    operationId: "appendToBatch",
     summary: "Add up to 1,000 sessions to an open batch; `close: true` with the last part",
     idParam: "batch id",
     body: appendBatchBody,
@@ -382,6 +387,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     },
   }),
   "GET /v1/batches/:id": {
+    operationId: "getBatch",
     summary: "A batch: status and counts by the sessions' current state",
     idParam: "batch id",
     querystring: z.strictObject({
@@ -394,6 +400,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     },
   },
   "GET /v1/batches/:id/results": {
+    operationId: "batchResults",
     summary: "One NDJSON line per session (application/x-ndjson), streamed",
     idParam: "batch id",
     responses: {
@@ -407,6 +414,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     },
   },
   "GET /v1/batches/:id/events": {
+    operationId: "batchEvents",
     summary:
       "Server-Sent Events (text/event-stream): SESSION_ENDED for each session that reaches a terminal state, then BATCH_COMPLETED",
     idParam: "batch id",
@@ -425,6 +433,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     },
   },
   "GET /v1/sessions/:id/events": {
+    operationId: "events",
     summary:
       "Server-Sent Events (text/event-stream) of what the session does; without an id, from the RUN_STARTED of its latest run",
     idParam: "session id",
@@ -443,11 +452,13 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     },
   },
   "POST /v1/batches/:id/cancel": post({
+    operationId: "cancelBatch",
     summary: "Cancel every session of the batch that has not ended",
     idParam: "batch id",
     responses: { 202: { description: "Cancelled", schema: batchSchema }, ...common, ...missing, ...conflict },
   }),
   "POST /v1/batches/:id/resume": post({
+    operationId: "resumeBatch",
     summary:
       "Resume the batch's parked sessions, a page at a time (optionally only those parked for one reason, or with another model)",
     idParam: "batch id",
@@ -472,6 +483,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     },
   }),
   "POST /v1/sessions/:id/cancel": post({
+    operationId: "cancelSession",
     summary: "Cancel a session: queued runs dropped, a running one aborted; never resumed automatically",
     idParam: "session id",
     responses: {
@@ -485,6 +497,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     },
   }),
   "GET /v1/sessions": {
+    operationId: "listSessions",
     summary: "The caller's sessions, newest activity first",
     querystring: listQuery,
     responses: {
@@ -496,6 +509,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     },
   },
   "GET /v1/sessions/:id": {
+    operationId: "getSession",
     summary: "A session: history, runs, status",
     idParam: "session id",
     querystring: z.strictObject({
@@ -509,6 +523,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     responses: { 200: { description: "The session", schema: sessionSchema }, ...common, ...missing },
   },
   "POST /v1/sessions/:id/messages": post({
+    operationId: "send",
     summary: "Send a user message: queues a run",
     idParam: "session id",
     body: sendBody,
@@ -520,6 +535,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     },
   }),
   "POST /v1/sessions/:id/resume": post({
+    operationId: "resume",
     summary: "Resume an interrupted session (optionally with another model)",
     idParam: "session id",
     body: resumeBody,
@@ -531,11 +547,13 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     },
   }),
   "GET /v1/sessions/:id/resume-point": {
+    operationId: "resumePoint",
     summary: "What a resume would do now",
     idParam: "session id",
     responses: { 200: { description: "The resume point", schema: resumePointSchema }, ...common, ...missing },
   },
   "GET /v1/runs/:id": {
+    operationId: "getRun",
     summary: "A run",
     idParam: "run id",
     responses: {
@@ -545,6 +563,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     },
   },
   "GET /v1/openapi.json": {
+    operationId: "openapi",
     summary: "This document",
     responses: { 200: { description: "OpenAPI 3.1" }, 401: common[401], 403: common[403], 429: common[429] },
   },

@@ -72,6 +72,7 @@ function responseSchema(
 export function routeSchema(doc: RouteDoc, components: Components = {}): FastifySchema {
   const convert = (schema: z.ZodType) => jsonSchema(schema, components);
   return {
+    operationId: doc.operationId,
     summary: doc.summary,
     ...(doc.body ? { body: convert(doc.body) } : {}),
     ...(doc.querystring ? { querystring: convert(doc.querystring) } : {}),

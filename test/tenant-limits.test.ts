@@ -210,7 +210,7 @@ describe("request rate per tenant, admin routes", () => {
     );
     const refused = errors.filter((e): e is FleetApiError => e instanceof FleetApiError);
     expect(refused.length).toBeGreaterThan(0);
-    expect(refused[0]).toMatchObject({ status: 429, code: "too_many_requests" });
+    expect(refused[0]).toMatchObject({ status: 429, code: "too_many_requests", limit: "request_rate" });
     expect(refused[0]!.retryAfter).toBeGreaterThanOrEqual(1);
   });
 

@@ -41,6 +41,8 @@ export class FleetApiError extends Error {
     readonly field?: string,
     /** On 429: the seconds the API asked to wait (Retry-After). */
     readonly retryAfter?: number,
+    /** On 429: which tenant limit (`active_sessions`, `request_rate`, `event_streams`). */
+    readonly limit?: string,
   ) {
     super(message);
   }
@@ -539,5 +541,6 @@ function apiError(method: string, path: string, response: Response, json: unknow
     error.reason,
     error.field,
     response.status === 429 ? Math.max(1, Number(response.headers.get("retry-after")) || 1) : undefined,
+    error.limit,
   );
 }

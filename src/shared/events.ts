@@ -365,8 +365,11 @@ export class SessionEventLog {
    */
   emit(events: SessionEventInput[] = [], through?: number): Promise<void> {
     if (!this.writer.enabled) return Promise.resolve();
+    // The text streamed so far goes first, on its own: it belongs to the step whose message
+    // was just committed, so it comes before that MESSAGE, not after it.
     const deltas = this.takeDeltas();
-    return this.enqueue(through ?? this.history.at(-1)?.seq ?? 0, deltas ? [deltas, ...events] : events);
+    if (deltas) void this.enqueue(0, [deltas]);
+    return this.enqueue(through ?? this.history.at(-1)?.seq ?? 0, events);
   }
 
   /**

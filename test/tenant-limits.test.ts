@@ -214,6 +214,19 @@ describe("request rate per tenant, admin routes", () => {
     expect(refused[0]!.retryAfter).toBeGreaterThanOrEqual(1);
   });
 
+  it("the client's batchResults waits out a 429 too, like every other call", async () => {
+    const patient = new FleetClient({ baseUrl: base, apiKey: key.b });
+    const { id } = await patient.createBatch([{ agent: AGENT, customId: "one" }]);
+    // The tenant's burst spent: its next request is refused with a Retry-After.
+    const spent = await Promise.all(
+      Array.from({ length: 8 }, () => call(base, "GET", "/v1/sessions", bearer(key.b!))),
+    );
+    expect(spent.some((a) => a.status === 429)).toBe(true);
+    const lines = [];
+    for await (const line of patient.batchResults(id)) lines.push(line);
+    expect(lines.map((l) => l.customId)).toEqual(["one"]);
+  });
+
   it("serves Bull Board at /admin/queues to admin keys only (Bearer or Basic), read-only", async () => {
     const none = (await call(base, "GET", "/admin/queues")) as Answer & { challenge: string | null };
     expect(none.status).toBe(401);

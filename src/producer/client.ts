@@ -101,16 +101,16 @@ export class FleetClient {
     this.maxLimitWaitMs = options.maxLimitWaitMs ?? DEFAULT_MAX_LIMIT_WAIT_MS;
   }
 
-  private async request<T>(
-    method: string,
-    path: string,
-    body?: unknown,
-    options: PostOptions = {},
-  ): Promise<T> {
+  private request<T>(method: string, path: string, body?: unknown, options: PostOptions = {}): Promise<T> {
+    return this.waitingOutLimits(() => this.requestOnce<T>(method, path, body, options));
+  }
+
+  /** `call`, sent again after each 429's Retry-After until maxLimitWaitMs was spent waiting. */
+  private async waitingOutLimits<T>(call: () => Promise<T>): Promise<T> {
     let waited = 0;
     for (;;) {
       try {
-        return await this.requestOnce<T>(method, path, body, options);
+        return await call();
       } catch (error) {
         const after = error instanceof FleetApiError ? error.retryAfter : undefined;
         if (after === undefined || waited + after * 1000 > this.maxLimitWaitMs) throw error;
@@ -242,10 +242,11 @@ export class FleetClient {
    */
   async *batchResults(batchId: string): AsyncGenerator<BatchResult> {
     const path = `/v1/batches/${encodeURIComponent(batchId)}/results`;
-    const response = await fetch(`${this.baseUrl}${path}`, { headers: this.headers(undefined, {}) });
-    if (!response.ok || !response.body) {
-      throw apiError("GET", path, response, parseJson(await response.text()));
-    }
+    const response = await this.waitingOutLimits(async () => {
+      const answer = await fetch(`${this.baseUrl}${path}`, { headers: this.headers(undefined, {}) });
+      if (!answer.ok || !answer.body) throw apiError("GET", path, answer, parseJson(await answer.text()));
+      return answer;
+    });
     const decoder = new TextDecoder();
     let buffered = "";
     for await (const chunk of response.body as AsyncIterable<Uint8Array>) {

@@ -245,7 +245,10 @@ describe("OpenAPI document", () => {
     const header = (op: { parameters?: { in: string; name: string }[] }, name: string) =>
       op.parameters?.find((p) => p.in === "header" && p.name === name);
     for (const [path, ops] of Object.entries<Record<string, typeof doc>>(doc.paths)) {
-      if (ops.post) expect(header(ops.post, "Idempotency-Key"), `POST ${path}`).toBeDefined();
+      if (ops.post) {
+        expect(header(ops.post, "Idempotency-Key"), `POST ${path}`).toBeDefined();
+        expect(ops.post.responses["409"], `POST ${path}: a reused Idempotency-Key`).toBeDefined();
+      }
       for (const op of Object.values(ops))
         expect(op.responses["429"]?.headers?.["Retry-After"], path).toBeDefined();
     }

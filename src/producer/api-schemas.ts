@@ -333,8 +333,9 @@ const common = {
 } satisfies Record<number, ResponseDoc>;
 
 /**
- * A `POST` route: it takes an Idempotency-Key (contracts §9), and its body is JSON of at most
- * 16 MiB (Fastify answers 413 and 415 before the route sees it).
+ * A `POST` route: it takes an Idempotency-Key (contracts §9: 409 when reused with another
+ * body), and its body is JSON of at most 16 MiB (Fastify answers 413 and 415 before the
+ * route sees it).
  */
 function post(doc: RouteDoc): RouteDoc {
   return {
@@ -349,6 +350,7 @@ function post(doc: RouteDoc): RouteDoc {
         ),
     }),
     responses: {
+      409: { description: "The Idempotency-Key was used with another body (`reason`)", schema: errorSchema },
       ...doc.responses,
       413: { description: "The body is larger than 16 MiB", schema: errorSchema },
       415: { description: "The body is not sent as `application/json`", schema: errorSchema },

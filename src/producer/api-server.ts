@@ -133,6 +133,12 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
       prefix: config.prefix,
       enabled: config.fairDispatch,
     }),
+    resumePriorities: new FairDispatch({
+      redis,
+      queue: queues.resumes,
+      prefix: config.prefix,
+      enabled: config.fairDispatch,
+    }),
     batches,
     cancelSignal: async (sessionIds) => {
       await redis.publish(cancelChannel(config.prefix), JSON.stringify({ sessionIds }));

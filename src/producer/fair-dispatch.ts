@@ -1,15 +1,16 @@
 /**
- * Fair dispatch between tenants (contracts §10) on the `runs` queue, with BullMQ priorities
+ * Fair dispatch between tenants (contracts §10) on the `runs` queue and for the resumes
+ * people ask for on the `resumes` queue (one instance per queue), with BullMQ priorities
  * (lower runs first) as start-time fair queueing: the k-th waiting job of every tenant gets
  * about the same priority, so workers take tenants in turn. A tenant that queues 100,000
  * runs gets priorities 1…100,000; another tenant that queues one run while 40,000 of those
  * remain gets the priority at the head of the queue, and waits for one job instead of 40,000. Within a tenant, runs keep their order.
  *
- * State: one Redis hash per fleet, `tenant → last priority given`. The queue's head (the
+ * State: one Redis hash per fleet and queue, `tenant → last priority given`. The queue's head (the
  * lowest priority waiting) is the virtual clock; when nothing waits, the hash starts over.
  * Priorities stop at BullMQ's limit (2,097,151): a backlog deeper than that from one tenant
  * is served in order, and fairness returns once it drains below. Jobs queued without a
- * priority (the sweeper's re-queued runs) go before all prioritized ones.
+ * priority (the sweeper's re-queued runs, automatic resumes) go before all prioritized ones.
  */
 import { PRIORITY_LIMIT, type Queue } from "bullmq";
 import type { Redis } from "ioredis";
@@ -42,13 +43,13 @@ export class FairDispatch implements Priorities {
   constructor(
     private readonly deps: {
       redis: Pick<Redis, "eval">;
-      /** The `runs` queue: its head is the virtual clock. */
-      queue: Pick<Queue, "getJobs">;
+      /** The queue (`runs` or `resumes`): its head is the virtual clock. */
+      queue: Pick<Queue, "getJobs" | "name">;
       prefix: string;
       enabled: boolean;
     },
   ) {
-    this.key = `${deps.prefix}:fair:runs`;
+    this.key = `${deps.prefix}:fair:${deps.queue.name}`;
   }
 
   async assign(tenant: string, count: number): Promise<number[] | undefined> {

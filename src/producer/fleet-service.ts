@@ -255,6 +255,12 @@ export class FleetService {
       limits?: RunLimits;
       /** Fair priorities for new runs (fair-dispatch.ts); none: first in, first out. */
       priorities?: Priorities;
+      /**
+       * Fair priorities for the resumes callers ask for (`POST …/resume`, a batch's resume),
+       * so one tenant's many resumes do not starve another's; none: first in, first out.
+       * Automatic resumes carry no priority and go ahead of them.
+       */
+      resumePriorities?: Priorities;
       /** Batches, their counts and results, and cancellation (contracts §9). */
       batches?: BatchStore;
       /** Tells workers to abort the runs of cancelled sessions (worker-signals.ts `cancelChannel`). */
@@ -604,8 +610,8 @@ export class FleetService {
     );
     if (!created && !sameModel(run.model, model))
       throw this.refuse("running", "another resume of this session is queued or running");
-    if (created) await this.deps.queues.enqueue("resume", { sessionId: id, runId: run.id });
-    else await this.startNow(id, run.id);
+    if (created) await this.enqueueResume(tenant, { sessionId: id, runId: run.id });
+    else await this.startNow(tenant, id, run.id);
     return { runId: run.id, kind: point.kind };
   }
 
@@ -621,7 +627,7 @@ export class FleetService {
    * again now rather than at the sweeper's next look. Someone acting is not an automatic
    * resume: nothing is counted.
    */
-  private async startNow(sessionId: string, runId: string): Promise<void> {
+  private async startNow(tenant: string, sessionId: string, runId: string): Promise<void> {
     const payload = { sessionId, runId };
     const job = await this.deps.queues.getJob("resume", QUEUES.resumes.jobId(payload));
     if (job && (await job.isDelayed())) {
@@ -630,7 +636,13 @@ export class FleetService {
     }
     if (job && !(await job.isCompleted()) && !(await job.isFailed())) return;
     await job?.remove().catch(() => {});
-    await this.deps.queues.enqueue("resume", payload);
+    await this.enqueueResume(tenant, payload);
+  }
+
+  /** Queues a resume someone asked for, with its tenant's fair priority. */
+  private async enqueueResume(tenant: string, payload: { sessionId: string; runId: string }): Promise<void> {
+    const [priority] = (await this.deps.resumePriorities?.assign(tenant, 1)) ?? [];
+    await this.deps.queues.enqueue("resume", payload, { priority });
   }
 
   async resumePoint(tenant: string, id: string): Promise<ResumePointJson> {

@@ -154,4 +154,26 @@ describe("ProviderLimits on Redis", () => {
     if (!late.granted && last && !last.granted)
       expect(lateAskedAt + late.retryInMs).toBeGreaterThan(lastAskedAt + last.retryInMs - 50);
   });
+
+  it("a permit that frees while a tenant below its share of maxConcurrent waits is kept for it", async () => {
+    const limits = new ProviderLimits(redis, prefix, { maxWaitMs: 1_000 });
+    const conc = { maxConcurrent: 2 };
+    const a = await ask(limits, "conc-share", conc, "big", "big-1");
+    const b = await ask(limits, "conc-share", conc, "big", "big-2");
+    expect(a.granted && b.granted).toBe(true);
+    // Both permits held by big: big's third request and small's first wait.
+    expect((await ask(limits, "conc-share", conc, "big", "big-3")).granted).toBe(false);
+    expect((await ask(limits, "conc-share", conc, "small", "small-1")).granted).toBe(false);
+    if (a.granted) await limits.release("conc-share", a.permit);
+    // One permit is free. Big already holds its share (1 of 2): the permit is small's.
+    expect((await ask(limits, "conc-share", conc, "big", "big-3")).granted).toBe(false);
+    const small = await ask(limits, "conc-share", conc, "small", "small-1");
+    expect(small.granted).toBe(true);
+    // Small waits for nothing more: the next permit that frees is big's again.
+    if (b.granted) await limits.release("conc-share", b.permit);
+    expect((await ask(limits, "conc-share", conc, "big", "big-3")).granted).toBe(true);
+    // A tenant alone uses every permit.
+    if (small.granted) await limits.release("conc-share", small.permit);
+    expect((await ask(limits, "conc-share", conc, "big", "big-4")).granted).toBe(true);
+  });
 });

@@ -7,8 +7,12 @@
  *   limit). A request is granted a slot at most `maxWaitMs` ahead, and reserves it: the
  *   worker sleeps until then and sends. Tokens are estimated before the request and the
  *   estimate is corrected by the usage that comes back (`correct`).
- * - Concurrency: a sorted set of permits scored by their expiry. A worker renews its permit
- *   while the response streams; a SIGKILLed worker's permits expire after `permitTtlMs`.
+ * - Concurrency: a sorted set of permits scored by their expiry, each named after its tenant.
+ *   A worker renews its permit while the response streams; a SIGKILLed worker's permits
+ *   expire after `permitTtlMs`. Tenants with requests waiting share `maxConcurrent` by
+ *   weight: a permit that frees while a tenant below its share waits is kept for that
+ *   tenant (`q:<tenant>` counts its waiting requests, `wait:<tenant>` is when the last one
+ *   is due), not taken by whichever request of a big backlog asks first.
  * - A 429/529/overloaded answer pauses the endpoint for every worker (`pause`) until the time
  *   it asked for: no slot is granted before it.
  * - A request that cannot get a slot within `maxWaitMs` is denied with a time to come back.
@@ -121,7 +125,7 @@ redis.call('ZADD', KEYS[3], now, tenant)
 redis.call('HSET', KEYS[1], 'w:' .. tenant, weight)
 for _, idle in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - 120000)) do
   redis.call('ZREM', KEYS[3], idle)
-  redis.call('HDEL', KEYS[1], 'w:' .. idle, 'due:' .. idle)
+  redis.call('HDEL', KEYS[1], 'w:' .. idle, 'due:' .. idle, 'q:' .. idle, 'wait:' .. idle)
 end
 local pause = tonumber(redis.call('HGET', KEYS[1], 'pause') or '0')
 local tat = tonumber(redis.call('HGET', KEYS[1], 'tat') or '0')
@@ -133,7 +137,34 @@ if tau > 0 and toktat > slot then slot = toktat end
 local concOk = true
 if maxConc > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  concOk = redis.call('ZCARD', KEYS[2]) < maxConc
+  local permits = redis.call('ZRANGE', KEYS[2], 0, -1)
+  local free = maxConc - #permits
+  concOk = free > 0
+  if concOk then
+    -- Shares of the permits: tenants with requests waiting (denied within maxWait) split
+    -- maxConcurrent by weight, and a free permit is kept for those below their share.
+    local held = {}
+    for _, m in ipairs(permits) do
+      local u = string.match(m, '^([^|]+)|')
+      if u then held[u] = (held[u] or 0) + 1 end
+    end
+    local total, others = weight, {}
+    for _, u in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+      if u ~= tenant and tonumber(redis.call('HGET', KEYS[1], 'q:' .. u) or '0') > 0
+         and tonumber(redis.call('HGET', KEYS[1], 'wait:' .. u) or '0') + maxWait > now then
+        local w = tonumber(redis.call('HGET', KEYS[1], 'w:' .. u) or '1')
+        total = total + w
+        others[u] = w
+      end
+    end
+    if (held[tenant] or 0) >= maxConc * weight / total then
+      local owed = 0
+      for u, w in pairs(others) do
+        owed = owed + math.max(0, math.ceil(maxConc * w / total - (held[u] or 0)))
+      end
+      concOk = free > owed
+    end
+  end
 end
 local mydue = tonumber(redis.call('GET', KEYS[4]) or 'nil')
 local calNext = tonumber(redis.call('HGET', KEYS[1], 'due:' .. tenant) or '0')
@@ -147,6 +178,11 @@ if eligible and concOk and slot - now <= horizon then
   if T > 0 then redis.call('HSET', KEYS[1], 'tat', tostring(slot + T)) end
   if tau > 0 then redis.call('HSET', KEYS[1], 'toktat', tostring(slot + cost * tau)) end
   if maxConc > 0 then redis.call('ZADD', KEYS[2], now + (slot - now) + ttl, member) end
+  if mydue then
+    if tonumber(redis.call('HINCRBY', KEYS[1], 'q:' .. tenant, -1)) < 0 then
+      redis.call('HSET', KEYS[1], 'q:' .. tenant, 0)
+    end
+  end
   redis.call('DEL', KEYS[4])
   return {1, slot - now, 0}
 end
@@ -170,6 +206,9 @@ else
   due = math.max(calNext + step * sum / weight, slot - maxWait, now)
   redis.call('HSET', KEYS[1], 'due:' .. tenant, tostring(due))
 end
+if not mydue then redis.call('HINCRBY', KEYS[1], 'q:' .. tenant, 1) end
+local waitMark = tonumber(redis.call('HGET', KEYS[1], 'wait:' .. tenant) or '0')
+if due > waitMark then redis.call('HSET', KEYS[1], 'wait:' .. tenant, tostring(due)) end
 redis.call('SET', KEYS[4], tostring(due), 'PX', math.floor(due - now) + 300000)
 return {0, math.floor(due - now), reason}`;
 
@@ -261,7 +300,8 @@ export class ProviderLimits {
     estimatedTokens: number;
   }): Promise<Acquired> {
     const { endpoint, limits } = input;
-    const permit = `${input.request}:${randomUUID()}`;
+    // The tenant leads the permit's name: ACQUIRE counts the permits each tenant holds.
+    const permit = `${input.tenant}|${input.request}:${randomUUID()}`;
     const [granted, ms, reason] = await this.redis.fleetLimitsAcquire(
       this.key(endpoint),
       this.key(endpoint, ":permits"),

@@ -19,8 +19,9 @@
  * endpoint's capacity longer than the gate allows throws `CapacityWait` out of this call (the
  * job is handed back; nothing was sent, nothing is counted), and a 429/529/overloaded answer
  * from a gated endpoint is asked again through the gate — which waits out the fleet-wide
- * pause — without counting an attempt: waiting for capacity is not failing. At most
- * `MAX_RATE_LIMITED` such answers in one call are free; later ones count as attempts.
+ * pause — without counting an attempt: waiting for capacity is not failing. After
+ * `MAX_RATE_LIMITED` such answers in one call the job is handed back like a long wait (they
+ * never count as attempts, so a 429 storm parks nothing and spends no budget).
  */
 import { createHash } from "node:crypto";
 import {
@@ -105,6 +106,8 @@ export type ModelStep =
 
 /** Rate-limit answers of a gated endpoint one call asks again without counting an attempt. */
 export const MAX_RATE_LIMITED = 50;
+/** The least a job waits once handed back after MAX_RATE_LIMITED refusals in one call. */
+const RATE_LIMITED_HAND_BACK_MS = 1_000;
 
 export function backoffMs(
   policy: RetryPolicy,
@@ -308,15 +311,19 @@ export async function callModel(
     const { error } = result;
     // Nothing was sent: the job is handed back (session-job.ts) and this step taken again later.
     if (error instanceof CapacityWait && !request.signal.aborted) throw error;
-    if (
-      error instanceof EndpointRateLimited &&
-      !result.outputStarted &&
-      !request.signal.aborted &&
-      rateLimited < MAX_RATE_LIMITED
-    ) {
-      rateLimited++;
-      n--; // the gate now waits out the endpoint's pause for every worker: not an attempt
-      continue;
+    if (error instanceof EndpointRateLimited && !result.outputStarted && !request.signal.aborted) {
+      if (rateLimited < MAX_RATE_LIMITED) {
+        rateLimited++;
+        n--; // the gate now waits out the endpoint's pause for every worker: not an attempt
+        continue;
+      }
+      // Still refused: the job is handed back (session-job.ts) rather than holding the slot,
+      // and the refusals count as nothing, however long the provider keeps answering 429.
+      throw new CapacityWait(
+        error.endpoint,
+        Math.max(RATE_LIMITED_HAND_BACK_MS, error.cause.retryAfterMs ?? 0),
+        Date.now(),
+      );
     }
     // The error may be stored as a park reason, and may quote what the provider sent.
     const messageText = sanitizeText(error instanceof Error ? error.message : String(error));

@@ -31,13 +31,14 @@ export class SweepQueries {
 
   /**
    * Active sessions whose history does not end in a completed answer, with nothing queued
-   * or running, whose backoff has passed: each needs a resume or a parking.
+   * or running: each needs a resume or a parking. One still in its backoff gets its resume
+   * now, queued with the rest of the backoff as its delay (as a worker's request does), so it
+   * stays one of its tenant's active sessions (FLEET_TENANT_MAX_ACTIVE_SESSIONS) meanwhile.
    */
   sessionsNeedingAttention(limit: number): Promise<AttentionSession[]> {
     return this.database.sql<AttentionSession[]>`
       select s.id, s.tail_state, s.resume_attempts from sessions s
        where s.status = 'active' and s.run_started and s.tail_phase = 'open'
-         and (s.next_resume_at is null or s.next_resume_at <= now())
          and not exists (select 1 from runs r where r.session_id = s.id and (r.status <> 'ended') is true)
        order by s.next_resume_at nulls first
        limit ${limit}`;

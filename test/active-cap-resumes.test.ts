@@ -1,0 +1,108 @@
+/**
+ * FLEET_TENANT_MAX_ACTIVE_SESSIONS and automatic resumes (contracts §10, §12), end to end:
+ * the in-process API, a real worker and a real sweeper. A session whose runs keep failing
+ * waits out its resume backoff between attempts; it is still the tenant's active session
+ * then ("automatic resumes are never refused: the session is already counted"), so new
+ * sessions cannot take its place and put the tenant over its cap when the resume comes.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FleetApiError, FleetClient } from "../src/producer/client.js";
+import { ApiKeys } from "../src/shared/store/api-keys.js";
+import { createFleetEnv, FLEET_BIN, type FleetEnv, waitFor } from "./support/fleet-env.js";
+
+describe("the active-session cap while a session waits out its resume backoff", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let sweeper: ChildProcess;
+  let sweeperOut = "";
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("activecapresume", {
+      env: {
+        FLEET_TENANT_MAX_ACTIVE_SESSIONS: "2",
+        SWEEPER_BACKOFF_MS: "8000",
+        SWEEP_INTERVAL_MS: "100",
+      },
+    });
+    const key = (await new ApiKeys(fleet.database).create("acme")).key;
+    client = new FleetClient({ baseUrl: (await fleet.startApi()).api.url, apiKey: key, maxLimitWaitMs: 0 });
+    await fleet.spawnWorker();
+    sweeper = spawn(process.execPath, [FLEET_BIN, "sweeper"], {
+      env: { ...process.env, ...fleet.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    sweeper.stdout?.on("data", (d) => {
+      sweeperOut += d;
+    });
+    sweeper.stderr?.on("data", (d) => {
+      sweeperOut += d;
+    });
+    await waitFor(() => /ready/.test(sweeperOut) || sweeper.exitCode !== null, 20_000, "sweeper start");
+  }, 90_000);
+
+  afterAll(async () => {
+    if (sweeper && sweeper.exitCode === null) {
+      sweeper.kill("SIGKILL");
+      await new Promise((r) => sweeper.once("exit", r));
+    }
+    await fleet?.close();
+  });
+
+  const activeOf = async () => {
+    const [row] = await fleet.database.sql<{ n: number }[]>`
+      select count(distinct session_id)::int as n from runs where tenant = 'acme' and status <> 'ended'`;
+    return row!.n;
+  };
+
+  it("counts the session in backoff: a new session that would go past the cap is refused", async () => {
+    // Two runs fail (4 attempts each at the connection), the third succeeds.
+    const flaky = {
+      model: {
+        provider: "scripted" as const,
+        steps: [{ text: "finally", fault: "connection" as const, faultTimes: 8 }],
+      },
+    };
+    const slow = { model: { provider: "scripted" as const, steps: [{ text: "slow", delayMs: 10_000 }] } };
+    const { id } = await client.createSession({ agent: flaky });
+    await client.send(id, "go");
+    // The first run and the first automatic resume have failed; the next resume waits out its backoff.
+    await waitFor(
+      async () => {
+        const runs = (await client.getSession(id)).runs;
+        return (
+          runs.filter((r) => r.status === "ended").length === 2 && runs.every((r) => r.status !== "running")
+        );
+      },
+      30_000,
+      "two failed runs",
+    );
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const accepted: string[] = [];
+    let refused = 0;
+    for (let i = 0; i < 2; i++) {
+      const { id: other } = await client.createSession({ agent: slow });
+      try {
+        await client.send(other, `other ${i}`);
+        accepted.push(other);
+      } catch (error) {
+        expect(error).toBeInstanceOf(FleetApiError);
+        expect((error as FleetApiError).status).toBe(429);
+        refused++;
+      }
+    }
+    // The flaky session is one of the tenant's two: one more fits, the second is refused.
+    expect({ accepted: accepted.length, refused }).toEqual({ accepted: 1, refused: 1 });
+    // And the tenant never goes past its cap while the flaky session resumes and completes.
+    let peak = 0;
+    await waitFor(
+      async () => {
+        peak = Math.max(peak, await activeOf());
+        return (await client.getSession(id)).runs.some((r) => r.endedReason === "completed");
+      },
+      40_000,
+      "the flaky session completes",
+    );
+    expect(peak).toBeLessThanOrEqual(2);
+  }, 90_000);
+});

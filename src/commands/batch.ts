@@ -149,17 +149,35 @@ async function progress(io: BatchIo, label: string, total: number | undefined) {
 const unreachableOr5xx = (error: unknown): boolean =>
   !(error instanceof FleetApiError) || error.status >= 500;
 
-/** Sends one part, again after a network error or a 5xx, with the same Idempotency-Key. */
-async function sendPart<T>(send: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
+/** How long `submit` waits for a tenant limit to leave room for one part. */
+const LIMIT_WAIT_MS = 10 * 60_000;
+
+/**
+ * Sends one part, again after a network error or a 5xx, with the same Idempotency-Key; and
+ * again after a 429 (a tenant limit: nothing was done), for up to LIMIT_WAIT_MS, saying so
+ * once on stderr — the batch's own sessions make room as they end, and an open batch whose
+ * next part is never sent would never end.
+ */
+async function sendPart<T>(send: () => Promise<T>, io: BatchIo): Promise<T> {
+  let limitedSince: number | undefined;
+  for (let attempt = 1; ; ) {
     try {
       return await send();
     } catch (error) {
+      if (error instanceof FleetApiError && error.status === 429) {
+        if (limitedSince === undefined) {
+          limitedSince = Date.now();
+          await write(io.stderr, `a tenant limit was reached (${error.message}); waiting for room\n`);
+        } else if (Date.now() - limitedSince > LIMIT_WAIT_MS) throw error;
+        await new Promise((resolve) => setTimeout(resolve, Math.max(1, error.retryAfter ?? 5) * 1_000));
+        continue;
+      }
       const retriable = unreachableOr5xx(error) || (error as FleetApiError).status === 409;
       const inUse = error instanceof FleetApiError && error.reason === "idempotency_key_in_use";
       if (!retriable || attempt >= 6 || (error instanceof FleetApiError && error.status === 409 && !inUse))
         throw error;
       await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
+      attempt++;
     }
   }
 }
@@ -192,17 +210,19 @@ export async function batchSubmitCommand(
       const key = `${keyPrefix}-${parts}`;
       try {
         if (batchId === undefined) {
-          const created = await sendPart(() =>
-            client.createBatch(sessions, {
-              idempotencyKey: key,
-              open: !last,
-              ...(options.webhook ? { webhook: { url: options.webhook } } : {}),
-            }),
+          const created = await sendPart(
+            () =>
+              client.createBatch(sessions, {
+                idempotencyKey: key,
+                open: !last,
+                ...(options.webhook ? { webhook: { url: options.webhook } } : {}),
+              }),
+            io,
           );
           batchId = created.id;
         } else {
           const id = batchId;
-          await sendPart(() => client.appendToBatch(id, sessions, { idempotencyKey: key, close: last }));
+          await sendPart(() => client.appendToBatch(id, sessions, { idempotencyKey: key, close: last }), io);
         }
       } catch (error) {
         // Name the file's line for an error in one of this part's sessions.

@@ -1,0 +1,57 @@
+/**
+ * `fleet batch submit` against a tenant's active-session cap (contracts §9, §10), as a user
+ * runs it: a file longer than the tenant's room is sent in parts; a part refused with 429
+ * (`active_sessions`) is sent again once sessions of the batch have ended and made room —
+ * one line on stderr says it waits — rather than the command failing after the client's 30 s
+ * and leaving an open batch behind that never ends (no `--wait`, no webhook).
+ */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { runFleetCli } from "./support/fleet-cli.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+
+const line = (i: number) =>
+  JSON.stringify({
+    customId: `l-${i}`,
+    agent: { model: { provider: "scripted", steps: [{ text: `answer ${i}` }] } },
+    input: `question ${i}`,
+  });
+
+describe("fleet batch submit under FLEET_TENANT_MAX_ACTIVE_SESSIONS", () => {
+  let fleet: FleetEnv;
+  let url: string;
+  let client: FleetClient;
+  let dir: string;
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("batch-cli-limits", { env: { FLEET_TENANT_MAX_ACTIVE_SESSIONS: "1001" } });
+    const started = await fleet.startApi();
+    url = started.api.url;
+    client = started.client;
+    dir = await mkdtemp(join(tmpdir(), "fleet-batch-limits-"));
+  }, 60_000);
+  afterAll(async () => {
+    await fleet?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("waits for room for a part the cap refuses, then sends it and closes the batch", async () => {
+    const file = join(dir, "sessions.jsonl");
+    await writeFile(file, `${Array.from({ length: 1_002 }, (_, i) => line(i)).join("\n")}\n`);
+    // No worker yet: the first part (1,000) fills the cap, the second (2) does not fit.
+    const submitted = runFleetCli(["batch", "submit", file], { ...fleet.env, FLEET_API_URL: url }, 120_000);
+    // Longer than the client waits out 429s by itself (30 s); then sessions end and make room.
+    await new Promise((resolve) => setTimeout(resolve, 35_000));
+    await fleet.spawnWorker({ WORKER_CONCURRENCY: "16" });
+    const result = await submitted;
+    expect(result.stderr).toMatch(/active sessions/);
+    expect(result.code).toBe(0);
+    const id = result.stdout.trim();
+    const batch = await client.getBatch(id);
+    expect(batch.counts.total).toBe(1_002);
+    expect(batch.open).toBe(false);
+  }, 150_000);
+});

@@ -313,6 +313,32 @@ describe("fair dispatch", () => {
     }
   });
 
+  it("a tenant that cancelled its batch is not put behind another tenant's backlog for it", async () => {
+    const fleet = await createFleetEnv("fair-cancel");
+    const queue = new Queue("runs", { connection: fleet.redis, prefix: fleet.config.prefix });
+    try {
+      const keys = new ApiKeys(fleet.database);
+      const baseUrl = (await fleet.startApi()).api.url;
+      const a = new FleetClient({ baseUrl, apiKey: (await keys.create("a")).key });
+      const b = new FleetClient({ baseUrl, apiKey: (await keys.create("b")).key });
+      // No worker: every run waits. Both tenants queue 30; then a cancels its batch.
+      const aBatch = await a.createBatch(
+        Array.from({ length: 30 }, (_, i) => ({ agent: AGENT, input: `a ${i}` })),
+      );
+      await b.createBatch(Array.from({ length: 30 }, (_, i) => ({ agent: AGENT, input: `b ${i}` })));
+      await a.cancelBatch(aBatch.id);
+      // a has nothing waiting now: its next run goes near the head, not behind b's 30.
+      const { sessions } = await a.createBatch([{ agent: AGENT, input: "a again" }]);
+      const waiting = await queue.getJobs(["prioritized"], 0, -1, true);
+      const rank = waiting.findIndex((job) => job.data.runId === sessions[0]!.runId);
+      expect(waiting).toHaveLength(31);
+      expect(rank).toBeLessThanOrEqual(1);
+    } finally {
+      await queue.close();
+      await fleet.close();
+    }
+  });
+
   // A worker with one slot; tenant big queues 16 sessions that take ~120 ms each, then tenant
   // small queues one. Where small's run starts among all runs is what fair dispatch changes:
   // right after the head of the queue, or behind the whole batch.

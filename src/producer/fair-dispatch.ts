@@ -34,7 +34,11 @@ local top = math.min(base + tonumber(ARGV[3]), tonumber(ARGV[4]))
 redis.call('HSET', KEYS[1], ARGV[1], top)
 return base`;
 
-export type Priorities = { assign(tenant: string, count: number): Promise<number[] | undefined> };
+export type Priorities = {
+  assign(tenant: string, count: number): Promise<number[] | undefined>;
+  /** Starts the tenant over (it has nothing waiting any more: a cancel dropped its runs). */
+  forget?(tenant: string): Promise<void>;
+};
 
 /** Hands out fair priorities for a tenant's new runs; `undefined` when fair dispatch is off. */
 export class FairDispatch implements Priorities {
@@ -42,7 +46,7 @@ export class FairDispatch implements Priorities {
 
   constructor(
     private readonly deps: {
-      redis: Pick<Redis, "eval">;
+      redis: Pick<Redis, "eval" | "hdel">;
       /** The queue (`runs` or `resumes`): its head is the virtual clock. */
       queue: Pick<Queue, "getJobs" | "name">;
       prefix: string;
@@ -58,5 +62,13 @@ export class FairDispatch implements Priorities {
     const clock = head?.opts.priority ?? 0;
     const base = Number(await this.deps.redis.eval(TAKE, 1, this.key, tenant, clock, count, PRIORITY_LIMIT));
     return prioritiesAfter(base, count);
+  }
+
+  /**
+   * A cancel dropped the tenant's waiting runs: its last priority would otherwise put its
+   * next runs behind every other tenant's backlog up to that point, for runs it no longer has.
+   */
+  async forget(tenant: string): Promise<void> {
+    if (this.deps.enabled) await this.deps.redis.hdel(this.key, tenant);
   }
 }

@@ -485,7 +485,7 @@ export class FleetService {
    */
   async cancelBatch(tenant: string, id: string): Promise<BatchJson> {
     await this.getBatch(tenant, id);
-    await this.afterCancel(await this.batches.cancel(tenant, { batchId: id }));
+    await this.afterCancel(tenant, await this.batches.cancel(tenant, { batchId: id }));
     return this.getBatch(tenant, id);
   }
 
@@ -496,17 +496,20 @@ export class FleetService {
   ): Promise<{ id: string; status: SessionStatus; cancelled: boolean }> {
     await this.session(tenant, id);
     const result = await this.batches.cancel(tenant, { sessionId: id });
-    await this.afterCancel(result);
+    await this.afterCancel(tenant, result);
     const session = await this.session(tenant, id);
     const runs = await this.deps.queries.listRuns(id, tenant);
     return { id, status: sessionStatus(session, runs), cancelled: result.sessionIds.length > 0 };
   }
 
   /** After the cancel committed: workers abort what runs, and the dropped runs' jobs go. */
-  private async afterCancel(result: {
-    sessionIds: string[];
-    dropped: { id: string; sessionId: string; kind: string }[];
-  }) {
+  private async afterCancel(
+    tenant: string,
+    result: {
+      sessionIds: string[];
+      dropped: { id: string; sessionId: string; kind: string }[];
+    },
+  ) {
     for (let i = 0; i < result.sessionIds.length; i += 1_000)
       await this.deps.cancelSignal?.(result.sessionIds.slice(i, i + 1_000)).catch(() => {});
     // Queued runs the cancel ended never reach a worker, which counts every run it ends: they
@@ -525,6 +528,15 @@ export class FleetService {
       }
     };
     const removed = Promise.all(Array.from({ length: 16 }, lane));
+    // Fair dispatch: a tenant left with nothing waiting starts over (fair-dispatch.ts `forget`).
+    // Best effort: the cancel has committed, and a failure here only leaves the order as it was.
+    if (
+      result.dropped.length > 0 &&
+      !(await this.deps.queries.tenantHasQueuedRuns(tenant).catch(() => true))
+    ) {
+      await this.deps.priorities?.forget?.(tenant).catch(() => {});
+      await this.deps.resumePriorities?.forget?.(tenant).catch(() => {});
+    }
     // A big batch's jobs are removed after the answer (its runs have ended already).
     if (result.dropped.length <= 1_000) await removed;
   }

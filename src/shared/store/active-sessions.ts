@@ -47,3 +47,13 @@ export async function holdActiveSessions(
       (adding > 1 ? ` (room for ${room})` : ""),
   );
 }
+
+/** Whether `tenant` has a run waiting to start (fair dispatch starts it over when not). */
+export async function hasQueuedRuns(
+  sql: postgres.Sql | postgres.TransactionSql,
+  tenant: string,
+): Promise<boolean> {
+  const rows = await sql`
+    select 1 from runs where tenant = ${tenant} and status <> 'ended' and status = 'queued' limit 1`;
+  return rows.length > 0;
+}

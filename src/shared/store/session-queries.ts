@@ -12,7 +12,7 @@ import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
 import type { Message, StoredMessage, Usage } from "../messages.js";
 import { QUEUES } from "../queues.js";
 import { tailState } from "../tail-state.js";
-import { holdActiveSessions } from "./active-sessions.js";
+import { hasQueuedRuns, holdActiveSessions } from "./active-sessions.js";
 import { DEFAULT_TENANT } from "./api-keys.js";
 import {
   json,
@@ -343,6 +343,11 @@ export class SessionQueries {
       select row_to_json(r) as r from runs r where r.session_id = ${sessionId} and r.status = (select 'queued'::text)
        order by r.created_at, r.id limit 1`;
     return row ? runFromRaw(json<RawRun>(row.r)) : undefined;
+  }
+
+  /** Whether the tenant has a run waiting to start. */
+  tenantHasQueuedRuns(tenant: string): Promise<boolean> {
+    return hasQueuedRuns(this.database.sql, tenant);
   }
 
   /**

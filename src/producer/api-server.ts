@@ -147,6 +147,11 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     runEnded: async (sessionId, runId, outcome) => {
       await eventWriter.write(sessionId, [], [{ type: "RUN_COMPLETED", runId, outcome }]);
     },
+    onEnqueueFailed: (error, runIds) =>
+      app.log.warn(
+        { err: error, runIds },
+        "runs stored, their jobs not added (Redis unreachable): the sweeper adds them once Redis answers",
+      ),
   });
   const { requestRate } = config.tenantLimits;
   const app = buildApi({

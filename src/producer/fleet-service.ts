@@ -272,8 +272,25 @@ export class FleetService {
        * every run ends with exactly one). Absent: no events.
        */
       runEnded?: (sessionId: string, runId: string, outcome: "cancelled") => Promise<void>;
+      /** Told when committed runs' jobs could not be added (Redis away); the sweeper adds them. */
+      onEnqueueFailed?: (error: unknown, runIds: string[]) => void;
     },
   ) {}
+
+  /**
+   * Adds the jobs of runs already committed. The request has acted once its run is stored: a
+   * job Redis did not take is added by the sweeper (orphaned queued runs) when Redis answers
+   * again, so a failure here is logged, not answered with a 5xx — which would release the
+   * request's Idempotency-Key, and the caller's retry would store its input a second time.
+   */
+  private async enqueueCommitted(runIds: string[], add: () => Promise<unknown>): Promise<void> {
+    if (runIds.length === 0) return;
+    try {
+      await add();
+    } catch (error) {
+      this.deps.onEnqueueFailed?.(error, runIds);
+    }
+  }
 
   private get batches(): BatchStore {
     if (!this.deps.batches) throw new Error("this FleetService was built without a BatchStore");
@@ -414,8 +431,13 @@ export class FleetService {
     const jobs = created.flatMap(({ id, runId }) =>
       runId ? [{ name: "run" as const, payload: { sessionId: id, runId } }] : [],
     );
-    const priorities = await this.prioritiesFor(tenant, jobs.length);
-    await this.deps.queues.enqueueMany(jobs.map((job, i) => ({ ...job, priority: priorities[i] })));
+    await this.enqueueCommitted(
+      jobs.map((job) => job.payload.runId),
+      async () => {
+        const priorities = await this.prioritiesFor(tenant, jobs.length);
+        await this.deps.queues.enqueueMany(jobs.map((job, i) => ({ ...job, priority: priorities[i] })));
+      },
+    );
     return created.map((session, i) => ({ ...session, customId: items[i]!.customId ?? null }));
   }
 
@@ -587,8 +609,10 @@ export class FleetService {
       { sessionId: id, kind: "run", trigger: "api", input: content, ...(goal ? { goal } : {}) },
       { ...this.limits, tenant, unpark: session.status === "parked" || session.status === "cancelled" },
     );
-    const [priority] = await this.prioritiesFor(tenant, 1);
-    await this.deps.queues.enqueue("run", { sessionId: id, runId: run.id }, { priority });
+    await this.enqueueCommitted([run.id], async () => {
+      const [priority] = await this.prioritiesFor(tenant, 1);
+      await this.deps.queues.enqueue("run", { sessionId: id, runId: run.id }, { priority });
+    });
     return { runId: run.id };
   }
 
@@ -622,8 +646,11 @@ export class FleetService {
     );
     if (!created && !sameModel(run.model, model))
       throw this.refuse("running", "another resume of this session is queued or running");
-    if (created) await this.enqueueResume(tenant, { sessionId: id, runId: run.id });
-    else await this.startNow(tenant, id, run.id);
+    await this.enqueueCommitted([run.id], () =>
+      created
+        ? this.enqueueResume(tenant, { sessionId: id, runId: run.id })
+        : this.startNow(tenant, id, run.id),
+    );
     return { runId: run.id, kind: point.kind };
   }
 

@@ -4,7 +4,7 @@
  * limit with the last real reason, concurrent callers make one resume, and re-added jobs
  * count against the same limit. Also: which failed writes count as "storage rejected".
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { parseAgentConfig } from "../src/shared/agent-config.js";
 import type { Message } from "../src/shared/messages.js";
 import { createMetrics } from "../src/shared/metrics.js";
@@ -206,5 +206,34 @@ describe("AutomaticResumes", () => {
     expect(
       storageRejection(Object.assign(new Error("terminating connection"), { code: "57P01" })),
     ).toBeNull();
+  });
+
+  it("schedules on Postgres's clock: a host whose clock is off neither delays nor skips the backoff", async () => {
+    const tenMinutes = 10 * 60_000;
+    const ahead = await session(asked);
+    const behind = await session(asked);
+    // The second attempt of `behind` waits for the backoff its first one set (1 s here).
+    expect((await resumes.schedule({ sessionId: behind, trigger: "sweeper" })).action).toBe("resume");
+    await endRuns(behind);
+    // Only Date is faked: timers and sockets run as usual, so this is a host whose clock is off.
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true });
+    try {
+      vi.setSystemTime(Date.now() + tenMinutes);
+      const fast = new AutomaticResumes(fleet.database, policy, metrics);
+      expect((await fast.schedule({ sessionId: ahead, trigger: "sweeper" })).action).toBe("resume");
+      vi.setSystemTime(Date.now() - 2 * tenMinutes);
+      const slow = new AutomaticResumes(fleet.database, policy, metrics);
+      const late = await slow.schedule({ sessionId: behind, trigger: "sweeper" });
+      expect(late.action).toBe("resume");
+      // The rest of the backoff, not the backoff plus the ten minutes the host is behind.
+      if (late.action === "resume") expect(late.delayMs).toBeLessThanOrEqual(1_000);
+    } finally {
+      vi.useRealTimers();
+    }
+    // The sweeper looks again (`next_resume_at <= now()` in Postgres) after the backoff, not
+    // after the backoff plus the ten minutes the first host was ahead.
+    const [wait] = await fleet.database.sql<{ s: number }[]>`
+      select extract(epoch from next_resume_at - now())::float as s from sessions where id = ${ahead}`;
+    expect(wait!.s).toBeLessThanOrEqual(1);
   });
 });

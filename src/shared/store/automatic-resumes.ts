@@ -30,7 +30,7 @@ import {
 import { json, messageFromRaw, type RawMessage, type RawRun, runFromRaw } from "./rows.js";
 
 export type Scheduled =
-  /** `delayMs`: how long its job waits (the previous attempt's backoff), on this class's clock. */
+  /** `delayMs`: how long its job waits (the rest of the previous attempt's backoff). */
   | { action: "resume"; run: RunRow; delayMs: number; attempt: number }
   | { action: "park"; reason: ParkReason; detail?: string }
   | { action: "none" };
@@ -48,6 +48,8 @@ type Locked = {
   tool_ran: boolean;
   next_resume_at: string | null;
   last_outcome: string | null;
+  /** Postgres's clock: `next_resume_at` is compared with it (sweep-queries.ts), whoever wrote it. */
+  db_now: string;
 };
 
 type Stand = { session: Locked; history: StoredMessage[]; mark: string; progressed: boolean };
@@ -60,7 +62,6 @@ export class AutomaticResumes {
     private readonly database: Database,
     private readonly policy: ResumePolicy,
     private readonly metrics: Pick<FleetMetrics, "sessionsParked">,
-    private readonly now: () => number = Date.now,
   ) {}
 
   /**
@@ -72,7 +73,7 @@ export class AutomaticResumes {
    */
   private async stand(tx: postgres.TransactionSql, sessionId: string): Promise<Stand | undefined> {
     const [session] = await tx<Locked[]>`
-      select s.status, s.agent, s.last_seq, s.resume_attempts, s.attempt_point, s.next_resume_at,
+      select s.status, s.agent, s.last_seq, s.resume_attempts, s.attempt_point, s.next_resume_at, now() as db_now,
              exists (select 1 from messages m where m.session_id = s.id and m.seq > s.attempt_seq
                        and m.role = 'tool' and m.content <> ${INTERRUPTED_TOOL_TEXT}
                        and m.content not like 'Cancelled%') as tool_ran,
@@ -134,7 +135,9 @@ export class AutomaticResumes {
         nextResumeAt: s.next_resume_at ? new Date(s.next_resume_at) : null,
         lastOutcome: s.last_outcome,
         primaryRejected: input.primaryRejected === true,
-        now: new Date(this.now()),
+        // Every time here is on Postgres's clock, as the sweeper's scan reads them: a worker or
+        // sweeper whose clock is off would otherwise delay a resume, or skip its backoff, by as much.
+        now: new Date(s.db_now),
         policy: this.policy,
       });
       switch (decision.action) {
@@ -164,7 +167,7 @@ export class AutomaticResumes {
           return {
             action: "resume",
             run: runFromRaw(json<RawRun>(inserted!.r)),
-            delayMs: Math.max(0, decision.runAt.getTime() - this.now()),
+            delayMs: Math.max(0, decision.runAt.getTime() - new Date(s.db_now).getTime()),
             attempt: decision.attempt,
           };
         }
@@ -205,7 +208,7 @@ export class AutomaticResumes {
           ? { action: "park", reason: "attempts_exhausted", detail }
           : { action: "none" };
       }
-      const now = this.now();
+      const now = new Date(s.db_now).getTime();
       const wait = attempts > 0 && s.next_resume_at ? new Date(s.next_resume_at).getTime() : 0;
       const runAt = new Date(Math.max(now, wait));
       const attempt = attempts + 1;

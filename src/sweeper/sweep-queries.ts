@@ -8,6 +8,8 @@ export type RunningRun = {
   kind: string;
   worker_id: string | null;
   started_at: Date;
+  /** How long it has been running, on Postgres's clock (as `started_at`), not the sweeper host's. */
+  age_ms: number;
 };
 export type AttentionSession = { id: string; tail_state: string; resume_attempts: number };
 export type QueuedRun = { id: string; session_id: string; kind: string; job_id: string | null };
@@ -24,7 +26,9 @@ export class SweepQueries {
   /** Runs some worker is (or was) acting on. */
   async runningRuns(): Promise<RunningRun[]> {
     const rows = await this.database.sql<(Omit<RunningRun, "started_at"> & { started_at: string })[]>`
-      select id, session_id, kind, worker_id, started_at from runs where status = 'running'`;
+      select id, session_id, kind, worker_id, started_at,
+             (extract(epoch from now() - started_at) * 1000)::float8 as age_ms
+        from runs where status = 'running'`;
     // Drizzle's postgres.js driver hands timestamps back as strings.
     return rows.map((r) => ({ ...r, started_at: new Date(r.started_at) }));
   }

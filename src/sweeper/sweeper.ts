@@ -161,7 +161,8 @@ export class Sweeper {
       const workerId = run.worker_id ?? "";
       const workerDead = dead.has(workerId);
       // A live worker renews its lease every ttl/3; no lease at all means it froze or lost Redis.
-      const leaseExpired = holder === null && now - run.started_at.getTime() > this.deps.lease.ttlMs;
+      // The run's age is Postgres's (its start is): the sweeper host's clock may be off.
+      const leaseExpired = holder === null && run.age_ms > this.deps.lease.ttlMs;
       // A worker missing from CLIENT LIST but not yet confirmed dead is looked at next tick.
       const frozen = leaseExpired && live.has(workerId);
       if (!workerDead && !frozen) return;

@@ -58,6 +58,9 @@ export type SweepResult = { resumed: number; parked: number; abandoned: number; 
 
 type Cause = "crashed" | "stalled" | "interrupted";
 
+/** Failing sessions remembered so as to warn once each (then the memory starts over). */
+const MAX_FAILING_REMEMBERED = 10_000;
+
 /** Abandoned runs handled at once (each is a handful of round trips under its own lock). */
 const ABANDONED_AT_ONCE = 8;
 
@@ -78,6 +81,8 @@ export class Sweeper {
   private readonly deaths: DeathWatch;
   private readonly claimDeaths: DeathWatch;
   private lastLive: Set<string> | null = null;
+  /** Sessions whose last sweep failed: their next failures are not warned about again. */
+  private readonly failing = new Set<string>();
   private readonly now: () => number;
 
   constructor(
@@ -111,14 +116,26 @@ export class Sweeper {
     }
   }
 
-  /** One session's failure is logged and retried next tick; it never stops the others. */
+  /**
+   * One session's failure is logged and retried next tick; it never stops the others. It is
+   * logged once until that session is swept again without one: a Redis refusing writes
+   * (maxmemory with noeviction) fails every waiting session on every tick.
+   */
   private async guarded<T>(sessionId: string, fn: () => Promise<T>): Promise<T | undefined> {
     try {
-      return await fn();
+      const result = await fn();
+      this.failing.delete(sessionId);
+      return result;
     } catch (error) {
-      this.deps.log.warn(
+      const again = this.failing.has(sessionId);
+      // A session swept by another sweeper meanwhile is never taken out: bounded, it starts over.
+      if (this.failing.size >= MAX_FAILING_REMEMBERED) this.failing.clear();
+      this.failing.add(sessionId);
+      this.deps.log[again ? "debug" : "warn"](
         { err: error, sessionId },
-        "sweeping a session failed; it is looked at again next tick",
+        again
+          ? "sweeping a session failed again"
+          : "sweeping a session failed; it is looked at again each tick (logged once until it works)",
       );
       return undefined;
     }

@@ -18,6 +18,7 @@ const agent = { model: { provider: "scripted" as const, steps: [{ text: "done" }
 describe("input accepted while Redis is down", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
+  let apiUrl: string;
   let sweeper: RunningSweeper;
   let redis: ChildProcess;
   let port: number;
@@ -26,7 +27,9 @@ describe("input accepted while Redis is down", () => {
     port = await freePort();
     redis = await startRedis(port);
     fleet = await createFleetEnv("redisdownapi", { redisUrl: `redis://127.0.0.1:${port}` });
-    ({ client } = await fleet.startApi());
+    const started = await fleet.startApi();
+    client = started.client;
+    apiUrl = started.api.url;
     sweeper = await startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: false });
   });
   afterAll(async () => {
@@ -39,6 +42,12 @@ describe("input accepted while Redis is down", () => {
   it("answers that the committed run was accepted, runs it once Redis is back, and a retry stores nothing twice", async () => {
     const { id } = await client.createSession({ agent });
     await stopRedis(redis);
+
+    // What needs Redis now says the service is away, to try again: not a 500 that reads as a bug.
+    const events = await fetch(`${apiUrl}/v1/sessions/${id}/events`);
+    expect(events.status).toBe(503);
+    expect(events.headers.get("retry-after")).toBe("1");
+    expect(((await events.json()) as { error: { code: string } }).error.code).toBe("unavailable");
 
     const sent = await client.send(id, "hello", { idempotencyKey: "send-1" });
     const batch = await client.createBatch([{ agent, input: "in a batch" }], { idempotencyKey: "batch-1" });

@@ -16,6 +16,7 @@ import {
 import { findInJson, type JsonPath } from "../shared/json-walk.js";
 import { formatPath, isStorableText, UNSTORABLE_TEXT, unstorableAt } from "../shared/messages.js";
 import type { IdempotencyStore } from "../shared/store/idempotency.js";
+import { isServiceUnavailable } from "../shared/unavailable.js";
 import { UnauthorizedError } from "./auth.js";
 import { isConsoleRoute } from "./console-route.js";
 import type { EventStreams } from "./event-stream.js";
@@ -248,6 +249,18 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     const status = (error as FastifyError).statusCode;
     if (status && status >= 400 && status < 500) {
       return reply.code(status).send(errorBody("invalid_request", error.message));
+    }
+    if (isServiceUnavailable(error)) {
+      request.log.warn({ err: error }, "request failed: Postgres or Redis is unavailable");
+      return reply
+        .code(503)
+        .header("retry-after", "1")
+        .send(
+          errorBody(
+            "unavailable",
+            "a service the fleet needs (Postgres or Redis) is unreachable or refusing work; try again shortly",
+          ),
+        );
     }
     request.log.error({ err: error }, "request failed");
     return reply.code(500).send(errorBody("internal", "internal error; see the API's log"));

@@ -1,0 +1,30 @@
+/**
+ * Whether an error says a service the fleet stands on — Postgres or Redis — is away or
+ * refusing work, rather than that this request or the code is wrong. The API answers those
+ * `503` with `Retry-After` (try again shortly), not `500 internal error`, which reads as a bug.
+ */
+import { isConnectionError } from "./redis.js";
+
+/** postgres.js's own codes for a connection that failed or went away. */
+const POSTGRES_LINK = new Set([
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+  "CONNECT_TIMEOUT",
+]);
+/**
+ * SQLSTATEs of a server that cannot take work now: 08 connection exceptions, 53300 too many
+ * connections, 57P01–57P03 shutting down / cannot connect now, 25006 read-only (a replica).
+ */
+const POSTGRES_STATE = /^(08...|53300|57P0[123]|25006)$/;
+/** Redis replies of a server that cannot take this write now: OOM under noeviction, loading, a replica. */
+const REDIS_REPLY = /^(OOM|LOADING|READONLY|MASTERDOWN|BUSY|TRYAGAIN|CLUSTERDOWN) /;
+
+export function isServiceUnavailable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string" && (POSTGRES_LINK.has(code) || POSTGRES_STATE.test(code))) return true;
+  // ioredis: a command given up on while it reconnects.
+  if (error.name === "MaxRetriesPerRequestError") return true;
+  return REDIS_REPLY.test(error.message) || isConnectionError(error);
+}

@@ -25,6 +25,7 @@ import { CapacityWaits } from "../shared/store/capacity-waits.js";
 import { FencedWrites } from "../shared/store/fenced-writes.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { registerToolNames } from "../shared/tool-names.js";
+import { RefusalLog } from "../shared/unavailable.js";
 import { beat, cancelChannel, endHeartbeat, eventsChannel, livenessName } from "../shared/worker-signals.js";
 import { DEFAULT_RETRY_POLICY } from "./call-model.js";
 import { type Extension, Extensions, transcriptExtension } from "./extensions.js";
@@ -65,6 +66,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   const metrics = createMetrics("worker");
   // One warning when Redis goes away and one when it is back, not a stack trace per reconnect.
   new RedisOutageLog(log).watch(redis, ...bullRedis);
+  const refusals = new RefusalLog(log);
   // The metrics port first: a worker that cannot serve it stops before it registers tools or
   // claims a job, and leaves nothing open that would keep the process alive.
   const server = await startMetricsOrClose(
@@ -245,9 +247,10 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
       // The fence keeps history safe; aborting stops the work early.
       for (const id of jobIds) worker.cancelJob(id, "BullMQ lock lost");
     });
-    // A lost Redis link is RedisOutageLog's to report, once per outage.
+    // A lost Redis link is RedisOutageLog's to report, once per outage; a Redis refusing
+    // writes (OOM), RefusalLog's, once a minute.
     worker.on("error", (error) => {
-      if (!isConnectionError(error)) log.warn({ err: error }, "worker error");
+      if (!isConnectionError(error) && !refusals.report(error)) log.warn({ err: error }, "worker error");
     });
     // BullMQ's word that a job failed or stalled wakes the sweeper at once (it would see the
     // session at its next wide scan, within a second); told from here, the sweeper need not

@@ -1,0 +1,61 @@
+/**
+ * Redis refusing writes (maxmemory reached with `noeviction`) under a running worker: BullMQ
+ * fails every fetch of a job with "OOM command not allowed" and reports each one. The worker
+ * says so once (then once a minute with a count), not a hundred times a second, and takes
+ * work again as soon as Redis takes writes.
+ */
+import type { ChildProcess } from "node:child_process";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
+
+describe("a worker while Redis refuses writes", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let redis: ChildProcess;
+  let admin: Redis;
+
+  beforeAll(async () => {
+    const port = await freePort();
+    redis = await startRedis(port, ["--maxmemory-policy", "noeviction"]);
+    admin = new Redis(port, "127.0.0.1");
+    fleet = await createFleetEnv("workeroom", { redisUrl: `redis://127.0.0.1:${port}` });
+    ({ client } = await fleet.startApi());
+  });
+  afterAll(async () => {
+    await admin?.config("SET", "maxmemory", "0").catch(() => {});
+    await fleet?.close();
+    admin?.disconnect();
+    if (redis) await stopRedis(redis);
+  });
+
+  it("warns once, not on every fetch, and works again once writes pass", async () => {
+    // Many sessions in flight, as on a busy worker: each fetch and each job's end fails.
+    const worker = await fleet.spawnWorker({ WORKER_CONCURRENCY: "50" });
+    await client.createBatch(
+      Array.from({ length: 100 }, (_, i) => ({
+        agent: { model: { provider: "scripted" as const, steps: [{ text: "slow", delayMs: 300 + 10 * i }] } },
+        input: "hi",
+      })),
+    );
+    await admin.config("SET", "maxmemory", "1");
+    await new Promise((r) => setTimeout(r, 3_000));
+    await admin.config("SET", "maxmemory", "0");
+    const oomLines = worker
+      .output()
+      .split("\n")
+      // The worker's own lines: each job that fails says so once per attempt, as it should.
+      .filter((line) => line.includes("OOM command not allowed") && /"msg":"(worker error|Redis)/.test(line));
+    expect(oomLines.length).toBeGreaterThanOrEqual(1);
+    expect(oomLines.length).toBeLessThanOrEqual(2);
+    expect(oomLines[0]).toMatch(/Redis refuses work/);
+
+    const { id } = await client.createSession({
+      agent: { model: { provider: "scripted", steps: [{ text: "ok" }] } },
+    });
+    const { runId } = await client.send(id, "hi");
+    expect(await client.waitForRun(runId, { timeoutMs: 15_000 })).toMatchObject({ endedReason: "completed" });
+  }, 40_000);
+});

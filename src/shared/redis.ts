@@ -127,6 +127,10 @@ export function createRedis(url: string, role: RedisRole, name?: string): Redis 
     enableOfflineQueue: true,
     connectionName: name,
     retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2_000),
+    // A failover behind one address (managed Redis) leaves open connections on the old
+    // primary, now a replica that answers every write READONLY; ioredis would stay there.
+    // Reconnecting reaches the new primary; 2: the command is sent again (a replica ran none of it).
+    reconnectOnError: (error) => (error.message.startsWith("READONLY") ? 2 : false),
     lazyConnect: false,
   });
   // ioredis reconnects by itself; the commands that fail meanwhile report their own errors,

@@ -108,9 +108,16 @@ export class EventStreams {
   private subscribed: Promise<void> | null = null;
   private subscriber: Redis | null = null;
   private closed = false;
+  /** Times the API's Redis connection came back: Redis may have lost its data meanwhile. */
+  private reconnects = 0;
 
   constructor(private readonly deps: EventStreamDeps) {
     this.reader = new EventReader(deps.redis, deps.prefix);
+    let connected = deps.redis.status === "ready";
+    deps.redis.on("ready", () => {
+      if (connected) this.reconnects++;
+      connected = true;
+    });
     const redis = deps.redis as unknown as Partial<RedisWithBatchAppend>;
     if (!redis.fleetBatchEventsAppend)
       deps.redis.defineCommand("fleetBatchEventsAppend", { numberOfKeys: 2, lua: BATCH_APPEND_SCRIPT });
@@ -296,6 +303,7 @@ export class EventStreams {
     };
     response.on("close", onClose);
     let last = start;
+    let seenReconnects = this.reconnects;
     let lastWrite = Date.now();
     const pollMs = this.deps.pollMs ?? 1_000;
     const onIdle = () =>
@@ -332,6 +340,13 @@ export class EventStreams {
           };
         });
         if (before) await before();
+        if (seenReconnects !== this.reconnects) {
+          // Redis came back. Without its data the stream is rebuilt from Postgres under new
+          // ids, all after `last`: this reader would get every message again. It ends instead,
+          // and its reconnect with `last` is answered 410 (EventReader.expired).
+          seenReconnects = this.reconnects;
+          if (last !== "0-0" && (await this.reader.expired(key, last))) break;
+        }
         // A stream idle for FLEET_EVENTS_MAX_AGE_MS expires whole and its next writer starts a
         // new one (every stored message first): a reader whose place went with it ends here,
         // and its reconnect gets 410, rather than read those messages a second time.

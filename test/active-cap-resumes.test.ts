@@ -5,17 +5,14 @@
  * then ("automatic resumes are never refused: the session is already counted"), so new
  * sessions cannot take its place and put the tenant over its cap when the resume comes.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetApiError, FleetClient } from "../src/producer/client.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
-import { createFleetEnv, FLEET_BIN, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
 describe("the active-session cap while a session waits out its resume backoff", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
-  let sweeper: ChildProcess;
-  let sweeperOut = "";
 
   beforeAll(async () => {
     fleet = await createFleetEnv("activecapresume", {
@@ -28,24 +25,10 @@ describe("the active-session cap while a session waits out its resume backoff", 
     const key = (await new ApiKeys(fleet.database).create("acme")).key;
     client = new FleetClient({ baseUrl: (await fleet.startApi()).api.url, apiKey: key, maxLimitWaitMs: 0 });
     await fleet.spawnWorker();
-    sweeper = spawn(process.execPath, [FLEET_BIN, "sweeper"], {
-      env: { ...process.env, ...fleet.env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    sweeper.stdout?.on("data", (d) => {
-      sweeperOut += d;
-    });
-    sweeper.stderr?.on("data", (d) => {
-      sweeperOut += d;
-    });
-    await waitFor(() => /ready/.test(sweeperOut) || sweeper.exitCode !== null, 20_000, "sweeper start");
+    await fleet.spawnSweeper();
   }, 90_000);
 
   afterAll(async () => {
-    if (sweeper && sweeper.exitCode === null) {
-      sweeper.kill("SIGKILL");
-      await new Promise((r) => sweeper.once("exit", r));
-    }
     await fleet?.close();
   });
 

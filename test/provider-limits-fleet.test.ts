@@ -5,28 +5,20 @@
  * (test/support/fake-openai.ts). Sessions make two model calls each (a tool call, then an
  * answer). The limits are declared on endpoints in FLEET_MODEL_ENDPOINTS.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient } from "../src/producer/client.js";
 import { ProviderLimits } from "../src/shared/provider-limits.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { type FakeOpenAI, peakPerWindow, startFakeOpenAI, twoCallResponder } from "./support/fake-openai.js";
-import {
-  createFleetEnv,
-  FLEET_BIN,
-  type FleetEnv,
-  type WorkerProcess,
-  waitFor,
-} from "./support/fleet-env.js";
+import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
 
 describe("provider limits across two worker processes", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
   let bigClient: FleetClient;
   let smallClient: FleetClient;
-  let sweeper: ChildProcess;
-  let sweeperOut = "";
+  let sweeper: WorkerProcess;
   const workers: WorkerProcess[] = [];
   /** 120 requests/min declared; the server itself takes 22 per 10 s, then answers 429. */
   let limited: FakeOpenAI;
@@ -71,25 +63,11 @@ describe("provider limits across two worker processes", () => {
     bigClient = new FleetClient({ baseUrl: api.url, apiKey: bigKey.key });
     smallClient = new FleetClient({ baseUrl: api.url, apiKey: smallKey.key });
     workers.push(await fleet.spawnWorker(), await fleet.spawnWorker());
-    sweeper = spawn(process.execPath, [FLEET_BIN, "sweeper"], {
-      env: { ...process.env, ...fleet.env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    sweeper.stdout?.on("data", (d) => {
-      sweeperOut += d;
-    });
-    sweeper.stderr?.on("data", (d) => {
-      sweeperOut += d;
-    });
-    await waitFor(() => /ready/.test(sweeperOut) || sweeper.exitCode !== null, 20_000, "sweeper start");
+    sweeper = await fleet.spawnSweeper();
   }, 90_000);
 
   afterAll(async () => {
     hang = false;
-    if (sweeper && sweeper.exitCode === null) {
-      sweeper.kill("SIGKILL");
-      await new Promise((r) => sweeper.once("exit", r));
-    }
     await fleet?.close();
     for (const fake of [limited, bursty, slow]) await fake?.close();
   });
@@ -153,7 +131,7 @@ describe("provider limits across two worker processes", () => {
     const jobs = await fleet.redis.keys(`${fleet.env.FLEET_PREFIX}:runs:run-*`);
     const attempts = await Promise.all(jobs.map((k) => fleet.redis.hget(k, "atm")));
     expect(attempts.filter((a) => a !== null && a !== "0" && a !== "1")).toEqual([]);
-    expect(sweeperOut).not.toMatch(/session parked|run abandoned/);
+    expect(sweeper.output()).not.toMatch(/session parked|run abandoned/);
   }, 90_000);
 
   it("a 429 pauses the endpoint for every worker for the time it asks", async () => {

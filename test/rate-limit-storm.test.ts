@@ -7,19 +7,16 @@
  * the job is handed back, rather than the 429s counting as failed attempts that end the run
  * and, resume after resume, park the session `attempts_exhausted`.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient } from "../src/producer/client.js";
 import { MAX_RATE_LIMITED } from "../src/worker/call-model.js";
 import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
-import { createFleetEnv, FLEET_BIN, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
 describe("a provider answering 429 again and again", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
   let storm: FakeOpenAI;
-  let sweeper: ChildProcess;
-  let sweeperOut = "";
   let refusing = true;
 
   beforeAll(async () => {
@@ -47,24 +44,10 @@ describe("a provider answering 429 again and again", () => {
     });
     client = new FleetClient({ baseUrl: (await fleet.startApi()).api.url });
     await fleet.spawnWorker();
-    sweeper = spawn(process.execPath, [FLEET_BIN, "sweeper"], {
-      env: { ...process.env, ...fleet.env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    sweeper.stdout?.on("data", (d) => {
-      sweeperOut += d;
-    });
-    sweeper.stderr?.on("data", (d) => {
-      sweeperOut += d;
-    });
-    await waitFor(() => /ready/.test(sweeperOut) || sweeper.exitCode !== null, 20_000, "sweeper start");
+    await fleet.spawnSweeper();
   }, 90_000);
 
   afterAll(async () => {
-    if (sweeper && sweeper.exitCode === null) {
-      sweeper.kill("SIGKILL");
-      await new Promise((r) => sweeper.once("exit", r));
-    }
     await fleet?.close();
     await storm?.close();
   });

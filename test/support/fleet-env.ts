@@ -35,6 +35,8 @@ export type FleetEnv = {
   redis: Redis;
   startApi(): Promise<{ api: RunningApi; client: FleetClient }>;
   spawnWorker(extraEnv?: Record<string, string>, args?: string[]): Promise<WorkerProcess>;
+  /** A `fleet sweeper` child of this fleet, once it is ready; `close()` stops it too. */
+  spawnSweeper(extraEnv?: Record<string, string>): Promise<WorkerProcess>;
   close(): Promise<void>;
 };
 
@@ -81,6 +83,34 @@ export async function createFleetEnv(
   const apis: RunningApi[] = [];
   const workers: WorkerProcess[] = [];
 
+  /** A `fleet <role>` child of this fleet, once its output shows `ready`. */
+  async function spawnRole(
+    role: "worker" | "sweeper",
+    ready: RegExp,
+    extraEnv: Record<string, string>,
+    args: string[],
+  ): Promise<WorkerProcess> {
+    const child = spawn(process.execPath, [FLEET_BIN, role, ...args], {
+      env: { ...process.env, ...env, ...extraEnv },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout?.on("data", (d) => {
+      out += d;
+    });
+    child.stderr?.on("data", (d) => {
+      out += d;
+    });
+    const exited = new Promise<number | string>((resolve) =>
+      child.on("exit", (code, signal) => resolve(signal ?? code ?? -1)),
+    );
+    const started = { child, output: () => out, exited };
+    workers.push(started);
+    await waitFor(() => ready.test(out) || child.exitCode !== null, 20_000, `${role} start`);
+    if (child.exitCode !== null) throw new Error(`${role} exited at start:\n${out}`);
+    return started;
+  }
+
   return {
     config,
     env,
@@ -91,27 +121,8 @@ export async function createFleetEnv(
       apis.push(api);
       return { api, client: new FleetClient({ baseUrl: api.url }) };
     },
-    async spawnWorker(extraEnv = {}, args = []) {
-      const child = spawn(process.execPath, [FLEET_BIN, "worker", ...args], {
-        env: { ...process.env, ...env, ...extraEnv },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let out = "";
-      child.stdout?.on("data", (d) => {
-        out += d;
-      });
-      child.stderr?.on("data", (d) => {
-        out += d;
-      });
-      const exited = new Promise<number | string>((resolve) =>
-        child.on("exit", (code, signal) => resolve(signal ?? code ?? -1)),
-      );
-      const worker = { child, output: () => out, exited };
-      workers.push(worker);
-      await waitFor(() => /fleet worker ready/.test(out) || child.exitCode !== null, 20_000, "worker start");
-      if (child.exitCode !== null) throw new Error(`worker exited at start:\n${out}`);
-      return worker;
-    },
+    spawnWorker: (extraEnv = {}, args = []) => spawnRole("worker", /fleet worker ready/, extraEnv, args),
+    spawnSweeper: (extraEnv = {}) => spawnRole("sweeper", /ready/, extraEnv, []),
     async close() {
       for (const w of workers)
         if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill("SIGKILL");

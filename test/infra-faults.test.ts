@@ -4,9 +4,8 @@
  * disturbs no other test. The fleet recovers; no message is lost or stored twice and no
  * tool runs twice.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { readFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,42 +14,7 @@ import { loadConfig } from "../src/shared/config.js";
 import { databaseName } from "../src/shared/db/client.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
-}
-
-function startRedis(port: number): Promise<ChildProcess> {
-  const child = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-    {
-      stdio: ["ignore", "pipe", "ignore"],
-    },
-  );
-  return new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout?.on("data", (d) => {
-      out += d;
-      if (out.includes("Ready to accept connections")) resolve(child);
-    });
-    child.on("exit", (code) => reject(new Error(`redis-server exited ${code}: ${out}`)));
-  });
-}
-
-function stop(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once("exit", () => resolve());
-    child.kill("SIGKILL");
-  });
-}
+import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
 
 describe("Postgres connections dropped and Redis restarted during a batch", () => {
   let fleet: FleetEnv;
@@ -69,7 +33,7 @@ describe("Postgres connections dropped and Redis restarted during a batch", () =
   afterAll(async () => {
     await sweeper?.stop();
     await fleet?.close();
-    if (redis) await stop(redis);
+    if (redis) await stopRedis(redis);
   });
 
   it("recovers every session with no message lost or duplicated", async () => {
@@ -110,7 +74,7 @@ describe("Postgres connections dropped and Redis restarted during a batch", () =
       expect(dropped[0]!.n).toBeGreaterThan(0);
 
       await new Promise((r) => setTimeout(r, 500));
-      await stop(redis);
+      await stopRedis(redis);
       await new Promise((r) => setTimeout(r, 500));
       redis = await startRedis(port);
       console.log("Redis restarted (empty: every queue, job and lease was lost)");

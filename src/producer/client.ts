@@ -366,14 +366,28 @@ export class FleetClient {
     let started = false;
     // From that run's RUN_STARTED (`?run=`): the session's latest run may be another one by the
     // time this connects (a follow-up message queued meanwhile).
-    const path = `/v1/sessions/${encodeURIComponent(sessionId)}/events?run=${encodeURIComponent(runId)}`;
+    const base = `/v1/sessions/${encodeURIComponent(sessionId)}/events`;
+    let path = `${base}?run=${encodeURIComponent(runId)}`;
+    let after: string | undefined;
     try {
-      for await (const event of this.eventStream(path, { signal: controller.signal })) {
-        // Its RUN_STARTED, or (when that is no longer kept) its first event still kept.
-        if (event.data.runId === runId) started = true;
-        if (!started) continue;
-        yield event;
-        if (event.type === "RUN_COMPLETED" && event.data.runId === runId) return;
+      for (;;) {
+        try {
+          for await (const event of this.eventStream(path, { signal: controller.signal, after })) {
+            if (event.id) after = event.id;
+            // Its RUN_STARTED, or (when that is no longer kept) its first event still kept.
+            if (event.data.runId === runId) started = true;
+            if (!started) continue;
+            yield event;
+            if (event.type === "RUN_COMPLETED" && event.data.runId === runId) return;
+          }
+          return;
+        } catch (error) {
+          // An API from before `?run=` (a rolling upgrade) refuses the parameter: follow the
+          // session from its latest run, as that API's own client does (or from the last event
+          // read, when an API of this release served the first part).
+          if (path === base || !refusesParameter(error, "run")) throw error;
+          path = base;
+        }
       }
     } finally {
       signal?.removeEventListener("abort", onAbort);
@@ -529,6 +543,11 @@ function parseJson(text: string): unknown {
   } catch {
     return undefined;
   }
+}
+
+/** Whether `error` is an API's 400 for a query parameter it does not know (an older release). */
+function refusesParameter(error: unknown, name: string): boolean {
+  return error instanceof FleetApiError && error.status === 400 && error.field === name;
 }
 
 /** The FleetApiError of a non-2xx answer. */

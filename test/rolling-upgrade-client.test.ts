@@ -1,0 +1,124 @@
+/**
+ * A rolling upgrade (README, Upgrading): clients of this release meet APIs of the last one.
+ * That API's events route knows only `?after=` and answers any other query parameter with
+ * `400 {"field": "run"}`; `stream()` and `streamResume()` name their run (`?run=RUN_ID`) and
+ * failed with `FleetApiError: run: is not a parameter of this route` against it (its message
+ * had been queued: the caller then waited on a run it could not follow). They now follow the
+ * session as that API's own client does, from the last event read if there was one.
+ */
+import { createServer, request as httpRequest, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FleetClient, type FleetEvent } from "../src/producer/client.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+
+/**
+ * A proxy to the API that answers an events request naming `?run=` as the last release's API
+ * does (the exact body it sends), after letting `servedFirst` such requests through.
+ */
+async function lastReleaseEventsProxy(
+  target: string,
+  servedFirst = 0,
+): Promise<{ url: string; server: Server }> {
+  const { hostname, port } = new URL(target);
+  let served = 0;
+  const server = createServer((req, res) => {
+    if (req.url?.includes("/events?run=") && served++ >= servedFirst) {
+      res.writeHead(400, { "content-type": "application/json; charset=utf-8" });
+      res.end(
+        JSON.stringify({
+          error: { code: "invalid_request", message: "run: is not a parameter of this route", field: "run" },
+        }),
+      );
+      return;
+    }
+    const upstream = httpRequest(
+      { hostname, port, path: req.url, method: req.method, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    upstream.on("error", () => res.destroy());
+    res.on("close", () => upstream.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+}
+
+const agent = {
+  model: {
+    provider: "scripted" as const,
+    steps: [
+      { text: "looking", toolCalls: [{ name: "sleep", arguments: { ms: 300 } }], delayMs: 200 },
+      { text: "done", delayMs: 200 },
+    ],
+  },
+  tools: ["sleep"],
+};
+
+describe("a client of this release against the last release's API", () => {
+  let fleet: FleetEnv;
+  let base: string;
+  const proxies: Server[] = [];
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("rollingclient");
+    base = (await fleet.startApi()).api.url;
+    await fleet.spawnWorker();
+  }, 60_000);
+  afterAll(async () => {
+    for (const server of proxies) {
+      server.closeAllConnections();
+      server.close();
+    }
+    await fleet?.close();
+  });
+
+  async function clientVia(servedFirst = 0): Promise<FleetClient> {
+    const proxy = await lastReleaseEventsProxy(base, servedFirst);
+    proxies.push(proxy.server);
+    return new FleetClient({ baseUrl: proxy.url });
+  }
+
+  const summary = (events: FleetEvent[]) =>
+    events.filter((e) => e.type !== "MESSAGE_DELTA").map((e) => `${e.type}:${e.data.runId}`);
+
+  it("stream() yields its run's events once, from RUN_STARTED to RUN_COMPLETED", async () => {
+    const client = await clientVia();
+    const { id } = await client.createSession({ agent });
+    const events: FleetEvent[] = [];
+    for await (const event of client.stream(id, "go", { signal: AbortSignal.timeout(20_000) }))
+      events.push(event);
+    const runId = events[0]?.data.runId;
+    expect(events[0]?.type).toBe("RUN_STARTED");
+    expect(events.at(-1)?.type).toBe("RUN_COMPLETED");
+    expect(events.every((e) => e.data.runId === runId)).toBe(true);
+    expect(new Set(events.map((e) => e.id)).size).toBe(events.length);
+    // Every message the run stored, once each.
+    const session = await client.getSession(id);
+    expect(events.filter((e) => e.type === "MESSAGE")).toHaveLength(session.messages.length);
+  }, 30_000);
+
+  it("a stream served first by this release's API goes on after its last event, with nothing twice", async () => {
+    // The first connect names the run and is served; the connection then breaks (the API behind
+    // the load balancer is replaced by one of the last release) and the reconnect is refused.
+    const client = await clientVia(1);
+    const { id } = await client.createSession({ agent });
+    const events: FleetEvent[] = [];
+    let broke = false;
+    for await (const event of client.stream(id, "go", { signal: AbortSignal.timeout(20_000) })) {
+      events.push(event);
+      if (!broke && event.type === "MESSAGE") {
+        broke = true;
+        for (const server of proxies) server.closeAllConnections();
+      }
+    }
+    expect(broke).toBe(true);
+    expect(events[0]?.type).toBe("RUN_STARTED");
+    expect(events.at(-1)?.type).toBe("RUN_COMPLETED");
+    expect(new Set(events.map((e) => e.id)).size).toBe(events.length);
+    expect(summary(events).filter((s) => s.startsWith("RUN_STARTED"))).toHaveLength(1);
+  }, 30_000);
+});

@@ -5,6 +5,8 @@
  * failed with `FleetApiError: run: is not a parameter of this route` against it (its message
  * had been queued: the caller then waited on a run it could not follow). They now follow the
  * session as that API's own client does, from the last event read if there was one.
+ * That API also ignores `GET /v1/sessions/:id?afterSeq=N` and sends every message:
+ * `getSession(id, { afterSeq })` gave a reader that had the first N messages them again.
  */
 import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -23,6 +25,9 @@ async function lastReleaseEventsProxy(
   const { hostname, port } = new URL(target);
   let served = 0;
   const server = createServer((req, res) => {
+    // Its session route takes no query parameter and ignores any: `afterSeq` does nothing.
+    if (req.url && /^\/v1\/sessions\/[^/?]+\?/.test(req.url))
+      req.url = req.url.slice(0, req.url.indexOf("?"));
     if (req.url?.includes("/events?run=") && served++ >= servedFirst) {
       res.writeHead(400, { "content-type": "application/json; charset=utf-8" });
       res.end(
@@ -120,5 +125,15 @@ describe("a client of this release against the last release's API", () => {
     expect(events.at(-1)?.type).toBe("RUN_COMPLETED");
     expect(new Set(events.map((e) => e.id)).size).toBe(events.length);
     expect(summary(events).filter((s) => s.startsWith("RUN_STARTED"))).toHaveLength(1);
+  }, 30_000);
+
+  it("getSession(id, { afterSeq }) gives only the messages after that seq", async () => {
+    const client = await clientVia();
+    const { id } = await client.createSession({ agent });
+    for await (const event of client.stream(id, "go", { signal: AbortSignal.timeout(20_000) })) void event;
+    const whole = await client.getSession(id);
+    expect(whole.messages.length).toBeGreaterThan(3);
+    const rest = await client.getSession(id, { afterSeq: 2 });
+    expect(rest.messages.map((m) => m.seq)).toEqual(whole.messages.slice(2).map((m) => m.seq));
   }, 30_000);
 });

@@ -464,9 +464,16 @@ export class FleetClient {
   }
 
   /** `afterSeq`: only the messages after that seq (the rest of the session as usual). */
-  getSession(sessionId: string, options: { afterSeq?: number } = {}): Promise<SessionJson> {
-    const query = options.afterSeq ? `?afterSeq=${options.afterSeq}` : "";
-    return this.request("GET", `/v1/sessions/${encodeURIComponent(sessionId)}${query}`);
+  async getSession(sessionId: string, options: { afterSeq?: number } = {}): Promise<SessionJson> {
+    const { afterSeq } = options;
+    const query = afterSeq ? `?afterSeq=${afterSeq}` : "";
+    const session = await this.request<SessionJson>(
+      "GET",
+      `/v1/sessions/${encodeURIComponent(sessionId)}${query}`,
+    );
+    // An API of the last release (a rolling upgrade) ignores `afterSeq` and sends every message.
+    if (afterSeq) session.messages = session.messages.filter((m) => m.seq > afterSeq);
+    return session;
   }
 
   getRun(runId: string): Promise<RunWithSession> {

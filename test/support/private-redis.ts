@@ -3,7 +3,10 @@
  * (empty: no persistence) without disturbing any other test.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -15,11 +18,16 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Starts `redis-server` on `port` with `args` added; resolves once it accepts connections. */
+/**
+ * Starts `redis-server` on `port` with `args` added; resolves once it accepts connections.
+ * Its directory is a temporary one: a replica's full sync writes dump.rdb there whatever
+ * `--save` says, and in the working directory it landed in the repository.
+ */
 export function startRedis(port: number, args: string[] = []): Promise<ChildProcess> {
+  const dir = ["--dir", mkdtempSync(join(tmpdir(), "fleet-redis-"))];
   const child = spawn(
     "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...args],
+    ["--port", String(port), "--bind", "127.0.0.1", ...dir, "--save", "", "--appendonly", "no", ...args],
     { stdio: ["ignore", "pipe", "ignore"] },
   );
   return new Promise((resolve, reject) => {

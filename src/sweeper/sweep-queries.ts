@@ -12,7 +12,14 @@ export type RunningRun = {
   age_ms: number;
 };
 export type AttentionSession = { id: string; tail_state: string; resume_attempts: number };
-export type QueuedRun = { id: string; session_id: string; kind: string; job_id: string | null };
+export type QueuedRun = {
+  id: string;
+  session_id: string;
+  kind: string;
+  job_id: string | null;
+  /** As Postgres prints it (microseconds kept): where the next page of a scan starts. */
+  created_at: string;
+};
 
 /**
  * Run states checked per session or per id are written `(…) is true`, which no index serves, so
@@ -48,13 +55,18 @@ export class SweepQueries {
        limit ${limit}`;
   }
 
-  /** Queued runs older than `ms` (their job may have been lost with Redis, or failed). */
-  queuedRunsOlderThan(ms: number, limit: number): Promise<QueuedRun[]> {
-    return this.database.sql<QueuedRun[]>`
-      select r.id, r.session_id, r.kind, r.job_id from runs r
+  /**
+   * Queued runs older than `ms` (their job may have been lost with Redis, or failed), oldest
+   * first, after `after` (the last of the previous page) when given.
+   */
+  queuedRunsOlderThan(ms: number, limit: number, after?: QueuedRun): Promise<QueuedRun[]> {
+    const sql = this.database.sql;
+    return sql<QueuedRun[]>`
+      select r.id, r.session_id, r.kind, r.job_id, r.created_at::text as created_at from runs r
        where r.status = 'queued' and r.created_at < now() - make_interval(secs => ${ms / 1000})
          and exists (select 1 from sessions s where s.id = r.session_id and s.status = 'active')
-       order by r.created_at limit ${limit}`;
+         ${after ? sql`and (r.created_at, r.id) > (${after.created_at}::timestamptz, ${after.id})` : sql``}
+       order by r.created_at, r.id limit ${limit}`;
   }
 
   /** Which of these runs are still queued (the rest started since they were read). */

@@ -81,6 +81,8 @@ export class Sweeper {
   private readonly deaths: DeathWatch;
   private readonly claimDeaths: DeathWatch;
   private lastLive: Set<string> | null = null;
+  /** Where the next orphan scan reads on in a backlog longer than one page (none: the start). */
+  private orphansAfter: QueuedRun | undefined;
   /** Sessions whose last sweep failed: their next failures are not warned about again. */
   private readonly failing = new Set<string>();
   private readonly now: () => number;
@@ -283,7 +285,10 @@ export class Sweeper {
    * is left alone — checked again in the same transaction that counts the retry.
    */
   async sweepOrphanedRuns(olderThanMs = 5_000, limit = 500): Promise<number> {
-    const candidates = await this.deps.sweeps.queuedRunsOlderThan(olderThanMs, limit);
+    // A page per scan, in turn: a lost job behind a backlog longer than a page is found
+    // within a few scans, not once the waiting runs ahead of it have drained.
+    const candidates = await this.deps.sweeps.queuedRunsOlderThan(olderThanMs, limit, this.orphansAfter);
+    this.orphansAfter = candidates.length < limit ? undefined : candidates.at(-1);
     const lost: { run: QueuedRun; name: JobName; state: JobStanding }[] = [];
     for (const name of ["run", "resume"] as const) {
       const mine = candidates.filter((run) => (run.kind === "resume" ? "resume" : "run") === name);

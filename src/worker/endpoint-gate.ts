@@ -44,9 +44,12 @@ export class EndpointRateLimited extends Error {
   }
 }
 
-/** Whether a provider error means "too many requests / overloaded": 429, 529, or such a type. */
+/**
+ * Whether a provider error means "too many requests / overloaded": 429, 529, or such a type;
+ * not a 429 the provider means for good (an account out of quota: not retryable).
+ */
 export function isRateLimited(error: unknown): error is ProviderError {
-  if (!(error instanceof ProviderError)) return false;
+  if (!(error instanceof ProviderError) || !error.retryable) return false;
   const { status, type } = error.info;
   if (status === 429 || status === 529) return true;
   return /overloaded|rate_?limit|too_many_requests/i.test(type ?? "");

@@ -66,6 +66,7 @@ import { toOpenAIMessages, toOpenAITools } from "./openai-request.js";
 import { buildResponsesBody, ResponsesStreamError, ResponsesStreamReader } from "./openai-responses.js";
 import { ToolCallAssembler } from "./openai-tool-calls.js";
 import {
+  httpErrorRetryable,
   keyToSend,
   type ModelEvent,
   type ModelIdentity,
@@ -77,7 +78,6 @@ import {
   type ProviderKey,
   providerError,
   retryAfterMs,
-  retryableStatus,
   streamErrorRetryable,
 } from "./provider.js";
 import { type StateTarget, targetOf } from "./provider-state.js";
@@ -367,7 +367,7 @@ export class OpenAIModel implements ModelProvider {
         const retryable = streamErrorRetryable({ status: body?.status, code: error.code, type: error.type });
         return this.fail(`openai: stream error: ${error.message}`, retryable, kind);
       }
-      const retryable = retryableStatus(status);
+      const retryable = httpErrorRetryable(status, error);
       return this.fail(`openai: ${error.message}`, retryable, {
         status,
         ...kind,

@@ -152,6 +152,7 @@ const PERMANENT_ERROR_KINDS = new Set([
   "notfounderror",
   "model_not_found",
   "billing_error",
+  "insufficient_quota",
   "invalid_value",
   "unprocessable_entity",
   "unprocessableentityerror",
@@ -174,20 +175,31 @@ function statusLike(value: unknown): number | undefined {
  */
 export function streamErrorRetryable(error: { status?: unknown; code?: unknown; type?: unknown }): boolean {
   const status = statusLike(error.status) ?? statusLike(error.code);
-  if (status !== undefined) return retryableStatus(status);
-  for (const kind of [error.type, error.code]) {
-    if (typeof kind !== "string") continue;
-    if (
+  if (status !== undefined) return httpErrorRetryable(status, error);
+  return !refusedKind(error);
+}
+
+/**
+ * Whether an HTTP error answer is worth retrying: as `retryableStatus` says, except a 429 of
+ * the refused kind — OpenAI's `insufficient_quota`, an account out of credit — which no wait
+ * ends (on a declared endpoint every 429 would otherwise be waited out for ever, §15).
+ */
+export function httpErrorRetryable(status: number, error: { code?: unknown; type?: unknown }): boolean {
+  return retryableStatus(status) && !(status === 429 && refusedKind(error));
+}
+
+/** Whether a type or code says the request itself is refused (PERMANENT_ERROR_KINDS). */
+function refusedKind(error: { code?: unknown; type?: unknown }): boolean {
+  return [error.type, error.code].some(
+    (kind) =>
+      typeof kind === "string" &&
       PERMANENT_ERROR_KINDS.has(
         kind
           .trim()
           .toLowerCase()
           .replace(/[\s-]+/g, "_"),
-      )
-    )
-      return false;
-  }
-  return true;
+      ),
+  );
 }
 
 /** Milliseconds a `retry-after-ms` or `retry-after` (seconds or an HTTP date) header asks for. */

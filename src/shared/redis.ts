@@ -113,6 +113,31 @@ export async function deleteKeys(redis: Redis, pattern: string): Promise<number>
   return keys.length;
 }
 
+/** How long a connection meeting READONLY sends its commands again (a failover's time). */
+const READONLY_RESEND_MS = 5_000;
+/** READONLY after this long without one starts a new failover. */
+const READONLY_QUIET_MS = 10_000;
+
+/**
+ * ioredis's `reconnectOnError` for one connection. A failover behind one address (managed
+ * Redis) leaves open connections on the old primary, now a replica that answers every write
+ * READONLY; ioredis would stay there. Reconnecting reaches the new primary, and for
+ * READONLY_RESEND_MS the command is sent again (2: a replica ran none of it). A Redis that
+ * stays read-only (REDIS_URL names a replica) then gets its commands refused with the error
+ * (1), each still reconnecting, rather than sent again for ever while every write hangs.
+ */
+export function readonlyReconnect(now: () => number = Date.now): (error: Error) => false | 1 | 2 {
+  let since = 0;
+  let last = Number.NEGATIVE_INFINITY;
+  return (error) => {
+    if (!error.message.startsWith("READONLY")) return false;
+    const at = now();
+    if (at - last > READONLY_QUIET_MS) since = at;
+    last = at;
+    return at - since < READONLY_RESEND_MS ? 2 : 1;
+  };
+}
+
 /**
  * A connection to REDIS_URL. `name` (CLIENT SETNAME) is given to every node connection of a
  * cluster, and a named cluster connection connects to every master at once, so the name is
@@ -127,10 +152,7 @@ export function createRedis(url: string, role: RedisRole, name?: string): Redis 
     enableOfflineQueue: true,
     connectionName: name,
     retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2_000),
-    // A failover behind one address (managed Redis) leaves open connections on the old
-    // primary, now a replica that answers every write READONLY; ioredis would stay there.
-    // Reconnecting reaches the new primary; 2: the command is sent again (a replica ran none of it).
-    reconnectOnError: (error) => (error.message.startsWith("READONLY") ? 2 : false),
+    reconnectOnError: readonlyReconnect(),
     lazyConnect: false,
   });
   // ioredis reconnects by itself; the commands that fail meanwhile report their own errors,

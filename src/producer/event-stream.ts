@@ -35,6 +35,7 @@ import {
   type StoredEvent,
 } from "../shared/events.js";
 import type { FleetMetrics } from "../shared/metrics.js";
+import { isCluster } from "../shared/redis.js";
 import type { BatchStore } from "../shared/store/batches.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
 import { BatchEventSync, type BatchEventWrite } from "./batch-event-sync.js";
@@ -118,6 +119,16 @@ export class EventStreams {
       if (connected) this.reconnects++;
       connected = true;
     });
+    // On a cluster, one node may lose its data while the others stay up: the cluster stays
+    // ready, and its connection to that node ends and is made anew (ioredis adds the node again).
+    if (isCluster(deps.redis)) {
+      const nodes = new Set<string>();
+      deps.redis.on("+node", (node: Redis) => {
+        const address = `${node.options.host}:${node.options.port}`;
+        if (nodes.has(address)) this.reconnects++;
+        nodes.add(address);
+      });
+    }
     const redis = deps.redis as unknown as Partial<RedisWithBatchAppend>;
     if (!redis.fleetBatchEventsAppend)
       deps.redis.defineCommand("fleetBatchEventsAppend", { numberOfKeys: 2, lua: BATCH_APPEND_SCRIPT });

@@ -55,3 +55,41 @@ describe("fleet batch submit under FLEET_TENANT_MAX_ACTIVE_SESSIONS", () => {
     expect(batch.open).toBe(false);
   }, 150_000);
 });
+
+describe("fleet batch submit with parts larger than FLEET_TENANT_MAX_ACTIVE_SESSIONS", () => {
+  let fleet: FleetEnv;
+  let url: string;
+  let client: FleetClient;
+  let dir: string;
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("batch-cli-cap", { env: { FLEET_TENANT_MAX_ACTIVE_SESSIONS: "5" } });
+    const started = await fleet.startApi();
+    url = started.api.url;
+    client = started.client;
+    dir = await mkdtemp(join(tmpdir(), "fleet-batch-cap-"));
+  }, 60_000);
+  afterAll(async () => {
+    await fleet?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("says at once that a part can never fit (it waited 10 minutes for room), and --part-size sends it", async () => {
+    const file = join(dir, "sessions.jsonl");
+    await writeFile(file, `${Array.from({ length: 12 }, (_, i) => line(i)).join("\n")}\n`);
+    const env = { ...fleet.env, FLEET_API_URL: url };
+    const started = Date.now();
+    const refused = await runFleetCli(["batch", "submit", file], env, 60_000);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/send at most 5 at once/);
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect((await client.listSessions()).sessions).toHaveLength(0);
+
+    await fleet.spawnWorker({ WORKER_CONCURRENCY: "4" });
+    const result = await runFleetCli(["batch", "submit", "--part-size", "5", "--wait", file], env, 90_000);
+    expect(result.code, result.stderr).toBe(0);
+    const batch = JSON.parse(result.stdout) as { counts: { total: number }; open: boolean };
+    expect(batch.counts.total).toBe(12);
+    expect(batch.open).toBe(false);
+  }, 150_000);
+});

@@ -82,6 +82,14 @@ describe("active sessions per tenant (FLEET_TENANT_MAX_ACTIVE_SESSIONS)", () => 
       },
     });
     expect(over.json.error.message).toContain("room for 1");
+    // More than the cap at once never fits: said at once, not a 429 to wait out for ever.
+    const never = await batch("a", 4);
+    expect(never.status, never.text).toBe(400);
+    expect(never.json.error).toMatchObject({
+      code: "invalid_request",
+      field: "sessions",
+      message: expect.stringContaining("send at most 3 at once"),
+    });
     expect(await sessionsOf("a")).toHaveLength(2);
     expect((await batch("a", 1)).status).toBe(201);
     // A session without a run is not active: creating one is fine; giving it work is not.

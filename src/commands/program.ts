@@ -269,12 +269,23 @@ export function buildProgram(): Program {
       "--idempotency-key <PREFIX>",
       "prefix of the parts' Idempotency-Keys: running the same command again within 24 h acts once",
     )
+    .option(
+      "--part-size <N>",
+      "sessions per part (at most 1,000, the default): no more than the tenant's FLEET_TENANT_MAX_ACTIVE_SESSIONS",
+      wholeNumber(1, 1_000),
+    )
     .option("--api <URL>", apiHelp)
     .action(
       run(
         async (
           file: string,
-          options: { wait?: boolean; webhook?: string; idempotencyKey?: string; api?: string },
+          options: {
+            wait?: boolean;
+            webhook?: string;
+            idempotencyKey?: string;
+            partSize?: number;
+            api?: string;
+          },
         ) => (await import("./batch.js")).batchSubmitCommand(file, options),
       ),
     );

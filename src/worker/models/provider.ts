@@ -185,15 +185,24 @@ export function streamErrorRetryable(error: { status?: unknown; code?: unknown; 
  * ends (on a declared endpoint every 429 would otherwise be waited out for ever, §15).
  */
 export function httpErrorRetryable(status: number, error: { code?: unknown; type?: unknown }): boolean {
-  return retryableStatus(status) && !(status === 429 && refusedKind(error));
+  return retryableStatus(status) && !(status === 429 && refusedKind(error, QUOTA_ERROR_KINDS));
 }
 
-/** Whether a type or code says the request itself is refused (PERMANENT_ERROR_KINDS). */
-function refusedKind(error: { code?: unknown; type?: unknown }): boolean {
+/**
+ * The kinds of a 429 that no wait ends. Only these: servers that speak OpenAI's API also send
+ * plain rate limits as 429 with another type (`invalid_request_error`, say), and those pass.
+ */
+const QUOTA_ERROR_KINDS = new Set(["insufficient_quota"]);
+
+/** Whether a type or code says the request itself is refused (one of `kinds`). */
+function refusedKind(
+  error: { code?: unknown; type?: unknown },
+  kinds: ReadonlySet<string> = PERMANENT_ERROR_KINDS,
+): boolean {
   return [error.type, error.code].some(
     (kind) =>
       typeof kind === "string" &&
-      PERMANENT_ERROR_KINDS.has(
+      kinds.has(
         kind
           .trim()
           .toLowerCase()

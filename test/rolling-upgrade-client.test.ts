@@ -8,23 +8,19 @@
  * That API also ignores `GET /v1/sessions/:id?afterSeq=N` and sends every message:
  * `getSession(id, { afterSeq })` gave a reader that had the first N messages them again.
  */
-import { createServer, request as httpRequest, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient, type FleetEvent } from "../src/producer/client.js";
+import { type ApiProxy, startApiProxy } from "./support/api-proxy.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
 /**
  * A proxy to the API that answers an events request naming `?run=` as the last release's API
  * does (the exact body it sends), after letting `servedFirst` such requests through.
  */
-async function lastReleaseEventsProxy(
-  target: string,
-  servedFirst = 0,
-): Promise<{ url: string; server: Server }> {
-  const { hostname, port } = new URL(target);
+function lastReleaseEventsProxy(target: string, servedFirst = 0): Promise<ApiProxy> {
   let served = 0;
-  const server = createServer((req, res) => {
+  return startApiProxy(target, (req, res, forward) => {
     // Its session route takes no query parameter and ignores any: `afterSeq` does nothing.
     if (req.url && /^\/v1\/sessions\/[^/?]+\?/.test(req.url))
       req.url = req.url.slice(0, req.url.indexOf("?"));
@@ -37,19 +33,8 @@ async function lastReleaseEventsProxy(
       );
       return;
     }
-    const upstream = httpRequest(
-      { hostname, port, path: req.url, method: req.method, headers: req.headers },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      },
-    );
-    upstream.on("error", () => res.destroy());
-    res.on("close", () => upstream.destroy());
-    req.pipe(upstream);
+    forward();
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
 }
 
 const agent = {

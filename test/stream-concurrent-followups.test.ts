@@ -8,41 +8,25 @@
  * It now names its run (`?run=RUN_ID`): the stream starts at that run's RUN_STARTED, or at
  * the stream's end while the run waits in the queue.
  */
-import { createServer, request as httpRequest, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient, type FleetEvent } from "../src/producer/client.js";
+import { type ApiProxy, startApiProxy } from "./support/api-proxy.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { readSse } from "./support/sse.js";
 
 /** A proxy to the API that holds each event-stream request for `delayMs` (a client far away). */
-async function slowEventsProxy(target: string, delayMs: number): Promise<{ url: string; server: Server }> {
-  const { hostname, port } = new URL(target);
-  const server = createServer((req, res) => {
-    const forward = () => {
-      const upstream = httpRequest(
-        { hostname, port, path: req.url, method: req.method, headers: req.headers },
-        (answer) => {
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
-          answer.pipe(res);
-        },
-      );
-      upstream.on("error", () => res.destroy());
-      res.on("close", () => upstream.destroy());
-      req.pipe(upstream);
-    };
+function slowEventsProxy(target: string, delayMs: number): Promise<ApiProxy> {
+  return startApiProxy(target, (req, _res, forward) => {
     if (req.url?.includes("/events")) setTimeout(forward, delayMs);
     else forward();
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
 }
 
 describe("stream() with concurrent follow-up messages", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
   let base: string;
-  let proxy: { url: string; server: Server };
+  let proxy: ApiProxy;
 
   beforeAll(async () => {
     fleet = await createFleetEnv("streamfollowups");
@@ -118,7 +102,7 @@ describe("stream() with concurrent follow-up messages", () => {
 describe("stream() of a run whose first events are no longer kept", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
-  let proxy: { url: string; server: Server };
+  let proxy: ApiProxy;
 
   beforeAll(async () => {
     // Retention far below one run's events (MAXLEN ~ trims whole nodes of 100 entries).

@@ -1,0 +1,39 @@
+/**
+ * A proxy in front of a test's API, for clients that meet something between them and it:
+ * `handle` sees each request and either answers it itself or calls `forward()`, which
+ * passes it on unchanged (and its answer back, streamed).
+ */
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
+import type { AddressInfo } from "node:net";
+
+export type ApiProxy = { url: string; server: Server };
+
+export async function startApiProxy(
+  target: string,
+  handle: (req: IncomingMessage, res: ServerResponse, forward: () => void) => void,
+): Promise<ApiProxy> {
+  const { hostname, port } = new URL(target);
+  const server = createServer((req, res) => {
+    const forward = () => {
+      const upstream = httpRequest(
+        { hostname, port, path: req.url, method: req.method, headers: req.headers },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
+      upstream.on("error", () => res.destroy());
+      res.on("close", () => upstream.destroy());
+      req.pipe(upstream);
+    };
+    handle(req, res, forward);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+}

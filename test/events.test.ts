@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient, FleetEvent } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
-import { compareIds } from "../src/shared/events.js";
+import { compareIds } from "../src/shared/event-expiry.js";
 import { RunQueues } from "../src/shared/queues.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import {

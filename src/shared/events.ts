@@ -30,8 +30,6 @@ import { isCluster } from "./redis.js";
 import { json, messageFromRaw, type RawMessage } from "./store/rows.js";
 import { keysShareSlot, TurnBatch } from "./turn-batch.js";
 
-export { compareIds } from "./event-expiry.js";
-
 export const EVENT_TYPES = [
   "RUN_STARTED",
   "MESSAGE_DELTA",

@@ -9,6 +9,10 @@
  * - a `function_call` item whose call came with a reasoning item, sent back without that
  *   reasoning item right before it (same id, same `encrypted_content`);
  * - a reasoning item whose `encrypted_content` is not one it sent;
+ * - a reasoning item not followed by the output item it led to (a `message` or a
+ *   `function_call`): "Item 'rs_…' of type 'reasoning' was provided without its required
+ *   following item." — as when a response cut by `max_output_tokens` during its reasoning is
+ *   sent back with nothing after its reasoning item;
  * - a `function_call_output` with no `function_call` of the same `call_id` before it;
  * - a request with `stream` not true.
  * Reasoning items carry `encrypted_content` only when the request's `include` asks for it.
@@ -67,6 +71,9 @@ export async function startFakeResponses(initial: FakeResponsesStep[] = []): Pro
         const sent = reasoningSent.get(String(item.id));
         if (sent === undefined || item.encrypted_content !== sent)
           return `The encrypted content for item ${String(item.id)} could not be verified.`;
+        const next = input[i + 1];
+        if (next?.type !== "message" && next?.type !== "function_call")
+          return `Item '${String(item.id)}' of type 'reasoning' was provided without its required following item.`;
       }
       if (item.type === "function_call") {
         calls.add(String(item.call_id));

@@ -11,7 +11,9 @@
  *   (provider-state.ts) is replayed from it: its output items verbatim and in order
  *   (reasoning items with `encrypted_content`, message items), each `function_call` item with
  *   the step's stored call (same order) — and only for a step whose calls were executed
- *   (`requestsTools`); any other step is its text as an `assistant` message plus, when its
+ *   (`requestsTools`); a reasoning item that is then not followed by a message or call item
+ *   (a response cut by `max_output_tokens` while reasoning) is left out, as OpenAI refuses
+ *   it; any other step is its text as an `assistant` message plus, when its
  *   calls were executed, one `function_call` item per call;
  * - a `tool` result is a `function_call_output` (a failed one prefixed "Error: "); a result
  *   whose call was not replayed (the API rejects those) is sent as user text instead.
@@ -83,7 +85,22 @@ function fromState(
     }
   }
   for (const call of calls.slice(next)) out.push(functionCall(call));
-  return out;
+  return withoutLoneReasoning(out);
+}
+
+/**
+ * The items without a reasoning item that nothing it led to follows: OpenAI refuses one ("Item
+ * 'rs_…' of type 'reasoning' was provided without its required following item") — a response
+ * cut by `max_output_tokens` while it reasoned has nothing after its reasoning item, and the
+ * calls of a step that did not stop normally are not replayed. Such reasoning produced nothing
+ * the history keeps, so leaving it out loses nothing the model said.
+ */
+function withoutLoneReasoning(items: ResponseInputItem[]): ResponseInputItem[] {
+  return items.filter((item, i) => {
+    if (item.type !== "reasoning") return true;
+    const next = items[i + 1]?.type;
+    return next === "message" || next === "function_call";
+  });
 }
 
 /** History → Responses API input items (rules in the file comment). */

@@ -122,3 +122,39 @@ describe("openai responses: a reasoning item goes back only with the item that f
     expect(input.map((item) => item.type ?? "plain")).toEqual(["plain", "reasoning", "message", "plain"]);
   });
 });
+
+describe("anthropic thinking: a tool turn that has no thinking block of its own", () => {
+  /** An OpenAI chat tool turn: the primary before a fallback to Claude with thinking. */
+  const fromOpenAI: Message[] = [
+    { role: "user", content: "write a" },
+    {
+      role: "assistant",
+      content: "",
+      toolCalls: [{ id: "call_1", name: "write_file", arguments: { path: "a" } }],
+      stopReason: "tool_use",
+      usage: { inputTokens: 5, outputTokens: 5 },
+    },
+    { role: "tool", toolCallId: "call_1", name: "write_file", content: "ok", success: true },
+  ];
+
+  it("a fallback to Claude with thinking mid tool turn is sent without thinking; the next user turn has it", async () => {
+    for (const thinking of [{ type: "enabled", budgetTokens: 2048 }, { type: "adaptive" }]) {
+      anthropic.requests.length = 0;
+      anthropic.script({ blocks: [{ type: "text", text: "Wrote a." }] });
+      const model = claude({ thinking });
+      const answer = await step(model, fromOpenAI);
+      expect(answer).toMatchObject({ content: "Wrote a.", stopReason: "end_turn" });
+      expect(anthropic.requests[0]!.body).not.toHaveProperty("thinking");
+    }
+    // The turn is over: a new user message gets thinking again.
+    anthropic.requests.length = 0;
+    const history: Message[] = [
+      ...fromOpenAI,
+      { role: "assistant", content: "Wrote a.", stopReason: "end_turn" },
+      { role: "user", content: "now b" },
+    ];
+    anthropic.script({ blocks: [{ type: "thinking", thinking: "b next" }, { type: "text", text: "Sure." }] });
+    await step(claude(), history);
+    expect(anthropic.requests.at(-1)!.body.thinking).toEqual({ type: "enabled", budget_tokens: 2048 });
+  });
+});

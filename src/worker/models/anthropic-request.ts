@@ -3,7 +3,9 @@
  * tool_result blocks, tools and settings. Used by the Anthropic provider (anthropic.ts).
  *
  * Thinking (contracts §13): MODEL `thinking` `{"type":"enabled","budgetTokens":N}` is sent as
- * `{"type":"enabled","budget_tokens":N}`, `{"type":"adaptive"}` as it is. An assistant step
+ * `{"type":"enabled","budget_tokens":N}`, `{"type":"adaptive"}` as it is — except while the
+ * last assistant turn asks for tools without a thinking block of its own, which the API
+ * refuses with thinking on (`toolTurnWithoutThinking`). An assistant step
  * whose `providerState` was written by the same provider, api and target (provider-state.ts)
  * is replayed from it: its blocks verbatim and in their order (thinking, redacted_thinking,
  * text, tool_use), the thinking blocks byte for byte with their signatures, as the API
@@ -243,8 +245,27 @@ export function buildAnthropicRequest(
       }
     }
   }
-  if (config.thinking?.type === "enabled")
-    body.thinking = { type: "enabled", budget_tokens: config.thinking.budgetTokens };
-  else if (config.thinking?.type === "adaptive") body.thinking = { type: "adaptive" };
+  if (!toolTurnWithoutThinking(body.messages)) {
+    if (config.thinking?.type === "enabled")
+      body.thinking = { type: "enabled", budget_tokens: config.thinking.budgetTokens };
+    else if (config.thinking?.type === "adaptive") body.thinking = { type: "adaptive" };
+  }
   return body;
+}
+
+/**
+ * Whether the last assistant turn asks for tools without starting with a thinking block. With
+ * `thinking` on, the API refuses such a request (400: "a final `assistant` message must start
+ * with a thinking block … To avoid this requirement, disable `thinking`"), and no retry or
+ * resume could ever send it: the turn was asked by another provider (a fallback), another
+ * endpoint, a model without thinking, or its thinking could not be kept. A tool loop is one
+ * assistant turn with one thinking setting, so that turn goes on without thinking; the next
+ * user turn has it again.
+ */
+export function toolTurnWithoutThinking(messages: readonly MessageParam[]): boolean {
+  const turn = messages.findLast((m) => m.role === "assistant");
+  if (!turn || typeof turn.content === "string") return false;
+  if (!turn.content.some((block) => block.type === "tool_use")) return false;
+  const first = turn.content[0]?.type;
+  return first !== "thinking" && first !== "redacted_thinking";
 }

@@ -79,7 +79,7 @@ describe("openai responses: a reasoning item goes back only with the item that f
     const history: Message[] = [{ role: "user", content: "think hard" }];
     const first = await step(model, history);
     expect(first).toMatchObject({ content: "", stopReason: "max_output" });
-    expect(resumePoint([...history, first])?.kind).toBe("continue_response");
+    expect(resumePoint([...history, first])).toMatchObject({ resumable: true, kind: "continue_response" });
     history.push(first, CONTINUE);
     const second = await step(model, history);
     expect(second).toMatchObject({ content: "Done.", stopReason: "end_turn" });
@@ -156,5 +156,55 @@ describe("anthropic thinking: a tool turn that has no thinking block of its own"
     anthropic.script({ blocks: [{ type: "thinking", thinking: "b next" }, { type: "text", text: "Sure." }] });
     await step(claude(), history);
     expect(anthropic.requests.at(-1)!.body.thinking).toEqual({ type: "enabled", budget_tokens: 2048 });
+  });
+});
+
+describe("anthropic thinking: a thinking block that never got its signature", () => {
+  it("is not kept: the tool turn goes back without it (and without thinking), not refused for its empty signature", async () => {
+    anthropic.script(
+      {
+        blocks: [
+          { type: "thinking", thinking: "unsigned thought", signature: null },
+          { type: "tool_use", id: "toolu_u", name: "write_file", input: { path: "a" } },
+        ],
+        stopReason: "tool_use",
+      },
+      { blocks: [{ type: "text", text: "Done." }] },
+    );
+    const model = claude();
+    const history: Message[] = [{ role: "user", content: "write a" }];
+    const first = await step(model, history);
+    expect(first).toMatchObject({ stopReason: "tool_use", toolCalls: [{ id: "toolu_u" }] });
+    expect(JSON.stringify(first.providerState ?? null)).not.toContain("unsigned thought");
+    history.push(first, { role: "tool", toolCallId: "toolu_u", name: "write_file", content: "ok", success: true });
+    const second = await step(model, history);
+    expect(second).toMatchObject({ content: "Done.", stopReason: "end_turn" });
+    const body = anthropic.requests[1]!.body;
+    expect(body).not.toHaveProperty("thinking");
+    expect(body.messages[1]!.content).toEqual([
+      { type: "tool_use", id: "toolu_u", name: "write_file", input: { path: "a" } },
+    ]);
+  });
+
+  it("a signed block next to it is kept, and the turn keeps thinking", async () => {
+    anthropic.script(
+      {
+        blocks: [
+          { type: "thinking", thinking: "signed thought" },
+          { type: "thinking", thinking: "unsigned thought", signature: null },
+          { type: "tool_use", id: "toolu_s", name: "write_file", input: {} },
+        ],
+        stopReason: "tool_use",
+      },
+      { blocks: [{ type: "text", text: "Done." }] },
+    );
+    const model = claude();
+    const history: Message[] = [{ role: "user", content: "write a" }];
+    const first = await step(model, history);
+    history.push(first, { role: "tool", toolCallId: "toolu_s", name: "write_file", content: "ok", success: true });
+    await step(model, history);
+    const body = anthropic.requests[1]!.body;
+    expect(body.thinking).toEqual({ type: "enabled", budget_tokens: 2048 });
+    expect((body.messages[1]!.content as { type: string }[]).map((b) => b.type)).toEqual(["thinking", "tool_use"]);
   });
 });

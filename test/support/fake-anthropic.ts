@@ -34,8 +34,11 @@ export type FakeBlock =
   | {
       type: "thinking";
       thinking: string;
-      /** Default: derived from the text (what `validateRequest` checks). */
-      signature?: string;
+      /**
+       * Default: derived from the text (what `validateRequest` checks). `null`: no
+       * `signature_delta` is sent, so the block has none (what the API refuses back).
+       */
+      signature?: string | null;
     }
   | { type: "redacted_thinking"; data: string }
   | {
@@ -169,14 +172,15 @@ export function streamEvents(
           event: "content_block_delta",
           data: { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking } },
         });
-      events.push({
-        event: "content_block_delta",
-        data: {
-          type: "content_block_delta",
-          index,
-          delta: { type: "signature_delta", signature: block.signature ?? signatureOf(block.thinking) },
-        },
-      });
+      if (block.signature !== null)
+        events.push({
+          event: "content_block_delta",
+          data: {
+            type: "content_block_delta",
+            index,
+            delta: { type: "signature_delta", signature: block.signature ?? signatureOf(block.thinking) },
+          },
+        });
     } else if (block.type === "redacted_thinking") {
       events.push({
         event: "content_block_start",

@@ -23,7 +23,8 @@
  * Thinking (contracts §13): `thinking` and `redacted_thinking` blocks are assembled from their
  * deltas (`thinking_delta`, `signature_delta`) and, with the step's text and tool_use blocks
  * in stream order, become the step's `providerState` (provider-state.ts) — only on a whole
- * step (`message_stop`), and only when the step has thinking. The request side (replay,
+ * step (`message_stop`), and only when the step has thinking. A thinking block without a
+ * signature (no `signature_delta` came) is left out: the API refuses it back. The request side (replay,
  * thinking settings, cache breakpoints) is anthropic-request.ts.
  *
  * Errors: an HTTP error is retried for 408/409/429/5xx (or as `x-should-retry` says); an
@@ -206,7 +207,6 @@ export class AnthropicModel implements ModelProvider {
     let thinkingTokens: number | null = null;
     /** Every block of the step by index, as the API sent it (for `providerState`). */
     const blocks = new Map<number, Record<string, unknown>>();
-    let thinking = false;
     const toolBlocks = new Map<number, { id: string; name: string; json: string; input: unknown }>();
     type ReportedUsage = {
       input_tokens?: number | null;
@@ -253,14 +253,12 @@ export class AnthropicModel implements ModelProvider {
               blocks.set(event.index, { type: "tool_use", id: block.id, name: block.name });
               toolBlocks.set(event.index, { id: block.id, name: block.name, json: "", input: block.input });
             } else if (block.type === "thinking") {
-              thinking = true;
               blocks.set(event.index, {
                 type: "thinking",
                 thinking: block.thinking ?? "",
                 signature: block.signature ?? "",
               });
             } else if (block.type === "redacted_thinking") {
-              thinking = true;
               blocks.set(event.index, { type: "redacted_thinking", data: block.data });
             }
             break;
@@ -309,7 +307,7 @@ export class AnthropicModel implements ModelProvider {
               usage: badCount
                 ? null
                 : usageOf(inputTokens, outputTokens, cacheRead, cacheWrite, thinkingTokens),
-              ...(thinking ? { providerState: this.state(blocks) } : {}),
+              ...this.state(blocks),
             };
             return;
           default:
@@ -336,10 +334,20 @@ export class AnthropicModel implements ModelProvider {
     this.broken(output, request, "the stream ended before message_stop");
   }
 
-  /** The step's blocks in stream order, as its provider state (provider-state.ts). */
-  private state(blocks: Map<number, Record<string, unknown>>): ProviderState {
-    const content = [...blocks.entries()].sort((a, b) => a[0] - b[0]).map(([, block]) => block);
-    return makeState(anthropicTarget(this.config), { content });
+  /**
+   * The step's blocks in stream order, as its provider state (provider-state.ts) — only when
+   * it has thinking to send back. A thinking block that never got its `signature_delta` is
+   * left out: the API refuses a thinking block without its signature, so it could never go
+   * back, and a tool turn left without a thinking block is continued without thinking
+   * (anthropic-request.ts).
+   */
+  private state(blocks: Map<number, Record<string, unknown>>): { providerState?: ProviderState } {
+    const content = [...blocks.entries()]
+      .sort((a, b) => a[0] - b[0])
+      .map(([, block]) => block)
+      .filter((block) => block.type !== "thinking" || block.signature !== "");
+    if (!content.some((block) => block.type === "thinking" || block.type === "redacted_thinking")) return {};
+    return { providerState: makeState(anthropicTarget(this.config), { content }) };
   }
 
   /** A stream that broke: after output, end without `done`; before any, fail retryably. */

@@ -13,7 +13,12 @@ import { AnthropicModel } from "../src/worker/models/anthropic.js";
 import { buildAnthropicRequest } from "../src/worker/models/anthropic-request.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
 import type { ModelRequest, ToolSpec } from "../src/worker/models/provider.js";
-import { type FakeAnthropic, signatureOf, startFakeAnthropic, validateRequest } from "./support/fake-anthropic.js";
+import {
+  type FakeAnthropic,
+  signatureOf,
+  startFakeAnthropic,
+  validateRequest,
+} from "./support/fake-anthropic.js";
 import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
 import { type FakeResponses, startFakeResponses } from "./support/fake-openai-responses.js";
 
@@ -149,9 +154,9 @@ describe("anthropic thinking", () => {
     ];
     // The fake refuses it as the API does…
     const body = buildAnthropicRequest(claude().config, req(history));
-    expect(validateRequest({ ...body, thinking: { type: "enabled", budget_tokens: 2048 } }, new Set())).toMatch(
-      /must start with a thinking block/,
-    );
+    expect(
+      validateRequest({ ...body, thinking: { type: "enabled", budget_tokens: 2048 } }, new Set()),
+    ).toMatch(/must start with a thinking block/);
     // …so the fleet sends that turn without thinking (provider-wire-fidelity.test.ts).
     anthropic.script({ blocks: [{ type: "text", text: "Done." }] });
     const result = await callModel(claude(), req(history), { sleep: noSleep });

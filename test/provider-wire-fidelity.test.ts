@@ -153,7 +153,12 @@ describe("anthropic thinking: a tool turn that has no thinking block of its own"
       { role: "assistant", content: "Wrote a.", stopReason: "end_turn" },
       { role: "user", content: "now b" },
     ];
-    anthropic.script({ blocks: [{ type: "thinking", thinking: "b next" }, { type: "text", text: "Sure." }] });
+    anthropic.script({
+      blocks: [
+        { type: "thinking", thinking: "b next" },
+        { type: "text", text: "Sure." },
+      ],
+    });
     await step(claude(), history);
     expect(anthropic.requests.at(-1)!.body.thinking).toEqual({ type: "enabled", budget_tokens: 2048 });
   });
@@ -176,7 +181,13 @@ describe("anthropic thinking: a thinking block that never got its signature", ()
     const first = await step(model, history);
     expect(first).toMatchObject({ stopReason: "tool_use", toolCalls: [{ id: "toolu_u" }] });
     expect(JSON.stringify(first.providerState ?? null)).not.toContain("unsigned thought");
-    history.push(first, { role: "tool", toolCallId: "toolu_u", name: "write_file", content: "ok", success: true });
+    history.push(first, {
+      role: "tool",
+      toolCallId: "toolu_u",
+      name: "write_file",
+      content: "ok",
+      success: true,
+    });
     const second = await step(model, history);
     expect(second).toMatchObject({ content: "Done.", stopReason: "end_turn" });
     const body = anthropic.requests[1]!.body;
@@ -201,10 +212,206 @@ describe("anthropic thinking: a thinking block that never got its signature", ()
     const model = claude();
     const history: Message[] = [{ role: "user", content: "write a" }];
     const first = await step(model, history);
-    history.push(first, { role: "tool", toolCallId: "toolu_s", name: "write_file", content: "ok", success: true });
+    history.push(first, {
+      role: "tool",
+      toolCallId: "toolu_s",
+      name: "write_file",
+      content: "ok",
+      success: true,
+    });
     await step(model, history);
     const body = anthropic.requests[1]!.body;
     expect(body.thinking).toEqual({ type: "enabled", budget_tokens: 2048 });
-    expect((body.messages[1]!.content as { type: string }[]).map((b) => b.type)).toEqual(["thinking", "tool_use"]);
+    expect((body.messages[1]!.content as { type: string }[]).map((b) => b.type)).toEqual([
+      "thinking",
+      "tool_use",
+    ]);
+  });
+});
+
+describe("anthropic: what the Messages API sends, read as documented (these matched)", () => {
+  it("cache usage: input counts uncached + cache writes + cache reads once, though message_delta repeats them", async () => {
+    anthropic.script({
+      blocks: [{ type: "text", text: "hi" }],
+      usage: {
+        input_tokens: 10,
+        output_tokens: 50,
+        cache_creation_input_tokens: 100,
+        cache_read_input_tokens: 1000,
+      },
+    });
+    const price = { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 };
+    const model = new AnthropicModel(
+      { provider: "anthropic", model: "claude-test", baseUrl: anthropic.url },
+      { keyless: true },
+    );
+    model.identity.price = price;
+    const message = await step(model, [{ role: "user", content: "hi" }]);
+    expect(message.usage).toEqual({
+      inputTokens: 1110,
+      outputTokens: 50,
+      cacheReadTokens: 1000,
+      cacheWriteTokens: 100,
+      costUsd: (10 * 3 + 1000 * 0.3 + 100 * 3.75 + 50 * 15) / 1e6,
+    });
+    // Breakpoints: system, last tool, last user turn — at most 4, none on a thinking block.
+    const body = anthropic.requests[0]!.body;
+    expect(JSON.stringify(body).match(/"cache_control"/g)).toHaveLength(3);
+  });
+
+  it("tool_use input streamed as input_json_delta: fragments joined; an empty input ('' deltas) is {}", async () => {
+    anthropic.script({
+      blocks: [
+        { type: "tool_use", id: "toolu_a", name: "write_file", input: {}, jsonChunks: [""] },
+        {
+          type: "tool_use",
+          id: "toolu_b",
+          name: "write_file",
+          input: {},
+          jsonChunks: ['{"pa', 'th": "b', '.txt"}'],
+        },
+      ],
+      stopReason: "tool_use",
+    });
+    const message = await step(claude({ thinking: undefined }), [{ role: "user", content: "go" }]);
+    expect(message).toMatchObject({
+      stopReason: "tool_use",
+      toolCalls: [
+        { id: "toolu_a", name: "write_file", arguments: {} },
+        { id: "toolu_b", name: "write_file", arguments: { path: "b.txt" } },
+      ],
+    });
+  });
+
+  it("interleaved thinking across two tool turns: every turn's thinking goes back verbatim, in order", async () => {
+    anthropic.script(
+      {
+        blocks: [
+          { type: "thinking", thinking: "first a" },
+          { type: "tool_use", id: "toolu_1", name: "write_file", input: { path: "a" } },
+        ],
+        stopReason: "tool_use",
+      },
+      {
+        blocks: [
+          { type: "thinking", thinking: "a worked, now b" },
+          { type: "text", text: "Now b." },
+          { type: "tool_use", id: "toolu_2", name: "write_file", input: { path: "b" } },
+        ],
+        stopReason: "tool_use",
+      },
+      { blocks: [{ type: "text", text: "Both written." }] },
+    );
+    const model = claude({ thinking: { type: "adaptive" } });
+    const history: Message[] = [{ role: "user", content: "write a then b" }];
+    for (const id of ["toolu_1", "toolu_2"]) {
+      history.push(await step(model, history));
+      history.push({ role: "tool", toolCallId: id, name: "write_file", content: "ok", success: true });
+    }
+    expect(await step(model, history)).toMatchObject({ content: "Both written.", stopReason: "end_turn" });
+    const sent = anthropic.requests[2]!.body;
+    expect(sent.thinking).toEqual({ type: "adaptive" });
+    expect(sent.messages.map((m) => (m.content as { type: string }[]).map((b) => b.type))).toEqual([
+      ["text"],
+      ["thinking", "tool_use"],
+      ["tool_result"],
+      ["thinking", "text", "tool_use"],
+      ["tool_result"],
+    ]);
+  });
+
+  it("an overloaded_error event after output: interrupted with the text kept, and resumable as retry_response", async () => {
+    anthropic.script({
+      blocks: [{ type: "text", text: "Partial answer", chunks: ["Partial ", "answer"] }],
+      errorAfterEvents: 4,
+      errorEvent: { type: "overloaded_error", message: "Overloaded" },
+    });
+    const history: Message[] = [{ role: "user", content: "go" }];
+    const message = await step(claude({ thinking: undefined }), history);
+    expect(message).toMatchObject({ content: "Partial answer", stopReason: "interrupted" });
+    expect(resumePoint([...history, message])).toMatchObject({ resumable: true, kind: "retry_response" });
+  });
+});
+
+describe("openai chat: what chat completions send, read as documented (these matched)", () => {
+  const parallel = (finishReason: string) => ({
+    deltas: [
+      {
+        tool_calls: [
+          { index: 0, id: "call_a", type: "function", function: { name: "write_file", arguments: "" } },
+        ],
+      },
+      {
+        tool_calls: [
+          { index: 1, id: "call_b", type: "function", function: { name: "write_file", arguments: "" } },
+        ],
+      },
+      { tool_calls: [{ index: 0, function: { arguments: '{"path":' } }] },
+      { tool_calls: [{ index: 1, function: { arguments: '{"path":"b"}' } }] },
+      { tool_calls: [{ index: 0, function: { arguments: '"a"}' } }] },
+    ],
+    finishReason,
+    usage: {
+      prompt_tokens: 120,
+      completion_tokens: 40,
+      prompt_tokens_details: { cached_tokens: 64 },
+      completion_tokens_details: { reasoning_tokens: 30 },
+    },
+  });
+
+  it("parallel tool calls interleaved by index; usage only in the last chunk, with cached and reasoning tokens", async () => {
+    chat.enqueue(parallel("tool_calls"));
+    const message = await step(gpt("chat", chat.url), [{ role: "user", content: "a and b" }]);
+    expect(chat.requests[0]!.body.stream_options).toEqual({ include_usage: true });
+    expect(message).toMatchObject({
+      stopReason: "tool_use",
+      toolCalls: [
+        { id: "call_a", name: "write_file", arguments: { path: "a" } },
+        { id: "call_b", name: "write_file", arguments: { path: "b" } },
+      ],
+      usage: { inputTokens: 120, outputTokens: 40, cacheReadTokens: 64, reasoningTokens: 30 },
+    });
+  });
+
+  it("finish_reason length with calls half-streamed: max_output, calls not replayed; content_filter: refusal", async () => {
+    chat.enqueue(parallel("length"), { text: ["Some"], finishReason: "content_filter" });
+    const history: Message[] = [{ role: "user", content: "a and b" }];
+    const long = await step(gpt("chat", chat.url), history);
+    expect(long.stopReason).toBe("max_output");
+    expect(resumePoint([...history, long])).toMatchObject({ resumable: true, kind: "continue_response" });
+    const filtered = await step(gpt("chat", chat.url), history);
+    expect(filtered).toMatchObject({ content: "Some", stopReason: "refusal" });
+    expect(resumePoint([...history, filtered])).toMatchObject({ resumable: false, reason: "refused" });
+  });
+
+  it("a refusal field (structured outputs) is the step's text, and the step is a refusal", async () => {
+    chat.enqueue({ deltas: [{ refusal: "I can't " }, { refusal: "help with that." }], finishReason: "stop" });
+    const message = await step(gpt("chat", chat.url), [{ role: "user", content: "bad" }]);
+    expect(message).toMatchObject({ content: "I can't help with that.", stopReason: "refusal" });
+  });
+});
+
+describe("openai responses: what the Responses API sends, read as documented (these matched)", () => {
+  it("a function call's call_id (not its item id) is the call's id; its result goes back under it", async () => {
+    responses.script(
+      { functionCalls: [{ callId: "call_77", name: "write_file", arguments: "{}" }] },
+      { text: ["ok"] },
+    );
+    const model = gpt("responses", responses.url);
+    const history: Message[] = [{ role: "user", content: "go" }];
+    const first = await step(model, history);
+    expect(first.toolCalls).toEqual([{ id: "call_77", name: "write_file", arguments: {} }]);
+    history.push(first, {
+      role: "tool",
+      toolCallId: "call_77",
+      name: "write_file",
+      content: "ok",
+      success: true,
+    });
+    await step(model, history);
+    expect(responses.requests[1]!.body.input.slice(1)).toEqual([
+      { type: "function_call", call_id: "call_77", name: "write_file", arguments: "{}" },
+      { type: "function_call_output", call_id: "call_77", output: "ok" },
+    ]);
   });
 });

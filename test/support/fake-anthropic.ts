@@ -213,7 +213,13 @@ export function streamEvents(
     data: {
       type: "message_delta",
       delta: { stop_reason: stopReason, stop_sequence: null },
-      usage: { output_tokens: usage.output_tokens },
+      // As the API sends it today: cumulative counts, the input ones repeated from message_start.
+      usage: {
+        input_tokens: usage.input_tokens,
+        cache_creation_input_tokens: usage.cache_creation_input_tokens ?? 0,
+        cache_read_input_tokens: usage.cache_read_input_tokens ?? 0,
+        output_tokens: usage.output_tokens,
+      },
     },
   });
   if (!response.omitMessageStop) events.push({ event: "message_stop", data: { type: "message_stop" } });

@@ -37,8 +37,17 @@ export type FakeResponse = {
   deltas?: Record<string, unknown>[];
   /** Default `tool_calls` with tool calls, else `stop`; `null`: no finish chunk. */
   finishReason?: string | null;
-  /** Default `{ prompt_tokens: 11, completion_tokens: 7 }`; `null`: no usage chunk. */
-  usage?: { prompt_tokens: number; completion_tokens: number } | null;
+  /**
+   * Default `{ prompt_tokens: 11, completion_tokens: 7 }`; `null`: no usage chunk. The details
+   * (`prompt_tokens_details.cached_tokens`, `completion_tokens_details.reasoning_tokens`) are
+   * sent as given.
+   */
+  usage?: {
+    prompt_tokens: number;
+    completion_tokens: number;
+    prompt_tokens_details?: Record<string, number>;
+    completion_tokens_details?: Record<string, number>;
+  } | null;
   /** Destroy the connection after this many content chunks (before any finish chunk). */
   cutAfter?: number;
   /** Destroy the connection right after the finish chunk (no usage chunk, no [DONE]). */

@@ -415,3 +415,39 @@ describe("openai responses: what the Responses API sends, read as documented (th
     ]);
   });
 });
+
+describe("openai responses: response.failed", () => {
+  const failOnce = async () => {
+    const result = await callModel(gpt("responses", responses.url), req([{ role: "user", content: "go" }]), {
+      sleep: noSleep,
+      policy: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 },
+    });
+    return result;
+  };
+
+  it("server_error before any output is retried like a 500", async () => {
+    responses.script(
+      { failed: { code: "server_error", message: "The server had an error" } },
+      { text: ["ok"] },
+    );
+    const result = await failOnce();
+    expect(result).toMatchObject({ ok: true, attempts: 2, message: { content: "ok" } });
+  });
+
+  it.each(["invalid_prompt", "bio_policy", "data_residency_mismatch", "image_content_policy_violation"])(
+    "%s: the same request would fail again, so it is refused at once (not retried)",
+    async (code) => {
+      responses.script({ failed: { code, message: `refused: ${code}` } });
+      const result = await failOnce();
+      expect(result).toMatchObject({ ok: false, rejected: true, attempts: 1 });
+      expect(!result.ok && result.error).toContain(code);
+      expect(responses.requests).toHaveLength(1);
+    },
+  );
+
+  it("after output: interrupted with the text kept", async () => {
+    responses.script({ text: ["Half ", "of it"], failed: { code: "server_error", message: "boom" } });
+    const message = await step(gpt("responses", responses.url), [{ role: "user", content: "go" }]);
+    expect(message).toMatchObject({ content: "Half of it", stopReason: "interrupted" });
+  });
+});

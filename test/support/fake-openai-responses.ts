@@ -3,7 +3,8 @@
  * `POST /v1/responses` from a script with the real streaming wire protocol (`event: TYPE` +
  * `data: {json}` server-sent events: `response.created`, `response.output_item.added/done`,
  * `response.output_text.delta`, `response.function_call_arguments.delta`, then
- * `response.completed` or `response.incomplete`), or an HTTP error with the API's JSON body.
+ * `response.completed`, `response.incomplete` or `response.failed`), or an HTTP error with the
+ * API's JSON body.
  *
  * Like the real service with `store: false`, it rejects (400 `invalid_request_error`):
  * - a `function_call` item whose call came with a reasoning item, sent back without that
@@ -28,6 +29,11 @@ export type FakeResponsesStep = {
   /** `completed` (default) or `incomplete` with this reason. */
   incomplete?: "max_output_tokens" | "content_filter";
   usage?: { input_tokens: number; output_tokens: number; cached_tokens?: number; reasoning_tokens?: number };
+  /**
+   * End with `response.failed` carrying this error (after the items above; a real failed
+   * response's `output` keeps what was generated) instead of completed / incomplete.
+   */
+  failed?: { code: string; message: string };
   /** Destroy the connection after this many events. */
   cutAfterEvents?: number;
   /** Answer with this HTTP status and error instead. */
@@ -173,7 +179,12 @@ export async function startFakeResponses(initial: FakeResponsesStep[] = []): Pro
       output_tokens_details: { reasoning_tokens: u.reasoning_tokens ?? 0 },
       total_tokens: u.input_tokens + u.output_tokens,
     };
-    if (step.incomplete)
+    if (step.failed)
+      push({
+        type: "response.failed",
+        response: { ...base, status: "failed", error: step.failed, incomplete_details: null, output, usage },
+      });
+    else if (step.incomplete)
       push({
         type: "response.incomplete",
         response: {

@@ -156,6 +156,26 @@ const PERMANENT_ERROR_KINDS = new Set([
   "invalid_value",
   "unprocessable_entity",
   "unprocessableentityerror",
+  // The Responses API's `response.failed` codes that refuse the request itself (the SDK's
+  // ResponseError): a flagged prompt, a policy, a residency rule, an image it cannot take.
+  // Its transient ones (`server_error`, `rate_limit_exceeded`, `vector_store_timeout`,
+  // `failed_to_download_image`) are retried.
+  "invalid_prompt",
+  "bio_policy",
+  "data_residency_mismatch",
+  "invalid_image",
+  "invalid_image_format",
+  "invalid_base64_image",
+  "invalid_image_url",
+  "image_too_large",
+  "image_too_small",
+  "image_parse_error",
+  "image_content_policy_violation",
+  "invalid_image_mode",
+  "image_file_too_large",
+  "unsupported_image_media_type",
+  "empty_image_file",
+  "image_file_not_found",
 ]);
 
 /** An HTTP status given as a number or a string of digits, if it is one. */

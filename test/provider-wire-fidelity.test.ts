@@ -451,3 +451,50 @@ describe("openai responses: response.failed", () => {
     expect(message).toMatchObject({ content: "Half of it", stopReason: "interrupted" });
   });
 });
+
+describe("tool call ids another provider minted go out as the next one accepts them", () => {
+  /** A tool turn from an OpenAI-compatible server (Kimi-style id) and one with vLLM's long id. */
+  const foreign = (id: string): Message[] => [
+    { role: "user", content: "write a" },
+    {
+      role: "assistant",
+      content: "",
+      toolCalls: [{ id, name: "write_file", arguments: { path: "a" } }],
+      stopReason: "tool_use",
+    },
+    { role: "tool", toolCallId: id, name: "write_file", content: "ok", success: true },
+  ];
+
+  it("to Anthropic: an id outside ^[a-zA-Z0-9_-]+$ is rewritten, the same for the call and its result", async () => {
+    anthropic.script({ blocks: [{ type: "text", text: "Done." }] });
+    const history = foreign("functions.write_file:0");
+    expect(await step(claude({ thinking: undefined }), history)).toMatchObject({ content: "Done." });
+    const [, call, result] = anthropic.requests[0]!.body.messages as { content: Record<string, unknown>[] }[];
+    const id = call!.content[0]!.id as string;
+    expect(id).toMatch(/^[a-zA-Z0-9_-]+$/);
+    expect(id).toMatch(/^functions_write_file_0_[0-9a-f]{16}$/);
+    expect(result!.content[0]).toMatchObject({ type: "tool_result", tool_use_id: id });
+    // The history keeps its own ids.
+    expect(history[2]).toMatchObject({ toolCallId: "functions.write_file:0" });
+  });
+
+  it("to OpenAI chat: an id over 40 characters is shortened, the same for the call and its result", async () => {
+    chat.enqueue({ text: ["Done."] });
+    const long = `chatcmpl-tool-${"9".repeat(32)}`;
+    expect(long.length).toBeGreaterThan(40);
+    expect(await step(gpt("chat", chat.url), foreign(long))).toMatchObject({ content: "Done." });
+    const messages = chat.requests[0]!.body.messages as Record<string, unknown>[];
+    const id = (messages[2]!.tool_calls as { id: string }[])[0]!.id;
+    expect(id).toMatch(/^call_[0-9a-f]{32}$/);
+    expect(messages[3]).toMatchObject({ role: "tool", tool_call_id: id });
+  });
+
+  it("ids each provider accepts go out unchanged", async () => {
+    anthropic.script({ blocks: [{ type: "text", text: "ok" }] });
+    chat.enqueue({ text: ["ok"] });
+    await step(claude({ thinking: undefined }), foreign("toolu_01A09q90qw90lq917835lq9"));
+    await step(gpt("chat", chat.url), foreign("call_abc-123"));
+    expect(JSON.stringify(anthropic.requests[0]!.body)).toContain('"toolu_01A09q90qw90lq917835lq9"');
+    expect(JSON.stringify(chat.requests[0]!.body)).toContain('"call_abc-123"');
+  });
+});

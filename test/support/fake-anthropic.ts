@@ -18,7 +18,7 @@
  * asks for tools must start with its thinking block; every thinking block sent back must be
  * one this server sent, unmodified (signature checked against its text); redacted blocks must
  * be ones it sent; `budget_tokens` must be ≥ 1024 and < `max_tokens`; at most 4
- * `cache_control` breakpoints, none on a thinking block.
+ * `cache_control` breakpoints, none on a thinking block; tool ids match `^[a-zA-Z0-9_-]+$`.
  */
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -233,6 +233,9 @@ export function signatureOf(thinking: string): string {
 
 type Block = Record<string, unknown> & { type?: unknown };
 
+/** What the API accepts as a tool_use id. */
+const TOOL_ID = /^[a-zA-Z0-9_-]+$/;
+
 /** What the real API refuses about thinking and caching (see the file comment), or null. */
 export function validateRequest(body: Record<string, unknown>, redacted: ReadonlySet<string>): string | null {
   const messages = (body.messages ?? []) as { role: string; content: unknown }[];
@@ -269,6 +272,10 @@ export function validateRequest(body: Record<string, unknown>, redacted: Readonl
         return `${where}: Invalid \`signature\` in \`thinking\` block`;
       if (block.type === "redacted_thinking" && !redacted.has(String(block.data)))
         return `${where}: Invalid \`data\` in \`redacted_thinking\` block`;
+      if (block.type === "tool_use" && !TOOL_ID.test(String(block.id)))
+        return `${where}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'`;
+      if (block.type === "tool_result" && !TOOL_ID.test(String(block.tool_use_id)))
+        return `${where}.tool_result.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'`;
     }
   }
   if (breakpoints > 4)

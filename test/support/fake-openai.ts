@@ -3,7 +3,8 @@
  * speaks the chat-completions SSE wire protocol (`data: {json}\n\n` chunks with
  * `choices[0].delta` and `finish_reason`, a usage chunk when `stream_options.include_usage`
  * asks for it, then `data: [DONE]`). Each request is answered by the next scripted
- * response; every request body is recorded for inspection.
+ * response; every request body is recorded for inspection. Like OpenAI, it refuses (400
+ * `string_above_max_length`) a tool call id sent back that is longer than 40 characters.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -165,6 +166,33 @@ export function contentDeltas(response: FakeResponse): Record<string, unknown>[]
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** OpenAI's limit on a tool call id sent back (`tool_calls[].id`, `tool_call_id`). */
+const MAX_TOOL_ID = 40;
+
+/** A tool call id OpenAI refuses as too long (400 `string_above_max_length`), or null. */
+function invalidToolId(body: unknown): { message: string; param: string } | null {
+  const messages = (body as { messages?: unknown })?.messages;
+  if (!Array.isArray(messages)) return null;
+  const tooLong = (param: string, id: unknown) =>
+    typeof id === "string" && id.length > MAX_TOOL_ID
+      ? {
+          param,
+          message: `Invalid '${param}': string too long. Expected a string with maximum length ${MAX_TOOL_ID}, but got a string with length ${id.length} instead.`,
+        }
+      : null;
+  for (const [i, m] of (
+    messages as { tool_calls?: { id?: unknown }[]; tool_call_id?: unknown }[]
+  ).entries()) {
+    for (const [j, call] of (m.tool_calls ?? []).entries()) {
+      const error = tooLong(`messages[${i}].tool_calls[${j}].id`, call.id);
+      if (error) return error;
+    }
+    const error = tooLong(`messages[${i}].tool_call_id`, m.tool_call_id);
+    if (error) return error;
+  }
+  return null;
+}
+
 function write(res: ServerResponse, data: string): Promise<void> {
   return new Promise((resolve) => {
     if (res.destroyed) return resolve();
@@ -225,6 +253,21 @@ export async function startFakeOpenAI(
         );
         return;
       }
+    }
+    const invalid = invalidToolId(body);
+    if (invalid) {
+      res.writeHead(400, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          error: {
+            message: invalid.message,
+            type: "invalid_request_error",
+            param: invalid.param,
+            code: "string_above_max_length",
+          },
+        }),
+      );
+      return;
     }
     stats.accepted.push(now);
     if (options.respond) {

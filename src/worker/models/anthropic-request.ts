@@ -23,13 +23,15 @@ import type {
   TextBlockParam,
   Tool,
   ToolResultBlockParam,
+  ToolUseBlockParam,
 } from "@anthropic-ai/sdk/resources/messages";
 import type { z } from "zod";
 import { type anthropicModelSchema, DEFAULT_ANTHROPIC_MAX_TOKENS } from "../../shared/agent-config.js";
-import type { AssistantMessage, Message } from "../../shared/messages.js";
+import type { AssistantMessage, Message, ToolCall } from "../../shared/messages.js";
 import { requestsTools } from "../../shared/resume-point.js";
 import type { ModelRequest } from "./provider.js";
 import { objectArray, replayableState, type StateTarget, targetOf } from "./provider-state.js";
+import { anthropicToolId } from "./wire-ids.js";
 
 export { DEFAULT_ANTHROPIC_MAX_TOKENS };
 
@@ -47,6 +49,11 @@ function textBlock(text: string): TextBlockParam {
   return { type: "text", text };
 }
 
+/** A stored call as a `tool_use` block, its id as the API accepts it (wire-ids.ts). */
+function toolUse(call: ToolCall): ToolUseBlockParam {
+  return { type: "tool_use", id: anthropicToolId(call.id), name: call.name, input: call.arguments };
+}
+
 /**
  * The history as Messages API turns, which must alternate user/assistant:
  *
@@ -54,6 +61,8 @@ function textBlock(text: string): TextBlockParam {
  *   blocks come first (the API wants them at the start of the turn), then the text blocks in
  *   history order. An `internal` message is sent verbatim as a text block, without a marker:
  *   its wording (resume-plan.ts) already addresses the model.
+ * - Tool ids go out as the API accepts them (`^[a-zA-Z0-9_-]+$`): another provider's id that
+ *   is not is rewritten, for the call and its result alike (wire-ids.ts).
  * - A `tool` result is a `tool_result` block (`is_error: true` when `success` is false, which
  *   includes the synthetic "interrupted" results). A result whose call was not replayed as a
  *   `tool_use` block (see below) would be rejected as orphaned; it becomes a text block.
@@ -93,7 +102,10 @@ export function toAnthropicMessages(history: readonly Message[], target?: StateT
         break;
       case "tool":
         if (openCalls.has(message.toolCallId)) {
-          const block: ToolResultBlockParam = { type: "tool_result", tool_use_id: message.toolCallId };
+          const block: ToolResultBlockParam = {
+            type: "tool_result",
+            tool_use_id: anthropicToolId(message.toolCallId),
+          };
           if (message.content !== "") block.content = message.content;
           if (!message.success) block.is_error = true;
           results.push(block);
@@ -113,8 +125,7 @@ export function toAnthropicMessages(history: readonly Message[], target?: StateT
         const content = (target && fromState(message, calls, target)) ?? [];
         if (content.length === 0) {
           if (message.content !== "") content.push(textBlock(message.content));
-          for (const call of calls)
-            content.push({ type: "tool_use", id: call.id, name: call.name, input: call.arguments });
+          for (const call of calls) content.push(toolUse(call));
         }
         if (content.length === 0) break;
         openCalls = new Set(calls.map((c) => c.id));
@@ -167,15 +178,14 @@ function fromState(
         break;
       case "tool_use": {
         const call = calls[next++];
-        if (call) content.push({ type: "tool_use", id: call.id, name: call.name, input: call.arguments });
+        if (call) content.push(toolUse(call));
         break;
       }
       default:
         break;
     }
   }
-  for (const call of calls.slice(next))
-    content.push({ type: "tool_use", id: call.id, name: call.name, input: call.arguments });
+  for (const call of calls.slice(next)) content.push(toolUse(call));
   return content;
 }
 

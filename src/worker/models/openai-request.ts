@@ -6,6 +6,7 @@ import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/reso
 import type { Message } from "../../shared/messages.js";
 import { requestsTools } from "../../shared/resume-point.js";
 import type { ToolSpec } from "./provider.js";
+import { openaiChatToolId } from "./wire-ids.js";
 
 /** The user-side prefix of a failed tool result, so the model sees that it failed. */
 export const FAILED_TOOL_PREFIX = "Error: ";
@@ -29,7 +30,7 @@ export function toOpenAIMessages(
             role: "assistant",
             content: message.content,
             tool_calls: (message.toolCalls ?? []).map((call) => ({
-              id: call.id,
+              id: openaiChatToolId(call.id),
               type: "function" as const,
               function: { name: call.name, arguments: JSON.stringify(call.arguments) },
             })),
@@ -42,7 +43,7 @@ export function toOpenAIMessages(
       case "tool":
         out.push({
           role: "tool",
-          tool_call_id: message.toolCallId,
+          tool_call_id: openaiChatToolId(message.toolCallId),
           content: message.success ? message.content : `${FAILED_TOOL_PREFIX}${message.content}`,
         });
         break;

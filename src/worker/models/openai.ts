@@ -13,7 +13,9 @@
  *   otherwise abnormal may carry half-formed calls that were never run and have no
  *   results, which the provider would reject;
  * - a `tool` message is a `tool` message with its `tool_call_id`; a failed result
- *   (`success: false`, e.g. the synthetic "interrupted" results) is prefixed "Error: ".
+ *   (`success: false`, e.g. the synthetic "interrupted" results) is prefixed "Error: ";
+ * - a tool call id over 40 characters (another provider's, an import's), which OpenAI refuses,
+ *   goes out shortened, the same for the call and its result (wire-ids.ts).
  *
  * Stream → events (§6):
  * - text deltas are yielded as they arrive (a `refusal` delta is text too);

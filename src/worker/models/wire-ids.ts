@@ -1,0 +1,35 @@
+/**
+ * Tool call ids as each provider accepts them back (pure). A history may hold ids another
+ * provider minted (a fallback model, an import): OpenAI-compatible servers' ids such as
+ * `functions.write_file:0`, long ones such as vLLM's `chatcmpl-tool-<uuid>` or an import's
+ * (up to MAX_TOOL_CALL_ID). Sent as they are, the next provider refuses the whole request —
+ * Anthropic a `tool_use.id` outside `^[a-zA-Z0-9_-]+$`, OpenAI chat a `tool_calls[].id` over 40
+ * characters — with a 400 that no retry or resume could get past.
+ *
+ * So an id the provider would refuse goes out rewritten, the same way every time (a digest of
+ * it), for the call and for the result that answers it alike: the pairs stay paired. The
+ * history keeps the original ids; an id the provider accepts goes out unchanged.
+ */
+import { createHash } from "node:crypto";
+
+/** What the Messages API accepts as a `tool_use` id (and a `tool_result`'s `tool_use_id`). */
+const ANTHROPIC_ID = /^[a-zA-Z0-9_-]+$/;
+
+/** The longest `tool_calls[].id` / `tool_call_id` chat completions accepts. */
+export const OPENAI_CHAT_MAX_ID = 40;
+
+function digest(id: string): string {
+  return createHash("sha256").update(id).digest("hex");
+}
+
+/** `id` as a Messages API tool id: kept when valid, else its allowed characters and a digest. */
+export function anthropicToolId(id: string): string {
+  if (ANTHROPIC_ID.test(id)) return id;
+  const kept = id.replace(/[^a-zA-Z0-9_-]+/g, "_").slice(0, 40);
+  return `${kept}_${digest(id).slice(0, 16)}`;
+}
+
+/** `id` as a chat completions tool call id: kept when short enough, else `call_` and a digest. */
+export function openaiChatToolId(id: string): string {
+  return id.length <= OPENAI_CHAT_MAX_ID ? id : `call_${digest(id).slice(0, 32)}`;
+}

@@ -498,3 +498,32 @@ describe("tool call ids another provider minted go out as the next one accepts t
     expect(JSON.stringify(chat.requests[0]!.body)).toContain('"call_abc-123"');
   });
 });
+
+describe("openai responses: a model that does not reason refuses encrypted reasoning", () => {
+  it("gpt-4o-mini: asked again without include, in the same attempt; its next requests go without it", async () => {
+    responses.script({ text: ["Hello"] }, { text: ["Again"] });
+    const model = new OpenAIModel(
+      { provider: "openai", model: "gpt-4o-mini", baseUrl: responses.url, api: "responses" },
+      { keyless: true },
+    );
+    const result = await callModel(model, req([{ role: "user", content: "hi" }]), {
+      sleep: noSleep,
+      policy: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1 },
+    });
+    expect(result).toMatchObject({ ok: true, attempts: 1, message: { content: "Hello" } });
+    expect(responses.requests.map((r) => r.body.include)).toEqual([
+      ["reasoning.encrypted_content"],
+      undefined,
+    ]);
+    expect(responses.requests[1]!.body).toMatchObject({ store: false, model: "gpt-4o-mini" });
+    await step(model, [{ role: "user", content: "again" }]);
+    expect(responses.requests).toHaveLength(3);
+    expect(responses.requests[2]!.body).not.toHaveProperty("include");
+  });
+
+  it("a reasoning model keeps asking for it", async () => {
+    responses.script({ reasoning: true, text: ["ok"] });
+    await step(gpt("responses", responses.url), [{ role: "user", content: "hi" }]);
+    expect(responses.requests[0]!.body.include).toEqual(["reasoning.encrypted_content"]);
+  });
+});

@@ -15,7 +15,10 @@
  *   following item." — as when a response cut by `max_output_tokens` during its reasoning is
  *   sent back with nothing after its reasoning item;
  * - a `function_call_output` with no `function_call` of the same `call_id` before it;
- * - a request with `stream` not true.
+ * - a request with `stream` not true;
+ * - `include: ["reasoning.encrypted_content"]` for a model that does not reason (a name
+ *   starting `gpt-4`, like gpt-4o and gpt-4.1): "Encrypted content is not supported with this
+ *   model." (`param: "include"`).
  * Reasoning items carry `encrypted_content` only when the request's `include` asks for it.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -70,6 +73,12 @@ export async function startFakeResponses(initial: FakeResponsesStep[] = []): Pro
 
   function validate(body: Item): string | null {
     if (body.stream !== true) return "stream must be true for this fake";
+    if (
+      String(body.model).startsWith("gpt-4") &&
+      Array.isArray(body.include) &&
+      body.include.includes("reasoning.encrypted_content")
+    )
+      return "Encrypted content is not supported with this model.";
     const input = (Array.isArray(body.input) ? body.input : []) as Item[];
     const calls = new Set<string>();
     for (const [i, item] of input.entries()) {
@@ -212,7 +221,12 @@ export async function startFakeResponses(initial: FakeResponsesStep[] = []): Pro
       return json(404, { message: "not found", type: "invalid_request_error", code: null });
     const invalid = validate(body);
     if (invalid)
-      return json(400, { message: invalid, type: "invalid_request_error", code: null, param: "input" });
+      return json(400, {
+        message: invalid,
+        type: "invalid_request_error",
+        code: null,
+        param: invalid.startsWith("Encrypted content") ? "include" : "input",
+      });
     const step = script.shift();
     if (!step)
       return json(500, { message: "fake-responses: no scripted response left", type: "server_error" });

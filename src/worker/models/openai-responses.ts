@@ -5,7 +5,8 @@
  *
  * Request: `instructions` is the system prompt; `store: false` (nothing is kept at OpenAI:
  * the fleet's history is the only record) with `include: ["reasoning.encrypted_content"]`, so
- * reasoning comes back encrypted and can be sent back. The history is `input` items:
+ * reasoning comes back encrypted and can be sent back — except to a model that does not
+ * reason, which refuses that `include` (openai.ts asks again without it). The history is `input` items:
  * - `user` and `internal` messages are `user` messages, verbatim;
  * - an `assistant` step whose `providerState` is for this provider, api and target
  *   (provider-state.ts) is replayed from it: its output items verbatim and in order
@@ -152,10 +153,15 @@ export function toResponsesTools(tools: readonly ToolSpec[]): FunctionTool[] {
   }));
 }
 
+/**
+ * The request body. `encryptedReasoning: false` leaves out `include`, for a model that refuses
+ * it (openai.ts: `refusesEncryptedReasoning`).
+ */
 export function buildResponsesBody(
   settings: ResponsesSettings,
   request: ModelRequest,
   target: StateTarget,
+  encryptedReasoning = true,
 ): ResponseCreateParamsStreaming {
   return {
     model: settings.model,
@@ -163,7 +169,7 @@ export function buildResponsesBody(
     ...(request.system ? { instructions: request.system } : {}),
     stream: true,
     store: false,
-    include: ["reasoning.encrypted_content"],
+    ...(encryptedReasoning ? { include: ["reasoning.encrypted_content" as const] } : {}),
     ...(request.tools.length > 0 ? { tools: toResponsesTools(request.tools) } : {}),
     ...(settings.maxTokens === undefined ? {} : { max_output_tokens: settings.maxTokens }),
     ...(settings.temperature === undefined ? {} : { temperature: settings.temperature }),

@@ -43,7 +43,9 @@
  * keys and anything shaped like one are scrubbed from the server's text (scrub-secrets.ts).
  *
  * MODEL `api: "responses"` uses the Responses API instead (openai-responses.ts): same client,
- * same transport and key rules, same error handling. `reasoningEffort` is sent as
+ * same transport and key rules, same error handling. A model that refuses
+ * `include: ["reasoning.encrypted_content"]` (one that does not reason) is asked again without
+ * it, and without it from then on. `reasoningEffort` is sent as
  * `reasoning_effort` here and as `reasoning.effort` there. Chat usage reports
  * `prompt_tokens_details.cached_tokens` as `cacheReadTokens` and
  * `completion_tokens_details.reasoning_tokens` as `reasoningTokens` when the server sends them.
@@ -111,6 +113,27 @@ export function isContextLengthError(error: unknown): boolean {
 }
 
 const tokens = reportedTokens;
+
+/**
+ * Whether a Responses request was refused for asking encrypted reasoning of a model that does
+ * not reason (gpt-4o, gpt-4.1: 400 "Encrypted content is not supported with this model.",
+ * `param: "include"`).
+ */
+export function refusesEncryptedReasoning(error: unknown): boolean {
+  if (!(error instanceof APIError) || error instanceof APIConnectionError || error.status !== 400)
+    return false;
+  const body = error.error as { message?: unknown; param?: unknown } | undefined;
+  const text = [body?.message, error.message].filter((v) => typeof v === "string").join(" ");
+  return (
+    /encrypted content is not supported/i.test(text) || (body?.param === "include" && /encrypt/i.test(text))
+  );
+}
+
+/**
+ * `target model` of the Responses models known to refuse encrypted reasoning, learnt from
+ * their answers (refusesEncryptedReasoning): asked without it from then on in this process.
+ */
+const WITHOUT_ENCRYPTED_REASONING = new Set<string>();
 
 /** Usage from a usage chunk: both counts (and the cached / reasoning ones reported), or unknown. */
 function usageOf(usage: ChatCompletionChunk["usage"]): Usage | null {
@@ -232,10 +255,20 @@ export class OpenAIModel implements ModelProvider {
   /** The Responses API (openai-responses.ts). */
   private async *streamResponses(request: ModelRequest): AsyncIterable<ModelEvent> {
     const client = this.getClient();
-    const body = buildResponsesBody(this.config, request, this.target);
+    const model = `${this.target.target} ${this.config.model}`;
+    let body = buildResponsesBody(this.config, request, this.target, !WITHOUT_ENCRYPTED_REASONING.has(model));
     let stream: AsyncIterable<import("openai/resources/responses/responses").ResponseStreamEvent>;
     try {
-      stream = await client.responses.create(body, { signal: request.signal });
+      try {
+        stream = await client.responses.create(body, { signal: request.signal });
+      } catch (error) {
+        // A model that does not reason refuses encrypted reasoning: nothing was answered, so
+        // the same request goes again without it, and this model's next ones go without it.
+        if (!body.include || !refusesEncryptedReasoning(error)) throw error;
+        WITHOUT_ENCRYPTED_REASONING.add(model);
+        body = buildResponsesBody(this.config, request, this.target, false);
+        stream = await client.responses.create(body, { signal: request.signal });
+      }
     } catch (error) {
       this.throwIfAborted(request.signal);
       if (isContextLengthError(error)) {

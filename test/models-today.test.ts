@@ -157,7 +157,7 @@ describe("anthropic thinking", () => {
     expect(
       validateRequest({ ...body, thinking: { type: "enabled", budget_tokens: 2048 } }, new Set()),
     ).toMatch(/must start with a thinking block/);
-    // …so the fleet sends that turn without thinking (provider-wire-fidelity.test.ts).
+    // …so the fleet sends that turn without thinking (provider-wire-anthropic.test.ts).
     anthropic.script({ blocks: [{ type: "text", text: "Done." }] });
     const result = await callModel(claude(), req(history), { sleep: noSleep });
     expect(result).toMatchObject({ ok: true, message: { content: "Done." } });

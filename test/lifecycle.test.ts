@@ -72,6 +72,8 @@ describe("--help and usage errors", () => {
     "keys list": [],
     "keys revoke": ["KEY_ID"],
     demo: ["--sessions", "--workers", "--no-kill"],
+    session: ["delete"],
+    "session delete": ["ID", "--api"],
   };
 
   let root: Run;

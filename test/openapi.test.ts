@@ -122,6 +122,10 @@ describe("OpenAPI document", () => {
     await check("POST /v1/sessions/:id/resume", `/v1/sessions/${batch.sessions[1].id}/resume`, "POST", {});
     await check("GET /v1/sessions/:id", `/v1/sessions/${id}`, "GET");
     await check("GET /v1/openapi.json", "/v1/openapi.json", "GET");
+    await check("DELETE /v1/sessions/:id", `/v1/sessions/${imported.id}`, "DELETE");
+    await check("DELETE /v1/sessions/:id", `/v1/sessions/${imported.id}`, "DELETE");
+    await check("DELETE /v1/batches/:id", `/v1/batches/${batch.id}`, "DELETE");
+    await check("DELETE /v1/batches/:id", `/v1/batches/${batch.id}`, "DELETE");
     expect(seen).toEqual(
       expect.arrayContaining([
         "POST /v1/sessions 201",
@@ -135,6 +139,10 @@ describe("OpenAPI document", () => {
         "GET /v1/sessions/:id/resume-point 200",
         "POST /v1/sessions/:id/resume 202",
         "POST /v1/sessions/:id/resume 409",
+        "DELETE /v1/sessions/:id 200",
+        "DELETE /v1/sessions/:id 404",
+        "DELETE /v1/batches/:id 200",
+        "DELETE /v1/batches/:id 404",
       ]),
     );
   });

@@ -9,6 +9,7 @@ import { EVENT_TYPES } from "../src/shared/events.js";
 import {
   BATCH_EVENT_TYPES,
   createMetrics,
+  DELETE_TRIGGERS,
   HOOK_NAMES,
   initToolSeries,
   MODEL_TOKEN_KINDS,
@@ -62,6 +63,7 @@ const FIXED: Record<string, Record<string, readonly string[]>> = {
   fleet_model_tokens_total: { provider: MODEL_TOKEN_PROVIDERS, kind: MODEL_TOKEN_KINDS },
   fleet_events_written_total: { type: [...EVENT_TYPES, ...BATCH_EVENT_TYPES] },
   fleet_hook_failures_total: { hook: HOOK_NAMES },
+  fleet_sessions_deleted_total: { trigger: DELETE_TRIGGERS },
 };
 
 describe("metrics start at 0 (src/shared/metrics.ts)", () => {

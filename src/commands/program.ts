@@ -321,6 +321,36 @@ export function buildProgram(): Program {
     );
 
   batch
+    .command("delete")
+    .description(
+      "Delete the batch and all its sessions with their messages, runs and events (running ones are stopped); print {id, deleted, sessionsDeleted, complete}.",
+    )
+    .argument("<ID>", "the batch id")
+    .option("--api <URL>", apiHelp)
+    .action(
+      run(async (id: string, options: { api?: string }) =>
+        (await import("./delete.js")).batchDeleteCommand(id, options),
+      ),
+    );
+
+  const session = program
+    .command("session")
+    .summary("act on one stored session (delete it)")
+    .description("Act on one stored session through the HTTP API.");
+  session
+    .command("delete")
+    .description(
+      "Delete the session with its messages, runs and events, whatever its state (a running run is stopped: it stores nothing more and starts no tool); print {id, deleted}.",
+    )
+    .argument("<ID>", "the session id")
+    .option("--api <URL>", apiHelp)
+    .action(
+      run(async (id: string, options: { api?: string }) =>
+        (await import("./delete.js")).sessionDeleteCommand(id, options),
+      ),
+    );
+
+  batch
     .command("resume")
     .description(
       "Resume the batch's parked sessions (e.g. after fixing the key that parked them provider_rejected), page by page. Sessions with nothing to resume stay parked and are counted by reason. Prints {resumed, refused: {reason: n}}.",

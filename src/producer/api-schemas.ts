@@ -357,6 +357,24 @@ function post(doc: RouteDoc): RouteDoc {
     },
   };
 }
+/**
+ * A `DELETE` route: it takes an Idempotency-Key too (a retry with the same key returns the
+ * first answer, where a retry without one would get 404); it has no body.
+ */
+function del(doc: RouteDoc): RouteDoc {
+  const { headers } = post(doc);
+  return {
+    ...doc,
+    headers,
+    responses: {
+      409: {
+        description: "The Idempotency-Key was used with another request (`reason`)",
+        schema: errorSchema,
+      },
+      ...doc.responses,
+    },
+  };
+}
 const missing = { 404: { description: "No such id (or another tenant's)", schema: errorSchema } };
 const conflict = {
   409: { description: "The Idempotency-Key was used with another body (`reason`)", schema: errorSchema },
@@ -478,6 +496,40 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
             .int()
             .optional()
             .describe("A tenant limit stopped the page early: ask for `nextCursor` again after this long"),
+        }),
+      },
+      ...common,
+      ...missing,
+    },
+  }),
+  "DELETE /v1/sessions/:id": del({
+    operationId: "deleteSession",
+    summary:
+      "Delete a session with its messages, runs and events, whatever its state: a queued run is dropped, a running one stopped (it stores nothing more and starts no tool)",
+    idParam: "session id",
+    responses: {
+      200: {
+        description: "Deleted: from now on the session answers 404",
+        schema: z.object({ id, deleted: z.literal(true) }),
+      },
+      ...common,
+      ...missing,
+    },
+  }),
+  "DELETE /v1/batches/:id": del({
+    operationId: "deleteBatch",
+    summary:
+      "Delete a batch and all its sessions (as DELETE /v1/sessions/:id each); it answers 404 at once, owes no webhook, and its sessions go in chunks",
+    idParam: "batch id",
+    responses: {
+      200: {
+        description:
+          "Deleted: `complete` false when the sweeper deletes the sessions this request did not get to (the batch answers 404 already)",
+        schema: z.object({
+          id,
+          deleted: z.literal(true),
+          sessionsDeleted: z.number().int().describe("Sessions this request deleted"),
+          complete: z.boolean(),
         }),
       },
       ...common,

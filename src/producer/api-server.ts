@@ -1,6 +1,7 @@
 /** The API process (`fleet api`): the HTTP API plus the queue gauge, on its own connections. */
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
+import { DeletionCleanup } from "../shared/deletion-cleanup.js";
 import { ValidationError } from "../shared/errors.js";
 import { EventWriter } from "../shared/events.js";
 import { listenError, servicesReachable } from "../shared/http-server.js";
@@ -10,6 +11,7 @@ import { closeRedis, createRedis } from "../shared/redis.js";
 import { closeAll } from "../shared/shutdown.js";
 import { ApiKeys } from "../shared/store/api-keys.js";
 import { BatchStore } from "../shared/store/batches.js";
+import { DataDeletion } from "../shared/store/data-deletion.js";
 import { claimFleet } from "../shared/store/fleet-identity.js";
 import { IdempotencyStore } from "../shared/store/idempotency.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
@@ -18,6 +20,7 @@ import { cancelChannel } from "../shared/worker-signals.js";
 import { adminBoard } from "./admin-board.js";
 import { ApiAuth, isLoopbackHost, UnauthorizedError } from "./auth.js";
 import { consolePages } from "./console-route.js";
+import { Deletions } from "./deletions.js";
 import { EventStreams } from "./event-stream.js";
 import { FairDispatch } from "./fair-dispatch.js";
 import { FleetService } from "./fleet-service.js";
@@ -153,9 +156,24 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
         "runs stored, their jobs not added (Redis unreachable): the sweeper adds them once Redis answers",
       ),
   });
+  const deletions = new Deletions({
+    store: new DataDeletion(database),
+    cleanup: new DeletionCleanup({
+      redis,
+      prefix: config.prefix,
+      removeJob: async (run) => {
+        const name = run.kind === "resume" ? "resume" : "run";
+        const job = await queues.getJob(name, QUEUES.runs.jobId({ sessionId: run.sessionId, runId: run.id }));
+        await job?.remove();
+      },
+      metrics,
+      eventsEnabled: config.events.enabled,
+    }),
+  });
   const { requestRate } = config.tenantLimits;
   const app = buildApi({
     service,
+    deletions,
     auth,
     idempotency: new IdempotencyStore(database),
     rate: requestRate

@@ -228,6 +228,26 @@ export class FleetClient {
     });
   }
 
+  /**
+   * Deletes a session with its messages, runs and events, whatever its state (a running run
+   * is stopped); afterwards it answers 404. 404 for an id that does not exist or is another
+   * tenant's. `idempotencyKey` makes a retry return the first answer instead of a 404.
+   */
+  deleteSession(sessionId: string, options: PostOptions = {}): Promise<{ id: string; deleted: true }> {
+    return this.request("DELETE", `/v1/sessions/${encodeURIComponent(sessionId)}`, undefined, options);
+  }
+
+  /**
+   * Deletes a batch and all its sessions; it answers 404 at once. `complete` is false when
+   * the sweeper deletes the sessions this request did not get to.
+   */
+  deleteBatch(
+    batchId: string,
+    options: PostOptions = {},
+  ): Promise<{ id: string; deleted: true; sessionsDeleted: number; complete: boolean }> {
+    return this.request("DELETE", `/v1/batches/${encodeURIComponent(batchId)}`, undefined, options);
+  }
+
   /** Cancels a session: queued runs dropped, a running one aborted; never resumed automatically. */
   cancelSession(
     sessionId: string,
@@ -307,8 +327,8 @@ export class FleetClient {
    * The session's events (contracts §7), as they happen: an iterator that reconnects by
    * itself after a dropped connection with the last id it received, so every retained event
    * comes once, in order. An id older than what the fleet keeps rejects with a FleetApiError
-   * 410 (`reason: "expired"`); 4xx answers reject at once. Runs until `signal` aborts or
-   * the caller stops iterating.
+   * 410 (`reason: "expired"`); 4xx answers reject at once. Runs until `signal` aborts, the
+   * caller stops iterating, or the session is deleted (its last event is SESSION_DELETED).
    */
   events(sessionId: string, options: EventsOptions = {}): AsyncGenerator<FleetEvent> {
     return this.eventStream(`/v1/sessions/${encodeURIComponent(sessionId)}/events`, options);
@@ -435,6 +455,8 @@ export class FleetClient {
             if (event.id !== undefined) last = event.id;
             if (event.type === undefined || event.data === undefined) continue;
             yield { id: event.id ?? "", type: event.type, data: JSON.parse(event.data) };
+            // The session (or batch) was deleted: nothing follows, and a reconnect would get 404.
+            if (event.type === "SESSION_DELETED" || event.type === "BATCH_DELETED") return;
           }
         } catch (error) {
           if (outer?.aborted) return;

@@ -67,6 +67,9 @@ export type EventStreamDeps = {
   stillAllowed?: (request: FastifyRequest, tenant: string) => Promise<boolean>;
 };
 
+/** The last event of a deleted session's or batch's stream: the response ends after it. */
+const STREAM_ENDS = new Set(["SESSION_DELETED", "BATCH_DELETED"]);
+
 /** Entries read from Redis at a time. */
 const READ_PAGE = 200;
 
@@ -384,6 +387,11 @@ export class EventStreams {
                 response.on("drain", done);
                 response.on("close", done);
               });
+            // The session (or batch) was deleted: nothing follows (deletion-cleanup.ts).
+            if (STREAM_ENDS.has(event.type)) {
+              gone = true;
+              break;
+            }
           }
           lastWrite = Date.now();
           events = await readAfter();

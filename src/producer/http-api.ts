@@ -19,6 +19,7 @@ import type { IdempotencyStore } from "../shared/store/idempotency.js";
 import { isServiceUnavailable } from "../shared/unavailable.js";
 import { UnauthorizedError } from "./auth.js";
 import { isConsoleRoute } from "./console-route.js";
+import type { Deletions } from "./deletions.js";
 import type { EventStreams } from "./event-stream.js";
 import type { FleetService } from "./fleet-service.js";
 import { documentRoutes } from "./openapi.js";
@@ -62,6 +63,8 @@ export type ApiDeps = {
   console?: (app: FastifyInstance) => Promise<void>;
   registry: Registry;
   healthy: () => Promise<boolean>;
+  /** `DELETE /v1/sessions/:id` and `DELETE /v1/batches/:id` (deletions.ts); absent: 404 for every id. */
+  deletions?: Pick<Deletions, "deleteSession" | "deleteBatch">;
   /** Event streams (contracts §7, SSE); absent: their routes answer 404 for every id. */
   events?: EventStreams;
   /** The package's version, for the OpenAPI document. */
@@ -332,7 +335,7 @@ const IDEMPOTENCY_WAIT_MS = 30_000;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 /**
- * `Idempotency-Key` on every `POST /v1/…` (contracts §9): after the body is parsed and the
+ * `Idempotency-Key` on every `POST /v1/…` (contracts §9) and `DELETE /v1/…`: after the body is parsed and the
  * caller known, the key is claimed in Postgres before the handler acts; the answer is
  * stored as it is sent. The same key with the same method, path and body replays it (also
  * while the first request is still being answered: this one waits for it); with another
@@ -342,7 +345,8 @@ function idempotencyHooks(app: FastifyInstance, store: NonNullable<ApiDeps["idem
   app.decorateRequest("idempotencyKey", "");
   app.addHook("preHandler", async (request, reply) => {
     const header = request.headers["idempotency-key"];
-    if (request.method !== "POST" || header === undefined || !request.url.startsWith("/v1/")) return;
+    if (request.method !== "POST" && request.method !== "DELETE") return;
+    if (header === undefined || !request.url.startsWith("/v1/")) return;
     const key = Array.isArray(header) ? header[0]! : header;
     if (!IDEMPOTENCY_KEY.test(key))
       throw new ValidationError("Idempotency-Key", "must be 1 to 255 visible ASCII characters");
@@ -439,6 +443,14 @@ function routes(app: FastifyInstance, deps: ApiDeps): void {
   app.post<IdParams>("/v1/sessions/:id/cancel", async (request, reply) =>
     reply.code(202).send(await service.cancelSession(request.tenant, request.params.id)),
   );
+  app.delete<IdParams>("/v1/sessions/:id", async (request) => {
+    if (!deps.deletions) throw new NotFoundError(`session ${request.params.id}`);
+    return deps.deletions.deleteSession(request.tenant, request.params.id);
+  });
+  app.delete<IdParams>("/v1/batches/:id", async (request) => {
+    if (!deps.deletions) throw new NotFoundError(`batch ${request.params.id}`);
+    return deps.deletions.deleteBatch(request.tenant, request.params.id);
+  });
   app.get("/v1/sessions", async (request) => service.listSessions(request.tenant, request.query));
   app.post<IdParams>("/v1/sessions/:id/messages", async (request, reply) =>
     reply.code(202).send(await service.sendMessage(request.tenant, request.params.id, request.body)),

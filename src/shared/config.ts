@@ -133,6 +133,17 @@ const envSchema = z.object({
   SWEEPER_MAX_ATTEMPTS: int(5),
   /** Wait before the second automatic resume of a session; doubles each time, capped at 60 s. */
   SWEEPER_BACKOFF_MS: int(1_000),
+  /**
+   * Retention: sessions outside batches that nothing will act on (completed, parked,
+   * cancelled, empty, imported and never run) idle this many days, and batches ended this
+   * many days ago (with all their sessions), are deleted by the sweeper. Unset or 0: off
+   * (everything is kept). Fractions are allowed (0.5 = 12 h).
+   */
+  FLEET_RETENTION_DAYS: z.coerce.number().nonnegative().default(0),
+  /** Sessions retention deletes per statement (each statement its own transaction). */
+  FLEET_RETENTION_CHUNK: z.coerce.number().int().min(1).max(10_000).default(200),
+  /** How often a sweeper runs a retention pass (each pass deletes at most 20 chunks). */
+  FLEET_RETENTION_INTERVAL_MS: int(60_000),
   /** pino level: fatal, error, warn, info, debug, trace, silent. */
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   OPENAI_API_KEY: z.string().optional(),
@@ -218,6 +229,8 @@ export type FleetConfig = {
   sweepIntervalMs: number;
   sweeperMaxAttempts: number;
   sweeperBackoffMs: number;
+  /** FLEET_RETENTION_DAYS (null: off), _CHUNK, _INTERVAL_MS: what the sweeper deletes, how. */
+  retention: { maxIdleMs: number | null; chunk: number; intervalMs: number };
   logLevel: z.infer<typeof envSchema>["LOG_LEVEL"];
   /** Endpoints, allowed raw base URLs and the keys for each (model-endpoints.ts). */
   models: ModelRouting & { prices: PriceTable };
@@ -288,6 +301,11 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     sweepIntervalMs: Math.max(20, e.SWEEP_INTERVAL_MS),
     sweeperMaxAttempts: e.SWEEPER_MAX_ATTEMPTS,
     sweeperBackoffMs: e.SWEEPER_BACKOFF_MS,
+    retention: {
+      maxIdleMs: e.FLEET_RETENTION_DAYS > 0 ? Math.round(e.FLEET_RETENTION_DAYS * 86_400_000) : null,
+      chunk: e.FLEET_RETENTION_CHUNK,
+      intervalMs: e.FLEET_RETENTION_INTERVAL_MS,
+    },
     logLevel: e.LOG_LEVEL,
     models: {
       endpoints: parseModelEndpoints(e.FLEET_MODEL_ENDPOINTS, env),

@@ -60,6 +60,9 @@ export const HOOK_NAMES = ["beforeRun", "onMessage", "onCommitted", "afterRun", 
 /** Types of batch events (contracts §7), counted in `fleet_events_written_total` too. */
 export const BATCH_EVENT_TYPES = ["SESSION_ENDED", "BATCH_COMPLETED"] as const;
 
+/** Who deleted sessions (`fleet_sessions_deleted_total{trigger}`): a request, or retention. */
+export const DELETE_TRIGGERS = ["api", "retention"] as const;
+
 export function createMetrics(role: string, options: { queueDepths?: QueueDepths } = {}) {
   const registry = new Registry();
   registry.setDefaultLabels({ role });
@@ -112,6 +115,13 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
       name: "fleet_sessions_parked_total",
       help: "Sessions parked (nothing will run them until someone acts), by reason.",
       labelNames: ["reason"] as const,
+      registers,
+    }),
+    /** Sessions deleted with their messages and runs (DELETE /v1/…, FLEET_RETENTION_DAYS). */
+    sessionsDeleted: new Counter({
+      name: "fleet_sessions_deleted_total",
+      help: "Sessions deleted with their messages and runs, by trigger (api, retention).",
+      labelNames: ["trigger"] as const,
       registers,
     }),
     queueJobs: options.queueDepths ? queueGauge(options.queueDepths, registers) : null,
@@ -177,6 +187,7 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
   for (const type of EVENT_TYPES) metrics.eventsWritten.inc({ type }, 0);
   for (const type of BATCH_EVENT_TYPES) metrics.eventsWritten.inc({ type }, 0);
   for (const hook of HOOK_NAMES) metrics.hookFailures.inc({ hook }, 0);
+  for (const trigger of DELETE_TRIGGERS) metrics.sessionsDeleted.inc({ trigger }, 0);
   metrics.sseClients.set(0);
   initToolSeries(metrics, []);
   return metrics;

@@ -6,20 +6,23 @@
 import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
+import { DeletionCleanup } from "../shared/deletion-cleanup.js";
 import { EventWriter } from "../shared/events.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
-import { openWebhookQueue, RunQueues } from "../shared/queues.js";
+import { openWebhookQueue, QUEUES, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, RedisOutageLog } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
 import { closeAll } from "../shared/shutdown.js";
 import { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import { BatchStore } from "../shared/store/batches.js";
+import { DataDeletion } from "../shared/store/data-deletion.js";
 import { IdempotencyStore } from "../shared/store/idempotency.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { eventsChannel } from "../shared/worker-signals.js";
 import { BatchEnds, startWebhookWorker } from "./batch-ends.js";
+import { Retention } from "./retention.js";
 import { SweepQueries } from "./sweep-queries.js";
 import { Sweeper } from "./sweeper.js";
 
@@ -104,6 +107,40 @@ export async function startSweeper(
     log,
   });
 
+  // Retention (FLEET_RETENTION_DAYS) and batch deletions the API left unfinished: on a timer
+  // of their own, so a long pass never delays the liveness checks.
+  const retention = new Retention({
+    store: new DataDeletion(database),
+    cleanup: new DeletionCleanup({
+      redis,
+      prefix: config.prefix,
+      removeJob: async (run) => {
+        const name = run.kind === "resume" ? "resume" : "run";
+        const job = await queues.getJob(name, QUEUES.runs.jobId({ sessionId: run.sessionId, runId: run.id }));
+        await job?.remove();
+      },
+      metrics,
+      eventsEnabled: config.events.enabled,
+    }),
+    settings: config.retention,
+    log,
+  });
+  const retentionStop = new AbortController();
+  let retaining: Promise<void> | null = null;
+  const retentionTick = () => {
+    if (retaining) return;
+    retaining = retention
+      .pass(retentionStop.signal)
+      .then(
+        () => {},
+        (error: unknown) => log.warn({ err: error }, "retention pass failed; tried again at the next"),
+      )
+      .finally(() => {
+        retaining = null;
+      });
+  };
+  const retentionTimer = setInterval(retentionTick, Math.max(50, config.retention.intervalMs));
+
   let quietUntil = 0;
   let connectedBefore = false;
   redis.on("ready", () => {
@@ -177,7 +214,10 @@ export async function startSweeper(
       stopping ??= (async () => {
         stopped = true;
         clearInterval(timer);
+        clearInterval(retentionTimer);
+        retentionStop.abort();
         while (running) await new Promise((r) => setTimeout(r, 10));
+        await retaining;
         await closeAll(
           [
             () => webhookWorker.close(),

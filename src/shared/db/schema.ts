@@ -111,6 +111,15 @@ export const sessions = pgTable(
     index("sessions_tenant_updated_idx").on(t.tenant, t.updatedAt, t.id),
     // The parked queue: a few sessions among millions, listed without scanning the rest.
     index("sessions_tenant_parked_idx").on(t.tenant, t.updatedAt, t.id).where(sql`${t.status} = 'parked'`),
+    // Retention (FLEET_RETENTION_DAYS): sessions outside batches (those go with their batch)
+    // that nothing will act on by itself (not in the sweeper's attention set), oldest activity
+    // first, so the sweeper's chunked deletes read only what they delete. `updated_at` changes
+    // only when a run starts or ends, like the predicate's columns: appends stay HOT updates.
+    index("sessions_idle_idx")
+      .on(t.updatedAt, t.id)
+      .where(
+        sql`${t.batchId} is null and not (${t.status} = 'active' and ${t.runStarted} and ${t.tailPhase} = 'open')`,
+      ),
   ],
 );
 
@@ -239,6 +248,11 @@ export const batches = pgTable(
     webhookDeliveredAt: timestamp("webhook_delivered_at", { withTimezone: true }),
     /** Set when every delivery attempt failed (after at least 24 h). */
     webhookFailedAt: timestamp("webhook_failed_at", { withTimezone: true }),
+    /**
+     * Set by `DELETE /v1/batches/:id` (or retention): from then on the batch answers 404 and
+     * owes no webhook; its sessions are deleted in chunks, then this row (data-deletion.ts).
+     */
+    deletedAt: timestamp("deleted_at", { withTimezone: true }),
   },
   (t) => [
     // Batches that have not ended, or whose webhook is still owed: the sweeper's scans.
@@ -248,6 +262,10 @@ export const batches = pgTable(
         sql`${t.endedAt} is null or (${t.webhookUrl} is not null and ${t.webhookDeliveredAt} is null and ${t.webhookFailedAt} is null)`,
       ),
     index("batches_tenant_idx").on(t.tenant, t.createdAt),
+    // Deletions left unfinished (the API stopped mid-way): the sweeper finishes them.
+    index("batches_deleted_idx").on(t.deletedAt).where(sql`${t.deletedAt} is not null`),
+    // Retention: ended batches, oldest end first.
+    index("batches_ended_idx").on(t.endedAt).where(sql`${t.endedAt} is not null and ${t.deletedAt} is null`),
   ],
 );
 

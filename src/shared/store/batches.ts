@@ -103,7 +103,7 @@ export class BatchStore {
     const { sql } = this.database;
     const [row] = await sql<{ b: string | BatchRaw }[]>`
       select row_to_json(b) as b from batches b
-       where b.id = ${id} ${tenant === undefined ? sql`` : sql`and b.tenant = ${tenant}`}`;
+       where b.id = ${id} and b.deleted_at is null ${tenant === undefined ? sql`` : sql`and b.tenant = ${tenant}`}`;
     return row ? json<BatchRaw>(row.b) : undefined;
   }
 
@@ -336,7 +336,8 @@ export class BatchStore {
       const [batch] =
         "batchId" in target
           ? await tx<{ open: boolean }[]>`
-              select open from batches where id = ${target.batchId} and tenant = ${tenant} for update`
+              select open from batches where id = ${target.batchId} and tenant = ${tenant}
+                 and deleted_at is null for update`
           : [];
       // The sessions are locked first, in a statement of their own: a sweeper or worker that
       // is queueing an automatic resume of one of them (under that row's lock,
@@ -387,9 +388,9 @@ export class BatchStore {
       select id, tenant, ended_at is not null as ended,
              (webhook_url is not null and webhook_delivered_at is null and webhook_failed_at is null) as "webhookOwed"
         from batches
-       where (ended_at is null and not open)
+       where deleted_at is null and ((ended_at is null and not open)
           or (ended_at is not null and webhook_url is not null and webhook_delivered_at is null
-              and webhook_failed_at is null)
+              and webhook_failed_at is null))
        order by created_at limit ${limit}`;
   }
 

@@ -184,7 +184,8 @@ export class SessionQueries {
       return;
     }
     const [row] = await tx<{ open: boolean }[]>`
-      select open from batches where id = ${batch.id} and tenant = ${batch.tenant} for update`;
+      select open from batches where id = ${batch.id} and tenant = ${batch.tenant}
+         and deleted_at is null for update`;
     if (!row) throw new NotFoundError(`batch ${batch.id}`);
     if (!row.open)
       throw new ConflictError("batch_closed", `batch ${batch.id} is closed; it takes no more sessions`);

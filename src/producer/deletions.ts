@@ -1,0 +1,55 @@
+/**
+ * `DELETE /v1/sessions/:id` and `DELETE /v1/batches/:id`: a user's data erased on request.
+ *
+ * - A session is deleted in one statement with its messages and runs, whatever its state.
+ *   A queued run's job is removed; a worker running it is told to stop at once, and its next
+ *   write is refused by the fence (the row is gone), so it stores nothing, starts no further
+ *   tool, resumes and parks nothing. Its event stream ends with `SESSION_DELETED`.
+ * - A batch is first marked deleted (from then on it answers 404, takes no session, owes no
+ *   webhook), then its sessions are deleted DELETE_CHUNK at a time, each chunk a statement
+ *   of its own, then its row. A deletion the API could not finish (it stopped, or rows stayed
+ *   locked past BATCH_DELETE_BUDGET_MS) is finished by the sweeper.
+ *
+ * Another tenant's id answers 404, exactly like an id that does not exist.
+ */
+import { type DeletionCleanup, purgeBatch } from "../shared/deletion-cleanup.js";
+import { NotFoundError } from "../shared/errors.js";
+import type { DataDeletion } from "../shared/store/data-deletion.js";
+
+/** How long `DELETE /v1/batches/:id` works on the batch's sessions before leaving the rest to the sweeper. */
+const BATCH_DELETE_BUDGET_MS = 20_000;
+
+export type SessionDeleted = { id: string; deleted: true };
+export type BatchDeleted = {
+  id: string;
+  deleted: true;
+  /** Sessions this request deleted. */
+  sessionsDeleted: number;
+  /** False when the sweeper finishes deleting the batch's sessions (the batch answers 404 already). */
+  complete: boolean;
+};
+
+export class Deletions {
+  constructor(
+    private readonly deps: {
+      store: Pick<DataDeletion, "deleteSession" | "markBatchDeleted" | "purgeBatchChunk">;
+      cleanup: DeletionCleanup;
+      chunk?: number;
+      budgetMs?: number;
+    },
+  ) {}
+
+  async deleteSession(tenant: string, id: string): Promise<SessionDeleted> {
+    const deleted = await this.deps.store.deleteSession(tenant, id);
+    if (!deleted) throw new NotFoundError(`session ${id}`);
+    await this.deps.cleanup.afterSessions(deleted, "api");
+    return { id, deleted: true };
+  }
+
+  async deleteBatch(tenant: string, id: string): Promise<BatchDeleted> {
+    if (!(await this.deps.store.markBatchDeleted(tenant, id))) throw new NotFoundError(`batch ${id}`);
+    const budgetMs = this.deps.budgetMs ?? BATCH_DELETE_BUDGET_MS;
+    const { sessionsDeleted, complete } = await purgeBatch(this.deps, id, budgetMs, "api");
+    return { id, deleted: true, sessionsDeleted, complete };
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * What follows a committed delete (store/data-deletion.ts), outside Postgres, for the API
+ * (`DELETE /v1/…`) and the sweeper (retention) alike. Each step is best effort: the rows are
+ * gone already, and what is left behind does no harm — a job finds no session and does
+ * nothing, a worker's next fenced write fails, stream keys expire on their own.
+ *
+ * - Workers running one of the sessions are told at once (the cancel channel), so a tool in
+ *   progress is aborted rather than run to its end; nothing it returns can be stored.
+ * - The jobs of runs that had not ended are removed from the queue.
+ * - Each session's event stream gets a last event, `SESSION_DELETED` (a batch's,
+ *   `BATCH_DELETED`): an open reader receives it and its stream ends; the keys expire
+ *   DELETED_STREAM_TTL_MS later (a new reader is answered 404 at once, like the session).
+ */
+import type { Redis } from "ioredis";
+import { eventStreamKey, eventsNotifyChannel } from "./events.js";
+import type { DataDeletion, Deleted, DroppedRun } from "./store/data-deletion.js";
+import { cancelChannel } from "./worker-signals.js";
+
+/** Sessions deleted per statement when a batch goes (and per retention chunk by default). */
+export const DELETE_CHUNK = 200;
+
+/** How long a deleted session's (or batch's) stream keeps its last event for open readers. */
+export const DELETED_STREAM_TTL_MS = 60_000;
+
+/** Counts what deletes removed (metrics.ts). */
+export type DeletionCounters = {
+  sessionsDeleted: { inc(labels: { trigger: "api" | "retention" }, value?: number): void };
+};
+
+export type DeletionCleanupDeps = {
+  redis: Redis;
+  prefix: string;
+  /** Removes the queued job of a run, if any. */
+  removeJob: (run: DroppedRun) => Promise<void>;
+  metrics: DeletionCounters;
+  /** Whether sessions' event streams exist at all (FLEET_EVENTS). */
+  eventsEnabled: boolean;
+};
+
+export class DeletionCleanup {
+  constructor(private readonly deps: DeletionCleanupDeps) {}
+
+  /** After sessions were deleted by `trigger` (`api`, `retention`). */
+  async afterSessions(deleted: Deleted, trigger: "api" | "retention"): Promise<void> {
+    const { sessionIds, runs } = deleted;
+    if (sessionIds.length === 0) return;
+    this.deps.metrics.sessionsDeleted.inc({ trigger }, sessionIds.length);
+    const running = [...new Set(runs.filter((r) => r.status === "running").map((r) => r.sessionId))];
+    if (running.length > 0)
+      await this.deps.redis
+        .publish(cancelChannel(this.deps.prefix), JSON.stringify({ sessionIds: running }))
+        .catch(() => {});
+    const queued = runs.filter((r) => r.status !== "running");
+    const lane = async () => {
+      for (let run = queued.pop(); run; run = queued.pop()) await this.deps.removeJob(run).catch(() => {});
+    };
+    await Promise.all(Array.from({ length: 8 }, lane));
+    if (!this.deps.eventsEnabled) return;
+    for (const sessionId of sessionIds)
+      await this.endStream(
+        eventStreamKey(this.deps.prefix, sessionId),
+        [`${this.deps.prefix}:events-seq:${sessionId}`],
+        { type: "SESSION_DELETED", sessionId },
+      ).catch(() => {});
+  }
+
+  /** After a batch's row was deleted (its sessions went before it). */
+  async afterBatch(batchId: string): Promise<void> {
+    const { prefix } = this.deps;
+    await this.endStream(`${prefix}:batch-events:${batchId}`, [`${prefix}:batch-events-done:${batchId}`], {
+      type: "BATCH_DELETED",
+      batchId,
+    }).catch(() => {});
+  }
+
+  /**
+   * Writes `last` to the stream (a reader may wait on one that has no entry yet), wakes its
+   * readers, and lets it expire; `others` (its bookkeeping keys) go at once.
+   */
+  private async endStream(key: string, others: string[], last: { type: string } & Record<string, unknown>) {
+    const { redis, prefix } = this.deps;
+    await redis.xadd(key, "*", "type", last.type, "data", JSON.stringify(last));
+    await redis.pexpire(key, DELETED_STREAM_TTL_MS);
+    await redis.publish(eventsNotifyChannel(prefix), key);
+    for (const other of others) await redis.del(other);
+  }
+}
+
+/**
+ * Deletes the sessions of a batch marked deleted, a chunk per statement, then its row; stops
+ * after `budgetMs` (the rest is left for a later call). Used by the API and the sweeper.
+ */
+export async function purgeBatch(
+  deps: {
+    store: Pick<DataDeletion, "purgeBatchChunk">;
+    cleanup: DeletionCleanup;
+    chunk?: number;
+  },
+  batchId: string,
+  budgetMs: number,
+  trigger: "api" | "retention" = "api",
+  signal?: AbortSignal,
+): Promise<{ sessionsDeleted: number; complete: boolean }> {
+  const until = Date.now() + budgetMs;
+  let sessionsDeleted = 0;
+  for (;;) {
+    const chunk = await deps.store.purgeBatchChunk(batchId, deps.chunk ?? DELETE_CHUNK);
+    sessionsDeleted += chunk.sessionIds.length;
+    await deps.cleanup.afterSessions(chunk, trigger);
+    if (chunk.done) {
+      await deps.cleanup.afterBatch(batchId);
+      return { sessionsDeleted, complete: true };
+    }
+    if (Date.now() >= until || signal?.aborted) return { sessionsDeleted, complete: false };
+    // Every session left is held by another transaction for now (a worker's claim): wait a little.
+    if (chunk.sessionIds.length === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

@@ -1,0 +1,149 @@
+/**
+ * Deleting sessions and batches (`DELETE /v1/sessions/:id`, `DELETE /v1/batches/:id`) and
+ * retention (FLEET_RETENTION_DAYS). Every statement deletes a bounded number of sessions:
+ * a session's messages and runs go with it (ON DELETE CASCADE), so one statement's work is
+ * bounded by its sessions' histories, never by the fleet's size.
+ *
+ * A worker acting on a deleted session learns it from its next write: every write is fenced
+ * on the session row (fenced-writes.ts), which no longer exists, so the write changes
+ * nothing and throws a FencedError; the job ends `fenced`, nothing is resumed or parked.
+ * Rows another transaction holds (a worker's claim, another sweeper's chunk) are skipped
+ * (`skip locked`) by the chunked deletes and taken in a later chunk.
+ */
+import type { Database } from "../db/client.js";
+import { json } from "./rows.js";
+
+/** A run that had not ended when its session was deleted: its job is removed, a worker told. */
+export type DroppedRun = { id: string; sessionId: string; kind: string; status: string };
+
+/** What one delete removed. */
+export type Deleted = { sessionIds: string[]; runs: DroppedRun[] };
+
+type DeletedRow = { sessions: string[] | string; runs: DroppedRun[] | string };
+
+function deletedFrom(row: DeletedRow | undefined): Deleted {
+  return {
+    sessionIds: row ? json<string[]>(row.sessions) : [],
+    runs: row ? json<DroppedRun[]>(row.runs) : [],
+  };
+}
+
+export class DataDeletion {
+  constructor(private readonly database: Database) {}
+
+  /**
+   * Deletes one session of `tenant` with its messages and runs, whatever its state. Returns
+   * null when there is no such session of that tenant (404).
+   */
+  async deleteSession(tenant: string, id: string): Promise<Deleted | null> {
+    const [row] = await this.database.sql<DeletedRow[]>`
+      with d as (
+        delete from sessions where id = ${id} and tenant = ${tenant} returning id
+      ), r as (
+        select r.id, r.session_id, r.kind, r.status from runs r
+         where r.session_id = ${id} and r.status <> 'ended' and exists (select 1 from d)
+      )
+      select (select coalesce(json_agg(id), '[]'::json) from d) as sessions,
+             (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'kind', kind,
+                                                         'status', status)), '[]'::json) from r) as runs`;
+    const deleted = deletedFrom(row);
+    return deleted.sessionIds.length === 0 ? null : deleted;
+  }
+
+  /**
+   * Marks a batch of `tenant` deleted: from now on it answers 404, takes no session and owes
+   * no webhook. False when there is no such batch (or it is already being deleted).
+   */
+  async markBatchDeleted(tenant: string, id: string): Promise<boolean> {
+    const rows = await this.database.sql`
+      update batches set deleted_at = now(), open = false
+       where id = ${id} and tenant = ${tenant} and deleted_at is null
+      returning id`;
+    return rows.length > 0;
+  }
+
+  /**
+   * Deletes up to `limit` sessions of a batch marked deleted; when none is left, the batch's
+   * row too. `done`: the batch is gone. Sessions another transaction holds wait for a later call.
+   */
+  async purgeBatchChunk(batchId: string, limit: number): Promise<Deleted & { done: boolean }> {
+    const [row] = await this.database.sql<(DeletedRow & { left: boolean })[]>`
+      with doomed as (
+        select s.id from sessions s
+         where s.batch_id = ${batchId}
+           and exists (select 1 from batches b where b.id = ${batchId} and b.deleted_at is not null)
+         order by s.id limit ${limit}
+           for update of s skip locked
+      ), r as (
+        select r.id, r.session_id, r.kind, r.status from runs r
+         where r.session_id in (select id from doomed) and r.status <> 'ended'
+      ), d as (
+        delete from sessions s using doomed where s.id = doomed.id returning s.id
+      )
+      select (select coalesce(json_agg(id), '[]'::json) from d) as sessions,
+             (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'kind', kind,
+                                                         'status', status)), '[]'::json) from r) as runs,
+             exists (select 1 from sessions s where s.batch_id = ${batchId}
+                      and s.id not in (select id from doomed)) as "left"`;
+    const deleted = deletedFrom(row);
+    if (row?.left || deleted.sessionIds.length === limit) return { ...deleted, done: false };
+    // No session left (none can be added: a deleted batch takes none): the row goes.
+    await this.database.sql`
+      delete from batches b where b.id = ${batchId} and b.deleted_at is not null
+         and not exists (select 1 from sessions s where s.batch_id = b.id)`;
+    const [still] = await this.database.sql`select 1 from batches where id = ${batchId}`;
+    return { ...deleted, done: still === undefined };
+  }
+
+  /** Batches marked deleted whose sessions are not all gone yet (the API stopped mid-way). */
+  async unfinishedBatchDeletes(limit: number): Promise<string[]> {
+    const rows = await this.database.sql<{ id: string }[]>`
+      select id from batches where deleted_at is not null order by deleted_at limit ${limit}`;
+    return rows.map((r) => r.id);
+  }
+
+  /**
+   * Retention: deletes up to `limit` sessions outside batches (a batch's go with it) last active (a run started or ended, created,
+   * parked, cancelled) more than `maxIdleMs` ago (Postgres's clock) that nothing will act on by itself — parked,
+   * cancelled, completed, empty, or an imported history never run — and that have no run
+   * queued or running. Conditions are checked again on each row as it is locked.
+   */
+  async expireSessions(maxIdleMs: number, limit: number): Promise<Deleted> {
+    const [row] = await this.database.sql<DeletedRow[]>`
+      with doomed as (
+        select s.id from sessions s
+         where s.updated_at < now() - ${maxIdleMs} * interval '1 millisecond' and s.batch_id is null
+           and not (s.status = 'active' and s.run_started and s.tail_phase = 'open')
+           and not exists (select 1 from runs r where r.session_id = s.id and r.status in ('queued', 'running'))
+         order by s.updated_at, s.id limit ${limit}
+           for update of s skip locked
+      ), d as (
+        delete from sessions s using doomed where s.id = doomed.id
+           and not exists (select 1 from runs r where r.session_id = s.id and r.status in ('queued', 'running'))
+        returning s.id
+      )
+      select (select coalesce(json_agg(id), '[]'::json) from d) as sessions, '[]'::json as runs`;
+    return deletedFrom(row);
+  }
+
+  /**
+   * Retention: marks deleted up to `limit` batches that ended more than `maxIdleMs` ago, are closed,
+   * owe no webhook and have no session that a new message made active again (the batch's
+   * pending index); their sessions and rows then go as for `DELETE /v1/batches/:id`.
+   */
+  async expireBatches(maxIdleMs: number, limit: number): Promise<string[]> {
+    const rows = await this.database.sql<{ id: string }[]>`
+      with doomed as (
+        select b.id from batches b
+         where b.ended_at < now() - ${maxIdleMs} * interval '1 millisecond' and b.deleted_at is null and not b.open
+           and (b.webhook_url is null or b.webhook_delivered_at is not null or b.webhook_failed_at is not null)
+           and not exists (select 1 from sessions s
+                            where s.batch_id = b.id and s.status = 'active'
+                              and (s.tail_phase <> 'completed' or not s.run_started))
+         order by b.ended_at limit ${limit}
+           for update skip locked
+      )
+      update batches b set deleted_at = now() from doomed where b.id = doomed.id returning b.id`;
+    return rows.map((r) => r.id);
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * The sweeper's retention pass (FLEET_RETENTION_DAYS) and the end of batch deletions the API
+ * left unfinished. Work is done in chunks (FLEET_RETENTION_CHUNK sessions per statement, each
+ * statement its own transaction, at most MAX_CHUNKS_PER_PASS per pass), so no transaction is
+ * large and the worker's statements never wait long behind one. Rows are taken with
+ * `for update … skip locked`: several sweepers share the work without deleting anything twice
+ * or waiting on each other, and a row a worker holds is left for a later pass.
+ */
+import type { Logger } from "pino";
+import { type DeletionCleanup, purgeBatch } from "../shared/deletion-cleanup.js";
+import type { DataDeletion } from "../shared/store/data-deletion.js";
+
+/** Chunks of sessions one pass deletes at most; the rest waits for the next pass. */
+export const MAX_CHUNKS_PER_PASS = 20;
+/** Batches one pass marks deleted (by retention) or finishes deleting at most. */
+const BATCHES_PER_PASS = 20;
+/** Time one pass spends on one batch's sessions at most. */
+const BATCH_BUDGET_MS = 5_000;
+
+export type RetentionSettings = { maxIdleMs: number | null; chunk: number };
+
+export type RetentionDeps = {
+  store: Pick<
+    DataDeletion,
+    "expireSessions" | "expireBatches" | "unfinishedBatchDeletes" | "purgeBatchChunk"
+  >;
+  cleanup: DeletionCleanup;
+  settings: RetentionSettings;
+  log: Pick<Logger, "info" | "warn">;
+};
+
+export type PassResult = { sessionsDeleted: number; batchesDeleted: number };
+
+export class Retention {
+  constructor(private readonly deps: RetentionDeps) {}
+
+  /** One pass: expired sessions, expired batches, then every batch marked deleted. */
+  async pass(signal?: AbortSignal): Promise<PassResult> {
+    const { store, cleanup, settings } = this.deps;
+    let sessionsDeleted = 0;
+    let batchesDeleted = 0;
+    if (settings.maxIdleMs !== null) {
+      for (let i = 0; i < MAX_CHUNKS_PER_PASS && !signal?.aborted; i++) {
+        const chunk = await store.expireSessions(settings.maxIdleMs, settings.chunk);
+        sessionsDeleted += chunk.sessionIds.length;
+        await cleanup.afterSessions(chunk, "retention");
+        if (chunk.sessionIds.length < settings.chunk) break;
+      }
+      await store.expireBatches(settings.maxIdleMs, BATCHES_PER_PASS);
+    }
+    for (const batchId of await store.unfinishedBatchDeletes(BATCHES_PER_PASS)) {
+      if (signal?.aborted) break;
+      const purged = await purgeBatch(
+        { store, cleanup, chunk: settings.chunk },
+        batchId,
+        BATCH_BUDGET_MS,
+        "retention",
+        signal,
+      );
+      sessionsDeleted += purged.sessionsDeleted;
+      if (purged.complete) batchesDeleted++;
+    }
+    if (sessionsDeleted > 0 || batchesDeleted > 0)
+      this.deps.log.info({ sessionsDeleted, batchesDeleted }, "retention: deleted sessions and batches");
+    return { sessionsDeleted, batchesDeleted };
+  }
+}

@@ -106,7 +106,10 @@ export class DataDeletion {
    * Retention: deletes up to `limit` sessions outside batches (a batch's go with it) last active (a run started or ended, created,
    * parked, cancelled) more than `maxIdleMs` ago (Postgres's clock) that nothing will act on by itself — parked,
    * cancelled, completed, empty, or an imported history never run — and that have no run
-   * queued or running. Conditions are checked again on each row as it is locked.
+   * queued or running. Conditions are checked again on each row as it is locked. The run
+   * check is written `(…) is true` so that no partial index of `runs` serves it: each
+   * candidate's runs are looked up by session (schema.ts says why), not every unfinished run
+   * of the fleet read per pass.
    */
   async expireSessions(maxIdleMs: number, limit: number): Promise<Deleted> {
     const [row] = await this.database.sql<DeletedRow[]>`
@@ -114,12 +117,12 @@ export class DataDeletion {
         select s.id from sessions s
          where s.updated_at < now() - ${maxIdleMs} * interval '1 millisecond' and s.batch_id is null
            and not (s.status = 'active' and s.run_started and s.tail_phase = 'open')
-           and not exists (select 1 from runs r where r.session_id = s.id and r.status in ('queued', 'running'))
+           and not exists (select 1 from runs r where r.session_id = s.id and (r.status <> 'ended') is true)
          order by s.updated_at, s.id limit ${limit}
            for update of s skip locked
       ), d as (
         delete from sessions s using doomed where s.id = doomed.id
-           and not exists (select 1 from runs r where r.session_id = s.id and r.status in ('queued', 'running'))
+           and not exists (select 1 from runs r where r.session_id = s.id and (r.status <> 'ended') is true)
         returning s.id
       )
       select (select coalesce(json_agg(id), '[]'::json) from d) as sessions, '[]'::json as runs`;
@@ -128,8 +131,8 @@ export class DataDeletion {
 
   /**
    * Retention: marks deleted up to `limit` batches that ended more than `maxIdleMs` ago, are closed,
-   * owe no webhook and have no session that a new message made active again (the batch's
-   * pending index); their sessions and rows then go as for `DELETE /v1/batches/:id`.
+   * owe no webhook and have no session that may still run (as BatchStore.hasEnded asks, on
+   * the batch's pending index); their sessions and rows then go as for `DELETE /v1/batches/:id`.
    */
   async expireBatches(maxIdleMs: number, limit: number): Promise<string[]> {
     const rows = await this.database.sql<{ id: string }[]>`
@@ -139,7 +142,10 @@ export class DataDeletion {
            and (b.webhook_url is null or b.webhook_delivered_at is not null or b.webhook_failed_at is not null)
            and not exists (select 1 from sessions s
                             where s.batch_id = b.id and s.status = 'active'
-                              and (s.tail_phase <> 'completed' or not s.run_started))
+                              and (s.tail_phase <> 'completed' or not s.run_started)
+                              and (s.run_started
+                                   or exists (select 1 from runs r
+                                               where r.session_id = s.id and (r.status <> 'ended') is true)))
          order by b.ended_at limit ${limit}
            for update skip locked
       )

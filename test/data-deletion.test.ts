@@ -269,6 +269,22 @@ describe("deleting sessions and batches", () => {
     for (const id of ids) expect(await rowsOf(id)).toEqual({ s: 0, m: 0, r: 0 });
   }, 60_000);
 
+  it("a run queued for a session deleted meanwhile is a 404 (NotFoundError), not a 500", async () => {
+    // The API checks that the session exists, then queues the run: a delete can fall between.
+    const { SessionQueries } = await import("../src/shared/store/session-queries.js");
+    const { NotFoundError } = await import("../src/shared/errors.js");
+    const queries = new SessionQueries(fleet.database);
+    const { id } = await a.createSession({ agent: quick });
+    await a.deleteSession(id);
+    for (const options of [{}, { unpark: true }, { maxActiveSessions: 10, tenant: "tenant-a" }]) {
+      const error = await queries
+        .createRun({ sessionId: id, kind: "run", trigger: "api", input: "late" }, options)
+        .catch((e: unknown) => e);
+      expect(error, JSON.stringify(options)).toBeInstanceOf(NotFoundError);
+    }
+    expect(await rowsOf(id)).toEqual({ s: 0, m: 0, r: 0 });
+  });
+
   it("fleet session delete / fleet batch delete print the answer; a missing id exits 2", async () => {
     const { id } = await a.createSession({ agent: quick });
     const batch = await a.createBatch([{ agent: quick }]);

@@ -389,7 +389,12 @@ export class SessionQueries {
               ${run.model ? JSON.stringify(run.model) : null}::jsonb, ${run.goal ? JSON.stringify(run.goal) : null}::jsonb,
               ${QUEUES.runs.jobId({ sessionId: run.sessionId, runId: id })}, ${run.lastSignAt?.toISOString() ?? null})
       on conflict (session_id) where kind = 'resume' and status <> 'ended' do nothing
-      returning row_to_json(runs) as r`;
+      returning row_to_json(runs) as r`.catch((error: unknown) => {
+      // The session was deleted after the caller found it (DELETE /v1/sessions/:id): its
+      // tenant reads as null, or the key finds no row. A 404, like a session never there.
+      if (sessionGone(error)) throw new NotFoundError(`session ${run.sessionId}`);
+      throw error;
+    });
     if (inserted[0]) return { run: runFromRaw(json<RawRun>(inserted[0].r)), created: true };
     const [active] = await sql<{ r: string | RawRun }[]>`
       select row_to_json(r) as r from runs r
@@ -421,4 +426,10 @@ function statusCondition(sql: postgres.Sql, status: ListStatus): postgres.Pendin
     case "completed":
       return sql`s.status = 'active' and ${noRun} and (s.tail_state = 'completed' or not s.run_started)`;
   }
+}
+
+/** Postgres refused a run because its session no longer exists (not-null tenant, or the foreign key). */
+function sessionGone(error: unknown): boolean {
+  const { code, column_name: column } = (error ?? {}) as { code?: unknown; column_name?: unknown };
+  return code === "23503" || (code === "23502" && column === "tenant");
 }

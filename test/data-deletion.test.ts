@@ -269,6 +269,36 @@ describe("deleting sessions and batches", () => {
     for (const id of ids) expect(await rowsOf(id)).toEqual({ s: 0, m: 0, r: 0 });
   }, 60_000);
 
+  it("a batch deletion the API left unfinished is finished by a sweeper (retention off), its webhook never posted", async () => {
+    // Ended at once (no session has input), with a webhook still owed.
+    const batch = await a.createBatch([{ agent: quick }, { agent: quick }, { agent: quick }], {
+      webhook: { url: receiver.url },
+    });
+    const before = receiver.deliveries.length;
+    // The API marked it deleted and stopped there (a crash, a deploy).
+    const { DataDeletion } = await import("../src/shared/store/data-deletion.js");
+    expect(await new DataDeletion(fleet.database).markBatchDeleted("tenant-a", batch.id)).toBe(true);
+    expect(status(await a.getBatch(batch.id).catch((e) => e))).toBe(404);
+    const finisher = await startSweeper(
+      { ...loadConfig({ ...fleet.env, FLEET_RETENTION_INTERVAL_MS: "50" }), logLevel: "silent" },
+      { serveMetrics: false },
+    );
+    try {
+      expect(loadConfig(fleet.env).retention.maxIdleMs).toBeNull();
+      const { sql } = fleet.database;
+      await waitFor(
+        async () => (await sql`select 1 from batches where id = ${batch.id}`).length === 0,
+        15_000,
+        "the batch's row deleted by the sweeper",
+      );
+      for (const s of batch.sessions) expect(await rowsOf(s.id)).toEqual({ s: 0, m: 0, r: 0 });
+      await new Promise((r) => setTimeout(r, 2_000));
+      expect(receiver.deliveries.length).toBe(before);
+    } finally {
+      await finisher.stop();
+    }
+  }, 60_000);
+
   it("a run queued for a session deleted meanwhile is a 404 (NotFoundError), not a 500", async () => {
     // The API checks that the session exists, then queues the run: a delete can fall between.
     const { SessionQueries } = await import("../src/shared/store/session-queries.js");

@@ -25,6 +25,7 @@ import {
   type WorkerProcess,
   waitFor,
 } from "./support/fleet-env.js";
+import { readSse } from "./support/sse.js";
 
 const quick = { model: { provider: "scripted" as const, steps: [{ text: "done" }] } };
 
@@ -256,8 +257,35 @@ describe("deleting sessions and batches", () => {
       20_000,
       "a session of the batch running",
     );
+    // A reader follows the batch while it is deleted.
+    const seen: FleetEvent[] = [];
+    let opened = false;
+    const reading = (async () => {
+      for await (const event of a.batchEvents(batch.id, { after: "0-0" })) seen.push(event);
+    })();
+    // And a plain SSE reader: the server ends the response after BATCH_DELETED (no client logic).
+    const raw = readSse(`${base}/v1/batches/${batch.id}/events`, {
+      after: "0-0",
+      headers: { authorization: `Bearer ${keyA}` },
+      stop: () => false,
+      timeoutMs: 20_000,
+    });
+    await waitFor(
+      async () => {
+        opened ||= (await fleet.redis.exists(`${fleet.config.prefix}:batch-events:${batch.id}`)) === 1;
+        return opened;
+      },
+      10_000,
+      "the batch's stream written (its idle session ended)",
+    );
     const deleted = await a.deleteBatch(batch.id);
     expect(deleted).toEqual({ id: batch.id, deleted: true, sessionsDeleted: 5, complete: true });
+    // The reader's iterator ends by itself, BATCH_DELETED last.
+    await reading;
+    expect(seen.at(-1)).toMatchObject({ type: "BATCH_DELETED", data: { batchId: batch.id } });
+    const rawRead = await raw;
+    expect(rawRead.status).toBe(200);
+    expect(rawRead.events.at(-1)?.type).toBe("BATCH_DELETED");
     expect(status(await a.getBatch(batch.id).catch((e) => e))).toBe(404);
     expect(status(await a.deleteBatch(batch.id).catch((e) => e))).toBe(404);
     for (const id of ids) expect(await rowsOf(id)).toEqual({ s: 0, m: 0, r: 0 });

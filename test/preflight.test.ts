@@ -127,6 +127,24 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
     for (const [i, result] of results.entries()) expectOneLine(result, cases[i]![2]);
   });
 
+  it("a FLEET_TOOL_DIR under /proc (where Node's own recursive mkdir never settles): the worker exits 2 naming it, and does not hang", async () => {
+    const started = Date.now();
+    const results = await Promise.all(
+      ["/proc/nope", "/proc/nope/deeper/files"].map((dir) =>
+        fleet(["worker"], { ...fleetEnv.env, FLEET_TOOL_DIR: dir }),
+      ),
+    );
+    expectOneLine(
+      results[0]!,
+      /^fleet: FLEET_TOOL_DIR: cannot use \/proc\/nope for the file tools \(ENOENT\)/,
+    );
+    expectOneLine(
+      results[1]!,
+      /^fleet: FLEET_TOOL_DIR: cannot use \/proc\/nope\/deeper\/files for the file tools \(ENOENT\)/,
+    );
+    expect(Date.now() - started).toBeLessThan(25_000);
+  });
+
   it("Redis unreachable: api, worker, sweeper and up exit 2 naming REDIS_URL and Redis", async () => {
     const env = { ...fleetEnv.env, REDIS_URL: "redis://127.0.0.1:1" };
     const results = await Promise.all(ROLES.map((role) => fleet([role], env)));

@@ -4,12 +4,13 @@
  * check that their database exists and is migrated, before they say they are ready.
  */
 import { constants, readFileSync } from "node:fs";
-import { access, mkdir } from "node:fs/promises";
+import { access } from "node:fs/promises";
 import { join } from "node:path";
 import postgres from "postgres";
 import type { FleetConfig } from "./config.js";
 import { MIGRATIONS_FOLDER } from "./db/migrate.js";
 import { ValidationError } from "./errors.js";
+import { makeDirectory } from "./make-directory.js";
 import { createProbe } from "./redis.js";
 import { claimFleet } from "./store/fleet-identity.js";
 
@@ -141,7 +142,7 @@ async function checkFleet(config: FleetConfig): Promise<void> {
  */
 export async function checkToolDir(dir: string): Promise<void> {
   try {
-    await mkdir(dir, { recursive: true });
+    await makeDirectory(dir);
     await access(dir, constants.W_OK);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;

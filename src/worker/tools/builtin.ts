@@ -3,6 +3,7 @@ import { constants } from "node:fs";
 import { appendFile, lstat, mkdir, open, realpath, writeFile } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { z } from "zod";
+import { makeDirectory } from "../../shared/make-directory.js";
 import { abortableSleep } from "../models/scripted.js";
 import { defineTool, type Tool } from "./registry.js";
 
@@ -127,7 +128,7 @@ function realRootOf(root: string): Promise<string> {
 const pathArg = z.string().min(1).max(1024);
 
 export function builtinTools(toolDir: string): Tool[] {
-  const ready = mkdir(toolDir, { recursive: true });
+  const ready = makeDirectory(toolDir);
   // Each tool call awaits it and fails with its error; unawaited, a rejection would end the process.
   ready.catch(() => {});
   return [

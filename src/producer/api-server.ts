@@ -4,6 +4,7 @@ import { openDatabase } from "../shared/db/client.js";
 import { DeletionCleanup } from "../shared/deletion-cleanup.js";
 import { ValidationError } from "../shared/errors.js";
 import { EventWriter } from "../shared/events.js";
+import { reportEvictionPolicy } from "../shared/eviction-policy.js";
 import { listenError, servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
 import { QUEUES, RunQueues } from "../shared/queues.js";
@@ -195,6 +196,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     logLevel: config.logLevel,
     healthy: servicesReachable(database, redis),
   });
+  await reportEvictionPolicy(redis, app.log, metrics.redisEvictionPolicySafe);
   if (!anyKey) {
     app.log.info(
       `no API key exists: serving without authentication, as tenant "default", on ${config.host} only; ` +

@@ -174,6 +174,12 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
       labelNames: ["endpoint", "limit"] as const,
       registers,
     }),
+    /** Redis's maxmemory-policy as this process read it at start (eviction-policy.ts). */
+    redisEvictionPolicySafe: new Gauge({
+      name: "fleet_redis_eviction_policy_safe",
+      help: "Redis maxmemory-policy read at start: 1 noeviction, 0 another policy (Redis may evict leases, jobs, events), -1 not known.",
+      registers,
+    }),
   };
   // Every fixed combination at 0 (the histogram and the unlabelled counter start at 0 by themselves).
   for (const kind of RESUME_KINDS)
@@ -189,6 +195,7 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
   for (const hook of HOOK_NAMES) metrics.hookFailures.inc({ hook }, 0);
   for (const trigger of DELETE_TRIGGERS) metrics.sessionsDeleted.inc({ trigger }, 0);
   metrics.sseClients.set(0);
+  metrics.redisEvictionPolicySafe.set(-1);
   initToolSeries(metrics, []);
   return metrics;
 }

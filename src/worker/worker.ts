@@ -12,6 +12,7 @@ import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
 import { EventWriter } from "../shared/events.js";
+import { reportEvictionPolicy } from "../shared/eviction-policy.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics, initEndpointSeries, initToolSeries } from "../shared/metrics.js";
@@ -67,6 +68,8 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   // One warning when Redis goes away and one when it is back, not a stack trace per reconnect.
   new RedisOutageLog(log).watch(redis, ...bullRedis);
   const refusals = new RefusalLog(log);
+  // Before it says it is ready: one warning when Redis may evict the leases and jobs.
+  await reportEvictionPolicy(redis, log, metrics.redisEvictionPolicySafe);
   // The metrics port first: a worker that cannot serve it stops before it registers tools or
   // claims a job, and leaves nothing open that would keep the process alive.
   const server = await startMetricsOrClose(

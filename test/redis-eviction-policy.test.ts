@@ -1,0 +1,141 @@
+/**
+ * A Redis whose maxmemory-policy may evict keys (`allkeys-lru`) can drop the fleet's leases,
+ * queued jobs and events. Every role (API, worker, sweeper) reads the policy when it starts,
+ * logs one warning naming it, and exports `fleet_redis_eviction_policy_safe` (0 there, 1 on
+ * `noeviction`, -1 when Redis refuses both CONFIG and INFO). Real processes, on Redis servers
+ * of this file's own.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { evictionVerdict, policyFromInfo, reportEvictionPolicy } from "../src/shared/eviction-policy.js";
+import { createFleetEnv, FLEET_BIN, type FleetEnv, readyInfo, waitFor } from "./support/fleet-env.js";
+import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
+
+const WARNING = /Redis maxmemory-policy is allkeys-lru, not noeviction: .*leases, queued jobs/;
+
+async function gauge(port: number): Promise<string | undefined> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return /^fleet_redis_eviction_policy_safe\{[^}]*\} (-?\d+)$/m.exec(text)?.[1];
+}
+
+describe("the eviction policy verdict (pure)", () => {
+  it("only noeviction is safe; volatile-* is not (leases and heartbeats have a TTL)", () => {
+    expect(evictionVerdict({ policies: ["noeviction"] })).toEqual({ safe: 1, policy: "noeviction" });
+    expect(evictionVerdict({ policies: ["noeviction", "noeviction"] }).safe).toBe(1);
+    for (const policy of ["allkeys-lru", "volatile-ttl", "volatile-lru", "allkeys-random"]) {
+      const verdict = evictionVerdict({ policies: [policy] });
+      expect(verdict).toMatchObject({ safe: 0, policy });
+    }
+    // A cluster with one master of another policy: unsafe, naming it.
+    expect(evictionVerdict({ policies: ["noeviction", "allkeys-lfu"] })).toMatchObject({
+      safe: 0,
+      policy: "allkeys-lfu",
+    });
+    expect(evictionVerdict({ refused: "NOPERM" })).toMatchObject({ safe: -1 });
+    expect(policyFromInfo("# Memory\r\nused_memory:1\r\nmaxmemory_policy:volatile-lru\r\n")).toBe(
+      "volatile-lru",
+    );
+    expect(policyFromInfo("# Memory\r\n")).toBeUndefined();
+  });
+});
+
+describe("roles on a Redis with maxmemory-policy allkeys-lru", () => {
+  let fleet: FleetEnv;
+  let server: ChildProcess;
+  let admin: Redis;
+  let port: number;
+  const children: ChildProcess[] = [];
+
+  beforeAll(async () => {
+    port = await freePort();
+    server = await startRedis(port, ["--maxmemory-policy", "allkeys-lru"]);
+    admin = new Redis(port, "127.0.0.1");
+    fleet = await createFleetEnv("evictionpolicy", { redisUrl: `redis://127.0.0.1:${port}` });
+  });
+  afterAll(async () => {
+    for (const child of children) if (child.exitCode === null) child.kill("SIGKILL");
+    await fleet?.close();
+    admin?.disconnect();
+    if (server) await stopRedis(server);
+  });
+
+  /** `fleet api` as a child (its log is what a user reads), once it is ready. */
+  async function spawnApi(): Promise<{ output: () => string; port: number }> {
+    const apiPort = await freePort();
+    const child = spawn(process.execPath, [FLEET_BIN, "api"], {
+      env: { ...process.env, ...fleet.env, PORT: String(apiPort) },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    children.push(child);
+    let out = "";
+    child.stdout?.on("data", (d) => {
+      out += d;
+    });
+    child.stderr?.on("data", (d) => {
+      out += d;
+    });
+    await waitFor(() => /fleet api ready/.test(out) || child.exitCode !== null, 30_000, "api start");
+    if (child.exitCode !== null) throw new Error(`api exited at start:\n${out}`);
+    return { output: () => out, port: apiPort };
+  }
+
+  it("the API, a worker and the sweeper each warn once, naming the policy, and export 0", async () => {
+    const [api, worker, sweeper] = await Promise.all([spawnApi(), fleet.spawnWorker(), fleet.spawnSweeper()]);
+    const sweeperPort = Number(/metrics on port (\d+)/.exec(sweeper.output())![1]);
+    for (const output of [api.output(), worker.output(), sweeper.output()]) {
+      const warnings = output.split("\n").filter((line) => WARNING.test(line));
+      expect(warnings, output).toHaveLength(1);
+      expect(warnings[0]).toMatch(/"level":40/);
+    }
+    expect(await gauge(api.port)).toBe("0");
+    expect(await gauge(readyInfo(worker).metricsPort)).toBe("0");
+    expect(await gauge(sweeperPort)).toBe("0");
+  }, 60_000);
+
+  it("on noeviction: no warning, and 1", async () => {
+    await admin.config("SET", "maxmemory-policy", "noeviction");
+    try {
+      const worker = await fleet.spawnWorker();
+      expect(worker.output()).not.toMatch(/maxmemory-policy/);
+      expect(await gauge(readyInfo(worker).metricsPort)).toBe("1");
+    } finally {
+      await admin.config("SET", "maxmemory-policy", "allkeys-lru");
+    }
+  }, 40_000);
+
+  it("CONFIG refused (managed Redis): the policy is read from INFO; both refused: one notice and -1", async () => {
+    // A user that may not run CONFIG, and one that may run neither CONFIG nor INFO.
+    await admin.acl("SETUSER", "noconfig", "on", "nopass", "~*", "&*", "+@all", "-config");
+    await admin.acl("SETUSER", "blind", "on", "nopass", "~*", "&*", "+@all", "-config", "-info");
+    const lines: { level: string; message: string }[] = [];
+    const log = {
+      warn: (message: string) => lines.push({ level: "warn", message }),
+      info: (message: string) => lines.push({ level: "info", message }),
+    };
+    const values: number[] = [];
+    const set = { set: (v: number) => values.push(v) };
+    const noConfig = new Redis({ port, host: "127.0.0.1", username: "noconfig" });
+    const blind = new Redis({ port, host: "127.0.0.1", username: "blind" });
+    try {
+      await expect(noConfig.config("GET", "maxmemory-policy")).rejects.toThrow(/NOPERM/);
+      expect(await reportEvictionPolicy(noConfig, log, set)).toMatchObject({
+        safe: 0,
+        policy: "allkeys-lru",
+      });
+      expect(await reportEvictionPolicy(blind, log, set)).toMatchObject({ safe: -1 });
+    } finally {
+      noConfig.disconnect();
+      blind.disconnect();
+    }
+    expect(values).toEqual([0, -1]);
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatchObject({ level: "warn", message: expect.stringMatching(WARNING) });
+    expect(lines[1]).toMatchObject({
+      level: "info",
+      message: expect.stringMatching(
+        /could not read Redis's maxmemory-policy \(.*NOPERM.*\): make sure it is noeviction/,
+      ),
+    });
+  });
+});

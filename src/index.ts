@@ -12,6 +12,7 @@ export {
   type Goal,
   type PostOptions,
   type RunWithSession,
+  type SessionPageOptions,
 } from "./producer/client.js";
 export type { SessionJson, SessionStatus, SessionSummary } from "./producer/fleet-service.js";
 export {

@@ -110,6 +110,8 @@ describe("OpenAPI document", () => {
     });
     await check("GET /v1/sessions", "/v1/sessions?status=active&limit=5", "GET");
     await check("GET /v1/sessions/:id", `/v1/sessions/${imported.id}`, "GET");
+    await check("GET /v1/sessions/:id", `/v1/sessions/${imported.id}?limit=2&runsLimit=1`, "GET");
+    await check("GET /v1/sessions/:id", `/v1/sessions/${imported.id}?limit=0`, "GET");
     await check("GET /v1/sessions/:id", "/v1/sessions/nope", "GET");
     const { runId } = await check("POST /v1/sessions/:id/messages", `/v1/sessions/${id}/messages`, "POST", {
       content: "hello",
@@ -180,6 +182,9 @@ describe("OpenAPI document", () => {
     validate("/v1/sessions", "post", 400, invalid.json);
     const session = await readAnswer(await fetch(`${base}/v1/sessions/${created.json.id}`));
     validate("/v1/sessions/{id}", "get", 200, session.json);
+    const page = await readAnswer(await fetch(`${base}/v1/sessions/${created.json.id}?limit=1&runsLimit=0`));
+    expect(page.json).toMatchObject({ nextAfterSeq: 1, nextRunsBefore: null });
+    validate("/v1/sessions/{id}", "get", 200, page.json);
     const missing = await readAnswer(await fetch(`${base}/v1/sessions/nope`));
     validate("/v1/sessions/{id}", "get", 404, missing.json);
     const list = await readAnswer(await fetch(`${base}/v1/sessions?limit=2`));

@@ -7,6 +7,7 @@
  * session as that API's own client does, from the last event read if there was one.
  * That API also ignores `GET /v1/sessions/:id?afterSeq=N` and sends every message:
  * `getSession(id, { afterSeq })` gave a reader that had the first N messages them again.
+ * `messages()` pages with `?limit=`: against such APIs it reads the rest in one answer.
  */
 import type { Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -120,5 +121,38 @@ describe("a client of this release against the last release's API", () => {
     expect(whole.messages.length).toBeGreaterThan(3);
     const rest = await client.getSession(id, { afterSeq: 2 });
     expect(rest.messages.map((m) => m.seq)).toEqual(whole.messages.slice(2).map((m) => m.seq));
+  }, 30_000);
+
+  it("messages() reads the rest at once from an API that ignores `limit`, or refuses it (400 naming it)", async () => {
+    const client = await clientVia();
+    const { id } = await client.createSession({ agent });
+    for await (const event of client.stream(id, "go", { signal: AbortSignal.timeout(20_000) })) void event;
+    const whole = (await client.getSession(id)).messages.map((m) => m.seq);
+    const ignoring: number[] = [];
+    for await (const m of client.messages(id, { afterSeq: 1, pageSize: 1 })) ignoring.push(m.seq);
+    expect(ignoring).toEqual(whole.slice(1));
+    // The release before this one: `afterSeq` known, any other parameter a 400 naming it.
+    const refusing = await startApiProxy(base, (req, res, forward) => {
+      const name = req.url?.match(/[?&](limit|runsLimit|runsBefore)=/)?.[1];
+      if (!name) return forward();
+      res.writeHead(400, { "content-type": "application/json; charset=utf-8" });
+      res.end(
+        JSON.stringify({
+          error: {
+            code: "invalid_request",
+            message: `${name}: is not a parameter of this route`,
+            field: name,
+          },
+        }),
+      );
+    });
+    proxies.push(refusing.server);
+    const old: number[] = [];
+    for await (const m of new FleetClient({ baseUrl: refusing.url }).messages(id, {
+      afterSeq: 1,
+      pageSize: 1,
+    }))
+      old.push(m.seq);
+    expect(old).toEqual(whole.slice(1));
   }, 30_000);
 });

@@ -7,7 +7,12 @@
 import { z } from "zod";
 import { agentConfigSchema, modelConfigSchema } from "../shared/agent-config.js";
 import { messageSchema, toolCallSchema, usageSchema } from "../shared/messages.js";
-import { SESSION_STATUSES } from "./fleet-service.js";
+import {
+  DEFAULT_SESSION_RUNS_PAGE,
+  MAX_SESSION_MESSAGES_PAGE,
+  MAX_SESSION_RUNS_PAGE,
+  SESSION_STATUSES,
+} from "./fleet-service.js";
 import { MAX_IMPORTED_MESSAGES, MAX_METADATA_BYTES, MAX_REQUEST_MESSAGES } from "./request-limits.js";
 
 const id = z.string().min(1);
@@ -78,6 +83,19 @@ export const sessionSchema = z
     ),
     createdAt: when,
     updatedAt: when,
+    nextAfterSeq: z
+      .number()
+      .int()
+      .nullable()
+      .optional()
+      .describe("With `limit`: the `afterSeq` of the next page of messages; null when none follows"),
+    nextRunsBefore: z
+      .string()
+      .nullable()
+      .optional()
+      .describe(
+        "With `runsLimit` or `runsBefore`: the `runsBefore` of the older runs; null when none is older",
+      ),
   })
   .meta({ id: "Session" });
 
@@ -564,7 +582,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   },
   "GET /v1/sessions/:id": {
     operationId: "getSession",
-    summary: "A session: history, runs, status",
+    summary: "A session: history, runs, status (`limit`, `runsLimit`: a page of each)",
     idParam: "session id",
     querystring: z.strictObject({
       afterSeq: z
@@ -573,6 +591,30 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
         .min(0)
         .optional()
         .describe("Only the messages after this seq (for a reader that has the earlier ones)"),
+      limit: z
+        .number()
+        .int()
+        .min(1)
+        .max(MAX_SESSION_MESSAGES_PAGE)
+        .optional()
+        .describe(
+          "At most this many messages (after `afterSeq`); the answer's `nextAfterSeq` is the next page's `afterSeq`. Absent: every message",
+        ),
+      runsLimit: z
+        .number()
+        .int()
+        .min(0)
+        .max(MAX_SESSION_RUNS_PAGE)
+        .optional()
+        .describe(
+          "Only the latest this many runs (still oldest first; 0: none), with `nextRunsBefore` for older ones. Absent: every run",
+        ),
+      runsBefore: z
+        .string()
+        .optional()
+        .describe(
+          `The \`nextRunsBefore\` of the previous answer: the runs before it (${DEFAULT_SESSION_RUNS_PAGE} unless \`runsLimit\` says)`,
+        ),
     }),
     responses: { 200: { description: "The session", schema: sessionSchema }, ...common, ...missing },
   },

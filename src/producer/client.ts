@@ -53,6 +53,18 @@ const DEFAULT_MAX_LIMIT_WAIT_MS = 30_000;
 
 export type RunWithSession = RunJson & { sessionId: string };
 
+/** What `getSession` asks for (every field optional: without them, the whole session). */
+export type SessionPageOptions = {
+  /** Only the messages after this seq. */
+  afterSeq?: number;
+  /** At most this many messages (1 to 10,000); the answer's `nextAfterSeq` starts the next page. */
+  limit?: number;
+  /** Only the latest this many runs (0 to 1,000; 0: none); `nextRunsBefore` pages to older ones. */
+  runsLimit?: number;
+  /** The `nextRunsBefore` of the previous answer. */
+  runsBefore?: string;
+};
+
 /**
  * One event of a session's stream (contracts §7): `id` (give it back as `after` to resume),
  * `type`, and `data`, which always carries `sessionId` and `type`, and `runId` for run events.
@@ -485,10 +497,19 @@ export class FleetClient {
     return this.request("GET", `/v1/sessions/${encodeURIComponent(sessionId)}/resume-point`);
   }
 
-  /** `afterSeq`: only the messages after that seq (the rest of the session as usual). */
-  async getSession(sessionId: string, options: { afterSeq?: number } = {}): Promise<SessionJson> {
-    const { afterSeq } = options;
-    const query = afterSeq ? `?afterSeq=${afterSeq}` : "";
+  /**
+   * `afterSeq`: only the messages after that seq (the rest of the session as usual);
+   * `limit`: at most that many messages, with `nextAfterSeq` (null: no more now);
+   * `runsLimit`: only the latest runs, `runsBefore` the older ones (`nextRunsBefore`).
+   */
+  async getSession(sessionId: string, options: SessionPageOptions = {}): Promise<SessionJson> {
+    const { afterSeq, limit, runsLimit, runsBefore } = options;
+    const params = new URLSearchParams();
+    if (afterSeq) params.set("afterSeq", String(afterSeq));
+    if (limit !== undefined) params.set("limit", String(limit));
+    if (runsLimit !== undefined) params.set("runsLimit", String(runsLimit));
+    if (runsBefore !== undefined) params.set("runsBefore", runsBefore);
+    const query = params.size > 0 ? `?${params}` : "";
     const session = await this.request<SessionJson>(
       "GET",
       `/v1/sessions/${encodeURIComponent(sessionId)}${query}`,
@@ -496,6 +517,42 @@ export class FleetClient {
     // An API of the last release (a rolling upgrade) ignores `afterSeq` and sends every message.
     if (afterSeq) session.messages = session.messages.filter((m) => m.seq > afterSeq);
     return session;
+  }
+
+  /**
+   * A session's stored messages after `afterSeq` (default: from the first), `pageSize` at a
+   * time (default 500; one request per page, without the session's runs), in seq order,
+   * until the last one stored when the page is read:
+   *
+   *   for await (const message of fleet.messages(id)) console.log(message.seq, message.role);
+   *
+   * Against an API without `limit` (a rolling upgrade) it reads the rest in one answer.
+   */
+  async *messages(
+    sessionId: string,
+    options: { afterSeq?: number; pageSize?: number } = {},
+  ): AsyncGenerator<SessionJson["messages"][number]> {
+    let afterSeq = options.afterSeq ?? 0;
+    const limit = options.pageSize ?? 500;
+    for (;;) {
+      let page: SessionJson;
+      try {
+        page = await this.getSession(sessionId, { afterSeq, limit, runsLimit: 0 });
+      } catch (error) {
+        if (!(error instanceof FleetApiError && error.status === 400 && error.field !== undefined))
+          throw error;
+        if (!["limit", "runsLimit"].includes(error.field)) throw error;
+        // The last release's API: no paging, every message after `afterSeq` at once.
+        yield* (await this.getSession(sessionId, { afterSeq })).messages;
+        return;
+      }
+      for (const message of page.messages) {
+        afterSeq = message.seq;
+        yield message;
+      }
+      // null: nothing after this page; absent: an API that ignored `limit` sent them all.
+      if (page.nextAfterSeq === null || page.nextAfterSeq === undefined) return;
+    }
   }
 
   getRun(runId: string): Promise<RunWithSession> {

@@ -142,13 +142,35 @@ function decodeListCursor(value: string): ListCursor | undefined {
   return { micros: match[1]!, id: match[2]! };
 }
 const batchQuery = z.strictObject({ include: z.enum(["usage"]).optional() });
-/** `GET /v1/sessions/:id?afterSeq=N`: only the messages after seq N (a reader that has them). */
+/** Most messages one `GET /v1/sessions/:id?limit=N` answers. */
+export const MAX_SESSION_MESSAGES_PAGE = 10_000;
+/** Most runs one `GET /v1/sessions/:id?runsLimit=N` answers; the page size when only `runsBefore` is given. */
+export const MAX_SESSION_RUNS_PAGE = 1_000;
+export const DEFAULT_SESSION_RUNS_PAGE = 100;
+/**
+ * `GET /v1/sessions/:id`: `afterSeq` only the messages after seq N (a reader that has them);
+ * `limit` at most N of them (`nextAfterSeq` says where the next page starts); `runsLimit` only
+ * the latest N runs, `runsBefore` the runs before a `nextRunsBefore` (older pages). Without
+ * `limit`, `runsLimit` and `runsBefore` the answer is the whole session, as it always was.
+ */
 const sessionQuery = z.strictObject({
   afterSeq: z.coerce
     .number()
     .int()
     .min(0)
     .max(2 ** 31 - 1)
+    .optional(),
+  limit: z.coerce.number().int().min(1).max(MAX_SESSION_MESSAGES_PAGE).optional(),
+  runsLimit: z.coerce.number().int().min(0).max(MAX_SESSION_RUNS_PAGE).optional(),
+  runsBefore: z
+    .string()
+    .max(400)
+    .transform((value, ctx) => {
+      const cursor = decodeListCursor(value);
+      if (!cursor)
+        ctx.addIssue({ code: "custom", message: "is not a cursor this route gave (`nextRunsBefore`)" });
+      return cursor ?? z.NEVER;
+    })
     .optional(),
 });
 const sendBody = z.strictObject({
@@ -197,6 +219,10 @@ export type SessionJson = {
   usage: UsageTotals;
   createdAt: string;
   updatedAt: string;
+  /** With `?limit=`: the `afterSeq` of the next page, null when no message follows this page. */
+  nextAfterSeq?: number | null;
+  /** With `?runsLimit=` or `?runsBefore=`: the `runsBefore` of the older runs, null when none is older. */
+  nextRunsBefore?: string | null;
 };
 
 /** What `GET /v1/sessions/:id` says a session is doing (README, HTTP API). */
@@ -694,28 +720,65 @@ export class FleetService {
 
   /**
    * `query.afterSeq`: only the messages after that seq (a reader that has the ones before,
-   * such as the console following a long session); the session's `usage` is still its whole.
+   * such as the console following a long session); `query.limit`: at most that many, with
+   * `nextAfterSeq`; `query.runsLimit`/`runsBefore`: a page of runs, latest first, with
+   * `nextRunsBefore`. The session's `usage` and `status` are still its whole.
    */
   async getSession(tenant: string, id: string, query?: unknown): Promise<SessionJson> {
-    const { afterSeq = 0 } = parseBody(sessionQuery, query ?? {});
+    const { afterSeq = 0, limit, runsLimit, runsBefore } = parseBody(sessionQuery, query ?? {});
     const session = await this.session(tenant, id);
-    const [messages, runs, usages] = await Promise.all([
-      this.deps.queries.loadHistory(id, afterSeq),
-      this.deps.queries.listRuns(id, tenant),
-      afterSeq > 0 ? this.deps.queries.assistantUsages(id) : null,
+    const { queries } = this.deps;
+    const runPage =
+      runsLimit === undefined && runsBefore === undefined
+        ? undefined
+        : { limit: runsLimit ?? DEFAULT_SESSION_RUNS_PAGE, before: runsBefore };
+    const [loaded, runs, usages] = await Promise.all([
+      // One more than asked: whether another page follows.
+      queries.loadHistory(id, afterSeq, limit === undefined ? undefined : limit + 1),
+      runPage ? this.runsPage(id, tenant, runPage) : queries.listRuns(id, tenant).then((all) => ({ all })),
+      afterSeq > 0 || limit !== undefined ? queries.assistantUsages(id) : null,
     ]);
+    const messages = limit !== undefined && loaded.length > limit ? loaded.slice(0, limit) : loaded;
+    const shown = "all" in runs ? runs.all : runs.page;
     return {
       id: session.id,
-      status: sessionStatus(session, runs),
+      status: sessionStatus(session, "all" in runs ? runs.all : runs.unfinished),
       tailState: session.tailState,
       parkedReason: session.parkedReason,
       agent: session.agent,
       metadata: session.metadata,
       messages,
-      runs: runs.map(runToJson),
+      runs: shown.map(runToJson),
       usage: totalUsage(usages ?? messages.map((m) => (m.role === "assistant" ? m.usage : null))),
       createdAt: session.createdAt.toISOString(),
       updatedAt: session.updatedAt.toISOString(),
+      ...(limit === undefined
+        ? {}
+        : { nextAfterSeq: loaded.length > limit ? (messages.at(-1)?.seq ?? null) : null }),
+      ...("all" in runs ? {} : { nextRunsBefore: runs.next }),
+    };
+  }
+
+  /** A page of a session's runs (latest first), the `nextRunsBefore` of the older ones, and its unfinished runs. */
+  private async runsPage(
+    id: string,
+    tenant: string,
+    page: { limit: number; before?: ListCursor },
+  ): Promise<{ page: RunRow[]; next: string | null; unfinished: Pick<RunRow, "status">[] }> {
+    const { queries } = this.deps;
+    const [rows, unfinished] = await Promise.all([
+      // One more than asked: whether older runs exist.
+      page.limit === 0
+        ? []
+        : queries.listRunsPage(id, tenant, { limit: page.limit + 1, before: page.before }),
+      queries.unfinishedRunStatuses(id),
+    ]);
+    const older = rows.length > page.limit;
+    const shown = older ? rows.slice(1) : rows;
+    return {
+      page: shown,
+      next: older && shown[0] ? encodeListCursor(shown[0].cursor) : null,
+      unfinished: unfinished.map((status) => ({ status })),
     };
   }
 

@@ -307,11 +307,12 @@ export class SessionQueries {
     return row ? sessionFromRaw(json<RawSession>(row.s)) : undefined;
   }
 
-  /** The stored messages, in seq order; `afterSeq`: only those after it. */
-  async loadHistory(sessionId: string, afterSeq = 0): Promise<StoredMessage[]> {
-    const rows = await this.database.sql<{ m: string | RawMessage }[]>`
+  /** The stored messages, in seq order; `afterSeq`: only those after it; `limit`: at most that many. */
+  async loadHistory(sessionId: string, afterSeq = 0, limit?: number): Promise<StoredMessage[]> {
+    const { sql } = this.database;
+    const rows = await sql<{ m: string | RawMessage }[]>`
       select row_to_json(m) as m from messages m where m.session_id = ${sessionId} and m.seq > ${afterSeq}
-       order by m.seq`;
+       order by m.seq ${limit === undefined ? sql`` : sql`limit ${limit}`}`;
     return rows.map((row) => messageFromRaw(json<RawMessage>(row.m)));
   }
 
@@ -327,6 +328,40 @@ export class SessionQueries {
       select row_to_json(r) as r from runs r where r.session_id = ${sessionId} ${this.ofTenant("r", tenant)}
        order by r.created_at, r.id`;
     return rows.map((row) => runFromRaw(json<RawRun>(row.r)));
+  }
+
+  /**
+   * The latest `limit` runs of a session before `before` (all when absent), in creation
+   * order, each with its place (`cursor`) for the next page: keyset paging on
+   * (created_at, id) to the microsecond, on runs_session_idx.
+   */
+  async listRunsPage(
+    sessionId: string,
+    tenant: string | undefined,
+    page: { limit: number; before?: ListCursor },
+  ): Promise<(RunRow & { cursor: ListCursor })[]> {
+    const { sql } = this.database;
+    const { before } = page;
+    const rows = await sql<{ r: string | RawRun; micros: string }[]>`
+      select row_to_json(r) as r, (extract(epoch from r.created_at) * 1000000)::bigint::text as micros
+        from runs r where r.session_id = ${sessionId} ${this.ofTenant("r", tenant)}
+             ${
+               before === undefined
+                 ? sql``
+                 : sql`and (r.created_at, r.id) < (timestamptz 'epoch' + ${before.micros}::bigint * interval '1 microsecond', ${before.id})`
+             }
+       order by r.created_at desc, r.id desc limit ${page.limit}`;
+    return rows.reverse().map((row) => {
+      const run = runFromRaw(json<RawRun>(row.r));
+      return { ...run, cursor: { micros: row.micros, id: run.id } };
+    });
+  }
+
+  /** The status of each run of the session that has not ended (what its status depends on). */
+  async unfinishedRunStatuses(sessionId: string): Promise<RunRow["status"][]> {
+    const rows = await this.database.sql<{ status: RunRow["status"] }[]>`
+      select r.status from runs r where r.session_id = ${sessionId} and r.status <> 'ended'`;
+    return rows.map((row) => row.status);
   }
 
   async getRun(runId: string, tenant?: string): Promise<RunRow | undefined> {

@@ -417,7 +417,7 @@ describe("runAgentLoop", () => {
     expect(t.appended).toHaveLength(0);
   });
 
-  it("sums usage across steps", async () => {
+  it("sums usage across steps, and counts the steps with none reported (unknownSteps)", async () => {
     const t = setup([
       {
         content: "",
@@ -429,7 +429,11 @@ describe("runAgentLoop", () => {
       { content: "Done", stopReason: "end_turn", usage: { inputTokens: 25, outputTokens: 7 } },
     ]);
     const result = await t.run();
-    expect(result).toEqual({ outcome: "completed", usage: { inputTokens: 35, outputTokens: 10 } });
+    // The step with no usage reported is counted as such: 35 + 10 tokens is not the whole run.
+    expect(result).toEqual({
+      outcome: "completed",
+      usage: { inputTokens: 35, outputTokens: 10, unknownSteps: 1 },
+    });
   });
 
   /** A run whose every model request throws `error` before any output, with `maxAttempts` per step. */
@@ -470,7 +474,7 @@ describe("runAgentLoop", () => {
     expect(result).toEqual({
       outcome: "provider_error",
       error: "connection refused",
-      usage: { inputTokens: 0, outputTokens: 0 },
+      usage: { inputTokens: 0, outputTokens: 0, unknownSteps: 0 },
     });
     expect(log).toEqual(["model", "model"]);
     expect(appended).toHaveLength(0);
@@ -484,7 +488,7 @@ describe("runAgentLoop", () => {
     expect(result).toEqual({
       outcome: "provider_error",
       error: "openai: 401 Incorrect API key provided",
-      usage: { inputTokens: 0, outputTokens: 0 },
+      usage: { inputTokens: 0, outputTokens: 0, unknownSteps: 0 },
       rejected: true,
     });
     expect(log).toEqual(["model"]);

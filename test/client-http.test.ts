@@ -84,6 +84,7 @@ describe("the client behind a proxy", () => {
       cacheWriteTokens: 0,
       reasoningTokens: 0,
       costUsd: 0,
+      unknownSteps: 0,
     });
   });
 });

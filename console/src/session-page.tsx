@@ -132,6 +132,10 @@ function usageText(usage: unknown): string {
     typeof u.inputTokens === "number" ? `in ${u.inputTokens}` : "",
     typeof u.outputTokens === "number" ? `out ${u.outputTokens}` : "",
     typeof u.costUsd === "number" && u.costUsd > 0 ? `$${u.costUsd.toFixed(4)}` : "",
+    // Steps whose provider reported no usage: the sums miss them.
+    typeof u.unknownSteps === "number" && u.unknownSteps > 0
+      ? `${u.unknownSteps} step${u.unknownSteps === 1 ? "" : "s"} without usage`
+      : "",
   ].filter(Boolean);
   return parts.length > 0 ? parts.join(", ") : JSON.stringify(usage);
 }

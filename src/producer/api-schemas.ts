@@ -47,7 +47,12 @@ export const runSchema = z
     endedReason: z.string().nullable(),
     error: z.string().nullable(),
     workerId: z.string().nullable(),
-    usage: usageSchema.nullable().or(z.unknown()),
+    usage: usageSchema
+      .nullable()
+      .or(z.unknown())
+      .describe(
+        "The run's steps' reported usage summed, as the worker that ended it recorded it (null for a run it did not end); `unknownSteps`: its steps with no usage reported, which the sums miss",
+      ),
     createdAt: when,
     startedAt: when.nullable(),
     endedAt: when.nullable(),
@@ -65,6 +70,12 @@ export const usageTotalsSchema = z
     cacheWriteTokens: z.number(),
     reasoningTokens: z.number(),
     costUsd: z.number(),
+    unknownSteps: z
+      .number()
+      .int()
+      .describe(
+        "Model steps whose provider reported no usage: the sums count nothing for them (0 tokens with unknownSteps > 0 is not known, not free)",
+      ),
   })
   .meta({ id: "UsageTotals" });
 

@@ -736,7 +736,7 @@ export class FleetService {
       // One more than asked: whether another page follows.
       queries.loadHistory(id, afterSeq, limit === undefined ? undefined : limit + 1),
       runPage ? this.runsPage(id, tenant, runPage) : queries.listRuns(id, tenant).then((all) => ({ all })),
-      afterSeq > 0 || limit !== undefined ? queries.assistantUsages(id) : null,
+      afterSeq > 0 || limit !== undefined ? queries.usageTotals(id) : null,
     ]);
     const messages = limit !== undefined && loaded.length > limit ? loaded.slice(0, limit) : loaded;
     const shown = "all" in runs ? runs.all : runs.page;
@@ -749,7 +749,7 @@ export class FleetService {
       metadata: session.metadata,
       messages,
       runs: shown.map(runToJson),
-      usage: totalUsage(usages ?? messages.map((m) => (m.role === "assistant" ? m.usage : null))),
+      usage: usages ?? totalUsage(messages.flatMap((m) => (m.role === "assistant" ? [m.usage] : []))),
       createdAt: session.createdAt.toISOString(),
       updatedAt: session.updatedAt.toISOString(),
       ...(limit === undefined

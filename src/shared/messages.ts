@@ -87,6 +87,11 @@ export const messageSchema = z.discriminatedUnion("role", [
 
 export type ToolCall = z.infer<typeof toolCallSchema>;
 export type Usage = z.infer<typeof usageSchema>;
+/**
+ * A run's usage (`runs.usage`): its steps' reported usage summed, and `unknownSteps`, its
+ * steps whose provider reported none (the sums count nothing for them).
+ */
+export type RunUsage = Usage & { unknownSteps?: number };
 export type ProviderState = z.infer<typeof providerStateSchema>;
 type Plain<T> = Omit<T, "seq" | "createdAt">;
 export type UserMessage = Plain<z.infer<typeof userMessageSchema>>;

@@ -155,6 +155,12 @@ export type UsageTotals = {
   cacheWriteTokens: number;
   reasoningTokens: number;
   costUsd: number;
+  /**
+   * Model steps whose provider reported no usage (their `usage` is null: a step cut short,
+   * a provider or import without it). The sums above count nothing for them, so a total
+   * of 0 with `unknownSteps` > 0 means "not known", not "free".
+   */
+  unknownSteps: number;
 };
 
 /** Totals of nothing: every count 0. */
@@ -166,14 +172,18 @@ export function zeroTotals(): UsageTotals {
     cacheWriteTokens: 0,
     reasoningTokens: 0,
     costUsd: 0,
+    unknownSteps: 0,
   };
 }
 
-/** Sums steps' usage (null/undefined: unknown, not counted). Pure. */
+/** Sums model steps' usage (one entry per step; null/undefined: unknown, counted in `unknownSteps`). Pure. */
 export function totalUsage(usages: Iterable<Usage | null | undefined>): UsageTotals {
   const t = zeroTotals();
   for (const u of usages) {
-    if (!u) continue;
+    if (!u) {
+      t.unknownSteps += 1;
+      continue;
+    }
     t.inputTokens += u.inputTokens;
     t.outputTokens += u.outputTokens;
     t.cacheReadTokens += u.cacheReadTokens ?? 0;

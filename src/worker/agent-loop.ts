@@ -4,7 +4,7 @@
  * turn limit or an abort. Every append is fenced; a FencedError ends the loop at once.
  */
 import type { AgentConfig } from "../shared/agent-config.js";
-import type { Message, StoredMessage, ToolCall, ToolMessage, Usage } from "../shared/messages.js";
+import type { Message, RunUsage, StoredMessage, ToolCall, ToolMessage, Usage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { roundUsd, sumCost } from "../shared/prices.js";
 import { requestsTools } from "../shared/resume-point.js";
@@ -95,7 +95,7 @@ export function goalRoundText(goal: { text: string }, round: number, maxRounds: 
 export type LoopResult = {
   outcome: RunOutcome;
   error?: string;
-  usage: Usage;
+  usage: RunUsage;
   /** `provider_error` only: the provider refused the request and would refuse it again (call-model.ts). */
   rejected?: true;
   /** With `deferLast`: the run's last step, not yet stored (the caller stores it with the run's end). */
@@ -251,7 +251,7 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
   }
   const toolSpecs = deps.tools.specs(agent.tools);
   const listed = new Set(agent.tools);
-  const usage: Usage = { inputTokens: 0, outputTokens: 0 };
+  const usage: RunUsage = { inputTokens: 0, outputTokens: 0, unknownSteps: 0 };
   const maxModelCalls = agent.budget?.maxModelCalls;
   let pauses = 0;
   let goalRounds = 0;
@@ -297,6 +297,9 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
       addUsage(usage, message.usage);
       countTokens(deps, input.model.identity, message.usage);
       if (input.budget) input.budget.tokensUsed += message.usage.inputTokens + message.usage.outputTokens;
+    } else {
+      // The sums cannot count it: the run's usage says how many steps they miss.
+      usage.unknownSteps = (usage.unknownSteps ?? 0) + 1;
     }
     // Cost: reported, else the estimate's (unknown usage never costs 0 against the budget).
     const stepCost = message.usage?.costUsd ?? step.estimatedCostUsd ?? 0;

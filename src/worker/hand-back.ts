@@ -9,7 +9,7 @@
  */
 import type { ModelConfig } from "../shared/agent-config.js";
 import type { RunRow } from "../shared/db/schema.js";
-import type { StoredMessage, Usage } from "../shared/messages.js";
+import type { RunUsage, StoredMessage, Usage } from "../shared/messages.js";
 import type { ModelEndpoint } from "../shared/model-endpoints.js";
 import { roundUsd } from "../shared/prices.js";
 import type { CapacityWaits, WaitingUsage } from "../shared/store/capacity-waits.js";
@@ -72,19 +72,19 @@ export function withCapacityGate(
   );
 }
 
-function addUsage(total: Usage, step: Usage): Usage {
-  const sum: Usage = {
+function addUsage(total: RunUsage, step: RunUsage): RunUsage {
+  const sum: RunUsage = {
     ...total,
     inputTokens: total.inputTokens + step.inputTokens,
     outputTokens: total.outputTokens + step.outputTokens,
   };
-  for (const key of ["cacheReadTokens", "cacheWriteTokens", "reasoningTokens"] as const)
+  for (const key of ["cacheReadTokens", "cacheWriteTokens", "reasoningTokens", "unknownSteps"] as const)
     if (step[key] !== undefined) sum[key] = (total[key] ?? 0) + step[key];
   if (step.costUsd !== undefined) sum.costUsd = roundUsd((total.costUsd ?? 0) + step.costUsd);
   return sum;
 }
 
-function plainUsage(usage: WaitingUsage | null): Usage {
+function plainUsage(usage: WaitingUsage | null): RunUsage {
   if (!usage) return { inputTokens: 0, outputTokens: 0 };
   const { waitedMs: _w, handBacks: _h, turns: _t, askedAt: _a, ...rest } = usage;
   return rest;
@@ -113,7 +113,7 @@ export async function handBack(
   for (const message of input.committed) {
     if (message.role !== "assistant") continue;
     turns++;
-    if (message.usage) usage = addUsage(usage, message.usage);
+    usage = addUsage(usage, message.usage ?? { inputTokens: 0, outputTokens: 0, unknownSteps: 1 });
   }
   const waiting: WaitingUsage = {
     ...usage,
@@ -130,7 +130,7 @@ export async function handBack(
 }
 
 /** The run's usage at its end: its earlier parts' and this part's, with `waitedMs`. */
-export function finalUsage(part: Usage, previous: WaitingUsage | null, ledger: WaitLedger): Usage {
+export function finalUsage(part: RunUsage, previous: WaitingUsage | null, ledger: WaitLedger): RunUsage {
   const total = previous ? addUsage(plainUsage(previous), part) : part;
   if (!ledger.gated && !previous) return total;
   const handBacks = previous?.handBacks ?? 0;

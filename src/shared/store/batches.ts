@@ -15,10 +15,10 @@
  */
 
 import type { Database } from "../db/client.js";
-import { roundUsd, type UsageTotals } from "../prices.js";
+import type { UsageTotals } from "../prices.js";
 import { json } from "./rows.js";
 import type { ListCursor } from "./session-queries.js";
-import { usageOfBatch } from "./session-usage.js";
+import { totalsOfRow, USAGE_SUMS, usageOfBatch } from "./session-usage.js";
 
 export type BatchCounts = {
   total: number;
@@ -207,6 +207,7 @@ export class BatchStore {
         cache_write_tokens: string | null;
         reasoning_tokens: string | null;
         cost_usd: string | null;
+        unknown_steps: string | null;
         last_ended: string | null;
       }[]
     >`
@@ -218,17 +219,12 @@ export class BatchStore {
              (select m.content from messages m where m.session_id = s.id and m.role = 'assistant'
                order by m.seq desc limit 1) as output,
              u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.reasoning_tokens,
-             u.cost_usd,
+             u.cost_usd, u.unknown_steps,
              (select max(r.ended_at) from runs r where r.session_id = s.id) as last_ended
         from sessions s
         left join lateral (
-          select sum((m.usage->>'inputTokens')::bigint) as input_tokens,
-                 sum((m.usage->>'outputTokens')::bigint) as output_tokens,
-                 sum((m.usage->>'cacheReadTokens')::bigint) as cache_read_tokens,
-                 sum((m.usage->>'cacheWriteTokens')::bigint) as cache_write_tokens,
-                 sum((m.usage->>'reasoningTokens')::bigint) as reasoning_tokens,
-                 sum((m.usage->>'costUsd')::numeric) as cost_usd
-            from messages m where m.session_id = s.id and m.role = 'assistant' and jsonb_typeof(m.usage) = 'object'
+          select ${this.database.sql.unsafe(USAGE_SUMS)}
+            from messages m where m.session_id = s.id and m.role = 'assistant'
         ) u on true
        where s.batch_id = ${id} and s.id > ${after}
        order by s.id limit ${limit}`;
@@ -242,14 +238,7 @@ export class BatchStore {
         status,
         ...(status === "parked" && r.parked_reason !== null ? { parkedReason: r.parked_reason } : {}),
         output: r.tail_state === "completed" ? r.output : null,
-        usage: {
-          inputTokens: Number(r.input_tokens ?? 0),
-          outputTokens: Number(r.output_tokens ?? 0),
-          cacheReadTokens: Number(r.cache_read_tokens ?? 0),
-          cacheWriteTokens: Number(r.cache_write_tokens ?? 0),
-          reasoningTokens: Number(r.reasoning_tokens ?? 0),
-          costUsd: roundUsd(Number(r.cost_usd ?? 0)),
-        },
+        usage: totalsOfRow(r),
         endedAt: terminal
           ? (iso(status === "cancelled" ? r.cancelled_at : (r.last_ended ?? r.updated_at)) ?? null)
           : null,

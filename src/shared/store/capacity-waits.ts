@@ -12,11 +12,11 @@
 
 import type { Database } from "../db/client.js";
 import { FencedError } from "../errors.js";
-import type { Usage } from "../messages.js";
+import type { RunUsage } from "../messages.js";
 import type { Fence } from "./fenced-writes.js";
 
 /** What a handed-back run carries in `runs.usage` while it waits (and, `waitedMs`, after). */
-export type WaitingUsage = Usage & {
+export type WaitingUsage = RunUsage & {
   /** Time its model requests waited for capacity, all of it (contracts §15). */
   waitedMs?: number;
   /** Times the run was handed back. */

@@ -9,7 +9,8 @@ import type { AgentConfig, ModelConfig } from "../agent-config.js";
 import type { Database } from "../db/client.js";
 import type { RunRow, SessionRow } from "../db/schema.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
-import type { Message, StoredMessage, Usage } from "../messages.js";
+import type { Message, StoredMessage } from "../messages.js";
+import type { UsageTotals } from "../prices.js";
 import { QUEUES } from "../queues.js";
 import { tailState } from "../tail-state.js";
 import { hasQueuedRuns, holdActiveSessions } from "./active-sessions.js";
@@ -24,6 +25,7 @@ import {
   sessionFromRaw,
   toNewRows,
 } from "./rows.js";
+import { usageOfSession } from "./session-usage.js";
 
 export type NewSession = {
   agent: AgentConfig;
@@ -316,11 +318,9 @@ export class SessionQueries {
     return rows.map((row) => messageFromRaw(json<RawMessage>(row.m)));
   }
 
-  /** The `usage` of every assistant message, without reading the messages themselves. */
-  async assistantUsages(sessionId: string): Promise<Usage[]> {
-    const rows = await this.database.sql<{ usage: Usage | string }[]>`
-      select usage from messages where session_id = ${sessionId} and role = 'assistant' and usage is not null`;
-    return rows.map((row) => json<Usage>(row.usage));
+  /** The session's usage totals (with `unknownSteps`), without reading the messages themselves. */
+  usageTotals(sessionId: string): Promise<UsageTotals> {
+    return usageOfSession(this.database, sessionId);
   }
 
   async listRuns(sessionId: string, tenant?: string): Promise<RunRow[]> {

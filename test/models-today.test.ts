@@ -188,6 +188,37 @@ describe("anthropic thinking", () => {
     ]);
   });
 
+  it('a thinking block stored unsigned by an earlier release (signature "") is not sent back', async () => {
+    const half = "Let me think about this very long";
+    anthropic.script(
+      {
+        blocks: [
+          { type: "thinking", thinking: half },
+          { type: "text", text: "Part" },
+        ],
+        stopReason: "max_tokens",
+      },
+      { blocks: [{ type: "text", text: "The rest." }] },
+    );
+    const history: Message[] = [{ role: "user", content: "go" }];
+    const first = await step(claude(), history);
+    expect(first).toMatchObject({
+      stopReason: "max_output",
+      providerState: { content: [{ type: "thinking", thinking: half }, { type: "text" }] },
+    });
+    // This release keeps no unsigned block (provider-wire-anthropic.test.ts); an earlier one
+    // stored it with signature "", as a history in the database may still hold it.
+    const state = first.providerState as { content: Array<Record<string, unknown>> };
+    state.content[0] = { ...state.content[0], signature: "" };
+    history.push(first, { role: "internal", content: "Your previous response was cut off. Continue." });
+    // The API answers 400 "Invalid `signature` in `thinking` block" to a block sent back unsigned.
+    expect(await step(claude(), history)).toMatchObject({ content: "The rest." });
+    expect(anthropic.requests[1]!.body.messages[1]).toEqual({
+      role: "assistant",
+      content: [{ type: "text", text: "Part" }],
+    });
+  });
+
   it("a stream cut after thinking and text keeps no providerState (interrupted)", async () => {
     anthropic.script({
       blocks: [

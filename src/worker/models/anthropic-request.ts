@@ -9,7 +9,9 @@
  * whose `providerState` was written by the same provider, api and target (provider-state.ts)
  * is replayed from it: its blocks verbatim and in their order (thinking, redacted_thinking,
  * text, tool_use), the thinking blocks byte for byte with their signatures, as the API
- * requires of a tool turn; each tool_use block is the step's stored call (same order).
+ * requires of a tool turn; each tool_use block is the step's stored call (same order). A
+ * thinking block stored without a signature (the stream sent no `signature_delta`, as when
+ * `max_tokens` stops the model mid-thought) is left out: the API rejects it unsigned.
  *
  * Caching (MODEL `cache`, default true): `cache_control: {"type":"ephemeral"}` breakpoints on
  * the system prompt, the last tool and the last cacheable block of the last two user turns —
@@ -170,6 +172,11 @@ function fromState(
   for (const block of blocks) {
     switch (block.type) {
       case "thinking":
+        // A block whose signature never came (no `signature_delta`: `max_tokens` cut the
+        // thinking short) cannot be verified: the API refuses it (400), so it stays out.
+        if (typeof block.signature === "string" && block.signature !== "")
+          content.push(block as unknown as ContentBlockParam);
+        break;
       case "redacted_thinking":
         content.push(block as unknown as ContentBlockParam);
         break;

@@ -31,7 +31,7 @@ export const USAGE_SUMS = `
   coalesce(sum((m.usage->>'cacheWriteTokens')::bigint) filter (where jsonb_typeof(m.usage) = 'object'), 0) as cache_write_tokens,
   coalesce(sum((m.usage->>'reasoningTokens')::bigint) filter (where jsonb_typeof(m.usage) = 'object'), 0) as reasoning_tokens,
   coalesce(sum((m.usage->>'costUsd')::numeric) filter (where jsonb_typeof(m.usage) = 'object'), 0) as cost_usd,
-  count(*) filter (where jsonb_typeof(m.usage) is distinct from 'object') as unknown_steps`;
+  count(*) filter (where coalesce(jsonb_typeof(m.usage), 'null') <> 'object') as unknown_steps`;
 
 /** A row of USAGE_SUMS as totals (null columns: a session with no step). */
 export function totalsOfRow(
@@ -73,19 +73,6 @@ export async function usageOfSession(
   const [r] = await sql<Omit<Row, "session_id">[]>`
     select ${sql.unsafe(USAGE_SUMS)} from messages m where m.session_id = ${sessionId} and m.role = 'assistant'`;
   return totalsOfRow(r);
-}
-
-/** Per run of a session: its model steps with unknown usage (runs without one are absent). */
-export async function unknownStepsOfRuns(
-  database: Pick<Database, "sql">,
-  sessionId: string,
-): Promise<Map<string, number>> {
-  const rows = await database.sql<{ run_id: string; n: number }[]>`
-    select m.run_id, count(*)::int as n from messages m
-     where m.session_id = ${sessionId} and m.role = 'assistant' and m.run_id is not null
-       and jsonb_typeof(m.usage) is distinct from 'object'
-     group by m.run_id`;
-  return new Map(rows.map((r) => [r.run_id, r.n]));
 }
 
 /** The totals of a set of sessions (e.g. a batch's). */

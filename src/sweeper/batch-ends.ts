@@ -13,14 +13,23 @@
 import { type ConnectionOptions, type Job, type Queue, Worker } from "bullmq";
 import type { Logger } from "pino";
 import { enqueueWebhook, QUEUES, WEBHOOK_BACKOFF, webhookJobSchema } from "../shared/queues.js";
-import type { BatchStore } from "../shared/store/batches.js";
+import type { BatchStore, UnsettledCursor } from "../shared/store/batches.js";
 import { postWebhook, signWebhook, type WebhookSettings, webhookBackoffMs } from "../shared/webhooks.js";
 
 /** A batch whose webhook is owed is queued again at most this often (a no-op while its job exists). */
 const ENSURE_EVERY_MS = 10_000;
+/** Unsettled batches one scan looks at. */
+const PAGE = 500;
 
 export class BatchEnds {
   private readonly ensured = new Map<string, number>();
+  /**
+   * Where the next scan reads on (none: from the oldest). Each scan takes the next page, and
+   * starts over after a short one, so every unsettled batch is looked at within
+   * ceil(unsettled / 500) scans: 500 batches whose webhooks stay owed (a receiver down for a
+   * day) no longer hide every batch behind them.
+   */
+  private after: UnsettledCursor | undefined;
 
   constructor(
     private readonly deps: {
@@ -35,7 +44,9 @@ export class BatchEnds {
   async scan(): Promise<number> {
     const now = (this.deps.now ?? Date.now)();
     let endedNow = 0;
-    for (const batch of await this.deps.store.unsettled()) {
+    const page = await this.deps.store.unsettled(PAGE, this.after);
+    this.after = page.length < PAGE ? undefined : page.at(-1);
+    for (const batch of page) {
       let fresh = false;
       if (!batch.ended) {
         if (!(await this.deps.store.hasEnded(batch.id, batch.tenant))) continue;

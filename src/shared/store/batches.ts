@@ -65,7 +65,14 @@ type BatchRaw = {
   webhook_failed_at: string | null;
 };
 
-export type Unsettled = { id: string; tenant: string; ended: boolean; webhookOwed: boolean };
+export type Unsettled = {
+  id: string;
+  tenant: string;
+  ended: boolean;
+  webhookOwed: boolean;
+} & UnsettledCursor;
+/** Where a page of `unsettled` ends: its last row (`createdAt` as Postgres wrote it, to the microsecond). */
+export type UnsettledCursor = { createdAt: string; id: string };
 
 const iso = (value: string | Date | null): string | undefined =>
   value === null ? undefined : new Date(value).toISOString();
@@ -371,16 +378,22 @@ export class BatchStore {
     });
   }
 
-  /** Batches not yet seen ended, or whose webhook is owed: the sweeper's scan. */
-  unsettled(limit = 500): Promise<Unsettled[]> {
-    return this.database.sql<Unsettled[]>`
+  /**
+   * Batches not yet seen ended, or whose webhook is owed: one page of the sweeper's scan,
+   * oldest first, after `after` (the last row of the page before; none: from the start).
+   */
+  unsettled(limit = 500, after?: UnsettledCursor): Promise<Unsettled[]> {
+    const { sql } = this.database;
+    return sql<Unsettled[]>`
       select id, tenant, ended_at is not null as ended,
-             (webhook_url is not null and webhook_delivered_at is null and webhook_failed_at is null) as "webhookOwed"
+             (webhook_url is not null and webhook_delivered_at is null and webhook_failed_at is null) as "webhookOwed",
+             created_at::text as "createdAt"
         from batches
        where deleted_at is null and ((ended_at is null and not open)
           or (ended_at is not null and webhook_url is not null and webhook_delivered_at is null
               and webhook_failed_at is null))
-       order by created_at limit ${limit}`;
+         ${after ? sql`and (created_at, id) > (${after.createdAt}::timestamptz, ${after.id})` : sql``}
+       order by created_at, id limit ${limit}`;
   }
 
   /** The webhook URL of a batch, for a delivery. */

@@ -19,7 +19,7 @@ import { closeAll } from "../shared/shutdown.js";
 import { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import { BatchStore } from "../shared/store/batches.js";
 import { DataDeletion } from "../shared/store/data-deletion.js";
-import { IdempotencyStore } from "../shared/store/idempotency.js";
+import { IDEMPOTENCY_PRUNE_PAGE, IdempotencyStore } from "../shared/store/idempotency.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { eventsChannel } from "../shared/worker-signals.js";
 import { BatchEnds, startWebhookWorker } from "./batch-ends.js";
@@ -97,9 +97,11 @@ export async function startSweeper(
   const batchStore = new BatchStore(database);
   const webhookQueue = openWebhookQueue(redis, config.prefix);
   const batchEnds = new BatchEnds({ store: batchStore, queue: webhookQueue, log });
-  // Idempotency-Keys older than 24 h are removed once a minute.
+  // Idempotency-Keys older than 24 h are removed once a minute, and at every wide scan while
+  // a prune removes a full page (keys expire faster than one page a minute: 167 a second).
   const idempotency = new IdempotencyStore(database);
   let prunedAt = 0;
+  let pruneAgain = false;
   const webhookRedis = createRedis(config.redisUrl, "worker");
   const webhookWorker = startWebhookWorker({
     connection: webhookRedis,
@@ -173,9 +175,9 @@ export async function startSweeper(
         await sweeper.sweepInterrupted();
         await sweeper.sweepOrphanedRuns();
         await batchEnds.scan();
-        if (Date.now() - prunedAt > 60_000) {
+        if (pruneAgain || Date.now() - prunedAt > 60_000) {
           prunedAt = Date.now();
-          await idempotency.prune();
+          pruneAgain = (await idempotency.prune(IDEMPOTENCY_PRUNE_PAGE)) >= IDEMPOTENCY_PRUNE_PAGE;
         }
       }
       if (failedTicks > 0) log.warn({ failedTicks }, "sweeps work again");

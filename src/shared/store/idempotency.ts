@@ -9,6 +9,8 @@ import type { Database } from "../db/client.js";
 
 /** How long a key is remembered. */
 export const IDEMPOTENCY_TTL_HOURS = 24;
+/** Keys one prune removes at most (one statement; the sweeper prunes again while a page is full). */
+export const IDEMPOTENCY_PRUNE_PAGE = 10_000;
 /** A row still without an answer after this long belongs to a request that died: taken over. */
 const ABANDONED_AFTER_SECONDS = 120;
 
@@ -67,7 +69,7 @@ export class IdempotencyStore {
   }
 
   /** Removes keys older than the TTL (the sweeper calls it now and then). */
-  async prune(limit = 10_000): Promise<number> {
+  async prune(limit = IDEMPOTENCY_PRUNE_PAGE): Promise<number> {
     const rows = await this.database.sql`
       delete from idempotency_keys where ctid in (
         select ctid from idempotency_keys

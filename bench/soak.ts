@@ -64,7 +64,7 @@ const cleanup = new Cleanup();
 const id = shortId();
 const dbName = `fleet_soak_${id}`;
 const prefix = `soak-${id}`;
-const csvPath = values.csv ?? join(ROOT, `soak-${id}.csv`);
+const csvPath = values.csv ?? join(tmpdir(), `fleet-soak-${id}.csv`);
 const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
 
 const databaseUrl = await createScratchDatabase(dbName);

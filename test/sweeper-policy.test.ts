@@ -458,6 +458,39 @@ describe("sweeper policy", () => {
     expect(await sweeper.sweepOrphanedRuns()).toBe(0);
   });
 
+  it("a delayed automatic resume whose job Redis lost is re-added for the rest of its backoff", async () => {
+    const id = await importSession(
+      { model: { provider: "scripted", steps: [{ text: "after the backoff" }] } },
+      [{ role: "user", content: "question" }],
+    );
+    // The second attempt: it waits until the first one's backoff ends, 4 s from now (Postgres's clock).
+    await fleet.database.sql`
+      update sessions set resume_attempts = 1, next_resume_at = now() + interval '4 seconds' where id = ${id}`;
+    const policy = { ...DEFAULT_RESUME_POLICY, backoffBaseMs: 3_000 };
+    const resumes = new AutomaticResumes(fleet.database, policy, createMetrics("sweeper"));
+    const scheduled = await resumes.schedule({ sessionId: id, trigger: "worker" });
+    expect(scheduled).toMatchObject({ action: "resume", attempt: 2 });
+    if (scheduled.action !== "resume") return;
+    expect(scheduled.delayMs).toBeGreaterThan(3_500);
+    // Its job is never added: Redis lost it while it was delayed.
+    const [{ run_at: runAt } = { run_at: "" }] = await fleet.database.sql<{ run_at: string }[]>`
+      select (next_resume_at - interval '6 seconds')::text as run_at from sessions where id = ${id}`;
+    const { sweeper } = makeSweeper(policy);
+    expect(await sweeper.sweepOrphanedRuns(0)).toBe(1);
+    const own = new RunQueues(fleet.redis, fleet.config.prefix);
+    queues.push(own);
+    const job = await own.resumes.getJob(QUEUES.runs.jobId({ sessionId: id, runId: scheduled.run.id }));
+    expect(await job!.getState()).toBe("delayed");
+    expect(job!.opts.delay).toBeGreaterThan(3_000);
+    expect(job!.opts.delay).toBeLessThanOrEqual(4_000);
+    expect((await client.waitForRun(scheduled.run.id, { timeoutMs: 20_000 })).endedReason).toBe("completed");
+    // It started once its backoff had ended, both times read on Postgres's clock.
+    const [row] = await fleet.database.sql<{ early_ms: number }[]>`
+      select extract(epoch from (${runAt}::timestamptz - started_at)) * 1000 as early_ms from runs
+       where id = ${scheduled.run.id}`;
+    expect(Number(row!.early_ms)).toBeLessThan(50);
+  });
+
   it("a queued run whose job finished is retried once, counted; one that started meanwhile is left alone", async () => {
     const agent = parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "late" }] } });
     const make = async () => {

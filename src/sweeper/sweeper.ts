@@ -36,7 +36,7 @@ export type SweeperDeps = {
   queries: Pick<SessionQueries, "getSession" | "getRun">;
   sweeps: SweepQueries;
   /** Every automatic resume and retry is decided and counted there. */
-  resumes: Pick<AutomaticResumes, "schedule" | "countRetry">;
+  resumes: Pick<AutomaticResumes, "schedule" | "countRetry" | "backoffLeftMs">;
   queues: Pick<RunQueues, "enqueue" | "getJob" | "getActive" | "jobStates">;
   metrics: Pick<FleetMetrics, "runs">;
   log: Pick<Logger, "info" | "warn" | "debug">;
@@ -302,13 +302,20 @@ export class Sweeper {
     }
     if (lost.length === 0) return 0;
     const stillQueued = new Set(await this.deps.sweeps.stillQueued(lost.map(({ run }) => run.id)));
+    // A lost job of an automatic resume still in its backoff waits for the rest of it.
+    const backoffLeft = await this.deps.resumes.backoffLeftMs(
+      lost
+        .filter(({ run, state }) => state === "missing" && stillQueued.has(run.id))
+        .map(({ run }) => run.id),
+    );
     let count = 0;
     for (const { run, name, state } of lost) {
       if (!stillQueued.has(run.id)) continue;
       const jobId = QUEUES.runs.jobId({ sessionId: run.session_id, runId: run.id });
-      // A job Redis lost is re-added as it was; a job that failed for good or ended without
-      // starting its run is a retry, and counts against the session's one limit.
-      let delayMs = 0;
+      // A job Redis lost is re-added as it was (delayed by what remains of its backoff, on
+      // Postgres's clock); a job that failed for good or ended without starting its run is a
+      // retry, and counts against the session's one limit.
+      let delayMs = backoffLeft.get(run.id) ?? 0;
       if (state === "finished") {
         const counted = await this.deps.resumes.countRetry(run.session_id, run.id);
         if (counted.action === "none") continue;
@@ -321,7 +328,7 @@ export class Sweeper {
       }
       await this.deps.queues.enqueue(name, { sessionId: run.session_id, runId: run.id }, { delayMs });
       count++;
-      this.deps.log.info({ runId: run.id, state }, "queued run re-enqueued");
+      this.deps.log.info({ runId: run.id, state, delayMs }, "queued run re-enqueued");
     }
     return count;
   }

@@ -188,6 +188,27 @@ export class AutomaticResumes {
   }
 
   /**
+   * What remains of the backoff of each of these queued automatic resumes (ms, on Postgres's
+   * clock; runs not listed have none): the time before which their job was to wait. A resume
+   * (or a counted retry) waits until its attempt's start, and `next_resume_at` is that start
+   * plus the attempt's backoff (`schedule`, `countRetry`), so the start is `next_resume_at`
+   * less `resumeBackoffMs(resume_attempts)`. Only automatic resumes (`sweeper`, `worker`):
+   * a run someone asked for never waits for a backoff.
+   */
+  async backoffLeftMs(runIds: readonly string[]): Promise<Map<string, number>> {
+    if (runIds.length === 0) return new Map();
+    const { backoffBaseMs, backoffMaxMs } = this.policy;
+    const rows = await this.database.sql<{ id: string; left_ms: number }[]>`
+      select r.id, ceil(extract(epoch from (s.next_resume_at - now())) * 1000
+               - least(${backoffBaseMs}::float8 * power(2, greatest(s.resume_attempts - 1, 0)), ${backoffMaxMs}::float8)
+             )::float8 as left_ms
+        from runs r join sessions s on s.id = r.session_id
+       where r.id in ${this.database.sql(runIds)} and r.kind = 'resume' and r.trigger in ('sweeper', 'worker')
+         and (r.status = 'queued') is true and r.started_at is null and s.next_resume_at is not null`;
+    return new Map(rows.filter((row) => row.left_ms > 0).map((row) => [row.id, Math.ceil(row.left_ms)]));
+  }
+
+  /**
    * Counts the re-adding of a queued run's job that never started (its worker died holding
    * it, or the queue gave up on it) against the same limit; past it the session is parked,
    * and its queued runs wait for someone to act (a new message or an explicit resume).

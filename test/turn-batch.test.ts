@@ -66,6 +66,24 @@ describe("TurnBatch", () => {
     // Without gatherMs the same calls go in two batches (the test above).
   });
 
+  it("with a weight bound, a call carries at most that much (a heavier item alone), in order", async () => {
+    const sent: number[][] = [];
+    const batch = new TurnBatch<number, number>(
+      async (items) => {
+        sent.push(items);
+        return items;
+      },
+      64,
+      true,
+      0,
+      { of: (n) => n, max: 10 },
+    );
+    expect(await Promise.all([4, 5, 3, 12, 1, 9, 2].map((n) => batch.call(n)))).toEqual([
+      4, 5, 3, 12, 1, 9, 2,
+    ]);
+    expect(sent).toEqual([[4, 5], [3], [12], [1, 9], [2]]);
+  });
+
   it("sends a full batch at once, one call per item without combining, and fails every caller of a failed call", async () => {
     const sent: number[][] = [];
     const send = async (items: number[]) => {

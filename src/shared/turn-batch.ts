@@ -7,6 +7,8 @@
  */
 export class TurnBatch<In, Out> {
   private pending: { item: In; resolve: (out: Out) => void; reject: (error: unknown) => void }[] = [];
+  /** The weight of the pending items (see `weigh`). */
+  private pendingWeight = 0;
   private scheduled = false;
   /** The gather timer of the batch being filled: a batch that fills up first clears it. */
   private timer: ReturnType<typeof setTimeout> | null = null;
@@ -24,6 +26,11 @@ export class TurnBatch<In, Out> {
      * batches get bigger and fewer, for a little latency on each call.
      */
     private readonly gatherMs = 0,
+    /**
+     * An item's weight (e.g. its bytes) and the most one call carries: a batch goes out
+     * before an item that would take it past `maxWeight` (an item heavier than that alone).
+     */
+    private readonly weigh?: { of: (item: In) => number; max: number },
   ) {}
 
   call(item: In): Promise<Out> {
@@ -33,8 +40,12 @@ export class TurnBatch<In, Out> {
         void this.dispatch([entry]);
         return;
       }
+      const weight = this.weigh?.of(item) ?? 0;
+      if (this.weigh && this.pending.length > 0 && this.pendingWeight + weight > this.weigh.max) this.flush();
       this.pending.push(entry);
-      if (this.pending.length >= this.max) this.flush();
+      this.pendingWeight += weight;
+      if (this.pending.length >= this.max || (this.weigh && this.pendingWeight >= this.weigh.max))
+        this.flush();
       else if (!this.scheduled) {
         this.scheduled = true;
         if (this.gatherMs > 0) this.timer = setTimeout(() => this.flush(), this.gatherMs);
@@ -49,6 +60,7 @@ export class TurnBatch<In, Out> {
     this.scheduled = false;
     const entries = this.pending;
     this.pending = [];
+    this.pendingWeight = 0;
     if (entries.length > 0) void this.dispatch(entries);
   }
 

@@ -176,4 +176,48 @@ describe("ProviderLimits on Redis", () => {
     if (small.granted) await limits.release("conc-share", small.permit);
     expect((await ask(limits, "conc-share", conc, "big", "big-4")).granted).toBe(true);
   });
+
+  it("a tenant counts as waiting exactly while a request of its waits: granted, forgotten or its place long past", async () => {
+    const limits = new ProviderLimits(redis, prefix, { maxWaitMs: 5_000 });
+    const conc = { maxConcurrent: 2 };
+    const a = await ask(limits, "exact", conc, "big", "big-1");
+    const b = await ask(limits, "exact", conc, "big", "big-2");
+    expect(a.granted && b.granted).toBe(true);
+    for (const request of ["small-1", "small-2", "small-3"])
+      expect((await ask(limits, "exact", conc, "small", request)).granted).toBe(false);
+    expect(await limits.waiting("exact")).toEqual(new Map([["small", 3]]));
+    // Asking again changes nothing: one request waits once.
+    expect((await ask(limits, "exact", conc, "small", "small-1")).granted).toBe(false);
+    expect(await limits.waiting("exact")).toEqual(new Map([["small", 3]]));
+    // Two of small's requests give up (their runs were cancelled), one is granted: small
+    // waits no more, and a permit that frees is big's at once, not kept for small.
+    await limits.forget("exact", "small", ["small-2", "small-3"]);
+    if (a.granted) await limits.release("exact", a.permit);
+    const small = await ask(limits, "exact", conc, "small", "small-1");
+    expect(small.granted).toBe(true);
+    expect(await limits.waiting("exact")).toEqual(new Map());
+    if (b.granted) await limits.release("exact", b.permit);
+    expect((await ask(limits, "exact", conc, "big", "big-3")).granted).toBe(true);
+  });
+
+  it("a waiter that gives up frees its tenant's share at once; one that never asks again, maxWait after its place", async () => {
+    const conc = { maxConcurrent: 2 };
+    for (const how of ["forgotten", "abandoned"] as const) {
+      const endpoint = `gone-${how}`;
+      const limits = new ProviderLimits(redis, prefix, { maxWaitMs: how === "forgotten" ? 10_000 : 400 });
+      const a = await ask(limits, endpoint, conc, "big", "big-1");
+      const b = await ask(limits, endpoint, conc, "big", "big-2");
+      expect(a.granted && b.granted).toBe(true);
+      const small = await ask(limits, endpoint, conc, "small", "small-1");
+      expect(small).toMatchObject({ granted: false, reason: "concurrency" });
+      if (a.granted) await limits.release(endpoint, a.permit);
+      // Small waits: the free permit is kept for it.
+      expect((await ask(limits, endpoint, conc, "big", "big-3")).granted).toBe(false);
+      if (how === "forgotten") await limits.forget(endpoint, "small", ["small-1"]);
+      // Its worker was killed: nobody forgets it, it is gone once its place is maxWait past.
+      else await new Promise((r) => setTimeout(r, (small.granted ? 0 : small.retryInMs) + 500));
+      expect((await ask(limits, endpoint, conc, "big", "big-3")).granted).toBe(true);
+      expect((await limits.waiting(endpoint)).get("small")).toBeUndefined();
+    }
+  });
 });

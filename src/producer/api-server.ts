@@ -7,6 +7,7 @@ import { EventWriter } from "../shared/events.js";
 import { reportEvictionPolicy } from "../shared/eviction-policy.js";
 import { listenError, servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
+import { hasLimits, ProviderLimits } from "../shared/provider-limits.js";
 import { QUEUES, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
 import { closeAll } from "../shared/shutdown.js";
@@ -124,6 +125,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
       }
     },
   });
+  const providerLimits = new ProviderLimits(redis, config.prefix, config.gateTuning);
   const service = new FleetService({
     queries: new SessionQueries(database),
     queues,
@@ -146,6 +148,10 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     batches,
     cancelSignal: async (sessionIds) => {
       await redis.publish(cancelChannel(config.prefix), JSON.stringify({ sessionIds }));
+    },
+    waitsGone: async (tenant, runIds) => {
+      for (const endpoint of config.models.endpoints.values())
+        if (hasLimits(endpoint.limits)) await providerLimits.forget(endpoint.name, tenant, runIds);
     },
     webhooks: config.webhooks,
     runEnded: async (sessionId, runId, outcome) => {

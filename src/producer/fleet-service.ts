@@ -28,7 +28,7 @@ import {
   toResumePointJson,
 } from "../shared/resume-point.js";
 import type { RefusalReason } from "../shared/resume-reasons.js";
-import type { BatchJson, BatchResult, BatchStore } from "../shared/store/batches.js";
+import type { BatchJson, BatchResult, BatchStore, DroppedRun } from "../shared/store/batches.js";
 import { type RunJson, runToJson } from "../shared/store/rows.js";
 import type {
   BatchTarget,
@@ -291,6 +291,11 @@ export class FleetService {
       batches?: BatchStore;
       /** Tells workers to abort the runs of cancelled sessions (worker-signals.ts `cancelChannel`). */
       cancelSignal?: (sessionIds: string[]) => Promise<void>;
+      /**
+       * Forgets the waiting requests of handed-back runs a cancel ended (provider-limits.ts
+       * `forget`): their tenant stops counting as waiting for the endpoint's permits at once.
+       */
+      waitsGone?: (tenant: string, runIds: string[]) => Promise<void>;
       /** Webhook URL checks (webhooks.ts). */
       webhooks?: WebhookSettings;
       /**
@@ -555,11 +560,14 @@ export class FleetService {
     tenant: string,
     result: {
       sessionIds: string[];
-      dropped: { id: string; sessionId: string; kind: string }[];
+      dropped: DroppedRun[];
     },
   ) {
     for (let i = 0; i < result.sessionIds.length; i += 1_000)
       await this.deps.cancelSignal?.(result.sessionIds.slice(i, i + 1_000)).catch(() => {});
+    // Best effort: a request not forgotten stops counting by itself soon after its place comes.
+    const waited = result.dropped.filter((run) => run.handedBack).map((run) => run.id);
+    if (waited.length > 0) await this.deps.waitsGone?.(tenant, waited).catch(() => {});
     // Queued runs the cancel ended never reach a worker, which counts every run it ends: they
     // are counted here, once (the cancel's statement ended each of them once).
     for (const run of result.dropped)

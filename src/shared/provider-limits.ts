@@ -11,8 +11,12 @@
  *   A worker renews its permit while the response streams; a SIGKILLed worker's permits
  *   expire after `permitTtlMs`. Tenants with requests waiting share `maxConcurrent` by
  *   weight: a permit that frees while a tenant below its share waits is kept for that
- *   tenant (`q:<tenant>` counts its waiting requests, `wait:<tenant>` is when the last one
- *   is due), not taken by whichever request of a big backlog asks first.
+ *   tenant, not taken by whichever request of a big backlog asks first. The waiting
+ *   requests are a sorted set (`:waiting`, member `tenant|request`, scored with when it
+ *   stops counting): a request joins it when it is denied, and leaves it when it is granted,
+ *   when its waiter gives up (`forget`: its run cancelled or aborted while it waited), or by
+ *   itself `maxWaitMs` after its place came without it asking again (its worker was killed,
+ *   its job was lost): a tenant counts as waiting exactly while one of its requests does.
  * - A 429/529/overloaded answer pauses the endpoint for every worker (`pause`) until the time
  *   it asked for: no slot is granted before it.
  * - A request that cannot get a slot within `maxWaitMs` is denied with a time to come back.
@@ -108,10 +112,11 @@ export const DEFAULT_GATE_TUNING: GateTuning = {
 
 /**
  * KEYS: 1 state hash, 2 permits (zset: member → expiry), 3 tenants (zset: tenant → last seen),
- * 4 the request's calendar place (string: due time).
+ * 4 the request's calendar place (string: due time), 5 waiting requests (zset: `tenant|request`
+ * → until when it counts).
  * ARGV: 1 member (the permit), 2 tenant, 3 weight, 4 maxWaitMs, 5 ms per request (0: no
  * limit), 6 ms per token (0: no limit), 7 estimated tokens, 8 max concurrent (0: no limit),
- * 9 permit ttl.
+ * 9 permit ttl, 10 the request.
  * Returns {1, wait before sending, 0} granted, or {0, ms until its place comes, reason} denied
  * (reason 1: rate or pause, 2: concurrency).
  */
@@ -121,12 +126,15 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local member, tenant, weight = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local maxWait, T, tau = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local cost, maxConc, ttl = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local waiter = tenant .. '|' .. ARGV[10]
 redis.call('ZADD', KEYS[3], now, tenant)
 redis.call('HSET', KEYS[1], 'w:' .. tenant, weight)
 for _, idle in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - 120000)) do
   redis.call('ZREM', KEYS[3], idle)
   redis.call('HDEL', KEYS[1], 'w:' .. idle, 'due:' .. idle, 'q:' .. idle, 'wait:' .. idle)
 end
+-- Waiting requests whose place came maxWait ago without them asking again are gone.
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
 local pause = tonumber(redis.call('HGET', KEYS[1], 'pause') or '0')
 local tat = tonumber(redis.call('HGET', KEYS[1], 'tat') or '0')
 local toktat = tonumber(redis.call('HGET', KEYS[1], 'toktat') or '0')
@@ -149,9 +157,9 @@ if maxConc > 0 then
       if u then held[u] = (held[u] or 0) + 1 end
     end
     local total, others = weight, {}
-    for _, u in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-      if u ~= tenant and tonumber(redis.call('HGET', KEYS[1], 'q:' .. u) or '0') > 0
-         and tonumber(redis.call('HGET', KEYS[1], 'wait:' .. u) or '0') + maxWait > now then
+    for _, m in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
+      local u = string.match(m, '^([^|]+)|')
+      if u and u ~= tenant and not others[u] then
         local w = tonumber(redis.call('HGET', KEYS[1], 'w:' .. u) or '1')
         total = total + w
         others[u] = w
@@ -178,11 +186,7 @@ if eligible and concOk and slot - now <= horizon then
   if T > 0 then redis.call('HSET', KEYS[1], 'tat', tostring(slot + T)) end
   if tau > 0 then redis.call('HSET', KEYS[1], 'toktat', tostring(slot + cost * tau)) end
   if maxConc > 0 then redis.call('ZADD', KEYS[2], now + (slot - now) + ttl, member) end
-  if mydue then
-    if tonumber(redis.call('HINCRBY', KEYS[1], 'q:' .. tenant, -1)) < 0 then
-      redis.call('HSET', KEYS[1], 'q:' .. tenant, 0)
-    end
-  end
+  redis.call('ZREM', KEYS[5], waiter)
   redis.call('DEL', KEYS[4])
   return {1, slot - now, 0}
 end
@@ -206,11 +210,21 @@ else
   due = math.max(calNext + step * sum / weight, slot - maxWait, now)
   redis.call('HSET', KEYS[1], 'due:' .. tenant, tostring(due))
 end
-if not mydue then redis.call('HINCRBY', KEYS[1], 'q:' .. tenant, 1) end
-local waitMark = tonumber(redis.call('HGET', KEYS[1], 'wait:' .. tenant) or '0')
-if due > waitMark then redis.call('HSET', KEYS[1], 'wait:' .. tenant, tostring(due)) end
+-- It waits until its place comes, and counts as waiting until maxWait after that.
+redis.call('ZADD', KEYS[5], due + maxWait, waiter)
+local keep = math.floor(due - now + maxWait) + 300000
+if redis.call('PTTL', KEYS[5]) < keep then redis.call('PEXPIRE', KEYS[5], keep) end
 redis.call('SET', KEYS[4], tostring(due), 'PX', math.floor(due - now) + 300000)
 return {0, math.floor(due - now), reason}`;
+
+/**
+ * KEYS: 1 waiting requests, then each request's calendar place. ARGV: the waiting members
+ * (`tenant|request`). Forgets requests that no longer wait.
+ */
+const FORGET = `
+for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
+if #ARGV > 0 then return redis.call('ZREM', KEYS[1], unpack(ARGV)) end
+return 0`;
 
 /** KEYS: 1 state hash. ARGV: 1 pause (ms from now). Extends the pause, never shortens it. */
 const PAUSE = `
@@ -247,13 +261,15 @@ type Commands = {
   fleetLimitsCorrect(key: string, ms: number): Promise<number>;
   fleetLimitsRenew(key: string, member: string, ttl: number): Promise<number>;
   fleetLimitsInUse(key: string): Promise<number>;
+  fleetLimitsForget(numKeys: number, ...args: string[]): Promise<number>;
 };
 
 const defined = new WeakSet<Redis>();
 
 function commands(redis: Redis): Redis & Commands {
   if (!defined.has(redis)) {
-    redis.defineCommand("fleetLimitsAcquire", { numberOfKeys: 4, lua: ACQUIRE });
+    redis.defineCommand("fleetLimitsAcquire", { numberOfKeys: 5, lua: ACQUIRE });
+    redis.defineCommand("fleetLimitsForget", { lua: FORGET });
     redis.defineCommand("fleetLimitsPause", { numberOfKeys: 1, lua: PAUSE });
     redis.defineCommand("fleetLimitsCorrect", { numberOfKeys: 1, lua: CORRECT });
     redis.defineCommand("fleetLimitsRenew", { numberOfKeys: 1, lua: RENEW });
@@ -307,6 +323,7 @@ export class ProviderLimits {
       this.key(endpoint, ":permits"),
       this.key(endpoint, ":tenants"),
       this.key(endpoint, `:due:${input.request}`),
+      this.key(endpoint, ":waiting"),
       permit,
       input.tenant,
       input.weight,
@@ -316,6 +333,7 @@ export class ProviderLimits {
       Math.max(1, Math.round(input.estimatedTokens)),
       limits.maxConcurrent ?? 0,
       this.tuning.permitTtlMs,
+      input.request,
     );
     if (granted === 1) return { granted: true, waitMs: Math.max(0, Number(ms)), permit };
     return {
@@ -350,9 +368,33 @@ export class ProviderLimits {
     return Number(await this.redis.fleetLimitsInUse(this.key(endpoint, ":permits")));
   }
 
-  /** Forgets a request's calendar place (its session ended or was cancelled while it waited). */
-  async forget(endpoint: string, request: string): Promise<void> {
-    await this.redis.del(this.key(endpoint, `:due:${request}`));
+  /**
+   * Forgets waiting requests of `tenant`: their calendar places, and their tenant's count of
+   * waiting requests (they were cancelled, or aborted, while they waited).
+   */
+  async forget(endpoint: string, tenant: string, requests: readonly string[]): Promise<void> {
+    for (let i = 0; i < requests.length; i += 500) {
+      const part = requests.slice(i, i + 500);
+      await this.redis.fleetLimitsForget(
+        part.length + 1,
+        this.key(endpoint, ":waiting"),
+        ...part.map((request) => this.key(endpoint, `:due:${request}`)),
+        ...part.map((request) => `${tenant}|${request}`),
+      );
+    }
+  }
+
+  /** The tenants with a request waiting now, each with how many (for tests and operators). */
+  async waiting(endpoint: string): Promise<Map<string, number>> {
+    const [seconds, micros] = await this.redis.time();
+    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const members = await this.redis.zrangebyscore(this.key(endpoint, ":waiting"), `(${now}`, "+inf");
+    const counts = new Map<string, number>();
+    for (const member of members) {
+      const tenant = member.slice(0, member.indexOf("|"));
+      counts.set(tenant, (counts.get(tenant) ?? 0) + 1);
+    }
+    return counts;
   }
 }
 

@@ -122,7 +122,14 @@ export function gatedModel(
         ledger.askedAt = askedAt;
         throw new CapacityWait(endpoint, asked.retryInMs, askedAt);
       }
-      await deps.sleep(Math.max(10, asked.retryInMs), request.signal);
+      try {
+        await deps.sleep(Math.max(10, asked.retryInMs), request.signal);
+      } catch (error) {
+        // It waits no more (its run was cancelled, or lost its lease): its tenant stops
+        // counting it as waiting at once, not once its place has passed.
+        await deps.limits.forget(endpoint, input.tenant, [input.request]).catch(() => {});
+        throw error;
+      }
       waitedHere += Math.max(10, asked.retryInMs);
     }
     const waited = Math.max(0, Date.now() - askedAt);

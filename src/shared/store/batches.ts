@@ -98,6 +98,12 @@ function resultStatus(r: {
   return r.run_started && r.tail_state !== "completed" ? "running" : "completed";
 }
 
+/**
+ * A queued run a cancel ended. `handedBack`: it had started and was waiting for its
+ * endpoint's capacity (contracts §15), so its request is still counted there as waiting.
+ */
+export type DroppedRun = { id: string; sessionId: string; kind: string; handedBack: boolean };
+
 export class BatchStore {
   constructor(private readonly database: Database) {}
 
@@ -322,7 +328,7 @@ export class BatchStore {
   async cancel(
     tenant: string,
     target: { sessionId: string } | { batchId: string },
-  ): Promise<{ sessionIds: string[]; dropped: { id: string; sessionId: string; kind: string }[] }> {
+  ): Promise<{ sessionIds: string[]; dropped: DroppedRun[] }> {
     const { sql } = this.database;
     const where =
       "sessionId" in target ? sql`s.id = ${target.sessionId}` : sql`s.batch_id = ${target.batchId}`;
@@ -344,9 +350,7 @@ export class BatchStore {
       await tx`select s.id from sessions s
                 where ${where} and s.tenant = ${tenant} and s.status = 'active'
                 order by s.id for no key update of s`;
-      const [row] = await tx<
-        { sessions: string[] | string; dropped: { id: string; sessionId: string; kind: string }[] | string }[]
-      >`
+      const [row] = await tx<{ sessions: string[] | string; dropped: DroppedRun[] | string }[]>`
         with c as (
           update sessions s set status = 'cancelled', cancelled_at = now(), next_resume_at = null,
                                 updated_at = now()
@@ -358,10 +362,11 @@ export class BatchStore {
           update runs r set status = 'ended', ended_reason = 'cancelled', ended_at = now(),
                             error = 'cancelled by request'
            where r.session_id in (select id from c) and r.status = 'queued'
-          returning r.id, r.session_id, r.kind
+          returning r.id, r.session_id, r.kind, r.started_at is not null as handed_back
         )
         select (select coalesce(json_agg(id), '[]'::json) from c) as sessions,
-               (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'kind', kind)), '[]'::json)
+               (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'kind', kind,
+                                                           'handedBack', handed_back)), '[]'::json)
                   from q) as dropped`;
       const sessionIds = json<string[]>(row!.sessions);
       // A batch is marked cancelled only when the cancel stopped something: sessions that had
@@ -373,7 +378,7 @@ export class BatchStore {
       }
       return {
         sessionIds,
-        dropped: json<{ id: string; sessionId: string; kind: string }[]>(row!.dropped),
+        dropped: json<DroppedRun[]>(row!.dropped),
       };
     });
   }

@@ -8,6 +8,8 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseModelEndpoints } from "../src/shared/model-endpoints.js";
 import { type EndpointLimits, ProviderLimits, parseTenantShares } from "../src/shared/provider-limits.js";
+import { CapacityWait, type EndpointGateDeps, gatedModel } from "../src/worker/endpoint-gate.js";
+import { type CapacityDeps, handBack } from "../src/worker/hand-back.js";
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 
@@ -198,6 +200,57 @@ describe("ProviderLimits on Redis", () => {
     expect(await limits.waiting("exact")).toEqual(new Map());
     if (b.granted) await limits.release("exact", b.permit);
     expect((await ask(limits, "exact", conc, "big", "big-3")).granted).toBe(true);
+  });
+
+  it("a request whose run ended before it could be handed back (a cancel) waits no more", async () => {
+    const limits = new ProviderLimits(redis, prefix, { maxWaitMs: 10_000 });
+    const conc = { maxConcurrent: 1 };
+    expect((await ask(limits, "handback", conc, "big", "big-1")).granted).toBe(true);
+    expect((await ask(limits, "handback", conc, "small", "run-1")).granted).toBe(false);
+    expect(await limits.waiting("handback")).toEqual(new Map([["small", 1]]));
+    const capacity = {
+      // The run is no longer running: the cancel ended it first.
+      waits: { handBack: async () => false },
+      gate: { limits } as unknown as EndpointGateDeps,
+      endpoints: new Map(),
+    } as CapacityDeps;
+    await handBack(
+      new CapacityWait("handback", 5_000, Date.now()),
+      {
+        fence: { sessionId: "s-1", epoch: 1 },
+        run: { id: "run-1", tenant: "small" } as Parameters<typeof handBack>[1]["run"],
+        committed: [],
+        previous: null,
+        ledger: { waitedMs: 0 },
+        reservedModelCall: false,
+      },
+      capacity,
+    );
+    expect(await limits.waiting("handback")).toEqual(new Map());
+  });
+
+  it("a request whose wait in the worker is aborted (its run cancelled) waits no more", async () => {
+    const limits = new ProviderLimits(redis, prefix, { maxWaitMs: 10_000 });
+    const conc = { maxConcurrent: 1 };
+    expect((await ask(limits, "gate-abort", conc, "big", "big-1")).granted).toBe(true);
+    const deps = {
+      limits,
+      shares: new Map(),
+      metrics: { endpointWait: { observe() {} }, modelRequests: { inc() {} } },
+      // The run is cancelled while its request sleeps until its place.
+      sleep: async () => {
+        expect(await limits.waiting("gate-abort")).toEqual(new Map([["small", 1]]));
+        throw new Error("session cancelled");
+      },
+    } as unknown as EndpointGateDeps;
+    const model = gatedModel(
+      { stream: async function* () {} } as unknown as Parameters<typeof gatedModel>[0],
+      { endpoint: "gate-abort", limits: conc, tenant: "small", request: "run-2", ledger: { waitedMs: 0 } },
+      deps,
+    );
+    const request = { signal: new AbortController().signal } as Parameters<typeof model.stream>[0];
+    await expect(model.stream(request)[Symbol.asyncIterator]().next()).rejects.toThrow("session cancelled");
+    expect(await limits.waiting("gate-abort")).toEqual(new Map());
   });
 
   it("a waiter that gives up frees its tenant's share at once; one that never asks again, maxWait after its place", async () => {

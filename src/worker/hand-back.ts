@@ -125,7 +125,11 @@ export async function handBack(
   const handed = await capacity.waits.handBack(input.fence, input.run.id, waiting, {
     unreserveModelCall: input.reservedModelCall,
   });
-  if (!handed) return;
+  if (!handed) {
+    // The run ended meanwhile (a cancel): its request waits no more.
+    await capacity.gate.limits.forget(wait.endpoint, input.run.tenant, [input.run.id]).catch(() => {});
+    return;
+  }
   throw new HandedBack(input.run.id, wait.retryInMs);
 }
 

@@ -76,13 +76,16 @@ describe("event routes", () => {
       expect(huge.status, after).toBe(400);
       expect(huge.body).toMatchObject({ error: { field: "after" } });
     }
-    // The largest id Redis can read after is taken: the stream opens and waits.
-    const edge = readSse(url(id, "?after=18446744073709551614-18446744073709551615"), {
+    // The largest id Redis can read after is taken as an id, not refused as malformed; it is
+    // past every entry of this stream, a place the stream never had (one from a stream since
+    // lost, say Redis restored from an older snapshot: events-restore.test.ts), so 410.
+    const edge = await readSse(url(id, "?after=18446744073709551614-18446744073709551615"), {
       headers: auth(keyA),
       stop: () => true,
       timeoutMs: 500,
     });
-    await expect(edge).rejects.toThrow(/no stop after 500 ms/);
+    expect(edge.status).toBe(410);
+    expect(edge.body).toMatchObject({ error: { code: "gone", reason: "expired" } });
 
     const theirs = await readSse(url(id), { headers: auth(keyB), stop: () => true });
     const missing = await readSse(url("00000000-0000-4000-8000-000000000000"), {
@@ -274,7 +277,7 @@ describe("event routes", () => {
     const late = await writer.writeEntries(id, [
       { type: "RUN_COMPLETED", runId: run.id, outcome: "completed" },
     ]);
-    expect(late).toEqual({ ok: true, ids: [] });
+    expect(late).toMatchObject({ ok: true, ids: [] });
     expect(await writer.missingRunEnd(fleet.database, id, 0)).toBeNull();
     expect((await entriesOf(id)).filter(([, f]) => typeOf(f) === "RUN_COMPLETED")).toHaveLength(1);
     expect(await fleet.redis.hget(seqKeyOf(id), "done")).toBe(run.id);

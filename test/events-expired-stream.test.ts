@@ -190,6 +190,13 @@ describe("placeExpired (pure)", () => {
     expect(placeExpired(trimmed, "1000-0")).toBe(false);
     expect(placeExpired({ length: 0, entriesAdded: 4, firstId: null }, "1000-0")).toBe(true);
   });
+  it("a place from the first entry on that is not an entry was never this stream's: it is gone", () => {
+    // Redis restored from an older snapshot, or a stream dropped after a Postgres restore.
+    expect(placeExpired(intact, "1500-2", false)).toBe(true);
+    expect(placeExpired(trimmed, "1000-0", false)).toBe(true);
+    expect(placeExpired({ length: 0, entriesAdded: 0, firstId: null }, "1000-0", false)).toBe(true);
+    expect(placeExpired(intact, "0-0", false)).toBe(false);
+  });
   it("an open reader asks only when its place is nearly as old as the retention", () => {
     const day = 24 * 3600 * 1000;
     expect(placeMayHaveExpired("0-0", day, 10 * day)).toBe(false);

@@ -3,7 +3,7 @@ import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { DeletionCleanup } from "../shared/deletion-cleanup.js";
 import { ValidationError } from "../shared/errors.js";
-import { EventWriter } from "../shared/events.js";
+import { EventWriter, warnDroppedStream } from "../shared/events.js";
 import { reportEvictionPolicy } from "../shared/eviction-policy.js";
 import { listenError, servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
@@ -102,6 +102,9 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     { maxEvents: config.events.maxEvents, maxAgeMs: config.events.maxAgeMs },
     metrics.eventsWritten,
     config.events.enabled,
+    0,
+    // The app's logger, made further down: asked for only when a stream is dropped.
+    { onDropped: (...dropped) => warnDroppedStream(app.log)(...dropped) },
   );
   const auth = new ApiAuth({ keys, loopback });
   const events = new EventStreams({

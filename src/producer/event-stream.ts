@@ -23,7 +23,7 @@ import type { ServerResponse } from "node:http";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Redis } from "ioredis";
 import { NotFoundError, TooManyRequestsError, ValidationError } from "../shared/errors.js";
-import { placeMayHaveExpired } from "../shared/event-expiry.js";
+import { placeMayHaveExpired, STREAM_START } from "../shared/event-expiry.js";
 import {
   EventReader,
   type EventRetention,
@@ -206,7 +206,7 @@ export class EventStreams {
       error: {
         code: "gone",
         reason: "expired",
-        message: `event ${after} is older than the events kept (FLEET_EVENTS_MAX, FLEET_EVENTS_MAX_AGE_MS); reconnect without an id`,
+        message: `event ${after} is older than the events kept (FLEET_EVENTS_MAX, FLEET_EVENTS_MAX_AGE_MS), or from a stream since lost (Redis or Postgres restored from a backup); reconnect without an id`,
       },
     });
   }
@@ -239,7 +239,17 @@ export class EventStreams {
       start = startedId ? idBefore(startedId) : fromKept ? "0-0" : tail;
     }
     const repair = this.deps.repairRunEnd;
-    await this.serve(request, reply, tenant, key, start, undefined, repair && (() => repair(sessionId)));
+    const startIsEntry = after !== null && after !== STREAM_START;
+    await this.serve(
+      request,
+      reply,
+      tenant,
+      key,
+      start,
+      startIsEntry,
+      undefined,
+      repair && (() => repair(sessionId)),
+    );
   }
 
   /** `GET /v1/batches/:id/events`. */
@@ -253,7 +263,8 @@ export class EventStreams {
     if (after !== null && (await this.reader.expired(key, after))) return this.gone(reply, after);
     // This reader's own pass state: a full read first, then only what changed (batch-event-sync.ts).
     const sync = new BatchEventSync({ batches, write: this.batchEventWriter(batchId) }, batchId, tenant);
-    await this.serve(request, reply, tenant, key, after ?? "0-0", () => sync.sync());
+    const startIsEntry = after !== null && after !== STREAM_START;
+    await this.serve(request, reply, tenant, key, after ?? STREAM_START, startIsEntry, () => sync.sync());
   }
 
   /** Writes batch events to the batch's stream, each once whoever writes it (the done set). */
@@ -284,6 +295,8 @@ export class EventStreams {
     tenant: string,
     key: string,
     start: string,
+    /** Whether `start` is an entry of the stream (an id the client sent, found kept). */
+    startIsEntry: boolean,
     before?: () => Promise<void>,
     /** Called as the stream opens and at each heartbeat (what it writes is read as any event). */
     idle?: () => Promise<unknown>,
@@ -317,6 +330,9 @@ export class EventStreams {
     };
     response.on("close", onClose);
     let last = start;
+    // Whether `last` is an entry of the stream (an id the reader sent, checked by the route, or
+    // one it was sent), not a place before one (`0-0`, or just before a run's RUN_STARTED).
+    let placeIsEntry = startIsEntry;
     let seenReconnects = this.reconnects;
     let lastWrite = Date.now();
     const pollMs = this.deps.pollMs ?? 1_000;
@@ -335,7 +351,16 @@ export class EventStreams {
      * when it was read.
      */
     const readAfter = async (): Promise<StoredEvent[] | null> => {
-      const page = await this.reader.after(key, last, READ_PAGE);
+      let page: StoredEvent[];
+      if (placeIsEntry) {
+        // From its place itself, which must still be there: a place gone while it was not
+        // trimmed away is one the stream lost — Redis restored from an older snapshot, or the
+        // stream dropped and rebuilt after a Postgres restore (events.ts) — and what follows
+        // it now is written anew, messages this reader has among it. It ends (410 on reconnect).
+        const rows = await this.reader.from(key, last, READ_PAGE + 1);
+        if (rows.length > 0 && rows[0]!.id !== last && (await this.reader.placeLost(key, last))) return null;
+        page = rows[0]?.id === last ? rows.slice(1) : rows.slice(0, READ_PAGE);
+      } else page = await this.reader.after(key, last, READ_PAGE);
       if (delivered && page.length >= Math.min(READ_PAGE, this.deps.retention.maxEvents))
         if (await this.reader.expired(key, last)) return null;
       return page;
@@ -359,14 +384,14 @@ export class EventStreams {
           // ids, all after `last`: this reader would get every message again. It ends instead,
           // and its reconnect with `last` is answered 410 (EventReader.expired).
           seenReconnects = this.reconnects;
-          if (last !== "0-0" && (await this.reader.expired(key, last))) break;
+          if (last !== "0-0" && (await this.reader.expired(key, last, placeIsEntry))) break;
         }
         // A stream idle for FLEET_EVENTS_MAX_AGE_MS expires whole and its next writer starts a
         // new one (every stored message first): a reader whose place went with it ends here,
         // and its reconnect gets 410, rather than read those messages a second time.
         if (
           placeMayHaveExpired(last, this.deps.retention.maxAgeMs, Date.now()) &&
-          (await this.reader.expired(key, last))
+          (await this.reader.expired(key, last, placeIsEntry))
         )
           break;
         let events: StoredEvent[] | null = await readAfter();
@@ -377,6 +402,7 @@ export class EventStreams {
             );
             last = event.id;
             delivered = true;
+            placeIsEntry = true;
             if (!ok)
               await new Promise<void>((resolve) => {
                 const done = () => {

@@ -9,6 +9,14 @@
  * again, so only the ids tell: a place before the first entry kept is a place whose events
  * may be gone, or be written again — unless the stream never lost an entry and the reader
  * asks for all of it (`0-0`).
+ *
+ * A place from the first entry kept on is one of the stream's own entries: trimming removes
+ * only the oldest, and nothing else deletes one. A place there that is not an entry is one
+ * this stream never issued: it came from a stream since lost — Redis restored from an older
+ * snapshot, a replica promoted before it had the newest entries, or a stream dropped because
+ * it was ahead of a Postgres restored from a backup (events.ts). What follows it here is not
+ * what followed it there (the messages after the lost entries are written again under new
+ * ids), so it is gone too.
  */
 
 /** Compares two stream ids. */
@@ -25,12 +33,17 @@ export type StreamInfo = { length: number; entriesAdded: number; firstId: string
 /** The id a reader sends to read a stream from its start. */
 export const STREAM_START = "0-0";
 
-export function placeExpired(stream: StreamInfo, after: string): boolean {
+/**
+ * `isEntry`: whether `after` is an entry of the stream (asked only when the rest cannot
+ * decide; callers that cannot ask pass nothing and get the decision by position alone).
+ */
+export function placeExpired(stream: StreamInfo, after: string, isEntry = true): boolean {
   if (stream === null) return after !== STREAM_START;
   const trimmed = stream.entriesAdded > stream.length;
-  if (after === STREAM_START && !trimmed) return false;
-  if (stream.firstId === null) return trimmed;
-  return compareIds(after, stream.firstId) < 0;
+  if (after === STREAM_START) return trimmed;
+  if (stream.firstId === null) return trimmed || !isEntry;
+  if (compareIds(after, stream.firstId) < 0) return true;
+  return !isEntry;
 }
 
 /**

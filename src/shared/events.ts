@@ -24,7 +24,7 @@
  */
 import type { Redis } from "ioredis";
 import type { Database } from "./db/client.js";
-import { placeExpired, type StreamInfo } from "./event-expiry.js";
+import { compareIds, placeExpired, STREAM_START, type StreamInfo } from "./event-expiry.js";
 import type { StoredMessage } from "./messages.js";
 import { isCluster } from "./redis.js";
 import { json, messageFromRaw, type RawMessage } from "./store/rows.js";
@@ -89,15 +89,30 @@ export function isEventId(value: string): boolean {
 /**
  * Appends to the streams of one or more sessions in one call. KEYS: per write, its stream and
  * its seq key. ARGV: maxEvents, maxAgeMs, channel, then per write: its stream key (published),
- * its entry count n, then n × (seq (0 for other events; `r:RUN_ID` for a RUN_COMPLETED), type,
- * data). The writes are applied in order, each against its session's seq as the writes before
- * it left it. A run's RUN_COMPLETED is written once: the seq key keeps the run last written
- * one (`done`), and a second one for that run is skipped (a late writer after a repair, see
- * `missingRunEnd`). Returns, per write, {"ok", ids...} or {"gap", last}.
+ * its entry count n, then n × (seq, type, data). `seq` is a message's fingerprint,
+ * `SEQ|createdAt` (`fingerprint`), `0` for other events, `r:RUN_ID` for a RUN_COMPLETED, and
+ * `c:FINGERPRINT` for a check (type CHECK, never written): the writer's stored message at the
+ * seq it believes the stream has last. The writes are applied in order, each against its
+ * session's seq as the writes before it left it. A run's RUN_COMPLETED is written once: the seq
+ * key keeps the run last written one (`done`), and a second one for that run is skipped (a late
+ * writer after a repair, see `missingRunEnd`). The seq key also keeps the fingerprint of its
+ * last message (`fp`): a check at that seq with another fingerprint means the stream's messages
+ * are not the stored ones (Postgres restored to an earlier point, `dropIfDiverged`). Returns,
+ * per write, {"ok", seq before it, its fingerprint ('' if not kept), ids...}, {"gap", last} or
+ * {"diverged", last, fp}.
  */
 const APPEND_SCRIPT = `
 local t = redis.call('TIME')
 local minId = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[2]))
+-- seq, fingerprint, ended run, check
+local function parse(arg)
+  local head = string.sub(arg, 1, 2)
+  if head == 'r:' then return 0, nil, string.sub(arg, 3), nil end
+  if head == 'c:' then return 0, nil, nil, string.sub(arg, 3) end
+  local bar = string.find(arg, '|', 1, true)
+  if bar then return tonumber(string.sub(arg, 1, bar - 1)), arg, nil, nil end
+  return tonumber(arg) or 0, nil, nil, nil
+end
 local results = {}
 local a = 4
 for w = 1, #KEYS / 2 do
@@ -106,37 +121,43 @@ for w = 1, #KEYS / 2 do
   local stop = first + 3 * tonumber(ARGV[a + 1]) - 1
   a = stop + 1
   local last = tonumber(redis.call('HGET', seqKey, 'seq') or '0')
+  local prior = last
   local expect = last
   local gap = false
+  local diverged = nil
+  local mark = tostring(last) .. '|'
   for i = first, stop, 3 do
-    local seq = tonumber(ARGV[i]) or 0
+    local seq, _, _, check = parse(ARGV[i])
+    if check ~= nil and string.sub(check, 1, #mark) == mark then
+      local have = redis.call('HGET', seqKey, 'fp')
+      if have and have ~= check and string.sub(have, 1, #mark) == mark then diverged = have end
+    end
     if seq > expect then
       if seq ~= expect + 1 then gap = true break end
       expect = seq
     end
   end
-  if gap then
+  if diverged then
+    results[w] = {'diverged', tostring(last), diverged}
+  elseif gap then
     results[w] = {'gap', tostring(last)}
   else
-    local out = {'ok'}
+    local out = {'ok', tostring(prior), redis.call('HGET', seqKey, 'fp') or ''}
     -- The run whose RUN_COMPLETED the stream has last: read only for a write that ends a run.
-    local done, ends = nil, nil
+    local done, ends, lastFp = nil, nil, nil
     for i = first, stop, 3 do
-      local seq = tonumber(ARGV[i])
-      local ended = nil
-      if seq == nil then
-        ended, seq = string.sub(ARGV[i], 3), 0
-        if done == nil then done = redis.call('HGET', seqKey, 'done') end
-      end
-      if (seq == 0 and (ended == nil or ended ~= done)) or seq > last then
+      local seq, fp, ended, check = parse(ARGV[i])
+      if ended ~= nil and done == nil then done = redis.call('HGET', seqKey, 'done') end
+      if check == nil and ((seq == 0 and (ended == nil or ended ~= done)) or seq > last) then
         out[#out + 1] = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2])
-        if seq > 0 then last = seq end
+        if seq > 0 then last, lastFp = seq, fp end
         if ended ~= nil then done, ends = ended, ended end
       end
     end
-    if #out > 1 then
+    if #out > 3 then
       redis.call('XTRIM', stream, 'MINID', '~', minId)
       redis.call('HSET', seqKey, 'seq', tostring(last))
+      if lastFp then redis.call('HSET', seqKey, 'fp', lastFp) end
       if ends then redis.call('HSET', seqKey, 'done', ends) end
       redis.call('PEXPIRE', stream, ARGV[2])
       redis.call('PEXPIRE', seqKey, ARGV[2])
@@ -148,19 +169,40 @@ end
 return results
 `;
 
+/** A stored message's fingerprint: its seq and commit time, which no message of another history shares. */
+export function fingerprint(message: Pick<StoredMessage, "seq" | "createdAt">): string {
+  return `${message.seq}|${message.createdAt}`;
+}
+
 type RedisWithAppend = Redis & {
   fleetEventsAppendMany(numKeys: number, ...args: (string | number)[]): Promise<string[][]>;
+  fleetEventsDropStale(
+    stream: string,
+    seqKey: string,
+    seq: number,
+    channel: string,
+    fp: string,
+  ): Promise<number>;
 };
 
 /** Counts what is written, by type (`fleet_events_written_total`). */
 export type EventsCounter = { inc(labels: { type: string }, value?: number): void };
 
-export type WriteResult = { ok: true; ids: string[] } | { ok: false; last: number };
+/**
+ * `prior`: the highest message seq the stream had before the write, `priorFingerprint` the
+ * fingerprint of that message when the stream keeps it (`fingerprint`). `diverged`: the
+ * fingerprint of the stream's last message (seq `last`), which is not the one the write's check
+ * named (`writeEntries`).
+ */
+export type WriteResult =
+  | { ok: true; ids: string[]; prior: number; priorFingerprint: string | null }
+  | { ok: false; last: number; diverged?: string };
 
 /** An entry as the script takes it: its seq (0, or `r:RUN_ID`), its type, its data (JSON). */
 type Row = [seq: number | string, type: string, data: string];
 
-type SessionWrite = { sessionId: string; rows: readonly Row[]; bytes: number };
+/** `check`: the stored message the writer believes the stream has last (APPEND_SCRIPT's CHECK). */
+type SessionWrite = { sessionId: string; rows: readonly Row[]; bytes: number; check?: StoredMessage };
 
 /**
  * The most one script call carries: a long write (the whole history replayed into a new
@@ -191,6 +233,41 @@ export function chunkStarts(sizes: readonly number[], limit = WRITE_CHUNK): numb
   return starts;
 }
 
+/**
+ * Drops a session's stream and its seq key when the seq key still says `ARGV[1]` and, when
+ * `ARGV[3]` is not empty, its last message's fingerprint is still that (what the caller read
+ * before it asked Postgres), and wakes its readers. KEYS: stream, seq key. ARGV: seq, channel,
+ * fingerprint.
+ */
+const DROP_SCRIPT = `
+if tonumber(redis.call('HGET', KEYS[2], 'seq') or '0') ~= tonumber(ARGV[1]) then return 0 end
+if ARGV[3] ~= '' and redis.call('HGET', KEYS[2], 'fp') ~= ARGV[3] then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('PUBLISH', ARGV[2], KEYS[1])
+return 1
+`;
+
+/** The `onDropped` of an EventWriter that says so in the log, once per stream dropped. */
+export function warnDroppedStream(log: { warn(object: object, message: string): void }) {
+  return (sessionId: string, streamSeq: number, storedSeq: number) =>
+    log.warn(
+      { sessionId, streamSeq, storedSeq },
+      "the session's event stream had messages that are not the stored ones (Postgres restored from an earlier point?): dropped it and wrote it again from Postgres; readers resuming from before get 410",
+    );
+}
+
+/** What Postgres has of a session: its highest message seq, and the fingerprint of its message `seq` (null: none). */
+export type StoredState = { last: number; fingerprint: string | null };
+
+export async function storedState(database: Database, sessionId: string, seq: number): Promise<StoredState> {
+  // created_at as JSON, as every stored message read is (row_to_json), so its fingerprint is the same.
+  const [row] = await database.sql<{ last: number; at: string | null }[]>`
+    select (select coalesce(max(seq), 0)::int from messages where session_id = ${sessionId}) as last,
+           (select to_json(created_at) from messages where session_id = ${sessionId} and seq = ${seq}) as at`;
+  const at = row?.at ? new Date(row.at).toISOString() : null;
+  return { last: row?.last ?? 0, fingerprint: at === null ? null : fingerprint({ seq, createdAt: at }) };
+}
+
 export class EventWriter {
   /**
    * Writes asked for in one turn of the event loop go to Redis together, in one script call
@@ -208,9 +285,19 @@ export class EventWriter {
     readonly enabled = true,
     /** How long a write waits for others to share its script call (TurnBatch's gatherMs). */
     gatherMs = 0,
+    /**
+     * `database`: where a job's log (SessionEventLog) confirms that a stream is not the stored
+     * history (`dropIfStale`); `onDropped`: told of each stream dropped so (a log line).
+     */
+    private readonly store: {
+      database?: Database;
+      onDropped?: (sessionId: string, streamSeq: number, storedSeq: number) => void;
+    } = {},
   ) {
     if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsAppendMany)
       redis.defineCommand("fleetEventsAppendMany", { lua: APPEND_SCRIPT });
+    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsDropStale)
+      redis.defineCommand("fleetEventsDropStale", { numberOfKeys: 2, lua: DROP_SCRIPT });
     this.batch = new TurnBatch(
       (writes) => this.send(writes),
       64,
@@ -248,12 +335,17 @@ export class EventWriter {
    * already in the stream are skipped) among other events. Returns "gap" when a message comes
    * after a seq the stream lacks; the caller sends the missing ones too.
    */
-  async writeEntries(sessionId: string, entries: readonly SessionEventInput[]): Promise<WriteResult> {
-    if (!this.enabled || entries.length === 0) return { ok: true, ids: [] };
+  async writeEntries(
+    sessionId: string,
+    entries: readonly SessionEventInput[],
+    /** The stored message the writer believes the stream has last: "diverged" when it has another. */
+    check?: StoredMessage,
+  ): Promise<WriteResult> {
+    if (!this.enabled || entries.length === 0) return { ok: true, ids: [], prior: 0, priorFingerprint: null };
     const rows = entries.map((event): Row => {
       const seq =
         event.type === "MESSAGE"
-          ? event.message.seq
+          ? fingerprint(event.message)
           : event.type === "RUN_COMPLETED"
             ? `r:${event.runId}`
             : 0;
@@ -262,25 +354,76 @@ export class EventWriter {
     // A long write goes in chunks, one call each, in order. Each chunk is checked against the
     // stream's seq like any write (a message already there is skipped, one after a gap
     // refused), so the chunks a writer that died left behind are the start of what the next
-    // writer sends, and a reader between two chunks reads an ordinary stream that grows.
+    // writer sends, and a reader between two chunks reads an ordinary stream that grows. The
+    // writer's `check` goes with the first chunk: the later ones follow what it wrote.
     const sizes = rows.map((row) => Buffer.byteLength(row[2]) + 32);
     const starts = chunkStarts(sizes);
     const ids: string[] = [];
+    let prior = 0;
+    let priorFingerprint: string | null = null;
     for (const [n, start] of starts.entries()) {
       const end = starts[n + 1] ?? rows.length;
-      const chunk = rows.slice(start, end);
       const result = await this.batch.call({
         sessionId,
-        rows: chunk,
+        rows: rows.slice(start, end),
         bytes: sizes.slice(start, end).reduce((sum, size) => sum + size, 0),
+        ...(check && n === 0 ? { check } : {}),
       });
       // A gap is found in the first chunk (in a later one only if Redis lost the stream meanwhile).
       if (result[0] === "gap") return { ok: false, last: Number(result[1]) };
-      const written = result.slice(1);
+      if (result[0] === "diverged") return { ok: false, last: Number(result[1]), diverged: result[2]! };
+      if (n === 0) {
+        prior = Number(result[1]);
+        priorFingerprint = result[2] || null;
+      }
+      const written = result.slice(3);
       this.count(entries.slice(start, end), written.length);
       ids.push(...written);
     }
-    return { ok: true, ids };
+    return { ok: true, ids, prior, priorFingerprint };
+  }
+
+  /**
+   * Drops the session's stream when its messages are not the stored ones: it has messages past
+   * the stored ones (`seen`, its seq as read before `stored` was read from Postgres, is past
+   * `stored.last`), or its last message (`seenFingerprint`, read with `seen`) is another
+   * message than the stored one under that seq. Only a Postgres restored from a backup (or to
+   * an earlier point in time) does that: messages enter a stream only after their commit, and
+   * a stored message never changes. Those messages no longer exist, and the stream would skip
+   * the new ones under their seqs (APPEND_SCRIPT), so the stream goes whole: the next write
+   * starts it again with every stored message, and a reader whose place was in the old one
+   * gets 410 (event-expiry.ts). Dropped only while the stream still says what was seen.
+   */
+  async dropIfStale(
+    sessionId: string,
+    seen: number,
+    seenFingerprint: string | null,
+    stored: StoredState,
+  ): Promise<boolean> {
+    const ahead = seen > stored.last;
+    const other =
+      seenFingerprint !== null && stored.fingerprint !== null && seenFingerprint !== stored.fingerprint;
+    if (!this.enabled || !(ahead || other)) return false;
+    const dropped = await (this.redis as unknown as RedisWithAppend).fleetEventsDropStale(
+      eventStreamKey(this.prefix, sessionId),
+      seqKey(this.prefix, sessionId),
+      seen,
+      eventsNotifyChannel(this.prefix),
+      seenFingerprint ?? "",
+    );
+    if (dropped === 1) this.store.onDropped?.(sessionId, seen, stored.last);
+    return dropped === 1;
+  }
+
+  /** `dropIfStale`, with what is stored read from `store.database` now. False without one. */
+  async dropIfStaleInStore(
+    sessionId: string,
+    seen: number,
+    seenFingerprint: string | null,
+  ): Promise<boolean> {
+    if (!this.store.database) return false;
+    const stored = await storedState(this.store.database, sessionId, seen);
+    return this.dropIfStale(sessionId, seen, seenFingerprint, stored);
   }
 
   private send(writes: SessionWrite[]): Promise<string[][]> {
@@ -290,10 +433,11 @@ export class EventWriter {
       this.retention.maxAgeMs,
       eventsNotifyChannel(this.prefix),
     ];
-    for (const { sessionId, rows } of writes) {
+    for (const { sessionId, rows, check } of writes) {
       const stream = eventStreamKey(this.prefix, sessionId);
       keys.push(stream, seqKey(this.prefix, sessionId));
-      args.push(stream, rows.length);
+      args.push(stream, rows.length + (check ? 1 : 0));
+      if (check) args.push(`c:${fingerprint(check)}`, "CHECK", "");
       for (const row of rows) args.push(...row);
     }
     return (this.redis as unknown as RedisWithAppend).fleetEventsAppendMany(keys.length, ...keys, ...args);
@@ -361,15 +505,38 @@ export class EventWriter {
     if (!this.enabled) return;
     for (let attempt = 0; attempt < 3; attempt++) {
       const last = await this.lastSeq(sessionId);
-      const rows = await database.sql<{ m: string | RawMessage }[]>`
-        select row_to_json(m) as m from messages m where m.session_id = ${sessionId} and m.seq > ${last}
+      // From the stream's last message on (checked: it must be the stored one), with the
+      // highest stored seq: a stream past it has messages Postgres no longer has.
+      const found = await database.sql<{ stored: number; m: string | RawMessage | null }[]>`
+        select s.stored, row_to_json(m) as m
+          from (select coalesce(max(seq), 0)::int as stored from messages where session_id = ${sessionId}) s
+          left join messages m on m.session_id = ${sessionId} and m.seq >= ${last}
          order by m.seq`;
-      const messages = rows.map((row) => {
+      const stored = found[0]?.stored ?? 0;
+      if (await this.dropIfStale(sessionId, last, null, { last: stored, fingerprint: null })) continue;
+      const rows = found.flatMap((row) => {
+        if (row.m === null) return [];
         const raw = json<RawMessage>(row.m);
-        return { runId: raw.run_id, message: messageFromRaw(raw) };
+        return [{ runId: raw.run_id, message: messageFromRaw(raw) }];
       });
-      const result = await this.write(sessionId, messages, events);
+      const check = rows[0]?.message.seq === last ? rows[0].message : undefined;
+      const messages = rows.filter((row) => row.message.seq > last);
+      const result = await this.writeEntries(
+        sessionId,
+        [
+          ...messages.map((m) => ({ type: "MESSAGE" as const, runId: m.runId, message: m.message })),
+          ...events,
+        ],
+        check,
+      );
       if (result.ok) return;
+      if (result.diverged !== undefined)
+        await this.dropIfStale(
+          sessionId,
+          result.last,
+          result.diverged,
+          await storedState(database, sessionId, result.last),
+        );
     }
     throw new Error(`session ${sessionId}: the event stream kept moving while it was synced`);
   }
@@ -474,8 +641,11 @@ export class SessionEventLog {
 
   private async write(parts: readonly { through: number; events: SessionEventInput[] }[]): Promise<void> {
     try {
+      // A seq read from the stream now is checked: its message must be the stored one.
+      let checking = this.sent === null;
       this.sent ??= await this.writer.lastSeq(this.sessionId);
-      for (let attempt = 0; attempt < 2; attempt++) {
+      let dropped = false;
+      for (let attempt = 0; attempt < 3; attempt++) {
         const entries: SessionEventInput[] = [];
         // The history is in seq order: the messages the stream lacks are its tail.
         let at = this.history.length;
@@ -489,9 +659,32 @@ export class SessionEventLog {
           }
           entries.push(...part.events);
         }
-        const result = await this.writer.writeEntries(this.sessionId, entries);
+        const sent = this.sent!;
+        const check = checking && sent > 0 ? this.history[sent - 1] : undefined;
+        checking = false;
+        const result = await this.writer.writeEntries(
+          this.sessionId,
+          entries,
+          check?.seq === sent ? check : undefined,
+        );
+        // The stream had messages past every one this job has stored, or another message than
+        // the stored one: while it holds the lease only a Postgres restored to an earlier point
+        // does that (or this job lost its lease: Postgres, asked, says which). A dropped stream
+        // is written again from the start.
+        const stale =
+          !dropped &&
+          (result.ok
+            ? result.prior > (this.history.at(-1)?.seq ?? 0) &&
+              (await this.writer.dropIfStaleInStore(this.sessionId, result.prior, result.priorFingerprint))
+            : result.diverged !== undefined &&
+              (await this.writer.dropIfStaleInStore(this.sessionId, result.last, result.diverged)));
+        if (stale) {
+          dropped = true;
+          this.sent = 0;
+          continue;
+        }
         if (result.ok) {
-          this.sent = Math.max(this.sent!, lastSent);
+          this.sent = Math.max(sent, lastSent);
           return;
         }
         this.sent = result.last;
@@ -528,9 +721,37 @@ export class EventReader {
     return rows[0]?.[0] ?? null;
   }
 
-  /** Whether `after` is older than what is kept (event-expiry.ts). */
-  async expired(key: string, after: string): Promise<boolean> {
-    return placeExpired(await this.streamInfo(key), after);
+  /** Entries from `from` (inclusive), at most `count`. */
+  async from(key: string, from: string, count: number): Promise<StoredEvent[]> {
+    const rows = (await this.redis.xrange(key, from, "+", "COUNT", count)) as [string, string[]][];
+    return rows.map(toStored);
+  }
+
+  /**
+   * Whether `after` is older than what is kept, or a place this stream never had (event-expiry.ts).
+   * `isEntry` false: `after` is a place before an entry, not one (a stream read from a run's
+   * start), judged by its position alone.
+   */
+  async expired(key: string, after: string, isEntry = true): Promise<boolean> {
+    const stream = await this.streamInfo(key);
+    if (stream === null || after === STREAM_START || !isEntry) return placeExpired(stream, after);
+    return placeExpired(stream, after, await this.isEntry(key, after));
+  }
+
+  /**
+   * Whether a place that is no longer an entry of the stream was lost rather than trimmed: it
+   * is not before the first entry kept (event-expiry.ts), or it is and the stream never lost an
+   * entry to trimming — the stream was started again after it (dropped and rebuilt).
+   */
+  async placeLost(key: string, place: string): Promise<boolean> {
+    const stream = await this.streamInfo(key);
+    if (stream === null || stream.firstId === null) return false;
+    if (compareIds(place, stream.firstId) < 0) return stream.entriesAdded <= stream.length;
+    return !(await this.isEntry(key, place));
+  }
+
+  private async isEntry(key: string, id: string): Promise<boolean> {
+    return ((await this.redis.xrange(key, id, id, "COUNT", 1)) as unknown[]).length > 0;
   }
 
   private async streamInfo(key: string): Promise<StreamInfo> {

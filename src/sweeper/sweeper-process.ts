@@ -7,7 +7,7 @@ import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { DeletionCleanup } from "../shared/deletion-cleanup.js";
-import { EventWriter } from "../shared/events.js";
+import { EventWriter, warnDroppedStream } from "../shared/events.js";
 import { reportEvictionPolicy } from "../shared/eviction-policy.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
@@ -75,6 +75,8 @@ export async function startSweeper(
     { maxEvents: config.events.maxEvents, maxAgeMs: config.events.maxAgeMs },
     metrics.eventsWritten,
     config.events.enabled,
+    0,
+    { onDropped: warnDroppedStream(log) },
   );
   const resumes = new AutomaticResumes(database, resumePolicyOf(config), metrics);
   resumes.events = events;

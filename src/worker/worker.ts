@@ -11,7 +11,7 @@ import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
-import { EventWriter } from "../shared/events.js";
+import { EventWriter, warnDroppedStream } from "../shared/events.js";
 import { reportEvictionPolicy } from "../shared/eviction-policy.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
@@ -116,6 +116,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     metrics.eventsWritten,
     config.events.enabled,
     config.workerGatherMs,
+    { database, onDropped: warnDroppedStream(log) },
   );
   const extensions = new Extensions(
     [

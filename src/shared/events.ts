@@ -18,6 +18,12 @@
  * write at the same time. A reader that resumes by event id therefore gets every message
  * once, in seq order, across any number of reconnects.
  *
+ * A stream whose messages are not the stored ones — Postgres restored to an earlier point while
+ * Redis kept its newer state — would skip the new messages under the seqs of lost ones. The seq
+ * key keeps its last message's fingerprint (seq and commit time); a job checks it against its
+ * stored message on its first write, every writer notices a stream past its history, and
+ * what Postgres confirms is dropped and written again from the start (`dropIfStale`).
+ *
  * Retention: each write trims the stream to about `maxEvents` (MAXLEN ~) and to `maxAgeMs`
  * (MINID ~ on Redis's clock), and both keys expire `maxAgeMs` after the last write. Whether
  * an id is older than what is kept is decided by event-expiry.ts.

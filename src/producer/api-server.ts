@@ -118,6 +118,11 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     heartbeatMs: config.events.heartbeatMs,
     retention: { maxEvents: config.events.maxEvents, maxAgeMs: config.events.maxAgeMs },
     repairRunEnd: (sessionId) => eventWriter.missingRunEnd(database, sessionId, RUN_END_GRACE_MS),
+    onBatchStreamDropped: (batchId, member, fingerprint) =>
+      app.log.warn(
+        { batchId, member: member === "\u0000batch" ? "BATCH_COMPLETED" : member, fingerprint },
+        "the batch's event stream had events that Postgres does not have (Postgres restored from an earlier point?): dropped it and wrote it again from Postgres; readers resuming from before get 410",
+      ),
     // A key revoked while its stream is open ends the stream, as it ends every other request.
     stillAllowed: async (request, tenant) => {
       try {

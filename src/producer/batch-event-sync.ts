@@ -20,16 +20,25 @@
  */
 import type { BatchJson, BatchStore, EndedSession } from "../shared/store/batches.js";
 import type { ListCursor } from "../shared/store/session-queries.js";
+import { BATCH_MEMBER, sessionFingerprint } from "./batch-stream-check.js";
 
 export const FULL_PASS_MS = 30_000;
 export const OVERLAP_MS = 5_000;
 const PAGE = 1_000;
 
-export type BatchEventWrite = (entries: [member: string, type: string, data: unknown][]) => Promise<void>;
+/** `fp`: what Postgres had when the event was derived (batch-stream-check.ts); absent: not known. */
+export type BatchEventWrite = (
+  entries: [member: string, type: string, data: unknown, fp?: string][],
+) => Promise<void>;
 
 export type BatchEventSyncDeps = {
   batches: Pick<BatchStore, "clock" | "hasEnded" | "endedPage" | "view">;
   write: BatchEventWrite;
+  /**
+   * Drops the stream when Postgres contradicts what it holds (a restore from backup,
+   * batch-stream-check.ts); asked before the first pass writes anything. Absent: never.
+   */
+  dropIfStale?: () => Promise<boolean>;
   /** This host's monotonic-enough clock, for when the next full pass is due. */
   now?: () => number;
 };
@@ -51,6 +60,7 @@ export class BatchEventSync {
     const { batches, write } = this.deps;
     const now = this.deps.now ?? Date.now;
     const full = this.since === null || now() - this.fullAt >= FULL_PASS_MS;
+    if (this.since === null && this.deps.dropIfStale) await this.deps.dropIfStale();
     const began = await batches.clock();
     const ended = !this.completedWritten && (await batches.hasEnded(this.batchId, this.tenant));
     let after: ListCursor | null = null;
@@ -64,13 +74,13 @@ export class BatchEventSync {
     if (!ended) return;
     const view = await batches.view(this.batchId);
     if (!view || view.status === "running") return;
-    await write([["\u0000batch", "BATCH_COMPLETED", batchCompleted(view)]]);
+    await write([[BATCH_MEMBER, "BATCH_COMPLETED", batchCompleted(view), view.endedAt ?? ""]]);
     this.completedWritten = true;
   }
 }
 
-function sessionEnded(batchId: string, session: EndedSession): [string, string, unknown] {
-  return [
+function sessionEnded(batchId: string, session: EndedSession): [string, string, unknown, string?] {
+  const entry: [string, string, unknown, string?] = [
     session.id,
     "SESSION_ENDED",
     {
@@ -82,6 +92,8 @@ function sessionEnded(batchId: string, session: EndedSession): [string, string, 
       ...(session.parkedReason ? { parkedReason: session.parkedReason } : {}),
     },
   ];
+  if (session.lastRun !== undefined) entry.push(sessionFingerprint(session.lastRun));
+  return entry;
 }
 
 function batchCompleted(view: BatchJson) {

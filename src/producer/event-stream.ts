@@ -39,6 +39,7 @@ import { isCluster } from "../shared/redis.js";
 import type { BatchStore } from "../shared/store/batches.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
 import { BatchEventSync, type BatchEventWrite } from "./batch-event-sync.js";
+import { BatchStreamCheck, batchStreamKeys } from "./batch-stream-check.js";
 
 export type EventStreamDeps = {
   redis: Redis;
@@ -46,7 +47,9 @@ export type EventStreamDeps = {
   subscriber: () => Redis;
   prefix: string;
   queries: Pick<SessionQueries, "getSession" | "listRuns">;
-  batches?: Pick<BatchStore, "view" | "clock" | "hasEnded" | "endedPage">;
+  batches?: Pick<BatchStore, "view" | "clock" | "hasEnded" | "endedPage" | "endedAt" | "missingRuns">;
+  /** Told of each batch stream dropped because Postgres contradicts it (batch-stream-check.ts). */
+  onBatchStreamDropped?: (batchId: string, member: string, fingerprint: string) => void;
   metrics: Pick<FleetMetrics, "sseClients"> & { eventsWritten?: EventsCounter };
   maxStreamsPerTenant: number;
   heartbeatMs: number;
@@ -77,31 +80,38 @@ const READ_PAGE = 200;
 const RECHECK_MS = 1_000;
 
 /**
- * KEYS: stream, done set. ARGV: maxEvents (unused), maxAgeMs, channel, member, then (member,
- * type, data)... A batch's stream is not trimmed by count: the done set lets each session
- * in once (and BATCH_COMPLETED once), so it is bounded by the batch's size, and trimming it
- * to the per-session FLEET_EVENTS_MAX would drop SESSION_ENDED events of a larger batch
- * before a reader from its start sees them. It expires as a whole, maxAgeMs after its
- * last write.
+ * KEYS: stream, done set, fingerprints (batch-stream-check.ts). ARGV: maxEvents (unused),
+ * maxAgeMs, channel, member, then (member, fingerprint or '', type, data)... A batch's stream
+ * is not trimmed by count: the done set lets each session in once (and BATCH_COMPLETED once),
+ * so it is bounded by the batch's size, and trimming it to the per-session FLEET_EVENTS_MAX
+ * would drop SESSION_ENDED events of a larger batch before a reader from its start sees them.
+ * It expires as a whole, maxAgeMs after its last write.
  */
 const BATCH_APPEND_SCRIPT = `
 local written = 0
-for i = 5, #ARGV, 3 do
+for i = 5, #ARGV, 4 do
   if redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
-    redis.call('XADD', KEYS[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2])
+    redis.call('XADD', KEYS[1], '*', 'type', ARGV[i + 2], 'data', ARGV[i + 3])
+    if ARGV[i + 1] ~= '' then redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
     written = written + 1
   end
 end
 if written > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
   redis.call('PUBLISH', ARGV[3], ARGV[4])
 end
 return written
 `;
 
 type RedisWithBatchAppend = {
-  fleetBatchEventsAppend(stream: string, done: string, ...args: (string | number)[]): Promise<number>;
+  fleetBatchEventsAppend(
+    stream: string,
+    done: string,
+    fps: string,
+    ...args: (string | number)[]
+  ): Promise<number>;
 };
 
 export class EventStreams {
@@ -112,6 +122,7 @@ export class EventStreams {
   private subscribed: Promise<void> | null = null;
   private subscriber: Redis | null = null;
   private closed = false;
+  private readonly batchCheck: BatchStreamCheck;
   /** Times the API's Redis connection came back: Redis may have lost its data meanwhile. */
   private reconnects = 0;
 
@@ -134,7 +145,13 @@ export class EventStreams {
     }
     const redis = deps.redis as unknown as Partial<RedisWithBatchAppend>;
     if (!redis.fleetBatchEventsAppend)
-      deps.redis.defineCommand("fleetBatchEventsAppend", { numberOfKeys: 2, lua: BATCH_APPEND_SCRIPT });
+      deps.redis.defineCommand("fleetBatchEventsAppend", { numberOfKeys: 3, lua: BATCH_APPEND_SCRIPT });
+    this.batchCheck = new BatchStreamCheck({
+      redis: deps.redis,
+      prefix: deps.prefix,
+      batches: deps.batches ?? { endedAt: async () => null, missingRuns: async () => new Set() },
+      onDropped: deps.onBatchStreamDropped,
+    });
   }
 
   /** Ends every open stream (the API is stopping) and the subscription. */
@@ -259,18 +276,28 @@ export class EventStreams {
     const after = this.resumeId(request);
     const view = await batches.view(batchId, tenant);
     if (!view) throw new NotFoundError(`batch ${batchId}`);
-    const key = `${this.deps.prefix}:batch-events:${batchId}`;
-    if (after !== null && (await this.reader.expired(key, after))) return this.gone(reply, after);
+    const key = batchStreamKeys(this.deps.prefix, batchId).stream;
     // This reader's own pass state: a full read first, then only what changed (batch-event-sync.ts).
-    const sync = new BatchEventSync({ batches, write: this.batchEventWriter(batchId) }, batchId, tenant);
+    // The first pass, before the place is judged, drops a stream Postgres contradicts
+    // (batch-stream-check.ts): a place in it is then gone (410).
+    const sync = new BatchEventSync(
+      {
+        batches,
+        write: this.batchEventWriter(batchId),
+        dropIfStale: () => this.batchCheck.dropIfStale(batchId),
+      },
+      batchId,
+      tenant,
+    );
+    await sync.sync();
+    if (after !== null && (await this.reader.expired(key, after))) return this.gone(reply, after);
     const startIsEntry = after !== null && after !== STREAM_START;
     await this.serve(request, reply, tenant, key, after ?? STREAM_START, startIsEntry, () => sync.sync());
   }
 
   /** Writes batch events to the batch's stream, each once whoever writes it (the done set). */
   private batchEventWriter(batchId: string): BatchEventWrite {
-    const key = `${this.deps.prefix}:batch-events:${batchId}`;
-    const done = `${this.deps.prefix}:batch-events-done:${batchId}`;
+    const { stream: key, done, fingerprints } = batchStreamKeys(this.deps.prefix, batchId);
     return async (entries) => {
       if (entries.length === 0) return;
       const args: (string | number)[] = [
@@ -279,10 +306,11 @@ export class EventStreams {
         eventsNotifyChannel(this.deps.prefix),
         key,
       ];
-      for (const [member, type, data] of entries) args.push(member, type, JSON.stringify(data));
+      for (const [member, type, data, fp] of entries) args.push(member, fp ?? "", type, JSON.stringify(data));
       const written = await (this.deps.redis as unknown as RedisWithBatchAppend).fleetBatchEventsAppend(
         key,
         done,
+        fingerprints,
         ...args,
       );
       if (written > 0) this.deps.metrics.eventsWritten?.inc({ type: entries[0]![1] }, written);

@@ -80,10 +80,14 @@ export class DeletionCleanup {
   /** After a batch's row was deleted (its sessions went before it). */
   async afterBatch(batchId: string): Promise<void> {
     const { prefix } = this.deps;
-    await this.endStream(`${prefix}:batch-events:${batchId}`, [`${prefix}:batch-events-done:${batchId}`], {
-      type: "BATCH_DELETED",
-      batchId,
-    }).catch(() => {});
+    await this.endStream(
+      `${prefix}:batch-events:${batchId}`,
+      [`${prefix}:batch-events-done:${batchId}`, `${prefix}:batch-events-fp:${batchId}`],
+      {
+        type: "BATCH_DELETED",
+        batchId,
+      },
+    ).catch(() => {});
   }
 
   /**

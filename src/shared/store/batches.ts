@@ -83,6 +83,8 @@ export type EndedSession = {
   customId: string | null;
   status: "completed" | "parked" | "cancelled";
   parkedReason?: string;
+  /** The id of the session's latest run (null: none), its end's fingerprint (batch-stream-check.ts). */
+  lastRun?: string | null;
 };
 
 /** A session's state as batch results and counts name it, from its row and its unfinished runs. */
@@ -295,9 +297,12 @@ export class BatchStore {
         parked_reason: string | null;
         running: boolean | null;
         micros: string;
+        last_run: string | null;
       }[]
     >`
       select s.id, s.custom_id, s.status, s.tail_state, s.run_started, s.parked_reason,
+             (select r.id from runs r where r.session_id = s.id
+               order by r.created_at desc, r.id desc limit 1) as last_run,
              (select bool_or(r.status = 'running') from runs r
                where r.session_id = s.id and (r.status <> 'ended') is true) as running,
              (extract(epoch from s.updated_at) * 1000000)::bigint::text as micros
@@ -313,6 +318,7 @@ export class BatchStore {
         customId: r.custom_id,
         status,
         ...(status === "parked" && r.parked_reason !== null ? { parkedReason: r.parked_reason } : {}),
+        lastRun: r.last_run,
       });
     }
     const last = rows.at(-1);
@@ -399,6 +405,30 @@ export class BatchStore {
               and webhook_failed_at is null))
          ${after ? sql`and (created_at, id) > (${after.createdAt}::timestamptz, ${after.id})` : sql``}
        order by created_at, id limit ${limit}`;
+  }
+
+  /** The batch's `ended_at` (ISO), or null: not ended, or no such batch (batch-stream-check.ts). */
+  async endedAt(id: string): Promise<string | null> {
+    const [row] = await this.database.sql<{ ended_at: string | Date | null }[]>`
+      select ended_at from batches where id = ${id}`;
+    return iso(row?.ended_at ?? null) ?? null;
+  }
+
+  /** Which of these run ids no run has (batch-stream-check.ts). */
+  async missingRuns(ids: readonly string[]): Promise<Set<string>> {
+    const rows = await this.database.sql<{ id: string }[]>`
+      select u.id from json_array_elements_text(${JSON.stringify(ids)}::json) as u(id)
+       where not exists (select 1 from runs r where r.id = u.id)`;
+    return new Set(rows.map((r) => r.id));
+  }
+
+  /** Whether the batch has ended and its webhook is neither delivered nor given up. */
+  async webhookOwed(id: string): Promise<boolean> {
+    const [row] = await this.database.sql<{ owed: boolean }[]>`
+      select (ended_at is not null and webhook_url is not null and webhook_delivered_at is null
+              and webhook_failed_at is null) as owed
+        from batches where id = ${id} and deleted_at is null`;
+    return row?.owed ?? false;
   }
 
   /** The webhook URL of a batch, for a delivery. */

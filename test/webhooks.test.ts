@@ -177,7 +177,7 @@ describe("webhook delivery survives a missing sweeper and a lost job", () => {
   let sweeper: RunningSweeper | undefined;
   let server: Server;
   let url: string;
-  const received: { body: string; signature: string }[] = [];
+  const received: { body: string; signature: string; deliveryId: string }[] = [];
 
   beforeAll(async () => {
     fleet = await createFleetEnv("webhooks", { env: { FLEET_WEBHOOK_SECRET: SECRET } });
@@ -188,7 +188,11 @@ describe("webhook delivery survives a missing sweeper and a lost job", () => {
         body += d;
       });
       req.on("end", () => {
-        received.push({ body, signature: String(req.headers["fleet-signature"]) });
+        received.push({
+          body,
+          signature: String(req.headers["fleet-signature"]),
+          deliveryId: String(req.headers["fleet-delivery-id"]),
+        });
         res.writeHead(204).end();
       });
     });
@@ -224,4 +228,31 @@ describe("webhook delivery survives a missing sweeper and a lost job", () => {
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     expect(received).toHaveLength(2);
   }, 40_000);
+
+  it("Postgres restored to before a delivery was recorded: the webhook is delivered again, under the same delivery id", async () => {
+    const agent = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
+    const batch = await client.createBatch([{ agent, customId: "r" }], { webhook: { url } });
+    const mine = () => received.filter((r) => JSON.parse(r.body).id === batch.id);
+    await waitFor(() => mine().length === 1, 20_000, "the first delivery");
+    await waitFor(
+      async () => (await client.getBatch(batch.id)).webhook?.deliveredAt != null,
+      5_000,
+      "the delivery recorded",
+    );
+    // The restore: Postgres back to before the batch ended; Redis keeps the completed job.
+    await fleet.database
+      .sql`update batches set ended_at = null, webhook_delivered_at = null where id = ${batch.id}`;
+    await waitFor(() => mine().length === 2, 20_000, "the delivery Postgres owes again");
+    const [first, second] = mine();
+    expect(second!.deliveryId).toBe(first!.deliveryId);
+    expect(verifyWebhookSignature(SECRET, second!.body, second!.signature)).toBe(true);
+    await waitFor(
+      async () => (await client.getBatch(batch.id)).webhook?.deliveredAt != null,
+      5_000,
+      "the second delivery recorded",
+    );
+    // Delivered again: and then not a third time.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(mine()).toHaveLength(2);
+  }, 60_000);
 });

@@ -12,9 +12,10 @@
  */
 import { type ConnectionOptions, type Job, type Queue, Worker } from "bullmq";
 import type { Logger } from "pino";
-import { enqueueWebhook, QUEUES, WEBHOOK_BACKOFF, webhookJobSchema } from "../shared/queues.js";
+import { QUEUES, WEBHOOK_BACKOFF, webhookJobSchema } from "../shared/queues.js";
 import type { BatchStore, UnsettledCursor } from "../shared/store/batches.js";
 import { postWebhook, signWebhook, type WebhookSettings, webhookBackoffMs } from "../shared/webhooks.js";
+import { ensureWebhookQueued } from "./webhook-owed.js";
 
 /** A batch whose webhook is owed is queued again at most this often (a no-op while its job exists). */
 const ENSURE_EVERY_MS = 10_000;
@@ -57,7 +58,14 @@ export class BatchEnds {
       }
       if (!batch.webhookOwed) continue;
       if (!fresh && now - (this.ensured.get(batch.id) ?? 0) < ENSURE_EVERY_MS) continue;
-      await enqueueWebhook(this.deps.queue, { batchId: batch.id });
+      const done = await ensureWebhookQueued(this.deps.queue, batch.id, (id) =>
+        this.deps.store.webhookOwed(id),
+      );
+      if (done === "requeued")
+        this.deps.log.warn(
+          { batchId: batch.id },
+          "the batch's webhook is owed but its job had finished (Postgres restored from an earlier point?): queued it again",
+        );
       this.ensured.set(batch.id, now);
     }
     if (this.ensured.size > 10_000) this.ensured.clear();

@@ -36,6 +36,7 @@ import { abortableSleep } from "./models/scripted.js";
 import { processSessionJob, type SessionJobDeps } from "./session-job.js";
 import { builtinTools } from "./tools/builtin.js";
 import { type Tool, ToolRegistry } from "./tools/registry.js";
+import { logWorkerError } from "./worker-errors.js";
 
 export type WorkerOptions = {
   /** Tools registered besides the built-ins. */
@@ -254,7 +255,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     // A lost Redis link is RedisOutageLog's to report, once per outage; a Redis refusing
     // writes (OOM), RefusalLog's, once a minute.
     worker.on("error", (error) => {
-      if (!isConnectionError(error) && !refusals.report(error)) log.warn({ err: error }, "worker error");
+      if (!isConnectionError(error) && !refusals.report(error)) logWorkerError(log, error);
     });
     // BullMQ's word that a job failed or stalled wakes the sweeper at once (it would see the
     // session at its next wide scan, within a second); told from here, the sweeper need not

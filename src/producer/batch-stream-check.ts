@@ -10,7 +10,7 @@
  * in `<prefix>:batch-events-fp:<batchId>` (a hash, member → fingerprint): for a session's end,
  * the id of its latest run (`run:ID`, `run:` for none); for `BATCH_COMPLETED`, the batch's
  * `ended_at` (set once, never cleared). A reader's first pass checks them: a run Postgres does
- * not have, or another `ended_at` (null: the batch is running again in Postgres's eyes), can
+ * not have of a session it has (a deleted session takes its runs along), or another `ended_at` (null: the batch is running again in Postgres's eyes), can
  * only come from another timeline, and the stream, its done set and its fingerprints are
  * dropped (guarded: only while the fingerprint that proved it is still there), so the pass
  * that follows writes them again from Postgres. A reader whose place was in the dropped
@@ -40,13 +40,15 @@ export function sessionFingerprint(lastRun: string | null): string {
 /** What Postgres says of the fingerprints of one page. */
 export type StoredFacts = { endedAt: string | null; missingRuns: ReadonlySet<string> };
 
-/** The run ids a page of fingerprints names (pure). */
-export function runsNamed(page: readonly [member: string, fp: string][]): string[] {
-  const ids: string[] = [];
+/** The (session, run) pairs a page of fingerprints names (pure). */
+export function runsNamed(
+  page: readonly [member: string, fp: string][],
+): [sessionId: string, runId: string][] {
+  const pairs: [string, string][] = [];
   for (const [member, fp] of page)
     if (member !== BATCH_MEMBER && fp.startsWith(RUN) && fp.length > RUN.length)
-      ids.push(fp.slice(RUN.length));
-  return ids;
+      pairs.push([member, fp.slice(RUN.length)]);
+  return pairs;
 }
 
 /**
@@ -83,8 +85,8 @@ export type BatchStreamCheckDeps = {
   batches: {
     /** The batch's `ended_at` as an ISO string, or null (not ended, or no such batch). */
     endedAt(batchId: string): Promise<string | null>;
-    /** Which of these run ids Postgres does not have. */
-    missingRuns(ids: readonly string[]): Promise<Set<string>>;
+    /** The runs of these (session, run) pairs Postgres does not have while it has the session. */
+    missingRuns(pairs: readonly [sessionId: string, runId: string][]): Promise<Set<string>>;
   };
   /** Told of each stream dropped (a log line). */
   onDropped?: (batchId: string, member: string, fingerprint: string) => void;

@@ -414,12 +414,16 @@ export class BatchStore {
     return iso(row?.ended_at ?? null) ?? null;
   }
 
-  /** Which of these run ids no run has (batch-stream-check.ts). */
-  async missingRuns(ids: readonly string[]): Promise<Set<string>> {
-    const rows = await this.database.sql<{ id: string }[]>`
-      select u.id from json_array_elements_text(${JSON.stringify(ids)}::json) as u(id)
-       where not exists (select 1 from runs r where r.id = u.id)`;
-    return new Set(rows.map((r) => r.id));
+  /**
+   * Which of these (session, run) pairs name a run that Postgres does not have while it has the
+   * session (a session deleted since took its runs with it): the run ids (batch-stream-check.ts).
+   */
+  async missingRuns(pairs: readonly [sessionId: string, runId: string][]): Promise<Set<string>> {
+    const rows = await this.database.sql<{ r: string }[]>`
+      select u.r from json_to_recordset(${JSON.stringify(pairs.map(([s, r]) => ({ s, r })))}::json) as u(s text, r text)
+       where exists (select 1 from sessions s where s.id = u.s)
+         and not exists (select 1 from runs r where r.id = u.r)`;
+    return new Set(rows.map((row) => row.r));
   }
 
   /** Whether the batch has ended and its webhook is neither delivered nor given up. */

@@ -104,4 +104,34 @@ describe("batch event streams after a restore from backup", () => {
       data: { status: final.status, counts: final.counts },
     });
   }, 120_000);
+  it("a session of the batch deleted on request does not drop the batch's stream", async () => {
+    // Its runs go with it, so its SESSION_ENDED names a run Postgres no longer has — as after a
+    // restore — but Postgres no longer has the session either: that is a delete, not a restore.
+    const batch = await client.createBatch(
+      ["x", "y"].map((customId) => ({ agent: AGENT, input: `hello ${customId}`, customId })),
+    );
+    await fleet.spawnWorker();
+    const url = `${base}/v1/batches/${batch.id}/events`;
+    const first = await readSse(`${url}?after=0-0`, {
+      stop: (e) => e.type === "BATCH_COMPLETED",
+      timeoutMs: 30_000,
+    });
+    expect(first.events.map((e) => e.type)).toEqual(["SESSION_ENDED", "SESSION_ENDED", "BATCH_COMPLETED"]);
+    await client.deleteSession(batch.sessions[0]!.id);
+
+    // A reader resuming after the first event keeps its place (no 410), and one from the start
+    // reads the same stream as before.
+    const resumed = await readSse(url, {
+      after: first.events[0]!.id,
+      stop: (e) => e.type === "BATCH_COMPLETED",
+      timeoutMs: 10_000,
+    });
+    expect(resumed.status, JSON.stringify(resumed.body)).toBe(200);
+    expect(resumed.events.map((e) => e.id)).toEqual(first.events.slice(1).map((e) => e.id));
+    const again = await readSse(`${url}?after=0-0`, {
+      stop: (e) => e.type === "BATCH_COMPLETED",
+      timeoutMs: 10_000,
+    });
+    expect(again.events.map((e) => e.id)).toEqual(first.events.map((e) => e.id));
+  }, 60_000);
 });

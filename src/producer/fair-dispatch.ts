@@ -8,29 +8,94 @@
  *
  * State: one Redis hash per fleet and queue, `tenant → last priority given`. The queue's head (the
  * lowest priority waiting) is the virtual clock; when nothing waits, the hash starts over.
- * Priorities stop at BullMQ's limit (2,097,151): a backlog deeper than that from one tenant
- * is served in order, and fairness returns once it drains below. Jobs queued without a
- * priority (the sweeper's re-queued runs, automatic resumes) go before all prioritized ones.
+ *
+ * Renumbering: under a backlog that never drains the head climbs with every run taken, and
+ * BullMQ's priorities stop at 2,097,151; from there every new run would get the same
+ * priority and wait behind the whole backlog. So once the head reaches `renumberAt`
+ * (1,048,576 by default), the next assignment renumbers the queue: every waiting prioritized
+ * job and every tenant's entry moves down by `head - 1` (the head becomes 1), which keeps
+ * every relative order. The renumbering is a state in Redis (`<prefix>:fair:<queue>:renumber`,
+ * offset and cursor) advanced by atomic scripts of `chunk` jobs each (1,000 by default),
+ * lowest score first: jobs already moved are below every job not yet moved, so workers keep
+ * taking jobs in order meanwhile, and a cancel, a job taken or a job added behind the cursor
+ * changes nothing. While it runs no priority is handed out (a new one would overtake its
+ * tenant's jobs not yet moved): every assignment, in every API process, moves a chunk and
+ * asks again, so it finishes in N / chunk calls (measured: 99,000 waiting jobs, 100 steps of
+ * ~10 ms). All keys share the queue's hash tag, so it works on a Redis Cluster. Not covered:
+ * a job BullMQ puts back itself (a retry) that was not waiting during a renumbering keeps its
+ * old priority (behind the waiting runs), and so does a job added from a priority handed
+ * out just before a renumbering that had already passed its place.
+ *
+ * Priorities stop at BullMQ's limit (2,097,151): a backlog from one tenant deeper than the
+ * distance from the head to the limit is served in order until it drains below. Jobs queued
+ * without a priority (the sweeper's re-queued runs, automatic resumes) go before all
+ * prioritized ones.
  */
 import { PRIORITY_LIMIT, type Queue } from "bullmq";
 import type { Redis } from "ioredis";
+
+/** Where the head's priority starts a renumbering, by default (half of BullMQ's limit). */
+export const RENUMBER_AT = 2 ** 20;
+/** Jobs one renumbering step moves (one atomic script), by default. */
+export const RENUMBER_CHUNK = 1_000;
 
 /** The priorities of `count` jobs queued after `base`: base+1, base+2, … capped at BullMQ's limit. */
 export function prioritiesAfter(base: number, count: number): number[] {
   return Array.from({ length: count }, (_, i) => Math.min(PRIORITY_LIMIT, base + i + 1));
 }
 
-// KEYS[1]: the hash. ARGV: tenant, head priority of the queue (0: nothing waits), count, limit.
+// KEYS: [1] the tenant hash, [2] the renumbering state, [3] the queue's prioritized sorted set.
+// ARGV: [1] tenant, [2] count, [3] limit, [4] renumberAt, [5] chunk, [6] job key prefix.
+// A prioritized job's score is priority × 2^32 + a counter (BullMQ's getPriorityScore).
+// Returns the base of the priorities handed out, or -1: a renumbering step ran, ask again.
 const TAKE = `
-local head = tonumber(ARGV[2])
-local clock = head - 1
-if head == 0 then
+local STEP = 4294967296
+local function fmt(n) return string.format('%.0f', n) end
+local offset = tonumber(redis.call('HGET', KEYS[2], 'offset') or '0')
+if offset == 0 then
+  local head = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2]
+  if head ~= nil then
+    local priority = math.floor(tonumber(head) / STEP)
+    if priority >= tonumber(ARGV[4]) then
+      offset = priority - 1
+      local entries = redis.call('HGETALL', KEYS[1])
+      for i = 1, #entries, 2 do
+        local moved = tonumber(entries[i + 1]) - offset
+        if moved > 0 then redis.call('HSET', KEYS[1], entries[i], moved)
+        else redis.call('HDEL', KEYS[1], entries[i]) end
+      end
+      redis.call('HSET', KEYS[2], 'offset', offset, 'cursor', head)
+    end
+  end
+end
+if offset > 0 then
+  local shift = offset * STEP
+  local chunk = tonumber(ARGV[5])
+  local jobs = redis.call('ZRANGEBYSCORE', KEYS[3], redis.call('HGET', KEYS[2], 'cursor'), '+inf',
+    'WITHSCORES', 'LIMIT', 0, chunk)
+  for i = 1, #jobs, 2 do
+    local score = tonumber(jobs[i + 1]) - shift
+    redis.call('ZADD', KEYS[3], fmt(score), jobs[i])
+    local job = ARGV[6] .. jobs[i]
+    if redis.call('EXISTS', job) == 1 then redis.call('HSET', job, 'priority', math.floor(score / STEP)) end
+  end
+  if #jobs < 2 * chunk then
+    redis.call('DEL', KEYS[2])
+  else
+    redis.call('HSET', KEYS[2], 'cursor', fmt(tonumber(jobs[#jobs]) + 1))
+  end
+  return -1
+end
+local head = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2]
+local clock = 0
+if head == nil then
   redis.call('DEL', KEYS[1])
-  clock = 0
+else
+  clock = math.floor(tonumber(head) / STEP) - 1
 end
 local last = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 local base = math.max(last, clock)
-local top = math.min(base + tonumber(ARGV[3]), tonumber(ARGV[4]))
+local top = math.min(base + tonumber(ARGV[2]), tonumber(ARGV[3]))
 redis.call('HSET', KEYS[1], ARGV[1], top)
 return base`;
 
@@ -48,9 +113,13 @@ export class FairDispatch implements Priorities {
     private readonly deps: {
       redis: Pick<Redis, "eval" | "hdel">;
       /** The queue (`runs` or `resumes`): its head is the virtual clock. */
-      queue: Pick<Queue, "getJobs" | "name">;
+      queue: Pick<Queue, "keys" | "toKey" | "name">;
       prefix: string;
       enabled: boolean;
+      /** Head priority that starts a renumbering (RENUMBER_AT); tests pass a few hundred. */
+      renumberAt?: number;
+      /** Jobs moved per renumbering step (RENUMBER_CHUNK). */
+      chunk?: number;
     },
   ) {
     this.key = `${deps.prefix}:fair:${deps.queue.name}`;
@@ -58,10 +127,21 @@ export class FairDispatch implements Priorities {
 
   async assign(tenant: string, count: number): Promise<number[] | undefined> {
     if (!this.deps.enabled || count === 0) return undefined;
-    const [head] = await this.deps.queue.getJobs(["prioritized"], 0, 0, true);
-    const clock = head?.opts.priority ?? 0;
-    const base = Number(await this.deps.redis.eval(TAKE, 1, this.key, tenant, clock, count, PRIORITY_LIMIT));
-    return prioritiesAfter(base, count);
+    const { queue } = this.deps;
+    const args = [
+      tenant,
+      count,
+      PRIORITY_LIMIT,
+      this.deps.renumberAt ?? RENUMBER_AT,
+      this.deps.chunk ?? RENUMBER_CHUNK,
+      queue.toKey(""),
+    ];
+    for (;;) {
+      const keys = [this.key, `${this.key}:renumber`, queue.keys.prioritized!];
+      const base = Number(await this.deps.redis.eval(TAKE, keys.length, ...keys, ...args));
+      // -1: a renumbering step ran; every call moves one chunk, so this ends.
+      if (base >= 0) return prioritiesAfter(base, count);
+    }
   }
 
   /**

@@ -72,6 +72,78 @@ describe("fair dispatch under a backlog that never drains", () => {
     }
   });
 
+  it("a job added from priorities handed out before a renumbering keeps its tenant's order; a half-done renumbering is finished", async () => {
+    const { prefix } = fleet.config;
+    const queue = new Queue("late", { connection: fleet.redis, prefix });
+    const fair = () =>
+      new FairDispatch({ redis: fleet.redis, queue, prefix, enabled: true, renumberAt: 10, chunk: 2 });
+    const add = async (tenant: string, seq: number, priority: number) =>
+      queue.add("run", { tenant, seq }, { priority, jobId: `${tenant}-${seq}` });
+    const takeHead = async (n: number) => {
+      for (const job of await queue.getJobs(["prioritized"], 0, n - 1, true)) await job.remove();
+    };
+    const orderOf = async (tenant: string) =>
+      (await queue.getJobs(["prioritized"], 0, -1, true))
+        .filter((job) => job.data.tenant === tenant)
+        .map((job) => job.data.seq as number);
+    try {
+      const a = fair();
+      for (const [seq, priority] of (await a.assign("a", 30))!.entries()) await add("a", seq, priority);
+      await takeHead(8); // the head is at 9
+      const late = (await a.assign("a", 1))!; // handed out, its job not added yet
+      expect(late).toEqual([31]);
+      await takeHead(1); // the head is at 10: the next assignment renumbers (by 9)
+      const [c] = (await fair().assign("c", 1))!;
+      await add("c", 0, c!);
+      expect(c).toBe(1);
+      // The late job arrives after the renumbering ended: told so, it moves to 31 - 9.
+      await add("a", 30, late[0]!);
+      await a.added(late, ["a-30"]);
+      const [next] = (await a.assign("a", 1))!;
+      await add("a", 31, next!);
+      expect((await queue.getJob("a-30"))!.priority).toBe(22);
+      expect(next).toBe(23);
+      expect(await orderOf("a")).toEqual(Array.from({ length: 23 }, (_, i) => i + 9));
+
+      // An API process dies in the middle of a renumbering (after two steps of 2 jobs).
+      await takeHead(9); // c and a-9…a-16: the head is a-17, at 9
+      const lateToo = (await a.assign("a", 1))!; // [24], before the renumbering
+      await takeHead(1); // the head is at 10 again
+      let calls = 0;
+      const dying = new FairDispatch({
+        redis: {
+          hdel: fleet.redis.hdel.bind(fleet.redis),
+          eval: (async (...args: unknown[]) => {
+            if (++calls > 2) throw new Error("killed");
+            return (fleet.redis.eval as (...a: unknown[]) => Promise<unknown>)(...args);
+          }) as never,
+        },
+        queue,
+        prefix,
+        enabled: true,
+        renumberAt: 10,
+        chunk: 2,
+      });
+      await expect(dying.assign("d", 1)).rejects.toThrow("killed");
+      // Its job lands ahead of the cursor: the renumbering moves it, `added` leaves it alone.
+      await add("a", 32, lateToo[0]!);
+      await a.added(lateToo, ["a-32"]);
+      expect((await queue.getJob("a-32"))!.priority).toBe(24);
+      const [d] = (await fair().assign("d", 1))!; // finishes the renumbering, then assigns
+      await add("d", 0, d!);
+      expect((await queue.getJob("a-32"))!.priority).toBe(15);
+      expect(await orderOf("a")).toEqual(Array.from({ length: 15 }, (_, i) => i + 18));
+      const scores = await fleet.redis.zrange(queue.keys.prioritized!, "0", "-1", "WITHSCORES");
+      const priorities = scores
+        .filter((_, i) => i % 2 === 1)
+        .map((score) => Math.floor(Number(score) / 2 ** 32));
+      expect(Math.max(...priorities)).toBeLessThanOrEqual(15);
+    } finally {
+      await queue.obliterate({ force: true });
+      await queue.close();
+    }
+  });
+
   it("keeps priorities bounded and every tenant's order, with concurrent dispatchers, a worker and cancels", async () => {
     const renumberAt = 50;
     const name = "concurrent";

@@ -21,10 +21,14 @@
  * changes nothing. While it runs no priority is handed out (a new one would overtake its
  * tenant's jobs not yet moved): every assignment, in every API process, moves a chunk and
  * asks again, so it finishes in N / chunk calls (measured: 99,000 waiting jobs, 100 steps of
- * ~10 ms). All keys share the queue's hash tag, so it works on a Redis Cluster. Not covered:
- * a job BullMQ puts back itself (a retry) that was not waiting during a renumbering keeps its
- * old priority (behind the waiting runs), and so does a job added from a priority handed
- * out just before a renumbering that had already passed its place.
+ * ~10 ms). A renumbering left half-done (its process died) is finished by the next assignment.
+ * A job added from priorities handed out before a renumbering, once the renumbering passed
+ * its place, would keep the old numbering: `added` (called once the jobs are added) moves
+ * such jobs by what renumberings moved since (`<prefix>:fair:<queue>:moved`), and leaves
+ * alone jobs already moved or still ahead of the cursor. All keys share the queue's hash
+ * tag, so it works on a Redis Cluster. Not covered: a job BullMQ puts back itself (a retry
+ * after an infrastructure error) that was not waiting during a renumbering keeps its old
+ * priority and goes behind the waiting runs (it has started once already).
  *
  * Priorities stop at BullMQ's limit (2,097,151): a backlog from one tenant deeper than the
  * distance from the head to the limit is served in order until it drains below. Jobs queued
@@ -44,10 +48,11 @@ export function prioritiesAfter(base: number, count: number): number[] {
   return Array.from({ length: count }, (_, i) => Math.min(PRIORITY_LIMIT, base + i + 1));
 }
 
-// KEYS: [1] the tenant hash, [2] the renumbering state, [3] the queue's prioritized sorted set.
+// KEYS: [1] the tenant hash, [2] the renumbering state, [3] the queue's prioritized sorted set,
+// [4] the total renumberings moved priorities by (the numbering a priority belongs to).
 // ARGV: [1] tenant, [2] count, [3] limit, [4] renumberAt, [5] chunk, [6] job key prefix.
 // A prioritized job's score is priority × 2^32 + a counter (BullMQ's getPriorityScore).
-// Returns the base of the priorities handed out, or -1: a renumbering step ran, ask again.
+// Returns the base of the priorities handed out and the numbering, or -1: a renumbering step ran, ask again.
 const TAKE = `
 local STEP = 4294967296
 local function fmt(n) return string.format('%.0f', n) end
@@ -65,6 +70,7 @@ if offset == 0 then
         else redis.call('HDEL', KEYS[1], entries[i]) end
       end
       redis.call('HSET', KEYS[2], 'offset', offset, 'cursor', head)
+      redis.call('HINCRBY', KEYS[4], 'total', offset)
     end
   end
 end
@@ -97,17 +103,48 @@ local last = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 local base = math.max(last, clock)
 local top = math.min(base + tonumber(ARGV[2]), tonumber(ARGV[3]))
 redis.call('HSET', KEYS[1], ARGV[1], top)
-return base`;
+return {base, tonumber(redis.call('HGET', KEYS[4], 'total') or '0')}`;
+
+// A job added from priorities handed out before a renumbering started, after the renumbering
+// passed its place (or ended): it still has its old priority, behind the new numbering.
+// KEYS: [1] the renumbering state, [2] the prioritized sorted set, [3] the moved total.
+// ARGV: [1] the total when the priorities were handed out, [2] job key prefix, then pairs of
+// job id and the priority it was given. Returns how many jobs it moved.
+const SETTLE = `
+local STEP = 4294967296
+local moved = tonumber(redis.call('HGET', KEYS[3], 'total') or '0') - tonumber(ARGV[1])
+if moved <= 0 then return 0 end
+local cursor = tonumber(redis.call('HGET', KEYS[1], 'cursor') or '0')
+if cursor == 0 then cursor = math.huge end
+local count = 0
+for i = 3, #ARGV, 2 do
+  local score = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[i]) or '-1')
+  -- Not waiting, already moved, or ahead of a renumbering's cursor (which will move it).
+  if score >= 0 and math.floor(score / STEP) == tonumber(ARGV[i + 1]) and score < cursor then
+    local new = score - moved * STEP
+    redis.call('ZADD', KEYS[2], string.format('%.0f', new), ARGV[i])
+    redis.call('HSET', ARGV[2] .. ARGV[i], 'priority', math.floor(new / STEP))
+    count = count + 1
+  end
+end
+return count`;
 
 export type Priorities = {
   assign(tenant: string, count: number): Promise<number[] | undefined>;
   /** Starts the tenant over (it has nothing waiting any more: a cancel dropped its runs). */
   forget?(tenant: string): Promise<void>;
+  /**
+   * Told once the jobs of `priorities` (what `assign` returned) are added: a job a
+   * renumbering missed meanwhile is moved to the new numbering.
+   */
+  added?(priorities: readonly number[], jobIds: readonly string[]): Promise<void>;
 };
 
 /** Hands out fair priorities for a tenant's new runs; `undefined` when fair dispatch is off. */
 export class FairDispatch implements Priorities {
   private readonly key: string;
+  /** The renumbering total when each assignment was handed out (its numbering). */
+  private readonly tickets = new WeakMap<readonly number[], number>();
 
   constructor(
     private readonly deps: {
@@ -137,11 +174,25 @@ export class FairDispatch implements Priorities {
       queue.toKey(""),
     ];
     for (;;) {
-      const keys = [this.key, `${this.key}:renumber`, queue.keys.prioritized!];
-      const base = Number(await this.deps.redis.eval(TAKE, keys.length, ...keys, ...args));
+      const keys = [this.key, `${this.key}:renumber`, queue.keys.prioritized!, `${this.key}:moved`];
+      const reply = (await this.deps.redis.eval(TAKE, keys.length, ...keys, ...args)) as number | number[];
       // -1: a renumbering step ran; every call moves one chunk, so this ends.
-      if (base >= 0) return prioritiesAfter(base, count);
+      if (Array.isArray(reply)) {
+        const priorities = prioritiesAfter(Number(reply[0]), count);
+        this.tickets.set(priorities, Number(reply[1]));
+        return priorities;
+      }
     }
+  }
+
+  async added(priorities: readonly number[], jobIds: readonly string[]): Promise<void> {
+    const ticket = this.tickets.get(priorities);
+    if (ticket === undefined) return;
+    this.tickets.delete(priorities);
+    const { queue } = this.deps;
+    const keys = [`${this.key}:renumber`, queue.keys.prioritized!, `${this.key}:moved`];
+    const pairs = jobIds.flatMap((id, i) => (priorities[i] ? [id, priorities[i]] : []));
+    await this.deps.redis.eval(SETTLE, keys.length, ...keys, ticket, queue.toKey(""), ...pairs);
   }
 
   /**

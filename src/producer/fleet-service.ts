@@ -332,10 +332,6 @@ export class FleetService {
     return this.deps.limits ?? {};
   }
 
-  private async prioritiesFor(tenant: string, count: number): Promise<(number | undefined)[]> {
-    return (await this.deps.priorities?.assign(tenant, count)) ?? [];
-  }
-
   /** Routes are checked only for where they lead, never for keys: the API sends no model request. */
   private get routing(): ModelRouting {
     return { ...this.deps.models, apiKeys: {} };
@@ -465,8 +461,13 @@ export class FleetService {
     await this.enqueueCommitted(
       jobs.map((job) => job.payload.runId),
       async () => {
-        const priorities = await this.prioritiesFor(tenant, jobs.length);
-        await this.deps.queues.enqueueMany(jobs.map((job, i) => ({ ...job, priority: priorities[i] })));
+        const priorities = await this.deps.priorities?.assign(tenant, jobs.length);
+        await this.deps.queues.enqueueMany(jobs.map((job, i) => ({ ...job, priority: priorities?.[i] })));
+        if (priorities)
+          await this.deps.priorities?.added?.(
+            priorities,
+            jobs.map((job) => QUEUES.runs.jobId(job.payload)),
+          );
       },
     );
     return created.map((session, i) => ({ ...session, customId: items[i]!.customId ?? null }));
@@ -644,8 +645,13 @@ export class FleetService {
       { ...this.limits, tenant, unpark: session.status === "parked" || session.status === "cancelled" },
     );
     await this.enqueueCommitted([run.id], async () => {
-      const [priority] = await this.prioritiesFor(tenant, 1);
-      await this.deps.queues.enqueue("run", { sessionId: id, runId: run.id }, { priority });
+      const priorities = await this.deps.priorities?.assign(tenant, 1);
+      const jobId = await this.deps.queues.enqueue(
+        "run",
+        { sessionId: id, runId: run.id },
+        { priority: priorities?.[0] },
+      );
+      if (priorities) await this.deps.priorities?.added?.(priorities, [jobId]);
     });
     return { runId: run.id };
   }
@@ -714,8 +720,9 @@ export class FleetService {
 
   /** Queues a resume someone asked for, with its tenant's fair priority. */
   private async enqueueResume(tenant: string, payload: { sessionId: string; runId: string }): Promise<void> {
-    const [priority] = (await this.deps.resumePriorities?.assign(tenant, 1)) ?? [];
-    await this.deps.queues.enqueue("resume", payload, { priority });
+    const priorities = await this.deps.resumePriorities?.assign(tenant, 1);
+    const jobId = await this.deps.queues.enqueue("resume", payload, { priority: priorities?.[0] });
+    if (priorities) await this.deps.resumePriorities?.added?.(priorities, [jobId]);
   }
 
   async resumePoint(tenant: string, id: string): Promise<ResumePointJson> {

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startApi } from "../src/producer/api-server.js";
 import type { FleetClient } from "../src/producer/client.js";
 import { runFleetCli } from "./support/fleet-cli.js";
-import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT } from "./support/fleet-env.js";
+import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
 
 const line = (i: number) =>
   JSON.stringify({
@@ -148,14 +148,23 @@ describe("fleet batch", () => {
       });
     const file = join(fleet.config.toolDir, "slow.jsonl");
     await writeFile(file, `${Array.from({ length: 4 }, (_, i) => slow(i)).join("\n")}\n`);
-    const waiting = runFleetCli(["batch", "submit", file, "--wait"], {
-      ...fleet.env,
-      FLEET_API_URL: api.url,
-    });
+    let stderr = "";
+    const waiting = runFleetCli(
+      ["batch", "submit", file, "--wait"],
+      { ...fleet.env, FLEET_API_URL: api.url },
+      60_000,
+      undefined,
+      (sofar) => {
+        stderr = sofar;
+      },
+    );
     try {
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      // The API goes once the command is waiting for the batch to end, and comes back once the
+      // command has said it does not answer (not after guessed delays: a loaded machine starts
+      // the command more slowly than the batch ran).
+      await waitFor(async () => /ended [0-3]\/4/.test(stderr), 30_000, "the command waits for the batch");
       await api.stop();
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await waitFor(async () => stderr.includes("the API does not answer"), 20_000, "the command notices");
       api = await startApi(config, { port });
       const done = await waiting;
       expect(done.code, done.stderr).toBe(0);

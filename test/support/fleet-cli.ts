@@ -6,13 +6,15 @@ export type CliResult = { code: number | null; stdout: string; stderr: string };
 
 /**
  * Runs `fleet ARGS` with the environment plus `env` (in `cwd`, default the repository);
- * rejects if it has not exited in `timeoutMs`.
+ * rejects if it has not exited in `timeoutMs`. `onStderr` sees its stderr so far as it comes
+ * (a test that acts when the command has reached a point, rather than after a guessed delay).
  */
 export function runFleetCli(
   args: string[],
   env: Record<string, string | undefined>,
   timeoutMs = 60_000,
   cwd = ROOT,
+  onStderr?: (stderr: string) => void,
 ): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [FLEET_BIN, ...args], {
@@ -27,6 +29,7 @@ export function runFleetCli(
     });
     child.stderr.on("data", (d) => {
       stderr += d;
+      onStderr?.(stderr);
     });
     const timer = setTimeout(() => {
       child.kill("SIGKILL");

@@ -668,6 +668,10 @@ export class SessionEventLog {
         const sent = this.sent!;
         const check = checking && sent > 0 ? this.history[sent - 1] : undefined;
         checking = false;
+        // What the job had stored when it wrote: the history grows while the write is on its
+        // way (the next step commits), and compared with that, a stream holding lost messages
+        // under the seqs just committed would look current.
+        const stored = this.history.at(-1)?.seq ?? 0;
         const result = await this.writer.writeEntries(
           this.sessionId,
           entries,
@@ -680,7 +684,7 @@ export class SessionEventLog {
         const stale =
           !dropped &&
           (result.ok
-            ? result.prior > (this.history.at(-1)?.seq ?? 0) &&
+            ? result.prior > stored &&
               (await this.writer.dropIfStaleInStore(this.sessionId, result.prior, result.priorFingerprint))
             : result.diverged !== undefined &&
               (await this.writer.dropIfStaleInStore(this.sessionId, result.last, result.diverged)));

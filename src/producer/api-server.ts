@@ -1,7 +1,7 @@
 /** The API process (`fleet api`): the HTTP API plus the queue gauge, on its own connections. */
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
-import { DeletionCleanup } from "../shared/deletion-cleanup.js";
+import { DeletionCleanup, runJobRemover } from "../shared/deletion-cleanup.js";
 import { ValidationError } from "../shared/errors.js";
 import { EventWriter, warnDroppedStream } from "../shared/events.js";
 import { reportEvictionPolicy } from "../shared/eviction-policy.js";
@@ -176,11 +176,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     cleanup: new DeletionCleanup({
       redis,
       prefix: config.prefix,
-      removeJob: async (run) => {
-        const name = run.kind === "resume" ? "resume" : "run";
-        const job = await queues.getJob(name, QUEUES.runs.jobId({ sessionId: run.sessionId, runId: run.id }));
-        await job?.remove();
-      },
+      removeJob: runJobRemover(queues),
       metrics,
       eventsEnabled: config.events.enabled,
     }),

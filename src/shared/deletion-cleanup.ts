@@ -13,6 +13,7 @@
  */
 import type { Redis } from "ioredis";
 import { eventStreamKey, eventsNotifyChannel } from "./events.js";
+import { QUEUES, type RunQueues } from "./queues.js";
 import { isCluster } from "./redis.js";
 import type { DataDeletion, Deleted, DroppedRun } from "./store/data-deletion.js";
 import { cancelChannel } from "./worker-signals.js";
@@ -37,6 +38,15 @@ export type DeletionCleanupDeps = {
   /** Whether sessions' event streams exist at all (FLEET_EVENTS). */
   eventsEnabled: boolean;
 };
+
+/** `removeJob` for a fleet's run queues: a run's job, found by its deterministic id. */
+export function runJobRemover(queues: Pick<RunQueues, "getJob">): (run: DroppedRun) => Promise<void> {
+  return async (run) => {
+    const name = run.kind === "resume" ? "resume" : "run";
+    const job = await queues.getJob(name, QUEUES.runs.jobId({ sessionId: run.sessionId, runId: run.id }));
+    await job?.remove();
+  };
+}
 
 export class DeletionCleanup {
   constructor(private readonly deps: DeletionCleanupDeps) {}

@@ -6,13 +6,13 @@
 import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
-import { DeletionCleanup } from "../shared/deletion-cleanup.js";
+import { DeletionCleanup, runJobRemover } from "../shared/deletion-cleanup.js";
 import { EventWriter, warnDroppedStream } from "../shared/events.js";
 import { reportEvictionPolicy } from "../shared/eviction-policy.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
-import { openWebhookQueue, QUEUES, RunQueues } from "../shared/queues.js";
+import { openWebhookQueue, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, RedisOutageLog } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
 import { closeAll } from "../shared/shutdown.js";
@@ -120,11 +120,7 @@ export async function startSweeper(
     cleanup: new DeletionCleanup({
       redis,
       prefix: config.prefix,
-      removeJob: async (run) => {
-        const name = run.kind === "resume" ? "resume" : "run";
-        const job = await queues.getJob(name, QUEUES.runs.jobId({ sessionId: run.sessionId, runId: run.id }));
-        await job?.remove();
-      },
+      removeJob: runJobRemover(queues),
       metrics,
       eventsEnabled: config.events.enabled,
     }),

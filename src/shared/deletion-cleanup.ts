@@ -16,6 +16,7 @@ import { eventStreamKey, eventsNotifyChannel } from "./events.js";
 import { QUEUES, type RunQueues } from "./queues.js";
 import { isCluster } from "./redis.js";
 import type { DataDeletion, Deleted, DroppedRun } from "./store/data-deletion.js";
+import { keysShareSlot } from "./turn-batch.js";
 import { cancelChannel } from "./worker-signals.js";
 
 /** Sessions deleted per statement when a batch goes (and per retention chunk by default). */
@@ -72,11 +73,13 @@ export class DeletionCleanup {
       others: [`${this.deps.prefix}:events-seq:${sessionId}`],
       last: { type: "SESSION_DELETED", sessionId },
     }));
-    if (isCluster(this.deps.redis)) {
+    // A cluster takes the pipeline when the prefix is a hash tag (config.ts makes it one): every
+    // key is in the fleet's slot. Per key otherwise, as the keys of one session span slots.
+    if (!keysShareSlot(isCluster(this.deps.redis), this.deps.prefix)) {
       for (const end of ends) await this.endStream(end.key, end.others, end.last).catch(() => {});
       return;
     }
-    // One round trip for the chunk (a batch's 200 sessions: 4 commands each).
+    // One round trip for the chunk (a batch's 200 sessions: 4 commands each), not 800.
     const pipeline = this.deps.redis.pipeline();
     for (const { key, others, last } of ends) {
       pipeline.xadd(key, "*", "type", last.type, "data", JSON.stringify(last));

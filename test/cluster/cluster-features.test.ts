@@ -172,7 +172,14 @@ describe("deletion cleanup", () => {
     subscriber.on("message", (_channel: string, key: string) => woken.add(key));
     await subscriber.subscribe(`${prefix}:events-notify`);
     let deleted = 0;
+    // Its own connection, to count the round trips' pipelines.
     const connection = createRedis(cluster.url, "worker");
+    const pipeline = connection.pipeline.bind(connection);
+    let pipelines = 0;
+    connection.pipeline = ((...args: Parameters<typeof pipeline>) => {
+      pipelines++;
+      return pipeline(...args);
+    }) as typeof connection.pipeline;
     const cleanup = new DeletionCleanup({
       redis: connection,
       prefix,
@@ -184,6 +191,8 @@ describe("deletion cleanup", () => {
       await cleanup.afterSessions({ sessionIds: sessions, runs: [] }, "api");
       await cleanup.afterBatch("b-del");
       expect(deleted).toBe(250);
+      // One pipeline for the 250 sessions (the fleet's keys share its slot), not 1,000 round trips.
+      expect(pipelines).toBe(1);
       for (const id of sessions) {
         const key = eventStreamKey(prefix, id);
         const [last] = (await redis.xrevrange(key, "+", "-", "COUNT", 1)) as [string, string[]][];

@@ -1,8 +1,8 @@
 /**
- * `npm run test:cluster`: the crash, frozen-worker, sweeper-concurrency, demo, data-deletion
- * and retention tests again, unchanged, against a real 3-master Redis Cluster the run starts
- * (test/support/redis-cluster.ts) instead of the single Redis of `npm test`; and
- * test/cluster/ (only here), which starts a cluster of its own.
+ * `npm run test:cluster`: the crash, frozen-worker, sweeper-concurrency and demo tests again,
+ * unchanged, against a real 3-master Redis Cluster the run starts (test/support/redis-cluster.ts)
+ * instead of the single Redis of `npm test`; and test/cluster/ (only here), which starts a
+ * cluster of its own.
  */
 import { defineConfig } from "vitest/config";
 
@@ -13,8 +13,6 @@ export default defineConfig({
       "test/frozen-worker.test.ts",
       "test/sweeper-concurrency.test.ts",
       "test/demo.test.ts",
-      "test/data-deletion.test.ts",
-      "test/retention.test.ts",
       "test/cluster/**/*.test.ts",
     ],
     globalSetup: ["test/support/redis-cluster.ts"],

@@ -21,8 +21,8 @@ import { BATCH_MEMBER, BatchStreamCheck, batchStreamKeys } from "../../src/produ
 import { FairDispatch } from "../../src/producer/fair-dispatch.js";
 import { loadConfig } from "../../src/shared/config.js";
 import { DeletionCleanup } from "../../src/shared/deletion-cleanup.js";
-import { readEvictionPolicy, reportEvictionPolicy } from "../../src/shared/eviction-policy.js";
 import { EventReader, EventWriter, eventStreamKey, fingerprint } from "../../src/shared/events.js";
+import { readEvictionPolicy, reportEvictionPolicy } from "../../src/shared/eviction-policy.js";
 import type { StoredMessage } from "../../src/shared/messages.js";
 import { ProviderLimits } from "../../src/shared/provider-limits.js";
 import { enqueueWebhook, openWebhookQueue, QUEUES } from "../../src/shared/queues.js";
@@ -137,7 +137,9 @@ describe("event streams", () => {
       runId: "r1",
       message: message(i + 1, `${i}:${"x".repeat(1_000)}`),
     }));
-    const written = await writer.write(long, messages, [{ type: "RUN_COMPLETED", runId: "r1", outcome: "completed" }]);
+    const written = await writer.write(long, messages, [
+      { type: "RUN_COMPLETED", runId: "r1", outcome: "completed" },
+    ]);
     expect(written.ok && written.ids.length).toBe(301);
     const read = await reader.from(eventStreamKey(prefix, long), "-", 1_000);
     expect(read.map((e) => (e.data.message as StoredMessage | undefined)?.seq ?? e.type)).toEqual([
@@ -167,7 +169,9 @@ describe("deletion cleanup", () => {
     await redis.hset(batch.fingerprints, BATCH_MEMBER, "");
     await redis.set(batch.done, "1");
 
-    const subscriber = createRedis(cluster.url, "worker");
+    // A reader subscribed on a master that holds none of the fleet's keys still hears them.
+    const fleetPort = await portOf(`${prefix}:events-notify`);
+    const subscriber = new Redis(cluster.ports.find((port) => port !== fleetPort)!, "127.0.0.1");
     const woken = new Set<string>();
     subscriber.on("message", (_channel: string, key: string) => woken.add(key));
     await subscriber.subscribe(`${prefix}:events-notify`);
@@ -184,7 +188,13 @@ describe("deletion cleanup", () => {
       redis: connection,
       prefix,
       removeJob: async () => {},
-      metrics: { sessionsDeleted: { inc: (_labels, value = 1) => void (deleted += value) } },
+      metrics: {
+        sessionsDeleted: {
+          inc: (_labels, value = 1) => {
+            deleted += value;
+          },
+        },
+      },
       eventsEnabled: true,
     });
     try {
@@ -207,7 +217,7 @@ describe("deletion cleanup", () => {
       expect(await redis.exists(batch.done, batch.fingerprints)).toBe(0);
       await waitFor(() => woken.size === 251, 10_000, "every stream's readers woken");
     } finally {
-      await closeRedis(subscriber);
+      subscriber.disconnect();
       await closeRedis(connection);
     }
   });
@@ -322,7 +332,11 @@ describe("fair dispatch", () => {
       const fair = new FairDispatch({ redis, queue, prefix, enabled: true, renumberAt: 20, chunk: 8 });
       const first = (await fair.assign("big", 30))!;
       await queue.addBulk(
-        first.map((priority, seq) => ({ name: "run", data: { seq }, opts: { priority, jobId: `big-${seq}` } })),
+        first.map((priority, seq) => ({
+          name: "run",
+          data: { seq },
+          opts: { priority, jobId: `big-${seq}` },
+        })),
       );
       // Taken one by one and replaced: the head climbs past renumberAt, and renumberings follow.
       for (let seq = 30; seq < 80; seq++) {

@@ -255,12 +255,19 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 return redis.call('ZCARD', KEYS[1])`;
 
+/** KEYS: 1 waiting requests. The members still counting, on the clock of the node holding them. */
+const WAITING = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.0f', now), '+inf')`;
+
 type Commands = {
   fleetLimitsAcquire(...args: (string | number)[]): Promise<[number, number, number]>;
   fleetLimitsPause(key: string, ms: number): Promise<number>;
   fleetLimitsCorrect(key: string, ms: number): Promise<number>;
   fleetLimitsRenew(key: string, member: string, ttl: number): Promise<number>;
   fleetLimitsInUse(key: string): Promise<number>;
+  fleetLimitsWaiting(key: string): Promise<string[]>;
   fleetLimitsForget(numKeys: number, ...args: string[]): Promise<number>;
 };
 
@@ -274,6 +281,7 @@ function commands(redis: Redis): Redis & Commands {
     redis.defineCommand("fleetLimitsCorrect", { numberOfKeys: 1, lua: CORRECT });
     redis.defineCommand("fleetLimitsRenew", { numberOfKeys: 1, lua: RENEW });
     redis.defineCommand("fleetLimitsInUse", { numberOfKeys: 1, lua: IN_USE });
+    redis.defineCommand("fleetLimitsWaiting", { numberOfKeys: 1, lua: WAITING });
     defined.add(redis);
   }
   return redis as Redis & Commands;
@@ -386,9 +394,9 @@ export class ProviderLimits {
 
   /** The tenants with a request waiting now, each with how many (for tests and operators). */
   async waiting(endpoint: string): Promise<Map<string, number>> {
-    const [seconds, micros] = await this.redis.time();
-    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-    const members = await this.redis.zrangebyscore(this.key(endpoint, ":waiting"), `(${now}`, "+inf");
+    // Redis's clock where the set is, as the scripts that score it: on a cluster a TIME of
+    // its own would go to any node, whose clock may be another.
+    const members = await this.redis.fleetLimitsWaiting(this.key(endpoint, ":waiting"));
     const counts = new Map<string, number>();
     for (const member of members) {
       const tenant = member.slice(0, member.indexOf("|"));

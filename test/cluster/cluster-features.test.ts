@@ -296,6 +296,36 @@ describe("provider limits", () => {
     await limits.correctTokens(endpoint, { tokensPerMinute: 1_000 }, 10);
     expect((await ask("b", "rb2")).granted).toBe(true);
   });
+
+  it("counts waiting requests on the clock of the master holding them, not of whichever node TIME reaches", async () => {
+    const limits = new ProviderLimits(redis, prefix, { maxWaitMs: 200 });
+    const endpoint = "clock.example";
+    const ask = (tenant: string, request: string) =>
+      limits.acquire({
+        endpoint,
+        limits: { maxConcurrent: 1 },
+        tenant,
+        weight: 1,
+        request,
+        estimatedTokens: 1,
+      });
+    expect((await ask("a", "r1")).granted).toBe(true);
+    expect((await ask("b", "r2")).granted).toBe(false);
+    const fleetPort = await portOf(`${prefix}:endpoint-limits`);
+    const nodes = cluster.ports.map((port) => new Redis(port, "127.0.0.1"));
+    try {
+      await Promise.all(nodes.map((node) => node.config("RESETSTAT")));
+      for (let i = 0; i < 12; i++) expect(await limits.waiting(endpoint)).toEqual(new Map([["b", 1]]));
+      // Any command at all on another master (TIME, sent to a node at random) would be counted.
+      for (const [i, node] of nodes.entries()) {
+        const stats = await node.info("commandstats");
+        if (cluster.ports[i] === fleetPort) expect(stats).toMatch(/cmdstat_evalsha|cmdstat_eval/);
+        else expect(stats, `node ${cluster.ports[i]}`).not.toMatch(/cmdstat_(time|eval|zrange)/);
+      }
+    } finally {
+      for (const node of nodes) node.disconnect();
+    }
+  });
 });
 
 describe("webhook queued again after a restore", () => {

@@ -81,6 +81,8 @@ export class TurnBatch<In, Out> {
 /**
  * Whether keys under `prefix` may share one multi-key call: always on one Redis; on a Cluster
  * only when the prefix is a hash tag (config.ts makes it one), so that they share one slot.
+ * A cluster with a prefix without a tag is not supported beyond that: even one session's
+ * event write or lease names two keys in two slots (CROSSSLOT, checked on a 3-master cluster).
  */
 export function keysShareSlot(cluster: boolean, prefix: string): boolean {
   return !cluster || /^\{[^}]+\}/.test(prefix);

@@ -20,6 +20,7 @@ import {
   STOP_REASON_LABELS,
   TOOL_OUTCOMES,
   UNREGISTERED_TOOL,
+  WEBHOOK_OUTCOMES,
 } from "../src/shared/metrics.js";
 import { PARK_REASONS, type ParkReason } from "../src/shared/resume-policy.js";
 import { NOT_RESUMABLE_REASONS, RESUME_KINDS } from "../src/shared/resume-reasons.js";
@@ -64,6 +65,7 @@ const FIXED: Record<string, Record<string, readonly string[]>> = {
   fleet_events_written_total: { type: [...EVENT_TYPES, ...BATCH_EVENT_TYPES] },
   fleet_hook_failures_total: { hook: HOOK_NAMES },
   fleet_sessions_deleted_total: { trigger: DELETE_TRIGGERS },
+  fleet_webhook_deliveries_total: { outcome: WEBHOOK_OUTCOMES },
 };
 
 describe("metrics start at 0 (src/shared/metrics.ts)", () => {

@@ -63,6 +63,13 @@ export const BATCH_EVENT_TYPES = ["SESSION_ENDED", "BATCH_COMPLETED"] as const;
 /** Who deleted sessions (`fleet_sessions_deleted_total{trigger}`): a request, or retention. */
 export const DELETE_TRIGGERS = ["api", "retention"] as const;
 
+/**
+ * `outcome` of `fleet_webhook_deliveries_total` (contracts §9): an attempt the receiver took
+ * (2xx), one that failed and will be tried again, and the last one failing (the batch's
+ * webhook is given up: `webhook_failed_at`).
+ */
+export const WEBHOOK_OUTCOMES = ["delivered", "failed", "abandoned"] as const;
+
 export function createMetrics(role: string, options: { queueDepths?: QueueDepths } = {}) {
   const registry = new Registry();
   registry.setDefaultLabels({ role });
@@ -122,6 +129,13 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
       name: "fleet_sessions_deleted_total",
       help: "Sessions deleted with their messages and runs, by trigger (api, retention).",
       labelNames: ["trigger"] as const,
+      registers,
+    }),
+    /** Batch webhook delivery attempts (the sweeper delivers them), by outcome. */
+    webhookDeliveries: new Counter({
+      name: "fleet_webhook_deliveries_total",
+      help: "Batch webhook delivery attempts, by outcome (delivered; failed, tried again; abandoned: the last attempt failed).",
+      labelNames: ["outcome"] as const,
       registers,
     }),
     queueJobs: options.queueDepths ? queueGauge(options.queueDepths, registers) : null,
@@ -194,6 +208,7 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
   for (const type of BATCH_EVENT_TYPES) metrics.eventsWritten.inc({ type }, 0);
   for (const hook of HOOK_NAMES) metrics.hookFailures.inc({ hook }, 0);
   for (const trigger of DELETE_TRIGGERS) metrics.sessionsDeleted.inc({ trigger }, 0);
+  for (const outcome of WEBHOOK_OUTCOMES) metrics.webhookDeliveries.inc({ outcome }, 0);
   metrics.sseClients.set(0);
   metrics.redisEvictionPolicySafe.set(-1);
   initToolSeries(metrics, []);

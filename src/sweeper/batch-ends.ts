@@ -12,6 +12,7 @@
  */
 import { type ConnectionOptions, type Job, type Queue, Worker } from "bullmq";
 import type { Logger } from "pino";
+import type { FleetMetrics } from "../shared/metrics.js";
 import { QUEUES, WEBHOOK_BACKOFF, webhookJobSchema } from "../shared/queues.js";
 import type { BatchStore, UnsettledCursor } from "../shared/store/batches.js";
 import { postWebhook, signWebhook, type WebhookSettings, webhookBackoffMs } from "../shared/webhooks.js";
@@ -80,9 +81,10 @@ export function startWebhookWorker(options: {
   store: BatchStore;
   settings: WebhookSettings;
   log: Pick<Logger, "info" | "warn">;
+  metrics?: Pick<FleetMetrics, "webhookDeliveries">;
   concurrency?: number;
 }): Worker {
-  const { store, settings, log } = options;
+  const { store, settings, log, metrics } = options;
   const worker = new Worker(
     QUEUES.webhooks.name,
     async (job: Job) => {
@@ -103,6 +105,7 @@ export function startWebhookWorker(options: {
         settings,
       );
       if (status < 200 || status >= 300) throw new Error(`the receiver answered HTTP ${status}`);
+      metrics?.webhookDeliveries.inc({ outcome: "delivered" });
       await store.markDelivered(batchId);
       log.info({ batchId, attempt: job.attemptsMade + 1 }, "webhook delivered");
       return "delivered";
@@ -123,6 +126,7 @@ export function startWebhookWorker(options: {
     const batchId = String((job.data as { batchId?: unknown }).batchId ?? "");
     const last = job.attemptsMade >= (job.opts.attempts ?? 1);
     log.warn({ batchId, attempt: job.attemptsMade, err: error.message, last }, "webhook delivery failed");
+    metrics?.webhookDeliveries.inc({ outcome: last ? "abandoned" : "failed" });
     if (last && batchId) store.markDeliveryFailed(batchId).catch(() => {});
   });
   return worker;

@@ -111,6 +111,7 @@ export async function startSweeper(
     store: batchStore,
     settings: config.webhooks,
     log,
+    metrics,
   });
 
   // Retention (FLEET_RETENTION_DAYS) and batch deletions the API left unfinished: on a timer

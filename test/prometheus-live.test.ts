@@ -497,17 +497,19 @@ describe("dashboard and rules against a live fleet, through the real Prometheus"
     const loaded = groups.flatMap((g) => g.rules);
     expect(loaded.filter((r) => r.type === "recording").length).toBe(recordingRules().length);
     for (const rule of loaded) expect(rule.health, `${rule.name}: ${rule.lastError}`).toBe("ok");
-    // The alerts say the same: three reasons parked; every process up; nothing else.
+    // The alerts say the same: three reasons parked (too few for FleetSessionsParkedRising);
+    // the killed worker's target down, pending for its 5 minutes; nothing else.
     const { alerts } = await prometheus.api<{ alerts: { labels: Record<string, string>; state: string }[] }>(
       "/api/v1/alerts",
     );
     const active = alerts
-      .map((a) => `${a.labels.alertname}${a.labels.reason ? `:${a.labels.reason}` : ""}`)
+      .map((a) => `${a.labels.alertname}:${a.labels.reason ?? a.labels.instance ?? ""} ${a.state}`)
       .sort();
     expect(active).toEqual([
-      "FleetSessionsParked:max_turns",
-      "FleetSessionsParked:refused",
-      "FleetSessionsParked:unknown_stop",
+      "FleetSessionsParked:max_turns firing",
+      "FleetSessionsParked:refused firing",
+      "FleetSessionsParked:unknown_stop firing",
+      `FleetTargetDown:${instance(ports.victim)} pending`,
     ]);
 
     console.log(

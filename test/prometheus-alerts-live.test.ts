@@ -1,0 +1,321 @@
+/**
+ * The alerts and panels added for what the last releases measure, proven on the real
+ * `prometheus` scraping real fleet processes (the API and a sweeper in-process, a `fleet
+ * worker` child) every second, with the shipped rule files:
+ * - a Redis with `maxmemory-policy allkeys-lru`: FleetRedisEvictionUnsafe for every role;
+ * - five sessions refused and parked at once: FleetSessionsParkedRising;
+ * - a batch webhook whose receiver fails four times before it answers 200:
+ *   FleetWebhookDeliveriesFailing, and the "Webhook deliveries" panel counts 4 failed, 1 delivered;
+ * - an extension whose afterRun throws: FleetHookFailures{hook="afterRun"};
+ * - a worker target nobody answers on: FleetTargetDown pending for it (its `for` is 5 min;
+ *   rules.test.yml tests that it then fires);
+ * - a session deleted through the API: the "Sessions deleted" panel counts it.
+ * And every metric, label and label value the dashboard and the rules read exists in what
+ * Prometheus scraped; no label carries an id.
+ *
+ * Needs the `prometheus` binary (Debian package `prometheus`): without it this test fails.
+ */
+import type { ChildProcess } from "node:child_process";
+import { createServer, type Server } from "node:http";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { loadConfig } from "../src/shared/config.js";
+import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
+import { dashboardPanels, grafanaExpr, groupingLabels } from "./support/dashboard.js";
+import { createFleetEnv, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
+import { startRedis, stopRedis } from "./support/private-redis.js";
+import {
+  freePort,
+  type PromResult,
+  prometheusBinary,
+  type RunningPrometheus,
+  startPrometheus,
+  testConfig,
+} from "./support/prometheus.js";
+import { alertRules, metricNames, recordingRules } from "./support/promql.js";
+
+const INTERVAL_S = 1;
+/** Webhook attempts the receiver fails before it answers 200. */
+const RECEIVER_FAILS = 4;
+const PARKED = 5;
+
+type Alert = { labels: Record<string, string>; state: string };
+type Counts = Record<string, number>;
+
+describe("new alerts and panels against a live fleet, through the real Prometheus", () => {
+  let redis: ChildProcess;
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let sweeper: RunningSweeper;
+  let prometheus: RunningPrometheus;
+  let receiver: Server;
+  let missing: Error | undefined;
+  let startedAt = 0;
+  const received: number[] = [];
+  const ports = { api: 0, sweeper: 0, worker: 0, dead: 0, receiver: 0 };
+  const at = (port: number) => `127.0.0.1:${port}`;
+
+  beforeAll(async () => {
+    try {
+      prometheusBinary("prometheus");
+    } catch (error) {
+      missing = error as Error; // the test fails with it: a missing binary is no reason to skip
+      return;
+    }
+    const redisPort = await freePort();
+    redis = await startRedis(redisPort, ["--maxmemory-policy", "allkeys-lru"]);
+    receiver = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        received.push(Date.now());
+        res.writeHead(received.length <= RECEIVER_FAILS ? 500 : 200).end();
+      });
+    });
+    await new Promise<void>((done) => receiver.listen(0, "127.0.0.1", done));
+    const address = receiver.address();
+    ports.receiver = typeof address === "object" && address ? address.port : 0;
+    fleet = await createFleetEnv("promalerts", {
+      redisUrl: `redis://127.0.0.1:${redisPort}`,
+      env: {
+        SWEEPER_BACKOFF_MS: "200",
+        FLEET_WEBHOOK_SECRET: "promalerts-secret",
+        FLEET_WEBHOOK_RETRY_MS: "100",
+        // A declared endpoint, so that its series exist (nothing calls it).
+        FLEET_MODEL_ENDPOINTS: JSON.stringify({
+          main: { provider: "openai", baseUrl: "http://127.0.0.1:9/v1", limits: { requestsPerMinute: 600 } },
+        }),
+      },
+    });
+    const started = await fleet.startApi();
+    client = started.client;
+    ports.api = started.api.port;
+    sweeper = await startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: true });
+    ports.sweeper = sweeper.metricsPort!;
+    ports.worker = await freePort();
+    ports.dead = await freePort();
+    await fleet.spawnWorker({}, [
+      "--metrics-port",
+      String(ports.worker),
+      "--extensions",
+      join(ROOT, "test/fixtures/recording-extension.ts"),
+    ]);
+    prometheus = await startPrometheus(
+      testConfig(
+        {
+          "fleet-api": [at(ports.api)],
+          "fleet-worker": [at(ports.worker), at(ports.dead)],
+          "fleet-sweeper": [at(ports.sweeper)],
+        },
+        INTERVAL_S,
+      ),
+    );
+    startedAt = Date.now() / 1000;
+  });
+
+  afterAll(async () => {
+    await prometheus?.stop();
+    await sweeper?.stop();
+    await fleet?.close();
+    await new Promise((done) => (receiver ? receiver.close(done) : done(undefined)));
+    if (redis) await stopRedis(redis);
+  });
+
+  const alerts = async () => (await prometheus.api<{ alerts: Alert[] }>("/api/v1/alerts")).alerts;
+  const name = (a: Alert) =>
+    [a.labels.alertname, a.labels.reason ?? a.labels.hook ?? a.labels.instance ?? ""].join(":");
+
+  it("fires the new alerts after their events, and the new panels count them", async () => {
+    if (missing) throw missing;
+    const live = [ports.api, ports.worker, ports.sweeper];
+    await waitFor(
+      async () => {
+        const up = await prometheus.query('up{job=~"fleet-.*"} == 1');
+        const seen = new Set(up.result.map((s) => s.metric.instance));
+        return live.every((p) => seen.has(at(p)));
+      },
+      15_000,
+      `Prometheus scraping every live role\n${prometheus.output()}`,
+    );
+
+    // --- The events -----------------------------------------------------------------------
+    const refusal = {
+      agent: { model: { provider: "scripted" as const, steps: [{ text: "no", stopReason: "refusal" }] } },
+      input: "go",
+    };
+    const { sessions } = await client.createBatch(Array(PARKED).fill(refusal), {
+      webhook: { url: `http://${at(ports.receiver)}/hook` },
+    });
+    const ids = sessions.map((s) => s.id);
+    const doomed = await client.createSession({
+      agent: { model: { provider: "scripted", steps: [{ text: "done" }] } },
+    });
+    const { runId } = await client.send(doomed.id, "hi");
+    await client.waitForRun(runId, { timeoutMs: 15_000 });
+    const { sql } = fleet.database;
+    await waitFor(
+      async () => {
+        const [row] = await sql<{ n: number }[]>`
+          select count(*)::int as n from sessions where id in ${sql(ids)} and status = 'parked'`;
+        return row!.n === PARKED;
+      },
+      20_000,
+      "every refused session parked",
+    );
+    await waitFor(() => received.length > RECEIVER_FAILS, 20_000, "the webhook delivered after its failures");
+    const [runs] = await sql<{ n: number }[]>`
+      select count(*)::int as n from runs where status = 'ended' and started_at is not null`;
+    await client.deleteSession(doomed.id);
+
+    // --- The alerts -------------------------------------------------------------------------
+    const roles = [ports.api, ports.worker, ports.sweeper].map((p) => `FleetRedisEvictionUnsafe:${at(p)}`);
+    const firing = [
+      ...roles,
+      "FleetHookFailures:afterRun",
+      "FleetSessionsParked:refused",
+      "FleetSessionsParkedRising:",
+      "FleetWebhookDeliveriesFailing:",
+    ].sort();
+    let seen: Alert[] = [];
+    await waitFor(
+      async () => {
+        seen = await alerts();
+        const now = seen.filter((a) => a.state === "firing").map(name);
+        return firing.every((a) => now.includes(a));
+      },
+      20_000,
+      "the new alerts firing",
+    ).catch((error) => {
+      throw new Error(`${(error as Error).message}: ${JSON.stringify(seen.map((a) => [name(a), a.state]))}`);
+    });
+    const states = (await alerts()).map((a) => `${name(a)} ${a.state}`).sort();
+    expect(states).toEqual(
+      [...firing.map((a) => `${a} firing`), `FleetTargetDown:${at(ports.dead)} pending`].sort(),
+    );
+
+    // --- The panels -------------------------------------------------------------------------
+    // Quiet now: wait until every live role was scraped one rate window ($__rate_interval,
+    // 4 scrapes) after the last event, so that the rate panels' sums over time hold it whole.
+    const quietAt = Date.now() / 1000 + 4 * INTERVAL_S;
+    await waitFor(
+      async () => {
+        const r = await prometheus.query(`min(timestamp(up{instance=~"${live.map(at).join("|")}"}))`);
+        return Number(r.result[0]?.value?.[1] ?? 0) > quietAt + 0.2;
+      },
+      15_000,
+      "a scrape after the last event",
+    );
+    const now = Date.now() / 1000;
+    const window = `${Math.ceil(now - startedAt) + 5}s`;
+    const panels = new Map(dashboardPanels().map((p) => [p.title, p]));
+    /** A rate panel summed over time: its per-second rates come back to counts. */
+    const integral = async (title: string, label: string): Promise<Counts> => {
+      const panel = panels.get(title);
+      if (!panel) throw new Error(`the dashboard has no panel "${title}"`);
+      const out: Counts = {};
+      for (const target of panel.targets ?? []) {
+        const expr = grafanaExpr(target.expr, INTERVAL_S, window);
+        const result = await prometheus.queryRange(expr, Math.floor(startedAt), Math.ceil(now), INTERVAL_S);
+        for (const s of result.result) {
+          const k = s.metric[label] ?? "";
+          out[k] = (out[k] ?? 0) + (s.values ?? []).reduce((sum, [, v]) => sum + Number(v) * INTERVAL_S, 0);
+        }
+      }
+      return out;
+    };
+    const close = (got: Counts, want: Counts, what: string) => {
+      for (const k of new Set([...Object.keys(got), ...Object.keys(want)]))
+        expect(
+          Math.abs((got[k] ?? 0) - (want[k] ?? 0)),
+          `${what} ${k}: ${got[k]} vs ${want[k]}`,
+        ).toBeLessThanOrEqual(Math.max(0.6, 0.3 * (want[k] ?? 0)));
+    };
+    close(
+      await integral("Webhook deliveries by outcome", "outcome"),
+      { delivered: 1, failed: RECEIVER_FAILS, abandoned: 0 },
+      "webhooks",
+    );
+    close(
+      await integral("Extension hook failures by hook", "hook"),
+      { afterRun: runs!.n, beforeRun: 0, onMessage: 0, onCommitted: 0, onError: 0 },
+      "hooks",
+    );
+    close(await integral("Sessions deleted by trigger", "trigger"), { api: 1, retention: 0 }, "deleted");
+    // Events: what the processes counted themselves (read now, everything quiet).
+    const ownCounts: Counts = {};
+    for (const port of live) {
+      const text = await (await fetch(`http://${at(port)}/metrics`)).text();
+      for (const [, type, n] of text.matchAll(/^fleet_events_written_total\{type="(\w+)"[^}]*\} (\d+)$/gm))
+        ownCounts[type!] = (ownCounts[type!] ?? 0) + Number(n);
+    }
+    expect(ownCounts.SESSION_PARKED).toBe(PARKED);
+    close(
+      await integral("Events written by type", "type"),
+      Object.fromEntries(Object.entries(ownCounts).filter(([, n]) => n > 0)),
+      "events",
+    );
+    const eviction = await prometheus.query(
+      grafanaExpr(panels.get("Redis eviction policy")!.targets![0]!.expr, INTERVAL_S, window),
+      now,
+    );
+    expect(
+      Object.fromEntries(eviction.result.map((s) => [s.metric.instance, Number(s.value![1])])),
+    ).toEqual(Object.fromEntries(live.map((p) => [at(p), 0])));
+    const streams = await prometheus.query(grafanaExpr("sum(fleet_sse_clients)", INTERVAL_S, window), now);
+    expect(streams.result.map((s) => Number(s.value![1]))).toEqual([0]);
+    // The recording rule the webhook alerts read, exact once its window covers everything.
+    const recorded = await prometheus.query("outcome:fleet_webhook_deliveries:increase15m", now);
+    const byOutcome = Object.fromEntries(recorded.result.map((s) => [s.metric.outcome, Number(s.value![1])]));
+    expect(Math.round(byOutcome.failed!)).toBeGreaterThanOrEqual(RECEIVER_FAILS);
+    expect(Math.round(byOutcome.delivered!)).toBeGreaterThanOrEqual(1);
+  }, 60_000);
+
+  it("has every metric, label and label value the dashboard and the rules read, and no id in a label", async () => {
+    if (missing) throw missing;
+    const recorded = new Set(recordingRules().map((r) => r.record));
+    const exprs = [
+      ...dashboardPanels().flatMap((p) => (p.targets ?? []).map((t) => ({ what: p.title, expr: t.expr }))),
+      ...[...recordingRules(), ...alertRules()].map((r) => ({
+        what: "record" in r ? r.record : r.alert,
+        expr: r.expr,
+      })),
+    ];
+    const has = async (selector: string) => (await prometheus.query(`count(${selector})`)).result.length > 0;
+    const problems: string[] = [];
+    for (const { what, expr } of exprs) {
+      const plain = grafanaExpr(expr, INTERVAL_S, "1m");
+      const metrics = metricNames(plain).filter((m) => !recorded.has(m) && m !== "up");
+      for (const metric of metrics) if (!(await has(metric))) problems.push(`${what}: no series ${metric}`);
+      // Every label it groups by is on some metric it reads.
+      for (const label of groupingLabels(plain)) {
+        const sources = metricNames(plain);
+        let found = false;
+        for (const m of sources) found ||= await has(`${m}{${label}!=""}`);
+        if (!found) problems.push(`${what}: no metric of it has label ${label}`);
+      }
+      // Every label value it selects on a fleet metric exists (the series start at 0).
+      for (const [, metric, matchers] of plain.matchAll(/\b(fleet_\w+)\{([^}]*)\}/g)) {
+        for (const [, label, op, values] of matchers!.matchAll(/(\w+)\s*(=~|=)\s*"([^"]*)"/g)) {
+          const list = op === "=~" && /^[\w|]+$/.test(values!) ? values!.split("|") : [values!];
+          for (const value of list)
+            if (!(await has(`${metric}{${label}="${value}"}`)))
+              problems.push(`${what}: no series ${metric}{${label}="${value}"}`);
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+
+    // Bounded label sets: no id in any label, and few series per metric and process.
+    const all = await prometheus.query('{__name__=~"fleet_.+", __name__!~"fleet_process_.+"}');
+    const perMetric: Counts = {};
+    /** A UUID (session, run, batch ids) or a long hex id. */
+    const id = /[0-9a-f]{8}-[0-9a-f]{4}-|^[0-9a-f]{16,}$/i;
+    for (const s of all.result) {
+      const k = `${s.metric.__name__} ${s.metric.instance}`;
+      perMetric[k] = (perMetric[k] ?? 0) + 1;
+      for (const [label, value] of Object.entries(s.metric))
+        expect(id.test(value), `${s.metric.__name__} ${label}="${value}"`).toBe(false);
+    }
+    for (const [k, n] of Object.entries(perMetric)) expect(n, k).toBeLessThanOrEqual(100);
+  }, 30_000);
+});

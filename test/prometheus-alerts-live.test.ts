@@ -27,7 +27,6 @@ import { createFleetEnv, type FleetEnv, ROOT, waitFor } from "./support/fleet-en
 import { startRedis, stopRedis } from "./support/private-redis.js";
 import {
   freePort,
-  type PromResult,
   prometheusBinary,
   type RunningPrometheus,
   startPrometheus,
@@ -258,9 +257,9 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
       grafanaExpr(panels.get("Redis eviction policy")!.targets![0]!.expr, INTERVAL_S, window),
       now,
     );
-    expect(
-      Object.fromEntries(eviction.result.map((s) => [s.metric.instance, Number(s.value![1])])),
-    ).toEqual(Object.fromEntries(live.map((p) => [at(p), 0])));
+    expect(Object.fromEntries(eviction.result.map((s) => [s.metric.instance, Number(s.value![1])]))).toEqual(
+      Object.fromEntries(live.map((p) => [at(p), 0])),
+    );
     const streams = await prometheus.query(grafanaExpr("sum(fleet_sse_clients)", INTERVAL_S, window), now);
     expect(streams.result.map((s) => Number(s.value![1]))).toEqual([0]);
     // The recording rule the webhook alerts read, exact once its window covers everything.

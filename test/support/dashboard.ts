@@ -2,7 +2,10 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 
-export const DASHBOARD_PATH = resolve(import.meta.dirname, "../../deploy/grafana/dashboards/agent-fleet.json");
+export const DASHBOARD_PATH = resolve(
+  import.meta.dirname,
+  "../../deploy/grafana/dashboards/agent-fleet.json",
+);
 
 export type DashboardTarget = { expr: string; refId: string; instant?: boolean };
 export type DashboardPanel = {

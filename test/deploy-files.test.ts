@@ -44,6 +44,8 @@ const CONTRACT_METRICS = [
   "fleet_events_written_total",
   "fleet_sse_clients",
   "fleet_model_tokens_total",
+  "fleet_worker_heartbeat_age_seconds",
+  "fleet_worker_heartbeat_ttl_seconds",
 ] as const;
 const HISTOGRAMS = ["fleet_crash_to_resume_seconds", "fleet_endpoint_wait_seconds"];
 const CONTRACT_SERIES = new Set<string>([

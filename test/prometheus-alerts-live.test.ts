@@ -9,7 +9,9 @@
  * - an extension whose afterRun throws: FleetHookFailures{hook="afterRun"};
  * - a worker target nobody answers on: FleetTargetDown pending for it (its `for` is 5 min;
  *   rules.test.yml tests that it then fires);
- * - a session deleted through the API: the "Sessions deleted" panel counts it.
+ * - a session deleted through the API: the "Sessions deleted" panel counts it;
+ * - Redis pausing writes (CLIENT PAUSE WRITE): the worker's heartbeat ages past its TTL and
+ *   FleetWorkerNotLive goes pending for it (its `for` is 1 min: rules.test.yml).
  * And every metric, label and label value the dashboard and the rules read exists in what
  * Prometheus scraped; no label carries an id.
  *
@@ -18,6 +20,7 @@
 import type { ChildProcess } from "node:child_process";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
@@ -51,6 +54,7 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
   let receiver: Server;
   let missing: Error | undefined;
   let startedAt = 0;
+  let redisPort = 0;
   const received: number[] = [];
   const ports = { api: 0, sweeper: 0, worker: 0, dead: 0, receiver: 0 };
   const at = (port: number) => `127.0.0.1:${port}`;
@@ -62,7 +66,7 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
       missing = error as Error; // the test fails with it: a missing binary is no reason to skip
       return;
     }
-    const redisPort = await freePort();
+    redisPort = await freePort();
     redis = await startRedis(redisPort, ["--maxmemory-policy", "allkeys-lru"]);
     receiver = createServer((req, res) => {
       req.resume();
@@ -267,6 +271,27 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
     const byOutcome = Object.fromEntries(recorded.result.map((s) => [s.metric.outcome, Number(s.value![1])]));
     expect(Math.round(byOutcome.failed!)).toBeGreaterThanOrEqual(RECEIVER_FAILS);
     expect(Math.round(byOutcome.delivered!)).toBeGreaterThanOrEqual(1);
+
+    // --- A worker up whose Redis takes no writes: its heartbeat ages past its TTL (2 s) ------
+    const admin = new Redis(redisPort, "127.0.0.1");
+    try {
+      await admin.call("CLIENT", "PAUSE", "15000", "WRITE");
+      await waitFor(
+        async () =>
+          (await alerts()).some(
+            (a) => a.labels.alertname === "FleetWorkerNotLive" && a.labels.instance === at(ports.worker),
+          ),
+        12_000,
+        "FleetWorkerNotLive for the worker whose heartbeat Redis does not take",
+      );
+      const age = await prometheus.query(
+        `fleet_worker_heartbeat_age_seconds{instance="${at(ports.worker)}"}`,
+      );
+      expect(Number(age.result[0]!.value![1])).toBeGreaterThan(2);
+    } finally {
+      await admin.call("CLIENT", "UNPAUSE");
+      admin.disconnect();
+    }
   }, 60_000);
 
   it("has every metric, label and label value the dashboard and the rules read, and no id in a label", async () => {

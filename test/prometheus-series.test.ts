@@ -12,6 +12,7 @@ import {
   DELETE_TRIGGERS,
   HOOK_NAMES,
   initToolSeries,
+  initWorkerLiveness,
   MODEL_TOKEN_KINDS,
   MODEL_TOKEN_PROVIDERS,
   REFUSAL_REASONS,
@@ -142,6 +143,23 @@ describe("metrics start at 0 (src/shared/metrics.ts)", () => {
         labels.tool === "sleep" && labels.outcome === "interrupted" ? 1 : 0,
       );
     }
+  });
+
+  it("a worker exports its heartbeat's age (seconds since Redis last took one) and TTL", async () => {
+    const metrics = createMetrics("worker");
+    let last = 10_000;
+    initWorkerLiveness(
+      metrics,
+      2_000,
+      () => last,
+      () => 13_500,
+    );
+    const value = async (name: string) =>
+      samples(await metrics.registry.metrics()).find((s) => s.name === name)?.value;
+    expect(await value("fleet_worker_heartbeat_age_seconds")).toBe(3.5);
+    expect(await value("fleet_worker_heartbeat_ttl_seconds")).toBe(2);
+    last = 13_400;
+    expect(await value("fleet_worker_heartbeat_age_seconds")).toBeCloseTo(0.1);
   });
 
   it("carries no id in any label: only the fixed sets, tool names and role", async () => {

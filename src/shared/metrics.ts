@@ -262,3 +262,30 @@ export function initEndpointSeries(
       metrics.endpointLimit.set({ endpoint: name, limit }, value ?? 0);
   }
 }
+
+/**
+ * The worker's own liveness as the sweeper sees it: seconds since Redis last accepted this
+ * worker's heartbeat, and the TTL after which it lapses (LEASE_TTL_MS). Past the TTL the
+ * sweeper may take the worker for dead though it still answers scrapes.
+ */
+export function initWorkerLiveness(
+  metrics: Pick<FleetMetrics, "registry">,
+  ttlMs: number,
+  lastBeatAt: () => number,
+  now: () => number = Date.now,
+): void {
+  const registers = [metrics.registry];
+  new Gauge({
+    name: "fleet_worker_heartbeat_age_seconds",
+    help: "Seconds since Redis last accepted this worker's heartbeat (its liveness signal).",
+    registers,
+    collect() {
+      this.set(Math.max(0, now() - lastBeatAt()) / 1000);
+    },
+  });
+  new Gauge({
+    name: "fleet_worker_heartbeat_ttl_seconds",
+    help: "A heartbeat older than this has lapsed (LEASE_TTL_MS): the sweeper may take the worker for dead.",
+    registers,
+  }).set(ttlMs / 1000);
+}

@@ -15,7 +15,13 @@ import { EventWriter, warnDroppedStream } from "../shared/events.js";
 import { reportEvictionPolicy } from "../shared/eviction-policy.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
-import { createMetrics, type FleetMetrics, initEndpointSeries, initToolSeries } from "../shared/metrics.js";
+import {
+  createMetrics,
+  type FleetMetrics,
+  initEndpointSeries,
+  initToolSeries,
+  initWorkerLiveness,
+} from "../shared/metrics.js";
 import { ProviderLimits } from "../shared/provider-limits.js";
 import { parseRunJob, QUEUES, type QueueKey, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, isConnectionError, RedisOutageLog } from "../shared/redis.js";
@@ -97,11 +103,18 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   // The heartbeat, for a sweeper whose Redis refuses CLIENT LIST (liveness.ts): beaten before
   // the first job is claimed, then every third of the lease TTL. A failed beat is the outage
   // log's to report; the next one tries again.
+  // fleet_worker_heartbeat_age_seconds says how long ago one last went through.
   const heartbeatTtl = config.leaseTtlMs;
-  await beat(redis, config.prefix, workerId, heartbeatTtl);
+  let lastBeatAt = Date.now();
+  const beatOnce = () =>
+    beat(redis, config.prefix, workerId, heartbeatTtl).then(() => {
+      lastBeatAt = Date.now();
+    });
+  await beatOnce();
+  initWorkerLiveness(metrics, heartbeatTtl, () => lastBeatAt);
   const heartbeat = setInterval(
     () => {
-      beat(redis, config.prefix, workerId, heartbeatTtl).catch(() => {});
+      beatOnce().catch(() => {});
     },
     Math.max(50, Math.floor(heartbeatTtl / 3)),
   );

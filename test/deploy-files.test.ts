@@ -46,6 +46,7 @@ const CONTRACT_METRICS = [
   "fleet_model_tokens_total",
   "fleet_worker_heartbeat_age_seconds",
   "fleet_worker_heartbeat_ttl_seconds",
+  "fleet_retention_passes_total",
 ] as const;
 const HISTOGRAMS = ["fleet_crash_to_resume_seconds", "fleet_endpoint_wait_seconds"];
 const CONTRACT_SERIES = new Set<string>([

@@ -9,7 +9,9 @@
  * - an extension whose afterRun throws: FleetHookFailures{hook="afterRun"};
  * - a worker target nobody answers on: FleetTargetDown pending for it (its `for` is 5 min;
  *   rules.test.yml tests that it then fires);
- * - a session deleted through the API: the "Sessions deleted" panel counts it;
+ * - a session deleted through the API, and 21 idle for 2 days with FLEET_RETENTION_DAYS=1
+ *   and FLEET_RETENTION_CHUNK=1: the "Sessions deleted" panel counts 1 api and 21 retention,
+ *   "Retention passes" one pass that left more (20 per pass at most) and then caught up;
  * - Redis pausing writes (CLIENT PAUSE WRITE): the worker's heartbeat ages past its TTL and
  *   FleetWorkerNotLive goes pending for it (its `for` is 1 min: rules.test.yml).
  * And every metric, label and label value the dashboard and the rules read exists in what
@@ -24,6 +26,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
+import { MAX_CHUNKS_PER_PASS } from "../src/sweeper/retention.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { dashboardPanels, grafanaExpr, groupingLabels } from "./support/dashboard.js";
 import { createFleetEnv, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
@@ -41,6 +44,8 @@ const INTERVAL_S = 1;
 /** Webhook attempts the receiver fails before it answers 200. */
 const RECEIVER_FAILS = 4;
 const PARKED = 5;
+/** Idle sessions retention deletes: one more than a pass may (20 chunks of 1). */
+const RETAINED = MAX_CHUNKS_PER_PASS + 1;
 
 type Alert = { labels: Record<string, string>; state: string };
 type Counts = Record<string, number>;
@@ -84,6 +89,9 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
         SWEEPER_BACKOFF_MS: "200",
         FLEET_WEBHOOK_SECRET: "promalerts-secret",
         FLEET_WEBHOOK_RETRY_MS: "100",
+        FLEET_RETENTION_DAYS: "1",
+        FLEET_RETENTION_CHUNK: "1",
+        FLEET_RETENTION_INTERVAL_MS: "300",
         // A declared endpoint, so that its series exist (nothing calls it).
         FLEET_MODEL_ENDPOINTS: JSON.stringify({
           main: { provider: "openai", baseUrl: "http://127.0.0.1:9/v1", limits: { requestsPerMinute: 600 } },
@@ -142,6 +150,17 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
     );
 
     // --- The events -----------------------------------------------------------------------
+    const { sql } = fleet.database;
+    const idle: string[] = [];
+    for (let i = 0; i < RETAINED; i++)
+      idle.push(
+        (
+          await client.createSession({
+            agent: { model: { provider: "scripted", steps: [{ text: "unused" }] } },
+          })
+        ).id,
+      );
+    await sql`update sessions set updated_at = now() - interval '2 days' where id in ${sql(idle)}`;
     const refusal = {
       agent: { model: { provider: "scripted" as const, steps: [{ text: "no", stopReason: "refusal" }] } },
       input: "go",
@@ -155,7 +174,6 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
     });
     const { runId } = await client.send(doomed.id, "hi");
     await client.waitForRun(runId, { timeoutMs: 15_000 });
-    const { sql } = fleet.database;
     await waitFor(
       async () => {
         const [row] = await sql<{ n: number }[]>`
@@ -166,6 +184,11 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
       "every refused session parked",
     );
     await waitFor(() => received.length > RECEIVER_FAILS, 20_000, "the webhook delivered after its failures");
+    await waitFor(
+      async () => (await sql`select id from sessions where id in ${sql(idle)}`).length === 0,
+      10_000,
+      "retention deleted the idle sessions",
+    );
     const [runs] = await sql<{ n: number }[]>`
       select count(*)::int as n from runs where status = 'ended' and started_at is not null`;
     await client.deleteSession(doomed.id);
@@ -243,7 +266,14 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
       { afterRun: runs!.n, beforeRun: 0, onMessage: 0, onCommitted: 0, onError: 0 },
       "hooks",
     );
-    close(await integral("Sessions deleted by trigger", "trigger"), { api: 1, retention: 0 }, "deleted");
+    close(
+      await integral("Sessions deleted by trigger", "trigger"),
+      { api: 1, retention: RETAINED },
+      "deleted",
+    );
+    const passes = await integral("Retention passes by result", "result");
+    close({ more_left: passes.more_left! }, { more_left: 1 }, "retention passes");
+    expect(passes.caught_up).toBeGreaterThan(1);
     // Events: what the processes counted themselves (read now, everything quiet).
     const ownCounts: Counts = {};
     for (const port of live) {

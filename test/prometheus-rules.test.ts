@@ -65,6 +65,7 @@ describe("deploy/prometheus (promtool)", () => {
         "FleetWebhooksAbandoned",
         "FleetHookFailures",
         "FleetWorkerNotLive",
+        "FleetRetentionBehind",
       ]),
     );
     for (const alert of alertRules()) {

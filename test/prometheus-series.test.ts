@@ -17,6 +17,7 @@ import {
   MODEL_TOKEN_PROVIDERS,
   REFUSAL_REASONS,
   RESUME_TRIGGERS,
+  RETENTION_RESULTS,
   RUN_KINDS,
   STOP_REASON_LABELS,
   TOOL_OUTCOMES,
@@ -67,6 +68,7 @@ const FIXED: Record<string, Record<string, readonly string[]>> = {
   fleet_hook_failures_total: { hook: HOOK_NAMES },
   fleet_sessions_deleted_total: { trigger: DELETE_TRIGGERS },
   fleet_webhook_deliveries_total: { outcome: WEBHOOK_OUTCOMES },
+  fleet_retention_passes_total: { result: RETENTION_RESULTS },
 };
 
 describe("metrics start at 0 (src/shared/metrics.ts)", () => {

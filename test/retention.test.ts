@@ -12,7 +12,7 @@ import { DeletionCleanup } from "../src/shared/deletion-cleanup.js";
 import type { Message } from "../src/shared/messages.js";
 import { createMetrics } from "../src/shared/metrics.js";
 import { DataDeletion } from "../src/shared/store/data-deletion.js";
-import { Retention } from "../src/sweeper/retention.js";
+import { MAX_CHUNKS_PER_PASS, Retention } from "../src/sweeper/retention.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
@@ -73,7 +73,7 @@ describe("retention", () => {
     return {
       store,
       metrics,
-      retention: new Retention({ store, cleanup, settings: { maxIdleMs, chunk }, log: console }),
+      retention: new Retention({ store, cleanup, settings: { maxIdleMs, chunk }, log: console, metrics }),
     };
   };
 
@@ -82,9 +82,23 @@ describe("retention", () => {
     const ids = await imported(3);
     await age(ids, 400);
     const { retention } = retentionOf(loadConfig(fleet.env).retention.maxIdleMs, 200);
-    expect(await retention.pass()).toEqual({ sessionsDeleted: 0, batchesDeleted: 0 });
+    expect(await retention.pass()).toEqual({ sessionsDeleted: 0, batchesDeleted: 0, moreLeft: false });
     expect((await existing(ids)).size).toBe(3);
     await fleet.database.sql`delete from sessions where id in ${fleet.database.sql(ids)}`;
+  });
+
+  it("counts a pass that reached its limit with more to delete as more_left, then caught_up", async () => {
+    const ids = await imported(MAX_CHUNKS_PER_PASS + 1);
+    await age(ids, 10);
+    const { retention, metrics } = retentionOf(DAY_MS, 1);
+    const passes = async () =>
+      Object.fromEntries((await metrics.retentionPasses.get()).values.map((v) => [v.labels.result, v.value]));
+    expect(await passes()).toEqual({ caught_up: 0, more_left: 0 });
+    expect(await retention.pass()).toMatchObject({ sessionsDeleted: MAX_CHUNKS_PER_PASS, moreLeft: true });
+    expect(await passes()).toEqual({ caught_up: 0, more_left: 1 });
+    expect(await retention.pass()).toMatchObject({ sessionsDeleted: 1, moreLeft: false });
+    expect(await passes()).toEqual({ caught_up: 1, more_left: 1 });
+    expect((await existing(ids)).size).toBe(0);
   });
 
   it("deletes at most a chunk per statement, and skips (does not wait for) a row a worker holds", async () => {

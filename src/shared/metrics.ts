@@ -70,6 +70,9 @@ export const DELETE_TRIGGERS = ["api", "retention"] as const;
  */
 export const WEBHOOK_OUTCOMES = ["delivered", "failed", "abandoned"] as const;
 
+/** `result` of `fleet_retention_passes_total`: a pass that deleted all it found, or left some. */
+export const RETENTION_RESULTS = ["caught_up", "more_left"] as const;
+
 export function createMetrics(role: string, options: { queueDepths?: QueueDepths } = {}) {
   const registry = new Registry();
   registry.setDefaultLabels({ role });
@@ -136,6 +139,13 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
       name: "fleet_webhook_deliveries_total",
       help: "Batch webhook delivery attempts, by outcome (delivered; failed, tried again; abandoned: the last attempt failed).",
       labelNames: ["outcome"] as const,
+      registers,
+    }),
+    /** The sweeper's retention passes (FLEET_RETENTION_DAYS, unfinished batch deletions). */
+    retentionPasses: new Counter({
+      name: "fleet_retention_passes_total",
+      help: "Retention passes, by result (caught_up; more_left: the pass reached its limit with more to delete).",
+      labelNames: ["result"] as const,
       registers,
     }),
     queueJobs: options.queueDepths ? queueGauge(options.queueDepths, registers) : null,
@@ -209,6 +219,7 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
   for (const hook of HOOK_NAMES) metrics.hookFailures.inc({ hook }, 0);
   for (const trigger of DELETE_TRIGGERS) metrics.sessionsDeleted.inc({ trigger }, 0);
   for (const outcome of WEBHOOK_OUTCOMES) metrics.webhookDeliveries.inc({ outcome }, 0);
+  for (const result of RETENTION_RESULTS) metrics.retentionPasses.inc({ result }, 0);
   metrics.sseClients.set(0);
   metrics.redisEvictionPolicySafe.set(-1);
   initToolSeries(metrics, []);

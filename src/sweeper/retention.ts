@@ -8,6 +8,7 @@
  */
 import type { Logger } from "pino";
 import { type DeletionCleanup, purgeBatch } from "../shared/deletion-cleanup.js";
+import type { FleetMetrics } from "../shared/metrics.js";
 import type { DataDeletion } from "../shared/store/data-deletion.js";
 
 /** Chunks of sessions one pass deletes at most; the rest waits for the next pass. */
@@ -27,9 +28,11 @@ export type RetentionDeps = {
   cleanup: DeletionCleanup;
   settings: RetentionSettings;
   log: Pick<Logger, "info" | "warn">;
+  metrics?: Pick<FleetMetrics, "retentionPasses">;
 };
 
-export type PassResult = { sessionsDeleted: number; batchesDeleted: number };
+/** `moreLeft`: the pass stopped at one of its limits with work still to do. */
+export type PassResult = { sessionsDeleted: number; batchesDeleted: number; moreLeft: boolean };
 
 export class Retention {
   constructor(private readonly deps: RetentionDeps) {}
@@ -39,16 +42,23 @@ export class Retention {
     const { store, cleanup, settings } = this.deps;
     let sessionsDeleted = 0;
     let batchesDeleted = 0;
+    let moreLeft = false;
     if (settings.maxIdleMs !== null) {
+      moreLeft = true; // until a chunk comes back short
       for (let i = 0; i < MAX_CHUNKS_PER_PASS && !signal?.aborted; i++) {
         const chunk = await store.expireSessions(settings.maxIdleMs, settings.chunk);
         sessionsDeleted += chunk.sessionIds.length;
         await cleanup.afterSessions(chunk, "retention");
-        if (chunk.sessionIds.length < settings.chunk) break;
+        if (chunk.sessionIds.length < settings.chunk) {
+          moreLeft = false;
+          break;
+        }
       }
       await store.expireBatches(settings.maxIdleMs, BATCHES_PER_PASS);
     }
-    for (const batchId of await store.unfinishedBatchDeletes(BATCHES_PER_PASS)) {
+    const unfinished = await store.unfinishedBatchDeletes(BATCHES_PER_PASS);
+    if (unfinished.length === BATCHES_PER_PASS) moreLeft = true;
+    for (const batchId of unfinished) {
       if (signal?.aborted) break;
       const purged = await purgeBatch(
         { store, cleanup, chunk: settings.chunk },
@@ -59,9 +69,12 @@ export class Retention {
       );
       sessionsDeleted += purged.sessionsDeleted;
       if (purged.complete) batchesDeleted++;
+      else moreLeft = true;
     }
+    if (signal?.aborted) return { sessionsDeleted, batchesDeleted, moreLeft: true };
+    this.deps.metrics?.retentionPasses.inc({ result: moreLeft ? "more_left" : "caught_up" });
     if (sessionsDeleted > 0 || batchesDeleted > 0)
       this.deps.log.info({ sessionsDeleted, batchesDeleted }, "retention: deleted sessions and batches");
-    return { sessionsDeleted, batchesDeleted };
+    return { sessionsDeleted, batchesDeleted, moreLeft };
   }
 }

@@ -127,6 +127,7 @@ export async function startSweeper(
     }),
     settings: config.retention,
     log,
+    metrics,
   });
   const retentionStop = new AbortController();
   let retaining: Promise<void> | null = null;

@@ -179,6 +179,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
       removeJob: runJobRemover(queues),
       metrics,
       eventsEnabled: config.events.enabled,
+      tombstoneTtlMs: config.events.maxAgeMs,
     }),
   });
   const { requestRate } = config.tenantLimits;

@@ -10,9 +10,14 @@
  * - Each session's event stream gets a last event, `SESSION_DELETED` (a batch's,
  *   `BATCH_DELETED`): an open reader receives it and its stream ends; the keys expire
  *   DELETED_STREAM_TTL_MS later (a new reader is answered 404 at once, like the session).
+ * - A session's seq key becomes a tombstone (`deleted`), which the event script honours: a
+ *   worker that wakes after the delete (frozen mid-model-call, or it missed the cancel)
+ *   writes nothing and recreates no stream. It is kept as long as a stream would be
+ *   (`tombstoneTtlMs`, FLEET_EVENTS_MAX_AGE_MS) for a session that had a run not ended — the
+ *   only ones a worker may still write for — and DELETED_STREAM_TTL_MS for the others.
  */
 import type { Redis } from "ioredis";
-import { eventStreamKey, eventsNotifyChannel } from "./events.js";
+import { DEFAULT_RETENTION, eventStreamKey, eventsNotifyChannel } from "./events.js";
 import { QUEUES, type RunQueues } from "./queues.js";
 import { isCluster } from "./redis.js";
 import type { DataDeletion, Deleted, DroppedRun } from "./store/data-deletion.js";
@@ -38,7 +43,22 @@ export type DeletionCleanupDeps = {
   metrics: DeletionCounters;
   /** Whether sessions' event streams exist at all (FLEET_EVENTS). */
   eventsEnabled: boolean;
+  /** How long the tombstone of a session deleted with a run not ended is kept (default: a day). */
+  tombstoneTtlMs?: number;
 };
+
+/** A deleted session's stream keys and how long its tombstone stays (pure). */
+export function streamEnds(prefix: string, deleted: Deleted, tombstoneTtlMs: number) {
+  const active = new Set(deleted.runs.map((r) => r.sessionId));
+  return deleted.sessionIds.map((sessionId) => ({
+    key: eventStreamKey(prefix, sessionId),
+    seqKey: `${prefix}:events-seq:${sessionId}`,
+    last: { type: "SESSION_DELETED", sessionId },
+    tombstoneMs: active.has(sessionId)
+      ? Math.max(tombstoneTtlMs, DELETED_STREAM_TTL_MS)
+      : DELETED_STREAM_TTL_MS,
+  }));
+}
 
 /** `removeJob` for a fleet's run queues: a run's job, found by its deterministic id. */
 export function runJobRemover(queues: Pick<RunQueues, "getJob">): (run: DroppedRun) => Promise<void> {
@@ -68,24 +88,36 @@ export class DeletionCleanup {
     };
     await Promise.all(Array.from({ length: 8 }, lane));
     if (!this.deps.eventsEnabled) return;
-    const ends = sessionIds.map((sessionId) => ({
-      key: eventStreamKey(this.deps.prefix, sessionId),
-      others: [`${this.deps.prefix}:events-seq:${sessionId}`],
-      last: { type: "SESSION_DELETED", sessionId },
-    }));
+    const ends = streamEnds(
+      this.deps.prefix,
+      deleted,
+      this.deps.tombstoneTtlMs ?? DEFAULT_RETENTION.maxAgeMs,
+    );
+    const { redis } = this.deps;
+    // The tombstone first (then the seq key's other fields go): from then on a late write adds nothing.
+    const tombstone = (pipeline: ReturnType<Redis["pipeline"]>, end: (typeof ends)[number]) =>
+      pipeline
+        .hset(end.seqKey, "deleted", "1")
+        .hdel(end.seqKey, "seq", "fp", "done")
+        .pexpire(end.seqKey, end.tombstoneMs);
     // A cluster takes the pipeline when the prefix is a hash tag (config.ts makes it one): every
-    // key is in the fleet's slot. Per key otherwise, as the keys of one session span slots.
-    if (!keysShareSlot(isCluster(this.deps.redis), this.deps.prefix)) {
-      for (const end of ends) await this.endStream(end.key, end.others, end.last).catch(() => {});
+    // key is in the fleet's slot. Per session otherwise, as the keys of one session span slots.
+    if (!keysShareSlot(isCluster(redis), this.deps.prefix)) {
+      for (const end of ends) {
+        await tombstone(redis.pipeline(), end)
+          .exec()
+          .catch(() => {});
+        await this.endStream(end.key, [], end.last).catch(() => {});
+      }
       return;
     }
-    // One round trip for the chunk (a batch's 200 sessions: 4 commands each), not 800.
-    const pipeline = this.deps.redis.pipeline();
-    for (const { key, others, last } of ends) {
-      pipeline.xadd(key, "*", "type", last.type, "data", JSON.stringify(last));
-      pipeline.pexpire(key, DELETED_STREAM_TTL_MS);
-      pipeline.publish(eventsNotifyChannel(this.deps.prefix), key);
-      pipeline.del(...others);
+    // One round trip for the chunk (a batch's 200 sessions: 6 commands each), not 1,200.
+    const pipeline = redis.pipeline();
+    for (const end of ends) {
+      tombstone(pipeline, end);
+      pipeline.xadd(end.key, "*", "type", end.last.type, "data", JSON.stringify(end.last));
+      pipeline.pexpire(end.key, DELETED_STREAM_TTL_MS);
+      pipeline.publish(eventsNotifyChannel(this.deps.prefix), end.key);
     }
     await pipeline.exec().catch(() => {});
   }

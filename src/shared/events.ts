@@ -104,8 +104,10 @@ export function isEventId(value: string): boolean {
  * writer after a repair, see `missingRunEnd`). The seq key also keeps the fingerprint of its
  * last message (`fp`): a check at that seq with another fingerprint means the stream's messages
  * are not the stored ones (Postgres restored to an earlier point, `dropIfDiverged`). Returns,
- * per write, {"ok", seq before it, its fingerprint ('' if not kept), ids...}, {"gap", last} or
- * {"diverged", last, fp}.
+ * per write, {"ok", seq before it, its fingerprint ('' if not kept), ids...}, {"gap", last},
+ * {"diverged", last, fp} or {"deleted"}: the seq key is a deleted session's tombstone
+ * (`deleted` set by deletion-cleanup.ts), and nothing is written, so a late writer (a worker
+ * frozen across the delete) does not recreate the stream. Read with the seq, in one HMGET.
  */
 const APPEND_SCRIPT = `
 local t = redis.call('TIME')
@@ -126,7 +128,10 @@ for w = 1, #KEYS / 2 do
   local name, first = ARGV[a], a + 2
   local stop = first + 3 * tonumber(ARGV[a + 1]) - 1
   a = stop + 1
-  local last = tonumber(redis.call('HGET', seqKey, 'seq') or '0')
+  -- A deleted session's seq key is a tombstone (deletion-cleanup.ts): nothing is written.
+  local head = redis.call('HMGET', seqKey, 'seq', 'deleted')
+  local gone = head[2]
+  local last = tonumber(head[1] or '0')
   local prior = last
   local expect = last
   local gap = false
@@ -143,7 +148,9 @@ for w = 1, #KEYS / 2 do
       expect = seq
     end
   end
-  if diverged then
+  if gone then
+    results[w] = {'deleted'}
+  elseif diverged then
     results[w] = {'diverged', tostring(last), diverged}
   elseif gap then
     results[w] = {'gap', tostring(last)}
@@ -201,7 +208,7 @@ export type EventsCounter = { inc(labels: { type: string }, value?: number): voi
  * named (`writeEntries`).
  */
 export type WriteResult =
-  | { ok: true; ids: string[]; prior: number; priorFingerprint: string | null }
+  | { ok: true; ids: string[]; prior: number; priorFingerprint: string | null; deleted?: true }
   | { ok: false; last: number; diverged?: string };
 
 /** An entry as the script takes it: its seq (0, or `r:RUN_ID`), its type, its data (JSON). */
@@ -246,6 +253,7 @@ export function chunkStarts(sizes: readonly number[], limit = WRITE_CHUNK): numb
  * fingerprint.
  */
 const DROP_SCRIPT = `
+if redis.call('HEXISTS', KEYS[2], 'deleted') == 1 then return 0 end
 if tonumber(redis.call('HGET', KEYS[2], 'seq') or '0') ~= tonumber(ARGV[1]) then return 0 end
 if ARGV[3] ~= '' and redis.call('HGET', KEYS[2], 'fp') ~= ARGV[3] then return 0 end
 redis.call('DEL', KEYS[1], KEYS[2])
@@ -376,6 +384,8 @@ export class EventWriter {
         ...(check && n === 0 ? { check } : {}),
       });
       // A gap is found in the first chunk (in a later one only if Redis lost the stream meanwhile).
+      // The session was deleted: nothing is written, and nothing is to be repaired.
+      if (result[0] === "deleted") return { ok: true, ids, prior: 0, priorFingerprint: null, deleted: true };
       if (result[0] === "gap") return { ok: false, last: Number(result[1]) };
       if (result[0] === "diverged") return { ok: false, last: Number(result[1]), diverged: result[2]! };
       if (n === 0) {

@@ -124,6 +124,7 @@ export async function startSweeper(
       removeJob: runJobRemover(queues),
       metrics,
       eventsEnabled: config.events.enabled,
+      tombstoneTtlMs: config.events.maxAgeMs,
     }),
     settings: config.retention,
     log,

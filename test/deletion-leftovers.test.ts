@@ -1,0 +1,129 @@
+/**
+ * What a delete leaves outside Postgres and Redis's known keys, against real Postgres,
+ * Redis and real worker processes: a worker frozen (SIGSTOP) mid-model-call across the
+ * delete does not recreate the session's event stream when it wakes; nor does any late write
+ * of a session deleted with a run not ended (the worker missed the cancel).
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FleetClient } from "../src/producer/client.js";
+import { DeletionCleanup } from "../src/shared/deletion-cleanup.js";
+import { EventWriter, eventStreamKey } from "../src/shared/events.js";
+import { ApiKeys } from "../src/shared/store/api-keys.js";
+import {
+  createFleetEnv,
+  type FleetEnv,
+  readyInfo,
+  type WorkerProcess,
+  waitFor,
+} from "./support/fleet-env.js";
+
+async function metric(port: number, name: string): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return text
+    .split("\n")
+    .filter((l) => l.startsWith(name))
+    .reduce((sum, l) => sum + Number(l.split(" ").at(-1)), 0);
+}
+
+describe("what a delete leaves behind", () => {
+  let fleet: FleetEnv;
+  let a: FleetClient;
+  let worker: WorkerProcess;
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("deletion-leftovers");
+    const { api } = await fleet.startApi();
+    const key = (await new ApiKeys(fleet.database).create("tenant-a")).key;
+    a = new FleetClient({ baseUrl: api.url, apiKey: key });
+    worker = await fleet.spawnWorker({ WORKER_CONCURRENCY: "4" });
+  }, 60_000);
+  afterAll(async () => {
+    await fleet?.close();
+  });
+
+  it("a late event write for a session deleted while its run was on its way is refused; the stream still expires within a minute", async () => {
+    const writer = new EventWriter(fleet.redis, fleet.config.prefix);
+    const cleanup = new DeletionCleanup({
+      redis: fleet.redis,
+      prefix: fleet.config.prefix,
+      removeJob: async () => {},
+      metrics: { sessionsDeleted: { inc: () => {} } },
+      eventsEnabled: true,
+    });
+    const id = `late-writer-${Date.now()}`;
+    const message = { seq: 1, role: "user", content: "hi", createdAt: new Date().toISOString() } as never;
+    expect((await writer.write(id, [{ runId: "r1", message }], [])).ok).toBe(true);
+    await cleanup.afterSessions(
+      { sessionIds: [id], runs: [{ id: "r1", sessionId: id, kind: "run", status: "running" }] },
+      "api",
+    );
+    const stream = eventStreamKey(fleet.config.prefix, id);
+    const before = await fleet.redis.xrange(stream, "-", "+");
+    // The frozen worker wakes: its deltas, and the stored message again (as after a lost write).
+    const late = await writer.write(
+      id,
+      [{ runId: "r1", message }],
+      [{ type: "MESSAGE_DELTA", runId: "r1", text: "late" }],
+    );
+    expect(late).toMatchObject({ ok: true, ids: [] });
+    expect(await fleet.redis.xrange(stream, "-", "+")).toEqual(before);
+    expect(await fleet.redis.pttl(stream)).toBeLessThanOrEqual(60_000);
+    // The tombstone outlives the stream (a day, FLEET_EVENTS_MAX_AGE_MS): a write after the stream expired is refused too.
+    await fleet.redis.del(stream);
+    expect(await fleet.redis.pttl(`${fleet.config.prefix}:events-seq:${id}`)).toBeGreaterThan(60_000);
+    await writer.write(id, [], [{ type: "RUN_COMPLETED", runId: "r1", outcome: "completed" }]);
+    expect(await fleet.redis.exists(stream)).toBe(0);
+  });
+
+  it("a worker frozen mid-model-call across the delete does not recreate the session's event stream", async () => {
+    const { metricsPort } = readyInfo(worker);
+    const fencedBefore = await metric(metricsPort, "fleet_fenced_writes_total");
+    // The model answers after 3 s, streaming its text in pieces (MESSAGE_DELTA events).
+    const slow = {
+      model: {
+        provider: "scripted" as const,
+        steps: [{ text: "a long answer, streamed in four pieces", delayMs: 3_000 }],
+      },
+    };
+    const { id } = await a.createSession({ agent: slow });
+    await a.send(id, "go");
+    const stream = eventStreamKey(fleet.config.prefix, id);
+    await waitFor(
+      async () =>
+        ((await fleet.redis.xrange(stream, "-", "+")) as [string, string[]][]).some((e) =>
+          e[1].includes("RUN_STARTED"),
+        ),
+      20_000,
+      "the run started (the model call on its way)",
+    );
+    worker.child.kill("SIGSTOP");
+    try {
+      expect(await a.deleteSession(id)).toEqual({ id, deleted: true });
+      // The frozen model call's time passes while the worker cannot see the delete.
+      await new Promise((r) => setTimeout(r, 3_500));
+    } finally {
+      worker.child.kill("SIGCONT");
+    }
+    await waitFor(
+      async () => (await metric(metricsPort, "fleet_fenced_writes_total")) > fencedBefore,
+      15_000,
+      "the late write fenced",
+    );
+    // Whatever it wrote meanwhile was refused: the stream is the delete's (SESSION_DELETED
+    // last) and expires within a minute, or it is gone already.
+    const entries = (await fleet.redis.xrange(stream, "-", "+")) as [string, string[]][];
+    if (entries.length > 0) {
+      expect(entries.at(-1)![1]).toContain("SESSION_DELETED");
+      expect(entries.map((e) => e[1][1])).not.toContain("MESSAGE_DELTA");
+      const ttl = await fleet.redis.pttl(stream);
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(60_000);
+    }
+    // The sequence key holds only the tombstone, and expires too.
+    const seq = await fleet.redis.hgetall(`${fleet.config.prefix}:events-seq:${id}`);
+    expect(seq).toEqual({ deleted: "1" });
+    expect(await fleet.redis.pttl(`${fleet.config.prefix}:events-seq:${id}`)).toBeGreaterThan(0);
+    const events = await a.getSession(id).catch((e: { status: number }) => e.status);
+    expect(events).toBe(404);
+  }, 60_000);
+});

@@ -1,14 +1,21 @@
 /**
  * What a delete leaves outside Postgres and Redis's known keys, against real Postgres,
- * Redis and real worker processes: a worker frozen (SIGSTOP) mid-model-call across the
+ * Redis and real worker processes: transcripts (FLEET_TRANSCRIPT_DIR) on a worker's disk go at
+ * once, or when a worker that was down starts, also after a retention delete; a worker frozen (SIGSTOP) mid-model-call across the
  * delete does not recreate the session's event stream when it wakes; nor does any late write
  * of a session deleted with a run not ended (the worker missed the cancel).
  */
+import { existsSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient } from "../src/producer/client.js";
+import { loadConfig } from "../src/shared/config.js";
 import { DeletionCleanup } from "../src/shared/deletion-cleanup.js";
 import { EventWriter, eventStreamKey } from "../src/shared/events.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
+import { startSweeper } from "../src/sweeper/sweeper-process.js";
 import {
   createFleetEnv,
   type FleetEnv,
@@ -29,17 +36,83 @@ describe("what a delete leaves behind", () => {
   let fleet: FleetEnv;
   let a: FleetClient;
   let worker: WorkerProcess;
+  let transcriptDir: string;
+  const quick = { model: { provider: "scripted" as const, steps: [{ text: "done" }] } };
+  const transcript = (id: string) => join(transcriptDir, `${id}.jsonl`);
+  const completed = async (id: string) => {
+    await waitFor(async () => (await a.getSession(id)).status === "completed", 20_000, "completed");
+    await waitFor(() => existsSync(transcript(id)), 10_000, "its transcript written");
+  };
 
   beforeAll(async () => {
     fleet = await createFleetEnv("deletion-leftovers");
     const { api } = await fleet.startApi();
     const key = (await new ApiKeys(fleet.database).create("tenant-a")).key;
     a = new FleetClient({ baseUrl: api.url, apiKey: key });
-    worker = await fleet.spawnWorker({ WORKER_CONCURRENCY: "4" });
+    transcriptDir = await mkdtemp(join(tmpdir(), "fleet-transcripts-"));
+    worker = await fleet.spawnWorker({ WORKER_CONCURRENCY: "4", FLEET_TRANSCRIPT_DIR: transcriptDir });
   }, 60_000);
   afterAll(async () => {
     await fleet?.close();
+    if (transcriptDir) await rm(transcriptDir, { recursive: true, force: true });
   });
+
+  it("a deleted session's transcript is removed from the worker's disk at once; another's stays", async () => {
+    const gone = await a.createSession({ agent: quick });
+    const kept = await a.createSession({ agent: quick });
+    await a.send(gone.id, "hello");
+    await a.send(kept.id, "hello");
+    await completed(gone.id);
+    await completed(kept.id);
+    await a.deleteSession(gone.id);
+    await waitFor(() => !existsSync(transcript(gone.id)), 10_000, "the deleted session's transcript removed");
+    expect(existsSync(transcript(kept.id))).toBe(true);
+  }, 60_000);
+
+  it("a worker that was down during a delete removes the transcript when it starts, and no live session's", async () => {
+    const gone = await a.createSession({ agent: quick });
+    const kept = await a.createSession({ agent: quick });
+    await a.send(gone.id, "hello");
+    await a.send(kept.id, "hello");
+    await completed(gone.id);
+    await completed(kept.id);
+    worker.child.kill("SIGTERM");
+    await worker.exited;
+    // No worker hears of this delete.
+    await a.deleteSession(gone.id);
+    // A file that is no transcript is not touched either.
+    await writeFile(join(transcriptDir, "notes.txt"), "keep");
+    await new Promise((r) => setTimeout(r, 500));
+    expect(existsSync(transcript(gone.id))).toBe(true);
+    worker = await fleet.spawnWorker({ WORKER_CONCURRENCY: "4", FLEET_TRANSCRIPT_DIR: transcriptDir });
+    await waitFor(() => !existsSync(transcript(gone.id)), 20_000, "the pass at start removed it");
+    expect(existsSync(transcript(kept.id))).toBe(true);
+    expect(existsSync(join(transcriptDir, "notes.txt"))).toBe(true);
+  }, 90_000);
+
+  it("a session retention deletes loses its transcript too", async () => {
+    const old = await a.createSession({ agent: quick });
+    await a.send(old.id, "hello");
+    await completed(old.id);
+    // Retention of about 0.9 s, a pass every 50 ms.
+    const sweeper = await startSweeper(
+      {
+        ...loadConfig({ ...fleet.env, FLEET_RETENTION_DAYS: "0.00001", FLEET_RETENTION_INTERVAL_MS: "50" }),
+        logLevel: "silent",
+      },
+      { serveMetrics: false },
+    );
+    try {
+      await waitFor(
+        async () => (await a.getSession(old.id).catch(() => null)) === null,
+        20_000,
+        "retention deleted it",
+      );
+      await waitFor(() => !existsSync(transcript(old.id)), 10_000, "its transcript removed");
+    } finally {
+      await sweeper.stop();
+    }
+  }, 60_000);
 
   it("a late event write for a session deleted while its run was on its way is refused; the stream still expires within a minute", async () => {
     const writer = new EventWriter(fleet.redis, fleet.config.prefix);

@@ -182,6 +182,8 @@ const envSchema = z.object({
   FLEET_SSE_HEARTBEAT_MS: z.coerce.number().int().positive().default(15_000),
   /** Enables the built-in `transcript` extension: one JSONL file per session in this directory. */
   FLEET_TRANSCRIPT_DIR: z.string().optional(),
+  /** How often a worker removes the transcripts of sessions deleted while it did not hear of it. */
+  FLEET_TRANSCRIPT_SWEEP_MS: z.coerce.number().int().positive().default(3_600_000),
   /** How long one extension hook may take before the run stops waiting for it (a failure). */
   FLEET_HOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
 });
@@ -244,6 +246,8 @@ export type FleetConfig = {
   };
   /** The built-in transcript extension's directory (contracts §8); undefined: off. */
   transcriptDir: string | undefined;
+  /** How often a worker's pass removes transcripts of sessions that no longer exist. */
+  transcriptSweepMs: number;
   hookTimeoutMs: number;
 };
 
@@ -322,6 +326,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
       heartbeatMs: e.FLEET_SSE_HEARTBEAT_MS,
     },
     transcriptDir: e.FLEET_TRANSCRIPT_DIR ? resolve(e.FLEET_TRANSCRIPT_DIR) : undefined,
+    transcriptSweepMs: e.FLEET_TRANSCRIPT_SWEEP_MS,
     hookTimeoutMs: e.FLEET_HOOK_TIMEOUT_MS,
   };
 }

@@ -5,7 +5,9 @@
  * nothing, a worker's next fenced write fails, stream keys expire on their own.
  *
  * - Workers running one of the sessions are told at once (the cancel channel), so a tool in
- *   progress is aborted rather than run to its end; nothing it returns can be stored.
+ *   progress is aborted rather than run to its end; nothing it returns can be stored. The
+ *   same message names every deleted session (`deleted`): each worker removes its transcript
+ *   (transcript-cleanup.ts).
  * - The jobs of runs that had not ended are removed from the queue.
  * - Each session's event stream gets a last event, `SESSION_DELETED` (a batch's,
  *   `BATCH_DELETED`): an open reader receives it and its stream ends; the keys expire
@@ -78,10 +80,10 @@ export class DeletionCleanup {
     if (sessionIds.length === 0) return;
     this.deps.metrics.sessionsDeleted.inc({ trigger }, sessionIds.length);
     const running = [...new Set(runs.filter((r) => r.status === "running").map((r) => r.sessionId))];
-    if (running.length > 0)
-      await this.deps.redis
-        .publish(cancelChannel(this.deps.prefix), JSON.stringify({ sessionIds: running }))
-        .catch(() => {});
+    // Every deleted session, for what workers keep of it (transcripts, extensions' data).
+    await this.deps.redis
+      .publish(cancelChannel(this.deps.prefix), JSON.stringify({ sessionIds: running, deleted: sessionIds }))
+      .catch(() => {});
     const queued = runs.filter((r) => r.status !== "running");
     const lane = async () => {
       for (let run = queued.pop(); run; run = queued.pop()) await this.deps.removeJob(run).catch(() => {});

@@ -37,6 +37,22 @@ export function cancelChannel(prefix: string): string {
   return `${prefix}:cancel`;
 }
 
+/**
+ * A cancel channel message (pure): `sessionIds` to abort, and (additive, from deletes)
+ * `deleted`, every session a delete removed, whose data a worker keeps on its disk or in
+ * extensions goes too. Anything else is ignored.
+ */
+export function parseCancelMessage(text: string): { sessionIds: string[]; deleted: string[] } {
+  let body: { sessionIds?: unknown; deleted?: unknown };
+  try {
+    body = JSON.parse(text) ?? {};
+  } catch {
+    return { sessionIds: [], deleted: [] };
+  }
+  const ids = (value: unknown) => (Array.isArray(value) ? value.map(String) : []);
+  return { sessionIds: ids(body.sessionIds), deleted: ids(body.deleted) };
+}
+
 /** The sorted set of worker heartbeats: member a worker id, score when it lapses (ms). */
 export function heartbeatKey(prefix: string): string {
   return `${prefix}:alive`;

@@ -160,12 +160,17 @@ export const ERROR_OUTCOMES: ReadonlySet<string> = new Set(["failed", "provider_
  * line `{"runId","seq","message"}` per message a run committed. A resume first records its
  * turn again from the last user message, so the file's last record of each turn is whole.
  */
-export function transcriptExtension(dir: string): Extension {
+export function transcriptExtension(
+  dir: string,
+  /** Sessions deleted while this worker runs: nothing more is written for them (transcript-cleanup.ts). */
+  deleted: { has(sessionId: string): boolean } = { has: () => false },
+): Extension {
   let made: Promise<unknown> | null = null;
   const write = async (sessionId: string, lines: CommittedMessage[]) => {
     if (lines.length === 0) return;
     made ??= mkdir(dir, { recursive: true });
     await made;
+    if (deleted.has(sessionId)) return;
     await writeMore(
       join(dir, `${sessionId}.jsonl`),
       lines

@@ -29,11 +29,19 @@ import { resumePolicyOf } from "../shared/resume-policy.js";
 import { closeAll } from "../shared/shutdown.js";
 import { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import { CapacityWaits } from "../shared/store/capacity-waits.js";
+import { DataDeletion } from "../shared/store/data-deletion.js";
 import { FencedWrites } from "../shared/store/fenced-writes.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { registerToolNames } from "../shared/tool-names.js";
 import { RefusalLog } from "../shared/unavailable.js";
-import { beat, cancelChannel, endHeartbeat, eventsChannel, livenessName } from "../shared/worker-signals.js";
+import {
+  beat,
+  cancelChannel,
+  endHeartbeat,
+  eventsChannel,
+  livenessName,
+  parseCancelMessage,
+} from "../shared/worker-signals.js";
 import { DEFAULT_RETRY_POLICY } from "./call-model.js";
 import { type Extension, Extensions, transcriptExtension } from "./extensions.js";
 import { defaultFetchers, fetcherSlots } from "./fetchers.js";
@@ -42,6 +50,7 @@ import { abortableSleep } from "./models/scripted.js";
 import { processSessionJob, type SessionJobDeps } from "./session-job.js";
 import { builtinTools } from "./tools/builtin.js";
 import { type Tool, ToolRegistry } from "./tools/registry.js";
+import { TranscriptCleanup } from "./transcript-cleanup.js";
 import { logWorkerError } from "./worker-errors.js";
 
 export type WorkerOptions = {
@@ -132,9 +141,30 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     config.workerGatherMs,
     { database, onDropped: warnDroppedStream(log) },
   );
+  // Transcripts of deleted sessions go when a delete is announced, and by a pass at start and
+  // every FLEET_TRANSCRIPT_SWEEP_MS for deletes this worker did not hear of.
+  const deletions = new DataDeletion(database);
+  const transcripts = config.transcriptDir
+    ? new TranscriptCleanup(config.transcriptDir, (ids) => deletions.existingSessions(ids))
+    : null;
+  const sweepTranscripts = () => {
+    transcripts
+      ?.sweep()
+      .then((removed) => {
+        if (removed > 0) log.info({ removed }, "removed the transcripts of deleted sessions");
+      })
+      .catch((error: unknown) =>
+        log.warn({ err: error }, "transcript pass failed; the next one tries again"),
+      );
+  };
+  sweepTranscripts();
+  const transcriptTimer = setInterval(sweepTranscripts, config.transcriptSweepMs);
+  transcriptTimer.unref();
   const extensions = new Extensions(
     [
-      ...(config.transcriptDir ? [transcriptExtension(config.transcriptDir)] : []),
+      ...(config.transcriptDir && transcripts
+        ? [transcriptExtension(config.transcriptDir, transcripts)]
+        : []),
       ...(options.extensions ?? []),
     ],
     metrics,
@@ -149,16 +179,15 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   const running = new Map<string, Set<AbortController>>();
   const cancelRedis = createRedis(config.redisUrl, "worker");
   cancelRedis.on("message", (_channel: string, text: string) => {
-    let ids: unknown;
-    try {
-      ids = (JSON.parse(text) as { sessionIds?: unknown }).sessionIds;
-    } catch {
-      return;
-    }
-    if (!Array.isArray(ids)) return;
-    for (const id of ids)
-      for (const controller of running.get(String(id)) ?? [])
-        controller.abort(new Error("session cancelled"));
+    const { sessionIds, deleted } = parseCancelMessage(text);
+    for (const id of sessionIds)
+      for (const controller of running.get(id) ?? []) controller.abort(new Error("session cancelled"));
+    if (deleted.length > 0)
+      transcripts
+        ?.remove(deleted)
+        .catch((error: unknown) =>
+          log.warn({ err: error }, "could not remove deleted sessions' transcripts"),
+        );
   });
   await cancelRedis.subscribe(cancelChannel(config.prefix));
 
@@ -323,6 +352,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
           () => closed,
           async () => {
             clearInterval(heartbeat);
+            clearInterval(transcriptTimer);
             // Best effort: a Redis that is away must not hold the stop up (the beat lapses).
             if (redis.status !== "ready") return;
             const wait = new Promise<void>((resolve) => setTimeout(resolve, 1_000).unref());

@@ -95,6 +95,14 @@ export class DataDeletion {
     return { ...deleted, done: still === undefined };
   }
 
+  /** Which of `ids` are sessions that exist (one query; for a worker's transcript pass). */
+  async existingSessions(ids: readonly string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const { sql } = this.database;
+    const rows = await sql<{ id: string }[]>`select id from sessions where id in ${sql([...ids])}`;
+    return new Set(rows.map((r) => r.id));
+  }
+
   /** Batches marked deleted whose sessions are not all gone yet (the API stopped mid-way). */
   async unfinishedBatchDeletes(limit: number): Promise<string[]> {
     const rows = await this.database.sql<{ id: string }[]>`

@@ -44,6 +44,7 @@ export {
 export type { RunJson } from "./shared/store/rows.js";
 export {
   type CommittedMessage,
+  type DeletedContext,
   defineExtension,
   type Extension,
   type RunContext,

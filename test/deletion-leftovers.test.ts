@@ -6,7 +6,7 @@
  * of a session deleted with a run not ended (the worker missed the cancel).
  */
 import { existsSync } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -24,11 +24,11 @@ import {
   waitFor,
 } from "./support/fleet-env.js";
 
-async function metric(port: number, name: string): Promise<number> {
+async function metric(port: number, name: string, label = ""): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   return text
     .split("\n")
-    .filter((l) => l.startsWith(name))
+    .filter((l) => l.startsWith(name) && l.includes(label))
     .reduce((sum, l) => sum + Number(l.split(" ").at(-1)), 0);
 }
 
@@ -37,6 +37,22 @@ describe("what a delete leaves behind", () => {
   let a: FleetClient;
   let worker: WorkerProcess;
   let transcriptDir: string;
+  let ledger: string;
+  let extensionFile: string;
+  const spawnWorker = () =>
+    fleet.spawnWorker(
+      { WORKER_CONCURRENCY: "4", FLEET_TRANSCRIPT_DIR: transcriptDir, FLEET_HOOK_TIMEOUT_MS: "1500" },
+      ["--extensions", extensionFile],
+    );
+  const calls = async () =>
+    existsSync(ledger)
+      ? (await readFile(ledger, "utf8"))
+          .trim()
+          .split("\n")
+          .map((line) => JSON.parse(line) as { id: string; tenant: string; attempt: number; signal: boolean })
+      : [];
+  const owed = async () =>
+    (await fleet.database.sql<{ n: number }[]>`select count(*)::int as n from session_deletions`)[0]!.n;
   const quick = { model: { provider: "scripted" as const, steps: [{ text: "done" }] } };
   const transcript = (id: string) => join(transcriptDir, `${id}.jsonl`);
   const completed = async (id: string) => {
@@ -50,7 +66,23 @@ describe("what a delete leaves behind", () => {
     const key = (await new ApiKeys(fleet.database).create("tenant-a")).key;
     a = new FleetClient({ baseUrl: api.url, apiKey: key });
     transcriptDir = await mkdtemp(join(tmpdir(), "fleet-transcripts-"));
-    worker = await fleet.spawnWorker({ WORKER_CONCURRENCY: "4", FLEET_TRANSCRIPT_DIR: transcriptDir });
+    // Extensions whose onSessionDeleted hooks throw, hang (while a `hang` file exists), and
+    // record each call (in load order: the failing ones first).
+    ledger = join(transcriptDir, "ledger.txt");
+    extensionFile = join(transcriptDir, "hooks.mjs");
+    await writeFile(
+      extensionFile,
+      `import { appendFileSync, existsSync } from "node:fs";
+export default [
+  { name: "broken", onSessionDeleted() { throw new Error("broken hook"); } },
+  { name: "slow", onSessionDeleted() { if (existsSync(${JSON.stringify(join(transcriptDir, "hang"))})) return new Promise(() => {}); } },
+  { name: "ledger", onSessionDeleted(id, ctx) {
+      appendFileSync(${JSON.stringify(ledger)}, JSON.stringify({ id, tenant: ctx.tenant, attempt: ctx.attempt, signal: ctx.signal instanceof AbortSignal }) + "\\n");
+  } },
+];
+`,
+    );
+    worker = await spawnWorker();
   }, 60_000);
   afterAll(async () => {
     await fleet?.close();
@@ -69,6 +101,37 @@ describe("what a delete leaves behind", () => {
     expect(existsSync(transcript(kept.id))).toBe(true);
   }, 60_000);
 
+  it("onSessionDeleted: each deleted session's hooks are called once by a worker; failing and hanging hooks are logged and counted, never blocking the delete", async () => {
+    const { metricsPort } = readyInfo(worker);
+    const failuresBefore = await metric(metricsPort, "fleet_hook_failures_total", 'hook="onSessionDeleted"');
+    await writeFile(join(transcriptDir, "hang"), "");
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await a.createSession({ agent: quick })).id);
+    // Each delete answers at once, whatever the hooks do.
+    for (const id of ids) expect(await a.deleteSession(id)).toEqual({ id, deleted: true });
+    await waitFor(
+      async () => (await calls()).filter((c) => ids.includes(c.id)).length === 3,
+      30_000,
+      "the ledger hook called for each",
+    );
+    await rm(join(transcriptDir, "hang"));
+    const mine = (await calls()).filter((c) => ids.includes(c.id));
+    expect(mine.map((c) => c.id).sort()).toEqual([...ids].sort());
+    for (const c of mine) expect(c).toMatchObject({ tenant: "tenant-a", attempt: 1, signal: true });
+    // Per session: the broken hook threw, the slow one timed out.
+    await waitFor(
+      async () =>
+        (await metric(metricsPort, "fleet_hook_failures_total", 'hook="onSessionDeleted"')) >=
+        failuresBefore + 6,
+      10_000,
+      "the failures counted",
+    );
+    expect(worker.output()).toMatch(/broken hook/);
+    expect(worker.output()).toMatch(
+      /did not finish within 1500 ms.*"extension":"slow","hook":"onSessionDeleted"/,
+    );
+  }, 90_000);
+
   it("a worker that was down during a delete removes the transcript when it starts, and no live session's", async () => {
     const gone = await a.createSession({ agent: quick });
     const kept = await a.createSession({ agent: quick });
@@ -84,8 +147,12 @@ describe("what a delete leaves behind", () => {
     await writeFile(join(transcriptDir, "notes.txt"), "keep");
     await new Promise((r) => setTimeout(r, 500));
     expect(existsSync(transcript(gone.id))).toBe(true);
-    worker = await fleet.spawnWorker({ WORKER_CONCURRENCY: "4", FLEET_TRANSCRIPT_DIR: transcriptDir });
+    expect(await owed()).toBe(1);
+    worker = await spawnWorker();
     await waitFor(() => !existsSync(transcript(gone.id)), 20_000, "the pass at start removed it");
+    // Its onSessionDeleted hooks were owed, and called once the worker was back.
+    await waitFor(async () => (await calls()).some((c) => c.id === gone.id), 20_000, "the hook called");
+    await waitFor(async () => (await owed()) === 0, 10_000, "nothing owed");
     expect(existsSync(transcript(kept.id))).toBe(true);
     expect(existsSync(join(transcriptDir, "notes.txt"))).toBe(true);
   }, 90_000);

@@ -56,7 +56,14 @@ export const UNREGISTERED_TOOL = "unregistered";
 export const MODEL_TOKEN_PROVIDERS = ["openai", "anthropic"] as const;
 export const MODEL_TOKEN_KINDS = ["input", "output", "cache_read", "cache_write", "reasoning"] as const;
 /** `hook` of `fleet_hook_failures_total` (contracts §8). */
-export const HOOK_NAMES = ["beforeRun", "onMessage", "onCommitted", "afterRun", "onError"] as const;
+export const HOOK_NAMES = [
+  "beforeRun",
+  "onMessage",
+  "onCommitted",
+  "afterRun",
+  "onError",
+  "onSessionDeleted",
+] as const;
 /** Types of batch events (contracts §7), counted in `fleet_events_written_total` too. */
 export const BATCH_EVENT_TYPES = ["SESSION_ENDED", "BATCH_COMPLETED"] as const;
 

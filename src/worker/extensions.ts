@@ -8,6 +8,8 @@
  * - `onError`: a run that ends `failed`, `provider_error`, or finds nothing to resume (the
  *   error's `reason` is then the resume point's reason).
  * - `onCommitted` (additive): each message the run committed, after its commit.
+ * - `onSessionDeleted` (additive): each deleted session, by one worker, at least once
+ *   (worker/deletion-hooks.ts).
  * Errors in hooks other than `beforeRun` are logged and counted
  * (`fleet_hook_failures_total{hook}`); they never lose a message or stop a run.
  */
@@ -56,6 +58,22 @@ export type Extension = {
   afterRun?(ctx: RunContext, result: RunResult): unknown;
   onError?(ctx: RunContext, error: RunError): unknown;
   onCommitted?(ctx: RunContext, committed: CommittedMessage): unknown;
+  /**
+   * (Additive) a session was deleted (API or retention): remove what the extension keeps
+   * about it. Called by one worker per deleted session, at least once (again if that worker
+   * died before it was done).
+   */
+  onSessionDeleted?(sessionId: string, ctx: DeletedContext): unknown;
+};
+
+/** What `onSessionDeleted` is told besides the session's id. */
+export type DeletedContext = {
+  tenant: string;
+  deletedAt: Date;
+  /** 1 the first time; more when a worker that was calling the hooks died first. */
+  attempt: number;
+  /** Aborted when the hook's time (FLEET_HOOK_TIMEOUT_MS) is up or the worker stops. */
+  signal: AbortSignal;
 };
 
 /** Declares an extension (typed; returns it unchanged). */
@@ -104,7 +122,12 @@ export class Extensions {
     return this.list.length === 0;
   }
 
-  private failed(hook: string, extension: Extension, ctx: RunContext, error: unknown): void {
+  private failed(
+    hook: string,
+    extension: Extension,
+    ctx: { sessionId: string; runId?: string },
+    error: unknown,
+  ): void {
     this.metrics.hookFailures.inc({ hook });
     this.log.warn(
       { err: error, extension: extension.name, hook, sessionId: ctx.sessionId, runId: ctx.runId },
@@ -149,6 +172,30 @@ export class Extensions {
   }
   onCommitted(ctx: RunContext, committed: CommittedMessage): Promise<void> {
     return this.each("onCommitted", ctx, committed);
+  }
+
+  /** Whether any extension has an `onSessionDeleted` hook. */
+  get handlesDeletes(): boolean {
+    return this.list.some((extension) => extension.onSessionDeleted);
+  }
+
+  /**
+   * Every `onSessionDeleted` hook for one deleted session, in load order, each within
+   * `timeoutMs`; a failure is logged and counted, and the next hook still runs.
+   */
+  async sessionDeleted(sessionId: string, ctx: Omit<DeletedContext, "signal">, stop?: AbortSignal) {
+    for (const extension of this.list) {
+      if (!extension.onSessionDeleted) continue;
+      const timeout = AbortSignal.timeout(this.timeoutMs);
+      const signal = stop ? AbortSignal.any([timeout, stop]) : timeout;
+      try {
+        await this.call("onSessionDeleted", extension, () =>
+          extension.onSessionDeleted!(sessionId, { ...ctx, signal }),
+        );
+      } catch (error) {
+        this.failed("onSessionDeleted", extension, { sessionId }, error);
+      }
+    }
   }
 }
 

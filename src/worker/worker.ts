@@ -43,6 +43,7 @@ import {
   parseCancelMessage,
 } from "../shared/worker-signals.js";
 import { DEFAULT_RETRY_POLICY } from "./call-model.js";
+import { DeletionHooks } from "./deletion-hooks.js";
 import { type Extension, Extensions, transcriptExtension } from "./extensions.js";
 import { defaultFetchers, fetcherSlots } from "./fetchers.js";
 import { createModel, redisFaultCounter } from "./models/create-model.js";
@@ -171,6 +172,9 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     log,
     config.hookTimeoutMs,
   );
+  // The extensions' onSessionDeleted hooks, owed by deletes (the outbox in Postgres).
+  const deletionHooks = new DeletionHooks(deletions, extensions, log, config.hookTimeoutMs);
+  deletionHooks.start();
   const resumes = new AutomaticResumes(database, resumePolicyOf(config), metrics);
   resumes.events = events;
   // Sessions cancelled through the API (contracts §9) are aborted here as on SIGTERM past
@@ -182,6 +186,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     const { sessionIds, deleted } = parseCancelMessage(text);
     for (const id of sessionIds)
       for (const controller of running.get(id) ?? []) controller.abort(new Error("session cancelled"));
+    if (deleted.length > 0) deletionHooks.wake();
     if (deleted.length > 0)
       transcripts
         ?.remove(deleted)
@@ -350,6 +355,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
       await closeAll(
         [
           () => closed,
+          () => deletionHooks.stop(),
           async () => {
             clearInterval(heartbeat);
             clearInterval(transcriptTimer);

@@ -304,3 +304,21 @@ export const fleetIdentity = pgTable("fleet_identity", {
   prefix: text("prefix").notNull(),
   createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
 });
+
+/**
+ * Deleted sessions whose extensions' `onSessionDeleted` hooks are still owed (an outbox,
+ * contracts §8 additive): a row is written in the statement that deletes the session, so no
+ * delete is missed, and removed by the worker that called the hooks. `claimed_until`: the
+ * worker that took it has until then; past it (the worker died) another takes it again.
+ */
+export const sessionDeletions = pgTable(
+  "session_deletions",
+  {
+    sessionId: text("session_id").primaryKey(),
+    tenant: text("tenant").notNull(),
+    deletedAt: timestamp("deleted_at", { withTimezone: true }).notNull().defaultNow(),
+    claimedUntil: timestamp("claimed_until", { withTimezone: true }).notNull().defaultNow(),
+    attempts: integer("attempts").notNull().default(0),
+  },
+  (t) => [index("session_deletions_claim_idx").on(t.claimedUntil)],
+);

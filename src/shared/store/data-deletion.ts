@@ -9,12 +9,19 @@
  * nothing and throws a FencedError; the job ends `fenced`, nothing is resumed or parked.
  * Rows another transaction holds (a worker's claim, another sweeper's chunk) are skipped
  * (`skip locked`) by the chunked deletes and taken in a later chunk.
+ *
+ * Every delete also writes, in its own statement, a row per deleted session to
+ * `session_deletions`: the extensions' `onSessionDeleted` hooks owed, which workers call
+ * (worker/deletion-hooks.ts) and then remove the row.
  */
 import type { Database } from "../db/client.js";
 import { json } from "./rows.js";
 
 /** A run that had not ended when its session was deleted: its job is removed, a worker told. */
 export type DroppedRun = { id: string; sessionId: string; kind: string; status: string };
+
+/** A deleted session whose extensions' `onSessionDeleted` hooks are owed. */
+export type OwedDeletion = { sessionId: string; tenant: string; deletedAt: Date; attempts: number };
 
 /** What one delete removed. */
 export type Deleted = { sessionIds: string[]; runs: DroppedRun[] };
@@ -38,7 +45,9 @@ export class DataDeletion {
   async deleteSession(tenant: string, id: string): Promise<Deleted | null> {
     const [row] = await this.database.sql<DeletedRow[]>`
       with d as (
-        delete from sessions where id = ${id} and tenant = ${tenant} returning id
+        delete from sessions where id = ${id} and tenant = ${tenant} returning id, tenant
+      ), o as (
+        insert into session_deletions (session_id, tenant) select id, tenant from d on conflict do nothing
       ), r as (
         select r.id, r.session_id, r.kind, r.status from runs r
          where r.session_id = ${id} and r.status <> 'ended' and exists (select 1 from d)
@@ -78,7 +87,9 @@ export class DataDeletion {
         select r.id, r.session_id, r.kind, r.status from runs r
          where r.session_id in (select id from doomed) and r.status <> 'ended'
       ), d as (
-        delete from sessions s using doomed where s.id = doomed.id returning s.id
+        delete from sessions s using doomed where s.id = doomed.id returning s.id, s.tenant
+      ), o as (
+        insert into session_deletions (session_id, tenant) select id, tenant from d on conflict do nothing
       )
       select (select coalesce(json_agg(id), '[]'::json) from d) as sessions,
              (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'kind', kind,
@@ -93,6 +104,36 @@ export class DataDeletion {
          and not exists (select 1 from sessions s where s.batch_id = b.id)`;
     const [still] = await this.database.sql`select 1 from batches where id = ${batchId}`;
     return { ...deleted, done: still === undefined };
+  }
+
+  /**
+   * Takes up to `limit` deleted sessions whose `onSessionDeleted` hooks are owed (the outbox
+   * every delete above writes to), for `claimMs`: another worker takes them again after that
+   * (this one died). `attempts` counts the takes, this one included.
+   */
+  async claimDeletions(limit: number, claimMs: number): Promise<OwedDeletion[]> {
+    const rows = await this.database.sql<
+      { session_id: string; tenant: string; deleted_at: Date; attempts: number }[]
+    >`
+      update session_deletions o
+         set claimed_until = now() + ${claimMs} * interval '1 millisecond', attempts = o.attempts + 1
+        from (select session_id from session_deletions where claimed_until <= now()
+               order by claimed_until limit ${limit} for update skip locked) c
+       where o.session_id = c.session_id
+      returning o.session_id, o.tenant, o.deleted_at, o.attempts`;
+    return rows.map((r) => ({
+      sessionId: r.session_id,
+      tenant: r.tenant,
+      deletedAt: new Date(r.deleted_at),
+      attempts: r.attempts,
+    }));
+  }
+
+  /** The hooks of these deleted sessions were called: they are owed no more. */
+  async forgetDeletions(sessionIds: readonly string[]): Promise<void> {
+    if (sessionIds.length === 0) return;
+    const { sql } = this.database;
+    await sql`delete from session_deletions where session_id in ${sql([...sessionIds])}`;
   }
 
   /** Which of `ids` are sessions that exist (one query; for a worker's transcript pass). */
@@ -131,7 +172,9 @@ export class DataDeletion {
       ), d as (
         delete from sessions s using doomed where s.id = doomed.id
            and not exists (select 1 from runs r where r.session_id = s.id and (r.status <> 'ended') is true)
-        returning s.id
+        returning s.id, s.tenant
+      ), o as (
+        insert into session_deletions (session_id, tenant) select id, tenant from d on conflict do nothing
       )
       select (select coalesce(json_agg(id), '[]'::json) from d) as sessions, '[]'::json as runs`;
     return deletedFrom(row);

@@ -1,0 +1,75 @@
+/**
+ * The onSessionDeleted outbox against real Postgres (no worker: the test is the worker):
+ * every delete (API, batch, retention) writes its sessions' rows in its own statement; a
+ * claim hides them from other workers until it runs out, then they are taken again (the
+ * worker died: at least once); DeletionHooks calls each hook and removes the rows, and gives
+ * up with a warning on a row taken more than MAX_ATTEMPTS times.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DataDeletion } from "../src/shared/store/data-deletion.js";
+import { SessionQueries } from "../src/shared/store/session-queries.js";
+import { claimMs, DeletionHooks, MAX_ATTEMPTS } from "../src/worker/deletion-hooks.js";
+import { Extensions } from "../src/worker/extensions.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+
+const agent = { model: { provider: "scripted" as const, steps: [{ text: "done" }] } };
+
+describe("onSessionDeleted outbox", () => {
+  let fleet: FleetEnv;
+  let store: DataDeletion;
+  let queries: SessionQueries;
+  beforeAll(async () => {
+    fleet = await createFleetEnv("deletion-hooks");
+    store = new DataDeletion(fleet.database);
+    queries = new SessionQueries(fleet.database);
+  }, 60_000);
+  afterAll(async () => {
+    await fleet?.close();
+  });
+
+  it("a delete writes the owed row; a claim hides it until it runs out, then it is taken again", async () => {
+    const { id } = await queries.createSession({ agent: agent as never, tenant: "t1" });
+    expect(await store.deleteSession("t1", id)).not.toBeNull();
+    const [first] = await store.claimDeletions(10, 300);
+    expect(first).toMatchObject({ sessionId: id, tenant: "t1", attempts: 1 });
+    expect(await store.claimDeletions(10, 300)).toEqual([]);
+    // The claimer died: after its claim another worker takes it.
+    let again: Awaited<ReturnType<DataDeletion["claimDeletions"]>> = [];
+    for (let i = 0; i < 100 && again.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      again = await store.claimDeletions(10, 60_000);
+    }
+    expect(again).toMatchObject([{ sessionId: id, attempts: 2 }]);
+    await store.forgetDeletions([id]);
+    expect(await store.claimDeletions(10, 0)).toEqual([]);
+  });
+
+  it("retention deletes owe the hooks too; DeletionHooks calls each once, removes the rows, gives up after MAX_ATTEMPTS", async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++) ids.push((await queries.createSession({ agent: agent as never })).id);
+    const expired = await store.expireSessions(0, 100);
+    expect(expired.sessionIds.sort()).toEqual([...ids].sort());
+    const called: string[] = [];
+    const warnings: string[] = [];
+    const log = {
+      warn: ((_o: object, message: string) => void warnings.push(message)) as never,
+    };
+    const extensions = new Extensions(
+      [{ name: "record", onSessionDeleted: (id: string) => void called.push(id) }],
+      { hookFailures: { inc: () => {} } } as never,
+      log,
+      1_000,
+    );
+    const hooks = new DeletionHooks(store, extensions, log, 1_000);
+    expect(await hooks.drain()).toBe(12);
+    expect(called.sort()).toEqual([...ids].sort());
+    expect(await store.claimDeletions(100, 0)).toEqual([]);
+    // A row whose claims all ran out (each worker died calling its hooks) is given up.
+    await fleet.database
+      .sql`insert into session_deletions (session_id, tenant, attempts) values ('poison', 't', ${MAX_ATTEMPTS})`;
+    expect(await hooks.drain()).toBe(1);
+    expect(called).not.toContain("poison");
+    expect(warnings.join()).toMatch(/given up/);
+    expect(claimMs(2, 1_000, 10)).toBeGreaterThanOrEqual(2 * 10 * 1_000);
+  });
+});

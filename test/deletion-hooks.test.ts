@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DataDeletion } from "../src/shared/store/data-deletion.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { claimMs, DeletionHooks, MAX_ATTEMPTS } from "../src/worker/deletion-hooks.js";
+import { claimMs, DeletionHooks, MAX_ATTEMPTS, UNTAKEN_MS } from "../src/worker/deletion-hooks.js";
 import { Extensions } from "../src/worker/extensions.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
@@ -71,5 +71,17 @@ describe("onSessionDeleted outbox", () => {
     expect(called).not.toContain("poison");
     expect(warnings.join()).toMatch(/given up/);
     expect(claimMs(2, 1_000, 10)).toBeGreaterThanOrEqual(2 * 10 * 1_000);
+  });
+
+  it("rows no worker took for an hour are dropped (no worker has the hook); taken or recent ones stay", async () => {
+    await fleet.database
+      .sql`insert into session_deletions (session_id, tenant, claimed_until, attempts) values
+      ('old', 't', now() - interval '2 hours', 0), ('recent', 't', now(), 0),
+      ('taken', 't', now() - interval '2 hours', 1)`;
+    expect(await store.dropUntakenDeletions(UNTAKEN_MS, 100)).toBe(1);
+    const left = await fleet.database.sql<
+      { session_id: string }[]
+    >`select session_id from session_deletions order by 1`;
+    expect(left.map((r) => r.session_id)).toEqual(["recent", "taken"]);
   });
 });

@@ -8,7 +8,9 @@
  * taken MAX_ATTEMPTS times (its hooks kill the worker) is given up with a warning.
  *
  * It looks when a delete is announced (the cancel channel's `deleted`), and every
- * POLL_MS for what it did not hear of. A worker without the hook takes nothing.
+ * POLL_MS for what it did not hear of. A worker without the hook calls nothing; every
+ * DROP_EVERY_MS it removes the rows no worker took within UNTAKEN_MS (no worker of the fleet
+ * has the hook), so that the table does not grow with every delete.
  */
 import type { Logger } from "pino";
 import type { DataDeletion, OwedDeletion } from "../shared/store/data-deletion.js";
@@ -17,6 +19,8 @@ import type { Extensions } from "./extensions.js";
 const BATCH = 10;
 const POLL_MS = 10_000;
 export const MAX_ATTEMPTS = 3;
+export const UNTAKEN_MS = 3_600_000;
+const DROP_EVERY_MS = 60_000;
 
 /** How long a worker holds the deletions it took (pure): every hook of each may run out its time. */
 export function claimMs(hooks: number, timeoutMs: number, batch = BATCH): number {
@@ -30,7 +34,7 @@ export class DeletionHooks {
   private readonly stopping = new AbortController();
 
   constructor(
-    private readonly store: Pick<DataDeletion, "claimDeletions" | "forgetDeletions">,
+    private readonly store: Pick<DataDeletion, "claimDeletions" | "forgetDeletions" | "dropUntakenDeletions">,
     private readonly extensions: Pick<Extensions, "sessionDeleted" | "handlesDeletes" | "list">,
     private readonly log: Pick<Logger, "warn">,
     private readonly timeoutMs: number,
@@ -38,7 +42,15 @@ export class DeletionHooks {
 
   /** Looks now and every POLL_MS (nothing when no extension has the hook). */
   start(pollMs = POLL_MS): void {
-    if (!this.extensions.handlesDeletes) return;
+    if (!this.extensions.handlesDeletes) {
+      this.timer = setInterval(() => {
+        this.store
+          .dropUntakenDeletions(UNTAKEN_MS, 10_000)
+          .catch((error: unknown) => this.log.warn({ err: error }, "could not drop untaken deletions"));
+      }, DROP_EVERY_MS);
+      this.timer.unref();
+      return;
+    }
     this.wake();
     this.timer = setInterval(() => this.wake(), pollMs);
     this.timer.unref();

@@ -129,6 +129,20 @@ export class DataDeletion {
     }));
   }
 
+  /**
+   * Removes up to `limit` owed deletions no worker took for `olderThanMs` (no worker of the
+   * fleet has the hook: the table would otherwise grow with every delete); returns how many.
+   */
+  async dropUntakenDeletions(olderThanMs: number, limit: number): Promise<number> {
+    const rows = await this.database.sql`
+      delete from session_deletions where session_id in (
+        select session_id from session_deletions
+         where claimed_until < now() - ${olderThanMs} * interval '1 millisecond' and attempts = 0
+         limit ${limit})
+      returning 1`;
+    return rows.length;
+  }
+
   /** The hooks of these deleted sessions were called: they are owed no more. */
   async forgetDeletions(sessionIds: readonly string[]): Promise<void> {
     if (sessionIds.length === 0) return;

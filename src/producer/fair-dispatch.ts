@@ -26,9 +26,11 @@
  * its place, would keep the old numbering: `added` (called once the jobs are added) moves
  * such jobs by what renumberings moved since (`<prefix>:fair:<queue>:moved`), and leaves
  * alone jobs already moved or still ahead of the cursor. All keys share the queue's hash
- * tag, so it works on a Redis Cluster. Not covered: a job BullMQ puts back itself (a retry
- * after an infrastructure error) that was not waiting during a renumbering keeps its old
- * priority and goes behind the waiting runs (it has started once already).
+ * tag, so it works on a Redis Cluster. A run its worker puts back (busy, handed back) comes
+ * back no later than the head (worker/put-back.ts). Not covered: a job BullMQ puts back
+ * itself (a retry after an infrastructure error, a stalled job), or one in the delayed set
+ * during a renumbering, keeps its old priority and goes behind the waiting runs (it has
+ * started once already).
  *
  * Priorities stop at BullMQ's limit (2,097,151): a backlog from one tenant deeper than the
  * distance from the head to the limit is served in order until it drains below. Jobs queued

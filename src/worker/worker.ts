@@ -48,6 +48,7 @@ import { type Extension, Extensions, transcriptExtension } from "./extensions.js
 import { defaultFetchers, fetcherSlots } from "./fetchers.js";
 import { createModel, redisFaultCounter } from "./models/create-model.js";
 import { abortableSleep } from "./models/scripted.js";
+import { putBack } from "./put-back.js";
 import { processSessionJob, type SessionJobDeps } from "./session-job.js";
 import { builtinTools } from "./tools/builtin.js";
 import { type Tool, ToolRegistry } from "./tools/registry.js";
@@ -266,13 +267,14 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     }
     if (result === "busy") {
       // Another worker holds the session: wait behind it, never alongside it.
-      await job.moveToDelayed(Date.now() + 100 + Math.floor(Math.random() * 200), token);
+      await putBack(redis, config.prefix, job, Date.now() + 100 + Math.floor(Math.random() * 200), token);
       throw new DelayedError();
     }
     if (typeof result === "object") {
       // A run waits for its endpoint's capacity (contracts §15): the job is handed back to the
       // delayed set (no attempt counted: moveToDelayed skips it) and frees this slot now.
-      await job.moveToDelayed(Date.now() + Math.max(1, result.handedBack), token);
+      // It comes back no later than the queue's head (put-back.ts: a renumbering meanwhile).
+      await putBack(redis, config.prefix, job, Date.now() + Math.max(1, result.handedBack), token);
       throw new DelayedError();
     }
     return result;

@@ -7,7 +7,7 @@ import { EventWriter, warnDroppedStream } from "../shared/events.js";
 import { reportEvictionPolicy } from "../shared/eviction-policy.js";
 import { listenError, servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
-import { hasLimits, ProviderLimits } from "../shared/provider-limits.js";
+import { ProviderLimits, waitsForgetter } from "../shared/provider-limits.js";
 import { QUEUES, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
 import { closeAll } from "../shared/shutdown.js";
@@ -134,6 +134,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     },
   });
   const providerLimits = new ProviderLimits(redis, config.prefix, config.gateTuning);
+  const waitsGone = waitsForgetter(providerLimits, [...config.models.endpoints.values()]);
   const service = new FleetService({
     queries: new SessionQueries(database),
     queues,
@@ -157,10 +158,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     cancelSignal: async (sessionIds) => {
       await redis.publish(cancelChannel(config.prefix), JSON.stringify({ sessionIds }));
     },
-    waitsGone: async (tenant, runIds) => {
-      for (const endpoint of config.models.endpoints.values())
-        if (hasLimits(endpoint.limits)) await providerLimits.forget(endpoint.name, tenant, runIds);
-    },
+    waitsGone,
     webhooks: config.webhooks,
     runEnded: async (sessionId, runId, outcome) => {
       await eventWriter.write(sessionId, [], [{ type: "RUN_COMPLETED", runId, outcome }]);
@@ -180,6 +178,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
       metrics,
       eventsEnabled: config.events.enabled,
       tombstoneTtlMs: config.events.maxAgeMs,
+      waitsGone,
     }),
   });
   const { requestRate } = config.tenantLimits;

@@ -8,7 +8,8 @@
  *   progress is aborted rather than run to its end; nothing it returns can be stored. The
  *   same message names every deleted session (`deleted`): each worker removes its transcript
  *   (transcript-cleanup.ts).
- * - The jobs of runs that had not ended are removed from the queue.
+ * - The jobs of runs that had not ended are removed from the queue, and their requests
+ *   waiting for an endpoint's capacity forgotten (`waitsGone`), as a cancel does.
  * - Each session's event stream gets a last event, `SESSION_DELETED` (a batch's,
  *   `BATCH_DELETED`): an open reader receives it and its stream ends; the keys expire
  *   DELETED_STREAM_TTL_MS later (a new reader is answered 404 at once, like the session).
@@ -47,6 +48,8 @@ export type DeletionCleanupDeps = {
   eventsEnabled: boolean;
   /** How long the tombstone of a session deleted with a run not ended is kept (default: a day). */
   tombstoneTtlMs?: number;
+  /** Forgets the runs' requests waiting for endpoint capacity (provider-limits.ts `forget`). */
+  waitsGone?: (tenant: string, runIds: string[]) => Promise<void>;
 };
 
 /** A deleted session's stream keys and how long its tombstone stays (pure). */
@@ -89,6 +92,11 @@ export class DeletionCleanup {
       for (let run = queued.pop(); run; run = queued.pop()) await this.deps.removeJob(run).catch(() => {});
     };
     await Promise.all(Array.from({ length: 8 }, lane));
+    // A run waiting for its endpoint's capacity would keep its tenant counted as waiting (a
+    // share of maxConcurrent) until maxWait after its place, for a request that never comes.
+    const byTenant = new Map<string, string[]>();
+    for (const run of runs) byTenant.set(run.tenant, [...(byTenant.get(run.tenant) ?? []), run.id]);
+    for (const [tenant, ids] of byTenant) await this.deps.waitsGone?.(tenant, ids).catch(() => {});
     if (!this.deps.eventsEnabled) return;
     const ends = streamEnds(
       this.deps.prefix,

@@ -293,6 +293,20 @@ export type Acquired =
   /** `retryInMs`: when to ask again; `reason`: what is short. */
   | { granted: false; retryInMs: number; reason: "rate" | "concurrency" };
 
+/**
+ * Forgets runs' requests waiting for capacity on every endpoint with limits (they will not
+ * ask again: their runs were cancelled or deleted).
+ */
+export function waitsForgetter(
+  limits: Pick<ProviderLimits, "forget">,
+  endpoints: readonly { name: string; limits?: EndpointLimits }[],
+): (tenant: string, runIds: string[]) => Promise<void> {
+  return async (tenant, runIds) => {
+    for (const endpoint of endpoints)
+      if (hasLimits(endpoint.limits)) await limits.forget(endpoint.name, tenant, runIds);
+  };
+}
+
 /** The fleet-wide limits of the endpoints of one fleet (FLEET_PREFIX). */
 export class ProviderLimits {
   private readonly redis: Redis & Commands;

@@ -12,6 +12,7 @@ import { reportEvictionPolicy } from "../shared/eviction-policy.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
+import { ProviderLimits, waitsForgetter } from "../shared/provider-limits.js";
 import { openWebhookQueue, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, RedisOutageLog } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
@@ -125,6 +126,9 @@ export async function startSweeper(
       metrics,
       eventsEnabled: config.events.enabled,
       tombstoneTtlMs: config.events.maxAgeMs,
+      waitsGone: waitsForgetter(new ProviderLimits(redis, config.prefix, config.gateTuning), [
+        ...config.models.endpoints.values(),
+      ]),
     }),
     settings: config.retention,
     log,

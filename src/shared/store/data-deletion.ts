@@ -17,8 +17,11 @@
 import type { Database } from "../db/client.js";
 import { json } from "./rows.js";
 
-/** A run that had not ended when its session was deleted: its job is removed, a worker told. */
-export type DroppedRun = { id: string; sessionId: string; kind: string; status: string };
+/**
+ * A run that had not ended when its session was deleted: its job is removed, a worker told,
+ * and its tenant's request waiting for endpoint capacity, if any, forgotten.
+ */
+export type DroppedRun = { id: string; sessionId: string; tenant: string; kind: string; status: string };
 
 /** A deleted session whose extensions' `onSessionDeleted` hooks are owed. */
 export type OwedDeletion = { sessionId: string; tenant: string; deletedAt: Date; attempts: number };
@@ -49,11 +52,11 @@ export class DataDeletion {
       ), o as (
         insert into session_deletions (session_id, tenant) select id, tenant from d on conflict do nothing
       ), r as (
-        select r.id, r.session_id, r.kind, r.status from runs r
+        select r.id, r.session_id, r.tenant, r.kind, r.status from runs r
          where r.session_id = ${id} and r.status <> 'ended' and exists (select 1 from d)
       )
       select (select coalesce(json_agg(id), '[]'::json) from d) as sessions,
-             (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'kind', kind,
+             (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'tenant', tenant, 'kind', kind,
                                                          'status', status)), '[]'::json) from r) as runs`;
     const deleted = deletedFrom(row);
     return deleted.sessionIds.length === 0 ? null : deleted;
@@ -84,7 +87,7 @@ export class DataDeletion {
          order by s.id limit ${limit}
            for update of s skip locked
       ), r as (
-        select r.id, r.session_id, r.kind, r.status from runs r
+        select r.id, r.session_id, r.tenant, r.kind, r.status from runs r
          where r.session_id in (select id from doomed) and r.status <> 'ended'
       ), d as (
         delete from sessions s using doomed where s.id = doomed.id returning s.id, s.tenant
@@ -92,7 +95,7 @@ export class DataDeletion {
         insert into session_deletions (session_id, tenant) select id, tenant from d on conflict do nothing
       )
       select (select coalesce(json_agg(id), '[]'::json) from d) as sessions,
-             (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'kind', kind,
+             (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'tenant', tenant, 'kind', kind,
                                                          'status', status)), '[]'::json) from r) as runs,
              exists (select 1 from sessions s where s.batch_id = ${batchId}
                       and s.id not in (select id from doomed)) as "left"`;

@@ -79,7 +79,7 @@ describe("a run put back by its worker across a renumbering", () => {
       await putBack(fleet.redis, prefix, taken, Date.now() + 60_000, token);
       await (await queue.getJob("a-10"))!.promote();
       const waiting = await queue.getJobs(["prioritized"], 0, -1, true);
-      // Before: priority 11, behind a-11…a-19 (now 1…9), 10th of 11.
+      // Before: priority 11, behind a-11…a-20 (now 1…10), last of 11.
       expect(waiting.map((j) => j.id).indexOf("a-10")).toBeLessThanOrEqual(1);
       expect(waiting.map((j) => j.id).filter((id) => id !== "a-10")).toEqual(
         Array.from({ length: 10 }, (_, i) => `a-${i + 11}`),

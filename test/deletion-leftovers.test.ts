@@ -194,7 +194,10 @@ export default [
     const message = { seq: 1, role: "user", content: "hi", createdAt: new Date().toISOString() } as never;
     expect((await writer.write(id, [{ runId: "r1", message }], [])).ok).toBe(true);
     await cleanup.afterSessions(
-      { sessionIds: [id], runs: [{ id: "r1", sessionId: id, kind: "run", status: "running", tenant: "default" }] },
+      {
+        sessionIds: [id],
+        runs: [{ id: "r1", sessionId: id, kind: "run", status: "running", tenant: "default" }],
+      },
       "api",
     );
     const stream = eventStreamKey(fleet.config.prefix, id);

@@ -210,7 +210,9 @@ describe("deletion cleanup", () => {
         const ttl = await redis.pttl(key);
         expect(ttl).toBeGreaterThan(0);
         expect(ttl).toBeLessThanOrEqual(60_000);
-        expect(await redis.exists(`${prefix}:events-seq:${id}`)).toBe(0);
+        // The seq key is now the session's tombstone: `deleted` and nothing else, expiring.
+        expect(await redis.hgetall(`${prefix}:events-seq:${id}`)).toEqual({ deleted: "1" });
+        expect(await redis.pttl(`${prefix}:events-seq:${id}`)).toBeGreaterThan(0);
       }
       const [batchLast] = (await redis.xrevrange(batch.stream, "+", "-", "COUNT", 1)) as [string, string[]][];
       expect(batchLast![1][1]).toBe("BATCH_DELETED");
@@ -246,7 +248,7 @@ describe("deletion cleanup", () => {
         string[],
       ][];
       expect(last![1][1], id).toBe("SESSION_DELETED");
-      expect(await redis.exists(`${plain}:events-seq:${id}`)).toBe(0);
+      expect(await redis.hgetall(`${plain}:events-seq:${id}`)).toEqual({ deleted: "1" });
     }
     await deleteKeys(redis, `${plain}:*`);
   });

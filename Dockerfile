@@ -8,7 +8,7 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 COPY scripts ./scripts
 RUN npm ci --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json ./
+COPY tsconfig.json tsconfig.build.json tsconfig.cjs.json ./
 COPY src ./src
 # The console (a Vite build of console/ into dist/console, served by the API under /console).
 COPY console ./console

@@ -597,6 +597,7 @@ describe("Dockerfile", () => {
       "scripts",
       "tsconfig.json",
       "tsconfig.build.json",
+      "tsconfig.cjs.json",
       "src",
       "bin",
       "drizzle",
@@ -619,8 +620,10 @@ describe("Dockerfile", () => {
     expect(image).toMatch(/^COPY --from=build \/app\/dist \.\/dist$/m);
     expect(image, "the image holds no TypeScript sources").not.toMatch(/^COPY (\S+ )*src\b/m);
     const pkg = JSON.parse(read("package.json")) as { scripts: Record<string, string> };
-    // The server, then the console (Vite, into dist/console): the build stage copies console/ for it.
-    expect(pkg.scripts.build).toBe("tsc -p tsconfig.build.json && npm run build:console");
+    // The server, the client for CommonJS (dist/cjs), then the console (Vite, into
+    // dist/console): the build stage copies console/ and tsconfig.cjs.json for them.
+    expect(pkg.scripts.build).toBe("tsc -p tsconfig.build.json && npm run build:cjs && npm run build:console");
+    expect(pkg.scripts["build:cjs"]).toMatch(/^tsc -p tsconfig\.cjs\.json && /);
     expect(pkg.scripts["build:console"]).toBe("vite build --config console/vite.config.ts");
     expect(build).toMatch(/^COPY console \.\/console$/m);
     const built = JSON.parse(read("tsconfig.build.json")) as { compilerOptions: { outDir: string } };

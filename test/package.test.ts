@@ -24,6 +24,7 @@ const CHECKOUT = [
   "package-lock.json",
   "tsconfig.json",
   "tsconfig.build.json",
+  "tsconfig.cjs.json",
   "README.md",
   "bin",
   "console",
@@ -129,6 +130,9 @@ describe("the npm package", () => {
       "drizzle/meta/_journal.json",
       "scripts/patch-postgres.mjs",
       "dist/console/index.html",
+      "dist/cjs/package.json",
+      "dist/cjs/producer/client.js",
+      "dist/cjs/producer/client.d.ts",
     ])
       expect(files, needed).toContain(needed);
     expect(files.filter((f) => f.endsWith(".sql")).length).toBeGreaterThan(0);
@@ -149,8 +153,30 @@ describe("the npm package", () => {
     expect(help.code, help.stderr).toBe(0);
     expect(help.stderr).toBe("");
     expect(help.stdout).toMatch(/^usage: fleet <command>/);
-    for (const command of ["resume-point", "migrate", "api", "worker", "sweeper", "up", "keys", "demo"])
+    for (const command of [
+      "resume-point",
+      "migrate",
+      "api",
+      "worker",
+      "sweeper",
+      "up",
+      "keys",
+      "batch",
+      "session",
+      "watch",
+      "demo",
+    ])
       expect(help.stdout).toMatch(new RegExp(`^ {2}fleet ${command}\\b`, "m"));
+    // The README's commands for deleting data, each with its --help.
+    for (const command of [
+      ["session", "delete"],
+      ["batch", "delete"],
+      ["batch", "resume"],
+    ]) {
+      const sub = await fleet([...command, "--help"]);
+      expect(sub.code, sub.stderr).toBe(0);
+      expect(sub.stdout).toMatch(new RegExp(`^Usage: fleet ${command.join(" ")} `));
+    }
     const version = await fleet(["--version"]);
     expect(version.stdout.trim()).toBe("0.1.0");
   });
@@ -299,4 +325,108 @@ export async function main(): Promise<void> {
       expect(checked.code, `${resolution}: ${checked.stdout}${checked.stderr}`).toBe(0);
     }
   }, 60_000);
+
+  it("`agent-fleet/client` is required from CommonJS and imported from ESM, and talks to an API", async () => {
+    // A stand-in API: one session, 404 for anything else (as the real one answers).
+    const script = (load: string) => `${load}
+const { createServer } = require("node:http");
+const server = createServer((req, res) => {
+  res.setHeader("content-type", "application/json");
+  if (req.url === "/v1/sessions/s1") {
+    res.end(JSON.stringify({ id: "s1", status: "completed", messages: [], runs: [] }));
+  } else {
+    res.statusCode = 404;
+    res.end(JSON.stringify({ error: { code: "not_found", message: "session nope not found" } }));
+  }
+});
+server.listen(0, "127.0.0.1", async () => {
+  const fleet = new FleetClient({ baseUrl: "http://127.0.0.1:" + server.address().port });
+  const session = await fleet.getSession("s1");
+  const error = await fleet.getSession("nope").catch((e) => e);
+  console.log(JSON.stringify({ status: session.status, api: error instanceof FleetApiError, code: error.code }));
+  server.close();
+});
+`;
+    await writeFile(
+      join(project, "client.cjs"),
+      script(`const { FleetClient, FleetApiError } = require("agent-fleet/client");`),
+    );
+    await writeFile(
+      join(project, "client.mjs"),
+      script(`import { createRequire } from "node:module";
+import { FleetClient, FleetApiError } from "agent-fleet/client";
+const require = createRequire(import.meta.url);`),
+    );
+    for (const file of ["client.cjs", "client.mjs"]) {
+      const ran = await run(process.execPath, [file], project);
+      expect(ran.code, `${file}: ${ran.stderr}`).toBe(0);
+      expect(JSON.parse(ran.stdout), file).toEqual({ status: "completed", api: true, code: "not_found" });
+    }
+    // The package's root stays an ES module only.
+    const root = await run(process.execPath, ["-e", "require('agent-fleet')"], project);
+    expect(root.code).not.toBe(0);
+  });
+
+  it("`agent-fleet/client` types check with skipLibCheck off: CommonJS and ESM, nodenext, bundler, node10", async () => {
+    const consumer = (importLine: string) => `${importLine}
+const fleet = new FleetClient({ baseUrl: "http://127.0.0.1:3000", apiKey: "k" });
+export async function main(): Promise<void> {
+  const session: SessionJson = await fleet.getSession("s", { limit: 10, runsLimit: 0 });
+  const status: SessionStatus = session.status;
+  for await (const m of fleet.messages(session.id, { pageSize: 100 })) console.log(m.seq, m.role);
+  for await (const r of fleet.batchResults("b")) {
+    const line: BatchResult = r;
+    const usage: UsageTotals = line.usage;
+    console.log(usage.unknownSteps, status);
+  }
+  const run: RunJson | undefined = session.runs[0];
+  const batch: BatchJson = await fleet.getBatch("b");
+  const summary: SessionSummary | undefined = (await fleet.listSessions({ batch: batch.id })).sessions[0];
+  const deleted = await fleet.deleteSession(summary?.id ?? run?.id ?? "", { idempotencyKey: "k" });
+  console.log(deleted.deleted, (await fleet.deleteBatch(batch.id)).sessionsDeleted);
+  await fleet.resume(session.id).catch((error: unknown) => {
+    if (error instanceof FleetApiError) console.log(error.status, error.reason);
+  });
+}
+`;
+    const names = `FleetApiError, FleetClient, type BatchJson, type BatchResult, type RunJson,
+  type SessionJson, type SessionStatus, type SessionSummary, type UsageTotals`;
+    await writeFile(join(project, "typed.cts"), consumer(`import { ${names} } from "agent-fleet/client";`));
+    await writeFile(join(project, "typed.mts"), consumer(`import { ${names} } from "agent-fleet/client";`));
+    await writeFile(join(project, "typed.ts"), consumer(`import { ${names} } from "agent-fleet/client";`));
+    const tsc = join(ROOT, "node_modules/typescript/bin/tsc");
+    const common = ["--noEmit", "--strict", "--skipLibCheck", "false", "--target", "es2022"];
+    const types = ["--typeRoots", join(ROOT, "node_modules/@types"), "--types", "node"];
+    // Three runs, side by side: each checks @types/node whole (skipLibCheck off), which is slow.
+    const checks = [
+      [["typed.cts", "typed.mts"], "nodenext", "nodenext", []],
+      [["typed.ts"], "esnext", "bundler", []],
+      // A CommonJS project of `tsc --init` before node16 (zod's declarations need the interop).
+      [["typed.ts"], "commonjs", "node10", ["--esModuleInterop"]],
+    ] as const;
+    const results = await Promise.all(
+      checks.map(([files, module, resolution, extra]) =>
+        run(
+          process.execPath,
+          [
+            tsc,
+            ...common,
+            ...types,
+            ...extra,
+            "--module",
+            module,
+            "--moduleResolution",
+            resolution,
+            ...files,
+          ],
+          project,
+          {},
+          280_000,
+        ),
+      ),
+    );
+    results.forEach((checked, i) => {
+      expect(checked.code, `${checks[i]![2]}: ${checked.stdout}${checked.stderr}`).toBe(0);
+    });
+  }, 300_000);
 });

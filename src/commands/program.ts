@@ -255,7 +255,7 @@ export function buildProgram(): Program {
     "the API's base URL (default FLEET_API_URL, else http://127.0.0.1:$PORT); the key comes from FLEET_API_KEY";
   const batch = program
     .command("batch")
-    .summary("submit a JSONL file as a batch, follow it, stream its results, cancel it")
+    .summary("submit a JSONL file as a batch, follow it, stream its results, cancel, delete or resume it")
     .description("Batches of contracts §9, through the HTTP API (FLEET_API_URL, FLEET_API_KEY).");
   batch
     .command("submit")

@@ -14,9 +14,12 @@
  * `retryAfterSeconds` and a `nextCursor` at the first session not done.
  */
 import { z } from "zod";
+import type { BatchResumePage } from "../shared/api-types.js";
 import { AgentResumeError, TooManyRequestsError } from "../shared/errors.js";
 import type { ResumeKind } from "../shared/resume-reasons.js";
 import type { ListCursor } from "../shared/store/session-queries.js";
+
+export type { BatchResumePage };
 
 export const DEFAULT_BATCH_RESUME_LIMIT = 200;
 
@@ -31,16 +34,6 @@ export const batchResumeBody = z
     limit: z.number().int().min(1).max(1_000).default(DEFAULT_BATCH_RESUME_LIMIT),
   })
   .optional();
-
-export type BatchResumePage = {
-  resumed: { sessionId: string; runId: string; kind: ResumeKind }[];
-  /** Parked sessions with nothing to resume (`refused`, `context_full`, …); they stay parked. */
-  refused: { sessionId: string; reason: string }[];
-  /** The next page's `cursor`; null when the pass is over. */
-  nextCursor: string | null;
-  /** A tenant limit stopped the page early: ask for `nextCursor` again after this long. */
-  retryAfterSeconds?: number;
-};
 
 export type BatchResumeDeps = {
   /** The batch's parked sessions after `after` in the list's order, at most `limit`. */

@@ -7,15 +7,35 @@
  *   const run = await fleet.waitForRun(runId);
  */
 import type { AgentConfigInput, ModelConfig } from "../shared/agent-config.js";
+import type {
+  BatchCreated,
+  BatchJson,
+  BatchResult,
+  BatchResumePage,
+  RunJson,
+  SessionJson,
+  SessionStatus,
+  SessionSummary,
+  UsageTotals,
+} from "../shared/api-types.js";
 import type { Message } from "../shared/messages.js";
-import type { UsageTotals } from "../shared/prices.js";
 import type { ResumeKind, ResumePointJson } from "../shared/resume-point.js";
-import type { BatchJson, BatchResult } from "../shared/store/batches.js";
-import type { RunJson } from "../shared/store/rows.js";
-import type { BatchResumePage } from "./batch-resume.js";
-import type { BatchCreated, SessionJson, SessionStatus, SessionSummary } from "./fleet-service.js";
 
-export type { BatchCreated, BatchJson, BatchResult, BatchResumePage };
+export type {
+  AgentConfigInput,
+  BatchCreated,
+  BatchJson,
+  BatchResult,
+  BatchResumePage,
+  Message,
+  ModelConfig,
+  ResumePointJson,
+  RunJson,
+  SessionJson,
+  SessionStatus,
+  SessionSummary,
+  UsageTotals,
+};
 
 /** One session of a batch (contracts §9). */
 export type BatchSessionInput = {

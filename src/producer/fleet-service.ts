@@ -7,6 +7,13 @@ import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
 import { z } from "zod";
 import { type AgentConfig, parseAgentConfig, parseModelConfig } from "../shared/agent-config.js";
+import {
+  type BatchCreated,
+  SESSION_STATUSES,
+  type SessionJson,
+  type SessionStatus,
+  type SessionSummary,
+} from "../shared/api-types.js";
 import type { RunRow, SessionRow } from "../shared/db/schema.js";
 import { RESUMABLE_TAIL_STATES } from "../shared/db/schema.js";
 import { AgentResumeError, NotFoundError, ValidationError } from "../shared/errors.js";
@@ -14,7 +21,6 @@ import {
   assertAnsweredOnce,
   isStorableText,
   parseHistory,
-  type StoredMessage,
   toValidationError,
 } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
@@ -47,6 +53,8 @@ import {
 } from "./batch-resume.js";
 import type { Priorities } from "./fair-dispatch.js";
 import { MAX_IMPORTED_MESSAGES, MAX_METADATA_BYTES, MAX_REQUEST_MESSAGES } from "./request-limits.js";
+
+export { type BatchCreated, SESSION_STATUSES, type SessionJson, type SessionStatus, type SessionSummary };
 
 /**
  * `metadata`: a JSON object of at most MAX_METADATA_BYTES. Its size is read before anything
@@ -195,49 +203,6 @@ function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   return result.data;
 }
 
-export type SessionSummary = {
-  id: string;
-  batchId: string | null;
-  customId: string | null;
-  parked: boolean;
-  tailState: string;
-  parkedReason: string | null;
-  metadata: Record<string, unknown>;
-  updatedAt: string;
-};
-
-export type SessionJson = {
-  id: string;
-  status: SessionStatus;
-  tailState: string;
-  parkedReason: string | null;
-  agent: unknown;
-  metadata: Record<string, unknown>;
-  messages: StoredMessage[];
-  runs: RunJson[];
-  /** Its model steps' stored usage summed, with their cost (prices.ts; additive, contracts §13). */
-  usage: UsageTotals;
-  createdAt: string;
-  updatedAt: string;
-  /** With `?limit=`: the `afterSeq` of the next page, null when no message follows this page. */
-  nextAfterSeq?: number | null;
-  /** With `?runsLimit=` or `?runsBefore=`: the `runsBefore` of the older runs, null when none is older. */
-  nextRunsBefore?: string | null;
-};
-
-/** What `GET /v1/sessions/:id` says a session is doing (README, HTTP API). */
-export const SESSION_STATUSES = [
-  "queued",
-  "running",
-  "completed",
-  "interrupted",
-  "stopped",
-  "parked",
-  "cancelled",
-  "empty",
-] as const;
-export type SessionStatus = (typeof SESSION_STATUSES)[number];
-
 /** One word for a session: parked, cancelled, running, queued, completed, interrupted, stopped, empty. */
 export function sessionStatus(
   session: Pick<SessionRow, "status" | "tailState">,
@@ -257,12 +222,6 @@ export function sessionStatus(
 function sameModel(a: unknown, b: unknown): boolean {
   return isDeepStrictEqual(a ?? null, b ?? null);
 }
-
-export type BatchCreated = {
-  id: string;
-  sessions: { id: string; runId: string | null; customId: string | null }[];
-  webhook?: { url: string };
-};
 
 export class FleetService {
   constructor(

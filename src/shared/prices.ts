@@ -22,9 +22,12 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { z } from "zod";
 import type { AgentConfig, ModelConfig } from "./agent-config.js";
+import type { UsageTotals } from "./api-types.js";
 import { ValidationError } from "./errors.js";
 import type { Usage } from "./messages.js";
 import type { ModelRouting } from "./model-endpoints.js";
+
+export type { UsageTotals };
 
 const perMillion = z.number().finite().nonnegative();
 const priceSchema = z.strictObject({
@@ -146,22 +149,6 @@ export function assertPricedForBudget(agent: AgentConfig, table: PriceTable, roo
   for (const [i, model] of (agent.fallbackModels ?? []).entries())
     check(model, `${root}.fallbackModels[${i}]`);
 }
-
-/** Summed usage of steps or sessions (totalUsage here; store/session-usage.ts for many sessions in SQL). */
-export type UsageTotals = {
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-  reasoningTokens: number;
-  costUsd: number;
-  /**
-   * Model steps whose provider reported no usage (their `usage` is null: a step cut short,
-   * a provider or import without it). The sums above count nothing for them, so a total
-   * of 0 with `unknownSteps` > 0 means "not known", not "free".
-   */
-  unknownSteps: number;
-};
 
 /** Totals of nothing: every count 0. */
 export function zeroTotals(): UsageTotals {

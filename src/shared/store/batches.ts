@@ -14,44 +14,14 @@
  * The batch has ended when no session is queued or running (and it is not open).
  */
 
+import type { BatchCounts, BatchJson, BatchResult } from "../api-types.js";
 import type { Database } from "../db/client.js";
 import type { UsageTotals } from "../prices.js";
 import { json } from "./rows.js";
 import type { ListCursor } from "./session-queries.js";
 import { totalsOfRow, USAGE_SUMS, usageOfBatch } from "./session-usage.js";
 
-export type BatchCounts = {
-  total: number;
-  queued: number;
-  running: number;
-  completed: number;
-  parked: number;
-  cancelled: number;
-};
-
-export type BatchJson = {
-  id: string;
-  status: "running" | "ended" | "cancelled";
-  counts: BatchCounts;
-  createdAt: string;
-  endedAt?: string;
-  /** When a cancel was asked for (additive). */
-  cancelledAt?: string;
-  /** Whether the batch still takes sessions (`POST /v1/batches/:id/sessions`; additive). */
-  open: boolean;
-  webhook?: { url: string; deliveredAt: string | null };
-};
-
-export type BatchResult = {
-  customId: string | null;
-  sessionId: string;
-  status: "queued" | "running" | "completed" | "parked" | "cancelled";
-  parkedReason?: string;
-  output: string | null;
-  /** The session's model steps' usage summed, with cost by FLEET_PRICES (prices.ts). */
-  usage: UsageTotals;
-  endedAt: string | null;
-};
+export type { BatchCounts, BatchJson, BatchResult };
 
 type BatchRaw = {
   id: string;

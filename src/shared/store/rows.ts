@@ -1,7 +1,10 @@
 /** Conversions between stored rows and the public JSON of contracts.md. */
 
+import type { RunJson } from "../api-types.js";
 import type { MessageRow, RunRow, SessionRow } from "../db/schema.js";
 import type { Message, StoredMessage } from "../messages.js";
+
+export type { RunJson };
 
 export function messageFromRow(row: MessageRow): StoredMessage {
   const base = { seq: row.seq, createdAt: row.createdAt.toISOString() };
@@ -236,21 +239,6 @@ export function runFromRaw(raw: RawRun): RunRow {
     endedAt: date(raw.ended_at),
   };
 }
-
-export type RunJson = {
-  id: string;
-  kind: string;
-  resumeKind: string | null;
-  trigger: string;
-  status: string;
-  endedReason: string | null;
-  error: string | null;
-  workerId: string | null;
-  usage: unknown;
-  createdAt: string;
-  startedAt: string | null;
-  endedAt: string | null;
-};
 
 export function runToJson(row: RunRow): RunJson {
   return {

@@ -1,0 +1,132 @@
+/**
+ * The JSON the HTTP API answers, as types: what `FleetClient` returns and the package
+ * exports. They live here, apart from the stores and services that build them, so that the
+ * client's declarations reach no database or queue library: a consumer that type-checks
+ * its dependencies (`skipLibCheck: false`) compiles against `agent-fleet/client` without
+ * drizzle-orm's declarations, which do not check on their own.
+ */
+import type { StoredMessage } from "./messages.js";
+import type { ResumeKind } from "./resume-reasons.js";
+
+/** Summed usage of steps or sessions (totalUsage here; store/session-usage.ts for many sessions in SQL). */
+export type UsageTotals = {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  reasoningTokens: number;
+  costUsd: number;
+  /**
+   * Model steps whose provider reported no usage (their `usage` is null: a step cut short,
+   * a provider or import without it). The sums above count nothing for them, so a total
+   * of 0 with `unknownSteps` > 0 means "not known", not "free".
+   */
+  unknownSteps: number;
+};
+
+export type RunJson = {
+  id: string;
+  kind: string;
+  resumeKind: string | null;
+  trigger: string;
+  status: string;
+  endedReason: string | null;
+  error: string | null;
+  workerId: string | null;
+  usage: unknown;
+  createdAt: string;
+  startedAt: string | null;
+  endedAt: string | null;
+};
+
+/** What `GET /v1/sessions/:id` says a session is doing (README, HTTP API). */
+export const SESSION_STATUSES = [
+  "queued",
+  "running",
+  "completed",
+  "interrupted",
+  "stopped",
+  "parked",
+  "cancelled",
+  "empty",
+] as const;
+export type SessionStatus = (typeof SESSION_STATUSES)[number];
+
+export type SessionSummary = {
+  id: string;
+  batchId: string | null;
+  customId: string | null;
+  parked: boolean;
+  tailState: string;
+  parkedReason: string | null;
+  metadata: Record<string, unknown>;
+  updatedAt: string;
+};
+
+export type SessionJson = {
+  id: string;
+  status: SessionStatus;
+  tailState: string;
+  parkedReason: string | null;
+  agent: unknown;
+  metadata: Record<string, unknown>;
+  messages: StoredMessage[];
+  runs: RunJson[];
+  /** Its model steps' stored usage summed, with their cost (prices.ts; additive, contracts §13). */
+  usage: UsageTotals;
+  createdAt: string;
+  updatedAt: string;
+  /** With `?limit=`: the `afterSeq` of the next page, null when no message follows this page. */
+  nextAfterSeq?: number | null;
+  /** With `?runsLimit=` or `?runsBefore=`: the `runsBefore` of the older runs, null when none is older. */
+  nextRunsBefore?: string | null;
+};
+
+export type BatchCreated = {
+  id: string;
+  sessions: { id: string; runId: string | null; customId: string | null }[];
+  webhook?: { url: string };
+};
+
+export type BatchCounts = {
+  total: number;
+  queued: number;
+  running: number;
+  completed: number;
+  parked: number;
+  cancelled: number;
+};
+
+export type BatchJson = {
+  id: string;
+  status: "running" | "ended" | "cancelled";
+  counts: BatchCounts;
+  createdAt: string;
+  endedAt?: string;
+  /** When a cancel was asked for (additive). */
+  cancelledAt?: string;
+  /** Whether the batch still takes sessions (`POST /v1/batches/:id/sessions`; additive). */
+  open: boolean;
+  webhook?: { url: string; deliveredAt: string | null };
+};
+
+export type BatchResult = {
+  customId: string | null;
+  sessionId: string;
+  status: "queued" | "running" | "completed" | "parked" | "cancelled";
+  parkedReason?: string;
+  output: string | null;
+  /** The session's model steps' usage summed, with cost by FLEET_PRICES (prices.ts). */
+  usage: UsageTotals;
+  endedAt: string | null;
+};
+
+export type BatchResumePage = {
+  resumed: { sessionId: string; runId: string; kind: ResumeKind }[];
+  /** Parked sessions with nothing to resume (`refused`, `context_full`, …); they stay parked. */
+  refused: { sessionId: string; reason: string }[];
+  /** The next page's `cursor`; null when the pass is over. */
+  nextCursor: string | null;
+  /** A tenant limit stopped the page early: ask for `nextCursor` again after this long. */
+  retryAfterSeconds?: number;
+};

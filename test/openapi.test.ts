@@ -12,6 +12,7 @@ import { SESSION_STATUSES } from "../src/producer/fleet-service.js";
 import { readAnswer } from "./support/answer.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 import { CRASH_HISTORY } from "./support/histories.js";
+import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 
@@ -54,6 +55,8 @@ describe("OpenAPI document", () => {
       "413",
       "415",
       "429",
+      "500",
+      "503",
     ]);
   });
 
@@ -273,4 +276,48 @@ describe("OpenAPI document", () => {
     const results = doc.paths["/v1/batches/{id}/results"].get.responses["200"];
     expect(Object.keys(results.content)).toEqual(["application/x-ndjson"]);
   });
+
+  it("documents the 503 a route answers while Redis is away, with its Retry-After, and the 500 of every route", async () => {
+    const port = await freePort();
+    let redis = await startRedis(port);
+    const away = await createFleetEnv("openapi503", { redisUrl: `redis://127.0.0.1:${port}` });
+    try {
+      const url = (await away.startApi()).api.url;
+      const served = (await readAnswer(await fetch(`${url}/v1/openapi.json`))).json;
+      const created = await readAnswer(
+        await fetch(`${url}/v1/sessions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ agent: AGENT }),
+        }),
+      );
+      await stopRedis(redis);
+      const events = await fetch(`${url}/v1/sessions/${created.json.id}/events`);
+      const answer = await readAnswer(events);
+      expect(answer.status).toBe(503);
+      expect(answer.json.error.code).toBe("unavailable");
+      const documented = served.paths["/v1/sessions/{id}/events"].get.responses["503"];
+      expect(documented, "503 is documented").toBeDefined();
+      const ajv = new Ajv2020({ strict: false, allErrors: true });
+      const check = ajv.compile({
+        ...documented.content["application/json"].schema,
+        components: served.components,
+      });
+      expect(check(answer.json), ajv.errorsText(check.errors)).toBe(true);
+      expect(events.headers.get("retry-after")).toBe("1");
+      expect(documented.headers["Retry-After"]).toBeDefined();
+      // Every operation documents both server errors the error handler can answer.
+      for (const [path, ops] of Object.entries<Record<string, { responses: Record<string, unknown> }>>(
+        served.paths,
+      ))
+        for (const [method, op] of Object.entries(ops)) {
+          expect(op.responses["500"], `${method} ${path} 500`).toBeDefined();
+          expect(op.responses["503"], `${method} ${path} 503`).toBeDefined();
+        }
+    } finally {
+      redis = await startRedis(port);
+      await away.close();
+      await stopRedis(redis);
+    }
+  }, 60_000);
 });

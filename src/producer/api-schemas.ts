@@ -359,6 +359,18 @@ const common = {
       "Retry-After": { description: "Seconds to wait before sending the request again", type: "integer" },
     },
   },
+  500: {
+    description: "An unexpected failure (`internal`); the API's log has it, the answer no internals",
+    schema: errorSchema,
+  },
+  503: {
+    description:
+      "Postgres or Redis is unreachable or refusing work (`unavailable`); try again after Retry-After",
+    schema: errorSchema,
+    headers: {
+      "Retry-After": { description: "Seconds to wait before sending the request again", type: "integer" },
+    },
+  },
 } satisfies Record<number, ResponseDoc>;
 
 /**
@@ -672,6 +684,13 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   "GET /v1/openapi.json": {
     operationId: "openapi",
     summary: "This document",
-    responses: { 200: { description: "OpenAPI 3.1" }, 401: common[401], 403: common[403], 429: common[429] },
+    responses: {
+      200: { description: "OpenAPI 3.1" },
+      401: common[401],
+      403: common[403],
+      429: common[429],
+      500: common[500],
+      503: common[503],
+    },
   },
 };

@@ -349,11 +349,16 @@ describe("deleting sessions and batches", () => {
   it("fleet session delete / fleet batch delete print the answer; a missing id exits 2", async () => {
     const { id } = await a.createSession({ agent: quick });
     const batch = await a.createBatch([{ agent: quick }]);
-    const cli = (args: string[]) =>
+    const cli = (args: string[], key: string | null = keyA) =>
       new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-        const child = spawn(process.execPath, [FLEET_BIN, ...args], {
-          env: { ...process.env, ...fleet.env, FLEET_API_URL: base, FLEET_API_KEY: keyA },
-        });
+        const env: NodeJS.ProcessEnv = {
+          ...process.env,
+          ...fleet.env,
+          FLEET_API_URL: base,
+        };
+        if (key === null) delete env.FLEET_API_KEY;
+        else env.FLEET_API_KEY = key;
+        const child = spawn(process.execPath, [FLEET_BIN, ...args], { env });
         let stdout = "";
         let stderr = "";
         child.stdout.on("data", (d) => {
@@ -374,5 +379,14 @@ describe("deleting sessions and batches", () => {
     expect(deleted.code, deleted.stderr).toBe(0);
     expect(JSON.parse(deleted.stdout)).toMatchObject({ id: batch.id, deleted: true, sessionsDeleted: 1 });
     expect(status(await a.getSession(batch.sessions[0]!.id).catch((e) => e))).toBe(404);
+    // Without a key, or with one the API refuses: the line says what to set, not which header to send.
+    const keyless = await cli(["session", "delete", id], null);
+    expect(keyless.code).toBe(2);
+    expect(keyless.stderr).toMatch(
+      /^fleet session delete: .*; set FLEET_API_KEY to a key \(`fleet keys create/,
+    );
+    const wrong = await cli(["batch", "delete", batch.id], "fk_000000000000_nope");
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toMatch(/^fleet batch delete: .*; FLEET_API_KEY is not a key this API accepts/);
   }, 60_000);
 });

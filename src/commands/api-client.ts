@@ -13,10 +13,22 @@ export type ApiOptions = {
   apiKey?: string;
 };
 
-export function apiClientOf(options: ApiOptions): { client: FleetClient; url: string } {
+export function apiClientOf(options: ApiOptions): { client: FleetClient; url: string; keySent: boolean } {
   const env = readProcessEnv();
   const url = options.api ?? env.FLEET_API_URL ?? `http://127.0.0.1:${env.PORT || 3000}`;
-  return { client: new FleetClient({ baseUrl: url, apiKey: options.apiKey ?? env.FLEET_API_KEY }), url };
+  const apiKey = options.apiKey ?? env.FLEET_API_KEY;
+  return { client: new FleetClient({ baseUrl: url, apiKey }), url, keySent: Boolean(apiKey) };
+}
+
+/**
+ * What a command adds to a 401's line: the API's message tells an HTTP caller to send a
+ * header, which a user of a `fleet` command does not do; the command sends FLEET_API_KEY.
+ */
+export function keyHint(status: number, keySent: boolean): string {
+  if (status !== 401) return "";
+  return keySent
+    ? "; FLEET_API_KEY is not a key this API accepts (revoked, or of another fleet)"
+    : "; set FLEET_API_KEY to a key (`fleet keys create --tenant NAME` prints one)";
 }
 
 /** The line for an error that says nothing listens at `url` (else null). */

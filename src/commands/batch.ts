@@ -25,7 +25,7 @@ import {
   type FleetClient,
 } from "../producer/client.js";
 import type { ModelConfig } from "../shared/agent-config.js";
-import { type ApiOptions, apiClientOf, unreachableLine } from "./api-client.js";
+import { type ApiOptions, apiClientOf, keyHint, unreachableLine } from "./api-client.js";
 
 /** Sessions per request (the API's MAX_BATCH). */
 export const PART_SIZE = 1_000;
@@ -54,7 +54,12 @@ async function write(stream: Writable, text: string): Promise<void> {
 class LineError extends Error {}
 
 /** Runs a command body; API errors and bad input end it with one line and an exit code. */
-async function guarded(io: BatchIo, url: string, what: string, body: () => Promise<number>): Promise<number> {
+async function guarded(
+  io: BatchIo,
+  { url, keySent }: { url: string; keySent: boolean },
+  what: string,
+  body: () => Promise<number>,
+): Promise<number> {
   try {
     return await body();
   } catch (error) {
@@ -64,7 +69,7 @@ async function guarded(io: BatchIo, url: string, what: string, body: () => Promi
     }
     if (error instanceof FleetApiError) {
       const field = error.field ? ` (${error.field})` : "";
-      await write(io.stderr, `${what}: ${error.message}${field}\n`);
+      await write(io.stderr, `${what}: ${error.message}${field}${keyHint(error.status, keySent)}\n`);
       return error.status >= 400 && error.status < 500 ? 2 : 1;
     }
     const line = unreachableLine(error, what, url);
@@ -195,8 +200,8 @@ export async function batchSubmitCommand(
   } = {},
 ): Promise<number> {
   const io = ioOf(options);
-  const { client, url } = apiClientOf(options);
-  return guarded(io, url, "fleet batch submit", async () => {
+  const { client, ...api } = apiClientOf(options);
+  return guarded(io, api, "fleet batch submit", async () => {
     const partSize = Math.min(PART_SIZE, options.partSize ?? PART_SIZE);
     const keyPrefix = options.idempotencyKey ?? `fleet-batch-${randomUUID()}`;
     const total = await countLines(file).catch(() => undefined);
@@ -313,8 +318,8 @@ async function waitForEnd(client: FleetClient, id: string, io: BatchIo): Promise
 
 export async function batchStatusCommand(id: string, options: BatchCommandOptions = {}): Promise<number> {
   const io = ioOf(options);
-  const { client, url } = apiClientOf(options);
-  return guarded(io, url, "fleet batch status", async () => {
+  const { client, ...api } = apiClientOf(options);
+  return guarded(io, api, "fleet batch status", async () => {
     await write(io.stdout, `${JSON.stringify(await client.getBatch(id), null, 2)}\n`);
     return 0;
   });
@@ -322,8 +327,8 @@ export async function batchStatusCommand(id: string, options: BatchCommandOption
 
 export async function batchResultsCommand(id: string, options: BatchCommandOptions = {}): Promise<number> {
   const io = ioOf(options);
-  const { client, url } = apiClientOf(options);
-  return guarded(io, url, "fleet batch results", async () => {
+  const { client, ...api } = apiClientOf(options);
+  return guarded(io, api, "fleet batch results", async () => {
     for await (const result of client.batchResults(id)) await write(io.stdout, `${JSON.stringify(result)}\n`);
     return 0;
   });
@@ -331,8 +336,8 @@ export async function batchResultsCommand(id: string, options: BatchCommandOptio
 
 export async function batchCancelCommand(id: string, options: BatchCommandOptions = {}): Promise<number> {
   const io = ioOf(options);
-  const { client, url } = apiClientOf(options);
-  return guarded(io, url, "fleet batch cancel", async () => {
+  const { client, ...api } = apiClientOf(options);
+  return guarded(io, api, "fleet batch cancel", async () => {
     await write(io.stdout, `${JSON.stringify(await client.cancelBatch(id), null, 2)}\n`);
     return 0;
   });
@@ -348,8 +353,8 @@ export async function batchResumeCommand(
   options: BatchCommandOptions & { reason?: string; model?: string } = {},
 ): Promise<number> {
   const io = ioOf(options);
-  const { client, url } = apiClientOf(options);
-  return guarded(io, url, "fleet batch resume", async () => {
+  const { client, ...api } = apiClientOf(options);
+  return guarded(io, api, "fleet batch resume", async () => {
     let model: ModelConfig | undefined;
     if (options.model !== undefined) {
       try {

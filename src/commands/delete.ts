@@ -5,7 +5,7 @@
  * cannot be reached, 1 for a 5xx.
  */
 import { FleetApiError } from "../producer/client.js";
-import { type ApiOptions, apiClientOf, unreachableLine } from "./api-client.js";
+import { type ApiOptions, apiClientOf, keyHint, unreachableLine } from "./api-client.js";
 
 export type DeleteIo = { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream };
 export type DeleteOptions = ApiOptions & { io?: DeleteIo };
@@ -16,13 +16,13 @@ async function guarded(
   body: (client: ReturnType<typeof apiClientOf>["client"]) => Promise<unknown>,
 ): Promise<number> {
   const io = options.io ?? { stdout: process.stdout, stderr: process.stderr };
-  const { client, url } = apiClientOf(options);
+  const { client, url, keySent } = apiClientOf(options);
   try {
     io.stdout.write(`${JSON.stringify(await body(client), null, 2)}\n`);
     return 0;
   } catch (error) {
     if (error instanceof FleetApiError) {
-      io.stderr.write(`${what}: ${error.message}\n`);
+      io.stderr.write(`${what}: ${error.message}${keyHint(error.status, keySent)}\n`);
       return error.status >= 400 && error.status < 500 ? 2 : 1;
     }
     const line = unreachableLine(error, what, url);

@@ -6,7 +6,7 @@
  */
 import type { Writable } from "node:stream";
 import { FleetApiError, type FleetEvent } from "../producer/client.js";
-import { type ApiOptions, apiClientOf, unreachableLine } from "./api-client.js";
+import { type ApiOptions, apiClientOf, keyHint, unreachableLine } from "./api-client.js";
 
 export type WatchOptions = ApiOptions & {
   json?: boolean;
@@ -60,7 +60,7 @@ export function describeEvent(event: FleetEvent): string {
 export async function watchCommand(sessionId: string, options: WatchOptions = {}): Promise<number> {
   const stdout = options.io?.stdout ?? process.stdout;
   const stderr = options.io?.stderr ?? process.stderr;
-  const { client, url } = apiClientOf(options);
+  const { client, url, keySent } = apiClientOf(options);
   const controller = new AbortController();
   const stop = () => controller.abort();
   options.signal?.addEventListener("abort", stop, { once: true });
@@ -86,7 +86,8 @@ export async function watchCommand(sessionId: string, options: WatchOptions = {}
     return 0;
   } catch (error) {
     if (error instanceof FleetApiError) {
-      stderr.write(`fleet watch: ${error.message}${error.reason ? ` (${error.reason})` : ""}\n`);
+      const reason = error.reason ? ` (${error.reason})` : "";
+      stderr.write(`fleet watch: ${error.message}${reason}${keyHint(error.status, keySent)}\n`);
       return error.status >= 400 && error.status < 500 ? 2 : 1;
     }
     const line = unreachableLine(error, "fleet watch", url);

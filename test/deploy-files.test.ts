@@ -622,7 +622,9 @@ describe("Dockerfile", () => {
     const pkg = JSON.parse(read("package.json")) as { scripts: Record<string, string> };
     // The server, the client for CommonJS (dist/cjs), then the console (Vite, into
     // dist/console): the build stage copies console/ and tsconfig.cjs.json for them.
-    expect(pkg.scripts.build).toBe("tsc -p tsconfig.build.json && npm run build:cjs && npm run build:console");
+    expect(pkg.scripts.build).toBe(
+      "tsc -p tsconfig.build.json && npm run build:cjs && npm run build:console",
+    );
     expect(pkg.scripts["build:cjs"]).toMatch(/^tsc -p tsconfig\.cjs\.json && /);
     expect(pkg.scripts["build:console"]).toBe("vite build --config console/vite.config.ts");
     expect(build).toMatch(/^COPY console \.\/console$/m);

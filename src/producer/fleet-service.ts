@@ -17,12 +17,7 @@ import {
 import type { RunRow, SessionRow } from "../shared/db/schema.js";
 import { RESUMABLE_TAIL_STATES } from "../shared/db/schema.js";
 import { AgentResumeError, NotFoundError, ValidationError } from "../shared/errors.js";
-import {
-  assertAnsweredOnce,
-  isStorableText,
-  parseHistory,
-  toValidationError,
-} from "../shared/messages.js";
+import { assertAnsweredOnce, isStorableText, parseHistory, toValidationError } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { checkAgentModels, type ModelRouting, resolveModelRoute } from "../shared/model-endpoints.js";
 import { assertPricedForBudget, pricesOf, totalUsage, type UsageTotals } from "../shared/prices.js";

@@ -11,12 +11,18 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chunkStarts, EventWriter, eventStreamKey, WRITE_CHUNK } from "../src/shared/events.js";
+import { chunkStarts, EventWriter, eventStreamKey } from "../src/shared/events.js";
 import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
 import { replayHistory } from "./support/replay-history.js";
 
 const PREFIX = "{replay}";
 const RETENTION = { maxEvents: 1_000_000, maxAgeMs: 600_000 };
+/**
+ * A chunk limit an eighth of WRITE_CHUNK's (bytes and entries), so that a tenth of the data
+ * makes about as many chunks as the full-size replay makes with the real limits: the same
+ * chunking proved on 1,000 and 5,000 messages instead of 10,000 and 50,000.
+ */
+const CHUNK = { bytes: 16 * 1024, entries: 32 };
 
 /** Every MESSAGE seq of a stream, in its order, and the types of its other entries. */
 async function streamOf(redis: Redis, sessionId: string): Promise<{ seqs: number[]; others: string[] }> {
@@ -57,8 +63,8 @@ describe("replaying a history into an event stream", () => {
     expect(chunkStarts([5, 100, 5], { bytes: 50, entries: 10 })).toEqual([0, 1, 2]);
   });
 
-  it("writes 10,000 messages of 1 KB in bounded calls; a reader meanwhile gets each once, in order", async () => {
-    const writer = new EventWriter(redis, PREFIX, RETENTION);
+  it("writes 1,000 messages of 1 KB in bounded calls; a reader meanwhile gets each once, in order", async () => {
+    const writer = new EventWriter(redis, PREFIX, RETENTION, undefined, true, 0, {}, CHUNK);
     const sessionId = "s-10k";
     await redis.slowlog("RESET");
     // A reader follows the stream from its start while the replay goes on.
@@ -83,13 +89,13 @@ describe("replaying a history into an event stream", () => {
         if (rows.length === 0) await new Promise((r) => setTimeout(r, 1));
       }
     })();
-    const result = await writer.write(sessionId, replayHistory(10_000, 1_000), [
+    const result = await writer.write(sessionId, replayHistory(1_000, 1_000), [
       { type: "RUN_COMPLETED", runId: "r1", outcome: "completed" },
     ]);
     expect(result.ok).toBe(true);
     await reading;
-    expect(seen).toEqual(upTo(10_000));
-    expect(await streamOf(redis, sessionId)).toEqual({ seqs: upTo(10_000), others: ["RUN_COMPLETED"] });
+    expect(seen).toEqual(upTo(1_000));
+    expect(await streamOf(redis, sessionId)).toEqual({ seqs: upTo(1_000), others: ["RUN_COMPLETED"] });
 
     // Every script call: how many arguments it carried (SLOWLOG keeps 32, then says how many
     // more) and how long it held Redis.
@@ -102,11 +108,11 @@ describe("replaying a history into an event stream", () => {
       });
     const longest = Math.max(...calls.map((c) => c.micros));
     console.log(
-      `replay of 10,000 × 1 KB: ${calls.length} script calls, at most ${Math.max(...calls.map((c) => c.args))} arguments, the longest ${longest} µs`,
+      `replay of 1,000 × 1 KB: ${calls.length} script calls, at most ${Math.max(...calls.map((c) => c.args))} arguments, the longest ${longest} µs`,
     );
-    expect(calls.length).toBeGreaterThanOrEqual(Math.ceil((10_000 * 1_000) / WRITE_CHUNK.bytes));
+    expect(calls.length).toBeGreaterThanOrEqual(Math.ceil((1_000 * 1_000) / CHUNK.bytes));
     // A chunk's entries take 3 arguments each, and a call has 10 more (command, sha, keys, header).
-    for (const call of calls) expect(call.args).toBeLessThanOrEqual(3 * WRITE_CHUNK.entries + 10);
+    for (const call of calls) expect(call.args).toBeLessThanOrEqual(3 * CHUNK.entries + 10);
   }, 60_000);
 
   it("a writer SIGKILLed between two chunks leaves a stream the next writer completes, each seq once", async () => {
@@ -121,8 +127,9 @@ describe("replaying a history into an event stream", () => {
         url,
         PREFIX,
         sessionId,
-        "50000",
+        "5000",
         "1000",
+        JSON.stringify(CHUNK),
       ],
       { stdio: ["ignore", "pipe", "inherit"] },
     );
@@ -131,7 +138,7 @@ describe("replaying a history into an event stream", () => {
     // writer is killed while its next chunk waits: that chunk never runs.
     for (;;) {
       const seq = Number((await redis.hget(seqKey, "seq")) ?? 0);
-      if (seq >= 2_000) break;
+      if (seq >= 200) break;
       if (child.exitCode !== null) throw new Error("the writer ended before it was killed");
       await new Promise((r) => setTimeout(r, 1));
     }
@@ -140,19 +147,19 @@ describe("replaying a history into an event stream", () => {
     await exited;
     await redis.call("CLIENT", "UNPAUSE");
     const left = await streamOf(redis, sessionId);
-    expect(left.seqs.length).toBeGreaterThanOrEqual(2_000);
-    expect(left.seqs.length).toBeLessThan(50_000);
+    expect(left.seqs.length).toBeGreaterThanOrEqual(200);
+    expect(left.seqs.length).toBeLessThan(5_000);
     expect(left.seqs).toEqual(upTo(left.seqs.length));
     expect(left.others).toEqual([]);
     expect(Number(await redis.hget(seqKey, "seq"))).toBe(left.seqs.length);
 
     // The next writer sends the whole history again, as one that knows nothing would.
-    const writer = new EventWriter(redis, PREFIX, RETENTION);
-    const result = await writer.write(sessionId, replayHistory(50_000, 1_000), [
+    const writer = new EventWriter(redis, PREFIX, RETENTION, undefined, true, 0, {}, CHUNK);
+    const result = await writer.write(sessionId, replayHistory(5_000, 1_000), [
       { type: "RUN_COMPLETED", runId: "r1", outcome: "completed" },
     ]);
     expect(result.ok).toBe(true);
-    if (result.ok) expect(result.ids).toHaveLength(50_000 - left.seqs.length + 1);
-    expect(await streamOf(redis, sessionId)).toEqual({ seqs: upTo(50_000), others: ["RUN_COMPLETED"] });
+    if (result.ok) expect(result.ids).toHaveLength(5_000 - left.seqs.length + 1);
+    expect(await streamOf(redis, sessionId)).toEqual({ seqs: upTo(5_000), others: ["RUN_COMPLETED"] });
   }, 90_000);
 });

@@ -307,6 +307,8 @@ export class EventWriter {
       database?: Database;
       onDropped?: (sessionId: string, streamSeq: number, storedSeq: number) => void;
     } = {},
+    /** The most one script call carries (WRITE_CHUNK; tests pass smaller limits to prove the chunking on less data). */
+    private readonly chunk: { bytes: number; entries: number } = WRITE_CHUNK,
   ) {
     if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsAppendMany)
       redis.defineCommand("fleetEventsAppendMany", { lua: APPEND_SCRIPT });
@@ -318,7 +320,7 @@ export class EventWriter {
       keysShareSlot(isCluster(redis), prefix),
       gatherMs,
       // Writes of several sessions share a call only up to one chunk's bytes.
-      { of: (write) => write.bytes, max: WRITE_CHUNK.bytes },
+      { of: (write) => write.bytes, max: chunk.bytes },
     );
   }
 
@@ -371,7 +373,7 @@ export class EventWriter {
     // writer sends, and a reader between two chunks reads an ordinary stream that grows. The
     // writer's `check` goes with the first chunk: the later ones follow what it wrote.
     const sizes = rows.map((row) => Buffer.byteLength(row[2]) + 32);
-    const starts = chunkStarts(sizes);
+    const starts = chunkStarts(sizes, this.chunk);
     const ids: string[] = [];
     let prior = 0;
     let priorFingerprint: string | null = null;

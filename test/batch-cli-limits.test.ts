@@ -42,9 +42,22 @@ describe("fleet batch submit under FLEET_TENANT_MAX_ACTIVE_SESSIONS", () => {
     const file = join(dir, "sessions.jsonl");
     await writeFile(file, `${Array.from({ length: 1_002 }, (_, i) => line(i)).join("\n")}\n`);
     // No worker yet: the first part (1,000) fills the cap, the second (2) does not fit.
-    const submitted = runFleetCli(["batch", "submit", file], { ...fleet.env, FLEET_API_URL: url }, 120_000);
-    // Longer than the client waits out 429s by itself (30 s); then sessions end and make room.
-    await new Promise((resolve) => setTimeout(resolve, 35_000));
+    let waiting!: () => void;
+    const waitingForRoom = new Promise<void>((resolve) => {
+      waiting = resolve;
+    });
+    const submitted = runFleetCli(
+      ["batch", "submit", file],
+      { ...fleet.env, FLEET_API_URL: url },
+      120_000,
+      undefined,
+      (stderr) => {
+        if (/waiting for room/.test(stderr)) waiting();
+      },
+    );
+    // Once the client has waited out 429s by itself (30 s) and the command says it waits for
+    // room (not after a guessed 35 s): then sessions end and make room.
+    await Promise.race([waitingForRoom, submitted]);
     await fleet.spawnWorker({ WORKER_CONCURRENCY: "16" });
     const result = await submitted;
     expect(result.stderr).toMatch(/active sessions/);

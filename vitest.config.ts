@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import SlowFirstSequencer from "./test/support/slow-first.js";
 
 export default defineConfig({
   test: {
@@ -11,5 +12,7 @@ export default defineConfig({
     // parallel; two at a time fits a 2-core machine.
     maxWorkers: 2,
     pool: "forks",
+    // The slowest files start first (test/support/slow-first.ts), also on a fresh checkout.
+    sequence: { sequencer: SlowFirstSequencer },
   },
 });

@@ -14,6 +14,7 @@ export const SLOW_FILES = [
   "batch-cli-limits",
   "lifecycle",
   "demo",
+  "package",
   "fleet-up",
   "provider-limits-waiters",
   "queue-and-cli",
@@ -29,6 +30,7 @@ export const SLOW_FILES = [
   "connection-loss",
   "frozen-worker",
   "prometheus-live",
+  "prometheus-alerts-live",
   "fleet-identity",
 ].map((name) => `test/${name}.test.ts`);
 

@@ -67,15 +67,22 @@ describe("a tenant whose waiting requests were cancelled", () => {
     const otherBatch = await other.createBatch(
       Array.from({ length: 40 }, (_, i) => ({ agent, input: `other ${i}` })),
     );
-    // Both hold their share and both have requests waiting, some of them handed back.
+    // Both hold their share and both have requests waiting, some of them handed back. (A
+    // fresh-clone CI run once timed out here after 30 s; the samples are printed if it does again.)
+    const samples: string[] = [];
     await waitFor(
       async () => {
         const waiting = await limits.waiting("slow");
+        samples.push(`${JSON.stringify(inFlight)} waiting ${JSON.stringify([...waiting])}`);
+        if (samples.length > 20) samples.shift();
         return inFlight.other >= 1 && inFlight.big >= 1 && (waiting.get("other") ?? 0) >= 10;
       },
-      30_000,
+      60_000,
       "both tenants at their share, with requests waiting",
-    );
+    ).catch((error) => {
+      console.log(`in flight and waiting, the last samples:\n${samples.join("\n")}`);
+      throw error;
+    });
     bigAtFour = null;
     // Until now the two tenants shared the 4 permits.
     expect(slow.stats.maxInFlight).toBeLessThanOrEqual(4);

@@ -193,6 +193,8 @@ export async function batchSubmitCommand(
     wait?: boolean;
     /** A webhook URL for the batch. */
     webhook?: string;
+    /** false (`--no-session-events`): its sessions get no event streams. */
+    sessionEvents?: boolean;
     /** Prefix of the parts' Idempotency-Keys; the same prefix makes a re-run act once (24 h). */
     idempotencyKey?: string;
     /** Sessions per request (≤ 1,000). */
@@ -221,6 +223,7 @@ export async function batchSubmitCommand(
                 idempotencyKey: key,
                 open: !last,
                 ...(options.webhook ? { webhook: { url: options.webhook } } : {}),
+                ...(options.sessionEvents === false ? { sessionEvents: false } : {}),
               }),
             io,
           );

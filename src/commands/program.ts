@@ -266,6 +266,10 @@ export function buildProgram(): Program {
     .option("--wait", "wait until the batch has ended, showing progress")
     .option("--webhook <URL>", "POST the batch JSON, signed, to URL once it has ended")
     .option(
+      "--no-session-events",
+      "write no per-session event stream for its sessions (less Redis memory and worker CPU; the batch's progress, events and webhook are unchanged)",
+    )
+    .option(
       "--idempotency-key <PREFIX>",
       "prefix of the parts' Idempotency-Keys: running the same command again within 24 h acts once",
     )
@@ -282,6 +286,7 @@ export function buildProgram(): Program {
           options: {
             wait?: boolean;
             webhook?: string;
+            sessionEvents?: boolean;
             idempotencyKey?: string;
             partSize?: number;
             api?: string;

@@ -94,6 +94,10 @@ export const sessionSchema = z
     ),
     createdAt: when,
     updatedAt: when,
+    sessionEvents: z
+      .literal(false)
+      .optional()
+      .describe("Present when the session was created with `sessionEvents: false` (it has no event stream)"),
     nextAfterSeq: z
       .number()
       .int()
@@ -147,10 +151,17 @@ const imported = z
     `A history to import (at most ${MAX_IMPORTED_MESSAGES.toLocaleString("en")} messages; ${MAX_REQUEST_MESSAGES.toLocaleString("en")} in one request)`,
   );
 
+const sessionEvents = z
+  .boolean()
+  .optional()
+  .describe(
+    "false: no event stream is written for it (saves Redis memory and worker time); GET …/events answers 409 `session_events_off`. Default true",
+  );
 export const createSessionBody = z.strictObject({
   agent: agentConfigSchema,
   metadata,
   messages: imported,
+  sessionEvents,
 });
 const batchItem = z.strictObject({
   agent: agentConfigSchema,
@@ -169,6 +180,9 @@ export const createBatchBody = z.strictObject({
     .boolean()
     .optional()
     .describe("Takes more sessions (POST /v1/batches/:id/sessions) and does not end until closed"),
+  sessionEvents: sessionEvents.describe(
+    "false: no session of the batch (also those appended later) has an event stream; the batch's own stream (GET /v1/batches/:id/events) is written as always. Default true",
+  ),
 });
 export const appendBatchBody = z.strictObject({
   sessions: z.array(batchItem).max(1_000),
@@ -196,6 +210,10 @@ export const batchSchema = z
     endedAt: when.optional(),
     cancelledAt: when.optional(),
     open: z.boolean(),
+    sessionEvents: z
+      .literal(false)
+      .optional()
+      .describe("Present when the batch was created with `sessionEvents: false`"),
     webhook: z.object({ url: z.string(), deliveredAt: when.nullable() }).optional(),
   })
   .meta({ id: "Batch" });
@@ -509,6 +527,11 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       },
       ...common,
       ...missing,
+      409: {
+        description:
+          'The session was created with `sessionEvents: false` (`reason: "session_events_off"`): it has no event stream',
+        schema: errorSchema,
+      },
       ...gone,
     },
   },

@@ -188,6 +188,8 @@ export class FleetClient {
       agent: AgentConfigInput;
       metadata?: Record<string, unknown>;
       messages?: Message[];
+      /** false: no event stream is written for it (`events()` rejects with 409 `session_events_off`). */
+      sessionEvents?: boolean;
     },
     options: PostOptions = {},
   ): Promise<{ id: string }> {
@@ -197,11 +199,13 @@ export class FleetClient {
   /**
    * Creates a batch of sessions (each optionally with its first message) in one request, all
    * or none. `webhook`: POSTed the batch once it has ended; `open`: more sessions follow
-   * (`appendToBatch`), and the batch does not end before the last part closes it.
+   * (`appendToBatch`), and the batch does not end before the last part closes it;
+   * `sessionEvents: false`: none of its sessions has an event stream (less Redis memory and
+   * worker time; follow the batch by `getBatch`, `batchEvents` and the webhook).
    */
   createBatch(
     sessions: BatchSessionInput[],
-    options: PostOptions & { webhook?: { url: string }; open?: boolean } = {},
+    options: PostOptions & { webhook?: { url: string }; open?: boolean; sessionEvents?: boolean } = {},
   ): Promise<BatchCreated> {
     const { idempotencyKey, ...rest } = options;
     return this.request("POST", "/v1/batches", { sessions, ...rest }, { idempotencyKey });

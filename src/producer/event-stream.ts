@@ -22,7 +22,7 @@
 import type { ServerResponse } from "node:http";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Redis } from "ioredis";
-import { NotFoundError, TooManyRequestsError, ValidationError } from "../shared/errors.js";
+import { ConflictError, NotFoundError, TooManyRequestsError, ValidationError } from "../shared/errors.js";
 import { placeMayHaveExpired, STREAM_START } from "../shared/event-expiry.js";
 import {
   EventReader,
@@ -236,6 +236,11 @@ export class EventStreams {
       throw new ValidationError("run", "must be a run id of this session");
     const session = await this.deps.queries.getSession(sessionId, tenant);
     if (!session) throw new NotFoundError(`session ${sessionId}`);
+    if (!session.sessionEvents)
+      throw new ConflictError(
+        "session_events_off",
+        `session ${sessionId} was created with sessionEvents: false, so it has no event stream; follow it with GET /v1/sessions/${sessionId} (or its batch's events)`,
+      );
     const key = eventStreamKey(this.deps.prefix, sessionId);
     let start: string;
     if (after !== null) {

@@ -79,10 +79,13 @@ function importedCount(value: unknown, field: string): number {
   return value.length;
 }
 
+/** false: the session's event stream (contracts §7) is not written; GET …/events answers 409. */
+const sessionEventsField = z.boolean("must be true or false").optional();
 const createBody = z.strictObject({
   agent: z.unknown(),
   metadata: metadataField,
   messages: z.unknown().optional(),
+  sessionEvents: sessionEventsField,
 });
 /** Sessions one batch may create. */
 export const MAX_BATCH = 1_000;
@@ -103,6 +106,8 @@ const batchBody = z.strictObject({
   webhook: z.strictObject({ url: z.string().min(1, "must be a URL") }).optional(),
   /** An open batch takes more sessions (`POST /v1/batches/:id/sessions`) and does not end before it is closed. */
   open: z.boolean().optional(),
+  /** For every session of the batch, also those appended later. */
+  sessionEvents: sessionEventsField,
 });
 const appendBody = z
   .strictObject({
@@ -321,7 +326,13 @@ export class FleetService {
     const messages = input.messages === undefined ? [] : parseHistory(input.messages, "messages");
     assertAnsweredOnce(messages, "messages");
     await this.checkTools([{ agent, field: "agent" }]);
-    return this.deps.queries.createSession({ agent, metadata: input.metadata, messages, tenant });
+    return this.deps.queries.createSession({
+      agent,
+      metadata: input.metadata,
+      messages,
+      tenant,
+      sessionEvents: input.sessionEvents,
+    });
   }
 
   /**
@@ -342,6 +353,7 @@ export class FleetService {
       create: true,
       webhookUrl,
       open: input.open === true,
+      sessionEvents: input.sessionEvents,
     });
     return { id, sessions, ...(webhookUrl === null ? {} : { webhook: { url: webhookUrl } }) };
   }
@@ -535,7 +547,8 @@ export class FleetService {
         const jobId = QUEUES.runs.jobId({ sessionId: run.sessionId, runId: run.id });
         const job = await this.deps.queues.getJob(name, jobId).catch(() => undefined);
         await job?.remove().catch(() => {});
-        await this.deps.runEnded?.(run.sessionId, run.id, "cancelled").catch(() => {});
+        if (run.sessionEvents !== false)
+          await this.deps.runEnded?.(run.sessionId, run.id, "cancelled").catch(() => {});
       }
     };
     const removed = Promise.all(Array.from({ length: 16 }, lane));
@@ -721,6 +734,7 @@ export class FleetService {
       usage: usages ?? totalUsage(messages.flatMap((m) => (m.role === "assistant" ? [m.usage] : []))),
       createdAt: session.createdAt.toISOString(),
       updatedAt: session.updatedAt.toISOString(),
+      ...(session.sessionEvents ? {} : { sessionEvents: false as const }),
       ...(limit === undefined
         ? {}
         : { nextAfterSeq: loaded.length > limit ? (messages.at(-1)?.seq ?? null) : null }),

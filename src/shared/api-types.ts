@@ -76,6 +76,8 @@ export type SessionJson = {
   usage: UsageTotals;
   createdAt: string;
   updatedAt: string;
+  /** Present (false) when it has no event stream (created with `sessionEvents: false`; additive). */
+  sessionEvents?: false;
   /** With `?limit=`: the `afterSeq` of the next page, null when no message follows this page. */
   nextAfterSeq?: number | null;
   /** With `?runsLimit=` or `?runsBefore=`: the `runsBefore` of the older runs, null when none is older. */
@@ -107,6 +109,8 @@ export type BatchJson = {
   cancelledAt?: string;
   /** Whether the batch still takes sessions (`POST /v1/batches/:id/sessions`; additive). */
   open: boolean;
+  /** Present (false) when its sessions have no event streams (created with `sessionEvents: false`; additive). */
+  sessionEvents?: false;
   webhook?: { url: string; deliveredAt: string | null };
 };
 

@@ -493,7 +493,9 @@ export class EventWriter {
                where session_id = ${sessionId} and status = (select 'ended'::text)
                order by created_at desc, id desc limit 1) x
        where not exists (select 1 from runs y where y.session_id = ${sessionId}
-                           and y.created_at > x.created_at and y.started_at is not null)`;
+                           and y.created_at > x.created_at and y.started_at is not null)
+         -- A session created with sessionEvents: false has no stream to complete.
+         and not exists (select 1 from sessions z where z.id = ${sessionId} and not z.session_events)`;
     // Ended too recently (its writer may be on its way), or so long ago that its stream expired.
     if (!run?.settled) return null;
     if ((await this.redis.hget(seqKey(this.prefix, sessionId), "done")) === run.id) return null;
@@ -525,11 +527,15 @@ export class EventWriter {
       const last = await this.lastSeq(sessionId);
       // From the stream's last message on (checked: it must be the stored one), with the
       // highest stored seq: a stream past it has messages Postgres no longer has.
-      const found = await database.sql<{ stored: number; m: string | RawMessage | null }[]>`
-        select s.stored, row_to_json(m) as m
-          from (select coalesce(max(seq), 0)::int as stored from messages where session_id = ${sessionId}) s
-          left join messages m on m.session_id = ${sessionId} and m.seq >= ${last}
+      const found = await database.sql<{ stored: number; off: boolean; m: string | RawMessage | null }[]>`
+        select s.stored, s.off, row_to_json(m) as m
+          from (select coalesce(max(seq), 0)::int as stored,
+                       exists (select 1 from sessions z where z.id = ${sessionId} and not z.session_events) as off
+                  from messages where session_id = ${sessionId}) s
+          left join messages m on m.session_id = ${sessionId} and m.seq >= ${last} and not s.off
          order by m.seq`;
+      // Created with sessionEvents: false: it has no stream, and none is started here.
+      if (found[0]?.off) return;
       const stored = found[0]?.stored ?? 0;
       if (await this.dropIfStale(sessionId, last, null, { last: stored, fingerprint: null })) continue;
       const rows = found.flatMap((row) => {

@@ -152,18 +152,23 @@ export async function processSessionJob(
     if (claim === null) return "done";
     const fence: Fence = { sessionId, epoch: claim.epoch };
     const runBySeq = new Map<number, string>();
-    const events = deps.events
-      ? new SessionEventLog(
-          deps.events,
-          sessionId,
-          claim.history,
-          (m) => runBySeq.get(m.seq) ?? null,
-          (error) =>
-            deps.log.warn({ err: error, sessionId }, "writing session events failed; retried with the next"),
-          // A session with no message has none in its stream either: no need to ask Redis.
-          claim.history.length === 0 ? 0 : null,
-        )
-      : null;
+    // A session created with `sessionEvents: false` has no stream: none is written for it.
+    const events =
+      deps.events && claim.sessionEvents
+        ? new SessionEventLog(
+            deps.events,
+            sessionId,
+            claim.history,
+            (m) => runBySeq.get(m.seq) ?? null,
+            (error) =>
+              deps.log.warn(
+                { err: error, sessionId },
+                "writing session events failed; retried with the next",
+              ),
+            // A session with no message has none in its stream either: no need to ask Redis.
+            claim.history.length === 0 ? 0 : null,
+          )
+        : null;
     for (const { kind } of claim.staleRuns) deps.metrics.runs.inc({ kind, outcome: "crashed" });
     // The runs this claim ended: their messages the stream lacks first, then their ends.
     if (events && claim.staleRunIds.length > 0)

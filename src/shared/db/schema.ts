@@ -85,6 +85,12 @@ export const sessions = pgTable(
     customId: text("custom_id"),
     /** When it was last cancelled (status `cancelled`: never resumed automatically). */
     cancelledAt: timestamp("cancelled_at", { withTimezone: true }),
+    /**
+     * Whether its event stream (contracts §7) is written. Created with `sessionEvents: false`
+     * (a session, or every session of a batch): no worker, sweeper or API writes it, and
+     * `GET /v1/sessions/:id/events` answers 409 `session_events_off`.
+     */
+    sessionEvents: boolean("session_events").notNull().default(true),
   },
   (t) => [
     // A batch's sessions in a stable order (results are paged by id) and its counts.
@@ -241,6 +247,8 @@ export const batches = pgTable(
     webhookUrl: text("webhook_url"),
     /** An open batch takes more sessions (`POST /v1/batches/:id/sessions`) and does not end. */
     open: boolean("open").notNull().default(false),
+    /** `sessionEvents` of every session created in it (also those appended to an open batch). */
+    sessionEvents: boolean("session_events").notNull().default(true),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     /** Set once every session was seen terminal (by the sweeper or a read). */
     endedAt: timestamp("ended_at", { withTimezone: true }),

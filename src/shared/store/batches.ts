@@ -28,6 +28,7 @@ type BatchRaw = {
   tenant: string;
   webhook_url: string | null;
   open: boolean;
+  session_events: boolean;
   created_at: string;
   ended_at: string | null;
   cancelled_at: string | null;
@@ -74,7 +75,14 @@ function resultStatus(r: {
  * A queued run a cancel ended. `handedBack`: it had started and was waiting for its
  * endpoint's capacity (contracts §15), so its request is still counted there as waiting.
  */
-export type DroppedRun = { id: string; sessionId: string; kind: string; handedBack: boolean };
+export type DroppedRun = {
+  id: string;
+  sessionId: string;
+  kind: string;
+  handedBack: boolean;
+  /** false: its session has no event stream (no RUN_COMPLETED is written for it). */
+  sessionEvents: boolean;
+};
 
 export class BatchStore {
   constructor(private readonly database: Database) {}
@@ -156,6 +164,7 @@ export class BatchStore {
       ...(ended && endedAt !== null ? { endedAt: iso(endedAt) } : {}),
       ...(row.cancelled_at !== null ? { cancelledAt: iso(row.cancelled_at) } : {}),
       open: row.open,
+      ...(row.session_events ? {} : { sessionEvents: false as const }),
       ...(row.webhook_url !== null
         ? { webhook: { url: row.webhook_url, deliveredAt: iso(row.webhook_delivered_at) ?? null } }
         : {}),
@@ -333,16 +342,18 @@ export class BatchStore {
            where ${where} and s.tenant = ${tenant} and s.status = 'active'
              and (exists (select 1 from runs r where r.session_id = s.id and r.status <> 'ended')
                   or (s.run_started and s.tail_state <> 'completed'))
-          returning s.id
+          returning s.id, s.session_events
         ), q as (
           update runs r set status = 'ended', ended_reason = 'cancelled', ended_at = now(),
                             error = 'cancelled by request'
            where r.session_id in (select id from c) and r.status = 'queued'
-          returning r.id, r.session_id, r.kind, r.started_at is not null as handed_back
+          returning r.id, r.session_id, r.kind, r.started_at is not null as handed_back,
+                    (select c.session_events from c where c.id = r.session_id) as session_events
         )
         select (select coalesce(json_agg(id), '[]'::json) from c) as sessions,
                (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'kind', kind,
-                                                           'handedBack', handed_back)), '[]'::json)
+                                                           'handedBack', handed_back,
+                                                           'sessionEvents', session_events)), '[]'::json)
                   from q) as dropped`;
       const sessionIds = json<string[]>(row!.sessions);
       // A batch is marked cancelled only when the cancel stopped something: sessions that had

@@ -38,6 +38,8 @@ export type Claim = {
   agent: unknown;
   /** Tokens its model steps used so far, across all runs (for `agent.budget.maxTokens`). */
   tokensUsed: number;
+  /** Whether its event stream is written (false: created with `sessionEvents: false`). */
+  sessionEvents: boolean;
   /** Runs an earlier holder left `running` (it crashed, froze or was fenced out), now ended `crashed`. */
   staleRunIds: string[];
   /** The same runs with their kind (for `fleet_runs_total{kind}`). */
@@ -171,6 +173,7 @@ export class FencedWrites {
       epoch: Number(row.lease_epoch),
       agent: json(row.agent),
       tokensUsed: Number(row.tokens_used),
+      sessionEvents: row.session_events !== false,
       staleRunIds: staleRuns.map((run) => run.id),
       staleRuns,
       next,

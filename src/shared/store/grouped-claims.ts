@@ -18,6 +18,7 @@ export type ClaimRow = {
   lease_epoch: string;
   agent: unknown;
   tokens_used: string;
+  session_events: boolean;
   stale: { id: string; kind: "run" | "resume" }[] | string;
   next: RawRun | string | null;
   started: { seq: number; created_at: string } | string | null;
@@ -45,7 +46,7 @@ export async function claimAlone(database: Database, claim: ClaimRequest): Promi
                           run_started = run_started or exists (select 1 from r),
                           updated_at = case when exists (select 1 from r) then now() else updated_at end
        where id = (select id from cur)
-      returning lease_epoch, agent, tokens_used, status
+      returning lease_epoch, agent, tokens_used, status, session_events
     ), stale as (
       update runs set status = 'ended', ended_reason = 'crashed', ended_at = now()
        where session_id = ${sessionId} and status = (select 'running'::text) and exists (select 1 from e)
@@ -55,7 +56,7 @@ export async function claimAlone(database: Database, claim: ClaimRequest): Promi
       select ${sessionId}, 1, 'user', coalesce(r.input, ''), r.id from r, e
       returning seq, created_at
     )
-    select e.lease_epoch, e.agent, e.tokens_used,
+    select e.lease_epoch, e.agent, e.tokens_used, e.session_events,
            (select coalesce(json_agg(json_build_object('id', id, 'kind', kind)), '[]'::json) from stale) as stale,
            (select row_to_json(q) from q where e.status = 'active') as next,
            (select json_build_object('seq', seq, 'created_at', created_at) from ins) as started,
@@ -120,7 +121,8 @@ export async function claimsTogether(
                                             else sessions.updated_at end
         from i join cur on cur.id = i.session_id
        where sessions.id = cur.id
-      returning sessions.id, sessions.lease_epoch, sessions.agent, sessions.tokens_used, sessions.status
+      returning sessions.id, sessions.lease_epoch, sessions.agent, sessions.tokens_used, sessions.status,
+                sessions.session_events
     ), stale as (
       update runs set status = 'ended', ended_reason = 'crashed', ended_at = now()
         from e cross join lateral (
@@ -133,7 +135,7 @@ export async function claimsTogether(
       returning session_id, seq, created_at
     )
     select exists (select 1 from cur where cur.id = i.session_id) as locked,
-           e.lease_epoch, e.agent, e.tokens_used,
+           e.lease_epoch, e.agent, e.tokens_used, e.session_events,
            (select coalesce(json_agg(json_build_object('id', stale.id, 'kind', stale.kind)), '[]'::json)
               from stale where stale.session_id = i.session_id) as stale,
            (select row_to_json(q) from q where q.session_id = i.session_id and e.status = 'active') as next,

@@ -145,6 +145,8 @@ export type RawSession = {
   batch_id: string | null;
   custom_id: string | null;
   cancelled_at: string | null;
+  /** Absent in rows read before the column existed. */
+  session_events?: boolean;
 };
 
 export function sessionFromRaw(raw: RawSession): SessionRow {
@@ -175,6 +177,7 @@ export function sessionFromRaw(raw: RawSession): SessionRow {
     batchId: raw.batch_id ?? null,
     customId: raw.custom_id ?? null,
     cancelledAt: date(raw.cancelled_at ?? null),
+    sessionEvents: raw.session_events !== false,
   };
 }
 

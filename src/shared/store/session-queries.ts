@@ -38,6 +38,8 @@ export type NewSession = {
   tenant?: string;
   /** The caller's id for it within its batch (unique there). */
   customId?: string;
+  /** false: no event stream is written for it (contracts §7); a batch's sessions take the batch's. */
+  sessionEvents?: boolean;
 };
 
 /** Where a batch's sessions go: a new batch, or one still open (contracts §9). */
@@ -49,6 +51,8 @@ export type BatchTarget = {
   webhookUrl?: string | null;
   /** After these sessions: whether it takes more (`POST /v1/batches/:id/sessions`). */
   open: boolean;
+  /** A new batch's `sessionEvents` (default true); sessions appended later take the batch's. */
+  sessionEvents?: boolean;
 };
 
 /** How the session list filters on state (contracts §9): a session counts by its current state. */
@@ -114,6 +118,8 @@ export class SessionQueries {
         tail_state: tailState(history),
         batch_id: batch?.id ?? null,
         custom_id: input.customId ?? null,
+        // A batch's sessions take the batch's setting (read in the insert: an open batch's).
+        session_events: batch ? null : input.sessionEvents !== false,
       });
       for (const row of toNewRows(history, 0, null)) messageRows.push({ ...row, session_id: id });
       let runId: string | null = null;
@@ -136,11 +142,12 @@ export class SessionQueries {
     // One statement, so one round trip and all-or-nothing; foreign keys are checked at its end.
     const insert = (sql: postgres.Sql | postgres.TransactionSql) => sql`
       with s as (
-        insert into sessions (id, tenant, agent, metadata, last_seq, tail_state, batch_id, custom_id)
-        select x.id, x.tenant, x.agent, x.metadata, x.last_seq, x.tail_state, x.batch_id, x.custom_id
+        insert into sessions (id, tenant, agent, metadata, last_seq, tail_state, batch_id, custom_id, session_events)
+        select x.id, x.tenant, x.agent, x.metadata, x.last_seq, x.tail_state, x.batch_id, x.custom_id,
+               coalesce(x.session_events, (select b.session_events from batches b where b.id = x.batch_id), true)
           from jsonb_to_recordset(${JSON.stringify(sessionRows)}::jsonb)
             as x(id text, tenant text, agent jsonb, metadata jsonb, last_seq int, tail_state text,
-                 batch_id text, custom_id text)
+                 batch_id text, custom_id text, session_events boolean)
         returning 1
       ), m as (
         insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state)
@@ -181,8 +188,9 @@ export class SessionQueries {
     inputs: readonly NewSession[],
   ): Promise<void> {
     if (batch.create) {
-      await tx`insert into batches (id, tenant, webhook_url, open)
-               values (${batch.id}, ${batch.tenant}, ${batch.webhookUrl ?? null}, ${batch.open})`;
+      await tx`insert into batches (id, tenant, webhook_url, open, session_events)
+               values (${batch.id}, ${batch.tenant}, ${batch.webhookUrl ?? null}, ${batch.open},
+                       ${batch.sessionEvents !== false})`;
       return;
     }
     const [row] = await tx<{ open: boolean }[]>`

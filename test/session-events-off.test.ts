@@ -1,0 +1,205 @@
+/**
+ * `sessionEvents: false` (a session, or every session of a batch): no event stream is written
+ * for it by a worker, the sweeper's paths or a cancel; `GET /v1/sessions/:id/events` answers
+ * 409 `session_events_off`; the batch's own progress, events and results are unchanged. Each
+ * case has a control with events on in the same fleet, so the checks can fail.
+ */
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FleetApiError, type FleetClient, type FleetEvent } from "../src/producer/client.js";
+import { EventWriter, eventStreamKey } from "../src/shared/events.js";
+import { runFleetCli } from "./support/fleet-cli.js";
+import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
+import { readSse } from "./support/sse.js";
+
+/** One tool call (a file written), then the answer: a run that writes every kind of event. */
+const agent = (i: number) => ({
+  model: {
+    provider: "scripted" as const,
+    steps: [
+      { toolCalls: [{ name: "write_file", arguments: { path: `out-${i}.txt`, content: `${i}\n` } }] },
+      { text: `done ${i}` },
+    ],
+  },
+  tools: ["write_file"],
+});
+
+describe("sessionEvents: false", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let base: string;
+  let worker: WorkerProcess;
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("eventsoff");
+    const started = await fleet.startApi();
+    client = started.client;
+    base = started.api.url;
+    worker = await fleet.spawnWorker();
+  }, 60_000);
+  afterAll(() => fleet?.close());
+
+  /** Whether any of the session's event keys (the stream, its seq record) exists in Redis. */
+  const hasStreamKeys = async (sessionId: string) =>
+    (await fleet.redis.exists(
+      eventStreamKey(fleet.config.prefix, sessionId),
+      `${fleet.config.prefix}:events-seq:${sessionId}`,
+    )) > 0;
+
+  const ended = (batchId: string) => async () => (await client.getBatch(batchId)).status === "ended";
+
+  it("a batch's sessions run to the end with no stream; the batch is followed as before; GET …/events is a 409", async () => {
+    const off = await client.createBatch(
+      Array.from({ length: 6 }, (_, i) => ({ agent: agent(i), input: "go", customId: `off-${i}` })),
+      { sessionEvents: false },
+    );
+    const on = await client.createBatch([{ agent: agent(99), input: "go", customId: "on" }]);
+    // The batch's own stream, read from its start while it runs.
+    const batchEvents: FleetEvent[] = [];
+    const follow = (async () => {
+      for await (const event of client.batchEvents(off.id)) batchEvents.push(event);
+    })();
+    await waitFor(ended(off.id), 30_000, "the events-off batch to end");
+    await waitFor(ended(on.id), 30_000, "the control batch to end");
+    await follow;
+
+    const batch = await client.getBatch(off.id);
+    expect(batch).toMatchObject({
+      status: "ended",
+      sessionEvents: false,
+      counts: { total: 6, completed: 6 },
+    });
+    expect((await client.getBatch(on.id)).sessionEvents).toBeUndefined();
+    expect(batchEvents.filter((e) => e.type === "SESSION_ENDED")).toHaveLength(6);
+    expect(batchEvents.at(-1)?.type).toBe("BATCH_COMPLETED");
+
+    for (const { id } of off.sessions) {
+      const session = await client.getSession(id);
+      expect(session.sessionEvents).toBe(false);
+      expect(session.messages.map((m) => m.role)).toEqual(["user", "assistant", "tool", "assistant"]);
+      expect(await hasStreamKeys(id)).toBe(false);
+    }
+    const control = on.sessions[0]!.id;
+    expect((await client.getSession(control)).sessionEvents).toBeUndefined();
+    expect(await hasStreamKeys(control)).toBe(true);
+
+    const offId = off.sessions[0]!.id;
+    const refused = await readSse(`${base}/v1/sessions/${offId}/events`, { stop: () => true });
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ error: { reason: "session_events_off" } });
+    expect(JSON.stringify(refused.body)).toContain(`GET /v1/sessions/${offId}`);
+    // The client's iterator rejects at once instead of reconnecting.
+    const iterate = async () => {
+      for await (const _ of client.events(offId)) break;
+    };
+    const error = await iterate().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(FleetApiError);
+    expect(error).toMatchObject({ status: 409, reason: "session_events_off" });
+    // Results are unchanged.
+    const results: { customId: string; status: string; output: string }[] = [];
+    for await (const result of client.batchResults(off.id)) results.push(result as never);
+    expect(results.map((r) => [r.customId, r.status, r.output]).sort()).toEqual(
+      Array.from({ length: 6 }, (_, i) => [`off-${i}`, "completed", `done ${i}`]),
+    );
+  }, 60_000);
+
+  it("sessions appended to an open batch take its setting; a single session can be created without events", async () => {
+    const open = await client.createBatch([{ agent: agent(10), input: "go" }], {
+      open: true,
+      sessionEvents: false,
+    });
+    const part = await client.appendToBatch(open.id, [{ agent: agent(11), input: "go" }], { close: true });
+    await waitFor(ended(open.id), 30_000, "the open batch to end");
+    for (const { id } of [...open.sessions, ...part.sessions]) {
+      expect((await client.getSession(id)).sessionEvents).toBe(false);
+      expect(await hasStreamKeys(id)).toBe(false);
+    }
+    const single = await client.createSession({ agent: agent(12), sessionEvents: false });
+    const { runId } = await client.send(single.id, "go");
+    await waitFor(
+      async () =>
+        (await client.getSession(single.id)).runs.some((r) => r.id === runId && r.status === "ended"),
+      30_000,
+      "the single session's run to end",
+    );
+    expect((await client.getSession(single.id)).sessionEvents).toBe(false);
+    expect(await hasStreamKeys(single.id)).toBe(false);
+    // stream(): the message is queued, then following it is refused; the run goes on.
+    const streamed = client.stream(single.id, "again");
+    await expect(streamed.next()).rejects.toMatchObject({ status: 409, reason: "session_events_off" });
+    await waitFor(
+      async () => (await client.getSession(single.id)).runs.filter((r) => r.status === "ended").length === 2,
+      30_000,
+      "the streamed message's run to end",
+    );
+    expect(await hasStreamKeys(single.id)).toBe(false);
+
+    const bad = await fetch(`${base}/v1/sessions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ agent: agent(13), sessionEvents: "no" }),
+    });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: { field: "sessionEvents" } });
+  }, 60_000);
+
+  it("the sweeper's and the API's event paths (a lost run end, a parked session, a cancel) write nothing for it", async () => {
+    // A finished session of each kind, then the event writer the sweeper uses, as after a crash.
+    const [off] = (await client.createBatch([{ agent: agent(20), input: "go" }], { sessionEvents: false }))
+      .sessions;
+    const [on] = (await client.createBatch([{ agent: agent(21), input: "go" }])).sessions;
+    await waitFor(
+      async () =>
+        (await client.getSession(off!.id)).tailState === "completed" &&
+        (await client.getSession(on!.id)).tailState === "completed",
+      30_000,
+      "both sessions to complete",
+    );
+    const writer = new EventWriter(fleet.redis, fleet.config.prefix);
+    // The control's stream is dropped, as if Redis had lost it: the sweeper's path writes it again.
+    await fleet.redis.del(
+      eventStreamKey(fleet.config.prefix, on!.id),
+      `${fleet.config.prefix}:events-seq:${on!.id}`,
+    );
+    expect(await writer.missingRunEnd(fleet.database, on!.id, 0)).not.toBeNull();
+    expect(await hasStreamKeys(on!.id)).toBe(true);
+    expect(await writer.missingRunEnd(fleet.database, off!.id, 0)).toBeNull();
+    await writer.writeAfterSync(fleet.database, off!.id, [{ type: "SESSION_PARKED", reason: "test" }]);
+    expect(await hasStreamKeys(off!.id)).toBe(false);
+
+    // A cancel of queued runs: no worker takes them (stopped first), the API ends them.
+    worker.child.kill("SIGKILL");
+    await worker.exited;
+    const offQueued = await client.createBatch([{ agent: agent(22), input: "go" }], { sessionEvents: false });
+    const onQueued = await client.createBatch([{ agent: agent(23), input: "go" }]);
+    await client.cancelBatch(offQueued.id);
+    await client.cancelBatch(onQueued.id);
+    await waitFor(() => hasStreamKeys(onQueued.sessions[0]!.id), 10_000, "the control's RUN_COMPLETED");
+    expect(await hasStreamKeys(offQueued.sessions[0]!.id)).toBe(false);
+    worker = await fleet.spawnWorker();
+  }, 60_000);
+
+  it("`fleet batch submit --no-session-events` creates the batch without session events", async () => {
+    const file = join(await mkdtemp(join(tmpdir(), "fleet-eventsoff-")), "batch.jsonl");
+    await writeFile(
+      file,
+      `${[0, 1].map((i) => JSON.stringify({ customId: `cli-${i}`, agent: agent(30 + i), input: "go" })).join("\n")}\n`,
+    );
+    const result = await runFleetCli(
+      ["batch", "submit", file, "--no-session-events", "--wait", "--api", base],
+      {},
+    );
+    expect(result.code, result.stderr).toBe(0);
+    const batch = JSON.parse(result.stdout) as {
+      id: string;
+      sessionEvents?: boolean;
+      counts: { completed: number };
+    };
+    expect(batch).toMatchObject({ sessionEvents: false, counts: { completed: 2 } });
+  }, 60_000);
+});

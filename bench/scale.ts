@@ -63,6 +63,8 @@ const { values } = parsed(() =>
       sweeper: { type: "string", default: "on" },
       /** Write a V8 CPU profile of each fleet worker process into this directory. */
       profile: { type: "string" },
+      /** off: the fleet's batches are created with `sessionEvents: false` (no per-session event streams). */
+      "session-events": { type: "string", default: "on" },
     },
   }),
 );
@@ -81,6 +83,9 @@ const STEPS = wholeNumber("steps", values.steps, 1);
 const DELAY_MS = wholeNumber("delay-ms", values["delay-ms"], 1);
 if (values.sweeper !== "on" && values.sweeper !== "off") throw new Error("--sweeper must be on or off");
 const WITH_SWEEPER = values.sweeper === "on";
+if (values["session-events"] !== "on" && values["session-events"] !== "off")
+  throw new Error("--session-events must be on or off");
+const SESSION_EVENTS = values["session-events"] !== "off";
 const BATCH = 1_000;
 const TIMEOUT_MS = 300_000;
 
@@ -154,6 +159,7 @@ async function fleetLevel(redis: Redis, sessions: number): Promise<Side> {
     await inPool(chunks, 4, (count) =>
       service.createBatch(DEFAULT_TENANT, {
         sessions: Array.from({ length: count }, () => ({ agent: agent(), input: "Go." })),
+        ...(SESSION_EVENTS ? {} : { sessionEvents: false }),
       }),
     );
     const submittedMs = Date.now() - started;
@@ -235,7 +241,8 @@ async function main(): Promise<number> {
   const began = Date.now();
   console.log(
     `scale: one worker process, concurrency ${CONCURRENCY}, scripted model ${STEPS} steps × ${DELAY_MS} ms ` +
-      `(two sleep-0 tool calls, then the answer), sweeper ${WITH_SWEEPER ? "in-process" : "off"}; levels ${LEVELS.join(", ")}`,
+      `(two sleep-0 tool calls, then the answer), sweeper ${WITH_SWEEPER ? "in-process" : "off"}` +
+      `${SESSION_EVENTS ? "" : ", batches with sessionEvents: false"}; levels ${LEVELS.join(", ")}`,
   );
   const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
   const rows = [

@@ -88,6 +88,8 @@ const { values } = parsed(() =>
       rounds: { type: "string", default: "3" },
       /** Write a V8 CPU profile of each worker process (fleet and baseline) into this directory. */
       profile: { type: "string" },
+      /** off: the fleet's sessions are created with `sessionEvents: false` (no per-session event streams). */
+      "session-events": { type: "string", default: "on" },
     },
   }),
 );
@@ -103,6 +105,9 @@ const VIA = oneOf("via", values.via, ["batch", "http", "service"]);
 const BATCH_SIZE = 50;
 const ONLY = oneOf("only", values.only, ["both", "fleet", "baseline"]);
 const ROUNDS = wholeNumber("rounds", values.rounds, 1);
+const SESSION_EVENTS = oneOf("session-events", values["session-events"], ["on", "off"]) === "on";
+/** What each fleet session or batch is created with. */
+const EVENTS_OPTION = SESSION_EVENTS ? {} : { sessionEvents: false };
 const WORKER_NODE_ARGS = values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : [];
 
 /** A phase that has not finished after this long is reported as failed. */
@@ -269,12 +274,16 @@ async function runFleet(cleanup: Cleanup, redis: Redis, withStats: boolean): Pro
                 agent: benchAgent(index),
                 input: `Session ${index}: use the tool, then answer.`,
               })),
+              EVENTS_OPTION,
             ),
           );
           return;
         }
         await inPool(indexes, SUBMITTERS, async (index) => {
-          const { id: sessionId } = await producer.createSession({ agent: benchAgent(index) });
+          const { id: sessionId } = await producer.createSession({
+            agent: benchAgent(index),
+            ...EVENTS_OPTION,
+          });
           await producer.send(sessionId, `Session ${index}: use the tool, then answer.`);
         });
       },
@@ -490,7 +499,9 @@ async function main(): Promise<number> {
         : VIA === "http"
           ? "FleetClient over HTTP to an in-process API (create session + send)"
           : "FleetService called in-process (create session + send)"
-    }, sweeper ${WITH_SWEEPER ? "in-process" : "off"}, scripted model with no delay`,
+    }, sweeper ${WITH_SWEEPER ? "in-process" : "off"}, scripted model with no delay${
+      SESSION_EVENTS ? "" : ", sessions created with sessionEvents: false (no per-session event streams)"
+    }`,
   );
   const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
   const results: Measured[] = [];

@@ -27,8 +27,10 @@ COPY package.json package-lock.json ./
 COPY scripts ./scripts
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
-# bin/fleet.js runs dist/src/cli.js; the migrations are read from drizzle/ at runtime.
+# bin/fleet.js runs dist/src/cli.js; the migrations are read from drizzle/ at runtime;
+# esm-only.cjs is what `require("agent-fleet")` finds (package.json exports).
 COPY bin ./bin
+COPY esm-only.cjs ./
 COPY drizzle ./drizzle
 COPY --from=build /app/dist ./dist
 

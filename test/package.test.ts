@@ -26,6 +26,7 @@ const CHECKOUT = [
   "tsconfig.build.json",
   "tsconfig.cjs.json",
   "README.md",
+  "esm-only.cjs",
   "bin",
   "console",
   "drizzle",
@@ -130,6 +131,7 @@ describe("the npm package", () => {
       "drizzle/meta/_journal.json",
       "scripts/patch-postgres.mjs",
       "dist/console/index.html",
+      "esm-only.cjs",
       "dist/cjs/package.json",
       "dist/cjs/producer/client.js",
       "dist/cjs/producer/client.d.ts",
@@ -363,8 +365,11 @@ const require = createRequire(import.meta.url);`),
       expect(JSON.parse(ran.stdout), file).toEqual({ status: "completed", api: true, code: "not_found" });
     }
     // The package's root stays an ES module only.
+    // Required from CommonJS, it says so and names what works (not Node's "No exports main").
     const root = await run(process.execPath, ["-e", "require('agent-fleet')"], project);
     expect(root.code).not.toBe(0);
+    expect(root.stderr).toContain("agent-fleet is an ES module");
+    expect(root.stderr).toContain('require("agent-fleet/client")');
   });
 
   it("`agent-fleet/client` types check with skipLibCheck off: CommonJS and ESM, nodenext, bundler, node10", async () => {

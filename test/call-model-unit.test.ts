@@ -370,6 +370,64 @@ describe("callModel idle timeout", () => {
   });
 });
 
+/** An attempt that sends a character at once, then one every `everyMs`, until it is aborted. */
+function trickling(everyMs: number): (request: ModelRequest) => AsyncGenerator<ModelEvent> {
+  return async function* (request) {
+    for (;;) {
+      yield { type: "text", delta: "." };
+      await new Promise((resolve, reject) => {
+        const timer = setTimeout(resolve, everyMs);
+        request.signal.addEventListener(
+          "abort",
+          () => {
+            clearTimeout(timer);
+            reject(request.signal.reason);
+          },
+          { once: true },
+        );
+      });
+    }
+  };
+}
+
+describe("callModel step limit (maxStepMs)", () => {
+  it("ends a stream that never goes quiet but never finishes as interrupted, its text kept, not retried", async () => {
+    let calls = 0;
+    const provider: ModelProvider = {
+      stream(req) {
+        calls++;
+        return trickling(5)(req);
+      },
+    };
+    const { sleep } = recordingSleep();
+    const step = await callModel(provider, request(), {
+      sleep,
+      policy: { ...POLICY, idleTimeoutMs: 10_000, maxStepMs: 60 },
+    });
+    expect(step).toMatchObject({ ok: true, message: { stopReason: "interrupted" } });
+    expect(step.ok && step.message.content).toMatch(/^\.+$/);
+    expect(calls).toBe(1);
+  });
+
+  it("retries a request that sent nothing at all by the limit: there is no output to keep", async () => {
+    let calls = 0;
+    const provider: ModelProvider = {
+      stream(req) {
+        calls++;
+        return calls === 1 ? hanging([])(req) : answering("ok")();
+      },
+    };
+    const { sleep, slept } = recordingSleep();
+    const step = await callModel(provider, request(), {
+      sleep,
+      policy: { ...POLICY, idleTimeoutMs: 10_000, maxStepMs: 50 },
+    });
+    expect(step).toMatchObject({ ok: true, message: { content: "ok", stopReason: "end_turn" } });
+    expect(calls).toBe(2);
+    expect(slept).toHaveLength(1);
+  });
+});
+
 describe("callModel output bound (maxOutputChars)", () => {
   it("cuts text past the bound: the step is interrupted with the text up to it, not retried", async () => {
     const provider = fakeProvider([

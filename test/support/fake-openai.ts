@@ -117,6 +117,34 @@ export function peakPerWindow(times: readonly number[], windowMs: number): numbe
   return peak;
 }
 
+/**
+ * Arrivals checked against a rate of one request per `intervalMs` from `since` on, as the
+ * fleet's limits grant them (GCRA without a burst): the k-th arrival (from 0) may come no
+ * earlier than `since + k × intervalMs`. A request is sent at its slot or later and its
+ * arrival is stamped later still (by however long a loaded machine keeps the sender or this
+ * server's event loop waiting), so delays only move arrivals later: arrivals of requests
+ * granted at that rate always pass, whatever the load. A sliding window over arrival times
+ * does not: a late request stamped next to the on-time ones after it puts 22 into a 10 s
+ * window of 20 slots. `since` must be no later than the first slot (e.g. when the first run
+ * started). Returns the arrivals that came too early, and the least margin (ms) by which
+ * the others kept to the rate (how tight the check was).
+ */
+export function aheadOfRate(
+  times: readonly number[],
+  since: number,
+  intervalMs: number,
+): { early: { k: number; at: number; earliest: number }[]; marginMs: number } {
+  const sorted = [...times].sort((a, b) => a - b);
+  const early: { k: number; at: number; earliest: number }[] = [];
+  let marginMs = Number.POSITIVE_INFINITY;
+  for (const [k, at] of sorted.entries()) {
+    const earliest = since + k * intervalMs;
+    if (at < earliest) early.push({ k, at, earliest });
+    marginMs = Math.min(marginMs, at - earliest);
+  }
+  return { early, marginMs };
+}
+
 export type FakeOpenAI = {
   /** The base URL to configure, ending in `/v1`. */
   url: string;

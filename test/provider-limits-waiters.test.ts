@@ -3,7 +3,13 @@
  * end to end: the in-process API, two real `fleet worker` processes and a local
  * OpenAI-compatible server whose answers take 1.5 s, on an endpoint declared
  * `maxConcurrent: 4`. Tenants big and other each queue a batch; both get their share (2 of
- * 4), their other requests wait, many of them handed back until their place comes. Then
+ * 4), their other requests wait, many of them handed back until their place comes. The
+ * workers have a slot for every job (2 × 40), so every request asks at once and waits with its
+ * place: with fewer slots (2 × 8) the first batch's requests kept most of them (each waits in
+ * its slot up to maxWait, and comes back at the head), the other tenant had only 2 or 3
+ * requests waiting until the first batch ran out, 24-27 s in with 5-8 of its requests left,
+ * and on a loaded machine it never had 10 waiting, or big never had 4 requests left to hold
+ * all 4 permits (measured with a trace of both, 6 runs; 3 of 15 loaded runs failed). Then
  * other's batch is cancelled: other's requests must stop counting as waiting at once (the
  * cancel forgets the handed-back ones, each worker's gate the ones it held), and big then gets
  * all 4 permits and never more. Before, other's cancelled requests still counted as waiting
@@ -44,7 +50,7 @@ describe("a tenant whose waiting requests were cancelled", () => {
         FLEET_MODEL_ENDPOINTS: JSON.stringify({
           slow: { provider: "openai", baseUrl: slow.url, limits: { maxConcurrent: 4 } },
         }),
-        WORKER_CONCURRENCY: "8",
+        WORKER_CONCURRENCY: "40",
       },
     });
     const keys = new ApiKeys(fleet.database);
@@ -67,8 +73,8 @@ describe("a tenant whose waiting requests were cancelled", () => {
     const otherBatch = await other.createBatch(
       Array.from({ length: 40 }, (_, i) => ({ agent, input: `other ${i}` })),
     );
-    // Both hold their share and both have requests waiting, some of them handed back. (A
-    // fresh-clone CI run once timed out here after 30 s; the samples are printed if it does again.)
+    // Both hold their share and both have requests waiting, most of them handed back with
+    // places seconds ahead (the samples are printed if this times out).
     const samples: string[] = [];
     await waitFor(
       async () => {
@@ -122,7 +128,7 @@ describe("a tenant whose waiting requests were cancelled", () => {
     }
     const alone = await fleet.spawnWorker();
     await big.createBatch(Array.from({ length: 12 }, (_, i) => ({ agent, input: `big killed ${i}` })));
-    // 8 job slots: 4 requests hold the permits, 4 wait.
+    // A slot for every job: 4 requests hold the permits, 8 wait.
     await waitFor(async () => ((await limits.waiting("slow")).get("big") ?? 0) >= 3, 30_000, "big waiting");
     alone.child.kill("SIGKILL");
     await alone.exited;

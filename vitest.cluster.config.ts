@@ -15,7 +15,7 @@ export default defineConfig({
       "test/demo.test.ts",
       "test/cluster/**/*.test.ts",
     ],
-    globalSetup: ["test/support/redis-cluster.ts"],
+    globalSetup: ["test/support/redis-cluster.ts", "test/support/template-database.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     maxWorkers: 2,

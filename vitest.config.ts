@@ -12,6 +12,8 @@ export default defineConfig({
     // parallel; two at a time fits a 2-core machine.
     maxWorkers: 2,
     pool: "forks",
+    // One migrated database for the run; each file's fleet gets a copy of it.
+    globalSetup: ["test/support/template-database.ts"],
     // The slowest files start first (test/support/slow-first.ts), also on a fresh checkout.
     sequence: { sequencer: SlowFirstSequencer },
   },

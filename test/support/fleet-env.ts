@@ -59,7 +59,9 @@ export async function createFleetEnv(
     .slice(0, 20)}_${randomUUID().slice(0, 8)}`;
   const dbName = `fleet_t_${id}`;
   const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`create database "${dbName}"`);
+  // A copy of the run's migrated template (test/support/template-database.ts) when there is one.
+  const template = process.env.TEST_TEMPLATE_DATABASE;
+  await admin.unsafe(`create database "${dbName}"${template ? ` template "${template}"` : ""}`);
   await admin.end();
   const databaseUrl = new URL(ADMIN_URL);
   databaseUrl.pathname = `/${dbName}`;
@@ -77,7 +79,8 @@ export async function createFleetEnv(
   };
   const config = loadConfig(env);
   const database = openDatabase(config.databaseUrl, { max: 5 });
-  await migrateDatabase(database);
+  // A copy of the template has every migration applied already (by migrateDatabase).
+  if (!template) await migrateDatabase(database);
   // A cluster connection on a cluster (redis.ts); errors are swallowed there.
   const redis = createRedis(redisUrl, "worker");
   const apis: RunningApi[] = [];

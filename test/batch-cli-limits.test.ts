@@ -8,7 +8,7 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { runFleetCli } from "./support/fleet-cli.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
@@ -20,7 +20,9 @@ const line = (i: number) =>
     input: `question ${i}`,
   });
 
-describe("fleet batch submit under FLEET_TENANT_MAX_ACTIVE_SESSIONS", () => {
+// The two fleets are independent (a database, a prefix and an API each) and run side by side:
+// the first spends 30 s waiting (the client's own wait for 429s) before it says it waits for room.
+describe.concurrent("fleet batch submit under FLEET_TENANT_MAX_ACTIVE_SESSIONS", () => {
   let fleet: FleetEnv;
   let url: string;
   let client: FleetClient;
@@ -38,7 +40,7 @@ describe("fleet batch submit under FLEET_TENANT_MAX_ACTIVE_SESSIONS", () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it("waits for room for a part the cap refuses, then sends it and closes the batch", async () => {
+  it("waits for room for a part the cap refuses, then sends it and closes the batch", async ({ expect }) => {
     const file = join(dir, "sessions.jsonl");
     await writeFile(file, `${Array.from({ length: 1_002 }, (_, i) => line(i)).join("\n")}\n`);
     // No worker yet: the first part (1,000) fills the cap, the second (2) does not fit.
@@ -69,7 +71,7 @@ describe("fleet batch submit under FLEET_TENANT_MAX_ACTIVE_SESSIONS", () => {
   }, 150_000);
 });
 
-describe("fleet batch submit with parts larger than FLEET_TENANT_MAX_ACTIVE_SESSIONS", () => {
+describe.concurrent("fleet batch submit with parts larger than FLEET_TENANT_MAX_ACTIVE_SESSIONS", () => {
   let fleet: FleetEnv;
   let url: string;
   let client: FleetClient;
@@ -87,7 +89,9 @@ describe("fleet batch submit with parts larger than FLEET_TENANT_MAX_ACTIVE_SESS
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it("says at once that a part can never fit (it waited 10 minutes for room), and --part-size sends it", async () => {
+  it("says at once that a part can never fit (it waited 10 minutes for room), and --part-size sends it", async ({
+    expect,
+  }) => {
     const file = join(dir, "sessions.jsonl");
     await writeFile(file, `${Array.from({ length: 12 }, (_, i) => line(i)).join("\n")}\n`);
     const env = { ...fleet.env, FLEET_API_URL: url };

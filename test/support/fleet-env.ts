@@ -109,7 +109,9 @@ export async function createFleetEnv(
     );
     const started = { child, output: () => out, exited };
     workers.push(started);
-    await waitFor(() => ready.test(out) || child.exitCode !== null, 20_000, `${role} start`);
+    // A worker needs ~1.7-3 s of CPU to be ready (measured): 2 s alone, but 12-16 s with
+    // three busy loops on this 2-core machine (load 7-9), so 20 s timed out under load.
+    await waitFor(() => ready.test(out) || child.exitCode !== null, 60_000, `${role} start`);
     if (child.exitCode !== null) throw new Error(`${role} exited at start:\n${out}`);
     return started;
   }

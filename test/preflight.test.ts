@@ -125,7 +125,8 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
     const results = await Promise.all(cases.map(([args, env]) => fleet(args, { ...fleetEnv.env, ...env })));
     rmSync(notADir, { force: true });
     for (const [i, result] of results.entries()) expectOneLine(result, cases[i]![2]);
-  });
+    // Eleven CLI starts at once: on two busy cores (a loaded CI run) they took over 30 s in all.
+  }, 90_000);
 
   it("a FLEET_TOOL_DIR under /proc (where Node's own recursive mkdir never settles): the worker exits 2 naming it, and does not hang", async () => {
     const started = Date.now();

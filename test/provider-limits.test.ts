@@ -8,7 +8,12 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseModelEndpoints } from "../src/shared/model-endpoints.js";
 import { type EndpointLimits, ProviderLimits, parseTenantShares } from "../src/shared/provider-limits.js";
-import { CapacityWait, type EndpointGateDeps, gatedModel } from "../src/worker/endpoint-gate.js";
+import {
+  CapacityWait,
+  type EndpointGateDeps,
+  gatedModel,
+  type WaitLedger,
+} from "../src/worker/endpoint-gate.js";
 import { type CapacityDeps, handBack } from "../src/worker/hand-back.js";
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
@@ -202,30 +207,34 @@ describe("ProviderLimits on Redis", () => {
     expect((await ask(limits, "exact", conc, "big", "big-3")).granted).toBe(true);
   });
 
-  it("a request whose run ended before it could be handed back (a cancel) waits no more", async () => {
+  it("a request whose session was cancelled before its run could be handed back waits no more", async () => {
     const limits = new ProviderLimits(redis, prefix, { maxWaitMs: 10_000 });
     const conc = { maxConcurrent: 1 };
     expect((await ask(limits, "handback", conc, "big", "big-1")).granted).toBe(true);
     expect((await ask(limits, "handback", conc, "small", "run-1")).granted).toBe(false);
     expect(await limits.waiting("handback")).toEqual(new Map([["small", 1]]));
     const capacity = {
-      // The run is no longer running: the cancel ended it first.
-      waits: { handBack: async () => false },
+      // The session was cancelled while the run was running: it is not handed back.
+      waits: { handBack: async () => "cancelled" as const },
       gate: { limits } as unknown as EndpointGateDeps,
       endpoints: new Map(),
     } as CapacityDeps;
-    await handBack(
+    const ledger: WaitLedger = { waitedMs: 0, waitingOn: "handback" };
+    const answer = handBack(
       new CapacityWait("handback", 5_000, Date.now()),
       {
         fence: { sessionId: "s-1", epoch: 1 },
         run: { id: "run-1", tenant: "small" } as Parameters<typeof handBack>[1]["run"],
         committed: [],
         previous: null,
-        ledger: { waitedMs: 0 },
+        ledger,
         reservedModelCall: false,
       },
       capacity,
     );
+    // The caller ends the run `cancelled`: nothing left for it to forget.
+    expect(await answer).toBe("cancelled");
+    expect(ledger.waitingOn).toBeUndefined();
     expect(await limits.waiting("handback")).toEqual(new Map());
   });
 

@@ -62,6 +62,11 @@ export type WaitLedger = {
   askedAt?: number;
   /** Whether the run's model goes through a gate (its usage then says `waitedMs`, 0 included). */
   gated?: boolean;
+  /**
+   * The endpoint whose limits count the run's request as waiting (it was refused, and has not
+   * been granted or forgotten since): a run that ends so is forgotten there (session-job.ts).
+   */
+  waitingOn?: string;
 };
 
 export type GateMetrics = Pick<FleetMetrics, "endpointWait" | "modelRequests">;
@@ -108,6 +113,7 @@ export function gatedModel(
       });
       if (asked.granted) {
         permit = asked.permit;
+        ledger.waitingOn = undefined;
         if (asked.waitMs > 0) {
           try {
             await deps.sleep(asked.waitMs, request.signal);
@@ -118,6 +124,7 @@ export function gatedModel(
         }
         break;
       }
+      ledger.waitingOn = endpoint;
       if (waitedHere + asked.retryInMs > tuning.maxWaitMs) {
         ledger.askedAt = askedAt;
         throw new CapacityWait(endpoint, asked.retryInMs, askedAt);
@@ -128,6 +135,7 @@ export function gatedModel(
         // It waits no more (its run was cancelled, or lost its lease): its tenant stops
         // counting it as waiting at once, not once its place has passed.
         await deps.limits.forget(endpoint, input.tenant, [input.request]).catch(() => {});
+        ledger.waitingOn = undefined;
         throw error;
       }
       waitedHere += Math.max(10, asked.retryInMs);

@@ -65,6 +65,8 @@ export function withCapacityGate(
   const endpoint = capacity.endpoints.get(config.endpoint);
   if (!endpoint) return model;
   ledger.gated = true;
+  // A handed-back run's request still counts as waiting there until it is granted.
+  if (ledger.askedAt !== undefined) ledger.waitingOn = endpoint.name;
   return gatedModel(
     model,
     { endpoint: endpoint.name, limits: endpoint.limits, tenant: run.tenant, request: run.id, ledger },
@@ -90,9 +92,25 @@ function plainUsage(usage: WaitingUsage | null): RunUsage {
   return rest;
 }
 
+/** The usage of the messages a part of a run committed (its assistant steps). */
+export function committedUsage(committed: readonly StoredMessage[]): { usage: RunUsage; steps: number } {
+  let usage: RunUsage = { inputTokens: 0, outputTokens: 0 };
+  let steps = 0;
+  for (const message of committed) {
+    if (message.role !== "assistant") continue;
+    steps++;
+    usage = addUsage(usage, message.usage ?? { inputTokens: 0, outputTokens: 0, unknownSteps: 1 });
+  }
+  return { usage, steps };
+}
+
 /**
- * Hands the run back; throws HandedBack (the job waits), or nothing when the run was no
- * longer running (another holder took the session: the caller goes on as it would).
+ * Hands the run back; throws HandedBack (the job waits). Otherwise its request waits no more
+ * (forgotten at once, not once its place has passed), and the answer says why:
+ * - `cancelled`: its session was cancelled meanwhile (contracts §9); the caller ends the run
+ *   `cancelled` (a hand-back would have queued it on the cancelled session, to go on later);
+ * - `not_running`: the run was no longer running (another holder took the session: the
+ *   caller goes on as it would).
  */
 export async function handBack(
   wait: CapacityWait,
@@ -107,30 +125,22 @@ export async function handBack(
     reservedModelCall: boolean;
   },
   capacity: CapacityDeps,
-): Promise<void> {
-  let usage = plainUsage(input.previous);
-  let turns = input.previous?.turns ?? 0;
-  for (const message of input.committed) {
-    if (message.role !== "assistant") continue;
-    turns++;
-    usage = addUsage(usage, message.usage ?? { inputTokens: 0, outputTokens: 0, unknownSteps: 1 });
-  }
+): Promise<"cancelled" | "not_running"> {
+  const part = committedUsage(input.committed);
   const waiting: WaitingUsage = {
-    ...usage,
+    ...addUsage(plainUsage(input.previous), part.usage),
     waitedMs: input.ledger.waitedMs,
     handBacks: (input.previous?.handBacks ?? 0) + 1,
-    turns,
+    turns: (input.previous?.turns ?? 0) + part.steps,
     askedAt: wait.askedAt,
   };
-  const handed = await capacity.waits.handBack(input.fence, input.run.id, waiting, {
+  const outcome = await capacity.waits.handBack(input.fence, input.run.id, waiting, {
     unreserveModelCall: input.reservedModelCall,
   });
-  if (!handed) {
-    // The run ended meanwhile (a cancel): its request waits no more.
-    await capacity.gate.limits.forget(wait.endpoint, input.run.tenant, [input.run.id]).catch(() => {});
-    return;
-  }
-  throw new HandedBack(input.run.id, wait.retryInMs);
+  if (outcome === "handed") throw new HandedBack(input.run.id, wait.retryInMs);
+  await capacity.gate.limits.forget(wait.endpoint, input.run.tenant, [input.run.id]).catch(() => {});
+  input.ledger.waitingOn = undefined;
+  return outcome;
 }
 
 /** The run's usage at its end: its earlier parts' and this part's, with `waitedMs`. */

@@ -18,11 +18,12 @@ import { lastStepSeq } from "../shared/store/rows.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
 import { tailState } from "../shared/tail-state.js";
 import { type AgentLoopDeps, type LoopObserver, runAgentLoop } from "./agent-loop.js";
-import { CapacityWait } from "./endpoint-gate.js";
+import { CapacityWait, type WaitLedger } from "./endpoint-gate.js";
 import { ERROR_OUTCOMES, type Extensions, type RunContext, RunError } from "./extensions.js";
 import {
   type CapacityDeps,
   CONTINUE,
+  committedUsage,
   finalUsage,
   HandedBack,
   handBack,
@@ -461,27 +462,33 @@ async function processRun(
     }
   } catch (error) {
     // Waiting for capacity is not failing (contracts §15): the run is handed back, unended.
-    if (error instanceof CapacityWait && deps.capacity)
-      await handBack(
-        error,
-        {
-          fence,
-          run,
-          committed: history.slice(before.length),
-          previous,
-          ledger,
-          reservedModelCall: reservesModelCalls,
-        },
-        deps.capacity,
-      );
-    // Infrastructure faults (Postgres, Redis) propagate: the job is retried, and what
-    // follows is an automatic resume counted against the session's limit. A configuration
-    // problem (an invalid stored agent) and a write Postgres refuses for its content would
-    // fail the same way every time: they end the run and park the session at once.
-    const outcome = error instanceof ValidationError ? "invalid_agent" : storageRejection(error);
-    if (!outcome) throw error;
-    result = { outcome, error: (error as Error).message, usage: { inputTokens: 0, outputTokens: 0 } };
+    // A run whose session was cancelled meanwhile ends `cancelled` instead.
+    const committed = history.slice(before.length);
+    const handed =
+      error instanceof CapacityWait && deps.capacity
+        ? await handBack(
+            error,
+            { fence, run, committed, previous, ledger, reservedModelCall: reservesModelCalls },
+            deps.capacity,
+          )
+        : null;
+    if (handed === "cancelled") result = { outcome: "cancelled", usage: committedUsage(committed).usage };
+    else {
+      // Infrastructure faults (Postgres, Redis) propagate: the job is retried, and what
+      // follows is an automatic resume counted against the session's limit. A configuration
+      // problem (an invalid stored agent) and a write Postgres refuses for its content would
+      // fail the same way every time: they end the run and park the session at once.
+      const outcome = error instanceof ValidationError ? "invalid_agent" : storageRejection(error);
+      if (!outcome) {
+        await forgetWaiting(ledger, run, deps.capacity);
+        throw error;
+      }
+      result = { outcome, error: (error as Error).message, usage: { inputTokens: 0, outputTokens: 0 } };
+    }
   }
+  // However the run ended, a request of its that was refused waits no more: its tenant stops
+  // counting it at once (a run aborted while it asked, or cancelled as it was handed back).
+  await forgetWaiting(ledger, run, deps.capacity);
   result = { ...result, usage: finalUsage(result.usage, previous, ledger) };
   let park: { reason: RunOutcome | "provider_rejected"; detail?: string } | undefined = PARK_AT_ONCE.has(
     result.outcome,
@@ -563,6 +570,13 @@ async function processRun(
     await requestResume(fence.sessionId, deps);
   }
   return next;
+}
+
+/** Forgets the run's refused request where it waits (endpoint-gate.ts `waitingOn`), if any. */
+async function forgetWaiting(ledger: WaitLedger, run: RunRow, capacity: CapacityDeps | undefined) {
+  if (ledger.waitingOn === undefined || !capacity) return;
+  await capacity.gate.limits.forget(ledger.waitingOn, run.tenant, [run.id]).catch(() => {});
+  ledger.waitingOn = undefined;
 }
 
 /**

@@ -27,35 +27,45 @@ export type WaitingUsage = RunUsage & {
   askedAt?: number;
 };
 
+/** What `handBack` did: see there. */
+export type HandBackOutcome = "handed" | "cancelled" | "not_running";
+
 export class CapacityWaits {
   constructor(private readonly database: Database) {}
 
   /**
    * Hands a running run back: `queued` again, no worker. `unreserveModelCall`: the model call
    * counted against `agent.budget.maxModelCalls` for the request that was never sent is given
-   * back. Returns false when the run was not running (nothing changed).
+   * back. Answers `handed`; `cancelled` when the session was cancelled (contracts §9) while the
+   * run was running — a cancel ends queued runs only, so a run handed back after it would be
+   * queued on the cancelled session and go on when its job came back: it is left running, for
+   * its worker to end `cancelled`; `not_running` when the run was not running. Nothing changes
+   * unless `handed`. The session row is locked as a cancel locks it: one of them goes first.
    */
   async handBack(
     fence: Fence,
     runId: string,
     usage: WaitingUsage,
     options: { unreserveModelCall: boolean },
-  ): Promise<boolean> {
-    const [row] = await this.database.sql<{ fence_ok: boolean; handed: boolean }[]>`
+  ): Promise<HandBackOutcome> {
+    const [row] = await this.database.sql<{ fence_ok: boolean; cancelled: boolean; handed: boolean }[]>`
       with s as (
-        select id from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} for update
+        select id, status from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} for update
       ), u as (
         update runs set status = 'queued', worker_id = null, usage = ${JSON.stringify(usage)}::jsonb
-         where id = ${runId} and (status = 'running') is true and session_id = (select id from s)
+         where id = ${runId} and (status = 'running') is true
+           and session_id = (select id from s where status <> 'cancelled')
         returning 1
       ), m as (
         update sessions set model_calls = greatest(model_calls - 1, 0)
          where ${options.unreserveModelCall} and id = (select id from s) and exists (select 1 from u)
         returning 1
       )
-      select exists (select 1 from s) as fence_ok, exists (select 1 from u) as handed`;
+      select exists (select 1 from s) as fence_ok, exists (select 1 from s where status = 'cancelled')
+               and exists (select 1 from runs where id = ${runId} and (status = 'running') is true) as cancelled,
+             exists (select 1 from u) as handed`;
     if (!row!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
-    return row!.handed;
+    return row!.handed ? "handed" : row!.cancelled ? "cancelled" : "not_running";
   }
 
   /** Takes a handed-back run again: `running` under this worker. False when it is no longer queued. */

@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient } from "../src/producer/client.js";
+import { ProviderLimits } from "../src/shared/provider-limits.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
@@ -49,6 +50,7 @@ describe("tenant shares of an endpoint's maxConcurrent across three workers", ()
 
   it("a permit that frees while small waits goes to small; the batch is not slowed", async () => {
     const agent = { model: { provider: "openai" as const, endpoint: "slow", model: "gpt-test" } };
+    const limits = new ProviderLimits(fleet.redis, fleet.config.prefix);
     const started = Date.now();
     const batch = await big.createBatch(Array.from({ length: 20 }, (_, i) => ({ agent, input: `big ${i}` })));
     // Both permits are held and big's next requests are waiting for them.
@@ -58,10 +60,23 @@ describe("tenant shares of an endpoint's maxConcurrent across three workers", ()
       await new Promise((resolve) => setTimeout(resolve, 300));
       const asked = Date.now();
       const { sessions } = await small.createBatch([{ agent, input: `small one ${round}` }]);
+      // When small's request is first seen waiting: permits that freed before it asked (its
+      // worker's claim takes seconds on a loaded machine) were big's to take.
+      let waitingSince: number | null = null;
+      let ended = false;
+      const watch = (async () => {
+        while (!ended && waitingSince === null) {
+          if ((await limits.waiting("slow")).has("small")) waitingSince = Date.now();
+          else await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+      })();
       const run = await small.waitForRun(sessions[0]!.runId!, { timeoutMs: 60_000 });
+      ended = true;
+      await watch;
       expect(run.endedReason).toBe("completed");
-      const after = arrivals.filter((a) => a.at >= asked).map((a) => a.tenant);
-      // The two permits free together (±ms): small takes one of them, not a later one.
+      const after = arrivals.filter((a) => a.at >= (waitingSince ?? asked)).map((a) => a.tenant);
+      // The two permits free together (±ms): small takes one of the first that free while it
+      // waits, not a later one.
       expect(after.indexOf("small"), `round ${round}: ${after.join(" ")}`).toBeLessThanOrEqual(1);
     }
     const runs = await Promise.all(

@@ -509,13 +509,22 @@ describe("sweeper policy", () => {
     const { sweeper } = makeSweeper({}, async (_name, jobIds) =>
       jobIds.map((jobId) => ([...mine].some((runId) => jobId.includes(runId)) ? "finished" : "pending")),
     );
-    expect(await sweeper.sweepOrphanedRuns()).toBe(1);
     const attempts = async (id: string) =>
       (
         await fleet.database.sql<{ n: number }[]>`select resume_attempts as n from sessions where id = ${id}`
       )[0]!.n;
-    expect(await attempts(started.id)).toBe(0);
-    expect(await attempts(waiting.id)).toBe(1);
+    // The worker waits until the count is read: the run it completes resets it to 0 (on a
+    // loaded machine it did so before the read, and the count read 0).
+    const own = new RunQueues(fleet.redis, fleet.config.prefix);
+    queues.push(own);
+    await Promise.all([own.runs.pause(), own.resumes.pause()]);
+    try {
+      expect(await sweeper.sweepOrphanedRuns()).toBe(1);
+      expect(await attempts(started.id)).toBe(0);
+      expect(await attempts(waiting.id)).toBe(1);
+    } finally {
+      await Promise.all([own.runs.resume(), own.resumes.resume()]);
+    }
     expect((await client.waitForRun(waiting.run.id, { timeoutMs: 15_000 })).endedReason).toBe("completed");
     await fleet.database
       .sql`update runs set status = 'ended', ended_reason = 'crashed', ended_at = now() where id = ${started.run.id}`;

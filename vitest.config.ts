@@ -12,6 +12,11 @@ export default defineConfig({
     // parallel; two at a time fits a 2-core machine.
     maxWorkers: 2,
     pool: "forks",
+    // Each fork imports the sources once, not once per file (139 files: 129 s of imports,
+    // 648 s in all, against 13 s and 552 s). Files share no module state they change: none
+    // mocks a module, and the few that set an environment variable, a spy or fake timers
+    // restore them.
+    isolate: false,
     // One migrated database for the run; each file's fleet gets a copy of it.
     globalSetup: ["test/support/template-database.ts"],
     // The slowest files start first (test/support/slow-first.ts), also on a fresh checkout.

@@ -2,13 +2,19 @@
  * A Redis whose maxmemory-policy may evict keys (`allkeys-lru`) can drop the fleet's leases,
  * queued jobs and events. Every role (API, worker, sweeper) reads the policy when it starts,
  * logs one warning naming it, and exports `fleet_redis_eviction_policy_safe` (0 there, 1 on
- * `noeviction`, -1 when Redis refuses both CONFIG and INFO). Real processes, on Redis servers
- * of this file's own.
+ * `noeviction`, -1 when Redis refuses both CONFIG and INFO); it reads it again every
+ * FLEET_EVICTION_CHECK_MS, so a policy changed on the running Redis shows without a restart.
+ * Real processes, on Redis servers of this file's own.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { evictionVerdict, policyFromInfo, reportEvictionPolicy } from "../src/shared/eviction-policy.js";
+import {
+  evictionVerdict,
+  policyFromInfo,
+  reportEvictionPolicy,
+  watchEvictionPolicy,
+} from "../src/shared/eviction-policy.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, readyInfo, waitFor } from "./support/fleet-env.js";
 import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
 
@@ -106,6 +112,49 @@ describe("roles on a Redis with maxmemory-policy allkeys-lru", () => {
       await admin.config("SET", "maxmemory-policy", "allkeys-lru");
     }
   }, 40_000);
+
+  it("a policy changed on the running Redis shows in the gauge and the log without a restart", async () => {
+    const worker = await fleet.spawnWorker({ FLEET_EVICTION_CHECK_MS: "200", LOG_LEVEL: "info" });
+    const port = readyInfo(worker).metricsPort;
+    const warnings = () =>
+      worker
+        .output()
+        .split("\n")
+        .filter((line) => WARNING.test(line));
+    expect(await gauge(port)).toBe("0");
+    expect(warnings()).toHaveLength(1);
+    await admin.config("SET", "maxmemory-policy", "noeviction");
+    try {
+      await waitFor(async () => (await gauge(port)) === "1", 10_000, "the gauge at 1");
+      await waitFor(() => /maxmemory-policy is noeviction now/.test(worker.output()), 5_000, "the line");
+    } finally {
+      await admin.config("SET", "maxmemory-policy", "allkeys-lru");
+    }
+    await waitFor(async () => (await gauge(port)) === "0", 10_000, "the gauge at 0 again");
+    // One warning per change, not one per reading.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(warnings()).toHaveLength(2);
+    expect(worker.output().match(/maxmemory-policy is noeviction now/g)).toHaveLength(1);
+  }, 60_000);
+
+  it("a reading Redis refuses keeps the last known value", async () => {
+    await admin.acl("SETUSER", "blindwatch", "on", "nopass", "~*", "&*", "+@all", "-config", "-info");
+    const blind = new Redis({ port, host: "127.0.0.1", username: "blindwatch" });
+    const values: number[] = [];
+    const lines: string[] = [];
+    const log = { warn: (m: string) => lines.push(m), info: (m: string) => lines.push(m) };
+    const first = evictionVerdict({ policies: ["allkeys-lru"] });
+    const stop = watchEvictionPolicy(blind, log, { set: (v) => values.push(v) }, first, 50);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 400));
+    } finally {
+      stop();
+      blind.disconnect();
+    }
+    // Known unsafe, then refused: the gauge stays at 0 (the alert goes on), nothing logged.
+    expect(values).toEqual([]);
+    expect(lines).toEqual([]);
+  });
 
   it("CONFIG refused (managed Redis): the policy is read from INFO; both refused: one notice and -1", async () => {
     // A user that may not run CONFIG, and one that may run neither CONFIG nor INFO.

@@ -4,7 +4,7 @@ import { openDatabase } from "../shared/db/client.js";
 import { DeletionCleanup, runJobRemover } from "../shared/deletion-cleanup.js";
 import { ValidationError } from "../shared/errors.js";
 import { EventWriter, warnDroppedStream } from "../shared/events.js";
-import { reportEvictionPolicy } from "../shared/eviction-policy.js";
+import { reportEvictionPolicy, watchEvictionPolicy } from "../shared/eviction-policy.js";
 import { listenError, servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
 import { ProviderLimits, waitsForgetter } from "../shared/provider-limits.js";
@@ -206,7 +206,13 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     logLevel: config.logLevel,
     healthy: servicesReachable(database, redis),
   });
-  await reportEvictionPolicy(redis, app.log, metrics.redisEvictionPolicySafe);
+  const stopEvictionWatch = watchEvictionPolicy(
+    redis,
+    app.log,
+    metrics.redisEvictionPolicySafe,
+    await reportEvictionPolicy(redis, app.log, metrics.redisEvictionPolicySafe),
+    config.evictionCheckMs,
+  );
   if (!anyKey) {
     app.log.info(
       `no API key exists: serving without authentication, as tenant "default", on ${config.host} only; ` +
@@ -218,6 +224,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     await app.listen({ port: listenPort, host: config.host });
   } catch (error) {
     // A port in use ends the start with one line naming PORT, and nothing left open.
+    stopEvictionWatch();
     await closeAll(
       [() => app.close(), () => queues.close(), () => closeRedis(redis), () => database.close()],
       app.log,
@@ -230,10 +237,12 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     port,
     url: localUrl(config.host, port),
     devMode: !anyKey,
-    stop: () =>
-      closeAll(
+    stop: () => {
+      stopEvictionWatch();
+      return closeAll(
         [() => app.close(), () => queues.close(), () => closeRedis(redis), () => database.close()],
         app.log,
-      ),
+      );
+    },
   };
 }

@@ -186,6 +186,8 @@ const envSchema = z.object({
   FLEET_TRANSCRIPT_SWEEP_MS: z.coerce.number().int().positive().default(3_600_000),
   /** How long one extension hook may take before the run stops waiting for it (a failure). */
   FLEET_HOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  /** How often every role reads Redis's maxmemory-policy again (eviction-policy.ts). */
+  FLEET_EVICTION_CHECK_MS: z.coerce.number().int().positive().default(60_000),
 });
 
 export type FleetConfig = {
@@ -249,6 +251,8 @@ export type FleetConfig = {
   /** How often a worker's pass removes transcripts of sessions that no longer exist. */
   transcriptSweepMs: number;
   hookTimeoutMs: number;
+  /** How often every role reads Redis's maxmemory-policy again, after its start. */
+  evictionCheckMs: number;
 };
 
 let dotenvLoaded = false;
@@ -328,6 +332,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     transcriptDir: e.FLEET_TRANSCRIPT_DIR ? resolve(e.FLEET_TRANSCRIPT_DIR) : undefined,
     transcriptSweepMs: e.FLEET_TRANSCRIPT_SWEEP_MS,
     hookTimeoutMs: e.FLEET_HOOK_TIMEOUT_MS,
+    evictionCheckMs: e.FLEET_EVICTION_CHECK_MS,
   };
 }
 

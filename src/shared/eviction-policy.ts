@@ -1,5 +1,6 @@
 /**
- * Redis's `maxmemory-policy`, checked once when a role starts (API, worker, sweeper). The
+ * Redis's `maxmemory-policy`, checked when a role starts (API, worker, sweeper) and every
+ * FLEET_EVICTION_CHECK_MS after (`watchEvictionPolicy`). The
  * fleet keeps its session leases, queued jobs, events and worker heartbeats in Redis; any
  * policy but `noeviction` lets Redis delete them when it is full (`volatile-*` too: leases
  * and heartbeats have a TTL). The role logs one warning naming the policy and the risk, and
@@ -100,4 +101,42 @@ export async function reportEvictionPolicy(
       break;
   }
   return verdict;
+}
+
+/**
+ * Reads the policy again every `intervalMs` after the start's reading (`first`), so a policy
+ * changed on a running Redis (`CONFIG SET`, a failover to a server configured otherwise) shows
+ * in the gauge and the alert within that time, not only after a restart. Logs only a change:
+ * one warning when it becomes unsafe, one line when it is `noeviction` again. A reading Redis
+ * refuses (it is away: the role's outage log says so) keeps the last known value. Returns the
+ * stop; the timer never holds the process open.
+ */
+export function watchEvictionPolicy(
+  redis: Redis,
+  log: Log,
+  gauge: { set(value: number): void },
+  first: EvictionVerdict,
+  intervalMs: number,
+): () => void {
+  let known = first.safe;
+  let reading = false;
+  const timer = setInterval(() => {
+    if (reading) return;
+    reading = true;
+    void readEvictionPolicy(redis)
+      .then((answer) => {
+        if ("refused" in answer && known !== -1) return;
+        const verdict = evictionVerdict(answer);
+        gauge.set(verdict.safe);
+        if (verdict.safe === known) return;
+        known = verdict.safe;
+        if (verdict.safe === 0) log.warn(verdict.warning);
+        if (verdict.safe === 1) log.info("Redis maxmemory-policy is noeviction now");
+      })
+      .finally(() => {
+        reading = false;
+      });
+  }, intervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
 }

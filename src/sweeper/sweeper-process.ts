@@ -8,7 +8,7 @@ import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { DeletionCleanup, runJobRemover } from "../shared/deletion-cleanup.js";
 import { EventWriter, warnDroppedStream } from "../shared/events.js";
-import { reportEvictionPolicy } from "../shared/eviction-policy.js";
+import { reportEvictionPolicy, watchEvictionPolicy } from "../shared/eviction-policy.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
@@ -52,7 +52,13 @@ export async function startSweeper(
   const metrics = createMetrics("sweeper");
   // One warning when Redis goes away and one when it is back, not a line per reconnect.
   new RedisOutageLog(log).watch(redis, subscriber);
-  await reportEvictionPolicy(redis, log, metrics.redisEvictionPolicySafe);
+  const stopEvictionWatch = watchEvictionPolicy(
+    redis,
+    log,
+    metrics.redisEvictionPolicySafe,
+    await reportEvictionPolicy(redis, log, metrics.redisEvictionPolicySafe),
+    config.evictionCheckMs,
+  );
   // The metrics port first: a sweeper that cannot serve it stops before its first sweep, and
   // leaves nothing open that would keep the process alive.
   const server = await startMetricsOrClose(
@@ -224,6 +230,7 @@ export async function startSweeper(
         stopped = true;
         clearInterval(timer);
         clearInterval(retentionTimer);
+        stopEvictionWatch();
         retentionStop.abort();
         while (running) await new Promise((r) => setTimeout(r, 10));
         await retaining;

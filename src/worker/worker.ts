@@ -12,7 +12,7 @@ import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
 import { EventWriter, warnDroppedStream } from "../shared/events.js";
-import { reportEvictionPolicy } from "../shared/eviction-policy.js";
+import { reportEvictionPolicy, watchEvictionPolicy } from "../shared/eviction-policy.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import {
@@ -87,7 +87,13 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   new RedisOutageLog(log).watch(redis, ...bullRedis);
   const refusals = new RefusalLog(log);
   // Before it says it is ready: one warning when Redis may evict the leases and jobs.
-  await reportEvictionPolicy(redis, log, metrics.redisEvictionPolicySafe);
+  const stopEvictionWatch = watchEvictionPolicy(
+    redis,
+    log,
+    metrics.redisEvictionPolicySafe,
+    await reportEvictionPolicy(redis, log, metrics.redisEvictionPolicySafe),
+    config.evictionCheckMs,
+  );
   // The metrics port first: a worker that cannot serve it stops before it registers tools or
   // claims a job, and leaves nothing open that would keep the process alive.
   const server = await startMetricsOrClose(
@@ -361,6 +367,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
           async () => {
             clearInterval(heartbeat);
             clearInterval(transcriptTimer);
+            stopEvictionWatch();
             // Best effort: a Redis that is away must not hold the stop up (the beat lapses).
             if (redis.status !== "ready") return;
             const wait = new Promise<void>((resolve) => setTimeout(resolve, 1_000).unref());

@@ -340,6 +340,8 @@ describe("HTTP API", () => {
       expect(answer.contentType).toMatch(/text\/plain/);
       expect(answer.text).toMatch(/^# TYPE fleet_queue_jobs gauge$/m);
       expect(answer.text).toMatch(/^fleet_queue_jobs\{[^}]*queue="runs"[^}]*\} \d+/m);
+      // The batch webhook deliveries' queue too.
+      expect(answer.text).toMatch(/^fleet_queue_jobs\{[^}]*queue="webhooks"[^}]*state="delayed"[^}]*\} \d+/m);
       expect(answer.text).toMatch(/^# TYPE fleet_resume_refusals_total counter$/m);
     });
   });

@@ -484,6 +484,7 @@ describe("dashboard and rules against a live fleet, through the real Prometheus"
     expect(rounded(recorded.get("queue:fleet_queue_jobs_waiting:sum")!, ["queue"])).toEqual({
       runs: 0,
       resumes: 0,
+      webhooks: 0,
     });
     expect(rounded(recorded.get("job:up:sum")!, ["job"])).toEqual({
       "fleet-api": 1,

@@ -8,7 +8,7 @@ import { reportEvictionPolicy, watchEvictionPolicy } from "../shared/eviction-po
 import { listenError, servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
 import { ProviderLimits, waitsForgetter } from "../shared/provider-limits.js";
-import { QUEUES, RunQueues } from "../shared/queues.js";
+import { openWebhookQueue, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
 import { closeAll } from "../shared/shutdown.js";
 import { ApiKeys } from "../shared/store/api-keys.js";
@@ -77,18 +77,16 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
   }
   const redis = createRedis(config.redisUrl, "producer");
   const queues = new RunQueues(redis, config.prefix);
+  // Batch webhook deliveries (the sweeper runs them): their depth and Bull Board's view.
+  const webhookQueue = openWebhookQueue(redis, config.prefix);
   // The API is the one process that exports queue depths.
   const metrics = createMetrics("api", {
     queueDepths: async () =>
       (
         await Promise.all(
-          (["runs", "resumes"] as const).map(async (key) => {
-            const counts = await queues[key].getJobCounts(...QUEUE_STATES);
-            return QUEUE_STATES.map((state) => ({
-              queue: QUEUES[key].name,
-              state,
-              count: counts[state] ?? 0,
-            }));
+          [queues.runs, queues.resumes, webhookQueue].map(async (queue) => {
+            const counts = await queue.getJobCounts(...QUEUE_STATES);
+            return QUEUE_STATES.map((state) => ({ queue: queue.name, state, count: counts[state] ?? 0 }));
           }),
         )
       ).flat(),
@@ -199,7 +197,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
             ),
         })
       : undefined,
-    admin: adminBoard(queues.all()),
+    admin: adminBoard([...queues.all(), webhookQueue]),
     console: consolePages(),
     registry: metrics.registry,
     events,
@@ -226,7 +224,13 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     // A port in use ends the start with one line naming PORT, and nothing left open.
     stopEvictionWatch();
     await closeAll(
-      [() => app.close(), () => queues.close(), () => closeRedis(redis), () => database.close()],
+      [
+        () => app.close(),
+        () => queues.close(),
+        () => webhookQueue.close(),
+        () => closeRedis(redis),
+        () => database.close(),
+      ],
       app.log,
     );
     throw listenError(error, { setting: "PORT", flag: "--port", host: config.host, port: listenPort });
@@ -240,7 +244,13 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     stop: () => {
       stopEvictionWatch();
       return closeAll(
-        [() => app.close(), () => queues.close(), () => closeRedis(redis), () => database.close()],
+        [
+          () => app.close(),
+          () => queues.close(),
+          () => webhookQueue.close(),
+          () => closeRedis(redis),
+          () => database.close(),
+        ],
         app.log,
       );
     },

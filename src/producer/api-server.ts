@@ -4,7 +4,7 @@ import { openDatabase } from "../shared/db/client.js";
 import { DeletionCleanup, runJobRemover } from "../shared/deletion-cleanup.js";
 import { ValidationError } from "../shared/errors.js";
 import { EventWriter, warnDroppedStream } from "../shared/events.js";
-import { reportEvictionPolicy, watchEvictionPolicy } from "../shared/eviction-policy.js";
+import { checkEvictionPolicy } from "../shared/eviction-policy.js";
 import { listenError, servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
 import { ProviderLimits, waitsForgetter } from "../shared/provider-limits.js";
@@ -204,11 +204,10 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     logLevel: config.logLevel,
     healthy: servicesReachable(database, redis),
   });
-  const stopEvictionWatch = watchEvictionPolicy(
+  const stopEvictionWatch = await checkEvictionPolicy(
     redis,
     app.log,
     metrics.redisEvictionPolicySafe,
-    await reportEvictionPolicy(redis, app.log, metrics.redisEvictionPolicySafe),
     config.evictionCheckMs,
   );
   if (!anyKey) {
@@ -217,13 +216,9 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
         "`fleet keys create --tenant NAME` turns authentication on",
     );
   }
-  const listenPort = options.port ?? config.port;
-  try {
-    await app.listen({ port: listenPort, host: config.host });
-  } catch (error) {
-    // A port in use ends the start with one line naming PORT, and nothing left open.
+  const close = () => {
     stopEvictionWatch();
-    await closeAll(
+    return closeAll(
       [
         () => app.close(),
         () => queues.close(),
@@ -233,6 +228,13 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
       ],
       app.log,
     );
+  };
+  const listenPort = options.port ?? config.port;
+  try {
+    await app.listen({ port: listenPort, host: config.host });
+  } catch (error) {
+    // A port in use ends the start with one line naming PORT, and nothing left open.
+    await close();
     throw listenError(error, { setting: "PORT", flag: "--port", host: config.host, port: listenPort });
   }
   const address = app.server.address();
@@ -241,18 +243,6 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     port,
     url: localUrl(config.host, port),
     devMode: !anyKey,
-    stop: () => {
-      stopEvictionWatch();
-      return closeAll(
-        [
-          () => app.close(),
-          () => queues.close(),
-          () => webhookQueue.close(),
-          () => closeRedis(redis),
-          () => database.close(),
-        ],
-        app.log,
-      );
-    },
+    stop: close,
   };
 }

@@ -140,3 +140,13 @@ export function watchEvictionPolicy(
   timer.unref();
   return () => clearInterval(timer);
 }
+
+/** The start's reading (`reportEvictionPolicy`), then the watch: what every role runs. Returns the stop. */
+export async function checkEvictionPolicy(
+  redis: Redis,
+  log: Log,
+  gauge: { set(value: number): void },
+  intervalMs: number,
+): Promise<() => void> {
+  return watchEvictionPolicy(redis, log, gauge, await reportEvictionPolicy(redis, log, gauge), intervalMs);
+}

@@ -8,7 +8,7 @@ import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { DeletionCleanup, runJobRemover } from "../shared/deletion-cleanup.js";
 import { EventWriter, warnDroppedStream } from "../shared/events.js";
-import { reportEvictionPolicy, watchEvictionPolicy } from "../shared/eviction-policy.js";
+import { checkEvictionPolicy } from "../shared/eviction-policy.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
@@ -52,11 +52,10 @@ export async function startSweeper(
   const metrics = createMetrics("sweeper");
   // One warning when Redis goes away and one when it is back, not a line per reconnect.
   new RedisOutageLog(log).watch(redis, subscriber);
-  const stopEvictionWatch = watchEvictionPolicy(
+  const stopEvictionWatch = await checkEvictionPolicy(
     redis,
     log,
     metrics.redisEvictionPolicySafe,
-    await reportEvictionPolicy(redis, log, metrics.redisEvictionPolicySafe),
     config.evictionCheckMs,
   );
   // The metrics port first: a sweeper that cannot serve it stops before its first sweep, and

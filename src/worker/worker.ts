@@ -12,7 +12,7 @@ import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
 import { EventWriter, warnDroppedStream } from "../shared/events.js";
-import { reportEvictionPolicy, watchEvictionPolicy } from "../shared/eviction-policy.js";
+import { checkEvictionPolicy } from "../shared/eviction-policy.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
 import {
@@ -87,11 +87,10 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   new RedisOutageLog(log).watch(redis, ...bullRedis);
   const refusals = new RefusalLog(log);
   // Before it says it is ready: one warning when Redis may evict the leases and jobs.
-  const stopEvictionWatch = watchEvictionPolicy(
+  const stopEvictionWatch = await checkEvictionPolicy(
     redis,
     log,
     metrics.redisEvictionPolicySafe,
-    await reportEvictionPolicy(redis, log, metrics.redisEvictionPolicySafe),
     config.evictionCheckMs,
   );
   // The metrics port first: a worker that cannot serve it stops before it registers tools or

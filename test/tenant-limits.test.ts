@@ -250,7 +250,7 @@ describe("request rate per tenant, admin routes", () => {
     const api = await call(base, "GET", "/admin/queues/api/queues", bearer(key.ops!));
     expect(api.status, api.text.slice(0, 300)).toBe(200);
     const queues = api.json.queues as { name: string; readOnlyMode: boolean }[];
-    expect(queues.map((q) => q.name).sort()).toEqual(["resumes", "runs"]);
+    expect(queues.map((q) => q.name).sort()).toEqual(["resumes", "runs", "webhooks"]);
     expect(queues.every((q) => q.readOnlyMode)).toBe(true);
   });
 

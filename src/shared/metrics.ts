@@ -205,7 +205,7 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
       labelNames: ["endpoint", "limit"] as const,
       registers,
     }),
-    /** Redis's maxmemory-policy as this process read it at start (eviction-policy.ts). */
+    /** Redis's maxmemory-policy as this process last read it: at start, then every FLEET_EVICTION_CHECK_MS (eviction-policy.ts). */
     redisEvictionPolicySafe: new Gauge({
       name: "fleet_redis_eviction_policy_safe",
       help: "Redis maxmemory-policy, read at start and every FLEET_EVICTION_CHECK_MS: 1 noeviction, 0 another policy (Redis may evict leases, jobs, events), -1 not known.",

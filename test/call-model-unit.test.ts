@@ -15,16 +15,17 @@ import {
   ProviderError,
 } from "../src/worker/models/provider.js";
 
-type Attempt = () => AsyncGenerator<ModelEvent>;
+/** One attempt's stream; it may watch the request (its signal). */
+type Attempt = (request: ModelRequest) => AsyncGenerator<ModelEvent>;
 
 /** A provider that plays one scripted attempt per call (the last one repeats). */
 function fakeProvider(attempts: Attempt[]): ModelProvider & { calls: number } {
   const provider = {
     calls: 0,
-    stream(_request: ModelRequest): AsyncIterable<ModelEvent> {
+    stream(request: ModelRequest): AsyncIterable<ModelEvent> {
       const attempt = attempts[Math.min(provider.calls, attempts.length - 1)]!;
       provider.calls++;
-      return attempt();
+      return attempt(request);
     },
   };
   return provider;
@@ -331,7 +332,7 @@ describe("callModel and the caller's signal", () => {
 
   it("leaves no listener on the caller's signal after an answer", async () => {
     const outer = new AbortController();
-    const provider: ModelProvider = { stream: () => answering("ok")() };
+    const provider: ModelProvider = { stream: (req) => answering("ok")(req) };
     const { sleep } = recordingSleep();
     const step = await callModel(provider, request(outer.signal), { sleep, policy: POLICY });
     expect(step).toMatchObject({ ok: true, message: { content: "ok" } });
@@ -341,31 +342,19 @@ describe("callModel and the caller's signal", () => {
 
 describe("callModel idle timeout", () => {
   it("treats a stream that goes quiet after output as interrupted, keeping the partial text", async () => {
-    let calls = 0;
-    const provider: ModelProvider = {
-      stream(req) {
-        calls++;
-        return hanging(["half an ans"])(req);
-      },
-    };
+    const provider = fakeProvider([hanging(["half an ans"])]);
     const { sleep } = recordingSleep();
     const step = await callModel(provider, request(), { sleep, policy: { ...POLICY, idleTimeoutMs: 50 } });
     expect(step).toMatchObject({ ok: true, message: { content: "half an ans", stopReason: "interrupted" } });
-    expect(calls).toBe(1);
+    expect(provider.calls).toBe(1);
   });
 
   it("retries a stream that goes quiet before any output", async () => {
-    let calls = 0;
-    const provider: ModelProvider = {
-      stream(req) {
-        calls++;
-        return calls === 1 ? hanging([])(req) : answering("ok")();
-      },
-    };
+    const provider = fakeProvider([hanging([]), answering("ok")]);
     const { sleep, slept } = recordingSleep();
     const step = await callModel(provider, request(), { sleep, policy: { ...POLICY, idleTimeoutMs: 50 } });
     expect(step).toMatchObject({ ok: true, message: { content: "ok", stopReason: "end_turn" } });
-    expect(calls).toBe(2);
+    expect(provider.calls).toBe(2);
     expect(slept).toHaveLength(1);
   });
 });
@@ -392,13 +381,7 @@ function trickling(everyMs: number): (request: ModelRequest) => AsyncGenerator<M
 
 describe("callModel step limit (maxStepMs)", () => {
   it("ends a stream that never goes quiet but never finishes as interrupted, its text kept, not retried", async () => {
-    let calls = 0;
-    const provider: ModelProvider = {
-      stream(req) {
-        calls++;
-        return trickling(5)(req);
-      },
-    };
+    const provider = fakeProvider([trickling(5)]);
     const { sleep } = recordingSleep();
     const step = await callModel(provider, request(), {
       sleep,
@@ -406,24 +389,18 @@ describe("callModel step limit (maxStepMs)", () => {
     });
     expect(step).toMatchObject({ ok: true, message: { stopReason: "interrupted" } });
     expect(step.ok && step.message.content).toMatch(/^\.+$/);
-    expect(calls).toBe(1);
+    expect(provider.calls).toBe(1);
   });
 
   it("retries a request that sent nothing at all by the limit: there is no output to keep", async () => {
-    let calls = 0;
-    const provider: ModelProvider = {
-      stream(req) {
-        calls++;
-        return calls === 1 ? hanging([])(req) : answering("ok")();
-      },
-    };
+    const provider = fakeProvider([hanging([]), answering("ok")]);
     const { sleep, slept } = recordingSleep();
     const step = await callModel(provider, request(), {
       sleep,
       policy: { ...POLICY, idleTimeoutMs: 10_000, maxStepMs: 50 },
     });
     expect(step).toMatchObject({ ok: true, message: { content: "ok", stopReason: "end_turn" } });
-    expect(calls).toBe(2);
+    expect(provider.calls).toBe(2);
     expect(slept).toHaveLength(1);
   });
 });

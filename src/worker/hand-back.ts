@@ -138,9 +138,22 @@ export async function handBack(
     unreserveModelCall: input.reservedModelCall,
   });
   if (outcome === "handed") throw new HandedBack(input.run.id, wait.retryInMs);
-  await capacity.gate.limits.forget(wait.endpoint, input.run.tenant, [input.run.id]).catch(() => {});
-  input.ledger.waitingOn = undefined;
+  await forgetWaiting(input.ledger, input.run, capacity);
   return outcome;
+}
+
+/**
+ * Forgets the run's refused request where it waits (`WaitLedger.waitingOn`), if any: its
+ * tenant stops counting it at once. For a run that ends, or is not handed back, that way.
+ */
+export async function forgetWaiting(
+  ledger: WaitLedger,
+  run: Pick<RunRow, "id" | "tenant">,
+  capacity: CapacityDeps | undefined,
+): Promise<void> {
+  if (ledger.waitingOn === undefined || !capacity) return;
+  await capacity.gate.limits.forget(ledger.waitingOn, run.tenant, [run.id]).catch(() => {});
+  ledger.waitingOn = undefined;
 }
 
 /** The run's usage at its end: its earlier parts' and this part's, with `waitedMs`. */

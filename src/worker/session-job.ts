@@ -18,13 +18,14 @@ import { lastStepSeq } from "../shared/store/rows.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
 import { tailState } from "../shared/tail-state.js";
 import { type AgentLoopDeps, type LoopObserver, runAgentLoop } from "./agent-loop.js";
-import { CapacityWait, type WaitLedger } from "./endpoint-gate.js";
+import { CapacityWait } from "./endpoint-gate.js";
 import { ERROR_OUTCOMES, type Extensions, type RunContext, RunError } from "./extensions.js";
 import {
   type CapacityDeps,
   CONTINUE,
   committedUsage,
   finalUsage,
+  forgetWaiting,
   HandedBack,
   handBack,
   ledgerOf,
@@ -570,13 +571,6 @@ async function processRun(
     await requestResume(fence.sessionId, deps);
   }
   return next;
-}
-
-/** Forgets the run's refused request where it waits (endpoint-gate.ts `waitingOn`), if any. */
-async function forgetWaiting(ledger: WaitLedger, run: RunRow, capacity: CapacityDeps | undefined) {
-  if (ledger.waitingOn === undefined || !capacity) return;
-  await capacity.gate.limits.forget(ledger.waitingOn, run.tenant, [run.id]).catch(() => {});
-  ledger.waitingOn = undefined;
 }
 
 /**

@@ -65,7 +65,27 @@ describe("SIGSTOP of a worker holding sessions", () => {
       frozen.child.kill("SIGCONT");
     }
     // Awake again, the frozen worker tries to append its sleep results: every one is refused.
-    await waitFor(async () => (await fencedWrites(metricsPort)) >= 1, 15_000, "fenced writes counted");
+    // A poll sent as it wakes may be reset (seen once in CI on the cluster): polled again; if
+    // the worker really went away, the wait times out with its last error and its output.
+    let pollError: unknown = null;
+    await waitFor(
+      async () => {
+        try {
+          return (await fencedWrites(metricsPort)) >= 1;
+        } catch (error) {
+          pollError = error;
+          return false;
+        }
+      },
+      15_000,
+      "fenced writes counted",
+    ).catch((error) => {
+      throw new Error(
+        `${error.message}; last poll error: ${String(pollError)}\n${frozen.output().slice(-3000)}`,
+      );
+    });
+    if (pollError)
+      console.log(`a metrics poll of the woken worker failed once, then answered: ${String(pollError)}`);
     await new Promise((r) => setTimeout(r, 500));
 
     const rescuerId = readyInfo(rescuer).workerId;

@@ -7,14 +7,17 @@
  * Real processes, on Redis servers of this file's own.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { createServer } from "node:net";
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
   evictionVerdict,
   policyFromInfo,
   reportEvictionPolicy,
   watchEvictionPolicy,
 } from "../src/shared/eviction-policy.js";
+import { startSweeper } from "../src/sweeper/sweeper-process.js";
+import { startWorker } from "../src/worker/worker.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, readyInfo, waitFor } from "./support/fleet-env.js";
 import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
 
@@ -135,6 +138,32 @@ describe("roles on a Redis with maxmemory-policy allkeys-lru", () => {
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     expect(warnings()).toHaveLength(2);
     expect(worker.output().match(/maxmemory-policy is noeviction now/g)).toHaveLength(1);
+  }, 60_000);
+
+  it("a worker or sweeper embedded in a process whose metrics port is taken leaves no watch behind", async () => {
+    // The watch starts before the metrics port; a start that fails there must stop it too, or
+    // it would go on reading Redis in a process that embeds the role (its timer is unref'd).
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    const metricsPort = (taken.address() as { port: number }).port;
+    const CHECK_MS = 4_321; // this test's own interval, to tell the watch's timer from others
+    const started = vi.spyOn(globalThis, "setInterval");
+    const cleared = vi.spyOn(globalThis, "clearInterval");
+    try {
+      const config = { ...fleet.config, metricsPort, evictionCheckMs: CHECK_MS, logLevel: "silent" as const };
+      for (const start of [() => startWorker(config), () => startSweeper(config)]) {
+        started.mockClear();
+        cleared.mockClear();
+        await expect(start()).rejects.toThrow(new RegExp(String(metricsPort)));
+        const watches = started.mock.results.filter((_, i) => started.mock.calls[i]![1] === CHECK_MS);
+        expect(watches).toHaveLength(1);
+        expect(cleared.mock.calls.map(([timer]) => timer)).toContain(watches[0]!.value);
+      }
+    } finally {
+      started.mockRestore();
+      cleared.mockRestore();
+      await new Promise((resolve) => taken.close(resolve));
+    }
   }, 60_000);
 
   it("a reading Redis refuses keeps the last known value", async () => {

@@ -68,6 +68,7 @@ export async function startSweeper(
     () =>
       closeAll(
         [
+          async () => stopEvictionWatch(),
           () => queues.close(),
           ...[redis, subscriber].map((c) => () => closeRedis(c)),
           () => database.close(),

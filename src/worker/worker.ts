@@ -103,6 +103,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     () =>
       closeAll(
         [
+          async () => stopEvictionWatch(),
           () => queues.close(),
           ...[redis, ...bullRedis].map((c) => () => closeRedis(c)),
           () => database.close(),

@@ -65,8 +65,12 @@ describe("SIGSTOP of a worker holding sessions", () => {
       frozen.child.kill("SIGCONT");
     }
     // Awake again, the frozen worker tries to append its sleep results: every one is refused.
-    // A poll sent as it wakes may be reset (seen once in CI on the cluster): polled again; if
-    // the worker really went away, the wait times out with its last error and its output.
+    // A poll sent as it wakes may be reset (seen once in CI on the cluster): fetch reuses the
+    // kept-alive connection of an earlier poll, and the worker, as it wakes, first runs that
+    // connection's keep-alive timeout (Node's 5 s), which ran out while it was stopped, and
+    // closes it under the request (a bare Node server does the same: 4 of 5 such requests
+    // reset). Polled again; if the worker really went away, the wait times out with its last
+    // error and its output.
     let pollError: unknown = null;
     await waitFor(
       async () => {

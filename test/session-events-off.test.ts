@@ -148,6 +148,78 @@ describe("sessionEvents: false", () => {
     expect(await bad.json()).toMatchObject({ error: { field: "sessionEvents" } });
   }, 60_000);
 
+  it("one session of a batch can turn its own stream off; true in a batch without streams is a 400, at creation and on an append", async () => {
+    // A batch with streams, one of whose sessions has none, and an open one whose later part does the same.
+    const mixed = await client.createBatch([
+      { agent: agent(30), input: "go", customId: "watched" },
+      { agent: agent(31), input: "go", customId: "quiet", sessionEvents: false },
+      { agent: agent(32), input: "go", customId: "explicit", sessionEvents: true },
+    ]);
+    const open = await client.createBatch([{ agent: agent(33), input: "go" }], { open: true });
+    const part = await client.appendToBatch(
+      open.id,
+      [
+        { agent: agent(34), input: "go", sessionEvents: false },
+        { agent: agent(35), input: "go" },
+      ],
+      { close: true },
+    );
+    await waitFor(ended(mixed.id), 30_000, "the mixed batch to end");
+    await waitFor(ended(open.id), 30_000, "the open batch to end");
+    const byCustomId = new Map(mixed.sessions.map((s) => [s.customId, s.id]));
+    const streamless = [byCustomId.get("quiet")!, part.sessions[0]!.id];
+    const streamed = [
+      byCustomId.get("watched")!,
+      byCustomId.get("explicit")!,
+      open.sessions[0]!.id,
+      part.sessions[1]!.id,
+    ];
+    for (const id of streamless) {
+      expect((await client.getSession(id)).sessionEvents).toBe(false);
+      expect(await hasStreamKeys(id)).toBe(false);
+      await expect(client.events(id).next()).rejects.toMatchObject({
+        status: 409,
+        reason: "session_events_off",
+      });
+    }
+    for (const id of streamed) {
+      expect((await client.getSession(id)).sessionEvents).toBeUndefined();
+      expect(await hasStreamKeys(id)).toBe(true);
+    }
+    // The batch itself has streams: its JSON says nothing of them; its results say per session.
+    expect((await client.getBatch(mixed.id)).sessionEvents).toBeUndefined();
+
+    // A batch created without streams promised that none of its sessions has one.
+    const refused = await fetch(`${base}/v1/batches`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        sessions: [
+          { agent: agent(36), input: "go" },
+          { agent: agent(37), input: "go", sessionEvents: true },
+        ],
+        sessionEvents: false,
+      }),
+    });
+    expect(refused.status).toBe(400);
+    expect(await refused.json()).toMatchObject({ error: { field: "sessions[1].sessionEvents" } });
+    const without = await client.createBatch([{ agent: agent(38), input: "go", sessionEvents: false }], {
+      open: true,
+      sessionEvents: false,
+    });
+    await expect(
+      client.appendToBatch(without.id, [
+        { agent: agent(39), input: "go", sessionEvents: false },
+        { agent: agent(40), input: "go", sessionEvents: true },
+      ]),
+    ).rejects.toMatchObject({ status: 400, field: "sessions[1].sessionEvents" });
+    // Nothing of the refused part was stored; the batch still takes a part that asks for nothing.
+    const fine = await client.appendToBatch(without.id, [{ agent: agent(41), input: "go" }], { close: true });
+    await waitFor(ended(without.id), 30_000, "the streamless batch to end");
+    expect((await client.getBatch(without.id)).counts.total).toBe(2);
+    expect(await hasStreamKeys(fine.sessions[0]!.id)).toBe(false);
+  }, 90_000);
+
   it("the sweeper's and the API's event paths (a lost run end, a parked session, a cancel) write nothing for it", async () => {
     // A finished session of each kind, then the event writer the sweeper uses, as after a crash.
     const [off] = (await client.createBatch([{ agent: agent(20), input: "go" }], { sessionEvents: false }))

@@ -169,6 +169,12 @@ const batchItem = z.strictObject({
   messages: imported,
   input: z.string().min(1).max(1_000_000).optional().describe("The first user message: queues a run"),
   customId: z.string().min(1).max(256).optional().describe("The caller's id, unique within the batch"),
+  sessionEvents: z
+    .boolean()
+    .optional()
+    .describe(
+      "false: this session has no event stream, whatever the batch's setting; true (the default) is refused (400) in a batch created with `sessionEvents: false`",
+    ),
 });
 export const createBatchBody = z.strictObject({
   sessions: z.array(batchItem).min(1).max(1_000),

@@ -45,6 +45,8 @@ export type BatchSessionInput = {
   input?: string;
   /** The caller's id for it, unique within the batch; results carry it. */
   customId?: string;
+  /** false: this session has no event stream, whatever the batch's setting (additive). */
+  sessionEvents?: boolean;
 };
 
 /** `idempotencyKey`: sent as `Idempotency-Key`; a retry with the same key and body acts once. */

@@ -31,12 +31,13 @@ import {
 import type { RefusalReason } from "../shared/resume-reasons.js";
 import type { BatchJson, BatchResult, BatchStore, DroppedRun } from "../shared/store/batches.js";
 import { type RunJson, runToJson } from "../shared/store/rows.js";
-import type {
-  BatchTarget,
-  ListCursor,
-  ListStatus,
-  RunLimits,
-  SessionQueries,
+import {
+  type BatchTarget,
+  type ListCursor,
+  type ListStatus,
+  type RunLimits,
+  type SessionQueries,
+  streamInBatchWithout,
 } from "../shared/store/session-queries.js";
 import type { FleetToolNames } from "../shared/tool-names.js";
 import { checkWebhookUrl, type WebhookSettings, webhookSettingsFromEnv } from "../shared/webhooks.js";
@@ -99,6 +100,8 @@ const batchItem = z.strictObject({
     .min(1, "must be a non-empty string")
     .max(256, "is longer than 256 characters")
     .optional(),
+  /** false: this session has no event stream, whatever the batch's setting (true is the batch's default). */
+  sessionEvents: sessionEventsField,
 });
 const batchSessions = z.array(batchItem).max(MAX_BATCH, `holds at most ${MAX_BATCH} sessions`);
 const batchBody = z.strictObject({
@@ -389,6 +392,11 @@ export class FleetService {
         );
       seen.set(item.customId, i);
     }
+    // A batch created without streams promises that none of its sessions has one.
+    if (batch.create && batch.sessionEvents === false) {
+      const i = entries.findIndex((item) => item.sessionEvents === true);
+      if (i >= 0) throw streamInBatchWithout(i);
+    }
     let imported = 0;
     for (const [i, item] of entries.entries())
       imported += importedCount(item.messages, `sessions[${i}].messages`);
@@ -403,6 +411,7 @@ export class FleetService {
       messages: item.messages === undefined ? [] : parseHistory(item.messages, `sessions[${i}].messages`),
       input: item.input,
       customId: item.customId,
+      sessionEvents: item.sessionEvents,
       tenant,
     }));
     for (const [i, item] of items.entries()) {

@@ -38,9 +38,20 @@ export type NewSession = {
   tenant?: string;
   /** The caller's id for it within its batch (unique there). */
   customId?: string;
-  /** false: no event stream is written for it (contracts §7); a batch's sessions take the batch's. */
+  /**
+   * false: no event stream is written for it (contracts §7). A batch's session without it takes
+   * the batch's setting; true in a batch created without streams is refused (`streamInBatchWithout`).
+   */
   sessionEvents?: boolean;
 };
+
+/** 400 for a batch's `sessions[i]` asking for an event stream in a batch created with `sessionEvents: false`. */
+export function streamInBatchWithout(i: number): ValidationError {
+  return new ValidationError(
+    `sessions[${i}].sessionEvents`,
+    "cannot be true: the batch was created with sessionEvents: false, so none of its sessions has an event stream",
+  );
+}
 
 /** Where a batch's sessions go: a new batch, or one still open (contracts §9). */
 export type BatchTarget = {
@@ -51,7 +62,10 @@ export type BatchTarget = {
   webhookUrl?: string | null;
   /** After these sessions: whether it takes more (`POST /v1/batches/:id/sessions`). */
   open: boolean;
-  /** A new batch's `sessionEvents` (default true); sessions appended later take the batch's. */
+  /**
+   * A new batch's `sessionEvents` (default true); its sessions, also those appended later, take
+   * the batch's unless one turns its own stream off.
+   */
   sessionEvents?: boolean;
 };
 
@@ -118,8 +132,13 @@ export class SessionQueries {
         tail_state: tailState(history),
         batch_id: batch?.id ?? null,
         custom_id: input.customId ?? null,
-        // A batch's sessions take the batch's setting (read in the insert: an open batch's).
-        session_events: batch ? null : input.sessionEvents !== false,
+        // A batch's sessions take the batch's setting (read in the insert: an open batch's),
+        // unless they turn their own stream off.
+        session_events: batch
+          ? input.sessionEvents === false
+            ? false
+            : null
+          : input.sessionEvents !== false,
       });
       for (const row of toNewRows(history, 0, null)) messageRows.push({ ...row, session_id: id });
       let runId: string | null = null;
@@ -193,12 +212,16 @@ export class SessionQueries {
                        ${batch.sessionEvents !== false})`;
       return;
     }
-    const [row] = await tx<{ open: boolean }[]>`
-      select open from batches where id = ${batch.id} and tenant = ${batch.tenant}
+    const [row] = await tx<{ open: boolean; session_events: boolean }[]>`
+      select open, session_events from batches where id = ${batch.id} and tenant = ${batch.tenant}
          and deleted_at is null for update`;
     if (!row) throw new NotFoundError(`batch ${batch.id}`);
     if (!row.open)
       throw new ConflictError("batch_closed", `batch ${batch.id} is closed; it takes no more sessions`);
+    if (!row.session_events) {
+      const i = inputs.findIndex((input) => input.sessionEvents === true);
+      if (i >= 0) throw streamInBatchWithout(i);
+    }
     const ids = inputs.flatMap((input) => (input.customId === undefined ? [] : [input.customId]));
     if (ids.length > 0) {
       const taken = await tx<{ custom_id: string }[]>`

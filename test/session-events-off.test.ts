@@ -1,5 +1,5 @@
 /**
- * `sessionEvents: false` (a session, or every session of a batch): no event stream is written
+ * `sessionEvents: false` (a session, every session of a batch, or one of its sessions): no event stream is written
  * for it by a worker, the sweeper's paths or a cancel; `GET /v1/sessions/:id/events` answers
  * 409 `session_events_off`; the batch's own progress, events and results are unchanged. Each
  * case has a control with events on in the same fleet, so the checks can fail.

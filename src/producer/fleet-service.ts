@@ -31,13 +31,12 @@ import {
 import type { RefusalReason } from "../shared/resume-reasons.js";
 import type { BatchJson, BatchResult, BatchStore, DroppedRun } from "../shared/store/batches.js";
 import { type RunJson, runToJson } from "../shared/store/rows.js";
-import {
-  type BatchTarget,
-  type ListCursor,
-  type ListStatus,
-  type RunLimits,
-  type SessionQueries,
-  streamInBatchWithout,
+import type {
+  BatchTarget,
+  ListCursor,
+  ListStatus,
+  RunLimits,
+  SessionQueries,
 } from "../shared/store/session-queries.js";
 import type { FleetToolNames } from "../shared/tool-names.js";
 import { checkWebhookUrl, type WebhookSettings, webhookSettingsFromEnv } from "../shared/webhooks.js";
@@ -391,11 +390,6 @@ export class FleetService {
           `repeats the customId of sessions[${seen.get(item.customId)}]; customIds are unique within a batch`,
         );
       seen.set(item.customId, i);
-    }
-    // A batch created without streams promises that none of its sessions has one.
-    if (batch.create && batch.sessionEvents === false) {
-      const i = entries.findIndex((item) => item.sessionEvents === true);
-      if (i >= 0) throw streamInBatchWithout(i);
     }
     let imported = 0;
     for (const [i, item] of entries.entries())

@@ -40,17 +40,23 @@ export type NewSession = {
   customId?: string;
   /**
    * false: no event stream is written for it (contracts §7). A batch's session without it takes
-   * the batch's setting; true in a batch created without streams is refused (`streamInBatchWithout`).
+   * the batch's setting; true in a batch created without streams is refused (`refuseStreams`).
    */
   sessionEvents?: boolean;
 };
 
-/** 400 for a batch's `sessions[i]` asking for an event stream in a batch created with `sessionEvents: false`. */
-export function streamInBatchWithout(i: number): ValidationError {
-  return new ValidationError(
-    `sessions[${i}].sessionEvents`,
-    "cannot be true: the batch was created with sessionEvents: false, so none of its sessions has an event stream",
-  );
+/**
+ * A batch created with `sessionEvents: false` promised that none of its sessions has an event
+ * stream: a session of it asking for one is a 400 naming `sessions[i].sessionEvents`.
+ */
+function refuseStreams(batchHasStreams: boolean, inputs: readonly NewSession[]): void {
+  if (batchHasStreams) return;
+  const i = inputs.findIndex((input) => input.sessionEvents === true);
+  if (i >= 0)
+    throw new ValidationError(
+      `sessions[${i}].sessionEvents`,
+      "cannot be true: the batch was created with sessionEvents: false, so none of its sessions has an event stream",
+    );
 }
 
 /** Where a batch's sessions go: a new batch, or one still open (contracts §9). */
@@ -207,6 +213,7 @@ export class SessionQueries {
     inputs: readonly NewSession[],
   ): Promise<void> {
     if (batch.create) {
+      refuseStreams(batch.sessionEvents !== false, inputs);
       await tx`insert into batches (id, tenant, webhook_url, open, session_events)
                values (${batch.id}, ${batch.tenant}, ${batch.webhookUrl ?? null}, ${batch.open},
                        ${batch.sessionEvents !== false})`;
@@ -218,10 +225,7 @@ export class SessionQueries {
     if (!row) throw new NotFoundError(`batch ${batch.id}`);
     if (!row.open)
       throw new ConflictError("batch_closed", `batch ${batch.id} is closed; it takes no more sessions`);
-    if (!row.session_events) {
-      const i = inputs.findIndex((input) => input.sessionEvents === true);
-      if (i >= 0) throw streamInBatchWithout(i);
-    }
+    refuseStreams(row.session_events, inputs);
     const ids = inputs.flatMap((input) => (input.customId === undefined ? [] : [input.customId]));
     if (ids.length > 0) {
       const taken = await tx<{ custom_id: string }[]>`

@@ -6,7 +6,7 @@
  */
 import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetApiError, type FleetClient, type FleetEvent } from "../src/producer/client.js";
 import { EventWriter, eventStreamKey } from "../src/shared/events.js";
@@ -273,5 +273,25 @@ describe("sessionEvents: false", () => {
       counts: { completed: number };
     };
     expect(batch).toMatchObject({ sessionEvents: false, counts: { completed: 2 } });
+
+    // Without the flag, a line of its own can turn its session's stream off.
+    const mixed = join(dirname(file), "mixed.jsonl");
+    await writeFile(
+      mixed,
+      `${[
+        { customId: "line-on", agent: agent(42), input: "go" },
+        { customId: "line-off", agent: agent(43), input: "go", sessionEvents: false },
+      ]
+        .map((line) => JSON.stringify(line))
+        .join("\n")}\n`,
+    );
+    const second = await runFleetCli(["batch", "submit", mixed, "--wait", "--api", base], {});
+    expect(second.code, second.stderr).toBe(0);
+    const { id } = JSON.parse(second.stdout) as { id: string };
+    const byCustomId = new Map<string | null, string>();
+    for await (const result of client.batchResults(id)) byCustomId.set(result.customId, result.sessionId);
+    expect((await client.getSession(byCustomId.get("line-off")!)).sessionEvents).toBe(false);
+    expect(await hasStreamKeys(byCustomId.get("line-off")!)).toBe(false);
+    expect(await hasStreamKeys(byCustomId.get("line-on")!)).toBe(true);
   }, 60_000);
 });

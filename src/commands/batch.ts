@@ -4,7 +4,7 @@
  * http://127.0.0.1:$PORT) with FLEET_API_KEY.
  *
  * `submit` streams the file line by line (one `{customId?, agent, input, metadata?,
- * messages?}` per line) and sends it in parts of at most 1,000 sessions, each with an
+ * messages?, sessionEvents?}` per line) and sends it in parts of at most 1,000 sessions, each with an
  * Idempotency-Key of its own (a part retried after a network error or a 5xx acts once).
  * A file of more than one part becomes one batch: the first part creates it `open`, the
  * next ones are appended (`POST /v1/batches/:id/sessions`), and the last one closes it —

@@ -173,7 +173,7 @@ const batchItem = z.strictObject({
     .boolean()
     .optional()
     .describe(
-      "false: this session has no event stream, whatever the batch's setting; true (the default) is refused (400) in a batch created with `sessionEvents: false`",
+      "false: this session has no event stream, whatever the batch's setting. Default: the batch's setting; true in a batch created with `sessionEvents: false` is refused (400)",
     ),
 });
 export const createBatchBody = z.strictObject({

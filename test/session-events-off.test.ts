@@ -1,6 +1,6 @@
 /**
- * `sessionEvents: false` (a session, every session of a batch, or one of its sessions): no event stream is written
- * for it by a worker, the sweeper's paths or a cancel; `GET /v1/sessions/:id/events` answers
+ * `sessionEvents: false` (a session, every session of a batch, or one of its sessions): no
+ * event stream is written for it by a worker, the sweeper's paths or a cancel; `GET /v1/sessions/:id/events` answers
  * 409 `session_events_off`; the batch's own progress, events and results are unchanged. Each
  * case has a control with events on in the same fleet, so the checks can fail.
  */
@@ -151,16 +151,16 @@ describe("sessionEvents: false", () => {
   it("one session of a batch can turn its own stream off; true in a batch without streams is a 400, at creation and on an append", async () => {
     // A batch with streams, one of whose sessions has none, and an open one whose later part does the same.
     const mixed = await client.createBatch([
-      { agent: agent(30), input: "go", customId: "watched" },
-      { agent: agent(31), input: "go", customId: "quiet", sessionEvents: false },
-      { agent: agent(32), input: "go", customId: "explicit", sessionEvents: true },
+      { agent: agent(50), input: "go", customId: "watched" },
+      { agent: agent(51), input: "go", customId: "quiet", sessionEvents: false },
+      { agent: agent(52), input: "go", customId: "explicit", sessionEvents: true },
     ]);
-    const open = await client.createBatch([{ agent: agent(33), input: "go" }], { open: true });
+    const open = await client.createBatch([{ agent: agent(53), input: "go" }], { open: true });
     const part = await client.appendToBatch(
       open.id,
       [
-        { agent: agent(34), input: "go", sessionEvents: false },
-        { agent: agent(35), input: "go" },
+        { agent: agent(54), input: "go", sessionEvents: false },
+        { agent: agent(55), input: "go" },
       ],
       { close: true },
     );
@@ -186,7 +186,7 @@ describe("sessionEvents: false", () => {
       expect((await client.getSession(id)).sessionEvents).toBeUndefined();
       expect(await hasStreamKeys(id)).toBe(true);
     }
-    // The batch itself has streams: its JSON says nothing of them; its results say per session.
+    // The batch itself has streams, so its JSON says nothing of them; each session's JSON says its own.
     expect((await client.getBatch(mixed.id)).sessionEvents).toBeUndefined();
 
     // A batch created without streams promised that none of its sessions has one.
@@ -195,26 +195,26 @@ describe("sessionEvents: false", () => {
       headers: { "content-type": "application/json" },
       body: JSON.stringify({
         sessions: [
-          { agent: agent(36), input: "go" },
-          { agent: agent(37), input: "go", sessionEvents: true },
+          { agent: agent(56), input: "go" },
+          { agent: agent(57), input: "go", sessionEvents: true },
         ],
         sessionEvents: false,
       }),
     });
     expect(refused.status).toBe(400);
     expect(await refused.json()).toMatchObject({ error: { field: "sessions[1].sessionEvents" } });
-    const without = await client.createBatch([{ agent: agent(38), input: "go", sessionEvents: false }], {
+    const without = await client.createBatch([{ agent: agent(58), input: "go", sessionEvents: false }], {
       open: true,
       sessionEvents: false,
     });
     await expect(
       client.appendToBatch(without.id, [
-        { agent: agent(39), input: "go", sessionEvents: false },
-        { agent: agent(40), input: "go", sessionEvents: true },
+        { agent: agent(59), input: "go", sessionEvents: false },
+        { agent: agent(60), input: "go", sessionEvents: true },
       ]),
     ).rejects.toMatchObject({ status: 400, field: "sessions[1].sessionEvents" });
     // Nothing of the refused part was stored; the batch still takes a part that asks for nothing.
-    const fine = await client.appendToBatch(without.id, [{ agent: agent(41), input: "go" }], { close: true });
+    const fine = await client.appendToBatch(without.id, [{ agent: agent(61), input: "go" }], { close: true });
     await waitFor(ended(without.id), 30_000, "the streamless batch to end");
     expect((await client.getBatch(without.id)).counts.total).toBe(2);
     expect(await hasStreamKeys(fine.sessions[0]!.id)).toBe(false);

@@ -126,6 +126,9 @@ describe("OpenAPI document", () => {
     await check("POST /v1/sessions/:id/resume", `/v1/sessions/${imported.id}/resume`, "POST", {});
     await check("POST /v1/sessions/:id/resume", `/v1/sessions/${batch.sessions[1].id}/resume`, "POST", {});
     await check("GET /v1/sessions/:id", `/v1/sessions/${id}`, "GET");
+    await check("PATCH /v1/sessions/:id", `/v1/sessions/${id}`, "PATCH", { sessionEvents: false });
+    await check("PATCH /v1/sessions/:id", `/v1/sessions/${id}`, "PATCH", { sessionEvents: "no" });
+    await check("PATCH /v1/sessions/:id", "/v1/sessions/nope", "PATCH", { sessionEvents: true });
     await check("GET /v1/openapi.json", "/v1/openapi.json", "GET");
     await check("DELETE /v1/sessions/:id", `/v1/sessions/${imported.id}`, "DELETE");
     await check("DELETE /v1/sessions/:id", `/v1/sessions/${imported.id}`, "DELETE");
@@ -142,6 +145,9 @@ describe("OpenAPI document", () => {
         "POST /v1/sessions/:id/messages 202",
         "GET /v1/runs/:id 200",
         "GET /v1/sessions/:id/resume-point 200",
+        "PATCH /v1/sessions/:id 200",
+        "PATCH /v1/sessions/:id 400",
+        "PATCH /v1/sessions/:id 404",
         "POST /v1/sessions/:id/resume 202",
         "POST /v1/sessions/:id/resume 409",
         "DELETE /v1/sessions/:id 200",

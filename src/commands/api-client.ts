@@ -1,9 +1,10 @@
 /**
  * The HTTP API as the client commands (`fleet batch …`, `fleet watch`) reach it: the URL and
  * key from the options, else the environment with the working directory's `.env` (as every
- * role reads it), and the one line a command ends with when no API answers there.
+ * role reads it), the one line a command ends with when no API answers there, and a command of
+ * one call that prints its answer (`printAnswer`).
  */
-import { FleetClient } from "../producer/client.js";
+import { FleetApiError, FleetClient } from "../producer/client.js";
 import { readProcessEnv } from "../shared/config.js";
 
 export type ApiOptions = {
@@ -37,4 +38,36 @@ export function unreachableLine(error: unknown, what: string, url: string): stri
   const code = cause?.code ?? (error as { code?: string } | null)?.code;
   if (code !== "ECONNREFUSED" && code !== "ENOTFOUND" && code !== "EAI_AGAIN") return null;
   return `${what}: cannot reach the API at ${url}; start it with \`fleet api\` or set FLEET_API_URL\n`;
+}
+
+export type AnswerIo = { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream };
+export type AnswerOptions = ApiOptions & { io?: AnswerIo };
+
+/**
+ * One API call of a command (`what`, e.g. `fleet session delete`): prints its answer as JSON
+ * and exits 0; 2 for a 4xx (an id that does not exist, bad input) or an API that cannot be
+ * reached, 1 for a 5xx, each with the API's message on stderr.
+ */
+export async function printAnswer(
+  options: AnswerOptions,
+  what: string,
+  body: (client: FleetClient) => Promise<unknown>,
+): Promise<number> {
+  const io = options.io ?? { stdout: process.stdout, stderr: process.stderr };
+  const { client, url, keySent } = apiClientOf(options);
+  try {
+    io.stdout.write(`${JSON.stringify(await body(client), null, 2)}\n`);
+    return 0;
+  } catch (error) {
+    if (error instanceof FleetApiError) {
+      io.stderr.write(`${what}: ${error.message}${keyHint(error.status, keySent)}\n`);
+      return error.status >= 400 && error.status < 500 ? 2 : 1;
+    }
+    const line = unreachableLine(error, what, url);
+    if (line) {
+      io.stderr.write(line);
+      return 2;
+    }
+    throw error;
+  }
 }

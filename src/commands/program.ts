@@ -340,7 +340,7 @@ export function buildProgram(): Program {
 
   const session = program
     .command("session")
-    .summary("act on one stored session (delete it)")
+    .summary("act on one stored session (turn its event stream on or off, delete it)")
     .description("Act on one stored session through the HTTP API.");
   session
     .command("delete")
@@ -352,6 +352,20 @@ export function buildProgram(): Program {
     .action(
       run(async (id: string, options: { api?: string }) =>
         (await import("./delete.js")).sessionDeleteCommand(id, options),
+      ),
+    );
+
+  session
+    .command("events")
+    .description(
+      "Turn the session's event stream on or off (PATCH /v1/sessions/:id). on: its stored messages go into the stream at once, its runs' events from its next run (fleet watch follows it); off: the stream is dropped and its readers end. Prints {id, sessionEvents}.",
+    )
+    .argument("<ID>", "the session id")
+    .argument("<on|off>", "whether its event stream is written")
+    .option("--api <URL>", apiHelp)
+    .action(
+      run(async (id: string, setting: string, options: { api?: string }) =>
+        (await import("./session-events.js")).sessionEventsCommand(id, setting, options),
       ),
     );
 

@@ -320,6 +320,13 @@ const gone = {
   },
 };
 export const resumeBody = z.strictObject({ model: modelConfigSchema.optional() });
+export const sessionPatchBody = z.strictObject({
+  sessionEvents: z
+    .boolean()
+    .describe(
+      "Whether the session's event stream is written from now on. true: the stored messages go into it at once, and its runs' events from its next run; false: the stream is dropped, and readers of it end",
+    ),
+});
 const batchResumeBody = z.strictObject({
   parkedReason: z
     .string()
@@ -606,6 +613,23 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       ...missing,
     },
   }),
+  "PATCH /v1/sessions/:id": {
+    operationId: "setSessionEvents",
+    summary:
+      "Change a session's settings after its creation: `sessionEvents` turns its event stream on or off",
+    idParam: "session id",
+    body: sessionPatchBody,
+    responses: {
+      200: {
+        description: "Set (also when it was already so)",
+        schema: z.object({ id, sessionEvents: z.boolean() }),
+      },
+      ...common,
+      ...missing,
+      413: { description: "The body is larger than 16 MiB", schema: errorSchema },
+      415: { description: "The body is not sent as `application/json`", schema: errorSchema },
+    },
+  },
   "POST /v1/sessions/:id/cancel": post({
     operationId: "cancelSession",
     summary: "Cancel a session: queued runs dropped, a running one aborted; never resumed automatically",

@@ -16,6 +16,7 @@ import { BatchStore } from "../shared/store/batches.js";
 import { DataDeletion } from "../shared/store/data-deletion.js";
 import { claimFleet } from "../shared/store/fleet-identity.js";
 import { IdempotencyStore } from "../shared/store/idempotency.js";
+import { SessionEventsSetting } from "../shared/store/session-events-setting.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { FleetToolNames, readToolNames } from "../shared/tool-names.js";
 import { cancelChannel } from "../shared/worker-signals.js";
@@ -28,6 +29,7 @@ import { FairDispatch } from "./fair-dispatch.js";
 import { FleetService } from "./fleet-service.js";
 import { buildApi } from "./http-api.js";
 import { RequestRateLimiter } from "./request-rate.js";
+import { SessionEventsSwitch } from "./session-events-switch.js";
 
 export type RunningApi = {
   port: number;
@@ -105,6 +107,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     { onDropped: (...dropped) => warnDroppedStream(app.log)(...dropped) },
   );
   const auth = new ApiAuth({ keys, loopback });
+  const eventsSetting = new SessionEventsSetting(database);
   const events = new EventStreams({
     redis,
     subscriber: () => createRedis(config.redisUrl, "producer"),
@@ -130,6 +133,8 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
         throw error;
       }
     },
+    // A stream turned off (PATCH /v1/sessions/:id) ends its readers too.
+    sessionStreamOn: (sessionId, tenant) => eventsSetting.isOn(sessionId, tenant),
   });
   const providerLimits = new ProviderLimits(redis, config.prefix, config.gateTuning);
   const waitsGone = waitsForgetter(providerLimits, [...config.models.endpoints.values()]);
@@ -179,10 +184,23 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
       waitsGone,
     }),
   });
+  const sessionEvents = new SessionEventsSwitch({
+    setting: eventsSetting,
+    sync: (sessionId) => eventWriter.writeAfterSync(database, sessionId, []),
+    drop: (sessionId) => eventWriter.dropStream(sessionId),
+    onStreamError: (error, sessionId, on) =>
+      app.log.warn(
+        { err: error, sessionId },
+        on
+          ? "sessionEvents turned on, but its stored messages could not be written to its stream now (Redis unreachable?): its next run writes them"
+          : "sessionEvents turned off, but its stream could not be dropped now (Redis unreachable?): nobody can read it, and it expires",
+      ),
+  });
   const { requestRate } = config.tenantLimits;
   const app = buildApi({
     service,
     deletions,
+    sessionEvents,
     auth,
     idempotency: new IdempotencyStore(database),
     rate: requestRate

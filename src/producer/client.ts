@@ -295,6 +295,16 @@ export class FleetClient {
   }
 
   /**
+   * Turns the session's event stream on or off after its creation (`PATCH /v1/sessions/:id`).
+   * On: its stored messages are in the stream when this resolves, and its runs' events follow
+   * from its next run. Off: the stream is dropped, open `events()` of it end, and a new one
+   * rejects with 409 `session_events_off`. 400 for on in a batch created without streams.
+   */
+  setSessionEvents(sessionId: string, on: boolean): Promise<{ id: string; sessionEvents: boolean }> {
+    return this.request("PATCH", `/v1/sessions/${encodeURIComponent(sessionId)}`, { sessionEvents: on });
+  }
+
+  /**
    * The batch's results, one parsed NDJSON line at a time as they stream in (the response
    * is read as it is iterated, so memory stays flat for any batch size).
    */

@@ -68,6 +68,12 @@ export type EventStreamDeps = {
    * cached by auth.ts for 5 s), and the stream ends at the first no. Absent: never asked.
    */
   stillAllowed?: (request: FastifyRequest, tenant: string) => Promise<boolean>;
+  /**
+   * Whether the session still has its stream (`sessionEvents`, turned off by `PATCH
+   * /v1/sessions/:id`; null: no longer the tenant's session). Asked as often as
+   * `stillAllowed`; a session stream ends at the first no. Absent: never asked.
+   */
+  sessionStreamOn?: (sessionId: string, tenant: string) => Promise<boolean | null>;
 };
 
 /** The last event of a deleted session's or batch's stream: the response ends after it. */
@@ -239,7 +245,7 @@ export class EventStreams {
     if (!session.sessionEvents)
       throw new ConflictError(
         "session_events_off",
-        `session ${sessionId} was created with sessionEvents: false, so it has no event stream; follow it with GET /v1/sessions/${sessionId} (or its batch's events)`,
+        `session ${sessionId} has sessionEvents: false, so it has no event stream; follow it with GET /v1/sessions/${sessionId} (or its batch's events), or turn its stream on with PATCH /v1/sessions/${sessionId} {"sessionEvents": true}`,
       );
     const key = eventStreamKey(this.deps.prefix, sessionId);
     let start: string;
@@ -271,6 +277,8 @@ export class EventStreams {
       startIsEntry,
       undefined,
       repair && (() => repair(sessionId)),
+      this.deps.sessionStreamOn &&
+        (async () => (await this.deps.sessionStreamOn?.(sessionId, tenant)) === true),
     );
   }
 
@@ -333,6 +341,8 @@ export class EventStreams {
     before?: () => Promise<void>,
     /** Called as the stream opens and at each heartbeat (what it writes is read as any event). */
     idle?: () => Promise<unknown>,
+    /** Whether the stream is still the caller's to read, asked with `stillAllowed`: it ends at the first no. */
+    still?: () => Promise<boolean>,
   ): Promise<void> {
     const release = this.admit(tenant);
     try {
@@ -400,9 +410,10 @@ export class EventStreams {
     };
     try {
       while (!gone && !this.closed) {
-        if (this.deps.stillAllowed && Date.now() - checkedAt >= RECHECK_MS) {
+        if ((this.deps.stillAllowed || still) && Date.now() - checkedAt >= RECHECK_MS) {
           checkedAt = Date.now();
-          if (!(await this.deps.stillAllowed(request, tenant))) break;
+          if (this.deps.stillAllowed && !(await this.deps.stillAllowed(request, tenant))) break;
+          if (still && !(await still())) break;
         }
         let woken = false;
         const nap = new Promise<void>((resolve) => {

@@ -24,6 +24,7 @@ import type { EventStreams } from "./event-stream.js";
 import type { FleetService } from "./fleet-service.js";
 import { documentRoutes } from "./openapi.js";
 import { legacyRequestHash, requestHash } from "./request-hash.js";
+import type { SessionEventsSwitch } from "./session-events-switch.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -65,6 +66,8 @@ export type ApiDeps = {
   healthy: () => Promise<boolean>;
   /** `DELETE /v1/sessions/:id` and `DELETE /v1/batches/:id` (deletions.ts); absent: 404 for every id. */
   deletions?: Pick<Deletions, "deleteSession" | "deleteBatch">;
+  /** `PATCH /v1/sessions/:id` (session-events-switch.ts); absent: 404 for every id. */
+  sessionEvents?: Pick<SessionEventsSwitch, "patch">;
   /** Event streams (contracts §7, SSE); absent: their routes answer 404 for every id. */
   events?: EventStreams;
   /** The package's version, for the OpenAPI document. */
@@ -450,6 +453,10 @@ function routes(app: FastifyInstance, deps: ApiDeps): void {
   app.delete<IdParams>("/v1/batches/:id", async (request) => {
     if (!deps.deletions) throw new NotFoundError(`batch ${request.params.id}`);
     return deps.deletions.deleteBatch(request.tenant, request.params.id);
+  });
+  app.patch<IdParams>("/v1/sessions/:id", async (request) => {
+    if (!deps.sessionEvents) throw new NotFoundError(`session ${request.params.id}`);
+    return deps.sessionEvents.patch(request.tenant, request.params.id, request.body);
   });
   app.get("/v1/sessions", async (request) => service.listSessions(request.tenant, request.query));
   app.post<IdParams>("/v1/sessions/:id/messages", async (request, reply) =>

@@ -76,7 +76,7 @@ export type SessionJson = {
   usage: UsageTotals;
   createdAt: string;
   updatedAt: string;
-  /** Present (false) when it has no event stream (created with `sessionEvents: false`; additive). */
+  /** Present (false) when it has no event stream (`sessionEvents: false`, at its creation or by `PATCH /v1/sessions/:id`; additive). */
   sessionEvents?: false;
   /** With `?limit=`: the `afterSeq` of the next page, null when no message follows this page. */
   nextAfterSeq?: number | null;

@@ -189,6 +189,7 @@ export function fingerprint(message: Pick<StoredMessage, "seq" | "createdAt">): 
 
 type RedisWithAppend = Redis & {
   fleetEventsAppendMany(numKeys: number, ...args: (string | number)[]): Promise<string[][]>;
+  fleetEventsDropOff(stream: string, seqKey: string, channel: string): Promise<number>;
   fleetEventsDropStale(
     stream: string,
     seqKey: string,
@@ -261,6 +262,18 @@ redis.call('PUBLISH', ARGV[2], KEYS[1])
 return 1
 `;
 
+/**
+ * Drops a stream whose session no longer has one (`sessionEvents` turned off), with its seq key,
+ * so that turning it on again starts it from the first message; a deleted session's tombstone
+ * stays (deletion-cleanup.ts). Readers are woken, and end when they next ask (event-stream.ts).
+ */
+const DROP_OFF_SCRIPT = `
+if redis.call('HEXISTS', KEYS[2], 'deleted') == 1 then return 0 end
+local dropped = redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('PUBLISH', ARGV[1], KEYS[1])
+return dropped
+`;
+
 /** The `onDropped` of an EventWriter that says so in the log, once per stream dropped. */
 export function warnDroppedStream(log: { warn(object: object, message: string): void }) {
   return (sessionId: string, streamSeq: number, storedSeq: number) =>
@@ -314,6 +327,8 @@ export class EventWriter {
       redis.defineCommand("fleetEventsAppendMany", { lua: APPEND_SCRIPT });
     if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsDropStale)
       redis.defineCommand("fleetEventsDropStale", { numberOfKeys: 2, lua: DROP_SCRIPT });
+    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsDropOff)
+      redis.defineCommand("fleetEventsDropOff", { numberOfKeys: 2, lua: DROP_OFF_SCRIPT });
     this.batch = new TurnBatch(
       (writes) => this.send(writes),
       64,
@@ -321,6 +336,20 @@ export class EventWriter {
       gatherMs,
       // Writes of several sessions share a call only up to one chunk's bytes.
       { of: (write) => write.bytes, max: chunk.bytes },
+    );
+  }
+
+  /**
+   * Drops the session's stream and its seq key: its `sessionEvents` was turned off. A job
+   * that started with the stream on may still write it until the job ends (it is written again
+   * from the first message, and expires FLEET_EVENTS_MAX_AGE_MS later); no reader can read it.
+   */
+  async dropStream(sessionId: string): Promise<void> {
+    if (!this.enabled) return;
+    await (this.redis as unknown as RedisWithAppend).fleetEventsDropOff(
+      eventStreamKey(this.prefix, sessionId),
+      seqKey(this.prefix, sessionId),
+      eventsNotifyChannel(this.prefix),
     );
   }
 

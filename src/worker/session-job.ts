@@ -154,7 +154,8 @@ export async function processSessionJob(
     if (claim === null) return "done";
     const fence: Fence = { sessionId, epoch: claim.epoch };
     const runBySeq = new Map<number, string>();
-    // A session created with `sessionEvents: false` has no stream: none is written for it.
+    // A session with `sessionEvents: false` has no stream: none is written for it (read at each claim,
+    // so a change by PATCH /v1/sessions/:id takes effect from its next job).
     const events =
       deps.events && claim.sessionEvents
         ? new SessionEventLog(

@@ -87,7 +87,8 @@ export const sessions = pgTable(
     cancelledAt: timestamp("cancelled_at", { withTimezone: true }),
     /**
      * Whether its event stream (contracts §7) is written. Created with `sessionEvents: false`
-     * (a session, or every session of a batch): no worker, sweeper or API writes it, and
+     * (a session, or every session of a batch), or set so by `PATCH /v1/sessions/:id`
+     * (session-events-setting.ts): no worker, sweeper or API writes it, and
      * `GET /v1/sessions/:id/events` answers 409 `session_events_off`.
      */
     sessionEvents: boolean("session_events").notNull().default(true),

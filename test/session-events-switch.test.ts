@@ -1,0 +1,211 @@
+/**
+ * `PATCH /v1/sessions/:id` `{ "sessionEvents": true | false }`: a session's event stream turned
+ * on after its creation holds every stored message at once and its next run's events, whole
+ * and in order; turned off, the stream and its seq key are gone, an open reader ends, a new
+ * one gets 409 and later runs write nothing. On is refused for a session of a batch created
+ * without streams; another tenant's session is not found; a deleted session's tombstone stays.
+ * A real worker runs every session.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient, FleetEvent } from "../src/producer/client.js";
+import { EventWriter, eventStreamKey } from "../src/shared/events.js";
+import { SessionEventsSetting } from "../src/shared/store/session-events-setting.js";
+import { runFleetCli } from "./support/fleet-cli.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { readSse } from "./support/sse.js";
+
+/** One tool call (a file written), then the answer: a run that writes every kind of event. */
+const agent = (i: number) => ({
+  model: {
+    provider: "scripted" as const,
+    steps: [
+      { toolCalls: [{ name: "write_file", arguments: { path: `switch-${i}.txt`, content: `${i}\n` } }] },
+      { text: `done ${i}` },
+    ],
+  },
+  tools: ["write_file"],
+});
+
+describe("PATCH /v1/sessions/:id sessionEvents", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let base: string;
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("evswitch");
+    const started = await fleet.startApi();
+    client = started.client;
+    base = started.api.url;
+    await fleet.spawnWorker();
+  }, 60_000);
+  afterAll(() => fleet?.close());
+
+  const seqKey = (id: string) => `${fleet.config.prefix}:events-seq:${id}`;
+  const hasStreamKeys = async (id: string) =>
+    (await fleet.redis.exists(eventStreamKey(fleet.config.prefix, id), seqKey(id))) > 0;
+  const patch = (id: string, body: unknown) =>
+    fetch(`${base}/v1/sessions/${id}`, {
+      method: "PATCH",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+  const runsEnded = (id: string, n: number) => async () =>
+    (await client.getSession(id)).runs.filter((r) => r.status === "ended").length === n;
+  /** The seqs of the stream's MESSAGE events, in stream order. */
+  const messageSeqs = (events: FleetEvent[]) =>
+    events.filter((e) => e.type === "MESSAGE").map((e) => (e.data.message as { seq: number }).seq);
+
+  it("turned on, the stream holds the stored history at once, then the next run's events; turned off, it is gone and its reader ends", async () => {
+    const { id } = await client.createSession({ agent: agent(1), sessionEvents: false });
+    await client.send(id, "go");
+    await waitFor(runsEnded(id, 1), 30_000, "the first run to end");
+    expect(await hasStreamKeys(id)).toBe(false);
+
+    // On: the answer comes once the four stored messages are in the stream.
+    const on = await patch(id, { sessionEvents: true });
+    expect(on.status).toBe(200);
+    expect(await on.json()).toEqual({ id, sessionEvents: true });
+    expect((await client.getSession(id)).sessionEvents).toBeUndefined();
+    const before = await readSse(`${base}/v1/sessions/${id}/events`, {
+      after: "0-0",
+      stop: (_e, all) => messageSeqs(all).length === 4,
+      timeoutMs: 10_000,
+    });
+    expect(before.status).toBe(200);
+    expect(messageSeqs(before.events)).toEqual([1, 2, 3, 4]);
+
+    // The next run is written as it goes, after them: every message once, in order.
+    const { runId } = await client.send(id, "again");
+    const all = await readSse(`${base}/v1/sessions/${id}/events`, {
+      after: "0-0",
+      stop: (e) => e.type === "RUN_COMPLETED" && (e.data as { runId: string }).runId === runId,
+      timeoutMs: 30_000,
+    });
+    const stored = (await client.getSession(id)).messages.map((m) => m.seq);
+    expect(stored.length).toBeGreaterThan(4);
+    expect(messageSeqs(all.events)).toEqual(stored);
+    // The run's own events, from its start to its end, around its messages.
+    const types = all.events.map((e) => e.type);
+    const started = all.events.findIndex(
+      (e) => e.type === "RUN_STARTED" && (e.data as { runId: string }).runId === runId,
+    );
+    expect(started).toBeGreaterThan(3);
+    expect(types.slice(started, started + 2)).toEqual(["RUN_STARTED", "MESSAGE"]);
+    expect(types.at(-1)).toBe("RUN_COMPLETED");
+
+    // Off, while a reader waits for more: the reader ends, the keys are gone, a new reader gets 409.
+    const reader = readSse(`${base}/v1/sessions/${id}/events`, {
+      after: "0-0",
+      stop: () => false,
+      timeoutMs: 15_000,
+    });
+    await waitFor(
+      async () => /^fleet_sse_clients\S* 1$/m.test(await (await fetch(`${base}/metrics`)).text()),
+      10_000,
+      "the reader to be open",
+    );
+    const off = await patch(id, { sessionEvents: false });
+    expect(await off.json()).toEqual({ id, sessionEvents: false });
+    const ended = await reader;
+    expect(ended.status).toBe(200);
+    expect(messageSeqs(ended.events)).toEqual(stored);
+    expect(await hasStreamKeys(id)).toBe(false);
+    expect((await client.getSession(id)).sessionEvents).toBe(false);
+    const refused = await readSse(`${base}/v1/sessions/${id}/events`, { stop: () => true });
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ error: { reason: "session_events_off" } });
+    // Its next run writes nothing.
+    await client.send(id, "once more");
+    await waitFor(runsEnded(id, 3), 30_000, "the third run to end");
+    expect(await hasStreamKeys(id)).toBe(false);
+    // Setting it again to what it is changes nothing and is no error.
+    const again = await patch(id, { sessionEvents: false });
+    expect(again.status).toBe(200);
+  }, 90_000);
+
+  it("on for a session of a batch created without streams is a 400; one session of a batch with streams can switch", async () => {
+    const without = await client.createBatch([{ agent: agent(2), input: "go" }], { sessionEvents: false });
+    const quiet = without.sessions[0]!.id;
+    const refused = await patch(quiet, { sessionEvents: true });
+    expect(refused.status).toBe(400);
+    expect(await refused.json()).toMatchObject({ error: { field: "sessionEvents" } });
+    expect((await client.getSession(quiet)).sessionEvents).toBe(false);
+    // Off is no promise broken.
+    expect((await patch(quiet, { sessionEvents: false })).status).toBe(200);
+
+    const mixed = await client.createBatch([{ agent: agent(3), input: "go", sessionEvents: false }]);
+    const one = mixed.sessions[0]!.id;
+    await waitFor(runsEnded(one, 1), 30_000, "the batch session's run to end");
+    expect(await client.setSessionEvents(one, true)).toEqual({ id: one, sessionEvents: true });
+    const read = await readSse(`${base}/v1/sessions/${one}/events`, {
+      after: "0-0",
+      stop: (_e, all) => messageSeqs(all).length === 4,
+      timeoutMs: 10_000,
+    });
+    expect(messageSeqs(read.events)).toEqual([1, 2, 3, 4]);
+  }, 60_000);
+
+  it("bad bodies are 400s naming the field, unknown ids 404, another tenant's session is not found", async () => {
+    const { id } = await client.createSession({ agent: agent(4) });
+    for (const [body, field] of [
+      [{}, "sessionEvents"],
+      [{ sessionEvents: "yes" }, "sessionEvents"],
+      [{ sessionEvents: true, metadata: {} }, ""],
+      [null, ""],
+    ] as const) {
+      const answer = await patch(id, body);
+      expect(answer.status, JSON.stringify(body)).toBe(400);
+      const json = (await answer.json()) as { error: { field?: string } };
+      if (field) expect(json.error.field).toBe(field);
+    }
+    const missing = await patch("00000000-0000-4000-8000-000000000000", { sessionEvents: true });
+    expect(missing.status).toBe(404);
+    const setting = new SessionEventsSetting(fleet.database);
+    expect(await setting.set("someone-else", id, false)).toEqual({ outcome: "not_found" });
+    expect(await setting.isOn(id, "someone-else")).toBeNull();
+    expect((await client.getSession(id)).sessionEvents).toBeUndefined();
+  }, 30_000);
+
+  it("fleet session events ID on|off sets it and prints the answer; another word, or an unknown id, exits 2", async () => {
+    const { id } = await client.createSession({ agent: agent(7), sessionEvents: false });
+    const on = await runFleetCli(["session", "events", id, "on", "--api", base], {});
+    expect(on.code, on.stderr).toBe(0);
+    expect(JSON.parse(on.stdout)).toEqual({ id, sessionEvents: true });
+    expect((await client.getSession(id)).sessionEvents).toBeUndefined();
+    const off = await runFleetCli(["session", "events", id, "off", "--api", base], {});
+    expect(JSON.parse(off.stdout)).toEqual({ id, sessionEvents: false });
+    expect((await client.getSession(id)).sessionEvents).toBe(false);
+    const word = await runFleetCli(["session", "events", id, "yes", "--api", base], {});
+    expect(word.code).toBe(2);
+    expect(word.stderr).toMatch(/on or off/);
+    expect(word.stderr).not.toMatch(/\n\s+at /);
+    const unknown = await runFleetCli(
+      ["session", "events", "00000000-0000-4000-8000-000000000000", "on", "--api", base],
+      {},
+    );
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/^fleet session events: .*not found/m);
+  }, 60_000);
+
+  it("turning a deleted session's stream off leaves its tombstone (a late writer does not bring it back)", async () => {
+    const { id } = await client.createSession({ agent: agent(5) });
+    await client.send(id, "go");
+    await waitFor(runsEnded(id, 1), 30_000, "the run to end");
+    await client.deleteSession(id);
+    await waitFor(
+      async () => (await fleet.redis.hget(seqKey(id), "deleted")) !== null,
+      10_000,
+      "the tombstone",
+    );
+    const writer = new EventWriter(fleet.redis, fleet.config.prefix);
+    await writer.dropStream(id);
+    expect(await fleet.redis.hget(seqKey(id), "deleted")).not.toBeNull();
+    // A session that was not deleted: both keys go.
+    const { id: live } = await client.createSession({ agent: agent(6) });
+    await client.send(live, "go");
+    await waitFor(runsEnded(live, 1), 30_000, "the run to end");
+    expect(await hasStreamKeys(live)).toBe(true);
+    await writer.dropStream(live);
+    expect(await hasStreamKeys(live)).toBe(false);
+  }, 60_000);
+});

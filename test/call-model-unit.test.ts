@@ -5,7 +5,7 @@
 import { getEventListeners } from "node:events";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { Usage } from "../src/shared/messages.js";
+import { MAX_TOOL_CALLS_PER_STEP, type Usage } from "../src/shared/messages.js";
 import { estimateStepUsage } from "../src/shared/usage.js";
 import { backoffMs, callModel, DEFAULT_RETRY_POLICY, type RetryPolicy } from "../src/worker/call-model.js";
 import {
@@ -438,6 +438,28 @@ describe("callModel output bound (maxOutputChars)", () => {
     const step = await callModel(provider, request(), { sleep, policy: { ...POLICY, maxOutputChars: 100 } });
     expect(step).toMatchObject({ ok: true, message: { content: "writing", stopReason: "interrupted" } });
     expect(step.ok && step.message.toolCalls).toBeFalsy();
+  });
+
+  it(`cuts a step asking for more than ${MAX_TOOL_CALLS_PER_STEP} tool calls: interrupted with its text, no call kept`, async () => {
+    const many = (n: number) =>
+      fakeProvider([
+        async function* () {
+          yield { type: "text", delta: "fanning out" };
+          for (let i = 0; i < n; i++)
+            yield { type: "tool_call", call: { id: `c${i}`, name: "sleep", arguments: { ms: 1 } } };
+          yield { type: "done", stopReason: "tool_use" };
+        },
+      ]);
+    const { sleep } = recordingSleep();
+    const over = many(MAX_TOOL_CALLS_PER_STEP + 1);
+    const cut = await callModel(over, request(), { sleep, policy: POLICY });
+    expect(cut).toMatchObject({ ok: true, message: { content: "fanning out", stopReason: "interrupted" } });
+    expect(cut.ok && cut.message.toolCalls).toBeFalsy();
+    expect(over.calls).toBe(1);
+    // At the bound, every call is kept.
+    const at = await callModel(many(MAX_TOOL_CALLS_PER_STEP), request(), { sleep, policy: POLICY });
+    expect(at).toMatchObject({ ok: true, message: { stopReason: "tool_use" } });
+    expect(at.ok && at.message.toolCalls).toHaveLength(MAX_TOOL_CALLS_PER_STEP);
   });
 
   it("lets calls and text within the bound through whole", async () => {

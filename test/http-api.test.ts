@@ -184,6 +184,69 @@ describe("HTTP API", () => {
       expect(ok.status, ok.text).toBe(201);
     });
 
+    it("tool calls per step: more than 1,000 in an imported step or a scripted one is a 400; a budget past a Postgres integer too", async () => {
+      const before = await countSessions();
+      const calls = (n: number) =>
+        Array.from({ length: n }, (_, i) => ({ id: `c${i}`, name: "x", arguments: {} }));
+      const step = (n: number) => ({
+        role: "assistant",
+        content: "",
+        stopReason: "tool_use",
+        toolCalls: calls(n),
+      });
+      const imported = await call("POST", "/v1/sessions", {
+        agent: AGENT,
+        messages: [{ role: "user", content: "hi" }, step(1_001)],
+      });
+      expectError(imported, 400, "invalid_request");
+      expect(imported.json.error).toMatchObject({
+        field: "messages[1].toolCalls",
+        message: expect.stringMatching(/1000 tool calls/),
+      });
+      const scripted = await call("POST", "/v1/sessions", {
+        agent: { model: { provider: "scripted", steps: [{ toolCalls: calls(1_001) }] } },
+      });
+      expectError(scripted, 400, "invalid_request");
+      expect(scripted.json.error.field).toBe("agent.model.steps[0].toolCalls");
+      const budget = await call("POST", "/v1/sessions", {
+        agent: { ...AGENT, budget: { maxModelCalls: 3_000_000_000 } },
+      });
+      expectError(budget, 400, "invalid_request");
+      expect(budget.json.error).toMatchObject({
+        field: "agent.budget.maxModelCalls",
+        message: expect.stringMatching(/2147483647/),
+      });
+      expect(await countSessions()).toBe(before);
+      // At the bounds, accepted: a step of 1,000 calls, all answered, and the largest budget.
+      const answered = calls(1_000).map((c) => ({
+        role: "tool",
+        toolCallId: c.id,
+        name: "x",
+        content: "ok",
+        success: true,
+      }));
+      const full = await call("POST", "/v1/sessions", {
+        agent: { ...AGENT, budget: { maxModelCalls: 2_147_483_647 } },
+        messages: [{ role: "user", content: "hi" }, step(1_000), ...answered],
+      });
+      expect(full.status, full.text).toBe(201);
+      const point = await call("GET", `/v1/sessions/${full.json.id}/resume-point`);
+      expect(point.json).toMatchObject({ resumable: true, kind: "call_model" });
+    });
+
+    it("a query parameter holding U+0000 is a 400 naming it, not a 500 from Postgres", async () => {
+      // (Percent-encoded bytes that are not UTF-8, such as a lone surrogate's, stay as they were sent.)
+      for (const query of ["batch=%00", "parkedReason=%00x", "status=active&batch=a%00b"]) {
+        const answer = await call("GET", `/v1/sessions?${query}`);
+        expectError(answer, 400, "invalid_request");
+        expect(answer.json.error.field, query).toMatch(/^(batch|parkedReason)$/);
+      }
+      const named = await call("GET", "/v1/sessions?a%00=1");
+      expectError(named, 400, "invalid_request");
+      const fine = await call("GET", "/v1/sessions?batch=nope");
+      expect(fine.status).toBe(200);
+    });
+
     it("answers invalid JSON with 400 and no stack trace", async () => {
       const before = await countSessions();
       const answer = await call("POST", "/v1/sessions", undefined, '{"agent": {');

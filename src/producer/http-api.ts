@@ -87,6 +87,20 @@ export const MAX_JSON_DEPTH = 100;
 /** How many levels of a too-deep value's path its 400 names (`metadata.x[0]`). */
 const NAMED_LEVELS = 3;
 
+/**
+ * Every query parameter is text Postgres could compare (no U+0000, no lone surrogate): a 400
+ * naming it, where the query's value would otherwise reach SQL (`?batch=%00` was a 500).
+ */
+function checkQuery(query: unknown): void {
+  if (!isObject(query)) return;
+  for (const [key, value] of Object.entries(query))
+    for (const text of Array.isArray(value) ? value : [value])
+      if (typeof text === "string" && !(isStorableText(text) && isStorableText(key)))
+        throw isStorableText(key)
+          ? new ValidationError(key, UNSTORABLE_TEXT)
+          : new ValidationError("", `a query parameter's name ${UNSTORABLE_TEXT}`);
+}
+
 /** Parses a JSON body: what cannot be parsed is a 400 saying why (checkBody checks the rest). */
 function parseJsonBody(text: string): unknown {
   if (text.length === 0) throw new ValidationError("", "the body is empty; it must be a JSON value");
@@ -318,6 +332,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
           : "session";
       throw new NotFoundError(`${what} ${JSON.stringify(id)}`);
     }
+    checkQuery(request.query);
     checkBody(request.body);
   });
 

@@ -3,7 +3,16 @@
  * session row). API keys are never part of them: they come from the workers' environment.
  */
 import { z } from "zod";
-import { assertStorable, replaceUnstorable, replaceUnstorableJson, toValidationError } from "./messages.js";
+import {
+  assertStorable,
+  MAX_TOOL_CALLS_PER_STEP,
+  replaceUnstorable,
+  replaceUnstorableJson,
+  toValidationError,
+} from "./messages.js";
+
+/** The largest Postgres integer: `budget.maxModelCalls` is compared with one (the session's model calls). */
+const MAX_INT4 = 2_147_483_647;
 
 /**
  * Where a provider's requests go (contracts.md §11): `endpoint` names one the operator
@@ -40,6 +49,10 @@ export const scriptedStepSchema = z.strictObject({
         name: modelText.pipe(z.string().min(1)),
         arguments: z.record(z.string(), z.unknown()).transform(replaceUnstorableJson).default({}),
       }),
+    )
+    .max(
+      MAX_TOOL_CALLS_PER_STEP,
+      `has more than ${MAX_TOOL_CALLS_PER_STEP} tool calls (the most one step may ask for)`,
     )
     .optional(),
   stopReason: modelText.pipe(z.string().min(1)).optional(),
@@ -143,7 +156,7 @@ export const agentConfigSchema = z.strictObject({
    */
   budget: z
     .strictObject({
-      maxModelCalls: z.number().int().positive().optional(),
+      maxModelCalls: z.number().int().positive().max(MAX_INT4, `must be at most ${MAX_INT4}`).optional(),
       maxTokens: z.number().int().positive().optional(),
       /**
        * USD the session's model steps may cost, by FLEET_PRICES (prices.ts). Every model the

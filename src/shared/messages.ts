@@ -54,10 +54,18 @@ export const internalMessageSchema = z.strictObject({
   content: z.string(),
   ...storedFields,
 });
+/**
+ * The most tool calls one model step may ask for (contracts §12): a history with more is a
+ * 400, a scripted step with more is refused with its agent, and a model's answer with more is
+ * cut there and interrupted, like one past FLEET_MODEL_MAX_OUTPUT_CHARS (call-model.ts).
+ */
+export const MAX_TOOL_CALLS_PER_STEP = 1_000;
+const TOO_MANY_CALLS = `has more than ${MAX_TOOL_CALLS_PER_STEP} tool calls (the most one step may ask for)`;
+
 export const assistantMessageSchema = z.strictObject({
   role: z.literal("assistant"),
   content: z.string(),
-  toolCalls: z.array(toolCallSchema).optional(),
+  toolCalls: z.array(toolCallSchema).max(MAX_TOOL_CALLS_PER_STEP, TOO_MANY_CALLS).optional(),
   stopReason: nonEmpty,
   /**
    * Token usage of the step as the provider reported it (an extension of contracts §1):

@@ -51,12 +51,15 @@ function malformed(detail: string): ResumePoint {
  * tool-requesting step that still have no result.
  */
 function pairResults(history: readonly Message[]): { problem: string } | { open: ToolCall[] } {
+  // In time linear in the history (the worker classifies it at every append): the pending
+  // step's calls by id, and the ids answered.
   let pending: ToolCall[] = [];
+  let byId = new Map<string, ToolCall>();
   let answered = new Set<string>();
   let stepIndex = -1;
   for (const [index, message] of history.entries()) {
     if (message.role === "tool") {
-      const call = pending.find((c) => c.id === message.toolCallId);
+      const call = byId.get(message.toolCallId);
       if (!call)
         return {
           problem: `messages[${index}] answers no call of the step it follows ("${message.toolCallId}")`,
@@ -66,16 +69,20 @@ function pairResults(history: readonly Message[]): { problem: string } | { open:
       answered.add(call.id);
       continue;
     }
-    const open = pending.filter((c) => !answered.has(c.id));
-    if (open.length > 0) {
+    if (answered.size < byId.size) {
+      const open = pending.find((c) => !answered.has(c.id))!;
       return {
-        problem: `tool call "${open[0]!.id}" of messages[${stepIndex}] has no result, yet messages[${index}] follows`,
+        problem: `tool call "${open.id}" of messages[${stepIndex}] has no result, yet messages[${index}] follows`,
       };
     }
     pending = message.role === "assistant" && requestsTools(message) ? (message.toolCalls ?? []) : [];
     // A result names its call by id alone: two calls with one id could never both be answered.
-    const twice = pending.find((call, i) => pending.findIndex((c) => c.id === call.id) !== i);
-    if (twice) return { problem: `messages[${index}] has two tool calls with the id "${twice.id}"` };
+    byId = new Map();
+    for (const call of pending) {
+      if (byId.has(call.id))
+        return { problem: `messages[${index}] has two tool calls with the id "${call.id}"` };
+      byId.set(call.id, call);
+    }
     answered = new Set();
     stepIndex = index;
   }

@@ -27,6 +27,7 @@ import { createHash } from "node:crypto";
 import {
   type AssistantMessage,
   MAX_TOOL_CALL_ID,
+  MAX_TOOL_CALLS_PER_STEP,
   type ProviderState,
   type ToolCall,
   type Usage,
@@ -238,6 +239,15 @@ async function attempt(
           if (text.length + callChars > maxOutputChars) {
             const error = new Error(
               `the model's answer exceeded ${maxOutputChars} characters (tool call ${event.call.name})`,
+            );
+            controller.abort(error);
+            return { error, outputStarted, partial: text };
+          }
+          // So does the number of calls: a step of a million calls would be stored, and each of
+          // its results appended after it (contracts §12). Past it the step is cut the same way.
+          if (calls.length >= MAX_TOOL_CALLS_PER_STEP) {
+            const error = new Error(
+              `the model's answer asked for more than ${MAX_TOOL_CALLS_PER_STEP} tool calls in one step`,
             );
             controller.abort(error);
             return { error, outputStarted, partial: text };

@@ -122,6 +122,7 @@ beforeAll(async () => {
     stdinResumable: fleet(["resume-point", "--file", "-"], JSON.stringify(crashHistory)),
     stdinCompleted: fleet(["resume-point", "--file", "-"], JSON.stringify(completedHistory)),
     stdinInvalid: fleet(["resume-point", "--file", "-"], JSON.stringify(invalidHistory)),
+    stdinNotJson: fleet(["resume-point", "--file", "-"], "nope"),
   };
   const entries = await Promise.all(Object.entries(jobs).map(async ([k, p]) => [k, await p] as const));
   for (const [k, run] of entries) runs[k] = run;
@@ -242,6 +243,10 @@ describe("fleet resume-point --file", () => {
     const bad = run("stdinInvalid");
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("messages[1].stopReason");
+    // Not JSON: the message names stdin, not "-".
+    const text = run("stdinNotJson");
+    expect(text.code).toBe(2);
+    expect(lines(text.stderr)[0]).toMatch(/stdin is not valid JSON/);
   });
 });
 

@@ -256,11 +256,14 @@ describe("OpenAPI document", () => {
     expect(ids).toHaveLength(operations().length);
     expect(new Set(ids).size).toBe(ids.length);
     for (const id of ids) {
-      if (id === "openapi") continue;
       expect(typeof (FleetClient.prototype as unknown as Record<string, unknown>)[id!], String(id)).toBe(
         "function",
       );
     }
+  });
+
+  it("the client's openapi() is this document", async () => {
+    expect(await new FleetClient({ baseUrl: base }).openapi()).toEqual(doc);
   });
 
   it("documents the headers a client sends and gets, and the media types of streamed answers", () => {

@@ -9,12 +9,13 @@ export const EXIT_RESUMABLE = 0;
 export const EXIT_NOT_RESUMABLE = 3;
 
 async function readHistoryFile(path: string): Promise<unknown> {
+  const name = path === "-" ? "stdin" : path;
   let text: string;
   try {
     text = path === "-" ? await readStdin() : await readFile(path, "utf8");
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    throw new ValidationError("", `cannot read ${path}: ${code === "ENOENT" ? "no such file" : code}`);
+    throw new ValidationError("", `cannot read ${name}: ${code === "ENOENT" ? "no such file" : code}`);
   }
   try {
     return JSON.parse(text);
@@ -23,7 +24,7 @@ async function readHistoryFile(path: string): Promise<unknown> {
       .replace(/, ".*$/s, "")
       .split("\n")[0]!
       .slice(0, 200);
-    throw new ValidationError("", `${path} is not valid JSON: ${reason}`);
+    throw new ValidationError("", `${name} is not valid JSON: ${reason}`);
   }
 }
 

@@ -294,6 +294,11 @@ export class FleetClient {
     return this.request("POST", `/v1/sessions/${encodeURIComponent(sessionId)}/cancel`, undefined, options);
   }
 
+  /** The API's OpenAPI 3.1 document (`GET /v1/openapi.json`), e.g. to generate a client in another language. */
+  openapi(): Promise<Record<string, unknown>> {
+    return this.request("GET", "/v1/openapi.json");
+  }
+
   /**
    * Turns the session's event stream on or off after its creation (`PATCH /v1/sessions/:id`).
    * On: its stored messages are in the stream when this resolves, and its runs' events follow

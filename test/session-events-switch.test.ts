@@ -7,6 +7,7 @@
  * A real worker runs every session.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startApi } from "../src/producer/api-server.js";
 import type { FleetClient, FleetEvent } from "../src/producer/client.js";
 import { EventWriter, eventStreamKey } from "../src/shared/events.js";
 import { SessionEventsSetting } from "../src/shared/store/session-events-setting.js";
@@ -94,10 +95,11 @@ describe("PATCH /v1/sessions/:id sessionEvents", () => {
     expect(types.at(-1)).toBe("RUN_COMPLETED");
 
     // Off, while a reader waits for more: the reader ends, the keys are gone, a new reader gets 409.
+    // (Within 10 s: the heartbeat, 15 s, is not what ends it here; the drop's wake is.)
     const reader = readSse(`${base}/v1/sessions/${id}/events`, {
       after: "0-0",
       stop: () => false,
-      timeoutMs: 15_000,
+      timeoutMs: 10_000,
     });
     await waitFor(
       async () => /^fleet_sse_clients\S* 1$/m.test(await (await fetch(`${base}/metrics`)).text()),
@@ -122,6 +124,38 @@ describe("PATCH /v1/sessions/:id sessionEvents", () => {
     const again = await patch(id, { sessionEvents: false });
     expect(again.status).toBe(200);
   }, 90_000);
+
+  it("a reader of a stream turned off that no drop woke (Redis away then) ends at its next heartbeat", async () => {
+    const { id } = await client.createSession({ agent: agent(8) });
+    await client.send(id, "go");
+    await waitFor(runsEnded(id, 1), 30_000, "the run to end");
+    const quick = await startApi(
+      { ...fleet.config, logLevel: "silent", events: { ...fleet.config.events, heartbeatMs: 300 } },
+      { port: 0 },
+    );
+    try {
+      const reader = readSse(`${quick.url}/v1/sessions/${id}/events`, {
+        after: "0-0",
+        stop: () => false,
+        timeoutMs: 10_000,
+      });
+      await waitFor(
+        async () => /^fleet_sse_clients\S* 1$/m.test(await (await fetch(`${quick.url}/metrics`)).text()),
+        10_000,
+        "the reader to be open",
+      );
+      // The setting alone, as when the PATCH committed but Redis could not be told.
+      expect(await new SessionEventsSetting(fleet.database).set("default", id, false)).toEqual({
+        outcome: "set",
+      });
+      const ended = await reader;
+      expect(ended.status).toBe(200);
+      expect(messageSeqs(ended.events)).toEqual([1, 2, 3, 4]);
+      expect(await hasStreamKeys(id)).toBe(true);
+    } finally {
+      await quick.stop();
+    }
+  }, 60_000);
 
   it("on for a session of a batch created without streams is a 400; one session of a batch with streams can switch", async () => {
     const without = await client.createBatch([{ agent: agent(2), input: "go" }], { sessionEvents: false });

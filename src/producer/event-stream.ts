@@ -70,8 +70,9 @@ export type EventStreamDeps = {
   stillAllowed?: (request: FastifyRequest, tenant: string) => Promise<boolean>;
   /**
    * Whether the session still has its stream (`sessionEvents`, turned off by `PATCH
-   * /v1/sessions/:id`; null: no longer the tenant's session). Asked as often as
-   * `stillAllowed`; a session stream ends at the first no. Absent: never asked.
+   * /v1/sessions/:id`; null: no longer the tenant's session). Asked when a reader was woken
+   * and its stream gave nothing new (the drop wakes it), and at each heartbeat; a session
+   * stream ends at the first no. Absent: never asked.
    */
   sessionStreamOn?: (sessionId: string, tenant: string) => Promise<boolean | null>;
 };
@@ -341,7 +342,11 @@ export class EventStreams {
     before?: () => Promise<void>,
     /** Called as the stream opens and at each heartbeat (what it writes is read as any event). */
     idle?: () => Promise<unknown>,
-    /** Whether the stream is still the caller's to read, asked with `stillAllowed`: it ends at the first no. */
+    /**
+     * Whether the stream is still the caller's to read, asked when a wake brought nothing new
+     * and at each heartbeat (not every second: one query per open stream and second would
+     * add up): it ends at the first no.
+     */
     still?: () => Promise<boolean>,
   ): Promise<void> {
     const release = this.admit(tenant);
@@ -386,6 +391,8 @@ export class EventStreams {
     await onIdle();
     let checkedAt = Date.now();
     let delivered = false;
+    /** Whether this pass follows a wake (a write or a drop of this stream), not a timer. */
+    let byWake = false;
     /**
      * The entries after `last`; null when some of them may be gone (the reader ends, and its
      * reconnect gets 410). Trimming keeps the newest FLEET_EVENTS_MAX entries, so only a reader
@@ -410,10 +417,9 @@ export class EventStreams {
     };
     try {
       while (!gone && !this.closed) {
-        if ((this.deps.stillAllowed || still) && Date.now() - checkedAt >= RECHECK_MS) {
+        if (this.deps.stillAllowed && Date.now() - checkedAt >= RECHECK_MS) {
           checkedAt = Date.now();
-          if (this.deps.stillAllowed && !(await this.deps.stillAllowed(request, tenant))) break;
-          if (still && !(await still())) break;
+          if (!(await this.deps.stillAllowed(request, tenant))) break;
         }
         let woken = false;
         const nap = new Promise<void>((resolve) => {
@@ -439,6 +445,7 @@ export class EventStreams {
         )
           break;
         let events: StoredEvent[] | null = await readAfter();
+        const fresh = events?.length ?? 0;
         while (events !== null && events.length > 0 && !gone) {
           for (const event of events) {
             const ok = response.write(
@@ -468,10 +475,14 @@ export class EventStreams {
         }
         if (events === null) break;
         if (gone) break;
+        // Woken for nothing new: the stream may have been dropped (sessionEvents turned off).
+        if (still && byWake && fresh === 0 && !(await still())) break;
         if (Date.now() - lastWrite >= this.deps.heartbeatMs) {
           response.write(": heartbeat\n\n");
           lastWrite = Date.now();
           await onIdle();
+          // And at each heartbeat, in case the drop could not wake it (Redis away then).
+          if (still && !(await still())) break;
         }
         if (!woken) {
           const wait = Math.min(pollMs, Math.max(10, this.deps.heartbeatMs - (Date.now() - lastWrite)));
@@ -479,6 +490,7 @@ export class EventStreams {
           await Promise.race([nap, new Promise<void>((resolve) => (timer = setTimeout(resolve, wait)))]);
           clearTimeout(timer);
         }
+        byWake = woken;
       }
     } catch (error) {
       request.log.warn({ err: error }, "event stream failed; closing it");

@@ -11,9 +11,10 @@
  *   the session's next run (whose first write brings the messages in between), and its
  *   RUN_COMPLETED is written by the repair that looks for runs whose end a stream lacks.
  * - off: the stream and its seq key are dropped, so that turning it on again starts it from the
- *   first message; open readers end within a second (event-stream.ts asks), and a new one gets
- *   409 `session_events_off`. A run under way that was claimed with its stream may write it
- *   until that run ends; nobody can read it, and it expires after FLEET_EVENTS_MAX_AGE_MS.
+ *   first message; open readers end (the drop wakes them and they ask; else at their next
+ *   heartbeat), and a new one gets 409 `session_events_off`. A run under way that was
+ *   claimed with its stream may write it until that run ends; nobody can read it, and it
+ *   expires after FLEET_EVENTS_MAX_AGE_MS.
  */
 import { NotFoundError, ValidationError } from "../shared/errors.js";
 import { toValidationError } from "../shared/messages.js";

@@ -44,6 +44,10 @@ describe("PATCH /v1/sessions/:id sessionEvents", () => {
   const seqKey = (id: string) => `${fleet.config.prefix}:events-seq:${id}`;
   const hasStreamKeys = async (id: string) =>
     (await fleet.redis.exists(eventStreamKey(fleet.config.prefix, id), seqKey(id))) > 0;
+  /** Turned off: no stream, and its seq record is the `off` marker alone. */
+  const isMarkedOff = async (id: string) =>
+    (await fleet.redis.exists(eventStreamKey(fleet.config.prefix, id))) === 0 &&
+    JSON.stringify(await fleet.redis.hgetall(seqKey(id))) === JSON.stringify({ off: "1" });
   const patch = (id: string, body: unknown) =>
     fetch(`${base}/v1/sessions/${id}`, {
       method: "PATCH",
@@ -111,7 +115,7 @@ describe("PATCH /v1/sessions/:id sessionEvents", () => {
     const ended = await reader;
     expect(ended.status).toBe(200);
     expect(messageSeqs(ended.events)).toEqual(stored);
-    expect(await hasStreamKeys(id)).toBe(false);
+    expect(await isMarkedOff(id)).toBe(true);
     expect((await client.getSession(id)).sessionEvents).toBe(false);
     const refused = await readSse(`${base}/v1/sessions/${id}/events`, { stop: () => true });
     expect(refused.status).toBe(409);
@@ -119,7 +123,7 @@ describe("PATCH /v1/sessions/:id sessionEvents", () => {
     // Its next run writes nothing.
     await client.send(id, "once more");
     await waitFor(runsEnded(id, 3), 30_000, "the third run to end");
-    expect(await hasStreamKeys(id)).toBe(false);
+    expect(await isMarkedOff(id)).toBe(true);
     // Setting it again to what it is changes nothing and is no error.
     const again = await patch(id, { sessionEvents: false });
     expect(again.status).toBe(200);
@@ -234,12 +238,99 @@ describe("PATCH /v1/sessions/:id sessionEvents", () => {
     const writer = new EventWriter(fleet.redis, fleet.config.prefix);
     await writer.dropStream(id);
     expect(await fleet.redis.hget(seqKey(id), "deleted")).not.toBeNull();
-    // A session that was not deleted: both keys go.
+    // A session that was not deleted: the stream goes, its seq record is the `off` marker,
+    // and a writer that has not heard of the change writes nothing, until it is on again.
     const { id: live } = await client.createSession({ agent: agent(6) });
     await client.send(live, "go");
     await waitFor(runsEnded(live, 1), 30_000, "the run to end");
     expect(await hasStreamKeys(live)).toBe(true);
     await writer.dropStream(live);
-    expect(await hasStreamKeys(live)).toBe(false);
+    expect(await isMarkedOff(live)).toBe(true);
+    const history = (await client.getSession(live)).messages;
+    const late = await writer.write(
+      live,
+      history.map((message) => ({ runId: null, message })),
+      [{ type: "SESSION_PARKED", reason: "test" }],
+    );
+    expect(late).toMatchObject({ ok: true, ids: [] });
+    expect(await isMarkedOff(live)).toBe(true);
+    await writer.startStream(fleet.database, live);
+    expect(await fleet.redis.hget(seqKey(live), "off")).toBeNull();
+    expect(await fleet.redis.xlen(eventStreamKey(fleet.config.prefix, live))).toBe(history.length);
+  }, 60_000);
+
+  /** Five steps, each a second of the model and a file written, then the answer: a run to switch during. */
+  const slow = (i: number) => ({
+    model: {
+      provider: "scripted" as const,
+      steps: [
+        ...Array.from({ length: 5 }, (_, n) => ({
+          delayMs: 1_000,
+          toolCalls: [{ name: "write_file", arguments: { path: `slow-${i}-${n}.txt`, content: `${n}\n` } }],
+        })),
+        { delayMs: 1_000, text: `done ${i}` },
+      ],
+    },
+    tools: ["write_file"],
+  });
+  const messagesStored = (id: string, n: number) => async () =>
+    (await client.getSession(id)).messages.length >= n;
+
+  it("turned on while its run goes on, the stream gets that run's messages from then on, each once, and its end", async () => {
+    const { id } = await client.createSession({ agent: slow(1), sessionEvents: false });
+    const { runId } = await client.send(id, "go");
+    // The first step (its call and its result) committed: the run is in its second model call.
+    await waitFor(messagesStored(id, 3), 30_000, "the first step");
+    expect(await client.setSessionEvents(id, true)).toEqual({ id, sessionEvents: true });
+    // A message queued behind the run: the same job takes it next.
+    const second = await client.send(id, "and then");
+    const endOf = (run: string) => (e: FleetEvent) =>
+      e.type === "RUN_COMPLETED" && (e.data as { runId: string }).runId === run;
+    const read = await readSse(`${base}/v1/sessions/${id}/events`, {
+      after: "0-0",
+      stop: endOf(second.runId),
+      timeoutMs: 30_000,
+    });
+    const stored = (await client.getSession(id)).messages.map((m) => m.seq);
+    expect(stored.length).toBeGreaterThan(12);
+    expect(messageSeqs(read.events)).toEqual(stored);
+    // The steps after the switch were written as they went (their tools' events too), the
+    // running run's end, and the queued run whole, from its start.
+    expect(read.events.filter((e) => e.type === "TOOL_STARTED").length).toBeGreaterThanOrEqual(3);
+    expect(read.events.some(endOf(runId))).toBe(true);
+    const types = read.events.map((e) => `${e.type}:${(e.data as { runId?: string }).runId}`);
+    expect(types.indexOf(`RUN_STARTED:${second.runId}`)).toBeGreaterThan(
+      types.indexOf(`RUN_COMPLETED:${runId}`),
+    );
+    // Following the queued run as a client does (`?run=`) ends at its end.
+    const followed = await readSse(`${base}/v1/sessions/${id}/events?run=${second.runId}`, {
+      stop: endOf(second.runId),
+      timeoutMs: 10_000,
+    });
+    expect(followed.events[0]?.type).toBe("RUN_STARTED");
+  }, 60_000);
+
+  it("turned off while its run goes on, the run writes nothing more to it (the stream stays gone)", async () => {
+    const { id } = await client.createSession({ agent: slow(2) });
+    await client.send(id, "go");
+    await waitFor(messagesStored(id, 3), 30_000, "the first step");
+    expect(await hasStreamKeys(id)).toBe(true);
+    expect(await client.setSessionEvents(id, false)).toEqual({ id, sessionEvents: false });
+    expect(await isMarkedOff(id)).toBe(true);
+    // Two messages queued behind the run: the same job takes them, and writes nothing either.
+    await client.send(id, "and then");
+    await client.send(id, "and more");
+    await waitFor(runsEnded(id, 3), 30_000, "the three runs to end");
+    expect(await isMarkedOff(id)).toBe(true);
+    // On again: the stream starts over from the first message, with nothing before it.
+    await client.setSessionEvents(id, true);
+    const stored = (await client.getSession(id)).messages.map((m) => m.seq);
+    const read = await readSse(`${base}/v1/sessions/${id}/events`, {
+      after: "0-0",
+      stop: (_e, all) => messageSeqs(all).length === stored.length,
+      timeoutMs: 10_000,
+    });
+    expect(read.events.map((e) => e.type)).toEqual(stored.map(() => "MESSAGE"));
+    expect(messageSeqs(read.events)).toEqual(stored);
   }, 60_000);
 });

@@ -186,7 +186,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
   });
   const sessionEvents = new SessionEventsSwitch({
     setting: eventsSetting,
-    sync: (sessionId) => eventWriter.writeAfterSync(database, sessionId, []),
+    sync: (sessionId) => eventWriter.startStream(database, sessionId),
     drop: (sessionId) => eventWriter.dropStream(sessionId),
     onStreamError: (error, sessionId, on) =>
       app.log.warn(

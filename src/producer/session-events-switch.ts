@@ -5,16 +5,14 @@
  *
  * The setting is committed first (session-events-setting.ts). Then, best effort (Redis away:
  * logged, and the answer is still the setting):
- * - on: every stored message goes into the stream at once (EventWriter.writeAfterSync), so a
- *   reader that connects now reads the history and then the session's next run as it goes. A
- *   run under way when it was turned on was claimed without a stream: its events start with
- *   the session's next run (whose first write brings the messages in between), and its
- *   RUN_COMPLETED is written by the repair that looks for runs whose end a stream lacks.
- * - off: the stream and its seq key are dropped, so that turning it on again starts it from the
- *   first message; open readers end (the drop wakes them and they ask; else at their next
- *   heartbeat), and a new one gets 409 `session_events_off`. A run under way that was
- *   claimed with its stream may write it until that run ends; nobody can read it, and it
- *   expires after FLEET_EVENTS_MAX_AGE_MS.
+ * - on: every stored message goes into the stream at once (EventWriter.startStream), so a
+ *   reader that connects now reads the history and then the session as it goes. A job under
+ *   way learns the change at its next append (each append reads the setting) and writes from
+ *   there, the messages in between first; the RUN_STARTED of a run it had begun is not written.
+ * - off: the stream is dropped and its seq key left as an `off` marker, so a job under way
+ *   writes nothing more even before its next append tells it, and turning it on again starts
+ *   the stream from the first message; open readers end (the drop wakes them and they ask;
+ *   else at their next heartbeat), and a new one gets 409 `session_events_off`.
  */
 import { NotFoundError, ValidationError } from "../shared/errors.js";
 import { toValidationError } from "../shared/messages.js";
@@ -22,10 +20,10 @@ import type { SessionEventsSetting } from "../shared/store/session-events-settin
 import { sessionPatchBody } from "./api-schemas.js";
 
 export type SessionEventsSwitchDeps = {
-  setting: Pick<SessionEventsSetting, "set">;
-  /** Writes every stored message its stream lacks (EventWriter.writeAfterSync). */
+  setting: Pick<SessionEventsSetting, "set" | "isOn">;
+  /** Lifts its `off` marker and writes every stored message its stream lacks (EventWriter.startStream). */
   sync: (sessionId: string) => Promise<void>;
-  /** Drops its stream and seq key (EventWriter.dropStream). */
+  /** Drops its stream and marks it off (EventWriter.dropStream). */
   drop: (sessionId: string) => Promise<void>;
   /** Told when the stream could not be written or dropped after the setting committed. */
   onStreamError: (error: unknown, sessionId: string, on: boolean) => void;
@@ -59,9 +57,19 @@ export class SessionEventsSwitch {
       }
     }
     // Also when it was already so: a drop or a sync that failed the first time is done now.
-    await (on ? this.deps.sync(sessionId) : this.deps.drop(sessionId)).catch((error: unknown) =>
-      this.deps.onStreamError(error, sessionId, on),
-    );
+    // Then the setting is read again: another PATCH may have committed the other value while
+    // this one's drop (or sync) was on its way and landed after that one's, so whoever acts
+    // last on Redis makes the stream what Postgres says now.
+    let want = on;
+    for (let pass = 0; pass < 3; pass++) {
+      const wanted = want;
+      await (wanted ? this.deps.sync(sessionId) : this.deps.drop(sessionId)).catch((error: unknown) =>
+        this.deps.onStreamError(error, sessionId, wanted),
+      );
+      const now = await this.deps.setting.isOn(sessionId, tenant);
+      if (now === null || now === wanted) break;
+      want = now;
+    }
     return { id: sessionId, sessionEvents: on };
   }
 }

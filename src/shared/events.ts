@@ -107,7 +107,8 @@ export function isEventId(value: string): boolean {
  * per write, {"ok", seq before it, its fingerprint ('' if not kept), ids...}, {"gap", last},
  * {"diverged", last, fp} or {"deleted"}: the seq key is a deleted session's tombstone
  * (`deleted` set by deletion-cleanup.ts), and nothing is written, so a late writer (a worker
- * frozen across the delete) does not recreate the stream. Read with the seq, in one HMGET.
+ * frozen across the delete) does not recreate the stream; the same for a stream turned off
+ * (`off`, DROP_OFF_SCRIPT) until it is turned on. Read with the seq, in one HMGET.
  */
 const APPEND_SCRIPT = `
 local t = redis.call('TIME')
@@ -129,8 +130,8 @@ for w = 1, #KEYS / 2 do
   local stop = first + 3 * tonumber(ARGV[a + 1]) - 1
   a = stop + 1
   -- A deleted session's seq key is a tombstone (deletion-cleanup.ts): nothing is written.
-  local head = redis.call('HMGET', seqKey, 'seq', 'deleted')
-  local gone = head[2]
+  local head = redis.call('HMGET', seqKey, 'seq', 'deleted', 'off')
+  local gone = head[2] or head[3]
   local last = tonumber(head[1] or '0')
   local prior = last
   local expect = last
@@ -189,7 +190,8 @@ export function fingerprint(message: Pick<StoredMessage, "seq" | "createdAt">): 
 
 type RedisWithAppend = Redis & {
   fleetEventsAppendMany(numKeys: number, ...args: (string | number)[]): Promise<string[][]>;
-  fleetEventsDropOff(stream: string, seqKey: string, channel: string): Promise<number>;
+  fleetEventsDropOff(stream: string, seqKey: string, channel: string, ttlMs: number): Promise<number>;
+  fleetEventsOn(seqKey: string): Promise<number>;
   fleetEventsDropStale(
     stream: string,
     seqKey: string,
@@ -263,15 +265,26 @@ return 1
 `;
 
 /**
- * Drops a stream whose session no longer has one (`sessionEvents` turned off), with its seq key,
- * so that turning it on again starts it from the first message; a deleted session's tombstone
- * stays (deletion-cleanup.ts). Readers are woken, and end when they next ask (event-stream.ts).
+ * Drops a stream whose session no longer has one (`sessionEvents` turned off) and leaves its
+ * seq key as a marker (`off`, expiring after ARGV[2] ms): a worker job that has not yet seen
+ * the change writes nothing (APPEND_SCRIPT), and turning it on again (ON_SCRIPT) starts the
+ * stream from the first message. A deleted session's tombstone stays (deletion-cleanup.ts).
+ * Readers are woken, and end when they next ask (event-stream.ts).
  */
 const DROP_OFF_SCRIPT = `
 if redis.call('HEXISTS', KEYS[2], 'deleted') == 1 then return 0 end
-local dropped = redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[2], 'off', '1')
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
 redis.call('PUBLISH', ARGV[1], KEYS[1])
-return dropped
+return 1
+`;
+
+/** The `off` marker of DROP_OFF_SCRIPT removed (its stream turned on again); a tombstone stays. */
+const ON_SCRIPT = `
+if redis.call('HEXISTS', KEYS[1], 'deleted') == 1 then return 0 end
+if redis.call('HEXISTS', KEYS[1], 'off') == 0 then return 0 end
+return redis.call('DEL', KEYS[1])
 `;
 
 /** The `onDropped` of an EventWriter that says so in the log, once per stream dropped. */
@@ -329,6 +342,8 @@ export class EventWriter {
       redis.defineCommand("fleetEventsDropStale", { numberOfKeys: 2, lua: DROP_SCRIPT });
     if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsDropOff)
       redis.defineCommand("fleetEventsDropOff", { numberOfKeys: 2, lua: DROP_OFF_SCRIPT });
+    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsOn)
+      redis.defineCommand("fleetEventsOn", { numberOfKeys: 1, lua: ON_SCRIPT });
     this.batch = new TurnBatch(
       (writes) => this.send(writes),
       64,
@@ -340,9 +355,9 @@ export class EventWriter {
   }
 
   /**
-   * Drops the session's stream and its seq key: its `sessionEvents` was turned off. A job
-   * that started with the stream on may still write it until the job ends (it is written again
-   * from the first message, and expires FLEET_EVENTS_MAX_AGE_MS later); no reader can read it.
+   * Drops the session's stream: its `sessionEvents` was turned off. Its seq key stays as an
+   * `off` marker for FLEET_EVENTS_MAX_AGE_MS, so that a job that has not yet seen the change
+   * (it learns it at its next append) writes nothing meanwhile.
    */
   async dropStream(sessionId: string): Promise<void> {
     if (!this.enabled) return;
@@ -350,7 +365,18 @@ export class EventWriter {
       eventStreamKey(this.prefix, sessionId),
       seqKey(this.prefix, sessionId),
       eventsNotifyChannel(this.prefix),
+      this.retention.maxAgeMs,
     );
+  }
+
+  /**
+   * Starts the session's stream again (its `sessionEvents` turned on): the `off` marker goes,
+   * and every stored message is written (`writeAfterSync`).
+   */
+  async startStream(database: Database, sessionId: string): Promise<void> {
+    if (!this.enabled) return;
+    await (this.redis as unknown as RedisWithAppend).fleetEventsOn(seqKey(this.prefix, sessionId));
+    await this.writeAfterSync(database, sessionId, []);
   }
 
   /** The highest message seq already in the session's stream (0: none, or the stream expired). */
@@ -623,6 +649,11 @@ export class SessionEventLog {
     private readonly onError: (error: unknown) => void,
     /** The highest message seq known to be in the stream (null: read it from Redis first). */
     private sent: number | null = null,
+    /**
+     * Whether the session has its stream (`sessionEvents`) as the job last learnt it: off, every
+     * emit and delta is a no-op. `setOn` follows PATCH /v1/sessions/:id while the job runs.
+     */
+    private on = true,
   ) {}
 
   get enabled(): boolean {
@@ -630,11 +661,23 @@ export class SessionEventLog {
   }
 
   /**
+   * The session's `sessionEvents` as an append just read it. Turned on, the next write first
+   * reads what the stream has (the API wrote the stored messages into it) and sends the rest;
+   * turned off, nothing more is written and text not yet sent is dropped.
+   */
+  setOn(on: boolean): void {
+    if (on === this.on) return;
+    this.on = on;
+    if (on) this.sent = null;
+    else this.takeDeltas();
+  }
+
+  /**
    * Writes the messages the stream lacks (those with seq ≤ `through`; by default, those in
    * the history now), then `events`.
    */
   emit(events: SessionEventInput[] = [], through?: number): Promise<void> {
-    if (!this.writer.enabled) return Promise.resolve();
+    if (!this.writer.enabled || !this.on) return Promise.resolve();
     // The text streamed so far goes first, on its own: it belongs to the step whose message
     // was just committed, so it comes before that MESSAGE, not after it.
     const deltas = this.takeDeltas();
@@ -647,6 +690,7 @@ export class SessionEventLog {
    * waits long for Redis (an outage must not hold a run that Postgres already ended).
    */
   emitBounded(events: SessionEventInput[] = [], through?: number, timeoutMs = 1_000): Promise<void> {
+    if (!this.writer.enabled || !this.on) return Promise.resolve();
     const written = this.emit(events, through);
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<void>((resolve) => {
@@ -657,7 +701,7 @@ export class SessionEventLog {
 
   /** A text delta of the model's current step (not awaited by the caller). */
   delta(runId: string, text: string): void {
-    if (!this.writer.enabled || text === "") return;
+    if (!this.writer.enabled || !this.on || text === "") return;
     if (this.deltas && this.deltas.runId === runId) this.deltas.text += text;
     else {
       const earlier = this.takeDeltas();

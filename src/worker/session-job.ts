@@ -100,6 +100,29 @@ export function storageRejection(error: unknown): "storage_rejected" | null {
   return typeof code === "string" && /^(22|23|54)/.test(code) ? "storage_rejected" : null;
 }
 
+/**
+ * `writes` whose appends tell `events` the session's `sessionEvents` as they read it, so that
+ * a stream turned on or off while the job runs follows from its next append on.
+ */
+function followingEventsSetting(
+  writes: SessionJobDeps["writes"],
+  events: Pick<SessionEventLog, "setOn">,
+): SessionJobDeps["writes"] {
+  // A proxy, as guardedWrites is: the writes may be a class's instance, whose methods a spread would lose.
+  return new Proxy(writes, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (typeof value !== "function" || (property !== "appendStep" && property !== "appendAndEndRun"))
+        return value;
+      return async (...args: unknown[]) => {
+        const answer = (await value.apply(target, args)) as { sessionEvents?: boolean };
+        if (answer.sessionEvents !== undefined) events.setOn(answer.sessionEvents);
+        return answer;
+      };
+    },
+  });
+}
+
 /** Outcomes after which the session still needs a resume (or parking) by a sweeper. */
 const NEEDS_SWEEPER: ReadonlySet<RunOutcome> = new Set<RunOutcome>([
   "interrupted",
@@ -154,24 +177,22 @@ export async function processSessionJob(
     if (claim === null) return "done";
     const fence: Fence = { sessionId, epoch: claim.epoch };
     const runBySeq = new Map<number, string>();
-    // A session with `sessionEvents: false` has no stream: none is written for it (read at each claim,
-    // so a change by PATCH /v1/sessions/:id takes effect from its next job).
-    const events =
-      deps.events && claim.sessionEvents
-        ? new SessionEventLog(
-            deps.events,
-            sessionId,
-            claim.history,
-            (m) => runBySeq.get(m.seq) ?? null,
-            (error) =>
-              deps.log.warn(
-                { err: error, sessionId },
-                "writing session events failed; retried with the next",
-              ),
-            // A session with no message has none in its stream either: no need to ask Redis.
-            claim.history.length === 0 ? 0 : null,
-          )
-        : null;
+    // A session with `sessionEvents: false` has no stream: none is written for it. Read with the
+    // claim, and again by every append of this job (PATCH /v1/sessions/:id may change it).
+    const events = deps.events
+      ? new SessionEventLog(
+          deps.events,
+          sessionId,
+          claim.history,
+          (m) => runBySeq.get(m.seq) ?? null,
+          (error) =>
+            deps.log.warn({ err: error, sessionId }, "writing session events failed; retried with the next"),
+          // A session with no message has none in its stream either: no need to ask Redis.
+          claim.history.length === 0 ? 0 : null,
+          claim.sessionEvents,
+        )
+      : null;
+    const runDeps = events ? { ...jobDeps, writes: followingEventsSetting(jobDeps.writes, events) } : jobDeps;
     for (const { kind } of claim.staleRuns) deps.metrics.runs.inc({ kind, outcome: "crashed" });
     // The runs this claim ended: their messages the stream lacks first, then their ends.
     if (events && claim.staleRunIds.length > 0)
@@ -199,7 +220,7 @@ export async function processSessionJob(
     let started = claim.started;
     // A run the claim started is taken to its end even when the job was aborted meanwhile.
     while (next && (started !== null || !controller.signal.aborted)) {
-      next = await processRun(next, state, controller.signal, jobDeps, started);
+      next = await processRun(next, state, controller.signal, runDeps, started);
       started = null;
     }
     return "done";

@@ -199,7 +199,8 @@ export class FencedWrites {
   }
 
   /**
-   * `append`, also answering whether the session was cancelled (contracts §9), read from the
+   * `append`, also answering whether the session was cancelled (contracts §9) and its
+   * `sessionEvents` (which PATCH /v1/sessions/:id may change while a job runs), read from the
    * session row the append itself updated: it waits for a cancel in progress (row lock) and
    * sees it once committed, so it is the same check as `sessionCancelled` made in the
    * statement that proves the lease — and costs no round trip of its own. The agent loop
@@ -212,15 +213,19 @@ export class FencedWrites {
     messages: readonly Message[],
     tail: TailState,
     estimatedTokens = 0,
-  ): Promise<{ stored: StoredMessage[]; cancelled: boolean }> {
+  ): Promise<{ stored: StoredMessage[]; cancelled: boolean; sessionEvents?: boolean }> {
     if (messages.length === 0) return { stored: [], cancelled: false };
     const answer = await this.appends.call(
       sessionAppend(fence, cursor, runId, messages, tail, estimatedTokens),
     );
     if ("error" in answer) throw answer.error;
-    const { inserted, status } = answer.outcome;
+    const { inserted, status, sessionEvents } = answer.outcome;
     if (inserted.length !== messages.length) throw new FencedError(fence.sessionId, fence.epoch);
-    return { stored: stored(messages, inserted), cancelled: status === "cancelled" };
+    return {
+      stored: stored(messages, inserted),
+      cancelled: status === "cancelled",
+      ...(sessionEvents === null ? {} : { sessionEvents }),
+    };
   }
 
   /**
@@ -366,7 +371,7 @@ export class FencedWrites {
     last: { message: Message; tail: TailState; estimatedTokens?: number },
     outcome: string,
     detail: { error?: string | null; usage?: Usage | null; park?: { reason: string; detail?: string } } = {},
-  ): Promise<{ stored: StoredMessage[]; next: RunRow | null }> {
+  ): Promise<{ stored: StoredMessage[]; next: RunRow | null; sessionEvents?: boolean }> {
     const messages = [last.message];
     const answer = await this.endingAppends.call({
       ...sessionAppend(fence, cursor, runId, messages, last.tail, last.estimatedTokens ?? 0),
@@ -377,8 +382,12 @@ export class FencedWrites {
       park: parkedReason(detail.park),
     });
     if ("error" in answer) throw answer.error;
-    const { fenceOk, inserted, next } = answer.outcome;
+    const { fenceOk, inserted, next, sessionEvents } = answer.outcome;
     if (!fenceOk) throw new FencedError(fence.sessionId, fence.epoch);
-    return { stored: stored(messages, inserted), next: next ? runFromRaw(next) : null };
+    return {
+      stored: stored(messages, inserted),
+      next: next ? runFromRaw(next) : null,
+      ...(sessionEvents === null ? {} : { sessionEvents }),
+    };
   }
 }

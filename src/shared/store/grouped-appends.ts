@@ -31,9 +31,18 @@ export type EndingAppend = SessionAppend & {
 
 export type Inserted = { seq: number; created_at: string };
 
-/** `inserted` empty: the fence did not match (the session, its epoch or its `last_seq` moved). */
-export type AppendOutcome = { inserted: Inserted[]; status: string | null };
-export type EndingOutcome = { fenceOk: boolean; inserted: Inserted[]; next: RawRun | null };
+/**
+ * `inserted` empty: the fence did not match (the session, its epoch or its `last_seq` moved).
+ * `sessionEvents`: the session's setting as the append found it (PATCH /v1/sessions/:id may
+ * change it while a job runs); null when the fence did not match.
+ */
+export type AppendOutcome = { inserted: Inserted[]; status: string | null; sessionEvents: boolean | null };
+export type EndingOutcome = {
+  fenceOk: boolean;
+  inserted: Inserted[];
+  next: RawRun | null;
+  sessionEvents: boolean | null;
+};
 
 /** One session's append in a statement of its own (grouped-appends.ts has the grouped one). */
 export async function appendAlone(database: Database, append: SessionAppend): Promise<AppendOutcome> {
@@ -41,28 +50,34 @@ export async function appendAlone(database: Database, append: SessionAppend): Pr
   // matches no row, the insert inserts nothing. It leaves `updated_at` (indexed for the
   // session list) alone: with no indexed column changed, Postgres can update the row in
   // place (HOT). Run starts and ends, which change what the list shows, set it.
-  const inserted = await database.sql<(Inserted & { status: string })[]>`
+  const inserted = await database.sql<(Inserted & { status: string; session_events: boolean })[]>`
     with s as (
       update sessions
          set last_seq = ${append.lastSeq + append.rows.length}, tail_state = ${append.tail},
              tokens_used = tokens_used + ${append.tokens}, last_active_at = now()
        where id = ${append.sessionId} and lease_epoch = ${append.epoch} and last_seq = ${append.lastSeq}
-      returning id, status
+      returning id, status, session_events
     )
     insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
     select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${append.runId}
       from s cross join jsonb_to_recordset(${JSON.stringify(append.rows)}::jsonb) as m(
         seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
         name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
-    returning seq, created_at, (select status from s) as status`;
-  return { inserted, status: inserted[0]?.status ?? null };
+    returning seq, created_at, (select status from s) as status, (select session_events from s) as session_events`;
+  return {
+    inserted,
+    status: inserted[0]?.status ?? null,
+    sessionEvents: inserted[0]?.session_events ?? null,
+  };
 }
 
 /** One run's last append and end in a statement of its own (grouped-appends.ts has the grouped one). */
 export async function endingAppendAlone(database: Database, append: EndingAppend): Promise<EndingOutcome> {
   const completed = append.outcome === "completed";
   const { sessionId, runId, park } = append;
-  const [result] = await database.sql<{ fence_ok: boolean; inserted: Inserted[]; next: RawRun | null }[]>`
+  const [result] = await database.sql<
+    { fence_ok: boolean; inserted: Inserted[]; next: RawRun | null; session_events: boolean | null }[]
+  >`
     with s as (
       update sessions
          set last_seq = ${append.lastSeq + append.rows.length}, tail_state = ${append.tail},
@@ -78,7 +93,7 @@ export async function endingAppendAlone(database: Database, append: EndingAppend
                                                and q.status = (select 'queued'::text) and q.id <> ${runId})
                            then ${park} else parked_reason end
        where id = ${sessionId} and lease_epoch = ${append.epoch} and last_seq = ${append.lastSeq}
-      returning id, status
+      returning id, status, session_events
     ), ins as (
       insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
       select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${runId}
@@ -93,7 +108,7 @@ export async function endingAppendAlone(database: Database, append: EndingAppend
        where id = ${runId} and (status <> 'ended') is true and exists (select 1 from s)
       returning id
     )
-    select exists (select 1 from s) as fence_ok,
+    select exists (select 1 from s) as fence_ok, (select session_events from s) as session_events,
            (select coalesce(json_agg(json_build_object('seq', seq, 'created_at', created_at)), '[]'::json) from ins)
              as inserted,
            (select row_to_json(q) from runs q where q.session_id = ${sessionId} and q.status = (select 'queued'::text)
@@ -103,6 +118,7 @@ export async function endingAppendAlone(database: Database, append: EndingAppend
     fenceOk: result!.fence_ok,
     inserted: json<Inserted[]>(result!.inserted),
     next: result!.next ? json<RawRun>(result!.next) : null,
+    sessionEvents: result!.session_events,
   };
 }
 
@@ -146,7 +162,12 @@ export async function appendsTogether(
   appends: SessionAppend[],
 ): Promise<GroupedAnswer<AppendOutcome>[]> {
   const rows = await database.sql<
-    { locked: boolean; status: string | null; inserted: Inserted[] | string }[]
+    {
+      locked: boolean;
+      status: string | null;
+      session_events: boolean | null;
+      inserted: Inserted[] | string;
+    }[]
   >`
     with i as (
       select * from jsonb_to_recordset(${input(appends)}::jsonb) as i(
@@ -158,16 +179,20 @@ export async function appendsTogether(
              tokens_used = sessions.tokens_used + i.tokens, last_active_at = now()
         from i join l on l.id = i.session_id
        where sessions.id = l.id and sessions.lease_epoch = i.epoch and sessions.last_seq = i.last_seq
-      returning i.k, sessions.id, sessions.status
+      returning i.k, sessions.id, sessions.status, sessions.session_events
     ), ins as (${insertMessages(database)})
     select exists (select 1 from l where l.id = i.session_id) as locked,
            (select s.status from s where s.k = i.k) as status,
+           (select s.session_events from s where s.k = i.k) as session_events,
            (select coalesce(json_agg(json_build_object('seq', ins.seq, 'created_at', ins.created_at)), '[]'::json)
               from ins where ins.session_id = i.session_id) as inserted
       from i order by i.k`;
   return rows.map((row) =>
     row.locked
-      ? { locked: true, out: { inserted: parse(row.inserted), status: row.status } }
+      ? {
+          locked: true,
+          out: { inserted: parse(row.inserted), status: row.status, sessionEvents: row.session_events },
+        }
       : { locked: false },
   );
 }
@@ -179,7 +204,13 @@ export async function endingAppendsTogether(
   // The session update parks the session when a limit was reached and no other run waits,
   // resets the resume count after a completed run, and is the fence, as in appendAndEndRun.
   const rows = await database.sql<
-    { locked: boolean; fence_ok: boolean; inserted: Inserted[] | string; next: RawRun | string | null }[]
+    {
+      locked: boolean;
+      fence_ok: boolean;
+      session_events: boolean | null;
+      inserted: Inserted[] | string;
+      next: RawRun | string | null;
+    }[]
   >`
     with i as (
       select * from jsonb_to_recordset(${input(appends)}::jsonb) as i(
@@ -202,7 +233,7 @@ export async function endingAppendsTogether(
                            then i.park else sessions.parked_reason end
         from i join l on l.id = i.session_id
        where sessions.id = l.id and sessions.lease_epoch = i.epoch and sessions.last_seq = i.last_seq
-      returning i.k, sessions.id, sessions.status
+      returning i.k, sessions.id, sessions.status, sessions.session_events
     ), ins as (${insertMessages(database)}), r as (
       update runs set status = 'ended', ended_reason = i.outcome, ended_at = now(), error = i.error, usage = i.usage
         from s join i on i.k = s.k
@@ -211,6 +242,7 @@ export async function endingAppendsTogether(
     )
     select exists (select 1 from l where l.id = i.session_id) as locked,
            exists (select 1 from s where s.k = i.k) as fence_ok,
+           (select s.session_events from s where s.k = i.k) as session_events,
            (select coalesce(json_agg(json_build_object('seq', ins.seq, 'created_at', ins.created_at)), '[]'::json)
               from ins where ins.session_id = i.session_id) as inserted,
            (select row_to_json(q) from runs q where q.session_id = i.session_id and q.status = (select 'queued'::text)
@@ -225,6 +257,7 @@ export async function endingAppendsTogether(
             fenceOk: row.fence_ok,
             inserted: parse(row.inserted),
             next: row.next ? parse(row.next) : null,
+            sessionEvents: row.session_events,
           },
         }
       : { locked: false },

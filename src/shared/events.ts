@@ -140,9 +140,16 @@ for w = 1, #KEYS / 2 do
   local mark = tostring(last) .. '|'
   for i = first, stop, 3 do
     local seq, _, _, check = parse(ARGV[i])
-    if check ~= nil and string.sub(check, 1, #mark) == mark then
-      local have = redis.call('HGET', seqKey, 'fp')
-      if have and have ~= check and string.sub(have, 1, #mark) == mark then diverged = have end
+    if check ~= nil then
+      if string.sub(check, 1, #mark) == mark then
+        local have = redis.call('HGET', seqKey, 'fp')
+        if have and have ~= check and string.sub(have, 1, #mark) == mark then diverged = have end
+      elseif tonumber(string.match(check, '^(%d+)|') or '0') > last then
+        -- The writer believes the stream has a message it lacks (lost, expired, dropped): a
+        -- gap, so that the missing messages go first, even before a write of events alone.
+        gap = true
+        break
+      end
     end
     if seq > expect then
       if seq ~= expect + 1 then gap = true break end
@@ -741,6 +748,9 @@ export class SessionEventLog {
       // A seq read from the stream now is checked: its message must be the stored one.
       let checking = this.sent === null;
       this.sent ??= await this.writer.lastSeq(this.sessionId);
+      // What the stream was believed to hold: should it have lost some of that (a gap), those
+      // messages go before every part, also a part of text deltas (whose `through` is 0).
+      const believed = this.sent;
       let dropped = false;
       for (let attempt = 0; attempt < 3; attempt++) {
         const entries: SessionEventInput[] = [];
@@ -749,7 +759,8 @@ export class SessionEventLog {
         while (at > 0 && this.history[at - 1]!.seq > this.sent!) at--;
         let lastSent = this.sent!;
         for (const part of parts) {
-          for (; at < this.history.length && this.history[at]!.seq <= part.through; at++) {
+          const through = Math.max(part.through, believed);
+          for (; at < this.history.length && this.history[at]!.seq <= through; at++) {
             const message = this.history[at]!;
             entries.push({ type: "MESSAGE", runId: this.runOf(message), message });
             lastSent = message.seq;
@@ -757,8 +768,11 @@ export class SessionEventLog {
           entries.push(...part.events);
         }
         const sent = this.sent!;
-        const check = checking && sent > 0 ? this.history[sent - 1] : undefined;
-        checking = false;
+        // Every write says which message it believes the stream has last: a seq read from the
+        // stream just now must be that stored message, and a stream that has lost it (Redis
+        // lost the stream, or it expired) is a gap, filled before the write's events.
+        const check = sent > 0 ? this.history[sent - 1] : undefined;
+        if (checking) checking = false;
         // What the job had stored when it wrote: the history grows while the write is on its
         // way (the next step commits), and compared with that, a stream holding lost messages
         // under the seqs just committed would look current.

@@ -9,7 +9,7 @@ import { listenError, servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
 import { ProviderLimits, waitsForgetter } from "../shared/provider-limits.js";
 import { openWebhookQueue, RunQueues } from "../shared/queues.js";
-import { closeRedis, createRedis } from "../shared/redis.js";
+import { closeRedis, createRedis, RedisOutageLog } from "../shared/redis.js";
 import { closeAll } from "../shared/shutdown.js";
 import { ApiKeys } from "../shared/store/api-keys.js";
 import { BatchStore } from "../shared/store/batches.js";
@@ -222,6 +222,8 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     logLevel: config.logLevel,
     healthy: servicesReachable(database, redis),
   });
+  // One line when Redis goes and one when it is back, as workers and the sweeper say it.
+  new RedisOutageLog(app.log).watch(redis);
   const stopEvictionWatch = await checkEvictionPolicy(
     redis,
     app.log,

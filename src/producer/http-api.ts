@@ -271,7 +271,12 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       return reply.code(status).send(errorBody("invalid_request", error.message));
     }
     if (isServiceUnavailable(error)) {
-      request.log.warn({ err: error }, "request failed: Postgres or Redis is unavailable");
+      // Its message, not its stack: during an outage every request says the same (the
+      // outage itself is logged once, when Redis goes and when it is back: RedisOutageLog).
+      request.log.warn(
+        { error: (error as Error).message },
+        "request failed: Postgres or Redis is unavailable",
+      );
       return reply
         .code(503)
         .header("retry-after", "1")
@@ -487,10 +492,12 @@ function routes(app: FastifyInstance, deps: ApiDeps): void {
     service.resumePoint(request.tenant, request.params.id),
   );
   app.get<IdParams>("/v1/runs/:id", async (request) => service.getRun(request.tenant, request.params.id));
-  app.get("/metrics", async (_request, reply) =>
+  // Scrapes and probes come every few seconds: their requests are not logged (errors still are).
+  const quiet = { logLevel: "warn" as const };
+  app.get("/metrics", quiet, async (_request, reply) =>
     reply.header("content-type", deps.registry.contentType).send(await deps.registry.metrics()),
   );
-  app.get("/healthz", async (_request, reply) => {
+  app.get("/healthz", quiet, async (_request, reply) => {
     const ok = await deps.healthy().catch(() => false);
     return reply.code(ok ? 200 : 503).send({ ok });
   });

@@ -29,11 +29,37 @@ export function listenError(error: unknown, target: ListenTarget): unknown {
   return error;
 }
 
-/** The /healthz check of every process: Postgres and Redis both answer. */
-export function servicesReachable(database: Database, redis: Redis): () => Promise<boolean> {
+/** How long /healthz waits for Postgres and Redis to answer before it says no (503). */
+export const HEALTH_TIMEOUT_MS = 2_000;
+
+/**
+ * The /healthz check of every process: Postgres and Redis both answer, within `timeoutMs`.
+ * A Redis connection that is not ready is a no at once: a worker's connection queues
+ * commands until Redis is back (BullMQ needs that), so its PING would never be answered
+ * and a probe would hang instead of failing.
+ */
+export function servicesReachable(
+  database: Database,
+  redis: Pick<Redis, "ping" | "status">,
+  timeoutMs = HEALTH_TIMEOUT_MS,
+): () => Promise<boolean> {
   return async () => {
-    await database.sql`select 1`;
-    return (await redis.ping()) === "PONG";
+    if (redis.status !== "ready") return false;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+    });
+    const check = (async () => {
+      await database.sql`select 1`;
+      return (await redis.ping()) === "PONG";
+    })();
+    // A check that fails after the timeout has answered is not an unhandled rejection.
+    check.catch(() => {});
+    try {
+      return await Promise.race([check, late]);
+    } finally {
+      clearTimeout(timer);
+    }
   };
 }
 

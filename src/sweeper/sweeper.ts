@@ -320,7 +320,10 @@ export class Sweeper {
         const counted = await this.deps.resumes.countRetry(run.session_id, run.id);
         if (counted.action === "none") continue;
         if (counted.action === "park") {
-          this.deps.log.warn({ sessionId: run.session_id, detail: counted.detail }, "session parked");
+          this.deps.log.warn(
+            { sessionId: run.session_id, runId: run.id, detail: counted.detail },
+            "session parked",
+          );
           continue;
         }
         delayMs = counted.delayMs;

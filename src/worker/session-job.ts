@@ -169,6 +169,8 @@ export async function processSessionJob(
     },
     Math.max(100, Math.floor(deps.leaseTtlMs / 3)),
   );
+  /** The run this job is on (for the log line of a fenced-out job). */
+  let currentRun: string | null = null;
   try {
     // The first run of a new session starts in the claim's own statement (fenced-writes.ts).
     const claim = await jobDeps.writes.claimSession(sessionId, deps.workerId, {
@@ -220,6 +222,7 @@ export async function processSessionJob(
     let started = claim.started;
     // A run the claim started is taken to its end even when the job was aborted meanwhile.
     while (next && (started !== null || !controller.signal.aborted)) {
+      currentRun = next.id;
       next = await processRun(next, state, controller.signal, runDeps, started);
       started = null;
     }
@@ -234,7 +237,10 @@ export async function processSessionJob(
     }
     if (error instanceof FencedError) {
       deps.metrics.fencedWrites.inc();
-      deps.log.warn({ sessionId, reason: error.message }, "fenced out: this worker lost the lease; stopping");
+      deps.log.warn(
+        { sessionId, ...(currentRun ? { runId: currentRun } : {}), reason: error.message },
+        "fenced out: this worker lost the lease; stopping",
+      );
       return "fenced";
     }
     throw error;
@@ -335,7 +341,7 @@ async function endUnstarted(
   const ended: SessionEventInput[] = [{ type: "RUN_COMPLETED", runId: run.id, outcome }];
   if (end.park && nextRun === null) {
     deps.metrics.sessionsParked.inc({ reason: end.park.reason });
-    deps.log.warn({ sessionId: fence.sessionId, ...end.park }, "session parked");
+    deps.log.warn({ sessionId: fence.sessionId, runId: run.id, ...end.park }, "session parked");
     ended.push({ type: "SESSION_PARKED", reason: end.park.reason });
   }
   await events?.emitBounded(ended);
@@ -560,7 +566,10 @@ async function processRun(
   const ended: SessionEventInput[] = [{ type: "RUN_COMPLETED", runId: run.id, outcome: result.outcome }];
   if (park && next === null) {
     deps.metrics.sessionsParked.inc({ reason: park.reason });
-    deps.log.warn({ sessionId: fence.sessionId, reason: park.reason, detail: park.detail }, "session parked");
+    deps.log.warn(
+      { sessionId: fence.sessionId, runId: run.id, reason: park.reason, detail: park.detail },
+      "session parked",
+    );
     ended.push({ type: "SESSION_PARKED", reason: park.reason });
   }
   await events?.emitBounded(ended);

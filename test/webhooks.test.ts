@@ -256,3 +256,66 @@ describe("webhook delivery survives a missing sweeper and a lost job", () => {
     expect(mine()).toHaveLength(2);
   }, 60_000);
 });
+
+describe("a sweeper killed during a delivery", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let server: Server;
+  let url: string;
+  const received: { batchId: string; deliveryId: string; attempt: string; signed: boolean }[] = [];
+  /** The first request is held, unanswered, as a receiver that is slow when its sender dies. */
+  let hold = true;
+
+  beforeAll(async () => {
+    fleet = await createFleetEnv("webhookkill", { env: { FLEET_WEBHOOK_SECRET: SECRET } });
+    ({ client } = await fleet.startApi());
+    server = createServer((req, res) => {
+      let body = "";
+      req.on("data", (d) => {
+        body += d;
+      });
+      req.on("end", () => {
+        received.push({
+          batchId: JSON.parse(body).id,
+          deliveryId: String(req.headers["fleet-delivery-id"]),
+          attempt: String(req.headers["fleet-delivery-attempt"]),
+          signed: verifyWebhookSignature(SECRET, body, String(req.headers["fleet-signature"])),
+        });
+        if (hold) {
+          hold = false;
+          return;
+        }
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(server.address() as { port: number }).port}/`;
+  }, 60_000);
+  afterAll(async () => {
+    server?.closeAllConnections();
+    server?.close();
+    await fleet?.close();
+  });
+
+  it("another sweeper sends it again within seconds, under the same delivery id, as attempt 2", async () => {
+    const first = await fleet.spawnSweeper();
+    const agent = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
+    const batch = await client.createBatch([{ agent, customId: "k" }], { webhook: { url } });
+    await waitFor(() => received.length === 1, 20_000, "the first delivery to arrive");
+    first.child.kill("SIGKILL");
+    await first.exited;
+    await fleet.spawnSweeper();
+    // The killed sweeper's lock lapses (10 s) and the next stalled-job check (every 5 s) finds it.
+    await waitFor(() => received.length === 2, 25_000, "the delivery sent again");
+    expect(received.map((r) => [r.batchId, r.attempt, r.signed])).toEqual([
+      [batch.id, "1", true],
+      [batch.id, "2", true],
+    ]);
+    expect(received[1]!.deliveryId).toBe(received[0]!.deliveryId);
+    await waitFor(
+      async () => (await client.getBatch(batch.id)).webhook?.deliveredAt != null,
+      10_000,
+      "the delivery recorded",
+    );
+  }, 90_000);
+});

@@ -94,26 +94,34 @@ export function startWebhookWorker(options: {
       if (url === null || !batch) return "nothing to deliver";
       if (!settings.secret) throw new Error("FLEET_WEBHOOK_SECRET is not set in the sweeper; cannot sign");
       const body = JSON.stringify(batch);
+      // A delivery whose sweeper died mid-way (a stalled job, sent again) is another attempt too.
+      const attempt = job.attemptsMade + (job.stalledCounter ?? 0) + 1;
       const status = await postWebhook(
         url,
         body,
         {
           "fleet-signature": signWebhook(settings.secret, body, Math.floor(Date.now() / 1000)),
           "fleet-delivery-id": String(job.id),
-          "fleet-delivery-attempt": String(job.attemptsMade + 1),
+          "fleet-delivery-attempt": String(attempt),
         },
         settings,
       );
       if (status < 200 || status >= 300) throw new Error(`the receiver answered HTTP ${status}`);
       metrics?.webhookDeliveries.inc({ outcome: "delivered" });
       await store.markDelivered(batchId);
-      log.info({ batchId, attempt: job.attemptsMade + 1 }, "webhook delivered");
+      log.info({ batchId, attempt }, "webhook delivered");
       return "delivered";
     },
     {
       connection: options.connection,
       prefix: options.prefix,
       concurrency: options.concurrency ?? 8,
+      // A sweeper that dies during a delivery: another one sends it again within
+      // lockDuration + stalledInterval (≤ 15 s), not the defaults' ~60 s; stalls are not
+      // failures (a receiver is not at fault when its sender dies), up to three of them.
+      lockDuration: 10_000,
+      stalledInterval: 5_000,
+      maxStalledCount: 3,
       settings: {
         backoffStrategy: (attemptsMade, type) =>
           type === WEBHOOK_BACKOFF ? webhookBackoffMs(settings, attemptsMade) : 1_000,

@@ -5,7 +5,7 @@
  * delivery: a batch that ended while no sweeper ran — or whose delivery job was lost
  * between recording the end and queueing it — is still delivered once a sweeper runs.
  */
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import { createServer as createNetServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
@@ -25,6 +25,26 @@ import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-proces
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
 const SECRET = "whsec-webhooks-test";
+
+/**
+ * A webhook receiver on a free port: `take` gets each delivery's body and headers; the
+ * request is answered 204 unless it says false (then it is left unanswered).
+ */
+async function startReceiver(
+  take: (body: string, headers: IncomingHttpHeaders) => unknown,
+): Promise<{ server: Server; url: string }> {
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (d) => {
+      body += d;
+    });
+    req.on("end", () => {
+      if (take(body, req.headers) !== false) res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as { port: number }).port}/` };
+}
 
 describe("webhook URLs, signatures and backoff", () => {
   const settings = webhookSettingsFromEnv({ FLEET_WEBHOOK_SECRET: "s" });
@@ -182,22 +202,13 @@ describe("webhook delivery survives a missing sweeper and a lost job", () => {
   beforeAll(async () => {
     fleet = await createFleetEnv("webhooks", { env: { FLEET_WEBHOOK_SECRET: SECRET } });
     ({ client } = await fleet.startApi());
-    server = createServer((req, res) => {
-      let body = "";
-      req.on("data", (d) => {
-        body += d;
+    ({ server, url } = await startReceiver((body, headers) => {
+      received.push({
+        body,
+        signature: String(headers["fleet-signature"]),
+        deliveryId: String(headers["fleet-delivery-id"]),
       });
-      req.on("end", () => {
-        received.push({
-          body,
-          signature: String(req.headers["fleet-signature"]),
-          deliveryId: String(req.headers["fleet-delivery-id"]),
-        });
-        res.writeHead(204).end();
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    url = `http://127.0.0.1:${(server.address() as { port: number }).port}/`;
+    }));
   }, 60_000);
   afterAll(async () => {
     await sweeper?.stop();
@@ -269,27 +280,17 @@ describe("a sweeper killed during a delivery", () => {
   beforeAll(async () => {
     fleet = await createFleetEnv("webhookkill", { env: { FLEET_WEBHOOK_SECRET: SECRET } });
     ({ client } = await fleet.startApi());
-    server = createServer((req, res) => {
-      let body = "";
-      req.on("data", (d) => {
-        body += d;
+    ({ server, url } = await startReceiver((body, headers) => {
+      received.push({
+        batchId: JSON.parse(body).id,
+        deliveryId: String(headers["fleet-delivery-id"]),
+        attempt: String(headers["fleet-delivery-attempt"]),
+        signed: verifyWebhookSignature(SECRET, body, String(headers["fleet-signature"])),
       });
-      req.on("end", () => {
-        received.push({
-          batchId: JSON.parse(body).id,
-          deliveryId: String(req.headers["fleet-delivery-id"]),
-          attempt: String(req.headers["fleet-delivery-attempt"]),
-          signed: verifyWebhookSignature(SECRET, body, String(req.headers["fleet-signature"])),
-        });
-        if (hold) {
-          hold = false;
-          return;
-        }
-        res.writeHead(204).end();
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    url = `http://127.0.0.1:${(server.address() as { port: number }).port}/`;
+      if (!hold) return true;
+      hold = false;
+      return false;
+    }));
   }, 60_000);
   afterAll(async () => {
     server?.closeAllConnections();

@@ -8,7 +8,8 @@ import { join, relative } from "node:path";
 import { Redis } from "ioredis";
 import type postgres from "postgres";
 import { openDatabase } from "../src/shared/db/client.js";
-import { EventWriter, eventStreamKey } from "../src/shared/events.js";
+import { EventWriter } from "../src/shared/event-writer.js";
+import { eventStreamKey } from "../src/shared/events.js";
 import type {
   CallRow,
   ChaosHistory,

@@ -17,7 +17,7 @@ import { Redis } from "ioredis";
 import { startApi } from "../src/producer/api-server.js";
 import { FleetClient, parseSse } from "../src/producer/client.js";
 import { openDatabase } from "../src/shared/db/client.js";
-import { EventWriter } from "../src/shared/events.js";
+import { EventWriter } from "../src/shared/event-writer.js";
 import {
   benchToolCall,
   Cleanup,

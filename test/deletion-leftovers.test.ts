@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { DeletionCleanup } from "../src/shared/deletion-cleanup.js";
-import { EventWriter, eventStreamKey } from "../src/shared/events.js";
+import { EventWriter } from "../src/shared/event-writer.js";
+import { eventStreamKey } from "../src/shared/events.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { startSweeper } from "../src/sweeper/sweeper-process.js";
 import {

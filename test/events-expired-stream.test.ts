@@ -9,7 +9,8 @@ import { get } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { placeExpired, placeMayHaveExpired } from "../src/shared/event-expiry.js";
-import { EventWriter, eventStreamKey } from "../src/shared/events.js";
+import { EventWriter } from "../src/shared/event-writer.js";
+import { eventStreamKey } from "../src/shared/events.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { readSse } from "./support/sse.js";
 

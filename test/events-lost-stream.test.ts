@@ -7,8 +7,10 @@
 import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EventWriter, eventStreamKey, SessionEventLog } from "../src/shared/events.js";
+import { EventWriter } from "../src/shared/event-writer.js";
+import { eventStreamKey } from "../src/shared/events.js";
 import type { StoredMessage } from "../src/shared/messages.js";
+import { SessionEventLog } from "../src/shared/session-event-log.js";
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const PREFIX = `lost-${randomUUID().slice(0, 8)}`;

@@ -11,7 +11,8 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chunkStarts, EventWriter, eventStreamKey } from "../src/shared/events.js";
+import { chunkStarts, EventWriter } from "../src/shared/event-writer.js";
+import { eventStreamKey } from "../src/shared/events.js";
 import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
 import { replayHistory } from "./support/replay-history.js";
 

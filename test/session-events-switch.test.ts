@@ -9,7 +9,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startApi } from "../src/producer/api-server.js";
 import type { FleetClient, FleetEvent } from "../src/producer/client.js";
-import { EventWriter, eventStreamKey } from "../src/shared/events.js";
+import { EventWriter } from "../src/shared/event-writer.js";
+import { eventStreamKey } from "../src/shared/events.js";
 import { SessionEventsSetting } from "../src/shared/store/session-events-setting.js";
 import { runFleetCli } from "./support/fleet-cli.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";

@@ -6,9 +6,11 @@
 import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { EventWriter, eventStreamKey, SessionEventLog } from "../src/shared/events.js";
+import { EventWriter } from "../src/shared/event-writer.js";
+import { eventStreamKey } from "../src/shared/events.js";
 import { SessionLease } from "../src/shared/lease.js";
 import type { StoredMessage } from "../src/shared/messages.js";
+import { SessionEventLog } from "../src/shared/session-event-log.js";
 import { keysShareSlot, TurnBatch } from "../src/shared/turn-batch.js";
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";

@@ -3,7 +3,7 @@ import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { DeletionCleanup, runJobRemover } from "../shared/deletion-cleanup.js";
 import { ValidationError } from "../shared/errors.js";
-import { EventWriter, warnDroppedStream } from "../shared/events.js";
+import { EventWriter, warnDroppedStream } from "../shared/event-writer.js";
 import { checkEvictionPolicy } from "../shared/eviction-policy.js";
 import { listenError, servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";

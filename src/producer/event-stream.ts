@@ -24,10 +24,10 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Redis } from "ioredis";
 import { ConflictError, NotFoundError, TooManyRequestsError, ValidationError } from "../shared/errors.js";
 import { placeMayHaveExpired, STREAM_START } from "../shared/event-expiry.js";
+import { EventReader } from "../shared/event-reader.js";
+import type { EventsCounter } from "../shared/event-writer.js";
 import {
-  EventReader,
   type EventRetention,
-  type EventsCounter,
   eventStreamKey,
   eventsNotifyChannel,
   idBefore,

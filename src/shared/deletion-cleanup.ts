@@ -20,7 +20,7 @@
  *   only ones a worker may still write for — and DELETED_STREAM_TTL_MS for the others.
  */
 import type { Redis } from "ioredis";
-import { DEFAULT_RETENTION, eventStreamKey, eventsNotifyChannel } from "./events.js";
+import { DEFAULT_RETENTION, eventStreamKey, eventsNotifyChannel, seqKey } from "./events.js";
 import { QUEUES, type RunQueues } from "./queues.js";
 import { isCluster } from "./redis.js";
 import type { DataDeletion, Deleted, DroppedRun } from "./store/data-deletion.js";
@@ -57,7 +57,7 @@ export function streamEnds(prefix: string, deleted: Deleted, tombstoneTtlMs: num
   const active = new Set(deleted.runs.map((r) => r.sessionId));
   return deleted.sessionIds.map((sessionId) => ({
     key: eventStreamKey(prefix, sessionId),
-    seqKey: `${prefix}:events-seq:${sessionId}`,
+    seqKey: seqKey(prefix, sessionId),
     last: { type: "SESSION_DELETED", sessionId },
     tombstoneMs: active.has(sessionId)
       ? Math.max(tombstoneTtlMs, DELETED_STREAM_TTL_MS)

@@ -7,7 +7,7 @@ import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { DeletionCleanup, runJobRemover } from "../shared/deletion-cleanup.js";
-import { EventWriter, warnDroppedStream } from "../shared/events.js";
+import { EventWriter, warnDroppedStream } from "../shared/event-writer.js";
 import { checkEvictionPolicy } from "../shared/eviction-policy.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";

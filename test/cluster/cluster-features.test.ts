@@ -21,7 +21,9 @@ import { BATCH_MEMBER, BatchStreamCheck, batchStreamKeys } from "../../src/produ
 import { FairDispatch } from "../../src/producer/fair-dispatch.js";
 import { loadConfig } from "../../src/shared/config.js";
 import { DeletionCleanup } from "../../src/shared/deletion-cleanup.js";
-import { EventReader, EventWriter, eventStreamKey, fingerprint } from "../../src/shared/events.js";
+import { EventReader } from "../../src/shared/event-reader.js";
+import { EventWriter } from "../../src/shared/event-writer.js";
+import { eventStreamKey, fingerprint } from "../../src/shared/events.js";
 import { readEvictionPolicy, reportEvictionPolicy } from "../../src/shared/eviction-policy.js";
 import type { StoredMessage } from "../../src/shared/messages.js";
 import { ProviderLimits } from "../../src/shared/provider-limits.js";

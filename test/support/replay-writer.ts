@@ -5,7 +5,7 @@
  * JSON `{bytes, entries}`; WRITE_CHUNK when absent]. Prints "writing" before it starts.
  */
 import { Redis } from "ioredis";
-import { EventWriter, WRITE_CHUNK } from "../../src/shared/events.js";
+import { EventWriter, WRITE_CHUNK } from "../../src/shared/event-writer.js";
 import { replayHistory } from "./replay-history.js";
 
 const [url, prefix, sessionId, count, bytes, chunk] = process.argv.slice(2) as [

@@ -14,7 +14,7 @@ import type postgres from "postgres";
 import { parseAgentConfig } from "../agent-config.js";
 import type { Database } from "../db/client.js";
 import type { RunRow } from "../db/schema.js";
-import type { EventWriter } from "../events.js";
+import type { EventWriter } from "../event-writer.js";
 import type { StoredMessage } from "../messages.js";
 import type { FleetMetrics } from "../metrics.js";
 import { QUEUES } from "../queues.js";

@@ -1,0 +1,89 @@
+/** EventReader: what the SSE route reads of a session's stream (events.ts). */
+import type { Redis } from "ioredis";
+import { compareIds, placeExpired, STREAM_START, type StreamInfo } from "./event-expiry.js";
+import { type StoredEvent, toStored } from "./events.js";
+
+/** Reads a session's stream for the SSE route. */
+export class EventReader {
+  constructor(
+    private readonly redis: Redis,
+    readonly prefix: string,
+  ) {}
+
+  /** Entries after `after` (exclusive), at most `count`. */
+  async after(key: string, after: string, count = 200): Promise<StoredEvent[]> {
+    const rows = (await this.redis.xrange(key, `(${after}`, "+", "COUNT", count)) as [string, string[]][];
+    return rows.map(toStored);
+  }
+
+  /** The newest entry id, or null for an empty or missing stream. */
+  async lastId(key: string): Promise<string | null> {
+    const rows = (await this.redis.xrevrange(key, "+", "-", "COUNT", 1)) as [string, string[]][];
+    return rows[0]?.[0] ?? null;
+  }
+
+  /** Entries from `from` (inclusive), at most `count`. */
+  async from(key: string, from: string, count: number): Promise<StoredEvent[]> {
+    const rows = (await this.redis.xrange(key, from, "+", "COUNT", count)) as [string, string[]][];
+    return rows.map(toStored);
+  }
+
+  /**
+   * Whether `after` is older than what is kept, or a place this stream never had (event-expiry.ts).
+   * `isEntry` false: `after` is a place before an entry, not one (a stream read from a run's
+   * start), judged by its position alone.
+   */
+  async expired(key: string, after: string, isEntry = true): Promise<boolean> {
+    const stream = await this.streamInfo(key);
+    if (stream === null || after === STREAM_START || !isEntry) return placeExpired(stream, after);
+    return placeExpired(stream, after, await this.isEntry(key, after));
+  }
+
+  /**
+   * Whether a place that is no longer an entry of the stream was lost rather than trimmed: it
+   * is not before the first entry kept (event-expiry.ts), or it is and the stream never lost an
+   * entry to trimming — the stream was started again after it (dropped and rebuilt).
+   */
+  async placeLost(key: string, place: string): Promise<boolean> {
+    const stream = await this.streamInfo(key);
+    if (stream === null || stream.firstId === null) return false;
+    if (compareIds(place, stream.firstId) < 0) return stream.entriesAdded <= stream.length;
+    return !(await this.isEntry(key, place));
+  }
+
+  private async isEntry(key: string, id: string): Promise<boolean> {
+    return ((await this.redis.xrange(key, id, id, "COUNT", 1)) as unknown[]).length > 0;
+  }
+
+  private async streamInfo(key: string): Promise<StreamInfo> {
+    let info: unknown[];
+    try {
+      info = (await this.redis.call("XINFO", "STREAM", key)) as unknown[];
+    } catch (error) {
+      if (/no such key/i.test((error as Error).message)) return null;
+      throw error;
+    }
+    const field = (name: string) => {
+      const at = info.indexOf(name);
+      return at >= 0 ? info[at + 1] : undefined;
+    };
+    const length = Number(field("length") ?? 0);
+    const first = (field("first-entry") as [string, unknown] | null | undefined)?.[0];
+    return { length, entriesAdded: Number(field("entries-added") ?? length), firstId: first ?? null };
+  }
+
+  /** The id of the RUN_STARTED of `runId`, scanning back from the newest entry. */
+  async runStartedId(key: string, runId: string): Promise<string | null> {
+    let end = "+";
+    for (let page = 0; page < 200; page++) {
+      const rows = (await this.redis.xrevrange(key, end, "-", "COUNT", 100)) as [string, string[]][];
+      for (const row of rows) {
+        const event = toStored(row);
+        if (event.type === "RUN_STARTED" && event.data.runId === runId) return event.id;
+      }
+      if (rows.length < 100) return null;
+      end = `(${rows.at(-1)![0]}`;
+    }
+    return null;
+  }
+}

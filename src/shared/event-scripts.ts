@@ -1,0 +1,154 @@
+/**
+ * The Lua scripts that write and drop session event streams (events.ts says how the streams
+ * stay tied to the stored messages). EventWriter registers them on its connection.
+ */
+import type { Redis } from "ioredis";
+
+/**
+ * Appends to the streams of one or more sessions in one call. KEYS: per write, its stream and
+ * its seq key. ARGV: maxEvents, maxAgeMs, channel, then per write: its stream key (published),
+ * its entry count n, then n × (seq, type, data). `seq` is a message's fingerprint,
+ * `SEQ|createdAt` (`fingerprint`), `0` for other events, `r:RUN_ID` for a RUN_COMPLETED, and
+ * `c:FINGERPRINT` for a check (type CHECK, never written): the writer's stored message at the
+ * seq it believes the stream has last. The writes are applied in order, each against its
+ * session's seq as the writes before it left it. A run's RUN_COMPLETED is written once: the seq
+ * key keeps the run last written one (`done`), and a second one for that run is skipped (a late
+ * writer after a repair, see `missingRunEnd`). The seq key also keeps the fingerprint of its
+ * last message (`fp`): a check at that seq with another fingerprint means the stream's messages
+ * are not the stored ones (Postgres restored to an earlier point, `dropIfDiverged`). Returns,
+ * per write, {"ok", seq before it, its fingerprint ('' if not kept), ids...}, {"gap", last},
+ * {"diverged", last, fp} or {"deleted"}: the seq key is a deleted session's tombstone
+ * (`deleted` set by deletion-cleanup.ts), and nothing is written, so a late writer (a worker
+ * frozen across the delete) does not recreate the stream; the same for a stream turned off
+ * (`off`, DROP_OFF_SCRIPT) until it is turned on. Read with the seq, in one HMGET.
+ */
+export const APPEND_SCRIPT = `
+local t = redis.call('TIME')
+local minId = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[2]))
+-- seq, fingerprint, ended run, check
+local function parse(arg)
+  local head = string.sub(arg, 1, 2)
+  if head == 'r:' then return 0, nil, string.sub(arg, 3), nil end
+  if head == 'c:' then return 0, nil, nil, string.sub(arg, 3) end
+  local bar = string.find(arg, '|', 1, true)
+  if bar then return tonumber(string.sub(arg, 1, bar - 1)), arg, nil, nil end
+  return tonumber(arg) or 0, nil, nil, nil
+end
+local results = {}
+local a = 4
+for w = 1, #KEYS / 2 do
+  local stream, seqKey = KEYS[2 * w - 1], KEYS[2 * w]
+  local name, first = ARGV[a], a + 2
+  local stop = first + 3 * tonumber(ARGV[a + 1]) - 1
+  a = stop + 1
+  -- A deleted session's seq key is a tombstone (deletion-cleanup.ts): nothing is written.
+  local head = redis.call('HMGET', seqKey, 'seq', 'deleted', 'off')
+  local gone = head[2] or head[3]
+  local last = tonumber(head[1] or '0')
+  local prior = last
+  local expect = last
+  local gap = false
+  local diverged = nil
+  local mark = tostring(last) .. '|'
+  for i = first, stop, 3 do
+    local seq, _, _, check = parse(ARGV[i])
+    if check ~= nil then
+      if string.sub(check, 1, #mark) == mark then
+        local have = redis.call('HGET', seqKey, 'fp')
+        if have and have ~= check and string.sub(have, 1, #mark) == mark then diverged = have end
+      elseif tonumber(string.match(check, '^(%d+)|') or '0') > last then
+        -- The writer believes the stream has a message it lacks (lost, expired, dropped): a
+        -- gap, so that the missing messages go first, even before a write of events alone.
+        gap = true
+        break
+      end
+    end
+    if seq > expect then
+      if seq ~= expect + 1 then gap = true break end
+      expect = seq
+    end
+  end
+  if gone then
+    results[w] = {'deleted'}
+  elseif diverged then
+    results[w] = {'diverged', tostring(last), diverged}
+  elseif gap then
+    results[w] = {'gap', tostring(last)}
+  else
+    local out = {'ok', tostring(prior), redis.call('HGET', seqKey, 'fp') or ''}
+    -- The run whose RUN_COMPLETED the stream has last: read only for a write that ends a run.
+    local done, ends, lastFp = nil, nil, nil
+    for i = first, stop, 3 do
+      local seq, fp, ended, check = parse(ARGV[i])
+      if ended ~= nil and done == nil then done = redis.call('HGET', seqKey, 'done') end
+      if check == nil and ((seq == 0 and (ended == nil or ended ~= done)) or seq > last) then
+        out[#out + 1] = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2])
+        if seq > 0 then last, lastFp = seq, fp end
+        if ended ~= nil then done, ends = ended, ended end
+      end
+    end
+    if #out > 3 then
+      redis.call('XTRIM', stream, 'MINID', '~', minId)
+      redis.call('HSET', seqKey, 'seq', tostring(last))
+      if lastFp then redis.call('HSET', seqKey, 'fp', lastFp) end
+      if ends then redis.call('HSET', seqKey, 'done', ends) end
+      redis.call('PEXPIRE', stream, ARGV[2])
+      redis.call('PEXPIRE', seqKey, ARGV[2])
+      redis.call('PUBLISH', ARGV[3], name)
+    end
+    results[w] = out
+  end
+end
+return results
+`;
+
+/**
+ * Drops a session's stream and its seq key when the seq key still says `ARGV[1]` and, when
+ * `ARGV[3]` is not empty, its last message's fingerprint is still that (what the caller read
+ * before it asked Postgres), and wakes its readers. KEYS: stream, seq key. ARGV: seq, channel,
+ * fingerprint.
+ */
+export const DROP_SCRIPT = `
+if redis.call('HEXISTS', KEYS[2], 'deleted') == 1 then return 0 end
+if tonumber(redis.call('HGET', KEYS[2], 'seq') or '0') ~= tonumber(ARGV[1]) then return 0 end
+if ARGV[3] ~= '' and redis.call('HGET', KEYS[2], 'fp') ~= ARGV[3] then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('PUBLISH', ARGV[2], KEYS[1])
+return 1
+`;
+
+/**
+ * Drops a stream whose session no longer has one (`sessionEvents` turned off) and leaves its
+ * seq key as a marker (`off`, expiring after ARGV[2] ms): a worker job that has not yet seen
+ * the change writes nothing (APPEND_SCRIPT), and turning it on again (ON_SCRIPT) starts the
+ * stream from the first message. A deleted session's tombstone stays (deletion-cleanup.ts).
+ * Readers are woken, and end when they next ask (event-stream.ts).
+ */
+export const DROP_OFF_SCRIPT = `
+if redis.call('HEXISTS', KEYS[2], 'deleted') == 1 then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[2], 'off', '1')
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('PUBLISH', ARGV[1], KEYS[1])
+return 1
+`;
+
+/** The `off` marker of DROP_OFF_SCRIPT removed (its stream turned on again); a tombstone stays. */
+export const ON_SCRIPT = `
+if redis.call('HEXISTS', KEYS[1], 'deleted') == 1 then return 0 end
+if redis.call('HEXISTS', KEYS[1], 'off') == 0 then return 0 end
+return redis.call('DEL', KEYS[1])
+`;
+
+export type RedisWithAppend = Redis & {
+  fleetEventsAppendMany(numKeys: number, ...args: (string | number)[]): Promise<string[][]>;
+  fleetEventsDropOff(stream: string, seqKey: string, channel: string, ttlMs: number): Promise<number>;
+  fleetEventsOn(seqKey: string): Promise<number>;
+  fleetEventsDropStale(
+    stream: string,
+    seqKey: string,
+    seq: number,
+    channel: string,
+    fp: string,
+  ): Promise<number>;
+};

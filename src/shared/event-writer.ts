@@ -1,0 +1,413 @@
+/**
+ * EventWriter: writes session event streams (events.ts), the writes of many sessions in one
+ * script call and a long write in chunks, and the repairs and syncs that keep a stream the
+ * stored history.
+ */
+import type { Redis } from "ioredis";
+import type { Database } from "./db/client.js";
+import {
+  APPEND_SCRIPT,
+  DROP_OFF_SCRIPT,
+  DROP_SCRIPT,
+  ON_SCRIPT,
+  type RedisWithAppend,
+} from "./event-scripts.js";
+import {
+  DEFAULT_RETENTION,
+  type EventRetention,
+  eventStreamKey,
+  eventsNotifyChannel,
+  fingerprint,
+  type SessionEventInput,
+  seqKey,
+  toStored,
+} from "./events.js";
+import type { StoredMessage } from "./messages.js";
+import { isCluster } from "./redis.js";
+import { json, messageFromRaw, type RawMessage } from "./store/rows.js";
+import { keysShareSlot, TurnBatch } from "./turn-batch.js";
+
+/** Counts what is written, by type (`fleet_events_written_total`). */
+export type EventsCounter = { inc(labels: { type: string }, value?: number): void };
+
+/**
+ * `prior`: the highest message seq the stream had before the write, `priorFingerprint` the
+ * fingerprint of that message when the stream keeps it (`fingerprint`). `diverged`: the
+ * fingerprint of the stream's last message (seq `last`), which is not the one the write's check
+ * named (`writeEntries`).
+ */
+export type WriteResult =
+  | { ok: true; ids: string[]; prior: number; priorFingerprint: string | null; deleted?: true }
+  | { ok: false; last: number; diverged?: string };
+
+/** An entry as the script takes it: its seq (0, or `r:RUN_ID`), its type, its data (JSON). */
+type Row = [seq: number | string, type: string, data: string];
+
+/** `check`: the stored message the writer believes the stream has last (APPEND_SCRIPT's CHECK). */
+type SessionWrite = { sessionId: string; rows: readonly Row[]; bytes: number; check?: StoredMessage };
+
+/**
+ * The most one script call carries: a long write (the whole history replayed into a new
+ * stream after an import or an expired stream: 14.5 MB at 10,000 messages of 1 KB) goes in
+ * chunks of at most this many bytes of data and entries, each its own call, so that no call
+ * holds Redis (single-threaded: every other client waits) for more than about a millisecond.
+ */
+export const WRITE_CHUNK = { bytes: 128 * 1024, entries: 256 };
+
+/**
+ * Where a write of entries of these sizes is cut into chunks (pure): the index each chunk
+ * starts at. A chunk holds at most `limit.entries` entries and `limit.bytes` bytes, or one
+ * entry heavier than that alone; the entries stay in their order.
+ */
+export function chunkStarts(sizes: readonly number[], limit = WRITE_CHUNK): number[] {
+  const starts: number[] = [];
+  let bytes = 0;
+  let count = 0;
+  sizes.forEach((size, i) => {
+    if (count === 0 || count >= limit.entries || bytes + size > limit.bytes) {
+      starts.push(i);
+      bytes = 0;
+      count = 0;
+    }
+    bytes += size;
+    count++;
+  });
+  return starts;
+}
+
+/** The `onDropped` of an EventWriter that says so in the log, once per stream dropped. */
+export function warnDroppedStream(log: { warn(object: object, message: string): void }) {
+  return (sessionId: string, streamSeq: number, storedSeq: number) =>
+    log.warn(
+      { sessionId, streamSeq, storedSeq },
+      "the session's event stream had messages that are not the stored ones (Postgres restored from an earlier point?): dropped it and wrote it again from Postgres; readers resuming from before get 410",
+    );
+}
+
+/** What Postgres has of a session: its highest message seq, and the fingerprint of its message `seq` (null: none). */
+export type StoredState = { last: number; fingerprint: string | null };
+
+export async function storedState(database: Database, sessionId: string, seq: number): Promise<StoredState> {
+  // created_at as JSON, as every stored message read is (row_to_json), so its fingerprint is the same.
+  const [row] = await database.sql<{ last: number; at: string | null }[]>`
+    select (select coalesce(max(seq), 0)::int from messages where session_id = ${sessionId}) as last,
+           (select to_json(created_at) from messages where session_id = ${sessionId} and seq = ${seq}) as at`;
+  const at = row?.at ? new Date(row.at).toISOString() : null;
+  return { last: row?.last ?? 0, fingerprint: at === null ? null : fingerprint({ seq, createdAt: at }) };
+}
+
+export class EventWriter {
+  /**
+   * Writes asked for in one turn of the event loop go to Redis together, in one script call
+   * (turn-batch.ts): a worker running many sessions makes one call where it made one per
+   * session and write.
+   */
+  private readonly batch: TurnBatch<SessionWrite, string[]>;
+
+  constructor(
+    private readonly redis: Redis,
+    readonly prefix: string,
+    private readonly retention: EventRetention = DEFAULT_RETENTION,
+    private readonly counter?: EventsCounter,
+    /** false: events are off (FLEET_EVENTS=off), every write is a no-op. */
+    readonly enabled = true,
+    /** How long a write waits for others to share its script call (TurnBatch's gatherMs). */
+    gatherMs = 0,
+    /**
+     * `database`: where a job's log (SessionEventLog) confirms that a stream is not the stored
+     * history (`dropIfStale`); `onDropped`: told of each stream dropped so (a log line).
+     */
+    private readonly store: {
+      database?: Database;
+      onDropped?: (sessionId: string, streamSeq: number, storedSeq: number) => void;
+    } = {},
+    /** The most one script call carries (WRITE_CHUNK; tests pass smaller limits to prove the chunking on less data). */
+    private readonly chunk: { bytes: number; entries: number } = WRITE_CHUNK,
+  ) {
+    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsAppendMany)
+      redis.defineCommand("fleetEventsAppendMany", { lua: APPEND_SCRIPT });
+    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsDropStale)
+      redis.defineCommand("fleetEventsDropStale", { numberOfKeys: 2, lua: DROP_SCRIPT });
+    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsDropOff)
+      redis.defineCommand("fleetEventsDropOff", { numberOfKeys: 2, lua: DROP_OFF_SCRIPT });
+    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsOn)
+      redis.defineCommand("fleetEventsOn", { numberOfKeys: 1, lua: ON_SCRIPT });
+    this.batch = new TurnBatch(
+      (writes) => this.send(writes),
+      64,
+      keysShareSlot(isCluster(redis), prefix),
+      gatherMs,
+      // Writes of several sessions share a call only up to one chunk's bytes.
+      { of: (write) => write.bytes, max: chunk.bytes },
+    );
+  }
+
+  /**
+   * Drops the session's stream: its `sessionEvents` was turned off. Its seq key stays as an
+   * `off` marker for FLEET_EVENTS_MAX_AGE_MS, so that a job that has not yet seen the change
+   * (it learns it at its next append) writes nothing meanwhile.
+   */
+  async dropStream(sessionId: string): Promise<void> {
+    if (!this.enabled) return;
+    await (this.redis as unknown as RedisWithAppend).fleetEventsDropOff(
+      eventStreamKey(this.prefix, sessionId),
+      seqKey(this.prefix, sessionId),
+      eventsNotifyChannel(this.prefix),
+      this.retention.maxAgeMs,
+    );
+  }
+
+  /**
+   * Starts the session's stream again (its `sessionEvents` turned on): the `off` marker goes,
+   * and every stored message is written (`writeAfterSync`).
+   */
+  async startStream(database: Database, sessionId: string): Promise<void> {
+    if (!this.enabled) return;
+    await (this.redis as unknown as RedisWithAppend).fleetEventsOn(seqKey(this.prefix, sessionId));
+    await this.writeAfterSync(database, sessionId, []);
+  }
+
+  /** The highest message seq already in the session's stream (0: none, or the stream expired). */
+  async lastSeq(sessionId: string): Promise<number> {
+    if (!this.enabled) return 0;
+    return Number((await this.redis.hget(seqKey(this.prefix, sessionId), "seq")) ?? 0);
+  }
+
+  /**
+   * Writes `messages` (stored messages in seq order; those already in the stream are
+   * skipped) and then `events`. Returns "gap" when the messages start after a seq the
+   * stream lacks; the caller sends the missing ones too.
+   */
+  write(
+    sessionId: string,
+    messages: readonly { runId: string | null; message: StoredMessage }[],
+    events: readonly SessionEventInput[],
+  ): Promise<WriteResult> {
+    return this.writeEntries(sessionId, [
+      ...messages.map((m) => ({ type: "MESSAGE" as const, runId: m.runId, message: m.message })),
+      ...events,
+    ]);
+  }
+
+  /**
+   * Writes `entries` in their order: `MESSAGE` entries (stored messages, in seq order; those
+   * already in the stream are skipped) among other events. Returns "gap" when a message comes
+   * after a seq the stream lacks; the caller sends the missing ones too.
+   */
+  async writeEntries(
+    sessionId: string,
+    entries: readonly SessionEventInput[],
+    /** The stored message the writer believes the stream has last: "diverged" when it has another. */
+    check?: StoredMessage,
+  ): Promise<WriteResult> {
+    if (!this.enabled || entries.length === 0) return { ok: true, ids: [], prior: 0, priorFingerprint: null };
+    const rows = entries.map((event): Row => {
+      const seq =
+        event.type === "MESSAGE"
+          ? fingerprint(event.message)
+          : event.type === "RUN_COMPLETED"
+            ? `r:${event.runId}`
+            : 0;
+      return [seq, event.type, JSON.stringify({ sessionId, ...event })];
+    });
+    // A long write goes in chunks, one call each, in order. Each chunk is checked against the
+    // stream's seq like any write (a message already there is skipped, one after a gap
+    // refused), so the chunks a writer that died left behind are the start of what the next
+    // writer sends, and a reader between two chunks reads an ordinary stream that grows. The
+    // writer's `check` goes with the first chunk: the later ones follow what it wrote.
+    const sizes = rows.map((row) => Buffer.byteLength(row[2]) + 32);
+    const starts = chunkStarts(sizes, this.chunk);
+    const ids: string[] = [];
+    let prior = 0;
+    let priorFingerprint: string | null = null;
+    for (const [n, start] of starts.entries()) {
+      const end = starts[n + 1] ?? rows.length;
+      const result = await this.batch.call({
+        sessionId,
+        rows: rows.slice(start, end),
+        bytes: sizes.slice(start, end).reduce((sum, size) => sum + size, 0),
+        ...(check && n === 0 ? { check } : {}),
+      });
+      // A gap is found in the first chunk (in a later one only if Redis lost the stream meanwhile).
+      // The session was deleted: nothing is written, and nothing is to be repaired.
+      if (result[0] === "deleted") return { ok: true, ids, prior: 0, priorFingerprint: null, deleted: true };
+      if (result[0] === "gap") return { ok: false, last: Number(result[1]) };
+      if (result[0] === "diverged") return { ok: false, last: Number(result[1]), diverged: result[2]! };
+      if (n === 0) {
+        prior = Number(result[1]);
+        priorFingerprint = result[2] || null;
+      }
+      const written = result.slice(3);
+      this.count(entries.slice(start, end), written.length);
+      ids.push(...written);
+    }
+    return { ok: true, ids, prior, priorFingerprint };
+  }
+
+  /**
+   * Drops the session's stream when its messages are not the stored ones: it has messages past
+   * the stored ones (`seen`, its seq as read before `stored` was read from Postgres, is past
+   * `stored.last`), or its last message (`seenFingerprint`, read with `seen`) is another
+   * message than the stored one under that seq. Only a Postgres restored from a backup (or to
+   * an earlier point in time) does that: messages enter a stream only after their commit, and
+   * a stored message never changes. Those messages no longer exist, and the stream would skip
+   * the new ones under their seqs (APPEND_SCRIPT), so the stream goes whole: the next write
+   * starts it again with every stored message, and a reader whose place was in the old one
+   * gets 410 (event-expiry.ts). Dropped only while the stream still says what was seen.
+   */
+  async dropIfStale(
+    sessionId: string,
+    seen: number,
+    seenFingerprint: string | null,
+    stored: StoredState,
+  ): Promise<boolean> {
+    const ahead = seen > stored.last;
+    const other =
+      seenFingerprint !== null && stored.fingerprint !== null && seenFingerprint !== stored.fingerprint;
+    if (!this.enabled || !(ahead || other)) return false;
+    const dropped = await (this.redis as unknown as RedisWithAppend).fleetEventsDropStale(
+      eventStreamKey(this.prefix, sessionId),
+      seqKey(this.prefix, sessionId),
+      seen,
+      eventsNotifyChannel(this.prefix),
+      seenFingerprint ?? "",
+    );
+    if (dropped === 1) this.store.onDropped?.(sessionId, seen, stored.last);
+    return dropped === 1;
+  }
+
+  /** `dropIfStale`, with what is stored read from `store.database` now. False without one. */
+  async dropIfStaleInStore(
+    sessionId: string,
+    seen: number,
+    seenFingerprint: string | null,
+  ): Promise<boolean> {
+    if (!this.store.database) return false;
+    const stored = await storedState(this.store.database, sessionId, seen);
+    return this.dropIfStale(sessionId, seen, seenFingerprint, stored);
+  }
+
+  private send(writes: SessionWrite[]): Promise<string[][]> {
+    const keys: string[] = [];
+    const args: (string | number)[] = [
+      this.retention.maxEvents,
+      this.retention.maxAgeMs,
+      eventsNotifyChannel(this.prefix),
+    ];
+    for (const { sessionId, rows, check } of writes) {
+      const stream = eventStreamKey(this.prefix, sessionId);
+      keys.push(stream, seqKey(this.prefix, sessionId));
+      args.push(stream, rows.length + (check ? 1 : 0));
+      if (check) args.push(`c:${fingerprint(check)}`, "CHECK", "");
+      for (const row of rows) args.push(...row);
+    }
+    return (this.redis as unknown as RedisWithAppend).fleetEventsAppendMany(keys.length, ...keys, ...args);
+  }
+
+  /** Counts the entries written: every non-message event, and the messages not skipped (the first ones). */
+  private count(entries: readonly SessionEventInput[], written: number): void {
+    if (!this.counter || written === 0) return;
+    let skipped = entries.length - written;
+    for (const event of entries) {
+      if (event.type === "MESSAGE" && skipped > 0) {
+        skipped--;
+        continue;
+      }
+      this.counter.inc({ type: event.type });
+    }
+  }
+
+  /**
+   * The RUN_COMPLETED of the session's latest ended run, when it ended more than `graceMs`
+   * ago (on Postgres's clock) and its stream lacks it: whoever ended the run died (or lost
+   * Redis) between committing the end and writing the event. Written after the stored messages
+   * the stream lacks, exactly like the sweeper's; a late writer's own RUN_COMPLETED for that
+   * run is then skipped (APPEND_SCRIPT's `done`). Returns the run it wrote the end of, or null.
+   */
+  async missingRunEnd(database: Database, sessionId: string, graceMs: number): Promise<string | null> {
+    if (!this.enabled) return null;
+    // The latest ended run, unless a later run has started since (its RUN_STARTED is in the
+    // stream: an end written now would come after it).
+    const [run] = await database.sql<{ id: string; ended_reason: string | null; settled: boolean }[]>`
+      select x.id, x.ended_reason,
+             x.ended_at < now() - make_interval(secs => ${graceMs / 1000})
+               and x.ended_at > now() - make_interval(secs => ${this.retention.maxAgeMs / 1000}) as settled
+        from (select id, ended_reason, ended_at, created_at from runs
+               where session_id = ${sessionId} and status = (select 'ended'::text)
+               order by created_at desc, id desc limit 1) x
+       where not exists (select 1 from runs y where y.session_id = ${sessionId}
+                           and y.created_at > x.created_at and y.started_at is not null)
+         -- A session created with sessionEvents: false has no stream to complete.
+         and not exists (select 1 from sessions z where z.id = ${sessionId} and not z.session_events)`;
+    // Ended too recently (its writer may be on its way), or so long ago that its stream expired.
+    if (!run?.settled) return null;
+    if ((await this.redis.hget(seqKey(this.prefix, sessionId), "done")) === run.id) return null;
+    // A stream written before `done` was kept: its recent entries tell.
+    const recent = (await this.redis.xrevrange(
+      eventStreamKey(this.prefix, sessionId),
+      "+",
+      "-",
+      "COUNT",
+      RECENT_ENTRIES,
+    )) as [string, string[]][];
+    for (const row of recent) {
+      const event = toStored(row);
+      if (event.type === "RUN_COMPLETED" && event.data.runId === run.id) return null;
+    }
+    await this.writeAfterSync(database, sessionId, [
+      { type: "RUN_COMPLETED", runId: run.id, outcome: run.ended_reason ?? "failed" },
+    ]);
+    return run.id;
+  }
+
+  /**
+   * Writes `events` after every stored message the stream lacks, read from Postgres (the
+   * sweeper's way, and anyone's without the history in memory).
+   */
+  async writeAfterSync(database: Database, sessionId: string, events: readonly SessionEventInput[]) {
+    if (!this.enabled) return;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const last = await this.lastSeq(sessionId);
+      // From the stream's last message on (checked: it must be the stored one), with the
+      // highest stored seq: a stream past it has messages Postgres no longer has.
+      const found = await database.sql<{ stored: number; off: boolean; m: string | RawMessage | null }[]>`
+        select s.stored, s.off, row_to_json(m) as m
+          from (select coalesce(max(seq), 0)::int as stored,
+                       exists (select 1 from sessions z where z.id = ${sessionId} and not z.session_events) as off
+                  from messages where session_id = ${sessionId}) s
+          left join messages m on m.session_id = ${sessionId} and m.seq >= ${last} and not s.off
+         order by m.seq`;
+      // Created with sessionEvents: false: it has no stream, and none is started here.
+      if (found[0]?.off) return;
+      const stored = found[0]?.stored ?? 0;
+      if (await this.dropIfStale(sessionId, last, null, { last: stored, fingerprint: null })) continue;
+      const rows = found.flatMap((row) => {
+        if (row.m === null) return [];
+        const raw = json<RawMessage>(row.m);
+        return [{ runId: raw.run_id, message: messageFromRaw(raw) }];
+      });
+      const check = rows[0]?.message.seq === last ? rows[0].message : undefined;
+      const messages = rows.filter((row) => row.message.seq > last);
+      const result = await this.writeEntries(
+        sessionId,
+        [
+          ...messages.map((m) => ({ type: "MESSAGE" as const, runId: m.runId, message: m.message })),
+          ...events,
+        ],
+        check,
+      );
+      if (result.ok) return;
+      if (result.diverged !== undefined)
+        await this.dropIfStale(
+          sessionId,
+          result.last,
+          result.diverged,
+          await storedState(database, sessionId, result.last),
+        );
+    }
+    throw new Error(`session ${sessionId}: the event stream kept moving while it was synced`);
+  }
+}
+
+/** How far back `missingRunEnd` looks for a run's RUN_COMPLETED in a stream that has no `done`. */
+const RECENT_ENTRIES = 20;

@@ -1,0 +1,189 @@
+import type { EventWriter } from "./event-writer.js";
+import type { SessionEventInput } from "./events.js";
+import type { StoredMessage } from "./messages.js";
+
+/**
+ * The events of one session as one worker job writes them: every write first carries the
+ * stored messages of `history` the stream does not have yet (up to `through`, when given).
+ * Writes go out one after the other, in the order they were asked for: what is asked for
+ * while a write is on its way (or in the same turn of the event loop) goes out together in
+ * the next one. A failed write (Redis away) is logged and its messages go with the next
+ * one; it never stops the run. Text deltas are coalesced for up to DELTA_FLUSH_MS (best
+ * effort, contracts §7).
+ */
+export class SessionEventLog {
+  private chain: Promise<void> = Promise.resolve();
+  /** What the next write carries, in order: for each part, the messages up to `through`, then its events. */
+  private queued: { through: number; events: SessionEventInput[] }[] = [];
+  /** The next write, while it is still gathering parts. */
+  private next: Promise<void> | null = null;
+  private deltas: { runId: string; text: string } | null = null;
+  private deltaTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly writer: EventWriter,
+    readonly sessionId: string,
+    /** The job's history (stored messages), kept current by the job. */
+    private readonly history: readonly StoredMessage[],
+    /** Which run committed a message (null when not known: an earlier job's, or imported). */
+    private readonly runOf: (message: StoredMessage) => string | null,
+    private readonly onError: (error: unknown) => void,
+    /** The highest message seq known to be in the stream (null: read it from Redis first). */
+    private sent: number | null = null,
+    /**
+     * Whether the session has its stream (`sessionEvents`) as the job last learnt it: off, every
+     * emit and delta is a no-op. `setOn` follows PATCH /v1/sessions/:id while the job runs.
+     */
+    private on = true,
+  ) {}
+
+  get enabled(): boolean {
+    return this.writer.enabled;
+  }
+
+  /**
+   * The session's `sessionEvents` as an append just read it. Turned on, the next write first
+   * reads what the stream has (the API wrote the stored messages into it) and sends the rest;
+   * turned off, nothing more is written and text not yet sent is dropped.
+   */
+  setOn(on: boolean): void {
+    if (on === this.on) return;
+    this.on = on;
+    if (on) this.sent = null;
+    else this.takeDeltas();
+  }
+
+  /**
+   * Writes the messages the stream lacks (those with seq ≤ `through`; by default, those in
+   * the history now), then `events`.
+   */
+  emit(events: SessionEventInput[] = [], through?: number): Promise<void> {
+    if (!this.writer.enabled || !this.on) return Promise.resolve();
+    // The text streamed so far goes first, on its own: it belongs to the step whose message
+    // was just committed, so it comes before that MESSAGE, not after it.
+    const deltas = this.takeDeltas();
+    if (deltas) void this.enqueue(0, [deltas]);
+    return this.enqueue(through ?? this.history.at(-1)?.seq ?? 0, events);
+  }
+
+  /**
+   * `emit`, waited for at most `timeoutMs`: the writes stay queued in order, but a run never
+   * waits long for Redis (an outage must not hold a run that Postgres already ended).
+   */
+  emitBounded(events: SessionEventInput[] = [], through?: number, timeoutMs = 1_000): Promise<void> {
+    if (!this.writer.enabled || !this.on) return Promise.resolve();
+    const written = this.emit(events, through);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    return Promise.race([written, late]).finally(() => clearTimeout(timer));
+  }
+
+  /** A text delta of the model's current step (not awaited by the caller). */
+  delta(runId: string, text: string): void {
+    if (!this.writer.enabled || !this.on || text === "") return;
+    if (this.deltas && this.deltas.runId === runId) this.deltas.text += text;
+    else {
+      const earlier = this.takeDeltas();
+      if (earlier) void this.enqueue(0, [earlier]);
+      this.deltas = { runId, text };
+    }
+    this.deltaTimer ??= setTimeout(() => {
+      this.deltaTimer = null;
+      const pending = this.takeDeltas();
+      if (pending) void this.enqueue(0, [pending]);
+    }, DELTA_FLUSH_MS);
+  }
+
+  private enqueue(through: number, events: SessionEventInput[]): Promise<void> {
+    this.queued.push({ through, events });
+    this.next ??= this.chain = this.chain.then(() => {
+      this.next = null;
+      const parts = this.queued;
+      this.queued = [];
+      return this.write(parts);
+    });
+    return this.next;
+  }
+
+  private takeDeltas(): SessionEventInput | null {
+    if (this.deltaTimer) {
+      clearTimeout(this.deltaTimer);
+      this.deltaTimer = null;
+    }
+    const pending = this.deltas;
+    this.deltas = null;
+    return pending ? { type: "MESSAGE_DELTA", runId: pending.runId, text: pending.text } : null;
+  }
+
+  private async write(parts: readonly { through: number; events: SessionEventInput[] }[]): Promise<void> {
+    try {
+      // A seq read from the stream now is checked: its message must be the stored one.
+      let checking = this.sent === null;
+      this.sent ??= await this.writer.lastSeq(this.sessionId);
+      // What the stream was believed to hold: should it have lost some of that (a gap), those
+      // messages go before every part, also a part of text deltas (whose `through` is 0).
+      const believed = this.sent;
+      let dropped = false;
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const entries: SessionEventInput[] = [];
+        // The history is in seq order: the messages the stream lacks are its tail.
+        let at = this.history.length;
+        while (at > 0 && this.history[at - 1]!.seq > this.sent!) at--;
+        let lastSent = this.sent!;
+        for (const part of parts) {
+          const through = Math.max(part.through, believed);
+          for (; at < this.history.length && this.history[at]!.seq <= through; at++) {
+            const message = this.history[at]!;
+            entries.push({ type: "MESSAGE", runId: this.runOf(message), message });
+            lastSent = message.seq;
+          }
+          entries.push(...part.events);
+        }
+        const sent = this.sent!;
+        // Every write says which message it believes the stream has last: a seq read from the
+        // stream just now must be that stored message, and a stream that has lost it (Redis
+        // lost the stream, or it expired) is a gap, filled before the write's events.
+        const check = sent > 0 ? this.history[sent - 1] : undefined;
+        if (checking) checking = false;
+        // What the job had stored when it wrote: the history grows while the write is on its
+        // way (the next step commits), and compared with that, a stream holding lost messages
+        // under the seqs just committed would look current.
+        const stored = this.history.at(-1)?.seq ?? 0;
+        const result = await this.writer.writeEntries(
+          this.sessionId,
+          entries,
+          check?.seq === sent ? check : undefined,
+        );
+        // The stream had messages past every one this job has stored, or another message than
+        // the stored one: while it holds the lease only a Postgres restored to an earlier point
+        // does that (or this job lost its lease: Postgres, asked, says which). A dropped stream
+        // is written again from the start.
+        const stale =
+          !dropped &&
+          (result.ok
+            ? result.prior > stored &&
+              (await this.writer.dropIfStaleInStore(this.sessionId, result.prior, result.priorFingerprint))
+            : result.diverged !== undefined &&
+              (await this.writer.dropIfStaleInStore(this.sessionId, result.last, result.diverged)));
+        if (stale) {
+          dropped = true;
+          this.sent = 0;
+          continue;
+        }
+        if (result.ok) {
+          this.sent = Math.max(sent, lastSent);
+          return;
+        }
+        this.sent = result.last;
+      }
+    } catch (error) {
+      this.sent = null;
+      this.onError(error);
+    }
+  }
+}
+
+/** How long text deltas are gathered into one MESSAGE_DELTA. */
+const DELTA_FLUSH_MS = 50;

@@ -13,7 +13,7 @@ import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
 import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
-import { storageRejection } from "../src/worker/session-job.js";
+import { storageRejection } from "../src/worker/run-outcome.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
 const agent = parseAgentConfig({

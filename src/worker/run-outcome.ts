@@ -1,4 +1,6 @@
 /** How a run ended (`runs.ended_reason`, the `outcome` label of `fleet_runs_total`): src/shared/run-outcomes.ts. */
+
+import type { RunRow } from "../shared/db/schema.js";
 import { RUN_OUTCOMES, type RunOutcome } from "../shared/run-outcomes.js";
 import { isKnownStopReason } from "../shared/stop-reasons.js";
 
@@ -29,4 +31,68 @@ export function outcomeOfStop(stopReason: string): RunOutcome {
       return never;
     }
   }
+}
+
+/**
+ * Outcomes that park the session in the statement that ends the run (contracts §12): a
+ * limit was reached or the run can never succeed as configured; an automatic resume would
+ * only repeat it. An explicit resume or a new message continues the session.
+ */
+export const PARK_AT_ONCE: ReadonlySet<RunOutcome> = new Set<RunOutcome>([
+  "max_turns",
+  "budget_exhausted",
+  "invalid_agent",
+  "storage_rejected",
+]);
+
+/** Outcomes after which the session still needs a resume (or parking) by a sweeper. */
+export const NEEDS_SWEEPER: ReadonlySet<RunOutcome> = new Set<RunOutcome>([
+  "interrupted",
+  "max_output",
+  "paused",
+  "provider_error",
+  "refused",
+  "context_full",
+  "unknown_stop",
+  "failed",
+]);
+
+/**
+ * A write Postgres refused for what it held rather than for being unreachable — SQLSTATE
+ * class 22 (data exception), 23 (a constraint, e.g. a second result for one call id) or 54
+ * (a limit, e.g. a value too large): retrying would fail the same way every time.
+ */
+export function storageRejection(error: unknown): "storage_rejected" | null {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && /^(22|23|54)/.test(code) ? "storage_rejected" : null;
+}
+
+/**
+ * A run the agent's own model ended with a refusal the provider would repeat (a 401/403, a
+ * model that does not exist, a key that is not set: call-model.ts `rejected`), on an agent
+ * with no fallback model: no automatic resume can succeed, so the session is parked
+ * `provider_rejected` at once, with the provider's message, instead of calling the provider
+ * SWEEPER_MAX_ATTEMPTS times more. With fallback models, the worker asks for the resume on
+ * the first of them at once (`primaryRejected`). When the run used another model (a fallback,
+ * or one a resume asked for), the resume policy goes on as for any provider error.
+ */
+export function rejectedForGood(
+  result: { outcome: RunOutcome; rejected?: true },
+  run: RunRow,
+  agent: { fallbackModels?: readonly unknown[] | undefined } | null,
+): boolean {
+  return primaryRefused(result, run) && agent !== null && (agent.fallbackModels ?? []).length === 0;
+}
+
+/** The same refusal on an agent with fallback models: the next resume uses one at once. */
+export function primaryRejected(
+  result: { outcome: RunOutcome; rejected?: true },
+  run: RunRow,
+  agent: { fallbackModels?: readonly unknown[] | undefined } | null,
+): boolean {
+  return primaryRefused(result, run) && agent !== null && (agent.fallbackModels ?? []).length > 0;
+}
+
+function primaryRefused(result: { outcome: RunOutcome; rejected?: true }, run: RunRow): boolean {
+  return result.outcome === "provider_error" && result.rejected === true && run.model === null;
 }

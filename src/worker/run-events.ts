@@ -1,0 +1,147 @@
+/**
+ * What a worker job tells of a run as it goes: its events (contracts §7: RUN_STARTED, the
+ * committed messages, TOOL_STARTED / TOOL_FINISHED, MODEL_STOPPED, text deltas) and the
+ * extensions' hooks (contracts §8), around the agent loop (process-run.ts).
+ */
+import type { RunRow } from "../shared/db/schema.js";
+import type { SessionEventInput } from "../shared/events.js";
+import type { StoredMessage } from "../shared/messages.js";
+import type { SessionEventLog } from "../shared/session-event-log.js";
+import type { SessionQueries } from "../shared/store/session-queries.js";
+import type { LoopObserver } from "./agent-loop.js";
+import type { Extensions, RunContext } from "./extensions.js";
+import type { ModelEvent, ModelProvider, ModelRequest } from "./models/provider.js";
+
+/**
+ * `writes` whose appends tell `events` the session's `sessionEvents` as they read it, so that
+ * a stream turned on or off while the job runs follows from its next append on.
+ */
+export function followingEventsSetting<W extends object>(
+  writes: W,
+  events: Pick<SessionEventLog, "setOn">,
+): W {
+  // A proxy, as guardedWrites is: the writes may be a class's instance, whose methods a spread would lose.
+  return new Proxy(writes, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (typeof value !== "function" || (property !== "appendStep" && property !== "appendAndEndRun"))
+        return value;
+      return async (...args: unknown[]) => {
+        const answer = (await value.apply(target, args)) as { sessionEvents?: boolean };
+        if (answer.sessionEvents !== undefined) events.setOn(answer.sessionEvents);
+        return answer;
+      };
+    },
+  });
+}
+
+export function runStartedEvent(
+  run: RunRow,
+  kind: "run" | "resume",
+  resumeKind: string | null,
+): SessionEventInput {
+  return { type: "RUN_STARTED", runId: run.id, kind, resumeKind, trigger: run.trigger };
+}
+
+/** The context extensions' hooks get (contracts §8); the session's metadata is read once. */
+export async function runContext(
+  run: RunRow,
+  kind: "run" | "resume",
+  resumeKind: string | null,
+  history: readonly StoredMessage[],
+  agent: unknown,
+  signal: AbortSignal,
+  deps: { queries: Partial<Pick<SessionQueries, "getSession">> },
+): Promise<RunContext> {
+  const session = await deps.queries.getSession?.(run.sessionId);
+  return {
+    sessionId: run.sessionId,
+    runId: run.id,
+    kind,
+    resumeKind,
+    trigger: run.trigger,
+    agent,
+    metadata: session?.metadata ?? {},
+    signal,
+    inputMessage: kind === "run" ? run.input : null,
+    history,
+  };
+}
+
+/** `TOOL_FINISHED` for a committed tool result. */
+export function toolFinishedEvent(
+  runId: string,
+  message: StoredMessage & { role: "tool" },
+): SessionEventInput {
+  return {
+    type: "TOOL_FINISHED",
+    runId,
+    toolCallId: message.toolCallId,
+    name: message.name,
+    success: message.success,
+  };
+}
+
+/** Events and extensions told of what the agent loop commits and starts. */
+export function loopObserver(
+  runId: string,
+  events: SessionEventLog | null,
+  runBySeq: Map<number, string>,
+  ctx: RunContext | null,
+  extensions: Extensions | null,
+): LoopObserver {
+  // A commit with no event of its own is written with whatever this job writes next — the
+  // TOOL_STARTED that follows an assistant step, a run's RUN_COMPLETED — when that comes
+  // within the same turn of the event loop (one Redis call instead of two); else on its own.
+  let flushScheduled = false;
+  const flushSoon = () => {
+    if (flushScheduled || !events) return;
+    flushScheduled = true;
+    setImmediate(() => {
+      flushScheduled = false;
+      void events.emit();
+    });
+  };
+  return {
+    awaitsHooks: ctx !== null,
+    async committed(message) {
+      runBySeq.set(message.seq, runId);
+      const extra: SessionEventInput[] = [];
+      if (
+        message.role === "assistant" &&
+        message.stopReason !== "end_turn" &&
+        message.stopReason !== "tool_use"
+      )
+        extra.push({ type: "MODEL_STOPPED", runId, stopReason: message.stopReason });
+      // Every committed result, also one this run did not start (contracts §7: "its result is
+      // committed"): a call interrupted by a crash and answered by the resume, a call answered
+      // as cancelled, so a reader never sees a TOOL_STARTED left open.
+      if (message.role === "tool") extra.push(toolFinishedEvent(runId, message));
+      // Not awaited: the log writes in order, after this commit; the run's end waits for it.
+      if (extra.length > 0) void events?.emit(extra);
+      else flushSoon();
+      if (ctx) await extensions!.onCommitted(ctx, { runId, seq: message.seq, message });
+    },
+    async toolStarted(call) {
+      void events?.emit([{ type: "TOOL_STARTED", runId, toolCallId: call.id, name: call.name }]);
+    },
+  };
+}
+
+/** `model`, with its text deltas written as MESSAGE_DELTA events (best effort). */
+export function withDeltas(
+  model: ModelProvider,
+  events: SessionEventLog | null,
+  runId: string,
+): ModelProvider {
+  if (!events?.enabled) return model;
+  return {
+    ...(model.identity === undefined ? {} : { identity: model.identity }),
+    async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
+      for await (const event of model.stream(request)) {
+        if (event.type === "text") events.delta(runId, event.delta);
+        yield event;
+      }
+    },
+  };
+}

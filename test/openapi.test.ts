@@ -6,9 +6,9 @@
 import { request } from "node:http";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROUTE_DOCS } from "../src/producer/api-schemas.js";
 import { FleetClient } from "../src/producer/client.js";
 import { SESSION_STATUSES } from "../src/producer/fleet-service.js";
+import { ROUTE_DOCS } from "../src/producer/route-docs.js";
 import { readAnswer } from "./support/answer.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 import { CRASH_HISTORY } from "./support/histories.js";

@@ -8,7 +8,7 @@ import { isDeepStrictEqual } from "node:util";
 import swagger from "@fastify/swagger";
 import type { FastifyInstance, FastifySchema, RouteOptions } from "fastify";
 import { z } from "zod";
-import { type ResponseDoc, ROUTE_DOCS, type RouteDoc } from "./api-schemas.js";
+import { type ResponseDoc, ROUTE_DOCS, type RouteDoc } from "./route-docs.js";
 
 /** Schemas named with `.meta({ id })`, by name: the document's `components.schemas`. */
 type Components = Record<string, Record<string, unknown>>;

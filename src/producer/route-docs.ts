@@ -4,6 +4,7 @@
  * the routes' Fastify schemas; the tests check real answers against it.
  */
 import { z } from "zod";
+import { SESSION_STATUSES } from "../shared/api-types.js";
 import {
   appendBatchBody,
   batchCreated,
@@ -34,8 +35,7 @@ import {
   DEFAULT_SESSION_RUNS_PAGE,
   MAX_SESSION_MESSAGES_PAGE,
   MAX_SESSION_RUNS_PAGE,
-  SESSION_STATUSES,
-} from "./fleet-service.js";
+} from "./request-bodies.js";
 
 /** One answer of a route: its body (as `media`, JSON unless said) and the headers it sets. */
 export type ResponseDoc = {

@@ -1,0 +1,182 @@
+/**
+ * What each producer action takes, parsed where it crosses into the fleet: the bodies and
+ * queries of FleetService's methods as zod schemas whose errors name the field (contracts
+ * §4, §12), the list cursor, and the one-word session status.
+ */
+import { z } from "zod";
+import type { SessionStatus } from "../shared/api-types.js";
+import type { RunRow, SessionRow } from "../shared/db/schema.js";
+import { RESUMABLE_TAIL_STATES } from "../shared/db/schema.js";
+import { ValidationError } from "../shared/errors.js";
+import { isStorableText, toValidationError } from "../shared/messages.js";
+import type { ListCursor } from "../shared/store/session-queries.js";
+import { MAX_IMPORTED_MESSAGES, MAX_METADATA_BYTES } from "./request-limits.js";
+
+/**
+ * `metadata`: a JSON object of at most MAX_METADATA_BYTES. Its size is read before anything
+ * walks it, so a body of a million keys costs one JSON.stringify, not a parse of each.
+ */
+export const metadataField = z
+  .unknown()
+  .optional()
+  .superRefine((value, ctx) => {
+    if (value === undefined) return;
+    if (value === null || typeof value !== "object" || Array.isArray(value)) {
+      ctx.addIssue({ code: "custom", message: "must be a JSON object" });
+    } else if (Buffer.byteLength(JSON.stringify(value)) > MAX_METADATA_BYTES) {
+      ctx.addIssue({ code: "custom", message: `is larger than ${MAX_METADATA_BYTES / 1024} KiB as JSON` });
+    }
+  })
+  .transform((value) => value as Record<string, unknown> | undefined);
+
+/** An imported history's length, checked before its messages are parsed. */
+export function importedCount(value: unknown, field: string): number {
+  if (!Array.isArray(value)) return 0;
+  if (value.length > MAX_IMPORTED_MESSAGES)
+    throw new ValidationError(
+      field,
+      `holds more than ${MAX_IMPORTED_MESSAGES.toLocaleString("en")} messages`,
+    );
+  return value.length;
+}
+
+/** false: the session's event stream (contracts §7) is not written; GET …/events answers 409. */
+export const sessionEventsField = z.boolean("must be true or false").optional();
+export const createBody = z.strictObject({
+  agent: z.unknown(),
+  metadata: metadataField,
+  messages: z.unknown().optional(),
+  sessionEvents: sessionEventsField,
+});
+/** Sessions one batch may create. */
+export const MAX_BATCH = 1_000;
+export const batchItem = z.strictObject({
+  agent: z.unknown(),
+  metadata: metadataField,
+  messages: z.unknown().optional(),
+  input: z.string().min(1, "must be a non-empty string").max(1_000_000).optional(),
+  customId: z
+    .string()
+    .min(1, "must be a non-empty string")
+    .max(256, "is longer than 256 characters")
+    .optional(),
+  /** false: this session has no event stream, whatever the batch's setting (true is the batch's default). */
+  sessionEvents: sessionEventsField,
+});
+export const batchSessions = z.array(batchItem).max(MAX_BATCH, `holds at most ${MAX_BATCH} sessions`);
+export const batchBody = z.strictObject({
+  sessions: batchSessions.min(1, "must hold at least one session"),
+  webhook: z.strictObject({ url: z.string().min(1, "must be a URL") }).optional(),
+  /** An open batch takes more sessions (`POST /v1/batches/:id/sessions`) and does not end before it is closed. */
+  open: z.boolean().optional(),
+  /** For every session of the batch, also those appended later. */
+  sessionEvents: sessionEventsField,
+});
+export const appendBody = z
+  .strictObject({
+    sessions: batchSessions,
+    /** The last part: the batch takes no more sessions and may end. */
+    close: z.boolean().optional(),
+  })
+  .refine((b) => b.sessions.length > 0 || b.close === true, {
+    path: ["sessions"],
+    message: "must hold at least one session (or close the batch with `close: true`)",
+  });
+export const LIST_STATUSES = ["parked", "active", "cancelled", "queued", "running", "completed"] as const;
+export const listQuery = z.strictObject({
+  status: z.enum(LIST_STATUSES).optional(),
+  batch: z.string().min(1).max(200).optional(),
+  parkedReason: z.string().min(1).max(200).optional(),
+  before: z
+    .string()
+    .max(400)
+    .transform((value, ctx) => {
+      const cursor = decodeListCursor(value);
+      if (!cursor) ctx.addIssue({ code: "custom", message: "is not a cursor this list gave (`nextCursor`)" });
+      return cursor ?? z.NEVER;
+    })
+    .optional(),
+  limit: z.coerce.number().int().min(1).max(1_000).default(100),
+});
+
+/** The session list's `nextCursor`: opaque to clients (base64url of `micros.id`). */
+export function encodeListCursor(cursor: ListCursor): string {
+  return Buffer.from(`${cursor.micros}.${cursor.id}`, "utf8").toString("base64url");
+}
+
+/** The last microsecond Postgres's timestamps and this cursor share: 9999-12-31T23:59:59.999999Z. */
+export const MAX_CURSOR_MICROS = 253_402_300_799_999_999n;
+
+export function decodeListCursor(value: string): ListCursor | undefined {
+  const match = /^(\d{1,19})\.(.+)$/s.exec(Buffer.from(value, "base64url").toString("utf8"));
+  if (!match || !isStorableText(match[2]!) || BigInt(match[1]!) > MAX_CURSOR_MICROS) return undefined;
+  return { micros: match[1]!, id: match[2]! };
+}
+export const batchQuery = z.strictObject({ include: z.enum(["usage"]).optional() });
+/** Most messages one `GET /v1/sessions/:id?limit=N` answers. */
+export const MAX_SESSION_MESSAGES_PAGE = 10_000;
+/** Most runs one `GET /v1/sessions/:id?runsLimit=N` answers; the page size when only `runsBefore` is given. */
+export const MAX_SESSION_RUNS_PAGE = 1_000;
+export const DEFAULT_SESSION_RUNS_PAGE = 100;
+/**
+ * `GET /v1/sessions/:id`: `afterSeq` only the messages after seq N (a reader that has them);
+ * `limit` at most N of them (`nextAfterSeq` says where the next page starts); `runsLimit` only
+ * the latest N runs, `runsBefore` the runs before a `nextRunsBefore` (older pages). Without
+ * `limit`, `runsLimit` and `runsBefore` the answer is the whole session, as it always was.
+ */
+export const sessionQuery = z.strictObject({
+  afterSeq: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 31 - 1)
+    .optional(),
+  limit: z.coerce.number().int().min(1).max(MAX_SESSION_MESSAGES_PAGE).optional(),
+  runsLimit: z.coerce.number().int().min(0).max(MAX_SESSION_RUNS_PAGE).optional(),
+  runsBefore: z
+    .string()
+    .max(400)
+    .transform((value, ctx) => {
+      const cursor = decodeListCursor(value);
+      if (!cursor)
+        ctx.addIssue({ code: "custom", message: "is not a cursor this route gave (`nextRunsBefore`)" });
+      return cursor ?? z.NEVER;
+    })
+    .optional(),
+});
+export const sendBody = z.strictObject({
+  content: z.string().min(1, "must be a non-empty string").max(1_000_000),
+  /** Goal mode for this run only (contracts §8). */
+  goal: z
+    .strictObject({
+      text: z.string().min(1, "must be a non-empty string").max(100_000),
+      maxRounds: z
+        .number()
+        .int("must be a whole number")
+        .min(1, "must be at least 1")
+        .max(100, "must be at most 100"),
+    })
+    .optional(),
+});
+export const resumeBody = z.strictObject({ model: z.unknown().optional() }).optional();
+
+export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
+  const result = schema.safeParse(body ?? undefined);
+  if (!result.success) throw toValidationError("", result.error);
+  return result.data;
+}
+
+/** One word for a session: parked, cancelled, running, queued, completed, interrupted, stopped, empty. */
+export function sessionStatus(
+  session: Pick<SessionRow, "status" | "tailState">,
+  runs: Pick<RunRow, "status">[],
+): SessionStatus {
+  if (session.status === "parked") return "parked";
+  if (session.status === "cancelled") return "cancelled";
+  if (runs.some((r) => r.status === "running")) return "running";
+  if (runs.some((r) => r.status === "queued")) return "queued";
+  if (session.tailState === "completed") return "completed";
+  if (session.tailState === "empty") return "empty";
+  if ((RESUMABLE_TAIL_STATES as readonly string[]).includes(session.tailState)) return "interrupted";
+  return "stopped";
+}

@@ -5,7 +5,8 @@
  * - A session's events are read from its Redis Stream (events.ts says how MESSAGE events
  *   stay tied to committed messages). A reader resumes after `Last-Event-ID` (or `?after=`);
  *   without one it starts at the `RUN_STARTED` of the session's latest run (or, while that
- *   run waits in the queue, at the stream's end, so its `RUN_STARTED` comes next). An id
+ *   run waits in the queue, at the `RUN_STARTED` of the run still running ahead of it, else
+ *   at the stream's end, so its `RUN_STARTED` comes next). An id
  *   older than what is kept answers `410` with `reason: "expired"`.
  * - Readers wait on one Redis subscription per API process (writers publish the session id
  *   after each write) and look again every second anyway; an idle stream sends a comment
@@ -261,7 +262,17 @@ export class EventStreams {
       // messages may queue runs after it); else the latest run's.
       const run = runParam === undefined ? runs.at(-1) : runs.find((r) => r.id === runParam);
       if (runParam !== undefined && !run) throw new NotFoundError(`run ${runParam} of session ${sessionId}`);
-      const startedId = run && run.status !== "queued" ? await this.reader.runStartedId(key, run.id) : null;
+      // While the latest run waits behind one of the session's runs that is still running (a
+      // message sent during a run), the stream starts at the RUN_STARTED of that running run:
+      // its remaining events come before the queued run's RUN_STARTED, and starting at the end
+      // would hand the reader the tail of a run it never saw start (contracts §7).
+      const ahead =
+        runParam === undefined && run?.status === "queued"
+          ? runs.findLast((r) => r.status === "running")
+          : undefined;
+      const from = ahead ?? run;
+      const startedId =
+        from && from.status !== "queued" ? await this.reader.runStartedId(key, from.id) : null;
       // A named run that started but whose RUN_STARTED is no longer kept: from the first event
       // kept, so that its reader still gets the rest of that run (the end would give nothing).
       const fromKept = runParam !== undefined && run?.status !== "queued";

@@ -233,6 +233,13 @@ describe("sessionEvents: false", () => {
       30_000,
       "both sessions to complete",
     );
+    // The worker writes a run's RUN_COMPLETED just after the statement that ends it: wait for it,
+    // or it could land after the drop below and leave the sweeper's path nothing to repair.
+    await waitFor(
+      async () => (await fleet.redis.hget(`${fleet.config.prefix}:events-seq:${on!.id}`, "done")) !== null,
+      10_000,
+      "the control's RUN_COMPLETED in its stream",
+    );
     const writer = new EventWriter(fleet.redis, fleet.config.prefix);
     // The control's stream is dropped, as if Redis had lost it: the sweeper's path writes it again.
     await fleet.redis.del(

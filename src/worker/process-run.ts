@@ -29,6 +29,7 @@ import {
   turnsTaken,
   withCapacityGate,
 } from "./hand-back.js";
+import type { SessionJobDeps } from "./job-deps.js";
 import { withProviderErrorLog } from "./models/logged-provider.js";
 import { loopObserver, runContext, runStartedEvent, toolFinishedEvent, withDeltas } from "./run-events.js";
 import {
@@ -39,7 +40,6 @@ import {
   rejectedForGood,
   storageRejection,
 } from "./run-outcome.js";
-import type { SessionJobDeps } from "./session-job.js";
 import { planRunStart } from "./start-run.js";
 import { toolLabel } from "./tools/registry.js";
 

@@ -1,65 +1,13 @@
-/**
- * One job: take the session's lease, claim the session (bump its fencing epoch, end runs an
- * earlier holder left behind), then take its queued runs one after the other, oldest first.
- * A second job for a busy session answers "busy" and waits its turn. Each run: process-run.ts.
- */
-import type { Logger } from "pino";
-import type { ModelConfig } from "../shared/agent-config.js";
-import type { RunRow } from "../shared/db/schema.js";
 import { FencedError } from "../shared/errors.js";
-import type { EventWriter } from "../shared/event-writer.js";
-import type { LeaseStore } from "../shared/lease.js";
-import type { FleetMetrics } from "../shared/metrics.js";
 import { SessionEventLog } from "../shared/session-event-log.js";
-import type { AutomaticResumes } from "../shared/store/automatic-resumes.js";
-import type { Fence, FencedWrites } from "../shared/store/fenced-writes.js";
-import type { SessionQueries } from "../shared/store/session-queries.js";
-import type { AgentLoopDeps } from "./agent-loop.js";
-import type { Extensions } from "./extensions.js";
-import { type CapacityDeps, HandedBack } from "./hand-back.js";
+import type { Fence } from "../shared/store/fenced-writes.js";
+import { HandedBack } from "./hand-back.js";
+import type { JobResult, SessionJobDeps } from "./job-deps.js";
 import { guardedWrites, LeaseGuard } from "./lease-guard.js";
-import type { ModelProvider } from "./models/provider.js";
 import { FIRST_RUN_TAIL, processRun, requestResume, type SessionState } from "./process-run.js";
 import { followingEventsSetting } from "./run-events.js";
-import type { RunOutcome } from "./run-outcome.js";
 
-export type SessionJobDeps = AgentLoopDeps & {
-  workerId: string;
-  queries: Pick<SessionQueries, "nextQueuedRun"> & Partial<Pick<SessionQueries, "getSession">>;
-  writes: Pick<FencedWrites, "append" | "claimSession" | "startRun" | "endRun" | "reserveModelCall"> &
-    Partial<Pick<FencedWrites, "appendStep" | "appendAndEndRun">>;
-  lease: LeaseStore;
-  leaseTtlMs: number;
-  /** Builds a model's provider; throws a ValidationError naming `field` for a route not allowed (contracts §11). */
-  models: (config: ModelConfig, field: string) => ModelProvider;
-  metrics: Pick<
-    FleetMetrics,
-    | "modelStops"
-    | "toolCalls"
-    | "runs"
-    | "resumes"
-    | "resumeRefusals"
-    | "fencedWrites"
-    | "crashToResume"
-    | "sessionsParked"
-  >;
-  /** Every automatic resume a worker asks for is decided and counted there. */
-  resumes: Pick<AutomaticResumes, "schedule">;
-  /** Tells the sweepers that a run stopped short, so they need not wait for their next poll. */
-  reportStop: (sessionId: string, outcome: RunOutcome) => Promise<void>;
-  /** Queues a run's job (used when this worker itself asks for a resume), after `delayMs`. */
-  enqueue: (run: RunRow, delayMs: number) => Promise<void>;
-  log: Pick<Logger, "info" | "warn" | "error" | "debug">;
-  /** Session events (contracts §7); absent: none are written. */
-  events?: EventWriter;
-  /** The loaded extensions' hooks (contracts §8); absent: none. */
-  extensions?: Extensions;
-  /** Provider limits (contracts §15): endpoint gates and hand-backs; absent: no gate. */
-  capacity?: CapacityDeps;
-};
-
-/** `handedBack`: a run waits for its endpoint's capacity; the job is to wait that many ms (contracts §15). */
-export type JobResult = "done" | "busy" | "fenced" | { handedBack: number };
+export type { JobResult, SessionJobDeps };
 
 export async function processSessionJob(
   sessionId: string,

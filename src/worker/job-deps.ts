@@ -1,0 +1,53 @@
+/** What a worker job needs (session-job.ts) and what it answers; its runs get the same (process-run.ts). */
+import type { Logger } from "pino";
+import type { ModelConfig } from "../shared/agent-config.js";
+import type { RunRow } from "../shared/db/schema.js";
+import type { EventWriter } from "../shared/event-writer.js";
+import type { LeaseStore } from "../shared/lease.js";
+import type { FleetMetrics } from "../shared/metrics.js";
+import type { AutomaticResumes } from "../shared/store/automatic-resumes.js";
+import type { FencedWrites } from "../shared/store/fenced-writes.js";
+import type { SessionQueries } from "../shared/store/session-queries.js";
+import type { AgentLoopDeps } from "./agent-loop.js";
+import type { Extensions } from "./extensions.js";
+import type { CapacityDeps } from "./hand-back.js";
+import type { ModelProvider } from "./models/provider.js";
+import type { RunOutcome } from "./run-outcome.js";
+
+export type SessionJobDeps = AgentLoopDeps & {
+  workerId: string;
+  queries: Pick<SessionQueries, "nextQueuedRun"> & Partial<Pick<SessionQueries, "getSession">>;
+  writes: Pick<FencedWrites, "append" | "claimSession" | "startRun" | "endRun" | "reserveModelCall"> &
+    Partial<Pick<FencedWrites, "appendStep" | "appendAndEndRun">>;
+  lease: LeaseStore;
+  leaseTtlMs: number;
+  /** Builds a model's provider; throws a ValidationError naming `field` for a route not allowed (contracts §11). */
+  models: (config: ModelConfig, field: string) => ModelProvider;
+  metrics: Pick<
+    FleetMetrics,
+    | "modelStops"
+    | "toolCalls"
+    | "runs"
+    | "resumes"
+    | "resumeRefusals"
+    | "fencedWrites"
+    | "crashToResume"
+    | "sessionsParked"
+  >;
+  /** Every automatic resume a worker asks for is decided and counted there. */
+  resumes: Pick<AutomaticResumes, "schedule">;
+  /** Tells the sweepers that a run stopped short, so they need not wait for their next poll. */
+  reportStop: (sessionId: string, outcome: RunOutcome) => Promise<void>;
+  /** Queues a run's job (used when this worker itself asks for a resume), after `delayMs`. */
+  enqueue: (run: RunRow, delayMs: number) => Promise<void>;
+  log: Pick<Logger, "info" | "warn" | "error" | "debug">;
+  /** Session events (contracts §7); absent: none are written. */
+  events?: EventWriter;
+  /** The loaded extensions' hooks (contracts §8); absent: none. */
+  extensions?: Extensions;
+  /** Provider limits (contracts §15): endpoint gates and hand-backs; absent: no gate. */
+  capacity?: CapacityDeps;
+};
+
+/** `handedBack`: a run waits for its endpoint's capacity; the job is to wait that many ms (contracts §15). */
+export type JobResult = "done" | "busy" | "fenced" | { handedBack: number };

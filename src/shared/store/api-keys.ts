@@ -27,9 +27,14 @@ export function hashKey(key: string): string {
   return createHash("sha256").update(key, "utf8").digest("hex");
 }
 
-/** What `fleet keys list` shows of a key: enough to recognise it, nothing to use. */
-function displayPrefix(key: string): string {
-  return `${key.slice(0, key.startsWith("fk_") ? key.indexOf("_", 3) + 5 : 6)}…`;
+/**
+ * What `fleet keys list` shows of a key: enough to recognise it, nothing of its secret (only
+ * its hash is stored, contracts §10): `fk_<id>_…`, or for a key of another form (the bootstrap
+ * `FLEET_BOOTSTRAP_KEY`) the start of its hash.
+ */
+export function displayPrefix(key: string): string {
+  const idEnd = key.startsWith("fk_") ? key.indexOf("_", 3) : -1;
+  return idEnd > 3 ? `${key.slice(0, idEnd + 1)}…` : `sha256:${hashKey(key).slice(0, 8)}…`;
 }
 
 export function checkTenantName(tenant: string): string {

@@ -147,9 +147,7 @@ describe("tenants and API keys", () => {
       for (const [tenant, { key, id }] of Object.entries(keys)) {
         const line = lines.find((l) => l.startsWith(id));
         expect(line, list.stdout).toBeDefined();
-        expect(line).toMatch(
-          new RegExp(`^${id}\\s+${tenant}\\s+fk_${id}_…\\s+no\\s+\\d{4}-\\S+Z\\s+-$`),
-        );
+        expect(line).toMatch(new RegExp(`^${id}\\s+${tenant}\\s+fk_${id}_…\\s+no\\s+\\d{4}-\\S+Z\\s+-$`));
         expect(line).not.toContain(key.slice(-20));
       }
     });

@@ -30,6 +30,12 @@ describe("an API key's display prefix", () => {
 
   it("stores nothing of a new key's secret, created or bootstrapped", async () => {
     const keys = new ApiKeys(fleet.database);
+    // The bootstrap key is stored only while no key exists: first.
+    const bootKey = "an-operator-chosen-bootstrap-key-Qx7m-0123456789";
+    expect(await keys.bootstrap(bootKey)).toBe(true);
+    const [boot] = await fleet.database.sql<{ prefix: string }[]>`
+      select prefix from api_keys where hash = ${hashKey(bootKey)}`;
+    expect(boot!.prefix).toBe(`sha256:${hashKey(bootKey).slice(0, 8)}…`);
     const created = await keys.create("prefixes");
     const secret = created.key.slice(`fk_${created.id}_`.length);
     const row = await storedRow(created.id);

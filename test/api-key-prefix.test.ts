@@ -48,6 +48,8 @@ describe("an API key's display prefix", () => {
     const old = [
       { id: "oldfk0000001", hash: "a".repeat(64), prefix: "fk_oldfk0000001_Qx7m…" },
       { id: "bootdeadbeef", hash: `deadbeef${"b".repeat(56)}`, prefix: "op-sec…" },
+      // A bootstrap key the operator wrote in the form of ours: its first part is secret too.
+      { id: "bootcafebabe", hash: `cafebabe${"c".repeat(56)}`, prefix: "fk_opsecret_Qx7m…" },
     ];
     for (const k of old)
       await fleet.database.sql`
@@ -59,5 +61,6 @@ describe("an API key's display prefix", () => {
         await fleet.database.sql.unsafe(statement);
     expect((await storedRow("oldfk0000001")).prefix).toBe("fk_oldfk0000001_…");
     expect((await storedRow("bootdeadbeef")).prefix).toBe("sha256:deadbeef…");
+    expect((await storedRow("bootcafebabe")).prefix).toBe("sha256:cafebabe…");
   });
 });

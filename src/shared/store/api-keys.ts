@@ -27,14 +27,19 @@ export function hashKey(key: string): string {
   return createHash("sha256").update(key, "utf8").digest("hex");
 }
 
+/** What `fleet keys list` shows of a key known only by its hash (a bootstrap key): the hash's start. */
+function hashPrefix(hash: string): string {
+  return `sha256:${hash.slice(0, 8)}…`;
+}
+
 /**
  * What `fleet keys list` shows of a key: enough to recognise it, nothing of its secret (only
- * its hash is stored, contracts §10): `fk_<id>_…`, or for a key of another form (the bootstrap
- * `FLEET_BOOTSTRAP_KEY`) the start of its hash.
+ * its hash is stored, contracts §10): `fk_<id>_…`, or for a key of another form the start of
+ * its hash.
  */
 export function displayPrefix(key: string): string {
   const idEnd = key.startsWith("fk_") ? key.indexOf("_", 3) : -1;
-  return idEnd > 3 ? `${key.slice(0, idEnd + 1)}…` : `sha256:${hashKey(key).slice(0, 8)}…`;
+  return idEnd > 3 ? `${key.slice(0, idEnd + 1)}…` : hashPrefix(hashKey(key));
 }
 
 export function checkTenantName(tenant: string): string {
@@ -92,9 +97,11 @@ export class ApiKeys {
       throw new ValidationError("FLEET_BOOTSTRAP_KEY", "must be at least 32 characters long");
     }
     const hash = hashKey(key);
+    // Shown by its hash whatever its form: an operator's key that looks like `fk_<id>_…` has no
+    // id of ours, and its first part is secret too.
     const rows = await this.database.sql`
       insert into api_keys (id, tenant, hash, prefix, admin)
-      select ${`boot${hash.slice(0, 8)}`}, ${DEFAULT_TENANT}, ${hash}, ${displayPrefix(key)}, true
+      select ${`boot${hash.slice(0, 8)}`}, ${DEFAULT_TENANT}, ${hash}, ${hashPrefix(hash)}, true
        where not exists (select 1 from api_keys)
       on conflict do nothing
       returning 1`;

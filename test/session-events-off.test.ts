@@ -10,7 +10,7 @@ import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetApiError, type FleetClient, type FleetEvent } from "../src/producer/client.js";
 import { EventWriter } from "../src/shared/event-writer.js";
-import { eventStreamKey } from "../src/shared/events.js";
+import { eventStreamKey, seqKey } from "../src/shared/events.js";
 import { runFleetCli } from "./support/fleet-cli.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
 import { readSse } from "./support/sse.js";
@@ -46,7 +46,7 @@ describe("sessionEvents: false", () => {
   const hasStreamKeys = async (sessionId: string) =>
     (await fleet.redis.exists(
       eventStreamKey(fleet.config.prefix, sessionId),
-      `${fleet.config.prefix}:events-seq:${sessionId}`,
+      seqKey(fleet.config.prefix, sessionId),
     )) > 0;
 
   const ended = (batchId: string) => async () => (await client.getBatch(batchId)).status === "ended";
@@ -236,16 +236,13 @@ describe("sessionEvents: false", () => {
     // The worker writes a run's RUN_COMPLETED just after the statement that ends it: wait for it,
     // or it could land after the drop below and leave the sweeper's path nothing to repair.
     await waitFor(
-      async () => (await fleet.redis.hget(`${fleet.config.prefix}:events-seq:${on!.id}`, "done")) !== null,
+      async () => (await fleet.redis.hget(seqKey(fleet.config.prefix, on!.id), "done")) !== null,
       10_000,
       "the control's RUN_COMPLETED in its stream",
     );
     const writer = new EventWriter(fleet.redis, fleet.config.prefix);
     // The control's stream is dropped, as if Redis had lost it: the sweeper's path writes it again.
-    await fleet.redis.del(
-      eventStreamKey(fleet.config.prefix, on!.id),
-      `${fleet.config.prefix}:events-seq:${on!.id}`,
-    );
+    await fleet.redis.del(eventStreamKey(fleet.config.prefix, on!.id), seqKey(fleet.config.prefix, on!.id));
     expect(await writer.missingRunEnd(fleet.database, on!.id, 0)).not.toBeNull();
     expect(await hasStreamKeys(on!.id)).toBe(true);
     expect(await writer.missingRunEnd(fleet.database, off!.id, 0)).toBeNull();

@@ -104,6 +104,20 @@ describe("decideResume", () => {
     });
   });
 
+  it("the model a caller's resume named stands in for the primary, until the fallbacks take over", () => {
+    const asked = { provider: "scripted" as const, steps: [{ text: "asked" }] };
+    const fallback = { provider: "scripted" as const, steps: [{ text: "fallback" }] };
+    expect(decideResume(input({ askedModel: asked }))).toMatchObject({ action: "resume", model: asked });
+    expect(decideResume(input({ askedModel: asked, attempts: 1 }))).toMatchObject({ model: asked });
+    const withFallback = { ...agent, fallbackModels: [fallback] };
+    expect(decideResume(input({ agent: withFallback, askedModel: asked, attempts: 1 }))).toMatchObject({
+      model: asked,
+    });
+    expect(decideResume(input({ agent: withFallback, askedModel: asked, attempts: 2 }))).toMatchObject({
+      model: fallback,
+    });
+  });
+
   it("parks the endings a resume cannot change, and leaves completed and empty sessions alone", () => {
     const refused: Message[] = [...awaiting, { role: "assistant", content: "no", stopReason: "refusal" }];
     expect(decideResume(input({ point: resumePoint(refused) }))).toMatchObject({

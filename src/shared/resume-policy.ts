@@ -128,6 +128,13 @@ export type ResumeInput = {
    * (while leaving at least this one).
    */
   primaryRejected?: boolean;
+  /**
+   * The model a caller's resume named (`POST …/resume {model}`), when that resume is the
+   * request being resumed (no run with new input came after it): resume-semantics §4, a resume
+   * is given the model the interrupted request used. It stands in for the agent's primary until
+   * the agent's fallback models take over.
+   */
+  askedModel?: ModelConfig;
   now: Date;
   policy: ResumePolicy;
 };
@@ -178,7 +185,9 @@ export function decideResume(input: ResumeInput): SweepDecision {
   return {
     action: "resume",
     kind: point.kind,
-    model: fallbackModel(agent, toFallback ? Math.max(counted, policy.fallbackAfter) : attempts, policy),
+    model:
+      fallbackModel(agent, toFallback ? Math.max(counted, policy.fallbackAfter) : attempts, policy) ??
+      input.askedModel,
     attempt,
     runAt,
     nextResumeAt: new Date(runAt.getTime() + resumeBackoffMs(policy, attempt)),

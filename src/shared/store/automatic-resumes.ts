@@ -11,7 +11,7 @@
  */
 import { createHash } from "node:crypto";
 import type postgres from "postgres";
-import { parseAgentConfig } from "../agent-config.js";
+import { type ModelConfig, parseAgentConfig } from "../agent-config.js";
 import type { Database } from "../db/client.js";
 import type { RunRow } from "../db/schema.js";
 import type { EventWriter } from "../event-writer.js";
@@ -48,6 +48,8 @@ type Locked = {
   tool_ran: boolean;
   next_resume_at: string | null;
   last_outcome: string | null;
+  /** The model named by the latest run someone asked for, when that was a resume (resume-policy.ts `askedModel`). */
+  asked_model: ModelConfig | string | null;
   /** Postgres's clock: `next_resume_at` is compared with it (sweep-queries.ts), whoever wrote it. */
   db_now: string;
 };
@@ -78,7 +80,10 @@ export class AutomaticResumes {
                        and m.role = 'tool' and m.content <> ${INTERRUPTED_TOOL_TEXT}
                        and m.content not like 'Cancelled%') as tool_ran,
              (select r.ended_reason from runs r where r.session_id = s.id and r.status = 'ended'
-               order by r.ended_at desc nulls last limit 1) as last_outcome
+               order by r.ended_at desc nulls last limit 1) as last_outcome,
+             (select r.model from runs r where r.session_id = s.id and r.started_at is not null
+                 and (r.kind = 'run' or r.trigger not in ('sweeper', 'worker'))
+               order by r.started_at desc limit 1) as asked_model
         from sessions s where s.id = ${sessionId} for no key update of s`;
     if (!session) return undefined;
     const rows = await tx<{ m: string | RawMessage }[]>`
@@ -135,6 +140,7 @@ export class AutomaticResumes {
         nextResumeAt: s.next_resume_at ? new Date(s.next_resume_at) : null,
         lastOutcome: s.last_outcome,
         primaryRejected: input.primaryRejected === true,
+        ...(s.asked_model ? { askedModel: json<ModelConfig>(s.asked_model) } : {}),
         // Every time here is on Postgres's clock, as the sweeper's scan reads them: a worker or
         // sweeper whose clock is off would otherwise delay a resume, or skip its backoff, by as much.
         now: new Date(s.db_now),

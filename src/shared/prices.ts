@@ -131,6 +131,26 @@ export function sumCost(usages: Iterable<Usage | null | undefined>): number {
 }
 
 /**
+ * USD of what a session's stored token count (`tokens_used`) holds beyond the usage its steps
+ * reported: the estimates counted for steps with unknown usage (fenced-writes.ts stores them
+ * there, never as a step's usage), priced at the higher of `price`'s input and output prices
+ * (a high-side estimate: unknown usage never costs 0 against `agent.budget.maxCostUsd`). Taken
+ * at a claim, so that an estimate counts in the session's later runs and resumes too, not only
+ * in the run that made it. `usages`: the stored assistant steps' usage. 0 without a price.
+ */
+export function unreportedCost(
+  tokensUsed: number,
+  usages: Iterable<Usage | null | undefined>,
+  price: ModelPrice | undefined,
+): number {
+  if (!price) return 0;
+  let reported = 0;
+  for (const usage of usages) if (usage) reported += usage.inputTokens + usage.outputTokens;
+  const unreported = Math.max(0, tokensUsed - reported);
+  return roundUsd((unreported * Math.max(price.input, price.output)) / 1_000_000);
+}
+
+/**
  * With `budget.maxCostUsd`, every model the agent may run (its model and fallbacks) must have
  * a price, or the cost could not be bounded: throws a ValidationError naming the model's field.
  * Scripted models have no tokens and cost nothing.

@@ -6,7 +6,7 @@
 import type { AgentConfig } from "../shared/agent-config.js";
 import type { Message, RunUsage, StoredMessage, ToolCall, ToolMessage, Usage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
-import { roundUsd, sumCost } from "../shared/prices.js";
+import { roundUsd, sumCost, unreportedCost } from "../shared/prices.js";
 import { requestsTools } from "../shared/resume-point.js";
 import { stopReasonLabel } from "../shared/stop-reasons.js";
 import type { Fence, FencedWrites, HistoryCursor } from "../shared/store/fenced-writes.js";
@@ -210,11 +210,19 @@ async function budgetSpent(input: LoopInput, deps: AgentLoopDeps): Promise<strin
   return null;
 }
 
-/** USD the session's steps cost so far (LoopInput.budget.costUsd, summed from the history once). */
+/**
+ * USD the session's steps cost so far (LoopInput.budget.costUsd, summed from the history once
+ * per claim): their stored `costUsd`, and the stored estimates of steps with unknown usage
+ * (prices.ts `unreportedCost`), which no step's usage carries.
+ */
 function costSpent(input: LoopInput): number {
   if (!input.budget) input.budget = { tokensUsed: 0 };
   const budget = input.budget;
-  budget.costUsd ??= sumCost(input.history.map((m) => (m.role === "assistant" ? m.usage : null)));
+  if (budget.costUsd === undefined) {
+    const usages = input.history.map((m) => (m.role === "assistant" ? m.usage : null));
+    const estimated = unreportedCost(budget.tokensUsed, usages, input.model.identity?.price);
+    budget.costUsd = roundUsd(sumCost(usages) + estimated);
+  }
   return budget.costUsd;
 }
 

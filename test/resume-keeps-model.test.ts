@@ -62,11 +62,15 @@ describe("an automatic resume keeps the model a caller's resume named", () => {
     const [stored] = await fleet.database.sql<{ model: unknown }[]>`
       select model from runs where id = ${automatic[0]!.id}`;
     expect(stored!.model).toEqual(other);
+    // The API says which model each run was asked to use (runs[].model; null: the agent's own).
+    expect(automatic[0]!.model).toEqual(other);
+    expect((await client.getRun(runId)).model).toEqual(other);
 
     // A new message is a new request, on the agent's own model (two assistant messages: its
     // step 2, past the last, repeats "primary answers").
     const next = await client.send(id, "and now?");
     expect((await client.waitForRun(next.runId, { timeoutMs: 15_000 })).endedReason).toBe("completed");
     expect((await client.getSession(id)).messages.at(-1)).toMatchObject({ content: "primary answers" });
+    expect((await client.getRun(next.runId)).model).toBeNull();
   }, 60_000);
 });

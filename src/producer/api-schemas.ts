@@ -43,6 +43,11 @@ export const runSchema = z
     endedReason: z.string().nullable(),
     error: z.string().nullable(),
     workerId: z.string().nullable(),
+    model: z
+      .unknown()
+      .describe(
+        "The MODEL this run was asked to use in the agent's model's place (a resume's `model`, a fallback the sweeper chose, or one an automatic resume kept); null when it runs on the agent's own model",
+      ),
     usage: usageSchema
       .nullable()
       .or(z.unknown())

@@ -33,6 +33,12 @@ export type RunJson = {
   endedReason: string | null;
   error: string | null;
   workerId: string | null;
+  /**
+   * The MODEL this run was asked to use in the agent's model's place — the one a caller's
+   * resume named, a fallback the sweeper chose, or one an automatic resume kept — as stored
+   * (additive); null when it runs on the agent's own model.
+   */
+  model: unknown;
   usage: unknown;
   createdAt: string;
   startedAt: string | null;

@@ -253,6 +253,7 @@ export function runToJson(row: RunRow): RunJson {
     endedReason: row.endedReason,
     error: row.error,
     workerId: row.workerId,
+    model: row.model ?? null,
     usage: row.usage ?? null,
     createdAt: row.createdAt.toISOString(),
     startedAt: row.startedAt?.toISOString() ?? null,

@@ -4,8 +4,10 @@ import type { Fence } from "../shared/store/fenced-writes.js";
 import { HandedBack } from "./hand-back.js";
 import type { JobResult, SessionJobDeps } from "./job-deps.js";
 import { guardedWrites, LeaseGuard } from "./lease-guard.js";
-import { FIRST_RUN_TAIL, processRun, requestResume, type SessionState } from "./process-run.js";
+import { FIRST_RUN_TAIL, processRun } from "./process-run.js";
+import { requestResume } from "./request-resume.js";
 import { followingEventsSetting } from "./run-events.js";
+import type { SessionState } from "./run-state.js";
 
 export type { JobResult, SessionJobDeps };
 

@@ -1,0 +1,113 @@
+/**
+ * The end of a run (process-run.ts): the statement that ends it (with its last step when
+ * the loop deferred it), parking the session when its outcome says so, RUN_COMPLETED (and
+ * SESSION_PARKED), the `afterRun`/`onError` hooks, the "run ended" line, and what follows:
+ * a resume on the first fallback model, a stop the sweeper must see, a cancelled job's
+ * hand-over. Returns the session's next queued run.
+ */
+import type { RunRow } from "../shared/db/schema.js";
+import type { SessionEventInput } from "../shared/events.js";
+import { scrubSecrets, secretValuesFromEnv } from "../shared/scrub-secrets.js";
+import type { FencedWrites } from "../shared/store/fenced-writes.js";
+import { ERROR_OUTCOMES, RunError } from "./extensions.js";
+import { requestResume } from "./request-resume.js";
+import type { LoopResult } from "./run-loop.js";
+import {
+  NEEDS_SWEEPER,
+  PARK_AT_ONCE,
+  primaryRejected,
+  type RunOutcome,
+  rejectedForGood,
+  storageRejection,
+} from "./run-outcome.js";
+import { cursorOf, type StartedRun } from "./run-state.js";
+
+type Park = { reason: RunOutcome | "provider_rejected"; detail?: string };
+
+/** Ends the started run as `loopResult` says; returns the session's next queued run. */
+export async function finishRun(started: StartedRun, loopResult: LoopResult): Promise<RunRow | null> {
+  const { run, state, deps, kind, logFields, startedAt, ctx, extensions, observer } = started;
+  const { fence, history, events } = state;
+  let result = loopResult;
+  let park: Park | undefined = PARK_AT_ONCE.has(result.outcome)
+    ? { reason: result.outcome, detail: result.error }
+    : rejectedForGood(result, run, state.parsedAgent)
+      ? { reason: "provider_rejected", detail: result.error }
+      : undefined;
+  const endDetail = { error: result.error ?? null, usage: result.usage, park };
+  let next: RunRow | null;
+  const last = result.last;
+  if (last && deps.writes.appendAndEndRun) {
+    let ended: Awaited<ReturnType<FencedWrites["appendAndEndRun"]>> | null = null;
+    try {
+      ended = await deps.writes.appendAndEndRun(
+        fence,
+        cursorOf(history),
+        run.id,
+        last,
+        result.outcome,
+        endDetail,
+      );
+    } catch (error) {
+      // Output Postgres refuses for its content ends the run like a refused append would.
+      const refused = storageRejection(error);
+      if (!refused) throw error;
+      result = { outcome: refused, error: (error as Error).message, usage: result.usage };
+    }
+    if (ended) {
+      const [stored] = ended.stored;
+      history.push(stored!);
+      await observer.committed(stored!);
+      next = ended.next;
+    } else {
+      park = { reason: result.outcome, detail: result.error };
+      next = await deps.writes.endRun(fence, run.id, result.outcome, {
+        ...endDetail,
+        error: result.error ?? null,
+        park,
+      });
+    }
+  } else {
+    next = await deps.writes.endRun(fence, run.id, result.outcome, endDetail);
+  }
+  deps.metrics.runs.inc({ kind, outcome: result.outcome });
+  const ended: SessionEventInput[] = [{ type: "RUN_COMPLETED", runId: run.id, outcome: result.outcome }];
+  if (park && next === null) {
+    deps.metrics.sessionsParked.inc({ reason: park.reason });
+    deps.log.warn(
+      { sessionId: fence.sessionId, runId: run.id, reason: park.reason, detail: park.detail },
+      "session parked",
+    );
+    ended.push({ type: "SESSION_PARKED", reason: park.reason });
+  }
+  await events?.emitBounded(ended);
+  if (ctx && extensions) {
+    await extensions.afterRun(ctx, {
+      outcome: result.outcome,
+      ...(result.error ? { error: result.error } : {}),
+    });
+    if (ERROR_OUTCOMES.has(result.outcome))
+      await extensions.onError(ctx, new RunError(result.error ?? result.outcome, result.outcome));
+  }
+  deps.log.info(
+    {
+      ...logFields,
+      outcome: result.outcome,
+      durationMs: Date.now() - startedAt,
+      ...(result.error ? { error: scrubSecrets(result.error, secretValuesFromEnv(process.env)) } : {}),
+    },
+    "run ended",
+  );
+  if (next === null && !park && primaryRejected(result, run, state.parsedAgent)) {
+    // Retrying a model its provider refuses for good is wasted: this worker asks for the
+    // resume on the first fallback model itself, and goes on with it when it may start now.
+    next = await requestResume(fence.sessionId, deps, { primaryRejected: true });
+  } else if (NEEDS_SWEEPER.has(result.outcome)) {
+    await deps.reportStop(fence.sessionId, result.outcome).catch(() => {});
+  }
+  if (result.outcome === "cancelled") {
+    // This worker is stopping: hand the session to another worker right away.
+    await requestResume(fence.sessionId, deps);
+  }
+  return next;
+}

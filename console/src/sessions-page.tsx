@@ -110,41 +110,47 @@ export function SessionsPage({ query }: { query: URLSearchParams }) {
         </Empty>
       )}
       {data && data.sessions.length > 0 && (
-        <table class="list">
-          <thead>
-            <tr>
-              <th scope="col">Session</th>
-              <th scope="col">State</th>
-              <th scope="col">Parked reason</th>
-              <th scope="col">Batch</th>
-              <th scope="col">Last activity</th>
-            </tr>
-          </thead>
-          <tbody>
-            {data.sessions.map((s) => (
-              <tr key={s.id}>
-                <td>
-                  <Link href={sessionHref(s.id)} class="mono">
-                    {s.id}
-                  </Link>
-                  {s.customId && <span class="muted"> · {s.customId}</span>}
-                </td>
-                <td>{s.parked ? <Badge kind="warn">parked</Badge> : <Badge>{s.tailState}</Badge>}</td>
-                <td>{s.parkedReason ?? ""}</td>
-                <td>
-                  {s.batchId && (
-                    <Link href={batchHref(s.batchId)} class="mono">
-                      {s.batchId.slice(0, 8)}
-                    </Link>
-                  )}
-                </td>
-                <td>
-                  <Time iso={s.updatedAt} />
-                </td>
+        <div class="scroll">
+          <table class="list">
+            <thead>
+              <tr>
+                <th scope="col">Session</th>
+                <th scope="col">State</th>
+                <th scope="col">Parked reason</th>
+                <th scope="col">Batch</th>
+                <th scope="col">Last activity</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {data.sessions.map((s) => (
+                <tr key={s.id}>
+                  <td class="free">
+                    <div>
+                      <Link href={sessionHref(s.id)} class="mono">
+                        {s.id}
+                      </Link>
+                      {s.customId && <span class="muted"> · {s.customId}</span>}
+                    </div>
+                  </td>
+                  <td>{s.parked ? <Badge kind="warn">parked</Badge> : <Badge>{s.tailState}</Badge>}</td>
+                  <td class="free">
+                    <div>{s.parkedReason ?? ""}</div>
+                  </td>
+                  <td>
+                    {s.batchId && (
+                      <Link href={batchHref(s.batchId)} class="mono">
+                        {s.batchId.slice(0, 8)}
+                      </Link>
+                    )}
+                  </td>
+                  <td>
+                    <Time iso={s.updatedAt} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       <nav class="pager" aria-label="Pages">
         {page > 1 && (

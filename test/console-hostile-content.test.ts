@@ -1,0 +1,108 @@
+/**
+ * The console (contracts §14) in a real browser, with what reaches it from places nobody
+ * controls: model answers, stop reasons, tool names and outputs, callers' ids. HTML in them
+ * is text, never run; a stop reason or a parked reason that is one unbroken string thousands
+ * of characters long wraps instead of widening the page (it made the session list 29,000 px
+ * wide, its other columns off screen). No worker: the histories are imported, and the API is
+ * in its open loopback dev mode.
+ */
+import { execFile } from "node:child_process";
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { createFleetEnv, type FleetEnv, ROOT } from "./support/fleet-env.js";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const BUILT_INDEX = join(ROOT, "dist/console/index.html");
+const HTML = `<img src=x onerror="window.ran=1"><script>window.ran=2</script><a href="javascript:window.ran=3">x</a>`;
+const LONG = "S".repeat(3_000);
+const agent = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] }, tools: [] };
+
+function newestUnder(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true }))
+    if (entry.isFile()) newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
+  return newest;
+}
+
+/** How far the page is wider than the window (0: no horizontal scrolling). */
+const overflow = async (page: Page) =>
+  Number(await page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth"));
+
+describe("the console with hostile content", () => {
+  let fleet: FleetEnv;
+  let base: string;
+  let client: FleetClient;
+  let context: BrowserContext;
+  let page: Page;
+  let profile: string;
+
+  beforeAll(async () => {
+    if (!existsSync(BUILT_INDEX) || statSync(BUILT_INDEX).mtimeMs < newestUnder(join(ROOT, "console")))
+      await promisify(execFile)(
+        process.execPath,
+        [join(ROOT, "node_modules/vite/bin/vite.js"), "build", "--config", "console/vite.config.ts"],
+        { cwd: ROOT, timeout: 60_000 },
+      );
+    fleet = await createFleetEnv("consolehostile");
+    const started = await fleet.startApi();
+    client = started.client;
+    base = started.api.url;
+    profile = await mkdtemp(join(tmpdir(), "fleet-chromium-"));
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1280, height: 900 },
+      args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
+    });
+    context.setDefaultTimeout(20_000);
+    page = context.pages()[0] ?? (await context.newPage());
+  }, 90_000);
+
+  afterAll(async () => {
+    await context?.close();
+    if (profile) await rm(profile, { recursive: true, force: true });
+    await fleet?.close();
+  });
+
+  it("shows HTML as text and wraps unbroken stop and parked reasons and ids", async () => {
+    const { id } = await client.createSession({
+      agent,
+      messages: [
+        { role: "user", content: HTML },
+        {
+          role: "assistant",
+          content: `${HTML} ${LONG}`,
+          stopReason: `stop${LONG}`,
+          toolCalls: [{ id: "c1", name: `tool${"T".repeat(200)}`, arguments: { [HTML]: LONG } }],
+        },
+        { role: "tool", toolCallId: "c1", name: `tool${"T".repeat(200)}`, content: HTML, success: false },
+      ],
+    });
+    const inBatch = (await client.createBatch([{ agent, customId: `C${"c".repeat(255)}` }])).sessions[0]!.id;
+    // Parked as a run would park it on that stop reason (`unknown_stop: <the reason>`).
+    await fleet.database.sql`
+      update sessions set status = 'parked', parked_reason = ${`unknown_stop: stop${LONG}`}
+      where id in ${fleet.database.sql([id, inBatch])}`;
+
+    await page.goto(`${base}/console?status=parked`);
+    await page.getByRole("link", { name: id }).waitFor();
+    await page.getByText(`C${"c".repeat(255)}`).waitFor();
+    expect(await overflow(page)).toBe(0);
+    // The other columns are still on screen.
+    const time = await page.locator("table.list tbody tr").first().locator("time").boundingBox();
+    expect(time!.x + time!.width).toBeLessThanOrEqual(1280);
+
+    await page.goto(`${base}/console/sessions/${id}`);
+    await page.locator(".transcript").getByText(HTML).first().waitFor();
+    await page.locator("#seq-2 .badge", { hasText: "stop: stopSSS" }).waitFor();
+    expect(await overflow(page)).toBe(0);
+    expect(await page.evaluate(() => (globalThis as unknown as { ran?: number }).ran)).toBeUndefined();
+    expect(await page.locator("main img, main script, main a[href^='javascript']").count()).toBe(0);
+  }, 60_000);
+});

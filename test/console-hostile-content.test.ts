@@ -3,8 +3,9 @@
  * controls: model answers, stop reasons, tool names and outputs, callers' ids. HTML in them
  * is text, never run; a stop reason or a parked reason that is one unbroken string thousands
  * of characters long wraps instead of widening the page (it made the session list 29,000 px
- * wide, its other columns off screen). No worker: the histories are imported, and the API is
- * in its open loopback dev mode.
+ * wide, its other columns off screen); a 1 MB JSON tool result is formatted once, not at
+ * every render (the page renders again at every streamed delta). No worker: the histories
+ * are imported, and the API is in its open loopback dev mode.
  */
 import { execFile } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
@@ -15,6 +16,7 @@ import { promisify } from "node:util";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
+import type { Message } from "../src/shared/messages.js";
 import { createFleetEnv, type FleetEnv, ROOT } from "./support/fleet-env.js";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -104,5 +106,43 @@ describe("the console with hostile content", () => {
     expect(await overflow(page)).toBe(0);
     expect(await page.evaluate(() => (globalThis as unknown as { ran?: number }).ran)).toBeUndefined();
     expect(await page.locator("main img, main script, main a[href^='javascript']").count()).toBe(0);
+  }, 60_000);
+
+  it("formats a 1 MB JSON tool result once, not at each render", async () => {
+    const big = JSON.stringify({ rows: Array.from({ length: 9_000 }, (_, i) => ({ i, v: "x".repeat(90) })) });
+    const messages: Message[] = [];
+    for (let i = 0; messages.length < 440; i++)
+      messages.push(
+        { role: "user", content: `q${i}` },
+        { role: "assistant", content: `a${i}`, stopReason: "end_turn" },
+      );
+    messages.push(
+      { role: "user", content: "big" },
+      {
+        role: "assistant",
+        content: "",
+        stopReason: "tool_use",
+        toolCalls: [{ id: "b", name: "t", arguments: {} }],
+      },
+      { role: "tool", toolCallId: "b", name: "t", content: big, success: true },
+    );
+    const { id } = await client.createSession({ agent, messages });
+    await page.addInitScript(() => {
+      const parse = JSON.parse;
+      const counted = globalThis as unknown as { bigParses: number };
+      counted.bigParses = 0;
+      JSON.parse = (text: string, reviver?: Parameters<typeof parse>[1]) => {
+        if (typeof text === "string" && text.length > 500_000) counted.bigParses += 1;
+        return parse(text, reviver);
+      };
+    });
+    await page.goto(`${base}/console/sessions/${id}`);
+    await page.getByText('"rows": [').first().waitFor();
+    // Each click renders the transcript again (as each streamed delta does).
+    for (let shown = 400; shown <= 600; shown += 200) {
+      await page.getByRole("button", { name: /earlier messages/ }).click();
+      await expect.poll(() => page.locator(".msg").count()).toBeGreaterThanOrEqual(Math.min(shown, 443));
+    }
+    expect(await page.evaluate(() => (globalThis as unknown as { bigParses: number }).bigParses)).toBe(1);
   }, 60_000);
 });

@@ -42,15 +42,18 @@ function resultMark(message: Message): "interrupted" | "cancelled" | undefined {
 
 /** A tool result that is JSON is shown formatted. */
 function ToolContent({ content }: { content: string }) {
-  const trimmed = content.trim();
-  if (trimmed.startsWith("{") || trimmed.startsWith("[")) {
+  // Formatted once per content, not at each render: the page renders again at every
+  // streamed delta, and a 1 MB result parsed and printed each time froze it.
+  const formatted = useMemo(() => {
+    const trimmed = content.trim();
+    if (!trimmed.startsWith("{") && !trimmed.startsWith("[")) return null;
     try {
-      return <Json value={JSON.parse(trimmed)} />;
+      return JSON.stringify(JSON.parse(trimmed), null, 2);
     } catch {
-      // Not JSON after all: shown as text.
+      return null; // Not JSON after all: shown as text.
     }
-  }
-  return <pre class="text">{content}</pre>;
+  }, [content]);
+  return formatted === null ? <pre class="text">{content}</pre> : <pre class="json">{formatted}</pre>;
 }
 
 function MessageView({ message }: { message: Message }) {

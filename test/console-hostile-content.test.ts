@@ -4,8 +4,9 @@
  * is text, never run; a stop reason or a parked reason that is one unbroken string thousands
  * of characters long wraps instead of widening the page (it made the session list 29,000 px
  * wide, its other columns off screen); a 1 MB JSON tool result is formatted once, not at
- * every render (the page renders again at every streamed delta). No worker: the histories
- * are imported, and the API is in its open loopback dev mode.
+ * every render (the page renders again at every streamed delta). And a list page opened from
+ * a bookmark has no "Previous page" button that would leave the console. No worker: the
+ * histories are imported, and the API is in its open loopback dev mode.
  */
 import { execFile } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
@@ -144,5 +145,26 @@ describe("the console with hostile content", () => {
       await expect.poll(() => page.locator(".msg").count()).toBeGreaterThanOrEqual(Math.min(shown, 443));
     }
     expect(await page.evaluate(() => (globalThis as unknown as { bigParses: number }).bigParses)).toBe(1);
+  }, 60_000);
+
+  it("offers Previous page only when going back stays in the console", async () => {
+    await Promise.all(Array.from({ length: 55 }, () => client.createSession({ agent })));
+    await page.goto(`${base}/console`);
+    await page.getByRole("link", { name: "Next page →" }).click();
+    await page.getByText("Page 2").waitFor();
+    await page.getByRole("button", { name: "← Previous page" }).click();
+    await page.getByText("Page 1").waitFor();
+    await page.goForward();
+    await page.getByText("Page 2").waitFor();
+
+    // The same page opened from a bookmark: going back would leave the console.
+    const bookmarked = await context.newPage();
+    await bookmarked.goto(page.url());
+    await bookmarked.getByText("Page 2").waitFor();
+    await bookmarked.locator("table.list").waitFor();
+    expect(await bookmarked.getByRole("button", { name: "← Previous page" }).count()).toBe(0);
+    await bookmarked.getByRole("link", { name: "Newest" }).click();
+    await bookmarked.getByText("Page 1").waitFor();
+    await bookmarked.close();
   }, 60_000);
 });

@@ -5,7 +5,18 @@
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, paths, type SessionPage } from "./api";
-import { Badge, batchHref, Empty, ErrorBox, Link, listHref, navigate, sessionHref, Time } from "./ui";
+import {
+  Badge,
+  batchHref,
+  cameFromApp,
+  Empty,
+  ErrorBox,
+  Link,
+  listHref,
+  navigate,
+  sessionHref,
+  Time,
+} from "./ui";
 
 const STATUSES = ["", "queued", "running", "completed", "parked", "cancelled", "active"] as const;
 const PAGE_SIZE = 50;
@@ -153,7 +164,7 @@ export function SessionsPage({ query }: { query: URLSearchParams }) {
         </div>
       )}
       <nav class="pager" aria-label="Pages">
-        {page > 1 && (
+        {page > 1 && cameFromApp() && (
           <button type="button" onClick={() => history.back()}>
             ← Previous page
           </button>

@@ -32,8 +32,19 @@ export const listHref = (query: Record<string, string | undefined> = {}) => {
 
 /** Moves within the app without a reload (history API); main.tsx listens for it. */
 export function navigate(href: string): void {
-  history.pushState(null, "", href);
+  history.pushState(IN_APP, "", href);
   dispatchEvent(new PopStateEvent("popstate"));
+}
+
+/** The history state of an entry the console pushed itself. */
+const IN_APP = { console: true };
+
+/**
+ * Whether the entry before this one is one of the console's, so that going back stays in it:
+ * not on a page opened from a bookmark or a shared link, where it would leave the console.
+ */
+export function cameFromApp(): boolean {
+  return (history.state as typeof IN_APP | null)?.console === true;
 }
 
 /** A link that stays in the app (a modified click still opens a new tab as usual). */

@@ -4,7 +4,8 @@
  * is text, never run; a stop reason or a parked reason that is one unbroken string thousands
  * of characters long wraps instead of widening the page (it made the session list 29,000 px
  * wide, its other columns off screen); a 1 MB JSON tool result is formatted once, not at
- * every render (the page renders again at every streamed delta). And a list page opened from
+ * every render (the page renders again at every streamed delta), and 1,000 runs are not
+ * rendered again at each delta either. And a list page opened from
  * a bookmark has no "Previous page" button that would leave the console. No worker: the
  * histories are imported, and the API is in its open loopback dev mode.
  */
@@ -17,6 +18,7 @@ import { promisify } from "node:util";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
+import { eventStreamKey, eventsNotifyChannel } from "../src/shared/events.js";
 import type { Message } from "../src/shared/messages.js";
 import { createFleetEnv, type FleetEnv, ROOT } from "./support/fleet-env.js";
 
@@ -166,5 +168,47 @@ describe("the console with hostile content", () => {
     await bookmarked.getByRole("link", { name: "Newest" }).click();
     await bookmarked.getByText("Page 1").waitFor();
     await bookmarked.close();
+  }, 60_000);
+  it("does not render 1,000 runs again at each streamed delta", async () => {
+    const { id } = await client.createSession({ agent, messages: [{ role: "user", content: "hi" }] });
+    const { sql } = fleet.database;
+    await sql`
+      insert into runs (id, session_id, kind, trigger, status, ended_reason, started_at, ended_at)
+      select ${id} || '-' || n, ${id}, 'run', 'api', 'ended', 'completed', now(), now()
+      from generate_series(1, 1000) n`;
+    await page.addInitScript(() => {
+      const counted = globalThis as unknown as { timesFormatted: number };
+      counted.timesFormatted = 0;
+      const format = Object.getOwnPropertyDescriptor(Intl.DateTimeFormat.prototype, "format")!.get!;
+      Object.defineProperty(Intl.DateTimeFormat.prototype, "format", {
+        get() {
+          counted.timesFormatted += 1;
+          return format.call(this);
+        },
+      });
+      const dateText = Date.prototype.toLocaleString;
+      Date.prototype.toLocaleString = function (this: Date, ...args: Parameters<typeof dateText>) {
+        counted.timesFormatted += 1;
+        return dateText.apply(this, args);
+      };
+    });
+    await page.goto(`${base}/console/sessions/${id}`);
+    await page.getByText("Runs (1000)").waitFor();
+    await page.locator('[data-live-mode="stream"]').waitFor();
+    await page.evaluate(() => {
+      (globalThis as unknown as { timesFormatted: number }).timesFormatted = 0;
+    });
+    // A model streaming its answer, as a worker writes it.
+    const key = eventStreamKey(fleet.config.prefix, id);
+    for (const text of ["Stream", "ing ", "an ", "answer"]) {
+      const data = JSON.stringify({ sessionId: id, type: "MESSAGE_DELTA", runId: `${id}-1000`, text });
+      await fleet.redis.xadd(key, "*", "type", "MESSAGE_DELTA", "data", data);
+      await fleet.redis.publish(eventsNotifyChannel(fleet.config.prefix), key);
+    }
+    await page.locator(".streaming").getByText("Streaming an answer").waitFor();
+    // The message's time and such; not 2,000 run times at each of the four deltas.
+    expect(
+      await page.evaluate(() => (globalThis as unknown as { timesFormatted: number }).timesFormatted),
+    ).toBeLessThan(50);
   }, 60_000);
 });

@@ -445,6 +445,11 @@ export function SessionPageView({ id }: { id: string }) {
     };
   }, [id, load, refreshSoon]);
 
+  // The runs table is rendered again only when the runs change, not at every event or delta
+  // (a session of 1,000 runs blocked the page for seconds while it ran).
+  const runs = session?.runs;
+  const runsView = useMemo(() => runs && <Runs runs={runs} />, [runs]);
+
   const liveLabel = useMemo(
     () =>
       ({
@@ -517,7 +522,7 @@ export function SessionPageView({ id }: { id: string }) {
           </dl>
           <Actions session={session} onDone={() => void load()} />
           <ResumePointView point={point} />
-          <Runs runs={session.runs} />
+          {runsView}
           <Transcript messages={session.messages} streaming={streaming} />
           <details>
             <summary>Agent and metadata</summary>

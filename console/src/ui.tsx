@@ -69,21 +69,23 @@ export function Link(props: AnchorHTMLAttributes & { href: string }) {
 /** A time in the viewer's zone (the ISO time, in UTC, on hover). */
 export function Time({ iso }: { iso: string | null | undefined }) {
   if (!iso) return <span class="muted">—</span>;
-  const date = new Date(iso);
   return (
     <time dateTime={iso} title={iso}>
-      {date.toLocaleString(undefined, {
-        year: "numeric",
-        month: "short",
-        day: "numeric",
-        hour: "2-digit",
-        minute: "2-digit",
-        second: "2-digit",
-        timeZoneName: "short",
-      })}
+      {TIME_FORMAT.format(new Date(iso))}
     </time>
   );
 }
+
+/** One formatter for every time on the page (`toLocaleString` with options makes one per call). */
+const TIME_FORMAT = new Intl.DateTimeFormat(undefined, {
+  year: "numeric",
+  month: "short",
+  day: "numeric",
+  hour: "2-digit",
+  minute: "2-digit",
+  second: "2-digit",
+  timeZoneName: "short",
+});
 
 export function duration(from: string | null, to: string | null): string {
   if (!from) return "—";

@@ -216,6 +216,9 @@ describe("the console in a browser", () => {
     await page.getByText(/Resume queued \(continue_response\)/).waitFor();
     await page.locator(".transcript").getByText("Finished by the other model.").waitFor();
     await page.locator("dd .badge", { hasText: /^completed$/ }).waitFor();
+    // The runs table says which run was asked to use another model (runs[].model).
+    await page.locator("table.runs .run-model", { hasText: "on scripted" }).waitFor();
+    expect(await page.locator("table.runs .run-model").count()).toBe(1);
   }, 45_000);
 
   it("cancels a running session from the page", async () => {

@@ -112,6 +112,8 @@ export type Run = {
   endedReason: string | null;
   error: string | null;
   workerId: string | null;
+  /** The MODEL it was asked to use in the agent's model's place (a resume's, a fallback's), or null. */
+  model?: unknown;
   usage: unknown;
   createdAt: string;
   startedAt: string | null;

@@ -143,6 +143,14 @@ function usageText(usage: unknown): string {
   return parts.length > 0 ? parts.join(", ") : JSON.stringify(usage);
 }
 
+/** A run's MODEL in a few words: its endpoint or provider, and its model name. */
+function modelLabel(model: unknown): string {
+  const m = (typeof model === "object" && model !== null ? model : {}) as Record<string, unknown>;
+  const where =
+    typeof m.endpoint === "string" ? m.endpoint : typeof m.provider === "string" ? m.provider : "model";
+  return typeof m.model === "string" ? `${where}:${m.model}` : where;
+}
+
 function Runs({ runs }: { runs: Run[] }) {
   return (
     <section aria-labelledby="runs-title">
@@ -172,7 +180,10 @@ function Runs({ runs }: { runs: Run[] }) {
                   <td class="mono" title={`${run.id}${run.workerId ? ` on ${run.workerId}` : ""}`}>
                     {run.id.slice(0, 8)}
                   </td>
-                  <td>{run.kind}</td>
+                  <td>
+                    {run.kind}
+                    {run.model != null && <div class="muted small run-model">on {modelLabel(run.model)}</div>}
+                  </td>
                   <td>{run.resumeKind ?? ""}</td>
                   <td>{run.trigger}</td>
                   <td>

@@ -5,7 +5,9 @@
  * thousands (2.2 MB and 160 ms of the API for 10,000 messages, about three times a second
  * per open tab), and the resume point read the whole history again in the API. The page now
  * asks only for the messages after the last one it has, and the resume point of a session
- * with a run on its way is answered without reading the history.
+ * with a run on its way is answered without reading the history. Likewise, a session of
+ * hundreds of runs is not read with every run again: the page's later reads ask for the
+ * latest runs only (`runsLimit`), and keep the ended runs it has.
  */
 import { execFile } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
@@ -23,6 +25,7 @@ const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const BUILT_INDEX = join(ROOT, "dist/console/index.html");
 const IMPORTED = 4_000;
 const STEPS = 30;
+const EARLIER_RUNS = 400;
 
 function newestUnder(dir: string): number {
   let newest = 0;
@@ -139,4 +142,51 @@ describe("the console on a long session", () => {
     expect(bad.status).toBe(400);
     expect(await bad.json()).toMatchObject({ error: { field: "afterSeq" } });
   }, 90_000);
+
+  it("follows new runs of a session of many runs without reading every run again", async () => {
+    const { id } = await client.createSession({
+      agent: { model: { provider: "scripted", steps: [{ text: "Another reply." }] }, tools: [] },
+    });
+    const { sql } = fleet.database;
+    await sql`
+      insert into runs (id, session_id, kind, trigger, status, ended_reason, created_at, started_at, ended_at)
+      select ${id} || '-' || n, ${id}, 'run', 'api', 'ended', 'completed',
+             now() - (${EARLIER_RUNS} + 1 - n) * interval '1 second', now(), now()
+      from generate_series(1, ${EARLIER_RUNS}) n`;
+    await page.goto(`${base}/console/sessions/${id}`);
+    await page.getByText(`Runs (${EARLIER_RUNS})`).waitFor();
+    await page.locator('[data-live-mode="stream"]').waitFor();
+    // How many runs each later read of the session brought.
+    const reads: Promise<number>[] = [];
+    page.on("response", (response) => {
+      if (new URL(response.url()).pathname !== `/v1/sessions/${id}`) return;
+      reads.push(
+        response.body().then((body) => (JSON.parse(body.toString()) as { runs: unknown[] }).runs.length),
+      );
+    });
+    for (let i = 0; i < 3; i++) {
+      const { runId } = await client.send(id, `Message ${i}.`);
+      await client.waitForRun(runId, { timeoutMs: 20_000 });
+    }
+    // Every run is on the page, the new ones ended, in the order the API gives them.
+    await page.getByText(`Runs (${EARLIER_RUNS + 3})`).waitFor();
+    await page.locator("dd .badge", { hasText: /^completed$/ }).waitFor();
+    await new Promise((r) => setTimeout(r, 1_000));
+    const session = await client.getSession(id);
+    const shown = await page
+      .locator("table.runs tbody tr")
+      .evaluateAll((rows) =>
+        rows.map((row) => (row as HTMLElement).title || row.querySelector("td")?.getAttribute("title")),
+      );
+    expect(shown.map((title) => title?.split(" ")[0])).toEqual(session.runs.map((run) => run.id));
+    expect(session.runs.slice(-3).map((run) => run.endedReason)).toEqual([
+      "completed",
+      "completed",
+      "completed",
+    ]);
+    const got = await Promise.all(reads);
+    expect(got.length).toBeGreaterThan(0);
+    // Before: each read held every run (hundreds); now only the latest few.
+    expect(Math.max(...got)).toBeLessThanOrEqual(50);
+  }, 60_000);
 });

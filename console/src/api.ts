@@ -129,6 +129,8 @@ export type Session = {
   metadata: Record<string, unknown>;
   messages: Message[];
   runs: Run[];
+  /** With `runsLimit`: the cursor of the runs older than those read (null: none). */
+  nextRunsBefore?: string | null;
   usage?: Record<string, number>;
   createdAt: string;
   updatedAt: string;
@@ -173,9 +175,16 @@ export type BatchResumePage = {
 const enc = encodeURIComponent;
 export const paths = {
   sessions: (query: URLSearchParams) => `/v1/sessions${query.size > 0 ? `?${query}` : ""}`,
-  /** `afterSeq`: only the messages after it (the page has the others). */
-  session: (id: string, afterSeq = 0) =>
-    `/v1/sessions/${enc(id)}${afterSeq > 0 ? `?afterSeq=${afterSeq}` : ""}`,
+  /**
+   * `afterSeq`: only the messages after it (the page has the others); `runsLimit`: only the
+   * latest runs (the page has the older ones).
+   */
+  session: (id: string, afterSeq = 0, runsLimit = 0) => {
+    const query = new URLSearchParams();
+    if (afterSeq > 0) query.set("afterSeq", String(afterSeq));
+    if (runsLimit > 0) query.set("runsLimit", String(runsLimit));
+    return `/v1/sessions/${enc(id)}${query.size > 0 ? `?${query}` : ""}`;
+  },
   resumePoint: (id: string) => `/v1/sessions/${enc(id)}/resume-point`,
   events: (id: string) => `/v1/sessions/${enc(id)}/events`,
   resume: (id: string) => `/v1/sessions/${enc(id)}/resume`,

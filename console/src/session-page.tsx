@@ -29,6 +29,25 @@ export function withEarlierMessages(
   return { ...next, messages: [...earlier, ...later, ...newer] };
 }
 
+/**
+ * The runs of a session read with `runsLimit` (its latest runs only), with the page's runs
+ * before them; null when the page cannot tell them from its own (read it whole): runs it
+ * never saw may lie before the window, or one of its earlier runs had not ended and may have
+ * changed since. An ended run never changes, and runs are never removed.
+ */
+export function withEarlierRuns(next: Session, current: Session | null): Run[] | null {
+  const window = next.runs;
+  if (!next.nextRunsBefore) return window;
+  const known = current?.runs ?? [];
+  const at = window[0] ? known.findIndex((run) => run.id === window[0]!.id) : -1;
+  if (at < 0) return null;
+  const earlier = known.slice(0, at);
+  return earlier.every((run) => run.status === "ended") ? [...earlier, ...window] : null;
+}
+
+/** How many of its latest runs the page reads again as the session changes. */
+const RUNS_WINDOW = 50;
+
 /** How many messages the transcript shows at first, and adds per "earlier" click. */
 const TRANSCRIPT_PAGE = 200;
 
@@ -379,18 +398,21 @@ export function SessionPageView({ id }: { id: string }) {
     if (loading.current) await loading.current.catch(() => {});
     const read = (async () => {
       try {
-        // A long session is not read whole again: only the messages after the page's last.
+        // A long session is not read whole again: only the messages after the page's last,
+        // and its latest runs (the first read has them all: every run's outcome is on the page).
         const have = shown.current?.id === id ? shown.current : null;
         const afterSeq = have?.messages.at(-1)?.seq ?? 0;
         const [next, nextPoint] = await Promise.all([
-          api<Session>("GET", paths.session(id, afterSeq)),
+          api<Session>("GET", paths.session(id, afterSeq, have ? RUNS_WINDOW : 0)),
           api<ResumePoint>("GET", paths.resumePoint(id)).catch(() => null),
         ]);
         let whole = true;
         setSession((current) => {
-          const merged = withEarlierMessages(next, current?.id === id ? current : null, afterSeq);
-          whole = merged !== null;
-          return merged ?? current;
+          const mine = current?.id === id ? current : null;
+          const merged = withEarlierMessages(next, mine, afterSeq);
+          const runs = withEarlierRuns(next, mine);
+          whole = merged !== null && runs !== null;
+          return merged && runs ? { ...merged, runs } : current;
         });
         if (!whole) setSession(await api<Session>("GET", paths.session(id)));
         if (nextPoint) setPoint(nextPoint);

@@ -174,10 +174,8 @@ describe("the console on a long session", () => {
     await new Promise((r) => setTimeout(r, 1_000));
     const session = await client.getSession(id);
     const shown = await page
-      .locator("table.runs tbody tr")
-      .evaluateAll((rows) =>
-        rows.map((row) => (row as HTMLElement).title || row.querySelector("td")?.getAttribute("title")),
-      );
+      .locator("table.runs tbody tr td:first-child")
+      .evaluateAll((cells) => cells.map((cell) => cell.getAttribute("title")));
     expect(shown.map((title) => title?.split(" ")[0])).toEqual(session.runs.map((run) => run.id));
     expect(session.runs.slice(-3).map((run) => run.endedReason)).toEqual([
       "completed",

@@ -111,6 +111,31 @@ describe("the console with hostile content", () => {
     expect(await page.locator("main img, main script, main a[href^='javascript']").count()).toBe(0);
   }, 60_000);
 
+  it("marks a result interrupted or cancelled only when it failed, not for a tool's own text", async () => {
+    const interrupted = `The process stopped while this tool was running, so it may or may not have completed.`;
+    const calls = ["a", "b", "c", "d"].map((id) => ({ id, name: "t", arguments: {} }));
+    const { id } = await client.createSession({
+      agent,
+      messages: [
+        { role: "user", content: "go" },
+        { role: "assistant", content: "", toolCalls: calls, stopReason: "tool_use" },
+        // A tool that succeeded and printed the texts the runtime writes for cut-short calls.
+        { role: "tool", toolCallId: "a", name: "t", content: interrupted, success: true },
+        { role: "tool", toolCallId: "b", name: "t", content: "Cancelled: it did not run.", success: true },
+        // What the runtime writes: failed results.
+        { role: "tool", toolCallId: "c", name: "t", content: interrupted, success: false },
+        { role: "tool", toolCallId: "d", name: "t", content: "Cancelled: it did not run.", success: false },
+      ],
+    });
+    await page.goto(`${base}/console/sessions/${id}`);
+    await page.locator("#seq-6").waitFor();
+    const marked = async (seq: number) => page.locator(`#seq-${seq}`).getAttribute("class");
+    expect(await marked(3)).toBe("msg tool");
+    expect(await marked(4)).toBe("msg tool");
+    expect(await marked(5)).toBe("msg tool interrupted");
+    expect(await marked(6)).toBe("msg tool cancelled");
+  }, 30_000);
+
   it("formats a 1 MB JSON tool result once, not at each render", async () => {
     const big = JSON.stringify({ rows: Array.from({ length: 9_000 }, (_, i) => ({ i, v: "x".repeat(90) })) });
     const messages: Message[] = [];

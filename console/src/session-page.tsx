@@ -51,9 +51,12 @@ const RUNS_WINDOW = 50;
 /** How many messages the transcript shows at first, and adds per "earlier" click. */
 const TRANSCRIPT_PAGE = 200;
 
-/** Results whose text says the tool was cut short (resume-semantics §3; a cancelled run). */
+/**
+ * Failed results whose text says the tool was cut short (resume-semantics §3; a cancelled
+ * run). A tool that succeeded and printed such a text is not marked.
+ */
 function resultMark(message: Message): "interrupted" | "cancelled" | undefined {
-  if (message.role !== "tool") return undefined;
+  if (message.role !== "tool" || message.success !== false) return undefined;
   if (message.content.startsWith("The process stopped while this tool was running")) return "interrupted";
   if (/^Cancelled(:| while running)/.test(message.content)) return "cancelled";
   return undefined;

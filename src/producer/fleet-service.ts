@@ -459,7 +459,7 @@ export class FleetService {
     // in the transaction that queues the run (a run refused by a limit leaves it as it was).
     const { run } = await this.deps.queries.createRun(
       { sessionId: id, kind: "run", trigger: "api", input: content, ...(goal ? { goal } : {}) },
-      { ...this.limits, tenant, unpark: session.status === "parked" || session.status === "cancelled" },
+      { ...this.limits, tenant, unpark: true },
     );
     await this.enqueueCommitted([run.id], async () => {
       const priorities = await this.deps.priorities?.assign(tenant, 1);
@@ -482,7 +482,7 @@ export class FleetService {
     const input = parseBody(resumeBody, body);
     const model = input?.model === undefined ? undefined : parseModelConfig(input.model, "model");
     if (model) resolveModelRoute(model, this.routing, "model");
-    const session = await this.session(tenant, id);
+    await this.session(tenant, id);
     const [history, runs] = await Promise.all([
       this.deps.queries.loadHistory(id),
       this.deps.queries.listRuns(id, tenant),
@@ -499,7 +499,7 @@ export class FleetService {
     // makes it active again.
     const { run, created } = await this.deps.queries.createRun(
       { sessionId: id, kind: "resume", trigger, resumeKind: point.kind, model },
-      { ...this.limits, tenant, unpark: session.status === "parked" || session.status === "cancelled" },
+      { ...this.limits, tenant, unpark: true },
     );
     if (!created && !sameModel(run.model, model))
       throw this.refuse("running", "another resume of this session is queued or running");

@@ -430,18 +430,30 @@ export class SessionQueries {
     options: RunLimits & {
       /** The caller's tenant: the session's active-session cap is checked for it. */
       tenant?: string;
-      /** Makes a parked session active again in the same transaction (someone acted on it). */
+      /**
+       * Someone acted on it (new input, an explicit resume): a parked or cancelled session is
+       * made active again in the same transaction, as its status is under the row's lock.
+       */
       unpark?: boolean;
     } = {},
     attempt = 0,
   ): Promise<{ run: RunRow; created: boolean }> {
     const { maxActiveSessions: max, tenant } = options;
-    if (max === undefined && !options.unpark) return this.insertRun(this.database.sql, run, attempt);
     return this.database.sql.begin(async (tx) => {
       if (max !== undefined && tenant !== undefined) {
         await holdActiveSessions(tx, tenant, 1, max, run.sessionId);
       }
-      if (options.unpark) await this.unparkWith(tx, run.sessionId);
+      // The session row first, the order every writer of a session and its runs uses: a
+      // cancel that holds it (batches.ts) commits before the status is read here, so the run
+      // re-opens the session it cancelled; a cancel that comes later finds the run and drops
+      // it. Without the lock a run inserted while a cancel ran was invisible to the cancel's
+      // update and stayed queued on the cancelled session for ever (its worker's claim skips
+      // a cancelled session): the send was answered 202 and never ran.
+      const [row] = await tx<{ status: string }[]>`
+        select status from sessions where id = ${run.sessionId} for no key update`;
+      if (!row) throw new NotFoundError(`session ${run.sessionId}`);
+      if (options.unpark && (row.status === "parked" || row.status === "cancelled"))
+        await this.unparkWith(tx, run.sessionId);
       return this.insertRun(tx, run, attempt);
     });
   }

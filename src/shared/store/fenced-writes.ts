@@ -270,13 +270,18 @@ export class FencedWrites {
     tail: TailState,
   ): Promise<StoredMessage[] | null> {
     const rows = toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq);
+    // The session row is locked before the run's (an uncorrelated `exists` is evaluated before
+    // the update scans), the order a cancel uses (batches.ts): the run's row first, a cancel
+    // holding the session and dropping queued runs deadlocked with this start, and Postgres
+    // aborted one of them — the cancel answered 500, or the start failed the worker's job.
     const [result] = await this.database.sql<{ fence_ok: boolean; started: number; inserted: Inserted[] }[]>`
-      with r as (
+      with cur as (
+        select id from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
+           and last_seq = ${cursor.lastSeq} for no key update
+      ), r as (
         update runs set status = 'running', started_at = now(), worker_id = ${run.workerId},
                         resume_kind = ${run.resumeKind}
-         where id = ${run.id} and (status = 'queued') is true
-           and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
-                          and last_seq = ${cursor.lastSeq})
+         where id = ${run.id} and (status = 'queued') is true and exists (select 1 from cur)
         returning id
       ), s as (
         update sessions

@@ -70,4 +70,27 @@ describe("worker errors", () => {
     expect(lockLost(new Error("could not renew lock for job 9"))?.jobId).toBe("9");
     expect(lockLost(new Error("Connection is closed."))).toBeNull();
   }, 20_000);
+
+  it("a job whose key is gone (Redis restarted empty under it) is one line too", async () => {
+    const queue = new Queue("k", { connection, prefix });
+    const errors: Error[] = [];
+    const worker = new Worker(
+      "k",
+      async (job) => {
+        // What an empty Redis leaves of a running job: nothing.
+        await connection.del(`${prefix}:k:${job.id}`, `${prefix}:k:${job.id}:lock`);
+        return "done";
+      },
+      { connection: new Redis(REDIS_URL, { maxRetriesPerRequest: null }), prefix },
+    );
+    worker.on("error", (error) => errors.push(error));
+    await queue.add("j", {}, { jobId: "job-2" });
+    const deadline = Date.now() + 10_000;
+    while (errors.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await worker.close();
+    await queue.close();
+    (worker.opts.connection as Redis).disconnect();
+    expect(errors[0]?.message).toMatch(/^Missing key for job job-2\./);
+    expect(lockLost(errors[0])).toEqual({ jobId: "job-2", err: errors[0]!.message });
+  }, 20_000);
 });

@@ -7,14 +7,17 @@
  * them as errors when the job finishes (`Lock mismatch for job J. Cmd moveToFinished from
  * active`, `Missing lock for job J. …`) or its lock is renewed; the fence in Postgres keeps the
  * history safe (lease.ts). Logged with their stack traces they were noise: 16 multi-line
- * warnings after one Redis restore. They are logged as one line each, job and message kept.
+ * warnings after one Redis restore. So is a job whose key is gone (`Missing key for job J.
+ * moveToFinished`): Redis restarted empty under it, and the sweeper resumes its session from
+ * Postgres. They are logged as one line each, job and message kept.
  * Anything else is logged with its stack, as a fault.
  */
 import type { Logger } from "pino";
 
-const LOCK_LOST = /^(Lock mismatch|Missing lock) for job (\S+?)\.|could not renew lock for job (\S+)/i;
+const LOCK_LOST =
+  /^(Lock mismatch|Missing lock|Missing key) for job (\S+?)\.|could not renew lock for job (\S+)/i;
 
-/** A lost job lock's job id and message, or null for any other error (pure). */
+/** A lost job lock's (or job key's) job id and message, or null for any other error (pure). */
 export function lockLost(error: unknown): { jobId: string; err: string } | null {
   if (!(error instanceof Error)) return null;
   const match = LOCK_LOST.exec(error.message);
@@ -26,6 +29,9 @@ export function lockLost(error: unknown): { jobId: string; err: string } | null 
 export function logWorkerError(log: Pick<Logger, "warn">, error: unknown): void {
   const lost = lockLost(error);
   if (lost)
-    log.warn(lost, "a job's BullMQ lock was no longer this worker's (the fence keeps the history safe)");
+    log.warn(
+      lost,
+      "a job's BullMQ lock or key was no longer this worker's (the fence keeps the history safe)",
+    );
   else log.warn({ err: error }, "worker error");
 }

@@ -69,6 +69,29 @@ export class SweepQueries {
        order by r.created_at, r.id limit ${limit}`;
   }
 
+  /**
+   * Ends queued runs left on cancelled sessions, older than `ms` (at most `limit`), as the
+   * cancel would have ended them. A cancel ends its sessions' queued runs, and a run queued
+   * after it re-opens its session (session-queries.ts `createRun`), so such a run is a
+   * leftover — of a message that raced a cancel before both took the session's row first —
+   * that no worker would run (a worker skips a cancelled session) and nothing would end.
+   */
+  endCancelledLeftovers(
+    ms: number,
+    limit: number,
+  ): Promise<{ id: string; session_id: string; kind: string }[]> {
+    return this.database.sql<{ id: string; session_id: string; kind: string }[]>`
+      update runs set status = 'ended', ended_reason = 'cancelled', ended_at = now(),
+                      error = 'cancelled by request'
+       where id in (
+         select r.id from runs r
+          where r.status = 'queued' and r.created_at < now() - make_interval(secs => ${ms / 1000})
+            and exists (select 1 from sessions s where s.id = r.session_id and s.status = 'cancelled')
+          order by r.created_at limit ${limit})
+         and (status = 'queued') is true
+      returning id, session_id, kind`;
+  }
+
   /** Which of these runs are still queued (the rest started since they were read). */
   async stillQueued(runIds: readonly string[]): Promise<string[]> {
     if (runIds.length === 0) return [];

@@ -24,6 +24,7 @@ import { IDEMPOTENCY_PRUNE_PAGE, IdempotencyStore } from "../shared/store/idempo
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { eventsChannel } from "../shared/worker-signals.js";
 import { BatchEnds, startWebhookWorker } from "./batch-ends.js";
+import { endCancelledLeftovers } from "./cancelled-leftovers.js";
 import { Retention } from "./retention.js";
 import { SweepQueries } from "./sweep-queries.js";
 import { Sweeper } from "./sweeper.js";
@@ -87,20 +88,23 @@ export async function startSweeper(
   );
   const resumes = new AutomaticResumes(database, resumePolicyOf(config), metrics);
   resumes.events = events;
+  const sweeps = new SweepQueries(database);
+  const runEnded = (sessionId: string, runId: string, outcome: string) =>
+    events.writeAfterSync(database, sessionId, [{ type: "RUN_COMPLETED", runId, outcome }]);
   const sweeper = new Sweeper({
     prefix: config.prefix,
     redis,
     lease: new SessionLease(redis, config.prefix, config.leaseTtlMs),
     queries: new SessionQueries(database),
-    sweeps: new SweepQueries(database),
+    sweeps,
     queues,
     metrics,
     resumes,
     log,
-    runEnded: (sessionId, runId, outcome) =>
-      events.writeAfterSync(database, sessionId, [{ type: "RUN_COMPLETED", runId, outcome }]),
+    runEnded,
     runEndMissing: (sessionId) => events.missingRunEnd(database, sessionId, 0),
   });
+  const leftovers = { sweeps, queues, metrics, log, runEnded };
   // Batches (contracts §9): ends noticed on each wide scan; webhooks delivered on a
   // connection of their own (batch-ends.ts says why here).
   const batchStore = new BatchStore(database);
@@ -185,6 +189,8 @@ export async function startSweeper(
         wideScanRequested = false;
         await sweeper.sweepInterrupted();
         await sweeper.sweepOrphanedRuns();
+        // Before the batch ends: a batch whose last session kept such a run ends with it.
+        await endCancelledLeftovers(leftovers);
         await batchEnds.scan();
         if (pruneAgain || Date.now() - prunedAt > 60_000) {
           prunedAt = Date.now();

@@ -12,7 +12,7 @@ import { EventWriter } from "../src/shared/event-writer.js";
 import { eventStreamKey } from "../src/shared/events.js";
 import { createMetrics } from "../src/shared/metrics.js";
 import { QUEUES, RunQueues } from "../src/shared/queues.js";
-import { endCancelledLeftovers } from "../src/sweeper/cancelled-leftovers.js";
+import { CancelledLeftovers } from "../src/sweeper/cancelled-leftovers.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
@@ -54,7 +54,7 @@ describe("queued runs left on cancelled sessions", () => {
     const events = new EventWriter(fleet.redis, fleet.config.prefix);
     const metrics = createMetrics("leftovers-test");
     const warned: unknown[] = [];
-    const ended = await endCancelledLeftovers({
+    const leftovers = new CancelledLeftovers({
       sweeps: new SweepQueries(fleet.database),
       queues,
       metrics,
@@ -64,7 +64,7 @@ describe("queued runs left on cancelled sessions", () => {
           .writeAfterSync(fleet.database, sessionId, [{ type: "RUN_COMPLETED", runId, outcome }])
           .then(() => {}),
     });
-    expect(ended).toBe(1);
+    expect(await leftovers.scan()).toBe(1);
     expect(warned).toEqual([{ runIds: [leftover.runId] }]);
 
     const run = await client.getRun(leftover.runId);
@@ -92,13 +92,26 @@ describe("queued runs left on cancelled sessions", () => {
       expect(await queues.getJob("run", jobId(left))).toBeDefined();
     }
     // Run again: nothing more to end.
-    expect(
-      await endCancelledLeftovers({
-        sweeps: new SweepQueries(fleet.database),
-        queues,
-        metrics,
-        log: { warn() {} },
-      }),
-    ).toBe(0);
+    expect(await leftovers.scan()).toBe(0);
+
+    // Behind a backlog longer than a page: found within a few scans, a page read at a time.
+    await sql`update runs set status = 'ended', ended_reason = 'cancelled' where id = ${fresh.runId}`;
+    const many = await Promise.all(Array.from({ length: 5 }, sent));
+    const late = await sent();
+    await sql`update runs set created_at = now() - interval '9 seconds' where id in ${sql(many.map((r) => r.runId))}`;
+    await sql`update runs set created_at = now() - interval '8 seconds' where id = ${late.runId}`;
+    await sql`update sessions set status = 'cancelled', cancelled_at = now() where id = ${late.id}`;
+    const paged = new CancelledLeftovers(
+      { sweeps: new SweepQueries(fleet.database), queues, metrics, log: { warn() {} } },
+      5_000,
+      2,
+    );
+    const found: number[] = [];
+    for (let scan = 0; scan < 5; scan++) found.push(await paged.scan());
+    // Pages of 2: the active session's run and the first waiting one, two more, two more,
+    // then the late one alone (the last page: the next scan starts from the oldest again).
+    expect(found.reduce((a, b) => a + b, 0)).toBe(1);
+    expect(found.slice(0, 4)).toEqual([0, 0, 0, 1]);
+    expect(await client.getRun(late.runId)).toMatchObject({ status: "ended", endedReason: "cancelled" });
   }, 30_000);
 });

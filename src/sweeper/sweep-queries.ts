@@ -1,6 +1,7 @@
 /** The sweeper's SQL. Each scan uses a partial index, so its cost follows sessions in flight or stuck. */
 // Dates go in as ISO strings: drizzle's postgres.js driver replaces the date serializers.
 import type { Database } from "../shared/db/client.js";
+import { json } from "../shared/store/rows.js";
 
 export type RunningRun = {
   id: string;
@@ -12,6 +13,7 @@ export type RunningRun = {
   age_ms: number;
 };
 export type AttentionSession = { id: string; tail_state: string; resume_attempts: number };
+export type LeftoverRun = { id: string; session_id: string; kind: string };
 export type QueuedRun = {
   id: string;
   session_id: string;
@@ -70,26 +72,43 @@ export class SweepQueries {
   }
 
   /**
-   * Ends queued runs left on cancelled sessions, older than `ms` (at most `limit`), as the
-   * cancel would have ended them. A cancel ends its sessions' queued runs, and a run queued
-   * after it re-opens its session (session-queries.ts `createRun`), so such a run is a
+   * Ends queued runs left on cancelled sessions, as the cancel would have ended them, among
+   * one page of the queued runs older than `ms` (oldest first, after `after`: at most `limit`
+   * read, whatever a backlog holds). A cancel ends its sessions' queued runs, and a run
+   * queued after it re-opens its session (session-queries.ts `createRun`), so such a run is a
    * leftover — of a message that raced a cancel before both took the session's row first —
    * that no worker would run (a worker skips a cancelled session) and nothing would end.
+   * Returns the runs it ended, and where the next page starts (undefined: from the start).
    */
-  endCancelledLeftovers(
+  async endCancelledLeftovers(
     ms: number,
     limit: number,
-  ): Promise<{ id: string; session_id: string; kind: string }[]> {
-    return this.database.sql<{ id: string; session_id: string; kind: string }[]>`
-      update runs set status = 'ended', ended_reason = 'cancelled', ended_at = now(),
-                      error = 'cancelled by request'
-       where id in (
-         select r.id from runs r
-          where r.status = 'queued' and r.created_at < now() - make_interval(secs => ${ms / 1000})
-            and exists (select 1 from sessions s where s.id = r.session_id and s.status = 'cancelled')
-          order by r.created_at limit ${limit})
-         and (status = 'queued') is true
-      returning id, session_id, kind`;
+    after?: QueuedRun,
+  ): Promise<{ ended: { id: string; session_id: string; kind: string }[]; next?: QueuedRun }> {
+    const sql = this.database.sql;
+    const [row] = await sql<
+      { ended: string | LeftoverRun[] | null; last: string | QueuedRun | null; read: number }[]
+    >`
+      with page as (
+        select r.id, r.session_id, r.kind, r.job_id, r.created_at from runs r
+         where r.status = 'queued' and r.created_at < now() - make_interval(secs => ${ms / 1000})
+           ${after ? sql`and (r.created_at, r.id) > (${after.created_at}::timestamptz, ${after.id})` : sql``}
+         order by r.created_at, r.id limit ${limit}
+      ), e as (
+        update runs set status = 'ended', ended_reason = 'cancelled', ended_at = now(),
+                        error = 'cancelled by request'
+         where id in (select p.id from page p
+                       where exists (select 1 from sessions s where s.id = p.session_id and s.status = 'cancelled'))
+           and (status = 'queued') is true
+        returning id, session_id, kind
+      )
+      select (select json_agg(e) from e) as ended, (select count(*)::int from page) as read,
+             (select json_build_object('id', p.id, 'session_id', p.session_id, 'kind', p.kind,
+                                       'job_id', p.job_id, 'created_at', p.created_at::text)
+                from page p order by p.created_at desc, p.id desc limit 1) as last`;
+    const ended = row?.ended ? json<LeftoverRun[]>(row.ended) : [];
+    const last = row?.last ? json<QueuedRun>(row.last) : undefined;
+    return { ended, ...(row && row.read >= limit && last ? { next: last } : {}) };
   }
 
   /** Which of these runs are still queued (the rest started since they were read). */

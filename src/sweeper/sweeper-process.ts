@@ -24,7 +24,7 @@ import { IDEMPOTENCY_PRUNE_PAGE, IdempotencyStore } from "../shared/store/idempo
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { eventsChannel } from "../shared/worker-signals.js";
 import { BatchEnds, startWebhookWorker } from "./batch-ends.js";
-import { endCancelledLeftovers } from "./cancelled-leftovers.js";
+import { CancelledLeftovers } from "./cancelled-leftovers.js";
 import { Retention } from "./retention.js";
 import { SweepQueries } from "./sweep-queries.js";
 import { Sweeper } from "./sweeper.js";
@@ -104,7 +104,7 @@ export async function startSweeper(
     runEnded,
     runEndMissing: (sessionId) => events.missingRunEnd(database, sessionId, 0),
   });
-  const leftovers = { sweeps, queues, metrics, log, runEnded };
+  const leftovers = new CancelledLeftovers({ sweeps, queues, metrics, log, runEnded });
   // Batches (contracts §9): ends noticed on each wide scan; webhooks delivered on a
   // connection of their own (batch-ends.ts says why here).
   const batchStore = new BatchStore(database);
@@ -190,7 +190,7 @@ export async function startSweeper(
         await sweeper.sweepInterrupted();
         await sweeper.sweepOrphanedRuns();
         // Before the batch ends: a batch whose last session kept such a run ends with it.
-        await endCancelledLeftovers(leftovers);
+        await leftovers.scan();
         await batchEnds.scan();
         if (pruneAgain || Date.now() - prunedAt > 60_000) {
           prunedAt = Date.now();

@@ -33,9 +33,13 @@ describe("POST /v1/batches and GET /v1/sessions", () => {
     const listed = await client.listSessions({ status: "active", limit: 10 });
     expect(listed.sessions.map((s) => s.id).sort()).toEqual(sessions.map((s) => s.id).sort());
     expect(listed.sessions.find((s) => s.id === sessions[2]!.id)).toMatchObject({
+      status: "empty",
       tailState: "empty",
       parked: false,
     });
+    // The status a session read gives (running, queued, interrupted… from its runs too).
+    for (const s of listed.sessions) expect(s.status).toBe((await client.getSession(s.id)).status);
+    expect(listed.sessions.filter((s) => s.status === "completed")).toHaveLength(2);
     expect((await client.listSessions({ status: "parked" })).sessions).toEqual([]);
   });
 
@@ -76,6 +80,7 @@ describe("POST /v1/batches and GET /v1/sessions", () => {
     const [parked] = (await client.listSessions({ status: "parked" })).sessions;
     expect(parked).toMatchObject({
       id: sessions[0]!.id,
+      status: "parked",
       parked: true,
       parkedReason: "refused",
       tailState: "refused",

@@ -136,6 +136,29 @@ describe("the console with hostile content", () => {
     expect(await marked(6)).toBe("msg tool cancelled");
   }, 30_000);
 
+  it("lists a running session and one waiting for its resume by their status, not one tail state", async () => {
+    const history = [{ role: "user" as const, content: "hi" }];
+    const running = (await client.createSession({ agent, messages: history })).id;
+    const interrupted = (await client.createSession({ agent, messages: history })).id;
+    const { sql } = fleet.database;
+    // Both wait for the model's answer: one with its run going, one whose worker died.
+    await sql`update sessions set tail_state = 'awaiting_model', run_started = true
+               where id in ${sql([running, interrupted])}`;
+    await sql`insert into runs (id, session_id, tenant, kind, trigger, status, started_at)
+              select ${`${running}-r`}, id, tenant, 'run', 'api', 'running', now() from sessions where id = ${running}`;
+    await page.goto(`${base}/console`);
+    const row = (id: string) =>
+      page.locator("table.list tbody tr", { has: page.getByRole("link", { name: id }) });
+    await row(running)
+      .locator(".badge", { hasText: /^running$/ })
+      .waitFor();
+    await row(interrupted)
+      .locator(".badge", { hasText: /^interrupted$/ })
+      .waitFor();
+    // The tail state is still there, beside it.
+    await row(interrupted).getByText("awaiting_model").waitFor();
+  }, 30_000);
+
   it("formats a 1 MB JSON tool result once, not at each render", async () => {
     const big = JSON.stringify({ rows: Array.from({ length: 9_000 }, (_, i) => ({ i, v: "x".repeat(90) })) });
     const messages: Message[] = [];

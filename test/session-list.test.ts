@@ -119,8 +119,25 @@ describe("the session list", () => {
       metadata: { name: "parked-wild" },
       updatedAt: expect.any(Date),
       cursor: { micros: expect.stringMatching(/^\d+$/), id: ids["parked-wild"] },
+      runState: null,
     });
     expect(Math.floor(Number(newest!.cursor.micros) / 1000)).toBe(newest!.updatedAt.getTime());
+  });
+
+  it("says which run each session has unfinished, for its public status", async () => {
+    const rows = await queries.listSessions({ tenant: "acme", limit: 100 });
+    const byName = Object.fromEntries(rows.map((row) => [names([row])[0], row.runState]));
+    expect(byName).toEqual({
+      queued: "queued",
+      running: "running",
+      interrupted: null,
+      completed: null,
+      "never-run": null,
+      "parked-turns": null,
+      "parked-attempts": null,
+      "parked-wild": null,
+      cancelled: null,
+    });
   });
 
   it("matches a parked reason by its code, with LIKE's wildcards taken literally", async () => {

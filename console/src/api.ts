@@ -139,6 +139,8 @@ export type SessionSummary = {
   id: string;
   batchId: string | null;
   customId: string | null;
+  /** What it is doing (`running`, `interrupted`, …), as a session read says. */
+  status: string;
   parked: boolean;
   tailState: string;
   parkedReason: string | null;

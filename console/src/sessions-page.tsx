@@ -15,6 +15,7 @@ import {
   listHref,
   navigate,
   sessionHref,
+  statusKind,
   Time,
 } from "./ui";
 
@@ -143,7 +144,10 @@ export function SessionsPage({ query }: { query: URLSearchParams }) {
                       {s.customId && <span class="muted"> · {s.customId}</span>}
                     </div>
                   </td>
-                  <td>{s.parked ? <Badge kind="warn">parked</Badge> : <Badge>{s.tailState}</Badge>}</td>
+                  <td>
+                    <Badge kind={statusKind(s.status)}>{s.status}</Badge>{" "}
+                    {!s.parked && <span class="muted small">{s.tailState}</span>}
+                  </td>
                   <td class="free">
                     <div>{s.parkedReason ?? ""}</div>
                   </td>

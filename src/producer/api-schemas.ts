@@ -120,6 +120,7 @@ export const sessionSummarySchema = z
     id,
     batchId: z.string().nullable(),
     customId: z.string().nullable(),
+    status: z.enum(SESSION_STATUSES).describe("What it is doing, as `GET /v1/sessions/:id` says"),
     parked: z.boolean(),
     tailState: z.string(),
     parkedReason: z.string().nullable(),

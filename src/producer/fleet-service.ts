@@ -435,6 +435,7 @@ export class FleetService {
         id: row.id,
         batchId: row.batchId,
         customId: row.customId,
+        status: sessionStatus(row, row.runState ? [{ status: row.runState }] : []),
         parked: row.status === "parked",
         tailState: row.tailState,
         parkedReason: row.parkedReason,

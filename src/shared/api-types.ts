@@ -62,6 +62,8 @@ export type SessionSummary = {
   id: string;
   batchId: string | null;
   customId: string | null;
+  /** What it is doing, as `GET /v1/sessions/:id` says (additive). */
+  status: SessionStatus;
   parked: boolean;
   tailState: string;
   parkedReason: string | null;

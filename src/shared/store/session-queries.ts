@@ -101,7 +101,11 @@ export type NewRun = {
 export type ListedSession = Pick<
   SessionRow,
   "id" | "batchId" | "customId" | "status" | "tailState" | "parkedReason" | "metadata" | "updatedAt"
-> & { cursor: ListCursor };
+> & {
+  cursor: ListCursor;
+  /** Its unfinished run's status, `running` before `queued` (null: none), for its public status. */
+  runState: "running" | "queued" | null;
+};
 
 export class SessionQueries {
   constructor(private readonly database: Database) {}
@@ -274,7 +278,9 @@ export class SessionQueries {
     >`
       select s.id, s.batch_id as "batchId", s.custom_id as "customId", s.status, s.tail_state as "tailState",
              s.parked_reason as "parkedReason", s.metadata, s.updated_at as "updatedAt",
-             (extract(epoch from s.updated_at) * 1000000)::bigint::text as micros
+             (extract(epoch from s.updated_at) * 1000000)::bigint::text as micros,
+             (select r.status from runs r where r.session_id = s.id and r.status in ('running', 'queued')
+               order by r.status = 'running' desc limit 1) as "runState"
         from sessions s
        where true
              ${filter.tenant === undefined ? sql`` : sql`and s.tenant = ${filter.tenant}`}
@@ -307,6 +313,7 @@ export class SessionQueries {
       metadata: json<Record<string, unknown>>(row.metadata),
       updatedAt: new Date(row.updatedAt),
       cursor: { micros: row.micros, id: row.id },
+      runState: row.runState,
     }));
   }
 

@@ -19,6 +19,7 @@ import type { Logger } from "pino";
 import type { AgentConfig } from "../shared/agent-config.js";
 import type { StoredMessage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
+import { frozenCopy } from "./hook-views.js";
 
 export type RunContext = {
   sessionId: string;
@@ -165,13 +166,14 @@ export class Extensions {
     return this.each("onMessage", ctx, input);
   }
   afterRun(ctx: RunContext, result: RunResult): Promise<void> {
-    return this.each("afterRun", ctx, result);
+    return this.each("afterRun", ctx, Object.freeze({ ...result }));
   }
   onError(ctx: RunContext, error: RunError): Promise<void> {
     return this.each("onError", ctx, error);
   }
+  /** Each hook gets a frozen copy: the message itself is in the history the model is sent. */
   onCommitted(ctx: RunContext, committed: CommittedMessage): Promise<void> {
-    return this.each("onCommitted", ctx, committed);
+    return this.each("onCommitted", ctx, frozenCopy(committed));
   }
 
   /** Whether any extension has an `onSessionDeleted` hook. */

@@ -10,6 +10,7 @@ import type { SessionEventLog } from "../shared/session-event-log.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
 import type { LoopObserver } from "./agent-loop.js";
 import type { Extensions, RunContext } from "./extensions.js";
+import { frozenCopy } from "./hook-views.js";
 import type { ModelEvent, ModelProvider, ModelRequest } from "./models/provider.js";
 
 /**
@@ -54,18 +55,23 @@ export async function runContext(
   deps: { queries: Partial<Pick<SessionQueries, "getSession">> },
 ): Promise<RunContext> {
   const session = await deps.queries.getSession?.(run.sessionId);
-  return {
+  // Copies, frozen (hook-views.ts): a hook cannot change what the model is sent or which agent
+  // runs. The history is copied when a hook first reads it (most never do).
+  const before = history.slice();
+  let copy: readonly StoredMessage[] | undefined;
+  const ctx = {
     sessionId: run.sessionId,
     runId: run.id,
     kind,
     resumeKind,
     trigger: run.trigger,
-    agent,
-    metadata: session?.metadata ?? {},
+    agent: frozenCopy(agent),
+    metadata: frozenCopy(session?.metadata ?? {}),
     signal,
     inputMessage: kind === "run" ? run.input : null,
-    history,
   };
+  Object.defineProperty(ctx, "history", { enumerable: true, get: () => (copy ??= frozenCopy(before)) });
+  return Object.freeze(ctx as RunContext);
 }
 
 /** `TOOL_FINISHED` for a committed tool result. */

@@ -1,0 +1,20 @@
+/**
+ * What extensions' hooks are handed (contracts §8): frozen copies, never the worker's own
+ * objects. The run's history, the agent it is about to parse and each committed message are
+ * the very objects the worker sends to the model and stores its tail from; a hook that
+ * "redacts" `ctx.history[0].content`, or sets `ctx.agent.budget = undefined`, changed what
+ * the model was sent and which limits held, while Postgres kept the original. A copy keeps
+ * the worker's objects out of reach; freezing it makes such a write fail in the hook (an
+ * ES module is strict code) instead of silently doing nothing.
+ */
+
+/** A deep copy of `value` (plain data: JSON values, Dates), frozen throughout (pure). */
+export function frozenCopy<T>(value: T): T {
+  return deepFreeze(structuredClone(value));
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value === null || typeof value !== "object" || Object.isFrozen(value)) return value;
+  for (const key of Reflect.ownKeys(value)) deepFreeze((value as Record<string | symbol, unknown>)[key]);
+  return Object.freeze(value);
+}

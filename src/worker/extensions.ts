@@ -217,7 +217,12 @@ export function transcriptExtension(
   let made: Promise<unknown> | null = null;
   const write = async (sessionId: string, lines: CommittedMessage[]) => {
     if (lines.length === 0) return;
-    made ??= mkdir(dir, { recursive: true });
+    // A failed mkdir is tried again at the next write: kept, its rejection failed every
+    // later write of this worker, also once the directory could be made.
+    made ??= mkdir(dir, { recursive: true }).catch((error: unknown) => {
+      made = null;
+      throw error;
+    });
     await made;
     if (deleted.has(sessionId)) return;
     await writeMore(

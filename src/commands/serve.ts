@@ -160,10 +160,16 @@ async function loadModuleExport(file: string, flag: string, fallback: string): P
   const url = pathToFileURL(resolve(file)).href;
   if (!existsSync(resolve(file))) throw new ValidationError(flag, `${file}: no such file`);
   let module: { default?: unknown };
+  // TypeScript goes through tsx from the start: outside a `"type": "module"` package, Node
+  // takes a .ts file for CommonJS JavaScript and fails on its types ("Missing initializer
+  // in const declaration") instead of refusing the extension, so tsx was never asked.
+  const typescript = TYPESCRIPT.test(file);
+  if (typescript) await registerTypeScript(file, flag);
   try {
-    module = await import(url);
+    module = await import(typescript ? `${url}?typescript` : url);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ERR_UNKNOWN_FILE_EXTENSION") throw error;
+    if (typescript || (error as NodeJS.ErrnoException).code !== "ERR_UNKNOWN_FILE_EXTENSION")
+      throw new Error(`${flag}: ${file} could not be loaded: ${(error as Error).message}`, { cause: error });
     await registerTypeScript(file, flag);
     // Another URL: the loader remembers the failed import of the first one.
     module = await import(`${url}?typescript`);
@@ -171,10 +177,15 @@ async function loadModuleExport(file: string, flag: string, fallback: string): P
   return module.default ?? (module as Record<string, unknown>)[fallback];
 }
 
+const TYPESCRIPT = /\.[cm]?tsx?$/;
+
 async function registerTypeScript(file: string, flag: string): Promise<void> {
   let api: { register: () => unknown };
+  let cjs: { register: () => unknown };
   try {
     api = await import("tsx/esm/api");
+    // A .ts file outside a `"type": "module"` package is CommonJS to Node: tsx's require hook.
+    cjs = await import("tsx/cjs/api");
   } catch {
     throw new ValidationError(
       flag,
@@ -182,6 +193,7 @@ async function registerTypeScript(file: string, flag: string): Promise<void> {
     );
   }
   api.register();
+  cjs.register();
 }
 
 export type WorkerCommandOptions = {

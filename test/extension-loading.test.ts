@@ -1,0 +1,60 @@
+/**
+ * `fleet worker --extensions FILE` as an operator runs it (contracts §8): a TypeScript
+ * extension in a folder of its own (no `"type": "module"` package.json) loads through tsx,
+ * and a module that throws while loading names the flag and the file. Before, Node took such
+ * a .ts file for CommonJS JavaScript: `fleet: Missing initializer in const declaration`, or
+ * Node's own "Cannot require() ES Module … a bug in Node.js" text, and tsx was never asked.
+ * The worker is pointed at a database that does not exist: it loads its extensions first,
+ * so reaching that check proves the module loaded.
+ */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runFleetCli } from "./support/fleet-cli.js";
+import { ROOT } from "./support/fleet-env.js";
+
+const env = {
+  DATABASE_URL: "postgres://postgres@127.0.0.1:5432/fleet_extension_loading_missing",
+  FLEET_PREFIX: "extension-loading",
+};
+
+describe("loading extension modules", () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "fleet-extensions-"));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("a TypeScript extension outside any ES-module package loads, with or without imports", async () => {
+    const plain = join(dir, "plain.ts");
+    await writeFile(
+      plain,
+      'const name: string = "typed";\nexport default { name, afterRun(_ctx: unknown) {} };\n',
+    );
+    const importing = join(dir, "importing.ts");
+    await writeFile(
+      importing,
+      `import { defineExtension } from ${JSON.stringify(join(ROOT, "src/index.js"))};\n` +
+        'const name: string = "typed";\nexport default defineExtension({ name });\n',
+    );
+    for (const file of [plain, importing]) {
+      const result = await runFleetCli(["worker", "--extensions", file], env, 60_000);
+      expect(result.stderr, file).not.toMatch(/could not be loaded|Missing initializer|require\(\)/);
+      expect(result.stderr, file).toMatch(/^fleet: DATABASE_URL: .*does not exist/m);
+      expect(result.code, file).toBe(2);
+    }
+  }, 120_000);
+
+  it("a module that throws while loading is named, with the flag", async () => {
+    const broken = join(dir, "broken.mjs");
+    await writeFile(broken, 'throw new Error("no config for the audit sink");\n');
+    const result = await runFleetCli(["worker", "--extensions", broken], env, 60_000);
+    expect(result.stderr.trim()).toBe(
+      `fleet: --extensions: ${broken} could not be loaded: no config for the audit sink`,
+    );
+    expect(result.code).toBe(1);
+  }, 60_000);
+});

@@ -4,6 +4,8 @@
  * and a module that throws while loading names the flag and the file. Before, Node took such
  * a .ts file for CommonJS JavaScript: `fleet: Missing initializer in const declaration`, or
  * Node's own "Cannot require() ES Module … a bug in Node.js" text, and tsx was never asked.
+ * The same holds for a `--tools` module. Run from the compiled CLI (as CI and a deployment
+ * run it), tsx compiles such a file as CommonJS, whose exports arrive inside `module.exports`.
  * The worker is pointed at a database that does not exist: it loads its extensions first,
  * so reaching that check proves the module loaded.
  */
@@ -43,6 +45,21 @@ describe("loading extension modules", () => {
     for (const file of [plain, importing]) {
       const result = await runFleetCli(["worker", "--extensions", file], env, 60_000);
       expect(result.stderr, file).not.toMatch(/could not be loaded|Missing initializer|require\(\)/);
+      expect(result.stderr, file).toMatch(/^fleet: DATABASE_URL: .*does not exist/m);
+      expect(result.code, file).toBe(2);
+    }
+  }, 120_000);
+
+  it("a TypeScript --tools module there loads too, by its default export or its `tools`", async () => {
+    const tool = (name: string) =>
+      `{ name: ${JSON.stringify(name)}, description: "d", parameters: { type: "object" }, async run(): Promise<string> { return "ok"; } }`;
+    const byDefault = join(dir, "default-tools.ts");
+    await writeFile(byDefault, `export default [${tool("one")}];\n`);
+    const byName = join(dir, "named-tools.ts");
+    await writeFile(byName, `export const tools = [${tool("two")}];\n`);
+    for (const file of [byDefault, byName]) {
+      const result = await runFleetCli(["worker", "--tools", file], env, 60_000);
+      expect(result.stderr, file).not.toMatch(/could not be loaded|exports no tools|Missing initializer/);
       expect(result.stderr, file).toMatch(/^fleet: DATABASE_URL: .*does not exist/m);
       expect(result.code, file).toBe(2);
     }

@@ -174,7 +174,21 @@ async function loadModuleExport(file: string, flag: string, fallback: string): P
     // Another URL: the loader remembers the failed import of the first one.
     module = await import(`${url}?typescript`);
   }
-  return module.default ?? (module as Record<string, unknown>)[fallback];
+  return exportOf(module, fallback);
+}
+
+/**
+ * The module's default export, else its export named `fallback`. A TypeScript module that
+ * tsx compiled as CommonJS (outside a `"type": "module"` package) arrives as its
+ * `module.exports`, which holds the ES exports and `__esModule`: they are read there.
+ */
+function exportOf(module: { default?: unknown }, fallback: string): unknown {
+  const exported = module.default as { __esModule?: unknown } | undefined;
+  const exports =
+    exported !== null && typeof exported === "object" && exported.__esModule === true
+      ? (exported as Record<string, unknown>)
+      : (module as Record<string, unknown>);
+  return exports.default ?? exports[fallback];
 }
 
 const TYPESCRIPT = /\.[cm]?tsx?$/;

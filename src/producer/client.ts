@@ -20,6 +20,7 @@ import type {
 } from "../shared/api-types.js";
 import type { Message } from "../shared/messages.js";
 import type { ResumeKind, ResumePointJson } from "../shared/resume-point.js";
+import { textLines } from "./text-lines.js";
 
 export type {
   AgentConfigInput,
@@ -320,20 +321,8 @@ export class FleetClient {
       if (!answer.ok || !answer.body) throw apiError("GET", path, answer, parseJson(await answer.text()));
       return answer;
     });
-    const decoder = new TextDecoder();
-    let buffered = "";
-    for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
-      buffered += decoder.decode(chunk, { stream: true });
-      let newline = buffered.indexOf("\n");
-      while (newline >= 0) {
-        const line = buffered.slice(0, newline);
-        buffered = buffered.slice(newline + 1);
-        if (line.trim()) yield JSON.parse(line) as BatchResult;
-        newline = buffered.indexOf("\n");
-      }
-    }
-    buffered += decoder.decode();
-    if (buffered.trim()) yield JSON.parse(buffered) as BatchResult;
+    for await (const line of textLines(response.body as AsyncIterable<Uint8Array>))
+      if (line.trim()) yield JSON.parse(line) as BatchResult;
   }
 
   /**
@@ -633,28 +622,19 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 export async function* parseSse(
   body: AsyncIterable<Uint8Array>,
 ): AsyncGenerator<{ id?: string; type?: string; data?: string }> {
-  const decoder = new TextDecoder();
-  let buffered = "";
   let event: { id?: string; type?: string; data?: string } = {};
-  for await (const chunk of body) {
-    buffered += decoder.decode(chunk, { stream: true });
-    let newline = buffered.search(/\r\n|\n|\r/);
-    while (newline >= 0) {
-      const line = buffered.slice(0, newline);
-      buffered = buffered.slice(newline + (buffered.startsWith("\r\n", newline) ? 2 : 1));
-      if (line === "") {
-        if (event.data !== undefined || event.type !== undefined) yield event;
-        event = {};
-      } else if (!line.startsWith(":")) {
-        const colon = line.indexOf(":");
-        const field = colon < 0 ? line : line.slice(0, colon);
-        let value = colon < 0 ? "" : line.slice(colon + 1);
-        if (value.startsWith(" ")) value = value.slice(1);
-        if (field === "id") event.id = value;
-        else if (field === "event") event.type = value;
-        else if (field === "data") event.data = event.data === undefined ? value : `${event.data}\n${value}`;
-      }
-      newline = buffered.search(/\r\n|\n|\r/);
+  for await (const line of textLines(body)) {
+    if (line === "") {
+      if (event.data !== undefined || event.type !== undefined) yield event;
+      event = {};
+    } else if (!line.startsWith(":")) {
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let value = colon < 0 ? "" : line.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "id") event.id = value;
+      else if (field === "event") event.type = value;
+      else if (field === "data") event.data = event.data === undefined ? value : `${event.data}\n${value}`;
     }
   }
 }

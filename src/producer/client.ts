@@ -86,6 +86,8 @@ export type SessionPageOptions = {
   runsLimit?: number;
   /** The `nextRunsBefore` of the previous answer. */
   runsBefore?: string;
+  /** Stops the request (it rejects with the signal's reason). */
+  signal?: AbortSignal;
 };
 
 /**
@@ -136,12 +138,21 @@ export class FleetClient {
     this.maxLimitWaitMs = options.maxLimitWaitMs ?? DEFAULT_MAX_LIMIT_WAIT_MS;
   }
 
-  private request<T>(method: string, path: string, body?: unknown, options: PostOptions = {}): Promise<T> {
-    return this.waitingOutLimits(() => this.requestOnce<T>(method, path, body, options));
+  private request<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    options: PostOptions = {},
+    signal?: AbortSignal,
+  ): Promise<T> {
+    return this.waitingOutLimits(() => this.requestOnce<T>(method, path, body, options, signal), signal);
   }
 
-  /** `call`, sent again after each 429's Retry-After until maxLimitWaitMs was spent waiting. */
-  private async waitingOutLimits<T>(call: () => Promise<T>): Promise<T> {
+  /**
+   * `call`, sent again after each 429's Retry-After until maxLimitWaitMs was spent waiting;
+   * `signal` ends the wait (rejecting with its reason).
+   */
+  private async waitingOutLimits<T>(call: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     let waited = 0;
     for (;;) {
       try {
@@ -149,7 +160,8 @@ export class FleetClient {
       } catch (error) {
         const after = error instanceof FleetApiError ? error.retryAfter : undefined;
         if (after === undefined || waited + after * 1000 > this.maxLimitWaitMs) throw error;
-        await new Promise((resolve) => setTimeout(resolve, after * 1000));
+        await sleep(after * 1000, signal);
+        signal?.throwIfAborted();
         waited += after * 1000;
       }
     }
@@ -168,11 +180,13 @@ export class FleetClient {
     path: string,
     body?: unknown,
     options: PostOptions = {},
+    signal?: AbortSignal,
   ): Promise<T> {
     const response = await fetch(`${this.baseUrl}${path}`, {
       method,
       headers: this.headers(body, options),
       body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
     });
     const text = await response.text();
     const json = parseJson(text);
@@ -312,15 +326,17 @@ export class FleetClient {
 
   /**
    * The batch's results, one parsed NDJSON line at a time as they stream in (the response
-   * is read as it is iterated, so memory stays flat for any batch size).
+   * is read as it is iterated, so memory stays flat for any batch size). `signal` stops the
+   * request (the iteration rejects with its reason); so does leaving the loop.
    */
-  async *batchResults(batchId: string): AsyncGenerator<BatchResult> {
+  async *batchResults(batchId: string, options: { signal?: AbortSignal } = {}): AsyncGenerator<BatchResult> {
+    const { signal } = options;
     const path = `/v1/batches/${encodeURIComponent(batchId)}/results`;
     const response = await this.waitingOutLimits(async () => {
-      const answer = await fetch(`${this.baseUrl}${path}`, { headers: this.headers(undefined, {}) });
+      const answer = await fetch(`${this.baseUrl}${path}`, { headers: this.headers(undefined, {}), signal });
       if (!answer.ok || !answer.body) throw apiError("GET", path, answer, parseJson(await answer.text()));
       return answer;
-    });
+    }, signal);
     for await (const line of textLines(response.body as AsyncIterable<Uint8Array>))
       if (line.trim()) yield JSON.parse(line) as BatchResult;
   }
@@ -533,7 +549,7 @@ export class FleetClient {
    * `runsLimit`: only the latest runs, `runsBefore` the older ones (`nextRunsBefore`).
    */
   async getSession(sessionId: string, options: SessionPageOptions = {}): Promise<SessionJson> {
-    const { afterSeq, limit, runsLimit, runsBefore } = options;
+    const { afterSeq, limit, runsLimit, runsBefore, signal } = options;
     const params = new URLSearchParams();
     if (afterSeq) params.set("afterSeq", String(afterSeq));
     if (limit !== undefined) params.set("limit", String(limit));
@@ -543,6 +559,9 @@ export class FleetClient {
     const session = await this.request<SessionJson>(
       "GET",
       `/v1/sessions/${encodeURIComponent(sessionId)}${query}`,
+      undefined,
+      {},
+      signal,
     );
     // An API of the last release (a rolling upgrade) ignores `afterSeq` and sends every message.
     if (afterSeq) session.messages = session.messages.filter((m) => m.seq > afterSeq);
@@ -557,23 +576,25 @@ export class FleetClient {
    *   for await (const message of fleet.messages(id)) console.log(message.seq, message.role);
    *
    * Against an API without `limit` (a rolling upgrade) it reads the rest in one answer.
+   * `signal` stops the request of the page being read (the iteration rejects with its reason).
    */
   async *messages(
     sessionId: string,
-    options: { afterSeq?: number; pageSize?: number } = {},
+    options: { afterSeq?: number; pageSize?: number; signal?: AbortSignal } = {},
   ): AsyncGenerator<SessionJson["messages"][number]> {
+    const { signal } = options;
     let afterSeq = options.afterSeq ?? 0;
     const limit = options.pageSize ?? 500;
     for (;;) {
       let page: SessionJson;
       try {
-        page = await this.getSession(sessionId, { afterSeq, limit, runsLimit: 0 });
+        page = await this.getSession(sessionId, { afterSeq, limit, runsLimit: 0, signal });
       } catch (error) {
         if (!(error instanceof FleetApiError && error.status === 400 && error.field !== undefined))
           throw error;
         if (!["limit", "runsLimit"].includes(error.field)) throw error;
         // The last release's API: no paging, every message after `afterSeq` at once.
-        yield* (await this.getSession(sessionId, { afterSeq })).messages;
+        yield* (await this.getSession(sessionId, { afterSeq, signal })).messages;
         return;
       }
       for (const message of page.messages) {
@@ -585,22 +606,40 @@ export class FleetClient {
     }
   }
 
-  getRun(runId: string): Promise<RunWithSession> {
-    return this.request("GET", `/v1/runs/${encodeURIComponent(runId)}`);
+  /** `signal` stops the request (it rejects with the signal's reason). */
+  getRun(runId: string, options: { signal?: AbortSignal } = {}): Promise<RunWithSession> {
+    return this.request("GET", `/v1/runs/${encodeURIComponent(runId)}`, undefined, {}, options.signal);
   }
 
-  /** Polls until the run has ended; rejects after `timeoutMs` (default 60 s). */
+  /**
+   * Polls until the run has ended; rejects after `timeoutMs` (default 60 s), also when a
+   * request of the polling is still unanswered then (an API or proxy that hangs). `signal`
+   * stops the polling at once, rejecting with the signal's reason.
+   */
   async waitForRun(
     runId: string,
-    options: { timeoutMs?: number; intervalMs?: number } = {},
+    options: { timeoutMs?: number; intervalMs?: number; signal?: AbortSignal } = {},
   ): Promise<RunWithSession> {
-    const deadline = Date.now() + (options.timeoutMs ?? 60_000);
-    for (;;) {
-      const run = await this.getRun(runId);
-      if (run.status === "ended") return run;
-      if (Date.now() > deadline)
-        throw new Error(`run ${runId} has not ended after ${options.timeoutMs ?? 60_000} ms`);
-      await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 50));
+    const timeoutMs = options.timeoutMs ?? 60_000;
+    const deadline = Date.now() + timeoutMs;
+    const timedOut = () => new Error(`run ${runId} has not ended after ${timeoutMs} ms`);
+    // Bounds the request in flight as well, and ends with the caller's signal.
+    const controller = new AbortController();
+    const expiry = setTimeout(() => controller.abort(timedOut()), timeoutMs);
+    const onAbort = () => controller.abort(options.signal?.reason);
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    if (options.signal?.aborted) onAbort();
+    try {
+      for (;;) {
+        const run = await this.getRun(runId, { signal: controller.signal });
+        if (run.status === "ended") return run;
+        if (Date.now() > deadline) throw timedOut();
+        await sleep(options.intervalMs ?? 50, controller.signal);
+        controller.signal.throwIfAborted();
+      }
+    } finally {
+      clearTimeout(expiry);
+      options.signal?.removeEventListener("abort", onAbort);
     }
   }
 }

@@ -1,0 +1,100 @@
+/**
+ * The client's long calls against an API (or a proxy) that stops answering: `waitForRun`'s
+ * `timeoutMs` bounds a poll that hangs, and `signal` stops `waitForRun`, `batchResults` and
+ * `messages()` at once, closing their connection. A fake HTTP server plays the API: no fleet
+ * needed.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FleetClient } from "../src/producer/client.js";
+
+type Handler = (request: IncomingMessage, response: ServerResponse) => void;
+
+describe("the client's long calls stop when asked", () => {
+  let server: Server;
+  let client: FleetClient;
+  let handler: Handler = () => {};
+  /** The sockets of the requests answered so far: each must be closed once its call stops. */
+  let sockets: Socket[] = [];
+
+  beforeAll(async () => {
+    server = createServer((request, response) => {
+      sockets.push(request.socket);
+      handler(request, response);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    client = new FleetClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  /** How many sockets of the requests that were left unanswered are still open (after 2 s at most). */
+  const stillOpen = async (unanswered: number) => {
+    const held = sockets.slice(-unanswered);
+    sockets = [];
+    for (let i = 0; i < 100 && held.some((s) => !s.destroyed); i++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    return held.filter((s) => !s.destroyed).length;
+  };
+
+  it("waitForRun's timeoutMs bounds a poll the API never answers", async () => {
+    handler = () => {}; // headers never come
+    const started = Date.now();
+    const error = await client.waitForRun("r1", { timeoutMs: 300 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toContain("has not ended after 300 ms");
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(await stillOpen(1)).toBe(0);
+  });
+
+  it("waitForRun stops with its signal, while polling and while a poll hangs", async () => {
+    let polls = 0;
+    handler = (_request, response) => {
+      polls++;
+      if (polls > 2) return; // the third poll hangs
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(JSON.stringify({ id: "r2", status: "running" }));
+    };
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error("shutting down")), 400);
+    const started = Date.now();
+    const error = await client
+      .waitForRun("r2", { timeoutMs: 60_000, intervalMs: 100, signal: controller.signal })
+      .catch((e: unknown) => e);
+    expect((error as Error).message).toBe("shutting down");
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(polls).toBe(3);
+    expect(await stillOpen(1)).toBe(0);
+  });
+
+  it("batchResults and messages() stop with their signal and close the connection", async () => {
+    handler = (request, response) => {
+      response.writeHead(200, {
+        "content-type": request.url?.includes("/results") ? "application/x-ndjson" : "application/json",
+      });
+      if (request.url?.includes("/results")) response.write('{"customId":"a","sessionId":"s"}\n');
+      // then nothing more: a stalled stream, or an answer that never comes
+    };
+    const controller = new AbortController();
+    const seen: string[] = [];
+    const reading = (async () => {
+      for await (const result of client.batchResults("b1", { signal: controller.signal }))
+        seen.push(result.sessionId);
+    })();
+    setTimeout(() => controller.abort(new Error("stop results")), 300);
+    await expect(reading).rejects.toThrow("stop results");
+    expect(seen).toEqual(["s"]);
+    expect(await stillOpen(1)).toBe(0);
+
+    const pages = new AbortController();
+    setTimeout(() => pages.abort(new Error("stop pages")), 300);
+    const walking = (async () => {
+      for await (const message of client.messages("s1", { signal: pages.signal })) void message;
+    })();
+    await expect(walking).rejects.toThrow("stop pages");
+    expect(await stillOpen(1)).toBe(0);
+  });
+});

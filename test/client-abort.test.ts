@@ -42,11 +42,9 @@ describe("the client's long calls stop when asked", () => {
 
   it("waitForRun's timeoutMs bounds a poll the API never answers", async () => {
     handler = () => {}; // headers never come
-    const started = Date.now();
     const error = await client.waitForRun("r1", { timeoutMs: 300 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(Error);
     expect((error as Error).message).toContain("has not ended after 300 ms");
-    expect(Date.now() - started).toBeLessThan(3_000);
     expect(await stillOpen(1)).toBe(0);
   });
 
@@ -60,12 +58,10 @@ describe("the client's long calls stop when asked", () => {
     };
     const controller = new AbortController();
     setTimeout(() => controller.abort(new Error("shutting down")), 400);
-    const started = Date.now();
     const error = await client
       .waitForRun("r2", { timeoutMs: 60_000, intervalMs: 100, signal: controller.signal })
       .catch((e: unknown) => e);
     expect((error as Error).message).toBe("shutting down");
-    expect(Date.now() - started).toBeLessThan(3_000);
     expect(polls).toBe(3);
     expect(await stillOpen(1)).toBe(0);
   });

@@ -8,7 +8,13 @@ import { FencedError, ValidationError } from "../src/shared/errors.js";
 import type { AssistantMessage, Message, StoredMessage, ToolMessage } from "../src/shared/messages.js";
 import type { Fence, HistoryCursor } from "../src/shared/store/fenced-writes.js";
 import type { TailState } from "../src/shared/tail-state.js";
-import { type AgentLoopDeps, type LoopInput, runAgentLoop } from "../src/worker/agent-loop.js";
+import {
+  type AgentLoopDeps,
+  goalRoundsTaken,
+  goalRoundText,
+  type LoopInput,
+  runAgentLoop,
+} from "../src/worker/agent-loop.js";
 import {
   type ModelEvent,
   type ModelProvider,
@@ -30,10 +36,10 @@ type Appended = {
 };
 
 /** Fenced writes that keep their own seq counter and a shared event log. */
-function fakeWrites(log: string[], options: { failAppend?: number } = {}) {
+function fakeWrites(log: string[], options: { failAppend?: number; stored?: number } = {}) {
   const appended: Appended[] = [];
   let appends = 0;
-  let seq = 1; // the stored history starts with the user message at seq 1
+  let seq = options.stored ?? 1; // the stored history starts with the user message at seq 1
   const writes: AgentLoopDeps["writes"] = {
     reserveModelCall: async () => true,
     async append(fence, cursor, runId, messages, tail) {
@@ -134,16 +140,22 @@ function setup(
     tools?: Record<string, (args: Record<string, unknown>) => Promise<string>>;
     failAppend?: number;
     signal?: AbortSignal;
+    /** Messages stored after the user message before the run (their seqs follow it). */
+    earlier?: Message[];
   } = {},
 ) {
   const log: string[] = [];
-  const { writes, appended } = fakeWrites(log, options);
+  const earlier = (options.earlier ?? []).map(
+    (m, i) => ({ ...m, seq: i + 2, createdAt: new Date(0).toISOString() }) as StoredMessage,
+  );
+  const { writes, appended } = fakeWrites(log, { ...options, stored: 1 + earlier.length });
   const tools = options.tools ?? { write_file: async () => "wrote a.txt" };
   const { registry, specsAsked } = fakeTools(log, tools);
   const { metrics, modelStops, toolCalls } = fakeMetrics();
   const model = fakeModel(log, steps);
   const history: StoredMessage[] = [
     { role: "user", content: "go", seq: 1, createdAt: new Date(0).toISOString() },
+    ...earlier,
   ];
   const input: LoopInput = {
     fence: FENCE,
@@ -161,7 +173,7 @@ function setup(
     retryPolicy: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 },
   };
   return {
-    run: () => runAgentLoop(input, deps),
+    run: (more: Partial<LoopInput> = {}) => runAgentLoop({ ...input, ...more }, deps),
     log,
     appended,
     history,
@@ -278,6 +290,28 @@ describe("runAgentLoop", () => {
     expect(t.model.requests).toHaveLength(3);
     expect(t.log.filter((e) => e === "tool:write_file")).toHaveLength(3);
     expect(t.appended.at(-1)!.tail).toBe("awaiting_model");
+  });
+
+  it("counts a handed-back run's goal rounds against maxRounds (they are per run, like turns)", async () => {
+    // The run's part before its hand-back (contracts §15): its input, then two goal rounds.
+    const goal = { text: "finish", maxRounds: 3 };
+    const t = setup([{ content: "not yet", stopReason: "end_turn" }], {
+      earlier: [
+        { role: "assistant", content: "not yet", stopReason: "end_turn" },
+        { role: "internal", content: goalRoundText(goal, 1, 3) },
+        { role: "assistant", content: "not yet", stopReason: "end_turn" },
+        { role: "internal", content: goalRoundText(goal, 2, 3) },
+      ],
+    });
+    expect(goalRoundsTaken(t.history)).toBe(2);
+    const result = await t.run({ goal });
+    expect(result.outcome).toBe("completed");
+    // The model answers the last round, then the third (last) round, then ends: 2 calls.
+    expect(t.model.requests).toHaveLength(2);
+    const rounds = t.history.filter((m) => m.role === "internal").map((m) => m.content.split(":")[0]);
+    expect(rounds).toEqual(["Goal (round 1 of 3)", "Goal (round 2 of 3)", "Goal (round 3 of 3)"]);
+    // An earlier run's rounds, before this run's input, are not this run's.
+    expect(goalRoundsTaken([...t.history, { role: "user", content: "again" }])).toBe(0);
   });
 
   it("continues paused steps up to pauseLimit, then ends paused", async () => {

@@ -81,13 +81,31 @@ export type LoopObserver = {
   awaitsHooks?: boolean;
 };
 
+/**
+ * The goal rounds the run has had already (pure): the goal-round messages after its input,
+ * the history's last user message. Not 0 for a run handed back to wait for capacity and
+ * taken up again (contracts §15): `maxRounds` is per run, like `maxTurns`, and counting
+ * from 0 again gave each hand-back `maxRounds` more rounds.
+ */
+export function goalRoundsTaken(history: readonly Message[]): number {
+  let rounds = 0;
+  for (let i = history.length - 1; i >= 0; i--) {
+    const message = history[i]!;
+    if (message.role === "user") break;
+    if (message.role === "internal" && message.content.startsWith(GOAL_ROUND)) rounds++;
+  }
+  return rounds;
+}
+
 /** What the model answers when the goal of goal mode is met. */
 export const GOAL_MET = "GOAL_MET";
+
+const GOAL_ROUND = "Goal (round ";
 
 /** The internal message of a goal round. */
 export function goalRoundText(goal: { text: string }, round: number, maxRounds: number): string {
   return (
-    `Goal (round ${round} of ${maxRounds}): ${goal.text}\n` +
+    `${GOAL_ROUND}${round} of ${maxRounds}): ${goal.text}\n` +
     `If the goal is met, answer ${GOAL_MET}. Otherwise keep working toward it.`
   );
 }
@@ -262,7 +280,7 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
   const usage: RunUsage = { inputTokens: 0, outputTokens: 0, unknownSteps: 0 };
   const maxModelCalls = agent.budget?.maxModelCalls;
   let pauses = 0;
-  let goalRounds = 0;
+  let goalRounds = input.goal ? goalRoundsTaken(input.history) : 0;
   for (let turn = 0; ; turn++) {
     if (signal.aborted) return { outcome: "cancelled", usage };
     if (turn >= agent.maxTurns) return { outcome: "max_turns", usage };

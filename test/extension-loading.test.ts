@@ -65,6 +65,23 @@ describe("loading extension modules", () => {
     }
   }, 120_000);
 
+  it("a hook that is no function, or a hook's name in another case, stops the worker at start", async () => {
+    const cases: [string, string][] = [
+      [
+        'export default { name: "a", onSessionDeleted: "nope" };',
+        'extension "a": onSessionDeleted is not a function',
+      ],
+      ['export default { name: "b", afterrun() {} };', 'extension "b": afterrun is no hook; afterRun?'],
+    ];
+    for (const [i, [source, said]] of cases.entries()) {
+      const file = join(dir, `shape-${i}.mjs`);
+      await writeFile(file, `${source}\n`);
+      const result = await runFleetCli(["worker", "--extensions", file], env, 60_000);
+      expect(result.stderr.trim()).toBe(`fleet: --extensions: ${file}: ${said}`);
+      expect(result.code).toBe(2);
+    }
+  }, 60_000);
+
   it("a module that throws while loading is named, with the flag", async () => {
     const broken = join(dir, "broken.mjs");
     await writeFile(broken, 'throw new Error("no config for the audit sink");\n');

@@ -128,6 +128,9 @@ export async function loadTools(file: string): Promise<Tool[]> {
   return tools as Tool[];
 }
 
+/** The hooks an extension may have (contracts §8; extensions.ts `Extension`). */
+const HOOKS = ["beforeRun", "onMessage", "afterRun", "onError", "onCommitted", "onSessionDeleted"] as const;
+
 /**
  * Loads extensions (contracts §8): a module whose default export is an extension
  * (`defineExtension({...})`) or an array of them; each needs a `name`, and its hooks must be
@@ -145,12 +148,21 @@ export async function loadExtensions(file: string): Promise<Extension[]> {
     const e = extension as Record<string, unknown> | null;
     if (!e || typeof e !== "object" || typeof e.name !== "string" || e.name === "")
       throw new ValidationError("--extensions", `${file}: extension ${i} has no name`);
-    for (const hook of ["beforeRun", "onMessage", "afterRun", "onError", "onCommitted"])
+    for (const hook of HOOKS)
       if (e[hook] !== undefined && typeof e[hook] !== "function")
         throw new ValidationError(
           "--extensions",
           `${file}: extension "${e.name}": ${hook} is not a function`,
         );
+    // A hook's name written in another case (`afterrun`) would never be called: said at once.
+    for (const key of Object.keys(e)) {
+      const meant = HOOKS.find((hook) => hook !== key && hook.toLowerCase() === key.toLowerCase());
+      if (meant)
+        throw new ValidationError(
+          "--extensions",
+          `${file}: extension "${e.name}": ${key} is no hook; ${meant}?`,
+        );
+    }
   }
   return list as Extension[];
 }

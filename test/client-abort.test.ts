@@ -7,7 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FleetClient } from "../src/producer/client.js";
+import { FleetApiError, FleetClient } from "../src/producer/client.js";
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -64,6 +64,19 @@ describe("the client's long calls stop when asked", () => {
     expect((error as Error).message).toBe("shutting down");
     expect(polls).toBe(3);
     expect(await stillOpen(1)).toBe(0);
+  });
+
+  it("a 503 tells its Retry-After, and is not sent again on its own (only a 429 is)", async () => {
+    let asked = 0;
+    handler = (_request, response) => {
+      asked++;
+      response.writeHead(503, { "content-type": "application/json", "retry-after": "2" });
+      response.end(JSON.stringify({ error: { code: "unavailable", message: "Postgres is unreachable" } }));
+    };
+    const error = await client.getRun("r3").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(FleetApiError);
+    expect(error).toMatchObject({ status: 503, code: "unavailable", retryAfter: 2 });
+    expect(asked).toBe(1);
   });
 
   it("batchResults and messages() stop with their signal and close the connection", async () => {

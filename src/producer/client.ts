@@ -62,7 +62,10 @@ export class FleetApiError extends Error {
     message: string,
     readonly reason?: string,
     readonly field?: string,
-    /** On 429: the seconds the API asked to wait (Retry-After). */
+    /**
+     * On 429, and on a 503 that carries Retry-After (Postgres or Redis away): the seconds the
+     * API asked to wait. The client waits out 429s itself (`maxLimitWaitMs`), never 503s.
+     */
     readonly retryAfter?: number,
     /** On 429: which tenant limit (`active_sessions`, `request_rate`, `event_streams`). */
     readonly limit?: string,
@@ -158,7 +161,8 @@ export class FleetClient {
       try {
         return await call();
       } catch (error) {
-        const after = error instanceof FleetApiError ? error.retryAfter : undefined;
+        // Only a 429 is sent again: a POST that met a 503 may have been done (no key to tell).
+        const after = error instanceof FleetApiError && error.status === 429 ? error.retryAfter : undefined;
         if (after === undefined || waited + after * 1000 > this.maxLimitWaitMs) throw error;
         await sleep(after * 1000, signal);
         signal?.throwIfAborted();
@@ -706,7 +710,9 @@ function apiError(method: string, path: string, response: Response, json: unknow
       `${method} ${path}: HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ""}`,
     error.reason,
     error.field,
-    response.status === 429 ? Math.max(1, Number(response.headers.get("retry-after")) || 1) : undefined,
+    response.status === 429 || (response.status === 503 && response.headers.has("retry-after"))
+      ? Math.max(1, Number(response.headers.get("retry-after")) || 1)
+      : undefined,
     error.limit,
   );
 }

@@ -57,6 +57,13 @@ export function describeEvent(event: FleetEvent): string {
   }
 }
 
+/** Why the stream reconnects, in a few words. */
+function retryCause(reason: unknown): string {
+  if (reason instanceof FleetApiError) return `the API answered ${reason.status} (${reason.code})`;
+  const cause = (reason as { cause?: { code?: unknown } } | null)?.cause?.code;
+  return typeof cause === "string" ? `the API is unreachable (${cause})` : "the connection to the API broke";
+}
+
 export async function watchCommand(sessionId: string, options: WatchOptions = {}): Promise<number> {
   const stdout = options.io?.stdout ?? process.stdout;
   const stderr = options.io?.stderr ?? process.stderr;
@@ -68,13 +75,21 @@ export async function watchCommand(sessionId: string, options: WatchOptions = {}
     process.once("SIGINT", stop);
     process.once("SIGTERM", stop);
   }
+  let lastRetry = "";
   try {
     for await (const event of client.events(sessionId, {
       after: options.after,
       signal: controller.signal,
       // No API there at all is a mistake to say at once; a drop later is reconnected.
       failIfUnreachable: true,
+      // Said on stderr, once per cause in a row: a script sees why nothing comes.
+      onRetry: (reason) => {
+        const line = `fleet watch: ${retryCause(reason)}; reconnecting\n`;
+        if (line !== lastRetry) stderr.write(line);
+        lastRetry = line;
+      },
     })) {
+      lastRetry = "";
       if (options.json)
         stdout.write(`${JSON.stringify({ id: event.id, type: event.type, data: event.data })}\n`);
       else {

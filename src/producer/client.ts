@@ -117,6 +117,12 @@ export type EventsOptions = {
    * answered, later drops reconnect as usual. Default false.
    */
   failIfUnreachable?: boolean;
+  /**
+   * Told why before each wait to reconnect that follows a failure (additive): the API
+   * unreachable (the network error), an answer of 429 or 5xx (its FleetApiError), a
+   * connection that broke (its error). A stream that ended cleanly reconnects untold.
+   */
+  onRetry?: (reason: unknown) => void;
 };
 
 /** Goal mode for one run (contracts §8). */
@@ -498,6 +504,7 @@ export class FleetClient {
           if (outer?.aborted) return;
           if (options.failIfUnreachable && !answered) throw error;
           // The API is unreachable for now: try again.
+          options.onRetry?.(error);
           await sleep(delay, outer);
           delay = Math.min(maxDelay, delay * 2);
           continue;
@@ -507,6 +514,7 @@ export class FleetClient {
           const error = apiError("GET", path, response, parseJson(await response.text().catch(() => "")));
           // Over a limit, or the API is unwell: wait and reconnect; other answers are final.
           if (response.status !== 429 && response.status < 500) throw error;
+          options.onRetry?.(error);
           await sleep(Math.max(delay, (error.retryAfter ?? 0) * 1000), outer);
           delay = Math.min(maxDelay, delay * 2);
           continue;
@@ -522,7 +530,8 @@ export class FleetClient {
           }
         } catch (error) {
           if (outer?.aborted) return;
-          void error; // the connection broke: reconnect with the last id
+          // The connection broke: reconnect with the last id.
+          options.onRetry?.(error);
         }
         await sleep(delay, outer);
         delay = Math.min(maxDelay, delay * 2);

@@ -6,47 +6,26 @@
  * another model and cancels a running one; a tab with tenant `other`'s key finds none of it.
  * The console is built first when dist/console is missing or older than console/.
  */
-import { execFile } from "node:child_process";
-import { existsSync, readdirSync, statSync } from "node:fs";
-import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { statSync } from "node:fs";
+import { mkdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { promisify } from "node:util";
 import Fastify from "fastify";
-import { type BrowserContext, chromium, type Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient } from "../src/producer/client.js";
 import { consolePages } from "../src/producer/console-route.js";
 import { loadConfig } from "../src/shared/config.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
+import { ensureConsoleBuilt, openChromium, type TestBrowser } from "./support/console-browser.js";
 import { createFleetEnv, type FleetEnv, ROOT, type WorkerProcess, waitFor } from "./support/fleet-env.js";
 import { INTERRUPTED_TEXT } from "./support/sleepy-sessions.js";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const BUILT_INDEX = join(ROOT, "dist/console/index.html");
 /** The README's picture is refreshed only when asked (UPDATE_SCREENSHOTS=1); otherwise a scratch file, so a test run leaves the checkout clean. */
 const SCREENSHOT = process.env.UPDATE_SCREENSHOTS
   ? join(ROOT, "docs/console-session.png")
   : join(tmpdir(), `fleet-console-session-${process.pid}.png`);
-
-function newestUnder(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
-    if (entry.isFile()) newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
-  }
-  return newest;
-}
-
-/** `npm run build:console` when the build is missing or older than its sources (~1 s). */
-async function ensureConsoleBuilt(): Promise<void> {
-  if (existsSync(BUILT_INDEX) && statSync(BUILT_INDEX).mtimeMs >= newestUnder(join(ROOT, "console"))) return;
-  await promisify(execFile)(
-    process.execPath,
-    [join(ROOT, "node_modules/vite/bin/vite.js"), "build", "--config", "console/vite.config.ts"],
-    { cwd: ROOT, timeout: 60_000 },
-  );
-}
 
 type Step = {
   text?: string;
@@ -69,9 +48,9 @@ describe("the console in a browser", () => {
   let ops: FleetClient;
   const key: Record<string, string> = {};
   let sweeper: RunningSweeper;
+  let browser: TestBrowser;
   let context: BrowserContext;
   let page: Page;
-  let profile: string;
   let victim: WorkerProcess;
 
   beforeAll(async () => {
@@ -89,31 +68,13 @@ describe("the console in a browser", () => {
       startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: false }),
       fleet.spawnWorker(),
     ]);
-    profile = await mkdtemp(join(tmpdir(), "fleet-chromium-"));
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      viewport: { width: 1280, height: 900 },
-      timezoneId: "Europe/Paris",
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-    });
-    // Every tab's waits fail (naming what they waited for) before a test's own timeout.
-    context.setDefaultTimeout(20_000);
-    page = context.pages()[0] ?? (await context.newPage());
+    browser = await openChromium({ viewport: { width: 1280, height: 900 }, timezoneId: "Europe/Paris" });
+    ({ context, page } = browser);
     console.log(`console e2e: build check ${built - started} ms, set-up ${Date.now() - built} ms`);
   }, 90_000);
 
   afterAll(async () => {
-    await context?.close();
-    if (profile) await rm(profile, { recursive: true, force: true });
+    await browser?.close();
     if (!process.env.UPDATE_SCREENSHOTS) await rm(SCREENSHOT, { force: true });
     await sweeper?.stop();
     await fleet?.close();

@@ -9,31 +9,17 @@
  * a bookmark has no "Previous page" button that would leave the console. No worker: the
  * histories are imported, and the API is in its open loopback dev mode.
  */
-import { execFile } from "node:child_process";
-import { existsSync, readdirSync, statSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { promisify } from "node:util";
-import { type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { eventStreamKey, eventsNotifyChannel } from "../src/shared/events.js";
 import type { Message } from "../src/shared/messages.js";
-import { createFleetEnv, type FleetEnv, ROOT } from "./support/fleet-env.js";
+import { ensureConsoleBuilt, openChromium, type TestBrowser } from "./support/console-browser.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const BUILT_INDEX = join(ROOT, "dist/console/index.html");
 const HTML = `<img src=x onerror="window.ran=1"><script>window.ran=2</script><a href="javascript:window.ran=3">x</a>`;
 const LONG = "S".repeat(3_000);
 const agent = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] }, tools: [] };
-
-function newestUnder(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true }))
-    if (entry.isFile()) newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
-  return newest;
-}
 
 /** How far the page is wider than the window (0: no horizontal scrolling). */
 const overflow = async (page: Page) =>
@@ -43,35 +29,21 @@ describe("the console with hostile content", () => {
   let fleet: FleetEnv;
   let base: string;
   let client: FleetClient;
-  let context: BrowserContext;
+  let browser: TestBrowser;
   let page: Page;
-  let profile: string;
 
   beforeAll(async () => {
-    if (!existsSync(BUILT_INDEX) || statSync(BUILT_INDEX).mtimeMs < newestUnder(join(ROOT, "console")))
-      await promisify(execFile)(
-        process.execPath,
-        [join(ROOT, "node_modules/vite/bin/vite.js"), "build", "--config", "console/vite.config.ts"],
-        { cwd: ROOT, timeout: 60_000 },
-      );
+    await ensureConsoleBuilt();
     fleet = await createFleetEnv("consolehostile");
     const started = await fleet.startApi();
     client = started.client;
     base = started.api.url;
-    profile = await mkdtemp(join(tmpdir(), "fleet-chromium-"));
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      viewport: { width: 1280, height: 900 },
-      args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
-    });
-    context.setDefaultTimeout(20_000);
-    page = context.pages()[0] ?? (await context.newPage());
+    browser = await openChromium({ viewport: { width: 1280, height: 900 } });
+    page = browser.page;
   }, 90_000);
 
   afterAll(async () => {
-    await context?.close();
-    if (profile) await rm(profile, { recursive: true, force: true });
+    await browser?.close();
     await fleet?.close();
   });
 
@@ -208,7 +180,7 @@ describe("the console with hostile content", () => {
     await page.getByText("Page 2").waitFor();
 
     // The same page opened from a bookmark: going back would leave the console.
-    const bookmarked = await context.newPage();
+    const bookmarked = await browser.context.newPage();
     await bookmarked.goto(page.url());
     await bookmarked.getByText("Page 2").waitFor();
     await bookmarked.locator("table.list").waitFor();

@@ -9,30 +9,16 @@
  * hundreds of runs is not read with every run again: the page's later reads ask for the
  * latest runs only (`runsLimit`), and keep the ended runs it has.
  */
-import { execFile } from "node:child_process";
-import { existsSync, readdirSync, statSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { promisify } from "node:util";
-import { type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import type { Message } from "../src/shared/messages.js";
-import { createFleetEnv, type FleetEnv, ROOT } from "./support/fleet-env.js";
+import { ensureConsoleBuilt, openChromium, type TestBrowser } from "./support/console-browser.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const BUILT_INDEX = join(ROOT, "dist/console/index.html");
 const IMPORTED = 4_000;
 const STEPS = 30;
 const EARLIER_RUNS = 400;
-
-function newestUnder(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true }))
-    if (entry.isFile()) newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
-  return newest;
-}
 
 /** A finished conversation of `n` messages: question, answer, … */
 function history(n: number): Message[] {
@@ -48,36 +34,22 @@ describe("the console on a long session", () => {
   let fleet: FleetEnv;
   let base: string;
   let client: FleetClient;
-  let context: BrowserContext;
+  let browser: TestBrowser;
   let page: Page;
-  let profile: string;
 
   beforeAll(async () => {
-    // `npm run build:console` when the build is missing or older than its sources (~1 s).
-    if (!existsSync(BUILT_INDEX) || statSync(BUILT_INDEX).mtimeMs < newestUnder(join(ROOT, "console")))
-      await promisify(execFile)(
-        process.execPath,
-        [join(ROOT, "node_modules/vite/bin/vite.js"), "build", "--config", "console/vite.config.ts"],
-        { cwd: ROOT, timeout: 60_000 },
-      );
+    await ensureConsoleBuilt();
     fleet = await createFleetEnv("consolelong");
     const started = await fleet.startApi();
     client = started.client;
     base = started.api.url;
     await fleet.spawnWorker();
-    profile = await mkdtemp(join(tmpdir(), "fleet-chromium-"));
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
-    });
-    context.setDefaultTimeout(20_000);
-    page = context.pages()[0] ?? (await context.newPage());
+    browser = await openChromium();
+    page = browser.page;
   }, 90_000);
 
   afterAll(async () => {
-    await context?.close();
-    if (profile) await rm(profile, { recursive: true, force: true });
+    await browser?.close();
     await fleet?.close();
   });
 

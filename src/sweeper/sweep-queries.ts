@@ -84,7 +84,7 @@ export class SweepQueries {
     ms: number,
     limit: number,
     after?: QueuedRun,
-  ): Promise<{ ended: { id: string; session_id: string; kind: string }[]; next?: QueuedRun }> {
+  ): Promise<{ ended: LeftoverRun[]; next?: QueuedRun }> {
     const sql = this.database.sql;
     const [row] = await sql<
       { ended: string | LeftoverRun[] | null; last: string | QueuedRun | null; read: number }[]

@@ -81,6 +81,9 @@ export type LoopObserver = {
   awaitsHooks?: boolean;
 };
 
+/** How a goal round's internal message starts (goalRoundText). */
+const GOAL_ROUND = "Goal (round ";
+
 /**
  * The goal rounds the run has had already (pure): the goal-round messages after its input,
  * the history's last user message. Not 0 for a run handed back to wait for capacity and
@@ -99,8 +102,6 @@ export function goalRoundsTaken(history: readonly Message[]): number {
 
 /** What the model answers when the goal of goal mode is met. */
 export const GOAL_MET = "GOAL_MET";
-
-const GOAL_ROUND = "Goal (round ";
 
 /** The internal message of a goal round. */
 export function goalRoundText(goal: { text: string }, round: number, maxRounds: number): string {

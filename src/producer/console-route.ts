@@ -5,8 +5,11 @@
  * the `/v1` routes, with the key the person entered sent as `Authorization: Bearer` — the
  * same authentication as any client's (http-api.ts lets only `/console` routes through
  * without a key). Without a build, `/console` answers a page that says how to make one.
+ * A rebuild under a running API (`npm run build:console`) is picked up at the next page
+ * load: index.html names the new content-hashed assets, so it is read again when it changed.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, type Stats } from "node:fs";
+import { readFile, stat } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import fastifyStatic from "@fastify/static";
@@ -53,28 +56,64 @@ function sendPage(reply: FastifyReply, html: string, status = 200): FastifyReply
     .send(html);
 }
 
+/** Which version of a file `stats` describe: another inode (a rename), size or time is another file. */
+function versionOf(stats: Stats): string {
+  return `${stats.ino}:${stats.size}:${stats.mtimeMs}`;
+}
+
+/**
+ * index.html as it is on disk now, or null when there is none (not built, or a build is
+ * emptying the directory): a `stat` at each page load, a read only when it changed. It was
+ * read once at start, so a rebuild left the API serving a page whose assets were gone (the
+ * page stayed blank until a restart).
+ */
+export function currentFile(file: string): () => Promise<string | null> {
+  let cached: { version: string; text: string } | undefined;
+  return async () => {
+    let stats: Stats;
+    try {
+      stats = await stat(file);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+      throw error;
+    }
+    const version = versionOf(stats);
+    if (cached?.version !== version) {
+      const text = await readFile(file, "utf8").catch((error: NodeJS.ErrnoException) => {
+        if (error.code === "ENOENT") return null; // Removed since the stat.
+        throw error;
+      });
+      if (text === null) return null;
+      cached = { version, text };
+    }
+    return cached.text;
+  };
+}
+
 /**
  * A plugin for `buildApi`'s `console` option. The SPA's routes (`/console`,
  * `/console/sessions/:id`, `/console/batches/:id`, any other `/console/…`) answer its
- * index.html; `/console/assets/…` the built files (content-hashed: cached for good).
+ * index.html as it is on disk now; `/console/assets/…` the built files, looked up at each
+ * request (content-hashed: cached for good). Without index.html (not built yet), the page
+ * that says to build it; a build made later is served without a restart.
  */
 export function consolePages(dir = defaultConsoleDir()): (app: FastifyInstance) => Promise<void> {
   return async (app) => {
     const indexFile = join(dir, "index.html");
-    if (!existsSync(indexFile)) {
+    if (!existsSync(indexFile))
       app.log.info(`the console is not built (no ${indexFile}): /console says to run \`npm run build\``);
-      const notBuilt = async (_request: unknown, reply: FastifyReply) => sendPage(reply, NOT_BUILT, 503);
-      app.get(CONSOLE_PREFIX, notBuilt);
-      app.get(`${CONSOLE_PREFIX}/*`, notBuilt);
-      return;
-    }
-    const index = readFileSync(indexFile, "utf8");
-    const page = async (_request: unknown, reply: FastifyReply) => sendPage(reply, index);
+    const index = currentFile(indexFile);
+    const page = async (_request: unknown, reply: FastifyReply) => {
+      const html = await index();
+      return html === null ? sendPage(reply, NOT_BUILT, 503) : sendPage(reply, html);
+    };
     app.get(CONSOLE_PREFIX, page);
     app.get(`${CONSOLE_PREFIX}/*`, page);
     await app.register(fastifyStatic, {
       root: join(dir, "assets"),
       prefix: `${CONSOLE_PREFIX}/assets/`,
+      // Not built yet: said above; the files are looked up at each request, so a later build is found.
+      suppressWarning: true,
       decorateReply: false,
       index: false,
       immutable: true,

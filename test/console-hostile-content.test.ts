@@ -9,7 +9,7 @@
  * a bookmark has no "Previous page" button that would leave the console. No worker: the
  * histories are imported, and the API is in its open loopback dev mode.
  */
-import type { Page } from "playwright-core";
+import type { Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { eventStreamKey, eventsNotifyChannel } from "../src/shared/events.js";
@@ -20,6 +20,10 @@ import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 const HTML = `<img src=x onerror="window.ran=1"><script>window.ran=2</script><a href="javascript:window.ran=3">x</a>`;
 const LONG = "S".repeat(3_000);
 const agent = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] }, tools: [] };
+
+/** The text a person sees in an element (as rendered: what bidi controls would rearrange). */
+// biome-ignore lint/performance/useDomNodeTextContent: the rendered text is what is asserted
+const shownText = (locator: Locator) => locator.innerText();
 
 /** How far the page is wider than the window (0: no horizontal scrolling). */
 const overflow = async (page: Page) =>
@@ -81,6 +85,85 @@ describe("the console with hostile content", () => {
     expect(await overflow(page)).toBe(0);
     expect(await page.evaluate(() => (globalThis as unknown as { ran?: number }).ran)).toBeUndefined();
     expect(await page.locator("main img, main script, main a[href^='javascript']").count()).toBe(0);
+  }, 60_000);
+
+  it("shows bidi overrides and invisible characters as their code points, so text reads as written", async () => {
+    const RLO = "\u202E";
+    // Shown as it is, this name reads "invoiceexe.pdf".
+    const file = `invoice${RLO}fdp.exe`;
+    const shownFile = "invoice‹U+202E›fdp.exe";
+    const others = "\u200E\u200F\u202A\u202B\u202C\u202D\u2067\u2068\uFEFF\u200C\u200D\u{E0041}";
+    const othersShown =
+      "‹U+200E›‹U+200F›‹U+202A›‹U+202B›‹U+202C›‹U+202D›‹U+2067›‹U+2068›‹U+FEFF›‹U+200C›‹U+200D›‹U+E0041›";
+    const tool = `read${RLO}_file`;
+    const { id } = await client.createSession({
+      agent,
+      metadata: { [`owner${RLO}`]: `ops${RLO}cba` },
+      messages: [
+        { role: "user", content: `Open ${file}\tplease\nnow` },
+        {
+          role: "assistant",
+          content: `rm\u200B -rf\u2066 /\u2069 ${others}`,
+          stopReason: `end${RLO}turn`,
+          toolCalls: [
+            { id: `c${RLO}1`, name: tool, arguments: { path: file } },
+            { id: "c2", name: tool, arguments: {} },
+          ],
+        },
+        { role: "tool", toolCallId: `c${RLO}1`, name: tool, content: `saved ${file}`, success: true },
+        {
+          role: "tool",
+          toolCallId: "c2",
+          name: tool,
+          content: JSON.stringify({ path: file }),
+          success: true,
+        },
+      ],
+    });
+    const inBatch = (await client.createBatch([{ agent, customId: `batch${RLO}fdp.exe` }])).sessions[0]!.id;
+    const { sql } = fleet.database;
+    await sql`update sessions set status = 'parked', parked_reason = ${`unknown_stop: end${RLO}turn`}
+              where id in ${sql([id, inBatch])}`;
+    await sql`insert into runs (id, session_id, tenant, kind, trigger, status, ended_reason, error, started_at, ended_at)
+              select ${`${id}-r`}, id, tenant, 'run', 'api', 'ended', ${`done${RLO}fdp`}, ${`failed on ${file}`}, now(), now()
+              from sessions where id = ${id}`;
+
+    const inner = async (selector: string) => shownText(page.locator(selector).first());
+    await page.goto(`${base}/console/sessions/${id}`);
+    await page.locator("#seq-4").waitFor();
+    expect(await inner("#seq-1 pre.text")).toBe(`Open ${shownFile}\tplease\nnow`);
+    expect(await inner("#seq-2 pre.text")).toBe(`rm‹U+200B› -rf‹U+2066› /‹U+2069› ${othersShown}`);
+    expect(await inner("#seq-2 .badge")).toBe("stop: end‹U+202E›turn");
+    expect(await inner("#seq-2 .calls li")).toContain(`read‹U+202E›_file call c‹U+202E›1`);
+    expect(await inner("#seq-2 .calls li")).toContain(`"path": "${shownFile}"`);
+    expect(await inner("#seq-3 .msg-head .mono")).toBe("read‹U+202E›_file");
+    expect(await inner("#seq-3 .msg-head .muted")).toBe("← call c‹U+202E›1");
+    expect(await inner("#seq-3 pre.text")).toBe(`saved ${shownFile}`);
+    expect(await inner("#seq-4 pre.json")).toContain(`"path": "${shownFile}"`);
+    expect(await inner(".parked-reason")).toBe(" parked: unknown_stop: end‹U+202E›turn");
+    expect(await inner("table.runs .outcome")).toBe("done‹U+202E›fdp");
+    expect(await inner("table.runs .outcome + div")).toBe(`failed on ${shownFile}`);
+    await page.getByText("Agent and metadata").click();
+    expect(await inner("details pre.json")).toContain(`"owner‹U+202E›": "ops‹U+202E›cba"`);
+    // Marked apart from the text around it, and none left as it was.
+    expect(await shownText(page.locator("#seq-1 .invisible-char"))).toBe("‹U+202E›");
+    const invisible = /[\u200B-\u200F\u202A-\u202E\u2066-\u2069\uFEFF\u{E0000}-\u{E007F}]/u;
+    expect(await shownText(page.locator("main"))).not.toMatch(invisible);
+
+    // The list: custom ids and parked reasons.
+    await page.goto(`${base}/console?status=parked`);
+    const row = page.locator("table.list tbody tr", { has: page.getByRole("link", { name: inBatch }) });
+    expect(await shownText(row)).toContain("batch‹U+202E›fdp.exe");
+    expect(await shownText(row)).toContain("unknown_stop: end‹U+202E›turn");
+    expect(await shownText(page.locator("main"))).not.toMatch(invisible);
+
+    // Ids from a link: a page that names what it was asked for names it as written.
+    await page.goto(`${base}/console/sessions/${encodeURIComponent(`abc${RLO}fdp`)}`);
+    await page.getByRole("heading", { name: "Session not found" }).waitFor();
+    expect(await inner("main p")).toContain("No session abc‹U+202E›fdp for this API key");
+    await page.goto(`${base}/console/batches/${encodeURIComponent(`abc${RLO}fdp`)}`);
+    await page.getByRole("heading", { name: "Batch not found" }).waitFor();
+    expect(await inner("main p")).toContain("No batch abc‹U+202E›fdp for this API key");
   }, 60_000);
 
   it("marks a result interrupted or cancelled only when it failed, not for a tool's own text", async () => {

@@ -15,7 +15,7 @@ import {
   paths,
   storedKey,
 } from "./api";
-import { Badge, ErrorBox, Link, listHref, Time } from "./ui";
+import { Badge, ErrorBox, Link, listHref, Shown, Time } from "./ui";
 
 const PARTS = ["completed", "parked", "cancelled", "running", "queued"] as const;
 
@@ -105,7 +105,11 @@ export function BatchPageView({ id }: { id: string }) {
       <section>
         <h1>Batch not found</h1>
         <p>
-          No batch <span class="mono">{id}</span> for this API key.
+          No batch{" "}
+          <span class="mono">
+            <Shown text={id} />
+          </span>{" "}
+          for this API key.
         </p>
       </section>
     );
@@ -115,7 +119,10 @@ export function BatchPageView({ id }: { id: string }) {
   return (
     <article aria-labelledby="batch-title">
       <h1 id="batch-title">
-        Batch <span class="mono">{id}</span>
+        Batch{" "}
+        <span class="mono">
+          <Shown text={id} />
+        </span>
       </h1>
       <ErrorBox error={error} />
       {!batch || !counts ? (
@@ -182,7 +189,11 @@ export function BatchPageView({ id }: { id: string }) {
               </button>
             )}
           </p>
-          {resumeNote && <p role="status">{resumeNote}</p>}
+          {resumeNote && (
+            <p role="status">
+              <Shown text={resumeNote} />
+            </p>
+          )}
         </>
       )}
     </article>

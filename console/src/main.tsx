@@ -10,7 +10,7 @@ import { BatchPageView } from "./batch-page";
 import { SessionPageView } from "./session-page";
 import { SessionsPage } from "./sessions-page";
 import "./style.css";
-import { Link, listHref, parseRoute, type Route } from "./ui";
+import { Link, listHref, parseRoute, type Route, Shown } from "./ui";
 
 function KeyForm({ onDone, asked }: { onDone: () => void; asked: boolean }) {
   const [value, setValue] = useState("");
@@ -78,7 +78,11 @@ function App() {
       <section>
         <h1>Page not found</h1>
         <p>
-          The console has no page <span class="mono">{route.path}</span>.
+          The console has no page{" "}
+          <span class="mono">
+            <Shown text={route.path} />
+          </span>
+          .
         </p>
       </section>
     );

@@ -6,7 +6,7 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ApiError, api, type Message, paths, type ResumePoint, type Run, type Session } from "./api";
 import { type FleetEvent, followSession, type LiveMode } from "./live";
-import { Badge, duration, Empty, ErrorBox, Json, Link, statusKind, Time } from "./ui";
+import { Badge, duration, Empty, ErrorBox, Json, Link, revealed, Shown, statusKind, Time } from "./ui";
 
 /**
  * A session read with `afterSeq` (its messages after that seq only), with the page's
@@ -75,7 +75,15 @@ function ToolContent({ content }: { content: string }) {
       return null; // Not JSON after all: shown as text.
     }
   }, [content]);
-  return formatted === null ? <pre class="text">{content}</pre> : <pre class="json">{formatted}</pre>;
+  return formatted === null ? (
+    <pre class="text">
+      <Shown text={content} />
+    </pre>
+  ) : (
+    <pre class="json">
+      <Shown text={formatted} />
+    </pre>
+  );
 }
 
 function MessageView({ message }: { message: Message }) {
@@ -88,13 +96,18 @@ function MessageView({ message }: { message: Message }) {
           <Badge
             kind={message.stopReason === "end_turn" ? "ok" : message.stopReason === "tool_use" ? "" : "warn"}
           >
-            stop: {message.stopReason}
+            stop: <Shown text={message.stopReason} />
           </Badge>
         )}
         {message.role === "tool" && (
           <>
             {" "}
-            <span class="mono">{message.name}</span> <span class="muted">← call {message.toolCallId}</span>{" "}
+            <span class="mono">
+              <Shown text={message.name} />
+            </span>{" "}
+            <span class="muted">
+              ← call <Shown text={message.toolCallId} />
+            </span>{" "}
             <Badge kind={message.success ? "ok" : "bad"}>{message.success ? "success" : "failed"}</Badge>
             {mark && <Badge kind="bad">{mark}</Badge>}
           </>
@@ -105,13 +118,22 @@ function MessageView({ message }: { message: Message }) {
       {message.role === "tool" ? (
         <ToolContent content={message.content} />
       ) : (
-        message.content !== "" && <pre class="text">{message.content}</pre>
+        message.content !== "" && (
+          <pre class="text">
+            <Shown text={message.content} />
+          </pre>
+        )
       )}
       {message.toolCalls && message.toolCalls.length > 0 && (
         <ul class="calls">
           {message.toolCalls.map((call) => (
             <li key={call.id}>
-              <span class="mono">{call.name}</span> <span class="muted">call {call.id}</span>
+              <span class="mono">
+                <Shown text={call.name} />
+              </span>{" "}
+              <span class="muted">
+                call <Shown text={call.id} />
+              </span>
               <Json value={call.arguments} />
             </li>
           ))}
@@ -143,7 +165,9 @@ function Transcript({ messages, streaming }: { messages: Message[]; streaming: s
           <div class="msg-head">
             <strong>assistant</strong> <Badge kind="busy">streaming</Badge>
           </div>
-          <pre class="text">{streaming}</pre>
+          <pre class="text">
+            <Shown text={streaming} />
+          </pre>
         </div>
       )}
     </section>
@@ -199,21 +223,35 @@ function Runs({ runs }: { runs: Run[] }) {
             <tbody>
               {runs.map((run) => (
                 <tr key={run.id} class={`run ${run.status}`}>
-                  <td class="mono" title={`${run.id}${run.workerId ? ` on ${run.workerId}` : ""}`}>
-                    {run.id.slice(0, 8)}
+                  <td class="mono" title={revealed(`${run.id}${run.workerId ? ` on ${run.workerId}` : ""}`)}>
+                    <Shown text={run.id.slice(0, 8)} />
                   </td>
                   <td>
-                    {run.kind}
-                    {run.model != null && <div class="muted small run-model">on {modelLabel(run.model)}</div>}
+                    <Shown text={run.kind} />
+                    {run.model != null && (
+                      <div class="muted small run-model">
+                        on <Shown text={modelLabel(run.model)} />
+                      </div>
+                    )}
                   </td>
-                  <td>{run.resumeKind ?? ""}</td>
-                  <td>{run.trigger}</td>
+                  <td>
+                    <Shown text={run.resumeKind} />
+                  </td>
+                  <td>
+                    <Shown text={run.trigger} />
+                  </td>
                   <td>
                     <Badge kind={run.status === "ended" ? "" : "busy"}>{run.status}</Badge>
                   </td>
                   <td>
-                    <span class="outcome">{run.endedReason ?? ""}</span>
-                    {run.error && <div class="muted small">{run.error}</div>}
+                    <span class="outcome">
+                      <Shown text={run.endedReason} />
+                    </span>
+                    {run.error && (
+                      <div class="muted small">
+                        <Shown text={run.error} />
+                      </div>
+                    )}
                   </td>
                   <td>
                     <Time iso={run.createdAt} />
@@ -230,7 +268,9 @@ function Runs({ runs }: { runs: Run[] }) {
                       </details>
                     )}
                   </td>
-                  <td>{usageText(run.usage)}</td>
+                  <td>
+                    <Shown text={usageText(run.usage)} />
+                  </td>
                 </tr>
               ))}
             </tbody>
@@ -250,7 +290,10 @@ function ResumePointView({ point }: { point: ResumePoint | null }) {
       ) : point.resumable ? (
         <div>
           <p>
-            <Badge kind="busy">resumable: {point.kind}</Badge> {point.description}
+            <Badge kind="busy">
+              resumable: <Shown text={point.kind} />
+            </Badge>{" "}
+            <Shown text={point.description} />
           </p>
           {point.unansweredToolCalls.length > 0 && (
             <details>
@@ -261,7 +304,9 @@ function ResumePointView({ point }: { point: ResumePoint | null }) {
         </div>
       ) : (
         <p>
-          <Badge kind={point.reason === "completed" ? "ok" : "warn"}>not resumable: {point.reason}</Badge>
+          <Badge kind={point.reason === "completed" ? "ok" : "warn"}>
+            not resumable: <Shown text={point.reason} />
+          </Badge>
         </p>
       )}
     </section>
@@ -294,7 +339,7 @@ function Actions({ session, onDone }: { session: Session; onDone: () => void }) 
       <ErrorBox error={error} />
       {info && (
         <p class="info" role="status">
-          {info}
+          <Shown text={info} />
         </p>
       )}
       <div class="action-grid">
@@ -502,8 +547,11 @@ export function SessionPageView({ id }: { id: string }) {
       <section>
         <h1>Session not found</h1>
         <p>
-          No session <span class="mono">{id}</span> for this API key: it does not exist, or it belongs to
-          another tenant.
+          No session{" "}
+          <span class="mono">
+            <Shown text={id} />
+          </span>{" "}
+          for this API key: it does not exist, or it belongs to another tenant.
         </p>
         <Link href="/console">Back to the sessions</Link>
       </section>
@@ -512,7 +560,10 @@ export function SessionPageView({ id }: { id: string }) {
   return (
     <article aria-labelledby="session-title">
       <h1 id="session-title">
-        Session <span class="mono">{id}</span>
+        Session{" "}
+        <span class="mono">
+          <Shown text={id} />
+        </span>
       </h1>
       <ErrorBox error={error} />
       {!session ? (
@@ -524,12 +575,19 @@ export function SessionPageView({ id }: { id: string }) {
               <dt>Status</dt>
               <dd>
                 <Badge kind={statusKind(session.status)}>{session.status}</Badge>
-                {session.parkedReason && <span class="parked-reason"> parked: {session.parkedReason}</span>}
+                {session.parkedReason && (
+                  <span class="parked-reason">
+                    {" "}
+                    parked: <Shown text={session.parkedReason} />
+                  </span>
+                )}
               </dd>
             </div>
             <div>
               <dt>Tail</dt>
-              <dd>{session.tailState}</dd>
+              <dd>
+                <Shown text={session.tailState} />
+              </dd>
             </div>
             <div>
               <dt>Created</dt>
@@ -545,7 +603,9 @@ export function SessionPageView({ id }: { id: string }) {
             </div>
             <div>
               <dt>Usage</dt>
-              <dd>{usageText(session.usage)}</dd>
+              <dd>
+                <Shown text={usageText(session.usage)} />
+              </dd>
             </div>
             <div>
               <dt>Updates</dt>

@@ -14,6 +14,7 @@ import {
   Link,
   listHref,
   navigate,
+  Shown,
   sessionHref,
   statusKind,
   Time,
@@ -139,22 +140,33 @@ export function SessionsPage({ query }: { query: URLSearchParams }) {
                   <td class="free">
                     <div>
                       <Link href={sessionHref(s.id)} class="mono">
-                        {s.id}
+                        <Shown text={s.id} />
                       </Link>
-                      {s.customId && <span class="muted"> · {s.customId}</span>}
+                      {s.customId && (
+                        <span class="muted">
+                          {" "}
+                          · <Shown text={s.customId} />
+                        </span>
+                      )}
                     </div>
                   </td>
                   <td>
                     <Badge kind={statusKind(s.status)}>{s.status}</Badge>{" "}
-                    {!s.parked && <span class="muted small">{s.tailState}</span>}
+                    {!s.parked && (
+                      <span class="muted small">
+                        <Shown text={s.tailState} />
+                      </span>
+                    )}
                   </td>
                   <td class="free">
-                    <div>{s.parkedReason ?? ""}</div>
+                    <div>
+                      <Shown text={s.parkedReason} />
+                    </div>
                   </td>
                   <td>
                     {s.batchId && (
                       <Link href={batchHref(s.batchId)} class="mono">
-                        {s.batchId.slice(0, 8)}
+                        <Shown text={s.batchId.slice(0, 8)} />
                       </Link>
                     )}
                   </td>

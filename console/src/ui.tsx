@@ -1,6 +1,8 @@
-/** Small pieces the pages share: navigation, times, JSON, errors. */
+/** Small pieces the pages share: navigation, times, JSON, errors, text from elsewhere. */
 import type { AnchorHTMLAttributes, ComponentChildren } from "preact";
+import { useMemo } from "preact/hooks";
 import { ApiError } from "./api";
+import { revealed, revealedParts } from "./invisible";
 
 /** The console's own routes: /console, /console/sessions/:id, /console/batches/:id. */
 export type Route =
@@ -95,8 +97,37 @@ export function duration(from: string | null, to: string | null): string {
   return `${Math.round(ms / 60_000)} min`;
 }
 
+/**
+ * Text that models, tools, callers or a link wrote: every invisible character (a bidi
+ * override, a zero-width space…) shown as its code point, marked, so that it reads as it is
+ * written (invisible.ts). Cut once per text, not at each render.
+ */
+export function Shown({ text }: { text: string | null | undefined }) {
+  const parts = useMemo(() => revealedParts(text ?? ""), [text]);
+  if (parts.length === 1 && typeof parts[0] === "string") return <>{parts[0]}</>;
+  return (
+    <>
+      {parts.map((part, i) =>
+        typeof part === "string" ? (
+          part
+        ) : (
+          <span key={i} class="invisible-char" title="an invisible character, shown as its code point">
+            {part.mark}
+          </span>
+        ),
+      )}
+    </>
+  );
+}
+
+export { revealed };
+
 export function Json({ value }: { value: unknown }) {
-  return <pre class="json">{JSON.stringify(value, null, 2)}</pre>;
+  return (
+    <pre class="json">
+      <Shown text={JSON.stringify(value, null, 2)} />
+    </pre>
+  );
 }
 
 export function ErrorBox({ error }: { error: unknown }) {
@@ -109,7 +140,7 @@ export function ErrorBox({ error }: { error: unknown }) {
         : String(error);
   return (
     <p class="error" role="alert">
-      {message}
+      <Shown text={message} />
     </p>
   );
 }
@@ -118,8 +149,13 @@ export function Empty({ children }: { children: ComponentChildren }) {
   return <p class="empty">{children}</p>;
 }
 
+/** A short label; a string child (a status, a reason) is shown with its invisible characters revealed. */
 export function Badge({ kind, children }: { kind?: string; children: ComponentChildren }) {
-  return <span class={`badge ${kind ?? ""}`}>{children}</span>;
+  return (
+    <span class={`badge ${kind ?? ""}`}>
+      {typeof children === "string" ? <Shown text={children} /> : children}
+    </span>
+  );
 }
 
 export function statusKind(status: string): string {

@@ -1,0 +1,53 @@
+/**
+ * Characters that change how text reads without showing themselves: bidi controls (a
+ * right-to-left override makes `exe.txt` read `txt.exe`), zero-width and other invisible
+ * format characters (two names that look the same differ), control characters and the
+ * invisible tag characters (text hidden from the reader, not from a model). Text from models,
+ * tools and callers shows each of them as its code point, `‹U+202E›`, so that a person sees
+ * what is there and the text reads in the order it is written.
+ */
+const CLASS =
+  "[" +
+  "\\u0000-\\u0008\\u000B\\u000C\\u000E-\\u001F\\u007F-\\u009F" + // controls but tab, newline, CR
+  "\\u00AD\\u034F\\u061C\\u115F\\u1160\\u17B4\\u17B5\\u180B-\\u180F" + // soft hyphen, invisible letters, Arabic letter mark
+  "\\u200B-\\u200F" + // zero-width space, non-joiner, joiner; LRM, RLM
+  "\\u2028-\\u202E" + // line and paragraph separators; LRE, RLE, PDF, LRO, RLO
+  "\\u2060-\\u206F" + // word joiner, invisible operators; LRI, RLI, FSI, PDI; deprecated format
+  "\\u3164\\uFEFF\\uFFA0\\uFFF9-\\uFFFB" + // Hangul fillers, zero-width no-break space, annotations
+  "\\u{1D173}-\\u{1D17A}\\u{E0000}-\\u{E007F}" + // musical format controls; tag characters
+  "]";
+/** For `test` (not global: a global one keeps its place between calls, and `matchAll` starts there). */
+const ANY_INVISIBLE = new RegExp(CLASS, "u");
+const EACH_INVISIBLE = new RegExp(CLASS, "gu");
+
+/** How an invisible character is shown: its code point, `‹U+202E›`. */
+export function codePointLabel(char: string): string {
+  return `‹U+${char.codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}›`;
+}
+
+/** Whether `text` holds a character that `revealed` shows as its code point. */
+export function hasInvisible(text: string): boolean {
+  return ANY_INVISIBLE.test(text);
+}
+
+/**
+ * `text` cut at its invisible characters: the visible runs as they are, each invisible
+ * character as `{ mark: "‹U+202E›" }`. Text without any is `[text]`.
+ */
+export function revealedParts(text: string): (string | { mark: string })[] {
+  if (!hasInvisible(text)) return [text];
+  const parts: (string | { mark: string })[] = [];
+  let from = 0;
+  for (const match of text.matchAll(EACH_INVISIBLE)) {
+    if (match.index > from) parts.push(text.slice(from, match.index));
+    parts.push({ mark: codePointLabel(match[0]) });
+    from = match.index + match[0].length;
+  }
+  if (from < text.length) parts.push(text.slice(from));
+  return parts;
+}
+
+/** `text` with each invisible character written as its code point (for attributes, titles). */
+export function revealed(text: string): string {
+  return hasInvisible(text) ? text.replace(EACH_INVISIBLE, codePointLabel) : text;
+}

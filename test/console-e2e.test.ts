@@ -11,7 +11,7 @@ import { mkdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import Fastify from "fastify";
-import type { BrowserContext, Page } from "playwright-core";
+import type { BrowserContext, Dialog, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient } from "../src/producer/client.js";
 import { consolePages } from "../src/producer/console-route.js";
@@ -36,6 +36,34 @@ type Step = {
 /** The text a person sees in the page's main part (collapsed details left out). */
 // biome-ignore lint/performance/useDomNodeTextContent: the rendered text is what is asserted
 const visibleText = (page: Page) => page.locator("main").innerText();
+
+/**
+ * Does `act`, answering the one dialog it opens (`confirm()`): the dialog's text, or null
+ * when none opened. The dialog is answered as it opens, so `act` (a click, a key) returns.
+ */
+async function answerDialog(page: Page, answer: "accept" | "dismiss", act: () => Promise<void>) {
+  let message: string | null = null;
+  const onDialog = (dialog: Dialog) => {
+    message = `${dialog.type()}: ${dialog.message()}`;
+    void dialog[answer]();
+  };
+  page.once("dialog", onDialog);
+  try {
+    await act();
+  } finally {
+    page.off("dialog", onDialog);
+  }
+  return message;
+}
+
+/** How many cancels the page has sent to `path` since this was called. */
+function countCancels(page: Page, path: string): () => number {
+  let sent = 0;
+  page.on("request", (request) => {
+    if (request.method() === "POST" && new URL(request.url()).pathname === path) sent++;
+  });
+  return () => sent;
+}
 
 const scripted = (steps: Step[], tools: string[] = []) => ({
   model: { provider: "scripted" as const, steps },
@@ -192,10 +220,20 @@ describe("the console in a browser", () => {
     await ops.send(id, "Sleep for a minute.");
     await page.goto(`${base}/console/sessions/${id}`);
     await page.locator("table.runs").getByText("running", { exact: true }).waitFor();
+    const sent = countCancels(page, `/v1/sessions/${id}/cancel`);
     const cancel = page.getByRole("button", { name: /Cancel session/ });
     await cancel.focus();
-    await page.keyboard.press("Enter");
+    // A misclick: the page asks first, and "Cancel" in the dialog cancels nothing.
+    const dismissed = await answerDialog(page, "dismiss", () => page.keyboard.press("Enter"));
+    expect(dismissed).toMatch(/^confirm: /);
+    expect(dismissed).toContain(`Cancel session ${id} (running)?`);
+    expect((await ops.getSession(id)).status).toBe("running");
+    // Asked again and confirmed: cancelled.
+    const accepted = await answerDialog(page, "accept", () => page.keyboard.press("Enter"));
+    expect(accepted).toContain("never resumed automatically");
     await page.getByText("Cancelled.", { exact: true }).waitFor();
+    // Only the confirmed click sent a cancel.
+    expect(sent()).toBe(1);
     await page.locator(".msg.tool.cancelled").getByText("cancelled", { exact: true }).waitFor();
     await page.locator("dd .badge", { hasText: /^cancelled$/ }).waitFor();
     const session = await ops.getSession(id);
@@ -362,9 +400,16 @@ describe("the console in a browser", () => {
     await page.goBack();
     await page.getByRole("heading", { name: `Batch ${batch.id}` }).waitFor();
 
+    const sent = countCancels(page, `/v1/batches/${batch.id}/cancel`);
     const cancel = page.getByRole("button", { name: "Cancel batch" });
     await cancel.focus();
-    await page.keyboard.press("Enter");
+    // A misclick: the page asks first, and "Cancel" in the dialog cancels nothing.
+    const dismissed = await answerDialog(page, "dismiss", () => page.keyboard.press("Enter"));
+    expect(dismissed).toContain(`Cancel batch ${batch.id}?`);
+    expect(dismissed).toContain("Its 1 unfinished session is cancelled");
+    expect((await ops.getBatch(batch.id)).status).toBe("running");
+    expect((await ops.getSession(slowId)).status).toBe("running");
+    await answerDialog(page, "accept", () => page.keyboard.press("Enter"));
     await page.locator(".legend").getByText("cancelled: 1").waitFor();
     await page.getByText("3 of 3 sessions finished", { exact: true }).waitFor();
     await expect
@@ -373,6 +418,7 @@ describe("the console in a browser", () => {
     const after = await ops.getBatch(batch.id);
     expect(after.counts).toMatchObject({ total: 3, completed: 2, cancelled: 1, running: 0, queued: 0 });
     await page.getByRole("button", { name: "Cancel batch" }).waitFor({ state: "detached" });
+    expect(sent()).toBe(1);
 
     // Another tenant's key gets "not found", not the batch.
     await asOtherTenant(`/console/batches/${batch.id}`, "Batch not found", "sessions finished");

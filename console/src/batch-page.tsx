@@ -15,9 +15,18 @@ import {
   paths,
   storedKey,
 } from "./api";
-import { Badge, ErrorBox, Link, listHref, Shown, Time } from "./ui";
+import { Badge, ErrorBox, Link, listHref, revealed, Shown, Time } from "./ui";
 
 const PARTS = ["completed", "parked", "cancelled", "running", "queued"] as const;
+
+/** What the page asks before it cancels a batch (a native dialog: plain text, the id revealed). */
+function cancelQuestion(id: string, unfinished: number): string {
+  return (
+    `Cancel batch ${revealed(id)}?\n\n` +
+    `Its ${unfinished} unfinished ${unfinished === 1 ? "session is" : "sessions are"} cancelled: queued runs dropped, ` +
+    "running ones aborted, none resumed automatically. Finished sessions keep their results."
+  );
+}
 
 export function BatchPageView({ id }: { id: string }) {
   const [batch, setBatch] = useState<Batch | null>(null);
@@ -183,7 +192,11 @@ export function BatchPageView({ id }: { id: string }) {
                 type="button"
                 class="danger"
                 disabled={busy}
-                onClick={() => void api("POST", paths.batchCancel(id), {}).then(load).catch(setError)}
+                onClick={() => {
+                  // One misclick must not cancel a production batch: asked first, nothing sent on "Cancel".
+                  if (!confirm(cancelQuestion(id, counts.queued + counts.running))) return;
+                  void api("POST", paths.batchCancel(id), {}).then(load).catch(setError);
+                }}
               >
                 Cancel batch
               </button>

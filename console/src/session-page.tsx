@@ -313,6 +313,15 @@ function ResumePointView({ point }: { point: ResumePoint | null }) {
   );
 }
 
+/** What the page asks before it cancels a session (a native dialog: plain text, ids revealed). */
+function cancelQuestion(session: Session, running: boolean): string {
+  return (
+    `Cancel session ${revealed(session.id)}${running ? ` (${session.status})` : ""}?\n\n` +
+    "Queued runs are dropped and a running one is aborted (a tool that was running gets a " +
+    "cancelled result); the session is then never resumed automatically. A new message re-opens it."
+  );
+}
+
 function Actions({ session, onDone }: { session: Session; onDone: () => void }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
@@ -408,7 +417,9 @@ function Actions({ session, onDone }: { session: Session; onDone: () => void }) 
             type="button"
             class="danger"
             disabled={busy}
-            onClick={() =>
+            onClick={() => {
+              // One misclick must not cancel a production run: asked first, nothing sent on "Cancel".
+              if (!confirm(cancelQuestion(session, running))) return;
               void act(async () => {
                 const answer = await api<{ cancelled: boolean; status: string }>(
                   "POST",
@@ -416,8 +427,8 @@ function Actions({ session, onDone }: { session: Session; onDone: () => void }) 
                   {},
                 );
                 return answer.cancelled ? "Cancelled." : `Nothing to cancel (${answer.status}).`;
-              })
-            }
+              });
+            }}
           >
             Cancel session{running ? " (running)" : ""}
           </button>

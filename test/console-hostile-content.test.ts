@@ -92,9 +92,10 @@ describe("the console with hostile content", () => {
     // Shown as it is, this name reads "invoiceexe.pdf".
     const file = `invoice${RLO}fdp.exe`;
     const shownFile = "invoice‹U+202E›fdp.exe";
-    const others = "\u200E\u200F\u202A\u202B\u202C\u202D\u2067\u2068\uFEFF\u200C\u200D\u{E0041}";
-    const othersShown =
-      "‹U+200E›‹U+200F›‹U+202A›‹U+202B›‹U+202C›‹U+202D›‹U+2067›‹U+2068›‹U+FEFF›‹U+200C›‹U+200D›‹U+E0041›";
+    const others = "\u202A\u202B\u202C\u202D\u2067\u2068\uFEFF\u{E0041}";
+    const othersShown = "‹U+202A›‹U+202B›‹U+202C›‹U+202D›‹U+2067›‹U+2068›‹U+FEFF›‹U+E0041›";
+    // Text needs these as they are: an emoji's joiner, a Persian word's non-joiner, an RLM.
+    const needed = "👩\u200D💻 می\u200Cخواهم \u05E9\u05DC\u05D5\u05DD\u200F.";
     const tool = `read${RLO}_file`;
     const { id } = await client.createSession({
       agent,
@@ -103,7 +104,7 @@ describe("the console with hostile content", () => {
         { role: "user", content: `Open ${file}\tplease\nnow` },
         {
           role: "assistant",
-          content: `rm\u200B -rf\u2066 /\u2069 ${others}`,
+          content: `rm\u200B -rf\u2066 /\u2069 ${others} ${needed}`,
           stopReason: `end${RLO}turn`,
           toolCalls: [
             { id: `c${RLO}1`, name: tool, arguments: { path: file } },
@@ -132,7 +133,7 @@ describe("the console with hostile content", () => {
     await page.goto(`${base}/console/sessions/${id}`);
     await page.locator("#seq-4").waitFor();
     expect(await inner("#seq-1 pre.text")).toBe(`Open ${shownFile}\tplease\nnow`);
-    expect(await inner("#seq-2 pre.text")).toBe(`rm‹U+200B› -rf‹U+2066› /‹U+2069› ${othersShown}`);
+    expect(await inner("#seq-2 pre.text")).toBe(`rm‹U+200B› -rf‹U+2066› /‹U+2069› ${othersShown} ${needed}`);
     expect(await inner("#seq-2 .badge")).toBe("stop: end‹U+202E›turn");
     expect(await inner("#seq-2 .calls li")).toContain(`read‹U+202E›_file call c‹U+202E›1`);
     expect(await inner("#seq-2 .calls li")).toContain(`"path": "${shownFile}"`);
@@ -147,7 +148,7 @@ describe("the console with hostile content", () => {
     expect(await inner("details pre.json")).toContain(`"owner‹U+202E›": "ops‹U+202E›cba"`);
     // Marked apart from the text around it, and none left as it was.
     expect(await shownText(page.locator("#seq-1 .invisible-char"))).toBe("‹U+202E›");
-    const invisible = /[\u200B-\u200F\u202A-\u202E\u2066-\u2069\uFEFF\u{E0000}-\u{E007F}]/u;
+    const invisible = /[\u200B\u202A-\u202E\u2066-\u2069\uFEFF\u{E0000}-\u{E007F}]/u;
     expect(await shownText(page.locator("main"))).not.toMatch(invisible);
 
     // The list: custom ids and parked reasons.

@@ -5,12 +5,17 @@
  * invisible tag characters (text hidden from the reader, not from a model). Text from models,
  * tools and callers shows each of them as its code point, `‹U+202E›`, so that a person sees
  * what is there and the text reads in the order it is written.
+ *
+ * Left as they are, because ordinary text needs them and they cannot reverse a run of
+ * letters: the joiners U+200C and U+200D (emoji sequences such as 👩‍💻, Persian and Indic
+ * words) and the implicit direction marks U+200E, U+200F and U+061C (right-to-left text
+ * typed on phones is full of them; they only place neutral characters such as "." beside them).
  */
 const CLASS =
   "[" +
   "\\u0000-\\u0008\\u000B\\u000C\\u000E-\\u001F\\u007F-\\u009F" + // controls but tab, newline, CR
-  "\\u00AD\\u034F\\u061C\\u115F\\u1160\\u17B4\\u17B5\\u180B-\\u180F" + // soft hyphen, invisible letters, Arabic letter mark
-  "\\u200B-\\u200F" + // zero-width space, non-joiner, joiner; LRM, RLM
+  "\\u00AD\\u034F\\u115F\\u1160\\u17B4\\u17B5\\u180B-\\u180F" + // soft hyphen, invisible letters (not the Arabic letter mark U+061C)
+  "\\u200B" + // zero-width space (not the joiners U+200C, U+200D or the marks U+200E, U+200F)
   "\\u2028-\\u202E" + // line and paragraph separators; LRE, RLE, PDF, LRO, RLO
   "\\u2060-\\u206F" + // word joiner, invisible operators; LRI, RLI, FSI, PDI; deprecated format
   "\\u3164\\uFEFF\\uFFA0\\uFFF9-\\uFFFB" + // Hangul fillers, zero-width no-break space, annotations

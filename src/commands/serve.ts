@@ -13,7 +13,7 @@ import { type FleetConfig, loadConfig } from "../shared/config.js";
 import { ensureDatabase, openDatabase } from "../shared/db/client.js";
 import { migrateDatabase } from "../shared/db/migrate.js";
 import { ValidationError } from "../shared/errors.js";
-import { checkRoleServices, checkServices, checkToolDir } from "../shared/preflight.js";
+import { checkRoleServices, checkServices, checkToolDir, checkTranscriptDir } from "../shared/preflight.js";
 import { startSweeper } from "../sweeper/sweeper-process.js";
 import type { Extension } from "../worker/extensions.js";
 import type { Tool } from "../worker/tools/registry.js";
@@ -238,6 +238,7 @@ export async function workerCommand(options: WorkerCommandOptions = {}): Promise
   const extensions = (await Promise.all((options.extensions ?? []).map(loadExtensions))).flat();
   await checkRoleServices(config);
   await checkToolDir(config.toolDir);
+  if (config.transcriptDir) await checkTranscriptDir(config.transcriptDir);
   const worker = await startWorker(config, { tools, extensions });
   await readyUntilSignal(`fleet worker ready: ${worker.workerId}, metrics on port ${worker.metricsPort}`);
   return stopWithin("worker", worker.stop, config.shutdownGraceMs + CLOSE_MS);

@@ -10,7 +10,7 @@ import postgres from "postgres";
 import type { FleetConfig } from "./config.js";
 import { MIGRATIONS_FOLDER } from "./db/migrate.js";
 import { ValidationError } from "./errors.js";
-import { makeDirectory } from "./make-directory.js";
+import { makeDirectory, PRIVATE_DIRECTORY_MODE } from "./make-directory.js";
 import { createProbe } from "./redis.js";
 import { claimFleet } from "./store/fleet-identity.js";
 
@@ -149,6 +149,25 @@ export async function checkToolDir(dir: string): Promise<void> {
     throw new ValidationError(
       "FLEET_TOOL_DIR",
       `cannot use ${dir} for the file tools (${code}): point FLEET_TOOL_DIR at a writable directory`,
+    );
+  }
+}
+
+/**
+ * A worker's FLEET_TRANSCRIPT_DIR, when set: created (0700, parents too) if missing, and
+ * writable. Checked before the worker says it is ready, so a file in its place or a parent
+ * it cannot create stops it with one line (exit 2) instead of failing every transcript
+ * write of the run. A directory that exists keeps its mode (transcript files are 0600).
+ */
+export async function checkTranscriptDir(dir: string): Promise<void> {
+  try {
+    await makeDirectory(dir, PRIVATE_DIRECTORY_MODE);
+    await access(dir, constants.W_OK | constants.X_OK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new ValidationError(
+      "FLEET_TRANSCRIPT_DIR",
+      `cannot write transcripts in ${dir} (${code}): point FLEET_TRANSCRIPT_DIR at a writable directory, or unset it`,
     );
   }
 }

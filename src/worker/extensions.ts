@@ -13,10 +13,11 @@
  * Errors in hooks other than `beforeRun` are logged and counted
  * (`fleet_hook_failures_total{hook}`); they never lose a message or stop a run.
  */
-import { mkdir, appendFile as writeMore } from "node:fs/promises";
+import { appendFile as writeMore } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import type { AgentConfig } from "../shared/agent-config.js";
+import { makeDirectory, PRIVATE_DIRECTORY_MODE } from "../shared/make-directory.js";
 import type { StoredMessage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { frozenCopy } from "./hook-views.js";
@@ -201,6 +202,9 @@ export class Extensions {
   }
 }
 
+/** The mode a transcript file is created with (its directory: PRIVATE_DIRECTORY_MODE). */
+export const TRANSCRIPT_FILE_MODE = 0o600;
+
 /** Outcomes after which `onError` runs. */
 export const ERROR_OUTCOMES: ReadonlySet<string> = new Set(["failed", "provider_error", "nothing_to_resume"]);
 
@@ -208,6 +212,9 @@ export const ERROR_OUTCOMES: ReadonlySet<string> = new Set(["failed", "provider_
  * The built-in `transcript` extension (FLEET_TRANSCRIPT_DIR): `DIR/<sessionId>.jsonl`, one
  * line `{"runId","seq","message"}` per message a run committed. A resume first records its
  * turn again from the last user message, so the file's last record of each turn is whole.
+ * Transcripts hold whole conversations: a file is created 0600 and a directory this makes
+ * 0700 (a directory that exists is left as it is); `fleet worker` checks DIR at start
+ * (preflight.ts `checkTranscriptDir`).
  */
 export function transcriptExtension(
   dir: string,
@@ -217,20 +224,28 @@ export function transcriptExtension(
   let made: Promise<unknown> | null = null;
   const write = async (sessionId: string, lines: CommittedMessage[]) => {
     if (lines.length === 0) return;
-    // A failed mkdir is tried again at the next write: kept, its rejection failed every
-    // later write of this worker, also once the directory could be made.
-    made ??= mkdir(dir, { recursive: true }).catch((error: unknown) => {
+    const text = lines
+      .map((line) => `${JSON.stringify({ runId: line.runId, seq: line.seq, message: line.message })}\n`)
+      .join("");
+    const append = async () => {
+      // A failed mkdir is tried again at the next write: kept, its rejection failed every
+      // later write of this worker, also once the directory could be made.
+      made ??= makeDirectory(dir, PRIVATE_DIRECTORY_MODE).catch((error: unknown) => {
+        made = null;
+        throw error;
+      });
+      await made;
+      if (deleted.has(sessionId)) return;
+      await writeMore(join(dir, `${sessionId}.jsonl`), text, { mode: TRANSCRIPT_FILE_MODE });
+    };
+    try {
+      await append();
+    } catch (error) {
+      // The directory went after it was made (removed, a mount gone): made again, once.
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT" || made === null) throw error;
       made = null;
-      throw error;
-    });
-    await made;
-    if (deleted.has(sessionId)) return;
-    await writeMore(
-      join(dir, `${sessionId}.jsonl`),
-      lines
-        .map((line) => `${JSON.stringify({ runId: line.runId, seq: line.seq, message: line.message })}\n`)
-        .join(""),
-    );
+      await append();
+    }
   };
   return {
     name: "transcript",

@@ -21,6 +21,13 @@ import type { Redis } from "ioredis";
  * (`deleted` set by deletion-cleanup.ts), and nothing is written, so a late writer (a worker
  * frozen across the delete) does not recreate the stream; the same for a stream turned off
  * (`off`, DROP_OFF_SCRIPT) until it is turned on. Read with the seq, in one HMGET.
+ *
+ * `s:FINGERPRINT` (type START, never written) starts a stream that has none yet (no seq kept:
+ * a new session's, or one that expired whole) after that stored message: the messages up to it
+ * are taken as there, not written (a long session's next run after an expiry writes from its
+ * own start, not every stored message), and the seq key keeps it as `start`, so that a reader
+ * from `0-0` is told the stream does not begin at the first message (event-stream.ts). On a
+ * stream that has a seq already it is ignored, and messages must follow that seq as always.
  */
 export const APPEND_SCRIPT = `
 local t = redis.call('TIME')
@@ -30,6 +37,7 @@ local function parse(arg)
   local head = string.sub(arg, 1, 2)
   if head == 'r:' then return 0, nil, string.sub(arg, 3), nil end
   if head == 'c:' then return 0, nil, nil, string.sub(arg, 3) end
+  if head == 's:' then return 0, nil, nil, nil, string.sub(arg, 3) end
   local bar = string.find(arg, '|', 1, true)
   if bar then return tonumber(string.sub(arg, 1, bar - 1)), arg, nil, nil end
   return tonumber(arg) or 0, nil, nil, nil
@@ -49,9 +57,15 @@ for w = 1, #KEYS / 2 do
   local expect = last
   local gap = false
   local diverged = nil
+  local startFp, startSeq = nil, 0
   local mark = tostring(last) .. '|'
   for i = first, stop, 3 do
-    local seq, _, _, check = parse(ARGV[i])
+    local seq, _, _, check, start = parse(ARGV[i])
+    if start ~= nil and head[1] == false and expect == 0 then
+      startFp = start
+      startSeq = tonumber(string.match(start, '^(%d+)|'))
+      expect = startSeq
+    end
     if check ~= nil then
       if string.sub(check, 1, #mark) == mark then
         local have = redis.call('HGET', seqKey, 'fp')
@@ -78,10 +92,11 @@ for w = 1, #KEYS / 2 do
     local out = {'ok', tostring(prior), redis.call('HGET', seqKey, 'fp') or ''}
     -- The run whose RUN_COMPLETED the stream has last: read only for a write that ends a run.
     local done, ends, lastFp = nil, nil, nil
+    if startFp then last, lastFp = startSeq, startFp end
     for i = first, stop, 3 do
-      local seq, fp, ended, check = parse(ARGV[i])
+      local seq, fp, ended, check, start = parse(ARGV[i])
       if ended ~= nil and done == nil then done = redis.call('HGET', seqKey, 'done') end
-      if check == nil and ((seq == 0 and (ended == nil or ended ~= done)) or seq > last) then
+      if check == nil and start == nil and ((seq == 0 and (ended == nil or ended ~= done)) or seq > last) then
         out[#out + 1] = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2])
         if seq > 0 then last, lastFp = seq, fp end
         if ended ~= nil then done, ends = ended, ended end
@@ -92,6 +107,7 @@ for w = 1, #KEYS / 2 do
       redis.call('HSET', seqKey, 'seq', tostring(last))
       if lastFp then redis.call('HSET', seqKey, 'fp', lastFp) end
       if ends then redis.call('HSET', seqKey, 'done', ends) end
+      if startFp then redis.call('HSET', seqKey, 'start', tostring(startSeq)) end
       redis.call('PEXPIRE', stream, ARGV[2])
       redis.call('PEXPIRE', seqKey, ARGV[2])
       redis.call('PUBLISH', ARGV[3], name)

@@ -9,8 +9,13 @@ export {
   FleetApiError,
   FleetClient,
   type FleetEvent,
+  type FleetEventDataByType,
+  type FleetEventType,
   type Goal,
+  type KnownFleetEvent,
+  type OtherFleetEvent,
   type PostOptions,
+  type RunStatus,
   type RunWithSession,
   type SessionPageOptions,
 } from "./producer/client.js";

@@ -8,11 +8,19 @@
  */
 import type { AgentConfigInput, ModelConfig } from "../shared/agent-config.js";
 import type {
+  FleetEvent,
+  FleetEventDataByType,
+  FleetEventType,
+  KnownFleetEvent,
+  OtherFleetEvent,
+} from "../shared/api-events.js";
+import type {
   BatchCreated,
   BatchJson,
   BatchResult,
   BatchResumePage,
   RunJson,
+  RunStatus,
   SessionJson,
   SessionStatus,
   SessionSummary,
@@ -28,10 +36,16 @@ export type {
   BatchJson,
   BatchResult,
   BatchResumePage,
+  FleetEvent,
+  FleetEventDataByType,
+  FleetEventType,
+  KnownFleetEvent,
   Message,
   ModelConfig,
+  OtherFleetEvent,
   ResumePointJson,
   RunJson,
+  RunStatus,
   SessionJson,
   SessionStatus,
   SessionSummary,
@@ -91,17 +105,6 @@ export type SessionPageOptions = {
   runsBefore?: string;
   /** Stops the request (it rejects with the signal's reason). */
   signal?: AbortSignal;
-};
-
-/**
- * One event of a session's stream (contracts §7): `id` (give it back as `after` to resume),
- * `type`, and `data`, which always carries `sessionId` and `type`, and `runId` for run events.
- */
-export type FleetEvent = {
-  id: string;
-  type: string;
-  // biome-ignore lint/suspicious/noExplicitAny: each event type has its own fields (contracts §7)
-  data: { sessionId?: string; type: string; runId?: string | null; [field: string]: any };
 };
 
 export type EventsOptions = {
@@ -524,7 +527,7 @@ export class FleetClient {
             delay = 250;
             if (event.id !== undefined) last = event.id;
             if (event.type === undefined || event.data === undefined) continue;
-            yield { id: event.id ?? "", type: event.type, data: JSON.parse(event.data) };
+            yield { id: event.id ?? "", type: event.type, data: JSON.parse(event.data) } as FleetEvent;
             // The session (or batch) was deleted: nothing follows, and a reconnect would get 404.
             if (event.type === "SESSION_DELETED" || event.type === "BATCH_DELETED") return;
           }

@@ -24,12 +24,17 @@ export type UsageTotals = {
   unknownSteps: number;
 };
 
+/** Where a run is (`GET /v1/runs/:id`, `runs[]`): `ended` with its `endedReason`. */
+export const RUN_STATUSES = ["queued", "running", "ended"] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
 export type RunJson = {
   id: string;
-  kind: string;
+  /** `run`: new input; `resume`: a resume. */
+  kind: "run" | "resume";
   resumeKind: string | null;
   trigger: string;
-  status: string;
+  status: RunStatus;
   endedReason: string | null;
   error: string | null;
   workerId: string | null;

@@ -16,6 +16,7 @@ import {
   uniqueIndex,
 } from "drizzle-orm/pg-core";
 import type { AgentConfig, ModelConfig } from "../agent-config.js";
+import type { RunJson, RunStatus } from "../api-types.js";
 import type { ProviderState, ToolCall, Usage } from "../messages.js";
 
 /** Tail states from which the sweeper may have to resume a session. */
@@ -171,13 +172,13 @@ export const runs = pgTable(
     /** Its session's tenant, copied when the run is inserted. */
     tenant: text("tenant").notNull().default("default"),
     /** `run` (new input) or `resume`. */
-    kind: text("kind").notNull(),
+    kind: text("kind").$type<RunJson["kind"]>().notNull(),
     /** For resumes: the kind applied (or asked for, while queued). */
     resumeKind: text("resume_kind"),
     /** Who asked: `api`, `sweeper`, `worker`, `cli`. */
     trigger: text("trigger").notNull(),
     /** `queued`, `running`, `ended`. */
-    status: text("status").notNull().default("queued"),
+    status: text("status").$type<RunStatus>().notNull().default("queued"),
     /** Why it ended: see RunOutcome. */
     endedReason: text("ended_reason"),
     error: text("error"),

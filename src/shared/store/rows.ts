@@ -92,10 +92,10 @@ export type RawRun = {
   id: string;
   session_id: string;
   tenant: string;
-  kind: string;
+  kind: RunRow["kind"];
   resume_kind: string | null;
   trigger: string;
-  status: string;
+  status: RunRow["status"];
   ended_reason: string | null;
   error: string | null;
   input: string | null;

@@ -28,126 +28,63 @@ import type {
 } from "../shared/api-types.js";
 import type { Message } from "../shared/messages.js";
 import type { ResumeKind, ResumePointJson } from "../shared/resume-point.js";
+import { ApiTransport, sleep } from "./api-transport.js";
+import { apiError, FleetApiError, parseJson } from "./client-errors.js";
+import { eventStream, runEvents } from "./client-event-streams.js";
+import type {
+  BatchSessionInput,
+  EventsOptions,
+  Goal,
+  PostOptions,
+  RunWithSession,
+  SessionPageOptions,
+} from "./client-options.js";
 import { textLines } from "./text-lines.js";
 
+export { FleetApiError } from "./client-errors.js";
+export { parseSse } from "./server-sent-events.js";
 export type {
   AgentConfigInput,
   BatchCreated,
   BatchJson,
   BatchResult,
   BatchResumePage,
+  BatchSessionInput,
+  EventsOptions,
   FleetEvent,
   FleetEventDataByType,
   FleetEventType,
+  Goal,
   KnownFleetEvent,
   Message,
   ModelConfig,
   OtherFleetEvent,
+  PostOptions,
   ResumePointJson,
   RunJson,
   RunStatus,
+  RunWithSession,
   SessionJson,
+  SessionPageOptions,
   SessionStatus,
   SessionSummary,
   UsageTotals,
 };
 
-/** One session of a batch (contracts §9). */
-export type BatchSessionInput = {
-  agent: AgentConfigInput;
-  metadata?: Record<string, unknown>;
-  messages?: Message[];
-  input?: string;
-  /** The caller's id for it, unique within the batch; results carry it. */
-  customId?: string;
-  /** false: this session has no event stream, whatever the batch's setting (additive). */
-  sessionEvents?: boolean;
-};
-
-/** `idempotencyKey`: sent as `Idempotency-Key`; a retry with the same key and body acts once. */
-export type PostOptions = { idempotencyKey?: string };
-
-/** An answer of the API other than 2xx; `reason` is set on 409 (nothing to resume). */
-export class FleetApiError extends Error {
-  override name = "FleetApiError";
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly reason?: string,
-    readonly field?: string,
-    /**
-     * On 429, and on a 503 that carries Retry-After (Postgres or Redis away): the seconds the
-     * API asked to wait. The client waits out 429s itself (`maxLimitWaitMs`), never 503s.
-     */
-    readonly retryAfter?: number,
-    /** On 429: which tenant limit (`active_sessions`, `request_rate`, `event_streams`). */
-    readonly limit?: string,
-  ) {
-    super(message);
-  }
-}
-
-/** How long the client waits in all for 429s of one call before giving the error back. */
-const DEFAULT_MAX_LIMIT_WAIT_MS = 30_000;
-
-export type RunWithSession = RunJson & { sessionId: string };
-
-/** What `getSession` asks for (every field optional: without them, the whole session). */
-export type SessionPageOptions = {
-  /** Only the messages after this seq. */
-  afterSeq?: number;
-  /** At most this many messages (1 to 10,000); the answer's `nextAfterSeq` starts the next page. */
-  limit?: number;
-  /** Only the latest this many runs (0 to 1,000; 0: none); `nextRunsBefore` pages to older ones. */
-  runsLimit?: number;
-  /** The `nextRunsBefore` of the previous answer. */
-  runsBefore?: string;
-  /** Stops the request (it rejects with the signal's reason). */
-  signal?: AbortSignal;
-};
-
-export type EventsOptions = {
-  /** Resume after this event id; without it the stream starts at the latest run's RUN_STARTED. */
-  after?: string;
-  /** Stops the iteration (and the request) when aborted. */
-  signal?: AbortSignal;
-  /** Longest wait between reconnect attempts (default 5 s; the first is after 250 ms). */
-  maxReconnectDelayMs?: number;
-  /**
-   * Rejects with the network error when the first connection finds no API at all (nothing
-   * listening, a name that does not resolve), instead of trying again; once the API has
-   * answered, later drops reconnect as usual. Default false.
-   */
-  failIfUnreachable?: boolean;
-  /**
-   * Told why before each wait to reconnect that follows a failure (additive): the API
-   * unreachable (the network error), an answer of 429 or 5xx (its FleetApiError), a
-   * connection that broke (its error). A stream that ended cleanly reconnects untold.
-   */
-  onRetry?: (reason: unknown) => void;
-};
-
-/** Goal mode for one run (contracts §8). */
-export type Goal = { text: string; maxRounds: number };
-
 export class FleetClient {
+  private readonly http: ApiTransport;
   private readonly baseUrl: string;
-  private readonly apiKey: string | undefined;
+
   /**
    * `apiKey`: a key from `fleet keys create`, sent as `Authorization: Bearer KEY`. Without
    * one, only an API in dev mode (no key stored, loopback) answers.
-   */
-  private readonly maxLimitWaitMs: number;
-  /**
    * `maxLimitWaitMs`: a call refused with 429 (a tenant limit; nothing was done) is sent
    * again after the Retry-After the API gives, until this much time was spent waiting
    * (default 30 s; 0: never).
    */
   constructor(options: { baseUrl: string; apiKey?: string; maxLimitWaitMs?: number }) {
-    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
-    this.apiKey = options.apiKey || undefined;
-    this.maxLimitWaitMs = options.maxLimitWaitMs ?? DEFAULT_MAX_LIMIT_WAIT_MS;
+    this.http = new ApiTransport(options);
+    this.baseUrl = this.http.baseUrl;
   }
 
   private request<T>(
@@ -157,60 +94,7 @@ export class FleetClient {
     options: PostOptions = {},
     signal?: AbortSignal,
   ): Promise<T> {
-    return this.waitingOutLimits(() => this.requestOnce<T>(method, path, body, options, signal), signal);
-  }
-
-  /**
-   * `call`, sent again after each 429's Retry-After until maxLimitWaitMs was spent waiting;
-   * `signal` ends the wait (rejecting with its reason).
-   */
-  private async waitingOutLimits<T>(call: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-    let waited = 0;
-    for (;;) {
-      try {
-        return await call();
-      } catch (error) {
-        // Only a 429 is sent again: a POST that met a 503 may have been done (no key to tell).
-        const after = error instanceof FleetApiError && error.status === 429 ? error.retryAfter : undefined;
-        if (after === undefined || waited + after * 1000 > this.maxLimitWaitMs) throw error;
-        await sleep(after * 1000, signal);
-        signal?.throwIfAborted();
-        waited += after * 1000;
-      }
-    }
-  }
-
-  private headers(body: unknown, options: PostOptions): Record<string, string> {
-    const headers: Record<string, string> = {};
-    if (body !== undefined) headers["content-type"] = "application/json";
-    if (this.apiKey !== undefined) headers.authorization = `Bearer ${this.apiKey}`;
-    if (options.idempotencyKey !== undefined) headers["idempotency-key"] = options.idempotencyKey;
-    return headers;
-  }
-
-  private async requestOnce<T>(
-    method: string,
-    path: string,
-    body?: unknown,
-    options: PostOptions = {},
-    signal?: AbortSignal,
-  ): Promise<T> {
-    const response = await fetch(`${this.baseUrl}${path}`, {
-      method,
-      headers: this.headers(body, options),
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal,
-    });
-    const text = await response.text();
-    const json = parseJson(text);
-    if (!response.ok) throw apiError(method, path, response, json);
-    if (json === undefined && text)
-      throw new FleetApiError(
-        response.status,
-        "invalid_response",
-        `${method} ${path}: HTTP ${response.status} with a body that is not JSON`,
-      );
-    return json as T;
+    return this.http.request<T>(method, path, body, options, signal);
   }
 
   createSession(
@@ -345,8 +229,11 @@ export class FleetClient {
   async *batchResults(batchId: string, options: { signal?: AbortSignal } = {}): AsyncGenerator<BatchResult> {
     const { signal } = options;
     const path = `/v1/batches/${encodeURIComponent(batchId)}/results`;
-    const response = await this.waitingOutLimits(async () => {
-      const answer = await fetch(`${this.baseUrl}${path}`, { headers: this.headers(undefined, {}), signal });
+    const response = await this.http.waitingOutLimits(async () => {
+      const answer = await fetch(`${this.baseUrl}${path}`, {
+        headers: this.http.headers(undefined, {}),
+        signal,
+      });
       if (!answer.ok || !answer.body) throw apiError("GET", path, answer, parseJson(await answer.text()));
       return answer;
     }, signal);
@@ -402,7 +289,7 @@ export class FleetClient {
    * caller stops iterating, or the session is deleted (its last event is SESSION_DELETED).
    */
   events(sessionId: string, options: EventsOptions = {}): AsyncGenerator<FleetEvent> {
-    return this.eventStream(`/v1/sessions/${encodeURIComponent(sessionId)}/events`, options);
+    return eventStream(this.http, `/v1/sessions/${encodeURIComponent(sessionId)}/events`, options);
   }
 
   /**
@@ -411,7 +298,8 @@ export class FleetClient {
    * it), so `for await` over a batch finishes when the batch does.
    */
   async *batchEvents(batchId: string, options: EventsOptions = {}): AsyncGenerator<FleetEvent> {
-    for await (const event of this.eventStream(
+    for await (const event of eventStream(
+      this.http,
       `/v1/batches/${encodeURIComponent(batchId)}/events`,
       options,
     )) {
@@ -430,7 +318,7 @@ export class FleetClient {
     // Stopped before it began: nothing is queued.
     if (signal?.aborted) return;
     const { runId } = await this.send(sessionId, content, send);
-    yield* this.runEvents(sessionId, runId, signal);
+    yield* runEvents(this.http, sessionId, runId, signal);
   }
 
   /** Asks for a resume (optionally with another model) and yields its events up to its RUN_COMPLETED. */
@@ -441,108 +329,7 @@ export class FleetClient {
     const { signal, ...resume } = options;
     if (signal?.aborted) return;
     const { runId } = await this.resume(sessionId, resume);
-    yield* this.runEvents(sessionId, runId, signal);
-  }
-
-  /** The events of one run, from its RUN_STARTED to its RUN_COMPLETED. */
-  private async *runEvents(
-    sessionId: string,
-    runId: string,
-    signal?: AbortSignal,
-  ): AsyncGenerator<FleetEvent> {
-    const controller = new AbortController();
-    const onAbort = () => controller.abort(signal?.reason);
-    signal?.addEventListener("abort", onAbort, { once: true });
-    if (signal?.aborted) onAbort();
-    let started = false;
-    // From that run's RUN_STARTED (`?run=`): the session's latest run may be another one by the
-    // time this connects (a follow-up message queued meanwhile).
-    const base = `/v1/sessions/${encodeURIComponent(sessionId)}/events`;
-    let path = `${base}?run=${encodeURIComponent(runId)}`;
-    let after: string | undefined;
-    try {
-      for (;;) {
-        try {
-          for await (const event of this.eventStream(path, { signal: controller.signal, after })) {
-            if (event.id) after = event.id;
-            // Its RUN_STARTED, or (when that is no longer kept) its first event still kept.
-            if (event.data.runId === runId) started = true;
-            if (!started) continue;
-            yield event;
-            if (event.type === "RUN_COMPLETED" && event.data.runId === runId) return;
-          }
-          return;
-        } catch (error) {
-          // An API from before `?run=` (a rolling upgrade) refuses the parameter: follow the
-          // session from its latest run, as that API's own client does (or from the last event
-          // read, when an API of this release served the first part).
-          if (path === base || !refusesParameter(error, "run")) throw error;
-          path = base;
-        }
-      }
-    } finally {
-      signal?.removeEventListener("abort", onAbort);
-      controller.abort();
-    }
-  }
-
-  private async *eventStream(path: string, options: EventsOptions): AsyncGenerator<FleetEvent> {
-    let last = options.after;
-    let delay = 250;
-    let answered = false;
-    const maxDelay = options.maxReconnectDelayMs ?? 5_000;
-    const outer = options.signal;
-    while (!outer?.aborted) {
-      const controller = new AbortController();
-      const onAbort = () => controller.abort(outer?.reason);
-      outer?.addEventListener("abort", onAbort, { once: true });
-      try {
-        let response: Response;
-        try {
-          const headers = this.headers(undefined, {});
-          headers.accept = "text/event-stream";
-          if (last !== undefined) headers["last-event-id"] = last;
-          response = await fetch(`${this.baseUrl}${path}`, { headers, signal: controller.signal });
-        } catch (error) {
-          if (outer?.aborted) return;
-          if (options.failIfUnreachable && !answered) throw error;
-          // The API is unreachable for now: try again.
-          options.onRetry?.(error);
-          await sleep(delay, outer);
-          delay = Math.min(maxDelay, delay * 2);
-          continue;
-        }
-        answered = true;
-        if (!response.ok || !response.body) {
-          const error = apiError("GET", path, response, parseJson(await response.text().catch(() => "")));
-          // Over a limit, or the API is unwell: wait and reconnect; other answers are final.
-          if (response.status !== 429 && response.status < 500) throw error;
-          options.onRetry?.(error);
-          await sleep(Math.max(delay, (error.retryAfter ?? 0) * 1000), outer);
-          delay = Math.min(maxDelay, delay * 2);
-          continue;
-        }
-        try {
-          for await (const event of parseSse(response.body as AsyncIterable<Uint8Array>)) {
-            delay = 250;
-            if (event.id !== undefined) last = event.id;
-            if (event.type === undefined || event.data === undefined) continue;
-            yield { id: event.id ?? "", type: event.type, data: JSON.parse(event.data) } as FleetEvent;
-            // The session (or batch) was deleted: nothing follows, and a reconnect would get 404.
-            if (event.type === "SESSION_DELETED" || event.type === "BATCH_DELETED") return;
-          }
-        } catch (error) {
-          if (outer?.aborted) return;
-          // The connection broke: reconnect with the last id.
-          options.onRetry?.(error);
-        }
-        await sleep(delay, outer);
-        delay = Math.min(maxDelay, delay * 2);
-      } finally {
-        outer?.removeEventListener("abort", onAbort);
-        controller.abort();
-      }
-    }
+    yield* runEvents(this.http, sessionId, runId, signal);
   }
 
   resume(
@@ -658,73 +445,4 @@ export class FleetClient {
       options.signal?.removeEventListener("abort", onAbort);
     }
   }
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
-}
-
-/** Server-Sent Events as they arrive: `id`, `event` and the joined `data` lines of each. */
-export async function* parseSse(
-  body: AsyncIterable<Uint8Array>,
-): AsyncGenerator<{ id?: string; type?: string; data?: string }> {
-  let event: { id?: string; type?: string; data?: string } = {};
-  for await (const line of textLines(body)) {
-    if (line === "") {
-      if (event.data !== undefined || event.type !== undefined) yield event;
-      event = {};
-    } else if (!line.startsWith(":")) {
-      const colon = line.indexOf(":");
-      const field = colon < 0 ? line : line.slice(0, colon);
-      let value = colon < 0 ? "" : line.slice(colon + 1);
-      if (value.startsWith(" ")) value = value.slice(1);
-      if (field === "id") event.id = value;
-      else if (field === "event") event.type = value;
-      else if (field === "data") event.data = event.data === undefined ? value : `${event.data}\n${value}`;
-    }
-  }
-}
-
-/**
- * An answer's body as JSON; undefined when it is empty or not JSON — the HTML page a proxy or
- * load balancer answers with (502, 504) is an HTTP error, not a SyntaxError of the client.
- */
-function parseJson(text: string): unknown {
-  if (!text) return undefined;
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-}
-
-/** Whether `error` is an API's 400 for a query parameter it does not know (an older release). */
-function refusesParameter(error: unknown, name: string): boolean {
-  return error instanceof FleetApiError && error.status === 400 && error.field === name;
-}
-
-/** The FleetApiError of a non-2xx answer. */
-function apiError(method: string, path: string, response: Response, json: unknown): FleetApiError {
-  const error = (json as { error?: Record<string, string | undefined> } | undefined)?.error ?? {};
-  return new FleetApiError(
-    response.status,
-    error.code ?? "http_error",
-    error.message ??
-      `${method} ${path}: HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ""}`,
-    error.reason,
-    error.field,
-    response.status === 429 || (response.status === 503 && response.headers.has("retry-after"))
-      ? Math.max(1, Number(response.headers.get("retry-after")) || 1)
-      : undefined,
-    error.limit,
-  );
 }

@@ -1,0 +1,99 @@
+/**
+ * How the client sends a request: the base URL and key, JSON in and out, a non-2xx answer as
+ * a FleetApiError, and a 429 sent again after its Retry-After (never another error: a POST
+ * that met a 503 may have been done).
+ */
+import { apiError, FleetApiError, parseJson } from "./client-errors.js";
+import type { PostOptions } from "./client-options.js";
+
+/** How long the client waits in all for 429s of one call before giving the error back. */
+const DEFAULT_MAX_LIMIT_WAIT_MS = 30_000;
+
+export class ApiTransport {
+  readonly baseUrl: string;
+  private readonly apiKey: string | undefined;
+  private readonly maxLimitWaitMs: number;
+
+  constructor(options: { baseUrl: string; apiKey?: string; maxLimitWaitMs?: number }) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.apiKey = options.apiKey || undefined;
+    this.maxLimitWaitMs = options.maxLimitWaitMs ?? DEFAULT_MAX_LIMIT_WAIT_MS;
+  }
+
+  request<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    options: PostOptions = {},
+    signal?: AbortSignal,
+  ): Promise<T> {
+    return this.waitingOutLimits(() => this.requestOnce<T>(method, path, body, options, signal), signal);
+  }
+
+  /**
+   * `call`, sent again after each 429's Retry-After until maxLimitWaitMs was spent waiting;
+   * `signal` ends the wait (rejecting with its reason).
+   */
+  async waitingOutLimits<T>(call: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    let waited = 0;
+    for (;;) {
+      try {
+        return await call();
+      } catch (error) {
+        // Only a 429 is sent again: a POST that met a 503 may have been done (no key to tell).
+        const after = error instanceof FleetApiError && error.status === 429 ? error.retryAfter : undefined;
+        if (after === undefined || waited + after * 1000 > this.maxLimitWaitMs) throw error;
+        await sleep(after * 1000, signal);
+        signal?.throwIfAborted();
+        waited += after * 1000;
+      }
+    }
+  }
+
+  headers(body: unknown, options: PostOptions): Record<string, string> {
+    const headers: Record<string, string> = {};
+    if (body !== undefined) headers["content-type"] = "application/json";
+    if (this.apiKey !== undefined) headers.authorization = `Bearer ${this.apiKey}`;
+    if (options.idempotencyKey !== undefined) headers["idempotency-key"] = options.idempotencyKey;
+    return headers;
+  }
+
+  private async requestOnce<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    options: PostOptions = {},
+    signal?: AbortSignal,
+  ): Promise<T> {
+    const response = await fetch(`${this.baseUrl}${path}`, {
+      method,
+      headers: this.headers(body, options),
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+    });
+    const text = await response.text();
+    const json = parseJson(text);
+    if (!response.ok) throw apiError(method, path, response, json);
+    if (json === undefined && text)
+      throw new FleetApiError(
+        response.status,
+        "invalid_response",
+        `${method} ${path}: HTTP ${response.status} with a body that is not JSON`,
+      );
+    return json as T;
+  }
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts (the caller checks which). */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}

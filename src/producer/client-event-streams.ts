@@ -1,0 +1,119 @@
+/**
+ * The client's event streams (contracts §7): one stream that reconnects by itself with the
+ * last id it received, and one run's events from its RUN_STARTED to its RUN_COMPLETED.
+ */
+import type { FleetEvent } from "../shared/api-events.js";
+import { type ApiTransport, sleep } from "./api-transport.js";
+import { apiError, parseJson, refusesParameter } from "./client-errors.js";
+import type { EventsOptions } from "./client-options.js";
+import { parseSse } from "./server-sent-events.js";
+
+/** The events of one run, from its RUN_STARTED to its RUN_COMPLETED (`stream()`, `streamResume()`). */
+export async function* runEvents(
+  http: ApiTransport,
+  sessionId: string,
+  runId: string,
+  signal?: AbortSignal,
+): AsyncGenerator<FleetEvent> {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(signal?.reason);
+  signal?.addEventListener("abort", onAbort, { once: true });
+  if (signal?.aborted) onAbort();
+  let started = false;
+  // From that run's RUN_STARTED (`?run=`): the session's latest run may be another one by the
+  // time this connects (a follow-up message queued meanwhile).
+  const base = `/v1/sessions/${encodeURIComponent(sessionId)}/events`;
+  let path = `${base}?run=${encodeURIComponent(runId)}`;
+  let after: string | undefined;
+  try {
+    for (;;) {
+      try {
+        for await (const event of eventStream(http, path, { signal: controller.signal, after })) {
+          if (event.id) after = event.id;
+          // Its RUN_STARTED, or (when that is no longer kept) its first event still kept.
+          if (event.data.runId === runId) started = true;
+          if (!started) continue;
+          yield event;
+          if (event.type === "RUN_COMPLETED" && event.data.runId === runId) return;
+        }
+        return;
+      } catch (error) {
+        // An API from before `?run=` (a rolling upgrade) refuses the parameter: follow the
+        // session from its latest run, as that API's own client does (or from the last event
+        // read, when an API of this release served the first part).
+        if (path === base || !refusesParameter(error, "run")) throw error;
+        path = base;
+      }
+    }
+  } finally {
+    signal?.removeEventListener("abort", onAbort);
+    controller.abort();
+  }
+}
+
+/**
+ * The events at `path` (a session's or a batch's), reconnecting with the last id after a
+ * dropped connection, an unreachable API, a 429 or a 5xx (`events()`, `batchEvents()`).
+ */
+export async function* eventStream(
+  http: ApiTransport,
+  path: string,
+  options: EventsOptions,
+): AsyncGenerator<FleetEvent> {
+  let last = options.after;
+  let delay = 250;
+  let answered = false;
+  const maxDelay = options.maxReconnectDelayMs ?? 5_000;
+  const outer = options.signal;
+  while (!outer?.aborted) {
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(outer?.reason);
+    outer?.addEventListener("abort", onAbort, { once: true });
+    try {
+      let response: Response;
+      try {
+        const headers = http.headers(undefined, {});
+        headers.accept = "text/event-stream";
+        if (last !== undefined) headers["last-event-id"] = last;
+        response = await fetch(`${http.baseUrl}${path}`, { headers, signal: controller.signal });
+      } catch (error) {
+        if (outer?.aborted) return;
+        if (options.failIfUnreachable && !answered) throw error;
+        // The API is unreachable for now: try again.
+        options.onRetry?.(error);
+        await sleep(delay, outer);
+        delay = Math.min(maxDelay, delay * 2);
+        continue;
+      }
+      answered = true;
+      if (!response.ok || !response.body) {
+        const error = apiError("GET", path, response, parseJson(await response.text().catch(() => "")));
+        // Over a limit, or the API is unwell: wait and reconnect; other answers are final.
+        if (response.status !== 429 && response.status < 500) throw error;
+        options.onRetry?.(error);
+        await sleep(Math.max(delay, (error.retryAfter ?? 0) * 1000), outer);
+        delay = Math.min(maxDelay, delay * 2);
+        continue;
+      }
+      try {
+        for await (const event of parseSse(response.body as AsyncIterable<Uint8Array>)) {
+          delay = 250;
+          if (event.id !== undefined) last = event.id;
+          if (event.type === undefined || event.data === undefined) continue;
+          yield { id: event.id ?? "", type: event.type, data: JSON.parse(event.data) } as FleetEvent;
+          // The session (or batch) was deleted: nothing follows, and a reconnect would get 404.
+          if (event.type === "SESSION_DELETED" || event.type === "BATCH_DELETED") return;
+        }
+      } catch (error) {
+        if (outer?.aborted) return;
+        // The connection broke: reconnect with the last id.
+        options.onRetry?.(error);
+      }
+      await sleep(delay, outer);
+      delay = Math.min(maxDelay, delay * 2);
+    } finally {
+      outer?.removeEventListener("abort", onAbort);
+      controller.abort();
+    }
+  }
+}

@@ -1,0 +1,59 @@
+/** What the client's calls take (and `RunWithSession`, what `getRun` answers), exported by the package. */
+import type { AgentConfigInput } from "../shared/agent-config.js";
+import type { RunJson } from "../shared/api-types.js";
+import type { Message } from "../shared/messages.js";
+
+/** One session of a batch (contracts §9). */
+export type BatchSessionInput = {
+  agent: AgentConfigInput;
+  metadata?: Record<string, unknown>;
+  messages?: Message[];
+  input?: string;
+  /** The caller's id for it, unique within the batch; results carry it. */
+  customId?: string;
+  /** false: this session has no event stream, whatever the batch's setting (additive). */
+  sessionEvents?: boolean;
+};
+
+/** `idempotencyKey`: sent as `Idempotency-Key`; a retry with the same key and body acts once. */
+export type PostOptions = { idempotencyKey?: string };
+
+export type RunWithSession = RunJson & { sessionId: string };
+
+/** What `getSession` asks for (every field optional: without them, the whole session). */
+export type SessionPageOptions = {
+  /** Only the messages after this seq. */
+  afterSeq?: number;
+  /** At most this many messages (1 to 10,000); the answer's `nextAfterSeq` starts the next page. */
+  limit?: number;
+  /** Only the latest this many runs (0 to 1,000; 0: none); `nextRunsBefore` pages to older ones. */
+  runsLimit?: number;
+  /** The `nextRunsBefore` of the previous answer. */
+  runsBefore?: string;
+  /** Stops the request (it rejects with the signal's reason). */
+  signal?: AbortSignal;
+};
+
+export type EventsOptions = {
+  /** Resume after this event id; without it the stream starts at the latest run's RUN_STARTED. */
+  after?: string;
+  /** Stops the iteration (and the request) when aborted. */
+  signal?: AbortSignal;
+  /** Longest wait between reconnect attempts (default 5 s; the first is after 250 ms). */
+  maxReconnectDelayMs?: number;
+  /**
+   * Rejects with the network error when the first connection finds no API at all (nothing
+   * listening, a name that does not resolve), instead of trying again; once the API has
+   * answered, later drops reconnect as usual. Default false.
+   */
+  failIfUnreachable?: boolean;
+  /**
+   * Told why before each wait to reconnect that follows a failure (additive): the API
+   * unreachable (the network error), an answer of 429 or 5xx (its FleetApiError), a
+   * connection that broke (its error). A stream that ended cleanly reconnects untold.
+   */
+  onRetry?: (reason: unknown) => void;
+};
+
+/** Goal mode for one run (contracts §8). */
+export type Goal = { text: string; maxRounds: number };

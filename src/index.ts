@@ -11,6 +11,7 @@ export {
   type FleetEvent,
   type FleetEventDataByType,
   type FleetEventType,
+  FleetNetworkError,
   type Goal,
   type KnownFleetEvent,
   type OtherFleetEvent,

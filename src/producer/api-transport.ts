@@ -1,9 +1,10 @@
 /**
  * How the client sends a request: the base URL and key, JSON in and out, a non-2xx answer as
- * a FleetApiError, and a 429 sent again after its Retry-After (never another error: a POST
- * that met a 503 may have been done).
+ * a FleetApiError, no answer as a FleetNetworkError, and a 429 sent again after its
+ * Retry-After (never another error: a POST that met a 503 or a broken connection may have
+ * been done).
  */
-import { apiError, FleetApiError, parseJson } from "./client-errors.js";
+import { apiError, FleetApiError, networkError, parseJson } from "./client-errors.js";
 import type { PostOptions } from "./client-options.js";
 
 /** How long the client waits in all for 429s of one call before giving the error back. */
@@ -58,6 +59,40 @@ export class ApiTransport {
     return headers;
   }
 
+  /** `fetch` of `path`; a network failure rejects with a FleetNetworkError (an abort with the signal's reason). */
+  async send(method: string, path: string, init: RequestInit): Promise<Response> {
+    const url = `${this.baseUrl}${path}`;
+    try {
+      return await fetch(url, { ...init, method });
+    } catch (error) {
+      throw networkError(error, method, url, init.signal);
+    }
+  }
+
+  /** The answer's body; a connection that breaks meanwhile rejects with a FleetNetworkError. */
+  async text(method: string, path: string, response: Response, signal?: AbortSignal): Promise<string> {
+    try {
+      return await response.text();
+    } catch (error) {
+      throw networkError(error, method, `${this.baseUrl}${path}`, signal, true);
+    }
+  }
+
+  /** The answer's body chunk by chunk, as `text` reports a connection that breaks. */
+  async *chunks(
+    method: string,
+    path: string,
+    response: Response,
+    signal?: AbortSignal,
+  ): AsyncGenerator<Uint8Array> {
+    if (!response.body) return;
+    try {
+      yield* response.body as AsyncIterable<Uint8Array>;
+    } catch (error) {
+      throw networkError(error, method, `${this.baseUrl}${path}`, signal, true);
+    }
+  }
+
   private async requestOnce<T>(
     method: string,
     path: string,
@@ -65,13 +100,12 @@ export class ApiTransport {
     options: PostOptions = {},
     signal?: AbortSignal,
   ): Promise<T> {
-    const response = await fetch(`${this.baseUrl}${path}`, {
-      method,
+    const response = await this.send(method, path, {
       headers: this.headers(body, options),
       body: body === undefined ? undefined : JSON.stringify(body),
       signal,
     });
-    const text = await response.text();
+    const text = await this.text(method, path, response, signal);
     const json = parseJson(text);
     if (!response.ok) throw apiError(method, path, response, json);
     if (json === undefined && text)

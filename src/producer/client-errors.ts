@@ -1,6 +1,6 @@
 /**
  * The client's errors: FleetApiError, an answer of the API other than 2xx (with what its body
- * says), and how one is made from an answer.
+ * says), and FleetNetworkError, a call that got no whole answer; and how each is made.
  */
 
 /** An answer of the API other than 2xx; `reason` is set on 409 (nothing to resume). */
@@ -22,6 +22,60 @@ export class FleetApiError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * A call that got no whole answer from the API: nothing listens at the URL (`code`
+ * `ECONNREFUSED`), its host name does not resolve (`ENOTFOUND`, `EAI_AGAIN`), the connection
+ * broke before the answer was complete (`UND_ERR_SOCKET`, `ECONNRESET`), or the base URL is
+ * not a URL. Whether a POST or DELETE was done is not known then: send it again only with
+ * the same `idempotencyKey`; the client itself never sends a call again after one. A
+ * `TypeError`, as what `fetch` rejected with before, so code that caught that still does;
+ * never a FleetApiError, whose `status` is always the API's.
+ */
+export class FleetNetworkError extends TypeError {
+  override name = "FleetNetworkError";
+  /** The cause's code (`ECONNREFUSED`, `ENOTFOUND`, `UND_ERR_SOCKET`, …) when it has one. */
+  readonly code: string | undefined;
+
+  constructor(
+    /** The call's method (`GET`, `POST`, …). */
+    readonly method: string,
+    /** The URL it was sent to. */
+    readonly url: string,
+    /** What `fetch` rejected with (its `cause`, the system's error, becomes this one's). */
+    error: TypeError,
+    /** Whether the answer had begun: it broke while being read. */
+    reading = false,
+  ) {
+    const cause = error.cause ?? error;
+    const detail = cause instanceof Error && cause.message ? cause.message : error.message;
+    super(`${method} ${url} failed${reading ? " while reading the answer" : ""}: ${detail}`, { cause });
+    this.code = codeOf(cause);
+  }
+}
+
+/**
+ * What a `fetch` of `url`, or reading its answer, rejected with, as the call should reject: a
+ * network failure as a FleetNetworkError; an abort (the signal's reason) and anything else
+ * as it is.
+ */
+export function networkError(
+  error: unknown,
+  method: string,
+  url: string,
+  signal?: AbortSignal | null,
+  reading = false,
+): unknown {
+  if (signal?.aborted || !(error instanceof TypeError) || error instanceof FleetNetworkError) return error;
+  return new FleetNetworkError(method, url, error, reading);
+}
+
+function codeOf(error: unknown): string | undefined {
+  const { code, errors } = error as { code?: unknown; errors?: unknown[] };
+  if (typeof code === "string") return code;
+  // Several addresses tried (IPv4 and IPv6): their first one's.
+  return Array.isArray(errors) && errors.length > 0 ? codeOf(errors[0]) : undefined;
 }
 
 /**

@@ -75,7 +75,7 @@ export async function* eventStream(
         const headers = http.headers(undefined, {});
         headers.accept = "text/event-stream";
         if (last !== undefined) headers["last-event-id"] = last;
-        response = await fetch(`${http.baseUrl}${path}`, { headers, signal: controller.signal });
+        response = await http.send("GET", path, { headers, signal: controller.signal });
       } catch (error) {
         if (outer?.aborted) return;
         if (options.failIfUnreachable && !answered) throw error;
@@ -96,7 +96,7 @@ export async function* eventStream(
         continue;
       }
       try {
-        for await (const event of parseSse(response.body as AsyncIterable<Uint8Array>)) {
+        for await (const event of parseSse(http.chunks("GET", path, response, controller.signal))) {
           delay = 250;
           if (event.id !== undefined) last = event.id;
           if (event.type === undefined || event.data === undefined) continue;

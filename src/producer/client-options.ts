@@ -15,7 +15,11 @@ export type BatchSessionInput = {
   sessionEvents?: boolean;
 };
 
-/** `idempotencyKey`: sent as `Idempotency-Key`; a retry with the same key and body acts once. */
+/**
+ * `idempotencyKey`: sent as `Idempotency-Key`; a retry with the same key and body acts once.
+ * A POST or DELETE that met a FleetNetworkError or a 5xx may have been done: send it again
+ * only with the key it was sent with (without one, it may act twice).
+ */
 export type PostOptions = { idempotencyKey?: string };
 
 export type RunWithSession = RunJson & { sessionId: string };
@@ -42,15 +46,16 @@ export type EventsOptions = {
   /** Longest wait between reconnect attempts (default 5 s; the first is after 250 ms). */
   maxReconnectDelayMs?: number;
   /**
-   * Rejects with the network error when the first connection finds no API at all (nothing
+   * Rejects with a FleetNetworkError when the first connection finds no API at all (nothing
    * listening, a name that does not resolve), instead of trying again; once the API has
    * answered, later drops reconnect as usual. Default false.
    */
   failIfUnreachable?: boolean;
   /**
    * Told why before each wait to reconnect that follows a failure (additive): the API
-   * unreachable (the network error), an answer of 429 or 5xx (its FleetApiError), a
-   * connection that broke (its error). A stream that ended cleanly reconnects untold.
+   * unreachable or a connection that broke (a FleetNetworkError), an answer of 429 or 5xx
+   * (its FleetApiError), an event that is not JSON (its SyntaxError). A stream that ended
+   * cleanly reconnects untold.
    */
   onRetry?: (reason: unknown) => void;
 };

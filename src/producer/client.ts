@@ -41,7 +41,7 @@ import type {
 } from "./client-options.js";
 import { textLines } from "./text-lines.js";
 
-export { FleetApiError } from "./client-errors.js";
+export { FleetApiError, FleetNetworkError } from "./client-errors.js";
 export { parseSse } from "./server-sent-events.js";
 export type {
   AgentConfigInput,
@@ -230,14 +230,12 @@ export class FleetClient {
     const { signal } = options;
     const path = `/v1/batches/${encodeURIComponent(batchId)}/results`;
     const response = await this.http.waitingOutLimits(async () => {
-      const answer = await fetch(`${this.baseUrl}${path}`, {
-        headers: this.http.headers(undefined, {}),
-        signal,
-      });
-      if (!answer.ok || !answer.body) throw apiError("GET", path, answer, parseJson(await answer.text()));
+      const answer = await this.http.send("GET", path, { headers: this.http.headers(undefined, {}), signal });
+      if (!answer.ok || !answer.body)
+        throw apiError("GET", path, answer, parseJson(await this.http.text("GET", path, answer, signal)));
       return answer;
     }, signal);
-    for await (const line of textLines(response.body as AsyncIterable<Uint8Array>))
+    for await (const line of textLines(this.http.chunks("GET", path, response, signal)))
       if (line.trim()) yield JSON.parse(line) as BatchResult;
   }
 

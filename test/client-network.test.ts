@@ -1,0 +1,157 @@
+/**
+ * The client when no whole answer comes: nothing listening at the URL, a host name that does
+ * not resolve, a connection the server destroys before or while it answers. Each call rejects
+ * with a FleetNetworkError naming the method and URL, its code and cause kept, and nothing is
+ * sent again on its own (a POST may have been done). A fake HTTP server plays the API.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FleetApiError, FleetClient, FleetNetworkError } from "../src/index.js";
+
+type Handler = (request: IncomingMessage, response: ServerResponse) => void;
+
+/** A port nothing listens on: one a server just let go. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const rejection = (promise: Promise<unknown>) =>
+  promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+
+describe("the client when no whole answer comes", () => {
+  let server: Server;
+  let base: string;
+  let client: FleetClient;
+  let handler: Handler = () => {};
+  let requests: string[] = [];
+
+  beforeAll(async () => {
+    server = createServer((request, response) => {
+      requests.push(`${request.method} ${request.url}`);
+      handler(request, response);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    client = new FleetClient({ baseUrl: base });
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it("nothing listening: a FleetNetworkError with the method, URL, code and cause", async () => {
+    const port = await closedPort();
+    const error = await rejection(new FleetClient({ baseUrl: `http://127.0.0.1:${port}` }).getRun("r1"));
+    expect(error).toBeInstanceOf(FleetNetworkError);
+    expect(error).toBeInstanceOf(TypeError); // what fetch rejected with before: catching that still works
+    expect(error).not.toBeInstanceOf(FleetApiError);
+    expect(error).toMatchObject({
+      name: "FleetNetworkError",
+      method: "GET",
+      url: `http://127.0.0.1:${port}/v1/runs/r1`,
+      code: "ECONNREFUSED",
+    });
+    expect((error as Error).message).toBe(
+      `GET http://127.0.0.1:${port}/v1/runs/r1 failed: connect ECONNREFUSED 127.0.0.1:${port}`,
+    );
+    expect((error as Error).cause).toMatchObject({ code: "ECONNREFUSED", port });
+  });
+
+  it("a host name that does not resolve: the same, with the resolver's code", async () => {
+    const error = await rejection(new FleetClient({ baseUrl: "http://fleet-api.invalid" }).getRun("r1"));
+    expect(error).toBeInstanceOf(FleetNetworkError);
+    expect((error as FleetNetworkError).code).toMatch(/^(ENOTFOUND|EAI_AGAIN)$/);
+    expect((error as Error).message).toMatch(
+      /^GET http:\/\/fleet-api\.invalid\/v1\/runs\/r1 failed: getaddrinfo/,
+    );
+  });
+
+  it("a connection destroyed before the answer: one POST, no retry, with or without a key", async () => {
+    handler = (request) => request.socket.destroy();
+    requests = [];
+    const error = await rejection(client.send("s1", "hello"));
+    expect(error).toBeInstanceOf(FleetNetworkError);
+    expect(error).toMatchObject({
+      method: "POST",
+      url: `${base}/v1/sessions/s1/messages`,
+      code: "UND_ERR_SOCKET",
+    });
+    expect((error as Error).message).toBe(`POST ${base}/v1/sessions/s1/messages failed: other side closed`);
+    const keyed = await rejection(client.send("s1", "hello", { idempotencyKey: "k1" }));
+    expect(keyed).toBeInstanceOf(FleetNetworkError);
+    expect(requests).toEqual(["POST /v1/sessions/s1/messages", "POST /v1/sessions/s1/messages"]);
+  });
+
+  it("a connection destroyed in the middle of the answer: JSON calls and batch results", async () => {
+    handler = (request, response) => {
+      const results = request.url?.endsWith("/results");
+      response.writeHead(200, { "content-type": results ? "application/x-ndjson" : "application/json" });
+      response.write(results ? '{"customId":"a","sessionId":"s"}\n{"cust' : '{"id":"s1","mess');
+      setTimeout(() => request.socket.destroy(), 20);
+    };
+    const error = await rejection(client.getSession("s1"));
+    expect(error).toBeInstanceOf(FleetNetworkError);
+    expect((error as Error).message).toBe(
+      `GET ${base}/v1/sessions/s1 failed while reading the answer: other side closed`,
+    );
+    const seen: string[] = [];
+    const results = await rejection(
+      (async () => {
+        for await (const result of client.batchResults("b1")) seen.push(result.sessionId);
+      })(),
+    );
+    expect(seen).toEqual(["s"]);
+    expect(results).toBeInstanceOf(FleetNetworkError);
+    expect((results as Error).message).toBe(
+      `GET ${base}/v1/batches/b1/results failed while reading the answer: other side closed`,
+    );
+  });
+
+  it("events: failIfUnreachable rejects with one, and onRetry is told one for a broken stream", async () => {
+    const port = await closedPort();
+    const unreachable = new FleetClient({ baseUrl: `http://127.0.0.1:${port}` });
+    const first = await rejection(
+      (async () => {
+        for await (const _ of unreachable.events("s1", { failIfUnreachable: true }));
+      })(),
+    );
+    expect(first).toBeInstanceOf(FleetNetworkError);
+    expect(first).toMatchObject({
+      code: "ECONNREFUSED",
+      url: `http://127.0.0.1:${port}/v1/sessions/s1/events`,
+    });
+
+    handler = (request, response) => {
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.write(
+        'id: 1-0\nevent: MESSAGE_DELTA\ndata: {"type":"MESSAGE_DELTA","sessionId":"s1","runId":"r1","text":"hi"}\n\n',
+      );
+      setTimeout(() => request.socket.destroy(), 20);
+    };
+    const controller = new AbortController();
+    const reasons: unknown[] = [];
+    const texts: string[] = [];
+    for await (const event of client.events("s1", {
+      signal: controller.signal,
+      onRetry: (reason) => {
+        reasons.push(reason);
+        controller.abort();
+      },
+    }))
+      if (event.type === "MESSAGE_DELTA") texts.push(event.data.text);
+    expect(texts).toEqual(["hi"]);
+    expect(reasons).toHaveLength(1);
+    expect(reasons[0]).toBeInstanceOf(FleetNetworkError);
+    expect((reasons[0] as Error).message).toBe(
+      `GET ${base}/v1/sessions/s1/events failed while reading the answer: other side closed`,
+    );
+  });
+});

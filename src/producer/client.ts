@@ -39,6 +39,7 @@ import type {
   RunWithSession,
   SessionPageOptions,
 } from "./client-options.js";
+import { pollDelay } from "./poll-delay.js";
 import { textLines } from "./text-lines.js";
 
 export { FleetApiError, FleetNetworkError } from "./client-errors.js";
@@ -413,9 +414,10 @@ export class FleetClient {
   }
 
   /**
-   * Polls until the run has ended; rejects after `timeoutMs` (default 60 s), also when a
-   * request of the polling is still unanswered then (an API or proxy that hangs). `signal`
-   * stops the polling at once, rejecting with the signal's reason.
+   * Polls until the run has ended, and resolves with it; rejects after `timeoutMs` (default
+   * 60 s), also when a request of the polling is still unanswered then (an API or proxy that
+   * hangs). Polls 50 ms apart at first, then further apart up to 1 s (`intervalMs`: always
+   * that far apart). `signal` stops the polling at once, rejecting with the signal's reason.
    */
   async waitForRun(
     runId: string,
@@ -431,11 +433,11 @@ export class FleetClient {
     options.signal?.addEventListener("abort", onAbort, { once: true });
     if (options.signal?.aborted) onAbort();
     try {
-      for (;;) {
+      for (let poll = 0; ; poll++) {
         const run = await this.getRun(runId, { signal: controller.signal });
         if (run.status === "ended") return run;
         if (Date.now() > deadline) throw timedOut();
-        await sleep(options.intervalMs ?? 50, controller.signal);
+        await sleep(pollDelay(poll, options.intervalMs), controller.signal);
         controller.signal.throwIfAborted();
       }
     } finally {

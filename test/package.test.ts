@@ -345,24 +345,33 @@ server.listen(0, "127.0.0.1", async () => {
   const fleet = new FleetClient({ baseUrl: "http://127.0.0.1:" + server.address().port });
   const session = await fleet.getSession("s1");
   const error = await fleet.getSession("nope").catch((e) => e);
-  console.log(JSON.stringify({ status: session.status, api: error instanceof FleetApiError, code: error.code }));
-  server.close();
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+  // Nothing listens there any more: a FleetNetworkError of this build.
+  const down = await fleet.getSession("s1").catch((e) => e);
+  console.log(JSON.stringify({ status: session.status, api: error instanceof FleetApiError, code: error.code,
+    network: down instanceof FleetNetworkError }));
 });
 `;
     await writeFile(
       join(project, "client.cjs"),
-      script(`const { FleetClient, FleetApiError } = require("agent-fleet/client");`),
+      script(`const { FleetClient, FleetApiError, FleetNetworkError } = require("agent-fleet/client");`),
     );
     await writeFile(
       join(project, "client.mjs"),
       script(`import { createRequire } from "node:module";
-import { FleetClient, FleetApiError } from "agent-fleet/client";
+import { FleetClient, FleetApiError, FleetNetworkError } from "agent-fleet/client";
 const require = createRequire(import.meta.url);`),
     );
     for (const file of ["client.cjs", "client.mjs"]) {
       const ran = await run(process.execPath, [file], project);
       expect(ran.code, `${file}: ${ran.stderr}`).toBe(0);
-      expect(JSON.parse(ran.stdout), file).toEqual({ status: "completed", api: true, code: "not_found" });
+      expect(JSON.parse(ran.stdout), file).toEqual({
+        status: "completed",
+        api: true,
+        code: "not_found",
+        network: true,
+      });
     }
     // The package's root stays an ES module only.
     // Required from CommonJS, it says so and names what works (not Node's "No exports main").
@@ -392,9 +401,19 @@ export async function main(): Promise<void> {
   await fleet.resume(session.id).catch((error: unknown) => {
     if (error instanceof FleetApiError) console.log(error.status, error.reason);
   });
+  for await (const event of fleet.events(session.id)) {
+    if (event.type === "MESSAGE") console.log(event.data.message.role);
+    if (event.type === "RUN_COMPLETED") break;
+  }
+  const ended = await fleet.waitForRun(run?.id ?? "").catch((error: unknown) => {
+    if (error instanceof FleetNetworkError) console.log(error.code, error.url);
+    return undefined;
+  });
+  // @ts-expect-error a run's status is queued, running or ended ("completed" is an endedReason)
+  if (ended?.status === "completed") console.log(ended.endedReason);
 }
 `;
-    const names = `FleetApiError, FleetClient, type BatchJson, type BatchResult, type RunJson,
+    const names = `FleetApiError, FleetClient, FleetNetworkError, type BatchJson, type BatchResult, type RunJson,
   type SessionJson, type SessionStatus, type SessionSummary, type UsageTotals`;
     await writeFile(join(project, "typed.cts"), consumer(`import { ${names} } from "agent-fleet/client";`));
     await writeFile(join(project, "typed.mts"), consumer(`import { ${names} } from "agent-fleet/client";`));

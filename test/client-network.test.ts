@@ -65,6 +65,20 @@ describe("the client when no whole answer comes", () => {
     expect((error as Error).cause).toMatchObject({ code: "ECONNREFUSED", port });
   });
 
+  it("several addresses refused (IPv6 and IPv4: an AggregateError): the first one's code and message", () => {
+    const refused = (address: string) =>
+      Object.assign(new Error(`connect ECONNREFUSED ${address}`), { code: "ECONNREFUSED" });
+    const both = new AggregateError([refused("::1:3000"), refused("127.0.0.1:3000")]);
+    const error = new FleetNetworkError(
+      "GET",
+      "http://localhost:3000/v1/runs/r1",
+      new TypeError("fetch failed", { cause: both }),
+    );
+    expect(error.message).toBe("GET http://localhost:3000/v1/runs/r1 failed: connect ECONNREFUSED ::1:3000");
+    expect(error.code).toBe("ECONNREFUSED");
+    expect(error.cause).toBe(both);
+  });
+
   it("a host name that does not resolve: the same, with the resolver's code", async () => {
     const error = await rejection(new FleetClient({ baseUrl: "http://fleet-api.invalid" }).getRun("r1"));
     expect(error).toBeInstanceOf(FleetNetworkError);

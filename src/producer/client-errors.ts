@@ -49,7 +49,7 @@ export class FleetNetworkError extends TypeError {
     reading = false,
   ) {
     const cause = error.cause ?? error;
-    const detail = cause instanceof Error && cause.message ? cause.message : error.message;
+    const detail = messageOf(cause) ?? error.message;
     super(`${method} ${url} failed${reading ? " while reading the answer" : ""}: ${detail}`, { cause });
     this.code = codeOf(cause);
   }
@@ -71,11 +71,17 @@ export function networkError(
   return new FleetNetworkError(method, url, error, reading);
 }
 
+// Of an AggregateError (several addresses tried, IPv6 and IPv4), its first error's.
 function codeOf(error: unknown): string | undefined {
   const { code, errors } = error as { code?: unknown; errors?: unknown[] };
   if (typeof code === "string") return code;
-  // Several addresses tried (IPv4 and IPv6): their first one's.
   return Array.isArray(errors) && errors.length > 0 ? codeOf(errors[0]) : undefined;
+}
+
+function messageOf(error: unknown): string | undefined {
+  if (error instanceof Error && error.message) return error.message;
+  const { errors } = error as { errors?: unknown[] };
+  return Array.isArray(errors) && errors.length > 0 ? messageOf(errors[0]) : undefined;
 }
 
 /**

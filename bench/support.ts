@@ -349,12 +349,14 @@ export async function scratchFleet(
   redis: Redis,
   tag: string,
   workerConcurrency: number,
+  /** What the database's name and the prefix start with (default `fleet_bench`, `bench`). */
+  names: { database: string; prefix: string } = { database: "fleet_bench", prefix: "bench" },
 ): Promise<{ databaseUrl: string; env: Record<string, string>; config: FleetConfig }> {
   const id = shortId();
-  const dbName = `fleet_bench_${tag}_${id}`;
+  const dbName = `${names.database}_${tag}_${id}`;
   const databaseUrl = await createScratchDatabase(dbName);
   cleanup.add(`drop database ${dbName}`, () => dropScratchDatabase(dbName));
-  const prefix = `bench-${tag}-${id}`;
+  const prefix = `${names.prefix}-${tag}-${id}`;
   cleanup.add(`delete Redis keys ${prefix}:*`, () => deleteRedisPrefix(redis, prefix));
   const toolDir = await mkdtemp(join(tmpdir(), `fleet-bench-${tag}-`));
   cleanup.add(`remove ${toolDir}`, () => rm(toolDir, { recursive: true, force: true }));

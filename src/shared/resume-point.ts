@@ -47,46 +47,71 @@ function malformed(detail: string): ResumePoint {
 }
 
 /**
- * Walks the history once and returns either a structural problem or the calls of the last
- * tool-requesting step that still have no result.
+ * The walk that pairs each tool result with a call of the step it follows, one message at a
+ * time: a left fold, so a walk extended with more messages ends exactly where a walk of the
+ * whole would. It stops at the first structural problem and then keeps it.
  */
-function pairResults(history: readonly Message[]): { problem: string } | { open: ToolCall[] } {
-  // In time linear in the history (the worker classifies it at every append): the pending
-  // step's calls by id, and the ids answered.
-  let pending: ToolCall[] = [];
-  let byId = new Map<string, ToolCall>();
-  let answered = new Set<string>();
-  let stepIndex = -1;
-  for (const [index, message] of history.entries()) {
-    if (message.role === "tool") {
-      const call = byId.get(message.toolCallId);
-      if (!call)
-        return {
-          problem: `messages[${index}] answers no call of the step it follows ("${message.toolCallId}")`,
-        };
-      if (answered.has(call.id))
-        return { problem: `messages[${index}] answers call "${call.id}" a second time` };
-      answered.add(call.id);
-      continue;
+export class Pairing {
+  /** How many messages the walk has seen. */
+  length = 0;
+  /** The first structural problem met, if any (later messages do not change it). */
+  problem: string | undefined;
+  /** The last tool-requesting step's calls by id (linear in the history: see `push`). */
+  private pending: ToolCall[] = [];
+  private byId = new Map<string, ToolCall>();
+  private answered = new Set<string>();
+  private stepIndex = -1;
+
+  /** Walks `messages` from index `from` (after the messages already walked). */
+  push(messages: readonly Message[], from = 0): this {
+    for (let i = from; i < messages.length; i++) {
+      const index = this.length++;
+      if (this.problem === undefined) this.problem = this.step(messages[i]!, index);
     }
-    if (answered.size < byId.size) {
-      const open = pending.find((c) => !answered.has(c.id))!;
-      return {
-        problem: `tool call "${open.id}" of messages[${stepIndex}] has no result, yet messages[${index}] follows`,
-      };
-    }
-    pending = message.role === "assistant" && requestsTools(message) ? (message.toolCalls ?? []) : [];
-    // A result names its call by id alone: two calls with one id could never both be answered.
-    byId = new Map();
-    for (const call of pending) {
-      if (byId.has(call.id))
-        return { problem: `messages[${index}] has two tool calls with the id "${call.id}"` };
-      byId.set(call.id, call);
-    }
-    answered = new Set();
-    stepIndex = index;
+    return this;
   }
-  return { open: pending.filter((c) => !answered.has(c.id)) };
+
+  /** A walk that goes on from here without moving this one. */
+  copy(): Pairing {
+    const other = new Pairing();
+    other.length = this.length;
+    other.problem = this.problem;
+    other.pending = this.pending;
+    // Copy-on-write would do; these hold one step's calls at most (MAX_TOOL_CALLS_PER_STEP).
+    other.byId = new Map(this.byId);
+    other.answered = new Set(this.answered);
+    other.stepIndex = this.stepIndex;
+    return other;
+  }
+
+  /** The calls of the last tool-requesting step that still have no result. */
+  open(): ToolCall[] {
+    return this.pending.filter((c) => !this.answered.has(c.id));
+  }
+
+  private step(message: Message, index: number): string | undefined {
+    if (message.role === "tool") {
+      const call = this.byId.get(message.toolCallId);
+      if (!call) return `messages[${index}] answers no call of the step it follows ("${message.toolCallId}")`;
+      if (this.answered.has(call.id)) return `messages[${index}] answers call "${call.id}" a second time`;
+      this.answered.add(call.id);
+      return undefined;
+    }
+    if (this.answered.size < this.byId.size) {
+      const open = this.pending.find((c) => !this.answered.has(c.id))!;
+      return `tool call "${open.id}" of messages[${this.stepIndex}] has no result, yet messages[${index}] follows`;
+    }
+    this.pending = message.role === "assistant" && requestsTools(message) ? (message.toolCalls ?? []) : [];
+    // A result names its call by id alone: two calls with one id could never both be answered.
+    this.byId = new Map();
+    for (const call of this.pending) {
+      if (this.byId.has(call.id)) return `messages[${index}] has two tool calls with the id "${call.id}"`;
+      this.byId.set(call.id, call);
+    }
+    this.answered = new Set();
+    this.stepIndex = index;
+    return undefined;
+  }
 }
 
 function fromStopReason(message: AssistantMessage): ResumePoint {
@@ -113,12 +138,18 @@ function fromStopReason(message: AssistantMessage): ResumePoint {
 }
 
 export function resumePoint(history: readonly Message[]): ResumePoint {
-  const last = history.at(-1);
+  return resumePointOf(new Pairing().push(history), history.at(-1));
+}
+
+/**
+ * `resumePoint` of a history from its pairing walk (`pairing`, over the whole history) and its
+ * last message: what a caller that keeps the walk of a growing history asks (history-tail.ts).
+ */
+export function resumePointOf(pairing: Pairing, last: Message | undefined): ResumePoint {
   if (!last) return { resumable: false, reason: "empty" };
-  const pairing = pairResults(history);
-  if ("problem" in pairing) return malformed(pairing.problem);
-  if (pairing.open.length > 0)
-    return { resumable: true, kind: "recover_tools", unansweredToolCalls: pairing.open };
+  if (pairing.problem !== undefined) return malformed(pairing.problem);
+  const open = pairing.open();
+  if (open.length > 0) return { resumable: true, kind: "recover_tools", unansweredToolCalls: open };
   switch (last.role) {
     case "user":
     case "internal":

@@ -4,6 +4,7 @@
  * turn limit or an abort. Every append is fenced; a FencedError ends the loop at once.
  */
 import type { AgentConfig } from "../shared/agent-config.js";
+import { tailStateAfter } from "../shared/history-tail.js";
 import type { Message, RunUsage, StoredMessage, ToolCall, ToolMessage, Usage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { roundUsd, sumCost, unreportedCost } from "../shared/prices.js";
@@ -11,7 +12,7 @@ import { requestsTools } from "../shared/resume-point.js";
 import { stopReasonLabel } from "../shared/stop-reasons.js";
 import type { Fence, FencedWrites, HistoryCursor } from "../shared/store/fenced-writes.js";
 import { lastStepSeq } from "../shared/store/rows.js";
-import { type TailState, tailState } from "../shared/tail-state.js";
+import type { TailState } from "../shared/tail-state.js";
 import { callModel, type RetryPolicy } from "./call-model.js";
 import type { LeaseCheck } from "./lease-guard.js";
 import type { ModelIdentity, ModelProvider } from "./models/provider.js";
@@ -147,13 +148,12 @@ class FencedHistory {
   async append(message: Message, estimatedTokens = 0): Promise<void> {
     this.deps.leaseGuard?.assertValid(this.input.fence.epoch);
     this.cancelledAtLastAppend = null;
-    const next = [...this.input.history, message];
     const args = [
       this.input.fence,
       this.cursor(),
       this.input.runId,
       [message],
-      tailState(next),
+      tailStateAfter(this.input.history, [message]),
       estimatedTokens,
     ] as const;
     let stored: StoredMessage | undefined;
@@ -172,7 +172,7 @@ class FencedHistory {
 
   /** What the last message would be appended with (for a caller that stores it itself). */
   lastOf(message: Message, estimatedTokens: number): NonNullable<LoopResult["last"]> {
-    return { message, tail: tailState([...this.input.history, message]), estimatedTokens };
+    return { message, tail: tailStateAfter(this.input.history, [message]), estimatedTokens };
   }
 
   /**

@@ -6,6 +6,7 @@
  */
 import type { RunRow } from "../shared/db/schema.js";
 import type { SessionEventInput } from "../shared/events.js";
+import { tailStateAfter } from "../shared/history-tail.js";
 import type { StoredMessage } from "../shared/messages.js";
 import { scrubSecrets, secretValuesFromEnv } from "../shared/scrub-secrets.js";
 import { tailState } from "../shared/tail-state.js";
@@ -79,7 +80,7 @@ async function startRun(
         cursorOf(history),
         { id: run.id, workerId: deps.workerId, resumeKind: previous ? run.resumeKind : plan.resumeKind },
         plan.appends,
-        tailState([...history, ...plan.appends]),
+        tailStateAfter(history, plan.appends),
       ));
   } catch (error) {
     // What the run starts with (a resume's results for the interrupted calls, say) refused by
@@ -167,7 +168,7 @@ async function endUnstarted(
     cursorOf(history),
     { id: run.id, workerId: deps.workerId, resumeKind: null },
     [],
-    tailState(history),
+    tailStateAfter(history),
   );
   deps.metrics.runs.inc({ kind, outcome });
   deps.log.info({ ...logFields, trigger: run.trigger, resumeKind: null }, "run started");

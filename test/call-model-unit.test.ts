@@ -5,7 +5,7 @@
 import { getEventListeners } from "node:events";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { MAX_TOOL_CALLS_PER_STEP, type Usage } from "../src/shared/messages.js";
+import { MAX_TOOL_CALLS_PER_STEP, type Message, type Usage } from "../src/shared/messages.js";
 import { estimateStepUsage } from "../src/shared/usage.js";
 import { backoffMs, callModel, DEFAULT_RETRY_POLICY, type RetryPolicy } from "../src/worker/call-model.js";
 import {
@@ -474,5 +474,29 @@ describe("callModel output bound (maxOutputChars)", () => {
     const step = await callModel(provider, request(), { sleep, policy: { ...POLICY, maxOutputChars: 100 } });
     expect(step).toMatchObject({ ok: true, message: { content: "ok", stopReason: "tool_use" } });
     expect(step.ok && step.message.toolCalls).toHaveLength(1);
+  });
+});
+
+describe("estimateStepUsage of a growing history", () => {
+  const answer = { content: "ok" };
+  /** The estimate of a fresh array: nothing counted before. */
+  const fresh = (history: Message[]) => estimateStepUsage({ history: [...history] }, answer);
+
+  it("is what a count of the whole history gives, as the array grows, is cut or has its end replaced", () => {
+    const history: Message[] = [];
+    for (let i = 0; i < 30; i++) {
+      history.push(
+        i % 3 === 0
+          ? { role: "user", content: `question ${i} ${"é".repeat(i)}` }
+          : { role: "assistant", content: `answer ${i}`, stopReason: "end_turn" },
+      );
+      expect(estimateStepUsage({ history }, answer)).toEqual(fresh(history));
+    }
+    history.length = 10;
+    expect(estimateStepUsage({ history }, answer)).toEqual(fresh(history));
+    history[9] = { role: "user", content: "x".repeat(3_000) };
+    expect(estimateStepUsage({ history }, answer)).toEqual(fresh(history));
+    history.push({ role: "internal", content: "more" });
+    expect(estimateStepUsage({ history }, answer)).toEqual(fresh(history));
   });
 });

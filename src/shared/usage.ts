@@ -25,25 +25,50 @@ export type SentRequest = {
   tools?: readonly unknown[];
 };
 
+/** The estimated tokens of one message as sent (see the file comment). */
+function messageTokens(message: Message): number {
+  const {
+    seq: _seq,
+    createdAt: _createdAt,
+    usage: _usage,
+    ...wire
+  } = message as Message & {
+    seq?: number;
+    createdAt?: string;
+    usage?: unknown;
+  };
+  return estimateTokens(JSON.stringify(wire)) + MESSAGE_OVERHEAD;
+}
+
+/**
+ * The estimate of a history's messages so far, kept with the array: a history only grows, and
+ * each model call of a run sends it again, so each call counts only the messages pushed since
+ * (at 50,000 messages, serialising them all took about 60 ms a call). Trusted only while the
+ * array still holds the message it was counted to (and is no shorter); else counted again.
+ */
+const counted = new WeakMap<
+  readonly Message[],
+  { length: number; last: Message | undefined; tokens: number }
+>();
+
+function historyTokens(history: readonly Message[]): number {
+  let sum = counted.get(history);
+  if (!sum || history.length < sum.length || (sum.length > 0 && history[sum.length - 1] !== sum.last)) {
+    sum = { length: 0, last: undefined, tokens: 0 };
+    counted.set(history, sum);
+  }
+  for (; sum.length < history.length; sum.length++) sum.tokens += messageTokens(history[sum.length]!);
+  sum.last = history.at(-1);
+  return sum.tokens;
+}
+
 /** Estimated input and output tokens of one step (see the file comment). */
 export function estimateStepUsage(
   sent: SentRequest,
   step: Pick<AssistantMessage, "content" | "toolCalls">,
 ): { inputTokens: number; outputTokens: number } {
   let input = sent.system ? estimateTokens(sent.system) + MESSAGE_OVERHEAD : 0;
-  for (const message of sent.history) {
-    const {
-      seq: _seq,
-      createdAt: _createdAt,
-      usage: _usage,
-      ...wire
-    } = message as Message & {
-      seq?: number;
-      createdAt?: string;
-      usage?: unknown;
-    };
-    input += estimateTokens(JSON.stringify(wire)) + MESSAGE_OVERHEAD;
-  }
+  input += historyTokens(sent.history);
   if (sent.tools && sent.tools.length > 0) input += estimateTokens(JSON.stringify(sent.tools));
   const output =
     estimateTokens(step.content) +

@@ -11,7 +11,8 @@
  * replays the imported history into the session's event stream (contracts §7).
  *
  * Printed per run: the run's time in Postgres (runs.started_at → ended_at), the time from
- * POST /messages to the run's end as seen here, the worker's RSS after it; then the time of
+ * POST /messages to the run's end as seen here, the worker's CPU time for it (user + system,
+ * until 300 ms after its end: less noisy than times on a shared machine) and RSS after it; then the time of
  * GET /v1/sessions/:id/resume-point and the worker's peak RSS. `--profile DIR` writes a V8
  * CPU profile of the worker (`node --cpu-prof`) into DIR.
  */
@@ -24,6 +25,7 @@ import { startApi } from "../src/producer/api-server.js";
 import { FleetClient } from "../src/producer/client.js";
 import {
   Cleanup,
+  cpuSeconds,
   fmt,
   parsed,
   REDIS_URL,
@@ -112,6 +114,7 @@ async function one(cleanup: Cleanup, redis: Redis, size: number): Promise<void> 
     `\n${size} messages seeded in ${fmt(performance.now() - seeded)} ms; worker RSS ${fmt(memory(worker.child.pid!).rss / 1024)} MB`,
   );
   for (let r = 0; r < RUNS; r++) {
+    const cpuBefore = cpuSeconds(worker.child.pid!);
     const sent = performance.now();
     const { runId } = await client.send(id, `message ${r}`);
     let row: { status: string; ended_reason: string | null; ms: number | null } | undefined;
@@ -123,9 +126,12 @@ async function one(cleanup: Cleanup, redis: Redis, size: number): Promise<void> 
       await sleep(5);
     }
     const seen = performance.now() - sent;
+    // The job may still be finishing (its event writes): its CPU is counted when settled.
+    await sleep(300);
+    const cpu = (cpuSeconds(worker.child.pid!) - cpuBefore) * 1000;
     const mem = memory(worker.child.pid!);
     console.log(
-      `run ${r + 1}: ${row!.ended_reason}, ${fmt(Number(row!.ms))} ms in Postgres, ${fmt(seen)} ms from POST to end, worker RSS ${fmt(mem.rss / 1024)} MB`,
+      `run ${r + 1}: ${row!.ended_reason}, ${fmt(Number(row!.ms))} ms in Postgres, ${fmt(seen)} ms from POST to end, worker CPU ${fmt(cpu, 0)} ms, RSS ${fmt(mem.rss / 1024)} MB`,
     );
   }
   for (let i = 0; i < 3; i++) {

@@ -14,6 +14,8 @@ import { MIGRATIONS_FOLDER, migrateDatabase } from "../src/shared/db/migrate.js"
 import { FencedError } from "../src/shared/errors.js";
 import type { Message } from "../src/shared/messages.js";
 import { FencedWrites } from "../src/shared/store/fenced-writes.js";
+import { INLINE_HISTORY_MAX, readClaimedHistory } from "../src/shared/store/history-reads.js";
+import { json, messageFromRaw, type RawMessage } from "../src/shared/store/rows.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
@@ -486,6 +488,61 @@ describe("createSession with an imported history", () => {
       [3, "tool"],
       [4, "tool"],
     ]);
+  });
+});
+
+describe("a long history's claim (longer than INLINE_HISTORY_MAX: read after the claim, as rows)", () => {
+  /** Every kind of message and field a stored message can have. */
+  function longHistory(): Message[] {
+    const history: Message[] = [];
+    for (let i = 0; history.length < INLINE_HISTORY_MAX + 40; i++) {
+      history.push(
+        user(`question ${i} ✓`),
+        { role: "internal", content: `note ${i}` },
+        askTools(`a${i}`, `b${i}`),
+        result(`a${i}`),
+        result(`b${i}`),
+        {
+          role: "assistant",
+          content: `answer ${i}`,
+          stopReason: "end_turn",
+          usage: { inputTokens: i, outputTokens: 2, cacheReadTokens: 1 },
+          providerState: { provider: "openai", api: "responses", target: "x", items: [{ id: `r${i}` }] },
+        },
+        { role: "assistant", content: `cut ${i}`, stopReason: "interrupted" },
+        { role: "tool", toolCallId: "nobody", name: "t", content: "stray", success: false },
+      );
+    }
+    return history;
+  }
+
+  /** The history as the claim's statement read it before (row_to_json of each row). */
+  async function asStatementReadIt(id: string) {
+    const rows = await fleet.database.sql<{ m: RawMessage }[]>`
+      select row_to_json(m) as m from messages m where m.session_id = ${id} order by m.seq`;
+    return rows.map((row) => messageFromRaw(json<RawMessage>(row.m)));
+  }
+
+  it("gives the stored history exactly, claimed alone and claimed in one statement with a short one", async () => {
+    const long = await newSession(longHistory());
+    const expected = await asStatementReadIt(long);
+    expect(expected.length).toBeGreaterThan(INLINE_HISTORY_MAX);
+    const alone = (await writes.claimSession(long, "w1"))!;
+    expect(alone.history).toEqual(expected);
+    expect(await queries.loadHistory(long)).toEqual(expected);
+    const short = await newSession([user("hi")]);
+    const [a, b] = await Promise.all([writes.claimSession(long, "w2"), writes.claimSession(short, "w2")]);
+    expect(a!.history).toEqual(expected);
+    expect(a!.epoch).toBe(2);
+    expect(b!.history).toEqual(await asStatementReadIt(short));
+  });
+
+  it("is read only under the claim's epoch: a later claim fences the earlier one out", async () => {
+    const id = await newSession(longHistory());
+    const first = (await writes.claimSession(id, "w1"))!;
+    await writes.claimSession(id, "w2");
+    await expect(readClaimedHistory(fleet.database, id, first.epoch)).rejects.toBeInstanceOf(FencedError);
+    expect(await readClaimedHistory(fleet.database, id, first.epoch + 1)).toEqual(first.history);
   });
 });
 

@@ -23,6 +23,7 @@ import {
   type SessionAppend,
 } from "./grouped-appends.js";
 import { type ClaimRequest, type ClaimRow, claimAlone, claimsTogether } from "./grouped-claims.js";
+import { readClaimedHistory } from "./history-reads.js";
 import { json, messageFromRaw, type RawMessage, type RawRun, runFromRaw, toNewRows } from "./rows.js";
 
 /** What a writer proves on every write: the session and its epoch. */
@@ -46,7 +47,7 @@ export type Claim = {
   staleRuns: { id: string; kind: "run" | "resume" }[];
   /** The oldest queued run, if any (none while the session is parked: it waits for someone to act). */
   next: RunRow | null;
-  /** The stored history (read in the same statement). */
+  /** The stored history: read in the same statement, or a long one under the claim's epoch right after it. */
   history: StoredMessage[];
   /**
    * When the claim also started `next` (claimSession's `startFirst`): what that start
@@ -169,8 +170,9 @@ export class FencedWrites {
     const next = row.next ? runFromRaw(json<RawRun>(row.next)) : null;
     const started = row.started ? json<Inserted>(row.started) : null;
     const staleRuns = json<{ id: string; kind: "run" | "resume" }[]>(row.stale);
+    const epoch = Number(row.lease_epoch);
     return {
-      epoch: Number(row.lease_epoch),
+      epoch,
       agent: json(row.agent),
       tokensUsed: Number(row.tokens_used),
       sessionEvents: row.session_events !== false,
@@ -178,7 +180,10 @@ export class FencedWrites {
       staleRuns,
       next,
       started: started && next ? stored([{ role: "user", content: next.input ?? "" }], [started]) : null,
-      history: json<RawMessage[]>(row.history).map(messageFromRaw),
+      history:
+        row.history === null
+          ? await readClaimedHistory(this.database, sessionId, epoch)
+          : json<RawMessage[]>(row.history).map(messageFromRaw),
     };
   }
 

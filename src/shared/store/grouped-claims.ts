@@ -4,11 +4,12 @@
  * together — a worker taking many new sessions at once (its start ramp) makes one statement
  * where it made one per session. The grouped form does for each session exactly what the
  * single one does: bump the epoch, end runs an earlier holder left running, read the agent,
- * the oldest queued run and the history, and start that run when it needs nothing from the
- * history (`startFirst`).
+ * the oldest queued run and the history (when short: INLINE_HISTORY_MAX), and start that run
+ * when it needs nothing from the history (`startFirst`).
  */
 import type { Database } from "../db/client.js";
 import type { GroupedAnswer } from "./group-commit.js";
+import { INLINE_HISTORY_MAX } from "./history-reads.js";
 import type { RawMessage, RawRun } from "./rows.js";
 
 export type ClaimRequest = { sessionId: string; workerId: string; startFirst: boolean; tail: string };
@@ -22,7 +23,8 @@ export type ClaimRow = {
   stale: { id: string; kind: "run" | "resume" }[] | string;
   next: RawRun | string | null;
   started: { seq: number; created_at: string } | string | null;
-  history: RawMessage[] | string;
+  /** Null for a history longer than INLINE_HISTORY_MAX: read after the claim (history-reads.ts). */
+  history: RawMessage[] | string | null;
 } | null;
 
 export async function claimAlone(database: Database, claim: ClaimRequest): Promise<ClaimRow> {
@@ -60,8 +62,9 @@ export async function claimAlone(database: Database, claim: ClaimRequest): Promi
            (select coalesce(json_agg(json_build_object('id', id, 'kind', kind)), '[]'::json) from stale) as stale,
            (select row_to_json(q) from q where e.status = 'active') as next,
            (select json_build_object('seq', seq, 'created_at', created_at) from ins) as started,
-           (select coalesce(json_agg(row_to_json(m) order by m.seq), '[]'::json)
-              from messages m where m.session_id = ${sessionId}) as history
+           case when (select last_seq from cur) <= ${INLINE_HISTORY_MAX} then
+             (select coalesce(json_agg(row_to_json(m) order by m.seq), '[]'::json)
+                from messages m where m.session_id = ${sessionId}) end as history
       from e`;
   return rows[0] ?? null;
 }
@@ -141,8 +144,9 @@ export async function claimsTogether(
            (select row_to_json(q) from q where q.session_id = i.session_id and e.status = 'active') as next,
            (select json_build_object('seq', ins.seq, 'created_at', ins.created_at) from ins
              where ins.session_id = i.session_id) as started,
-           (select coalesce(json_agg(row_to_json(m) order by m.seq), '[]'::json)
-              from messages m where m.session_id = i.session_id) as history
+           case when (select cur.last_seq from cur where cur.id = i.session_id) <= ${INLINE_HISTORY_MAX} then
+             (select coalesce(json_agg(row_to_json(m) order by m.seq), '[]'::json)
+                from messages m where m.session_id = i.session_id) end as history
       from i left join e on e.id = i.session_id
      order by i.k`;
   return rows.map(({ locked, ...row }) =>

@@ -15,16 +15,8 @@ import { QUEUES } from "../queues.js";
 import { tailState } from "../tail-state.js";
 import { hasQueuedRuns, holdActiveSessions } from "./active-sessions.js";
 import { DEFAULT_TENANT } from "./api-keys.js";
-import {
-  json,
-  messageFromRaw,
-  type RawMessage,
-  type RawRun,
-  type RawSession,
-  runFromRaw,
-  sessionFromRaw,
-  toNewRows,
-} from "./rows.js";
+import { readHistory } from "./history-reads.js";
+import { json, type RawRun, type RawSession, runFromRaw, sessionFromRaw, toNewRows } from "./rows.js";
 import { usageOfSession } from "./session-usage.js";
 
 export type NewSession = {
@@ -353,11 +345,7 @@ export class SessionQueries {
 
   /** The stored messages, in seq order; `afterSeq`: only those after it; `limit`: at most that many. */
   async loadHistory(sessionId: string, afterSeq = 0, limit?: number): Promise<StoredMessage[]> {
-    const { sql } = this.database;
-    const rows = await sql<{ m: string | RawMessage }[]>`
-      select row_to_json(m) as m from messages m where m.session_id = ${sessionId} and m.seq > ${afterSeq}
-       order by m.seq ${limit === undefined ? sql`` : sql`limit ${limit}`}`;
-    return rows.map((row) => messageFromRaw(json<RawMessage>(row.m)));
+    return readHistory(this.database, sessionId, afterSeq, limit);
   }
 
   /** The session's usage totals (with `unknownSteps`), without reading the messages themselves. */

@@ -1,0 +1,60 @@
+/**
+ * A session's stored messages read as plain rows: each column as postgres.js parses it (jsonb
+ * parsed per value) and one object per message. Reading a long history
+ * this way costs a fraction of `row_to_json` per row, and far less than one `json_agg` of them
+ * all: at 50,000 messages of 300 characters about 0.25 s against 0.4 s and 0.85 s here (the
+ * aggregate is built by Postgres, sent as one 30 MB value and parsed at once).
+ */
+import type postgres from "postgres";
+import type { Database } from "../db/client.js";
+import { FencedError } from "../errors.js";
+import type { StoredMessage } from "../messages.js";
+import { messageFromRaw, type RawMessage } from "./rows.js";
+
+/**
+ * Histories at most this long are read with the claim, in its statement (one round trip for
+ * the common short session); a longer one is read after it (`readClaimedHistory`).
+ */
+export const INLINE_HISTORY_MAX = 200;
+
+/**
+ * The columns of `messages m` as `row_to_json(m)` gives them (RawMessage): `created_at` as the
+ * same text (the pool's parsers leave timestamps unparsed, for Drizzle).
+ */
+function columns(sql: postgres.Sql) {
+  return sql`m.session_id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name,
+    m.success, m.stop_reason, m.usage, m.provider_state, m.run_id, to_json(m.created_at) #>> '{}' as created_at`;
+}
+
+/** The stored messages after `afterSeq`, in seq order; `limit`: at most that many. */
+export async function readHistory(
+  database: Database,
+  sessionId: string,
+  afterSeq = 0,
+  limit?: number,
+): Promise<StoredMessage[]> {
+  const { sql } = database;
+  const rows = await sql<RawMessage[]>`
+    select ${columns(sql)} from messages m where m.session_id = ${sessionId} and m.seq > ${afterSeq}
+     order by m.seq ${limit === undefined ? sql`` : sql`limit ${limit}`}`;
+  return rows.map(messageFromRaw);
+}
+
+/**
+ * The history of a session just claimed at `epoch` whose claim did not read it (longer than
+ * INLINE_HISTORY_MAX, so never empty): read only while the epoch is still the claim's, which
+ * makes it exactly the history the claim saw (no other writer can append under that epoch).
+ * Throws FencedError when another claim took the session meanwhile (or it was deleted).
+ */
+export async function readClaimedHistory(
+  database: Database,
+  sessionId: string,
+  epoch: number,
+): Promise<StoredMessage[]> {
+  const { sql } = database;
+  const rows = await sql<RawMessage[]>`
+    select ${columns(sql)} from sessions s join messages m on m.session_id = s.id
+     where s.id = ${sessionId} and s.lease_epoch = ${epoch} order by m.seq`;
+  if (rows.length === 0) throw new FencedError(sessionId, epoch);
+  return rows.map(messageFromRaw);
+}

@@ -63,6 +63,16 @@ function memory(pid: number): { rss: number; peak: number } {
   return { rss: kb("VmRSS"), peak: kb("VmHWM") };
 }
 
+/** MB of the V8 heap in use, from the worker's /metrics (fleet_process_nodejs_heap_size_used_bytes). */
+async function heapUsed(readyLine: string): Promise<number> {
+  const port = /metrics on port (\d+)/.exec(readyLine)?.[1];
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return (
+    Number(/^fleet_process_nodejs_heap_size_used_bytes(?:{[^}]*})? (\S+)/m.exec(text)?.[1] ?? Number.NaN) /
+    1e6
+  );
+}
+
 async function one(cleanup: Cleanup, redis: Redis, size: number): Promise<void> {
   const { databaseUrl, env, config } = await scratchFleet(cleanup, redis, "long", 4, {
     database: `fleet_${values.name}`,
@@ -130,8 +140,9 @@ async function one(cleanup: Cleanup, redis: Redis, size: number): Promise<void> 
     await sleep(300);
     const cpu = (cpuSeconds(worker.child.pid!) - cpuBefore) * 1000;
     const mem = memory(worker.child.pid!);
+    const heap = await heapUsed(worker.ready[0]);
     console.log(
-      `run ${r + 1}: ${row!.ended_reason}, ${fmt(Number(row!.ms))} ms in Postgres, ${fmt(seen)} ms from POST to end, worker CPU ${fmt(cpu, 0)} ms, RSS ${fmt(mem.rss / 1024)} MB`,
+      `run ${r + 1}: ${row!.ended_reason}, ${fmt(Number(row!.ms))} ms in Postgres, ${fmt(seen)} ms from POST to end, worker CPU ${fmt(cpu, 0)} ms, RSS ${fmt(mem.rss / 1024)} MB, heap used ${fmt(heap)} MB`,
     );
   }
   for (let i = 0; i < 3; i++) {

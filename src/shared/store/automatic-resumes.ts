@@ -27,7 +27,8 @@ import {
   type ResumePolicy,
   resumeBackoffMs,
 } from "../resume-policy.js";
-import { json, messageFromRaw, type RawMessage, type RawRun, runFromRaw } from "./rows.js";
+import { readHistory } from "./history-reads.js";
+import { json, type RawRun, runFromRaw } from "./rows.js";
 
 export type Scheduled =
   /** `delayMs`: how long its job waits (the rest of the previous attempt's backoff). */
@@ -86,9 +87,7 @@ export class AutomaticResumes {
                order by r.started_at desc limit 1) as asked_model
         from sessions s where s.id = ${sessionId} for no key update of s`;
     if (!session) return undefined;
-    const rows = await tx<{ m: string | RawMessage }[]>`
-      select row_to_json(m) as m from messages m where m.session_id = ${sessionId} order by m.seq`;
-    const history = rows.map((row) => messageFromRaw(json<RawMessage>(row.m)));
+    const history = await readHistory(tx, sessionId);
     const mark = createHash("sha256").update(progressMark(history)).digest("base64url");
     return { session, history, mark, progressed: session.tool_ran && session.attempt_point !== mark };
   }

@@ -9,7 +9,7 @@ import type postgres from "postgres";
 import type { Database } from "../db/client.js";
 import { FencedError } from "../errors.js";
 import type { StoredMessage } from "../messages.js";
-import { messageFromRaw, type RawMessage } from "./rows.js";
+import { type MessageFields, storedMessage } from "./rows.js";
 
 /**
  * Histories at most this long are read with the claim, in its statement (one round trip for
@@ -18,26 +18,35 @@ import { messageFromRaw, type RawMessage } from "./rows.js";
 export const INLINE_HISTORY_MAX = 200;
 
 /**
- * The columns of `messages m` as `row_to_json(m)` gives them (RawMessage): `created_at` as the
- * same text (the pool's parsers leave timestamps unparsed, for Drizzle).
+ * The columns of `messages m` as MessageFields names them, and `createdAt` as the ISO text that
+ * `Date.toISOString` gives (UTC, milliseconds truncated): formatted by Postgres rather than
+ * parsed and formatted again per message here.
  */
-function columns(sql: postgres.Sql) {
-  return sql`m.session_id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name,
-    m.success, m.stop_reason, m.usage, m.provider_state, m.run_id, to_json(m.created_at) #>> '{}' as created_at`;
+function columns(sql: postgres.Sql | postgres.TransactionSql) {
+  return sql`m.session_id as "sessionId", m.seq, m.role, m.content, m.tool_calls as "toolCalls",
+    m.tool_call_id as "toolCallId", m.name, m.success, m.stop_reason as "stopReason", m.usage,
+    m.provider_state as "providerState",
+    to_char(m.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as "createdAt"`;
 }
 
-/** The stored messages after `afterSeq`, in seq order; `limit`: at most that many. */
+type Row = MessageFields & { createdAt: string };
+
+const fromRow = (row: Row): StoredMessage => storedMessage(row, row.createdAt);
+
+/**
+ * The stored messages after `afterSeq`, in seq order; `limit`: at most that many. `sql`: the
+ * pool's, or a transaction's.
+ */
 export async function readHistory(
-  database: Database,
+  sql: postgres.Sql | postgres.TransactionSql,
   sessionId: string,
   afterSeq = 0,
   limit?: number,
 ): Promise<StoredMessage[]> {
-  const { sql } = database;
-  const rows = await sql<RawMessage[]>`
+  const rows = await sql<Row[]>`
     select ${columns(sql)} from messages m where m.session_id = ${sessionId} and m.seq > ${afterSeq}
      order by m.seq ${limit === undefined ? sql`` : sql`limit ${limit}`}`;
-  return rows.map(messageFromRaw);
+  return rows.map(fromRow);
 }
 
 /**
@@ -52,9 +61,9 @@ export async function readClaimedHistory(
   epoch: number,
 ): Promise<StoredMessage[]> {
   const { sql } = database;
-  const rows = await sql<RawMessage[]>`
+  const rows = await sql<Row[]>`
     select ${columns(sql)} from sessions s join messages m on m.session_id = s.id
      where s.id = ${sessionId} and s.lease_epoch = ${epoch} order by m.seq`;
   if (rows.length === 0) throw new FencedError(sessionId, epoch);
-  return rows.map(messageFromRaw);
+  return rows.map(fromRow);
 }

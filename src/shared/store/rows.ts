@@ -7,7 +7,15 @@ import type { Message, StoredMessage } from "../messages.js";
 export type { RunJson };
 
 export function messageFromRow(row: MessageRow): StoredMessage {
-  const base = { seq: row.seq, createdAt: row.createdAt.toISOString() };
+  return storedMessage(row, row.createdAt.toISOString());
+}
+
+/** A message row's fields, `createdAt` aside. */
+export type MessageFields = Omit<MessageRow, "createdAt" | "callSeq" | "runId">;
+
+/** The stored message of a row's fields, created at `createdAt` (ISO 8601, UTC, milliseconds). */
+export function storedMessage(row: MessageFields, createdAt: string): StoredMessage {
+  const base = { seq: row.seq, createdAt };
   switch (row.role) {
     case "user":
     case "internal":

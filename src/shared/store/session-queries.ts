@@ -345,7 +345,7 @@ export class SessionQueries {
 
   /** The stored messages, in seq order; `afterSeq`: only those after it; `limit`: at most that many. */
   async loadHistory(sessionId: string, afterSeq = 0, limit?: number): Promise<StoredMessage[]> {
-    return readHistory(this.database, sessionId, afterSeq, limit);
+    return readHistory(this.database.sql, sessionId, afterSeq, limit);
   }
 
   /** The session's usage totals (with `unknownSteps`), without reading the messages themselves. */

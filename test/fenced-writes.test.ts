@@ -13,6 +13,7 @@ import { openDatabase } from "../src/shared/db/client.js";
 import { MIGRATIONS_FOLDER, migrateDatabase } from "../src/shared/db/migrate.js";
 import { FencedError } from "../src/shared/errors.js";
 import type { Message } from "../src/shared/messages.js";
+import { resumePoint, toResumePointJson } from "../src/shared/resume-point.js";
 import { FencedWrites } from "../src/shared/store/fenced-writes.js";
 import { INLINE_HISTORY_MAX, readClaimedHistory } from "../src/shared/store/history-reads.js";
 import { json, messageFromRaw, type RawMessage } from "../src/shared/store/rows.js";
@@ -543,6 +544,32 @@ describe("a long history's claim (longer than INLINE_HISTORY_MAX: read after the
     await writes.claimSession(id, "w2");
     await expect(readClaimedHistory(fleet.database, id, first.epoch)).rejects.toBeInstanceOf(FencedError);
     expect(await readClaimedHistory(fleet.database, id, first.epoch + 1)).toEqual(first.history);
+  });
+});
+
+describe("SessionQueries.resumePoint (the history's shape, without its texts)", () => {
+  it.each([
+    [[]],
+    [[user("go"), askTools("a", "b"), result("a")]],
+    [[user("go"), { role: "assistant", content: "cut", stopReason: "interrupted" }]],
+    [[user("go"), { role: "assistant", content: "long", stopReason: "max_output" }]],
+    [[user("go"), { role: "assistant", content: "done", stopReason: "end_turn" }]],
+    [[user("go"), { role: "assistant", content: "?", stopReason: "weird_stop" }]],
+    [[user("go"), askTools("a"), result("a")]],
+    [[user("go"), result("zzz")]],
+    [[user("go"), askTools("a", "b"), result("b"), user("again")]],
+    [[user("go"), { role: "internal", content: "note" }]],
+  ] as [Message[]][])("answers as resumePoint of the stored history: %j", async (history) => {
+    const id = await newSession(history);
+    const stored = await queries.loadHistory(id);
+    expect(await queries.resumePoint(id)).toEqual(toResumePointJson(resumePoint(stored)));
+  });
+
+  it("is running while a run is queued, and only for the session's tenant", async () => {
+    const id = await newSession([user("go"), askTools("a")]);
+    await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "next" });
+    expect(await queries.resumePoint(id)).toEqual({ resumable: false, reason: "running" });
+    expect(await queries.resumePoint(id, "other-tenant")).toMatchObject({ kind: "recover_tools" });
   });
 });
 

@@ -545,10 +545,7 @@ export class FleetService {
 
   async resumePoint(tenant: string, id: string): Promise<ResumePointJson> {
     await this.session(tenant, id);
-    // The history is read only when no run is on its way (a long one is read whole).
-    const runs = await this.deps.queries.listRuns(id, tenant);
-    if (runs.some((r) => r.status !== "ended")) return { resumable: false, reason: "running" };
-    return toResumePointJson(resumePoint(await this.deps.queries.loadHistory(id)));
+    return this.deps.queries.resumePoint(id, tenant);
   }
 
   /**

@@ -3,7 +3,7 @@ import { loadConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { NotFoundError } from "../shared/errors.js";
 import { checkPostgres } from "../shared/preflight.js";
-import { type ResumePointJson, resumePoint, toResumePointJson } from "../shared/resume-point.js";
+import type { ResumePointJson } from "../shared/resume-point.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 
 export async function storedResumePoint(sessionId: string): Promise<ResumePointJson> {
@@ -13,9 +13,7 @@ export async function storedResumePoint(sessionId: string): Promise<ResumePointJ
   try {
     const queries = new SessionQueries(database);
     if (!(await queries.getSession(sessionId))) throw new NotFoundError(`session ${sessionId}`);
-    const runs = await queries.listRuns(sessionId);
-    if (runs.some((r) => r.status !== "ended")) return { resumable: false, reason: "running" };
-    return toResumePointJson(resumePoint(await queries.loadHistory(sessionId)));
+    return await queries.resumePoint(sessionId);
   } finally {
     await database.close();
   }

@@ -8,7 +8,7 @@
 import type postgres from "postgres";
 import type { Database } from "../db/client.js";
 import { FencedError } from "../errors.js";
-import type { StoredMessage } from "../messages.js";
+import type { Message, StoredMessage, ToolCall } from "../messages.js";
 import { type MessageFields, storedMessage } from "./rows.js";
 
 /**
@@ -66,4 +66,46 @@ export async function readClaimedHistory(
      where s.id = ${sessionId} and s.lease_epoch = ${epoch} order by m.seq`;
   if (rows.length === 0) throw new FencedError(sessionId, epoch);
   return rows.map(fromRow);
+}
+
+/**
+ * The history's shape: every message with its role, seq, tool calls, call id, name and stop
+ * reason, but no text (`content` empty, `success` false, no usage or provider state). All that
+ * `resumePoint` reads. Sent as one JSON array of arrays: at 50,000 messages about 0.1 s, where
+ * the same columns as rows take 0.25 s (postgres.js's work per row and column dominates).
+ */
+export async function readHistoryShape(sql: postgres.Sql, sessionId: string): Promise<Message[]> {
+  const [row] = await sql<{ shape: string | ShapeRow[] }[]>`
+    select coalesce(json_agg(json_build_array(m.role, case when m.role = 'assistant' then m.tool_calls end,
+                                              m.tool_call_id, m.name, m.stop_reason) order by m.seq), '[]') as shape
+      from messages m where m.session_id = ${sessionId}`;
+  const shape = typeof row!.shape === "string" ? (JSON.parse(row!.shape) as ShapeRow[]) : row!.shape;
+  return shape.map(([role, toolCalls, toolCallId, name, stopReason]): Message => {
+    switch (role) {
+      case "assistant":
+        return {
+          role,
+          content: "",
+          stopReason: stopReason ?? "",
+          ...(toolCalls && toolCalls.length > 0 ? { toolCalls } : {}),
+        };
+      case "tool":
+        return { role, toolCallId: toolCallId ?? "", name: name ?? "", content: "", success: false };
+      case "user":
+      case "internal":
+        return { role, content: "" };
+      default:
+        throw new Error(`stored message of session ${sessionId} has unknown role ${role}`);
+    }
+  });
+}
+
+type ShapeRow = [string, ToolCall[] | null, string | null, string | null, string | null];
+
+/** Whether a run of the session is queued or running (a resume point is then `running`). */
+export async function hasUnendedRun(sql: postgres.Sql, sessionId: string, tenant?: string): Promise<boolean> {
+  const [row] = await sql<{ any: boolean }[]>`
+    select exists (select 1 from runs r where r.session_id = ${sessionId} and r.status <> 'ended'
+                   ${tenant === undefined ? sql`` : sql`and r.tenant = ${tenant}`}) as any`;
+  return row!.any;
 }

@@ -12,10 +12,11 @@ import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
 import type { Message, StoredMessage } from "../messages.js";
 import type { UsageTotals } from "../prices.js";
 import { QUEUES } from "../queues.js";
+import { type ResumePointJson, resumePoint, toResumePointJson } from "../resume-point.js";
 import { tailState } from "../tail-state.js";
 import { hasQueuedRuns, holdActiveSessions } from "./active-sessions.js";
 import { DEFAULT_TENANT } from "./api-keys.js";
-import { readHistory } from "./history-reads.js";
+import { hasUnendedRun, readHistory, readHistoryShape } from "./history-reads.js";
 import { json, type RawRun, type RawSession, runFromRaw, sessionFromRaw, toNewRows } from "./rows.js";
 import { usageOfSession } from "./session-usage.js";
 
@@ -346,6 +347,16 @@ export class SessionQueries {
   /** The stored messages, in seq order; `afterSeq`: only those after it; `limit`: at most that many. */
   async loadHistory(sessionId: string, afterSeq = 0, limit?: number): Promise<StoredMessage[]> {
     return readHistory(this.database.sql, sessionId, afterSeq, limit);
+  }
+
+  /**
+   * The session's resume point (contracts §2): `running` while a run of it is queued or running,
+   * else `resumePoint` of its history, read without the messages' texts (readHistoryShape).
+   */
+  async resumePoint(sessionId: string, tenant?: string): Promise<ResumePointJson> {
+    if (await hasUnendedRun(this.database.sql, sessionId, tenant))
+      return { resumable: false, reason: "running" };
+    return toResumePointJson(resumePoint(await readHistoryShape(this.database.sql, sessionId)));
   }
 
   /** The session's usage totals (with `unknownSteps`), without reading the messages themselves. */

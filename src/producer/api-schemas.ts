@@ -165,6 +165,21 @@ export const createSessionBody = z.strictObject({
   messages: imported,
   sessionEvents,
 });
+/** POST /v1/sessions/:id/history: the next page of an imported history (imported-pages.ts). */
+export const importPageBody = z.strictObject({
+  afterSeq: z
+    .number()
+    .int()
+    .nonnegative()
+    .describe(
+      "The session's `lastSeq` now: the page is stored right after it, or refused with 409 `seq_mismatch`",
+    ),
+  messages: z
+    .array(messageSchema)
+    .min(1)
+    .max(MAX_IMPORTED_MESSAGES)
+    .describe(`The page (at most ${MAX_IMPORTED_MESSAGES.toLocaleString("en")} messages)`),
+});
 const batchItem = z.strictObject({
   agent: agentConfigSchema,
   metadata,

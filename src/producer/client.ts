@@ -112,6 +112,28 @@ export class FleetClient {
   }
 
   /**
+   * Continues the imported history of a session that has run nothing yet with `messages`,
+   * stored right after seq `afterSeq` (the session's last): what one createSession cannot
+   * hold (at most 10,000 messages a request). Answers the new `lastSeq`. A 409
+   * `seq_mismatch` says the session does not end at `afterSeq` (a page stored though its
+   * answer was lost, say): its message names the seq the session ends at, and
+   * `getSession(id, { afterSeq })` gives what is stored after yours.
+   */
+  importMessages(
+    sessionId: string,
+    messages: Message[],
+    options: PostOptions & { afterSeq: number },
+  ): Promise<{ lastSeq: number }> {
+    const { afterSeq, ...post } = options;
+    return this.request(
+      "POST",
+      `/v1/sessions/${encodeURIComponent(sessionId)}/history`,
+      { afterSeq, messages },
+      post,
+    );
+  }
+
+  /**
    * Creates a batch of sessions (each optionally with its first message) in one request, all
    * or none. `webhook`: POSTed the batch once it has ended; `open`: more sessions follow
    * (`appendToBatch`), and the batch does not end before the last part closes it;

@@ -16,7 +16,7 @@ import {
 } from "../shared/api-types.js";
 import type { RunRow, SessionRow } from "../shared/db/schema.js";
 import { AgentResumeError, NotFoundError, ValidationError } from "../shared/errors.js";
-import { assertAnsweredOnce, parseHistory } from "../shared/messages.js";
+import { assertAnsweredOnce, parseImportedHistory } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { checkAgentModels, type ModelRouting, resolveModelRoute } from "../shared/model-endpoints.js";
 import { assertPricedForBudget, pricesOf, totalUsage, type UsageTotals } from "../shared/prices.js";
@@ -56,6 +56,7 @@ import {
   decodeListCursor,
   encodeListCursor,
   importedCount,
+  importPageBody,
   listQuery,
   parseBody,
   resumeBody,
@@ -172,7 +173,7 @@ export class FleetService {
     checkAgentModels(agent, this.routing, "agent");
     assertPricedForBudget(agent, pricesOf(this.routing), "agent");
     importedCount(input.messages, "messages");
-    const messages = input.messages === undefined ? [] : parseHistory(input.messages, "messages");
+    const messages = input.messages === undefined ? [] : parseImportedHistory(input.messages, "messages");
     assertAnsweredOnce(messages, "messages");
     await this.checkTools([{ agent, field: "agent" }]);
     return this.deps.queries.createSession({
@@ -249,7 +250,8 @@ export class FleetService {
     const items = entries.map((item, i) => ({
       agent: parseAgentConfig(item.agent, `sessions[${i}].agent`),
       metadata: item.metadata,
-      messages: item.messages === undefined ? [] : parseHistory(item.messages, `sessions[${i}].messages`),
+      messages:
+        item.messages === undefined ? [] : parseImportedHistory(item.messages, `sessions[${i}].messages`),
       input: item.input,
       customId: item.customId,
       sessionEvents: item.sessionEvents,
@@ -449,6 +451,18 @@ export class FleetService {
     const session = await this.deps.queries.getSession(id, tenant);
     if (!session) throw new NotFoundError(`session ${id}`);
     return session;
+  }
+
+  /**
+   * Continues a session's imported history with the next page (imported-pages.ts): validated
+   * as an import is, stored whole or not at all, only right after `afterSeq`.
+   */
+  async importMessages(tenant: string, id: string, body: unknown): Promise<{ lastSeq: number }> {
+    const input = parseBody(importPageBody, body);
+    if (importedCount(input.messages, "messages") === 0)
+      throw new ValidationError("messages", "must hold at least one message");
+    const page = parseImportedHistory(input.messages, "messages");
+    return this.deps.queries.appendImported(tenant, id, input.afterSeq, page);
   }
 
   async sendMessage(tenant: string, id: string, body: unknown): Promise<{ runId: string }> {

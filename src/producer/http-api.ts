@@ -482,6 +482,9 @@ function routes(app: FastifyInstance, deps: ApiDeps): void {
   app.post<IdParams>("/v1/sessions/:id/messages", async (request, reply) =>
     reply.code(202).send(await service.sendMessage(request.tenant, request.params.id, request.body)),
   );
+  app.post<IdParams>("/v1/sessions/:id/history", async (request) =>
+    service.importMessages(request.tenant, request.params.id, request.body),
+  );
   app.post<IdParams>("/v1/sessions/:id/resume", async (request, reply) =>
     reply.code(202).send(await service.resume(request.tenant, request.params.id, request.body)),
   );

@@ -40,6 +40,15 @@ export function importedCount(value: unknown, field: string): number {
   return value.length;
 }
 
+/** POST /v1/sessions/:id/history: `messages` is checked as a history (parseHistory), after its count. */
+export const importPageBody = z.strictObject({
+  afterSeq: z
+    .number("must be a whole number ≥ 0")
+    .int("must be a whole number ≥ 0")
+    .nonnegative("must be a whole number ≥ 0"),
+  messages: z.unknown(),
+});
+
 /** false: the session's event stream (contracts §7) is not written; GET …/events answers 409. */
 export const sessionEventsField = z.boolean("must be true or false").optional();
 export const createBody = z.strictObject({

@@ -19,6 +19,7 @@ import {
   eventsQuery,
   gone,
   id,
+  importPageBody,
   listQuery,
   resumeBody,
   resumePointSchema,
@@ -386,6 +387,26 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     responses: {
       202: { description: "Queued", schema: z.object({ runId: id }) },
       409: { description: "The history cannot take new input", schema: errorSchema },
+      ...common,
+      ...missing,
+    },
+  }),
+  "POST /v1/sessions/:id/history": post({
+    operationId: "importMessages",
+    summary:
+      "Continue an imported history with a page (a session with no run yet): what one POST /v1/sessions cannot hold",
+    idParam: "session id",
+    body: importPageBody,
+    responses: {
+      200: {
+        description: "Stored; `lastSeq` is where the next page goes",
+        schema: z.object({ lastSeq: z.number() }),
+      },
+      409: {
+        description:
+          "`seq_mismatch`: the session does not end at `afterSeq` (a page stored already: read `lastSeq` and go on); `runs_exist`: a message or resume was sent, the import is over",
+        schema: errorSchema,
+      },
       ...common,
       ...missing,
     },

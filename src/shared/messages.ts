@@ -14,7 +14,7 @@ export const toolCallSchema = z.strictObject({
   arguments: z.record(z.string(), z.unknown()),
 });
 
-/** Fields a stored message carries when read back; accepted (and ignored) on import. */
+/** Fields a stored message carries when read back; accepted on import (`seq` ignored, `createdAt` kept when valid: ImportedMessage). */
 const storedFields = { seq: z.number().int().positive().optional(), createdAt: z.string().optional() };
 
 const tokenCount = z.number().int().nonnegative();
@@ -224,6 +224,24 @@ function plain(message: z.infer<typeof messageSchema>): Message {
 }
 
 /**
+ * A message of a history to import: `createdAt` is the one it was given, when that is an ISO
+ * 8601 date and time with a zone (`2026-12-04T13:58:19.364Z`, as a stored message reads back),
+ * normalised to UTC milliseconds; the store keeps it, so an exported history imported again
+ * keeps its times. Any other `createdAt` is ignored, as before: the message is stored now.
+ */
+export type ImportedMessage = Message & { createdAt?: string };
+
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** `value` as a stored `createdAt` (see ImportedMessage), or undefined. */
+export function importedCreatedAt(value: unknown): string | undefined {
+  if (typeof value !== "string" || !ISO_INSTANT.test(value)) return undefined;
+  const time = Date.parse(value);
+  // Postgres's timestamptz holds years 4713 BC to 294276 AD; four digits are within it.
+  return Number.isFinite(time) ? new Date(time).toISOString() : undefined;
+}
+
+/**
  * Parses an unknown value as one message. Throws ValidationError naming the field, also
  * when a string in it (object keys of tool call arguments included) holds U+0000 or a lone
  * surrogate: such a message could never be stored, so it is not a valid message.
@@ -254,9 +272,22 @@ const TOO_LONG_ID = `is longer than ${MAX_TOOL_CALL_ID} characters`;
  * the index and field.
  */
 export function parseHistory(value: unknown, root = "messages"): Message[] {
+  return parseMessages(value, root, false);
+}
+
+/** `parseHistory` of a history to store: each message keeps a valid `createdAt` (ImportedMessage). */
+export function parseImportedHistory(value: unknown, root = "messages"): ImportedMessage[] {
+  return parseMessages(value, root, true);
+}
+
+function parseMessages(value: unknown, root: string, keepCreatedAt: boolean): ImportedMessage[] {
   if (!Array.isArray(value)) throw new ValidationError(root, "must be a JSON array of messages");
   return value.map((item, index) => {
-    const message = parseMessage(item, `${root}[${index}]`);
+    const message: ImportedMessage = parseMessage(item, `${root}[${index}]`);
+    const createdAt = keepCreatedAt
+      ? importedCreatedAt((item as { createdAt?: unknown }).createdAt)
+      : undefined;
+    if (createdAt !== undefined) message.createdAt = createdAt;
     if (message.role === "assistant") {
       if (message.stopReason === "interrupted" && message.providerState !== undefined) {
         throw new ValidationError(
@@ -288,17 +319,21 @@ export function parseHistory(value: unknown, root = "messages"): Message[] {
  * message: the store answers each call at most once (a unique index), so such an import
  * could only fail there. Other pairing faults are stored and classified `malformed`.
  */
-export function assertAnsweredOnce(history: readonly Message[], root = "messages"): void {
+export function assertAnsweredOnce(history: readonly Message[], root = "messages", stored = 0): void {
   /** Results since the latest assistant message: call id → index of its result. */
   let answered: Map<string, number> | undefined;
+  // `stored`: how many of `history` are stored already (an import continued in pages): the
+  // fields are named in the page, `root[i]` its i-th message, `stored messages` before it.
+  const at = (index: number) =>
+    index >= stored ? `${root}[${index - stored}]` : `the stored message with seq ${index + 1}`;
   for (const [index, message] of history.entries()) {
     if (message.role === "assistant") answered = new Map();
     if (message.role !== "tool" || !answered) continue;
     const first = answered.get(message.toolCallId);
     if (first !== undefined) {
       throw new ValidationError(
-        `${root}[${index}].toolCallId`,
-        `tool call "${message.toolCallId}" already has a result (${root}[${first}]) after the same assistant message; a call is answered at most once`,
+        `${at(index)}.toolCallId`,
+        `tool call "${message.toolCallId}" already has a result (${at(first)}) after the same assistant message; a call is answered at most once`,
       );
     }
     answered.set(message.toolCallId, index);

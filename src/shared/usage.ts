@@ -96,3 +96,18 @@ export function reportedTokens(n: unknown): number | undefined {
   if (typeof n !== "number" || !Number.isFinite(n) || n < 0) return undefined;
   return Math.min(Math.trunc(n), MAX_REPORTED_TOKENS);
 }
+
+/**
+ * Tokens an imported history's steps reported (input + output of each assistant message's
+ * `usage`): they count against `agent.budget.maxTokens` like a run's, since the budget bounds
+ * the whole session and a session's usage sums count them too (as `maxCostUsd` counts their
+ * `costUsd`). Steps with unknown usage count nothing here: no estimate can be made of a
+ * request this fleet never sent.
+ */
+export function importedTokens(history: readonly Message[]): number {
+  let tokens = 0;
+  for (const message of history)
+    if (message.role === "assistant" && message.usage)
+      tokens += message.usage.inputTokens + message.usage.outputTokens;
+  return tokens;
+}

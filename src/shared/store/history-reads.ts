@@ -74,7 +74,10 @@ export async function readClaimedHistory(
  * `resumePoint` reads. Sent as one JSON array of arrays: at 50,000 messages about 0.1 s, where
  * the same columns as rows take 0.25 s (postgres.js's work per row and column dominates).
  */
-export async function readHistoryShape(sql: postgres.Sql, sessionId: string): Promise<Message[]> {
+export async function readHistoryShape(
+  sql: postgres.Sql | postgres.TransactionSql,
+  sessionId: string,
+): Promise<Message[]> {
   const [row] = await sql<{ shape: string | ShapeRow[] }[]>`
     select coalesce(json_agg(json_build_array(m.role, case when m.role = 'assistant' then m.tool_calls end,
                                               m.tool_call_id, m.name, m.stop_reason) order by m.seq), '[]') as shape

@@ -2,7 +2,7 @@
 
 import type { RunJson } from "../api-types.js";
 import type { MessageRow, RunRow, SessionRow } from "../db/schema.js";
-import type { Message, StoredMessage } from "../messages.js";
+import type { ImportedMessage, Message, StoredMessage } from "../messages.js";
 
 export type { RunJson };
 
@@ -58,6 +58,8 @@ export type NewMessageRow = {
   stop_reason: string | null;
   usage: unknown;
   provider_state: unknown;
+  /** An imported message's own `createdAt` (ImportedMessage), else null: stored now. */
+  created_at?: string | null;
 };
 
 /**
@@ -85,6 +87,7 @@ export function toNewRows(
       stop_reason: m.role === "assistant" ? m.stopReason : null,
       usage: m.role === "assistant" ? (m.usage ?? null) : null,
       provider_state: m.role === "assistant" ? (m.providerState ?? null) : null,
+      created_at: (m as ImportedMessage).createdAt ?? null,
     };
   });
 }

@@ -14,9 +14,11 @@ import type { UsageTotals } from "../prices.js";
 import { QUEUES } from "../queues.js";
 import { type ResumePointJson, resumePoint, toResumePointJson } from "../resume-point.js";
 import { tailState } from "../tail-state.js";
+import { importedTokens } from "../usage.js";
 import { hasQueuedRuns, holdActiveSessions } from "./active-sessions.js";
 import { DEFAULT_TENANT } from "./api-keys.js";
 import { hasUnendedRun, readHistory, readHistoryShape } from "./history-reads.js";
+import { appendImportedPage } from "./imported-pages.js";
 import { json, type RawRun, type RawSession, runFromRaw, sessionFromRaw, toNewRows } from "./rows.js";
 import { usageOfSession } from "./session-usage.js";
 
@@ -133,6 +135,7 @@ export class SessionQueries {
         metadata: input.metadata ?? {},
         last_seq: history.length,
         tail_state: tailState(history),
+        tokens_used: importedTokens(history),
         batch_id: batch?.id ?? null,
         custom_id: input.customId ?? null,
         // A batch's sessions take the batch's setting (read in the insert: an open batch's),
@@ -164,19 +167,20 @@ export class SessionQueries {
     // One statement, so one round trip and all-or-nothing; foreign keys are checked at its end.
     const insert = (sql: postgres.Sql | postgres.TransactionSql) => sql`
       with s as (
-        insert into sessions (id, tenant, agent, metadata, last_seq, tail_state, batch_id, custom_id, session_events)
-        select x.id, x.tenant, x.agent, x.metadata, x.last_seq, x.tail_state, x.batch_id, x.custom_id,
+        insert into sessions (id, tenant, agent, metadata, last_seq, tail_state, tokens_used, batch_id, custom_id, session_events)
+        select x.id, x.tenant, x.agent, x.metadata, x.last_seq, x.tail_state, x.tokens_used, x.batch_id, x.custom_id,
                coalesce(x.session_events, (select b.session_events from batches b where b.id = x.batch_id), true)
           from jsonb_to_recordset(${JSON.stringify(sessionRows)}::jsonb)
-            as x(id text, tenant text, agent jsonb, metadata jsonb, last_seq int, tail_state text,
+            as x(id text, tenant text, agent jsonb, metadata jsonb, last_seq int, tail_state text, tokens_used bigint,
                  batch_id text, custom_id text, session_events boolean)
         returning 1
       ), m as (
-        insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state)
-        select m.session_id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state
+        insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, created_at)
+        select m.session_id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state,
+               coalesce(m.created_at, now())
           from jsonb_to_recordset(${JSON.stringify(messageRows)}::jsonb) as m(
             session_id text, seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
-            name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
+            name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb, created_at timestamptz)
         returning 1
       )
       insert into runs (id, session_id, tenant, kind, trigger, input, job_id)
@@ -357,6 +361,11 @@ export class SessionQueries {
     if (await hasUnendedRun(this.database.sql, sessionId, tenant))
       return { resumable: false, reason: "running" };
     return toResumePointJson(resumePoint(await readHistoryShape(this.database.sql, sessionId)));
+  }
+
+  /** Continues an imported history with a page (imported-pages.ts). */
+  appendImported(tenant: string, sessionId: string, afterSeq: number, page: readonly Message[]) {
+    return appendImportedPage(this.database, tenant, sessionId, afterSeq, page);
   }
 
   /** The session's usage totals (with `unknownSteps`), without reading the messages themselves. */

@@ -1,0 +1,65 @@
+/**
+ * An imported history continued in pages (`POST /v1/sessions/:id/history`): a session created
+ * with the first part of a long history (at most MAX_IMPORTED_MESSAGES in one request) takes
+ * the rest a page at a time, while no run of it exists — so nothing runs until the import is
+ * complete (the first message sent, or resume asked for, ends it).
+ *
+ * Each page is stored whole or not at all, and only right after the seq the caller names
+ * (`afterSeq`, the session's `lastSeq`): a page sent twice (a retry after a lost answer) is
+ * refused the second time with `409 seq_mismatch` rather than stored twice, and the caller
+ * goes on from the `lastSeq` it reads back. The page is checked with what is stored before it:
+ * a result may answer a call of the last stored step, but not a second time.
+ */
+import type { Database } from "../db/client.js";
+import { ConflictError, NotFoundError } from "../errors.js";
+import { assertAnsweredOnce, type Message } from "../messages.js";
+import { tailState } from "../tail-state.js";
+import { importedTokens } from "../usage.js";
+import { readHistoryShape } from "./history-reads.js";
+import { toNewRows } from "./rows.js";
+
+export async function appendImportedPage(
+  database: Database,
+  tenant: string,
+  sessionId: string,
+  afterSeq: number,
+  page: readonly Message[],
+): Promise<{ lastSeq: number }> {
+  return database.sql.begin(async (tx) => {
+    const [session] = await tx<{ last_seq: number; has_runs: boolean }[]>`
+      select s.last_seq, exists (select 1 from runs r where r.session_id = s.id) as has_runs
+        from sessions s where s.id = ${sessionId} and s.tenant = ${tenant} for update`;
+    if (!session) throw new NotFoundError(`session ${sessionId}`);
+    if (session.has_runs)
+      throw new ConflictError(
+        "runs_exist",
+        `session ${sessionId} has runs: an imported history is continued only before its first message or resume`,
+      );
+    if (session.last_seq !== afterSeq)
+      throw new ConflictError(
+        "seq_mismatch",
+        `session ${sessionId} holds messages up to seq ${session.last_seq}, not ${afterSeq}: send the page that follows seq ${session.last_seq}`,
+      );
+    // Seqs are contiguous from 1: the stored message at index i has seq i + 1.
+    const stored = await readHistoryShape(tx, sessionId);
+    const whole = [...stored, ...page];
+    assertAnsweredOnce(whole, "messages", stored.length);
+    let lastStep: number | null = null;
+    for (let i = stored.length - 1; i >= 0 && lastStep === null; i--)
+      if (stored[i]!.role === "assistant") lastStep = i + 1;
+    const rows = toNewRows(page, afterSeq, lastStep).map((row) => ({ ...row, session_id: sessionId }));
+    const lastSeq = afterSeq + page.length;
+    await tx`
+      insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, created_at)
+      select m.session_id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success,
+             m.stop_reason, m.usage, m.provider_state, coalesce(m.created_at, now())
+        from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
+          session_id text, seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
+          name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb, created_at timestamptz)`;
+    await tx`
+      update sessions set last_seq = ${lastSeq}, tail_state = ${tailState(whole)},
+                          tokens_used = tokens_used + ${importedTokens(page)}, updated_at = now()
+       where id = ${sessionId}`;
+    return { lastSeq };
+  });
+}

@@ -1,0 +1,188 @@
+/**
+ * A long session exported and imported again (README "Importing a long history"): one
+ * POST /v1/sessions holds at most 10,000 messages, and the rest goes in pages through
+ * POST /v1/sessions/:id/history while the session has run nothing. The export (GET
+ * /v1/sessions/:id, paged by afterSeq) reads back the same messages with their createdAt,
+ * and the imported steps' usage counts against agent.budget.maxTokens.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import type { Message, StoredMessage } from "../src/shared/messages.js";
+import { resumePoint, toResumePointJson } from "../src/shared/resume-point.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+
+const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
+let fleet: FleetEnv;
+let client: FleetClient;
+
+beforeAll(async () => {
+  fleet = await createFleetEnv("importedpages");
+  client = (await fleet.startApi()).client;
+}, 60_000);
+afterAll(async () => fleet?.close());
+
+/** `n` messages (a multiple of 4): user, a step asking a tool, its result, an answer with usage. */
+function history(n: number, from = 0): StoredMessage[] {
+  const out: StoredMessage[] = [];
+  for (let i = from; i < from + n; i += 4) {
+    const at = (k: number) => new Date(Date.UTC(2025, 0, 1) + (i + k) * 1_000 + 7).toISOString();
+    out.push(
+      { role: "user", content: `question ${i}`, seq: i + 1, createdAt: at(0) },
+      {
+        role: "assistant",
+        content: "",
+        toolCalls: [{ id: `c${i}`, name: "write_file", arguments: { path: `${i}.txt` } }],
+        stopReason: "tool_use",
+        usage: { inputTokens: 10, outputTokens: 1 },
+        seq: i + 2,
+        createdAt: at(1),
+      },
+      {
+        role: "tool",
+        toolCallId: `c${i}`,
+        name: "write_file",
+        content: "ok",
+        success: true,
+        seq: i + 3,
+        createdAt: at(2),
+      },
+      {
+        role: "assistant",
+        content: `answer ${i}`,
+        stopReason: "end_turn",
+        usage: { inputTokens: 20, outputTokens: 2 },
+        seq: i + 4,
+        createdAt: at(3),
+      },
+    );
+  }
+  return out;
+}
+
+/** The whole stored history, read as an exporter reads it: pages of 1,000 after a seq. */
+async function exported(id: string): Promise<StoredMessage[]> {
+  const out: StoredMessage[] = [];
+  for (let after = 0; ; ) {
+    const page = await client.getSession(id, { afterSeq: after, limit: 1_000 });
+    out.push(...page.messages);
+    if (page.nextAfterSeq == null) return out;
+    after = page.nextAfterSeq;
+  }
+}
+
+async function tokensUsed(id: string): Promise<number> {
+  const [row] = await fleet.database.sql<
+    { t: string }[]
+  >`select tokens_used as t from sessions where id = ${id}`;
+  return Number(row!.t);
+}
+
+describe("an imported history continued in pages", () => {
+  it("round-trips a session of 12,000 messages: same messages, seqs and createdAt, same resume point", async () => {
+    const original = history(12_000);
+    await expect(client.createSession({ agent: AGENT, messages: original })).rejects.toMatchObject({
+      status: 400,
+      field: "messages",
+    });
+    const { id } = await client.createSession({ agent: AGENT, messages: original.slice(0, 10_000) });
+    expect(await client.importMessages(id, original.slice(10_000), { afterSeq: 10_000 })).toEqual({
+      lastSeq: 12_000,
+    });
+    expect(await exported(id)).toEqual(original);
+    expect(await client.resumePoint(id)).toEqual(toResumePointJson(resumePoint(original)));
+    // Every imported step's usage counts against agent.budget.maxTokens: 3,000 × (11 + 22).
+    expect(await tokensUsed(id)).toBe(3_000 * 33);
+  }, 60_000);
+
+  it("stores a page only right after afterSeq: a page sent twice is refused the second time", async () => {
+    const all = history(8);
+    const { id } = await client.createSession({ agent: AGENT, messages: all.slice(0, 4) });
+    await client.importMessages(id, all.slice(4), { afterSeq: 4 });
+    await expect(client.importMessages(id, all.slice(4), { afterSeq: 4 })).rejects.toMatchObject({
+      status: 409,
+      reason: "seq_mismatch",
+      message: expect.stringContaining("up to seq 8"),
+    });
+    expect((await exported(id)).map((m) => m.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
+  it("continues a stored step: its calls answered in the page, each once", async () => {
+    const all = history(4);
+    const { id } = await client.createSession({ agent: AGENT, messages: all.slice(0, 2) });
+    const twice: Message[] = [all[2]!, all[2]!];
+    await expect(client.importMessages(id, twice, { afterSeq: 2 })).rejects.toMatchObject({
+      status: 400,
+      field: "messages[1].toolCallId",
+    });
+    await client.importMessages(id, all.slice(2), { afterSeq: 2 });
+    const [row] = await fleet.database.sql<{ call_seq: number }[]>`
+      select call_seq from messages where session_id = ${id} and seq = 3`;
+    expect(row!.call_seq).toBe(2);
+    expect(await client.resumePoint(id)).toEqual({ resumable: false, reason: "completed" });
+    // A result of a call the stored step already answered: refused, naming both.
+    const again = {
+      role: "tool" as const,
+      toolCallId: "c0",
+      name: "write_file",
+      content: "x",
+      success: true,
+    };
+    const other = await client.createSession({ agent: AGENT, messages: all.slice(0, 3) });
+    await expect(client.importMessages(other.id, [again], { afterSeq: 3 })).rejects.toMatchObject({
+      status: 400,
+      field: "messages[0].toolCallId",
+      message: expect.stringContaining("the stored message with seq 3"),
+    });
+  });
+
+  it("ends when the session gets a run: a page after a message is 409 runs_exist", async () => {
+    const all = history(8);
+    const { id } = await client.createSession({ agent: AGENT, messages: all.slice(0, 4) });
+    await client.send(id, "go on");
+    await expect(client.importMessages(id, all.slice(4), { afterSeq: 4 })).rejects.toMatchObject({
+      status: 409,
+      reason: "runs_exist",
+    });
+  });
+
+  it("validates a page like an import, and knows no other tenant's session", async () => {
+    const { id } = await client.createSession({ agent: AGENT });
+    await expect(
+      client.importMessages(id, [{ role: "assistant", content: "x" } as Message], { afterSeq: 0 }),
+    ).rejects.toMatchObject({ status: 400, field: "messages[0].stopReason" });
+    await expect(client.importMessages(id, [], { afterSeq: 0 })).rejects.toMatchObject({
+      status: 400,
+      field: "messages",
+    });
+    await expect(
+      client.importMessages("00000000-0000-4000-8000-000000000000", history(4), { afterSeq: 0 }),
+    ).rejects.toMatchObject({ status: 404 });
+  });
+});
+
+describe("an import's usage", () => {
+  it("counts against agent.budget.maxTokens (tokens_used, which a worker's claim reads), page by page", async () => {
+    const all = history(8);
+    const { id } = await client.createSession({ agent: AGENT, messages: all.slice(0, 4) });
+    expect(await tokensUsed(id)).toBe(33);
+    await client.importMessages(id, all.slice(4), { afterSeq: 4 });
+    expect(await tokensUsed(id)).toBe(66);
+  });
+});
+
+describe("an import's createdAt", () => {
+  it("is kept when it is an ISO 8601 time with a zone, and the time of the import otherwise", async () => {
+    const before = Date.now();
+    const { id } = await client.createSession({
+      agent: AGENT,
+      messages: [
+        { role: "user", content: "a", createdAt: "2024-02-29T23:59:59.123456+02:00" },
+        { role: "user", content: "b", createdAt: "yesterday" },
+        { role: "user", content: "c" },
+      ] as Message[],
+    });
+    const [a, b, c] = await exported(id);
+    expect(a!.createdAt).toBe("2024-02-29T21:59:59.123Z");
+    for (const m of [b!, c!]) expect(Date.parse(m.createdAt)).toBeGreaterThanOrEqual(before - 1_000);
+  });
+});

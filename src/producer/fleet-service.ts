@@ -21,12 +21,7 @@ import type { FleetMetrics } from "../shared/metrics.js";
 import { checkAgentModels, type ModelRouting, resolveModelRoute } from "../shared/model-endpoints.js";
 import { assertPricedForBudget, pricesOf, totalUsage, type UsageTotals } from "../shared/prices.js";
 import { QUEUES, type RunQueues } from "../shared/queues.js";
-import {
-  type ResumeKind,
-  type ResumePointJson,
-  resumePoint,
-  toResumePointJson,
-} from "../shared/resume-point.js";
+import { type ResumeKind, type ResumePointJson, resumePoint } from "../shared/resume-point.js";
 import type { RefusalReason } from "../shared/resume-reasons.js";
 import type { BatchJson, BatchResult, BatchStore, DroppedRun } from "../shared/store/batches.js";
 import { type RunJson, runToJson } from "../shared/store/rows.js";

@@ -27,7 +27,9 @@ import type { Redis } from "ioredis";
  * are taken as there, not written (a long session's next run after an expiry writes from its
  * own start, not every stored message), and the seq key keeps it as `start`, so that a reader
  * from `0-0` is told the stream does not begin at the first message (event-stream.ts). On a
- * stream that has a seq already it is ignored, and messages must follow that seq as always.
+ * stream that has a seq already it is ignored, and messages must follow that seq as always;
+ * a seq below the start's is a gap (as a CHECK past it): the writer believed the messages up
+ * to the start were there, and its RUN_STARTED must not come before them.
  */
 export const APPEND_SCRIPT = `
 local t = redis.call('TIME')
@@ -61,10 +63,17 @@ for w = 1, #KEYS / 2 do
   local mark = tostring(last) .. '|'
   for i = first, stop, 3 do
     local seq, _, _, check, start = parse(ARGV[i])
-    if start ~= nil and head[1] == false and expect == 0 then
-      startFp = start
-      startSeq = tonumber(string.match(start, '^(%d+)|'))
-      expect = startSeq
+    if start ~= nil then
+      local at = tonumber(string.match(start, '^(%d+)|'))
+      if head[1] == false and expect == 0 and startFp == nil then
+        startFp, startSeq = start, at
+        expect = at
+      elseif at > last then
+        -- Not started here (a stream begun meanwhile, or one whose history is being written):
+        -- the messages up to the start go first, as for a CHECK past the stream's seq.
+        gap = true
+        break
+      end
     end
     if check ~= nil then
       if string.sub(check, 1, #mark) == mark then

@@ -1,10 +1,16 @@
 /**
- * A run's first write into a session that had no stream starts the stream at its RUN_STARTED
- * (`start`, session-event-log.ts). A start not taken because a stream began meanwhile with
- * fewer messages (the history of a stream turned on, written in chunks) was ignored: a
- * RUN_STARTED written alone went in after the messages there so far, and the rest of the
- * history came after it — a reader without an id read old messages as the run's. It is a gap
- * now, filled before the event.
+ * A stream turned on (`PATCH … {"sessionEvents": true}`) holds every stored message when the
+ * answer comes (README, session-events-switch.ts), so a reader from `0-0` reads the history.
+ * A run that starts in the moment between the API lifting the `off` marker and writing the
+ * history (a job that learnt "on" from its append) found no stream, so it started one at its
+ * RUN_STARTED (`start`, as after an expiry): the API's history write then only followed it,
+ * and `0-0` got 410 instead of the history. The marker the API leaves until it has written
+ * refuses that start: the job's write is a gap it fills from the first message.
+ *
+ * And a start not taken because a stream began meanwhile with fewer messages (the history of
+ * a stream turned on, written in chunks) was ignored: a RUN_STARTED written alone went in
+ * after the messages there so far, and the rest of the history came after it — a reader
+ * without an id read old messages as the run's. It is a gap now, filled before the event.
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,6 +20,7 @@ import { eventStreamKey, type SessionEventInput, seqKey } from "../src/shared/ev
 import type { StoredMessage } from "../src/shared/messages.js";
 import { SessionEventLog } from "../src/shared/session-event-log.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { readSse } from "./support/sse.js";
 
 const RETENTION = { maxEvents: 100_000, maxAgeMs: 600_000 };
 
@@ -28,10 +35,12 @@ const started = (runId: string): SessionEventInput => ({
 describe("a run that starts a stream while its history is written", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
+  let base: string;
   beforeAll(async () => {
-    fleet = await createFleetEnv("evswitchrace");
+    fleet = await createFleetEnv("evstartrace");
     const started = await fleet.startApi();
     client = started.client;
+    base = started.api.url;
   }, 60_000);
   afterAll(() => fleet?.close());
 
@@ -45,6 +54,56 @@ describe("a run that starts a stream while its history is written", () => {
       return data.type === "MESSAGE" ? `MESSAGE ${data.message!.seq}` : data.type;
     });
   };
+
+  it("holds every stored message when turned on, also when a run's first write lands between the marker and the history", async () => {
+    const { id } = await client.createSession({
+      agent: { model: { provider: "scripted", steps: [{ text: "five" }] } },
+      sessionEvents: false,
+      messages: [
+        { role: "user", content: "one" },
+        { role: "assistant", content: "two", stopReason: "end_turn" },
+        { role: "user", content: "three" },
+        { role: "assistant", content: "four", stopReason: "end_turn" },
+      ],
+    });
+    // A run of the session started before (it had a stream once, or could have had).
+    await fleet.database.sql`insert into runs (id, session_id, kind, trigger, status, started_at)
+      values (${randomUUID()}, ${id}, 'run', 'api', 'ended', now() - interval '1 hour')`;
+    const history = (await client.getSession(id)).messages as StoredMessage[];
+    const writer = new EventWriter(fleet.redis, fleet.config.prefix, RETENTION, undefined, true, 0, {
+      database: fleet.database,
+    });
+    // Off, as PATCH {"sessionEvents": false} left it; then PATCH on commits the setting.
+    await writer.dropStream(id);
+    await fleet.database.sql`update sessions set session_events = true where id = ${id}`;
+    // The job of the next run, which learns "on" from its append and writes its RUN_STARTED
+    // after the four stored messages (the run's own user message follows it).
+    const errors: unknown[] = [];
+    const job = new SessionEventLog(
+      writer,
+      id,
+      history,
+      () => null,
+      (e) => errors.push(e),
+      null,
+    );
+    const writeHistory = writer.writeAfterSync.bind(writer);
+    writer.writeAfterSync = async (...args) => {
+      await job.emit([started("next")], 4);
+      return writeHistory(...args);
+    };
+    await writer.startStream(fleet.database, id);
+
+    expect(errors).toEqual([]);
+    expect(await fleet.redis.hexists(seqKey(fleet.config.prefix, id), "start")).toBe(0);
+    expect(await streamOf(id)).toEqual(["MESSAGE 1", "MESSAGE 2", "MESSAGE 3", "MESSAGE 4", "RUN_STARTED"]);
+    const read = await readSse(`${base}/v1/sessions/${id}/events`, {
+      after: "0-0",
+      stop: (_e, all) => all.length === 5,
+      timeoutMs: 10_000,
+    });
+    expect(read.status).toBe(200);
+  });
 
   it("a RUN_STARTED whose start is not taken waits for the messages before it", async () => {
     const { id } = await client.createSession({

@@ -29,7 +29,10 @@ import type { Redis } from "ioredis";
  * from `0-0` is told the stream does not begin at the first message (event-stream.ts). On a
  * stream that has a seq already it is ignored, and messages must follow that seq as always;
  * a seq below the start's is a gap (as a CHECK past it): the writer believed the messages up
- * to the start were there, and its RUN_STARTED must not come before them.
+ * to the start were there, and its RUN_STARTED must not come before them. A seq key marked
+ * `whole` (ON_SCRIPT: a stream turned on, whose history the API is writing) refuses a start
+ * as well, so that the stream holds every stored message once the API answers; the first
+ * write that adds entries removes the mark.
  */
 export const APPEND_SCRIPT = `
 local t = redis.call('TIME')
@@ -52,7 +55,7 @@ for w = 1, #KEYS / 2 do
   local stop = first + 3 * tonumber(ARGV[a + 1]) - 1
   a = stop + 1
   -- A deleted session's seq key is a tombstone (deletion-cleanup.ts): nothing is written.
-  local head = redis.call('HMGET', seqKey, 'seq', 'deleted', 'off')
+  local head = redis.call('HMGET', seqKey, 'seq', 'deleted', 'off', 'whole')
   local gone = head[2] or head[3]
   local last = tonumber(head[1] or '0')
   local prior = last
@@ -65,7 +68,7 @@ for w = 1, #KEYS / 2 do
     local seq, _, _, check, start = parse(ARGV[i])
     if start ~= nil then
       local at = tonumber(string.match(start, '^(%d+)|'))
-      if head[1] == false and expect == 0 and startFp == nil then
+      if head[1] == false and head[4] == false and expect == 0 and startFp == nil then
         startFp, startSeq = start, at
         expect = at
       elseif at > last then
@@ -117,6 +120,7 @@ for w = 1, #KEYS / 2 do
       if lastFp then redis.call('HSET', seqKey, 'fp', lastFp) end
       if ends then redis.call('HSET', seqKey, 'done', ends) end
       if startFp then redis.call('HSET', seqKey, 'start', tostring(startSeq)) end
+      if head[4] then redis.call('HDEL', seqKey, 'whole') end
       redis.call('PEXPIRE', stream, ARGV[2])
       redis.call('PEXPIRE', seqKey, ARGV[2])
       redis.call('PUBLISH', ARGV[3], name)
@@ -158,17 +162,28 @@ redis.call('PUBLISH', ARGV[1], KEYS[1])
 return 1
 `;
 
-/** The `off` marker of DROP_OFF_SCRIPT removed (its stream turned on again); a tombstone stays. */
+/**
+ * The `off` marker of DROP_OFF_SCRIPT removed (its stream turned on again); a tombstone stays.
+ * A seq key without a seq (the stream turned on, or gone) is left marked `whole` for ARGV[1]
+ * ms: APPEND_SCRIPT refuses a START until a write adds entries, so a run that starts while
+ * the API writes the stored history writes that history first instead of starting the stream
+ * at its RUN_STARTED. Returns 1 when the `off` marker went.
+ */
 export const ON_SCRIPT = `
 if redis.call('HEXISTS', KEYS[1], 'deleted') == 1 then return 0 end
-if redis.call('HEXISTS', KEYS[1], 'off') == 0 then return 0 end
-return redis.call('DEL', KEYS[1])
+local off = redis.call('HEXISTS', KEYS[1], 'off')
+if off == 1 then redis.call('DEL', KEYS[1]) end
+if redis.call('HEXISTS', KEYS[1], 'seq') == 0 then
+  redis.call('HSET', KEYS[1], 'whole', '1')
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+end
+return off
 `;
 
 export type RedisWithAppend = Redis & {
   fleetEventsAppendMany(numKeys: number, ...args: (string | number)[]): Promise<string[][]>;
   fleetEventsDropOff(stream: string, seqKey: string, channel: string, ttlMs: number): Promise<number>;
-  fleetEventsOn(seqKey: string): Promise<number>;
+  fleetEventsOn(seqKey: string, ttlMs: number): Promise<number>;
   fleetEventsDropStale(
     stream: string,
     seqKey: string,

@@ -170,7 +170,10 @@ export class EventWriter {
    */
   async startStream(database: Database, sessionId: string): Promise<void> {
     if (!this.enabled) return;
-    await (this.redis as unknown as RedisWithAppend).fleetEventsOn(seqKey(this.prefix, sessionId));
+    await (this.redis as unknown as RedisWithAppend).fleetEventsOn(
+      seqKey(this.prefix, sessionId),
+      this.retention.maxAgeMs,
+    );
     await this.writeAfterSync(database, sessionId, []);
   }
 

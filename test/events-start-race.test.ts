@@ -11,6 +11,10 @@
  * a stream turned on, written in chunks) was ignored: a RUN_STARTED written alone went in
  * after the messages there so far, and the rest of the history came after it — a reader
  * without an id read old messages as the run's. It is a gap now, filled before the event.
+ *
+ * The same for a stream dropped because Postgres was restored to an earlier point (its
+ * messages are not the stored ones): the one who drops it writes every stored message again,
+ * and a run starting in between started the stream at its RUN_STARTED instead (0-0: 410).
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -148,5 +152,72 @@ describe("a run that starts a stream while its history is written", () => {
     expect(errors).toEqual([]);
     expect(await streamOf(id)).toEqual(["MESSAGE 1", "MESSAGE 2", "MESSAGE 3", "MESSAGE 4", "RUN_STARTED"]);
     expect(await fleet.redis.hexists(seqKey(fleet.config.prefix, id), "start")).toBe(0);
+  });
+
+  it("a stream dropped as stale is written whole again, also when a run starts between the drop and the rewrite", async () => {
+    const { id } = await client.createSession({
+      agent: { model: { provider: "scripted", steps: [{ text: "five" }] } },
+      messages: [1, 2, 3, 4].map((n) =>
+        n % 2 === 1
+          ? { role: "user" as const, content: `m${n}` }
+          : { role: "assistant" as const, content: `m${n}`, stopReason: "end_turn" },
+      ),
+    });
+    const runId = randomUUID();
+    await fleet.database
+      .sql`insert into runs (id, session_id, kind, trigger, status, started_at, ended_at, ended_reason)
+      values (${runId}, ${id}, 'run', 'api', 'ended', now() - interval '1 hour', now(), 'crashed')`;
+    const history = (await client.getSession(id)).messages as StoredMessage[];
+    const writer = new EventWriter(fleet.redis, fleet.config.prefix, RETENTION, undefined, true, 0, {
+      database: fleet.database,
+    });
+    // The stream of a timeline Postgres no longer has (restored to an earlier point): six
+    // messages, none of them the stored ones.
+    const lost = [1, 2, 3, 4, 5, 6].map(
+      (seq): StoredMessage => ({
+        seq,
+        role: "user",
+        content: `lost ${seq}`,
+        createdAt: "2020-01-01T00:00:00.000Z",
+      }),
+    );
+    await writer.write(
+      id,
+      lost.map((message) => ({ runId: null, message })),
+      [],
+    );
+    // The sweeper ends the crashed run (writeAfterSync drops the stale stream, then writes
+    // every stored message and the end); the session's resume job starts in between.
+    const errors: unknown[] = [];
+    const job = new SessionEventLog(
+      writer,
+      id,
+      history,
+      () => null,
+      (e) => errors.push(e),
+      null,
+    );
+    const dropIfStale = writer.dropIfStale.bind(writer);
+    writer.dropIfStale = async (...args) => {
+      const dropped = await dropIfStale(...args);
+      if (dropped) await job.emit([started("resume")], 4);
+      return dropped;
+    };
+    await writer.writeAfterSync(fleet.database, id, [{ type: "RUN_COMPLETED", runId, outcome: "crashed" }]);
+
+    expect(errors).toEqual([]);
+    expect(await fleet.redis.hexists(seqKey(fleet.config.prefix, id), "start")).toBe(0);
+    expect((await streamOf(id)).filter((e) => e.startsWith("MESSAGE"))).toEqual([
+      "MESSAGE 1",
+      "MESSAGE 2",
+      "MESSAGE 3",
+      "MESSAGE 4",
+    ]);
+    const read = await readSse(`${base}/v1/sessions/${id}/events`, {
+      after: "0-0",
+      stop: (_e, all) => all.length === 6,
+      timeoutMs: 10_000,
+    });
+    expect(read.status).toBe(200);
   });
 });

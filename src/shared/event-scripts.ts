@@ -30,7 +30,8 @@ import type { Redis } from "ioredis";
  * stream that has a seq already it is ignored, and messages must follow that seq as always;
  * a seq below the start's is a gap (as a CHECK past it): the writer believed the messages up
  * to the start were there, and its RUN_STARTED must not come before them. A seq key marked
- * `whole` (ON_SCRIPT: a stream turned on, whose history the API is writing) refuses a start
+ * `whole` (ON_SCRIPT: a stream turned on, whose history the API is writing; DROP_SCRIPT: a
+ * stale stream dropped, written again from the first message) refuses a start
  * as well, so that the stream holds every stored message once the API answers; the first
  * write that adds entries removes the mark.
  */
@@ -135,13 +136,17 @@ return results
  * Drops a session's stream and its seq key when the seq key still says `ARGV[1]` and, when
  * `ARGV[3]` is not empty, its last message's fingerprint is still that (what the caller read
  * before it asked Postgres), and wakes its readers. KEYS: stream, seq key. ARGV: seq, channel,
- * fingerprint.
+ * fingerprint, ttl ms. The seq key is left marked `whole` (as by ON_SCRIPT) for that long: the
+ * dropper writes every stored message again, and a run starting meanwhile does not start the
+ * stream at its RUN_STARTED.
  */
 export const DROP_SCRIPT = `
 if redis.call('HEXISTS', KEYS[2], 'deleted') == 1 then return 0 end
 if tonumber(redis.call('HGET', KEYS[2], 'seq') or '0') ~= tonumber(ARGV[1]) then return 0 end
 if ARGV[3] ~= '' and redis.call('HGET', KEYS[2], 'fp') ~= ARGV[3] then return 0 end
 redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[2], 'whole', '1')
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
 redis.call('PUBLISH', ARGV[2], KEYS[1])
 return 1
 `;
@@ -190,5 +195,6 @@ export type RedisWithAppend = Redis & {
     seq: number,
     channel: string,
     fp: string,
+    ttlMs: number,
   ): Promise<number>;
 };

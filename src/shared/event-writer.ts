@@ -309,6 +309,7 @@ export class EventWriter {
       seen,
       eventsNotifyChannel(this.prefix),
       seenFingerprint ?? "",
+      this.retention.maxAgeMs,
     );
     if (dropped === 1) this.store.onDropped?.(sessionId, seen, stored.last);
     return dropped === 1;

@@ -220,4 +220,43 @@ describe("a run that starts a stream while its history is written", () => {
     });
     expect(read.status).toBe(200);
   });
+
+  it("a deleted session's tombstone is only the tombstone, also of a stream that started late or was marked whole", async () => {
+    const ids: string[] = [];
+    for (const late of [true, false]) {
+      const { id } = await client.createSession({
+        agent: { model: { provider: "scripted", steps: [{ text: "five" }] } },
+        messages: [{ role: "user", content: "m1" }],
+      });
+      ids.push(id);
+      await fleet.database.sql`insert into runs (id, session_id, kind, trigger, status, started_at)
+        values (${randomUUID()}, ${id}, 'run', 'api', 'ended', now() - interval '1 hour')`;
+      const writer = new EventWriter(fleet.redis, fleet.config.prefix, RETENTION, undefined, true, 0, {
+        database: fleet.database,
+      });
+      if (late) {
+        // Started at a run's RUN_STARTED after an expiry: the seq key keeps `start`.
+        const history = (await client.getSession(id)).messages as StoredMessage[];
+        await new SessionEventLog(
+          writer,
+          id,
+          history,
+          () => null,
+          () => {},
+          null,
+        ).emit([started("next")], 1);
+        expect(await fleet.redis.hget(seqKey(fleet.config.prefix, id), "start")).toBe("1");
+      } else {
+        // Turned on, its history not written yet: the seq key is the `whole` mark.
+        await fleet.redis.eval(
+          "redis.call('HSET', KEYS[1], 'whole', '1') redis.call('PEXPIRE', KEYS[1], 600000)",
+          1,
+          seqKey(fleet.config.prefix, id),
+        );
+      }
+      await client.deleteSession(id);
+    }
+    for (const id of ids)
+      expect(await fleet.redis.hgetall(seqKey(fleet.config.prefix, id))).toEqual({ deleted: "1" });
+  });
 });

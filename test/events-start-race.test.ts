@@ -259,4 +259,31 @@ describe("a run that starts a stream while its history is written", () => {
     for (const id of ids)
       expect(await fleet.redis.hgetall(seqKey(fleet.config.prefix, id))).toEqual({ deleted: "1" });
   });
+
+  it("a run whose start cannot be looked up (Postgres away for that query) writes the history first, not nothing", async () => {
+    const { id } = await client.createSession({
+      agent: { model: { provider: "scripted", steps: [{ text: "five" }] } },
+      messages: [{ role: "user", content: "m1" }],
+    });
+    const history = (await client.getSession(id)).messages as StoredMessage[];
+    const writer = new EventWriter(fleet.redis, fleet.config.prefix, RETENTION, undefined, true, 0, {
+      database: fleet.database,
+    });
+    writer.ranBefore = async () => {
+      throw new Error("Connection terminated unexpectedly");
+    };
+    const errors: unknown[] = [];
+    const job = new SessionEventLog(
+      writer,
+      id,
+      history,
+      () => null,
+      (e) => errors.push(e),
+      null,
+    );
+    await job.emit([started("next")], 1);
+    // Before, the write was lost whole: the run's RUN_STARTED never reached the stream.
+    expect(errors).toEqual([]);
+    expect(await streamOf(id)).toEqual(["MESSAGE 1", "RUN_STARTED"]);
+  });
 });

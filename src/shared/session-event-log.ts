@@ -208,7 +208,11 @@ export class SessionEventLog {
     const { seq, runId } = startPoint(parts);
     if (seq === 0 || runId === null) return undefined;
     const message = this.history.find((m) => m.seq === seq);
-    return message && (await this.writer.ranBefore(this.sessionId, runId)) ? message : undefined;
+    if (!message) return undefined;
+    // Not known (the query failed): from the first message, as before starts were kept. A
+    // rejection here lost the whole write, the run's RUN_STARTED with it, for a saving.
+    const ran = await this.writer.ranBefore(this.sessionId, runId).catch(() => false);
+    return ran ? message : undefined;
   }
 }
 

@@ -34,7 +34,6 @@ import {
   idBefore,
   isEventId,
   type StoredEvent,
-  seqKey,
 } from "../shared/events.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { isCluster } from "../shared/redis.js";
@@ -252,13 +251,8 @@ export class EventStreams {
       );
     const key = eventStreamKey(this.deps.prefix, sessionId);
     let start: string;
-    // A stream started at a run's RUN_STARTED after it expired whole (session-event-log.ts)
-    // lacks the messages before it: a reader from `0-0` gets 410 as from a trimmed stream,
-    // not a stream that seems to begin at that run's first message.
-    const startsLate = () => this.reader.startsLate(seqKey(this.deps.prefix, sessionId));
     if (after !== null) {
       if (await this.reader.expired(key, after)) return this.gone(reply, after);
-      if (after === STREAM_START && (await startsLate())) return this.gone(reply, after);
       start = after;
     } else {
       // The end first, then the runs: a run that starts in between is found by its RUN_STARTED.
@@ -297,7 +291,6 @@ export class EventStreams {
       repair && (() => repair(sessionId)),
       this.deps.sessionStreamOn &&
         (async () => (await this.deps.sessionStreamOn?.(sessionId, tenant)) === true),
-      after === STREAM_START ? startsLate : undefined,
     );
   }
 
@@ -366,8 +359,6 @@ export class EventStreams {
      * add up): it ends at the first no.
      */
     still?: () => Promise<boolean>,
-    /** A reader from `0-0`: whether the stream, started while it waited, lacks its first messages. */
-    startsLate?: () => Promise<boolean>,
   ): Promise<void> {
     const release = this.admit(tenant);
     try {
@@ -431,9 +422,6 @@ export class EventStreams {
         if (rows.length > 0 && rows[0]!.id !== last && (await this.reader.placeLost(key, last))) return null;
         page = rows[0]?.id === last ? rows.slice(1) : rows.slice(0, READ_PAGE);
       } else page = await this.reader.after(key, last, READ_PAGE);
-      // Nothing delivered yet, and the stream this reader waited for began part-way: it ends
-      // (its reconnect from `0-0` gets 410), as had it asked once the stream was there.
-      if (!delivered && page.length > 0 && startsLate && (await startsLate())) return null;
       if (delivered && page.length >= Math.min(READ_PAGE, this.deps.retention.maxEvents))
         if (await this.reader.expired(key, last)) return null;
       return page;

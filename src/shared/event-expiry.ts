@@ -4,8 +4,8 @@
  *
  * Entries leave a stream in two ways. Trimming (MAXLEN ~ / MINID ~) removes the oldest ones.
  * And a stream with no write for `maxAgeMs` expires whole: the next writer starts a new one
- * under the same key, a session's from its next run's RUN_STARTED (events.ts), a batch's with
- * every session end. Its ids are all newer than any of the old stream's, and its counters start
+ * under the same key, a session's with every stored message (events.ts), a batch's with every
+ * session end. Its ids are all newer than any of the old stream's, and its counters start
  * again, so only the ids tell: a place before the first entry kept is a place whose events
  * may be gone, or be written again — unless the stream never lost an entry and the reader
  * asks for all of it (`0-0`).

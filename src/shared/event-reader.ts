@@ -72,14 +72,6 @@ export class EventReader {
     return { length, entriesAdded: Number(field("entries-added") ?? length), firstId: first ?? null };
   }
 
-  /**
-   * Whether a session's stream began after its first messages (`start` in its seq key: a
-   * stream started again at a run's RUN_STARTED after it expired whole, event-scripts.ts).
-   */
-  async startsLate(seqKey: string): Promise<boolean> {
-    return (await this.redis.hexists(seqKey, "start")) === 1;
-  }
-
   /** The id of the RUN_STARTED of `runId`, scanning back from the newest entry. */
   async runStartedId(key: string, runId: string): Promise<string | null> {
     let end = "+";

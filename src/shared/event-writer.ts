@@ -44,18 +44,11 @@ export type WriteResult =
 type Row = [seq: number | string, type: string, data: string];
 
 /** `check`: the stored message the writer believes the stream has last (APPEND_SCRIPT's CHECK). */
-type SessionWrite = {
-  sessionId: string;
-  rows: readonly Row[];
-  bytes: number;
-  check?: StoredMessage;
-  /** The stored message a stream that has none yet starts after (APPEND_SCRIPT's START). */
-  start?: StoredMessage;
-};
+type SessionWrite = { sessionId: string; rows: readonly Row[]; bytes: number; check?: StoredMessage };
 
 /**
  * The most one script call carries: a long write (the whole history replayed into a new
- * stream after an import: 14.5 MB at 10,000 messages of 1 KB) goes in
+ * stream after an import or an expired stream: 14.5 MB at 10,000 messages of 1 KB) goes in
  * chunks of at most this many bytes of data and entries, each its own call, so that no call
  * holds Redis (single-threaded: every other client waits) for more than about a millisecond.
  */
@@ -170,39 +163,14 @@ export class EventWriter {
    */
   async startStream(database: Database, sessionId: string): Promise<void> {
     if (!this.enabled) return;
-    await (this.redis as unknown as RedisWithAppend).fleetEventsOn(
-      seqKey(this.prefix, sessionId),
-      this.retention.maxAgeMs,
-    );
+    await (this.redis as unknown as RedisWithAppend).fleetEventsOn(seqKey(this.prefix, sessionId));
     await this.writeAfterSync(database, sessionId, []);
   }
 
   /** The highest message seq already in the session's stream (0: none, or the stream expired). */
   async lastSeq(sessionId: string): Promise<number> {
-    return (await this.streamSeq(sessionId)) ?? 0;
-  }
-
-  /**
-   * `lastSeq`, and null when the session has no stream yet: a new session's, or one that
-   * expired whole (or was lost), which a write may start after a stored message (`writeEntries`).
-   */
-  async streamSeq(sessionId: string): Promise<number | null> {
     if (!this.enabled) return 0;
-    const seq = await this.redis.hget(seqKey(this.prefix, sessionId), "seq");
-    return seq === null ? null : Number(seq);
-  }
-
-  /**
-   * Whether a run of the session other than `runId` started before (read from `store.database`;
-   * false without one): then the session had a stream, and one it lacks now expired whole or
-   * was lost (SessionEventLog starts it again at `runId`'s RUN_STARTED).
-   */
-  async ranBefore(sessionId: string, runId: string): Promise<boolean> {
-    if (!this.store.database) return false;
-    const [row] = await this.store.database.sql<{ ran: boolean }[]>`
-      select exists (select 1 from runs where session_id = ${sessionId} and id <> ${runId}
-                       and started_at is not null) as ran`;
-    return row?.ran === true;
+    return Number((await this.redis.hget(seqKey(this.prefix, sessionId), "seq")) ?? 0);
   }
 
   /**
@@ -231,11 +199,6 @@ export class EventWriter {
     entries: readonly SessionEventInput[],
     /** The stored message the writer believes the stream has last: "diverged" when it has another. */
     check?: StoredMessage,
-    /**
-     * For a stream that has none yet: the stored message it starts after (the messages up to it
-     * are not written). Ignored by a stream that has one: then the entries must follow it.
-     */
-    startAfter?: StoredMessage,
   ): Promise<WriteResult> {
     if (!this.enabled || entries.length === 0) return { ok: true, ids: [], prior: 0, priorFingerprint: null };
     const rows = entries.map((event): Row => {
@@ -264,7 +227,6 @@ export class EventWriter {
         rows: rows.slice(start, end),
         bytes: sizes.slice(start, end).reduce((sum, size) => sum + size, 0),
         ...(check && n === 0 ? { check } : {}),
-        ...(startAfter && n === 0 ? { start: startAfter } : {}),
       });
       // A gap is found in the first chunk (in a later one only if Redis lost the stream meanwhile).
       // The session was deleted: nothing is written, and nothing is to be repaired.
@@ -309,7 +271,6 @@ export class EventWriter {
       seen,
       eventsNotifyChannel(this.prefix),
       seenFingerprint ?? "",
-      this.retention.maxAgeMs,
     );
     if (dropped === 1) this.store.onDropped?.(sessionId, seen, stored.last);
     return dropped === 1;
@@ -333,11 +294,10 @@ export class EventWriter {
       this.retention.maxAgeMs,
       eventsNotifyChannel(this.prefix),
     ];
-    for (const { sessionId, rows, check, start } of writes) {
+    for (const { sessionId, rows, check } of writes) {
       const stream = eventStreamKey(this.prefix, sessionId);
       keys.push(stream, seqKey(this.prefix, sessionId));
-      args.push(stream, rows.length + (check ? 1 : 0) + (start ? 1 : 0));
-      if (start) args.push(`s:${fingerprint(start)}`, "START", "");
+      args.push(stream, rows.length + (check ? 1 : 0));
       if (check) args.push(`c:${fingerprint(check)}`, "CHECK", "");
       for (const row of rows) args.push(...row);
     }

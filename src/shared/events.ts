@@ -24,11 +24,6 @@
  * stored message on its first write, every writer notices a stream past its history, and
  * what Postgres confirms is dropped and written again from the start (`dropIfStale`).
  *
- * A stream that is gone (expired whole, or lost with Redis's data) while the session ran
- * before is started again by the next run at its RUN_STARTED, after the stored messages
- * before it, which are not written again (session-event-log.ts `startPoint`): the seq key
- * keeps that start (`start`), later writers follow it, and a reader from `0-0` gets 410.
- *
  * Retention: each write trims the stream to about `maxEvents` (MAXLEN ~) and to `maxAgeMs`
  * (MINID ~ on Redis's clock), and both keys expire `maxAgeMs` after the last write. Whether
  * an id is older than what is kept is decided by event-expiry.ts.

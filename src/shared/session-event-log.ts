@@ -121,28 +121,17 @@ export class SessionEventLog {
     try {
       // A seq read from the stream now is checked: its message must be the stored one.
       let checking = this.sent === null;
-      // No stream yet (none was ever written, or it expired whole after a day idle): read below.
-      let fresh = false;
-      if (this.sent === null) {
-        const seq = await this.writer.streamSeq(this.sessionId);
-        fresh = seq === null;
-        this.sent = seq ?? 0;
-      }
+      this.sent ??= await this.writer.lastSeq(this.sessionId);
       // What the stream was believed to hold: should it have lost some of that (a gap), those
       // messages go before every part, also a part of text deltas (whose `through` is 0).
       const believed = this.sent;
       let dropped = false;
       for (let attempt = 0; attempt < 3; attempt++) {
         const entries: SessionEventInput[] = [];
-        // A new stream that this write starts with a run's RUN_STARTED starts there: the stored
-        // messages before it are not written (a reader without an id starts at the latest run's
-        // RUN_STARTED, contracts §7; one from `0-0` is told the start is missing).
-        const startAfter = fresh && attempt === 0 ? await this.startOf(parts) : undefined;
-        const from = startAfter?.seq ?? this.sent!;
         // The history is in seq order: the messages the stream lacks are its tail.
         let at = this.history.length;
-        while (at > 0 && this.history[at - 1]!.seq > from) at--;
-        let lastSent = from;
+        while (at > 0 && this.history[at - 1]!.seq > this.sent!) at--;
+        let lastSent = this.sent!;
         for (const part of parts) {
           const through = Math.max(part.through, believed);
           for (; at < this.history.length && this.history[at]!.seq <= through; at++) {
@@ -166,7 +155,6 @@ export class SessionEventLog {
           this.sessionId,
           entries,
           check?.seq === sent ? check : undefined,
-          startAfter,
         );
         // The stream had messages past every one this job has stored, or another message than
         // the stored one: while it holds the lease only a Postgres restored to an earlier point
@@ -195,42 +183,6 @@ export class SessionEventLog {
       this.onError(error);
     }
   }
-
-  /**
-   * Where a new stream starts when this write is its first (startPoint): the stored message
-   * just before the first RUN_STARTED among `parts`, when an earlier run of the session
-   * started (so it had a stream, which expired or was lost). Undefined otherwise: the stream
-   * of an imported history's first run holds that history, as it always did.
-   */
-  private async startOf(
-    parts: readonly { through: number; events: SessionEventInput[] }[],
-  ): Promise<StoredMessage | undefined> {
-    const { seq, runId } = startPoint(parts);
-    if (seq === 0 || runId === null) return undefined;
-    const message = this.history.find((m) => m.seq === seq);
-    if (!message) return undefined;
-    // Not known (the query failed): from the first message, as before starts were kept. A
-    // rejection here lost the whole write, the run's RUN_STARTED with it, for a saving.
-    const ran = await this.writer.ranBefore(this.sessionId, runId).catch(() => false);
-    return ran ? message : undefined;
-  }
-}
-
-/**
- * The seq a session's new stream may start after (pure), and the run that starts there: the
- * messages up to the first part that starts a run (RUN_STARTED, written after every message
- * up to that part's `through`); seq 0 (from the first message) when no part does. Writing
- * those messages again would only serve a reader from `0-0`: without an id a reader starts at
- * the latest RUN_STARTED, and an id of the stream that expired gets 410 either way.
- */
-export function startPoint(parts: readonly { through: number; events: readonly SessionEventInput[] }[]): {
-  seq: number;
-  runId: string | null;
-} {
-  for (const part of parts)
-    for (const event of part.events)
-      if (event.type === "RUN_STARTED") return { seq: part.through, runId: event.runId };
-  return { seq: 0, runId: null };
 }
 
 /** How long text deltas are gathered into one MESSAGE_DELTA. */

@@ -13,6 +13,7 @@ export {
   type FleetEventType,
   FleetNetworkError,
   type Goal,
+  isEventType,
   type KnownFleetEvent,
   type OtherFleetEvent,
   type PostOptions,

@@ -402,7 +402,7 @@ export async function main(): Promise<void> {
     if (error instanceof FleetApiError) console.log(error.status, error.reason);
   });
   for await (const event of fleet.events(session.id)) {
-    if (event.type === "MESSAGE") console.log(event.data.message.role);
+    if (isEventType(event, "MESSAGE")) console.log(event.data.message.role satisfies "user" | "assistant" | "tool" | "internal");
     if (event.type === "RUN_COMPLETED") break;
   }
   const ended = await fleet.waitForRun(run?.id ?? "").catch((error: unknown) => {
@@ -413,7 +413,7 @@ export async function main(): Promise<void> {
   if (ended?.status === "completed") console.log(ended.endedReason);
 }
 `;
-    const names = `FleetApiError, FleetClient, FleetNetworkError, type BatchJson, type BatchResult, type RunJson,
+    const names = `FleetApiError, FleetClient, FleetNetworkError, isEventType, type BatchJson, type BatchResult, type RunJson,
   type SessionJson, type SessionStatus, type SessionSummary, type UsageTotals`;
     await writeFile(join(project, "typed.cts"), consumer(`import { ${names} } from "agent-fleet/client";`));
     await writeFile(join(project, "typed.mts"), consumer(`import { ${names} } from "agent-fleet/client";`));

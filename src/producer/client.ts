@@ -42,6 +42,7 @@ import type {
 import { pollDelay } from "./poll-delay.js";
 import { textLines } from "./text-lines.js";
 
+export { isEventType } from "../shared/api-events.js";
 export { FleetApiError, FleetNetworkError } from "./client-errors.js";
 export { parseSse } from "./server-sent-events.js";
 export type {

@@ -3,11 +3,14 @@
  * `batchEvents()`, `stream()` and `streamResume()` yield. Like api-types.ts, they reach no
  * database or queue library.
  *
- * `FleetEvent` is a union discriminated by `type`: in `case "MESSAGE":` its `data.message`
- * is a stored message, in `case "RUN_COMPLETED":` `data.outcome` a string, and so on. The
- * contract is additive, so it also has a member for types this client does not know
- * (`type: string`): a `case` for a type added later compiles, and a `switch` needs a
- * `default`. For a handler of one type: `Extract<FleetEvent, { type: "MESSAGE" }>`.
+ * `FleetEvent` is the union of `KnownFleetEvent` (one member per type, its `data` typed) and
+ * `OtherFleetEvent`, the shape every event had before (`type: string`, `data` with untyped
+ * fields), which also stands for types added after this client (the contract is additive).
+ * That member keeps every earlier use compiling — code that reads `event.data.text`, and code
+ * that builds events (a test's fake stream) — so in a `case "MESSAGE":` `data` is still
+ * untyped: TypeScript cannot tell that case from the member with `type: string`. Typed
+ * reading: `isEventType(event, "MESSAGE")` narrows to that type's `KnownFleetEvent`, as does
+ * `Extract<KnownFleetEvent, { type: "MESSAGE" }>` for a handler of one type.
  */
 import type { BatchCounts, BatchJson } from "./api-types.js";
 import type { SessionEvent } from "./events.js";
@@ -51,26 +54,19 @@ export type FleetEventType = keyof FleetEventDataByType;
 // biome-ignore lint/suspicious/noExplicitAny: additive fields, and reads of fields of other types (see above)
 type AdditiveFields = { [field: string]: any };
 
-type Data = FleetEventDataByType[FleetEventType];
-type FieldOf<U> = U extends unknown ? Exclude<keyof U, "type"> : never;
-type FieldType<U, F> = U extends unknown ? (F extends keyof U ? U[F] : never) : never;
-/** Every known type's fields, each with the types it has in any of them. */
-type AnyKnownFields = { [F in FieldOf<Data>]: FieldType<Data, F> };
-
 /** An event of a type this client knows. */
 export type KnownFleetEvent = {
   [T in FleetEventType]: { id: string; type: T; data: FleetEventDataByType[T] & AdditiveFields };
 }[FleetEventType];
 
 /**
- * An event of a type added after this client. Its fields are typed as the known types'
- * fields of the same names only so that a `case "MESSAGE":` (which TypeScript cannot tell
- * from this member) still types `data.message`; such an event may have none of them.
+ * An event as the client typed every event before (and one of a type added after this
+ * client): `data` with `type`, `sessionId` or `batchId`, and untyped fields.
  */
 export type OtherFleetEvent = {
   id: string;
   type: string;
-  data: AnyKnownFields & { type: string; sessionId?: string; runId?: string | null } & AdditiveFields;
+  data: { sessionId?: string; type: string; runId?: string | null } & AdditiveFields;
 };
 
 /**
@@ -79,3 +75,14 @@ export type OtherFleetEvent = {
  * `runId` for run events.
  */
 export type FleetEvent = KnownFleetEvent | OtherFleetEvent;
+
+/**
+ * Whether `event` is of `type`, and then typed as that type's event (its `data` fields), e.g.
+ * `if (isEventType(event, "MESSAGE")) event.data.message.seq`. A check of `type` alone.
+ */
+export function isEventType<T extends FleetEventType>(
+  event: { type: string },
+  type: T,
+): event is Extract<KnownFleetEvent, { type: T }> {
+  return event.type === type;
+}

@@ -65,6 +65,14 @@ describe("the client when no whole answer comes", () => {
     expect((error as Error).cause).toMatchObject({ code: "ECONNREFUSED", port });
   });
 
+  it("a request that cannot be sent (an API key outside Latin-1) is no FleetNetworkError: nothing was sent", async () => {
+    requests = [];
+    const error = await rejection(new FleetClient({ baseUrl: base, apiKey: "fk_clé€" }).getRun("r1"));
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error).not.toBeInstanceOf(FleetNetworkError);
+    expect(requests).toEqual([]);
+  });
+
   it("several addresses refused (IPv6 and IPv4: an AggregateError): the first one's code and message", () => {
     const refused = (address: string) =>
       Object.assign(new Error(`connect ECONNREFUSED ${address}`), { code: "ECONNREFUSED" });

@@ -68,6 +68,10 @@ export function networkError(
   reading = false,
 ): unknown {
   if (signal?.aborted || !(error instanceof TypeError) || error instanceof FleetNetworkError) return error;
+  // undici says "fetch failed" for a request that met the network, and fails a body being read
+  // ("terminated"); a TypeError before anything was sent (a header value it cannot send, an API
+  // key with a character outside Latin-1) is the caller's, and nothing may have been done.
+  if (!reading && error.message !== "fetch failed") return error;
   return new FleetNetworkError(method, url, error, reading);
 }
 

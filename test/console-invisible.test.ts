@@ -17,6 +17,8 @@ describe("invisible characters in text from elsewhere", () => {
       ["bell\u0007 esc\u001B del\u007F nel\u0085", "bell‹U+0007› esc‹U+001B› del‹U+007F› nel‹U+0085›"],
       ["soft\u00ADhyphen", "soft‹U+00AD›hyphen"],
       ["tag\u{E0041}\u{E007F}", "tag‹U+E0041›‹U+E007F›"],
+      // Bytes hidden as variation selectors after a letter ("emoji smuggling").
+      ["a\uFE00\u{E0100}\u{E01EF}", "a‹U+FE00›‹U+E0100›‹U+E01EF›"],
     ];
     for (const [text, shown] of cases) {
       expect(revealed(text), JSON.stringify(text)).toBe(shown);

@@ -19,6 +19,7 @@ const CLASS =
   "\\u2028-\\u202E" + // line and paragraph separators; LRE, RLE, PDF, LRO, RLO
   "\\u2060-\\u206F" + // word joiner, invisible operators; LRI, RLI, FSI, PDI; deprecated format
   "\\u3164\\uFEFF\\uFFA0\\uFFF9-\\uFFFB" + // Hangul fillers, zero-width no-break space, annotations
+  "\\uFE00-\\uFE0D\\u{E0100}-\\u{E01EF}" + // variation selectors but the emoji ones (U+FE0E, U+FE0F): a run of them after a letter hides bytes
   "\\u{1D173}-\\u{1D17A}\\u{E0000}-\\u{E007F}" + // musical format controls; tag characters
   "]";
 /** For `test` (not global: a global one keeps its place between calls, and `matchAll` starts there). */

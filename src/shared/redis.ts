@@ -189,6 +189,19 @@ export function createProbe(url: string): Redis {
   }) as unknown as Redis;
 }
 
+/**
+ * How many times a worker's command on a cluster is redirected or retried before it fails
+ * (ioredis's `maxRedirections`, default 16). While a master fails over, a command meets a
+ * closed connection, `CLUSTERDOWN`, or `MOVED` to the dead master, each retried after 100 ms
+ * (`retryDelayOnFailover`, `retryDelayOnClusterDown`) or at once after a `MOVED`: 16 tries
+ * last about 1.6 s, less than any failover (the node timeout alone is 15 s on Redis's
+ * defaults), so every command of a worker failed during one — lease renewals, event writes,
+ * BullMQ's job moves (jobs failed), hundreds of warnings in a 4 s failover — where on one Redis
+ * it waits (`maxRetriesPerRequest: null`). 1,000 tries, at least one 100 ms wait in every
+ * two, wait out a failover of at least 50 s.
+ */
+export const WORKER_CLUSTER_REDIRECTIONS = 1_000;
+
 function createCluster(
   target: Extract<RedisTarget, { mode: "cluster" }>,
   role: RedisRole,
@@ -204,6 +217,8 @@ function createCluster(
     },
     enableOfflineQueue: true,
     clusterRetryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2_000),
+    // A worker waits out a failover, as it waits for a single Redis; a producer fails fast.
+    maxRedirections: role === "worker" ? WORKER_CLUSTER_REDIRECTIONS : 16,
     lazyConnect: false,
   });
   cluster.on("error", () => {});
@@ -258,7 +273,7 @@ export function isConnectionError(error: unknown): boolean {
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
   if (code && CONNECTION_CODES.has(code)) return true;
   const message = error instanceof Error ? error.message : String(error);
-  return /Connection is closed|Stream isn't writeable|connect ETIMEDOUT|getaddrinfo|CLUSTERDOWN|Failed to refresh slots cache|None of startup nodes is available|no master known yet/i.test(
+  return /Connection is closed|Stream isn't writeable|connect ETIMEDOUT|getaddrinfo|CLUSTERDOWN|Too many Cluster redirections|Failed to refresh slots cache|None of startup nodes is available|no master known yet/i.test(
     message,
   );
 }

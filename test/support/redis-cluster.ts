@@ -18,6 +18,8 @@ export type RedisHandle = {
   /** A REDIS_URL for it: `redis+cluster://…` for a cluster. */
   url: string;
   ports: number[];
+  /** Sends a signal to the server on `port` (SIGKILL: a master dies; SIGSTOP/SIGCONT: frozen). */
+  signal(port: number, signal: NodeJS.Signals): void;
   stop(): Promise<void>;
 };
 
@@ -62,7 +64,7 @@ async function until(check: () => Promise<boolean>, timeoutMs: number, what: str
 async function startServers(
   count: number,
   extraArgs: (port: number, dir: string) => string[],
-): Promise<{ dir: string; ports: number[]; stop(): Promise<void> }> {
+): Promise<{ dir: string; ports: number[]; signal: RedisHandle["signal"]; stop(): Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), "fleet-redis-"));
   const taken = new Set<number>();
   const children: ChildProcess[] = [];
@@ -73,6 +75,7 @@ async function startServers(
           new Promise<void>((resolve) => {
             if (child.exitCode !== null || child.signalCode !== null) return resolve();
             child.once("exit", () => resolve());
+            child.kill("SIGCONT");
             child.kill("SIGKILL");
           }),
       ),
@@ -109,16 +112,22 @@ async function startServers(
         until(async () => /PONG/.test(await cli(port, "ping")), 10_000, `redis on ${port}`),
       ),
     );
-    return { dir, ports, stop };
+    const signal = (port: number, name: NodeJS.Signals) => {
+      children[ports.indexOf(port)]?.kill(name);
+    };
+    return { dir, ports, signal, stop };
   } catch (error) {
     await stop();
     throw error;
   }
 }
 
-/** A Redis Cluster of `masters` masters and no replicas, ready (`cluster_state:ok` on every node). */
-export async function startRedisCluster(masters = 3): Promise<RedisHandle> {
-  const servers = await startServers(masters, (port, dir) => [
+/**
+ * A Redis Cluster of `masters` masters with `replicas` replicas each, ready: `cluster_state:ok`
+ * on every node and every replica's link to its master up (so a failover can promote it).
+ */
+export async function startRedisCluster(masters = 3, replicas = 0): Promise<RedisHandle> {
+  const servers = await startServers(masters * (1 + replicas), (port, dir) => [
     "--cluster-enabled",
     "yes",
     "--cluster-config-file",
@@ -134,7 +143,7 @@ export async function startRedisCluster(masters = 3): Promise<RedisHandle> {
         "create",
         ...servers.ports.map((p) => `127.0.0.1:${p}`),
         "--cluster-replicas",
-        "0",
+        String(replicas),
         "--cluster-yes",
       ],
       { timeout: 30_000 },
@@ -148,6 +157,18 @@ export async function startRedisCluster(masters = 3): Promise<RedisHandle> {
         ),
       ),
     );
+    await Promise.all(
+      servers.ports.map((port) =>
+        until(
+          async () => {
+            const info = await cli(port, "info", "replication");
+            return /role:master/.test(info) || /master_link_status:up/.test(info);
+          },
+          20_000,
+          `replica on ${port} in sync`,
+        ),
+      ),
+    );
   } catch (error) {
     await servers.stop();
     throw error;
@@ -155,6 +176,7 @@ export async function startRedisCluster(masters = 3): Promise<RedisHandle> {
   return {
     url: `redis+cluster://${servers.ports.map((p) => `127.0.0.1:${p}`).join(",")}`,
     ports: servers.ports,
+    signal: servers.signal,
     stop: servers.stop,
   };
 }
@@ -162,7 +184,12 @@ export async function startRedisCluster(masters = 3): Promise<RedisHandle> {
 /** One private Redis with extra server options, e.g. `["--rename-command", "CLIENT", ""]`. */
 export async function startRedisServer(options: string[] = []): Promise<RedisHandle> {
   const servers = await startServers(1, () => options);
-  return { url: `redis://127.0.0.1:${servers.ports[0]}`, ports: servers.ports, stop: servers.stop };
+  return {
+    url: `redis://127.0.0.1:${servers.ports[0]}`,
+    ports: servers.ports,
+    signal: servers.signal,
+    stop: servers.stop,
+  };
 }
 
 let shared: RedisHandle | undefined;

@@ -202,6 +202,16 @@ export function createProbe(url: string): Redis {
  */
 export const WORKER_CLUSTER_REDIRECTIONS = 1_000;
 
+/**
+ * A worker's cluster node connection that has waited this long for any reply to a command it
+ * sent is dropped (ioredis's `socketTimeout`), and the command goes where the cluster's slot
+ * map now says. A master that hangs rather than dies (frozen, or cut off by a partition that
+ * drops packets) keeps its socket open: its replica is promoted, yet every command sent to it
+ * waited until it answered again (a SIGSTOP of 8 s held the fleet 7 s) or TCP gave up. Longer
+ * than any command a worker sends is meant to wait: BullMQ blocks for at most 10 s.
+ */
+export const WORKER_CLUSTER_SOCKET_TIMEOUT_MS = 20_000;
+
 function createCluster(
   target: Extract<RedisTarget, { mode: "cluster" }>,
   role: RedisRole,
@@ -210,6 +220,7 @@ function createCluster(
   const cluster = new Cluster(target.nodes, {
     redisOptions: {
       maxRetriesPerRequest: role === "worker" ? null : 1,
+      ...(role === "worker" ? { socketTimeout: WORKER_CLUSTER_SOCKET_TIMEOUT_MS } : {}),
       connectionName: name,
       username: target.username,
       password: target.password,

@@ -16,6 +16,8 @@ let cluster: RedisHandle;
 let worker: Redis;
 let producer: Redis;
 const key = "{h6failover}:probe";
+/** The master the first test kills: its slots have no replica left afterwards. */
+let killed = 0;
 
 beforeAll(async () => {
   cluster = await startRedisCluster(3, 1);
@@ -39,6 +41,7 @@ it("a worker's write while the master of its slot fails over waits for the promo
   expect(await worker.set(key, "before")).toBe("OK");
   expect(await producer.get(key)).toBe("before");
   const master = await masterOf(worker, key);
+  killed = master;
   cluster.signal(master, "SIGKILL");
   // Sent at once: the master is gone, the cluster marks it failed after the node timeout and
   // promotes its replica; the write waits through all of it.
@@ -56,3 +59,23 @@ it("running out of redirections is a connection error (one outage warning, not o
   ])
     expect(isConnectionError(new Error(`Too many Cluster redirections. Last error: ${last}`))).toBe(true);
 });
+
+it("a worker's write while the master of its slot hangs goes to the promoted replica without waiting for it", async () => {
+  // A key on a master that still has its replica (not the one the first test killed).
+  let frozenKey = "";
+  for (let i = 0; !frozenKey; i++)
+    if ((await masterOf(worker, `{h6frozen${i}}:probe`)) !== killed) frozenKey = `{h6frozen${i}}:probe`;
+  expect(await worker.set(frozenKey, "before")).toBe("OK");
+  const master = await masterOf(worker, frozenKey);
+  cluster.signal(master, "SIGSTOP");
+  try {
+    // The frozen master keeps its socket open and answers nothing; its replica is promoted
+    // after the node timeout. The write waits for no answer until the socket timeout drops
+    // that connection, then follows the new slot map to the promoted replica.
+    expect(await worker.set(frozenKey, "while frozen")).toBe("OK");
+    expect(await masterOf(worker, frozenKey)).not.toBe(master);
+  } finally {
+    cluster.signal(master, "SIGCONT");
+  }
+  expect(await worker.get(frozenKey)).toBe("while frozen");
+}, 60_000);

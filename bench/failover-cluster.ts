@@ -89,7 +89,12 @@ export class ReplicatedCluster {
           if (!this.running(port)) continue;
           if (!/cluster_state:ok/.test(await cli(port, "cluster", "info"))) return false;
         }
-        return (await this.shards()).length === 3;
+        const shards = await this.shards();
+        if (shards.length !== 3) return false;
+        // A replica that has not synced yet cannot be promoted.
+        for (const { replica } of shards)
+          if (!/master_link_status:up/.test(await cli(replica, "info", "replication"))) return false;
+        return true;
       },
       timeoutMs,
       "cluster_state:ok with 3 replicated masters",

@@ -125,7 +125,12 @@ async function main(): Promise<void> {
   cleanup.add("stop the fleet", () => Promise.all(children.map((c) => stopChild(c, "SIGKILL"))));
   const api = await spawnUntilReady([FLEET_BIN, "api", "--port", "0"], env, /fleet api ready: (\S+)/);
   children.push(api);
-  const sweeper = await spawnUntilReady([FLEET_BIN, "sweeper"], env, /fleet sweeper ready/);
+  // The sweeper at info: what it decides about runs (crashed, stalled) shows in its output.
+  const sweeper = await spawnUntilReady(
+    [FLEET_BIN, "sweeper"],
+    { ...env, LOG_LEVEL: "info" },
+    /fleet sweeper ready/,
+  );
   children.push(sweeper);
   for (let i = 0; i < workers; i++) children.push(await spawnFleetWorker(env));
   const logged = () => children.map((c) => c.output().length);
@@ -191,8 +196,10 @@ async function main(): Promise<void> {
     }
     await sleep(100);
   }
-  await faulting;
+  // When the batch ended, not when the fault's script did (a killed master is restarted 5 s
+  // after its replica's promotion, a frozen one resumed after --freeze-ms).
   const elapsed = Date.now() - started;
+  await faulting;
   await report({
     sql,
     samples,

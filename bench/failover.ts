@@ -32,6 +32,7 @@ import { EventWriter } from "../src/shared/event-writer.js";
 import { eventStreamKey } from "../src/shared/events.js";
 import { closeRedis, createRedis, deleteKeys } from "../src/shared/redis.js";
 import { cli, NODE_TIMEOUT_MS, ReplicatedCluster, type Shard } from "./failover-cluster.js";
+import { LivenessWatch } from "./failover-liveness.js";
 import {
   Cleanup,
   createScratchDatabase,
@@ -132,7 +133,15 @@ async function main(): Promise<void> {
     /fleet sweeper ready/,
   );
   children.push(sweeper);
-  for (let i = 0; i < workers; i++) children.push(await spawnFleetWorker(env));
+  const workerIds: string[] = [];
+  for (let i = 0; i < workers; i++) {
+    const worker = await spawnFleetWorker(env);
+    children.push(worker);
+    workerIds.push(worker.workerId);
+  }
+  const liveness = new LivenessWatch(cluster.url, ports, prefix);
+  cleanup.add("stop the liveness watch", () => liveness.stop());
+  liveness.start();
   const logged = () => children.map((c) => c.output().length);
 
   const fleetShard = await cluster.shardOf(prefix);
@@ -200,6 +209,7 @@ async function main(): Promise<void> {
   // after its replica's promotion, a frozen one resumed after --freeze-ms).
   const elapsed = Date.now() - started;
   await faulting;
+  await liveness.stop();
   await report({
     sql,
     samples,
@@ -213,6 +223,12 @@ async function main(): Promise<void> {
     logsAtFault,
     databaseUrl,
   });
+  for (const line of liveness.report(workerIds, faultAt)) console.log(line);
+  for (const [k, child] of children.entries())
+    if (child.child.exitCode !== null || child.child.signalCode !== null)
+      console.log(
+        `${k < 2 ? ["api", "sweeper"][k] : `worker ${k - 2}`} EXITED (${child.child.exitCode ?? child.child.signalCode}):\n${child.output().slice(-2_000)}`,
+      );
   const redis = createRedis(cluster.url, "producer");
   cleanup.add("close redis", () => closeRedis(redis));
   cleanup.add(`delete ${prefix}:*`, () => deleteKeys(redis, `${prefix}:*`));

@@ -75,7 +75,7 @@ export class SweepQueries {
    * Ends queued runs left on cancelled sessions, as the cancel would have ended them, among
    * one page of the queued runs older than `ms` (oldest first, after `after`: at most `limit`
    * read, whatever a backlog holds). A cancel ends its sessions' queued runs, and a run
-   * queued after it re-opens its session (session-queries.ts `createRun`), so such a run is a
+   * queued after it re-opens its session (run-queueing.ts `createRun`), so such a run is a
    * leftover — of a message that raced a cancel before both took the session's row first —
    * that no worker would run (a worker skips a cancelled session) and nothing would end.
    * Returns the runs it ended, and where the next page starts (undefined: from the start).

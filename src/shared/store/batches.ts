@@ -319,7 +319,7 @@ export class BatchStore {
       "sessionId" in target ? sql`s.id = ${target.sessionId}` : sql`s.batch_id = ${target.batchId}`;
     return sql.begin(async (tx) => {
       // The batch's row is locked first, so that no part is appended while its sessions are
-      // cancelled (appends lock it too, session-queries.ts).
+      // cancelled (appends lock it too, session-creation.ts).
       const [batch] =
         "batchId" in target
           ? await tx<{ open: boolean }[]>`

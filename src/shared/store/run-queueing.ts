@@ -1,0 +1,122 @@
+/**
+ * Queueing a run: the writes that need no lease, as queued runs do not touch the history (the
+ * worker appends their input when it takes them, under its lease). A run someone asked for
+ * makes a parked or cancelled session active again.
+ */
+import { randomUUID } from "node:crypto";
+import type postgres from "postgres";
+import type { ModelConfig } from "../agent-config.js";
+import type { Database } from "../db/client.js";
+import type { RunRow } from "../db/schema.js";
+import { NotFoundError } from "../errors.js";
+import { QUEUES } from "../queues.js";
+import { holdActiveSessions } from "./active-sessions.js";
+import { json, type RawRun, runFromRaw } from "./rows.js";
+
+/** Per-tenant limits checked where runs are queued (contracts §10); none when not given. */
+export type RunLimits = { maxActiveSessions?: number };
+
+export type NewRun = {
+  sessionId: string;
+  kind: "run" | "resume";
+  trigger: "api" | "sweeper" | "worker" | "cli";
+  input?: string;
+  resumeKind?: string;
+  model?: ModelConfig;
+  /** Goal mode (contracts §8), only for a run with new input. */
+  goal?: { text: string; maxRounds: number };
+  /** For resumes of an interrupted run: its last sign of life. */
+  lastSignAt?: Date;
+};
+
+/** How a run is queued: the tenant's limits, and whether it makes the session active again. */
+export type QueueRunOptions = RunLimits & {
+  /** The caller's tenant: the session's active-session cap is checked for it. */
+  tenant?: string;
+  /**
+   * Someone acted on it (new input, an explicit resume): a parked or cancelled session is
+   * made active again in the same transaction, as its status is under the row's lock.
+   */
+  unpark?: boolean;
+};
+
+/**
+ * Makes a parked session active again (someone acted on it: new input or an explicit
+ * resume); its count of automatic resumes starts over.
+ */
+export async function unparkSession(
+  sql: postgres.Sql | postgres.TransactionSql,
+  id: string,
+): Promise<boolean> {
+  // A cancelled session is re-opened the same way (contracts §9: a new message re-opens it).
+  const rows = await sql`
+    update sessions set status = 'active', parked_reason = null, resume_attempts = 0,
+                        next_resume_at = null, updated_at = now()
+     where id = ${id} and status in ('parked', 'cancelled') returning 1`;
+  return rows.length > 0;
+}
+
+/**
+ * Queues a run. A resume joins the session's resume that is already waiting or running
+ * (at most one per session, enforced by a unique index), so replays change nothing.
+ */
+export async function createRun(
+  database: Database,
+  run: NewRun,
+  options: QueueRunOptions = {},
+  attempt = 0,
+): Promise<{ run: RunRow; created: boolean }> {
+  const { maxActiveSessions: max, tenant } = options;
+  return database.sql.begin(async (tx) => {
+    if (max !== undefined && tenant !== undefined) {
+      await holdActiveSessions(tx, tenant, 1, max, run.sessionId);
+    }
+    // The session row first, the order every writer of a session and its runs uses: a
+    // cancel that holds it (batches.ts) commits before the status is read here, so the run
+    // re-opens the session it cancelled; a cancel that comes later finds the run and drops
+    // it. Without the lock a run inserted while a cancel ran was invisible to the cancel's
+    // update and stayed queued on the cancelled session for ever (its worker's claim skips
+    // a cancelled session): the send was answered 202 and never ran.
+    const [row] = await tx<{ status: string }[]>`
+      select status from sessions where id = ${run.sessionId} for no key update`;
+    if (!row) throw new NotFoundError(`session ${run.sessionId}`);
+    if (options.unpark && (row.status === "parked" || row.status === "cancelled"))
+      await unparkSession(tx, run.sessionId);
+    return insertRun(tx, run, attempt);
+  });
+}
+
+async function insertRun(
+  sql: postgres.Sql | postgres.TransactionSql,
+  run: NewRun,
+  attempt: number,
+): Promise<{ run: RunRow; created: boolean }> {
+  const id = randomUUID();
+  const inserted = await sql<{ r: string | RawRun }[]>`
+    insert into runs (id, session_id, tenant, kind, trigger, input, resume_kind, model, goal, job_id, last_sign_at)
+    values (${id}, ${run.sessionId}, (select tenant from sessions where id = ${run.sessionId}), ${run.kind},
+            ${run.trigger}, ${run.input ?? null}, ${run.resumeKind ?? null},
+            ${run.model ? JSON.stringify(run.model) : null}::jsonb, ${run.goal ? JSON.stringify(run.goal) : null}::jsonb,
+            ${QUEUES.runs.jobId({ sessionId: run.sessionId, runId: id })}, ${run.lastSignAt?.toISOString() ?? null})
+    on conflict (session_id) where kind = 'resume' and status <> 'ended' do nothing
+    returning row_to_json(runs) as r`.catch((error: unknown) => {
+    // The session was deleted after the caller found it (DELETE /v1/sessions/:id): its
+    // tenant reads as null, or the key finds no row. A 404, like a session never there.
+    if (sessionGone(error)) throw new NotFoundError(`session ${run.sessionId}`);
+    throw error;
+  });
+  if (inserted[0]) return { run: runFromRaw(json<RawRun>(inserted[0].r)), created: true };
+  const [active] = await sql<{ r: string | RawRun }[]>`
+    select row_to_json(r) as r from runs r
+     where r.session_id = ${run.sessionId} and r.kind = 'resume' and r.status <> 'ended'`;
+  if (active) return { run: runFromRaw(json<RawRun>(active.r)), created: false };
+  // The active resume ended between the insert and the read: try again.
+  if (attempt < 3) return insertRun(sql, run, attempt + 1);
+  throw new Error(`could not queue a resume for session ${run.sessionId}`);
+}
+
+/** Postgres refused a run because its session no longer exists (not-null tenant, or the foreign key). */
+function sessionGone(error: unknown): boolean {
+  const { code, column_name: column } = (error ?? {}) as { code?: unknown; column_name?: unknown };
+  return code === "23503" || (code === "23502" && column === "tenant");
+}

@@ -1,0 +1,118 @@
+/**
+ * The session list (`GET /v1/sessions`, `fleet list`, a batch's parked sessions): filtered by
+ * tenant, batch, state and parked reason, newest activity first, a keyset page at a time.
+ */
+import type postgres from "postgres";
+import type { Database } from "../db/client.js";
+import type { SessionRow } from "../db/schema.js";
+import { json } from "./rows.js";
+
+/** How the session list filters on state (contracts §9): a session counts by its current state. */
+export type ListStatus = "parked" | "active" | "cancelled" | "queued" | "running" | "completed";
+
+/** A place in the session list: `updated_at` in microseconds since the epoch, and the id. */
+export type ListCursor = { micros: string; id: string };
+
+/** A session as the list shows it, with its place in the list's order. */
+export type ListedSession = Pick<
+  SessionRow,
+  "id" | "batchId" | "customId" | "status" | "tailState" | "parkedReason" | "metadata" | "updatedAt"
+> & {
+  cursor: ListCursor;
+  /** Its unfinished run's status, `running` before `queued` (null: none), for its public status. */
+  runState: "running" | "queued" | null;
+};
+
+/** What the session list is filtered on (all given conditions hold). */
+export type SessionListFilter = {
+  parked?: boolean;
+  limit: number;
+  tenant?: string;
+  /** Only the sessions of this batch. */
+  batchId?: string;
+  /** By current state (wins over `parked`). */
+  status?: ListStatus;
+  /** Only parked sessions parked for this reason. */
+  parkedReason?: string;
+  /** Only the sessions after this one in the list's order (a page's `cursor`). */
+  before?: ListCursor;
+};
+
+/**
+ * Sessions for operators, newest activity first; `parked` filters on parking, `tenant`
+ * (when given) on ownership.
+ */
+export async function listSessions(database: Database, filter: SessionListFilter): Promise<ListedSession[]> {
+  const { sql } = database;
+  const status =
+    filter.status ?? (filter.parked === undefined ? undefined : filter.parked ? "parked" : "active");
+  const { before, parkedReason } = filter;
+  // A plain postgres.js statement (prepared once per connection), not drizzle's builder,
+  // which sent it unprepared: parsing, planning and building it cost the list more than
+  // running it. The state is literal SQL (statusCondition), never a parameter, so a
+  // cached generic plan can still use the partial index for parked sessions.
+  const rows = await sql<
+    (Omit<ListedSession, "cursor" | "updatedAt"> & { updatedAt: string | Date; micros: string })[]
+  >`
+    select s.id, s.batch_id as "batchId", s.custom_id as "customId", s.status, s.tail_state as "tailState",
+           s.parked_reason as "parkedReason", s.metadata, s.updated_at as "updatedAt",
+           (extract(epoch from s.updated_at) * 1000000)::bigint::text as micros,
+           (select r.status from runs r where r.session_id = s.id and r.status in ('running', 'queued')
+             order by r.status = 'running' desc limit 1) as "runState"
+      from sessions s
+     where true
+           ${filter.tenant === undefined ? sql`` : sql`and s.tenant = ${filter.tenant}`}
+           ${filter.batchId === undefined ? sql`` : sql`and s.batch_id = ${filter.batchId}`}
+           ${status === undefined ? sql`` : sql`and ${statusCondition(sql, status)}`}
+           ${
+             parkedReason === undefined
+               ? sql``
+               : // The reason code (`attempts_exhausted`) matches the stored reason with its
+                 // detail (`attempts_exhausted: 3 automatic resumes …`) too.
+                 sql`and s.status = 'parked' and (s.parked_reason = ${parkedReason}
+                      or s.parked_reason like ${`${parkedReason.replace(/[\\%_]/g, (c) => `\\${c}`)}:%`})`
+           }
+           ${
+             // Keyset paging on (updated_at, id), to the microsecond: a page costs the same at any depth.
+             before === undefined
+               ? sql``
+               : sql`and (s.updated_at, s.id) < (timestamptz 'epoch' + ${before.micros}::bigint * interval '1 microsecond', ${before.id})`
+           }
+     order by s.updated_at desc, s.id desc
+     limit ${filter.limit}`;
+  // Built field by field: a rest/spread copy of each row cost the list more than its query.
+  return rows.map((row) => ({
+    id: row.id,
+    batchId: row.batchId,
+    customId: row.customId,
+    status: row.status,
+    tailState: row.tailState,
+    parkedReason: row.parkedReason,
+    metadata: json<Record<string, unknown>>(row.metadata),
+    updatedAt: new Date(row.updatedAt),
+    cursor: { micros: row.micros, id: row.id },
+    runState: row.runState,
+  }));
+}
+
+/** The session list's condition for a state (literal SQL, never a parameter), as counted for batches (batch-store.ts). */
+function statusCondition(sql: postgres.Sql, status: ListStatus): postgres.PendingQuery<postgres.Row[]> {
+  const noRun = sql`not exists (select 1 from runs r where r.session_id = s.id and r.status <> 'ended')`;
+  switch (status) {
+    case "parked":
+      return sql`s.status = 'parked'`;
+    case "cancelled":
+      return sql`s.status = 'cancelled'`;
+    case "active":
+      return sql`s.status = 'active'`;
+    case "running":
+      // Running, or interrupted and waiting for its automatic resume.
+      return sql`s.status = 'active' and (exists (select 1 from runs r where r.session_id = s.id and r.status = 'running')
+        or (${noRun} and s.run_started and s.tail_state <> 'completed'))`;
+    case "queued":
+      return sql`s.status = 'active' and exists (select 1 from runs r where r.session_id = s.id and r.status = 'queued')
+        and not exists (select 1 from runs r where r.session_id = s.id and r.status = 'running')`;
+    case "completed":
+      return sql`s.status = 'active' and ${noRun} and (s.tail_state = 'completed' or not s.run_started)`;
+  }
+}

@@ -1,6 +1,6 @@
 /**
  * A session deleted while its run waits for its endpoint's capacity (provider-limits.ts):
- * a cancel forgets the run's waiting request (FleetService.afterCancel → waitsGone), a delete
+ * a cancel forgets the run's waiting request (cancel-cleanup.ts afterCancel → waitsGone), a delete
  * did not, so its tenant went on counting as waiting, and kept a share of maxConcurrent for a
  * request that would never come, until maxWait after its place (for a handed-back backlog,
  * minutes). Real API, Postgres and Redis; the waiting request is made as a worker's gate

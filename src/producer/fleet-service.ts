@@ -1,7 +1,10 @@
 /**
  * What producers can do, independent of transport: the HTTP API and the CLI call this.
  * A run's input is stored on its run row and appended by the worker under its lease, so a
- * send never interleaves with a running session's appends and is never lost.
+ * send never interleaves with a running session's appends and is never lost. Each action is
+ * here; what it builds on is in its module: batch-entries.ts (a batch's sessions checked),
+ * run-jobs.ts (the jobs of committed runs), cancel-cleanup.ts (what follows a cancel),
+ * session-view.ts (a session as the API answers it).
  */
 import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
@@ -14,40 +17,32 @@ import {
   type SessionStatus,
   type SessionSummary,
 } from "../shared/api-types.js";
-import type { RunRow, SessionRow } from "../shared/db/schema.js";
+import type { SessionRow } from "../shared/db/schema.js";
 import { AgentResumeError, NotFoundError, ValidationError } from "../shared/errors.js";
 import { assertAnsweredOnce, parseImportedHistory } from "../shared/messages.js";
-import type { FleetMetrics } from "../shared/metrics.js";
 import { checkAgentModels, type ModelRouting, resolveModelRoute } from "../shared/model-endpoints.js";
-import { assertPricedForBudget, pricesOf, totalUsage, type UsageTotals } from "../shared/prices.js";
-import { QUEUES, type RunQueues } from "../shared/queues.js";
+import { assertPricedForBudget, pricesOf, type UsageTotals } from "../shared/prices.js";
 import { type ResumeKind, type ResumePointJson, resumePoint } from "../shared/resume-point.js";
 import type { RefusalReason } from "../shared/resume-reasons.js";
-import type { BatchJson, BatchResult, BatchStore, DroppedRun } from "../shared/store/batches.js";
+import type { BatchJson, BatchResult, BatchStore } from "../shared/store/batches.js";
 import { type RunJson, runToJson } from "../shared/store/rows.js";
-import type {
-  BatchTarget,
-  ListCursor,
-  ListStatus,
-  RunLimits,
-  SessionQueries,
-} from "../shared/store/session-queries.js";
-import type { FleetToolNames } from "../shared/tool-names.js";
-import { checkWebhookUrl, type WebhookSettings, webhookSettingsFromEnv } from "../shared/webhooks.js";
+import type { BatchTarget, ListStatus, RunLimits } from "../shared/store/session-queries.js";
+import { checkWebhookUrl, webhookSettingsFromEnv } from "../shared/webhooks.js";
+import { parseBatchEntries } from "./batch-entries.js";
 import {
   type BatchResumePage,
   batchResumeBody,
   DEFAULT_BATCH_RESUME_LIMIT,
   resumeParkedPage,
 } from "./batch-resume.js";
-import type { Priorities } from "./fair-dispatch.js";
+import { afterCancel } from "./cancel-cleanup.js";
+import type { FleetServiceDeps } from "./fleet-service-deps.js";
 import {
   appendBody,
   batchBody,
   type batchItem,
   batchQuery,
   createBody,
-  DEFAULT_SESSION_RUNS_PAGE,
   decodeListCursor,
   encodeListCursor,
   importedCount,
@@ -59,7 +54,8 @@ import {
   sessionQuery,
   sessionStatus,
 } from "./request-bodies.js";
-import { MAX_REQUEST_MESSAGES } from "./request-limits.js";
+import { enqueueCommitted, enqueueResume, enqueueRun, enqueueRuns, startNow } from "./run-jobs.js";
+import { sessionSummary, sessionView } from "./session-view.js";
 
 export { type BatchCreated, SESSION_STATUSES, type SessionJson, type SessionStatus, type SessionSummary };
 
@@ -69,63 +65,7 @@ function sameModel(a: unknown, b: unknown): boolean {
 }
 
 export class FleetService {
-  constructor(
-    private readonly deps: {
-      queries: SessionQueries;
-      queues: Pick<RunQueues, "enqueue" | "enqueueMany" | "getJob">;
-      metrics: Pick<FleetMetrics, "resumeRefusals" | "runs">;
-      /** The tool names workers registered (tool-names.ts). */
-      toolNames: Pick<FleetToolNames, "known">;
-      /**
-       * Declared endpoints and allowed raw base URLs (contracts.md §11), from the same
-       * configuration the workers load: a MODEL they would refuse is a 400 here.
-       */
-      models: Pick<ModelRouting, "endpoints" | "allowedBaseUrls">;
-      /** Per-tenant limits checked where runs are queued (contracts §10). */
-      limits?: RunLimits;
-      /** Fair priorities for new runs (fair-dispatch.ts); none: first in, first out. */
-      priorities?: Priorities;
-      /**
-       * Fair priorities for the resumes callers ask for (`POST …/resume`, a batch's resume),
-       * so one tenant's many resumes do not starve another's; none: first in, first out.
-       * Automatic resumes carry no priority and go ahead of them.
-       */
-      resumePriorities?: Priorities;
-      /** Batches, their counts and results, and cancellation (contracts §9). */
-      batches?: BatchStore;
-      /** Tells workers to abort the runs of cancelled sessions (worker-signals.ts `cancelChannel`). */
-      cancelSignal?: (sessionIds: string[]) => Promise<void>;
-      /**
-       * Forgets the waiting requests of handed-back runs a cancel ended (provider-limits.ts
-       * `forget`): their tenant stops counting as waiting for the endpoint's permits at once.
-       */
-      waitsGone?: (tenant: string, runIds: string[]) => Promise<void>;
-      /** Webhook URL checks (webhooks.ts). */
-      webhooks?: WebhookSettings;
-      /**
-       * Writes the RUN_COMPLETED of runs a cancel ended while they were queued (contracts §7:
-       * every run ends with exactly one). Absent: no events.
-       */
-      runEnded?: (sessionId: string, runId: string, outcome: "cancelled") => Promise<void>;
-      /** Told when committed runs' jobs could not be added (Redis away); the sweeper adds them. */
-      onEnqueueFailed?: (error: unknown, runIds: string[]) => void;
-    },
-  ) {}
-
-  /**
-   * Adds the jobs of runs already committed. The request has acted once its run is stored: a
-   * job Redis did not take is added by the sweeper (orphaned queued runs) when Redis answers
-   * again, so a failure here is logged, not answered with a 5xx — which would release the
-   * request's Idempotency-Key, and the caller's retry would store its input a second time.
-   */
-  private async enqueueCommitted(runIds: string[], add: () => Promise<unknown>): Promise<void> {
-    if (runIds.length === 0) return;
-    try {
-      await add();
-    } catch (error) {
-      this.deps.onEnqueueFailed?.(error, runIds);
-    }
-  }
+  constructor(private readonly deps: FleetServiceDeps) {}
 
   private get batches(): BatchStore {
     if (!this.deps.batches) throw new Error("this FleetService was built without a BatchStore");
@@ -224,64 +164,17 @@ export class FleetService {
     entries: z.infer<typeof batchItem>[],
     batch: BatchTarget,
   ): Promise<BatchCreated["sessions"]> {
-    const seen = new Map<string, number>();
-    for (const [i, item] of entries.entries()) {
-      if (item.customId === undefined) continue;
-      if (seen.has(item.customId))
-        throw new ValidationError(
-          `sessions[${i}].customId`,
-          `repeats the customId of sessions[${seen.get(item.customId)}]; customIds are unique within a batch`,
-        );
-      seen.set(item.customId, i);
-    }
-    let imported = 0;
-    for (const [i, item] of entries.entries())
-      imported += importedCount(item.messages, `sessions[${i}].messages`);
-    if (imported > MAX_REQUEST_MESSAGES)
-      throw new ValidationError(
-        "sessions",
-        `import ${imported.toLocaleString("en")} messages in all; one request imports at most ${MAX_REQUEST_MESSAGES.toLocaleString("en")}`,
-      );
-    const items = entries.map((item, i) => ({
-      agent: parseAgentConfig(item.agent, `sessions[${i}].agent`),
-      metadata: item.metadata,
-      messages:
-        item.messages === undefined ? [] : parseImportedHistory(item.messages, `sessions[${i}].messages`),
-      input: item.input,
-      customId: item.customId,
-      sessionEvents: item.sessionEvents,
-      tenant,
-    }));
-    for (const [i, item] of items.entries()) {
-      checkAgentModels(item.agent, this.routing, `sessions[${i}].agent`);
-      assertPricedForBudget(item.agent, pricesOf(this.routing), `sessions[${i}].agent`);
-      assertAnsweredOnce(item.messages, `sessions[${i}].messages`);
-      if (item.input === undefined) continue;
-      const point = resumePoint(item.messages);
-      if (!point.resumable && point.reason === "malformed") {
-        throw new ValidationError(
-          `sessions[${i}].messages`,
-          "calls and results do not pair up; it cannot take new input",
-        );
-      }
-    }
+    const items = parseBatchEntries(tenant, entries, this.routing);
     if (items.length > 0)
       await this.checkTools(items.map(({ agent }, i) => ({ agent, field: `sessions[${i}].agent` })));
     const created = await this.deps.queries.createSessions(items, this.limits, batch);
     const jobs = created.flatMap(({ id, runId }) =>
       runId ? [{ name: "run" as const, payload: { sessionId: id, runId } }] : [],
     );
-    await this.enqueueCommitted(
+    await enqueueCommitted(
+      this.deps,
       jobs.map((job) => job.payload.runId),
-      async () => {
-        const priorities = await this.deps.priorities?.assign(tenant, jobs.length);
-        await this.deps.queues.enqueueMany(jobs.map((job, i) => ({ ...job, priority: priorities?.[i] })));
-        if (priorities)
-          await this.deps.priorities?.added?.(
-            priorities,
-            jobs.map((job) => QUEUES.runs.jobId(job.payload)),
-          );
-      },
+      () => enqueueRuns(this.deps, tenant, jobs),
     );
     return created.map((session, i) => ({ ...session, customId: items[i]!.customId ?? null }));
   }
@@ -352,7 +245,7 @@ export class FleetService {
    */
   async cancelBatch(tenant: string, id: string): Promise<BatchJson> {
     await this.getBatch(tenant, id);
-    await this.afterCancel(tenant, await this.batches.cancel(tenant, { batchId: id }));
+    await afterCancel(this.deps, tenant, await this.batches.cancel(tenant, { batchId: id }));
     return this.getBatch(tenant, id);
   }
 
@@ -363,53 +256,10 @@ export class FleetService {
   ): Promise<{ id: string; status: SessionStatus; cancelled: boolean }> {
     await this.session(tenant, id);
     const result = await this.batches.cancel(tenant, { sessionId: id });
-    await this.afterCancel(tenant, result);
+    await afterCancel(this.deps, tenant, result);
     const session = await this.session(tenant, id);
     const runs = await this.deps.queries.listRuns(id, tenant);
     return { id, status: sessionStatus(session, runs), cancelled: result.sessionIds.length > 0 };
-  }
-
-  /** After the cancel committed: workers abort what runs, and the dropped runs' jobs go. */
-  private async afterCancel(
-    tenant: string,
-    result: {
-      sessionIds: string[];
-      dropped: DroppedRun[];
-    },
-  ) {
-    for (let i = 0; i < result.sessionIds.length; i += 1_000)
-      await this.deps.cancelSignal?.(result.sessionIds.slice(i, i + 1_000)).catch(() => {});
-    // Best effort: a request not forgotten stops counting by itself soon after its place comes.
-    const waited = result.dropped.filter((run) => run.handedBack).map((run) => run.id);
-    if (waited.length > 0) await this.deps.waitsGone?.(tenant, waited).catch(() => {});
-    // Queued runs the cancel ended never reach a worker, which counts every run it ends: they
-    // are counted here, once (the cancel's statement ended each of them once).
-    for (const run of result.dropped)
-      this.deps.metrics.runs.inc({ kind: run.kind === "resume" ? "resume" : "run", outcome: "cancelled" });
-    // Best effort: a job left behind finds its run ended and does nothing.
-    const dropped = [...result.dropped];
-    const lane = async () => {
-      for (let run = dropped.pop(); run; run = dropped.pop()) {
-        const name = run.kind === "resume" ? "resume" : "run";
-        const jobId = QUEUES.runs.jobId({ sessionId: run.sessionId, runId: run.id });
-        const job = await this.deps.queues.getJob(name, jobId).catch(() => undefined);
-        await job?.remove().catch(() => {});
-        if (run.sessionEvents !== false)
-          await this.deps.runEnded?.(run.sessionId, run.id, "cancelled").catch(() => {});
-      }
-    };
-    const removed = Promise.all(Array.from({ length: 16 }, lane));
-    // Fair dispatch: a tenant left with nothing waiting starts over (fair-dispatch.ts `forget`).
-    // Best effort: the cancel has committed, and a failure here only leaves the order as it was.
-    if (
-      result.dropped.length > 0 &&
-      !(await this.deps.queries.tenantHasQueuedRuns(tenant).catch(() => true))
-    ) {
-      await this.deps.priorities?.forget?.(tenant).catch(() => {});
-      await this.deps.resumePriorities?.forget?.(tenant).catch(() => {});
-    }
-    // A big batch's jobs are removed after the answer (its runs have ended already).
-    if (result.dropped.length <= 1_000) await removed;
   }
 
   async listSessions(
@@ -428,17 +278,7 @@ export class FleetService {
     const last = rows.length === filter.limit ? rows.at(-1) : undefined;
     return {
       nextCursor: last ? encodeListCursor(last.cursor) : null,
-      sessions: rows.map((row) => ({
-        id: row.id,
-        batchId: row.batchId,
-        customId: row.customId,
-        status: sessionStatus(row, row.runState ? [{ status: row.runState }] : []),
-        parked: row.status === "parked",
-        tailState: row.tailState,
-        parkedReason: row.parkedReason,
-        metadata: row.metadata,
-        updatedAt: row.updatedAt.toISOString(),
-      })),
+      sessions: rows.map(sessionSummary),
     };
   }
 
@@ -471,15 +311,9 @@ export class FleetService {
       { sessionId: id, kind: "run", trigger: "api", input: content, ...(goal ? { goal } : {}) },
       { ...this.limits, tenant, unpark: true },
     );
-    await this.enqueueCommitted([run.id], async () => {
-      const priorities = await this.deps.priorities?.assign(tenant, 1);
-      const jobId = await this.deps.queues.enqueue(
-        "run",
-        { sessionId: id, runId: run.id },
-        { priority: priorities?.[0] },
-      );
-      if (priorities) await this.deps.priorities?.added?.(priorities, [jobId]);
-    });
+    await enqueueCommitted(this.deps, [run.id], () =>
+      enqueueRun(this.deps, tenant, { sessionId: id, runId: run.id }),
+    );
     return { runId: run.id };
   }
 
@@ -513,10 +347,10 @@ export class FleetService {
     );
     if (!created && !sameModel(run.model, model))
       throw this.refuse("running", "another resume of this session is queued or running");
-    await this.enqueueCommitted([run.id], () =>
+    await enqueueCommitted(this.deps, [run.id], () =>
       created
-        ? this.enqueueResume(tenant, { sessionId: id, runId: run.id })
-        : this.startNow(tenant, id, run.id),
+        ? enqueueResume(this.deps, tenant, { sessionId: id, runId: run.id })
+        : startNow(this.deps, tenant, id, run.id),
     );
     return { runId: run.id, kind: point.kind };
   }
@@ -524,32 +358,6 @@ export class FleetService {
   private refuse(reason: RefusalReason, detail?: string): AgentResumeError {
     this.deps.metrics.resumeRefusals.inc({ reason });
     return new AgentResumeError(reason, detail);
-  }
-
-  /**
-   * Someone asked for the resume that is already waiting: it need not wait any longer. One
-   * that waits out its backoff starts now; one whose job Redis lost, or whose job ended
-   * without starting it (the queue gave up on it, and the session was parked), gets its job
-   * again now rather than at the sweeper's next look. Someone acting is not an automatic
-   * resume: nothing is counted.
-   */
-  private async startNow(tenant: string, sessionId: string, runId: string): Promise<void> {
-    const payload = { sessionId, runId };
-    const job = await this.deps.queues.getJob("resume", QUEUES.resumes.jobId(payload));
-    if (job && (await job.isDelayed())) {
-      await job.promote().catch(() => {});
-      return;
-    }
-    if (job && !(await job.isCompleted()) && !(await job.isFailed())) return;
-    await job?.remove().catch(() => {});
-    await this.enqueueResume(tenant, payload);
-  }
-
-  /** Queues a resume someone asked for, with its tenant's fair priority. */
-  private async enqueueResume(tenant: string, payload: { sessionId: string; runId: string }): Promise<void> {
-    const priorities = await this.deps.resumePriorities?.assign(tenant, 1);
-    const jobId = await this.deps.queues.enqueue("resume", payload, { priority: priorities?.[0] });
-    if (priorities) await this.deps.resumePriorities?.added?.(priorities, [jobId]);
   }
 
   async resumePoint(tenant: string, id: string): Promise<ResumePointJson> {
@@ -564,62 +372,8 @@ export class FleetService {
    * `nextRunsBefore`. The session's `usage` and `status` are still its whole.
    */
   async getSession(tenant: string, id: string, query?: unknown): Promise<SessionJson> {
-    const { afterSeq = 0, limit, runsLimit, runsBefore } = parseBody(sessionQuery, query ?? {});
-    const session = await this.session(tenant, id);
-    const { queries } = this.deps;
-    const runPage =
-      runsLimit === undefined && runsBefore === undefined
-        ? undefined
-        : { limit: runsLimit ?? DEFAULT_SESSION_RUNS_PAGE, before: runsBefore };
-    const [loaded, runs, usages] = await Promise.all([
-      // One more than asked: whether another page follows.
-      queries.loadHistory(id, afterSeq, limit === undefined ? undefined : limit + 1),
-      runPage ? this.runsPage(id, tenant, runPage) : queries.listRuns(id, tenant).then((all) => ({ all })),
-      afterSeq > 0 || limit !== undefined ? queries.usageTotals(id) : null,
-    ]);
-    const messages = limit !== undefined && loaded.length > limit ? loaded.slice(0, limit) : loaded;
-    const shown = "all" in runs ? runs.all : runs.page;
-    return {
-      id: session.id,
-      status: sessionStatus(session, "all" in runs ? runs.all : runs.unfinished),
-      tailState: session.tailState,
-      parkedReason: session.parkedReason,
-      agent: session.agent,
-      metadata: session.metadata,
-      messages,
-      runs: shown.map(runToJson),
-      usage: usages ?? totalUsage(messages.flatMap((m) => (m.role === "assistant" ? [m.usage] : []))),
-      createdAt: session.createdAt.toISOString(),
-      updatedAt: session.updatedAt.toISOString(),
-      ...(session.sessionEvents ? {} : { sessionEvents: false as const }),
-      ...(limit === undefined
-        ? {}
-        : { nextAfterSeq: loaded.length > limit ? (messages.at(-1)?.seq ?? null) : null }),
-      ...("all" in runs ? {} : { nextRunsBefore: runs.next }),
-    };
-  }
-
-  /** A page of a session's runs (latest first), the `nextRunsBefore` of the older ones, and its unfinished runs. */
-  private async runsPage(
-    id: string,
-    tenant: string,
-    page: { limit: number; before?: ListCursor },
-  ): Promise<{ page: RunRow[]; next: string | null; unfinished: Pick<RunRow, "status">[] }> {
-    const { queries } = this.deps;
-    const [rows, unfinished] = await Promise.all([
-      // One more than asked: whether older runs exist.
-      page.limit === 0
-        ? []
-        : queries.listRunsPage(id, tenant, { limit: page.limit + 1, before: page.before }),
-      queries.unfinishedRunStatuses(id),
-    ]);
-    const older = rows.length > page.limit;
-    const shown = older ? rows.slice(1) : rows;
-    return {
-      page: shown,
-      next: older && shown[0] ? encodeListCursor(shown[0].cursor) : null,
-      unfinished: unfinished.map((status) => ({ status })),
-    };
+    const parsed = parseBody(sessionQuery, query ?? {});
+    return sessionView(this.deps.queries, tenant, await this.session(tenant, id), parsed);
   }
 
   async getRun(tenant: string, runId: string): Promise<RunJson & { sessionId: string }> {

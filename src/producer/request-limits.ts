@@ -1,6 +1,7 @@
 /**
  * What one request may hold beyond the body's own checks (http-api.ts), in one place for the
- * service that enforces them (fleet-service.ts) and the OpenAPI document (api-schemas.ts).
+ * service that enforces them (request-bodies.ts, batch-entries.ts) and the OpenAPI document
+ * (api-schemas.ts).
  */
 
 /** What one session's metadata may hold, as JSON: the caller's labels, not its data. */

@@ -1,5 +1,5 @@
 /**
- * What one request may hold beyond the body's own checks (http-api.ts), in one place for the
+ * What one request may hold beyond the body's own checks (request-checks.ts), in one place for the
  * service that enforces them (request-bodies.ts, batch-entries.ts) and the OpenAPI document
  * (api-schemas.ts).
  */
@@ -10,3 +10,5 @@ export const MAX_METADATA_BYTES = 64 * 1024;
 export const MAX_IMPORTED_MESSAGES = 10_000;
 /** Messages one request may import in all (a batch's sessions together). */
 export const MAX_REQUEST_MESSAGES = 50_000;
+/** The largest request body, in bytes: imported histories can be long. */
+export const BODY_LIMIT = 16 * 1024 * 1024;

@@ -1,0 +1,38 @@
+/** What the HTTP API is built with (http-api.ts `buildApi`): the service, auth, and optional parts. */
+import type { FastifyInstance } from "fastify";
+import type { Registry } from "prom-client";
+import type { IdempotencyStore } from "../shared/store/idempotency.js";
+import type { Deletions } from "./deletions.js";
+import type { EventStreams } from "./event-stream.js";
+import type { FleetService } from "./fleet-service.js";
+import type { SessionEventsSwitch } from "./session-events-switch.js";
+
+export type ApiDeps = {
+  service: FleetService;
+  /** Who is calling: the tenant of an `Authorization` header, or UnauthorizedError. */
+  auth: {
+    authenticate(header: string | undefined, host?: string): Promise<string>;
+    /** Admits a request to an admin route, or throws UnauthorizedError (401/403). */
+    authenticateAdmin(header: string | undefined, host?: string): Promise<void>;
+  };
+  /** `Idempotency-Key` on `POST /v1/…` (contracts §9); without it the header is ignored. */
+  idempotency?: Pick<IdempotencyStore, "begin" | "wait" | "complete" | "release">;
+  /** A tenant's request rate (request-rate.ts): throws TooManyRequestsError when over it. */
+  rate?: { admit(tenant: string): Promise<void> };
+  /** Admin routes under ADMIN_PREFIX (Bull Board), registered on the app; behind admin keys. */
+  admin?: (app: FastifyInstance) => Promise<void>;
+  /** The console's page and assets under `/console` (console-route.ts), served without a key. */
+  console?: (app: FastifyInstance) => Promise<void>;
+  registry: Registry;
+  healthy: () => Promise<boolean>;
+  /** `DELETE /v1/sessions/:id` and `DELETE /v1/batches/:id` (deletions.ts); absent: 404 for every id. */
+  deletions?: Pick<Deletions, "deleteSession" | "deleteBatch">;
+  /** `PATCH /v1/sessions/:id` (session-events-switch.ts); absent: 404 for every id. */
+  sessionEvents?: Pick<SessionEventsSwitch, "patch">;
+  /** Event streams (contracts §7, SSE); absent: their routes answer 404 for every id. */
+  events?: EventStreams;
+  /** The package's version, for the OpenAPI document. */
+  version?: string;
+  /** pino level for the API's log; "silent" for none. */
+  logLevel?: string;
+};

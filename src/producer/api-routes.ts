@@ -1,0 +1,95 @@
+/** The API's routes (contracts §4): each hands the caller's tenant and input to what acts on it. */
+import { Readable } from "node:stream";
+import type { FastifyInstance } from "fastify";
+import { NotFoundError } from "../shared/errors.js";
+import type { ApiDeps } from "./api-deps.js";
+
+type IdParams = { Params: { id: string } };
+
+/** Results as NDJSON: one line per item, pulled as the client reads (backpressure). */
+function ndjson(items: AsyncIterable<unknown>): Readable {
+  return Readable.from(
+    (async function* () {
+      for await (const item of items) yield `${JSON.stringify(item)}\n`;
+    })(),
+  );
+}
+
+/** The routes, declared in a plugin so that the OpenAPI document (registered first) sees them. */
+export function routes(app: FastifyInstance, deps: ApiDeps): void {
+  const { service } = deps;
+  app.post("/v1/sessions", async (request, reply) =>
+    reply.code(201).send(await service.createSession(request.tenant, request.body)),
+  );
+  app.post("/v1/batches", async (request, reply) =>
+    reply.code(201).send(await service.createBatch(request.tenant, request.body)),
+  );
+  app.post<IdParams>("/v1/batches/:id/sessions", async (request, reply) =>
+    reply.code(201).send(await service.appendToBatch(request.tenant, request.params.id, request.body)),
+  );
+  app.get<IdParams>("/v1/batches/:id", async (request) =>
+    service.getBatch(request.tenant, request.params.id, request.query),
+  );
+  app.get<IdParams>("/v1/batches/:id/results", async (request, reply) => {
+    const results = await service.batchResults(request.tenant, request.params.id);
+    return reply.header("content-type", "application/x-ndjson; charset=utf-8").send(ndjson(results));
+  });
+  app.get<IdParams>("/v1/batches/:id/events", async (request, reply) => {
+    if (!deps.events) throw new NotFoundError(`batch ${request.params.id}`);
+    await deps.events.batch(request, reply, request.tenant, request.params.id);
+    return reply;
+  });
+  app.get<IdParams>("/v1/sessions/:id/events", async (request, reply) => {
+    if (!deps.events) throw new NotFoundError(`session ${request.params.id}`);
+    await deps.events.session(request, reply, request.tenant, request.params.id);
+    return reply;
+  });
+  app.post<IdParams>("/v1/batches/:id/cancel", async (request, reply) =>
+    reply.code(202).send(await service.cancelBatch(request.tenant, request.params.id)),
+  );
+  app.post<IdParams>("/v1/batches/:id/resume", async (request, reply) =>
+    reply.code(202).send(await service.resumeBatch(request.tenant, request.params.id, request.body)),
+  );
+  app.post<IdParams>("/v1/sessions/:id/cancel", async (request, reply) =>
+    reply.code(202).send(await service.cancelSession(request.tenant, request.params.id)),
+  );
+  app.delete<IdParams>("/v1/sessions/:id", async (request) => {
+    if (!deps.deletions) throw new NotFoundError(`session ${request.params.id}`);
+    return deps.deletions.deleteSession(request.tenant, request.params.id);
+  });
+  app.delete<IdParams>("/v1/batches/:id", async (request) => {
+    if (!deps.deletions) throw new NotFoundError(`batch ${request.params.id}`);
+    return deps.deletions.deleteBatch(request.tenant, request.params.id);
+  });
+  app.patch<IdParams>("/v1/sessions/:id", async (request) => {
+    if (!deps.sessionEvents) throw new NotFoundError(`session ${request.params.id}`);
+    return deps.sessionEvents.patch(request.tenant, request.params.id, request.body);
+  });
+  app.get("/v1/sessions", async (request) => service.listSessions(request.tenant, request.query));
+  app.post<IdParams>("/v1/sessions/:id/messages", async (request, reply) =>
+    reply.code(202).send(await service.sendMessage(request.tenant, request.params.id, request.body)),
+  );
+  app.post<IdParams>("/v1/sessions/:id/history", async (request) =>
+    service.importMessages(request.tenant, request.params.id, request.body),
+  );
+  app.post<IdParams>("/v1/sessions/:id/resume", async (request, reply) =>
+    reply.code(202).send(await service.resume(request.tenant, request.params.id, request.body)),
+  );
+  app.get<IdParams>("/v1/sessions/:id", async (request) =>
+    service.getSession(request.tenant, request.params.id, request.query),
+  );
+  app.get<IdParams>("/v1/sessions/:id/resume-point", async (request) =>
+    service.resumePoint(request.tenant, request.params.id),
+  );
+  app.get<IdParams>("/v1/runs/:id", async (request) => service.getRun(request.tenant, request.params.id));
+  // Scrapes and probes come every few seconds: their requests are not logged (errors still are).
+  const quiet = { logLevel: "warn" as const };
+  app.get("/metrics", quiet, async (_request, reply) =>
+    reply.header("content-type", deps.registry.contentType).send(await deps.registry.metrics()),
+  );
+  app.get("/healthz", quiet, async (_request, reply) => {
+    const ok = await deps.healthy().catch(() => false);
+    return reply.code(ok ? 200 : 503).send({ ok });
+  });
+  app.get("/v1/openapi.json", async () => app.swagger());
+}

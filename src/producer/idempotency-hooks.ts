@@ -1,0 +1,74 @@
+/** `Idempotency-Key` on the API's `POST` and `DELETE` requests (contracts §9). */
+import type { FastifyInstance } from "fastify";
+import { ConflictError, ValidationError } from "../shared/errors.js";
+import type { IdempotencyStore } from "../shared/store/idempotency.js";
+import { legacyRequestHash, requestHash } from "./request-hash.js";
+
+/** How long a request waits for the answer of an earlier one with its Idempotency-Key. */
+const IDEMPOTENCY_WAIT_MS = 30_000;
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+/**
+ * `Idempotency-Key` on every `POST /v1/…` (contracts §9) and `DELETE /v1/…`: after the body is parsed and the
+ * caller known, the key is claimed in Postgres before the handler acts; the answer is
+ * stored as it is sent. The same key with the same method, path and body replays it (also
+ * while the first request is still being answered: this one waits for it); with another
+ * body it is a 409 `idempotency_key_reused`.
+ */
+export function idempotencyHooks(
+  app: FastifyInstance,
+  store: Pick<IdempotencyStore, "begin" | "wait" | "complete" | "release">,
+): void {
+  app.decorateRequest("idempotencyKey", "");
+  app.addHook("preHandler", async (request, reply) => {
+    const header = request.headers["idempotency-key"];
+    if (request.method !== "POST" && request.method !== "DELETE") return;
+    if (header === undefined || !request.url.startsWith("/v1/")) return;
+    const key = Array.isArray(header) ? header[0]! : header;
+    if (!IDEMPOTENCY_KEY.test(key))
+      throw new ValidationError("Idempotency-Key", "must be 1 to 255 visible ASCII characters");
+    let hash = requestHash(request.method, request.url, request.body);
+    let state = await store.begin(request.tenant, key, hash);
+    if (state.state === "reused") {
+      // Stored by a release that hashed the body in its own key order: the same request
+      // still replays (or waits) rather than being refused.
+      const legacy = legacyRequestHash(request.method, request.url, request.body);
+      if (legacy !== hash) {
+        const again = await store.begin(request.tenant, key, legacy);
+        if (again.state !== "reused") [hash, state] = [legacy, again];
+      }
+    }
+    if (state.state === "pending") state = await store.wait(request.tenant, key, hash, IDEMPOTENCY_WAIT_MS);
+    switch (state.state) {
+      case "new":
+        request.idempotencyKey = key;
+        return;
+      case "reused":
+        throw new ConflictError(
+          "idempotency_key_reused",
+          "this Idempotency-Key was used with another request body within 24 h",
+        );
+      case "pending":
+        throw new ConflictError(
+          "idempotency_key_in_use",
+          "a request with this Idempotency-Key is still being answered; try again",
+        );
+      case "replay":
+        return reply
+          .code(state.statusCode)
+          .header("content-type", "application/json; charset=utf-8")
+          .header("idempotent-replayed", "true")
+          .send(state.response);
+    }
+  });
+  app.addHook("onSend", async (request, reply, payload) => {
+    if (!request.idempotencyKey) return payload;
+    const key = request.idempotencyKey;
+    request.idempotencyKey = "";
+    const status = reply.statusCode;
+    if (status >= 500 || status === 429 || typeof payload !== "string")
+      await store.release(request.tenant, key);
+    else await store.complete(request.tenant, key, status, payload);
+    return payload;
+  });
+}

@@ -1,0 +1,101 @@
+/**
+ * What every request's query and JSON body must be before any route sees it: parseable,
+ * storable text (no U+0000, no lone surrogate), no prototype keys, not too deep, no number
+ * beyond a double. Each refusal is a 400 naming the field (contracts §4).
+ */
+import { ValidationError } from "../shared/errors.js";
+import { findInJson, type JsonPath } from "../shared/json-walk.js";
+import { formatPath, isStorableText, UNSTORABLE_TEXT, unstorableAt } from "../shared/messages.js";
+
+/** Nesting a JSON body may have: deeper values could not be stored (JSON.stringify recurses). */
+export const MAX_JSON_DEPTH = 100;
+/** How many levels of a too-deep value's path its 400 names (`metadata.x[0]`). */
+const NAMED_LEVELS = 3;
+
+/**
+ * Every query parameter is text Postgres could compare (no U+0000, no lone surrogate): a 400
+ * naming it, where the query's value would otherwise reach SQL (`?batch=%00` was a 500).
+ */
+export function checkQuery(query: unknown): void {
+  if (!isObject(query)) return;
+  for (const [key, value] of Object.entries(query))
+    for (const text of Array.isArray(value) ? value : [value])
+      if (typeof text === "string" && !(isStorableText(text) && isStorableText(key)))
+        throw isStorableText(key)
+          ? new ValidationError(key, UNSTORABLE_TEXT)
+          : new ValidationError("", `a query parameter's name ${UNSTORABLE_TEXT}`);
+}
+
+/** Parses a JSON body: what cannot be parsed is a 400 saying why (checkBody checks the rest). */
+export function parseJsonBody(text: string): unknown {
+  if (text.length === 0) throw new ValidationError("", "the body is empty; it must be a JSON value");
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    // Only where: V8's message quotes the body, which is the caller's and may be long.
+    const at = /position (\d+)/.exec((error as Error).message)?.[1];
+    throw new ValidationError("", `the body is not valid JSON${at ? ` (at position ${at})` : ""}`);
+  }
+  return value;
+}
+
+/**
+ * Agents and models are parsed by agent-config.ts, which stores a scripted model's steps
+ * (model output) with unstorable code units replaced and refuses them anywhere else.
+ */
+const parsedAsAgent = (depth: number, path: () => JsonPath): boolean => {
+  if (depth > 3) return false;
+  const [first, second, third] = path();
+  if (depth === 1) return first === "agent" || first === "model";
+  return depth === 3 && first === "sessions" && typeof second === "number" && third === "agent";
+};
+
+const isObject = (value: unknown): value is object => value !== null && typeof value === "object";
+
+/**
+ * Checks a parsed JSON body before any route sees it, in one walk (json-walk.ts: nothing is
+ * allocated per value, so a body of millions of values costs about what parsing it did):
+ * - no key that could rewrite an object's prototype once some code assigns it (`__proto__`,
+ *   or `constructor` holding `prototype`; Fastify's own parser calls both "not valid JSON");
+ * - not nested deeper than MAX_JSON_DEPTH (the field cut to its first levels);
+ * - no number beyond a double (JSON.parse makes `1e400` Infinity, stored as null);
+ * - every string and key other than agents' storable as it is (no U+0000, no lone
+ *   surrogate: Postgres refuses them).
+ * Each is a 400 naming the field — `content`, `metadata.note`, `messages[2].content`.
+ */
+export function checkBody(body: unknown): void {
+  let message = "";
+  let suffix: string | null = null;
+  /** A too-deep value is named by its first levels only. */
+  let cut = false;
+  /** The depth of the agent being walked through; -1: none. */
+  let agentDepth = -1;
+  const path = findInJson(body, (item, key, depth, pathOf) => {
+    if (agentDepth >= 0 && depth <= agentDepth) agentDepth = -1;
+    if (key === "__proto__" || (key === "constructor" && isObject(item) && "prototype" in item)) {
+      message = "this key is not accepted";
+      if (key === "constructor") suffix = "prototype";
+      return "stop";
+    }
+    if (isObject(item) && depth >= MAX_JSON_DEPTH) {
+      message = `nests deeper than ${MAX_JSON_DEPTH} levels`;
+      cut = true;
+      return "stop";
+    }
+    if (typeof item === "number" && !Number.isFinite(item)) {
+      message = "is a number too large for a JSON double";
+      return "stop";
+    }
+    if (agentDepth >= 0) return undefined;
+    if (unstorableAt(item, key)) {
+      message = UNSTORABLE_TEXT;
+      return "stop";
+    }
+    if (isObject(item) && parsedAsAgent(depth, pathOf)) agentDepth = depth;
+    return undefined;
+  });
+  if (path === undefined) return;
+  const named = cut ? path.slice(0, NAMED_LEVELS) : path;
+  throw new ValidationError(formatPath("", suffix ? [...named, suffix] : named), message);
+}

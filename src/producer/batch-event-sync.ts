@@ -2,7 +2,8 @@
  * What one reader of `GET /v1/batches/:id/events` derives from Postgres before each look at
  * the batch's stream (contracts §7, event-stream.ts): a `SESSION_ENDED` per session that
  * reached a terminal state, then one `BATCH_COMPLETED`. Each is written once whoever writes
- * it (the stream's script keeps a set of what was written), so passes may overlap freely.
+ * it (the stream's script, batch-event-append.ts, keeps a set of what was written), so passes
+ * may overlap freely.
  *
  * A reader looks every second and at every wake, and a batch of 100,000 sessions cannot be
  * read whole each time: that kept Postgres busy for as long as anyone watched. So:

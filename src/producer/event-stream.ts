@@ -26,57 +26,15 @@ import type { Redis } from "ioredis";
 import { ConflictError, NotFoundError, TooManyRequestsError, ValidationError } from "../shared/errors.js";
 import { placeMayHaveExpired, STREAM_START } from "../shared/event-expiry.js";
 import { EventReader } from "../shared/event-reader.js";
-import type { EventsCounter } from "../shared/event-writer.js";
-import {
-  type EventRetention,
-  eventStreamKey,
-  eventsNotifyChannel,
-  idBefore,
-  isEventId,
-  type StoredEvent,
-} from "../shared/events.js";
-import type { FleetMetrics } from "../shared/metrics.js";
+import { eventStreamKey, eventsNotifyChannel, type StoredEvent } from "../shared/events.js";
 import { isCluster } from "../shared/redis.js";
-import type { BatchStore } from "../shared/store/batches.js";
-import type { SessionQueries } from "../shared/store/session-queries.js";
-import { BatchEventSync, type BatchEventWrite } from "./batch-event-sync.js";
+import { batchEventWriter, defineBatchEventsAppend } from "./batch-event-append.js";
+import { BatchEventSync } from "./batch-event-sync.js";
 import { BatchStreamCheck, batchStreamKeys } from "./batch-stream-check.js";
+import type { EventStreamDeps } from "./event-stream-deps.js";
+import { gone, resumeId, sessionStreamStart } from "./stream-places.js";
 
-export type EventStreamDeps = {
-  redis: Redis;
-  /** A connection of its own for SUBSCRIBE (created lazily by the caller's factory). */
-  subscriber: () => Redis;
-  prefix: string;
-  queries: Pick<SessionQueries, "getSession" | "listRuns">;
-  batches?: Pick<BatchStore, "view" | "clock" | "hasEnded" | "endedPage" | "endedAt" | "missingRuns">;
-  /** Told of each batch stream dropped because Postgres contradicts it (batch-stream-check.ts). */
-  onBatchStreamDropped?: (batchId: string, member: string, fingerprint: string) => void;
-  metrics: Pick<FleetMetrics, "sseClients"> & { eventsWritten?: EventsCounter };
-  maxStreamsPerTenant: number;
-  heartbeatMs: number;
-  retention: EventRetention;
-  /** How often a reader looks again without being woken (default 1 s). */
-  pollMs?: number;
-  /**
-   * Writes the RUN_COMPLETED of the session's latest ended run when its stream lacks it
-   * (`EventWriter.missingRunEnd`); called as a session stream opens and at each heartbeat,
-   * so a reader waiting for a run's end whose writer died gets it. Absent: never.
-   */
-  repairRunEnd?: (sessionId: string) => Promise<unknown>;
-  /**
-   * Whether the request that opened a stream may still read it: its key not revoked, still
-   * the same tenant's. Asked at most every second while the stream is open (the answer is
-   * cached by auth.ts for 5 s), and the stream ends at the first no. Absent: never asked.
-   */
-  stillAllowed?: (request: FastifyRequest, tenant: string) => Promise<boolean>;
-  /**
-   * Whether the session still has its stream (`sessionEvents`, turned off by `PATCH
-   * /v1/sessions/:id`; null: no longer the tenant's session). Asked when a reader was woken
-   * and its stream gave nothing new (the drop wakes it), and at each heartbeat; a session
-   * stream ends at the first no. Absent: never asked.
-   */
-  sessionStreamOn?: (sessionId: string, tenant: string) => Promise<boolean | null>;
-};
+export type { EventStreamDeps } from "./event-stream-deps.js";
 
 /** The last event of a deleted session's or batch's stream: the response ends after it. */
 const STREAM_ENDS = new Set(["SESSION_DELETED", "BATCH_DELETED"]);
@@ -86,41 +44,6 @@ const READ_PAGE = 200;
 
 /** How often an open stream asks whether its caller may still read it. */
 const RECHECK_MS = 1_000;
-
-/**
- * KEYS: stream, done set, fingerprints (batch-stream-check.ts). ARGV: maxEvents (unused),
- * maxAgeMs, channel, member, then (member, fingerprint or '', type, data)... A batch's stream
- * is not trimmed by count: the done set lets each session in once (and BATCH_COMPLETED once),
- * so it is bounded by the batch's size, and trimming it to the per-session FLEET_EVENTS_MAX
- * would drop SESSION_ENDED events of a larger batch before a reader from its start sees them.
- * It expires as a whole, maxAgeMs after its last write.
- */
-const BATCH_APPEND_SCRIPT = `
-local written = 0
-for i = 5, #ARGV, 4 do
-  if redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
-    redis.call('XADD', KEYS[1], '*', 'type', ARGV[i + 2], 'data', ARGV[i + 3])
-    if ARGV[i + 1] ~= '' then redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
-    written = written + 1
-  end
-end
-if written > 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
-  redis.call('PUBLISH', ARGV[3], ARGV[4])
-end
-return written
-`;
-
-type RedisWithBatchAppend = {
-  fleetBatchEventsAppend(
-    stream: string,
-    done: string,
-    fps: string,
-    ...args: (string | number)[]
-  ): Promise<number>;
-};
 
 export class EventStreams {
   private readonly reader: EventReader;
@@ -151,9 +74,7 @@ export class EventStreams {
         nodes.add(address);
       });
     }
-    const redis = deps.redis as unknown as Partial<RedisWithBatchAppend>;
-    if (!redis.fleetBatchEventsAppend)
-      deps.redis.defineCommand("fleetBatchEventsAppend", { numberOfKeys: 3, lua: BATCH_APPEND_SCRIPT });
+    defineBatchEventsAppend(deps.redis);
     this.batchCheck = new BatchStreamCheck({
       redis: deps.redis,
       prefix: deps.prefix,
@@ -186,25 +107,6 @@ export class EventStreams {
     return this.subscribed;
   }
 
-  /**
-   * The id to resume after: `Last-Event-ID` wins over `?after=`; 400 when malformed.
-   * `params`: the other query parameters the route takes.
-   */
-  private resumeId(request: FastifyRequest, params: readonly string[] = []): string | null {
-    const header = request.headers["last-event-id"];
-    const fromHeader = Array.isArray(header) ? header[0] : header;
-    const query = (request.query ?? {}) as Record<string, unknown>;
-    for (const key of Object.keys(query))
-      if (key !== "after" && !params.includes(key))
-        throw new ValidationError(key, "is not a parameter of this route");
-    const [field, value] =
-      fromHeader !== undefined && fromHeader !== "" ? ["Last-Event-ID", fromHeader] : ["after", query.after];
-    if (value === undefined) return null;
-    if (typeof value !== "string" || !isEventId(value))
-      throw new ValidationError(field, "must be an event id as the stream sent it (e.g. 1700000000000-0)");
-    return value;
-  }
-
   private admit(tenant: string): () => void {
     const count = this.perTenant.get(tenant) ?? 0;
     if (count >= this.deps.maxStreamsPerTenant)
@@ -225,20 +127,9 @@ export class EventStreams {
       this.deps.metrics.sseClients.dec();
     };
   }
-
-  private gone(reply: FastifyReply, after: string): FastifyReply {
-    return reply.code(410).send({
-      error: {
-        code: "gone",
-        reason: "expired",
-        message: `event ${after} is older than the events kept (FLEET_EVENTS_MAX, FLEET_EVENTS_MAX_AGE_MS), or from a stream since lost (Redis or Postgres restored from a backup); reconnect without an id`,
-      },
-    });
-  }
-
   /** `GET /v1/sessions/:id/events`. */
   async session(request: FastifyRequest, reply: FastifyReply, tenant: string, sessionId: string) {
-    const after = this.resumeId(request, ["run"]);
+    const after = resumeId(request, ["run"]);
     const runParam = (request.query as Record<string, unknown>).run;
     if (runParam !== undefined && typeof runParam !== "string")
       throw new ValidationError("run", "must be a run id of this session");
@@ -252,32 +143,9 @@ export class EventStreams {
     const key = eventStreamKey(this.deps.prefix, sessionId);
     let start: string;
     if (after !== null) {
-      if (await this.reader.expired(key, after)) return this.gone(reply, after);
+      if (await this.reader.expired(key, after)) return gone(reply, after);
       start = after;
-    } else {
-      // The end first, then the runs: a run that starts in between is found by its RUN_STARTED.
-      const tail = (await this.reader.lastId(key)) ?? "0-0";
-      const runs = await this.deps.queries.listRuns(sessionId, tenant);
-      // `?run=`: that run's (a client following the run its message queued, while other
-      // messages may queue runs after it); else the latest run's.
-      const run = runParam === undefined ? runs.at(-1) : runs.find((r) => r.id === runParam);
-      if (runParam !== undefined && !run) throw new NotFoundError(`run ${runParam} of session ${sessionId}`);
-      // While the latest run waits behind one of the session's runs that is still running (a
-      // message sent during a run), the stream starts at the RUN_STARTED of that running run:
-      // its remaining events come before the queued run's RUN_STARTED, and starting at the end
-      // would hand the reader the tail of a run it never saw start (contracts §7).
-      const ahead =
-        runParam === undefined && run?.status === "queued"
-          ? runs.findLast((r) => r.status === "running")
-          : undefined;
-      const from = ahead ?? run;
-      const startedId =
-        from && from.status !== "queued" ? await this.reader.runStartedId(key, from.id) : null;
-      // A named run that started but whose RUN_STARTED is no longer kept: from the first event
-      // kept, so that its reader still gets the rest of that run (the end would give nothing).
-      const fromKept = runParam !== undefined && run?.status !== "queued";
-      start = startedId ? idBefore(startedId) : fromKept ? "0-0" : tail;
-    }
+    } else start = await sessionStreamStart(this.reader, this.deps.queries, key, sessionId, tenant, runParam);
     const repair = this.deps.repairRunEnd;
     const startIsEntry = after !== null && after !== STREAM_START;
     await this.serve(
@@ -298,7 +166,7 @@ export class EventStreams {
   async batch(request: FastifyRequest, reply: FastifyReply, tenant: string, batchId: string) {
     const batches = this.deps.batches;
     if (!batches) throw new NotFoundError(`batch ${batchId}`);
-    const after = this.resumeId(request);
+    const after = resumeId(request);
     const view = await batches.view(batchId, tenant);
     if (!view) throw new NotFoundError(`batch ${batchId}`);
     const key = batchStreamKeys(this.deps.prefix, batchId).stream;
@@ -308,38 +176,16 @@ export class EventStreams {
     const sync = new BatchEventSync(
       {
         batches,
-        write: this.batchEventWriter(batchId),
+        write: batchEventWriter(this.deps, batchId),
         dropIfStale: () => this.batchCheck.dropIfStale(batchId),
       },
       batchId,
       tenant,
     );
     await sync.sync();
-    if (after !== null && (await this.reader.expired(key, after))) return this.gone(reply, after);
+    if (after !== null && (await this.reader.expired(key, after))) return gone(reply, after);
     const startIsEntry = after !== null && after !== STREAM_START;
     await this.serve(request, reply, tenant, key, after ?? STREAM_START, startIsEntry, () => sync.sync());
-  }
-
-  /** Writes batch events to the batch's stream, each once whoever writes it (the done set). */
-  private batchEventWriter(batchId: string): BatchEventWrite {
-    const { stream: key, done, fingerprints } = batchStreamKeys(this.deps.prefix, batchId);
-    return async (entries) => {
-      if (entries.length === 0) return;
-      const args: (string | number)[] = [
-        this.deps.retention.maxEvents,
-        this.deps.retention.maxAgeMs,
-        eventsNotifyChannel(this.deps.prefix),
-        key,
-      ];
-      for (const [member, type, data, fp] of entries) args.push(member, fp ?? "", type, JSON.stringify(data));
-      const written = await (this.deps.redis as unknown as RedisWithBatchAppend).fleetBatchEventsAppend(
-        key,
-        done,
-        fingerprints,
-        ...args,
-      );
-      if (written > 0) this.deps.metrics.eventsWritten?.inc({ type: entries[0]![1] }, written);
-    };
   }
 
   private async serve(

@@ -1,0 +1,44 @@
+/** What the event streams (event-stream.ts `EventStreams`) are built with. */
+import type { FastifyRequest } from "fastify";
+import type { Redis } from "ioredis";
+import type { EventsCounter } from "../shared/event-writer.js";
+import type { EventRetention } from "../shared/events.js";
+import type { FleetMetrics } from "../shared/metrics.js";
+import type { BatchStore } from "../shared/store/batches.js";
+import type { SessionQueries } from "../shared/store/session-queries.js";
+
+export type EventStreamDeps = {
+  redis: Redis;
+  /** A connection of its own for SUBSCRIBE (created lazily by the caller's factory). */
+  subscriber: () => Redis;
+  prefix: string;
+  queries: Pick<SessionQueries, "getSession" | "listRuns">;
+  batches?: Pick<BatchStore, "view" | "clock" | "hasEnded" | "endedPage" | "endedAt" | "missingRuns">;
+  /** Told of each batch stream dropped because Postgres contradicts it (batch-stream-check.ts). */
+  onBatchStreamDropped?: (batchId: string, member: string, fingerprint: string) => void;
+  metrics: Pick<FleetMetrics, "sseClients"> & { eventsWritten?: EventsCounter };
+  maxStreamsPerTenant: number;
+  heartbeatMs: number;
+  retention: EventRetention;
+  /** How often a reader looks again without being woken (default 1 s). */
+  pollMs?: number;
+  /**
+   * Writes the RUN_COMPLETED of the session's latest ended run when its stream lacks it
+   * (`EventWriter.missingRunEnd`); called as a session stream opens and at each heartbeat,
+   * so a reader waiting for a run's end whose writer died gets it. Absent: never.
+   */
+  repairRunEnd?: (sessionId: string) => Promise<unknown>;
+  /**
+   * Whether the request that opened a stream may still read it: its key not revoked, still
+   * the same tenant's. Asked at most every second while the stream is open (the answer is
+   * cached by auth.ts for 5 s), and the stream ends at the first no. Absent: never asked.
+   */
+  stillAllowed?: (request: FastifyRequest, tenant: string) => Promise<boolean>;
+  /**
+   * Whether the session still has its stream (`sessionEvents`, turned off by `PATCH
+   * /v1/sessions/:id`; null: no longer the tenant's session). Asked when a reader was woken
+   * and its stream gave nothing new (the drop wakes it), and at each heartbeat; a session
+   * stream ends at the first no. Absent: never asked.
+   */
+  sessionStreamOn?: (sessionId: string, tenant: string) => Promise<boolean | null>;
+};

@@ -1,0 +1,75 @@
+/**
+ * Where a reader's event stream starts (contracts §7): the id it resumes after
+ * (`Last-Event-ID` or `?after=`), a session stream's start without one, and the 410 for a
+ * place no longer kept.
+ */
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { NotFoundError, ValidationError } from "../shared/errors.js";
+import type { EventReader } from "../shared/event-reader.js";
+import { idBefore, isEventId } from "../shared/events.js";
+import type { SessionQueries } from "../shared/store/session-queries.js";
+
+/**
+ * The id to resume after: `Last-Event-ID` wins over `?after=`; 400 when malformed.
+ * `params`: the other query parameters the route takes.
+ */
+export function resumeId(request: FastifyRequest, params: readonly string[] = []): string | null {
+  const header = request.headers["last-event-id"];
+  const fromHeader = Array.isArray(header) ? header[0] : header;
+  const query = (request.query ?? {}) as Record<string, unknown>;
+  for (const key of Object.keys(query))
+    if (key !== "after" && !params.includes(key))
+      throw new ValidationError(key, "is not a parameter of this route");
+  const [field, value] =
+    fromHeader !== undefined && fromHeader !== "" ? ["Last-Event-ID", fromHeader] : ["after", query.after];
+  if (value === undefined) return null;
+  if (typeof value !== "string" || !isEventId(value))
+    throw new ValidationError(field, "must be an event id as the stream sent it (e.g. 1700000000000-0)");
+  return value;
+}
+
+/** 410 `expired`: the reader's place is no longer kept; it reconnects without an id. */
+export function gone(reply: FastifyReply, after: string): FastifyReply {
+  return reply.code(410).send({
+    error: {
+      code: "gone",
+      reason: "expired",
+      message: `event ${after} is older than the events kept (FLEET_EVENTS_MAX, FLEET_EVENTS_MAX_AGE_MS), or from a stream since lost (Redis or Postgres restored from a backup); reconnect without an id`,
+    },
+  });
+}
+
+/**
+ * Where a session stream starts without an id to resume after: the `RUN_STARTED` of `?run=`'s
+ * run or of the latest run (of the run running ahead of it while it is queued), else the end.
+ */
+export async function sessionStreamStart(
+  reader: EventReader,
+  queries: Pick<SessionQueries, "listRuns">,
+  key: string,
+  sessionId: string,
+  tenant: string,
+  runParam: string | undefined,
+): Promise<string> {
+  // The end first, then the runs: a run that starts in between is found by its RUN_STARTED.
+  const tail = (await reader.lastId(key)) ?? "0-0";
+  const runs = await queries.listRuns(sessionId, tenant);
+  // `?run=`: that run's (a client following the run its message queued, while other
+  // messages may queue runs after it); else the latest run's.
+  const run = runParam === undefined ? runs.at(-1) : runs.find((r) => r.id === runParam);
+  if (runParam !== undefined && !run) throw new NotFoundError(`run ${runParam} of session ${sessionId}`);
+  // While the latest run waits behind one of the session's runs that is still running (a
+  // message sent during a run), the stream starts at the RUN_STARTED of that running run:
+  // its remaining events come before the queued run's RUN_STARTED, and starting at the end
+  // would hand the reader the tail of a run it never saw start (contracts §7).
+  const ahead =
+    runParam === undefined && run?.status === "queued"
+      ? runs.findLast((r) => r.status === "running")
+      : undefined;
+  const from = ahead ?? run;
+  const startedId = from && from.status !== "queued" ? await reader.runStartedId(key, from.id) : null;
+  // A named run that started but whose RUN_STARTED is no longer kept: from the first event
+  // kept, so that its reader still gets the rest of that run (the end would give nothing).
+  const fromKept = runParam !== undefined && run?.status !== "queued";
+  return startedId ? idBefore(startedId) : fromKept ? "0-0" : tail;
+}

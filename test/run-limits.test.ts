@@ -4,7 +4,7 @@
  * crashes, imports that run nothing, and resumes refused while a run is on its way.
  */
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { FleetApiError, FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
@@ -210,7 +210,16 @@ describe("limits that always hold", () => {
       },
       messages: CRASH_HISTORY,
     });
-    await new Promise((r) => setTimeout(r, 5_000));
+    // Two whole scans of the sweeper for interrupted sessions after the import (once a fixed
+    // 5 s): a scan starts only when the tick before it ended, so when the one after those two
+    // starts, both looked at this session and did all they would.
+    const scans = vi.spyOn(sweeper.sweeper, "sweepInterrupted");
+    try {
+      const before = scans.mock.calls.length;
+      await waitFor(() => scans.mock.calls.length >= before + 3, 15_000, "two sweeps after the import");
+    } finally {
+      scans.mockRestore();
+    }
     const untouched = await client.getSession(id);
     expect(untouched.messages).toHaveLength(CRASH_HISTORY.length);
     expect(untouched.runs).toEqual([]);

@@ -2,14 +2,16 @@
  * `fleet batch submit` against a tenant's active-session cap (contracts §9, §10), as a user
  * runs it: a file longer than the tenant's room is sent in parts; a part refused with 429
  * (`active_sessions`) is sent again once sessions of the batch have ended and made room —
- * one line on stderr says it waits — rather than the command failing after the client's 30 s
- * and leaving an open batch behind that never ends (no `--wait`, no webhook).
+ * one line on stderr says it waits, at the first 429 — rather than the command failing after
+ * the client's 30 s and leaving an open batch behind that never ends (no `--wait`, no webhook),
+ * or saying nothing for the client's 30 s of its own waiting.
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
+import { startApiProxy } from "./support/api-proxy.js";
 import { runFleetCli } from "./support/fleet-cli.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
@@ -20,8 +22,7 @@ const line = (i: number) =>
     input: `question ${i}`,
   });
 
-// The two fleets are independent (a database, a prefix and an API each) and run side by side:
-// the first spends 30 s waiting (the client's own wait for 429s) before it says it waits for room.
+// The two fleets are independent (a database, a prefix and an API each) and run side by side.
 describe.concurrent("fleet batch submit under FLEET_TENANT_MAX_ACTIVE_SESSIONS", () => {
   let fleet: FleetEnv;
   let url: string;
@@ -48,18 +49,32 @@ describe.concurrent("fleet batch submit under FLEET_TENANT_MAX_ACTIVE_SESSIONS",
     const waitingForRoom = new Promise<void>((resolve) => {
       waiting = resolve;
     });
+    // The batch requests the command sent, counted in front of the API.
+    let posts = 0;
+    let postsWhenSaid: number | undefined;
+    const proxy = await startApiProxy(url, (request, _response, forward) => {
+      if (request.method === "POST" && request.url?.startsWith("/v1/batches")) posts++;
+      forward();
+    });
     const submitted = runFleetCli(
       ["batch", "submit", file],
-      { ...fleet.env, FLEET_API_URL: url },
+      { ...fleet.env, FLEET_API_URL: proxy.url },
       120_000,
       undefined,
       (stderr) => {
-        if (/waiting for room/.test(stderr)) waiting();
+        if (/waiting for room/.test(stderr)) {
+          postsWhenSaid ??= posts;
+          waiting();
+        }
       },
     );
-    // Once the client has waited out 429s by itself (30 s) and the command says it waits for
-    // room (not after a guessed 35 s): then sessions end and make room.
+    // Once the command says it waits for room (not after a guessed delay): then sessions end
+    // and make room.
     await Promise.race([waitingForRoom, submitted]);
+    // Said at the first 429: the batch's first part, then the second one refused once. The
+    // client used to wait out 429s itself for 30 s first, sending the part again and again
+    // with nothing on the terminal.
+    expect(postsWhenSaid).toBe(2);
     await fleet.spawnWorker({ WORKER_CONCURRENCY: "16" });
     const result = await submitted;
     expect(result.stderr).toMatch(/active sessions/);
@@ -68,6 +83,8 @@ describe.concurrent("fleet batch submit under FLEET_TENANT_MAX_ACTIVE_SESSIONS",
     const batch = await client.getBatch(id);
     expect(batch.counts.total).toBe(1_002);
     expect(batch.open).toBe(false);
+    proxy.server.closeAllConnections();
+    await new Promise((resolve) => proxy.server.close(resolve));
   }, 150_000);
 });
 

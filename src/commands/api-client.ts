@@ -14,11 +14,23 @@ export type ApiOptions = {
   apiKey?: string;
 };
 
-export function apiClientOf(options: ApiOptions): { client: FleetClient; url: string; keySent: boolean } {
+export function apiClientOf(
+  options: ApiOptions,
+  /**
+   * How long the client itself waits out 429s (FleetClient's `maxLimitWaitMs`); 0 for a
+   * command that waits them out itself and says so.
+   */
+  maxLimitWaitMs?: number,
+): { client: FleetClient; url: string; keySent: boolean } {
   const env = readProcessEnv();
   const url = options.api ?? env.FLEET_API_URL ?? `http://127.0.0.1:${env.PORT || 3000}`;
   const apiKey = options.apiKey ?? env.FLEET_API_KEY;
-  return { client: new FleetClient({ baseUrl: url, apiKey }), url, keySent: Boolean(apiKey) };
+  const client = new FleetClient({
+    baseUrl: url,
+    apiKey,
+    ...(maxLimitWaitMs === undefined ? {} : { maxLimitWaitMs }),
+  });
+  return { client, url, keySent: Boolean(apiKey) };
 }
 
 /**

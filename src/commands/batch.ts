@@ -202,7 +202,9 @@ export async function batchSubmitCommand(
   } = {},
 ): Promise<number> {
   const io = ioOf(options);
-  const { client, ...api } = apiClientOf(options);
+  // 429s go to sendPart at once, which says so on stderr: the client's own wait (30 s) kept
+  // the command silent that long before "waiting for room".
+  const { client, ...api } = apiClientOf(options, 0);
   return guarded(io, api, "fleet batch submit", async () => {
     const partSize = Math.min(PART_SIZE, options.partSize ?? PART_SIZE);
     const keyPrefix = options.idempotencyKey ?? `fleet-batch-${randomUUID()}`;

@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { resumePointAfter, tailStateAfter } from "../src/shared/history-tail.js";
 import type { Message } from "../src/shared/messages.js";
 import { resumePoint } from "../src/shared/resume-point.js";
+import { STOP_REASONS } from "../src/shared/stop-reasons.js";
 import { tailState } from "../src/shared/tail-state.js";
 
 /** A small deterministic generator (mulberry32), so a failure can be replayed. */
@@ -20,16 +21,8 @@ function random(seed: number): () => number {
   };
 }
 
-const STOPS = [
-  "end_turn",
-  "tool_use",
-  "paused",
-  "interrupted",
-  "max_output",
-  "refusal",
-  "context_full",
-  "odd",
-];
+/** Every known stop reason and one the fleet does not know. */
+const STOPS = [...STOP_REASONS, "odd"];
 
 /** Mostly well-paired messages, with now and then a result for no call, a second answer, a duplicate id. */
 function nextMessage(rand: () => number, open: string[]): Message {

@@ -8,6 +8,7 @@
  * average about 4 bytes per token on English text and code; the estimate overcounts those
  * and stays near the truth for scripts of 3-byte characters.
  */
+import { GrowingFold } from "./growing-fold.js";
 import type { AssistantMessage, Message } from "./messages.js";
 
 export const BYTES_PER_TOKEN = 3;
@@ -41,26 +42,18 @@ function messageTokens(message: Message): number {
 }
 
 /**
- * The estimate of a history's messages so far, kept with the array: a history only grows, and
- * each model call of a run sends it again, so each call counts only the messages pushed since
- * (at 50,000 messages, serialising them all took about 60 ms a call). Trusted only while the
- * array still holds the message it was counted to (and is no shorter); else counted again.
+ * The estimate of a history's messages so far, kept with the array (growing-fold.ts): each
+ * model call of a run sends the history again, so each call counts only the messages pushed
+ * since (at 50,000 messages, serialising them all took about 60 ms a call).
  */
-const counted = new WeakMap<
-  readonly Message[],
-  { length: number; last: Message | undefined; tokens: number }
->();
-
-function historyTokens(history: readonly Message[]): number {
-  let sum = counted.get(history);
-  if (!sum || history.length < sum.length || (sum.length > 0 && history[sum.length - 1] !== sum.last)) {
-    sum = { length: 0, last: undefined, tokens: 0 };
-    counted.set(history, sum);
-  }
-  for (; sum.length < history.length; sum.length++) sum.tokens += messageTokens(history[sum.length]!);
-  sum.last = history.at(-1);
-  return sum.tokens;
-}
+const historyTokens = new GrowingFold<Message, number>(
+  () => 0,
+  (tokens, history, from) => {
+    let sum = tokens;
+    for (let i = from; i < history.length; i++) sum += messageTokens(history[i]!);
+    return sum;
+  },
+);
 
 /** Estimated input and output tokens of one step (see the file comment). */
 export function estimateStepUsage(
@@ -68,7 +61,7 @@ export function estimateStepUsage(
   step: Pick<AssistantMessage, "content" | "toolCalls">,
 ): { inputTokens: number; outputTokens: number } {
   let input = sent.system ? estimateTokens(sent.system) + MESSAGE_OVERHEAD : 0;
-  input += historyTokens(sent.history);
+  input += historyTokens.of(sent.history);
   if (sent.tools && sent.tools.length > 0) input += estimateTokens(JSON.stringify(sent.tools));
   const output =
     estimateTokens(step.content) +

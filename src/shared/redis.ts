@@ -212,6 +212,15 @@ export const WORKER_CLUSTER_REDIRECTIONS = 1_000;
  */
 export const WORKER_CLUSTER_SOCKET_TIMEOUT_MS = 20_000;
 
+/**
+ * The same for a producer's (the API's, the CLI's) cluster node connection. It had none: a
+ * request needing a master that hangs waited until that master answered again, however long,
+ * while its replica had long been promoted. A producer sends no blocking command (the API's
+ * event streams wait in SUBSCRIBE, whose reply comes at once), so it waits less than a
+ * worker: a request is answered from the promoted replica, or `503`, instead of hanging.
+ */
+export const PRODUCER_CLUSTER_SOCKET_TIMEOUT_MS = 5_000;
+
 function createCluster(
   target: Extract<RedisTarget, { mode: "cluster" }>,
   role: RedisRole,
@@ -220,7 +229,8 @@ function createCluster(
   const cluster = new Cluster(target.nodes, {
     redisOptions: {
       maxRetriesPerRequest: role === "worker" ? null : 1,
-      ...(role === "worker" ? { socketTimeout: WORKER_CLUSTER_SOCKET_TIMEOUT_MS } : {}),
+      socketTimeout:
+        role === "worker" ? WORKER_CLUSTER_SOCKET_TIMEOUT_MS : PRODUCER_CLUSTER_SOCKET_TIMEOUT_MS,
       connectionName: name,
       username: target.username,
       password: target.password,

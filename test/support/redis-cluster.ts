@@ -31,10 +31,20 @@ function bindable(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * Where ports are drawn from: TEST_REDIS_PORTS=`from-to` (e.g. `7500-7599`, for runs that must
+ * keep to a range of their own), else 20000–54999.
+ */
+function portRange(): [number, number] {
+  const match = /^(\d+)-(\d+)$/.exec(process.env.TEST_REDIS_PORTS ?? "");
+  return match ? [Number(match[1]), Number(match[2])] : [20_000, 54_999];
+}
+
 /** A free port whose cluster bus port (+10000) is free too. */
 async function freePort(taken: Set<number>): Promise<number> {
+  const [from, to] = portRange();
   for (let tries = 0; tries < 200; tries++) {
-    const port = 20_000 + Math.floor(Math.random() * 35_000);
+    const port = from + Math.floor(Math.random() * (to - from + 1));
     if (taken.has(port) || taken.has(port + 10_000)) continue;
     if ((await bindable(port)) && (await bindable(port + 10_000))) {
       taken.add(port);

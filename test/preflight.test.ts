@@ -12,6 +12,7 @@ import { promisify } from "node:util";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT } from "./support/fleet-env.js";
+import { startRedisServer } from "./support/redis-cluster.js";
 
 const run = promisify(execFile);
 
@@ -154,6 +155,24 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
         result,
         /^fleet: REDIS_URL: cannot reach Redis at redis:\/\/127\.0\.0\.1:1 \(connect ECONNREFUSED/,
       );
+  });
+
+  it("a Redis that accepts connections but answers nothing (frozen): exit 2 naming REDIS_URL, no hang", async () => {
+    // The kernel completes the TCP handshake of a stopped redis-server, so only a wait for
+    // the answer ends the check; before, every role waited for it for ever.
+    const frozen = await startRedisServer();
+    try {
+      frozen.signal(frozen.ports[0]!, "SIGSTOP");
+      const env = { ...fleetEnv.env, REDIS_URL: frozen.url };
+      const results = await Promise.all(ROLES.map((role) => fleet([role], env)));
+      for (const result of results)
+        expectOneLine(
+          result,
+          /^fleet: REDIS_URL: cannot reach Redis at redis:\/\/127\.0\.0\.1:\d+ \(Command timed out/,
+        );
+    } finally {
+      await frozen.stop();
+    }
   });
 
   it("a database that is missing or not migrated: exit 2 saying to run `fleet migrate`", async () => {

@@ -164,7 +164,10 @@ export function createRedis(url: string, role: RedisRole, name?: string): Redis 
 
 /**
  * A connection for one check (preflight.ts): not connected until `connect()`, no retries,
- * no offline queue, a 5 s connect timeout. A cluster's when REDIS_URL names one.
+ * no offline queue, a 5 s connect timeout and 5 s for each command's answer. Without the
+ * latter a Redis that accepts connections but answers nothing (frozen, hung) held a role's
+ * start for ever: the connect timeout ends at the TCP handshake, which the kernel completes.
+ * A cluster's when REDIS_URL names one.
  */
 export function createProbe(url: string): Redis {
   const target = parseRedisUrl(url);
@@ -174,6 +177,7 @@ export function createProbe(url: string): Redis {
       maxRetriesPerRequest: 0,
       retryStrategy: () => null,
       connectTimeout: 5_000,
+      commandTimeout: 5_000,
     });
   return new Cluster(target.nodes, {
     lazyConnect: true,
@@ -182,6 +186,7 @@ export function createProbe(url: string): Redis {
     redisOptions: {
       maxRetriesPerRequest: 0,
       connectTimeout: 5_000,
+      commandTimeout: 5_000,
       username: target.username,
       password: target.password,
       ...(target.tls ? { tls: {} } : {}),

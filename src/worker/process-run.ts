@@ -170,13 +170,14 @@ async function endUnstarted(
     [],
     tailStateAfter(history),
   );
-  deps.metrics.runs.inc({ kind, outcome });
   deps.log.info({ ...logFields, trigger: run.trigger, resumeKind: null }, "run started");
   await events?.emitBounded([runStartedEvent(run, kind, null)]);
   const nextRun = await deps.writes.endRun(fence, run.id, outcome, {
     error,
     ...(end.park ? { park: end.park } : {}),
   });
+  // Counted once its end is stored: an end that fails is someone else's to end and count.
+  deps.metrics.runs.inc({ kind, outcome });
   const ended: SessionEventInput[] = [{ type: "RUN_COMPLETED", runId: run.id, outcome }];
   if (end.park && nextRun === null) {
     deps.metrics.sessionsParked.inc({ reason: end.park.reason });

@@ -35,4 +35,6 @@ export type ApiDeps = {
   version?: string;
   /** pino level for the API's log; "silent" for none. */
   logLevel?: string;
+  /** How long a request may take to arrive, headers and body (408 after); default REQUEST_TIMEOUT_MS. */
+  requestTimeoutMs?: number;
 };

@@ -220,6 +220,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     registry: metrics.registry,
     events,
     logLevel: config.logLevel,
+    requestTimeoutMs: config.apiRequestTimeoutMs,
     healthy: servicesReachable(database, redis),
   });
   // One line when Redis goes and one when it is back, as workers and the sweeper say it.

@@ -15,7 +15,7 @@ import { answerError, errorBody, sendUnauthorized } from "./error-answers.js";
 import { idempotencyHooks } from "./idempotency-hooks.js";
 import { documentRoutes } from "./openapi.js";
 import { checkBody, checkQuery, parseJsonBody } from "./request-checks.js";
-import { BODY_LIMIT } from "./request-limits.js";
+import { BODY_LIMIT, HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from "./request-limits.js";
 
 export type { ApiDeps } from "./api-deps.js";
 export { MAX_JSON_DEPTH } from "./request-checks.js";
@@ -41,9 +41,19 @@ function isAdminRequest(routeUrl: string | undefined, url: string): boolean {
 }
 
 export function buildApi(deps: ApiDeps): FastifyInstance {
+  const requestTimeout = deps.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   const app = Fastify({
     logger: { level: deps.logLevel ?? "info", base: { role: "api" } },
     bodyLimit: BODY_LIMIT,
+    // A request that has not arrived whole in time is answered 408 and its connection closed
+    // (clientErrorHandler below). Fastify's default, 0, has no bound: a body trickled a byte at
+    // a time held a connection for ever, with or without a key.
+    requestTimeout,
+    http: {
+      headersTimeout: Math.min(HEADERS_TIMEOUT_MS, requestTimeout),
+      // Node looks for late requests this often (30 s by default): a short bound is kept closely.
+      connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(requestTimeout / 4))),
+    },
     // A URL Fastify cannot route (bad percent-encoding, an over-long id): the error shape too.
     frameworkErrors: (error, _request, reply) => {
       const status =

@@ -12,3 +12,12 @@ export const MAX_IMPORTED_MESSAGES = 10_000;
 export const MAX_REQUEST_MESSAGES = 50_000;
 /** The largest request body, in bytes: imported histories can be long. */
 export const BODY_LIMIT = 16 * 1024 * 1024;
+/**
+ * How long a request may take to arrive, headers and body (FLEET_API_REQUEST_TIMEOUT_MS's
+ * default). Fastify turns Node's own bound (300 s) off, so a caller that sent its headers and
+ * then a byte of its body every few seconds held its connection for ever — also one without a
+ * key, whose 401 was sent while Node went on reading the body it had announced.
+ */
+export const REQUEST_TIMEOUT_MS = 120_000;
+/** How long the headers alone may take (Node's default), unless the whole request has less. */
+export const HEADERS_TIMEOUT_MS = 60_000;

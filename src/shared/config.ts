@@ -180,6 +180,8 @@ const envSchema = z.object({
   FLEET_SSE_MAX_STREAMS_PER_TENANT: z.coerce.number().int().positive().default(100),
   /** How often an idle event stream sends a comment line, so proxies and clients keep it open. */
   FLEET_SSE_HEARTBEAT_MS: z.coerce.number().int().positive().default(15_000),
+  /** How long a request to the API may take to arrive, headers and body; later: 408, connection closed. */
+  FLEET_API_REQUEST_TIMEOUT_MS: z.coerce.number().int().positive().default(120_000),
   /** Enables the built-in `transcript` extension: one JSONL file per session in this directory. */
   FLEET_TRANSCRIPT_DIR: z.string().optional(),
   /** How often a worker removes the transcripts of sessions deleted while it did not hear of it. */
@@ -198,6 +200,8 @@ export type FleetConfig = {
   /** The effective FLEET_PREFIX: hash-tagged (`{fleet}`) on a cluster. */
   prefix: string;
   port: number;
+  /** FLEET_API_REQUEST_TIMEOUT_MS: how long a request to the API may take to arrive (at least 1 s). */
+  apiRequestTimeoutMs: number;
   /** Where the HTTP API listens. */
   host: string;
   /** Stored for tenant `default` when no API key exists (api-keys.ts `bootstrap`). */
@@ -301,6 +305,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     workerResumeConcurrency: Math.max(1, e.WORKER_RESUME_CONCURRENCY ?? e.WORKER_CONCURRENCY),
     workerFetchers: e.WORKER_FETCHERS,
     workerGatherMs: e.WORKER_GATHER_MS,
+    apiRequestTimeoutMs: Math.max(1_000, e.FLEET_API_REQUEST_TIMEOUT_MS),
     modelStepTimeoutMs: Math.max(1_000, e.FLEET_MODEL_STEP_TIMEOUT_MS),
     modelMaxOutputChars: Math.max(1_000, e.FLEET_MODEL_MAX_OUTPUT_CHARS),
     workerDbPool: Math.max(2, e.WORKER_DB_POOL),

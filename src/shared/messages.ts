@@ -209,12 +209,22 @@ export function toValidationError(root: string, error: z.ZodError, discriminator
     return new ValidationError(formatPath(root, path), `must be one of ${expected}`);
   }
   if (issue.code === "unrecognized_keys") {
-    return new ValidationError(
-      formatPath(root, issue.path),
-      `unknown field ${issue.keys.map((k) => `"${k}"`).join(", ")}`,
-    );
+    return new ValidationError(formatPath(root, issue.path), `unknown field ${namedKeys(issue.keys)}`);
   }
   return new ValidationError(formatPath(root, issue.path), issue.message.replace(/^Invalid input: /, ""));
+}
+
+/** Unknown keys a 400 names, and how much of each: the answer must not echo a body back. */
+const NAMED_KEYS = 10;
+const NAMED_KEY_CHARS = 100;
+
+/** `"a", "b"`; past NAMED_KEYS keys `… and N more`, a key past NAMED_KEY_CHARS cut with `…`. */
+function namedKeys(keys: readonly string[]): string {
+  const named = keys
+    .slice(0, NAMED_KEYS)
+    .map((k) => JSON.stringify(k.length > NAMED_KEY_CHARS ? `${k.slice(0, NAMED_KEY_CHARS)}…` : k));
+  const more = keys.length - named.length;
+  return more > 0 ? `${named.join(", ")} and ${more.toLocaleString("en")} more` : named.join(", ");
 }
 
 /** Strip the stored-only fields so a message compares and re-stores as plain input. */

@@ -62,7 +62,9 @@ describe("a request that does not arrive in time", () => {
   let key: string;
 
   beforeAll(async () => {
-    fleet = await createFleetEnv("slow-requests", { env: { FLEET_API_REQUEST_TIMEOUT_MS: "1000" } });
+    fleet = await createFleetEnv("slow-requests", {
+      env: { FLEET_API_REQUEST_TIMEOUT_MS: "1000", FLEET_SSE_HEARTBEAT_MS: "300" },
+    });
     key = (await new ApiKeys(fleet.database).create("acme")).key;
     ({ api } = await fleet.startApi());
   });
@@ -85,6 +87,55 @@ describe("a request that does not arrive in time", () => {
     const result = await trickle(api.port, head(null));
     expect(result.received).toMatch(/^HTTP\/1\.1 401 /);
     expect(result.closed, `still open after ${GIVE_UP_MS} ms`).toBe(true);
+  });
+
+  it("the bound is on arriving, not on answering: an event stream and an idle keep-alive connection outlive it", async () => {
+    const created = await fetch(`${api.url}/v1/sessions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ agent: { model: { provider: "scripted", steps: [{ text: "ok" }] } } }),
+    });
+    const { id } = (await created.json()) as { id: string };
+    // An event stream held 3 s (three times the bound) keeps sending its heartbeats.
+    const stream = await new Promise<{ closed: boolean; heartbeatsLate: number }>((resolve) => {
+      const socket = connect(api.port, "127.0.0.1");
+      const opened = Date.now();
+      const state = { closed: false, heartbeatsLate: 0 };
+      socket.on("data", (chunk) => {
+        if (Date.now() - opened > 2_000)
+          state.heartbeatsLate += chunk.toString().split(": heartbeat").length - 1;
+      });
+      socket.on("error", () => {});
+      socket.on("close", () => {
+        state.closed = true;
+      });
+      socket.write(
+        `GET /v1/sessions/${id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n\r\n`,
+      );
+      setTimeout(() => {
+        socket.destroy();
+        resolve(state);
+      }, 3_000);
+    });
+    expect(stream.closed).toBe(false);
+    expect(stream.heartbeatsLate).toBeGreaterThan(0);
+    // A keep-alive connection idle for 2 s between two requests serves the second one.
+    const answers = await new Promise<string>((resolve) => {
+      const socket = connect(api.port, "127.0.0.1");
+      let received = "";
+      socket.on("data", (chunk) => {
+        received += chunk.toString();
+      });
+      socket.on("error", () => {});
+      const request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+      socket.write(request);
+      setTimeout(() => socket.write(request), 2_000);
+      setTimeout(() => {
+        socket.destroy();
+        resolve(received);
+      }, 3_000);
+    });
+    expect(answers.match(/HTTP\/1\.1 200 /g)).toHaveLength(2);
   });
 
   it("a request that arrives in time is served as before", async () => {

@@ -6,7 +6,20 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ApiError, api, type Message, paths, type ResumePoint, type Run, type Session } from "./api";
 import { type FleetEvent, followSession, type LiveMode } from "./live";
-import { Badge, duration, Empty, ErrorBox, Json, Link, revealed, Shown, statusKind, Time } from "./ui";
+import {
+  Badge,
+  duration,
+  Empty,
+  ErrorBox,
+  Json,
+  JsonText,
+  Link,
+  revealed,
+  Shown,
+  statusKind,
+  TextBlock,
+  Time,
+} from "./ui";
 
 /**
  * A session read with `afterSeq` (its messages after that seq only), with the page's
@@ -75,15 +88,7 @@ function ToolContent({ content }: { content: string }) {
       return null; // Not JSON after all: shown as text.
     }
   }, [content]);
-  return formatted === null ? (
-    <pre class="text">
-      <Shown text={content} />
-    </pre>
-  ) : (
-    <pre class="json">
-      <Shown text={formatted} />
-    </pre>
-  );
+  return formatted === null ? <TextBlock text={content} /> : <JsonText text={formatted} />;
 }
 
 function MessageView({ message }: { message: Message }) {
@@ -118,11 +123,7 @@ function MessageView({ message }: { message: Message }) {
       {message.role === "tool" ? (
         <ToolContent content={message.content} />
       ) : (
-        message.content !== "" && (
-          <pre class="text">
-            <Shown text={message.content} />
-          </pre>
-        )
+        message.content !== "" && <TextBlock text={message.content} />
       )}
       {message.toolCalls && message.toolCalls.length > 0 && (
         <ul class="calls">
@@ -165,9 +166,7 @@ function Transcript({ messages, streaming }: { messages: Message[]; streaming: s
           <div class="msg-head">
             <strong>assistant</strong> <Badge kind="busy">streaming</Badge>
           </div>
-          <pre class="text">
-            <Shown text={streaming} />
-          </pre>
+          <TextBlock text={streaming} />
         </div>
       )}
     </section>
@@ -189,12 +188,24 @@ function usageText(usage: unknown): string {
   return parts.length > 0 ? parts.join(", ") : JSON.stringify(usage);
 }
 
-/** A run's MODEL in a few words: its endpoint or provider, and its model name. */
-function modelLabel(model: unknown): string {
+/**
+ * A run's MODEL in a few words: its endpoint or provider, and its model name, each isolated
+ * (a right-to-left endpoint drew the model's name on its left).
+ */
+function ModelLabel({ model }: { model: unknown }) {
   const m = (typeof model === "object" && model !== null ? model : {}) as Record<string, unknown>;
   const where =
     typeof m.endpoint === "string" ? m.endpoint : typeof m.provider === "string" ? m.provider : "model";
-  return typeof m.model === "string" ? `${where}:${m.model}` : where;
+  return (
+    <>
+      <Shown text={where} />
+      {typeof m.model === "string" && (
+        <>
+          :<Shown text={m.model} />
+        </>
+      )}
+    </>
+  );
 }
 
 function Runs({ runs }: { runs: Run[] }) {
@@ -230,7 +241,7 @@ function Runs({ runs }: { runs: Run[] }) {
                     <Shown text={run.kind} />
                     {run.model != null && (
                       <div class="muted small run-model">
-                        on <Shown text={modelLabel(run.model)} />
+                        on <ModelLabel model={run.model} />
                       </div>
                     )}
                   </td>
@@ -399,6 +410,7 @@ function Actions({ session, onDone }: { session: Session; onDone: () => void }) 
           <label for="send-content">Send a message</label>
           <textarea
             id="send-content"
+            dir="auto"
             rows={4}
             value={content}
             onInput={(event) => setContent(event.currentTarget.value)}

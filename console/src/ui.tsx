@@ -2,6 +2,7 @@
 import type { AnchorHTMLAttributes, ComponentChildren } from "preact";
 import { useMemo } from "preact/hooks";
 import { ApiError } from "./api";
+import { jsonPieces } from "./direction";
 import { revealed, revealedParts } from "./invisible";
 
 /** The console's own routes: /console, /console/sessions/:id, /console/batches/:id. */
@@ -97,13 +98,9 @@ export function duration(from: string | null, to: string | null): string {
   return `${Math.round(ms / 60_000)} min`;
 }
 
-/**
- * Text that models, tools, callers or a link wrote: every invisible character (a bidi
- * override, a zero-width space…) shown as its code point, marked, so that it reads as it is
- * written (invisible.ts). Cut once per text, not at each render.
- */
-export function Shown({ text }: { text: string | null | undefined }) {
-  const parts = useMemo(() => revealedParts(text ?? ""), [text]);
+/** Text from elsewhere with its invisible characters shown as their code points (invisible.ts). */
+function Revealed({ text }: { text: string }) {
+  const parts = useMemo(() => revealedParts(text), [text]);
   if (parts.length === 1 && typeof parts[0] === "string") return <>{parts[0]}</>;
   return (
     <>
@@ -120,14 +117,61 @@ export function Shown({ text }: { text: string | null | undefined }) {
   );
 }
 
+/**
+ * Text that models, tools, callers or a link wrote, within a line of the page's own: every
+ * invisible character (a bidi override, a zero-width space…) shown as its code point, marked,
+ * so that it reads as it is written (invisible.ts); and direction-isolated (`<bdi>`: its
+ * direction is its first letter's), so that right-to-left text reads right to left without
+ * taking the characters and numbers around it along (direction.ts). Cut once per text, not
+ * at each render.
+ */
+export function Shown({ text }: { text: string | null | undefined }) {
+  return (
+    <bdi>
+      <Revealed text={text ?? ""} />
+    </bdi>
+  );
+}
+
+/**
+ * Text that models, tools or callers wrote, as a block (a message, a tool's output): each
+ * paragraph in its own direction (`unicode-bidi: plaintext`, style.css), so a Hebrew
+ * paragraph reads right to left and an English one beside it left to right.
+ */
+export function TextBlock({ text }: { text: string }) {
+  return (
+    <pre class="text" dir="auto">
+      <Revealed text={text} />
+    </pre>
+  );
+}
+
+/**
+ * Formatted JSON: left to right, as its braces and quotes are, with each string that holds
+ * right-to-left letters isolated (a Hebrew key drew its value on its left). Cut once per text.
+ */
+export function JsonText({ text }: { text: string }) {
+  const pieces = useMemo(() => jsonPieces(text), [text]);
+  return (
+    <pre class="json" dir="ltr">
+      {pieces.map((piece, i) =>
+        typeof piece === "string" ? (
+          <Revealed key={i} text={piece} />
+        ) : (
+          <bdi key={i}>
+            <Revealed text={piece.isolate} />
+          </bdi>
+        ),
+      )}
+    </pre>
+  );
+}
+
 export { revealed };
 
 export function Json({ value }: { value: unknown }) {
-  return (
-    <pre class="json">
-      <Shown text={JSON.stringify(value, null, 2)} />
-    </pre>
-  );
+  const text = useMemo(() => JSON.stringify(value, null, 2), [value]);
+  return <JsonText text={text} />;
 }
 
 export function ErrorBox({ error }: { error: unknown }) {

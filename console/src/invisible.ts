@@ -57,3 +57,25 @@ export function revealedParts(text: string): (string | { mark: string })[] {
 export function revealed(text: string): string {
   return hasInvisible(text) ? text.replace(EACH_INVISIBLE, codePointLabel) : text;
 }
+
+/** A code point as `codePointLabel` writes it. */
+const LABEL = /‹U\+([0-9A-F]{4,6})›/g;
+
+/**
+ * `text` with each `‹U+202E›` that stands for an invisible character turned back into that
+ * character: what a person typed or pasted from the page (which shows such characters so)
+ * means what the page showed. A label of a visible character (`‹U+0041›`) stays as written.
+ */
+export function unrevealed(text: string): string {
+  return text.replace(LABEL, (label, hex: string) => {
+    const code = Number.parseInt(hex, 16);
+    if (code > 0x10ffff) return label;
+    const char = String.fromCodePoint(code);
+    return hasInvisible(char) ? char : label;
+  });
+}
+
+/** `text` without its invisible characters. */
+export function withoutInvisible(text: string): string {
+  return text.replace(EACH_INVISIBLE, "");
+}

@@ -5,6 +5,7 @@
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, paths, type SessionPage } from "./api";
+import { hasInvisible, unrevealed, withoutInvisible } from "./invisible";
 import {
   Badge,
   batchHref,
@@ -14,6 +15,7 @@ import {
   Link,
   listHref,
   navigate,
+  revealed,
   Shown,
   sessionHref,
   statusKind,
@@ -61,6 +63,27 @@ export function SessionsPage({ query }: { query: URLSearchParams }) {
     };
   }, [status, parkedReason, batch, before, reload]);
 
+  // The filters as shown: an invisible character as its code point (‹U+200B›), typed, pasted or
+  // from the link alike; what is sent is what is shown, each such code point as its character.
+  const [reasonInput, setReasonInput] = useState(() => revealed(parkedReason));
+  const [batchInput, setBatchInput] = useState(() => revealed(batch));
+  useEffect(() => {
+    setReasonInput(revealed(parkedReason));
+    setBatchInput(revealed(batch));
+  }, [parkedReason, batch]);
+  const apply = (nextStatus: string, reason: string, batchId: string) =>
+    navigate(
+      listHref({
+        status: nextStatus,
+        parkedReason: unrevealed(reason.trim()),
+        batch: unrevealed(batchId.trim()),
+      }),
+    );
+  const hiddenIn = [
+    hasInvisible(unrevealed(reasonInput)) ? "parked reason" : "",
+    hasInvisible(unrevealed(batchInput)) ? "batch" : "",
+  ].filter(Boolean);
+
   const parkedQueue = status === "parked" && !batch;
   const current = { status, parkedReason, batch };
   return (
@@ -77,13 +100,7 @@ export function SessionsPage({ query }: { query: URLSearchParams }) {
         onSubmit={(event) => {
           event.preventDefault();
           const form = new FormData(event.currentTarget);
-          navigate(
-            listHref({
-              status: String(form.get("status") ?? ""),
-              parkedReason: String(form.get("parkedReason") ?? "").trim(),
-              batch: String(form.get("batch") ?? "").trim(),
-            }),
-          );
+          apply(String(form.get("status") ?? ""), reasonInput, batchInput);
         }}
       >
         <label>
@@ -98,10 +115,25 @@ export function SessionsPage({ query }: { query: URLSearchParams }) {
         </label>
         <label>
           Parked reason{" "}
-          <input name="parkedReason" value={parkedReason} placeholder="e.g. attempts_exhausted" />
+          <input
+            name="parkedReason"
+            dir="auto"
+            spellcheck={false}
+            value={reasonInput}
+            onInput={(event) => setReasonInput(revealed(event.currentTarget.value))}
+            placeholder="e.g. attempts_exhausted"
+          />
         </label>
         <label>
-          Batch <input name="batch" value={batch} placeholder="batch id" />
+          Batch{" "}
+          <input
+            name="batch"
+            dir="auto"
+            spellcheck={false}
+            value={batchInput}
+            onInput={(event) => setBatchInput(revealed(event.currentTarget.value))}
+            placeholder="batch id"
+          />
         </label>
         <button type="submit">Apply</button>
         <button type="button" onClick={() => navigate(listHref())}>
@@ -111,6 +143,25 @@ export function SessionsPage({ query }: { query: URLSearchParams }) {
           Refresh
         </button>
       </form>
+      {hiddenIn.length > 0 && (
+        <p class="hint" role="status">
+          The {hiddenIn.join(" and the ")} filter holds invisible characters, shown as{" "}
+          <span class="invisible-char">‹U+…›</span> (a value copied from elsewhere often carries them): it
+          matches only text that holds them too.{" "}
+          <button
+            type="button"
+            onClick={() =>
+              apply(
+                status,
+                withoutInvisible(unrevealed(reasonInput)),
+                withoutInvisible(unrevealed(batchInput)),
+              )
+            }
+          >
+            Remove them
+          </button>
+        </p>
+      )}
       <ErrorBox error={error} />
       {loading && !data && <p aria-busy="true">Loading…</p>}
       {data && data.sessions.length === 0 && (

@@ -87,6 +87,26 @@ describe("the console with hostile content", () => {
     expect(await page.locator("main img, main script, main a[href^='javascript']").count()).toBe(0);
   }, 60_000);
 
+  it("wraps a run's unbroken error and model name instead of pushing the runs table's other columns away", async () => {
+    const { id } = await client.createSession({ agent, messages: [{ role: "user", content: "hi" }] });
+    const { sql } = fleet.database;
+    // A provider's error that echoes a blob, on a run asked to use a model of a long name.
+    await sql`insert into runs (id, session_id, tenant, kind, trigger, status, ended_reason, error, model, started_at, ended_at)
+              select ${`${id}-r`}, id, tenant, 'resume', 'api', 'ended', 'failed', ${`provider said: ${LONG}`},
+                     ${JSON.stringify({ provider: "openai", model: `m${LONG}` })}::jsonb, now(), now()
+              from sessions where id = ${id}`;
+    await page.goto(`${base}/console/sessions/${id}`);
+    await page.locator("table.runs .outcome + div").getByText(`provider said: ${LONG}`).waitFor();
+    // The table fits its box (it was 65,910 px wide, scrolled within it), its last column on screen.
+    const widths = await page
+      .locator("table.runs")
+      .evaluate((table) => [table.scrollWidth, table.parentElement!.clientWidth]);
+    expect(widths[0]).toBeLessThanOrEqual(widths[1]!);
+    const usage = await page.locator("table.runs tbody tr").first().locator("td").last().boundingBox();
+    expect(usage!.x + usage!.width).toBeLessThanOrEqual(1280);
+    expect(await overflow(page)).toBe(0);
+  }, 60_000);
+
   it("shows bidi overrides and invisible characters as their code points, so text reads as written", async () => {
     const RLO = "\u202E";
     // Shown as it is, this name reads "invoiceexe.pdf".

@@ -237,13 +237,15 @@ function Runs({ runs }: { runs: Run[] }) {
                   <td class="mono" title={revealed(`${run.id}${run.workerId ? ` on ${run.workerId}` : ""}`)}>
                     <Shown text={run.id.slice(0, 8)} />
                   </td>
-                  <td>
-                    <Shown text={run.kind} />
-                    {run.model != null && (
-                      <div class="muted small run-model">
-                        on <ModelLabel model={run.model} />
-                      </div>
-                    )}
+                  <td class="free">
+                    <div>
+                      <Shown text={run.kind} />
+                      {run.model != null && (
+                        <div class="muted small run-model">
+                          on <ModelLabel model={run.model} />
+                        </div>
+                      )}
+                    </div>
                   </td>
                   <td>
                     <Shown text={run.resumeKind} />
@@ -254,15 +256,17 @@ function Runs({ runs }: { runs: Run[] }) {
                   <td>
                     <Badge kind={run.status === "ended" ? "" : "busy"}>{run.status}</Badge>
                   </td>
-                  <td>
-                    <span class="outcome">
-                      <Shown text={run.endedReason} />
-                    </span>
-                    {run.error && (
-                      <div class="muted small">
-                        <Shown text={run.error} />
-                      </div>
-                    )}
+                  <td class="free">
+                    <div>
+                      <span class="outcome">
+                        <Shown text={run.endedReason} />
+                      </span>
+                      {run.error && (
+                        <div class="muted small">
+                          <Shown text={run.error} />
+                        </div>
+                      )}
+                    </div>
                   </td>
                   <td>
                     <Time iso={run.createdAt} />

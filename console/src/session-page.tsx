@@ -147,6 +147,12 @@ function MessageView({ message }: { message: Message }) {
 function Transcript({ messages, streaming }: { messages: Message[]; streaming: string }) {
   const [shown, setShown] = useState(TRANSCRIPT_PAGE);
   const hidden = Math.max(0, messages.length - shown);
+  // Rendered again only when the messages change, not at every streamed delta: a message
+  // holds thousands of elements when its JSON is full of isolated right-to-left strings.
+  const items = useMemo(
+    () => messages.slice(hidden).map((message) => <MessageView key={message.seq} message={message} />),
+    [messages, hidden],
+  );
   return (
     <section aria-labelledby="transcript-title">
       <h2 id="transcript-title">Transcript ({messages.length} messages)</h2>
@@ -156,11 +162,7 @@ function Transcript({ messages, streaming }: { messages: Message[]; streaming: s
           Show {Math.min(hidden, TRANSCRIPT_PAGE)} earlier messages ({hidden} hidden)
         </button>
       )}
-      <ol class="transcript">
-        {messages.slice(hidden).map((message) => (
-          <MessageView key={message.seq} message={message} />
-        ))}
-      </ol>
+      <ol class="transcript">{items}</ol>
       {streaming && (
         <div class="msg assistant streaming" aria-live="polite">
           <div class="msg-head">

@@ -187,6 +187,28 @@ describe("the console with hostile content", () => {
     expect(await inner("main p")).toContain("No batch abc‹U+202E›fdp for this API key");
   }, 60_000);
 
+  it("shows a JSON tool result as the tool wrote it: big numbers and repeated keys kept", async () => {
+    const content = '{"id": 12345678901234567890, "cmd": "rm -rf /", "cmd": "ls", "big": 1e999}';
+    const { id } = await client.createSession({
+      agent,
+      messages: [
+        { role: "user", content: "go" },
+        {
+          role: "assistant",
+          content: "",
+          stopReason: "tool_use",
+          toolCalls: [{ id: "j", name: "t", arguments: {} }],
+        },
+        { role: "tool", toolCallId: "j", name: "t", content, success: true },
+      ],
+    });
+    await page.goto(`${base}/console/sessions/${id}`);
+    // Parsed and printed again it read 12345678901234567000, "cmd": "ls" alone, and null.
+    expect(await shownText(page.locator("#seq-3 pre.json"))).toBe(
+      '{\n  "id": 12345678901234567890,\n  "cmd": "rm -rf /",\n  "cmd": "ls",\n  "big": 1e999\n}',
+    );
+  }, 30_000);
+
   it("marks a result interrupted or cancelled only when it failed, not for a tool's own text", async () => {
     const interrupted = `The process stopped while this tool was running, so it may or may not have completed.`;
     const calls = ["a", "b", "c", "d"].map((id) => ({ id, name: "t", arguments: {} }));

@@ -5,6 +5,7 @@
  */
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ApiError, api, type Message, paths, type ResumePoint, type Run, type Session } from "./api";
+import { formatJson } from "./json-format";
 import { type FleetEvent, followSession, type LiveMode } from "./live";
 import {
   Badge,
@@ -79,14 +80,11 @@ function resultMark(message: Message): "interrupted" | "cancelled" | undefined {
 function ToolContent({ content }: { content: string }) {
   // Formatted once per content, not at each render: the page renders again at every
   // streamed delta, and a 1 MB result parsed and printed each time froze it.
+  // Laid out token by token, not parsed and printed (json-format.ts): a big number, a repeated key
+  // stay as the tool wrote them. Not JSON after all (null): shown as text.
   const formatted = useMemo(() => {
     const trimmed = content.trim();
-    if (!trimmed.startsWith("{") && !trimmed.startsWith("[")) return null;
-    try {
-      return JSON.stringify(JSON.parse(trimmed), null, 2);
-    } catch {
-      return null; // Not JSON after all: shown as text.
-    }
+    return trimmed.startsWith("{") || trimmed.startsWith("[") ? formatJson(trimmed) : null;
   }, [content]);
   return formatted === null ? <TextBlock text={content} /> : <JsonText text={formatted} />;
 }

@@ -7,8 +7,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
+import { MAX_HISTORY_BYTES } from "../src/producer/request-limits.js";
+import { ValidationError } from "../src/shared/errors.js";
 import type { Message, StoredMessage } from "../src/shared/messages.js";
 import { resumePoint, toResumePointJson } from "../src/shared/resume-point.js";
+import { appendImportedPage, historyBytes } from "../src/shared/store/imported-pages.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
@@ -157,6 +160,37 @@ describe("an imported history continued in pages", () => {
     await expect(
       client.importMessages("00000000-0000-4000-8000-000000000000", history(4), { afterSeq: 0 }),
     ).rejects.toMatchObject({ status: 404 });
+  });
+});
+
+describe("an imported history's size", () => {
+  it("is bounded over all its pages: the page that would pass MAX_HISTORY_BYTES is a 400, stored not at all", async () => {
+    const big = (n: number): Message[] => [{ role: "user", content: `${n}`.padEnd(12 * 1024 * 1024, "x") }];
+    const { id } = await client.createSession({ agent: AGENT, messages: big(1) });
+    expect(await client.importMessages(id, big(2), { afterSeq: 1 })).toEqual({ lastSeq: 2 });
+    // 36 MiB in all, each request well under the 16 MB body limit.
+    const refused = await client.importMessages(id, big(3), { afterSeq: 2 }).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ status: 400, field: "messages" });
+    expect(String((refused as Error).message)).toMatch(/about 36 MiB; it may hold at most 32 MiB/);
+    const [row] = await fleet.database.sql<{ n: number; last_seq: number }[]>`
+      select (select count(*)::int from messages where session_id = ${id}) as n, last_seq from sessions where id = ${id}`;
+    expect(row).toEqual({ n: 2, last_seq: 2 });
+    expect(MAX_HISTORY_BYTES).toBe(32 * 1024 * 1024);
+  });
+
+  it("counts texts, tool calls and provider state as stored, pages before included", async () => {
+    const all = history(8);
+    const { id } = await client.createSession({ agent: AGENT, messages: all.slice(0, 4) });
+    const stored = historyBytes(all.slice(0, 4));
+    const page = all.slice(4);
+    const limit = stored + historyBytes(page);
+    // jsonb's text of the stored tool calls has a space after each ':' and ',' that JSON.stringify has not.
+    await expect(appendImportedPage(fleet.database, "default", id, 4, page, limit - 1)).rejects.toThrow(
+      ValidationError,
+    );
+    await expect(appendImportedPage(fleet.database, "default", id, 4, page, limit + 64)).resolves.toEqual({
+      lastSeq: 8,
+    });
   });
 });
 

@@ -54,6 +54,7 @@ import {
   sessionQuery,
   sessionStatus,
 } from "./request-bodies.js";
+import { MAX_HISTORY_BYTES } from "./request-limits.js";
 import { enqueueCommitted, enqueueResume, enqueueRun, enqueueRuns, startNow } from "./run-jobs.js";
 import { sessionSummary, sessionView } from "./session-view.js";
 
@@ -297,7 +298,7 @@ export class FleetService {
     if (importedCount(input.messages, "messages") === 0)
       throw new ValidationError("messages", "must hold at least one message");
     const page = parseImportedHistory(input.messages, "messages");
-    return this.deps.queries.appendImported(tenant, id, input.afterSeq, page);
+    return this.deps.queries.appendImported(tenant, id, input.afterSeq, page, MAX_HISTORY_BYTES);
   }
 
   async sendMessage(tenant: string, id: string, body: unknown): Promise<{ runId: string }> {

@@ -9,14 +9,33 @@
  * refused the second time with `409 seq_mismatch` rather than stored twice, and the caller
  * goes on from the `lastSeq` it reads back. The page is checked with what is stored before it:
  * a result may answer a call of the last stored step, but not a second time.
+ *
+ * And the history a session holds this way is bounded (`maxHistoryBytes`, about: its texts,
+ * tool calls and provider state): one request is at most 16 MB, but pages could be added for
+ * ever, and every later reader of the session (a whole `GET`, the worker's run, the event
+ * stream written at its first run) holds all of it — 100 MB imported took an API 400 MB per
+ * unpaged `GET` and wrote 110 MB into Redis at the first run.
  */
 import type { Database } from "../db/client.js";
-import { ConflictError, NotFoundError } from "../errors.js";
+import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
 import { assertAnsweredOnce, type Message } from "../messages.js";
 import { tailState } from "../tail-state.js";
 import { importedTokens } from "../usage.js";
 import { readHistoryShape } from "./history-reads.js";
 import { toNewRows } from "./rows.js";
+
+/** About how many bytes `messages` take when stored (the measure `maxHistoryBytes` bounds; pure). */
+export function historyBytes(messages: readonly Message[]): number {
+  let bytes = 0;
+  for (const m of messages) {
+    bytes += Buffer.byteLength(m.content, "utf8");
+    if (m.role === "assistant") {
+      if (m.toolCalls) bytes += Buffer.byteLength(JSON.stringify(m.toolCalls), "utf8");
+      if (m.providerState) bytes += Buffer.byteLength(JSON.stringify(m.providerState), "utf8");
+    }
+  }
+  return bytes;
+}
 
 export async function appendImportedPage(
   database: Database,
@@ -24,6 +43,7 @@ export async function appendImportedPage(
   sessionId: string,
   afterSeq: number,
   page: readonly Message[],
+  maxHistoryBytes: number,
 ): Promise<{ lastSeq: number }> {
   return database.sql.begin(async (tx) => {
     const [session] = await tx<{ last_seq: number; has_runs: boolean }[]>`
@@ -39,6 +59,16 @@ export async function appendImportedPage(
       throw new ConflictError(
         "seq_mismatch",
         `session ${sessionId} holds messages up to seq ${session.last_seq}, not ${afterSeq}: send the page that follows seq ${session.last_seq}`,
+      );
+    const [held] = await tx<{ bytes: string }[]>`
+      select coalesce(sum(octet_length(content) + coalesce(octet_length(tool_calls::text), 0)
+                          + coalesce(octet_length(provider_state::text), 0)), 0)::text as bytes
+        from messages where session_id = ${sessionId}`;
+    const bytes = Number(held!.bytes) + historyBytes(page);
+    if (bytes > maxHistoryBytes)
+      throw new ValidationError(
+        "messages",
+        `would bring session ${sessionId}'s imported history to about ${mebibytes(bytes)} MiB; it may hold at most ${mebibytes(maxHistoryBytes)} MiB (no model could be sent more)`,
       );
     // Seqs are contiguous from 1: the stored message at index i has seq i + 1.
     const stored = await readHistoryShape(tx, sessionId);
@@ -63,3 +93,5 @@ export async function appendImportedPage(
     return { lastSeq };
   });
 }
+
+const mebibytes = (bytes: number) => (bytes / 1024 / 1024).toFixed(1).replace(/\.0$/, "");

@@ -88,9 +88,15 @@ export class SessionQueries {
     return toResumePointJson(resumePoint(await readHistoryShape(this.database.sql, sessionId)));
   }
 
-  /** Continues an imported history with a page (imported-pages.ts). */
-  appendImported(tenant: string, sessionId: string, afterSeq: number, page: readonly Message[]) {
-    return appendImportedPage(this.database, tenant, sessionId, afterSeq, page);
+  /** Continues an imported history with a page (imported-pages.ts), to at most `maxHistoryBytes`. */
+  appendImported(
+    tenant: string,
+    sessionId: string,
+    afterSeq: number,
+    page: readonly Message[],
+    maxHistoryBytes: number,
+  ) {
+    return appendImportedPage(this.database, tenant, sessionId, afterSeq, page, maxHistoryBytes);
   }
 
   /** The session's usage totals (with `unknownSteps`), without reading the messages themselves. */

@@ -543,7 +543,7 @@ describe("a long history's claim (longer than INLINE_HISTORY_MAX: read after the
     const first = (await writes.claimSession(id, "w1"))!;
     await writes.claimSession(id, "w2");
     await expect(readClaimedHistory(fleet.database, id, first.epoch)).rejects.toBeInstanceOf(FencedError);
-    expect(await readClaimedHistory(fleet.database, id, first.epoch + 1)).toEqual(first.history);
+    expect((await readClaimedHistory(fleet.database, id, first.epoch + 1)).history).toEqual(first.history);
   });
 });
 

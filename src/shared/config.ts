@@ -109,6 +109,11 @@ const envSchema = z.object({
    */
   WORKER_GATHER_MS: z.coerce.number().int().min(0).max(50).default(2),
   /**
+   * MB (estimated) of long histories a worker keeps from one job of a session to its next
+   * (src/worker/history-cache.ts), so that the next claim reads only what came after; 0: none.
+   */
+  FLEET_HISTORY_CACHE_MB: z.coerce.number().min(0).default(64),
+  /**
    * Postgres connections of one worker process. Its jobs share them (postgres.js pipelines
    * queries on a connection); a few connections beat one per job on a busy machine.
    */
@@ -227,6 +232,8 @@ export type FleetConfig = {
   workerFetchers: number | undefined;
   /** WORKER_GATHER_MS. */
   workerGatherMs: number;
+  /** FLEET_HISTORY_CACHE_MB, in bytes. */
+  historyCacheBytes: number;
   /** FLEET_MODEL_STEP_TIMEOUT_MS: the longest one model request may stream. */
   modelStepTimeoutMs: number;
   /** FLEET_MODEL_MAX_OUTPUT_CHARS: the most text one model request may stream. */
@@ -306,6 +313,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     workerFetchers: e.WORKER_FETCHERS,
     workerGatherMs: e.WORKER_GATHER_MS,
     apiRequestTimeoutMs: Math.max(1_000, e.FLEET_API_REQUEST_TIMEOUT_MS),
+    historyCacheBytes: Math.floor(e.FLEET_HISTORY_CACHE_MB * 1024 * 1024),
     modelStepTimeoutMs: Math.max(1_000, e.FLEET_MODEL_STEP_TIMEOUT_MS),
     modelMaxOutputChars: Math.max(1_000, e.FLEET_MODEL_MAX_OUTPUT_CHARS),
     workerDbPool: Math.max(2, e.WORKER_DB_POOL),

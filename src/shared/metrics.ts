@@ -130,6 +130,11 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
       help: "Appends refused because the writer had lost its lease.",
       registers,
     }),
+    historyMessagesRead: new Counter({
+      name: "fleet_history_messages_read_total",
+      help: "Stored messages a worker's claims read (a history kept from an earlier job is read from where it ends).",
+      registers,
+    }),
     sessionsParked: new Counter({
       name: "fleet_sessions_parked_total",
       help: "Sessions parked (nothing will run them until someone acts), by reason.",

@@ -11,6 +11,7 @@ import type { SessionQueries } from "../shared/store/session-queries.js";
 import type { AgentLoopDeps } from "./agent-loop.js";
 import type { Extensions } from "./extensions.js";
 import type { CapacityDeps } from "./hand-back.js";
+import type { HistoryCache } from "./history-cache.js";
 import type { ModelProvider } from "./models/provider.js";
 import type { RunOutcome } from "./run-outcome.js";
 
@@ -33,7 +34,8 @@ export type SessionJobDeps = AgentLoopDeps & {
     | "fencedWrites"
     | "crashToResume"
     | "sessionsParked"
-  >;
+  > &
+    Partial<Pick<FleetMetrics, "historyMessagesRead">>;
   /** Every automatic resume a worker asks for is decided and counted there. */
   resumes: Pick<AutomaticResumes, "schedule">;
   /** Tells the sweepers that a run stopped short, so they need not wait for their next poll. */
@@ -45,6 +47,8 @@ export type SessionJobDeps = AgentLoopDeps & {
   events?: EventWriter;
   /** The loaded extensions' hooks (contracts §8); absent: none. */
   extensions?: Extensions;
+  /** Long histories kept from job to job (history-cache.ts); absent: every claim reads the whole history. */
+  histories?: Pick<HistoryCache, "take" | "put">;
   /** Provider limits (contracts §15): endpoint gates and hand-backs; absent: no gate. */
   capacity?: CapacityDeps;
 };

@@ -47,12 +47,18 @@ export async function processSessionJob(
   );
   /** The run this job is on (for the log line of a fenced-out job). */
   let currentRun: string | null = null;
+  // The history an earlier job of this worker left (history-cache.ts): this job owns it now,
+  // and puts back the history it ends with (only committed messages are ever pushed onto it).
+  let history = deps.histories?.take(sessionId);
   try {
     // The first run of a new session starts in the claim's own statement (fenced-writes.ts).
     const claim = await jobDeps.writes.claimSession(sessionId, deps.workerId, {
       startFirst: { tail: FIRST_RUN_TAIL },
+      ...(history ? { known: history } : {}),
     });
+    history = claim?.history;
     if (claim === null) return "done";
+    deps.metrics.historyMessagesRead?.inc(claim.historyRead);
     const fence: Fence = { sessionId, epoch: claim.epoch };
     const runBySeq = new Map<number, string>();
     // A session with `sessionEvents: false` has no stream: none is written for it. Read with the
@@ -121,6 +127,7 @@ export async function processSessionJob(
     }
     throw error;
   } finally {
+    if (history) deps.histories?.put(sessionId, history);
     clearInterval(renew);
     signal.removeEventListener("abort", onOuterAbort);
     await deps.lease.release(sessionId, token).catch(() => {});

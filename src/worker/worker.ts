@@ -46,6 +46,7 @@ import { DEFAULT_RETRY_POLICY } from "./call-model.js";
 import { DeletionHooks } from "./deletion-hooks.js";
 import { type Extension, Extensions, transcriptExtension } from "./extensions.js";
 import { defaultFetchers, fetcherSlots } from "./fetchers.js";
+import { HistoryCache } from "./history-cache.js";
 import { createModel, redisFaultCounter } from "./models/create-model.js";
 import { abortableSleep } from "./models/scripted.js";
 import { putBack } from "./put-back.js";
@@ -139,6 +140,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   const faults = redisFaultCounter(redis, config.prefix);
   const queries = new SessionQueries(database);
   const writes = new FencedWrites(database, { gatherMs: config.workerGatherMs });
+  const histories = config.historyCacheBytes > 0 ? new HistoryCache(config.historyCacheBytes) : undefined;
   // Session events (contracts §7) go through the liveness connection: one script call each.
   const events = new EventWriter(
     redis,
@@ -194,6 +196,9 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     for (const id of sessionIds)
       for (const controller of running.get(id) ?? []) controller.abort(new Error("session cancelled"));
     if (deleted.length > 0) deletionHooks.wake();
+    // A deleted session's kept history goes at once (a delete also reaching no worker leaves
+    // it to be pushed out; no claim can use it: the session is gone).
+    for (const id of deleted) histories?.take(id);
     if (deleted.length > 0)
       transcripts
         ?.remove(deleted)
@@ -222,6 +227,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     resumes,
     events,
     extensions,
+    ...(histories ? { histories } : {}),
     lease: new SessionLease(redis, config.prefix, config.leaseTtlMs, config.workerGatherMs),
     leaseTtlMs: config.leaseTtlMs,
     models: (model, field) => createModel(model, { faults, routing: config.models }, field),

@@ -47,8 +47,14 @@ export type Claim = {
   staleRuns: { id: string; kind: "run" | "resume" }[];
   /** The oldest queued run, if any (none while the session is parked: it waits for someone to act). */
   next: RunRow | null;
-  /** The stored history: read in the same statement, or a long one under the claim's epoch right after it. */
+  /**
+   * The stored history: read in the same statement, or a long one under the claim's epoch right
+   * after it (only from where `known` ends, when it was given and still holds: then it is
+   * `known`, grown by what was stored after it).
+   */
   history: StoredMessage[];
+  /** How many stored messages the claim read from Postgres (the whole history, or less with `known`). */
+  historyRead: number;
   /**
    * When the claim also started `next` (claimSession's `startFirst`): what that start
    * appended (the user message), not in `history`. Null when the caller must start it.
@@ -156,7 +162,15 @@ export class FencedWrites {
   async claimSession(
     sessionId: string,
     workerId: string,
-    options: { startFirst?: { tail: TailState } } = {},
+    options: {
+      startFirst?: { tail: TailState };
+      /**
+       * This session's history as an earlier job of this worker left it (history-cache.ts,
+       * history-reads.ts `readClaimedHistory`): a long history is then read only from where
+       * it ends, and pushed onto it. The caller must hand over an array no one else uses.
+       */
+      known?: StoredMessage[];
+    } = {},
   ): Promise<Claim | null> {
     const answer = await this.claims.call({
       sessionId,
@@ -171,6 +185,9 @@ export class FencedWrites {
     const started = row.started ? json<Inserted>(row.started) : null;
     const staleRuns = json<{ id: string; kind: "run" | "resume" }[]>(row.stale);
     const epoch = Number(row.lease_epoch);
+    const read =
+      row.history === null ? await readClaimedHistory(this.database, sessionId, epoch, options.known) : null;
+    const history = read ? read.history : json<RawMessage[]>(row.history).map(messageFromRaw);
     return {
       epoch,
       agent: json(row.agent),
@@ -180,10 +197,8 @@ export class FencedWrites {
       staleRuns,
       next,
       started: started && next ? stored([{ role: "user", content: next.input ?? "" }], [started]) : null,
-      history:
-        row.history === null
-          ? await readClaimedHistory(this.database, sessionId, epoch)
-          : json<RawMessage[]>(row.history).map(messageFromRaw),
+      history,
+      historyRead: read ? read.read : history.length,
     };
   }
 

@@ -54,18 +54,50 @@ export async function readHistory(
  * INLINE_HISTORY_MAX, so never empty): read only while the epoch is still the claim's, which
  * makes it exactly the history the claim saw (no other writer can append under that epoch).
  * Throws FencedError when another claim took the session meanwhile (or it was deleted).
+ *
+ * `known`: this session's history as an earlier job of this worker left it (history-cache.ts).
+ * Stored messages are never changed or removed (only with their session), so `known` is
+ * still the stored history's start, unless Postgres lost what it held (restored to an
+ * earlier point): then its last message is gone, or another one has its seq. So only the
+ * stored message at `known`'s last seq and those after it are read; when that message is
+ * `known`'s (same role, content and createdAt), the others are pushed onto `known`, which is
+ * returned; else the whole history is read. `read`: how many stored messages were read.
  */
 export async function readClaimedHistory(
   database: Database,
   sessionId: string,
   epoch: number,
-): Promise<StoredMessage[]> {
+  known?: StoredMessage[],
+): Promise<{ history: StoredMessage[]; read: number }> {
   const { sql } = database;
+  const last = known?.at(-1);
+  // A known history is contiguous from seq 1 (as every history of a job is).
+  if (known && last && last.seq === known.length) {
+    const rows = await sql<Row[]>`
+      select ${columns(sql)} from sessions s join messages m on m.session_id = s.id
+       where s.id = ${sessionId} and s.lease_epoch = ${epoch} and m.seq >= ${last.seq} order by m.seq`;
+    const [first] = rows;
+    if (isSame(first, last)) {
+      for (let i = 1; i < rows.length; i++) known.push(fromRow(rows[i]!));
+      return { history: known, read: rows.length };
+    }
+  }
   const rows = await sql<Row[]>`
     select ${columns(sql)} from sessions s join messages m on m.session_id = s.id
      where s.id = ${sessionId} and s.lease_epoch = ${epoch} order by m.seq`;
   if (rows.length === 0) throw new FencedError(sessionId, epoch);
-  return rows.map(fromRow);
+  return { history: rows.map(fromRow), read: rows.length };
+}
+
+/** Whether the stored row is the message held in memory at its seq. */
+function isSame(row: Row | undefined, message: StoredMessage): boolean {
+  return (
+    row !== undefined &&
+    row.seq === message.seq &&
+    row.role === message.role &&
+    row.content === message.content &&
+    row.createdAt === message.createdAt
+  );
 }
 
 /**

@@ -14,6 +14,7 @@
  * session's next job only holds memory: with N workers, a session's next job finds its
  * history here about 1 time in N.
  */
+import { GrowingFold } from "../shared/growing-fold.js";
 import type { StoredMessage } from "../shared/messages.js";
 import { INLINE_HISTORY_MAX } from "../shared/store/history-reads.js";
 
@@ -35,19 +36,15 @@ export function messageBytes(message: StoredMessage): number {
 
 type Kept = { history: StoredMessage[]; bytes: number };
 
-/** The estimate of each array's size, extended by what was pushed since (arrays only grow). */
-const weighed = new WeakMap<readonly StoredMessage[], { length: number; bytes: number }>();
-
-function bytesOf(history: readonly StoredMessage[]): number {
-  let weight = weighed.get(history);
-  if (!weight || weight.length > history.length) {
-    weight = { length: 0, bytes: 0 };
-    weighed.set(history, weight);
-  }
-  for (; weight.length < history.length; weight.length++)
-    weight.bytes += messageBytes(history[weight.length]!);
-  return weight.bytes;
-}
+/** The estimate of each array's size, extended by what was pushed since (growing-fold.ts). */
+const weighed = new GrowingFold<StoredMessage, number>(
+  () => 0,
+  (bytes, history, from) => {
+    let sum = bytes;
+    for (let i = from; i < history.length; i++) sum += messageBytes(history[i]!);
+    return sum;
+  },
+);
 
 export class HistoryCache {
   /** In the order they were put back: the first is the next to go. */
@@ -72,7 +69,7 @@ export class HistoryCache {
   put(sessionId: string, history: StoredMessage[]): void {
     this.take(sessionId);
     if (history.length <= INLINE_HISTORY_MAX) return;
-    const bytes = bytesOf(history);
+    const bytes = weighed.of(history);
     if (bytes > this.maxBytes) return;
     this.kept.set(sessionId, { history, bytes });
     this.bytes += bytes;

@@ -58,17 +58,43 @@ export class SweepQueries {
   }
 
   /**
-   * Queued runs older than `ms` (their job may have been lost with Redis, or failed), oldest
-   * first, after `after` (the last of the previous page) when given.
+   * Queued runs of active sessions older than `ms` (their job may have been lost with Redis,
+   * or failed), among one page of the queued runs older than `ms` (oldest first, after
+   * `after`, the last of the previous page: at most `limit` read); and where the next page
+   * starts (undefined: from the start). The page's sessions are looked up by an array of its
+   * session ids, `sessions` read once at most whatever the plan: a correlated look-up let a
+   * plan made for empty tables read every session once per queued run (300 × 150 rows for a
+   * batch of 300; test/plans-fresh-fleet.test.ts).
    */
-  queuedRunsOlderThan(ms: number, limit: number, after?: QueuedRun): Promise<QueuedRun[]> {
+  async queuedRunsOlderThan(
+    ms: number,
+    limit: number,
+    after?: QueuedRun,
+  ): Promise<{ runs: QueuedRun[]; next?: QueuedRun }> {
     const sql = this.database.sql;
-    return sql<QueuedRun[]>`
-      select r.id, r.session_id, r.kind, r.job_id, r.created_at::text as created_at from runs r
-       where r.status = 'queued' and r.created_at < now() - make_interval(secs => ${ms / 1000})
-         and exists (select 1 from sessions s where s.id = r.session_id and s.status = 'active')
-         ${after ? sql`and (r.created_at, r.id) > (${after.created_at}::timestamptz, ${after.id})` : sql``}
-       order by r.created_at, r.id limit ${limit}`;
+    const [row] = await sql<
+      { runs: string | QueuedRun[] | null; last: string | QueuedRun | null; read: number }[]
+    >`
+      with page as materialized (
+        select r.id, r.session_id, r.kind, r.job_id, r.created_at from runs r
+         where r.status = 'queued' and r.created_at < now() - make_interval(secs => ${ms / 1000})
+           ${after ? sql`and (r.created_at, r.id) > (${after.created_at}::timestamptz, ${after.id})` : sql``}
+         order by r.created_at, r.id limit ${limit}
+      ), active as materialized (
+        select s.id from sessions s
+         where s.id = any(array(select p.session_id from page p)) and s.status = 'active'
+      )
+      select (select json_agg(json_build_object('id', p.id, 'session_id', p.session_id, 'kind', p.kind,
+                                                'job_id', p.job_id, 'created_at', p.created_at::text)
+                              order by p.created_at, p.id)
+                from page p where p.session_id in (select a.id from active a)) as runs,
+             (select count(*)::int from page) as read,
+             (select json_build_object('id', p.id, 'session_id', p.session_id, 'kind', p.kind,
+                                       'job_id', p.job_id, 'created_at', p.created_at::text)
+                from page p order by p.created_at desc, p.id desc limit 1) as last`;
+    const runs = row?.runs ? json<QueuedRun[]>(row.runs) : [];
+    const last = row?.last ? json<QueuedRun>(row.last) : undefined;
+    return { runs, ...(row && row.read >= limit && last ? { next: last } : {}) };
   }
 
   /**
@@ -79,6 +105,11 @@ export class SweepQueries {
    * leftover — of a message that raced a cancel before both took the session's row first —
    * that no worker would run (a worker skips a cancelled session) and nothing would end.
    * Returns the runs it ended, and where the next page starts (undefined: from the start).
+   * The sessions and the runs to end are looked up by arrays of the page's ids, each table read
+   * once at most whatever the plan: `id in (page …)` let a plan made for empty tables read
+   * every queued run once per row of the page, and `sessions` once per pair, 300 × 200 × 300
+   * rows for a batch of 300 (test/plans-fresh-fleet.test.ts); a batch of 10,000 held the
+   * sweeper's tick for over 15 minutes.
    */
   async endCancelledLeftovers(
     ms: number,
@@ -94,11 +125,13 @@ export class SweepQueries {
          where r.status = 'queued' and r.created_at < now() - make_interval(secs => ${ms / 1000})
            ${after ? sql`and (r.created_at, r.id) > (${after.created_at}::timestamptz, ${after.id})` : sql``}
          order by r.created_at, r.id limit ${limit}
+      ), cancelled as materialized (
+        select s.id from sessions s
+         where s.id = any(array(select p.session_id from page p)) and s.status = 'cancelled'
       ), e as (
         update runs set status = 'ended', ended_reason = 'cancelled', ended_at = now(),
                         error = 'cancelled by request'
-         where id in (select p.id from page p
-                       where exists (select 1 from sessions s where s.id = p.session_id and s.status = 'cancelled'))
+         where id = any(array(select p.id from page p where p.session_id in (select c.id from cancelled c)))
            and (status = 'queued') is true
         returning id, session_id, kind
       )

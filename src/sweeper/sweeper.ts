@@ -287,8 +287,9 @@ export class Sweeper {
   async sweepOrphanedRuns(olderThanMs = 5_000, limit = 500): Promise<number> {
     // A page per scan, in turn: a lost job behind a backlog longer than a page is found
     // within a few scans, not once the waiting runs ahead of it have drained.
-    const candidates = await this.deps.sweeps.queuedRunsOlderThan(olderThanMs, limit, this.orphansAfter);
-    this.orphansAfter = candidates.length < limit ? undefined : candidates.at(-1);
+    const page = await this.deps.sweeps.queuedRunsOlderThan(olderThanMs, limit, this.orphansAfter);
+    const candidates = page.runs;
+    this.orphansAfter = page.next;
     const lost: { run: QueuedRun; name: JobName; state: JobStanding }[] = [];
     for (const name of ["run", "resume"] as const) {
       const mine = candidates.filter((run) => (run.kind === "resume" ? "resume" : "run") === name);

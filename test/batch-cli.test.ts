@@ -189,4 +189,45 @@ describe("fleet batch", () => {
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/not found/);
   }, 30_000);
+
+  it("a bad line past the first part sends nothing; a part the API refuses cancels the open batch", async () => {
+    const batches = async () =>
+      (await fleet.database.sql<{ id: string }[]>`select id from batches order by created_at`).map(
+        (b) => b.id,
+      );
+    const before = await batches();
+    const lines = Array.from({ length: 1_500 }, (_, i) => line(5_000 + i));
+    // Not JSON at line 1,200: the first part (1,000) used to be sent as an open batch, left
+    // open for ever (its sessions ran; no end, no webhook), and the command exited 2.
+    const notJson = join(fleet.config.toolDir, "late-not-json.jsonl");
+    await writeFile(notJson, [...lines.slice(0, 1_199), "{oops", ...lines.slice(1_200)].join("\n"));
+    const refusedLocally = await fleetCli(["batch", "submit", notJson]);
+    expect(refusedLocally.code).toBe(2);
+    expect(refusedLocally.stderr).toContain(`${notJson}:1200: not valid JSON`);
+    expect(await batches()).toEqual(before);
+    // A file that cannot be read: one line naming it, exit 2 (it was `fleet: ENOENT …`, exit 1).
+    const missing = await fleetCli(["batch", "submit", join(fleet.config.toolDir, "no-such.jsonl")]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/^fleet batch submit: .*no-such\.jsonl: cannot be read \(ENOENT/);
+
+    // JSON the API refuses at line 1,200 (only the API knows its providers): the first part was
+    // sent; the batch is cancelled rather than left open, and the command says so.
+    const badAgent = join(fleet.config.toolDir, "late-bad-agent.jsonl");
+    const refused = JSON.stringify({ customId: "bad", agent: { model: { provider: "nope" } }, input: "x" });
+    await writeFile(badAgent, [...lines.slice(0, 1_199), refused, ...lines.slice(1_200)].join("\n"));
+    const refusedByApi = await fleetCli(["batch", "submit", badAgent]);
+    expect(refusedByApi.code).toBe(2);
+    expect(refusedByApi.stderr).toContain(`${badAgent}:1200:`);
+    const created = (await batches()).filter((id) => !before.includes(id));
+    expect(created).toHaveLength(1);
+    expect(refusedByApi.stderr).toContain(
+      `batch ${created[0]} cancelled with the 1000 sessions sent before this error: an open batch never ends`,
+    );
+    const batch = await client.getBatch(created[0]!);
+    expect({ open: batch.open, status: batch.status, total: batch.counts.total }).toEqual({
+      open: false,
+      status: "cancelled",
+      total: 1_000,
+    });
+  }, 60_000);
 });

@@ -92,10 +92,23 @@ async function* numberedLines(file: string): AsyncGenerator<{ line: number; text
   }
 }
 
-async function countLines(file: string): Promise<number | undefined> {
-  if (file === "-" || !(await stat(file)).isFile()) return undefined;
+/**
+ * The sessions a file holds, each line read as `submit` will send it, so that a bad line is
+ * named before any part is sent; undefined for stdin or what is not a regular file (read once).
+ */
+async function checkLines(file: string): Promise<number | undefined> {
+  if (file === "-") return undefined;
+  const info = await stat(file).catch((error: unknown) => {
+    throw new LineError(
+      `${file}: cannot be read (${error instanceof Error ? error.message : String(error)})`,
+    );
+  });
+  if (!info.isFile()) return undefined;
   let count = 0;
-  for await (const _ of numberedLines(file)) count++;
+  for await (const { line, text } of numberedLines(file)) {
+    parseLine(file, line, text);
+    count++;
+  }
   return count;
 }
 
@@ -208,7 +221,7 @@ export async function batchSubmitCommand(
   return guarded(io, api, "fleet batch submit", async () => {
     const partSize = Math.min(PART_SIZE, options.partSize ?? PART_SIZE);
     const keyPrefix = options.idempotencyKey ?? `fleet-batch-${randomUUID()}`;
-    const total = await countLines(file).catch(() => undefined);
+    const total = await checkLines(file);
     const bar = await progress(io, "submitted", total);
     let batchId: string | undefined;
     let part: { line: number; session: BatchSessionInput }[] = [];
@@ -248,15 +261,31 @@ export async function batchSubmitCommand(
       part = [];
       await bar.update(submitted, `(batch ${batchId})`);
     };
-    for await (const { line, text } of numberedLines(file)) {
-      if (part.length === partSize) await flush(false);
-      part.push({ line, session: parseLine(file, line, text) });
-    }
-    if (part.length === 0 && batchId === undefined) {
+    try {
+      for await (const { line, text } of numberedLines(file)) {
+        if (part.length === partSize) await flush(false);
+        part.push({ line, session: parseLine(file, line, text) });
+      }
+      if (part.length === 0 && batchId === undefined) throw new LineError(`${file}: holds no sessions`);
+      if (part.length > 0 || batchId !== undefined) await flush(true);
+    } catch (error) {
       await bar.stop();
-      throw new LineError(`${file}: holds no sessions`);
+      // Parts were sent and the batch is open: it would never end (no webhook, no end for
+      // --wait), while its sessions run. It is cancelled, and the line says so.
+      if (batchId !== undefined && parts > 0 && !(await closedBatch(client, batchId))) {
+        const cancelled = await client.cancelBatch(batchId).then(
+          () => true,
+          () => false,
+        );
+        await write(
+          io.stderr,
+          cancelled
+            ? `batch ${batchId} cancelled with the ${submitted} sessions sent before this error: an open batch never ends\n`
+            : `batch ${batchId} is left open with the ${submitted} sessions sent before this error, and never ends: \`fleet batch cancel ${batchId}\`\n`,
+        );
+      }
+      throw error;
     }
-    if (part.length > 0 || batchId !== undefined) await flush(true);
     await bar.stop();
     if (!options.wait) {
       await write(io.stdout, `${batchId}\n`);
@@ -266,6 +295,14 @@ export async function batchSubmitCommand(
     await write(io.stdout, `${JSON.stringify(batch)}\n`);
     return 0;
   });
+}
+
+/** Whether the batch is closed (its last part arrived); false when it cannot be read. */
+async function closedBatch(client: FleetClient, id: string): Promise<boolean> {
+  return client.getBatch(id).then(
+    (batch) => !batch.open,
+    () => false,
+  );
 }
 
 /** How long `--wait` goes on asking an API that does not answer (a restart, a deploy). */

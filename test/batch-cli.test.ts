@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startApi } from "../src/producer/api-server.js";
 import type { FleetClient } from "../src/producer/client.js";
+import { startApiProxy } from "./support/api-proxy.js";
 import { runFleetCli } from "./support/fleet-cli.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
 
@@ -230,4 +231,41 @@ describe("fleet batch", () => {
       total: 1_000,
     });
   }, 60_000);
+
+  it("a part that cannot be sent leaves the batch open, and the same command with its key sends the rest once", async () => {
+    let failAppends = true;
+    const proxy = await startApiProxy(url, (req, res, forward) => {
+      if (failAppends && req.method === "POST" && /^\/v1\/batches\/[^/]+\/sessions/.test(req.url ?? "")) {
+        res.writeHead(503, { "content-type": "application/json" });
+        res.end(JSON.stringify({ error: { code: "unavailable", message: "down for a deploy" } }));
+        return;
+      }
+      forward();
+    });
+    try {
+      const file = join(fleet.config.toolDir, "deploy.jsonl");
+      await writeFile(file, Array.from({ length: 250 }, (_, i) => line(7_000 + i)).join("\n"));
+      const args = ["batch", "submit", file, "--part-size", "100", "--idempotency-key", "deploy-7000"];
+      const viaProxy = () => runFleetCli(args, { ...fleet.env, FLEET_API_URL: proxy.url });
+      const failed = await viaProxy();
+      expect(failed.code).not.toBe(0);
+      const open =
+        /batch (\S+) is open with the 100 sessions sent before this error: run the same command with --idempotency-key deploy-7000 to send the rest/.exec(
+          failed.stderr,
+        );
+      expect(open, failed.stderr).not.toBeNull();
+      const id = open![1]!;
+      expect(await client.getBatch(id)).toMatchObject({ open: true, counts: { total: 100 } });
+      failAppends = false;
+      const rerun = await viaProxy();
+      expect(rerun.code, rerun.stderr).toBe(0);
+      expect(rerun.stdout.trim()).toBe(id);
+      const [row] = await fleet.database.sql<{ n: number; ids: number }[]>`
+        select count(*)::int as n, count(distinct custom_id)::int as ids from sessions where batch_id = ${id}`;
+      expect(row).toEqual({ n: 250, ids: 250 });
+      expect(await client.getBatch(id)).toMatchObject({ open: false, counts: { total: 250 } });
+    } finally {
+      await new Promise((resolve) => proxy.server.close(resolve));
+    }
+  }, 90_000);
 });

@@ -271,17 +271,32 @@ export async function batchSubmitCommand(
     } catch (error) {
       await bar.stop();
       // Parts were sent and the batch is open: it would never end (no webhook, no end for
-      // --wait), while its sessions run. It is cancelled, and the line says so.
+      // --wait), while its sessions run. A part refused for what it holds (a named line, a
+      // 4xx) would be refused again: the batch is cancelled, and the line says so. A part that
+      // could not be sent (no answer, 5xx, limits not lifted in time) may go through later: the
+      // batch is left open, and the line says how to send the rest (the parts' keys replay
+      // what was sent) or cancel it.
       if (batchId !== undefined && parts > 0 && !(await closedBatch(client, batchId))) {
-        const cancelled = await client.cancelBatch(batchId).then(
-          () => true,
-          () => false,
-        );
+        const refused =
+          error instanceof LineError ||
+          (error instanceof FleetApiError &&
+            error.status >= 400 &&
+            error.status < 500 &&
+            error.status !== 408 &&
+            error.status !== 429);
+        const cancelled =
+          refused &&
+          (await client.cancelBatch(batchId).then(
+            () => true,
+            () => false,
+          ));
         await write(
           io.stderr,
           cancelled
             ? `batch ${batchId} cancelled with the ${submitted} sessions sent before this error: an open batch never ends\n`
-            : `batch ${batchId} is left open with the ${submitted} sessions sent before this error, and never ends: \`fleet batch cancel ${batchId}\`\n`,
+            : refused
+              ? `batch ${batchId} is left open with the ${submitted} sessions sent before this error, and never ends: \`fleet batch cancel ${batchId}\`\n`
+              : `batch ${batchId} is open with the ${submitted} sessions sent before this error: run the same command with --idempotency-key ${keyPrefix} to send the rest (what was sent is not sent twice), or \`fleet batch cancel ${batchId}\`\n`,
         );
       }
       throw error;

@@ -102,6 +102,20 @@ describe("webhook URLs, signatures and backoff", () => {
     expect(() => webhookSettingsFromEnv({ FLEET_WEBHOOK_DENY_PRIVATE: "maybe" })).toThrow(
       /FLEET_WEBHOOK_DENY_PRIVATE/,
     );
+    // How soon a delivery whose sweeper died is sent again: 10 s lock, 5 s check by default.
+    expect(settings).toMatchObject({ lockMs: 10_000, stallCheckMs: 5_000 });
+    expect(
+      webhookSettingsFromEnv({ FLEET_WEBHOOK_LOCK_MS: "2000", FLEET_WEBHOOK_STALL_CHECK_MS: "500" }),
+    ).toMatchObject({ lockMs: 2_000, stallCheckMs: 500 });
+    for (const [name, value] of [
+      ["FLEET_WEBHOOK_LOCK_MS", "999"],
+      ["FLEET_WEBHOOK_LOCK_MS", "10s"],
+      ["FLEET_WEBHOOK_STALL_CHECK_MS", "0"],
+      ["FLEET_WEBHOOK_STALL_CHECK_MS", "1.5"],
+    ] as const)
+      expect(() => webhookSettingsFromEnv({ [name]: value }), `${name}=${value}`).toThrow(
+        new RegExp(`${name}.*whole number of milliseconds`),
+      );
     const deny = webhookSettingsFromEnv({ FLEET_WEBHOOK_SECRET: "s", FLEET_WEBHOOK_DENY_PRIVATE: "1" });
     for (const url of [
       "http://[::ffff:127.0.0.1]:31022/hook",
@@ -269,6 +283,9 @@ describe("webhook delivery survives a missing sweeper and a lost job", () => {
 });
 
 describe("a sweeper killed during a delivery", () => {
+  /** Short, so the test waits seconds, not the defaults' 15 s (10 s lock, 5 s stall check). */
+  const LOCK_MS = 2_000;
+  const STALL_CHECK_MS = 500;
   let fleet: FleetEnv;
   let client: FleetClient;
   let server: Server;
@@ -276,9 +293,17 @@ describe("a sweeper killed during a delivery", () => {
   const received: { batchId: string; deliveryId: string; attempt: string; signed: boolean }[] = [];
   /** The first request is held, unanswered, as a receiver that is slow when its sender dies. */
   let hold = true;
+  /** The second sweeper, in this process (it starts sooner than a child). */
+  let survivor: RunningSweeper | undefined;
 
   beforeAll(async () => {
-    fleet = await createFleetEnv("webhookkill", { env: { FLEET_WEBHOOK_SECRET: SECRET } });
+    fleet = await createFleetEnv("webhookkill", {
+      env: {
+        FLEET_WEBHOOK_SECRET: SECRET,
+        FLEET_WEBHOOK_LOCK_MS: String(LOCK_MS),
+        FLEET_WEBHOOK_STALL_CHECK_MS: String(STALL_CHECK_MS),
+      },
+    });
     ({ client } = await fleet.startApi());
     ({ server, url } = await startReceiver((body, headers) => {
       received.push({
@@ -293,20 +318,47 @@ describe("a sweeper killed during a delivery", () => {
     }));
   }, 60_000);
   afterAll(async () => {
+    await survivor?.stop();
     server?.closeAllConnections();
     server?.close();
     await fleet?.close();
   });
 
-  it("another sweeper sends it again within seconds, under the same delivery id, as attempt 2", async () => {
+  it("not sent again while its sweeper lives; another sweeper sends it again once it is killed, under the same delivery id, as attempt 2", async () => {
     const first = await fleet.spawnSweeper();
     const agent = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
     const batch = await client.createBatch([{ agent, customId: "k" }], { webhook: { url } });
     await waitFor(() => received.length === 1, 20_000, "the first delivery to arrive");
+    const arrivedAt = Date.now();
+    // A second sweeper beside the first, while the receiver holds the first request longer
+    // than a lock lasts unrenewed: the stalled-job checks of both (each records its time in
+    // BullMQ's `stalled-check` key) run past the moment the lock would have lapsed (it was
+    // taken before the request arrived), and find it renewed — the delivery is not sent
+    // twice at once.
+    survivor = await startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: false });
+    const checkKey = `${fleet.config.prefix}:${QUEUES.webhooks.name}:stalled-check`;
+    const checks = new Set<number>();
+    await waitFor(
+      async () => {
+        const at = Number(await fleet.redis.get(checkKey));
+        if (at > arrivedAt) checks.add(at);
+        // One check marks the active job; one after the lock's lapse would move it, were it not renewed.
+        return checks.size >= 2 && Math.max(...checks) > arrivedAt + LOCK_MS;
+      },
+      20_000,
+      "stalled-job checks past the lock's time",
+    );
+    const jobKey = `${fleet.config.prefix}:${QUEUES.webhooks.name}:${QUEUES.webhooks.jobId({ batchId: batch.id })}`;
+    expect(Number((await fleet.redis.hget(jobKey, "stc")) ?? 0)).toBe(0); // never found stalled
+    expect(received).toHaveLength(1);
+    // The sweepers run with the durations configured: the lock and the check's mark expire within them.
+    expect(await fleet.redis.pttl(`${jobKey}:lock`)).toBeGreaterThan(0);
+    expect(await fleet.redis.pttl(`${jobKey}:lock`)).toBeLessThanOrEqual(LOCK_MS);
+    expect(await fleet.redis.pttl(checkKey)).toBeLessThanOrEqual(STALL_CHECK_MS);
     first.child.kill("SIGKILL");
     await first.exited;
-    await fleet.spawnSweeper();
-    // The killed sweeper's lock lapses (10 s) and the next stalled-job check (every 5 s) finds it.
+    // The killed sweeper's lock lapses (FLEET_WEBHOOK_LOCK_MS) and a stalled-job check of the
+    // other (every FLEET_WEBHOOK_STALL_CHECK_MS) finds it.
     await waitFor(() => received.length === 2, 25_000, "the delivery sent again");
     expect(received.map((r) => [r.batchId, r.attempt, r.signed])).toEqual([
       [batch.id, "1", true],

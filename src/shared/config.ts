@@ -220,7 +220,7 @@ export type FleetConfig = {
   fairDispatch: boolean;
   /** FLEET_TENANT_SHARES (provider-limits.ts): weights of tenants on limited endpoints. */
   tenantShares: TenantShares;
-  /** Batch webhooks: FLEET_WEBHOOK_SECRET, _ALLOWED_URLS, _DENY_PRIVATE, _RETRY_MS (webhooks.ts). */
+  /** Batch webhooks: FLEET_WEBHOOK_SECRET, _ALLOWED_URLS, _DENY_PRIVATE, _RETRY_MS, _LOCK_MS, _STALL_CHECK_MS (webhooks.ts). */
   webhooks: WebhookSettings;
   /** Provider-limit tuning: FLEET_ENDPOINT_MAX_WAIT_MS, _PERMIT_TTL_MS, _DEFAULT_PAUSE_MS (provider-limits.ts). */
   gateTuning: Partial<GateTuning>;

@@ -34,6 +34,16 @@ export type WebhookSettings = {
   /** FLEET_WEBHOOK_RETRY_MS: the first retry's delay (doubling up to an hour); default 1 s. */
   retryBaseMs: number;
   timeoutMs: number;
+  /**
+   * FLEET_WEBHOOK_LOCK_MS: how long a delivery's BullMQ lock lasts unrenewed (its sweeper
+   * renews it every half of this while alive); default 10 s.
+   */
+  lockMs: number;
+  /**
+   * FLEET_WEBHOOK_STALL_CHECK_MS: how often a sweeper looks for deliveries whose lock lapsed
+   * (their sweeper died) and sends them again; default 5 s.
+   */
+  stallCheckMs: number;
 };
 
 /**
@@ -47,6 +57,21 @@ function parseSwitch(value: string | undefined, name: string): boolean {
   if (["1", "true", "yes", "on"].includes(v)) return true;
   if (["", "0", "false", "no", "off"].includes(v)) return false;
   throw new ValidationError(name, `expected 1/true/yes/on or 0/false/no/off, not "${value}"`);
+}
+
+/** A whole number of milliseconds from `env[name]`, at least `min`; `def` when unset or empty. */
+function parseMs(
+  env: Readonly<Record<string, string | undefined>>,
+  name: string,
+  def: number,
+  min: number,
+): number {
+  const value = env[name];
+  if (value === undefined || value.trim() === "") return def;
+  const ms = Number(value);
+  if (!Number.isInteger(ms) || ms < min)
+    throw new ValidationError(name, `expected a whole number of milliseconds, at least ${min}`);
+  return ms;
 }
 
 /** Parsed once by config.ts (`FleetConfig.webhooks`): FLEET_WEBHOOK_* variables. */
@@ -64,6 +89,8 @@ export function webhookSettingsFromEnv(env: Readonly<Record<string, string | und
     denyPrivate: parseSwitch(env.FLEET_WEBHOOK_DENY_PRIVATE, "FLEET_WEBHOOK_DENY_PRIVATE"),
     retryBaseMs: Number.isFinite(base) && base > 0 ? base : 1_000,
     timeoutMs: 10_000,
+    lockMs: parseMs(env, "FLEET_WEBHOOK_LOCK_MS", 10_000, 1_000),
+    stallCheckMs: parseMs(env, "FLEET_WEBHOOK_STALL_CHECK_MS", 5_000, 100),
   };
 }
 

@@ -117,10 +117,11 @@ export function startWebhookWorker(options: {
       prefix: options.prefix,
       concurrency: options.concurrency ?? 8,
       // A sweeper that dies during a delivery: another one sends it again within
-      // lockDuration + stalledInterval (≤ 15 s), not the defaults' ~60 s; stalls are not
-      // failures (a receiver is not at fault when its sender dies), up to three of them.
-      lockDuration: 10_000,
-      stalledInterval: 5_000,
+      // lockDuration + stalledInterval (FLEET_WEBHOOK_LOCK_MS + _STALL_CHECK_MS, by default
+      // ≤ 15 s), not BullMQ's defaults' ~60 s; stalls are not failures (a receiver is not at
+      // fault when its sender dies), up to three of them.
+      lockDuration: settings.lockMs,
+      stalledInterval: settings.stallCheckMs,
       maxStalledCount: 3,
       settings: {
         backoffStrategy: (attemptsMade, type) =>

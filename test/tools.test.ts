@@ -2,7 +2,7 @@
 import { lstat, mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ValidationError } from "../src/shared/errors.js";
 import { BUILTIN_TOOL_NAMES } from "../src/shared/tool-names.js";
 import { builtinTools, safePath } from "../src/worker/tools/builtin.js";
@@ -264,13 +264,23 @@ describe("sleep and fail", () => {
   });
 
   it("sleep stops when its signal aborts", async () => {
-    const controller = new AbortController();
-    const started = Date.now();
-    const pending = run("sleep", { ms: 60_000 }, controller.signal);
-    setTimeout(() => controller.abort(new Error("cancelled by shutdown")), 20);
-    const result = await pending;
-    expect(result).toEqual({ success: false, content: "cancelled by shutdown" });
-    expect(Date.now() - started).toBeLessThan(5_000);
+    // The 60 s timer is a fake one that never fires: only the abort can end the sleep.
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const controller = new AbortController();
+      const pending = run("sleep", { ms: 60_000 }, controller.signal);
+      const turn = () => new Promise<"still sleeping">((r) => setImmediate(() => r("still sleeping")));
+      while (vi.getTimerCount() === 0) await turn(); // asleep
+      controller.abort(new Error("cancelled by shutdown"));
+      // Ended within the abort's own turn, its timer cleared (not left to fire in a minute).
+      expect(await Promise.race([pending, turn()])).toEqual({
+        success: false,
+        content: "cancelled by shutdown",
+      });
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("sleep with an already aborted signal fails at once", async () => {

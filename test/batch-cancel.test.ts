@@ -9,7 +9,7 @@
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Queue } from "bullmq";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
@@ -74,7 +74,6 @@ describe("cancel while tools are running", () => {
       "four sessions inside the sleep tool",
     );
     const queuedRun = created.sessions.find((s) => s.runId)!;
-    const cancelStarted = Date.now();
     const answer = await client.cancelBatch(created.id);
     const returnedAt = Date.now();
     const atReturn = await toolFiles();
@@ -82,19 +81,40 @@ describe("cancel while tools are running", () => {
     expect(answer.counts.total).toBe(12);
     expect(answer.cancelledAt).toBeDefined();
 
-    // The running runs end promptly (the worker learns it from Redis, not at the sleep's end).
+    // The running runs end promptly: the worker learns it from Redis and aborts the sleeps
+    // (each one's result says "Cancelled while running" below; one that ran to its end would
+    // say "slept 4000 ms").
     await waitFor(
       async () => {
         const [row] = await sql<{ n: number }[]>`select count(*)::int as n from runs where status <> 'ended'`;
         return row!.n === 0;
       },
-      3_000,
+      20_000,
       "every run ended",
     );
-    expect(Date.now() - cancelStarted).toBeLessThan(3_000);
 
-    // Past the sleep's end and several sweeper backoffs: nothing is resumed, no tool starts.
-    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    // Past the sleeps' own end (4 s after each started, by Postgres's clock) and three wide
+    // scans of the sweeper since (each would resume an interrupted session, after its 300 ms
+    // backoff): nothing is resumed, no tool starts.
+    const scans = vi.spyOn(sweeper.sweeper, "sweepInterrupted");
+    try {
+      await waitFor(
+        async () => {
+          const [row] = await sql<{ past: boolean }[]>`
+            select now() > max(created_at) + interval '4 seconds' as past
+              from messages where tool_call_id = 'before'`;
+          return row!.past && scans.mock.calls.length >= 3;
+        },
+        20_000,
+        "the sleeps' end and three sweeps",
+      );
+      // A scan is counted as it starts: one more, so the third has ended, and what it or a
+      // sleep's end would have started (a resume after 300 ms, the next tool) has had a turn.
+      const seen = scans.mock.calls.length;
+      await waitFor(() => scans.mock.calls.length >= seen + 1, 10_000, "one more sweep");
+    } finally {
+      scans.mockRestore();
+    }
     expect(await toolFiles()).toEqual(atReturn);
     for (const text of Object.values(atReturn)) expect(text.trim()).toBe("before");
     const runs = await sql<{ kind: string; ended_reason: string; status: string }[]>`
@@ -153,10 +173,15 @@ describe("cancel while tools are running", () => {
     expect((await client.getSession(id)).status).toBe("cancelled");
     await waitFor(
       async () => (await client.getSession(id)).runs.every((r) => r.status === "ended"),
-      3_000,
+      20_000,
       "the running run aborted",
     );
-    expect((await client.getSession(id)).runs.at(-1)?.endedReason).toBe("cancelled");
+    const ended = await client.getSession(id);
+    expect(ended.runs.at(-1)?.endedReason).toBe("cancelled");
+    // Aborted, not waited out: the sleep's result says so (one that ran to its end: "slept 4000 ms").
+    expect(ended.messages.find((m) => m.role === "tool" && m.toolCallId === "nap")).toMatchObject({
+      content: expect.stringMatching(/^Cancelled while running/),
+    });
     expect((await client.resumePoint(id)).resumable).toBe(true);
     const { runId } = await client.send(id, "carry on");
     const run = await client.waitForRun(runId, { timeoutMs: 10_000 });

@@ -47,14 +47,14 @@ describe("worker shutdown on SIGTERM", () => {
       15_000,
       "the sleep call to be stored",
     );
-    const killedAt = Date.now();
     worker.child.kill("SIGTERM");
-    const code = await exitWithin(worker.exited, 8_000);
-    const took = Date.now() - killedAt;
+    const code = await exitWithin(worker.exited, 20_000);
     expect(code, worker.output()).toBe(0);
-    // It waited for the grace period, not for the 10 s tool.
-    expect(took).toBeGreaterThanOrEqual(400);
-    expect(took).toBeLessThan(8_000);
+    // It waited for the grace period, then aborted the tool rather than waiting for its 10 s:
+    // it says so (the grace timer fired), and the sleep has no successful result (below).
+    expect(worker.output().match(/grace period over: aborting running work/g), worker.output()).toHaveLength(
+      1,
+    );
 
     const run = await client.getRun(runId);
     expect(run.status).toBe("ended");
@@ -98,10 +98,11 @@ describe("worker shutdown on SIGTERM", () => {
 
   it("exits 0 quickly when idle", async () => {
     const worker = await fleet.spawnWorker();
-    const killedAt = Date.now();
     worker.child.kill("SIGTERM");
-    const code = await exitWithin(worker.exited, 5_000);
+    const code = await exitWithin(worker.exited, 20_000);
     expect(code, worker.output()).toBe(0);
-    expect(Date.now() - killedAt).toBeLessThan(5_000);
+    // Nothing running: it stopped as soon as its BullMQ workers closed, not at the grace
+    // period's end (SHUTDOWN_GRACE_MS, 5 s here), which it would say.
+    expect(worker.output()).not.toMatch(/grace period over/);
   });
 });

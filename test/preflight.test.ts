@@ -130,7 +130,7 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
   }, 90_000);
 
   it("a FLEET_TOOL_DIR under /proc (where Node's own recursive mkdir never settles): the worker exits 2 naming it, and does not hang", async () => {
-    const started = Date.now();
+    // A worker that hangs is killed by `fleet`'s 30 s timeout: no exit code 2, no line.
     const results = await Promise.all(
       ["/proc/nope", "/proc/nope/deeper/files"].map((dir) =>
         fleet(["worker"], { ...fleetEnv.env, FLEET_TOOL_DIR: dir }),
@@ -144,8 +144,7 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
       results[1]!,
       /^fleet: FLEET_TOOL_DIR: cannot use \/proc\/nope\/deeper\/files for the file tools \(ENOENT\)/,
     );
-    expect(Date.now() - started).toBeLessThan(25_000);
-  });
+  }, 60_000);
 
   it("Redis unreachable: api, worker, sweeper and up exit 2 naming REDIS_URL and Redis", async () => {
     const env = { ...fleetEnv.env, REDIS_URL: "redis://127.0.0.1:1" };

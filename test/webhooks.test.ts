@@ -283,8 +283,9 @@ describe("webhook delivery survives a missing sweeper and a lost job", () => {
 });
 
 describe("a sweeper killed during a delivery", () => {
-  /** Short, so the test waits seconds, not the defaults' 15 s (10 s lock, 5 s stall check). */
-  const LOCK_MS = 2_000;
+  /** Short, so the test waits seconds, not the defaults' 15 s (10 s lock, 5 s stall check); the
+   * lock renewed every 2 s leaves a busy machine 2 s of event-loop stall before it lapses. */
+  const LOCK_MS = 4_000;
   const STALL_CHECK_MS = 500;
   let fleet: FleetEnv;
   let client: FleetClient;

@@ -53,6 +53,8 @@ describe("tenants and API keys", () => {
     const id = /key (\S+) created for tenant (\S+)/.exec(result.stderr);
     expect(id?.[2]).toBe(tenant);
     expect(key.startsWith(`fk_${id![1]}_`)).toBe(true);
+    // stdout is a pipe here, not a terminal: the key is not "printed above".
+    expect(result.stderr).toContain("(written to stdout, only this once;");
     return { key, id: id![1]! };
   }
 

@@ -28,8 +28,10 @@ export async function createKeyCommand(options: CreateKeyOptions): Promise<numbe
   const { tenant, admin = false } = options;
   const created = await withKeys((keys) => keys.create(tenant, { admin }));
   console.log(created.key);
+  // "Above" only on a terminal: `fleet keys create … > key.txt` put it in the file.
+  const where = process.stdout.isTTY ? "printed above" : "written to stdout";
   console.error(
-    `key ${created.id} created for tenant ${created.tenant}${admin ? ", with admin access (Bull Board)" : ""} (printed above, only this once; clients send it as "Authorization: Bearer KEY")`,
+    `key ${created.id} created for tenant ${created.tenant}${admin ? ", with admin access (Bull Board)" : ""} (${where}, only this once; clients send it as "Authorization: Bearer KEY")`,
   );
   return 0;
 }

@@ -6,6 +6,7 @@
  */
 import { FleetApiError, FleetClient } from "../producer/client.js";
 import { readProcessEnv } from "../shared/config.js";
+import { ValidationError } from "../shared/errors.js";
 
 export type ApiOptions = {
   /** The API's base URL; default FLEET_API_URL, else http://127.0.0.1:$PORT (3000). */
@@ -25,11 +26,20 @@ export function apiClientOf(
   const env = readProcessEnv();
   const url = options.api ?? env.FLEET_API_URL ?? `http://127.0.0.1:${env.PORT || 3000}`;
   const apiKey = options.apiKey ?? env.FLEET_API_KEY;
-  const client = new FleetClient({
-    baseUrl: url,
-    apiKey,
-    ...(maxLimitWaitMs === undefined ? {} : { maxLimitWaitMs }),
-  });
+  let client: FleetClient;
+  try {
+    client = new FleetClient({
+      baseUrl: url,
+      apiKey,
+      ...(maxLimitWaitMs === undefined ? {} : { maxLimitWaitMs }),
+    });
+  } catch (error) {
+    // Bad input, named where the user gave it: one line and exit 2, not a call that fails later.
+    if (!(error instanceof TypeError)) throw error;
+    const source =
+      options.api !== undefined ? "--api" : env.FLEET_API_URL !== undefined ? "FLEET_API_URL" : "PORT";
+    throw new ValidationError(source, error.message.replace(/^FleetClient: baseUrl /, ""));
+  }
   return { client, url, keySent: Boolean(apiKey) };
 }
 

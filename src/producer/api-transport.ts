@@ -4,6 +4,7 @@
  * Retry-After (never another error: a POST that met a 503 or a broken connection may have
  * been done).
  */
+import { checkedBaseUrl } from "./base-url.js";
 import { apiError, FleetApiError, networkError, parseJson } from "./client-errors.js";
 import type { PostOptions } from "./client-options.js";
 
@@ -16,7 +17,7 @@ export class ApiTransport {
   private readonly maxLimitWaitMs: number;
 
   constructor(options: { baseUrl: string; apiKey?: string; maxLimitWaitMs?: number }) {
-    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.baseUrl = checkedBaseUrl(options.baseUrl);
     this.apiKey = options.apiKey || undefined;
     this.maxLimitWaitMs = options.maxLimitWaitMs ?? DEFAULT_MAX_LIMIT_WAIT_MS;
   }

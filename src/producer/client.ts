@@ -83,6 +83,9 @@ export class FleetClient {
    * `maxLimitWaitMs`: a call refused with 429 (a tenant limit; nothing was done) is sent
    * again after the Retry-After the API gives, until this much time was spent waiting
    * (default 30 s; 0: never).
+   * `baseUrl`: an http:// or https:// URL (a path after the host is kept); anything else
+   * (`"localhost:8080"`, `"ftp://x"`, `""`, a URL with a user name or password) throws a
+   * TypeError here, naming it.
    */
   constructor(options: { baseUrl: string; apiKey?: string; maxLimitWaitMs?: number }) {
     this.http = new ApiTransport(options);

@@ -1,0 +1,63 @@
+/**
+ * A client made with a `baseUrl` that is no http(s) URL is refused when it is made, with a
+ * TypeError naming the value, instead of failing at its first call with `fetch`'s own
+ * TypeError; the `fleet` commands that talk to the API say which of their inputs it was
+ * (`--api`, FLEET_API_URL) on one line, exit 2.
+ */
+import { describe, expect, it } from "vitest";
+import { FleetClient } from "../src/producer/client.js";
+import { runFleetCli } from "./support/fleet-cli.js";
+
+const make = (baseUrl: unknown) => () => new FleetClient({ baseUrl: baseUrl as string });
+
+describe("FleetClient's baseUrl", () => {
+  it.each([
+    ["localhost:8080", '"localhost:8080"'],
+    ["ftp://x", '"ftp://x"'],
+    ["", '""'],
+    ["127.0.0.1:3000", '"127.0.0.1:3000"'],
+    ["not a url", '"not a url"'],
+    [undefined, "undefined"],
+    [8080, "8080 (a number)"],
+  ])("refuses %j at construction, naming it", (value, named) => {
+    expect(make(value)).toThrow(TypeError);
+    expect(make(value)).toThrow(
+      `FleetClient: baseUrl must be an http:// or https:// URL such as "http://127.0.0.1:3000"; got ${named}`,
+    );
+  });
+
+  it("refuses a URL with a user name or password without repeating the secret", () => {
+    let message = "";
+    try {
+      make("http://user:s3cret@api.example:3000")();
+    } catch (error) {
+      message = (error as TypeError).message;
+    }
+    expect(message).toContain("must not carry a user name or password");
+    expect(message).toContain("api.example:3000");
+    expect(message).not.toContain("s3cret");
+  });
+
+  it("takes http and https URLs, with a path and trailing slashes", () => {
+    for (const url of ["http://127.0.0.1:3000", "https://fleet.example/api/", "HTTP://Host:1//"])
+      expect(make(url)).not.toThrow();
+  });
+});
+
+describe("fleet commands with an API URL that is no http(s) URL", () => {
+  it("--api: one line naming the flag and the value, exit 2", async () => {
+    const result = await runFleetCli(["batch", "status", "b1", "--api", "localhost:8080"], {});
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(
+      'fleet: --api: must be an http:// or https:// URL such as "http://127.0.0.1:3000"; got "localhost:8080"\n',
+    );
+  });
+
+  it("FLEET_API_URL: named likewise", async () => {
+    const result = await runFleetCli(["session", "delete", "s1"], { FLEET_API_URL: "ftp://x" });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(
+      /^fleet: FLEET_API_URL: must be an http:\/\/ or https:\/\/ URL .*got "ftp:\/\/x"\n$/,
+    );
+  });
+});

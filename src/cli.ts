@@ -33,7 +33,7 @@ process.on("uncaughtException", (error) => exitOnUnhandled("uncaught exception",
  * resort above: their stdout is their log, and a log that can no longer be written is a
  * fault for the supervisor to see.
  */
-const READ_BY_PEOPLE = new Set(["batch", "watch", "resume-point", "keys", "demo", "migrate"]);
+const READ_BY_PEOPLE = new Set(["batch", "session", "watch", "resume-point", "keys", "demo", "migrate"]);
 if (READ_BY_PEOPLE.has(process.argv[2] ?? "")) {
   process.stdout.on("error", (error: NodeJS.ErrnoException) => {
     if (error.code === "EPIPE") process.exit(0);

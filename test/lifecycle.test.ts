@@ -72,8 +72,10 @@ describe("--help and usage errors", () => {
     "keys list": [],
     "keys revoke": ["KEY_ID"],
     demo: ["--sessions", "--workers", "--no-kill"],
-    session: ["delete"],
+    session: ["delete", "export", "import"],
     "session delete": ["ID", "--api"],
+    "session export": ["ID", "--out", "--api"],
+    "session import": ["FILE", "--metadata", "--idempotency-key", "--api"],
   };
 
   let root: Run;

@@ -340,7 +340,7 @@ export function buildProgram(): Program {
 
   const session = program
     .command("session")
-    .summary("act on one stored session (turn its event stream on or off, delete it)")
+    .summary("act on one stored session (export it, import one, turn its event stream on or off, delete it)")
     .description("Act on one stored session through the HTTP API.");
   session
     .command("delete")
@@ -352,6 +352,38 @@ export function buildProgram(): Program {
     .action(
       run(async (id: string, options: { api?: string }) =>
         (await import("./delete.js")).sessionDeleteCommand(id, options),
+      ),
+    );
+
+  session
+    .command("export")
+    .description(
+      "Write the session's agent, metadata and every message (with seq and createdAt) as JSON Lines: a header line, one line per message, an end line with their count. Read page by page and written as it comes (any length, constant memory); the messages are 1…N with no gap or repeat, also while the session runs.",
+    )
+    .argument("<ID>", "the session id")
+    .option("--out <FILE>", "write FILE (only once the export is whole) instead of stdout")
+    .option("--api <URL>", apiHelp)
+    .action(
+      run(async (id: string, options: { out?: string; api?: string }) =>
+        (await import("./session-export.js")).sessionExportCommand(id, options),
+      ),
+    );
+
+  session
+    .command("import")
+    .description(
+      "Create a new session from a `fleet session export` file and print its id. The whole file is checked first (a malformed one creates nothing); then the first page goes with the session's creation and the rest page by page. A page whose answer was lost is sent again and never stored twice.",
+    )
+    .argument("<FILE>", "a file `fleet session export` wrote")
+    .option("--metadata <JSON>", "a JSON object merged over the file's metadata (its keys win)")
+    .option(
+      "--idempotency-key <KEY>",
+      "the key of the session's creation: running the same command again within 24 h goes on with the same session",
+    )
+    .option("--api <URL>", apiHelp)
+    .action(
+      run(async (file: string, options: { metadata?: string; idempotencyKey?: string; api?: string }) =>
+        (await import("./session-import.js")).sessionImportCommand(file, options),
       ),
     );
 

@@ -1,0 +1,103 @@
+/**
+ * `fleet session export ID [--out FILE]`: the session's agent, metadata and every message
+ * (with seq and createdAt, contracts §1) as JSON Lines (session-file.ts), read from the API
+ * page by page (`GET /v1/sessions/:id?afterSeq=N&limit=…`, no runs) and written as each page
+ * comes: memory holds one page, whatever the session's length.
+ *
+ * A session that runs while it is exported: each page asks for the messages after the last
+ * seq written, and every seq is checked to follow the one before, so the file is the
+ * session's messages 1…N with no gap and no repeat, N being the last one stored when the
+ * last page was read (messages are only ever appended). A page that breaks that rule stops
+ * the export (exit 1) and, with --out, leaves no file behind.
+ */
+import { open, rename, rm } from "node:fs/promises";
+import type { FleetClient, SessionJson } from "../producer/client.js";
+import { type ApiOptions, apiClientOf } from "./api-client.js";
+import { endLine, headerLine, seqProblem } from "./session-file.js";
+import { guarded, ioOf, retrying, TransferError, type TransferIo, write } from "./session-transfer.js";
+
+/** Messages per request. */
+const EXPORT_PAGE = 2_000;
+
+export type SessionExportOptions = ApiOptions & {
+  /** Write here (through a temporary file renamed at the end) instead of stdout. */
+  out?: string;
+  io?: TransferIo;
+  /** Messages per request (default 2,000; at most the API's 10,000). */
+  pageSize?: number;
+};
+
+export async function sessionExportCommand(id: string, options: SessionExportOptions = {}): Promise<number> {
+  const io = ioOf(options.io);
+  const { client, ...api } = apiClientOf(options);
+  const what = "fleet session export";
+  return guarded(io, api, what, async () => {
+    const { out } = options;
+    if (out === undefined) {
+      const count = await exportTo(client, id, (text) => write(io.stdout, text), io, options);
+      await write(io.stderr, `exported ${count} messages of session ${id}\n`);
+      return 0;
+    }
+    // Written under another name and renamed once whole: FILE is an export or is not there.
+    const temporary = `${out}.${process.pid}.partial`;
+    const file = await open(temporary, "w").catch((error: NodeJS.ErrnoException) => {
+      throw new TransferError(`cannot write ${out}: ${error.code ?? error.message}`, 2);
+    });
+    try {
+      const count = await exportTo(client, id, (text) => file.write(text).then(() => {}), io, options);
+      await file.close();
+      await rename(temporary, out);
+      await write(io.stderr, `exported ${count} messages of session ${id} to ${out}\n`);
+      return 0;
+    } catch (error) {
+      await file.close().catch(() => {});
+      await rm(temporary, { force: true });
+      if ((error as NodeJS.ErrnoException).syscall !== undefined)
+        throw new TransferError(`cannot write ${out}: ${(error as Error).message}`, 1);
+      throw error;
+    }
+  });
+}
+
+/** Writes the export of session `id`, a page at a time, to `sink`; resolves with its number of messages. */
+async function exportTo(
+  client: FleetClient,
+  id: string,
+  sink: (text: string) => Promise<void>,
+  io: TransferIo,
+  options: SessionExportOptions,
+): Promise<number> {
+  const limit = options.pageSize ?? EXPORT_PAGE;
+  const page = (afterSeq: number, first = false): Promise<SessionJson> =>
+    retrying(
+      io,
+      `reading session ${id} after seq ${afterSeq}`,
+      () => client.getSession(id, { afterSeq, limit, runsLimit: 0 }),
+      first,
+    );
+  let current = await page(0, true);
+  await sink(headerLine(current, new Date()));
+  let written = 0;
+  for (;;) {
+    let text = "";
+    for (const message of current.messages) {
+      const problem = seqProblem(written + 1, message.seq);
+      if (problem) {
+        await sink(text);
+        const left =
+          options.out === undefined
+            ? "the output ends without its end line (fleet session import refuses it)"
+            : "no file was written";
+        throw new TransferError(`session ${id}: ${problem}; ${left}`, 1);
+      }
+      text += `${JSON.stringify(message)}\n`;
+      written = message.seq;
+    }
+    await sink(text);
+    // null: nothing follows this page now; absent: an API without paging sent every message.
+    if (current.nextAfterSeq === null || current.nextAfterSeq === undefined) break;
+    current = await page(written);
+  }
+  await sink(endLine(written));
+  return written;
+}

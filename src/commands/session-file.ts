@@ -1,0 +1,219 @@
+/**
+ * The file of `fleet session export` / `fleet session import`: JSON Lines, written and read a
+ * line at a time, so a session of any length streams through in constant memory.
+ *
+ *   {"fleetSessionExport":1,"id":"…","agent":{…},"metadata":{…},"createdAt":"…","exportedAt":"…"}
+ *   {"role":"user","content":"…","seq":1,"createdAt":"…"}            one line per message
+ *   …                                                                  (contracts §1, seq 1, 2, 3, …)
+ *   {"fleetSessionExportEnd":{"messages":12000}}
+ *
+ * The last line says how many messages the file holds, so a file cut short (a disk that
+ * filled, an export that was stopped) is refused instead of being imported as a shorter
+ * history. Everything here is pure: the commands do the reading, writing and requests.
+ */
+
+import { BODY_LIMIT, MAX_IMPORTED_MESSAGES } from "../producer/request-limits.js";
+import type { SessionJson } from "../shared/api-types.js";
+import { ValidationError } from "../shared/errors.js";
+import { type ImportedMessage, type Message, parseImportedHistory } from "../shared/messages.js";
+
+export const EXPORT_VERSION = 1;
+
+export type ExportHeader = {
+  fleetSessionExport: typeof EXPORT_VERSION;
+  /** The exported session's id (informational: an import makes a new session). */
+  id: string;
+  agent: unknown;
+  metadata: Record<string, unknown>;
+  createdAt?: string;
+  exportedAt: string;
+  /** Present (false) when the session had no event stream; the imported one gets none either. */
+  sessionEvents?: false;
+};
+
+export function headerLine(session: SessionJson, exportedAt: Date): string {
+  const header: ExportHeader = {
+    fleetSessionExport: EXPORT_VERSION,
+    id: session.id,
+    agent: session.agent,
+    metadata: session.metadata,
+    createdAt: session.createdAt,
+    exportedAt: exportedAt.toISOString(),
+    ...(session.sessionEvents === false ? { sessionEvents: false as const } : {}),
+  };
+  return `${JSON.stringify(header)}\n`;
+}
+
+export function endLine(messages: number): string {
+  return `${JSON.stringify({ fleetSessionExportEnd: { messages } })}\n`;
+}
+
+/** The seq a page of an export must continue with, or why it cannot be written (a gap, a repeat). */
+export function seqProblem(expected: number, seq: number): string | undefined {
+  if (seq === expected) return undefined;
+  return seq < expected
+    ? `the API sent seq ${seq} again after seq ${expected - 1}`
+    : `the API sent seq ${seq} after seq ${expected - 1}: seq ${expected} is missing`;
+}
+
+/** A line of the file that cannot be imported: `line` is 1-based. */
+export class ExportFileError extends Error {
+  override name = "ExportFileError";
+  constructor(
+    readonly line: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A message of the file as it is sent, with its size in a request body. */
+export type FileMessage = { line: number; seq: number; message: ImportedMessage; bytes: number };
+
+export type FileItem =
+  | { kind: "header"; header: ExportHeader }
+  | { kind: "message"; message: FileMessage }
+  | { kind: "end" };
+
+/** The most bytes of messages one request carries: half the API's body limit (16 MiB). */
+export const PAGE_BYTES = BODY_LIMIT / 2;
+/** The largest message that fits a request of its own, with room for the body around it. */
+export const MAX_MESSAGE_BYTES = BODY_LIMIT - 1024 * 1024;
+/** The most messages one request carries (the API's limit). */
+export const PAGE_MESSAGES = MAX_IMPORTED_MESSAGES;
+
+/**
+ * Reads an export line by line (blank lines skipped by the caller) and says what each line
+ * is, or throws an ExportFileError naming it: the first line the header, then messages
+ * valid as the API validates an import (contracts §1, no call answered twice after one
+ * step) whose seqs run 1, 2, 3, …, then the end line with their count, then nothing.
+ */
+export class ExportFileCheck {
+  private state: "header" | "messages" | "ended" = "header";
+  private count = 0;
+  /** Results since the latest assistant message: call id → seq of its result. */
+  private answered: Map<string, number> | undefined;
+
+  /** How many messages were read so far. */
+  get messages(): number {
+    return this.count;
+  }
+
+  read(line: number, text: string): FileItem {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      throw new ExportFileError(line, "not valid JSON");
+    }
+    if (value === null || typeof value !== "object" || Array.isArray(value))
+      throw new ExportFileError(line, "expected a JSON object");
+    const record = value as Record<string, unknown>;
+    if (this.state === "ended")
+      throw new ExportFileError(line, "follows the end line (fleetSessionExportEnd)");
+    if (this.state === "header") {
+      this.state = "messages";
+      return { kind: "header", header: parseHeader(line, record) };
+    }
+    if ("fleetSessionExportEnd" in record) {
+      const end = record.fleetSessionExportEnd as { messages?: unknown } | null;
+      if (end?.messages !== this.count)
+        throw new ExportFileError(
+          line,
+          `the end line says ${JSON.stringify(end?.messages)} messages, the file holds ${this.count}`,
+        );
+      this.state = "ended";
+      return { kind: "end" };
+    }
+    return { kind: "message", message: this.message(line, record) };
+  }
+
+  /** Throws unless the end line was read. */
+  finish(lastLine: number): void {
+    if (this.state === "header") throw new ExportFileError(lastLine, "the file is empty");
+    if (this.state !== "ended")
+      throw new ExportFileError(
+        lastLine,
+        `the file ends without its end line (fleetSessionExportEnd) after ${this.count} messages: the export was cut short`,
+      );
+  }
+
+  private message(line: number, record: Record<string, unknown>): FileMessage {
+    const seq = this.count + 1;
+    if (record.seq !== seq)
+      throw new ExportFileError(
+        line,
+        record.seq === undefined
+          ? `the message has no seq (expected ${seq})`
+          : `seq ${JSON.stringify(record.seq)} where seq ${seq} was expected: messages must run 1, 2, 3, … with no gap or repeat`,
+      );
+    let message: ImportedMessage;
+    try {
+      [message] = parseImportedHistory([record], "m") as [ImportedMessage];
+    } catch (error) {
+      if (!(error instanceof ValidationError)) throw error;
+      const field = error.field.replace(/^m\[0\]\.?/, "");
+      const text = error.message.slice(error.field.length + 2);
+      throw new ExportFileError(line, `seq ${seq}: ${field ? `${field}: ` : ""}${text}`);
+    }
+    if (message.role === "assistant") this.answered = new Map();
+    if (message.role === "tool" && this.answered) {
+      const first = this.answered.get(message.toolCallId);
+      if (first !== undefined)
+        throw new ExportFileError(
+          line,
+          `seq ${seq}: tool call "${message.toolCallId}" already has a result (seq ${first}) after the same assistant message; a call is answered at most once`,
+        );
+      this.answered.set(message.toolCallId, seq);
+    }
+    const bytes = Buffer.byteLength(JSON.stringify(message));
+    if (bytes > MAX_MESSAGE_BYTES)
+      throw new ExportFileError(
+        line,
+        `seq ${seq}: the message is ${(bytes / 1024 / 1024).toFixed(1)} MiB, more than one request may hold (${BODY_LIMIT / 1024 / 1024} MiB)`,
+      );
+    this.count = seq;
+    return { line, seq, message, bytes };
+  }
+}
+
+function parseHeader(line: number, record: Record<string, unknown>): ExportHeader {
+  if (record.fleetSessionExport !== EXPORT_VERSION)
+    throw new ExportFileError(
+      line,
+      "fleetSessionExport" in record
+        ? `export version ${JSON.stringify(record.fleetSessionExport)} is not one this fleet reads (${EXPORT_VERSION})`
+        : "the first line is not the header of a `fleet session export` file ({fleetSessionExport: 1, agent, …})",
+    );
+  if (record.agent === null || typeof record.agent !== "object" || Array.isArray(record.agent))
+    throw new ExportFileError(line, "the header's agent must be a JSON object");
+  const metadata = record.metadata ?? {};
+  if (metadata === null || typeof metadata !== "object" || Array.isArray(metadata))
+    throw new ExportFileError(line, "the header's metadata must be a JSON object");
+  return { ...(record as ExportHeader), metadata: metadata as Record<string, unknown> };
+}
+
+/** Whether `next` starts a new page after a page of `count` messages and `bytes` bytes. */
+export function startsNewPage(page: { count: number; bytes: number }, next: { bytes: number }): boolean {
+  if (page.count === 0) return false;
+  return page.count >= PAGE_MESSAGES || page.bytes + next.bytes > PAGE_BYTES;
+}
+
+/**
+ * Whether a stored message is the one the file holds at its seq: what a retried page
+ * compares before it goes on after what is stored (never storing a message twice, and
+ * never taking another writer's messages for its own). Compares what identifies a message;
+ * stored-only fields (`usage: null` for none, `createdAt`) are left out.
+ */
+export function sameMessage(stored: Message, sent: Message): boolean {
+  if (stored.role !== sent.role || stored.content !== sent.content) return false;
+  if (stored.role === "assistant" && sent.role === "assistant") {
+    const calls = (m: typeof stored) => JSON.stringify((m.toolCalls ?? []).map((c) => [c.id, c.name]));
+    return stored.stopReason === sent.stopReason && calls(stored) === calls(sent);
+  }
+  if (stored.role === "tool" && sent.role === "tool")
+    return (
+      stored.toolCallId === sent.toolCallId && stored.name === sent.name && stored.success === sent.success
+    );
+  return true;
+}

@@ -1,0 +1,281 @@
+/**
+ * `fleet session import FILE [--metadata JSON] [--idempotency-key KEY]`: makes a new session
+ * from a `fleet session export` file (session-file.ts) and prints its id.
+ *
+ * The file is read twice, a line at a time: once to check all of it before the first request
+ * (header, every message as the API validates an import, seqs 1, 2, 3, …, the end line), so
+ * a malformed file creates nothing; then to send it: `POST /v1/sessions` with the first page,
+ * the rest with `POST /v1/sessions/:id/history` (`importMessages`), pages of at most 10,000
+ * messages and 8 MiB. Memory holds one page.
+ *
+ * A request that gets no answer (or a 5xx) is sent again. The session is created with an
+ * Idempotency-Key, so a retry gets the same session; a page is stored only right after its
+ * `afterSeq`, so a page that was stored though its answer was lost comes back `409
+ * seq_mismatch`: the command then reads what the session holds after `afterSeq`, checks it
+ * is the file's messages, and goes on after them — nothing is stored twice. Running the
+ * command again with the same `--idempotency-key` within 24 h continues the same session the
+ * same way. What the API refuses after the first page (a 4xx) ends the command with the seq
+ * that failed and what is stored.
+ */
+import { randomUUID } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { createInterface } from "node:readline";
+import { FleetApiError, type FleetClient } from "../producer/client.js";
+import { type ApiOptions, apiClientOf } from "./api-client.js";
+import {
+  ExportFileCheck,
+  ExportFileError,
+  type ExportHeader,
+  type FileMessage,
+  sameMessage,
+  startsNewPage,
+} from "./session-file.js";
+import { guarded, ioOf, retrying, TransferError, type TransferIo, write } from "./session-transfer.js";
+
+export type SessionImportOptions = ApiOptions & {
+  /** A JSON object merged over the file's metadata (its keys win). */
+  metadata?: string;
+  /** The Idempotency-Key of the session's creation (default: a new one). */
+  idempotencyKey?: string;
+  io?: TransferIo;
+};
+
+export async function sessionImportCommand(
+  file: string,
+  options: SessionImportOptions = {},
+): Promise<number> {
+  const io = ioOf(options.io);
+  const { client, ...api } = apiClientOf(options);
+  return guarded(io, api, "fleet session import", async () => {
+    const extra = parseMetadata(options.metadata);
+    const total = await checkFile(file);
+    const key = options.idempotencyKey ?? `fleet-session-import-${randomUUID()}`;
+    const id = await sendFile(client, file, total, { extra, key, io });
+    await write(io.stderr, `imported ${total} messages into session ${id}\n`);
+    await write(io.stdout, `${id}\n`);
+    return 0;
+  });
+}
+
+function parseMetadata(text: string | undefined): Record<string, unknown> {
+  if (text === undefined) return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    value = undefined;
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value))
+    throw new TransferError(`--metadata must be a JSON object, e.g. '{"source":"eu-1"}'`, 2);
+  return value as Record<string, unknown>;
+}
+
+/** The file's lines, numbered from 1, without blank ones; a file that cannot be read is bad input. */
+async function* fileLines(file: string): AsyncGenerator<{ line: number; text: string }> {
+  const input = createReadStream(file, { encoding: "utf8" });
+  const lines = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY });
+  let line = 0;
+  try {
+    for await (const text of lines) {
+      line++;
+      if (text.trim() !== "") yield { line, text };
+    }
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new TransferError(
+      `cannot read ${file}: ${code === "ENOENT" ? "no such file" : (code ?? error)}`,
+      2,
+    );
+  } finally {
+    lines.close();
+    input.destroy();
+  }
+}
+
+/** Reads the whole file through the check; resolves with its number of messages. */
+async function checkFile(file: string): Promise<number> {
+  const check = new ExportFileCheck();
+  let last = 0;
+  for await (const { line, text } of fileLines(file)) {
+    check.read(line, text);
+    last = line;
+  }
+  check.finish(last + 1);
+  return check.messages;
+}
+
+/** The file's header, then its messages in pages (the file read again, checked again). */
+async function* filePages(file: string): AsyncGenerator<{ header: ExportHeader } | { page: FileMessage[] }> {
+  const check = new ExportFileCheck();
+  let page: FileMessage[] = [];
+  let bytes = 0;
+  let last = 0;
+  for await (const { line, text } of fileLines(file)) {
+    last = line;
+    const item = check.read(line, text);
+    if (item.kind === "header") yield { header: item.header };
+    if (item.kind !== "message") continue;
+    if (startsNewPage({ count: page.length, bytes }, item.message)) {
+      yield { page };
+      page = [];
+      bytes = 0;
+    }
+    page.push(item.message);
+    bytes += item.message.bytes;
+  }
+  check.finish(last + 1);
+  if (page.length > 0) yield { page };
+}
+
+type Send = { extra: Record<string, unknown>; key: string; io: TransferIo };
+
+async function sendFile(client: FleetClient, file: string, total: number, send: Send): Promise<string> {
+  const { io } = send;
+  let header: ExportHeader | undefined;
+  let id: string | undefined;
+  let lastSeq = 0;
+  try {
+    for await (const item of filePages(file)) {
+      if ("header" in item) {
+        header = item.header;
+        continue;
+      }
+      const { page } = item;
+      if (id === undefined) {
+        id = await create(client, header!, page, send);
+        lastSeq = page.length;
+        await write(io.stderr, `created session ${id} with messages 1–${lastSeq} of ${total}\n`);
+        continue;
+      }
+      lastSeq = await storePage(client, id, lastSeq, page, io);
+      await write(io.stderr, `stored messages up to ${lastSeq} of ${total}\n`);
+    }
+    // A file of no message: the session is created with none.
+    if (id === undefined) id = await create(client, header!, [], send);
+    await checkNothingAfter(client, id, lastSeq, io);
+    return id;
+  } catch (error) {
+    if (id === undefined) throw error;
+    // A 4xx stored nothing of its page; after no answer (or a 5xx) the page may be stored.
+    const refused =
+      (error instanceof TransferError && error.exitCode === 2) ||
+      (error instanceof FleetApiError && error.status < 500);
+    const held = `messages 1–${lastSeq} of the file's ${total}${refused ? "" : " (and perhaps the page that failed)"}`;
+    throw new TransferError(
+      `${reason(error)}; session ${id} holds ${held} (it runs nothing: delete it with \`fleet session delete ${id}\`, or run this command again with --idempotency-key ${send.key} to go on)`,
+      error instanceof TransferError
+        ? error.exitCode
+        : error instanceof FleetApiError && error.status >= 400 && error.status < 500
+          ? 2
+          : 1,
+    );
+  }
+}
+
+function reason(error: unknown): string {
+  if (error instanceof ExportFileError)
+    return `line ${error.line}: ${error.message} (the file changed while it was imported)`;
+  if (error instanceof FleetApiError && error.field) return `${error.message} (${error.field})`;
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Creates the session with the first page, once whatever the retries (its Idempotency-Key). */
+async function create(client: FleetClient, header: ExportHeader, page: FileMessage[], send: Send) {
+  const input = {
+    agent: header.agent as Parameters<FleetClient["createSession"]>[0]["agent"],
+    metadata: { ...header.metadata, ...send.extra },
+    ...(page.length > 0 ? { messages: page.map((m) => m.message) } : {}),
+    ...(header.sessionEvents === false ? { sessionEvents: false } : {}),
+  };
+  const { id } = await retrying(
+    send.io,
+    "creating the session",
+    () => client.createSession(input, { idempotencyKey: send.key }),
+    true,
+  );
+  return id;
+}
+
+/**
+ * Stores `page` right after seq `afterSeq`; resolves with the session's last seq after it.
+ * A 409 seq_mismatch (a try stored though its answer was lost; or an earlier run of the
+ * command) reads what the session holds after `afterSeq`, checks it is this page's start,
+ * and sends only the rest.
+ */
+async function storePage(
+  client: FleetClient,
+  id: string,
+  afterSeq: number,
+  page: FileMessage[],
+  io: TransferIo,
+): Promise<number> {
+  let sent = 0;
+  for (;;) {
+    const from = afterSeq + sent;
+    const rest = page.slice(sent);
+    const range = `seq ${from + 1}–${from + rest.length}`;
+    try {
+      const { lastSeq } = await retrying(io, `storing ${range}`, () =>
+        client.importMessages(
+          id,
+          rest.map((m) => m.message),
+          { afterSeq: from },
+        ),
+      );
+      return lastSeq;
+    } catch (error) {
+      if (!(error instanceof FleetApiError && error.reason === "seq_mismatch")) {
+        if (error instanceof FleetApiError) {
+          const index = /^messages\[(\d+)\]/.exec(error.field ?? "");
+          const at = index ? rest[Number(index[1])] : undefined;
+          if (at) throw new TransferError(`seq ${at.seq} (line ${at.line}): ${error.message}`, 2);
+          throw new TransferError(`${range}: ${reason(error)}`, error.status < 500 ? 2 : 1);
+        }
+        throw error;
+      }
+      const stored = await storedPrefix(client, id, from, rest, io);
+      await write(
+        io.stderr,
+        `${range}: the session holds seq ${from + 1}–${from + stored} already (an answer was lost); going on after seq ${from + stored}\n`,
+      );
+      sent += stored;
+      if (sent === page.length) return afterSeq + sent;
+    }
+  }
+}
+
+/** How many of `rest` the session holds after seq `from` (at least one), checked to be the file's. */
+async function storedPrefix(
+  client: FleetClient,
+  id: string,
+  from: number,
+  rest: FileMessage[],
+  io: TransferIo,
+): Promise<number> {
+  const { messages } = await retrying(io, `reading session ${id} after seq ${from}`, () =>
+    client.getSession(id, { afterSeq: from, limit: rest.length, runsLimit: 0 }),
+  );
+  if (messages.length === 0)
+    throw new TransferError(
+      `the API refused the page after seq ${from} (seq_mismatch) but the session holds nothing after it`,
+      1,
+    );
+  for (const [i, stored] of messages.entries()) {
+    const mine = rest[i]!;
+    if (stored.seq !== mine.seq || !sameMessage(stored, mine.message))
+      throw new TransferError(
+        `seq ${stored.seq} is stored with another message than line ${mine.line} of the file: something else writes to session ${id}`,
+        1,
+      );
+  }
+  return messages.length;
+}
+
+/** The session ends where the file does: nothing of another writer (or an older run) after it. */
+async function checkNothingAfter(client: FleetClient, id: string, lastSeq: number, io: TransferIo) {
+  const { messages } = await retrying(io, `reading session ${id}`, () =>
+    client.getSession(id, { afterSeq: lastSeq, limit: 1, runsLimit: 0 }),
+  );
+  if (messages.length > 0)
+    throw new TransferError(`the session holds messages after the file's last (seq ${lastSeq})`, 1);
+}

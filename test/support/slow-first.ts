@@ -13,13 +13,14 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
 export const SLOW_FILES = [
   "package",
   "provider-limits-fleet",
+  "batch-cli",
+  "preflight",
   "batch-cli-limits",
   "queue-and-cli",
   "fuzz",
   "fleet-up",
   "provider-limits-waiters",
   "prometheus-live",
-  "preflight",
   "provider-limits-shares",
   "chaos-check",
   "sweeper-policy",
@@ -35,7 +36,6 @@ export const SLOW_FILES = [
   "prometheus-rules",
   "deletion-leftovers",
   "lifecycle",
-  "batch-cli",
   "demo",
 ].map((name) => `test/${name}.test.ts`);
 

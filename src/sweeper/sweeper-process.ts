@@ -174,43 +174,34 @@ export async function startSweeper(
 
   let ticks = 0;
   let wideScanRequested = true;
-  let running = false;
   let stopped = false;
-  let failedTicks = 0;
-  let lastFailure = "";
-  const tick = async () => {
-    if (running || stopped) return;
-    running = true;
-    try {
-      if (Date.now() >= quietUntil) {
-        await sweeper.sweepWorkers();
-      }
-      if (wideScanRequested || ticks % WIDE_SCAN_EVERY === 0) {
-        wideScanRequested = false;
-        await sweeper.sweepInterrupted();
-        await sweeper.sweepOrphanedRuns();
-        // Before the batch ends: a batch whose last session kept such a run ends with it.
-        await leftovers.scan();
-        await batchEnds.scan();
-        if (pruneAgain || Date.now() - prunedAt > 60_000) {
-          prunedAt = Date.now();
-          pruneAgain = (await idempotency.prune(IDEMPOTENCY_PRUNE_PAGE)) >= IDEMPOTENCY_PRUNE_PAGE;
-        }
-      }
-      if (failedTicks > 0) log.warn({ failedTicks }, "sweeps work again");
-      failedTicks = 0;
-    } catch (error) {
-      // One line when sweeps start failing (Postgres or Redis away), not one every tick; a
-      // different error while failing is logged too.
-      const text = error instanceof Error ? error.message : String(error);
-      if (failedTicks === 0 || text !== lastFailure)
-        log.warn({ err: error }, "sweep failed; retrying every tick, quietly until it works");
-      lastFailure = text;
-      failedTicks++;
-    } finally {
-      ticks++;
-      running = false;
+  // Two passes, each never run twice at once, but not waiting for each other: a wide scan
+  // stuck in a slow statement (a plan Postgres made for empty tables held one for over 15
+  // minutes) must not hold up the liveness check, which finds dead and frozen workers. They
+  // act on sessions under the same per-session Redis lock as two sweepers do.
+  const liveness = sweepPass(log, "liveness check", async () => {
+    if (Date.now() >= quietUntil) await sweeper.sweepWorkers();
+  });
+  const wide = sweepPass(log, "wide scan", async () => {
+    await sweeper.sweepInterrupted();
+    await sweeper.sweepOrphanedRuns();
+    // Before the batch ends: a batch whose last session kept such a run ends with it.
+    await leftovers.scan();
+    await batchEnds.scan();
+    if (pruneAgain || Date.now() - prunedAt > 60_000) {
+      prunedAt = Date.now();
+      pruneAgain = (await idempotency.prune(IDEMPOTENCY_PRUNE_PAGE)) >= IDEMPOTENCY_PRUNE_PAGE;
     }
+  });
+  const tick = () => {
+    if (stopped) return;
+    void liveness.run();
+    // A scan asked for while one runs is kept for the tick after it.
+    if ((wideScanRequested || ticks % WIDE_SCAN_EVERY === 0) && !wide.running) {
+      wideScanRequested = false;
+      void wide.run();
+    }
+    ticks++;
   };
   const timer = setInterval(tick, config.sweepIntervalMs);
 
@@ -238,7 +229,7 @@ export async function startSweeper(
         clearInterval(retentionTimer);
         stopEvictionWatch();
         retentionStop.abort();
-        while (running) await new Promise((r) => setTimeout(r, 10));
+        while (liveness.running || wide.running) await new Promise((r) => setTimeout(r, 10));
         await retaining;
         await closeAll(
           [
@@ -255,6 +246,43 @@ export async function startSweeper(
         );
       })();
       return stopping;
+    },
+  };
+}
+
+/**
+ * A pass of the sweeper's tick: `run()` does nothing while the previous run is still going.
+ * Failures are logged once when they start (Postgres or Redis away), not at every tick, and
+ * again when the error changes; once when the pass works again.
+ */
+export function sweepPass(
+  log: Pick<Logger, "warn">,
+  name: string,
+  pass: () => Promise<void>,
+): { run: () => Promise<void>; readonly running: boolean } {
+  let running = false;
+  let failed = 0;
+  let lastFailure = "";
+  return {
+    get running() {
+      return running;
+    },
+    async run() {
+      if (running) return;
+      running = true;
+      try {
+        await pass();
+        if (failed > 0) log.warn({ pass: name, failedTicks: failed }, "sweeps work again");
+        failed = 0;
+      } catch (error) {
+        const text = error instanceof Error ? error.message : String(error);
+        if (failed === 0 || text !== lastFailure)
+          log.warn({ err: error, pass: name }, "sweep failed; retrying every tick, quietly until it works");
+        lastFailure = text;
+        failed++;
+      } finally {
+        running = false;
+      }
     },
   };
 }

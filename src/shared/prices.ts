@@ -24,7 +24,8 @@ import { z } from "zod";
 import type { AgentConfig, ModelConfig } from "./agent-config.js";
 import type { UsageTotals } from "./api-types.js";
 import { ValidationError } from "./errors.js";
-import type { Usage } from "./messages.js";
+import { GrowingFold } from "./growing-fold.js";
+import type { Message, Usage } from "./messages.js";
 import type { ModelRouting } from "./model-endpoints.js";
 
 export type { UsageTotals };
@@ -123,32 +124,42 @@ export function roundUsd(usd: number): number {
   return Math.round(usd * 1e9) / 1e9;
 }
 
-/** The `costUsd` of a set of steps' usage (null entries: unknown usage, not counted). */
-export function sumCost(usages: Iterable<Usage | null | undefined>): number {
-  let total = 0;
-  for (const usage of usages) total += usage?.costUsd ?? 0;
-  return roundUsd(total);
-}
-
 /**
  * USD of what a session's stored token count (`tokens_used`) holds beyond the usage its steps
  * reported: the estimates counted for steps with unknown usage (fenced-writes.ts stores them
  * there, never as a step's usage), priced at the higher of `price`'s input and output prices
  * (a high-side estimate: unknown usage never costs 0 against `agent.budget.maxCostUsd`). Taken
  * at a claim, so that an estimate counts in the session's later runs and resumes too, not only
- * in the run that made it. `usages`: the stored assistant steps' usage. 0 without a price.
+ * in the run that made it. `reportedTokens`: what the stored steps' usage holds
+ * (`reportedUsage`). 0 without a price.
  */
 export function unreportedCost(
   tokensUsed: number,
-  usages: Iterable<Usage | null | undefined>,
+  reportedTokens: number,
   price: ModelPrice | undefined,
 ): number {
   if (!price) return 0;
-  let reported = 0;
-  for (const usage of usages) if (usage) reported += usage.inputTokens + usage.outputTokens;
-  const unreported = Math.max(0, tokensUsed - reported);
+  const unreported = Math.max(0, tokensUsed - reportedTokens);
   return roundUsd((unreported * Math.max(price.input, price.output)) / 1_000_000);
 }
+
+/**
+ * The cost and the tokens (input and output) the stored assistant steps of a history reported,
+ * summed in order and kept with the array (growing-fold.ts): a job of a long session asks
+ * once, and a later job that keeps the history (history-cache.ts) adds only the new steps.
+ */
+export const reportedUsage = new GrowingFold<Message, { costUsd: number; tokens: number }>(
+  () => ({ costUsd: 0, tokens: 0 }),
+  (sum, history, from) => {
+    for (let i = from; i < history.length; i++) {
+      const m = history[i]!;
+      if (m.role !== "assistant" || !m.usage) continue;
+      sum.costUsd += m.usage.costUsd ?? 0;
+      sum.tokens += m.usage.inputTokens + m.usage.outputTokens;
+    }
+    return sum;
+  },
+);
 
 /**
  * With `budget.maxCostUsd`, every model the agent may run (its model and fallbacks) must have

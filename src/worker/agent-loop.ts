@@ -7,7 +7,7 @@ import type { AgentConfig } from "../shared/agent-config.js";
 import { tailStateAfter } from "../shared/history-tail.js";
 import type { Message, RunUsage, StoredMessage, ToolCall, ToolMessage, Usage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
-import { roundUsd, sumCost, unreportedCost } from "../shared/prices.js";
+import { reportedUsage, roundUsd, unreportedCost } from "../shared/prices.js";
 import { requestsTools } from "../shared/resume-point.js";
 import { stopReasonLabel } from "../shared/stop-reasons.js";
 import type { Fence, FencedWrites, HistoryCursor } from "../shared/store/fenced-writes.js";
@@ -238,9 +238,9 @@ function costSpent(input: LoopInput): number {
   if (!input.budget) input.budget = { tokensUsed: 0 };
   const budget = input.budget;
   if (budget.costUsd === undefined) {
-    const usages = input.history.map((m) => (m.role === "assistant" ? m.usage : null));
-    const estimated = unreportedCost(budget.tokensUsed, usages, input.model.identity?.price);
-    budget.costUsd = roundUsd(sumCost(usages) + estimated);
+    const reported = reportedUsage.of(input.history);
+    const estimated = unreportedCost(budget.tokensUsed, reported.tokens, input.model.identity?.price);
+    budget.costUsd = roundUsd(roundUsd(reported.costUsd) + estimated);
   }
   return budget.costUsd;
 }

@@ -61,37 +61,33 @@ export class SweepQueries {
    * Queued runs of active sessions older than `ms` (their job may have been lost with Redis,
    * or failed), among one page of the queued runs older than `ms` (oldest first, after
    * `after`, the last of the previous page: at most `limit` read); and where the next page
-   * starts (undefined: from the start). The page's sessions are looked up by an array of its
-   * session ids, `sessions` read once at most whatever the plan: a correlated look-up let a
-   * plan made for empty tables read every session once per queued run (300 × 150 rows for a
-   * batch of 300; test/plans-fresh-fleet.test.ts).
+   * starts (undefined: from the start). See `pageOfQueuedRuns` for how the page's sessions
+   * are read.
    */
   async queuedRunsOlderThan(
     ms: number,
     limit: number,
     after?: QueuedRun,
   ): Promise<{ runs: QueuedRun[]; next?: QueuedRun }> {
-    const sql = this.database.sql;
-    const [row] = await sql<
+    const page = pageOfQueuedRuns(ms, limit, after);
+    const [row] = await this.database.sql.unsafe<
       { runs: string | QueuedRun[] | null; last: string | QueuedRun | null; read: number }[]
-    >`
-      with page as materialized (
-        select r.id, r.session_id, r.kind, r.job_id, r.created_at from runs r
-         where r.status = 'queued' and r.created_at < now() - make_interval(secs => ${ms / 1000})
-           ${after ? sql`and (r.created_at, r.id) > (${after.created_at}::timestamptz, ${after.id})` : sql``}
-         order by r.created_at, r.id limit ${limit}
-      ), active as materialized (
-        select s.id from sessions s
-         where s.id = any(array(select p.session_id from page p)) and s.status = 'active'
+    >(
+      `
+      with ${page.text}, active as materialized (
+        select p.id from page p join sessions s on s.id = p.session_id
+         where s.status = 'active' and exists (select 1 from page)
       )
       select (select json_agg(json_build_object('id', p.id, 'session_id', p.session_id, 'kind', p.kind,
                                                 'job_id', p.job_id, 'created_at', p.created_at::text)
                               order by p.created_at, p.id)
-                from page p where p.session_id in (select a.id from active a)) as runs,
+                from page p where p.id in (select a.id from active a)) as runs,
              (select count(*)::int from page) as read,
              (select json_build_object('id', p.id, 'session_id', p.session_id, 'kind', p.kind,
                                        'job_id', p.job_id, 'created_at', p.created_at::text)
-                from page p order by p.created_at desc, p.id desc limit 1) as last`;
+                from page p order by p.created_at desc, p.id desc limit 1) as last`,
+      page.params,
+    );
     const runs = row?.runs ? json<QueuedRun[]>(row.runs) : [];
     const last = row?.last ? json<QueuedRun>(row.last) : undefined;
     return { runs, ...(row && row.read >= limit && last ? { next: last } : {}) };
@@ -105,40 +101,36 @@ export class SweepQueries {
    * leftover — of a message that raced a cancel before both took the session's row first —
    * that no worker would run (a worker skips a cancelled session) and nothing would end.
    * Returns the runs it ended, and where the next page starts (undefined: from the start).
-   * The sessions and the runs to end are looked up by arrays of the page's ids, each table read
-   * once at most whatever the plan: `id in (page …)` let a plan made for empty tables read
-   * every queued run once per row of the page, and `sessions` once per pair, 300 × 200 × 300
-   * rows for a batch of 300 (test/plans-fresh-fleet.test.ts); a batch of 10,000 held the
-   * sweeper's tick for over 15 minutes.
+   * See `pageOfQueuedRuns` for how the page's sessions and runs are read; the update runs
+   * only when the page has a cancelled session (a run of the sweeper every second after a
+   * batch of 10,000 read the whole of `runs` each time: test/plans-after-batch.test.ts).
    */
   async endCancelledLeftovers(
     ms: number,
     limit: number,
     after?: QueuedRun,
   ): Promise<{ ended: LeftoverRun[]; next?: QueuedRun }> {
-    const sql = this.database.sql;
-    const [row] = await sql<
+    const page = pageOfQueuedRuns(ms, limit, after);
+    const [row] = await this.database.sql.unsafe<
       { ended: string | LeftoverRun[] | null; last: string | QueuedRun | null; read: number }[]
-    >`
-      with page as (
-        select r.id, r.session_id, r.kind, r.job_id, r.created_at from runs r
-         where r.status = 'queued' and r.created_at < now() - make_interval(secs => ${ms / 1000})
-           ${after ? sql`and (r.created_at, r.id) > (${after.created_at}::timestamptz, ${after.id})` : sql``}
-         order by r.created_at, r.id limit ${limit}
-      ), cancelled as materialized (
-        select s.id from sessions s
-         where s.id = any(array(select p.session_id from page p)) and s.status = 'cancelled'
+    >(
+      `
+      with ${page.text}, cancelled as materialized (
+        select p.id from page p join sessions s on s.id = p.session_id
+         where s.status = 'cancelled' and exists (select 1 from page)
       ), e as (
-        update runs set status = 'ended', ended_reason = 'cancelled', ended_at = now(),
-                        error = 'cancelled by request'
-         where id = any(array(select p.id from page p where p.session_id in (select c.id from cancelled c)))
-           and (status = 'queued') is true
-        returning id, session_id, kind
+        update runs r set status = 'ended', ended_reason = 'cancelled', ended_at = now(),
+                          error = 'cancelled by request'
+          from cancelled c
+         where r.id = c.id and (r.status = 'queued') is true and exists (select 1 from cancelled)
+        returning r.id, r.session_id, r.kind
       )
       select (select json_agg(e) from e) as ended, (select count(*)::int from page) as read,
              (select json_build_object('id', p.id, 'session_id', p.session_id, 'kind', p.kind,
                                        'job_id', p.job_id, 'created_at', p.created_at::text)
-                from page p order by p.created_at desc, p.id desc limit 1) as last`;
+                from page p order by p.created_at desc, p.id desc limit 1) as last`,
+      page.params,
+    );
     const ended = row?.ended ? json<LeftoverRun[]>(row.ended) : [];
     const last = row?.last ? json<QueuedRun>(row.last) : undefined;
     return { ended, ...(row && row.read >= limit && last ? { next: last } : {}) };
@@ -195,4 +187,31 @@ export class SweepQueries {
       update sessions set resume_attempts = ${attempt}, next_resume_at = ${nextResumeAt.toISOString()}, updated_at = now()
        where id = ${sessionId}`;
   }
+}
+
+/**
+ * The `page` CTE of the scans of queued runs: at most `limit` queued runs older than `ms`
+ * (oldest first, after `after`), read by runs_unfinished_idx. The statements built on it
+ * look the page's sessions and runs up by key (a join driven by the page), and are sent
+ * unprepared (postgres.js `unsafe`): each run is planned for the tables as they are. A
+ * prepared one kept the generic plan Postgres made while the tables were empty, a fresh
+ * fleet's first seconds, and with no ANALYZE since (autovacuum off) read every row of
+ * `sessions` or `runs` at each tick of a batch, or its square with a correlated look-up
+ * (test/plans-fresh-fleet.test.ts, test/plans-after-batch.test.ts). Each table is read
+ * once at most when a plan hashes instead.
+ */
+function pageOfQueuedRuns(
+  ms: number,
+  limit: number,
+  after: QueuedRun | undefined,
+): { text: string; params: (string | number)[] } {
+  return {
+    text: `page as materialized (
+        select r.id, r.session_id, r.kind, r.job_id, r.created_at from runs r
+         where r.status = 'queued' and r.created_at < now() - make_interval(secs => $1::float8)
+           ${after ? "and (r.created_at, r.id) > ($3::timestamptz, $4::text)" : ""}
+         order by r.created_at, r.id limit $2::int
+      )`,
+    params: after ? [ms / 1000, limit, after.created_at, after.id] : [ms / 1000, limit],
+  };
 }

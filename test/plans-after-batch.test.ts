@@ -7,7 +7,7 @@
  * after a batch of 10,000). What is checked is what Postgres counted (`pg_stat_user_*`), not
  * time.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { databaseName, openDatabase } from "../src/shared/db/client.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
@@ -72,7 +72,10 @@ describe.each(["auto", "force_generic_plan"])(
       ];
       // A fresh fleet: the sweeper runs every scan every second on the empty tables; after
       // five runs of a prepared statement Postgres keeps the generic plan made for them.
-      for (let round = 0; round < 8; round++) for (const [, scan] of scans) await scan();
+      for (let round = 0; round < 8; round++) {
+        for (const [, scan] of scans) await scan();
+        await sweeps.runningRuns(); // measured in the next test, on the plan made here
+      }
 
       // The first batch, run to its end: BATCH completed sessions, each with its ended run.
       const sql = db.sql;
@@ -124,6 +127,79 @@ describe.each(["auto", "force_generic_plan"])(
       select count(*) filter (where status = 'ended')::int as ended,
              count(*) filter (where status = 'queued')::int as queued from runs`;
       expect(states).toEqual({ ended: BATCH + QUEUED / 2, queued: QUEUED / 2 });
+    });
+
+    /** Index entries and heap blocks of `runs` read while `fn` runs. */
+    async function runsTouched(
+      fn: () => Promise<unknown>,
+      other: ReturnType<typeof openDatabase>,
+    ): Promise<{ entries: number; blocks: number }> {
+      const sql = db.sql;
+      const read = async () => {
+        for (const each of [other.sql, sql]) {
+          await each`select pg_stat_force_next_flush()`;
+          await each`select 1`;
+        }
+        await sql`select pg_stat_clear_snapshot()`;
+        const [row] = await sql<{ entries: string; blocks: string }[]>`
+          select (select coalesce(sum(idx_tup_read), 0) from pg_stat_user_indexes where relname = 'runs') as entries,
+                 (select coalesce(heap_blks_hit, 0) + coalesce(heap_blks_read, 0)
+                    from pg_statio_user_tables where relname = 'runs') as blocks`;
+        return { entries: Number(row!.entries), blocks: Number(row!.blocks) };
+      };
+      const before = await read();
+      await fn();
+      const after = await read();
+      return { entries: after.entries - before.entries, blocks: after.blocks - before.blocks };
+    }
+
+    it("after runs went queued → running → ended, never vacuumed, a tick does not read their old versions again", async () => {
+      const sweeps = new SweepQueries(db);
+      const sql = db.sql;
+      // Another batch, run to its end: each run's queued and running versions stay in
+      // runs_unfinished_idx (a change of status is never a HOT update) until a vacuum, which
+      // never comes with autovacuum off. Older than the two runs still queued (rq-3, rq-4).
+      await sql`insert into sessions (id, agent, run_started)
+        select 'd-' || g, '{"model":{"provider":"scripted","steps":[{"text":"hi"}]}}'::jsonb, true
+          from generate_series(1, ${BATCH}) g`;
+      await sql`insert into runs (id, session_id, kind, trigger, status, input, created_at)
+        select 'rd-' || g, 'd-' || g, 'run', 'api', 'queued', 'Go.', now() - interval '3 minutes' + g * interval '1 millisecond'
+          from generate_series(1, ${BATCH}) g`;
+      await sql`update runs set status = 'running', started_at = now() where id like 'rd-%'`;
+      await sql`update runs set status = 'ended', ended_at = now(), ended_reason = 'completed' where id like 'rd-%'`;
+      const late = openDatabase(fleet.config.databaseUrl, { max: 1 });
+      onTestFinished(() => late.close());
+      // The sweeper runs these every tick (running runs every 200 ms): the first may read the
+      // old versions once; the ones after it must not, as a bitmap scan did at every tick
+      // (its index entries and every block of the table: dead entries are only skipped once
+      // a plain index scan has marked them). The sweeper's pool opens connections as it needs
+      // them: one opened after the batch plans the statement for the tables as they are then
+      // (a bitmap scan), measured first, as anything else reading them could mark them.
+      const scans: [string, () => Promise<unknown>][] = [
+        ["running runs, a later connection", () => new SweepQueries(late).runningRuns()],
+        ["running runs", () => sweeps.runningRuns()],
+        ["orphaned runs", () => sweeps.queuedRunsOlderThan(5_000, 500)],
+        ["cancelled leftovers", () => sweeps.endCancelledLeftovers(5_000, 200)],
+      ];
+      const later: Record<string, { entries: number; blocks: number }> = {};
+      for (const [what, scan] of scans) {
+        await scan();
+        await scan();
+        later[what] = await runsTouched(scan, late);
+      }
+      const few = {
+        entries: expect.toSatisfy((n: number) => n <= 20),
+        blocks: expect.toSatisfy((n: number) => n <= 5),
+      };
+      expect(later).toEqual({
+        "running runs, a later connection": few,
+        "running runs": few,
+        "orphaned runs": few,
+        "cancelled leftovers": few,
+      });
+      const orphans = await sweeps.queuedRunsOlderThan(5_000, 500);
+      expect(orphans.runs.map((run) => run.id)).toEqual(["rq-3", "rq-4"]);
+      expect(await sweeps.runningRuns()).toEqual([]);
     });
   },
 );

@@ -32,12 +32,16 @@ export type QueuedRun = {
 export class SweepQueries {
   constructor(private readonly database: Database) {}
 
-  /** Runs some worker is (or was) acting on. */
+  /**
+   * Runs some worker is (or was) acting on. Read only when the first of them in
+   * runs_unfinished_idx's order is there: see `FIRST_RUNNING`.
+   */
   async runningRuns(): Promise<RunningRun[]> {
     const rows = await this.database.sql<(Omit<RunningRun, "started_at"> & { started_at: string })[]>`
       select id, session_id, kind, worker_id, started_at,
              (extract(epoch from now() - started_at) * 1000)::float8 as age_ms
-        from runs where status = 'running'`;
+        from runs where status = 'running'
+         and (${this.database.sql.unsafe(FIRST_RUNNING)}) is not null`;
     // Drizzle's postgres.js driver hands timestamps back as strings.
     return rows.map((r) => ({ ...r, started_at: new Date(r.started_at) }));
   }
@@ -200,6 +204,20 @@ export class SweepQueries {
  * (test/plans-fresh-fleet.test.ts, test/plans-after-batch.test.ts). Each table is read
  * once at most when a plan hashes instead.
  */
+/**
+ * The first running run in runs_unfinished_idx's order (status, created_at): an ordered
+ * LIMIT 1, which Postgres reads by a plain index scan, and a plain index scan marks the
+ * entries it finds dead (old versions of runs since ended) so that no later scan reads them
+ * again. The statements that read all running or queued runs are planned as bitmap scans,
+ * which never mark them: with autovacuum off nothing removed them, and after a batch each
+ * tick read every old queued and running version of its runs, and with them every block of
+ * `runs` (the running runs every 200 ms; test/plans-after-batch.test.ts). Used as their
+ * gate (a one-time filter): they run only when it finds a run, after it has walked the
+ * dead entries in front of it. A scalar subquery, not EXISTS: Postgres drops an EXISTS
+ * subquery's ORDER BY and LIMIT, and may then read it by a sequential scan.
+ */
+const FIRST_RUNNING = "select 1 from runs f where f.status = 'running' order by f.created_at limit 1";
+
 function pageOfQueuedRuns(
   ms: number,
   limit: number,
@@ -210,6 +228,10 @@ function pageOfQueuedRuns(
         select r.id, r.session_id, r.kind, r.job_id, r.created_at from runs r
          where r.status = 'queued' and r.created_at < now() - make_interval(secs => $1::float8)
            ${after ? "and (r.created_at, r.id) > ($3::timestamptz, $4::text)" : ""}
+           and (select 1 from runs f
+                 where f.status = 'queued' and f.created_at < now() - make_interval(secs => $1::float8)
+                   ${after ? "and f.created_at >= $3::timestamptz" : ""}
+                 order by f.created_at limit 1) is not null
          order by r.created_at, r.id limit $2::int
       )`,
     params: after ? [ms / 1000, limit, after.created_at, after.id] : [ms / 1000, limit],

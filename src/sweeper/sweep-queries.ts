@@ -194,17 +194,6 @@ export class SweepQueries {
 }
 
 /**
- * The `page` CTE of the scans of queued runs: at most `limit` queued runs older than `ms`
- * (oldest first, after `after`), read by runs_unfinished_idx. The statements built on it
- * look the page's sessions and runs up by key (a join driven by the page), and are sent
- * unprepared (postgres.js `unsafe`): each run is planned for the tables as they are. A
- * prepared one kept the generic plan Postgres made while the tables were empty, a fresh
- * fleet's first seconds, and with no ANALYZE since (autovacuum off) read every row of
- * `sessions` or `runs` at each tick of a batch, or its square with a correlated look-up
- * (test/plans-fresh-fleet.test.ts, test/plans-after-batch.test.ts). Each table is read
- * once at most when a plan hashes instead.
- */
-/**
  * The first running run in runs_unfinished_idx's order (status, created_at): an ordered
  * LIMIT 1, which Postgres reads by a plain index scan, and a plain index scan marks the
  * entries it finds dead (old versions of runs since ended) so that no later scan reads them
@@ -218,6 +207,17 @@ export class SweepQueries {
  */
 const FIRST_RUNNING = "select 1 from runs f where f.status = 'running' order by f.created_at limit 1";
 
+/**
+ * The `page` CTE of the scans of queued runs: at most `limit` queued runs older than `ms`
+ * (oldest first, after `after`), read by runs_unfinished_idx. The statements built on it
+ * look the page's sessions and runs up by key (a join driven by the page), and are sent
+ * unprepared (postgres.js `unsafe`): each run is planned for the tables as they are. A
+ * prepared one kept the generic plan Postgres made while the tables were empty, a fresh
+ * fleet's first seconds, and with no ANALYZE since (autovacuum off) read every row of
+ * `sessions` or `runs` at each tick of a batch, or its square with a correlated look-up
+ * (test/plans-fresh-fleet.test.ts, test/plans-after-batch.test.ts). Each table is read
+ * once at most when a plan hashes instead.
+ */
 function pageOfQueuedRuns(
   ms: number,
   limit: number,

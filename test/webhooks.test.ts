@@ -122,6 +122,7 @@ describe("webhook URLs, signatures and backoff", () => {
       "http://[::ffff:7f00:1]/",
       "http://[::ffff:a9fe:a9fe]/latest",
       "http://[64:ff9b::a9fe:a9fe]/",
+      "http://[2002:a9fe:a9fe::]/",
       "http://0x7f.1/",
       "http://2130706433/",
       "http://localhost/",
@@ -146,6 +147,13 @@ describe("webhook URLs, signatures and backoff", () => {
       "::ffff:7f00:1",
       "::ffff:a9fe:a9fe",
       "64:ff9b::7f00:1",
+      // Notations that reach an IPv4 address they embed (found by the attacker review): 6to4
+      // of 127.0.0.1, Teredo, IPv4-translated; and the documentation prefix.
+      "2002:7f00:1::",
+      "2001:0:4136:e378:8000:63bf:80ff:fffe",
+      "::ffff:0:7f00:1",
+      "2001:db8::1",
+      "100::1",
     ])
       expect(isPrivateAddress(address), address).toBe(true);
     for (const address of ["8.8.8.8", "172.32.0.1", "2606:4700::1111", "::ffff:808:808", "not an address"])

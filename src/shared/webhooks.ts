@@ -10,7 +10,8 @@
  *   nor `https://hooks.example.comevil.net`;
  * - `FLEET_WEBHOOK_DENY_PRIVATE=1`: refuses loopback, private, link-local, CGNAT,
  *   multicast, reserved and unspecified addresses, in any notation (`[::ffff:7f00:1]` is
- *   127.0.0.1; NAT64 `64:ff9b::/96` is refused whole) — checked at submit for literal addresses and at delivery for the address
+ *   127.0.0.1; NAT64 `64:ff9b::/96`, 6to4 `2002::/16`, Teredo `2001::/32` and IPv4-translated
+ *   `::ffff:0:0/96`, which reach IPv4 addresses they embed, are refused whole) — checked at submit for literal addresses and at delivery for the address
  *   the name resolves to (the request connects to exactly that address, so a name that
  *   resolves elsewhere later cannot slip through). Off by default: fleets usually deliver
  *   inside their own network;
@@ -128,6 +129,13 @@ const PRIVATE = (() => {
     ["::", 96], // unspecified, loopback, IPv4-compatible (deprecated)
     ["64:ff9b::", 96], // NAT64: reaches whatever IPv4 address it embeds
     ["64:ff9b:1::", 48], // local-use NAT64
+    // IPv4-translated (SIIT), ::ffff:0:0/96, reaches the IPv4 address it embeds; written out
+    // in full: BlockList takes "::ffff:0:0" for an IPv4-mapped address and matches nothing.
+    ["0:0:0:0:ffff:0:0:0", 96],
+    ["100::", 64], // discard-only
+    ["2001::", 32], // Teredo: a tunnel to the IPv4 address it embeds
+    ["2001:db8::", 32], // documentation
+    ["2002::", 16], // 6to4: a relay to the IPv4 address it embeds
     ["fc00::", 7], // unique local
     ["fe80::", 10], // link-local
     ["fec0::", 10], // site-local (deprecated)

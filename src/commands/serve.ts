@@ -80,7 +80,7 @@ export async function stopWithin(role: string, stop: () => Promise<void>, ms: nu
   clearTimeout(timer);
   if (outcome === "late")
     throw new Error(
-      `${role} not stopped ${(ms / 1000).toFixed(0)} s after the signal (is Redis or Postgres unreachable?); exiting anyway`,
+      `${role} not stopped ${(ms / 1000).toFixed(0)} s after the signal (waiting on Redis or Postgres: unreachable, or a statement still running there); exiting anyway`,
     );
   return 0;
 }

@@ -8,6 +8,18 @@
  * replaced, is folded again from its start.
  */
 export class GrowingFold<T, S> {
+  /** The sum of `weigh` over the items, kept as a GrowingFold (added in the items' order). */
+  static sumOf<T>(weigh: (item: T) => number): GrowingFold<T, number> {
+    return new GrowingFold<T, number>(
+      () => 0,
+      (sum, items, from) => {
+        let total = sum;
+        for (let i = from; i < items.length; i++) total += weigh(items[i]!);
+        return total;
+      },
+    );
+  }
+
   private readonly kept = new WeakMap<readonly T[], { state: S; length: number; last: T | undefined }>();
 
   /**

@@ -46,14 +46,7 @@ function messageTokens(message: Message): number {
  * model call of a run sends the history again, so each call counts only the messages pushed
  * since (at 50,000 messages, serialising them all took about 60 ms a call).
  */
-const historyTokens = new GrowingFold<Message, number>(
-  () => 0,
-  (tokens, history, from) => {
-    let sum = tokens;
-    for (let i = from; i < history.length; i++) sum += messageTokens(history[i]!);
-    return sum;
-  },
-);
+const historyTokens = GrowingFold.sumOf(messageTokens);
 
 /** Estimated input and output tokens of one step (see the file comment). */
 export function estimateStepUsage(

@@ -37,14 +37,7 @@ export function messageBytes(message: StoredMessage): number {
 type Kept = { history: StoredMessage[]; bytes: number };
 
 /** The estimate of each array's size, extended by what was pushed since (growing-fold.ts). */
-const weighed = new GrowingFold<StoredMessage, number>(
-  () => 0,
-  (bytes, history, from) => {
-    let sum = bytes;
-    for (let i = from; i < history.length; i++) sum += messageBytes(history[i]!);
-    return sum;
-  },
-);
+const weighed = GrowingFold.sumOf<StoredMessage>(messageBytes);
 
 export class HistoryCache {
   /** In the order they were put back: the first is the next to go. */

@@ -13,6 +13,7 @@ import { openDatabase } from "../src/shared/db/client.js";
 import { BatchStore } from "../src/shared/store/batches.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { runsAndSessionsReads } from "./support/stat-reads.js";
 
 /** Sessions of the batch, each with a queued run a minute old; the first CANCELLED are cancelled. */
 const BACKLOG = 300;
@@ -35,24 +36,7 @@ describe("the sweeper's wide scans on plans made while the tables were empty", (
   });
 
   /** Index entries and table rows read in `runs` and `sessions` while `fn` runs. */
-  async function reads(fn: () => Promise<unknown>): Promise<{ index: number; seq: number }> {
-    const sql = db.sql;
-    const read = async () => {
-      await sql`select pg_stat_force_next_flush()`;
-      await sql`select 1`; // its end flushes what the statements before it counted
-      await sql`select pg_stat_clear_snapshot()`;
-      const [row] = await sql<{ index: string; seq: string }[]>`
-        select (select coalesce(sum(idx_tup_read), 0) from pg_stat_user_indexes
-                 where relname in ('runs', 'sessions')) as index,
-               (select coalesce(sum(seq_tup_read), 0) from pg_stat_user_tables
-                 where relname in ('runs', 'sessions')) as seq`;
-      return { index: Number(row!.index), seq: Number(row!.seq) };
-    };
-    const before = await read();
-    await fn();
-    const after = await read();
-    return { index: after.index - before.index, seq: after.seq - before.seq };
-  }
+  const reads = (fn: () => Promise<unknown>) => runsAndSessionsReads(db, fn);
 
   it("each reads the backlog a few times at most, and the leftovers scan ends the cancelled sessions' runs", async () => {
     const sweeps = new SweepQueries(db);

@@ -18,6 +18,7 @@ import { claimAlone } from "../src/shared/store/grouped-claims.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { runsAndSessionsReads } from "./support/stat-reads.js";
 
 const BACKLOG = 5_000;
 const GROUP = 16;
@@ -37,24 +38,7 @@ describe("per-session run lookups under a backlog the statistics have not seen",
   });
 
   /** Index entries and table rows read in `runs` and `sessions` while `fn` runs. */
-  async function reads(fn: () => Promise<unknown>): Promise<{ index: number; seq: number }> {
-    const sql = db.sql;
-    const read = async () => {
-      await sql`select pg_stat_force_next_flush()`;
-      await sql`select 1`; // its end flushes what the statements before it counted
-      await sql`select pg_stat_clear_snapshot()`;
-      const [row] = await sql<{ index: string; seq: string }[]>`
-        select (select coalesce(sum(idx_tup_read), 0) from pg_stat_user_indexes
-                 where relname in ('runs', 'sessions')) as index,
-               (select coalesce(sum(seq_tup_read), 0) from pg_stat_user_tables
-                 where relname in ('runs', 'sessions')) as seq`;
-      return { index: Number(row!.index), seq: Number(row!.seq) };
-    };
-    const before = await read();
-    await fn();
-    const after = await read();
-    return { index: after.index - before.index, seq: after.seq - before.seq };
-  }
+  const reads = (fn: () => Promise<unknown>) => runsAndSessionsReads(db, fn);
 
   it("a claim, an append and a run end of 16 sessions each read their sessions' own entries", async () => {
     // Enough statements for Postgres to settle on its plan (it may switch to a generic one).

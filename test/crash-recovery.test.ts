@@ -99,6 +99,7 @@ describe("SIGKILL of a worker mid-tool", () => {
     console.log(
       `kill → resume start over ${latencies.length} sessions: p50 ${p50} ms, max ${latencies.at(-1)} ms`,
     );
-    expect(latencies.at(-1)!).toBeLessThan(5_000);
+    // How fast is a figure for `npm run bench:recovery`, not an assertion; that the sweeper's
+    // liveness check did it (not BullMQ's stalled check, 15 s later) is the trigger above.
   }, 60_000);
 });

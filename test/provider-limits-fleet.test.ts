@@ -202,16 +202,13 @@ describe("provider limits across two worker processes", () => {
       20_000,
       "the big batch waiting for the endpoint",
     );
-    const t0 = Date.now();
     const [small] = await startSessions(smallClient, "limited", 1);
     const run = await smallClient.waitForRun(small!.runId, { timeoutMs: 60_000 });
-    const smallMs = Date.now() - t0;
     expect(run.endedReason).toBe("completed");
     const pending = await fleet.database.sql<{ n: number }[]>`
       select count(*)::int as n from runs where session_id in ${fleet.database.sql(batch.map((b) => b.id))} and status <> 'ended'`;
     // The small tenant's two calls went through while most of the big batch still waited.
     expect(pending[0]!.n).toBeGreaterThan(8);
-    expect(smallMs).toBeLessThan(8_000);
     for (const { runId } of batch)
       expect((await bigClient.waitForRun(runId, { timeoutMs: 90_000 })).endedReason).toBe("completed");
     const arrivals = limited.stats.accepted.slice(earlier);

@@ -6,7 +6,7 @@
  * nothing is stored twice; a malformed file creates nothing and is named in one line; a
  * session that grows while it is exported gives a file with no gap and no repeat.
  */
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile, stat, writeFile } from "node:fs/promises";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -142,6 +142,8 @@ describe("fleet session export → fleet session import", () => {
     expect(exported.code, exported.stderr).toBe(0);
     expect(exported.stdout).toBe("");
     expect(exported.stderr).toBe(`exported 12000 messages of session ${original.id} to ${exportFile}\n`);
+    // A session's messages: readable by the file's owner only, as transcripts are.
+    expect((await stat(exportFile)).mode & 0o777).toBe(0o600);
 
     const lines = (await readFile(exportFile, "utf8")).trimEnd().split("\n");
     expect(lines).toHaveLength(12_002);

@@ -40,7 +40,8 @@ export async function sessionExportCommand(id: string, options: SessionExportOpt
     }
     // Written under another name and renamed once whole: FILE is an export or is not there.
     const temporary = `${out}.${process.pid}.partial`;
-    const file = await open(temporary, "w").catch((error: NodeJS.ErrnoException) => {
+    // Only its owner may read it: a session's messages (as transcripts, extensions.ts).
+    const file = await open(temporary, "w", 0o600).catch((error: NodeJS.ErrnoException) => {
       throw new TransferError(`cannot write ${out}: ${error.code ?? error.message}`, 2);
     });
     try {

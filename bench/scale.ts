@@ -13,7 +13,13 @@
  * (bench/scale-sleeper.ts, one process, the same concurrency, added with addBulk); the two
  * sides alternate which goes first from level to level. Peak RSS: the worker's VmHWM.
  * "submitted": when the last batch was stored and enqueued; "last start": when the last
- * session's first run started (both from the first submit).
+ * session's first run started (both from the first submit). "worker CPU": the CPU time
+ * (user + system) the worker process used from the first submit to the end, from /proc: less
+ * disturbed by other load on the machine than the elapsed time. `--timeline` prints, per
+ * side, when the jobs were added and fetched (BullMQ's `timestamp`, `processedOn`) and, for
+ * the fleet, when its runs started and each message (by seq) was stored: min / p50 / p90 /
+ * max from the first submit. `--sleeper-fetchers N` spreads the sleepers' slots over N BullMQ
+ * Workers, as the fleet's worker spreads its own (src/worker/fetchers.ts; default 1).
  *
  *   npm run bench:scale -- --levels 100,300,1000 --with-3000
  */
@@ -65,6 +71,10 @@ const { values } = parsed(() =>
       profile: { type: "string" },
       /** off: the fleet's batches are created with `sessionEvents: false` (no per-session event streams). */
       "session-events": { type: "string", default: "on" },
+      /** Print when each message of the sessions was stored (by seq) and when their runs started. */
+      timeline: { type: "boolean", default: false },
+      /** BullMQ Workers the sleepers' slots are spread over (the fleet's worker uses fetchers.ts's default). */
+      "sleeper-fetchers": { type: "string", default: "1" },
     },
   }),
 );
@@ -86,8 +96,18 @@ const WITH_SWEEPER = values.sweeper === "on";
 if (values["session-events"] !== "on" && values["session-events"] !== "off")
   throw new Error("--session-events must be on or off");
 const SESSION_EVENTS = values["session-events"] !== "off";
+const SLEEPER_FETCHERS = wholeNumber("sleeper-fetchers", values["sleeper-fetchers"], 1);
 const BATCH = 1_000;
 const TIMEOUT_MS = 300_000;
+
+/** CPU time a process has used so far (user + system), in ms. */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8")
+    .replace(/^.*\) /, "")
+    .split(" ");
+  // After the command: state is field 3, utime 14 and stime 15 (1-based, proc(5)); clock ticks of 10 ms.
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
 
 /** Peak resident set of a process, in MB (VmHWM). */
 function peakRssMb(pid: number): number {
@@ -116,6 +136,8 @@ function agent(): AgentConfigInput {
 type Side = {
   elapsedMs: number;
   rssMb: number;
+  /** CPU the worker process used from the first submit to the end (ms). */
+  cpuMs: number;
   /** Submit → all sessions submitted, and → the last first run started (ms). */
   submittedMs?: number;
   lastStartMs?: number;
@@ -155,6 +177,7 @@ async function fleetLevel(redis: Redis, sessions: number): Promise<Side> {
     const chunks = Array.from({ length: Math.ceil(sessions / BATCH) }, (_, i) =>
       Math.min(BATCH, sessions - i * BATCH),
     );
+    const cpuBefore = cpuMs(worker.child.pid!);
     const started = Date.now();
     await inPool(chunks, 4, (count) =>
       service.createBatch(DEFAULT_TENANT, {
@@ -177,9 +200,16 @@ async function fleetLevel(redis: Redis, sessions: number): Promise<Side> {
           throw new Error(
             `fleet: ${row!.completed} of ${sessions} runs completed (the others ended otherwise)`,
           );
+        if (values.timeline) {
+          const runsQueue = new Queue("runs", { connection: producerRedis, prefix: config.prefix });
+          printJobTimes(await runsQueue.getJobs(["completed"], 0, sessions), started);
+          await runsQueue.close();
+          await printTimeline(sql, started);
+        }
         return {
           elapsedMs: row!.last_ms! - started,
           rssMb: peakRssMb(worker.child.pid!),
+          cpuMs: cpuMs(worker.child.pid!) - cpuBefore,
           submittedMs,
           lastStartMs: row!.last_start_ms! - started,
         };
@@ -190,6 +220,50 @@ async function fleetLevel(redis: Redis, sessions: number): Promise<Side> {
   } finally {
     await cleanup.run();
   }
+}
+
+/** When the jobs were added (BullMQ's `timestamp`) and fetched (`processedOn`), from the start. */
+function printJobTimes(jobs: { timestamp: number; processedOn?: number }[], started: number): void {
+  const line = (what: string, ms: number[]) => {
+    const sorted = ms.sort((a, b) => a - b);
+    const at = (q: number) =>
+      fmt(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! - started, 0);
+    console.log(
+      `    ${what.padEnd(12)} n ${String(sorted.length).padStart(5)}  min ${at(0).padStart(5)}  p50 ${at(0.5).padStart(5)}  p90 ${at(0.9).padStart(5)}  max ${at(1).padStart(5)} ms`,
+    );
+  };
+  line(
+    "job added",
+    jobs.map((j) => j.timestamp),
+  );
+  line(
+    "job fetched",
+    jobs.map((j) => j.processedOn ?? Number.NaN),
+  );
+}
+
+/** Min / p50 / p90 / max of when each seq was stored and each run started, from the first submit. */
+async function printTimeline(sql: postgres.Sql, started: number): Promise<void> {
+  const rows = await sql<{ what: string; n: number; min: number; p50: number; p90: number; max: number }[]>`
+    with t as (
+      select 'run started' as what, extract(epoch from started_at) * 1000 as ms from runs
+      union all
+      select 'run created', extract(epoch from created_at) * 1000 from runs
+      union all
+      select 'seq ' || seq, extract(epoch from created_at) * 1000 from messages
+      union all
+      select 'run ended', extract(epoch from ended_at) * 1000 from runs
+    )
+    select what, count(*)::int as n,
+           (min(ms) - ${started})::float8 as min,
+           (percentile_cont(0.5) within group (order by ms) - ${started})::float8 as p50,
+           (percentile_cont(0.9) within group (order by ms) - ${started})::float8 as p90,
+           (max(ms) - ${started})::float8 as max
+      from t group by what order by min(ms)`;
+  for (const r of rows)
+    console.log(
+      `    ${r.what.padEnd(12)} n ${String(r.n).padStart(5)}  min ${fmt(r.min, 0).padStart(5)}  p50 ${fmt(r.p50, 0).padStart(5)}  p90 ${fmt(r.p90, 0).padStart(5)}  max ${fmt(r.max, 0).padStart(5)} ms`,
+    );
 }
 
 async function bullmqLevel(redis: Redis, sessions: number): Promise<Side> {
@@ -204,6 +278,7 @@ async function bullmqLevel(redis: Redis, sessions: number): Promise<Side> {
       SCALE_STEPS: String(STEPS),
       SCALE_DELAY_MS: String(DELAY_MS),
       SCALE_CONCURRENCY: String(CONCURRENCY),
+      SCALE_FETCHERS: String(SLEEPER_FETCHERS),
     };
     const worker: ReadyChild = await spawnUntilReady(
       ["--import", "tsx", resolve(ROOT, "bench/scale-sleeper.ts")],
@@ -217,6 +292,7 @@ async function bullmqLevel(redis: Redis, sessions: number): Promise<Side> {
       await queue.close();
       await connection.quit();
     });
+    const cpuBefore = cpuMs(worker.child.pid!);
     const started = Date.now();
     for (let i = 0; i < sessions; i += BATCH)
       await queue.addBulk(
@@ -227,7 +303,12 @@ async function bullmqLevel(redis: Redis, sessions: number): Promise<Side> {
       if ((counts.completed ?? 0) + (counts.failed ?? 0) >= sessions) {
         const done = await queue.getJobs(["completed"], 0, sessions);
         const last = Math.max(...done.map((job) => job.finishedOn ?? 0));
-        return { elapsedMs: last - started, rssMb: peakRssMb(worker.child.pid!) };
+        if (values.timeline) printJobTimes(done, started);
+        return {
+          elapsedMs: last - started,
+          rssMb: peakRssMb(worker.child.pid!),
+          cpuMs: cpuMs(worker.child.pid!) - cpuBefore,
+        };
       }
       if (Date.now() - started > TIMEOUT_MS) throw new Error(`bullmq: ${counts.completed}/${sessions} done`);
       await sleep(100);
@@ -254,9 +335,11 @@ async function main(): Promise<number> {
       "submitted",
       "last start",
       "peak RSS",
+      "worker CPU",
       "BullMQ sleepers",
       "% of ideal",
       "peak RSS",
+      "worker CPU",
     ],
   ];
   let failed = false;
@@ -281,9 +364,11 @@ async function main(): Promise<number> {
       `${fmt(result.fleet!.submittedMs! / 1000, 2)} s`,
       `${fmt(result.fleet!.lastStartMs! / 1000, 2)} s`,
       `${fmt(result.fleet!.rssMb, 0)} MB`,
+      `${fmt(result.fleet!.cpuMs / 1000, 2)} s`,
       `${fmt(result.bullmq!.elapsedMs / 1000, 2)} s`,
       pct(result.bullmq!),
       `${fmt(result.bullmq!.rssMb, 0)} MB`,
+      `${fmt(result.bullmq!.cpuMs / 1000, 2)} s`,
     ];
     rows.push(row);
     console.log(`  ${row.join("  ")}`);

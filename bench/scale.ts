@@ -196,10 +196,16 @@ async function fleetLevel(redis: Redis, sessions: number): Promise<Side> {
                (extract(epoch from max(started_at)) * 1000)::float8 as last_start_ms
           from runs`;
       if (row!.ended >= sessions) {
-        if (row!.completed !== sessions)
+        if (row!.completed !== sessions) {
+          const outcomes = await sql<{ outcome: string; kind: string; n: number }[]>`
+            select coalesce(ended_reason, status) as outcome, kind, count(*)::int as n
+              from runs group by 1, 2 order by 3 desc`;
           throw new Error(
-            `fleet: ${row!.completed} of ${sessions} runs completed (the others ended otherwise)`,
+            `fleet: ${row!.completed} of ${sessions} runs completed; runs by outcome: ${outcomes
+              .map((o) => `${o.kind} ${o.outcome} ${o.n}`)
+              .join(", ")}`,
           );
+        }
         if (values.timeline) {
           const runsQueue = new Queue("runs", { connection: producerRedis, prefix: config.prefix });
           printJobTimes(await runsQueue.getJobs(["completed"], 0, sessions), started);

@@ -86,6 +86,55 @@ describe("LeaseGuard", () => {
   });
 });
 
+describe("LeaseGuard while Redis is unreachable (waitMs)", () => {
+  function waitingGuard(waitMs: number) {
+    const clock = { now: 10_000 };
+    const guard = new LeaseGuard("s1", 1_000, { marginMs: 50, now: () => clock.now, waitMs });
+    guard.confirmed(guard.stamp());
+    clock.now += 2_000; // lapsed: no renewal got through
+    return { clock, guard };
+  }
+
+  it("a lapsed lease waits for a renewal to prove it again, then goes on", async () => {
+    const { clock, guard } = waitingGuard(60_000);
+    let done = false;
+    const waiting = guard.whenValid(4).then(() => {
+      done = true;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(done).toBe(false);
+    guard.confirmed(clock.now);
+    await waiting;
+    expect(done).toBe(true);
+  });
+
+  it("a waiting write or tool start throws once the lease is lost", async () => {
+    const { guard } = waitingGuard(60_000);
+    const waiting = guard.whenValid(4);
+    guard.lost("the session's epoch moved");
+    await expect(waiting).rejects.toThrow(/epoch moved/);
+  });
+
+  it("gives up after waitMs, and without waitMs throws at once as before", async () => {
+    await expect(waitingGuard(30).guard.whenValid(4)).rejects.toThrow(/cannot be proven/);
+    await expect(waitingGuard(0).guard.whenValid(4)).rejects.toBeInstanceOf(LeaseLapsedError);
+  });
+
+  it("taken back, it counts for nothing until the epoch check passes, whatever renewal answers", async () => {
+    const { clock, guard } = fakeGuard();
+    guard.confirmed(guard.stamp()); // still valid from before …
+    const retakeSentAt = guard.stamp();
+    guard.suspend(); // … but the key was gone: Redis may have lost it
+    expect(guard.isValid()).toBe(false);
+    expect(() => guard.assertValid()).toThrow(/epoch is not checked yet/);
+    guard.confirmed(guard.stamp()); // a plain renewal answered meanwhile
+    expect(guard.isValid()).toBe(false);
+    clock.now += 100;
+    guard.verified(retakeSentAt);
+    expect(guard.remainingMs()).toBe(850);
+  });
+});
+
 describe("guardedWrites", () => {
   it("refuses every write before it reaches the store once the lease cannot be proven", async () => {
     const { clock, guard } = fakeGuard();

@@ -49,6 +49,27 @@ describe("SessionLease", () => {
     expect(await lease.renew(randomUUID(), token)).toBe(false);
   });
 
+  it("hold renews its own key, takes back a gone one, and leaves another holder's alone", async () => {
+    const session = randomUUID();
+    const token = (await lease.acquire(session, "w1"))!;
+    await redis.pexpire(lease.key(session), 1_000);
+    expect(await lease.hold(session, token)).toBe("renewed");
+    expect(await redis.pttl(lease.key(session))).toBeGreaterThan(1_000);
+    await redis.del(lease.key(session)); // expired while Redis was away, or Redis restarted empty
+    expect(await lease.hold(session, token)).toBe("retaken");
+    expect(await lease.holder(session)).toBe(token);
+    expect(await redis.pttl(lease.key(session))).toBeGreaterThan(1_000);
+    await redis.set(lease.key(session), "w2/other");
+    expect(await lease.hold(session, token)).toBe("lost");
+    expect(await lease.holder(session)).toBe("w2/other");
+    // The sweeper's seize is SET NX: it fails on a held lease and holds a free one.
+    expect(await lease.seize(session, "sweeper")).toBeNull();
+    await redis.del(lease.key(session));
+    const seized = await lease.seize(session, "sweeper");
+    expect(seized).toMatch(/^sweeper\//);
+    expect(await lease.hold(session, token)).toBe("lost");
+  });
+
   it("releases only with the holder's token", async () => {
     const session = randomUUID();
     const token = (await lease.acquire(session, "w1"))!;

@@ -20,6 +20,23 @@ for i = 1, #KEYS / 2 do
   else out[i] = 0 end
 end
 return out`;
+// The worker's renewal (`hold`): renews a lease still its own (1); takes back one that is
+// gone (2: it expired while Redis was unreachable, or Redis restarted empty), which the
+// worker must then verify against the session's epoch in Postgres before it acts again;
+// 0 when another token holds it. Same KEYS and ARGV.
+const HOLD = `local out = {}
+for i = 1, #KEYS / 2 do
+  local held = redis.call("get", KEYS[2 * i - 1])
+  if held == ARGV[i + 2] then
+    redis.call("pexpire", KEYS[2 * i - 1], ARGV[1])
+    out[i] = 1
+  elseif not held then
+    redis.call("set", KEYS[2 * i - 1], ARGV[i + 2], "PX", ARGV[1])
+    out[i] = 2
+  else out[i] = 0 end
+  if out[i] > 0 then redis.call("set", KEYS[2 * i], ARGV[2], "PX", 3600000) end
+end
+return out`;
 // Takes each lease if free, and records the sign of life with it. Same KEYS and ARGV.
 const ACQUIRE = `local out = {}
 for i = 1, #KEYS / 2 do
@@ -39,9 +56,14 @@ return out`;
 /** Keys per MGET in `holders`: one reply stays small whatever the fleet's size. */
 const HOLDERS_PER_MGET = 500;
 
+/** What a worker's renewal found: its own key (renewed), none (taken back), another token's. */
+export type LeaseHold = "renewed" | "retaken" | "lost";
+
 export type LeaseStore = {
   acquire(sessionId: string, ownerId: string): Promise<string | null>;
   renew(sessionId: string, token: string): Promise<boolean>;
+  /** Renews, or takes back a lease that is gone (see HOLD); absent: `renew` only. */
+  hold?(sessionId: string, token: string): Promise<LeaseHold>;
   release(sessionId: string, token: string): Promise<boolean>;
 };
 
@@ -49,6 +71,7 @@ export type LeaseStore = {
 type LeaseCommands = {
   fleetLeaseAcquireMany(numKeys: number, ...args: string[]): Promise<number[]>;
   fleetLeaseRenewMany(numKeys: number, ...args: string[]): Promise<number[]>;
+  fleetLeaseHoldMany(numKeys: number, ...args: string[]): Promise<number[]>;
   fleetReleaseIfHolderMany(numKeys: number, ...args: string[]): Promise<number[]>;
 };
 
@@ -58,6 +81,7 @@ function commands(redis: Redis): Redis & LeaseCommands {
   if (!defined.has(redis)) {
     redis.defineCommand("fleetLeaseAcquireMany", { lua: ACQUIRE });
     redis.defineCommand("fleetLeaseRenewMany", { lua: RENEW });
+    redis.defineCommand("fleetLeaseHoldMany", { lua: HOLD });
     redis.defineCommand("fleetReleaseIfHolderMany", { lua: RELEASE });
     defined.add(redis);
   }
@@ -81,6 +105,7 @@ export class SessionLease implements LeaseStore {
    */
   private readonly acquires: TurnBatch<Held, number>;
   private readonly renewals: TurnBatch<Held, number>;
+  private readonly holds: TurnBatch<Held, number>;
   private readonly releases: TurnBatch<Held, number>;
 
   constructor(
@@ -93,16 +118,18 @@ export class SessionLease implements LeaseStore {
   ) {
     this.redis = commands(redis);
     const combine = keysShareSlot(isCluster(redis), prefix);
-    const withLife = (script: "fleetLeaseAcquireMany" | "fleetLeaseRenewMany") => (held: Held[]) =>
-      this.redis[script](
-        held.length * 2,
-        ...held.flatMap((h) => [this.key(h.sessionId), this.renewedKey(h.sessionId)]),
-        String(this.ttlMs),
-        String(Date.now()),
-        ...held.map((h) => h.token),
-      );
+    const withLife =
+      (script: "fleetLeaseAcquireMany" | "fleetLeaseRenewMany" | "fleetLeaseHoldMany") => (held: Held[]) =>
+        this.redis[script](
+          held.length * 2,
+          ...held.flatMap((h) => [this.key(h.sessionId), this.renewedKey(h.sessionId)]),
+          String(this.ttlMs),
+          String(Date.now()),
+          ...held.map((h) => h.token),
+        );
     this.acquires = new TurnBatch(withLife("fleetLeaseAcquireMany"), 128, combine, gatherMs);
     this.renewals = new TurnBatch(withLife("fleetLeaseRenewMany"), 128, combine, gatherMs);
+    this.holds = new TurnBatch(withLife("fleetLeaseHoldMany"), 128, combine, gatherMs);
     this.releases = new TurnBatch(
       (held) =>
         this.redis.fleetReleaseIfHolderMany(
@@ -135,6 +162,26 @@ export class SessionLease implements LeaseStore {
 
   async renew(sessionId: string, token: string): Promise<boolean> {
     return (await this.renewals.call({ sessionId, token })) === 1;
+  }
+
+  /**
+   * The worker's renewal: renews its lease, or takes it back when the key is gone
+   * ("retaken": the caller must check the session's epoch before acting on it again).
+   */
+  async hold(sessionId: string, token: string): Promise<LeaseHold> {
+    const answer = await this.holds.call({ sessionId, token });
+    return answer === 1 ? "renewed" : answer === 2 ? "retaken" : "lost";
+  }
+
+  /**
+   * The sweeper's hold while it ends a run whose lease is gone: `SET NX` with a token of its
+   * own, so a worker taking its lease back (`hold`) and the sweeper ending its run cannot
+   * both go ahead. Returns the token, or null when someone holds the lease.
+   */
+  async seize(sessionId: string, ownerId: string): Promise<string | null> {
+    const token = `${ownerId}/${randomUUID()}`;
+    const ok = await this.redis.set(this.key(sessionId), token, "PX", this.ttlMs, "NX");
+    return ok === "OK" ? token : null;
   }
 
   /** When the session's lease holder last renewed or took it (ms since epoch), if known. */

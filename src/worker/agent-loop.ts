@@ -146,7 +146,7 @@ class FencedHistory {
 
   /** `estimatedTokens`: counted against the token budget for a step with unknown usage. */
   async append(message: Message, estimatedTokens = 0): Promise<void> {
-    this.deps.leaseGuard?.assertValid(this.input.fence.epoch);
+    await this.deps.leaseGuard?.whenValid(this.input.fence.epoch);
     this.cancelledAtLastAppend = null;
     const args = [
       this.input.fence,
@@ -371,7 +371,7 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
         const tool = listed.has(call.name) ? deps.tools.get(call.name) : undefined;
         // A freeze can fall between that append and this line, and no epoch fences a tool:
         // the lease must still be provably ours, now, on the monotonic clock.
-        deps.leaseGuard?.assertValid(input.fence.epoch);
+        await deps.leaseGuard?.whenValid(input.fence.epoch);
         await input.observer?.toolStarted(call);
         const result = await executeTool(tool, call.name, call.arguments, {
           callId: call.id,

@@ -19,7 +19,7 @@ export type SessionJobDeps = AgentLoopDeps & {
   workerId: string;
   queries: Pick<SessionQueries, "nextQueuedRun"> & Partial<Pick<SessionQueries, "getSession">>;
   writes: Pick<FencedWrites, "append" | "claimSession" | "startRun" | "endRun" | "reserveModelCall"> &
-    Partial<Pick<FencedWrites, "appendStep" | "appendAndEndRun">>;
+    Partial<Pick<FencedWrites, "appendStep" | "appendAndEndRun" | "holdsEpoch">>;
   lease: LeaseStore;
   leaseTtlMs: number;
   /** Builds a model's provider; throws a ValidationError naming `field` for a route not allowed (contracts §11). */

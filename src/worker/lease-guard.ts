@@ -11,13 +11,25 @@
  * received that request, so the key cannot have expired earlier (only a sweeper that has
  * declared the holder dead deletes it sooner); the margin absorbs clock rate
  * differences and the time between the check and the act. A renewal answered "no" (the key
- * is gone or someone else's) invalidates the guard for good. See fleet-design.md §4.
+ * is someone else's, or the session's epoch moved) invalidates the guard for good. See
+ * fleet-design.md §4.
+ *
+ * Riding out a Redis outage (README, "Redis unreachable"): a guard given `waitMs` makes a
+ * write or tool start that finds the lease unproven (lapsed, not lost) wait up to `waitMs`
+ * for a renewal to prove it again, instead of stopping the job. A renewal that found the key
+ * gone and took it back `suspend`s the guard: nothing is proven until the caller has checked
+ * the session's epoch in Postgres (`verified`) — a plain renewal answered meanwhile counts
+ * for nothing — or found it moved (`lost`).
  */
 import { FencedError } from "../shared/errors.js";
 import type { Fence } from "../shared/store/fenced-writes.js";
 
 /** The one question the agent loop asks before it acts. */
-export type LeaseCheck = { assertValid(epoch?: number): void };
+export type LeaseCheck = {
+  assertValid(epoch?: number): void;
+  /** Resolves once the lease is proven; throws like `assertValid` when it is lost or the wait ends. */
+  whenValid(epoch?: number): Promise<void>;
+};
 
 /** Thrown when the lease cannot be proven: a FencedError, so it is handled (and counted) like one. */
 export class LeaseLapsedError extends FencedError {
@@ -33,12 +45,19 @@ export type LeaseGuardOptions = {
   marginMs?: number;
   /** A monotonic clock in ms; default performance.now (never the wall clock, which can jump). */
   now?: () => number;
+  /** How long `whenValid` waits for a lapsed lease to be proven again; default 0 (no wait). */
+  waitMs?: number;
 };
 
 export class LeaseGuard implements LeaseCheck {
   private validUntil = Number.NEGATIVE_INFINITY;
   private lostAt: number | null = null;
+  private lostDetail = "the lease renewal was refused (another holder)";
+  /** Taken back after it was gone: proven again only by `verified`. */
+  private suspended = false;
+  private readonly waiters = new Set<() => void>();
   private readonly marginMs: number;
+  private readonly waitMs: number;
   private readonly now: () => number;
 
   constructor(
@@ -48,6 +67,7 @@ export class LeaseGuard implements LeaseCheck {
   ) {
     this.marginMs = options.marginMs ?? Math.max(25, Math.floor(ttlMs / 20));
     this.now = options.now ?? (() => performance.now());
+    this.waitMs = options.waitMs ?? 0;
   }
 
   /** The clock reading to take right before sending an acquisition or renewal. */
@@ -57,13 +77,42 @@ export class LeaseGuard implements LeaseCheck {
 
   /** An acquisition or renewal sent at `sentAt` (from `stamp()`) succeeded. */
   confirmed(sentAt: number): void {
-    if (this.lostAt !== null) return; // a "no" already heard outweighs any late "yes"
+    if (this.lostAt !== null || this.suspended) return; // a "no" already heard outweighs any late "yes"
     this.validUntil = Math.max(this.validUntil, sentAt + this.ttlMs - this.marginMs);
+    this.wake();
   }
 
-  /** A renewal was refused: the key is gone or someone else's. */
-  lost(): void {
+  /**
+   * A renewal sent at `sentAt` found the key gone and took it back: whatever was proven
+   * before counts for nothing (the key may have vanished early: Redis lost it) until
+   * `verified(sentAt)`.
+   */
+  suspend(): void {
+    if (this.lostAt !== null) return;
+    this.suspended = true;
+    this.validUntil = Number.NEGATIVE_INFINITY;
+  }
+
+  /** Whether a taken-back lease awaits its epoch check. */
+  isSuspended(): boolean {
+    return this.suspended && this.lostAt === null;
+  }
+
+  /** The epoch check after a take-back passed: the lease counts from that renewal's send. */
+  verified(sentAt: number): void {
+    this.suspended = false;
+    this.confirmed(sentAt);
+  }
+
+  /** A renewal was refused (someone else's key), or the epoch moved: lost for good. */
+  lost(detail?: string): void {
+    if (this.lostAt === null && detail) this.lostDetail = `the lease renewal was refused (${detail})`;
     this.lostAt ??= this.now();
+    this.wake();
+  }
+
+  private wake(): void {
+    for (const waiter of [...this.waiters]) waiter();
   }
 
   /** Milliseconds of proven lease left (≤ 0 when none). */
@@ -77,8 +126,13 @@ export class LeaseGuard implements LeaseCheck {
 
   /** Throws a LeaseLapsedError unless the lease is provably still this worker's. */
   assertValid(epoch = 0): void {
-    if (this.lostAt !== null) {
-      throw new LeaseLapsedError(this.sessionId, epoch, "the lease renewal was refused (another holder)");
+    if (this.lostAt !== null) throw new LeaseLapsedError(this.sessionId, epoch, this.lostDetail);
+    if (this.suspended) {
+      throw new LeaseLapsedError(
+        this.sessionId,
+        epoch,
+        "the lease cannot be proven: it was gone and taken back, and the session's epoch is not checked yet",
+      );
     }
     const now = this.now();
     if (now >= this.validUntil) {
@@ -92,6 +146,33 @@ export class LeaseGuard implements LeaseCheck {
         `the lease cannot be proven: ${last} (TTL ${this.ttlMs} ms, margin ${this.marginMs} ms)`,
       );
     }
+  }
+
+  /**
+   * Resolves at once while the lease is proven. Lapsed (not lost), it waits up to `waitMs`
+   * for a renewal to prove it again (Redis unreachable, then back); then throws like
+   * `assertValid` when it is lost or still unproven.
+   */
+  async whenValid(epoch = 0): Promise<void> {
+    const deadline = this.now() + this.waitMs;
+    let timedOut = false;
+    while (!timedOut && this.lostAt === null && !this.isValid()) {
+      const left = deadline - this.now();
+      if (left <= 0) break;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          this.waiters.delete(done);
+          resolve();
+        };
+        const timer = setTimeout(() => {
+          timedOut = true;
+          done();
+        }, left);
+        this.waiters.add(done);
+      });
+    }
+    this.assertValid(epoch);
   }
 }
 
@@ -108,7 +189,7 @@ export function guardedWrites<W extends object>(writes: W, guard: LeaseCheck): W
       const value: unknown = Reflect.get(target, property, receiver);
       if (typeof value !== "function") return value;
       return async (...args: unknown[]) => {
-        guard.assertValid(epochOf(args[0]));
+        await guard.whenValid(epochOf(args[0]));
         return value.apply(target, args);
       };
     },

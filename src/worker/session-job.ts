@@ -4,6 +4,7 @@ import type { Fence } from "../shared/store/fenced-writes.js";
 import { HandedBack } from "./hand-back.js";
 import type { JobResult, SessionJobDeps } from "./job-deps.js";
 import { guardedWrites, LeaseGuard } from "./lease-guard.js";
+import { keepLease } from "./lease-keeper.js";
 import { FIRST_RUN_TAIL, processRun } from "./process-run.js";
 import { requestResume } from "./request-resume.js";
 import { followingEventsSetting } from "./run-events.js";
@@ -11,14 +12,21 @@ import type { SessionState } from "./run-state.js";
 
 export type { JobResult, SessionJobDeps };
 
+/**
+ * How long a write or tool start waits for a lapsed lease to be proven again (Redis
+ * unreachable: a failover, a restart) before the job stops as fenced.
+ */
+export const LEASE_OUTAGE_WAIT_MS = 60_000;
+
 export async function processSessionJob(
   sessionId: string,
   signal: AbortSignal,
   deps: SessionJobDeps,
 ): Promise<JobResult> {
   // The guard is fed with the monotonic time each request was sent (lease-guard.ts), and
-  // checked before every write and every tool start of this job.
-  const guard = new LeaseGuard(sessionId, deps.leaseTtlMs);
+  // checked before every write and every tool start of this job. While Redis is unreachable
+  // a write or tool start waits for a renewal to prove the lease again (lease-keeper.ts).
+  const guard = new LeaseGuard(sessionId, deps.leaseTtlMs, { waitMs: LEASE_OUTAGE_WAIT_MS });
   const acquireSentAt = guard.stamp();
   const token = await deps.lease.acquire(sessionId, deps.workerId);
   if (!token) return "busy";
@@ -27,24 +35,19 @@ export async function processSessionJob(
   const controller = new AbortController();
   const onOuterAbort = () => controller.abort(signal.reason);
   signal.addEventListener("abort", onOuterAbort, { once: true });
-  const renew = setInterval(
-    () => {
-      const sentAt = guard.stamp();
-      deps.lease.renew(sessionId, token).then(
-        (ok) => {
-          if (ok) {
-            guard.confirmed(sentAt);
-          } else {
-            guard.lost();
-            controller.abort(new Error("session lease lost"));
-          }
-        },
-        // The guard lapses on its own if no renewal succeeds within the TTL.
-        (error) => deps.log.warn({ err: error, sessionId }, "lease renewal failed; retrying"),
-      );
-    },
-    Math.max(100, Math.floor(deps.leaseTtlMs / 3)),
-  );
+  let claimedEpoch: number | null = null;
+  const holdsEpoch = deps.writes.holdsEpoch?.bind(deps.writes);
+  const stopRenewals = keepLease({
+    sessionId,
+    token,
+    ttlMs: deps.leaseTtlMs,
+    lease: deps.lease,
+    guard,
+    epoch: () => claimedEpoch,
+    ...(holdsEpoch ? { holdsEpoch } : {}),
+    onLost: (reason) => controller.abort(new Error(reason)),
+    log: deps.log,
+  });
   /** The run this job is on (for the log line of a fenced-out job). */
   let currentRun: string | null = null;
   // The history an earlier job of this worker left (history-cache.ts): this job owns it now,
@@ -58,6 +61,7 @@ export async function processSessionJob(
     });
     history = claim?.history;
     if (claim === null) return "done";
+    claimedEpoch = claim.epoch;
     deps.metrics.historyMessagesRead?.inc(claim.historyRead);
     const fence: Fence = { sessionId, epoch: claim.epoch };
     const runBySeq = new Map<number, string>();
@@ -128,7 +132,7 @@ export async function processSessionJob(
     throw error;
   } finally {
     if (history) deps.histories?.put(sessionId, history);
-    clearInterval(renew);
+    stopRenewals();
     signal.removeEventListener("abort", onOuterAbort);
     await deps.lease.release(sessionId, token).catch(() => {});
   }

@@ -249,6 +249,17 @@ export class FencedWrites {
   }
 
   /**
+   * Whether the session's epoch is still `fence.epoch`: nobody claimed it and no sweeper
+   * ended its run since this holder's claim. A worker that took its lapsed lease back asks
+   * this before it acts again (session-job.ts).
+   */
+  async holdsEpoch(fence: Fence): Promise<boolean> {
+    const [row] = await this.database.sql<{ lease_epoch: string }[]>`
+      select lease_epoch from sessions where id = ${fence.sessionId}`;
+    return row !== undefined && Number(row.lease_epoch) === fence.epoch;
+  }
+
+  /**
    * Whether the session was cancelled (contracts §9): asked right before a tool starts. A
    * cancel commits `status = 'cancelled'` before its request returns, so a tool that passes
    * this check started before the cancel was answered. Throws FencedError when the epoch moved.

@@ -1,0 +1,135 @@
+/**
+ * A worker cut off from Redis (its connections to a TCP proxy in front of a private Redis
+ * on port 7102 are dropped and no new one gets through) for 6 s, three lease TTLs, while
+ * two of its sessions are inside `nap`. Meanwhile one session's lease key is taken by
+ * another holder, and the other session's epoch moves in Postgres (as a claim or the
+ * sweeper ending its run would move it). When the worker reaches Redis again, it does not
+ * go on with either: it starts no tool (`after` never runs) and appends nothing.
+ */
+import type { ChildProcess } from "node:child_process";
+import { access } from "node:fs/promises";
+import { connect, createServer, type Server, type Socket } from "node:net";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { SessionLease } from "../src/shared/lease.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
+
+const PORT = 7102;
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("a worker cut off from Redis whose session changed hands meanwhile", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let redis: ChildProcess;
+  let proxy: Server;
+  let proxyPort: number;
+  let open = true;
+  const sockets = new Set<Socket>();
+
+  beforeAll(async () => {
+    redis = await startRedis(PORT);
+    proxy = createServer((socket) => {
+      if (!open) return socket.destroy();
+      const upstream = connect(PORT, "127.0.0.1");
+      for (const s of [socket, upstream]) {
+        sockets.add(s);
+        s.on("error", () => {});
+        s.on("close", () => sockets.delete(s));
+      }
+      socket.pipe(upstream).pipe(socket);
+      socket.on("close", () => upstream.destroy());
+      upstream.on("close", () => socket.destroy());
+    });
+    proxyPort = await freePort();
+    await new Promise<void>((resolve) => proxy.listen(proxyPort, "127.0.0.1", resolve));
+    // The test's own connections (fleet.redis, the API) go straight to Redis; the worker's through the proxy.
+    fleet = await createFleetEnv("redisoutagefenced", { redisUrl: `redis://127.0.0.1:${PORT}` });
+    ({ client } = await fleet.startApi());
+  });
+  afterAll(async () => {
+    await fleet?.close();
+    for (const s of sockets) s.destroy();
+    await new Promise((resolve) => proxy?.close(resolve));
+    if (redis) await stopRedis(redis);
+  });
+
+  it("starts no tool and appends nothing once its lease was taken or its epoch moved", async () => {
+    const worker = await fleet.spawnWorker({
+      LOG_LEVEL: "info",
+      REDIS_URL: `redis://127.0.0.1:${proxyPort}`,
+    });
+    const ids: string[] = [];
+    for (const name of ["taken", "moved"]) {
+      const { id } = await client.createSession({
+        agent: {
+          model: {
+            provider: "scripted",
+            steps: [
+              { toolCalls: [{ id: "nap", name: "sleep", arguments: { ms: 2_000 } }] },
+              {
+                toolCalls: [
+                  { id: "after", name: "append_file", arguments: { path: `${name}.txt`, line: "ran" } },
+                ],
+              },
+              { text: "done" },
+            ],
+          },
+          tools: ["append_file", "sleep"],
+        },
+      });
+      await client.send(id, name);
+      ids.push(id);
+    }
+    const { sql } = fleet.database;
+    const state = async () =>
+      sql<{ id: string; last_seq: number; lease_epoch: string }[]>`
+        select id, last_seq, lease_epoch from sessions where id in ${sql(ids)} order by id`;
+    await waitFor(
+      async () => (await state()).every((s) => s.last_seq === 2),
+      20_000,
+      "both sessions inside `nap`",
+    );
+
+    open = false; // the partition: every proxied connection drops, no new one gets through
+    for (const s of sockets) s.destroy();
+    await pause(3_000); // the leases (TTL 2 s) expire; `nap` ends; its result waits
+    const lease = new SessionLease(fleet.redis, fleet.config.prefix, fleet.config.leaseTtlMs);
+    expect(await lease.holder(ids[0]!)).toBeNull();
+    await fleet.redis.set(lease.key(ids[0]!), "another-worker/token", "PX", 60_000);
+    await sql`update sessions set lease_epoch = lease_epoch + 1 where id = ${ids[1]!}`;
+    const before = await state();
+    await pause(3_000);
+    open = true;
+
+    await waitFor(
+      () => (worker.output().match(/fenced out/g) ?? []).length >= 2,
+      20_000,
+      "the worker stopping both sessions",
+    ).catch((error) => {
+      console.log(worker.output().slice(-4_000));
+      throw error;
+    });
+    await pause(1_000); // whatever it was about to do, it has done by now
+    const reasons = worker
+      .output()
+      .split("\n")
+      .filter((l) => l.includes("fenced out"))
+      .map((l) => (JSON.parse(l) as { reason: string }).reason);
+    console.log("stopped:", reasons);
+    expect(reasons.some((r) => /another holder\)/.test(r))).toBe(true);
+    expect(reasons.some((r) => /epoch moved/.test(r))).toBe(true);
+    expect(await state()).toEqual(before); // nothing appended (last_seq), no claim (epoch)
+    for (const name of ["taken", "moved"])
+      expect(
+        await access(join(fleet.config.toolDir, `${name}.txt`)).then(
+          () => true,
+          () => false,
+        ),
+      ).toBe(false);
+    // The other holder's key is untouched; the taken-back one was released when the job stopped.
+    expect(await lease.holder(ids[0]!)).toBe("another-worker/token");
+    expect(await lease.holder(ids[1]!)).toBeNull();
+  }, 60_000);
+});

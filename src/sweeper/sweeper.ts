@@ -58,6 +58,19 @@ export type SweepResult = { resumed: number; parked: number; abandoned: number; 
 
 type Cause = "crashed" | "stalled" | "interrupted";
 
+/** The owner part of the token the sweeper holds a session's lease with while it ends a run. */
+const SWEEPER_OWNER = "sweeper";
+
+/** A Redis answer later than a renewal period: renewals may have been held up as long. */
+export function slowAnswer(tookMs: number, ttlMs: number): boolean {
+  return tookMs > ttlMs / 3;
+}
+
+/** Whether a missing lease means a frozen holder: Redis answered well for a whole TTL. */
+export function leaseJudgeable(healthyForMs: number, ttlMs: number): boolean {
+  return healthyForMs >= ttlMs;
+}
+
 /** Failing sessions remembered so as to warn once each (then the memory starts over). */
 const MAX_FAILING_REMEMBERED = 10_000;
 
@@ -81,6 +94,8 @@ export class Sweeper {
   private readonly deaths: DeathWatch;
   private readonly claimDeaths: DeathWatch;
   private lastLive: Set<string> | null = null;
+  /** When this sweeper last saw Redis fail, answer slowly, or come back (its clock). */
+  private redisTroubleAt = Number.NEGATIVE_INFINITY;
   /** Where the next orphan scan reads on in a backlog longer than one page (none: the start). */
   private orphansAfter: QueuedRun | undefined;
   /** Sessions whose last sweep failed: their next failures are not warned about again. */
@@ -100,6 +115,29 @@ export class Sweeper {
   resetLiveness(): void {
     this.deaths.reset();
     this.claimDeaths.reset();
+    this.redisTrouble();
+  }
+
+  /**
+   * Redis failed, came back, or took longer than a renewal period to answer (frozen, failing
+   * over): workers' renewals may not have reached it either, so a missing lease says nothing
+   * until Redis has answered well for a whole TTL again (`leaseJudgeable`).
+   */
+  redisTrouble(at = this.now()): void {
+    this.redisTroubleAt = Math.max(this.redisTroubleAt, at);
+  }
+
+  /** Runs one Redis request, noting trouble when it fails or answers late. */
+  private async timed<T>(request: () => Promise<T>): Promise<T> {
+    const askedAt = this.now();
+    try {
+      const answer = await request();
+      if (slowAnswer(this.now() - askedAt, this.deps.lease.ttlMs)) this.redisTrouble();
+      return answer;
+    } catch (error) {
+      this.redisTrouble();
+      throw error;
+    }
   }
 
   lockKey(sessionId: string): string {
@@ -154,7 +192,7 @@ export class Sweeper {
    * tick's cost, so it is read once per tick, not once per check.
    */
   async sweepWorkers(): Promise<{ abandoned: number; requeued: number }> {
-    const live = await this.liveWorkers();
+    const live = await this.timed(() => this.liveWorkers());
     return { abandoned: await this.sweepAbandoned(live), requeued: await this.sweepDeadClaims(live) };
   }
 
@@ -162,16 +200,19 @@ export class Sweeper {
   async sweepAbandoned(liveNow?: Set<string>): Promise<number> {
     const running = await this.deps.sweeps.runningRuns();
     if (running.length === 0) return 0;
-    const live = liveNow ?? (await this.liveWorkers());
-    const now = this.now();
+    const live = liveNow ?? (await this.timed(() => this.liveWorkers()));
     const dead = this.deaths.observe(
       live,
       running.map((r) => r.worker_id ?? ""),
-      now,
+      this.now(),
     );
     // All holders at once (MGET, a round trip per 500 runs), then the abandoned runs a few
     // at a time: a worker that dies with 30 sessions must not have them resumed one by one.
-    const holders = await this.deps.lease.holders(running.map((run) => run.session_id));
+    const holders = await this.timed(() => this.deps.lease.holders(running.map((run) => run.session_id)));
+    const now = this.now();
+    // Leases read while Redis was away or just back may be missing only because their
+    // workers' renewals have not landed yet (they take them back: lease-keeper.ts).
+    const judgeable = leaseJudgeable(now - this.redisTroubleAt, this.deps.lease.ttlMs);
     let count = 0;
     await forEachLimit(running.entries(), ABANDONED_AT_ONCE, async ([i, run]) => {
       const holder = holders[i]!;
@@ -181,7 +222,7 @@ export class Sweeper {
       const workerDead = dead.has(workerId);
       // A live worker renews its lease every ttl/3; no lease at all means it froze or lost Redis.
       // The run's age is Postgres's (its start is): the sweeper host's clock may be off.
-      const leaseExpired = holder === null && run.age_ms > this.deps.lease.ttlMs;
+      const leaseExpired = judgeable && holder === null && run.age_ms > this.deps.lease.ttlMs;
       // A worker missing from CLIENT LIST but not yet confirmed dead is looked at next tick.
       const frozen = leaseExpired && live.has(workerId);
       if (!workerDead && !frozen) return;
@@ -196,7 +237,15 @@ export class Sweeper {
           if (stillHeldBy !== holder) return false; // it changed hands meanwhile: look again next tick
           if (holder !== null) await this.deps.lease.release(run.session_id, holder);
           const lastRenewal = await this.deps.lease.lastRenewal(run.session_id);
-          if (!(await this.deps.sweeps.endAbandonedRun(run.id, cause))) return false;
+          // Held while the run ends and the epoch moves: a worker taking its lease back now
+          // finds it held and stops; one that took it back first keeps it (we skip).
+          const seized = await this.deps.lease.seize(run.session_id, SWEEPER_OWNER);
+          if (seized === null) return false;
+          try {
+            if (!(await this.deps.sweeps.endAbandonedRun(run.id, cause))) return false;
+          } finally {
+            await this.deps.lease.release(run.session_id, seized);
+          }
           this.deps.metrics.runs.inc({ kind: run.kind === "resume" ? "resume" : "run", outcome: cause });
           // Before the resume is queued, so the resume's RUN_STARTED follows this event.
           await this.deps

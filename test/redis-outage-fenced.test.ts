@@ -47,7 +47,7 @@ describe("a worker cut off from Redis whose session changed hands meanwhile", ()
     // The test's own connections (fleet.redis, the API) go straight to Redis; the worker's through the proxy.
     fleet = await createFleetEnv("redisoutagefenced", { redisUrl: `redis://127.0.0.1:${PORT}` });
     ({ client } = await fleet.startApi());
-  });
+  }, 90_000);
   afterAll(async () => {
     await fleet?.close();
     for (const s of sockets) s.destroy();

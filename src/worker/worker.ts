@@ -309,10 +309,10 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
       stalledInterval: 5_000,
       maxStalledCount: 3,
     });
-    worker.on("lockRenewalFailed", (jobIds) => {
-      // The fence keeps history safe; aborting stops the work early.
-      for (const id of jobIds) worker.cancelJob(id, "BullMQ lock lost");
-    });
+    // A BullMQ lock lost (it lapsed while Redis was unreachable for longer than its 10 s) no
+    // longer cancels the job: the session lease decides who acts on a session (the job stops
+    // when that is lost: lease-keeper.ts), and a copy of the job BullMQ hands out again finds
+    // the session busy and waits behind this one. Cancelling redid every such run elsewhere.
     // A lost Redis link is RedisOutageLog's to report, once per outage; a Redis refusing
     // writes (OOM), RefusalLog's, once a minute.
     worker.on("error", (error) => {

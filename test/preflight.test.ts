@@ -55,6 +55,31 @@ describe("unreachable services", () => {
     );
     expect(result.stderr).not.toMatch(/\n\s+at /);
   });
+
+  it("a login Postgres or Redis refuses: says so and what to fix, not to start a server that runs", async () => {
+    // Both servers answer: the role does not exist (SQLSTATE 28000), the Redis user is unknown
+    // (WRONGPASS). Before, each line said "cannot reach … Start it".
+    const role = `fleet_t_nobody_${randomUUID().slice(0, 8)}`;
+    const results = await Promise.all([
+      fleet(["migrate"], { DATABASE_URL: `postgres://${role}@127.0.0.1:5432/postgres` }),
+      fleet(["demo"], { REDIS_URL: "redis://fleet-t-nobody:secret@127.0.0.1:6379" }),
+    ]);
+    const lines = results.map((result) => {
+      expect(result.code, result.stderr).toBe(2);
+      expect(result.stderr).not.toMatch(/\n\s+at /);
+      const lines = result.stderr.trim().split("\n");
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).not.toMatch(/cannot reach|Start it/);
+      return lines[0];
+    });
+    console.log(lines.join("\n"));
+    expect(lines[0]).toBe(
+      `fleet: DATABASE_URL: Postgres at postgres://${role}@127.0.0.1:5432/postgres refused the login (role "${role}" does not exist): fix the user name or password in DATABASE_URL (or the server's pg_hba.conf).`,
+    );
+    expect(lines[1]).toMatch(
+      /^fleet: REDIS_URL: Redis at redis:\/\/fleet-t-nobody:\*\*\*@127\.0\.0\.1:6379 refused the login \(WRONGPASS [^)]*\): fix the user name or password in REDIS_URL\.$/,
+    );
+  }, 90_000);
 });
 
 describe("the long-lived roles check Postgres and Redis before they say ready", () => {

@@ -25,7 +25,17 @@ function redact(url: string): string {
   }
 }
 
+/**
+ * Why Postgres did not answer. SQLSTATE class 28 (a role that does not exist, a wrong
+ * password, pg_hba.conf) means it did answer and refused the login: starting it would not help.
+ */
 function unreachablePostgres(url: string, error: unknown): ValidationError {
+  if ((error as { code?: unknown }).code?.toString().startsWith("28"))
+    return new ValidationError(
+      "DATABASE_URL",
+      `Postgres at ${redact(url)} refused the login (${(error as Error).message}): ` +
+        "fix the user name or password in DATABASE_URL (or the server's pg_hba.conf).",
+    );
   return new ValidationError(
     "DATABASE_URL",
     `cannot reach Postgres at ${redact(url)} (${(error as Error).message}). Start it (e.g. ` +
@@ -98,6 +108,12 @@ export async function checkRedis(url: string): Promise<void> {
   } catch (thrown) {
     // ioredis reports "Connection is closed"; the socket's own error says why.
     const error = cause ?? (thrown as Error);
+    // It answered, and refused the user or password (ACL users, requirepass).
+    if (/^(WRONGPASS|NOAUTH)\b/.test(error.message))
+      throw new ValidationError(
+        "REDIS_URL",
+        `Redis at ${redact(url)} refused the login (${error.message}): fix the user name or password in REDIS_URL.`,
+      );
     throw new ValidationError(
       "REDIS_URL",
       `cannot reach Redis at ${redact(url)} (${(error as Error).message}). Start it (e.g. ` +

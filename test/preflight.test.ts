@@ -199,6 +199,30 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
     }
   });
 
+  it("fleet keys and fleet resume-point SESSION_ID on a database that is missing or not migrated: exit 2 saying to run `fleet migrate`", async () => {
+    // Before: `fleet: relation "api_keys" does not exist` (exit 1), or `database "…" does not exist`.
+    const missing = new URL(ADMIN_URL);
+    missing.pathname = `/fleet_t_missing_${randomUUID().slice(0, 8)}`;
+    const commands = [
+      ["keys", "list"],
+      ["keys", "create", "--tenant", "t"],
+      ["resume-point", randomUUID()],
+    ];
+    const results = await Promise.all(
+      [missing, emptyUrl].flatMap((url) =>
+        commands.map((args) => fleet(args, { ...fleetEnv.env, DATABASE_URL: url.toString() })),
+      ),
+    );
+    for (const [i, result] of results.entries()) {
+      const what = i < commands.length ? "does not exist" : "is not migrated";
+      expectOneLine(
+        result,
+        new RegExp(`^fleet: DATABASE_URL: .*: the database ${what}; run \`fleet migrate\``),
+      );
+    }
+    console.log(results.map((r) => r.stderr.trim()).join("\n"));
+  }, 90_000);
+
   it("a database that is missing or not migrated: exit 2 saying to run `fleet migrate`", async () => {
     const missing = new URL(ADMIN_URL);
     missing.pathname = `/fleet_t_missing_${randomUUID().slice(0, 8)}`;

@@ -2,12 +2,12 @@
 import { loadConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { NotFoundError } from "../shared/errors.js";
-import { checkPostgres } from "../shared/preflight.js";
+import { checkDatabase } from "../shared/preflight.js";
 import { ApiKeys } from "../shared/store/api-keys.js";
 
 async function withKeys<T>(action: (keys: ApiKeys) => Promise<T>): Promise<T> {
   const config = loadConfig();
-  await checkPostgres(config.databaseUrl);
+  await checkDatabase(config.databaseUrl);
   const database = openDatabase(config.databaseUrl, { max: 1 });
   try {
     return await action(new ApiKeys(database));

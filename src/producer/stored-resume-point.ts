@@ -2,13 +2,13 @@
 import { loadConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { NotFoundError } from "../shared/errors.js";
-import { checkPostgres } from "../shared/preflight.js";
+import { checkDatabase } from "../shared/preflight.js";
 import type { ResumePointJson } from "../shared/resume-point.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 
 export async function storedResumePoint(sessionId: string): Promise<ResumePointJson> {
   const config = loadConfig();
-  await checkPostgres(config.databaseUrl);
+  await checkDatabase(config.databaseUrl);
   const database = openDatabase(config.databaseUrl, { max: 1 });
   try {
     const queries = new SessionQueries(database);

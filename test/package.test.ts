@@ -33,6 +33,7 @@ const CHECKOUT = [
   "esm-only.cjs",
   "bin",
   "console",
+  "deploy",
   "drizzle",
   "scripts",
   "src",
@@ -171,7 +172,7 @@ describe("the npm package", () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it("ships the compiled code, the CLI, the migrations and the postinstall script, and no sources", () => {
+  it("ships the compiled code, the CLI, the migrations, the postinstall script and deploy/, and no sources", () => {
     const files = packed.files.map((f) => f.path);
     for (const needed of [
       "package.json",
@@ -186,6 +187,12 @@ describe("the npm package", () => {
       "dist/cjs/package.json",
       "dist/cjs/producer/client.js",
       "dist/cjs/producer/client.d.ts",
+      // The README's dashboard and Prometheus files, for a fleet of the installed package.
+      "deploy/grafana/dashboards/agent-fleet.json",
+      "deploy/prometheus/prometheus.yml",
+      "deploy/prometheus/fleet-up.yml",
+      "deploy/prometheus/rules/alerts.yml",
+      "deploy/prometheus/rules/recording.yml",
     ])
       expect(files, needed).toContain(needed);
     expect(files.filter((f) => f.endsWith(".sql")).length).toBeGreaterThan(0);

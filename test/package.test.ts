@@ -316,6 +316,34 @@ describe("the npm package", () => {
     }
   });
 
+  it("`npx fleet demo` runs a real fleet of the installed package: API, sweeper, workers it spawns, a kill", async () => {
+    // The one check that the installed package's roles start as processes of their own and
+    // talk to each other (the client tests below use a stand-in API).
+    const name = `fleet_t_package_${randomUUID().slice(0, 8)}`;
+    const url = new URL(ADMIN_URL);
+    url.pathname = `/${name}`;
+    const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+    try {
+      const demo = await timed("npx fleet demo", () =>
+        run(
+          "npx",
+          ["--no", "--", "fleet", "demo", "--sessions", "4", "--workers", "2"],
+          project,
+          { DATABASE_URL: url.toString(), FLEET_PREFIX: `fleet-t-package-${randomUUID().slice(0, 8)}` },
+          150_000,
+        ),
+      );
+      console.log(demo.stdout);
+      expect(demo.code, demo.stdout + demo.stderr).toBe(0);
+      expect(demo.stdout).toMatch(/^sessions +4 \(4 completed, 0 parked\)$/m);
+      expect(demo.stdout).toMatch(/answered twice: 0\)$/m);
+      expect(demo.stdout).toContain(`files written under ${join(project, "fleet-files", "demo")}`);
+    } finally {
+      await admin.unsafe(`drop database if exists "${name}_demo" with (force)`);
+      await admin.end();
+    }
+  }, 180_000);
+
   it("exports the library API from the compiled code", async () => {
     const imported = await run(
       process.execPath,

@@ -105,7 +105,7 @@ describe("fleet up", () => {
     try {
       await waitFor(() => /fleet up: API on/.test(up.output()), 30_000, "fleet up to start");
       const out = up.output();
-      expect(out).toMatch(/fleet up: API on http:\/\/127\.0\.0\.1:\d+, 1 worker processes, a sweeper/);
+      expect(out).toMatch(/fleet up: API on http:\/\/127\.0\.0\.1:\d+, 1 worker process, a sweeper/);
       expect(out).toMatch(/fleet worker ready/);
       const client = new FleetClient({ baseUrl: `http://127.0.0.1:${port}` });
       const { id } = await client.createSession({

@@ -123,7 +123,7 @@ export async function demoCommand(options: DemoOptions = {}): Promise<number> {
   await mkdir(toolDir, { recursive: true });
 
   console.log(
-    `fleet demo: ${sessions} sessions, ${workers} worker processes, a sweeper; queue prefix ${prefix}`,
+    `fleet demo: ${sessions} sessions, ${workers} worker process${workers === 1 ? "" : "es"}, a sweeper; queue prefix ${prefix}`,
   );
   const api = await startApi(config, { port: 0 });
   const sweeper = await startSweeper(config, { serveMetrics: false });

@@ -83,7 +83,7 @@ export async function upCommand(options: UpOptions): Promise<number> {
   const metricsPort = (name: string) => /metrics on port (\d+)/.exec(started.get(name) ?? "")?.[1] ?? "?";
   const workers = children.filter((c) => c.role === "worker").map((c) => metricsPort(c.name));
   console.log(
-    `fleet up: API on ${started.get("api")}, ${options.workers} worker processes, a sweeper ` +
+    `fleet up: API on ${started.get("api")}, ${options.workers} worker process${options.workers === 1 ? "" : "es"}, a sweeper ` +
       `(metrics: workers on ports ${workers.join(", ")}; sweeper on port ${metricsPort("sweeper")})`,
   );
   await signal;

@@ -89,13 +89,15 @@ export function startWebhookWorker(options: {
     QUEUES.webhooks.name,
     async (job: Job) => {
       const { batchId } = webhookJobSchema.parse(job.data);
+      // A delivery whose sweeper died mid-way (a stalled job, sent again) is another attempt too.
+      const attempt = job.attemptsMade + (job.stalledCounter ?? 0) + 1;
+      // An earlier attempt's receiver took it and only recording that failed: record it, send nothing.
+      if (receiverTookIt(job.progress)) return recordDelivered(store, batchId, log, attempt);
       const url = await store.webhookUrl(batchId);
       const batch = url === null ? undefined : await store.view(batchId);
       if (url === null || !batch) return "nothing to deliver";
       if (!settings.secret) throw new Error("FLEET_WEBHOOK_SECRET is not set in the sweeper; cannot sign");
       const body = JSON.stringify(batch);
-      // A delivery whose sweeper died mid-way (a stalled job, sent again) is another attempt too.
-      const attempt = job.attemptsMade + (job.stalledCounter ?? 0) + 1;
       const status = await postWebhook(
         url,
         body,
@@ -107,10 +109,15 @@ export function startWebhookWorker(options: {
         settings,
       );
       if (status < 200 || status >= 300) throw new Error(`the receiver answered HTTP ${status}`);
+      // Kept on the job (in Redis) before it is counted: should recording it in Postgres fail,
+      // the job's retry records it without sending it again, and nothing is counted twice.
+      try {
+        await job.updateProgress({ receiverTookIt: true });
+      } catch (error) {
+        throw new WebhookRecordError(error);
+      }
       metrics?.webhookDeliveries.inc({ outcome: "delivered" });
-      await store.markDelivered(batchId);
-      log.info({ batchId, attempt }, "webhook delivered");
-      return "delivered";
+      return recordDelivered(store, batchId, log, attempt);
     },
     {
       connection: options.connection,
@@ -134,9 +141,59 @@ export function startWebhookWorker(options: {
     if (!job) return;
     const batchId = String((job.data as { batchId?: unknown }).batchId ?? "");
     const last = job.attemptsMade >= (job.opts.attempts ?? 1);
+    const outcome = failureOutcome(error, last);
+    if (outcome === null) {
+      log.warn(
+        { batchId, attempt: job.attemptsMade, err: error.message, last },
+        "webhook delivered, but recording the delivery failed; the record is tried again",
+      );
+      return;
+    }
     log.warn({ batchId, attempt: job.attemptsMade, err: error.message, last }, "webhook delivery failed");
-    metrics?.webhookDeliveries.inc({ outcome: last ? "abandoned" : "failed" });
+    metrics?.webhookDeliveries.inc({ outcome });
     if (last && batchId) store.markDeliveryFailed(batchId).catch(() => {});
   });
   return worker;
+}
+
+/** The receiver took the delivery (2xx), and recording it afterwards failed. */
+export class WebhookRecordError extends Error {
+  constructor(cause: unknown) {
+    super(`the receiver took the webhook; recording that failed: ${(cause as Error)?.message ?? cause}`);
+    this.name = "WebhookRecordError";
+  }
+}
+
+/**
+ * How a failed attempt counts in `fleet_webhook_deliveries_total` (pure): a receiver that did
+ * not take it, `failed` (tried again) or `abandoned` (the last attempt); null when the receiver
+ * took it and only recording that failed — already counted `delivered`, it is no failed delivery.
+ */
+export function failureOutcome(error: Error, last: boolean): "failed" | "abandoned" | null {
+  if (error.name === "WebhookRecordError") return null;
+  return last ? "abandoned" : "failed";
+}
+
+/** Whether an earlier attempt of this job saw the receiver take it (its progress says so). */
+export function receiverTookIt(progress: unknown): boolean {
+  return (
+    typeof progress === "object" &&
+    progress !== null &&
+    (progress as { receiverTookIt?: unknown }).receiverTookIt === true
+  );
+}
+
+async function recordDelivered(
+  store: Pick<BatchStore, "markDelivered">,
+  batchId: string,
+  log: Pick<Logger, "info">,
+  attempt: number,
+): Promise<string> {
+  try {
+    await store.markDelivered(batchId);
+  } catch (error) {
+    throw new WebhookRecordError(error);
+  }
+  log.info({ batchId, attempt }, "webhook delivered");
+  return "delivered";
 }

@@ -9,7 +9,7 @@ import { parseAgentConfig } from "../src/shared/agent-config.js";
 import type { Message } from "../src/shared/messages.js";
 import { createMetrics } from "../src/shared/metrics.js";
 import { INTERRUPTED_TOOL_TEXT } from "../src/shared/resume-plan.js";
-import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
+import { crashToResumeSeconds, DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
 import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
@@ -151,6 +151,41 @@ describe("AutomaticResumes", () => {
     const second = await resumes.schedule({ sessionId: id, trigger: "worker" });
     expect(second).toMatchObject({ action: "resume", attempt: 2 });
     expect(second.action === "resume" && second.delayMs).toBeGreaterThan(500);
+  });
+
+  it("fleet_crash_to_resume_seconds leaves out the backoff a resume waits on purpose", async () => {
+    // A backoff well past FleetCrashToResumeSlow's 7.5 s, as a crash loop reaches at its 4th attempt.
+    const backedOff = new AutomaticResumes(fleet.database, { ...policy, backoffBaseMs: 20_000 }, metrics);
+    const id = await session(asked);
+    const signOf = async (runId: string) => {
+      const [r] = await fleet.database.sql<{ at: string }[]>`
+        select to_json(last_sign_at) as at from runs where id = ${runId}`;
+      return new Date(r!.at);
+    };
+    // The first resume: no backoff, the clock starts at the crashed run's last sign of life.
+    const crash1 = new Date(Date.now() - 3_000);
+    const first = await backedOff.schedule({ sessionId: id, trigger: "sweeper", lastSignAt: crash1 });
+    if (first.action !== "resume") throw new Error(`expected a resume, got ${first.action}`);
+    expect(first.delayMs).toBe(0);
+    expect((await signOf(first.run.id)).getTime()).toBe(crash1.getTime());
+    // It crashed too, 3 s ago, just noticed: the second waits out the first one's backoff.
+    await endRuns(id);
+    const crash2 = new Date(Date.now() - 3_000);
+    const decidedAt = Date.now();
+    const second = await backedOff.schedule({ sessionId: id, trigger: "sweeper", lastSignAt: crash2 });
+    if (second.action !== "resume") throw new Error(`expected a resume, got ${second.action}`);
+    expect(second.attempt).toBe(2);
+    expect(second.delayMs).toBeGreaterThan(10_000);
+    const sign2 = await signOf(second.run.id);
+    expect(sign2.getTime() - crash2.getTime()).toBe(second.delayMs);
+    // Its worker starts it once the delay has passed, and observes the time to notice the
+    // crash (3 s), not that plus the backoff.
+    const startedAt = decidedAt + second.delayMs;
+    const observed = crashToResumeSeconds(sign2, startedAt);
+    console.log(
+      `2nd attempt: backoff ${second.delayMs} ms; observed ${observed} s, crash to start ${(startedAt - crash2.getTime()) / 1000} s`,
+    );
+    expect(observed).toBe((decidedAt - crash2.getTime()) / 1000);
   });
 
   it("does nothing while a run is queued or running, and concurrent callers make one resume", async () => {

@@ -119,7 +119,7 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
     }),
     crashToResume: new Histogram({
       name: "fleet_crash_to_resume_seconds",
-      help: "From an interrupted run's last sign of life to its resume starting.",
+      help: "From an interrupted run's last sign of life to its resume starting, less the backoff an automatic resume waits on purpose.",
       // Fine between 2 and 10 s, where a frozen worker's sessions land (its lease, 5 s by
       // default, then a sweep): a p99 of such resumes (5.1 s) reads 6 s, not 9.8 (buckets 5, 10).
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 6, 7.5, 10, 15, 30, 60, 120],

@@ -74,6 +74,23 @@ export function resumeBackoffMs(policy: ResumePolicy, attempt: number): number {
   return Math.min(policy.backoffBaseMs * 2 ** Math.max(0, attempt - 1), policy.backoffMaxMs);
 }
 
+/**
+ * Where `fleet_crash_to_resume_seconds` starts for an automatic resume (stored as the run's
+ * `last_sign_at`, observed by the worker that starts it): the interrupted run's last sign of
+ * life, moved later by `waitMs`, the backoff the resume waits on purpose (from the decision to
+ * its `runAt`). The metric so measures the time the fleet took to notice the crash and start
+ * the resume, not the wait it chose: a crash loop being backed off (2nd and later attempts,
+ * up to SWEEPER_BACKOFF_MS × 2^n) does not read as slow resumes (`FleetCrashToResumeSlow`).
+ */
+/** What the worker that starts such a resume observes, in seconds (never below 0). */
+export function crashToResumeSeconds(signAt: Date, startedAtMs: number): number {
+  return Math.max(0, startedAtMs - signAt.getTime()) / 1000;
+}
+
+export function crashClockStart(lastSignAt: Date | undefined, waitMs: number): Date | undefined {
+  return lastSignAt && new Date(lastSignAt.getTime() + Math.max(0, waitMs));
+}
+
 export function fallbackModel(
   agent: AgentConfig,
   attempts: number,

@@ -8,6 +8,7 @@ import type { RunRow } from "../shared/db/schema.js";
 import type { SessionEventInput } from "../shared/events.js";
 import { tailStateAfter } from "../shared/history-tail.js";
 import type { StoredMessage } from "../shared/messages.js";
+import { crashToResumeSeconds } from "../shared/resume-policy.js";
 import { scrubSecrets, secretValuesFromEnv } from "../shared/scrub-secrets.js";
 import { tailState } from "../shared/tail-state.js";
 import { finishRun } from "./end-run.js";
@@ -109,7 +110,7 @@ async function startRun(
   if (!previous) void events?.emit([runStartedEvent(run, kind, plan.resumeKind ?? null)], lastSeqBefore);
   if (plan.resumeKind) deps.metrics.resumes.inc({ kind: plan.resumeKind, trigger: run.trigger });
   if (run.lastSignAt && !previous)
-    deps.metrics.crashToResume.observe(Math.max(0, Date.now() - run.lastSignAt.getTime()) / 1000);
+    deps.metrics.crashToResume.observe(crashToResumeSeconds(run.lastSignAt, Date.now()));
   for (const tool of plan.interruptedCalls)
     deps.metrics.toolCalls.inc({ tool: toolLabel(deps.tools, tool), outcome: "interrupted" });
 

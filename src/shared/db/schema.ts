@@ -189,7 +189,11 @@ export const runs = pgTable(
     /** Goal mode of a run with new input (contracts §8): `{ text, maxRounds }`; never on a resume. */
     goal: jsonb("goal").$type<{ text: string; maxRounds: number }>(),
     workerId: text("worker_id"),
-    /** For resumes of an interrupted run: that run's last sign of life (append or lease renewal). */
+    /**
+     * For resumes of an interrupted run: that run's last sign of life (append or lease renewal),
+     * moved later by the backoff an automatic resume waits on purpose (resume-policy.ts
+     * `crashClockStart`); fleet_crash_to_resume_seconds counts from it.
+     */
     lastSignAt: timestamp("last_sign_at", { withTimezone: true }),
     jobId: text("job_id"),
     usage: jsonb("usage").$type<Usage>(),

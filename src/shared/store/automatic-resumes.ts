@@ -21,6 +21,7 @@ import { QUEUES } from "../queues.js";
 import { INTERRUPTED_TOOL_TEXT } from "../resume-plan.js";
 import { resumePoint } from "../resume-point.js";
 import {
+  crashClockStart,
   decideResume,
   type ParkReason,
   progressMark,
@@ -109,7 +110,10 @@ export class AutomaticResumes {
   async schedule(input: {
     sessionId: string;
     trigger: "sweeper" | "worker";
-    /** For a run that was abandoned: its last sign of life (for fleet_crash_to_resume_seconds). */
+    /**
+     * For a run that was abandoned: its last sign of life (for fleet_crash_to_resume_seconds;
+     * stored moved later by the resume's backoff, `crashClockStart`).
+     */
     lastSignAt?: Date;
     /** The last run's primary model was refused for good: fall back at once (resume-policy.ts). */
     primaryRejected?: boolean;
@@ -154,13 +158,15 @@ export class AutomaticResumes {
             : { action: "none" };
         case "resume": {
           const id = crypto.randomUUID();
+          const waitMs = Math.max(0, decision.runAt.getTime() - new Date(s.db_now).getTime());
+          const signAt = crashClockStart(input.lastSignAt, waitMs);
           // A resume someone asked for meanwhile (the API's insert does not take this lock)
           // wins: the unique index allows one, and then there is nothing to count.
           const [inserted] = await tx<{ r: string | RawRun }[]>`
             insert into runs (id, session_id, tenant, kind, trigger, resume_kind, model, job_id, last_sign_at)
             values (${id}, ${sessionId}, (select tenant from sessions where id = ${sessionId}), 'resume', ${input.trigger}, ${decision.kind},
                     ${decision.model ? JSON.stringify(decision.model) : null}::jsonb,
-                    ${QUEUES.runs.jobId({ sessionId, runId: id })}, ${input.lastSignAt?.toISOString() ?? null})
+                    ${QUEUES.runs.jobId({ sessionId, runId: id })}, ${signAt?.toISOString() ?? null})
             on conflict (session_id) where kind = 'resume' and status <> 'ended' do nothing
             returning row_to_json(runs) as r`;
           if (!inserted) return { action: "none" };
@@ -172,7 +178,7 @@ export class AutomaticResumes {
           return {
             action: "resume",
             run: runFromRaw(json<RawRun>(inserted!.r)),
-            delayMs: Math.max(0, decision.runAt.getTime() - new Date(s.db_now).getTime()),
+            delayMs: waitMs,
             attempt: decision.attempt,
           };
         }

@@ -99,7 +99,11 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
   const eventWriter = new EventWriter(
     redis,
     config.prefix,
-    { maxEvents: config.events.maxEvents, maxAgeMs: config.events.maxAgeMs },
+    {
+      maxEvents: config.events.maxEvents,
+      maxAgeMs: config.events.maxAgeMs,
+      maxBytes: config.events.maxBytes,
+    },
     metrics.eventsWritten,
     config.events.enabled,
     0,
@@ -117,7 +121,11 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     metrics,
     maxStreamsPerTenant: config.events.maxStreamsPerTenant,
     heartbeatMs: config.events.heartbeatMs,
-    retention: { maxEvents: config.events.maxEvents, maxAgeMs: config.events.maxAgeMs },
+    retention: {
+      maxEvents: config.events.maxEvents,
+      maxAgeMs: config.events.maxAgeMs,
+      maxBytes: config.events.maxBytes,
+    },
     repairRunEnd: (sessionId) => eventWriter.missingRunEnd(database, sessionId, RUN_END_GRACE_MS),
     onBatchStreamDropped: (batchId, member, fingerprint) =>
       app.log.warn(

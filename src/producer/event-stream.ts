@@ -264,8 +264,10 @@ export class EventStreams {
         // trimmed away is one the stream lost — Redis restored from an older snapshot, or the
         // stream dropped and rebuilt after a Postgres restore (events.ts) — and what follows
         // it now is written anew, messages this reader has among it. It ends (410 on reconnect).
+        // Trimmed by the byte bound (FLEET_EVENTS_MAX_BYTES: a few big events can be far fewer
+        // than a page), it ends too when an entry after its place went with it.
         const rows = await this.reader.from(key, last, READ_PAGE + 1);
-        if (rows.length > 0 && rows[0]!.id !== last && (await this.reader.placeLost(key, last))) return null;
+        if (rows.length > 0 && rows[0]!.id !== last && (await this.reader.placeGone(key, last))) return null;
         page = rows[0]?.id === last ? rows.slice(1) : rows.slice(0, READ_PAGE);
       } else page = await this.reader.after(key, last, READ_PAGE);
       if (delivered && page.length >= Math.min(READ_PAGE, this.deps.retention.maxEvents))

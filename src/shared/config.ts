@@ -181,6 +181,12 @@ const envSchema = z.object({
     .int()
     .positive()
     .default(24 * 3600 * 1000),
+  /** … and at most this many bytes of events per session stream (the newest event is always kept). */
+  FLEET_EVENTS_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(16 * 1024 * 1024),
   /** Event streams (SSE) one tenant may hold open at once on one API process; more answer 429. */
   FLEET_SSE_MAX_STREAMS_PER_TENANT: z.coerce.number().int().positive().default(100),
   /** How often an idle event stream sends a comment line, so proxies and clients keep it open. */
@@ -254,6 +260,8 @@ export type FleetConfig = {
     enabled: boolean;
     maxEvents: number;
     maxAgeMs: number;
+    /** Bytes of events kept per session stream (FLEET_EVENTS_MAX_BYTES). */
+    maxBytes: number;
     maxStreamsPerTenant: number;
     heartbeatMs: number;
   };
@@ -339,6 +347,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
       enabled: e.FLEET_EVENTS === "on",
       maxEvents: e.FLEET_EVENTS_MAX,
       maxAgeMs: e.FLEET_EVENTS_MAX_AGE_MS,
+      maxBytes: e.FLEET_EVENTS_MAX_BYTES,
       maxStreamsPerTenant: e.FLEET_SSE_MAX_STREAMS_PER_TENANT,
       heartbeatMs: e.FLEET_SSE_HEARTBEAT_MS,
     },

@@ -27,8 +27,18 @@ export function compareIds(a: string, b: string): number {
   return as === bs ? 0 : as < bs ? -1 : 1;
 }
 
-/** What `XINFO STREAM` says of a stream; null when there is no stream under the key. */
-export type StreamInfo = { length: number; entriesAdded: number; firstId: string | null } | null;
+/**
+ * What `XINFO STREAM` says of a stream; null when there is no stream under the key.
+ * `maxDeletedId`: the newest entry removed by XDEL (trimming does not set it; the byte bound
+ * removes its newest entry so, event-scripts.ts TRIM_BYTES); "0-0": none; null: not known
+ * (Redis before 7).
+ */
+export type StreamInfo = {
+  length: number;
+  entriesAdded: number;
+  firstId: string | null;
+  maxDeletedId?: string | null;
+} | null;
 
 /** The id a reader sends to read a stream from its start. */
 export const STREAM_START = "0-0";
@@ -56,4 +66,15 @@ export function placeMayHaveExpired(after: string, maxAgeMs: number, nowMs: numb
   const writtenAt = Number(after.split("-")[0]);
   const margin = Math.min(maxAgeMs / 2, 60_000);
   return nowMs - writtenAt >= maxAgeMs - margin;
+}
+
+/**
+ * Whether a reader whose place is no longer an entry of the stream (it was trimmed, not lost:
+ * `placeLost` said so) may have lost entries after it: the byte bound removed one past it. The
+ * count and age bounds are judged apart (event-stream.ts). Not known (Redis before 7): yes.
+ */
+export function trimmedPast(stream: StreamInfo, place: string): boolean {
+  if (stream === null) return false;
+  if (stream.maxDeletedId === undefined || stream.maxDeletedId === null) return true;
+  return compareIds(stream.maxDeletedId, place) > 0;
 }

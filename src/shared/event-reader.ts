@@ -1,6 +1,6 @@
 /** EventReader: what the SSE route reads of a session's stream (events.ts). */
 import type { Redis } from "ioredis";
-import { compareIds, placeExpired, STREAM_START, type StreamInfo } from "./event-expiry.js";
+import { compareIds, placeExpired, STREAM_START, type StreamInfo, trimmedPast } from "./event-expiry.js";
 import { type StoredEvent, toStored } from "./events.js";
 
 /** Reads a session's stream for the SSE route. */
@@ -45,7 +45,21 @@ export class EventReader {
    * entry to trimming — the stream was started again after it (dropped and rebuilt).
    */
   async placeLost(key: string, place: string): Promise<boolean> {
+    return this.lost(await this.streamInfo(key), key, place);
+  }
+
+  /**
+   * Whether entries after a place that is no longer an entry of the stream may be gone: it was
+   * lost (`placeLost`), or it was trimmed and the byte bound removed an entry after it too
+   * (event-expiry.ts `trimmedPast`). A place trimmed by the byte bound with every entry after
+   * it kept (a caught-up reader's place, trimmed for the one big event written after it) is not.
+   */
+  async placeGone(key: string, place: string): Promise<boolean> {
     const stream = await this.streamInfo(key);
+    return (await this.lost(stream, key, place)) || trimmedPast(stream, place);
+  }
+
+  private async lost(stream: StreamInfo, key: string, place: string): Promise<boolean> {
     if (stream === null || stream.firstId === null) return false;
     if (compareIds(place, stream.firstId) < 0) return stream.entriesAdded <= stream.length;
     return !(await this.isEntry(key, place));
@@ -69,7 +83,13 @@ export class EventReader {
     };
     const length = Number(field("length") ?? 0);
     const first = (field("first-entry") as [string, unknown] | null | undefined)?.[0];
-    return { length, entriesAdded: Number(field("entries-added") ?? length), firstId: first ?? null };
+    const maxDeleted = field("max-deleted-entry-id");
+    return {
+      length,
+      entriesAdded: Number(field("entries-added") ?? length),
+      firstId: first ?? null,
+      maxDeletedId: typeof maxDeleted === "string" ? maxDeleted : null,
+    };
   }
 
   /** The id of the RUN_STARTED of `runId`, scanning back from the newest entry. */

@@ -5,8 +5,53 @@
 import type { Redis } from "ioredis";
 
 /**
+ * Trims a stream's oldest entries while what it holds is over `maxBytes` (of type and data,
+ * as written): each entry's `c` is the bytes written to the stream through it, and the seq
+ * key keeps the total written (`total`) and where the entries kept begin (`floor`, as last
+ * known: MAXLEN ~ and MINID ~ remove entries without saying, so it is read again from the
+ * first entry whenever it says the stream is over). The newest entry is always kept, whatever
+ * its size. The newest entry removed goes by XDEL, which sets the stream's
+ * `max-deleted-entry-id` (trimming does not): a reader whose place is gone can tell whether
+ * entries after it went too (EventReader.placeGone). At most 512 entries are looked at per
+ * call; what is left over goes at the next write.
+ */
+const TRIM_BYTES = `
+local function trimBytes(stream, seqKey, total, newest)
+  local floor = tonumber(redis.call('HGET', seqKey, 'floor') or '0')
+  if total - floor <= maxBytes then return end
+  local cut, cutFloor, from, stop = nil, nil, '-', false
+  for page = 1, 64 do
+    local rows = redis.call('XRANGE', stream, from, '+', 'COUNT', 8)
+    for j = 1, #rows do
+      local id, fields = rows[j][1], rows[j][2]
+      local c, size = nil, 0
+      for k = 1, #fields, 2 do
+        if fields[k] == 'c' then c = tonumber(fields[k + 1]) else size = size + #fields[k + 1] end
+      end
+      -- An entry written before entries had c counts for nothing: it goes with the ones after it.
+      if id == newest or (c ~= nil and total - (c - size) <= maxBytes) then
+        if c ~= nil then floor = c - size end
+        stop = true
+        break
+      end
+      cut = id
+      if c ~= nil then cutFloor = c end
+    end
+    if stop or #rows < 8 then break end
+    from = '(' .. rows[#rows][1]
+  end
+  if cut ~= nil then
+    redis.call('XDEL', stream, cut)
+    redis.call('XTRIM', stream, 'MINID', cut)
+    if not stop and cutFloor ~= nil then floor = cutFloor end
+  end
+  redis.call('HSET', seqKey, 'floor', string.format('%d', floor))
+end
+`;
+
+/**
  * Appends to the streams of one or more sessions in one call. KEYS: per write, its stream and
- * its seq key. ARGV: maxEvents, maxAgeMs, channel, then per write: its stream key (published),
+ * its seq key. ARGV: maxEvents, maxAgeMs, channel, maxBytes (0: no bound, TRIM_BYTES), then per write: its stream key (published),
  * its entry count n, then n × (seq, type, data). `seq` is a message's fingerprint,
  * `SEQ|createdAt` (`fingerprint`), `0` for other events, `r:RUN_ID` for a RUN_COMPLETED, and
  * `c:FINGERPRINT` for a check (type CHECK, never written): the writer's stored message at the
@@ -25,6 +70,8 @@ import type { Redis } from "ioredis";
 export const APPEND_SCRIPT = `
 local t = redis.call('TIME')
 local minId = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[2]))
+local maxBytes = tonumber(ARGV[4])
+${TRIM_BYTES}
 -- seq, fingerprint, ended run, check
 local function parse(arg)
   local head = string.sub(arg, 1, 2)
@@ -35,7 +82,7 @@ local function parse(arg)
   return tonumber(arg) or 0, nil, nil, nil
 end
 local results = {}
-local a = 4
+local a = 5
 for w = 1, #KEYS / 2 do
   local stream, seqKey = KEYS[2 * w - 1], KEYS[2 * w]
   local name, first = ARGV[a], a + 2
@@ -78,11 +125,14 @@ for w = 1, #KEYS / 2 do
     local out = {'ok', tostring(prior), redis.call('HGET', seqKey, 'fp') or ''}
     -- The run whose RUN_COMPLETED the stream has last: read only for a write that ends a run.
     local done, ends, lastFp = nil, nil, nil
+    -- The bytes (type and data) ever written to the stream, through each entry (its field c).
+    local total = nil
     for i = first, stop, 3 do
       local seq, fp, ended, check = parse(ARGV[i])
       if ended ~= nil and done == nil then done = redis.call('HGET', seqKey, 'done') end
       if check == nil and ((seq == 0 and (ended == nil or ended ~= done)) or seq > last) then
-        out[#out + 1] = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2])
+        total = (total or tonumber(redis.call('HGET', seqKey, 'total') or '0')) + #ARGV[i + 1] + #ARGV[i + 2]
+        out[#out + 1] = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2], 'c', string.format('%d', total))
         if seq > 0 then last, lastFp = seq, fp end
         if ended ~= nil then done, ends = ended, ended end
       end
@@ -92,6 +142,8 @@ for w = 1, #KEYS / 2 do
       redis.call('HSET', seqKey, 'seq', tostring(last))
       if lastFp then redis.call('HSET', seqKey, 'fp', lastFp) end
       if ends then redis.call('HSET', seqKey, 'done', ends) end
+      redis.call('HSET', seqKey, 'total', string.format('%d', total))
+      if maxBytes > 0 then trimBytes(stream, seqKey, total, out[#out]) end
       redis.call('PEXPIRE', stream, ARGV[2])
       redis.call('PEXPIRE', seqKey, ARGV[2])
       redis.call('PUBLISH', ARGV[3], name)

@@ -293,6 +293,7 @@ export class EventWriter {
       this.retention.maxEvents,
       this.retention.maxAgeMs,
       eventsNotifyChannel(this.prefix),
+      this.retention.maxBytes ?? 0,
     ];
     for (const { sessionId, rows, check } of writes) {
       const stream = eventStreamKey(this.prefix, sessionId);

@@ -24,9 +24,10 @@
  * stored message on its first write, every writer notices a stream past its history, and
  * what Postgres confirms is dropped and written again from the start (`dropIfStale`).
  *
- * Retention: each write trims the stream to about `maxEvents` (MAXLEN ~) and to `maxAgeMs`
- * (MINID ~ on Redis's clock), and both keys expire `maxAgeMs` after the last write. Whether
- * an id is older than what is kept is decided by event-expiry.ts.
+ * Retention: each write trims the stream to about `maxEvents` (MAXLEN ~), to `maxAgeMs`
+ * (MINID ~ on Redis's clock) and to `maxBytes` of its entries' type and data (oldest first,
+ * the newest kept: event-scripts.ts TRIM_BYTES), and both keys expire `maxAgeMs` after the
+ * last write. Whether an id is older than what is kept is decided by event-expiry.ts.
  *
  * The parts: event-scripts.ts (the Lua scripts), event-writer.ts (EventWriter: every write,
  * chunking and repairs), session-event-log.ts (SessionEventLog: one worker job's events, in
@@ -61,8 +62,16 @@ export type SessionEvent = SessionEventInput & { sessionId: string };
 /** An event as read: its id and its data. */
 export type StoredEvent = { id: string; type: string; data: Record<string, unknown> };
 
-export type EventRetention = { maxEvents: number; maxAgeMs: number };
-export const DEFAULT_RETENTION: EventRetention = { maxEvents: 10_000, maxAgeMs: 24 * 3600 * 1000 };
+/**
+ * `maxBytes`: the most a stream holds of its entries' type and data (event-scripts.ts
+ * TRIM_BYTES; the newest entry is kept whatever its size); absent or 0: no byte bound.
+ */
+export type EventRetention = { maxEvents: number; maxAgeMs: number; maxBytes?: number };
+export const DEFAULT_RETENTION: EventRetention = {
+  maxEvents: 10_000,
+  maxAgeMs: 24 * 3600 * 1000,
+  maxBytes: 16 * 1024 * 1024,
+};
 
 export function eventStreamKey(prefix: string, sessionId: string): string {
   return `${prefix}:events:${sessionId}`;

@@ -80,7 +80,11 @@ export async function startSweeper(
   const events = new EventWriter(
     redis,
     config.prefix,
-    { maxEvents: config.events.maxEvents, maxAgeMs: config.events.maxAgeMs },
+    {
+      maxEvents: config.events.maxEvents,
+      maxAgeMs: config.events.maxAgeMs,
+      maxBytes: config.events.maxBytes,
+    },
     metrics.eventsWritten,
     config.events.enabled,
     0,

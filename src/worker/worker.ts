@@ -145,7 +145,11 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   const events = new EventWriter(
     redis,
     config.prefix,
-    { maxEvents: config.events.maxEvents, maxAgeMs: config.events.maxAgeMs },
+    {
+      maxEvents: config.events.maxEvents,
+      maxAgeMs: config.events.maxAgeMs,
+      maxBytes: config.events.maxBytes,
+    },
     metrics.eventsWritten,
     config.events.enabled,
     config.workerGatherMs,

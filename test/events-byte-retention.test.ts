@@ -104,6 +104,45 @@ describe("a session with big messages", () => {
   }, 60_000);
 });
 
+describe("many small events past the byte bound", () => {
+  let fleet: FleetEnv;
+  beforeAll(async () => {
+    fleet = await createFleetEnv("eventsbytessmall");
+  }, 60_000);
+  afterAll(() => fleet?.close());
+
+  it("a replay of 2,000 messages of 1 KB keeps the newest that fit in the bound, exactly, contiguous by seq", async () => {
+    const maxBytes = 256 * 1024;
+    const writer = new EventWriter(fleet.redis, fleet.config.prefix, {
+      maxEvents: 10_000,
+      maxAgeMs: 3_600_000,
+      maxBytes,
+    });
+    const messages = Array.from({ length: 2_000 }, (_, i) => ({
+      runId: "r1",
+      message: toolResult(i + 1, 1_000),
+    }));
+    // One write: chunks of 128 KB (WRITE_CHUNK), each trimming the ~128 oldest over several pages.
+    expect((await writer.write("replayed", messages, [])).ok).toBe(true);
+    const rows = (await fleet.redis.xrange(eventStreamKey(fleet.config.prefix, "replayed"), "-", "+")) as [
+      string,
+      string[],
+    ][];
+    const held = rows.reduce(
+      (sum, [, fields]) => sum + Buffer.byteLength(fields[1]!) + Buffer.byteLength(fields[3]!),
+      0,
+    );
+    const seqs = rows.map(toStored).map((e) => (e.data.message as StoredMessage).seq);
+    console.log(
+      `kept ${rows.length} of 2,000 events, ${held} bytes of type and data (bound ${maxBytes}): seq ${seqs[0]}…${seqs.at(-1)}`,
+    );
+    expect(held).toBeLessThanOrEqual(maxBytes);
+    // Trimmed no more than needed: one more event would not have fit.
+    expect(held + Buffer.byteLength(rows[0]![1][3]!) + 7).toBeGreaterThan(maxBytes);
+    expect(seqs).toEqual(seqs.map((_, i) => 2_000 - seqs.length + 1 + i));
+  }, 60_000);
+});
+
 describe("readers of a stream the byte bound trims", () => {
   let fleet: FleetEnv;
   let client: FleetClient;

@@ -12,16 +12,19 @@ import type { Redis } from "ioredis";
  * first entry whenever it says the stream is over). The newest entry is always kept, whatever
  * its size. The newest entry removed goes by XDEL, which sets the stream's
  * `max-deleted-entry-id` (trimming does not): a reader whose place is gone can tell whether
- * entries after it went too (EventReader.placeGone). At most 512 entries are looked at per
- * call; what is left over goes at the next write.
+ * entries after it went too (EventReader.placeGone). About 512 entries at most are looked at
+ * per call; what is left over goes at the next write.
  */
 const TRIM_BYTES = `
 local function trimBytes(stream, seqKey, total, newest)
   local floor = tonumber(redis.call('HGET', seqKey, 'floor') or '0')
   if total - floor <= maxBytes then return end
   local cut, cutFloor, from, stop = nil, nil, '-', false
-  for page = 1, 64 do
-    local rows = redis.call('XRANGE', stream, from, '+', 'COUNT', 8)
+  -- Pages of 1, 2, 4, … 16 entries: with big entries, one cut reads about three, not a page.
+  local n, looked = 1, 0
+  while looked < 512 do
+    local rows = redis.call('XRANGE', stream, from, '+', 'COUNT', n)
+    looked = looked + n
     for j = 1, #rows do
       local id, fields = rows[j][1], rows[j][2]
       local c, size = nil, 0
@@ -37,8 +40,9 @@ local function trimBytes(stream, seqKey, total, newest)
       cut = id
       if c ~= nil then cutFloor = c end
     end
-    if stop or #rows < 8 then break end
+    if stop or #rows < n then break end
     from = '(' .. rows[#rows][1]
+    n = math.min(n * 2, 16)
   end
   if cut ~= nil then
     redis.call('XDEL', stream, cut)

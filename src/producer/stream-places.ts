@@ -34,7 +34,7 @@ export function gone(reply: FastifyReply, after: string): FastifyReply {
     error: {
       code: "gone",
       reason: "expired",
-      message: `event ${after} is older than the events kept (FLEET_EVENTS_MAX, FLEET_EVENTS_MAX_AGE_MS), or from a stream since lost (Redis or Postgres restored from a backup); reconnect without an id`,
+      message: `event ${after} is older than the events kept (FLEET_EVENTS_MAX, FLEET_EVENTS_MAX_AGE_MS, FLEET_EVENTS_MAX_BYTES), or from a stream since lost (Redis or Postgres restored from a backup); reconnect without an id`,
     },
   });
 }

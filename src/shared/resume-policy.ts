@@ -82,13 +82,13 @@ export function resumeBackoffMs(policy: ResumePolicy, attempt: number): number {
  * the resume, not the wait it chose: a crash loop being backed off (2nd and later attempts,
  * up to SWEEPER_BACKOFF_MS × 2^n) does not read as slow resumes (`FleetCrashToResumeSlow`).
  */
+export function crashClockStart(lastSignAt: Date | undefined, waitMs: number): Date | undefined {
+  return lastSignAt && new Date(lastSignAt.getTime() + Math.max(0, waitMs));
+}
+
 /** What the worker that starts such a resume observes, in seconds (never below 0). */
 export function crashToResumeSeconds(signAt: Date, startedAtMs: number): number {
   return Math.max(0, startedAtMs - signAt.getTime()) / 1000;
-}
-
-export function crashClockStart(lastSignAt: Date | undefined, waitMs: number): Date | undefined {
-  return lastSignAt && new Date(lastSignAt.getTime() + Math.max(0, waitMs));
 }
 
 export function fallbackModel(

@@ -46,7 +46,7 @@ export async function startSweeper(
   options: { serveMetrics?: boolean; logger?: Logger } = {},
 ): Promise<RunningSweeper> {
   const log = options.logger ?? pino({ level: config.logLevel, base: { role: "sweeper" } });
-  const database = openDatabase(config.databaseUrl, { max: 4 });
+  const database = openDatabase(config.databaseUrl, { max: 4, role: "sweeper" });
   const redis = createRedis(config.redisUrl, "worker");
   const subscriber = createRedis(config.redisUrl, "worker");
   const queues = new RunQueues(redis, config.prefix);
@@ -90,6 +90,8 @@ export async function startSweeper(
     0,
     { onDropped: warnDroppedStream(log) },
   );
+  // Aborted by stop(): the passes and retention look at nothing more (sweeper.ts, retention.ts).
+  const halt = new AbortController();
   const resumes = new AutomaticResumes(database, resumePolicyOf(config), metrics);
   resumes.events = events;
   const sweeps = new SweepQueries(database);
@@ -107,6 +109,7 @@ export async function startSweeper(
     log,
     runEnded,
     runEndMissing: (sessionId) => events.missingRunEnd(database, sessionId, 0),
+    signal: halt.signal,
   });
   const leftovers = new CancelledLeftovers({ sweeps, queues, metrics, log, runEnded });
   // Batches (contracts §9): ends noticed on each wide scan; webhooks delivered on a
@@ -148,15 +151,17 @@ export async function startSweeper(
     log,
     metrics,
   });
-  const retentionStop = new AbortController();
   let retaining: Promise<void> | null = null;
   const retentionTick = () => {
     if (retaining) return;
     retaining = retention
-      .pass(retentionStop.signal)
+      .pass(halt.signal)
       .then(
         () => {},
-        (error: unknown) => log.warn({ err: error }, "retention pass failed; tried again at the next"),
+        (error: unknown) => {
+          if (!halt.signal.aborted)
+            log.warn({ err: error }, "retention pass failed; tried again at the next");
+        },
       )
       .finally(() => {
         retaining = null;
@@ -183,20 +188,34 @@ export async function startSweeper(
   // stuck in a slow statement (a plan Postgres made for empty tables held one for over 15
   // minutes) must not hold up the liveness check, which finds dead and frozen workers. They
   // act on sessions under the same per-session Redis lock as two sweepers do.
-  const liveness = sweepPass(log, "liveness check", async () => {
-    if (Date.now() >= quietUntil) await sweeper.sweepWorkers();
-  });
-  const wide = sweepPass(log, "wide scan", async () => {
-    await sweeper.sweepInterrupted();
-    await sweeper.sweepOrphanedRuns();
-    // Before the batch ends: a batch whose last session kept such a run ends with it.
-    await leftovers.scan();
-    await batchEnds.scan();
-    if (pruneAgain || Date.now() - prunedAt > 60_000) {
-      prunedAt = Date.now();
-      pruneAgain = (await idempotency.prune(IDEMPOTENCY_PRUNE_PAGE)) >= IDEMPOTENCY_PRUNE_PAGE;
-    }
-  });
+  const liveness = sweepPass(
+    log,
+    "liveness check",
+    async () => {
+      if (Date.now() >= quietUntil) await sweeper.sweepWorkers();
+    },
+    () => stopped,
+  );
+  const wide = sweepPass(
+    log,
+    "wide scan",
+    async () => {
+      await sweeper.sweepInterrupted();
+      if (stopped) return;
+      await sweeper.sweepOrphanedRuns();
+      if (stopped) return;
+      // Before the batch ends: a batch whose last session kept such a run ends with it.
+      await leftovers.scan();
+      if (stopped) return;
+      await batchEnds.scan();
+      if (stopped) return;
+      if (pruneAgain || Date.now() - prunedAt > 60_000) {
+        prunedAt = Date.now();
+        pruneAgain = (await idempotency.prune(IDEMPOTENCY_PRUNE_PAGE)) >= IDEMPOTENCY_PRUNE_PAGE;
+      }
+    },
+    () => stopped,
+  );
   const tick = () => {
     if (stopped) return;
     void liveness.run();
@@ -232,18 +251,22 @@ export async function startSweeper(
         clearInterval(timer);
         clearInterval(retentionTimer);
         stopEvictionWatch();
-        retentionStop.abort();
+        halt.abort();
+        // A delivery under way records itself in Postgres: it ends first. Then the pool, which
+        // refuses new statements and cancels those still running (a pass waiting on a lock, a
+        // slow plan): they would otherwise go on in Postgres after this process exited, and
+        // hold up this stop meanwhile. What a cancelled pass left undone, the next sweeper
+        // finds, as after a crash.
+        await closeAll([() => webhookWorker.close(), () => database.close()], log);
         while (liveness.running || wide.running) await new Promise((r) => setTimeout(r, 10));
         await retaining;
         await closeAll(
           [
-            () => webhookWorker.close(),
             () => webhookQueue.close(),
             () => closeRedis(webhookRedis),
             () => queues.close(),
             () => closeRedis(subscriber),
             () => closeRedis(redis),
-            () => database.close(),
             async () => server?.close(),
           ],
           log,
@@ -263,6 +286,8 @@ export function sweepPass(
   log: Pick<Logger, "warn">,
   name: string,
   pass: () => Promise<void>,
+  /** true once the process stops: a failure then (its statement cancelled) is not logged. */
+  stopping: () => boolean = () => false,
 ): { run: () => Promise<void>; readonly running: boolean } {
   let running = false;
   let failed = 0;
@@ -279,6 +304,7 @@ export function sweepPass(
         if (failed > 0) log.warn({ pass: name, failedTicks: failed }, "sweeps work again");
         failed = 0;
       } catch (error) {
+        if (stopping()) return;
         const text = error instanceof Error ? error.message : String(error);
         if (failed === 0 || text !== lastFailure)
           log.warn({ err: error, pass: name }, "sweep failed; retrying every tick, quietly until it works");

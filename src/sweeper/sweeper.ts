@@ -52,6 +52,11 @@ export type SweeperDeps = {
    * resume's RUN_STARTED can follow it. Absent: no events.
    */
   runEndMissing?: (sessionId: string) => Promise<unknown>;
+  /**
+   * Aborted when the process stops: a sweep looks at no further session, and the failure of
+   * the one under way (its statement cancelled, its pool closed) is not warned about.
+   */
+  signal?: AbortSignal;
 };
 
 export type SweepResult = { resumed: number; parked: number; abandoned: number; requeued: number };
@@ -77,15 +82,17 @@ const MAX_FAILING_REMEMBERED = 10_000;
 /** Abandoned runs handled at once (each is a handful of round trips under its own lock). */
 const ABANDONED_AT_ONCE = 8;
 
-/** Runs `fn` over `items`, at most `limit` at a time. */
+/** Runs `fn` over `items`, at most `limit` at a time, none started once `signal` is aborted. */
 async function forEachLimit<T>(
   items: Iterable<T>,
   limit: number,
   fn: (item: T) => Promise<void>,
+  signal?: AbortSignal,
 ): Promise<void> {
   const iterator = items[Symbol.iterator]();
   const lane = async () => {
-    for (let next = iterator.next(); !next.done; next = iterator.next()) await fn(next.value);
+    for (let next = iterator.next(); !next.done && !signal?.aborted; next = iterator.next())
+      await fn(next.value);
   };
   await Promise.all(Array.from({ length: limit }, lane));
 }
@@ -109,6 +116,10 @@ export class Sweeper {
     this.deaths = new DeathWatch(options.confirmDeathMs ?? 150);
     this.claimDeaths = new DeathWatch(options.confirmDeathMs ?? 150);
     this.now = deps.now ?? Date.now;
+  }
+
+  private get stopping(): boolean {
+    return this.deps.signal?.aborted === true;
   }
 
   /** Forget liveness observations, e.g. after Redis came back (every worker reconnects). */
@@ -167,6 +178,7 @@ export class Sweeper {
       this.failing.delete(sessionId);
       return result;
     } catch (error) {
+      if (this.stopping) return undefined;
       const again = this.failing.has(sessionId);
       // A session swept by another sweeper meanwhile is never taken out: bounded, it starts over.
       if (this.failing.size >= MAX_FAILING_REMEMBERED) this.failing.clear();
@@ -214,58 +226,63 @@ export class Sweeper {
     // workers' renewals have not landed yet (they take them back: lease-keeper.ts).
     const judgeable = leaseJudgeable(now - this.redisTroubleAt, this.deps.lease.ttlMs);
     let count = 0;
-    await forEachLimit(running.entries(), ABANDONED_AT_ONCE, async ([i, run]) => {
-      const holder = holders[i]!;
-      const holderAlive = holder !== null && live.has(ownerOf(holder)) && !dead.has(ownerOf(holder));
-      if (holderAlive) return; // someone live holds the session: slow, not stuck
-      const workerId = run.worker_id ?? "";
-      const workerDead = dead.has(workerId);
-      // A live worker renews its lease every ttl/3; no lease at all means it froze or lost Redis.
-      // The run's age is Postgres's (its start is): the sweeper host's clock may be off.
-      const leaseExpired = judgeable && holder === null && run.age_ms > this.deps.lease.ttlMs;
-      // A worker missing from CLIENT LIST but not yet confirmed dead is looked at next tick.
-      const frozen = leaseExpired && live.has(workerId);
-      if (!workerDead && !frozen) return;
-      // With heartbeats (a Redis that refuses CLIENT LIST) a killed worker and a frozen one
-      // look alike — both stop beating, and the lease may lapse before the beat does — so
-      // the run ends `crashed` either way; only a listed connection tells a freeze apart.
-      const cause: Cause =
-        workerDead || livenessMode(this.deps.redis) === "heartbeat" ? "crashed" : "stalled";
-      const done = await this.guarded(run.session_id, () =>
-        this.withSessionLock(run.session_id, async () => {
-          const stillHeldBy = await this.deps.lease.holder(run.session_id);
-          if (stillHeldBy !== holder) return false; // it changed hands meanwhile: look again next tick
-          if (holder !== null) await this.deps.lease.release(run.session_id, holder);
-          const lastRenewal = await this.deps.lease.lastRenewal(run.session_id);
-          // Held while the run ends and the epoch moves: a worker taking its lease back now
-          // finds it held and stops; one that took it back first keeps it (we skip).
-          const seized = await this.deps.lease.seize(run.session_id, SWEEPER_OWNER);
-          if (seized === null) return false;
-          try {
-            if (!(await this.deps.sweeps.endAbandonedRun(run.id, cause))) return false;
-          } finally {
-            await this.deps.lease.release(run.session_id, seized);
-          }
-          this.deps.metrics.runs.inc({ kind: run.kind === "resume" ? "resume" : "run", outcome: cause });
-          // Before the resume is queued, so the resume's RUN_STARTED follows this event.
-          await this.deps
-            .runEnded?.(run.session_id, run.id, cause)
-            .catch((error: unknown) =>
-              this.deps.log.warn(
-                { err: error, sessionId: run.session_id },
-                "writing the run's end event failed",
-              ),
+    await forEachLimit(
+      running.entries(),
+      ABANDONED_AT_ONCE,
+      async ([i, run]) => {
+        const holder = holders[i]!;
+        const holderAlive = holder !== null && live.has(ownerOf(holder)) && !dead.has(ownerOf(holder));
+        if (holderAlive) return; // someone live holds the session: slow, not stuck
+        const workerId = run.worker_id ?? "";
+        const workerDead = dead.has(workerId);
+        // A live worker renews its lease every ttl/3; no lease at all means it froze or lost Redis.
+        // The run's age is Postgres's (its start is): the sweeper host's clock may be off.
+        const leaseExpired = judgeable && holder === null && run.age_ms > this.deps.lease.ttlMs;
+        // A worker missing from CLIENT LIST but not yet confirmed dead is looked at next tick.
+        const frozen = leaseExpired && live.has(workerId);
+        if (!workerDead && !frozen) return;
+        // With heartbeats (a Redis that refuses CLIENT LIST) a killed worker and a frozen one
+        // look alike — both stop beating, and the lease may lapse before the beat does — so
+        // the run ends `crashed` either way; only a listed connection tells a freeze apart.
+        const cause: Cause =
+          workerDead || livenessMode(this.deps.redis) === "heartbeat" ? "crashed" : "stalled";
+        const done = await this.guarded(run.session_id, () =>
+          this.withSessionLock(run.session_id, async () => {
+            const stillHeldBy = await this.deps.lease.holder(run.session_id);
+            if (stillHeldBy !== holder) return false; // it changed hands meanwhile: look again next tick
+            if (holder !== null) await this.deps.lease.release(run.session_id, holder);
+            const lastRenewal = await this.deps.lease.lastRenewal(run.session_id);
+            // Held while the run ends and the epoch moves: a worker taking its lease back now
+            // finds it held and stops; one that took it back first keeps it (we skip).
+            const seized = await this.deps.lease.seize(run.session_id, SWEEPER_OWNER);
+            if (seized === null) return false;
+            try {
+              if (!(await this.deps.sweeps.endAbandonedRun(run.id, cause))) return false;
+            } finally {
+              await this.deps.lease.release(run.session_id, seized);
+            }
+            this.deps.metrics.runs.inc({ kind: run.kind === "resume" ? "resume" : "run", outcome: cause });
+            // Before the resume is queued, so the resume's RUN_STARTED follows this event.
+            await this.deps
+              .runEnded?.(run.session_id, run.id, cause)
+              .catch((error: unknown) =>
+                this.deps.log.warn(
+                  { err: error, sessionId: run.session_id },
+                  "writing the run's end event failed",
+                ),
+              );
+            this.deps.log.info(
+              { sessionId: run.session_id, runId: run.id, workerId: run.worker_id, cause },
+              "run abandoned",
             );
-          this.deps.log.info(
-            { sessionId: run.session_id, runId: run.id, workerId: run.worker_id, cause },
-            "run abandoned",
-          );
-          await this.resumeOrPark(run.session_id, cause, lastRenewal);
-          return true;
-        }),
-      );
-      if (done) count++;
-    });
+            await this.resumeOrPark(run.session_id, cause, lastRenewal);
+            return true;
+          }),
+        );
+        if (done) count++;
+      },
+      this.deps.signal,
+    );
     return count;
   }
 
@@ -273,6 +290,7 @@ export class Sweeper {
   async sweepInterrupted(limit = 200): Promise<{ resumed: number; parked: number }> {
     const result = { resumed: 0, parked: 0 };
     for (const session of await this.deps.sweeps.sessionsNeedingAttention(limit)) {
+      if (this.stopping) break;
       const outcome = await this.guarded(session.id, () =>
         this.withSessionLock(session.id, async () => {
           // Events never hold up a resume: a failed write is logged and the resume goes on.
@@ -360,6 +378,7 @@ export class Sweeper {
     );
     let count = 0;
     for (const { run, name, state } of lost) {
+      if (this.stopping) break;
       if (!stillQueued.has(run.id)) continue;
       const jobId = QUEUES.runs.jobId({ sessionId: run.session_id, runId: run.id });
       // A job Redis lost is re-added as it was (delayed by what remains of its backoff, on
@@ -406,6 +425,7 @@ export class Sweeper {
     if (dead.size === 0) return 0;
     let count = 0;
     for (const job of active) {
+      if (this.stopping) break;
       const owner = job.processedBy;
       if (!owner || !dead.has(owner)) continue;
       let payload: RunJob;

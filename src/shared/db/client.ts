@@ -1,6 +1,7 @@
 /** One Postgres pool (postgres.js) and its Drizzle wrapper. */
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
+import { endCancelling, newTag, taggedConnection } from "./own-statements.js";
 import * as schema from "./schema.js";
 
 export type Database = {
@@ -8,11 +9,16 @@ export type Database = {
   url: string;
   sql: postgres.Sql;
   db: PostgresJsDatabase<typeof schema>;
+  /** What this pool's connections are named in pg_stat_activity (own-statements.ts). */
+  applicationName?: string;
+  /** Refuses new statements, cancels those still running in Postgres, and ends the pool. */
   close: () => Promise<void>;
 };
 
-export function openDatabase(url: string, options: { max?: number } = {}): Database {
-  const sql = postgres(url, {
+/** `role`: the start of the connections' application_name (`fleet-<role> <tag>`). */
+export function openDatabase(url: string, options: { max?: number; role?: string } = {}): Database {
+  const tagged = taggedConnection(url, options.role ?? "client", newTag());
+  const sql = postgres(tagged.url, {
     max: options.max ?? 10,
     onnotice: () => {},
     // Connections dropped by the server (restart, pg_terminate_backend) are replaced on
@@ -23,9 +29,16 @@ export function openDatabase(url: string, options: { max?: number } = {}): Datab
     // a connection killed at that moment (pg_terminate_backend) rejected a promise nobody
     // awaited and crashed the process. The schema uses only built-in types.
     fetch_types: false,
+    connection: { application_name: tagged.applicationName },
   });
   const db = drizzle(sql, { schema });
-  return { url, sql, db, close: () => sql.end({ timeout: 5 }) };
+  return {
+    url,
+    sql,
+    db,
+    applicationName: tagged.applicationName,
+    close: () => endCancelling(sql, tagged.url, tagged.applicationName),
+  };
 }
 
 /** The database name in a postgres URL. */

@@ -168,7 +168,8 @@ describe("the session list", () => {
   it("keeps the parked page on its partial index under a cached generic plan", async () => {
     // postgres.js prepares the statement; after five runs Postgres may keep a generic plan,
     // which can use a partial index only when the state is in the SQL text, not a parameter.
-    // One connection, so the statement read back is the one listSessions prepared.
+    // One connection, so the statement read back is the one listSessions prepared. Its
+    // parameters: the tenant, the limit, the page's byte budget.
     const own = openDatabase(fleet.database.url, { max: 1 });
     try {
       await new SessionQueries(own).listSessions({ tenant: "acme", status: "parked", limit: 50 });
@@ -181,7 +182,7 @@ describe("the session list", () => {
       await own.sql`set plan_cache_mode = force_generic_plan`;
       await own.sql`set enable_seqscan = off`;
       const plan = (
-        await own.sql.unsafe<{ "QUERY PLAN": string }[]>("explain execute parked_page('acme', 50)")
+        await own.sql.unsafe<{ "QUERY PLAN": string }[]>("explain execute parked_page('acme', 50, 4194304)")
       )
         .map((line) => line["QUERY PLAN"])
         .join("\n");

@@ -54,7 +54,7 @@ import {
   sessionQuery,
   sessionStatus,
 } from "./request-bodies.js";
-import { MAX_HISTORY_BYTES } from "./request-limits.js";
+import { MAX_HISTORY_BYTES, MAX_LIST_PAGE_BYTES } from "./request-limits.js";
 import { enqueueCommitted, enqueueResume, enqueueRun, enqueueRuns, startNow } from "./run-jobs.js";
 import { sessionSummary, sessionView } from "./session-view.js";
 
@@ -268,15 +268,18 @@ export class FleetService {
     query: unknown,
   ): Promise<{ sessions: SessionSummary[]; nextCursor: string | null }> {
     const filter = parseBody(listQuery, query);
-    const rows = await this.deps.queries.listSessions({
+    const { rows, cut } = await this.deps.queries.listSessionPage({
       tenant,
       status: filter.status as ListStatus | undefined,
       batchId: filter.batch,
       parkedReason: filter.parkedReason,
       before: filter.before,
       limit: filter.limit,
+      maxBytes: MAX_LIST_PAGE_BYTES,
     });
-    const last = rows.length === filter.limit ? rows.at(-1) : undefined;
+    // A page stopped by its size has a next page as a full one may: fewer than `limit` with a
+    // `nextCursor` is not the end.
+    const last = rows.length === filter.limit || cut ? rows.at(-1) : undefined;
     return {
       nextCursor: last ? encodeListCursor(last.cursor) : null,
       sessions: rows.map(sessionSummary),

@@ -6,6 +6,12 @@
 
 /** What one session's metadata may hold, as JSON: the caller's labels, not its data. */
 export const MAX_METADATA_BYTES = 64 * 1024;
+/**
+ * About how many bytes one page of `GET /v1/sessions` may hold: with 64 KiB of metadata a
+ * session, `limit=1000` was a 64 MB answer built in memory. A page stops early at this size
+ * (at least one session) and its `nextCursor` goes on.
+ */
+export const MAX_LIST_PAGE_BYTES = 4 * 1024 * 1024;
 /** Messages one session may import. */
 export const MAX_IMPORTED_MESSAGES = 10_000;
 /** Messages one request may import in all (a batch's sessions together). */

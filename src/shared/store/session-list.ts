@@ -36,31 +36,62 @@ export type SessionListFilter = {
   parkedReason?: string;
   /** Only the sessions after this one in the list's order (a page's `cursor`). */
   before?: ListCursor;
+  /**
+   * About how many bytes the page may hold (metadata, parked reason and custom id as JSON
+   * text, plus LIST_ROW_BYTES a row): the page stops before the row that would pass it (the
+   * first row is always listed). Absent: `limit` alone bounds the page.
+   */
+  maxBytes?: number;
 };
+
+/** What a listed row costs beyond its metadata, parked reason and custom id (ids, states, times). */
+export const LIST_ROW_BYTES = 256;
+
+/** A page of the list, and whether `maxBytes` stopped it before `limit` rows. */
+export type SessionListPage = { rows: ListedSession[]; cut: boolean };
 
 /**
  * Sessions for operators, newest activity first; `parked` filters on parking, `tenant`
  * (when given) on ownership.
  */
 export async function listSessions(database: Database, filter: SessionListFilter): Promise<ListedSession[]> {
+  return (await listSessionPage(database, filter)).rows;
+}
+
+/**
+ * A page of the session list (as listSessions), bounded by `filter.maxBytes` too: Postgres
+ * sizes the `limit` candidate rows and sends only the ones within the budget, so a page of
+ * 1,000 sessions with 64 KiB of metadata each is never read into the API's memory whole.
+ */
+export async function listSessionPage(
+  database: Database,
+  filter: SessionListFilter,
+): Promise<SessionListPage> {
   const { sql } = database;
   const status =
     filter.status ?? (filter.parked === undefined ? undefined : filter.parked ? "parked" : "active");
   const { before, parkedReason } = filter;
+  // Without a budget every candidate fits (a bigint no page reaches).
+  const maxBytes = filter.maxBytes ?? Number.MAX_SAFE_INTEGER;
   // A plain postgres.js statement (prepared once per connection), not drizzle's builder,
   // which sent it unprepared: parsing, planning and building it cost the list more than
   // running it. The state is literal SQL (statusCondition), never a parameter, so a
   // cached generic plan can still use the partial index for parked sessions.
+  // The candidates are sized first, without their metadata (the running sum needs no row
+  // held but the candidates' ids); only the rows within the budget are read whole.
   const rows = await sql<
-    (Omit<ListedSession, "cursor" | "updatedAt"> & { updatedAt: string | Date; micros: string })[]
+    (Omit<ListedSession, "cursor" | "updatedAt"> & {
+      updatedAt: string | Date;
+      micros: string;
+      candidates: string;
+    })[]
   >`
-    select s.id, s.batch_id as "batchId", s.custom_id as "customId", s.status, s.tail_state as "tailState",
-           s.parked_reason as "parkedReason", s.metadata, s.updated_at as "updatedAt",
-           (extract(epoch from s.updated_at) * 1000000)::bigint::text as micros,
-           (select r.status from runs r where r.session_id = s.id and r.status in ('running', 'queued')
-             order by r.status = 'running' desc limit 1) as "runState"
-      from sessions s
-     where true
+    with page as (
+      select s.id, s.updated_at,
+             octet_length(s.metadata::text) + coalesce(octet_length(s.parked_reason), 0)
+               + coalesce(octet_length(s.custom_id), 0) + ${sql.unsafe(String(LIST_ROW_BYTES))} as bytes
+        from sessions s
+       where true
            ${filter.tenant === undefined ? sql`` : sql`and s.tenant = ${filter.tenant}`}
            ${filter.batchId === undefined ? sql`` : sql`and s.batch_id = ${filter.batchId}`}
            ${status === undefined ? sql`` : sql`and ${statusCondition(sql, status)}`}
@@ -78,21 +109,39 @@ export async function listSessions(database: Database, filter: SessionListFilter
                ? sql``
                : sql`and (s.updated_at, s.id) < (timestamptz 'epoch' + ${before.micros}::bigint * interval '1 microsecond', ${before.id})`
            }
-     order by s.updated_at desc, s.id desc
-     limit ${filter.limit}`;
+       order by s.updated_at desc, s.id desc
+       limit ${filter.limit}
+    ), sized as (
+      select p.id, p.updated_at, p.bytes, count(*) over () as candidates,
+             sum(p.bytes) over (order by p.updated_at desc, p.id desc
+                                rows between unbounded preceding and current row) as upto
+        from page p
+    )
+    select s.id, s.batch_id as "batchId", s.custom_id as "customId", s.status, s.tail_state as "tailState",
+           s.parked_reason as "parkedReason", s.metadata, s.updated_at as "updatedAt",
+           (extract(epoch from z.updated_at) * 1000000)::bigint::text as micros, z.candidates::text as candidates,
+           (select r.status from runs r where r.session_id = s.id and r.status in ('running', 'queued')
+             order by r.status = 'running' desc limit 1) as "runState"
+      from sized z join sessions s on s.id = z.id
+     where z.upto <= ${maxBytes}::bigint or z.upto = z.bytes
+     order by z.updated_at desc, z.id desc`;
+  const candidates = rows.length === 0 ? 0 : Number(rows[0]!.candidates);
   // Built field by field: a rest/spread copy of each row cost the list more than its query.
-  return rows.map((row) => ({
-    id: row.id,
-    batchId: row.batchId,
-    customId: row.customId,
-    status: row.status,
-    tailState: row.tailState,
-    parkedReason: row.parkedReason,
-    metadata: json<Record<string, unknown>>(row.metadata),
-    updatedAt: new Date(row.updatedAt),
-    cursor: { micros: row.micros, id: row.id },
-    runState: row.runState,
-  }));
+  return {
+    cut: rows.length < candidates,
+    rows: rows.map((row) => ({
+      id: row.id,
+      batchId: row.batchId,
+      customId: row.customId,
+      status: row.status,
+      tailState: row.tailState,
+      parkedReason: row.parkedReason,
+      metadata: json<Record<string, unknown>>(row.metadata),
+      updatedAt: new Date(row.updatedAt),
+      cursor: { micros: row.micros, id: row.id },
+      runState: row.runState,
+    })),
+  };
 }
 
 /** The session list's condition for a state (literal SQL, never a parameter), as counted for batches (batch-store.ts). */

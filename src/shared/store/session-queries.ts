@@ -21,12 +21,25 @@ import {
   unparkSession,
 } from "./run-queueing.js";
 import { type BatchTarget, createSessions, type NewSession } from "./session-creation.js";
-import { type ListCursor, type ListedSession, listSessions, type SessionListFilter } from "./session-list.js";
+import {
+  type ListCursor,
+  type ListedSession,
+  listSessionPage,
+  listSessions,
+  type SessionListFilter,
+  type SessionListPage,
+} from "./session-list.js";
 import { usageOfSession } from "./session-usage.js";
 
 export type { NewRun, QueueRunOptions, RunLimits } from "./run-queueing.js";
 export type { BatchTarget, NewSession } from "./session-creation.js";
-export type { ListCursor, ListedSession, ListStatus, SessionListFilter } from "./session-list.js";
+export type {
+  ListCursor,
+  ListedSession,
+  ListStatus,
+  SessionListFilter,
+  SessionListPage,
+} from "./session-list.js";
 
 export class SessionQueries {
   constructor(private readonly database: Database) {}
@@ -49,6 +62,11 @@ export class SessionQueries {
   /** A page of the session list, newest activity first (session-list.ts). */
   listSessions(filter: SessionListFilter): Promise<ListedSession[]> {
     return listSessions(this.database, filter);
+  }
+
+  /** The same page, bounded by `filter.maxBytes` too, and whether the bound stopped it. */
+  listSessionPage(filter: SessionListFilter): Promise<SessionListPage> {
+    return listSessionPage(this.database, filter);
   }
 
   /** Makes a parked or cancelled session active again (run-queueing.ts). */

@@ -2,6 +2,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Registry } from "prom-client";
 import type { IdempotencyStore } from "../shared/store/idempotency.js";
+import type { AuthFailureLimiter } from "./auth-failures.js";
 import type { Deletions } from "./deletions.js";
 import type { EventStreams } from "./event-stream.js";
 import type { FleetService } from "./fleet-service.js";
@@ -14,7 +15,13 @@ export type ApiDeps = {
     authenticate(header: string | undefined, host?: string): Promise<string>;
     /** Admits a request to an admin route, or throws UnauthorizedError (401/403). */
     authenticateAdmin(header: string | undefined, host?: string): Promise<void>;
+    /** Whether the header's key was valid lately (auth.ts): looked up even from a limited address. */
+    recognises?(header: string | undefined): boolean;
   };
+  /** Failed authentications per client address (auth-failures.ts); absent: no limit. */
+  authFailures?: Pick<AuthFailureLimiter, "retryAfter" | "failed" | "limit">;
+  /** Fastify's `trustProxy` (FLEET_API_TRUST_PROXY): whose X-Forwarded-For names the client. */
+  trustProxy?: boolean | number | string;
   /** `Idempotency-Key` on `POST /v1/…` (contracts §9); without it the header is ignored. */
   idempotency?: Pick<IdempotencyStore, "begin" | "wait" | "complete" | "release">;
   /** A tenant's request rate (request-rate.ts): throws TooManyRequestsError when over it. */

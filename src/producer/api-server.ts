@@ -22,6 +22,7 @@ import { FleetToolNames, readToolNames } from "../shared/tool-names.js";
 import { cancelChannel } from "../shared/worker-signals.js";
 import { adminBoard } from "./admin-board.js";
 import { ApiAuth, isLoopbackHost, UnauthorizedError } from "./auth.js";
+import { AuthFailureLimiter } from "./auth-failures.js";
 import { consolePages } from "./console-route.js";
 import { Deletions } from "./deletions.js";
 import { EventStreams } from "./event-stream.js";
@@ -229,6 +230,8 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     events,
     logLevel: config.logLevel,
     requestTimeoutMs: config.apiRequestTimeoutMs,
+    authFailures: config.apiAuthFailures ? new AuthFailureLimiter(config.apiAuthFailures) : undefined,
+    trustProxy: config.apiTrustProxy,
     healthy: servicesReachable(database, redis),
   });
   // One line when Redis goes and one when it is back, as workers and the sweeper say it.

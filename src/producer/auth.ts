@@ -33,6 +33,29 @@ export const AUTH_CACHE_MS = 5_000;
 const MAX_CACHED = 10_000;
 /** Longer than any key we make: refused without a look-up. */
 const MAX_KEY_LENGTH = 256;
+/**
+ * How long a key found valid is recognised (`recognises`) after it was last used: a request
+ * with it is looked up even from an address that failed too often (auth-failures.ts).
+ */
+export const RECOGNISED_MS = 24 * 3600 * 1000;
+
+/** The key of a `Bearer KEY` header, or of Basic credentials (their password); else undefined. */
+function keyOf(header: string | undefined): string | undefined {
+  const bearer = /^Bearer +(\S+) *$/i.exec(header ?? "")?.[1];
+  if (bearer !== undefined) return bearer;
+  const basic = /^Basic +([A-Za-z0-9+/=]+) *$/i.exec(header ?? "")?.[1];
+  return basic === undefined ? undefined : passwordOf(basic);
+}
+
+/** Sets `key` last in `map` (the newest), forgetting the oldest entry past `max`. */
+function remember<T>(map: Map<string, T>, key: string, value: T, max: number): void {
+  map.delete(key);
+  if (map.size >= max) {
+    const oldest = map.keys().next().value;
+    if (oldest !== undefined) map.delete(oldest);
+  }
+  map.set(key, value);
+}
 
 /** Whether `host` is a loopback address (or `localhost`): only then may dev mode serve. */
 export function isLoopbackHost(host: string): boolean {
@@ -53,6 +76,10 @@ function hostnameOf(host: string): string {
 
 export class ApiAuth {
   private readonly cache = new Map<string, Caller & { until: number }>();
+  /** Hashes of keys found unknown, until when they are answered 401 without a look-up. */
+  private readonly unknown = new Map<string, number>();
+  /** Hashes of keys found valid, and when that was last so (see RECOGNISED_MS). */
+  private readonly recognised = new Map<string, number>();
   private keysExist = false;
   private checkedAt = Number.NEGATIVE_INFINITY;
   private checking: Promise<boolean> | undefined;
@@ -126,9 +153,7 @@ export class ApiAuth {
    */
   async authenticateAdmin(header: string | undefined, host?: string): Promise<void> {
     if ((header === undefined || header === "") && (await this.devModeFor(host))) return;
-    const bearer = /^Bearer +(\S+) *$/i.exec(header ?? "")?.[1];
-    const basic = /^Basic +([A-Za-z0-9+/=]+) *$/i.exec(header ?? "")?.[1];
-    const key = bearer ?? (basic === undefined ? undefined : passwordOf(basic));
+    const key = keyOf(header);
     if (key === undefined) {
       throw new UnauthorizedError(
         "admin routes need an admin API key (`fleet keys create --tenant NAME --admin`), as `Bearer KEY` or as the password of Basic auth",
@@ -145,7 +170,22 @@ export class ApiAuth {
     }
   }
 
-  /** The caller a key belongs to (cached for `cacheMs`); throws UnauthorizedError. */
+  /**
+   * Whether this `Authorization` header carries a key that was valid within RECOGNISED_MS (no
+   * look-up): a tenant's key, not a guess, even when its address failed too often.
+   */
+  recognises(header: string | undefined): boolean {
+    const key = keyOf(header);
+    if (key === undefined || key.length > MAX_KEY_LENGTH) return false;
+    const seen = this.recognised.get(hashKey(key));
+    return seen !== undefined && this.now() - seen < RECOGNISED_MS;
+  }
+
+  /**
+   * The caller a key belongs to (cached for `cacheMs`); throws UnauthorizedError. A key found
+   * unknown is answered so without a look-up for `cacheMs` too (a client retrying a revoked
+   * key, or a guesser repeating one): a key created meanwhile works within that time.
+   */
   private async caller(key: string | undefined, challenge: "Bearer" | "Basic"): Promise<Caller> {
     if (key === undefined || key.length > MAX_KEY_LENGTH) {
       throw new UnauthorizedError("the Authorization header must be `Bearer KEY`", 401, challenge);
@@ -155,8 +195,17 @@ export class ApiAuth {
     const cached = this.cache.get(hash);
     if (cached && cached.until > now) return cached;
     this.cache.delete(hash);
-    const found = await this.deps.keys.tenantOf(hash);
-    if (!found) throw new UnauthorizedError("the API key is not valid (unknown or revoked)", 401, challenge);
+    const unknownUntil = this.unknown.get(hash);
+    const found =
+      unknownUntil !== undefined && unknownUntil > now ? undefined : await this.deps.keys.tenantOf(hash);
+    if (!found) {
+      this.recognised.delete(hash);
+      if (unknownUntil === undefined || unknownUntil <= now)
+        remember(this.unknown, hash, now + this.cacheMs, MAX_CACHED);
+      throw new UnauthorizedError("the API key is not valid (unknown or revoked)", 401, challenge);
+    }
+    this.unknown.delete(hash);
+    remember(this.recognised, hash, now, MAX_CACHED);
     this.keysExist = true;
     if (this.cache.size >= MAX_CACHED) this.forgetOldest(now);
     const entry = { tenant: found.tenant, admin: found.admin, until: now + this.cacheMs };

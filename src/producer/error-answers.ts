@@ -48,20 +48,23 @@ export function sendUnauthorized(reply: FastifyReply, error: UnauthorizedError):
   return reply.code(401).header("www-authenticate", challenge).send(errorBody("unauthorized", error.message));
 }
 
+/** 429 with Retry-After, naming the limit. */
+export function sendTooManyRequests(reply: FastifyReply, error: TooManyRequestsError): FastifyReply {
+  return reply
+    .code(429)
+    .header("retry-after", String(error.retryAfterSeconds))
+    .send(
+      errorBody("too_many_requests", error.message, {
+        limit: error.limit,
+        retryAfter: error.retryAfterSeconds,
+      }),
+    );
+}
+
 /** The API's error handler: each error class its answer, anything else a 503 or a logged 500. */
 export function answerError(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
   if (error instanceof UnauthorizedError) return sendUnauthorized(reply, error);
-  if (error instanceof TooManyRequestsError) {
-    return reply
-      .code(429)
-      .header("retry-after", String(error.retryAfterSeconds))
-      .send(
-        errorBody("too_many_requests", error.message, {
-          limit: error.limit,
-          retryAfter: error.retryAfterSeconds,
-        }),
-      );
-  }
+  if (error instanceof TooManyRequestsError) return sendTooManyRequests(reply, error);
   if (error instanceof ValidationError) {
     return reply.code(400).send(errorBody("invalid_request", error.message, { field: error.field }));
   }

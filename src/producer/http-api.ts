@@ -4,14 +4,14 @@
  * field; 5xx answers hide internals (they are logged instead: error-answers.ts).
  */
 import { STATUS_CODES } from "node:http";
-import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
-import { NotFoundError, type ValidationError } from "../shared/errors.js";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import { NotFoundError, TooManyRequestsError, type ValidationError } from "../shared/errors.js";
 import { isStorableText } from "../shared/messages.js";
 import type { ApiDeps } from "./api-deps.js";
 import { routes } from "./api-routes.js";
 import { UnauthorizedError } from "./auth.js";
 import { isConsoleRoute } from "./console-route.js";
-import { answerError, errorBody, sendUnauthorized } from "./error-answers.js";
+import { answerError, errorBody, sendTooManyRequests, sendUnauthorized } from "./error-answers.js";
 import { idempotencyHooks } from "./idempotency-hooks.js";
 import { documentRoutes } from "./openapi.js";
 import { checkBody, checkQuery, parseJsonBody } from "./request-checks.js";
@@ -40,11 +40,52 @@ function isAdminRequest(routeUrl: string | undefined, url: string): boolean {
   return under(routeUrl ?? "") || under(url.split("?")[0]!.toLowerCase());
 }
 
+/**
+ * Who a request is from: its tenant (undefined for an admin route, admitted). Each 401 of a
+ * request that sent credentials counts against its client address (auth-failures.ts); past
+ * the limit, a request with credentials gets TooManyRequestsError before any key look-up,
+ * unless its key was valid lately. Requests without credentials cost no look-up: they get
+ * their 401 (or dev mode) as always.
+ */
+async function authenticated(
+  deps: ApiDeps,
+  request: FastifyRequest,
+  admin: boolean,
+): Promise<string | undefined> {
+  const { authorization, host } = request.headers;
+  const failures = authorization ? deps.authFailures : undefined;
+  const wait = failures?.retryAfter(request.ip) ?? 0;
+  if (failures && wait > 0 && !deps.auth.recognises?.(authorization)) {
+    const { perMinute, burst } = failures.limit;
+    throw new TooManyRequestsError(
+      "auth_failures",
+      wait,
+      `too many failed authentications from this address (${perMinute} a minute, bursts of ${burst}: FLEET_API_AUTH_FAILURES_PER_MINUTE); try again in ${wait} s with a valid API key`,
+    );
+  }
+  try {
+    if (!admin) return await deps.auth.authenticate(authorization, host);
+    await deps.auth.authenticateAdmin(authorization, host);
+    return undefined;
+  } catch (error) {
+    if (error instanceof UnauthorizedError && error.status === 401) failures?.failed(request.ip);
+    throw error;
+  }
+}
+
 export function buildApi(deps: ApiDeps): FastifyInstance {
   const requestTimeout = deps.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   const app = Fastify({
     logger: { level: deps.logLevel ?? "info", base: { role: "api" } },
     bodyLimit: BODY_LIMIT,
+    // Whose X-Forwarded-For names the client (request.ip): none unless the operator says.
+    trustProxy:
+      typeof deps.trustProxy === "number"
+        ? (
+            (hops: number) => (_address: string, hop: number) =>
+              hop < hops
+          )(deps.trustProxy)
+        : (deps.trustProxy ?? false),
     // A request that has not arrived whole in time is answered 408 and its connection closed
     // (clientErrorHandler below). Fastify's default, 0, has no bound: a body trickled a byte at
     // a time held a connection for ever, with or without a key.
@@ -96,18 +137,17 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     if (OPEN_ROUTES.has(request.routeOptions.url ?? "")) return;
     // The console's static page: its data comes from /v1 routes with the key entered in it.
     if (isConsoleRoute(request.routeOptions.url)) return;
-    if (isAdminRequest(request.routeOptions.url, request.url)) {
+    const admin = isAdminRequest(request.routeOptions.url, request.url);
+    try {
+      const tenant = await authenticated(deps, request, admin);
+      if (tenant !== undefined) request.tenant = tenant;
+    } catch (error) {
       // Answered here: Bull Board's routes have an error handler of their own.
-      try {
-        await deps.auth.authenticateAdmin(request.headers.authorization, request.headers.host);
-      } catch (error) {
-        if (error instanceof UnauthorizedError) return sendUnauthorized(reply, error);
-        throw error;
-      }
-      return;
+      if (admin && error instanceof UnauthorizedError) return sendUnauthorized(reply, error);
+      if (admin && error instanceof TooManyRequestsError) return sendTooManyRequests(reply, error);
+      throw error;
     }
-    request.tenant = await deps.auth.authenticate(request.headers.authorization, request.headers.host);
-    await deps.rate?.admit(request.tenant);
+    if (!admin) await deps.rate?.admit(request.tenant);
   });
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {

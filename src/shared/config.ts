@@ -193,6 +193,19 @@ const envSchema = z.object({
   FLEET_SSE_HEARTBEAT_MS: z.coerce.number().int().positive().default(15_000),
   /** How long a request to the API may take to arrive, headers and body; later: 408, connection closed. */
   FLEET_API_REQUEST_TIMEOUT_MS: z.coerce.number().int().positive().default(120_000),
+  /**
+   * Failed authentications (401) one client address may have a minute on one API process;
+   * past them its requests answer 429 without a key look-up (auth-failures.ts). 0: no limit.
+   */
+  FLEET_API_AUTH_FAILURES_PER_MINUTE: z.coerce.number().nonnegative().default(60),
+  /** Failed authentications one client address may have at once before the rate applies. */
+  FLEET_API_AUTH_FAILURE_BURST: z.coerce.number().int().positive().default(30),
+  /**
+   * Which proxies' X-Forwarded-For names the client (the address failed authentications count
+   * under): unset or `false`, none (the connection's address); `true`, any; a number, that many
+   * hops; else a comma-separated list of addresses or CIDRs (Fastify's `trustProxy`).
+   */
+  FLEET_API_TRUST_PROXY: z.string().optional(),
   /** Enables the built-in `transcript` extension: one JSONL file per session in this directory. */
   FLEET_TRANSCRIPT_DIR: z.string().optional(),
   /** How often a worker removes the transcripts of sessions deleted while it did not hear of it. */
@@ -213,6 +226,10 @@ export type FleetConfig = {
   port: number;
   /** FLEET_API_REQUEST_TIMEOUT_MS: how long a request to the API may take to arrive (at least 1 s). */
   apiRequestTimeoutMs: number;
+  /** Failed authentications per client address (auth-failures.ts); undefined: no limit. */
+  apiAuthFailures: { perMinute: number; burst: number } | undefined;
+  /** FLEET_API_TRUST_PROXY as Fastify's `trustProxy` takes it. */
+  apiTrustProxy: boolean | number | string;
   /** Where the HTTP API listens. */
   host: string;
   /** Stored for tenant `default` when no API key exists (api-keys.ts `bootstrap`). */
@@ -321,6 +338,11 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     workerFetchers: e.WORKER_FETCHERS,
     workerGatherMs: e.WORKER_GATHER_MS,
     apiRequestTimeoutMs: Math.max(1_000, e.FLEET_API_REQUEST_TIMEOUT_MS),
+    apiAuthFailures:
+      e.FLEET_API_AUTH_FAILURES_PER_MINUTE > 0
+        ? { perMinute: e.FLEET_API_AUTH_FAILURES_PER_MINUTE, burst: e.FLEET_API_AUTH_FAILURE_BURST }
+        : undefined,
+    apiTrustProxy: parseTrustProxy(e.FLEET_API_TRUST_PROXY),
     historyCacheBytes: Math.floor(e.FLEET_HISTORY_CACHE_MB * 1024 * 1024),
     modelStepTimeoutMs: Math.max(1_000, e.FLEET_MODEL_STEP_TIMEOUT_MS),
     modelMaxOutputChars: Math.max(1_000, e.FLEET_MODEL_MAX_OUTPUT_CHARS),
@@ -365,4 +387,13 @@ export function readProcessEnv(): Record<string, string | undefined> {
     if (existsSync(".env")) process.loadEnvFile(".env");
   }
   return process.env;
+}
+
+/** FLEET_API_TRUST_PROXY as Fastify's `trustProxy`: false (default), true, hops, or addresses. */
+export function parseTrustProxy(value: string | undefined): boolean | number | string {
+  const v = (value ?? "").trim();
+  if (v === "" || v.toLowerCase() === "false") return false;
+  if (v.toLowerCase() === "true") return true;
+  if (/^\d+$/.test(v)) return Number(v);
+  return v;
 }

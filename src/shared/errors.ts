@@ -47,7 +47,8 @@ export class NotFoundError extends Error {
 }
 
 /** Which per-tenant limit a request ran into (contracts §10). */
-export type TenantLimit = "active_sessions" | "request_rate" | "event_streams";
+/** Which limit a 429 is about; `auth_failures` is a client address's, not a tenant's (auth-failures.ts). */
+export type TenantLimit = "active_sessions" | "request_rate" | "event_streams" | "auth_failures";
 
 export class TooManyRequestsError extends Error {
   override name = "TooManyRequestsError";

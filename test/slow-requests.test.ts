@@ -7,6 +7,7 @@
  * real sockets to the real API on a real database.
  */
 import { connect, type Socket } from "node:net";
+import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningApi } from "../src/producer/api-server.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
@@ -81,6 +82,25 @@ describe("a request that does not arrive in time", () => {
     expect(JSON.parse(body)).toEqual({
       error: { code: "invalid_request", message: "the request took too long to arrive" },
     });
+    // The OpenAPI document names this answer (it is sent outside the routes), with its shape.
+    // biome-ignore lint/suspicious/noExplicitAny: the served document, read as a client reads it
+    const doc: any = await (
+      await fetch(`${api.url}/v1/openapi.json`, { headers: { authorization: `Bearer ${key}` } })
+    ).json();
+    const documented = doc.paths["/v1/sessions"].post.responses["408"];
+    expect(documented, "408 is documented").toBeDefined();
+    const ajv = new Ajv2020({ strict: false, allErrors: true });
+    const check = ajv.compile({
+      ...documented.content["application/json"].schema,
+      components: doc.components,
+    });
+    expect(check(JSON.parse(body)), ajv.errorsText(check.errors)).toBe(true);
+    // Every operation documents it: any request may arrive too slowly.
+    for (const [path, ops] of Object.entries<Record<string, { responses: Record<string, unknown> }>>(
+      doc.paths,
+    ))
+      for (const [method, op] of Object.entries(ops))
+        expect(op.responses["408"], `${method} ${path}`).toBeDefined();
   });
 
   it("without a key: the 401 is sent at once, and the body it announced is not waited for without end", async () => {

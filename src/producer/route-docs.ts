@@ -68,8 +68,14 @@ const common = {
       "No API key exists yet (dev mode) and the request was not addressed to a loopback name (`Host`)",
     schema: errorSchema,
   },
+  408: {
+    description:
+      "The request (headers and body) did not arrive whole within FLEET_API_REQUEST_TIMEOUT_MS; the connection is closed",
+    schema: errorSchema,
+  },
   429: {
-    description: "Over a tenant limit; see Retry-After",
+    description:
+      'Over a tenant limit (`limit` names it), or too many failed authentications from the client\'s address (`limit: "auth_failures"`); see Retry-After',
     schema: errorSchema,
     headers: {
       "Retry-After": { description: "Seconds to wait before sending the request again", type: "integer" },
@@ -446,6 +452,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       200: { description: "OpenAPI 3.1" },
       401: common[401],
       403: common[403],
+      408: common[408],
       429: common[429],
       500: common[500],
       503: common[503],

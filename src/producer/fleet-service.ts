@@ -54,7 +54,7 @@ import {
   sessionQuery,
   sessionStatus,
 } from "./request-bodies.js";
-import { MAX_HISTORY_BYTES, MAX_LIST_PAGE_BYTES } from "./request-limits.js";
+import { MAX_HISTORY_BYTES, MAX_LIST_PAGE_BYTES, MAX_RESULTS_PAGE_BYTES } from "./request-limits.js";
 import { enqueueCommitted, enqueueResume, enqueueRun, enqueueRuns, startNow } from "./run-jobs.js";
 import { sessionSummary, sessionView } from "./session-view.js";
 
@@ -224,18 +224,24 @@ export class FleetService {
    * The batch's results, one per session in session-id order, fetched a page at a time
    * (keyset paging): the caller writes each line before the next page is read.
    */
-  async batchResults(tenant: string, id: string, pageSize = 500): Promise<AsyncIterable<BatchResult>> {
+  async batchResults(
+    tenant: string,
+    id: string,
+    pageSize = 500,
+    maxPageBytes = MAX_RESULTS_PAGE_BYTES,
+  ): Promise<AsyncIterable<BatchResult>> {
     await this.getBatch(tenant, id);
     const store = this.batches;
     return (async function* () {
       let after = "";
       for (;;) {
-        const page = await store.resultsPage(id, after, pageSize);
+        const page = await store.resultsPage(id, after, pageSize, maxPageBytes);
         for (const { id: sessionId, ...result } of page) {
           after = sessionId;
           yield result;
         }
-        if (page.length < pageSize) return;
+        // A page its outputs' size stopped is shorter and not the last: the end is an empty one.
+        if (page.length === 0) return;
       }
     })();
   }

@@ -12,6 +12,11 @@ export const MAX_METADATA_BYTES = 64 * 1024;
  * (at least one session) and its `nextCursor` goes on.
  */
 export const MAX_LIST_PAGE_BYTES = 4 * 1024 * 1024;
+/**
+ * About how many bytes of outputs one page of `GET /v1/batches/:id/results` reads at once
+ * (500 sessions a page; an output can be megabytes): a page stops early at this size.
+ */
+export const MAX_RESULTS_PAGE_BYTES = 8 * 1024 * 1024;
 /** Messages one session may import. */
 export const MAX_IMPORTED_MESSAGES = 10_000;
 /** Messages one request may import in all (a batch's sessions together). */

@@ -181,8 +181,16 @@ export class BatchStore {
   /**
    * One page of results in session-id order after `after` (keyset paging: each page is an
    * index range scan, so streaming 100,000 results holds one page in memory at a time).
+   * `maxBytes`: the page also stops before the result whose output would take it past this
+   * many bytes (the first is always there), so 500 outputs of megabytes each are not read at
+   * once; a shorter page is then not the last (read on until a page is empty).
    */
-  async resultsPage(id: string, after: string, limit: number): Promise<(BatchResult & { id: string })[]> {
+  async resultsPage(
+    id: string,
+    after: string,
+    limit: number,
+    maxBytes = Number.MAX_SAFE_INTEGER,
+  ): Promise<(BatchResult & { id: string })[]> {
     const rows = await this.database.sql<
       {
         id: string;
@@ -205,10 +213,21 @@ export class BatchStore {
         last_ended: string | null;
       }[]
     >`
-      with s as materialized (
+      with p as (
+        -- The page's sessions, sized by their output (the last assistant text) first: only
+        -- those within maxBytes are read whole.
+        select s.id, 256 + coalesce((select octet_length(m.content) from messages m
+                 where m.session_id = s.id and m.role = 'assistant' order by m.seq desc limit 1), 0) as bytes
+          from sessions s where s.batch_id = ${id} and s.id > ${after}
+         order by s.id limit ${limit}
+      ), z as (
+        select p.id, p.bytes, sum(p.bytes) over (order by p.id rows between unbounded preceding and current row) as upto
+          from p
+      ), s as materialized (
         select s.id, s.custom_id, s.status, s.tail_state, s.run_started, s.parked_reason, s.cancelled_at,
                s.updated_at
-          from sessions s where s.batch_id = ${id} and s.id > ${after} order by s.id limit ${limit}
+          from z join sessions s on s.id = z.id
+         where z.upto <= ${maxBytes}::bigint or z.upto = z.bytes
       ), r as (
         -- The page's runs in one read (one index scan for the page's ids), not two per session.
         select r.session_id, bool_or(r.status = 'running') filter (where r.status <> 'ended') as running,

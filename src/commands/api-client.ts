@@ -2,8 +2,10 @@
  * The HTTP API as the client commands (`fleet batch …`, `fleet watch`) reach it: the URL and
  * key from the options, else the environment with the working directory's `.env` (as every
  * role reads it), the one line a command ends with when no API answers there, and a command of
- * one call that prints its answer (`printAnswer`).
+ * one call that prints its answer (`printAnswer`), and the error handling of a longer command
+ * (`runGuarded`).
  */
+import type { Writable } from "node:stream";
 import { FleetApiError, FleetClient } from "../producer/client.js";
 import { readProcessEnv } from "../shared/config.js";
 import { ValidationError } from "../shared/errors.js";
@@ -91,5 +93,45 @@ export async function printAnswer(
       return 2;
     }
     throw error;
+  }
+}
+
+/** Writes with backpressure: waits for `drain` when the stream's buffer is full. */
+export async function write(stream: Writable, text: string): Promise<void> {
+  if (!stream.write(text)) await new Promise<void>((resolve) => stream.once("drain", () => resolve()));
+}
+
+/** A command's own failure as its line on stderr and its exit code; null: not one of its own. */
+export type ExplainError = (error: unknown) => { line: string; exitCode: number } | null;
+
+/**
+ * Runs a command body; a failure it knows ends it with one line on stderr and an exit code:
+ * an API error (2 for a 4xx, 1 for a 5xx), an API that cannot be reached (2), then what
+ * `explain` knows (the command's own errors). Anything else is thrown.
+ */
+export async function runGuarded(
+  stderr: Writable,
+  api: { url: string; keySent: boolean },
+  what: string,
+  body: () => Promise<number>,
+  explain: ExplainError,
+): Promise<number> {
+  try {
+    return await body();
+  } catch (error) {
+    if (error instanceof FleetApiError) {
+      const field = error.field ? ` (${error.field})` : "";
+      await write(stderr, `${what}: ${error.message}${field}${keyHint(error.status, api.keySent)}\n`);
+      return error.status >= 400 && error.status < 500 ? 2 : 1;
+    }
+    const line = unreachableLine(error, what, api.url);
+    if (line) {
+      await write(stderr, line);
+      return 2;
+    }
+    const known = explain(error);
+    if (!known) throw error;
+    await write(stderr, `${what}: ${known.line}\n`);
+    return known.exitCode;
   }
 }

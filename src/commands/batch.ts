@@ -25,7 +25,7 @@ import {
   type FleetClient,
 } from "../producer/client.js";
 import type { ModelConfig } from "../shared/agent-config.js";
-import { type ApiOptions, apiClientOf, keyHint, unreachableLine } from "./api-client.js";
+import { type ApiOptions, apiClientOf, runGuarded, write } from "./api-client.js";
 
 /** Sessions per request (the API's MAX_BATCH). */
 export const PART_SIZE = 1_000;
@@ -45,40 +45,19 @@ function ioOf(options: BatchCommandOptions): BatchIo {
   );
 }
 
-/** Writes with backpressure: waits for `drain` when the stream's buffer is full. */
-async function write(stream: Writable, text: string): Promise<void> {
-  if (!stream.write(text)) await new Promise<void>((resolve) => stream.once("drain", () => resolve()));
-}
-
 /** An input line that is not a session: names the file's line (exit 2). */
 class LineError extends Error {}
 
 /** Runs a command body; API errors and bad input end it with one line and an exit code. */
-async function guarded(
+function guarded(
   io: BatchIo,
-  { url, keySent }: { url: string; keySent: boolean },
+  api: { url: string; keySent: boolean },
   what: string,
   body: () => Promise<number>,
 ): Promise<number> {
-  try {
-    return await body();
-  } catch (error) {
-    if (error instanceof LineError) {
-      await write(io.stderr, `${what}: ${error.message}\n`);
-      return 2;
-    }
-    if (error instanceof FleetApiError) {
-      const field = error.field ? ` (${error.field})` : "";
-      await write(io.stderr, `${what}: ${error.message}${field}${keyHint(error.status, keySent)}\n`);
-      return error.status >= 400 && error.status < 500 ? 2 : 1;
-    }
-    const line = unreachableLine(error, what, url);
-    if (line) {
-      await write(io.stderr, line);
-      return 2;
-    }
-    throw error;
-  }
+  return runGuarded(io.stderr, api, what, body, (error) =>
+    error instanceof LineError ? { line: error.message, exitCode: 2 } : null,
+  );
 }
 
 /** Lines of a file (or stdin for `-`), numbered from 1, without blank ones. */

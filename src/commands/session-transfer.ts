@@ -5,7 +5,7 @@
  */
 import type { Writable } from "node:stream";
 import { FleetApiError, FleetNetworkError } from "../producer/client.js";
-import { keyHint, unreachableLine } from "./api-client.js";
+import { runGuarded, unreachableLine, write } from "./api-client.js";
 import { ExportFileError } from "./session-file.js";
 
 export type TransferIo = { stdout: Writable; stderr: Writable };
@@ -14,10 +14,7 @@ export function ioOf(io: TransferIo | undefined): TransferIo {
   return io ?? { stdout: process.stdout, stderr: process.stderr };
 }
 
-/** Writes with backpressure: waits for `drain` when the stream's buffer is full. */
-export async function write(stream: Writable, text: string): Promise<void> {
-  if (!stream.write(text)) await new Promise<void>((resolve) => stream.once("drain", () => resolve()));
-}
+export { write };
 
 /** A failure the command explains itself: its line, and exit 2 (bad input) or 1. */
 export class TransferError extends Error {
@@ -66,37 +63,17 @@ export async function retrying<T>(
 }
 
 /** Runs a command body; a failure it knows ends it with one line on stderr and an exit code. */
-export async function guarded(
+export function guarded(
   io: TransferIo,
   api: { url: string; keySent: boolean },
   what: string,
   body: () => Promise<number>,
 ): Promise<number> {
-  try {
-    return await body();
-  } catch (error) {
-    if (error instanceof TransferError) {
-      await write(io.stderr, `${what}: ${error.message}\n`);
-      return error.exitCode;
-    }
-    if (error instanceof ExportFileError) {
-      await write(io.stderr, `${what}: line ${error.line}: ${error.message}\n`);
-      return 2;
-    }
-    if (error instanceof FleetApiError) {
-      const field = error.field ? ` (${error.field})` : "";
-      await write(io.stderr, `${what}: ${error.message}${field}${keyHint(error.status, api.keySent)}\n`);
-      return error.status >= 400 && error.status < 500 ? 2 : 1;
-    }
-    const line = unreachableLine(error, what, api.url);
-    if (line) {
-      await write(io.stderr, line);
-      return 2;
-    }
-    if (error instanceof FleetNetworkError) {
-      await write(io.stderr, `${what}: ${error.message}\n`);
-      return 1;
-    }
-    throw error;
-  }
+  return runGuarded(io.stderr, api, what, body, (error) => {
+    if (error instanceof TransferError) return { line: error.message, exitCode: error.exitCode };
+    if (error instanceof ExportFileError)
+      return { line: `line ${error.line}: ${error.message}`, exitCode: 2 };
+    if (error instanceof FleetNetworkError) return { line: error.message, exitCode: 1 };
+    return null;
+  });
 }

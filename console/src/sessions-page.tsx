@@ -25,6 +25,32 @@ import {
 const STATUSES = ["", "queued", "running", "completed", "parked", "cancelled", "active"] as const;
 const PAGE_SIZE = 50;
 
+/**
+ * A text filter of the list: typed in its own direction, not spell-checked, and shown with its
+ * invisible characters revealed (`revealed`), as the value it stands for is compared.
+ */
+function FilterInput(props: {
+  label: string;
+  name: string;
+  value: string;
+  onValue: (value: string) => void;
+  placeholder: string;
+}) {
+  return (
+    <label>
+      {props.label}{" "}
+      <input
+        name={props.name}
+        dir="auto"
+        spellcheck={false}
+        value={props.value}
+        onInput={(event) => props.onValue(revealed(event.currentTarget.value))}
+        placeholder={props.placeholder}
+      />
+    </label>
+  );
+}
+
 export function SessionsPage({ query }: { query: URLSearchParams }) {
   const status = query.get("status") ?? "";
   const parkedReason = query.get("parkedReason") ?? "";
@@ -113,28 +139,20 @@ export function SessionsPage({ query }: { query: URLSearchParams }) {
             ))}
           </select>
         </label>
-        <label>
-          Parked reason{" "}
-          <input
-            name="parkedReason"
-            dir="auto"
-            spellcheck={false}
-            value={reasonInput}
-            onInput={(event) => setReasonInput(revealed(event.currentTarget.value))}
-            placeholder="e.g. attempts_exhausted"
-          />
-        </label>
-        <label>
-          Batch{" "}
-          <input
-            name="batch"
-            dir="auto"
-            spellcheck={false}
-            value={batchInput}
-            onInput={(event) => setBatchInput(revealed(event.currentTarget.value))}
-            placeholder="batch id"
-          />
-        </label>
+        <FilterInput
+          label="Parked reason"
+          name="parkedReason"
+          value={reasonInput}
+          onValue={setReasonInput}
+          placeholder="e.g. attempts_exhausted"
+        />
+        <FilterInput
+          label="Batch"
+          name="batch"
+          value={batchInput}
+          onValue={setBatchInput}
+          placeholder="batch id"
+        />
         <button type="submit">Apply</button>
         <button type="button" onClick={() => navigate(listHref())}>
           Clear

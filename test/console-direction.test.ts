@@ -11,8 +11,8 @@ import type { Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hasRightToLeft, jsonPieces } from "../console/src/direction.js";
 import type { FleetClient } from "../src/producer/client.js";
-import { ensureConsoleBuilt, openChromium, type TestBrowser } from "./support/console-browser.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { type ConsoleFleet, openConsoleFleet } from "./support/console-browser.js";
+import type { FleetEnv } from "./support/fleet-env.js";
 
 const agent = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] }, tools: [] };
 
@@ -64,22 +64,16 @@ describe("right-to-left text in the console", () => {
   let fleet: FleetEnv;
   let base: string;
   let client: FleetClient;
-  let browser: TestBrowser;
   let page: Page;
+  let opened: ConsoleFleet;
 
   beforeAll(async () => {
-    await ensureConsoleBuilt();
-    fleet = await createFleetEnv("consoledirection");
-    const started = await fleet.startApi();
-    client = started.client;
-    base = started.api.url;
-    browser = await openChromium({ viewport: { width: 1280, height: 900 } });
-    page = browser.page;
+    opened = await openConsoleFleet("consoledirection", { viewport: { width: 1280, height: 900 } });
+    ({ fleet, base, client, page } = opened);
   }, 90_000);
 
   afterAll(async () => {
-    await browser?.close();
-    await fleet?.close();
+    await opened?.close();
   });
 
   it("keeps JSON keys, model names and reasons in Hebrew or Arabic where they are written", async () => {

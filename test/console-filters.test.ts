@@ -12,8 +12,8 @@ import type { Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { unrevealed } from "../console/src/invisible.js";
 import type { FleetClient } from "../src/producer/client.js";
-import { ensureConsoleBuilt, openChromium, type TestBrowser } from "./support/console-browser.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { type ConsoleFleet, openConsoleFleet } from "./support/console-browser.js";
+import type { FleetEnv } from "./support/fleet-env.js";
 
 const agent = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] }, tools: [] };
 const ZWSP = "\u200B";
@@ -34,19 +34,14 @@ describe("the console's filters with invisible characters", () => {
   let fleet: FleetEnv;
   let base: string;
   let client: FleetClient;
-  let browser: TestBrowser;
   let page: Page;
+  let opened: ConsoleFleet;
   /** The filters of each list read the page sent. */
   const sent: { parkedReason: string | null; batch: string | null }[] = [];
 
   beforeAll(async () => {
-    await ensureConsoleBuilt();
-    fleet = await createFleetEnv("consolefilters");
-    const started = await fleet.startApi();
-    client = started.client;
-    base = started.api.url;
-    browser = await openChromium({ viewport: { width: 1280, height: 900 } });
-    page = browser.page;
+    opened = await openConsoleFleet("consolefilters", { viewport: { width: 1280, height: 900 } });
+    ({ fleet, base, client, page } = opened);
     page.on("request", (request) => {
       const url = new URL(request.url());
       if (url.pathname !== "/v1/sessions") return;
@@ -55,8 +50,7 @@ describe("the console's filters with invisible characters", () => {
   }, 90_000);
 
   afterAll(async () => {
-    await browser?.close();
-    await fleet?.close();
+    await opened?.close();
   });
 
   const row = (id: string) =>

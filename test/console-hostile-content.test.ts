@@ -14,8 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { eventStreamKey, eventsNotifyChannel } from "../src/shared/events.js";
 import type { Message } from "../src/shared/messages.js";
-import { ensureConsoleBuilt, openChromium, type TestBrowser } from "./support/console-browser.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { type ConsoleFleet, openConsoleFleet } from "./support/console-browser.js";
+import type { FleetEnv } from "./support/fleet-env.js";
 
 const HTML = `<img src=x onerror="window.ran=1"><script>window.ran=2</script><a href="javascript:window.ran=3">x</a>`;
 const LONG = "S".repeat(3_000);
@@ -33,22 +33,16 @@ describe("the console with hostile content", () => {
   let fleet: FleetEnv;
   let base: string;
   let client: FleetClient;
-  let browser: TestBrowser;
   let page: Page;
+  let opened: ConsoleFleet;
 
   beforeAll(async () => {
-    await ensureConsoleBuilt();
-    fleet = await createFleetEnv("consolehostile");
-    const started = await fleet.startApi();
-    client = started.client;
-    base = started.api.url;
-    browser = await openChromium({ viewport: { width: 1280, height: 900 } });
-    page = browser.page;
+    opened = await openConsoleFleet("consolehostile", { viewport: { width: 1280, height: 900 } });
+    ({ fleet, base, client, page } = opened);
   }, 90_000);
 
   afterAll(async () => {
-    await browser?.close();
-    await fleet?.close();
+    await opened?.close();
   });
 
   it("shows HTML as text and wraps unbroken stop and parked reasons and ids", async () => {
@@ -306,7 +300,7 @@ describe("the console with hostile content", () => {
     await page.getByText("Page 2").waitFor();
 
     // The same page opened from a bookmark: going back would leave the console.
-    const bookmarked = await browser.context.newPage();
+    const bookmarked = await opened.browser.context.newPage();
     await bookmarked.goto(page.url());
     await bookmarked.getByText("Page 2").waitFor();
     await bookmarked.locator("table.list").waitFor();
@@ -378,7 +372,7 @@ describe("the console with hostile content", () => {
         },
       );
     const { id } = await client.createSession({ agent, messages });
-    const watched = await browser.context.newPage();
+    const watched = await opened.browser.context.newPage();
     await watched.addInitScript(() => {
       const counted = globalThis as unknown as { timesFormatted: number };
       counted.timesFormatted = 0;

@@ -13,8 +13,8 @@ import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import type { Message } from "../src/shared/messages.js";
-import { ensureConsoleBuilt, openChromium, type TestBrowser } from "./support/console-browser.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { type ConsoleFleet, openConsoleFleet } from "./support/console-browser.js";
+import type { FleetEnv } from "./support/fleet-env.js";
 
 const IMPORTED = 4_000;
 const STEPS = 30;
@@ -34,23 +34,16 @@ describe("the console on a long session", () => {
   let fleet: FleetEnv;
   let base: string;
   let client: FleetClient;
-  let browser: TestBrowser;
   let page: Page;
+  let opened: ConsoleFleet;
 
   beforeAll(async () => {
-    await ensureConsoleBuilt();
-    fleet = await createFleetEnv("consolelong");
-    const started = await fleet.startApi();
-    client = started.client;
-    base = started.api.url;
-    await fleet.spawnWorker();
-    browser = await openChromium();
-    page = browser.page;
+    opened = await openConsoleFleet("consolelong", { worker: true });
+    ({ fleet, base, client, page } = opened);
   }, 90_000);
 
   afterAll(async () => {
-    await browser?.close();
-    await fleet?.close();
+    await opened?.close();
   });
 
   it("follows a run of many steps without reading the whole history again and again", async () => {

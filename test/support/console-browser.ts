@@ -10,7 +10,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
-import { ROOT } from "./fleet-env.js";
+import type { FleetClient } from "../../src/producer/client.js";
+import { createFleetEnv, type FleetEnv, ROOT } from "./fleet-env.js";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const BUILT_INDEX = join(ROOT, "dist/console/index.html");
@@ -63,4 +64,46 @@ export async function openChromium(
       await rm(profile, { recursive: true, force: true });
     },
   };
+}
+
+export type ConsoleFleet = {
+  fleet: FleetEnv;
+  /** The API's (and console's) base URL. */
+  base: string;
+  client: FleetClient;
+  browser: TestBrowser;
+  page: Page;
+  /** Closes the browser, then the fleet. */
+  close(): Promise<void>;
+};
+
+/**
+ * What a console test's `beforeAll` sets up: the console built, a fleet named `name` with its
+ * API (and one worker when asked), and a Chromium of its own.
+ */
+export async function openConsoleFleet(
+  name: string,
+  options: { viewport?: { width: number; height: number }; worker?: boolean } = {},
+): Promise<ConsoleFleet> {
+  await ensureConsoleBuilt();
+  const fleet = await createFleetEnv(name);
+  try {
+    const { client, api } = await fleet.startApi();
+    if (options.worker) await fleet.spawnWorker();
+    const browser = await openChromium(options.viewport ? { viewport: options.viewport } : {});
+    return {
+      fleet,
+      base: api.url,
+      client,
+      browser,
+      page: browser.page,
+      close: async () => {
+        await browser.close();
+        await fleet.close();
+      },
+    };
+  } catch (error) {
+    await fleet.close();
+    throw error;
+  }
 }

@@ -13,6 +13,7 @@ import type { Message, StoredMessage } from "../src/shared/messages.js";
 import { resumePoint, toResumePointJson } from "../src/shared/resume-point.js";
 import { appendImportedPage, historyBytes } from "../src/shared/store/imported-pages.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { storedHistory } from "./support/histories.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 let fleet: FleetEnv;
@@ -24,43 +25,8 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => fleet?.close());
 
-/** `n` messages (a multiple of 4): user, a step asking a tool, its result, an answer with usage. */
-function history(n: number, from = 0): StoredMessage[] {
-  const out: StoredMessage[] = [];
-  for (let i = from; i < from + n; i += 4) {
-    const at = (k: number) => new Date(Date.UTC(2025, 0, 1) + (i + k) * 1_000 + 7).toISOString();
-    out.push(
-      { role: "user", content: `question ${i}`, seq: i + 1, createdAt: at(0) },
-      {
-        role: "assistant",
-        content: "",
-        toolCalls: [{ id: `c${i}`, name: "write_file", arguments: { path: `${i}.txt` } }],
-        stopReason: "tool_use",
-        usage: { inputTokens: 10, outputTokens: 1 },
-        seq: i + 2,
-        createdAt: at(1),
-      },
-      {
-        role: "tool",
-        toolCallId: `c${i}`,
-        name: "write_file",
-        content: "ok",
-        success: true,
-        seq: i + 3,
-        createdAt: at(2),
-      },
-      {
-        role: "assistant",
-        content: `answer ${i}`,
-        stopReason: "end_turn",
-        usage: { inputTokens: 20, outputTokens: 2 },
-        seq: i + 4,
-        createdAt: at(3),
-      },
-    );
-  }
-  return out;
-}
+/** `n` messages (a multiple of 4): user, a step asking a tool (10 + 1 tokens), its result, an answer (20 + 2). */
+const history = (n: number, from = 0) => storedHistory(n, from);
 
 /** The whole stored history, read as an exporter reads it: pages of 1,000 after a seq. */
 async function exported(id: string): Promise<StoredMessage[]> {

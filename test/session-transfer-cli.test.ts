@@ -15,6 +15,7 @@ import type { Message, StoredMessage } from "../src/shared/messages.js";
 import { startApiProxy } from "./support/api-proxy.js";
 import { runFleetCli } from "./support/fleet-cli.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { storedHistory } from "./support/histories.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] }, maxTurns: 7 };
 let fleet: FleetEnv;
@@ -31,46 +32,8 @@ afterAll(async () => fleet?.close());
 
 const cli = (args: string[], api = url) => runFleetCli(args, { ...fleet.env, FLEET_API_URL: api }, 120_000);
 
-/** `n` messages (a multiple of 4) from seq `from + 1`: user, a step asking a tool, its result, an answer. */
-function history(n: number, from = 0): StoredMessage[] {
-  const out: StoredMessage[] = [];
-  for (let i = from; i < from + n; i += 4) {
-    const at = (k: number) => new Date(Date.UTC(2025, 0, 1) + (i + k) * 1_000 + 7).toISOString();
-    out.push(
-      { role: "user", content: `question ${i} — ü 🚀`, seq: i + 1, createdAt: at(0) },
-      {
-        role: "assistant",
-        content: "",
-        toolCalls: [{ id: `c${i}`, name: "write_file", arguments: { path: `${i}.txt`, n: [i] } }],
-        stopReason: "tool_use",
-        usage: { inputTokens: 10, outputTokens: 1 },
-        seq: i + 2,
-        createdAt: at(1),
-      },
-      {
-        role: "tool",
-        toolCallId: `c${i}`,
-        name: "write_file",
-        content: "ok",
-        success: i % 8 === 0,
-        seq: i + 3,
-        createdAt: at(2),
-      },
-      {
-        role: "assistant",
-        content: `answer ${i}\nline two`,
-        stopReason: "end_turn",
-        usage: null,
-        ...(i % 400 === 0
-          ? { providerState: { provider: "anthropic", blocks: [{ type: "thinking" }] } }
-          : {}),
-        seq: i + 4,
-        createdAt: at(3),
-      },
-    );
-  }
-  return out;
-}
+/** `n` messages (a multiple of 4) from seq `from + 1`, of every shape an export carries. */
+const history = (n: number, from = 0) => storedHistory(n, from, { varied: true });
 
 /**
  * 12,000 messages ending in a step whose second call has no result (resumable:

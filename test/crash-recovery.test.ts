@@ -9,8 +9,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
-import { createFleetEnv, type FleetEnv, readyInfo, waitFor } from "./support/fleet-env.js";
-import { INTERRUPTED_TEXT, startSleepySessions } from "./support/sleepy-sessions.js";
+import { createFleetEnv, type FleetEnv, readyInfo } from "./support/fleet-env.js";
+import {
+  INTERRUPTED_TEXT,
+  startSleepySessions,
+  untilCompleted,
+  untilInsideTheSleep,
+} from "./support/sleepy-sessions.js";
 
 describe("SIGKILL of a worker mid-tool", () => {
   let fleet: FleetEnv;
@@ -37,15 +42,7 @@ describe("SIGKILL of a worker mid-tool", () => {
     const ids = await startSleepySessions(client, 20, { file: "log", sleepMs: 4_000 });
     // Every session is inside `sleep`: its append_file result is stored, its sleep result is not.
     const { sql } = fleet.database;
-    await waitFor(
-      async () => {
-        const [row] = await sql<{ n: number }[]>`
-          select count(*)::int as n from messages where role = 'tool' and tool_call_id = 'log'`;
-        return row!.n === 20;
-      },
-      20_000,
-      "all sessions inside the sleep tool",
-    );
+    await untilInsideTheSleep(fleet.database, 20);
     const onVictim = await sql<{ session_id: string }[]>`
       select session_id from runs where kind = 'run' and worker_id = ${victimId}`;
     expect(onVictim.length).toBeGreaterThan(0);
@@ -54,15 +51,7 @@ describe("SIGKILL of a worker mid-tool", () => {
     victim.child.kill("SIGKILL");
     await victim.exited;
 
-    await waitFor(
-      async () => {
-        const [row] = await sql<{ n: number }[]>`
-          select count(*)::int as n from sessions where tail_state = 'completed'`;
-        return row!.n === 20;
-      },
-      30_000,
-      "all 20 sessions completed",
-    ).catch(async (error) => {
+    await untilCompleted(fleet.database, 20).catch(async (error) => {
       console.log(
         await sql`select session_id, kind, trigger, status, ended_reason, resume_kind, worker_id from runs order by session_id, created_at`,
       );

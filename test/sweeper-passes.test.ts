@@ -12,7 +12,7 @@ import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, readyInfo, waitFor } from "./support/fleet-env.js";
-import { startSleepySessions } from "./support/sleepy-sessions.js";
+import { startSleepySessions, untilCompleted, untilInsideTheSleep } from "./support/sleepy-sessions.js";
 
 describe("a wide scan held up in Postgres", () => {
   let fleet: FleetEnv;
@@ -66,30 +66,14 @@ describe("a wide scan held up in Postgres", () => {
     const [victim] = await Promise.all([fleet.spawnWorker(env), fleet.spawnWorker(env)]);
     const victimId = readyInfo(victim).workerId;
     const ids = await startSleepySessions(client, 4, { file: "log", sleepMs: 3_000 });
-    await waitFor(
-      async () => {
-        const [row] = await sql<{ n: number }[]>`
-          select count(*)::int as n from messages where role = 'tool' and tool_call_id = 'log'`;
-        return row!.n === ids.length;
-      },
-      20_000,
-      "every session inside the sleep tool",
-    );
+    await untilInsideTheSleep(fleet.database, ids.length);
     const onVictim = await sql<{ session_id: string }[]>`
       select session_id from runs where kind = 'run' and status = 'running' and worker_id = ${victimId}`;
     expect(onVictim.length).toBeGreaterThan(0);
     victim.child.kill("SIGKILL");
     await victim.exited;
 
-    await waitFor(
-      async () => {
-        const [row] = await sql<{ n: number }[]>`
-          select count(*)::int as n from sessions where tail_state = 'completed'`;
-        return row!.n === ids.length;
-      },
-      30_000,
-      "every session completed",
-    );
+    await untilCompleted(fleet.database, ids.length);
     for (const { session_id } of onVictim) {
       const session = await client.getSession(session_id);
       // Resumed by the sweeper's liveness check, not later by BullMQ finding the job stalled

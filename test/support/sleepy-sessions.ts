@@ -1,5 +1,7 @@
 /** Sessions that are inside a tool for a while: the state in which crash tests kill workers. */
 import type { FleetClient } from "../../src/producer/client.js";
+import type { Database } from "../../src/shared/db/client.js";
+import { waitFor } from "./fleet-env.js";
 
 /** The exact result text of an interrupted call (resume-semantics.md §3), written out. */
 export const INTERRUPTED_TEXT =
@@ -41,4 +43,30 @@ export async function startSleepySessions(
     await client.send(id, `session ${i}`);
   }
   return ids;
+}
+
+/** Waits until `count` sessions are inside the sleep: each one's `log` result committed. */
+export async function untilInsideTheSleep({ sql }: Database, count: number): Promise<void> {
+  await waitFor(
+    async () => {
+      const [row] = await sql<{ n: number }[]>`
+        select count(*)::int as n from messages where role = 'tool' and tool_call_id = 'log'`;
+      return row!.n === count;
+    },
+    20_000,
+    `${count} sessions inside the sleep tool`,
+  );
+}
+
+/** Waits until `count` sessions have completed (their tail). */
+export async function untilCompleted({ sql }: Database, count: number): Promise<void> {
+  await waitFor(
+    async () => {
+      const [row] = await sql<{ n: number }[]>`
+        select count(*)::int as n from sessions where tail_state = 'completed'`;
+      return row!.n === count;
+    },
+    30_000,
+    `${count} sessions completed`,
+  );
 }

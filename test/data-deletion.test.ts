@@ -26,6 +26,7 @@ import {
   waitFor,
 } from "./support/fleet-env.js";
 import { readSse } from "./support/sse.js";
+import { aWholeWideScan } from "./support/sweeps.js";
 
 const quick = { model: { provider: "scripted" as const, steps: [{ text: "done" }] } };
 
@@ -223,7 +224,8 @@ describe("deleting sessions and batches", () => {
       15_000,
       "the late write fenced",
     );
-    await new Promise((r) => setTimeout(r, 2_500));
+    // A whole pass of the sweeper since (a resume of the session would be one): no tool ran.
+    await aWholeWideScan(sweeper);
     expect(existsSync(join(fleet.config.toolDir, marker))).toBe(false);
     expect(await rowsOf(id)).toEqual({ s: 0, m: 0, r: 0 });
     expect(worker.child.exitCode).toBeNull();
@@ -294,8 +296,10 @@ describe("deleting sessions and batches", () => {
     for (const id of ids) expect(await rowsOf(id)).toEqual({ s: 0, m: 0, r: 0 });
     const [row] = await sql<{ n: number }[]>`select count(*)::int as n from batches where id = ${batch.id}`;
     expect(row!.n).toBe(0);
-    // Well past the webhook's retry interval and several sweeps: nothing was posted.
-    await new Promise((r) => setTimeout(r, 4_000));
+    // Two whole passes of the sweeper (each ending batches and queueing what they owe), each
+    // longer than the webhook's retry interval (200 ms): nothing was posted.
+    await aWholeWideScan(sweeper);
+    await aWholeWideScan(sweeper);
     expect(receiver.deliveries).toEqual([]);
     for (const id of ids) expect(await rowsOf(id)).toEqual({ s: 0, m: 0, r: 0 });
   }, 60_000);
@@ -323,7 +327,8 @@ describe("deleting sessions and batches", () => {
         "the batch's row deleted by the sweeper",
       );
       for (const s of batch.sessions) expect(await rowsOf(s.id)).toEqual({ s: 0, m: 0, r: 0 });
-      await new Promise((r) => setTimeout(r, 2_000));
+      // A whole pass of this sweeper after it deleted the row (its batch ends owe nothing).
+      await aWholeWideScan(finisher);
       expect(receiver.deliveries.length).toBe(before);
     } finally {
       await finisher.stop();

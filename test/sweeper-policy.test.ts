@@ -24,6 +24,7 @@ import { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import { Sweeper } from "../src/sweeper/sweeper.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
+import { aWholeWideScan } from "./support/sweeps.js";
 
 type RunDbRow = {
   id: string;
@@ -317,8 +318,8 @@ describe("sweeper policy", () => {
       expect(session.runs).toHaveLength(1);
       expect(session.runs[0]).toMatchObject({ kind: "run", status: "ended", endedReason: "provider_error" });
       expect(session.messages.map((m) => m.role)).toEqual(["user"]);
-      // The sweeper, which keeps running, adds nothing: parked means parked.
-      await new Promise((r) => setTimeout(r, 1_500));
+      // The sweeper, which keeps running, adds nothing in a whole pass: parked means parked.
+      await aWholeWideScan(running);
       expect(await runsOf(id)).toHaveLength(1);
       const [row] = await fleet.database.sql<{ resume_attempts: number }[]>`
         select resume_attempts from sessions where id = ${id}`;

@@ -46,7 +46,7 @@ export class FleetNetworkError extends TypeError {
     /** What `fetch` rejected with (its `cause`, the system's error, becomes this one's). */
     error: TypeError,
     /** Whether the answer had begun: it broke while being read. */
-    reading = false,
+    readonly reading = false,
   ) {
     const cause = error.cause ?? error;
     const detail = messageOf(cause) ?? error.message;

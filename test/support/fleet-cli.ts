@@ -15,13 +15,18 @@ export function runFleetCli(
   timeoutMs = 60_000,
   cwd = ROOT,
   onStderr?: (stderr: string) => void,
+  /** Written to its stdin, which is then closed (default: no stdin at all). */
+  stdin?: string | Buffer,
 ): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [FLEET_BIN, ...args], {
       cwd,
       env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: [stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"] as ["pipe", "pipe", "pipe"],
     });
+    // A command that exits before reading all of it must not fail the test with EPIPE.
+    child.stdin?.on("error", () => {});
+    if (stdin !== undefined) child.stdin?.end(stdin);
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => {

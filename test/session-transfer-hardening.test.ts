@@ -4,26 +4,32 @@
  * files. Each bad input is one line and exit 2 with nothing created; what is accepted behaves
  * per resume-semantics.md.
  */
-import { writeFile } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sourceOf } from "../src/commands/import-source.js";
+import type { FleetClient } from "../src/producer/client.js";
 import { runFleetCli } from "./support/fleet-cli.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] }, maxTurns: 3 };
 let fleet: FleetEnv;
+let client: FleetClient;
 let url: string;
 
 beforeAll(async () => {
   fleet = await createFleetEnv("transfer-hardening");
-  url = (await fleet.startApi()).api.url;
+  const started = await fleet.startApi();
+  client = started.client;
+  url = started.api.url;
 }, 60_000);
 afterAll(async () => fleet?.close());
 
-const cli = (args: string[], options: { api?: string; stdin?: string | Buffer } = {}) =>
+const cli = (args: string[], options: { api?: string; stdin?: string | Buffer; tmp?: string } = {}) =>
   runFleetCli(
     args,
-    { ...fleet.env, FLEET_API_URL: options.api ?? url },
+    { ...fleet.env, FLEET_API_URL: options.api ?? url, ...(options.tmp ? { TMPDIR: options.tmp } : {}) },
     120_000,
     undefined,
     undefined,
@@ -79,4 +85,79 @@ describe("an API URL that fetch refuses itself", () => {
     );
     expect(imported.code).toBe(2);
   }, 60_000);
+});
+
+async function sessionCount(): Promise<number> {
+  const [row] = await fleet.database.sql<{ n: number }[]>`select count(*)::int as n from sessions`;
+  return row!.n;
+}
+
+describe("fleet session import from stdin", () => {
+  const messages = [
+    { role: "user", content: "two files" },
+    {
+      role: "assistant",
+      content: "done",
+      stopReason: "end_turn",
+      createdAt: "2026-01-02T03:04:05.678Z",
+    },
+  ];
+
+  it.each([
+    ["`-`", ["-"]],
+    ["no FILE, input piped in", []],
+  ])(
+    "%s: reads the file from stdin, copied to a private file removed at the end",
+    async (_name, file) => {
+      const tmp = join(fleet.config.toolDir, `tmp-${file.length}`);
+      await mkdir(tmp);
+      const before = await sessionCount();
+      const result = await cli(["session", "import", ...file], { stdin: exportText(messages), tmp });
+      expect(result.code, result.stderr).toBe(0);
+      const id = result.stdout.trim();
+      expect(result.stderr).toBe(
+        `created session ${id} with messages 1–2 of 2\nimported 2 messages into session ${id}\n`,
+      );
+      expect(await sessionCount()).toBe(before + 1);
+      const session = await client.getSession(id, { runsLimit: 0 });
+      expect(session.messages.map(({ role, content }) => ({ role, content }))).toEqual([
+        { role: "user", content: "two files" },
+        { role: "assistant", content: "done" },
+      ]);
+      expect(session.messages[1]!.createdAt).toBe("2026-01-02T03:04:05.678Z");
+      expect(await readdir(tmp)).toEqual([]);
+    },
+    60_000,
+  );
+
+  it("a FIFO, as `<(fleet session export ID)` gives: read once, imported whole", async () => {
+    const fifo = join(fleet.config.toolDir, "export.fifo");
+    execFileSync("mkfifo", [fifo]);
+    const writer = writeFile(fifo, exportText(messages));
+    const result = await cli(["session", "import", fifo]);
+    await writer;
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toContain("imported 2 messages into session");
+  }, 60_000);
+
+  it("a malformed file on stdin: its line, exit 2, nothing created, nothing left behind", async () => {
+    const tmp = join(fleet.config.toolDir, "tmp-bad");
+    await mkdir(tmp);
+    const text = exportText(messages).replace('"stopReason":"end_turn"', '"stopReason":7');
+    const before = await sessionCount();
+    const result = await cli(["session", "import", "-"], { stdin: text, tmp });
+    expect(result.stderr).toBe(
+      "fleet session import: line 3: seq 2: stopReason: expected string, received number\n",
+    );
+    expect(result.code).toBe(2);
+    expect(await sessionCount()).toBe(before);
+    expect(await readdir(tmp)).toEqual([]);
+  }, 60_000);
+
+  it("no FILE on a terminal is a usage error, not a wait for typed input", () => {
+    expect(() => sourceOf(undefined, true)).toThrow(/give the FILE `fleet session export` wrote, or `-`/);
+    expect(sourceOf(undefined, false)).toBe("stdin");
+    expect(sourceOf("-", true)).toBe("stdin");
+    expect(sourceOf("a.jsonl", false)).toEqual({ path: "a.jsonl" });
+  });
 });

@@ -374,7 +374,7 @@ export function buildProgram(): Program {
     .description(
       "Create a new session from a `fleet session export` file and print its id. The whole file is checked first (a malformed one creates nothing); then the first page goes with the session's creation and the rest page by page. A page whose answer was lost is sent again and never stored twice.",
     )
-    .argument("<FILE>", "a file `fleet session export` wrote")
+    .argument("[FILE]", "a file `fleet session export` wrote; `-` (or none, with input piped in) reads stdin")
     .option("--metadata <JSON>", "a JSON object merged over the file's metadata (its keys win)")
     .option(
       "--idempotency-key <KEY>",
@@ -382,8 +382,11 @@ export function buildProgram(): Program {
     )
     .option("--api <URL>", apiHelp)
     .action(
-      run(async (file: string, options: { metadata?: string; idempotencyKey?: string; api?: string }) =>
-        (await import("./session-import.js")).sessionImportCommand(file, options),
+      run(
+        async (
+          file: string | undefined,
+          options: { metadata?: string; idempotencyKey?: string; api?: string },
+        ) => (await import("./session-import.js")).sessionImportCommand(file, options),
       ),
     );
 

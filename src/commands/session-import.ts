@@ -22,6 +22,7 @@ import { createReadStream } from "node:fs";
 import { createInterface } from "node:readline";
 import { FleetApiError, type FleetClient } from "../producer/client.js";
 import { type ApiOptions, apiClientOf } from "./api-client.js";
+import { type ImportSource, type ImportStdin, openImportSource } from "./import-source.js";
 import {
   ExportFileCheck,
   ExportFileError,
@@ -33,6 +34,8 @@ import {
 import { guarded, ioOf, retrying, TransferError, type TransferIo, write } from "./session-transfer.js";
 
 export type SessionImportOptions = ApiOptions & {
+  /** Read for FILE `-`, or no FILE (default process.stdin). */
+  stdin?: ImportStdin;
   /** A JSON object merged over the file's metadata (its keys win). */
   metadata?: string;
   /** The Idempotency-Key of the session's creation (default: a new one). */
@@ -41,19 +44,25 @@ export type SessionImportOptions = ApiOptions & {
 };
 
 export async function sessionImportCommand(
-  file: string,
+  /** The file; `-` or undefined: stdin. */
+  file: string | undefined,
   options: SessionImportOptions = {},
 ): Promise<number> {
   const io = ioOf(options.io);
   const { client, ...api } = apiClientOf(options);
   return guarded(io, api, "fleet session import", async () => {
     const extra = parseMetadata(options.metadata);
-    const total = await checkFile(file);
-    const key = options.idempotencyKey ?? `fleet-session-import-${randomUUID()}`;
-    const id = await sendFile(client, file, total, { extra, key, io });
-    await write(io.stderr, `imported ${total} messages into session ${id}\n`);
-    await write(io.stdout, `${id}\n`);
-    return 0;
+    const source = await openImportSource(file, options.stdin ?? process.stdin);
+    try {
+      const total = await checkFile(source);
+      const key = options.idempotencyKey ?? `fleet-session-import-${randomUUID()}`;
+      const id = await sendFile(client, source, total, { extra, key, io });
+      await write(io.stderr, `imported ${total} messages into session ${id}\n`);
+      await write(io.stdout, `${id}\n`);
+      return 0;
+    } finally {
+      await source.done();
+    }
   });
 }
 
@@ -71,8 +80,8 @@ function parseMetadata(text: string | undefined): Record<string, unknown> {
 }
 
 /** The file's lines, numbered from 1, without blank ones; a file that cannot be read is bad input. */
-async function* fileLines(file: string): AsyncGenerator<{ line: number; text: string }> {
-  const input = createReadStream(file, { encoding: "utf8" });
+async function* fileLines(file: ImportSource): AsyncGenerator<{ line: number; text: string }> {
+  const input = createReadStream(file.path, { encoding: "utf8" });
   const lines = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY });
   let line = 0;
   try {
@@ -83,7 +92,7 @@ async function* fileLines(file: string): AsyncGenerator<{ line: number; text: st
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     throw new TransferError(
-      `cannot read ${file}: ${code === "ENOENT" ? "no such file" : (code ?? error)}`,
+      `cannot read ${file.name}: ${code === "ENOENT" ? "no such file" : (code ?? error)}`,
       2,
     );
   } finally {
@@ -93,7 +102,7 @@ async function* fileLines(file: string): AsyncGenerator<{ line: number; text: st
 }
 
 /** Reads the whole file through the check; resolves with its number of messages. */
-async function checkFile(file: string): Promise<number> {
+async function checkFile(file: ImportSource): Promise<number> {
   const check = new ExportFileCheck();
   let last = 0;
   for await (const { line, text } of fileLines(file)) {
@@ -105,7 +114,9 @@ async function checkFile(file: string): Promise<number> {
 }
 
 /** The file's header, then its messages in pages (the file read again, checked again). */
-async function* filePages(file: string): AsyncGenerator<{ header: ExportHeader } | { page: FileMessage[] }> {
+async function* filePages(
+  file: ImportSource,
+): AsyncGenerator<{ header: ExportHeader } | { page: FileMessage[] }> {
   const check = new ExportFileCheck();
   let page: FileMessage[] = [];
   let bytes = 0;
@@ -129,7 +140,7 @@ async function* filePages(file: string): AsyncGenerator<{ header: ExportHeader }
 
 type Send = { extra: Record<string, unknown>; key: string; io: TransferIo };
 
-async function sendFile(client: FleetClient, file: string, total: number, send: Send): Promise<string> {
+async function sendFile(client: FleetClient, file: ImportSource, total: number, send: Send): Promise<string> {
   const { io } = send;
   let header: ExportHeader | undefined;
   let id: string | undefined;

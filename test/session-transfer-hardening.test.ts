@@ -161,3 +161,33 @@ describe("fleet session import from stdin", () => {
     expect(sourceOf("a.jsonl", false)).toEqual({ path: "a.jsonl" });
   });
 });
+
+describe("a stored assistant step without a stop reason", () => {
+  it('reads back as stopReason "", exports, and imports again as it came out', async () => {
+    const { id } = await client.createSession({
+      agent: AGENT,
+      messages: [
+        { role: "user", content: "hi" },
+        { role: "assistant", content: "partial", stopReason: "end_turn" },
+      ],
+    });
+    // A row written without one (an older release, a hand-made row): the column allows it.
+    await fleet.database.sql`update messages set stop_reason = null where session_id = ${id} and seq = 2`;
+    const original = await client.getSession(id, { runsLimit: 0 });
+    expect(original.messages[1]).toMatchObject({ role: "assistant", stopReason: "" });
+
+    const out = join(fleet.config.toolDir, "no-stop.jsonl");
+    const exported = await cli(["session", "export", id, "--out", out]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const imported = await cli(["session", "import", out]);
+    expect(imported.stderr).toContain("imported 2 messages into session");
+    expect(imported.code).toBe(0);
+    const copyId = imported.stdout.trim();
+    const copy = await client.getSession(copyId, { runsLimit: 0 });
+    expect(copy.messages).toEqual(original.messages);
+    const point = await client.resumePoint(copyId);
+    console.log("resume point of the copy:", JSON.stringify(point));
+    expect(point).toEqual(await client.resumePoint(id));
+    expect(point).toMatchObject({ resumable: false, reason: "unknown_stop" });
+  }, 60_000);
+});

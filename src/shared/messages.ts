@@ -93,6 +93,19 @@ export const messageSchema = z.discriminatedUnion("role", [
   toolMessageSchema,
 ]);
 
+/**
+ * A message of a history to import: as `messageSchema`, but an assistant step may carry
+ * `stopReason: ""`, which is how a step stored without a stop reason reads back (rows.ts), so
+ * that what `GET /v1/sessions/:id` (and `fleet session export`) gives goes back in as it came
+ * out. Such a step is classified `unknown_stop`, as at its origin.
+ */
+const importedMessageSchema = z.discriminatedUnion("role", [
+  userMessageSchema,
+  internalMessageSchema,
+  assistantMessageSchema.extend({ stopReason: z.string() }),
+  toolMessageSchema,
+]);
+
 export type ToolCall = z.infer<typeof toolCallSchema>;
 export type Usage = z.infer<typeof usageSchema>;
 /**
@@ -256,8 +269,8 @@ export function importedCreatedAt(value: unknown): string | undefined {
  * when a string in it (object keys of tool call arguments included) holds U+0000 or a lone
  * surrogate: such a message could never be stored, so it is not a valid message.
  */
-export function parseMessage(value: unknown, root = "message"): Message {
-  const result = messageSchema.safeParse(value);
+export function parseMessage(value: unknown, root = "message", imported = false): Message {
+  const result = (imported ? importedMessageSchema : messageSchema).safeParse(value);
   if (!result.success) throw toValidationError(root, result.error);
   const message = plain(result.data);
   assertStorable(message, root);
@@ -293,7 +306,7 @@ export function parseImportedHistory(value: unknown, root = "messages"): Importe
 function parseMessages(value: unknown, root: string, keepCreatedAt: boolean): ImportedMessage[] {
   if (!Array.isArray(value)) throw new ValidationError(root, "must be a JSON array of messages");
   return value.map((item, index) => {
-    const message: ImportedMessage = parseMessage(item, `${root}[${index}]`);
+    const message: ImportedMessage = parseMessage(item, `${root}[${index}]`, keepCreatedAt);
     const createdAt = keepCreatedAt
       ? importedCreatedAt((item as { createdAt?: unknown }).createdAt)
       : undefined;

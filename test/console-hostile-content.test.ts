@@ -203,6 +203,24 @@ describe("the console with hostile content", () => {
     );
   }, 30_000);
 
+  it("breaks lines at a lone CR and after U+2028 / U+2029, not only at \\n", async () => {
+    const { id } = await client.createSession({
+      agent,
+      messages: [
+        { role: "user", content: "one\rtwo\r\nthree\nfour\u2028five\u2029six" },
+        { role: "assistant", content: "progress 10%\rprogress 100%", stopReason: "end_turn" },
+      ],
+    });
+    await page.goto(`${base}/console/sessions/${id}`);
+    const user = page.locator("#seq-1 pre.text");
+    await user.waitFor();
+    const shown = await shownText(user);
+    console.log("shown:", JSON.stringify(shown));
+    // A lone CR showed as a space: "one two\nthree…", the CR-only answer on one line.
+    expect(shown).toBe("one\ntwo\nthree\nfour‹U+2028›\nfive‹U+2029›\nsix");
+    expect(await shownText(page.locator("#seq-2 pre.text"))).toBe("progress 10%\nprogress 100%");
+  }, 30_000);
+
   it("marks a result interrupted or cancelled only when it failed, not for a tool's own text", async () => {
     const interrupted = `The process stopped while this tool was running, so it may or may not have completed.`;
     const calls = ["a", "b", "c", "d"].map((id) => ({ id, name: "t", arguments: {} }));

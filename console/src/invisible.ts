@@ -79,3 +79,15 @@ export function unrevealed(text: string): string {
 export function withoutInvisible(text: string): string {
   return text.replace(EACH_INVISIBLE, "");
 }
+
+/**
+ * `text` of a block (a message, a tool's output) with every line break as `\n`, which is the
+ * one a `<pre>` breaks at in every browser: a lone CR (`"a\rb"`, old Mac files, progress
+ * output) showed as a space, one line. CRLF is one break. The line and paragraph separators
+ * U+2028 and U+2029 keep their mark (‹U+2028›, `revealedParts`) and break the line after it.
+ */
+export function withLineBreaks(text: string): string {
+  return /[\r\u2028\u2029]/.test(text)
+    ? text.replace(/\r\n?|[\u2028\u2029]/g, (m) => (m[0] === "\r" ? "\n" : `${m}\n`))
+    : text;
+}

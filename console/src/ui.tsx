@@ -3,7 +3,7 @@ import type { AnchorHTMLAttributes, ComponentChildren } from "preact";
 import { useMemo } from "preact/hooks";
 import { ApiError } from "./api";
 import { jsonPieces } from "./direction";
-import { revealed, revealedParts } from "./invisible";
+import { revealed, revealedParts, withLineBreaks } from "./invisible";
 
 /** The console's own routes: /console, /console/sessions/:id, /console/batches/:id. */
 export type Route =
@@ -139,9 +139,10 @@ export function Shown({ text }: { text: string | null | undefined }) {
  * paragraph reads right to left and an English one beside it left to right.
  */
 export function TextBlock({ text }: { text: string }) {
+  const shown = useMemo(() => withLineBreaks(text), [text]);
   return (
     <pre class="text" dir="auto">
-      <Revealed text={text} />
+      <Revealed text={shown} />
     </pre>
   );
 }

@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sourceOf } from "../src/commands/import-source.js";
 import type { FleetClient } from "../src/producer/client.js";
+import { INTERRUPTED_TOOL_TEXT } from "../src/shared/resume-plan.js";
 import { runFleetCli } from "./support/fleet-cli.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
@@ -190,4 +191,62 @@ describe("a stored assistant step without a stop reason", () => {
     expect(point).toEqual(await client.resumePoint(id));
     expect(point).toMatchObject({ resumable: false, reason: "unknown_stop" });
   }, 60_000);
+});
+
+describe("an imported tool call without a result", () => {
+  // The origin may have run it: a worker must answer it as interrupted, never run it (spec §3).
+  const TOOLS_AGENT = {
+    model: { provider: "scripted" as const, steps: [{ text: "unused" }, { text: "checked the state" }] },
+    tools: ["write_file"],
+    maxTurns: 3,
+  };
+  const messages = [
+    { role: "user", content: "write both" },
+    {
+      role: "assistant",
+      content: "",
+      stopReason: "tool_use",
+      toolCalls: [
+        { id: "a", name: "write_file", arguments: { path: "a-imported.txt", content: "a" } },
+        { id: "b", name: "write_file", arguments: { path: "b-imported.txt", content: "b" } },
+      ],
+    },
+    { role: "tool", toolCallId: "a", name: "write_file", content: "wrote a", success: true },
+  ];
+
+  it.each(["resume", "a new message"])(
+    "is answered as interrupted, not run, on %s",
+    async (how) => {
+      const file = await fileOf(
+        `unanswered-${how.length}.jsonl`,
+        exportText(messages, { agent: TOOLS_AGENT }),
+      );
+      const imported = await cli(["session", "import", file]);
+      expect(imported.code, imported.stderr).toBe(0);
+      const id = imported.stdout.trim();
+      expect(await client.resumePoint(id)).toMatchObject({ resumable: true, kind: "recover_tools" });
+      const worker = await fleet.spawnWorker();
+      try {
+        const { runId } = how === "resume" ? await client.resume(id) : await client.send(id, "go on");
+        const run = await client.waitForRun(runId);
+        expect(run.endedReason, JSON.stringify(run)).toBe("completed");
+      } finally {
+        worker.child.kill("SIGTERM");
+        await worker.exited;
+      }
+      const stored = (await client.getSession(id, { runsLimit: 0 })).messages;
+      expect(stored[3]).toMatchObject({
+        role: "tool",
+        toolCallId: "b",
+        success: false,
+        content: INTERRUPTED_TOOL_TEXT,
+      });
+      expect(stored.at(-1)).toMatchObject({ role: "assistant", content: "checked the state" });
+      // Neither imported call ran here: no file written, no other result.
+      const written = (await readdir(fleet.config.toolDir)).filter((f) => f.endsWith("-imported.txt"));
+      expect(written).toEqual([]);
+      expect(stored.filter((m) => m.role === "tool").map((m) => m.toolCallId)).toEqual(["a", "b"]);
+    },
+    120_000,
+  );
 });

@@ -9,6 +9,7 @@ import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sourceOf } from "../src/commands/import-source.js";
+import { utf8Lines } from "../src/commands/session-file.js";
 import type { FleetClient } from "../src/producer/client.js";
 import { INTERRUPTED_TOOL_TEXT } from "../src/shared/resume-plan.js";
 import { runFleetCli } from "./support/fleet-cli.js";
@@ -249,4 +250,40 @@ describe("an imported tool call without a result", () => {
     },
     120_000,
   );
+});
+
+describe("bytes that are not an export's", () => {
+  it("bytes that are no UTF-8: their line, exit 2, nothing created (they were stored as U+FFFD)", async () => {
+    const [head, user, end] = exportText([{ role: "user", content: "a-b" }]).split("\n");
+    const [before2, after2] = user!.split("-");
+    const bytes = Buffer.concat([
+      Buffer.from(`${head}\n${before2}`),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from(`${after2}\n${end}\n`),
+    ]);
+    const file = await fileOf("latin.jsonl", bytes);
+    const before = await sessionCount();
+    const result = await cli(["session", "import", file]);
+    expect(result.stderr).toBe(
+      "fleet session import: line 2: not valid UTF-8 (an export is written as UTF-8)\n",
+    );
+    expect(result.code).toBe(2);
+    expect(await sessionCount()).toBe(before);
+  }, 60_000);
+
+  it("an endless line is refused once it passes the bound, not held whole", async () => {
+    async function* endless(): AsyncGenerator<Buffer> {
+      yield Buffer.from('{"fleetSessionExport":1}\r\n{"role":"user","content":"');
+      for (;;) yield Buffer.alloc(64 * 1024, 0x61);
+    }
+    const read: number[] = [];
+    const lines = async () => {
+      for await (const { line } of utf8Lines(endless(), 1024 * 1024)) read.push(line);
+    };
+    await expect(lines()).rejects.toMatchObject({
+      line: 2,
+      message: "the line is longer than 1 MiB, more than one request may hold",
+    });
+    expect(read).toEqual([1]);
+  });
 });

@@ -19,8 +19,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { createInterface } from "node:readline";
 import { FleetApiError, type FleetClient } from "../producer/client.js";
+import { BODY_LIMIT } from "../producer/request-limits.js";
 import { type ApiOptions, apiClientOf } from "./api-client.js";
 import { type ImportSource, type ImportStdin, openImportSource } from "./import-source.js";
 import {
@@ -30,6 +30,7 @@ import {
   type FileMessage,
   sameMessage,
   startsNewPage,
+  utf8Lines,
 } from "./session-file.js";
 import { guarded, ioOf, retrying, TransferError, type TransferIo, write } from "./session-transfer.js";
 
@@ -81,22 +82,17 @@ function parseMetadata(text: string | undefined): Record<string, unknown> {
 
 /** The file's lines, numbered from 1, without blank ones; a file that cannot be read is bad input. */
 async function* fileLines(file: ImportSource): AsyncGenerator<{ line: number; text: string }> {
-  const input = createReadStream(file.path, { encoding: "utf8" });
-  const lines = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY });
-  let line = 0;
+  const input = createReadStream(file.path);
   try {
-    for await (const text of lines) {
-      line++;
-      if (text.trim() !== "") yield { line, text };
-    }
+    for await (const item of utf8Lines(input, BODY_LIMIT)) if (item.text.trim() !== "") yield item;
   } catch (error) {
+    if (error instanceof ExportFileError) throw error;
     const code = (error as NodeJS.ErrnoException).code;
     throw new TransferError(
       `cannot read ${file.name}: ${code === "ENOENT" ? "no such file" : (code ?? error)}`,
       2,
     );
   } finally {
-    lines.close();
     input.destroy();
   }
 }

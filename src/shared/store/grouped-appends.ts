@@ -132,33 +132,26 @@ const parse = <T>(value: T | string): T => (typeof value === "string" ? (JSON.pa
  */
 export function groupedInput(appends: readonly (SessionAppend | EndingAppend)[]): string {
   return JSON.stringify(
-    appends.map((a, k) =>
-      "outcome" in a
-        ? {
-            k,
-            session_id: a.sessionId,
-            epoch: a.epoch,
-            last_seq: a.lastSeq,
-            tail: a.tail,
-            tokens: a.tokens,
-            run_id: a.runId,
-            rows: a.rows,
-            outcome: a.outcome,
-            error: a.error,
-            usage: a.usage,
-            park: a.park,
-          }
-        : {
-            k,
-            session_id: a.sessionId,
-            epoch: a.epoch,
-            last_seq: a.lastSeq,
-            tail: a.tail,
-            tokens: a.tokens,
-            run_id: a.runId,
-            rows: a.rows,
-          },
-    ),
+    appends.map((a, k) => {
+      const row: Record<string, unknown> = {
+        k,
+        session_id: a.sessionId,
+        epoch: a.epoch,
+        last_seq: a.lastSeq,
+        tail: a.tail,
+        tokens: a.tokens,
+        run_id: a.runId,
+        rows: a.rows,
+      };
+      // A run's last append carries its end too (endingAppendsTogether reads these four).
+      if ("outcome" in a) {
+        row.outcome = a.outcome;
+        row.error = a.error;
+        row.usage = a.usage;
+        row.park = a.park;
+      }
+      return row;
+    }),
   );
 }
 

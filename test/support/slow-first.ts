@@ -5,7 +5,8 @@
  * they are kept) does not have: it then orders by file size, and files such as demo or
  * batch-cli-limits (over a minute each, mostly child processes) started in the last tenth.
  * Files named here go first, in this order (the durations of full runs of 4 December, less
- * what the changes to package, provider-limits-fleet, fuzz and run-limits took off); every
+ * what the changes to package, provider-limits-fleet, fuzz and run-limits took off, and
+ * redis-outage-rideout and session-transfer-cli, from the CI run of that evening); every
  * other file keeps vitest's order.
  */
 import { BaseSequencer, type TestSpecification } from "vitest/node";
@@ -17,8 +18,10 @@ export const SLOW_FILES = [
   "preflight",
   "batch-cli-limits",
   "queue-and-cli",
+  "session-transfer-cli",
   "fuzz",
   "fleet-up",
+  "redis-outage-rideout",
   "provider-limits-waiters",
   "prometheus-live",
   "provider-limits-shares",

@@ -13,41 +13,28 @@ import { loadConfig } from "../src/shared/config.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, readyInfo, waitFor } from "./support/fleet-env.js";
 import { startSleepySessions, untilCompleted, untilInsideTheSleep } from "./support/sleepy-sessions.js";
+import { type HeldKey, holdExpiredKeyLocked } from "./support/sweeps.js";
 
 describe("a wide scan held up in Postgres", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
   let sweeper: RunningSweeper | undefined;
-  let release: (() => void) | undefined;
-  let holding: Promise<unknown> | undefined;
+  let held: HeldKey | undefined;
 
   beforeAll(async () => {
     fleet = await createFleetEnv("sweeperpasses");
     ({ client } = await fleet.startApi());
   });
   afterAll(async () => {
-    release?.();
-    await holding?.catch(() => {});
+    held?.release();
+    await held?.done.catch(() => {});
     await sweeper?.stop();
     await fleet?.close();
   });
 
   it("does not hold up the liveness check: a killed worker's sessions are resumed meanwhile", async () => {
     const { sql } = fleet.database;
-    await sql`insert into idempotency_keys (tenant, key, request_hash, created_at)
-              values ('default', 'held', 'x', now() - interval '3 days')`;
-    let locked!: () => void;
-    const isLocked = new Promise<void>((resolve) => {
-      locked = resolve;
-    });
-    holding = sql.begin(async (tx) => {
-      await tx`select 1 from idempotency_keys where key = 'held' for update`;
-      locked();
-      await new Promise<void>((resolve) => {
-        release = resolve;
-      });
-    });
-    await isLocked;
+    held = await holdExpiredKeyLocked(sql);
     sweeper = await startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: false });
     // The first wide scan prunes expired keys, and waits for the locked one.
     await waitFor(

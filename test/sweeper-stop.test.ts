@@ -10,33 +10,20 @@ import { loadConfig } from "../src/shared/config.js";
 import { taggedConnection } from "../src/shared/db/own-statements.js";
 import { startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { type HeldKey, holdExpiredKeyLocked } from "./support/sweeps.js";
 
 describe("a sweeper stopping while a statement of its waits on a lock", () => {
   let fleet: FleetEnv;
-  let release: (() => void) | undefined;
-  let holding: Promise<unknown> | undefined;
+  let held: HeldKey | undefined;
 
   beforeAll(async () => {
     fleet = await createFleetEnv("sweeperstop");
     const { sql } = fleet.database;
-    await sql`insert into idempotency_keys (tenant, key, request_hash, created_at)
-              values ('default', 'held', 'x', now() - interval '3 days')`;
-    let locked!: () => void;
-    const isLocked = new Promise<void>((resolve) => {
-      locked = resolve;
-    });
-    holding = sql.begin(async (tx) => {
-      await tx`select 1 from idempotency_keys where key = 'held' for update`;
-      locked();
-      await new Promise<void>((resolve) => {
-        release = resolve;
-      });
-    });
-    await isLocked;
+    held = await holdExpiredKeyLocked(sql);
   });
   afterAll(async () => {
-    release?.();
-    await holding?.catch(() => {});
+    held?.release();
+    await held?.done.catch(() => {});
     await fleet?.close();
   });
 
@@ -61,9 +48,9 @@ describe("a sweeper stopping while a statement of its waits on a lock", () => {
   it("fleet sweeper: SIGTERM cancels it and exits 0, leaving no statement of its own", async () => {
     const sweeper = await fleet.spawnSweeper();
     await waitForHeldPrune();
-    const held = await pruneStatements();
-    console.log("before SIGTERM:", held);
-    expect(held.length).toBe(1);
+    const waiting = await pruneStatements();
+    console.log("before SIGTERM:", waiting);
+    expect(waiting.length).toBe(1);
     sweeper.child.kill("SIGTERM");
     const code = await sweeper.exited;
     const left = await pruneStatements();

@@ -3,6 +3,8 @@
  * sweeper did NOT do something (resume, park, deliver again). A fixed sleep would be a window
  * in which, on a loaded machine, no pass may have run at all.
  */
+
+import type { Sql } from "postgres";
 import type { RunningSweeper } from "../../src/sweeper/sweeper-process.js";
 import { waitFor } from "./fleet-env.js";
 
@@ -24,4 +26,31 @@ export async function aWholeWideScan({ sweeper }: RunningSweeper, timeoutMs = 20
   } finally {
     sweeper.sweepInterrupted = original;
   }
+}
+
+/** An expired idempotency key held locked in a transaction: release it, then await `done`. */
+export type HeldKey = { release: () => void; done: Promise<unknown> };
+
+/**
+ * Inserts an expired idempotency key and holds its row locked (`FOR UPDATE`) in a transaction
+ * of its own, so that the sweeper's wide scan, which prunes expired keys first, waits on it.
+ * Resolves once the lock is held.
+ */
+export async function holdExpiredKeyLocked(sql: Sql): Promise<HeldKey> {
+  await sql`insert into idempotency_keys (tenant, key, request_hash, created_at)
+            values ('default', 'held', 'x', now() - interval '3 days')`;
+  let locked!: () => void;
+  let release!: () => void;
+  const isLocked = new Promise<void>((resolve) => {
+    locked = resolve;
+  });
+  const done = sql.begin(async (tx) => {
+    await tx`select 1 from idempotency_keys where key = 'held' for update`;
+    locked();
+    await new Promise<void>((resolve) => {
+      release = resolve;
+    });
+  });
+  await isLocked;
+  return { release, done };
 }

@@ -168,6 +168,42 @@ describe("an import's usage", () => {
     await client.importMessages(id, all.slice(4), { afterSeq: 4 });
     expect(await tokensUsed(id)).toBe(66);
   });
+
+  /** `steps` answered steps, each reporting `tokens` input and `tokens` output tokens (and `costUsd`). */
+  const reporting = (steps: number, tokens: number, costUsd?: number): Message[] =>
+    Array.from({ length: steps }, () => [
+      { role: "user" as const, content: "u" },
+      {
+        role: "assistant" as const,
+        content: "a",
+        stopReason: "end_turn",
+        usage: { inputTokens: tokens, outputTokens: tokens, ...(costUsd === undefined ? {} : { costUsd }) },
+      },
+    ]).flat();
+
+  it("is bounded in all: 513 steps each reporting 2^53 - 1 tokens (past Postgres's bigint) are a 400, not a 500", async () => {
+    // Before: "value out of range for type bigint" on the session's tokens_used, a 500.
+    const refused = { status: 400, field: "messages" };
+    const many = reporting(513, Number.MAX_SAFE_INTEGER);
+    await expect(client.createSession({ agent: AGENT, messages: many })).rejects.toMatchObject(refused);
+    await expect(
+      client.createBatch([{ agent: AGENT }, { agent: AGENT, messages: many }]),
+    ).rejects.toMatchObject({ status: 400, field: "sessions[1].messages" });
+    // Two costs a number cannot add up to.
+    await expect(
+      client.createSession({ agent: AGENT, messages: reporting(2, 1, 1e308) }),
+    ).rejects.toMatchObject(refused);
+    // Page by page too: each page fits, the session's sum would not.
+    const { id } = await client.createSession({ agent: AGENT, messages: reporting(1, 2 ** 51) });
+    await expect(client.importMessages(id, reporting(1, 2 ** 51), { afterSeq: 2 })).rejects.toMatchObject(
+      refused,
+    );
+    expect(await tokensUsed(id)).toBe(2 ** 52);
+    // What fits is stored as it is.
+    const fits = reporting(1, (Number.MAX_SAFE_INTEGER - 1) / 2);
+    const { id: exact } = await client.createSession({ agent: AGENT, messages: fits });
+    expect(await tokensUsed(exact)).toBe(Number.MAX_SAFE_INTEGER - 1);
+  });
 });
 
 describe("an import's createdAt", () => {

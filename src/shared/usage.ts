@@ -8,6 +8,7 @@
  * average about 4 bytes per token on English text and code; the estimate overcounts those
  * and stays near the truth for scripts of 3-byte characters.
  */
+import { ValidationError } from "./errors.js";
 import { GrowingFold } from "./growing-fold.js";
 import type { AssistantMessage, Message } from "./messages.js";
 
@@ -96,4 +97,32 @@ export function importedTokens(history: readonly Message[]): number {
     if (message.role === "assistant" && message.usage)
       tokens += message.usage.inputTokens + message.usage.outputTokens;
   return tokens;
+}
+
+/**
+ * The most tokens the steps of one session's imported history may report in all: a whole
+ * number JavaScript reads exactly. Each count is at most that already (messages.ts), but 1,024
+ * of them passed Postgres's bigint, so the session's `tokens_used` could not be stored and the
+ * import failed with a 500; and a sum past it is no longer exact when read back.
+ */
+export const MAX_IMPORTED_TOKENS = Number.MAX_SAFE_INTEGER;
+
+/**
+ * Refuses (ValidationError naming `root`) an imported history whose steps' usage adds up to more
+ * than MAX_IMPORTED_TOKENS tokens, with `held`, what the session holds already (an import
+ * continued in pages), or to a cost JavaScript cannot hold (`costUsd`s summing to Infinity).
+ */
+export function assertImportedUsage(history: readonly Message[], root: string, held = 0): void {
+  const tokens = held + importedTokens(history);
+  if (tokens > MAX_IMPORTED_TOKENS)
+    throw new ValidationError(
+      root,
+      `its steps' usage reports about ${tokens.toPrecision(3)} tokens${held > 0 ? " with what the session holds" : ""}; a session's imported history may report at most ${MAX_IMPORTED_TOKENS} in all`,
+    );
+  let costUsd = 0;
+  for (const message of history)
+    if (message.role === "assistant" && message.usage?.costUsd !== undefined)
+      costUsd += message.usage.costUsd;
+  if (!Number.isFinite(costUsd))
+    throw new ValidationError(root, "its steps' usage.costUsd add up to more than a number can hold");
 }

@@ -20,7 +20,7 @@ import type { Database } from "../db/client.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
 import { assertAnsweredOnce, type Message } from "../messages.js";
 import { tailState } from "../tail-state.js";
-import { importedTokens } from "../usage.js";
+import { assertImportedUsage, importedTokens } from "../usage.js";
 import { readHistoryShape } from "./history-reads.js";
 import { toNewRows } from "./rows.js";
 
@@ -46,8 +46,8 @@ export async function appendImportedPage(
   maxHistoryBytes: number,
 ): Promise<{ lastSeq: number }> {
   return database.sql.begin(async (tx) => {
-    const [session] = await tx<{ last_seq: number; has_runs: boolean }[]>`
-      select s.last_seq, exists (select 1 from runs r where r.session_id = s.id) as has_runs
+    const [session] = await tx<{ last_seq: number; has_runs: boolean; tokens_used: string }[]>`
+      select s.last_seq, s.tokens_used::text, exists (select 1 from runs r where r.session_id = s.id) as has_runs
         from sessions s where s.id = ${sessionId} and s.tenant = ${tenant} for update`;
     if (!session) throw new NotFoundError(`session ${sessionId}`);
     if (session.has_runs)
@@ -70,6 +70,7 @@ export async function appendImportedPage(
         "messages",
         `would bring session ${sessionId}'s imported history to about ${mebibytes(bytes)} MiB; it may hold at most ${mebibytes(maxHistoryBytes)} MiB (no model could be sent more)`,
       );
+    assertImportedUsage(page, "messages", Number(session.tokens_used));
     // Seqs are contiguous from 1: the stored message at index i has seq i + 1.
     const stored = await readHistoryShape(tx, sessionId);
     const whole = [...stored, ...page];

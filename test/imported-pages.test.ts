@@ -221,4 +221,22 @@ describe("an import's createdAt", () => {
     expect(a!.createdAt).toBe("2024-02-29T21:59:59.123Z");
     for (const m of [b!, c!]) expect(Date.parse(m.createdAt)).toBeGreaterThanOrEqual(before - 1_000);
   });
+
+  it("is the time of the import when it falls outside the years 1 to 9999 in UTC, which Postgres cannot read", async () => {
+    // Before: each of these was a 500 ("date/time field value out of range", "time zone displacement out of range").
+    const before = Date.now();
+    const { id } = await client.createSession({
+      agent: AGENT,
+      messages: [
+        { role: "user", content: "a", createdAt: "0000-06-01T00:00:00Z" },
+        { role: "user", content: "b", createdAt: "0001-01-01T00:30:00+01:00" },
+        { role: "user", content: "c", createdAt: "9999-12-31T23:00:00-02:00" },
+        { role: "user", content: "d", createdAt: "0001-01-01T00:00:00Z" },
+        { role: "user", content: "e", createdAt: "9999-12-31T23:59:59.999Z" },
+      ] as unknown as Message[],
+    });
+    const [a, b, c, d, e] = await exported(id);
+    for (const m of [a!, b!, c!]) expect(Date.parse(m.createdAt)).toBeGreaterThanOrEqual(before - 1_000);
+    expect([d!.createdAt, e!.createdAt]).toEqual(["0001-01-01T00:00:00.000Z", "9999-12-31T23:59:59.999Z"]);
+  });
 });

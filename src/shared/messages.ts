@@ -261,9 +261,14 @@ const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}
 export function importedCreatedAt(value: unknown): string | undefined {
   if (typeof value !== "string" || !ISO_INSTANT.test(value)) return undefined;
   const time = Date.parse(value);
-  // Postgres's timestamptz holds years 4713 BC to 294276 AD; four digits are within it.
-  return Number.isFinite(time) ? new Date(time).toISOString() : undefined;
+  // Postgres's timestamptz holds years 4713 BC to 294276 AD, but reads neither year 0000 (there
+  // is none: 1 BC is `0001-01-01 BC`) nor ISO's six-digit years (`+010000-…`), which a time of
+  // year 9999 with a negative offset becomes in UTC: both were a 500. Only years 1 to 9999 in UTC.
+  return time >= FIRST_INSTANT && time <= LAST_INSTANT ? new Date(time).toISOString() : undefined;
 }
+
+const FIRST_INSTANT = Date.parse("0001-01-01T00:00:00.000Z");
+const LAST_INSTANT = Date.parse("9999-12-31T23:59:59.999Z");
 
 /**
  * Parses an unknown value as one message. Throws ValidationError naming the field, also

@@ -270,6 +270,56 @@ describe("ProviderLimits on Redis", () => {
     expect(await limits.waiting("gate-abort")).toEqual(new Map());
   });
 
+  it("one request holds at most a minute of tokensPerMinute: a huge history refused, or absurd usage, keeps no other tenant out for hours", async () => {
+    // Before: the gate reserved the request's whole estimate (here about 100 minutes of the
+    // endpoint's tokens) and gave none of it back when the provider refused the request, so
+    // every other tenant's request was told to come back in 100 minutes; a reported usage of
+    // 1e12 tokens put the endpoint out of use for ~2,000 years.
+    const tpm = { tokensPerMinute: 1_000 };
+    const limits = new ProviderLimits(redis, prefix, { maxWaitMs: 1_000 });
+    const deps = {
+      limits,
+      shares: new Map(),
+      metrics: { endpointWait: { observe() {} }, modelRequests: { inc() {} } },
+      sleep: async () => {},
+    } as unknown as EndpointGateDeps;
+    // About 100,000 tokens as estimated (3 bytes a token).
+    const history = [{ role: "user" as const, content: "x".repeat(300_000) }];
+    const answers = {
+      // biome-ignore lint/correctness/useYield: the provider refuses the request before any event
+      refused: async function* () {
+        throw new Error("HTTP 400: this model's maximum context length is 128000 tokens");
+      },
+      absurd: async function* () {
+        yield { type: "done", stopReason: "end_turn", usage: { inputTokens: 1e12, outputTokens: 0 } };
+      },
+    };
+    for (const [how, stream] of Object.entries(answers)) {
+      const endpoint = `tpm-${how}`;
+      const model = gatedModel(
+        { stream } as unknown as Parameters<typeof gatedModel>[0],
+        { endpoint, limits: tpm, tenant: "big", request: `big-${how}`, ledger: { waitedMs: 0 } },
+        deps,
+      );
+      const request = { history, signal: new AbortController().signal } as unknown as Parameters<
+        typeof model.stream
+      >[0];
+      const events = model.stream(request)[Symbol.asyncIterator]();
+      if (how === "refused") await expect(events.next()).rejects.toThrow("maximum context length");
+      else while (!(await events.next()).done);
+      const small = await limits.acquire({
+        endpoint,
+        limits: tpm,
+        tenant: "small",
+        weight: 1,
+        request: `small-${how}`,
+        estimatedTokens: 10,
+      });
+      // Its place comes within about a minute (the tokens of one minute), not hours later.
+      expect(small.granted ? small.waitMs : small.retryInMs, how).toBeLessThanOrEqual(61_000);
+    }
+  });
+
   it("a waiter that gives up frees its tenant's share at once; one that never asks again, maxWait after its place", async () => {
     const conc = { maxConcurrent: 2 };
     for (const how of ["forgotten", "abandoned"] as const) {

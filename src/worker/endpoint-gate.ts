@@ -78,6 +78,17 @@ export type EndpointGateDeps = {
   sleep: Sleep;
 };
 
+/**
+ * The tokens one request is counted for against `tokensPerMinute` (pure): its estimate before it
+ * is sent, and what it reported once answered, each at most one minute's worth. A provider
+ * refuses a request larger than its per-minute limit anyway; counted whole, one request of a
+ * huge history (or a report of 1e12 tokens) pushed the endpoint's next slot hours ahead for
+ * every tenant, and a request the provider refused never gave its estimate back.
+ */
+function oneMinuteAtMost(tokens: number, tokensPerMinute: number): number {
+  return Math.min(tokens, tokensPerMinute);
+}
+
 /** `model` behind the gate of `endpoint`. */
 export function gatedModel(
   model: ModelProvider,
@@ -98,7 +109,10 @@ export function gatedModel(
     const askedAt = ledger.askedAt ?? Date.now();
     const estimated =
       limits.tokensPerMinute !== undefined
-        ? estimateStepUsage(request, { content: "" }).inputTokens + tuning.expectedOutputTokens
+        ? oneMinuteAtMost(
+            estimateStepUsage(request, { content: "" }).inputTokens + tuning.expectedOutputTokens,
+            limits.tokensPerMinute,
+          )
         : 1;
     let permit: string;
     let waitedHere = 0;
@@ -157,7 +171,10 @@ export function gatedModel(
         if (event.type === "done") {
           outcome = "ok";
           if (event.usage && limits.tokensPerMinute !== undefined) {
-            const actual = event.usage.inputTokens + event.usage.outputTokens;
+            const actual = oneMinuteAtMost(
+              event.usage.inputTokens + event.usage.outputTokens,
+              limits.tokensPerMinute,
+            );
             await deps.limits.correctTokens(endpoint, limits, actual - estimated).catch(() => {});
           }
         }

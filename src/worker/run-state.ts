@@ -51,18 +51,34 @@ export type StartedRun = {
 };
 
 /**
+ * The `workerId` each logger binds (undefined: none), read once per logger: pino's `bindings()`
+ * parses the logger's bound JSON again on every call, and this was once per run. (The worker
+ * never changes a logger's bindings once it is made.)
+ */
+const boundWorkerIds = new WeakMap<object, { workerId: unknown }>();
+
+function boundWorkerId(log: SessionJobDeps["log"]): unknown {
+  let bound = boundWorkerIds.get(log);
+  if (!bound) {
+    const bindings = (log as Partial<Pick<Logger, "bindings">>).bindings?.() as
+      | { workerId?: unknown }
+      | undefined;
+    bound = { workerId: bindings?.workerId };
+    boundWorkerIds.set(log, bound);
+  }
+  return bound.workerId;
+}
+
+/**
  * The fields of a run's "run started" / "run ended" info lines: `sessionId`, `runId`,
  * `workerId`, `kind` (`run`, `resume`). `workerId` is left out when the logger already binds
  * it (the worker's does), so that no line carries the key twice.
  */
 export function runLogFields(run: RunRow, kind: "run" | "resume", deps: SessionJobDeps) {
-  const bindings = (deps.log as Partial<Pick<Logger, "bindings">>).bindings?.() as
-    | { workerId?: unknown }
-    | undefined;
   return {
     sessionId: run.sessionId,
     runId: run.id,
-    ...(bindings?.workerId === deps.workerId ? {} : { workerId: deps.workerId }),
+    ...(boundWorkerId(deps.log) === deps.workerId ? {} : { workerId: deps.workerId }),
     kind,
   };
 }

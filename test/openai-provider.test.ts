@@ -4,7 +4,11 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Message } from "../src/shared/messages.js";
-import { INTERRUPTED_TOOL_TEXT, RETRY_RESPONSE_TEXT } from "../src/shared/resume-plan.js";
+import {
+  CONTINUE_RESPONSE_TEXT,
+  INTERRUPTED_TOOL_TEXT,
+  RETRY_RESPONSE_TEXT,
+} from "../src/shared/resume-plan.js";
 import { callModel } from "../src/worker/call-model.js";
 import {
   MISSING_OPENAI_KEY,
@@ -581,6 +585,30 @@ describe("request conversion", () => {
       { role: "user", content: RETRY_RESPONSE_TEXT },
       { role: "assistant", content: "Part one" },
       { role: "user", content: "go on" },
+    ]);
+  });
+
+  it("leaves out a step with no text and no replayed calls (vLLM and Mistral refuse an empty assistant message)", async () => {
+    // A reasoning model that spent its output limit before any text: finish_reason length
+    // with empty content, then continue_response; and new input after a context_full record.
+    const history: Message[] = [
+      { role: "user", content: "Write a lot" },
+      {
+        role: "assistant",
+        content: "",
+        toolCalls: [{ id: "cut", name: "write_file", arguments: { _raw: '{"path":"a' } }],
+        stopReason: "max_output",
+      },
+      { role: "internal", content: CONTINUE_RESPONSE_TEXT },
+      { role: "assistant", content: "", stopReason: "context_full" },
+      { role: "user", content: "Shorter, please" },
+    ];
+    fake.enqueue({ text: ["ok"] });
+    await collect(model().stream(request(history)));
+    expect(fake.requests[0]!.body.messages).toEqual([
+      { role: "user", content: "Write a lot" },
+      { role: "user", content: CONTINUE_RESPONSE_TEXT },
+      { role: "user", content: "Shorter, please" },
     ]);
   });
 

@@ -35,7 +35,7 @@ export function toOpenAIMessages(
               function: { name: call.name, arguments: JSON.stringify(call.arguments) },
             })),
           });
-        } else {
+        } else if (message.content !== "") {
           out.push({ role: "assistant", content: message.content });
         }
         break;

@@ -11,7 +11,11 @@
  *   JSON-stringified) only when the step really asked for them (`requestsTools`): a
  *   response cut by a fault (`interrupted`), by the output limit (`max_output`) or
  *   otherwise abnormal may carry half-formed calls that were never run and have no
- *   results, which the provider would reject;
+ *   results, which the provider would reject; a step with no text and no replayed calls (a
+ *   `max_output` or `interrupted` step that produced only calls or nothing, a `context_full`
+ *   or `refusal` record) is left out, as the Anthropic and Responses requests leave it out:
+ *   vLLM and Mistral answer 400 to an assistant message with empty content and no tool calls,
+ *   so a resume of such a step (continue_response) or new input after it could never be sent;
  * - a `tool` message is a `tool` message with its `tool_call_id`; a failed result
  *   (`success: false`, e.g. the synthetic "interrupted" results) is prefixed "Error: ";
  * - a tool call id over 40 characters (another provider's, an import's), which OpenAI refuses,

@@ -144,6 +144,39 @@ describe("AutomaticResumes", () => {
     });
   });
 
+  it("continueOnPause: false parks a run that ended paused, and resumes one that crashed after a pause below the limit", async () => {
+    const noContinue = parseAgentConfig({
+      model: { provider: "scripted", steps: [{ text: "x" }] },
+      continueOnPause: false,
+    });
+    const paused: Message[] = [
+      { role: "user", content: "find it" },
+      { role: "assistant", content: "Looking.", stopReason: "paused" },
+    ];
+    const endedAs = async (outcome: string) => {
+      const { id } = await queries.createSession({ agent: noContinue, messages: paused });
+      await fleet.database.sql`update sessions set run_started = true where id = ${id}`;
+      await fleet.database.sql`
+        insert into runs (id, session_id, kind, trigger, status, ended_reason, ended_at)
+        values (${`ended-${id}`}, ${id}, 'run', 'api', 'ended', ${outcome}, now())`;
+      return id;
+    };
+    // The run reached the pause limit: the agent said not to continue, so it is parked.
+    const atLimit = await endedAs("paused");
+    expect(await resumes.schedule({ sessionId: atLimit, trigger: "sweeper" })).toEqual({
+      action: "park",
+      reason: "paused",
+    });
+    // The worker died while the loop continued a pause below the limit: a crash, resumed.
+    const crashed = await endedAs("crashed");
+    expect(await resumes.schedule({ sessionId: crashed, trigger: "sweeper" })).toMatchObject({
+      action: "resume",
+      attempt: 1,
+      run: { resumeKind: "call_model" },
+    });
+    expect(await row(crashed)).toMatchObject({ status: "active", parked_reason: null });
+  });
+
   it("waits out the backoff of the previous attempt", async () => {
     const id = await session(asked);
     expect(await resumes.schedule({ sessionId: id, trigger: "sweeper" })).toMatchObject({ attempt: 1 });

@@ -139,6 +139,30 @@ describe("decideResume", () => {
     expect(decideResume(input({ point: resumePoint(cut) }))).toMatchObject({ kind: "continue_response" });
   });
 
+  it("resumes a paused or cut step whose run crashed after storing it: the agent's word is for a run that ended there", () => {
+    const paused: Message[] = [...awaiting, { role: "assistant", content: "Looking.", stopReason: "paused" }];
+    const cut: Message[] = [...awaiting, { role: "assistant", content: "long", stopReason: "max_output" }];
+    const noContinue = { ...agent, continueOnPause: false, continueOnMaxOutput: false };
+    // The run ended at the stop (the pause limit, the output limit): parked, as the agent says.
+    expect(
+      decideResume(input({ agent: noContinue, point: resumePoint(paused), lastOutcome: "paused" })),
+    ).toEqual({ action: "park", reason: "paused" });
+    expect(
+      decideResume(input({ agent: noContinue, point: resumePoint(cut), lastOutcome: "max_output" })),
+    ).toEqual({ action: "park", reason: "max_output" });
+    // The worker died after storing the step (a pause below the limit, continued by the loop):
+    // the run ended crashed or stalled, and is resumed like any crash.
+    for (const lastOutcome of ["crashed", "stalled"]) {
+      expect(
+        decideResume(input({ agent: noContinue, point: resumePoint(paused), lastOutcome })),
+      ).toMatchObject({ action: "resume", kind: "call_model", attempt: 1 });
+      expect(decideResume(input({ agent: noContinue, point: resumePoint(cut), lastOutcome }))).toMatchObject({
+        action: "resume",
+        kind: "continue_response",
+      });
+    }
+  });
+
   describe("progressMark", () => {
     const a = (id: string) => ({ id, name: "append_file", arguments: { path: "log", line: "x" } });
     const poison = (id: string) => ({ id, name: "deploy", arguments: { env: "prod" } });

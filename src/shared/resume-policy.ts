@@ -178,9 +178,18 @@ export function decideResume(input: ResumeInput): SweepDecision {
         return assertNever(point.reason);
     }
   }
-  if (point.kind === "continue_response" && !agent.continueOnMaxOutput)
+  // The agent's word on a stop applies to a run that ended at that stop. A run that died after
+  // storing the step (a paused step below the pause limit, continued by the loop; a step stored
+  // before the run's end) ended `crashed` or `stalled`: it is resumed like any crash.
+  const endedAt = (stop: string) => input.lastOutcome === null || input.lastOutcome === stop;
+  if (point.kind === "continue_response" && !agent.continueOnMaxOutput && endedAt("max_output"))
     return { action: "park", reason: "max_output" };
-  if (point.kind === "call_model" && point.cause === "paused" && !agent.continueOnPause) {
+  if (
+    point.kind === "call_model" &&
+    point.cause === "paused" &&
+    !agent.continueOnPause &&
+    endedAt("paused")
+  ) {
     return { action: "park", reason: "paused" };
   }
   const attempts = input.progressed ? 0 : input.attempts;

@@ -8,7 +8,11 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { parseAgentConfig } from "../src/shared/agent-config.js";
 import type { Message } from "../src/shared/messages.js";
 import { createMetrics } from "../src/shared/metrics.js";
-import { INTERRUPTED_TOOL_TEXT } from "../src/shared/resume-plan.js";
+import {
+  CANCELLED_BEFORE_START_TEXT,
+  CANCELLED_WHILE_RUNNING_PREFIX,
+  INTERRUPTED_TOOL_TEXT,
+} from "../src/shared/resume-plan.js";
 import { crashToResumeSeconds, DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
 import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
@@ -175,6 +179,44 @@ describe("AutomaticResumes", () => {
       run: { resumeKind: "call_model" },
     });
     expect(await row(crashed)).toMatchObject({ status: "active", parked_reason: null });
+  });
+
+  it("a tool that ran to its end counts as progress whatever its output says; the runtime's own answers do not", async () => {
+    const closeAndAskAgain = async (id: string, result: { content: string; success: boolean }, n: number) => {
+      // The result of call `c`, then the model asks for another call (the session moved on).
+      const next = { ...call, id: `c${n}`, arguments: { path: "b", content: "b" } };
+      await fleet.database.sql`
+        insert into messages (session_id, seq, role, content, tool_call_id, call_seq, name, success)
+        values (${id}, ${1 + 2 * n}, 'tool', ${result.content}, 'c', ${2 * n}, 'write_file', ${result.success})`;
+      await fleet.database.sql`
+        insert into messages (session_id, seq, role, content, tool_calls, stop_reason)
+        values (${id}, ${2 + 2 * n}, 'assistant', '', ${JSON.stringify([next])}::jsonb, 'tool_use')`;
+      await fleet.database
+        .sql`update sessions set last_seq = ${2 + 2 * n}, tail_state = 'tools_pending' where id = ${id}`;
+      await endRuns(id);
+    };
+    // A tool whose own output starts with "Cancelled" ran to its end: the count starts again.
+    const ran = await session(asked);
+    expect(await resumes.schedule({ sessionId: ran, trigger: "sweeper" })).toMatchObject({ attempt: 1 });
+    await closeAndAskAgain(ran, { content: "Cancelled order 42 as asked", success: true }, 1);
+    expect(await resumes.schedule({ sessionId: ran, trigger: "sweeper" })).toMatchObject({
+      action: "resume",
+      attempt: 1,
+    });
+    // A call the runtime answered as cancelled (a shutdown's abort, a cancel) ran no tool to its end.
+    for (const content of [
+      CANCELLED_BEFORE_START_TEXT,
+      `${CANCELLED_WHILE_RUNNING_PREFIX}the operation was aborted`,
+      INTERRUPTED_TOOL_TEXT,
+    ]) {
+      const cut = await session(asked);
+      expect(await resumes.schedule({ sessionId: cut, trigger: "sweeper" })).toMatchObject({ attempt: 1 });
+      await closeAndAskAgain(cut, { content, success: false }, 1);
+      expect(await resumes.schedule({ sessionId: cut, trigger: "sweeper" })).toMatchObject({
+        action: "resume",
+        attempt: 2,
+      });
+    }
   });
 
   it("waits out the backoff of the previous attempt", async () => {

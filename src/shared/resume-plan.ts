@@ -10,6 +10,13 @@ import { assertNever, type Resumable, type ResumePoint, resumePoint } from "./re
 export const INTERRUPTED_TOOL_TEXT =
   "The process stopped while this tool was running, so it may or may not have completed, and whatever it changes may or may not have happened. Check the current state before running it again.";
 
+/** The result of a call that never started because its run was cancelled (agent-loop.ts). */
+export const CANCELLED_BEFORE_START_TEXT =
+  "Cancelled: the run was stopped before this tool started, so it did not run.";
+
+/** How the failed result of a tool aborted while it ran (a cancel, a worker's shutdown) starts. */
+export const CANCELLED_WHILE_RUNNING_PREFIX = "Cancelled while running: ";
+
 /** Internal message for `retry_response`: the partial response is kept, the model redoes it. */
 export const RETRY_RESPONSE_TEXT =
   "Your previous response was cut off by a fault before it was complete. Discard it and redo that response from the beginning.";

@@ -8,6 +8,7 @@ import { tailStateAfter } from "../shared/history-tail.js";
 import type { Message, RunUsage, StoredMessage, ToolCall, ToolMessage, Usage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { reportedUsage, roundUsd, unreportedCost } from "../shared/prices.js";
+import { CANCELLED_BEFORE_START_TEXT, CANCELLED_WHILE_RUNNING_PREFIX } from "../shared/resume-plan.js";
 import { requestsTools } from "../shared/resume-point.js";
 import { stopReasonLabel } from "../shared/stop-reasons.js";
 import type { Fence, FencedWrites, HistoryCursor } from "../shared/store/fenced-writes.js";
@@ -187,9 +188,8 @@ class FencedHistory {
   }
 }
 
-/** The result of a call that was never started because its run was cancelled. */
-export const CANCELLED_BEFORE_START_TEXT =
-  "Cancelled: the run was stopped before this tool started, so it did not run.";
+/** The result of a call that was never started because its run was cancelled (resume-plan.ts). */
+export { CANCELLED_BEFORE_START_TEXT };
 
 function cancelledResult(call: ToolCall): ToolMessage {
   return {
@@ -383,7 +383,9 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
           toolCallId: call.id,
           name: call.name,
           content: sanitizeText(
-            !result.success && signal.aborted ? `Cancelled while running: ${result.content}` : result.content,
+            !result.success && signal.aborted
+              ? `${CANCELLED_WHILE_RUNNING_PREFIX}${result.content}`
+              : result.content,
           ),
           success: result.success,
         };

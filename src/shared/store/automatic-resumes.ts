@@ -18,7 +18,11 @@ import type { EventWriter } from "../event-writer.js";
 import type { StoredMessage } from "../messages.js";
 import type { FleetMetrics } from "../metrics.js";
 import { QUEUES } from "../queues.js";
-import { INTERRUPTED_TOOL_TEXT } from "../resume-plan.js";
+import {
+  CANCELLED_BEFORE_START_TEXT,
+  CANCELLED_WHILE_RUNNING_PREFIX,
+  INTERRUPTED_TOOL_TEXT,
+} from "../resume-plan.js";
 import { resumePoint } from "../resume-point.js";
 import {
   crashClockStart,
@@ -79,8 +83,9 @@ export class AutomaticResumes {
     const [session] = await tx<Locked[]>`
       select s.status, s.agent, s.last_seq, s.resume_attempts, s.attempt_point, s.next_resume_at, now() as db_now,
              exists (select 1 from messages m where m.session_id = s.id and m.seq > s.attempt_seq
-                       and m.role = 'tool' and m.content <> ${INTERRUPTED_TOOL_TEXT}
-                       and m.content not like 'Cancelled%') as tool_ran,
+                       and m.role = 'tool' and not (m.success = false and (
+                             m.content in (${INTERRUPTED_TOOL_TEXT}, ${CANCELLED_BEFORE_START_TEXT})
+                             or starts_with(m.content, ${CANCELLED_WHILE_RUNNING_PREFIX})))) as tool_ran,
              (select r.ended_reason from runs r where r.session_id = s.id and r.status = 'ended'
                order by r.ended_at desc nulls last limit 1) as last_outcome,
              (select r.model from runs r where r.session_id = s.id and r.started_at is not null

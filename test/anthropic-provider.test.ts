@@ -14,6 +14,7 @@ import {
 } from "../src/shared/resume-plan.js";
 import { callModel } from "../src/worker/call-model.js";
 import { AnthropicModel, MISSING_ANTHROPIC_KEY } from "../src/worker/models/anthropic.js";
+import { toAnthropicMessages } from "../src/worker/models/anthropic-request.js";
 import { type ModelEvent, type ModelRequest, ProviderError } from "../src/worker/models/provider.js";
 import { type FakeAnthropic, startFakeAnthropic } from "./support/fake-anthropic.js";
 
@@ -503,6 +504,37 @@ describe("request conversion", () => {
     expect(second?.body).not.toHaveProperty("tools");
     expect(second?.body).not.toHaveProperty("system");
     expect(second?.body).not.toHaveProperty("temperature");
+  });
+
+  it("leaves out a cut step whose text is only whitespace (the API refuses a whitespace-only text block)", () => {
+    // A stream fault right after the model's leading newlines: retry_response, then the answer.
+    const history: Message[] = [
+      { role: "user", content: "What is the answer?" },
+      { role: "assistant", content: "\n\n", stopReason: "interrupted" },
+      { role: "internal", content: RETRY_RESPONSE_TEXT },
+      { role: "assistant", content: " ", stopReason: "max_output" },
+      { role: "internal", content: CONTINUE_RESPONSE_TEXT },
+    ];
+    expect(toAnthropicMessages(history)).toEqual([
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "What is the answer?" },
+          { type: "text", text: RETRY_RESPONSE_TEXT },
+          { type: "text", text: CONTINUE_RESPONSE_TEXT },
+        ],
+      },
+    ]);
+    // Whitespace around real text is kept as it was.
+    const kept: Message[] = [
+      { role: "user", content: "Go" },
+      { role: "assistant", content: "\n\nPart one", stopReason: "max_output" },
+      { role: "internal", content: CONTINUE_RESPONSE_TEXT },
+    ];
+    expect(toAnthropicMessages(kept)[1]).toEqual({
+      role: "assistant",
+      content: [{ type: "text", text: "\n\nPart one" }],
+    });
   });
 
   it("alternates turns: merged user turns, tool results (is_error for failures), internal as text, cut steps without tool_use", async () => {

@@ -72,8 +72,9 @@ function toolUse(call: ToolCall): ToolUseBlockParam {
  *   were executed (`requestsTools`: stop reason `tool_use`/`end_turn`), its `tool_use` blocks.
  *   A step cut by a fault (`interrupted`) or by the output limit (`max_output`) replays its
  *   text only. A `paused` step is replayed as it is, so the model continues it.
- * - An assistant step with nothing to send (no text, no replayed calls: e.g. a `context_full`
- *   record) is skipped; assistant steps in a row (consecutive pauses) form one assistant turn.
+ * - An assistant step with nothing to send (no text — or whitespace only, which the API refuses
+ *   as a text block —, no replayed calls: e.g. a `context_full` record, a step cut right after
+ *   its leading newlines) is skipped; assistant steps in a row (consecutive pauses) form one assistant turn.
  * - When the history ends with an assistant turn (a paused step), its last text block loses
  *   trailing whitespace, which the API rejects in a final assistant turn.
  */
@@ -126,7 +127,9 @@ export function toAnthropicMessages(history: readonly Message[], target?: StateT
         const calls = requestsTools(message) ? (message.toolCalls ?? []) : [];
         const content = (target && fromState(message, calls, target)) ?? [];
         if (content.length === 0) {
-          if (message.content !== "") content.push(textBlock(message.content));
+          // The API refuses a text block of whitespace only ("text content blocks must contain
+          // non-whitespace text"): a cut step that streamed only newlines goes without it.
+          if (message.content.trim() !== "") content.push(textBlock(message.content));
           for (const call of calls) content.push(toolUse(call));
         }
         if (content.length === 0) break;

@@ -225,18 +225,62 @@ describe("ScriptedModel faults", () => {
     const slept: number[] = [];
     const signals: AbortSignal[] = [];
     const controller = new AbortController();
+    let clock = 0;
     const m = new ScriptedModel([{ text: "abcdefgh", delayMs: 400 }], {
       faults: memoryCounter(),
       sleep: async (ms, signal) => {
         slept.push(ms);
         signals.push(signal);
+        clock += ms;
       },
+      now: () => clock,
     });
     const { events } = await drain(m.stream(request(assistants(0), "s1", controller.signal)));
     expect(textOf(events)).toBe("abcdefgh");
     expect(slept[0]).toBe(200);
     expect(slept.reduce((a, b) => a + b, 0)).toBe(400);
     expect(signals.every((s) => s === controller.signal)).toBe(true);
+  });
+
+  it("keeps to the step's schedule when its timers fire late (a busy event loop)", async () => {
+    // Every timer fires 30 ms late: the step takes its 400 ms plus one lateness, not plus one
+    // per pause (five: before the text and before each of its four chunks).
+    let clock = 0;
+    const arrivals: number[] = [];
+    const m = new ScriptedModel([{ text: "abcdefgh", delayMs: 400 }], {
+      faults: memoryCounter(),
+      sleep: async (ms) => {
+        clock += ms + 30;
+      },
+      now: () => clock,
+    });
+    for await (const event of m.stream(request(assistants(0))))
+      if (event.type === "text") arrivals.push(clock);
+    expect(arrivals).toEqual([280, 330, 380, 430]);
+    expect(clock).toBe(430);
+  });
+
+  it("streams at once what is overdue, and still stops when aborted", async () => {
+    let clock = 0;
+    const controller = new AbortController();
+    const slept: number[] = [];
+    const m = new ScriptedModel([{ text: "abcdefgh", delayMs: 400 }], {
+      faults: memoryCounter(),
+      sleep: async (ms) => {
+        slept.push(ms);
+        clock += 1_000;
+      },
+      now: () => clock,
+    });
+    const events: string[] = [];
+    for await (const event of m.stream(request(assistants(0))))
+      if (event.type === "text") events.push(event.delta);
+    // The first pause ran a second over: every chunk was due, none waited.
+    expect(slept).toEqual([200]);
+    expect(events.join("")).toBe("abcdefgh");
+    const aborted = m.stream(request(assistants(0), "s1", controller.signal))[Symbol.asyncIterator]();
+    controller.abort(new Error("stop"));
+    await expect(aborted.next()).rejects.toThrow("stop");
   });
 
   it("does not sleep without delayMs", async () => {

@@ -52,7 +52,12 @@ export function scriptedToolCalls(step: ScriptedStep, stepIndex: number, repeate
 export class ScriptedModel implements ModelProvider {
   constructor(
     private readonly steps: readonly ScriptedStep[],
-    private readonly deps: { faults: FaultCounter; sleep?: Sleep },
+    private readonly deps: {
+      faults: FaultCounter;
+      sleep?: Sleep;
+      /** A monotonic clock in ms (default `performance.now`), against which the step's pauses are timed. */
+      now?: () => number;
+    },
   ) {}
 
   async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
@@ -71,7 +76,19 @@ export class ScriptedModel implements ModelProvider {
     const attemptKey = `${Math.min(stepIndex, last)}:${response}`;
     const faulty = step.fault !== undefined && (await this.faultFires(request.sessionId, attemptKey, step));
 
-    if (delay > 0) await sleep(delay / 2, request.signal);
+    // Each pause ends at its point on the step's own schedule (half the delay before the first
+    // chunk, the rest spread over the chunks), as a provider's stream arrives on its own clock:
+    // a timer that fires late (a busy event loop) shortens the next pause instead of delaying
+    // every later chunk by as much, so a step takes its delayMs and not delayMs plus each
+    // pause's lateness (five of them for a step of four chunks).
+    const now = this.deps.now ?? (() => performance.now());
+    const began = now();
+    const until = async (offsetMs: number) => {
+      const ms = began + offsetMs - now();
+      if (ms > 0) await sleep(ms, request.signal);
+      else request.signal.throwIfAborted();
+    };
+    if (delay > 0) await until(delay / 2);
     if (faulty && step.fault === "connection") {
       throw new ProviderError("scripted fault: connection refused before any output", true);
     }
@@ -86,7 +103,7 @@ export class ScriptedModel implements ModelProvider {
       faulty && step.fault === "stream_cut" ? Math.max(1, Math.floor(chunks.length / 2)) : Infinity;
     for (const [i, delta] of chunks.entries()) {
       if (i >= cutAfter) throw new ProviderError("scripted fault: the stream broke", true);
-      if (delay > 0) await sleep(delay / 2 / chunks.length, request.signal);
+      if (delay > 0) await until(delay / 2 + ((i + 1) * delay) / 2 / chunks.length);
       yield { type: "text", delta };
     }
     if (faulty && step.fault === "stream_cut")

@@ -49,8 +49,12 @@ export type WorkerProcess = {
 
 export async function createFleetEnv(
   name: string,
-  /** `env`: more variables for the in-process API and every worker child, e.g. FLEET_ALLOWED_BASE_URLS. */
-  options: { redisUrl?: string; env?: Record<string, string> } = {},
+  /**
+   * `env`: more variables for the in-process API and every worker child, e.g. FLEET_ALLOWED_BASE_URLS.
+   * `viaDatabase`: the DATABASE_URL the fleet's processes use, given the database's own (a
+   * proxy in front of it: test/support/pg-proxy.ts); `database` still connects directly.
+   */
+  options: { redisUrl?: string; env?: Record<string, string>; viaDatabase?: (url: string) => string } = {},
 ): Promise<FleetEnv> {
   const redisUrl = options.redisUrl ?? REDIS_URL;
   const id = `${name
@@ -67,7 +71,7 @@ export async function createFleetEnv(
   databaseUrl.pathname = `/${dbName}`;
   const toolDir = await mkdtemp(join(tmpdir(), `fleet-${id}-`));
   const env: Record<string, string> = {
-    DATABASE_URL: databaseUrl.toString(),
+    DATABASE_URL: options.viaDatabase?.(databaseUrl.toString()) ?? databaseUrl.toString(),
     REDIS_URL: redisUrl,
     FLEET_PREFIX: isClusterUrl(redisUrl) ? `{t-${id}}` : `t-${id}`,
     FLEET_TOOL_DIR: toolDir,
@@ -78,7 +82,7 @@ export async function createFleetEnv(
     ...options.env,
   };
   const config = loadConfig(env);
-  const database = openDatabase(config.databaseUrl, { max: 5 });
+  const database = openDatabase(databaseUrl.toString(), { max: 5 });
   // A copy of the template has every migration applied already (by migrateDatabase).
   if (!template) await migrateDatabase(database);
   // A cluster connection on a cluster (redis.ts); errors are swallowed there.

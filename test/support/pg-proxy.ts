@@ -1,0 +1,126 @@
+/**
+ * A TCP proxy in front of the shared Postgres, for a test that cuts a fleet off from it as a
+ * managed failover or restart does, without touching the server other tests use:
+ * - `reset()`: every connection through it is reset (RST), and so is each new one as soon as
+ *   it is accepted — a restart (refused at once, like ECONNREFUSED, but each attempt counted);
+ * - `blackhole()`: every connection, open or new, stays open and gets no answer: what it
+ *   sends is dropped — a failover whose old primary vanished, a partition;
+ * - `restore()`: new connections go through again; connections held in a blackhole are
+ *   reset then (the address answers again, and knows none of them), unless `keepHung`, in
+ *   which case they stay unanswered for good (the old primary never comes back).
+ * Each connection the proxy accepts is counted in `connects`, so a test can tell a retry
+ * loop from a few reconnects.
+ */
+import { createConnection, createServer, type Server, type Socket } from "node:net";
+import { freePort } from "./private-redis.js";
+
+const TARGET = { host: "127.0.0.1", port: 5432 };
+
+export type PgProxy = {
+  port: number;
+  /** `databaseUrl` with its host and port swapped for the proxy's. */
+  urlFor(databaseUrl: string): string;
+  reset(): Promise<void>;
+  blackhole(): void;
+  restore(options?: { keepHung?: boolean }): Promise<void>;
+  /** Connections accepted since the proxy started (including those never answered). */
+  connects(): number;
+  close(): Promise<void>;
+};
+
+type Pair = { client: Socket; server: Socket | null };
+
+export async function startPgProxy(): Promise<PgProxy> {
+  const port = await freePort();
+  let mode: "up" | "blackhole" | "refusing" = "up";
+  let connects = 0;
+  const pairs = new Set<Pair>();
+  /** Connections frozen by a blackhole: reset or kept hung by `restore`. */
+  const hung = new Set<Socket>();
+
+  const hang = (pair: Pair) => {
+    for (const socket of [pair.client, pair.server]) {
+      if (!socket) continue;
+      socket.unpipe();
+      socket.removeAllListeners("data");
+      // Read and drop: nothing the other side sends arrives anywhere.
+      socket.on("data", () => {});
+    }
+    hung.add(pair.client);
+    if (pair.server) pair.server.destroy();
+    pairs.delete(pair);
+  };
+
+  const accept = (client: Socket) => {
+    connects++;
+    client.on("error", () => {});
+    if (mode === "refusing") {
+      client.resetAndDestroy();
+      return;
+    }
+    const pair: Pair = { client, server: null };
+    if (mode === "blackhole") {
+      hang(pair);
+      return;
+    }
+    const upstream = createConnection(TARGET);
+    pair.server = upstream;
+    pairs.add(pair);
+    upstream.on("error", () => client.destroy());
+    client.on("close", () => {
+      pairs.delete(pair);
+      if (!hung.has(client)) upstream.destroy();
+    });
+    upstream.on("close", () => {
+      if (!hung.has(client)) client.destroy();
+    });
+    client.pipe(upstream);
+    upstream.pipe(client);
+  };
+
+  const server: Server = createServer(accept);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", () => resolve());
+  });
+
+  return {
+    port,
+    urlFor(databaseUrl) {
+      const url = new URL(databaseUrl);
+      url.hostname = "127.0.0.1";
+      url.port = String(port);
+      return url.toString();
+    },
+    async reset() {
+      mode = "refusing";
+      for (const pair of pairs) {
+        pair.client.resetAndDestroy();
+        pair.server?.destroy();
+      }
+      pairs.clear();
+      for (const socket of hung) socket.resetAndDestroy();
+      hung.clear();
+    },
+    blackhole() {
+      mode = "blackhole";
+      for (const pair of [...pairs]) hang(pair);
+    },
+    async restore(options = {}) {
+      if (!options.keepHung) {
+        for (const socket of hung) socket.resetAndDestroy();
+        hung.clear();
+      }
+      mode = "up";
+    },
+    connects: () => connects,
+    async close() {
+      server.close();
+      for (const pair of pairs) {
+        pair.client.destroy();
+        pair.server?.destroy();
+      }
+      for (const socket of hung) socket.destroy();
+    },
+  };
+}

@@ -1,4 +1,4 @@
-// postinstall: two small patches to postgres.js 3.4.x, in both its builds (src/ for import,
+// postinstall: three small patches to postgres.js 3.4.x, in both its builds (src/ for import,
 // cjs/ for require). Idempotent (each carries a mark); a file that does not look as expected
 // (another version of postgres.js) is left as it is, with a warning. npm 11 runs a
 // dependency's install scripts only once approved, so `fleet` also applies what is missing
@@ -18,6 +18,11 @@
 //    (bench/list.ts; the pattern alone reproduces it in test/postgres-patch.test.ts). Holding
 //    the resolving functions themselves and settling through prototype methods keeps the
 //    behaviour and lets each query's garbage die young.
+// 3. A connection that closes with an error fails every query still on it. postgres.js fails
+//    those on it when the error comes, but a query given to the connection between the error
+//    and its close (a retry in the failed query's own `catch`: the socket reset, not yet
+//    closed) was left waiting, unsent, until the connection's next connect, which only a later
+//    query starts: forever on a quiet pool (test/postgres-reconnect.test.ts).
 import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
@@ -26,6 +31,9 @@ import { pathToFileURL } from "node:url";
 const GUARD_MARK = "agent-fleet: guard against a closed socket";
 const NEXT_WRITE = "  function nextWrite(fn) {\n";
 const SETTLE_MARK = "agent-fleet: settle without closures";
+const CLOSED_MARK = "agent-fleet: fail what was queued after the error too";
+const CLOSED_SETTLE =
+  "    !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))\n";
 const SPECIES = "  static get [Symbol.species]() {\n    return Promise\n  }\n";
 
 export const patches = [
@@ -42,6 +50,17 @@ export const patches = [
       return false
     }
 `,
+      ],
+    ],
+  },
+  {
+    name: "fail what was queued after the error",
+    files: ["src/connection.js", "cjs/src/connection.js"],
+    mark: CLOSED_MARK,
+    edits: [
+      [
+        CLOSED_SETTLE,
+        `    if (query || sent.length) // ${CLOSED_MARK}\n      error(Errors.connection('CONNECTION_CLOSED', options, socket))\n`,
       ],
     ],
   },

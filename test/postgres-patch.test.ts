@@ -4,6 +4,7 @@
  * - the closed-socket guard: without it, a write to a connection that had just closed threw
  *   outside any query and crashed the process (test/connection-loss.test.ts shows the
  *   behaviour it buys);
+ * - failing what was queued after the error: test/postgres-reconnect.test.ts shows what it buys;
  * - settling without closures: a promise that holds a closure over its own resolving
  *   functions (what a postgres.js Query did) keeps what it resolved to alive through V8's
  *   young-generation collections, so every query's rows were promoted to the old generation.
@@ -59,6 +60,8 @@ describe("postgres.js patches", () => {
     for (const text of before.slice(0, 2)) {
       expect(text.match(/agent-fleet: guard against a closed socket/g)).toHaveLength(1);
       expect(text).toMatch(/function nextWrite\(fn\) \{\n {4}if \(!socket\) \{/);
+      expect(text.match(/agent-fleet: fail what was queued after the error too/g)).toHaveLength(1);
+      expect(text).not.toContain("!hadError && (query || sent.length)");
     }
     for (const text of before.slice(2)) {
       expect(text.match(/agent-fleet: settle without closures/g)).toHaveLength(1);

@@ -6,7 +6,10 @@
  *   the connection connect again (scripts/patch-postgres.mjs, patch 3);
  * - after many failed connects, the next one is tried within a second, not after postgres.js's
  *   own backoff (up to 20 s, during which a statement waits: an API request was answered 503
- *   after 11 s, and the first after the outage after 1.3-2.6 s; the unit test checks the bound).
+ *   after 11 s, and the first after the outage after 1.3-2.6 s; the unit test checks the bound);
+ * - a connection that never answers again (a failover's blackhole) is dropped after
+ *   `silenceMs` with nothing back: its statement fails as Postgres unavailable, and the next
+ *   one goes through a new connection. Before, both waited for good.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase, reconnectDelaySeconds } from "../src/shared/db/client.js";
@@ -57,4 +60,37 @@ describe("a pool while Postgres is cut off", () => {
     }
   }, 30_000);
 
+  it("drops a connection that never answers again, and goes on with a new one", async () => {
+    const database = openDatabase(proxy.urlFor(ADMIN_URL), { max: 1, silenceMs: 1_000 });
+    try {
+      await database.sql`select 1`;
+      proxy.blackhole();
+      const waiting = database.sql`select 1`.then(
+        () => null,
+        (e: unknown) => e,
+      );
+      // Back for new connections; the one the statement was sent on stays unanswered for good.
+      await realPause(200);
+      await proxy.restore({ keepHung: true });
+      const error = await waiting;
+      expect(isServiceUnavailable(error)).toBe(true);
+      expect((error as Error).message).toMatch(/sent nothing for 1 s/);
+      // A statement given to the connection before its close is seen fails like it; then a new one is made.
+      let rows: unknown = null;
+      for (let attempt = 0; attempt < 3 && rows === null; attempt++)
+        rows = await database.sql`select 2 as two`.catch(() => null);
+      expect(rows).toEqual([{ two: 2 }]);
+    } finally {
+      await database.close();
+    }
+  }, 60_000);
+
+  it("keeps a slow statement that answers within silenceMs", async () => {
+    const database = openDatabase(proxy.urlFor(ADMIN_URL), { max: 1, silenceMs: 3_000 });
+    try {
+      expect(await database.sql`select 1 as one from pg_sleep(0.5)`).toEqual([{ one: 1 }]);
+    } finally {
+      await database.close();
+    }
+  });
 });

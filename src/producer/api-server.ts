@@ -65,7 +65,7 @@ const RUN_END_GRACE_MS = 5_000;
  * ValidationError naming HOST (`fleet api` exits 2).
  */
 export async function startApi(config: FleetConfig, options: { port?: number } = {}): Promise<RunningApi> {
-  const database = openDatabase(config.databaseUrl, { role: "api" });
+  const database = openDatabase(config.databaseUrl, { role: "api", silenceMs: config.databaseSilenceMs });
   const keys = new ApiKeys(database);
   const loopback = isLoopbackHost(config.host);
   let anyKey: boolean;

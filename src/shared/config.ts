@@ -118,6 +118,11 @@ const envSchema = z.object({
    * queries on a connection); a few connections beat one per job on a busy machine.
    */
   WORKER_DB_POOL: int(6),
+  /**
+   * How long a Postgres connection of the API, a worker or the sweeper may wait for an answer
+   * with nothing back before it is taken for lost (src/shared/db/dead-links.ts); 0: never.
+   */
+  DATABASE_SILENCE_MS: int(15_000),
   /** Session lease time-to-live; a frozen worker loses its sessions after this. */
   LEASE_TTL_MS: int(5_000),
   /**
@@ -262,6 +267,8 @@ export type FleetConfig = {
   /** FLEET_MODEL_MAX_OUTPUT_CHARS: the most text one model request may stream. */
   modelMaxOutputChars: number;
   workerDbPool: number;
+  /** DATABASE_SILENCE_MS: a connection silent this long while waiting is dropped (0: never). */
+  databaseSilenceMs: number;
   leaseTtlMs: number;
   shutdownGraceMs: number;
   sweepIntervalMs: number;
@@ -347,6 +354,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     modelStepTimeoutMs: Math.max(1_000, e.FLEET_MODEL_STEP_TIMEOUT_MS),
     modelMaxOutputChars: Math.max(1_000, e.FLEET_MODEL_MAX_OUTPUT_CHARS),
     workerDbPool: Math.max(2, e.WORKER_DB_POOL),
+    databaseSilenceMs: e.DATABASE_SILENCE_MS,
     leaseTtlMs: Math.max(500, e.LEASE_TTL_MS),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     sweepIntervalMs: Math.max(20, e.SWEEP_INTERVAL_MS),

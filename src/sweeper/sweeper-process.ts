@@ -46,7 +46,11 @@ export async function startSweeper(
   options: { serveMetrics?: boolean; logger?: Logger } = {},
 ): Promise<RunningSweeper> {
   const log = options.logger ?? pino({ level: config.logLevel, base: { role: "sweeper" } });
-  const database = openDatabase(config.databaseUrl, { max: 4, role: "sweeper" });
+  const database = openDatabase(config.databaseUrl, {
+    max: 4,
+    role: "sweeper",
+    silenceMs: config.databaseSilenceMs,
+  });
   const redis = createRedis(config.redisUrl, "worker");
   const subscriber = createRedis(config.redisUrl, "worker");
   const queues = new RunQueues(redis, config.prefix);

@@ -76,7 +76,11 @@ export type RunningWorker = {
 export async function startWorker(config: FleetConfig, options: WorkerOptions = {}): Promise<RunningWorker> {
   const workerId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   const log = options.logger ?? pino({ level: config.logLevel, base: { role: "worker", workerId } });
-  const database = openDatabase(config.databaseUrl, { max: config.workerDbPool, role: "worker" });
+  const database = openDatabase(config.databaseUrl, {
+    max: config.workerDbPool,
+    role: "worker",
+    silenceMs: config.databaseSilenceMs,
+  });
   // One connection per BullMQ worker (runs, resumes): each blocks on its own queue.
   const bullRedis = [createRedis(config.redisUrl, "worker"), createRedis(config.redisUrl, "worker")];
   // This connection's name is the worker's liveness signal (liveness.ts): it vanishes from

@@ -1,6 +1,7 @@
 /** One Postgres pool (postgres.js) and its Drizzle wrapper. */
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
+import { watchable, watchedSockets } from "./dead-links.js";
 import { endCancelling, newTag, taggedConnection } from "./own-statements.js";
 import * as schema from "./schema.js";
 
@@ -15,8 +16,15 @@ export type Database = {
   close: () => Promise<void>;
 };
 
-/** `role`: the start of the connections' application_name (`fleet-<role> <tag>`). */
-export function openDatabase(url: string, options: { max?: number; role?: string } = {}): Database {
+/**
+ * `role`: the start of the connections' application_name (`fleet-<role> <tag>`).
+ * `silenceMs`: a connection waiting that long for an answer with nothing back is dropped and
+ * its statements fail as Postgres unavailable (dead-links.ts); absent or 0: never.
+ */
+export function openDatabase(
+  url: string,
+  options: { max?: number; role?: string; silenceMs?: number } = {},
+): Database {
   const tagged = taggedConnection(url, options.role ?? "client", newTag());
   const sql = postgres(tagged.url, {
     max: options.max ?? 10,
@@ -34,6 +42,7 @@ export function openDatabase(url: string, options: { max?: number; role?: string
     // awaited and crashed the process. The schema uses only built-in types.
     fetch_types: false,
     connection: { application_name: tagged.applicationName },
+    ...(options.silenceMs && watchable(url) ? { socket: watchedSockets(options.silenceMs) } : {}),
   });
   const db = drizzle(sql, { schema });
   return {

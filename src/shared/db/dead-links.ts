@@ -1,0 +1,79 @@
+/**
+ * Connections to a Postgres that stopped answering without closing them: a managed failover
+ * whose old primary vanished, a partition. Nothing comes back on such a connection and nothing
+ * says it is gone — the kernel retransmits for ~15 minutes, postgres.js has no statement
+ * timeout — so a statement sent on it waits that long, and so does the request or the job
+ * behind it, after Postgres is back elsewhere. (A restart, which resets connections, needs
+ * none of this: the statements fail at once.)
+ *
+ * So the long-running roles' connections are made here (postgres.js's `socket` option) and
+ * watched: one that has waited `silenceMs` for an answer with no byte back is destroyed with
+ * an ETIMEDOUT error. Its statements fail as Postgres unavailable (the API answers 503, a
+ * worker's job fails as on a reset connection, a sweeper pass is retried) and the pool opens
+ * a new connection for the next one. A statement that runs longer than `silenceMs` without
+ * sending anything back is cut off the same way.
+ */
+import { connect, type Socket } from "node:net";
+
+/** Whether a connection that has waited for an answer since `waitingSince` is taken for lost (pure). */
+export function silentTooLong(waitingSince: number | null, now: number, silenceMs: number): boolean {
+  return waitingSince !== null && now - waitingSince >= silenceMs;
+}
+
+/** The subset of postgres.js's parsed options the socket factory reads. */
+type SocketOptions = { host: string[]; port: number[]; path?: string | false };
+
+/**
+ * postgres.js `socket` option: a connection to the (single) host, or its Unix socket, watched for silence.
+ * postgres.js writes its startup message as soon as it gets the socket; Node holds it until
+ * the connection is up, and a refused or reset connect fails through the socket's own
+ * `error` and `close`, as it does with postgres.js's own socket.
+ */
+export function watchedSockets(silenceMs: number, now: () => number = () => performance.now()) {
+  return (options: SocketOptions): Socket => {
+    const host = options.host[0]!;
+    const port = options.port[0]!;
+    const socket = (options.path ? connect({ path: options.path }) : connect({ host, port })) as Socket & {
+      host?: string;
+      port?: number;
+    };
+    // postgres.js names these in its own errors (CONNECT_TIMEOUT host:port).
+    socket.host = host;
+    socket.port = port;
+    let waitingSince: number | null = null;
+    const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
+    socket.write = ((...args: unknown[]) => {
+      waitingSince ??= now();
+      return write(...args);
+    }) as Socket["write"];
+    socket.on("data", () => {
+      waitingSince = null;
+    });
+    const timer = setInterval(
+      () => {
+        if (!silentTooLong(waitingSince, now(), silenceMs)) return;
+        clearInterval(timer);
+        const error = Object.assign(
+          new Error(
+            `Postgres at ${host}:${port} sent nothing for ${Math.round(silenceMs / 1000)} s on a connection waiting for an answer: taken for lost`,
+          ),
+          { code: "ETIMEDOUT" },
+        );
+        socket.destroy(error);
+      },
+      Math.max(50, Math.min(1_000, Math.floor(silenceMs / 4))),
+    );
+    timer.unref();
+    socket.once("close", () => clearInterval(timer));
+    return socket;
+  };
+}
+
+/** Whether connections to `url` can be made here: one host (postgres.js goes round several itself). */
+export function watchable(url: string): boolean {
+  try {
+    return !new URL(url).host.includes(",");
+  } catch {
+    return false;
+  }
+}

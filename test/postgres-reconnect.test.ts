@@ -11,8 +11,11 @@
  *   `silenceMs` with nothing back: its statement fails as Postgres unavailable, and the next
  *   one goes through a new connection. Before, both waited for good.
  */
+
+import { Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase, reconnectDelaySeconds } from "../src/shared/db/client.js";
+import { watchedSockets } from "../src/shared/db/dead-links.js";
 import { isServiceUnavailable } from "../src/shared/unavailable.js";
 import { type PgProxy, startPgProxy } from "./support/pg-proxy.js";
 
@@ -84,6 +87,17 @@ describe("a pool while Postgres is cut off", () => {
       await database.close();
     }
   }, 60_000);
+
+  it("does not watch a TLS connection (postgres.js reads it through a TLS socket made on it)", () => {
+    const make = watchedSockets(1_000);
+    const plain = make({ host: ["127.0.0.1"], port: [1] });
+    const tls = make({ host: ["127.0.0.1"], port: [1], ssl: "require" });
+    for (const socket of [plain, tls]) socket.on("error", () => {});
+    expect(plain.write).not.toBe(Socket.prototype.write);
+    expect(tls.write).toBe(Socket.prototype.write);
+    plain.destroy();
+    tls.destroy();
+  });
 
   it("keeps a slow statement that answers within silenceMs", async () => {
     const database = openDatabase(proxy.urlFor(ADMIN_URL), { max: 1, silenceMs: 3_000 });

@@ -11,7 +11,8 @@
  * an ETIMEDOUT error. Its statements fail as Postgres unavailable (the API answers 503, a
  * worker's job fails as on a reset connection, a sweeper pass is retried) and the pool opens
  * a new connection for the next one. A statement that runs longer than `silenceMs` without
- * sending anything back is cut off the same way.
+ * sending anything back is cut off the same way. Connections with TLS (`sslmode`, `ssl`) are
+ * made here but not watched.
  */
 import { connect, type Socket } from "node:net";
 
@@ -21,7 +22,7 @@ export function silentTooLong(waitingSince: number | null, now: number, silenceM
 }
 
 /** The subset of postgres.js's parsed options the socket factory reads. */
-type SocketOptions = { host: string[]; port: number[]; path?: string | false };
+type SocketOptions = { host: string[]; port: number[]; path?: string | false; ssl?: unknown };
 
 /**
  * postgres.js `socket` option: a connection to the (single) host, or its Unix socket, watched for silence.
@@ -40,6 +41,9 @@ export function watchedSockets(silenceMs: number, now: () => number = () => perf
     // postgres.js names these in its own errors (CONNECT_TIMEOUT host:port).
     socket.host = host;
     socket.port = port;
+    // With TLS, postgres.js drops this socket's listeners and talks through a TLS socket made
+    // on it, so what it reads would not be seen here: such connections are not watched.
+    if (options.ssl) return socket;
     let waitingSince: number | null = null;
     const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
     socket.write = ((...args: unknown[]) => {

@@ -1,0 +1,165 @@
+/**
+ * Postgres unreachable in the middle of a batch, as a managed failover or restart makes it:
+ * a TCP proxy (test/support/pg-proxy.ts) stands between the whole fleet — two worker
+ * children, a sweeper child, the in-process API — and the shared Postgres, and either resets
+ * every connection and refuses new ones for 10 s (a restart), or answers none of them for
+ * 25 s (a failover: a blackhole). Sessions are inside a 6 s tool, inside a 6 s model call, or
+ * queued behind them when it starts. Checked: every session ends completed (or parked with a
+ * reason), seq contiguous, no message stored twice, no tool run twice, the processes stay up,
+ * the API answers 503 `unavailable` (no stack) meanwhile and 200 after, and the fleet does not
+ * hammer Postgres (connection attempts through the proxy during the outage are counted).
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
+import { type PgProxy, startPgProxy } from "./support/pg-proxy.js";
+
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function agentFor(tag: string, i: number) {
+  const write = (id: string) => ({
+    id,
+    name: "append_file",
+    arguments: { path: `${tag}-${i}-${id}.txt`, line: "ran" },
+  });
+  const inTool = i % 2 === 0;
+  return {
+    model: {
+      provider: "scripted" as const,
+      steps: [
+        { toolCalls: [write("before")] },
+        ...(inTool
+          ? [
+              { toolCalls: [{ id: "nap", name: "sleep", arguments: { ms: 6_000 } }] },
+              { toolCalls: [write("after")] },
+            ]
+          : [{ toolCalls: [write("after")], delayMs: 6_000 }]),
+        { text: "done" },
+      ],
+    },
+    tools: ["append_file", "sleep"],
+  };
+}
+
+describe("Postgres unreachable in the middle of a batch", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let proxy: PgProxy;
+  let apiUrl: string;
+  let workers: WorkerProcess[];
+  let sweeper: WorkerProcess;
+
+  beforeAll(async () => {
+    proxy = await startPgProxy();
+    fleet = await createFleetEnv("pgoutage", { viaDatabase: (url) => proxy.urlFor(url) });
+    let api: { url: string };
+    ({ client, api } = await fleet.startApi());
+    apiUrl = api.url;
+    workers = await Promise.all(
+      [0, 1].map(() => fleet.spawnWorker({ LOG_LEVEL: "info", WORKER_CONCURRENCY: "4" })),
+    );
+    sweeper = await fleet.spawnSweeper({ LOG_LEVEL: "info" });
+  }, 90_000);
+  afterAll(async () => {
+    await proxy?.restore();
+    await fleet?.close();
+    await proxy?.close();
+  }, 60_000);
+
+  async function ride(tag: string, outageMs: number, cut: () => void, restore: () => Promise<void>) {
+    const { sql } = fleet.database;
+    const count = 12;
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const { id } = await client.createSession({ agent: agentFor(tag, i) });
+      await client.send(id, `session ${i}`);
+      ids.push(id);
+    }
+    const counted = async (query: Promise<{ n: number }[]>) => (await query)[0]!.n;
+    await waitFor(
+      async () =>
+        (await counted(sql`select count(*)::int as n from messages
+          where tool_call_id = 'before' and session_id in ${sql(ids)}`)) >= 8,
+      30_000,
+      "eight sessions past `before`",
+    );
+    await pause(300);
+    const connectsBefore = proxy.connects();
+    const outageStart = Date.now();
+    cut();
+    const answers: string[] = [];
+    while (Date.now() - outageStart < outageMs) {
+      const answer = await Promise.race([
+        fetch(`${apiUrl}/v1/sessions/${ids[0]}`).then(async (r) => `${r.status} ${await r.text()}`),
+        pause(30_000).then(() => "no answer in 30 s"),
+      ]).catch((error) => `fetch failed: ${error}`);
+      answers.push(`${Math.round((Date.now() - outageStart) / 1000)} s: ${answer}`);
+      await pause(2_000);
+    }
+    const connectsDuring = proxy.connects() - connectsBefore;
+    await restore();
+    console.log(`${tag}: API answers during the outage:`, answers);
+    // Each answered 503 `unavailable`: no stack, no hang (a blackholed connection is dropped
+    // after DATABASE_SILENCE_MS, a new one gives up after the connect timeout).
+    for (const answer of answers) expect(answer).toMatch(/^\d+ s: 503 \{"error":\{"code":"unavailable"/);
+    console.log(`${tag}: connections attempted through the proxy during the outage: ${connectsDuring}`);
+    const ended = async () =>
+      counted(sql`select count(*)::int as n from sessions
+        where (tail_state = 'completed' or status = 'parked') and id in ${sql(ids)}`);
+    await waitFor(async () => (await ended()) === count, 120_000, "every session completed or parked").catch(
+      async (error) => {
+        console.log(
+          await sql`select status, tail_state, parked_reason, count(*) from sessions group by 1, 2, 3`,
+          await sql`select kind, status, ended_reason, count(*) from runs group by 1, 2, 3`,
+        );
+        throw error;
+      },
+    );
+    const runs = await sql<{ kind: string; ended_reason: string; n: number }[]>`
+      select kind, ended_reason, count(*)::int as n from runs where session_id in ${sql(ids)} group by 1, 2 order by 1, 2`;
+    console.log(
+      `${tag}: runs by kind and outcome`,
+      runs.map((r) => `${r.kind}/${r.ended_reason}: ${r.n}`),
+    );
+    const sessions = await sql<{ status: string; parked_reason: string | null; n: number }[]>`
+      select status, parked_reason, count(*)::int as n from sessions where id in ${sql(ids)} group by 1, 2`;
+    console.log(`${tag}: sessions`, sessions);
+    const after = await fetch(`${apiUrl}/v1/sessions/${ids[0]}`);
+    expect(after.status).toBe(200);
+    for (const [i, id] of ids.entries()) {
+      const { messages } = await client.getSession(id);
+      expect(messages.map((m) => m.seq)).toEqual(messages.map((_, n) => n + 1));
+      const results = messages.flatMap((m) => (m.role === "tool" ? [m.toolCallId] : []));
+      expect(new Set(results).size).toBe(results.length);
+      for (const file of ["before", "after"]) {
+        const text = await readFile(join(fleet.config.toolDir, `${tag}-${i}-${file}.txt`), "utf8").catch(
+          () => "",
+        );
+        expect(text === "" || text === "ran\n", `${tag}-${i}-${file}: ${JSON.stringify(text)}`).toBe(true);
+      }
+    }
+    for (const w of [...workers, sweeper]) expect(w.child.exitCode).toBeNull();
+    for (const w of [...workers, sweeper])
+      expect(w.output()).not.toMatch(/unhandled rejection|uncaught exception/i);
+  }
+
+  it("reset and refused for 10 s (a restart)", async () => {
+    await ride(
+      "reset",
+      10_000,
+      () => void proxy.reset(),
+      () => proxy.restore(),
+    );
+  }, 240_000);
+
+  it("blackholed for 25 s, its connections never answered again (a failover)", async () => {
+    await ride(
+      "blackhole",
+      25_000,
+      () => proxy.blackhole(),
+      () => proxy.restore({ keepHung: true }),
+    );
+  }, 300_000);
+});

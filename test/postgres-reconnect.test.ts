@@ -15,7 +15,7 @@
 import { Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase, reconnectDelaySeconds } from "../src/shared/db/client.js";
-import { watchedSockets } from "../src/shared/db/dead-links.js";
+import { OwedAnswers, watchedSockets } from "../src/shared/db/dead-links.js";
 import { isServiceUnavailable } from "../src/shared/unavailable.js";
 import { type PgProxy, startPgProxy } from "./support/pg-proxy.js";
 
@@ -87,6 +87,59 @@ describe("a pool while Postgres is cut off", () => {
       await database.close();
     }
   }, 60_000);
+
+  it("drops a connection whose pipelined statement is never answered, though an earlier one was", async () => {
+    const database = openDatabase(proxy.urlFor(ADMIN_URL), { max: 1, silenceMs: 1_000 });
+    try {
+      await database.sql`select 1`;
+      // One connection: the second statement goes out on it behind the first, before any answer.
+      // (A postgres.js query is sent when it is first awaited or given a `then`.)
+      const first = database.sql`select 1 as one`.then((rows) => rows);
+      const second = database.sql`select 2 as two from pg_sleep(0.5)`.then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(await first).toEqual([{ one: 1 }]);
+      // The first's answer came back; the second's never will.
+      proxy.blackhole();
+      await proxy.restore({ keepHung: true });
+      const error = await Promise.race([second, realPause(10_000).then(() => "still waiting after 10 s")]);
+      expect(isServiceUnavailable(error), String(error)).toBe(true);
+    } finally {
+      await database.close();
+    }
+  }, 30_000);
+
+  it("counts the answers a connection is owed from the messages each way, in chunks cut anywhere", () => {
+    const answers = new OwedAnswers();
+    const message = (type: string, body: number[] = []) => [
+      type.charCodeAt(0),
+      0,
+      0,
+      0,
+      4 + body.length,
+      ...body,
+    ];
+    const startup = [0, 0, 0, 8, 0, 3, 0, 0];
+    // Startup, then two pipelined queries (Parse, Bind, Execute, Sync each), sent byte by byte.
+    const sent = [
+      ...startup,
+      ...message("P", [0, 0]),
+      ...message("S"),
+      ...message("E", [0, 0, 0, 0, 0]),
+      ...message("S"),
+    ];
+    for (const byte of sent) answers.sent.feed(Uint8Array.of(byte));
+    expect(answers.waiting).toBe(true);
+    const ready = message("Z", ["I".charCodeAt(0)]);
+    // A data row holding the bytes of a ReadyForQuery is not one.
+    answers.received.feed(Uint8Array.from([...message("D", ready), ...ready, ...ready]));
+    expect(answers.waiting).toBe(true);
+    answers.received.feed(Uint8Array.from(ready.slice(0, 3)));
+    expect(answers.waiting).toBe(true);
+    answers.received.feed(Uint8Array.from(ready.slice(3)));
+    expect(answers.waiting).toBe(false);
+  });
 
   it("does not watch a TLS connection (postgres.js reads it through a TLS socket made on it)", () => {
     const make = watchedSockets(1_000);

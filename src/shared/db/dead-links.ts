@@ -21,6 +21,74 @@ export function silentTooLong(waitingSince: number | null, now: number, silenceM
   return waitingSince !== null && now - waitingSince >= silenceMs;
 }
 
+const SYNC = 0x53; // 'S': ends an extended-protocol query (postgres.js sends one per query)
+const QUERY = 0x51; // 'Q': a simple query
+const READY_FOR_QUERY = 0x5a; // 'Z': the server's answer to each of them, and to the startup
+
+/**
+ * Splits a stream of Postgres protocol messages (`[type][int32 length][body]`, in chunks cut
+ * anywhere) and hands each message's type to `seen`. With `untypedFirst`, the first message
+ * has no type byte (the frontend's startup message) and is handed over as type 0.
+ */
+export class MessageTypes {
+  private rest = 0;
+  private header: number[] = [];
+  private untyped: boolean;
+
+  constructor(
+    private readonly seen: (type: number) => void,
+    options: { untypedFirst?: boolean } = {},
+  ) {
+    this.untyped = options.untypedFirst ?? false;
+  }
+
+  feed(chunk: Uint8Array): void {
+    let i = 0;
+    while (i < chunk.length) {
+      if (this.rest > 0) {
+        const n = Math.min(this.rest, chunk.length - i);
+        this.rest -= n;
+        i += n;
+        continue;
+      }
+      this.header.push(chunk[i++]!);
+      const size = this.untyped ? 4 : 5;
+      if (this.header.length < size) continue;
+      const at = size - 4;
+      const h = this.header;
+      const length = ((h[at]! << 24) | (h[at + 1]! << 16) | (h[at + 2]! << 8) | h[at + 3]!) >>> 0;
+      const type = this.untyped ? 0 : h[0]!;
+      this.header = [];
+      this.untyped = false;
+      this.rest = Math.max(0, length - 4);
+      this.seen(type);
+    }
+  }
+}
+
+/**
+ * How many answers a connection is owed, from what went each way: one ReadyForQuery for the
+ * startup and for each Sync or Query sent, one less for each received. Counted from the
+ * messages themselves because postgres.js pipelines statements on a busy connection: a byte
+ * back (the first statement's answer) does not mean nothing else is awaited.
+ */
+export class OwedAnswers {
+  private owed = 0;
+  readonly sent = new MessageTypes(
+    (type) => {
+      if (type === 0 || type === SYNC || type === QUERY) this.owed++;
+    },
+    { untypedFirst: true },
+  );
+  readonly received = new MessageTypes((type) => {
+    if (type === READY_FOR_QUERY) this.owed = Math.max(0, this.owed - 1);
+  });
+
+  get waiting(): boolean {
+    return this.owed > 0;
+  }
+}
+
 /** The subset of postgres.js's parsed options the socket factory reads. */
 type SocketOptions = { host: string[]; port: number[]; path?: string | false; ssl?: unknown };
 
@@ -44,14 +112,24 @@ export function watchedSockets(silenceMs: number, now: () => number = () => perf
     // With TLS, postgres.js drops this socket's listeners and talks through a TLS socket made
     // on it, so what it reads would not be seen here: such connections are not watched.
     if (options.ssl) return socket;
+    const answers = new OwedAnswers();
+    // Since when the connection has been owed an answer with nothing heard (null: owed none).
     let waitingSince: number | null = null;
     const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
     socket.write = ((...args: unknown[]) => {
-      waitingSince ??= now();
+      const [data, encoding] = args;
+      answers.sent.feed(
+        typeof data === "string"
+          ? Buffer.from(data, typeof encoding === "string" ? (encoding as BufferEncoding) : "utf8")
+          : (data as Uint8Array),
+      );
+      if (answers.waiting) waitingSince ??= now();
       return write(...args);
     }) as Socket["write"];
-    socket.on("data", () => {
-      waitingSince = null;
+    socket.on("data", (chunk: Buffer) => {
+      answers.received.feed(chunk);
+      // Heard from: the silence is counted again from here while more answers are owed.
+      waitingSince = answers.waiting ? now() : null;
     });
     const timer = setInterval(
       () => {

@@ -5,11 +5,12 @@
 import type { z } from "zod";
 import { parseAgentConfig } from "../shared/agent-config.js";
 import { ValidationError } from "../shared/errors.js";
-import { assertAnsweredOnce, parseImportedHistory } from "../shared/messages.js";
+import { assertAnsweredOnce } from "../shared/messages.js";
 import { checkAgentModels, type ModelRouting } from "../shared/model-endpoints.js";
 import { assertPricedForBudget, pricesOf } from "../shared/prices.js";
 import { resumePoint } from "../shared/resume-point.js";
 import type { NewSession } from "../shared/store/session-queries.js";
+import { parseBoundedImport } from "../shared/usage.js";
 import { type batchItem, importedCount } from "./request-bodies.js";
 import { MAX_REQUEST_MESSAGES } from "./request-limits.js";
 
@@ -44,8 +45,7 @@ export function parseBatchEntries(
   const items = entries.map((item, i) => ({
     agent: parseAgentConfig(item.agent, `sessions[${i}].agent`),
     metadata: item.metadata,
-    messages:
-      item.messages === undefined ? [] : parseImportedHistory(item.messages, `sessions[${i}].messages`),
+    messages: item.messages === undefined ? [] : parseBoundedImport(item.messages, `sessions[${i}].messages`),
     input: item.input,
     customId: item.customId,
     sessionEvents: item.sessionEvents,

@@ -27,6 +27,7 @@ import type { RefusalReason } from "../shared/resume-reasons.js";
 import type { BatchJson, BatchResult, BatchStore } from "../shared/store/batches.js";
 import { type RunJson, runToJson } from "../shared/store/rows.js";
 import type { BatchTarget, ListStatus, RunLimits } from "../shared/store/session-queries.js";
+import { parseBoundedImport } from "../shared/usage.js";
 import { checkWebhookUrl, webhookSettingsFromEnv } from "../shared/webhooks.js";
 import { parseBatchEntries } from "./batch-entries.js";
 import {
@@ -109,7 +110,7 @@ export class FleetService {
     checkAgentModels(agent, this.routing, "agent");
     assertPricedForBudget(agent, pricesOf(this.routing), "agent");
     importedCount(input.messages, "messages");
-    const messages = input.messages === undefined ? [] : parseImportedHistory(input.messages, "messages");
+    const messages = input.messages === undefined ? [] : parseBoundedImport(input.messages, "messages");
     assertAnsweredOnce(messages, "messages");
     await this.checkTools([{ agent, field: "agent" }]);
     return this.deps.queries.createSession({

@@ -5,7 +5,6 @@
 import { z } from "zod";
 import { ValidationError } from "./errors.js";
 import { findInJson } from "./json-walk.js";
-import { assertImportedUsage } from "./usage.js";
 
 const nonEmpty = z.string().min(1, "must be a non-empty string");
 
@@ -306,9 +305,7 @@ export function parseHistory(value: unknown, root = "messages"): Message[] {
 
 /** `parseHistory` of a history to store: each message keeps a valid `createdAt` (ImportedMessage). */
 export function parseImportedHistory(value: unknown, root = "messages"): ImportedMessage[] {
-  const history = parseMessages(value, root, true);
-  assertImportedUsage(history, root);
-  return history;
+  return parseMessages(value, root, true);
 }
 
 function parseMessages(value: unknown, root: string, keepCreatedAt: boolean): ImportedMessage[] {

@@ -10,7 +10,12 @@
  */
 import { ValidationError } from "./errors.js";
 import { GrowingFold } from "./growing-fold.js";
-import type { AssistantMessage, Message } from "./messages.js";
+import {
+  type AssistantMessage,
+  type ImportedMessage,
+  type Message,
+  parseImportedHistory,
+} from "./messages.js";
 
 export const BYTES_PER_TOKEN = 3;
 export const MESSAGE_OVERHEAD = 4;
@@ -125,4 +130,15 @@ export function assertImportedUsage(history: readonly Message[], root: string, h
       costUsd += message.usage.costUsd;
   if (!Number.isFinite(costUsd))
     throw new ValidationError(root, "its steps' usage.costUsd add up to more than a number can hold");
+}
+
+/**
+ * `parseImportedHistory` (messages.ts) of a new session's history, its steps' usage bounded in
+ * all (assertImportedUsage); a page added to a session is bounded with what it holds
+ * (store/imported-pages.ts).
+ */
+export function parseBoundedImport(value: unknown, root: string): ImportedMessage[] {
+  const history = parseImportedHistory(value, root);
+  assertImportedUsage(history, root);
+  return history;
 }

@@ -36,6 +36,12 @@ const ADMIN_URL = process.env.TEST_ADMIN_DATABASE_URL ?? "postgres://postgres@12
 describe("queue and CLI", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
+  /** The file's one fleet worker, started by the first test that needs it (after its claim). */
+  let worker: Promise<unknown> | undefined;
+  const aWorker = () => {
+    worker ??= fleet.spawnWorker();
+    return worker;
+  };
   beforeAll(async () => {
     fleet = await createFleetEnv("queuecli");
     ({ client } = await fleet.startApi());
@@ -68,7 +74,7 @@ describe("queue and CLI", () => {
         "the other worker to claim the job",
       );
       await claimer.close(true);
-      await fleet.spawnWorker();
+      await aWorker();
       await waitFor(
         async () => messages.some((m) => m.type === "job_stalled" && m.jobId === jobId),
         20_000,
@@ -90,7 +96,7 @@ describe("queue and CLI", () => {
   }, 40_000);
 
   it("fails a malformed job payload once, naming the field, and never retries it", async () => {
-    await fleet.spawnWorker();
+    await aWorker();
     const connection = new Redis(fleet.env.REDIS_URL!, { maxRetriesPerRequest: null });
     const queue = new Queue("runs", { connection, prefix: fleet.env.FLEET_PREFIX });
     try {
@@ -122,6 +128,7 @@ describe("queue and CLI", () => {
   });
 
   it("fails a job with an unknown name once, naming job.name", async () => {
+    await aWorker();
     const connection = new Redis(fleet.env.REDIS_URL!, { maxRetriesPerRequest: null });
     const queue = new Queue("runs", { connection, prefix: fleet.env.FLEET_PREFIX });
     try {

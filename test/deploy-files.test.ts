@@ -47,6 +47,7 @@ const CONTRACT_METRICS = [
   "fleet_worker_heartbeat_age_seconds",
   "fleet_worker_heartbeat_ttl_seconds",
   "fleet_retention_passes_total",
+  "fleet_history_messages_read_total",
 ] as const;
 const HISTOGRAMS = ["fleet_crash_to_resume_seconds", "fleet_endpoint_wait_seconds"];
 const CONTRACT_SERIES = new Set<string>([
@@ -419,13 +420,14 @@ describe("deploy/grafana/dashboards/agent-fleet.json", () => {
       const base = name.replace(/_(bucket|sum|count)$/, "");
       expect(defined, `${name} is defined in metrics.ts`).toContain(HISTOGRAMS.includes(base) ? base : name);
     }
-    // Every contract metric has a panel.
+    // Every contract metric has a panel, and so has every metric metrics.ts defines.
     for (const name of CONTRACT_METRICS) {
       expect(
         [...used].some((u) => u === name || u.startsWith(`${name}_`)),
         `a panel shows ${name}`,
       ).toBe(true);
     }
+    for (const name of defined) expect(CONTRACT_METRICS, `${name} has a panel`).toContain(name);
   });
 
   it("queries the provisioned Prometheus datasource", () => {

@@ -17,6 +17,14 @@ import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 const KEY = "test-key-for-auth-failures-0123456789abcdef";
 const BURST = 5;
 
+/** A sample's value in a /metrics text: the series of `name` whose labels include `labels`. */
+function sample(text: string, name: string, labels = ""): number | undefined {
+  const line = text
+    .split("\n")
+    .find((l) => l.startsWith(`${name}{`) && l.includes(labels) && !l.startsWith("#"));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(" ") + 1));
+}
+
 describe("failed authentications per client address, through the API", () => {
   let fleet: FleetEnv;
   let base: string;
@@ -81,7 +89,13 @@ describe("failed authentications per client address, through the API", () => {
     expect(served.status, served.text).toBe(200);
     // Health and metrics need no key and are never limited.
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
-    expect((await fetch(`${base}/metrics`)).status).toBe(200);
+    const metrics = await fetch(`${base}/metrics`);
+    expect(metrics.status).toBe(200);
+    // What an operator sees: the refused keys (not the request without one) and the 429s.
+    const text = await metrics.text();
+    expect(sample(text, "fleet_auth_failures_total")).toBe(BURST);
+    expect(sample(text, "fleet_requests_limited_total", 'limit="auth_failures"')).toBe(10);
+    expect(sample(text, "fleet_requests_limited_total", 'limit="request_rate"')).toBe(0);
   });
 
   it("with FLEET_API_TRUST_PROXY, each client behind the proxy has its own count", async () => {

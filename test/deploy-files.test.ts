@@ -48,6 +48,8 @@ const CONTRACT_METRICS = [
   "fleet_worker_heartbeat_ttl_seconds",
   "fleet_retention_passes_total",
   "fleet_history_messages_read_total",
+  "fleet_auth_failures_total",
+  "fleet_requests_limited_total",
 ] as const;
 const HISTOGRAMS = ["fleet_crash_to_resume_seconds", "fleet_endpoint_wait_seconds"];
 const CONTRACT_SERIES = new Set<string>([

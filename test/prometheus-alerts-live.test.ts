@@ -13,7 +13,10 @@
  *   and FLEET_RETENTION_CHUNK=1: the "Sessions deleted" panel counts 1 api and 21 retention,
  *   "Retention passes" one pass that left more (20 per pass at most) and then caught up;
  * - Redis pausing writes (CLIENT PAUSE WRITE): the worker's heartbeat ages past its TTL and
- *   FleetWorkerNotLive goes pending for it (its `for` is 1 min: rules.test.yml).
+ *   FleetWorkerNotLive goes pending for it (its `for` is 1 min: rules.test.yml);
+ * - made-up API keys from one address past its burst (FLEET_API_AUTH_FAILURE_BURST=3): the
+ *   "Refused API keys and 429s by limit" panel counts the 401s and the 429s, and
+ *   FleetAuthFailuresLimited goes pending (its `for` is 10 min: rules.test.yml).
  * And every metric, label and label value the dashboard and the rules read exists in what
  * Prometheus scraped; no label carries an id.
  *
@@ -46,6 +49,9 @@ const RECEIVER_FAILS = 4;
 const PARKED = 5;
 /** Idle sessions retention deletes: one more than a pass may (20 chunks of 1). */
 const RETAINED = MAX_CHUNKS_PER_PASS + 1;
+/** Failed authentications one address may have at once, and the made-up keys sent past them. */
+const AUTH_BURST = 3;
+const AUTH_LIMITED = 4;
 
 type Alert = { labels: Record<string, string>; state: string };
 type Counts = Record<string, number>;
@@ -92,6 +98,8 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
         FLEET_RETENTION_DAYS: "1",
         FLEET_RETENTION_CHUNK: "1",
         FLEET_RETENTION_INTERVAL_MS: "300",
+        FLEET_API_AUTH_FAILURE_BURST: String(AUTH_BURST),
+        FLEET_API_AUTH_FAILURES_PER_MINUTE: "0.1",
         // A declared endpoint, so that its series exist (nothing calls it).
         FLEET_MODEL_ENDPOINTS: JSON.stringify({
           main: { provider: "openai", baseUrl: "http://127.0.0.1:9/v1", limits: { requestsPerMinute: 600 } },
@@ -192,6 +200,16 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
     const [runs] = await sql<{ n: number }[]>`
       select count(*)::int as n from runs where status = 'ended' and started_at is not null`;
     await client.deleteSession(doomed.id);
+    const refused: number[] = [];
+    for (let i = 0; i < AUTH_BURST + AUTH_LIMITED; i++)
+      refused.push(
+        (
+          await fetch(`http://${at(ports.api)}/v1/sessions`, {
+            headers: { authorization: `Bearer guess-${i}` },
+          })
+        ).status,
+      );
+    expect(refused).toEqual([...Array(AUTH_BURST).fill(401), ...Array(AUTH_LIMITED).fill(429)]);
 
     // --- The alerts -------------------------------------------------------------------------
     const roles = [ports.api, ports.worker, ports.sweeper].map((p) => `FleetRedisEvictionUnsafe:${at(p)}`);
@@ -207,7 +225,9 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
       async () => {
         seen = await alerts();
         const now = seen.filter((a) => a.state === "firing").map(name);
-        return firing.every((a) => now.includes(a));
+        return (
+          firing.every((a) => now.includes(a)) && seen.some((a) => name(a) === "FleetAuthFailuresLimited:")
+        );
       },
       20_000,
       "the new alerts firing",
@@ -216,7 +236,11 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
     });
     const states = (await alerts()).map((a) => `${name(a)} ${a.state}`).sort();
     expect(states).toEqual(
-      [...firing.map((a) => `${a} firing`), `FleetTargetDown:${at(ports.dead)} pending`].sort(),
+      [
+        ...firing.map((a) => `${a} firing`),
+        `FleetTargetDown:${at(ports.dead)} pending`,
+        "FleetAuthFailuresLimited: pending",
+      ].sort(),
     );
 
     // --- The panels -------------------------------------------------------------------------
@@ -270,6 +294,11 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
       await integral("Sessions deleted by trigger", "trigger"),
       { api: 1, retention: RETAINED },
       "deleted",
+    );
+    close(
+      await integral("Refused API keys and 429s by limit", "limit"),
+      { "": AUTH_BURST, auth_failures: AUTH_LIMITED, request_rate: 0, active_sessions: 0, event_streams: 0 },
+      "refused keys and 429s",
     );
     const passes = await integral("Retention passes by result", "result");
     close({ more_left: passes.more_left! }, { more_left: 1 }, "retention passes");

@@ -66,6 +66,7 @@ describe("deploy/prometheus (promtool)", () => {
         "FleetHookFailures",
         "FleetWorkerNotLive",
         "FleetRetentionBehind",
+        "FleetAuthFailuresLimited",
       ]),
     );
     for (const alert of alertRules()) {

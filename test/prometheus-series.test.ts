@@ -16,6 +16,7 @@ import {
   MODEL_TOKEN_KINDS,
   MODEL_TOKEN_PROVIDERS,
   REFUSAL_REASONS,
+  REQUEST_LIMITS,
   RESUME_TRIGGERS,
   RETENTION_RESULTS,
   RUN_KINDS,
@@ -69,6 +70,7 @@ const FIXED: Record<string, Record<string, readonly string[]>> = {
   fleet_sessions_deleted_total: { trigger: DELETE_TRIGGERS },
   fleet_webhook_deliveries_total: { outcome: WEBHOOK_OUTCOMES },
   fleet_retention_passes_total: { result: RETENTION_RESULTS },
+  fleet_requests_limited_total: { limit: REQUEST_LIMITS },
 };
 
 describe("metrics start at 0 (src/shared/metrics.ts)", () => {
@@ -120,6 +122,7 @@ describe("metrics start at 0 (src/shared/metrics.ts)", () => {
     }
     // No labels: a counter and a histogram start at 0 by themselves.
     expect(exported.find((s) => s.name === "fleet_fenced_writes_total")?.value).toBe(0);
+    expect(exported.find((s) => s.name === "fleet_auth_failures_total")?.value).toBe(0);
     expect(exported.find((s) => s.name === "fleet_crash_to_resume_seconds_count")?.value).toBe(0);
     expect(exported.filter((s) => s.name === "fleet_crash_to_resume_seconds_bucket").length).toBeGreaterThan(
       5,

@@ -1,6 +1,7 @@
 /** What the HTTP API is built with (http-api.ts `buildApi`): the service, auth, and optional parts. */
 import type { FastifyInstance } from "fastify";
 import type { Registry } from "prom-client";
+import type { FleetMetrics } from "../shared/metrics.js";
 import type { IdempotencyStore } from "../shared/store/idempotency.js";
 import type { AuthFailureLimiter } from "./auth-failures.js";
 import type { Deletions } from "./deletions.js";
@@ -31,6 +32,8 @@ export type ApiDeps = {
   /** The console's page and assets under `/console` (console-route.ts), served without a key. */
   console?: (app: FastifyInstance) => Promise<void>;
   registry: Registry;
+  /** Refused keys (401) and 429 answers by limit; absent: not counted. */
+  metrics?: Pick<FleetMetrics, "authFailures" | "requestsLimited">;
   healthy: () => Promise<boolean>;
   /** `DELETE /v1/sessions/:id` and `DELETE /v1/batches/:id` (deletions.ts); absent: 404 for every id. */
   deletions?: Pick<Deletions, "deleteSession" | "deleteBatch">;

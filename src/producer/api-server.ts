@@ -227,6 +227,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     admin: adminBoard([...queues.all(), webhookQueue]),
     console: consolePages(),
     registry: metrics.registry,
+    metrics,
     events,
     logLevel: config.logLevel,
     requestTimeoutMs: config.apiRequestTimeoutMs,

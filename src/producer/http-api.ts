@@ -68,9 +68,17 @@ async function authenticated(
     await deps.auth.authenticateAdmin(authorization, host);
     return undefined;
   } catch (error) {
-    if (error instanceof UnauthorizedError && error.status === 401) failures?.failed(request.ip);
+    if (error instanceof UnauthorizedError && error.status === 401 && authorization) {
+      failures?.failed(request.ip);
+      deps.metrics?.authFailures.inc();
+    }
     throw error;
   }
+}
+
+/** Counts a 429 by its limit (`fleet_requests_limited_total`), whoever answers it. */
+function countLimited(deps: ApiDeps, error: unknown): void {
+  if (error instanceof TooManyRequestsError) deps.metrics?.requestsLimited.inc({ limit: error.limit });
 }
 
 export function buildApi(deps: ApiDeps): FastifyInstance {
@@ -125,7 +133,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     },
   });
 
-  app.setErrorHandler(answerError);
+  app.setErrorHandler((error: Error, request, reply) => {
+    countLimited(deps, error);
+    return answerError(error, request, reply);
+  });
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).send(errorBody("not_found", `no route ${request.method} ${request.url}`)),
   );
@@ -144,7 +155,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     } catch (error) {
       // Answered here: Bull Board's routes have an error handler of their own.
       if (admin && error instanceof UnauthorizedError) return sendUnauthorized(reply, error);
-      if (admin && error instanceof TooManyRequestsError) return sendTooManyRequests(reply, error);
+      if (admin && error instanceof TooManyRequestsError) {
+        countLimited(deps, error);
+        return sendTooManyRequests(reply, error);
+      }
       throw error;
     }
     if (!admin) await deps.rate?.admit(request.tenant);

@@ -9,6 +9,7 @@
  * crashes or parked sessions that did happen.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { TenantLimit } from "./errors.js";
 import { EVENT_TYPES } from "./events.js";
 import { PARK_REASONS } from "./resume-policy.js";
 import { NOT_RESUMABLE_REASONS, RESUME_KINDS, type RefusalReason } from "./resume-reasons.js";
@@ -76,6 +77,14 @@ export const DELETE_TRIGGERS = ["api", "retention"] as const;
  * webhook is given up: `webhook_failed_at`).
  */
 export const WEBHOOK_OUTCOMES = ["delivered", "failed", "abandoned"] as const;
+
+/** `limit` of `fleet_requests_limited_total`: every limit the API answers 429 for (errors.ts TenantLimit). */
+export const REQUEST_LIMITS = everyValueOf<TenantLimit>()([
+  "active_sessions",
+  "request_rate",
+  "event_streams",
+  "auth_failures",
+]);
 
 /** `result` of `fleet_retention_passes_total`: a pass that deleted all it found, or left some. */
 export const RETENTION_RESULTS = ["caught_up", "more_left"] as const;
@@ -162,6 +171,19 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
       labelNames: ["result"] as const,
       registers,
     }),
+    /** The API's refused credentials (401 for a key sent): unknown, revoked or malformed keys. */
+    authFailures: new Counter({
+      name: "fleet_auth_failures_total",
+      help: "Requests whose API key was refused (401), on this API process.",
+      registers,
+    }),
+    /** The API's 429 answers (contracts §12), by the limit that refused the request. */
+    requestsLimited: new Counter({
+      name: "fleet_requests_limited_total",
+      help: "Requests answered 429, by limit (active_sessions, request_rate, event_streams, auth_failures: too many failed authentications from the address).",
+      labelNames: ["limit"] as const,
+      registers,
+    }),
     queueJobs: options.queueDepths ? queueGauge(options.queueDepths, registers) : null,
     /** Contracts §13: tokens providers reported (`input` counts cached tokens too). */
     modelTokens: new Counter({
@@ -234,6 +256,7 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
   for (const trigger of DELETE_TRIGGERS) metrics.sessionsDeleted.inc({ trigger }, 0);
   for (const outcome of WEBHOOK_OUTCOMES) metrics.webhookDeliveries.inc({ outcome }, 0);
   for (const result of RETENTION_RESULTS) metrics.retentionPasses.inc({ result }, 0);
+  for (const limit of REQUEST_LIMITS) metrics.requestsLimited.inc({ limit }, 0);
   metrics.sseClients.set(0);
   metrics.redisEvictionPolicySafe.set(-1);
   initToolSeries(metrics, []);

@@ -50,8 +50,14 @@ const CONTRACT_METRICS = [
   "fleet_history_messages_read_total",
   "fleet_auth_failures_total",
   "fleet_requests_limited_total",
+  "fleet_lease_wait_seconds",
+  "fleet_lease_retakes_total",
 ] as const;
-const HISTOGRAMS = ["fleet_crash_to_resume_seconds", "fleet_endpoint_wait_seconds"];
+const HISTOGRAMS = [
+  "fleet_crash_to_resume_seconds",
+  "fleet_endpoint_wait_seconds",
+  "fleet_lease_wait_seconds",
+];
 const CONTRACT_SERIES = new Set<string>([
   ...CONTRACT_METRICS,
   ...HISTOGRAMS.flatMap((h) => [`${h}_bucket`, `${h}_sum`, `${h}_count`]),

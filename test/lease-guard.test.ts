@@ -120,6 +120,45 @@ describe("LeaseGuard while Redis is unreachable (waitMs)", () => {
     await expect(waitingGuard(0).guard.whenValid(4)).rejects.toBeInstanceOf(LeaseLapsedError);
   });
 
+  it("tells how long each wait took and how it ended (fleet_lease_wait_seconds); no wait, nothing", async () => {
+    const waited: [number, string][] = [];
+    const clock = { now: 10_000 };
+    const guard = (waitMs: number) => {
+      const g = new LeaseGuard("s1", 1_000, {
+        marginMs: 50,
+        now: () => clock.now,
+        waitMs,
+        onWaited: (seconds, result) => waited.push([seconds, result]),
+      });
+      g.confirmed(g.stamp());
+      return g;
+    };
+    const valid = guard(60_000);
+    await valid.whenValid(4); // proven: no wait
+    expect(waited).toEqual([]);
+    clock.now += 2_000; // lapsed
+    const proving = valid.whenValid(4);
+    clock.now += 1_500; // Redis answers 1.5 s later
+    valid.confirmed(clock.now);
+    await proving;
+    await valid.whenValid(4); // valid again: no wait
+    clock.now += 2_000;
+    const lost = valid.whenValid(4);
+    valid.lost("another holder");
+    await expect(lost).rejects.toThrow(/another holder/);
+    await guard(30).whenValid(4); // valid: no wait
+    const lapsed = guard(30);
+    clock.now += 2_000;
+    await expect(lapsed.whenValid(4)).rejects.toThrow(/cannot be proven/);
+    expect(waited.map(([, result]) => result)).toEqual(["proven", "lost", "timed_out"]);
+    expect(waited[0]![0]).toBe(1.5);
+    // Without waitMs nothing waits: nothing is told.
+    const none = guard(0);
+    clock.now += 2_000;
+    await expect(none.whenValid(4)).rejects.toBeInstanceOf(LeaseLapsedError);
+    expect(waited).toHaveLength(3);
+  });
+
   it("taken back, it counts for nothing until the epoch check passes, whatever renewal answers", async () => {
     const { clock, guard } = fakeGuard();
     guard.confirmed(guard.stamp()); // still valid from before …

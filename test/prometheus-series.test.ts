@@ -13,6 +13,8 @@ import {
   HOOK_NAMES,
   initToolSeries,
   initWorkerLiveness,
+  LEASE_RETAKE_RESULTS,
+  LEASE_WAIT_RESULTS,
   MODEL_TOKEN_KINDS,
   MODEL_TOKEN_PROVIDERS,
   REFUSAL_REASONS,
@@ -71,6 +73,8 @@ const FIXED: Record<string, Record<string, readonly string[]>> = {
   fleet_webhook_deliveries_total: { outcome: WEBHOOK_OUTCOMES },
   fleet_retention_passes_total: { result: RETENTION_RESULTS },
   fleet_requests_limited_total: { limit: REQUEST_LIMITS },
+  fleet_lease_retakes_total: { result: LEASE_RETAKE_RESULTS },
+  fleet_lease_wait_seconds_count: { result: LEASE_WAIT_RESULTS },
 };
 
 describe("metrics start at 0 (src/shared/metrics.ts)", () => {

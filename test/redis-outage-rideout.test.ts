@@ -5,6 +5,9 @@
  * throughout, so they take their leases back when Redis answers, check their epoch, and
  * go on: every session completes in its first run, none is redone as `stalled` or
  * `crashed`, no tool runs twice or is answered as interrupted, and seq stays contiguous.
+ * What an operator sees on the workers' /metrics: the writes and tool starts that waited
+ * (`fleet_lease_wait_seconds{result="proven"}`) and the leases taken back
+ * (`fleet_lease_retakes_total{result="verified"}`, one per "taken back" log line), none lost.
  * Redis is a server of this test's own (port 7101: helper 1's range).
  */
 import type { ChildProcess } from "node:child_process";
@@ -14,11 +17,27 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
+import { freePort } from "./support/prometheus.js";
 import { INTERRUPTED_TEXT } from "./support/sleepy-sessions.js";
 
 const PORT = 7101;
 const OUTAGE_MS = 8_000;
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+type LeaseCounts = Record<string, number>;
+
+/** The lease series of the workers' /metrics, summed over the workers. */
+async function leaseCounts(ports: number[]): Promise<LeaseCounts> {
+  const out: LeaseCounts = {};
+  for (const port of ports) {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    for (const [, name, result, n] of text.matchAll(
+      /^(fleet_lease_wait_seconds_count|fleet_lease_retakes_total)\{[^}]*result="(\w+)"[^}]*\} (\S+)$/gm,
+    ))
+      out[`${name} ${result}`] = (out[`${name} ${result}`] ?? 0) + Number(n);
+  }
+  return out;
+}
 
 /**
  * `<tag>-<i>` writes `before`, then either sleeps 6 s (a tool in flight when Redis goes) or
@@ -54,13 +73,17 @@ describe("Redis unreachable for 8 s with sessions mid-model-call and mid-tool", 
   let client: FleetClient;
   let redis: ChildProcess;
   let workers: WorkerProcess[];
+  let metricsPorts: number[];
   let sweeper: WorkerProcess;
 
   beforeAll(async () => {
     redis = await startRedis(PORT);
     fleet = await createFleetEnv("redisoutage", { redisUrl: `redis://127.0.0.1:${PORT}` });
     ({ client } = await fleet.startApi());
-    workers = await Promise.all([0, 1].map(() => fleet.spawnWorker({ LOG_LEVEL: "info" })));
+    metricsPorts = [await freePort(), await freePort()];
+    workers = await Promise.all(
+      metricsPorts.map((port) => fleet.spawnWorker({ LOG_LEVEL: "info" }, ["--metrics-port", String(port)])),
+    );
     sweeper = await fleet.spawnSweeper();
   }, 90_000);
   afterAll(async () => {
@@ -98,6 +121,7 @@ describe("Redis unreachable for 8 s with sessions mid-model-call and mid-tool", 
     );
     expect(inFlight!.tool).toBeGreaterThan(0);
     expect(inFlight!.model).toBeGreaterThan(0);
+    const before = await leaseCounts(metricsPorts);
     await outage();
     await waitFor(
       async () =>
@@ -158,6 +182,18 @@ describe("Redis unreachable for 8 s with sessions mid-model-call and mid-tool", 
     );
     expect(fenced).toEqual([0, 0]);
     expect(sweeper.output()).not.toMatch(/run abandoned/);
+    const after = await leaseCounts(metricsPorts);
+    const lease: LeaseCounts = Object.fromEntries(
+      Object.entries(after).map(([k, n]) => [k, n - (before[k] ?? 0)]),
+    );
+    console.log(`${tag}: lease metrics over the outage`, lease);
+    // The model calls that ended while Redis was away waited to append their step.
+    expect(lease["fleet_lease_wait_seconds_count proven"]).toBeGreaterThan(0);
+    expect(lease["fleet_lease_wait_seconds_count lost"]).toBe(0);
+    expect(lease["fleet_lease_wait_seconds_count timed_out"]).toBe(0);
+    // One per "taken back" line the workers logged since they started (both outages).
+    expect(after["fleet_lease_retakes_total verified"]).toBe(takenBack);
+    expect(lease["fleet_lease_retakes_total lost"]).toBe(0);
   }
 
   it("frozen (SIGSTOP) for 8 s: every run goes on where it was", async () => {

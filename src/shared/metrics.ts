@@ -86,6 +86,12 @@ export const REQUEST_LIMITS = everyValueOf<TenantLimit>()([
   "auth_failures",
 ]);
 
+/** `result` of `fleet_lease_retakes_total` (lease-keeper.ts `afterEpochCheck`). */
+export const LEASE_RETAKE_RESULTS = ["verified", "lost"] as const;
+/** How a wait for a lapsed session lease ended (`fleet_lease_wait_seconds{result}`, lease-guard.ts). */
+export const LEASE_WAIT_RESULTS = ["proven", "lost", "timed_out"] as const;
+export type LeaseWaitResult = (typeof LEASE_WAIT_RESULTS)[number];
+
 /** `result` of `fleet_retention_passes_total`: a pass that deleted all it found, or left some. */
 export const RETENTION_RESULTS = ["caught_up", "more_left"] as const;
 
@@ -142,6 +148,21 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
     historyMessagesRead: new Counter({
       name: "fleet_history_messages_read_total",
       help: "Stored messages a worker's claims read (a history kept from an earlier job is read from where it ends).",
+      registers,
+    }),
+    /** A write or tool start that found its session lease lapsed (Redis away) and waited (lease-guard.ts). */
+    leaseWaits: new Histogram({
+      name: "fleet_lease_wait_seconds",
+      help: "Writes and tool starts that found their session lease lapsed (Redis unreachable) and waited for a renewal to prove it again, by result (proven: went on; lost; timed_out: after LEASE_OUTAGE_WAIT_MS, 60 s).",
+      labelNames: ["result"] as const,
+      buckets: [0.1, 0.5, 1, 2, 5, 10, 20, 30, 60],
+      registers,
+    }),
+    /** A renewal found the lease key gone (expired during an outage, Redis restarted empty) and took it back (lease-keeper.ts). */
+    leaseRetakes: new Counter({
+      name: "fleet_lease_retakes_total",
+      help: "Session leases found gone after a Redis outage and taken back, by the epoch check's result (verified: the job went on; lost: another holder had moved the session, the job stopped).",
+      labelNames: ["result"] as const,
       registers,
     }),
     sessionsParked: new Counter({
@@ -257,6 +278,8 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
   for (const outcome of WEBHOOK_OUTCOMES) metrics.webhookDeliveries.inc({ outcome }, 0);
   for (const result of RETENTION_RESULTS) metrics.retentionPasses.inc({ result }, 0);
   for (const limit of REQUEST_LIMITS) metrics.requestsLimited.inc({ limit }, 0);
+  for (const result of LEASE_WAIT_RESULTS) metrics.leaseWaits.zero({ result });
+  for (const result of LEASE_RETAKE_RESULTS) metrics.leaseRetakes.inc({ result }, 0);
   metrics.sseClients.set(0);
   metrics.redisEvictionPolicySafe.set(-1);
   initToolSeries(metrics, []);

@@ -35,7 +35,7 @@ export type SessionJobDeps = AgentLoopDeps & {
     | "crashToResume"
     | "sessionsParked"
   > &
-    Partial<Pick<FleetMetrics, "historyMessagesRead">>;
+    Partial<Pick<FleetMetrics, "historyMessagesRead" | "leaseWaits" | "leaseRetakes">>;
   /** Every automatic resume a worker asks for is decided and counted there. */
   resumes: Pick<AutomaticResumes, "schedule">;
   /** Tells the sweepers that a run stopped short, so they need not wait for their next poll. */

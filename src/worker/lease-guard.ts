@@ -22,6 +22,7 @@
  * for nothing — or found it moved (`lost`).
  */
 import { FencedError } from "../shared/errors.js";
+import type { LeaseWaitResult } from "../shared/metrics.js";
 import type { Fence } from "../shared/store/fenced-writes.js";
 
 /** The one question the agent loop asks before it acts. */
@@ -47,6 +48,8 @@ export type LeaseGuardOptions = {
   now?: () => number;
   /** How long `whenValid` waits for a lapsed lease to be proven again; default 0 (no wait). */
   waitMs?: number;
+  /** Told of every `whenValid` that had to wait: for how long, and how the wait ended. */
+  onWaited?: (seconds: number, result: LeaseWaitResult) => void;
 };
 
 export class LeaseGuard implements LeaseCheck {
@@ -59,6 +62,7 @@ export class LeaseGuard implements LeaseCheck {
   private readonly marginMs: number;
   private readonly waitMs: number;
   private readonly now: () => number;
+  private readonly onWaited: LeaseGuardOptions["onWaited"];
 
   constructor(
     readonly sessionId: string,
@@ -68,6 +72,7 @@ export class LeaseGuard implements LeaseCheck {
     this.marginMs = options.marginMs ?? Math.max(25, Math.floor(ttlMs / 20));
     this.now = options.now ?? (() => performance.now());
     this.waitMs = options.waitMs ?? 0;
+    this.onWaited = options.onWaited;
   }
 
   /** The clock reading to take right before sending an acquisition or renewal. */
@@ -154,7 +159,9 @@ export class LeaseGuard implements LeaseCheck {
    * `assertValid` when it is lost or still unproven.
    */
   async whenValid(epoch = 0): Promise<void> {
-    const deadline = this.now() + this.waitMs;
+    const startedAt = this.now();
+    const deadline = startedAt + this.waitMs;
+    const waits = this.waitMs > 0 && this.lostAt === null && !this.isValid();
     let timedOut = false;
     while (!timedOut && this.lostAt === null && !this.isValid()) {
       const left = deadline - this.now();
@@ -171,6 +178,10 @@ export class LeaseGuard implements LeaseCheck {
         }, left);
         this.waiters.add(done);
       });
+    }
+    if (waits) {
+      const result = this.lostAt !== null ? "lost" : this.isValid() ? "proven" : "timed_out";
+      this.onWaited?.((this.now() - startedAt) / 1000, result);
     }
     this.assertValid(epoch);
   }

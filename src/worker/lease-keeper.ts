@@ -25,6 +25,8 @@ export type LeaseKeeperDeps = {
   epoch: () => number | null;
   /** Whether the session's epoch is still `epoch`; absent: a taken-back lease is lost. */
   holdsEpoch?: (fence: { sessionId: string; epoch: number }) => Promise<boolean>;
+  /** Told how each epoch check after a take-back ended (`fleet_lease_retakes_total{result}`). */
+  onRetaken?: (result: "verified" | "lost") => void;
   /** Called once when the lease is lost (the job aborts). */
   onLost: (reason: string) => void;
   log: Pick<Logger, "warn" | "info">;
@@ -58,7 +60,9 @@ export function keepLease(deps: LeaseKeeperDeps): () => void {
       const claimed = deps.epoch();
       const stillOurs =
         claimed === null || !deps.holdsEpoch ? null : await deps.holdsEpoch({ sessionId, epoch: claimed });
-      if (afterEpochCheck(claimed, stillOurs) === "verified") {
+      const result = afterEpochCheck(claimed, stillOurs);
+      deps.onRetaken?.(result);
+      if (result === "verified") {
         guard.verified(sentAt);
         deps.log.info(
           { sessionId, epoch: claimed },

@@ -26,7 +26,11 @@ export async function processSessionJob(
   // The guard is fed with the monotonic time each request was sent (lease-guard.ts), and
   // checked before every write and every tool start of this job. While Redis is unreachable
   // a write or tool start waits for a renewal to prove the lease again (lease-keeper.ts).
-  const guard = new LeaseGuard(sessionId, deps.leaseTtlMs, { waitMs: LEASE_OUTAGE_WAIT_MS });
+  const { leaseWaits, leaseRetakes } = deps.metrics;
+  const guard = new LeaseGuard(sessionId, deps.leaseTtlMs, {
+    waitMs: LEASE_OUTAGE_WAIT_MS,
+    ...(leaseWaits ? { onWaited: (seconds, result) => leaseWaits.observe({ result }, seconds) } : {}),
+  });
   const acquireSentAt = guard.stamp();
   const token = await deps.lease.acquire(sessionId, deps.workerId);
   if (!token) return "busy";
@@ -45,6 +49,7 @@ export async function processSessionJob(
     guard,
     epoch: () => claimedEpoch,
     ...(holdsEpoch ? { holdsEpoch } : {}),
+    ...(leaseRetakes ? { onRetaken: (result) => leaseRetakes.inc({ result }) } : {}),
     onLost: (reason) => controller.abort(new Error(reason)),
     log: deps.log,
   });

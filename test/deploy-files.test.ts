@@ -52,6 +52,7 @@ const CONTRACT_METRICS = [
   "fleet_requests_limited_total",
   "fleet_lease_wait_seconds",
   "fleet_lease_retakes_total",
+  "fleet_event_places_gone_total",
 ] as const;
 const HISTOGRAMS = [
   "fleet_crash_to_resume_seconds",

@@ -205,11 +205,18 @@ describe("readers of a stream the byte bound trims", () => {
     console.log(`stream keeps ${kept} of 22 events; the reader got ${numbers.join(",")}; ended: ${ended}`);
     expect(numbers).toEqual(numbers.map((_, i) => i));
     expect(ended).toBe(true);
+    const goneCount = async () => {
+      const text = await (await fetch(`${base}/metrics`)).text();
+      return Number(/^fleet_event_places_gone_total\{stream="session"[^}]*\} (\S+)$/m.exec(text)?.[1]);
+    };
+    const goneBefore = await goneCount();
     const again = await readSse(`${base}/v1/sessions/${id}/events`, {
       after: seen.at(-1)!.id,
       stop: () => true,
     });
     expect(again.status).toBe(410);
+    // What an operator sees: the 410 counted (readers too slow for the byte bound).
+    expect(await goneCount()).toBe(goneBefore + 1);
   }, 30_000);
 
   it("a caught-up reader whose place alone was trimmed (for one event bigger than the bound) reads on", async () => {

@@ -10,6 +10,7 @@ import {
   BATCH_EVENT_TYPES,
   createMetrics,
   DELETE_TRIGGERS,
+  EVENT_STREAM_KINDS,
   HOOK_NAMES,
   initToolSeries,
   initWorkerLiveness,
@@ -74,6 +75,7 @@ const FIXED: Record<string, Record<string, readonly string[]>> = {
   fleet_retention_passes_total: { result: RETENTION_RESULTS },
   fleet_requests_limited_total: { limit: REQUEST_LIMITS },
   fleet_lease_retakes_total: { result: LEASE_RETAKE_RESULTS },
+  fleet_event_places_gone_total: { stream: EVENT_STREAM_KINDS },
   fleet_lease_wait_seconds_count: { result: LEASE_WAIT_RESULTS },
 };
 

@@ -16,7 +16,8 @@ export type EventStreamDeps = {
   batches?: Pick<BatchStore, "view" | "clock" | "hasEnded" | "endedPage" | "endedAt" | "missingRuns">;
   /** Told of each batch stream dropped because Postgres contradicts it (batch-stream-check.ts). */
   onBatchStreamDropped?: (batchId: string, member: string, fingerprint: string) => void;
-  metrics: Pick<FleetMetrics, "sseClients"> & { eventsWritten?: EventsCounter };
+  metrics: Pick<FleetMetrics, "sseClients"> &
+    Partial<Pick<FleetMetrics, "eventPlacesGone">> & { eventsWritten?: EventsCounter };
   maxStreamsPerTenant: number;
   heartbeatMs: number;
   retention: EventRetention;

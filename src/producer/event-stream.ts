@@ -143,7 +143,10 @@ export class EventStreams {
     const key = eventStreamKey(this.deps.prefix, sessionId);
     let start: string;
     if (after !== null) {
-      if (await this.reader.expired(key, after)) return gone(reply, after);
+      if (await this.reader.expired(key, after)) {
+        this.deps.metrics.eventPlacesGone?.inc({ stream: "session" });
+        return gone(reply, after);
+      }
       start = after;
     } else start = await sessionStreamStart(this.reader, this.deps.queries, key, sessionId, tenant, runParam);
     const repair = this.deps.repairRunEnd;
@@ -183,7 +186,10 @@ export class EventStreams {
       tenant,
     );
     await sync.sync();
-    if (after !== null && (await this.reader.expired(key, after))) return gone(reply, after);
+    if (after !== null && (await this.reader.expired(key, after))) {
+      this.deps.metrics.eventPlacesGone?.inc({ stream: "batch" });
+      return gone(reply, after);
+    }
     const startIsEntry = after !== null && after !== STREAM_START;
     await this.serve(request, reply, tenant, key, after ?? STREAM_START, startIsEntry, () => sync.sync());
   }

@@ -86,6 +86,9 @@ export const REQUEST_LIMITS = everyValueOf<TenantLimit>()([
   "auth_failures",
 ]);
 
+/** `stream` of `fleet_event_places_gone_total`: a session's event stream, or a batch's. */
+export const EVENT_STREAM_KINDS = ["session", "batch"] as const;
+
 /** `result` of `fleet_lease_retakes_total` (lease-keeper.ts `afterEpochCheck`). */
 export const LEASE_RETAKE_RESULTS = ["verified", "lost"] as const;
 /** How a wait for a lapsed session lease ended (`fleet_lease_wait_seconds{result}`, lease-guard.ts). */
@@ -226,6 +229,13 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
       help: "Event streams (SSE) open on this API process.",
       registers,
     }),
+    /** Contracts §7: reconnects answered 410 (their place was trimmed or expired away), by stream kind. */
+    eventPlacesGone: new Counter({
+      name: "fleet_event_places_gone_total",
+      help: "Event stream reconnects answered 410: the Last-Event-ID's place is no longer kept (trimmed by FLEET_EVENTS_MAX / FLEET_EVENTS_MAX_BYTES, expired, or lost with Redis), by stream (session, batch).",
+      labelNames: ["stream"] as const,
+      registers,
+    }),
     /** Contracts §8: extension hooks that threw (beforeRun included: it ends the run failed). */
     hookFailures: new Counter({
       name: "fleet_hook_failures_total",
@@ -277,6 +287,7 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
   for (const trigger of DELETE_TRIGGERS) metrics.sessionsDeleted.inc({ trigger }, 0);
   for (const outcome of WEBHOOK_OUTCOMES) metrics.webhookDeliveries.inc({ outcome }, 0);
   for (const result of RETENTION_RESULTS) metrics.retentionPasses.inc({ result }, 0);
+  for (const stream of EVENT_STREAM_KINDS) metrics.eventPlacesGone.inc({ stream }, 0);
   for (const limit of REQUEST_LIMITS) metrics.requestsLimited.inc({ limit }, 0);
   for (const result of LEASE_WAIT_RESULTS) metrics.leaseWaits.zero({ result });
   for (const result of LEASE_RETAKE_RESULTS) metrics.leaseRetakes.inc({ result }, 0);

@@ -53,6 +53,7 @@ const CONTRACT_METRICS = [
   "fleet_lease_wait_seconds",
   "fleet_lease_retakes_total",
   "fleet_event_places_gone_total",
+  "fleet_sweeper_pass_age_seconds",
 ] as const;
 const HISTOGRAMS = [
   "fleet_crash_to_resume_seconds",

@@ -67,6 +67,7 @@ describe("deploy/prometheus (promtool)", () => {
         "FleetWorkerNotLive",
         "FleetRetentionBehind",
         "FleetAuthFailuresLimited",
+        "FleetSweeperStuck",
       ]),
     );
     for (const alert of alertRules()) {

@@ -12,6 +12,7 @@ import {
   DELETE_TRIGGERS,
   EVENT_STREAM_KINDS,
   HOOK_NAMES,
+  initSweeperPasses,
   initToolSeries,
   initWorkerLiveness,
   LEASE_RETAKE_RESULTS,
@@ -34,6 +35,7 @@ import { RUN_OUTCOMES, type RunOutcome } from "../src/shared/run-outcomes.js";
 import { STOP_REASONS, stopReasonLabel } from "../src/shared/stop-reasons.js";
 import type { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import type { SweepQueries } from "../src/sweeper/sweep-queries.js";
+import { sweepPass } from "../src/sweeper/sweeper-process.js";
 import { builtinTools } from "../src/worker/tools/builtin.js";
 import { ToolRegistry, toolLabel } from "../src/worker/tools/registry.js";
 
@@ -171,6 +173,42 @@ describe("metrics start at 0 (src/shared/metrics.ts)", () => {
     expect(await value("fleet_worker_heartbeat_ttl_seconds")).toBe(2);
     last = 13_400;
     expect(await value("fleet_worker_heartbeat_age_seconds")).toBeCloseTo(0.1);
+  });
+
+  it("the sweeper exports each pass's age: seconds since it last ended well", async () => {
+    const metrics = createMetrics("sweeper");
+    const doneAt = { liveness: 10_000, wide: 4_000 };
+    initSweeperPasses(
+      metrics,
+      (pass) => doneAt[pass],
+      () => 13_500,
+    );
+    const ages = async () =>
+      Object.fromEntries(
+        samples(await metrics.registry.metrics())
+          .filter((s) => s.name === "fleet_sweeper_pass_age_seconds")
+          .map((s) => [s.labels.pass, s.value]),
+      );
+    expect(await ages()).toEqual({ liveness: 3.5, wide: 9.5 });
+    doneAt.wide = 13_500;
+    expect(await ages()).toEqual({ liveness: 3.5, wide: 0 });
+    // What moves doneAt (sweeper-process.ts): a pass that ended without an error, not a failed one.
+    let ended = 0;
+    let fail = true;
+    const pass = sweepPass(
+      { warn: () => {} },
+      "wide scan",
+      async () => {
+        if (fail) throw new Error("statement timeout");
+      },
+      () => false,
+      () => ended++,
+    );
+    await pass.run();
+    expect(ended).toBe(0);
+    fail = false;
+    await pass.run();
+    expect(ended).toBe(1);
   });
 
   it("carries no id in any label: only the fixed sets, tool names and role", async () => {

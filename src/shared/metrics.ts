@@ -388,3 +388,27 @@ export function initWorkerLiveness(
     registers,
   }).set(ttlMs / 1000);
 }
+
+/** The sweeper's two passes (sweeper-process.ts): dead and frozen workers, and the wide scan. */
+export const SWEEPER_PASSES = ["liveness", "wide"] as const;
+
+/**
+ * Seconds since each of the sweeper's passes last ended well. A sweeper that answers scrapes
+ * but does not sweep (a statement stuck in Postgres, Postgres or Redis away) shows here;
+ * `up` alone does not tell it.
+ */
+export function initSweeperPasses(
+  metrics: Pick<FleetMetrics, "registry">,
+  lastDoneAt: (pass: (typeof SWEEPER_PASSES)[number]) => number,
+  now: () => number = Date.now,
+): void {
+  new Gauge({
+    name: "fleet_sweeper_pass_age_seconds",
+    help: "Seconds since the sweeper's pass last ended without an error (liveness: dead and frozen workers; wide: interrupted sessions, batches, webhooks' ends); from the process start before the first.",
+    labelNames: ["pass"] as const,
+    registers: [metrics.registry],
+    collect() {
+      for (const pass of SWEEPER_PASSES) this.set({ pass }, Math.max(0, now() - lastDoneAt(pass)) / 1000);
+    },
+  });
+}

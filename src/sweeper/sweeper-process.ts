@@ -11,7 +11,7 @@ import { EventWriter, warnDroppedStream } from "../shared/event-writer.js";
 import { checkEvictionPolicy } from "../shared/eviction-policy.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
-import { createMetrics, type FleetMetrics } from "../shared/metrics.js";
+import { createMetrics, type FleetMetrics, initSweeperPasses } from "../shared/metrics.js";
 import { ProviderLimits, waitsForgetter } from "../shared/provider-limits.js";
 import { openWebhookQueue, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, RedisOutageLog } from "../shared/redis.js";
@@ -185,6 +185,9 @@ export async function startSweeper(
     connectedBefore = true;
   });
 
+  // When each pass last ended well (fleet_sweeper_pass_age_seconds): the start, before the first.
+  const passDoneAt = { liveness: Date.now(), wide: Date.now() };
+  initSweeperPasses(metrics, (pass) => passDoneAt[pass]);
   let ticks = 0;
   let wideScanRequested = true;
   let stopped = false;
@@ -199,6 +202,7 @@ export async function startSweeper(
       if (Date.now() >= quietUntil) await sweeper.sweepWorkers();
     },
     () => stopped,
+    () => (passDoneAt.liveness = Date.now()),
   );
   const wide = sweepPass(
     log,
@@ -219,6 +223,7 @@ export async function startSweeper(
       }
     },
     () => stopped,
+    () => (passDoneAt.wide = Date.now()),
   );
   const tick = () => {
     if (stopped) return;
@@ -292,6 +297,8 @@ export function sweepPass(
   pass: () => Promise<void>,
   /** true once the process stops: a failure then (its statement cancelled) is not logged. */
   stopping: () => boolean = () => false,
+  /** Called each time the pass ends without an error. */
+  done: () => void = () => {},
 ): { run: () => Promise<void>; readonly running: boolean } {
   let running = false;
   let failed = 0;
@@ -305,6 +312,7 @@ export function sweepPass(
       running = true;
       try {
         await pass();
+        done();
         if (failed > 0) log.warn({ pass: name, failedTicks: failed }, "sweeps work again");
         failed = 0;
       } catch (error) {

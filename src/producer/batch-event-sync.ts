@@ -63,7 +63,7 @@ export class BatchEventSync {
     const full = this.since === null || now() - this.fullAt >= FULL_PASS_MS;
     if (this.since === null && this.deps.dropIfStale) await this.deps.dropIfStale();
     const began = await batches.clock();
-    const ended = !this.completedWritten && (await batches.hasEnded(this.batchId, this.tenant));
+    const ended = !this.completedWritten && (await batches.hasEnded(this.batchId));
     let after: ListCursor | null = null;
     do {
       const page = await batches.endedPage(this.batchId, after, PAGE, full ? undefined : this.since!);

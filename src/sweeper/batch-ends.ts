@@ -51,7 +51,7 @@ export class BatchEnds {
     for (const batch of page) {
       let fresh = false;
       if (!batch.ended) {
-        if (!(await this.deps.store.hasEnded(batch.id, batch.tenant))) continue;
+        if (!(await this.deps.store.hasEnded(batch.id))) continue;
         await this.deps.store.markEnded(batch.id);
         this.deps.log.info({ batchId: batch.id }, "batch ended");
         endedNow++;

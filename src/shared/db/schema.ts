@@ -102,12 +102,13 @@ export const sessions = pgTable(
     uniqueIndex("sessions_batch_custom_id_idx")
       .on(t.batchId, t.customId)
       .where(sql`${t.batchId} is not null and ${t.customId} is not null`),
-    // A batch's sessions that may not have reached their end yet: whether a batch has ended
-    // is answered from this (small, shrinking) index and a look at their runs.
-    index("sessions_batch_pending_idx")
+    // A batch's sessions mid-run or interrupted (running until they end or are parked):
+    // with `runs_batch_state_idx`, what says whether a batch has ended (batch-busy.ts).
+    // Sessions never started are not in it: those with a run to come are found by that run.
+    index("sessions_batch_midrun_idx")
       .on(t.batchId)
       .where(
-        sql`${t.batchId} is not null and ${t.status} = 'active' and (${t.tailPhase} <> 'completed' or not ${t.runStarted})`,
+        sql`${t.batchId} is not null and ${t.status} = 'active' and ${t.runStarted} and ${t.tailPhase} <> 'completed'`,
       ),
     // The sweeper's scan grows with the number of sessions in flight or stuck, not with all
     // sessions: completed, empty and parked ones are not in this index.
@@ -171,6 +172,11 @@ export const runs = pgTable(
       .references(() => sessions.id, { onDelete: "cascade" }),
     /** Its session's tenant, copied when the run is inserted. */
     tenant: text("tenant").notNull().default("default"),
+    /**
+     * Its session's batch (contracts §9), copied when the run is inserted; null: none (and on
+     * runs that had ended before migration 0017).
+     */
+    batchId: text("batch_id"),
     /** `run` (new input) or `resume`. */
     kind: text("kind").$type<RunJson["kind"]>().notNull(),
     /** For resumes: the kind applied (or asked for, while queued). */
@@ -215,6 +221,10 @@ export const runs = pgTable(
     index("runs_session_state_idx").on(t.sessionId, t.status, t.createdAt, t.id),
     // A tenant's active sessions (FLEET_TENANT_MAX_ACTIVE_SESSIONS), counted from the index alone.
     index("runs_tenant_active_idx").on(t.tenant, t.sessionId).where(sql`${t.status} <> 'ended'`),
+    // A batch's runs by state: whether it has ended asks for one queued or running
+    // (batch-busy.ts) and reads the batch's own, however many the tenant has queued elsewhere.
+    // Not partial on the state, for the reason given above runs_session_state_idx.
+    index("runs_batch_state_idx").on(t.batchId, t.status).where(sql`${t.batchId} is not null`),
     // At most one resume waiting or running per session: a second request joins it.
     uniqueIndex("runs_one_active_resume")
       .on(t.sessionId)

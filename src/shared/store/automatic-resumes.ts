@@ -168,8 +168,9 @@ export class AutomaticResumes {
           // A resume someone asked for meanwhile (the API's insert does not take this lock)
           // wins: the unique index allows one, and then there is nothing to count.
           const [inserted] = await tx<{ r: string | RawRun }[]>`
-            insert into runs (id, session_id, tenant, kind, trigger, resume_kind, model, job_id, last_sign_at)
-            values (${id}, ${sessionId}, (select tenant from sessions where id = ${sessionId}), 'resume', ${input.trigger}, ${decision.kind},
+            insert into runs (id, session_id, tenant, batch_id, kind, trigger, resume_kind, model, job_id, last_sign_at)
+            values (${id}, ${sessionId}, (select tenant from sessions where id = ${sessionId}),
+                    (select batch_id from sessions where id = ${sessionId}), 'resume', ${input.trigger}, ${decision.kind},
                     ${decision.model ? JSON.stringify(decision.model) : null}::jsonb,
                     ${QUEUES.runs.jobId({ sessionId, runId: id })}, ${signAt?.toISOString() ?? null})
             on conflict (session_id) where kind = 'resume' and status <> 'ended' do nothing

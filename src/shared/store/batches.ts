@@ -17,6 +17,7 @@
 import type { BatchCounts, BatchJson, BatchResult } from "../api-types.js";
 import type { Database } from "../db/client.js";
 import type { UsageTotals } from "../prices.js";
+import { batchBusy } from "./batch-busy.js";
 import { json } from "./rows.js";
 import type { ListCursor } from "./session-queries.js";
 import { totalsOfRow, USAGE_SUMS, usageOfBatch } from "./session-usage.js";
@@ -123,24 +124,17 @@ export class BatchStore {
   }
 
   /**
-   * Whether every session of the batch is terminal, cheaply. First the batch's sessions that
-   * may still move (a partial index, which empties as the batch ends): one mid-run, or not
-   * started with its run still to come, answers at once — the common case while a batch
-   * runs. Only when none is left, the tenant's unfinished runs (another partial index) are
-   * looked at, for a finished session that was sent a new message.
+   * Whether every session of the batch is terminal: a look at what may still move
+   * (batch-busy.ts), on its indexes. Sequential scans are off for it: with statistics taken
+   * while the batch ran (most of its runs unfinished, in a fleet that has little else), the
+   * planner expects its first unfinished run within a few rows of a table scan, and at the
+   * end, with none left, that scan read every run and session of the fleet at each look.
    */
-  async hasEnded(id: string, tenant: string): Promise<boolean> {
-    const [row] = await this.database.sql<{ busy: boolean }[]>`
-      select exists (
-               select 1 from sessions s
-                where s.batch_id = ${id} and s.status = 'active'
-                  and (s.tail_phase <> 'completed' or not s.run_started)
-                  and (s.run_started
-                       or exists (select 1 from runs r where r.session_id = s.id and (r.status <> 'ended') is true)))
-          or exists (
-               select 1 from runs r join sessions s on s.id = r.session_id
-                where r.tenant = ${tenant} and r.status <> 'ended' and s.batch_id = ${id} and s.status = 'active')
-             as busy`;
+  async hasEnded(id: string): Promise<boolean> {
+    const [, [row]] = await this.database.sql.begin((tx) => [
+      tx`set local enable_seqscan = off`,
+      tx<{ busy: boolean }[]>`select ${batchBusy(tx, tx`${id}`)} as busy`,
+    ]);
     return !row!.busy;
   }
 

@@ -15,6 +15,7 @@
  * (worker/deletion-hooks.ts) and then remove the row.
  */
 import type { Database } from "../db/client.js";
+import { batchBusy } from "./batch-busy.js";
 import { json } from "./rows.js";
 
 /**
@@ -199,21 +200,18 @@ export class DataDeletion {
 
   /**
    * Retention: marks deleted up to `limit` batches that ended more than `maxIdleMs` ago, are closed,
-   * owe no webhook and have no session that may still run (as BatchStore.hasEnded asks, on
-   * the batch's pending index); their sessions and rows then go as for `DELETE /v1/batches/:id`.
+   * owe no webhook and have no session that may still run (batch-busy.ts, as BatchStore.hasEnded
+   * asks: also a session that had ended and was sent a new message); their sessions and rows
+   * then go as for `DELETE /v1/batches/:id`.
    */
   async expireBatches(maxIdleMs: number, limit: number): Promise<string[]> {
-    const rows = await this.database.sql<{ id: string }[]>`
+    const { sql } = this.database;
+    const rows = await sql<{ id: string }[]>`
       with doomed as (
         select b.id from batches b
          where b.ended_at < now() - ${maxIdleMs} * interval '1 millisecond' and b.deleted_at is null and not b.open
            and (b.webhook_url is null or b.webhook_delivered_at is not null or b.webhook_failed_at is not null)
-           and not exists (select 1 from sessions s
-                            where s.batch_id = b.id and s.status = 'active'
-                              and (s.tail_phase <> 'completed' or not s.run_started)
-                              and (s.run_started
-                                   or exists (select 1 from runs r
-                                               where r.session_id = s.id and (r.status <> 'ended') is true)))
+           and not ${batchBusy(sql, sql`b.id`)}
          order by b.ended_at limit ${limit}
            for update skip locked
       )

@@ -103,6 +103,8 @@ export type RawRun = {
   id: string;
   session_id: string;
   tenant: string;
+  /** Absent in rows read before the column existed (migration 0017). */
+  batch_id?: string | null;
   kind: RunRow["kind"];
   resume_kind: string | null;
   trigger: string;
@@ -235,6 +237,7 @@ export function runFromRaw(raw: RawRun): RunRow {
     id: raw.id,
     sessionId: raw.session_id,
     tenant: raw.tenant,
+    batchId: raw.batch_id ?? null,
     kind: raw.kind,
     resumeKind: raw.resume_kind,
     trigger: raw.trigger,

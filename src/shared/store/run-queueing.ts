@@ -93,8 +93,9 @@ async function insertRun(
 ): Promise<{ run: RunRow; created: boolean }> {
   const id = randomUUID();
   const inserted = await sql<{ r: string | RawRun }[]>`
-    insert into runs (id, session_id, tenant, kind, trigger, input, resume_kind, model, goal, job_id, last_sign_at)
-    values (${id}, ${run.sessionId}, (select tenant from sessions where id = ${run.sessionId}), ${run.kind},
+    insert into runs (id, session_id, tenant, batch_id, kind, trigger, input, resume_kind, model, goal, job_id, last_sign_at)
+    values (${id}, ${run.sessionId}, (select tenant from sessions where id = ${run.sessionId}),
+            (select batch_id from sessions where id = ${run.sessionId}), ${run.kind},
             ${run.trigger}, ${run.input ?? null}, ${run.resumeKind ?? null},
             ${run.model ? JSON.stringify(run.model) : null}::jsonb, ${run.goal ? JSON.stringify(run.goal) : null}::jsonb,
             ${QUEUES.runs.jobId({ sessionId: run.sessionId, runId: id })}, ${run.lastSignAt?.toISOString() ?? null})

@@ -104,6 +104,7 @@ export async function createSessions(
         id: runId,
         session_id: id,
         tenant,
+        batch_id: batch?.id ?? null,
         input: input.input,
         job_id: QUEUES.runs.jobId({ sessionId: id, runId }),
       });
@@ -133,10 +134,10 @@ export async function createSessions(
           name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb, created_at timestamptz)
       returning 1
     )
-    insert into runs (id, session_id, tenant, kind, trigger, input, job_id)
-    select r.id, r.session_id, r.tenant, 'run', 'api', r.input, r.job_id
+    insert into runs (id, session_id, tenant, batch_id, kind, trigger, input, job_id)
+    select r.id, r.session_id, r.tenant, r.batch_id, 'run', 'api', r.input, r.job_id
       from jsonb_to_recordset(${JSON.stringify(runRows)}::jsonb)
-        as r(id text, session_id text, tenant text, input text, job_id text)`;
+        as r(id text, session_id text, tenant text, batch_id text, input text, job_id text)`;
   const { maxActiveSessions: max } = limits;
   if ((max === undefined || newActive.size === 0) && !batch) {
     await insert(database.sql);

@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase } from "../src/shared/db/client.js";
 import { BatchStore } from "../src/shared/store/batches.js";
+import { DataDeletion } from "../src/shared/store/data-deletion.js";
 import { BatchEnds } from "../src/sweeper/batch-ends.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 import { runsAndSessionsReads } from "./support/stat-reads.js";
@@ -133,6 +134,20 @@ describe("whether a batch has ended", () => {
       { ended: boolean }[]
     >`select ended_at is not null as ended from batches where id = 'b-two'`;
     expect(row).toEqual({ ended: true });
+  });
+
+  it("retention does not expire a batch one of whose ended sessions was sent a new message", async () => {
+    const { sql } = fleet.database;
+    await sql`insert into batches (id, tenant, ended_at) values ('b-old', 'default', now() - interval '2 days')`;
+    await sql`insert into sessions (id, agent, batch_id, run_started, tail_state)
+               values ('o-1', '{}'::jsonb, 'b-old', true, 'completed'), ('o-2', '{}'::jsonb, 'b-old', true, 'completed')`;
+    await sql`insert into runs (id, session_id, kind, trigger, status, input)
+               values ('ro-1', 'o-1', 'run', 'api', 'queued', 'one more')`;
+    const deletion = new DataDeletion(fleet.database);
+    // Before: only the batch's sessions mid-run or never started were looked at, and it went.
+    expect(await deletion.expireBatches(86_400_000, 10)).toEqual([]);
+    await sql`update runs set status = 'ended', ended_at = now(), ended_reason = 'completed' where id = 'ro-1'`;
+    expect(await deletion.expireBatches(86_400_000, 10)).toEqual(["b-old"]);
   });
 });
 

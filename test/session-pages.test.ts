@@ -121,4 +121,38 @@ describe("a session a page at a time", () => {
     for await (const message of client.messages(id, { afterSeq: 45 })) rest.push(message.seq);
     expect(rest).toEqual([46, 47, 48, 49, 50]);
   });
+
+  it("limit: a page also stops at about 4 MiB of messages (at least one), and nextAfterSeq goes on", async () => {
+    // Six answers of 1.5 MiB each, stored as a worker would have (an import could not hold them).
+    const { id: big } = await client.createSession({ agent: AGENT });
+    const text = (n: number) => `${n}`.repeat(1_536 * 1024);
+    await fleet.database.sql`
+      insert into messages (session_id, seq, role, content, stop_reason)
+      select ${big}, g, 'assistant', repeat(g::text, 1536 * 1024), 'end_turn' from generate_series(1, 6) g`;
+    await fleet.database.sql`update sessions set last_seq = 6, tail_state = 'completed' where id = ${big}`;
+    const pages: number[][] = [];
+    let after = 0;
+    for (;;) {
+      const page = await readAnswer(await fetch(`${base}/v1/sessions/${big}?limit=1000&afterSeq=${after}`));
+      expect(page.status).toBe(200);
+      const messages = page.json.messages as { seq: number; content: string }[];
+      for (const m of messages) expect(m.content).toBe(text(m.seq));
+      pages.push(messages.map((m) => m.seq));
+      if (page.json.nextAfterSeq === null) break;
+      after = page.json.nextAfterSeq;
+    }
+    // Before: one answer of all six (9 MiB); a page of 1,000 such messages was 1.5 GB.
+    expect(pages).toEqual([
+      [1, 2],
+      [3, 4],
+      [5, 6],
+    ]);
+    // One message larger than the bound is still a page of its own.
+    await fleet.database.sql`
+      insert into messages (session_id, seq, role, content, stop_reason)
+      values (${big}, 7, 'assistant', repeat('x', 5 * 1024 * 1024), 'end_turn')`;
+    const lone = await readAnswer(await fetch(`${base}/v1/sessions/${big}?limit=10&afterSeq=6`));
+    expect(lone.json.messages.map((m: { seq: number }) => m.seq)).toEqual([7]);
+    expect(lone.json.nextAfterSeq).toBeNull();
+  });
 });

@@ -13,6 +13,12 @@ export const MAX_METADATA_BYTES = 64 * 1024;
  */
 export const MAX_LIST_PAGE_BYTES = 4 * 1024 * 1024;
 /**
+ * About how many bytes of messages one page of `GET /v1/sessions/:id?limit=N` may hold: 1,000
+ * messages of megabytes each were read and sent whole. A page stops early at this size (at
+ * least one message) and its `nextAfterSeq` goes on.
+ */
+export const MAX_SESSION_PAGE_BYTES = 4 * 1024 * 1024;
+/**
  * About how many bytes of outputs one page of `GET /v1/batches/:id/results` reads at once
  * (500 sessions a page; an output can be megabytes): a page stops early at this size.
  */

@@ -365,7 +365,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
         .max(MAX_SESSION_MESSAGES_PAGE)
         .optional()
         .describe(
-          "At most this many messages (after `afterSeq`); the answer's `nextAfterSeq` is the next page's `afterSeq`. Absent: every message",
+          "At most this many messages (after `afterSeq`), and no more than fit in about 4 MiB (at least one); the answer's `nextAfterSeq` is the next page's `afterSeq`. Absent: every message",
         ),
       runsLimit: z
         .number()

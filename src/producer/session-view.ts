@@ -14,11 +14,12 @@ import {
   type sessionQuery,
   sessionStatus,
 } from "./request-bodies.js";
+import { MAX_SESSION_PAGE_BYTES } from "./request-limits.js";
 
 /**
  * `query.afterSeq`: only the messages after that seq (a reader that has the ones before,
- * such as the console following a long session); `query.limit`: at most that many, with
- * `nextAfterSeq`; `query.runsLimit`/`runsBefore`: a page of runs, latest first, with
+ * such as the console following a long session); `query.limit`: at most that many, and no
+ * more than fit in about MAX_SESSION_PAGE_BYTES (at least one), with `nextAfterSeq`; `query.runsLimit`/`runsBefore`: a page of runs, latest first, with
  * `nextRunsBefore`. The session's `usage` and `status` are still its whole.
  */
 export async function sessionView(
@@ -34,12 +35,13 @@ export async function sessionView(
       ? undefined
       : { limit: runsLimit ?? DEFAULT_SESSION_RUNS_PAGE, before: runsBefore };
   const [loaded, runs, usages] = await Promise.all([
-    // One more than asked: whether another page follows.
-    queries.loadHistory(id, afterSeq, limit === undefined ? undefined : limit + 1),
+    limit === undefined
+      ? queries.loadHistory(id, afterSeq).then((messages) => ({ messages, more: false }))
+      : queries.loadHistoryPage(id, afterSeq, limit, MAX_SESSION_PAGE_BYTES),
     runPage ? runsPage(queries, id, tenant, runPage) : queries.listRuns(id, tenant).then((all) => ({ all })),
     afterSeq > 0 || limit !== undefined ? queries.usageTotals(id) : null,
   ]);
-  const messages = limit !== undefined && loaded.length > limit ? loaded.slice(0, limit) : loaded;
+  const { messages } = loaded;
   const shown = "all" in runs ? runs.all : runs.page;
   return {
     id: session.id,
@@ -54,9 +56,7 @@ export async function sessionView(
     createdAt: session.createdAt.toISOString(),
     updatedAt: session.updatedAt.toISOString(),
     ...(session.sessionEvents ? {} : { sessionEvents: false as const }),
-    ...(limit === undefined
-      ? {}
-      : { nextAfterSeq: loaded.length > limit ? (messages.at(-1)?.seq ?? null) : null }),
+    ...(limit === undefined ? {} : { nextAfterSeq: loaded.more ? (messages.at(-1)?.seq ?? null) : null }),
     ...("all" in runs ? {} : { nextRunsBefore: runs.next }),
   };
 }

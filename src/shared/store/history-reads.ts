@@ -50,6 +50,35 @@ export async function readHistory(
 }
 
 /**
+ * A page of the stored messages after `afterSeq`, in seq order: at most `limit`, and only as
+ * many as fit in about `maxBytes` (texts, tool calls, usage and provider state; at least one).
+ * `more`: messages follow the page. Sized first, so messages past the bound are never read.
+ */
+export async function readHistoryPage(
+  sql: postgres.Sql | postgres.TransactionSql,
+  sessionId: string,
+  afterSeq: number,
+  limit: number,
+  maxBytes: number,
+): Promise<{ messages: StoredMessage[]; more: boolean }> {
+  const rows = await sql<(Row & { candidates: number })[]>`
+    with p as (
+      select m.seq, 256 + octet_length(m.content) + coalesce(octet_length(m.tool_calls::text), 0)
+               + coalesce(octet_length(m.usage::text), 0) + coalesce(octet_length(m.provider_state::text), 0) as bytes
+        from messages m where m.session_id = ${sessionId} and m.seq > ${afterSeq}
+       order by m.seq limit ${limit + 1}
+    ), z as (
+      select p.seq, p.bytes, sum(p.bytes) over (order by p.seq) as upto, count(*) over () as candidates from p
+    )
+    select ${columns(sql)}, z.candidates::int as candidates
+      from z join messages m on m.session_id = ${sessionId} and m.seq = z.seq
+     where z.seq <= (select min(seq) from z) or z.upto <= ${maxBytes}::bigint
+     order by m.seq limit ${limit}`;
+  const candidates = rows[0]?.candidates ?? 0;
+  return { messages: rows.map(({ candidates: _, ...row }) => fromRow(row)), more: candidates > rows.length };
+}
+
+/**
  * The history of a session just claimed at `epoch` whose claim did not read it (longer than
  * INLINE_HISTORY_MAX, so never empty): read only while the epoch is still the claim's, which
  * makes it exactly the history the claim saw (no other writer can append under that epoch).

@@ -10,7 +10,7 @@ import type { Message, StoredMessage } from "../messages.js";
 import type { UsageTotals } from "../prices.js";
 import { type ResumePointJson, resumePoint, toResumePointJson } from "../resume-point.js";
 import { hasQueuedRuns } from "./active-sessions.js";
-import { hasUnendedRun, readHistory, readHistoryShape } from "./history-reads.js";
+import { hasUnendedRun, readHistory, readHistoryPage, readHistoryShape } from "./history-reads.js";
 import { appendImportedPage } from "./imported-pages.js";
 import { json, type RawRun, type RawSession, runFromRaw, sessionFromRaw } from "./rows.js";
 import {
@@ -94,6 +94,11 @@ export class SessionQueries {
   /** The stored messages, in seq order; `afterSeq`: only those after it; `limit`: at most that many. */
   async loadHistory(sessionId: string, afterSeq = 0, limit?: number): Promise<StoredMessage[]> {
     return readHistory(this.database.sql, sessionId, afterSeq, limit);
+  }
+
+  /** A page of the messages after `afterSeq`: at most `limit`, within about `maxBytes` (history-reads.ts). */
+  loadHistoryPage(sessionId: string, afterSeq: number, limit: number, maxBytes: number) {
+    return readHistoryPage(this.database.sql, sessionId, afterSeq, limit, maxBytes);
   }
 
   /**

@@ -255,8 +255,16 @@ describe.skipIf(!hasRedisServer)("a worker whose Redis goes away", () => {
     const worker = await fleetEnv.spawnWorker({ LOG_LEVEL: "warn" });
     await stopRedis();
     await waitFor(() => /Redis is unreachable/.test(worker.output()), 10_000, "the outage warning");
-    // Long enough for many reconnect attempts (they back off from 100 ms to 2 s).
-    await new Promise((r) => setTimeout(r, 3_000));
+    // Many reconnect attempts, counted: the port takes each connection and drops it at once
+    // (the attempts fail as "Connection is closed", still the same outage), until Redis is back.
+    let attempts = 0;
+    const dropping = createServer((socket) => {
+      attempts++;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => dropping.listen(port, "127.0.0.1", resolve));
+    await waitFor(() => attempts >= 10, 20_000, "ten reconnect attempts of the worker");
+    await new Promise((resolve) => dropping.close(resolve));
     await startRedis();
     await waitFor(() => /Redis is reachable again/.test(worker.output()), 15_000, "the recovery line");
     const out = worker.output();

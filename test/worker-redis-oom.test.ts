@@ -8,7 +8,7 @@ import type { ChildProcess } from "node:child_process";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
 
 describe("a worker while Redis refuses writes", () => {
@@ -40,8 +40,11 @@ describe("a worker while Redis refuses writes", () => {
         input: "hi",
       })),
     );
+    await admin.call("CONFIG", "RESETSTAT");
     await admin.config("SET", "maxmemory", "1");
-    await new Promise((r) => setTimeout(r, 3_000));
+    // Until Redis has refused the worker many writes (its fetches and job ends), as counted by
+    // Redis itself: a fixed wait could hold few of them on a loaded machine.
+    await waitFor(async () => (await refusedWrites(admin)) >= 50, 20_000, "Redis to refuse 50 writes");
     await admin.config("SET", "maxmemory", "0");
     const oomLines = worker
       .output()
@@ -59,3 +62,9 @@ describe("a worker while Redis refuses writes", () => {
     expect(await client.waitForRun(runId, { timeoutMs: 15_000 })).toMatchObject({ endedReason: "completed" });
   }, 40_000);
 });
+
+/** Commands Redis refused with OOM since its statistics were reset (INFO errorstats). */
+async function refusedWrites(admin: Redis): Promise<number> {
+  const info = await admin.info("errorstats");
+  return Number(/errorstat_OOM:count=(\d+)/.exec(info)?.[1] ?? 0);
+}

@@ -8,7 +8,7 @@
 import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
 import { readSse } from "./support/sse.js";
 
@@ -82,10 +82,16 @@ describe("event streams when Redis loses its data", () => {
       stop: (event) => event.type === "RUN_COMPLETED" && event.data.runId === second,
       timeoutMs: 30_000,
     });
-    await new Promise((r) => setTimeout(r, 200));
+    let openEnded = false;
+    void open.finally(() => {
+      openEnded = true;
+    });
+    await waitFor(async () => (await sseClients(base)) === 1, 10_000, "the reader's stream open");
     await stopRedis(redis);
-    redis = await startRedis(port); // empty, back before the reader's next look
-    await new Promise((r) => setTimeout(r, 1_500));
+    redis = await startRedis(port); // empty
+    // Its first look after the API's Redis came back ends it (rather than a fixed wait for that look).
+    await waitFor(() => openEnded, 20_000, "the open stream ended after the loss");
+    expect(await sseClients(base)).toBe(0);
     second = (await client.send(id, "two")).runId;
     await client.waitForRun(second, { timeoutMs: 30_000 });
     const seqs = (await open).events.flatMap((e) =>
@@ -95,3 +101,9 @@ describe("event streams when Redis loses its data", () => {
     expect(seqs.filter((seq) => seq <= 2)).toEqual([]);
   }, 60_000);
 });
+
+/** `fleet_sse_clients` of the API at `base`: event streams it is serving now. */
+async function sseClients(base: string): Promise<number> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  return Number(/^fleet_sse_clients(?:\{[^}]*\})? (\d+)$/m.exec(text)?.[1] ?? Number.NaN);
+}

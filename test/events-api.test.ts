@@ -16,7 +16,7 @@ import { eventStreamKey } from "../src/shared/events.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, waitFor } from "./support/fleet-env.js";
-import { readSse } from "./support/sse.js";
+import { readSse, sseClients } from "./support/sse.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 
@@ -59,8 +59,9 @@ describe("event routes", () => {
     const viaQuery = await readSse(url(id, `?after=${ids[0]}`), { headers: auth(keyA), stop: () => true });
     expect(viaQuery.status).toBe(410);
     // The latest id is kept: the stream resumes after it (the next event arrives live).
+    await waitFor(async () => (await sseClients(base)) === 0, 10_000, "the streams before closed");
     const live = readSse(url(id), { after: ids.at(-1), headers: auth(keyA), stop: () => true });
-    await new Promise((r) => setTimeout(r, 300));
+    await waitFor(async () => (await sseClients(base)) === 1, 10_000, "the live stream open");
     await writer.write(id, [], [{ type: "SESSION_PARKED", reason: "live" }]);
     expect((await live).events).toMatchObject([
       { type: "SESSION_PARKED", data: { reason: "live", sessionId: id } },
@@ -395,7 +396,13 @@ describe("event routes", () => {
         watched += d;
       });
       const watchExit = new Promise<number | null>((resolve) => watch.on("exit", resolve));
-      await new Promise((r) => setTimeout(r, 1_500));
+      // Both following before the run: the proxied iterator has been cut and come back a few
+      // times, and fleet watch's stream is open beside it.
+      await waitFor(
+        async () => connections > 3 && (await sseClients(base)) >= 2,
+        15_000,
+        "the iterator reconnected and fleet watch connected",
+      );
       await a.send(id, "say hi");
       await following;
       proxy.close();

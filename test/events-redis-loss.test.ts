@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
-import { readSse } from "./support/sse.js";
+import { readSse, sseClients } from "./support/sse.js";
 
 describe("event streams when Redis loses its data", () => {
   let fleet: FleetEnv;
@@ -101,9 +101,3 @@ describe("event streams when Redis loses its data", () => {
     expect(seqs.filter((seq) => seq <= 2)).toEqual([]);
   }, 60_000);
 });
-
-/** `fleet_sse_clients` of the API at `base`: event streams it is serving now. */
-async function sseClients(base: string): Promise<number> {
-  const text = await (await fetch(`${base}/metrics`)).text();
-  return Number(/^fleet_sse_clients(?:\{[^}]*\})? (\d+)$/m.exec(text)?.[1] ?? Number.NaN);
-}

@@ -49,3 +49,9 @@ export async function readSse(
     controller.abort();
   }
 }
+
+/** `fleet_sse_clients` of the API at `base`: event streams it is serving now. */
+export async function sseClients(base: string): Promise<number> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  return Number(/^fleet_sse_clients(?:\{[^}]*\})? (\d+)$/m.exec(text)?.[1] ?? Number.NaN);
+}

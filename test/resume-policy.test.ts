@@ -1,10 +1,11 @@
 /** The pure decision behind every automatic resume (resume-policy.ts): table-driven. */
 import { describe, expect, it } from "vitest";
 import { type AgentConfig, parseAgentConfig } from "../src/shared/agent-config.js";
-import type { Message } from "../src/shared/messages.js";
+import type { Message, StoredMessage } from "../src/shared/messages.js";
 import { INTERRUPTED_TOOL_TEXT } from "../src/shared/resume-plan.js";
 import { resumePoint } from "../src/shared/resume-point.js";
 import {
+  continuedWithText,
   DEFAULT_RESUME_POLICY,
   decideResume,
   progressMark,
@@ -30,7 +31,51 @@ function input(over: Partial<ResumeInput> = {}): ResumeInput {
   };
 }
 
+describe("continuedWithText", () => {
+  const stored = (messages: Message[]): StoredMessage[] =>
+    messages.map((m, i) => ({ ...m, seq: i + 1, createdAt: NOW.toISOString() }));
+  const cut = (content: string): Message => ({ role: "assistant", content, stopReason: "max_output" });
+  const asked: Message[] = [{ role: "user", content: "a long story" }, cut("Once")];
+
+  it("a step cut by the output limit after the attempt point, with text, is progress", () => {
+    const history = stored([...asked, { role: "internal", content: "continue" }, cut(" upon")]);
+    expect(continuedWithText(history, 2)).toBe(true);
+    // Counted at that very step (a lost job's retry, a crash before the next one stored): none.
+    expect(continuedWithText(history, 4)).toBe(false);
+  });
+
+  it("an empty or blank part, or any other ending, is not", () => {
+    for (const text of ["", " \n\t "])
+      expect(continuedWithText(stored([...asked, { role: "internal", content: "go" }, cut(text)]), 2)).toBe(
+        false,
+      );
+    const broken: Message = { role: "assistant", content: " upon a", stopReason: "interrupted" };
+    expect(continuedWithText(stored([...asked, { role: "internal", content: "go" }, broken]), 2)).toBe(false);
+    expect(continuedWithText(stored([...asked, { role: "internal", content: "go" }]), 2)).toBe(false);
+  });
+});
+
 describe("decideResume", () => {
+  it("parks max_turns once a request's automatic continuations reach maxTurns", () => {
+    const point = resumePoint([
+      { role: "user", content: "x" },
+      { role: "assistant", content: "y", stopReason: "max_output" },
+    ]);
+    const limited = { ...agent, maxTurns: 4 };
+    expect(decideResume(input({ point, agent: limited, continuations: 3, progressed: true }))).toMatchObject({
+      action: "resume",
+      kind: "continue_response",
+      attempt: 1,
+    });
+    expect(decideResume(input({ point, agent: limited, continuations: 4, progressed: true }))).toEqual({
+      action: "park",
+      reason: "max_turns",
+      detail: "4 automatic continuations of a response cut by the output limit (maxTurns 4)",
+    });
+    // Other points are not continuations.
+    expect(decideResume(input({ agent: limited, continuations: 4 }))).toMatchObject({ action: "resume" });
+  });
+
   it("the first automatic resume starts now, and the next one waits out the backoff", () => {
     const first = decideResume(input());
     expect(first).toMatchObject({ action: "resume", kind: "call_model", attempt: 1, runAt: NOW });

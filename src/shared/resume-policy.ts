@@ -4,7 +4,7 @@
  * once the primary has failed `fallbackAfter` times.
  */
 import type { AgentConfig, ModelConfig } from "./agent-config.js";
-import type { Message } from "./messages.js";
+import type { Message, StoredMessage } from "./messages.js";
 import { assertNever, type ResumeKind, type ResumePoint, resumePoint } from "./resume-point.js";
 
 export type ResumePolicy = {
@@ -132,8 +132,14 @@ export type ResumeInput = {
   agent: AgentConfig;
   /** Automatic resumes since the count last started. */
   attempts: number;
-  /** Whether the session moved to another point since then (`progressMark` changed). */
+  /** Whether the session progressed since then (automatic-resumes.ts `stand`). */
   progressed: boolean;
+  /**
+   * Automatic `continue_response` resumes since the latest run someone asked for started (a new
+   * message, or a resume by the API): at `agent.maxTurns` the session is parked `max_turns`, so
+   * a model that keeps filling its output limit is bounded even while each part says something.
+   */
+  continuations?: number;
   /** The earliest start the previous attempt's backoff allows (null: none). */
   nextResumeAt: Date | null;
   /** How the session's last run ended, for the parking detail. */
@@ -155,6 +161,23 @@ export type ResumeInput = {
   now: Date;
   policy: ResumePolicy;
 };
+
+/**
+ * Whether a step that hit the output limit stored new text since the last counted attempt
+ * (`attemptSeq`): the history ends with that step, it came after the attempt point, and it
+ * holds more than whitespace. Continuing it is progress — the answer grew — though the
+ * session is back at `continue_response` (`progressMark` is the same); a step that added
+ * nothing is not, so a model that keeps returning empty cut answers is parked.
+ */
+export function continuedWithText(history: readonly StoredMessage[], attemptSeq: number): boolean {
+  const last = history.at(-1);
+  return (
+    last?.role === "assistant" &&
+    last.stopReason === "max_output" &&
+    last.seq > attemptSeq &&
+    last.content.trim() !== ""
+  );
+}
 
 /**
  * Every automatic resume — the sweeper's, a worker's, after a job retried by the queue —
@@ -192,6 +215,13 @@ export function decideResume(input: ResumeInput): SweepDecision {
   ) {
     return { action: "park", reason: "paused" };
   }
+  const continuations = input.continuations ?? 0;
+  if (point.kind === "continue_response" && continuations >= agent.maxTurns)
+    return {
+      action: "park",
+      reason: "max_turns",
+      detail: `${continuations} automatic continuations of a response cut by the output limit (maxTurns ${agent.maxTurns})`,
+    };
   const attempts = input.progressed ? 0 : input.attempts;
   if (attempts >= policy.maxAttempts) {
     const last = input.lastOutcome ? `; the last run ended ${input.lastOutcome}` : "";

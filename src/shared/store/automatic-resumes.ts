@@ -25,6 +25,7 @@ import {
 } from "../resume-plan.js";
 import { resumePoint } from "../resume-point.js";
 import {
+  continuedWithText,
   crashClockStart,
   decideResume,
   type ParkReason,
@@ -51,7 +52,10 @@ type Locked = {
   last_seq: number;
   resume_attempts: number;
   attempt_point: string | null;
+  attempt_seq: number;
   tool_ran: boolean;
+  /** Automatic continuations since the latest run someone asked for started (resume-policy.ts). */
+  continuations: number;
   next_resume_at: string | null;
   last_outcome: string | null;
   /** The model named by the latest run someone asked for, when that was a resume (resume-policy.ts `askedModel`). */
@@ -77,11 +81,14 @@ export class AutomaticResumes {
    * and whether it progressed since the last counted attempt — both moved to another point
    * (resume-policy.ts `progressMark`) and got a tool to run to its end (not a result the
    * runtime wrote for an interrupted or cancelled call). Either alone can repeat forever:
-   * a poison tool after calls that run again, or a model whose answers keep breaking.
+   * a poison tool after calls that run again, or a model whose answers keep breaking. A
+   * response cut by the output limit again, with new text since the last counted attempt,
+   * progressed too (`continuedWithText`): a long answer is continued at once, however many
+   * parts it takes, up to `maxTurns` automatic continuations (`decideResume`).
    */
   private async stand(tx: postgres.TransactionSql, sessionId: string): Promise<Stand | undefined> {
     const [session] = await tx<Locked[]>`
-      select s.status, s.agent, s.last_seq, s.resume_attempts, s.attempt_point, s.next_resume_at, now() as db_now,
+      select s.status, s.agent, s.last_seq, s.resume_attempts, s.attempt_point, s.attempt_seq, s.next_resume_at, now() as db_now,
              exists (select 1 from messages m where m.session_id = s.id and m.seq > s.attempt_seq
                        and m.role = 'tool' and not (m.success = false and (
                              m.content in (${INTERRUPTED_TOOL_TEXT}, ${CANCELLED_BEFORE_START_TEXT})
@@ -90,12 +97,18 @@ export class AutomaticResumes {
                order by r.ended_at desc nulls last limit 1) as last_outcome,
              (select r.model from runs r where r.session_id = s.id and r.started_at is not null
                  and (r.kind = 'run' or r.trigger not in ('sweeper', 'worker'))
-               order by r.started_at desc limit 1) as asked_model
+               order by r.started_at desc limit 1) as asked_model,
+             (select count(*)::int from runs c where c.session_id = s.id and c.kind = 'resume'
+                 and c.trigger in ('sweeper', 'worker') and c.resume_kind = 'continue_response'
+                 and c.created_at > coalesce((select max(a.started_at) from runs a where a.session_id = s.id
+                       and (a.kind = 'run' or a.trigger not in ('sweeper', 'worker'))), '-infinity')) as continuations
         from sessions s where s.id = ${sessionId} for no key update of s`;
     if (!session) return undefined;
     const history = await readHistory(tx, sessionId);
     const mark = createHash("sha256").update(progressMark(history)).digest("base64url");
-    return { session, history, mark, progressed: session.tool_ran && session.attempt_point !== mark };
+    const progressed =
+      (session.tool_ran && session.attempt_point !== mark) || continuedWithText(history, session.attempt_seq);
+    return { session, history, mark, progressed };
   }
 
   private async park(
@@ -145,6 +158,7 @@ export class AutomaticResumes {
         agent,
         attempts: s.resume_attempts,
         progressed: stand.progressed,
+        continuations: s.continuations,
         nextResumeAt: s.next_resume_at ? new Date(s.next_resume_at) : null,
         lastOutcome: s.last_outcome,
         primaryRejected: input.primaryRejected === true,

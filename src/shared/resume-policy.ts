@@ -182,8 +182,9 @@ export function continuedWithText(history: readonly StoredMessage[], attemptSeq:
 /**
  * Every automatic resume — the sweeper's, a worker's, after a job retried by the queue —
  * is decided here, against one per-session count (contracts.md §12): a resume that moved
- * the session to another point starts the count again; one that ends at the same point does not,
- * so a session whose runs keep failing at one point is parked with its reason.
+ * the session to another point starts the count again; one that ends at the same point does not
+ * (except a continuation that stored new text, `continuedWithText`, bounded by `maxTurns`
+ * instead), so a session whose runs keep failing at one point is parked with its reason.
  */
 export function decideResume(input: ResumeInput): SweepDecision {
   const { point, agent, policy, now } = input;

@@ -153,7 +153,10 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     metrics,
     toolNames: new FleetToolNames(() => readToolNames(redis, config.prefix)),
     models: config.models,
-    limits: { maxActiveSessions: config.tenantLimits.maxActiveSessions },
+    limits: {
+      maxActiveSessions: config.tenantLimits.maxActiveSessions,
+      maxQueuedRuns: config.tenantLimits.maxQueuedRuns,
+    },
     priorities: new FairDispatch({
       redis,
       queue: queues.runs,

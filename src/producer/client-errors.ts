@@ -17,7 +17,7 @@ export class FleetApiError extends Error {
      * API asked to wait. The client waits out 429s itself (`maxLimitWaitMs`), never 503s.
      */
     readonly retryAfter?: number,
-    /** On 429: which tenant limit (`active_sessions`, `request_rate`, `event_streams`). */
+    /** On 429: which limit (`active_sessions`, `request_rate`, `event_streams`, `auth_failures`, `queued_runs`). */
     readonly limit?: string,
   ) {
     super(message);

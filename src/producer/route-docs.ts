@@ -394,6 +394,10 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       202: { description: "Queued", schema: z.object({ runId: id }) },
       409: { description: "The history cannot take new input", schema: errorSchema },
       ...common,
+      429: {
+        ...common[429],
+        description: `${common[429].description}; \`limit: "queued_runs"\`: this session already has FLEET_SESSION_MAX_QUEUED_RUNS runs waiting to start`,
+      },
       ...missing,
     },
   }),

@@ -19,6 +19,8 @@ import {
 import { isClusterUrl } from "./redis.js";
 import { type WebhookSettings, webhookSettingsFromEnv } from "./webhooks.js";
 
+/** FLEET_SESSION_MAX_QUEUED_RUNS's default: plenty for a person or a script that sends ahead. */
+export const DEFAULT_SESSION_MAX_QUEUED_RUNS = 20;
 const int = (def: number) => z.coerce.number().int().nonnegative().default(def);
 /** A TCP port: 0 (a free one) to 65535, as the roles' --port flags take it. */
 const port = (def: number) =>
@@ -77,6 +79,11 @@ const envSchema = z.object({
    * would go past it answers 429 with Retry-After (contracts §10). Unset or 0: no cap.
    */
   FLEET_TENANT_MAX_ACTIVE_SESSIONS: int(0),
+  /**
+   * Runs with new input one session may have waiting to start (each holds its input until a
+   * worker takes it); one more answers 429 `queued_runs`. 0: no bound.
+   */
+  FLEET_SESSION_MAX_QUEUED_RUNS: int(DEFAULT_SESSION_MAX_QUEUED_RUNS),
   /** Requests a second one tenant may make to the API, fleet-wide (429 beyond). Unset or 0: no cap. */
   FLEET_TENANT_REQUESTS_PER_SECOND: z.coerce.number().nonnegative().default(0),
   /** Requests a tenant may make at once before FLEET_TENANT_REQUESTS_PER_SECOND applies. Default: 2 s worth. */
@@ -242,6 +249,8 @@ export type FleetConfig = {
   /** Per-tenant limits (contracts §10); undefined: none. */
   tenantLimits: {
     maxActiveSessions: number | undefined;
+    /** FLEET_SESSION_MAX_QUEUED_RUNS; undefined: no bound. */
+    maxQueuedRuns: number | undefined;
     requestRate: { perSecond: number; burst: number } | undefined;
   };
   /** Whether new runs get per-tenant fair priorities. */
@@ -324,6 +333,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     bootstrapKey: e.FLEET_BOOTSTRAP_KEY || undefined,
     tenantLimits: {
       maxActiveSessions: e.FLEET_TENANT_MAX_ACTIVE_SESSIONS || undefined,
+      maxQueuedRuns: e.FLEET_SESSION_MAX_QUEUED_RUNS || undefined,
       requestRate:
         e.FLEET_TENANT_REQUESTS_PER_SECOND > 0
           ? {

@@ -46,9 +46,16 @@ export class NotFoundError extends Error {
   }
 }
 
-/** Which per-tenant limit a request ran into (contracts §10). */
-/** Which limit a 429 is about; `auth_failures` is a client address's, not a tenant's (auth-failures.ts). */
-export type TenantLimit = "active_sessions" | "request_rate" | "event_streams" | "auth_failures";
+/**
+ * Which limit a 429 is about (contracts §10); `auth_failures` is a client address's, not a
+ * tenant's (auth-failures.ts); `queued_runs` a session's (queued-runs.ts).
+ */
+export type TenantLimit =
+  | "active_sessions"
+  | "request_rate"
+  | "event_streams"
+  | "auth_failures"
+  | "queued_runs";
 
 export class TooManyRequestsError extends Error {
   override name = "TooManyRequestsError";

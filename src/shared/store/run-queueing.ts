@@ -11,10 +11,14 @@ import type { RunRow } from "../db/schema.js";
 import { NotFoundError } from "../errors.js";
 import { QUEUES } from "../queues.js";
 import { holdActiveSessions } from "./active-sessions.js";
+import { checkQueuedRuns } from "./queued-runs.js";
 import { json, type RawRun, runFromRaw } from "./rows.js";
 
-/** Per-tenant limits checked where runs are queued (contracts §10); none when not given. */
-export type RunLimits = { maxActiveSessions?: number };
+/**
+ * Limits checked where runs are queued (contracts §10); none when not given.
+ * `maxQueuedRuns`: runs with input one session may have waiting to start (queued-runs.ts).
+ */
+export type RunLimits = { maxActiveSessions?: number; maxQueuedRuns?: number };
 
 export type NewRun = {
   sessionId: string;
@@ -66,7 +70,7 @@ export async function createRun(
   options: QueueRunOptions = {},
   attempt = 0,
 ): Promise<{ run: RunRow; created: boolean }> {
-  const { maxActiveSessions: max, tenant } = options;
+  const { maxActiveSessions: max, maxQueuedRuns, tenant } = options;
   return database.sql.begin(async (tx) => {
     if (max !== undefined && tenant !== undefined) {
       await holdActiveSessions(tx, tenant, 1, max, run.sessionId);
@@ -80,6 +84,10 @@ export async function createRun(
     const [row] = await tx<{ status: string }[]>`
       select status from sessions where id = ${run.sessionId} for no key update`;
     if (!row) throw new NotFoundError(`session ${run.sessionId}`);
+    // Under the row's lock: a concurrent send to this session waits here, then counts ours.
+    // Resumes are not bounded here: at most one waits per session (runs_one_active_resume).
+    if (maxQueuedRuns !== undefined && run.kind === "run")
+      await checkQueuedRuns(tx, run.sessionId, maxQueuedRuns);
     if (options.unpark && (row.status === "parked" || row.status === "cancelled"))
       await unparkSession(tx, run.sessionId);
     return insertRun(tx, run, attempt);

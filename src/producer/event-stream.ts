@@ -9,8 +9,9 @@
  *   at the stream's end, so its `RUN_STARTED` comes next). An id
  *   older than what is kept answers `410` with `reason: "expired"`.
  * - Readers wait on one Redis subscription per API process (writers publish the session id
- *   after each write) and look again every second anyway; an idle stream sends a comment
- *   line every FLEET_SSE_HEARTBEAT_MS. A client that goes away frees its slot at once.
+ *   after each write), held only while the process has a reader (notify-subscription.ts),
+ *   and look again every second anyway; an idle stream sends a comment line every
+ *   FLEET_SSE_HEARTBEAT_MS. A client that goes away frees its slot at once.
  * - At most FLEET_SSE_MAX_STREAMS_PER_TENANT streams per tenant on one API process: more
  *   answer `429` (`limit: "event_streams"`), so event streams cannot exhaust the API.
  * - A batch's events (`SESSION_ENDED` per session that reached a terminal state, then one
@@ -32,6 +33,7 @@ import { batchEventWriter, defineBatchEventsAppend } from "./batch-event-append.
 import { BatchEventSync } from "./batch-event-sync.js";
 import { BatchStreamCheck, batchStreamKeys } from "./batch-stream-check.js";
 import type { EventStreamDeps } from "./event-stream-deps.js";
+import { NotifySubscription } from "./notify-subscription.js";
 import { gone, resumeId, sessionStreamStart } from "./stream-places.js";
 
 export type { EventStreamDeps } from "./event-stream-deps.js";
@@ -50,8 +52,7 @@ export class EventStreams {
   private readonly perTenant = new Map<string, number>();
   private readonly waiting = new Map<string, Set<() => void>>();
   private readonly open = new Set<ServerResponse>();
-  private subscribed: Promise<void> | null = null;
-  private subscriber: Redis | null = null;
+  private readonly notifications: NotifySubscription;
   private closed = false;
   private readonly batchCheck: BatchStreamCheck;
   /** Times the API's Redis connection came back: Redis may have lost its data meanwhile. */
@@ -59,6 +60,13 @@ export class EventStreams {
 
   constructor(private readonly deps: EventStreamDeps) {
     this.reader = new EventReader(deps.redis, deps.prefix);
+    this.notifications = new NotifySubscription({
+      connect: deps.subscriber,
+      channel: eventsNotifyChannel(deps.prefix),
+      onMessage: (key) => {
+        for (const wake of this.waiting.get(key) ?? []) wake();
+      },
+    });
     let connected = deps.redis.status === "ready";
     deps.redis.on("ready", () => {
       if (connected) this.reconnects++;
@@ -89,22 +97,7 @@ export class EventStreams {
     for (const response of this.open) response.end();
     this.open.clear();
     for (const wakers of this.waiting.values()) for (const wake of wakers) wake();
-    if (this.subscriber) this.subscriber.disconnect();
-  }
-
-  private subscribe(): Promise<void> {
-    this.subscribed ??= (async () => {
-      const subscriber = this.deps.subscriber();
-      this.subscriber = subscriber;
-      subscriber.on("message", (_channel: string, key: string) => {
-        for (const wake of this.waiting.get(key) ?? []) wake();
-      });
-      await subscriber.subscribe(eventsNotifyChannel(this.deps.prefix));
-    })().catch((error: unknown) => {
-      this.subscribed = null;
-      throw error;
-    });
-    return this.subscribed;
+    this.notifications.close();
   }
 
   private admit(tenant: string): () => void {
@@ -213,8 +206,9 @@ export class EventStreams {
     still?: () => Promise<boolean>,
   ): Promise<void> {
     const release = this.admit(tenant);
+    let unsubscribe: Awaited<ReturnType<NotifySubscription["acquire"]>>;
     try {
-      await this.subscribe();
+      unsubscribe = await this.notifications.acquire();
     } catch (error) {
       release();
       throw error;
@@ -365,6 +359,12 @@ export class EventStreams {
       response.off("close", onClose);
       this.open.delete(response);
       release();
+      unsubscribe((error) =>
+        request.log.warn(
+          { err: error },
+          "unsubscribing from event notifications failed; the next reader to leave tries again",
+        ),
+      );
       if (!response.writableEnded) response.end();
     }
   }

@@ -32,12 +32,14 @@ it("reads `runs` by the page's ids in one read, not twice per session, with the 
            'b', true, case when g % 4 = 2 then 'completed' else 'user' end,
            case when g % 4 = 3 then 'parked' else 'active' end, case when g % 4 = 3 then 'max_resumes' end
       from generate_series(1, ${N}) g`;
-  await sql`insert into runs (id, session_id, kind, trigger, status, input, created_at, ended_at, ended_reason)
-    select 'r0-' || g, 's-' || lpad(g::text, 5, '0'), 'run', 'api', 'ended', 'Go.',
+  // Runs carry their session's batch, as the fleet inserts them (migration 0017; one inserted
+  // without it gets it from a trigger's update, a second version of the row).
+  await sql`insert into runs (id, session_id, batch_id, kind, trigger, status, input, created_at, ended_at, ended_reason)
+    select 'r0-' || g, 's-' || lpad(g::text, 5, '0'), 'b', 'run', 'api', 'ended', 'Go.',
            '2026-01-01T00:00:00Z'::timestamptz, '2026-01-01T00:00:00Z'::timestamptz + g * interval '1 second', 'completed'
       from generate_series(1, ${N}) g`;
-  await sql`insert into runs (id, session_id, kind, trigger, status, input, created_at, ended_at, ended_reason)
-    select 'r1-' || g, 's-' || lpad(g::text, 5, '0'), 'resume', 'sweeper',
+  await sql`insert into runs (id, session_id, batch_id, kind, trigger, status, input, created_at, ended_at, ended_reason)
+    select 'r1-' || g, 's-' || lpad(g::text, 5, '0'), 'b', 'resume', 'sweeper',
            case g % 4 when 0 then 'running' when 1 then 'queued' else 'ended' end, 'Go.',
            '2026-01-02T00:00:00Z'::timestamptz,
            case when g % 4 >= 2 then '2026-01-02T00:00:00Z'::timestamptz + g * interval '1 second' end,

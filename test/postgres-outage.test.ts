@@ -14,34 +14,10 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
+import { pastBefore, startMidFlight } from "./support/mid-flight-agent.js";
 import { type PgProxy, startPgProxy } from "./support/pg-proxy.js";
 
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function agentFor(tag: string, i: number) {
-  const write = (id: string) => ({
-    id,
-    name: "append_file",
-    arguments: { path: `${tag}-${i}-${id}.txt`, line: "ran" },
-  });
-  const inTool = i % 2 === 0;
-  return {
-    model: {
-      provider: "scripted" as const,
-      steps: [
-        { toolCalls: [write("before")] },
-        ...(inTool
-          ? [
-              { toolCalls: [{ id: "nap", name: "sleep", arguments: { ms: 6_000 } }] },
-              { toolCalls: [write("after")] },
-            ]
-          : [{ toolCalls: [write("after")], delayMs: 6_000 }]),
-        { text: "done" },
-      ],
-    },
-    tools: ["append_file", "sleep"],
-  };
-}
 
 describe("Postgres unreachable in the middle of a batch", () => {
   let fleet: FleetEnv;
@@ -71,20 +47,9 @@ describe("Postgres unreachable in the middle of a batch", () => {
   async function ride(tag: string, outageMs: number, cut: () => void, restore: () => Promise<void>) {
     const { sql } = fleet.database;
     const count = 12;
-    const ids: string[] = [];
-    for (let i = 0; i < count; i++) {
-      const { id } = await client.createSession({ agent: agentFor(tag, i) });
-      await client.send(id, `session ${i}`);
-      ids.push(id);
-    }
+    const ids = await startMidFlight(client, tag, count);
     const counted = async (query: Promise<{ n: number }[]>) => (await query)[0]!.n;
-    await waitFor(
-      async () =>
-        (await counted(sql`select count(*)::int as n from messages
-          where tool_call_id = 'before' and session_id in ${sql(ids)}`)) >= 8,
-      30_000,
-      "eight sessions past `before`",
-    );
+    await waitFor(async () => (await pastBefore(sql, ids)) >= 8, 30_000, "eight sessions past `before`");
     await pause(300);
     const connectsBefore = proxy.connects();
     const outageStart = Date.now();

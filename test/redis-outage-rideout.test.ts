@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
+import { pastBefore, startMidFlight } from "./support/mid-flight-agent.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
 import { freePort } from "./support/prometheus.js";
 import { INTERRUPTED_TEXT } from "./support/sleepy-sessions.js";
@@ -37,35 +38,6 @@ async function leaseCounts(ports: number[]): Promise<LeaseCounts> {
       out[`${name} ${result}`] = (out[`${name} ${result}`] ?? 0) + Number(n);
   }
   return out;
-}
-
-/**
- * `<tag>-<i>` writes `before`, then either sleeps 6 s (a tool in flight when Redis goes) or
- * takes 6 s to answer (a model call in flight), then writes `after`, then answers `done`.
- */
-function agentFor(tag: string, i: number) {
-  const write = (id: string) => ({
-    id,
-    name: "append_file",
-    arguments: { path: `${tag}-${i}-${id}.txt`, line: "ran" },
-  });
-  const inTool = i % 2 === 0;
-  return {
-    model: {
-      provider: "scripted" as const,
-      steps: [
-        { toolCalls: [write("before")] },
-        ...(inTool
-          ? [
-              { toolCalls: [{ id: "nap", name: "sleep", arguments: { ms: 6_000 } }] },
-              { toolCalls: [write("after")] },
-            ]
-          : [{ toolCalls: [write("after")], delayMs: 6_000 }]),
-        { text: "done" },
-      ],
-    },
-    tools: ["append_file", "sleep"],
-  };
 }
 
 describe("Redis unreachable for 8 s with sessions mid-model-call and mid-tool", () => {
@@ -95,17 +67,10 @@ describe("Redis unreachable for 8 s with sessions mid-model-call and mid-tool", 
   async function ride(tag: string, outage: () => Promise<void>) {
     const { sql } = fleet.database;
     const count = 8;
-    const ids: string[] = [];
-    for (let i = 0; i < count; i++) {
-      const { id } = await client.createSession({ agent: agentFor(tag, i) });
-      await client.send(id, `session ${i}`);
-      ids.push(id);
-    }
+    const ids = await startMidFlight(client, tag, count);
     const counted = async (query: Promise<{ n: number }[]>) => (await query)[0]!.n;
     await waitFor(
-      async () =>
-        (await counted(sql`select count(*)::int as n from messages
-          where tool_call_id = 'before' and session_id in ${sql(ids)}`)) === count,
+      async () => (await pastBefore(sql, ids)) === count,
       30_000,
       "every session past `before`, inside its sleep or its slow model call",
     );

@@ -1,0 +1,51 @@
+/**
+ * The agent of the outage tests (redis-outage-rideout, postgres-outage): session `<tag>-<i>`
+ * writes `before`, then either sleeps 6 s (a tool in flight when the store goes, even `i`) or
+ * takes 6 s to answer (a model call in flight, odd `i`), then writes `after`, then answers
+ * `done`. Each file it writes shows that a tool ran, and how often.
+ */
+import type { Sql } from "postgres";
+import type { FleetClient } from "../../src/producer/client.js";
+
+export function midFlightAgent(tag: string, i: number) {
+  const write = (id: string) => ({
+    id,
+    name: "append_file",
+    arguments: { path: `${tag}-${i}-${id}.txt`, line: "ran" },
+  });
+  const inTool = i % 2 === 0;
+  return {
+    model: {
+      provider: "scripted" as const,
+      steps: [
+        { toolCalls: [write("before")] },
+        ...(inTool
+          ? [
+              { toolCalls: [{ id: "nap", name: "sleep", arguments: { ms: 6_000 } }] },
+              { toolCalls: [write("after")] },
+            ]
+          : [{ toolCalls: [write("after")], delayMs: 6_000 }]),
+        { text: "done" },
+      ],
+    },
+    tools: ["append_file", "sleep"],
+  };
+}
+
+/** `count` sessions of `midFlightAgent(tag, i)`, each sent its first message; their ids. */
+export async function startMidFlight(client: FleetClient, tag: string, count: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const { id } = await client.createSession({ agent: midFlightAgent(tag, i) });
+    await client.send(id, `session ${i}`);
+    ids.push(id);
+  }
+  return ids;
+}
+
+/** How many of the sessions `ids` have stored the result of their `before` write. */
+export async function pastBefore(sql: Sql, ids: string[]): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from messages
+    where tool_call_id = 'before' and session_id in ${sql(ids)}`;
+  return row!.n;
+}

@@ -1,0 +1,82 @@
+/**
+ * A sweeper and a run left by a live but frozen worker, for the sweeper's judgement of a missing
+ * lease (sweeper-clock, sweeper-redis-trouble): the worker's liveness connection is listed, its
+ * run started three lease TTLs ago, and no lease is held for its session.
+ */
+import { randomUUID } from "node:crypto";
+import pino from "pino";
+import { parseAgentConfig } from "../../src/shared/agent-config.js";
+import { SessionLease } from "../../src/shared/lease.js";
+import { createMetrics } from "../../src/shared/metrics.js";
+import { QUEUES, type RunQueues } from "../../src/shared/queues.js";
+import { closeRedis, createRedis } from "../../src/shared/redis.js";
+import { DEFAULT_RESUME_POLICY } from "../../src/shared/resume-policy.js";
+import { AutomaticResumes } from "../../src/shared/store/automatic-resumes.js";
+import { SessionQueries } from "../../src/shared/store/session-queries.js";
+import { livenessName } from "../../src/shared/worker-signals.js";
+import { liveWorkers } from "../../src/sweeper/liveness.js";
+import { SweepQueries } from "../../src/sweeper/sweep-queries.js";
+import { Sweeper } from "../../src/sweeper/sweeper.js";
+import { type FleetEnv, waitFor } from "./fleet-env.js";
+
+const AGENT = parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "resumed" }] } });
+
+/** A Sweeper of `fleet` with its real stores, silent, reading the time from `now`. */
+export function sweeperOf(fleet: FleetEnv, queues: RunQueues, now: () => number): Sweeper {
+  const metrics = createMetrics("sweeper-test");
+  return new Sweeper({
+    prefix: fleet.config.prefix,
+    redis: fleet.redis,
+    lease: new SessionLease(fleet.redis, fleet.config.prefix, fleet.config.leaseTtlMs),
+    queries: new SessionQueries(fleet.database),
+    sweeps: new SweepQueries(fleet.database),
+    queues,
+    metrics,
+    resumes: new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, metrics),
+    log: pino({ level: "silent" }),
+    now,
+  });
+}
+
+/**
+ * Runs `body` with a session mid-run on a worker whose liveness connection is listed (closed
+ * after), the run started three TTLs ago and no lease held; `runStatus` reads the run's row.
+ */
+export async function withFrozenWorkersRun(
+  fleet: FleetEnv,
+  body: (run: {
+    sessionId: string;
+    runStatus: () => Promise<{ status: string; ended_reason: string | null }>;
+  }) => Promise<void>,
+): Promise<void> {
+  const worker = `frozen-${randomUUID().slice(0, 8)}`;
+  const conn = createRedis(fleet.config.redisUrl, "worker", livenessName(fleet.config.prefix, worker));
+  try {
+    await waitFor(
+      async () => (await liveWorkers(fleet.redis, fleet.config.prefix)).has(worker),
+      5_000,
+      "the worker's connection listed",
+    );
+    const { id } = await new SessionQueries(fleet.database).createSession({
+      agent: AGENT,
+      messages: [{ role: "user", content: "question" }],
+    });
+    const runId = randomUUID();
+    const ttlSeconds = fleet.config.leaseTtlMs / 1000;
+    await fleet.database.sql`update sessions set run_started = true where id = ${id}`;
+    await fleet.database.sql`
+      insert into runs (id, session_id, kind, trigger, status, worker_id, started_at, job_id)
+      values (${runId}, ${id}, 'run', 'api', 'running', ${worker}, now() - make_interval(secs => ${3 * ttlSeconds}),
+              ${QUEUES.runs.jobId({ sessionId: id, runId })})`;
+    await body({
+      sessionId: id,
+      runStatus: async () =>
+        (
+          await fleet.database.sql<{ status: string; ended_reason: string | null }[]>`
+          select status, ended_reason from runs where id = ${runId}`
+        )[0]!,
+    });
+  } finally {
+    await closeRedis(conn);
+  }
+}

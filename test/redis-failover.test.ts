@@ -7,12 +7,12 @@
  * of it), and the fleet goes on on the new primary. The address is a TCP proxy here.
  */
 import type { ChildProcess } from "node:child_process";
-import { connect, createServer, type Server, type Socket } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
+import { startTcpProxy, type TcpProxy } from "./support/tcp-proxy.js";
 
 const agent = { model: { provider: "scripted" as const, steps: [{ text: "one" }, { text: "two" }] } };
 
@@ -21,8 +21,7 @@ describe("a Redis failover behind one address", () => {
   let client: FleetClient;
   let oldPrimary: ChildProcess;
   let newPrimary: ChildProcess;
-  let proxy: Server;
-  const sockets = new Set<Socket>();
+  let proxy: TcpProxy;
   let target: number;
   let oldPort: number;
   let newPort: number;
@@ -32,26 +31,13 @@ describe("a Redis failover behind one address", () => {
     oldPrimary = await startRedis(oldPort);
     newPrimary = await startRedis(newPort, ["--replicaof", "127.0.0.1", String(oldPort)]);
     target = oldPort;
-    proxy = createServer((socket) => {
-      const upstream = connect(target, "127.0.0.1");
-      for (const s of [socket, upstream]) {
-        sockets.add(s);
-        s.on("error", () => {});
-        s.on("close", () => sockets.delete(s));
-      }
-      socket.pipe(upstream).pipe(socket);
-      socket.on("close", () => upstream.destroy());
-      upstream.on("close", () => socket.destroy());
-    });
-    const proxyPort = await freePort();
-    await new Promise<void>((resolve) => proxy.listen(proxyPort, "127.0.0.1", resolve));
-    fleet = await createFleetEnv("redisfailover", { redisUrl: `redis://127.0.0.1:${proxyPort}` });
+    proxy = await startTcpProxy(() => target);
+    fleet = await createFleetEnv("redisfailover", { redisUrl: `redis://127.0.0.1:${proxy.port}` });
     ({ client } = await fleet.startApi());
   });
   afterAll(async () => {
     await fleet?.close();
-    for (const s of sockets) s.destroy();
-    await new Promise((resolve) => proxy?.close(resolve));
+    await proxy?.close();
     for (const server of [oldPrimary, newPrimary]) if (server) await stopRedis(server);
   });
 

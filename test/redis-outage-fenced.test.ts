@@ -8,13 +8,13 @@
  */
 import type { ChildProcess } from "node:child_process";
 import { access } from "node:fs/promises";
-import { connect, createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { SessionLease } from "../src/shared/lease.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
-import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
+import { startRedis, stopRedis } from "./support/private-redis.js";
+import { startTcpProxy, type TcpProxy } from "./support/tcp-proxy.js";
 
 const PORT = 7102;
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -23,42 +23,26 @@ describe("a worker cut off from Redis whose session changed hands meanwhile", ()
   let fleet: FleetEnv;
   let client: FleetClient;
   let redis: ChildProcess;
-  let proxy: Server;
-  let proxyPort: number;
+  let proxy: TcpProxy;
   let open = true;
-  const sockets = new Set<Socket>();
 
   beforeAll(async () => {
     redis = await startRedis(PORT);
-    proxy = createServer((socket) => {
-      if (!open) return socket.destroy();
-      const upstream = connect(PORT, "127.0.0.1");
-      for (const s of [socket, upstream]) {
-        sockets.add(s);
-        s.on("error", () => {});
-        s.on("close", () => sockets.delete(s));
-      }
-      socket.pipe(upstream).pipe(socket);
-      socket.on("close", () => upstream.destroy());
-      upstream.on("close", () => socket.destroy());
-    });
-    proxyPort = await freePort();
-    await new Promise<void>((resolve) => proxy.listen(proxyPort, "127.0.0.1", resolve));
+    proxy = await startTcpProxy(() => (open ? PORT : null));
     // The test's own connections (fleet.redis, the API) go straight to Redis; the worker's through the proxy.
     fleet = await createFleetEnv("redisoutagefenced", { redisUrl: `redis://127.0.0.1:${PORT}` });
     ({ client } = await fleet.startApi());
   }, 90_000);
   afterAll(async () => {
     await fleet?.close();
-    for (const s of sockets) s.destroy();
-    await new Promise((resolve) => proxy?.close(resolve));
+    await proxy?.close();
     if (redis) await stopRedis(redis);
   });
 
   it("starts no tool and appends nothing once its lease was taken or its epoch moved", async () => {
     const worker = await fleet.spawnWorker({
       LOG_LEVEL: "info",
-      REDIS_URL: `redis://127.0.0.1:${proxyPort}`,
+      REDIS_URL: `redis://127.0.0.1:${proxy.port}`,
     });
     const ids: string[] = [];
     for (const name of ["taken", "moved"]) {
@@ -93,7 +77,7 @@ describe("a worker cut off from Redis whose session changed hands meanwhile", ()
     );
 
     open = false; // the partition: every proxied connection drops, no new one gets through
-    for (const s of sockets) s.destroy();
+    proxy.cut();
     await pause(3_000); // the leases (TTL 2 s) expire; `nap` ends; its result waits
     const lease = new SessionLease(fleet.redis, fleet.config.prefix, fleet.config.leaseTtlMs);
     expect(await lease.holder(ids[0]!)).toBeNull();

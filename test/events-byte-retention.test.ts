@@ -6,6 +6,7 @@
  * count bound's rule, contracts §7); a caught-up reader whose own place alone went is not.
  * MESSAGE events stay exactly the stored ones: the seq check still skips a repeat and refuses a gap.
  */
+import { get, type IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { trimmedPast } from "../src/shared/event-expiry.js";
@@ -13,7 +14,7 @@ import { EventWriter } from "../src/shared/event-writer.js";
 import { eventStreamKey, seqKey, toStored } from "../src/shared/events.js";
 import type { StoredMessage } from "../src/shared/messages.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
-import { readSse, stuckReader } from "./support/sse.js";
+import { readSse } from "./support/sse.js";
 
 const MB = 1024 * 1024;
 
@@ -172,16 +173,38 @@ describe("readers of a stream the byte bound trims", () => {
     };
     await write(0, 2);
     // A reader that stops reading after its first bytes: its socket fills, the API waits.
-    const { seen, ended, resume } = await stuckReader(`${base}/v1/sessions/${id}/events?after=0-0`);
+    const seen: { id: string; n: number }[] = [];
+    let ended = false;
+    let buffer = "";
+    let response: IncomingMessage | undefined;
+    get(`${base}/v1/sessions/${id}/events?after=0-0`, (res) => {
+      response = res;
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        buffer += chunk;
+        const blocks = buffer.split("\n\n");
+        buffer = blocks.pop() ?? "";
+        for (const block of blocks) {
+          const eventId = /^id: (.*)$/m.exec(block)?.[1];
+          const data = /^data: (.*)$/m.exec(block)?.[1];
+          if (eventId && data) seen.push({ id: eventId, n: numberOf(JSON.parse(data).reason) });
+        }
+      });
+      res.on("end", () => {
+        ended = true;
+      });
+      res.once("data", () => res.pause());
+    });
+    await waitFor(() => response !== undefined, 5_000, "the stream to open");
     // 20 events of 256 KB: 5 MB, five times the bound, and far fewer than a page (200).
     await write(2, 22);
     const kept = await fleet.redis.xlen(eventStreamKey(fleet.config.prefix, id));
-    resume();
-    await waitFor(() => ended() || seen.at(-1)?.n === 21, 15_000, "the reader to end or catch up");
+    response!.resume();
+    await waitFor(() => ended || seen.at(-1)?.n === 21, 15_000, "the reader to end or catch up");
     const numbers = seen.map((e) => e.n);
-    console.log(`stream keeps ${kept} of 22 events; the reader got ${numbers.join(",")}; ended: ${ended()}`);
+    console.log(`stream keeps ${kept} of 22 events; the reader got ${numbers.join(",")}; ended: ${ended}`);
     expect(numbers).toEqual(numbers.map((_, i) => i));
-    expect(ended()).toBe(true);
+    expect(ended).toBe(true);
     const goneCount = async () => {
       const text = await (await fetch(`${base}/metrics`)).text();
       return Number(/^fleet_event_places_gone_total\{stream="session"[^}]*\} (\S+)$/m.exec(text)?.[1]);

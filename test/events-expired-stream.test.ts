@@ -5,13 +5,14 @@
  * stream must get 410 `expired` (contracts §7), not the new stream from its start: that
  * would give it every message it already has a second time.
  */
+import { get } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { placeExpired, placeMayHaveExpired } from "../src/shared/event-expiry.js";
 import { EventWriter } from "../src/shared/event-writer.js";
 import { eventStreamKey } from "../src/shared/events.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
-import { readSse, stuckReader } from "./support/sse.js";
+import { readSse } from "./support/sse.js";
 
 const MAX_AGE_MS = 2_000;
 
@@ -130,16 +131,39 @@ describe("a reader slower than the session's writes", () => {
     await write(0, 5);
 
     // A reader that stops reading after its first bytes: its socket fills, the API waits.
-    const { seen, ended, resume } = await stuckReader(`${base}/v1/sessions/${id}/events?after=0-0`);
+    const seen: { id: string; n: number }[] = [];
+    let ended = false;
+    let buffer = "";
+    let response: import("node:http").IncomingMessage | undefined;
+    get(`${base}/v1/sessions/${id}/events?after=0-0`, (res) => {
+      response = res;
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        buffer += chunk;
+        const blocks = buffer.split("\n\n");
+        buffer = blocks.pop() ?? "";
+        for (const block of blocks) {
+          const eventId = /^id: (.*)$/m.exec(block)?.[1];
+          const data = /^data: (.*)$/m.exec(block)?.[1];
+          if (eventId && data)
+            seen.push({ id: eventId, n: Number(/^r(\d+)/.exec(JSON.parse(data).reason)![1]) });
+        }
+      });
+      res.on("end", () => {
+        ended = true;
+      });
+      res.once("data", () => res.pause());
+    });
+    await waitFor(() => response !== undefined, 5_000, "the stream to open");
     // The session goes on: far more than FLEET_EVENTS_MAX events while the reader is stuck.
     await write(5, 400);
-    resume();
-    await waitFor(() => ended() || seen.at(-1)?.n === 399, 15_000, "the reader to end or catch up");
+    response!.resume();
+    await waitFor(() => ended || seen.at(-1)?.n === 399, 15_000, "the reader to end or catch up");
 
     const numbers = seen.map((e) => e.n);
     // What it got has no gap; it was ended where its next events were gone.
     expect(numbers).toEqual(numbers.map((_, i) => i));
-    expect(ended()).toBe(true);
+    expect(ended).toBe(true);
     const again = await readSse(`${base}/v1/sessions/${id}/events`, {
       after: seen.at(-1)!.id,
       stop: () => true,

@@ -1,5 +1,4 @@
 /** Reading Server-Sent Events in tests: one connection at a time, cut wherever the test wants. */
-import { get, type IncomingMessage } from "node:http";
 import { type FleetEvent, parseSse } from "../../src/producer/client.js";
 
 export type SseRead = { status: number; events: FleetEvent[]; body?: unknown; contentType: string | null };
@@ -55,39 +54,4 @@ export async function readSse(
 export async function sseClients(base: string): Promise<number> {
   const text = await (await fetch(`${base}/metrics`)).text();
   return Number(/^fleet_sse_clients(?:\{[^}]*\})? (\d+)$/m.exec(text)?.[1] ?? Number.NaN);
-}
-
-/**
- * A live-events reader that stops reading after its first bytes: its socket fills and the API
- * waits on it, until `resume()`. `seen`: the events it got, each with the number its
- * SESSION_PARKED reason starts with (`r<n> …`); `ended()`: whether the API ended the stream.
- */
-export async function stuckReader(
-  url: string,
-): Promise<{ seen: { id: string; n: number }[]; ended: () => boolean; resume: () => void }> {
-  const seen: { id: string; n: number }[] = [];
-  let ended = false;
-  let buffer = "";
-  const response = await new Promise<IncomingMessage>((resolve) =>
-    get(url, (res) => {
-      res.setEncoding("utf8");
-      res.on("data", (chunk: string) => {
-        buffer += chunk;
-        const blocks = buffer.split("\n\n");
-        buffer = blocks.pop() ?? "";
-        for (const block of blocks) {
-          const eventId = /^id: (.*)$/m.exec(block)?.[1];
-          const data = /^data: (.*)$/m.exec(block)?.[1];
-          if (eventId && data)
-            seen.push({ id: eventId, n: Number(/^r(\d+)/.exec(JSON.parse(data).reason)![1]) });
-        }
-      });
-      res.on("end", () => {
-        ended = true;
-      });
-      res.once("data", () => res.pause());
-      resolve(res);
-    }),
-  );
-  return { seen, ended: () => ended, resume: () => response.resume() };
 }

@@ -10,7 +10,7 @@ import { SessionLease } from "../../src/shared/lease.js";
 import { createMetrics } from "../../src/shared/metrics.js";
 import { QUEUES, type RunQueues } from "../../src/shared/queues.js";
 import { closeRedis, createRedis } from "../../src/shared/redis.js";
-import { DEFAULT_RESUME_POLICY, type ResumePolicy } from "../../src/shared/resume-policy.js";
+import { DEFAULT_RESUME_POLICY } from "../../src/shared/resume-policy.js";
 import { AutomaticResumes } from "../../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../../src/shared/store/session-queries.js";
 import { livenessName } from "../../src/shared/worker-signals.js";
@@ -21,12 +21,8 @@ import { type FleetEnv, waitFor } from "./fleet-env.js";
 
 const AGENT = parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "resumed" }] } });
 
-/** A Sweeper of `fleet` with its real stores, silent; `now`: its clock, `policy`: over the default one. */
-export function sweeperOf(
-  fleet: FleetEnv,
-  queues: RunQueues,
-  options: { now?: () => number; policy?: Partial<ResumePolicy> } = {},
-): Sweeper {
+/** A Sweeper of `fleet` with its real stores, silent, reading the time from `now`. */
+export function sweeperOf(fleet: FleetEnv, queues: RunQueues, now: () => number): Sweeper {
   const metrics = createMetrics("sweeper-test");
   return new Sweeper({
     prefix: fleet.config.prefix,
@@ -36,9 +32,9 @@ export function sweeperOf(
     sweeps: new SweepQueries(fleet.database),
     queues,
     metrics,
-    resumes: new AutomaticResumes(fleet.database, { ...DEFAULT_RESUME_POLICY, ...options.policy }, metrics),
+    resumes: new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, metrics),
     log: pino({ level: "silent" }),
-    now: options.now,
+    now,
   });
 }
 

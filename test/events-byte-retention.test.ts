@@ -210,8 +210,10 @@ describe("readers of a stream the byte bound trims", () => {
       return Number(/^fleet_event_places_gone_total\{stream="session"[^}]*\} (\S+)$/m.exec(text)?.[1]);
     };
     const goneBefore = await goneCount();
+    // A first read after the trimming (the API read nothing before the writes) ends the reader
+    // with nothing sent: its place is then the stream's start (events-first-read.test.ts).
     const again = await readSse(`${base}/v1/sessions/${id}/events`, {
-      after: seen.at(-1)!.id,
+      after: seen.at(-1)?.id ?? "0-0",
       stop: () => true,
     });
     expect(again.status).toBe(410);

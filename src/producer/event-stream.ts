@@ -34,7 +34,7 @@ import { BatchEventSync } from "./batch-event-sync.js";
 import { BatchStreamCheck, batchStreamKeys } from "./batch-stream-check.js";
 import type { EventStreamDeps } from "./event-stream-deps.js";
 import { NotifySubscription } from "./notify-subscription.js";
-import { gone, resumeId, sessionStreamStart } from "./stream-places.js";
+import { gone, resumeId, type StartPlace, sentPlace, sessionStreamStart } from "./stream-places.js";
 
 export type { EventStreamDeps } from "./event-stream-deps.js";
 
@@ -134,23 +134,21 @@ export class EventStreams {
         `session ${sessionId} has sessionEvents: false, so it has no event stream; follow it with GET /v1/sessions/${sessionId} (or its batch's events), or turn its stream on with PATCH /v1/sessions/${sessionId} {"sessionEvents": true}`,
       );
     const key = eventStreamKey(this.deps.prefix, sessionId);
-    let start: string;
+    let start: StartPlace;
     if (after !== null) {
       if (await this.reader.expired(key, after)) {
         this.deps.metrics.eventPlacesGone?.inc({ stream: "session" });
         return gone(reply, after);
       }
-      start = after;
+      start = sentPlace(after);
     } else start = await sessionStreamStart(this.reader, this.deps.queries, key, sessionId, tenant, runParam);
     const repair = this.deps.repairRunEnd;
-    const startIsEntry = after !== null && after !== STREAM_START;
     await this.serve(
       request,
       reply,
       tenant,
       key,
       start,
-      startIsEntry,
       undefined,
       repair && (() => repair(sessionId)),
       this.deps.sessionStreamOn &&
@@ -183,8 +181,8 @@ export class EventStreams {
       this.deps.metrics.eventPlacesGone?.inc({ stream: "batch" });
       return gone(reply, after);
     }
-    const startIsEntry = after !== null && after !== STREAM_START;
-    await this.serve(request, reply, tenant, key, after ?? STREAM_START, startIsEntry, () => sync.sync());
+    const start: StartPlace = after === null ? { id: STREAM_START, kind: "kept" } : sentPlace(after);
+    await this.serve(request, reply, tenant, key, start, () => sync.sync());
   }
 
   private async serve(
@@ -192,9 +190,8 @@ export class EventStreams {
     reply: FastifyReply,
     tenant: string,
     key: string,
-    start: string,
-    /** Whether `start` is an entry of the stream (an id the client sent, found kept). */
-    startIsEntry: boolean,
+    /** Where the reader starts, and what its first read must still find there (stream-places.ts). */
+    start: StartPlace,
     before?: () => Promise<void>,
     /** Called as the stream opens and at each heartbeat (what it writes is read as any event). */
     idle?: () => Promise<unknown>,
@@ -234,10 +231,12 @@ export class EventStreams {
       wake();
     };
     response.on("close", onClose);
-    let last = start;
-    // Whether `last` is an entry of the stream (an id the reader sent, checked by the route, or
-    // one it was sent), not a place before one (`0-0`, or just before a run's RUN_STARTED).
-    let placeIsEntry = startIsEntry;
+    let last = start.id;
+    // Whether `last` is an entry of the stream (an id the reader sent, checked by the route, the
+    // stream's newest or a run's RUN_STARTED at connect, or one it was sent), not `0-0`.
+    let placeIsEntry = start.kind === "entry" || start.kind === "at";
+    // Whether `last` itself is still to be sent (a run's RUN_STARTED).
+    let inclusive = start.kind === "at";
     let seenReconnects = this.reconnects;
     let lastWrite = Date.now();
     const pollMs = this.deps.pollMs ?? 1_000;
@@ -247,7 +246,6 @@ export class EventStreams {
       );
     await onIdle();
     let checkedAt = Date.now();
-    let delivered = false;
     /** Whether this pass follows a wake (a write or a drop of this stream), not a timer. */
     let byWake = false;
     /**
@@ -266,11 +264,18 @@ export class EventStreams {
         // it now is written anew, messages this reader has among it. It ends (410 on reconnect).
         // Trimmed by the byte bound (FLEET_EVENTS_MAX_BYTES: a few big events can be far fewer
         // than a page), it ends too when an entry after its place went with it.
+        // That holds from the first read: a place taken at connect may be trimmed before it.
         const rows = await this.reader.from(key, last, READ_PAGE + 1);
         if (rows.length > 0 && rows[0]!.id !== last && (await this.reader.placeGone(key, last))) return null;
-        page = rows[0]?.id === last ? rows.slice(1) : rows.slice(0, READ_PAGE);
-      } else page = await this.reader.after(key, last, READ_PAGE);
-      if (delivered && page.length >= Math.min(READ_PAGE, this.deps.retention.maxEvents))
+        page = rows[0]?.id === last && !inclusive ? rows.slice(1) : rows.slice(0, READ_PAGE);
+      } else {
+        page = await this.reader.after(key, last, READ_PAGE);
+        // From the stream's start, found untrimmed at connect (`after=0-0`): trimmed since, the
+        // page may begin past entries this reader never got. It ends (410 on reconnect).
+        if (start.kind === "start" && page.length > 0 && (await this.reader.expired(key, STREAM_START)))
+          return null;
+      }
+      if (placeIsEntry && page.length >= Math.min(READ_PAGE, this.deps.retention.maxEvents))
         if (await this.reader.expired(key, last)) return null;
       return page;
     };
@@ -311,8 +316,8 @@ export class EventStreams {
               `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event.data)}\n\n`,
             );
             last = event.id;
-            delivered = true;
             placeIsEntry = true;
+            inclusive = false;
             if (!ok)
               await new Promise<void>((resolve) => {
                 const done = () => {

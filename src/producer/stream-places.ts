@@ -5,9 +5,28 @@
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { NotFoundError, ValidationError } from "../shared/errors.js";
+import { STREAM_START } from "../shared/event-expiry.js";
 import type { EventReader } from "../shared/event-reader.js";
-import { idBefore, isEventId } from "../shared/events.js";
+import { isEventId } from "../shared/events.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
+
+/**
+ * Where a reader starts, and what its first read must still find (event-stream.ts):
+ * - `entry`: an entry of the stream (an id the reader sent, found kept at connect, or the
+ *   stream's newest entry then); read after it, and it must still be kept, or trimmed with
+ *   nothing after it gone.
+ * - `at`: an entry read from, itself included (a run's `RUN_STARTED`), held to the same.
+ * - `start`: the stream's start (`0-0`), found untrimmed at connect: a first read that finds
+ *   it trimmed since may have missed what went.
+ * - `kept`: from what is kept, whatever went before (a named run whose `RUN_STARTED` is no
+ *   longer kept; a stream that did not exist at connect; a batch's stream read without an id).
+ */
+export type StartPlace = { id: string; kind: "entry" | "at" | "start" | "kept" };
+
+/** The place of a reader that sent an id to resume after (found kept). */
+export function sentPlace(after: string): StartPlace {
+  return { id: after, kind: after === STREAM_START ? "start" : "entry" };
+}
 
 /**
  * The id to resume after: `Last-Event-ID` wins over `?after=`; 400 when malformed.
@@ -50,9 +69,9 @@ export async function sessionStreamStart(
   sessionId: string,
   tenant: string,
   runParam: string | undefined,
-): Promise<string> {
+): Promise<StartPlace> {
   // The end first, then the runs: a run that starts in between is found by its RUN_STARTED.
-  const tail = (await reader.lastId(key)) ?? "0-0";
+  const tail = await reader.lastId(key);
   const runs = await queries.listRuns(sessionId, tenant);
   // `?run=`: that run's (a client following the run its message queued, while other
   // messages may queue runs after it); else the latest run's.
@@ -71,5 +90,6 @@ export async function sessionStreamStart(
   // A named run that started but whose RUN_STARTED is no longer kept: from the first event
   // kept, so that its reader still gets the rest of that run (the end would give nothing).
   const fromKept = runParam !== undefined && run?.status !== "queued";
-  return startedId ? idBefore(startedId) : fromKept ? "0-0" : tail;
+  if (startedId) return { id: startedId, kind: "at" };
+  return fromKept || tail === null ? { id: STREAM_START, kind: "kept" } : { id: tail, kind: "entry" };
 }

@@ -114,11 +114,3 @@ export function toStored([id, fields]: [string, string[]]): StoredEvent {
   }
   return { id, type, data: JSON.parse(data) as Record<string, unknown> };
 }
-
-/** The event id just before `id` in order (for "start at this event"). */
-export function idBefore(id: string): string {
-  const [ms, seq] = id.split("-").map(BigInt) as [bigint, bigint];
-  if (seq > 0n) return `${ms}-${seq - 1n}`;
-  if (ms === 0n) return "0-0";
-  return `${ms - 1n}-18446744073709551615`;
-}

@@ -54,6 +54,9 @@ const CONTRACT_METRICS = [
   "fleet_lease_retakes_total",
   "fleet_event_places_gone_total",
   "fleet_sweeper_pass_age_seconds",
+  "fleet_run_progress_age_seconds",
+  "fleet_runs_stuck",
+  "fleet_run_stuck_after_seconds",
 ] as const;
 const HISTOGRAMS = [
   "fleet_crash_to_resume_seconds",

@@ -68,6 +68,7 @@ describe("deploy/prometheus (promtool)", () => {
         "FleetRetentionBehind",
         "FleetAuthFailuresLimited",
         "FleetSweeperStuck",
+        "FleetRunStuck",
       ]),
     );
     for (const alert of alertRules()) {

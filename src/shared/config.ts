@@ -148,6 +148,12 @@ const envSchema = z.object({
   SWEEP_INTERVAL_MS: int(200),
   /** Automatic resumes of one session before it is parked. */
   SWEEPER_MAX_ATTEMPTS: int(5),
+  /**
+   * A running run whose session has had no append for longer than this counts as stuck
+   * (run-progress.ts: fleet_runs_stuck, the sweeper's log, FleetRunStuck). Above the longest
+   * a model step can go without one at the default timeouts (about 17 min); tools have none.
+   */
+  FLEET_RUN_STUCK_AFTER_MS: z.coerce.number().int().positive().default(1_800_000),
   /** Wait before the second automatic resume of a session; doubles each time, capped at 60 s. */
   SWEEPER_BACKOFF_MS: int(1_000),
   /**
@@ -283,6 +289,8 @@ export type FleetConfig = {
   sweepIntervalMs: number;
   sweeperMaxAttempts: number;
   sweeperBackoffMs: number;
+  /** FLEET_RUN_STUCK_AFTER_MS: a running run with no append for longer is stuck. */
+  runStuckAfterMs: number;
   /** FLEET_RETENTION_DAYS (null: off), _CHUNK, _INTERVAL_MS: what the sweeper deletes, how. */
   retention: { maxIdleMs: number | null; chunk: number; intervalMs: number };
   logLevel: z.infer<typeof envSchema>["LOG_LEVEL"];
@@ -370,6 +378,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     sweepIntervalMs: Math.max(20, e.SWEEP_INTERVAL_MS),
     sweeperMaxAttempts: e.SWEEPER_MAX_ATTEMPTS,
     sweeperBackoffMs: e.SWEEPER_BACKOFF_MS,
+    runStuckAfterMs: e.FLEET_RUN_STUCK_AFTER_MS,
     retention: {
       maxIdleMs: e.FLEET_RETENTION_DAYS > 0 ? Math.round(e.FLEET_RETENTION_DAYS * 86_400_000) : null,
       chunk: e.FLEET_RETENTION_CHUNK,

@@ -413,3 +413,36 @@ export function initSweeperPasses(
     },
   });
 }
+
+/** The sweeper's view of running runs' progress (sweeper/run-progress.ts sets them each liveness pass). */
+export type RunProgressGauges = { oldestAge: Gauge; stuck: Gauge };
+
+/**
+ * Runs that are running but make no progress while their worker stays alive (a tool that
+ * never returns): the sweeper resumes only runs whose worker died or froze, so these would
+ * show nowhere else. Both gauges start at 0; the threshold is exported beside them.
+ */
+export function initRunProgress(
+  metrics: Pick<FleetMetrics, "registry">,
+  stuckAfterMs: number,
+): RunProgressGauges {
+  const registers = [metrics.registry];
+  const oldestAge = new Gauge({
+    name: "fleet_run_progress_age_seconds",
+    help: "Seconds since the running run longest without progress last made some (an append to its session, or its start), as of the sweeper's last liveness pass; 0 when no run is running.",
+    registers,
+  });
+  const stuck = new Gauge({
+    name: "fleet_runs_stuck",
+    help: "Running runs with no progress for longer than FLEET_RUN_STUCK_AFTER_MS, as of the sweeper's last liveness pass.",
+    registers,
+  });
+  new Gauge({
+    name: "fleet_run_stuck_after_seconds",
+    help: "FLEET_RUN_STUCK_AFTER_MS: a running run with no progress for longer counts as stuck (fleet_runs_stuck, FleetRunStuck).",
+    registers,
+  }).set(stuckAfterMs / 1000);
+  oldestAge.set(0);
+  stuck.set(0);
+  return { oldestAge, stuck };
+}

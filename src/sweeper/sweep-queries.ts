@@ -11,6 +11,12 @@ export type RunningRun = {
   started_at: Date;
   /** How long it has been running, on Postgres's clock (as `started_at`), not the sweeper host's. */
   age_ms: number;
+  /**
+   * How long since it last made progress, on Postgres's clock: since its session's last
+   * append or claim (`last_active_at`), or its start when later. Lease renewals are not
+   * progress: a worker stuck in a tool renews its lease and appends nothing.
+   */
+  progress_age_ms: number;
 };
 export type AttentionSession = { id: string; tail_state: string; resume_attempts: number };
 export type LeftoverRun = { id: string; session_id: string; kind: string };
@@ -34,12 +40,16 @@ export class SweepQueries {
 
   /**
    * Runs some worker is (or was) acting on. Read only when the first of them in
-   * runs_unfinished_idx's order is there: see `FIRST_RUNNING`.
+   * runs_unfinished_idx's order is there: see `FIRST_RUNNING`. Each run's session is read by
+   * its key (a scalar subquery: one sessions_pkey entry per running run, whatever the plan).
    */
   async runningRuns(): Promise<RunningRun[]> {
     const rows = await this.database.sql<(Omit<RunningRun, "started_at"> & { started_at: string })[]>`
       select id, session_id, kind, worker_id, started_at,
-             (extract(epoch from now() - started_at) * 1000)::float8 as age_ms
+             (extract(epoch from now() - started_at) * 1000)::float8 as age_ms,
+             (extract(epoch from now() - greatest(started_at,
+                (select s.last_active_at from sessions s where s.id = runs.session_id))) * 1000)::float8
+               as progress_age_ms
         from runs where status = 'running'
          and (${this.database.sql.unsafe(FIRST_RUNNING)}) is not null`;
     // Drizzle's postgres.js driver hands timestamps back as strings.

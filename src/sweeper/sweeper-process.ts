@@ -11,7 +11,7 @@ import { EventWriter, warnDroppedStream } from "../shared/event-writer.js";
 import { checkEvictionPolicy } from "../shared/eviction-policy.js";
 import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
 import { SessionLease } from "../shared/lease.js";
-import { createMetrics, type FleetMetrics, initSweeperPasses } from "../shared/metrics.js";
+import { createMetrics, type FleetMetrics, initRunProgress, initSweeperPasses } from "../shared/metrics.js";
 import { ProviderLimits, waitsForgetter } from "../shared/provider-limits.js";
 import { openWebhookQueue, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, RedisOutageLog } from "../shared/redis.js";
@@ -26,6 +26,7 @@ import { eventsChannel } from "../shared/worker-signals.js";
 import { BatchEnds, startWebhookWorker } from "./batch-ends.js";
 import { CancelledLeftovers } from "./cancelled-leftovers.js";
 import { Retention } from "./retention.js";
+import { RunProgress } from "./run-progress.js";
 import { SweepQueries } from "./sweep-queries.js";
 import { Sweeper } from "./sweeper.js";
 
@@ -111,6 +112,11 @@ export async function startSweeper(
     metrics,
     resumes,
     log,
+    progress: new RunProgress({
+      gauges: initRunProgress(metrics, config.runStuckAfterMs),
+      stuckAfterMs: config.runStuckAfterMs,
+      log,
+    }),
     runEnded,
     runEndMissing: (sessionId) => events.missingRunEnd(database, sessionId, 0),
     signal: halt.signal,

@@ -11,6 +11,8 @@
  *    running, once their backoff has passed: resumed, or parked when the policy says so;
  * 3. queued runs whose job is missing (Redis lost it) or failed: the job is added again.
  * It also wakes up when a worker reports an abnormal stop, instead of waiting for a poll.
+ * Part 1's read of the running runs also tells `progress` how long each went without an
+ * append: a run whose live worker waits forever (a tool) is not resumed, only shown (run-progress.ts).
  */
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
@@ -27,6 +29,7 @@ import {
 import type { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
 import { DeathWatch, livenessMode, liveWorkers } from "./liveness.js";
+import type { RunProgress } from "./run-progress.js";
 import type { QueuedRun, SweepQueries } from "./sweep-queries.js";
 
 export type SweeperDeps = {
@@ -40,6 +43,8 @@ export type SweeperDeps = {
   queues: Pick<RunQueues, "enqueue" | "getJob" | "getActive" | "jobStates">;
   metrics: Pick<FleetMetrics, "runs">;
   log: Pick<Logger, "info" | "warn" | "debug">;
+  /** Told every running run at each look for abandoned ones: runs alive but making no progress. */
+  progress?: Pick<RunProgress, "observe">;
   now?: () => number;
   /**
    * Writes the RUN_COMPLETED of a run this sweeper ended (contracts §7), after every stored
@@ -211,6 +216,7 @@ export class Sweeper {
   /** Part 1: runs whose worker is dead or whose lease expired (`live`: who is alive, read now when not given). */
   async sweepAbandoned(liveNow?: Set<string>): Promise<number> {
     const running = await this.deps.sweeps.runningRuns();
+    this.deps.progress?.observe(running);
     if (running.length === 0) return 0;
     const live = liveNow ?? (await this.timed(() => this.liveWorkers()));
     const dead = this.deaths.observe(

@@ -2,7 +2,12 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse } from "yaml";
-import { createMetrics, initSweeperPasses, initWorkerLiveness } from "../../src/shared/metrics.js";
+import {
+  createMetrics,
+  initRunProgress,
+  initSweeperPasses,
+  initWorkerLiveness,
+} from "../../src/shared/metrics.js";
 import { PROMETHEUS_DIR } from "./prometheus.js";
 
 const KEYWORDS = new Set(["and", "or", "unless", "bool", "offset", "inf", "nan", "by", "without"]);
@@ -29,6 +34,7 @@ export async function exportedSeriesNames(): Promise<Set<string>> {
   const metrics = createMetrics("test", { queueDepths: async () => [] });
   initWorkerLiveness(metrics, 1_000, () => 0); // the worker's own
   initSweeperPasses(metrics, () => 0); // the sweeper's own
+  initRunProgress(metrics, 1_000); // the sweeper's own
   const names = new Set<string>();
   for (const metric of await metrics.registry.getMetricsAsJSON()) {
     if (!metric.name.startsWith("fleet_") || metric.name.startsWith("fleet_process_")) continue;

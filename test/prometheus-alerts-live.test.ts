@@ -16,13 +16,17 @@
  *   FleetWorkerNotLive goes pending for it (its `for` is 1 min: rules.test.yml);
  * - made-up API keys from one address past its burst (FLEET_API_AUTH_FAILURE_BURST=3): the
  *   "Refused API keys and 429s by limit" panel counts the 401s and the 429s, and
- *   FleetAuthFailuresLimited goes pending (its `for` is 10 min: rules.test.yml).
+ *   FleetAuthFailuresLimited goes pending (its `for` is 10 min: rules.test.yml);
+ * - a run inside a tool that never returns on the live worker, its last append an hour back:
+ *   the sweeper exports it (fleet_run_progress_age_seconds, fleet_runs_stuck) and
+ *   FleetRunStuck goes pending (its `for` is 1 min: rules.test.yml).
  * And every metric, label and label value the dashboard and the rules read exists in what
  * Prometheus scraped; no label carries an id.
  *
  * Needs the `prometheus` binary (Debian package `prometheus`): without it this test fails.
  */
 import type { ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { Redis } from "ioredis";
@@ -118,6 +122,8 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
       String(ports.worker),
       "--extensions",
       join(ROOT, "test/fixtures/recording-extension.ts"),
+      "--tools",
+      join(ROOT, "test/fixtures/hanging-tool.ts"),
     ]);
     prometheus = await startPrometheus(
       testConfig(
@@ -177,6 +183,24 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
       webhook: { url: `http://${at(ports.receiver)}/hook` },
     });
     const ids = sessions.map((s) => s.id);
+    // A run inside a tool that never returns, on the live worker: an hour without an append.
+    const hung = await client.createSession({
+      agent: {
+        model: {
+          provider: "scripted",
+          steps: [{ toolCalls: [{ id: "hang1", name: "hang", arguments: {} }] }],
+        },
+        tools: ["hang"],
+      },
+    });
+    const { runId: hungRun } = await client.send(hung.id, "go");
+    await waitFor(
+      () => existsSync(join(fleet.env.FLEET_TOOL_DIR!, "hang-hang1")),
+      20_000,
+      "the tool hanging",
+    );
+    await sql`update sessions set last_active_at = last_active_at - interval '1 hour' where id = ${hung.id}`;
+    await sql`update runs set started_at = started_at - interval '1 hour' where id = ${hungRun}`;
     const doomed = await client.createSession({
       agent: { model: { provider: "scripted", steps: [{ text: "done" }] } },
     });
@@ -226,7 +250,8 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
         seen = await alerts();
         const now = seen.filter((a) => a.state === "firing").map(name);
         return (
-          firing.every((a) => now.includes(a)) && seen.some((a) => name(a) === "FleetAuthFailuresLimited:")
+          firing.every((a) => now.includes(a)) &&
+          ["FleetAuthFailuresLimited:", "FleetRunStuck:"].every((n) => seen.some((a) => name(a) === n))
         );
       },
       20_000,
@@ -240,6 +265,7 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
         ...firing.map((a) => `${a} firing`),
         `FleetTargetDown:${at(ports.dead)} pending`,
         "FleetAuthFailuresLimited: pending",
+        "FleetRunStuck: pending",
       ].sort(),
     );
 
@@ -315,6 +341,18 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
       await integral("Events written by type", "type"),
       Object.fromEntries(Object.entries(ownCounts).filter(([, n]) => n > 0)),
       "events",
+    );
+    // The stuck run, as Prometheus scraped it from the sweeper (and the panel reads it).
+    const stuck = async (expr: string) => Number((await prometheus.query(expr, now)).result[0]?.value?.[1]);
+    expect(await stuck("max(fleet_runs_stuck)")).toBe(1);
+    expect(await stuck("max(fleet_run_progress_age_seconds)")).toBeGreaterThan(3600);
+    expect(await stuck("max(fleet_run_stuck_after_seconds)")).toBe(1800);
+    expect((panels.get("Runs without progress (stuck)")?.targets ?? []).map((t) => t.expr).sort()).toEqual(
+      [
+        "max(fleet_run_progress_age_seconds)",
+        "max(fleet_run_stuck_after_seconds)",
+        "max(fleet_runs_stuck)",
+      ].sort(),
     );
     const eviction = await prometheus.query(
       grafanaExpr(panels.get("Redis eviction policy")!.targets![0]!.expr, INTERVAL_S, window),

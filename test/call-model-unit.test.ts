@@ -4,7 +4,7 @@
  */
 import { getEventListeners } from "node:events";
 import fc from "fast-check";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { MAX_TOOL_CALLS_PER_STEP, type Message, type Usage } from "../src/shared/messages.js";
 import { estimateStepUsage } from "../src/shared/usage.js";
 import { backoffMs, callModel, DEFAULT_RETRY_POLICY, type RetryPolicy } from "../src/worker/call-model.js";
@@ -356,6 +356,84 @@ describe("callModel idle timeout", () => {
     expect(step).toMatchObject({ ok: true, message: { content: "ok", stopReason: "end_turn" } });
     expect(provider.calls).toBe(2);
     expect(slept).toHaveLength(1);
+  });
+});
+
+describe("callModel idle timer: one per attempt, pushed back by each event", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+    vi.useRealTimers();
+  });
+
+  it("starts no timer per stream event: a 2,000-delta answer arms the idle timer and the step deadline, nothing more", async () => {
+    const deltas = Array.from({ length: 2_000 }, () => "x");
+    const provider = fakeProvider([
+      async function* () {
+        for (const delta of deltas) yield { type: "text", delta };
+        yield { type: "done", stopReason: "end_turn" };
+      },
+    ]);
+    const { sleep } = recordingSleep();
+    const timers = vi.spyOn(globalThis, "setTimeout");
+    const step = await callModel(provider, request(), {
+      sleep,
+      policy: { ...POLICY, idleTimeoutMs: 10_000 },
+    });
+    const started = timers.mock.calls.length;
+    vi.restoreAllMocks();
+    expect(step).toMatchObject({ ok: true, message: { content: deltas.join(""), stopReason: "end_turn" } });
+    expect(started).toBe(2);
+  });
+
+  it("never cuts a stream whose events come closer together than the idle timeout, however long it streams", async () => {
+    vi.useFakeTimers();
+    // 30 events 40 ms apart (1.2 s in all) under an idle timeout of 50 ms.
+    const provider = fakeProvider([
+      async function* () {
+        for (let i = 0; i < 30; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 40));
+          yield { type: "text", delta: "." };
+        }
+        yield { type: "done", stopReason: "end_turn" };
+      },
+    ]);
+    const { sleep } = recordingSleep();
+    const answer = callModel(provider, request(), { sleep, policy: { ...POLICY, idleTimeoutMs: 50 } });
+    for (let i = 0; i < 30; i++) await vi.advanceTimersByTimeAsync(40);
+    expect(await answer).toMatchObject({
+      ok: true,
+      message: { content: ".".repeat(30), stopReason: "end_turn" },
+    });
+    expect(provider.calls).toBe(1);
+  });
+
+  it("still cuts the stream once the events stop for the idle timeout, counted from the last event", async () => {
+    vi.useFakeTimers();
+    const provider = fakeProvider([
+      async function* (req) {
+        for (let i = 0; i < 5; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 40));
+          yield { type: "text", delta: "." };
+        }
+        await new Promise((_, reject) => {
+          req.signal.addEventListener("abort", () => reject(req.signal.reason), { once: true });
+        });
+      },
+    ]);
+    const { sleep } = recordingSleep();
+    let settled = false;
+    const answer = callModel(provider, request(), { sleep, policy: { ...POLICY, idleTimeoutMs: 50 } });
+    void answer.then(() => {
+      settled = true;
+    });
+    // The fifth event comes at 200 ms: 49 ms later the stream is still open, at 50 it is cut.
+    await vi.advanceTimersByTimeAsync(200 + 49);
+    expect(settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await answer).toMatchObject({
+      ok: true,
+      message: { content: ".....", stopReason: "interrupted" },
+    });
   });
 });
 

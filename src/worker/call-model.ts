@@ -202,23 +202,21 @@ async function attempt(
   const onOuterAbort = () => controller.abort(outer.signal.reason);
   if (outer.signal.aborted) controller.abort(outer.signal.reason);
   else outer.signal.addEventListener("abort", onOuterAbort, { once: true });
-  let timer: NodeJS.Timeout | undefined;
-  const armIdle = () => {
-    clearTimeout(timer);
-    timer = setTimeout(() => {
-      idle = new Error(`the model sent nothing for ${idleTimeoutMs} ms`);
-      controller.abort(idle);
-    }, idleTimeoutMs);
-  };
+  // One timer for the whole attempt, pushed back (`refresh`) at each stream event: a stream
+  // sends an event per token or so, and a new timer per event was an allocation, a clear and
+  // an insertion into the timer list each time.
+  const timer = setTimeout(() => {
+    idle = new Error(`the model sent nothing for ${idleTimeoutMs} ms`);
+    controller.abort(idle);
+  }, idleTimeoutMs);
   const request: ModelRequest = { ...outer, signal: controller.signal };
-  armIdle();
   const deadline = setTimeout(() => {
     idle = new Error(`the model's answer did not finish within ${maxStepMs} ms`);
     controller.abort(idle);
   }, maxStepMs);
   try {
     for await (const event of provider.stream(request)) {
-      armIdle();
+      timer.refresh();
       switch (event.type) {
         case "text":
           outputStarted = true;

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vites
 import { databaseName, openDatabase } from "../src/shared/db/client.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { untilDeadToAll } from "./support/xid-horizon.js";
 
 /** Sessions of the batch, each with one ended run. */
 const BATCH = 2_000;
@@ -166,7 +167,15 @@ describe.each(["auto", "force_generic_plan"])(
         select 'rd-' || g, 'd-' || g, 'run', 'api', 'queued', 'Go.', now() - interval '3 minutes' + g * interval '1 millisecond'
           from generate_series(1, ${BATCH}) g`;
       await sql`update runs set status = 'running', started_at = now() where id like 'rd-%'`;
-      await sql`update runs set status = 'ended', ended_at = now(), ended_reason = 'completed' where id like 'rd-%'`;
+      const [ended] = await sql<{ xid: string }[]>`
+        with ended as (
+          update runs set status = 'ended', ended_at = now(), ended_reason = 'completed' where id like 'rd-%'
+        )
+        select pg_current_xact_id()::text as xid`;
+      // A scan marks the old versions' entries only once they are dead to every snapshot:
+      // a transaction open then anywhere in the cluster (a test file alongside) would leave
+      // each scan below reading them all again (test/support/xid-horizon.ts).
+      await untilDeadToAll(fleet.database, ended!.xid);
       const late = openDatabase(fleet.config.databaseUrl, { max: 1 });
       onTestFinished(() => late.close());
       // The sweeper runs these every tick (running runs every 200 ms): the first may read the

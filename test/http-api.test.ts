@@ -313,6 +313,50 @@ describe("HTTP API", () => {
       expect(large.json.error.message).toMatch(/16 MiB/);
       expect(await countSessions()).toBe(before);
     });
+
+    it("a body that is not UTF-8, or says it is in another charset, is refused, not stored with U+FFFD", async () => {
+      const before = await countSessions();
+      // "café" in Latin-1: the é is the single byte 0xE9, no UTF-8 sequence. Decoded as UTF-8
+      // it was stored as "caf\uFFFD" and answered 201.
+      const latin1 = Buffer.concat([
+        Buffer.from(`{"agent": ${JSON.stringify(AGENT)}, "metadata": {"name": "caf`),
+        Buffer.from([0xe9]),
+        Buffer.from(`"}}`),
+      ]);
+      const send = (contentType: string) =>
+        fetch(`${base}/v1/sessions`, {
+          method: "POST",
+          headers: { "content-type": contentType },
+          body: latin1,
+        });
+      const bytes = await readAnswer(await send("application/json"));
+      expectError(bytes, 400, "invalid_request");
+      expect(bytes.json.error.message).toMatch(/UTF-8/);
+      for (const declared of ["application/json; charset=latin1", "application/json;charset=ISO-8859-1"]) {
+        const answer = await readAnswer(await send(declared));
+        expectError(answer, 415, "invalid_request");
+        expect(answer.json.error.field).toBe("Content-Type");
+        expect(answer.json.error.message).toMatch(/UTF-8/i);
+      }
+      expect(await countSessions()).toBe(before);
+      // UTF-8 itself, said or not, is served as always.
+      const utf8 = Buffer.from(`{"agent": ${JSON.stringify(AGENT)}, "metadata": {"name": "café"}}`);
+      for (const declared of [
+        "application/json",
+        "application/json; charset=utf-8",
+        'application/json; charset="UTF-8"',
+      ]) {
+        const made = await readAnswer(
+          await fetch(`${base}/v1/sessions`, {
+            method: "POST",
+            headers: { "content-type": declared },
+            body: utf8,
+          }),
+        );
+        expect(made.status, made.text).toBe(201);
+        expect((await client.getSession(made.json.id)).metadata).toEqual({ name: "café" });
+      }
+    });
   });
 
   describe("404s", () => {

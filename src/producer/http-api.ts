@@ -14,7 +14,7 @@ import { isConsoleRoute } from "./console-route.js";
 import { answerError, errorBody, sendTooManyRequests, sendUnauthorized } from "./error-answers.js";
 import { idempotencyHooks } from "./idempotency-hooks.js";
 import { documentRoutes } from "./openapi.js";
-import { checkBody, checkQuery, parseJsonBody } from "./request-checks.js";
+import { checkBody, checkQuery, decodeJsonBody, parseJsonBody } from "./request-checks.js";
 import { BODY_LIMIT, HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from "./request-limits.js";
 
 export type { ApiDeps } from "./api-deps.js";
@@ -164,9 +164,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     if (!admin) await deps.rate?.admit(request.tenant);
   });
   app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
+  // Read as bytes: Fastify's "string" decoding turned bytes that are not UTF-8 into U+FFFD.
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
     try {
-      done(null, parseJsonBody(body as string));
+      done(null, parseJsonBody(decodeJsonBody(body as Buffer, request.headers["content-type"])));
     } catch (error) {
       done(error as ValidationError, undefined);
     }

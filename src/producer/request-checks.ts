@@ -3,6 +3,7 @@
  * storable text (no U+0000, no lone surrogate), no prototype keys, not too deep, no number
  * beyond a double. Each refusal is a 400 naming the field (contracts §4).
  */
+import { isUtf8 } from "node:buffer";
 import { ValidationError } from "../shared/errors.js";
 import { findInJson, type JsonPath } from "../shared/json-walk.js";
 import { formatPath, isStorableText, UNSTORABLE_TEXT, unstorableAt } from "../shared/messages.js";
@@ -31,6 +32,37 @@ export function checkQuery(query: unknown): void {
         throw isStorableText(key)
           ? new ValidationError(key, UNSTORABLE_TEXT)
           : new ValidationError("", `a query parameter's name ${UNSTORABLE_TEXT}`);
+}
+
+/** A body declared in a charset other than UTF-8: a 415 naming Content-Type (error-answers.ts). */
+export class BodyCharsetError extends Error {
+  override name = "BodyCharsetError";
+}
+
+/**
+ * The charset a Content-Type declares (`application/json; charset="UTF-8"` → `utf-8`), lower
+ * case and unquoted; undefined when it declares none.
+ */
+export function declaredCharset(contentType: string | undefined): string | undefined {
+  const match = /;\s*charset\s*=\s*("?)([^";\s]*)\1/i.exec(contentType ?? "");
+  return match ? match[2]!.toLowerCase() : undefined;
+}
+
+/**
+ * A JSON body's bytes as text: JSON is UTF-8 (RFC 8259), so a body declared in another
+ * charset is a BodyCharsetError (415) and bytes that are not UTF-8 a 400. Decoding them
+ * anyway replaced each bad byte with U+FFFD: "café" sent in Latin-1 was stored as "caf\uFFFD"
+ * and answered 201.
+ */
+export function decodeJsonBody(bytes: Buffer, contentType: string | undefined): string {
+  const charset = declaredCharset(contentType);
+  if (charset !== undefined && charset !== "utf-8" && charset !== "utf8")
+    throw new BodyCharsetError(
+      `the body must be JSON in UTF-8: Content-Type's charset must be utf-8 or left out, not ${JSON.stringify(charset.slice(0, 40))}`,
+    );
+  if (!isUtf8(bytes))
+    throw new ValidationError("", "the body is not valid UTF-8; JSON must be sent as UTF-8");
+  return bytes.toString("utf8");
 }
 
 /** Parses a JSON body: what cannot be parsed is a 400 saying why (checkBody checks the rest). */

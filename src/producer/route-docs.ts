@@ -116,7 +116,10 @@ function post(doc: RouteDoc): RouteDoc {
       409: { description: "The Idempotency-Key was used with another body (`reason`)", schema: errorSchema },
       ...doc.responses,
       413: { description: "The body is larger than 16 MiB", schema: errorSchema },
-      415: { description: "The body is not sent as `application/json`", schema: errorSchema },
+      415: {
+        description: "The body is not sent as `application/json`, or declares a charset other than UTF-8",
+        schema: errorSchema,
+      },
     },
   };
 }
@@ -318,7 +321,10 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       ...common,
       ...missing,
       413: { description: "The body is larger than 16 MiB", schema: errorSchema },
-      415: { description: "The body is not sent as `application/json`", schema: errorSchema },
+      415: {
+        description: "The body is not sent as `application/json`, or declares a charset other than UTF-8",
+        schema: errorSchema,
+      },
     },
   },
   "POST /v1/sessions/:id/cancel": post({

@@ -106,11 +106,32 @@ describe("a session a page at a time", () => {
       ["?runsLimit=-1", "runsLimit"],
       ["?runsLimit=1001", "runsLimit"],
       ["?runsBefore=bm90LWEtY3Vyc29y", "runsBefore"],
+      // Read as numbers, these were taken as something else without a word: an empty or blank
+      // afterSeq as 0 (every message), an empty runsLimit as 0 (no runs), 0x10 as 16, 1e1 as 10.
+      ["?afterSeq=", "afterSeq"],
+      ["?afterSeq=%20", "afterSeq"],
+      ["?afterSeq=0x10", "afterSeq"],
+      ["?afterSeq=4.0", "afterSeq"],
+      ["?limit=1e1", "limit"],
+      ["?limit=%2B5", "limit"],
+      ["?runsLimit=", "runsLimit"],
     ] as const) {
       const answer = await get(query);
       expect(answer.status, query).toBe(400);
       expect(answer.json.error.field, query).toBe(field);
     }
+    // The session list's limit alike.
+    for (const query of ["?limit=", "?limit=0x10", "?limit=1e1"]) {
+      const answer = await readAnswer(await fetch(`${base}/v1/sessions${query}`));
+      expect(answer.status, query).toBe(400);
+      expect(answer.json.error.field, query).toBe("limit");
+    }
+    // Digits are read as always, leading zeros included.
+    expect((await get("?afterSeq=047&limit=03")).json.messages.map((m: Message) => m.content)).toEqual([
+      "answer 23",
+      "question 24",
+      "answer 24",
+    ]);
   });
 
   it("FleetClient.messages() walks every message once, in order, one page per request", async () => {

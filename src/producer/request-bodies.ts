@@ -91,6 +91,18 @@ export const appendBody = z
     path: ["sessions"],
     message: "must hold at least one session (or close the batch with `close: true`)",
   });
+/**
+ * A whole number in a query string, written in decimal digits, from `min` to `max`. Read with
+ * Number(), an empty or blank value was 0, `0x10` 16 and `1e1` 10, each taken without a word.
+ */
+function queryInt(min: number, max: number) {
+  const message = `must be a whole number from ${min} to ${max.toLocaleString("en")}, in digits`;
+  return z
+    .string(message)
+    .regex(/^\d{1,10}$/, message)
+    .transform(Number)
+    .pipe(z.number().min(min, message).max(max, message));
+}
 export const LIST_STATUSES = ["parked", "active", "cancelled", "queued", "running", "completed"] as const;
 export const listQuery = z.strictObject({
   status: z.enum(LIST_STATUSES).optional(),
@@ -105,7 +117,7 @@ export const listQuery = z.strictObject({
       return cursor ?? z.NEVER;
     })
     .optional(),
-  limit: z.coerce.number().int().min(1).max(1_000).default(100),
+  limit: queryInt(1, 1_000).default(100),
 });
 
 /** The session list's `nextCursor`: opaque to clients (base64url of `micros.id`). */
@@ -134,14 +146,9 @@ export const DEFAULT_SESSION_RUNS_PAGE = 100;
  * `limit`, `runsLimit` and `runsBefore` the answer is the whole session, as it always was.
  */
 export const sessionQuery = z.strictObject({
-  afterSeq: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .max(2 ** 31 - 1)
-    .optional(),
-  limit: z.coerce.number().int().min(1).max(MAX_SESSION_MESSAGES_PAGE).optional(),
-  runsLimit: z.coerce.number().int().min(0).max(MAX_SESSION_RUNS_PAGE).optional(),
+  afterSeq: queryInt(0, 2 ** 31 - 1).optional(),
+  limit: queryInt(1, MAX_SESSION_MESSAGES_PAGE).optional(),
+  runsLimit: queryInt(0, MAX_SESSION_RUNS_PAGE).optional(),
   runsBefore: z
     .string()
     .max(400)

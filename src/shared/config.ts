@@ -234,6 +234,9 @@ const envSchema = z.object({
   FLEET_EVICTION_CHECK_MS: z.coerce.number().int().positive().default(60_000),
 });
 
+/** The variables the schema reads (test/readme-config.test.ts checks the README's table against them). */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(envSchema.shape);
+
 export type FleetConfig = {
   databaseUrl: string;
   redisUrl: string;

@@ -1,0 +1,135 @@
+/**
+ * The README's configuration tables say what the configuration parser does: every variable
+ * they name is read (config.ts, or webhooks.ts and provider-limits.ts, which it calls), every
+ * variable the parser reads is documented, and each default they give is what loadConfig({})
+ * makes of an empty environment.
+ */
+import { readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import { CONFIG_VARIABLES, type FleetConfig, loadConfig } from "../src/shared/config.js";
+import { ROOT } from "./support/fleet-env.js";
+
+const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+const source = (file: string) => readFileSync(join(ROOT, "src/shared", file), "utf8");
+/** Variables read outside the schema, by the functions loadConfig calls. */
+const READ_ELSEWHERE = [source("webhooks.ts"), source("provider-limits.ts")].join("\n");
+
+/** The text of the README from `heading` to the next heading of its level or above. */
+function section(heading: string): string {
+  const start = readme.indexOf(`\n${heading}\n`);
+  expect(start, heading).toBeGreaterThan(0);
+  const level = heading.split(" ")[0]!.length;
+  const rest = readme.slice(start + heading.length + 2);
+  const end = rest.search(new RegExp(`^#{1,${level}} `, "m"));
+  return end < 0 ? rest : rest.slice(0, end);
+}
+
+/** Each variable of the tables with the text its default cell gives it (`a`, `b` for two names). */
+function documented(): Map<string, string> {
+  const table = new Map<string, string>();
+  const text = section("### Configuration") + section("#### Per-tenant limits and fair dispatch");
+  for (const [, names, cell] of text.matchAll(/^\| ((?:`[A-Z][A-Z0-9_]+`(?:, )?)+) \| ([^|]*) \|/gm)) {
+    const each = names!.match(/[A-Z][A-Z0-9_]+/g)!;
+    const defaults = cell!.trim().split(/, (?=[`a-z0-9])/);
+    // One default per name (`a`, `b`), or one for all of them (—).
+    for (const [i, name] of each.entries())
+      table.set(name, defaults.length === each.length ? defaults[i]! : cell!.trim());
+  }
+  return table;
+}
+
+/** A default cell as a value: `8` → 8, `on` → "on", none or — → undefined; other words as they are. */
+function documentedValue(cell: string): unknown {
+  const text = cell.replace(/\s*\(.*\)$/, "").trim();
+  if (text === "none" || text === "—") return undefined;
+  const quoted = /^`([^`]*)`$/.exec(text)?.[1] ?? text;
+  return /^\d+$/.test(quoted) ? Number(quoted) : quoted;
+}
+
+/** What the parser made of each variable, in the README's terms. */
+const PARSED: Record<string, (c: FleetConfig) => unknown> = {
+  DATABASE_URL: (c) => c.databaseUrl,
+  REDIS_URL: (c) => c.redisUrl,
+  FLEET_PREFIX: (c) => c.prefix,
+  PORT: (c) => c.port,
+  HOST: (c) => c.host,
+  FLEET_BOOTSTRAP_KEY: (c) => c.bootstrapKey,
+  METRICS_PORT: (c) => c.metricsPort,
+  FLEET_TOOL_DIR: (c) => (c.toolDir === resolve("./fleet-files") ? "./fleet-files" : c.toolDir),
+  WORKER_CONCURRENCY: (c) => c.workerConcurrency,
+  WORKER_RESUME_CONCURRENCY: (c) =>
+    c.workerResumeConcurrency === c.workerConcurrency ? "= `WORKER_CONCURRENCY`" : c.workerResumeConcurrency,
+  WORKER_FETCHERS: (c) => c.workerFetchers ?? "one per 250 slots, 1–4",
+  WORKER_GATHER_MS: (c) => c.workerGatherMs,
+  FLEET_HISTORY_CACHE_MB: (c) => c.historyCacheBytes / 1024 / 1024,
+  WORKER_DB_POOL: (c) => c.workerDbPool,
+  DATABASE_SILENCE_MS: (c) => c.databaseSilenceMs,
+  LEASE_TTL_MS: (c) => c.leaseTtlMs,
+  FLEET_MODEL_STEP_TIMEOUT_MS: (c) => c.modelStepTimeoutMs,
+  FLEET_MODEL_MAX_OUTPUT_CHARS: (c) => c.modelMaxOutputChars,
+  SHUTDOWN_GRACE_MS: (c) => c.shutdownGraceMs,
+  SWEEP_INTERVAL_MS: (c) => c.sweepIntervalMs,
+  SWEEPER_MAX_ATTEMPTS: (c) => c.sweeperMaxAttempts,
+  SWEEPER_BACKOFF_MS: (c) => c.sweeperBackoffMs,
+  LOG_LEVEL: (c) => c.logLevel,
+  FLEET_EVENTS: (c) => (c.events.enabled ? "on" : "off"),
+  FLEET_EVENTS_MAX: (c) => c.events.maxEvents,
+  FLEET_EVENTS_MAX_AGE_MS: (c) => c.events.maxAgeMs,
+  FLEET_EVENTS_MAX_BYTES: (c) => c.events.maxBytes,
+  FLEET_API_AUTH_FAILURES_PER_MINUTE: (c) => c.apiAuthFailures?.perMinute,
+  FLEET_API_AUTH_FAILURE_BURST: (c) => c.apiAuthFailures?.burst,
+  FLEET_API_TRUST_PROXY: (c) => (c.apiTrustProxy === false ? undefined : c.apiTrustProxy),
+  FLEET_API_REQUEST_TIMEOUT_MS: (c) => c.apiRequestTimeoutMs,
+  FLEET_SSE_MAX_STREAMS_PER_TENANT: (c) => c.events.maxStreamsPerTenant,
+  FLEET_SSE_HEARTBEAT_MS: (c) => c.events.heartbeatMs,
+  FLEET_TRANSCRIPT_DIR: (c) => c.transcriptDir,
+  FLEET_TRANSCRIPT_SWEEP_MS: (c) => c.transcriptSweepMs,
+  FLEET_EVICTION_CHECK_MS: (c) => c.evictionCheckMs,
+  FLEET_HOOK_TIMEOUT_MS: (c) => c.hookTimeoutMs,
+  OPENAI_API_KEY: (c) => c.models.apiKeys.openai,
+  ANTHROPIC_API_KEY: (c) => c.models.apiKeys.anthropic,
+  FLEET_MODEL_ENDPOINTS: (c) => (c.models.endpoints.size === 0 ? undefined : c.models.endpoints),
+  FLEET_ALLOWED_BASE_URLS: (c) =>
+    c.models.allowedBaseUrls.length === 0 ? undefined : c.models.allowedBaseUrls,
+  FLEET_PRICES: (c) => (Object.keys(c.models.prices).length === 0 ? undefined : c.models.prices),
+  FLEET_TENANT_MAX_ACTIVE_SESSIONS: (c) => c.tenantLimits.maxActiveSessions,
+  FLEET_SESSION_MAX_QUEUED_RUNS: (c) => c.tenantLimits.maxQueuedRuns,
+  FLEET_TENANT_REQUESTS_PER_SECOND: (c) => c.tenantLimits.requestRate?.perSecond,
+  FLEET_TENANT_REQUEST_BURST: (c) => c.tenantLimits.requestRate?.burst ?? "2 s worth",
+  FLEET_FAIR_DISPATCH: (c) => (c.fairDispatch ? "on" : "off"),
+  FLEET_TENANT_SHARES: (c) => (Object.keys(c.tenantShares).length === 0 ? "equal" : c.tenantShares),
+  FLEET_WEBHOOK_SECRET: (c) => c.webhooks.secret,
+  FLEET_WEBHOOK_ALLOWED_URLS: (c) => (c.webhooks.allowed.length === 0 ? undefined : c.webhooks.allowed),
+  FLEET_WEBHOOK_DENY_PRIVATE: (c) => (c.webhooks.denyPrivate ? "on" : undefined),
+  FLEET_WEBHOOK_RETRY_MS: (c) => c.webhooks.retryBaseMs,
+  FLEET_WEBHOOK_LOCK_MS: (c) => c.webhooks.lockMs,
+  FLEET_WEBHOOK_STALL_CHECK_MS: (c) => c.webhooks.stallCheckMs,
+  FLEET_RETENTION_DAYS: (c) => (c.retention.maxIdleMs === null ? 0 : c.retention.maxIdleMs / 86_400_000),
+  FLEET_RETENTION_CHUNK: (c) => c.retention.chunk,
+  FLEET_RETENTION_INTERVAL_MS: (c) => c.retention.intervalMs,
+};
+
+describe("README configuration tables", () => {
+  const table = documented();
+
+  it("name every variable the parser reads, and only those", () => {
+    expect(table.size).toBeGreaterThan(50);
+    for (const name of CONFIG_VARIABLES)
+      expect(table.has(name), `${name} is not in the README's table`).toBe(true);
+    for (const name of table.keys())
+      expect(
+        CONFIG_VARIABLES.includes(name) || new RegExp(`\\b${name}\\b`).test(READ_ELSEWHERE),
+        `${name} is documented but not read`,
+      ).toBe(true);
+  });
+
+  it("give each variable the default an empty environment gets", () => {
+    const config = loadConfig({});
+    for (const [name, cell] of table) {
+      const parsed = PARSED[name];
+      expect(parsed, `${name}: say here how its parsed value reads`).toBeDefined();
+      expect(parsed!(config), `${name}: the README says ${cell}`).toEqual(documentedValue(cell));
+    }
+  });
+});

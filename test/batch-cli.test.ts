@@ -191,6 +191,25 @@ describe("fleet batch", () => {
     expect(missing.stderr).toMatch(/not found/);
   }, 30_000);
 
+  it("a line that is not UTF-8 is named and nothing is sent, not submitted with U+FFFD", async () => {
+    const before = await fleet.database.sql`select id from batches`;
+    // Line 2's input is "café" in Latin-1 (0xE9): read as UTF-8 it became "caf\uFFFD", and the
+    // batch was created with that input, exit 0.
+    const file = join(fleet.config.toolDir, "latin1.jsonl");
+    const latin1 = Buffer.from(
+      JSON.stringify({
+        agent: { model: { provider: "scripted", steps: [{ text: "ok" }] } },
+        input: "caf\u00e9",
+      }),
+      "latin1",
+    );
+    await writeFile(file, Buffer.concat([Buffer.from(`${line(1)}\n`), latin1, Buffer.from("\n")]));
+    const bad = await fleetCli(["batch", "submit", file]);
+    expect(bad.code, bad.stderr).toBe(2);
+    expect(bad.stderr).toContain(`${file}:2: not valid UTF-8`);
+    expect(await fleet.database.sql`select id from batches`).toHaveLength(before.length);
+  }, 30_000);
+
   it("a bad line past the first part sends nothing; a part the API refuses cancels the open batch", async () => {
     const batches = async () =>
       (await fleet.database.sql<{ id: string }[]>`select id from batches order by created_at`).map(

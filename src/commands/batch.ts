@@ -16,7 +16,6 @@
 import { randomUUID } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
-import { createInterface } from "node:readline";
 import type { Writable } from "node:stream";
 import {
   type BatchJson,
@@ -24,8 +23,10 @@ import {
   FleetApiError,
   type FleetClient,
 } from "../producer/client.js";
+import { BODY_LIMIT } from "../producer/request-limits.js";
 import type { ModelConfig } from "../shared/agent-config.js";
 import { type ApiOptions, apiClientOf, runGuarded, write } from "./api-client.js";
+import { ExportFileError, utf8Lines } from "./session-file.js";
 
 /** Sessions per request (the API's MAX_BATCH). */
 export const PART_SIZE = 1_000;
@@ -60,14 +61,19 @@ function guarded(
   );
 }
 
-/** Lines of a file (or stdin for `-`), numbered from 1, without blank ones. */
+/**
+ * Lines of a file (or stdin for `-`), numbered from 1, without blank ones; each decoded as UTF-8
+ * strictly (utf8Lines) and at most what one request may hold. Read leniently, a byte that is no
+ * UTF-8 became U+FFFD and the batch was submitted with other text than the file's.
+ */
 async function* numberedLines(file: string): AsyncGenerator<{ line: number; text: string }> {
-  const input = file === "-" ? process.stdin : createReadStream(file, { encoding: "utf8" });
-  const lines = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY });
-  let line = 0;
-  for await (const text of lines) {
-    line++;
-    if (text.trim() !== "") yield { line, text };
+  const input: AsyncIterable<Buffer> = file === "-" ? process.stdin : createReadStream(file);
+  try {
+    for await (const item of utf8Lines(input, BODY_LIMIT, "a JSON Lines file is UTF-8"))
+      if (item.text.trim() !== "") yield item;
+  } catch (error) {
+    if (error instanceof ExportFileError) throw new LineError(`${file}:${error.line}: ${error.message}`);
+    throw error;
   }
 }
 

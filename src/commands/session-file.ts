@@ -228,6 +228,7 @@ export function sameMessage(stored: Message, sent: Message): boolean {
 export async function* utf8Lines(
   input: AsyncIterable<Buffer>,
   maxBytes: number,
+  why = "an export is written as UTF-8",
 ): AsyncGenerator<{ line: number; text: string }> {
   const decoder = new TextDecoder("utf-8", { fatal: true });
   let parts: Buffer[] = [];
@@ -242,7 +243,7 @@ export async function* utf8Lines(
     try {
       text = decoder.decode(bytes);
     } catch {
-      throw new ExportFileError(line, "not valid UTF-8 (an export is written as UTF-8)");
+      throw new ExportFileError(line, `not valid UTF-8 (${why})`);
     }
     return { line, text: text.endsWith("\r") ? text.slice(0, -1) : text };
   };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { AgentResumeError, ValidationError } from "../src/shared/errors.js";
-import { type Message, parseHistory, type ToolCall } from "../src/shared/messages.js";
+import { isStorableText, type Message, parseHistory, type ToolCall } from "../src/shared/messages.js";
 import {
   CONTINUE_RESPONSE_TEXT,
   closeUnansweredToolCalls,
@@ -300,6 +300,20 @@ describe("resumePoint / toResumePointJson: the §2 table", () => {
       "refused",
       "unknown_stop",
     ]);
+  });
+
+  it("names an unknown stop reason of any length in a bounded detail, surrogate pairs whole", () => {
+    // A scripted step (any caller) or a provider may say any stop reason: 2,000,000 characters
+    // became a parked reason, a log line and a 409's message of that size.
+    const long = `odd${"😀".repeat(1_000_000)}`;
+    const point = resumePoint([user(), assistant(long)]);
+    if (point.resumable) throw new Error("resumable");
+    expect(point.reason).toBe("unknown_stop");
+    expect(point.detail!.length).toBeLessThanOrEqual(160);
+    expect(point.detail).toMatch(/^odd(😀)+… \(2,000,003 characters\)$/u);
+    expect(isStorableText(point.detail!)).toBe(true);
+    // A short one is named whole, as before.
+    expect(resumePoint([user(), assistant("x".repeat(120))])).toMatchObject({ detail: "x".repeat(120) });
   });
 
   it("does not mutate the history", () => {

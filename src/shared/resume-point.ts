@@ -114,9 +114,26 @@ export class Pairing {
   }
 }
 
+/** Characters of an unknown stop reason its detail names (a parked reason, a log line, a 409). */
+export const MAX_STOP_REASON_DETAIL = 120;
+
+/**
+ * An unknown stop reason as a detail: whole up to MAX_STOP_REASON_DETAIL characters, else its
+ * start (no surrogate pair cut in two) and its length. Any caller's scripted step, or any
+ * provider, may say a stop reason of millions of characters.
+ */
+export function stopReasonDetail(reason: string): string {
+  if (reason.length <= MAX_STOP_REASON_DETAIL) return reason;
+  const end = /[\uD800-\uDBFF]/.test(reason[MAX_STOP_REASON_DETAIL - 1]!)
+    ? MAX_STOP_REASON_DETAIL - 1
+    : MAX_STOP_REASON_DETAIL;
+  return `${reason.slice(0, end)}… (${reason.length.toLocaleString("en")} characters)`;
+}
+
 function fromStopReason(message: AssistantMessage): ResumePoint {
   const reason = message.stopReason;
-  if (!isKnownStopReason(reason)) return { resumable: false, reason: "unknown_stop", detail: reason };
+  if (!isKnownStopReason(reason))
+    return { resumable: false, reason: "unknown_stop", detail: stopReasonDetail(reason) };
   const known: StopReason = reason;
   switch (known) {
     case "end_turn":

@@ -2,6 +2,7 @@
  * The HTTP API of contracts.md §4 through plain `fetch`: error answers (status, code,
  * message naming the field, no internals) and the shapes of successful answers.
  */
+import { brotliCompressSync, gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { type Answer, readAnswer } from "./support/answer.js";
@@ -312,6 +313,37 @@ describe("HTTP API", () => {
       expectError(large, 413, "invalid_request");
       expect(large.json.error.message).toMatch(/16 MiB/);
       expect(await countSessions()).toBe(before);
+    });
+
+    it("a compressed body is a 415 naming Content-Encoding, not read as JSON text", async () => {
+      const before = await countSessions();
+      const body = JSON.stringify({ agent: AGENT });
+      for (const [encoding, bytes] of [
+        ["gzip", gzipSync(body)],
+        ["br", brotliCompressSync(body)],
+        // Said compressed, sent plain: it was read as the JSON it happens to be (201).
+        ["gzip", Buffer.from(body)],
+      ] as const) {
+        const answer = await readAnswer(
+          await fetch(`${base}/v1/sessions`, {
+            method: "POST",
+            headers: { "content-type": "application/json", "content-encoding": encoding },
+            body: bytes,
+          }),
+        );
+        expectError(answer, 415, "invalid_request");
+        expect(answer.json.error.field).toBe("Content-Encoding");
+        expect(answer.json.error.message).toContain(encoding);
+      }
+      expect(await countSessions()).toBe(before);
+      const identity = await readAnswer(
+        await fetch(`${base}/v1/sessions`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "content-encoding": "identity" },
+          body,
+        }),
+      );
+      expect(identity.status, identity.text).toBe(201);
     });
 
     it("a body that is not UTF-8, or says it is in another charset, is refused, not stored with U+FFFD", async () => {

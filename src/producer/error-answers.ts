@@ -13,7 +13,7 @@ import {
 } from "../shared/errors.js";
 import { isServiceUnavailable } from "../shared/unavailable.js";
 import { UnauthorizedError } from "./auth.js";
-import { BodyCharsetError } from "./request-checks.js";
+import { UnsupportedBodyError } from "./request-checks.js";
 import { BODY_LIMIT } from "./request-limits.js";
 
 export function errorBody(code: string, message: string, extra: Record<string, unknown> = {}) {
@@ -69,8 +69,8 @@ export function answerError(error: FastifyError | Error, request: FastifyRequest
   if (error instanceof ValidationError) {
     return reply.code(400).send(errorBody("invalid_request", error.message, { field: error.field }));
   }
-  if (error instanceof BodyCharsetError)
-    return reply.code(415).send(errorBody("invalid_request", error.message, { field: "Content-Type" }));
+  if (error instanceof UnsupportedBodyError)
+    return reply.code(415).send(errorBody("invalid_request", error.message, { field: error.field }));
   if (error instanceof NotFoundError) return reply.code(404).send(errorBody("not_found", error.message));
   if (error instanceof ConflictError) {
     return reply.code(409).send(errorBody("conflict", error.message, { reason: error.reason }));

@@ -167,7 +167,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   // Read as bytes: Fastify's "string" decoding turned bytes that are not UTF-8 into U+FFFD.
   app.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
     try {
-      done(null, parseJsonBody(decodeJsonBody(body as Buffer, request.headers["content-type"])));
+      done(null, parseJsonBody(decodeJsonBody(body as Buffer, request.headers)));
     } catch (error) {
       done(error as ValidationError, undefined);
     }

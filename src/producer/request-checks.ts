@@ -34,9 +34,18 @@ export function checkQuery(query: unknown): void {
           : new ValidationError("", `a query parameter's name ${UNSTORABLE_TEXT}`);
 }
 
-/** A body declared in a charset other than UTF-8: a 415 naming Content-Type (error-answers.ts). */
-export class BodyCharsetError extends Error {
-  override name = "BodyCharsetError";
+/**
+ * A body sent in a form the API does not read — another charset, compressed: a 415 naming
+ * the header that says so (error-answers.ts).
+ */
+export class UnsupportedBodyError extends Error {
+  override name = "UnsupportedBodyError";
+  constructor(
+    readonly field: "Content-Type" | "Content-Encoding",
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
 /**
@@ -50,14 +59,25 @@ export function declaredCharset(contentType: string | undefined): string | undef
 
 /**
  * A JSON body's bytes as text: JSON is UTF-8 (RFC 8259), so a body declared in another
- * charset is a BodyCharsetError (415) and bytes that are not UTF-8 a 400. Decoding them
- * anyway replaced each bad byte with U+FFFD: "café" sent in Latin-1 was stored as "caf\uFFFD"
- * and answered 201.
+ * charset is an UnsupportedBodyError (415), and so is a compressed one (the API decompresses
+ * nothing: a gzip body was read as text, and one said gzip but sent plain was served); bytes
+ * that are not UTF-8 are a 400. Decoding them anyway replaced each bad byte with U+FFFD:
+ * "café" sent in Latin-1 was stored as "caf\uFFFD" and answered 201.
  */
-export function decodeJsonBody(bytes: Buffer, contentType: string | undefined): string {
-  const charset = declaredCharset(contentType);
+export function decodeJsonBody(
+  bytes: Buffer,
+  headers: { "content-type"?: string; "content-encoding"?: string },
+): string {
+  const encoding = (headers["content-encoding"] ?? "").trim().toLowerCase();
+  if (encoding !== "" && encoding !== "identity")
+    throw new UnsupportedBodyError(
+      "Content-Encoding",
+      `the body must be sent uncompressed; Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not read here`,
+    );
+  const charset = declaredCharset(headers["content-type"]);
   if (charset !== undefined && charset !== "utf-8" && charset !== "utf8")
-    throw new BodyCharsetError(
+    throw new UnsupportedBodyError(
+      "Content-Type",
       `the body must be JSON in UTF-8: Content-Type's charset must be utf-8 or left out, not ${JSON.stringify(charset.slice(0, 40))}`,
     );
   if (!isUtf8(bytes))

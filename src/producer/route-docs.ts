@@ -117,7 +117,8 @@ function post(doc: RouteDoc): RouteDoc {
       ...doc.responses,
       413: { description: "The body is larger than 16 MiB", schema: errorSchema },
       415: {
-        description: "The body is not sent as `application/json`, or declares a charset other than UTF-8",
+        description:
+          "The body is not sent as `application/json`, declares a charset other than UTF-8, or is compressed (`Content-Encoding`)",
         schema: errorSchema,
       },
     },
@@ -322,7 +323,8 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       ...missing,
       413: { description: "The body is larger than 16 MiB", schema: errorSchema },
       415: {
-        description: "The body is not sent as `application/json`, or declares a charset other than UTF-8",
+        description:
+          "The body is not sent as `application/json`, declares a charset other than UTF-8, or is compressed (`Content-Encoding`)",
         schema: errorSchema,
       },
     },

@@ -12,10 +12,9 @@
  *   one goes through a new connection. Before, both waited for good.
  */
 
-import { Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase, reconnectDelaySeconds } from "../src/shared/db/client.js";
-import { OwedAnswers, watchedSockets } from "../src/shared/db/dead-links.js";
+import { OwedAnswers } from "../src/shared/db/dead-links.js";
 import { isServiceUnavailable } from "../src/shared/unavailable.js";
 import { type PgProxy, startPgProxy } from "./support/pg-proxy.js";
 
@@ -139,17 +138,6 @@ describe("a pool while Postgres is cut off", () => {
     expect(answers.waiting).toBe(true);
     answers.received.feed(Uint8Array.from(ready.slice(3)));
     expect(answers.waiting).toBe(false);
-  });
-
-  it("does not watch a TLS connection (postgres.js reads it through a TLS socket made on it)", () => {
-    const make = watchedSockets(1_000);
-    const plain = make({ host: ["127.0.0.1"], port: [1] });
-    const tls = make({ host: ["127.0.0.1"], port: [1], ssl: "require" });
-    for (const socket of [plain, tls]) socket.on("error", () => {});
-    expect(plain.write).not.toBe(Socket.prototype.write);
-    expect(tls.write).toBe(Socket.prototype.write);
-    plain.destroy();
-    tls.destroy();
   });
 
   it("keeps a slow statement that answers within silenceMs", async () => {

@@ -4,6 +4,7 @@ import postgres from "postgres";
 import { watchable, watchedSockets } from "./dead-links.js";
 import { endCancelling, newTag, taggedConnection } from "./own-statements.js";
 import * as schema from "./schema.js";
+import { requestedTls } from "./tls-negotiation.js";
 
 export type Database = {
   /** The connection URL (for a dedicated connection, e.g. the migration lock). */
@@ -42,7 +43,11 @@ export function openDatabase(
     // awaited and crashed the process. The schema uses only built-in types.
     fetch_types: false,
     connection: { application_name: tagged.applicationName },
-    ...(options.silenceMs && watchable(url) ? { socket: watchedSockets(options.silenceMs) } : {}),
+    // TLS, if the URL asks for it, is negotiated by the watched sockets (so that they see the
+    // cleartext): postgres.js must not do it again on them. Its `ssl` option wins over the URL's.
+    ...(options.silenceMs && watchable(url)
+      ? { socket: watchedSockets(options.silenceMs, requestedTls(tagged.url)), ssl: false }
+      : {}),
   });
   const db = drizzle(sql, { schema });
   return {

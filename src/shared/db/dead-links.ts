@@ -11,10 +11,11 @@
  * an ETIMEDOUT error. Its statements fail as Postgres unavailable (the API answers 503, a
  * worker's job fails as on a reset connection, a sweeper pass is retried) and the pool opens
  * a new connection for the next one. A statement that runs longer than `silenceMs` without
- * sending anything back is cut off the same way. Connections with TLS (`sslmode`, `ssl`) are
- * made here but not watched.
+ * sending anything back is cut off the same way. Connections with TLS (`sslmode` in the URL)
+ * are negotiated here too (tls-negotiation.ts), so that what is watched is the cleartext.
  */
 import { connect, type Socket } from "node:net";
+import { NO_TLS, negotiated, type RequestedTls } from "./tls-negotiation.js";
 
 /** Whether a connection that has waited for an answer since `waitingSince` is taken for lost (pure). */
 export function silentTooLong(waitingSince: number | null, now: number, silenceMs: number): boolean {
@@ -90,65 +91,77 @@ export class OwedAnswers {
 }
 
 /** The subset of postgres.js's parsed options the socket factory reads. */
-type SocketOptions = { host: string[]; port: number[]; path?: string | false; ssl?: unknown };
+type SocketOptions = { host: string[]; port: number[]; path?: string | false; connect_timeout?: number };
+
+type Named = Socket & { host?: string; port?: number };
 
 /**
  * postgres.js `socket` option: a connection to the (single) host, or its Unix socket, watched for silence.
  * postgres.js writes its startup message as soon as it gets the socket; Node holds it until
- * the connection is up, and a refused or reset connect fails through the socket's own
- * `error` and `close`, as it does with postgres.js's own socket.
+ * the connection is up (or, with TLS, until the handshake is done), and a refused or reset
+ * connect fails through the socket's own `error` and `close`, as it does with postgres.js's own socket.
+ * `tls`: what the URL asks for (tls-negotiation.ts `requestedTls`); it is negotiated here, and
+ * postgres.js, given `ssl: false`, does not do it again on the socket it gets.
  */
-export function watchedSockets(silenceMs: number, now: () => number = () => performance.now()) {
-  return (options: SocketOptions): Socket => {
+export function watchedSockets(
+  silenceMs: number,
+  tls: RequestedTls = NO_TLS,
+  now: () => number = () => performance.now(),
+) {
+  return (options: SocketOptions): Socket | Promise<Socket> => {
     const host = options.host[0]!;
     const port = options.port[0]!;
-    const socket = (options.path ? connect({ path: options.path }) : connect({ host, port })) as Socket & {
-      host?: string;
-      port?: number;
-    };
+    const raw: Named = options.path ? connect({ path: options.path }) : connect({ host, port });
     // postgres.js names these in its own errors (CONNECT_TIMEOUT host:port).
-    socket.host = host;
-    socket.port = port;
-    // With TLS, postgres.js drops this socket's listeners and talks through a TLS socket made
-    // on it, so what it reads would not be seen here: such connections are not watched.
-    if (options.ssl) return socket;
-    const answers = new OwedAnswers();
-    // Since when the connection has been owed an answer with nothing heard (null: owed none).
-    let waitingSince: number | null = null;
-    const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
-    socket.write = ((...args: unknown[]) => {
-      const [data, encoding] = args;
-      answers.sent.feed(
-        typeof data === "string"
-          ? Buffer.from(data, typeof encoding === "string" ? (encoding as BufferEncoding) : "utf8")
-          : (data as Uint8Array),
-      );
-      if (answers.waiting) waitingSince ??= now();
-      return write(...args);
-    }) as Socket["write"];
-    socket.on("data", (chunk: Buffer) => {
-      answers.received.feed(chunk);
-      // Heard from: the silence is counted again from here while more answers are owed.
-      waitingSince = answers.waiting ? now() : null;
-    });
-    const timer = setInterval(
-      () => {
-        if (!silentTooLong(waitingSince, now(), silenceMs)) return;
-        clearInterval(timer);
-        const error = Object.assign(
-          new Error(
-            `Postgres at ${host}:${port} sent nothing for ${Math.round(silenceMs / 1000)} s on a connection waiting for an answer: taken for lost`,
-          ),
-          { code: "ETIMEDOUT" },
-        );
-        socket.destroy(error);
-      },
-      Math.max(50, Math.min(1_000, Math.floor(silenceMs / 4))),
+    raw.host = host;
+    raw.port = port;
+    if (!tls.ssl) return watched(raw, host, port, silenceMs, now);
+    // postgres.js's connect timeout starts once it has the socket: the SSLRequest's answer has its own.
+    const timeoutMs = (options.connect_timeout || 30) * 1_000;
+    return negotiated(raw, tls, host, port, timeoutMs).then((socket) =>
+      socket.destroyed ? socket : watched(socket, host, port, silenceMs, now),
     );
-    timer.unref();
-    socket.once("close", () => clearInterval(timer));
-    return socket;
   };
+}
+
+/** `socket` (what postgres.js reads and writes: the cleartext), watched for silence. */
+function watched(socket: Socket, host: string, port: number, silenceMs: number, now: () => number): Socket {
+  const answers = new OwedAnswers();
+  // Since when the connection has been owed an answer with nothing heard (null: owed none).
+  let waitingSince: number | null = null;
+  const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
+  socket.write = ((...args: unknown[]) => {
+    const [data, encoding] = args;
+    answers.sent.feed(
+      typeof data === "string"
+        ? Buffer.from(data, typeof encoding === "string" ? (encoding as BufferEncoding) : "utf8")
+        : (data as Uint8Array),
+    );
+    if (answers.waiting) waitingSince ??= now();
+    return write(...args);
+  }) as Socket["write"];
+  socket.on("data", (chunk: Buffer) => {
+    answers.received.feed(chunk);
+    // Heard from: the silence is counted again from here while more answers are owed.
+    waitingSince = answers.waiting ? now() : null;
+  });
+  const timer = setInterval(
+    () => {
+      if (!silentTooLong(waitingSince, now(), silenceMs)) return;
+      clearInterval(timer);
+      const error = Object.assign(
+        new Error(
+          `Postgres at ${host}:${port} sent nothing for ${Math.round(silenceMs / 1000)} s on a connection waiting for an answer: taken for lost`,
+        ),
+        { code: "ETIMEDOUT" },
+      );
+      socket.destroy(error);
+    },
+    Math.max(50, Math.min(1_000, Math.floor(silenceMs / 4))),
+  );
+  timer.unref();
+  socket.once("close", () => clearInterval(timer));
+  return socket;
 }
 
 /** Whether connections to `url` can be made here: one host (postgres.js goes round several itself). */

@@ -7,17 +7,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
-import { SessionLease } from "../src/shared/lease.js";
-import { createMetrics } from "../src/shared/metrics.js";
 import { QUEUES, RunQueues } from "../src/shared/queues.js";
-import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
-import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
-import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { SweepQueries } from "../src/sweeper/sweep-queries.js";
-import { Sweeper } from "../src/sweeper/sweeper.js";
+import type { Sweeper } from "../src/sweeper/sweeper.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { sweeperOf } from "./support/stalled-run.js";
 
-const silent = { info() {}, warn() {}, debug() {} };
 const agent = { model: { provider: "scripted" as const, steps: [{ text: "done" }] } };
 
 describe("a lost job behind a long backlog", () => {
@@ -30,17 +24,7 @@ describe("a lost job behind a long backlog", () => {
     fleet = await createFleetEnv("orphanbacklog");
     ({ client } = await fleet.startApi());
     queues = new RunQueues(fleet.redis, fleet.config.prefix);
-    sweeper = new Sweeper({
-      prefix: fleet.config.prefix,
-      redis: fleet.redis,
-      lease: new SessionLease(fleet.redis, fleet.config.prefix, fleet.config.leaseTtlMs),
-      queries: new SessionQueries(fleet.database),
-      sweeps: new SweepQueries(fleet.database),
-      queues,
-      metrics: createMetrics("sweeper-test"),
-      resumes: new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, createMetrics("resumes-test")),
-      log: silent,
-    });
+    sweeper = sweeperOf(fleet, queues);
   });
   afterAll(async () => {
     await queues?.close();

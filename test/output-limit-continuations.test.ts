@@ -5,20 +5,15 @@
  * the count starts again), one that stored nothing is counted and ends `attempts_exhausted`,
  * and the continuations of one request are bounded by the agent's `maxTurns`.
  */
-import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import type { ScriptedStep } from "../src/shared/agent-config.js";
-import { SessionLease } from "../src/shared/lease.js";
-import { createMetrics } from "../src/shared/metrics.js";
 import { RunQueues } from "../src/shared/queues.js";
 import { CONTINUE_RESPONSE_TEXT } from "../src/shared/resume-plan.js";
-import { DEFAULT_RESUME_POLICY, type ResumePolicy } from "../src/shared/resume-policy.js";
-import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
-import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { SweepQueries } from "../src/sweeper/sweep-queries.js";
-import { Sweeper } from "../src/sweeper/sweeper.js";
+import type { ResumePolicy } from "../src/shared/resume-policy.js";
+import type { Sweeper } from "../src/sweeper/sweeper.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { sweeperOf } from "./support/stalled-run.js";
 
 type Row = {
   status: string;
@@ -37,20 +32,9 @@ describe("continuations of answers cut by the output limit", () => {
   const queues: RunQueues[] = [];
 
   function makeSweeper(policy: Partial<ResumePolicy>): Sweeper {
-    const metrics = createMetrics("sweeper");
     const own = new RunQueues(fleet.redis, fleet.config.prefix);
     queues.push(own);
-    return new Sweeper({
-      prefix: fleet.config.prefix,
-      redis: fleet.redis,
-      lease: new SessionLease(fleet.redis, fleet.config.prefix, fleet.config.leaseTtlMs),
-      queries: new SessionQueries(fleet.database),
-      sweeps: new SweepQueries(fleet.database),
-      queues: own,
-      metrics,
-      resumes: new AutomaticResumes(fleet.database, { ...DEFAULT_RESUME_POLICY, ...policy }, metrics),
-      log: pino({ level: "silent" }),
-    });
+    return sweeperOf(fleet, own, { policy });
   }
 
   /** The session's resume count, and how far its next resume is placed after its latest run. */

@@ -25,7 +25,7 @@ describe("the sweeper and clocks", () => {
   it("ends a frozen worker's run once its lease is gone, whatever the sweeper host's clock says", async () => {
     const tenMinutes = 10 * 60_000;
     // This host's clock is 10 minutes behind Postgres's.
-    const sweeper = sweeperOf(fleet, queues, () => Date.now() - tenMinutes);
+    const sweeper = sweeperOf(fleet, queues, { now: () => Date.now() - tenMinutes });
     // A frozen worker: its connection is listed (alive), its lease lapsed long ago.
     await withFrozenWorkersRun(fleet, async ({ runStatus }) => {
       expect(await sweeper.sweepAbandoned()).toBe(1);

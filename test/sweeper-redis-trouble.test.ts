@@ -33,7 +33,7 @@ describe("the sweeper after Redis trouble", () => {
   it("leaves a missing lease alone until Redis answered well for a TTL, then ends the run stalled", async () => {
     const clock = { now: Date.now() };
     const ttl = fleet.config.leaseTtlMs;
-    const sweeper = sweeperOf(fleet, queues, () => clock.now);
+    const sweeper = sweeperOf(fleet, queues, { now: () => clock.now });
     // A live worker (its connection is listed) whose run has no lease: Redis just came back.
     await withFrozenWorkersRun(fleet, async ({ sessionId, runStatus }) => {
       sweeper.resetLiveness(); // what sweeper-process does when its connection is ready again

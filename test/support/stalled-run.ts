@@ -1,7 +1,8 @@
 /**
- * A sweeper and a run left by a live but frozen worker, for the sweeper's judgement of a missing
- * lease (sweeper-clock, sweeper-redis-trouble): the worker's liveness connection is listed, its
- * run started three lease TTLs ago, and no lease is held for its session.
+ * A sweeper driven by the test (sweeper-clock, sweeper-redis-trouble, output-limit-continuations,
+ * orphaned-runs-backlog), and a run left by a live but frozen worker, for the sweeper's
+ * judgement of a missing lease: the worker's liveness connection is listed, its run started
+ * three lease TTLs ago, and no lease is held for its session.
  */
 import { randomUUID } from "node:crypto";
 import pino from "pino";
@@ -10,7 +11,7 @@ import { SessionLease } from "../../src/shared/lease.js";
 import { createMetrics } from "../../src/shared/metrics.js";
 import { QUEUES, type RunQueues } from "../../src/shared/queues.js";
 import { closeRedis, createRedis } from "../../src/shared/redis.js";
-import { DEFAULT_RESUME_POLICY } from "../../src/shared/resume-policy.js";
+import { DEFAULT_RESUME_POLICY, type ResumePolicy } from "../../src/shared/resume-policy.js";
 import { AutomaticResumes } from "../../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../../src/shared/store/session-queries.js";
 import { livenessName } from "../../src/shared/worker-signals.js";
@@ -21,8 +22,12 @@ import { type FleetEnv, waitFor } from "./fleet-env.js";
 
 const AGENT = parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "resumed" }] } });
 
-/** A Sweeper of `fleet` with its real stores, silent, reading the time from `now`. */
-export function sweeperOf(fleet: FleetEnv, queues: RunQueues, now: () => number): Sweeper {
+/** A Sweeper of `fleet` with its real stores, silent; `now`: its clock, `policy`: over the default one. */
+export function sweeperOf(
+  fleet: FleetEnv,
+  queues: RunQueues,
+  options: { now?: () => number; policy?: Partial<ResumePolicy> } = {},
+): Sweeper {
   const metrics = createMetrics("sweeper-test");
   return new Sweeper({
     prefix: fleet.config.prefix,
@@ -32,9 +37,9 @@ export function sweeperOf(fleet: FleetEnv, queues: RunQueues, now: () => number)
     sweeps: new SweepQueries(fleet.database),
     queues,
     metrics,
-    resumes: new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, metrics),
+    resumes: new AutomaticResumes(fleet.database, { ...DEFAULT_RESUME_POLICY, ...options.policy }, metrics),
     log: pino({ level: "silent" }),
-    now,
+    now: options.now,
   });
 }
 

@@ -6,13 +6,11 @@
  * cache breakpoints; usage with cache and reasoning tokens; Responses stop reasons; prices.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { AssistantMessage, Message } from "../src/shared/messages.js";
+import type { Message } from "../src/shared/messages.js";
 import { costOf, parsePrices } from "../src/shared/prices.js";
 import { callModel } from "../src/worker/call-model.js";
-import { AnthropicModel } from "../src/worker/models/anthropic.js";
 import { buildAnthropicRequest } from "../src/worker/models/anthropic-request.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
-import type { ModelRequest, ToolSpec } from "../src/worker/models/provider.js";
 import {
   type FakeAnthropic,
   signatureOf,
@@ -21,24 +19,7 @@ import {
 } from "./support/fake-anthropic.js";
 import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
 import { type FakeResponses, startFakeResponses } from "./support/fake-openai-responses.js";
-
-const noSleep = async () => {};
-const TOOLS: ToolSpec[] = [
-  { name: "write_file", description: "Write a file", parameters: { type: "object", properties: {} } },
-];
-
-function req(history: Message[], system = "Be brief."): ModelRequest {
-  return { sessionId: "s", system, history, tools: TOOLS, signal: new AbortController().signal };
-}
-
-async function step(model: AnthropicModel | OpenAIModel, history: Message[]): Promise<AssistantMessage> {
-  const result = await callModel(model, req(history), {
-    sleep: noSleep,
-    policy: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1 },
-  });
-  if (!result.ok) throw new Error(result.error);
-  return result.message;
-}
+import { claudeAt, gpt, noSleep, req, step } from "./support/model-steps.js";
 
 let anthropic: FakeAnthropic;
 let responses: FakeResponses;
@@ -59,20 +40,7 @@ beforeEach(() => {
   chat.requests.length = 0;
 });
 
-const claude = (extra: Record<string, unknown> = {}) =>
-  new AnthropicModel(
-    {
-      provider: "anthropic",
-      model: "claude-test",
-      baseUrl: anthropic.url,
-      maxTokens: 8000,
-      thinking: { type: "enabled", budgetTokens: 2048 },
-      ...extra,
-    },
-    { keyless: true },
-  );
-const gpt = (api: "chat" | "responses", baseUrl: string) =>
-  new OpenAIModel({ provider: "openai", model: "gpt-test", baseUrl, api }, { keyless: true });
+const claude = (extra: Record<string, unknown> = {}) => claudeAt(anthropic.url, extra);
 
 describe("anthropic thinking", () => {
   it("captures thinking, text and tool_use in order; replays them byte for byte after the tool turn", async () => {

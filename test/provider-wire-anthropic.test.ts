@@ -7,30 +7,11 @@
  * (these matched). The OpenAI side: provider-wire-openai.test.ts.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { AssistantMessage, Message } from "../src/shared/messages.js";
+import type { Message } from "../src/shared/messages.js";
 import { resumePoint } from "../src/shared/resume-point.js";
-import { callModel } from "../src/worker/call-model.js";
 import { AnthropicModel } from "../src/worker/models/anthropic.js";
-import type { ModelRequest, ToolSpec } from "../src/worker/models/provider.js";
 import { type FakeAnthropic, startFakeAnthropic } from "./support/fake-anthropic.js";
-
-const noSleep = async () => {};
-const TOOLS: ToolSpec[] = [
-  { name: "write_file", description: "Write a file", parameters: { type: "object", properties: {} } },
-];
-
-function req(history: Message[]): ModelRequest {
-  return { sessionId: "s", system: "Be brief.", history, tools: TOOLS, signal: new AbortController().signal };
-}
-
-async function step(model: AnthropicModel, history: Message[]): Promise<AssistantMessage> {
-  const result = await callModel(model, req(history), {
-    sleep: noSleep,
-    policy: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1 },
-  });
-  if (!result.ok) throw new Error(result.error);
-  return result.message;
-}
+import { claudeAt, foreignToolTurn, step } from "./support/model-steps.js";
 
 let anthropic: FakeAnthropic;
 beforeAll(async () => {
@@ -43,18 +24,7 @@ beforeEach(() => {
   anthropic.requests.length = 0;
 });
 
-const claude = (extra: Record<string, unknown> = {}) =>
-  new AnthropicModel(
-    {
-      provider: "anthropic",
-      model: "claude-test",
-      baseUrl: anthropic.url,
-      maxTokens: 8000,
-      thinking: { type: "enabled", budgetTokens: 2048 },
-      ...extra,
-    },
-    { keyless: true },
-  );
+const claude = (extra: Record<string, unknown> = {}) => claudeAt(anthropic.url, extra);
 
 describe("anthropic thinking: a tool turn that has no thinking block of its own", () => {
   /** An OpenAI chat tool turn: the primary before a fallback to Claude with thinking. */
@@ -267,21 +237,9 @@ describe("anthropic: what the Messages API sends, read as documented (these matc
 });
 
 describe("tool call ids another provider minted go out as Anthropic accepts them", () => {
-  /** A tool turn from an OpenAI-compatible server (Kimi-style id) and one with vLLM's long id. */
-  const foreign = (id: string): Message[] => [
-    { role: "user", content: "write a" },
-    {
-      role: "assistant",
-      content: "",
-      toolCalls: [{ id, name: "write_file", arguments: { path: "a" } }],
-      stopReason: "tool_use",
-    },
-    { role: "tool", toolCallId: id, name: "write_file", content: "ok", success: true },
-  ];
-
   it("to Anthropic: an id outside ^[a-zA-Z0-9_-]+$ is rewritten, the same for the call and its result", async () => {
     anthropic.script({ blocks: [{ type: "text", text: "Done." }] });
-    const history = foreign("functions.write_file:0");
+    const history = foreignToolTurn("functions.write_file:0");
     expect(await step(claude({ thinking: undefined }), history)).toMatchObject({ content: "Done." });
     const [, call, result] = anthropic.requests[0]!.body.messages as { content: Record<string, unknown>[] }[];
     const id = call!.content[0]!.id as string;
@@ -294,7 +252,7 @@ describe("tool call ids another provider minted go out as Anthropic accepts them
 
   it("an id the API accepts goes out unchanged", async () => {
     anthropic.script({ blocks: [{ type: "text", text: "ok" }] });
-    await step(claude({ thinking: undefined }), foreign("toolu_01A09q90qw90lq917835lq9"));
+    await step(claude({ thinking: undefined }), foreignToolTurn("toolu_01A09q90qw90lq917835lq9"));
     expect(JSON.stringify(anthropic.requests[0]!.body)).toContain('"toolu_01A09q90qw90lq917835lq9"');
   });
 });

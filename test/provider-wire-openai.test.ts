@@ -8,31 +8,13 @@
  * provider-wire-anthropic.test.ts.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { AssistantMessage, Message } from "../src/shared/messages.js";
+import type { Message } from "../src/shared/messages.js";
 import { resumePoint } from "../src/shared/resume-point.js";
 import { callModel } from "../src/worker/call-model.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
-import type { ModelRequest, ToolSpec } from "../src/worker/models/provider.js";
 import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
 import { type FakeResponses, startFakeResponses } from "./support/fake-openai-responses.js";
-
-const noSleep = async () => {};
-const TOOLS: ToolSpec[] = [
-  { name: "write_file", description: "Write a file", parameters: { type: "object", properties: {} } },
-];
-
-function req(history: Message[]): ModelRequest {
-  return { sessionId: "s", system: "Be brief.", history, tools: TOOLS, signal: new AbortController().signal };
-}
-
-async function step(model: OpenAIModel, history: Message[]): Promise<AssistantMessage> {
-  const result = await callModel(model, req(history), {
-    sleep: noSleep,
-    policy: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1 },
-  });
-  if (!result.ok) throw new Error(result.error);
-  return result.message;
-}
+import { foreignToolTurn, gpt, noSleep, req, step } from "./support/model-steps.js";
 
 /** The internal message a `continue_response` resume appends (resume-plan.ts's wording is not asserted). */
 const CONTINUE: Message = { role: "internal", content: "Continue exactly where you stopped." };
@@ -49,9 +31,6 @@ beforeEach(() => {
   responses.requests.length = 0;
   chat.requests.length = 0;
 });
-
-const gpt = (api: "chat" | "responses", baseUrl: string) =>
-  new OpenAIModel({ provider: "openai", model: "gpt-test", baseUrl, api }, { keyless: true });
 
 describe("openai responses: a reasoning item goes back only with the item that follows it", () => {
   it("max_output_tokens reached while reasoning: continue_response leaves the lone reasoning item out", async () => {
@@ -253,23 +232,11 @@ describe("openai chat: what chat completions send, read as documented (these mat
 });
 
 describe("tool call ids another provider minted go out as OpenAI chat accepts them", () => {
-  /** A tool turn from an OpenAI-compatible server (Kimi-style id) and one with vLLM's long id. */
-  const foreign = (id: string): Message[] => [
-    { role: "user", content: "write a" },
-    {
-      role: "assistant",
-      content: "",
-      toolCalls: [{ id, name: "write_file", arguments: { path: "a" } }],
-      stopReason: "tool_use",
-    },
-    { role: "tool", toolCallId: id, name: "write_file", content: "ok", success: true },
-  ];
-
   it("to OpenAI chat: an id over 40 characters is shortened, the same for the call and its result", async () => {
     chat.enqueue({ text: ["Done."] });
     const long = `chatcmpl-tool-${"9".repeat(32)}`;
     expect(long.length).toBeGreaterThan(40);
-    expect(await step(gpt("chat", chat.url), foreign(long))).toMatchObject({ content: "Done." });
+    expect(await step(gpt("chat", chat.url), foreignToolTurn(long))).toMatchObject({ content: "Done." });
     const messages = chat.requests[0]!.body.messages as Record<string, unknown>[];
     const id = (messages[2]!.tool_calls as { id: string }[])[0]!.id;
     expect(id).toMatch(/^call_[0-9a-f]{32}$/);
@@ -278,7 +245,7 @@ describe("tool call ids another provider minted go out as OpenAI chat accepts th
 
   it("an id of 40 characters or fewer goes out unchanged", async () => {
     chat.enqueue({ text: ["ok"] });
-    await step(gpt("chat", chat.url), foreign("call_abc-123"));
+    await step(gpt("chat", chat.url), foreignToolTurn("call_abc-123"));
     expect(JSON.stringify(chat.requests[0]!.body)).toContain('"call_abc-123"');
   });
 });

@@ -3,13 +3,14 @@ import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { DeletionCleanup, runJobRemover } from "../shared/deletion-cleanup.js";
 import { ValidationError } from "../shared/errors.js";
-import { EventWriter, warnDroppedStream } from "../shared/event-writer.js";
+import { warnDroppedStream } from "../shared/event-writer.js";
 import { checkEvictionPolicy } from "../shared/eviction-policy.js";
 import { listenError, servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
 import { ProviderLimits, waitsForgetter } from "../shared/provider-limits.js";
 import { openWebhookQueue, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, RedisOutageLog } from "../shared/redis.js";
+import { roleEventWriter } from "../shared/role-start.js";
 import { closeAll } from "../shared/shutdown.js";
 import { ApiKeys } from "../shared/store/api-keys.js";
 import { BatchStore } from "../shared/store/batches.js";
@@ -97,20 +98,10 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
   const batches = new BatchStore(database);
   // The API writes the end of runs a cancel dropped while they were queued, and the end of a
   // run whose writer died before writing it, found when a reader's stream looks (missingRunEnd).
-  const eventWriter = new EventWriter(
-    redis,
-    config.prefix,
-    {
-      maxEvents: config.events.maxEvents,
-      maxAgeMs: config.events.maxAgeMs,
-      maxBytes: config.events.maxBytes,
-    },
-    metrics.eventsWritten,
-    config.events.enabled,
-    0,
+  const eventWriter = roleEventWriter(redis, config, metrics.eventsWritten, 0, {
     // The app's logger, made further down: asked for only when a stream is dropped.
-    { onDropped: (...dropped) => warnDroppedStream(app.log)(...dropped) },
-  );
+    onDropped: (...dropped) => warnDroppedStream(app.log)(...dropped),
+  });
   const auth = new ApiAuth({ keys, loopback });
   const eventsSetting = new SessionEventsSetting(database);
   const events = new EventStreams({

@@ -7,15 +7,14 @@ import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { DeletionCleanup, runJobRemover } from "../shared/deletion-cleanup.js";
-import { EventWriter, warnDroppedStream } from "../shared/event-writer.js";
-import { checkEvictionPolicy } from "../shared/eviction-policy.js";
-import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
+import { warnDroppedStream } from "../shared/event-writer.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics, initRunProgress, initSweeperPasses } from "../shared/metrics.js";
 import { ProviderLimits, waitsForgetter } from "../shared/provider-limits.js";
 import { openWebhookQueue, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, RedisOutageLog } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
+import { roleEventWriter, watchEvictionAndServeMetrics } from "../shared/role-start.js";
 import { closeAll } from "../shared/shutdown.js";
 import { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import { BatchStore } from "../shared/store/batches.js";
@@ -58,43 +57,22 @@ export async function startSweeper(
   const metrics = createMetrics("sweeper");
   // One warning when Redis goes away and one when it is back, not a line per reconnect.
   new RedisOutageLog(log).watch(redis, subscriber);
-  const stopEvictionWatch = await checkEvictionPolicy(
-    redis,
+  // One warning when Redis may evict the leases and jobs, then the metrics port: a sweeper that
+  // cannot serve it stops before its first sweep, and leaves nothing open that would keep the
+  // process alive.
+  const { stopEvictionWatch, server } = await watchEvictionAndServeMetrics({
+    serve: options.serveMetrics !== false,
+    config,
     log,
-    metrics.redisEvictionPolicySafe,
-    config.evictionCheckMs,
-  );
-  // The metrics port first: a sweeper that cannot serve it stops before its first sweep, and
-  // leaves nothing open that would keep the process alive.
-  const server = await startMetricsOrClose(
-    options.serveMetrics !== false,
-    metrics.registry,
-    config.metricsPort,
-    servicesReachable(database, redis),
-    () =>
-      closeAll(
-        [
-          async () => stopEvictionWatch(),
-          () => queues.close(),
-          ...[redis, subscriber].map((c) => () => closeRedis(c)),
-          () => database.close(),
-        ],
-        log,
-      ),
-  );
-  const events = new EventWriter(
+    metrics,
+    database,
     redis,
-    config.prefix,
-    {
-      maxEvents: config.events.maxEvents,
-      maxAgeMs: config.events.maxAgeMs,
-      maxBytes: config.events.maxBytes,
-    },
-    metrics.eventsWritten,
-    config.events.enabled,
-    0,
-    { onDropped: warnDroppedStream(log) },
-  );
+    others: [subscriber],
+    queues,
+  });
+  const events = roleEventWriter(redis, config, metrics.eventsWritten, 0, {
+    onDropped: warnDroppedStream(log),
+  });
   // Aborted by stop(): the passes and retention look at nothing more (sweeper.ts, retention.ts).
   const halt = new AbortController();
   const resumes = new AutomaticResumes(database, resumePolicyOf(config), metrics);

@@ -11,9 +11,7 @@ import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
-import { EventWriter, warnDroppedStream } from "../shared/event-writer.js";
-import { checkEvictionPolicy } from "../shared/eviction-policy.js";
-import { servicesReachable, startMetricsOrClose } from "../shared/http-server.js";
+import { warnDroppedStream } from "../shared/event-writer.js";
 import { SessionLease } from "../shared/lease.js";
 import {
   createMetrics,
@@ -26,6 +24,7 @@ import { ProviderLimits } from "../shared/provider-limits.js";
 import { parseRunJob, QUEUES, type QueueKey, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, isConnectionError, RedisOutageLog } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
+import { roleEventWriter, watchEvictionAndServeMetrics } from "../shared/role-start.js";
 import { closeAll } from "../shared/shutdown.js";
 import { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import { CapacityWaits } from "../shared/store/capacity-waits.js";
@@ -91,31 +90,19 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   // One warning when Redis goes away and one when it is back, not a stack trace per reconnect.
   new RedisOutageLog(log).watch(redis, ...bullRedis);
   const refusals = new RefusalLog(log);
-  // Before it says it is ready: one warning when Redis may evict the leases and jobs.
-  const stopEvictionWatch = await checkEvictionPolicy(
-    redis,
+  // Before it says it is ready: one warning when Redis may evict the leases and jobs. Then the
+  // metrics port: a worker that cannot serve it stops before it registers tools or claims a
+  // job, and leaves nothing open that would keep the process alive.
+  const { stopEvictionWatch, server } = await watchEvictionAndServeMetrics({
+    serve: options.serveMetrics !== false,
+    config,
     log,
-    metrics.redisEvictionPolicySafe,
-    config.evictionCheckMs,
-  );
-  // The metrics port first: a worker that cannot serve it stops before it registers tools or
-  // claims a job, and leaves nothing open that would keep the process alive.
-  const server = await startMetricsOrClose(
-    options.serveMetrics !== false,
-    metrics.registry,
-    config.metricsPort,
-    servicesReachable(database, redis),
-    () =>
-      closeAll(
-        [
-          async () => stopEvictionWatch(),
-          () => queues.close(),
-          ...[redis, ...bullRedis].map((c) => () => closeRedis(c)),
-          () => database.close(),
-        ],
-        log,
-      ),
-  );
+    metrics,
+    database,
+    redis,
+    others: bullRedis,
+    queues,
+  });
   const tools = new ToolRegistry().register(...builtinTools(config.toolDir), ...(options.tools ?? []));
   initToolSeries(metrics, tools.names());
   initEndpointSeries(metrics, config.models.endpoints.values());
@@ -146,19 +133,10 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   const writes = new FencedWrites(database, { gatherMs: config.workerGatherMs });
   const histories = config.historyCacheBytes > 0 ? new HistoryCache(config.historyCacheBytes) : undefined;
   // Session events (contracts §7) go through the liveness connection: one script call each.
-  const events = new EventWriter(
-    redis,
-    config.prefix,
-    {
-      maxEvents: config.events.maxEvents,
-      maxAgeMs: config.events.maxAgeMs,
-      maxBytes: config.events.maxBytes,
-    },
-    metrics.eventsWritten,
-    config.events.enabled,
-    config.workerGatherMs,
-    { database, onDropped: warnDroppedStream(log) },
-  );
+  const events = roleEventWriter(redis, config, metrics.eventsWritten, config.workerGatherMs, {
+    database,
+    onDropped: warnDroppedStream(log),
+  });
   // Transcripts of deleted sessions go when a delete is announced, and by a pass at start and
   // every FLEET_TRANSCRIPT_SWEEP_MS for deletes this worker did not hear of.
   const deletions = new DataDeletion(database);

@@ -32,19 +32,20 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
-import { loadConfig } from "../src/shared/config.js";
 import { MAX_CHUNKS_PER_PASS } from "../src/sweeper/retention.js";
-import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
+import type { RunningSweeper } from "../src/sweeper/sweeper-process.js";
 import { dashboardPanels, grafanaExpr, groupingLabels } from "./support/dashboard.js";
 import { createFleetEnv, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
+import { freePort, prometheusBinary, type RunningPrometheus } from "./support/prometheus.js";
 import {
-  freePort,
-  prometheusBinary,
-  type RunningPrometheus,
-  startPrometheus,
-  testConfig,
-} from "./support/prometheus.js";
+  instance as at,
+  type Counts,
+  expectClose,
+  scrapedAll,
+  scrapeFleet,
+  startApiAndSweeper,
+} from "./support/prometheus-fleet.js";
 import { alertRules, metricNames, recordingRules } from "./support/promql.js";
 
 const INTERVAL_S = 1;
@@ -58,7 +59,6 @@ const AUTH_BURST = 3;
 const AUTH_LIMITED = 4;
 
 type Alert = { labels: Record<string, string>; state: string };
-type Counts = Record<string, number>;
 
 describe("new alerts and panels against a live fleet, through the real Prometheus", () => {
   let redis: ChildProcess;
@@ -72,7 +72,6 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
   let redisPort = 0;
   const received: number[] = [];
   const ports = { api: 0, sweeper: 0, worker: 0, dead: 0, receiver: 0 };
-  const at = (port: number) => `127.0.0.1:${port}`;
 
   beforeAll(async () => {
     try {
@@ -110,10 +109,7 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
         }),
       },
     });
-    const started = await fleet.startApi();
-    client = started.client;
-    ports.api = started.api.port;
-    sweeper = await startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: true });
+    ({ client, apiPort: ports.api, sweeper } = await startApiAndSweeper(fleet));
     ports.sweeper = sweeper.metricsPort!;
     ports.worker = await freePort();
     ports.dead = await freePort();
@@ -125,15 +121,9 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
       "--tools",
       join(ROOT, "test/fixtures/hanging-tool.ts"),
     ]);
-    prometheus = await startPrometheus(
-      testConfig(
-        {
-          "fleet-api": [at(ports.api)],
-          "fleet-worker": [at(ports.worker), at(ports.dead)],
-          "fleet-sweeper": [at(ports.sweeper)],
-        },
-        INTERVAL_S,
-      ),
+    prometheus = await scrapeFleet(
+      { api: ports.api, workers: [ports.worker, ports.dead], sweeper: ports.sweeper },
+      INTERVAL_S,
     );
     startedAt = Date.now() / 1000;
   });
@@ -153,15 +143,7 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
   it("fires the new alerts after their events, and the new panels count them", async () => {
     if (missing) throw missing;
     const live = [ports.api, ports.worker, ports.sweeper];
-    await waitFor(
-      async () => {
-        const up = await prometheus.query('up{job=~"fleet-.*"} == 1');
-        const seen = new Set(up.result.map((s) => s.metric.instance));
-        return live.every((p) => seen.has(at(p)));
-      },
-      15_000,
-      `Prometheus scraping every live role\n${prometheus.output()}`,
-    );
+    await scrapedAll(prometheus, live, "every live role");
 
     // --- The events -----------------------------------------------------------------------
     const { sql } = fleet.database;
@@ -299,35 +281,28 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
       }
       return out;
     };
-    const close = (got: Counts, want: Counts, what: string) => {
-      for (const k of new Set([...Object.keys(got), ...Object.keys(want)]))
-        expect(
-          Math.abs((got[k] ?? 0) - (want[k] ?? 0)),
-          `${what} ${k}: ${got[k]} vs ${want[k]}`,
-        ).toBeLessThanOrEqual(Math.max(0.6, 0.3 * (want[k] ?? 0)));
-    };
-    close(
+    expectClose(
       await integral("Webhook deliveries by outcome", "outcome"),
       { delivered: 1, failed: RECEIVER_FAILS, abandoned: 0 },
       "webhooks",
     );
-    close(
+    expectClose(
       await integral("Extension hook failures by hook", "hook"),
       { afterRun: runs!.n, beforeRun: 0, onMessage: 0, onCommitted: 0, onError: 0 },
       "hooks",
     );
-    close(
+    expectClose(
       await integral("Sessions deleted by trigger", "trigger"),
       { api: 1, retention: RETAINED },
       "deleted",
     );
-    close(
+    expectClose(
       await integral("Refused API keys and 429s by limit", "limit"),
       { "": AUTH_BURST, auth_failures: AUTH_LIMITED, request_rate: 0, active_sessions: 0, event_streams: 0 },
       "refused keys and 429s",
     );
     const passes = await integral("Retention passes by result", "result");
-    close({ more_left: passes.more_left! }, { more_left: 1 }, "retention passes");
+    expectClose({ more_left: passes.more_left! }, { more_left: 1 }, "retention passes");
     expect(passes.caught_up).toBeGreaterThan(1);
     // Events: what the processes counted themselves (read now, everything quiet).
     const ownCounts: Counts = {};
@@ -337,7 +312,7 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
         ownCounts[type!] = (ownCounts[type!] ?? 0) + Number(n);
     }
     expect(ownCounts.SESSION_PARKED).toBe(PARKED);
-    close(
+    expectClose(
       await integral("Events written by type", "type"),
       Object.fromEntries(Object.entries(ownCounts).filter(([, n]) => n > 0)),
       "events",

@@ -9,26 +9,25 @@
  *
  * Needs the `prometheus` binary (Debian package `prometheus`): without it this test fails.
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetApiError, type FleetClient } from "../src/producer/client.js";
 import type { ScriptedStep } from "../src/shared/agent-config.js";
-import { loadConfig } from "../src/shared/config.js";
 import { RESUME_TRIGGERS, TOOL_OUTCOMES, UNREGISTERED_TOOL } from "../src/shared/metrics.js";
 import { PARK_REASONS } from "../src/shared/resume-policy.js";
 import { RESUME_KINDS } from "../src/shared/resume-reasons.js";
 import { stopReasonLabel } from "../src/shared/stop-reasons.js";
-import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
-import { createFleetEnv, type FleetEnv, ROOT, type WorkerProcess, waitFor } from "./support/fleet-env.js";
+import type { RunningSweeper } from "../src/sweeper/sweeper-process.js";
+import { dashboardPanels, grafanaExpr } from "./support/dashboard.js";
+import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
+import { freePort, type PromResult, prometheusBinary, type RunningPrometheus } from "./support/prometheus.js";
 import {
-  freePort,
-  type PromResult,
-  prometheusBinary,
-  type RunningPrometheus,
-  startPrometheus,
-  testConfig,
-} from "./support/prometheus.js";
+  type Counts,
+  expectClose,
+  instance,
+  scrapedAll,
+  scrapeFleet,
+  startApiAndSweeper,
+} from "./support/prometheus-fleet.js";
 import { recordingRules } from "./support/promql.js";
 import { INTERRUPTED_TEXT, startSleepySessions } from "./support/sleepy-sessions.js";
 
@@ -38,7 +37,6 @@ const BUILTIN_TOOLS = ["write_file", "append_file", "sleep", "fail"];
 /** How long the victim is scraped before the kill: see `largest` in the test. */
 const VICTIM_AGE_MS = 6_000;
 
-type Counts = Record<string, number>;
 const key = (...parts: (string | undefined)[]) => parts.map((p) => p ?? "").join("|");
 
 /** A vector's values keyed by the given labels, rounded to whole events. */
@@ -58,15 +56,6 @@ function withZeros(counts: Counts, keys: string[]): Counts {
   );
 }
 
-type DashboardTarget = { expr: string; refId: string; instant?: boolean };
-type DashboardPanel = {
-  id: number;
-  type: string;
-  title: string;
-  targets?: DashboardTarget[];
-  panels?: DashboardPanel[];
-};
-
 describe("dashboard and rules against a live fleet, through the real Prometheus", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
@@ -75,7 +64,6 @@ describe("dashboard and rules against a live fleet, through the real Prometheus"
   let startedAt: number;
   let missing: Error | undefined;
   const ports = { api: 0, sweeper: 0, victim: 0, survivor: 0 };
-  const instance = (port: number) => `127.0.0.1:${port}`;
 
   beforeAll(async () => {
     try {
@@ -85,22 +73,13 @@ describe("dashboard and rules against a live fleet, through the real Prometheus"
       return;
     }
     fleet = await createFleetEnv("promlive", { env: { SWEEPER_BACKOFF_MS: "200" } });
-    const started = await fleet.startApi();
-    client = started.client;
-    ports.api = started.api.port;
-    sweeper = await startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: true });
+    ({ client, apiPort: ports.api, sweeper } = await startApiAndSweeper(fleet));
     ports.sweeper = sweeper.metricsPort!;
     ports.victim = await freePort();
     ports.survivor = await freePort();
-    prometheus = await startPrometheus(
-      testConfig(
-        {
-          "fleet-api": [instance(ports.api)],
-          "fleet-worker": [instance(ports.victim), instance(ports.survivor)],
-          "fleet-sweeper": [instance(ports.sweeper)],
-        },
-        INTERVAL_S,
-      ),
+    prometheus = await scrapeFleet(
+      { api: ports.api, workers: [ports.victim, ports.survivor], sweeper: ports.sweeper },
+      INTERVAL_S,
     );
     startedAt = Date.now() / 1000;
   });
@@ -112,17 +91,7 @@ describe("dashboard and rules against a live fleet, through the real Prometheus"
   });
 
   /** Resolves once Prometheus has scraped each of these targets successfully. */
-  async function scraped(...targets: number[]): Promise<void> {
-    await waitFor(
-      async () => {
-        const up = await prometheus.query('up{job=~"fleet-.*"} == 1');
-        const live = new Set(up.result.map((s) => s.metric.instance));
-        return targets.every((port) => live.has(instance(port)));
-      },
-      15_000,
-      `Prometheus scraping ${targets.join(", ")}\n${prometheus.output()}`,
-    );
-  }
+  const scraped = (...targets: number[]) => scrapedAll(prometheus, targets, targets.join(", "));
 
   /** Resolves once every live target was scraped, and the rules evaluated, after `time` (Unix s). */
   async function settledAfter(time: number): Promise<void> {
@@ -372,19 +341,9 @@ describe("dashboard and rules against a live fleet, through the real Prometheus"
     expect(rounded(await q(`sum(increase(fleet_fenced_writes_total[${window}]))`), [])[""]).toBe(0);
 
     // --- Every panel of the dashboard ---------------------------------------------------
-    const dashboard = JSON.parse(
-      readFileSync(join(ROOT, "deploy/grafana/dashboards/agent-fleet.json"), "utf8"),
-    ) as { panels: DashboardPanel[] };
-    const panels = dashboard.panels.flatMap((p) => [p, ...(p.panels ?? [])]).filter((p) => p.type !== "row");
+    const panels = dashboardPanels();
     // Grafana's variables: $__rate_interval is at least 4 scrape intervals; $__range the view.
-    const grafana = (expr: string) => {
-      const out = expr
-        .replaceAll("$__rate_interval", `${4 * INTERVAL_S}s`)
-        .replaceAll("$__interval", `${INTERVAL_S}s`)
-        .replaceAll("$__range", window);
-      expect(out, expr).not.toContain("$");
-      return out;
-    };
+    const grafana = (expr: string) => grafanaExpr(expr, INTERVAL_S, window);
     const byTitle = new Map<string, { instant?: PromResult; range?: PromResult[] }>();
     for (const panel of panels) {
       const results: { instant?: PromResult; range?: PromResult[] } = {};
@@ -423,18 +382,15 @@ describe("dashboard and rules against a live fleet, through the real Prometheus"
         }
       return out;
     };
-    const close = (got: Counts, want: Counts, what: string) => {
-      for (const k of new Set([...Object.keys(got), ...Object.keys(want)]))
-        expect(
-          Math.abs((got[k] ?? 0) - (want[k] ?? 0)),
-          `${what} ${k}: ${got[k]} vs ${want[k]}`,
-        ).toBeLessThanOrEqual(Math.max(0.6, 0.3 * (want[k] ?? 0)));
-    };
-    close(integral("Resumes by kind", ["kind"]), sumBy(resumesTruth, 0), "Resumes by kind");
-    close(integral("Resumes by trigger", ["trigger"]), sumBy(resumesTruth, 1), "Resumes by trigger");
-    close(integral("Sessions parked by reason", ["reason"]), parkedTruth, "Sessions parked by reason");
-    close(integral("Runs by kind and outcome", ["kind", "outcome"]), runsTruth, "Runs by kind and outcome");
-    close(integral("Tool calls by tool and outcome", ["tool", "outcome"]), toolsTruth, "Tool calls");
+    expectClose(integral("Resumes by kind", ["kind"]), sumBy(resumesTruth, 0), "Resumes by kind");
+    expectClose(integral("Resumes by trigger", ["trigger"]), sumBy(resumesTruth, 1), "Resumes by trigger");
+    expectClose(integral("Sessions parked by reason", ["reason"]), parkedTruth, "Sessions parked by reason");
+    expectClose(
+      integral("Runs by kind and outcome", ["kind", "outcome"]),
+      runsTruth,
+      "Runs by kind and outcome",
+    );
+    expectClose(integral("Tool calls by tool and outcome", ["tool", "outcome"]), toolsTruth, "Tool calls");
     // Zero-initialised: every resume kind is a series from the start, not only those that happened.
     const kinds = byTitle
       .get("Resumes by kind")!

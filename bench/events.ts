@@ -18,8 +18,8 @@ import { startApi } from "../src/producer/api-server.js";
 import { FleetClient, parseSse } from "../src/producer/client.js";
 import { openDatabase } from "../src/shared/db/client.js";
 import { EventWriter } from "../src/shared/event-writer.js";
+import { benchAgent } from "./producer.js";
 import {
-  benchToolCall,
   Cleanup,
   fmt,
   inPool,
@@ -141,20 +141,7 @@ async function throughput(events: "on" | "off"): Promise<number> {
   const client = new FleetClient({ baseUrl: api.url });
   const database = openDatabase(databaseUrl, { max: 2 });
   try {
-    const agentOf = (i: number) => {
-      const call = benchToolCall(i);
-      const args =
-        call.name === "write_file"
-          ? { path: call.path, content: call.text }
-          : { path: call.path, line: call.text };
-      return {
-        model: {
-          provider: "scripted" as const,
-          steps: [{ toolCalls: [{ name: call.name, arguments: args }] }, { text: "done" }],
-        },
-        tools: [call.name],
-      };
-    };
+    const agentOf = (i: number) => benchAgent(i, "done");
     const start = performance.now();
     const indexes = Array.from({ length: SESSIONS }, (_, i) => i);
     const batches: number[][] = [];

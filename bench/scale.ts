@@ -29,16 +29,10 @@ import { parseArgs } from "node:util";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import postgres from "postgres";
-import { FleetService } from "../src/producer/fleet-service.js";
 import type { AgentConfigInput } from "../src/shared/agent-config.js";
-import { openDatabase } from "../src/shared/db/client.js";
-import { createMetrics } from "../src/shared/metrics.js";
-import { RunQueues } from "../src/shared/queues.js";
-import { closeRedis, createRedis } from "../src/shared/redis.js";
 import { DEFAULT_TENANT } from "../src/shared/store/api-keys.js";
-import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { FleetToolNames, readToolNames } from "../src/shared/tool-names.js";
 import { startSweeper } from "../src/sweeper/sweeper-process.js";
+import { inProcessService } from "./producer.js";
 import {
   Cleanup,
   deleteRedisPrefix,
@@ -156,21 +150,7 @@ async function fleetLevel(redis: Redis, sessions: number): Promise<Side> {
       values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : [],
     );
     cleanup.add("stop the worker", () => stopChild(worker, "SIGTERM"));
-    const database = openDatabase(config.databaseUrl);
-    const producerRedis = createRedis(config.redisUrl, "producer");
-    const queues = new RunQueues(producerRedis, config.prefix);
-    cleanup.add("close the FleetService", async () => {
-      await queues.close();
-      await closeRedis(producerRedis);
-      await database.close();
-    });
-    const service = new FleetService({
-      queries: new SessionQueries(database),
-      queues,
-      metrics: createMetrics("bench"),
-      toolNames: new FleetToolNames(() => readToolNames(producerRedis, config.prefix)),
-      models: config.models,
-    });
+    const { service, redis: producerRedis } = inProcessService(config, cleanup);
     const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
     cleanup.add("close the poller", () => sql.end({ timeout: 5 }));
 

@@ -33,19 +33,11 @@ import { Redis } from "ioredis";
 import postgres from "postgres";
 import { startApi } from "../src/producer/api-server.js";
 import { FleetClient } from "../src/producer/client.js";
-import { FleetService } from "../src/producer/fleet-service.js";
-import type { AgentConfigInput } from "../src/shared/agent-config.js";
 import type { FleetConfig } from "../src/shared/config.js";
-import { openDatabase } from "../src/shared/db/client.js";
-import { createMetrics } from "../src/shared/metrics.js";
-import { RunQueues } from "../src/shared/queues.js";
-import { closeRedis, createRedis } from "../src/shared/redis.js";
 import { DEFAULT_TENANT } from "../src/shared/store/api-keys.js";
-import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { FleetToolNames, readToolNames } from "../src/shared/tool-names.js";
 import { startSweeper } from "../src/sweeper/sweeper-process.js";
+import { benchAgent, inProcessService } from "./producer.js";
 import {
-  benchToolCall,
   Cleanup,
   CpuWindow,
   createScratchDatabase,
@@ -196,20 +188,7 @@ async function measure(name: string, phase: Phase, withStats: boolean): Promise<
 }
 
 /** The fleet session with this index: one tool call, then an answer; no model latency. */
-function benchAgent(index: number): AgentConfigInput {
-  const call = benchToolCall(index);
-  const args =
-    call.name === "write_file"
-      ? { path: call.path, content: call.text }
-      : { path: call.path, line: call.text };
-  return {
-    model: {
-      provider: "scripted",
-      steps: [{ toolCalls: [{ name: call.name, arguments: args }] }, { text: `Done with session ${index}.` }],
-    },
-    tools: [call.name],
-  };
-}
+const agentOf = (index: number) => benchAgent(index, `Done with session ${index}.`);
 
 /** How the fleet phase submits: the FleetClient over HTTP, or the FleetService in this process. */
 async function fleetProducer(
@@ -218,21 +197,7 @@ async function fleetProducer(
   apiUrl: string,
 ): Promise<Pick<FleetClient, "createSession" | "send">> {
   if (VIA !== "service") return new FleetClient({ baseUrl: apiUrl });
-  const database = openDatabase(config.databaseUrl);
-  const redis = createRedis(config.redisUrl, "producer");
-  const queues = new RunQueues(redis, config.prefix);
-  cleanup.add("close the in-process FleetService", async () => {
-    await queues.close();
-    await closeRedis(redis);
-    await database.close();
-  });
-  const service = new FleetService({
-    queries: new SessionQueries(database),
-    queues,
-    metrics: createMetrics("bench"),
-    toolNames: new FleetToolNames(() => readToolNames(redis, config.prefix)),
-    models: config.models,
-  });
+  const { service } = inProcessService(config, cleanup);
   return {
     createSession: (input) => service.createSession(DEFAULT_TENANT, input),
     send: (sessionId, content) => service.sendMessage(DEFAULT_TENANT, sessionId, { content }),
@@ -271,7 +236,7 @@ async function runFleet(cleanup: Cleanup, redis: Redis, withStats: boolean): Pro
           await inPool(chunks, Math.max(1, Math.ceil(SUBMITTERS / 8)), (chunk) =>
             client.createBatch(
               chunk.map((index) => ({
-                agent: benchAgent(index),
+                agent: agentOf(index),
                 input: `Session ${index}: use the tool, then answer.`,
               })),
               EVENTS_OPTION,
@@ -281,7 +246,7 @@ async function runFleet(cleanup: Cleanup, redis: Redis, withStats: boolean): Pro
         }
         await inPool(indexes, SUBMITTERS, async (index) => {
           const { id: sessionId } = await producer.createSession({
-            agent: benchAgent(index),
+            agent: agentOf(index),
             ...EVENTS_OPTION,
           });
           await producer.send(sessionId, `Session ${index}: use the tool, then answer.`);

@@ -1,7 +1,7 @@
 /** The API process (`fleet api`): the HTTP API plus the queue gauge, on its own connections. */
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
-import { DeletionCleanup, runJobRemover } from "../shared/deletion-cleanup.js";
+import { fleetDeletionCleanup } from "../shared/deletion-cleanup.js";
 import { ValidationError } from "../shared/errors.js";
 import { warnDroppedStream } from "../shared/event-writer.js";
 import { checkEvictionPolicy } from "../shared/eviction-policy.js";
@@ -177,15 +177,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
   });
   const deletions = new Deletions({
     store: new DataDeletion(database),
-    cleanup: new DeletionCleanup({
-      redis,
-      prefix: config.prefix,
-      removeJob: runJobRemover(queues),
-      metrics,
-      eventsEnabled: config.events.enabled,
-      tombstoneTtlMs: config.events.maxAgeMs,
-      waitsGone,
-    }),
+    cleanup: fleetDeletionCleanup({ redis, config, queues, metrics, waitsGone }),
   });
   const sessionEvents = new SessionEventsSwitch({
     setting: eventsSetting,

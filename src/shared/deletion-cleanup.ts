@@ -20,6 +20,7 @@
  *   only ones a worker may still write for — and DELETED_STREAM_TTL_MS for the others.
  */
 import type { Redis } from "ioredis";
+import type { FleetConfig } from "./config.js";
 import { DEFAULT_RETENTION, eventStreamKey, eventsNotifyChannel, seqKey } from "./events.js";
 import { QUEUES, type RunQueues } from "./queues.js";
 import { isCluster } from "./redis.js";
@@ -72,6 +73,29 @@ export function runJobRemover(queues: Pick<RunQueues, "getJob">): (run: DroppedR
     const job = await queues.getJob(name, QUEUES.runs.jobId({ sessionId: run.sessionId, runId: run.id }));
     await job?.remove();
   };
+}
+
+/**
+ * The DeletionCleanup of a role (the API, the sweeper): jobs removed from the fleet's run
+ * queues, streams and tombstones as its FLEET_EVENTS settings say.
+ */
+export function fleetDeletionCleanup(role: {
+  redis: Redis;
+  config: Pick<FleetConfig, "prefix" | "events">;
+  queues: Pick<RunQueues, "getJob">;
+  metrics: DeletionCounters;
+  waitsGone: DeletionCleanupDeps["waitsGone"];
+}): DeletionCleanup {
+  const { redis, config, queues, metrics, waitsGone } = role;
+  return new DeletionCleanup({
+    redis,
+    prefix: config.prefix,
+    removeJob: runJobRemover(queues),
+    metrics,
+    eventsEnabled: config.events.enabled,
+    tombstoneTtlMs: config.events.maxAgeMs,
+    waitsGone,
+  });
 }
 
 export class DeletionCleanup {

@@ -6,7 +6,7 @@
 import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
-import { DeletionCleanup, runJobRemover } from "../shared/deletion-cleanup.js";
+import { fleetDeletionCleanup } from "../shared/deletion-cleanup.js";
 import { warnDroppedStream } from "../shared/event-writer.js";
 import { SessionLease } from "../shared/lease.js";
 import { createMetrics, type FleetMetrics, initRunProgress, initSweeperPasses } from "../shared/metrics.js";
@@ -124,13 +124,11 @@ export async function startSweeper(
   // of their own, so a long pass never delays the liveness checks.
   const retention = new Retention({
     store: new DataDeletion(database),
-    cleanup: new DeletionCleanup({
+    cleanup: fleetDeletionCleanup({
       redis,
-      prefix: config.prefix,
-      removeJob: runJobRemover(queues),
+      config,
+      queues,
       metrics,
-      eventsEnabled: config.events.enabled,
-      tombstoneTtlMs: config.events.maxAgeMs,
       waitsGone: waitsForgetter(new ProviderLimits(redis, config.prefix, config.gateTuning), [
         ...config.models.endpoints.values(),
       ]),

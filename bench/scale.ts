@@ -18,7 +18,9 @@
  * disturbed by other load on the machine than the elapsed time. `--timeline` prints, per
  * side, when the jobs were added and fetched (BullMQ's `timestamp`, `processedOn`) and, for
  * the fleet, when its runs started and each message (by seq) was stored: min / p50 / p90 /
- * max from the first submit. `--sleeper-fetchers N` spreads the sleepers' slots over N BullMQ
+ * max from the first submit. `--warmup N`: each side's process first runs N sessions (jobs)
+ * like the measured ones, not counted (a worker that has been up a while, its code compiled by
+ * V8; default 0: a fresh process). `--sleeper-fetchers N` spreads the sleepers' slots over N BullMQ
  * Workers, as the fleet's worker spreads its own (src/worker/fetchers.ts; default 1).
  *
  *   npm run bench:scale -- --levels 100,300,1000 --with-3000
@@ -69,6 +71,11 @@ const { values } = parsed(() =>
       timeline: { type: "boolean", default: false },
       /** BullMQ Workers the sleepers' slots are spread over (the fleet's worker uses fetchers.ts's default). */
       "sleeper-fetchers": { type: "string", default: "1" },
+      /**
+       * Sessions (jobs) each side's process runs first, not counted, the same as the measured
+       * ones: a worker that has been up for a while (its code compiled by V8), not a fresh one.
+       */
+      warmup: { type: "string", default: "0" },
     },
   }),
 );
@@ -91,6 +98,7 @@ if (values["session-events"] !== "on" && values["session-events"] !== "off")
   throw new Error("--session-events must be on or off");
 const SESSION_EVENTS = values["session-events"] !== "off";
 const SLEEPER_FETCHERS = wholeNumber("sleeper-fetchers", values["sleeper-fetchers"], 1);
+const WARMUP = wholeNumber("warmup", values.warmup, 0);
 const BATCH = 1_000;
 const TIMEOUT_MS = 300_000;
 
@@ -154,18 +162,33 @@ async function fleetLevel(redis: Redis, sessions: number): Promise<Side> {
     const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
     cleanup.add("close the poller", () => sql.end({ timeout: 5 }));
 
-    const chunks = Array.from({ length: Math.ceil(sessions / BATCH) }, (_, i) =>
-      Math.min(BATCH, sessions - i * BATCH),
-    );
+    const submit = (n: number) =>
+      inPool(
+        Array.from({ length: Math.ceil(n / BATCH) }, (_, i) => Math.min(BATCH, n - i * BATCH)),
+        4,
+        (count) =>
+          service.createBatch(DEFAULT_TENANT, {
+            sessions: Array.from({ length: count }, () => ({ agent: agent(), input: "Go." })),
+            ...(SESSION_EVENTS ? {} : { sessionEvents: false }),
+          }),
+      );
+    if (WARMUP > 0) {
+      await submit(WARMUP);
+      const until = Date.now() + TIMEOUT_MS;
+      for (;;) {
+        const [row] = await sql<{ ended: number }[]>`
+          select count(*)::int as ended from runs where status = 'ended'`;
+        if (row!.ended >= WARMUP) break;
+        if (Date.now() > until) throw new Error(`fleet warm-up: ${row!.ended}/${WARMUP} runs ended`);
+        await sleep(100);
+      }
+    }
     const cpuBefore = cpuMs(worker.child.pid!);
     const started = Date.now();
-    await inPool(chunks, 4, (count) =>
-      service.createBatch(DEFAULT_TENANT, {
-        sessions: Array.from({ length: count }, () => ({ agent: agent(), input: "Go." })),
-        ...(SESSION_EVENTS ? {} : { sessionEvents: false }),
-      }),
-    );
+    await submit(sessions);
     const submittedMs = Date.now() - started;
+    // The warm-up's runs were created before `started`: only the measured ones are read.
+    const since = new Date(started - 1);
     for (;;) {
       const [row] = await sql<
         { ended: number; completed: number; last_ms: number | null; last_start_ms: number | null }[]
@@ -174,12 +197,12 @@ async function fleetLevel(redis: Redis, sessions: number): Promise<Side> {
                count(*) filter (where ended_reason = 'completed')::int as completed,
                (extract(epoch from max(ended_at)) * 1000)::float8 as last_ms,
                (extract(epoch from max(started_at)) * 1000)::float8 as last_start_ms
-          from runs`;
+          from runs where created_at >= ${since}`;
       if (row!.ended >= sessions) {
         if (row!.completed !== sessions) {
           const outcomes = await sql<{ outcome: string; kind: string; n: number }[]>`
             select coalesce(ended_reason, status) as outcome, kind, count(*)::int as n
-              from runs group by 1, 2 order by 3 desc`;
+              from runs where created_at >= ${since} group by 1, 2 order by 3 desc`;
           throw new Error(
             `fleet: ${row!.completed} of ${sessions} runs completed; runs by outcome: ${outcomes
               .map((o) => `${o.kind} ${o.outcome} ${o.n}`)
@@ -188,7 +211,12 @@ async function fleetLevel(redis: Redis, sessions: number): Promise<Side> {
         }
         if (values.timeline) {
           const runsQueue = new Queue("runs", { connection: producerRedis, prefix: config.prefix });
-          printJobTimes(await runsQueue.getJobs(["completed"], 0, sessions), started);
+          printJobTimes(
+            (await runsQueue.getJobs(["completed"], 0, WARMUP + sessions)).filter(
+              (j) => j.timestamp >= started,
+            ),
+            started,
+          );
           await runsQueue.close();
           await printTimeline(sql, started);
         }
@@ -278,16 +306,34 @@ async function bullmqLevel(redis: Redis, sessions: number): Promise<Side> {
       await queue.close();
       await connection.quit();
     });
+    const add = async (n: number) => {
+      for (let i = 0; i < n; i += BATCH)
+        await queue.addBulk(
+          Array.from({ length: Math.min(BATCH, n - i) }, (_, k) => ({ name: "s", data: { i: i + k } })),
+        );
+    };
+    const finished = async () => {
+      const counts = await queue.getJobCounts("completed", "failed");
+      return (counts.completed ?? 0) + (counts.failed ?? 0);
+    };
+    if (WARMUP > 0) {
+      await add(WARMUP);
+      const until = Date.now() + TIMEOUT_MS;
+      while ((await finished()) < WARMUP) {
+        if (Date.now() > until) throw new Error(`bullmq warm-up: ${await finished()}/${WARMUP} done`);
+        await sleep(100);
+      }
+    }
     const cpuBefore = cpuMs(worker.child.pid!);
     const started = Date.now();
-    for (let i = 0; i < sessions; i += BATCH)
-      await queue.addBulk(
-        Array.from({ length: Math.min(BATCH, sessions - i) }, (_, k) => ({ name: "s", data: { i: i + k } })),
-      );
+    await add(sessions);
     for (;;) {
       const counts = await queue.getJobCounts("completed", "failed");
-      if ((counts.completed ?? 0) + (counts.failed ?? 0) >= sessions) {
-        const done = await queue.getJobs(["completed"], 0, sessions);
+      if ((counts.completed ?? 0) + (counts.failed ?? 0) >= WARMUP + sessions) {
+        // The warm-up's jobs were added before `started`: only the measured ones are read.
+        const done = (await queue.getJobs(["completed"], 0, WARMUP + sessions)).filter(
+          (job) => job.timestamp >= started,
+        );
         const last = Math.max(...done.map((job) => job.finishedOn ?? 0));
         if (values.timeline) printJobTimes(done, started);
         return {
@@ -309,7 +355,8 @@ async function main(): Promise<number> {
   console.log(
     `scale: one worker process, concurrency ${CONCURRENCY}, scripted model ${STEPS} steps × ${DELAY_MS} ms ` +
       `(two sleep-0 tool calls, then the answer), sweeper ${WITH_SWEEPER ? "in-process" : "off"}` +
-      `${SESSION_EVENTS ? "" : ", batches with sessionEvents: false"}; levels ${LEVELS.join(", ")}`,
+      `${SESSION_EVENTS ? "" : ", batches with sessionEvents: false"}; levels ${LEVELS.join(", ")}` +
+      `${WARMUP > 0 ? `; each process ran ${WARMUP} sessions (jobs) first, not counted` : ""}`,
   );
   const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
   const rows = [

@@ -57,6 +57,7 @@ const CONTRACT_METRICS = [
   "fleet_run_progress_age_seconds",
   "fleet_runs_stuck",
   "fleet_run_stuck_after_seconds",
+  "fleet_tool_timeouts_total",
 ] as const;
 const HISTOGRAMS = [
   "fleet_crash_to_resume_seconds",

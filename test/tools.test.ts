@@ -421,7 +421,7 @@ describe("ToolRegistry", () => {
     const controller = new AbortController();
     const context = { callId: "c", sessionId: "s", signal: controller.signal };
     const deaf: Tool = { ...echo, run: () => new Promise<string>(() => {}) };
-    const pending = executeTool(deaf, "echo", {}, context, 50);
+    const pending = executeTool(deaf, "echo", {}, context, { abandonAfterMs: 50 });
     let settled = false;
     void pending.then(() => {
       settled = true;
@@ -443,7 +443,15 @@ describe("ToolRegistry", () => {
           signal.addEventListener("abort", () => reject(new Error("stopped"))),
         ),
     };
-    const stopped = executeTool(listening, "echo", {}, { ...context, signal: polite.signal }, 1_000);
+    const stopped = executeTool(
+      listening,
+      "echo",
+      {},
+      { ...context, signal: polite.signal },
+      {
+        abandonAfterMs: 1_000,
+      },
+    );
     await new Promise((resolve) => setTimeout(resolve, 20));
     polite.abort();
     expect(await stopped).toEqual({ success: false, content: "stopped" });

@@ -165,6 +165,12 @@ export const agentConfigSchema = z.strictObject({
       maxCostUsd: z.number().positive().finite().optional(),
     })
     .optional(),
+  /**
+   * A time limit in ms for each of this agent's tool calls: it may only shorten the limit the
+   * operator set (FLEET_TOOL_TIMEOUT_MS, or the tool's own `timeoutMs`), never lengthen it.
+   * MAX_INT4 is also the longest delay a Node timer takes.
+   */
+  toolTimeoutMs: z.number().int().positive().max(MAX_INT4, `must be at most ${MAX_INT4}`).optional(),
   /** Models the sweeper falls back to, in order, when the primary keeps failing. */
   fallbackModels: z.array(modelConfigSchema).optional(),
 });

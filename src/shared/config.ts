@@ -228,6 +228,12 @@ const envSchema = z.object({
   FLEET_TRANSCRIPT_DIR: z.string().optional(),
   /** How often a worker removes the transcripts of sessions deleted while it did not hear of it. */
   FLEET_TRANSCRIPT_SWEEP_MS: z.coerce.number().int().positive().default(3_600_000),
+  /**
+   * How long one tool call may run before its signal is aborted and it is answered as failed
+   * (worker/tools/time-limit.ts); a tool's own `timeoutMs` replaces it; 0: no limit. At most
+   * the longest delay a Node timer takes.
+   */
+  FLEET_TOOL_TIMEOUT_MS: z.coerce.number().int().nonnegative().max(2_147_483_647).default(600_000),
   /** How long one extension hook may take before the run stops waiting for it (a failure). */
   FLEET_HOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   /** How often every role reads Redis's maxmemory-policy again (eviction-policy.ts). */
@@ -314,6 +320,8 @@ export type FleetConfig = {
   /** How often a worker's pass removes transcripts of sessions that no longer exist. */
   transcriptSweepMs: number;
   hookTimeoutMs: number;
+  /** FLEET_TOOL_TIMEOUT_MS: one tool call's time limit unless its tool has its own (0: none). */
+  toolTimeoutMs: number;
   /** How often every role reads Redis's maxmemory-policy again, after its start. */
   evictionCheckMs: number;
 };
@@ -406,6 +414,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     transcriptDir: e.FLEET_TRANSCRIPT_DIR ? resolve(e.FLEET_TRANSCRIPT_DIR) : undefined,
     transcriptSweepMs: e.FLEET_TRANSCRIPT_SWEEP_MS,
     hookTimeoutMs: e.FLEET_HOOK_TIMEOUT_MS,
+    toolTimeoutMs: e.FLEET_TOOL_TIMEOUT_MS,
     evictionCheckMs: e.FLEET_EVICTION_CHECK_MS,
   };
 }

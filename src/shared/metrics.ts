@@ -136,6 +136,12 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
       labelNames: ["tool", "outcome"] as const,
       registers,
     }),
+    toolTimeouts: new Counter({
+      name: "fleet_tool_timeouts_total",
+      help: "Tool calls answered as failed because they passed their time limit (FLEET_TOOL_TIMEOUT_MS or the tool's own), by tool; also counted failed in fleet_tool_calls_total.",
+      labelNames: ["tool"] as const,
+      registers,
+    }),
     crashToResume: new Histogram({
       name: "fleet_crash_to_resume_seconds",
       help: "From an interrupted run's last sign of life to its resume starting, less the backoff an automatic resume waits on purpose.",
@@ -300,11 +306,17 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
 
 /**
  * Starts the `fleet_tool_calls_total` series of these tools (and of `unregistered`) at 0, for
- * every outcome: called by the worker once its tool registry is built.
+ * every outcome, and their `fleet_tool_timeouts_total` (only a registered tool runs, so only
+ * one can time out): called by the worker once its tool registry is built.
  */
-export function initToolSeries(metrics: Pick<FleetMetrics, "toolCalls">, names: Iterable<string>): void {
-  for (const tool of [...names, UNREGISTERED_TOOL])
+export function initToolSeries(
+  metrics: Pick<FleetMetrics, "toolCalls"> & Partial<Pick<FleetMetrics, "toolTimeouts">>,
+  names: Iterable<string>,
+): void {
+  const registered = [...names];
+  for (const tool of [...registered, UNREGISTERED_TOOL])
     for (const outcome of TOOL_OUTCOMES) metrics.toolCalls.inc({ tool, outcome }, 0);
+  for (const tool of registered) metrics.toolTimeouts?.inc({ tool }, 0);
 }
 
 /** How long a scrape waits for the queue depths (read from Redis) before it goes without them. */

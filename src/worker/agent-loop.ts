@@ -20,13 +20,15 @@ import type { ModelIdentity, ModelProvider } from "./models/provider.js";
 import { sanitizeText } from "./models/sanitize-text.js";
 import type { Sleep } from "./models/scripted.js";
 import { outcomeOfStop, type RunOutcome } from "./run-outcome.js";
-import { executeTool, type ToolRegistry, toolLabel } from "./tools/registry.js";
+import { runToolCall, type ToolCallDeps } from "./tool-call.js";
+import { type ToolRegistry, toolLabel } from "./tools/registry.js";
 
 export type AgentLoopDeps = {
   /** `appendStep` (when present) also answers the cancel check, saving the read before a tool. */
   writes: Pick<FencedWrites, "append" | "reserveModelCall"> & Partial<Pick<FencedWrites, "appendStep">>;
   tools: Pick<ToolRegistry, "get" | "specs">;
-  metrics: Pick<FleetMetrics, "modelStops" | "toolCalls"> & Partial<Pick<FleetMetrics, "modelTokens">>;
+  metrics: Pick<FleetMetrics, "modelStops" | "toolCalls"> &
+    Partial<Pick<FleetMetrics, "modelTokens" | "toolTimeouts">>;
   sleep: Sleep;
   retryPolicy?: RetryPolicy;
   /**
@@ -40,7 +42,7 @@ export type AgentLoopDeps = {
    * Throws FencedError when the epoch moved. Absent in unit tests of the loop.
    */
   cancelled?: (fence: Fence) => Promise<boolean>;
-};
+} & Pick<ToolCallDeps, "toolTimeoutMs" | "log">;
 
 export type LoopInput = {
   fence: Fence;
@@ -373,17 +375,13 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
         // the lease must still be provably ours, now, on the monotonic clock.
         await deps.leaseGuard?.whenValid(input.fence.epoch);
         await input.observer?.toolStarted(call);
-        const result = await executeTool(tool, call.name, call.arguments, {
-          callId: call.id,
-          sessionId: input.fence.sessionId,
-          signal,
-        });
+        const result = await runToolCall(tool, call, input, deps);
         const toolMessage: ToolMessage = {
           role: "tool",
           toolCallId: call.id,
           name: call.name,
           content: sanitizeText(
-            !result.success && signal.aborted
+            !result.success && signal.aborted && !result.timedOut
               ? `${CANCELLED_WHILE_RUNNING_PREFIX}${result.content}`
               : result.content,
           ),

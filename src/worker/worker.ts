@@ -218,6 +218,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     leaseTtlMs: config.leaseTtlMs,
     models: (model, field) => createModel(model, { faults, routing: config.models }, field),
     tools,
+    toolTimeoutMs: config.toolTimeoutMs,
     metrics,
     sleep: abortableSleep,
     retryPolicy: {

@@ -7,6 +7,7 @@ import type { ZodType } from "zod";
 import { ValidationError } from "../../shared/errors.js";
 import { toValidationError } from "../../shared/messages.js";
 import type { ToolSpec } from "../models/provider.js";
+import { isTimeLimit, MAX_TIMER_MS, toolTimedOutText } from "./time-limit.js";
 
 export type ToolContext = { callId: string; sessionId: string; signal: AbortSignal };
 
@@ -18,6 +19,11 @@ export type Tool<A = Record<string, unknown>> = {
   /** Validates the model's arguments before the tool runs (optional). */
   schema?: ZodType<A>;
   run(args: A, context: ToolContext): Promise<string>;
+  /**
+   * This tool's time limit in ms, instead of FLEET_TOOL_TIMEOUT_MS (0: none). Past it the
+   * call's signal is aborted and the call is answered as a failure (README "Tools").
+   */
+  timeoutMs?: number;
 };
 
 /** Helper that keeps a tool's argument type tied to its schema. */
@@ -32,6 +38,12 @@ export class ToolRegistry {
     for (const tool of tools) {
       if (!/^[A-Za-z0-9_-]{1,64}$/.test(tool.name)) {
         throw new ValidationError("tool.name", `"${tool.name}" must be 1-64 letters, digits, '_' or '-'`);
+      }
+      if (tool.timeoutMs !== undefined && !isTimeLimit(tool.timeoutMs)) {
+        throw new ValidationError(
+          "tool.timeoutMs",
+          `tool "${tool.name}": must be a whole number of ms from 0 (no limit) to ${MAX_TIMER_MS}`,
+        );
       }
       this.tools.set(tool.name, tool);
     }
@@ -57,7 +69,12 @@ export class ToolRegistry {
   }
 }
 
-export type ToolOutcome = { success: boolean; content: string };
+export type ToolOutcome = {
+  success: boolean;
+  content: string;
+  /** The call passed its time limit; `stoppedInGrace`: its tool settled within the grace after. */
+  timedOut?: { stoppedInGrace: boolean };
+};
 
 /** The result of a call to a tool its agent does not list (contracts.md §12): nothing runs. */
 export function unavailableToolText(name: string): string {
@@ -72,16 +89,31 @@ export function toolLabel(tools: Pick<ToolRegistry, "get">, name: string): strin
   return tools.get(name) ? name : "unregistered";
 }
 
+/** What `executeTool` is told besides the call. */
+export type ExecuteOptions = {
+  /** How long a tool may go on after it was asked to stop (ABANDON_AFTER_MS). */
+  abandonAfterMs?: number;
+  /** The call's time limit (time-limit.ts `toolTimeLimit`); null or absent: none. */
+  timeoutMs?: number | null;
+  /**
+   * A call answered as timed out whose tool settled only after that answer was given: its
+   * result is discarded (never stored: one result per call), and said here.
+   */
+  onLate?: (late: { success: boolean; lateByMs: number }) => void;
+};
+
 /**
  * Runs one call; never throws: a failure is a failed result the model can read. The caller
- * passes `undefined` for a tool the agent does not list, which runs nothing.
+ * passes `undefined` for a tool the agent does not list, which runs nothing. A call past its
+ * time limit has its signal aborted and, once the tool stopped or `abandonAfterMs` passed,
+ * is answered as timed out, whatever the tool gives later.
  */
 export async function executeTool(
   tool: Tool | undefined,
   name: string,
   args: Record<string, unknown>,
   context: ToolContext,
-  abandonAfterMs = ABANDON_AFTER_MS,
+  options: ExecuteOptions = {},
 ): Promise<ToolOutcome> {
   if (!tool) return { success: false, content: unavailableToolText(name) };
   let parsed: unknown = args;
@@ -92,49 +124,126 @@ export async function executeTool(
     }
     parsed = result.data;
   }
+  const graceMs = options.abandonAfterMs ?? ABANDON_AFTER_MS;
+  // The tool's own signal: aborted with its run's, or at its time limit.
+  const call = new AbortController();
+  const forward = () => call.abort(context.signal.reason);
+  if (context.signal.aborted) forward();
+  else context.signal.addEventListener("abort", forward, { once: true });
+  const settled: Promise<Settled> = Promise.resolve()
+    .then(() => tool.run(parsed as Record<string, unknown>, { ...context, signal: call.signal }))
+    .then(
+      (value) => ({ ok: true, value }),
+      (error: unknown) => ({ ok: false, error }),
+    );
   try {
-    const running = Promise.resolve().then(() => tool.run(parsed as Record<string, unknown>, context));
-    const done = await unlessAbandoned(running, context.signal, abandonAfterMs);
-    if (done === ABANDONED) {
+    const first = await firstOf<Settled | typeof ABANDONED | typeof TIMED_OUT>([
+      settled,
+      unlessAbandoned(context.signal, graceMs),
+      deadline(options.timeoutMs ?? null),
+    ]);
+    if (first === TIMED_OUT)
+      return await timedOut(settled, call, options.timeoutMs!, graceMs, options.onLate);
+    if (first === ABANDONED) {
       return {
         success: false,
-        content: `the tool did not stop within ${abandonAfterMs} ms of being asked to; it may still be running, and whatever it changes may or may not happen`,
+        content: `the tool did not stop within ${graceMs} ms of being asked to; it may still be running, and whatever it changes may or may not happen`,
       };
     }
-    return { success: true, content: bounded(resultText(done)) };
-  } catch (error) {
-    return { success: false, content: bounded(error instanceof Error ? error.message : String(error)) };
+    return outcomeOf(first);
+  } finally {
+    context.signal.removeEventListener("abort", forward);
   }
+}
+
+type Settled = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+function outcomeOf(settled: Settled): ToolOutcome {
+  if (settled.ok) return { success: true, content: bounded(resultText(settled.value)) };
+  const { error } = settled;
+  return { success: false, content: bounded(error instanceof Error ? error.message : String(error)) };
+}
+
+/**
+ * A call past its limit: its signal is aborted, the tool gets `graceMs` to stop (so one that
+ * honours its signal has stopped before the run goes on), and the call is answered as timed
+ * out. A result that comes after that answer is discarded and reported to `onLate`.
+ */
+async function timedOut(
+  settled: Promise<Settled>,
+  call: AbortController,
+  limitMs: number,
+  graceMs: number,
+  onLate: ExecuteOptions["onLate"],
+): Promise<ToolOutcome> {
+  call.abort(new Error(toolTimedOutText(limitMs)));
+  let grace: NodeJS.Timeout | undefined;
+  const stopped = await Promise.race([
+    settled.then(() => true),
+    new Promise<false>((resolve) => {
+      grace = setTimeout(() => resolve(false), graceMs);
+    }),
+  ]);
+  clearTimeout(grace);
+  if (!stopped && onLate) {
+    const answeredAt = performance.now();
+    void settled.then((late) =>
+      onLate({ success: late.ok, lateByMs: Math.round(performance.now() - answeredAt) }),
+    );
+  }
+  return { success: false, content: toolTimedOutText(limitMs), timedOut: { stoppedInGrace: stopped } };
 }
 
 /** How long a tool may go on after its run asked it to stop (a cancel, a shutdown, a lost lease). */
 export const ABANDON_AFTER_MS = 2_000;
 const ABANDONED = Symbol("abandoned");
+const TIMED_OUT = Symbol("timed out");
+
+/** A promise with a way to stop its timer once the race it is in is over. */
+type Timed<T> = { promise: Promise<T>; clear: () => void };
+
+/** The first of these to settle; every timer of the others is cleared. */
+async function firstOf<T>(entries: (Promise<T> | Timed<T>)[]): Promise<T> {
+  const timed = entries.filter((entry): entry is Timed<T> => "clear" in entry);
+  try {
+    return await Promise.race(entries.map((entry) => ("clear" in entry ? entry.promise : entry)));
+  } finally {
+    for (const entry of timed) entry.clear();
+  }
+}
+
+/** TIMED_OUT after `limitMs`; never with no limit (null, or not above 0). */
+function deadline(limitMs: number | null): Timed<typeof TIMED_OUT> {
+  let timer: NodeJS.Timeout | undefined;
+  const promise = new Promise<typeof TIMED_OUT>((resolve) => {
+    if (limitMs !== null && limitMs > 0) timer = setTimeout(() => resolve(TIMED_OUT), limitMs);
+  });
+  return { promise, clear: () => clearTimeout(timer) };
+}
 
 /**
- * What `running` gives, or ABANDONED once `signal` has been aborted for `graceMs` and the
- * tool still has not finished: a tool that ignores its signal (a loop that never looks, a
- * request without a timeout) would otherwise hold its run, its worker slot and a cancel
- * forever. The tool is not stopped — nothing can stop a promise — only no longer waited for.
+ * ABANDONED once `signal` has been aborted for `graceMs` and the tool still has not
+ * finished: a tool that ignores its signal (a loop that never looks, a request without a
+ * timeout) would otherwise hold its run, its worker slot and a cancel forever. The tool is
+ * not stopped — nothing can stop a promise — only no longer waited for.
  */
-function unlessAbandoned<T>(
-  running: Promise<T>,
-  signal: AbortSignal,
-  graceMs: number,
-): Promise<T | typeof ABANDONED> {
+function unlessAbandoned(signal: AbortSignal, graceMs: number): Timed<typeof ABANDONED> {
   let timer: NodeJS.Timeout | undefined;
   let onAbort: (() => void) | undefined;
-  const abandoned = new Promise<typeof ABANDONED>((resolve) => {
+  const promise = new Promise<typeof ABANDONED>((resolve) => {
     onAbort = () => {
       timer = setTimeout(() => resolve(ABANDONED), graceMs);
     };
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
   });
-  return Promise.race([running, abandoned]).finally(() => {
-    clearTimeout(timer);
-    if (onAbort) signal.removeEventListener("abort", onAbort);
-  });
+  return {
+    promise,
+    clear: () => {
+      clearTimeout(timer);
+      if (onAbort) signal.removeEventListener("abort", onAbort);
+    },
+  };
 }
 
 /**

@@ -1,0 +1,54 @@
+/**
+ * One tool call of a run, within its time limit (tools/time-limit.ts): a call past it is
+ * counted in `fleet_tool_timeouts_total` and logged, and so is a result its tool gives after
+ * the call was answered (discarded: never stored, one result per call).
+ */
+import type { Logger } from "pino";
+import type { AgentConfig } from "../shared/agent-config.js";
+import type { ToolCall } from "../shared/messages.js";
+import type { FleetMetrics } from "../shared/metrics.js";
+import type { Fence } from "../shared/store/fenced-writes.js";
+import { executeTool, type Tool, type ToolOutcome, type ToolRegistry, toolLabel } from "./tools/registry.js";
+import { toolTimeLimit } from "./tools/time-limit.js";
+
+export type ToolCallDeps = {
+  tools: Pick<ToolRegistry, "get">;
+  metrics: Partial<Pick<FleetMetrics, "toolTimeouts">>;
+  /** FLEET_TOOL_TIMEOUT_MS: a call's time limit unless its tool has its own (0 or absent: none). */
+  toolTimeoutMs?: number;
+  /** Where a timed-out call and a result discarded after it are logged; absent: nowhere. */
+  log?: Pick<Logger, "warn">;
+};
+
+/** `tool`: undefined for a name the agent does not list (nothing runs). */
+export async function runToolCall(
+  tool: Tool | undefined,
+  call: ToolCall,
+  run: { fence: Fence; runId: string; agent: Pick<AgentConfig, "toolTimeoutMs">; signal: AbortSignal },
+  deps: ToolCallDeps,
+): Promise<ToolOutcome> {
+  const { sessionId } = run.fence;
+  const timeoutMs = tool
+    ? toolTimeLimit(deps.toolTimeoutMs ?? 0, tool.timeoutMs, run.agent.toolTimeoutMs)
+    : null;
+  const fields = { sessionId, runId: run.runId, tool: call.name, toolCallId: call.id, timeoutMs };
+  const result = await executeTool(
+    tool,
+    call.name,
+    call.arguments,
+    { callId: call.id, sessionId, signal: run.signal },
+    {
+      timeoutMs,
+      onLate: (late) =>
+        deps.log?.warn(
+          { ...fields, ...late },
+          "tool result after its time limit discarded (the call was answered as timed out)",
+        ),
+    },
+  );
+  if (result.timedOut) {
+    deps.metrics.toolTimeouts?.inc({ tool: toolLabel(deps.tools, call.name) });
+    deps.log?.warn({ ...fields, ...result.timedOut }, "tool call timed out");
+  }
+  return result;
+}

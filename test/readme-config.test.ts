@@ -73,6 +73,7 @@ const PARSED: Record<string, (c: FleetConfig) => unknown> = {
   SWEEPER_MAX_ATTEMPTS: (c) => c.sweeperMaxAttempts,
   SWEEPER_BACKOFF_MS: (c) => c.sweeperBackoffMs,
   FLEET_RUN_STUCK_AFTER_MS: (c) => c.runStuckAfterMs,
+  FLEET_TOOL_TIMEOUT_MS: (c) => c.toolTimeoutMs,
   LOG_LEVEL: (c) => c.logLevel,
   FLEET_EVENTS: (c) => (c.events.enabled ? "on" : "off"),
   FLEET_EVENTS_MAX: (c) => c.events.maxEvents,

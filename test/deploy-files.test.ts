@@ -52,6 +52,7 @@ const CONTRACT_METRICS = [
   "fleet_requests_limited_total",
   "fleet_lease_wait_seconds",
   "fleet_lease_retakes_total",
+  "fleet_db_rideouts_total",
   "fleet_event_places_gone_total",
   "fleet_sweeper_pass_age_seconds",
   "fleet_run_progress_age_seconds",

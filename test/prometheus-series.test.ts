@@ -9,6 +9,7 @@ import { EVENT_TYPES } from "../src/shared/events.js";
 import {
   BATCH_EVENT_TYPES,
   createMetrics,
+  DB_RIDEOUT_RESULTS,
   DELETE_TRIGGERS,
   EVENT_STREAM_KINDS,
   HOOK_NAMES,
@@ -77,6 +78,7 @@ const FIXED: Record<string, Record<string, readonly string[]>> = {
   fleet_retention_passes_total: { result: RETENTION_RESULTS },
   fleet_requests_limited_total: { limit: REQUEST_LIMITS },
   fleet_lease_retakes_total: { result: LEASE_RETAKE_RESULTS },
+  fleet_db_rideouts_total: { result: DB_RIDEOUT_RESULTS },
   fleet_event_places_gone_total: { stream: EVENT_STREAM_KINDS },
   fleet_lease_wait_seconds_count: { result: LEASE_WAIT_RESULTS },
 };

@@ -130,6 +130,11 @@ const envSchema = z.object({
    * with nothing back before it is taken for lost (src/shared/db/dead-links.ts); 0: never.
    */
   DATABASE_SILENCE_MS: int(15_000),
+  /**
+   * How long a worker keeps a session whose write failed with Postgres unavailable, trying
+   * the write again, before it gives up as before (src/worker/db-rideout.ts); 0: never rides out.
+   */
+  FLEET_WORKER_DB_RIDEOUT_MS: int(30_000),
   /** Session lease time-to-live; a frozen worker loses its sessions after this. */
   LEASE_TTL_MS: int(5_000),
   /**
@@ -293,6 +298,8 @@ export type FleetConfig = {
   workerDbPool: number;
   /** DATABASE_SILENCE_MS: a connection silent this long while waiting is dropped (0: never). */
   databaseSilenceMs: number;
+  /** FLEET_WORKER_DB_RIDEOUT_MS: how long a run's write is tried again while Postgres is unavailable (0: not at all). */
+  workerDbRideoutMs: number;
   leaseTtlMs: number;
   shutdownGraceMs: number;
   sweepIntervalMs: number;
@@ -384,6 +391,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     modelMaxOutputChars: Math.max(1_000, e.FLEET_MODEL_MAX_OUTPUT_CHARS),
     workerDbPool: Math.max(2, e.WORKER_DB_POOL),
     databaseSilenceMs: e.DATABASE_SILENCE_MS,
+    workerDbRideoutMs: e.FLEET_WORKER_DB_RIDEOUT_MS,
     leaseTtlMs: Math.max(500, e.LEASE_TTL_MS),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     sweepIntervalMs: Math.max(20, e.SWEEP_INTERVAL_MS),

@@ -96,6 +96,14 @@ export const LEASE_RETAKE_RESULTS = ["verified", "lost"] as const;
 export const LEASE_WAIT_RESULTS = ["proven", "lost", "timed_out"] as const;
 export type LeaseWaitResult = (typeof LEASE_WAIT_RESULTS)[number];
 
+/**
+ * How a worker's ride-out of a Postgres outage ended (`fleet_db_rideouts_total{result}`,
+ * src/worker/db-rideout.ts): the write went through (or was found committed); the window
+ * passed or the job was stopped (the job fails as before); the lease was lost meanwhile.
+ */
+export const DB_RIDEOUT_RESULTS = ["stored", "gave_up", "fenced"] as const;
+export type DbRideoutResult = (typeof DB_RIDEOUT_RESULTS)[number];
+
 /** `result` of `fleet_retention_passes_total`: a pass that deleted all it found, or left some. */
 export const RETENTION_RESULTS = ["caught_up", "more_left"] as const;
 
@@ -172,6 +180,13 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
     leaseRetakes: new Counter({
       name: "fleet_lease_retakes_total",
       help: "Session leases found gone after a Redis outage and taken back, by the epoch check's result (verified: the job went on; lost: another holder had moved the session, the job stopped).",
+      labelNames: ["result"] as const,
+      registers,
+    }),
+    /** A session's write that failed with Postgres unavailable and was tried again (db-rideout.ts). */
+    dbRideouts: new Counter({
+      name: "fleet_db_rideouts_total",
+      help: "Writes of a run in progress that failed with Postgres unavailable and were tried again while the worker kept the session, by result (stored: went through, the run went on; gave_up: past FLEET_WORKER_DB_RIDEOUT_MS or the job stopped, the run is resumed; fenced: the lease was lost meanwhile).",
       labelNames: ["result"] as const,
       registers,
     }),
@@ -298,6 +313,7 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
   for (const limit of REQUEST_LIMITS) metrics.requestsLimited.inc({ limit }, 0);
   for (const result of LEASE_WAIT_RESULTS) metrics.leaseWaits.zero({ result });
   for (const result of LEASE_RETAKE_RESULTS) metrics.leaseRetakes.inc({ result }, 0);
+  for (const result of DB_RIDEOUT_RESULTS) metrics.dbRideouts.inc({ result }, 0);
   metrics.sseClients.set(0);
   metrics.redisEvictionPolicySafe.set(-1);
   initToolSeries(metrics, []);

@@ -19,7 +19,7 @@ export type SessionJobDeps = AgentLoopDeps & {
   workerId: string;
   queries: Pick<SessionQueries, "nextQueuedRun"> & Partial<Pick<SessionQueries, "getSession">>;
   writes: Pick<FencedWrites, "append" | "claimSession" | "startRun" | "endRun" | "reserveModelCall"> &
-    Partial<Pick<FencedWrites, "appendStep" | "appendAndEndRun" | "holdsEpoch">>;
+    Partial<Pick<FencedWrites, "appendStep" | "appendAndEndRun" | "holdsEpoch" | "findCommitted">>;
   lease: LeaseStore;
   leaseTtlMs: number;
   /** Builds a model's provider; throws a ValidationError naming `field` for a route not allowed (contracts §11). */
@@ -35,7 +35,12 @@ export type SessionJobDeps = AgentLoopDeps & {
     | "crashToResume"
     | "sessionsParked"
   > &
-    Partial<Pick<FleetMetrics, "historyMessagesRead" | "leaseWaits" | "leaseRetakes">>;
+    Partial<Pick<FleetMetrics, "historyMessagesRead" | "leaseWaits" | "leaseRetakes" | "dbRideouts">>;
+  /**
+   * FLEET_WORKER_DB_RIDEOUT_MS: how long a run's write that failed with Postgres unavailable
+   * is tried again while the job keeps its session (db-rideout.ts); absent or 0: not at all.
+   */
+  dbRideoutMs?: number;
   /** Every automatic resume a worker asks for is decided and counted there. */
   resumes: Pick<AutomaticResumes, "schedule">;
   /** Tells the sweepers that a run stopped short, so they need not wait for their next poll. */

@@ -1,6 +1,7 @@
 import { FencedError } from "../shared/errors.js";
 import { SessionEventLog } from "../shared/session-event-log.js";
 import type { Fence } from "../shared/store/fenced-writes.js";
+import { type RideoutDeps, rideOut, ridingOutWrites } from "./db-rideout.js";
 import { HandedBack } from "./hand-back.js";
 import type { JobResult, SessionJobDeps } from "./job-deps.js";
 import { guardedWrites, LeaseGuard } from "./lease-guard.js";
@@ -35,10 +36,27 @@ export async function processSessionJob(
   const token = await deps.lease.acquire(sessionId, deps.workerId);
   if (!token) return "busy";
   guard.confirmed(acquireSentAt);
-  const jobDeps: SessionJobDeps = { ...deps, writes: guardedWrites(deps.writes, guard), leaseGuard: guard };
   const controller = new AbortController();
   const onOuterAbort = () => controller.abort(signal.reason);
   signal.addEventListener("abort", onOuterAbort, { once: true });
+  // A run's writes ride out a short Postgres outage (db-rideout.ts): each try goes through
+  // the guard and the fence, and the job's abort (shutdown, cancel, lost lease) ends it.
+  const { dbRideouts } = deps.metrics;
+  const rideout: RideoutDeps = {
+    windowMs: deps.dbRideoutMs ?? 0,
+    signal: controller.signal,
+    sleep: deps.sleep,
+    sessionId,
+    log: deps.log,
+    ...(dbRideouts ? { onResult: (result) => dbRideouts.inc({ result }) } : {}),
+  };
+  const cancelled = deps.cancelled;
+  const jobDeps: SessionJobDeps = {
+    ...deps,
+    writes: ridingOutWrites(guardedWrites(deps.writes, guard), rideout),
+    leaseGuard: guard,
+    ...(cancelled ? { cancelled: (fence) => rideOut("cancel check", () => cancelled(fence), rideout) } : {}),
+  };
   let claimedEpoch: number | null = null;
   const holdsEpoch = deps.writes.holdsEpoch?.bind(deps.writes);
   const stopRenewals = keepLease({

@@ -216,6 +216,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     ...(histories ? { histories } : {}),
     lease: new SessionLease(redis, config.prefix, config.leaseTtlMs, config.workerGatherMs),
     leaseTtlMs: config.leaseTtlMs,
+    dbRideoutMs: config.workerDbRideoutMs,
     models: (model, field) => createModel(model, { faults, routing: config.models }, field),
     tools,
     toolTimeoutMs: config.toolTimeoutMs,

@@ -8,11 +8,18 @@
  * - `restore()`: new connections go through again; connections held in a blackhole are
  *   reset then (the address answers again, and knows none of them), unless `keepHung`, in
  *   which case they stay unanswered for good (the old primary never comes back).
+ * - `dropAnswer(match)`: the next chunk a client sends that `match`es (a statement's text) is
+ *   forwarded to Postgres, which runs (and commits) it; its answer, up to the ReadyForQuery
+ *   that ends it, is dropped, and the client's connection is reset then — a connection that
+ *   died after the commit and before its answer arrived.
  * Each connection the proxy accepts is counted in `connects`, so a test can tell a retry
  * loop from a few reconnects.
  */
 import { createConnection, createServer, type Server, type Socket } from "node:net";
+import { MessageTypes } from "../../src/shared/db/dead-links.js";
 import { freePort } from "./private-redis.js";
+
+const READY_FOR_QUERY = 0x5a;
 
 const TARGET = { host: "127.0.0.1", port: 5432 };
 
@@ -23,6 +30,11 @@ export type PgProxy = {
   reset(): Promise<void>;
   blackhole(): void;
   restore(options?: { keepHung?: boolean }): Promise<void>;
+  /**
+   * Arms the cut after a commit; resolves once a matching statement was answered by Postgres
+   * (its answer dropped) and its client connection reset.
+   */
+  dropAnswer(match: (sent: string) => boolean): Promise<void>;
   /** Connections accepted since the proxy started (including those never answered). */
   connects(): number;
   close(): Promise<void>;
@@ -37,6 +49,8 @@ export async function startPgProxy(): Promise<PgProxy> {
   const pairs = new Set<Pair>();
   /** Connections frozen by a blackhole: reset or kept hung by `restore`. */
   const hung = new Set<Socket>();
+  /** The armed `dropAnswer`, until a client sends what it matches. */
+  let dropping: { match: (sent: string) => boolean; done: () => void } | null = null;
 
   const hang = (pair: Pair) => {
     for (const socket of [pair.client, pair.server]) {
@@ -74,8 +88,30 @@ export async function startPgProxy(): Promise<PgProxy> {
     upstream.on("close", () => {
       if (!hung.has(client)) client.destroy();
     });
-    client.pipe(upstream);
-    upstream.pipe(client);
+    // Forwarded by hand (not piped) so that `dropAnswer` can swallow one answer: what the
+    // server sends is parsed into messages all along, to find the ReadyForQuery that ends it.
+    let cut: (() => void) | null = null;
+    const answers = new MessageTypes((type) => {
+      if (cut && type === READY_FOR_QUERY) {
+        const done = cut;
+        cut = null;
+        client.resetAndDestroy();
+        upstream.destroy();
+        done();
+      }
+    });
+    client.on("data", (chunk: Buffer) => {
+      if (dropping && !cut && dropping.match(chunk.toString("latin1"))) {
+        cut = dropping.done;
+        dropping = null;
+      }
+      upstream.write(chunk);
+    });
+    upstream.on("data", (chunk: Buffer) => {
+      const swallowing = cut !== null;
+      answers.feed(chunk);
+      if (!swallowing && !client.destroyed) client.write(chunk);
+    });
   };
 
   const server: Server = createServer(accept);
@@ -112,6 +148,11 @@ export async function startPgProxy(): Promise<PgProxy> {
         hung.clear();
       }
       mode = "up";
+    },
+    dropAnswer(match) {
+      return new Promise<void>((resolve) => {
+        dropping = { match, done: resolve };
+      });
     },
     connects: () => connects,
     async close() {

@@ -10,6 +10,7 @@ import { FencedError } from "../errors.js";
 import type { Message, StoredMessage, Usage } from "../messages.js";
 import type { TailState } from "../tail-state.js";
 import { TurnBatch } from "../turn-batch.js";
+import { judgeAppend, readAfterCursor } from "./committed-appends.js";
 import { GroupCommit, type Settled } from "./group-commit.js";
 import {
   type AppendOutcome,
@@ -100,7 +101,10 @@ function stripNul(text: string): string {
   return text.includes("\u0000") ? text.replaceAll("\u0000", "\uFFFD") : text;
 }
 
-function stored(messages: readonly Message[], inserted: Inserted[]): StoredMessage[] {
+function stored(
+  messages: readonly Message[],
+  inserted: readonly { seq: number; created_at: string | Date }[],
+): StoredMessage[] {
   const bySeq = [...inserted].sort((a, b) => a.seq - b.seq);
   return messages.map((m, i) => ({
     ...m,
@@ -245,6 +249,30 @@ export class FencedWrites {
       stored: stored(messages, inserted),
       cancelled: status === "cancelled",
       ...(sessionEvents === null ? {} : { sessionEvents }),
+    };
+  }
+
+  /**
+   * Whether an append (`appendStep`'s arguments) that failed on a lost connection committed
+   * before the connection died (committed-appends.ts): its stored messages as `appendStep`
+   * answers them when it did, null when nothing was stored after `cursor` (it may be sent
+   * again). Throws FencedError when the epoch or the history moved.
+   */
+  async findCommitted(
+    fence: Fence,
+    cursor: HistoryCursor,
+    runId: string | null,
+    messages: readonly Message[],
+  ): Promise<{ stored: StoredMessage[]; cancelled: boolean; sessionEvents: boolean } | null> {
+    const rows = toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq);
+    const read = await readAfterCursor(this.database, fence.sessionId, cursor.lastSeq, rows.length);
+    const found = judgeAppend(read, { epoch: fence.epoch, lastSeq: cursor.lastSeq, runId, rows });
+    if (found.found === "moved") throw new FencedError(fence.sessionId, fence.epoch);
+    if (found.found === "none") return null;
+    return {
+      stored: stored(messages, found.inserted),
+      cancelled: found.status === "cancelled",
+      sessionEvents: found.sessionEvents,
     };
   }
 

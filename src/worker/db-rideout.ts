@@ -1,0 +1,247 @@
+/**
+ * Riding out a short Postgres outage (a restart, a failover) in the middle of a run. A write
+ * of a run in progress — an append (a model step, a tool's result), a run's end, a model
+ * call's reservation, the cancel check before a tool — that fails because Postgres is
+ * unavailable (unavailable.ts) no longer fails the job at once: the worker keeps the session
+ * (its lease is renewed in Redis as before), keeps what it was storing in memory, and sends
+ * the same fenced write again with a capped backoff for up to `windowMs`
+ * (FLEET_WORKER_DB_RIDEOUT_MS), so a tool that finished during the outage has its result
+ * stored instead of answered as interrupted by a resume, and a model answer is not asked for
+ * again. Past the window, or once the job is stopped (shutdown, cancel, lost lease: its
+ * AbortSignal), the last error is thrown: the job fails exactly as it did before.
+ *
+ * What stays as it was: every try is the same fenced statement, through the lease guard, so
+ * a worker whose session was taken meanwhile is refused (FencedError) and appends nothing;
+ * an append whose first try committed but whose answer was lost is found committed before it
+ * is sent again (committed-appends.ts), never stored twice; and the run's next tool cannot
+ * start before the write before it went through (the agent loop awaits it).
+ */
+import type { Logger } from "pino";
+import { FencedError } from "../shared/errors.js";
+import type { DbRideoutResult } from "../shared/metrics.js";
+import type { FencedWrites } from "../shared/store/fenced-writes.js";
+import { isServiceUnavailable } from "../shared/unavailable.js";
+import type { Sleep } from "./models/scripted.js";
+
+/** The first pause before a write is sent again, and the longest. */
+export const RIDEOUT_FIRST_DELAY_MS = 100;
+export const RIDEOUT_MAX_DELAY_MS = 2_000;
+
+export type RideoutDeps = {
+  /** How long after its first failure a write is tried again; 0: never. */
+  windowMs: number;
+  /** The job's signal: aborted, the ride-out ends (the job fails as before). */
+  signal: AbortSignal;
+  sleep: Sleep;
+  sessionId: string;
+  log: Pick<Logger, "warn" | "info">;
+  /** Told how each ride-out ended (`fleet_db_rideouts_total{result}`). */
+  onResult?: (result: DbRideoutResult) => void;
+  /** A monotonic clock in ms (default performance.now). */
+  now?: () => number;
+  random?: () => number;
+};
+
+/**
+ * The pause before try `retries + 1` (pure): 100 ms doubling up to 2 s, less up to a quarter
+ * at random (a fleet's writes do not all knock at once).
+ */
+export function rideoutDelayMs(retries: number, random: () => number = Math.random): number {
+  const base = Math.min(RIDEOUT_FIRST_DELAY_MS * 2 ** Math.max(0, retries), RIDEOUT_MAX_DELAY_MS);
+  return Math.round(base * (0.75 + random() / 4));
+}
+
+/**
+ * What to do after a failed try (pure): try again after `delayMs`, or give up — the job was
+ * stopped, or the window since the first failure is spent. The last try falls at the window's end.
+ */
+export function nextRideoutStep(
+  state: { elapsedMs: number; windowMs: number; retries: number; aborted: boolean },
+  random: () => number = Math.random,
+): { retry: true; delayMs: number } | { retry: false } {
+  if (state.aborted || state.elapsedMs >= state.windowMs) return { retry: false };
+  return {
+    retry: true,
+    delayMs: Math.min(rideoutDelayMs(state.retries, random), state.windowMs - state.elapsedMs),
+  };
+}
+
+/**
+ * Runs `attempt(false)`; when it fails with Postgres unavailable, keeps trying `attempt(true)`
+ * as `nextRideoutStep` says. A FencedError ends it at once (counted `fenced`), as does any
+ * error that is not an outage (counted `gave_up`, thrown as it is).
+ */
+export async function rideOut<T>(
+  what: string,
+  attempt: (retry: boolean) => Promise<T>,
+  deps: RideoutDeps,
+): Promise<T> {
+  let last: unknown;
+  try {
+    return await attempt(false);
+  } catch (error) {
+    if (deps.windowMs <= 0 || !isServiceUnavailable(error) || deps.signal.aborted) throw error;
+    last = error;
+  }
+  const now = deps.now ?? (() => performance.now());
+  const startedAt = now();
+  const fields = { sessionId: deps.sessionId, write: what };
+  deps.log.warn(
+    { ...fields, err: messageOf(last), windowMs: deps.windowMs },
+    "Postgres unavailable: keeping the session and trying the write again",
+  );
+  for (let retries = 0; ; retries++) {
+    const step = nextRideoutStep(
+      { elapsedMs: now() - startedAt, windowMs: deps.windowMs, retries, aborted: deps.signal.aborted },
+      deps.random,
+    );
+    if (!step.retry) {
+      deps.onResult?.("gave_up");
+      deps.log.warn(
+        { ...fields, err: messageOf(last), tries: retries + 1, stopped: deps.signal.aborted },
+        deps.signal.aborted
+          ? "Postgres still unavailable and the job is stopping: giving the session up"
+          : "Postgres still unavailable past FLEET_WORKER_DB_RIDEOUT_MS: giving the session up",
+      );
+      throw last;
+    }
+    // Aborted while it waits: the next step gives up.
+    const slept = await deps.sleep(step.delayMs, deps.signal).then(
+      () => true,
+      () => false,
+    );
+    if (!slept) continue;
+    // A try still unanswered when the window is over (at least RIDEOUT_MAX_DELAY_MS after it
+    // was sent), or when the job stops, is not waited for: the job gives up as it would have.
+    // Its statement, should Postgres still run it, is fenced like any other write: a holder
+    // that takes the session next moves the epoch first.
+    const waitMs = Math.max(deps.windowMs - (now() - startedAt), RIDEOUT_MAX_DELAY_MS);
+    const settled = await settleWithin(attempt(true), waitMs, deps.signal);
+    if (settled === null) {
+      deps.onResult?.("gave_up");
+      deps.log.warn(
+        { ...fields, err: messageOf(last), tries: retries + 2, stopped: deps.signal.aborted },
+        "Postgres did not answer the write in FLEET_WORKER_DB_RIDEOUT_MS: giving the session up",
+      );
+      throw last;
+    }
+    if ("value" in settled) {
+      deps.onResult?.("stored");
+      deps.log.info(
+        { ...fields, tries: retries + 2, afterMs: Math.round(now() - startedAt) },
+        "Postgres answers again: the write went through, the run goes on",
+      );
+      return settled.value;
+    }
+    const error = settled.error;
+    if (error instanceof FencedError) {
+      deps.onResult?.("fenced");
+      throw error;
+    }
+    if (!isServiceUnavailable(error)) {
+      deps.onResult?.("gave_up");
+      throw error;
+    }
+    last = error;
+  }
+}
+
+/**
+ * How `promise` settled within `ms`, or null when it did not (or `signal` was aborted first);
+ * a promise left behind settles unobserved, never as an unhandled rejection.
+ */
+export function settleWithin<T>(
+  promise: Promise<T>,
+  ms: number,
+  signal: AbortSignal,
+): Promise<{ value: T } | { error: unknown } | null> {
+  return new Promise((resolve) => {
+    const done = (outcome: { value: T } | { error: unknown } | null) => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      resolve(outcome);
+    };
+    const onAbort = () => done(null);
+    const timer = setTimeout(() => done(null), ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+    if (signal.aborted) done(null);
+    promise.then(
+      (value) => done({ value }),
+      (error: unknown) => done({ error }),
+    );
+  });
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** The writes a run in progress makes, as the ride-out wraps them. */
+type RunWrites = Partial<
+  Pick<
+    FencedWrites,
+    "append" | "appendStep" | "appendAndEndRun" | "endRun" | "reserveModelCall" | "findCommitted"
+  >
+>;
+
+/**
+ * `writes` with the writes of a run in progress riding out an outage (`rideOut`); the others
+ * (a claim, a run's start) fail at once as before. A retried append first looks for its own
+ * commit (`findCommitted`); without that method, appends are not retried (a retry could not
+ * tell its own commit from a move and would stop as fenced).
+ */
+export function ridingOutWrites<W extends object>(writes: W, deps: RideoutDeps): W {
+  if (deps.windowMs <= 0) return writes;
+  const w = writes as W & RunWrites;
+  const find = w.findCommitted?.bind(w);
+  const wrapped: RunWrites = {
+    ...(w.endRun && {
+      endRun: (...args: Parameters<FencedWrites["endRun"]>) =>
+        rideOut("endRun", () => w.endRun!(...args), deps),
+    }),
+    ...(w.reserveModelCall && {
+      reserveModelCall: (...args: Parameters<FencedWrites["reserveModelCall"]>) =>
+        rideOut("reserveModelCall", () => w.reserveModelCall!(...args), deps),
+    }),
+  };
+  if (find) {
+    if (w.appendStep)
+      wrapped.appendStep = (fence, cursor, runId, messages, ...rest) =>
+        rideOut(
+          "append",
+          async (retry) =>
+            (retry ? await find(fence, cursor, runId, messages) : null) ??
+            w.appendStep!(fence, cursor, runId, messages, ...rest),
+          deps,
+        );
+    if (w.append)
+      wrapped.append = (fence, cursor, runId, messages, ...rest) =>
+        rideOut(
+          "append",
+          async (retry) =>
+            (retry ? (await find(fence, cursor, runId, messages))?.stored : null) ??
+            w.append!(fence, cursor, runId, messages, ...rest),
+          deps,
+        );
+    if (w.appendAndEndRun && w.endRun)
+      wrapped.appendAndEndRun = (fence, cursor, runId, last, outcome, detail) =>
+        rideOut(
+          "appendAndEndRun",
+          async (retry) => {
+            const found = retry ? await find(fence, cursor, runId, [last.message]) : null;
+            if (!found) return w.appendAndEndRun!(fence, cursor, runId, last, outcome, detail);
+            // The message and the run's end committed together: the run is ended, and endRun,
+            // which changes nothing on an ended run, answers the session's next queued run.
+            const next = await w.endRun!(fence, runId, outcome, detail);
+            return { stored: found.stored, next, sessionEvents: found.sessionEvents };
+          },
+          deps,
+        );
+  }
+  return new Proxy(writes, {
+    get(target, property, receiver) {
+      const own = (wrapped as Record<PropertyKey, unknown>)[property];
+      return own ?? Reflect.get(target, property, receiver);
+    },
+  });
+}

@@ -74,6 +74,7 @@ const PARSED: Record<string, (c: FleetConfig) => unknown> = {
   SWEEPER_BACKOFF_MS: (c) => c.sweeperBackoffMs,
   FLEET_RUN_STUCK_AFTER_MS: (c) => c.runStuckAfterMs,
   FLEET_TOOL_TIMEOUT_MS: (c) => c.toolTimeoutMs,
+  FLEET_WORKER_DB_RIDEOUT_MS: (c) => c.workerDbRideoutMs,
   LOG_LEVEL: (c) => c.logLevel,
   FLEET_EVENTS: (c) => (c.events.enabled ? "on" : "off"),
   FLEET_EVENTS_MAX: (c) => c.events.maxEvents,

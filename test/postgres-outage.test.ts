@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
-import { pastBefore, startMidFlight } from "./support/mid-flight-agent.js";
+import { pastBefore, startMidFlight, untilSessionsEnd } from "./support/mid-flight-agent.js";
 import { type PgProxy, startPgProxy } from "./support/pg-proxy.js";
 
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -48,7 +48,6 @@ describe("Postgres unreachable in the middle of a batch", () => {
     const { sql } = fleet.database;
     const count = 12;
     const ids = await startMidFlight(client, tag, count);
-    const counted = async (query: Promise<{ n: number }[]>) => (await query)[0]!.n;
     await waitFor(async () => (await pastBefore(sql, ids)) >= 8, 30_000, "eight sessions past `before`");
     await pause(300);
     const connectsBefore = proxy.connects();
@@ -70,18 +69,7 @@ describe("Postgres unreachable in the middle of a batch", () => {
     // after DATABASE_SILENCE_MS, a new one gives up after the connect timeout).
     for (const answer of answers) expect(answer).toMatch(/^\d+ s: 503 \{"error":\{"code":"unavailable"/);
     console.log(`${tag}: connections attempted through the proxy during the outage: ${connectsDuring}`);
-    const ended = async () =>
-      counted(sql`select count(*)::int as n from sessions
-        where (tail_state = 'completed' or status = 'parked') and id in ${sql(ids)}`);
-    await waitFor(async () => (await ended()) === count, 120_000, "every session completed or parked").catch(
-      async (error) => {
-        console.log(
-          await sql`select status, tail_state, parked_reason, count(*) from sessions group by 1, 2, 3`,
-          await sql`select kind, status, ended_reason, count(*) from runs group by 1, 2, 3`,
-        );
-        throw error;
-      },
-    );
+    await untilSessionsEnd(sql, ids, { orParked: true, timeoutMs: 120_000 });
     const runs = await sql<{ kind: string; ended_reason: string; n: number }[]>`
       select kind, ended_reason, count(*)::int as n from runs where session_id in ${sql(ids)} group by 1, 2 order by 1, 2`;
     console.log(

@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
-import { pastBefore, startMidFlight } from "./support/mid-flight-agent.js";
+import { pastBefore, startMidFlight, untilSessionsEnd } from "./support/mid-flight-agent.js";
 import { type PgProxy, startPgProxy } from "./support/pg-proxy.js";
 import { freePort } from "./support/prometheus.js";
 import { INTERRUPTED_TEXT } from "./support/sleepy-sessions.js";
@@ -83,21 +83,10 @@ describe("workers ride out a short Postgres outage", () => {
 
   async function untilEnded(ids: string[], workers: WorkerProcess[]) {
     const { sql } = fleet.database;
-    await waitFor(
-      async () =>
-        (
-          await sql<{ n: number }[]>`select count(*)::int as n from sessions
-            where (tail_state = 'completed' or status = 'parked') and id in ${sql(ids)}`
-        )[0]!.n === COUNT,
-      60_000,
-      "every session completed or parked",
-    ).catch(async (error) => {
-      console.log(
-        await sql`select kind, status, ended_reason, count(*) from runs group by 1, 2, 3`,
-        workers[0]!.output().slice(-3_000),
-        sweeper.output().slice(-3_000),
-      );
-      throw error;
+    await untilSessionsEnd(sql, ids, {
+      orParked: true,
+      timeoutMs: 60_000,
+      logs: () => [workers[0]!.output(), sweeper.output()],
     });
   }
 

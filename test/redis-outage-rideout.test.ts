@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
-import { pastBefore, startMidFlight } from "./support/mid-flight-agent.js";
+import { pastBefore, startMidFlight, untilSessionsEnd } from "./support/mid-flight-agent.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
 import { freePort } from "./support/prometheus.js";
 import { INTERRUPTED_TEXT } from "./support/sleepy-sessions.js";
@@ -68,7 +68,6 @@ describe("Redis unreachable for 8 s with sessions mid-model-call and mid-tool", 
     const { sql } = fleet.database;
     const count = 8;
     const ids = await startMidFlight(client, tag, count);
-    const counted = async (query: Promise<{ n: number }[]>) => (await query)[0]!.n;
     await waitFor(
       async () => (await pastBefore(sql, ids)) === count,
       30_000,
@@ -88,19 +87,10 @@ describe("Redis unreachable for 8 s with sessions mid-model-call and mid-tool", 
     expect(inFlight!.model).toBeGreaterThan(0);
     const before = await leaseCounts(metricsPorts);
     await outage();
-    await waitFor(
-      async () =>
-        (await counted(sql`select count(*)::int as n from sessions
-          where tail_state = 'completed' and id in ${sql(ids)}`)) === count,
-      60_000,
-      "every session completed",
-    ).catch(async (error) => {
-      console.log(
-        await sql`select kind, status, ended_reason, count(*) from runs group by 1, 2, 3`,
-        workers[0]!.output().slice(-3_000),
-        sweeper.output().slice(-3_000),
-      );
-      throw error;
+    await untilSessionsEnd(sql, ids, {
+      orParked: false,
+      timeoutMs: 60_000,
+      logs: () => [workers[0]!.output(), sweeper.output()],
     });
 
     if (process.env.DUMP_OUTAGE)

@@ -6,6 +6,7 @@
  */
 import type { Sql } from "postgres";
 import type { FleetClient } from "../../src/producer/client.js";
+import { waitFor } from "./fleet-env.js";
 
 export function midFlightAgent(tag: string, i: number) {
   const write = (id: string) => ({
@@ -48,4 +49,30 @@ export async function pastBefore(sql: Sql, ids: string[]): Promise<number> {
   const [row] = await sql<{ n: number }[]>`select count(*)::int as n from messages
     where tool_call_id = 'before' and session_id in ${sql(ids)}`;
   return row!.n;
+}
+
+/**
+ * Waits until every session of `ids` has completed (`orParked`: or was parked); past
+ * `timeoutMs` it prints the sessions' and runs' states and the last of `logs` (the processes'
+ * output), then fails as `waitFor` does.
+ */
+export async function untilSessionsEnd(
+  sql: Sql,
+  ids: string[],
+  options: { orParked: boolean; timeoutMs: number; logs?: () => string[] },
+): Promise<void> {
+  const what = options.orParked ? "every session completed or parked" : "every session completed";
+  const ended = async () => {
+    const [row] = await sql<{ n: number }[]>`select count(*)::int as n from sessions
+      where (tail_state = 'completed' or (${options.orParked} and status = 'parked')) and id in ${sql(ids)}`;
+    return row!.n;
+  };
+  await waitFor(async () => (await ended()) === ids.length, options.timeoutMs, what).catch(async (error) => {
+    console.log(
+      await sql`select status, tail_state, parked_reason, count(*) from sessions group by 1, 2, 3`,
+      await sql`select kind, status, ended_reason, count(*) from runs group by 1, 2, 3`,
+      ...(options.logs?.() ?? []).map((log) => log.slice(-3_000)),
+    );
+    throw error;
+  });
 }

@@ -136,12 +136,17 @@ describe("a run's writes through a Postgres outage (real Postgres, a TCP proxy)"
     return { fence, cursor: { lastSeq: 1, lastStepSeq: null } };
   }
 
-  function rideout(windowMs: number, signal = new AbortController().signal, log = quiet) {
+  function rideout(
+    windowMs: number,
+    signal = new AbortController().signal,
+    log = quiet,
+    sleep: RideoutDeps["sleep"] = abortableSleep,
+  ) {
     const results: DbRideoutResult[] = [];
     const deps: RideoutDeps = {
       windowMs,
       signal,
-      sleep: abortableSleep,
+      sleep,
       sessionId: "s",
       log,
       onResult: (result) => results.push(result),
@@ -256,6 +261,39 @@ describe("a run's writes through a Postgres outage (real Postgres, a TCP proxy)"
     await proxy.restore();
     expect(isServiceUnavailable(error)).toBe(true);
     expect(ride.results).toEqual(["gave_up"]);
+  }, 30_000);
+
+  it("a job cancelled once Postgres is back, while the ride-out waits: one last try stores the write", async () => {
+    // A cancel commits in Postgres before the API publishes it: when it reaches the worker,
+    // Postgres answers again. The ride-out waiting out its backoff must not give the write up
+    // with the stale outage error (the job failed, the tool's result was lost, the run ended
+    // crashed instead of cancelled): it tries once more, as any write after an abort does.
+    const { fence, cursor } = await claimed();
+    const stop = new AbortController();
+    let riding = () => {};
+    const began = new Promise<void>((resolve) => {
+      riding = resolve;
+    });
+    // The backoff's pause lasts until the job is stopped: no retry before the cancel.
+    const untilStopped: RideoutDeps["sleep"] = (_ms, signal) =>
+      new Promise((_resolve, reject) => {
+        if (signal.aborted) reject(signal.reason);
+        else signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+      });
+    const ride = rideout(60_000, stop.signal, { ...quiet, warn: () => riding() }, untilStopped);
+    await proxy.reset();
+    const settled = ride.writes
+      .append(fence, cursor, null, [assistant("finished during the outage")], "awaiting_model")
+      .then(
+        (stored) => stored,
+        (e: unknown) => e,
+      );
+    await began;
+    await proxy.restore();
+    stop.abort(new Error("session cancelled"));
+    expect(await settled).toMatchObject([{ seq: 2, content: "finished during the outage" }]);
+    expect(ride.results).toEqual(["stored"]);
+    expect((await stored(fence.sessionId)).map((m) => m.seq)).toEqual([1, 2]);
   }, 30_000);
 
   it("with a window of 0 nothing is retried (today's behaviour)", async () => {

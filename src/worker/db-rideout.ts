@@ -7,8 +7,10 @@
  * the same fenced write again with a capped backoff for up to `windowMs`
  * (FLEET_WORKER_DB_RIDEOUT_MS), so a tool that finished during the outage has its result
  * stored instead of answered as interrupted by a resume, and a model answer is not asked for
- * again. Past the window, or once the job is stopped (shutdown, cancel, lost lease: its
- * AbortSignal), the last error is thrown: the job fails exactly as it did before.
+ * again. Past the window the last error is thrown: the job fails exactly as it did before.
+ * Once the job is stopped (shutdown, cancel, lost lease: its AbortSignal), a write waiting
+ * for its next try gets one last try (Postgres may be back: a cancel commits there first),
+ * then the error is thrown as well.
  *
  * What stays as it was: every try is the same fenced statement, through the lease guard, so
  * a worker whose session was taken meanwhile is refused (FencedError) and appends nothing;
@@ -76,18 +78,18 @@ export async function rideOut<T>(
   attempt: (retry: boolean) => Promise<T>,
   deps: RideoutDeps,
 ): Promise<T> {
-  let last: unknown;
+  let failure: unknown;
   try {
     return await attempt(false);
   } catch (error) {
     if (deps.windowMs <= 0 || !isServiceUnavailable(error) || deps.signal.aborted) throw error;
-    last = error;
+    failure = error;
   }
   const now = deps.now ?? (() => performance.now());
   const startedAt = now();
   const fields = { sessionId: deps.sessionId, write: what };
   deps.log.warn(
-    { ...fields, err: messageOf(last), windowMs: deps.windowMs },
+    { ...fields, err: messageOf(failure), windowMs: deps.windowMs },
     "Postgres unavailable: keeping the session and trying the write again",
   );
   for (let retries = 0; ; retries++) {
@@ -98,32 +100,37 @@ export async function rideOut<T>(
     if (!step.retry) {
       deps.onResult?.("gave_up");
       deps.log.warn(
-        { ...fields, err: messageOf(last), tries: retries + 1, stopped: deps.signal.aborted },
+        { ...fields, err: messageOf(failure), tries: retries + 1, stopped: deps.signal.aborted },
         deps.signal.aborted
           ? "Postgres still unavailable and the job is stopping: giving the session up"
           : "Postgres still unavailable past FLEET_WORKER_DB_RIDEOUT_MS: giving the session up",
       );
-      throw last;
+      throw failure;
     }
-    // Aborted while it waits: the next step gives up.
-    const slept = await deps.sleep(step.delayMs, deps.signal).then(
-      () => true,
+    // Stopped while it waits (a cancel, a shutdown, a lost lease): the write gets one last
+    // try, as any write made after a stop gets one, answered within RIDEOUT_MAX_DELAY_MS
+    // whatever the signal says. Postgres may well answer again by then: a cancel commits there
+    // before the API publishes it to this worker. Given up at once with the outage's stale
+    // error, a tool's result was lost and the run ended crashed instead of cancelled.
+    const lastTry = await deps.sleep(step.delayMs, deps.signal).then(
       () => false,
+      () => true,
     );
-    if (!slept) continue;
     // A try still unanswered when the window is over (at least RIDEOUT_MAX_DELAY_MS after it
     // was sent), or when the job stops, is not waited for: the job gives up as it would have.
     // Its statement, should Postgres still run it, is fenced like any other write: a holder
     // that takes the session next moves the epoch first.
-    const waitMs = Math.max(deps.windowMs - (now() - startedAt), RIDEOUT_MAX_DELAY_MS);
-    const settled = await settleWithin(attempt(true), waitMs, deps.signal);
+    const waitMs = lastTry
+      ? RIDEOUT_MAX_DELAY_MS
+      : Math.max(deps.windowMs - (now() - startedAt), RIDEOUT_MAX_DELAY_MS);
+    const settled = await settleWithin(attempt(true), waitMs, lastTry ? NEVER_STOPPED : deps.signal);
     if (settled === null) {
       deps.onResult?.("gave_up");
       deps.log.warn(
-        { ...fields, err: messageOf(last), tries: retries + 2, stopped: deps.signal.aborted },
+        { ...fields, err: messageOf(failure), tries: retries + 2, stopped: deps.signal.aborted },
         "Postgres did not answer the write in FLEET_WORKER_DB_RIDEOUT_MS: giving the session up",
       );
-      throw last;
+      throw failure;
     }
     if ("value" in settled) {
       deps.onResult?.("stored");
@@ -138,13 +145,21 @@ export async function rideOut<T>(
       deps.onResult?.("fenced");
       throw error;
     }
-    if (!isServiceUnavailable(error)) {
+    if (!isServiceUnavailable(error) || lastTry) {
       deps.onResult?.("gave_up");
+      if (lastTry && isServiceUnavailable(error))
+        deps.log.warn(
+          { ...fields, err: messageOf(error), tries: retries + 2, stopped: true },
+          "Postgres still unavailable and the job is stopping: giving the session up",
+        );
       throw error;
     }
-    last = error;
+    failure = error;
   }
 }
+
+/** The signal of the last try after a stop: its wait is bounded by its timer alone. */
+const NEVER_STOPPED = new AbortController().signal;
 
 /**
  * How `promise` settled within `ms`, or null when it did not (or `signal` was aborted first);

@@ -9,7 +9,9 @@
  *   after 11 s, and the first after the outage after 1.3-2.6 s; the unit test checks the bound);
  * - a connection that never answers again (a failover's blackhole) is dropped after
  *   `silenceMs` with nothing back: its statement fails as Postgres unavailable, and the next
- *   one goes through a new connection. Before, both waited for good.
+ *   one goes through a new connection. Before, both waited for good. So is one whose statement
+ *   with parameters was sent as Parse, Describe, Flush (no Sync yet): before, it was not
+ *   counted as owed an answer, and waited for good.
  */
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -108,6 +110,69 @@ describe("a pool while Postgres is cut off", () => {
       await database.close();
     }
   }, 30_000);
+
+  it("drops a connection whose statement with parameters, sent as Parse, Describe, Flush, is never answered", async () => {
+    const database = openDatabase(proxy.urlFor(ADMIN_URL), { max: 1, silenceMs: 1_000 });
+    try {
+      await database.sql`select 1`;
+      proxy.blackhole();
+      // Not yet prepared on this connection: postgres.js asks for its description first, with
+      // no Sync, and sends the rest once it is back. It waited for good.
+      const waiting = database.sql`select ${7}::int as n`.then(
+        () => null,
+        (e: unknown) => e,
+      );
+      const error = await Promise.race([waiting, realPause(10_000).then(() => "still waiting after 10 s")]);
+      expect(isServiceUnavailable(error), String(error)).toBe(true);
+      expect((error as Error).message).toMatch(/sent nothing for 1 s/);
+    } finally {
+      await proxy.restore();
+      await database.close();
+    }
+  }, 30_000);
+
+  it("owes an answer for a Flush until its answer ends, behind what was sent before it", () => {
+    const answers = new OwedAnswers();
+    const message = (type: string, body: number[] = []) => [
+      type.charCodeAt(0),
+      0,
+      0,
+      0,
+      4 + body.length,
+      ...body,
+    ];
+    const feed = (side: { feed(chunk: Uint8Array): void }, ...messages: number[][]) =>
+      side.feed(Uint8Array.from(messages.flat()));
+    const ready = message("Z", ["I".charCodeAt(0)]);
+    feed(answers.sent, [0, 0, 0, 8, 0, 3, 0, 0]);
+    feed(answers.received, message("R", [0, 0, 0, 0]), ready);
+    expect(answers.waiting).toBe(false);
+    // A statement without parameters (Parse ... Sync), then one with, pipelined behind it.
+    feed(answers.sent, message("P", [0, 0]), message("E", [0, 0, 0, 0, 0]), message("S"));
+    feed(answers.sent, message("P", [0, 0]), message("D", [0x53, 0]), message("H"));
+    // The first one's answer, with its own RowDescription: the second is still owed.
+    feed(answers.received, message("1"), message("T", [0, 0]), message("C", [0]), ready);
+    expect(answers.waiting).toBe(true);
+    feed(answers.received, message("1"), message("t", [0, 0]));
+    expect(answers.waiting).toBe(true);
+    feed(answers.received, message("T", [0, 0]));
+    expect(answers.waiting).toBe(false);
+    // Then the rest of it (Bind, Execute, Sync), answered up to its ReadyForQuery.
+    feed(answers.sent, message("B", [0, 0]), message("E", [0, 0, 0, 0, 0]), message("S"));
+    expect(answers.waiting).toBe(true);
+    feed(answers.received, message("2"), message("C", [0]), ready);
+    expect(answers.waiting).toBe(false);
+    // A statement with no rows (NoData), and one whose Parse fails (ErrorResponse, then postgres.js's Sync).
+    feed(answers.sent, message("P", [0, 0]), message("D", [0x53, 0]), message("H"));
+    feed(answers.received, message("1"), message("t", [0, 0]), message("n"));
+    expect(answers.waiting).toBe(false);
+    feed(answers.sent, message("P", [0, 0]), message("D", [0x53, 0]), message("H"));
+    feed(answers.received, message("E", [0]));
+    expect(answers.waiting).toBe(false);
+    feed(answers.sent, message("S"));
+    feed(answers.received, ready);
+    expect(answers.waiting).toBe(false);
+  });
 
   it("counts the answers a connection is owed from the messages each way, in chunks cut anywhere", () => {
     const answers = new OwedAnswers();

@@ -24,7 +24,15 @@ export function silentTooLong(waitingSince: number | null, now: number, silenceM
 
 const SYNC = 0x53; // 'S': ends an extended-protocol query (postgres.js sends one per query)
 const QUERY = 0x51; // 'Q': a simple query
+const FLUSH = 0x48; // 'H': asks for what is answered so far, without ending the query
 const READY_FOR_QUERY = 0x5a; // 'Z': the server's answer to each of them, and to the startup
+/**
+ * What ends the server's answer to a Flush: postgres.js sends one after Parse and Describe
+ * (a statement with parameters not yet prepared on the connection), whose answer ends with
+ * RowDescription 'T' or NoData 'n', and after an Execute with a row limit (a cursor), ended
+ * by PortalSuspended 's', CommandComplete 'C' or EmptyQueryResponse 'I'; or ErrorResponse 'E'.
+ */
+const FLUSH_ANSWERED = new Set([0x54, 0x6e, 0x73, 0x43, 0x49, 0x45]);
 
 /**
  * Splits a stream of Postgres protocol messages (`[type][int32 length][body]`, in chunks cut
@@ -68,25 +76,33 @@ export class MessageTypes {
 }
 
 /**
- * How many answers a connection is owed, from what went each way: one ReadyForQuery for the
- * startup and for each Sync or Query sent, one less for each received. Counted from the
- * messages themselves because postgres.js pipelines statements on a busy connection: a byte
- * back (the first statement's answer) does not mean nothing else is awaited.
+ * Which answers a connection is owed, in order, from what went each way: a ReadyForQuery for
+ * the startup and for each Sync or Query sent, and the end of an answer for each Flush (a
+ * statement with parameters is first sent as Parse, Describe, Flush: no Sync until its
+ * description is back). Counted from the messages themselves because postgres.js pipelines
+ * statements on a busy connection: a byte back (the first statement's answer) does not mean
+ * nothing else is awaited.
  */
 export class OwedAnswers {
-  private owed = 0;
+  /** READY_FOR_QUERY or FLUSH for each answer owed, oldest first. */
+  private readonly owed: number[] = [];
   readonly sent = new MessageTypes(
     (type) => {
-      if (type === 0 || type === SYNC || type === QUERY) this.owed++;
+      if (type === 0 || type === SYNC || type === QUERY) this.owed.push(READY_FOR_QUERY);
+      else if (type === FLUSH) this.owed.push(FLUSH);
     },
     { untypedFirst: true },
   );
   readonly received = new MessageTypes((type) => {
-    if (type === READY_FOR_QUERY) this.owed = Math.max(0, this.owed - 1);
+    if (type === READY_FOR_QUERY) {
+      // Everything sent before its Sync has been answered, flushed or not.
+      const at = this.owed.indexOf(READY_FOR_QUERY);
+      this.owed.splice(0, at + 1);
+    } else if (this.owed[0] === FLUSH && FLUSH_ANSWERED.has(type)) this.owed.shift();
   });
 
   get waiting(): boolean {
-    return this.owed > 0;
+    return this.owed.length > 0;
   }
 }
 

@@ -171,9 +171,9 @@ describe("workers ride out a short Postgres outage", () => {
     const ids = await midFlight("blackhole");
     proxy.blackhole();
     // Until the tools' writes have given up: the tool ends (6 s), its write waits for silence
-    // (2 s), tries again for 2 s, and its last try is given 2 s more. (A statement sent on an
-    // idle connection just after the blackhole began was seen to wait past the silence: the
-    // address answering again resets it, and its write rides that out.)
+    // (2 s), tries again for 2 s, and its last try is given 2 s more. (A statement with
+    // parameters sent on a connection it was not yet prepared on waited past the silence
+    // until dead-links.ts counted its Flush as owed an answer.)
     await waitFor(
       async () => (await rideouts(ports)).gave_up! >= COUNT / 2,
       40_000,

@@ -1,13 +1,4 @@
-/**
- * An API process subscribes to the event-write notifications only while it has a reader
- * (notify-subscription.ts), against real Redis and Postgres: before, the first reader
- * subscribed the process for good, so every API process that had served one received every
- * session's writes. After the last reader goes, Redis counts no subscriber on the channel;
- * a reader that arrives while that unsubscribe is in flight is subscribed again before it
- * reads, and gets every event by the wake alone (its streams never poll here).
- */
-import type { AddressInfo } from "node:net";
-import Fastify, { type FastifyInstance } from "fastify";
+import type { FastifyInstance } from "fastify";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EventStreams } from "../src/producer/event-stream.js";
@@ -17,7 +8,7 @@ import { DEFAULT_RETENTION, eventsNotifyChannel } from "../src/shared/events.js"
 import { createRedis } from "../src/shared/redis.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
-import { readSse } from "./support/sse.js";
+import { readSse, serveSessionStreams } from "./support/sse.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 
@@ -103,13 +94,7 @@ describe("the API's subscription to event notifications", () => {
         // Never looks again by itself: only a notification brings it the next events.
         pollMs: 3_600_000,
       });
-      app = Fastify();
-      app.get<{ Params: { id: string } }>("/events/:id", (request, reply) =>
-        streams.session(request, reply, "default", request.params.id),
-      );
-      app.addHook("onClose", () => streams.close());
-      await app.listen({ port: 0, host: "127.0.0.1" });
-      base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+      ({ app, base } = await serveSessionStreams(streams));
     });
     afterAll(async () => {
       gate();

@@ -1,21 +1,11 @@
-/**
- * A session stream's place is taken at connect (the `after=` the route found kept, the newest
- * entry, or the latest run's RUN_STARTED) and first read a moment later, after the stream
- * opened. Trimming in between (FLEET_EVENTS_MAX_BYTES, here) must not leave a silent gap: the
- * reader ends without an event, and its reconnect with that place gets 410. Before, its first
- * read began at whatever was still kept (a reader from `0-0` got events 5 to 9 of 0 to 9).
- * The moment is made on purpose: the stream's repair hook, called once as the stream opens
- * and before its first read, waits for the test.
- */
-import type { AddressInfo } from "node:net";
-import Fastify, { type FastifyInstance } from "fastify";
+import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EventStreams } from "../src/producer/event-stream.js";
 import { EventWriter } from "../src/shared/event-writer.js";
 import { eventStreamKey } from "../src/shared/events.js";
 import { createRedis } from "../src/shared/redis.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
-import { readSse } from "./support/sse.js";
+import { readSse, serveSessionStreams } from "./support/sse.js";
 
 const MAX_BYTES = 1024 * 1024;
 const BIG = "x".repeat(256 * 1024);
@@ -67,13 +57,7 @@ describe("a session stream's first read after its place was trimmed", () => {
       // Called as the stream opens, before its first read (and at heartbeats: never here).
       repairRunEnd: () => waitBeforeRead(),
     });
-    app = Fastify();
-    app.get<{ Params: { id: string } }>("/events/:id", (request, reply) =>
-      streams.session(request, reply, "default", request.params.id),
-    );
-    app.addHook("onClose", () => streams.close());
-    await app.listen({ port: 0, host: "127.0.0.1" });
-    base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    ({ app, base } = await serveSessionStreams(streams));
   }, 60_000);
   afterAll(async () => {
     release();

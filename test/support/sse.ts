@@ -1,5 +1,8 @@
 /** Reading Server-Sent Events in tests: one connection at a time, cut wherever the test wants. */
+import type { AddressInfo } from "node:net";
+import Fastify, { type FastifyInstance } from "fastify";
 import { type FleetEvent, parseSse } from "../../src/producer/client.js";
+import type { EventStreams } from "../../src/producer/event-stream.js";
 
 export type SseRead = { status: number; events: FleetEvent[]; body?: unknown; contentType: string | null };
 
@@ -54,4 +57,20 @@ export async function readSse(
 export async function sseClients(base: string): Promise<number> {
   const text = await (await fetch(`${base}/metrics`)).text();
   return Number(/^fleet_sse_clients(?:\{[^}]*\})? (\d+)$/m.exec(text)?.[1] ?? Number.NaN);
+}
+
+/**
+ * `streams` served alone on a bare Fastify, tenant `default`: `GET {base}/events/:id` is a
+ * session's stream. Closing the app closes the streams.
+ */
+export async function serveSessionStreams(
+  streams: EventStreams,
+): Promise<{ app: FastifyInstance; base: string }> {
+  const app = Fastify();
+  app.get<{ Params: { id: string } }>("/events/:id", (request, reply) =>
+    streams.session(request, reply, "default", request.params.id),
+  );
+  app.addHook("onClose", () => streams.close());
+  await app.listen({ port: 0, host: "127.0.0.1" });
+  return { app, base: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
 }

@@ -59,6 +59,7 @@ const CONTRACT_METRICS = [
   "fleet_runs_stuck",
   "fleet_run_stuck_after_seconds",
   "fleet_tool_timeouts_total",
+  "fleet_tools_abandoned",
 ] as const;
 const HISTOGRAMS = [
   "fleet_crash_to_resume_seconds",

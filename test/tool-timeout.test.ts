@@ -114,12 +114,14 @@ afterAll(async () => {
   await fleet?.close();
 });
 
-async function timeouts(): Promise<Record<string, number>> {
-  const metric = (await worker.metrics.registry.getMetricsAsJSON()).find(
-    (m) => m.name === "fleet_tool_timeouts_total",
-  );
+/** A tool-labelled metric of the worker, by tool. */
+async function byTool(name: string): Promise<Record<string, number>> {
+  const metric = (await worker.metrics.registry.getMetricsAsJSON()).find((m) => m.name === name);
   return Object.fromEntries((metric?.values ?? []).map((v) => [String(v.labels.tool), v.value]));
 }
+const timeouts = () => byTool("fleet_tool_timeouts_total");
+/** `fleet_tools_abandoned`: calls answered whose tool still runs. */
+const abandoned = () => byTool("fleet_tools_abandoned");
 
 /** A session whose model calls `tool` (call id `callId`), then answers `after`. */
 async function runOne(tool: string, callId: string, agent: Record<string, unknown> = {}) {
@@ -137,6 +139,7 @@ const toolResults = async (id: string) =>
 describe("a tool's time limit", () => {
   it("starts fleet_tool_timeouts_total at 0 for every registered tool", async () => {
     expect(await timeouts()).toMatchObject({ deaf: 0, late: 0, just_late: 0, quick: 0, unbounded: 0 });
+    expect(await abandoned()).toMatchObject({ deaf: 0, late: 0, just_late: 0, quick: 0, unbounded: 0 });
   });
 
   it("answers a tool that never returns and ignores its signal as failed, and the run goes on", async () => {
@@ -177,6 +180,8 @@ describe("a tool's time limit", () => {
     expect((await client.waitForRun(runId, { timeoutMs: 30_000 })).endedReason).toBe("completed");
     const before = (await client.getSession(id)).messages;
     expect(before.map((m) => m.content)).toEqual(["go", "", toolTimedOutText(LIMIT_MS), "after l1"]);
+    // The worker still carries the deaf tool's call: counted until the tool ends.
+    expect((await abandoned()).late).toBe(1);
     releaseLate.resolve();
     await waitFor(
       () => logged.some((line) => line.toolCallId === "l1" && String(line.msg).includes("discarded")),
@@ -189,6 +194,7 @@ describe("a tool's time limit", () => {
     const after = (await client.getSession(id)).messages;
     expect(after).toEqual(before);
     expect((await timeouts()).late).toBe(1);
+    expect((await abandoned()).late).toBe(0);
   }, 60_000);
 
   it("answers as timed out a tool that returns just after its limit (its result is not stored)", async () => {
@@ -229,5 +235,8 @@ describe("a tool's time limit", () => {
     expect(result).toMatchObject({ toolCallId: "c1", success: false });
     expect(result!.content.startsWith(CANCELLED_WHILE_RUNNING_PREFIX)).toBe(true);
     expect((await timeouts()).unbounded).toBe(1);
+    // Neither call of `unbounded` ever ends (the timed-out a1, the cancelled c1), nor `deaf`'s;
+    // `just_late` stopped within the grace and `late` has returned.
+    expect(await abandoned()).toMatchObject({ deaf: 1, late: 0, just_late: 0, quick: 0, unbounded: 2 });
   }, 60_000);
 });

@@ -150,6 +150,13 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
       labelNames: ["tool"] as const,
       registers,
     }),
+    /** Tools a call stopped waiting for (deaf to their signal) that have not ended yet (tool-call.ts). */
+    toolsAbandoned: new Gauge({
+      name: "fleet_tools_abandoned",
+      help: "Tool calls answered while their tool still runs on this worker (it ignored its signal past the grace after a time limit, cancel, shutdown or lost lease), by tool; down again when the tool ends.",
+      labelNames: ["tool"] as const,
+      registers,
+    }),
     crashToResume: new Histogram({
       name: "fleet_crash_to_resume_seconds",
       help: "From an interrupted run's last sign of life to its resume starting, less the backoff an automatic resume waits on purpose.",
@@ -322,17 +329,21 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
 
 /**
  * Starts the `fleet_tool_calls_total` series of these tools (and of `unregistered`) at 0, for
- * every outcome, and their `fleet_tool_timeouts_total` (only a registered tool runs, so only
- * one can time out): called by the worker once its tool registry is built.
+ * every outcome, and their `fleet_tool_timeouts_total` and `fleet_tools_abandoned` (only a
+ * registered tool runs, so only one can time out or be abandoned): called by the worker once
+ * its tool registry is built.
  */
 export function initToolSeries(
-  metrics: Pick<FleetMetrics, "toolCalls"> & Partial<Pick<FleetMetrics, "toolTimeouts">>,
+  metrics: Pick<FleetMetrics, "toolCalls"> & Partial<Pick<FleetMetrics, "toolTimeouts" | "toolsAbandoned">>,
   names: Iterable<string>,
 ): void {
   const registered = [...names];
   for (const tool of [...registered, UNREGISTERED_TOOL])
     for (const outcome of TOOL_OUTCOMES) metrics.toolCalls.inc({ tool, outcome }, 0);
-  for (const tool of registered) metrics.toolTimeouts?.inc({ tool }, 0);
+  for (const tool of registered) {
+    metrics.toolTimeouts?.inc({ tool }, 0);
+    metrics.toolsAbandoned?.set({ tool }, 0);
+  }
 }
 
 /** How long a scrape waits for the queue depths (read from Redis) before it goes without them. */

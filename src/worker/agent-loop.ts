@@ -28,7 +28,7 @@ export type AgentLoopDeps = {
   writes: Pick<FencedWrites, "append" | "reserveModelCall"> & Partial<Pick<FencedWrites, "appendStep">>;
   tools: Pick<ToolRegistry, "get" | "specs">;
   metrics: Pick<FleetMetrics, "modelStops" | "toolCalls"> &
-    Partial<Pick<FleetMetrics, "modelTokens" | "toolTimeouts">>;
+    Partial<Pick<FleetMetrics, "modelTokens" | "toolTimeouts" | "toolsAbandoned">>;
   sleep: Sleep;
   retryPolicy?: RetryPolicy;
   /**

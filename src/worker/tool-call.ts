@@ -1,7 +1,8 @@
 /**
  * One tool call of a run, within its time limit (tools/time-limit.ts): a call past it is
  * counted in `fleet_tool_timeouts_total` and logged, and so is a result its tool gives after
- * the call was answered (discarded: never stored, one result per call).
+ * the call was answered (discarded: never stored, one result per call). A call answered while
+ * its tool still runs (deaf to its signal) counts in `fleet_tools_abandoned` until it ends.
  */
 import type { Logger } from "pino";
 import type { AgentConfig } from "../shared/agent-config.js";
@@ -13,7 +14,7 @@ import { toolTimeLimit } from "./tools/time-limit.js";
 
 export type ToolCallDeps = {
   tools: Pick<ToolRegistry, "get">;
-  metrics: Partial<Pick<FleetMetrics, "toolTimeouts">>;
+  metrics: Partial<Pick<FleetMetrics, "toolTimeouts" | "toolsAbandoned">>;
   /** FLEET_TOOL_TIMEOUT_MS: a call's time limit unless its tool has its own (0 or absent: none). */
   toolTimeoutMs?: number;
   /** Where a timed-out call and a result discarded after it are logged; absent: nowhere. */
@@ -31,6 +32,7 @@ export async function runToolCall(
   const timeoutMs = tool
     ? toolTimeLimit(deps.toolTimeoutMs ?? 0, tool.timeoutMs, run.agent.toolTimeoutMs)
     : null;
+  const label = { tool: toolLabel(deps.tools, call.name) };
   const fields = { sessionId, runId: run.runId, tool: call.name, toolCallId: call.id, timeoutMs };
   const result = await executeTool(
     tool,
@@ -44,10 +46,14 @@ export async function runToolCall(
           { ...fields, ...late },
           "tool result after its time limit discarded (the call was answered as timed out)",
         ),
+      onAbandoned: (settles) => {
+        deps.metrics.toolsAbandoned?.inc(label);
+        void settles.then(() => deps.metrics.toolsAbandoned?.dec(label));
+      },
     },
   );
   if (result.timedOut) {
-    deps.metrics.toolTimeouts?.inc({ tool: toolLabel(deps.tools, call.name) });
+    deps.metrics.toolTimeouts?.inc(label);
     deps.log?.warn({ ...fields, ...result.timedOut }, "tool call timed out");
   }
   return result;

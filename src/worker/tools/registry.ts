@@ -100,6 +100,11 @@ export type ExecuteOptions = {
    * result is discarded (never stored: one result per call), and said here.
    */
   onLate?: (late: { success: boolean; lateByMs: number }) => void;
+  /**
+   * The call was answered while its tool still runs (it ignored its signal past the grace:
+   * a time limit, a cancel, a shutdown, a lost lease); `settles` resolves when it ends.
+   */
+  onAbandoned?: (settles: Promise<void>) => void;
 };
 
 /**
@@ -142,9 +147,9 @@ export async function executeTool(
       unlessAbandoned(context.signal, graceMs),
       deadline(options.timeoutMs ?? null),
     ]);
-    if (first === TIMED_OUT)
-      return await timedOut(settled, call, options.timeoutMs!, graceMs, options.onLate);
+    if (first === TIMED_OUT) return await timedOut(settled, call, options.timeoutMs!, graceMs, options);
     if (first === ABANDONED) {
+      options.onAbandoned?.(settled.then(() => {}));
       return {
         success: false,
         content: `the tool did not stop within ${graceMs} ms of being asked to; it may still be running, and whatever it changes may or may not happen`,
@@ -174,7 +179,7 @@ async function timedOut(
   call: AbortController,
   limitMs: number,
   graceMs: number,
-  onLate: ExecuteOptions["onLate"],
+  { onLate, onAbandoned }: Pick<ExecuteOptions, "onLate" | "onAbandoned">,
 ): Promise<ToolOutcome> {
   call.abort(new Error(toolTimedOutText(limitMs)));
   let grace: NodeJS.Timeout | undefined;
@@ -185,6 +190,7 @@ async function timedOut(
     }),
   ]);
   clearTimeout(grace);
+  if (!stopped) onAbandoned?.(settled.then(() => {}));
   if (!stopped && onLate) {
     const answeredAt = performance.now();
     void settled.then((late) =>

@@ -69,6 +69,8 @@ describe("deploy/prometheus (promtool)", () => {
         "FleetAuthFailuresLimited",
         "FleetSweeperStuck",
         "FleetRunStuck",
+        "FleetToolTimeouts",
+        "FleetToolsAbandoned",
       ]),
     );
     for (const alert of alertRules()) {

@@ -156,7 +156,8 @@ const envSchema = z.object({
   /**
    * A running run whose session has had no append for longer than this counts as stuck
    * (run-progress.ts: fleet_runs_stuck, the sweeper's log, FleetRunStuck). Above the longest
-   * a model step can go without one at the default timeouts (about 17 min); tools have none.
+   * a model step can go without one at the default timeouts (about 17 min) and a tool's
+   * default time limit (FLEET_TOOL_TIMEOUT_MS, 10 min); a tool may have none.
    */
   FLEET_RUN_STUCK_AFTER_MS: z.coerce.number().int().positive().default(1_800_000),
   /** Wait before the second automatic resume of a session; doubles each time, capped at 60 s. */

@@ -2,8 +2,9 @@
  * How a worker process's slots of one queue are spread over BullMQ `Worker`s.
  *
  * A BullMQ `Worker` fetches jobs strictly one at a time: its main loop awaits each
- * `moveToActive` before it asks for the next, and while a thousand jobs start at once that
- * reply waits behind every other callback of the event loop. Several `Worker`s on the same
+ * `moveToActive` before it asks for the next, and with a full queue it hands none of them to
+ * the processor until every one of its slots holds a job (docs/performance.md, "The start
+ * ramp is two phases in series"). Several `Worker`s on the same
  * queue (one connection for their commands, one blocking connection each) fetch side by
  * side; their slots add up to the configured concurrency exactly, so the process never runs
  * more jobs than it was told. With `bench:scale`'s 1,000 sessions four fetchers start the

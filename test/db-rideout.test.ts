@@ -25,7 +25,7 @@ import {
   ridingOutWrites,
 } from "../src/worker/db-rideout.js";
 import { abortableSleep } from "../src/worker/models/scripted.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { type PgProxy, startPgProxy } from "./support/pg-proxy.js";
 
 const AGENT = parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "hi" }] } });
@@ -159,6 +159,53 @@ describe("a run's writes through a Postgres outage (real Postgres, a TCP proxy)"
       select seq, content from messages where session_id = ${sessionId} order by seq`;
   }
 
+  async function modelCalls(sessionId: string): Promise<number> {
+    const [row] = await fleet.database.sql<{ model_calls: number }[]>`
+      select model_calls from sessions where id = ${sessionId}`;
+    return row!.model_calls;
+  }
+
+  /** Statements of this test's database waiting for a lock. */
+  async function lockWaiters(): Promise<number> {
+    const [row] = await fleet.database.sql<{ n: number }[]>`
+      select count(*)::int as n from pg_stat_activity
+       where datname = current_database() and wait_event_type = 'Lock'`;
+    return row!.n;
+  }
+
+  /**
+   * Runs `write` while the session's row is locked: once its first try waits for the lock in
+   * Postgres, its connection is reset (the statement runs on, its answer lost) and the retry
+   * is let through; once the retry waits behind it too, the lock is released. How `write` settled.
+   */
+  async function whileFirstTryWaits<T>(sessionId: string, write: () => Promise<T>): Promise<T | unknown> {
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let locked = () => {};
+    const isLocked = new Promise<void>((resolve) => {
+      locked = resolve;
+    });
+    const lock = fleet.database.sql.begin(async (tx) => {
+      await tx`select 1 from sessions where id = ${sessionId} for update`;
+      locked();
+      await held;
+    });
+    await isLocked;
+    const settled = write().then(
+      (value) => value,
+      (error: unknown) => error,
+    );
+    await waitFor(async () => (await lockWaiters()) === 1, 10_000, "the first try waiting for the lock");
+    await proxy.reset();
+    await proxy.restore();
+    await waitFor(async () => (await lockWaiters()) === 2, 10_000, "the retry waiting behind it");
+    release();
+    await lock;
+    return settled;
+  }
+
   it("an append that committed but whose answer was lost is found, stored once, and the run goes on", async () => {
     const { fence, cursor } = await claimed();
     const ride = rideout(10_000);
@@ -209,6 +256,71 @@ describe("a run's writes through a Postgres outage (real Postgres, a TCP proxy)"
     const runs = await fleet.database.sql`select status, ended_reason from runs where session_id = ${id}`;
     expect(runs).toEqual([{ status: "ended", ended_reason: "completed" }]);
     expect((await stored(id)).map((m) => m.seq)).toEqual([1, 2]);
+  }, 30_000);
+
+  it("a model call's reservation that committed but whose answer was lost is counted once", async () => {
+    // Retried blindly, the reservation was counted twice: the budget drifted by one call per
+    // lost answer, and a reservation of the budget's last call was refused by its own commit.
+    const { fence } = await claimed();
+    const ride = rideout(10_000);
+    const cut = proxy.dropAnswer((sent) => sent.includes(fence.sessionId));
+    expect(await ride.writes.reserveModelCall(fence, 2)).toBe(true);
+    await cut;
+    expect(ride.results).toEqual(["stored"]);
+    expect(await modelCalls(fence.sessionId)).toBe(1);
+    // Its budget holds exactly: one more call, then none.
+    expect(await ride.writes.reserveModelCall(fence, 2)).toBe(true);
+    expect(await ride.writes.reserveModelCall(fence, 2)).toBe(false);
+    expect(await modelCalls(fence.sessionId)).toBe(2);
+  }, 30_000);
+
+  it("a reservation of the budget's last call, answer lost: granted, counted once", async () => {
+    const { fence } = await claimed();
+    const ride = rideout(10_000);
+    const cut = proxy.dropAnswer((sent) => sent.includes(fence.sessionId));
+    expect(await ride.writes.reserveModelCall(fence, 1)).toBe(true);
+    await cut;
+    expect(await modelCalls(fence.sessionId)).toBe(1);
+    expect(await ride.writes.reserveModelCall(fence, 1)).toBe(false);
+  }, 30_000);
+
+  it("a reservation still running in Postgres when it was sent again: counted once", async () => {
+    // The first try waits for the session's row lock when its connection dies; the retry,
+    // sent with the same key, waits behind it and reads the row the first try left.
+    const { fence } = await claimed();
+    const ride = rideout(20_000);
+    expect(await whileFirstTryWaits(fence.sessionId, () => ride.writes.reserveModelCall(fence, 1))).toBe(
+      true,
+    );
+    expect(ride.results).toEqual(["stored"]);
+    expect(await modelCalls(fence.sessionId)).toBe(1);
+  }, 30_000);
+
+  it("a run's end that committed but whose answer was lost: the retry changes nothing and answers the next run", async () => {
+    const { id } = await queries.createSession({ agent: AGENT });
+    const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "hi" });
+    const claim = await writes.claimSession(id, "worker-a", { startFirst: { tail: "awaiting_model" } });
+    const fence = { sessionId: id, epoch: claim!.epoch };
+    const { run: queued } = await queries.createRun({
+      sessionId: id,
+      kind: "run",
+      trigger: "api",
+      input: "then this",
+    });
+    const ride = rideout(10_000);
+    const cut = proxy.dropAnswer((sent) => sent.includes(run.id));
+    const next = await ride.writes.endRun(fence, run.id, "completed", {
+      usage: { inputTokens: 1, outputTokens: 1 },
+    });
+    await cut;
+    expect(next?.id).toBe(queued.id);
+    expect(ride.results).toEqual(["stored"]);
+    const runs = await fleet.database.sql`
+      select id, status, ended_reason from runs where session_id = ${id} order by created_at`;
+    expect(runs).toEqual([
+      { id: run.id, status: "ended", ended_reason: "completed" },
+      { id: queued.id, status: "queued", ended_reason: null },
+    ]);
   }, 30_000);
 
   it("a holder whose session was claimed during the outage is refused on retry and stores nothing", async () => {

@@ -15,13 +15,16 @@
  * What stays as it was: every try is the same fenced statement, through the lease guard, so
  * a worker whose session was taken meanwhile is refused (FencedError) and appends nothing;
  * an append whose first try committed but whose answer was lost is found committed before it
- * is sent again (committed-appends.ts), never stored twice; and the run's next tool cannot
- * start before the write before it went through (the agent loop awaits it).
+ * is sent again (committed-appends.ts), never stored twice; a model call's reservation carries
+ * one key on every try, so one whose answer was lost is counted once (fenced-writes.ts); and
+ * the run's next tool cannot start before the write before it went through (the agent loop
+ * awaits it).
  */
+import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { FencedError } from "../shared/errors.js";
 import type { DbRideoutResult } from "../shared/metrics.js";
-import type { FencedWrites } from "../shared/store/fenced-writes.js";
+import type { Fence, FencedWrites } from "../shared/store/fenced-writes.js";
 import { isServiceUnavailable } from "../shared/unavailable.js";
 import type { Sleep } from "./models/scripted.js";
 
@@ -215,8 +218,10 @@ export function ridingOutWrites<W extends object>(writes: W, deps: RideoutDeps):
         rideOut("endRun", () => w.endRun!(...args), deps),
     }),
     ...(w.reserveModelCall && {
-      reserveModelCall: (...args: Parameters<FencedWrites["reserveModelCall"]>) =>
-        rideOut("reserveModelCall", () => w.reserveModelCall!(...args), deps),
+      // Every try carries the same key: a try whose commit went through but whose answer
+      // was lost is found by the next, not counted twice against the budget.
+      reserveModelCall: (fence: Fence, max: number, key: string = randomUUID()) =>
+        rideOut("reserveModelCall", () => w.reserveModelCall!(fence, max, key), deps),
     }),
   };
   if (find) {

@@ -73,6 +73,12 @@ export const sessions = pgTable(
     attemptSeq: integer("attempt_seq").notNull().default(0),
     /** Model calls made for it across all runs (counted only for agents with a `budget`). */
     modelCalls: integer("model_calls").notNull().default(0),
+    /**
+     * The key of the last model call counted in `model_calls` (FencedWrites.reserveModelCall):
+     * the same reservation sent again after its answer was lost (a Postgres outage ridden
+     * out) finds its key and is not counted twice.
+     */
+    modelCallKey: text("model_call_key"),
     /** Tokens (input + output) its model steps reported, across all runs. */
     tokensUsed: bigint("tokens_used", { mode: "number" }).notNull().default(0),
     nextResumeAt: timestamp("next_resume_at", { withTimezone: true }),

@@ -4,6 +4,7 @@
  * Each operation is one round trip (data-modifying CTEs), because these statements are the
  * worker's hot path. See fleet-design.md §4.
  */
+import { randomUUID } from "node:crypto";
 import type { Database } from "../db/client.js";
 import type { RunRow } from "../db/schema.js";
 import { FencedError } from "../errors.js";
@@ -302,12 +303,21 @@ export class FencedWrites {
   /**
    * Counts one model call against `agent.budget.maxModelCalls` before it is made, so that
    * a call cut off by a crash counts too. False when the budget is spent. Fenced.
+   *
+   * `key` names this reservation: the same reservation sent again (db-rideout.ts, after a
+   * lost answer) with the same key finds it stored in `model_call_key` and answers true
+   * without counting it again, even when its first try is still running in Postgres (the
+   * row lock makes the retry wait, and it reads the row its first try left). One holder
+   * reserves one call at a time, so the last key is all there is to remember.
    */
-  async reserveModelCall(fence: Fence, max: number): Promise<boolean> {
+  async reserveModelCall(fence: Fence, max: number, key: string = randomUUID()): Promise<boolean> {
     const [row] = await this.database.sql<{ reserved: boolean; fence_ok: boolean }[]>`
       with u as (
-        update sessions set model_calls = model_calls + 1
-         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and model_calls < ${max}
+        update sessions
+           set model_calls = model_calls + (case when model_call_key is distinct from ${key} then 1 else 0 end),
+               model_call_key = ${key}
+         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
+           and (model_calls < ${max} or model_call_key = ${key})
         returning 1
       )
       select exists (select 1 from u) as reserved,

@@ -149,6 +149,8 @@ export type RawSession = {
   attempt_point: string | null;
   attempt_seq: number;
   model_calls: number;
+  /** Absent in rows read before the column existed. */
+  model_call_key?: string | null;
   tokens_used: number | string;
   next_resume_at: string | null;
   parked_reason: string | null;
@@ -181,6 +183,7 @@ export function sessionFromRaw(raw: RawSession): SessionRow {
     attemptPoint: raw.attempt_point,
     attemptSeq: raw.attempt_seq,
     modelCalls: raw.model_calls,
+    modelCallKey: raw.model_call_key ?? null,
     tokensUsed: Number(raw.tokens_used),
     nextResumeAt: date(raw.next_resume_at),
     parkedReason: raw.parked_reason,

@@ -296,6 +296,42 @@ describe("a run's writes through a Postgres outage (real Postgres, a TCP proxy)"
     expect(await modelCalls(fence.sessionId)).toBe(1);
   }, 30_000);
 
+  it("an append still running in Postgres when its retry looked: found once it commits, not fenced", async () => {
+    // The first try waits for the session's row lock when its connection dies; the retry
+    // finds nothing stored yet and sends the append again, which waits behind the first.
+    // The first commits, the retry meets `last_seq` moved: its own append, not a move.
+    const { fence, cursor } = await claimed();
+    const ride = rideout(20_000);
+    const settled = await whileFirstTryWaits(fence.sessionId, () =>
+      ride.writes.appendStep(fence, cursor, null, [assistant("stored by the first try")], "awaiting_model"),
+    );
+    expect(settled).toMatchObject({ stored: [{ seq: 2, content: "stored by the first try" }] });
+    expect(ride.results).toEqual(["stored"]);
+    expect((await stored(fence.sessionId)).map((m) => m.seq)).toEqual([1, 2]);
+  }, 30_000);
+
+  it("a run's last step still running in Postgres when its retry looked: found, the run ended once", async () => {
+    const { id } = await queries.createSession({ agent: AGENT });
+    const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "hi" });
+    const claim = await writes.claimSession(id, "worker-a", { startFirst: { tail: "awaiting_model" } });
+    const fence = { sessionId: id, epoch: claim!.epoch };
+    const ride = rideout(20_000);
+    const settled = await whileFirstTryWaits(id, () =>
+      ride.writes.appendAndEndRun(
+        fence,
+        { lastSeq: 1, lastStepSeq: null },
+        run.id,
+        { message: assistant("the last answer", "end_turn"), tail: "completed" },
+        "completed",
+      ),
+    );
+    expect(settled).toMatchObject({ stored: [{ seq: 2, content: "the last answer" }], next: null });
+    expect(ride.results).toEqual(["stored"]);
+    const runs = await fleet.database.sql`select status, ended_reason from runs where session_id = ${id}`;
+    expect(runs).toEqual([{ status: "ended", ended_reason: "completed" }]);
+    expect((await stored(id)).map((m) => m.seq)).toEqual([1, 2]);
+  }, 30_000);
+
   it("a run's end that committed but whose answer was lost: the retry changes nothing and answers the next run", async () => {
     const { id } = await queries.createSession({ agent: AGENT });
     const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "hi" });

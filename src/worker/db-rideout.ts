@@ -15,10 +15,13 @@
  * What stays as it was: every try is the same fenced statement, through the lease guard, so
  * a worker whose session was taken meanwhile is refused (FencedError) and appends nothing;
  * an append whose first try committed but whose answer was lost is found committed before it
- * is sent again (committed-appends.ts), never stored twice; a model call's reservation carries
- * one key on every try, so one whose answer was lost is counted once (fenced-writes.ts); and
- * the run's next tool cannot start before the write before it went through (the agent loop
- * awaits it).
+ * is sent again (committed-appends.ts), never stored twice, and so is one still running in
+ * Postgres when its retry looked, found once the retry meets its commit (`sentOnce`); a model
+ * call's reservation carries one key on every try, so one whose answer was lost is counted
+ * once (fenced-writes.ts); and the run's next tool cannot start before the write before it
+ * went through (the agent loop awaits it). A run's end (`endRun`) and the cancel check are
+ * safe to send again as they are: an ended run is not ended again (the retry answers the
+ * session's next queued run, as the first try did), and the check only reads.
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
@@ -229,32 +232,44 @@ export function ridingOutWrites<W extends object>(writes: W, deps: RideoutDeps):
       wrapped.appendStep = (fence, cursor, runId, messages, ...rest) =>
         rideOut(
           "append",
-          async (retry) =>
-            (retry ? await find(fence, cursor, runId, messages) : null) ??
-            w.appendStep!(fence, cursor, runId, messages, ...rest),
+          (retry) =>
+            sentOnce(
+              retry,
+              () => find(fence, cursor, runId, messages),
+              () => w.appendStep!(fence, cursor, runId, messages, ...rest),
+            ),
           deps,
         );
     if (w.append)
       wrapped.append = (fence, cursor, runId, messages, ...rest) =>
         rideOut(
           "append",
-          async (retry) =>
-            (retry ? (await find(fence, cursor, runId, messages))?.stored : null) ??
-            w.append!(fence, cursor, runId, messages, ...rest),
+          (retry) =>
+            sentOnce(
+              retry,
+              async () => (await find(fence, cursor, runId, messages))?.stored ?? null,
+              () => w.append!(fence, cursor, runId, messages, ...rest),
+            ),
           deps,
         );
     if (w.appendAndEndRun && w.endRun)
       wrapped.appendAndEndRun = (fence, cursor, runId, last, outcome, detail) =>
         rideOut(
           "appendAndEndRun",
-          async (retry) => {
-            const found = retry ? await find(fence, cursor, runId, [last.message]) : null;
-            if (!found) return w.appendAndEndRun!(fence, cursor, runId, last, outcome, detail);
-            // The message and the run's end committed together: the run is ended, and endRun,
-            // which changes nothing on an ended run, answers the session's next queued run.
-            const next = await w.endRun!(fence, runId, outcome, detail);
-            return { stored: found.stored, next, sessionEvents: found.sessionEvents };
-          },
+          (retry) =>
+            sentOnce(
+              retry,
+              async () => {
+                const found = await find(fence, cursor, runId, [last.message]);
+                if (!found) return null;
+                // The message and the run's end committed together: the run is ended, and
+                // endRun, which changes nothing on an ended run, answers the session's next
+                // queued run.
+                const next = await w.endRun!(fence, runId, outcome, detail);
+                return { stored: found.stored, next, sessionEvents: found.sessionEvents };
+              },
+              () => w.appendAndEndRun!(fence, cursor, runId, last, outcome, detail),
+            ),
           deps,
         );
   }
@@ -264,4 +279,31 @@ export function ridingOutWrites<W extends object>(writes: W, deps: RideoutDeps):
       return own ?? Reflect.get(target, property, receiver);
     },
   });
+}
+
+/**
+ * One try of an append (`send`), the first or a retry. A retry first looks for the append's
+ * own commit (`find`: its answer was lost). And when the retry is refused as fenced, it looks
+ * again: the first try may still have been running in Postgres when `find` read (it was
+ * waiting for the session's row lock when its connection died), and committed just before the
+ * retry's own statement, which then met its `last_seq` moved. That is this holder's own
+ * append, stored once: found, not taken for a move (the run wrongly ended, its message taken
+ * for not stored). `find` throws FencedError itself when the epoch or the history did move.
+ */
+async function sentOnce<T>(
+  retry: boolean,
+  find: () => Promise<T | null>,
+  send: () => Promise<T>,
+): Promise<T> {
+  if (!retry) return send();
+  const found = await find();
+  if (found !== null) return found;
+  try {
+    return await send();
+  } catch (error) {
+    if (!(error instanceof FencedError)) throw error;
+    const late = await find();
+    if (late !== null) return late;
+    throw error;
+  }
 }

@@ -23,6 +23,12 @@
 //    and its close (a retry in the failed query's own `catch`: the socket reset, not yet
 //    closed) was left waiting, unsent, until the connection's next connect, which only a later
 //    query starts: forever on a quiet pool (test/postgres-reconnect.test.ts).
+// 4. A connection taken for lost after a silence (src/shared/db/dead-links.ts: an error with
+//    `failQueued`, when Postgres was silent to every connection of the pool) fails the
+//    statements waiting in the pool for a connection with the same error. postgres.js gave
+//    them, one by one, a new connection each, which the blackhole took too: each waited a
+//    silence window of its own after the one before it (8 statements on 2 connections, the
+//    last failed after 3 windows; test/postgres-reconnect.test.ts).
 import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
@@ -34,6 +40,7 @@ const SETTLE_MARK = "agent-fleet: settle without closures";
 const CLOSED_MARK = "agent-fleet: fail what was queued after the error too";
 const CLOSED_SETTLE =
   "    !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))\n";
+const QUEUED_MARK = "agent-fleet: fail the statements waiting for a connection after a silence";
 const SPECIES = "  static get [Symbol.species]() {\n    return Promise\n  }\n";
 
 export const patches = [
@@ -61,6 +68,36 @@ export const patches = [
       [
         CLOSED_SETTLE,
         `    if (query || sent.length) // ${CLOSED_MARK}\n      error(Errors.connection('CONNECTION_CLOSED', options, socket))\n`,
+      ],
+    ],
+  },
+  {
+    name: "remember a silence that fails the waiting statements",
+    files: ["src/connection.js", "cjs/src/connection.js"],
+    mark: QUEUED_MARK,
+    edits: [
+      [
+        "  function error(err) {\n",
+        `  function error(err) {\n    err && err.failQueued && (connection.failedBy = err) // ${QUEUED_MARK}\n`,
+      ],
+    ],
+  },
+  {
+    name: "fail the statements waiting for a connection after a silence",
+    files: ["src/index.js", "cjs/src/index.js"],
+    mark: QUEUED_MARK,
+    edits: [
+      [
+        "    queries.length && connect(c, queries.shift())\n  }\n",
+        `    if (c.failedBy) { // ${QUEUED_MARK}
+      const lost = c.failedBy
+      c.failedBy = null
+      while (queries.length)
+        queries.shift().reject(lost)
+    }
+    queries.length && connect(c, queries.shift())
+  }
+`,
       ],
     ],
   },

@@ -5,6 +5,8 @@
  *   outside any query and crashed the process (test/connection-loss.test.ts shows the
  *   behaviour it buys);
  * - failing what was queued after the error: test/postgres-reconnect.test.ts shows what it buys;
+ * - failing the statements waiting for a connection when one is taken for lost after a silence
+ *   (a blackhole): test/postgres-reconnect.test.ts shows what it buys;
  * - settling without closures: a promise that holds a closure over its own resolving
  *   functions (what a postgres.js Query did) keeps what it resolved to alive through V8's
  *   young-generation collections, so every query's rows were promoted to the old generation.
@@ -20,7 +22,15 @@ const root = dirname(dirname(dirname(createRequire(import.meta.url).resolve("pos
 const ADMIN_URL = process.env.TEST_ADMIN_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 /** `${i}` in the child's tagged template: a parameter, as the fleet's queries have. */
 const PARAMETER = ["$", "{i}"].join("");
-const PATCHED = ["src/connection.js", "cjs/src/connection.js", "src/query.js", "cjs/src/query.js"];
+const PATCHED = [
+  "src/connection.js",
+  "cjs/src/connection.js",
+  "src/query.js",
+  "cjs/src/query.js",
+  "src/index.js",
+  "cjs/src/index.js",
+];
+const WAITING_MARK = /agent-fleet: fail the statements waiting for a connection after a silence/g;
 
 /** MB promoted by scavenges while `script` (an ES module) runs in a child node. */
 function promotedMb(script: string): number {
@@ -62,8 +72,15 @@ describe("postgres.js patches", () => {
       expect(text).toMatch(/function nextWrite\(fn\) \{\n {4}if \(!socket\) \{/);
       expect(text.match(/agent-fleet: fail what was queued after the error too/g)).toHaveLength(1);
       expect(text).not.toContain("!hadError && (query || sent.length)");
+      expect(text.match(WAITING_MARK)).toHaveLength(1);
     }
-    for (const text of before.slice(2)) {
+    for (const text of before.slice(4)) {
+      expect(text.match(WAITING_MARK)).toHaveLength(1);
+      expect(text).toMatch(
+        /while \(queries\.length\)\n {8}queries\.shift\(\)\.reject\(lost\)\n {4}\}\n {4}queries\.length && connect/,
+      );
+    }
+    for (const text of before.slice(2, 4)) {
       expect(text.match(/agent-fleet: settle without closures/g)).toHaveLength(1);
       expect(text).not.toContain("this.resolve = x =>");
       expect(text).toMatch(/\n {2}resolve\(x\) \{\n {4}this\.active = false\n {4}this\[settle\]\[0\]\(x\)/);

@@ -131,6 +131,74 @@ describe("a pool while Postgres is cut off", () => {
     }
   }, 30_000);
 
+  it("fails the statements waiting for a connection with the one taken for lost, not one new connection's window each", async () => {
+    // Two connections, each given a statement not yet prepared on it (Parse, Describe, Flush:
+    // postgres.js gives it nothing more until its description is back), and six more waiting
+    // in the pool for a connection. Before, each of the six in turn got a new connection of
+    // its own when one was dropped, which the blackhole took too: a window each (the last
+    // failed after about 3 windows here; with 40 waiting for 6 connections, 7 windows of 15 s).
+    const database = openDatabase(proxy.urlFor(ADMIN_URL), { max: 2, silenceMs: 1_000 });
+    try {
+      await Promise.all([
+        database.sql`select 1 from pg_sleep(0.1)`,
+        database.sql`select 2 from pg_sleep(0.1)`,
+      ]);
+      proxy.blackhole();
+      const before = proxy.connects();
+      const errors = await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          database.sql`select ${i}::int as n`.then(
+            () => null,
+            (e: unknown) => e,
+          ),
+        ),
+      );
+      expect(errors.map((e) => isServiceUnavailable(e))).toEqual(Array(8).fill(true));
+      // No new connection was opened (and waited for) for any of them.
+      expect(proxy.connects() - before).toBe(0);
+      await proxy.restore();
+      let rows: unknown = null;
+      for (let attempt = 0; attempt < 3 && rows === null; attempt++)
+        rows = await database.sql`select 3 as three`.catch(() => null);
+      expect(rows).toEqual([{ three: 3 }]);
+    } finally {
+      await proxy.restore();
+      await database.close();
+    }
+  }, 60_000);
+
+  it("keeps the statements waiting for a connection when another connection of the pool still hears Postgres", async () => {
+    // A statement that runs longer than silenceMs is cut off as lost, but Postgres is not
+    // silent: the pool's other connection (reserved here, so the statement below waits in
+    // the pool) hears a notice every 0.1 s. What waits for a connection then goes on as before.
+    const database = openDatabase(proxy.urlFor(ADMIN_URL), { max: 2, silenceMs: 1_000 });
+    // Both connections open first (a reserve on a pool with none open waited for good).
+    await Promise.all([database.sql`select 1 from pg_sleep(0.1)`, database.sql`select 2 from pg_sleep(0.1)`]);
+    const other = await database.sql.reserve();
+    try {
+      // (A postgres.js query is sent when it is first given a `then`.)
+      const ticking = other
+        .unsafe(
+          "do $$ begin for i in 1..25 loop raise notice 'tick'; perform pg_sleep(0.1); end loop; end $$",
+        )
+        .then(() => "done");
+      const slow = database.sql`select ${1}::int as n from pg_sleep(1.8)`.then(
+        () => null,
+        (e: unknown) => e,
+      );
+      const waiting = database.sql`select ${5}::int as five`.then(
+        (rows) => rows,
+        (e: unknown) => e,
+      );
+      expect(isServiceUnavailable(await slow)).toBe(true);
+      expect(await waiting).toEqual([{ five: 5 }]);
+      expect(await ticking).toBe("done");
+    } finally {
+      other.release();
+      await database.close();
+    }
+  }, 30_000);
+
   it("owes an answer for a Flush until its answer ends, behind what was sent before it", () => {
     const answers = new OwedAnswers();
     const message = (type: string, body: number[] = []) => [

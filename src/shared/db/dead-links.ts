@@ -17,6 +17,18 @@
 import { connect, type Socket } from "node:net";
 import { NO_TLS, negotiated, type RequestedTls } from "./tls-negotiation.js";
 
+/**
+ * Whether a connection taken for lost also fails the statements waiting in its pool for a
+ * connection (pure): yes when no connection of the pool heard anything from Postgres since
+ * this one began to wait (`heardAt`: the pool's last byte back). Postgres is then silent to
+ * the whole pool, and each of those statements would otherwise be given a new connection of
+ * its own in turn, which the blackhole takes too: a window each, one after the other. No when
+ * another connection still hears answers: this one ran a statement longer than the window.
+ */
+export function failsWaitingStatements(waitingSince: number, heardAt: number): boolean {
+  return heardAt < waitingSince;
+}
+
 /** Whether a connection that has waited for an answer since `waitingSince` is taken for lost (pure). */
 export function silentTooLong(waitingSince: number | null, now: number, silenceMs: number): boolean {
   return waitingSince !== null && now - waitingSince >= silenceMs;
@@ -124,6 +136,8 @@ export function watchedSockets(
   tls: RequestedTls = NO_TLS,
   now: () => number = () => performance.now(),
 ) {
+  // When any connection of this pool (one factory per pool) last heard from Postgres.
+  const pool = { heardAt: Number.NEGATIVE_INFINITY };
   return (options: SocketOptions): Socket | Promise<Socket> => {
     const host = options.host[0]!;
     const port = options.port[0]!;
@@ -131,17 +145,24 @@ export function watchedSockets(
     // postgres.js names these in its own errors (CONNECT_TIMEOUT host:port).
     raw.host = host;
     raw.port = port;
-    if (!tls.ssl) return watched(raw, host, port, silenceMs, now);
+    if (!tls.ssl) return watched(raw, host, port, silenceMs, now, pool);
     // postgres.js's connect timeout starts once it has the socket: the SSLRequest's answer has its own.
     const timeoutMs = (options.connect_timeout || 30) * 1_000;
     return negotiated(raw, tls, host, port, timeoutMs).then((socket) =>
-      socket.destroyed ? socket : watched(socket, host, port, silenceMs, now),
+      socket.destroyed ? socket : watched(socket, host, port, silenceMs, now, pool),
     );
   };
 }
 
 /** `socket` (what postgres.js reads and writes: the cleartext), watched for silence. */
-function watched(socket: Socket, host: string, port: number, silenceMs: number, now: () => number): Socket {
+function watched(
+  socket: Socket,
+  host: string,
+  port: number,
+  silenceMs: number,
+  now: () => number,
+  pool: { heardAt: number },
+): Socket {
   const answers = new OwedAnswers();
   // Since when the connection has been owed an answer with nothing heard (null: owed none).
   let waitingSince: number | null = null;
@@ -158,6 +179,7 @@ function watched(socket: Socket, host: string, port: number, silenceMs: number, 
   }) as Socket["write"];
   socket.on("data", (chunk: Buffer) => {
     answers.received.feed(chunk);
+    pool.heardAt = now();
     // Heard from: the silence is counted again from here while more answers are owed.
     waitingSince = answers.waiting ? now() : null;
   });
@@ -169,7 +191,9 @@ function watched(socket: Socket, host: string, port: number, silenceMs: number, 
         new Error(
           `Postgres at ${host}:${port} sent nothing for ${Math.round(silenceMs / 1000)} s on a connection waiting for an answer: taken for lost`,
         ),
-        { code: "ETIMEDOUT" },
+        // `failQueued`: postgres.js (scripts/patch-postgres.mjs, patch 4) fails the statements
+        // waiting in the pool for a connection with this error too.
+        { code: "ETIMEDOUT", failQueued: failsWaitingStatements(waitingSince!, pool.heardAt) },
       );
       socket.destroy(error);
     },

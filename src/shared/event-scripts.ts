@@ -105,7 +105,9 @@ for w = 1, #KEYS / 2 do
   local expect = last
   local gap = false
   local diverged = nil
-  local mark = tostring(last) .. '|'
+  -- The seq as stored (written by tostring below), reused as text: no number formatted again.
+  local lastText = head[1] or '0'
+  local mark = lastText .. '|'
   for i = first, stop, 3 do
     local seq, _, _, check = parse(ARGV[i])
     if check ~= nil then
@@ -131,7 +133,7 @@ for w = 1, #KEYS / 2 do
   elseif gap then
     results[w] = {'gap', tostring(last)}
   else
-    local out = {'ok', tostring(prior), head[4] or ''}
+    local out = {'ok', lastText, head[4] or ''}
     -- The run whose RUN_COMPLETED the stream has last (false: none).
     local done, ends, lastFp = head[5], nil, nil
     -- The bytes (type and data) ever written to the stream, through each entry (its field c).
@@ -148,7 +150,7 @@ for w = 1, #KEYS / 2 do
     if #out > 3 then
       redis.call('XTRIM', stream, 'MINID', '~', minId)
       -- What the entries moved, in one HSET (before any trim: the seq is kept whatever follows).
-      local fields = {'seq', tostring(last), 'total', string.format('%d', total)}
+      local fields = {'seq', last == prior and lastText or tostring(last), 'total', string.format('%d', total)}
       if lastFp then fields[#fields + 1] = 'fp'; fields[#fields + 1] = lastFp end
       if ends then fields[#fields + 1] = 'done'; fields[#fields + 1] = ends end
       redis.call('HSET', seqKey, unpack(fields))

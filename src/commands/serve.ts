@@ -19,6 +19,7 @@ import { ValidationError } from "../shared/errors.js";
 import { checkRoleServices, checkServices, checkToolDir, checkTranscriptDir } from "../shared/preflight.js";
 import type { Extension } from "../worker/extensions.js";
 import type { Tool } from "../worker/tools/registry.js";
+import { shareOwnPackage } from "./share-own-package.js";
 
 /** The package's `bin/fleet.js`, found from the sources (src/commands) or a build (dist/src/commands). */
 function findFleetBin(): string {
@@ -179,12 +180,14 @@ async function loadModuleExport(file: string, flag: string, fallback: string): P
   // in const declaration") instead of refusing the extension, so tsx was never asked.
   const typescript = TYPESCRIPT.test(file);
   if (typescript) await registerTypeScript(file, flag);
+  if (typescript) await shareOwnPackage(resolve(file));
   try {
     module = await import(typescript ? `${url}?typescript` : url);
   } catch (error) {
     if (typescript || (error as NodeJS.ErrnoException).code !== "ERR_UNKNOWN_FILE_EXTENSION")
       throw new Error(`${flag}: ${file} could not be loaded: ${(error as Error).message}`, { cause: error });
     await registerTypeScript(file, flag);
+    await shareOwnPackage(resolve(file));
     // Another URL: the loader remembers the failed import of the first one.
     module = await import(`${url}?typescript`);
   }

@@ -70,6 +70,24 @@ describe("HTTP API", () => {
       const answer = await call("POST", "/v1/sessions", {});
       expectError(answer, 400, "invalid_request");
       expect(answer.json.error.field).toMatch(/^agent/);
+      // Said plainly: zod's own words were "agent: expected nonoptional, received undefined".
+      expect(answer.json.error.message).toBe("agent: is required");
+    });
+
+    it("says a body of null or of the wrong type is what it is, not `undefined`", async () => {
+      const cases: [string, string][] = [
+        ["null", "the body must be a JSON object, not null"],
+        ["[]", "the body must be a JSON object, not an array"],
+        ['"text"', "the body must be a JSON object, not a string"],
+      ];
+      for (const [raw, said] of cases) {
+        const answer = await call("POST", "/v1/sessions", undefined, raw);
+        expectError(answer, 400, "invalid_request");
+        expect(answer.json.error.message, raw).toBe(said);
+      }
+      // A route whose body is optional still takes none, and null.
+      const { id } = await client.createSession({ agent: AGENT });
+      expect((await call("POST", `/v1/sessions/${id}/cancel`, undefined, "null")).status).toBe(202);
     });
 
     it("rejects an API key in the model, pointing at the environment", async () => {

@@ -178,8 +178,21 @@ export const resumeBody = z.strictObject({ model: z.unknown().optional() }).opti
 
 export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   const result = schema.safeParse(body ?? undefined);
-  if (!result.success) throw toValidationError("", result.error);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    // The body itself is no object: said as what was sent (null read as undefined here).
+    if (issue?.code === "invalid_type" && issue.path.length === 0)
+      throw new ValidationError("", `the body must be a JSON object, ${bodyKind(body)}`);
+    throw toValidationError("", result.error);
+  }
   return result.data;
+}
+
+function bodyKind(body: unknown): string {
+  if (body === undefined) return "and none was sent";
+  if (body === null) return "not null";
+  if (Array.isArray(body)) return "not an array";
+  return `not a ${typeof body}`;
 }
 
 /** One word for a session: parked, cancelled, running, queued, completed, interrupted, stopped, empty. */

@@ -221,6 +221,9 @@ export function toValidationError(root: string, error: z.ZodError, discriminator
         : (options ?? []).map((o) => JSON.stringify(o)).join(", ");
     return new ValidationError(formatPath(root, path), `must be one of ${expected}`);
   }
+  // zod's word for a field that is missing: "expected nonoptional, received undefined".
+  if (issue.code === "invalid_type" && issue.expected === "nonoptional")
+    return new ValidationError(formatPath(root, issue.path), "is required");
   if (issue.code === "unrecognized_keys") {
     return new ValidationError(formatPath(root, issue.path), `unknown field ${namedKeys(issue.keys)}`);
   }

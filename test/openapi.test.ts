@@ -3,14 +3,16 @@
  * is a route, every `/v1` route is documented, and real answers of each route (successes
  * and errors) match the schema documented for their status.
  */
+import { readFileSync } from "node:fs";
 import { request } from "node:http";
+import { join } from "node:path";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient } from "../src/producer/client.js";
 import { SESSION_STATUSES } from "../src/producer/fleet-service.js";
 import { ROUTE_DOCS } from "../src/producer/route-docs.js";
 import { readAnswer } from "./support/answer.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { createFleetEnv, type FleetEnv, ROOT } from "./support/fleet-env.js";
 import { CRASH_HISTORY } from "./support/histories.js";
 import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
 
@@ -38,6 +40,9 @@ describe("OpenAPI document", () => {
 
   it("is OpenAPI 3.1 and documents exactly the /v1 routes (nothing from /metrics, /healthz or /admin)", () => {
     expect(doc.openapi).toBe("3.1.0");
+    // The package's version, as `fleet --version` prints it (it read 0.0.0 whatever the release).
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
+    expect(doc.info.version).toBe(pkg.version);
     expect(operations().sort()).toEqual(Object.keys(ROUTE_DOCS).sort());
     expect(doc.components.securitySchemes.bearer).toEqual({ type: "http", scheme: "bearer" });
     const create = doc.paths["/v1/sessions"].post;

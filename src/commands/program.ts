@@ -4,9 +4,8 @@
  * in one line and exit 2. Each command loads only what it needs, so `fleet resume-point
  * --file` and every `--help` start fast and touch no server.
  */
-import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
 import { Command, type CommanderError, InvalidArgumentError, type Option } from "commander";
+import { packageVersion } from "../shared/package-version.js";
 
 /** A usage error (unknown flag, missing argument, bad number), or help that was asked for. */
 export class CommandLineExit extends Error {
@@ -79,23 +78,6 @@ function synopsis(command: Command): string {
     });
   for (const a of command.registeredArguments) parts.push(a.required ? a.name() : `[${a.name()}]`);
   return parts.join(" ");
-}
-
-function packageVersion(): string {
-  let dir = import.meta.dirname;
-  for (let i = 0; i < 5; i++) {
-    try {
-      const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as {
-        name?: string;
-        version?: string;
-      };
-      if (pkg.name === "agent-fleet" && pkg.version) return pkg.version;
-    } catch {
-      // not here: one level up
-    }
-    dir = dirname(dir);
-  }
-  return "unknown";
 }
 
 const CONFIGURATION = [

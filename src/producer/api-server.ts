@@ -7,6 +7,7 @@ import { warnDroppedStream } from "../shared/event-writer.js";
 import { checkEvictionPolicy } from "../shared/eviction-policy.js";
 import { listenError, servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
+import { packageVersion } from "../shared/package-version.js";
 import { ProviderLimits, waitsForgetter } from "../shared/provider-limits.js";
 import { openWebhookQueue, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, RedisOutageLog } from "../shared/redis.js";
@@ -220,6 +221,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     authFailures: config.apiAuthFailures ? new AuthFailureLimiter(config.apiAuthFailures) : undefined,
     trustProxy: config.apiTrustProxy,
     healthy: servicesReachable(database, redis),
+    version: packageVersion(),
   });
   // One line when Redis goes and one when it is back, as workers and the sweeper say it.
   new RedisOutageLog(app.log).watch(redis);

@@ -229,6 +229,14 @@ describe("fleet batch", () => {
     const missing = await fleetCli(["batch", "submit", join(fleet.config.toolDir, "no-such.jsonl")]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/^fleet batch submit: .*no-such\.jsonl: cannot be read \(ENOENT/);
+    // A folder given for the file: the same (it was `fleet: EISDIR: illegal operation on a
+    // directory, read`, exit 1, naming no file).
+    const folder = await fleetCli(["batch", "submit", fleet.config.toolDir]);
+    expect(folder.code).toBe(2);
+    expect(folder.stderr.trim()).toBe(
+      `fleet batch submit: ${fleet.config.toolDir}: cannot be read (EISDIR: illegal operation on a directory, read)`,
+    );
+    expect(await batches()).toEqual(before);
 
     // JSON the API refuses at line 1,200 (only the API knows its providers): the first part was
     // sent; the batch is cancelled rather than left open, and the command says so.

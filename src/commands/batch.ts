@@ -73,6 +73,9 @@ async function* numberedLines(file: string): AsyncGenerator<{ line: number; text
       if (item.text.trim() !== "") yield item;
   } catch (error) {
     if (error instanceof ExportFileError) throw new LineError(`${file}:${error.line}: ${error.message}`);
+    // What stat could not tell (a folder, a FIFO that cannot be opened): one line naming the file.
+    if ((error as NodeJS.ErrnoException).syscall !== undefined)
+      throw new LineError(`${file}: cannot be read (${(error as Error).message})`);
     throw error;
   }
 }

@@ -127,6 +127,11 @@ describe("webhook URLs, signatures and backoff", () => {
       "http://0x7f.1/",
       "http://2130706433/",
       "http://localhost/",
+      // The same name with its root dot, and names under it (RFC 6761: loopback): at submit too,
+      // not only when a delivery resolves them (they were accepted, then failed for a day).
+      "http://localhost./",
+      "http://app.localhost:8080/hook",
+      "http://app.localhost./",
     ])
       expect(refused(url, deny), url).toMatch(/private/);
     for (const address of [

@@ -152,6 +152,11 @@ export function isPrivateAddress(address: string): boolean {
   return PRIVATE.check(address, family === 4 ? "ipv4" : "ipv6");
 }
 
+/** `localhost`, with its root dot or not, and every name under it (RFC 6761 §6.3: loopback). */
+function isLoopbackName(host: string): boolean {
+  return /(^|\.)localhost\.?$/i.test(host);
+}
+
 /** Checks a webhook URL at submit; throws a ValidationError naming `field`. */
 export function checkWebhookUrl(value: string, settings: WebhookSettings, field: string): string {
   if (!settings.secret)
@@ -172,7 +177,7 @@ export function checkWebhookUrl(value: string, settings: WebhookSettings, field:
   if (settings.allowed.length > 0 && !isAllowedBaseUrl(value, settings.allowed))
     throw new ValidationError(field, "is not under an entry of FLEET_WEBHOOK_ALLOWED_URLS");
   const host = url.hostname.replace(/^\[|\]$/g, "");
-  if (settings.denyPrivate && (host === "localhost" || (isIP(host) !== 0 && isPrivateAddress(host))))
+  if (settings.denyPrivate && (isLoopbackName(host) || (isIP(host) !== 0 && isPrivateAddress(host))))
     throw new ValidationError(field, "points at a private address, which this fleet refuses");
   return value;
 }

@@ -101,6 +101,13 @@ beforeAll(async () => {
   const notJson = await file("not-json.json", '[{"role": "user", ');
   const notArray = await file("not-array.json", '{"role": "user", "content": "hi"}');
   const missing = join(dir, "does-not-exist.json");
+  // 1e400 is no double: JSON.parse makes it Infinity, which the resume point printed as null
+  // (the API refuses it in an import: "is a number too large for a JSON double").
+  const infinite = await file(
+    "infinite.json",
+    '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "stopReason": "tool_use", ' +
+      '"toolCalls": [{"id": "a", "name": "sleep", "arguments": {"ms": 1e400}}]}]',
+  );
 
   const jobs: Record<string, Promise<Run>> = {
     resumable: fleet(["resume-point", "--file", resumable]),
@@ -113,6 +120,7 @@ beforeAll(async () => {
     notJson: fleet(["resume-point", "--file", notJson]),
     notArray: fleet(["resume-point", "--file", notArray]),
     missing: fleet(["resume-point", "--file", missing]),
+    infinite: fleet(["resume-point", "--file", infinite]),
     noArgs: fleet([]),
     unknownCommand: fleet(["frobnicate"]),
     resumePointNoArgs: fleet(["resume-point"]),
@@ -218,6 +226,15 @@ describe("fleet resume-point --file", () => {
     expect(r.code).toBe(2);
     expect(r.stdout).toBe("");
     expect(r.stderr).toMatch(/messages: must be a JSON array/);
+  });
+
+  it("a number past a double → exit 2 naming its field, not a resume point with null in its place", () => {
+    const r = run("infinite");
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe("");
+    expect(r.stderr.trim()).toBe(
+      "fleet: messages[1].toolCalls[0].arguments.ms: is a number too large for a JSON double",
+    );
   });
 
   it("missing file → exit 2", () => {

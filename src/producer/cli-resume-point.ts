@@ -2,7 +2,8 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { ValidationError } from "../shared/errors.js";
-import { parseHistory } from "../shared/messages.js";
+import { findInJson } from "../shared/json-walk.js";
+import { formatPath, parseHistory } from "../shared/messages.js";
 import { type ResumePointJson, resumePoint, toResumePointJson } from "../shared/resume-point.js";
 
 export const EXIT_RESUMABLE = 0;
@@ -50,7 +51,15 @@ export async function resumePointCommand(args: string[]): Promise<number> {
   if (values.file !== undefined) {
     if (positionals.length > 0)
       throw new ValidationError("", "give either --file HISTORY.json or a SESSION_ID, not both");
-    const history = parseHistory(await readHistoryFile(values.file));
+    const value = await readHistoryFile(values.file);
+    // JSON.parse reads 1e400 as Infinity, which the resume point would print as null: refused
+    // as the API refuses it in an import.
+    const infinite = findInJson(value, (item) =>
+      typeof item === "number" && !Number.isFinite(item) ? "stop" : undefined,
+    );
+    if (infinite !== undefined)
+      throw new ValidationError(formatPath("messages", infinite), "is a number too large for a JSON double");
+    const history = parseHistory(value);
     json = toResumePointJson(resumePoint(history));
   } else if (positionals.length === 1) {
     const { storedResumePoint } = await import("./stored-resume-point.js");

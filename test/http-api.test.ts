@@ -410,6 +410,18 @@ describe("HTTP API", () => {
   });
 
   describe("404s", () => {
+    it("an over-long id or a path that is not percent-encoding is answered without the URL echoed", async () => {
+      // Fastify's own words quoted the whole path back (8 KB for an 8,000-character id).
+      const long = await call("GET", `/v1/sessions/${"x".repeat(8_000)}`);
+      expectError(long, 414, "invalid_request");
+      expect(long.json.error.message).toBe(
+        "an id in the URL is longer than 100 characters: no session, run or batch id is",
+      );
+      const bad = await call("GET", `/v1/sessions/%zz${"y".repeat(5_000)}`);
+      expectError(bad, 400, "invalid_request");
+      expect(bad.json.error.message).toBe("the URL's path is not valid percent-encoding");
+    });
+
     it("answers 404 for an unknown session on every session route", async () => {
       const answers = await Promise.all([
         call("GET", `/v1/sessions/${UNKNOWN}`),

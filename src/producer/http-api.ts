@@ -108,9 +108,14 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       const status =
         error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
       // The option is typed for every route generic at once; this reply is a plain one.
-      return (reply as unknown as FastifyReply)
-        .code(status)
-        .send(errorBody("invalid_request", error.message));
+      // Fastify's words quote the whole path (up to the header limit): said without it.
+      const message =
+        error.code === "FST_ERR_MAX_PARAM_LENGTH"
+          ? "an id in the URL is longer than 100 characters: no session, run or batch id is"
+          : error.code === "FST_ERR_BAD_URL"
+            ? "the URL's path is not valid percent-encoding"
+            : error.message;
+      return (reply as unknown as FastifyReply).code(status).send(errorBody("invalid_request", message));
     },
     // Bytes that are not HTTP at all: answered in the error shape before the socket closes.
     clientErrorHandler: (error, socket) => {

@@ -19,6 +19,9 @@ export default defineConfig({
     isolate: false,
     // One migrated database for the run; each file's fleet gets a copy of it.
     globalSetup: ["test/support/template-database.ts"],
+    // A test process runs file after file (isolate: false): while one fleet runs, the next
+    // one's copy is made (test/support/fleet-env.ts).
+    env: { TEST_SPARE_COPY: "1" },
     // The slowest files start first (test/support/slow-first.ts), also on a fresh checkout.
     sequence: { sequencer: SlowFirstSequencer },
   },

@@ -38,10 +38,37 @@ export async function setup(): Promise<void> {
   process.env.TEST_TEMPLATE_DATABASE = name;
 }
 
+/**
+ * The name of a file's copy of `template` (63 bytes at most: the template's 25, `_`, and an
+ * id of up to 29), which the teardown recognises as this run's.
+ */
+export function copyName(template: string, id: string): string {
+  return `${template}_${id}`;
+}
+
+/**
+ * Drops the copies left behind — a drop that had not ended (createFleetEnv's close() leaves it
+ * running in the background, and a test process may end before it has), a spare copy made for
+ * a next file there was not — then the template.
+ */
 export async function teardown(): Promise<void> {
   if (!template) return;
-  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+  const admin = postgres(ADMIN_URL, { max: 4, onnotice: () => {} });
   try {
+    // A copy still being made or dropped for a test process that has ended: let it finish.
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      const [busy] = await admin<{ n: number }[]>`
+        select count(*)::int as n from pg_stat_activity
+         where pid <> pg_backend_pid() and state = 'active' and strpos(query, ${`"${copyName(template, "")}`}) > 0`;
+      if (busy!.n === 0) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const copies = await admin<{ name: string }[]>`
+      select datname as name from pg_database where starts_with(datname, ${copyName(template, "")})`;
+    await Promise.all(
+      copies.map(({ name }) => admin.unsafe(`drop database if exists "${name}" with (force)`)),
+    );
     await admin.unsafe(`drop database if exists "${template}" with (force)`);
   } finally {
     await admin.end();

@@ -1,12 +1,15 @@
 /**
  * Workers riding out a short Postgres outage (src/worker/db-rideout.ts), with real worker
- * processes and a sweeper behind a TCP proxy (test/support/pg-proxy.ts) and 8 sessions inside
- * a 6 s tool or a 6 s model call when it starts (test/support/mid-flight-agent.ts):
+ * processes, a sweeper and the in-process API behind a TCP proxy (test/support/pg-proxy.ts)
+ * and 8 sessions inside a 6 s tool or a 6 s model call when it starts
+ * (test/support/mid-flight-agent.ts):
  * - reset and refused for 10 s (a restart), within FLEET_WORKER_DB_RIDEOUT_MS (30 s): the
  *   workers keep their sessions and send their writes again, so every tool's result and every
  *   model answer that came back during the outage is stored: each session completes in its
  *   first run (nothing ended `crashed` or `stalled`, nothing resumed, no call answered as
  *   interrupted), no tool ran twice, seq contiguous, `fleet_db_rideouts_total{result="stored"}`;
+ *   the API answers 503 `unavailable` (no stack) meanwhile and 200 after (this was the restart
+ *   case of postgres-outage.test.ts, the same outage of the same agent's sessions);
  * - blackholed longer than the window (2 s here, with DATABASE_SILENCE_MS 2 s): the writes give
  *   up (`gave_up`), and what follows is what happened before the ride-out: those runs are
  *   ended `crashed` or `stalled` and resumed, the tools that were running are answered as
@@ -19,7 +22,7 @@ import type { FleetClient } from "../src/producer/client.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
 import { pastBefore, startMidFlight, untilSessionsEnd } from "./support/mid-flight-agent.js";
-import { type PgProxy, startPgProxy } from "./support/pg-proxy.js";
+import { apiAnswersDuring, type PgProxy, startPgProxy, UNAVAILABLE_ANSWER } from "./support/pg-proxy.js";
 import { freePort } from "./support/prometheus.js";
 import { INTERRUPTED_TEXT } from "./support/sleepy-sessions.js";
 
@@ -42,6 +45,7 @@ async function rideouts(ports: number[]): Promise<Record<string, number>> {
 describe("workers ride out a short Postgres outage", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
+  let apiUrl: string;
   let proxy: PgProxy;
   let sweeper: WorkerProcess;
   let queries: SessionQueries;
@@ -49,7 +53,9 @@ describe("workers ride out a short Postgres outage", () => {
   beforeAll(async () => {
     proxy = await startPgProxy();
     fleet = await createFleetEnv("pgrideout", { viaDatabase: (url) => proxy.urlFor(url) });
-    ({ client } = await fleet.startApi());
+    let api: { url: string };
+    ({ client, api } = await fleet.startApi());
+    apiUrl = api.url;
     queries = new SessionQueries(fleet.database);
     sweeper = await fleet.spawnSweeper({ LOG_LEVEL: "info" });
   }, 90_000);
@@ -130,10 +136,16 @@ describe("workers ride out a short Postgres outage", () => {
     const { ports, workers } = await startWorkers({ FLEET_WORKER_DB_RIDEOUT_MS: "30000" });
     const ids = await midFlight("reset");
     const before = await rideouts(ports);
+    const connectsBefore = proxy.connects();
     void proxy.reset();
-    await pause(10_000);
+    const answers = await apiAnswersDuring(apiUrl, ids[0]!, 10_000);
+    const connectsDuring = proxy.connects() - connectsBefore;
     await proxy.restore();
+    console.log("reset: API answers during the outage:", answers);
+    console.log(`reset: connections attempted through the proxy during the outage: ${connectsDuring}`);
+    for (const answer of answers) expect(answer).toMatch(UNAVAILABLE_ANSWER);
     await untilEnded(ids, workers);
+    expect((await fetch(`${apiUrl}/v1/sessions/${ids[0]}`)).status).toBe(200);
     const runs = await runsOf(ids);
     const counts = await rideouts(ports);
     console.log(

@@ -165,3 +165,25 @@ export async function startPgProxy(): Promise<PgProxy> {
     },
   };
 }
+
+/**
+ * What the API at `apiUrl` answers for session `id` every 2 s for `ms` (while the proxy cuts
+ * it off): `<s since start> s: <status> <body>`, "no answer in 30 s" for a request that hung.
+ */
+export async function apiAnswersDuring(apiUrl: string, id: string, ms: number): Promise<string[]> {
+  const pause = (wait: number) => new Promise((r) => setTimeout(r, wait));
+  const start = Date.now();
+  const answers: string[] = [];
+  while (Date.now() - start < ms) {
+    const answer = await Promise.race([
+      fetch(`${apiUrl}/v1/sessions/${id}`).then(async (r) => `${r.status} ${await r.text()}`),
+      pause(30_000).then(() => "no answer in 30 s"),
+    ]).catch((error) => `fetch failed: ${error}`);
+    answers.push(`${Math.round((Date.now() - start) / 1000)} s: ${answer}`);
+    await pause(2_000);
+  }
+  return answers;
+}
+
+/** Each answer of `apiAnswersDuring` a 503 `unavailable`: no stack, no hang. */
+export const UNAVAILABLE_ANSWER = /^\d+ s: 503 \{"error":\{"code":"unavailable"/;

@@ -28,6 +28,11 @@ export const RESUMABLE_TAIL_STATES = [
   "paused",
 ] as const;
 
+/**
+ * Stored with fillfactor 60 (migration 0019; Drizzle has no table storage parameters): each
+ * page keeps room for the next version of its rows, so an append that changes no indexed
+ * column is a HOT update even when the row's batch filled its page.
+ */
 export const sessions = pgTable(
   "sessions",
   {

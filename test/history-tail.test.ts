@@ -106,4 +106,62 @@ describe("history-tail", () => {
     );
     expect(resumePointAfter(history)).toEqual(first);
   });
+
+  it("a copy of the walk shares what it can: an append without tool calls makes no Map or Set", () => {
+    const step = (ids: string[]): Message => ({
+      role: "assistant",
+      content: "a",
+      stopReason: "tool_use",
+      toolCalls: ids.map((id) => ({ id, name: "t", arguments: {} })),
+    });
+    const result = (id: string): Message => ({
+      role: "tool",
+      toolCallId: id,
+      name: "t",
+      content: "r",
+      success: true,
+    });
+    const history: Message[] = [{ role: "user", content: "u" }, step(["c1", "c2"]), result("c1")];
+    expect(tailStateAfter(history)).toBe("tools_pending"); // the walk of `history` is kept
+    const tails: string[] = [];
+    const made = countCollections(() => {
+      tails.push(tailStateAfter(history, [{ role: "assistant", content: "done", stopReason: "end_turn" }]));
+      tails.push(tailStateAfter(history, [{ role: "user", content: "more" }]));
+    });
+    expect(tails).toEqual(["malformed", "malformed"]);
+    expect(made).toBe(0);
+    // Asking about a result copies the answers before adding to them: the kept walk is unmoved,
+    // and so is a copy when the kept walk goes on with the same result afterwards.
+    expect(tailStateAfter(history, [result("c2")])).toBe("awaiting_model");
+    expect(resumePointAfter(history)).toEqual(resumePoint(history));
+    expect(tailStateAfter(history, [result("c2"), result("c2")])).toBe("malformed");
+    history.push(result("c2"));
+    expect(resumePointAfter(history)).toEqual(resumePoint(history));
+    expect(tailStateAfter(history, [step(["c3"])])).toBe("tools_pending");
+    expect(tailStateAfter(history, [result("c1")])).toBe("malformed");
+    expect(resumePointAfter(history)).toEqual(resumePoint(history));
+  });
 });
+
+/** How many Maps and Sets `run` constructs (the global constructors, counted for its duration). */
+function countCollections(run: () => void): number {
+  const globals = globalThis as { Map: MapConstructor; Set: SetConstructor };
+  const { Map: RealMap, Set: RealSet } = globals;
+  let made = 0;
+  const counted = <C extends object>(real: C): C =>
+    new Proxy(real, {
+      construct(target, args, newTarget) {
+        made++;
+        return Reflect.construct(target as new (...a: unknown[]) => object, args, newTarget);
+      },
+    });
+  globals.Map = counted(RealMap);
+  globals.Set = counted(RealSet);
+  try {
+    run();
+  } finally {
+    globals.Map = RealMap;
+    globals.Set = RealSet;
+  }
+  return made;
+}

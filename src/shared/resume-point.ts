@@ -47,6 +47,14 @@ function malformed(detail: string): ResumePoint {
 }
 
 /**
+ * The calls by id, and the answers, of a step that asked for no tool: shared by every walk,
+ * never changed (`byId` is only filled while a step's calls are walked, and a shared
+ * `answered` is copied before it is added to).
+ */
+const NO_CALLS = new Map<string, ToolCall>();
+const NO_ANSWERS = new Set<string>();
+
+/**
  * The walk that pairs each tool result with a call of the step it follows, one message at a
  * time: a left fold, so a walk extended with more messages ends exactly where a walk of the
  * whole would. It stops at the first structural problem and then keeps it.
@@ -58,8 +66,13 @@ export class Pairing {
   problem: string | undefined;
   /** The last tool-requesting step's calls by id (linear in the history: see `push`). */
   private pending: ToolCall[] = [];
-  private byId = new Map<string, ToolCall>();
-  private answered = new Set<string>();
+  private byId = NO_CALLS;
+  private answered = NO_ANSWERS;
+  /**
+   * Whether `answered` is shared with the walk this one was copied from (or with a copy of
+   * it): copied before its first change, so that a copy costs nothing until it walks a result.
+   */
+  private answeredShared = true;
   private stepIndex = -1;
 
   /** Walks `messages` from index `from` (after the messages already walked). */
@@ -71,15 +84,22 @@ export class Pairing {
     return this;
   }
 
-  /** A walk that goes on from here without moving this one. */
+  /**
+   * A walk that goes on from here without moving this one. Copy-on-write: the worker asks for
+   * one at every append (history-tail.ts), and most appends are steps, which replace what a
+   * walk holds rather than change it. `pending` and `byId` are only ever replaced, never
+   * changed in place, so they are shared as they are; `answered` is copied by whichever walk
+   * adds to it first.
+   */
   copy(): Pairing {
     const other = new Pairing();
     other.length = this.length;
     other.problem = this.problem;
     other.pending = this.pending;
-    // Copy-on-write would do; these hold one step's calls at most (MAX_TOOL_CALLS_PER_STEP).
-    other.byId = new Map(this.byId);
-    other.answered = new Set(this.answered);
+    other.byId = this.byId;
+    other.answered = this.answered;
+    other.answeredShared = true;
+    this.answeredShared = true;
     other.stepIndex = this.stepIndex;
     return other;
   }
@@ -94,6 +114,10 @@ export class Pairing {
       const call = this.byId.get(message.toolCallId);
       if (!call) return `messages[${index}] answers no call of the step it follows ("${message.toolCallId}")`;
       if (this.answered.has(call.id)) return `messages[${index}] answers call "${call.id}" a second time`;
+      if (this.answeredShared) {
+        this.answered = new Set(this.answered);
+        this.answeredShared = false;
+      }
       this.answered.add(call.id);
       return undefined;
     }
@@ -103,12 +127,14 @@ export class Pairing {
     }
     this.pending = message.role === "assistant" && requestsTools(message) ? (message.toolCalls ?? []) : [];
     // A result names its call by id alone: two calls with one id could never both be answered.
-    this.byId = new Map();
+    // A step without calls (most) gets the one empty map: it is never changed in place.
+    this.byId = this.pending.length === 0 ? NO_CALLS : new Map();
     for (const call of this.pending) {
       if (this.byId.has(call.id)) return `messages[${index}] has two tool calls with the id "${call.id}"`;
       this.byId.set(call.id, call);
     }
-    this.answered = new Set();
+    this.answered = this.pending.length === 0 ? NO_ANSWERS : new Set();
+    this.answeredShared = this.pending.length === 0;
     this.stepIndex = index;
     return undefined;
   }

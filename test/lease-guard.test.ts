@@ -212,6 +212,18 @@ describe("guardedWrites", () => {
   });
 });
 
+describe("the guard on the worker's hot path", () => {
+  it("answers whenValid with one settled promise while the lease is proven, and waits or throws as before otherwise", async () => {
+    const { clock, guard } = fakeGuard();
+    guard.confirmed(guard.stamp());
+    // Asked before every write and every tool start: no async call made per question.
+    expect(guard.whenValid(4)).toBe(guard.whenValid(4));
+    await guard.whenValid(4);
+    clock.now += 1_000;
+    await expect(guard.whenValid(4)).rejects.toMatchObject({ name: "LeaseLapsedError", epoch: 4 });
+  });
+});
+
 describe("runAgentLoop with a lease guard", () => {
   /**
    * One step asking for tools `first` then `second`; every append succeeds. The process

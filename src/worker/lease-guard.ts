@@ -158,7 +158,13 @@ export class LeaseGuard implements LeaseCheck {
    * for a renewal to prove it again (Redis unreachable, then back); then throws like
    * `assertValid` when it is lost or still unproven.
    */
-  async whenValid(epoch = 0): Promise<void> {
+  whenValid(epoch = 0): Promise<void> {
+    // The common case, asked before every write and tool start: proven now, nothing to wait for.
+    if (this.lostAt === null && !this.suspended && this.now() < this.validUntil) return PROVEN;
+    return this.waitUntilValid(epoch);
+  }
+
+  private async waitUntilValid(epoch: number): Promise<void> {
     const startedAt = this.now();
     const deadline = startedAt + this.waitMs;
     const waits = this.waitMs > 0 && this.lostAt === null && !this.isValid();
@@ -186,6 +192,9 @@ export class LeaseGuard implements LeaseCheck {
     this.assertValid(epoch);
   }
 }
+
+/** What `whenValid` answers while the lease is proven (one settled promise, shared). */
+const PROVEN: Promise<void> = Promise.resolve();
 
 /**
  * The session's writes (FencedWrites, or a Pick of it), each refused before it is sent when

@@ -39,6 +39,8 @@ export async function processSessionJob(
   const controller = new AbortController();
   const onOuterAbort = () => controller.abort(signal.reason);
   signal.addEventListener("abort", onOuterAbort, { once: true });
+  // Aborted while the lease was being taken (a cancel, a shutdown): the event has been and gone.
+  if (signal.aborted) controller.abort(signal.reason);
   // A run's writes ride out a short Postgres outage (db-rideout.ts): each try goes through
   // the guard and the fence, and the job's abort (shutdown, cancel, lost lease) ends it.
   const { dbRideouts } = deps.metrics;

@@ -255,6 +255,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     const controller = new AbortController();
     const onAbort = () => controller.abort(signal?.reason);
     signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal?.aborted) controller.abort(signal.reason);
     const mine = running.get(payload.sessionId) ?? new Set<AbortController>();
     running.set(payload.sessionId, mine.add(controller));
     let result: Awaited<ReturnType<typeof processSessionJob>>;

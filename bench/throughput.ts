@@ -24,7 +24,8 @@
  *
  *   npm run bench -- --sessions 500 --workers 2 --concurrency 16 --rounds 3
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { Session } from "node:inspector/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -78,7 +79,10 @@ const { values } = parsed(() =>
       only: { type: "string", default: "both" },
       /** Measured rounds; each round runs both sides, in alternating order (fleet first, then baseline first, …). */
       rounds: { type: "string", default: "3" },
-      /** Write a V8 CPU profile of each worker process (fleet and baseline) into this directory. */
+      /**
+       * Write a V8 CPU profile of each worker process (fleet and baseline) into this directory,
+       * and one of this process (the driver) over each measured phase.
+       */
       profile: { type: "string" },
       /** off: the fleet's sessions are created with `sessionEvents: false` (no per-session event streams). */
       "session-events": { type: "string", default: "on" },
@@ -135,6 +139,25 @@ type Phase = {
   verify: (total: number) => Promise<string>;
 };
 
+/**
+ * With --profile, this process's CPU profile over the measured part of a phase (after the
+ * warm-up), written as `driver-<side>-<epoch ms>.cpuprofile`: the API, sweeper and client's share.
+ */
+async function driverProfile(name: string): Promise<() => Promise<void>> {
+  if (!values.profile) return async () => {};
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.start");
+  return async () => {
+    const { profile } = await session.post("Profiler.stop");
+    session.disconnect();
+    const dir = resolve(values.profile!);
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, `driver-${name}-${Date.now()}.cpuprofile`), JSON.stringify(profile));
+  };
+}
+
 /** Warm-up, then the measured batch: elapsed time, CPU by part, database and Redis activity. */
 async function measure(name: string, phase: Phase, withStats: boolean): Promise<PhaseResult> {
   const waitFor = async (total: number, deadline: number): Promise<{ lastEndMs: number; polls: number }> => {
@@ -154,6 +177,7 @@ async function measure(name: string, phase: Phase, withStats: boolean): Promise<
   if (withStats) await sleep(STATS_SETTLE_MS);
   const dbBefore = withStats ? await dbActivity(phase.sql) : null;
   const workerPids = phase.workers.map((w) => w.child.pid!);
+  const stopProfile = await driverProfile(name);
   const window = new CpuWindow();
   window.start([process.pid, ...workerPids, ...pidsByName("postgres"), ...pidsByName(REDIS_COMM)]);
 
@@ -170,6 +194,7 @@ async function measure(name: string, phase: Phase, withStats: boolean): Promise<
     "postgres backends": backends.map((b) => b.pid),
     [REDIS_COMM]: pidsByName(REDIS_COMM),
   });
+  await stopProfile();
   let db: DbActivity | null = null;
   if (dbBefore) {
     await sleep(STATS_SETTLE_MS);

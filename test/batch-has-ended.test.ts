@@ -62,21 +62,37 @@ describe("whether a batch has ended", () => {
       return { ended, ...read };
     };
     const few = { index: expect.toSatisfy((n: number) => n <= 10), seq: 0 };
+    // The sweeper's look at a page of batches at once (endedAmong): as few for each.
+    const lookBoth = async () => {
+      let ended: string[] = [];
+      const read = await runsAndSessionsReads(db, async () => {
+        ended = [...(await batches.endedAmong(["b-end", "b-next"]))];
+      });
+      return { ended, ...read };
+    };
+    const fewForTwo = { index: expect.toSatisfy((n: number) => n <= 20), seq: 0 };
     // Several looks each: the statement settles on its plan (a generic one after five).
     for (let k = 0; k < 7; k++) {
       expect({ k, ...(await look("b-end")) }).toEqual({ k, ended: false, ...few });
       expect({ k, ...(await look("b-next")) }).toEqual({ k, ended: false, ...few });
+      expect({ k, ...(await lookBoth()) }).toEqual({ k, ended: [], ...fewForTwo });
     }
     // The last run ends: before, every unfinished run of the tenant was read (21,951 entries).
     await sql`update runs set status = 'ended', ended_at = now(), ended_reason = 'completed' where id = 'ra-1'`;
     await sql`update sessions set tail_state = 'completed' where id = ${id("a", 1)}`;
-    for (let k = 0; k < 7; k++) expect({ k, ...(await look("b-end")) }).toEqual({ k, ended: true, ...few });
+    for (let k = 0; k < 7; k++) {
+      expect({ k, ...(await look("b-end")) }).toEqual({ k, ended: true, ...few });
+      expect({ k, ...(await lookBoth()) }).toEqual({ k, ended: ["b-end"], ...fewForTwo });
+    }
     // A session that had ended is sent a new message: its queued run keeps the batch running
     // (before: 5,992 entries read to find it among the tenant's).
     await sql`insert into runs (id, session_id, kind, trigger, status, input)
                values ('again', ${id("a", 5_000)}, 'run', 'api', 'queued', 'more')`;
     expect(await sql`select batch_id from runs where id = 'again'`).toEqual([{ batch_id: "b-end" }]);
-    for (let k = 0; k < 7; k++) expect({ k, ...(await look("b-end")) }).toEqual({ k, ended: false, ...few });
+    for (let k = 0; k < 7; k++) {
+      expect({ k, ...(await look("b-end")) }).toEqual({ k, ended: false, ...few });
+      expect({ k, ...(await lookBoth()) }).toEqual({ k, ended: [], ...fewForTwo });
+    }
     // A cancelled session's run still running (its worker is aborting it) moves nothing.
     await sql`update runs set status = 'running' where id = 'again'`;
     await sql`update sessions set status = 'cancelled' where id = ${id("a", 5_000)}`;

@@ -47,6 +47,7 @@ describe("the sweeper's wide scans on plans made while the tables were empty", (
       ["cancelled leftovers", () => sweeps.endCancelledLeftovers(5_000, 200)],
       ["unsettled batches", () => batches.unsettled(500)],
       ["batch has ended", () => batches.hasEnded("b-first")],
+      ["batches ended", () => batches.endedAmong(["b-first"])],
     ];
     // The fleet starts empty: the sweeper runs every scan every second. After five runs of a
     // prepared statement Postgres keeps a generic plan when it costs no more than the custom

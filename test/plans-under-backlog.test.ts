@@ -128,6 +128,7 @@ describe("per-session run lookups under a backlog the statistics have not seen",
         100 * 12,
       ],
       ["batch has not ended", () => batches.hasEnded("b-backlog"), false, 40],
+      ["the sweeper's look at batches", async () => [...(await batches.endedAmong(["b-backlog"]))], [], 40],
       [
         "batch events' page of 100, every session",
         async () => (await batches.endedPage("b-backlog", null, 100)).ended.length,

@@ -139,6 +139,21 @@ export class BatchStore {
   }
 
   /**
+   * Which of these batches have ended, as `hasEnded` asks of each, in one transaction for
+   * all (the sweeper's page of unsettled batches; one snapshot answers for every one of them).
+   */
+  async endedAmong(ids: readonly string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const [, rows] = await this.database.sql.begin((tx) => [
+      tx`set local enable_seqscan = off`,
+      tx<{ id: string }[]>`
+        select b.id from jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb) as b(id)
+         where not ${batchBusy(tx, tx`b.id`)}`,
+    ]);
+    return new Set(rows.map((row) => row.id));
+  }
+
+  /**
    * The batch as `GET /v1/batches/:id` answers it, or undefined (missing or another
    * tenant's). A batch seen ended for the first time gets its `ended_at` here (the sweeper
    * does the same and queues the webhook).

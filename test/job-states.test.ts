@@ -1,10 +1,10 @@
 /**
- * RunQueues.jobStates against a real Redis: what the sweeper reads, in one pipeline, of the
+ * RunQueues.jobStates against a real Redis: what the sweeper reads, in one script call, of the
  * jobs of queued runs — missing, finished (completed or failed) or pending (waiting, delayed, active).
  */
 import { randomUUID } from "node:crypto";
 import { UnrecoverableError, Worker } from "bullmq";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { QUEUES, RunQueues } from "../src/shared/queues.js";
 import { closeRedis, createRedis } from "../src/shared/redis.js";
 
@@ -83,6 +83,23 @@ describe("RunQueues.jobStates", () => {
       "missing",
     ]);
     expect(await queues.jobStates("run", [])).toEqual([]);
+  });
+
+  it("reads a page of 500 jobs' standing in one command", async () => {
+    const run = (n: number) => ({ sessionId: `p${n}`, runId: `rp${n}` });
+    const ids = Array.from({ length: 500 }, (_, n) => QUEUES.runs.jobId(run(n)));
+    await queues.runs.addBulk([0, 1, 2].map((n) => ({ name: "run", data: run(n), opts: { jobId: ids[n] } })));
+    // Every command the queue's connection sends passes here, pipelined ones too.
+    const sent = vi.spyOn(redis, "sendCommand");
+    try {
+      const states = await queues.jobStates("run", ids);
+      expect(states.slice(0, 4)).toEqual(["pending", "pending", "pending", "missing"]);
+      expect(states.filter((s) => s === "missing")).toHaveLength(497);
+      // Before: a pipeline of three commands per job (1,500).
+      expect(sent).toHaveBeenCalledTimes(1);
+    } finally {
+      sent.mockRestore();
+    }
   });
 });
 

@@ -92,9 +92,15 @@ export async function createSessions(
       tokens_used: importedTokens(history),
       batch_id: batch?.id ?? null,
       custom_id: input.customId ?? null,
-      // A batch's sessions take the batch's setting (read in the insert: an open batch's),
-      // unless they turn their own stream off.
-      session_events: batch ? (input.sessionEvents === false ? false : null) : input.sessionEvents !== false,
+      // A batch's sessions take the batch's setting (a new batch's is known here; an open
+      // batch's is read in the insert), unless they turn their own stream off.
+      session_events: !batch
+        ? input.sessionEvents !== false
+        : input.sessionEvents === false
+          ? false
+          : batch.create
+            ? batch.sessionEvents !== false
+            : null,
     });
     for (const row of toNewRows(history, 0, null)) messageRows.push({ ...row, session_id: id });
     let runId: string | null = null;
@@ -116,8 +122,9 @@ export async function createSessions(
     newActive.set(run.tenant, (newActive.get(run.tenant) ?? 0) + 1);
   }
   // One statement, so one round trip and all-or-nothing; foreign keys are checked at its end.
-  const insert = (sql: postgres.Sql | postgres.TransactionSql) => sql`
-    with s as (
+  // `newBatch`: the batch's row goes in the same statement (its sessions' setting is in their rows).
+  const insert = (sql: postgres.Sql | postgres.TransactionSql, newBatch?: BatchTarget) => sql`
+    with ${newBatch ? sql`nb as (${batchInsert(sql, newBatch)} returning 1),` : sql``} s as (
       insert into sessions (id, tenant, agent, metadata, last_seq, tail_state, tokens_used, batch_id, custom_id, session_events)
       select x.id, x.tenant, x.agent, x.metadata, x.last_seq, x.tail_state, x.tokens_used, x.batch_id, x.custom_id,
              coalesce(x.session_events, (select b.session_events from batches b where b.id = x.batch_id), true)
@@ -139,9 +146,19 @@ export async function createSessions(
       from jsonb_to_recordset(${JSON.stringify(runRows)}::jsonb)
         as r(id text, session_id text, tenant text, batch_id text, input text, job_id text)`;
   const { maxActiveSessions: max } = limits;
-  if ((max === undefined || newActive.size === 0) && !batch) {
-    await insert(database.sql);
-    return out;
+  if (max === undefined || newActive.size === 0) {
+    // Nothing to hold: no transaction. A new batch's row goes in the same statement (before, a
+    // transaction of four round trips: begin, the batch, its sessions, commit); an append to an
+    // open batch still locks the batch first, below.
+    if (!batch) {
+      await insert(database.sql);
+      return out;
+    }
+    if (batch.create) {
+      refuseStreams(batch.sessionEvents !== false, inputs);
+      await insert(database.sql, batch);
+      return out;
+    }
   }
   await database.sql.begin(async (tx) => {
     // The batch first: an append waits here for another append to the same batch.
@@ -155,6 +172,13 @@ export async function createSessions(
   return out;
 }
 
+/** The insert of a new batch's row. */
+function batchInsert(sql: postgres.Sql | postgres.TransactionSql, batch: BatchTarget) {
+  return sql`insert into batches (id, tenant, webhook_url, open, session_events)
+             values (${batch.id}, ${batch.tenant}, ${batch.webhookUrl ?? null}, ${batch.open},
+                     ${batch.sessionEvents !== false})`;
+}
+
 /**
  * Inserts a new batch, or locks an open one of the tenant for an append and refuses a
  * `customId` it already holds (400 naming `sessions[i].customId`); closes it when asked.
@@ -166,9 +190,7 @@ async function prepareBatch(
 ): Promise<void> {
   if (batch.create) {
     refuseStreams(batch.sessionEvents !== false, inputs);
-    await tx`insert into batches (id, tenant, webhook_url, open, session_events)
-             values (${batch.id}, ${batch.tenant}, ${batch.webhookUrl ?? null}, ${batch.open},
-                     ${batch.sessionEvents !== false})`;
+    await batchInsert(tx, batch);
     return;
   }
   const [row] = await tx<{ open: boolean; session_events: boolean }[]>`

@@ -6,6 +6,7 @@
  * scans and of rows and index entries read in `runs`, and the results themselves.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { zeroTotals } from "../src/shared/prices.js";
 import { BatchStore } from "../src/shared/store/batches.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 import { readsWhile } from "./support/stat-reads.js";
@@ -95,15 +96,7 @@ it("reads `runs` by the page's ids in one read, not twice per session, with the 
       status,
       ...(status === "parked" ? { parkedReason: "max_resumes" } : {}),
       output: null,
-      usage: {
-        inputTokens: 0,
-        outputTokens: 0,
-        cacheReadTokens: 0,
-        cacheWriteTokens: 0,
-        reasoningTokens: 0,
-        costUsd: 0,
-        unknownSteps: 0,
-      },
+      usage: zeroTotals(),
       endedAt: status === "completed" || status === "parked" ? ended : null,
     };
   };

@@ -11,6 +11,15 @@ import type { PostOptions } from "./client-options.js";
 /** How long the client waits in all for 429s of one call before giving the error back. */
 const DEFAULT_MAX_LIMIT_WAIT_MS = 30_000;
 
+/** What a request to the API is: method, path, JSON body, post options (default none), abort signal. */
+export type RequestArgs = [
+  method: string,
+  path: string,
+  body?: unknown,
+  options?: PostOptions,
+  signal?: AbortSignal,
+];
+
 export class ApiTransport {
   readonly baseUrl: string;
   private readonly apiKey: string | undefined;
@@ -22,14 +31,8 @@ export class ApiTransport {
     this.maxLimitWaitMs = options.maxLimitWaitMs ?? DEFAULT_MAX_LIMIT_WAIT_MS;
   }
 
-  request<T>(
-    method: string,
-    path: string,
-    body?: unknown,
-    options: PostOptions = {},
-    signal?: AbortSignal,
-  ): Promise<T> {
-    return this.waitingOutLimits(() => this.requestOnce<T>(method, path, body, options, signal), signal);
+  request<T>(...args: RequestArgs): Promise<T> {
+    return this.waitingOutLimits(() => this.requestOnce<T>(...args), args[4]);
   }
 
   /**
@@ -94,13 +97,7 @@ export class ApiTransport {
     }
   }
 
-  private async requestOnce<T>(
-    method: string,
-    path: string,
-    body?: unknown,
-    options: PostOptions = {},
-    signal?: AbortSignal,
-  ): Promise<T> {
+  private async requestOnce<T>(...[method, path, body, options = {}, signal]: RequestArgs): Promise<T> {
     const response = await this.send(method, path, {
       headers: this.headers(body, options),
       body: body === undefined ? undefined : JSON.stringify(body),

@@ -28,7 +28,7 @@ import type {
 } from "../shared/api-types.js";
 import type { Message } from "../shared/messages.js";
 import type { ResumeKind, ResumePointJson } from "../shared/resume-point.js";
-import { ApiTransport, sleep } from "./api-transport.js";
+import { ApiTransport, type RequestArgs, sleep } from "./api-transport.js";
 import { apiError, FleetApiError, FleetNetworkError, parseJson } from "./client-errors.js";
 import { eventStream, runEvents } from "./client-event-streams.js";
 import type {
@@ -92,14 +92,8 @@ export class FleetClient {
     this.baseUrl = this.http.baseUrl;
   }
 
-  private request<T>(
-    method: string,
-    path: string,
-    body?: unknown,
-    options: PostOptions = {},
-    signal?: AbortSignal,
-  ): Promise<T> {
-    return this.http.request<T>(method, path, body, options, signal);
+  private request<T>(...args: RequestArgs): Promise<T> {
+    return this.http.request<T>(...args);
   }
 
   createSession(

@@ -16,24 +16,28 @@
  *
  *   npm run bench:backlog -- --sessions 20000 --groups 40 --size 16
  */
-import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { type Database, openDatabase } from "../src/shared/db/client.js";
 import { BatchStore } from "../src/shared/store/batches.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import { backlogSession, claimAppendEnd, seedBacklog } from "./backlog-fixture.js";
-import { Cleanup, fmt, parsed, percentile, REDIS_URL, scratchFleet, table, wholeNumber } from "./support.js";
+import {
+  benchOptions,
+  Cleanup,
+  fmt,
+  percentile,
+  REDIS_URL,
+  scratchFleet,
+  table,
+  wholeNumber,
+} from "./support.js";
 
-const { values } = parsed(() =>
-  parseArgs({
-    options: {
-      sessions: { type: "string", default: "20000" },
-      groups: { type: "string", default: "40" },
-      size: { type: "string", default: "16" },
-      lookups: { type: "string", default: "20" },
-    },
-  }),
-);
+const values = benchOptions({
+  sessions: { type: "string", default: "20000" },
+  groups: { type: "string", default: "40" },
+  size: { type: "string", default: "16" },
+  lookups: { type: "string", default: "20" },
+});
 const SESSIONS = wholeNumber("sessions", values.sessions, 1);
 const GROUPS = wholeNumber("groups", values.groups, 1);
 const SIZE = wholeNumber("size", values.size, 1);

@@ -13,16 +13,15 @@
  *   npm run bench:batch -- --sessions 100000 --submitters 2
  */
 import { readFileSync } from "node:fs";
-import { parseArgs } from "node:util";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { FleetClient } from "../src/producer/client.js";
 import {
+  benchOptions,
   Cleanup,
   FLEET_BIN,
   fmt,
   inPool,
-  parsed,
   REDIS_URL,
   scratchFleet,
   spawnUntilReady,
@@ -30,14 +29,10 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parsed(() =>
-  parseArgs({
-    options: {
-      sessions: { type: "string", default: "100000" },
-      submitters: { type: "string", default: "2" },
-    },
-  }),
-);
+const values = benchOptions({
+  sessions: { type: "string", default: "100000" },
+  submitters: { type: "string", default: "2" },
+});
 const N = wholeNumber("sessions", values.sessions);
 const SUBMITTERS = wholeNumber("submitters", values.submitters);
 const PART = 1_000;

@@ -10,30 +10,25 @@
  * Exits 0 when every check holds, 1 on a violation (the first offending sessions are
  * printed with their seqs), 2 when the run itself could not be carried out.
  */
-import { parseArgs } from "node:util";
 import { runChaos } from "./chaos-run.js";
-import { parsed } from "./support.js";
+import { benchOptions } from "./support.js";
 
 // Output piped into `head` or a closed terminal must not kill the run before it cleans up.
 for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
 
-const { values } = parsed(() =>
-  parseArgs({
-    options: {
-      sessions: { type: "string", default: "200" },
-      seed: { type: "string" },
-      timeout: { type: "string" },
-      settle: { type: "string", default: "60" },
-      workers: { type: "string", default: "4" },
-      sweepers: { type: "string", default: "2" },
-      concurrency: { type: "string", default: "8" },
-      "lease-ms": { type: "string", default: "2000" },
-      "chaos-rate": { type: "string", default: "1" },
-      keep: { type: "boolean", default: false },
-      quiet: { type: "boolean", default: false },
-    },
-  }),
-);
+const values = benchOptions({
+  sessions: { type: "string", default: "200" },
+  seed: { type: "string" },
+  timeout: { type: "string" },
+  settle: { type: "string", default: "60" },
+  workers: { type: "string", default: "4" },
+  sweepers: { type: "string", default: "2" },
+  concurrency: { type: "string", default: "8" },
+  "lease-ms": { type: "string", default: "2000" },
+  "chaos-rate": { type: "string", default: "1" },
+  keep: { type: "boolean", default: false },
+  quiet: { type: "boolean", default: false },
+});
 
 function number(name: string, value: string | undefined, min: number, integer = true): number {
   const n = Number(value);

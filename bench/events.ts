@@ -12,7 +12,6 @@
  *
  *   npm run bench:events -- --clients 100 --streams 10 --events 20000 --sessions 400 --workers 2
  */
-import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { startApi } from "../src/producer/api-server.js";
 import { FleetClient, parseSse } from "../src/producer/client.js";
@@ -20,10 +19,10 @@ import { openDatabase } from "../src/shared/db/client.js";
 import { EventWriter } from "../src/shared/event-writer.js";
 import { benchAgent } from "./producer.js";
 import {
+  benchOptions,
   Cleanup,
   fmt,
   inPool,
-  parsed,
   percentile,
   REDIS_URL,
   scratchFleet,
@@ -34,18 +33,14 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parsed(() =>
-  parseArgs({
-    options: {
-      clients: { type: "string", default: "100" },
-      streams: { type: "string", default: "10" },
-      events: { type: "string", default: "20000" },
-      sessions: { type: "string", default: "400" },
-      workers: { type: "string", default: "2" },
-      concurrency: { type: "string", default: "16" },
-    },
-  }),
-);
+const values = benchOptions({
+  clients: { type: "string", default: "100" },
+  streams: { type: "string", default: "10" },
+  events: { type: "string", default: "20000" },
+  sessions: { type: "string", default: "400" },
+  workers: { type: "string", default: "2" },
+  concurrency: { type: "string", default: "16" },
+});
 const CLIENTS = wholeNumber("clients", values.clients);
 const STREAMS = wholeNumber("streams", values.streams);
 const EVENTS = wholeNumber("events", values.events);

@@ -22,7 +22,6 @@
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { FleetClient } from "../src/producer/client.js";
 import type { AgentConfigInput } from "../src/shared/agent-config.js";
@@ -34,12 +33,12 @@ import { closeRedis, createRedis, deleteKeys } from "../src/shared/redis.js";
 import { cli, NODE_TIMEOUT_MS, ReplicatedCluster, type Shard } from "./failover-cluster.js";
 import { LivenessWatch } from "./failover-liveness.js";
 import {
+  benchOptions,
   Cleanup,
   createScratchDatabase,
   dropScratchDatabase,
   FLEET_BIN,
   oneOf,
-  parsed,
   type ReadyChild,
   shortId,
   sleep,
@@ -49,19 +48,15 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parsed(() =>
-  parseArgs({
-    options: {
-      scenario: { type: "string" },
-      target: { type: "string", default: "fleet" },
-      sessions: { type: "string", default: "300" },
-      workers: { type: "string", default: "2" },
-      "freeze-ms": { type: "string", default: "8000" },
-      "port-base": { type: "string", default: "7611" },
-      name: { type: "string" },
-    },
-  }),
-);
+const values = benchOptions({
+  scenario: { type: "string" },
+  target: { type: "string", default: "fleet" },
+  sessions: { type: "string", default: "300" },
+  workers: { type: "string", default: "2" },
+  "freeze-ms": { type: "string", default: "8000" },
+  "port-base": { type: "string", default: "7611" },
+  name: { type: "string" },
+});
 const scenario = oneOf("scenario", values.scenario, ["kill", "failover", "freeze"]);
 const target = oneOf("target", values.target, ["fleet", "other"]);
 const sessions = wholeNumber("sessions", values.sessions);

@@ -8,18 +8,17 @@
  * Printed: the interactive sessions' latency (create → run ended) and how long the batch
  * took, per mode, and the ratio off/on.
  */
-import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { startApi } from "../src/producer/api-server.js";
 import { FleetClient } from "../src/producer/client.js";
 import { openDatabase } from "../src/shared/db/client.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import {
+  benchOptions,
   Cleanup,
   fmt,
   inPool,
   median,
-  parsed,
   percentile,
   REDIS_URL,
   scratchFleet,
@@ -31,18 +30,14 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parsed(() =>
-  parseArgs({
-    options: {
-      batch: { type: "string", default: "2000" },
-      interactive: { type: "string", default: "20" },
-      "every-ms": { type: "string", default: "150" },
-      "sleep-ms": { type: "string", default: "40" },
-      workers: { type: "string", default: "2" },
-      concurrency: { type: "string", default: "8" },
-    },
-  }),
-);
+const values = benchOptions({
+  batch: { type: "string", default: "2000" },
+  interactive: { type: "string", default: "20" },
+  "every-ms": { type: "string", default: "150" },
+  "sleep-ms": { type: "string", default: "40" },
+  workers: { type: "string", default: "2" },
+  concurrency: { type: "string", default: "8" },
+});
 const num = (name: keyof typeof values) => wholeNumber(name, values[name] as string | undefined);
 const BATCH = num("batch");
 const INTERACTIVE = num("interactive");

@@ -17,7 +17,6 @@
  * 500) and the server's window 10 s (600/min is enforced as 100 per 10 s sliding). The full
  * size: `npm run bench:limits -- --sessions 500 --window-s 60`.
  */
-import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { startApi } from "../src/producer/api-server.js";
 import { FleetClient } from "../src/producer/client.js";
@@ -31,12 +30,12 @@ import {
   twoCallResponder,
 } from "../test/support/fake-openai.js";
 import {
+  benchOptions,
   Cleanup,
   FLEET_BIN,
   fmt,
   inPool,
   median,
-  parsed,
   percentile,
   REDIS_URL,
   type ReadyChild,
@@ -50,21 +49,17 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parsed(() =>
-  parseArgs({
-    options: {
-      sessions: { type: "string", default: "150" },
-      rpm: { type: "string", default: "600" },
-      "window-s": { type: "string", default: "10" },
-      workers: { type: "string", default: "2" },
-      concurrency: { type: "string", default: "16" },
-      singles: { type: "string", default: "10" },
-      "single-every-ms": { type: "string", default: "1500" },
-      "baseline-timeout-s": { type: "string", default: "120" },
-      only: { type: "string", default: "1,2,3,4" },
-    },
-  }),
-);
+const values = benchOptions({
+  sessions: { type: "string", default: "150" },
+  rpm: { type: "string", default: "600" },
+  "window-s": { type: "string", default: "10" },
+  workers: { type: "string", default: "2" },
+  concurrency: { type: "string", default: "16" },
+  singles: { type: "string", default: "10" },
+  "single-every-ms": { type: "string", default: "1500" },
+  "baseline-timeout-s": { type: "string", default: "120" },
+  only: { type: "string", default: "1,2,3,4" },
+});
 const num = (name: keyof typeof values) => wholeNumber(name, values[name] as string | undefined);
 const SESSIONS = num("sessions");
 const RPM = num("rpm");

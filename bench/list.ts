@@ -21,7 +21,6 @@
  *   npm run bench:list -- --sessions 1000000 --requests 500
  */
 import { Agent, get } from "node:http";
-import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import postgres from "postgres";
 import { openDatabase } from "../src/shared/db/client.js";
@@ -29,10 +28,10 @@ import { DEFAULT_TENANT } from "../src/shared/store/api-keys.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import {
+  benchOptions,
   Cleanup,
   FLEET_BIN,
   fmt,
-  parsed,
   percentile,
   REDIS_URL,
   scratchFleet,
@@ -42,18 +41,14 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parsed(() =>
-  parseArgs({
-    options: {
-      sessions: { type: "string", default: "1000000" },
-      parked: { type: "string", default: "0.005" },
-      tenants: { type: "string", default: "20" },
-      requests: { type: "string", default: "500" },
-      /** Requests the API serves before the timed lines (the cold line's not counted). */
-      warmup: { type: "string", default: "5000" },
-    },
-  }),
-);
+const values = benchOptions({
+  sessions: { type: "string", default: "1000000" },
+  parked: { type: "string", default: "0.005" },
+  tenants: { type: "string", default: "20" },
+  requests: { type: "string", default: "500" },
+  /** Requests the API serves before the timed lines (the cold line's not counted). */
+  warmup: { type: "string", default: "5000" },
+});
 const SESSIONS = wholeNumber("sessions", values.sessions);
 const PARKED = Number(values.parked);
 const TENANTS = wholeNumber("tenants", values.tenants);

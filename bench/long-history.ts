@@ -18,16 +18,15 @@
  */
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import postgres from "postgres";
 import { startApi } from "../src/producer/api-server.js";
 import { FleetClient } from "../src/producer/client.js";
 import {
+  benchOptions,
   Cleanup,
   cpuSeconds,
   fmt,
-  parsed,
   REDIS_URL,
   scratchFleet,
   sleep,
@@ -36,17 +35,13 @@ import {
   usage,
 } from "./support.js";
 
-const { values } = parsed(() =>
-  parseArgs({
-    options: {
-      messages: { type: "string", default: "5000,50000" },
-      runs: { type: "string", default: "4" },
-      profile: { type: "string" },
-      /** What the scratch database's name and the FLEET_PREFIX start with. */
-      name: { type: "string", default: "bench" },
-    },
-  }),
-);
+const values = benchOptions({
+  messages: { type: "string", default: "5000,50000" },
+  runs: { type: "string", default: "4" },
+  profile: { type: "string" },
+  /** What the scratch database's name and the FLEET_PREFIX start with. */
+  name: { type: "string", default: "bench" },
+});
 const SIZES = values.messages.split(",").map((s) => {
   const n = Number(s.replace(/_/g, ""));
   if (!Number.isInteger(n) || n < 4 || n % 4 !== 0) usage(`--messages: ${s} is not a positive multiple of 4`);

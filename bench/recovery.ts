@@ -1,5 +1,4 @@
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import postgres from "postgres";
@@ -8,11 +7,11 @@ import { FleetClient } from "../src/producer/client.js";
 import { startSweeper } from "../src/sweeper/sweeper-process.js";
 import { type BacklogOptions, type BacklogSample, backlogKills } from "./recovery-backlog.js";
 import {
+  benchOptions,
   Cleanup,
   deleteRedisPrefix,
   fmt,
   median,
-  parsed,
   percentile,
   REDIS_URL,
   type ReadyChild,
@@ -29,23 +28,19 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parsed(() =>
-  parseArgs({
-    options: {
-      kills: { type: "string", default: "20" },
-      "sessions-per-kill": { type: "string", default: "4" },
-      workers: { type: "string", default: "2" },
-      concurrency: { type: "string", default: "32" },
-      "sleep-ms": { type: "string", default: "30000" },
-      "baseline-rounds": { type: "string", default: "2" },
-      "baseline-jobs": { type: "string", default: "4" },
-      "tuned-rounds": { type: "string", default: "10" },
-      "backlog-kills": { type: "string", default: "3" },
-      "backlog-factor": { type: "string", default: "10" },
-      "backlog-sleep-ms": { type: "string", default: "1000" },
-    },
-  }),
-);
+const values = benchOptions({
+  kills: { type: "string", default: "20" },
+  "sessions-per-kill": { type: "string", default: "4" },
+  workers: { type: "string", default: "2" },
+  concurrency: { type: "string", default: "32" },
+  "sleep-ms": { type: "string", default: "30000" },
+  "baseline-rounds": { type: "string", default: "2" },
+  "baseline-jobs": { type: "string", default: "4" },
+  "tuned-rounds": { type: "string", default: "10" },
+  "backlog-kills": { type: "string", default: "3" },
+  "backlog-factor": { type: "string", default: "10" },
+  "backlog-sleep-ms": { type: "string", default: "1000" },
+});
 
 const KILLS = wholeNumber("kills", values.kills, 1);
 const PER_KILL = wholeNumber("sessions-per-kill", values["sessions-per-kill"], 1);

@@ -27,7 +27,6 @@
  */
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import postgres from "postgres";
@@ -36,11 +35,11 @@ import { DEFAULT_TENANT } from "../src/shared/store/api-keys.js";
 import { startSweeper } from "../src/sweeper/sweeper-process.js";
 import { inProcessService } from "./producer.js";
 import {
+  benchOptions,
   Cleanup,
   deleteRedisPrefix,
   fmt,
   inPool,
-  parsed,
   REDIS_URL,
   type ReadyChild,
   ROOT,
@@ -54,31 +53,27 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parsed(() =>
-  parseArgs({
-    options: {
-      levels: { type: "string", default: "100,300,1000" },
-      "with-3000": { type: "boolean", default: false },
-      concurrency: { type: "string", default: "1000" },
-      steps: { type: "string", default: "3" },
-      "delay-ms": { type: "string", default: "1000" },
-      sweeper: { type: "string", default: "on" },
-      /** Write a V8 CPU profile of each fleet worker process into this directory. */
-      profile: { type: "string" },
-      /** off: the fleet's batches are created with `sessionEvents: false` (no per-session event streams). */
-      "session-events": { type: "string", default: "on" },
-      /** Print when each message of the sessions was stored (by seq) and when their runs started. */
-      timeline: { type: "boolean", default: false },
-      /** BullMQ Workers the sleepers' slots are spread over (the fleet's worker uses fetchers.ts's default). */
-      "sleeper-fetchers": { type: "string", default: "1" },
-      /**
-       * Sessions (jobs) each side's process runs first, not counted, the same as the measured
-       * ones: a worker that has been up for a while (its code compiled by V8), not a fresh one.
-       */
-      warmup: { type: "string", default: "0" },
-    },
-  }),
-);
+const values = benchOptions({
+  levels: { type: "string", default: "100,300,1000" },
+  "with-3000": { type: "boolean", default: false },
+  concurrency: { type: "string", default: "1000" },
+  steps: { type: "string", default: "3" },
+  "delay-ms": { type: "string", default: "1000" },
+  sweeper: { type: "string", default: "on" },
+  /** Write a V8 CPU profile of each fleet worker process into this directory. */
+  profile: { type: "string" },
+  /** off: the fleet's batches are created with `sessionEvents: false` (no per-session event streams). */
+  "session-events": { type: "string", default: "on" },
+  /** Print when each message of the sessions was stored (by seq) and when their runs started. */
+  timeline: { type: "boolean", default: false },
+  /** BullMQ Workers the sleepers' slots are spread over (the fleet's worker uses fetchers.ts's default). */
+  "sleeper-fetchers": { type: "string", default: "1" },
+  /**
+   * Sessions (jobs) each side's process runs first, not counted, the same as the measured
+   * ones: a worker that has been up for a while (its code compiled by V8), not a fresh one.
+   */
+  warmup: { type: "string", default: "0" },
+});
 
 const LEVELS = [
   ...new Set([

@@ -22,19 +22,18 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { appendFileSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import postgres from "postgres";
 import { freePort } from "./chaos-fleet.js";
 import { type LoadStats, startLoad } from "./soak-load.js";
 import { postgresFigures, procStats, redisFigures, report, type Sample, scrape } from "./soak-sample.js";
 import {
+  benchOptions,
   Cleanup,
   createScratchDatabase,
   deleteRedisPrefix,
   dropScratchDatabase,
   FLEET_BIN,
-  parsed,
   REDIS_URL,
   ROOT,
   shortId,
@@ -42,19 +41,15 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parsed(() =>
-  parseArgs({
-    options: {
-      minutes: { type: "string", default: "40" },
-      "sample-s": { type: "string", default: "30" },
-      "batch-every-s": { type: "string", default: "60" },
-      "kill-every-s": { type: "string", default: "180" },
-      "warmup-min": { type: "string", default: "5" },
-      csv: { type: "string" },
-      keep: { type: "boolean", default: false },
-    },
-  }),
-);
+const values = benchOptions({
+  minutes: { type: "string", default: "40" },
+  "sample-s": { type: "string", default: "30" },
+  "batch-every-s": { type: "string", default: "60" },
+  "kill-every-s": { type: "string", default: "180" },
+  "warmup-min": { type: "string", default: "5" },
+  csv: { type: "string" },
+  keep: { type: "boolean", default: false },
+});
 const minutes = wholeNumber("minutes", values.minutes);
 const sampleMs = wholeNumber("sample-s", values["sample-s"]) * 1000;
 const killEveryMs = wholeNumber("kill-every-s", values["kill-every-s"]) * 1000;

@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { type ParseArgsConfig, parseArgs } from "node:util";
 import type { Redis } from "ioredis";
 import postgres from "postgres";
 import { type FleetConfig, loadConfig } from "../src/shared/config.js";
@@ -392,6 +393,11 @@ export function parsed<T>(parse: () => T): T {
   } catch (error) {
     return usage((error as Error).message);
   }
+}
+
+/** The values of the bench's `--options` (each with its default); an unknown or malformed one stops through `usage`. */
+export function benchOptions<const O extends NonNullable<ParseArgsConfig["options"]>>(options: O) {
+  return parsed(() => parseArgs({ options })).values;
 }
 
 /** A command-line value that must be a whole number ≥ `min`; stops through `usage` naming `--name` otherwise. */

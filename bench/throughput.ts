@@ -28,7 +28,6 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { Session } from "node:inspector/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import postgres from "postgres";
@@ -39,6 +38,7 @@ import { DEFAULT_TENANT } from "../src/shared/store/api-keys.js";
 import { startSweeper } from "../src/sweeper/sweeper-process.js";
 import { benchAgent, inProcessService } from "./producer.js";
 import {
+  benchOptions,
   Cleanup,
   CpuWindow,
   createScratchDatabase,
@@ -50,7 +50,6 @@ import {
   inPool,
   median,
   oneOf,
-  parsed,
   pidsByName,
   REDIS_URL,
   type ReadyChild,
@@ -65,30 +64,26 @@ import {
   wholeNumber,
 } from "./support.js";
 
-const { values } = parsed(() =>
-  parseArgs({
-    options: {
-      sessions: { type: "string", default: "500" },
-      workers: { type: "string", default: "2" },
-      concurrency: { type: "string", default: "16" },
-      submitters: { type: "string", default: "32" },
-      warmup: { type: "string", default: "20" },
-      sweeper: { type: "string", default: "on" },
-      /** batch: POST /v1/batches of 50 (how a backend submits); http: create + send per session; service: in-process. */
-      via: { type: "string", default: "batch" },
-      only: { type: "string", default: "both" },
-      /** Measured rounds; each round runs both sides, in alternating order (fleet first, then baseline first, …). */
-      rounds: { type: "string", default: "3" },
-      /**
-       * Write a V8 CPU profile of each worker process (fleet and baseline) into this directory,
-       * and one of this process (the driver) over each measured phase.
-       */
-      profile: { type: "string" },
-      /** off: the fleet's sessions are created with `sessionEvents: false` (no per-session event streams). */
-      "session-events": { type: "string", default: "on" },
-    },
-  }),
-);
+const values = benchOptions({
+  sessions: { type: "string", default: "500" },
+  workers: { type: "string", default: "2" },
+  concurrency: { type: "string", default: "16" },
+  submitters: { type: "string", default: "32" },
+  warmup: { type: "string", default: "20" },
+  sweeper: { type: "string", default: "on" },
+  /** batch: POST /v1/batches of 50 (how a backend submits); http: create + send per session; service: in-process. */
+  via: { type: "string", default: "batch" },
+  only: { type: "string", default: "both" },
+  /** Measured rounds; each round runs both sides, in alternating order (fleet first, then baseline first, …). */
+  rounds: { type: "string", default: "3" },
+  /**
+   * Write a V8 CPU profile of each worker process (fleet and baseline) into this directory,
+   * and one of this process (the driver) over each measured phase.
+   */
+  profile: { type: "string" },
+  /** off: the fleet's sessions are created with `sessionEvents: false` (no per-session event streams). */
+  "session-events": { type: "string", default: "on" },
+});
 
 const SESSIONS = wholeNumber("sessions", values.sessions, 1);
 const WORKERS = wholeNumber("workers", values.workers, 1);

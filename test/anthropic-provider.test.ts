@@ -16,7 +16,7 @@ import { callModel } from "../src/worker/call-model.js";
 import { AnthropicModel, MISSING_ANTHROPIC_KEY } from "../src/worker/models/anthropic.js";
 import { toAnthropicMessages } from "../src/worker/models/anthropic-request.js";
 import { type ModelEvent, type ModelRequest, ProviderError } from "../src/worker/models/provider.js";
-import { type FakeAnthropic, startFakeAnthropic } from "./support/fake-anthropic.js";
+import { type FakeAnthropic, type FakeStream, startFakeAnthropic } from "./support/fake-anthropic.js";
 
 const KEY = "sk-ant-test-key-0123456789";
 
@@ -68,6 +68,17 @@ function text(events: ModelEvent[]): string {
 function recordingSleep() {
   const slept: number[] = [];
   return { slept, sleep: async (ms: number) => void slept.push(ms) };
+}
+
+/** `stream` read straight from the model, then again (requests cleared) through callModel with a recording sleep. */
+async function directThenCallModel(stream: FakeStream) {
+  fake.script(stream);
+  const direct = await run(model());
+  fake.requests.length = 0;
+  fake.script(stream);
+  const { sleep, slept } = recordingSleep();
+  const step = await callModel(model(), request(), { sleep });
+  return { direct, step, slept };
 }
 
 describe("stop reasons (resume-semantics.md §6)", () => {
@@ -139,22 +150,15 @@ describe("streaming", () => {
 
   it("a stream cut mid-text ends without done; through callModel it is interrupted with the partial, called once", async () => {
     // Events: 0 message_start, 1 block start, 2-4 deltas, ...: cut after the 2nd delta.
-    const cut = {
-      blocks: [{ type: "text" as const, text: "Hello world", chunks: ["Hello ", "wor", "ld"] }],
+    const { direct, step, slept } = await directThenCallModel({
+      blocks: [{ type: "text", text: "Hello world", chunks: ["Hello ", "wor", "ld"] }],
       cutAfterEvents: 4,
-    };
-    fake.script(cut);
-    const direct = await run(model());
+    });
     expect(direct.error).toBeUndefined();
     expect(direct.events).toEqual([
       { type: "text", delta: "Hello " },
       { type: "text", delta: "wor" },
     ]);
-
-    fake.requests.length = 0;
-    fake.script(cut);
-    const { sleep, slept } = recordingSleep();
-    const step = await callModel(model(), request(), { sleep });
     expect(step).toMatchObject({
       ok: true,
       attempts: 1,
@@ -191,22 +195,15 @@ describe("streaming", () => {
 
   it("a stream that breaks after message_delta, before message_stop, is interrupted with its text kept", async () => {
     // Events: 0 message_start, 1 block start, 2-3 deltas, 4 block stop, 5 message_delta, 6 message_stop.
-    const cut = {
-      blocks: [{ type: "text" as const, text: "Hello world", chunks: ["Hello ", "world"] }],
+    const { direct, step, slept } = await directThenCallModel({
+      blocks: [{ type: "text", text: "Hello world", chunks: ["Hello ", "world"] }],
       cutAfterEvents: 6,
-    };
-    fake.script(cut);
-    const direct = await run(model());
+    });
     expect(direct.error).toBeUndefined();
     expect(direct.events).toEqual([
       { type: "text", delta: "Hello " },
       { type: "text", delta: "world" },
     ]);
-
-    fake.requests.length = 0;
-    fake.script(cut);
-    const { sleep, slept } = recordingSleep();
-    const step = await callModel(model(), request(), { sleep });
     expect(step).toEqual({
       ok: true,
       attempts: 1,
@@ -219,15 +216,12 @@ describe("streaming", () => {
   });
 
   it("a response that ends cleanly without message_stop is interrupted too", async () => {
-    fake.script({ blocks: [{ type: "text", text: "Hello" }], omitMessageStop: true });
-    const direct = await run(model());
+    const { direct, step } = await directThenCallModel({
+      blocks: [{ type: "text", text: "Hello" }],
+      omitMessageStop: true,
+    });
     expect(direct.error).toBeUndefined();
     expect(direct.events).toEqual([{ type: "text", delta: "Hello" }]);
-
-    fake.requests.length = 0;
-    fake.script({ blocks: [{ type: "text", text: "Hello" }], omitMessageStop: true });
-    const { sleep } = recordingSleep();
-    const step = await callModel(model(), request(), { sleep });
     expect(step).toMatchObject({
       ok: true,
       attempts: 1,

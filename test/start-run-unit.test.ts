@@ -22,6 +22,14 @@ const resultA: Message = {
 };
 const resultB: Message = { role: "tool", toolCallId: "b", name: "append_file", content: "ok", success: true };
 const answer: Message = { role: "assistant", content: "Done", stopReason: "end_turn" };
+/** What closes callB when it never answered: an error result saying it was interrupted. */
+const interruptedB: Message = {
+  role: "tool",
+  toolCallId: "b",
+  name: "append_file",
+  content: INTERRUPTED_TOOL_TEXT,
+  success: false,
+};
 
 const RUN = { kind: "run", input: "next question" };
 const RESUME = { kind: "resume", input: null };
@@ -48,16 +56,7 @@ describe("planRunStart for new input", () => {
     const plan = planRunStart(RUN, history);
     expect(plan).toEqual({
       action: "start",
-      appends: [
-        {
-          role: "tool",
-          toolCallId: "b",
-          name: "append_file",
-          content: INTERRUPTED_TOOL_TEXT,
-          success: false,
-        },
-        { role: "user", content: "next question" },
-      ],
+      appends: [interruptedB, { role: "user", content: "next question" }],
       resumeKind: null,
       interruptedCalls: ["append_file"],
     });
@@ -128,15 +127,7 @@ describe("planRunStart for a resume", () => {
   it("recover_tools answers only the unanswered calls, never re-running them", () => {
     expect(planRunStart(RESUME, [user, askTwo, resultA])).toEqual({
       action: "start",
-      appends: [
-        {
-          role: "tool",
-          toolCallId: "b",
-          name: "append_file",
-          content: INTERRUPTED_TOOL_TEXT,
-          success: false,
-        },
-      ],
+      appends: [interruptedB],
       resumeKind: "recover_tools",
       interruptedCalls: ["append_file"],
     });

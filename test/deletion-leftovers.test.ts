@@ -60,6 +60,16 @@ describe("what a delete leaves behind", () => {
     await waitFor(async () => (await a.getSession(id)).status === "completed", 20_000, "completed");
     await waitFor(() => existsSync(transcript(id)), 10_000, "its transcript written");
   };
+  /** Two sessions, `gone` (to delete) and `kept`, each sent "hello" and completed with its transcript written. */
+  const twoCompleted = async () => {
+    const gone = await a.createSession({ agent: quick });
+    const kept = await a.createSession({ agent: quick });
+    await a.send(gone.id, "hello");
+    await a.send(kept.id, "hello");
+    await completed(gone.id);
+    await completed(kept.id);
+    return { gone, kept };
+  };
 
   beforeAll(async () => {
     fleet = await createFleetEnv("deletion-leftovers");
@@ -91,12 +101,7 @@ export default [
   });
 
   it("a deleted session's transcript is removed from the worker's disk at once; another's stays", async () => {
-    const gone = await a.createSession({ agent: quick });
-    const kept = await a.createSession({ agent: quick });
-    await a.send(gone.id, "hello");
-    await a.send(kept.id, "hello");
-    await completed(gone.id);
-    await completed(kept.id);
+    const { gone, kept } = await twoCompleted();
     await a.deleteSession(gone.id);
     await waitFor(() => !existsSync(transcript(gone.id)), 10_000, "the deleted session's transcript removed");
     expect(existsSync(transcript(kept.id))).toBe(true);
@@ -134,12 +139,7 @@ export default [
   }, 90_000);
 
   it("a worker that was down during a delete removes the transcript when it starts, and no live session's", async () => {
-    const gone = await a.createSession({ agent: quick });
-    const kept = await a.createSession({ agent: quick });
-    await a.send(gone.id, "hello");
-    await a.send(kept.id, "hello");
-    await completed(gone.id);
-    await completed(kept.id);
+    const { gone, kept } = await twoCompleted();
     worker.child.kill("SIGTERM");
     await worker.exited;
     // No worker hears of this delete (none runs: only a worker removes transcripts, so there is

@@ -10,11 +10,11 @@ import { join } from "node:path";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
-import { loadConfig } from "../src/shared/config.js";
 import { databaseName } from "../src/shared/db/client.js";
-import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
-import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
-import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
+import type { RunningSweeper } from "../src/sweeper/sweeper-process.js";
+import { type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { startRedis, stopRedis } from "./support/private-redis.js";
+import { startPrivateRedisFleet } from "./support/private-redis-fleet.js";
 
 describe("Postgres connections dropped and Redis restarted during a batch", () => {
   let fleet: FleetEnv;
@@ -24,11 +24,7 @@ describe("Postgres connections dropped and Redis restarted during a batch", () =
   let port: number;
 
   beforeAll(async () => {
-    port = await freePort();
-    redis = await startRedis(port);
-    fleet = await createFleetEnv("infra", { redisUrl: `redis://127.0.0.1:${port}` });
-    ({ client } = await fleet.startApi());
-    sweeper = await startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: false });
+    ({ port, redis, fleet, client, sweeper } = await startPrivateRedisFleet("infra"));
   });
   afterAll(async () => {
     await sweeper?.stop();

@@ -8,10 +8,10 @@
 import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
-import { loadConfig } from "../src/shared/config.js";
-import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
-import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
-import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
+import type { RunningSweeper } from "../src/sweeper/sweeper-process.js";
+import { type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { startRedis, stopRedis } from "./support/private-redis.js";
+import { startPrivateRedisFleet } from "./support/private-redis-fleet.js";
 
 const agent = { model: { provider: "scripted" as const, steps: [{ text: "done" }] } };
 
@@ -24,13 +24,9 @@ describe("input accepted while Redis is down", () => {
   let port: number;
 
   beforeAll(async () => {
-    port = await freePort();
-    redis = await startRedis(port);
-    fleet = await createFleetEnv("redisdownapi", { redisUrl: `redis://127.0.0.1:${port}` });
-    const started = await fleet.startApi();
-    client = started.client;
-    apiUrl = started.api.url;
-    sweeper = await startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: false });
+    let api: { url: string };
+    ({ port, redis, fleet, client, api, sweeper } = await startPrivateRedisFleet("redisdownapi"));
+    apiUrl = api.url;
   });
   afterAll(async () => {
     if (redis && (redis.exitCode !== null || redis.signalCode !== null)) redis = await startRedis(port);

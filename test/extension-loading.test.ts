@@ -82,6 +82,19 @@ describe("loading extension modules", () => {
     }
   }, 60_000);
 
+  it("a folder given as a module is a usage error naming it (exit 2), for the worker and fleet up", async () => {
+    for (const [role, flag] of [
+      ["worker", "--tools"],
+      ["worker", "--extensions"],
+      ["up", "--tools"],
+      ["up", "--extensions"],
+    ] as const) {
+      const result = await runFleetCli([role, flag, dir], env, 60_000);
+      expect(result.stderr.trim()).toBe(`fleet: ${flag}: ${dir}: is a folder, not a module file`);
+      expect(result.code).toBe(2);
+    }
+  }, 120_000);
+
   it("a module that throws while loading is named, with the flag", async () => {
     const broken = join(dir, "broken.mjs");
     await writeFile(broken, 'throw new Error("no config for the audit sink");\n');

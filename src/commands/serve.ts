@@ -9,7 +9,7 @@
  * refused at its checks, load fastify, bull-board and BullMQ first (~1 s of CPU per start).
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { dirname, extname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { type FleetConfig, loadConfig } from "../shared/config.js";
@@ -171,9 +171,16 @@ export async function loadExtensions(file: string): Promise<Extension[]> {
 }
 
 /** A module's default export (or its named `fallback` export), loading TypeScript through tsx. */
+/** A `--tools` / `--extensions` argument that names no file: refused as a usage error (exit 2). */
+export function checkModuleFile(file: string, flag: string): void {
+  if (!existsSync(resolve(file))) throw new ValidationError(flag, `${file}: no such file`);
+  if (statSync(resolve(file)).isDirectory())
+    throw new ValidationError(flag, `${file}: is a folder, not a module file`);
+}
+
 async function loadModuleExport(file: string, flag: string, fallback: string): Promise<unknown> {
   const url = pathToFileURL(resolve(file)).href;
-  if (!existsSync(resolve(file))) throw new ValidationError(flag, `${file}: no such file`);
+  checkModuleFile(file, flag);
   let module: { default?: unknown };
   // TypeScript goes through tsx from the start: outside a `"type": "module"` package, Node
   // takes a .ts file for CommonJS JavaScript and fails on its types ("Missing initializer

@@ -3,11 +3,10 @@
  * N workers each as a child process of its own (supervisor.ts restarts one that crashes),
  * and stops them all gracefully on SIGTERM or SIGINT.
  */
-import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { loadConfig } from "../shared/config.js";
 import { ValidationError } from "../shared/errors.js";
-import { migrate, untilSignal } from "./serve.js";
+import { checkModuleFile, migrate, untilSignal } from "./serve.js";
 import { type ChildSpec, StartFailedError, Supervisor } from "./supervisor.js";
 
 export type UpOptions = {
@@ -47,10 +46,8 @@ export function upChildren(options: UpOptions, metricsPortBase: number | undefin
 
 export async function upCommand(options: UpOptions): Promise<number> {
   const config = loadConfig();
-  for (const file of options.tools ?? [])
-    if (!existsSync(resolve(file))) throw new ValidationError("--tools", `${file}: no such file`);
-  for (const file of options.extensions ?? [])
-    if (!existsSync(resolve(file))) throw new ValidationError("--extensions", `${file}: no such file`);
+  for (const file of options.tools ?? []) checkModuleFile(file, "--tools");
+  for (const file of options.extensions ?? []) checkModuleFile(file, "--extensions");
   const base = options.metricsPortBase ?? (config.metricsPort > 0 ? config.metricsPort : undefined);
   if (base !== undefined && base + options.workers > 65_535)
     throw new ValidationError(

@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetApiError, FleetClient } from "../src/producer/client.js";
+import { QUEUES, RunQueues } from "../src/shared/queues.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
@@ -76,6 +77,19 @@ describe("the active-session cap while a session waits out its resume backoff", 
     }
     // The flaky session is one of the tenant's two: one more fits, the second is refused.
     expect({ accepted: accepted.length, refused }).toEqual({ accepted: 1, refused: 1 });
+    // The backoff is 8 s so that the two sends above fall inside it on a loaded machine; the
+    // rest of it is not waited out (it was, ~7 s): its resume's delayed job is made due now,
+    // as the backoff's end makes it, while the accepted session's 10 s model call still runs.
+    const waiting = (await client.getSession(id)).runs.filter((r) => r.status === "queued");
+    expect(waiting).toHaveLength(1);
+    const queues = new RunQueues(fleet.redis, fleet.config.prefix);
+    try {
+      const job = await queues.resumes.getJob(QUEUES.resumes.jobId({ sessionId: id, runId: waiting[0]!.id }));
+      expect(await job?.getState()).toBe("delayed");
+      await job!.promote();
+    } finally {
+      await queues.close();
+    }
     // And the tenant never goes past its cap while the flaky session resumes and completes.
     let peak = 0;
     await waitFor(

@@ -1,7 +1,8 @@
 /**
  * A worker cut off from Redis (its connections to a TCP proxy in front of a private Redis
- * on port 7102 are dropped and no new one gets through) for 6 s, three lease TTLs, while
- * two of its sessions are inside `nap`. Meanwhile one session's lease key is taken by
+ * on port 7102 are dropped and no new one gets through) until both its lease keys have
+ * expired (TTL 2 s) and `nap` (2 s) has ended, about 3 s, while two of its sessions are
+ * inside `nap`. Meanwhile one session's lease key is taken by
  * another holder, and the other session's epoch moves in Postgres (as a claim or the
  * sweeper ending its run would move it). When the worker reaches Redis again, it does not
  * go on with either: it starts no tool (`after` never runs) and appends nothing.
@@ -75,16 +76,26 @@ describe("a worker cut off from Redis whose session changed hands meanwhile", ()
       20_000,
       "both sessions inside `nap`",
     );
+    const insideNap = Date.now();
 
     open = false; // the partition: every proxied connection drops, no new one gets through
     proxy.cut();
-    await pause(3_000); // the leases (TTL 2 s) expire; `nap` ends; its result waits
+    // The leases (TTL 2 s) expire: the test's own connection, straight to Redis, sees both
+    // keys gone (this waited a fixed 3 s, and 3 s more after the changes below).
     const lease = new SessionLease(fleet.redis, fleet.config.prefix, fleet.config.leaseTtlMs);
+    await waitFor(
+      async () => (await Promise.all(ids.map((id) => lease.holder(id)))).every((holder) => holder === null),
+      10_000,
+      "both leases expired",
+    );
     expect(await lease.holder(ids[0]!)).toBeNull();
     await fleet.redis.set(lease.key(ids[0]!), "another-worker/token", "PX", 60_000);
     await sql`update sessions set lease_epoch = lease_epoch + 1 where id = ${ids[1]!}`;
     const before = await state();
-    await pause(3_000);
+    // `nap` (2 s, begun when both sessions were seen inside it) ends while the worker is still
+    // cut off: its result waits for a lease the worker cannot prove. 3 s after that moment, as
+    // the fixed pause after the cut gave it before; nothing of the worker shows the end.
+    await pause(insideNap + 3_000 - Date.now());
     open = true;
 
     await waitFor(

@@ -260,16 +260,21 @@ describe("PATCH /v1/sessions/:id sessionEvents", () => {
     expect(await fleet.redis.xlen(eventStreamKey(fleet.config.prefix, live))).toBe(history.length);
   }, 60_000);
 
-  /** Five steps, each a second of the model and a file written, then the answer: a run to switch during. */
+  /**
+   * Five steps, each a file written, then the answer: a run to switch during. The switch comes
+   * once the first step is stored, and must come before the third tool starts: the second and
+   * third model calls take a second each, as every call did (then the run took 6 s and each run
+   * queued behind it, the last step repeated, 1 s more); the others answer at once.
+   */
   const slow = (i: number) => ({
     model: {
       provider: "scripted" as const,
       steps: [
         ...Array.from({ length: 5 }, (_, n) => ({
-          delayMs: 1_000,
+          delayMs: n === 1 || n === 2 ? 1_000 : 0,
           toolCalls: [{ name: "write_file", arguments: { path: `slow-${i}-${n}.txt`, content: `${n}\n` } }],
         })),
-        { delayMs: 1_000, text: `done ${i}` },
+        { text: `done ${i}` },
       ],
     },
     tools: ["write_file"],

@@ -4,15 +4,19 @@
  * configuration — again, although the API checked it, since a stored agent or an old job may
  * predate the rule. A route that is not allowed throws a ValidationError (the run ends
  * `invalid_agent`, the session is parked, nothing is sent).
+ *
+ * The OpenAI and Anthropic providers (and their SDKs) are loaded at a model's first request,
+ * not when the worker starts: the two SDKs are 426 of the 807 ES modules a worker loaded at
+ * its start, ~0.45 s of CPU of its ~1.5 s, paid by every `fleet worker` (each worker a test
+ * spawns, each one `fleet up` starts or restarts) whether or not it ever talks to a provider.
+ * test/worker-imports.test.ts checks that nothing the worker imports statically reaches them.
  */
 import type { Redis } from "ioredis";
 import type { ModelConfig } from "../../shared/agent-config.js";
 import { type ModelRoute, type ModelRouting, resolveModelRoute } from "../../shared/model-endpoints.js";
 import { priceOf, pricesOf } from "../../shared/prices.js";
 import { assertNever } from "../../shared/resume-point.js";
-import { AnthropicModel } from "./anthropic.js";
-import { OpenAIModel } from "./openai.js";
-import type { ModelProvider, ProviderKey } from "./provider.js";
+import type { ModelIdentity, ModelProvider, ProviderKey } from "./provider.js";
 import { type FaultCounter, ScriptedModel } from "./scripted.js";
 
 export type ModelDeps = {
@@ -39,11 +43,24 @@ export function createModel(config: ModelConfig, deps: ModelDeps, field = "model
       return new ScriptedModel(config.steps, { faults: deps.faults });
     case "openai": {
       const route = resolveModelRoute(config, deps.routing, field)!;
-      return priced(new OpenAIModel(routed(config, route), keyOf(route)), deps);
+      return priced(
+        onFirstRequest(
+          { provider: "openai", model: config.model },
+          async () => new (await import("./openai.js")).OpenAIModel(routed(config, route), keyOf(route)),
+        ),
+        deps,
+      );
     }
     case "anthropic": {
       const route = resolveModelRoute(config, deps.routing, field)!;
-      return priced(new AnthropicModel(routed(config, route), keyOf(route)), deps);
+      return priced(
+        onFirstRequest(
+          { provider: "anthropic", model: config.model },
+          async () =>
+            new (await import("./anthropic.js")).AnthropicModel(routed(config, route), keyOf(route)),
+        ),
+        deps,
+      );
     }
     default:
       return assertNever(config);
@@ -54,10 +71,28 @@ export function createModel(config: ModelConfig, deps: ModelDeps, field = "model
  * The model with its price (FLEET_PRICES, carried by the routing the worker was given:
  * config.ts `models.prices`), for the cost of its steps (call-model.ts).
  */
-function priced(model: OpenAIModel | AnthropicModel, deps: ModelDeps): ModelProvider {
+function priced(model: ModelProvider & { identity: ModelIdentity }, deps: ModelDeps): ModelProvider {
   const price = priceOf(pricesOf(deps.routing), model.identity);
   if (!price) return model;
   return { identity: { ...model.identity, price }, stream: (request) => model.stream(request) };
+}
+
+/**
+ * A provider whose module is imported (and the provider made) at its first request, then
+ * kept: `identity` is the one the provider would give itself (its provider and model).
+ */
+function onFirstRequest(
+  identity: ModelIdentity,
+  load: () => Promise<ModelProvider>,
+): ModelProvider & { identity: ModelIdentity } {
+  let model: Promise<ModelProvider> | undefined;
+  return {
+    identity,
+    async *stream(request) {
+      model ??= load();
+      yield* (await model).stream(request);
+    },
+  };
 }
 
 /** The model with the route's base URL in place of whatever the payload said. */

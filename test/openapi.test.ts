@@ -10,6 +10,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient } from "../src/producer/client.js";
 import { SESSION_STATUSES } from "../src/producer/fleet-service.js";
+import { documentedSchemas } from "../src/producer/openapi.js";
 import { ROUTE_DOCS } from "../src/producer/route-docs.js";
 import { readAnswer } from "./support/answer.js";
 import { createFleetEnv, type FleetEnv, ROOT } from "./support/fleet-env.js";
@@ -270,6 +271,18 @@ describe("OpenAPI document", () => {
 
   it("the client's openapi() is this document", async () => {
     expect(await new FleetClient({ baseUrl: base }).openapi()).toEqual(doc);
+  });
+
+  it("a second API in the process serves the same document, from schemas converted once a process", async () => {
+    // documentedSchemas() converts ROUTE_DOCS from zod at its first call only (~70 % of an
+    // API's start): the same object each call; each app is given a copy of it.
+    expect(documentedSchemas()).toBe(documentedSchemas());
+    const { api } = await fleet.startApi();
+    try {
+      expect(await new FleetClient({ baseUrl: api.url }).openapi()).toEqual(doc);
+    } finally {
+      await api.stop();
+    }
   });
 
   it("documents the headers a client sends and gets, and the media types of streamed answers", () => {

@@ -80,6 +80,20 @@ export class SessionEventLog {
     return Promise.race([written, late]).finally(() => clearTimeout(timer));
   }
 
+  /**
+   * Waits for every write asked for so far (answered, or failed and logged), at most
+   * `timeoutMs`; asks for no write itself. What a job waits for before it gives up its lease
+   * (session-job.ts): the next holder's events then come after these.
+   */
+  settled(timeoutMs = 1_000): Promise<void> {
+    const written = this.chain;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    return Promise.race([written, late]).finally(() => clearTimeout(timer));
+  }
+
   /** A text delta of the model's current step (not awaited by the caller). */
   delta(runId: string, text: string): void {
     if (!this.writer.enabled || !this.on || text === "") return;

@@ -80,7 +80,12 @@ export async function finishRun(started: StartedRun, loopResult: LoopResult): Pr
     );
     ended.push({ type: "SESSION_PARKED", reason: park.reason });
   }
-  await events?.emitBounded(ended);
+  // Hooks see the run's end written first. Without hooks nothing here waits for it: the log
+  // writes it after every earlier event, a next run's events follow it in the same order, and
+  // the job waits for all of them before it gives up the lease (session-job.ts). So the
+  // session's slot is not held for this round trip to Redis as well.
+  if (ctx && extensions) await events?.emitBounded(ended);
+  else void events?.emit(ended);
   if (ctx && extensions) {
     await extensions.afterRun(ctx, {
       outcome: result.outcome,

@@ -54,6 +54,13 @@ export type SessionJobDeps = AgentLoopDeps & {
   extensions?: Extensions;
   /** Long histories kept from job to job (history-cache.ts); absent: every claim reads the whole history. */
   histories?: Pick<HistoryCache, "take" | "put">;
+  /**
+   * Takes what a job that ended its work ("done") still has to do: wait for its last event
+   * writes (at most 1 s), then release the lease. The job's slot is then freed without waiting
+   * for those round trips (the worker waits for them before it closes Redis). Absent: the job
+   * does them itself before it returns.
+   */
+  afterJob?: (closing: Promise<void>) => void;
   /** Provider limits (contracts §15): endpoint gates and hand-backs; absent: no gate. */
   capacity?: CapacityDeps;
 };

@@ -78,6 +78,9 @@ export async function processSessionJob(
   // The history an earlier job of this worker left (history-cache.ts): this job owns it now,
   // and puts back the history it ends with (only committed messages are ever pushed onto it).
   let history = deps.histories?.take(sessionId);
+  let events: SessionEventLog | null = null;
+  /** Whether the job ended its work (not fenced, handed back or failed): see `afterJob`. */
+  let done = true;
   try {
     // The first run of a new session starts in the claim's own statement (fenced-writes.ts).
     const claim = await jobDeps.writes.claimSession(sessionId, deps.workerId, {
@@ -92,7 +95,7 @@ export async function processSessionJob(
     const runBySeq = new Map<number, string>();
     // A session with `sessionEvents: false` has no stream: none is written for it. Read with the
     // claim, and again by every append of this job (PATCH /v1/sessions/:id may change it).
-    const events = deps.events
+    events = deps.events
       ? new SessionEventLog(
           deps.events,
           sessionId,
@@ -139,6 +142,7 @@ export async function processSessionJob(
     }
     return "done";
   } catch (error) {
+    done = false;
     if (error instanceof HandedBack) {
       deps.log.info(
         { sessionId, runId: error.runId, delayMs: error.delayMs },
@@ -159,6 +163,17 @@ export async function processSessionJob(
     if (history) deps.histories?.put(sessionId, history);
     stopRenewals();
     signal.removeEventListener("abort", onOuterAbort);
-    await deps.lease.release(sessionId, token).catch(() => {});
+    // The job's events go before the lease: once it is released another worker may take the
+    // session and write the next run's events, which must come after these. A job that ended
+    // its work hands this off (`afterJob`), so that its slot takes the next job now.
+    const closing = closeJob(events, () => deps.lease.release(sessionId, token));
+    if (done && deps.afterJob) deps.afterJob(closing);
+    else await closing;
   }
+}
+
+/** The job's pending event writes (at most 1 s), then the lease's release; never rejects. */
+async function closeJob(events: SessionEventLog | null, release: () => Promise<boolean>): Promise<void> {
+  await events?.settled();
+  await release().catch(() => {});
 }

@@ -194,8 +194,15 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   });
   await cancelRedis.subscribe(cancelChannel(config.prefix));
 
+  // Finished jobs' last event writes and lease releases (session-job.ts `afterJob`): their
+  // slots took new jobs meanwhile; a stopping worker waits for them before it closes Redis.
+  const closing = new Set<Promise<void>>();
   const deps: SessionJobDeps = {
     workerId,
+    afterJob: (done) => {
+      closing.add(done);
+      void done.then(() => closing.delete(done));
+    },
     queries,
     writes,
     cancelled: (fence) => writes.sessionCancelled(fence),
@@ -358,6 +365,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
       await closeAll(
         [
           () => closed,
+          () => Promise.all(closing),
           () => deletionHooks.stop(),
           async () => {
             clearInterval(heartbeat);

@@ -14,6 +14,7 @@ import {
   INTERRUPTED_TOOL_TEXT,
 } from "../src/shared/resume-plan.js";
 import { crashToResumeSeconds, DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
+import { PRIMARY_REJECTED_PREFIX } from "../src/shared/run-outcomes.js";
 import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
@@ -275,6 +276,37 @@ describe("AutomaticResumes", () => {
     const [n] = await fleet.database.sql<{ n: number }[]>`
       select count(*)::int as n from runs where session_id = ${id} and kind = 'resume'`;
     expect(n!.n).toBe(1);
+  });
+
+  it("a primary its provider refused for good goes to the first fallback whoever schedules: the sweeper may see the run's end before its worker asks", async () => {
+    const fallback = { provider: "scripted" as const, steps: [{ text: "from fallback" }] };
+    const withFallback = parseAgentConfig({
+      model: { provider: "scripted", steps: [{ fault: "rejected" }] },
+      fallbackModels: [fallback],
+    });
+    const ended = async (error: string) => {
+      const { id } = await queries.createSession({
+        agent: withFallback,
+        messages: [{ role: "user", content: "hi" }],
+      });
+      await fleet.database.sql`update sessions set run_started = true where id = ${id}`;
+      await fleet.database.sql`
+        insert into runs (id, session_id, kind, trigger, status, ended_reason, error, ended_at)
+        values (${`ended-${id}`}, ${id}, 'run', 'api', 'ended', 'provider_error', ${error}, now())`;
+      return id;
+    };
+    // The worker stored the refusal as such: the sweeper's resume is on the fallback, counted
+    // as the worker's own request would be.
+    const refused = await resumes.schedule({
+      sessionId: await ended(`${PRIMARY_REJECTED_PREFIX}401 bad key`),
+      trigger: "sweeper",
+    });
+    expect(refused).toMatchObject({ action: "resume", attempt: policy.fallbackAfter + 1 });
+    expect(refused.action === "resume" && refused.run.model).toEqual(fallback);
+    // Any other provider error: the primary again, first.
+    const other = await resumes.schedule({ sessionId: await ended("503 overloaded"), trigger: "sweeper" });
+    expect(other).toMatchObject({ action: "resume", attempt: 1 });
+    expect(other.action === "resume" && other.run.model).toBeNull();
   });
 
   it("the sweeper's scan skips an imported history that never ran, and sees one a run touched", async () => {

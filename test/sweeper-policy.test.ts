@@ -18,6 +18,7 @@ import { createMetrics, type FleetMetrics } from "../src/shared/metrics.js";
 import { QUEUES, RunQueues } from "../src/shared/queues.js";
 import { CONTINUE_RESPONSE_TEXT, RETRY_RESPONSE_TEXT } from "../src/shared/resume-plan.js";
 import { DEFAULT_RESUME_POLICY, type ResumePolicy } from "../src/shared/resume-policy.js";
+import { PRIMARY_REJECTED_PREFIX } from "../src/shared/run-outcomes.js";
 import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
@@ -341,13 +342,19 @@ describe("sweeper policy", () => {
       await client.send(id, "anyone there?");
       await waitForStatus(id, "completed", 30_000);
       const runs = await runsOf(id);
-      // The run on the primary, then one resume on the fallback, asked for by the worker: the
-      // primary is not called again (the sweeper's policy would have tried it fallbackAfter times).
+      // The run on the primary, then one resume on the fallback: the primary is not called
+      // again (the sweeper's policy would have tried it fallbackAfter times). The worker asks
+      // for it, unless the sweeper's scan sees the ended run first: the run's stored error
+      // says the primary was refused for good, so the sweeper's resume is on the fallback too.
       expect(runs.map((r) => [r.kind, r.ended_reason])).toEqual([
         ["run", "provider_error"],
         ["resume", "completed"],
       ]);
-      expect(runs.at(-1)).toMatchObject({ trigger: "worker", resume_kind: "call_model" });
+      const [first] = await fleet.database.sql<{ error: string }[]>`
+        select error from runs where id = ${runs[0]!.id}`;
+      expect(first!.error.startsWith(PRIMARY_REJECTED_PREFIX)).toBe(true);
+      expect(runs.at(-1)).toMatchObject({ resume_kind: "call_model" });
+      expect(["worker", "sweeper"]).toContain(runs.at(-1)!.trigger);
       expect(runs.at(-1)!.model?.steps?.[0]?.text).toBe("from fallback");
       const session = await client.getSession(id);
       expect(session.messages.map((m) => [m.role, m.content])).toEqual([

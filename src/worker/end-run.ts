@@ -7,6 +7,7 @@
  */
 import type { RunRow } from "../shared/db/schema.js";
 import type { SessionEventInput } from "../shared/events.js";
+import { PRIMARY_REJECTED_PREFIX } from "../shared/run-outcomes.js";
 import { scrubSecrets, secretValuesFromEnv } from "../shared/scrub-secrets.js";
 import type { FencedWrites } from "../shared/store/fenced-writes.js";
 import { ERROR_OUTCOMES, RunError } from "./extensions.js";
@@ -34,7 +35,13 @@ export async function finishRun(started: StartedRun, loopResult: LoopResult): Pr
     : rejectedForGood(result, run, state.parsedAgent)
       ? { reason: "provider_rejected", detail: result.error }
       : undefined;
-  const endDetail = { error: result.error ?? null, usage: result.usage, park };
+  // A primary refused for good is said so in the stored error: whoever schedules the next
+  // resume (this worker below, or a sweeper whose scan sees the ended run first) reads it
+  // there and goes to a fallback model at once (run-outcomes.ts PRIMARY_REJECTED_PREFIX).
+  const toFallback = !park && primaryRejected(result, run, state.parsedAgent);
+  const storedError =
+    result.error == null ? null : toFallback ? `${PRIMARY_REJECTED_PREFIX}${result.error}` : result.error;
+  const endDetail = { error: storedError, usage: result.usage, park };
   let next: RunRow | null;
   const last = result.last;
   if (last && deps.writes.appendAndEndRun) {

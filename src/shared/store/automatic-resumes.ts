@@ -33,6 +33,7 @@ import {
   type ResumePolicy,
   resumeBackoffMs,
 } from "../resume-policy.js";
+import { PRIMARY_REJECTED_PREFIX } from "../run-outcomes.js";
 import { readHistory } from "./history-reads.js";
 import { json, type RawRun, runFromRaw } from "./rows.js";
 
@@ -58,6 +59,8 @@ type Locked = {
   continuations: number;
   next_resume_at: string | null;
   last_outcome: string | null;
+  /** The last run was the agent's primary model, refused for good (run-outcomes.ts PRIMARY_REJECTED_PREFIX). */
+  primary_rejected: boolean;
   /** The model named by the latest run someone asked for, when that was a resume (resume-policy.ts `askedModel`). */
   asked_model: ModelConfig | string | null;
   /** Postgres's clock: `next_resume_at` is compared with it (sweep-queries.ts), whoever wrote it. */
@@ -95,6 +98,10 @@ export class AutomaticResumes {
                              or starts_with(m.content, ${CANCELLED_WHILE_RUNNING_PREFIX})))) as tool_ran,
              (select r.ended_reason from runs r where r.session_id = s.id and r.status = 'ended'
                order by r.ended_at desc nulls last limit 1) as last_outcome,
+             coalesce((select r.model is null and r.ended_reason = 'provider_error'
+                              and starts_with(r.error, ${PRIMARY_REJECTED_PREFIX})
+                         from runs r where r.session_id = s.id and r.status = 'ended'
+                        order by r.ended_at desc nulls last limit 1), false) as primary_rejected,
              (select r.model from runs r where r.session_id = s.id and r.started_at is not null
                  and (r.kind = 'run' or r.trigger not in ('sweeper', 'worker'))
                order by r.started_at desc limit 1) as asked_model,
@@ -161,7 +168,9 @@ export class AutomaticResumes {
         continuations: s.continuations,
         nextResumeAt: s.next_resume_at ? new Date(s.next_resume_at) : null,
         lastOutcome: s.last_outcome,
-        primaryRejected: input.primaryRejected === true,
+        // Whoever asks: the worker that ended the run says so, and the sweeper, whose scan may
+        // see the ended run first, reads it from the run itself.
+        primaryRejected: input.primaryRejected === true || s.primary_rejected,
         ...(s.asked_model ? { askedModel: json<ModelConfig>(s.asked_model) } : {}),
         // Every time here is on Postgres's clock, as the sweeper's scan reads them: a worker or
         // sweeper whose clock is off would otherwise delay a resume, or skip its backoff, by as much.

@@ -79,6 +79,36 @@ describe("Idempotency-Key", () => {
     expect(bad.json.error.field).toBe("Idempotency-Key");
   });
 
+  it("the 409 says what differs: the method and path the key was used for, or the body, never that body", async () => {
+    const first = await post(
+      "a",
+      "/v1/sessions",
+      { agent: AGENT, metadata: { secret: "first-body-s3cr3t" } },
+      "where-1",
+    );
+    expect(first.status, first.text).toBe(201);
+    const elsewhere = await post("a", "/v1/batches", { sessions: [{ agent: AGENT }] }, "where-1");
+    expect(elsewhere.status).toBe(409);
+    expect(elsewhere.json.error).toMatchObject({ code: "conflict", reason: "idempotency_key_reused" });
+    expect(elsewhere.json.error.message).toContain(
+      "for another request, POST /v1/sessions, not POST /v1/batches",
+    );
+    const sameRoute = await post("a", "/v1/sessions", { agent: AGENT }, "where-1");
+    expect(sameRoute.status).toBe(409);
+    expect(sameRoute.json.error.message).toContain(
+      "used within 24 h for POST /v1/sessions with another body",
+    );
+    for (const answer of [elsewhere, sameRoute]) expect(answer.text).not.toContain("s3cr3t");
+    // A key claimed before the method and path were kept: the general words.
+    const store = new IdempotencyStore(fleet.database);
+    expect(await store.begin("a", "where-2", requestHash("POST", "/v1/sessions", {}))).toEqual({
+      state: "new",
+    });
+    const old = await post("a", "/v1/batches", { sessions: [{ agent: AGENT }] }, "where-2");
+    expect(old.status).toBe(409);
+    expect(old.json.error.message).toContain("for another request (another method, path or body)");
+  });
+
   it("the same body with its keys in another order replays; a key stored by the previous hash still replays", async () => {
     const first = await post("a", "/v1/sessions", { agent: AGENT, metadata: { x: 1, y: [1, 2] } }, "order-1");
     expect(first.status, first.text).toBe(201);

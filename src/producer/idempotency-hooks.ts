@@ -7,13 +7,36 @@ import { legacyRequestHash, requestHash } from "./request-hash.js";
 /** How long a request waits for the answer of an earlier one with its Idempotency-Key. */
 const IDEMPOTENCY_WAIT_MS = 30_000;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+/** How much of a path a 409 quotes (ids are at most 100 characters; a longer URL is a 414). */
+const QUOTED_PATH_MAX = 200;
+
+/** `POST /v1/sessions`: a request's method and path, without its query, cut to QUOTED_PATH_MAX (pure). */
+export function requestLine(method: string, url: string): string {
+  const path = url.split("?", 1)[0]!;
+  return `${method} ${path.length > QUOTED_PATH_MAX ? `${path.slice(0, QUOTED_PATH_MAX)}…` : path}`;
+}
+
+/**
+ * The 409's words for a key the tenant used for another request (pure): what differs — the
+ * method and path, named, or the body — and never the other request's body. `stored`: the
+ * method and path the key was first used with (null: a key claimed before they were kept).
+ */
+export function reusedKeyMessage(line: string, stored: string | null): string {
+  const fix =
+    "an Idempotency-Key stands for one request (its method, path and body): send this one with a new key";
+  if (stored === null)
+    return `this Idempotency-Key was used within 24 h for another request (another method, path or body); ${fix}`;
+  if (stored === line)
+    return `this Idempotency-Key was used within 24 h for ${stored} with another body (or query); ${fix}`;
+  return `this Idempotency-Key was used within 24 h for another request, ${stored}, not ${line}; ${fix}`;
+}
 
 /**
  * `Idempotency-Key` on every `POST /v1/…` (contracts §9) and `DELETE /v1/…`: after the body is parsed and the
  * caller known, the key is claimed in Postgres before the handler acts; the answer is
  * stored as it is sent. The same key with the same method, path and body replays it (also
  * while the first request is still being answered: this one waits for it); with another
- * body it is a 409 `idempotency_key_reused`.
+ * method, path or body it is a 409 `idempotency_key_reused` that says which differs.
  */
 export function idempotencyHooks(
   app: FastifyInstance,
@@ -27,27 +50,26 @@ export function idempotencyHooks(
     const key = Array.isArray(header) ? header[0]! : header;
     if (!IDEMPOTENCY_KEY.test(key))
       throw new ValidationError("Idempotency-Key", "must be 1 to 255 visible ASCII characters");
+    const line = requestLine(request.method, request.url);
     let hash = requestHash(request.method, request.url, request.body);
-    let state = await store.begin(request.tenant, key, hash);
+    let state = await store.begin(request.tenant, key, hash, line);
     if (state.state === "reused") {
       // Stored by a release that hashed the body in its own key order: the same request
       // still replays (or waits) rather than being refused.
       const legacy = legacyRequestHash(request.method, request.url, request.body);
       if (legacy !== hash) {
-        const again = await store.begin(request.tenant, key, legacy);
+        const again = await store.begin(request.tenant, key, legacy, line);
         if (again.state !== "reused") [hash, state] = [legacy, again];
       }
     }
-    if (state.state === "pending") state = await store.wait(request.tenant, key, hash, IDEMPOTENCY_WAIT_MS);
+    if (state.state === "pending")
+      state = await store.wait(request.tenant, key, hash, IDEMPOTENCY_WAIT_MS, line);
     switch (state.state) {
       case "new":
         request.idempotencyKey = key;
         return;
       case "reused":
-        throw new ConflictError(
-          "idempotency_key_reused",
-          "this Idempotency-Key was used with another request body within 24 h",
-        );
+        throw new ConflictError("idempotency_key_reused", reusedKeyMessage(line, state.requestLine));
       case "pending":
         throw new ConflictError(
           "idempotency_key_in_use",

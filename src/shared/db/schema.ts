@@ -315,6 +315,12 @@ export const idempotencyKeys = pgTable(
     key: text("key").notNull(),
     /** sha256 of the method, the path and the body. */
     requestHash: text("request_hash").notNull(),
+    /**
+     * The method and path the key was first used with (`POST /v1/batches`), named in the 409
+     * of a request with the same key to another one; never its body. Null for keys claimed
+     * before migration 0020.
+     */
+    requestLine: text("request_line"),
     /** Null while the first request is still being answered. */
     statusCode: integer("status_code"),
     response: text("response"),

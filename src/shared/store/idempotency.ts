@@ -17,28 +17,48 @@ const ABANDONED_AFTER_SECONDS = 120;
 export type IdempotencyBegin =
   | { state: "new" }
   | { state: "replay"; statusCode: number; response: string }
-  | { state: "reused" }
+  /** `requestLine`: the method and path the key was first used with (null: not stored, a key from before). */
+  | { state: "reused"; requestLine: string | null }
   | { state: "pending" };
 
 export class IdempotencyStore {
   constructor(private readonly database: Database) {}
 
-  /** Claims the key for this request, or says what the earlier request with it did. */
-  async begin(tenant: string, key: string, requestHash: string): Promise<IdempotencyBegin> {
+  /**
+   * Claims the key for this request, or says what the earlier request with it did.
+   * `requestLine`: this request's method and path, told to a later request that reuses the key
+   * for another one.
+   */
+  async begin(
+    tenant: string,
+    key: string,
+    requestHash: string,
+    requestLine: string | null = null,
+  ): Promise<IdempotencyBegin> {
     const { sql } = this.database;
     const claimed = await sql`
-      insert into idempotency_keys (tenant, key, request_hash) values (${tenant}, ${key}, ${requestHash})
+      insert into idempotency_keys (tenant, key, request_hash, request_line)
+      values (${tenant}, ${key}, ${requestHash}, ${requestLine})
       on conflict (tenant, key) do update
-         set request_hash = excluded.request_hash, status_code = null, response = null, created_at = now()
+         set request_hash = excluded.request_hash, request_line = excluded.request_line,
+             status_code = null, response = null, created_at = now()
        where idempotency_keys.created_at < now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})
           or (idempotency_keys.status_code is null
               and idempotency_keys.created_at < now() - make_interval(secs => ${ABANDONED_AFTER_SECONDS}))
       returning 1`;
     if (claimed.length > 0) return { state: "new" };
-    const [row] = await sql<{ request_hash: string; status_code: number | null; response: string | null }[]>`
-      select request_hash, status_code, response from idempotency_keys where tenant = ${tenant} and key = ${key}`;
-    if (!row) return this.begin(tenant, key, requestHash); // removed meanwhile: claim it
-    if (row.request_hash !== requestHash) return { state: "reused" };
+    const [row] = await sql<
+      {
+        request_hash: string;
+        request_line: string | null;
+        status_code: number | null;
+        response: string | null;
+      }[]
+    >`
+      select request_hash, request_line, status_code, response from idempotency_keys
+       where tenant = ${tenant} and key = ${key}`;
+    if (!row) return this.begin(tenant, key, requestHash, requestLine); // removed meanwhile: claim it
+    if (row.request_hash !== requestHash) return { state: "reused", requestLine: row.request_line };
     if (row.status_code === null) return { state: "pending" };
     return { state: "replay", statusCode: row.status_code, response: row.response ?? "" };
   }
@@ -47,10 +67,16 @@ export class IdempotencyStore {
    * Waits (polling) for the answer of the request that holds the key; returns what `begin`
    * would, once it is not pending any more or `timeoutMs` passed.
    */
-  async wait(tenant: string, key: string, requestHash: string, timeoutMs: number): Promise<IdempotencyBegin> {
+  async wait(
+    tenant: string,
+    key: string,
+    requestHash: string,
+    timeoutMs: number,
+    requestLine: string | null = null,
+  ): Promise<IdempotencyBegin> {
     const deadline = Date.now() + timeoutMs;
     for (let delay = 20; ; delay = Math.min(250, delay * 2)) {
-      const state = await this.begin(tenant, key, requestHash);
+      const state = await this.begin(tenant, key, requestHash, requestLine);
       if (state.state !== "pending" || Date.now() > deadline) return state;
       await new Promise((resolve) => setTimeout(resolve, delay));
     }

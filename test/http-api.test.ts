@@ -74,6 +74,21 @@ describe("HTTP API", () => {
       expect(answer.json.error.message).toBe("agent: is required");
     });
 
+    it("says a missing field of any type is required, on every route, not zod's `expected string, received undefined`", async () => {
+      const { id } = await client.createSession({ agent: AGENT });
+      const cases: [string, unknown, string][] = [
+        [`/v1/sessions/${id}/messages`, {}, "content: is required"],
+        [`/v1/sessions/${id}/messages`, { content: "x", goal: {} }, "goal.text: is required"],
+        ["/v1/sessions", { agent: { model: { provider: "openai" } } }, "agent.model.model: is required"],
+        ["/v1/batches", {}, "sessions: is required"],
+      ];
+      for (const [path, body, said] of cases) {
+        const answer = await call("POST", path, body);
+        expectError(answer, 400, "invalid_request");
+        expect(answer.json.error.message, JSON.stringify(body)).toBe(said);
+      }
+    });
+
     it("says a body of null or of the wrong type is what it is, not `undefined`", async () => {
       const cases: [string, string][] = [
         ["null", "the body must be a JSON object, not null"],

@@ -237,7 +237,7 @@ describe("a malformed file", () => {
         delete m.stopReason;
         l[11_000] = JSON.stringify(m);
       },
-      "line 11001: seq 11000: stopReason: expected string, received undefined",
+      "line 11001: seq 11000: stopReason: is required",
     ],
     [
       "a gap in the seqs",

@@ -221,8 +221,13 @@ export function toValidationError(root: string, error: z.ZodError, discriminator
         : (options ?? []).map((o) => JSON.stringify(o)).join(", ");
     return new ValidationError(formatPath(root, path), `must be one of ${expected}`);
   }
-  // zod's word for a field that is missing: "expected nonoptional, received undefined".
-  if (issue.code === "invalid_type" && issue.expected === "nonoptional")
+  // zod's words for a field that is missing: "expected nonoptional, received undefined", or
+  // of a field of a given type, "expected string, received undefined" (JSON has no undefined:
+  // a field that was sent is never read as one).
+  if (
+    issue.code === "invalid_type" &&
+    (issue.expected === "nonoptional" || issue.message.endsWith(", received undefined"))
+  )
     return new ValidationError(formatPath(root, issue.path), "is required");
   if (issue.code === "unrecognized_keys") {
     return new ValidationError(formatPath(root, issue.path), `unknown field ${namedKeys(issue.keys)}`);

@@ -135,6 +135,15 @@ describe("resuming a batch's parked sessions", () => {
       client.resumeBatch(created.id, { model: { provider: "nobody" } as never }),
     );
     expect([badModel.status, badModel.field]).toEqual([400, "model.provider"]);
+    // A limit that is no whole number from 1 to 1,000 is said as the session list says it.
+    for (const limit of [0, 1.5, 1_001, "2"]) {
+      const badLimit = await failure(client.resumeBatch(created.id, { limit } as never));
+      expect([badLimit.status, badLimit.field, badLimit.message], String(limit)).toEqual([
+        400,
+        "limit",
+        "limit: must be a whole number from 1 to 1,000",
+      ]);
+    }
     const missing = await failure(client.resumeBatch("no-such-batch"));
     expect(missing.status).toBe(404);
     expect(await parked(created.id)).toHaveLength(1);

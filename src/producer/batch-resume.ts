@@ -23,6 +23,8 @@ export type { BatchResumePage };
 
 export const DEFAULT_BATCH_RESUME_LIMIT = 200;
 
+const LIMIT_WORDS = "must be a whole number from 1 to 1,000";
+
 export const batchResumeBody = z
   .strictObject({
     /** Only sessions parked for this reason (`provider_rejected`, or with its detail). */
@@ -31,7 +33,14 @@ export const batchResumeBody = z
     model: z.unknown().optional(),
     /** The `nextCursor` of the previous page. */
     cursor: z.string().min(1).max(400).optional(),
-    limit: z.number().int().min(1).max(1_000).default(DEFAULT_BATCH_RESUME_LIMIT),
+    // Said as the session list says its `limit`, not in zod's words ("expected int, received
+    // number", "Too small: expected number to be >=1").
+    limit: z
+      .number({ error: LIMIT_WORDS })
+      .int(LIMIT_WORDS)
+      .min(1, LIMIT_WORDS)
+      .max(1_000, LIMIT_WORDS)
+      .default(DEFAULT_BATCH_RESUME_LIMIT),
   })
   .optional();
 

@@ -89,6 +89,19 @@ describe("HTTP API", () => {
       }
     });
 
+    it("names an empty id in the URL quoted, on every kind of id", async () => {
+      const cases: [string, string, string][] = [
+        ["DELETE", "/v1/sessions/", 'session "" not found'],
+        ["GET", "/v1/batches/", 'batch "" not found'],
+        ["GET", "/v1/runs/", 'run "" not found'],
+      ];
+      for (const [method, path, said] of cases) {
+        const answer = await call(method, path);
+        expectError(answer, 404, "not_found");
+        expect(answer.json.error.message, path).toBe(said);
+      }
+    });
+
     it("says a body of null or of the wrong type is what it is, not `undefined`", async () => {
       const cases: [string, string][] = [
         ["null", "the body must be a JSON object, not null"],

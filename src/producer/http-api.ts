@@ -181,9 +181,11 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   // string body with no content-type) was read as one string, "expected object".
   app.removeContentTypeParser("text/plain");
   app.addHook("preValidation", async (request) => {
-    // No session or run id holds NUL or a lone surrogate (Postgres could not even compare one).
+    // No session or run id holds NUL or a lone surrogate (Postgres could not even compare one),
+    // and none is empty (`DELETE /v1/sessions/`, `fleet batch status ""`): such an id is named
+    // quoted, where "session  not found" showed nothing of it.
     const id = (request.params as { id?: unknown } | undefined)?.id;
-    if (typeof id === "string" && !isStorableText(id)) {
+    if (typeof id === "string" && (id === "" || !isStorableText(id))) {
       const route = request.routeOptions.url ?? "";
       const what = route.startsWith("/v1/runs/")
         ? "run"

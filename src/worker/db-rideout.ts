@@ -215,18 +215,18 @@ export function ridingOutWrites<W extends object>(writes: W, deps: RideoutDeps):
   if (deps.windowMs <= 0) return writes;
   const w = writes as W & RunWrites;
   const find = w.findCommitted?.bind(w);
-  const wrapped: RunWrites = {
-    ...(w.endRun && {
-      endRun: (...args: Parameters<FencedWrites["endRun"]>) =>
-        rideOut("endRun", () => w.endRun!(...args), deps),
-    }),
-    ...(w.reserveModelCall && {
-      // Every try carries the same key: a try whose commit went through but whose answer
-      // was lost is found by the next, not counted twice against the budget.
-      reserveModelCall: (fence: Fence, max: number, key: string = randomUUID()) =>
-        rideOut("reserveModelCall", () => w.reserveModelCall!(fence, max, key), deps),
-    }),
-  };
+  // Filled in by assignment from `{}`, not built with spreads: a literal that starts with a
+  // spread gets a new hidden class for each property it adds (with-fields.ts), and every
+  // property read through the proxy below would then miss its inline cache.
+  const wrapped: RunWrites = {};
+  if (w.endRun)
+    wrapped.endRun = (...args: Parameters<FencedWrites["endRun"]>) =>
+      rideOut("endRun", () => w.endRun!(...args), deps);
+  if (w.reserveModelCall)
+    // Every try carries the same key: a try whose commit went through but whose answer
+    // was lost is found by the next, not counted twice against the budget.
+    wrapped.reserveModelCall = (fence: Fence, max: number, key: string = randomUUID()) =>
+      rideOut("reserveModelCall", () => w.reserveModelCall!(fence, max, key), deps);
   if (find) {
     if (w.appendStep)
       wrapped.appendStep = (fence, cursor, runId, messages, ...rest) =>

@@ -10,6 +10,7 @@ import type { SessionEventInput } from "../shared/events.js";
 import { PRIMARY_REJECTED_PREFIX } from "../shared/run-outcomes.js";
 import { scrubSecrets, secretValuesFromEnv } from "../shared/scrub-secrets.js";
 import type { FencedWrites } from "../shared/store/fenced-writes.js";
+import { withFields } from "../shared/with-fields.js";
 import { ERROR_OUTCOMES, RunError } from "./extensions.js";
 import { requestResume } from "./request-resume.js";
 import type { LoopResult } from "./run-loop.js";
@@ -102,12 +103,16 @@ export async function finishRun(started: StartedRun, loopResult: LoopResult): Pr
       await extensions.onError(ctx, new RunError(result.error ?? result.outcome, result.outcome));
   }
   deps.log.info(
-    {
-      ...logFields,
-      outcome: result.outcome,
-      durationMs: Date.now() - startedAt,
-      ...(result.error ? { error: scrubSecrets(result.error, secretValuesFromEnv(process.env)) } : {}),
-    },
+    withFields(
+      logFields,
+      result.error
+        ? {
+            outcome: result.outcome,
+            durationMs: Date.now() - startedAt,
+            error: scrubSecrets(result.error, secretValuesFromEnv(process.env)),
+          }
+        : { outcome: result.outcome, durationMs: Date.now() - startedAt },
+    ),
     "run ended",
   );
   if (next === null && !park && primaryRejected(result, run, state.parsedAgent)) {

@@ -11,6 +11,7 @@ import type { StoredMessage } from "../shared/messages.js";
 import { crashToResumeSeconds } from "../shared/resume-policy.js";
 import { scrubSecrets, secretValuesFromEnv } from "../shared/scrub-secrets.js";
 import { tailState } from "../shared/tail-state.js";
+import { withFields } from "../shared/with-fields.js";
 import { finishRun } from "./end-run.js";
 import { ERROR_OUTCOMES, RunError } from "./extensions.js";
 import { CONTINUE, ledgerOf, previousPart } from "./hand-back.js";
@@ -100,7 +101,10 @@ async function startRun(
     };
   }
   if (started === null) return { next: (await deps.queries.nextQueuedRun(fence.sessionId)) ?? null };
-  deps.log.info({ ...logFields, trigger: run.trigger, resumeKind: plan.resumeKind ?? null }, "run started");
+  deps.log.info(
+    withFields(logFields, { trigger: run.trigger, resumeKind: plan.resumeKind ?? null }),
+    "run started",
+  );
   const before = history.slice();
   const lastSeqBefore = history.at(-1)?.seq ?? 0;
   for (const message of started) runBySeq.set(message.seq, run.id);
@@ -171,7 +175,7 @@ async function endUnstarted(
     [],
     tailStateAfter(history),
   );
-  deps.log.info({ ...logFields, trigger: run.trigger, resumeKind: null }, "run started");
+  deps.log.info(withFields(logFields, { trigger: run.trigger, resumeKind: null }), "run started");
   await events?.emitBounded([runStartedEvent(run, kind, null)]);
   const nextRun = await deps.writes.endRun(fence, run.id, outcome, {
     error,

@@ -1,6 +1,7 @@
 import { FencedError } from "../shared/errors.js";
 import { SessionEventLog } from "../shared/session-event-log.js";
 import type { Fence } from "../shared/store/fenced-writes.js";
+import { withFields } from "../shared/with-fields.js";
 import { type RideoutDeps, rideOut, ridingOutWrites } from "./db-rideout.js";
 import { HandedBack } from "./hand-back.js";
 import type { JobResult, SessionJobDeps } from "./job-deps.js";
@@ -53,12 +54,17 @@ export async function processSessionJob(
     ...(dbRideouts ? { onResult: (result) => dbRideouts.inc({ result }) } : {}),
   };
   const cancelled = deps.cancelled;
-  const jobDeps: SessionJobDeps = {
-    ...deps,
-    writes: ridingOutWrites(guardedWrites(deps.writes, guard), rideout),
-    leaseGuard: guard,
-    ...(cancelled ? { cancelled: (fence) => rideOut("cancel check", () => cancelled(fence), rideout) } : {}),
-  };
+  const writes = ridingOutWrites(guardedWrites(deps.writes, guard), rideout);
+  const jobDeps: SessionJobDeps = withFields(
+    deps,
+    cancelled
+      ? {
+          writes,
+          leaseGuard: guard,
+          cancelled: (fence: Fence) => rideOut("cancel check", () => cancelled(fence), rideout),
+        }
+      : { writes, leaseGuard: guard },
+  );
   let claimedEpoch: number | null = null;
   const holdsEpoch = deps.writes.holdsEpoch?.bind(deps.writes);
   const stopRenewals = keepLease({

@@ -11,6 +11,7 @@ import { FencedError } from "../errors.js";
 import type { Message, StoredMessage, Usage } from "../messages.js";
 import type { TailState } from "../tail-state.js";
 import { TurnBatch } from "../turn-batch.js";
+import { withFields } from "../with-fields.js";
 import { judgeAppend, readAfterCursor } from "./committed-appends.js";
 import { GroupCommit, type Settled } from "./group-commit.js";
 import {
@@ -107,14 +108,16 @@ function stored(
   inserted: readonly { seq: number; created_at: string | Date }[],
 ): StoredMessage[] {
   const bySeq = [...inserted].sort((a, b) => a.seq - b.seq);
-  return messages.map((m, i) => ({
-    ...m,
+  // Not `{ ...m, seq, … }`, which made new hidden classes for each message (with-fields.ts).
+  return messages.map((m, i): StoredMessage => {
+    const seq = bySeq[i]!.seq;
+    const createdAt = new Date(bySeq[i]!.created_at).toISOString();
     // As a read gives it back (rows.ts): unknown usage is `null`, so a MESSAGE event is
     // exactly the stored message (contracts §7, §13).
-    ...(m.role === "assistant" ? { usage: m.usage ?? null } : {}),
-    seq: bySeq[i]!.seq,
-    createdAt: new Date(bySeq[i]!.created_at).toISOString(),
-  }));
+    return m.role === "assistant"
+      ? withFields(m, { usage: m.usage ?? null, seq, createdAt })
+      : withFields(m, { seq, createdAt });
+  });
 }
 
 export class FencedWrites {
@@ -447,14 +450,15 @@ export class FencedWrites {
     detail: { error?: string | null; usage?: Usage | null; park?: { reason: string; detail?: string } } = {},
   ): Promise<{ stored: StoredMessage[]; next: RunRow | null; sessionEvents?: boolean }> {
     const messages = [last.message];
-    const answer = await this.endingAppends.call({
-      ...sessionAppend(fence, cursor, runId, messages, last.tail, last.estimatedTokens ?? 0),
-      runId,
-      outcome,
-      error: detail.error == null ? null : stripNul(detail.error),
-      usage: detail.usage ?? null,
-      park: parkedReason(detail.park),
-    });
+    const answer = await this.endingAppends.call(
+      withFields(sessionAppend(fence, cursor, runId, messages, last.tail, last.estimatedTokens ?? 0), {
+        runId,
+        outcome,
+        error: detail.error == null ? null : stripNul(detail.error),
+        usage: detail.usage ?? null,
+        park: parkedReason(detail.park),
+      }),
+    );
     if ("error" in answer) throw answer.error;
     const { fenceOk, inserted, next, sessionEvents } = answer.outcome;
     if (!fenceOk) throw new FencedError(fence.sessionId, fence.epoch);

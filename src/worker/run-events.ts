@@ -141,13 +141,27 @@ export function withDeltas(
   runId: string,
 ): ModelProvider {
   if (!events?.enabled) return model;
-  return {
-    ...(model.identity === undefined ? {} : { identity: model.identity }),
-    async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
-      for await (const event of model.stream(request)) {
-        if (event.type === "text") events.delta(runId, event.delta);
-        yield event;
-      }
-    },
-  };
+  return new DeltaEvents(model, events, runId);
+}
+
+/**
+ * A class rather than a literal with its own `async *stream`, for one generator function (and
+ * one shape of generator) for all runs: see `ProviderErrorLog` (models/logged-provider.ts).
+ */
+class DeltaEvents implements ModelProvider {
+  declare identity?: ModelProvider["identity"];
+  constructor(
+    private readonly model: ModelProvider,
+    private readonly events: SessionEventLog,
+    private readonly runId: string,
+  ) {
+    if (model.identity !== undefined) this.identity = model.identity;
+  }
+
+  async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
+    for await (const event of this.model.stream(request)) {
+      if (event.type === "text") this.events.delta(this.runId, event.delta);
+      yield event;
+    }
+  }
 }

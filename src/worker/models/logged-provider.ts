@@ -43,15 +43,33 @@ export function withProviderErrorLog(
   log: Pick<Logger, "warn">,
   context: ProviderLogContext,
 ): ModelProvider {
-  return {
-    ...(model.identity === undefined ? {} : { identity: model.identity }),
-    async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
-      try {
-        yield* model.stream(request);
-      } catch (error) {
-        if (!request.signal.aborted) log.warn(providerErrorFields(error, request, context), "provider error");
-        throw error;
-      }
-    },
-  };
+  return new ProviderErrorLog(model, log, context);
+}
+
+/**
+ * A class, not an object literal with its own `async *stream(…)`: each such literal, made once
+ * per run, was a new generator function, and V8 gives the generators of each generator function
+ * a prototype and a hidden class of their own (made, normalized and optimized as a prototype
+ * each time), so every run's stream had a new shape for the code that drives it. The method of
+ * a class is one function for all runs.
+ */
+class ProviderErrorLog implements ModelProvider {
+  declare identity?: ModelProvider["identity"];
+  constructor(
+    private readonly model: ModelProvider,
+    private readonly log: Pick<Logger, "warn">,
+    private readonly context: ProviderLogContext,
+  ) {
+    if (model.identity !== undefined) this.identity = model.identity;
+  }
+
+  async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
+    try {
+      yield* this.model.stream(request);
+    } catch (error) {
+      if (!request.signal.aborted)
+        this.log.warn(providerErrorFields(error, request, this.context), "provider error");
+      throw error;
+    }
+  }
 }

@@ -1,7 +1,8 @@
 /**
  * A proxy in front of a test's API, for clients that meet something between them and it:
  * `handle` sees each request and either answers it itself or calls `forward()`, which
- * passes it on unchanged (and its answer back, streamed).
+ * passes it on unchanged (and its answer back, streamed). `answerHeaders`, when given, may
+ * change the headers of each answer passed back (say, a shorter Retry-After).
  */
 import {
   createServer,
@@ -17,6 +18,7 @@ export type ApiProxy = { url: string; server: Server };
 export async function startApiProxy(
   target: string,
   handle: (req: IncomingMessage, res: ServerResponse, forward: () => void) => void,
+  answerHeaders: (headers: IncomingMessage["headers"]) => IncomingMessage["headers"] = (headers) => headers,
 ): Promise<ApiProxy> {
   const { hostname, port } = new URL(target);
   const server = createServer((req, res) => {
@@ -24,7 +26,7 @@ export async function startApiProxy(
       const upstream = httpRequest(
         { hostname, port, path: req.url, method: req.method, headers: req.headers },
         (answer) => {
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          res.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
           answer.pipe(res);
         },
       );

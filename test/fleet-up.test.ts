@@ -95,18 +95,40 @@ describe("fleet up", () => {
   });
   afterAll(async () => fleet?.close());
 
-  it("serves the API, runs sessions with user tools, replaces a dead worker, and stops on SIGTERM", async () => {
+  // One `fleet up` for what were two cases (user tools and a dead worker replaced, with one
+  // worker; metrics ports and restarts of each role, with two): every case's `fleet up` starts
+  // an API, a sweeper and workers, each a process of its own, so the second start was five
+  // more processes (~1-3 s of CPU each), and the roles killed one after another waited out
+  // one restart delay (1 s) each.
+  it("serves the API and user tools, gives workers distinct metrics ports, restarts a killed sweeper, worker or API, and stops every child on SIGTERM", async () => {
     const port = await freePort();
-    const up = startUp(["--workers", "1", "--tools", "test/fixtures/extra-tools.ts"], {
-      ...fleet.env,
-      PORT: String(port),
-    });
+    const base = await freeRange(3);
+    const up = startUp(
+      ["--workers", "2", "--tools", "test/fixtures/extra-tools.ts", "--metrics-port-base", String(base)],
+      {
+        ...fleet.env,
+        PORT: String(port),
+        // Set for every child: `up` gives each its own port from the base instead.
+        METRICS_PORT: String(base),
+      },
+    );
     const { child, exited } = up;
+    const pids = () => ["api", "sweeper", "worker 0", "worker 1"].flatMap((name) => up.pids(name));
     try {
       await waitFor(() => /fleet up: API on/.test(up.output()), 30_000, "fleet up to start");
-      const out = up.output();
-      expect(out).toMatch(/fleet up: API on http:\/\/127\.0\.0\.1:\d+, 1 worker process, a sweeper/);
-      expect(out).toMatch(/fleet worker ready/);
+      expect(up.output()).toContain(
+        `fleet up: API on http://127.0.0.1:${port}, 2 worker processes, a sweeper (metrics: workers on ports ${base}, ${base + 1}; sweeper on port ${base + 2})`,
+      );
+      expect(up.output()).toMatch(/fleet worker ready/);
+      for (const p of [base, base + 1, base + 2])
+        expect(await metricsAnswer(p), `/metrics on ${p}`).toBe(true);
+      // Each role is a child process of its own, not `fleet up` itself.
+      const [api] = up.pids("api");
+      expect(api).toBeGreaterThan(0);
+      expect(api).not.toBe(child.pid);
+      expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+
+      // The workers run the user tools of --tools.
       const client = new FleetClient({ baseUrl: `http://127.0.0.1:${port}` });
       const { id } = await client.createSession({
         agent: {
@@ -125,60 +147,29 @@ describe("fleet up", () => {
       const session = await client.getSession(id);
       expect(session.messages[2]).toMatchObject({ role: "tool", content: "HI (s1)", success: true });
 
-      // A worker that dies is replaced.
-      const workerPid = Number(/fleet worker ready: \S+-(\d+)-\w+,/.exec(out)![1]);
-      expect(up.pids("worker 0")).toEqual([workerPid]);
-      process.kill(workerPid, "SIGKILL");
-      await waitFor(
-        () => (up.output().match(/fleet worker ready/g) ?? []).length >= 2,
-        30_000,
-        "a replacement worker",
-      );
-      expect(up.output()).toMatch(
-        /fleet up: worker 0 exited \(SIGKILL\) after [\d.]+ s; restarting it in 1\.0 s \(restart 1\)/,
-      );
-    } finally {
-      stop(child);
-    }
-    expect(await exited).toBe(0);
-  }, 90_000);
-
-  it("gives workers distinct metrics ports, restarts a killed sweeper, worker or API, and stops every child on SIGTERM", async () => {
-    const port = await freePort();
-    const base = await freeRange(3);
-    const up = startUp(["--workers", "2", "--metrics-port-base", String(base)], {
-      ...fleet.env,
-      PORT: String(port),
-      // Set for every child: `up` gives each its own port from the base instead.
-      METRICS_PORT: String(base),
-    });
-    const { child, exited } = up;
-    const pids = () => ["api", "sweeper", "worker 0", "worker 1"].flatMap((name) => up.pids(name));
-    try {
-      await waitFor(() => /fleet up: API on/.test(up.output()), 30_000, "fleet up to start");
-      expect(up.output()).toContain(
-        `2 worker processes, a sweeper (metrics: workers on ports ${base}, ${base + 1}; sweeper on port ${base + 2})`,
-      );
-      for (const p of [base, base + 1, base + 2])
-        expect(await metricsAnswer(p), `/metrics on ${p}`).toBe(true);
-      // Each role is a child process of its own, not `fleet up` itself.
-      const [api] = up.pids("api");
-      expect(api).toBeGreaterThan(0);
-      expect(api).not.toBe(child.pid);
-      expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
-
-      for (const [name, metricsPort] of [
+      // A dead worker and a dead sweeper are replaced (killed together: one restart delay).
+      const [worker1] = up.pids("worker 1");
+      // The worker's id names its pid: the process `up` reported is the worker itself.
+      expect(up.output()).toMatch(new RegExp(`fleet worker ready: \\S+-${worker1}-\\w+,`));
+      const killed = [
         ["sweeper", base + 2],
         ["worker 1", base + 1],
-      ] as const) {
-        const [first] = up.pids(name);
-        process.kill(first!, "SIGKILL");
+      ] as const;
+      for (const [name] of killed) process.kill(up.pids(name)[0]!, "SIGKILL");
+      for (const [name, metricsPort] of killed) {
         await waitFor(() => up.pids(name).length === 2, 20_000, `${name} to be restarted`);
         expect(up.output()).toMatch(
-          new RegExp(`fleet up: ${name} exited \\(SIGKILL\\) after [\\d.]+ s; restarting it`),
+          new RegExp(
+            `fleet up: ${name} exited \\(SIGKILL\\) after [\\d.]+ s; restarting it in 1\\.0 s \\(restart 1\\)`,
+          ),
         );
         await waitFor(() => metricsAnswer(metricsPort), 20_000, `${name}'s metrics on ${metricsPort} again`);
       }
+      await waitFor(
+        () => (up.output().match(/fleet worker ready/g) ?? []).length >= 3,
+        30_000,
+        "a replacement worker",
+      );
       // The API too; the others keep running meanwhile.
       process.kill(api!, "SIGKILL");
       await waitFor(() => up.pids("api").length === 2, 20_000, "the API to be restarted");
@@ -188,6 +179,7 @@ describe("fleet up", () => {
         "the API to answer again",
       );
       expect(await metricsAnswer(base)).toBe(true);
+      expect(up.pids("worker 0")).toHaveLength(1);
     } finally {
       stop(child);
     }

@@ -48,11 +48,15 @@ describe("fleet demo", () => {
   }, 120_000);
 
   it("runs again on its own database (one fleet per database: the demo owns its database)", async () => {
-    const { stdout } = await run(process.execPath, [FLEET_BIN, "demo", "--sessions", "4", "--no-kill"], {
+    // One worker (the default is two): what this case proves is the second run on the same
+    // database, which one worker shows as well; the first case runs two and kills one.
+    const args = ["demo", "--sessions", "4", "--workers", "1", "--no-kill"];
+    const { stdout } = await run(process.execPath, [FLEET_BIN, ...args], {
       cwd: ROOT,
       env: { ...process.env, ...fleet.env },
       timeout: 90_000,
     });
+    expect(stdout).toMatch(/fleet demo: 4 sessions, 1 worker process, a sweeper/);
     expect(stdout).toMatch(/sessions +4 \(4 completed, 0 parked\)/);
   }, 120_000);
 });

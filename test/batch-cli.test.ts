@@ -261,9 +261,14 @@ describe("fleet batch", () => {
 
   it("a part that cannot be sent leaves the batch open, and the same command with its key sends the rest once", async () => {
     let failAppends = true;
+    let refused = 0;
     const proxy = await startApiProxy(url, (req, res, forward) => {
       if (failAppends && req.method === "POST" && /^\/v1\/batches\/[^/]+\/sessions/.test(req.url ?? "")) {
-        res.writeHead(503, { "content-type": "application/json" });
+        // Retry-After: 0, as the case does not depend on how long the CLI waits between its
+        // tries (0.1 s each, its floor, instead of the backoff's 15.5 s in all, which
+        // test/batch-send.test.ts proves for an answer without one).
+        refused++;
+        res.writeHead(503, { "content-type": "application/json", "retry-after": "0" });
         res.end(JSON.stringify({ error: { code: "unavailable", message: "down for a deploy" } }));
         return;
       }
@@ -281,6 +286,7 @@ describe("fleet batch", () => {
           failed.stderr,
         );
       expect(open, failed.stderr).not.toBeNull();
+      expect(refused).toBe(6); // the part was tried six times before the command gave up
       const id = open![1]!;
       expect(await client.getBatch(id)).toMatchObject({ open: true, counts: { total: 100 } });
       failAppends = false;

@@ -26,6 +26,7 @@ import {
 import { BODY_LIMIT } from "../producer/request-limits.js";
 import type { ModelConfig } from "../shared/agent-config.js";
 import { type ApiOptions, apiClientOf, runGuarded, write } from "./api-client.js";
+import { sendPart, unreachableOr5xx } from "./batch-send.js";
 import { ExportFileError, utf8Lines } from "./session-file.js";
 
 /** Sessions per request (the API's MAX_BATCH). */
@@ -149,43 +150,6 @@ async function progress(io: BatchIo, label: string, total: number | undefined) {
     },
     stop: async () => {},
   };
-}
-
-/** A failure that may pass: the API not reached, or a 5xx. */
-const unreachableOr5xx = (error: unknown): boolean =>
-  !(error instanceof FleetApiError) || error.status >= 500;
-
-/** How long `submit` waits for a tenant limit to leave room for one part. */
-const LIMIT_WAIT_MS = 10 * 60_000;
-
-/**
- * Sends one part, again after a network error or a 5xx, with the same Idempotency-Key; and
- * again after a 429 (a tenant limit: nothing was done), for up to LIMIT_WAIT_MS, saying so
- * once on stderr — the batch's own sessions make room as they end, and an open batch whose
- * next part is never sent would never end.
- */
-async function sendPart<T>(send: () => Promise<T>, io: BatchIo): Promise<T> {
-  let limitedSince: number | undefined;
-  for (let attempt = 1; ; ) {
-    try {
-      return await send();
-    } catch (error) {
-      if (error instanceof FleetApiError && error.status === 429) {
-        if (limitedSince === undefined) {
-          limitedSince = Date.now();
-          await write(io.stderr, `a tenant limit was reached (${error.message}); waiting for room\n`);
-        } else if (Date.now() - limitedSince > LIMIT_WAIT_MS) throw error;
-        await new Promise((resolve) => setTimeout(resolve, Math.max(1, error.retryAfter ?? 5) * 1_000));
-        continue;
-      }
-      const retriable = unreachableOr5xx(error) || (error as FleetApiError).status === 409;
-      const inUse = error instanceof FleetApiError && error.reason === "idempotency_key_in_use";
-      if (!retriable || attempt >= 6 || (error instanceof FleetApiError && error.status === 409 && !inUse))
-        throw error;
-      await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
-      attempt++;
-    }
-  }
 }
 
 export async function batchSubmitCommand(

@@ -13,8 +13,8 @@ export class FleetApiError extends Error {
     readonly reason?: string,
     readonly field?: string,
     /**
-     * On 429, and on a 503 that carries Retry-After (Postgres or Redis away): the seconds the
-     * API asked to wait. The client waits out 429s itself (`maxLimitWaitMs`), never 503s.
+     * On 429, and on a 5xx that carries Retry-After (a 503: Postgres or Redis away): the
+     * seconds the API asked to wait (on a 5xx as sent, 0 too). The client waits out 429s itself (`maxLimitWaitMs`), never 503s.
      */
     readonly retryAfter?: number,
     /** On 429: which limit (`active_sessions`, `request_rate`, `event_streams`, `auth_failures`, `queued_runs`). */
@@ -106,6 +106,21 @@ export function refusesParameter(error: unknown, name: string): boolean {
   return error instanceof FleetApiError && error.status === 400 && error.field === name;
 }
 
+/**
+ * The seconds a 429 or a 5xx asks to wait (Retry-After), undefined when a 5xx has none. A
+ * 429's is at least 1 (the client waits it out itself). A 5xx's is kept as sent — `0` too,
+ * and fractions — for `fleet batch submit` to bound (src/commands/batch-send.ts); one that is
+ * not a number of seconds (an HTTP date) reads as 1. Before, only a 503's was read, and a
+ * `Retry-After: 0` read as 1.
+ */
+function retryAfterOf(response: Response): number | undefined {
+  const header = response.headers.get("retry-after");
+  if (response.status === 429) return Math.max(1, Number(header) || 1);
+  if (response.status < 500 || header === null) return undefined;
+  const seconds = header.trim() === "" ? Number.NaN : Number(header);
+  return Number.isFinite(seconds) && seconds >= 0 ? seconds : 1;
+}
+
 /** The FleetApiError of a non-2xx answer. */
 export function apiError(method: string, path: string, response: Response, json: unknown): FleetApiError {
   const error = (json as { error?: Record<string, string | undefined> } | undefined)?.error ?? {};
@@ -116,9 +131,7 @@ export function apiError(method: string, path: string, response: Response, json:
       `${method} ${path}: HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ""}`,
     error.reason,
     error.field,
-    response.status === 429 || (response.status === 503 && response.headers.has("retry-after"))
-      ? Math.max(1, Number(response.headers.get("retry-after")) || 1)
-      : undefined,
+    retryAfterOf(response),
     error.limit,
   );
 }

@@ -11,10 +11,14 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../src/shared/config.js";
+import { createProbe } from "../src/shared/redis.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT } from "./support/fleet-env.js";
 import { startRedisServer } from "./support/redis-cluster.js";
 
 const run = promisify(execFile);
+/** A Redis URL for a probe that is made and dropped, never connected (lazyConnect). */
+const probeOnlyUrl = "redis://127.0.0.1:1";
 
 async function fleet(args: string[], env: Record<string, string>) {
   try {
@@ -187,7 +191,9 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
     const frozen = await startRedisServer();
     try {
       frozen.signal(frozen.ports[0]!, "SIGSTOP");
-      const env = { ...fleetEnv.env, REDIS_URL: frozen.url };
+      // A short check (FLEET_PREFLIGHT_TIMEOUT_MS, default 5 s): the case proves the check
+      // ends, not how long it takes; the setting itself is proven below.
+      const env = { ...fleetEnv.env, REDIS_URL: frozen.url, FLEET_PREFLIGHT_TIMEOUT_MS: "300" };
       const results = await Promise.all(ROLES.map((role) => fleet([role], env)));
       for (const result of results)
         expectOneLine(
@@ -197,6 +203,24 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
     } finally {
       await frozen.stop();
     }
+  });
+
+  it("FLEET_PREFLIGHT_TIMEOUT_MS sets the check's waits (default 5 s); one that is no positive number of ms is refused naming it", () => {
+    const probeOf = (env: Record<string, string>) => {
+      const probe = createProbe(probeOnlyUrl, loadConfig({ ...fleetEnv.env, ...env }).preflightTimeoutMs);
+      const { connectTimeout, commandTimeout } = probe.options;
+      probe.disconnect();
+      return { connectTimeout, commandTimeout };
+    };
+    expect(probeOf({})).toEqual({ connectTimeout: 5_000, commandTimeout: 5_000 });
+    expect(probeOf({ FLEET_PREFLIGHT_TIMEOUT_MS: "250" })).toEqual({
+      connectTimeout: 250,
+      commandTimeout: 250,
+    });
+    for (const bad of ["0", "soon", "-1", "600001"])
+      expect(() => loadConfig({ ...fleetEnv.env, FLEET_PREFLIGHT_TIMEOUT_MS: bad })).toThrow(
+        expect.objectContaining({ field: "FLEET_PREFLIGHT_TIMEOUT_MS" }),
+      );
   });
 
   it("fleet keys and fleet resume-point SESSION_ID on a database that is missing or not migrated: exit 2 saying to run `fleet migrate`", async () => {

@@ -90,6 +90,7 @@ const PARSED: Record<string, (c: FleetConfig) => unknown> = {
   FLEET_TRANSCRIPT_SWEEP_MS: (c) => c.transcriptSweepMs,
   FLEET_EVICTION_CHECK_MS: (c) => c.evictionCheckMs,
   FLEET_HOOK_TIMEOUT_MS: (c) => c.hookTimeoutMs,
+  FLEET_PREFLIGHT_TIMEOUT_MS: (c) => c.preflightTimeoutMs,
   OPENAI_API_KEY: (c) => c.models.apiKeys.openai,
   ANTHROPIC_API_KEY: (c) => c.models.apiKeys.anthropic,
   FLEET_MODEL_ENDPOINTS: (c) => (c.models.endpoints.size === 0 ? undefined : c.models.endpoints),

@@ -7,7 +7,7 @@ import { ApiKeys } from "../shared/store/api-keys.js";
 
 async function withKeys<T>(action: (keys: ApiKeys) => Promise<T>): Promise<T> {
   const config = loadConfig();
-  await checkDatabase(config.databaseUrl);
+  await checkDatabase(config.databaseUrl, config.preflightTimeoutMs);
   const database = openDatabase(config.databaseUrl, { max: 1 });
   try {
     return await action(new ApiKeys(database));

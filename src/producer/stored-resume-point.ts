@@ -8,7 +8,7 @@ import { SessionQueries } from "../shared/store/session-queries.js";
 
 export async function storedResumePoint(sessionId: string): Promise<ResumePointJson> {
   const config = loadConfig();
-  await checkDatabase(config.databaseUrl);
+  await checkDatabase(config.databaseUrl, config.preflightTimeoutMs);
   const database = openDatabase(config.databaseUrl, { max: 1 });
   try {
     const queries = new SessionQueries(database);

@@ -242,6 +242,13 @@ const envSchema = z.object({
   FLEET_TOOL_TIMEOUT_MS: z.coerce.number().int().nonnegative().max(2_147_483_647).default(600_000),
   /** How long one extension hook may take before the run stops waiting for it (a failure). */
   FLEET_HOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  /**
+   * How long a start's check of Postgres and Redis (preflight.ts) waits for a connection and
+   * for each answer before it exits 2 naming the service: a Redis that accepts connections
+   * but answers nothing (frozen) takes this long to be told from a slow one. Longer for a
+   * distant or TLS-proxied service; shorter for a supervisor that restarts fast. At most 10 min.
+   */
+  FLEET_PREFLIGHT_TIMEOUT_MS: z.coerce.number().int().positive().max(600_000).default(5_000),
   /** How often every role reads Redis's maxmemory-policy again (eviction-policy.ts). */
   FLEET_EVICTION_CHECK_MS: z.coerce.number().int().positive().default(60_000),
 });
@@ -328,6 +335,8 @@ export type FleetConfig = {
   /** How often a worker's pass removes transcripts of sessions that no longer exist. */
   transcriptSweepMs: number;
   hookTimeoutMs: number;
+  /** FLEET_PREFLIGHT_TIMEOUT_MS: a start's check of Postgres and Redis waits this long for each. */
+  preflightTimeoutMs: number;
   /** FLEET_TOOL_TIMEOUT_MS: one tool call's time limit unless its tool has its own (0: none). */
   toolTimeoutMs: number;
   /** How often every role reads Redis's maxmemory-policy again, after its start. */
@@ -423,6 +432,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     transcriptDir: e.FLEET_TRANSCRIPT_DIR ? resolve(e.FLEET_TRANSCRIPT_DIR) : undefined,
     transcriptSweepMs: e.FLEET_TRANSCRIPT_SWEEP_MS,
     hookTimeoutMs: e.FLEET_HOOK_TIMEOUT_MS,
+    preflightTimeoutMs: e.FLEET_PREFLIGHT_TIMEOUT_MS,
     toolTimeoutMs: e.FLEET_TOOL_TIMEOUT_MS,
     evictionCheckMs: e.FLEET_EVICTION_CHECK_MS,
   };

@@ -43,10 +43,17 @@ function unreachablePostgres(url: string, error: unknown): ValidationError {
   );
 }
 
-export async function checkPostgres(url: string, database = "postgres"): Promise<void> {
+/** Waits of a check (FLEET_PREFLIGHT_TIMEOUT_MS); its default when a caller has no config. */
+const PREFLIGHT_TIMEOUT_MS = 5_000;
+
+export async function checkPostgres(
+  url: string,
+  database = "postgres",
+  timeoutMs = PREFLIGHT_TIMEOUT_MS,
+): Promise<void> {
   const admin = new URL(url);
   admin.pathname = `/${database}`;
-  const sql = postgres(admin.toString(), { max: 1, connect_timeout: 5, onnotice: () => {} });
+  const sql = postgres(admin.toString(), { max: 1, connect_timeout: timeoutMs / 1_000, onnotice: () => {} });
   try {
     await sql`select 1`;
   } catch (error) {
@@ -68,8 +75,8 @@ function newestMigration(): { count: number; when: number } {
  * Postgres answers, the database of DATABASE_URL exists, and every migration this code ships
  * has been applied to it (drizzle applies those newer than the newest it recorded).
  */
-export async function checkDatabase(url: string): Promise<void> {
-  const sql = postgres(url, { max: 1, connect_timeout: 5, onnotice: () => {} });
+export async function checkDatabase(url: string, timeoutMs = PREFLIGHT_TIMEOUT_MS): Promise<void> {
+  const sql = postgres(url, { max: 1, connect_timeout: timeoutMs / 1_000, onnotice: () => {} });
   const migrate = "run `fleet migrate` (it creates the database if needed and applies the migrations)";
   try {
     let applied: { n: number; newest: string | null } | undefined;
@@ -95,9 +102,9 @@ export async function checkDatabase(url: string): Promise<void> {
   }
 }
 
-export async function checkRedis(url: string): Promise<void> {
+export async function checkRedis(url: string, timeoutMs = PREFLIGHT_TIMEOUT_MS): Promise<void> {
   // One server, or a cluster's seed nodes (redis.ts).
-  const redis = createProbe(url);
+  const redis = createProbe(url, timeoutMs);
   let cause: Error | undefined;
   redis.on("error", (error: Error) => {
     cause ??= error;
@@ -126,8 +133,8 @@ export async function checkRedis(url: string): Promise<void> {
 
 /** Before migrating: Postgres (its `postgres` database: ours may not exist yet) and Redis answer. */
 export async function checkServices(config: FleetConfig): Promise<void> {
-  await checkPostgres(config.databaseUrl);
-  await checkRedis(config.redisUrl);
+  await checkPostgres(config.databaseUrl, "postgres", config.preflightTimeoutMs);
+  await checkRedis(config.redisUrl, config.preflightTimeoutMs);
 }
 
 /**
@@ -136,14 +143,18 @@ export async function checkServices(config: FleetConfig): Promise<void> {
  * DATABASE_URL or REDIS_URL (`fleet` prints it on one line and exits 2).
  */
 export async function checkRoleServices(config: FleetConfig): Promise<void> {
-  await checkDatabase(config.databaseUrl);
-  await checkRedis(config.redisUrl);
+  await checkDatabase(config.databaseUrl, config.preflightTimeoutMs);
+  await checkRedis(config.redisUrl, config.preflightTimeoutMs);
   await checkFleet(config);
 }
 
 /** The database belongs to this fleet (FLEET_PREFIX), or to none yet: see fleet-identity.ts. */
 async function checkFleet(config: FleetConfig): Promise<void> {
-  const sql = postgres(config.databaseUrl, { max: 1, connect_timeout: 5, onnotice: () => {} });
+  const sql = postgres(config.databaseUrl, {
+    max: 1,
+    connect_timeout: config.preflightTimeoutMs / 1_000,
+    onnotice: () => {},
+  });
   try {
     await claimFleet({ sql, url: config.databaseUrl }, config.prefix);
   } finally {

@@ -164,20 +164,21 @@ export function createRedis(url: string, role: RedisRole, name?: string): Redis 
 
 /**
  * A connection for one check (preflight.ts): not connected until `connect()`, no retries,
- * no offline queue, a 5 s connect timeout and 5 s for each command's answer. Without the
+ * no offline queue, `timeoutMs` (FLEET_PREFLIGHT_TIMEOUT_MS, 5 s) to connect and as much for
+ * each command's answer. Without the
  * latter a Redis that accepts connections but answers nothing (frozen, hung) held a role's
  * start for ever: the connect timeout ends at the TCP handshake, which the kernel completes.
  * A cluster's when REDIS_URL names one.
  */
-export function createProbe(url: string): Redis {
+export function createProbe(url: string, timeoutMs = 5_000): Redis {
   const target = parseRedisUrl(url);
   if (target.mode === "single")
     return new Redis(url, {
       lazyConnect: true,
       maxRetriesPerRequest: 0,
       retryStrategy: () => null,
-      connectTimeout: 5_000,
-      commandTimeout: 5_000,
+      connectTimeout: timeoutMs,
+      commandTimeout: timeoutMs,
     });
   return new Cluster(target.nodes, {
     lazyConnect: true,
@@ -185,8 +186,8 @@ export function createProbe(url: string): Redis {
     clusterRetryStrategy: () => null,
     redisOptions: {
       maxRetriesPerRequest: 0,
-      connectTimeout: 5_000,
-      commandTimeout: 5_000,
+      connectTimeout: timeoutMs,
+      commandTimeout: timeoutMs,
       username: target.username,
       password: target.password,
       ...(target.tls ? { tls: {} } : {}),

@@ -14,7 +14,6 @@ export const SLOW_FILES = [
   "postgres-outage",
   "provider-limits-fleet",
   "package",
-  "batch-cli",
   "prometheus-live",
   "sweeper-policy",
   "provider-limits-waiters",
@@ -24,6 +23,9 @@ export const SLOW_FILES = [
   "prometheus-alerts-live",
   "fuzz",
   "session-events-switch",
+  // Moved down from 4th: its case of a part that cannot be sent waited 15.5 s of the CLI's
+  // backoff, now 0.5 s (Retry-After: 0); an estimate, until the next quiet-machine run.
+  "batch-cli",
   "fleet-up",
   "preflight",
   "webhooks",

@@ -37,8 +37,9 @@
  * without a priority (the sweeper's re-queued runs, automatic resumes) go before all
  * prioritized ones.
  */
-import { PRIORITY_LIMIT, type Queue } from "bullmq";
+import type { Queue } from "bullmq";
 import type { Redis } from "ioredis";
+import { bullmq } from "../shared/cjs-packages.js";
 
 /** Where the head's priority starts a renumbering, by default (half of BullMQ's limit). */
 export const RENUMBER_AT = 2 ** 20;
@@ -47,7 +48,7 @@ export const RENUMBER_CHUNK = 1_000;
 
 /** The priorities of `count` jobs queued after `base`: base+1, base+2, … capped at BullMQ's limit. */
 export function prioritiesAfter(base: number, count: number): number[] {
-  return Array.from({ length: count }, (_, i) => Math.min(PRIORITY_LIMIT, base + i + 1));
+  return Array.from({ length: count }, (_, i) => Math.min(bullmq.PRIORITY_LIMIT, base + i + 1));
 }
 
 // KEYS: [1] the tenant hash, [2] the renumbering state, [3] the queue's prioritized sorted set,
@@ -170,7 +171,7 @@ export class FairDispatch implements Priorities {
     const args = [
       tenant,
       count,
-      PRIORITY_LIMIT,
+      bullmq.PRIORITY_LIMIT,
       this.deps.renumberAt ?? RENUMBER_AT,
       this.deps.chunk ?? RENUMBER_CHUNK,
       queue.toKey(""),

@@ -7,9 +7,10 @@
  * second even while every slot for new work is busy and thousands of first runs wait.
  * A third, `webhooks`, holds batch webhook deliveries (contracts §9), run by the sweeper.
  */
-import { type ConnectionOptions, type Job, Queue } from "bullmq";
+import type { ConnectionOptions, Job, Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { z } from "zod";
+import { bullmq } from "./cjs-packages.js";
 import { ValidationError } from "./errors.js";
 import { toValidationError } from "./messages.js";
 
@@ -68,7 +69,7 @@ export type QueueKey = "runs" | "resumes";
 
 /** The webhooks queue of a fleet. */
 export function openWebhookQueue(connection: ConnectionOptions, prefix: string): Queue {
-  const queue = new Queue(QUEUES.webhooks.name, {
+  const queue = new bullmq.Queue(QUEUES.webhooks.name, {
     connection,
     prefix,
     defaultJobOptions: QUEUES.webhooks.defaultJobOptions,
@@ -121,7 +122,7 @@ export class RunQueues {
 
   constructor(connection: ConnectionOptions, prefix: string) {
     const open = (key: QueueKey) => {
-      const queue = new Queue(QUEUES[key].name, {
+      const queue = new bullmq.Queue(QUEUES[key].name, {
         connection,
         prefix,
         defaultJobOptions: QUEUES[key].defaultJobOptions,

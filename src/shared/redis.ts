@@ -11,8 +11,9 @@
  * - a command about the server rather than a key (CLIENT LIST, SCAN) must ask every master:
  *   `masters()` lists them.
  */
-import { Cluster, Redis } from "ioredis";
+import type { Cluster, Redis } from "ioredis";
 import type { Logger } from "pino";
+import { ioredis } from "./cjs-packages.js";
 
 export type RedisRole = "worker" | "producer";
 
@@ -146,7 +147,7 @@ export function readonlyReconnect(now: () => number = Date.now): (error: Error) 
 export function createRedis(url: string, role: RedisRole, name?: string): Redis {
   const target = parseRedisUrl(url);
   if (target.mode === "cluster") return createCluster(target, role, name);
-  const redis = new Redis(url, {
+  const redis = new ioredis.Redis(url, {
     // BullMQ workers need null (block forever); a producer should fail fast instead.
     maxRetriesPerRequest: role === "worker" ? null : 1,
     enableOfflineQueue: true,
@@ -173,14 +174,14 @@ export function createRedis(url: string, role: RedisRole, name?: string): Redis 
 export function createProbe(url: string, timeoutMs = 5_000): Redis {
   const target = parseRedisUrl(url);
   if (target.mode === "single")
-    return new Redis(url, {
+    return new ioredis.Redis(url, {
       lazyConnect: true,
       maxRetriesPerRequest: 0,
       retryStrategy: () => null,
       connectTimeout: timeoutMs,
       commandTimeout: timeoutMs,
     });
-  return new Cluster(target.nodes, {
+  return new ioredis.Cluster(target.nodes, {
     lazyConnect: true,
     enableOfflineQueue: false,
     clusterRetryStrategy: () => null,
@@ -232,7 +233,7 @@ function createCluster(
   role: RedisRole,
   name: string | undefined,
 ): Redis {
-  const cluster = new Cluster(target.nodes, {
+  const cluster = new ioredis.Cluster(target.nodes, {
     redisOptions: {
       maxRetriesPerRequest: role === "worker" ? null : 1,
       socketTimeout:

@@ -10,8 +10,9 @@
  * no agent work. Retries: exponential from FLEET_WEBHOOK_RETRY_MS up to an hour, 40
  * attempts (more than 24 h), then the batch is marked `webhook_failed_at`.
  */
-import { type ConnectionOptions, type Job, type Queue, Worker } from "bullmq";
+import type { ConnectionOptions, Job, Queue, Worker } from "bullmq";
 import type { Logger } from "pino";
+import { bullmq } from "../shared/cjs-packages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { QUEUES, WEBHOOK_BACKOFF, webhookJobSchema } from "../shared/queues.js";
 import type { BatchStore, UnsettledCursor } from "../shared/store/batches.js";
@@ -88,7 +89,7 @@ export function startWebhookWorker(options: {
   concurrency?: number;
 }): Worker {
   const { store, settings, log, metrics } = options;
-  const worker = new Worker(
+  const worker = new bullmq.Worker(
     QUEUES.webhooks.name,
     async (job: Job) => {
       const { batchId } = webhookJobSchema.parse(job.data);

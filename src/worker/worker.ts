@@ -6,8 +6,9 @@
  */
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
+import type { Job } from "bullmq";
 import pino, { type Logger } from "pino";
+import { bullmq } from "../shared/cjs-packages.js";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
@@ -256,7 +257,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
       payload = parseRunJob(job.name, job.data).payload;
     } catch (error) {
       // Bad input fails once, clearly, and is never retried.
-      if (error instanceof ValidationError) throw new UnrecoverableError(error.message);
+      if (error instanceof ValidationError) throw new bullmq.UnrecoverableError(error.message);
       throw error;
     }
     const controller = new AbortController();
@@ -276,14 +277,14 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     if (result === "busy") {
       // Another worker holds the session: wait behind it, never alongside it.
       await putBack(redis, config.prefix, job, Date.now() + 100 + Math.floor(Math.random() * 200), token);
-      throw new DelayedError();
+      throw new bullmq.DelayedError();
     }
     if (typeof result === "object") {
       // A run waits for its endpoint's capacity (contracts §15): the job is handed back to the
       // delayed set (no attempt counted: moveToDelayed skips it) and frees this slot now.
       // It comes back no later than the queue's head (put-back.ts: a renumbering meanwhile).
       await putBack(redis, config.prefix, job, Date.now() + Math.max(1, result.handedBack), token);
-      throw new DelayedError();
+      throw new bullmq.DelayedError();
     }
     return result;
   };
@@ -291,7 +292,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   // New work and resumes each have slots of their own: a resume never waits for new work
   // to free a slot, so a crashed session comes back within a second under any backlog.
   const startBullWorker = (key: QueueKey, connection: (typeof bullRedis)[number], concurrency: number) => {
-    const worker = new Worker(QUEUES[key].name, processor, {
+    const worker = new bullmq.Worker(QUEUES[key].name, processor, {
       connection,
       prefix: config.prefix,
       concurrency,

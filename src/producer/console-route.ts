@@ -12,8 +12,8 @@ import { existsSync, type Stats } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import fastifyStatic from "@fastify/static";
 import type { FastifyInstance, FastifyReply } from "fastify";
+import { fastifyStatic } from "./api-packages.js";
 
 export const CONSOLE_PREFIX = "/console";
 

@@ -4,10 +4,11 @@
  * field; 5xx answers hide internals (they are logged instead: error-answers.ts).
  */
 import { STATUS_CODES } from "node:http";
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { NotFoundError, TooManyRequestsError, type ValidationError } from "../shared/errors.js";
 import { isStorableText } from "../shared/messages.js";
 import type { ApiDeps } from "./api-deps.js";
+import { fastify } from "./api-packages.js";
 import { routes } from "./api-routes.js";
 import { UnauthorizedError } from "./auth.js";
 import { isConsoleRoute } from "./console-route.js";
@@ -83,7 +84,7 @@ function countLimited(deps: ApiDeps, error: unknown): void {
 
 export function buildApi(deps: ApiDeps): FastifyInstance {
   const requestTimeout = deps.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
-  const app = Fastify({
+  const app = fastify({
     logger: { level: deps.logLevel ?? "info", base: { role: "api" } },
     bodyLimit: BODY_LIMIT,
     // Whose X-Forwarded-For names the client (request.ip): none unless the operator says.

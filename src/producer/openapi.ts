@@ -5,9 +5,9 @@
  * names the field the contract's way) and answers are sent as they are.
  */
 import { isDeepStrictEqual } from "node:util";
-import swagger from "@fastify/swagger";
 import type { FastifyInstance, FastifySchema, RouteOptions } from "fastify";
 import { z } from "zod";
+import { fastifySwagger } from "./api-packages.js";
 import { type ResponseDoc, ROUTE_DOCS, type RouteDoc } from "./route-docs.js";
 
 /** Schemas named with `.meta({ id })`, by name: the document's `components.schemas`. */
@@ -128,7 +128,7 @@ export function documentRoutes(app: FastifyInstance, version: string): void {
     if (schema) route.schema = schema;
     else if (!route.url.startsWith("/v1/")) route.schema = { ...route.schema, hide: true };
   });
-  app.register(swagger, {
+  app.register(fastifySwagger, {
     openapi: {
       openapi: "3.1.0",
       info: {

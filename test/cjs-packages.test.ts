@@ -12,8 +12,11 @@
  * from "x"` and `export … from "x"` at the start of a line; `import type` is erased and costs
  * nothing. A value import in any file under src/ counts: each is loaded by some role.
  */
+import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { ROOT } from "./support/fleet-env.js";
 
@@ -52,5 +55,30 @@ describe("BullMQ, ioredis, Fastify and bull-board", () => {
     // … and no file imports a value of one of them.
     const offending = [...values].filter((line) => REQUIRED.test(line));
     expect(offending).toEqual([]);
+  });
+});
+
+describe("BullMQ's values in cjs-packages.ts", () => {
+  it("are those its index exports, read without loading the index", async () => {
+    const { bullmq } = await import("../src/shared/cjs-packages.js");
+    const index = createRequire(import.meta.url)("bullmq") as Record<string, unknown>;
+    for (const [name, value] of Object.entries(bullmq)) expect(value, name).toBe(index[name]);
+    // A process that loads only cjs-packages.ts (through tsx, as bin/fleet.js runs the sources)
+    // loads BullMQ's queue and worker but not its index.
+    const source = pathToFileURL(join(ROOT, "src/shared/cjs-packages.ts")).href;
+    const loaded = execFileSync(
+      process.execPath,
+      [
+        "--import",
+        "tsx/esm",
+        "--input-type=module",
+        "-e",
+        `await import(${JSON.stringify(source)}); const { createRequire } = await import("node:module"); console.log(JSON.stringify(Object.keys(createRequire(${JSON.stringify(source)}).cache)));`,
+      ],
+      { cwd: ROOT, encoding: "utf8" },
+    );
+    const files = (JSON.parse(loaded) as string[]).map((file) => file.replace(/.*node_modules\//, ""));
+    expect(files).toContain("bullmq/dist/cjs/classes/worker.js");
+    expect(files).not.toContain("bullmq/dist/cjs/index.js");
   });
 });

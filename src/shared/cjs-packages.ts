@@ -9,12 +9,31 @@
  * ioredis. `require()` is the same module instance (Node's one CommonJS cache), so classes
  * and `instanceof` are those of an `import`; the types still come from `import type`.
  *
+ * BullMQ's values are read from the files that define them, not from its index: the index
+ * also loads its flow producer, sandboxed processors, queue events, relay, Postgres backend
+ * and ~45 files of (empty) interfaces and types, none of which the fleet uses: 70 of its 246
+ * files, ~35 ms of CPU per start (`require("bullmq")` 171–209 ms, these three 135–146 ms).
+ * The index has no side effect they need (it only re-exports); test/cjs-packages.test.ts
+ * checks that each value is the one the index exports, so a BullMQ that moves a file fails
+ * there, and that loading this module does not load the index.
+ *
  * Code that needs one of their values takes it from here, never from `import { … } from
- * "bullmq"` (test/role-imports.test.ts holds the roles to that).
+ * "bullmq"` (test/cjs-packages.test.ts holds the code to that).
  */
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
 
-export const bullmq: typeof import("bullmq") = require("bullmq");
+type BullMQ = typeof import("bullmq");
+const classes = "bullmq/dist/cjs/classes";
+const { Queue } = require(`${classes}/queue.js`) as Pick<BullMQ, "Queue">;
+const { Worker } = require(`${classes}/worker.js`) as Pick<BullMQ, "Worker">;
+const { PRIORITY_LIMIT } = require(`${classes}/job.js`) as Pick<BullMQ, "PRIORITY_LIMIT">;
+const { DelayedError, UnrecoverableError } = require(`${classes}/errors/index.js`) as Pick<
+  BullMQ,
+  "DelayedError" | "UnrecoverableError"
+>;
+
+/** The values of BullMQ the fleet uses. */
+export const bullmq = { Queue, Worker, PRIORITY_LIMIT, DelayedError, UnrecoverableError };
 export const ioredis: typeof import("ioredis") = require("ioredis");

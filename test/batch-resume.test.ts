@@ -144,6 +144,25 @@ describe("resuming a batch's parked sessions", () => {
         "limit: must be a whole number from 1 to 1,000",
       ]);
     }
+    // A parked reason no session can be parked for (a typo, another word, a detail without
+    // its ": ") is a 400 naming the reasons, not a 202 that resumed nothing.
+    for (const parkedReason of ["provider_rejectd", "failed", "provider_rejected:x", "provider_rejected: "]) {
+      const badReason = await failure(client.resumeBatch(created.id, { parkedReason }));
+      expect([badReason.status, badReason.field], parkedReason).toEqual([400, "parkedReason"]);
+      expect(badReason.message).toMatch(/^parkedReason: must be a parked reason /);
+    }
+    expect((await failure(client.resumeBatch(created.id, { parkedReason: "x" }))).message).toContain(
+      "(refused, context_full, unknown_stop, malformed, attempts_exhausted,",
+    );
+    const typo = await fleetCli(["batch", "resume", created.id, "--reason", "provider_rejectd"]);
+    expect([typo.code, typo.stdout]).toEqual([2, ""]);
+    expect(typo.stderr).toContain('"provider_rejectd" is none');
+    expect(await parked(created.id)).toHaveLength(1);
+    // A reason known, alone or with its detail, is a filter: here it matches nothing.
+    for (const parkedReason of ["max_turns", "max_turns: 5 turns"]) {
+      const page = await client.resumeBatch(created.id, { parkedReason });
+      expect([page.resumed, page.refused], parkedReason).toEqual([[], []]);
+    }
     const missing = await failure(client.resumeBatch("no-such-batch"));
     expect(missing.status).toBe(404);
     expect(await parked(created.id)).toHaveLength(1);

@@ -329,6 +329,25 @@ describe("HTTP API", () => {
       expect(fine.status).toBe(200);
     });
 
+    it("a parkedReason filter no session can be parked for is a 400 naming the reasons, not an empty list", async () => {
+      for (const reason of ["attemps_exhausted", "failed", "", "attempts_exhausted:3", "refused: "]) {
+        const answer = await call("GET", `/v1/sessions?parkedReason=${encodeURIComponent(reason)}`);
+        expectError(answer, 400, "invalid_request");
+        expect([answer.json.error.field, answer.json.error.message], reason).toEqual([
+          "parkedReason",
+          expect.stringMatching(/^parkedReason: must be a parked reason /),
+        ]);
+      }
+      const typo = await call("GET", "/v1/sessions?status=parked&parkedReason=attemps_exhausted");
+      expect(typo.json.error.message).toContain("attempts_exhausted, max_output, paused, invalid_agent,");
+      expect(typo.json.error.message).toContain('"attemps_exhausted" is none');
+      // A known reason, alone or with its detail as a session shows it (U+202E and all), is a filter.
+      for (const reason of ["attempts_exhausted", "unknown_stop: end\u202eturn", "invalid_agent: a: b"]) {
+        const answer = await call("GET", `/v1/sessions?parkedReason=${encodeURIComponent(reason)}`);
+        expect(answer.status, reason).toBe(200);
+      }
+    });
+
     it("answers invalid JSON with 400 and no stack trace", async () => {
       const before = await countSessions();
       const answer = await call("POST", "/v1/sessions", undefined, '{"agent": {');

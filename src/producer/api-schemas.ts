@@ -8,6 +8,7 @@
 import { z } from "zod";
 import { agentConfigSchema, modelConfigSchema } from "../shared/agent-config.js";
 import { messageSchema, toolCallSchema, usageSchema } from "../shared/messages.js";
+import { PARK_REASONS } from "../shared/resume-policy.js";
 import { SESSION_STATUSES } from "./fleet-service.js";
 import { MAX_IMPORTED_MESSAGES, MAX_METADATA_BYTES, MAX_REQUEST_MESSAGES } from "./request-limits.js";
 
@@ -346,11 +347,14 @@ export const sessionPatchBody = z.strictObject({
       "Whether the session's event stream is written from now on. true: the stored messages go into it at once, and its runs' events from its next run; false: the stream is dropped, and readers of it end",
     ),
 });
+const PARK_REASON_LIST = PARK_REASONS.map((reason) => `\`${reason}\``).join(", ");
 export const batchResumeBody = z.strictObject({
   parkedReason: z
     .string()
     .optional()
-    .describe("Only sessions parked for this reason (e.g. `provider_rejected`, `attempts_exhausted`)"),
+    .describe(
+      `Only sessions parked for this reason: one of ${PARK_REASON_LIST}, alone or followed by ": " and its detail as the session shows it (another value is a 400)`,
+    ),
   model: modelConfigSchema.optional().describe("Resume with this MODEL instead of the agent's"),
   cursor: z.string().optional().describe("The `nextCursor` of the previous page"),
   limit: z.number().int().min(1).max(1_000).optional().describe("Sessions per page (default 200)"),
@@ -364,7 +368,9 @@ export const listQuery = z.strictObject({
   parkedReason: z
     .string()
     .optional()
-    .describe("Only sessions parked for this reason (e.g. `attempts_exhausted`)"),
+    .describe(
+      `Only sessions parked for this reason: one of ${PARK_REASON_LIST}, alone or followed by ": " and its detail as the session shows it (another value is a 400)`,
+    ),
   before: z
     .string()
     .optional()

@@ -18,6 +18,7 @@ import type { BatchResumePage } from "../shared/api-types.js";
 import { AgentResumeError, TooManyRequestsError } from "../shared/errors.js";
 import type { ResumeKind } from "../shared/resume-reasons.js";
 import type { ListCursor } from "../shared/store/session-queries.js";
+import { parkedReasonFilter } from "./request-bodies.js";
 
 export type { BatchResumePage };
 
@@ -28,7 +29,7 @@ const LIMIT_WORDS = "must be a whole number from 1 to 1,000";
 export const batchResumeBody = z
   .strictObject({
     /** Only sessions parked for this reason (`provider_rejected`, or with its detail). */
-    parkedReason: z.string().min(1).max(200).optional(),
+    parkedReason: parkedReasonFilter().optional(),
     /** Resume with this MODEL instead of the agent's (checked once, as for one session). */
     model: z.unknown().optional(),
     /** The `nextCursor` of the previous page. */

@@ -9,6 +9,7 @@ import type { RunRow, SessionRow } from "../shared/db/schema.js";
 import { RESUMABLE_TAIL_STATES } from "../shared/db/schema.js";
 import { ValidationError } from "../shared/errors.js";
 import { isStorableText, toValidationError } from "../shared/messages.js";
+import { parkedReasonFilterProblem } from "../shared/parked-reason-filter.js";
 import type { ListCursor } from "../shared/store/session-queries.js";
 import { MAX_IMPORTED_MESSAGES, MAX_METADATA_BYTES } from "./request-limits.js";
 
@@ -103,11 +104,25 @@ function queryInt(min: number, max: number) {
     .transform(Number)
     .pipe(z.number().min(min, message).max(max, message));
 }
+/**
+ * A `parkedReason` filter: a known parked reason, alone or with its detail (parked-reason-filter.ts);
+ * one that can match nothing (a typo) is a 400 naming the reasons, not an empty answer.
+ */
+export function parkedReasonFilter() {
+  // No min(1): an empty value is said as any other unknown reason, not in zod's words.
+  return z
+    .string()
+    .max(200)
+    .superRefine((value, ctx) => {
+      const problem = parkedReasonFilterProblem(value);
+      if (problem) ctx.addIssue({ code: "custom", message: problem });
+    });
+}
 export const LIST_STATUSES = ["parked", "active", "cancelled", "queued", "running", "completed"] as const;
 export const listQuery = z.strictObject({
   status: z.enum(LIST_STATUSES).optional(),
   batch: z.string().min(1).max(200).optional(),
-  parkedReason: z.string().min(1).max(200).optional(),
+  parkedReason: parkedReasonFilter().optional(),
   before: z
     .string()
     .max(400)

@@ -157,6 +157,10 @@ describe("resuming a batch's parked sessions", () => {
     const typo = await fleetCli(["batch", "resume", created.id, "--reason", "provider_rejectd"]);
     expect([typo.code, typo.stdout]).toEqual([2, ""]);
     expect(typo.stderr).toContain('"provider_rejectd" is none');
+    // An empty --reason (an unset "$REASON") is refused too, not dropped into a resume of all.
+    const empty = await fleetCli(["batch", "resume", created.id, "--reason", ""]);
+    expect([empty.code, empty.stdout], empty.stderr).toEqual([2, ""]);
+    expect(empty.stderr).toContain('"" is none');
     expect(await parked(created.id)).toHaveLength(1);
     // A reason known, alone or with its detail, is a filter: here it matches nothing.
     for (const parkedReason of ["max_turns", "max_turns: 5 turns"]) {

@@ -379,7 +379,9 @@ export async function batchResumeCommand(
     let cursor: string | undefined;
     for (;;) {
       const page = await client.resumeBatch(id, {
-        ...(options.reason ? { parkedReason: options.reason } : {}),
+        // An empty --reason (an unset "$REASON") is sent, and refused, not dropped: dropped,
+        // it resumed every parked session of the batch.
+        ...(options.reason !== undefined ? { parkedReason: options.reason } : {}),
         ...(model ? { model } : {}),
         ...(cursor ? { cursor } : {}),
       });

@@ -73,6 +73,22 @@ describe("the client behind a proxy", () => {
     expect((await client.getSession(id)).id).toBe(id);
   });
 
+  it("listSessions sends an empty or zero filter for the API to refuse, not dropped into a wider list", async () => {
+    await client.createBatch([{ agent: AGENT }]);
+    for (const [filter, field] of [
+      [{ batch: "" }, "batch"],
+      [{ parkedReason: "" }, "parkedReason"],
+      [{ status: "" }, "status"],
+      [{ limit: 0 }, "limit"],
+      [{ before: "" }, "before"],
+    ] as const) {
+      const error = await client.listSessions(filter as never).catch((e: unknown) => e);
+      expect(error, field).toBeInstanceOf(FleetApiError);
+      expect(error, field).toMatchObject({ status: 400, field });
+    }
+    expect((await client.listSessions({ limit: 1 })).sessions).toHaveLength(1);
+  });
+
   it("getBatch asks for the batch's usage as GET /v1/batches/:id?include=usage does", async () => {
     const batch = await client.createBatch([{ agent: AGENT }, { agent: AGENT }]);
     expect(await client.getBatch(batch.id)).not.toHaveProperty("usage");

@@ -275,12 +275,15 @@ export class FleetClient {
       before?: string;
     } = {},
   ): Promise<{ sessions: SessionSummary[]; nextCursor?: string | null }> {
+    // Every filter given is sent, an empty or zero one too, for the API to refuse: dropped, a
+    // `batch: ""` (an id not filled in) listed every batch's sessions, a `parkedReason: ""` every
+    // session, `limit: 0` a page of 100 and `before: ""` the first page again.
     const params = new URLSearchParams();
-    if (options.status) params.set("status", options.status);
-    if (options.batch) params.set("batch", options.batch);
-    if (options.parkedReason) params.set("parkedReason", options.parkedReason);
-    if (options.limit) params.set("limit", String(options.limit));
-    if (options.before) params.set("before", options.before);
+    if (options.status !== undefined) params.set("status", options.status);
+    if (options.batch !== undefined) params.set("batch", options.batch);
+    if (options.parkedReason !== undefined) params.set("parkedReason", options.parkedReason);
+    if (options.limit !== undefined) params.set("limit", String(options.limit));
+    if (options.before !== undefined) params.set("before", options.before);
     const query = params.size > 0 ? `?${params}` : "";
     return this.request("GET", `/v1/sessions${query}`);
   }

@@ -341,6 +341,15 @@ describe("HTTP API", () => {
       const typo = await call("GET", "/v1/sessions?status=parked&parkedReason=attemps_exhausted");
       expect(typo.json.error.message).toContain("attempts_exhausted, max_output, paused, invalid_agent,");
       expect(typo.json.error.message).toContain('"attemps_exhausted" is none');
+      // Only a parked session has one: with another status the filter is refused too.
+      const active = await call("GET", "/v1/sessions?status=active&parkedReason=refused");
+      expectError(active, 400, "invalid_request");
+      expect(active.json.error).toMatchObject({
+        field: "parkedReason",
+        message:
+          "parkedReason: only parked sessions have one, so with status=active it matches nothing: give status=parked or no status",
+      });
+      expect((await call("GET", "/v1/sessions?status=parked&parkedReason=refused")).status).toBe(200);
       // A known reason, alone or with its detail as a session shows it (U+202E and all), is a filter.
       for (const reason of ["attempts_exhausted", "unknown_stop: end\u202eturn", "invalid_agent: a: b"]) {
         const answer = await call("GET", `/v1/sessions?parkedReason=${encodeURIComponent(reason)}`);

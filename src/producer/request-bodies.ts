@@ -119,21 +119,33 @@ export function parkedReasonFilter() {
     });
 }
 export const LIST_STATUSES = ["parked", "active", "cancelled", "queued", "running", "completed"] as const;
-export const listQuery = z.strictObject({
-  status: z.enum(LIST_STATUSES).optional(),
-  batch: z.string().min(1).max(200).optional(),
-  parkedReason: parkedReasonFilter().optional(),
-  before: z
-    .string()
-    .max(400)
-    .transform((value, ctx) => {
-      const cursor = decodeListCursor(value);
-      if (!cursor) ctx.addIssue({ code: "custom", message: "is not a cursor this list gave (`nextCursor`)" });
-      return cursor ?? z.NEVER;
-    })
-    .optional(),
-  limit: queryInt(1, 1_000).default(100),
-});
+export const listQuery = z
+  .strictObject({
+    status: z.enum(LIST_STATUSES).optional(),
+    batch: z.string().min(1).max(200).optional(),
+    parkedReason: parkedReasonFilter().optional(),
+    before: z
+      .string()
+      .max(400)
+      .transform((value, ctx) => {
+        const cursor = decodeListCursor(value);
+        if (!cursor)
+          ctx.addIssue({ code: "custom", message: "is not a cursor this list gave (`nextCursor`)" });
+        return cursor ?? z.NEVER;
+      })
+      .optional(),
+    limit: queryInt(1, 1_000).default(100),
+  })
+  .superRefine((query, ctx) => {
+    // Only a parked session has a parked reason: with another status the filter matched nothing
+    // (session-list.ts adds status = 'parked'), an empty list that read as "none parked for it".
+    if (query.parkedReason !== undefined && query.status !== undefined && query.status !== "parked")
+      ctx.addIssue({
+        code: "custom",
+        path: ["parkedReason"],
+        message: `only parked sessions have one, so with status=${query.status} it matches nothing: give status=parked or no status`,
+      });
+  });
 
 /** The session list's `nextCursor`: opaque to clients (base64url of `micros.id`). */
 export function encodeListCursor(cursor: ListCursor): string {

@@ -189,7 +189,9 @@ export async function batchSubmitCommand(
               client.createBatch(sessions, {
                 idempotencyKey: key,
                 open: !last,
-                ...(options.webhook ? { webhook: { url: options.webhook } } : {}),
+                // An empty --webhook (an unset "$URL") is sent, and refused: dropped, the batch
+                // was submitted without the webhook its user counted on, exit 0.
+                ...(options.webhook !== undefined ? { webhook: { url: options.webhook } } : {}),
                 ...(options.sessionEvents === false ? { sessionEvents: false } : {}),
               }),
             io,

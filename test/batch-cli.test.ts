@@ -201,6 +201,16 @@ describe("fleet batch", () => {
     expect(await fleet.database.sql`select id from batches`).toHaveLength(before.length);
   }, 30_000);
 
+  it("an empty --idempotency-key is refused and nothing is sent, not keys every such command shares", async () => {
+    const before = await fleet.database.sql`select id from batches`;
+    const file = join(fleet.config.toolDir, "empty-key.jsonl");
+    await writeFile(file, `${line(1)}\n`);
+    const bad = await fleetCli(["batch", "submit", "--idempotency-key", "", file]);
+    expect([bad.code, bad.stdout], bad.stderr).toEqual([2, ""]);
+    expect(bad.stderr).toContain("--idempotency-key must not be empty");
+    expect(await fleet.database.sql`select id from batches`).toHaveLength(before.length);
+  }, 30_000);
+
   it("a line that is not UTF-8 is named and nothing is sent, not submitted with U+FFFD", async () => {
     const before = await fleet.database.sql`select id from batches`;
     // Line 2's input is "café" in Latin-1 (0xE9): read as UTF-8 it became "caf\uFFFD", and the

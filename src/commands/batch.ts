@@ -172,6 +172,11 @@ export async function batchSubmitCommand(
   const { client, ...api } = apiClientOf(options, 0);
   return guarded(io, api, "fleet batch submit", async () => {
     const partSize = Math.min(PART_SIZE, options.partSize ?? PART_SIZE);
+    // An empty prefix (an unset "$KEY") made the keys "-0", "-1", …, which every such command
+    // of the tenant shares: a second one within 24 h with the same file got the first's batch
+    // back and submitted nothing, exit 0.
+    if (options.idempotencyKey === "")
+      throw new LineError("--idempotency-key must not be empty (leave it out for a key of its own)");
     const keyPrefix = options.idempotencyKey ?? `fleet-batch-${randomUUID()}`;
     const total = await checkLines(file);
     const bar = await progress(io, "submitted", total);

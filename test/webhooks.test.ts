@@ -207,6 +207,13 @@ describe("webhook URLs, signatures and backoff", () => {
     expect(verifyWebhookSignature(SECRET, body, header, 300, 1_700_000_100)).toBe(true);
     expect(verifyWebhookSignature(SECRET, `${body} `, header, 300, 1_700_000_100)).toBe(false);
     expect(verifyWebhookSignature(SECRET, body, header, 300, 1_700_001_000)).toBe(false);
+    // An empty secret verifies nothing: anyone can sign with it (a receiver's unset variable).
+    const forged = signWebhook("", body, 1_700_000_000);
+    expect(verifyWebhookSignature("", body, forged, 300, 1_700_000_100)).toBe(false);
+    // Only the header as the fleet writes it: no MAC with more after it, no t in other notation.
+    expect(verifyWebhookSignature(SECRET, body, `${header}zz`, 300, 1_700_000_100)).toBe(false);
+    const mac = header.split("v1=")[1]!;
+    expect(verifyWebhookSignature(SECRET, body, `t=1.7e9,v1=${mac}`, 300, 1_700_000_100)).toBe(false);
   });
 
   it("backs off exponentially up to an hour, over more than 24 h in all", () => {

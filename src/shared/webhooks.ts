@@ -188,7 +188,14 @@ export function signWebhook(secret: string, body: string, unixSeconds: number): 
   return `t=${unixSeconds},v1=${mac}`;
 }
 
-/** For receivers: whether a `Fleet-Signature` header signs `body`, within `toleranceSeconds`. */
+/**
+ * For receivers: whether a `Fleet-Signature` header signs `body`, within `toleranceSeconds`.
+ * An empty secret verifies nothing: anyone can compute an HMAC with an empty key, and a
+ * receiver reading an unset variable (`process.env.FLEET_WEBHOOK_SECRET ?? ""`) took forged
+ * deliveries as signed. The header is read as the fleet writes it: `t` in digits, `v1` 64 hex
+ * digits (Buffer.from(…, "hex") stopped at the first other character, so a MAC with anything
+ * after it passed).
+ */
 export function verifyWebhookSignature(
   secret: string,
   body: string,
@@ -196,11 +203,14 @@ export function verifyWebhookSignature(
   toleranceSeconds = 300,
   nowSeconds = Math.floor(Date.now() / 1000),
 ): boolean {
+  if (secret === "") return false;
   const parts = Object.fromEntries(header.split(",").map((p) => p.split("=", 2) as [string, string]));
+  const v1 = parts.v1 ?? "";
+  if (!/^\d{1,15}$/.test(parts.t ?? "") || !/^[0-9a-f]{64}$/i.test(v1)) return false;
   const t = Number(parts.t);
-  if (!Number.isInteger(t) || Math.abs(nowSeconds - t) > toleranceSeconds || !parts.v1) return false;
+  if (Math.abs(nowSeconds - t) > toleranceSeconds) return false;
   const expected = Buffer.from(signWebhook(secret, body, t).split("v1=")[1]!, "hex");
-  const given = Buffer.from(parts.v1, "hex");
+  const given = Buffer.from(v1, "hex");
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 

@@ -20,11 +20,18 @@ describe("the client behind a proxy", () => {
   let client: FleetClient;
   /** Requests the proxy answers itself with its HTML page before it forwards again. */
   let failing = 0;
+  /** Requests the proxy answers itself with a 200 and no body. */
+  let empty = 0;
 
   beforeAll(async () => {
     fleet = await createFleetEnv("client-http");
     const api = new URL((await fleet.startApi()).api.url);
     proxy = createServer((incoming, outgoing) => {
+      if (empty > 0) {
+        empty--;
+        outgoing.writeHead(200, { "content-length": "0" }).end();
+        return;
+      }
       if (failing > 0) {
         failing--;
         outgoing.writeHead(502, { "content-type": "text/html" }).end(BAD_GATEWAY);
@@ -87,6 +94,14 @@ describe("the client behind a proxy", () => {
       expect(error, field).toMatchObject({ status: 400, field });
     }
     expect((await client.listSessions({ limit: 1 })).sessions).toHaveLength(1);
+  });
+
+  it("a 200 with an empty body is a FleetApiError naming it, not undefined for the caller to trip on", async () => {
+    empty = 1;
+    const error = await client.createBatch([{ agent: AGENT }]).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(FleetApiError);
+    expect(error).toMatchObject({ status: 200, code: "invalid_response" });
+    expect((error as Error).message).toBe("POST /v1/batches: HTTP 200 with an empty body");
   });
 
   it("getBatch asks for the batch's usage as GET /v1/batches/:id?include=usage does", async () => {

@@ -106,11 +106,14 @@ export class ApiTransport {
     const text = await this.text(method, path, response, signal);
     const json = parseJson(text);
     if (!response.ok) throw apiError(method, path, response, json);
-    if (json === undefined && text)
+    // An empty 2xx body is refused too (the API answers every route with JSON; 204 and 205 say
+    // they have none): taken as undefined, the caller failed on it with a TypeError of its own
+    // ("cannot read properties of undefined") far from the answer of a proxy that sent it.
+    if (json === undefined && (text !== "" || (response.status !== 204 && response.status !== 205)))
       throw new FleetApiError(
         response.status,
         "invalid_response",
-        `${method} ${path}: HTTP ${response.status} with a body that is not JSON`,
+        `${method} ${path}: HTTP ${response.status} with ${text === "" ? "an empty body" : "a body that is not JSON"}`,
       );
     return json as T;
   }

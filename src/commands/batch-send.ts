@@ -4,9 +4,9 @@
  * 429 until the tenant limit leaves room. The waits are a pure function (`partRetryDelayMs`)
  * and the sleep is injectable, so a test counts the waits asked for instead of timing them.
  */
+import type { Writable } from "node:stream";
 import { FleetApiError } from "../producer/client.js";
 import { write } from "./api-client.js";
-import type { BatchIo } from "./batch.js";
 
 /** A failure that may pass: the API not reached, or a 5xx. */
 export const unreachableOr5xx = (error: unknown): boolean =>
@@ -45,7 +45,7 @@ const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  */
 export async function sendPart<T>(
   send: () => Promise<T>,
-  io: Pick<BatchIo, "stderr">,
+  io: { stderr: Writable },
   sleep: (ms: number) => Promise<void> = pause,
 ): Promise<T> {
   let limitedSince: number | undefined;

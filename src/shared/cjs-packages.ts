@@ -25,15 +25,47 @@ import { createRequire } from "node:module";
 const require = createRequire(import.meta.url);
 
 type BullMQ = typeof import("bullmq");
-const classes = "bullmq/dist/cjs/classes";
-const { Queue } = require(`${classes}/queue.js`) as Pick<BullMQ, "Queue">;
-const { Worker } = require(`${classes}/worker.js`) as Pick<BullMQ, "Worker">;
-const { PRIORITY_LIMIT } = require(`${classes}/job.js`) as Pick<BullMQ, "PRIORITY_LIMIT">;
-const { DelayedError, UnrecoverableError } = require(`${classes}/errors/index.js`) as Pick<
+type BullMQValues = Pick<
   BullMQ,
-  "DelayedError" | "UnrecoverableError"
+  "Queue" | "Worker" | "PRIORITY_LIMIT" | "DelayedError" | "UnrecoverableError"
 >;
+const classes = "bullmq/dist/cjs/classes";
+let loaded: BullMQValues | undefined;
+/** BullMQ's files, required at the first use of one of its values (see `bullmq`). */
+function load(): BullMQValues {
+  if (!loaded) {
+    const { Queue } = require(`${classes}/queue.js`) as Pick<BullMQ, "Queue">;
+    const { Worker } = require(`${classes}/worker.js`) as Pick<BullMQ, "Worker">;
+    const { PRIORITY_LIMIT } = require(`${classes}/job.js`) as Pick<BullMQ, "PRIORITY_LIMIT">;
+    const { DelayedError, UnrecoverableError } = require(`${classes}/errors/index.js`) as Pick<
+      BullMQ,
+      "DelayedError" | "UnrecoverableError"
+    >;
+    loaded = { Queue, Worker, PRIORITY_LIMIT, DelayedError, UnrecoverableError };
+  }
+  return loaded;
+}
 
-/** The values of BullMQ the fleet uses. */
-export const bullmq = { Queue, Worker, PRIORITY_LIMIT, DelayedError, UnrecoverableError };
+/**
+ * The values of BullMQ the fleet uses, required at the first use of one, not when this module
+ * loads: ioredis comes from here too, and a role refused at its start checks (which use
+ * ioredis) loads no BullMQ (test/role-imports.test.ts).
+ */
+export const bullmq: BullMQValues = {
+  get Queue() {
+    return load().Queue;
+  },
+  get Worker() {
+    return load().Worker;
+  },
+  get PRIORITY_LIMIT() {
+    return load().PRIORITY_LIMIT;
+  },
+  get DelayedError() {
+    return load().DelayedError;
+  },
+  get UnrecoverableError() {
+    return load().UnrecoverableError;
+  },
+};
 export const ioredis: typeof import("ioredis") = require("ioredis");

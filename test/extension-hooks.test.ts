@@ -2,9 +2,17 @@
  * Extensions (contracts §8) with small fakes: every hook's failure is counted, and a hook
  * that never settles fails after FLEET_HOOK_TIMEOUT_MS instead of holding its run forever.
  */
+import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createMetrics } from "../src/shared/metrics.js";
-import { defineExtension, Extensions, type RunContext } from "../src/worker/extensions.js";
+import {
+  defineExtension,
+  Extensions,
+  type RunContext,
+  transcriptExtension,
+} from "../src/worker/extensions.js";
 
 const ctx: RunContext = {
   sessionId: "s",
@@ -99,5 +107,49 @@ describe("extension hooks", () => {
     const values = (await metrics.hookFailures.get()).values;
     expect(values.find((v) => v.labels.hook === "afterRun")?.value).toBe(0);
     expect(values.find((v) => v.labels.hook === "onCommitted")?.value).toBe(1);
+  });
+
+  it("a resume's transcript record that cannot be written is counted and the run goes on; a user's beforeRun still stops it", async () => {
+    const root = await mkdtemp(join(tmpdir(), "hooks-transcript-"));
+    try {
+      const metrics = createMetrics("test");
+      const warnings: Record<string, unknown>[] = [];
+      const log = { warn: (fields: Record<string, unknown>) => warnings.push(fields) };
+      // The session's file cannot be appended to (EISDIR here; a full disk, a lost mount alike).
+      await mkdir(join(root, "s.jsonl"));
+      const transcript = transcriptExtension(root);
+      const resume: RunContext = {
+        ...ctx,
+        kind: "resume",
+        resumeKind: "call_model",
+        inputMessage: null,
+        history: [{ role: "user", content: "q", seq: 1, createdAt: "2026-12-05T00:00:00.000Z" }],
+      };
+      // The transcript is a record, not a gate: the resume starts (before, it ended `failed`
+      // with "beforeRun hook of extension "transcript" failed: EISDIR …", again at every
+      // automatic resume, until the session was parked).
+      expect(await new Extensions([transcript], metrics, log).beforeRun(resume)).toBeNull();
+      expect(
+        (await metrics.hookFailures.get()).values.find((v) => v.labels.hook === "beforeRun")?.value,
+      ).toBe(1);
+      expect(warnings).toMatchObject([{ extension: "transcript", hook: "beforeRun", sessionId: "s" }]);
+      // Another extension's beforeRun after it still runs, and one that throws still stops the run.
+      const user = defineExtension({
+        name: "gate",
+        beforeRun() {
+          throw new Error("no");
+        },
+      });
+      expect(await new Extensions([transcript, user], metrics, log).beforeRun(resume)).toBe(
+        'beforeRun hook of extension "gate" failed: no',
+      );
+      // Once the file can be written, the resume's turn is recorded again.
+      await rm(join(root, "s.jsonl"), { recursive: true });
+      expect(await new Extensions([transcript], metrics, log).beforeRun(resume)).toBeNull();
+      const lines = (await readFile(join(root, "s.jsonl"), "utf8")).trim().split("\n");
+      expect(lines.map((line) => JSON.parse(line))).toMatchObject([{ runId: "r", seq: 1 }]);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 });

@@ -11,7 +11,9 @@
  * - `onSessionDeleted` (additive): each deleted session, by one worker, at least once
  *   (worker/deletion-hooks.ts).
  * Errors in hooks other than `beforeRun` are logged and counted
- * (`fleet_hook_failures_total{hook}`); they never lose a message or stop a run.
+ * (`fleet_hook_failures_total{hook}`); they never lose a message or stop a run. Neither does
+ * the built-in transcript's `beforeRun` (a resume's turn recorded again): a transcript is a
+ * record, not a gate, so a line it cannot write is lost, logged and counted.
  */
 import { appendFile as writeMore } from "node:fs/promises";
 import { join } from "node:path";
@@ -85,6 +87,14 @@ export function defineExtension<E extends Extension>(extension: E): E {
 
 export type HookName = "beforeRun" | "onMessage" | "afterRun" | "onError";
 
+/**
+ * Extensions whose `beforeRun` failure is logged and counted like any other hook's instead of
+ * ending the run: the built-in transcript (transcriptExtension). Its resume record failed on a
+ * file it could not write (a full disk, a lost mount), and every resume of the session then
+ * ended `failed` until the session was parked, though its lines are documented as lost then.
+ */
+const RECORD_ONLY = new WeakSet<Extension>();
+
 /** Runs the loaded extensions' hooks, in load order. */
 export class Extensions {
   constructor(
@@ -145,6 +155,7 @@ export class Extensions {
         await this.call("beforeRun", extension, () => extension.beforeRun!(ctx));
       } catch (error) {
         this.failed("beforeRun", extension, ctx, error);
+        if (RECORD_ONLY.has(extension)) continue;
         return `beforeRun hook of extension "${extension.name}" failed: ${error instanceof Error ? error.message : String(error)}`;
       }
     }
@@ -247,7 +258,7 @@ export function transcriptExtension(
       await append();
     }
   };
-  return {
+  const transcript: Extension = {
     name: "transcript",
     async beforeRun(ctx) {
       if (ctx.kind !== "resume") return;
@@ -267,4 +278,6 @@ export function transcriptExtension(
       await write(ctx.sessionId, [committed]);
     },
   };
+  RECORD_ONLY.add(transcript);
+  return transcript;
 }

@@ -355,5 +355,35 @@ describe("session events and extensions", () => {
     // onCommitted threw for the one message the refused run committed (its user message).
     expect(failures("onCommitted")).toBe(1);
     expect(metrics).toMatch(/^fleet_events_written_total\{[^}]*type="RUN_COMPLETED"[^}]*\} [1-9]/m);
-  }, 60_000);
+
+    // A run that ends provider_error (every try of its model call fails): afterRun, then
+    // onError with the run's error and no resume-point reason. Nothing noticed before if
+    // onError stopped running for provider_error: the cases above end failed and nothing_to_resume.
+    const failing = await client.createSession({
+      agent: { model: { provider: "scripted" as const, steps: [{ text: "never", fault: "connection" }] } },
+    });
+    const f = await client.send(failing.id, "try");
+    expect((await client.waitForRun(f.runId, { timeoutMs: 30_000 })).endedReason).toBe("provider_error");
+    const ofRun = async () =>
+      (await readFile(hookLog, "utf8"))
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line))
+        .filter((c) => c.runId === f.runId)
+        .map(({ sessionId: _, runId: __, ...rest }) => rest);
+    await waitFor(
+      async () => (await ofRun()).some((c) => c.hook === "onError"),
+      5_000,
+      "onError of provider_error",
+    );
+    const hooks = await ofRun();
+    expect(hooks.map((c) => c.hook)).toEqual(["beforeRun", "onMessage", "afterRun", "onError"]);
+    expect(hooks[2]).toMatchObject({ outcome: "provider_error", error: expect.stringMatching(/\S/) });
+    expect(hooks[3]).toEqual({
+      hook: "onError",
+      message: hooks[2].error,
+      reason: null,
+      outcome: "provider_error",
+    });
+  }, 90_000);
 });

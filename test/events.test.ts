@@ -2,7 +2,8 @@
  * Session events and extensions (contracts §7, §8) with real worker processes: an SSE reader
  * follows a session whose worker is SIGKILLed mid-tool and reconnects at random points (its
  * MESSAGE events are exactly the stored messages), the transcript and goal mode across that
- * crash, a cut stream and its resumes, and the hook rules through an extension module.
+ * crash (with the hooks of the killed run and of its resume), a cut stream and its resumes, and
+ * the hook rules through an extension module.
  */
 import { readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
@@ -51,9 +52,11 @@ describe("session events and extensions", () => {
       { ...loadConfig(fleet.env), logLevel: "silent" },
       { serveMetrics: false },
     );
-    const workerEnv = { FLEET_TRANSCRIPT_DIR: transcripts };
+    const workerEnv = { FLEET_TRANSCRIPT_DIR: transcripts, HOOK_LOG: hookLog };
+    // The recording extension too: a run re-tried after the crash runs beforeRun again.
+    const extensionArgs = ["--extensions", EXTENSION];
     try {
-      const victim = await fleet.spawnWorker(workerEnv);
+      const victim = await fleet.spawnWorker(workerEnv, extensionArgs);
       const { id } = await client.createSession({
         agent: {
           model: {
@@ -123,7 +126,7 @@ describe("session events and extensions", () => {
       );
       victim.child.kill("SIGKILL");
       await victim.exited;
-      const survivor = await fleet.spawnWorker(workerEnv);
+      const survivor = await fleet.spawnWorker(workerEnv, extensionArgs);
       stopAfter.push(survivor);
 
       // Reconnect with the last id, cutting each connection after 1 to 3 events, until the
@@ -184,6 +187,38 @@ describe("session events and extensions", () => {
       expect(fromResume.map((l) => l.seq)).toEqual(session.messages.map((m) => m.seq));
       expect(fromResume.map((l) => l.message)).toEqual(session.messages);
       expect(lines.filter((l) => l.runId === runId).map((l) => l.seq)).toEqual([1, 2, 3]);
+
+      // Hooks at least once per run attempt (contracts §8): the killed run's beforeRun and
+      // onMessage, then the resume's beforeRun (no onMessage, no input) and its afterRun. No
+      // afterRun for the killed run: its worker died, the sweeper ended it.
+      const hookLines = async () =>
+        (await readFile(hookLog, "utf8"))
+          .trim()
+          .split("\n")
+          .map((line) => JSON.parse(line))
+          .filter((c) => c.sessionId === id)
+          .map(({ sessionId: _, ...rest }) => rest);
+      await waitFor(async () => (await hookLines()).some((c) => c.hook === "afterRun"), 5_000, "afterRun");
+      expect(await hookLines()).toEqual([
+        {
+          hook: "beforeRun",
+          runId,
+          kind: "run",
+          resumeKind: null,
+          inputMessage: "log and nap",
+          trigger: "api",
+        },
+        { hook: "onMessage", runId, input: "log and nap" },
+        {
+          hook: "beforeRun",
+          runId: resume!.id,
+          kind: "resume",
+          resumeKind: "recover_tools",
+          inputMessage: null,
+          trigger: "sweeper",
+        },
+        { hook: "afterRun", runId: resume!.id, outcome: "completed", error: null },
+      ]);
 
       // Goal mode was not switched on again by the resume: one round, before the crash.
       await waitFor(

@@ -352,10 +352,16 @@ export class FleetService {
     if (!point.resumable) throw this.refuse(point.reason, point.detail);
     // An explicit resume of a parked session (e.g. attempts exhausted) or a cancelled one
     // makes it active again.
-    const { run, created } = await this.deps.queries.createRun(
-      { sessionId: id, kind: "resume", trigger, resumeKind: point.kind, model },
-      { ...this.limits, tenant, unpark: true },
-    );
+    // A message's run queued since `runs` was read is seen under the session's lock: `running`.
+    const { run, created } = await this.deps.queries
+      .createRun(
+        { sessionId: id, kind: "resume", trigger, resumeKind: point.kind, model },
+        { ...this.limits, tenant, unpark: true, refuseWhileRunning: true },
+      )
+      .catch((error: unknown) => {
+        if (error instanceof AgentResumeError) this.deps.metrics.resumeRefusals.inc({ reason: error.reason });
+        throw error;
+      });
     if (!created && !sameModel(run.model, model))
       throw this.refuse("running", "another resume of this session is queued or running");
     await enqueueCommitted(this.deps, [run.id], () =>

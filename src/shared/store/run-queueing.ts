@@ -8,7 +8,7 @@ import type postgres from "postgres";
 import type { ModelConfig } from "../agent-config.js";
 import type { Database } from "../db/client.js";
 import type { RunRow } from "../db/schema.js";
-import { NotFoundError } from "../errors.js";
+import { AgentResumeError, NotFoundError } from "../errors.js";
 import { QUEUES } from "../queues.js";
 import { holdActiveSessions } from "./active-sessions.js";
 import { checkQueuedRuns } from "./queued-runs.js";
@@ -42,6 +42,13 @@ export type QueueRunOptions = RunLimits & {
    * made active again in the same transaction, as its status is under the row's lock.
    */
   unpark?: boolean;
+  /**
+   * An explicit resume (POST /v1/sessions/:id/resume): refused with AgentResumeError `running`
+   * when a run with input of the session is queued or running as it is inserted (contracts
+   * §12). Checked under the session's row lock, which every queueing of a run takes, so a
+   * message's run committed after the caller read the session's runs is seen here.
+   */
+  refuseWhileRunning?: boolean;
 };
 
 /**
@@ -88,6 +95,12 @@ export async function createRun(
     // Resumes are not bounded here: at most one waits per session (runs_one_active_resume).
     if (maxQueuedRuns !== undefined && run.kind === "run")
       await checkQueuedRuns(tx, run.sessionId, maxQueuedRuns);
+    if (options.refuseWhileRunning && run.kind === "resume") {
+      const active = await tx`
+        select 1 from runs where session_id = ${run.sessionId} and kind = 'run' and status <> 'ended' limit 1`;
+      if (active.length > 0)
+        throw new AgentResumeError("running", "a run of this session is queued or running");
+    }
     if (options.unpark && (row.status === "parked" || row.status === "cancelled"))
       await unparkSession(tx, run.sessionId);
     return insertRun(tx, run, attempt);

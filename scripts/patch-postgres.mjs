@@ -1,4 +1,4 @@
-// postinstall: three small patches to postgres.js 3.4.x, in both its builds (src/ for import,
+// postinstall: five small patches to postgres.js 3.4.x, in both its builds (src/ for import,
 // cjs/ for require). Idempotent (each carries a mark); a file that does not look as expected
 // (another version of postgres.js) is left as it is, with a warning. npm 11 runs a
 // dependency's install scripts only once approved, so `fleet` also applies what is missing
@@ -29,6 +29,14 @@
 //    them, one by one, a new connection each, which the blackhole took too: each waited a
 //    silence window of its own after the one before it (8 statements on 2 connections, the
 //    last failed after 3 windows; test/postgres-reconnect.test.ts).
+// 5. A connection that closes with a statement in flight forgets it, and ends an `end()`
+//    that was waiting for it. postgres.js fails the statement but keeps it as the one in
+//    flight (only a ReadyForQuery, which a closed connection never gets, clears it), and
+//    `sql.end()` waits for that statement to end: forever without a timeout, the whole
+//    timeout with one (5 s for a pool closed after one of its connections was lost
+//    mid-statement, as at a shutdown after an outage; porsager/postgres#1097, #1130). Cleared
+//    where the connection closes, not where the error comes: a connection still open gets
+//    that statement's ReadyForQuery later, which must not settle the next one.
 import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
@@ -41,6 +49,8 @@ const CLOSED_MARK = "agent-fleet: fail what was queued after the error too";
 const CLOSED_SETTLE =
   "    !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))\n";
 const QUEUED_MARK = "agent-fleet: fail the statements waiting for a connection after a silence";
+const FORGET_MARK = "agent-fleet: nothing is in flight on a closed connection";
+const CLOSED_TIME = "    closedTime = performance.now()\n";
 const SPECIES = "  static get [Symbol.species]() {\n    return Promise\n  }\n";
 
 export const patches = [
@@ -100,6 +110,12 @@ export const patches = [
 `,
       ],
     ],
+  },
+  {
+    name: "forget the statement in flight when the connection closes",
+    files: ["src/connection.js", "cjs/src/connection.js"],
+    mark: FORGET_MARK,
+    edits: [[CLOSED_TIME, `    query = null // ${FORGET_MARK}\n    ended && terminate()\n${CLOSED_TIME}`]],
   },
   {
     name: "settle without closures",

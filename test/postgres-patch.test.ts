@@ -5,6 +5,8 @@
  *   outside any query and crashed the process (test/connection-loss.test.ts shows the
  *   behaviour it buys);
  * - failing what was queued after the error: test/postgres-reconnect.test.ts shows what it buys;
+ * - forgetting the statement in flight when a connection closes (so that `end()` ends):
+ *   test/postgres-reconnect.test.ts shows what it buys;
  * - failing the statements waiting for a connection when one is taken for lost after a silence
  *   (a blackhole): test/postgres-reconnect.test.ts shows what it buys;
  * - settling without closures: a promise that holds a closure over its own resolving
@@ -73,6 +75,9 @@ describe("postgres.js patches", () => {
       expect(text.match(/agent-fleet: fail what was queued after the error too/g)).toHaveLength(1);
       expect(text).not.toContain("!hadError && (query || sent.length)");
       expect(text.match(WAITING_MARK)).toHaveLength(1);
+      expect(text).toMatch(
+        /query = null \/\/ agent-fleet: nothing is in flight on a closed connection\n {4}ended && terminate\(\)\n {4}closedTime/,
+      );
     }
     for (const text of before.slice(4)) {
       expect(text.match(WAITING_MARK)).toHaveLength(1);

@@ -131,6 +131,41 @@ describe("a pool while Postgres is cut off", () => {
     }
   }, 30_000);
 
+  it("ends a pool whose connection was lost with a statement on it, whether the end comes before its close or after", async () => {
+    // postgres.js kept the failed statement as the one in flight, and `sql.end()` (no timeout)
+    // waited for it for good; with the pools' timeout, each such close took 5 s
+    // (scripts/patch-postgres.mjs, patch 5).
+    for (const endAt of ["at the error", "after the close"] as const) {
+      const database = openDatabase(proxy.urlFor(ADMIN_URL), { max: 1, silenceMs: 1_000 });
+      let closed = false;
+      database.sql.options.onclose = () => {
+        closed = true;
+      };
+      let ended = "not yet asked to end";
+      try {
+        await database.sql`select 1`;
+        proxy.blackhole();
+        const error = await database.sql`select 1 as one`.then(
+          () => null,
+          (e: unknown) => e,
+        );
+        expect(isServiceUnavailable(error), String(error)).toBe(true);
+        // The statement fails at the socket's error; its `close` comes a turn of the loop later.
+        expect(closed, endAt).toBe(false);
+        if (endAt === "after the close") while (!closed) await realPause(10);
+        ended = await Promise.race([
+          database.sql.end().then(() => "ended"),
+          realPause(10_000).then(() => "still waiting after 10 s"),
+        ]);
+        expect(ended, endAt).toBe("ended");
+      } finally {
+        await proxy.restore();
+        // An end that never came would hold this close too (postgres.js answers it with the first).
+        if (ended !== "still waiting after 10 s") await database.close();
+      }
+    }
+  }, 30_000);
+
   it("fails the statements waiting for a connection with the one taken for lost, not one new connection's window each", async () => {
     // Two connections, each given a statement not yet prepared on it (Parse, Describe, Flush:
     // postgres.js gives it nothing more until its description is back), and six more waiting

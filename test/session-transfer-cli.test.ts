@@ -217,7 +217,9 @@ describe("fleet session export → fleet session import", () => {
   }, 240_000);
 });
 
-describe("a malformed file", () => {
+// Each case checks a file of its own and creates nothing: they run side by side (a `fleet`
+// process each, about 1 s of CPU to start, most of each case), checked with their own `expect`.
+describe.concurrent("a malformed file", () => {
   /** The export with line `index` (0-based: 0 is the header) replaced, or removed with null. */
   async function variant(name: string, edit: (lines: string[]) => void): Promise<string> {
     const lines = (await readFile(exportFile, "utf8")).trimEnd().split("\n");
@@ -228,7 +230,7 @@ describe("a malformed file", () => {
   }
   const message = (lines: string[], i: number) => JSON.parse(lines[i]!) as Message & Record<string, unknown>;
 
-  it.each([
+  it.for<[string, (lines: string[]) => unknown, string]>([
     ["not JSON", (l: string[]) => (l[3] = "{oops"), "line 4: not valid JSON"],
     [
       "a message past the first page without stopReason",
@@ -270,7 +272,8 @@ describe("a malformed file", () => {
     ],
   ])(
     "%s: one line, exit 2, nothing created",
-    async (name, edit, expected) => {
+    { timeout: 120_000 },
+    async ([name, edit, expected], { expect }) => {
       const file = await variant(`${name.replace(/\W+/g, "-")}.jsonl`, edit);
       const before = await sessionCount();
       const result = await cli(["session", "import", file]);
@@ -279,10 +282,9 @@ describe("a malformed file", () => {
       expect(result.stdout).toBe("");
       expect(await sessionCount()).toBe(before);
     },
-    120_000,
   );
 
-  it("an agent the API refuses: its message, exit 2, nothing created", async () => {
+  it("an agent the API refuses: its message, exit 2, nothing created", async ({ expect }) => {
     const file = await variant("bad-agent.jsonl", (l) => {
       l[0] = JSON.stringify({ ...JSON.parse(l[0]!), agent: { model: { provider: "nope" } } });
     });

@@ -101,6 +101,20 @@ beforeAll(async () => {
   const notJson = await file("not-json.json", '[{"role": "user", ');
   const notArray = await file("not-array.json", '{"role": "user", "content": "hi"}');
   const missing = join(dir, "does-not-exist.json");
+  // What Windows editors and PowerShell write: a UTF-8 byte order mark first, or UTF-16.
+  const bom = await file("bom.json", `\uFEFF${JSON.stringify(crashHistory)}`);
+  const utf16 = join(dir, "utf16.json");
+  await writeFile(utf16, Buffer.from(`\uFEFF${JSON.stringify(crashHistory)}`, "utf16le"));
+  // "café" in Latin-1: the byte E9 is no UTF-8.
+  const latin1 = join(dir, "latin1.json");
+  await writeFile(
+    latin1,
+    Buffer.from(
+      '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "stopReason": "tool_use", ' +
+        '"toolCalls": [{"id": "a", "name": "write_file", "arguments": {"path": "caf\xe9.txt"}}]}]',
+      "latin1",
+    ),
+  );
   // 1e400 is no double: JSON.parse makes it Infinity, which the resume point printed as null
   // (the API refuses it in an import: "is a number too large for a JSON double").
   const infinite = await file(
@@ -121,6 +135,10 @@ beforeAll(async () => {
     notArray: fleet(["resume-point", "--file", notArray]),
     missing: fleet(["resume-point", "--file", missing]),
     infinite: fleet(["resume-point", "--file", infinite]),
+    bom: fleet(["resume-point", "--file", bom]),
+    stdinBom: fleet(["resume-point", "--file", "-"], `\uFEFF${JSON.stringify(completedHistory)}`),
+    utf16: fleet(["resume-point", "--file", utf16]),
+    latin1: fleet(["resume-point", "--file", latin1]),
     noArgs: fleet([]),
     unknownCommand: fleet(["frobnicate"]),
     resumePointNoArgs: fleet(["resume-point"]),
@@ -134,7 +152,7 @@ beforeAll(async () => {
   };
   const entries = await Promise.all(Object.entries(jobs).map(async ([k, p]) => [k, await p] as const));
   for (const [k, run] of entries) runs[k] = run;
-}, 60_000);
+}, 180_000);
 
 afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
@@ -235,6 +253,30 @@ describe("fleet resume-point --file", () => {
     expect(r.stderr.trim()).toBe(
       "fleet: messages[1].toolCalls[0].arguments.ms: is a number too large for a JSON double",
     );
+  });
+
+  it("a UTF-8 byte order mark before the JSON is skipped (RFC 8259 allows it), from a file or stdin", () => {
+    const r = run("bom");
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ kind: "recover_tools", unansweredToolCalls: [{ id: "b" }] });
+    const stdin = run("stdinBom");
+    expect(stdin.code).toBe(3);
+    expect(JSON.parse(stdin.stdout)).toEqual({ resumable: false, reason: "completed" });
+  });
+
+  it("UTF-16, or bytes that are no UTF-8 → exit 2 saying so, not read with U+FFFD in their place", () => {
+    const utf16 = run("utf16");
+    expect(utf16.code).toBe(2);
+    expect(utf16.stdout).toBe("");
+    expect(lines(utf16.stderr)).toEqual([expect.stringMatching(/utf16\.json is UTF-16; JSON must be UTF-8/)]);
+    const latin1 = run("latin1");
+    expect(latin1.code).toBe(2);
+    expect(latin1.stdout).toBe("");
+    expect(lines(latin1.stderr)).toEqual([
+      expect.stringMatching(/latin1\.json is not valid UTF-8; JSON must be UTF-8/),
+    ]);
+    expectNoStack(latin1);
   });
 
   it("missing file → exit 2", () => {

@@ -11,13 +11,14 @@ export const EXIT_NOT_RESUMABLE = 3;
 
 async function readHistoryFile(path: string): Promise<unknown> {
   const name = path === "-" ? "stdin" : path;
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = path === "-" ? await readStdin() : await readFile(path, "utf8");
+    bytes = path === "-" ? await readStdin() : await readFile(path);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     throw new ValidationError("", `cannot read ${name}: ${code === "ENOENT" ? "no such file" : code}`);
   }
+  const text = jsonText(bytes, name);
   try {
     return JSON.parse(text);
   } catch (error) {
@@ -29,10 +30,29 @@ async function readHistoryFile(path: string): Promise<unknown> {
   }
 }
 
-async function readStdin(): Promise<string> {
+async function readStdin(): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
+  return Buffer.concat(chunks);
+}
+
+/**
+ * A history file's bytes as text: JSON is UTF-8 (RFC 8259), decoded strictly, as `fleet session
+ * import` reads its file. A leading byte order mark (what Windows editors and PowerShell's
+ * `-Encoding utf8` write) is skipped, as RFC 8259 allows; UTF-16 and bytes that are no UTF-8 are
+ * refused saying so. Before, a BOM was "not valid JSON: Unexpected token '\uFEFF'" (an invisible
+ * character), and bytes that are no UTF-8 were read as U+FFFD and classified, their tool calls'
+ * arguments printed with other text than the file's.
+ */
+export function jsonText(bytes: Buffer, name: string): string {
+  if ((bytes[0] === 0xff && bytes[1] === 0xfe) || (bytes[0] === 0xfe && bytes[1] === 0xff))
+    throw new ValidationError("", `${name} is UTF-16; JSON must be UTF-8 (save it as UTF-8)`);
+  try {
+    // `ignoreBOM: false` (the default): a leading U+FEFF is dropped.
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    throw new ValidationError("", `${name} is not valid UTF-8; JSON must be UTF-8`);
+  }
 }
 
 export function exitCodeFor(point: ResumePointJson): number {

@@ -35,6 +35,7 @@ const CHECKOUT = [
   "bin",
   "console",
   "deploy",
+  "docs",
   "drizzle",
   "scripts",
   "src",
@@ -215,7 +216,7 @@ describe("the npm package", () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it("ships the compiled code, the CLI, the migrations, the postinstall script and deploy/, and no sources", () => {
+  it("ships the compiled code, the CLI, the migrations, the postinstall script, deploy/ and docs/, and no sources", () => {
     const files = packed.files.map((f) => f.path);
     for (const needed of [
       "package.json",
@@ -236,6 +237,8 @@ describe("the npm package", () => {
       "deploy/prometheus/fleet-up.yml",
       "deploy/prometheus/rules/alerts.yml",
       "deploy/prometheus/rules/recording.yml",
+      // What the README links and `fleet … --help` cites (test/package-docs.test.ts).
+      "docs/contracts.md",
     ])
       expect(files, needed).toContain(needed);
     expect(files.filter((f) => f.endsWith(".sql")).length).toBeGreaterThan(0);

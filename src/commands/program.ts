@@ -142,7 +142,7 @@ export function buildProgram(): Program {
     .command("api")
     .summary("run the HTTP API")
     .description(
-      "Run the HTTP API on HOST:PORT until SIGTERM or SIGINT. Without any API key it serves only on a loopback HOST (contracts §10).",
+      "Run the HTTP API on HOST:PORT until SIGTERM or SIGINT. Without any API key it serves only on a loopback HOST (docs/contracts.md §10).",
     )
     .option("--port <N>", "listen on port N instead of PORT (default 3000; 0 picks a free port)", port)
     .action(run(async (options: { port?: number }) => (await import("./serve.js")).apiCommand(options)));
@@ -209,7 +209,7 @@ export function buildProgram(): Program {
   const keys = program
     .command("keys")
     .summary("manage API keys (a new key is printed once)")
-    .description("Manage the API keys of contracts §10 (reads DATABASE_URL).");
+    .description("Manage the API keys (docs/contracts.md §10; reads DATABASE_URL).");
   keys
     .command("create")
     .description("Create an API key for a tenant; print the key once (only its hash is stored).")
@@ -238,7 +238,7 @@ export function buildProgram(): Program {
   const batch = program
     .command("batch")
     .summary("submit a JSONL file as a batch, follow it, stream its results, cancel, delete or resume it")
-    .description("Batches of contracts §9, through the HTTP API (FLEET_API_URL, FLEET_API_KEY).");
+    .description("Batches (docs/contracts.md §9) through the HTTP API (FLEET_API_URL, FLEET_API_KEY).");
   batch
     .command("submit")
     .description(
@@ -408,7 +408,7 @@ export function buildProgram(): Program {
     .command("watch")
     .summary("follow a session's events live (run starts, messages, tools, run ends)")
     .description(
-      "Print a session's events as they happen, one readable line each, until SIGINT (contracts §7). Without --after it starts at the RUN_STARTED of the session's latest run; it reconnects by itself with the last event id.",
+      "Print a session's events as they happen, one readable line each, until SIGINT (docs/contracts.md §7). Without --after it starts at the RUN_STARTED of the session's latest run; it reconnects by itself with the last event id.",
     )
     .argument("<SESSION_ID>", "the session to follow")
     .option("--json", "print the raw events, one JSON object {id, type, data} a line")

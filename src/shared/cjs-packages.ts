@@ -68,4 +68,22 @@ export const bullmq: BullMQValues = {
     return load().UnrecoverableError;
   },
 };
-export const ioredis: typeof import("ioredis") = require("ioredis");
+type IoRedisValues = Pick<typeof import("ioredis"), "Redis" | "Cluster">;
+let ioredisLoaded: IoRedisValues | undefined;
+/**
+ * ioredis's values, required at the first use of one, not when this module loads: config.ts
+ * reads REDIS_URL with redis.ts, so every client command (`fleet batch status`, `fleet watch`,
+ * `fleet session export`) loaded ioredis and never used it: ~0.2 s of CPU of the ~0.6 s such a
+ * command takes (`node -e 'require("ioredis")'` 0.31–0.33 s against 0.12–0.14 s for
+ * `node -e 0`, load 27; test/role-imports.test.ts).
+ */
+export const ioredis: IoRedisValues = {
+  get Redis() {
+    ioredisLoaded ??= require("ioredis") as IoRedisValues;
+    return ioredisLoaded.Redis;
+  },
+  get Cluster() {
+    ioredisLoaded ??= require("ioredis") as IoRedisValues;
+    return ioredisLoaded.Cluster;
+  },
+};

@@ -3,7 +3,7 @@
  * `prometheus`; .ci/run installs it), a server in a temporary directory on a free port, and
  * its HTTP query API. A missing binary fails the test with what to install, never skips it.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, execFile, spawn, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
@@ -30,6 +30,24 @@ export function prometheusBinary(name: "prometheus" | "promtool"): string {
 export function promtool(args: string[], cwd = PROMETHEUS_DIR): { status: number; output: string } {
   const result = spawnSync(prometheusBinary("promtool"), args, { cwd, encoding: "utf8", timeout: 60_000 });
   return { status: result.status ?? -1, output: `${result.stdout}${result.stderr}` };
+}
+
+/** `promtool`, without blocking: several runs at once (each `test rules` is seconds of CPU). */
+export function promtoolAsync(
+  args: string[],
+  cwd = PROMETHEUS_DIR,
+): Promise<{ status: number; output: string }> {
+  return new Promise((resolveRun) => {
+    execFile(
+      prometheusBinary("promtool"),
+      args,
+      { cwd, encoding: "utf8", timeout: 60_000, maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        const status = error ? (typeof error.code === "number" ? error.code : -1) : 0;
+        resolveRun({ status, output: `${stdout}${stderr}` });
+      },
+    );
+  });
 }
 
 /** A TCP port that was free a moment ago. */

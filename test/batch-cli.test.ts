@@ -259,10 +259,18 @@ describe("fleet batch", () => {
     expect(await batches()).toEqual(before);
 
     // JSON the API refuses at line 1,200 (only the API knows its providers): the first part was
-    // sent; the batch is cancelled rather than left open, and the command says so.
+    // sent; the batch is cancelled rather than left open, and the command says so. Its sessions
+    // have no input, so none runs: what is cancelled is the CLI's to do, not the worker's 1,000
+    // runs (test/batch-cancel.test.ts cancels running and queued ones).
     const badAgent = join(fleet.config.toolDir, "late-bad-agent.jsonl");
+    const idle = (i: number) =>
+      JSON.stringify({
+        customId: `idle-${i}`,
+        agent: { model: { provider: "scripted", steps: [{ text: "x" }] } },
+      });
     const refused = JSON.stringify({ customId: "bad", agent: { model: { provider: "nope" } }, input: "x" });
-    await writeFile(badAgent, [...lines.slice(0, 1_199), refused, ...lines.slice(1_200)].join("\n"));
+    const idleLines = Array.from({ length: 1_500 }, (_, i) => idle(i));
+    await writeFile(badAgent, [...idleLines.slice(0, 1_199), refused, ...idleLines.slice(1_200)].join("\n"));
     const refusedByApi = await fleetCli(["batch", "submit", badAgent]);
     expect(refusedByApi.code).toBe(2);
     expect(refusedByApi.stderr).toContain(`${badAgent}:1200:`);

@@ -5,7 +5,7 @@
  */
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -20,10 +20,10 @@ const run = promisify(execFile);
 /** A Redis URL for a probe that is made and dropped, never connected (lazyConnect). */
 const probeOnlyUrl = "redis://127.0.0.1:1";
 
-async function fleet(args: string[], env: Record<string, string>) {
+async function fleet(args: string[], env: Record<string, string>, cwd = ROOT) {
   try {
     const { stdout, stderr } = await run(process.execPath, [FLEET_BIN, ...args], {
-      cwd: ROOT,
+      cwd,
       env: { ...process.env, ...env },
       timeout: 30_000,
     });
@@ -48,6 +48,20 @@ describe("unreachable services", () => {
         /^fleet: DATABASE_URL: cannot reach Postgres at postgres:\/\/postgres@127\.0\.0\.1:1\/nowhere/,
       );
       expect(lines[0]).toMatch(/ECONNREFUSED.*Start it/);
+    }
+  });
+
+  it("a .env that cannot be read (a folder of that name): exit 2 naming .env, not Node's words and exit 1", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "fleet-dotenv-"));
+    mkdirSync(join(dir, ".env"));
+    try {
+      const results = await Promise.all([["migrate"], ["keys", "list"]].map((args) => fleet(args, {}, dir)));
+      for (const result of results) {
+        expect(result.stderr.trim()).toBe("fleet: .env: cannot be read: it is not a file (a folder?)");
+        expect(result.code).toBe(2);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -442,9 +442,26 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
 export function readProcessEnv(): Record<string, string | undefined> {
   if (!dotenvLoaded) {
     dotenvLoaded = true;
-    if (existsSync(".env")) process.loadEnvFile(".env");
+    if (existsSync(".env")) {
+      try {
+        process.loadEnvFile(".env");
+      } catch (error) {
+        throw new ValidationError(".env", `cannot be read: ${dotenvProblem(error)}`);
+      }
+    }
   }
   return process.env;
+}
+
+/**
+ * Why the working directory's `.env` could not be loaded, in words: Node says of a folder named
+ * `.env` "Contents of '.env' should be a valid string", which named no cause (and was exit 1).
+ */
+function dotenvProblem(error: unknown): string {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === "ERR_INVALID_ARG_TYPE" || code === "EISDIR") return "it is not a file (a folder?)";
+  if (code === "EACCES" || code === "EPERM") return "permission denied";
+  return code ?? (error instanceof Error ? error.message : String(error));
 }
 
 /** FLEET_API_TRUST_PROXY as Fastify's `trustProxy`: false (default), true, hops, or addresses. */

@@ -137,6 +137,15 @@ describe("--help and usage errors", () => {
       [["keys", "revoke"], /^fleet keys revoke: missing required argument 'KEY_ID'/],
       [["keys", "create"], /^fleet keys create: required option '--tenant <NAME>' not specified/],
       [["up", "--workers", "abc"], /^fleet up: option '--workers <N>' argument 'abc' is invalid/],
+      // Each worker a process of ~1 s of CPU and ~100 MB: 100000 forked until the machine stalled.
+      [
+        ["up", "--workers", "100000"],
+        /^fleet up: option '--workers <N>' argument '100000' is invalid\. expected a whole number from 1 to 64/,
+      ],
+      [
+        ["demo", "--workers", "65"],
+        /^fleet demo: option '--workers <N>' argument '65' is invalid\. expected a whole number from 1 to 64/,
+      ],
       [
         ["api", "--port", "70000"],
         /^fleet api: .*'70000' is invalid\. expected a whole number from 0 to 65535/,

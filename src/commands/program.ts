@@ -54,6 +54,14 @@ function wholeNumber(min: number, max?: number): (value: string) => number {
 }
 const count = wholeNumber(1);
 const port = wholeNumber(0, 65_535);
+/**
+ * Worker processes `fleet up` and `fleet demo` start on this machine: each takes ~1 s of CPU and
+ * ~100 MB to start, so `--workers 100000` (a typo, a script's wrong variable) forked until the
+ * machine stalled (load average 119 on 2 cores). More than this is a fleet of hosts, run with
+ * `fleet worker` under the operator's own supervisor.
+ */
+export const MAX_LOCAL_WORKERS = 64;
+const workerCount = wholeNumber(1, MAX_LOCAL_WORKERS);
 
 /** Options that may be given more than once; the synopsis shows them with "...". */
 const repeatable = new WeakSet<Option>();
@@ -186,7 +194,7 @@ export function buildProgram(): Program {
     .description(
       "Migrate, then run the API, the sweeper and the workers, each as a child process that is restarted when it dies (after 1 s, doubling with each crash in a row up to 30 s). SIGTERM or SIGINT stops them all.",
     )
-    .option("--workers <N>", "worker processes", count, 2)
+    .option("--workers <N>", `worker processes (at most ${MAX_LOCAL_WORKERS})`, workerCount, 2)
     .option("--tools <FILE>", `${toolsHelp}; given to every worker`, collect)
     .option("--extensions <FILE>", `${extensionsHelp}; given to every worker`, collect)
     .option(
@@ -428,7 +436,7 @@ export function buildProgram(): Program {
       "The main job on defaults: migrates its database, starts an API, a sweeper and worker processes, runs a batch of scripted sessions that use tools, SIGKILLs a worker mid-batch and reports.",
     )
     .option("--sessions <N>", "sessions in the batch", count, 20)
-    .option("--workers <N>", "worker processes", count, 2)
+    .option("--workers <N>", `worker processes (at most ${MAX_LOCAL_WORKERS})`, workerCount, 2)
     .option("--no-kill", "do not SIGKILL a worker mid-batch")
     .action(
       run(async (options: { sessions: number; workers: number; kill: boolean }) =>

@@ -188,6 +188,47 @@ describe("resume I/O against real Postgres, Redis and a worker", () => {
     await sql`update runs set status = 'ended', ended_reason = 'cancelled' where id = ${runId}`;
   }, 60_000);
 
+  it("a resume asked for on a history a run's last append was completing is refused completed", async () => {
+    const { sql } = fleet.database;
+    const { id } = await client.createSession({
+      agent: answering("ok"),
+      messages: [{ role: "user", content: "hi" }],
+    });
+    // A worker's last append, as its statement makes it: the session's row, the message, the
+    // tail state; not yet committed when the resume's request reads the history ([user]:
+    // call_model) and the runs (none active).
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let appended!: () => void;
+    const isAppended = new Promise<void>((resolve) => (appended = resolve));
+    const append = sql.begin(async (tx) => {
+      await tx`select 1 from sessions where id = ${id} for no key update`;
+      await tx`insert into messages (session_id, seq, role, content, stop_reason)
+               values (${id}, 2, 'assistant', 'hello', 'end_turn')`;
+      await tx`update sessions set last_seq = 2, tail_state = 'completed' where id = ${id}`;
+      appended();
+      await held;
+    });
+    await isAppended;
+    const resuming = client.resume(id).catch((e: unknown) => e);
+    await waitFor(
+      async () =>
+        (
+          await sql`select 1 from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`
+        ).length > 0,
+      20_000,
+      "the resume to wait on the session's row",
+    );
+    release();
+    await append;
+    const answer = await resuming;
+    // Not a 202 whose run would find the answer and end nothing_to_resume (onError hooks run).
+    expect(answer).toBeInstanceOf(FleetApiError);
+    expect((answer as FleetApiError).status).toBe(409);
+    expect((answer as FleetApiError).reason).toBe("completed");
+    expect(await sql`select 1 from runs where session_id = ${id}`).toHaveLength(0);
+  }, 60_000);
+
   it("a resume while the sweeper scans the same interrupted session runs once", async () => {
     const sweeper = await fleet.spawnSweeper({ SWEEP_INTERVAL_MS: "50", SWEEPER_BACKOFF_MS: "0" });
     try {

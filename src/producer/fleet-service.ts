@@ -352,11 +352,11 @@ export class FleetService {
     if (!point.resumable) throw this.refuse(point.reason, point.detail);
     // An explicit resume of a parked session (e.g. attempts exhausted) or a cancelled one
     // makes it active again.
-    // A message's run queued since `runs` was read is seen under the session's lock: `running`.
+    // What changed since `history` and `runs` were read is seen under the session's lock.
     const { run, created } = await this.deps.queries
       .createRun(
         { sessionId: id, kind: "resume", trigger, resumeKind: point.kind, model },
-        { ...this.limits, tenant, unpark: true, refuseWhileRunning: true },
+        { ...this.limits, tenant, unpark: true, explicitResume: { lastSeq: history.at(-1)?.seq ?? 0 } },
       )
       .catch((error: unknown) => {
         if (error instanceof AgentResumeError) this.deps.metrics.resumeRefusals.inc({ reason: error.reason });

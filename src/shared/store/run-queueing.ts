@@ -10,6 +10,7 @@ import type { Database } from "../db/client.js";
 import type { RunRow } from "../db/schema.js";
 import { AgentResumeError, NotFoundError } from "../errors.js";
 import { QUEUES } from "../queues.js";
+import { NOT_RESUMABLE_REASONS, type NotResumableReason } from "../resume-reasons.js";
 import { holdActiveSessions } from "./active-sessions.js";
 import { checkQueuedRuns } from "./queued-runs.js";
 import { json, type RawRun, runFromRaw } from "./rows.js";
@@ -43,12 +44,14 @@ export type QueueRunOptions = RunLimits & {
    */
   unpark?: boolean;
   /**
-   * An explicit resume (POST /v1/sessions/:id/resume): refused with AgentResumeError `running`
-   * when a run with input of the session is queued or running as it is inserted (contracts
-   * §12). Checked under the session's row lock, which every queueing of a run takes, so a
-   * message's run committed after the caller read the session's runs is seen here.
+   * An explicit resume (POST /v1/sessions/:id/resume), asked for on the history up to
+   * `lastSeq`. Checked under the session's row lock, which every queueing of a run and every
+   * append takes, so what changed since the caller read the session is seen here (contracts
+   * §12): a queued or running run with input refuses it `running`; a history that has grown
+   * since and now ends with nothing to resume refuses it with that reason (its tail state,
+   * written with each append). Both throw AgentResumeError.
    */
-  refuseWhileRunning?: boolean;
+  explicitResume?: { lastSeq: number };
 };
 
 /**
@@ -88,23 +91,37 @@ export async function createRun(
     // it. Without the lock a run inserted while a cancel ran was invisible to the cancel's
     // update and stayed queued on the cancelled session for ever (its worker's claim skips
     // a cancelled session): the send was answered 202 and never ran.
-    const [row] = await tx<{ status: string }[]>`
-      select status from sessions where id = ${run.sessionId} for no key update`;
+    const [row] = await tx<{ status: string; last_seq: number; tail_state: string }[]>`
+      select status, last_seq, tail_state from sessions where id = ${run.sessionId} for no key update`;
     if (!row) throw new NotFoundError(`session ${run.sessionId}`);
     // Under the row's lock: a concurrent send to this session waits here, then counts ours.
     // Resumes are not bounded here: at most one waits per session (runs_one_active_resume).
     if (maxQueuedRuns !== undefined && run.kind === "run")
       await checkQueuedRuns(tx, run.sessionId, maxQueuedRuns);
-    if (options.refuseWhileRunning && run.kind === "resume") {
-      const active = await tx`
-        select 1 from runs where session_id = ${run.sessionId} and kind = 'run' and status <> 'ended' limit 1`;
-      if (active.length > 0)
-        throw new AgentResumeError("running", "a run of this session is queued or running");
-    }
+    if (options.explicitResume && run.kind === "resume")
+      await checkExplicitResume(tx, run.sessionId, row, options.explicitResume);
     if (options.unpark && (row.status === "parked" || row.status === "cancelled"))
       await unparkSession(tx, run.sessionId);
     return insertRun(tx, run, attempt);
   });
+}
+
+/** See QueueRunOptions.explicitResume; `session` is the row read under its lock. */
+async function checkExplicitResume(
+  tx: postgres.TransactionSql,
+  sessionId: string,
+  session: { last_seq: number; tail_state: string },
+  asked: { lastSeq: number },
+): Promise<void> {
+  const active = await tx`
+    select 1 from runs where session_id = ${sessionId} and kind = 'run' and status <> 'ended' limit 1`;
+  if (active.length > 0) throw new AgentResumeError("running", "a run of this session is queued or running");
+  const tail = session.tail_state;
+  if (session.last_seq !== asked.lastSeq && (NOT_RESUMABLE_REASONS as readonly string[]).includes(tail))
+    throw new AgentResumeError(
+      tail as NotResumableReason,
+      "the session's history changed while the resume was asked for",
+    );
 }
 
 async function insertRun(

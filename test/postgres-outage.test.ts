@@ -12,7 +12,7 @@
  * reason), seq contiguous, no message stored twice, no tool run twice, the processes stay up,
  * the API answers 503 `unavailable` (no stack) meanwhile and 200 after, and the fleet does not
  * hammer Postgres (connection attempts through the proxy during the outage are counted). The same
- * with the connections reset and refused for 10 s (a restart) is postgres-rideout.test.ts's
+ * with the connections reset and refused (a restart) is postgres-rideout.test.ts's
  * first case.
  */
 import { readFile } from "node:fs/promises";

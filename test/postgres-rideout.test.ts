@@ -3,7 +3,8 @@
  * processes, a sweeper and the in-process API behind a TCP proxy (test/support/pg-proxy.ts)
  * and 8 sessions inside a 6 s tool or a 6 s model call when it starts
  * (test/support/mid-flight-agent.ts):
- * - reset and refused for 10 s (a restart), within FLEET_WORKER_DB_RIDEOUT_MS (30 s): the
+ * - reset and refused (a restart) until every session's write has failed once its call came
+ *   back (about 6 s), within FLEET_WORKER_DB_RIDEOUT_MS (30 s): the
  *   workers keep their sessions and send their writes again, so every tool's result and every
  *   model answer that came back during the outage is stored: each session completes in its
  *   first run (nothing ended `crashed` or `stalled`, nothing resumed, no call answered as
@@ -22,12 +23,20 @@ import type { FleetClient } from "../src/producer/client.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
 import { pastBefore, startMidFlight, untilSessionsEnd } from "./support/mid-flight-agent.js";
-import { apiAnswersDuring, type PgProxy, startPgProxy, UNAVAILABLE_ANSWER } from "./support/pg-proxy.js";
+import { apiAnswersUntil, type PgProxy, startPgProxy, UNAVAILABLE_ANSWER } from "./support/pg-proxy.js";
 import { freePort } from "./support/prometheus.js";
 import { INTERRUPTED_TEXT } from "./support/sleepy-sessions.js";
 
 const COUNT = 8;
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Whether every session of `ids` has had a write fail and kept its session (the workers' log). */
+function ridingOut(ids: string[], workers: WorkerProcess[]): boolean {
+  const lines = workers
+    .flatMap((w) => w.output().split("\n"))
+    .filter((l) => l.includes("Postgres unavailable: keeping the session and trying the write again"));
+  return ids.every((id) => lines.some((l) => l.includes(id)));
+}
 
 /** `fleet_db_rideouts_total` by result, summed over the workers' /metrics. */
 async function rideouts(ports: number[]): Promise<Record<string, number>> {
@@ -132,13 +141,19 @@ describe("workers ride out a short Postgres outage", () => {
     await Promise.all(workers.map((w) => w.exited));
   }
 
-  it("reset and refused for 10 s: every result is stored, no run is redone", async () => {
+  it("reset and refused until every write has failed: every result is stored, no run is redone", async () => {
     const { ports, workers } = await startWorkers({ FLEET_WORKER_DB_RIDEOUT_MS: "30000" });
     const ids = await midFlight("reset");
     const before = await rideouts(ports);
     const connectsBefore = proxy.connects();
     void proxy.reset();
-    const answers = await apiAnswersDuring(apiUrl, ids[0]!, 10_000);
+    // Until each session's write, once its tool or model call came back, has failed and is
+    // being sent again (once a fixed 10 s: the calls end within 6 s of the cut).
+    const answers = await apiAnswersUntil(
+      apiUrl,
+      ids[0]!,
+      waitFor(() => ridingOut(ids, workers), 30_000, "every session riding out a failed write"),
+    );
     const connectsDuring = proxy.connects() - connectsBefore;
     await proxy.restore();
     console.log("reset: API answers during the outage:", answers);

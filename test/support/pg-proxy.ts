@@ -171,18 +171,39 @@ export async function startPgProxy(): Promise<PgProxy> {
  * it off): `<s since start> s: <status> <body>`, "no answer in 30 s" for a request that hung.
  */
 export async function apiAnswersDuring(apiUrl: string, id: string, ms: number): Promise<string[]> {
-  const pause = (wait: number) => new Promise((r) => setTimeout(r, wait));
   const start = Date.now();
   const answers: string[] = [];
   while (Date.now() - start < ms) {
-    const answer = await Promise.race([
-      fetch(`${apiUrl}/v1/sessions/${id}`).then(async (r) => `${r.status} ${await r.text()}`),
-      pause(30_000).then(() => "no answer in 30 s"),
-    ]).catch((error) => `fetch failed: ${error}`);
-    answers.push(`${Math.round((Date.now() - start) / 1000)} s: ${answer}`);
+    answers.push(await apiAnswer(apiUrl, id, start));
     await pause(2_000);
   }
   return answers;
+}
+
+/** The same, asked every 2 s (the first at once) until `over` settles: the outage ends on a condition. */
+export async function apiAnswersUntil(apiUrl: string, id: string, over: Promise<unknown>): Promise<string[]> {
+  let ended = false;
+  const end = over.then(
+    () => (ended = true),
+    () => (ended = true),
+  );
+  const start = Date.now();
+  const answers: string[] = [];
+  do {
+    answers.push(await apiAnswer(apiUrl, id, start));
+    await Promise.race([pause(2_000), end]);
+  } while (!ended);
+  return answers;
+}
+
+const pause = (wait: number) => new Promise((r) => setTimeout(r, wait));
+
+async function apiAnswer(apiUrl: string, id: string, start: number): Promise<string> {
+  const answer = await Promise.race([
+    fetch(`${apiUrl}/v1/sessions/${id}`).then(async (r) => `${r.status} ${await r.text()}`),
+    pause(30_000).then(() => "no answer in 30 s"),
+  ]).catch((error) => `fetch failed: ${error}`);
+  return `${Math.round((Date.now() - start) / 1000)} s: ${answer}`;
 }
 
 /** Each answer of `apiAnswersDuring` a 503 `unavailable`: no stack, no hang. */

@@ -145,7 +145,14 @@ describe("the npm package", () => {
   const typeCheck = async (
     name: string,
     skipLibCheck: boolean,
-    variants: { files: string[]; module: string; moduleResolution: string; esModuleInterop?: boolean }[],
+    variants: {
+      files: string[];
+      module: string;
+      moduleResolution: string;
+      esModuleInterop?: boolean;
+      /** Other compiler options (`tsc --init`'s). */
+      [option: string]: unknown;
+    }[],
     timeoutMs = 60_000,
   ) => {
     const configs = await Promise.all(
@@ -447,6 +454,61 @@ export async function main(): Promise<void> {
     const checked = await typeCheck("consumer", true, [
       { files: ["consumer.mts"], module: "node16", moduleResolution: "node16" },
       { files: ["consumer.mts"], module: "esnext", moduleResolution: "bundler" },
+    ]);
+    expect(checked.code, `${checked.stdout}${checked.stderr}`).toBe(0);
+  }, 60_000);
+
+  it("the README's client example compiles as written in a project of `tsc --init`, and options take undefined", async () => {
+    // TypeScript 5.9's `tsc --init` turns on exactOptionalPropertyTypes: an option typed
+    // `apiKey?: string` then refuses `process.env.FLEET_API_KEY` (string | undefined), so the
+    // README's first client example did not compile in such a project (TS2379).
+    const readme = await readFile(join(ROOT, "README.md"), "utf8");
+    const example = /```ts\n(import \{ FleetClient \} from "agent-fleet";\n[\s\S]*?)```/.exec(readme)?.[1];
+    expect(example).toContain("apiKey: process.env.FLEET_API_KEY");
+    await writeFile(join(project, "readme-client.mts"), example!);
+    // Every option of the client given a value that may be undefined (an unset variable).
+    await writeFile(
+      join(project, "optional-options.mts"),
+      `import { FleetClient, type BatchSessionInput } from "agent-fleet";
+declare const s: string | undefined;
+declare const n: number | undefined;
+declare const b: boolean | undefined;
+declare const signal: AbortSignal | undefined;
+const fleet = new FleetClient({ baseUrl: "http://127.0.0.1:3000", apiKey: s, maxLimitWaitMs: n });
+const agent = { model: { provider: "openai" as const, model: "gpt-4o-mini" }, system: s, maxTurns: n };
+const { id } = await fleet.createSession({ agent, metadata: undefined, sessionEvents: b }, { idempotencyKey: s });
+const item: BatchSessionInput = { agent, input: s, customId: s, sessionEvents: b, metadata: undefined };
+await fleet.createBatch([item], { idempotencyKey: s, open: b, sessionEvents: b, webhook: undefined });
+await fleet.appendToBatch(id, [item], { close: b, idempotencyKey: s });
+await fleet.getBatch(id, { include: undefined });
+await fleet.resumeBatch(id, { parkedReason: s, cursor: s, limit: n, model: undefined });
+await fleet.listSessions({ status: undefined, batch: s, parkedReason: s, limit: n, before: s });
+await fleet.send(id, "x", { idempotencyKey: s, goal: undefined });
+await fleet.resume(id, { idempotencyKey: s, model: undefined });
+await fleet.getSession(id, { afterSeq: n, limit: n, runsLimit: n, runsBefore: s, signal });
+for await (const m of fleet.messages(id, { afterSeq: n, pageSize: n, signal })) console.log(m.seq);
+for await (const e of fleet.events(id, { after: s, signal, maxReconnectDelayMs: n, failIfUnreachable: b, onRetry: undefined }))
+  console.log(e.type);
+for await (const r of fleet.batchResults(id, { signal })) console.log(r.status);
+await fleet.getRun(id, { signal });
+await fleet.waitForRun(id, { timeoutMs: n, intervalMs: n, signal });
+await fleet.deleteSession(id, { idempotencyKey: s });
+`,
+    );
+    // What `tsc --init` of TypeScript 5.9 writes (less the output options).
+    const checked = await typeCheck("init", true, [
+      {
+        files: ["readme-client.mts", "optional-options.mts"],
+        module: "nodenext",
+        moduleResolution: "nodenext",
+        target: "esnext",
+        noUncheckedIndexedAccess: true,
+        exactOptionalPropertyTypes: true,
+        verbatimModuleSyntax: true,
+        isolatedModules: true,
+        noUncheckedSideEffectImports: true,
+        moduleDetection: "force",
+      },
     ]);
     expect(checked.code, `${checked.stdout}${checked.stderr}`).toBe(0);
   }, 60_000);

@@ -6,13 +6,13 @@ import type { Message } from "../shared/messages.js";
 /** One session of a batch (contracts §9). */
 export type BatchSessionInput = {
   agent: AgentConfigInput;
-  metadata?: Record<string, unknown>;
-  messages?: Message[];
-  input?: string;
+  metadata?: Record<string, unknown> | undefined;
+  messages?: Message[] | undefined;
+  input?: string | undefined;
   /** The caller's id for it, unique within the batch; results carry it. */
-  customId?: string;
+  customId?: string | undefined;
   /** false: this session has no event stream, whatever the batch's setting (additive). */
-  sessionEvents?: boolean;
+  sessionEvents?: boolean | undefined;
 };
 
 /**
@@ -20,44 +20,44 @@ export type BatchSessionInput = {
  * A POST or DELETE that met a FleetNetworkError or a 5xx may have been done: send it again
  * only with the key it was sent with (without one, it may act twice).
  */
-export type PostOptions = { idempotencyKey?: string };
+export type PostOptions = { idempotencyKey?: string | undefined };
 
 export type RunWithSession = RunJson & { sessionId: string };
 
 /** What `getSession` asks for (every field optional: without them, the whole session). */
 export type SessionPageOptions = {
   /** Only the messages after this seq. */
-  afterSeq?: number;
+  afterSeq?: number | undefined;
   /** At most this many messages (1 to 10,000); the answer's `nextAfterSeq` starts the next page. */
-  limit?: number;
+  limit?: number | undefined;
   /** Only the latest this many runs (0 to 1,000; 0: none); `nextRunsBefore` pages to older ones. */
-  runsLimit?: number;
+  runsLimit?: number | undefined;
   /** The `nextRunsBefore` of the previous answer. */
-  runsBefore?: string;
+  runsBefore?: string | undefined;
   /** Stops the request (it rejects with the signal's reason). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 };
 
 export type EventsOptions = {
   /** Resume after this event id; without it the stream starts at the latest run's RUN_STARTED. */
-  after?: string;
+  after?: string | undefined;
   /** Stops the iteration (and the request) when aborted. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Longest wait between reconnect attempts (default 5 s; the first is after 250 ms). */
-  maxReconnectDelayMs?: number;
+  maxReconnectDelayMs?: number | undefined;
   /**
    * Rejects with a FleetNetworkError when the first connection finds no API at all (nothing
    * listening, a name that does not resolve), instead of trying again; once the API has
    * answered, later drops reconnect as usual. Default false.
    */
-  failIfUnreachable?: boolean;
+  failIfUnreachable?: boolean | undefined;
   /**
    * Told why before each wait to reconnect that follows a failure (additive): the API
    * unreachable or a connection that broke (a FleetNetworkError), an answer of 429 or 5xx
    * (its FleetApiError), an event that is not JSON (its SyntaxError). A stream that ended
    * cleanly reconnects untold.
    */
-  onRetry?: (reason: unknown) => void;
+  onRetry?: ((reason: unknown) => void) | undefined;
 };
 
 /** Goal mode for one run (contracts §8). */

@@ -87,7 +87,11 @@ export class FleetClient {
    * (`"localhost:8080"`, `"ftp://x"`, `""`, a URL with a user name or password) throws a
    * TypeError here, naming it.
    */
-  constructor(options: { baseUrl: string; apiKey?: string; maxLimitWaitMs?: number }) {
+  constructor(options: {
+    baseUrl: string;
+    apiKey?: string | undefined;
+    maxLimitWaitMs?: number | undefined;
+  }) {
     this.http = new ApiTransport(options);
     this.baseUrl = this.http.baseUrl;
   }
@@ -99,10 +103,10 @@ export class FleetClient {
   createSession(
     input: {
       agent: AgentConfigInput;
-      metadata?: Record<string, unknown>;
-      messages?: Message[];
+      metadata?: Record<string, unknown> | undefined;
+      messages?: Message[] | undefined;
       /** false: no event stream is written for it (`events()` rejects with 409 `session_events_off`). */
-      sessionEvents?: boolean;
+      sessionEvents?: boolean | undefined;
     },
     options: PostOptions = {},
   ): Promise<{ id: string }> {
@@ -140,7 +144,11 @@ export class FleetClient {
    */
   createBatch(
     sessions: BatchSessionInput[],
-    options: PostOptions & { webhook?: { url: string }; open?: boolean; sessionEvents?: boolean } = {},
+    options: PostOptions & {
+      webhook?: { url: string } | undefined;
+      open?: boolean | undefined;
+      sessionEvents?: boolean | undefined;
+    } = {},
   ): Promise<BatchCreated> {
     const { idempotencyKey, ...rest } = options;
     return this.request("POST", "/v1/batches", { sessions, ...rest }, { idempotencyKey });
@@ -150,7 +158,7 @@ export class FleetClient {
   appendToBatch(
     batchId: string,
     sessions: BatchSessionInput[],
-    options: PostOptions & { close?: boolean } = {},
+    options: PostOptions & { close?: boolean | undefined } = {},
   ): Promise<BatchCreated> {
     const { idempotencyKey, ...rest } = options;
     return this.request(
@@ -167,7 +175,7 @@ export class FleetClient {
    */
   getBatch(
     batchId: string,
-    options: { include?: "usage" } = {},
+    options: { include?: "usage" | undefined } = {},
   ): Promise<BatchJson & { usage?: UsageTotals }> {
     const query = options.include ? `?include=${encodeURIComponent(options.include)}` : "";
     return this.request("GET", `/v1/batches/${encodeURIComponent(batchId)}${query}`);
@@ -187,10 +195,10 @@ export class FleetClient {
   resumeBatch(
     batchId: string,
     options: PostOptions & {
-      parkedReason?: string;
-      model?: ModelConfig;
-      cursor?: string;
-      limit?: number;
+      parkedReason?: string | undefined;
+      model?: ModelConfig | undefined;
+      cursor?: string | undefined;
+      limit?: number | undefined;
     } = {},
   ): Promise<BatchResumePage> {
     const { idempotencyKey, ...body } = options;
@@ -247,7 +255,10 @@ export class FleetClient {
    * is read as it is iterated, so memory stays flat for any batch size). `signal` stops the
    * request (the iteration rejects with its reason); so does leaving the loop.
    */
-  async *batchResults(batchId: string, options: { signal?: AbortSignal } = {}): AsyncGenerator<BatchResult> {
+  async *batchResults(
+    batchId: string,
+    options: { signal?: AbortSignal | undefined } = {},
+  ): AsyncGenerator<BatchResult> {
     const { signal } = options;
     const path = `/v1/batches/${encodeURIComponent(batchId)}/results`;
     const response = await this.http.waitingOutLimits(async () => {
@@ -266,13 +277,13 @@ export class FleetClient {
    */
   listSessions(
     options: {
-      status?: "parked" | "active" | "cancelled" | "queued" | "running" | "completed";
-      batch?: string;
+      status?: "parked" | "active" | "cancelled" | "queued" | "running" | "completed" | undefined;
+      batch?: string | undefined;
       /** Parked sessions whose reason starts with this (e.g. `attempts_exhausted`). */
-      parkedReason?: string;
-      limit?: number;
+      parkedReason?: string | undefined;
+      limit?: number | undefined;
       /** The `nextCursor` of the previous page. */
-      before?: string;
+      before?: string | undefined;
     } = {},
   ): Promise<{ sessions: SessionSummary[]; nextCursor?: string | null }> {
     // Every filter given is sent, an empty or zero one too, for the API to refuse: dropped, a
@@ -292,7 +303,7 @@ export class FleetClient {
   send(
     sessionId: string,
     content: string,
-    options: PostOptions & { goal?: Goal } = {},
+    options: PostOptions & { goal?: Goal | undefined } = {},
   ): Promise<{ runId: string }> {
     const { goal, ...post } = options;
     return this.request(
@@ -334,7 +345,7 @@ export class FleetClient {
   async *stream(
     sessionId: string,
     content: string,
-    options: PostOptions & { goal?: Goal; signal?: AbortSignal } = {},
+    options: PostOptions & { goal?: Goal | undefined; signal?: AbortSignal | undefined } = {},
   ): AsyncGenerator<FleetEvent> {
     const { signal, ...send } = options;
     // Stopped before it began: nothing is queued.
@@ -346,7 +357,7 @@ export class FleetClient {
   /** Asks for a resume (optionally with another model) and yields its events up to its RUN_COMPLETED. */
   async *streamResume(
     sessionId: string,
-    options: { model?: ModelConfig; signal?: AbortSignal } & PostOptions = {},
+    options: { model?: ModelConfig | undefined; signal?: AbortSignal | undefined } & PostOptions = {},
   ): AsyncGenerator<FleetEvent> {
     const { signal, ...resume } = options;
     if (signal?.aborted) return;
@@ -356,7 +367,7 @@ export class FleetClient {
 
   resume(
     sessionId: string,
-    options: { model?: ModelConfig } & PostOptions = {},
+    options: { model?: ModelConfig | undefined } & PostOptions = {},
   ): Promise<{ runId: string; kind: ResumeKind }> {
     const { idempotencyKey, ...body } = options;
     return this.request("POST", `/v1/sessions/${encodeURIComponent(sessionId)}/resume`, body, {
@@ -405,7 +416,11 @@ export class FleetClient {
    */
   async *messages(
     sessionId: string,
-    options: { afterSeq?: number; pageSize?: number; signal?: AbortSignal } = {},
+    options: {
+      afterSeq?: number | undefined;
+      pageSize?: number | undefined;
+      signal?: AbortSignal | undefined;
+    } = {},
   ): AsyncGenerator<SessionJson["messages"][number]> {
     const { signal } = options;
     let afterSeq = options.afterSeq ?? 0;
@@ -432,7 +447,7 @@ export class FleetClient {
   }
 
   /** `signal` stops the request (it rejects with the signal's reason). */
-  getRun(runId: string, options: { signal?: AbortSignal } = {}): Promise<RunWithSession> {
+  getRun(runId: string, options: { signal?: AbortSignal | undefined } = {}): Promise<RunWithSession> {
     return this.request("GET", `/v1/runs/${encodeURIComponent(runId)}`, undefined, {}, options.signal);
   }
 
@@ -444,7 +459,11 @@ export class FleetClient {
    */
   async waitForRun(
     runId: string,
-    options: { timeoutMs?: number; intervalMs?: number; signal?: AbortSignal } = {},
+    options: {
+      timeoutMs?: number | undefined;
+      intervalMs?: number | undefined;
+      signal?: AbortSignal | undefined;
+    } = {},
   ): Promise<RunWithSession> {
     const timeoutMs = options.timeoutMs ?? 60_000;
     const deadline = Date.now() + timeoutMs;

@@ -26,6 +26,7 @@ import {
 import { BODY_LIMIT } from "../producer/request-limits.js";
 import type { ModelConfig } from "../shared/agent-config.js";
 import { type ApiOptions, apiClientOf, runGuarded, write } from "./api-client.js";
+import { BATCH_LINE_SHAPE } from "./batch-line.js";
 import { sendPart, unreachableOr5xx } from "./batch-send.js";
 import { ExportFileError, utf8Lines } from "./session-file.js";
 
@@ -109,7 +110,7 @@ function parseLine(file: string, line: number, text: string): BatchSessionInput 
     throw new LineError(`${file}:${line}: not valid JSON`);
   }
   if (value === null || typeof value !== "object" || Array.isArray(value))
-    throw new LineError(`${file}:${line}: expected an object {customId?, agent, input}`);
+    throw new LineError(`${file}:${line}: expected an object ${BATCH_LINE_SHAPE}`);
   return value as BatchSessionInput;
 }
 

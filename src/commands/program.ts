@@ -6,6 +6,7 @@
  */
 import { Command, type CommanderError, InvalidArgumentError, type Option } from "commander";
 import { packageVersion } from "../shared/package-version.js";
+import { BATCH_LINE_SHAPE } from "./batch-line.js";
 
 /** A usage error (unknown flag, missing argument, bad number), or help that was asked for. */
 export class CommandLineExit extends Error {
@@ -250,7 +251,7 @@ export function buildProgram(): Program {
   batch
     .command("submit")
     .description(
-      "Submit FILE.jsonl (one {customId?, agent, input} per line; `-` reads stdin) as one batch, streamed in parts of at most 1,000 sessions, each with its own Idempotency-Key. Prints the batch id, or with --wait the batch JSON once it has ended. A progress bar on a terminal, plain lines otherwise (stderr).",
+      `Submit FILE.jsonl (one ${BATCH_LINE_SHAPE} per line; \`-\` reads stdin) as one batch, streamed in parts of at most 1,000 sessions, each with its own Idempotency-Key. Prints the batch id, or with --wait the batch JSON once it has ended. A progress bar on a terminal, plain lines otherwise (stderr).`,
     )
     .argument("<FILE.jsonl>", "the sessions, one JSON object per line")
     .option("--wait", "wait until the batch has ended, showing progress")

@@ -64,6 +64,14 @@ describe("the documents the package points to", () => {
     expect(links.filter((link) => !packed.includes(link))).toEqual([]);
   });
 
+  it("holds no docker-compose.yml nor Dockerfile, as the README's Docker section tells its readers", () => {
+    // The image builds from the sources, which the package does not hold; deploy/ it does.
+    const readme = readFileSync(join(ROOT, "README.md"), "utf8").replace(/\s+/g, " ");
+    expect(readme).toContain("the npm package ships neither `docker-compose.yml` nor the `Dockerfile`");
+    expect(packed.filter((file) => /^(docker-compose\.ya?ml|Dockerfile)$/.test(file))).toEqual([]);
+    expect(packed).toContain("deploy/prometheus/prometheus.yml");
+  });
+
   it("`--help` cites the contracts by a file the package ships", () => {
     const cited: string[] = [];
     for (const [command, text] of helpTexts()) {

@@ -64,6 +64,14 @@ describe("the documents the package points to", () => {
     expect(links.filter((link) => !packed.includes(link))).toEqual([]);
   });
 
+  it("ships the license text its package.json names", () => {
+    // package.json says MIT; MIT asks for its text to travel with every copy.
+    const manifest = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { license: string };
+    expect(manifest.license).toBe("MIT");
+    expect(packed).toContain("LICENSE");
+    expect(readFileSync(join(ROOT, "LICENSE"), "utf8")).toMatch(/^MIT License\n/);
+  });
+
   it("holds no docker-compose.yml nor Dockerfile, as the README's Docker section tells its readers", () => {
     // The image builds from the sources, which the package does not hold; deploy/ it does.
     const readme = readFileSync(join(ROOT, "README.md"), "utf8").replace(/\s+/g, " ");

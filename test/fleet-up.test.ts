@@ -147,7 +147,8 @@ describe("fleet up", () => {
       const session = await client.getSession(id);
       expect(session.messages[2]).toMatchObject({ role: "tool", content: "HI (s1)", success: true });
 
-      // A dead worker and a dead sweeper are replaced (killed together: one restart delay).
+      // A dead worker, a dead sweeper and a dead API are replaced (killed together: one restart
+      // delay); worker 0 keeps running meanwhile.
       const [worker1] = up.pids("worker 1");
       // The worker's id names its pid: the process `up` reported is the worker itself.
       expect(up.output()).toMatch(new RegExp(`fleet worker ready: \\S+-${worker1}-\\w+,`));
@@ -156,6 +157,7 @@ describe("fleet up", () => {
         ["worker 1", base + 1],
       ] as const;
       for (const [name] of killed) process.kill(up.pids(name)[0]!, "SIGKILL");
+      process.kill(api!, "SIGKILL");
       for (const [name, metricsPort] of killed) {
         await waitFor(() => up.pids(name).length === 2, 20_000, `${name} to be restarted`);
         expect(up.output()).toMatch(
@@ -170,9 +172,10 @@ describe("fleet up", () => {
         30_000,
         "a replacement worker",
       );
-      // The API too; the others keep running meanwhile.
-      process.kill(api!, "SIGKILL");
       await waitFor(() => up.pids("api").length === 2, 20_000, "the API to be restarted");
+      expect(up.output()).toMatch(
+        /fleet up: api exited \(SIGKILL\) after [\d.]+ s; restarting it in 1\.0 s \(restart 1\)/,
+      );
       await waitFor(
         async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.status === 200,
         20_000,

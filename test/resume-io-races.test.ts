@@ -9,6 +9,7 @@
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import type postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetApiError, type FleetClient } from "../src/producer/client.js";
 import type { Message, StoredMessage } from "../src/shared/messages.js";
@@ -147,26 +148,25 @@ describe("resume I/O against real Postgres, Redis and a worker", () => {
     }
   }, 180_000);
 
-  it("a resume whose request read no run, while a message's run was being queued, is refused as running", async () => {
+  /**
+   * Asks for a resume of `id` while `write` (a transaction that locks the session's row first)
+   * is held uncommitted; lets it commit once the resume's queueing waits on the row. The
+   * request has read the history and the runs before the write commits. Its answer, or error.
+   */
+  async function resumeDuring(id: string, write: (tx: postgres.TransactionSql) => Promise<void>) {
     const { sql } = fleet.database;
-    const { id } = await client.createSession({ agent: answering("ok"), messages: CRASH_HISTORY });
-    // A message's run being queued as the API's createRun does it: the session's row, then the
-    // insert, not yet committed. The resume's request reads the runs meanwhile and sees none.
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
-    let inserted!: () => void;
-    const isInserted = new Promise<void>((resolve) => (inserted = resolve));
-    const runId = randomUUID();
-    const message = sql.begin(async (tx) => {
+    let written!: () => void;
+    const isWritten = new Promise<void>((resolve) => (written = resolve));
+    const writing = sql.begin(async (tx) => {
       await tx`select 1 from sessions where id = ${id} for no key update`;
-      await tx`insert into runs (id, session_id, tenant, kind, trigger, input)
-               values (${runId}, ${id}, 'default', 'run', 'api', 'next')`;
-      inserted();
+      await write(tx);
+      written();
       await held;
     });
-    await isInserted;
+    await isWritten;
     const resuming = client.resume(id).catch((e: unknown) => e);
-    // The resume's queueing waits on the session's row until the message's run is committed.
     await waitFor(
       async () =>
         (
@@ -176,8 +176,20 @@ describe("resume I/O against real Postgres, Redis and a worker", () => {
       "the resume to wait on the session's row",
     );
     release();
-    await message;
-    const answer = await resuming;
+    await writing;
+    return resuming;
+  }
+
+  it("a resume whose request read no run, while a message's run was being queued, is refused as running", async () => {
+    const { sql } = fleet.database;
+    const { id } = await client.createSession({ agent: answering("ok"), messages: CRASH_HISTORY });
+    // A message's run being queued as the API's createRun does it: the session's row, then the
+    // insert, not yet committed. The resume's request reads the runs meanwhile and sees none.
+    const runId = randomUUID();
+    const answer = await resumeDuring(id, async (tx) => {
+      await tx`insert into runs (id, session_id, tenant, kind, trigger, input)
+               values (${runId}, ${id}, 'default', 'run', 'api', 'next')`;
+    });
     // A run of the session was queued when the resume was: 409 running (contracts §12), not a
     // 202 whose run later finds the message's answer and ends nothing_to_resume.
     expect(answer).toBeInstanceOf(FleetApiError);
@@ -197,31 +209,11 @@ describe("resume I/O against real Postgres, Redis and a worker", () => {
     // A worker's last append, as its statement makes it: the session's row, the message, the
     // tail state; not yet committed when the resume's request reads the history ([user]:
     // call_model) and the runs (none active).
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    let appended!: () => void;
-    const isAppended = new Promise<void>((resolve) => (appended = resolve));
-    const append = sql.begin(async (tx) => {
-      await tx`select 1 from sessions where id = ${id} for no key update`;
+    const answer = await resumeDuring(id, async (tx) => {
       await tx`insert into messages (session_id, seq, role, content, stop_reason)
                values (${id}, 2, 'assistant', 'hello', 'end_turn')`;
       await tx`update sessions set last_seq = 2, tail_state = 'completed' where id = ${id}`;
-      appended();
-      await held;
     });
-    await isAppended;
-    const resuming = client.resume(id).catch((e: unknown) => e);
-    await waitFor(
-      async () =>
-        (
-          await sql`select 1 from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`
-        ).length > 0,
-      20_000,
-      "the resume to wait on the session's row",
-    );
-    release();
-    await append;
-    const answer = await resuming;
     // Not a 202 whose run would find the answer and end nothing_to_resume (onError hooks run).
     expect(answer).toBeInstanceOf(FleetApiError);
     expect((answer as FleetApiError).status).toBe(409);

@@ -93,6 +93,27 @@ export function routeSchema(doc: RouteDoc, components: Components = {}): Fastify
   };
 }
 
+/** `/v1/sessions/:id/resume` as OpenAPI writes a path: `/v1/sessions/{id}/resume`. */
+const openapiPath = (url: string): string => url.replace(/:(\w+)/g, "{$1}");
+
+/**
+ * The document with `requestBody.required: false` on each route whose body is optional
+ * (`optionalBody`): @fastify/swagger marks every body it documents required, so the document
+ * said a resume must send one, where none (or an empty one) is what most send.
+ */
+export function markOptionalBodies<T>(document: T): T {
+  const paths = (
+    document as { paths?: Record<string, Record<string, { requestBody?: { required?: boolean } }>> }
+  ).paths;
+  for (const [route, doc] of Object.entries(ROUTE_DOCS)) {
+    if (!doc.optionalBody) continue;
+    const [method, url] = route.split(" ") as [string, string];
+    const body = paths?.[openapiPath(url)]?.[method.toLowerCase()]?.requestBody;
+    if (body) body.required = false;
+  }
+  return document;
+}
+
 /** The schemas of every documented route and their components, converted once a process. */
 let documented: { schemas: Record<string, FastifySchema>; components: Components } | undefined;
 
@@ -120,7 +141,10 @@ export function documentedSchemas(): { schemas: Record<string, FastifySchema>; c
 export function documentRoutes(app: FastifyInstance, version: string): void {
   // A copy for this app: Fastify marks and normalises the schemas it is given in place.
   const { schemas, components } = structuredClone(documentedSchemas());
-  app.setValidatorCompiler(() => (value) => ({ value }));
+  // Every part passes untouched: Fastify hands a validator null for a part that was not sent,
+  // and `{ value }` stored that null as the body, so a request without one was answered
+  // "the body must be a JSON object, not null" where none was sent.
+  app.setValidatorCompiler(() => () => true);
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   app.addHook("onRoute", (route: RouteOptions) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
@@ -140,5 +164,7 @@ export function documentRoutes(app: FastifyInstance, version: string): void {
       },
       components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } }, schemas: components },
     },
+    transformObject: (document) =>
+      markOptionalBodies("openapiObject" in document ? document.openapiObject : document.swaggerObject),
   });
 }

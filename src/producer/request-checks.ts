@@ -85,9 +85,15 @@ export function decodeJsonBody(
   return bytes.toString("utf8");
 }
 
-/** Parses a JSON body: what cannot be parsed is a 400 saying why (checkBody checks the rest). */
+/**
+ * Parses a JSON body: what cannot be parsed is a 400 saying why (checkBody checks the rest).
+ * An empty body is no body (undefined), as if no Content-Type had been sent: clients and curl
+ * send `Content-Type: application/json` with nothing on routes whose body is optional (resume,
+ * cancel), which were answered 400; a route that needs a body says that none was sent
+ * (request-bodies.ts `parseBody`).
+ */
 export function parseJsonBody(text: string): unknown {
-  if (text.length === 0) throw new ValidationError("", "the body is empty; it must be a JSON value");
+  if (text.length === 0) return undefined;
   let value: unknown;
   try {
     value = JSON.parse(text);

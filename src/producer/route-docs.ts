@@ -53,6 +53,12 @@ export type RouteDoc = {
   operationId: string;
   summary: string;
   body?: z.ZodType;
+  /**
+   * The body may be left out, or sent empty with `Content-Type: application/json` (the same):
+   * the document says `requestBody.required: false` (openapi.ts), which @fastify/swagger
+   * cannot say by itself.
+   */
+  optionalBody?: true;
   querystring?: z.ZodType;
   /** Request headers the route reads (Idempotency-Key, Last-Event-ID). */
   headers?: z.ZodType;
@@ -255,6 +261,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       "Resume the batch's parked sessions, a page at a time (optionally only those parked for one reason, or with another model)",
     idParam: "batch id",
     body: batchResumeBody,
+    optionalBody: true,
     responses: {
       202: {
         description:
@@ -434,6 +441,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     summary: "Resume an interrupted session (optionally with another model)",
     idParam: "session id",
     body: resumeBody,
+    optionalBody: true,
     responses: {
       202: { description: "Queued", schema: z.object({ runId: id, kind: z.string() }) },
       409: { description: "Nothing to resume; `reason` says why", schema: errorSchema },

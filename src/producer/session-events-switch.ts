@@ -15,9 +15,9 @@
  *   else at their next heartbeat), and a new one gets 409 `session_events_off`.
  */
 import { NotFoundError, ValidationError } from "../shared/errors.js";
-import { toValidationError } from "../shared/messages.js";
 import type { SessionEventsSetting } from "../shared/store/session-events-setting.js";
 import { sessionPatchBody } from "./api-schemas.js";
+import { parseBody } from "./request-bodies.js";
 
 export type SessionEventsSwitchDeps = {
   setting: Pick<SessionEventsSetting, "set" | "isOn">;
@@ -37,9 +37,7 @@ export class SessionEventsSwitch {
     sessionId: string,
     body: unknown,
   ): Promise<{ id: string; sessionEvents: boolean }> {
-    const parsed = sessionPatchBody.safeParse(body ?? undefined);
-    if (!parsed.success) throw toValidationError("", parsed.error);
-    const on = parsed.data.sessionEvents;
+    const on = parseBody(sessionPatchBody, body).sessionEvents;
     const change = await this.deps.setting.set(tenant, sessionId, on);
     switch (change.outcome) {
       case "not_found":

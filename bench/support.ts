@@ -274,6 +274,23 @@ export function pidsByName(comm: string): number[] {
   return pids;
 }
 
+/**
+ * The pid of the Redis server `redis` is connected to (`INFO server`'s process_id), so that
+ * its CPU is charged and not that of every redis-server on the machine (other users' servers,
+ * a test's private ones). A server in another pid namespace (a container) reports a pid this
+ * machine does not know as a redis-server: then every redis-server here is taken, as before.
+ */
+export async function redisServerPids(redis: Redis): Promise<number[]> {
+  const info = await redis.info("server");
+  const pid = Number(/^process_id:(\d+)/m.exec(info)?.[1]);
+  try {
+    if (readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "redis-server") return [pid];
+  } catch {
+    // not a process of this machine
+  }
+  return pidsByName("redis-server");
+}
+
 /** USER_HZ: 100 on Linux on every common architecture. */
 const CLOCK_TICKS = 100;
 

@@ -17,7 +17,8 @@
  *
  * Each phase runs a short warm-up batch first (not counted), and the second phase starts
  * only after the first has been torn down. Besides rates it prints the CPU each part
- * used and the Postgres transactions and Redis commands per session, for profiling.
+ * used (Redis: the server at BENCH_REDIS_URL alone) and the Postgres transactions and Redis
+ * commands per session, for profiling.
  *
  * Both sides run --rounds times (default 3), alternating which goes first; the report gives
  * min / median / max sessions/s of each side and the ratio of the medians.
@@ -54,6 +55,7 @@ import {
   REDIS_URL,
   type ReadyChild,
   ROOT,
+  redisServerPids,
   scratchFleet,
   shortId,
   sleep,
@@ -124,6 +126,8 @@ type PhaseResult = {
 /** What a phase sets up for the common measurement. */
 type Phase = {
   sql: postgres.Sql;
+  /** The bench's own connection to the Redis the phase uses: whose server's CPU is charged. */
+  redis: Redis;
   workers: ReadyChild[];
   driverLabel: string;
   /** Submits sessions `from` … `from + count - 1`. */
@@ -172,9 +176,10 @@ async function measure(name: string, phase: Phase, withStats: boolean): Promise<
   if (withStats) await sleep(STATS_SETTLE_MS);
   const dbBefore = withStats ? await dbActivity(phase.sql) : null;
   const workerPids = phase.workers.map((w) => w.child.pid!);
+  const redisPids = await redisServerPids(phase.redis);
   const stopProfile = await driverProfile(name);
   const window = new CpuWindow();
-  window.start([process.pid, ...workerPids, ...pidsByName("postgres"), ...pidsByName(REDIS_COMM)]);
+  window.start([process.pid, ...workerPids, ...pidsByName("postgres"), ...redisPids]);
 
   const started = Date.now();
   await phase.submit(0, SESSIONS);
@@ -187,7 +192,7 @@ async function measure(name: string, phase: Phase, withStats: boolean): Promise<
     [phase.driverLabel]: [process.pid],
     workers: workerPids,
     "postgres backends": backends.map((b) => b.pid),
-    [REDIS_COMM]: pidsByName(REDIS_COMM),
+    [REDIS_COMM]: redisPids,
   });
   await stopProfile();
   let db: DbActivity | null = null;
@@ -245,6 +250,7 @@ async function runFleet(cleanup: Cleanup, redis: Redis, withStats: boolean): Pro
     "fleet",
     {
       sql,
+      redis,
       workers,
       driverLabel: `driver (${VIA === "batch" ? "API batches" : VIA === "http" ? "API" : "service"}${WITH_SWEEPER ? ", sweeper" : ""}, submit)`,
       submit: async (from, count) => {
@@ -364,6 +370,7 @@ async function runBaseline(cleanup: Cleanup, redis: Redis, withStats: boolean): 
     "baseline",
     {
       sql,
+      redis,
       workers,
       driverLabel: "driver (queue.add)",
       submit: (from, count) =>
@@ -466,8 +473,8 @@ function report(results: Measured[]): void {
   console.log(table(costs));
   console.log(
     "(pg: this database's backends; xacts: commits, an explicit transaction counting once, the " +
-      "sweeper's polling included; HOT: updates that touched no index; CPU redis and busy: the whole " +
-      "server and machine, other users included)",
+      "sweeper's polling included; HOT: updates that touched no index; CPU redis: the server at " +
+      "BENCH_REDIS_URL, its other users included; busy: the whole machine)",
   );
 }
 

@@ -328,16 +328,18 @@ export class EventWriter {
   async missingRunEnd(database: Database, sessionId: string, graceMs: number): Promise<string | null> {
     if (!this.enabled) return null;
     // The latest ended run, unless a later run has started since (its RUN_STARTED is in the
-    // stream: an end written now would come after it).
+    // stream: an end written now would come after it). Later: in the order runs run
+    // (schema.ts `queueSeq`), which `created_at` is not always.
     const [run] = await database.sql<{ id: string; ended_reason: string | null; settled: boolean }[]>`
       select x.id, x.ended_reason,
              x.ended_at < now() - make_interval(secs => ${graceMs / 1000})
                and x.ended_at > now() - make_interval(secs => ${this.retention.maxAgeMs / 1000}) as settled
-        from (select id, ended_reason, ended_at, created_at from runs
+        from (select id, ended_reason, ended_at, queue_seq, created_at from runs
                where session_id = ${sessionId} and status = (select 'ended'::text)
-               order by created_at desc, id desc limit 1) x
+               order by queue_seq desc, created_at desc, id desc limit 1) x
        where not exists (select 1 from runs y where y.session_id = ${sessionId}
-                           and y.created_at > x.created_at and y.started_at is not null)
+                           and (y.queue_seq, y.created_at, y.id) > (x.queue_seq, x.created_at, x.id)
+                           and y.started_at is not null)
          -- A session created with sessionEvents: false has no stream to complete.
          and not exists (select 1 from sessions z where z.id = ${sessionId} and not z.session_events)`;
     // Ended too recently (its writer may be on its way), or so long ago that its stream expired.

@@ -9,6 +9,7 @@ import {
   index,
   integer,
   jsonb,
+  pgSequence,
   pgTable,
   primaryKey,
   text,
@@ -174,6 +175,16 @@ export const messages = pgTable(
   ],
 );
 
+/**
+ * Where each run stands in its session's queue (`runs.queue_seq`): taken when the run's row is
+ * inserted, which createRun (run-queueing.ts) does under the session's row lock, so a run
+ * queued after another one has committed always gets a larger number. `created_at` cannot
+ * tell: it is its transaction's start (`now()`), and a transaction that began first may take
+ * the row's lock last. No cache (`cache: 1`, the default): with one, each connection would
+ * hand out numbers from its own range, and a run queued later could get a smaller one.
+ */
+export const runsQueueSeq = pgSequence("runs_queue_seq");
+
 export const runs = pgTable(
   "runs",
   {
@@ -215,13 +226,21 @@ export const runs = pgTable(
     jobId: text("job_id"),
     usage: jsonb("usage").$type<Usage>(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    /**
+     * The order a session's runs are taken in, oldest first (`runsQueueSeq`): unique among runs
+     * that have not ended. Runs that had ended before migration 0021 all hold 0, so every
+     * ordering of a session's runs is `queue_seq, created_at, id`; the next run, among queued
+     * ones, is the lowest `queue_seq`.
+     */
+    queueSeq: bigint("queue_seq", { mode: "number" }).notNull().default(sql`nextval('runs_queue_seq')`),
     startedAt: timestamp("started_at", { withTimezone: true }),
     endedAt: timestamp("ended_at", { withTimezone: true }),
   },
   (t) => [
-    index("runs_session_idx").on(t.sessionId, t.createdAt),
+    // A session's runs in the order they run (listed, paged, the latest one).
+    index("runs_session_idx").on(t.sessionId, t.queueSeq, t.createdAt, t.id),
     index("runs_unfinished_idx").on(t.status, t.createdAt).where(sql`${t.status} <> 'ended'`),
-    // A session's runs in one state: its oldest queued run (claims, and the next run after one
+    // A session's runs in one state: its next queued run (claims, and the next run after one
     // ends) and the runs an earlier holder left running (claims). Those look-ups name the state
     // as `(select 'queued'::text)`, a value the planner learns only when the statement runs:
     // an index condition here, but no proof that a partial index's `status <> 'ended'` holds,
@@ -229,7 +248,7 @@ export const runs = pgTable(
     // (which say almost no run is queued) such an index looks empty, and the planner read every
     // queued run of the fleet once per session (test/plans-under-backlog.test.ts). Migration
     // 0012 also has `runs` and `sessions` analyzed after every 10,000 changed rows.
-    index("runs_session_state_idx").on(t.sessionId, t.status, t.createdAt, t.id),
+    index("runs_session_state_idx").on(t.sessionId, t.status, t.queueSeq),
     // A tenant's active sessions (FLEET_TENANT_MAX_ACTIVE_SESSIONS), counted from the index alone.
     index("runs_tenant_active_idx").on(t.tenant, t.sessionId).where(sql`${t.status} <> 'ended'`),
     // A batch's runs by state: whether it has ended asks for one queued or running

@@ -315,7 +315,7 @@ export class BatchStore {
     >`
       select s.id, s.custom_id, s.status, s.tail_state, s.run_started, s.parked_reason,
              (select r.id from runs r where r.session_id = s.id
-               order by r.created_at desc, r.id desc limit 1) as last_run,
+               order by r.queue_seq desc, r.created_at desc, r.id desc limit 1) as last_run,
              (select bool_or(r.status = 'running') from runs r
                where r.session_id = s.id and (r.status <> 'ended') is true) as running,
              (extract(epoch from s.updated_at) * 1000000)::bigint::text as micros

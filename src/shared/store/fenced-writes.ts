@@ -48,7 +48,7 @@ export type Claim = {
   staleRunIds: string[];
   /** The same runs with their kind (for `fleet_runs_total{kind}`). */
   staleRuns: { id: string; kind: "run" | "resume" }[];
-  /** The oldest queued run, if any (none while the session is parked: it waits for someone to act). */
+  /** The next queued run (schema.ts `queueSeq`), if any (none while the session is parked: it waits for someone to act). */
   next: RunRow | null;
   /**
    * The stored history: read in the same statement, or a long one under the claim's epoch right
@@ -158,9 +158,9 @@ export class FencedWrites {
   /**
    * Takes a session for a new lease holder, in one statement: bumps the epoch (whoever held
    * an older one can no longer write), ends runs an earlier holder left running, and reads
-   * the agent, the oldest queued run and the history. Null for an unknown session.
+   * the agent, the next queued run and the history. Null for an unknown session.
    *
-   * With `startFirst`, the same statement also starts that oldest queued run when its start
+   * With `startFirst`, the same statement also starts that next queued run when its start
    * needs nothing from the history: a run with new input (not handed back) on a session with
    * no message yet, whose start appends exactly the user message (start-run.ts) — the common
    * first run of a new session. `started` then holds that message; otherwise it is null and
@@ -428,7 +428,7 @@ export class FencedWrites {
                 and q.id <> ${runId}
                 and coalesce((select status from s),
                              (select status from sessions x where x.id = ${fence.sessionId})) = 'active'
-               order by q.created_at, q.id limit 1) as next`;
+               order by q.queue_seq limit 1) as next`;
     if (!result!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
     return result!.next ? runFromRaw(json<RawRun>(result!.next)) : null;
   }

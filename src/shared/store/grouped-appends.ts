@@ -113,7 +113,7 @@ export async function endingAppendAlone(database: Database, append: EndingAppend
              as inserted,
            (select row_to_json(q) from runs q where q.session_id = ${sessionId} and q.status = (select 'queued'::text)
               and q.id <> ${runId} and (select status from s) = 'active'
-             order by q.created_at, q.id limit 1) as next`;
+             order by q.queue_seq limit 1) as next`;
   return {
     fenceOk: result!.fence_ok,
     inserted: json<Inserted[]>(result!.inserted),
@@ -263,7 +263,7 @@ export async function endingAppendsTogether(
               from ins where ins.session_id = i.session_id) as inserted,
            (select row_to_json(q) from runs q where q.session_id = i.session_id and q.status = (select 'queued'::text)
               and q.id <> i.run_id and (select s.status from s where s.k = i.k) = 'active'
-             order by q.created_at, q.id limit 1) as next
+             order by q.queue_seq limit 1) as next
       from i order by i.k`;
   return rows.map((row) =>
     row.locked

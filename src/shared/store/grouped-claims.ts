@@ -4,7 +4,7 @@
  * together — a worker taking many new sessions at once (its start ramp) makes one statement
  * where it made one per session. The grouped form does for each session exactly what the
  * single one does: bump the epoch, end runs an earlier holder left running, read the agent,
- * the oldest queued run and the history (when short: INLINE_HISTORY_MAX), and start that run
+ * the next queued run and the history (when short: INLINE_HISTORY_MAX), and start that run
  * when it needs nothing from the history (`startFirst`).
  */
 import type { Database } from "../db/client.js";
@@ -35,7 +35,7 @@ export async function claimAlone(database: Database, claim: ClaimRequest): Promi
     ), q as (
       select q.* from runs q, cur
        where q.session_id = ${sessionId} and q.status = (select 'queued'::text) and cur.status = 'active'
-       order by q.created_at, q.id limit 1
+       order by q.queue_seq limit 1
     ), r as (
       update runs set status = 'running', started_at = now(), worker_id = ${workerId}, resume_kind = null
        where ${startFirst} and id = (select id from q) and (status = 'queued') is true and kind = 'run'
@@ -82,7 +82,7 @@ export async function claimsTogether(
       tail: c.tail,
     })),
   );
-  // Per session, as in claimAlone: `q` its oldest queued run, `r` that run started, `e` the
+  // Per session, as in claimAlone: `q` its next queued run, `r` that run started, `e` the
   // session taken (new epoch), `stale` the runs an earlier holder left running, `ins` the
   // started run's user message.
   //
@@ -106,7 +106,7 @@ export async function claimsTogether(
     ), q as (
       select q.* from cur cross join lateral (
         select * from runs q where q.session_id = cur.id and q.status = (select 'queued'::text)
-         order by q.created_at, q.id limit 1) q
+         order by q.queue_seq limit 1) q
        where cur.status = 'active'
     ), r as (
       update runs set status = 'running', started_at = now(), worker_id = i.worker_id, resume_kind = null

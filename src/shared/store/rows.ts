@@ -120,6 +120,8 @@ export type RawRun = {
   job_id: string | null;
   usage: RunRow["usage"];
   created_at: string;
+  /** Absent in rows read before the column existed (migration 0021). */
+  queue_seq?: number | string;
   started_at: string | null;
   ended_at: string | null;
 };
@@ -255,6 +257,7 @@ export function runFromRaw(raw: RawRun): RunRow {
     jobId: raw.job_id,
     usage: raw.usage,
     createdAt: new Date(raw.created_at),
+    queueSeq: Number(raw.queue_seq ?? 0),
     startedAt: date(raw.started_at),
     endedAt: date(raw.ended_at),
   };

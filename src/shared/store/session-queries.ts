@@ -127,17 +127,19 @@ export class SessionQueries {
     return usageOfSession(this.database, sessionId);
   }
 
+  /** The session's runs in the order they run (schema.ts `queueSeq`): the last is the latest. */
   async listRuns(sessionId: string, tenant?: string): Promise<RunRow[]> {
     const rows = await this.database.sql<{ r: string | RawRun }[]>`
       select row_to_json(r) as r from runs r where r.session_id = ${sessionId} ${this.ofTenant("r", tenant)}
-       order by r.created_at, r.id`;
+       order by r.queue_seq, r.created_at, r.id`;
     return rows.map((row) => runFromRaw(json<RawRun>(row.r)));
   }
 
   /**
-   * The latest `limit` runs of a session before `before` (all when absent), in creation
-   * order, each with its place (`cursor`) for the next page: keyset paging on
-   * (created_at, id) to the microsecond, on runs_session_idx.
+   * The latest `limit` runs of a session before `before` (all when absent), in the order
+   * they run (as `listRuns`), each with its place (`cursor`) for the next page: keyset paging
+   * on (queue_seq, created_at, id), on runs_session_idx. The cursor names its run by id (its
+   * `micros` is its `created_at`, as before); the run's place is read from its row.
    */
   async listRunsPage(
     sessionId: string,
@@ -152,9 +154,11 @@ export class SessionQueries {
              ${
                before === undefined
                  ? sql``
-                 : sql`and (r.created_at, r.id) < (timestamptz 'epoch' + ${before.micros}::bigint * interval '1 microsecond', ${before.id})`
+                 : sql`and (r.queue_seq, r.created_at, r.id)
+                           < ((select c.queue_seq from runs c where c.id = ${before.id} and c.session_id = ${sessionId}),
+                              (select c.created_at from runs c where c.id = ${before.id}), ${before.id})`
              }
-       order by r.created_at desc, r.id desc limit ${page.limit}`;
+       order by r.queue_seq desc, r.created_at desc, r.id desc limit ${page.limit}`;
     return rows.reverse().map((row) => {
       const run = runFromRaw(json<RawRun>(row.r));
       return { ...run, cursor: { micros: row.micros, id: run.id } };
@@ -175,13 +179,14 @@ export class SessionQueries {
   }
 
   /**
-   * The oldest queued run of a session: runs are taken in the order they were asked for.
+   * The next queued run of a session: runs are taken in the order they were queued, under the
+   * session's row lock (schema.ts `queueSeq`), not by `created_at`.
    * `(select 'queued'::text)`: on runs_session_state_idx even right after a batch (grouped-claims.ts).
    */
   async nextQueuedRun(sessionId: string): Promise<RunRow | undefined> {
     const [row] = await this.database.sql<{ r: string | RawRun }[]>`
       select row_to_json(r) as r from runs r where r.session_id = ${sessionId} and r.status = (select 'queued'::text)
-       order by r.created_at, r.id limit 1`;
+       order by r.queue_seq limit 1`;
     return row ? runFromRaw(json<RawRun>(row.r)) : undefined;
   }
 

@@ -36,6 +36,10 @@ const answering = (text: string) => ({
   tools: ["write_file"],
 });
 
+/** A run's id, from a row or the JSON (or its text) a statement returns. */
+const idOf = (run: RunRow | { id: string } | string | null | undefined) =>
+  typeof run === "string" ? (JSON.parse(run) as { id: string }).id : run?.id;
+
 describe("a session's runs start in the order they were queued", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
@@ -121,13 +125,12 @@ describe("a session's runs start in the order they were queued", () => {
       startFirst: true,
       tail: "awaiting_model",
     });
-    expect(JSON.parse(JSON.stringify(claimedAlone?.next)).id).toBe(resume.id);
+    expect(idOf(claimedAlone?.next)).toBe(resume.id);
     const [together] = await claimsTogether(fleet.database, [
       { sessionId: id, workerId: "w2", startFirst: true, tail: "awaiting_model" },
     ]);
     expect(together?.locked).toBe(true);
-    const next = together?.locked ? together.out?.next : null;
-    expect(typeof next === "string" ? JSON.parse(next).id : next?.id).toBe(resume.id);
+    expect(idOf(together?.locked ? together.out?.next : null)).toBe(resume.id);
     // Nothing was started by either claim: the resume needs the history.
     expect((await queries.listRuns(id)).map((r) => r.status)).toEqual(["queued", "queued"]);
   }, 60_000);
@@ -164,8 +167,6 @@ describe("a session's runs start in the order they were queued", () => {
     };
     const runningAgain = () =>
       sql`update runs set status = 'running', ended_reason = null, ended_at = null where id = ${first.id}`;
-    const idOf = (run: RunRow | { id: string } | string | null | undefined) =>
-      typeof run === "string" ? (JSON.parse(run) as { id: string }).id : run?.id;
 
     const alone = await endingAppendAlone(fleet.database, ending);
     expect(alone.fenceOk).toBe(true);

@@ -3,7 +3,11 @@
  * says), and FleetNetworkError, a call that got no whole answer; and how each is made.
  */
 
-/** An answer of the API other than 2xx; `reason` is set on 409 (nothing to resume). */
+/**
+ * An answer of the API other than 2xx (`reason` is set on 409: nothing to resume), or a 2xx the
+ * client cannot read (`code: "invalid_response"`: an empty or non-JSON body, an event whose
+ * data is not a JSON object).
+ */
 export class FleetApiError extends Error {
   override name = "FleetApiError";
   constructor(
@@ -19,6 +23,11 @@ export class FleetApiError extends Error {
     readonly retryAfter?: number,
     /** On 429: which limit (`active_sessions`, `request_rate`, `event_streams`, `auth_failures`, `queued_runs`). */
     readonly limit?: string,
+    /**
+     * On an `invalid_response` of an event stream: the id of the event that could not be read
+     * (`events(sessionId, { after: eventId })` reads on after it).
+     */
+    readonly eventId?: string,
   ) {
     super(message);
   }

@@ -4,7 +4,7 @@
  */
 import type { FleetEvent } from "../shared/api-events.js";
 import { type ApiTransport, sleep } from "./api-transport.js";
-import { apiError, parseJson, refusesParameter } from "./client-errors.js";
+import { apiError, FleetApiError, parseJson, refusesParameter } from "./client-errors.js";
 import type { EventsOptions } from "./client-options.js";
 import { parseSse } from "./server-sent-events.js";
 
@@ -51,6 +51,58 @@ export async function* runEvents(
   }
 }
 
+/** How much of an event's data an error quotes. */
+const QUOTED_DATA = 80;
+
+/**
+ * An event as the stream sent it — an `event:` line with its type and a `data:` line holding
+ * a JSON object (contracts §7) — or what is wrong with it, in words (pure).
+ */
+export function readEvent(raw: { id?: string; type?: string; data?: string }): FleetEvent | string {
+  if (raw.type === undefined) return "has no `event:` line";
+  if (raw.data === undefined) return "has no `data:` line";
+  const quoted = JSON.stringify(
+    raw.data.length > QUOTED_DATA ? `${raw.data.slice(0, QUOTED_DATA)}…` : raw.data,
+  );
+  let data: unknown;
+  try {
+    data = JSON.parse(raw.data);
+  } catch {
+    return `has data that is not JSON: ${quoted}`;
+  }
+  if (data === null || typeof data !== "object" || Array.isArray(data))
+    return `has data that is not a JSON object: ${quoted}`;
+  return { id: raw.id ?? "", type: raw.type, data } as FleetEvent;
+}
+
+/**
+ * The error an event the client cannot read rejects the iteration with: a FleetApiError
+ * `invalid_response` naming the event and where to read on. The event is not skipped in
+ * silence (it was: its JSON.parse failed like a broken connection, and the reconnect with its
+ * id went on after it), so a caller never loses an event without knowing.
+ */
+function unreadableEvent(
+  path: string,
+  status: number,
+  raw: { id?: string; type?: string },
+  problem: string,
+): FleetApiError {
+  const { id, type } = raw;
+  const which = `${id === undefined ? "an event without an id" : `event ${id}`}${type === undefined ? "" : ` (${type})`}`;
+  const next =
+    id === undefined ? "" : `; to read on after it, iterate again with { after: ${JSON.stringify(id)} }`;
+  return new FleetApiError(
+    status,
+    "invalid_response",
+    `GET ${path}: ${which} ${problem}${next}`,
+    undefined,
+    undefined,
+    undefined,
+    undefined,
+    id,
+  );
+}
+
 /**
  * The events at `path` (a session's or a batch's), reconnecting with the last id after a
  * dropped connection, an unreachable API, a 429 or a 5xx (`events()`, `batchEvents()`).
@@ -95,12 +147,17 @@ export async function* eventStream(
         delay = Math.min(maxDelay, delay * 2);
         continue;
       }
+      let unreadable: FleetApiError | undefined;
       try {
-        for await (const event of parseSse(http.chunks("GET", path, response, controller.signal))) {
+        for await (const raw of parseSse(http.chunks("GET", path, response, controller.signal))) {
           delay = 250;
-          if (event.id !== undefined) last = event.id;
-          if (event.type === undefined || event.data === undefined) continue;
-          yield { id: event.id ?? "", type: event.type, data: JSON.parse(event.data) } as FleetEvent;
+          const event = readEvent(raw);
+          if (typeof event === "string") {
+            unreadable = unreadableEvent(path, response.status, raw, event);
+            break;
+          }
+          if (raw.id !== undefined) last = raw.id;
+          yield event;
           // The session (or batch) was deleted: nothing follows, and a reconnect would get 404.
           if (event.type === "SESSION_DELETED" || event.type === "BATCH_DELETED") return;
         }
@@ -109,6 +166,7 @@ export async function* eventStream(
         // The connection broke: reconnect with the last id.
         options.onRetry?.(error);
       }
+      if (unreadable) throw unreadable;
       await sleep(delay, outer);
       delay = Math.min(maxDelay, delay * 2);
     } finally {

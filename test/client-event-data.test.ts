@@ -1,0 +1,91 @@
+/**
+ * An event the client cannot read — its `data:` is not JSON, or not a JSON object, or it has
+ * no `event:` line (contracts §7 fixes all three) — rejects `events()` with a FleetApiError
+ * `invalid_response` that names the event's id, instead of being skipped: its JSON.parse used
+ * to fail like a broken connection, and the reconnect with its id went on after it, so the
+ * caller lost the event without a word. The API never sends such an event; a server here
+ * does, as a proxy or another release might.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { FleetApiError, FleetClient, type FleetEvent } from "../src/producer/client.js";
+
+const event = (id: number, data: string, type = "MESSAGE_DELTA") =>
+  `id: ${id}\nevent: ${type}\ndata: ${data}\n\n`;
+const good = (id: number) =>
+  event(id, JSON.stringify({ sessionId: "s1", type: "MESSAGE_DELTA", text: `t${id}` }));
+
+describe("an event the client cannot read", () => {
+  let server: Server | undefined;
+  afterEach(() => new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve())));
+
+  /**
+   * A stream of three events whose second is `bad`, each connection sending those after its
+   * Last-Event-ID and then ending (so a client that skipped one reconnects and goes on).
+   */
+  async function serve(bad: string): Promise<{ client: FleetClient; connections: (string | undefined)[] }> {
+    const events = [good(1), bad, good(3)];
+    const connections: (string | undefined)[] = [];
+    server = createServer((request, response) => {
+      const after = request.headers["last-event-id"] as string | undefined;
+      connections.push(after);
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.end(events.slice(after === undefined ? 0 : Number(after)).join(""));
+    });
+    await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    return { client: new FleetClient({ baseUrl: `http://127.0.0.1:${port}` }), connections };
+  }
+
+  async function read(stream: AsyncGenerator<FleetEvent>, count: number): Promise<FleetEvent[]> {
+    const read: FleetEvent[] = [];
+    for await (const item of stream) {
+      read.push(item);
+      if (read.length === count) break;
+    }
+    return read;
+  }
+
+  it("data that is not JSON rejects events() with a FleetApiError naming the event, after the events before it", async () => {
+    const { client, connections } = await serve(event(2, '{"sessionId": "s1", "text": "cut'));
+    const seen: string[] = [];
+    const error = await (async () => {
+      // Bounded: a client that skips the event reconnects for ever (the server ends each stream).
+      for await (const item of client.events("s1", { signal: AbortSignal.timeout(3_000) }))
+        seen.push(item.id);
+    })().catch((e: unknown) => e);
+    expect(seen).toEqual(["1"]);
+    expect(error).toBeInstanceOf(FleetApiError);
+    expect(error).toMatchObject({ status: 200, code: "invalid_response", eventId: "2" });
+    expect((error as Error).message).toBe(
+      'GET /v1/sessions/s1/events: event 2 (MESSAGE_DELTA) has data that is not JSON: "{\\"sessionId\\": \\"s1\\", \\"text\\": \\"cut"; to read on after it, iterate again with { after: "2" }',
+    );
+    // Said at once, not after a reconnect that went on past it.
+    expect(connections).toEqual([undefined]);
+    // The caller decides to read on after it: event 3 follows.
+    expect((await read(client.events("s1", { after: "2" }), 1)).map((e) => e.id)).toEqual(["3"]);
+  });
+
+  it("data that is JSON but no object (null, a number) is the same error", async () => {
+    for (const data of ["null", "42", '["a"]']) {
+      const { client } = await serve(event(2, data));
+      const error = await read(client.events("s1"), 3).catch((e: unknown) => e);
+      expect(error, data).toBeInstanceOf(FleetApiError);
+      expect((error as FleetApiError).message, data).toContain(
+        `event 2 (MESSAGE_DELTA) has data that is not a JSON object: ${JSON.stringify(data)}`,
+      );
+      await new Promise<void>((resolve) => server!.close(() => resolve()));
+      server = undefined;
+    }
+  });
+
+  it("an event without its `event:` line is said too, and batchEvents() rejects alike", async () => {
+    const { client } = await serve(`id: 2\ndata: {"sessionId": "s1"}\n\n`);
+    const error = await read(client.batchEvents("b1", { signal: AbortSignal.timeout(3_000) }), 3).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toMatchObject({ code: "invalid_response", eventId: "2" });
+    expect((error as Error).message).toMatch(/^GET \/v1\/batches\/b1\/events: event 2 has no `event:` line;/);
+  });
+});

@@ -68,9 +68,11 @@ export const assistantMessageSchema = z.strictObject({
   toolCalls: z.array(toolCallSchema).max(MAX_TOOL_CALLS_PER_STEP, TOO_MANY_CALLS).optional(),
   stopReason: nonEmpty,
   /**
-   * Token usage of the step as the provider reported it (an extension of contracts §1):
-   * `null` when a provider reported none — unknown, not 0 tokens; absent when there is none
-   * to report (a scripted model, a step cut short, an imported message).
+   * Token usage of the step as the provider reported it (contracts §13): `null` when the
+   * provider reported none, or none is known — unknown, not 0 tokens. A stored message always
+   * reads back with it, `null` for a scripted model's step, a step cut short and an imported
+   * message too (rows.ts; fenced-writes.ts gives a MESSAGE event the same); it may be left out
+   * only of a message not stored yet (one being imported, or built by call-model.ts).
    */
   usage: usageSchema.nullable().optional(),
   /** The provider's blocks to replay with the history (contracts §13); absent for a cut-off step. */

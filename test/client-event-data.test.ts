@@ -1,10 +1,13 @@
 /**
- * An event the client cannot read — its `data:` is not JSON, or not a JSON object, or it has
+ * What the client cannot read in a streamed answer is said, never skipped or thrown as a
+ * SyntaxError. An event the client cannot read — its `data:` is not JSON, or not a JSON object, or it has
  * no `event:` line (contracts §7 fixes all three) — rejects `events()` with a FleetApiError
  * `invalid_response` that names the event's id, instead of being skipped: its JSON.parse used
  * to fail like a broken connection, and the reconnect with its id went on after it, so the
  * caller lost the event without a word. The API never sends such an event; a server here
- * does, as a proxy or another release might.
+ * does, as a proxy or another release might. A line of `batchResults()` that is not a JSON
+ * object is a FleetApiError `invalid_response` naming the line (it was JSON.parse's bare
+ * SyntaxError, outside the client's errors).
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -87,5 +90,31 @@ describe("an event the client cannot read", () => {
     );
     expect(error).toMatchObject({ code: "invalid_response", eventId: "2" });
     expect((error as Error).message).toMatch(/^GET \/v1\/batches\/b1\/events: event 2 has no `event:` line;/);
+  });
+});
+
+describe("a line of batchResults() the client cannot read", () => {
+  let server: Server | undefined;
+  afterEach(() => new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve())));
+
+  it("is a FleetApiError naming the line, after the results before it", async () => {
+    const result = JSON.stringify({ customId: "a", sessionId: "s1", status: "completed", output: "ok" });
+    server = createServer((_request, response) => {
+      response.writeHead(200, { "content-type": "application/x-ndjson" });
+      response.end(`${result}\n\n<html>502 Bad Gateway</html>\n${result}\n`);
+    });
+    await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    const client = new FleetClient({ baseUrl: `http://127.0.0.1:${port}` });
+    const seen: string[] = [];
+    const error = await (async () => {
+      for await (const line of client.batchResults("b1")) seen.push(line.customId ?? "");
+    })().catch((e: unknown) => e);
+    expect(seen).toEqual(["a"]);
+    expect(error).toBeInstanceOf(FleetApiError);
+    expect(error).toMatchObject({ status: 200, code: "invalid_response" });
+    expect((error as Error).message).toBe(
+      'GET /v1/batches/b1/results: line 3 is not a JSON object: "<html>502 Bad Gateway</html>"',
+    );
   });
 });

@@ -110,6 +110,11 @@ export function parseJson(text: string): unknown {
   }
 }
 
+/** The start of a text a message quotes, JSON-quoted: at most `max` characters of it, then `…`. */
+export function quotedStart(text: string, max = 80): string {
+  return JSON.stringify(text.length > max ? `${text.slice(0, max)}…` : text);
+}
+
 /** Whether `error` is an API's 400 for a query parameter it does not know (an older release). */
 export function refusesParameter(error: unknown, name: string): boolean {
   return error instanceof FleetApiError && error.status === 400 && error.field === name;

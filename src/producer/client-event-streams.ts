@@ -4,7 +4,7 @@
  */
 import type { FleetEvent } from "../shared/api-events.js";
 import { type ApiTransport, sleep } from "./api-transport.js";
-import { apiError, FleetApiError, parseJson, refusesParameter } from "./client-errors.js";
+import { apiError, FleetApiError, parseJson, quotedStart, refusesParameter } from "./client-errors.js";
 import type { EventsOptions } from "./client-options.js";
 import { parseSse } from "./server-sent-events.js";
 
@@ -51,9 +51,6 @@ export async function* runEvents(
   }
 }
 
-/** How much of an event's data an error quotes. */
-const QUOTED_DATA = 80;
-
 /**
  * An event as the stream sent it — an `event:` line with its type and a `data:` line holding
  * a JSON object (contracts §7) — or what is wrong with it, in words (pure).
@@ -61,9 +58,7 @@ const QUOTED_DATA = 80;
 export function readEvent(raw: { id?: string; type?: string; data?: string }): FleetEvent | string {
   if (raw.type === undefined) return "has no `event:` line";
   if (raw.data === undefined) return "has no `data:` line";
-  const quoted = JSON.stringify(
-    raw.data.length > QUOTED_DATA ? `${raw.data.slice(0, QUOTED_DATA)}…` : raw.data,
-  );
+  const quoted = quotedStart(raw.data);
   let data: unknown;
   try {
     data = JSON.parse(raw.data);

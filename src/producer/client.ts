@@ -29,7 +29,7 @@ import type {
 import type { Message } from "../shared/messages.js";
 import type { ResumeKind, ResumePointJson } from "../shared/resume-point.js";
 import { ApiTransport, type RequestArgs, sleep } from "./api-transport.js";
-import { apiError, FleetApiError, FleetNetworkError, parseJson } from "./client-errors.js";
+import { apiError, FleetApiError, FleetNetworkError, parseJson, quotedStart } from "./client-errors.js";
 import { eventStream, runEvents } from "./client-event-streams.js";
 import type {
   BatchSessionInput,
@@ -253,7 +253,8 @@ export class FleetClient {
   /**
    * The batch's results, one parsed NDJSON line at a time as they stream in (the response
    * is read as it is iterated, so memory stays flat for any batch size). `signal` stops the
-   * request (the iteration rejects with its reason); so does leaving the loop.
+   * request (the iteration rejects with its reason); so does leaving the loop. A line that is
+   * not a JSON object rejects it with a FleetApiError `invalid_response` naming the line.
    */
   async *batchResults(
     batchId: string,
@@ -267,8 +268,20 @@ export class FleetClient {
         throw apiError("GET", path, answer, parseJson(await this.http.text("GET", path, answer, signal)));
       return answer;
     }, signal);
-    for await (const line of textLines(this.http.chunks("GET", path, response, signal)))
-      if (line.trim()) yield JSON.parse(line) as BatchResult;
+    // A line that is not a result is said, not thrown as JSON.parse's SyntaxError.
+    let number = 0;
+    for await (const line of textLines(this.http.chunks("GET", path, response, signal))) {
+      number++;
+      if (!line.trim()) continue;
+      const result = parseJson(line);
+      if (result === null || typeof result !== "object" || Array.isArray(result))
+        throw new FleetApiError(
+          response.status,
+          "invalid_response",
+          `GET ${path}: line ${number} is not a JSON object: ${quotedStart(line)}`,
+        );
+      yield result as BatchResult;
+    }
   }
 
   /**

@@ -8,6 +8,10 @@
  * with a run on its way is answered without reading the history. Likewise, a session of
  * hundreds of runs is not read with every run again: the page's later reads ask for the
  * latest runs only (`runsLimit`), and keep the ended runs it has.
+ *
+ * And the page holds every message of a long session in its text (contracts §14); it used to
+ * show the last 200, with a button for earlier ones. It reads the messages a page at a time
+ * (`?limit=`), renders them a slice at a time, and still shows live appends.
  */
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -19,6 +23,15 @@ import type { FleetEnv } from "./support/fleet-env.js";
 const IMPORTED = 4_000;
 const STEPS = 30;
 const EARLIER_RUNS = 400;
+/** Three pages of the page's reads (500, then 5,000 at a time): a few seconds to render here. */
+const LONG = 5_600;
+
+/** The text a person sees in the page's main part (what a copy of it holds). */
+// biome-ignore lint/performance/useDomNodeTextContent: the rendered text is what is asserted
+const shownText = (page: Page) => page.locator("main").innerText();
+
+/** The content of message `seq` of the long session: found nowhere else on the page. */
+const longContent = (seq: number) => `long-message-${String(seq).padStart(5, "0")} ${"x".repeat(120)}`;
 
 /** A finished conversation of `n` messages: question, answer, … */
 function history(n: number): Message[] {
@@ -66,6 +79,8 @@ describe("the console on a long session", () => {
 
     await page.goto(`${base}/console/sessions/${id}`);
     await page.locator('[data-live-mode="stream"]').waitFor();
+    // The first read goes a page at a time: once it has every message, what the run adds.
+    await page.getByText(`Transcript (${IMPORTED} messages)`).waitFor();
     // What each read of the session brought: its size, and how many messages it held.
     const reads: Promise<{ bytes: number; messages: number }>[] = [];
     page.on("response", (response) => {
@@ -152,4 +167,69 @@ describe("the console on a long session", () => {
     // Before: each read held every run (hundreds); now only the latest few.
     expect(Math.max(...got)).toBeLessThanOrEqual(50);
   }, 60_000);
+
+  it("holds every message of a long session in its text, read a page at a time, and shows live appends", async () => {
+    // Each assistant message of the history uses a scripted step (contracts §11): one more for the run.
+    const assistants = LONG / 2;
+    const { id } = await client.createSession({
+      agent: {
+        model: {
+          provider: "scripted",
+          steps: [
+            ...Array.from({ length: assistants }, () => ({ text: "earlier" })),
+            { text: "Live answer." },
+          ],
+        },
+        tools: [],
+      },
+    });
+    const { sql } = fleet.database;
+    await sql`
+      insert into messages (session_id, seq, role, content, stop_reason)
+      select ${id}, g, case when g % 2 = 1 then 'user' else 'assistant' end,
+             'long-message-' || lpad(g::text, 5, '0') || ' ' || repeat('x', 120),
+             case when g % 2 = 0 then 'end_turn' end
+      from generate_series(1, ${LONG}) g`;
+    await sql`update sessions set last_seq = ${LONG}, tail_state = 'completed' where id = ${id}`;
+    // How many messages each read of the session brought, in order.
+    const reads: Promise<number>[] = [];
+    page.on("response", (response) => {
+      if (new URL(response.url()).pathname !== `/v1/sessions/${id}`) return;
+      reads.push(
+        response
+          .body()
+          .then((body) => (JSON.parse(body.toString()) as { messages: unknown[] }).messages.length),
+      );
+    });
+    const started = Date.now();
+    await page.goto(`${base}/console/sessions/${id}`);
+    await page.getByText(`Transcript (${LONG} messages)`).waitFor({ timeout: 60_000 });
+    const wanted = [1, LONG / 2, LONG].map(longContent);
+    // Before: the last 200 messages only; the first and the middle one were not on the page.
+    let text = "";
+    for (const deadline = Date.now() + 60_000; Date.now() < deadline; ) {
+      text = await shownText(page);
+      if (wanted.every((content) => text.includes(content))) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    console.log(`${LONG} messages on the page in ${Date.now() - started} ms`);
+    for (const content of wanted) expect(text).toContain(content);
+    expect(await page.locator(".transcript li.msg").count()).toBe(LONG);
+    expect(await page.getByText(/hidden\)$/).count()).toBe(0);
+    // Read a page at a time: a first small one, then larger ones, none of them whole.
+    const got = await Promise.all(reads);
+    expect(got.slice(0, 3)).toEqual([500, 5_000, LONG - 5_500]);
+
+    // Live: a sent message and the answer appear, after every earlier one.
+    await page.locator('[data-live-mode="stream"]').waitFor();
+    const { runId } = await client.send(id, "A live question.");
+    await client.waitForRun(runId, { timeoutMs: 20_000 });
+    await page.locator(".transcript").getByText("Live answer.").waitFor();
+    await page.getByText(`Transcript (${LONG + 2} messages)`).waitFor();
+    const seqs = await page
+      .locator(".transcript li.msg")
+      .evaluateAll((items) => items.map((item) => Number(item.id.replace("seq-", ""))));
+    expect(seqs).toEqual(Array.from({ length: LONG + 2 }, (_, i) => i + 1));
+    expect(await page.locator(`#seq-${LONG + 1}`).textContent()).toContain("A live question.");
+  }, 120_000);
 });

@@ -131,6 +131,8 @@ export type Session = {
   runs: Run[];
   /** With `runsLimit`: the cursor of the runs older than those read (null: none). */
   nextRunsBefore?: string | null;
+  /** With `limit`: the `afterSeq` of the next page of messages (null: this page has the last). */
+  nextAfterSeq?: number | null;
   usage?: Record<string, number>;
   createdAt: string;
   updatedAt: string;
@@ -179,12 +181,14 @@ export const paths = {
   sessions: (query: URLSearchParams) => `/v1/sessions${query.size > 0 ? `?${query}` : ""}`,
   /**
    * `afterSeq`: only the messages after it (the page has the others); `runsLimit`: only the
-   * latest runs (the page has the older ones).
+   * latest runs (the page has the older ones); `limit`: at most that many messages (a page,
+   * with `nextAfterSeq`).
    */
-  session: (id: string, afterSeq = 0, runsLimit = 0) => {
+  session: (id: string, afterSeq = 0, runsLimit = 0, limit = 0) => {
     const query = new URLSearchParams();
     if (afterSeq > 0) query.set("afterSeq", String(afterSeq));
     if (runsLimit > 0) query.set("runsLimit", String(runsLimit));
+    if (limit > 0) query.set("limit", String(limit));
     return `/v1/sessions/${enc(id)}${query.size > 0 ? `?${query}` : ""}`;
   },
   resumePoint: (id: string) => `/v1/sessions/${enc(id)}/resume-point`,

@@ -5,22 +5,9 @@
  */
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ApiError, api, type Message, paths, type ResumePoint, type Run, type Session } from "./api";
-import { formatJson } from "./json-format";
 import { type FleetEvent, followSession, type LiveMode } from "./live";
-import {
-  Badge,
-  duration,
-  Empty,
-  ErrorBox,
-  Json,
-  JsonText,
-  Link,
-  revealed,
-  Shown,
-  statusKind,
-  TextBlock,
-  Time,
-} from "./ui";
+import { Transcript } from "./transcript";
+import { Badge, duration, Empty, ErrorBox, Json, Link, revealed, Shown, statusKind, Time } from "./ui";
 
 /**
  * A session read with `afterSeq` (its messages after that seq only), with the page's
@@ -62,116 +49,12 @@ export function withEarlierRuns(next: Session, current: Session | null): Run[] |
 /** How many of its latest runs the page reads again as the session changes. */
 const RUNS_WINDOW = 50;
 
-/** How many messages the transcript shows at first, and adds per "earlier" click. */
-const TRANSCRIPT_PAGE = 200;
-
 /**
- * Failed results whose text says the tool was cut short (resume-semantics §3; a cancelled
- * run). A tool that succeeded and printed such a text is not marked.
+ * Messages per read: a small first page, shown soon; then larger ones (the API answers at
+ * most 10,000 and about 4 MiB a page).
  */
-function resultMark(message: Message): "interrupted" | "cancelled" | undefined {
-  if (message.role !== "tool" || message.success !== false) return undefined;
-  if (message.content.startsWith("The process stopped while this tool was running")) return "interrupted";
-  if (/^Cancelled(:| while running)/.test(message.content)) return "cancelled";
-  return undefined;
-}
-
-/** A tool result that is JSON is shown formatted. */
-function ToolContent({ content }: { content: string }) {
-  // Formatted once per content, not at each render: the page renders again at every
-  // streamed delta, and a 1 MB result parsed and printed each time froze it.
-  // Laid out token by token, not parsed and printed (json-format.ts): a big number, a repeated key
-  // stay as the tool wrote them. Not JSON after all (null): shown as text.
-  const formatted = useMemo(() => {
-    const trimmed = content.trim();
-    return trimmed.startsWith("{") || trimmed.startsWith("[") ? formatJson(trimmed) : null;
-  }, [content]);
-  return formatted === null ? <TextBlock text={content} /> : <JsonText text={formatted} />;
-}
-
-function MessageView({ message }: { message: Message }) {
-  const mark = resultMark(message);
-  return (
-    <li class={`msg ${message.role}${mark ? ` ${mark}` : ""}`} id={`seq-${message.seq}`}>
-      <div class="msg-head">
-        <span class="seq">#{message.seq}</span> <strong>{message.role}</strong>
-        {message.role === "assistant" && message.stopReason && (
-          <Badge
-            kind={message.stopReason === "end_turn" ? "ok" : message.stopReason === "tool_use" ? "" : "warn"}
-          >
-            stop: <Shown text={message.stopReason} />
-          </Badge>
-        )}
-        {message.role === "tool" && (
-          <>
-            {" "}
-            <span class="mono">
-              <Shown text={message.name} />
-            </span>{" "}
-            <span class="muted">
-              ← call <Shown text={message.toolCallId} />
-            </span>{" "}
-            <Badge kind={message.success ? "ok" : "bad"}>{message.success ? "success" : "failed"}</Badge>
-            {mark && <Badge kind="bad">{mark}</Badge>}
-          </>
-        )}
-        <span class="spacer" />
-        <Time iso={message.createdAt} />
-      </div>
-      {message.role === "tool" ? (
-        <ToolContent content={message.content} />
-      ) : (
-        message.content !== "" && <TextBlock text={message.content} />
-      )}
-      {message.toolCalls && message.toolCalls.length > 0 && (
-        <ul class="calls">
-          {message.toolCalls.map((call) => (
-            <li key={call.id}>
-              <span class="mono">
-                <Shown text={call.name} />
-              </span>{" "}
-              <span class="muted">
-                call <Shown text={call.id} />
-              </span>
-              <Json value={call.arguments} />
-            </li>
-          ))}
-        </ul>
-      )}
-    </li>
-  );
-}
-
-function Transcript({ messages, streaming }: { messages: Message[]; streaming: string }) {
-  const [shown, setShown] = useState(TRANSCRIPT_PAGE);
-  const hidden = Math.max(0, messages.length - shown);
-  // Rendered again only when the messages change, not at every streamed delta: a message
-  // holds thousands of elements when its JSON is full of isolated right-to-left strings.
-  const items = useMemo(
-    () => messages.slice(hidden).map((message) => <MessageView key={message.seq} message={message} />),
-    [messages, hidden],
-  );
-  return (
-    <section aria-labelledby="transcript-title">
-      <h2 id="transcript-title">Transcript ({messages.length} messages)</h2>
-      {messages.length === 0 && <Empty>No messages yet.</Empty>}
-      {hidden > 0 && (
-        <button type="button" onClick={() => setShown((n) => n + TRANSCRIPT_PAGE)}>
-          Show {Math.min(hidden, TRANSCRIPT_PAGE)} earlier messages ({hidden} hidden)
-        </button>
-      )}
-      <ol class="transcript">{items}</ol>
-      {streaming && (
-        <div class="msg assistant streaming" aria-live="polite">
-          <div class="msg-head">
-            <strong>assistant</strong> <Badge kind="busy">streaming</Badge>
-          </div>
-          <TextBlock text={streaming} />
-        </div>
-      )}
-    </section>
-  );
-}
+const FIRST_MESSAGES_PAGE = 500;
+const MESSAGES_PAGE = 5_000;
 
 function usageText(usage: unknown): string {
   if (!usage || typeof usage !== "object") return "—";
@@ -461,6 +344,9 @@ export function SessionPageView({ id }: { id: string }) {
   const [missing, setMissing] = useState(false);
   const [mode, setMode] = useState<LiveMode>("connecting");
   const [streaming, setStreaming] = useState("");
+  const [reading, setReading] = useState(false);
+  /** The session the page follows (null once it has left it): a read of another stops. */
+  const following = useRef<string | null>(null);
   const refreshTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
   const loading = useRef<Promise<void> | undefined>(undefined);
 
@@ -473,26 +359,35 @@ export function SessionPageView({ id }: { id: string }) {
     if (loading.current) await loading.current.catch(() => {});
     const read = (async () => {
       try {
+        const nextPoint = api<ResumePoint>("GET", paths.resumePoint(id)).catch(() => null);
         // A long session is not read whole again: only the messages after the page's last,
         // and its latest runs (the first read has them all: every run's outcome is on the page).
-        const have = shown.current?.id === id ? shown.current : null;
-        const afterSeq = have?.messages.at(-1)?.seq ?? 0;
-        const [next, nextPoint] = await Promise.all([
-          api<Session>("GET", paths.session(id, afterSeq, have ? RUNS_WINDOW : 0)),
-          api<ResumePoint>("GET", paths.resumePoint(id)).catch(() => null),
-        ]);
-        let whole = true;
-        setSession((current) => {
-          const mine = current?.id === id ? current : null;
-          const merged = withEarlierMessages(next, mine, afterSeq);
-          const runs = withEarlierRuns(next, mine);
-          whole = merged !== null && runs !== null;
-          return merged && runs ? { ...merged, runs } : current;
-        });
-        if (!whole) setSession(await api<Session>("GET", paths.session(id)));
-        if (nextPoint) setPoint(nextPoint);
+        // Messages come a page at a time, each rendered as it comes (a session of 50,000 is
+        // shown from its first page on, not after one read of all of it).
+        let have = shown.current?.id === id ? shown.current : null;
+        for (;;) {
+          const afterSeq = have?.messages.at(-1)?.seq ?? 0;
+          const limit = afterSeq === 0 ? FIRST_MESSAGES_PAGE : MESSAGES_PAGE;
+          const next = await api<Session>("GET", paths.session(id, afterSeq, have ? RUNS_WINDOW : 0, limit));
+          const merged: { session: Session | null } = { session: null };
+          setSession((current) => {
+            const mine = current?.id === id ? current : null;
+            const messages = withEarlierMessages(next, mine, afterSeq);
+            const runs = withEarlierRuns(next, mine);
+            merged.session = messages && runs ? { ...messages, runs } : null;
+            return merged.session ?? current;
+          });
+          // Not the messages or runs the page had (they changed meanwhile): read from the start.
+          have = merged.session;
+          const more = next.nextAfterSeq != null || have === null;
+          setReading(more);
+          if (!more || following.current !== id) break;
+        }
+        const point = await nextPoint;
+        if (point) setPoint(point);
         setError(null);
       } catch (failure) {
+        setReading(false);
         if (failure instanceof ApiError && failure.status === 404) setMissing(true);
         else setError(failure);
       }
@@ -511,9 +406,11 @@ export function SessionPageView({ id }: { id: string }) {
   }, [load]);
 
   useEffect(() => {
+    following.current = id;
     setSession(null);
     setMissing(false);
     setStreaming("");
+    setReading(false);
     void load();
     const onEvent = (event: FleetEvent) => {
       const { data } = event;
@@ -547,6 +444,7 @@ export function SessionPageView({ id }: { id: string }) {
       onMissing: () => setMissing(true),
     });
     return () => {
+      following.current = null;
       live.stop();
       clearTimeout(refreshTimer.current);
       refreshTimer.current = undefined;
@@ -646,7 +544,7 @@ export function SessionPageView({ id }: { id: string }) {
           <Actions session={session} onDone={() => void load()} />
           <ResumePointView point={point} />
           {runsView}
-          <Transcript messages={session.messages} streaming={streaming} />
+          <Transcript messages={session.messages} streaming={streaming} reading={reading} />
           <details>
             <summary>Agent and metadata</summary>
             <Json value={{ agent: session.agent, metadata: session.metadata }} />

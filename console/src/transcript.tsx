@@ -1,0 +1,194 @@
+/**
+ * A session's transcript (contracts §14): every message, its content in the page's text. A
+ * long one is rendered a block at a time, one block per slice of idle time, so that the page
+ * stays usable while it catches up with what was read (50,000 messages rendered at once
+ * blocked the page for over 20 s); a block is rendered again only when its messages change,
+ * so a live append renders the last block only. Not `content-visibility: auto`: it made the
+ * first render cheaper, but took the messages off screen out of the page's text (`innerText`,
+ * what a copy of the page holds) and laid each part out only when scrolled to.
+ */
+import { Component } from "preact";
+import { useEffect, useMemo, useState } from "preact/hooks";
+import type { Message } from "./api";
+import { formatJson } from "./json-format";
+import { Badge, Empty, Json, JsonText, Shown, TextBlock, Time } from "./ui";
+
+/** Messages per block: a live append renders the last block again, no other. */
+export const TRANSCRIPT_BLOCK = 50;
+
+/** Messages rendered per idle slice while the transcript catches up. */
+export const TRANSCRIPT_SLICE = 250;
+
+/** A gap this small (live appends) is rendered at once, not in the next slice. */
+const LIVE_GAP = 20;
+
+/**
+ * Failed results whose text says the tool was cut short (resume-semantics §3; a cancelled
+ * run). A tool that succeeded and printed such a text is not marked.
+ */
+function resultMark(message: Message): "interrupted" | "cancelled" | undefined {
+  if (message.role !== "tool" || message.success !== false) return undefined;
+  if (message.content.startsWith("The process stopped while this tool was running")) return "interrupted";
+  if (/^Cancelled(:| while running)/.test(message.content)) return "cancelled";
+  return undefined;
+}
+
+/** A tool result that is JSON is shown formatted. */
+function ToolContent({ content }: { content: string }) {
+  // Formatted once per content, not at each render: the page renders again at every
+  // streamed delta, and a 1 MB result parsed and printed each time froze it.
+  // Laid out token by token, not parsed and printed (json-format.ts): a big number, a repeated key
+  // stay as the tool wrote them. Not JSON after all (null): shown as text.
+  const formatted = useMemo(() => {
+    const trimmed = content.trim();
+    return trimmed.startsWith("{") || trimmed.startsWith("[") ? formatJson(trimmed) : null;
+  }, [content]);
+  return formatted === null ? <TextBlock text={content} /> : <JsonText text={formatted} />;
+}
+
+function MessageView({ message }: { message: Message }) {
+  const mark = resultMark(message);
+  return (
+    <li class={`msg ${message.role}${mark ? ` ${mark}` : ""}`} id={`seq-${message.seq}`}>
+      <div class="msg-head">
+        <span class="seq">{`#${message.seq}`}</span> <strong>{message.role}</strong>
+        {message.role === "assistant" && message.stopReason && (
+          <Badge
+            kind={message.stopReason === "end_turn" ? "ok" : message.stopReason === "tool_use" ? "" : "warn"}
+          >
+            stop: <Shown text={message.stopReason} />
+          </Badge>
+        )}
+        {message.role === "tool" && (
+          <>
+            {" "}
+            <span class="mono">
+              <Shown text={message.name} />
+            </span>{" "}
+            <span class="muted">
+              ← call <Shown text={message.toolCallId} />
+            </span>{" "}
+            <Badge kind={message.success ? "ok" : "bad"}>{message.success ? "success" : "failed"}</Badge>
+            {mark && <Badge kind="bad">{mark}</Badge>}
+          </>
+        )}
+        <span class="spacer" />
+        <Time iso={message.createdAt} />
+      </div>
+      {message.role === "tool" ? (
+        <ToolContent content={message.content} />
+      ) : (
+        message.content !== "" && <TextBlock text={message.content} />
+      )}
+      {message.toolCalls && message.toolCalls.length > 0 && (
+        <ul class="calls">
+          {message.toolCalls.map((call) => (
+            <li key={call.id}>
+              <span class="mono">
+                <Shown text={call.name} />
+              </span>{" "}
+              <span class="muted">
+                call <Shown text={call.id} />
+              </span>
+              <Json value={call.arguments} />
+            </li>
+          ))}
+        </ul>
+      )}
+    </li>
+  );
+}
+
+/**
+ * A block of messages, rendered again only when they change: another first or last message,
+ * or another count (messages are only ever appended; a page that reads the session whole
+ * again has new objects throughout).
+ */
+class MessageBlock extends Component<{ messages: Message[] }> {
+  override shouldComponentUpdate(next: { messages: Message[] }): boolean {
+    const was = this.props.messages;
+    const is = next.messages;
+    return was.length !== is.length || was[0] !== is[0] || was.at(-1) !== is.at(-1);
+  }
+  override render() {
+    return this.props.messages.map((message) => <MessageView key={message.seq} message={message} />);
+  }
+}
+
+/** Runs `work` when the browser is idle (within 100 ms), or soon where it cannot tell; returns a cancel. */
+function whenIdle(work: () => void): () => void {
+  if (typeof requestIdleCallback === "function") {
+    const handle = requestIdleCallback(work, { timeout: 100 });
+    return () => cancelIdleCallback(handle);
+  }
+  const timer = setTimeout(work, 16);
+  return () => clearTimeout(timer);
+}
+
+/**
+ * How many of `total` messages to render: one slice more when the browser is idle, until all are; a
+ * few more (live appends) at once.
+ */
+export function useRenderedCount(total: number): number {
+  const [rendered, setRendered] = useState(() => Math.min(total, TRANSCRIPT_SLICE));
+  useEffect(() => {
+    if (rendered >= total) return;
+    return whenIdle(() => setRendered((n) => nextRendered(n, total)));
+  }, [rendered, total]);
+  return total - rendered <= LIVE_GAP ? total : rendered;
+}
+
+/** The next count to render: up to the end of the next slice, and no more than there are. */
+export function nextRendered(rendered: number, total: number): number {
+  return Math.min(total, (Math.floor(rendered / TRANSCRIPT_SLICE) + 1) * TRANSCRIPT_SLICE);
+}
+
+export function Transcript({
+  messages,
+  streaming,
+  reading,
+}: {
+  messages: Message[];
+  streaming: string;
+  /** More messages are being read (the first read of a long session goes a page at a time). */
+  reading: boolean;
+}) {
+  const rendered = useRenderedCount(messages.length);
+  // Rendered again only when the messages change, not at every streamed delta: a message
+  // holds thousands of elements when its JSON is full of isolated right-to-left strings.
+  const blocks = useMemo(() => {
+    const out = [];
+    for (let from = 0; from < rendered; from += TRANSCRIPT_BLOCK)
+      out.push(
+        <MessageBlock
+          key={from}
+          messages={messages.slice(from, Math.min(rendered, from + TRANSCRIPT_BLOCK))}
+        />,
+      );
+    return out;
+  }, [messages, rendered]);
+  const behind = reading || rendered < messages.length;
+  return (
+    <section aria-labelledby="transcript-title" aria-busy={behind}>
+      <h2 id="transcript-title">
+        Transcript ({messages.length} messages{reading ? " so far" : ""})
+      </h2>
+      {messages.length === 0 && !reading && <Empty>No messages yet.</Empty>}
+      {behind && (
+        <p class="muted transcript-progress">
+          {reading ? "Reading the transcript" : "Showing the transcript"}: {rendered} of {messages.length}{" "}
+          messages shown…
+        </p>
+      )}
+      <ol class="transcript">{blocks}</ol>
+      {streaming && (
+        <div class="msg assistant streaming" aria-live="polite">
+          <div class="msg-head">
+            <strong>assistant</strong> <Badge kind="busy">streaming</Badge>
+          </div>
+          <TextBlock text={streaming} />
+        </div>
+      )}
+    </section>
+  );
+}

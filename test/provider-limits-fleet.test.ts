@@ -6,12 +6,13 @@
  * answer). The limits are declared on endpoints in FLEET_MODEL_ENDPOINTS.
  *
  * The declared rate is checked on the arrivals the server stamped, against the earliest
- * each could have come (`aheadOfRate`: the k-th no sooner than k × 500 ms after the first
- * run was created), not by counting arrivals in a sliding 10 s window: the workers send at their
- * slots, but on a loaded machine a request can be stamped hundreds of ms late (measured: slots
- * exactly 500 ms apart, sent up to 0.9 s late, stamped up to 0.7 s later still by this busy
- * process) next to on-time ones, 22 or 24 to a window that held 20 slots — and a server that
- * refused past 22 per 10 s then answered 429s the fleet had not earned.
+ * each could have come (`aheadOfRate`: the k-th no sooner than k slots — 500 ms, or 250 ms at
+ * `paced` — after the first run was created), not by counting arrivals in a sliding 10 s
+ * window: the workers send at their slots, but on a loaded machine a request can be stamped
+ * hundreds of ms late (measured: slots exactly 500 ms apart, sent up to 0.9 s late, stamped
+ * up to 0.7 s later still by this busy process) next to on-time ones, 22 or 24 to a window
+ * that held 20 slots — and a server that refused past 22 per 10 s then answered 429s the
+ * fleet had not earned.
  */
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -36,6 +37,15 @@ describe("provider limits across two worker processes", () => {
   const workers: WorkerProcess[] = [];
   /** 120 requests/min declared (a slot every 500 ms). */
   let limited: FakeOpenAI;
+  /**
+   * 240 requests/min declared (a slot every 250 ms), for the tenant shares' batch of 42
+   * requests: what that case checks (no request ahead of its slot, the small tenant's calls
+   * going through while most of the batch waits) does not depend on how long the slots are,
+   * and at `limited`'s 500 ms it took 21 s, now 11 s. (The first case keeps 500 ms: with
+   * 250 ms slots, on a loaded machine its requests came so late that none had to wait past
+   * maxWait, and the hand-back it checks did not always happen.)
+   */
+  let paced: FakeOpenAI;
   /** No limits declared; the server takes 4 per 3 s, then answers 429 retry-after: 2. */
   let bursty: FakeOpenAI;
   /** maxConcurrent 1; its first answer hangs while `hang` is set. */
@@ -44,6 +54,7 @@ describe("provider limits across two worker processes", () => {
 
   beforeAll(async () => {
     limited = await startFakeOpenAI([], { respond: twoCallResponder });
+    paced = await startFakeOpenAI([], { respond: twoCallResponder });
     bursty = await startFakeOpenAI([], {
       respond: twoCallResponder,
       rateLimit: { requests: 4, windowMs: 3_000 },
@@ -55,6 +66,7 @@ describe("provider limits across two worker processes", () => {
       env: {
         FLEET_MODEL_ENDPOINTS: JSON.stringify({
           limited: { provider: "openai", baseUrl: limited.url, limits: { requestsPerMinute: 120 } },
+          paced: { provider: "openai", baseUrl: paced.url, limits: { requestsPerMinute: 240 } },
           bursty: { provider: "openai", baseUrl: bursty.url },
           slow: { provider: "openai", baseUrl: slow.url, limits: { maxConcurrent: 1 } },
         }),
@@ -80,7 +92,7 @@ describe("provider limits across two worker processes", () => {
   afterAll(async () => {
     hang = false;
     await fleet?.close();
-    for (const fake of [limited, bursty, slow]) await fake?.close();
+    for (const fake of [limited, paced, bursty, slow]) await fake?.close();
   });
 
   const agent = (endpoint: string) => ({
@@ -128,13 +140,16 @@ describe("provider limits across two worker processes", () => {
     return Math.floor(row!.first);
   }
 
-  /** The declared rate of `limited` (120/min) held by these arrivals, from the first run's creation. */
-  async function expectDeclaredRate(arrivals: number[], ids: string[]) {
+  /**
+   * A declared rate (a slot every `intervalMs`) held by these arrivals at `endpoint`, from the
+   * first run's creation.
+   */
+  async function expectDeclaredRate(endpoint: string, intervalMs: number, arrivals: number[], ids: string[]) {
     // 5 ms for clocks read in whole ms and timers that may fire a ms early.
-    const rate = aheadOfRate(arrivals, (await firstCreated(ids)) - 5, 500);
+    const rate = aheadOfRate(arrivals, (await firstCreated(ids)) - 5, intervalMs);
     expect(rate.early).toEqual([]);
     console.log(
-      `limited: ${arrivals.length} requests, none ahead of the declared rate (least margin ${rate.marginMs} ms); ` +
+      `${endpoint}: ${arrivals.length} requests, none ahead of the declared rate (least margin ${rate.marginMs} ms); ` +
         `${peakPerWindow(arrivals, 10_000)} stamped within the busiest 10 s`,
     );
   }
@@ -156,6 +171,8 @@ describe("provider limits across two worker processes", () => {
     // 16 requests at 2 a second: none reached the server sooner than the declared rate allows.
     expect(limited.stats.accepted).toHaveLength(16);
     await expectDeclaredRate(
+      "limited",
+      500,
       limited.stats.accepted,
       started.map((s) => s.id),
     );
@@ -192,17 +209,16 @@ describe("provider limits across two worker processes", () => {
   }, 90_000);
 
   it("tenant shares: a small tenant's session waits about the gate's wait behind a big tenant's batch", async () => {
-    const earlier = limited.stats.accepted.length;
     const limits = new ProviderLimits(fleet.redis as Redis, fleet.env.FLEET_PREFIX!);
-    const batch = await startSessions(bigClient, "limited", 20);
-    // The batch fills the calendar (~20 s of work): every worker slot holds one of its runs,
+    const batch = await startSessions(bigClient, "paced", 20);
+    // The batch fills the calendar (~10 s of work): every worker slot holds one of its runs,
     // and its requests count as waiting for the endpoint (once, this was a fixed 3 s).
     await waitFor(
-      async () => ((await limits.waiting("limited")).get("big") ?? 0) >= 8,
+      async () => ((await limits.waiting("paced")).get("big") ?? 0) >= 8,
       20_000,
       "the big batch waiting for the endpoint",
     );
-    const [small] = await startSessions(smallClient, "limited", 1);
+    const [small] = await startSessions(smallClient, "paced", 1);
     const run = await smallClient.waitForRun(small!.runId, { timeoutMs: 60_000 });
     expect(run.endedReason).toBe("completed");
     const pending = await fleet.database.sql<{ n: number }[]>`
@@ -211,9 +227,11 @@ describe("provider limits across two worker processes", () => {
     expect(pending[0]!.n).toBeGreaterThan(8);
     for (const { runId } of batch)
       expect((await bigClient.waitForRun(runId, { timeoutMs: 90_000 })).endedReason).toBe("completed");
-    const arrivals = limited.stats.accepted.slice(earlier);
+    const arrivals = paced.stats.accepted;
     expect(arrivals).toHaveLength(42);
     await expectDeclaredRate(
+      "paced",
+      250,
       arrivals,
       [...batch, small!].map((s) => s.id),
     );

@@ -7,7 +7,13 @@ import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { MAX_TOOL_CALLS_PER_STEP, type Message, type Usage } from "../src/shared/messages.js";
 import { estimateStepUsage } from "../src/shared/usage.js";
-import { backoffMs, callModel, DEFAULT_RETRY_POLICY, type RetryPolicy } from "../src/worker/call-model.js";
+import {
+  attemptLimitAt,
+  backoffMs,
+  callModel,
+  DEFAULT_RETRY_POLICY,
+  type RetryPolicy,
+} from "../src/worker/call-model.js";
 import {
   type ModelEvent,
   type ModelProvider,
@@ -359,13 +365,13 @@ describe("callModel idle timeout", () => {
   });
 });
 
-describe("callModel idle timer: one per attempt, pushed back by each event", () => {
+describe("callModel idle timer: one per attempt, for both limits, pushed back by each event", () => {
   afterEach(() => {
     vi.restoreAllMocks();
     vi.useRealTimers();
   });
 
-  it("starts no timer per stream event: a 2,000-delta answer arms the idle timer and the step deadline, nothing more", async () => {
+  it("starts no timer per stream event: a 2,000-delta answer arms one timer, for the idle and the step limit both", async () => {
     const deltas = Array.from({ length: 2_000 }, () => "x");
     const provider = fakeProvider([
       async function* () {
@@ -382,7 +388,29 @@ describe("callModel idle timer: one per attempt, pushed back by each event", () 
     const started = timers.mock.calls.length;
     vi.restoreAllMocks();
     expect(step).toMatchObject({ ok: true, message: { content: deltas.join(""), stopReason: "end_turn" } });
-    expect(started).toBe(2);
+    expect(started).toBe(1);
+  });
+
+  it("cuts a stream whose events keep coming at the step limit, to the millisecond, with one timer", async () => {
+    vi.useFakeTimers();
+    // An event every 10 ms under an idle timeout of 50 ms and a step limit of 100 ms.
+    const provider = fakeProvider([trickling(10)]);
+    const { sleep } = recordingSleep();
+    let settled = false;
+    const answer = callModel(provider, request(), {
+      sleep,
+      policy: { ...POLICY, idleTimeoutMs: 50, maxStepMs: 100 },
+    });
+    void answer.then(() => {
+      settled = true;
+    });
+    await vi.advanceTimersByTimeAsync(99);
+    expect(settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    const step = await answer;
+    expect(step).toMatchObject({ ok: true, message: { stopReason: "interrupted" } });
+    expect(step.ok && step.message.content).toBe(".".repeat(10));
+    expect(provider.calls).toBe(1);
   });
 
   it("never cuts a stream whose events come closer together than the idle timeout, however long it streams", async () => {
@@ -434,6 +462,19 @@ describe("callModel idle timer: one per attempt, pushed back by each event", () 
       ok: true,
       message: { content: ".....", stopReason: "interrupted" },
     });
+  });
+});
+
+describe("attemptLimitAt: what an attempt's timer does when it fires", () => {
+  it("waits for the nearer limit, cuts as idle from the last event, cuts as too long from the start", () => {
+    // started at 0, idle 50, step 100
+    expect(attemptLimitAt(0, 0, 30, 50, 100)).toEqual({ kind: "wait", ms: 20 });
+    expect(attemptLimitAt(0, 40, 50, 50, 100)).toEqual({ kind: "wait", ms: 40 });
+    expect(attemptLimitAt(0, 80, 90, 50, 100)).toEqual({ kind: "wait", ms: 10 });
+    expect(attemptLimitAt(0, 40, 90, 50, 100)).toEqual({ kind: "idle" });
+    expect(attemptLimitAt(0, 95, 100, 50, 100)).toEqual({ kind: "step" });
+    // both due at once: the idle cut, as the idle timer won before
+    expect(attemptLimitAt(0, 50, 100, 50, 100)).toEqual({ kind: "idle" });
   });
 });
 

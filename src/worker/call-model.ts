@@ -182,6 +182,26 @@ function storableId(id: string): string {
   return `call_${createHash("sha256").update(clean).digest("hex").slice(0, 32)}`;
 }
 
+/**
+ * What an attempt's timer does when it fires (pure): cut the stream as idle (nothing for
+ * `idleMs` since the last event, or since the start), cut it as too long (`maxStepMs` since the
+ * start; the idle cut wins a tie, as the idle timer did), or wait `ms` more for the nearer of
+ * the two. Times in ms on one monotonic clock.
+ */
+export function attemptLimitAt(
+  startedAt: number,
+  lastEventAt: number,
+  now: number,
+  idleMs: number,
+  maxStepMs: number,
+): { kind: "idle" } | { kind: "step" } | { kind: "wait"; ms: number } {
+  const idleLeft = lastEventAt + idleMs - now;
+  const stepLeft = startedAt + maxStepMs - now;
+  if (idleLeft <= 0) return { kind: "idle" };
+  if (stepLeft <= 0) return { kind: "step" };
+  return { kind: "wait", ms: Math.min(idleLeft, stepLeft) };
+}
+
 async function attempt(
   provider: ModelProvider,
   outer: ModelRequest,
@@ -202,21 +222,32 @@ async function attempt(
   const onOuterAbort = () => controller.abort(outer.signal.reason);
   if (outer.signal.aborted) controller.abort(outer.signal.reason);
   else outer.signal.addEventListener("abort", onOuterAbort, { once: true });
-  // One timer for the whole attempt, pushed back (`refresh`) at each stream event: a stream
-  // sends an event per token or so, and a new timer per event was an allocation, a clear and
-  // an insertion into the timer list each time.
-  const timer = setTimeout(() => {
-    idle = new Error(`the model sent nothing for ${idleTimeoutMs} ms`);
+  // One timer for the whole attempt, for both limits, re-armed lazily: a stream event only
+  // notes its time, and when the timer fires it either cuts the stream (idle for
+  // `idleTimeoutMs`, or streaming for `maxStepMs`) or is set again for whichever limit comes
+  // first from there. A timer per event, and then `refresh()` per event beside a second timer
+  // for the step's limit, were a timer-list update per event and two timers per attempt.
+  const startedAt = performance.now();
+  let lastEventAt = startedAt;
+  const onTimer = () => {
+    const now = performance.now();
+    const cut = attemptLimitAt(startedAt, lastEventAt, now, idleTimeoutMs, maxStepMs);
+    if (cut.kind === "wait") {
+      timer = setTimeout(onTimer, cut.ms);
+      return;
+    }
+    idle = new Error(
+      cut.kind === "idle"
+        ? `the model sent nothing for ${idleTimeoutMs} ms`
+        : `the model's answer did not finish within ${maxStepMs} ms`,
+    );
     controller.abort(idle);
-  }, idleTimeoutMs);
+  };
+  let timer = setTimeout(onTimer, Math.min(idleTimeoutMs, maxStepMs));
   const request: ModelRequest = { ...outer, signal: controller.signal };
-  const deadline = setTimeout(() => {
-    idle = new Error(`the model's answer did not finish within ${maxStepMs} ms`);
-    controller.abort(idle);
-  }, maxStepMs);
   try {
     for await (const event of provider.stream(request)) {
-      timer.refresh();
+      lastEventAt = performance.now();
       switch (event.type) {
         case "text":
           outputStarted = true;
@@ -266,7 +297,6 @@ async function attempt(
     return { error: idle ?? error, outputStarted, partial: text };
   } finally {
     clearTimeout(timer);
-    clearTimeout(deadline);
     outer.signal.removeEventListener("abort", onOuterAbort);
   }
 }

@@ -2,7 +2,8 @@
  * The decisions of tool time limits (tools/time-limit.ts) and `executeTool` past a limit,
  * without a worker (test/tool-timeout.test.ts runs them on one).
  */
-import { describe, expect, it } from "vitest";
+import { getEventListeners } from "node:events";
+import { describe, expect, it, vi } from "vitest";
 import { parseAgentConfig } from "../src/shared/agent-config.js";
 import { loadConfig } from "../src/shared/config.js";
 import { executeTool, type Tool, ToolRegistry } from "../src/worker/tools/registry.js";
@@ -163,5 +164,54 @@ describe("executeTool with a time limit", () => {
     await running;
     run.abort();
     expect(await pending).toEqual({ success: false, content: "stopped" });
+  });
+
+  it("waits with one listener on its run's signal and one timer (its limit), and leaves neither behind", async () => {
+    const run = new AbortController();
+    let listeners = -1;
+    const looking: Tool = {
+      ...base,
+      run: async () => {
+        listeners = getEventListeners(run.signal, "abort").length;
+        return "done";
+      },
+    };
+    const timers = vi.spyOn(globalThis, "setTimeout");
+    try {
+      expect(
+        await executeTool(looking, "t", {}, { ...context(), signal: run.signal }, { timeoutMs: 60_000 }),
+      ).toEqual({ success: true, content: "done" });
+      expect(timers.mock.calls.length).toBe(1);
+      timers.mockClear();
+      expect(
+        await executeTool(looking, "t", {}, { ...context(), signal: run.signal }, { timeoutMs: null }),
+      ).toEqual({ success: true, content: "done" });
+      expect(timers.mock.calls.length).toBe(0);
+    } finally {
+      timers.mockRestore();
+    }
+    expect(listeners).toBe(1);
+    expect(getEventListeners(run.signal, "abort")).toHaveLength(0);
+  });
+
+  it("answers a tool deaf to its run's abort as abandoned after the grace, once", async () => {
+    const run = new AbortController();
+    const deaf: Tool = { ...base, run: () => new Promise<string>(() => {}) };
+    const abandoned: Promise<void>[] = [];
+    const pending = executeTool(
+      deaf,
+      "t",
+      {},
+      { ...context(), signal: run.signal },
+      { timeoutMs: 60_000, abandonAfterMs: 30, onAbandoned: (settles) => abandoned.push(settles) },
+    );
+    run.abort();
+    expect(await pending).toEqual({
+      success: false,
+      content:
+        "the tool did not stop within 30 ms of being asked to; it may still be running, and whatever it changes may or may not happen",
+    });
+    expect(abandoned).toHaveLength(1);
+    expect(getEventListeners(run.signal, "abort")).toHaveLength(0);
   });
 });

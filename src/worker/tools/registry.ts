@@ -132,21 +132,15 @@ export async function executeTool(
   const graceMs = options.abandonAfterMs ?? ABANDON_AFTER_MS;
   // The tool's own signal: aborted with its run's, or at its time limit.
   const call = new AbortController();
-  const forward = () => call.abort(context.signal.reason);
-  if (context.signal.aborted) forward();
-  else context.signal.addEventListener("abort", forward, { once: true });
   const settled: Promise<Settled> = Promise.resolve()
     .then(() => tool.run(parsed as Record<string, unknown>, { ...context, signal: call.signal }))
     .then(
       (value) => ({ ok: true, value }),
       (error: unknown) => ({ ok: false, error }),
     );
+  const waiting = firstOf(settled, context.signal, call, graceMs, options.timeoutMs ?? null);
   try {
-    const first = await firstOf<Settled | typeof ABANDONED | typeof TIMED_OUT>([
-      settled,
-      unlessAbandoned(context.signal, graceMs),
-      deadline(options.timeoutMs ?? null),
-    ]);
+    const first = await waiting.first;
     if (first === TIMED_OUT) return await timedOut(settled, call, options.timeoutMs!, graceMs, options);
     if (first === ABANDONED) {
       options.onAbandoned?.(settled.then(() => {}));
@@ -157,7 +151,7 @@ export async function executeTool(
     }
     return outcomeOf(first);
   } finally {
-    context.signal.removeEventListener("abort", forward);
+    waiting.stop();
   }
 }
 
@@ -205,49 +199,52 @@ export const ABANDON_AFTER_MS = 2_000;
 const ABANDONED = Symbol("abandoned");
 const TIMED_OUT = Symbol("timed out");
 
-/** A promise with a way to stop its timer once the race it is in is over. */
-type Timed<T> = { promise: Promise<T>; clear: () => void };
-
-/** The first of these to settle; every timer of the others is cleared. */
-async function firstOf<T>(entries: (Promise<T> | Timed<T>)[]): Promise<T> {
-  const timed = entries.filter((entry): entry is Timed<T> => "clear" in entry);
-  try {
-    return await Promise.race(entries.map((entry) => ("clear" in entry ? entry.promise : entry)));
-  } finally {
-    for (const entry of timed) entry.clear();
-  }
-}
-
-/** TIMED_OUT after `limitMs`; never with no limit (null, or not above 0). */
-function deadline(limitMs: number | null): Timed<typeof TIMED_OUT> {
-  let timer: NodeJS.Timeout | undefined;
-  const promise = new Promise<typeof TIMED_OUT>((resolve) => {
-    if (limitMs !== null && limitMs > 0) timer = setTimeout(() => resolve(TIMED_OUT), limitMs);
-  });
-  return { promise, clear: () => clearTimeout(timer) };
-}
-
 /**
- * ABANDONED once `signal` has been aborted for `graceMs` and the tool still has not
- * finished: a tool that ignores its signal (a loop that never looks, a request without a
- * timeout) would otherwise hold its run, its worker slot and a cancel forever. The tool is
- * not stopped — nothing can stop a promise — only no longer waited for.
+ * What a call waits for: the tool's result, TIMED_OUT at `limitMs` (null, or not above 0:
+ * never), or ABANDONED once the run's `signal` has been aborted for `graceMs` and the tool
+ * still has not finished — a tool that ignores its signal (a loop that never looks, a request
+ * without a timeout) would otherwise hold its run, its worker slot and a cancel forever. The
+ * tool is not stopped — nothing can stop a promise — only no longer waited for. An abort of
+ * the run's signal is passed on to the tool's (`call`) until `stop`, which also clears the
+ * timers. One promise, one listener and at most two timers per call (a race of three
+ * promises, two listeners and a promise that never settled when there was no limit, before).
  */
-function unlessAbandoned(signal: AbortSignal, graceMs: number): Timed<typeof ABANDONED> {
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
-  const promise = new Promise<typeof ABANDONED>((resolve) => {
-    onAbort = () => {
-      timer = setTimeout(() => resolve(ABANDONED), graceMs);
-    };
-    if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
+function firstOf(
+  settled: Promise<Settled>,
+  signal: AbortSignal,
+  call: AbortController,
+  graceMs: number,
+  limitMs: number | null,
+): { first: Promise<Settled | typeof ABANDONED | typeof TIMED_OUT>; stop: () => void } {
+  let decided = false;
+  let limit: NodeJS.Timeout | undefined;
+  let grace: NodeJS.Timeout | undefined;
+  let resolveFirst!: (first: Settled | typeof ABANDONED | typeof TIMED_OUT) => void;
+  const first = new Promise<Settled | typeof ABANDONED | typeof TIMED_OUT>((resolve) => {
+    resolveFirst = resolve;
   });
+  const decide = (outcome: Settled | typeof ABANDONED | typeof TIMED_OUT) => {
+    if (decided) return;
+    decided = true;
+    clearTimeout(limit);
+    clearTimeout(grace);
+    resolveFirst(outcome);
+  };
+  const onAbort = () => {
+    call.abort(signal.reason);
+    if (!decided) grace = setTimeout(() => decide(ABANDONED), graceMs);
+  };
+  if (signal.aborted) onAbort();
+  else signal.addEventListener("abort", onAbort, { once: true });
+  void settled.then(decide);
+  if (limitMs !== null && limitMs > 0 && !decided) limit = setTimeout(() => decide(TIMED_OUT), limitMs);
   return {
-    promise,
-    clear: () => {
-      clearTimeout(timer);
-      if (onAbort) signal.removeEventListener("abort", onAbort);
+    first,
+    stop: () => {
+      decided = true;
+      clearTimeout(limit);
+      clearTimeout(grace);
+      signal.removeEventListener("abort", onAbort);
     },
   };
 }

@@ -201,21 +201,27 @@ export class EventWriter {
     check?: StoredMessage,
   ): Promise<WriteResult> {
     if (!this.enabled || entries.length === 0) return { ok: true, ids: [], prior: 0, priorFingerprint: null };
-    const rows = entries.map((event): Row => {
+    // Filled by push, not by `.map`: arrays `.map` makes have one elements kind when V8 runs it
+    // as a builtin and another when optimized code inlines it, and each new kind seen here
+    // threw this function's optimized code away and had V8 compile it again (twice per worker).
+    const rows: Row[] = [];
+    const sizes: number[] = [];
+    for (const event of entries) {
       const seq =
         event.type === "MESSAGE"
           ? fingerprint(event.message)
           : event.type === "RUN_COMPLETED"
             ? `r:${event.runId}`
             : 0;
-      return [seq, event.type, JSON.stringify({ sessionId, ...event })];
-    });
+      const data = JSON.stringify({ sessionId, ...event });
+      rows.push([seq, event.type, data]);
+      sizes.push(Buffer.byteLength(data) + 32);
+    }
     // A long write goes in chunks, one call each, in order. Each chunk is checked against the
     // stream's seq like any write (a message already there is skipped, one after a gap
     // refused), so the chunks a writer that died left behind are the start of what the next
     // writer sends, and a reader between two chunks reads an ordinary stream that grows. The
     // writer's `check` goes with the first chunk: the later ones follow what it wrote.
-    const sizes = rows.map((row) => Buffer.byteLength(row[2]) + 32);
     const starts = chunkStarts(sizes, this.chunk);
     const ids: string[] = [];
     let prior = 0;

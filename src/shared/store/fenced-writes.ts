@@ -108,16 +108,23 @@ function stored(
   inserted: readonly { seq: number; created_at: string | Date }[],
 ): StoredMessage[] {
   const bySeq = [...inserted].sort((a, b) => a.seq - b.seq);
-  // Not `{ ...m, seq, … }`, which made new hidden classes for each message (with-fields.ts).
-  return messages.map((m, i): StoredMessage => {
+  // Filled by push, not by `.map`, whose arrays have one elements kind from the builtin and
+  // another from optimized code that inlines it: the agent loop's reads of these arrays were
+  // optimized for one and thrown away at the first of the other (event-writer.ts).
+  const out: StoredMessage[] = [];
+  for (const [i, m] of messages.entries()) {
     const seq = bySeq[i]!.seq;
     const createdAt = new Date(bySeq[i]!.created_at).toISOString();
+    // Not `{ ...m, seq, … }`, which made new hidden classes for each message (with-fields.ts).
     // As a read gives it back (rows.ts): unknown usage is `null`, so a MESSAGE event is
     // exactly the stored message (contracts §7, §13).
-    return m.role === "assistant"
-      ? withFields(m, { usage: m.usage ?? null, seq, createdAt })
-      : withFields(m, { seq, createdAt });
-  });
+    out.push(
+      m.role === "assistant"
+        ? withFields(m, { usage: m.usage ?? null, seq, createdAt })
+        : withFields(m, { seq, createdAt }),
+    );
+  }
+  return out;
 }
 
 export class FencedWrites {

@@ -37,17 +37,21 @@ export class GroupCommit<In extends { sessionId: string }, Out> {
 
   /** Sends `writes` (from one turn); settles each one on its own, in order. */
   async send(writes: In[]): Promise<Settled<Out>[]> {
-    const answers: (Settled<Out> | null)[] = writes.map(() => null);
+    // Filled by push, not `writes.map(() => null)`: see TurnBatch's dispatch (turn-batch.ts).
+    const answers: (Settled<Out> | null)[] = [];
     const seen = new Set<string>();
     const grouped: number[] = [];
     for (const [i, write] of writes.entries()) {
+      answers.push(null);
       if (seen.has(write.sessionId)) continue;
       seen.add(write.sessionId);
       grouped.push(i);
     }
     if (grouped.length > 1) {
       try {
-        const rows = await this.together(grouped.map((i) => writes[i]!));
+        const together: In[] = [];
+        for (const i of grouped) together.push(writes[i]!);
+        const rows = await this.together(together);
         for (const [j, i] of grouped.entries()) {
           const row = rows[j]!;
           if (row.locked) answers[i] = { outcome: row.out };

@@ -41,12 +41,17 @@ function splitText(text: string, parts: number): string[] {
 }
 
 export function scriptedToolCalls(step: ScriptedStep, stepIndex: number, repeated: boolean): ToolCall[] {
-  return (step.toolCalls ?? []).map((call, i) => ({
-    // Ids stay unique within a session even when the last step repeats.
-    id: call.id ? (repeated ? `${call.id}_${stepIndex}` : call.id) : `call_${stepIndex}_${i}`,
-    name: call.name,
-    arguments: call.arguments ?? {},
-  }));
+  // Filled by push, not by `.map` (whose arrays change elements kind once V8 inlines it, which
+  // threw the optimized `stream` below away: event-writer.ts).
+  const calls: ToolCall[] = [];
+  for (const [i, call] of (step.toolCalls ?? []).entries())
+    calls.push({
+      // Ids stay unique within a session even when the last step repeats.
+      id: call.id ? (repeated ? `${call.id}_${stepIndex}` : call.id) : `call_${stepIndex}_${i}`,
+      name: call.name,
+      arguments: call.arguments ?? {},
+    });
+  return calls;
 }
 
 export class ScriptedModel implements ModelProvider {

@@ -12,6 +12,8 @@ import {
   CANCELLED_BEFORE_START_TEXT,
   CANCELLED_WHILE_RUNNING_PREFIX,
   INTERRUPTED_TOOL_TEXT,
+  INVALID_ARGUMENTS_PREFIX,
+  unavailableToolText,
 } from "../src/shared/resume-plan.js";
 import { crashToResumeSeconds, DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
 import { PRIMARY_REJECTED_PREFIX } from "../src/shared/run-outcomes.js";
@@ -204,11 +206,15 @@ describe("AutomaticResumes", () => {
       action: "resume",
       attempt: 1,
     });
-    // A call the runtime answered as cancelled (a shutdown's abort, a cancel) ran no tool to its end.
+    // A call the runtime answered as cancelled (a shutdown's abort, a cancel) ran no tool to its
+    // end; nor did one it refused (a tool the agent does not list, under a name a hostile model
+    // invents anew each run; arguments the tool's schema rejects).
     for (const content of [
       CANCELLED_BEFORE_START_TEXT,
       `${CANCELLED_WHILE_RUNNING_PREFIX}the operation was aborted`,
       INTERRUPTED_TOOL_TEXT,
+      unavailableToolText("no_such_tool_7"),
+      `${INVALID_ARGUMENTS_PREFIX}path: expected string, received undefined`,
     ]) {
       const cut = await session(asked);
       expect(await resumes.schedule({ sessionId: cut, trigger: "sweeper" })).toMatchObject({ attempt: 1 });

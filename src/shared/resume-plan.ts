@@ -17,6 +17,20 @@ export const CANCELLED_BEFORE_START_TEXT =
 /** How the failed result of a tool aborted while it ran (a cancel, a worker's shutdown) starts. */
 export const CANCELLED_WHILE_RUNNING_PREFIX = "Cancelled while running: ";
 
+/**
+ * The failed results the runtime gives a call it refuses without running anything: a tool the
+ * agent does not list (contracts.md §12) and arguments the tool's schema rejects. Like the
+ * interrupted and cancelled results above, they say nothing ran (automatic-resumes.ts).
+ */
+export const UNAVAILABLE_TOOL_PREFIX = 'no tool named "';
+export const UNAVAILABLE_TOOL_SUFFIX = '" is available to this agent';
+export const INVALID_ARGUMENTS_PREFIX = "Invalid arguments: ";
+
+/** The result of a call to a tool its agent does not list. */
+export function unavailableToolText(name: string): string {
+  return `${UNAVAILABLE_TOOL_PREFIX}${name}${UNAVAILABLE_TOOL_SUFFIX}`;
+}
+
 /** Internal message for `retry_response`: the partial response is kept, the model redoes it. */
 export const RETRY_RESPONSE_TEXT =
   "Your previous response was cut off by a fault before it was complete. Discard it and redo that response from the beginning.";

@@ -22,6 +22,9 @@ import {
   CANCELLED_BEFORE_START_TEXT,
   CANCELLED_WHILE_RUNNING_PREFIX,
   INTERRUPTED_TOOL_TEXT,
+  INVALID_ARGUMENTS_PREFIX,
+  UNAVAILABLE_TOOL_PREFIX,
+  UNAVAILABLE_TOOL_SUFFIX,
 } from "../resume-plan.js";
 import { resumePoint } from "../resume-point.js";
 import {
@@ -83,8 +86,10 @@ export class AutomaticResumes {
    * Locks the session row and reads where it stands: its history, the mark of that point,
    * and whether it progressed since the last counted attempt — both moved to another point
    * (resume-policy.ts `progressMark`) and got a tool to run to its end (not a result the
-   * runtime wrote for an interrupted or cancelled call). Either alone can repeat forever:
-   * a poison tool after calls that run again, or a model whose answers keep breaking. A
+   * runtime wrote for an interrupted or cancelled call, nor for one it refused without running
+   * anything: a tool the agent does not list, arguments the tool's schema rejects). Either
+   * alone can repeat forever: a poison tool after calls that run again, a model whose answers
+   * keep breaking, or one that asks for a tool under a new invented name before each failure. A
    * response cut by the output limit again, with new text since the last counted attempt,
    * progressed too (`continuedWithText`): a long answer is continued at once, however many
    * parts it takes, up to `maxTurns` automatic continuations (`decideResume`).
@@ -95,7 +100,10 @@ export class AutomaticResumes {
              exists (select 1 from messages m where m.session_id = s.id and m.seq > s.attempt_seq
                        and m.role = 'tool' and not (m.success = false and (
                              m.content in (${INTERRUPTED_TOOL_TEXT}, ${CANCELLED_BEFORE_START_TEXT})
-                             or starts_with(m.content, ${CANCELLED_WHILE_RUNNING_PREFIX})))) as tool_ran,
+                             or starts_with(m.content, ${CANCELLED_WHILE_RUNNING_PREFIX})
+                             or starts_with(m.content, ${INVALID_ARGUMENTS_PREFIX})
+                             or (starts_with(m.content, ${UNAVAILABLE_TOOL_PREFIX})
+                                 and right(m.content, ${UNAVAILABLE_TOOL_SUFFIX.length}) = ${UNAVAILABLE_TOOL_SUFFIX})))) as tool_ran,
              (select r.ended_reason from runs r where r.session_id = s.id and r.status = 'ended'
                order by r.ended_at desc nulls last limit 1) as last_outcome,
              coalesce((select r.model is null and r.ended_reason = 'provider_error'

@@ -6,6 +6,7 @@
 import type { ZodType } from "zod";
 import { ValidationError } from "../../shared/errors.js";
 import { toValidationError } from "../../shared/messages.js";
+import { INVALID_ARGUMENTS_PREFIX, unavailableToolText } from "../../shared/resume-plan.js";
 import type { ToolSpec } from "../models/provider.js";
 import { isTimeLimit, MAX_TIMER_MS, toolTimedOutText } from "./time-limit.js";
 
@@ -77,9 +78,7 @@ export type ToolOutcome = {
 };
 
 /** The result of a call to a tool its agent does not list (contracts.md §12): nothing runs. */
-export function unavailableToolText(name: string): string {
-  return `no tool named "${name}" is available to this agent`;
-}
+export { unavailableToolText } from "../../shared/resume-plan.js";
 
 /**
  * The `tool` label of `fleet_tool_calls_total` for a call: its name if the operator
@@ -125,7 +124,10 @@ export async function executeTool(
   if (tool.schema) {
     const result = tool.schema.safeParse(args);
     if (!result.success) {
-      return { success: false, content: `Invalid arguments: ${toValidationError("", result.error).message}` };
+      return {
+        success: false,
+        content: `${INVALID_ARGUMENTS_PREFIX}${toValidationError("", result.error).message}`,
+      };
     }
     parsed = result.data;
   }

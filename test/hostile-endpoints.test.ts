@@ -115,14 +115,32 @@ const e500: Fault = { kind: "status", status: 500 };
  * each run, before every run's requests fail (a refused call is not a tool that ran); 500s
  * for ever against `agent.budget.maxModelCalls`.
  */
-const FIXED: { script: Fault[]; budgeted: boolean; cycle: boolean }[] = [
+const FIXED: { script: Fault[]; budgeted: boolean; cycle: boolean; tools?: string[] }[] = [
   { script: [{ kind: "nul" }, e500], budgeted: false, cycle: false },
   { script: [{ kind: "unknown_tool" }, e500, e500, e500, e500], budgeted: false, cycle: true },
+  // A tool that really runs before each run's requests fail, its result new each time: every
+  // automatic resume made progress, so the attempt count started again each time, and only
+  // `maxTurns` automatic resumes per request (resume-policy.ts) bound it.
+  {
+    script: [{ kind: "new_failure" }, e500, e500, e500, e500],
+    budgeted: false,
+    cycle: true,
+    tools: ["fail"],
+  },
   // Failures for ever, on a budget: every retry is a model call (exactly MAX_MODEL_CALLS requests).
   { script: [e500], budgeted: true, cycle: false },
 ];
 
-type Case = { key: string; family: Family; script: Fault[]; budgeted: boolean; cycle: boolean; id?: string };
+type Case = {
+  key: string;
+  family: Family;
+  script: Fault[];
+  budgeted: boolean;
+  cycle: boolean;
+  /** The agent's tools: none unless a fixed script says (every call the model asks for is refused). */
+  tools?: string[];
+  id?: string;
+};
 
 describe("hostile model endpoints", () => {
   let fleet: FleetEnv;
@@ -178,8 +196,8 @@ describe("hostile model endpoints", () => {
         const { id } = await client.createSession({
           agent: {
             model: modelOf(c.family),
-            // No tool: every call the model asks for is refused, none runs.
-            tools: [],
+            // No tool unless the script needs one: every call the model asks for is refused, none runs.
+            tools: c.tools ?? [],
             maxTurns: MAX_TURNS,
             ...(c.budgeted ? { budget: { maxModelCalls: MAX_MODEL_CALLS } } : {}),
           } as never,

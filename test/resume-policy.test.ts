@@ -76,6 +76,20 @@ describe("decideResume", () => {
     expect(decideResume(input({ agent: limited, continuations: 4 }))).toMatchObject({ action: "resume" });
   });
 
+  it("parks max_turns once a request's automatic resumes of any kind reach maxTurns, progress or not", () => {
+    const limited = { ...agent, maxTurns: 4 };
+    expect(decideResume(input({ agent: limited, automaticResumes: 3, progressed: true }))).toMatchObject({
+      action: "resume",
+      kind: "call_model",
+      attempt: 1,
+    });
+    expect(decideResume(input({ agent: limited, automaticResumes: 4, progressed: true }))).toEqual({
+      action: "park",
+      reason: "max_turns",
+      detail: "4 automatic resumes since the latest run asked for (maxTurns 4)",
+    });
+  });
+
   it("the first automatic resume starts now, and the next one waits out the backoff", () => {
     const first = decideResume(input());
     expect(first).toMatchObject({ action: "resume", kind: "call_model", attempt: 1, runAt: NOW });

@@ -140,6 +140,14 @@ export type ResumeInput = {
    * a model that keeps filling its output limit is bounded even while each part says something.
    */
   continuations?: number;
+  /**
+   * Automatic resumes of any kind since the latest run someone asked for started: at
+   * `agent.maxTurns` the session is parked `max_turns`. A resume that made progress starts the
+   * attempt count again (§12), so a model that has a tool run before each failure — the tool's
+   * result new each time — was resumed for ever; this bounds one request's automatic resumes as
+   * `maxTurns` bounds one run's model calls.
+   */
+  automaticResumes?: number;
   /** The earliest start the previous attempt's backoff allows (null: none). */
   nextResumeAt: Date | null;
   /** How the session's last run ended, for the parking detail. */
@@ -222,6 +230,13 @@ export function decideResume(input: ResumeInput): SweepDecision {
       action: "park",
       reason: "max_turns",
       detail: `${continuations} automatic continuations of a response cut by the output limit (maxTurns ${agent.maxTurns})`,
+    };
+  const automaticResumes = input.automaticResumes ?? 0;
+  if (automaticResumes >= agent.maxTurns)
+    return {
+      action: "park",
+      reason: "max_turns",
+      detail: `${automaticResumes} automatic resumes since the latest run asked for (maxTurns ${agent.maxTurns})`,
     };
   const attempts = input.progressed ? 0 : input.attempts;
   if (attempts >= policy.maxAttempts) {

@@ -25,6 +25,8 @@ export type Fault =
   | { kind: "bad_args" }
   /** A tool call naming a tool nobody has (a new name each request). */
   | { kind: "unknown_tool" }
+  /** A call to the built-in `fail` tool with a new message each request: it runs, and its result is new each time. */
+  | { kind: "new_failure" }
   /** This many tool calls in one answer. */
   | { kind: "many_calls"; count: number }
   /** A valid answer's stream cut at this fraction of its bytes (the socket destroyed). */
@@ -138,6 +140,11 @@ async function answer(family: Family, fault: Fault, n: number, res: ServerRespon
       return valid({ calls: [{ id: `call_${n}`, name: "fail", args: '{"message": nope' }], stop: "tool" });
     case "unknown_tool":
       return valid({ calls: [{ id: `call_${n}`, name: `no_such_tool_${n}`, args: "{}" }], stop: "tool" });
+    case "new_failure":
+      return valid({
+        calls: [{ id: `call_${n}`, name: "fail", args: `{"message":"failure ${n}"}` }],
+        stop: "tool",
+      });
     case "many_calls":
       return valid({
         calls: Array.from({ length: fault.count }, (_, i) => ({

@@ -60,6 +60,8 @@ type Locked = {
   tool_ran: boolean;
   /** Automatic continuations since the latest run someone asked for started (resume-policy.ts). */
   continuations: number;
+  /** Automatic resumes of any kind since the latest run someone asked for started (resume-policy.ts). */
+  automatic_resumes: number;
   next_resume_at: string | null;
   last_outcome: string | null;
   /** The last run was the agent's primary model, refused for good (run-outcomes.ts PRIMARY_REJECTED_PREFIX). */
@@ -113,11 +115,15 @@ export class AutomaticResumes {
              (select r.model from runs r where r.session_id = s.id and r.started_at is not null
                  and (r.kind = 'run' or r.trigger not in ('sweeper', 'worker'))
                order by r.started_at desc limit 1) as asked_model,
-             (select count(*)::int from runs c where c.session_id = s.id and c.kind = 'resume'
-                 and c.trigger in ('sweeper', 'worker') and c.resume_kind = 'continue_response'
-                 and c.created_at > coalesce((select max(a.started_at) from runs a where a.session_id = s.id
-                       and (a.kind = 'run' or a.trigger not in ('sweeper', 'worker'))), '-infinity')) as continuations
-        from sessions s where s.id = ${sessionId} for no key update of s`;
+             c.continuations, c.automatic_resumes
+        from sessions s
+        cross join lateral (
+          select (count(*) filter (where c.resume_kind = 'continue_response'))::int as continuations,
+                 count(*)::int as automatic_resumes
+            from runs c where c.session_id = s.id and c.kind = 'resume' and c.trigger in ('sweeper', 'worker')
+             and c.created_at > coalesce((select max(a.started_at) from runs a where a.session_id = s.id
+                   and (a.kind = 'run' or a.trigger not in ('sweeper', 'worker'))), '-infinity')) c
+       where s.id = ${sessionId} for no key update of s`;
     if (!session) return undefined;
     const history = await readHistory(tx, sessionId);
     const mark = createHash("sha256").update(progressMark(history)).digest("base64url");
@@ -174,6 +180,7 @@ export class AutomaticResumes {
         attempts: s.resume_attempts,
         progressed: stand.progressed,
         continuations: s.continuations,
+        automaticResumes: s.automatic_resumes,
         nextResumeAt: s.next_resume_at ? new Date(s.next_resume_at) : null,
         lastOutcome: s.last_outcome,
         // Whoever asks: the worker that ended the run says so, and the sweeper, whose scan may

@@ -90,6 +90,31 @@ describe("FLEET_ALLOWED_BASE_URLS prefix matching", () => {
     expect(slash("http://10.0.0.5:8000/v1")).toBe(false);
   });
 
+  it("a path that climbs out of the prefix once the server decodes it is refused", () => {
+    // The parser resolves `..` and `%2e%2e` segments, but leaves an encoded `/` or `\` as it is:
+    // nginx decodes before resolving dot segments, so `/v1/..%2fadmin` reaches `/admin` there.
+    const ok = allowed("http://10.0.0.5:8000/v1");
+    for (const path of [
+      "/v1/..%2fadmin",
+      "/v1/..%2Fadmin",
+      "/v1/%2e%2e%2fadmin",
+      "/v1/%2E%2E%2Fadmin",
+      "/v1/x/..%2f..%2fadmin",
+      "/v1/..%5cadmin",
+      "/v1/..%255cadmin", // encoded twice
+      "/v1/%252e%252e%252fadmin",
+      "/v1/..;/admin", // Tomcat drops `;` parameters before resolving
+      "/v1/.;x/..;/admin",
+      "/v1/%2e%2e;/admin",
+      "/v1/%zz", // not percent-encoding at all
+    ])
+      expect(ok(`http://10.0.0.5:8000${path}`), path).toBe(false);
+    for (const path of ["/v1/chat", "/v1/a%20b", "/v1/x;y", "/v1/.x", "/v1/...", "/v1/a..b", "/v1/%2e%2ex"])
+      expect(ok(`http://10.0.0.5:8000${path}`), path).toBe(true);
+    // Webhooks share the matching: FLEET_WEBHOOK_ALLOWED_URLS refuses them alike.
+    expect(allowed("https://hooks.example.com/in")("https://hooks.example.com/in/..%2fadmin")).toBe(false);
+  });
+
   it("hosts are compared as the parser normalises them", () => {
     const ok = allowed("http://LocalHost, http://127.0.0.1");
     expect(ok("http://localhost:3000/v1")).toBe(true);

@@ -18,7 +18,11 @@
  * same scheme, same host, the same port when the entry names one (any port when it does not),
  * and a path under the entry's path at a segment boundary. So `http://127.0.0.1` admits
  * `http://127.0.0.1:8080/v1` but not `http://127.0.0.1.evil.com` or `http://127.0.0.1@evil.com`,
- * and `http://h/v1` admits `http://h/v1/x` but not `http://h/v10`.
+ * and `http://h/v1` admits `http://h/v1/x` but not `http://h/v10`. A path none of whose
+ * segments may step out of its prefix on the server: one that reads as `/`, `\`, `.` or `..`
+ * once percent-decoded (`..%2f`, `%2e%2e%2f`, `..%5c`, twice encoded too) or as `..;` (a
+ * matrix parameter, which Tomcat drops) is refused, since servers and proxies that decode
+ * before resolving dot segments (nginx) read `/v1/..%2fadmin` as `/admin`.
  */
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
@@ -133,7 +137,31 @@ export function parseAllowedBaseUrls(value: string | undefined, variable = "FLEE
   });
 }
 
+/**
+ * Whether a segment of `path` (as the URL parser left it: dot segments resolved, the rest
+ * percent-encoded) could still climb out of its place on a server that decodes it first: a
+ * segment that decodes (up to three times) to hold `/` or `\`, to `.` or `..`, or to one of
+ * those followed by `;` parameters. Malformed percent-encoding counts as such (pure).
+ */
+export function hidesDotSegment(path: string): boolean {
+  for (const segment of path.split("/")) {
+    let text = segment;
+    for (let round = 0; round < 4; round++) {
+      const bare = text.split(";", 1)[0]!;
+      if (bare === "." || bare === ".." || /[/\\]/.test(text)) return true;
+      if (!text.includes("%")) break;
+      try {
+        text = decodeURIComponent(text);
+      } catch {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 function pathUnder(path: string, prefix: string): boolean {
+  if (hidesDotSegment(path)) return false;
   if (prefix === "/" || path === prefix) return true;
   return path.startsWith(prefix.endsWith("/") ? prefix : `${prefix}/`);
 }

@@ -200,6 +200,31 @@ describe("webhook URLs, signatures and backoff", () => {
     }
   });
 
+  it("a delivery checks the allowlist again: a URL stored before it was set (or narrowed) is not sent to", async () => {
+    let hits = 0;
+    const { server, url } = await startReceiver(() => {
+      hits++;
+    });
+    try {
+      const open = webhookSettingsFromEnv({ FLEET_WEBHOOK_SECRET: "s" });
+      expect(await postWebhook(`${url}in/..%2fadmin`, "{}", {}, open)).toBe(204);
+      expect(hits).toBe(1);
+      const narrowed = webhookSettingsFromEnv({
+        FLEET_WEBHOOK_SECRET: "s",
+        FLEET_WEBHOOK_ALLOWED_URLS: `${url}in`,
+      });
+      for (const stored of [`${url}in/..%2fadmin`, `${url}other`])
+        await expect(postWebhook(stored, "{}", {}, narrowed), stored).rejects.toThrow(
+          /not under an entry of FLEET_WEBHOOK_ALLOWED_URLS/,
+        );
+      expect(hits).toBe(1);
+      expect(await postWebhook(`${url}in/hook`, "{}", {}, narrowed)).toBe(204);
+      expect(hits).toBe(2);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  });
+
   it("signs t.body with HMAC-SHA256 and verifies it within a tolerance", () => {
     const body = '{"id":"b"}';
     const header = signWebhook(SECRET, body, 1_700_000_000);

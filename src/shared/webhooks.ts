@@ -15,6 +15,7 @@
  *   the name resolves to (the request connects to exactly that address, so a name that
  *   resolves elsewhere later cannot slip through). Off by default: fleets usually deliver
  *   inside their own network;
+ * - both are applied again at each delivery, to the URL as it was stored;
  * - redirects are not followed (a 3xx is a failed attempt), answers are not read beyond
  *   their status, and each attempt times out after 10 s.
  */
@@ -237,6 +238,11 @@ export function postWebhook(
 ): Promise<number> {
   const target = new URL(url);
   const host = target.hostname.replace(/^\[|\]$/g, "");
+  // Checked again here, as the workers check a stored model's route before each run: a URL
+  // stored before the operator set (or narrowed) FLEET_WEBHOOK_ALLOWED_URLS, or by a release
+  // whose matching let it through, is not sent to.
+  if (settings.allowed.length > 0 && !isAllowedBaseUrl(url, settings.allowed))
+    return Promise.reject(new Error("the URL is not under an entry of FLEET_WEBHOOK_ALLOWED_URLS"));
   if (settings.denyPrivate && isIP(host) !== 0 && isPrivateAddress(host))
     return Promise.reject(new Error(`${host} is a private address`));
   const send = target.protocol === "https:" ? httpsRequest : httpRequest;

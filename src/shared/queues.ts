@@ -78,10 +78,16 @@ export function openWebhookQueue(connection: ConnectionOptions, prefix: string):
   return queue;
 }
 
-/** Queues a batch's webhook delivery (deterministic id: a second call adds nothing). */
-export async function enqueueWebhook(queue: Queue, payload: WebhookJob): Promise<void> {
+/**
+ * Queues a batch's webhook delivery (deterministic id: a second call adds nothing), with its
+ * `priority` (1 first; BatchStore.webhookPriority) when given.
+ */
+export async function enqueueWebhook(queue: Queue, payload: WebhookJob, priority?: number): Promise<void> {
   const valid = webhookJobSchema.parse(payload);
-  await queue.add(QUEUES.webhooks.job, valid, { jobId: QUEUES.webhooks.jobId(valid) });
+  await queue.add(QUEUES.webhooks.job, valid, {
+    jobId: QUEUES.webhooks.jobId(valid),
+    ...(priority === undefined ? {} : { priority }),
+  });
 }
 
 /** The queue that holds a job of this name. */

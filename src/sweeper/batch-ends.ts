@@ -63,8 +63,12 @@ export class BatchEnds {
       }
       if (!batch.webhookOwed) continue;
       if (!fresh && now - (this.ensured.get(batch.id) ?? 0) < ENSURE_EVERY_MS) continue;
-      const done = await ensureWebhookQueued(this.deps.queue, batch.id, (id) =>
-        this.deps.store.webhookOwed(id),
+      const done = await ensureWebhookQueued(
+        this.deps.queue,
+        batch.id,
+        (id) => this.deps.store.webhookOwed(id),
+        undefined,
+        () => this.deps.store.webhookPriority(batch),
       );
       if (done === "requeued")
         this.deps.log.warn(

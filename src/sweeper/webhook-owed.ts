@@ -40,20 +40,22 @@ export async function ensureWebhookQueued(
   /** Whether Postgres owes this batch's webhook now (asked after the job was read). */
   stillOwed: (batchId: string) => Promise<boolean>,
   now = Date.now(),
+  /** The delivery's priority, asked only when a job is added (none: BullMQ's default). */
+  priority?: () => Promise<number>,
 ): Promise<"queued" | "requeued" | "left"> {
   const job = (await queue.getJob(QUEUES.webhooks.jobId({ batchId }))) as Job | undefined;
   const state = job ? await job.getState() : null;
   const action = webhookJobAction(job && state ? { state, finishedOn: job.finishedOn } : null, now);
   switch (action) {
     case "queue":
-      await enqueueWebhook(queue, { batchId });
+      await enqueueWebhook(queue, { batchId }, await priority?.());
       return "queued";
     case "leave":
       return "left";
     case "requeue-if-owed":
       if (!(await stillOwed(batchId))) return "left";
       await job!.remove();
-      await enqueueWebhook(queue, { batchId });
+      await enqueueWebhook(queue, { batchId }, await priority?.());
       return "requeued";
   }
 }

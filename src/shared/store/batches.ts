@@ -43,6 +43,8 @@ export type Unsettled = {
   ended: boolean;
   webhookOwed: boolean;
 } & UnsettledCursor;
+/** Older owed webhooks of its tenant a delivery's priority counts at most (`webhookPriority`). */
+export const WEBHOOK_RANK_CAP = 1_000;
 /** Where a page of `unsettled` ends: its last row (`createdAt` as Postgres wrote it, to the microsecond). */
 export type UnsettledCursor = { createdAt: string; id: string };
 
@@ -448,6 +450,24 @@ export class BatchStore {
               and webhook_failed_at is null) as owed
         from batches where id = ${id} and deleted_at is null`;
     return row?.owed ?? false;
+  }
+
+  /**
+   * The priority of a batch's webhook delivery (BullMQ: 1 first): 1 + how many webhooks its
+   * tenant owes for older batches, at most WEBHOOK_RANK_CAP + 1. So a tenant's k-th owed webhook
+   * goes out about with every other tenant's k-th, and one tenant's flood of batches whose
+   * receivers hang (each attempt holds a delivery slot for up to 10 s) no longer queues every
+   * other tenant's webhook behind all of them. Read on the tenant's index, at most the cap's rows.
+   */
+  async webhookPriority(batch: Pick<Unsettled, "id" | "tenant" | "createdAt">): Promise<number> {
+    const [row] = await this.database.sql<{ n: number }[]>`
+      select count(*)::int as n from (
+        select 1 from batches
+         where tenant = ${batch.tenant} and (created_at, id) < (${batch.createdAt}::timestamptz, ${batch.id})
+           and deleted_at is null and ended_at is not null and webhook_url is not null
+           and webhook_delivered_at is null and webhook_failed_at is null
+         limit ${WEBHOOK_RANK_CAP}) as ahead`;
+    return 1 + (row?.n ?? 0);
   }
 
   /** The webhook URL of a batch, for a delivery. */

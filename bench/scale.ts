@@ -20,7 +20,10 @@
  * the fleet, when its runs started and each message (by seq) was stored: min / p50 / p90 /
  * max from the first submit. `--warmup N`: each side's process first runs N sessions (jobs)
  * like the measured ones, not counted (a worker that has been up a while, its code compiled by
- * V8; default 0: a fresh process). `--sleeper-fetchers N` spreads the sleepers' slots over N BullMQ
+ * V8; default 0: a fresh process). `--gc` runs both workers with V8's `--trace-gc-nvp` and prints,
+ * per side, what they allocated and what their young collector copied and promoted over the
+ * measured part, per session (bench/gc-trace.ts): counts a loaded machine changes little.
+ * `--sleeper-fetchers N` spreads the sleepers' slots over N BullMQ
  * Workers, as the fleet's worker spreads its own (src/worker/fetchers.ts; default 1).
  *
  *   npm run bench:scale -- --levels 100,300,1000 --with-3000
@@ -33,6 +36,7 @@ import postgres from "postgres";
 import type { AgentConfigInput } from "../src/shared/agent-config.js";
 import { DEFAULT_TENANT } from "../src/shared/store/api-keys.js";
 import { startSweeper } from "../src/sweeper/sweeper-process.js";
+import { type GcTotals, gcLine, gcTotals } from "./gc-trace.js";
 import { inProcessService } from "./producer.js";
 import {
   benchOptions,
@@ -60,6 +64,11 @@ const values = benchOptions({
   steps: { type: "string", default: "3" },
   "delay-ms": { type: "string", default: "1000" },
   sweeper: { type: "string", default: "on" },
+  /**
+   * Run each side's worker with V8's `--trace-gc-nvp` and print its collections over the
+   * measured part (bench/gc-trace.ts): bytes allocated, copied and promoted per session.
+   */
+  gc: { type: "boolean", default: false },
   /** Write a V8 CPU profile of each fleet worker process into this directory. */
   profile: { type: "string" },
   /** off: the fleet's batches are created with `sessionEvents: false` (no per-session event streams). */
@@ -94,6 +103,7 @@ if (values["session-events"] !== "on" && values["session-events"] !== "off")
 const SESSION_EVENTS = values["session-events"] !== "off";
 const SLEEPER_FETCHERS = wholeNumber("sleeper-fetchers", values["sleeper-fetchers"], 1);
 const WARMUP = wholeNumber("warmup", values.warmup, 0);
+const GC_ARGS = values.gc ? ["--trace-gc-nvp"] : [];
 const BATCH = 1_000;
 const TIMEOUT_MS = 300_000;
 
@@ -135,6 +145,8 @@ type Side = {
   rssMb: number;
   /** CPU the worker process used from the first submit to the end (ms). */
   cpuMs: number;
+  /** With --gc: the worker's collections from the first submit to the end. */
+  gc?: GcTotals;
   /** Submit → all sessions submitted, and → the last first run started (ms). */
   submittedMs?: number;
   lastStartMs?: number;
@@ -148,10 +160,10 @@ async function fleetLevel(redis: Redis, sessions: number): Promise<Side> {
       const sweeper = await startSweeper(config, { serveMetrics: false });
       cleanup.add("stop the sweeper", () => sweeper.stop());
     }
-    const worker = await spawnFleetWorker(
-      env,
-      values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : [],
-    );
+    const worker = await spawnFleetWorker(env, [
+      ...(values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : []),
+      ...GC_ARGS,
+    ]);
     cleanup.add("stop the worker", () => stopChild(worker, "SIGTERM"));
     const { service, redis: producerRedis } = inProcessService(config, cleanup);
     const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
@@ -179,6 +191,7 @@ async function fleetLevel(redis: Redis, sessions: number): Promise<Side> {
       }
     }
     const cpuBefore = cpuMs(worker.child.pid!);
+    const outputBefore = worker.output().length;
     const started = Date.now();
     await submit(sessions);
     const submittedMs = Date.now() - started;
@@ -219,6 +232,7 @@ async function fleetLevel(redis: Redis, sessions: number): Promise<Side> {
           elapsedMs: row!.last_ms! - started,
           rssMb: peakRssMb(worker.child.pid!),
           cpuMs: cpuMs(worker.child.pid!) - cpuBefore,
+          ...(values.gc ? { gc: gcTotals(worker.output().slice(outputBefore)) } : {}),
           submittedMs,
           lastStartMs: row!.last_start_ms! - started,
         };
@@ -290,7 +304,7 @@ async function bullmqLevel(redis: Redis, sessions: number): Promise<Side> {
       SCALE_FETCHERS: String(SLEEPER_FETCHERS),
     };
     const worker: ReadyChild = await spawnUntilReady(
-      ["--import", "tsx", resolve(ROOT, "bench/scale-sleeper.ts")],
+      [...GC_ARGS, "--import", "tsx", resolve(ROOT, "bench/scale-sleeper.ts")],
       env,
       /scale sleeper ready/,
     );
@@ -320,6 +334,7 @@ async function bullmqLevel(redis: Redis, sessions: number): Promise<Side> {
       }
     }
     const cpuBefore = cpuMs(worker.child.pid!);
+    const outputBefore = worker.output().length;
     const started = Date.now();
     await add(sessions);
     for (;;) {
@@ -335,6 +350,7 @@ async function bullmqLevel(redis: Redis, sessions: number): Promise<Side> {
           elapsedMs: last - started,
           rssMb: peakRssMb(worker.child.pid!),
           cpuMs: cpuMs(worker.child.pid!) - cpuBefore,
+          ...(values.gc ? { gc: gcTotals(worker.output().slice(outputBefore)) } : {}),
         };
       }
       if (Date.now() - started > TIMEOUT_MS) throw new Error(`bullmq: ${counts.completed}/${sessions} done`);
@@ -400,6 +416,10 @@ async function main(): Promise<number> {
     ];
     rows.push(row);
     console.log(`  ${row.join("  ")}`);
+    for (const side of ["fleet", "bullmq"] as const) {
+      const gc = result[side]!.gc;
+      if (gc) console.log(`    GC ${side === "fleet" ? "fleet   " : "sleepers"}: ${gcLine(gc, n)}`);
+    }
   }
   await redis.quit();
   console.log("");

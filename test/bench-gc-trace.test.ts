@@ -1,0 +1,57 @@
+/**
+ * `bench:scale --gc` adds up each worker's collections from V8's `--trace-gc-nvp` lines
+ * (bench/gc-trace.ts). Checked against the lines this Node itself prints, so that a change of
+ * their format shows here rather than as zeros in a bench's figures.
+ */
+import { spawnSync } from "node:child_process";
+import { describe, expect, it } from "vitest";
+import { gcLine, gcTotals } from "../bench/gc-trace.js";
+
+describe("bench/gc-trace.ts", () => {
+  it("adds up the scavenges and mark-compacts of a real process, and what they copied and promoted", () => {
+    // Short-lived arrays (many scavenges), and 200 × 2,000 objects kept (copied, then promoted).
+    const script = `
+      const kept = [];
+      for (let i = 0; i < 100_000; i++) {
+        const a = new Array(20).fill(i);
+        if (i % 500 === 0) kept.push(Array.from({ length: 2_000 }, (_, k) => ({ k })));
+        globalThis.last = a;
+      }
+      globalThis.gc();
+      console.log("kept", kept.length);`;
+    const run = spawnSync(process.execPath, ["--trace-gc-nvp", "--expose-gc", "-e", script], {
+      encoding: "utf8",
+    });
+    expect(run.status).toBe(0);
+    expect(run.stdout).toContain("kept 200");
+    const totals = gcTotals(run.stdout);
+    expect(totals.scavenges).toBeGreaterThan(3);
+    expect(totals.markCompacts).toBeGreaterThanOrEqual(1); // globalThis.gc()
+    // At least the arrays' 100,000 × 20 elements (8 bytes each, or 4 with pointer compression).
+    expect(totals.allocatedBytes).toBeGreaterThan(100_000 * 20 * 4);
+    // The kept objects outlive a scavenge: copied, then promoted.
+    expect(totals.survivedBytes).toBeGreaterThan(0);
+    expect(totals.promotedBytes).toBeGreaterThan(0);
+    expect(totals.pauseMs).toBeGreaterThan(0);
+  });
+
+  it("skips every other line, and counts each field of each collection once", () => {
+    const text = [
+      "fleet worker ready: w-1, metrics on port 9000",
+      "[1:0x1]      129 ms: pause=3.4 mutator=113.7 gc=s reduce_memory=0 scavenge=1.94 allocated=4000 promoted=100 new_space_survived=300 nodes_promoted=2",
+      "[1:0x1]      300 ms: pause=5.5 mutator=10.0 gc=mc reduce_memory=0 allocated=50 promoted=7000 new_space_survived=0",
+      '{"level":40,"msg":"gc=s allocated=99"}',
+    ].join("\n");
+    expect(gcTotals(text)).toEqual({
+      scavenges: 1,
+      markCompacts: 1,
+      allocatedBytes: 4050,
+      survivedBytes: 300,
+      promotedBytes: 7100,
+      pauseMs: 8.9,
+    });
+    expect(gcLine(gcTotals(text), 2)).toBe(
+      "1 scavenges, 1 mark-compacts; allocated 0.0 MB (2.0 KB a session), scavenges copied 0.0 MB and promoted 0.0 MB (3.6 KB a session); pauses 0.01 s",
+    );
+  });
+});

@@ -5,14 +5,20 @@
  */
 import { describe, expect, it } from "vitest";
 import { createMetrics, initEndpointSeries } from "../src/shared/metrics.js";
-import type { Acquired, ProviderLimits } from "../src/shared/provider-limits.js";
+import type { Acquired, Confirmed, ProviderLimits } from "../src/shared/provider-limits.js";
 import { DEFAULT_GATE_TUNING } from "../src/shared/provider-limits.js";
 import { callModel } from "../src/worker/call-model.js";
-import { CapacityWait, gatedModel, isRateLimited, type WaitLedger } from "../src/worker/endpoint-gate.js";
+import {
+  afterConfirm,
+  CapacityWait,
+  gatedModel,
+  isRateLimited,
+  type WaitLedger,
+} from "../src/worker/endpoint-gate.js";
 import { type ModelEvent, type ModelProvider, ProviderError } from "../src/worker/models/provider.js";
 
-function fakeLimits(answers: Acquired[]) {
-  const calls = { acquire: 0, pauses: [] as (number | undefined)[], released: 0 };
+function fakeLimits(answers: Acquired[], checks: Confirmed[] = []) {
+  const calls = { acquire: 0, pauses: [] as (number | undefined)[], released: 0, confirmed: 0 };
   const limits = {
     tuning: { ...DEFAULT_GATE_TUNING, maxWaitMs: 1_000 },
     async acquire() {
@@ -27,6 +33,10 @@ function fakeLimits(answers: Acquired[]) {
       calls.released++;
     },
     async renew() {},
+    async confirm() {
+      calls.confirmed++;
+      return checks.shift() ?? { ok: true };
+    },
     async correctTokens() {},
   } as unknown as ProviderLimits;
   return { limits, calls };
@@ -115,6 +125,63 @@ describe("endpoint gate", () => {
     await expect(failed).rejects.toMatchObject({ endpoint: "ep", retryInMs: 5_000 });
     expect(slept).toEqual([300]);
     expect(provider.sent).toBe(0);
+    expect(ledger.askedAt).toBeTypeOf("number");
+  });
+
+  it("a granted request checked again before sending: a pause found then is waited here or handed back, a lapsed permit asked again; nothing sent meanwhile", async () => {
+    expect(afterConfirm({ ok: true }, 0, 1_000)).toEqual({ kind: "send" });
+    expect(afterConfirm({ ok: false, reason: "paused", pausedMs: 400 }, 500, 1_000)).toEqual({
+      kind: "wait",
+      ms: 400,
+    });
+    expect(afterConfirm({ ok: false, reason: "paused", pausedMs: 400 }, 700, 1_000)).toEqual({
+      kind: "hand_back",
+      retryInMs: 400,
+    });
+    expect(afterConfirm({ ok: false, reason: "permit_lost" }, 900, 1_000)).toEqual({ kind: "ask_again" });
+    const metrics = createMetrics("test");
+    const { limits, calls } = fakeLimits(
+      [],
+      [
+        { ok: false, reason: "paused", pausedMs: 300 },
+        { ok: false, reason: "permit_lost" },
+      ],
+    );
+    const provider = scriptedProvider([done]);
+    const slept: number[] = [];
+    const model = gatedModel(
+      provider,
+      { endpoint: "ep", limits: { maxConcurrent: 2 }, tenant: "t", request: "r", ledger: { waitedMs: 0 } },
+      {
+        limits,
+        shares: new Map(),
+        metrics,
+        sleep: async (ms) => {
+          slept.push(ms);
+        },
+      },
+    );
+    const step = await callModel(model, request(), { sleep: async () => {} });
+    // Three grants, the first two given back unsent: one request, one attempt.
+    expect(step).toMatchObject({ ok: true, attempts: 1 });
+    expect(slept).toEqual([300]);
+    expect(calls).toMatchObject({ acquire: 3, confirmed: 3, released: 3 });
+    expect(provider.sent).toBe(1);
+    // A longer pause found at the check: the job is handed back, nothing sent.
+    const long = fakeLimits([], [{ ok: false, reason: "paused", pausedMs: 5_000 }]);
+    const unsent = scriptedProvider([done]);
+    const ledger: WaitLedger = { waitedMs: 0 };
+    const handedBack = callModel(
+      gatedModel(
+        unsent,
+        { endpoint: "ep", limits: undefined, tenant: "t", request: "r", ledger },
+        { limits: long.limits, shares: new Map(), metrics, sleep: async () => {} },
+      ),
+      request(),
+      { sleep: async () => {} },
+    );
+    await expect(handedBack).rejects.toMatchObject({ name: "CapacityWait", retryInMs: 5_000 });
+    expect(unsent.sent).toBe(0);
     expect(ledger.askedAt).toBeTypeOf("number");
   });
 

@@ -18,7 +18,8 @@
  *   itself `maxWaitMs` after its place came without it asking again (its worker was killed,
  *   its job was lost): a tenant counts as waiting exactly while one of its requests does.
  * - A 429/529/overloaded answer pauses the endpoint for every worker (`pause`) until the time
- *   it asked for: no slot is granted before it.
+ *   it asked for: no slot is granted before it, and a request granted earlier is not sent
+ *   once it is recorded (`confirm`, asked right before each request leaves).
  * - A request that cannot get a slot within `maxWaitMs` is denied with a time to come back.
  *   That time is a place on its tenant's calendar (`due:<tenant>`): one tenant's k-th
  *   waiting request comes back about k × interval × (sum of backlogged tenants' weights /
@@ -235,6 +236,24 @@ local cur = tonumber(redis.call('HGET', KEYS[1], 'pause') or '0')
 if untilMs > cur then redis.call('HSET', KEYS[1], 'pause', tostring(untilMs)) end
 return untilMs - now`;
 
+/**
+ * KEYS: 1 state hash, 2 permits. ARGV: 1 the request's permit ('' when the endpoint declares no
+ * maxConcurrent), 2 permit ttl. Asked right before a granted request is sent: {1, ms left} when
+ * the endpoint was paused since the grant, {2, 0} when the permit lapsed meanwhile (its holder
+ * was held up past the ttl: another worker may have it), else {0, 0} with the permit renewed.
+ */
+const CONFIRM = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local pause = tonumber(redis.call('HGET', KEYS[1], 'pause') or '0')
+if pause > now then return {1, math.ceil(pause - now)} end
+if ARGV[1] ~= '' then
+  local expiry = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]) or '0')
+  if expiry <= now then return {2, 0} end
+  redis.call('ZADD', KEYS[2], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+end
+return {0, 0}`;
+
 /** KEYS: 1 state hash. ARGV: 1 ms to add to the token arrival time (negative: tokens given back). */
 const CORRECT = `
 local cur = redis.call('HGET', KEYS[1], 'toktat')
@@ -264,6 +283,7 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.0f', now), '
 type Commands = {
   fleetLimitsAcquire(...args: (string | number)[]): Promise<[number, number, number]>;
   fleetLimitsPause(key: string, ms: number): Promise<number>;
+  fleetLimitsConfirm(key: string, permits: string, permit: string, ttl: number): Promise<[number, number]>;
   fleetLimitsCorrect(key: string, ms: number): Promise<number>;
   fleetLimitsRenew(key: string, member: string, ttl: number): Promise<number>;
   fleetLimitsInUse(key: string): Promise<number>;
@@ -278,6 +298,7 @@ function commands(redis: Redis): Redis & Commands {
     redis.defineCommand("fleetLimitsAcquire", { numberOfKeys: 5, lua: ACQUIRE });
     redis.defineCommand("fleetLimitsForget", { lua: FORGET });
     redis.defineCommand("fleetLimitsPause", { numberOfKeys: 1, lua: PAUSE });
+    redis.defineCommand("fleetLimitsConfirm", { numberOfKeys: 2, lua: CONFIRM });
     redis.defineCommand("fleetLimitsCorrect", { numberOfKeys: 1, lua: CORRECT });
     redis.defineCommand("fleetLimitsRenew", { numberOfKeys: 1, lua: RENEW });
     redis.defineCommand("fleetLimitsInUse", { numberOfKeys: 1, lua: IN_USE });
@@ -292,6 +313,16 @@ export type Acquired =
   | { granted: true; waitMs: number; permit: string }
   /** `retryInMs`: when to ask again; `reason`: what is short. */
   | { granted: false; retryInMs: number; reason: "rate" | "concurrency" };
+
+/**
+ * A granted request checked again right before it is sent (`ProviderLimits.confirm`): it may
+ * go, or the endpoint was paused since its grant (`pausedMs` left), or its concurrency permit
+ * lapsed while it was held up.
+ */
+export type Confirmed =
+  | { ok: true }
+  | { ok: false; reason: "paused"; pausedMs: number }
+  | { ok: false; reason: "permit_lost" };
 
 /**
  * Forgets runs' requests waiting for capacity on every endpoint with limits (they will not
@@ -369,6 +400,24 @@ export class ProviderLimits {
   async pause(endpoint: string, retryAfterMs: number | undefined): Promise<number> {
     const ms = Math.min(this.tuning.maxPauseMs, Math.max(0, retryAfterMs ?? this.tuning.defaultPauseMs));
     return Number(await this.redis.fleetLimitsPause(this.key(endpoint), ms));
+  }
+
+  /**
+   * Whether a granted request may be sent now (asked right before it is): a grant is an answer
+   * from the past, and a 429 another worker got since then, recorded by `pause`, means no new
+   * request to the endpoint. `permit`: the grant's, when the endpoint declares maxConcurrent
+   * (renewed here when still held).
+   */
+  async confirm(endpoint: string, permit: string | undefined): Promise<Confirmed> {
+    const [code, ms] = await this.redis.fleetLimitsConfirm(
+      this.key(endpoint),
+      this.key(endpoint, ":permits"),
+      permit ?? "",
+      this.tuning.permitTtlMs,
+    );
+    if (Number(code) === 1) return { ok: false, reason: "paused", pausedMs: Math.max(1, Number(ms)) };
+    if (Number(code) === 2) return { ok: false, reason: "permit_lost" };
+    return { ok: true };
   }
 
   /** Corrects the token estimate of a sent request by what the provider reported. */

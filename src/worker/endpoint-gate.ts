@@ -3,7 +3,10 @@
  * fleet-wide limits (provider-limits.ts) for a slot first, and a 429/529/overloaded answer
  * pauses the endpoint for every worker.
  *
- * - A slot within `maxWaitMs`: the request waits for it here, then goes.
+ * - A slot within `maxWaitMs`: the request waits for it here, is checked again right before
+ *   it leaves (`ProviderLimits.confirm`: a 429 another worker got since the grant, or a
+ *   concurrency permit that lapsed while this process was held up), then goes. One that fails
+ *   the check is given back unsent and waits like a refused one (`afterConfirm`).
  * - No slot within `maxWaitMs`: the request throws `CapacityWait` before anything is sent;
  *   the session job hands its job back to the queue (session-job.ts, worker.ts) until its
  *   place on the calendar comes. Waiting is not failing: no attempt, no budget, no parking.
@@ -14,7 +17,7 @@
  * included), `fleet_model_requests_total{endpoint,outcome}` and the run's `usage.waitedMs`.
  */
 import type { FleetMetrics } from "../shared/metrics.js";
-import type { EndpointLimits, ProviderLimits, TenantShares } from "../shared/provider-limits.js";
+import type { Confirmed, EndpointLimits, ProviderLimits, TenantShares } from "../shared/provider-limits.js";
 import { shareOf } from "../shared/provider-limits.js";
 import { estimateStepUsage } from "../shared/usage.js";
 import { type ModelProvider, type ModelRequest, ProviderError } from "./models/provider.js";
@@ -89,6 +92,37 @@ function oneMinuteAtMost(tokens: number, tokensPerMinute: number): number {
   return Math.min(tokens, tokensPerMinute);
 }
 
+/** What a granted request does after its check right before sending (`ProviderLimits.confirm`). */
+export type AfterConfirm =
+  | { kind: "send" }
+  /** Paused since its grant, longer than the gate still waits: the job is handed back. */
+  | { kind: "hand_back"; retryInMs: number }
+  /** Paused since its grant: wait the pause out here, then ask again. */
+  | { kind: "wait"; ms: number }
+  /** Its concurrency permit lapsed while it was held up: ask again at once. */
+  | { kind: "ask_again" };
+
+/**
+ * The decision after the check (pure). A pause found there is waited like a refusal: here
+ * while the request's waits in the worker stay within `maxWaitMs`, else by a hand-back.
+ * Nothing was sent either way: no attempt, no budget.
+ */
+export function afterConfirm(confirmed: Confirmed, waitedHereMs: number, maxWaitMs: number): AfterConfirm {
+  if (confirmed.ok) return { kind: "send" };
+  switch (confirmed.reason) {
+    case "paused":
+      return waitedHereMs + confirmed.pausedMs > maxWaitMs
+        ? { kind: "hand_back", retryInMs: confirmed.pausedMs }
+        : { kind: "wait", ms: confirmed.pausedMs };
+    case "permit_lost":
+      return { kind: "ask_again" };
+    default: {
+      const never: never = confirmed;
+      throw new Error(`unknown check answer ${JSON.stringify(never)}`);
+    }
+  }
+}
+
 /** `model` behind the gate of `endpoint`. */
 export function gatedModel(
   model: ModelProvider,
@@ -136,7 +170,26 @@ export function gatedModel(
             throw error;
           }
         }
-        break;
+        // The grant is an answer from before the wait (and before however long this process
+        // took to act on it): asked again right before the request leaves, across workers.
+        const confirmed = await deps.limits
+          .confirm(endpoint, limits.maxConcurrent !== undefined ? permit : undefined)
+          .catch((error: unknown) => {
+            void deps.limits.release(endpoint, permit).catch(() => {});
+            throw error;
+          });
+        const next = afterConfirm(confirmed, waitedHere, tuning.maxWaitMs);
+        if (next.kind === "send") break;
+        await deps.limits.release(endpoint, permit).catch(() => {});
+        if (next.kind === "hand_back") {
+          ledger.askedAt = askedAt;
+          throw new CapacityWait(endpoint, next.retryInMs, askedAt);
+        }
+        if (next.kind === "wait") {
+          await deps.sleep(next.ms, request.signal);
+          waitedHere += next.ms;
+        }
+        continue;
       }
       ledger.waitingOn = endpoint;
       if (waitedHere + asked.retryInMs > tuning.maxWaitMs) {

@@ -1,6 +1,6 @@
 /**
  * `fleet watch SESSION_ID`: a session's events (contracts §7) as they happen, one readable
- * line each (`--json`: the raw events, one JSON object a line). It reconnects by itself with
+ * line each, at the event's own time (`--json`: the raw events, one JSON object a line). It reconnects by itself with
  * the last event id, and runs until SIGINT/SIGTERM, or with `--once` until the next
  * RUN_COMPLETED.
  */
@@ -57,6 +57,31 @@ export function describeEvent(event: FleetEvent): string {
   }
 }
 
+/**
+ * When an event happened, as the stream tells it (ISO 8601): a MESSAGE's commit time
+ * (`message.createdAt`, also for a message written into the stream again later), else when
+ * the event entered the stream (`at`); null when the API sends neither (one older than `at`).
+ */
+export function eventTimeOf(event: FleetEvent): string | null {
+  const d = event.data;
+  const created: unknown = event.type === "MESSAGE" ? d.message?.createdAt : undefined;
+  const time: unknown = typeof created === "string" ? created : d.at;
+  if (typeof time !== "string") return null;
+  const ms = Date.parse(time);
+  return Number.isNaN(ms) ? null : new Date(ms).toISOString();
+}
+
+/**
+ * The time column of a readable line, in UTC: `HH:MM:SS.mmm` for an event of `now`'s day,
+ * with its date before it for an older one (a backlog read the next day), and dashes when the
+ * event's time is not known — never the time the line was printed.
+ */
+export function timeColumn(time: string | null, now: Date): string {
+  if (time === null) return "--:--:--.---";
+  const today = now.toISOString().slice(0, 10);
+  return time.slice(0, 10) === today ? time.slice(11, 23) : `${time.slice(0, 10)} ${time.slice(11, 23)}`;
+}
+
 /** Why the stream reconnects, in a few words. */
 function retryCause(reason: unknown): string {
   if (reason instanceof FleetApiError) return `the API answered ${reason.status} (${reason.code})`;
@@ -92,10 +117,7 @@ export async function watchCommand(sessionId: string, options: WatchOptions = {}
       lastRetry = "";
       if (options.json)
         stdout.write(`${JSON.stringify({ id: event.id, type: event.type, data: event.data })}\n`);
-      else {
-        const time = new Date().toISOString().slice(11, 23);
-        stdout.write(`${time} ${describeEvent(event)}\n`);
-      }
+      else stdout.write(`${timeColumn(eventTimeOf(event), new Date())} ${describeEvent(event)}\n`);
       if (options.once && event.type === "RUN_COMPLETED") break;
     }
     return 0;

@@ -267,6 +267,13 @@ export const sendBody = z.strictObject({
   goal: goalSchema.optional(),
 });
 
+/** Every event's time (an addition to §7). */
+const eventAt = z
+  .string()
+  .optional()
+  .describe(
+    "When the event entered the stream (ISO 8601, Redis's clock); a MESSAGE's message.createdAt is its commit time",
+  );
 /** One event of a session's stream (contracts §7), the `data:` line of an SSE event. */
 export const sessionEventSchema = z
   .object({
@@ -297,6 +304,7 @@ export const sessionEventSchema = z
     stopReason: z.string().optional().describe("MODEL_STOPPED"),
     outcome: z.string().optional().describe("RUN_COMPLETED: the run's endedReason"),
     reason: z.string().optional().describe("SESSION_PARKED"),
+    at: eventAt,
   })
   .meta({ id: "SessionEvent" });
 /** One event of a batch's stream (contracts §7). */
@@ -311,6 +319,7 @@ export const batchEventSchema = z
       .describe("SESSION_ENDED: completed, parked or cancelled; BATCH_COMPLETED: ended or cancelled"),
     parkedReason: z.string().optional(),
     counts: countsSchema.optional().describe("BATCH_COMPLETED"),
+    at: eventAt,
   })
   .meta({ id: "BatchEvent" });
 export const eventsQuery = z.strictObject({

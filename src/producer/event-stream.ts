@@ -27,7 +27,7 @@ import type { Redis } from "ioredis";
 import { ConflictError, NotFoundError, TooManyRequestsError, ValidationError } from "../shared/errors.js";
 import { placeMayHaveExpired, STREAM_START } from "../shared/event-expiry.js";
 import { EventReader } from "../shared/event-reader.js";
-import { eventStreamKey, eventsNotifyChannel, type StoredEvent } from "../shared/events.js";
+import { eventStreamKey, eventsNotifyChannel, eventTime, type StoredEvent } from "../shared/events.js";
 import { isCluster } from "../shared/redis.js";
 import { batchEventWriter, defineBatchEventsAppend } from "./batch-event-append.js";
 import { BatchEventSync } from "./batch-event-sync.js";
@@ -312,6 +312,10 @@ export class EventStreams {
         const fresh = events?.length ?? 0;
         while (events !== null && events.length > 0 && !gone) {
           for (const event of events) {
+            // `at`: when the event entered the stream (events.ts eventTime), for readers that
+            // show an event's time.
+            const at = eventTime(event.id);
+            if (at !== null) event.data.at = at;
             const ok = response.write(
               `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event.data)}\n\n`,
             );

@@ -54,9 +54,17 @@ export type FleetEventType = keyof FleetEventDataByType;
 // biome-ignore lint/suspicious/noExplicitAny: additive fields, and reads of fields of other types (see above)
 type AdditiveFields = { [field: string]: any };
 
+/**
+ * What every event's `data` carries besides its type's fields: `at`, when the event entered
+ * the stream (ISO 8601, Redis's clock; absent from an API older than this field). A MESSAGE's
+ * `message.createdAt` is when the message was committed, which a stream written again after a
+ * loss keeps while its `at` is the rewrite's.
+ */
+export type EventTime = { at?: string };
+
 /** An event of a type this client knows. */
 export type KnownFleetEvent = {
-  [T in FleetEventType]: { id: string; type: T; data: FleetEventDataByType[T] & AdditiveFields };
+  [T in FleetEventType]: { id: string; type: T; data: FleetEventDataByType[T] & EventTime & AdditiveFields };
 }[FleetEventType];
 
 /**
@@ -66,7 +74,7 @@ export type KnownFleetEvent = {
 export type OtherFleetEvent = {
   id: string;
   type: string;
-  data: { sessionId?: string; type: string; runId?: string | null } & AdditiveFields;
+  data: { sessionId?: string; type: string; runId?: string | null } & EventTime & AdditiveFields;
 };
 
 /**

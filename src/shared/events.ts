@@ -105,6 +105,17 @@ export function fingerprint(message: Pick<StoredMessage, "seq" | "createdAt">): 
   return `${message.seq}|${message.createdAt}`;
 }
 
+/**
+ * When the event `id` entered its stream, as ISO 8601 on Redis's clock: a stream entry id's
+ * first part is the milliseconds at which Redis added it (every writer uses `XADD … *`).
+ * The SSE route sends it as `data.at` (an addition to §7), so a reader prints an event's own
+ * time, not the time it read it. Null for an id of another form.
+ */
+export function eventTime(id: string): string | null {
+  const ms = Number(id.split("-")[0]);
+  return /^\d{1,15}-\d+$/.test(id) && ms <= 8.64e15 ? new Date(ms).toISOString() : null;
+}
+
 export function toStored([id, fields]: [string, string[]]): StoredEvent {
   let type = "";
   let data = "{}";

@@ -231,6 +231,10 @@ export class EventStreams {
       wake();
     };
     response.on("close", onClose);
+    // The client's FIN ends the stream too: the API answers half-closed clients
+    // (http-api.ts), and a reader that closed its connection sent one, nothing else.
+    const socket = request.raw.socket;
+    socket.on("end", onClose);
     let last = start.id;
     // Whether `last` is an entry of the stream (an id the reader sent, checked by the route, the
     // stream's newest or a run's RUN_STARTED at connect, or one it was sent), not `0-0`.
@@ -366,6 +370,7 @@ export class EventStreams {
       wakers.delete(waker);
       if (wakers.size === 0 && this.waiting.get(key) === wakers) this.waiting.delete(key);
       response.off("close", onClose);
+      socket.off("end", onClose);
       this.open.delete(response);
       release();
       unsubscribe((error) =>

@@ -6,6 +6,7 @@
 import { STATUS_CODES } from "node:http";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { NotFoundError, TooManyRequestsError, type ValidationError } from "../shared/errors.js";
+import { answerHalfClosedClients } from "../shared/http-server.js";
 import { isStorableText } from "../shared/messages.js";
 import type { ApiDeps } from "./api-deps.js";
 import { fastify } from "./api-packages.js";
@@ -138,6 +139,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       socket.destroy(error);
     },
   });
+
+  // A client that half-closes after its request still gets its answer; event streams end at
+  // its FIN (event-stream.ts), so a reader that went away frees its slot at once.
+  answerHalfClosedClients(app.server);
 
   app.setErrorHandler((error: Error, request, reply) => {
     countLimited(deps, error);

@@ -29,6 +29,20 @@ export function listenError(error: unknown, target: ListenTarget): unknown {
   return error;
 }
 
+/**
+ * Makes `server` answer a client that half-closes its connection after its request (`printf
+ * 'GET …' | nc -q0`, shutdown(SHUT_WR)): Node's http.Server ends the connection at the
+ * client's FIN unless `httpAllowHalfOpen` (a property Node reads in its FIN handling, no
+ * constructor option) is true, so an answer written after an await went into a closed
+ * socket. With it, the connection ends once the answers owed on it are written (Node marks
+ * the last), or at once when none is owed. A half-close does not mean the client lost
+ * interest in the answer (httpwg/http-core#22 and #431, for RFC 9112). A route that waits
+ * for ever (an event stream) must end at the socket's `end` itself (event-stream.ts).
+ */
+export function answerHalfClosedClients(server: Server): void {
+  (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+}
+
 /** How long /healthz waits for Postgres and Redis to answer before it says no (503). */
 export const HEALTH_TIMEOUT_MS = 2_000;
 
@@ -98,6 +112,8 @@ export async function startMetricsServer(
       .writeHead(404, { "content-type": "application/json" })
       .end('{"error":{"code":"not_found","message":"not found"}}');
   });
+  // Both answers come after an await.
+  answerHalfClosedClients(server);
   await new Promise<void>((resolve, reject) => {
     server.once("error", (error) =>
       reject(listenError(error, { setting: "METRICS_PORT", flag: "--metrics-port", host: "0.0.0.0", port })),

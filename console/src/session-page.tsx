@@ -6,6 +6,7 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ApiError, api, type Message, paths, type ResumePoint, type Run, type Session } from "./api";
 import { type FleetEvent, followSession, type LiveMode } from "./live";
+import { type ReadRetry, retryableRead, retryDelayMs } from "./read-retry";
 import { Transcript } from "./transcript";
 import { Badge, duration, Empty, ErrorBox, Json, Link, revealed, Shown, statusKind, Time } from "./ui";
 
@@ -345,6 +346,7 @@ export function SessionPageView({ id }: { id: string }) {
   const [mode, setMode] = useState<LiveMode>("connecting");
   const [streaming, setStreaming] = useState("");
   const [reading, setReading] = useState(false);
+  const [retry, setRetry] = useState<ReadRetry | null>(null);
   /** The session the page follows (null once it has left it): a read of another stops. */
   const following = useRef<string | null>(null);
   const refreshTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
@@ -365,10 +367,28 @@ export function SessionPageView({ id }: { id: string }) {
         // Messages come a page at a time, each rendered as it comes (a session of 50,000 is
         // shown from its first page on, not after one read of all of it).
         let have = shown.current?.id === id ? shown.current : null;
+        // Whether more pages are known to follow what the page shows: then a failed read leaves
+        // the transcript partial, and is tried again (with backoff, said on the page) rather
+        // than left so until a reload or the next event.
+        let partial = false;
+        let attempt = 1;
         for (;;) {
           const afterSeq = have?.messages.at(-1)?.seq ?? 0;
           const limit = afterSeq === 0 ? FIRST_MESSAGES_PAGE : MESSAGES_PAGE;
-          const next = await api<Session>("GET", paths.session(id, afterSeq, have ? RUNS_WINDOW : 0, limit));
+          let next: Session;
+          try {
+            next = await api<Session>("GET", paths.session(id, afterSeq, have ? RUNS_WINDOW : 0, limit));
+          } catch (failure) {
+            if (!partial || !retryableRead(failure) || following.current !== id) throw failure;
+            attempt++;
+            const inMs = retryDelayMs(attempt);
+            setRetry({ attempt, inMs, failure });
+            await new Promise((resolve) => setTimeout(resolve, inMs));
+            if (following.current !== id) return;
+            continue;
+          }
+          attempt = 1;
+          setRetry(null);
           const merged: { session: Session | null } = { session: null };
           setSession((current) => {
             const mine = current?.id === id ? current : null;
@@ -380,6 +400,7 @@ export function SessionPageView({ id }: { id: string }) {
           // Not the messages or runs the page had (they changed meanwhile): read from the start.
           have = merged.session;
           const more = next.nextAfterSeq != null || have === null;
+          partial = more;
           setReading(more);
           if (!more || following.current !== id) break;
         }
@@ -387,6 +408,7 @@ export function SessionPageView({ id }: { id: string }) {
         if (point) setPoint(point);
         setError(null);
       } catch (failure) {
+        setRetry(null);
         setReading(false);
         if (failure instanceof ApiError && failure.status === 404) setMissing(true);
         else setError(failure);
@@ -411,6 +433,7 @@ export function SessionPageView({ id }: { id: string }) {
     setMissing(false);
     setStreaming("");
     setReading(false);
+    setRetry(null);
     void load();
     const onEvent = (event: FleetEvent) => {
       const { data } = event;
@@ -544,7 +567,7 @@ export function SessionPageView({ id }: { id: string }) {
           <Actions session={session} onDone={() => void load()} />
           <ResumePointView point={point} />
           {runsView}
-          <Transcript messages={session.messages} streaming={streaming} reading={reading} />
+          <Transcript messages={session.messages} streaming={streaming} reading={reading} retry={retry} />
           <details>
             <summary>Agent and metadata</summary>
             <Json value={{ agent: session.agent, metadata: session.metadata }} />

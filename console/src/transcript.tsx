@@ -11,7 +11,8 @@ import { Component } from "preact";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import type { Message } from "./api";
 import { formatJson } from "./json-format";
-import { Badge, Empty, Json, JsonText, Shown, TextBlock, Time } from "./ui";
+import type { ReadRetry } from "./read-retry";
+import { Badge, Empty, failureText, Json, JsonText, Shown, TextBlock, Time } from "./ui";
 
 /**
  * Messages per block, each block a list of its own (`contain: content`, style.css): a live
@@ -159,11 +160,14 @@ export function Transcript({
   messages,
   streaming,
   reading,
+  retry = null,
 }: {
   messages: Message[];
   streaming: string;
   /** More messages are being read (the first read of a long session goes a page at a time). */
   reading: boolean;
+  /** A read of the next page failed and is tried again (session-page.tsx). */
+  retry?: ReadRetry | null;
 }) {
   const rendered = useRenderedCount(messages.length);
   // Rendered again only when the messages change, not at every streamed delta: a message
@@ -190,6 +194,13 @@ export function Transcript({
         <p class="muted transcript-progress">
           {reading ? "Reading the transcript" : "Showing the transcript"}: {rendered} of {messages.length}{" "}
           messages shown…
+        </p>
+      )}
+      {retry && (
+        <p class="error transcript-retry" role="status">
+          A read of the transcript failed (<Shown text={failureText(retry.failure)} />
+          ); trying again in {Math.round(retry.inMs / 1000)} s (attempt {retry.attempt}). The transcript is
+          not complete until then.
         </p>
       )}
       <div class="transcript">{blocks}</div>

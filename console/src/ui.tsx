@@ -175,14 +175,18 @@ export function Json({ value }: { value: unknown }) {
   return <JsonText text={text} />;
 }
 
+/** A failure in a line: an API answer's status, code, reason and message, or the error's message. */
+export function failureText(error: unknown): string {
+  return error instanceof ApiError
+    ? `${error.status} ${error.code}${error.reason ? ` (${error.reason})` : ""}: ${error.message}`
+    : error instanceof Error
+      ? error.message
+      : String(error);
+}
+
 export function ErrorBox({ error }: { error: unknown }) {
   if (!error) return null;
-  const message =
-    error instanceof ApiError
-      ? `${error.status} ${error.code}${error.reason ? ` (${error.reason})` : ""}: ${error.message}`
-      : error instanceof Error
-        ? error.message
-        : String(error);
+  const message = failureText(error);
   return (
     <p class="error" role="alert">
       <Shown text={message} />

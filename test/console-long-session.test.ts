@@ -214,7 +214,7 @@ describe("the console on a long session", () => {
     }
     console.log(`${LONG} messages on the page in ${Date.now() - started} ms`);
     for (const content of wanted) expect(text).toContain(content);
-    expect(await page.locator(".transcript li.msg").count()).toBe(LONG);
+    expect(await page.locator(".transcript .msg").count()).toBe(LONG);
     expect(await page.getByText(/hidden\)$/).count()).toBe(0);
     // Read a page at a time: a first small one, then larger ones, none of them whole.
     const got = await Promise.all(reads);
@@ -227,7 +227,7 @@ describe("the console on a long session", () => {
     await page.locator(".transcript").getByText("Live answer.").waitFor();
     await page.getByText(`Transcript (${LONG + 2} messages)`).waitFor();
     const seqs = await page
-      .locator(".transcript li.msg")
+      .locator(".transcript .msg")
       .evaluateAll((items) => items.map((item) => Number(item.id.replace("seq-", ""))));
     expect(seqs).toEqual(Array.from({ length: LONG + 2 }, (_, i) => i + 1));
     expect(await page.locator(`#seq-${LONG + 1}`).textContent()).toContain("A live question.");

@@ -15,10 +15,14 @@ import type { ReadRetry } from "./read-retry";
 import { Badge, Empty, failureText, Json, JsonText, Shown, TextBlock, Time } from "./ui";
 
 /**
- * Messages per block, each block a list of its own (`contain: content`, style.css): a live
+ * Messages per block, each block laid out on its own (`contain: content`, style.css): a live
  * append renders the last block again, no other; a slice added lays out the transcript's
  * blocks, not each of its messages again (as one list, 50,000 messages took 87 s of layout
  * to catch up, with tasks up to 8.4 s; in blocks 29 s, tasks up to 1.6 s, on a loaded machine).
+ * To assistive technology the transcript is still one list: the blocks are `role="none"`
+ * boxes inside one `role="list"`, each message a `listitem` (when each block was an `<ol>`,
+ * a screen reader announced a list of 50 items, then another, …). Not `display: contents`
+ * on the blocks, which would keep `<ol>`/`<li>` valid but leave no box to contain.
  */
 export const TRANSCRIPT_BLOCK = 50;
 
@@ -55,7 +59,8 @@ function ToolContent({ content }: { content: string }) {
 function MessageView({ message }: { message: Message }) {
   const mark = resultMark(message);
   return (
-    <li class={`msg ${message.role}${mark ? ` ${mark}` : ""}`} id={`seq-${message.seq}`}>
+    // biome-ignore lint/a11y/useSemanticElements: an <li> must sit in an <ol>, and its block (a box that contains its layout) sits between (see TRANSCRIPT_BLOCK)
+    <div role="listitem" class={`msg ${message.role}${mark ? ` ${mark}` : ""}`} id={`seq-${message.seq}`}>
       <div class="msg-head">
         <span class="seq">{`#${message.seq}`}</span> <strong>{message.role}</strong>
         {message.role === "assistant" && message.stopReason && (
@@ -101,7 +106,7 @@ function MessageView({ message }: { message: Message }) {
           ))}
         </ul>
       )}
-    </li>
+    </div>
   );
 }
 
@@ -119,11 +124,11 @@ class MessageBlock extends Component<{ messages: Message[] }> {
   override render() {
     const { messages } = this.props;
     return (
-      <ol class="transcript-block" start={messages[0]?.seq}>
+      <div class="transcript-block" role="none">
         {messages.map((message) => (
           <MessageView key={message.seq} message={message} />
         ))}
-      </ol>
+      </div>
     );
   }
 }
@@ -203,7 +208,10 @@ export function Transcript({
           not complete until then.
         </p>
       )}
-      <div class="transcript">{blocks}</div>
+      {/* biome-ignore lint/a11y/useSemanticElements: an <ol> holds only <li>, and the blocks between are boxes of their own (see TRANSCRIPT_BLOCK) */}
+      <div class="transcript" role="list" aria-label="Messages">
+        {blocks}
+      </div>
       {streaming && (
         <div class="msg assistant streaming" aria-live="polite">
           <div class="msg-head">

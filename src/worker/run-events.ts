@@ -11,6 +11,7 @@ import type { SessionQueries } from "../shared/store/session-queries.js";
 import type { LoopObserver } from "./agent-loop.js";
 import type { Extensions, RunContext } from "./extensions.js";
 import { frozenCopy } from "./hook-views.js";
+import { passThrough } from "./models/pass-through.js";
 import type { ModelEvent, ModelProvider, ModelRequest } from "./models/provider.js";
 
 /**
@@ -145,8 +146,8 @@ export function withDeltas(
 }
 
 /**
- * A class rather than a literal with its own `async *stream`, for one generator function (and
- * one shape of generator) for all runs: see `ProviderErrorLog` (models/logged-provider.ts).
+ * A class rather than a literal with its own `stream`, for one method for all runs; its stream
+ * passes each event on as it comes (models/pass-through.ts: no generator layer per run).
  */
 class DeltaEvents implements ModelProvider {
   declare identity?: ModelProvider["identity"];
@@ -158,10 +159,11 @@ class DeltaEvents implements ModelProvider {
     if (model.identity !== undefined) this.identity = model.identity;
   }
 
-  async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
-    for await (const event of this.model.stream(request)) {
-      if (event.type === "text") this.events.delta(this.runId, event.delta);
-      yield event;
-    }
+  stream(request: ModelRequest): AsyncIterable<ModelEvent> {
+    return passThrough(() => this.model.stream(request), {
+      onEvent: (event) => {
+        if (event.type === "text") this.events.delta(this.runId, event.delta);
+      },
+    });
   }
 }

@@ -10,6 +10,7 @@
  */
 import type { Logger } from "pino";
 import { scrubSecrets, secretValuesFromEnv } from "../../shared/scrub-secrets.js";
+import { passThrough } from "./pass-through.js";
 import { type ModelEvent, type ModelProvider, type ModelRequest, ProviderError } from "./provider.js";
 
 export type ProviderLogContext = { runId: string; workerId?: string };
@@ -47,11 +48,9 @@ export function withProviderErrorLog(
 }
 
 /**
- * A class, not an object literal with its own `async *stream(…)`: each such literal, made once
- * per run, was a new generator function, and V8 gives the generators of each generator function
- * a prototype and a hidden class of their own (made, normalized and optimized as a prototype
- * each time), so every run's stream had a new shape for the code that drives it. The method of
- * a class is one function for all runs.
+ * A class, not an object literal with its own `stream`, so that one method serves all runs. Its
+ * stream is a pass-through iterator (pass-through.ts), not an `async *` generator re-yielding
+ * each event: that was a few promises and microtask turns per event on every model call.
  */
 class ProviderErrorLog implements ModelProvider {
   declare identity?: ModelProvider["identity"];
@@ -63,13 +62,12 @@ class ProviderErrorLog implements ModelProvider {
     if (model.identity !== undefined) this.identity = model.identity;
   }
 
-  async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
-    try {
-      yield* this.model.stream(request);
-    } catch (error) {
-      if (!request.signal.aborted)
-        this.log.warn(providerErrorFields(error, request, this.context), "provider error");
-      throw error;
-    }
+  stream(request: ModelRequest): AsyncIterable<ModelEvent> {
+    return passThrough(() => this.model.stream(request), {
+      onError: (error) => {
+        if (!request.signal.aborted)
+          this.log.warn(providerErrorFields(error, request, this.context), "provider error");
+      },
+    });
   }
 }

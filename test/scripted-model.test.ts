@@ -7,7 +7,7 @@ import type { Message } from "../src/shared/messages.js";
 import { callModel } from "../src/worker/call-model.js";
 import { redisFaultCounter } from "../src/worker/models/create-model.js";
 import { type ModelEvent, type ModelRequest, ProviderError } from "../src/worker/models/provider.js";
-import { type FaultCounter, ScriptedModel } from "../src/worker/models/scripted.js";
+import { type FaultCounter, ScriptedModel, scriptPosition } from "../src/worker/models/scripted.js";
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 
@@ -123,6 +123,35 @@ describe("ScriptedModel steps", () => {
       ),
     );
     expect(withCalls.events.at(-1)).toEqual({ type: "done", stopReason: "max_output" });
+  });
+});
+
+describe("ScriptedModel's place in the script", () => {
+  it("counts the assistant messages and, of those, the responses not interrupted", () => {
+    const history: Message[] = [
+      ...assistants(2),
+      { role: "assistant", content: "cut", stopReason: "interrupted" },
+      { role: "tool", toolCallId: "c", name: "t", content: "x", success: true },
+    ];
+    expect(scriptPosition(history)).toEqual({ stepIndex: 3, response: 2 });
+    expect(scriptPosition([])).toEqual({ stepIndex: 0, response: 0 });
+  });
+
+  it("reads the history without copying it, at each model call", async () => {
+    // A history whose copies throw: each step of a long session (50,000 messages) made two.
+    const history = Object.assign(assistants(2), {
+      filter(): never {
+        throw new Error("the history was copied");
+      },
+      slice(): never {
+        throw new Error("the history was copied");
+      },
+    });
+    const { events, error } = await drain(
+      model([{ text: "a" }, { text: "b" }, { text: "c" }]).stream(request(history)),
+    );
+    expect(error).toBeUndefined();
+    expect(textOf(events)).toBe("c");
   });
 });
 

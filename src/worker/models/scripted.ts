@@ -7,7 +7,7 @@
  * last one. Faults are counted across the fleet through a shared counter (Redis).
  */
 import type { ScriptedStep } from "../../shared/agent-config.js";
-import type { ToolCall } from "../../shared/messages.js";
+import type { Message, ToolCall } from "../../shared/messages.js";
 import { type ModelEvent, type ModelProvider, type ModelRequest, ProviderError } from "./provider.js";
 
 /** Counts attempts at a (session, step) across every worker. */
@@ -44,14 +44,39 @@ export function scriptedToolCalls(step: ScriptedStep, stepIndex: number, repeate
   // Filled by push, not by `.map` (whose arrays change elements kind once V8 inlines it, which
   // threw the optimized `stream` below away: event-writer.ts).
   const calls: ToolCall[] = [];
-  for (const [i, call] of (step.toolCalls ?? []).entries())
+  const asked = step.toolCalls ?? [];
+  for (let i = 0; i < asked.length; i++) {
+    const call = asked[i]!;
     calls.push({
       // Ids stay unique within a session even when the last step repeats.
       id: call.id ? (repeated ? `${call.id}_${stepIndex}` : call.id) : `call_${stepIndex}_${i}`,
       name: call.name,
       arguments: call.arguments ?? {},
     });
+  }
   return calls;
+}
+
+const performanceNow = () => performance.now();
+
+/**
+ * Where a request is in the script (pure): `stepIndex`, the assistant messages in the history
+ * (the step to answer with), and `response`, those of them not `interrupted` — attempts are
+ * counted per response, so the retry of a response a fault cut (its partial kept as an
+ * `interrupted` message) is another attempt at that response, and `faultTimes` also ends a
+ * `stream_cut` on a repeated last step. One pass over the history, no copy of it: a model call
+ * is made for every step, and a session's history may hold 50,000 messages.
+ */
+export function scriptPosition(history: readonly Message[]): { stepIndex: number; response: number } {
+  let stepIndex = 0;
+  let response = 0;
+  for (let i = 0; i < history.length; i++) {
+    const message = history[i]!;
+    if (message.role !== "assistant") continue;
+    stepIndex++;
+    if (message.stopReason !== "interrupted") response++;
+  }
+  return { stepIndex, response };
 }
 
 export class ScriptedModel implements ModelProvider {
@@ -67,17 +92,12 @@ export class ScriptedModel implements ModelProvider {
 
   async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
     const sleep = this.deps.sleep ?? abortableSleep;
-    const stepIndex = request.history.filter((m) => m.role === "assistant").length;
+    const { stepIndex, response } = scriptPosition(request.history);
     const last = this.steps.length - 1;
     const step = this.steps[Math.min(stepIndex, last)]!;
     const delay = step.delayMs ?? 0;
-    // Attempts are counted per response: the retry of a response a fault cut (its partial
-    // kept as an `interrupted` assistant message) is another attempt at that response, not
-    // a new one, so `faultTimes` also ends a `stream_cut` on a repeated last step. The
-    // counter is per script step and response: two faulty steps never share one.
-    const response = request.history.filter(
-      (m) => m.role === "assistant" && m.stopReason !== "interrupted",
-    ).length;
+    // Attempts are counted per response (see `scriptPosition`); the counter is per script step
+    // and response: two faulty steps never share one.
     const attemptKey = `${Math.min(stepIndex, last)}:${response}`;
     const faulty = step.fault !== undefined && (await this.faultFires(request.sessionId, attemptKey, step));
 
@@ -86,8 +106,8 @@ export class ScriptedModel implements ModelProvider {
     // a timer that fires late (a busy event loop) shortens the next pause instead of delaying
     // every later chunk by as much, so a step takes its delayMs and not delayMs plus each
     // pause's lateness (five of them for a step of four chunks).
-    const now = this.deps.now ?? (() => performance.now());
-    const began = now();
+    const now = this.deps.now ?? performanceNow;
+    const began = delay > 0 ? now() : 0;
     const until = async (offsetMs: number) => {
       const ms = began + offsetMs - now();
       if (ms > 0) await sleep(ms, request.signal);
@@ -106,15 +126,15 @@ export class ScriptedModel implements ModelProvider {
     const chunks = splitText(text, CHUNKS);
     const cutAfter =
       faulty && step.fault === "stream_cut" ? Math.max(1, Math.floor(chunks.length / 2)) : Infinity;
-    for (const [i, delta] of chunks.entries()) {
+    for (let i = 0; i < chunks.length; i++) {
       if (i >= cutAfter) throw new ProviderError("scripted fault: the stream broke", true);
       if (delay > 0) await until(delay / 2 + ((i + 1) * delay) / 2 / chunks.length);
-      yield { type: "text", delta };
+      yield { type: "text", delta: chunks[i]! };
     }
     if (faulty && step.fault === "stream_cut")
       throw new ProviderError("scripted fault: the stream broke", true);
     const calls = scriptedToolCalls(step, stepIndex, stepIndex > last);
-    for (const call of calls) yield { type: "tool_call", call };
+    for (let i = 0; i < calls.length; i++) yield { type: "tool_call", call: calls[i]! };
     yield { type: "done", stopReason: step.stopReason ?? (calls.length > 0 ? "tool_use" : "end_turn") };
   }
 

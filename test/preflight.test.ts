@@ -48,6 +48,11 @@ describe("unreachable services", () => {
         /^fleet: DATABASE_URL: cannot reach Postgres at postgres:\/\/postgres@127\.0\.0\.1:1\/nowhere/,
       );
       expect(lines[0]).toMatch(/ECONNREFUSED.*Start it/);
+      // A command that works where the package is installed (no compose file there), on the URL's port.
+      expect(lines[0]).toContain(
+        "`docker run -d -p 127.0.0.1:1:5432 -e POSTGRES_HOST_AUTH_METHOD=trust postgres:16`",
+      );
+      expect(lines[0]).not.toMatch(/docker compose up -d postgres`(?! in a checkout)/);
     }
   });
 
@@ -72,6 +77,8 @@ describe("unreachable services", () => {
       /^fleet: REDIS_URL: cannot reach Redis at redis:\/\/127\.0\.0\.1:1 \(connect ECONNREFUSED 127\.0\.0\.1:1\)\. Start it/,
     );
     expect(result.stderr).not.toMatch(/\n\s+at /);
+    expect(result.stderr).toContain("`docker run -d -p 127.0.0.1:1:6379 redis:7`");
+    expect(result.stderr).not.toMatch(/docker compose up -d redis`(?! in a checkout)/);
   });
 
   it("a login Postgres or Redis refuses: says so and what to fix, not to start a server that runs", async () => {

@@ -12,6 +12,7 @@ import { MIGRATIONS_FOLDER } from "./db/migrate.js";
 import { ValidationError } from "./errors.js";
 import { makeDirectory, PRIVATE_DIRECTORY_MODE } from "./make-directory.js";
 import { createProbe } from "./redis.js";
+import { startPostgresHint, startRedisHint } from "./start-hints.js";
 import { claimFleet } from "./store/fleet-identity.js";
 
 function redact(url: string): string {
@@ -39,7 +40,7 @@ function unreachablePostgres(url: string, error: unknown): ValidationError {
   return new ValidationError(
     "DATABASE_URL",
     `cannot reach Postgres at ${redact(url)} (${(error as Error).message}). Start it (e.g. ` +
-      "`pg_ctlcluster 15 main start`, or `docker compose up -d postgres`) or set DATABASE_URL.",
+      `${startPostgresHint(url)}) or set DATABASE_URL.`,
   );
 }
 
@@ -124,7 +125,7 @@ export async function checkRedis(url: string, timeoutMs = PREFLIGHT_TIMEOUT_MS):
     throw new ValidationError(
       "REDIS_URL",
       `cannot reach Redis at ${redact(url)} (${(error as Error).message}). Start it (e.g. ` +
-        "`redis-server --daemonize yes`, or `docker compose up -d redis`) or set REDIS_URL.",
+        `${startRedisHint(url)}) or set REDIS_URL.`,
     );
   } finally {
     redis.disconnect();

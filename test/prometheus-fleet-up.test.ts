@@ -5,12 +5,14 @@
  * dashboard read them), and as targets exactly the ports that command and the default PORT
  * give each role. Needs `promtool` (Debian package `prometheus`).
  */
-import { readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { upChildren } from "../src/commands/up.js";
 import { loadConfig } from "../src/shared/config.js";
+import { ROOT } from "./support/fleet-env.js";
 import { PROMETHEUS_DIR, promtool } from "./support/prometheus.js";
 
 type ScrapeConfig = { job_name: string; static_configs?: { targets: string[] }[] };
@@ -46,5 +48,31 @@ describe("deploy/prometheus/fleet-up.yml", () => {
     );
     console.log(JSON.stringify(targets));
     expect(targets).toEqual(expected);
+  });
+
+  it("is where the README's commands say, in a checkout and where the package is installed", () => {
+    // The README showed `deploy/prometheus/fleet-up.yml` alone: in a project that installed the
+    // package, promtool and prometheus answer "path … does not exist".
+    const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+    const commands = [
+      ...readme.matchAll(
+        /^prometheus --config\.file=(\S+) .*# (in a checkout|where the package is installed)$/gm,
+      ),
+    ];
+    expect(commands.map((m) => m[2])).toEqual(["in a checkout", "where the package is installed"]);
+    const project = mkdtempSync(join(tmpdir(), "fleet-prometheus-project-"));
+    try {
+      mkdirSync(join(project, "node_modules"));
+      symlinkSync(ROOT, join(project, "node_modules", "agent-fleet"), "dir");
+      for (const [, file, where] of commands) {
+        const { status, output } = promtool(
+          ["check", "config", file!],
+          where === "in a checkout" ? ROOT : project,
+        );
+        expect(status, `${where}: ${output}`).toBe(0);
+      }
+    } finally {
+      rmSync(project, { recursive: true, force: true });
+    }
   });
 });

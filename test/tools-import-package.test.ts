@@ -7,6 +7,7 @@
  * module …` (exit 1). The worker is pointed at a database that does not exist: it loads its
  * modules first, so reaching that check proves they loaded.
  */
+import { readFileSync } from "node:fs";
 import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,24 +20,12 @@ const env = {
   FLEET_PREFIX: "tools-import-package",
 };
 
-const TOOLS = `import { z } from "zod";
-import { defineTool } from "agent-fleet";
-
-export default [
-  defineTool({
-    name: "send_email",
-    description: "Send an email.",
-    parameters: { type: "object", properties: { to: { type: "string" }, body: { type: "string" } }, required: ["to", "body"] },
-    schema: z.object({ to: z.string().email(), body: z.string() }),
-    timeoutMs: 30_000,
-    async run({ to, body }, { callId, sessionId, signal }) {
-      return \`sent to \${to}\`;
-    },
-  }),
-];
-`;
-
-const EXTENSION = `import { defineExtension } from "agent-fleet";
+/** The README's own examples, as a reader copies them. */
+const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+const TOOLS = /```ts\n(\/\/ my-tools\.ts[\s\S]*?)```/.exec(readme)?.[1];
+const EXTENSION = /```ts\n(import \{ defineExtension \} from "agent-fleet";[\s\S]*?)```/.exec(readme)?.[1];
+/** TypeScript-only syntax (a type annotation): loaded through tsx, not as plain JavaScript. */
+const TYPED_EXTENSION = `import { defineExtension } from "agent-fleet";
 const name: string = "typed";
 export default defineExtension({ name, afterRun() {} });
 `;
@@ -50,22 +39,31 @@ describe("a TypeScript module that imports agent-fleet, in a CommonJS project", 
     // As `npm i agent-fleet` lays it out: the package and its (hoisted) zod.
     await symlink(ROOT, join(dir, "node_modules", "agent-fleet"), "dir");
     await symlink(join(ROOT, "node_modules", "zod"), join(dir, "node_modules", "zod"), "dir");
-    await writeFile(join(dir, "my-tools.ts"), TOOLS);
-    await writeFile(join(dir, "my-extension.ts"), EXTENSION);
+    expect(TOOLS).toBeDefined();
+    expect(EXTENSION).toBeDefined();
+    // `.ts`, and `.mts`: what the README offers where tsc refuses a `.ts` module (TS1295).
+    for (const ext of ["ts", "mts"]) {
+      await writeFile(join(dir, `my-tools.${ext}`), TOOLS!);
+      await writeFile(join(dir, `my-extension.${ext}`), EXTENSION!);
+    }
+    await writeFile(join(dir, "typed-extension.ts"), TYPED_EXTENSION);
   });
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it("loads as a --tools module and as an --extensions module", async () => {
+  it("loads as a --tools module and as an --extensions module, as .ts and as .mts", async () => {
     for (const args of [
       ["--tools", "./my-tools.ts"],
       ["--extensions", "./my-extension.ts"],
+      ["--tools", "./my-tools.mts"],
+      ["--extensions", "./my-extension.mts"],
+      ["--extensions", "./typed-extension.ts"],
     ]) {
       const result = await runFleetCli(["worker", ...args], env, 60_000, dir);
       expect(result.stderr, args[1]).not.toMatch(/could not be loaded|is an ES module/);
       expect(result.stderr, args[1]).toMatch(/^fleet: DATABASE_URL: .*does not exist/m);
       expect(result.code, args[1]).toBe(2);
     }
-  }, 120_000);
+  }, 240_000);
 });

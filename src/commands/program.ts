@@ -53,6 +53,11 @@ function wholeNumber(min: number, max?: number): (value: string) => number {
     return n;
   };
 }
+/** `on` or `off`, refused as a usage error naming the command, as a bad number is. */
+function onOrOff(value: string): "on" | "off" {
+  if (value !== "on" && value !== "off") throw new InvalidArgumentError("expected on or off");
+  return value;
+}
 const count = wholeNumber(1);
 const port = wholeNumber(0, 65_535);
 /**
@@ -387,7 +392,7 @@ export function buildProgram(): Program {
       "Turn the session's event stream on or off (PATCH /v1/sessions/:id). on: its stored messages go into the stream at once, its runs' events from its next run (fleet watch follows it); off: the stream is dropped and its readers end. Prints {id, sessionEvents}.",
     )
     .argument("<ID>", "the session id")
-    .argument("<on|off>", "whether its event stream is written")
+    .argument("<on|off>", "whether its event stream is written", onOrOff)
     .option("--api <URL>", apiHelp)
     .action(
       run(async (id: string, setting: string, options: { api?: string }) =>

@@ -159,7 +159,9 @@ describe("tenants and API keys", () => {
       expect((await runCli(fleet.env, ["keys", "create", "--tenant", "no spaces"])).code).toBe(2);
       const revoke = await runCli(fleet.env, ["keys", "revoke", "nosuchkey"]);
       expect(revoke.code).toBe(2);
-      expect(revoke.stderr).toContain("not found");
+      expect(revoke.stderr.trim()).toBe(
+        "fleet keys revoke: API key nosuchkey not found (`fleet keys list` shows the keys' ids)",
+      );
       const help = await runCli(fleet.env, ["keys", "--help"]);
       expect(help.code).toBe(0);
       expect(help.stdout).toContain("fleet keys create --tenant NAME");

@@ -1,7 +1,6 @@
 /** `fleet keys create --tenant NAME [--admin] | list | revoke KEY_ID`: the API keys of contracts §10. */
 import { loadConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
-import { NotFoundError } from "../shared/errors.js";
 import { checkDatabase } from "../shared/preflight.js";
 import { ApiKeys } from "../shared/store/api-keys.js";
 
@@ -63,7 +62,11 @@ export async function listKeysCommand(): Promise<number> {
 
 /** `fleet keys revoke KEY_ID`: the API stops accepting the key within 5 s. */
 export async function revokeKeyCommand(id: string): Promise<number> {
-  if (!(await withKeys((keys) => keys.revoke(id)))) throw new NotFoundError(`API key ${id}`);
+  if (!(await withKeys((keys) => keys.revoke(id)))) {
+    // Named by the command, as `fleet batch status` names its own (it was `fleet: API key … not found`).
+    console.error(`fleet keys revoke: API key ${id} not found (\`fleet keys list\` shows the keys' ids)`);
+    return 2;
+  }
   console.log(`key ${id} revoked`);
   return 0;
 }

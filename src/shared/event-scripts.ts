@@ -204,7 +204,8 @@ return redis.call('DEL', KEYS[1])
 `;
 
 export type RedisWithAppend = Redis & {
-  fleetEventsAppendMany(numKeys: number, ...args: (string | number)[]): Promise<string[][]>;
+  /** `args`: the keys, then the arguments (ioredis flattens the array into the command). */
+  fleetEventsAppendMany(numKeys: number, args: readonly (string | number)[]): Promise<string[][]>;
   fleetEventsDropOff(stream: string, seqKey: string, channel: string, ttlMs: number): Promise<number>;
   fleetEventsOn(seqKey: string): Promise<number>;
   fleetEventsDropStale(

@@ -40,10 +40,16 @@ export type WriteResult =
   | { ok: true; ids: string[]; prior: number; priorFingerprint: string | null; deleted?: true }
   | { ok: false; last: number; diverged?: string };
 
-/** An entry as the script takes it: its seq (0, or `r:RUN_ID`), its type, its data (JSON). */
-type Row = [seq: number | string, type: string, data: string];
+/**
+ * An entry as the script takes it is three of these in a row: its seq (0, or `r:RUN_ID`), its
+ * type, its data (JSON).
+ */
+type Row = number | string;
 
-/** `check`: the stored message the writer believes the stream has last (APPEND_SCRIPT's CHECK). */
+/**
+ * `rows`: the entries, three values each (Row). `check`: the stored message the writer
+ * believes the stream has last (APPEND_SCRIPT's CHECK).
+ */
 type SessionWrite = { sessionId: string; rows: readonly Row[]; bytes: number; check?: StoredMessage };
 
 /**
@@ -201,11 +207,13 @@ export class EventWriter {
     check?: StoredMessage,
   ): Promise<WriteResult> {
     if (!this.enabled || entries.length === 0) return { ok: true, ids: [], prior: 0, priorFingerprint: null };
-    // Filled by push, not by `.map`: arrays `.map` makes have one elements kind when V8 runs it
-    // as a builtin and another when optimized code inlines it, and each new kind seen here
-    // threw this function's optimized code away and had V8 compile it again (twice per worker).
+    // One flat array of (seq, type, data) triples, filled by push, not by `.map`: arrays `.map`
+    // makes have one elements kind when V8 runs it as a builtin and another when optimized code
+    // inlines it, and each new kind seen here threw this function's optimized code away and had
+    // V8 compile it again (twice per worker).
     const rows: Row[] = [];
     const sizes: number[] = [];
+    let bytes = 0;
     for (const event of entries) {
       const seq =
         event.type === "MESSAGE"
@@ -213,25 +221,37 @@ export class EventWriter {
           : event.type === "RUN_COMPLETED"
             ? `r:${event.runId}`
             : 0;
+      // The spread copy costs less than the event's own JSON glued after a head: that string
+      // is flattened again (Buffer.byteLength, the socket), which costs more than the copy.
       const data = JSON.stringify({ sessionId, ...event });
-      rows.push([seq, event.type, data]);
-      sizes.push(Buffer.byteLength(data) + 32);
+      rows.push(seq, event.type, data);
+      const size = Buffer.byteLength(data) + 32;
+      sizes.push(size);
+      bytes += size;
     }
     // A long write goes in chunks, one call each, in order. Each chunk is checked against the
     // stream's seq like any write (a message already there is skipped, one after a gap
     // refused), so the chunks a writer that died left behind are the start of what the next
     // writer sends, and a reader between two chunks reads an ordinary stream that grows. The
     // writer's `check` goes with the first chunk: the later ones follow what it wrote.
-    const starts = chunkStarts(sizes, this.chunk);
+    // Most writes are one chunk: sent as they are, with no copies of their rows and sizes.
+    const single = entries.length <= this.chunk.entries && bytes <= this.chunk.bytes;
+    const starts = single ? [0] : chunkStarts(sizes, this.chunk);
     const ids: string[] = [];
     let prior = 0;
     let priorFingerprint: string | null = null;
-    for (const [n, start] of starts.entries()) {
-      const end = starts[n + 1] ?? rows.length;
+    for (let n = 0; n < starts.length; n++) {
+      const start = starts[n]!;
+      const end = starts[n + 1] ?? entries.length;
+      let chunkBytes = bytes;
+      if (!single) {
+        chunkBytes = 0;
+        for (let i = start; i < end; i++) chunkBytes += sizes[i]!;
+      }
       const result = await this.batch.call({
         sessionId,
-        rows: rows.slice(start, end),
-        bytes: sizes.slice(start, end).reduce((sum, size) => sum + size, 0),
+        rows: single ? rows : rows.slice(3 * start, 3 * end),
+        bytes: chunkBytes,
         ...(check && n === 0 ? { check } : {}),
       });
       // A gap is found in the first chunk (in a later one only if Redis lost the stream meanwhile).
@@ -243,9 +263,8 @@ export class EventWriter {
         prior = Number(result[1]);
         priorFingerprint = result[2] || null;
       }
-      const written = result.slice(3);
-      this.count(entries.slice(start, end), written.length);
-      ids.push(...written);
+      for (let i = 3; i < result.length; i++) ids.push(result[i]!);
+      this.count(entries, start, end, result.length - 3);
     }
     return { ok: true, ids, prior, priorFingerprint };
   }
@@ -294,28 +313,35 @@ export class EventWriter {
   }
 
   private send(writes: SessionWrite[]): Promise<string[][]> {
-    const keys: string[] = [];
-    const args: (string | number)[] = [
+    // The script's keys and then its arguments, in one array: ioredis flattens it into the
+    // command (Command's `args.flat()`), where spreading two arrays into the call made copies.
+    const args: (string | number)[] = [];
+    for (const { sessionId } of writes)
+      args.push(eventStreamKey(this.prefix, sessionId), seqKey(this.prefix, sessionId));
+    args.push(
       this.retention.maxEvents,
       this.retention.maxAgeMs,
       eventsNotifyChannel(this.prefix),
       this.retention.maxBytes ?? 0,
-    ];
-    for (const { sessionId, rows, check } of writes) {
-      const stream = eventStreamKey(this.prefix, sessionId);
-      keys.push(stream, seqKey(this.prefix, sessionId));
-      args.push(stream, rows.length + (check ? 1 : 0));
+    );
+    for (let w = 0; w < writes.length; w++) {
+      const { rows, check } = writes[w]!;
+      args.push(args[2 * w]!, rows.length / 3 + (check ? 1 : 0));
       if (check) args.push(`c:${fingerprint(check)}`, "CHECK", "");
-      for (const row of rows) args.push(...row);
+      for (const value of rows) args.push(value);
     }
-    return (this.redis as unknown as RedisWithAppend).fleetEventsAppendMany(keys.length, ...keys, ...args);
+    return (this.redis as unknown as RedisWithAppend).fleetEventsAppendMany(2 * writes.length, args);
   }
 
-  /** Counts the entries written: every non-message event, and the messages not skipped (the first ones). */
-  private count(entries: readonly SessionEventInput[], written: number): void {
+  /**
+   * Counts the entries written of `entries[start, end)`: every non-message event, and the
+   * messages not skipped (the first ones).
+   */
+  private count(entries: readonly SessionEventInput[], start: number, end: number, written: number): void {
     if (!this.counter || written === 0) return;
-    let skipped = entries.length - written;
-    for (const event of entries) {
+    let skipped = end - start - written;
+    for (let i = start; i < end; i++) {
+      const event = entries[i]!;
       if (event.type === "MESSAGE" && skipped > 0) {
         skipped--;
         continue;

@@ -28,6 +28,8 @@ export type ChaosRunOptions = ChaosOptions & {
   leaseTtlMs: number;
   /** How long to wait for quiescence after the chaos stopped. */
   settleMs: number;
+  /** The private redis-server's port (it is killed and restarted); null: any free port. */
+  redisPort: number | null;
   /** Keep the scratch database and tool directory for a look afterwards. */
   keep: boolean;
   /** Print each fault as it lands. */
@@ -109,7 +111,7 @@ function describePlan(plan: ChaosPlan): string {
 
 async function startFleet(options: ChaosRunOptions, cleanup: Cleanup): Promise<Fleet> {
   const id = shortId();
-  const redis = new PrivateRedis(await freePort());
+  const redis = new PrivateRedis(options.redisPort ?? (await freePort()));
   cleanup.add("stop the private redis-server", () => redis.stop());
   await redis.start();
   const dbName = `fleet_chaos_${id}`;

@@ -6,6 +6,7 @@
  *   npm run chaos                              # 200 sessions, a random seed (printed)
  *   npm run chaos -- --sessions 1000           # deadline scales with the sessions
  *   npm run chaos -- --seed 1234 --timeout 60  # repeat a schedule, shorter
+ *   npm run chaos -- --redis-port 7800         # the private redis-server's port (default: a free one)
  *
  * Exits 0 when every check holds, 1 on a violation (the first offending sessions are
  * printed with their seqs), 2 when the run itself could not be carried out.
@@ -26,6 +27,7 @@ const values = benchOptions({
   concurrency: { type: "string", default: "8" },
   "lease-ms": { type: "string", default: "2000" },
   "chaos-rate": { type: "string", default: "1" },
+  "redis-port": { type: "string" },
   keep: { type: "boolean", default: false },
   quiet: { type: "boolean", default: false },
 });
@@ -55,6 +57,7 @@ const code = await runChaos({
   concurrency: number("concurrency", values.concurrency, 1),
   leaseTtlMs: number("lease-ms", values["lease-ms"], 500),
   chaosRate: number("chaos-rate", values["chaos-rate"], 0, false),
+  redisPort: values["redis-port"] === undefined ? null : number("redis-port", values["redis-port"], 1),
   keep: values.keep,
   verbose: !values.quiet,
 });

@@ -269,19 +269,26 @@ export class Sweeper {
             }
             this.deps.metrics.runs.inc({ kind: run.kind === "resume" ? "resume" : "run", outcome: cause });
             // Before the resume is queued, so the resume's RUN_STARTED follows this event.
-            await this.deps
-              .runEnded?.(run.session_id, run.id, cause)
-              .catch((error: unknown) =>
+            const written = await (
+              this.deps.runEnded?.(run.session_id, run.id, cause) ?? Promise.resolve()
+            ).then(
+              () => true,
+              (error: unknown) => {
                 this.deps.log.warn(
                   { err: error, sessionId: run.session_id },
-                  "writing the run's end event failed",
-                ),
-              );
+                  "writing the run's end event failed; the resume is left to the next look",
+                );
+                return false;
+              },
+            );
             this.deps.log.info(
               { sessionId: run.session_id, runId: run.id, workerId: run.worker_id, cause },
               "run abandoned",
             );
-            await this.resumeOrPark(run.session_id, cause, lastRenewal);
+            // Once a resume has started, this run is no longer the session's latest and its lost
+            // end is never written (EventWriter.missingRunEnd). Not resumed now, the session is
+            // part 2's, as after a sweeper that died here: it writes the lost end, then resumes.
+            if (written) await this.resumeOrPark(run.session_id, cause, lastRenewal);
             return true;
           }),
         );

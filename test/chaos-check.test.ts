@@ -306,6 +306,15 @@ describe("chaos checks", () => {
       Object.assign(h.sessions[0]!, { status: "parked", parkedReason: "refused" }),
     );
     expect(checkSessionsSettled(parked).violations).toEqual([]);
+    // Parked with a resume still queued (countRetry parks over it): it waits for an operator.
+    const queuedRun = { ...clean().runs[1]!, id: "r3", status: "queued", endedReason: null, endedAtMs: null };
+    const parkedQueued = broken((h) => {
+      Object.assign(h.sessions[0]!, { status: "parked", parkedReason: "attempts_exhausted" });
+      h.runs.push({ ...queuedRun, startedAtMs: null });
+    });
+    expect(checkSessionsSettled(parkedQueued).violations).toEqual([]);
+    const completedQueued = broken((h) => h.runs.push({ ...queuedRun, startedAtMs: null }));
+    expect(details(checkSessionsSettled(completedQueued))).toEqual(["resume run r3 is still queued"]);
   });
 
   it("appends: after the run was declared stalled, before it started, interleaved, overlapping runs", () => {

@@ -9,20 +9,11 @@
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
-import type { Message } from "../src/shared/messages.js";
 import { type ConsoleFleet, openConsoleFleet } from "./support/console-browser.js";
+import { questionsAndAnswers } from "./support/histories.js";
 
 /** Two pages of the page's first read: 500, then the rest. */
 const TOTAL = 1_200;
-
-function history(n: number): Message[] {
-  const out: Message[] = [];
-  for (let i = 0; out.length < n; i++) {
-    out.push({ role: "user", content: `question ${i}` });
-    out.push({ role: "assistant", content: `answer ${i}`, stopReason: "end_turn" });
-  }
-  return out;
-}
 
 describe("the console when a page read of a long transcript fails", () => {
   let base: string;
@@ -41,7 +32,7 @@ describe("the console when a page read of a long transcript fails", () => {
   it("tries the read again with backoff, says so, and ends with every message", async () => {
     const { id } = await client.createSession({
       agent: { model: { provider: "scripted", steps: [{ text: "x" }] } },
-      messages: history(TOTAL),
+      messages: questionsAndAnswers(TOTAL),
     });
     // The second page fails twice: a 500, then a cut connection; the third try goes through.
     let secondPageReads = 0;
@@ -85,7 +76,7 @@ describe("the console when a page read of a long transcript fails", () => {
   it("does not try again a read whose answer would be the same (404)", async () => {
     const { id } = await client.createSession({
       agent: { model: { provider: "scripted", steps: [{ text: "x" }] } },
-      messages: history(TOTAL),
+      messages: questionsAndAnswers(TOTAL),
     });
     let secondPageReads = 0;
     await page.route(

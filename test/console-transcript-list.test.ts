@@ -9,20 +9,11 @@
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
-import type { Message } from "../src/shared/messages.js";
 import { type ConsoleFleet, openConsoleFleet } from "./support/console-browser.js";
+import { questionsAndAnswers } from "./support/histories.js";
 
 /** Three blocks: two of 50, one of 20. */
 const TOTAL = 120;
-
-function history(n: number): Message[] {
-  const out: Message[] = [];
-  for (let i = 0; out.length < n; i++) {
-    out.push({ role: "user", content: `question ${i}` });
-    out.push({ role: "assistant", content: `answer ${i}`, stopReason: "end_turn" });
-  }
-  return out;
-}
 
 describe("the console's transcript to assistive technology", () => {
   let base: string;
@@ -41,7 +32,7 @@ describe("the console's transcript to assistive technology", () => {
   it("is one list with every message as an item, in blocks that contain their layout", async () => {
     const { id } = await client.createSession({
       agent: { model: { provider: "scripted", steps: [{ text: "x" }] } },
-      messages: history(TOTAL),
+      messages: questionsAndAnswers(TOTAL),
     });
     await page.goto(`${base}/console/sessions/${id}`);
     await page.getByText(`Transcript (${TOTAL} messages)`).waitFor();

@@ -74,3 +74,13 @@ export function storedHistory(n: number, from = 0, options: { varied?: boolean }
   }
   return out;
 }
+
+/** A finished conversation of `n` messages (`n` even): `question i`, `answer i`, … */
+export function questionsAndAnswers(n: number): Message[] {
+  const out: Message[] = [];
+  for (let i = 0; out.length < n; i++) {
+    out.push({ role: "user", content: `question ${i}` });
+    out.push({ role: "assistant", content: `answer ${i}`, stopReason: "end_turn" });
+  }
+  return out;
+}

@@ -40,6 +40,13 @@ export type RunningSweeper = {
 const WIDE_SCAN_EVERY = 5;
 /** After the sweeper's own Redis connection comes back, workers are reconnecting too. */
 const RECONNECT_QUIET_MS = 3_000;
+/**
+ * How long a stop waits for each of the webhook Worker's close and the passes under way: past
+ * a delivery's own 10 s deadline. BullMQ's `Worker.close()` never resolves while its Redis is
+ * away (taskforcesh/bullmq#4656), nor does a pass waiting on a Redis command, and a stop must
+ * not wait for Redis to come back.
+ */
+export const STOP_WAIT_MS = 11_000;
 
 export async function startSweeper(
   config: FleetConfig,
@@ -248,9 +255,18 @@ export async function startSweeper(
         // slow plan): they would otherwise go on in Postgres after this process exited, and
         // hold up this stop meanwhile. What a cancelled pass left undone, the next sweeper
         // finds, as after a crash.
-        await closeAll([() => webhookWorker.close(), () => database.close()], log);
-        while (liveness.running || wide.running) await new Promise((r) => setTimeout(r, 10));
-        await retaining;
+        // Neither the webhook Worker's close nor a pass waiting on a Redis command ends while
+        // Redis is away: each is waited for at most STOP_WAIT_MS, then the connections below
+        // are closed, which fails the commands still waiting.
+        await closeAll(
+          [() => closeWithin(webhookWorker.close(), "the webhook worker", log), () => database.close()],
+          log,
+        );
+        const passesEnded = async () => {
+          while (liveness.running || wide.running) await new Promise((r) => setTimeout(r, 10));
+        };
+        await closeWithin(passesEnded(), "a pass", log);
+        await closeWithin(retaining ?? Promise.resolve(), "a retention pass", log);
         await closeAll(
           [
             () => webhookQueue.close(),
@@ -309,4 +325,22 @@ export function sweepPass(
       }
     },
   };
+}
+
+/** Waits for `closing` at most STOP_WAIT_MS; then the stop goes on without it, with a warning. */
+async function closeWithin(
+  closing: Promise<unknown>,
+  what: string,
+  log: Pick<Logger, "warn">,
+): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<"late">((resolve) => {
+    timer = setTimeout(() => resolve("late"), STOP_WAIT_MS);
+  });
+  try {
+    if ((await Promise.race([closing, late])) === "late")
+      log.warn({ waitedMs: STOP_WAIT_MS }, `${what} did not end (Redis away?); stopping without it`);
+  } finally {
+    clearTimeout(timer);
+  }
 }

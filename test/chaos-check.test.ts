@@ -24,6 +24,7 @@ import {
 } from "../bench/chaos-checks.js";
 import { planChaos } from "../bench/chaos-plan.js";
 import { parseAgentConfig } from "../src/shared/agent-config.js";
+import { exitedWithOutput } from "./support/child-exit.js";
 import { INTERRUPTED_TEXT as SPEC_TEXT } from "./support/sleepy-sessions.js";
 
 const S = "session-1";
@@ -472,7 +473,7 @@ describe("a tiny chaos run", () => {
     let out = "";
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (out += d));
-    const code = await new Promise<number | null>((done) => child.on("exit", (c) => done(c)));
+    const code = await exitedWithOutput(child);
     if (code !== 0) console.log(out);
     expect(code).toBe(0);
     expect(out).toMatch(/✓ seq contiguous from 1 +8 sessions/);

@@ -17,6 +17,7 @@ import { loadConfig } from "../src/shared/config.js";
 import { eventStreamKey } from "../src/shared/events.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
+import { exitedWithOutput } from "./support/child-exit.js";
 import {
   createFleetEnv,
   FLEET_BIN,
@@ -372,7 +373,7 @@ describe("deleting sessions and batches", () => {
         child.stderr.on("data", (d) => {
           stderr += d;
         });
-        child.on("exit", (code) => resolve({ code, stdout, stderr }));
+        void exitedWithOutput(child).then((code) => resolve({ code, stdout, stderr }));
       });
     const session = await cli(["session", "delete", id]);
     expect(session.code, session.stderr).toBe(0);

@@ -15,6 +15,7 @@ import { EventWriter } from "../src/shared/event-writer.js";
 import { eventStreamKey } from "../src/shared/events.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { startSweeper } from "../src/sweeper/sweeper-process.js";
+import { exitedWithOutput } from "./support/child-exit.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { readSse, sseClients } from "./support/sse.js";
 
@@ -395,7 +396,7 @@ describe("event routes", () => {
       watch.stderr.on("data", (d) => {
         watched += d;
       });
-      const watchExit = new Promise<number | null>((resolve) => watch.on("exit", resolve));
+      const watchExit = exitedWithOutput(watch);
       // Both following before the run: the proxied iterator has been cut and come back a few
       // times, and fleet watch's stream is open beside it.
       await waitFor(

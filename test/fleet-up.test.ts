@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createServer, type Server } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient } from "../src/producer/client.js";
+import { exitedWithOutput } from "./support/child-exit.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
 async function freePort(host = "127.0.0.1"): Promise<number> {
@@ -57,7 +58,7 @@ function startUp(args: string[], env: Record<string, string>) {
   child.stderr.on("data", (d) => {
     out += d;
   });
-  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const exited = exitedWithOutput(child);
   /** The pid of each start of a child: "api" → [first, after the first restart, ...]. */
   const pids = (name: string): number[] =>
     [...out.matchAll(new RegExp(`fleet up: (?:started|restarted) ${name} \\(pid (\\d+)\\)`, "g"))].map((m) =>

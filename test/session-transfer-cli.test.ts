@@ -277,7 +277,7 @@ describe.concurrent("a malformed file", () => {
       const file = await variant(`${name.replace(/\W+/g, "-")}.jsonl`, edit);
       const before = await sessionCount();
       const result = await cli(["session", "import", file]);
-      expect(result.stderr).toBe(`fleet session import: ${expected}\n`);
+      expect(result.stderr, `exit code ${result.code}`).toBe(`fleet session import: ${expected}\n`);
       expect(result.code).toBe(2);
       expect(result.stdout).toBe("");
       expect(await sessionCount()).toBe(before);

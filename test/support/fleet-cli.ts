@@ -1,5 +1,6 @@
 /** The `fleet` command as a user runs it: a child process, its exit code and output. */
 import { spawn } from "node:child_process";
+import { exitedWithOutput } from "./child-exit.js";
 import { FLEET_BIN, ROOT } from "./fleet-env.js";
 
 export type CliResult = { code: number | null; stdout: string; stderr: string };
@@ -40,7 +41,7 @@ export function runFleetCli(
       child.kill("SIGKILL");
       reject(new Error(`fleet ${args.join(" ")} did not exit in ${timeoutMs} ms:\n${stdout}\n${stderr}`));
     }, timeoutMs);
-    child.on("exit", (code) => {
+    void exitedWithOutput(child).then((code) => {
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });

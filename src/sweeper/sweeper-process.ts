@@ -15,7 +15,7 @@ import { openWebhookQueue, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, RedisOutageLog } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
 import { roleEventWriter, watchEvictionAndServeMetrics } from "../shared/role-start.js";
-import { closeAll } from "../shared/shutdown.js";
+import { closeAll, closeWithin } from "../shared/shutdown.js";
 import { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import { BatchStore } from "../shared/store/batches.js";
 import { DataDeletion } from "../shared/store/data-deletion.js";
@@ -40,13 +40,6 @@ export type RunningSweeper = {
 const WIDE_SCAN_EVERY = 5;
 /** After the sweeper's own Redis connection comes back, workers are reconnecting too. */
 const RECONNECT_QUIET_MS = 3_000;
-/**
- * How long a stop waits for each of the webhook Worker's close and the passes under way: past
- * a delivery's own 10 s deadline. BullMQ's `Worker.close()` never resolves while its Redis is
- * away (taskforcesh/bullmq#4656), nor does a pass waiting on a Redis command, and a stop must
- * not wait for Redis to come back.
- */
-export const STOP_WAIT_MS = 11_000;
 
 export async function startSweeper(
   config: FleetConfig,
@@ -256,8 +249,9 @@ export async function startSweeper(
         // hold up this stop meanwhile. What a cancelled pass left undone, the next sweeper
         // finds, as after a crash.
         // Neither the webhook Worker's close nor a pass waiting on a Redis command ends while
-        // Redis is away: each is waited for at most STOP_WAIT_MS, then the connections below
-        // are closed, which fails the commands still waiting.
+        // Redis is away: each is waited for at most STOP_WAIT_MS (past a delivery's own 10 s
+        // deadline), then the connections below are closed, which fails the commands still
+        // waiting.
         await closeAll(
           [() => closeWithin(webhookWorker.close(), "the webhook worker", log), () => database.close()],
           log,
@@ -325,22 +319,4 @@ export function sweepPass(
       }
     },
   };
-}
-
-/** Waits for `closing` at most STOP_WAIT_MS; then the stop goes on without it, with a warning. */
-async function closeWithin(
-  closing: Promise<unknown>,
-  what: string,
-  log: Pick<Logger, "warn">,
-): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<"late">((resolve) => {
-    timer = setTimeout(() => resolve("late"), STOP_WAIT_MS);
-  });
-  try {
-    if ((await Promise.race([closing, late])) === "late")
-      log.warn({ waitedMs: STOP_WAIT_MS }, `${what} did not end (Redis away?); stopping without it`);
-  } finally {
-    clearTimeout(timer);
-  }
 }

@@ -26,7 +26,7 @@ import { parseRunJob, QUEUES, type QueueKey, RunQueues } from "../shared/queues.
 import { closeRedis, createRedis, isConnectionError, RedisOutageLog } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
 import { roleEventWriter, watchEvictionAndServeMetrics } from "../shared/role-start.js";
-import { closeAll } from "../shared/shutdown.js";
+import { closeAll, closeWithin } from "../shared/shutdown.js";
 import { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import { CapacityWaits } from "../shared/store/capacity-waits.js";
 import { DataDeletion } from "../shared/store/data-deletion.js";
@@ -363,10 +363,17 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
         log.warn("grace period over: aborting running work");
         for (const worker of workers) worker.cancelAllJobs("worker shutting down");
       }
+      // While Redis is away neither BullMQ's close (taskforcesh/bullmq#4656) nor a job's last
+      // writes end: after the grace period they are waited for at most STOP_WAIT_MS, then the
+      // connections are closed; a job left so is the sweeper's to resume, as after a crash.
       await closeAll(
         [
-          () => closed,
-          () => Promise.all(closing),
+          () =>
+            closeWithin(
+              closed.then(() => Promise.all(closing)),
+              "a running job",
+              log,
+            ),
           () => deletionHooks.stop(),
           async () => {
             clearInterval(heartbeat);

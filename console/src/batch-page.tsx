@@ -4,7 +4,7 @@
  * cancel, a resume of its parked sessions (one pass of `POST /v1/batches/:id/resume`), and a
  * link to its sessions in the list.
  */
-import { useCallback, useEffect, useState } from "preact/hooks";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import {
   ApiError,
   api,
@@ -15,7 +15,8 @@ import {
   paths,
   storedKey,
 } from "./api";
-import { Badge, ErrorBox, Link, listHref, revealed, Shown, Time } from "./ui";
+import { type ReadRetry, readRetried } from "./read-retry";
+import { Badge, ErrorBox, Link, listHref, ReadRetryNotice, revealed, Shown, Time } from "./ui";
 
 const PARTS = ["completed", "parked", "cancelled", "running", "queued"] as const;
 
@@ -34,20 +35,41 @@ export function BatchPageView({ id }: { id: string }) {
   const [missing, setMissing] = useState(false);
   const [busy, setBusy] = useState(false);
   const [resumeNote, setResumeNote] = useState<string | null>(null);
+  const [retry, setRetry] = useState<ReadRetry | null>(null);
+  /** The batch the page shows (null once it has left it): its first read stops trying then. */
+  const following = useRef<string | null>(null);
 
-  const load = useCallback(async () => {
-    try {
-      setBatch(await api<Batch>("GET", paths.batch(id)));
-      setError(null);
-    } catch (failed) {
-      if (failed instanceof ApiError && failed.status === 404) setMissing(true);
-      else setError(failed);
-    }
-  }, [id]);
+  /**
+   * `first`: the page's first read, tried again when it fails for a moment (read-retry.ts);
+   * a later one (every 2 s while the batch runs) is simply read again at the next tick.
+   */
+  const read = useCallback(
+    async (first: boolean) => {
+      try {
+        const get = () => api<Batch>("GET", paths.batch(id));
+        const got = first
+          ? await readRetried(get, { wanted: () => following.current === id, onRetry: setRetry })
+          : { answer: await get() };
+        if (!got) return;
+        setBatch(got.answer);
+        setError(null);
+      } catch (failed) {
+        if (failed instanceof ApiError && failed.status === 404) setMissing(true);
+        else setError(failed);
+      }
+    },
+    [id],
+  );
+  const load = useCallback(() => read(false), [read]);
 
   useEffect(() => {
-    void load();
-  }, [load]);
+    following.current = id;
+    setRetry(null);
+    void read(true);
+    return () => {
+      following.current = null;
+    };
+  }, [id, read]);
   useEffect(() => {
     if (batch?.status !== "running") return;
     const timer = setInterval(() => void load(), 2_000);
@@ -135,7 +157,8 @@ export function BatchPageView({ id }: { id: string }) {
       </h1>
       <ErrorBox error={error} />
       {!batch || !counts ? (
-        !error && <p aria-busy="true">Loading…</p>
+        !error &&
+        (retry ? <ReadRetryNotice retry={retry} what="the batch" /> : <p aria-busy="true">Loading…</p>)
       ) : (
         <>
           <p>

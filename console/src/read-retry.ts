@@ -1,11 +1,12 @@
 /**
- * A page read of a long transcript that fails (a network blip, a 500, a 429) is tried again,
- * with backoff, while the page follows the session: otherwise the transcript stayed partial
- * until a reload or the next event, shown as if complete. Pure decisions only.
+ * A read of the console that fails for a moment (a network blip, a 503, a 429) is tried again,
+ * with backoff, while the page still wants it: the first read of a page (a session, the
+ * sessions list, a batch) as well as a later page of a long transcript. Otherwise the page
+ * showed an error, or a transcript stayed partial shown as if complete, until a reload.
  */
 import { ApiError } from "./api";
 
-/** What the transcript says while a read is tried again. */
+/** What the page says while a read is tried again. */
 export type ReadRetry = { attempt: number; inMs: number; failure: unknown };
 
 /**
@@ -23,4 +24,33 @@ export function retryableRead(failure: unknown): boolean {
 /** The wait before try `attempt` (2, 3, …): 1 s, doubled each time, at most 30 s. */
 export function retryDelayMs(attempt: number): number {
   return Math.min(30_000, 1_000 * 2 ** Math.max(0, attempt - 2));
+}
+
+/**
+ * `read()` until it answers: a failure `retryableRead` allows is tried again after
+ * `retryDelayMs`, told through `onRetry` (null once a try answers or fails for good); another
+ * failure is thrown. Resolves `{ answer }`, or null once `wanted()` is false after a wait (the
+ * page left the read: it shows nothing of it, not even its failure).
+ */
+export async function readRetried<T>(
+  read: () => Promise<T>,
+  options: { wanted: () => boolean; onRetry: (retry: ReadRetry | null) => void },
+): Promise<{ answer: T } | null> {
+  for (let attempt = 1; ; ) {
+    try {
+      const answer = await read();
+      if (attempt > 1) options.onRetry(null);
+      return { answer };
+    } catch (failure) {
+      if (!retryableRead(failure) || !options.wanted()) {
+        if (attempt > 1) options.onRetry(null);
+        throw failure;
+      }
+      attempt++;
+      const inMs = retryDelayMs(attempt);
+      options.onRetry({ attempt, inMs, failure });
+      await new Promise((resolve) => setTimeout(resolve, inMs));
+      if (!options.wanted()) return null;
+    }
+  }
 }

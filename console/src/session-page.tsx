@@ -6,9 +6,21 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ApiError, api, type Message, paths, type ResumePoint, type Run, type Session } from "./api";
 import { type FleetEvent, followSession, type LiveMode } from "./live";
-import { type ReadRetry, retryableRead, retryDelayMs } from "./read-retry";
+import { type ReadRetry, readRetried } from "./read-retry";
 import { Transcript } from "./transcript";
-import { Badge, duration, Empty, ErrorBox, Json, Link, revealed, Shown, statusKind, Time } from "./ui";
+import {
+  Badge,
+  duration,
+  Empty,
+  ErrorBox,
+  Json,
+  Link,
+  ReadRetryNotice,
+  revealed,
+  Shown,
+  statusKind,
+  Time,
+} from "./ui";
 
 /**
  * A session read with `afterSeq` (its messages after that seq only), with the page's
@@ -369,26 +381,20 @@ export function SessionPageView({ id }: { id: string }) {
         let have = shown.current?.id === id ? shown.current : null;
         // Whether more pages are known to follow what the page shows: then a failed read leaves
         // the transcript partial, and is tried again (with backoff, said on the page) rather
-        // than left so until a reload or the next event.
+        // than left so until a reload or the next event. So is the first read (the page shows
+        // nothing yet): a 503 or a dropped connection at load is not shown as the page's error.
         let partial = false;
-        let attempt = 1;
         for (;;) {
           const afterSeq = have?.messages.at(-1)?.seq ?? 0;
           const limit = afterSeq === 0 ? FIRST_MESSAGES_PAGE : MESSAGES_PAGE;
-          let next: Session;
-          try {
-            next = await api<Session>("GET", paths.session(id, afterSeq, have ? RUNS_WINDOW : 0, limit));
-          } catch (failure) {
-            if (!partial || !retryableRead(failure) || following.current !== id) throw failure;
-            attempt++;
-            const inMs = retryDelayMs(attempt);
-            setRetry({ attempt, inMs, failure });
-            await new Promise((resolve) => setTimeout(resolve, inMs));
-            if (following.current !== id) return;
-            continue;
-          }
-          attempt = 1;
-          setRetry(null);
+          const runsLimit = have ? RUNS_WINDOW : 0;
+          const read = () => api<Session>("GET", paths.session(id, afterSeq, runsLimit, limit));
+          const got: { answer: Session } | null =
+            partial || have === null
+              ? await readRetried(read, { wanted: () => following.current === id, onRetry: setRetry })
+              : { answer: await read() };
+          if (!got) return;
+          const next: Session = got.answer;
           const merged: { session: Session | null } = { session: null };
           setSession((current) => {
             const mine = current?.id === id ? current : null;
@@ -399,7 +405,7 @@ export function SessionPageView({ id }: { id: string }) {
           });
           // Not the messages or runs the page had (they changed meanwhile): read from the start.
           have = merged.session;
-          const more = next.nextAfterSeq != null || have === null;
+          const more: boolean = next.nextAfterSeq != null || have === null;
           partial = more;
           setReading(more);
           if (!more || following.current !== id) break;
@@ -515,7 +521,8 @@ export function SessionPageView({ id }: { id: string }) {
       </h1>
       <ErrorBox error={error} />
       {!session ? (
-        !error && <p aria-busy="true">Loading…</p>
+        !error &&
+        (retry ? <ReadRetryNotice retry={retry} what="the session" /> : <p aria-busy="true">Loading…</p>)
       ) : (
         <>
           <dl class="facts">

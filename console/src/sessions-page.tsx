@@ -6,6 +6,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, paths, type SessionPage } from "./api";
 import { hasInvisible, unrevealed, withoutInvisible } from "./invisible";
+import { type ReadRetry, readRetried } from "./read-retry";
 import {
   Badge,
   batchHref,
@@ -15,6 +16,7 @@ import {
   Link,
   listHref,
   navigate,
+  ReadRetryNotice,
   revealed,
   Shown,
   sessionHref,
@@ -61,19 +63,25 @@ export function SessionsPage({ query }: { query: URLSearchParams }) {
   const [error, setError] = useState<unknown>(null);
   const [loading, setLoading] = useState(true);
   const [reload, setReload] = useState(0);
+  const [retry, setRetry] = useState<ReadRetry | null>(null);
 
   useEffect(() => {
     let live = true;
     setLoading(true);
+    setRetry(null);
     const params = new URLSearchParams({ limit: String(PAGE_SIZE) });
     if (status) params.set("status", status);
     if (parkedReason) params.set("parkedReason", parkedReason);
     if (batch) params.set("batch", batch);
     if (before) params.set("before", before);
-    api<SessionPage>("GET", paths.sessions(params))
-      .then((answer) => {
-        if (!live) return;
-        setData(answer);
+    // A read failing for a moment (a 503, a dropped connection) is tried again (read-retry.ts).
+    readRetried(() => api<SessionPage>("GET", paths.sessions(params)), {
+      wanted: () => live,
+      onRetry: (next) => live && setRetry(next),
+    })
+      .then((got) => {
+        if (!live || !got) return;
+        setData(got.answer);
         setError(null);
       })
       .catch((failure) => {
@@ -181,6 +189,7 @@ export function SessionsPage({ query }: { query: URLSearchParams }) {
         </p>
       )}
       <ErrorBox error={error} />
+      <ReadRetryNotice retry={retry} what="the sessions" />
       {loading && !data && <p aria-busy="true">Loading…</p>}
       {data && data.sessions.length === 0 && (
         <Empty>

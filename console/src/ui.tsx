@@ -4,6 +4,7 @@ import { useMemo } from "preact/hooks";
 import { ApiError } from "./api";
 import { jsonPieces } from "./direction";
 import { revealed, revealedParts, withLineBreaks } from "./invisible";
+import type { ReadRetry } from "./read-retry";
 
 /** The console's own routes: /console, /console/sessions/:id, /console/batches/:id. */
 export type Route =
@@ -190,6 +191,17 @@ export function ErrorBox({ error }: { error: unknown }) {
   return (
     <p class="error" role="alert">
       <Shown text={message} />
+    </p>
+  );
+}
+
+/** A page's first read failed for a moment and is tried again (read-retry.ts): what and when. */
+export function ReadRetryNotice({ retry, what }: { retry: ReadRetry | null; what: string }) {
+  if (!retry) return null;
+  return (
+    <p class="error read-retry" role="status">
+      A read of {what} failed (<Shown text={failureText(retry.failure)} />
+      ); trying again in {Math.round(retry.inMs / 1000)} s (attempt {retry.attempt}).
     </p>
   );
 }

@@ -59,13 +59,18 @@ export function describeEvent(event: FleetEvent): string {
 
 /**
  * When an event happened, as the stream tells it (ISO 8601): a MESSAGE's commit time
- * (`message.createdAt`, also for a message written into the stream again later), else when
- * the event entered the stream (`at`); null when the API sends neither (one older than `at`).
+ * (`message.createdAt`, also for a message written into the stream again later), a
+ * RUN_COMPLETED's run end (`endedAt`, on an end a repair wrote late), else when the event
+ * entered the stream (`at`); null when the API sends none (one older than `at`).
  */
 export function eventTimeOf(event: FleetEvent): string | null {
   const d = event.data;
-  const created: unknown = event.type === "MESSAGE" ? d.message?.createdAt : undefined;
-  const time: unknown = typeof created === "string" ? created : d.at;
+  const own: unknown =
+    event.type === "MESSAGE" ? d.message?.createdAt : event.type === "RUN_COMPLETED" ? d.endedAt : undefined;
+  return isoTime(own) ?? isoTime(d.at);
+}
+
+function isoTime(time: unknown): string | null {
   if (typeof time !== "string") return null;
   const ms = Date.parse(time);
   return Number.isNaN(ms) ? null : new Date(ms).toISOString();

@@ -303,6 +303,12 @@ export const sessionEventSchema = z
     success: z.boolean().optional().describe("TOOL_FINISHED"),
     stopReason: z.string().optional().describe("MODEL_STOPPED"),
     outcome: z.string().optional().describe("RUN_COMPLETED: the run's endedReason"),
+    endedAt: z
+      .string()
+      .optional()
+      .describe(
+        "RUN_COMPLETED written late by a repair (a lost run end): when the run ended; its `at` is the repair's",
+      ),
     reason: z.string().optional().describe("SESSION_PARKED"),
     at: eventAt,
   })

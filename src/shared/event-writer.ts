@@ -355,15 +355,20 @@ export class EventWriter {
    * ago (on Postgres's clock) and its stream lacks it: whoever ended the run died (or lost
    * Redis) between committing the end and writing the event. Written after the stored messages
    * the stream lacks, exactly like the sweeper's; a late writer's own RUN_COMPLETED for that
-   * run is then skipped (APPEND_SCRIPT's `done`). Returns the run it wrote the end of, or null.
+   * run is then skipped (APPEND_SCRIPT's `done`). It carries the run's end time (`endedAt`, as
+   * its runs row has it): its `at` is this write's, maybe long after. Returns the run it wrote
+   * the end of, or null.
    */
   async missingRunEnd(database: Database, sessionId: string, graceMs: number): Promise<string | null> {
     if (!this.enabled) return null;
     // The latest ended run, unless a later run has started since (its RUN_STARTED is in the
     // stream: an end written now would come after it). Later: in the order runs run
     // (schema.ts `queueSeq`), which `created_at` is not always.
-    const [run] = await database.sql<{ id: string; ended_reason: string | null; settled: boolean }[]>`
+    const [run] = await database.sql<
+      { id: string; ended_reason: string | null; ended_at: string; settled: boolean }[]
+    >`
       select x.id, x.ended_reason,
+             to_char(x.ended_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as ended_at,
              x.ended_at < now() - make_interval(secs => ${graceMs / 1000})
                and x.ended_at > now() - make_interval(secs => ${this.retention.maxAgeMs / 1000}) as settled
         from (select id, ended_reason, ended_at, queue_seq, created_at from runs
@@ -390,7 +395,7 @@ export class EventWriter {
       if (event.type === "RUN_COMPLETED" && event.data.runId === run.id) return null;
     }
     await this.writeAfterSync(database, sessionId, [
-      { type: "RUN_COMPLETED", runId: run.id, outcome: run.ended_reason ?? "failed" },
+      { type: "RUN_COMPLETED", runId: run.id, outcome: run.ended_reason ?? "failed", endedAt: run.ended_at },
     ]);
     return run.id;
   }

@@ -55,7 +55,16 @@ export type SessionEventInput =
   | { type: "TOOL_STARTED"; runId: string; toolCallId: string; name: string }
   | { type: "TOOL_FINISHED"; runId: string; toolCallId: string; name: string; success: boolean }
   | { type: "MODEL_STOPPED"; runId: string; stopReason: string }
-  | { type: "RUN_COMPLETED"; runId: string; outcome: string }
+  | {
+      type: "RUN_COMPLETED";
+      runId: string;
+      outcome: string;
+      /**
+       * The run's end time (ISO 8601, its runs row's `ended_at`), on an end written late by a
+       * repair (event-writer.ts `missingRunEnd`), whose `at` is the repair's time.
+       */
+      endedAt?: string;
+    }
   | { type: "SESSION_PARKED"; reason: string };
 
 export type SessionEvent = SessionEventInput & { sessionId: string };

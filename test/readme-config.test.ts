@@ -84,6 +84,8 @@ const PARSED: Record<string, (c: FleetConfig) => unknown> = {
   FLEET_API_AUTH_FAILURE_BURST: (c) => c.apiAuthFailures?.burst,
   FLEET_API_TRUST_PROXY: (c) => (c.apiTrustProxy === false ? undefined : c.apiTrustProxy),
   FLEET_API_REQUEST_TIMEOUT_MS: (c) => c.apiRequestTimeoutMs,
+  FLEET_API_MAX_BIG_BODIES: (c) => c.apiBigBodies.max,
+  FLEET_API_BIG_BODIES_WAITING: (c) => c.apiBigBodies.waiting,
   FLEET_SSE_MAX_STREAMS_PER_TENANT: (c) => c.events.maxStreamsPerTenant,
   FLEET_SSE_HEARTBEAT_MS: (c) => c.events.heartbeatMs,
   FLEET_TRANSCRIPT_DIR: (c) => c.transcriptDir,

@@ -47,4 +47,6 @@ export type ApiDeps = {
   logLevel?: string;
   /** How long a request may take to arrive, headers and body (408 after); default REQUEST_TIMEOUT_MS. */
   requestTimeoutMs?: number;
+  /** Big request bodies worked on at once, and waiting (big-bodies.ts); default DEFAULT_BIG_BODIES. */
+  bigBodies?: { max: number; waiting: number };
 };

@@ -26,10 +26,17 @@ export const errorSchema = z
         .optional()
         .describe("Why there is nothing to resume, or `idempotency_key_reused`, `batch_closed` (409)"),
       limit: z
-        .enum(["active_sessions", "request_rate", "event_streams", "auth_failures", "queued_runs"])
+        .enum([
+          "active_sessions",
+          "request_rate",
+          "event_streams",
+          "auth_failures",
+          "queued_runs",
+          "big_bodies",
+        ])
         .optional()
         .describe(
-          "Which limit (429): a tenant's, the client address's (`auth_failures`) or the session's (`queued_runs`)",
+          "Which limit (429): a tenant's, the client address's (`auth_failures`), the session's (`queued_runs`) or the API process's (`big_bodies`)",
         ),
       retryAfter: z.number().int().optional().describe("Seconds to wait, as in Retry-After (429)"),
     }),

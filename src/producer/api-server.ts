@@ -218,6 +218,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     events,
     logLevel: config.logLevel,
     requestTimeoutMs: config.apiRequestTimeoutMs,
+    bigBodies: config.apiBigBodies,
     authFailures: config.apiAuthFailures ? new AuthFailureLimiter(config.apiAuthFailures) : undefined,
     trustProxy: config.apiTrustProxy,
     healthy: servicesReachable(database, redis),

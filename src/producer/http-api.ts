@@ -5,13 +5,14 @@
  */
 import { STATUS_CODES } from "node:http";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { NotFoundError, TooManyRequestsError, type ValidationError } from "../shared/errors.js";
+import { NotFoundError, TooManyRequestsError } from "../shared/errors.js";
 import { answerHalfClosedClients } from "../shared/http-server.js";
 import { isStorableText } from "../shared/messages.js";
 import type { ApiDeps } from "./api-deps.js";
 import { fastify } from "./api-packages.js";
 import { routes } from "./api-routes.js";
 import { UnauthorizedError } from "./auth.js";
+import { BIG_BODY_BYTES, BigBodyGate } from "./big-bodies.js";
 import { isConsoleRoute } from "./console-route.js";
 import { answerError, errorBody, sendTooManyRequests, sendUnauthorized } from "./error-answers.js";
 import { idempotencyHooks } from "./idempotency-hooks.js";
@@ -174,15 +175,35 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     }
     if (!admin) await deps.rate?.admit(request.tenant);
   });
+  // A big body, once it has arrived, waits for a place before it is parsed (big-bodies.ts); the
+  // place is freed when its answer is sent or its connection is gone (the response's "close").
+  const bigBodies = new BigBodyGate(deps.bigBodies);
+  const responses = new WeakMap<FastifyRequest, FastifyReply["raw"]>();
+  app.addHook("preParsing", async (request, reply) => {
+    responses.set(request, reply.raw);
+  });
   app.removeContentTypeParser("application/json");
   // Read as bytes: Fastify's "string" decoding turned bytes that are not UTF-8 into U+FFFD.
-  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
-    try {
-      done(null, parseJsonBody(decodeJsonBody(body as Buffer, request.headers)));
-    } catch (error) {
-      done(error as ValidationError, undefined);
-    }
-  });
+  app.addContentTypeParser(
+    "application/json",
+    { parseAs: "buffer" },
+    async (request: FastifyRequest, body: string | Buffer) => {
+      const bytes = body as Buffer;
+      const response = responses.get(request);
+      if (bytes.length >= BIG_BODY_BYTES && response) {
+        const release = await bigBodies.enter();
+        response.once("close", release);
+        // Its client went away while it waited: nobody would hear the answer; the next one goes.
+        if (response.closed) {
+          release();
+          throw Object.assign(new Error("the client went away before its body was worked on"), {
+            statusCode: 400,
+          });
+        }
+      }
+      return parseJsonBody(decodeJsonBody(bytes, request.headers));
+    },
+  );
   // Text is not JSON: without this, a JSON body sent as text/plain (what fetch sends for a
   // string body with no content-type) was read as one string, "expected object".
   app.removeContentTypeParser("text/plain");

@@ -230,6 +230,8 @@ const envSchema = z.object({
    * hops; else a comma-separated list of addresses or CIDRs (Fastify's `trustProxy`).
    */
   FLEET_API_TRUST_PROXY: z.string().optional(),
+  FLEET_API_MAX_BIG_BODIES: z.coerce.number().int().positive().default(2),
+  FLEET_API_BIG_BODIES_WAITING: z.coerce.number().int().nonnegative().default(8),
   /** Enables the built-in `transcript` extension: one JSONL file per session in this directory. */
   FLEET_TRANSCRIPT_DIR: z.string().optional(),
   /** How often a worker removes the transcripts of sessions deleted while it did not hear of it. */
@@ -268,6 +270,8 @@ export type FleetConfig = {
   apiRequestTimeoutMs: number;
   /** Failed authentications per client address (auth-failures.ts); undefined: no limit. */
   apiAuthFailures: { perMinute: number; burst: number } | undefined;
+  /** FLEET_API_MAX_BIG_BODIES, FLEET_API_BIG_BODIES_WAITING: request bodies of 1 MiB or more worked on at once, and waiting. */
+  apiBigBodies: { max: number; waiting: number };
   /** FLEET_API_TRUST_PROXY as Fastify's `trustProxy` takes it. */
   apiTrustProxy: boolean | number | string;
   /** Where the HTTP API listens. */
@@ -395,6 +399,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
       e.FLEET_API_AUTH_FAILURES_PER_MINUTE > 0
         ? { perMinute: e.FLEET_API_AUTH_FAILURES_PER_MINUTE, burst: e.FLEET_API_AUTH_FAILURE_BURST }
         : undefined,
+    apiBigBodies: { max: e.FLEET_API_MAX_BIG_BODIES, waiting: e.FLEET_API_BIG_BODIES_WAITING },
     apiTrustProxy: parseTrustProxy(e.FLEET_API_TRUST_PROXY),
     historyCacheBytes: Math.floor(e.FLEET_HISTORY_CACHE_MB * 1024 * 1024),
     modelStepTimeoutMs: Math.max(1_000, e.FLEET_MODEL_STEP_TIMEOUT_MS),

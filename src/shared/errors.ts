@@ -48,14 +48,16 @@ export class NotFoundError extends Error {
 
 /**
  * Which limit a 429 is about (contracts §10); `auth_failures` is a client address's, not a
- * tenant's (auth-failures.ts); `queued_runs` a session's (queued-runs.ts).
+ * tenant's (auth-failures.ts); `queued_runs` a session's (queued-runs.ts); `big_bodies` one API
+ * process's (big-bodies.ts: big request bodies worked on and waiting).
  */
 export type TenantLimit =
   | "active_sessions"
   | "request_rate"
   | "event_streams"
   | "auth_failures"
-  | "queued_runs";
+  | "queued_runs"
+  | "big_bodies";
 
 export class TooManyRequestsError extends Error {
   override name = "TooManyRequestsError";

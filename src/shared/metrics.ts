@@ -85,6 +85,7 @@ export const REQUEST_LIMITS = everyValueOf<TenantLimit>()([
   "event_streams",
   "auth_failures",
   "queued_runs",
+  "big_bodies",
 ]);
 
 /** `stream` of `fleet_event_places_gone_total`: a session's event stream, or a batch's. */
@@ -233,7 +234,7 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
     /** The API's 429 answers (contracts §12), by the limit that refused the request. */
     requestsLimited: new Counter({
       name: "fleet_requests_limited_total",
-      help: "Requests answered 429, by limit (active_sessions, request_rate, event_streams, auth_failures: too many failed authentications from the address, queued_runs: too many runs waiting on one session).",
+      help: "Requests answered 429, by limit (active_sessions, request_rate, event_streams, auth_failures: too many failed authentications from the address, queued_runs: too many runs waiting on one session, big_bodies: too many big request bodies at once on one API process).",
       labelNames: ["limit"] as const,
       registers,
     }),

@@ -5,25 +5,27 @@
 import type { z } from "zod";
 import { parseAgentConfig } from "../shared/agent-config.js";
 import { ValidationError } from "../shared/errors.js";
-import { assertAnsweredOnce } from "../shared/messages.js";
+import { nextTurn, SLICE_ITEMS } from "../shared/event-loop-slices.js";
+import { assertAnsweredOnce, type ImportedMessage } from "../shared/messages.js";
 import { checkAgentModels, type ModelRouting } from "../shared/model-endpoints.js";
 import { assertPricedForBudget, pricesOf } from "../shared/prices.js";
 import { resumePoint } from "../shared/resume-point.js";
 import type { NewSession } from "../shared/store/session-queries.js";
-import { parseBoundedImport } from "../shared/usage.js";
+import { parseBoundedImportInSlices } from "../shared/usage.js";
 import { type batchItem, importedCount } from "./request-bodies.js";
 import { MAX_REQUEST_MESSAGES } from "./request-limits.js";
 
 /**
  * The sessions to store: customIds unique within the batch, at most MAX_REQUEST_MESSAGES
  * imported in all, each agent's models routed and priced for its budget, each history
- * answered once, and one given new input able to take it.
+ * answered once, and one given new input able to take it. The messages are parsed a slice at
+ * a time (event-loop-slices.ts): a batch imports up to 50,000.
  */
-export function parseBatchEntries(
+export async function parseBatchEntries(
   tenant: string,
   entries: z.infer<typeof batchItem>[],
   routing: ModelRouting,
-): NewSession[] {
+): Promise<NewSession[]> {
   const seen = new Map<string, number>();
   for (const [i, item] of entries.entries()) {
     if (item.customId === undefined) continue;
@@ -42,15 +44,30 @@ export function parseBatchEntries(
       "sessions",
       `import ${imported.toLocaleString("en")} messages in all; one request imports at most ${MAX_REQUEST_MESSAGES.toLocaleString("en")}`,
     );
-  const items = entries.map((item, i) => ({
-    agent: parseAgentConfig(item.agent, `sessions[${i}].agent`),
-    metadata: item.metadata,
-    messages: item.messages === undefined ? [] : parseBoundedImport(item.messages, `sessions[${i}].messages`),
-    input: item.input,
-    customId: item.customId,
-    sessionEvents: item.sessionEvents,
-    tenant,
-  }));
+  const items: (NewSession & { messages: ImportedMessage[] })[] = [];
+  /** Messages parsed since the last turn of the event loop: many small histories make a slice too. */
+  let sinceTurn = 0;
+  for (const [i, item] of entries.entries()) {
+    const agent = parseAgentConfig(item.agent, `sessions[${i}].agent`);
+    const messages =
+      item.messages === undefined
+        ? []
+        : await parseBoundedImportInSlices(item.messages, `sessions[${i}].messages`);
+    sinceTurn += messages.length;
+    if (sinceTurn >= SLICE_ITEMS) {
+      sinceTurn = 0;
+      await nextTurn();
+    }
+    items.push({
+      agent,
+      metadata: item.metadata,
+      messages,
+      input: item.input,
+      customId: item.customId,
+      sessionEvents: item.sessionEvents,
+      tenant,
+    });
+  }
   for (const [i, item] of items.entries()) {
     checkAgentModels(item.agent, routing, `sessions[${i}].agent`);
     assertPricedForBudget(item.agent, pricesOf(routing), `sessions[${i}].agent`);

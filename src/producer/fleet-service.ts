@@ -19,7 +19,7 @@ import {
 } from "../shared/api-types.js";
 import type { SessionRow } from "../shared/db/schema.js";
 import { AgentResumeError, NotFoundError, ValidationError } from "../shared/errors.js";
-import { assertAnsweredOnce, parseImportedHistory } from "../shared/messages.js";
+import { assertAnsweredOnce, parseImportedHistoryInSlices } from "../shared/messages.js";
 import { checkAgentModels, type ModelRouting, resolveModelRoute } from "../shared/model-endpoints.js";
 import { assertPricedForBudget, pricesOf, type UsageTotals } from "../shared/prices.js";
 import { type ResumeKind, type ResumePointJson, resumePoint } from "../shared/resume-point.js";
@@ -27,7 +27,7 @@ import type { RefusalReason } from "../shared/resume-reasons.js";
 import type { BatchJson, BatchResult, BatchStore } from "../shared/store/batches.js";
 import { type RunJson, runToJson } from "../shared/store/rows.js";
 import type { BatchTarget, ListStatus, RunLimits } from "../shared/store/session-queries.js";
-import { parseBoundedImport } from "../shared/usage.js";
+import { parseBoundedImportInSlices } from "../shared/usage.js";
 import { checkWebhookUrl, webhookSettingsFromEnv } from "../shared/webhooks.js";
 import { parseBatchEntries } from "./batch-entries.js";
 import {
@@ -110,7 +110,8 @@ export class FleetService {
     checkAgentModels(agent, this.routing, "agent");
     assertPricedForBudget(agent, pricesOf(this.routing), "agent");
     importedCount(input.messages, "messages");
-    const messages = input.messages === undefined ? [] : parseBoundedImport(input.messages, "messages");
+    const messages =
+      input.messages === undefined ? [] : await parseBoundedImportInSlices(input.messages, "messages");
     assertAnsweredOnce(messages, "messages");
     await this.checkTools([{ agent, field: "agent" }]);
     return this.deps.queries.createSession({
@@ -166,7 +167,7 @@ export class FleetService {
     entries: z.infer<typeof batchItem>[],
     batch: BatchTarget,
   ): Promise<BatchCreated["sessions"]> {
-    const items = parseBatchEntries(tenant, entries, this.routing);
+    const items = await parseBatchEntries(tenant, entries, this.routing);
     if (items.length > 0)
       await this.checkTools(items.map(({ agent }, i) => ({ agent, field: `sessions[${i}].agent` })));
     const created = await this.deps.queries.createSessions(items, this.limits, batch);
@@ -307,7 +308,7 @@ export class FleetService {
     const input = parseBody(importPageBody, body);
     if (importedCount(input.messages, "messages") === 0)
       throw new ValidationError("messages", "must hold at least one message");
-    const page = parseImportedHistory(input.messages, "messages");
+    const page = await parseImportedHistoryInSlices(input.messages, "messages");
     return this.deps.queries.appendImported(tenant, id, input.afterSeq, page, MAX_HISTORY_BYTES);
   }
 

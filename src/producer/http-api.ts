@@ -6,6 +6,7 @@
 import { STATUS_CODES } from "node:http";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { NotFoundError, TooManyRequestsError } from "../shared/errors.js";
+import { nextTurn } from "../shared/event-loop-slices.js";
 import { answerHalfClosedClients } from "../shared/http-server.js";
 import { isStorableText } from "../shared/messages.js";
 import type { ApiDeps } from "./api-deps.js";
@@ -190,7 +191,8 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     async (request: FastifyRequest, body: string | Buffer) => {
       const bytes = body as Buffer;
       const response = responses.get(request);
-      if (bytes.length >= BIG_BODY_BYTES && response) {
+      const big = bytes.length >= BIG_BODY_BYTES;
+      if (big && response) {
         const release = await bigBodies.enter();
         response.once("close", release);
         // Its client went away while it waited: nobody would hear the answer; the next one goes.
@@ -201,7 +203,14 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
           });
         }
       }
-      return parseJsonBody(decodeJsonBody(bytes, request.headers));
+      if (!big) return parseJsonBody(decodeJsonBody(bytes, request.headers));
+      // Decoding, parsing and checking (preValidation) a big body: each a turn of its own, so
+      // other requests are answered between them.
+      const text = decodeJsonBody(bytes, request.headers);
+      await nextTurn();
+      const value = parseJsonBody(text);
+      await nextTurn();
+      return value;
     },
   );
   // Text is not JSON: without this, a JSON body sent as text/plain (what fetch sends for a

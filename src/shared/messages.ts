@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { ValidationError } from "./errors.js";
+import { mapInSlices } from "./event-loop-slices.js";
 import { findInJson } from "./json-walk.js";
 
 const nonEmpty = z.string().min(1, "must be a non-empty string");
@@ -318,38 +319,54 @@ export function parseImportedHistory(value: unknown, root = "messages"): Importe
   return parseMessages(value, root, true);
 }
 
+/**
+ * `parseImportedHistory` a slice of messages a turn of the event loop (event-loop-slices.ts):
+ * the same messages and the same first error, while the API goes on answering other requests
+ * through an import of 10,000.
+ */
+export async function parseImportedHistoryInSlices(
+  value: unknown,
+  root = "messages",
+): Promise<ImportedMessage[]> {
+  if (!Array.isArray(value)) throw new ValidationError(root, "must be a JSON array of messages");
+  return mapInSlices(value, (item, index) => parseListed(item, index, root, true));
+}
+
 function parseMessages(value: unknown, root: string, keepCreatedAt: boolean): ImportedMessage[] {
   if (!Array.isArray(value)) throw new ValidationError(root, "must be a JSON array of messages");
-  return value.map((item, index) => {
-    const message: ImportedMessage = parseMessage(item, `${root}[${index}]`, keepCreatedAt);
-    const createdAt = keepCreatedAt
-      ? importedCreatedAt((item as { createdAt?: unknown }).createdAt)
-      : undefined;
-    if (createdAt !== undefined) message.createdAt = createdAt;
-    if (message.role === "assistant") {
-      if (message.stopReason === "interrupted" && message.providerState !== undefined) {
+  return value.map((item, index) => parseListed(item, index, root, keepCreatedAt));
+}
+
+/** Message `index` of a history: its schema, its createdAt, its calls' ids. */
+function parseListed(item: unknown, index: number, root: string, keepCreatedAt: boolean): ImportedMessage {
+  const message: ImportedMessage = parseMessage(item, `${root}[${index}]`, keepCreatedAt);
+  const createdAt = keepCreatedAt
+    ? importedCreatedAt((item as { createdAt?: unknown }).createdAt)
+    : undefined;
+  if (createdAt !== undefined) message.createdAt = createdAt;
+  if (message.role === "assistant") {
+    if (message.stopReason === "interrupted" && message.providerState !== undefined) {
+      throw new ValidationError(
+        `${root}[${index}].providerState`,
+        'a response that was cut off (stopReason "interrupted") keeps no providerState',
+      );
+    }
+    const seen = new Set<string>();
+    for (const [i, call] of (message.toolCalls ?? []).entries()) {
+      if (call.id.length > MAX_TOOL_CALL_ID)
+        throw new ValidationError(`${root}[${index}].toolCalls[${i}].id`, TOO_LONG_ID);
+      if (seen.has(call.id)) {
         throw new ValidationError(
-          `${root}[${index}].providerState`,
-          'a response that was cut off (stopReason "interrupted") keeps no providerState',
+          `${root}[${index}].toolCalls[${i}].id`,
+          `duplicate tool call id "${call.id}"`,
         );
       }
-      const seen = new Set<string>();
-      for (const [i, call] of (message.toolCalls ?? []).entries()) {
-        if (call.id.length > MAX_TOOL_CALL_ID)
-          throw new ValidationError(`${root}[${index}].toolCalls[${i}].id`, TOO_LONG_ID);
-        if (seen.has(call.id)) {
-          throw new ValidationError(
-            `${root}[${index}].toolCalls[${i}].id`,
-            `duplicate tool call id "${call.id}"`,
-          );
-        }
-        seen.add(call.id);
-      }
+      seen.add(call.id);
     }
-    if (message.role === "tool" && message.toolCallId.length > MAX_TOOL_CALL_ID)
-      throw new ValidationError(`${root}[${index}].toolCallId`, TOO_LONG_ID);
-    return message;
-  });
+  }
+  if (message.role === "tool" && message.toolCallId.length > MAX_TOOL_CALL_ID)
+    throw new ValidationError(`${root}[${index}].toolCallId`, TOO_LONG_ID);
+  return message;
 }
 
 /**

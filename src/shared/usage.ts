@@ -15,6 +15,7 @@ import {
   type ImportedMessage,
   type Message,
   parseImportedHistory,
+  parseImportedHistoryInSlices,
 } from "./messages.js";
 
 export const BYTES_PER_TOKEN = 3;
@@ -139,6 +140,13 @@ export function assertImportedUsage(history: readonly Message[], root: string, h
  */
 export function parseBoundedImport(value: unknown, root: string): ImportedMessage[] {
   const history = parseImportedHistory(value, root);
+  assertImportedUsage(history, root);
+  return history;
+}
+
+/** `parseBoundedImport`, parsed a slice of messages a turn of the event loop (the API's imports). */
+export async function parseBoundedImportInSlices(value: unknown, root: string): Promise<ImportedMessage[]> {
+  const history = await parseImportedHistoryInSlices(value, root);
   assertImportedUsage(history, root);
   return history;
 }

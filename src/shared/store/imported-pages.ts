@@ -18,6 +18,7 @@
  */
 import type { Database } from "../db/client.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
+import { stringifyInSlices } from "../event-loop-slices.js";
 import { assertAnsweredOnce, type Message } from "../messages.js";
 import { tailState } from "../tail-state.js";
 import { assertImportedUsage, importedTokens } from "../usage.js";
@@ -84,7 +85,7 @@ export async function appendImportedPage(
       insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, created_at)
       select m.session_id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success,
              m.stop_reason, m.usage, m.provider_state, coalesce(m.created_at, now())
-        from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
+        from jsonb_to_recordset(${await stringifyInSlices(rows)}::jsonb) as m(
           session_id text, seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
           name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb, created_at timestamptz)`;
     await tx`

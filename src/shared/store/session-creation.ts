@@ -7,6 +7,7 @@ import type postgres from "postgres";
 import type { AgentConfig } from "../agent-config.js";
 import type { Database } from "../db/client.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
+import { stringifyInSlices } from "../event-loop-slices.js";
 import type { Message } from "../messages.js";
 import { QUEUES } from "../queues.js";
 import { tailState } from "../tail-state.js";
@@ -121,6 +122,8 @@ export async function createSessions(
   for (const run of runRows as { tenant: string }[]) {
     newActive.set(run.tenant, (newActive.get(run.tenant) ?? 0) + 1);
   }
+  // Up to 50,000 messages (16 MiB) as JSON: a slice of rows a turn of the event loop.
+  const messagesJson = await stringifyInSlices(messageRows);
   // One statement, so one round trip and all-or-nothing; foreign keys are checked at its end.
   // `newBatch`: the batch's row goes in the same statement (its sessions' setting is in their rows).
   const insert = (sql: postgres.Sql | postgres.TransactionSql, newBatch?: BatchTarget) => sql`
@@ -136,7 +139,7 @@ export async function createSessions(
       insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, created_at)
       select m.session_id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state,
              coalesce(m.created_at, now())
-        from jsonb_to_recordset(${JSON.stringify(messageRows)}::jsonb) as m(
+        from jsonb_to_recordset(${messagesJson}::jsonb) as m(
           session_id text, seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
           name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb, created_at timestamptz)
       returning 1

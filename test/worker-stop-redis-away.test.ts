@@ -6,25 +6,48 @@
  * hung until Redis came back. `fleet worker` itself was bounded by its exit deadline. Now,
  * after the grace period, those waits are bounded (STOP_WAIT_MS, as the sweeper's) and the
  * connections are closed. With Redis there, the stop still lets running work finish or hand
- * it back (worker-shutdown.test.ts).
+ * it back (worker-shutdown.test.ts). And once stopped, nothing of it keeps the program alive:
+ * before, BullMQ's lock renewal (its close, which would stop it, never ended) and a stuck
+ * job's lease renewals went on, and the program lived on for a minute or more after its stop.
  */
+import { type ChildProcess, spawn } from "node:child_process";
+import { resolve } from "node:path";
 import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/shared/config.js";
 import { type RunningWorker, startWorker } from "../src/worker/worker.js";
-import { type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { exitedWithOutput } from "./support/child-exit.js";
+import { createFleetEnv, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
 import { type PrivateRedisFleet, startPrivateRedisFleet } from "./support/private-redis-fleet.js";
+
+/** An agent whose run sleeps a minute in a tool: a job running when Redis goes. */
+const SLEEPER = {
+  model: {
+    provider: "scripted" as const,
+    steps: [{ toolCalls: [{ name: "sleep", arguments: { ms: 60_000 } }] }],
+  },
+  tools: ["sleep"],
+};
 
 describe("an embedded worker stopped while Redis is away", () => {
   let fleet: FleetEnv | undefined;
   let started: PrivateRedisFleet | undefined;
   let worker: RunningWorker | undefined;
   let stopped = false;
+  /** The embedding programs started (test/fixtures/embedded-worker.ts). */
+  const embedding: ChildProcess[] = [];
+  let idle: FleetEnv | undefined;
   afterAll(async () => {
+    for (const child of embedding)
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill("SIGKILL");
+        await exitedWithOutput(child);
+      }
     // The fleet's own close talks to Redis: it is started again for it.
     if (!started || !fleet) return;
     const back = await startRedis(started.port);
+    await idle?.close();
     if (!stopped) await worker?.stop();
     await started.sweeper.stop();
     await started.api.stop();
@@ -45,15 +68,7 @@ describe("an embedded worker stopped while Redis is away", () => {
       { logger, serveMetrics: false },
     );
     const { client } = started;
-    const { id } = await client.createSession({
-      agent: {
-        model: {
-          provider: "scripted",
-          steps: [{ toolCalls: [{ name: "sleep", arguments: { ms: 60_000 } }] }],
-        },
-        tools: ["sleep"],
-      },
-    });
+    const { id } = await client.createSession({ agent: SLEEPER });
     await client.send(id, "sleep a while");
     await waitFor(
       async () =>
@@ -76,5 +91,82 @@ describe("an embedded worker stopped while Redis is away", () => {
     stopped = outcome === "stopped";
     expect(outcome).toBe("stopped");
     expect(warnings).toContain("a running job did not end (Redis away?); stopping without it");
+  }, 90_000);
+
+  /**
+   * Starts the embedding program (test/fixtures/embedded-worker.ts) on `env` with Redis back
+   * (empty), runs `meanwhile`, takes Redis away, stops the worker, and tells whether the
+   * program then exited by itself or, 10 s after its stop, was still alive (and on what).
+   */
+  async function stopEmbedded(env: Record<string, string>, meanwhile: () => Promise<void>) {
+    const redis = await startRedis(started!.port);
+    try {
+      const child = spawn(
+        process.execPath,
+        ["--import", "tsx", resolve(ROOT, "test/fixtures/embedded-worker.ts")],
+        {
+          cwd: ROOT,
+          env: { ...process.env, ...env },
+          stdio: ["pipe", "pipe", "pipe"],
+        },
+      );
+      embedding.push(child);
+      let out = "";
+      child.stdout?.on("data", (chunk) => {
+        out += chunk;
+      });
+      child.stderr?.on("data", (chunk) => {
+        out += chunk;
+      });
+      const exited = exitedWithOutput(child);
+      await waitFor(async () => out.includes("started"), 30_000, `the embedding program to start: ${out}`);
+      await meanwhile();
+      await stopRedis(redis);
+      await new Promise((r) => setTimeout(r, 1_000));
+      child.stdin?.end("stop\n");
+      const ended = await Promise.race([
+        exited.then(() => "exited" as const),
+        new Promise<"alive">((resolve) => {
+          const check = setInterval(() => {
+            if (/stopped\n\[/.test(out)) {
+              clearInterval(check);
+              resolve("alive");
+            }
+          }, 100);
+          void exited.then(() => clearInterval(check));
+        }),
+      ]);
+      return { ended, out };
+    } finally {
+      await stopRedis(redis);
+    }
+  }
+
+  it("leaves nothing running once stopped, a job running: the program that embeds it exits by itself", async () => {
+    if (!started || !fleet) throw new Error("the first case did not start the fleet");
+    const { client } = started;
+    const result = await stopEmbedded(fleet.env, async () => {
+      // A job of its own running when Redis goes (its lease renewals kept the program alive).
+      const { id } = await client.createSession({ agent: SLEEPER });
+      await client.send(id, "sleep a while");
+      await waitFor(
+        async () =>
+          (await client.getSession(id)).messages.some(
+            (m) => m.role === "assistant" && (m.toolCalls ?? []).some((c) => c.name === "sleep"),
+          ),
+        15_000,
+        "the sleep call to be stored",
+      );
+    });
+    expect(result).toEqual({ ended: "exited", out: "started\nstopped\n" });
+  }, 90_000);
+
+  it("leaves nothing running once stopped, idle: the program that embeds it exits by itself", async () => {
+    if (!started) throw new Error("the first case did not start the fleet");
+    // A fleet of its own on the same Redis: no job of the cases above reaches this worker
+    // (BullMQ's lock renewal kept such a program alive).
+    idle = await createFleetEnv("workerawayidle", { redisUrl: `redis://127.0.0.1:${started.port}` });
+    const result = await stopEmbedded(idle.env, async () => {});
+    expect(result).toEqual({ ended: "exited", out: "started\nstopped\n" });
   }, 90_000);
 });

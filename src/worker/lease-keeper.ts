@@ -102,6 +102,9 @@ export function keepLease(deps: LeaseKeeperDeps): () => void {
     );
   };
   const timer = setInterval(tick, Math.max(100, Math.floor(deps.ttlMs / 3)));
+  // The renewals alone do not keep the process alive: a job left waiting on a Redis that went
+  // away after its worker's stop gave up on it (worker.ts) would have kept it so for good.
+  timer.unref();
   return () => {
     stopped = true;
     clearInterval(timer);

@@ -42,6 +42,7 @@ import {
   livenessName,
   parseCancelMessage,
 } from "../shared/worker-signals.js";
+import { newBullWorker } from "./bull-worker.js";
 import { DEFAULT_RETRY_POLICY } from "./call-model.js";
 import { DeletionHooks } from "./deletion-hooks.js";
 import { type Extension, Extensions, transcriptExtension } from "./extensions.js";
@@ -292,7 +293,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   // New work and resumes each have slots of their own: a resume never waits for new work
   // to free a slot, so a crashed session comes back within a second under any backlog.
   const startBullWorker = (key: QueueKey, connection: (typeof bullRedis)[number], concurrency: number) => {
-    const worker = new bullmq.Worker(QUEUES[key].name, processor, {
+    const worker = newBullWorker(QUEUES[key].name, processor, {
       connection,
       prefix: config.prefix,
       concurrency,
@@ -374,6 +375,8 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
               "a running job",
               log,
             ),
+          // What BullMQ's close would have stopped after the jobs: its lock renewal (bull-worker.ts).
+          () => Promise.all(workers.map((worker) => worker.stopLockRenewal())),
           () => deletionHooks.stop(),
           async () => {
             clearInterval(heartbeat);

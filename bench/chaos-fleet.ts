@@ -5,6 +5,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
+import { join } from "node:path";
 import postgres from "postgres";
 import { ADMIN_URL, FLEET_BIN, sleep, spawnUntilReady } from "./support.js";
 
@@ -105,6 +106,8 @@ export class RoleSlots {
     private readonly log: (line: string) => void,
     /** Arguments after `fleet <role>`. */
     private readonly args: string[] = [],
+    /** Where each process's output is kept, as `<role>-<pid>.log` (null: nowhere). */
+    private readonly logDir: string | null = null,
   ) {
     this.slots = Array.from({ length: count }, () => ({ proc: null, id: "", state: "starting" }));
   }
@@ -132,6 +135,7 @@ export class RoleSlots {
           this.everyProcess.push(started);
         },
         keepBytes: 65_536,
+        ...(this.logDir ? { logFile: (pid) => join(this.logDir!, `${this.role}-${pid}.log`) } : {}),
       },
     );
     const id = this.role === "worker" ? ready[1]! : `sweeper-${child.pid}`;

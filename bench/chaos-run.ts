@@ -15,6 +15,7 @@ import { openDatabase } from "../src/shared/db/client.js";
 import { migrateDatabase } from "../src/shared/db/migrate.js";
 import { runChecks } from "./chaos-checks.js";
 import { readHistory, readStreams } from "./chaos-collect.js";
+import { explainSlowest, type FaultRecord, readRoleLogs } from "./chaos-explain.js";
 import { CHAOS_APP_NAME, freePort, PrivateRedis, RoleSlots, terminatePgConnections } from "./chaos-fleet.js";
 import { type ChaosEvent, type ChaosOptions, type ChaosPlan, planChaos } from "./chaos-plan.js";
 import { type KillRecord, report, type Tally } from "./chaos-report.js";
@@ -34,6 +35,8 @@ export type ChaosRunOptions = ChaosOptions & {
   keep: boolean;
   /** Print each fault as it lands. */
   verbose: boolean;
+  /** Where each worker's and sweeper's log (pino JSON, level info) is kept; null: a new temporary directory. */
+  logDir: string | null;
 };
 
 type Fleet = {
@@ -47,6 +50,7 @@ type Fleet = {
   prefix: string;
   toolDir: string;
   markDir: string;
+  logDir: string;
 };
 
 /** Runs the whole thing; resolves with the exit code (0 clean, 1 violations, 2 could not run). */
@@ -62,7 +66,7 @@ export async function runChaos(options: ChaosRunOptions): Promise<number> {
   const cleanup = new Cleanup();
   try {
     const fleet = await startFleet(options, cleanup);
-    const { kills, tally, finished } = await playChaos(options, plan, fleet);
+    const { kills, faults, t0, tally, finished } = await playChaos(options, plan, fleet);
     const quiet = await settle(options, fleet, finished);
     const closing = Date.now();
     await Promise.all([fleet.workers.close(3_000), fleet.sweepers.close(3_000)]);
@@ -84,6 +88,13 @@ export async function runChaos(options: ChaosRunOptions): Promise<number> {
       unexpected: [...fleet.workers.unexpected, ...fleet.sweepers.unexpected],
     };
     report(history, results, kills, tally, processes, quiet, began);
+    const logs = await readRoleLogs(fleet.logDir).catch((error: Error) => {
+      console.log(`reading the logs failed: ${error.message}`);
+      return [];
+    });
+    console.log("\n── the slowest resumes after a worker SIGKILL ─────");
+    for (const line of explainSlowest(history, kills, faults, logs, t0)) console.log(line);
+    console.log(`\nlogs of every worker and sweeper: ${fleet.logDir}`);
     if (options.keep)
       console.log(
         `kept: database ${fleet.dbName} (postgres://postgres@127.0.0.1:5432), tool dir ${fleet.toolDir}, ` +
@@ -118,6 +129,9 @@ async function startFleet(options: ChaosRunOptions, cleanup: Cleanup): Promise<F
   const databaseUrl = await createScratchDatabase(dbName);
   if (!options.keep) cleanup.add(`drop database ${dbName}`, () => dropScratchDatabase(dbName));
   const toolDir = await mkdtemp(join(tmpdir(), "fleet-chaos-"));
+  // Kept whatever the outcome: what the sweepers saw and did is how a slow resume is explained.
+  const logDir = options.logDir ?? `${toolDir}-logs`;
+  await mkdir(logDir, { recursive: true });
   const markDir = `${toolDir}-marks`;
   await mkdir(markDir);
   if (!options.keep)
@@ -136,7 +150,7 @@ async function startFleet(options: ChaosRunOptions, cleanup: Cleanup): Promise<F
     REDIS_URL: redis.url,
     FLEET_PREFIX: `chaos-${id}`,
     FLEET_TOOL_DIR: toolDir,
-    LOG_LEVEL: "warn",
+    LOG_LEVEL: "info",
     METRICS_PORT: "0",
     LEASE_TTL_MS: String(options.leaseTtlMs),
     SWEEP_INTERVAL_MS: "100",
@@ -156,8 +170,8 @@ async function startFleet(options: ChaosRunOptions, cleanup: Cleanup): Promise<F
   });
   cleanup.add("close the monitor connection", () => sql.end({ timeout: 2 }));
   const log = (line: string) => console.log(`  ${line}`);
-  const workers = new RoleSlots("worker", options.workers, env, log, ["--tools", CHAOS_TOOLS]);
-  const sweepers = new RoleSlots("sweeper", options.sweepers, env, log);
+  const workers = new RoleSlots("worker", options.workers, env, log, ["--tools", CHAOS_TOOLS], logDir);
+  const sweepers = new RoleSlots("sweeper", options.sweepers, env, log, [], logDir);
   // Both at once: neither role may start replacements while the other is being stopped.
   cleanup.add("stop workers and sweepers", () => Promise.all([workers.close(1_000), sweepers.close(1_000)]));
   const starting = Date.now();
@@ -176,6 +190,7 @@ async function startFleet(options: ChaosRunOptions, cleanup: Cleanup): Promise<F
     prefix: env.FLEET_PREFIX!,
     toolDir,
     markDir,
+    logDir,
   };
 }
 
@@ -230,6 +245,7 @@ async function playChaos(options: ChaosRunOptions, plan: ChaosPlan, fleet: Fleet
     skipped: 0,
   };
   const kills: KillRecord[] = [];
+  const faults: FaultRecord[] = [];
   let submitted = 0;
   let finished = false;
   const submitting = (async () => {
@@ -266,7 +282,10 @@ async function playChaos(options: ChaosRunOptions, plan: ChaosPlan, fleet: Fleet
   for (const event of plan.events) {
     while (!finished && Date.now() < Math.min(deadline, t0 + event.atMs)) await sleep(50);
     if (finished || Date.now() >= deadline) break;
-    await play(event, fleet, tally, kills, options, say);
+    await play(event, fleet, tally, kills, options, (line) => {
+      faults.push({ atMs: Date.now(), what: line });
+      say(line);
+    });
   }
   while (!finished && Date.now() < deadline) await sleep(100);
   finished = true;
@@ -278,7 +297,7 @@ async function playChaos(options: ChaosRunOptions, plan: ChaosPlan, fleet: Fleet
   console.log(`  ${at()}  chaos stopped; every frozen process woken`);
   if (submitted < options.sessions)
     console.log(`  only ${submitted} of ${options.sessions} sessions were submitted before the deadline`);
-  return { kills, tally, finished: Date.now() < deadline };
+  return { kills, faults, t0, tally, finished: Date.now() < deadline };
 }
 
 async function play(

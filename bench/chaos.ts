@@ -7,6 +7,8 @@
  *   npm run chaos -- --sessions 1000           # deadline scales with the sessions
  *   npm run chaos -- --seed 1234 --timeout 60  # repeat a schedule, shorter
  *   npm run chaos -- --redis-port 7800         # the private redis-server's port (default: a free one)
+ *   npm run chaos -- --logs /tmp/chaos-logs     # where each worker's and sweeper's log is kept
+ *                                              # (default: a new directory, printed at the end)
  *
  * Exits 0 when every check holds, 1 on a violation (the first offending sessions are
  * printed with their seqs), 2 when the run itself could not be carried out.
@@ -28,6 +30,7 @@ const values = benchOptions({
   "lease-ms": { type: "string", default: "2000" },
   "chaos-rate": { type: "string", default: "1" },
   "redis-port": { type: "string" },
+  logs: { type: "string" },
   keep: { type: "boolean", default: false },
   quiet: { type: "boolean", default: false },
 });
@@ -59,6 +62,7 @@ const code = await runChaos({
   chaosRate: number("chaos-rate", values["chaos-rate"], 0, false),
   redisPort: values["redis-port"] === undefined ? null : number("redis-port", values["redis-port"], 1),
   keep: values.keep,
+  logDir: values.logs ?? null,
   verbose: !values.quiet,
 });
 // Exit explicitly: a keep-alive socket or timer left by a library must not hold the run open.

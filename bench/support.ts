@@ -4,7 +4,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
+import { createWriteStream, readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -78,13 +78,25 @@ export async function spawnUntilReady(
   env: Record<string, string>,
   readyPattern: RegExp,
   timeoutMs = 30_000,
-  options: { onSpawn?: (started: Omit<ReadyChild, "ready">) => void; keepBytes?: number } = {},
+  options: {
+    onSpawn?: (started: Omit<ReadyChild, "ready">) => void;
+    keepBytes?: number;
+    /** Every byte of the child's stdout and stderr is also appended to the file this names. */
+    logFile?: (pid: number | undefined) => string;
+  } = {},
 ): Promise<ReadyChild> {
   const child = spawn(process.execPath, args, {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  if (options.logFile) {
+    const file = createWriteStream(options.logFile(child.pid), { flags: "a" });
+    file.on("error", () => {}); // a log that cannot be written must not end the run
+    child.stdout?.on("data", (d: Buffer) => file.write(d));
+    child.stderr?.on("data", (d: Buffer) => file.write(d));
+    child.once("close", () => file.end());
+  }
   let out = "";
   const exited = new Promise<number | string>((done) =>
     child.on("exit", (code, signal) => done(signal ?? code ?? -1)),

@@ -350,7 +350,7 @@ export class Sweeper {
         const { run, delayMs, attempt } = scheduled;
         await this.deps.queues.enqueue("resume", { sessionId, runId: run.id }, { delayMs });
         this.deps.log.info(
-          { sessionId, runId: run.id, kind: run.resumeKind, cause, attempt },
+          { sessionId, runId: run.id, kind: run.resumeKind, cause, attempt, delayMs },
           "resume enqueued",
         );
         return "resumed";

@@ -114,3 +114,34 @@ export class DeathWatch {
     this.missingSince.clear();
   }
 }
+
+/**
+ * The client name a sweeper gives its main Redis connection, `<prefix>:sweeper:<id>`: the
+ * token of each sweep lock it takes starts with it, so another sweeper can tell that the
+ * lock's holder was killed (its name gone from CLIENT LIST) without waiting for the lock's TTL.
+ */
+export function sweeperName(prefix: string, id: string): string {
+  return `${prefix}:sweeper:${id}`;
+}
+
+/**
+ * The names of this fleet's sweepers connected now (CLIENT LIST on every master); null where
+ * that cannot be known (Redis refuses CLIENT LIST: the connection reads heartbeats instead).
+ */
+export async function liveSweepers(redis: Redis, prefix: string): Promise<Set<string> | null> {
+  if (modes.get(redis) === "heartbeat") return null;
+  const marker = sweeperName(prefix, "");
+  try {
+    const lists = await Promise.all(masters(redis).map((node) => node.client("LIST") as Promise<string>));
+    const names = new Set<string>();
+    for (const list of lists)
+      for (const line of list.split("\n")) {
+        const match = / name=(\S*)/.exec(line);
+        if (match?.[1]?.startsWith(marker)) names.add(match[1]);
+      }
+    return names;
+  } catch (error) {
+    if (clientListRefused(error)) return null;
+    throw error;
+  }
+}

@@ -3,6 +3,7 @@
  * short interval for dead or frozen workers, runs the wider scans every few ticks, and
  * wakes at once when a worker reports a run that stopped short.
  */
+import { randomUUID } from "node:crypto";
 import pino, { type Logger } from "pino";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
@@ -24,6 +25,7 @@ import { SessionQueries } from "../shared/store/session-queries.js";
 import { eventsChannel } from "../shared/worker-signals.js";
 import { BatchEnds, startWebhookWorker } from "./batch-ends.js";
 import { CancelledLeftovers } from "./cancelled-leftovers.js";
+import { sweeperName } from "./liveness.js";
 import { Retention } from "./retention.js";
 import { RunProgress } from "./run-progress.js";
 import { SweepQueries } from "./sweep-queries.js";
@@ -51,7 +53,9 @@ export async function startSweeper(
     role: "sweeper",
     silenceMs: config.databaseSilenceMs,
   });
-  const redis = createRedis(config.redisUrl, "worker");
+  // Named, so that another sweeper sees at once that this one died holding a sweep lock.
+  const name = sweeperName(config.prefix, `${process.pid}-${randomUUID().slice(0, 8)}`);
+  const redis = createRedis(config.redisUrl, "worker", name);
   const subscriber = createRedis(config.redisUrl, "worker");
   const queues = new RunQueues(redis, config.prefix);
   const metrics = createMetrics("sweeper");
@@ -97,6 +101,7 @@ export async function startSweeper(
     }),
     runEnded,
     runEndMissing: (sessionId) => events.missingRunEnd(database, sessionId, 0),
+    name,
     signal: halt.signal,
   });
   const leftovers = new CancelledLeftovers({ sweeps, queues, metrics, log, runEnded });

@@ -14,6 +14,7 @@
  * Part 1's read of the running runs also tells `progress` how long each went without an
  * append: a run whose live worker waits forever (a tool) is not resumed, only shown (run-progress.ts).
  */
+import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { ownerOf, releaseIfHolder, type SessionLease } from "../shared/lease.js";
@@ -28,7 +29,7 @@ import {
 } from "../shared/queues.js";
 import type { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
-import { DeathWatch, livenessMode, liveWorkers } from "./liveness.js";
+import { DeathWatch, livenessMode, liveSweepers, liveWorkers, sweeperName } from "./liveness.js";
 import type { RunProgress } from "./run-progress.js";
 import type { QueuedRun, SweepQueries } from "./sweep-queries.js";
 
@@ -58,6 +59,13 @@ export type SweeperDeps = {
    */
   runEndMissing?: (sessionId: string) => Promise<unknown>;
   /**
+   * The client name of `redis` (`sweeperName`). Each sweep lock's token starts with it, and a
+   * lock whose holder's name is missing from CLIENT LIST in two looks `confirmDeathMs` apart
+   * (the holder was SIGKILLed: the kernel closed its socket) is taken over at once, not after
+   * its 10 s TTL. Absent: this sweeper's locks only expire.
+   */
+  name?: string;
+  /**
    * Aborted when the process stops: a sweep looks at no further session, and the failure of
    * the one under way (its statement cancelled, its pool closed) is not warned about.
    */
@@ -83,6 +91,17 @@ export function leaseJudgeable(healthyForMs: number, ttlMs: number): boolean {
 
 /** Failing sessions remembered so as to warn once each (then the memory starts over). */
 const MAX_FAILING_REMEMBERED = 10_000;
+
+/** How long a session's sweep lock lasts when its holder neither releases it nor is seen dead. */
+export const SWEEP_LOCK_MS = 10_000;
+
+/** A sweep lock's token: its holder's connection name (when it has one), then a random part. */
+export function sweepLockToken(name: string | undefined): string {
+  return `${name ?? process.pid} ${randomUUID()}`;
+}
+
+/** Dead sweepers remembered while their death is confirmed (then the memory starts over). */
+const MAX_MISSING_SWEEPERS = 1_000;
 
 /** Abandoned runs handled at once (each is a handful of round trips under its own lock). */
 const ABANDONED_AT_ONCE = 8;
@@ -113,13 +132,19 @@ export class Sweeper {
   /** Sessions whose last sweep failed: their next failures are not warned about again. */
   private readonly failing = new Set<string>();
   private readonly now: () => number;
+  private readonly confirmDeathMs: number;
+  /** Sweepers holding a lock we wanted, missing from CLIENT LIST: since when (our clock). */
+  private readonly missingSweepers = new Map<string, number>();
+  /** The sweepers connected at the last look (null: CLIENT LIST refused), and when it was read. */
+  private sweepersSeen: { at: number; names: Set<string> | null } | null = null;
 
   constructor(
     private readonly deps: SweeperDeps,
     options: { confirmDeathMs?: number } = {},
   ) {
-    this.deaths = new DeathWatch(options.confirmDeathMs ?? 150);
-    this.claimDeaths = new DeathWatch(options.confirmDeathMs ?? 150);
+    this.confirmDeathMs = options.confirmDeathMs ?? 150;
+    this.deaths = new DeathWatch(this.confirmDeathMs);
+    this.claimDeaths = new DeathWatch(this.confirmDeathMs);
     this.now = deps.now ?? Date.now;
   }
 
@@ -131,6 +156,8 @@ export class Sweeper {
   resetLiveness(): void {
     this.deaths.reset();
     this.claimDeaths.reset();
+    this.missingSweepers.clear();
+    this.sweepersSeen = null;
     this.redisTrouble();
   }
 
@@ -160,16 +187,65 @@ export class Sweeper {
     return `${this.deps.prefix}:sweep-lock:${sessionId}`;
   }
 
-  /** Runs `fn` while holding the session's sweep lock; skips when another sweeper holds it. */
+  /**
+   * Runs `fn` while holding the session's sweep lock; skips when another sweeper holds it,
+   * unless that sweeper is dead (`lockHolderDead`): its lock is then removed and taken.
+   */
   private async withSessionLock<T>(sessionId: string, fn: () => Promise<T>): Promise<T | undefined> {
-    const token = `${process.pid}-${Math.random()}`;
-    const ok = await this.deps.redis.set(this.lockKey(sessionId), token, "PX", 10_000, "NX");
-    if (ok !== "OK") return undefined;
+    const key = this.lockKey(sessionId);
+    const token = sweepLockToken(this.deps.name);
+    const take = () => this.deps.redis.set(key, token, "PX", SWEEP_LOCK_MS, "NX");
+    let ok = await take();
+    if (ok !== "OK") {
+      const held = await this.deps.redis.get(key);
+      if (held === null || !(await this.lockHolderDead(held))) return undefined;
+      if (!(await releaseIfHolder(this.deps.redis, key, held))) return undefined;
+      this.deps.log.info(
+        { sessionId, holder: held.split(" ")[0] },
+        "sweep lock of a dead sweeper taken over",
+      );
+      ok = await take();
+      if (ok !== "OK") return undefined;
+    }
     try {
       return await fn();
     } finally {
-      await releaseIfHolder(this.deps.redis, this.lockKey(sessionId), token).catch(() => {});
+      await releaseIfHolder(this.deps.redis, key, token).catch(() => {});
     }
+  }
+
+  /**
+   * Whether a sweep lock's holder (the name its token starts with) is a sweeper missing from
+   * CLIENT LIST in two looks at least `confirmDeathMs` apart: killed, not reconnecting. A
+   * frozen sweeper stays listed, and keeps its lock until it wakes or the lock expires. Never
+   * while this sweeper's own Redis was in trouble within a lease TTL (every connection may be
+   * reconnecting), nor where CLIENT LIST is refused, nor for a token without a sweeper's name.
+   */
+  private async lockHolderDead(token: string): Promise<boolean> {
+    if (this.deps.name === undefined) return false;
+    const holder = token.split(" ")[0]!;
+    if (!holder.startsWith(sweeperName(this.deps.prefix, ""))) return false;
+    if (!leaseJudgeable(this.now() - this.redisTroubleAt, this.deps.lease.ttlMs)) return false;
+    // One CLIENT LIST serves the locks met within half a confirmation period.
+    const now = this.now();
+    if (this.sweepersSeen === null || now - this.sweepersSeen.at >= this.confirmDeathMs / 2)
+      this.sweepersSeen = {
+        at: now,
+        names: await this.timed(() => liveSweepers(this.deps.redis, this.deps.prefix)),
+      };
+    const live = this.sweepersSeen.names;
+    if (live === null) return false;
+    if (live.has(holder)) {
+      this.missingSweepers.delete(holder);
+      return false;
+    }
+    const since = this.missingSweepers.get(holder);
+    if (since === undefined) {
+      if (this.missingSweepers.size >= MAX_MISSING_SWEEPERS) this.missingSweepers.clear();
+      this.missingSweepers.set(holder, this.sweepersSeen.at);
+      return false;
+    }
+    return this.sweepersSeen.at - since >= this.confirmDeathMs;
   }
 
   /**

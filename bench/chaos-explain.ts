@@ -7,7 +7,7 @@ import { readdir, readFile } from "node:fs/promises";
 import { basename, join } from "node:path";
 import type { ChaosHistory, RunRow } from "./chaos-checks.js";
 import type { KillRecord } from "./chaos-report.js";
-import { fmt } from "./support.js";
+import { fmt, percentile } from "./support.js";
 
 /** The faults listed around one slow resume (from 2 s before its kill to its start). */
 const MAX_FAULTS_SHOWN = 8;
@@ -176,4 +176,31 @@ export function explainSlowest(
     if (shown.length) out.push(`   faults around it: ${shown.join("; ")}`);
   }
   return out;
+}
+
+/**
+ * The two halves of "kill → next run start": the sweeper's (kill → the resume queued, by its
+ * "resume enqueued" line, else the run row's creation) and the workers' (queued → started,
+ * a worker free or started meanwhile). As `p50 … ms, p99 … ms, max … ms`.
+ */
+export function splitWaits(history: ChaosHistory, kills: KillRecord[], logs: LogLine[]): [string, string][] {
+  const queuedAt = new Map(
+    logs.filter((l) => l.msg === "resume enqueued").map((l) => [String(l.runId), l.time] as const),
+  );
+  const sweeperSide: number[] = [];
+  const workerSide: number[] = [];
+  for (const { kill, next } of interruptedRuns(history, kills)) {
+    const queued = queuedAt.get(next.id) ?? next.createdAtMs;
+    sweeperSide.push(queued - kill.atMs);
+    workerSide.push(next.startedAtMs! - queued);
+  }
+  const line = (samples: number[]) =>
+    samples.length === 0
+      ? "none"
+      : `p50 ${Math.round(percentile(samples, 50))} ms, p99 ${Math.round(percentile(samples, 99))} ms, ` +
+        `max ${Math.round(Math.max(...samples))} ms`;
+  return [
+    ["kill → resume queued", line(sweeperSide)],
+    ["queued → started", line(workerSide)],
+  ];
 }

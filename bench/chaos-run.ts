@@ -15,7 +15,7 @@ import { openDatabase } from "../src/shared/db/client.js";
 import { migrateDatabase } from "../src/shared/db/migrate.js";
 import { runChecks } from "./chaos-checks.js";
 import { readHistory, readStreams } from "./chaos-collect.js";
-import { explainSlowest, type FaultRecord, readRoleLogs } from "./chaos-explain.js";
+import { explainSlowest, type FaultRecord, readRoleLogs, splitWaits } from "./chaos-explain.js";
 import { CHAOS_APP_NAME, freePort, PrivateRedis, RoleSlots, terminatePgConnections } from "./chaos-fleet.js";
 import { type ChaosEvent, type ChaosOptions, type ChaosPlan, planChaos } from "./chaos-plan.js";
 import { type KillRecord, report, type Tally } from "./chaos-report.js";
@@ -92,6 +92,7 @@ export async function runChaos(options: ChaosRunOptions): Promise<number> {
       console.log(`reading the logs failed: ${error.message}`);
       return [];
     });
+    for (const [k, v] of splitWaits(history, kills, logs)) console.log(`${k.padEnd(22)} ${v}`);
     console.log("\n── the slowest resumes after a worker SIGKILL ─────");
     for (const line of explainSlowest(history, kills, faults, logs, t0)) console.log(line);
     console.log(`\nlogs of every worker and sweeper: ${fleet.logDir}`);

@@ -10,7 +10,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { ChaosHistory, RunRow } from "../bench/chaos-checks.js";
-import { explainSlowest, type LogLine, parseLogLine, readRoleLogs } from "../bench/chaos-explain.js";
+import {
+  explainSlowest,
+  type LogLine,
+  parseLogLine,
+  readRoleLogs,
+  splitWaits,
+} from "../bench/chaos-explain.js";
 import { spawnUntilReady } from "../bench/support.js";
 
 const T0 = 1_000_000;
@@ -122,6 +128,11 @@ describe("the slowest resumes of a chaos run", () => {
     expect(explainSlowest(history(), [{ workerId: "w1", atMs: T0 + 6_000 }], faults, late, T0, 1)[5]).toBe(
       "   workers up when it was queued: 0; the next one started at +10.4 s",
     );
+    // The waits split at the resume's queuing: the sweeper's part, then the workers'.
+    expect(splitWaits(history(), [{ workerId: "w1", atMs: T0 + 6_000 }], logs)).toEqual([
+      ["kill → resume queued", "p50 300 ms, p99 10300 ms, max 10300 ms"],
+      ["queued → started", "p50 200 ms, p99 200 ms, max 200 ms"],
+    ]);
     // Both, slowest first; the fast one was noticed and queued by sweeper-10 within 0.3 s.
     const both = explainSlowest(history(), [{ workerId: "w1", atMs: T0 + 6_000 }], faults, logs, T0);
     const fast = both.slice(both.findIndex((l) => l.startsWith("2. ")));

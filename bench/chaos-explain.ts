@@ -119,12 +119,17 @@ export function explainSlowest(
   logs: LogLine[],
   t0: number,
   n = 5,
+  /** Which wait ranks them: the whole (kill → start) or the sweepers' part (kill → queued). */
+  by: "start" | "queued" = "start",
 ): string[] {
   const at = (ms: number) => `${fmt((ms - t0) / 1000, 1)} s`;
   const after = (ms: number, from: number) => `+${fmt((ms - from) / 1000, 1)} s`.padStart(8);
   const out: string[] = [];
+  const queuedAtOf = resumesQueuedAt(logs);
+  const rank = (x: Interrupted) =>
+    by === "start" ? x.waitedMs : (queuedAtOf.get(x.next.id) ?? x.next.createdAtMs) - x.kill.atMs;
   const slowest = interruptedRuns(history, kills)
-    .sort((a, b) => b.waitedMs - a.waitedMs)
+    .sort((a, b) => rank(b) - rank(a))
     .slice(0, n);
   for (const [i, { run, kill, next, waitedMs }] of slowest.entries()) {
     const label = history.sessions.find((s) => s.id === run.sessionId)?.label ?? run.sessionId;
@@ -178,15 +183,20 @@ export function explainSlowest(
   return out;
 }
 
+/** When each resume was queued, by its run id (a sweeper's "resume enqueued" line). */
+function resumesQueuedAt(logs: LogLine[]): Map<string, number> {
+  return new Map(
+    logs.filter((l) => l.msg === "resume enqueued").map((l) => [String(l.runId), l.time] as const),
+  );
+}
+
 /**
  * The two halves of "kill → next run start": the sweeper's (kill → the resume queued, by its
  * "resume enqueued" line, else the run row's creation) and the workers' (queued → started,
  * a worker free or started meanwhile). As `p50 … ms, p99 … ms, max … ms`.
  */
 export function splitWaits(history: ChaosHistory, kills: KillRecord[], logs: LogLine[]): [string, string][] {
-  const queuedAt = new Map(
-    logs.filter((l) => l.msg === "resume enqueued").map((l) => [String(l.runId), l.time] as const),
-  );
+  const queuedAt = resumesQueuedAt(logs);
   const sweeperSide: number[] = [];
   const workerSide: number[] = [];
   for (const { kill, next } of interruptedRuns(history, kills)) {

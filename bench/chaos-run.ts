@@ -95,6 +95,8 @@ export async function runChaos(options: ChaosRunOptions): Promise<number> {
     for (const [k, v] of splitWaits(history, kills, logs)) console.log(`${k.padEnd(22)} ${v}`);
     console.log("\n── the slowest resumes after a worker SIGKILL ─────");
     for (const line of explainSlowest(history, kills, faults, logs, t0)) console.log(line);
+    console.log("\n── the slowest to be queued again (the sweepers' part) ─");
+    for (const line of explainSlowest(history, kills, faults, logs, t0, 3, "queued")) console.log(line);
     console.log(`\nlogs of every worker and sweeper: ${fleet.logDir}`);
     if (options.keep)
       console.log(

@@ -133,6 +133,13 @@ describe("the slowest resumes of a chaos run", () => {
       ["kill → resume queued", "p50 300 ms, p99 10300 ms, max 10300 ms"],
       ["queued → started", "p50 200 ms, p99 200 ms, max 200 ms"],
     ]);
+    // s-fast queued at once but started 20 s later (no worker free): first by its whole wait,
+    // second by the sweepers' part, where s-slow (queued 10.3 s after the kill) comes first.
+    const late2 = history();
+    late2.runs.find((r) => r.id === "n-fast")!.startedAtMs = T0 + 26_000;
+    const kills = [{ workerId: "w1", atMs: T0 + 6_000 }];
+    expect(explainSlowest(late2, kills, faults, logs, T0, 1)[0]).toMatch(/^1\. c1 .* waited 20\.0 s/);
+    expect(explainSlowest(late2, kills, faults, logs, T0, 1, "queued")[0]).toBe(out[0]);
     // Both, slowest first; the fast one was noticed and queued by sweeper-10 within 0.3 s.
     const both = explainSlowest(history(), [{ workerId: "w1", atMs: T0 + 6_000 }], faults, logs, T0);
     const fast = both.slice(both.findIndex((l) => l.startsWith("2. ")));

@@ -214,3 +214,23 @@ export function splitWaits(history: ChaosHistory, kills: KillRecord[], logs: Log
     ["queued → started", line(workerSide)],
   ];
 }
+
+/**
+ * Each sweep lock taken over from a dead sweeper ("sweep lock of a dead sweeper taken over",
+ * its holder `<prefix>:sweeper:<pid>-<id>`): how long after that sweeper's SIGKILL (a fault
+ * `SIGKILL sweeper sweeper-<pid>`), in ms; null where no such kill was played.
+ */
+export function lockTakeovers(faults: FaultRecord[], logs: LogLine[]): (number | null)[] {
+  const killedAt = new Map<string, number>();
+  for (const f of faults) {
+    const pid = /^SIGKILL sweeper sweeper-(\d+)/.exec(f.what)?.[1];
+    if (pid) killedAt.set(pid, f.atMs);
+  }
+  return logs
+    .filter((l) => l.msg === "sweep lock of a dead sweeper taken over")
+    .map((l) => {
+      const pid = /:sweeper:(\d+)-/.exec(String(l.holder))?.[1];
+      const at = pid ? killedAt.get(pid) : undefined;
+      return at === undefined ? null : l.time - at;
+    });
+}

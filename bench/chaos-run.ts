@@ -15,7 +15,13 @@ import { openDatabase } from "../src/shared/db/client.js";
 import { migrateDatabase } from "../src/shared/db/migrate.js";
 import { runChecks } from "./chaos-checks.js";
 import { readHistory, readStreams } from "./chaos-collect.js";
-import { explainSlowest, type FaultRecord, readRoleLogs, splitWaits } from "./chaos-explain.js";
+import {
+  explainSlowest,
+  type FaultRecord,
+  lockTakeovers,
+  readRoleLogs,
+  splitWaits,
+} from "./chaos-explain.js";
 import { CHAOS_APP_NAME, freePort, PrivateRedis, RoleSlots, terminatePgConnections } from "./chaos-fleet.js";
 import { type ChaosEvent, type ChaosOptions, type ChaosPlan, planChaos } from "./chaos-plan.js";
 import { type KillRecord, report, type Tally } from "./chaos-report.js";
@@ -93,6 +99,13 @@ export async function runChaos(options: ChaosRunOptions): Promise<number> {
       return [];
     });
     for (const [k, v] of splitWaits(history, kills, logs)) console.log(`${k.padEnd(22)} ${v}`);
+    const takeovers = lockTakeovers(faults, logs);
+    console.log(
+      `${"dead sweepers' locks".padEnd(22)} ${takeovers.length} taken over` +
+        (takeovers.length
+          ? ` (ms after the holder's SIGKILL, when the session next needed a sweeper: ${takeovers.map((ms) => (ms === null ? "?" : Math.round(ms))).join(", ")})`
+          : ""),
+    );
     console.log("\n── the slowest resumes after a worker SIGKILL ─────");
     for (const line of explainSlowest(history, kills, faults, logs, t0)) console.log(line);
     console.log("\n── the slowest to be queued again (the sweepers' part) ─");

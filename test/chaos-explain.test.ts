@@ -13,6 +13,7 @@ import type { ChaosHistory, RunRow } from "../bench/chaos-checks.js";
 import {
   explainSlowest,
   type LogLine,
+  lockTakeovers,
   parseLogLine,
   readRoleLogs,
   splitWaits,
@@ -128,6 +129,12 @@ describe("the slowest resumes of a chaos run", () => {
     expect(explainSlowest(history(), [{ workerId: "w1", atMs: T0 + 6_000 }], faults, late, T0, 1)[5]).toBe(
       "   workers up when it was queued: 0; the next one started at +10.4 s",
     );
+    // sweeper-11's lock was taken over 10.1 s after its SIGKILL; a holder never killed: unknown.
+    const takeover = (holder: string) =>
+      line("sweeper-10", 16_200, "sweep lock of a dead sweeper taken over", { holder });
+    expect(
+      lockTakeovers(faults, [takeover("p:sweeper:11-ab12cd34"), takeover("p:sweeper:99-ab12cd34")]),
+    ).toEqual([10_100, null]);
     // The waits split at the resume's queuing: the sweeper's part, then the workers'.
     expect(splitWaits(history(), [{ workerId: "w1", atMs: T0 + 6_000 }], logs)).toEqual([
       ["kill → resume queued", "p50 300 ms, p99 10300 ms, max 10300 ms"],

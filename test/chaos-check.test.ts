@@ -4,7 +4,9 @@
  * check. Then the seeded plan is deterministic and valid, and a tiny real run passes.
  */
 import { spawn } from "node:child_process";
-import { resolve } from "node:path";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
   type ChaosHistory,
@@ -452,7 +454,8 @@ describe("chaos plan", () => {
 });
 
 describe("a tiny chaos run", () => {
-  it("passes every check", async () => {
+  it("passes every check, and keeps each worker's and sweeper's log", async () => {
+    const logs = await mkdtemp(join(tmpdir(), "chaos-check-logs-"));
     const child = spawn(
       process.execPath,
       [
@@ -467,6 +470,8 @@ describe("a tiny chaos run", () => {
         "30",
         "--seed",
         "11",
+        "--logs",
+        logs,
       ],
       { cwd: resolve(import.meta.dirname, ".."), stdio: ["ignore", "pipe", "pipe"] },
     );
@@ -478,5 +483,16 @@ describe("a tiny chaos run", () => {
     expect(code).toBe(0);
     expect(out).toMatch(/✓ seq contiguous from 1 +8 sessions/);
     expect(out).toMatch(/sessions +8 \(/);
+    try {
+      // One pino JSON log per process, named by role and pid, and the report's account of them.
+      const files = await readdir(logs);
+      expect(files.some((f) => /^worker-\d+\.log$/.test(f))).toBe(true);
+      expect(files.some((f) => /^sweeper-\d+\.log$/.test(f))).toBe(true);
+      expect(out).toMatch(/^kill → resume queued +(p50|none)/m);
+      expect(out).toMatch(/── the slowest resumes after a worker SIGKILL/);
+      expect(out).toContain(`logs of every worker and sweeper: ${logs}`);
+    } finally {
+      await rm(logs, { recursive: true, force: true });
+    }
   }, 90_000);
 });

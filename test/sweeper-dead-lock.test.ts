@@ -7,7 +7,7 @@
  */
 import { randomUUID } from "node:crypto";
 import pino from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { parseAgentConfig } from "../src/shared/agent-config.js";
 import { SessionLease } from "../src/shared/lease.js";
 import { createMetrics } from "../src/shared/metrics.js";
@@ -37,7 +37,7 @@ describe("a sweep lock left by a dead sweeper", () => {
   });
 
   /** A sweeper named as sweeper-process names it (its connection is fleet.redis, unnamed: only the token matters). */
-  function sweeper(name: string | undefined): Sweeper {
+  function sweeper(name: string | undefined, now?: () => number): Sweeper {
     const metrics = createMetrics("sweeper-test");
     return new Sweeper(
       {
@@ -51,6 +51,7 @@ describe("a sweep lock left by a dead sweeper", () => {
         resumes: new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, metrics),
         log: pino({ level: "silent" }),
         name,
+        now,
       },
       { confirmDeathMs: 0 },
     );
@@ -101,6 +102,28 @@ describe("a sweep lock left by a dead sweeper", () => {
       select count(*)::int as n from runs where session_id = ${sessionId} and kind = 'resume' and status = 'queued'`;
     return row!.n;
   }
+
+  // First: a lock left by another test's sweeper would be looked up at every look.
+  it("held by a listed sweeper, is looked up with one CLIENT LIST a second, not one a look", async () => {
+    const live = await lockedSession({ alive: true });
+    const clock = { now: Date.now() };
+    const clientCalls = vi.spyOn(fleet.redis, "client");
+    try {
+      const named = sweeper(sweeperName(fleet.config.prefix, "survivor-3"), () => clock.now);
+      for (let look = 0; look < 5; look++) {
+        await named.sweepInterrupted();
+        clock.now += 100;
+      }
+      expect(clientCalls.mock.calls.filter((call) => String(call[0]) === "LIST")).toHaveLength(1);
+      clock.now += 1_000;
+      await named.sweepInterrupted();
+      expect(clientCalls.mock.calls.filter((call) => String(call[0]) === "LIST")).toHaveLength(2);
+      expect(await queuedResumes(live.sessionId)).toBe(0);
+    } finally {
+      clientCalls.mockRestore();
+      await live.close();
+    }
+  });
 
   it("is taken over once its holder is missing from two looks, and the session resumed", async () => {
     const session = await lockedSession({ alive: false });

@@ -100,6 +100,9 @@ export function sweepLockToken(name: string | undefined): string {
   return `${name ?? process.pid} ${randomUUID()}`;
 }
 
+/** How long a look at the connected sweepers is trusted for a holder it listed. */
+const LIVE_SWEEPERS_FRESH_MS = 1_000;
+
 /** Dead sweepers remembered while their death is confirmed (then the memory starts over). */
 const MAX_MISSING_SWEEPERS = 1_000;
 
@@ -226,14 +229,17 @@ export class Sweeper {
     const holder = token.split(" ")[0]!;
     if (!holder.startsWith(sweeperName(this.deps.prefix, ""))) return false;
     if (!leaseJudgeable(this.now() - this.redisTroubleAt, this.deps.lease.ttlMs)) return false;
-    // One CLIENT LIST serves the locks met within half a confirmation period.
+    // One CLIENT LIST serves the locks met within half a confirmation period, or within
+    // LIVE_SWEEPERS_FRESH_MS when it listed their holder: two sweepers meet each other's locks
+    // at every burst of crashes, and CLIENT LIST is most of a tick's cost on a large fleet.
     const now = this.now();
-    if (this.sweepersSeen === null || now - this.sweepersSeen.at >= this.confirmDeathMs / 2)
-      this.sweepersSeen = {
-        at: now,
-        names: await this.timed(() => liveSweepers(this.deps.redis, this.deps.prefix)),
-      };
-    const live = this.sweepersSeen.names;
+    let seen = this.sweepersSeen;
+    const freshFor = seen?.names?.has(holder) ? LIVE_SWEEPERS_FRESH_MS : this.confirmDeathMs / 2;
+    if (seen === null || now - seen.at >= freshFor) {
+      seen = { at: now, names: await this.timed(() => liveSweepers(this.deps.redis, this.deps.prefix)) };
+      this.sweepersSeen = seen;
+    }
+    const live = seen.names;
     if (live === null) return false;
     if (live.has(holder)) {
       this.missingSweepers.delete(holder);
@@ -242,10 +248,10 @@ export class Sweeper {
     const since = this.missingSweepers.get(holder);
     if (since === undefined) {
       if (this.missingSweepers.size >= MAX_MISSING_SWEEPERS) this.missingSweepers.clear();
-      this.missingSweepers.set(holder, this.sweepersSeen.at);
+      this.missingSweepers.set(holder, seen.at);
       return false;
     }
-    return this.sweepersSeen.at - since >= this.confirmDeathMs;
+    return seen.at - since >= this.confirmDeathMs;
   }
 
   /**

@@ -62,7 +62,10 @@ end
  * seq it believes the stream has last. The writes are applied in order, each against its
  * session's seq as the writes before it left it. A run's RUN_COMPLETED is written once: the seq
  * key keeps the run last written one (`done`), and a second one for that run is skipped (a late
- * writer after a repair, see `missingRunEnd`). The seq key also keeps the fingerprint of its
+ * writer after a repair, see `missingRunEnd`); so is one whose write shows its writer behind
+ * the stream (its check and messages stop before the stream's last message: a later run's),
+ * which `done`, by then that later run's, no longer catches (a worker frozen after its commit,
+ * woken after the resume ended: found by `npm run chaos`). The seq key also keeps the fingerprint of its
  * last message (`fp`): a check at that seq with another fingerprint means the stream's messages
  * are not the stored ones (Postgres restored to an earlier point, `dropIfDiverged`). Returns,
  * per write, {"ok", seq before it, its fingerprint ('' if not kept), ids...}, {"gap", last},
@@ -105,16 +108,22 @@ for w = 1, #KEYS / 2 do
   local expect = last
   local gap = false
   local diverged = nil
+  -- The last message this writer has stored, as far as this write tells (its check, its
+  -- messages); nil when it carries neither.
+  local known = nil
   -- The seq as stored (written by tostring below), reused as text: no number formatted again.
   local lastText = head[1] or '0'
   local mark = lastText .. '|'
   for i = first, stop, 3 do
     local seq, _, _, check = parse(ARGV[i])
+    if seq > 0 and (known == nil or seq > known) then known = seq end
     if check ~= nil then
+      local checked = tonumber(string.match(check, '^(%d+)|') or '0')
+      if known == nil or checked > known then known = checked end
       if string.sub(check, 1, #mark) == mark then
         local have = head[4]
         if have and have ~= check and string.sub(have, 1, #mark) == mark then diverged = have end
-      elseif tonumber(string.match(check, '^(%d+)|') or '0') > last then
+      elseif checked > last then
         -- The writer believes the stream has a message it lacks (lost, expired, dropped): a
         -- gap, so that the missing messages go first, even before a write of events alone.
         gap = true
@@ -136,11 +145,15 @@ for w = 1, #KEYS / 2 do
     local out = {'ok', lastText, head[4] or ''}
     -- The run whose RUN_COMPLETED the stream has last (false: none).
     local done, ends, lastFp = head[5], nil, nil
+    -- A run's end from a writer behind the stream (the stream holds messages past every one
+    -- it has stored: a later run's) is late, e.g. a worker frozen after its commit: the end is
+    -- in the stream already (a repair wrote it) or, after a later run's events, not wanted.
+    local behind = known ~= nil and last > known
     -- The bytes (type and data) ever written to the stream, through each entry (its field c).
     local total = tonumber(head[6] or '0')
     for i = first, stop, 3 do
       local seq, fp, ended, check = parse(ARGV[i])
-      if check == nil and ((seq == 0 and (ended == nil or ended ~= done)) or seq > last) then
+      if check == nil and ((seq == 0 and (ended == nil or (ended ~= done and not behind))) or seq > last) then
         total = total + #ARGV[i + 1] + #ARGV[i + 2]
         out[#out + 1] = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2], 'c', string.format('%d', total))
         if seq > 0 then last, lastFp = seq, fp end

@@ -258,23 +258,13 @@ export async function startSweeper(
         // deadline), then the connections below are closed, which fails the commands still
         // waiting.
         await closeAll(
-          [
-            () => closeWithin(webhookWorker.close(), "the webhook worker", log),
-            // What BullMQ's close would have stopped: its lock renewal (shared/bull-worker.ts).
-            () => webhookWorker.stopLockRenewal(),
-            () => database.close(),
-          ],
+          [() => closeWithin(webhookWorker.close(), "the webhook worker", log), () => database.close()],
           log,
         );
-        // Looked at until the pass ends or the stop gives up on it (a pass left waiting on a
-        // Redis that is away must not keep an embedding program alive after the stop).
-        let gaveUp = false;
         const passesEnded = async () => {
-          while (!gaveUp && (liveness.running || wide.running))
-            await new Promise((r) => setTimeout(r, 10).unref());
+          while (liveness.running || wide.running) await new Promise((r) => setTimeout(r, 10));
         };
         await closeWithin(passesEnded(), "a pass", log);
-        gaveUp = true;
         await closeWithin(retaining ?? Promise.resolve(), "a retention pass", log);
         await closeAll(
           [

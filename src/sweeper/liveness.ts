@@ -19,11 +19,18 @@ import { heartbeats, livenessMarker } from "../shared/worker-signals.js";
 export function parseLiveWorkers(clientList: string, prefix: string): Set<string> {
   const marker = livenessMarker(prefix);
   const ids = new Set<string>();
+  for (const name of namesStartingWith(clientList, marker)) ids.add(name.slice(marker.length));
+  return ids;
+}
+
+/** The connection names in CLIENT LIST output that start with `marker`. */
+function namesStartingWith(clientList: string, marker: string): string[] {
+  const names: string[] = [];
   for (const line of clientList.split("\n")) {
     const match = / name=(\S*)/.exec(line);
-    if (match?.[1]?.startsWith(marker)) ids.add(match[1].slice(marker.length));
+    if (match?.[1]?.startsWith(marker)) names.push(match[1]);
   }
-  return ids;
+  return names;
 }
 
 export type LivenessMode = "client-list" | "heartbeat";
@@ -130,15 +137,11 @@ export function sweeperName(prefix: string, id: string): string {
  */
 export async function liveSweepers(redis: Redis, prefix: string): Promise<Set<string> | null> {
   if (modes.get(redis) === "heartbeat") return null;
-  const marker = sweeperName(prefix, "");
   try {
     const lists = await Promise.all(masters(redis).map((node) => node.client("LIST") as Promise<string>));
     const names = new Set<string>();
     for (const list of lists)
-      for (const line of list.split("\n")) {
-        const match = / name=(\S*)/.exec(line);
-        if (match?.[1]?.startsWith(marker)) names.add(match[1]);
-      }
+      for (const name of namesStartingWith(list, sweeperName(prefix, ""))) names.add(name);
     return names;
   } catch (error) {
     if (clientListRefused(error)) return null;

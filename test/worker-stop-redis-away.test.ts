@@ -14,6 +14,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { resolve } from "node:path";
 import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { type RunningWorker, startWorker } from "../src/worker/worker.js";
 import { exitedWithOutput } from "./support/child-exit.js";
@@ -29,6 +30,20 @@ const SLEEPER = {
   },
   tools: ["sleep"],
 };
+
+/** A SLEEPER session whose sleep call is stored: a job running inside its tool. */
+async function startSleeping(client: FleetClient): Promise<void> {
+  const { id } = await client.createSession({ agent: SLEEPER });
+  await client.send(id, "sleep a while");
+  await waitFor(
+    async () =>
+      (await client.getSession(id)).messages.some(
+        (m) => m.role === "assistant" && (m.toolCalls ?? []).some((c) => c.name === "sleep"),
+      ),
+    15_000,
+    "the sleep call to be stored",
+  );
+}
 
 describe("an embedded worker stopped while Redis is away", () => {
   let fleet: FleetEnv | undefined;
@@ -68,16 +83,7 @@ describe("an embedded worker stopped while Redis is away", () => {
       { logger, serveMetrics: false },
     );
     const { client } = started;
-    const { id } = await client.createSession({ agent: SLEEPER });
-    await client.send(id, "sleep a while");
-    await waitFor(
-      async () =>
-        (await client.getSession(id)).messages.some(
-          (m) => m.role === "assistant" && (m.toolCalls ?? []).some((c) => c.name === "sleep"),
-        ),
-      15_000,
-      "the sleep call to be stored",
-    );
+    await startSleeping(client);
     await stopRedis(started.redis);
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     let timer: NodeJS.Timeout | undefined;
@@ -147,16 +153,7 @@ describe("an embedded worker stopped while Redis is away", () => {
     const { client } = started;
     const result = await stopEmbedded(fleet.env, async () => {
       // A job of its own running when Redis goes (its lease renewals kept the program alive).
-      const { id } = await client.createSession({ agent: SLEEPER });
-      await client.send(id, "sleep a while");
-      await waitFor(
-        async () =>
-          (await client.getSession(id)).messages.some(
-            (m) => m.role === "assistant" && (m.toolCalls ?? []).some((c) => c.name === "sleep"),
-          ),
-        15_000,
-        "the sleep call to be stored",
-      );
+      await startSleeping(client);
     });
     expect(result).toEqual({ ended: "exited", out: "started\nstopped\n" });
   }, 90_000);

@@ -115,6 +115,16 @@ describe("LeaseGuard while Redis is unreachable (waitMs)", () => {
     await expect(waiting).rejects.toThrow(/epoch moved/);
   });
 
+  it("a wait does not keep the process alive (a job given up on by its worker's stop)", async () => {
+    const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length;
+    const before = timers();
+    const { guard } = waitingGuard(60_000);
+    const waiting = guard.whenValid(4);
+    expect(timers()).toBe(before);
+    guard.lost("test over");
+    await expect(waiting).rejects.toThrow(/test over/);
+  });
+
   it("gives up after waitMs, and without waitMs throws at once as before", async () => {
     await expect(waitingGuard(30).guard.whenValid(4)).rejects.toThrow(/cannot be proven/);
     await expect(waitingGuard(0).guard.whenValid(4)).rejects.toBeInstanceOf(LeaseLapsedError);

@@ -182,6 +182,9 @@ export class LeaseGuard implements LeaseCheck {
           timedOut = true;
           done();
         }, left);
+        // A wait alone does not keep the process alive: a job its worker's stop gave up on
+        // (Redis away, worker.ts) would otherwise hold a program that embeds it up to `waitMs`.
+        timer.unref();
         this.waiters.add(done);
       });
     }

@@ -7,6 +7,7 @@
  */
 import { z } from "zod";
 import { agentConfigSchema, modelConfigSchema } from "../shared/agent-config.js";
+import { TENANT_LIMITS } from "../shared/errors.js";
 import { messageSchema, toolCallSchema, usageSchema } from "../shared/messages.js";
 import { PARK_REASONS } from "../shared/resume-policy.js";
 import { SESSION_STATUSES } from "./fleet-service.js";
@@ -26,14 +27,7 @@ export const errorSchema = z
         .optional()
         .describe("Why there is nothing to resume, or `idempotency_key_reused`, `batch_closed` (409)"),
       limit: z
-        .enum([
-          "active_sessions",
-          "request_rate",
-          "event_streams",
-          "auth_failures",
-          "queued_runs",
-          "big_bodies",
-        ])
+        .enum(TENANT_LIMITS)
         .optional()
         .describe(
           "Which limit (429): a tenant's, the client address's (`auth_failures`), the session's (`queued_runs`) or the API process's (`big_bodies`)",

@@ -51,13 +51,15 @@ export class NotFoundError extends Error {
  * tenant's (auth-failures.ts); `queued_runs` a session's (queued-runs.ts); `big_bodies` one API
  * process's (big-bodies.ts: big request bodies worked on and waiting).
  */
-export type TenantLimit =
-  | "active_sessions"
-  | "request_rate"
-  | "event_streams"
-  | "auth_failures"
-  | "queued_runs"
-  | "big_bodies";
+export const TENANT_LIMITS = [
+  "active_sessions",
+  "request_rate",
+  "event_streams",
+  "auth_failures",
+  "queued_runs",
+  "big_bodies",
+] as const;
+export type TenantLimit = (typeof TENANT_LIMITS)[number];
 
 export class TooManyRequestsError extends Error {
   override name = "TooManyRequestsError";

@@ -9,7 +9,7 @@
  * crashes or parked sessions that did happen.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import type { TenantLimit } from "./errors.js";
+import { TENANT_LIMITS } from "./errors.js";
 import { EVENT_TYPES } from "./events.js";
 import { PARK_REASONS } from "./resume-policy.js";
 import { NOT_RESUMABLE_REASONS, RESUME_KINDS, type RefusalReason } from "./resume-reasons.js";
@@ -78,15 +78,8 @@ export const DELETE_TRIGGERS = ["api", "retention"] as const;
  */
 export const WEBHOOK_OUTCOMES = ["delivered", "failed", "abandoned"] as const;
 
-/** `limit` of `fleet_requests_limited_total`: every limit the API answers 429 for (errors.ts TenantLimit). */
-export const REQUEST_LIMITS = everyValueOf<TenantLimit>()([
-  "active_sessions",
-  "request_rate",
-  "event_streams",
-  "auth_failures",
-  "queued_runs",
-  "big_bodies",
-]);
+/** `limit` of `fleet_requests_limited_total`: every limit the API answers 429 for. */
+export const REQUEST_LIMITS = TENANT_LIMITS;
 
 /** `stream` of `fleet_event_places_gone_total`: a session's event stream, or a batch's. */
 export const EVENT_STREAM_KINDS = ["session", "batch"] as const;

@@ -17,8 +17,9 @@ import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
 import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { liveSweepers, sweeperName } from "../src/sweeper/liveness.js";
+import { SWEEP_LOCK_MS, sweepLockToken } from "../src/sweeper/sweep-locks.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
-import { SWEEP_LOCK_MS, Sweeper, sweepLockToken } from "../src/sweeper/sweeper.js";
+import { Sweeper } from "../src/sweeper/sweeper.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
 const AGENT = parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "resumed" }] } });

@@ -91,7 +91,27 @@ export async function liveWorkers(
  */
 export class DeathWatch {
   private readonly missingSince = new Map<string, number>();
-  constructor(private readonly confirmMs: number) {}
+  /** `maxMissing`: for `observeOne`, how many missing ids are remembered (then the memory starts over). */
+  constructor(
+    private readonly confirmMs: number,
+    private readonly maxMissing = Number.POSITIVE_INFINITY,
+  ) {}
+
+  /**
+   * One id's look, the others' observations kept (for ids met one at a time, not as a whole
+   * set of owners): whether it is confirmed dead at `now`.
+   */
+  observeOne(id: string, live: boolean, now: number): boolean {
+    if (live) {
+      this.missingSince.delete(id);
+      return false;
+    }
+    const since = this.missingSince.get(id);
+    if (since !== undefined) return now - since >= this.confirmMs;
+    if (this.missingSince.size >= this.maxMissing) this.missingSince.clear();
+    this.missingSince.set(id, now);
+    return false;
+  }
 
   /** Returns the ids among `owners` that are confirmed dead at `now`. */
   observe(live: ReadonlySet<string>, owners: Iterable<string>, now: number): Set<string> {

@@ -14,10 +14,9 @@
  * Part 1's read of the running runs also tells `progress` how long each went without an
  * append: a run whose live worker waits forever (a tool) is not resumed, only shown (run-progress.ts).
  */
-import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
-import { ownerOf, releaseIfHolder, type SessionLease } from "../shared/lease.js";
+import { ownerOf, type SessionLease } from "../shared/lease.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import {
   type JobName,
@@ -29,8 +28,9 @@ import {
 } from "../shared/queues.js";
 import type { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
-import { DeathWatch, livenessMode, liveSweepers, liveWorkers, sweeperName } from "./liveness.js";
+import { DeathWatch, livenessMode, liveWorkers } from "./liveness.js";
 import type { RunProgress } from "./run-progress.js";
+import { SweepLocks } from "./sweep-locks.js";
 import type { QueuedRun, SweepQueries } from "./sweep-queries.js";
 
 export type SweeperDeps = {
@@ -92,20 +92,6 @@ export function leaseJudgeable(healthyForMs: number, ttlMs: number): boolean {
 /** Failing sessions remembered so as to warn once each (then the memory starts over). */
 const MAX_FAILING_REMEMBERED = 10_000;
 
-/** How long a session's sweep lock lasts when its holder neither releases it nor is seen dead. */
-export const SWEEP_LOCK_MS = 10_000;
-
-/** A sweep lock's token: its holder's connection name (when it has one), then a random part. */
-export function sweepLockToken(name: string | undefined): string {
-  return `${name ?? process.pid} ${randomUUID()}`;
-}
-
-/** How long a look at the connected sweepers is trusted for a holder it listed. */
-const LIVE_SWEEPERS_FRESH_MS = 1_000;
-
-/** Dead sweepers remembered while their death is confirmed (then the memory starts over). */
-const MAX_MISSING_SWEEPERS = 1_000;
-
 /** Abandoned runs handled at once (each is a handful of round trips under its own lock). */
 const ABANDONED_AT_ONCE = 8;
 
@@ -136,10 +122,7 @@ export class Sweeper {
   private readonly failing = new Set<string>();
   private readonly now: () => number;
   private readonly confirmDeathMs: number;
-  /** Sweepers holding a lock we wanted, missing from CLIENT LIST: since when (our clock). */
-  private readonly missingSweepers = new Map<string, number>();
-  /** The sweepers connected at the last look (null: CLIENT LIST refused), and when it was read. */
-  private sweepersSeen: { at: number; names: Set<string> | null } | null = null;
+  private readonly locks: SweepLocks;
 
   constructor(
     private readonly deps: SweeperDeps,
@@ -149,6 +132,16 @@ export class Sweeper {
     this.deaths = new DeathWatch(this.confirmDeathMs);
     this.claimDeaths = new DeathWatch(this.confirmDeathMs);
     this.now = deps.now ?? Date.now;
+    this.locks = new SweepLocks({
+      prefix: deps.prefix,
+      redis: deps.redis,
+      name: deps.name,
+      log: deps.log,
+      now: this.now,
+      confirmDeathMs: this.confirmDeathMs,
+      judgeable: () => leaseJudgeable(this.now() - this.redisTroubleAt, deps.lease.ttlMs),
+      timed: (request) => this.timed(request),
+    });
   }
 
   private get stopping(): boolean {
@@ -159,8 +152,7 @@ export class Sweeper {
   resetLiveness(): void {
     this.deaths.reset();
     this.claimDeaths.reset();
-    this.missingSweepers.clear();
-    this.sweepersSeen = null;
+    this.locks.reset();
     this.redisTrouble();
   }
 
@@ -187,71 +179,12 @@ export class Sweeper {
   }
 
   lockKey(sessionId: string): string {
-    return `${this.deps.prefix}:sweep-lock:${sessionId}`;
+    return this.locks.key(sessionId);
   }
 
-  /**
-   * Runs `fn` while holding the session's sweep lock; skips when another sweeper holds it,
-   * unless that sweeper is dead (`lockHolderDead`): its lock is then removed and taken.
-   */
-  private async withSessionLock<T>(sessionId: string, fn: () => Promise<T>): Promise<T | undefined> {
-    const key = this.lockKey(sessionId);
-    const token = sweepLockToken(this.deps.name);
-    const take = () => this.deps.redis.set(key, token, "PX", SWEEP_LOCK_MS, "NX");
-    let ok = await take();
-    if (ok !== "OK") {
-      const held = await this.deps.redis.get(key);
-      if (held === null || !(await this.lockHolderDead(held))) return undefined;
-      if (!(await releaseIfHolder(this.deps.redis, key, held))) return undefined;
-      this.deps.log.info(
-        { sessionId, holder: held.split(" ")[0] },
-        "sweep lock of a dead sweeper taken over",
-      );
-      ok = await take();
-      if (ok !== "OK") return undefined;
-    }
-    try {
-      return await fn();
-    } finally {
-      await releaseIfHolder(this.deps.redis, key, token).catch(() => {});
-    }
-  }
-
-  /**
-   * Whether a sweep lock's holder (the name its token starts with) is a sweeper missing from
-   * CLIENT LIST in two looks at least `confirmDeathMs` apart: killed, not reconnecting. A
-   * frozen sweeper stays listed, and keeps its lock until it wakes or the lock expires. Never
-   * while this sweeper's own Redis was in trouble within a lease TTL (every connection may be
-   * reconnecting), nor where CLIENT LIST is refused, nor for a token without a sweeper's name.
-   */
-  private async lockHolderDead(token: string): Promise<boolean> {
-    if (this.deps.name === undefined) return false;
-    const holder = token.split(" ")[0]!;
-    if (!holder.startsWith(sweeperName(this.deps.prefix, ""))) return false;
-    if (!leaseJudgeable(this.now() - this.redisTroubleAt, this.deps.lease.ttlMs)) return false;
-    // One CLIENT LIST serves the locks met within half a confirmation period, or within
-    // LIVE_SWEEPERS_FRESH_MS when it listed their holder: two sweepers meet each other's locks
-    // at every burst of crashes, and CLIENT LIST is most of a tick's cost on a large fleet.
-    const now = this.now();
-    let seen = this.sweepersSeen;
-    const freshFor = seen?.names?.has(holder) ? LIVE_SWEEPERS_FRESH_MS : this.confirmDeathMs / 2;
-    if (seen === null || now - seen.at >= freshFor) {
-      seen = { at: now, names: await this.timed(() => liveSweepers(this.deps.redis, this.deps.prefix)) };
-      this.sweepersSeen = seen;
-    }
-    const live = seen.names;
-    if (live === null) return false;
-    if (live.has(holder)) {
-      this.missingSweepers.delete(holder);
-      return false;
-    }
-    const since = this.missingSweepers.get(holder);
-    if (since === undefined) {
-      if (this.missingSweepers.size >= MAX_MISSING_SWEEPERS) this.missingSweepers.clear();
-      this.missingSweepers.set(holder, seen.at);
-      return false;
-    }
-    return seen.at - since >= this.confirmDeathMs;
+  /** Runs `fn` under the session's sweep lock (sweep-locks.ts); undefined when another sweeper holds it. */
+  private withSessionLock<T>(sessionId: string, fn: () => Promise<T>): Promise<T | undefined> {
+    return this.locks.withLock(sessionId, fn);
   }
 
   /**

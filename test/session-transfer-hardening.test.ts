@@ -28,10 +28,20 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => fleet?.close());
 
+/**
+ * Runs `fleet`; `tmp` is its TMPDIR, which a test then finds empty. Run from the sources (a
+ * checkout with no build, or one older than its sources: bin/fleet.js), the CLI goes through
+ * tsx, whose compile cache is a `tsx-<uid>` folder in TMPDIR: it is kept in memory instead
+ * (TSX_DISABLE_CACHE), so that the folder holds only what the command itself left.
+ */
 const cli = (args: string[], options: { api?: string; stdin?: string | Buffer; tmp?: string } = {}) =>
   runFleetCli(
     args,
-    { ...fleet.env, FLEET_API_URL: options.api ?? url, ...(options.tmp ? { TMPDIR: options.tmp } : {}) },
+    {
+      ...fleet.env,
+      FLEET_API_URL: options.api ?? url,
+      ...(options.tmp ? { TMPDIR: options.tmp, TSX_DISABLE_CACHE: "1" } : {}),
+    },
     120_000,
     undefined,
     undefined,

@@ -17,6 +17,7 @@ import { ensureDatabase, openDatabase } from "../shared/db/client.js";
 import { migrateDatabase } from "../shared/db/migrate.js";
 import { ValidationError } from "../shared/errors.js";
 import { checkRoleServices, checkServices, checkToolDir, checkTranscriptDir } from "../shared/preflight.js";
+import { exitDeadlineMs } from "../shared/shutdown.js";
 import type { Extension } from "../worker/extensions.js";
 import type { Tool } from "../worker/tools/registry.js";
 import { shareOwnPackage } from "./share-own-package.js";
@@ -65,9 +66,6 @@ async function readyUntilSignal(line: string): Promise<void> {
   await signal;
 }
 
-/** How long closing may take after a role's own grace period. */
-const CLOSE_MS = 10_000;
-
 /**
  * Runs a role's stop after SIGTERM, and ends the wait after `ms`: a close that hangs (one
  * waiting on a Redis that is gone, say) must not keep a stopped process alive. It fails with
@@ -115,7 +113,7 @@ export async function apiCommand(options: ApiOptions = {}): Promise<number> {
   const { startApi } = await import("../producer/api-server.js");
   const api = await startApi(config, { port: options.port });
   await readyUntilSignal(`fleet api ready: ${api.url}`);
-  return stopWithin("api", api.stop, CLOSE_MS);
+  return stopWithin("api", api.stop, exitDeadlineMs("api", 0));
 }
 
 /**
@@ -254,7 +252,7 @@ export async function workerCommand(options: WorkerCommandOptions = {}): Promise
   const { startWorker } = await import("../worker/worker.js");
   const worker = await startWorker(config, { tools, extensions });
   await readyUntilSignal(`fleet worker ready: ${worker.workerId}, metrics on port ${worker.metricsPort}`);
-  return stopWithin("worker", worker.stop, config.shutdownGraceMs + CLOSE_MS);
+  return stopWithin("worker", worker.stop, exitDeadlineMs("worker", config.shutdownGraceMs));
 }
 
 export async function sweeperCommand(options: { metricsPort?: number } = {}): Promise<number> {
@@ -264,7 +262,7 @@ export async function sweeperCommand(options: { metricsPort?: number } = {}): Pr
   const { startSweeper } = await import("../sweeper/sweeper-process.js");
   const sweeper = await startSweeper(config);
   await readyUntilSignal(`fleet sweeper ready: metrics on port ${sweeper.metricsPort}`);
-  return stopWithin("sweeper", sweeper.stop, CLOSE_MS);
+  return stopWithin("sweeper", sweeper.stop, exitDeadlineMs("sweeper", 0));
 }
 
 /** Resolves with the worker id once a spawned `fleet worker` (stdout piped) says it is ready. */

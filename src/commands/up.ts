@@ -6,6 +6,7 @@
 import { resolve } from "node:path";
 import { loadConfig } from "../shared/config.js";
 import { ValidationError } from "../shared/errors.js";
+import { supervisorStopMs } from "../shared/shutdown.js";
 import { checkModuleFile, migrate, untilSignal } from "./serve.js";
 import { type ChildSpec, StartFailedError, Supervisor } from "./supervisor.js";
 
@@ -60,8 +61,8 @@ export async function upCommand(options: UpOptions): Promise<number> {
   const supervisor = new Supervisor();
   const children = upChildren(options, base);
   for (const spec of children) supervisor.start(spec);
-  // A stop takes the workers' grace period for running work, and some more to close.
-  const stopAll = () => supervisor.stop(config.shutdownGraceMs + 15_000);
+  // A child still running past its own exit deadline (its stop's bound and more) is killed.
+  const stopAll = () => supervisor.stop(supervisorStopMs(config.shutdownGraceMs));
 
   const started = await Promise.race([supervisor.started(), signal.then(() => "signal" as const)]).catch(
     (error: unknown) => error,

@@ -41,3 +41,39 @@ export async function closeWithin(
     clearTimeout(timer);
   }
 }
+
+/**
+ * The STOP_WAIT_MS waits each role's stop makes one after another, after its grace period:
+ * the worker's for its running jobs and BullMQ's close (worker.ts); the sweeper's for its
+ * webhook Worker, then for its passes (sweeper-process.ts). The API's stop has none.
+ */
+export const STOP_WAITS = { api: 0, worker: 1, sweeper: 2 } as const;
+
+/**
+ * What a stop may take besides its grace period and its waits: closing its pools and
+ * connections. A Postgres pool's end is bounded at 5 s, its cancel at 1 s more
+ * (own-statements.ts endCancelling); the worker's last heartbeat at 1 s; a Redis connection
+ * that is not up is dropped at once (redis.ts closeRedis).
+ */
+export const STOP_CLOSE_MS = 10_000;
+
+/**
+ * How long `fleet <role>` gives its stop after the signal before it exits anyway (serve.ts
+ * stopWithin): past the stop's own bound — its grace period (the worker's, SHUTDOWN_GRACE_MS;
+ * the others have none), each of its waits and its closes — so that a stop with Redis away
+ * ends by its own path (each wait giving up with its warning, then the connections closed),
+ * the deadline only catching one that hangs elsewhere.
+ */
+export function exitDeadlineMs(role: keyof typeof STOP_WAITS, graceMs: number): number {
+  return (role === "worker" ? graceMs : 0) + STOP_WAITS[role] * STOP_WAIT_MS + STOP_CLOSE_MS;
+}
+
+/**
+ * How long `fleet up` gives each child after its SIGTERM before it kills it: past every
+ * role's own exit deadline, so that a child stopping slowly exits by its own stop or its own
+ * deadline (which says what it waited on) rather than by SIGKILL.
+ */
+export function supervisorStopMs(graceMs: number): number {
+  const roles = Object.keys(STOP_WAITS) as (keyof typeof STOP_WAITS)[];
+  return Math.max(...roles.map((role) => exitDeadlineMs(role, graceMs))) + 5_000;
+}

@@ -264,8 +264,11 @@ export async function startSweeper(
         const passesEnded = async () => {
           while (liveness.running || wide.running) await new Promise((r) => setTimeout(r, 10));
         };
-        await closeWithin(passesEnded(), "a pass", log);
-        await closeWithin(retaining ?? Promise.resolve(), "a retention pass", log);
+        // Side by side: the stop's bound is two STOP_WAIT_MS waits, not three (shutdown.ts STOP_WAITS).
+        await Promise.all([
+          closeWithin(passesEnded(), "a pass", log),
+          closeWithin(retaining ?? Promise.resolve(), "a retention pass", log),
+        ]);
         await closeAll(
           [
             () => webhookQueue.close(),

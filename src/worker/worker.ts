@@ -367,6 +367,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
       // While Redis is away neither BullMQ's close (taskforcesh/bullmq#4656) nor a job's last
       // writes end: after the grace period they are waited for at most STOP_WAIT_MS, then the
       // connections are closed; a job left so is the sweeper's to resume, as after a crash.
+      // One wait: `fleet worker`'s exit deadline counts it (shutdown.ts STOP_WAITS).
       await closeAll(
         [
           () =>

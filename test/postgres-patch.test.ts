@@ -12,7 +12,10 @@
  * - settling without closures: a promise that holds a closure over its own resolving
  *   functions (what a postgres.js Query did) keeps what it resolved to alive through V8's
  *   young-generation collections, so every query's rows were promoted to the old generation.
- *   Measured here in child processes with `--trace-gc-nvp` (bytes promoted by scavenges).
+ *   Measured here in child processes with `--trace-gc-nvp` (bytes promoted by scavenges);
+ * - sending a statement's message as built: a big parameter (a 16 MiB import) was copied into
+ *   two more buffers of its size on its way to the socket (Buffer.concat, Buffer.from). Seen
+ *   here by counting the big buffers made while such statements are sent.
  */
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -66,6 +69,37 @@ const settling = (style: "closure" | "method") => `
   const Query = ${style === "closure" ? "Closure" : "Method"};
   for (let i = 0; i < 8000; i++) { const q = new Query(); setImmediate(() => q.resolve(make())); await q; }`;
 
+/**
+ * Inserts a 4 MiB text three ways (a fresh statement, the same one prepared, one with
+ * `prepare: false`) while counting the buffers of 1 MiB or more Buffer.concat and Buffer.from
+ * make; reads them back, then reads through a cursor. Prints the sizes, what was stored and
+ * the rows the cursor gave.
+ */
+const BIG_PARAMETER = `
+  import postgres from "postgres";
+  const sql = postgres(${JSON.stringify(ADMIN_URL)}, { max: 1, fetch_types: false, onnotice: () => {} });
+  const copies = [];
+  const counted = (make) => function (...args) {
+    const made = make.apply(this, args);
+    if (made.length >= 1 << 20) copies.push(made.length);
+    return made;
+  };
+  const { concat, from } = Buffer;
+  await sql\`create temporary table big (id int, body text)\`;
+  const big = (tag) => tag + "x".repeat((4 << 20) - 1);
+  Buffer.concat = counted(concat);
+  Buffer.from = counted(from);
+  await sql\`insert into big values (1, \${big("a")})\`;
+  await sql\`insert into big values (2, \${big("b")})\`;
+  await sql.unsafe("insert into big values (3, $1)", [big("c")], { prepare: false });
+  Buffer.concat = concat;
+  Buffer.from = from;
+  const rows = await sql\`select length(body) || ' ' || left(body, 1) as stored from big order by id\`;
+  let cursor = 0;
+  for await (const batch of sql\`select g from generate_series(1, 10) g\`.cursor(3)) cursor += batch.length;
+  await sql.end();
+  console.log(JSON.stringify({ copies, stored: rows.map((r) => r.stored), cursor }));`;
+
 describe("postgres.js patches", () => {
   it("are applied to both builds of the installed postgres.js, once, and re-running them changes nothing", () => {
     const before = PATCHED.map((f) => readFileSync(join(root, f), "utf8"));
@@ -78,6 +112,8 @@ describe("postgres.js patches", () => {
       expect(text).toMatch(
         /query = null \/\/ agent-fleet: nothing is in flight on a closed connection\n {4}ended && terminate\(\)\n {4}closedTime/,
       );
+      expect(text.match(/agent-fleet: a statement's message is sent as built/g)).toHaveLength(1);
+      expect(text).not.toContain(": Buffer.from(x)");
     }
     for (const text of before.slice(4)) {
       expect(text.match(WAITING_MARK)).toHaveLength(1);
@@ -100,6 +136,20 @@ describe("postgres.js patches", () => {
     // Seen: about 31 MB against 3.5 MB.
     expect(closure).toBeGreaterThan(15);
     expect(method).toBeLessThan(8);
+  }, 60_000);
+
+  it("sends a big parameter without copying it: no buffer of its size made on its way, and it arrives whole", () => {
+    const out = execFileSync(process.execPath, ["--input-type=module", "-e", BIG_PARAMETER], {
+      cwd: resolve(import.meta.dirname, ".."),
+      encoding: "utf8",
+    });
+    const result = JSON.parse(out) as { copies: number[]; stored: string[]; cursor: number };
+    // Unpatched: two copies of 4 MiB for each statement (Buffer.concat, then Buffer.from).
+    expect(result.copies).toEqual([]);
+    // The fresh statement (Parse and Describe first), the prepared one, and one not prepared.
+    expect(result.stored).toEqual(["4194304 a", "4194304 b", "4194304 c"]);
+    // A cursor's Execute (not the one appended to the Bind) still works.
+    expect(result.cursor).toBe(10);
   }, 60_000);
 
   it("lets each query's rows die young: 3,000 queries of 50 rows promote a few MB, not tens", () => {

@@ -35,8 +35,8 @@ import { NOT_RESUMABLE_REASONS, RESUME_KINDS } from "../src/shared/resume-reason
 import { RUN_OUTCOMES, type RunOutcome } from "../src/shared/run-outcomes.js";
 import { STOP_REASONS, stopReasonLabel } from "../src/shared/stop-reasons.js";
 import type { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
+import { sweepPass } from "../src/sweeper/sweep-pass.js";
 import type { SweepQueries } from "../src/sweeper/sweep-queries.js";
-import { sweepPass } from "../src/sweeper/sweeper-process.js";
 import { builtinTools } from "../src/worker/tools/builtin.js";
 import { ToolRegistry, toolLabel } from "../src/worker/tools/registry.js";
 

@@ -16,27 +16,31 @@ export async function closeAll(
 }
 
 /**
- * How long a stop waits for each thing that may never end while Redis is away before it goes
- * on and closes the connections (which fails the commands still waiting): BullMQ's
+ * How long a stop waits for what may never end while Redis is away before it goes on and
+ * closes the connections (a command still waiting is then never answered): BullMQ's
  * `Worker.close()` never resolves while its Redis is away (taskforcesh/bullmq#4656), nor does
  * a pass or a job's last write waiting on a Redis command, and a stop must not wait for Redis
  * to come back. Used by the sweeper's and the worker's stop.
  */
 export const STOP_WAIT_MS = 11_000;
 
-/** Waits for `closing` at most STOP_WAIT_MS; then the stop goes on without it, with a warning. */
+/**
+ * Waits for `closing` at most `waitMs` (STOP_WAIT_MS, or what a stop has left of it); then the
+ * stop goes on without it, with a warning.
+ */
 export async function closeWithin(
   closing: Promise<unknown>,
   what: string,
   log: Pick<Logger, "warn">,
+  waitMs = STOP_WAIT_MS,
 ): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<"late">((resolve) => {
-    timer = setTimeout(() => resolve("late"), STOP_WAIT_MS);
+    timer = setTimeout(() => resolve("late"), waitMs);
   });
   try {
     if ((await Promise.race([closing, late])) === "late")
-      log.warn({ waitedMs: STOP_WAIT_MS }, `${what} did not end (Redis away?); stopping without it`);
+      log.warn({ waitedMs: waitMs }, `${what} did not end (Redis away?); stopping without it`);
   } finally {
     clearTimeout(timer);
   }
@@ -44,10 +48,11 @@ export async function closeWithin(
 
 /**
  * The STOP_WAIT_MS waits each role's stop makes one after another, after its grace period:
- * the worker's for its running jobs and BullMQ's close (worker.ts); the sweeper's for its
- * webhook Worker, then for its passes (sweeper-process.ts). The API's stop has none.
+ * the worker's for its running jobs and BullMQ's close (worker.ts); the sweeper's one budget
+ * for its webhook Worker, its passes and a retention pass together (sweeper-process.ts). The
+ * API's stop has none.
  */
-export const STOP_WAITS = { api: 0, worker: 1, sweeper: 2 } as const;
+export const STOP_WAITS = { api: 0, worker: 1, sweeper: 1 } as const;
 
 /**
  * What a stop may take besides its grace period and its waits: closing its pools and

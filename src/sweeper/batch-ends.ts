@@ -10,9 +10,9 @@
  * no agent work. Retries: exponential from FLEET_WEBHOOK_RETRY_MS up to an hour, 40
  * attempts (more than 24 h), then the batch is marked `webhook_failed_at`.
  */
-import type { ConnectionOptions, Job, Queue, Worker } from "bullmq";
+import type { ConnectionOptions, Job, Queue } from "bullmq";
 import type { Logger } from "pino";
-import { bullmq } from "../shared/cjs-packages.js";
+import { type BullWorker, newBullWorker } from "../shared/bull-worker.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { QUEUES, WEBHOOK_BACKOFF, webhookJobSchema } from "../shared/queues.js";
 import type { BatchStore, UnsettledCursor } from "../shared/store/batches.js";
@@ -91,9 +91,9 @@ export function startWebhookWorker(options: {
   log: Pick<Logger, "info" | "warn">;
   metrics?: Pick<FleetMetrics, "webhookDeliveries">;
   concurrency?: number;
-}): Worker {
+}): BullWorker {
   const { store, settings, log, metrics } = options;
-  const worker = new bullmq.Worker(
+  const worker = newBullWorker(
     QUEUES.webhooks.name,
     async (job: Job) => {
       const { batchId } = webhookJobSchema.parse(job.data);

@@ -16,7 +16,7 @@ import { openWebhookQueue, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, RedisOutageLog } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
 import { roleEventWriter, watchEvictionAndServeMetrics } from "../shared/role-start.js";
-import { closeAll, closeWithin } from "../shared/shutdown.js";
+import { closeAll, closeWithin, STOP_WAIT_MS } from "../shared/shutdown.js";
 import { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import { BatchStore } from "../shared/store/batches.js";
 import { DataDeletion } from "../shared/store/data-deletion.js";
@@ -28,6 +28,7 @@ import { CancelledLeftovers } from "./cancelled-leftovers.js";
 import { sweeperName } from "./liveness.js";
 import { Retention } from "./retention.js";
 import { RunProgress } from "./run-progress.js";
+import { sweepPass } from "./sweep-pass.js";
 import { SweepQueries } from "./sweep-queries.js";
 import { Sweeper } from "./sweeper.js";
 
@@ -254,21 +255,25 @@ export async function startSweeper(
         // hold up this stop meanwhile. What a cancelled pass left undone, the next sweeper
         // finds, as after a crash.
         // Neither the webhook Worker's close nor a pass waiting on a Redis command ends while
-        // Redis is away: each is waited for at most STOP_WAIT_MS (past a delivery's own 10 s
-        // deadline), then the connections below are closed, which fails the commands still
-        // waiting.
+        // Redis is away: they are waited for at most STOP_WAIT_MS in all (past a delivery's own
+        // 10 s deadline), then the connections below are closed. A command still waiting on a
+        // connection Redis had left is then never answered (ioredis), its pass never ends,
+        // and nothing of it holds the process. What the webhook Worker's close would have
+        // stopped is stopped then (its lock renewal, its blocking connection:
+        // shared/bull-worker.ts): nothing of this sweeper keeps an embedding program alive
+        // once the stop has returned (test/sweeper-stop-redis-away.test.ts).
+        const giveUpAt = Date.now() + STOP_WAIT_MS;
+        const left = () => Math.max(0, giveUpAt - Date.now());
         await closeAll(
-          [() => closeWithin(webhookWorker.close(), "the webhook worker", log), () => database.close()],
+          [
+            () => closeWithin(webhookWorker.close(), "the webhook worker", log, left()),
+            () => webhookWorker.stopKeepingAlive(),
+            () => database.close(),
+          ],
           log,
         );
-        const passesEnded = async () => {
-          while (liveness.running || wide.running) await new Promise((r) => setTimeout(r, 10));
-        };
-        // Side by side: the stop's bound is two STOP_WAIT_MS waits, not three (shutdown.ts STOP_WAITS).
-        await Promise.all([
-          closeWithin(passesEnded(), "a pass", log),
-          closeWithin(retaining ?? Promise.resolve(), "a retention pass", log),
-        ]);
+        await closeWithin(Promise.all([liveness.ended, wide.ended]), "a pass", log, left());
+        await closeWithin(retaining ?? Promise.resolve(), "a retention pass", log, left());
         await closeAll(
           [
             () => webhookQueue.close(),
@@ -282,49 +287,6 @@ export async function startSweeper(
         );
       })();
       return stopping;
-    },
-  };
-}
-
-/**
- * A pass of the sweeper's tick: `run()` does nothing while the previous run is still going.
- * Failures are logged once when they start (Postgres or Redis away), not at every tick, and
- * again when the error changes; once when the pass works again.
- */
-export function sweepPass(
-  log: Pick<Logger, "warn">,
-  name: string,
-  pass: () => Promise<void>,
-  /** true once the process stops: a failure then (its statement cancelled) is not logged. */
-  stopping: () => boolean = () => false,
-  /** Called each time the pass ends without an error. */
-  done: () => void = () => {},
-): { run: () => Promise<void>; readonly running: boolean } {
-  let running = false;
-  let failed = 0;
-  let lastFailure = "";
-  return {
-    get running() {
-      return running;
-    },
-    async run() {
-      if (running) return;
-      running = true;
-      try {
-        await pass();
-        done();
-        if (failed > 0) log.warn({ pass: name, failedTicks: failed }, "sweeps work again");
-        failed = 0;
-      } catch (error) {
-        if (stopping()) return;
-        const text = error instanceof Error ? error.message : String(error);
-        if (failed === 0 || text !== lastFailure)
-          log.warn({ err: error, pass: name }, "sweep failed; retrying every tick, quietly until it works");
-        lastFailure = text;
-        failed++;
-      } finally {
-        running = false;
-      }
     },
   };
 }

@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { Job } from "bullmq";
 import pino, { type Logger } from "pino";
+import { newBullWorker } from "../shared/bull-worker.js";
 import { bullmq } from "../shared/cjs-packages.js";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
@@ -42,7 +43,6 @@ import {
   livenessName,
   parseCancelMessage,
 } from "../shared/worker-signals.js";
-import { newBullWorker } from "./bull-worker.js";
 import { DEFAULT_RETRY_POLICY } from "./call-model.js";
 import { DeletionHooks } from "./deletion-hooks.js";
 import { type Extension, Extensions, transcriptExtension } from "./extensions.js";
@@ -376,8 +376,9 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
               "a running job",
               log,
             ),
-          // What BullMQ's close would have stopped after the jobs: its lock renewal (bull-worker.ts).
-          () => Promise.all(workers.map((worker) => worker.stopLockRenewal())),
+          // What BullMQ's close would have stopped after the jobs: its lock renewal and its
+          // blocking connection (shared/bull-worker.ts).
+          () => Promise.all(workers.map((worker) => worker.stopKeepingAlive())),
           () => deletionHooks.stop(),
           async () => {
             clearInterval(heartbeat);

@@ -11,6 +11,7 @@ import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { type FleetConfig, loadConfig } from "../src/shared/config.js";
+import { exitDeadlineMs } from "../src/shared/shutdown.js";
 import { metricNames } from "./support/promql.js";
 
 const ROOT = resolve(import.meta.dirname, "..");
@@ -83,6 +84,7 @@ type ComposeService = {
   deploy?: { replicas?: number };
   healthcheck?: { test?: string | string[] };
   restart?: string;
+  stop_grace_period?: string;
 };
 type Compose = { services: Record<string, ComposeService>; volumes?: Record<string, unknown> };
 
@@ -204,6 +206,20 @@ describe("docker-compose.yml", () => {
       expect(config.prefix).toBe("fleet");
       expect(config.logLevel).toBe("info");
       expect(config.toolDir).toBe("/data/files");
+    }
+  });
+
+  it("lets each role end its own stop before Docker kills it (stop_grace_period past its exit deadline)", () => {
+    // Compose's duration: `30s`, `1m30s`; Docker's default is 10 s.
+    const seconds = (period: string | undefined) => {
+      if (period === undefined) return 10;
+      const match = /^(?:(\d+)m)?(?:(\d+)s)?$/.exec(period);
+      if (!match || period === "") throw new Error(`stop_grace_period ${period}: not read here`);
+      return Number(match[1] ?? 0) * 60 + Number(match[2] ?? 0);
+    };
+    for (const role of ["api", "worker", "sweeper"] as const) {
+      const deadlineMs = exitDeadlineMs(role, configOf(role).shutdownGraceMs);
+      expect(seconds(service(role).stop_grace_period) * 1000, role).toBeGreaterThan(deadlineMs);
     }
   });
 

@@ -15,59 +15,15 @@
  * BullMQ's `disconnect()`, which first awaits that connection's first connect: its stop never
  * returned in such a program (shown by the second case here: `stop not returned`).
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { QUEUES } from "../src/shared/queues.js";
-import { exitedWithOutput } from "./support/child-exit.js";
-import { createFleetEnv, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
+import { afterStop, type Embedding, killEmbeddings, startEmbedding } from "./support/embedding-program.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
 import { startPrivateRedisFleet } from "./support/private-redis-fleet.js";
 import { startTcpProxy, type TcpProxy } from "./support/tcp-proxy.js";
 
-/** A program that embeds the sweeper (test/fixtures/embedded-sweeper.ts), its output so far. */
-type Embedding = { child: ChildProcess; out: () => string; exited: Promise<number | null> };
-
-function startEmbedding(env: Record<string, string>): Embedding {
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", resolve(ROOT, "test/fixtures/embedded-sweeper.ts")],
-    {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-      stdio: ["pipe", "pipe", "pipe"],
-    },
-  );
-  let out = "";
-  child.stdout?.on("data", (chunk) => {
-    out += chunk;
-  });
-  child.stderr?.on("data", (chunk) => {
-    out += chunk;
-  });
-  return { child, out: () => out, exited: exitedWithOutput(child) };
-}
-
-/**
- * Once asked to stop: whether the program exited by itself, or said it was still alive 10 s
- * after its stop returned, or that its stop had not returned after 40 s (and on what).
- */
-async function afterStop(program: Embedding): Promise<{ ended: "exited" | "alive"; out: string }> {
-  program.child.stdin?.end("stop\n");
-  const ended = await Promise.race([
-    program.exited.then(() => "exited" as const),
-    new Promise<"alive">((resolve) => {
-      const check = setInterval(() => {
-        if (/stopped\n\[|stop not returned/.test(program.out())) {
-          clearInterval(check);
-          resolve("alive");
-        }
-      }, 100);
-      void program.exited.then(() => clearInterval(check));
-    }),
-  ]);
-  return { ended, out: program.out() };
-}
+const FIXTURE = "test/fixtures/embedded-sweeper.ts";
 
 describe("a sweeper stopped while Redis is away", () => {
   let fleet: FleetEnv | undefined;
@@ -76,11 +32,7 @@ describe("a sweeper stopped while Redis is away", () => {
   const fleets: FleetEnv[] = [];
   let proxy: TcpProxy | undefined;
   afterAll(async () => {
-    for (const { child, exited } of embedding)
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill("SIGKILL");
-        await exited;
-      }
+    await killEmbeddings(embedding);
     // The fleets' own close talks to Redis: it is started again for it.
     if (!fleet) return;
     const back = await startRedis(port);
@@ -133,8 +85,8 @@ describe("a sweeper stopped while Redis is away", () => {
         createFleetEnv("sweepawayheld", { redisUrl: `redis://127.0.0.1:${proxy.port}` }),
       ]);
       fleets.push(direct, proxied);
-      const connected = startEmbedding(direct.env);
-      const neverConnected = startEmbedding(proxied.env);
+      const connected = startEmbedding(FIXTURE, direct.env);
+      const neverConnected = startEmbedding(FIXTURE, proxied.env);
       embedding.push(connected, neverConnected);
       await waitFor(
         () => connected.out().includes("started") && neverConnected.out().includes("started"),

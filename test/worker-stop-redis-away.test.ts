@@ -10,15 +10,13 @@
  * before, BullMQ's lock renewal (its close, which would stop it, never ended) and a stuck
  * job's lease renewals went on, and the program lived on for a minute or more after its stop.
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { resolve } from "node:path";
 import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { type RunningWorker, startWorker } from "../src/worker/worker.js";
-import { exitedWithOutput } from "./support/child-exit.js";
-import { createFleetEnv, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
+import { afterStop, type Embedding, killEmbeddings, startEmbedding } from "./support/embedding-program.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
 import { type PrivateRedisFleet, startPrivateRedisFleet } from "./support/private-redis-fleet.js";
 
@@ -51,14 +49,10 @@ describe("an embedded worker stopped while Redis is away", () => {
   let worker: RunningWorker | undefined;
   let stopped = false;
   /** The embedding programs started (test/fixtures/embedded-worker.ts). */
-  const embedding: ChildProcess[] = [];
+  const embedding: Embedding[] = [];
   let idle: FleetEnv | undefined;
   afterAll(async () => {
-    for (const child of embedding)
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill("SIGKILL");
-        await exitedWithOutput(child);
-      }
+    await killEmbeddings(embedding);
     // The fleet's own close talks to Redis: it is started again for it.
     if (!started || !fleet) return;
     const back = await startRedis(started.port);
@@ -107,42 +101,17 @@ describe("an embedded worker stopped while Redis is away", () => {
   async function stopEmbedded(env: Record<string, string>, meanwhile: () => Promise<void>) {
     const redis = await startRedis(started!.port);
     try {
-      const child = spawn(
-        process.execPath,
-        ["--import", "tsx", resolve(ROOT, "test/fixtures/embedded-worker.ts")],
-        {
-          cwd: ROOT,
-          env: { ...process.env, ...env },
-          stdio: ["pipe", "pipe", "pipe"],
-        },
+      const program = startEmbedding("test/fixtures/embedded-worker.ts", env);
+      embedding.push(program);
+      await waitFor(
+        async () => program.out().includes("started"),
+        30_000,
+        `the embedding program to start: ${program.out()}`,
       );
-      embedding.push(child);
-      let out = "";
-      child.stdout?.on("data", (chunk) => {
-        out += chunk;
-      });
-      child.stderr?.on("data", (chunk) => {
-        out += chunk;
-      });
-      const exited = exitedWithOutput(child);
-      await waitFor(async () => out.includes("started"), 30_000, `the embedding program to start: ${out}`);
       await meanwhile();
       await stopRedis(redis);
       await new Promise((r) => setTimeout(r, 1_000));
-      child.stdin?.end("stop\n");
-      const ended = await Promise.race([
-        exited.then(() => "exited" as const),
-        new Promise<"alive">((resolve) => {
-          const check = setInterval(() => {
-            if (/stopped\n\[/.test(out)) {
-              clearInterval(check);
-              resolve("alive");
-            }
-          }, 100);
-          void exited.then(() => clearInterval(check));
-        }),
-      ]);
-      return { ended, out };
+      return await afterStop(program);
     } finally {
       await stopRedis(redis);
     }

@@ -6,6 +6,7 @@
  * stopped 10 s after the signal"). It is now derived from the same constant (shutdown.ts
  * exitDeadlineMs), past the stop's bound, and the stop ends by its own path.
  */
+
 import { afterAll, describe, expect, it } from "vitest";
 import {
   exitDeadlineMs,
@@ -16,9 +17,9 @@ import {
 } from "../src/shared/shutdown.js";
 import { exitedWithOutput } from "./support/child-exit.js";
 import type { FleetEnv } from "./support/fleet-env.js";
-import { waitFor } from "./support/fleet-env.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
 import { type PrivateRedisFleet, startPrivateRedisFleet } from "./support/private-redis-fleet.js";
+import { waitForToolCall } from "./support/tool-call-stored.js";
 
 describe("a role's exit deadline", () => {
   it("is its grace period, its stop's waits of STOP_WAIT_MS and its closes", () => {
@@ -73,14 +74,7 @@ describe("fleet worker stopped with a job running and Redis away", () => {
       },
     });
     await client.send(id, "sleep a while");
-    await waitFor(
-      async () =>
-        (await client.getSession(id)).messages.some(
-          (m) => m.role === "assistant" && (m.toolCalls ?? []).some((c) => c.name === "sleep"),
-        ),
-      30_000,
-      "the sleep call to be stored",
-    );
+    await waitForToolCall(client, id, "sleep", 30_000);
     await stopRedis(started.redis);
     worker.child.kill("SIGTERM");
     // Bounded by the deadline itself (21.5 s here); its output read to the end.

@@ -3,10 +3,12 @@
  * period, then aborts it (the run ends `cancelled`, the history stays whole, a resume is
  * queued for another worker) and exits 0; an idle worker exits 0 at once.
  */
+
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { parseHistory } from "../src/shared/messages.js";
-import { createFleetEnv, type FleetEnv, seqsOf, type WorkerProcess, waitFor } from "./support/fleet-env.js";
+import { createFleetEnv, type FleetEnv, seqsOf, type WorkerProcess } from "./support/fleet-env.js";
+import { waitForToolCall } from "./support/tool-call-stored.js";
 
 /** Resolves with the exit code, or rejects after `ms`. */
 function exitWithin(exited: Promise<number | string>, ms: number): Promise<number | string> {
@@ -41,14 +43,7 @@ describe("worker shutdown on SIGTERM", () => {
       },
     });
     const { runId } = await client.send(id, "sleep a while");
-    await waitFor(
-      async () =>
-        (await client.getSession(id)).messages.some(
-          (m) => m.role === "assistant" && (m.toolCalls ?? []).some((c) => c.name === "sleep"),
-        ),
-      15_000,
-      "the sleep call to be stored",
-    );
+    await waitForToolCall(client, id, "sleep");
     worker.child.kill("SIGTERM");
     const code = await exitWithin(worker.exited, 20_000);
     expect(code, worker.output()).toBe(0);

@@ -19,6 +19,7 @@ import { afterStop, type Embedding, killEmbeddings, startEmbedding } from "./sup
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
 import { type PrivateRedisFleet, startPrivateRedisFleet } from "./support/private-redis-fleet.js";
+import { waitForToolCall } from "./support/tool-call-stored.js";
 
 /** An agent whose run sleeps a minute in a tool: a job running when Redis goes. */
 const SLEEPER = {
@@ -33,14 +34,7 @@ const SLEEPER = {
 async function startSleeping(client: FleetClient): Promise<void> {
   const { id } = await client.createSession({ agent: SLEEPER });
   await client.send(id, "sleep a while");
-  await waitFor(
-    async () =>
-      (await client.getSession(id)).messages.some(
-        (m) => m.role === "assistant" && (m.toolCalls ?? []).some((c) => c.name === "sleep"),
-      ),
-    15_000,
-    "the sleep call to be stored",
-  );
+  await waitForToolCall(client, id, "sleep");
 }
 
 describe("an embedded worker stopped while Redis is away", () => {

@@ -264,23 +264,35 @@ describe("sleep and fail", () => {
   });
 
   it("sleep stops when its signal aborts", async () => {
-    // The 60 s timer is a fake one that never fires: only the abort can end the sleep.
-    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    // Real timers, watched through spies: the sleep's own timer is told apart by its 60 s
+    // delay. Files share this process (isolate: false), so counting timers (fake ones, as
+    // before) also counted one that an earlier file's leftovers set meanwhile. The spies are
+    // restored in the finally, with no fake timers around: a spy restored after
+    // `vi.useRealTimers()` put the fake setTimeout back and hung the next file (82120ad).
+    const set = vi.spyOn(globalThis, "setTimeout");
+    const clear = vi.spyOn(globalThis, "clearTimeout");
     try {
       const controller = new AbortController();
       const pending = run("sleep", { ms: 60_000 }, controller.signal);
       const turn = () => new Promise<"still sleeping">((r) => setImmediate(() => r("still sleeping")));
-      while (vi.getTimerCount() === 0) await turn(); // asleep
+      const sleepTimer = () => {
+        const at = set.mock.calls.findIndex(([, ms]) => ms === 60_000);
+        return at < 0 ? undefined : (set.mock.results[at]?.value as NodeJS.Timeout);
+      };
+      while (sleepTimer() === undefined) await turn(); // asleep
+      expect(clear).not.toHaveBeenCalledWith(sleepTimer());
       controller.abort(new Error("cancelled by shutdown"));
       // Ended within the abort's own turn, its timer cleared (not left to fire in a minute).
       expect(await Promise.race([pending, turn()])).toEqual({
         success: false,
         content: "cancelled by shutdown",
       });
-      expect(vi.getTimerCount()).toBe(0);
+      expect(clear).toHaveBeenCalledWith(sleepTimer());
     } finally {
-      vi.useRealTimers();
+      set.mockRestore();
+      clear.mockRestore();
     }
+    expect(globalThis.setTimeout).not.toBe(set);
   });
 
   it("sleep with an already aborted signal fails at once", async () => {

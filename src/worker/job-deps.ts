@@ -13,6 +13,7 @@ import type { Extensions } from "./extensions.js";
 import type { CapacityDeps } from "./hand-back.js";
 import type { HistoryCache } from "./history-cache.js";
 import type { ModelProvider } from "./models/provider.js";
+import type { ParsedAgents } from "./parsed-agents.js";
 import type { RunOutcome } from "./run-outcome.js";
 
 export type SessionJobDeps = AgentLoopDeps & {
@@ -61,6 +62,8 @@ export type SessionJobDeps = AgentLoopDeps & {
    * does them itself before it returns.
    */
   afterJob?: (closing: Promise<void>) => void;
+  /** Stored agents parsed once per process (parsed-agents.ts); absent: each job parses its own. */
+  agents?: Pick<ParsedAgents, "parse">;
   /** Provider limits (contracts §15): endpoint gates and hand-backs; absent: no gate. */
   capacity?: CapacityDeps;
 };

@@ -35,7 +35,7 @@ export async function runLoop(started: StartedRun): Promise<LoopResult> {
       // A beforeRun that throws ends the run failed, and nothing is sent to the model (contracts §8).
       result = { outcome: "failed", error: hookFailure, usage: { inputTokens: 0, outputTokens: 0 } };
     } else {
-      state.parsedAgent ??= parseAgentConfig(storedAgent);
+      state.parsedAgent ??= deps.agents ? deps.agents.parse(storedAgent) : parseAgentConfig(storedAgent);
       const parsed = state.parsedAgent;
       // A handed-back run has made some of its model calls already (maxTurns is per run).
       const agent = previous ? { ...parsed, maxTurns: parsed.maxTurns - turnsTaken(previous) } : parsed;

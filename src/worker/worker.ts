@@ -50,6 +50,7 @@ import { defaultFetchers, fetcherSlots } from "./fetchers.js";
 import { HistoryCache } from "./history-cache.js";
 import { createModel, redisFaultCounter } from "./models/create-model.js";
 import { abortableSleep } from "./models/scripted.js";
+import { ParsedAgents } from "./parsed-agents.js";
 import { putBack } from "./put-back.js";
 import { processSessionJob, type SessionJobDeps } from "./session-job.js";
 import { builtinTools } from "./tools/builtin.js";
@@ -223,6 +224,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     events,
     extensions,
     ...(histories ? { histories } : {}),
+    agents: new ParsedAgents(),
     lease: new SessionLease(redis, config.prefix, config.leaseTtlMs, config.workerGatherMs),
     leaseTtlMs: config.leaseTtlMs,
     dbRideoutMs: config.workerDbRideoutMs,

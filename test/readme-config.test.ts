@@ -1,6 +1,6 @@
 /**
  * The README's configuration tables say what the configuration parser does: every variable
- * they name is read (config.ts, or webhooks.ts and provider-limits.ts, which it calls), every
+ * they name is read (config.ts, or webhooks.ts and provider-limit-settings.ts, which it calls), every
  * variable the parser reads is documented, and each default they give is what loadConfig({})
  * makes of an empty environment.
  */
@@ -13,7 +13,7 @@ import { ROOT } from "./support/fleet-env.js";
 const readme = readFileSync(join(ROOT, "README.md"), "utf8");
 const source = (file: string) => readFileSync(join(ROOT, "src/shared", file), "utf8");
 /** Variables read outside the schema, by the functions loadConfig calls. */
-const READ_ELSEWHERE = [source("webhooks.ts"), source("provider-limits.ts")].join("\n");
+const READ_ELSEWHERE = [source("webhooks.ts"), source("provider-limit-settings.ts")].join("\n");
 
 /** The text of the README from `heading` to the next heading of its level or above. */
 function section(heading: string): string {

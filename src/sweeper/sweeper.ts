@@ -14,67 +14,15 @@
  * Part 1's read of the running runs also tells `progress` how long each went without an
  * append: a run whose live worker waits forever (a tool) is not resumed, only shown (run-progress.ts).
  */
-import type { Redis } from "ioredis";
-import type { Logger } from "pino";
-import { ownerOf, type SessionLease } from "../shared/lease.js";
-import type { FleetMetrics } from "../shared/metrics.js";
-import {
-  type JobName,
-  type JobStanding,
-  parseRunJob,
-  QUEUES,
-  type RunJob,
-  type RunQueues,
-} from "../shared/queues.js";
-import type { AutomaticResumes } from "../shared/store/automatic-resumes.js";
-import type { SessionQueries } from "../shared/store/session-queries.js";
+import { ownerOf } from "../shared/lease.js";
+import { type JobName, parseRunJob, type RunJob } from "../shared/queues.js";
 import { DeathWatch, livenessMode, liveWorkers } from "./liveness.js";
-import type { RunProgress } from "./run-progress.js";
+import { OrphanedRuns } from "./orphaned-runs.js";
+import { type Cause, resumeOrPark } from "./resume-or-park.js";
 import { SweepLocks } from "./sweep-locks.js";
-import type { QueuedRun, SweepQueries } from "./sweep-queries.js";
+import type { SweeperDeps, SweepResult } from "./sweeper-deps.js";
 
-export type SweeperDeps = {
-  prefix: string;
-  redis: Redis;
-  lease: SessionLease;
-  queries: Pick<SessionQueries, "getSession" | "getRun">;
-  sweeps: SweepQueries;
-  /** Every automatic resume and retry is decided and counted there. */
-  resumes: Pick<AutomaticResumes, "schedule" | "countRetry" | "backoffLeftMs">;
-  queues: Pick<RunQueues, "enqueue" | "getJob" | "getActive" | "jobStates">;
-  metrics: Pick<FleetMetrics, "runs">;
-  log: Pick<Logger, "info" | "warn" | "debug">;
-  /** Told every running run at each look for abandoned ones: runs alive but making no progress. */
-  progress?: Pick<RunProgress, "observe">;
-  now?: () => number;
-  /**
-   * Writes the RUN_COMPLETED of a run this sweeper ended (contracts §7), after every stored
-   * message the session's event stream lacks. Absent: no events.
-   */
-  runEnded?: (sessionId: string, runId: string, outcome: "crashed" | "stalled") => Promise<void>;
-  /**
-   * Writes the RUN_COMPLETED of the session's last run when its stream lacks it (its worker
-   * died between committing the end and writing it; `EventWriter.missingRunEnd`), before a
-   * resume's RUN_STARTED can follow it. Absent: no events.
-   */
-  runEndMissing?: (sessionId: string) => Promise<unknown>;
-  /**
-   * The client name of `redis` (`sweeperName`). Each sweep lock's token starts with it, and a
-   * lock whose holder's name is missing from CLIENT LIST in two looks `confirmDeathMs` apart
-   * (the holder was SIGKILLed: the kernel closed its socket) is taken over at once, not after
-   * its 10 s TTL. Absent: this sweeper's locks only expire.
-   */
-  name?: string;
-  /**
-   * Aborted when the process stops: a sweep looks at no further session, and the failure of
-   * the one under way (its statement cancelled, its pool closed) is not warned about.
-   */
-  signal?: AbortSignal;
-};
-
-export type SweepResult = { resumed: number; parked: number; abandoned: number; requeued: number };
-
-type Cause = "crashed" | "stalled" | "interrupted";
+export type { SweeperDeps, SweepResult } from "./sweeper-deps.js";
 
 /** The owner part of the token the sweeper holds a session's lease with while it ends a run. */
 const SWEEPER_OWNER = "sweeper";
@@ -116,8 +64,8 @@ export class Sweeper {
   private lastLive: Set<string> | null = null;
   /** When this sweeper last saw Redis fail, answer slowly, or come back (its clock). */
   private redisTroubleAt = Number.NEGATIVE_INFINITY;
-  /** Where the next orphan scan reads on in a backlog longer than one page (none: the start). */
-  private orphansAfter: QueuedRun | undefined;
+  /** Part 3, with where its next scan reads on (orphaned-runs.ts). */
+  private readonly orphans: OrphanedRuns;
   /** Sessions whose last sweep failed: their next failures are not warned about again. */
   private readonly failing = new Set<string>();
   private readonly now: () => number;
@@ -132,6 +80,7 @@ export class Sweeper {
     this.deaths = new DeathWatch(this.confirmDeathMs);
     this.claimDeaths = new DeathWatch(this.confirmDeathMs);
     this.now = deps.now ?? Date.now;
+    this.orphans = new OrphanedRuns(deps);
     this.locks = new SweepLocks({
       prefix: deps.prefix,
       redis: deps.redis,
@@ -303,7 +252,7 @@ export class Sweeper {
             // Once a resume has started, this run is no longer the session's latest and its lost
             // end is never written (EventWriter.missingRunEnd). Not resumed now, the session is
             // part 2's, as after a sweeper that died here: it writes the lost end, then resumes.
-            if (written) await this.resumeOrPark(run.session_id, cause, lastRenewal);
+            if (written) await resumeOrPark(this.deps, run.session_id, cause, lastRenewal);
             return true;
           }),
         );
@@ -327,7 +276,7 @@ export class Sweeper {
             .catch((error: unknown) =>
               this.deps.log.warn({ err: error, sessionId: session.id }, "writing a lost run end failed"),
             );
-          return this.resumeOrPark(session.id, "interrupted", null);
+          return resumeOrPark(this.deps, session.id, "interrupted", null);
         }),
       );
       if (outcome === "resumed") result.resumed++;
@@ -336,101 +285,9 @@ export class Sweeper {
     return result;
   }
 
-  /**
-   * Decides for one session under its lock: the decision itself (resume with backoff, or
-   * park) is AutomaticResumes', the one place every automatic resume is counted.
-   */
-  private async resumeOrPark(
-    sessionId: string,
-    cause: Cause,
-    lastRenewal: number | null,
-  ): Promise<"resumed" | "parked" | "none"> {
-    let lastSignAt: Date | undefined;
-    if (cause !== "interrupted") {
-      const session = await this.deps.queries.getSession(sessionId);
-      if (!session) return "none";
-      lastSignAt = new Date(Math.max(session.lastActiveAt.getTime(), lastRenewal ?? 0));
-    }
-    const scheduled = await this.deps.resumes.schedule({ sessionId, trigger: "sweeper", lastSignAt });
-    switch (scheduled.action) {
-      case "none":
-        return "none";
-      case "park":
-        this.deps.log.warn(
-          { sessionId, reason: scheduled.reason, detail: scheduled.detail },
-          "session parked",
-        );
-        return "parked";
-      case "resume": {
-        const { run, delayMs, attempt } = scheduled;
-        await this.deps.queues.enqueue("resume", { sessionId, runId: run.id }, { delayMs });
-        this.deps.log.info(
-          { sessionId, runId: run.id, kind: run.resumeKind, cause, attempt, delayMs },
-          "resume enqueued",
-        );
-        return "resumed";
-      }
-    }
-  }
-
-  /**
-   * Part 3: queued runs whose job Redis no longer has, or whose job failed for good. Under a
-   * backlog most old queued runs are simply waiting: their jobs' standing is read in one
-   * pipeline per queue, and a run that started meanwhile (its job finished because it ran)
-   * is left alone — checked again in the same transaction that counts the retry.
-   */
-  async sweepOrphanedRuns(olderThanMs = 5_000, limit = 500): Promise<number> {
-    // A page per scan, in turn: a lost job behind a backlog longer than a page is found
-    // within a few scans, not once the waiting runs ahead of it have drained.
-    const page = await this.deps.sweeps.queuedRunsOlderThan(olderThanMs, limit, this.orphansAfter);
-    const candidates = page.runs;
-    this.orphansAfter = page.next;
-    const lost: { run: QueuedRun; name: JobName; state: JobStanding }[] = [];
-    for (const name of ["run", "resume"] as const) {
-      const mine = candidates.filter((run) => (run.kind === "resume" ? "resume" : "run") === name);
-      const states = await this.deps.queues.jobStates(
-        name,
-        mine.map((run) => QUEUES.runs.jobId({ sessionId: run.session_id, runId: run.id })),
-      );
-      mine.forEach((run, i) => {
-        if (states[i] !== "pending") lost.push({ run, name, state: states[i]! });
-      });
-    }
-    if (lost.length === 0) return 0;
-    const stillQueued = new Set(await this.deps.sweeps.stillQueued(lost.map(({ run }) => run.id)));
-    // A lost job of an automatic resume still in its backoff waits for the rest of it.
-    const backoffLeft = await this.deps.resumes.backoffLeftMs(
-      lost
-        .filter(({ run, state }) => state === "missing" && stillQueued.has(run.id))
-        .map(({ run }) => run.id),
-    );
-    let count = 0;
-    for (const { run, name, state } of lost) {
-      if (this.stopping) break;
-      if (!stillQueued.has(run.id)) continue;
-      const jobId = QUEUES.runs.jobId({ sessionId: run.session_id, runId: run.id });
-      // A job Redis lost is re-added as it was (delayed by what remains of its backoff, on
-      // Postgres's clock); a job that failed for good or ended without starting its run is a
-      // retry, and counts against the session's one limit.
-      let delayMs = backoffLeft.get(run.id) ?? 0;
-      if (state === "finished") {
-        const counted = await this.deps.resumes.countRetry(run.session_id, run.id);
-        if (counted.action === "none") continue;
-        if (counted.action === "park") {
-          this.deps.log.warn(
-            { sessionId: run.session_id, runId: run.id, detail: counted.detail },
-            "session parked",
-          );
-          continue;
-        }
-        delayMs = counted.delayMs;
-        await (await this.deps.queues.getJob(name, jobId))?.remove().catch(() => {});
-      }
-      await this.deps.queues.enqueue(name, { sessionId: run.session_id, runId: run.id }, { delayMs });
-      count++;
-      this.deps.log.info({ runId: run.id, state, delayMs }, "queued run re-enqueued");
-    }
-    return count;
+  /** Part 3: queued runs whose job Redis no longer has, or whose job failed for good (orphaned-runs.ts). */
+  sweepOrphanedRuns(olderThanMs = 5_000, limit = 500): Promise<number> {
+    return this.orphans.sweep(olderThanMs, limit);
   }
 
   /**

@@ -1,0 +1,35 @@
+/** The parsers of the `fleet` program's flag and argument values: a bad one is a usage error naming the command. */
+import { InvalidArgumentError } from "commander";
+
+/** A parser for a whole-number flag from `min` to `max`. */
+export function wholeNumber(min: number, max?: number): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!/^\s*\d+\s*$/.test(value) || !Number.isSafeInteger(n) || n < min || (max !== undefined && n > max))
+      throw new InvalidArgumentError(
+        max === undefined
+          ? `expected a whole number ≥ ${min}`
+          : `expected a whole number from ${min} to ${max}`,
+      );
+    return n;
+  };
+}
+/** `on` or `off`, refused as a usage error naming the command, as a bad number is. */
+export function onOrOff(value: string): "on" | "off" {
+  if (value !== "on" && value !== "off") throw new InvalidArgumentError("expected on or off");
+  return value;
+}
+export const count = wholeNumber(1);
+export const port = wholeNumber(0, 65_535);
+/**
+ * Worker processes `fleet up` and `fleet demo` start on this machine: each takes ~1 s of CPU and
+ * ~100 MB to start, so `--workers 100000` (a typo, a script's wrong variable) forked until the
+ * machine stalled (load average 119 on 2 cores). More than this is a fleet of hosts, run with
+ * `fleet worker` under the operator's own supervisor.
+ */
+export const MAX_LOCAL_WORKERS = 64;
+export const workerCount = wholeNumber(1, MAX_LOCAL_WORKERS);
+
+export function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}

@@ -1,0 +1,66 @@
+/** The `fleet` program's usage lines and help text, and its usage errors that name the command. */
+import type { Command, Option } from "commander";
+import { CommandLineExit } from "./command-line-exit.js";
+
+/** Options that may be given more than once; the synopsis shows them with "...". */
+export const repeatable = new WeakSet<Option>();
+
+/** `[--port N]`, `--tenant NAME`, `[--tools FILE ...]`, `KEY_ID`: what the usage lines show. */
+function synopsis(command: Command): string {
+  const visible = command.commands.filter((c) => c.name() !== "help");
+  if (visible.length > 0) {
+    const full = visible.map((c) => `${c.name()} ${synopsis(c)}`.trim()).join(" | ");
+    // Too long for one line: the subcommands' names; each one's --help has the rest.
+    return full.length <= 72 ? full : `${visible.map((c) => c.name()).join(" | ")} ...`;
+  }
+  const parts = command.options
+    .filter((o) => !o.hidden && o.long)
+    .map((o) => {
+      const value = /[<[]([^>\]]+)[>\]]/.exec(o.flags)?.[1];
+      const text = `${o.long}${value ? ` ${value}` : ""}${repeatable.has(o) ? " ..." : ""}`;
+      return o.mandatory ? text : `[${text}]`;
+    });
+  for (const a of command.registeredArguments) parts.push(a.required ? a.name() : `[${a.name()}]`);
+  return parts.join(" ");
+}
+
+const CONFIGURATION = [
+  "Configuration comes from the environment (a .env file in the working directory is honoured):",
+  "DATABASE_URL, REDIS_URL, FLEET_PREFIX, PORT, HOST, METRICS_PORT, FLEET_TOOL_DIR, LOG_LEVEL, ...",
+].join("\n");
+
+const EXIT_CODES =
+  "Exit codes: 0 done, 3 not resumable (resume-point), 2 invalid input or usage (or a service or port that is not there), 1 any other failure, 70 a last-resort stop.";
+/** Usage lines from the options, errors that name the command, for the whole tree. */
+export function finish(command: Command, path: string): void {
+  command.exitOverride((error) => {
+    throw new CommandLineExit(path, error);
+  });
+  if (command.parent) {
+    const custom = command.usage();
+    if (custom.startsWith("[options]") || custom.startsWith("[command]")) command.usage(synopsis(command));
+    command.helpOption("-h, --help", "show help");
+  }
+  for (const sub of command.commands) finish(sub, `${path} ${sub.name()}`);
+}
+
+export function rootHelp(program: Command): string {
+  const commands = program.commands
+    .filter((c) => c.name() !== "help")
+    .map((c) => {
+      const usage = c.usage() === "[options]" ? "" : ` ${c.usage()}`;
+      return `  fleet ${c.name()}${usage}\n      ${c.summary() || c.description()}`;
+    });
+  return [
+    "usage: fleet <command> [options]",
+    "",
+    program.description(),
+    "",
+    ...commands,
+    "",
+    "`fleet <command> --help` lists a command's options; `fleet --version` prints the version.",
+    CONFIGURATION,
+    EXIT_CODES,
+    "",
+  ].join("\n");
+}

@@ -28,8 +28,8 @@ import type {
 } from "../shared/api-types.js";
 import type { Message } from "../shared/messages.js";
 import type { ResumeKind, ResumePointJson } from "../shared/resume-point.js";
-import { ApiTransport, type RequestArgs, sleep } from "./api-transport.js";
-import { apiError, FleetApiError, FleetNetworkError, parseJson, quotedStart } from "./client-errors.js";
+import { ApiTransport, type RequestArgs } from "./api-transport.js";
+import { batchResultLines } from "./batch-result-lines.js";
 import { eventStream, runEvents } from "./client-event-streams.js";
 import type {
   BatchSessionInput,
@@ -39,8 +39,8 @@ import type {
   RunWithSession,
   SessionPageOptions,
 } from "./client-options.js";
-import { pollDelay } from "./poll-delay.js";
-import { textLines } from "./text-lines.js";
+import { messagePages } from "./message-pages.js";
+import { pollUntilEnded } from "./run-wait.js";
 
 export { isEventType } from "../shared/api-events.js";
 export { FleetApiError, FleetNetworkError } from "./client-errors.js";
@@ -261,27 +261,7 @@ export class FleetClient {
     options: { signal?: AbortSignal | undefined } = {},
   ): AsyncGenerator<BatchResult> {
     const { signal } = options;
-    const path = `/v1/batches/${encodeURIComponent(batchId)}/results`;
-    const response = await this.http.waitingOutLimits(async () => {
-      const answer = await this.http.send("GET", path, { headers: this.http.headers(undefined, {}), signal });
-      if (!answer.ok || !answer.body)
-        throw apiError("GET", path, answer, parseJson(await this.http.text("GET", path, answer, signal)));
-      return answer;
-    }, signal);
-    // A line that is not a result is said, not thrown as JSON.parse's SyntaxError.
-    let number = 0;
-    for await (const line of textLines(this.http.chunks("GET", path, response, signal))) {
-      number++;
-      if (!line.trim()) continue;
-      const result = parseJson(line);
-      if (result === null || typeof result !== "object" || Array.isArray(result))
-        throw new FleetApiError(
-          response.status,
-          "invalid_response",
-          `GET ${path}: line ${number} is not a JSON object: ${quotedStart(line)}`,
-        );
-      yield result as BatchResult;
-    }
+    yield* batchResultLines(this.http, `/v1/batches/${encodeURIComponent(batchId)}/results`, signal);
   }
 
   /**
@@ -437,28 +417,7 @@ export class FleetClient {
       signal?: AbortSignal | undefined;
     } = {},
   ): AsyncGenerator<SessionJson["messages"][number]> {
-    const { signal } = options;
-    let afterSeq = options.afterSeq ?? 0;
-    const limit = options.pageSize ?? 500;
-    for (;;) {
-      let page: SessionJson;
-      try {
-        page = await this.getSession(sessionId, { afterSeq, limit, runsLimit: 0, signal });
-      } catch (error) {
-        if (!(error instanceof FleetApiError && error.status === 400 && error.field !== undefined))
-          throw error;
-        if (!["limit", "runsLimit"].includes(error.field)) throw error;
-        // The last release's API: no paging, every message after `afterSeq` at once.
-        yield* (await this.getSession(sessionId, { afterSeq, signal })).messages;
-        return;
-      }
-      for (const message of page.messages) {
-        afterSeq = message.seq;
-        yield message;
-      }
-      // null: nothing after this page; absent: an API that ignored `limit` sent them all.
-      if (page.nextAfterSeq === null || page.nextAfterSeq === undefined) return;
-    }
+    yield* messagePages((id, page) => this.getSession(id, page), sessionId, options);
   }
 
   /** `signal` stops the request (it rejects with the signal's reason). */
@@ -480,61 +439,6 @@ export class FleetClient {
       signal?: AbortSignal | undefined;
     } = {},
   ): Promise<RunWithSession> {
-    const timeoutMs = options.timeoutMs ?? 60_000;
-    const deadline = Date.now() + timeoutMs;
-    const timedOut = () => new Error(`run ${runId} has not ended after ${timeoutMs} ms`);
-    // Bounds the request in flight as well, and ends with the caller's signal.
-    const controller = new AbortController();
-    const expiry = setTimeout(() => controller.abort(timedOut()), timeoutMs);
-    const onAbort = () => controller.abort(options.signal?.reason);
-    options.signal?.addEventListener("abort", onAbort, { once: true });
-    if (options.signal?.aborted) onAbort();
-    // Once the run has been read, a poll that meets an API restarting (no connection, a broken
-    // one, 502/503/504) is asked again until the deadline: a GET is safe to repeat. The first
-    // poll's failure is not: a wrong URL or a run that is not there is said at once.
-    let seen = false;
-    let lastFailure: unknown;
-    try {
-      for (let poll = 0; ; poll++) {
-        let run: RunWithSession | undefined;
-        try {
-          run = await this.getRun(runId, { signal: controller.signal });
-          seen = true;
-          lastFailure = undefined;
-        } catch (error) {
-          if (!seen || controller.signal.aborted || !passing(error)) throw error;
-          lastFailure = error;
-        }
-        if (run?.status === "ended") return run;
-        if (Date.now() > deadline) throw lastFailure ? timedOutAfter(timedOut(), lastFailure) : timedOut();
-        await sleep(pollDelay(poll, options.intervalMs), controller.signal);
-        controller.signal.throwIfAborted();
-      }
-    } catch (error) {
-      // The deadline's abort may land on a poll that was failing: say what it met.
-      if (
-        lastFailure &&
-        error instanceof Error &&
-        controller.signal.reason === error &&
-        !options.signal?.aborted
-      )
-        throw timedOutAfter(error, lastFailure);
-      throw error;
-    } finally {
-      clearTimeout(expiry);
-      options.signal?.removeEventListener("abort", onAbort);
-    }
+    return pollUntilEnded((id, poll) => this.getRun(id, poll), runId, options);
   }
-}
-
-/** A poll's failure that an API restarting or a proxy before it gives: worth asking again. */
-function passing(error: unknown): boolean {
-  if (error instanceof FleetNetworkError) return true;
-  return error instanceof FleetApiError && [502, 503, 504].includes(error.status);
-}
-
-/** `timedOut` saying what the polls met last (`cause`). */
-function timedOutAfter(timedOut: Error, failure: unknown): Error {
-  const detail = failure instanceof Error ? failure.message : String(failure);
-  return new Error(`${timedOut.message} (the last poll failed: ${detail})`, { cause: failure });
 }

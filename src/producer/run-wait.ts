@@ -1,0 +1,73 @@
+/** How `FleetClient.waitForRun` polls a run until it has ended (its doc says what it does). */
+import { sleep } from "./api-transport.js";
+import { FleetApiError, FleetNetworkError } from "./client-errors.js";
+import type { RunWithSession } from "./client-options.js";
+import { pollDelay } from "./poll-delay.js";
+
+/** `FleetClient.waitForRun`, asking with `getRun` (the client's). */
+export async function pollUntilEnded(
+  getRun: (runId: string, options: { signal?: AbortSignal | undefined }) => Promise<RunWithSession>,
+  runId: string,
+  options: {
+    timeoutMs?: number | undefined;
+    intervalMs?: number | undefined;
+    signal?: AbortSignal | undefined;
+  },
+): Promise<RunWithSession> {
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  const deadline = Date.now() + timeoutMs;
+  const timedOut = () => new Error(`run ${runId} has not ended after ${timeoutMs} ms`);
+  // Bounds the request in flight as well, and ends with the caller's signal.
+  const controller = new AbortController();
+  const expiry = setTimeout(() => controller.abort(timedOut()), timeoutMs);
+  const onAbort = () => controller.abort(options.signal?.reason);
+  options.signal?.addEventListener("abort", onAbort, { once: true });
+  if (options.signal?.aborted) onAbort();
+  // Once the run has been read, a poll that meets an API restarting (no connection, a broken
+  // one, 502/503/504) is asked again until the deadline: a GET is safe to repeat. The first
+  // poll's failure is not: a wrong URL or a run that is not there is said at once.
+  let seen = false;
+  let lastFailure: unknown;
+  try {
+    for (let poll = 0; ; poll++) {
+      let run: RunWithSession | undefined;
+      try {
+        run = await getRun(runId, { signal: controller.signal });
+        seen = true;
+        lastFailure = undefined;
+      } catch (error) {
+        if (!seen || controller.signal.aborted || !passing(error)) throw error;
+        lastFailure = error;
+      }
+      if (run?.status === "ended") return run;
+      if (Date.now() > deadline) throw lastFailure ? timedOutAfter(timedOut(), lastFailure) : timedOut();
+      await sleep(pollDelay(poll, options.intervalMs), controller.signal);
+      controller.signal.throwIfAborted();
+    }
+  } catch (error) {
+    // The deadline's abort may land on a poll that was failing: say what it met.
+    if (
+      lastFailure &&
+      error instanceof Error &&
+      controller.signal.reason === error &&
+      !options.signal?.aborted
+    )
+      throw timedOutAfter(error, lastFailure);
+    throw error;
+  } finally {
+    clearTimeout(expiry);
+    options.signal?.removeEventListener("abort", onAbort);
+  }
+}
+
+/** A poll's failure that an API restarting or a proxy before it gives: worth asking again. */
+function passing(error: unknown): boolean {
+  if (error instanceof FleetNetworkError) return true;
+  return error instanceof FleetApiError && [502, 503, 504].includes(error.status);
+}
+
+/** `timedOut` saying what the polls met last (`cause`). */
+function timedOutAfter(timedOut: Error, failure: unknown): Error {
+  const detail = failure instanceof Error ? failure.message : String(failure);
+  return new Error(`${timedOut.message} (the last poll failed: ${detail})`, { cause: failure });
+}

@@ -19,6 +19,7 @@ import { type JobName, parseRunJob, type RunJob } from "../shared/queues.js";
 import { DeathWatch, livenessMode, liveWorkers } from "./liveness.js";
 import { OrphanedRuns } from "./orphaned-runs.js";
 import { type Cause, resumeOrPark } from "./resume-or-park.js";
+import { SessionFailures } from "./session-failures.js";
 import { SweepLocks } from "./sweep-locks.js";
 import type { SweeperDeps, SweepResult } from "./sweeper-deps.js";
 
@@ -36,9 +37,6 @@ export function slowAnswer(tookMs: number, ttlMs: number): boolean {
 export function leaseJudgeable(healthyForMs: number, ttlMs: number): boolean {
   return healthyForMs >= ttlMs;
 }
-
-/** Failing sessions remembered so as to warn once each (then the memory starts over). */
-const MAX_FAILING_REMEMBERED = 10_000;
 
 /** Abandoned runs handled at once (each is a handful of round trips under its own lock). */
 const ABANDONED_AT_ONCE = 8;
@@ -66,8 +64,8 @@ export class Sweeper {
   private redisTroubleAt = Number.NEGATIVE_INFINITY;
   /** Part 3, with where its next scan reads on (orphaned-runs.ts). */
   private readonly orphans: OrphanedRuns;
-  /** Sessions whose last sweep failed: their next failures are not warned about again. */
-  private readonly failing = new Set<string>();
+  /** Sessions whose sweep failed, and warning about it once each (session-failures.ts). */
+  private readonly failures: SessionFailures;
   private readonly now: () => number;
   private readonly confirmDeathMs: number;
   private readonly locks: SweepLocks;
@@ -81,6 +79,7 @@ export class Sweeper {
     this.claimDeaths = new DeathWatch(this.confirmDeathMs);
     this.now = deps.now ?? Date.now;
     this.orphans = new OrphanedRuns(deps);
+    this.failures = new SessionFailures(deps);
     this.locks = new SweepLocks({
       prefix: deps.prefix,
       redis: deps.redis,
@@ -134,32 +133,6 @@ export class Sweeper {
   /** Runs `fn` under the session's sweep lock (sweep-locks.ts); undefined when another sweeper holds it. */
   private withSessionLock<T>(sessionId: string, fn: () => Promise<T>): Promise<T | undefined> {
     return this.locks.withLock(sessionId, fn);
-  }
-
-  /**
-   * One session's failure is logged and retried next tick; it never stops the others. It is
-   * logged once until that session is swept again without one: a Redis refusing writes
-   * (maxmemory with noeviction) fails every waiting session on every tick.
-   */
-  private async guarded<T>(sessionId: string, fn: () => Promise<T>): Promise<T | undefined> {
-    try {
-      const result = await fn();
-      this.failing.delete(sessionId);
-      return result;
-    } catch (error) {
-      if (this.stopping) return undefined;
-      const again = this.failing.has(sessionId);
-      // A session swept by another sweeper meanwhile is never taken out: bounded, it starts over.
-      if (this.failing.size >= MAX_FAILING_REMEMBERED) this.failing.clear();
-      this.failing.add(sessionId);
-      this.deps.log[again ? "debug" : "warn"](
-        { err: error, sessionId },
-        again
-          ? "sweeping a session failed again"
-          : "sweeping a session failed; it is looked at again each tick (logged once until it works)",
-      );
-      return undefined;
-    }
   }
 
   /** Which workers are alive now (CLIENT LIST on every master, or heartbeats). */
@@ -216,7 +189,7 @@ export class Sweeper {
         // the run ends `crashed` either way; only a listed connection tells a freeze apart.
         const cause: Cause =
           workerDead || livenessMode(this.deps.redis) === "heartbeat" ? "crashed" : "stalled";
-        const done = await this.guarded(run.session_id, () =>
+        const done = await this.failures.guarded(run.session_id, () =>
           this.withSessionLock(run.session_id, async () => {
             const stillHeldBy = await this.deps.lease.holder(run.session_id);
             if (stillHeldBy !== holder) return false; // it changed hands meanwhile: look again next tick
@@ -268,7 +241,7 @@ export class Sweeper {
     const result = { resumed: 0, parked: 0 };
     for (const session of await this.deps.sweeps.sessionsNeedingAttention(limit)) {
       if (this.stopping) break;
-      const outcome = await this.guarded(session.id, () =>
+      const outcome = await this.failures.guarded(session.id, () =>
         this.withSessionLock(session.id, async () => {
           // Events never hold up a resume: a failed write is logged and the resume goes on.
           await this.deps
@@ -320,7 +293,7 @@ export class Sweeper {
       } catch {
         continue; // a malformed job fails on its own; nothing to recover
       }
-      const done = await this.guarded(payload.sessionId, () =>
+      const done = await this.failures.guarded(payload.sessionId, () =>
         this.withSessionLock(payload.sessionId, async () => {
           const run = await this.deps.queries.getRun(payload.runId);
           if (run?.status !== "queued") return false;

@@ -3,8 +3,12 @@
  * statement: a worker that lost its lease changes nothing and learns it from a FencedError.
  * Each operation is one round trip (data-modifying CTEs), because these statements are the
  * worker's hot path. See fleet-design.md §4.
+ *
+ * FencedWrites is the one entry point: claims and appends are sent here, grouped per
+ * event-loop turn; starting and ending a run are fenced-runs.ts, the checks a holder makes
+ * before it acts fence-checks.ts, and what goes into and comes out of the statements
+ * (computed without Postgres) fenced-rows.ts.
  */
-import { randomUUID } from "node:crypto";
 import type { Database } from "../db/client.js";
 import type { RunRow } from "../db/schema.js";
 import { FencedError } from "../errors.js";
@@ -13,6 +17,16 @@ import type { TailState } from "../tail-state.js";
 import { TurnBatch } from "../turn-batch.js";
 import { withFields } from "../with-fields.js";
 import { judgeAppend, readAfterCursor } from "./committed-appends.js";
+import { holdsEpoch, reserveModelCall, sessionCancelled } from "./fence-checks.js";
+import {
+  type Fence,
+  type HistoryCursor,
+  parkedReason,
+  sessionAppend,
+  stored,
+  stripNul,
+} from "./fenced-rows.js";
+import { endRun, type RunEndDetail, startRun } from "./fenced-runs.js";
 import { GroupCommit, type Settled } from "./group-commit.js";
 import {
   type AppendOutcome,
@@ -29,11 +43,7 @@ import { type ClaimRequest, type ClaimRow, claimAlone, claimsTogether } from "./
 import { readClaimedHistory } from "./history-reads.js";
 import { json, messageFromRaw, type RawMessage, type RawRun, runFromRaw, toNewRows } from "./rows.js";
 
-/** What a writer proves on every write: the session and its epoch. */
-export type Fence = { sessionId: string; epoch: number };
-
-/** Where a history stands, so the next append can be numbered and checked. */
-export type HistoryCursor = { lastSeq: number; lastStepSeq: number | null };
+export type { Fence, HistoryCursor } from "./fenced-rows.js";
 
 /** What a new lease holder learns when it claims a session. */
 export type Claim = {
@@ -64,68 +74,6 @@ export type Claim = {
    */
   started: StoredMessage[] | null;
 };
-
-/** An append as the statements take it: numbered after `cursor`, fenced by `fence`. */
-function sessionAppend(
-  fence: Fence,
-  cursor: HistoryCursor,
-  runId: string | null,
-  messages: readonly Message[],
-  tail: TailState,
-  estimatedTokens: number,
-): SessionAppend {
-  return {
-    sessionId: fence.sessionId,
-    epoch: fence.epoch,
-    lastSeq: cursor.lastSeq,
-    tail,
-    tokens: tokensOf(messages) + Math.max(0, Math.ceil(estimatedTokens)),
-    runId,
-    rows: toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq),
-  };
-}
-
-/** The parked reason stored when a limit parks the session in the statement that ends its run. */
-function parkedReason(park: { reason: string; detail?: string } | undefined): string | null {
-  return park ? stripNul(park.detail ? `${park.reason}: ${park.detail}` : park.reason) : null;
-}
-
-/** Tokens the model steps among `messages` reported (for `agent.budget.maxTokens`). */
-function tokensOf(messages: readonly Message[]): number {
-  let tokens = 0;
-  for (const m of messages)
-    if (m.role === "assistant" && m.usage) tokens += m.usage.inputTokens + m.usage.outputTokens;
-  return tokens;
-}
-
-/** Postgres text cannot hold U+0000; error texts may quote what a model or tool produced. */
-function stripNul(text: string): string {
-  return text.includes("\u0000") ? text.replaceAll("\u0000", "\uFFFD") : text;
-}
-
-function stored(
-  messages: readonly Message[],
-  inserted: readonly { seq: number; created_at: string | Date }[],
-): StoredMessage[] {
-  const bySeq = [...inserted].sort((a, b) => a.seq - b.seq);
-  // Filled by push, not by `.map`, whose arrays have one elements kind from the builtin and
-  // another from optimized code that inlines it: the agent loop's reads of these arrays were
-  // optimized for one and thrown away at the first of the other (event-writer.ts).
-  const out: StoredMessage[] = [];
-  for (const [i, m] of messages.entries()) {
-    const seq = bySeq[i]!.seq;
-    const createdAt = new Date(bySeq[i]!.created_at).toISOString();
-    // Not `{ ...m, seq, … }`, which made new hidden classes for each message (with-fields.ts).
-    // As a read gives it back (rows.ts): unknown usage is `null`, so a MESSAGE event is
-    // exactly the stored message (contracts §7, §13).
-    out.push(
-      m.role === "assistant"
-        ? withFields(m, { usage: m.usage ?? null, seq, createdAt })
-        : withFields(m, { seq, createdAt }),
-    );
-  }
-  return out;
-}
 
 export class FencedWrites {
   /** The appends of one event-loop turn, in one statement per kind (group-commit.ts). */
@@ -287,157 +235,35 @@ export class FencedWrites {
     };
   }
 
-  /**
-   * Whether the session's epoch is still `fence.epoch`: nobody claimed it and no sweeper
-   * ended its run since this holder's claim. A worker that took its lapsed lease back asks
-   * this before it acts again (session-job.ts).
-   */
-  async holdsEpoch(fence: Fence): Promise<boolean> {
-    const [row] = await this.database.sql<{ lease_epoch: string }[]>`
-      select lease_epoch from sessions where id = ${fence.sessionId}`;
-    return row !== undefined && Number(row.lease_epoch) === fence.epoch;
+  /** Whether the session's epoch is still `fence.epoch` (fence-checks.ts). */
+  holdsEpoch(fence: Fence): Promise<boolean> {
+    return holdsEpoch(this.database, fence);
   }
 
-  /**
-   * Whether the session was cancelled (contracts §9): asked right before a tool starts. A
-   * cancel commits `status = 'cancelled'` before its request returns, so a tool that passes
-   * this check started before the cancel was answered. Throws FencedError when the epoch moved.
-   */
-  async sessionCancelled(fence: Fence): Promise<boolean> {
-    const [row] = await this.database.sql<{ status: string; lease_epoch: string }[]>`
-      select status, lease_epoch from sessions where id = ${fence.sessionId}`;
-    if (!row || Number(row.lease_epoch) !== fence.epoch) throw new FencedError(fence.sessionId, fence.epoch);
-    return row.status === "cancelled";
+  /** Whether the session was cancelled: asked right before a tool starts (fence-checks.ts). Fenced. */
+  sessionCancelled(fence: Fence): Promise<boolean> {
+    return sessionCancelled(this.database, fence);
   }
 
-  /**
-   * Counts one model call against `agent.budget.maxModelCalls` before it is made, so that
-   * a call cut off by a crash counts too. False when the budget is spent. Fenced.
-   *
-   * `key` names this reservation: the same reservation sent again (db-rideout.ts, after a
-   * lost answer) with the same key finds it stored in `model_call_key` and answers true
-   * without counting it again, even when its first try is still running in Postgres (the
-   * row lock makes the retry wait, and it reads the row its first try left). One holder
-   * reserves one call at a time, so the last key is all there is to remember.
-   */
-  async reserveModelCall(fence: Fence, max: number, key: string = randomUUID()): Promise<boolean> {
-    const [row] = await this.database.sql<{ reserved: boolean; fence_ok: boolean }[]>`
-      with u as (
-        update sessions
-           set model_calls = model_calls + (case when model_call_key is distinct from ${key} then 1 else 0 end),
-               model_call_key = ${key}
-         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
-           and (model_calls < ${max} or model_call_key = ${key})
-        returning 1
-      )
-      select exists (select 1 from u) as reserved,
-             exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}) as fence_ok`;
-    if (!row!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
-    return row!.reserved;
+  /** Counts one model call against `agent.budget.maxModelCalls` before it is made, once per `key` (fence-checks.ts). */
+  reserveModelCall(fence: Fence, max: number, key?: string): Promise<boolean> {
+    return reserveModelCall(this.database, fence, max, key);
   }
 
-  /**
-   * Starts a queued run in one statement: marks it running and appends what must come
-   * first (closed tool calls and the user message, or what the resume kind requires) —
-   * both or neither. Returns null when the run was not queued any more.
-   */
-  async startRun(
+  /** Starts a queued run, appending what must come first, in one statement (fenced-runs.ts). */
+  startRun(
     fence: Fence,
     cursor: HistoryCursor,
     run: { id: string; workerId: string; resumeKind: string | null },
     messages: readonly Message[],
     tail: TailState,
   ): Promise<StoredMessage[] | null> {
-    const rows = toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq);
-    // The session row is locked before the run's (an uncorrelated `exists` is evaluated before
-    // the update scans), the order a cancel uses (batches.ts): the run's row first, a cancel
-    // holding the session and dropping queued runs deadlocked with this start, and Postgres
-    // aborted one of them — the cancel answered 500, or the start failed the worker's job.
-    const [result] = await this.database.sql<{ fence_ok: boolean; started: number; inserted: Inserted[] }[]>`
-      with cur as (
-        select id from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
-           and last_seq = ${cursor.lastSeq} for no key update
-      ), r as (
-        update runs set status = 'running', started_at = now(), worker_id = ${run.workerId},
-                        resume_kind = ${run.resumeKind}
-         where id = ${run.id} and (status = 'queued') is true and exists (select 1 from cur)
-        returning id
-      ), s as (
-        update sessions
-           set last_seq = ${cursor.lastSeq + rows.length}, tail_state = ${tail}, run_started = true,
-               last_active_at = now(), updated_at = now()
-         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and last_seq = ${cursor.lastSeq}
-           and exists (select 1 from r)
-        returning id
-      ), ins as (
-        insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
-        select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${run.id}
-          from s cross join jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
-          seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
-          name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
-        returning seq, created_at
-      )
-      select exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
-                       and last_seq = ${cursor.lastSeq}) as fence_ok,
-             (select count(*)::int from r) as started,
-             (select coalesce(json_agg(json_build_object('seq', seq, 'created_at', created_at)), '[]'::json) from ins)
-               as inserted`;
-    if (!result!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
-    if (result!.started === 0) return null;
-    return stored(messages, json<Inserted[]>(result!.inserted));
+    return startRun(this.database, fence, cursor, run, messages, tail);
   }
 
-  /**
-   * Records how a run ended and returns the session's next queued run, in one statement.
-   * Fenced: a worker that lost the lease cannot rewrite a run. A completed run also resets
-   * the session's count of automatic resume attempts.
-   */
-  async endRun(
-    fence: Fence,
-    runId: string,
-    outcome: string,
-    detail: {
-      error?: string | null;
-      usage?: Usage | null;
-      /** Park the session in the same statement (a limit was reached), unless more runs wait. */
-      park?: { reason: string; detail?: string };
-    } = {},
-  ): Promise<RunRow | null> {
-    const park = parkedReason(detail.park);
-    // One update of the session row (a statement cannot update a row twice): the run's end
-    // is activity (`updated_at`), a completed run resets the resume count, a limit parks it.
-    const [result] = await this.database.sql<{ fence_ok: boolean; next: RawRun | null }[]>`
-      with r as (
-        update runs set status = 'ended', ended_reason = ${outcome}, ended_at = now(),
-                        error = ${detail.error == null ? null : stripNul(detail.error)},
-                        usage = ${detail.usage ? JSON.stringify(detail.usage) : null}::jsonb
-         where id = ${runId} and (status <> 'ended') is true
-           and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch})
-        returning id
-      ), s as (
-        update sessions
-           set updated_at = now(),
-               resume_attempts = case when ${outcome === "completed"} then 0 else resume_attempts end,
-               next_resume_at = case when ${outcome === "completed"} then null else next_resume_at end,
-               status = case when ${park !== null} and status = 'active'
-                               and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
-                                                 and q.status = (select 'queued'::text) and q.id <> ${runId})
-                             then 'parked' else status end,
-               parked_reason = case when ${park !== null} and status = 'active'
-                               and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
-                                                 and q.status = (select 'queued'::text) and q.id <> ${runId})
-                             then ${park} else parked_reason end
-         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and exists (select 1 from r)
-        returning status
-      )
-      select exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}) as fence_ok,
-             (select row_to_json(q) from runs q where q.session_id = ${fence.sessionId} and q.status = (select 'queued'::text)
-                and q.id <> ${runId}
-                and coalesce((select status from s),
-                             (select status from sessions x where x.id = ${fence.sessionId})) = 'active'
-               order by q.queue_seq limit 1) as next`;
-    if (!result!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
-    return result!.next ? runFromRaw(json<RawRun>(result!.next)) : null;
+  /** Records how a run ended and returns the session's next queued run, in one statement (fenced-runs.ts). */
+  endRun(fence: Fence, runId: string, outcome: string, detail: RunEndDetail = {}): Promise<RunRow | null> {
+    return endRun(this.database, fence, runId, outcome, detail);
   }
 
   /**

@@ -1,0 +1,122 @@
+/**
+ * Starting and ending a run, each in one statement fenced by the lease epoch (FencedWrites'
+ * `startRun` and `endRun`): a worker that lost its lease changes nothing and learns it from a
+ * FencedError.
+ */
+import type { Database } from "../db/client.js";
+import type { RunRow } from "../db/schema.js";
+import { FencedError } from "../errors.js";
+import type { Message, StoredMessage, Usage } from "../messages.js";
+import type { TailState } from "../tail-state.js";
+import { type Fence, type HistoryCursor, parkedReason, stored, stripNul } from "./fenced-rows.js";
+import type { Inserted } from "./grouped-appends.js";
+import { json, type RawRun, runFromRaw, toNewRows } from "./rows.js";
+
+/**
+ * Starts a queued run in one statement: marks it running and appends what must come
+ * first (closed tool calls and the user message, or what the resume kind requires) —
+ * both or neither. Returns null when the run was not queued any more.
+ */
+export async function startRun(
+  database: Database,
+  fence: Fence,
+  cursor: HistoryCursor,
+  run: { id: string; workerId: string; resumeKind: string | null },
+  messages: readonly Message[],
+  tail: TailState,
+): Promise<StoredMessage[] | null> {
+  const rows = toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq);
+  // The session row is locked before the run's (an uncorrelated `exists` is evaluated before
+  // the update scans), the order a cancel uses (batch-cancel.ts): the run's row first, a cancel
+  // holding the session and dropping queued runs deadlocked with this start, and Postgres
+  // aborted one of them — the cancel answered 500, or the start failed the worker's job.
+  const [result] = await database.sql<{ fence_ok: boolean; started: number; inserted: Inserted[] }[]>`
+      with cur as (
+        select id from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
+           and last_seq = ${cursor.lastSeq} for no key update
+      ), r as (
+        update runs set status = 'running', started_at = now(), worker_id = ${run.workerId},
+                        resume_kind = ${run.resumeKind}
+         where id = ${run.id} and (status = 'queued') is true and exists (select 1 from cur)
+        returning id
+      ), s as (
+        update sessions
+           set last_seq = ${cursor.lastSeq + rows.length}, tail_state = ${tail}, run_started = true,
+               last_active_at = now(), updated_at = now()
+         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and last_seq = ${cursor.lastSeq}
+           and exists (select 1 from r)
+        returning id
+      ), ins as (
+        insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
+        select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${run.id}
+          from s cross join jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as m(
+          seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
+          name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
+        returning seq, created_at
+      )
+      select exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
+                       and last_seq = ${cursor.lastSeq}) as fence_ok,
+             (select count(*)::int from r) as started,
+             (select coalesce(json_agg(json_build_object('seq', seq, 'created_at', created_at)), '[]'::json) from ins)
+               as inserted`;
+  if (!result!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
+  if (result!.started === 0) return null;
+  return stored(messages, json<Inserted[]>(result!.inserted));
+}
+
+/** What `endRun` records besides the outcome. */
+export type RunEndDetail = {
+  error?: string | null;
+  usage?: Usage | null;
+  /** Park the session in the same statement (a limit was reached), unless more runs wait. */
+  park?: { reason: string; detail?: string };
+};
+
+/**
+ * Records how a run ended and returns the session's next queued run, in one statement.
+ * Fenced: a worker that lost the lease cannot rewrite a run. A completed run also resets
+ * the session's count of automatic resume attempts.
+ */
+export async function endRun(
+  database: Database,
+  fence: Fence,
+  runId: string,
+  outcome: string,
+  detail: RunEndDetail = {},
+): Promise<RunRow | null> {
+  const park = parkedReason(detail.park);
+  // One update of the session row (a statement cannot update a row twice): the run's end
+  // is activity (`updated_at`), a completed run resets the resume count, a limit parks it.
+  const [result] = await database.sql<{ fence_ok: boolean; next: RawRun | null }[]>`
+      with r as (
+        update runs set status = 'ended', ended_reason = ${outcome}, ended_at = now(),
+                        error = ${detail.error == null ? null : stripNul(detail.error)},
+                        usage = ${detail.usage ? JSON.stringify(detail.usage) : null}::jsonb
+         where id = ${runId} and (status <> 'ended') is true
+           and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch})
+        returning id
+      ), s as (
+        update sessions
+           set updated_at = now(),
+               resume_attempts = case when ${outcome === "completed"} then 0 else resume_attempts end,
+               next_resume_at = case when ${outcome === "completed"} then null else next_resume_at end,
+               status = case when ${park !== null} and status = 'active'
+                               and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
+                                                 and q.status = (select 'queued'::text) and q.id <> ${runId})
+                             then 'parked' else status end,
+               parked_reason = case when ${park !== null} and status = 'active'
+                               and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
+                                                 and q.status = (select 'queued'::text) and q.id <> ${runId})
+                             then ${park} else parked_reason end
+         where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and exists (select 1 from r)
+        returning status
+      )
+      select exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}) as fence_ok,
+             (select row_to_json(q) from runs q where q.session_id = ${fence.sessionId} and q.status = (select 'queued'::text)
+                and q.id <> ${runId}
+                and coalesce((select status from s),
+                             (select status from sessions x where x.id = ${fence.sessionId})) = 'active'
+               order by q.queue_seq limit 1) as next`;
+  if (!result!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
+  return result!.next ? runFromRaw(json<RawRun>(result!.next)) : null;
+}

@@ -1,9 +1,9 @@
 /**
  * The deployment files (Dockerfile, docker-compose.yml, deploy/) against the code they
- * deploy: real `fleet` subcommands, env var names that src/shared/config.ts knows,
- * scrape ports that match the processes' ports, and a dashboard that uses only the
- * metric names of contracts.md §6. No Docker engine is needed; when a `docker compose`
- * CLI exists, the compose file is also validated by it.
+ * deploy: real `fleet` subcommands, env var names that src/shared/config.ts knows (its
+ * schema, src/shared/config-schema.ts), scrape ports that match the processes' ports, and a
+ * dashboard that uses only the metric names of contracts.md §6. No Docker engine is needed;
+ * when a `docker compose` CLI exists, the compose file is also validated by it.
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
@@ -138,11 +138,11 @@ function bindMounts(s: ComposeService): { source: string; target: string }[] {
   });
 }
 
-/** The variable names of the zod object in src/shared/config.ts. */
+/** The variable names of the zod object in src/shared/config-schema.ts (what config.ts parses). */
 function configEnvNames(): string[] {
-  const text = read("src/shared/config.ts");
+  const text = read("src/shared/config-schema.ts");
   const start = text.indexOf("z.object({");
-  expect(start, "config.ts declares its environment with z.object({ ... })").toBeGreaterThan(0);
+  expect(start, "config-schema.ts declares its environment with z.object({ ... })").toBeGreaterThan(0);
   const block = text.slice(start, text.indexOf("\n});", start));
   return [...block.matchAll(/^\s*([A-Z][A-Z0-9_]*)\s*:/gm)].map((m) => m[1]!);
 }

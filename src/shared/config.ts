@@ -3,13 +3,17 @@
  * is honoured). Nothing else in the code base reads `process.env`, but for the model
  * providers, which look at the variables the SDKs themselves read (to neutralise them and to
  * scrub their values out of error texts), and FLEET_DEBUG in cli.ts.
+ *
+ * The variables, their checks and defaults are config-schema.ts; reading the process
+ * environment (with `.env`) is process-env.ts.
  */
-import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { z } from "zod";
+import type { z } from "zod";
+import { envSchema } from "./config-schema.js";
 import { ValidationError } from "./errors.js";
 import { type ModelRouting, parseAllowedBaseUrls, parseModelEndpoints } from "./model-endpoints.js";
 import { type PriceTable, parsePrices } from "./prices.js";
+import { readProcessEnv } from "./process-env.js";
 import {
   type GateTuning,
   gateTuningFromEnv,
@@ -19,244 +23,8 @@ import {
 import { isClusterUrl } from "./redis.js";
 import { type WebhookSettings, webhookSettingsFromEnv } from "./webhooks.js";
 
-/** FLEET_SESSION_MAX_QUEUED_RUNS's default: plenty for a person or a script that sends ahead. */
-export const DEFAULT_SESSION_MAX_QUEUED_RUNS = 20;
-const int = (def: number) => z.coerce.number().int().nonnegative().default(def);
-/** A TCP port: 0 (a free one) to 65535, as the roles' --port flags take it. */
-const port = (def: number) =>
-  z.coerce.number().int().min(0).max(65535, "expected a port from 0 to 65535").default(def);
-/** Postgres URL: every role reads its database name from it (new URL), so it must parse. */
-const postgresUrl = z.string().refine((url) => {
-  try {
-    return ["postgres:", "postgresql:"].includes(new URL(url).protocol);
-  } catch {
-    return false;
-  }
-}, "expected a postgres:// URL, e.g. postgres://user@host:5432/agent_fleet");
-
-const envSchema = z.object({
-  /** Postgres. Default: the local server, database `agent_fleet`. */
-  DATABASE_URL: postgresUrl.default("postgres://postgres@127.0.0.1:5432/agent_fleet"),
-  /**
-   * Redis. Default: the local server. A Redis Cluster is named by its seed nodes:
-   * `redis+cluster://[user:password@]host:port[,host:port...]` (`rediss+cluster://`: TLS).
-   */
-  REDIS_URL: z
-    .string()
-    .refine(
-      // ioredis reads anything else (http://…) as a socket path: "connect ENOENT //host:port".
-      (url) => /^(rediss?(\+cluster)?:\/\/|\/)/i.test(url),
-      "expected redis://, rediss://, redis+cluster:// or rediss+cluster:// (or a socket path)",
-    )
-    .default("redis://127.0.0.1:6379"),
-  /**
-   * Namespaces every Redis key and queue, so several fleets or test runs share one Redis.
-   * It may begin with a hash tag, `{name}` or `{name}rest`; on a Redis Cluster one without is
-   * used as `{FLEET_PREFIX}`, so every key of the fleet hashes to one slot (redis.ts).
-   */
-  FLEET_PREFIX: z
-    .string()
-    .regex(
-      /^(\{[A-Za-z0-9_.-]+\})?[A-Za-z0-9_.-]*$/,
-      "letters, digits, '_', '.' and '-' only, optionally after a hash tag in braces: {name}",
-    )
-    .refine((prefix) => prefix.length > 0, "must not be empty")
-    .default("fleet"),
-  /** The HTTP API's port. */
-  PORT: port(3000),
-  /**
-   * The address the HTTP API listens on. Loopback by default: with no API key stored the API
-   * serves without authentication only on a loopback address (contracts §10).
-   */
-  HOST: z.string().min(1).default("127.0.0.1"),
-  /**
-   * A key (at least 32 characters) the API stores for tenant `default` at start when no key
-   * exists yet: how a deployment (docker compose) gets its first key without a shell.
-   */
-  FLEET_BOOTSTRAP_KEY: z.string().optional(),
-  /**
-   * Sessions one tenant may have active (a run queued or running) at once; a request that
-   * would go past it answers 429 with Retry-After (contracts §10). Unset or 0: no cap.
-   */
-  FLEET_TENANT_MAX_ACTIVE_SESSIONS: int(0),
-  /**
-   * Runs with new input one session may have waiting to start (each holds its input until a
-   * worker takes it); one more answers 429 `queued_runs`. 0: no bound.
-   */
-  FLEET_SESSION_MAX_QUEUED_RUNS: int(DEFAULT_SESSION_MAX_QUEUED_RUNS),
-  /** Requests a second one tenant may make to the API, fleet-wide (429 beyond). Unset or 0: no cap. */
-  FLEET_TENANT_REQUESTS_PER_SECOND: z.coerce.number().nonnegative().default(0),
-  /** Requests a tenant may make at once before FLEET_TENANT_REQUESTS_PER_SECOND applies. Default: 2 s worth. */
-  FLEET_TENANT_REQUEST_BURST: z.coerce.number().int().positive().optional(),
-  /**
-   * `on`: new runs are queued with per-tenant fair priorities, so one tenant's large batch
-   * does not starve another tenant's sessions (fair-dispatch.ts). `off`: first in, first out.
-   */
-  FLEET_FAIR_DISPATCH: z.enum(["on", "off"]).default("on"),
-  /** Where workers and the sweeper serve /metrics; 0 picks a free port. */
-  METRICS_PORT: port(0),
-  /** Where the built-in file tools write. */
-  FLEET_TOOL_DIR: z.string().default("./fleet-files"),
-  /** Jobs with new work one worker process runs at once. */
-  WORKER_CONCURRENCY: int(8),
-  /**
-   * Resumes one worker process runs at once, on slots of their own besides
-   * WORKER_CONCURRENCY, so a crashed session never waits behind new work. Default: the same
-   * as WORKER_CONCURRENCY.
-   */
-  WORKER_RESUME_CONCURRENCY: z.coerce.number().int().nonnegative().optional(),
-  /**
-   * BullMQ Workers each queue's slots are spread over (src/worker/fetchers.ts): each fetches
-   * its jobs one at a time, side by side with the others. Default: one per 250 slots, 1–4.
-   */
-  WORKER_FETCHERS: z.coerce.number().int().positive().optional(),
-  /**
-   * How long a worker's write waits for other sessions' writes to share its statement or
-   * script call (TurnBatch's gatherMs); 0: until the end of its event-loop turn only.
-   */
-  WORKER_GATHER_MS: z.coerce.number().int().min(0).max(50).default(2),
-  /**
-   * MB (estimated) of long histories a worker keeps from one job of a session to its next
-   * (src/worker/history-cache.ts), so that the next claim reads only what came after; 0: none.
-   */
-  FLEET_HISTORY_CACHE_MB: z.coerce.number().min(0).default(64),
-  /**
-   * Postgres connections of one worker process. Its jobs share them (postgres.js pipelines
-   * queries on a connection); a few connections beat one per job on a busy machine.
-   */
-  WORKER_DB_POOL: int(6),
-  /**
-   * How long a Postgres connection of the API, a worker or the sweeper may wait for an answer
-   * with nothing back before it is taken for lost (src/shared/db/dead-links.ts); 0: never.
-   */
-  DATABASE_SILENCE_MS: int(15_000),
-  /**
-   * How long a worker keeps a session whose write failed with Postgres unavailable, trying
-   * the write again, before it gives up as before (src/worker/db-rideout.ts); 0: never rides out.
-   */
-  FLEET_WORKER_DB_RIDEOUT_MS: int(30_000),
-  /** Session lease time-to-live; a frozen worker loses its sessions after this. */
-  LEASE_TTL_MS: int(5_000),
-  /**
-   * The longest one model request may stream (call-model.ts `maxStepMs`): a provider that
-   * keeps sending a little forever ends the step like a broken stream.
-   */
-  FLEET_MODEL_STEP_TIMEOUT_MS: int(600_000),
-  /**
-   * The most text one model request may stream (call-model.ts `maxOutputChars`): past it the
-   * stream is cut, so a provider's 600 MB answer never reaches the store or blocks a worker.
-   */
-  FLEET_MODEL_MAX_OUTPUT_CHARS: int(4_000_000),
-  /** How long a stopping worker lets running work finish before aborting it. */
-  SHUTDOWN_GRACE_MS: int(10_000),
-  /** How often the sweeper looks for dead or frozen workers; other scans run every 5th tick. */
-  SWEEP_INTERVAL_MS: int(200),
-  /** Automatic resumes of one session before it is parked. */
-  SWEEPER_MAX_ATTEMPTS: int(5),
-  /**
-   * A running run whose session has had no append for longer than this counts as stuck
-   * (run-progress.ts: fleet_runs_stuck, the sweeper's log, FleetRunStuck). Above the longest
-   * a model step can go without one at the default timeouts (about 17 min) and a tool's
-   * default time limit (FLEET_TOOL_TIMEOUT_MS, 10 min); a tool may have none.
-   */
-  FLEET_RUN_STUCK_AFTER_MS: z.coerce.number().int().positive().default(1_800_000),
-  /** Wait before the second automatic resume of a session; doubles each time, capped at 60 s. */
-  SWEEPER_BACKOFF_MS: int(1_000),
-  /**
-   * Retention: sessions outside batches that nothing will act on (completed, parked,
-   * cancelled, empty, imported and never run) idle this many days, and batches ended this
-   * many days ago (with all their sessions), are deleted by the sweeper. Unset or 0: off
-   * (everything is kept). Fractions are allowed (0.5 = 12 h).
-   */
-  FLEET_RETENTION_DAYS: z.coerce.number().nonnegative().default(0),
-  /** Sessions retention deletes per statement (each statement its own transaction). */
-  FLEET_RETENTION_CHUNK: z.coerce.number().int().min(1).max(10_000).default(200),
-  /** How often a sweeper runs a retention pass (each pass deletes at most 20 chunks). */
-  FLEET_RETENTION_INTERVAL_MS: int(60_000),
-  /** pino level: fatal, error, warn, info, debug, trace, silent. */
-  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
-  OPENAI_API_KEY: z.string().optional(),
-  ANTHROPIC_API_KEY: z.string().optional(),
-  /**
-   * Model endpoints the operator declares (contracts.md §11), a JSON object or the path of a
-   * file holding one: `{ "NAME": { "provider": "openai" | "anthropic", "baseUrl"?, "apiKeyEnv"? } }`.
-   * The variables `apiKeyEnv` names are read here too.
-   */
-  FLEET_MODEL_ENDPOINTS: z.string().optional(),
-  /** Comma-separated URL prefixes a MODEL may name as a raw `baseUrl` (no key is ever sent there). */
-  FLEET_ALLOWED_BASE_URLS: z.string().optional(),
-  /**
-   * Model prices (prices.ts), a JSON object or the path of a file holding one:
-   * `{ "MODEL": { "input", "output", "cacheRead"?, "cacheWrite"? } }` in USD per million tokens.
-   */
-  FLEET_PRICES: z.string().optional(),
-  /**
-   * Tenants' shares of a limited endpoint (contracts §15), JSON `{ "TENANT": weight }`; a tenant
-   * not named has weight 1 (equal shares by default).
-   */
-  FLEET_TENANT_SHARES: z.string().optional(),
-  /** `off`: workers and sweepers write no session events (contracts §7), e.g. to measure their cost. */
-  FLEET_EVENTS: z.enum(["on", "off"]).default("on"),
-  /** Events kept per session: about this many (MAXLEN ~) … */
-  FLEET_EVENTS_MAX: z.coerce.number().int().positive().default(10_000),
-  /** … and none older than this (ms); an id older than what is kept answers 410 `expired`. */
-  FLEET_EVENTS_MAX_AGE_MS: z.coerce
-    .number()
-    .int()
-    .positive()
-    .default(24 * 3600 * 1000),
-  /** … and at most this many bytes of events per session stream (the newest event is always kept). */
-  FLEET_EVENTS_MAX_BYTES: z.coerce
-    .number()
-    .int()
-    .positive()
-    .default(16 * 1024 * 1024),
-  /** Event streams (SSE) one tenant may hold open at once on one API process; more answer 429. */
-  FLEET_SSE_MAX_STREAMS_PER_TENANT: z.coerce.number().int().positive().default(100),
-  /** How often an idle event stream sends a comment line, so proxies and clients keep it open. */
-  FLEET_SSE_HEARTBEAT_MS: z.coerce.number().int().positive().default(15_000),
-  /** How long a request to the API may take to arrive, headers and body; later: 408, connection closed. */
-  FLEET_API_REQUEST_TIMEOUT_MS: z.coerce.number().int().positive().default(120_000),
-  /**
-   * Failed authentications (401) one client address may have a minute on one API process;
-   * past them its requests answer 429 without a key look-up (auth-failures.ts). 0: no limit.
-   */
-  FLEET_API_AUTH_FAILURES_PER_MINUTE: z.coerce.number().nonnegative().default(60),
-  /** Failed authentications one client address may have at once before the rate applies. */
-  FLEET_API_AUTH_FAILURE_BURST: z.coerce.number().int().positive().default(30),
-  /**
-   * Which proxies' X-Forwarded-For names the client (the address failed authentications count
-   * under): unset or `false`, none (the connection's address); `true`, any; a number, that many
-   * hops; else a comma-separated list of addresses or CIDRs (Fastify's `trustProxy`).
-   */
-  FLEET_API_TRUST_PROXY: z.string().optional(),
-  FLEET_API_MAX_BIG_BODIES: z.coerce.number().int().positive().default(2),
-  FLEET_API_BIG_BODIES_WAITING: z.coerce.number().int().nonnegative().default(8),
-  /** Enables the built-in `transcript` extension: one JSONL file per session in this directory. */
-  FLEET_TRANSCRIPT_DIR: z.string().optional(),
-  /** How often a worker removes the transcripts of sessions deleted while it did not hear of it. */
-  FLEET_TRANSCRIPT_SWEEP_MS: z.coerce.number().int().positive().default(3_600_000),
-  /**
-   * How long one tool call may run before its signal is aborted and it is answered as failed
-   * (worker/tools/time-limit.ts); a tool's own `timeoutMs` replaces it; 0: no limit. At most
-   * the longest delay a Node timer takes.
-   */
-  FLEET_TOOL_TIMEOUT_MS: z.coerce.number().int().nonnegative().max(2_147_483_647).default(600_000),
-  /** How long one extension hook may take before the run stops waiting for it (a failure). */
-  FLEET_HOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
-  /**
-   * How long a start's check of Postgres and Redis (preflight.ts) waits for a connection and
-   * for each answer before it exits 2 naming the service: a Redis that accepts connections
-   * but answers nothing (frozen) takes this long to be told from a slow one. Longer for a
-   * distant or TLS-proxied service; shorter for a supervisor that restarts fast. At most 10 min.
-   */
-  FLEET_PREFLIGHT_TIMEOUT_MS: z.coerce.number().int().positive().max(600_000).default(5_000),
-  /** How often every role reads Redis's maxmemory-policy again (eviction-policy.ts). */
-  FLEET_EVICTION_CHECK_MS: z.coerce.number().int().positive().default(60_000),
-});
-
-/** The variables the schema reads (test/readme-config.test.ts checks the README's table against them). */
-export const CONFIG_VARIABLES: readonly string[] = Object.keys(envSchema.shape);
+export { CONFIG_VARIABLES, DEFAULT_SESSION_MAX_QUEUED_RUNS } from "./config-schema.js";
+export { readProcessEnv } from "./process-env.js";
 
 export type FleetConfig = {
   databaseUrl: string;
@@ -346,8 +114,6 @@ export type FleetConfig = {
   /** How often every role reads Redis's maxmemory-policy again, after its start. */
   evictionCheckMs: number;
 };
-
-let dotenvLoaded = false;
 
 /** Parses the environment once per call site that owns a process; pass `env` in tests. */
 export function loadConfig(env: Record<string, string | undefined> = readProcessEnv()): FleetConfig {
@@ -441,32 +207,6 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     toolTimeoutMs: e.FLEET_TOOL_TIMEOUT_MS,
     evictionCheckMs: e.FLEET_EVICTION_CHECK_MS,
   };
-}
-
-/** The environment with the working directory's `.env` loaded into it once (it never overrides a set variable). */
-export function readProcessEnv(): Record<string, string | undefined> {
-  if (!dotenvLoaded) {
-    dotenvLoaded = true;
-    if (existsSync(".env")) {
-      try {
-        process.loadEnvFile(".env");
-      } catch (error) {
-        throw new ValidationError(".env", `cannot be read: ${dotenvProblem(error)}`);
-      }
-    }
-  }
-  return process.env;
-}
-
-/**
- * Why the working directory's `.env` could not be loaded, in words: Node says of a folder named
- * `.env` "Contents of '.env' should be a valid string", which named no cause (and was exit 1).
- */
-function dotenvProblem(error: unknown): string {
-  const code = (error as NodeJS.ErrnoException).code;
-  if (code === "ERR_INVALID_ARG_TYPE" || code === "EISDIR") return "it is not a file (a folder?)";
-  if (code === "EACCES" || code === "EPERM") return "permission denied";
-  return code ?? (error instanceof Error ? error.message : String(error));
 }
 
 /** FLEET_API_TRUST_PROXY as Fastify's `trustProxy`: false (default), true, hops, or addresses. */

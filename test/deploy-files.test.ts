@@ -442,8 +442,11 @@ describe("deploy/grafana/dashboards/agent-fleet.json", () => {
   });
 
   it("queries only contract metrics (contracts.md §6) that src/shared/metrics.ts defines", () => {
+    // metrics.ts, with its gauges in queue-depths-gauge.ts and liveness-metrics.ts.
     const defined = new Set(
-      [...read("src/shared/metrics.ts").matchAll(/name:\s*"([a-z_:]+)"/g)].map((m) => m[1]!),
+      ["metrics.ts", "queue-depths-gauge.ts", "liveness-metrics.ts"].flatMap((file) =>
+        [...read(`src/shared/${file}`).matchAll(/name:\s*"([a-z_:]+)"/g)].map((m) => m[1]!),
+      ),
     );
     const used = new Set(all.flatMap(metricsOf));
     expect(used.size).toBeGreaterThan(0);

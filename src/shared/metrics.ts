@@ -7,99 +7,50 @@
  * otherwise create a series at its first `inc()`, so Prometheus would first see it at N
  * and `rate()`/`increase()` would never count that jump: a dashboard would show 0 resumes,
  * crashes or parked sessions that did happen.
+ *
+ * The label values are metric-labels.ts, the queue-depth gauge queue-depths-gauge.ts, and
+ * the worker's and the sweeper's own liveness gauges liveness-metrics.ts.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import { TENANT_LIMITS } from "./errors.js";
 import { EVENT_TYPES } from "./events.js";
+import {
+  BATCH_EVENT_TYPES,
+  DB_RIDEOUT_RESULTS,
+  DELETE_TRIGGERS,
+  EVENT_STREAM_KINDS,
+  HOOK_NAMES,
+  LEASE_RETAKE_RESULTS,
+  LEASE_WAIT_RESULTS,
+  MODEL_REQUEST_OUTCOMES,
+  MODEL_TOKEN_KINDS,
+  MODEL_TOKEN_PROVIDERS,
+  REFUSAL_REASONS,
+  REQUEST_LIMITS,
+  RESUME_TRIGGERS,
+  RETENTION_RESULTS,
+  RUN_KINDS,
+  STOP_REASON_LABELS,
+  TOOL_OUTCOMES,
+  UNREGISTERED_TOOL,
+  WEBHOOK_OUTCOMES,
+} from "./metric-labels.js";
+import { type QueueDepths, queueGauge } from "./queue-depths-gauge.js";
 import { PARK_REASONS } from "./resume-policy.js";
-import { NOT_RESUMABLE_REASONS, RESUME_KINDS, type RefusalReason } from "./resume-reasons.js";
+import { RESUME_KINDS } from "./resume-reasons.js";
 import { RUN_OUTCOMES } from "./run-outcomes.js";
-import { STOP_REASONS, type stopReasonLabel } from "./stop-reasons.js";
-import type { NewRun } from "./store/session-queries.js";
+
+export {
+  initRunProgress,
+  initSweeperPasses,
+  initWorkerLiveness,
+  type RunProgressGauges,
+  SWEEPER_PASSES,
+} from "./liveness-metrics.js";
+// Every label set, and the types of two of them.
+export * from "./metric-labels.js";
+export { QUEUE_DEPTHS_TIMEOUT_MS, type QueueDepths } from "./queue-depths-gauge.js";
 
 export type FleetMetrics = ReturnType<typeof createMetrics>;
-
-/** Queue depths by queue and state, read at scrape time by the one process that exports them. */
-export type QueueDepths = () => Promise<{ queue: string; state: string; count: number }[]>;
-
-/**
- * A label set written once from the code's own constants; tsc checks it holds every value
- * of `T` (a value the code gains and this list lacks is a compile error here).
- */
-const everyValueOf =
-  <T extends string>() =>
-  <const L extends readonly T[]>(values: L & ([T] extends [L[number]] ? unknown : { missing: T })) =>
-    values;
-
-/**
- * `trigger` of `fleet_resumes_total` (contracts §6): who asked for the resume. `cli` is in
- * NewRun's type but no code path asks with it (nor does the contract name it).
- */
-export const RESUME_TRIGGERS = everyValueOf<Exclude<NewRun["trigger"], "cli">>()([
-  "api",
-  "sweeper",
-  "worker",
-]);
-/** `kind` of `fleet_runs_total`. */
-export const RUN_KINDS = everyValueOf<NewRun["kind"]>()(["run", "resume"]);
-/** `reason` of `fleet_resume_refusals_total`: the history's reasons, and `running` (contracts §12). */
-export const REFUSAL_REASONS = everyValueOf<RefusalReason>()([...NOT_RESUMABLE_REASONS, "running"]);
-/** `stop_reason` of `fleet_model_stops_total`: the normalised reasons, unknown ones as `other`. */
-export const STOP_REASON_LABELS = everyValueOf<ReturnType<typeof stopReasonLabel>>()([
-  ...STOP_REASONS,
-  "other",
-]);
-/** `outcome` of `fleet_tool_calls_total` (contracts §6). */
-export const TOOL_OUTCOMES = ["ok", "failed", "interrupted"] as const;
-/** `tool` of a call to a name this worker has not registered (`toolLabel` in worker/tools/registry.ts). */
-export const UNREGISTERED_TOOL = "unregistered";
-/** Labels of `fleet_model_tokens_total` (contracts §13). */
-export const MODEL_TOKEN_PROVIDERS = ["openai", "anthropic"] as const;
-export const MODEL_TOKEN_KINDS = ["input", "output", "cache_read", "cache_write", "reasoning"] as const;
-/** `hook` of `fleet_hook_failures_total` (contracts §8). */
-export const HOOK_NAMES = [
-  "beforeRun",
-  "onMessage",
-  "onCommitted",
-  "afterRun",
-  "onError",
-  "onSessionDeleted",
-] as const;
-/** Types of batch events (contracts §7), counted in `fleet_events_written_total` too. */
-export const BATCH_EVENT_TYPES = ["SESSION_ENDED", "BATCH_COMPLETED"] as const;
-
-/** Who deleted sessions (`fleet_sessions_deleted_total{trigger}`): a request, or retention. */
-export const DELETE_TRIGGERS = ["api", "retention"] as const;
-
-/**
- * `outcome` of `fleet_webhook_deliveries_total` (contracts §9): an attempt the receiver took
- * (2xx), one that failed and will be tried again, and the last one failing (the batch's
- * webhook is given up: `webhook_failed_at`).
- */
-export const WEBHOOK_OUTCOMES = ["delivered", "failed", "abandoned"] as const;
-
-/** `limit` of `fleet_requests_limited_total`: every limit the API answers 429 for. */
-export const REQUEST_LIMITS = TENANT_LIMITS;
-
-/** `stream` of `fleet_event_places_gone_total`: a session's event stream, or a batch's. */
-export const EVENT_STREAM_KINDS = ["session", "batch"] as const;
-
-/** `result` of `fleet_lease_retakes_total` (lease-keeper.ts `afterEpochCheck`). */
-export const LEASE_RETAKE_RESULTS = ["verified", "lost"] as const;
-/** How a wait for a lapsed session lease ended (`fleet_lease_wait_seconds{result}`, lease-guard.ts). */
-export const LEASE_WAIT_RESULTS = ["proven", "lost", "timed_out"] as const;
-export type LeaseWaitResult = (typeof LEASE_WAIT_RESULTS)[number];
-
-/**
- * How a worker's ride-out of a Postgres outage ended (`fleet_db_rideouts_total{result}`,
- * src/worker/db-rideout.ts): the write went through (or was found committed); the window
- * passed or the job was stopped (the job fails as before); the lease was lost meanwhile.
- */
-export const DB_RIDEOUT_RESULTS = ["stored", "gave_up", "fenced"] as const;
-export type DbRideoutResult = (typeof DB_RIDEOUT_RESULTS)[number];
-
-/** `result` of `fleet_retention_passes_total`: a pass that deleted all it found, or left some. */
-export const RETENTION_RESULTS = ["caught_up", "more_left"] as const;
 
 export function createMetrics(role: string, options: { queueDepths?: QueueDepths } = {}) {
   const registry = new Registry();
@@ -340,38 +291,6 @@ export function initToolSeries(
   }
 }
 
-/** How long a scrape waits for the queue depths (read from Redis) before it goes without them. */
-export const QUEUE_DEPTHS_TIMEOUT_MS = 1_000;
-
-function queueGauge(depths: QueueDepths, registers: Registry[]) {
-  return new Gauge({
-    name: "fleet_queue_jobs",
-    help: "Jobs in each queue by state (exported by one process only; absent while Redis does not answer).",
-    labelNames: ["queue", "state"] as const,
-    registers,
-    async collect() {
-      // Redis away (or slow): the scrape goes on without this gauge rather than failing whole,
-      // so the API's other series and its `up` stay (FleetApiDown is for an API that is down).
-      let timer: NodeJS.Timeout | undefined;
-      const read = depths();
-      read.catch(() => {});
-      const counts = await Promise.race([
-        read,
-        new Promise<null>((resolve) => {
-          timer = setTimeout(() => resolve(null), QUEUE_DEPTHS_TIMEOUT_MS);
-        }),
-      ])
-        .catch(() => null)
-        .finally(() => clearTimeout(timer));
-      this.reset();
-      for (const { queue, state, count } of counts ?? []) this.set({ queue, state }, count);
-    },
-  });
-}
-
-/** `outcome` of `fleet_model_requests_total` (contracts §15). */
-export const MODEL_REQUEST_OUTCOMES = ["ok", "rate_limited", "error"] as const;
-
 /**
  * Starts the series of the declared endpoints (contracts §15) at 0 — their names come from
  * FLEET_MODEL_ENDPOINTS, known at start — and sets `fleet_endpoint_limit`.
@@ -394,88 +313,4 @@ export function initEndpointSeries(
     for (const [limit, value] of Object.entries(declared))
       metrics.endpointLimit.set({ endpoint: name, limit }, value ?? 0);
   }
-}
-
-/**
- * The worker's own liveness as the sweeper sees it: seconds since Redis last accepted this
- * worker's heartbeat, and the TTL after which it lapses (LEASE_TTL_MS). Past the TTL the
- * sweeper may take the worker for dead though it still answers scrapes.
- */
-export function initWorkerLiveness(
-  metrics: Pick<FleetMetrics, "registry">,
-  ttlMs: number,
-  lastBeatAt: () => number,
-  now: () => number = Date.now,
-): void {
-  const registers = [metrics.registry];
-  new Gauge({
-    name: "fleet_worker_heartbeat_age_seconds",
-    help: "Seconds since Redis last accepted this worker's heartbeat (its liveness signal).",
-    registers,
-    collect() {
-      this.set(Math.max(0, now() - lastBeatAt()) / 1000);
-    },
-  });
-  new Gauge({
-    name: "fleet_worker_heartbeat_ttl_seconds",
-    help: "A heartbeat older than this has lapsed (LEASE_TTL_MS): the sweeper may take the worker for dead.",
-    registers,
-  }).set(ttlMs / 1000);
-}
-
-/** The sweeper's two passes (sweeper-process.ts): dead and frozen workers, and the wide scan. */
-export const SWEEPER_PASSES = ["liveness", "wide"] as const;
-
-/**
- * Seconds since each of the sweeper's passes last ended well. A sweeper that answers scrapes
- * but does not sweep (a statement stuck in Postgres, Postgres or Redis away) shows here;
- * `up` alone does not tell it.
- */
-export function initSweeperPasses(
-  metrics: Pick<FleetMetrics, "registry">,
-  lastDoneAt: (pass: (typeof SWEEPER_PASSES)[number]) => number,
-  now: () => number = Date.now,
-): void {
-  new Gauge({
-    name: "fleet_sweeper_pass_age_seconds",
-    help: "Seconds since the sweeper's pass last ended without an error (liveness: dead and frozen workers; wide: interrupted sessions, batches, webhooks' ends); from the process start before the first.",
-    labelNames: ["pass"] as const,
-    registers: [metrics.registry],
-    collect() {
-      for (const pass of SWEEPER_PASSES) this.set({ pass }, Math.max(0, now() - lastDoneAt(pass)) / 1000);
-    },
-  });
-}
-
-/** The sweeper's view of running runs' progress (sweeper/run-progress.ts sets them each liveness pass). */
-export type RunProgressGauges = { oldestAge: Gauge; stuck: Gauge };
-
-/**
- * Runs that are running but make no progress while their worker stays alive (a tool that
- * never returns): the sweeper resumes only runs whose worker died or froze, so these would
- * show nowhere else. Both gauges start at 0; the threshold is exported beside them.
- */
-export function initRunProgress(
-  metrics: Pick<FleetMetrics, "registry">,
-  stuckAfterMs: number,
-): RunProgressGauges {
-  const registers = [metrics.registry];
-  const oldestAge = new Gauge({
-    name: "fleet_run_progress_age_seconds",
-    help: "Seconds since the running run longest without progress last made some (an append to its session, or its start), as of the sweeper's last liveness pass; 0 when no run is running.",
-    registers,
-  });
-  const stuck = new Gauge({
-    name: "fleet_runs_stuck",
-    help: "Running runs with no progress for longer than FLEET_RUN_STUCK_AFTER_MS, as of the sweeper's last liveness pass.",
-    registers,
-  });
-  new Gauge({
-    name: "fleet_run_stuck_after_seconds",
-    help: "FLEET_RUN_STUCK_AFTER_MS: a running run with no progress for longer counts as stuck (fleet_runs_stuck, FleetRunStuck).",
-    registers,
-  }).set(stuckAfterMs / 1000);
-  oldestAge.set(0);
-  stuck.set(0);
-  return { oldestAge, stuck };
 }

@@ -264,19 +264,20 @@ describe("sleep and fail", () => {
   });
 
   it("sleep stops when its signal aborts", async () => {
-    // Real timers, watched through spies: the sleep's own timer is told apart by its 60 s
-    // delay. Files share this process (isolate: false), so counting timers (fake ones, as
+    // Real timers, watched through spies: the sleep's own timer is told apart by its delay,
+    // 61,237 ms, which nothing else sets (a 60 s one could be another file's leftover). Files share this process (isolate: false), so counting timers (fake ones, as
     // before) also counted one that an earlier file's leftovers set meanwhile. The spies are
     // restored in the finally, with no fake timers around: a spy restored after
     // `vi.useRealTimers()` put the fake setTimeout back and hung the next file (82120ad).
+    const SLEEP_MS = 61_237;
     const set = vi.spyOn(globalThis, "setTimeout");
     const clear = vi.spyOn(globalThis, "clearTimeout");
     try {
       const controller = new AbortController();
-      const pending = run("sleep", { ms: 60_000 }, controller.signal);
+      const pending = run("sleep", { ms: SLEEP_MS }, controller.signal);
       const turn = () => new Promise<"still sleeping">((r) => setImmediate(() => r("still sleeping")));
       const sleepTimer = () => {
-        const at = set.mock.calls.findIndex(([, ms]) => ms === 60_000);
+        const at = set.mock.calls.findIndex(([, ms]) => ms === SLEEP_MS);
         return at < 0 ? undefined : (set.mock.results[at]?.value as NodeJS.Timeout);
       };
       while (sleepTimer() === undefined) await turn(); // asleep

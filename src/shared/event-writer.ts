@@ -12,6 +12,8 @@ import {
   ON_SCRIPT,
   type RedisWithAppend,
 } from "./event-scripts.js";
+import { type StoredState, storedState } from "./event-stored-state.js";
+import { chunkStarts, WRITE_CHUNK } from "./event-write-chunks.js";
 import {
   DEFAULT_RETENTION,
   type EventRetention,
@@ -26,6 +28,9 @@ import type { StoredMessage } from "./messages.js";
 import { isCluster } from "./redis.js";
 import { json, messageFromRaw, type RawMessage } from "./store/rows.js";
 import { keysShareSlot, TurnBatch } from "./turn-batch.js";
+
+export { type StoredState, storedState, warnDroppedStream } from "./event-stored-state.js";
+export { chunkStarts, WRITE_CHUNK } from "./event-write-chunks.js";
 
 /** Counts what is written, by type (`fleet_events_written_total`). */
 export type EventsCounter = { inc(labels: { type: string }, value?: number): void };
@@ -51,56 +56,6 @@ type Row = number | string;
  * believes the stream has last (APPEND_SCRIPT's CHECK).
  */
 type SessionWrite = { sessionId: string; rows: readonly Row[]; bytes: number; check?: StoredMessage };
-
-/**
- * The most one script call carries: a long write (the whole history replayed into a new
- * stream after an import or an expired stream: 14.5 MB at 10,000 messages of 1 KB) goes in
- * chunks of at most this many bytes of data and entries, each its own call, so that no call
- * holds Redis (single-threaded: every other client waits) for more than about a millisecond.
- */
-export const WRITE_CHUNK = { bytes: 128 * 1024, entries: 256 };
-
-/**
- * Where a write of entries of these sizes is cut into chunks (pure): the index each chunk
- * starts at. A chunk holds at most `limit.entries` entries and `limit.bytes` bytes, or one
- * entry heavier than that alone; the entries stay in their order.
- */
-export function chunkStarts(sizes: readonly number[], limit = WRITE_CHUNK): number[] {
-  const starts: number[] = [];
-  let bytes = 0;
-  let count = 0;
-  sizes.forEach((size, i) => {
-    if (count === 0 || count >= limit.entries || bytes + size > limit.bytes) {
-      starts.push(i);
-      bytes = 0;
-      count = 0;
-    }
-    bytes += size;
-    count++;
-  });
-  return starts;
-}
-
-/** The `onDropped` of an EventWriter that says so in the log, once per stream dropped. */
-export function warnDroppedStream(log: { warn(object: object, message: string): void }) {
-  return (sessionId: string, streamSeq: number, storedSeq: number) =>
-    log.warn(
-      { sessionId, streamSeq, storedSeq },
-      "the session's event stream had messages that are not the stored ones (Postgres restored from an earlier point?): dropped it and wrote it again from Postgres; readers resuming from before get 410",
-    );
-}
-
-/** What Postgres has of a session: its highest message seq, and the fingerprint of its message `seq` (null: none). */
-export type StoredState = { last: number; fingerprint: string | null };
-
-export async function storedState(database: Database, sessionId: string, seq: number): Promise<StoredState> {
-  // created_at as JSON, as every stored message read is (row_to_json), so its fingerprint is the same.
-  const [row] = await database.sql<{ last: number; at: string | null }[]>`
-    select (select coalesce(max(seq), 0)::int from messages where session_id = ${sessionId}) as last,
-           (select to_json(created_at) from messages where session_id = ${sessionId} and seq = ${seq}) as at`;
-  const at = row?.at ? new Date(row.at).toISOString() : null;
-  return { last: row?.last ?? 0, fingerprint: at === null ? null : fingerprint({ seq, createdAt: at }) };
-}
 
 export class EventWriter {
   /**

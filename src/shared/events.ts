@@ -30,7 +30,8 @@
  * last write. Whether an id is older than what is kept is decided by event-expiry.ts.
  *
  * The parts: event-scripts.ts (the Lua scripts), event-writer.ts (EventWriter: every write,
- * chunking and repairs), session-event-log.ts (SessionEventLog: one worker job's events, in
+ * chunking and repairs, with event-write-chunks.ts and event-stored-state.ts),
+ * session-event-log.ts (SessionEventLog: one worker job's events, in
  * order) and event-reader.ts (EventReader: what the SSE route reads).
  */
 import type { StoredMessage } from "./messages.js";

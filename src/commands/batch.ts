@@ -12,33 +12,24 @@
  * sent once the next line has been read, so the last part is always known.
  * Progress goes to stderr: a bar (cli-progress) on a terminal, plain lines otherwise;
  * stdout gets the batch id (or, with `--wait`, the batch JSON once it has ended).
+ *
+ * The parts: batch-file.ts (the file's lines, each read as a session), batch-send.ts (a part
+ * sent, waiting when asked to), batch-progress.ts (the bar or lines on stderr), batch-wait.ts
+ * (`--wait`: the batch polled until it has ended).
  */
 import { randomUUID } from "node:crypto";
-import { createReadStream } from "node:fs";
-import { stat } from "node:fs/promises";
-import type { Writable } from "node:stream";
-import {
-  type BatchJson,
-  type BatchSessionInput,
-  FleetApiError,
-  type FleetClient,
-} from "../producer/client.js";
-import { BODY_LIMIT } from "../producer/request-limits.js";
+import { type BatchSessionInput, FleetApiError, type FleetClient } from "../producer/client.js";
 import type { ModelConfig } from "../shared/agent-config.js";
 import { type ApiOptions, apiClientOf, runGuarded, write } from "./api-client.js";
-import { BATCH_LINE_SHAPE } from "./batch-line.js";
-import { sendPart, unreachableOr5xx } from "./batch-send.js";
-import { ExportFileError, utf8Lines } from "./session-file.js";
+import { checkLines, LineError, numberedLines, parseLine } from "./batch-file.js";
+import { type BatchIo, progress } from "./batch-progress.js";
+import { sendPart } from "./batch-send.js";
+import { waitForEnd } from "./batch-wait.js";
+
+export type { BatchIo } from "./batch-progress.js";
 
 /** Sessions per request (the API's MAX_BATCH). */
 export const PART_SIZE = 1_000;
-
-export type BatchIo = {
-  stdout: Writable;
-  stderr: Writable;
-  /** Whether stderr is a terminal: a progress bar instead of lines. */
-  isTTY: boolean;
-};
 
 export type BatchCommandOptions = ApiOptions & { io?: BatchIo };
 
@@ -47,9 +38,6 @@ function ioOf(options: BatchCommandOptions): BatchIo {
     options.io ?? { stdout: process.stdout, stderr: process.stderr, isTTY: process.stderr.isTTY === true }
   );
 }
-
-/** An input line that is not a session: names the file's line (exit 2). */
-class LineError extends Error {}
 
 /** Runs a command body; API errors and bad input end it with one line and an exit code. */
 function guarded(
@@ -61,96 +49,6 @@ function guarded(
   return runGuarded(io.stderr, api, what, body, (error) =>
     error instanceof LineError ? { line: error.message, exitCode: 2 } : null,
   );
-}
-
-/**
- * Lines of a file (or stdin for `-`), numbered from 1, without blank ones; each decoded as UTF-8
- * strictly (utf8Lines) and at most what one request may hold. Read leniently, a byte that is no
- * UTF-8 became U+FFFD and the batch was submitted with other text than the file's.
- */
-async function* numberedLines(file: string): AsyncGenerator<{ line: number; text: string }> {
-  const input: AsyncIterable<Buffer> = file === "-" ? process.stdin : createReadStream(file);
-  try {
-    for await (const item of utf8Lines(input, BODY_LIMIT, "a JSON Lines file is UTF-8"))
-      if (item.text.trim() !== "") yield item;
-  } catch (error) {
-    if (error instanceof ExportFileError) throw new LineError(`${file}:${error.line}: ${error.message}`);
-    // What stat could not tell (a folder, a FIFO that cannot be opened): one line naming the file.
-    if ((error as NodeJS.ErrnoException).syscall !== undefined)
-      throw new LineError(`${file}: cannot be read (${(error as Error).message})`);
-    throw error;
-  }
-}
-
-/**
- * The sessions a file holds, each line read as `submit` will send it, so that a bad line is
- * named before any part is sent; undefined for stdin or what is not a regular file (read once).
- */
-async function checkLines(file: string): Promise<number | undefined> {
-  if (file === "-") return undefined;
-  const info = await stat(file).catch((error: unknown) => {
-    throw new LineError(
-      `${file}: cannot be read (${error instanceof Error ? error.message : String(error)})`,
-    );
-  });
-  if (!info.isFile()) return undefined;
-  let count = 0;
-  for await (const { line, text } of numberedLines(file)) {
-    parseLine(file, line, text);
-    count++;
-  }
-  return count;
-}
-
-function parseLine(file: string, line: number, text: string): BatchSessionInput {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    throw new LineError(`${file}:${line}: not valid JSON`);
-  }
-  if (value === null || typeof value !== "object" || Array.isArray(value))
-    throw new LineError(`${file}:${line}: expected an object ${BATCH_LINE_SHAPE}`);
-  return value as BatchSessionInput;
-}
-
-/** A progress display: a bar on a terminal, a line per change otherwise. */
-async function progress(io: BatchIo, label: string, total: number | undefined) {
-  if (io.isTTY && total !== undefined) {
-    // No type declarations ship with cli-progress: the little used here is typed below.
-    const moduleName = "cli-progress";
-    const { default: cliProgress } = (await import(moduleName)) as {
-      default: {
-        SingleBar: new (
-          options: Record<string, unknown>,
-          preset: unknown,
-        ) => {
-          start(total: number, value: number, payload?: Record<string, unknown>): void;
-          update(value: number, payload?: Record<string, unknown>): void;
-          stop(): void;
-        };
-        Presets: { shades_classic: unknown };
-      };
-    };
-    const bar = new cliProgress.SingleBar(
-      { format: `${label} [{bar}] {value}/{total} {note}`, stream: io.stderr, hideCursor: true },
-      cliProgress.Presets.shades_classic,
-    );
-    bar.start(total, 0, { note: "" });
-    return {
-      update: async (value: number, note = "") => bar.update(value, { note }),
-      stop: async () => bar.stop(),
-    };
-  }
-  let last = "";
-  return {
-    update: async (value: number, note = "") => {
-      const text = `${label} ${value}${total === undefined ? "" : `/${total}`}${note ? ` ${note}` : ""}`;
-      if (text !== last) await write(io.stderr, `${text}\n`);
-      last = text;
-    },
-    stop: async () => {},
-  };
 }
 
 export async function batchSubmitCommand(
@@ -278,59 +176,6 @@ async function closedBatch(client: FleetClient, id: string): Promise<boolean> {
     (batch) => !batch.open,
     () => false,
   );
-}
-
-/** How long `--wait` goes on asking an API that does not answer (a restart, a deploy). */
-const WAIT_OUTAGE_MS = 10 * 60_000;
-
-/**
- * The batch, asked again while the API does not answer or answers 5xx/429: the batch runs
- * on without the API, so a restart of it must not end a wait of hours. One line on stderr
- * when the API goes and one when it is back; after WAIT_OUTAGE_MS the error ends the wait.
- */
-async function getBatchPatiently(
-  client: FleetClient,
-  id: string,
-  io: BatchIo,
-  outageMs = WAIT_OUTAGE_MS,
-): Promise<BatchJson> {
-  let since: number | undefined;
-  for (let delay = 250; ; delay = Math.min(5_000, delay * 2)) {
-    try {
-      const batch = await client.getBatch(id);
-      if (since !== undefined)
-        await write(io.stderr, `the API answers again; still waiting for batch ${id}\n`);
-      return batch;
-    } catch (error) {
-      const transient = unreachableOr5xx(error) || (error as FleetApiError).status === 429;
-      if (!transient) throw error;
-      if (since === undefined) {
-        since = Date.now();
-        const why = error instanceof Error ? error.message : String(error);
-        await write(io.stderr, `the API does not answer (${why}); still waiting for batch ${id}\n`);
-      } else if (Date.now() - since > outageMs) throw error;
-      await new Promise((resolve) => setTimeout(resolve, delay));
-    }
-  }
-}
-
-/** Polls the batch until it has ended, showing how many of its sessions have. */
-async function waitForEnd(client: FleetClient, id: string, io: BatchIo): Promise<BatchJson> {
-  let batch = await getBatchPatiently(client, id, io);
-  const bar = await progress(io, "ended", batch.counts.total);
-  for (;;) {
-    const { completed, parked, cancelled } = batch.counts;
-    await bar.update(
-      completed + parked + cancelled,
-      `(completed ${completed}, parked ${parked}, cancelled ${cancelled})`,
-    );
-    if (batch.status !== "running") break;
-    // Counts are a pass over the batch's sessions: big batches are asked less often.
-    await new Promise((resolve) => setTimeout(resolve, batch.counts.total > 10_000 ? 5_000 : 1_000));
-    batch = await getBatchPatiently(client, id, io);
-  }
-  await bar.stop();
-  return batch;
 }
 
 export async function batchStatusCommand(id: string, options: BatchCommandOptions = {}): Promise<number> {

@@ -2,13 +2,12 @@
  * What producers can do, independent of transport: the HTTP API and the CLI call this.
  * A run's input is stored on its run row and appended by the worker under its lease, so a
  * send never interleaves with a running session's appends and is never lost. Each action is
- * here; what it builds on is in its module: batch-entries.ts (a batch's sessions checked),
- * run-jobs.ts (the jobs of committed runs), cancel-cleanup.ts (what follows a cancel),
- * session-view.ts (a session as the API answers it).
+ * here; what it builds on is in its module: batch-actions.ts (the batch actions, which
+ * FleetService hands on), batch-entries.ts (a batch's sessions checked), run-jobs.ts (the jobs
+ * of committed runs), cancel-cleanup.ts (what follows a cancel), session-view.ts (a session as
+ * the API answers it).
  */
-import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
-import type { z } from "zod";
 import { type AgentConfig, parseAgentConfig, parseModelConfig } from "../shared/agent-config.js";
 import {
   type BatchCreated,
@@ -26,25 +25,22 @@ import { type ResumeKind, type ResumePointJson, resumePoint } from "../shared/re
 import type { RefusalReason } from "../shared/resume-reasons.js";
 import type { BatchJson, BatchResult, BatchStore } from "../shared/store/batches.js";
 import { type RunJson, runToJson } from "../shared/store/rows.js";
-import type { BatchTarget, ListStatus, RunLimits } from "../shared/store/session-queries.js";
+import type { ListStatus, RunLimits } from "../shared/store/session-queries.js";
 import { parseBoundedImportInSlices } from "../shared/usage.js";
-import { checkWebhookUrl, webhookSettingsFromEnv } from "../shared/webhooks.js";
-import { parseBatchEntries } from "./batch-entries.js";
 import {
-  type BatchResumePage,
-  batchResumeBody,
-  DEFAULT_BATCH_RESUME_LIMIT,
-  resumeParkedPage,
-} from "./batch-resume.js";
+  appendToBatch,
+  type BatchActionsHost,
+  batchResults,
+  cancelBatch,
+  createBatch,
+  getBatch,
+  resumeBatch,
+} from "./batch-actions.js";
+import type { BatchResumePage } from "./batch-resume.js";
 import { afterCancel } from "./cancel-cleanup.js";
 import type { FleetServiceDeps } from "./fleet-service-deps.js";
 import {
-  appendBody,
-  batchBody,
-  type batchItem,
-  batchQuery,
   createBody,
-  decodeListCursor,
   encodeListCursor,
   importedCount,
   importPageBody,
@@ -55,8 +51,8 @@ import {
   sessionQuery,
   sessionStatus,
 } from "./request-bodies.js";
-import { MAX_HISTORY_BYTES, MAX_LIST_PAGE_BYTES, MAX_RESULTS_PAGE_BYTES } from "./request-limits.js";
-import { enqueueCommitted, enqueueResume, enqueueRun, enqueueRuns, startNow } from "./run-jobs.js";
+import { MAX_HISTORY_BYTES, MAX_LIST_PAGE_BYTES } from "./request-limits.js";
+import { enqueueCommitted, enqueueResume, enqueueRun, startNow } from "./run-jobs.js";
 import { sessionSummary, sessionView } from "./session-view.js";
 
 export { type BatchCreated, SESSION_STATUSES, type SessionJson, type SessionStatus, type SessionSummary };
@@ -67,7 +63,19 @@ function sameModel(a: unknown, b: unknown): boolean {
 }
 
 export class FleetService {
-  constructor(private readonly deps: FleetServiceDeps) {}
+  /** What the batch actions (batch-actions.ts) use of this service. */
+  private readonly batchHost: BatchActionsHost;
+
+  constructor(private readonly deps: FleetServiceDeps) {
+    this.batchHost = {
+      deps,
+      batches: () => this.batches,
+      routing: () => this.routing,
+      limits: () => this.limits,
+      checkTools: (agents) => this.checkTools(agents),
+      resume: (tenant, id, body) => this.resume(tenant, id, body),
+    };
+  }
 
   private get batches(): BatchStore {
     if (!this.deps.batches) throw new Error("this FleetService was built without a BatchStore");
@@ -123,139 +131,39 @@ export class FleetService {
     });
   }
 
-  /**
-   * Creates a batch of sessions, each optionally with its first message, in one
-   * transaction (all or none; every entry is validated first, errors name
-   * `sessions[i]....`), then enqueues their runs in one round trip.
-   */
-  async createBatch(tenant: string, body: unknown): Promise<BatchCreated> {
-    const input = parseBody(batchBody, body);
-    const webhookUrl =
-      input.webhook === undefined
-        ? null
-        : checkWebhookUrl(input.webhook.url, this.deps.webhooks ?? webhookSettingsFromEnv({}), "webhook.url");
-    const id = randomUUID();
-    const sessions = await this.addBatchSessions(tenant, input.sessions, {
-      id,
-      tenant,
-      create: true,
-      webhookUrl,
-      open: input.open === true,
-      sessionEvents: input.sessionEvents,
-    });
-    return { id, sessions, ...(webhookUrl === null ? {} : { webhook: { url: webhookUrl } }) };
+  /** A batch of sessions created, their runs queued (batch-actions.ts). */
+  createBatch(tenant: string, body: unknown): Promise<BatchCreated> {
+    return createBatch(this.batchHost, tenant, body);
   }
 
-  /**
-   * Adds sessions to an open batch of the caller (`POST /v1/batches/:id/sessions`); with
-   * `close: true` the batch takes no more and may end. 409 `batch_closed` once closed.
-   */
-  async appendToBatch(tenant: string, batchId: string, body: unknown): Promise<BatchCreated> {
-    const input = parseBody(appendBody, body);
-    const sessions = await this.addBatchSessions(tenant, input.sessions, {
-      id: batchId,
-      tenant,
-      create: false,
-      open: input.close !== true,
-    });
-    return { id: batchId, sessions };
+  /** Sessions added to an open batch of the caller, `close: true` closing it (batch-actions.ts). */
+  appendToBatch(tenant: string, batchId: string, body: unknown): Promise<BatchCreated> {
+    return appendToBatch(this.batchHost, tenant, batchId, body);
   }
 
-  /** Validates a batch's sessions (errors name `sessions[i]…`), stores them all or none, queues their runs. */
-  private async addBatchSessions(
-    tenant: string,
-    entries: z.infer<typeof batchItem>[],
-    batch: BatchTarget,
-  ): Promise<BatchCreated["sessions"]> {
-    const items = await parseBatchEntries(tenant, entries, this.routing);
-    if (items.length > 0)
-      await this.checkTools(items.map(({ agent }, i) => ({ agent, field: `sessions[${i}].agent` })));
-    const created = await this.deps.queries.createSessions(items, this.limits, batch);
-    const jobs = created.flatMap(({ id, runId }) =>
-      runId ? [{ name: "run" as const, payload: { sessionId: id, runId } }] : [],
-    );
-    await enqueueCommitted(
-      this.deps,
-      jobs.map((job) => job.payload.runId),
-      () => enqueueRuns(this.deps, tenant, jobs),
-    );
-    return created.map((session, i) => ({ ...session, customId: items[i]!.customId ?? null }));
+  /** The batch; `query.include=usage` adds its sessions' usage and cost (batch-actions.ts). */
+  getBatch(tenant: string, id: string, query?: unknown): Promise<BatchJson & { usage?: UsageTotals }> {
+    return getBatch(this.batchHost, tenant, id, query);
   }
 
-  /** `query.include=usage` adds the sessions' usage and cost summed (one aggregate; off by default). */
-  async getBatch(tenant: string, id: string, query?: unknown): Promise<BatchJson & { usage?: UsageTotals }> {
-    const { include } = parseBody(batchQuery, query ?? {});
-    const batch = await this.batches.view(id, tenant);
-    if (!batch) throw new NotFoundError(`batch ${id}`);
-    return include === "usage" ? { ...batch, usage: await this.batches.usage(id) } : batch;
+  /** Resumes one page of the batch's parked sessions (batch-actions.ts). */
+  resumeBatch(tenant: string, id: string, body: unknown): Promise<BatchResumePage> {
+    return resumeBatch(this.batchHost, tenant, id, body);
   }
 
-  /** Resumes one page of the batch's parked sessions (`POST /v1/batches/:id/resume`, batch-resume.ts). */
-  async resumeBatch(tenant: string, id: string, body: unknown): Promise<BatchResumePage> {
-    const input = parseBody(batchResumeBody, body) ?? { limit: DEFAULT_BATCH_RESUME_LIMIT };
-    const after = input.cursor === undefined ? undefined : decodeListCursor(input.cursor);
-    if (input.cursor !== undefined && after === undefined)
-      throw new ValidationError("cursor", "is not a cursor this endpoint gave (`nextCursor`)");
-    // The model is checked once, before any session is touched.
-    if (input.model !== undefined)
-      resolveModelRoute(parseModelConfig(input.model, "model"), this.routing, "model");
-    await this.getBatch(tenant, id);
-    const resumeBody = input.model === undefined ? undefined : { model: input.model };
-    return resumeParkedPage(
-      {
-        parked: async (before, limit) =>
-          (
-            await this.deps.queries.listSessions({
-              tenant,
-              batchId: id,
-              status: "parked",
-              parkedReason: input.parkedReason,
-              before,
-              limit,
-            })
-          ).map((row) => ({ id: row.id, cursor: row.cursor })),
-        resume: (sessionId) => this.resume(tenant, sessionId, resumeBody),
-        encode: encodeListCursor,
-      },
-      after,
-      input.limit,
-    );
-  }
-
-  /**
-   * The batch's results, one per session in session-id order, fetched a page at a time
-   * (keyset paging): the caller writes each line before the next page is read.
-   */
-  async batchResults(
+  /** The batch's results, one per session, read a page at a time (batch-actions.ts). */
+  batchResults(
     tenant: string,
     id: string,
-    pageSize = 500,
-    maxPageBytes = MAX_RESULTS_PAGE_BYTES,
+    pageSize?: number,
+    maxPageBytes?: number,
   ): Promise<AsyncIterable<BatchResult>> {
-    await this.getBatch(tenant, id);
-    const store = this.batches;
-    return (async function* () {
-      let after = "";
-      for (;;) {
-        const page = await store.resultsPage(id, after, pageSize, maxPageBytes);
-        for (const { id: sessionId, ...result } of page) {
-          after = sessionId;
-          yield result;
-        }
-        // A page its outputs' size stopped is shorter and not the last: the end is an empty one.
-        if (page.length === 0) return;
-      }
-    })();
+    return batchResults(this.batchHost, tenant, id, pageSize, maxPageBytes);
   }
 
-  /**
-   * Cancels every session of the batch that has not ended (contracts §9) and closes it; the
-   * sessions that ended keep their state. 404 for another tenant's batch.
-   */
-  async cancelBatch(tenant: string, id: string): Promise<BatchJson> {
-    await this.getBatch(tenant, id);
-    await afterCancel(this.deps, tenant, await this.batches.cancel(tenant, { batchId: id }));
-    return this.getBatch(tenant, id);
+  /** Cancels the batch's sessions that have not ended and closes it (batch-actions.ts). */
+  cancelBatch(tenant: string, id: string): Promise<BatchJson> {
+    return cancelBatch(this.batchHost, tenant, id);
   }
 
   /** Cancels one session: queued runs are dropped, a running one is aborted; never resumed automatically. */

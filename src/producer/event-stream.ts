@@ -23,18 +23,18 @@
  */
 import type { ServerResponse } from "node:http";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { Redis } from "ioredis";
-import { ConflictError, NotFoundError, TooManyRequestsError, ValidationError } from "../shared/errors.js";
+import { ConflictError, NotFoundError, ValidationError } from "../shared/errors.js";
 import { placeMayHaveExpired, STREAM_START } from "../shared/event-expiry.js";
 import { EventReader } from "../shared/event-reader.js";
 import { eventStreamKey, eventsNotifyChannel, eventTime, type StoredEvent } from "../shared/events.js";
-import { isCluster } from "../shared/redis.js";
 import { batchEventWriter, defineBatchEventsAppend } from "./batch-event-append.js";
 import { BatchEventSync } from "./batch-event-sync.js";
 import { BatchStreamCheck, batchStreamKeys } from "./batch-stream-check.js";
 import type { EventStreamDeps } from "./event-stream-deps.js";
 import { NotifySubscription } from "./notify-subscription.js";
+import { RedisReconnects } from "./redis-reconnects.js";
 import { gone, resumeId, type StartPlace, sentPlace, sessionStreamStart } from "./stream-places.js";
+import { TenantStreamSlots } from "./tenant-stream-slots.js";
 
 export type { EventStreamDeps } from "./event-stream-deps.js";
 
@@ -49,14 +49,14 @@ const RECHECK_MS = 1_000;
 
 export class EventStreams {
   private readonly reader: EventReader;
-  private readonly perTenant = new Map<string, number>();
+  private readonly slots: TenantStreamSlots;
   private readonly waiting = new Map<string, Set<() => void>>();
   private readonly open = new Set<ServerResponse>();
   private readonly notifications: NotifySubscription;
   private closed = false;
   private readonly batchCheck: BatchStreamCheck;
   /** Times the API's Redis connection came back: Redis may have lost its data meanwhile. */
-  private reconnects = 0;
+  private readonly redisBack: RedisReconnects;
 
   constructor(private readonly deps: EventStreamDeps) {
     this.reader = new EventReader(deps.redis, deps.prefix);
@@ -67,21 +67,8 @@ export class EventStreams {
         for (const wake of this.waiting.get(key) ?? []) wake();
       },
     });
-    let connected = deps.redis.status === "ready";
-    deps.redis.on("ready", () => {
-      if (connected) this.reconnects++;
-      connected = true;
-    });
-    // On a cluster, one node may lose its data while the others stay up: the cluster stays
-    // ready, and its connection to that node ends and is made anew (ioredis adds the node again).
-    if (isCluster(deps.redis)) {
-      const nodes = new Set<string>();
-      deps.redis.on("+node", (node: Redis) => {
-        const address = `${node.options.host}:${node.options.port}`;
-        if (nodes.has(address)) this.reconnects++;
-        nodes.add(address);
-      });
-    }
+    this.redisBack = new RedisReconnects(deps.redis);
+    this.slots = new TenantStreamSlots(deps);
     defineBatchEventsAppend(deps.redis);
     this.batchCheck = new BatchStreamCheck({
       redis: deps.redis,
@@ -100,26 +87,6 @@ export class EventStreams {
     this.notifications.close();
   }
 
-  private admit(tenant: string): () => void {
-    const count = this.perTenant.get(tenant) ?? 0;
-    if (count >= this.deps.maxStreamsPerTenant)
-      throw new TooManyRequestsError(
-        "event_streams",
-        5,
-        `this tenant has ${count} event streams open on this API process, the most it may; close one or try again later`,
-      );
-    this.perTenant.set(tenant, count + 1);
-    this.deps.metrics.sseClients.inc();
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const left = (this.perTenant.get(tenant) ?? 1) - 1;
-      if (left > 0) this.perTenant.set(tenant, left);
-      else this.perTenant.delete(tenant);
-      this.deps.metrics.sseClients.dec();
-    };
-  }
   /** `GET /v1/sessions/:id/events`. */
   async session(request: FastifyRequest, reply: FastifyReply, tenant: string, sessionId: string) {
     const after = resumeId(request, ["run"]);
@@ -202,7 +169,7 @@ export class EventStreams {
      */
     still?: () => Promise<boolean>,
   ): Promise<void> {
-    const release = this.admit(tenant);
+    const release = this.slots.admit(tenant);
     let unsubscribe: Awaited<ReturnType<NotifySubscription["acquire"]>>;
     try {
       unsubscribe = await this.notifications.acquire();
@@ -241,7 +208,7 @@ export class EventStreams {
     let placeIsEntry = start.kind === "entry" || start.kind === "at";
     // Whether `last` itself is still to be sent (a run's RUN_STARTED).
     let inclusive = start.kind === "at";
-    let seenReconnects = this.reconnects;
+    let seenReconnects = this.redisBack.reconnects;
     let lastWrite = Date.now();
     const pollMs = this.deps.pollMs ?? 1_000;
     const onIdle = () =>
@@ -297,11 +264,11 @@ export class EventStreams {
           };
         });
         if (before) await before();
-        if (seenReconnects !== this.reconnects) {
+        if (seenReconnects !== this.redisBack.reconnects) {
           // Redis came back. Without its data the stream is rebuilt from Postgres under new
           // ids, all after `last`: this reader would get every message again. It ends instead,
           // and its reconnect with `last` is answered 410 (EventReader.expired).
-          seenReconnects = this.reconnects;
+          seenReconnects = this.redisBack.reconnects;
           if (last !== "0-0" && (await this.reader.expired(key, last, placeIsEntry))) break;
         }
         // A stream idle for FLEET_EVENTS_MAX_AGE_MS expires whole and its next writer starts a

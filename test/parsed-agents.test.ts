@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ValidationError } from "../src/shared/errors.js";
-import { ParsedAgents } from "../src/worker/parsed-agents.js";
+import { ParsedAgents } from "../src/shared/parsed-agents.js";
 
 const agent = (text: string) => ({ model: { provider: "scripted", steps: [{ text }] }, tools: ["sleep"] });
 
@@ -54,5 +54,24 @@ describe("ParsedAgents", () => {
     expect(agents.parse(long)).toEqual(first);
     expect(Object.isFrozen(first)).toBe(true);
     expect(agents.size).toBe(0);
+  });
+});
+
+describe("ParsedAgents and the field an error names", () => {
+  it("names each failing use by its own root, and an equal good agent's parse by none", () => {
+    const agents = new ParsedAgents();
+    const bad = { model: { provider: "nope" } };
+    const fieldOf = (root: string) => {
+      try {
+        agents.parse(bad, root);
+      } catch (error) {
+        return (error as ValidationError).field;
+      }
+      return null;
+    };
+    expect(fieldOf("sessions[3].agent")).toBe("sessions[3].agent.model.provider");
+    expect(fieldOf("sessions[7].agent")).toBe("sessions[7].agent.model.provider");
+    const good = agents.parse(agent("fine"), "sessions[0].agent");
+    expect(agents.parse(agent("fine"), "sessions[1].agent")).toBe(good);
   });
 });

@@ -3,11 +3,11 @@
  * name `sessions[i]…`, and a batch is refused whole.
  */
 import type { z } from "zod";
-import { parseAgentConfig } from "../shared/agent-config.js";
 import { ValidationError } from "../shared/errors.js";
 import { nextTurn, SLICE_ITEMS } from "../shared/event-loop-slices.js";
 import { assertAnsweredOnce, type ImportedMessage } from "../shared/messages.js";
 import { checkAgentModels, type ModelRouting } from "../shared/model-endpoints.js";
+import { ParsedAgents } from "../shared/parsed-agents.js";
 import { assertPricedForBudget, pricesOf } from "../shared/prices.js";
 import { resumePoint } from "../shared/resume-point.js";
 import type { NewSession } from "../shared/store/session-queries.js";
@@ -47,8 +47,10 @@ export async function parseBatchEntries(
   const items: (NewSession & { messages: ImportedMessage[] })[] = [];
   /** Messages parsed since the last turn of the event loop: many small histories make a slice too. */
   let sinceTurn = 0;
+  // The entries' equal agents (most batches give all their sessions one) are parsed once.
+  const agents = new ParsedAgents(entries.length);
   for (const [i, item] of entries.entries()) {
-    const agent = parseAgentConfig(item.agent, `sessions[${i}].agent`);
+    const agent = agents.parse(item.agent, `sessions[${i}].agent`);
     const messages =
       item.messages === undefined
         ? []

@@ -8,14 +8,9 @@
  * ES module is strict code) instead of silently doing nothing.
  */
 
+import { deepFreeze } from "../shared/deep-freeze.js";
+
 /** A deep copy of `value` (plain data: JSON values, Dates), frozen throughout (pure). */
 export function frozenCopy<T>(value: T): T {
   return deepFreeze(structuredClone(value));
-}
-
-/** `value` itself, frozen throughout (plain data), and answered. */
-export function deepFreeze<T>(value: T): T {
-  if (value === null || typeof value !== "object" || Object.isFrozen(value)) return value;
-  for (const key of Reflect.ownKeys(value)) deepFreeze((value as Record<string | symbol, unknown>)[key]);
-  return Object.freeze(value);
 }

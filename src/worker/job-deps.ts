@@ -5,6 +5,7 @@ import type { RunRow } from "../shared/db/schema.js";
 import type { EventWriter } from "../shared/event-writer.js";
 import type { LeaseStore } from "../shared/lease.js";
 import type { FleetMetrics } from "../shared/metrics.js";
+import type { ParsedAgents } from "../shared/parsed-agents.js";
 import type { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import type { FencedWrites } from "../shared/store/fenced-writes.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
@@ -13,7 +14,6 @@ import type { Extensions } from "./extensions.js";
 import type { CapacityDeps } from "./hand-back.js";
 import type { HistoryCache } from "./history-cache.js";
 import type { ModelProvider } from "./models/provider.js";
-import type { ParsedAgents } from "./parsed-agents.js";
 import type { RunOutcome } from "./run-outcome.js";
 
 export type SessionJobDeps = AgentLoopDeps & {

@@ -22,6 +22,7 @@ import {
   initToolSeries,
   initWorkerLiveness,
 } from "../shared/metrics.js";
+import { ParsedAgents } from "../shared/parsed-agents.js";
 import { ProviderLimits } from "../shared/provider-limits.js";
 import { parseRunJob, QUEUES, type QueueKey, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, isConnectionError, RedisOutageLog } from "../shared/redis.js";
@@ -50,7 +51,6 @@ import { defaultFetchers, fetcherSlots } from "./fetchers.js";
 import { HistoryCache } from "./history-cache.js";
 import { createModel, redisFaultCounter } from "./models/create-model.js";
 import { abortableSleep } from "./models/scripted.js";
-import { ParsedAgents } from "./parsed-agents.js";
 import { putBack } from "./put-back.js";
 import { processSessionJob, type SessionJobDeps } from "./session-job.js";
 import { builtinTools } from "./tools/builtin.js";

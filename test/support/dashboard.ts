@@ -25,10 +25,16 @@ export function dashboardPanels(): DashboardPanel[] {
 /**
  * A panel's query with Grafana's variables filled in: $__rate_interval is at least four
  * scrape intervals, $__interval one, $__range the viewed range. Throws on any other variable.
+ * `rateIntervalSeconds` widens $__rate_interval (prometheus-live, when scrapes were missed).
  */
-export function grafanaExpr(expr: string, intervalSeconds: number, range: string): string {
+export function grafanaExpr(
+  expr: string,
+  intervalSeconds: number,
+  range: string,
+  rateIntervalSeconds = 4 * intervalSeconds,
+): string {
   const out = expr
-    .replaceAll("$__rate_interval", `${4 * intervalSeconds}s`)
+    .replaceAll("$__rate_interval", `${rateIntervalSeconds}s`)
     .replaceAll("$__interval", `${intervalSeconds}s`)
     .replaceAll("$__range", range);
   if (out.includes("$")) throw new Error(`a Grafana variable the tests do not know: ${expr}`);

@@ -72,3 +72,26 @@ export function expectClose(got: Counts, want: Counts, what: string): void {
       `${what} ${k}: ${got[k]} vs ${want[k]}`,
     ).toBeLessThanOrEqual(Math.max(0.6, 0.3 * (want[k] ?? 0)));
 }
+
+/**
+ * The longest time, in seconds, between two successful scrapes of one target while it was
+ * up, over `window` ending at `time`: 1 when every scrape arrived, more when Prometheus
+ * missed some (a target's /metrics answering after the scrape timeout, e.g. this busy test
+ * process). A target's time after its last successful scrape (a killed worker) is not a gap.
+ */
+export async function longestScrapeGap(
+  prometheus: RunningPrometheus,
+  window: string,
+  time: number,
+): Promise<{ seconds: number; instance: string }> {
+  const up = await prometheus.query(`up{job=~"fleet-.*"}[${window}]`, time);
+  let longest = { seconds: 0, instance: "" };
+  for (const series of up.result) {
+    const times = (series.values ?? []).filter(([, v]) => v === "1").map(([t]) => Number(t));
+    for (let i = 1; i < times.length; i++) {
+      const gap = times[i]! - times[i - 1]!;
+      if (gap > longest.seconds) longest = { seconds: gap, instance: series.metric.instance ?? "" };
+    }
+  }
+  return longest;
+}

@@ -75,9 +75,10 @@ export function expectClose(got: Counts, want: Counts, what: string): void {
 
 /**
  * The longest time, in seconds, between two successful scrapes of one target while it was
- * up, over `window` ending at `time`: 1 when every scrape arrived, more when Prometheus
- * missed some (a target's /metrics answering after the scrape timeout, e.g. this busy test
- * process). A target's time after its last successful scrape (a killed worker) is not a gap.
+ * up, over `window` ending at `time`: the scrape interval when every scrape arrived, more
+ * when Prometheus missed some (a target's /metrics answering after the scrape timeout, e.g.
+ * a busy test process's). A target's time after its last successful scrape (a killed worker)
+ * is not a gap.
  */
 export async function longestScrapeGap(
   prometheus: RunningPrometheus,
@@ -94,4 +95,29 @@ export async function longestScrapeGap(
     }
   }
   return longest;
+}
+
+/**
+ * Whether Prometheus missed a scrape of a live target since `startedAt` (said on stderr).
+ * A rate panel's per-second rates, summed over time at Grafana's 4-scrape $__rate_interval,
+ * come back to the counts only when every scrape arrived: a window holding one sample gives
+ * no rate, so a counter's jump between missed scrapes is mostly lost to the sum (the count
+ * itself is not: increase() spans the gap). The tests then check each rate panel's query
+ * over the whole window instead: its rate times the window's length, the panel's increase.
+ */
+export async function missedScrapes(
+  prometheus: RunningPrometheus,
+  startedAt: number,
+  intervalSeconds: number,
+  what: string,
+): Promise<boolean> {
+  const now = Date.now() / 1000;
+  const gap = await longestScrapeGap(prometheus, `${Math.ceil(now - startedAt) + 5}s`, now);
+  const missed = gap.seconds > 1.5 * intervalSeconds;
+  if (missed)
+    console.warn(
+      `${what}: ${gap.instance} went ${gap.seconds.toFixed(1)} s without a successful scrape; ` +
+        "the rate panels are checked over the whole window, not summed at 4 scrape intervals",
+    );
+  return missed;
 }

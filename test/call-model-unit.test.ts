@@ -483,16 +483,18 @@ function trickling(everyMs: number): (request: ModelRequest) => AsyncGenerator<M
   return async function* (request) {
     for (;;) {
       yield { type: "text", delta: "." };
+      // One abort listener at a time, removed when its tick comes: the signal lives for the
+      // whole attempt, and a listener left per tick made Node warn of a leak.
       await new Promise((resolve, reject) => {
-        const timer = setTimeout(resolve, everyMs);
-        request.signal.addEventListener(
-          "abort",
-          () => {
-            clearTimeout(timer);
-            reject(request.signal.reason);
-          },
-          { once: true },
-        );
+        const onAbort = () => {
+          clearTimeout(timer);
+          reject(request.signal.reason);
+        };
+        const timer = setTimeout(() => {
+          request.signal.removeEventListener("abort", onAbort);
+          resolve(undefined);
+        }, everyMs);
+        request.signal.addEventListener("abort", onAbort, { once: true });
       });
     }
   };

@@ -25,7 +25,8 @@ export function dashboardPanels(): DashboardPanel[] {
 /**
  * A panel's query with Grafana's variables filled in: $__rate_interval is at least four
  * scrape intervals, $__interval one, $__range the viewed range. Throws on any other variable.
- * `rateIntervalSeconds` widens $__rate_interval (prometheus-live, when scrapes were missed).
+ * `rateIntervalSeconds` sets $__rate_interval instead: the live tests take a rate panel over
+ * their whole window with it when Prometheus missed scrapes (support/prometheus-fleet.ts).
  */
 export function grafanaExpr(
   expr: string,

@@ -22,13 +22,19 @@ export type EndedSession = {
   lastRun?: string | null;
 };
 
-/** A session's state as batch results and counts name it, from its row and its unfinished runs. */
-function resultStatus(r: {
+/** The columns of a batch's session that both result reads select: what its result's status is made of. */
+type SessionResultRow = {
+  id: string;
+  custom_id: string | null;
   status: string;
-  running: boolean | null;
-  run_started: boolean;
   tail_state: string;
-}): BatchResult["status"] {
+  run_started: boolean;
+  parked_reason: string | null;
+  running: boolean | null;
+};
+
+/** A session's state as batch results and counts name it, from its row and its unfinished runs. */
+function resultStatus(r: SessionResultRow): BatchResult["status"] {
   if (r.status === "cancelled" || r.status === "parked") return r.status;
   if (r.running === true) return "running";
   if (r.running === false) return "queued";
@@ -50,16 +56,9 @@ export async function readResultsPage(
   maxBytes = Number.MAX_SAFE_INTEGER,
 ): Promise<(BatchResult & { id: string })[]> {
   const rows = await database.sql<
-    {
-      id: string;
-      custom_id: string | null;
-      status: string;
-      tail_state: string;
-      run_started: boolean;
-      parked_reason: string | null;
+    (SessionResultRow & {
       cancelled_at: string | null;
       updated_at: string;
-      running: boolean | null;
       output: string | null;
       input_tokens: string | null;
       output_tokens: string | null;
@@ -69,7 +68,7 @@ export async function readResultsPage(
       cost_usd: string | null;
       unknown_steps: string | null;
       last_ended: string | null;
-    }[]
+    })[]
   >`
       with p as (
         -- The page's sessions, sized by their output (the last assistant text) first: only
@@ -144,19 +143,7 @@ export async function readEndedPage(
       ? sql`and s.id > ${after?.id ?? ""} order by s.id`
       : sql`and (s.updated_at, s.id) > (timestamptz 'epoch' + ${after?.micros ?? String(since.getTime() * 1000)}::bigint * interval '1 microsecond', ${after?.id ?? ""})
               order by s.updated_at, s.id`;
-  const rows = await sql<
-    {
-      id: string;
-      custom_id: string | null;
-      status: string;
-      tail_state: string;
-      run_started: boolean;
-      parked_reason: string | null;
-      running: boolean | null;
-      micros: string;
-      last_run: string | null;
-    }[]
-  >`
+  const rows = await sql<(SessionResultRow & { micros: string; last_run: string | null })[]>`
       select s.id, s.custom_id, s.status, s.tail_state, s.run_started, s.parked_reason,
              (select r.id from runs r where r.session_id = s.id
                order by r.queue_seq desc, r.created_at desc, r.id desc limit 1) as last_run,

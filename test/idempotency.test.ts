@@ -3,6 +3,7 @@
  * one batch; a replay returns the first answer; another body with the key is a 409; keys
  * are per tenant and last 24 h.
  */
+import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FleetApiError, FleetClient } from "../src/producer/client.js";
 import { canonicalJson, legacyRequestHash, requestHash } from "../src/producer/request-hash.js";
@@ -146,6 +147,58 @@ describe("Idempotency-Key", () => {
     );
     expect(canonicalJson("x")).toBe(JSON.stringify("x"));
     expect(canonicalJson(null)).toBe("null");
+  });
+
+  it("a request sent in absolute form (`POST http://host/v1/…`, as proxies send it) holds its key too", async () => {
+    /** One POST whose request target is `target` as it is (absolute form when it names a host). */
+    const postTo = (target: string, body: unknown, idempotencyKey: string) =>
+      new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const url = new URL(base);
+        const req = httpRequest(
+          {
+            host: url.hostname,
+            port: url.port,
+            method: "POST",
+            path: target,
+            headers: {
+              authorization: `Bearer ${key.a}`,
+              "content-type": "application/json",
+              "idempotency-key": idempotencyKey,
+            },
+          },
+          (res) => {
+            let text = "";
+            res.on("data", (d) => {
+              text += d;
+            });
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+          },
+        );
+        req.on("error", reject);
+        req.end(JSON.stringify(body));
+      });
+    const body = { agent: AGENT, metadata: { form: "absolute" } };
+    const { sql } = fleet.database;
+    const count = async () =>
+      (
+        await sql<
+          { n: number }[]
+        >`select count(*)::int as n from sessions where metadata->>'form' = 'absolute'`
+      )[0]!.n;
+    const first = await postTo(`${base}/v1/sessions`, body, "absolute-1");
+    expect(first.status, first.text).toBe(201);
+    const again = await postTo(`${base}/v1/sessions`, body, "absolute-1");
+    expect(again.status, again.text).toBe(201);
+    expect(JSON.parse(again.text).id).toBe(JSON.parse(first.text).id);
+    // The same request in origin form is the same request.
+    const origin = await postTo("/v1/sessions", body, "absolute-1");
+    expect(origin.status, origin.text).toBe(201);
+    expect(JSON.parse(origin.text).id).toBe(JSON.parse(first.text).id);
+    expect(await count()).toBe(1);
+    // And another body with the key is refused, whichever form the first one came in.
+    const other = await postTo(`${base}/v1/sessions`, { agent: AGENT }, "absolute-1");
+    expect(other.status, other.text).toBe(409);
+    expect(JSON.parse(other.text).error.message).toContain("for POST /v1/sessions with another body");
   });
 
   it("a key older than 24 h acts again", async () => {

@@ -17,6 +17,19 @@ export function requestLine(method: string, url: string): string {
 }
 
 /**
+ * A request target in origin form, `/v1/sessions?x` (pure): one in absolute form,
+ * `http://host/v1/sessions?x` (what a proxy may send, and what Fastify routes), read as the
+ * path and query it names, so that its key is held as the same request's is. Read as it came,
+ * such a request skipped the key (its URL does not start with `/v1/`): every retry acted again.
+ */
+export function originForm(url: string): string {
+  if (url.startsWith("/")) return url;
+  const rest = /^https?:\/\/[^/?#]*(.*)$/is.exec(url)?.[1];
+  if (rest === undefined) return url;
+  return rest.startsWith("/") ? rest : `/${rest}`;
+}
+
+/**
  * The 409's words for a key the tenant used for another request (pure): what differs — the
  * method and path, named, or the body — and never the other request's body. `stored`: the
  * method and path the key was first used with (null: a key claimed before they were kept).
@@ -46,17 +59,18 @@ export function idempotencyHooks(
   app.addHook("preHandler", async (request, reply) => {
     const header = request.headers["idempotency-key"];
     if (request.method !== "POST" && request.method !== "DELETE") return;
-    if (header === undefined || !request.url.startsWith("/v1/")) return;
+    const url = originForm(request.url);
+    if (header === undefined || !url.startsWith("/v1/")) return;
     const key = Array.isArray(header) ? header[0]! : header;
     if (!IDEMPOTENCY_KEY.test(key))
       throw new ValidationError("Idempotency-Key", "must be 1 to 255 visible ASCII characters");
-    const line = requestLine(request.method, request.url);
-    let hash = requestHash(request.method, request.url, request.body);
+    const line = requestLine(request.method, url);
+    let hash = requestHash(request.method, url, request.body);
     let state = await store.begin(request.tenant, key, hash, line);
     if (state.state === "reused") {
       // Stored by a release that hashed the body in its own key order: the same request
       // still replays (or waits) rather than being refused.
-      const legacy = legacyRequestHash(request.method, request.url, request.body);
+      const legacy = legacyRequestHash(request.method, url, request.body);
       if (legacy !== hash) {
         const again = await store.begin(request.tenant, key, legacy, line);
         if (again.state !== "reused") [hash, state] = [legacy, again];

@@ -20,7 +20,7 @@ import type { SessionRow } from "../shared/db/schema.js";
 import { AgentResumeError, NotFoundError, ValidationError } from "../shared/errors.js";
 import { assertAnsweredOnce, parseImportedHistoryInSlices } from "../shared/messages.js";
 import { checkAgentModels, type ModelRouting, resolveModelRoute } from "../shared/model-endpoints.js";
-import { assertPricedForBudget, pricesOf, type UsageTotals } from "../shared/prices.js";
+import { assertModelPriced, assertPricedForBudget, pricesOf, type UsageTotals } from "../shared/prices.js";
 import { type ResumeKind, type ResumePointJson, resumePoint } from "../shared/resume-point.js";
 import type { RefusalReason } from "../shared/resume-reasons.js";
 import type { BatchJson, BatchResult, BatchStore } from "../shared/store/batches.js";
@@ -246,7 +246,10 @@ export class FleetService {
     const input = parseBody(resumeBody, body);
     const model = input?.model === undefined ? undefined : parseModelConfig(input.model, "model");
     if (model) resolveModelRoute(model, this.routing, "model");
-    await this.session(tenant, id);
+    const session = await this.session(tenant, id);
+    // The model runs in the agent's place: a cost budget needs its price, as at creation.
+    if (model && session.agent.budget?.maxCostUsd !== undefined)
+      assertModelPriced(model, pricesOf(this.routing), "model", "the session's agent.budget.maxCostUsd");
     const [history, runs] = await Promise.all([
       this.deps.queries.loadHistory(id),
       this.deps.queries.listRuns(id, tenant),

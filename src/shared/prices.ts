@@ -168,17 +168,28 @@ export const reportedUsage = new GrowingFold<Message, { costUsd: number; tokens:
  */
 export function assertPricedForBudget(agent: AgentConfig, table: PriceTable, root = "agent"): void {
   if (agent.budget?.maxCostUsd === undefined) return;
-  const check = (model: ModelConfig, field: string) => {
-    if (model.provider === "scripted") return;
-    if (!priceOf(table, model))
-      throw new ValidationError(
-        `${field}.model`,
-        `"${model.model}" has no price in FLEET_PRICES, so ${root}.budget.maxCostUsd cannot be enforced`,
-      );
-  };
-  check(agent.model, `${root}.model`);
+  assertModelPriced(agent.model, table, `${root}.model`, `${root}.budget.maxCostUsd`);
   for (const [i, model] of (agent.fallbackModels ?? []).entries())
-    check(model, `${root}.fallbackModels[${i}]`);
+    assertModelPriced(model, table, `${root}.fallbackModels[${i}]`, `${root}.budget.maxCostUsd`);
+}
+
+/**
+ * One model that must have a price (`budget`: the budget that needs it, named in the error):
+ * a ValidationError naming `<field>.model` otherwise. Also for the model a resume asks for
+ * (`POST …/resume {model}`) in the place of an agent with `budget.maxCostUsd`.
+ */
+export function assertModelPriced(
+  model: ModelConfig,
+  table: PriceTable,
+  field: string,
+  budget: string,
+): void {
+  if (model.provider === "scripted") return;
+  if (!priceOf(table, model))
+    throw new ValidationError(
+      `${field}.model`,
+      `"${model.model}" has no price in FLEET_PRICES, so ${budget} cannot be enforced`,
+    );
 }
 
 /** Totals of nothing: every count 0. */

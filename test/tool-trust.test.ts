@@ -103,6 +103,25 @@ describe("tools an agent may use, end to end", () => {
     expect(await countSessions()).toBe(before);
   });
 
+  it("refuses a tool listed twice with 400 naming the repeat (providers refuse duplicate tool names), storing nothing", async () => {
+    const before = await countSessions();
+    const single = await refusal(
+      client.createSession({ agent: { model: scripted(), tools: ["sleep", "write_file", "sleep"] } }),
+    );
+    expect(single.status).toBe(400);
+    expect(single.field).toBe("agent.tools[2]");
+    expect(single.message).toContain('"sleep"');
+    const batch = await refusal(
+      client.createBatch([
+        { agent: { model: scripted(), tools: ["write_file"] }, input: "go" },
+        { agent: { model: scripted(), tools: ["write_file", "write_file"] }, input: "go" },
+      ]),
+    );
+    expect(batch.status).toBe(400);
+    expect(batch.field).toBe("sessions[1].agent.tools[1]");
+    expect(await countSessions()).toBe(before);
+  });
+
   it("accepts a user tool once a worker started with --tools has registered it", async () => {
     workers.push(await fleet.spawnWorker({}, ["--tools", join(ROOT, "test/fixtures/extra-tools.ts")]));
     expect((await readToolNames(fleet.redis, fleet.env.FLEET_PREFIX!)).sort()).toEqual([

@@ -206,6 +206,40 @@ describe("an import's usage", () => {
   });
 });
 
+describe("an import's cost", () => {
+  const costing = (costUsd: number): Message[] => [
+    { role: "user", content: "u" },
+    {
+      role: "assistant",
+      content: "a",
+      stopReason: "end_turn",
+      usage: { inputTokens: 1, outputTokens: 1, costUsd },
+    },
+  ];
+
+  it("is bounded: one step's costUsd of 1e308 is a 400, not a session whose usage reads costUsd: null", async () => {
+    // Before: taken (201), and every usage of the session — GET /v1/sessions/:id, its batch's
+    // results and ?include=usage — answered `costUsd: null` (the sum rounded to 1e-9 USD overflowed).
+    for (const huge of [1e308, 2e299, Number.MAX_SAFE_INTEGER * 2])
+      await expect(client.createSession({ agent: AGENT, messages: costing(huge) })).rejects.toMatchObject({
+        status: 400,
+        field: "messages",
+      });
+    await expect(client.createBatch([{ agent: AGENT, messages: costing(1e308) }])).rejects.toMatchObject({
+      status: 400,
+      field: "sessions[0].messages",
+    });
+    // Page by page too.
+    const { id: paged } = await client.createSession({ agent: AGENT, messages: costing(1) });
+    await expect(
+      client.importMessages(paged, costing(Number.MAX_SAFE_INTEGER * 2), { afterSeq: 2 }),
+    ).rejects.toMatchObject({ status: 400, field: "messages" });
+    // What fits reads back as it was.
+    const { id } = await client.createSession({ agent: AGENT, messages: costing(1234.5) });
+    expect((await client.getSession(id)).usage.costUsd).toBe(1234.5);
+  });
+});
+
 describe("an import's createdAt", () => {
   it("is kept when it is an ISO 8601 time with a zone, and the time of the import otherwise", async () => {
     const before = Date.now();

@@ -114,9 +114,17 @@ export function importedTokens(history: readonly Message[]): number {
 export const MAX_IMPORTED_TOKENS = Number.MAX_SAFE_INTEGER;
 
 /**
+ * The most USD the steps of one import (a new session's history, or one page of it) may report
+ * in all. Any finite cost was taken before, but every sum of a session's usage is rounded to
+ * 1e-9 USD (prices.ts `roundUsd`), which overflows past about 1.8e299: one step of 1e308 made
+ * the session's usage (and its batch's results and usage) read `costUsd: null`.
+ */
+export const MAX_IMPORTED_COST_USD = Number.MAX_SAFE_INTEGER;
+
+/**
  * Refuses (ValidationError naming `root`) an imported history whose steps' usage adds up to more
  * than MAX_IMPORTED_TOKENS tokens, with `held`, what the session holds already (an import
- * continued in pages), or to a cost JavaScript cannot hold (`costUsd`s summing to Infinity).
+ * continued in pages), or to more than MAX_IMPORTED_COST_USD.
  */
 export function assertImportedUsage(history: readonly Message[], root: string, held = 0): void {
   const tokens = held + importedTokens(history);
@@ -129,8 +137,11 @@ export function assertImportedUsage(history: readonly Message[], root: string, h
   for (const message of history)
     if (message.role === "assistant" && message.usage?.costUsd !== undefined)
       costUsd += message.usage.costUsd;
-  if (!Number.isFinite(costUsd))
-    throw new ValidationError(root, "its steps' usage.costUsd add up to more than a number can hold");
+  if (!(costUsd <= MAX_IMPORTED_COST_USD))
+    throw new ValidationError(
+      root,
+      `its steps' usage.costUsd add up to about ${costUsd.toPrecision(3)} USD; one import may report at most ${MAX_IMPORTED_COST_USD} USD in all`,
+    );
 }
 
 /**

@@ -78,4 +78,31 @@ describe("a resume's model and the session's cost budget", () => {
     expect(refused.json.error).toMatchObject({ field: "model.model" });
     expect(await runsOf(id)).toBe(0);
   });
+
+  it("a batch page resumes the sessions before one whose budget needs the price, then the next page is the 400", async () => {
+    const batch = await post("/v1/batches", {
+      sessions: [
+        { agent: { model: SCRIPTED }, messages: HISTORY, customId: "free" },
+        { agent: { model: SCRIPTED, budget: { maxCostUsd: 1 } }, messages: HISTORY, customId: "budget" },
+      ],
+    });
+    expect(batch.status, batch.text).toBe(201);
+    const [free, budget] = batch.json.sessions.map((s: { id: string }) => s.id) as [string, string];
+    // The list's order is newest activity first: the session without a budget comes first.
+    await fleet.database.sql`update sessions set status = 'parked', parked_reason = 'attempts_exhausted',
+      updated_at = now() - (case when id = ${free} then interval '1 minute' else interval '2 minutes' end)
+      where id in (${free}, ${budget})`;
+    const first = await post(`/v1/batches/${batch.json.id}/resume`, { model: UNPRICED });
+    expect(first.status, first.text).toBe(202);
+    expect(first.json.resumed.map((r: { sessionId: string }) => r.sessionId)).toEqual([free]);
+    expect(first.json.nextCursor).toEqual(expect.any(String));
+    const next = await post(`/v1/batches/${batch.json.id}/resume`, {
+      model: UNPRICED,
+      cursor: first.json.nextCursor,
+    });
+    expect(next.status, next.text).toBe(400);
+    expect(next.json.error).toMatchObject({ field: "model.model" });
+    expect(await runsOf(free)).toBe(1);
+    expect(await runsOf(budget)).toBe(0);
+  });
 });

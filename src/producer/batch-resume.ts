@@ -15,7 +15,7 @@
  */
 import { z } from "zod";
 import type { BatchResumePage } from "../shared/api-types.js";
-import { AgentResumeError, TooManyRequestsError } from "../shared/errors.js";
+import { AgentResumeError, TooManyRequestsError, ValidationError } from "../shared/errors.js";
 import type { ResumeKind } from "../shared/resume-reasons.js";
 import type { ListCursor } from "../shared/store/session-queries.js";
 import { parkedReasonFilter } from "./request-bodies.js";
@@ -71,6 +71,11 @@ export async function resumeParkedPage(
       } else if (error instanceof TooManyRequestsError && done !== undefined && done !== after) {
         // Part of the page is done: say so, and where to go on once the limit allows.
         return { ...page, nextCursor: deps.encode(done), retryAfterSeconds: error.retryAfterSeconds };
+      } else if (error instanceof ValidationError && done !== undefined && done !== after) {
+        // A session the request cannot resume as asked (its agent's cost budget needs a price
+        // the model lacks): the page answers what it did, and the request for the next page,
+        // which starts at that session, gets the 400 with nothing done.
+        return { ...page, nextCursor: deps.encode(done) };
       } else {
         throw error;
       }

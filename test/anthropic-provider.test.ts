@@ -14,7 +14,7 @@ import {
 } from "../src/shared/resume-plan.js";
 import { callModel } from "../src/worker/call-model.js";
 import { AnthropicModel, MISSING_ANTHROPIC_KEY } from "../src/worker/models/anthropic.js";
-import { toAnthropicMessages } from "../src/worker/models/anthropic-request.js";
+import { buildAnthropicRequest, toAnthropicMessages } from "../src/worker/models/anthropic-request.js";
 import { type ModelEvent, type ModelRequest, ProviderError } from "../src/worker/models/provider.js";
 import { type FakeAnthropic, type FakeStream, startFakeAnthropic } from "./support/fake-anthropic.js";
 
@@ -498,6 +498,28 @@ describe("request conversion", () => {
     expect(second?.body).not.toHaveProperty("tools");
     expect(second?.body).not.toHaveProperty("system");
     expect(second?.body).not.toHaveProperty("temperature");
+  });
+
+  it("sends no system prompt that is only whitespace (the API refuses it: 'system: text content blocks must contain non-whitespace text')", () => {
+    const request = (system: string): ModelRequest => ({
+      sessionId: "s",
+      system,
+      history: [{ role: "user", content: "hi" }],
+      tools: [],
+      signal: new AbortController().signal,
+    });
+    for (const cache of [true, false]) {
+      const config = { provider: "anthropic" as const, model: "claude-test", cache };
+      for (const blank of [" ", "\n\n", "\t "])
+        expect(buildAnthropicRequest(config, request(blank))).not.toHaveProperty("system");
+      // A prompt with text is sent as it is, its whitespace included.
+      const body = buildAnthropicRequest(config, request(" Be brief.\n"));
+      expect(body.system).toEqual(
+        cache
+          ? [{ type: "text", text: " Be brief.\n", cache_control: { type: "ephemeral" } }]
+          : " Be brief.\n",
+      );
+    }
   });
 
   it("leaves out a cut step whose text is only whitespace (the API refuses a whitespace-only text block)", () => {

@@ -238,7 +238,10 @@ export function buildAnthropicRequest(
     stream: true,
   };
   let breakpoints = 0;
-  if (request.system) {
+  // A prompt of whitespace only is refused as a text block ("system: text content blocks must
+  // contain non-whitespace text"): with caching on (the default) every run of such an agent
+  // failed. It says nothing to the model, so it is not sent, with or without caching.
+  if (request.system !== undefined && request.system.trim() !== "") {
     if (cache) {
       body.system = [{ type: "text", text: request.system, cache_control: EPHEMERAL }];
       breakpoints++;

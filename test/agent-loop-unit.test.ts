@@ -345,6 +345,26 @@ describe("runAgentLoop", () => {
     expect(reset.model.requests).toHaveLength(4);
   });
 
+  it.each([false, true])(
+    "caps consecutive pauses only: a goal round between two pauses resets the count (deferLast %s)",
+    async (deferLast) => {
+      // resume-semantics §2: the runtime's cap is on *consecutive* pauses. A step that ended
+      // its turn (answered by a goal round) breaks the run of pauses, as a tool step does.
+      const t = setup(
+        [
+          { content: "", stopReason: "paused" },
+          { content: "not yet", stopReason: "end_turn" },
+          { content: "", stopReason: "paused" },
+          { content: "GOAL_MET", stopReason: "end_turn" },
+        ],
+        { agent: { pauseLimit: 1 } },
+      );
+      const result = await t.run({ goal: { text: "finish", maxRounds: 3 }, deferLast });
+      expect(result.outcome).toBe("completed");
+      expect(t.model.requests).toHaveLength(4);
+    },
+  );
+
   it.each([
     ["interrupted", "interrupted", "interrupted", "interrupted"],
     ["max_output", "max_output", "max_output", "max_output"],

@@ -322,6 +322,9 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
       };
     }
     const message = step.message;
+    // The pause limit caps *consecutive* pauses (resume-semantics §2): any other step (a tool
+    // step, an answer a goal round follows) ends the run of pauses.
+    if (outcomeOfStop(message.stopReason) !== "paused") pauses = 0;
     if (message.usage) {
       addUsage(usage, message.usage);
       countTokens(deps, input.model.identity, message.usage);
@@ -356,7 +359,6 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
     await history.append(message, estimated);
     deps.metrics.modelStops.inc({ stop_reason: stopReasonLabel(message.stopReason) });
     if (requestsTools(message)) {
-      pauses = 0;
       const calls = message.toolCalls ?? [];
       for (const [index, call] of calls.entries()) {
         if (signal.aborted || (await history.cancelled())) {

@@ -357,6 +357,32 @@ describe("resumePoint / toResumePointJson: the §2 table", () => {
     expect(json.resumable && json.description).toContain("append_file");
     expect(json.resumable && json.description).toContain("2 tool calls");
   });
+
+  it("keeps the recover_tools description fit for a tooltip, however many calls and however long their names", () => {
+    // §2: a `description` fit for a tooltip on a "Resume" button. Tool names are model output
+    // (a model may invent any name, and a step may ask for up to 1,000 calls): the description
+    // names a few of them, each bounded, and says how many there are.
+    const calls: ToolCall[] = Array.from({ length: 1000 }, (_, i) => ({
+      id: `c${i}`,
+      name: `${"x".repeat(10_000)}_${i}`,
+      arguments: {},
+    }));
+    const json = toResumePointJson(
+      resumePoint([user(), { role: "assistant", content: "", stopReason: "tool_use", toolCalls: calls }]),
+    );
+    expect(json.resumable && json.kind).toBe("recover_tools");
+    const description = json.resumable ? json.description : "";
+    expect(description).toContain("1000 tool calls");
+    expect(description).toMatch(/and 99\d more/);
+    expect(description.length).toBeLessThan(1000);
+    // The list itself is whole: the calls owed are all there.
+    expect(json.resumable && json.unansweredToolCalls).toHaveLength(1000);
+    // One call with a short name is still named as before.
+    const one = toResumePointJson(resumePoint([user(), assistant("tool_use", ["a"])]));
+    expect(one.resumable && one.description).toBe(
+      "The process stopped while 1 tool call was running (tool_a). Resuming tells the model it was interrupted instead of running it again, then calls the model.",
+    );
+  });
 });
 
 describe("resumeAppends / planResume", () => {

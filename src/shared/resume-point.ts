@@ -206,6 +206,28 @@ export function resumePointOf(pairing: Pairing, last: Message | undefined): Resu
   }
 }
 
+/** Distinct tool names a recover_tools description names, and the characters of each. */
+const MAX_DESCRIBED_TOOLS = 5;
+const MAX_DESCRIBED_TOOL_NAME = 64;
+
+/**
+ * The calls' distinct names, in call order, for a tooltip: the first MAX_DESCRIBED_TOOLS, each
+ * cut at MAX_DESCRIBED_TOOL_NAME characters (no surrogate pair cut in two), then `and N more`.
+ * Tool names are model output: a model may invent any name, and one step may ask for 1,000 calls.
+ */
+function describedNames(calls: readonly ToolCall[]): string {
+  const distinct = [...new Set(calls.map((c) => c.name))];
+  const named = distinct.slice(0, MAX_DESCRIBED_TOOLS).map((name) => {
+    if (name.length <= MAX_DESCRIBED_TOOL_NAME) return name;
+    const end = /[\uD800-\uDBFF]/.test(name[MAX_DESCRIBED_TOOL_NAME - 1]!)
+      ? MAX_DESCRIBED_TOOL_NAME - 1
+      : MAX_DESCRIBED_TOOL_NAME;
+    return `${name.slice(0, end)}…`;
+  });
+  const more = distinct.length - named.length;
+  return more > 0 ? `${named.join(", ")} and ${more} more` : named.join(", ");
+}
+
 /** A sentence fit for a tooltip on a "Resume" button. */
 export function describeResumePoint(point: Resumable): string {
   switch (point.kind) {
@@ -222,7 +244,7 @@ export function describeResumePoint(point: Resumable): string {
       }
     case "recover_tools": {
       const n = point.unansweredToolCalls.length;
-      const names = point.unansweredToolCalls.map((c) => c.name).join(", ");
+      const names = describedNames(point.unansweredToolCalls);
       return `The process stopped while ${n} tool call${n === 1 ? " was" : "s were"} running (${names}). Resuming tells the model ${n === 1 ? "it was" : "they were"} interrupted instead of running ${n === 1 ? "it" : "them"} again, then calls the model.`;
     }
     case "retry_response":

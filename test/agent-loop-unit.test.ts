@@ -13,6 +13,7 @@ import {
   goalRoundsTaken,
   goalRoundText,
   type LoopInput,
+  pausesTaken,
   runAgentLoop,
 } from "../src/worker/agent-loop.js";
 import {
@@ -343,6 +344,25 @@ describe("runAgentLoop", () => {
     );
     expect((await reset.run()).outcome).toBe("completed");
     expect(reset.model.requests).toHaveLength(4);
+  });
+
+  it("a handed-back run goes on counting the pauses it took before its hand-back (contracts §15)", async () => {
+    // A run handed back to wait for capacity right after its second pause (pauseLimit 2) is the
+    // same request: the cap on consecutive pauses is not reset by the wait.
+    const earlier: Message[] = [
+      { role: "assistant", content: "", stopReason: "paused" },
+      { role: "assistant", content: "", stopReason: "paused" },
+    ];
+    const t = setup([{ content: "", stopReason: "paused" }], { agent: { pauseLimit: 2 }, earlier });
+    const history = t.history;
+    // Its two model calls were both pauses; only the calls it made count (not an earlier run's).
+    expect(pausesTaken(history, 2)).toBe(2);
+    expect(pausesTaken(history, 1)).toBe(1);
+    expect(pausesTaken(history, 0)).toBe(0);
+    expect(pausesTaken([...history, { role: "user", content: "more" }], 5)).toBe(0);
+    const result = await t.run({ pausesTaken: 2 });
+    expect(result.outcome).toBe("paused");
+    expect(t.model.requests).toHaveLength(1);
   });
 
   it.each([false, true])(

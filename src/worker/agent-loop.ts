@@ -66,6 +66,11 @@ export type LoopInput = {
    */
   goal?: { text: string; maxRounds: number } | null;
   /**
+   * Consecutive pauses the run took before it was handed back to wait for capacity
+   * (`pausesTaken`): the same request goes on, so the cap on consecutive pauses goes on too.
+   */
+  pausesTaken?: number;
+  /**
    * Leave the run's last message unappended and return it as `last` (session-job.ts appends
    * it in the statement that ends the run). Only where nothing must see it before the run's
    * end is decided: no extension hooks.
@@ -102,6 +107,21 @@ export function goalRoundsTaken(history: readonly Message[]): number {
     if (message.role === "internal" && message.content.startsWith(GOAL_ROUND)) rounds++;
   }
   return rounds;
+}
+
+/**
+ * The consecutive pauses a handed-back run took before its hand-back (pure): the paused steps
+ * the history ends with, at most `steps`, the model steps the run committed (an earlier run's
+ * pauses are not this run's: a resume starts its count at 0, as any request does).
+ */
+export function pausesTaken(history: readonly Message[], steps: number): number {
+  let pauses = 0;
+  for (let i = history.length - 1; i >= 0 && pauses < steps; i--) {
+    const message = history[i]!;
+    if (message.role !== "assistant" || message.stopReason !== "paused") break;
+    pauses++;
+  }
+  return pauses;
 }
 
 /** What the model answers when the goal of goal mode is met. */
@@ -282,7 +302,7 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
   const listed = new Set(agent.tools);
   const usage: RunUsage = { inputTokens: 0, outputTokens: 0, unknownSteps: 0 };
   const maxModelCalls = agent.budget?.maxModelCalls;
-  let pauses = 0;
+  let pauses = input.pausesTaken ?? 0;
   let goalRounds = input.goal ? goalRoundsTaken(input.history) : 0;
   for (let turn = 0; ; turn++) {
     if (signal.aborted) return { outcome: "cancelled", usage };

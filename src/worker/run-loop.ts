@@ -6,7 +6,7 @@
  */
 import { parseAgentConfig } from "../shared/agent-config.js";
 import { ValidationError } from "../shared/errors.js";
-import { runAgentLoop } from "./agent-loop.js";
+import { pausesTaken, runAgentLoop } from "./agent-loop.js";
 import { CapacityWait } from "./endpoint-gate.js";
 import {
   committedUsage,
@@ -67,6 +67,8 @@ export async function runLoop(started: StartedRun): Promise<LoopResult> {
           observer,
           // Goal mode belongs to the request that asked for it: never to a resume (contracts §8).
           goal: kind === "run" ? (run.goal ?? null) : null,
+          // A handed-back run is the same request: its pauses so far still count (pauseLimit).
+          pausesTaken: previous ? pausesTaken(history, turnsTaken(previous)) : 0,
           // The last step is stored with the run's end, in one statement, when no hook must see it first.
           deferLast: !ctx && deps.writes.appendAndEndRun !== undefined,
         },

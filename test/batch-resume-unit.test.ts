@@ -4,11 +4,11 @@
  */
 import { describe, expect, it } from "vitest";
 import { type BatchResumeDeps, resumeParkedPage } from "../src/producer/batch-resume.js";
-import { AgentResumeError, TooManyRequestsError } from "../src/shared/errors.js";
+import { AgentResumeError, NotFoundError, TooManyRequestsError } from "../src/shared/errors.js";
 import type { ListCursor } from "../src/shared/store/session-queries.js";
 
 /** Parked sessions s0…s(n-1), newest first; `outcome` says what resuming each one does. */
-function fakeBatch(n: number, outcome: (id: string) => "ok" | "refused" | "limited") {
+function fakeBatch(n: number, outcome: (id: string) => "ok" | "refused" | "limited" | "deleted") {
   const rows = Array.from({ length: n }, (_, i) => ({
     id: `s${i}`,
     cursor: { micros: String(1000 - i), id: `s${i}` },
@@ -28,6 +28,8 @@ function fakeBatch(n: number, outcome: (id: string) => "ok" | "refused" | "limit
           throw new AgentResumeError("context_full");
         case "limited":
           throw new TooManyRequestsError("active_sessions", 3, "too many active sessions");
+        case "deleted":
+          throw new NotFoundError("session");
       }
     },
     encode: (cursor) => `c:${cursor.id}`,
@@ -87,6 +89,22 @@ describe("resumeParkedPage", () => {
     const second = await resumeParkedPage(deps, decode(first.nextCursor), 4);
     expect(second.resumed.map((r) => r.sessionId)).toEqual(["s2", "s3"]);
     expect(asked).toEqual(["s0", "s1", "s2", "s2", "s3"]);
+  });
+
+  it("a session deleted after the page was read is passed over, not a 404 for the whole page", async () => {
+    const { deps, asked, decode } = fakeBatch(4, (id) => (id === "s1" ? "deleted" : "ok"));
+    const first = await resumeParkedPage(deps, undefined, 3);
+    expect(first).toEqual({
+      resumed: [
+        { sessionId: "s0", runId: "run-s0", kind: "call_model" },
+        { sessionId: "s2", runId: "run-s2", kind: "call_model" },
+      ],
+      refused: [],
+      nextCursor: "c:s2",
+    });
+    const second = await resumeParkedPage(deps, decode(first.nextCursor), 3);
+    expect(second.resumed.map((r) => r.sessionId)).toEqual(["s3"]);
+    expect(asked).toEqual(["s0", "s1", "s2", "s3"]);
   });
 
   it("a tenant limit on a page's first session is the caller's 429; other errors propagate", async () => {

@@ -11,11 +11,12 @@
  * here is not met again on the next page, and one that parks again while the pages are read
  * (it failed once more) is not resumed twice in one pass: a pass ends when `nextCursor` is
  * null. When a tenant limit stops a page part-way, the page answers what it did, with
- * `retryAfterSeconds` and a `nextCursor` at the first session not done.
+ * `retryAfterSeconds` and a `nextCursor` at the first session not done. A session deleted
+ * between the page's read and its resume is passed over.
  */
 import { z } from "zod";
 import type { BatchResumePage } from "../shared/api-types.js";
-import { AgentResumeError, TooManyRequestsError, ValidationError } from "../shared/errors.js";
+import { AgentResumeError, NotFoundError, TooManyRequestsError, ValidationError } from "../shared/errors.js";
 import type { ResumeKind } from "../shared/resume-reasons.js";
 import type { ListCursor } from "../shared/store/session-queries.js";
 import { parkedReasonFilter } from "./request-bodies.js";
@@ -68,6 +69,10 @@ export async function resumeParkedPage(
     } catch (error) {
       if (error instanceof AgentResumeError) {
         page.refused.push({ sessionId: row.id, reason: error.reason });
+      } else if (error instanceof NotFoundError) {
+        // Deleted after the page was read (DELETE /v1/sessions/:id): no longer one of the
+        // batch's sessions, so passed over. Answering 404 would hide the sessions resumed
+        // before it, and the caller could not tell which those were.
       } else if (error instanceof TooManyRequestsError && done !== undefined && done !== after) {
         // Part of the page is done: say so, and where to go on once the limit allows.
         return { ...page, nextCursor: deps.encode(done), retryAfterSeconds: error.retryAfterSeconds };

@@ -553,6 +553,77 @@ describe("request conversion", () => {
     });
   });
 
+  it("leaves out whitespace-only user texts and replayed text blocks, which the API refuses, but not a last turn's only text", () => {
+    const target = {
+      provider: "anthropic" as const,
+      api: "messages" as const,
+      target: "https://api.anthropic.com",
+    };
+    const history: Message[] = [
+      { role: "user", content: "Start" },
+      // Answered by another provider (the API refuses nothing there), then Anthropic takes over.
+      { role: "assistant", content: "Started.", stopReason: "end_turn" },
+      { role: "user", content: " " },
+      { role: "assistant", content: "Still here.", stopReason: "end_turn" },
+      { role: "user", content: "\n" },
+      { role: "internal", content: "Go on." },
+      {
+        role: "assistant",
+        content: "",
+        stopReason: "tool_use",
+        toolCalls: [{ id: "toolu_1", name: "read_file", arguments: { path: "a" } }],
+        providerState: {
+          ...target,
+          content: [
+            { type: "text", text: "\n\n" },
+            { type: "tool_use", id: "toolu_1", name: "read_file", input: { path: "a" } },
+          ],
+        },
+      },
+      { role: "tool", toolCallId: "toolu_1", name: "read_file", content: "x", success: true },
+      { role: "user", content: "\t" },
+    ];
+    expect(toAnthropicMessages(history, target)).toEqual([
+      { role: "user", content: [{ type: "text", text: "Start" }] },
+      {
+        role: "assistant",
+        content: [
+          { type: "text", text: "Started." },
+          { type: "text", text: "Still here." },
+        ],
+      },
+      { role: "user", content: [{ type: "text", text: "Go on." }] },
+      {
+        role: "assistant",
+        content: [{ type: "tool_use", id: "toolu_1", name: "read_file", input: { path: "a" } }],
+      },
+      // The last turn has a result: its whitespace text goes.
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "x" }] },
+    ]);
+    // A last turn of whitespace only is sent as it is: the provider's 400 names it.
+    expect(toAnthropicMessages([{ role: "user", content: " " }])).toEqual([
+      { role: "user", content: [{ type: "text", text: " " }] },
+    ]);
+  });
+
+  it("a history holding whitespace-only texts goes through the API's check; a last turn of only whitespace is its 400", async () => {
+    const history: Message[] = [
+      { role: "user", content: "Start" },
+      { role: "assistant", content: "Started.", stopReason: "end_turn" },
+      { role: "user", content: " \n" },
+      { role: "assistant", content: "Still here.", stopReason: "end_turn" },
+      { role: "user", content: "Go on." },
+    ];
+    fake.script({ blocks: [{ type: "text", text: "Going." }] });
+    const ok = await run(model(), request(history));
+    expect(ok.error).toBeUndefined();
+    expect(text(ok.events)).toBe("Going.");
+    fake.requests.length = 0;
+    const refused = await run(model(), request([{ role: "user", content: " " }]));
+    expect(refused.error).toBeInstanceOf(ProviderError);
+    expect(String((refused.error as Error).message)).toContain("non-whitespace text");
+  });
+
   it("alternates turns: merged user turns, tool results (is_error for failures), internal as text, cut steps without tool_use", async () => {
     const history: Message[] = [
       { role: "user", content: "Write a.txt and b.txt" },

@@ -18,7 +18,8 @@
  * asks for tools must start with its thinking block; every thinking block sent back must be
  * one this server sent, unmodified (signature checked against its text); redacted blocks must
  * be ones it sent; `budget_tokens` must be ≥ 1024 and < `max_tokens`; at most 4
- * `cache_control` breakpoints, none on a thinking block; tool ids match `^[a-zA-Z0-9_-]+$`.
+ * `cache_control` breakpoints, none on a thinking block; tool ids match `^[a-zA-Z0-9_-]+$`;
+ * no empty text block, and none of whitespace only unless its message has other text.
  */
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -255,6 +256,17 @@ export function validateRequest(body: Record<string, unknown>, redacted: Readonl
     breakpoints++;
     return null;
   };
+  // Text blocks: never empty, and whitespace only only beside other text of the same message
+  // (what the API answers to each, as measured against it and reported publicly).
+  const blank = (blocks: Block[], where: string): string | null => {
+    const texts = blocks.filter((b) => b.type === "text").map((b) => String(b.text));
+    if (texts.some((t) => t === "")) return `${where}: text content blocks must be non-empty`;
+    if (texts.length > 0 && texts.every((t) => t.trim() === ""))
+      return `${where}: text content blocks must contain non-whitespace text`;
+    return null;
+  };
+  const systemBlank = blank(blocksOf(body.system), "system");
+  if (systemBlank) return systemBlank;
   for (const [i, block] of blocksOf(body.system).entries()) {
     const error = count(block, `system.${i}`);
     if (error) return error;
@@ -264,6 +276,8 @@ export function validateRequest(body: Record<string, unknown>, redacted: Readonl
     if (error) return error;
   }
   for (const [m, message] of messages.entries()) {
+    const blankText = blank(blocksOf(message.content), "messages");
+    if (blankText) return blankText;
     for (const [b, block] of blocksOf(message.content).entries()) {
       const where = `messages.${m}.content.${b}`;
       const error = count(block, where);

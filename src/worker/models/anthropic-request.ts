@@ -75,6 +75,9 @@ function toolUse(call: ToolCall): ToolUseBlockParam {
  * - An assistant step with nothing to send (no text — or whitespace only, which the API refuses
  *   as a text block —, no replayed calls: e.g. a `context_full` record, a step cut right after
  *   its leading newlines) is skipped; assistant steps in a row (consecutive pauses) form one assistant turn.
+ * - A `user` or `internal` text of whitespace only is left out of its turn (the API refuses
+ *   it), unless it is all the history's last turn holds; so is a whitespace-only text block of
+ *   a replayed provider state.
  * - When the history ends with an assistant turn (a paused step), its last text block loses
  *   trailing whitespace, which the API rejects in a final assistant turn.
  */
@@ -91,8 +94,16 @@ export function toAnthropicMessages(history: readonly Message[], target?: StateT
     if (last?.role === role) last.content.push(...content);
     else turns.push({ role, content: [...content] });
   };
-  const flushUser = () => {
-    push("user", [...results, ...texts]);
+  /**
+   * The user turn gathered so far. A text block of whitespace only is refused ("text content
+   * blocks must contain non-whitespace text") unless the turn holds other text, so it is left
+   * out: a user message `" "` another provider answered would otherwise make every later
+   * request of the session a 400. Only a last turn that holds nothing else keeps it (sending
+   * nothing would leave the model to continue its own answer): the provider's 400 then names it.
+   */
+  const flushUser = (last = false) => {
+    const said = texts.filter((block) => block.type !== "text" || block.text.trim() !== "");
+    push("user", [...results, ...(last && said.length === 0 && results.length === 0 ? texts : said)]);
     results = [];
     texts = [];
   };
@@ -143,7 +154,7 @@ export function toAnthropicMessages(history: readonly Message[], target?: StateT
       }
     }
   }
-  flushUser();
+  flushUser(true);
 
   const last = turns.at(-1);
   if (last?.role === "assistant") {
@@ -184,7 +195,9 @@ function fromState(
         content.push(block as unknown as ContentBlockParam);
         break;
       case "text":
-        if (typeof block.text === "string" && block.text !== "") content.push(textBlock(block.text));
+        // A text block of whitespace only (the model's "\n\n" before its tool_use) is refused
+        // when the request replays it: the step would fail the session's every later request.
+        if (typeof block.text === "string" && block.text.trim() !== "") content.push(textBlock(block.text));
         break;
       case "tool_use": {
         const call = calls[next++];

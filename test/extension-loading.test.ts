@@ -82,6 +82,36 @@ describe("loading extension modules", () => {
     }
   }, 60_000);
 
+  it("a --tools export that is no tool stops the worker at start (exit 2), naming what is wrong", async () => {
+    // Before, each of these started a worker that said "ready": a tool without `run` was
+    // answered "tool.run is not a function" at its first call, and an export keyed by name
+    // (or a number) registered a tool named "undefined".
+    const tool = 'description: "d", parameters: { type: "object" }, async run() { return "ok"; }';
+    const cases: [string, string][] = [
+      [
+        "export default 5;",
+        "tool 0 is not a tool object (defineTool({ name, description, parameters, run }))",
+      ],
+      [`export default { send_email: { name: "send_email", ${tool} } };`, "tool 0 has no name"],
+      ['export default { name: "x" };', 'tool "x": run is not a function'],
+      [
+        'export default [{ name: "y", parameters: { type: "object" }, async run() { return "ok"; } }];',
+        'tool "y": description is not a string',
+      ],
+      [
+        'export default { name: "z", description: "d", parameters: "object", async run() { return "ok"; } };',
+        'tool "z": parameters is not an object (a JSON Schema)',
+      ],
+    ];
+    for (const [i, [source, said]] of cases.entries()) {
+      const file = join(dir, `tool-shape-${i}.mjs`);
+      await writeFile(file, `${source}\n`);
+      const result = await runFleetCli(["worker", "--tools", file], env, 60_000);
+      expect(result.stderr.trim(), source).toBe(`fleet: --tools: ${file}: ${said}`);
+      expect(result.code, source).toBe(2);
+    }
+  }, 120_000);
+
   it("a folder given as a module is a usage error naming it (exit 2), for the worker and fleet up", async () => {
     for (const [role, flag] of [
       ["worker", "--tools"],

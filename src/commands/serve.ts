@@ -126,7 +126,27 @@ export async function loadTools(file: string): Promise<Tool[]> {
   const tools = Array.isArray(exported) ? exported : exported ? [exported] : [];
   if (tools.length === 0)
     throw new ValidationError("--tools", `${file} exports no tools (export default [tool, ...])`);
+  for (const [i, tool] of tools.entries()) {
+    const problem = toolProblem(tool, i);
+    if (problem) throw new ValidationError("--tools", `${file}: ${problem}`);
+  }
   return tools as Tool[];
+}
+
+/**
+ * What makes a `--tools` export no tool (registry.ts `Tool`), in words; null when it is one. A
+ * worker that registered it said "ready" and failed only at the tool's first call.
+ */
+function toolProblem(tool: unknown, i: number): string | null {
+  if (!tool || typeof tool !== "object")
+    return `tool ${i} is not a tool object (defineTool({ name, description, parameters, run }))`;
+  const t = tool as Record<string, unknown>;
+  if (typeof t.name !== "string" || t.name === "") return `tool ${i} has no name`;
+  if (typeof t.run !== "function") return `tool "${t.name}": run is not a function`;
+  if (typeof t.description !== "string") return `tool "${t.name}": description is not a string`;
+  if (!t.parameters || typeof t.parameters !== "object" || Array.isArray(t.parameters))
+    return `tool "${t.name}": parameters is not an object (a JSON Schema)`;
+  return null;
 }
 
 /** The hooks an extension may have (contracts §8; extensions.ts `Extension`). */

@@ -154,7 +154,14 @@ describe("--help and usage errors", () => {
         ["sweeper", "--metrics-port", "x"],
         /^fleet sweeper: option '--metrics-port <N>' argument 'x' is invalid/,
       ],
-      [["demo", "--sessions", "0"], /^fleet demo: .*expected a whole number ≥ 1/],
+      [["demo", "--sessions", "0"], /^fleet demo: .*expected a whole number from 1 to 1000/],
+      // One batch (the API's 1,000 sessions): before, 1001 started the fleet, then ended with
+      // `fleet: sessions: holds at most 1000 sessions` and exit 1; 100001 with "the body is
+      // larger than 16 MiB".
+      [
+        ["demo", "--sessions", "1001"],
+        /^fleet demo: option '--sessions <N>' argument '1001' is invalid\. expected a whole number from 1 to 1000/,
+      ],
       [["migrate", "now"], /^fleet migrate: too many arguments/],
       [["frobnicate"], /^fleet: unknown command 'frobnicate'; see `fleet --help`$/],
     ];

@@ -17,6 +17,7 @@ import { ApiKeys } from "../shared/store/api-keys.js";
 import { takeFleet } from "../shared/store/fleet-identity.js";
 import { startSweeper } from "../sweeper/sweeper-process.js";
 import { type DemoReport, formatReport, readReport } from "./demo-report.js";
+import { MAX_DEMO_SESSIONS } from "./flag-values.js";
 import { migrate, spawnRole, workerReady } from "./serve.js";
 
 /**
@@ -96,8 +97,11 @@ export type DemoOptions = {
 export async function demoCommand(options: DemoOptions = {}): Promise<number> {
   const sessions = options.sessions ?? 20;
   const workers = options.workers ?? 2;
-  if (!Number.isInteger(sessions) || sessions < 1)
-    throw new ValidationError("--sessions", "must be a whole number ≥ 1");
+  if (!Number.isInteger(sessions) || sessions < 1 || sessions > MAX_DEMO_SESSIONS)
+    throw new ValidationError(
+      "--sessions",
+      `must be a whole number from 1 to ${MAX_DEMO_SESSIONS} (one batch)`,
+    );
   if (!Number.isInteger(workers) || workers < 1)
     throw new ValidationError("--workers", "must be a whole number ≥ 1");
   const kill = options.kill !== false && workers >= 2;

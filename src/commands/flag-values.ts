@@ -30,6 +30,14 @@ export const port = wholeNumber(0, 65_535);
 export const MAX_LOCAL_WORKERS = 64;
 export const workerCount = wholeNumber(1, MAX_LOCAL_WORKERS);
 
+/**
+ * Sessions `fleet demo` runs: it submits them as one batch, and a batch holds at most 1,000
+ * (the API's MAX_BATCH). More started the demo's fleet, then failed with the API's
+ * `sessions: holds at most 1000 sessions` (exit 1), or a body over 16 MiB.
+ */
+export const MAX_DEMO_SESSIONS = 1_000;
+export const demoSessions = wholeNumber(1, MAX_DEMO_SESSIONS);
+
 export function collect(value: string, previous: string[] = []): string[] {
   return [...previous, value];
 }

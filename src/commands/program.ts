@@ -8,7 +8,14 @@
 import { Command } from "commander";
 import { packageVersion } from "../shared/package-version.js";
 import { addApiCommands } from "./api-commands.js";
-import { collect, count, MAX_LOCAL_WORKERS, port, workerCount } from "./flag-values.js";
+import {
+  collect,
+  demoSessions,
+  MAX_DEMO_SESSIONS,
+  MAX_LOCAL_WORKERS,
+  port,
+  workerCount,
+} from "./flag-values.js";
 import { finish, repeatable, rootHelp } from "./program-help.js";
 
 export { CommandLineExit } from "./command-line-exit.js";
@@ -167,7 +174,7 @@ export function buildProgram(): Program {
     .description(
       "The main job on defaults: migrates its database, starts an API, a sweeper and worker processes, runs a batch of scripted sessions that use tools, SIGKILLs a worker mid-batch and reports.",
     )
-    .option("--sessions <N>", "sessions in the batch", count, 20)
+    .option("--sessions <N>", `sessions in the batch (at most ${MAX_DEMO_SESSIONS})`, demoSessions, 20)
     .option("--workers <N>", `worker processes (at most ${MAX_LOCAL_WORKERS})`, workerCount, 2)
     .option("--no-kill", "do not SIGKILL a worker mid-batch")
     .action(

@@ -6,7 +6,10 @@
  */
 import { execFile, spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { restartDelay } from "../src/commands/supervisor.js";
@@ -167,6 +170,43 @@ describe("--help and usage errors", () => {
     ];
     const runs = await Promise.all(cases.map(([args]) => fleet(args, env)));
     for (const [i, run] of runs.entries()) expectOneLine(run, cases[i]![1]);
+  });
+
+  it("an API URL fetch refuses itself (port 1) is bad input for every API command: one line naming the command, exit 2", async () => {
+    // Before, all but `fleet session export|import` ended `fleet: GET http://127.0.0.1:1/… failed:
+    // bad port` with exit 1, as if something had failed that asking again might mend.
+    const batchFile = join(tmpdir(), `fleet-bad-port-${randomUUID().slice(0, 8)}.jsonl`);
+    writeFileSync(
+      batchFile,
+      `${JSON.stringify({ agent: { model: { provider: "scripted", steps: [] } }, input: "x" })}\n`,
+    );
+    const cases: [string, string[]][] = [
+      ["fleet batch submit", ["batch", "submit", batchFile]],
+      ["fleet batch status", ["batch", "status", "b1"]],
+      ["fleet batch results", ["batch", "results", "b1"]],
+      ["fleet batch cancel", ["batch", "cancel", "b1"]],
+      ["fleet batch delete", ["batch", "delete", "b1"]],
+      ["fleet batch resume", ["batch", "resume", "b1"]],
+      ["fleet session delete", ["session", "delete", "s1"]],
+      ["fleet session events", ["session", "events", "s1", "on"]],
+      ["fleet watch", ["watch", "s1"]],
+    ];
+    try {
+      const runs = await Promise.all(
+        cases.map(([, args]) => fleet([...args, "--api", "http://127.0.0.1:1"], env)),
+      );
+      for (const [i, run] of runs.entries()) {
+        const what = cases[i]![0].replace(/ /g, "\\s");
+        expectOneLine(
+          run,
+          new RegExp(
+            `^${what}: [A-Z]+ http://127\\.0\\.0\\.1:1/\\S+ failed: bad port \\(fetch sends nothing to this URL: check --api or FLEET_API_URL\\)$`,
+          ),
+        );
+      }
+    } finally {
+      rmSync(batchFile, { force: true });
+    }
   });
 });
 

@@ -6,7 +6,7 @@
  * (`runGuarded`).
  */
 import type { Writable } from "node:stream";
-import { FleetApiError, FleetClient } from "../producer/client.js";
+import { FleetApiError, FleetClient, FleetNetworkError } from "../producer/client.js";
 import { readProcessEnv } from "../shared/config.js";
 import { ValidationError } from "../shared/errors.js";
 
@@ -56,8 +56,23 @@ export function keyHint(status: number, keySent: boolean): string {
     : "; set FLEET_API_KEY to a key (`fleet keys create --tenant NAME` prints one)";
 }
 
-/** The line for an error that says nothing listens at `url` (else null). */
+/**
+ * A request `fetch` refused itself before anything was sent: it names no system or socket
+ * error (`bad port`: a port fetch never connects to, e.g. `--api http://127.0.0.1:1`). Asked
+ * again, it is refused again.
+ */
+export function refusedByFetch(error: unknown): error is FleetNetworkError {
+  return error instanceof FleetNetworkError && error.code === undefined && !error.reading;
+}
+
+/**
+ * The line for an error that says nothing listens at `url`, or that fetch refuses the URL
+ * itself (bad input, exit 2 as the other: before, every command but `fleet session export` and
+ * `import` ended `fleet: … failed: bad port`, exit 1); else null.
+ */
 export function unreachableLine(error: unknown, what: string, url: string): string | null {
+  if (refusedByFetch(error))
+    return `${what}: ${error.message} (fetch sends nothing to this URL: check --api or FLEET_API_URL)\n`;
   const cause = (error as { cause?: { code?: string } } | null)?.cause;
   const code = cause?.code ?? (error as { code?: string } | null)?.code;
   if (code !== "ECONNREFUSED" && code !== "ENOTFOUND" && code !== "EAI_AGAIN") return null;

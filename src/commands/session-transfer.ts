@@ -5,7 +5,7 @@
  */
 import type { Writable } from "node:stream";
 import { FleetApiError, FleetNetworkError } from "../producer/client.js";
-import { runGuarded, unreachableLine, write } from "./api-client.js";
+import { refusedByFetch, runGuarded, unreachableLine, write } from "./api-client.js";
 import { ExportFileError } from "./session-file.js";
 
 export type TransferIo = { stdout: Writable; stderr: Writable };
@@ -25,15 +25,6 @@ export class TransferError extends Error {
   ) {
     super(message);
   }
-}
-
-/**
- * A request `fetch` refused itself before anything was sent: it names no system or socket
- * error (`bad port`: a port fetch never connects to, e.g. `--api http://127.0.0.1:1`). Asked
- * again, it is refused again.
- */
-export function refusedByFetch(error: unknown): error is FleetNetworkError {
-  return error instanceof FleetNetworkError && error.code === undefined && !error.reading;
 }
 
 /** No answer, a 5xx, or a keyed request still being answered: worth asking again. */
@@ -82,11 +73,6 @@ export function guarded(
     if (error instanceof TransferError) return { line: error.message, exitCode: error.exitCode };
     if (error instanceof ExportFileError)
       return { line: `line ${error.line}: ${error.message}`, exitCode: 2 };
-    if (refusedByFetch(error))
-      return {
-        line: `${error.message} (fetch sends nothing to this URL: check --api or FLEET_API_URL)`,
-        exitCode: 2,
-      };
     if (error instanceof FleetNetworkError) return { line: error.message, exitCode: 1 };
     return null;
   });

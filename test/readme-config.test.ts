@@ -139,3 +139,20 @@ describe("README configuration tables", () => {
     }
   });
 });
+
+describe("a variable set but blank", () => {
+  // `PORT=` in a .env, or `PORT: ${PORT}` in a compose file with PORT unset on the host. Before,
+  // zod's coercion read "" as 0: the API listened on a free port (while `fleet batch …` went
+  // to 3000), WORKER_CONCURRENCY fell to 1, FLEET_TOOL_TIMEOUT_MS and DATABASE_SILENCE_MS meant
+  // "no limit", SWEEPER_MAX_ATTEMPTS 0. The FLEET_WEBHOOK_* variables already read blank as unset.
+  it("gets its default, as when it is unset, for every variable whose default is a number", () => {
+    const defaults = loadConfig({});
+    const numeric = CONFIG_VARIABLES.filter((name) => typeof PARSED[name]?.(defaults) === "number");
+    expect(numeric.length).toBeGreaterThan(30);
+    for (const name of numeric)
+      for (const blank of ["", "  "])
+        expect(PARSED[name]!(loadConfig({ [name]: blank })), `${name}=${JSON.stringify(blank)}`).toEqual(
+          PARSED[name]!(defaults),
+        );
+  });
+});

@@ -243,3 +243,18 @@ export const envSchema = z.object({
 
 /** The variables the schema reads (test/readme-config.test.ts checks the README's table against them). */
 export const CONFIG_VARIABLES: readonly string[] = Object.keys(envSchema.shape);
+
+/** A schema's own type under its `.default()` / `.optional()` wrappers. */
+function innerType(schema: z.ZodType): string {
+  let def = (schema as unknown as { _zod: { def: { type: string; innerType?: z.ZodType } } })._zod.def;
+  while (def.innerType) def = (def.innerType as unknown as { _zod: { def: typeof def } })._zod.def;
+  return def.type;
+}
+
+/**
+ * The variables read as numbers. Set but blank (`PORT=` in a .env) each is taken as unset, so
+ * it gets its default: zod's coercion read "" as 0 (an API on a free port, no tool time limit).
+ */
+export const NUMBER_VARIABLES: readonly string[] = Object.entries(envSchema.shape)
+  .filter(([, schema]) => innerType(schema) === "number")
+  .map(([name]) => name);

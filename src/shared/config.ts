@@ -9,7 +9,7 @@
  */
 import { resolve } from "node:path";
 import type { z } from "zod";
-import { envSchema } from "./config-schema.js";
+import { envSchema, NUMBER_VARIABLES } from "./config-schema.js";
 import { ValidationError } from "./errors.js";
 import { type ModelRouting, parseAllowedBaseUrls, parseModelEndpoints } from "./model-endpoints.js";
 import { type PriceTable, parsePrices } from "./prices.js";
@@ -115,9 +115,18 @@ export type FleetConfig = {
   evictionCheckMs: number;
 };
 
+/** `env` without its blank number variables (NUMBER_VARIABLES): those get their defaults. */
+function withoutBlankNumbers(env: Record<string, string | undefined>): Record<string, string | undefined> {
+  const blank = NUMBER_VARIABLES.filter((name) => env[name] !== undefined && env[name]!.trim() === "");
+  if (blank.length === 0) return env;
+  const copy = { ...env };
+  for (const name of blank) delete copy[name];
+  return copy;
+}
+
 /** Parses the environment once per call site that owns a process; pass `env` in tests. */
 export function loadConfig(env: Record<string, string | undefined> = readProcessEnv()): FleetConfig {
-  const result = envSchema.safeParse(env);
+  const result = envSchema.safeParse(withoutBlankNumbers(env));
   if (!result.success) {
     const issue = result.error.issues[0]!;
     throw new ValidationError(String(issue.path[0] ?? "environment"), issue.message);

@@ -155,4 +155,14 @@ describe("a variable set but blank", () => {
           PARSED[name]!(defaults),
         );
   });
+
+  it("one that is not a number is said in those words, with the value given", () => {
+    // Before: `fleet: PORT: Invalid input: expected number, received NaN` for PORT=abc.
+    for (const [name, value] of <[string, string][]>[
+      ["PORT", "abc"],
+      ["WORKER_CONCURRENCY", "eight"],
+      ["FLEET_TOOL_TIMEOUT_MS", "10m"],
+    ])
+      expect(() => loadConfig({ [name]: value }), name).toThrow(`expected a number, got "${value}"`);
+  });
 });

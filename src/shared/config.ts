@@ -115,8 +115,16 @@ export type FleetConfig = {
   evictionCheckMs: number;
 };
 
-/** `env` without its blank number variables (NUMBER_VARIABLES): those get their defaults. */
+/**
+ * `env` without its blank number variables (NUMBER_VARIABLES): those get their defaults. One
+ * that is no number is refused here, with its value: zod said "expected number, received NaN".
+ */
 function withoutBlankNumbers(env: Record<string, string | undefined>): Record<string, string | undefined> {
+  for (const name of NUMBER_VARIABLES) {
+    const value = env[name];
+    if (value !== undefined && value.trim() !== "" && Number.isNaN(Number(value)))
+      throw new ValidationError(name, `expected a number, got ${JSON.stringify(value)}`);
+  }
   const blank = NUMBER_VARIABLES.filter((name) => env[name] !== undefined && env[name]!.trim() === "");
   if (blank.length === 0) return env;
   const copy = { ...env };

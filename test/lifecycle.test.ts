@@ -166,6 +166,13 @@ describe("--help and usage errors", () => {
         /^fleet demo: option '--sessions <N>' argument '1001' is invalid\. expected a whole number from 1 to 1000/,
       ],
       [["migrate", "now"], /^fleet migrate: too many arguments/],
+      // Said before any request: a folder was found only when the whole export was renamed onto
+      // it (`cannot write /tmp: EISDIR: … rename '/tmp.123.partial' -> '/tmp'`, exit 1).
+      [
+        ["session", "export", "s1", "--out", tmpdir()],
+        new RegExp(`^fleet session export: --out: ${tmpdir()} is a folder, not a file$`),
+      ],
+      [["session", "export", "s1", "--out", ""], /^fleet session export: --out: must name a file$/],
       [["frobnicate"], /^fleet: unknown command 'frobnicate'; see `fleet --help`$/],
     ];
     const runs = await Promise.all(cases.map(([args]) => fleet(args, env)));

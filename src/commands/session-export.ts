@@ -10,7 +10,7 @@
  * last page was read (messages are only ever appended). A page that breaks that rule stops
  * the export (exit 1) and, with --out, leaves no file behind.
  */
-import { open, rename, rm } from "node:fs/promises";
+import { open, rename, rm, stat } from "node:fs/promises";
 import type { FleetClient, SessionJson } from "../producer/client.js";
 import { type ApiOptions, apiClientOf } from "./api-client.js";
 import { endLine, headerLine, seqProblem } from "./session-file.js";
@@ -38,6 +38,15 @@ export async function sessionExportCommand(id: string, options: SessionExportOpt
       await write(io.stderr, `exported ${count} messages of session ${id}\n`);
       return 0;
     }
+    // Said before anything is read: a folder was found only by the rename of the whole export.
+    if (out === "") throw new TransferError("--out: must name a file", 2);
+    if (
+      await stat(out).then(
+        (found) => found.isDirectory(),
+        () => false,
+      )
+    )
+      throw new TransferError(`--out: ${out} is a folder, not a file`, 2);
     // Written under another name and renamed once whole: FILE is an export or is not there.
     const temporary = `${out}.${process.pid}.partial`;
     // Only its owner may read it: a session's messages (as transcripts, extensions.ts).

@@ -91,3 +91,18 @@ describe("the documents the package points to", () => {
     expect([...new Set(cited)].filter((file) => !packed.includes(file))).toEqual([]);
   });
 });
+
+describe("the functions the README has a program call", () => {
+  it("are exported by the package's root, or said to be a checkout's", async () => {
+    const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+    const root = await import("../src/index.js");
+    // Before: "a sweeper started in a process of your own (`startSweeper().stop()`)", which
+    // the package does not export: only a checkout's src/ has it.
+    for (const match of readme.matchAll(/`(start[A-Z][A-Za-z]*)\(/g)) {
+      const name = match[1]!;
+      const around = readme.slice(match.index!, match.index! + 200);
+      if (name in root) continue;
+      expect(around, `${name}: not exported by "agent-fleet"`).toMatch(/in a checkout/);
+    }
+  });
+});

@@ -166,3 +166,21 @@ describe("a variable set but blank", () => {
       expect(() => loadConfig({ [name]: value }), name).toThrow(`expected a number, got "${value}"`);
   });
 });
+
+describe("DATABASE_URL", () => {
+  it("is refused, naming the database, when its database name is percent-encoded", () => {
+    // postgres.js connects to the name as the URL spells it ("my%20db") while the fleet
+    // decoded it to create the database: `fleet migrate` created "my db", then failed with
+    // `database "my%20db" does not exist` (exit 1), the database left behind.
+    for (const [url, name] of [
+      ["postgres://postgres@127.0.0.1:5432/my%20db", "my db"],
+      ["postgres://postgres@127.0.0.1:5432/flëet", "flëet"],
+    ])
+      expect(() => loadConfig({ DATABASE_URL: url! }), url).toThrow(
+        `DATABASE_URL: the database name ${JSON.stringify(name)} needs percent-encoding in a URL`,
+      );
+    expect(loadConfig({ DATABASE_URL: "postgres://u@h:5432/agent-fleet_2.x" }).databaseUrl).toBe(
+      "postgres://u@h:5432/agent-fleet_2.x",
+    );
+  });
+});

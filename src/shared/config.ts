@@ -132,6 +132,24 @@ function withoutBlankNumbers(env: Record<string, string | undefined>): Record<st
   return copy;
 }
 
+/**
+ * A database name spelled with percent-encoding is refused: postgres.js connects to it as the
+ * URL spells it (`my%20db`), undecoded, while `fleet migrate` created it decoded (`my db`),
+ * then failed (exit 1) with the database left behind.
+ */
+function checkDatabaseName(url: string): void {
+  const spelled = new URL(url).pathname.slice(1);
+  if (!spelled.includes("%")) return;
+  let name = spelled;
+  try {
+    name = decodeURIComponent(spelled);
+  } catch {}
+  throw new ValidationError(
+    "DATABASE_URL",
+    `the database name ${JSON.stringify(name)} needs percent-encoding in a URL, which postgres.js does not decode: name the database with letters, digits, '_', '-' and '.' only`,
+  );
+}
+
 /** Parses the environment once per call site that owns a process; pass `env` in tests. */
 export function loadConfig(env: Record<string, string | undefined> = readProcessEnv()): FleetConfig {
   const result = envSchema.safeParse(withoutBlankNumbers(env));
@@ -140,6 +158,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     throw new ValidationError(String(issue.path[0] ?? "environment"), issue.message);
   }
   const e = result.data;
+  checkDatabaseName(e.DATABASE_URL);
   let redisCluster: boolean;
   try {
     redisCluster = isClusterUrl(e.REDIS_URL);

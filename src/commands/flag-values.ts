@@ -19,7 +19,6 @@ export function onOrOff(value: string): "on" | "off" {
   if (value !== "on" && value !== "off") throw new InvalidArgumentError("expected on or off");
   return value;
 }
-export const count = wholeNumber(1);
 export const port = wholeNumber(0, 65_535);
 /**
  * Worker processes `fleet up` and `fleet demo` start on this machine: each takes ~1 s of CPU and

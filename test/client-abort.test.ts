@@ -48,6 +48,23 @@ describe("the client's long calls stop when asked", () => {
     expect(await stillOpen(1)).toBe(0);
   });
 
+  it("waitForRun with a timeoutMs past setTimeout's range (a month, Infinity) keeps polling", async () => {
+    // setTimeout takes at most 2^31 - 1 ms (24.8 days) and fires any longer delay after 1 ms:
+    // the deadline's abort then cut the first poll and the call rejected "has not ended" at once.
+    let polls = 0;
+    handler = (_request, response) => {
+      polls++;
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(JSON.stringify({ id: "r4", status: polls < 3 ? "running" : "ended" }));
+    };
+    for (const timeoutMs of [30 * 24 * 3600 * 1000, Number.POSITIVE_INFINITY]) {
+      polls = 0;
+      const run = await client.waitForRun("r4", { timeoutMs, intervalMs: 20 });
+      expect(run.status).toBe("ended");
+      expect(polls).toBe(3);
+    }
+  });
+
   it("waitForRun stops with its signal, while polling and while a poll hangs", async () => {
     let polls = 0;
     handler = (_request, response) => {

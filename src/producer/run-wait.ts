@@ -4,6 +4,9 @@ import { FleetApiError, FleetNetworkError } from "./client-errors.js";
 import type { RunWithSession } from "./client-options.js";
 import { pollDelay } from "./poll-delay.js";
 
+/** The longest delay setTimeout takes. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** `FleetClient.waitForRun`, asking with `getRun` (the client's). */
 export async function pollUntilEnded(
   getRun: (runId: string, options: { signal?: AbortSignal | undefined }) => Promise<RunWithSession>,
@@ -19,7 +22,15 @@ export async function pollUntilEnded(
   const timedOut = () => new Error(`run ${runId} has not ended after ${timeoutMs} ms`);
   // Bounds the request in flight as well, and ends with the caller's signal.
   const controller = new AbortController();
-  const expiry = setTimeout(() => controller.abort(timedOut()), timeoutMs);
+  // setTimeout fires a delay past 2^31 - 1 ms (24.8 days; Infinity) after 1 ms: a longer
+  // deadline is armed in steps, and an infinite one never.
+  let expiry: ReturnType<typeof setTimeout> | undefined;
+  const arm = () => {
+    const left = deadline - Date.now();
+    if (left > MAX_TIMER_MS) expiry = setTimeout(arm, MAX_TIMER_MS);
+    else expiry = setTimeout(() => controller.abort(timedOut()), Math.max(0, left));
+  };
+  if (Number.isFinite(deadline)) arm();
   const onAbort = () => controller.abort(options.signal?.reason);
   options.signal?.addEventListener("abort", onAbort, { once: true });
   if (options.signal?.aborted) onAbort();

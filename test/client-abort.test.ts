@@ -83,6 +83,40 @@ describe("the client's long calls stop when asked", () => {
     expect(await stillOpen(1)).toBe(0);
   });
 
+  it("stream() and streamResume() stop with their signal while their POST waits out a 429 or hangs", async () => {
+    // The signal was not given to the POST: an abort left it waiting out 429s for up to
+    // maxLimitWaitMs (30 s), sending it again each time, so the message could be queued long
+    // after the caller gave up; a POST that hung outlived an AbortSignal.timeout the same way.
+    const posts: string[] = [];
+    let hang = false;
+    handler = (request, response) => {
+      posts.push(`${request.method} ${request.url}`);
+      if (hang) return; // never answered
+      response.writeHead(429, { "content-type": "application/json", "retry-after": "2" });
+      response.end(
+        JSON.stringify({ error: { code: "too_many_requests", message: "over", limit: "request_rate" } }),
+      );
+    };
+    const calls = [
+      (signal: AbortSignal) => client.stream("s1", "hi", { signal }),
+      (signal: AbortSignal) => client.streamResume("s1", { signal }),
+    ];
+    for (const hanging of [false, true])
+      for (const call of calls) {
+        hang = hanging;
+        posts.length = 0;
+        const started = Date.now();
+        const reading = (async () => {
+          for await (const event of call(AbortSignal.timeout(300))) void event;
+        })();
+        await expect(reading).rejects.toMatchObject({ name: "TimeoutError" });
+        expect(Date.now() - started).toBeLessThan(1_500);
+        expect(posts).toHaveLength(1);
+        // The hung POST's connection is closed (a 429's stays in the pool for the next call).
+        if (hanging) expect(await stillOpen(1)).toBe(0);
+      }
+  });
+
   it("a 503 tells its Retry-After, and is not sent again on its own (only a 429 is)", async () => {
     let asked = 0;
     handler = (_request, response) => {

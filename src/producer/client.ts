@@ -298,12 +298,23 @@ export class FleetClient {
     content: string,
     options: PostOptions & { goal?: Goal | undefined } = {},
   ): Promise<{ runId: string }> {
+    return this.sendMessage(sessionId, content, options);
+  }
+
+  /** `send`, stopped by `signal` (`stream()`'s): its request and a wait for a 429's Retry-After. */
+  private sendMessage(
+    sessionId: string,
+    content: string,
+    options: PostOptions & { goal?: Goal | undefined },
+    signal?: AbortSignal,
+  ): Promise<{ runId: string }> {
     const { goal, ...post } = options;
     return this.request(
       "POST",
       `/v1/sessions/${encodeURIComponent(sessionId)}/messages`,
       { content, ...(goal ? { goal } : {}) },
       post,
+      signal,
     );
   }
 
@@ -345,7 +356,9 @@ export class FleetClient {
     const { signal, ...send } = options;
     // Stopped before it began: nothing is queued.
     if (signal?.aborted) return;
-    const { runId } = await this.send(sessionId, content, send);
+    // The signal stops the POST too (and its wait for a 429's Retry-After), rejecting with
+    // its reason: whether a POST cut in flight was done is not known (see PostOptions).
+    const { runId } = await this.sendMessage(sessionId, content, send, signal);
     yield* runEvents(this.http, sessionId, runId, signal);
   }
 
@@ -356,7 +369,7 @@ export class FleetClient {
   ): AsyncGenerator<FleetEvent> {
     const { signal, ...resume } = options;
     if (signal?.aborted) return;
-    const { runId } = await this.resume(sessionId, resume);
+    const { runId } = await this.resumeRun(sessionId, resume, signal);
     yield* runEvents(this.http, sessionId, runId, signal);
   }
 
@@ -364,10 +377,23 @@ export class FleetClient {
     sessionId: string,
     options: { model?: ModelConfig | undefined } & PostOptions = {},
   ): Promise<{ runId: string; kind: ResumeKind }> {
+    return this.resumeRun(sessionId, options);
+  }
+
+  /** `resume`, stopped by `signal` (`streamResume()`'s). */
+  private resumeRun(
+    sessionId: string,
+    options: { model?: ModelConfig | undefined } & PostOptions,
+    signal?: AbortSignal,
+  ): Promise<{ runId: string; kind: ResumeKind }> {
     const { idempotencyKey, ...body } = options;
-    return this.request("POST", `/v1/sessions/${encodeURIComponent(sessionId)}/resume`, body, {
-      idempotencyKey,
-    });
+    return this.request(
+      "POST",
+      `/v1/sessions/${encodeURIComponent(sessionId)}/resume`,
+      body,
+      { idempotencyKey },
+      signal,
+    );
   }
 
   resumePoint(sessionId: string): Promise<ResumePointJson> {

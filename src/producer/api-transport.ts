@@ -66,11 +66,29 @@ export class ApiTransport {
   /** `fetch` of `path`; a network failure rejects with a FleetNetworkError (an abort with the signal's reason). */
   async send(method: string, path: string, init: RequestInit): Promise<Response> {
     const url = `${this.baseUrl}${path}`;
+    // fetch follows a 301, 302 or 303 of a POST as a GET of the new URL (and a 307 or 308
+    // cross-origin without the Authorization header): a createSession behind an http → https
+    // redirect resolved with the answer of `GET /v1/sessions`, creating nothing. Only reads
+    // follow a redirect; any other method's 3xx is a FleetApiError naming where it leads.
+    const reading = method === "GET" || method === "HEAD";
+    let response: Response;
     try {
-      return await fetch(url, { ...init, method });
+      response = await fetch(url, { ...init, method, redirect: reading ? "follow" : "manual" });
     } catch (error) {
       throw networkError(error, method, url, init.signal);
     }
+    if (reading || response.status < 300 || response.status > 399) return response;
+    await response.body?.cancel().catch(() => {});
+    const location = response.headers.get("location");
+    const to =
+      location === null
+        ? ""
+        : ` to ${URL.canParse(location, url) ? new URL(location, url).href : JSON.stringify(location)}`;
+    throw new FleetApiError(
+      response.status,
+      "redirected",
+      `${method} ${path}: HTTP ${response.status} redirected${to}; the client does not follow a redirect of a ${method} (fetch would send it on as a GET, or without its key): set baseUrl to the API's own URL`,
+    );
   }
 
   /** The answer's body; a connection that breaks meanwhile rejects with a FleetNetworkError. */

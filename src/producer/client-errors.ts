@@ -6,7 +6,8 @@
 /**
  * An answer of the API other than 2xx (`reason` is set on 409: nothing to resume), or a 2xx the
  * client cannot read (`code: "invalid_response"`: an empty or non-JSON body, an event whose
- * data is not a JSON object).
+ * data is not a JSON object), or a redirect of a POST, PATCH or DELETE, which the client does
+ * not follow (`code: "redirected"`, the 3xx's status).
  */
 export class FleetApiError extends Error {
   override name = "FleetApiError";

@@ -12,7 +12,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { FleetApiError, FleetClient, type FleetEvent } from "../src/producer/client.js";
+import { type EventsOptions, FleetApiError, FleetClient, type FleetEvent } from "../src/producer/client.js";
 
 const event = (id: number, data: string, type = "MESSAGE_DELTA") =>
   `id: ${id}\nevent: ${type}\ndata: ${data}\n\n`;
@@ -90,6 +90,47 @@ describe("an event the client cannot read", () => {
     );
     expect(error).toMatchObject({ code: "invalid_response", eventId: "2" });
     expect((error as Error).message).toMatch(/^GET \/v1\/batches\/b1\/events: event 2 has no `event:` line;/);
+  });
+});
+
+describe("a 2xx event stream that is no event stream", () => {
+  let server: Server | undefined;
+  afterEach(() => new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve())));
+
+  it("an HTML or JSON page answered 200 rejects events() and batchEvents() at once, not polled for ever", async () => {
+    // A captive portal, a web app at the base URL, a proxy's page: no event in it, so the
+    // client read nothing, took the end for a stream that ended and reconnected every 0.25 to
+    // 5 s for ever, without an error or an onRetry.
+    let connections = 0;
+    let page = { type: "text/html; charset=utf-8", body: "<html><body>Sign in to the Wi-Fi</body></html>\n" };
+    server = createServer((_request, response) => {
+      connections++;
+      response.writeHead(200, { "content-type": page.type });
+      response.end(page.body);
+    });
+    await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    const client = new FleetClient({ baseUrl: `http://127.0.0.1:${port}` });
+    for (const streamOf of [
+      (options: EventsOptions) => client.events("s1", options),
+      (options: EventsOptions) => client.batchEvents("b1", options),
+    ]) {
+      for (const answer of [page, { type: "application/json", body: '{"ok":true}' }]) {
+        page = answer;
+        connections = 0;
+        const retries: unknown[] = [];
+        const error = await (async () => {
+          const signal = AbortSignal.timeout(2_000);
+          for await (const item of streamOf({ signal, onRetry: (why) => retries.push(why) })) void item;
+          return "ended";
+        })().catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(FleetApiError);
+        expect(error).toMatchObject({ status: 200, code: "invalid_response" });
+        expect((error as Error).message).toContain(`content-type ${answer.type}`);
+        expect(connections).toBe(1);
+        expect(retries).toEqual([]);
+      }
+    }
   });
 });
 

@@ -142,6 +142,17 @@ export async function* eventStream(
         delay = Math.min(maxDelay, delay * 2);
         continue;
       }
+      // A 2xx that is no event stream (a captive portal's or a web app's page, JSON of another
+      // service) holds no event: read as one, it ended without any and was asked again for ever.
+      const type = response.headers.get("content-type");
+      if (type !== null && !/^text\/event-stream\s*(;|$)/i.test(type)) {
+        const body = await http.text("GET", path, response, controller.signal).catch(() => "");
+        throw new FleetApiError(
+          response.status,
+          "invalid_response",
+          `GET ${path}: HTTP ${response.status} with content-type ${type}, not text/event-stream: ${quotedStart(body)}`,
+        );
+      }
       let unreadable: FleetApiError | undefined;
       try {
         for await (const raw of parseSse(http.chunks("GET", path, response, controller.signal))) {

@@ -54,8 +54,9 @@ export type EventsOptions = {
   /**
    * Told why before each wait to reconnect that follows a failure (additive): the API
    * unreachable or a connection that broke (a FleetNetworkError), an answer of 429 or 5xx
-   * (its FleetApiError), an event that is not JSON (its SyntaxError). A stream that ended
-   * cleanly reconnects untold.
+   * (its FleetApiError). A stream that ended cleanly reconnects untold; an event that is not
+   * one (its data not a JSON object) is no retry: the iteration rejects with a FleetApiError
+   * `invalid_response` naming it.
    */
   onRetry?: ((reason: unknown) => void) | undefined;
 };

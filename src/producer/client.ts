@@ -322,7 +322,7 @@ export class FleetClient {
    * The session's events (contracts §7), as they happen: an iterator that reconnects by
    * itself after a dropped connection with the last id it received, so every retained event
    * comes once, in order. An id older than what the fleet keeps rejects with a FleetApiError
-   * 410 (`reason: "expired"`); 4xx answers reject at once, and so does an event that is not
+   * 410 (`reason: "expired"`); 4xx answers but 429 reject at once, and so does an event that is not
    * one (its data not a JSON object: `invalid_response`, with its `eventId` to read on after
    * it). Runs until `signal` aborts, the caller stops iterating, or the session is deleted
    * (its last event is SESSION_DELETED).

@@ -31,7 +31,13 @@ export function routes(app: FastifyInstance, deps: ApiDeps): void {
     service.getBatch(request.tenant, request.params.id, request.query),
   );
   app.get<IdParams>("/v1/batches/:id/results", async (request, reply) => {
-    const results = await service.batchResults(request.tenant, request.params.id);
+    const results = await service.batchResults(
+      request.tenant,
+      request.params.id,
+      undefined,
+      undefined,
+      request.query,
+    );
     return reply.header("content-type", "application/x-ndjson; charset=utf-8").send(ndjson(results));
   });
   app.get<IdParams>("/v1/batches/:id/events", async (request, reply) => {

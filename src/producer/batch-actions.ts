@@ -28,6 +28,7 @@ import {
   batchBody,
   type batchItem,
   batchQuery,
+  batchResultsQuery,
   decodeListCursor,
   encodeListCursor,
   parseBody,
@@ -176,11 +177,14 @@ export async function batchResults(
   id: string,
   pageSize = 500,
   maxPageBytes = MAX_RESULTS_PAGE_BYTES,
+  query?: unknown,
 ): Promise<AsyncIterable<BatchResult>> {
+  // `after`: only the sessions after that one in session-id order (where a broken read stopped).
+  const { after: start } = parseBody(batchResultsQuery, query ?? {});
   await getBatch(host, tenant, id);
   const store = host.batches();
   return (async function* () {
-    let after = "";
+    let after = start ?? "";
     for (;;) {
       const page = await store.resultsPage(id, after, pageSize, maxPageBytes);
       for (const { id: sessionId, ...result } of page) {

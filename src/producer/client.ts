@@ -254,7 +254,9 @@ export class FleetClient {
    * The batch's results, one parsed NDJSON line at a time as they stream in (the response
    * is read as it is iterated, so memory stays flat for any batch size). `signal` stops the
    * request (the iteration rejects with its reason); so does leaving the loop. A line that is
-   * not a JSON object rejects it with a FleetApiError `invalid_response` naming the line.
+   * not a JSON object rejects it with a FleetApiError `invalid_response` naming the line. A
+   * connection that breaks after a line goes on after the last session read (`?after=`), each
+   * line once; reconnects that find no API (or a 502/503/504) give up after 30 s.
    */
   async *batchResults(
     batchId: string,

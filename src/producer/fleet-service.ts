@@ -171,8 +171,9 @@ export class FleetService {
     id: string,
     pageSize?: number,
     maxPageBytes?: number,
+    query?: unknown,
   ): Promise<AsyncIterable<BatchResult>> {
-    return batchResults(this.batchHost, tenant, id, pageSize, maxPageBytes);
+    return batchResults(this.batchHost, tenant, id, pageSize, maxPageBytes, query);
   }
 
   /** Cancels the batch's sessions that have not ended and closes it (batch-actions.ts). */

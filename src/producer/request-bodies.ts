@@ -161,6 +161,8 @@ export function decodeListCursor(value: string): ListCursor | undefined {
   return { micros: match[1]!, id: match[2]! };
 }
 export const batchQuery = z.strictObject({ include: z.enum(["usage"]).optional() });
+/** `GET /v1/batches/:id/results?after=SESSION_ID`: the lines after that session's (a reader that lost its connection reads on). */
+export const batchResultsQuery = z.strictObject({ after: z.string().min(1).max(200).optional() });
 /** Most messages one `GET /v1/sessions/:id?limit=N` answers. */
 export const MAX_SESSION_MESSAGES_PAGE = 10_000;
 /** Most runs one `GET /v1/sessions/:id?runsLimit=N` answers; the page size when only `runsBefore` is given. */

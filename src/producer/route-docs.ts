@@ -196,6 +196,14 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     operationId: "batchResults",
     summary: "One NDJSON line per session (application/x-ndjson), streamed",
     idParam: "batch id",
+    querystring: z.strictObject({
+      after: z
+        .string()
+        .min(1)
+        .max(200)
+        .optional()
+        .describe("A session id: only the lines after that session's (a read that broke goes on)"),
+    }),
     responses: {
       200: {
         description: "Lines of BatchResult, in session-id order",

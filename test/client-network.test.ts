@@ -191,4 +191,37 @@ describe("the client when no whole answer comes", () => {
       `GET ${base}/v1/sessions/s1/events failed while reading the answer: other side closed`,
     );
   });
+
+  it("events: a connection that goes silent (no event, no heartbeat) is made anew after idleTimeoutMs", async () => {
+    // A network cut that sends no FIN or RST (a NAT or load balancer that forgot the
+    // connection, a cable pulled) leaves the socket open: the client read nothing more until
+    // undici's body timeout, 300 s later, although the API sends a heartbeat every 15 s.
+    const connections: (string | undefined)[] = [];
+    handler = (request, response) => {
+      const after = request.headers["last-event-id"] as string | undefined;
+      connections.push(after);
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      const id = after === undefined ? 1 : Number(after) + 1;
+      response.write(
+        `id: ${id}\nevent: MESSAGE_DELTA\ndata: {"sessionId":"s1","type":"MESSAGE_DELTA","text":"t${id}"}\n\n`,
+      );
+      // then silence, the socket left open
+    };
+    const reasons: unknown[] = [];
+    const ids: string[] = [];
+    const started = Date.now();
+    for await (const event of client.events("s1", {
+      idleTimeoutMs: 300,
+      signal: AbortSignal.timeout(10_000),
+      onRetry: (reason) => reasons.push(reason),
+    })) {
+      ids.push(event.id);
+      if (ids.length === 3) break;
+    }
+    expect(ids).toEqual(["1", "2", "3"]);
+    expect(connections).toEqual([undefined, "1", "2"]);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(reasons).toHaveLength(2);
+    expect((reasons[0] as Error).message).toContain("nothing for 300 ms");
+  });
 });

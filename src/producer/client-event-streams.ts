@@ -8,6 +8,9 @@ import { apiError, FleetApiError, parseJson, quotedStart, refusesParameter } fro
 import type { EventsOptions } from "./client-options.js";
 import { parseSse } from "./server-sent-events.js";
 
+/** How long a connection of an event stream may bring nothing before it is made anew. */
+const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
+
 /** The events of one run, from its RUN_STARTED to its RUN_COMPLETED (`stream()`, `streamResume()`). */
 export async function* runEvents(
   http: ApiTransport,
@@ -112,10 +115,33 @@ export async function* eventStream(
   let answered = false;
   const maxDelay = options.maxReconnectDelayMs ?? 5_000;
   const outer = options.signal;
+  const idleMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
   while (!outer?.aborted) {
     const controller = new AbortController();
     const onAbort = () => controller.abort(outer?.reason);
     outer?.addEventListener("abort", onAbort, { once: true });
+    // Nothing read for idleMs: the connection is taken as broken (its read rejects with this).
+    let idle: ReturnType<typeof setTimeout> | undefined;
+    const watch = () => {
+      clearTimeout(idle);
+      if (idleMs > 0 && idleMs <= 2 ** 31 - 1)
+        idle = setTimeout(
+          () =>
+            controller.abort(
+              new Error(
+                `GET ${path}: the connection brought nothing for ${idleMs} ms (no event, no heartbeat); reconnecting`,
+              ),
+            ),
+          idleMs,
+        );
+    };
+    async function* watched(chunks: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
+      for await (const chunk of chunks) {
+        watch();
+        yield chunk;
+      }
+    }
+    watch();
     try {
       let response: Response;
       try {
@@ -126,7 +152,7 @@ export async function* eventStream(
       } catch (error) {
         if (outer?.aborted) return;
         if (options.failIfUnreachable && !answered) throw error;
-        // The API is unreachable for now: try again.
+        // The API is unreachable for now (or did not answer within idleMs): try again.
         options.onRetry?.(error);
         await sleep(delay, outer);
         delay = Math.min(maxDelay, delay * 2);
@@ -155,7 +181,7 @@ export async function* eventStream(
       }
       let unreadable: FleetApiError | undefined;
       try {
-        for await (const raw of parseSse(http.chunks("GET", path, response, controller.signal))) {
+        for await (const raw of parseSse(watched(http.chunks("GET", path, response, controller.signal)))) {
           delay = 250;
           const event = readEvent(raw);
           if (typeof event === "string") {
@@ -163,7 +189,10 @@ export async function* eventStream(
             break;
           }
           if (raw.id !== undefined) last = raw.id;
+          // The caller's time with the event is not the connection's silence.
+          clearTimeout(idle);
           yield event;
+          watch();
           // The session (or batch) was deleted: nothing follows, and a reconnect would get 404.
           if (event.type === "SESSION_DELETED" || event.type === "BATCH_DELETED") return;
         }
@@ -176,6 +205,7 @@ export async function* eventStream(
       await sleep(delay, outer);
       delay = Math.min(maxDelay, delay * 2);
     } finally {
+      clearTimeout(idle);
       outer?.removeEventListener("abort", onAbort);
       controller.abort();
     }

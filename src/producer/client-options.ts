@@ -52,6 +52,14 @@ export type EventsOptions = {
    */
   failIfUnreachable?: boolean | undefined;
   /**
+   * A connection that brings nothing — no event, no heartbeat, no answer — for this long is
+   * taken as broken and made anew with the last id (default 60 s: the API sends a heartbeat
+   * every `FLEET_SSE_HEARTBEAT_MS`, 15 s by default; 0: never). A network cut that sends no
+   * FIN or RST leaves the socket open, and without this nothing more was read until the HTTP
+   * stack's own body timeout, 300 s later. Not counted while the caller holds an event.
+   */
+  idleTimeoutMs?: number | undefined;
+  /**
    * Told why before each wait to reconnect that follows a failure (additive): the API
    * unreachable or a connection that broke (a FleetNetworkError), an answer of 429 or 5xx
    * (its FleetApiError). A stream that ended cleanly reconnects untold; an event that is not

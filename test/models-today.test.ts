@@ -5,47 +5,24 @@
  * `providerState`, replayed byte for byte to the same provider, left out for another one;
  * cache breakpoints; usage with cache and reasoning tokens; Responses stop reasons; prices.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Message } from "../src/shared/messages.js";
 import { costOf, parsePrices } from "../src/shared/prices.js";
 import { callModel } from "../src/worker/call-model.js";
 import { buildAnthropicRequest } from "../src/worker/models/anthropic-request.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
-import {
-  type FakeAnthropic,
-  signatureOf,
-  startFakeAnthropic,
-  validateRequest,
-} from "./support/fake-anthropic.js";
-import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
-import { type FakeResponses, startFakeResponses } from "./support/fake-openai-responses.js";
+import { signatureOf, validateRequest } from "./support/fake-anthropic.js";
+import { useFakeProviders } from "./support/fake-providers.js";
 import { claudeAt, gpt, noSleep, req, step } from "./support/model-steps.js";
 
-let anthropic: FakeAnthropic;
-let responses: FakeResponses;
-let chat: FakeOpenAI;
-beforeAll(async () => {
-  [anthropic, responses, chat] = await Promise.all([
-    startFakeAnthropic(),
-    startFakeResponses(),
-    startFakeOpenAI(),
-  ]);
-});
-afterAll(async () => {
-  await Promise.all([anthropic?.close(), responses?.close(), chat?.close()]);
-});
-beforeEach(() => {
-  anthropic.requests.length = 0;
-  responses.requests.length = 0;
-  chat.requests.length = 0;
-});
+const fakes = useFakeProviders();
 
-const claude = (extra: Record<string, unknown> = {}) => claudeAt(anthropic.url, extra);
+const claude = (extra: Record<string, unknown> = {}) => claudeAt(fakes.anthropic.url, extra);
 
 describe("anthropic thinking", () => {
   it("captures thinking, text and tool_use in order; replays them byte for byte after the tool turn", async () => {
     const thinking = "The user wants a file. I'll write it — «carefully».";
-    anthropic.script(
+    fakes.anthropic.script(
       {
         blocks: [
           { type: "thinking", thinking },
@@ -62,7 +39,7 @@ describe("anthropic thinking", () => {
     );
     const history: Message[] = [{ role: "user", content: "write a" }];
     const first = await step(claude(), history);
-    expect(anthropic.requests[0]!.body.thinking).toEqual({ type: "enabled", budget_tokens: 2048 });
+    expect(fakes.anthropic.requests[0]!.body.thinking).toEqual({ type: "enabled", budget_tokens: 2048 });
     expect(first).toMatchObject({
       stopReason: "tool_use",
       toolCalls: [{ id: "toolu_1", name: "write_file", arguments: { path: "a" } }],
@@ -70,7 +47,7 @@ describe("anthropic thinking", () => {
       providerState: {
         provider: "anthropic",
         api: "messages",
-        target: anthropic.url,
+        target: fakes.anthropic.url,
         content: [
           { type: "thinking", thinking, signature: signatureOf(thinking) },
           { type: "text", text: "Writing." },
@@ -87,7 +64,7 @@ describe("anthropic thinking", () => {
     });
     const second = await step(claude(), history);
     expect(second).toMatchObject({ content: "Done.", usage: { inputTokens: 930, cacheReadTokens: 900 } });
-    const replayed = anthropic.requests[1]!.body.messages[1]!;
+    const replayed = fakes.anthropic.requests[1]!.body.messages[1]!;
     expect(replayed).toEqual({
       role: "assistant",
       content: [
@@ -97,7 +74,7 @@ describe("anthropic thinking", () => {
       ],
     });
     // Breakpoints: system, last tool, last user turn (and the one before it): at most 4.
-    const body = anthropic.requests[1]!.body as Record<string, unknown> & {
+    const body = fakes.anthropic.requests[1]!.body as Record<string, unknown> & {
       messages: { content: unknown }[];
     };
     expect(JSON.stringify(body).match(/cache_control/g)?.length).toBeLessThanOrEqual(4);
@@ -126,14 +103,14 @@ describe("anthropic thinking", () => {
       validateRequest({ ...body, thinking: { type: "enabled", budget_tokens: 2048 } }, new Set()),
     ).toMatch(/must start with a thinking block/);
     // …so the fleet sends that turn without thinking (provider-wire-anthropic.test.ts).
-    anthropic.script({ blocks: [{ type: "text", text: "Done." }] });
+    fakes.anthropic.script({ blocks: [{ type: "text", text: "Done." }] });
     const result = await callModel(claude(), req(history), { sleep: noSleep });
     expect(result).toMatchObject({ ok: true, message: { content: "Done." } });
-    expect(anthropic.requests[0]!.body).not.toHaveProperty("thinking");
+    expect(fakes.anthropic.requests[0]!.body).not.toHaveProperty("thinking");
   });
 
   it("adaptive thinking and redacted_thinking blocks; cache: false sends no breakpoint", async () => {
-    anthropic.script(
+    fakes.anthropic.script(
       {
         blocks: [
           { type: "redacted_thinking", data: "REDACTED-opaque==" },
@@ -146,11 +123,11 @@ describe("anthropic thinking", () => {
     const model = claude({ thinking: { type: "adaptive" }, cache: false });
     const history: Message[] = [{ role: "user", content: "go" }];
     const first = await step(model, history);
-    expect(anthropic.requests[0]!.body.thinking).toEqual({ type: "adaptive" });
-    expect(JSON.stringify(anthropic.requests[0]!.body)).not.toContain("cache_control");
+    expect(fakes.anthropic.requests[0]!.body.thinking).toEqual({ type: "adaptive" });
+    expect(JSON.stringify(fakes.anthropic.requests[0]!.body)).not.toContain("cache_control");
     history.push(first, { role: "tool", toolCallId: "t2", name: "write_file", content: "x", success: true });
     await step(model, history);
-    expect(anthropic.requests[1]!.body.messages[1]!.content).toEqual([
+    expect(fakes.anthropic.requests[1]!.body.messages[1]!.content).toEqual([
       { type: "redacted_thinking", data: "REDACTED-opaque==" },
       { type: "tool_use", id: "t2", name: "write_file", input: {} },
     ]);
@@ -158,7 +135,7 @@ describe("anthropic thinking", () => {
 
   it('a thinking block stored unsigned by an earlier release (signature "") is not sent back', async () => {
     const half = "Let me think about this very long";
-    anthropic.script(
+    fakes.anthropic.script(
       {
         blocks: [
           { type: "thinking", thinking: half },
@@ -181,14 +158,14 @@ describe("anthropic thinking", () => {
     history.push(first, { role: "internal", content: "Your previous response was cut off. Continue." });
     // The API answers 400 "Invalid `signature` in `thinking` block" to a block sent back unsigned.
     expect(await step(claude(), history)).toMatchObject({ content: "The rest." });
-    expect(anthropic.requests[1]!.body.messages[1]).toEqual({
+    expect(fakes.anthropic.requests[1]!.body.messages[1]).toEqual({
       role: "assistant",
       content: [{ type: "text", text: "Part" }],
     });
   });
 
   it("a stream cut after thinking and text keeps no providerState (interrupted)", async () => {
-    anthropic.script({
+    fakes.anthropic.script({
       blocks: [
         { type: "thinking", thinking: "hmm" },
         { type: "text", text: "partial answer", chunks: ["partial ", "answer"] },
@@ -203,7 +180,7 @@ describe("anthropic thinking", () => {
 
 describe("openai responses", () => {
   it("a tool session: reasoning items kept with encrypted content and replayed before the call", async () => {
-    responses.script(
+    fakes.responses.script(
       {
         reasoning: true,
         functionCalls: [{ callId: "call_1", name: "write_file", arguments: '{"path":"a"}' }],
@@ -215,7 +192,7 @@ describe("openai responses", () => {
       {
         provider: "openai",
         model: "gpt-test",
-        baseUrl: responses.url,
+        baseUrl: fakes.responses.url,
         api: "responses",
         reasoningEffort: "high",
       },
@@ -223,7 +200,7 @@ describe("openai responses", () => {
     );
     const history: Message[] = [{ role: "user", content: "write a" }];
     const first = await step(model, history);
-    const sent = responses.requests[0]!.body;
+    const sent = fakes.responses.requests[0]!.body;
     expect(sent).toMatchObject({
       store: false,
       include: ["reasoning.encrypted_content"],
@@ -236,7 +213,7 @@ describe("openai responses", () => {
       stopReason: "tool_use",
       toolCalls: [{ id: "call_1", name: "write_file", arguments: { path: "a" } }],
       usage: { inputTokens: 50, outputTokens: 30, cacheReadTokens: 20, reasoningTokens: 25 },
-      providerState: { provider: "openai", api: "responses", target: responses.url },
+      providerState: { provider: "openai", api: "responses", target: fakes.responses.url },
     });
     const items = first.providerState!.output as { type: string; encrypted_content?: string }[];
     expect(items[0]).toMatchObject({ type: "reasoning", encrypted_content: expect.stringMatching(/^enc_/) });
@@ -249,7 +226,7 @@ describe("openai responses", () => {
     });
     const second = await step(model, history);
     expect(second).toMatchObject({ content: "Done.", stopReason: "end_turn" });
-    expect(responses.requests[1]!.body.input).toEqual([
+    expect(fakes.responses.requests[1]!.body.input).toEqual([
       { role: "user", content: "write a" },
       items[0],
       expect.objectContaining({ type: "function_call", call_id: "call_1", arguments: '{"path":"a"}' }),
@@ -262,8 +239,8 @@ describe("openai responses", () => {
   });
 
   it("stop reasons: cut → interrupted (no state); max_output_tokens → max_output; content_filter → refusal", async () => {
-    const model = gpt("responses", responses.url);
-    responses.script(
+    const model = gpt("responses", fakes.responses.url);
+    fakes.responses.script(
       { reasoning: true, text: ["Half ", "of it"], cutAfterEvents: 5 },
       { text: ["Long"], incomplete: "max_output_tokens" },
       { text: ["No"], incomplete: "content_filter" },
@@ -302,20 +279,20 @@ describe("providerState goes only to the same provider", () => {
   ];
 
   it("to openai (chat and responses): no thinking block, no signature", async () => {
-    chat.enqueue({ text: ["fine"] });
-    responses.script({ text: ["fine"] });
-    await step(gpt("chat", chat.url), withState);
-    await step(gpt("responses", responses.url), withState);
-    for (const body of [chat.requests[0]!.body, responses.requests[0]!.body]) {
+    fakes.chat.enqueue({ text: ["fine"] });
+    fakes.responses.script({ text: ["fine"] });
+    await step(gpt("chat", fakes.chat.url), withState);
+    await step(gpt("responses", fakes.responses.url), withState);
+    for (const body of [fakes.chat.requests[0]!.body, fakes.responses.requests[0]!.body]) {
       expect(JSON.stringify(body)).not.toContain(thinking);
       expect(JSON.stringify(body)).not.toContain("signature");
     }
   });
 
   it("to another anthropic target: not replayed (plain text and tool_use)", async () => {
-    anthropic.script({ blocks: [{ type: "text", text: "ok" }] });
+    fakes.anthropic.script({ blocks: [{ type: "text", text: "ok" }] });
     await step(claude({ thinking: undefined }), withState);
-    expect(JSON.stringify(anthropic.requests[0]!.body)).not.toContain(thinking);
+    expect(JSON.stringify(fakes.anthropic.requests[0]!.body)).not.toContain(thinking);
   });
 });
 
@@ -331,23 +308,23 @@ describe("a cut-off step's text goes back; a state on it never does", () => {
   const targetOf = (url: string) => new URL(url).href.replace(/\/+$/, "");
 
   it("anthropic", async () => {
-    anthropic.script({ blocks: [{ type: "text", text: "ok" }] });
+    fakes.anthropic.script({ blocks: [{ type: "text", text: "ok" }] });
     const state = {
       provider: "anthropic",
       api: "messages",
-      target: targetOf(anthropic.url),
+      target: targetOf(fakes.anthropic.url),
       content: [{ type: "thinking", thinking: secret, signature: signatureOf(secret) }],
     };
     await step(claude(), cut(state));
-    const body = JSON.stringify(anthropic.requests[0]!.body);
+    const body = JSON.stringify(fakes.anthropic.requests[0]!.body);
     expect(body).toContain("Half of it");
     expect(body).not.toContain(secret);
   });
 
   it.each(["chat", "responses"] as const)("openai %s", async (api) => {
-    const server = api === "chat" ? chat : responses;
-    if (api === "chat") chat.enqueue({ text: ["ok"] });
-    else responses.script({ text: ["ok"] });
+    const server = api === "chat" ? fakes.chat : fakes.responses;
+    if (api === "chat") fakes.chat.enqueue({ text: ["ok"] });
+    else fakes.responses.script({ text: ["ok"] });
     const state = {
       provider: "openai",
       api,

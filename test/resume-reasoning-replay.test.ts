@@ -7,36 +7,18 @@
  * answered failed with exactly the §3 text, the reasoning is sent back with the tool turn, and
  * a step cut by a fault sends no reasoning back.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Message } from "../src/shared/messages.js";
 import { planResume } from "../src/shared/resume-plan.js";
-import { type FakeAnthropic, signatureOf, startFakeAnthropic } from "./support/fake-anthropic.js";
-import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
-import { type FakeResponses, startFakeResponses } from "./support/fake-openai-responses.js";
+import { signatureOf } from "./support/fake-anthropic.js";
+import { useFakeProviders } from "./support/fake-providers.js";
 import { claudeAt, gpt, step } from "./support/model-steps.js";
 
 /** resume-semantics.md §3, written out on purpose (not imported). */
 const INTERRUPTED_LITERAL =
   "The process stopped while this tool was running, so it may or may not have completed, and whatever it changes may or may not have happened. Check the current state before running it again.";
 
-let anthropic: FakeAnthropic;
-let responses: FakeResponses;
-let chat: FakeOpenAI;
-beforeAll(async () => {
-  [anthropic, responses, chat] = await Promise.all([
-    startFakeAnthropic(),
-    startFakeResponses(),
-    startFakeOpenAI(),
-  ]);
-});
-afterAll(async () => {
-  await Promise.all([anthropic?.close(), responses?.close(), chat?.close()]);
-});
-beforeEach(() => {
-  anthropic.requests.length = 0;
-  responses.requests.length = 0;
-  chat.requests.length = 0;
-});
+const fakes = useFakeProviders();
 
 const ask: Message = { role: "user", content: "Write a.txt and b.txt" };
 const resultOf = (id: string): Message => ({
@@ -61,7 +43,7 @@ function recover(history: Message[], b: string): void {
 describe("§7.2 on a step with reasoning", () => {
   it("anthropic: the signed thinking goes back with both calls; a's result kept, b's is_error with the exact text", async () => {
     const thinking = "Two files: a then b.";
-    anthropic.script(
+    fakes.anthropic.script(
       {
         blocks: [
           { type: "thinking", thinking },
@@ -72,13 +54,13 @@ describe("§7.2 on a step with reasoning", () => {
       },
       { blocks: [{ type: "text", text: "1 tool was interrupted" }] },
     );
-    const model = claudeAt(anthropic.url);
+    const model = claudeAt(fakes.anthropic.url);
     const history: Message[] = [ask];
     history.push(await step(model, history), resultOf("toolu_a"));
     recover(history, "toolu_b");
     const answer = await step(model, history);
     expect(answer).toMatchObject({ content: "1 tool was interrupted", stopReason: "end_turn" });
-    const body = anthropic.requests[1]!.body as Record<string, unknown> & {
+    const body = fakes.anthropic.requests[1]!.body as Record<string, unknown> & {
       messages: { role: string; content: Record<string, unknown>[] }[];
     };
     // Thinking stays on: the tool turn starts with its signed thinking block.
@@ -99,7 +81,7 @@ describe("§7.2 on a step with reasoning", () => {
   });
 
   it("openai responses: the reasoning item goes back before both calls; b's output is the exact text, marked failed", async () => {
-    responses.script(
+    fakes.responses.script(
       {
         reasoning: true,
         functionCalls: [
@@ -109,7 +91,7 @@ describe("§7.2 on a step with reasoning", () => {
       },
       { text: ["1 tool was ", "interrupted"] },
     );
-    const model = gpt("responses", responses.url);
+    const model = gpt("responses", fakes.responses.url);
     const history: Message[] = [ask];
     const first = await step(model, history);
     history.push(first, resultOf("call_a"));
@@ -117,7 +99,7 @@ describe("§7.2 on a step with reasoning", () => {
     expect(await step(model, history)).toMatchObject({ content: "1 tool was interrupted" });
     const reasoning = (first.providerState!.output as { type: string }[])[0]!;
     expect(reasoning.type).toBe("reasoning");
-    expect(responses.requests[1]!.body.input).toEqual([
+    expect(fakes.responses.requests[1]!.body.input).toEqual([
       { role: "user", content: ask.content },
       reasoning,
       expect.objectContaining({ type: "function_call", call_id: "call_a" }),
@@ -134,9 +116,9 @@ describe("retry_response and continue_response at the provider", () => {
     const { point, appends } = planResume(history);
     expect(point.kind).toBe("retry_response");
     history.push(...appends);
-    anthropic.script({ blocks: [{ type: "text", text: "Redone." }] });
-    expect(await step(claudeAt(anthropic.url), history)).toMatchObject({ content: "Redone." });
-    const messages = (anthropic.requests[0]!.body as { messages: { role: string; content: unknown }[] })
+    fakes.anthropic.script({ blocks: [{ type: "text", text: "Redone." }] });
+    expect(await step(claudeAt(fakes.anthropic.url), history)).toMatchObject({ content: "Redone." });
+    const messages = (fakes.anthropic.requests[0]!.body as { messages: { role: string; content: unknown }[] })
       .messages;
     expect(messages.map((m) => m.role)).toEqual(["user", "assistant", "user"]);
     expect(messages[1]!.content).toEqual([{ type: "text", text: "I will wri" }]);
@@ -152,9 +134,9 @@ describe("retry_response and continue_response at the provider", () => {
     const { point, appends } = planResume(history);
     expect(point.kind).toBe("continue_response");
     history.push(...appends);
-    chat.enqueue({ text: [" answer."] });
-    expect(await step(gpt("chat", chat.url), history)).toMatchObject({ content: " answer." });
-    const sent = (chat.requests[0]!.body as { messages: unknown[] }).messages;
+    fakes.chat.enqueue({ text: [" answer."] });
+    expect(await step(gpt("chat", fakes.chat.url), history)).toMatchObject({ content: " answer." });
+    const sent = (fakes.chat.requests[0]!.body as { messages: unknown[] }).messages;
     expect(sent.slice(1)).toEqual([
       { role: "user", content: ask.content },
       { role: "assistant", content: "Part one of a long" },

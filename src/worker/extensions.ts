@@ -22,6 +22,7 @@ import type { AgentConfig } from "../shared/agent-config.js";
 import { makeDirectory, PRIVATE_DIRECTORY_MODE } from "../shared/make-directory.js";
 import type { StoredMessage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
+import { thrownText } from "../shared/thrown-text.js";
 import { frozenCopy } from "./hook-views.js";
 
 export type RunContext = {
@@ -156,7 +157,7 @@ export class Extensions {
       } catch (error) {
         this.failed("beforeRun", extension, ctx, error);
         if (RECORD_ONLY.has(extension)) continue;
-        return `beforeRun hook of extension "${extension.name}" failed: ${error instanceof Error ? error.message : String(error)}`;
+        return `beforeRun hook of extension "${extension.name}" failed: ${thrownText(error)}`;
       }
     }
     return null;

@@ -7,6 +7,7 @@ import type { ZodType } from "zod";
 import { ValidationError } from "../../shared/errors.js";
 import { toValidationError } from "../../shared/messages.js";
 import { INVALID_ARGUMENTS_PREFIX, unavailableToolText } from "../../shared/resume-plan.js";
+import { textOf, thrownText } from "../../shared/thrown-text.js";
 import type { ToolSpec } from "../models/provider.js";
 import { isTimeLimit, MAX_TIMER_MS, toolTimedOutText } from "./time-limit.js";
 
@@ -161,8 +162,8 @@ type Settled = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 function outcomeOf(settled: Settled): ToolOutcome {
   if (settled.ok) return { success: true, content: bounded(resultText(settled.value)) };
-  const { error } = settled;
-  return { success: false, content: bounded(error instanceof Error ? error.message : String(error)) };
+  // Whatever the tool threw (a string, a plain object, one without a string form): never a throw here.
+  return { success: false, content: bounded(thrownText(settled.error)) };
 }
 
 /**
@@ -278,10 +279,10 @@ export function resultText(value: unknown): string {
   if (value === undefined || value === null) return "";
   if (typeof value === "object") {
     try {
-      return JSON.stringify(value) ?? String(value);
+      return JSON.stringify(value) ?? textOf(value);
     } catch {
-      return String(value);
+      return textOf(value);
     }
   }
-  return String(value);
+  return textOf(value);
 }

@@ -1,0 +1,78 @@
+/**
+ * What a user tool (`fleet worker --tools`, plain JavaScript) or an extension hook throws or
+ * returns when it is no Error and no string: `executeTool` never throws (registry.ts), so
+ * each gets a failed (or successful) result that says what it can. A value with no string
+ * form threw out of executeTool: the run crashed, and the resume recorded the call as
+ * "the process stopped while this tool was running" though the tool had finished.
+ */
+import { describe, expect, it } from "vitest";
+import { Extensions } from "../src/worker/extensions.js";
+import { executeTool, resultText, type Tool } from "../src/worker/tools/registry.js";
+
+const base: Tool = {
+  name: "t",
+  description: "",
+  parameters: { type: "object", properties: {} },
+  run: async () => "",
+};
+const context = () => ({ callId: "c", sessionId: "s", signal: new AbortController().signal });
+const outcome = (run: () => unknown) => executeTool({ ...base, run: run as never }, "t", {}, context());
+
+describe("a tool that throws something other than an Error", () => {
+  it("is answered as failed, with the best text the value has, and executeTool never throws", async () => {
+    expect(await outcome(() => Promise.reject("boom"))).toEqual({ success: false, content: "boom" });
+    expect(await outcome(() => Promise.reject({ message: "disk quota exceeded", code: 7 }))).toEqual({
+      success: false,
+      content: "disk quota exceeded",
+    });
+    const bare = Object.create(null);
+    expect(await outcome(() => Promise.reject(bare))).toEqual({ success: false, content: "{}" });
+    const circular = Object.create(null);
+    circular.self = circular;
+    const answer = await outcome(() => Promise.reject(circular));
+    expect(answer.success).toBe(false);
+    expect(answer.content).toMatch(/cannot be shown as text/);
+    const odd = new Error("x");
+    (odd as unknown as { message: unknown }).message = { detail: 1 };
+    expect(await outcome(() => Promise.reject(odd))).toEqual({
+      success: false,
+      content: "Error: [object Object]",
+    });
+    const trap = new Error("x");
+    Object.defineProperty(trap, "message", {
+      get() {
+        throw new Error("trap");
+      },
+    });
+    expect((await outcome(() => Promise.reject(trap))).success).toBe(false);
+  });
+
+  it("has a result with no string form stored as a note, not a crash", async () => {
+    const circular = Object.create(null);
+    circular.self = circular;
+    expect(resultText(circular)).toMatch(/cannot be shown as text/);
+    expect(await outcome(async () => circular)).toEqual({ success: true, content: resultText(circular) });
+  });
+});
+
+describe("a beforeRun hook that throws a value with no string form", () => {
+  it("ends the run failed with a message, instead of throwing out of the hook runner", async () => {
+    const metrics = { hookFailures: { inc() {} } } as never;
+    const log = { warn() {} };
+    const circular = Object.create(null);
+    circular.self = circular;
+    const extensions = new Extensions(
+      [{ name: "odd", beforeRun: () => Promise.reject(circular) }],
+      metrics,
+      log,
+    );
+    const message = await extensions.beforeRun({} as never);
+    expect(message).toMatch(/^beforeRun hook of extension "odd" failed: .*cannot be shown as text/);
+    const plain = new Extensions(
+      [{ name: "p", beforeRun: () => Promise.reject({ message: "no" }) }],
+      metrics,
+      log,
+    );
+    expect(await plain.beforeRun({} as never)).toBe('beforeRun hook of extension "p" failed: no');
+  });
+});

@@ -1,15 +1,49 @@
 /** The built-in tools of contracts.md §5, registered in every worker. */
 import { constants } from "node:fs";
-import { appendFile, lstat, mkdir, open, realpath, writeFile } from "node:fs/promises";
+import { type FileHandle, lstat, mkdir, open, realpath } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { z } from "zod";
 import { makeDirectory } from "../../shared/make-directory.js";
 import { abortableSleep } from "../models/scripted.js";
 import { defineTool, type Tool } from "./registry.js";
 
-/** O_NOFOLLOW makes the open itself fail (ELOOP) when the last component is a link. */
-const WRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
-const APPEND_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW;
+/**
+ * O_NOFOLLOW makes the open itself fail (ELOOP) when the last component is a link. O_NONBLOCK
+ * makes opening a FIFO with no reader fail (ENXIO) instead of blocking a libuv thread for ever
+ * (four such calls took the worker's whole thread pool, and every file operation after them
+ * hung); it changes nothing for a regular file, and anything else is refused (`openRegular`).
+ */
+const WRITE_FLAGS =
+  constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+const APPEND_FLAGS =
+  constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+/** The refusal of a name that is no regular file (a FIFO, a socket, a device). */
+function notRegular(path: string): Error {
+  return new Error(`Refused: "${path}" is not a regular file.`);
+}
+
+/** Opens `file` with `flags`, refusing anything but a regular file (`path`: the tool's argument). */
+async function openRegular(file: string, path: string, flags: number): Promise<FileHandle> {
+  const handle = await open(file, flags).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENXIO") throw notRegular(path);
+    throw error;
+  });
+  return regularOnly(handle, path);
+}
+
+/** `handle` when it is a regular file's; else closed, and the refusal thrown. */
+async function regularOnly(handle: FileHandle, path: string): Promise<FileHandle> {
+  const regular = await handle.stat().then(
+    (info) => info.isFile(),
+    () => false,
+  );
+  if (!regular) {
+    await handle.close();
+    throw notRegular(path);
+  }
+  return handle;
+}
 
 /**
  * Writes (or appends) `data` to `path` under `root` with the guarantees of `safePath`, cheaply:
@@ -30,13 +64,17 @@ export async function writeSafely(
   const folder = dirname(target);
   const realFolder = folder === resolve(root) ? realRoot : await realFolderOf(root, path, folder, realRoot);
   const flags = kind === "write" ? WRITE_FLAGS : APPEND_FLAGS;
-  const handle = await open(join(realFolder, basename(target)), flags).catch(() => null);
+  let handle = await open(join(realFolder, basename(target)), flags).catch(() => null);
   if (handle === null) {
     // Usually ELOOP: the name is a link. The full check follows it, accepting one that resolves
     // inside the root and refusing one leading outside or nowhere; other errors recur as before.
+    // The file opened is the link's real target, with the same flags: a link swapped in since
+    // is refused (ELOOP), and a FIFO fails at once.
     const checked = await safePath(root, path);
-    await (kind === "write" ? writeFile : appendFile)(checked, data);
-    return;
+    const real = await realpath(checked).catch(() => checked);
+    handle = await openRegular(real, path, flags);
+  } else {
+    handle = await regularOnly(handle, path);
   }
   try {
     await handle.writeFile(data);

@@ -155,21 +155,45 @@ export class Supervisor {
   }
 }
 
-/** Passes a child's stdout on whole line by whole line (so children never interleave mid-line). */
-function forwardLines(child: ChildProcess, onLine: (line: string) => void): void {
+/**
+ * The longest line `forwardLines` holds back waiting for its newline: a child that writes more
+ * without one (a user tool's progress bar redrawn with "\r", binary data) has it passed on in
+ * pieces of this size, each ended with a newline.
+ */
+export const MAX_FORWARDED_LINE = 64 * 1024;
+
+/**
+ * Passes a child's stdout on whole line by whole line (so children never interleave mid-line).
+ * Only the new chunk is searched for newlines, and at most MAX_FORWARDED_LINE is held back:
+ * the whole pending text, searched again for every chunk, grew without bound (and quadratic
+ * work with it) while a child wrote without a newline, and none of it was passed on.
+ */
+export function forwardLines(
+  child: Pick<ChildProcess, "stdout">,
+  onLine: (line: string) => void,
+  write: (text: string) => void = (text) => void process.stdout.write(text),
+): void {
   let pending = "";
   child.stdout?.setEncoding("utf8");
   child.stdout?.on("data", (chunk: string) => {
-    pending += chunk;
-    const lines = pending.split("\n");
-    pending = lines.pop() ?? "";
-    for (const line of lines) {
-      process.stdout.write(`${line}\n`);
-      onLine(line);
+    const lines = chunk.split("\n");
+    if (lines.length > 1) {
+      lines[0] = pending + lines[0];
+      pending = lines.pop() ?? "";
+      for (const line of lines) {
+        write(`${line}\n`);
+        onLine(line);
+      }
+    } else {
+      pending += chunk;
+    }
+    while (pending.length > MAX_FORWARDED_LINE) {
+      write(`${pending.slice(0, MAX_FORWARDED_LINE)}\n`);
+      pending = pending.slice(MAX_FORWARDED_LINE);
     }
   });
   child.stdout?.on("end", () => {
-    if (pending) process.stdout.write(`${pending}\n`);
+    if (pending) write(`${pending}\n`);
     pending = "";
   });
 }

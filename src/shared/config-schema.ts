@@ -229,7 +229,7 @@ export const envSchema = z.object({
    */
   FLEET_TOOL_TIMEOUT_MS: z.coerce.number().int().nonnegative().max(2_147_483_647).default(600_000),
   /** How long one extension hook may take before the run stops waiting for it (a failure). */
-  FLEET_HOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  FLEET_HOOK_TIMEOUT_MS: z.coerce.number().int().positive().max(2_147_483_647).default(30_000),
   /**
    * How long a start's check of Postgres and Redis (preflight.ts) waits for a connection and
    * for each answer before it exits 2 naming the service: a Redis that accepts connections

@@ -24,6 +24,7 @@ import type { StoredMessage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { thrownText } from "../shared/thrown-text.js";
 import { frozenCopy } from "./hook-views.js";
+import { MAX_TIMER_MS } from "./tools/time-limit.js";
 
 export type RunContext = {
   sessionId: string;
@@ -103,8 +104,13 @@ export class Extensions {
     private readonly metrics: Pick<FleetMetrics, "hookFailures">,
     private readonly log: Pick<Logger, "warn">,
     /** FLEET_HOOK_TIMEOUT_MS: a hook still pending after this has failed (the run goes on). */
-    private readonly timeoutMs = 30_000,
-  ) {}
+    timeoutMs = 30_000,
+  ) {
+    // A longer timer fires after 1 ms (Node): every hook would fail at once.
+    this.timeoutMs = Math.min(timeoutMs, MAX_TIMER_MS);
+  }
+
+  private readonly timeoutMs: number;
 
   /**
    * Calls one hook and waits for it at most `timeoutMs`: a hook that never settles would

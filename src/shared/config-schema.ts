@@ -134,7 +134,9 @@ export const envSchema = z.object({
    */
   FLEET_MODEL_MAX_OUTPUT_CHARS: int(4_000_000),
   /** How long a stopping worker lets running work finish before aborting it. */
-  SHUTDOWN_GRACE_MS: int(10_000),
+  // At most the longest Node timer (2^31-1 ms) less 2 min: the grace and the deadlines after
+  // it (shutdown.ts: up to grace + 26 s) are timers, and a longer one fires after 1 ms.
+  SHUTDOWN_GRACE_MS: z.coerce.number().int().nonnegative().max(2_147_363_647).default(10_000),
   /** How often the sweeper looks for dead or frozen workers; other scans run every 5th tick. */
   SWEEP_INTERVAL_MS: int(200),
   /** Automatic resumes of one session before it is parked. */

@@ -8,6 +8,18 @@ import { z } from "zod";
 /** FLEET_SESSION_MAX_QUEUED_RUNS's default: plenty for a person or a script that sends ahead. */
 export const DEFAULT_SESSION_MAX_QUEUED_RUNS = 20;
 const int = (def: number) => z.coerce.number().int().nonnegative().default(def);
+/**
+ * The longest delay a Node timer takes (2^31-1 ms, about 24.8 days): a longer one fires after
+ * 1 ms, so a huge value meant as "never" would act at once (a sweep every millisecond, every
+ * model step timed out). Every variable that feeds a timer is at most this.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+const TIMER_WORDS = `at most ${MAX_TIMER_MS} (about 24.8 days, the longest a timer waits)`;
+/** Milliseconds a timer waits (0 allowed unless `positive`). */
+const timerMs = (def: number, positive = false) =>
+  (positive ? z.coerce.number().int().positive() : z.coerce.number().int().nonnegative())
+    .max(MAX_TIMER_MS, TIMER_WORDS)
+    .default(def);
 /** A TCP port: 0 (a free one) to 65535, as the roles' --port flags take it. */
 const port = (def: number) =>
   z.coerce.number().int().min(0).max(65535, "expected a port from 0 to 65535").default(def);
@@ -115,19 +127,19 @@ export const envSchema = z.object({
    * How long a Postgres connection of the API, a worker or the sweeper may wait for an answer
    * with nothing back before it is taken for lost (src/shared/db/dead-links.ts); 0: never.
    */
-  DATABASE_SILENCE_MS: int(15_000),
+  DATABASE_SILENCE_MS: timerMs(15_000),
   /**
    * How long a worker keeps a session whose write failed with Postgres unavailable, trying
    * the write again, before it gives up as before (src/worker/db-rideout.ts); 0: never rides out.
    */
-  FLEET_WORKER_DB_RIDEOUT_MS: int(30_000),
+  FLEET_WORKER_DB_RIDEOUT_MS: timerMs(30_000),
   /** Session lease time-to-live; a frozen worker loses its sessions after this. */
-  LEASE_TTL_MS: int(5_000),
+  LEASE_TTL_MS: timerMs(5_000),
   /**
    * The longest one model request may stream (call-model.ts `maxStepMs`): a provider that
    * keeps sending a little forever ends the step like a broken stream.
    */
-  FLEET_MODEL_STEP_TIMEOUT_MS: int(600_000),
+  FLEET_MODEL_STEP_TIMEOUT_MS: timerMs(600_000),
   /**
    * The most text one model request may stream (call-model.ts `maxOutputChars`): past it the
    * stream is cut, so a provider's 600 MB answer never reaches the store or blocks a worker.
@@ -138,7 +150,7 @@ export const envSchema = z.object({
   // it (shutdown.ts: up to grace + 26 s) are timers, and a longer one fires after 1 ms.
   SHUTDOWN_GRACE_MS: z.coerce.number().int().nonnegative().max(2_147_363_647).default(10_000),
   /** How often the sweeper looks for dead or frozen workers; other scans run every 5th tick. */
-  SWEEP_INTERVAL_MS: int(200),
+  SWEEP_INTERVAL_MS: timerMs(200),
   /** Automatic resumes of one session before it is parked. */
   SWEEPER_MAX_ATTEMPTS: int(5),
   /**
@@ -149,7 +161,7 @@ export const envSchema = z.object({
    */
   FLEET_RUN_STUCK_AFTER_MS: z.coerce.number().int().positive().default(1_800_000),
   /** Wait before the second automatic resume of a session; doubles each time, capped at 60 s. */
-  SWEEPER_BACKOFF_MS: int(1_000),
+  SWEEPER_BACKOFF_MS: timerMs(1_000),
   /**
    * Retention: sessions outside batches that nothing will act on (completed, parked,
    * cancelled, empty, imported and never run) idle this many days, and batches ended this
@@ -160,7 +172,7 @@ export const envSchema = z.object({
   /** Sessions retention deletes per statement (each statement its own transaction). */
   FLEET_RETENTION_CHUNK: z.coerce.number().int().min(1).max(10_000).default(200),
   /** How often a sweeper runs a retention pass (each pass deletes at most 20 chunks). */
-  FLEET_RETENTION_INTERVAL_MS: int(60_000),
+  FLEET_RETENTION_INTERVAL_MS: timerMs(60_000),
   /** pino level: fatal, error, warn, info, debug, trace, silent. */
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   OPENAI_API_KEY: z.string().optional(),
@@ -202,9 +214,9 @@ export const envSchema = z.object({
   /** Event streams (SSE) one tenant may hold open at once on one API process; more answer 429. */
   FLEET_SSE_MAX_STREAMS_PER_TENANT: z.coerce.number().int().positive().default(100),
   /** How often an idle event stream sends a comment line, so proxies and clients keep it open. */
-  FLEET_SSE_HEARTBEAT_MS: z.coerce.number().int().positive().default(15_000),
+  FLEET_SSE_HEARTBEAT_MS: timerMs(15_000, true),
   /** How long a request to the API may take to arrive, headers and body; later: 408, connection closed. */
-  FLEET_API_REQUEST_TIMEOUT_MS: z.coerce.number().int().positive().default(120_000),
+  FLEET_API_REQUEST_TIMEOUT_MS: timerMs(120_000, true),
   /**
    * Failed authentications (401) one client address may have a minute on one API process;
    * past them its requests answer 429 without a key look-up (auth-failures.ts). 0: no limit.
@@ -223,15 +235,15 @@ export const envSchema = z.object({
   /** Enables the built-in `transcript` extension: one JSONL file per session in this directory. */
   FLEET_TRANSCRIPT_DIR: z.string().optional(),
   /** How often a worker removes the transcripts of sessions deleted while it did not hear of it. */
-  FLEET_TRANSCRIPT_SWEEP_MS: z.coerce.number().int().positive().default(3_600_000),
+  FLEET_TRANSCRIPT_SWEEP_MS: timerMs(3_600_000, true),
   /**
    * How long one tool call may run before its signal is aborted and it is answered as failed
    * (worker/tools/time-limit.ts); a tool's own `timeoutMs` replaces it; 0: no limit. At most
    * the longest delay a Node timer takes.
    */
-  FLEET_TOOL_TIMEOUT_MS: z.coerce.number().int().nonnegative().max(2_147_483_647).default(600_000),
+  FLEET_TOOL_TIMEOUT_MS: timerMs(600_000),
   /** How long one extension hook may take before the run stops waiting for it (a failure). */
-  FLEET_HOOK_TIMEOUT_MS: z.coerce.number().int().positive().max(2_147_483_647).default(30_000),
+  FLEET_HOOK_TIMEOUT_MS: timerMs(30_000, true),
   /**
    * How long a start's check of Postgres and Redis (preflight.ts) waits for a connection and
    * for each answer before it exits 2 naming the service: a Redis that accepts connections
@@ -240,7 +252,7 @@ export const envSchema = z.object({
    */
   FLEET_PREFLIGHT_TIMEOUT_MS: z.coerce.number().int().positive().max(600_000).default(5_000),
   /** How often every role reads Redis's maxmemory-policy again (eviction-policy.ts). */
-  FLEET_EVICTION_CHECK_MS: z.coerce.number().int().positive().default(60_000),
+  FLEET_EVICTION_CHECK_MS: timerMs(60_000, true),
 });
 
 /** The variables the schema reads (test/readme-config.test.ts checks the README's table against them). */

@@ -1,7 +1,7 @@
 /**
  * The sweeper's retention pass (FLEET_RETENTION_DAYS) and the end of batch deletions the API
- * left unfinished. Work is done in chunks (FLEET_RETENTION_CHUNK sessions per statement, each
- * statement its own transaction, at most MAX_CHUNKS_PER_PASS per pass), so no transaction is
+ * left unfinished. Work is done in chunks (FLEET_RETENTION_CHUNK sessions per chunk, each
+ * chunk its own short transaction, at most MAX_CHUNKS_PER_PASS per pass), so no transaction is
  * large and the worker's statements never wait long behind one. Rows are taken with
  * `for update … skip locked`: several sweepers share the work without deleting anything twice
  * or waiting on each other, and a row a worker holds is left for a later pass.

@@ -179,23 +179,32 @@ export class DataDeletion {
    * of the fleet read per pass.
    */
   async expireSessions(maxIdleMs: number, limit: number): Promise<Deleted> {
-    const [row] = await this.database.sql<DeletedRow[]>`
-      with doomed as (
+    // Two statements: the rows are locked first, then deleted by a statement whose snapshot
+    // is taken after the locks. In one statement the run check read the snapshot taken
+    // before the row's lock: a new message whose run was queued (under the row's lock,
+    // run-queueing.ts) and committed while the statement ran was invisible to it, and the
+    // session was deleted with the run the API had just accepted. Now such a run is seen
+    // and its session kept; none can be queued after the lock (it waits for the row).
+    return this.database.sql.begin(async (tx) => {
+      const doomed = await tx<{ id: string }[]>`
         select s.id from sessions s
          where s.updated_at < now() - ${maxIdleMs} * interval '1 millisecond' and s.batch_id is null
            and not (s.status = 'active' and s.run_started and s.tail_phase = 'open')
            and not exists (select 1 from runs r where r.session_id = s.id and (r.status <> 'ended') is true)
          order by s.updated_at, s.id limit ${limit}
-           for update of s skip locked
-      ), d as (
-        delete from sessions s using doomed where s.id = doomed.id
-           and not exists (select 1 from runs r where r.session_id = s.id and (r.status <> 'ended') is true)
-        returning s.id, s.tenant
-      ), o as (
-        insert into session_deletions (session_id, tenant) select id, tenant from d on conflict do nothing
-      )
-      select (select coalesce(json_agg(id), '[]'::json) from d) as sessions, '[]'::json as runs`;
-    return deletedFrom(row);
+           for update of s skip locked`;
+      if (doomed.length === 0) return { sessionIds: [], runs: [] };
+      const [row] = await tx<DeletedRow[]>`
+        with d as (
+          delete from sessions s where s.id in ${tx(doomed.map((r) => r.id))}
+             and not exists (select 1 from runs r where r.session_id = s.id and (r.status <> 'ended') is true)
+          returning s.id, s.tenant
+        ), o as (
+          insert into session_deletions (session_id, tenant) select id, tenant from d on conflict do nothing
+        )
+        select (select coalesce(json_agg(id), '[]'::json) from d) as sessions, '[]'::json as runs`;
+      return deletedFrom(row);
+    });
   }
 
   /**

@@ -1,7 +1,8 @@
 /**
  * `DELETE /v1/sessions/:id` and `DELETE /v1/batches/:id`: a user's data erased on request.
  *
- * - A session is deleted in one statement with its messages and runs, whatever its state.
+ * - A session is deleted with its messages and runs, whatever its state (its row locked
+ *   first, so that a run started while the delete waited is seen running).
  *   A queued run's job is removed; a worker running it is told to stop at once, and its next
  *   write is refused by the fence (the row is gone), so it stores nothing, starts no further
  *   tool, resumes and parks nothing. Its event stream ends with `SESSION_DELETED`.

@@ -47,20 +47,29 @@ export class DataDeletion {
    * null when there is no such session of that tenant (404).
    */
   async deleteSession(tenant: string, id: string): Promise<Deleted | null> {
-    const [row] = await this.database.sql<DeletedRow[]>`
-      with d as (
-        delete from sessions where id = ${id} and tenant = ${tenant} returning id, tenant
-      ), o as (
-        insert into session_deletions (session_id, tenant) select id, tenant from d on conflict do nothing
-      ), r as (
-        select r.id, r.session_id, r.tenant, r.kind, r.status from runs r
-         where r.session_id = ${id} and r.status <> 'ended' and exists (select 1 from d)
-      )
-      select (select coalesce(json_agg(id), '[]'::json) from d) as sessions,
-             (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'tenant', tenant, 'kind', kind,
-                                                         'status', status)), '[]'::json) from r) as runs`;
-    const deleted = deletedFrom(row);
-    return deleted.sessionIds.length === 0 ? null : deleted;
+    // The row is locked first, in a statement of its own, so that the delete reads the
+    // session's runs after any writer holding the row (a worker's startRun marking its run
+    // running, a send queueing one) has committed. In one statement the runs were read from
+    // the snapshot taken before the delete waited for the row: a run started meanwhile was
+    // reported `queued`, so the worker running it was not told to stop.
+    return this.database.sql.begin(async (tx) => {
+      const [held] = await tx`select id from sessions where id = ${id} and tenant = ${tenant} for update`;
+      if (!held) return null;
+      const [row] = await tx<DeletedRow[]>`
+        with d as (
+          delete from sessions where id = ${id} and tenant = ${tenant} returning id, tenant
+        ), o as (
+          insert into session_deletions (session_id, tenant) select id, tenant from d on conflict do nothing
+        ), r as (
+          select r.id, r.session_id, r.tenant, r.kind, r.status from runs r
+           where r.session_id = ${id} and r.status <> 'ended' and exists (select 1 from d)
+        )
+        select (select coalesce(json_agg(id), '[]'::json) from d) as sessions,
+               (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'tenant', tenant, 'kind', kind,
+                                                           'status', status)), '[]'::json) from r) as runs`;
+      const deleted = deletedFrom(row);
+      return deleted.sessionIds.length === 0 ? null : deleted;
+    });
   }
 
   /**
@@ -80,26 +89,34 @@ export class DataDeletion {
    * row too. `done`: the batch is gone. Sessions another transaction holds wait for a later call.
    */
   async purgeBatchChunk(batchId: string, limit: number): Promise<Deleted & { done: boolean }> {
-    const [row] = await this.database.sql<(DeletedRow & { left: boolean })[]>`
-      with doomed as (
+    // The rows are locked first, then deleted by a statement whose snapshot is taken after
+    // the locks (as deleteSession, expireSessions): in one statement a run a worker started
+    // (or a send queued) and committed while the chunk ran was read from the older snapshot,
+    // reported `queued` or not at all, and its worker was not told to stop.
+    const row = await this.database.sql.begin(async (tx) => {
+      const doomed = await tx<{ id: string }[]>`
         select s.id from sessions s
          where s.batch_id = ${batchId}
            and exists (select 1 from batches b where b.id = ${batchId} and b.deleted_at is not null)
          order by s.id limit ${limit}
-           for update of s skip locked
-      ), r as (
-        select r.id, r.session_id, r.tenant, r.kind, r.status from runs r
-         where r.session_id in (select id from doomed) and r.status <> 'ended'
-      ), d as (
-        delete from sessions s using doomed where s.id = doomed.id returning s.id, s.tenant
-      ), o as (
-        insert into session_deletions (session_id, tenant) select id, tenant from d on conflict do nothing
-      )
-      select (select coalesce(json_agg(id), '[]'::json) from d) as sessions,
-             (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'tenant', tenant, 'kind', kind,
-                                                         'status', status)), '[]'::json) from r) as runs,
-             exists (select 1 from sessions s where s.batch_id = ${batchId}
-                      and s.id not in (select id from doomed)) as "left"`;
+           for update of s skip locked`;
+      const ids = doomed.map((d) => d.id);
+      const [found] = await tx<(DeletedRow & { left: boolean })[]>`
+        with r as (
+          select r.id, r.session_id, r.tenant, r.kind, r.status from runs r
+           where r.session_id in ${tx(ids.length > 0 ? ids : [""])} and r.status <> 'ended'
+        ), d as (
+          delete from sessions s where s.id in ${tx(ids.length > 0 ? ids : [""])} returning s.id, s.tenant
+        ), o as (
+          insert into session_deletions (session_id, tenant) select id, tenant from d on conflict do nothing
+        )
+        select (select coalesce(json_agg(id), '[]'::json) from d) as sessions,
+               (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'tenant', tenant, 'kind', kind,
+                                                           'status', status)), '[]'::json) from r) as runs,
+               exists (select 1 from sessions s where s.batch_id = ${batchId}
+                        and s.id not in (select id from d)) as "left"`;
+      return found;
+    });
     const deleted = deletedFrom(row);
     if (row?.left || deleted.sessionIds.length === limit) return { ...deleted, done: false };
     // No session left (none can be added: a deleted batch takes none): the row goes.

@@ -7,7 +7,7 @@
  *   write is refused by the fence (the row is gone), so it stores nothing, starts no further
  *   tool, resumes and parks nothing. Its event stream ends with `SESSION_DELETED`.
  * - A batch is first marked deleted (from then on it answers 404, takes no session, owes no
- *   webhook), then its sessions are deleted DELETE_CHUNK at a time, each chunk a statement
+ *   webhook; its active sessions are cancelled and take no new message), then its sessions are deleted DELETE_CHUNK at a time, each chunk a statement
  *   of its own, then its row. A deletion the API could not finish (it stopped, or rows stayed
  *   locked past BATCH_DELETE_BUDGET_MS) is finished by the sweeper.
  *
@@ -48,7 +48,10 @@ export class Deletions {
   }
 
   async deleteBatch(tenant: string, id: string): Promise<BatchDeleted> {
-    if (!(await this.deps.store.markBatchDeleted(tenant, id))) throw new NotFoundError(`batch ${id}`);
+    const dropped = await this.deps.store.markBatchDeleted(tenant, id);
+    if (!dropped) throw new NotFoundError(`batch ${id}`);
+    // The queued runs the mark ended: their jobs go now (the chunks list only runs not ended).
+    await this.deps.cleanup.afterRunsEnded(dropped);
     const budgetMs = this.deps.budgetMs ?? BATCH_DELETE_BUDGET_MS;
     const { sessionsDeleted, complete } = await purgeBatch(this.deps, id, budgetMs, "api");
     return { id, deleted: true, sessionsDeleted, complete };

@@ -156,6 +156,21 @@ export class DeletionCleanup {
     await pipeline.exec().catch(() => {});
   }
 
+  /**
+   * After queued runs were ended by a batch's deletion mark (store markBatchDeleted): their
+   * jobs are removed and their requests waiting for endpoint capacity forgotten.
+   */
+  async afterRunsEnded(runs: DroppedRun[]): Promise<void> {
+    const queued = [...runs];
+    const lane = async () => {
+      for (let run = queued.pop(); run; run = queued.pop()) await this.deps.removeJob(run).catch(() => {});
+    };
+    await Promise.all(Array.from({ length: 8 }, lane));
+    const byTenant = new Map<string, string[]>();
+    for (const run of runs) byTenant.set(run.tenant, [...(byTenant.get(run.tenant) ?? []), run.id]);
+    for (const [tenant, ids] of byTenant) await this.deps.waitsGone?.(tenant, ids).catch(() => {});
+  }
+
   /** After a batch's row was deleted (its sessions went before it). */
   async afterBatch(batchId: string): Promise<void> {
     const { prefix } = this.deps;

@@ -74,14 +74,39 @@ export class DataDeletion {
 
   /**
    * Marks a batch of `tenant` deleted: from now on it answers 404, takes no session and owes
-   * no webhook. False when there is no such batch (or it is already being deleted).
+   * no webhook. Null when there is no such batch (or it is already being deleted), else the
+   * queued runs it ended, whose jobs the caller removes.
+   *
+   * In the same transaction its sessions still active are cancelled and their queued runs
+   * ended, as a cancel of the batch does: its sessions are deleted chunk by chunk after this
+   * (by the sweeper when the API stops or runs out of time), and until then a worker started
+   * their queued runs and ran their tools, and a sweeper resumed them. A send to one of them
+   * is refused (run-queueing.ts reads the mark under the session's lock); one that had the
+   * lock first has its run ended here (the sessions are locked in a statement of their own,
+   * so the update after reads what it committed).
    */
-  async markBatchDeleted(tenant: string, id: string): Promise<boolean> {
-    const rows = await this.database.sql`
-      update batches set deleted_at = now(), open = false
-       where id = ${id} and tenant = ${tenant} and deleted_at is null
-      returning id`;
-    return rows.length > 0;
+  async markBatchDeleted(tenant: string, id: string): Promise<DroppedRun[] | null> {
+    return this.database.sql.begin(async (tx) => {
+      const rows = await tx`
+        update batches set deleted_at = now(), open = false
+         where id = ${id} and tenant = ${tenant} and deleted_at is null
+        returning id`;
+      if (rows.length === 0) return null;
+      await tx`select s.id from sessions s where s.batch_id = ${id} and s.status = 'active'
+                 order by s.id for no key update of s`;
+      const dropped = await tx<DroppedRun[]>`
+        with c as (
+          update sessions s set status = 'cancelled', cancelled_at = now(), next_resume_at = null,
+                                updated_at = now()
+           where s.batch_id = ${id} and s.status = 'active'
+        )
+        update runs r set status = 'ended', ended_reason = 'cancelled', ended_at = now(),
+                          error = 'batch deleted'
+         where r.session_id in (select s.id from sessions s where s.batch_id = ${id})
+           and r.status = 'queued'
+        returning r.id, r.session_id as "sessionId", r.tenant, r.kind, 'queued' as status`;
+      return [...dropped];
+    });
   }
 
   /**

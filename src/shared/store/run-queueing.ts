@@ -91,9 +91,18 @@ export async function createRun(
     // it. Without the lock a run inserted while a cancel ran was invisible to the cancel's
     // update and stayed queued on the cancelled session for ever (its worker's claim skips
     // a cancelled session): the send was answered 202 and never ran.
-    const [row] = await tx<{ status: string; last_seq: number; tail_state: string }[]>`
-      select status, last_seq, tail_state from sessions where id = ${run.sessionId} for no key update`;
+    const [row] = await tx<
+      { status: string; last_seq: number; tail_state: string; batch_id: string | null }[]
+    >`
+      select status, last_seq, tail_state, batch_id from sessions where id = ${run.sessionId} for no key update`;
     if (!row) throw new NotFoundError(`session ${run.sessionId}`);
+    // A session of a batch being deleted (DELETE /v1/batches/:id marked it, its sessions go
+    // chunk by chunk) takes no run: it is gone for the caller, as its batch. Read after the
+    // row's lock, in a statement of its own, so a mark that committed meanwhile is seen.
+    if (row.batch_id !== null) {
+      const [gone] = await tx`select 1 from batches where id = ${row.batch_id} and deleted_at is not null`;
+      if (gone) throw new NotFoundError(`session ${run.sessionId}`);
+    }
     // Under the row's lock: a concurrent send to this session waits here, then counts ours.
     // Resumes are not bounded here: at most one waits per session (runs_one_active_resume).
     if (maxQueuedRuns !== undefined && run.kind === "run")

@@ -23,6 +23,34 @@ function notRegular(path: string): Error {
   return new Error(`Refused: "${path}" is not a regular file.`);
 }
 
+/** What a file-system error code means, in the words a model reads. */
+const FS_ERRORS: Record<string, string> = {
+  EISDIR: "it is a folder",
+  ENOTDIR: "a part of it is not a folder",
+  ENOENT: "a part of it does not exist",
+  EACCES: "permission denied",
+  EPERM: "not permitted",
+  ENOSPC: "no space left on the device",
+  EDQUOT: "the disk quota is used up",
+  EROFS: "the file system is read-only",
+  ENAMETOOLONG: "the name is too long",
+  ELOOP: "it leads through too many links",
+  EMFILE: "the worker has too many files open",
+  EIO: "an input/output error",
+};
+
+/**
+ * A file system's failure said with the tool's own `path` and the error's code: its message
+ * names the absolute path (`EISDIR: …, open '/srv/fleet-files/d'`), which told the model (and
+ * whoever reads the session) where the worker keeps its files. Other errors pass as they are.
+ */
+function saidWithToolPath(error: unknown, path: string, kind: "write" | "append"): unknown {
+  const { code, syscall } = (error ?? {}) as NodeJS.ErrnoException;
+  if (typeof code !== "string" || typeof syscall !== "string") return error;
+  const what = kind === "write" ? "write" : "append to";
+  return new Error(`${code}: cannot ${what} "${path}": ${FS_ERRORS[code] ?? `the ${syscall} failed`}.`);
+}
+
 /** Opens `file` with `flags`, refusing anything but a regular file (`path`: the tool's argument). */
 async function openRegular(file: string, path: string, flags: number): Promise<FileHandle> {
   const handle = await open(file, flags).catch((error: NodeJS.ErrnoException) => {
@@ -181,7 +209,9 @@ export function builtinTools(toolDir: string): Tool[] {
       schema: z.object({ path: pathArg, content: z.string() }),
       async run({ path, content }) {
         await ready;
-        await writeSafely(toolDir, path, content, "write");
+        await writeSafely(toolDir, path, content, "write").catch((error: unknown) => {
+          throw saidWithToolPath(error, path, "write");
+        });
         return `wrote ${path}`;
       },
     }),
@@ -196,7 +226,9 @@ export function builtinTools(toolDir: string): Tool[] {
       schema: z.object({ path: pathArg, line: z.string() }),
       async run({ path, line }) {
         await ready;
-        await writeSafely(toolDir, path, `${line}\n`, "append");
+        await writeSafely(toolDir, path, `${line}\n`, "append").catch((error: unknown) => {
+          throw saidWithToolPath(error, path, "append");
+        });
         return `appended to ${path}`;
       },
     }),

@@ -1,0 +1,62 @@
+/**
+ * The built-in file tools' failures name the tool's own path, never the worker's absolute
+ * one: a file system's message (`EISDIR: illegal operation on a directory, open
+ * '/srv/fleet-files/d'`) told the model, and whoever reads the session, where the worker keeps
+ * its files. The code stays, with a few words on what it means.
+ */
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { builtinTools } from "../src/worker/tools/builtin.js";
+import { executeTool, ToolRegistry } from "../src/worker/tools/registry.js";
+
+let base: string;
+let toolDir: string;
+let registry: ToolRegistry;
+const context = () => ({ callId: "c", sessionId: "s", signal: new AbortController().signal });
+const call = (name: string, args: Record<string, unknown>) =>
+  executeTool(registry.get(name), name, args, context());
+
+beforeAll(async () => {
+  base = await mkdtemp(join(tmpdir(), "fleet-error-paths-"));
+  toolDir = join(base, "tools");
+  await mkdir(join(toolDir, "folder", "inner"), { recursive: true });
+  registry = new ToolRegistry().register(...builtinTools(toolDir));
+});
+afterAll(async () => rm(base, { recursive: true, force: true }));
+
+describe("built-in file tools' errors", () => {
+  it("a folder written to: EISDIR with the tool's path, not the tool directory's", async () => {
+    for (const [tool, args, what] of [
+      ["write_file", { path: "folder", content: "x" }, "write"],
+      ["append_file", { path: "folder/inner", line: "x" }, "append to"],
+    ] as const) {
+      const outcome = await call(tool, args);
+      expect(outcome.success).toBe(false);
+      expect(outcome.content).toBe(`EISDIR: cannot ${what} "${args.path}": it is a folder.`);
+      expect(outcome.content).not.toContain(base);
+    }
+  });
+
+  it("a path through a file: ENOTDIR with the tool's path", async () => {
+    expect(await call("write_file", { path: "plain.txt", content: "x" })).toMatchObject({ success: true });
+    const outcome = await call("append_file", { path: "plain.txt/under", line: "x" });
+    expect(outcome.success).toBe(false);
+    expect(String(outcome.content)).not.toContain(base);
+    expect(outcome.content).toMatch(
+      /^ENOTDIR: cannot append to "plain\.txt\/under": a part of it is not a folder\.$/,
+    );
+  });
+
+  it("refusals and a write that works read as before", async () => {
+    expect(await call("write_file", { path: "../out.txt", content: "x" })).toMatchObject({ success: false });
+    expect(String((await call("write_file", { path: "../out.txt", content: "x" })).content)).not.toContain(
+      base,
+    );
+    expect(await call("write_file", { path: "folder/ok.txt", content: "x" })).toEqual({
+      success: true,
+      content: "wrote folder/ok.txt",
+    });
+  });
+});

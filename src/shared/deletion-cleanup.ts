@@ -111,16 +111,8 @@ export class DeletionCleanup {
     await this.deps.redis
       .publish(cancelChannel(this.deps.prefix), JSON.stringify({ sessionIds: running, deleted: sessionIds }))
       .catch(() => {});
-    const queued = runs.filter((r) => r.status !== "running");
-    const lane = async () => {
-      for (let run = queued.pop(); run; run = queued.pop()) await this.deps.removeJob(run).catch(() => {});
-    };
-    await Promise.all(Array.from({ length: 8 }, lane));
-    // A run waiting for its endpoint's capacity would keep its tenant counted as waiting (a
-    // share of maxConcurrent) until maxWait after its place, for a request that never comes.
-    const byTenant = new Map<string, string[]>();
-    for (const run of runs) byTenant.set(run.tenant, [...(byTenant.get(run.tenant) ?? []), run.id]);
-    for (const [tenant, ids] of byTenant) await this.deps.waitsGone?.(tenant, ids).catch(() => {});
+    await this.removeJobs(runs.filter((r) => r.status !== "running"));
+    await this.forgetWaits(runs);
     if (!this.deps.eventsEnabled) return;
     const ends = streamEnds(
       this.deps.prefix,
@@ -161,11 +153,25 @@ export class DeletionCleanup {
    * jobs are removed and their requests waiting for endpoint capacity forgotten.
    */
   async afterRunsEnded(runs: DroppedRun[]): Promise<void> {
+    await this.removeJobs(runs);
+    await this.forgetWaits(runs);
+  }
+
+  /** Removes the runs' jobs, eight at a time (a failure leaves a job its worker finds ended). */
+  private async removeJobs(runs: readonly DroppedRun[]): Promise<void> {
     const queued = [...runs];
     const lane = async () => {
       for (let run = queued.pop(); run; run = queued.pop()) await this.deps.removeJob(run).catch(() => {});
     };
     await Promise.all(Array.from({ length: 8 }, lane));
+  }
+
+  /**
+   * Forgets the runs' requests waiting for their endpoint's capacity: such a run would keep its
+   * tenant counted as waiting (a share of maxConcurrent) until maxWait after its place, for a
+   * request that never comes.
+   */
+  private async forgetWaits(runs: readonly DroppedRun[]): Promise<void> {
     const byTenant = new Map<string, string[]>();
     for (const run of runs) byTenant.set(run.tenant, [...(byTenant.get(run.tenant) ?? []), run.id]);
     for (const [tenant, ids] of byTenant) await this.deps.waitsGone?.(tenant, ids).catch(() => {});

@@ -7,6 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sleep } from "../src/producer/api-transport.js";
 import { FleetApiError, FleetClient } from "../src/producer/client.js";
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
@@ -156,5 +157,16 @@ describe("the client's long calls stop when asked", () => {
     })();
     await expect(walking).rejects.toThrow("stop pages");
     expect(await stillOpen(1)).toBe(0);
+  });
+});
+
+describe("the client's waits past the longest timer", () => {
+  it("a wait of months (a Retry-After past 2^31-1 ms) waits, instead of ending after 1 ms", async () => {
+    const controller = new AbortController();
+    const long = sleep(3_000_000_000, controller.signal).then(() => "slept");
+    const soon = new Promise((resolve) => setTimeout(() => resolve("still waiting"), 100));
+    expect(await Promise.race([long, soon])).toBe("still waiting");
+    controller.abort();
+    expect(await long).toBe("slept");
   });
 });

@@ -137,11 +137,16 @@ export class ApiTransport {
   }
 }
 
+/** The longest delay setTimeout takes (2^31-1 ms, about 24.8 days): a longer one fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** Resolves after `ms`, or at once when `signal` aborts (the caller checks which). */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
+    // At most the longest timer: a Retry-After of months waited 1 ms, and a stream asked
+    // again at once, again and again.
+    const timer = setTimeout(done, Math.min(ms, MAX_TIMER_MS));
     function done() {
       clearTimeout(timer);
       signal?.removeEventListener("abort", done);

@@ -3,7 +3,7 @@
  * last id it received, and one run's events from its RUN_STARTED to its RUN_COMPLETED.
  */
 import type { FleetEvent } from "../shared/api-events.js";
-import { type ApiTransport, sleep } from "./api-transport.js";
+import { type ApiTransport, MAX_TIMER_MS, sleep } from "./api-transport.js";
 import { apiError, FleetApiError, parseJson, quotedStart, refusesParameter } from "./client-errors.js";
 import type { EventsOptions } from "./client-options.js";
 import { parseSse } from "./server-sent-events.js";
@@ -124,7 +124,7 @@ export async function* eventStream(
     let idle: ReturnType<typeof setTimeout> | undefined;
     const watch = () => {
       clearTimeout(idle);
-      if (idleMs > 0 && idleMs <= 2 ** 31 - 1)
+      if (idleMs > 0 && idleMs <= MAX_TIMER_MS)
         idle = setTimeout(
           () =>
             controller.abort(

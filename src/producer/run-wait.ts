@@ -1,11 +1,8 @@
 /** How `FleetClient.waitForRun` polls a run until it has ended (its doc says what it does). */
-import { sleep } from "./api-transport.js";
+import { MAX_TIMER_MS, sleep } from "./api-transport.js";
 import { FleetApiError, FleetNetworkError } from "./client-errors.js";
 import type { RunWithSession } from "./client-options.js";
 import { pollDelay } from "./poll-delay.js";
-
-/** The longest delay setTimeout takes. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** `FleetClient.waitForRun`, asking with `getRun` (the client's). */
 export async function pollUntilEnded(

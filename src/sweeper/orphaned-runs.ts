@@ -10,7 +10,11 @@ export class OrphanedRuns {
   /** Where the next orphan scan reads on in a backlog longer than one page (none: the start). */
   private orphansAfter: QueuedRun | undefined;
 
-  constructor(private readonly deps: Pick<SweeperDeps, "sweeps" | "queues" | "resumes" | "log" | "signal">) {}
+  constructor(
+    private readonly deps: Pick<SweeperDeps, "sweeps" | "queues" | "resumes" | "log" | "signal">,
+    /** Runs `fn` under the session's sweep lock (sweep-locks.ts); undefined when another sweeper holds it. */
+    private readonly withLock: <T>(sessionId: string, fn: () => Promise<T>) => Promise<T | undefined>,
+  ) {}
 
   private get stopping(): boolean {
     return this.deps.signal?.aborted === true;
@@ -55,24 +59,37 @@ export class OrphanedRuns {
       // A job Redis lost is re-added as it was (delayed by what remains of its backoff, on
       // Postgres's clock); a job that failed for good or ended without starting its run is a
       // retry, and counts against the session's one limit.
-      let delayMs = backoffLeft.get(run.id) ?? 0;
       if (state === "finished") {
-        const counted = await this.deps.resumes.countRetry(run.session_id, run.id);
-        if (counted.action === "none") continue;
-        if (counted.action === "park") {
-          this.deps.log.warn(
-            { sessionId: run.session_id, runId: run.id, detail: counted.detail },
-            "session parked",
-          );
-          continue;
-        }
-        delayMs = counted.delayMs;
-        await (await this.deps.queues.getJob(name, jobId))?.remove().catch(() => {});
+        // Under the session's sweep lock, the job's standing read again: another sweeper that
+        // read it `finished` too may have retried it meanwhile, and counted it (test/orphaned-runs-two-sweepers.test.ts).
+        if (await this.withLock(run.session_id, () => this.retry(run, name, jobId))) count++;
+        continue;
       }
+      const delayMs = backoffLeft.get(run.id) ?? 0;
       await this.deps.queues.enqueue(name, { sessionId: run.session_id, runId: run.id }, { delayMs });
       count++;
       this.deps.log.info({ runId: run.id, state, delayMs }, "queued run re-enqueued");
     }
     return count;
+  }
+
+  /** A run whose job ended without starting it: a retry, counted against the session's one limit. */
+  private async retry(run: QueuedRun, name: JobName, jobId: string): Promise<boolean> {
+    const [state] = await this.deps.queues.jobStates(name, [jobId]);
+    if (state !== "finished") return false;
+    const counted = await this.deps.resumes.countRetry(run.session_id, run.id);
+    if (counted.action === "none") return false;
+    if (counted.action === "park") {
+      this.deps.log.warn(
+        { sessionId: run.session_id, runId: run.id, detail: counted.detail },
+        "session parked",
+      );
+      return false;
+    }
+    const { delayMs } = counted;
+    await (await this.deps.queues.getJob(name, jobId))?.remove().catch(() => {});
+    await this.deps.queues.enqueue(name, { sessionId: run.session_id, runId: run.id }, { delayMs });
+    this.deps.log.info({ runId: run.id, state, delayMs }, "queued run re-enqueued");
+    return true;
   }
 }

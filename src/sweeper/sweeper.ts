@@ -78,7 +78,6 @@ export class Sweeper {
     this.deaths = new DeathWatch(this.confirmDeathMs);
     this.claimDeaths = new DeathWatch(this.confirmDeathMs);
     this.now = deps.now ?? Date.now;
-    this.orphans = new OrphanedRuns(deps);
     this.failures = new SessionFailures(deps);
     this.locks = new SweepLocks({
       prefix: deps.prefix,
@@ -90,6 +89,7 @@ export class Sweeper {
       judgeable: () => leaseJudgeable(this.now() - this.redisTroubleAt, deps.lease.ttlMs),
       timed: (request) => this.timed(request),
     });
+    this.orphans = new OrphanedRuns(deps, (sessionId, fn) => this.withSessionLock(sessionId, fn));
   }
 
   private get stopping(): boolean {

@@ -201,10 +201,12 @@ export class Sweeper {
             if (seized === null) return false;
             try {
               if (!(await this.deps.sweeps.endAbandonedRun(run.id, cause))) return false;
+              // Counted once its end is stored, before the release: a release that fails (Redis
+              // gone) leaves the resume to part 2, which finds the run ended and counts nothing.
+              this.deps.metrics.runs.inc({ kind: run.kind === "resume" ? "resume" : "run", outcome: cause });
             } finally {
               await this.deps.lease.release(run.session_id, seized);
             }
-            this.deps.metrics.runs.inc({ kind: run.kind === "resume" ? "resume" : "run", outcome: cause });
             // Before the resume is queued, so the resume's RUN_STARTED follows this event.
             const written = await (
               this.deps.runEnded?.(run.session_id, run.id, cause) ?? Promise.resolve()

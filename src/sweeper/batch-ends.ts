@@ -13,6 +13,8 @@
 import type { ConnectionOptions, Job, Queue } from "bullmq";
 import type { Logger } from "pino";
 import { type BullWorker, newBullWorker } from "../shared/bull-worker.js";
+import { bullmq } from "../shared/cjs-packages.js";
+import { toValidationError } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { QUEUES, WEBHOOK_BACKOFF, webhookJobSchema } from "../shared/queues.js";
 import type { BatchStore, UnsettledCursor } from "../shared/store/batches.js";
@@ -96,7 +98,11 @@ export function startWebhookWorker(options: {
   const worker = newBullWorker(
     QUEUES.webhooks.name,
     async (job: Job) => {
-      const { batchId } = webhookJobSchema.parse(job.data);
+      const parsed = webhookJobSchema.safeParse(job.data);
+      // Bad input (a job added by hand, another release's shape) fails once and is never retried.
+      if (!parsed.success)
+        throw new bullmq.UnrecoverableError(toValidationError("job.data", parsed.error).message);
+      const { batchId } = parsed.data;
       // A delivery whose sweeper died mid-way (a stalled job, sent again) is another attempt too.
       const attempt = job.attemptsMade + (job.stalledCounter ?? 0) + 1;
       // An earlier attempt's receiver took it and only recording that failed: record it, send nothing.
@@ -147,6 +153,11 @@ export function startWebhookWorker(options: {
   worker.on("error", () => {});
   worker.on("failed", (job, error) => {
     if (!job) return;
+    if (error.name === "UnrecoverableError") {
+      // Not a delivery: nothing was sent, and the job is not retried.
+      log.warn({ jobId: job.id, err: error.message }, "malformed webhook job failed; not retried");
+      return;
+    }
     const batchId = String((job.data as { batchId?: unknown }).batchId ?? "");
     const last = job.attemptsMade >= (job.opts.attempts ?? 1);
     const outcome = failureOutcome(error, last);

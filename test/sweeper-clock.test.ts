@@ -4,7 +4,7 @@
  * clock: a sweeper 10 minutes behind Postgres left a frozen worker's sessions alone for 10
  * minutes (and one ahead could take a run that just started for an old one).
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { RunQueues } from "../src/shared/queues.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 import { sweeperOf, withFrozenWorkersRun } from "./support/stalled-run.js";
@@ -31,5 +31,30 @@ describe("the sweeper and clocks", () => {
       expect(await sweeper.sweepAbandoned()).toBe(1);
       expect(await runStatus()).toEqual({ status: "ended", ended_reason: "stalled" });
     });
+  });
+
+  it("judges leases again a lease TTL after Redis trouble even when this host's clock steps back", async () => {
+    // Durations are measured on a monotonic clock: an NTP step of the wall clock an hour back
+    // right after Redis trouble left every missing lease unjudged (frozen workers' sessions not
+    // resumed) for that hour, since `now - troubleAt` stayed below the TTL.
+    // Only Date is faked (it goes on ticking): the wall clock this host's NTP could step.
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true });
+    try {
+      const sweeper = sweeperOf(fleet, queues);
+      sweeper.redisTrouble();
+      vi.setSystemTime(Date.now() - 60 * 60_000);
+      await withFrozenWorkersRun(fleet, async ({ runStatus }) => {
+        const giveUpAt = performance.now() + 4 * fleet.config.leaseTtlMs;
+        let ended = 0;
+        while (ended === 0 && performance.now() < giveUpAt) {
+          ended = await sweeper.sweepAbandoned();
+          if (ended === 0) await new Promise((r) => setTimeout(r, 100));
+        }
+        expect(ended).toBe(1);
+        expect(await runStatus()).toEqual({ status: "ended", ended_reason: "stalled" });
+      });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -24,6 +24,11 @@ export type SweeperDeps = {
   log: Pick<Logger, "info" | "warn" | "debug">;
   /** Told every running run at each look for abandoned ones: runs alive but making no progress. */
   progress?: Pick<RunProgress, "observe">;
+  /**
+   * The clock of its durations (death confirmation, Redis trouble, sweep-lock checks), in ms.
+   * Default: a monotonic one, so that a step of the host's wall clock (NTP) neither delays
+   * nor hastens a judgement.
+   */
   now?: () => number;
   /**
    * Writes the RUN_COMPLETED of a run this sweeper ended (contracts §7), after every stored

@@ -77,7 +77,9 @@ export class Sweeper {
     this.confirmDeathMs = options.confirmDeathMs ?? 150;
     this.deaths = new DeathWatch(this.confirmDeathMs);
     this.claimDeaths = new DeathWatch(this.confirmDeathMs);
-    this.now = deps.now ?? Date.now;
+    // Monotonic: with Date.now, a wall clock stepped an hour back right after Redis trouble
+    // left every missing lease unjudged for that hour (test/sweeper-clock.test.ts).
+    this.now = deps.now ?? (() => performance.now());
     this.failures = new SessionFailures(deps);
     this.locks = new SweepLocks({
       prefix: deps.prefix,

@@ -239,18 +239,21 @@ export class BatchStore {
 
   /**
    * The priority of a batch's webhook delivery (BullMQ: 1 first): 1 + how many webhooks its
-   * tenant owes for older batches, at most WEBHOOK_RANK_CAP + 1. So a tenant's k-th owed webhook
-   * goes out about with every other tenant's k-th, and one tenant's flood of batches whose
-   * receivers hang (each attempt holds a delivery slot for up to 10 s) no longer queues every
-   * other tenant's webhook behind all of them. Read on the tenant's index, at most the cap's rows.
+   * tenant owes for batches that ended before it, at most WEBHOOK_RANK_CAP + 1. So a tenant's
+   * k-th owed webhook goes out about with every other tenant's k-th, and one tenant's flood of
+   * batches whose receivers hang (each attempt holds a delivery slot for up to 10 s) no longer
+   * queues every other tenant's webhook behind all of them. Ranked by end, not by creation:
+   * batches that end newest first (open ones closed in that order, a big old one ending after
+   * small new ones) each had no older one owed yet, so all of them were queued at 1. Read on
+   * the tenant's index, at most the cap's rows.
    */
-  async webhookPriority(batch: Pick<Unsettled, "id" | "tenant" | "createdAt">): Promise<number> {
+  async webhookPriority(batch: Pick<Unsettled, "id" | "tenant">): Promise<number> {
     const [row] = await this.database.sql<{ n: number }[]>`
       select count(*)::int as n from (
-        select 1 from batches
-         where tenant = ${batch.tenant} and (created_at, id) < (${batch.createdAt}::timestamptz, ${batch.id})
-           and deleted_at is null and ended_at is not null and webhook_url is not null
-           and webhook_delivered_at is null and webhook_failed_at is null
+        select 1 from batches b, (select ended_at, id from batches where id = ${batch.id}) as me
+         where b.tenant = ${batch.tenant} and (b.ended_at, b.id) < (me.ended_at, me.id)
+           and b.deleted_at is null and b.webhook_url is not null
+           and b.webhook_delivered_at is null and b.webhook_failed_at is null
          limit ${WEBHOOK_RANK_CAP}) as ahead`;
     return 1 + (row?.n ?? 0);
   }

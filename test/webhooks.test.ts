@@ -10,6 +10,7 @@ import { createServer as createNetServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
+import { MAX_TIMER_MS } from "../src/shared/config-schema.js";
 import { ValidationError } from "../src/shared/errors.js";
 import { QUEUES, WEBHOOK_ATTEMPTS } from "../src/shared/queues.js";
 import {
@@ -164,6 +165,17 @@ describe("webhook URLs, signatures and backoff", () => {
       expect(isPrivateAddress(address), address).toBe(true);
     for (const address of ["8.8.8.8", "172.32.0.1", "2606:4700::1111", "::ffff:808:808", "not an address"])
       expect(isPrivateAddress(address), address).toBe(false);
+  });
+
+  it("FLEET_WEBHOOK_LOCK_MS and _STALL_CHECK_MS past the longest timer are refused at start, naming the variable", () => {
+    // Node fires a longer timer after 1 ms: STALL_CHECK_MS=3000000000 (meant as "never look")
+    // ran BullMQ's stalled-job script on Redis every millisecond, in every sweeper.
+    for (const name of ["FLEET_WEBHOOK_LOCK_MS", "FLEET_WEBHOOK_STALL_CHECK_MS"]) {
+      expect(webhookSettingsFromEnv({ [name]: String(MAX_TIMER_MS) })).toBeDefined();
+      expect(() => loadConfig({ [name]: "3000000000" }), name).toThrow(
+        new RegExp(`${name}.*at most ${MAX_TIMER_MS}`),
+      );
+    }
   });
 
   it("one deadline for a whole attempt: a receiver that trickles its headers fails it; a trickled body is not waited for", async () => {

@@ -24,6 +24,7 @@ import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { BlockList, isIP, type LookupFunction } from "node:net";
+import { MAX_TIMER_MS } from "./config-schema.js";
 import { ValidationError } from "./errors.js";
 import { type AllowedBaseUrl, isAllowedBaseUrl, parseAllowedBaseUrls } from "./model-endpoints.js";
 
@@ -61,7 +62,11 @@ function parseSwitch(value: string | undefined, name: string): boolean {
   throw new ValidationError(name, `expected 1/true/yes/on or 0/false/no/off, not "${value}"`);
 }
 
-/** A whole number of milliseconds from `env[name]`, at least `min`; `def` when unset or empty. */
+/**
+ * A whole number of milliseconds from `env[name]`, at least `min` and at most MAX_TIMER_MS (a
+ * longer timer fires after 1 ms: BullMQ's stalled-job check every millisecond); `def` when
+ * unset or empty.
+ */
 function parseMs(
   env: Readonly<Record<string, string | undefined>>,
   name: string,
@@ -71,8 +76,11 @@ function parseMs(
   const value = env[name];
   if (value === undefined || value.trim() === "") return def;
   const ms = Number(value);
-  if (!Number.isInteger(ms) || ms < min)
-    throw new ValidationError(name, `expected a whole number of milliseconds, at least ${min}`);
+  if (!Number.isInteger(ms) || ms < min || ms > MAX_TIMER_MS)
+    throw new ValidationError(
+      name,
+      `expected a whole number of milliseconds, at least ${min} and at most ${MAX_TIMER_MS} (about 24.8 days, the longest a timer waits)`,
+    );
   return ms;
 }
 

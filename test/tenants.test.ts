@@ -368,6 +368,22 @@ describe("FLEET_BOOTSTRAP_KEY", () => {
   });
   afterAll(async () => fleet?.close());
 
+  it("refuses a key no client could send as `Bearer KEY` (a space, a byte outside visible ASCII): the API does not start", async () => {
+    // Before, such a key was stored and the API started: every request sending it as
+    // `Authorization: Bearer KEY` was a 401 ("must be `Bearer KEY`", or an unknown key when
+    // the client sent its UTF-8 bytes), for ever, with nothing saying why.
+    for (const key of [
+      `my bootstrap key ${"k".repeat(32)}`,
+      `b\u00f6\u00f6t-${"k".repeat(32)}`,
+      `tab\t${"k".repeat(32)}`,
+    ]) {
+      await expect(
+        startApi({ ...fleet.config, bootstrapKey: key, logLevel: "silent" }, { port: 0 }),
+      ).rejects.toMatchObject({ field: "FLEET_BOOTSTRAP_KEY" });
+    }
+    expect(await fleet.database.sql`select 1 from api_keys`).toHaveLength(0);
+  });
+
   it("is stored for tenant default when no key exists, so the API may listen on 0.0.0.0", async () => {
     const key = `boot-${"k".repeat(40)}`;
     const api = await startApi(
@@ -394,6 +410,13 @@ describe("FLEET_BOOTSTRAP_KEY", () => {
       { port: 0 },
     );
     await again.stop();
+    // Nor one no client could send: ignored as any other once a key exists, so an API whose
+    // environment kept such a value still starts.
+    const kept = await startApi(
+      { ...fleet.config, bootstrapKey: `my bootstrap key ${"k".repeat(32)}`, logLevel: "silent" },
+      { port: 0 },
+    );
+    await kept.stop();
     expect(await fleet.database.sql`select 1 from api_keys`).toHaveLength(1);
   });
 });

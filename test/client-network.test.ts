@@ -65,9 +65,11 @@ describe("the client when no whole answer comes", () => {
     expect((error as Error).cause).toMatchObject({ code: "ECONNREFUSED", port });
   });
 
-  it("a request that cannot be sent (an API key outside Latin-1) is no FleetNetworkError: nothing was sent", async () => {
+  it("a request that cannot be sent (an API key outside ASCII) is no FleetNetworkError: refused when the client is made, nothing sent", async () => {
     requests = [];
-    const error = await rejection(new FleetClient({ baseUrl: base, apiKey: "fk_clé€" }).getRun("r1"));
+    const error = await rejection(
+      Promise.resolve().then(() => new FleetClient({ baseUrl: base, apiKey: "fk_clé€" })),
+    );
     expect(error).toBeInstanceOf(TypeError);
     expect(error).not.toBeInstanceOf(FleetNetworkError);
     expect(requests).toEqual([]);

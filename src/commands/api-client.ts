@@ -38,6 +38,11 @@ export function apiClientOf(
   } catch (error) {
     // Bad input, named where the user gave it: one line and exit 2, not a call that fails later.
     if (!(error instanceof TypeError)) throw error;
+    if (error.message.startsWith("FleetClient: apiKey "))
+      throw new ValidationError(
+        options.apiKey !== undefined ? "apiKey" : "FLEET_API_KEY",
+        error.message.replace(/^FleetClient: apiKey /, ""),
+      );
     const source =
       options.api !== undefined ? "--api" : env.FLEET_API_URL !== undefined ? "FLEET_API_URL" : "PORT";
     throw new ValidationError(source, error.message.replace(/^FleetClient: baseUrl /, ""));

@@ -20,6 +20,25 @@ export type RequestArgs = [
   signal?: AbortSignal,
 ];
 
+/**
+ * The key as it is sent (pure): without surrounding whitespace (a key read from a file with its
+ * newline; fetch dropped it too), and only visible ASCII, the one token `Authorization: Bearer
+ * KEY` carries. Anything else is a TypeError that never repeats the key: fetch's own quoted the
+ * whole header, key and all, at the first call. Empty or absent: no key.
+ */
+export function checkedApiKey(apiKey: string | undefined): string | undefined {
+  if (!apiKey) return undefined;
+  const key = apiKey.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, "");
+  const bad = key.search(/[^\x21-\x7e]/);
+  if (key === "" || bad >= 0)
+    throw new TypeError(
+      key === ""
+        ? "FleetClient: apiKey is only blanks; pass a key from `fleet keys create`, or none"
+        : `FleetClient: apiKey must be visible ASCII characters, as a key from \`fleet keys create\` is; character ${bad + 1} is not (a space, a line break, a control or non-ASCII character)`,
+    );
+  return key;
+}
+
 export class ApiTransport {
   readonly baseUrl: string;
   private readonly apiKey: string | undefined;
@@ -27,7 +46,7 @@ export class ApiTransport {
 
   constructor(options: { baseUrl: string; apiKey?: string; maxLimitWaitMs?: number }) {
     this.baseUrl = checkedBaseUrl(options.baseUrl);
-    this.apiKey = options.apiKey || undefined;
+    this.apiKey = checkedApiKey(options.apiKey);
     this.maxLimitWaitMs = options.maxLimitWaitMs ?? DEFAULT_MAX_LIMIT_WAIT_MS;
   }
 

@@ -79,7 +79,9 @@ export class FleetClient {
 
   /**
    * `apiKey`: a key from `fleet keys create`, sent as `Authorization: Bearer KEY`. Without
-   * one, only an API in dev mode (no key stored, loopback) answers.
+   * one, only an API in dev mode (no key stored, loopback) answers. A key that header cannot
+   * carry (anything but visible ASCII, once surrounding whitespace is dropped) throws a
+   * TypeError here that does not repeat it.
    * `maxLimitWaitMs`: a call refused with 429 (a tenant limit; nothing was done) is sent
    * again after the Retry-After the API gives, until this much time was spent waiting
    * (default 30 s; 0: never).

@@ -250,12 +250,19 @@ export class EventStreams {
         if (await this.reader.expired(key, last)) return null;
       return page;
     };
+    /**
+     * Whether the caller may still read (its key not revoked), asked at most every RECHECK_MS:
+     * between passes and between the pages of one, so a reader behind by a backlog (slow, or
+     * following a session that keeps writing) stops too, not only one that caught up.
+     */
+    const allowed = async (): Promise<boolean> => {
+      if (!this.deps.stillAllowed || Date.now() - checkedAt < RECHECK_MS) return true;
+      checkedAt = Date.now();
+      return this.deps.stillAllowed(request, tenant);
+    };
     try {
       while (!gone && !this.closed) {
-        if (this.deps.stillAllowed && Date.now() - checkedAt >= RECHECK_MS) {
-          checkedAt = Date.now();
-          if (!(await this.deps.stillAllowed(request, tenant))) break;
-        }
+        if (!(await allowed())) break;
         let woken = false;
         const nap = new Promise<void>((resolve) => {
           wake = () => {
@@ -310,7 +317,7 @@ export class EventStreams {
             }
           }
           lastWrite = Date.now();
-          events = await readAfter();
+          events = gone || (await allowed()) ? await readAfter() : null;
         }
         if (events === null) break;
         if (gone) break;

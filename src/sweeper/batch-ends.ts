@@ -84,6 +84,13 @@ export class BatchEnds {
   }
 }
 
+/**
+ * How often a delivery whose batch is running again looks whether it has ended (pure): ten
+ * first retry delays, at most ENSURE_EVERY_MS (10 s by default).
+ */
+export const reopenedPollMs = (settings: Pick<WebhookSettings, "retryBaseMs">): number =>
+  Math.min(ENSURE_EVERY_MS, Math.max(100, settings.retryBaseMs * 10));
+
 /** The BullMQ worker that delivers webhooks. */
 export function startWebhookWorker(options: {
   connection: ConnectionOptions;
@@ -97,7 +104,7 @@ export function startWebhookWorker(options: {
   const { store, settings, log, metrics } = options;
   const worker = newBullWorker(
     QUEUES.webhooks.name,
-    async (job: Job) => {
+    async (job: Job, token?: string) => {
       const parsed = webhookJobSchema.safeParse(job.data);
       // Bad input (a job added by hand, another release's shape) fails once and is never retried.
       if (!parsed.success)
@@ -110,6 +117,14 @@ export function startWebhookWorker(options: {
       const url = await store.webhookUrl(batchId);
       const batch = url === null ? undefined : await store.view(batchId);
       if (url === null || !batch) return "nothing to deliver";
+      if (batch.status === "running") {
+        // Running again since its end (a batch resume, a new message to one of its sessions)
+        // while its webhook was still owed: the webhook reports an end, so it waits for the
+        // next one, looked at again without spending an attempt. Sent now, it said `running`
+        // with no `endedAt`, and no webhook followed that end (test/webhook-reopened-batch.test.ts).
+        await job.moveToDelayed(Date.now() + reopenedPollMs(settings), token);
+        throw new bullmq.DelayedError();
+      }
       if (!settings.secret) throw new Error("FLEET_WEBHOOK_SECRET is not set in the sweeper; cannot sign");
       const body = JSON.stringify(batch);
       const status = await postWebhook(

@@ -46,5 +46,12 @@ describe("a webhook job found under a batch's id", () => {
     // A last failure's give-up is recorded just after it: not taken for a lost timeline at once.
     expect(webhookJobAction({ state: "failed", finishedOn: now - 1_000 }, now)).toBe("leave");
     expect(webhookJobAction({ state: "failed", finishedOn: now - 61_000 }, now)).toBe("requeue-if-owed");
+    // One that spent the webhook's attempts: its give-up recorded, not 40 attempts more.
+    expect(webhookJobAction({ state: "failed", finishedOn: now - 1_000, attemptsSpent: true }, now)).toBe(
+      "leave",
+    );
+    expect(webhookJobAction({ state: "failed", finishedOn: now - 61_000, attemptsSpent: true }, now)).toBe(
+      "record-failed-if-owed",
+    );
   });
 });

@@ -69,9 +69,16 @@ export class BatchEnds {
         this.deps.queue,
         batch.id,
         (id) => this.deps.store.webhookOwed(id),
-        undefined,
-        () => this.deps.store.webhookPriority(batch),
+        {
+          priority: () => this.deps.store.webhookPriority(batch),
+          markFailed: (id) => this.deps.store.markDeliveryFailed(id),
+        },
       );
+      if (done === "recorded-failed")
+        this.deps.log.warn(
+          { batchId: batch.id },
+          "the batch's webhook failed its last attempt but that was not recorded: recorded it now, not queued again",
+        );
       if (done === "requeued")
         this.deps.log.warn(
           { batchId: batch.id },

@@ -10,7 +10,11 @@
  * and queued anew, under the same id: at least once, with the delivery id a receiver dedupes on.
  * A delivered job records the delivery before it completes (batch-ends.ts), so a completed job
  * of an owed webhook is one from another timeline; a job that failed its last attempt records
- * it just after, so it is taken for one only once FAILED_SETTLE_MS have passed.
+ * it just after, so it is looked at only once FAILED_SETTLE_MS have passed. Such a job spent
+ * the webhook's attempts: its give-up is recorded now (that record failed, or was lost with
+ * the timeline), not a fresh 40 attempts queued — one retry budget per webhook. A job that
+ * failed before its attempts were spent (its sweepers killed mid-delivery past BullMQ's stall
+ * limit) is queued again.
  */
 import type { Job, Queue } from "bullmq";
 import { enqueueWebhook, QUEUES } from "../shared/queues.js";
@@ -19,15 +23,16 @@ const FAILED_SETTLE_MS = 60_000;
 
 /** What to do with the job found under a webhook's id (pure). */
 export function webhookJobAction(
-  job: { state: string; finishedOn?: number } | null,
+  job: { state: string; finishedOn?: number; attemptsSpent?: boolean } | null,
   now: number,
-): "queue" | "leave" | "requeue-if-owed" {
+): "queue" | "leave" | "requeue-if-owed" | "record-failed-if-owed" {
   if (job === null) return "queue";
   switch (job.state) {
     case "completed":
       return "requeue-if-owed";
     case "failed":
-      return now - (job.finishedOn ?? now) >= FAILED_SETTLE_MS ? "requeue-if-owed" : "leave";
+      if (now - (job.finishedOn ?? now) < FAILED_SETTLE_MS) return "leave";
+      return job.attemptsSpent ? "record-failed-if-owed" : "requeue-if-owed";
     default:
       // waiting, delayed, active, prioritized, waiting-children, unknown (gone meanwhile)
       return job.state === "unknown" ? "queue" : "leave";
@@ -39,19 +44,37 @@ export async function ensureWebhookQueued(
   batchId: string,
   /** Whether Postgres owes this batch's webhook now (asked after the job was read). */
   stillOwed: (batchId: string) => Promise<boolean>,
-  now = Date.now(),
-  /** The delivery's priority, asked only when a job is added (none: BullMQ's default). */
-  priority?: () => Promise<number>,
-): Promise<"queued" | "requeued" | "left"> {
+  options: {
+    now?: number;
+    /** The delivery's priority, asked only when a job is added (none: BullMQ's default). */
+    priority?: () => Promise<number>;
+    /** Records that the webhook failed for good (BatchStore.markDeliveryFailed). */
+    markFailed?: (batchId: string) => Promise<void>;
+  } = {},
+): Promise<"queued" | "requeued" | "recorded-failed" | "left"> {
+  const { now = Date.now(), priority, markFailed } = options;
   const job = (await queue.getJob(QUEUES.webhooks.jobId({ batchId }))) as Job | undefined;
   const state = job ? await job.getState() : null;
-  const action = webhookJobAction(job && state ? { state, finishedOn: job.finishedOn } : null, now);
+  const action = webhookJobAction(
+    job && state
+      ? {
+          state,
+          finishedOn: job.finishedOn,
+          attemptsSpent: job.attemptsMade >= (job.opts.attempts ?? 1),
+        }
+      : null,
+    now,
+  );
   switch (action) {
     case "queue":
       await enqueueWebhook(queue, { batchId }, await priority?.());
       return "queued";
     case "leave":
       return "left";
+    case "record-failed-if-owed":
+      if (!markFailed || !(await stillOwed(batchId))) return "left";
+      await markFailed(batchId);
+      return "recorded-failed";
     case "requeue-if-owed":
       if (!(await stillOwed(batchId))) return "left";
       await job!.remove();

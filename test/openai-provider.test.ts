@@ -116,7 +116,11 @@ describe("stop reasons (resume-semantics §6)", () => {
       ],
       usage: { prompt_tokens: 120, completion_tokens: 42 },
     });
-    const events = await collect(model().stream(request(undefined, { tools: [WRITE_FILE] })));
+    const all = await collect(model().stream(request(undefined, { tools: [WRITE_FILE] })));
+    // The fragments' characters arrive as `progress` meanwhile (names and arguments).
+    const progress = all.map((e) => (e.type === "progress" ? e.chars : 0)).reduce((a, b) => a + b, 0);
+    expect(progress).toBe(2 * "write_file".length + 34 + 33);
+    const events = all.filter((e) => e.type !== "progress");
     expect(events).toEqual([
       { type: "text", delta: "I'll write " },
       { type: "text", delta: "both." },

@@ -212,6 +212,8 @@ async function attempt(
   let text = "";
   const calls: ToolCall[] = [];
   let callChars = 0;
+  /** Characters of `progress` since the last tool call (a call not yet whole). */
+  let pendingChars = 0;
   let outputStarted = false;
   // One controller, aborted by the caller's signal or by the idle timer. Not
   // AbortSignal.any: Node 20 tracks each such signal with a WeakRef, which V8's young
@@ -259,8 +261,21 @@ async function attempt(
           }
           text += event.delta;
           break;
+        case "progress":
+          // A call (or thinking) still streaming: alive, and bounded as it arrives, not only
+          // once whole. Past the bound it is cut like a call too big (not retried: the same
+          // request would stream the same again).
+          pendingChars += event.chars;
+          if (text.length + callChars + pendingChars > maxOutputChars) {
+            outputStarted = true;
+            const error = new Error(`the model's answer exceeded ${maxOutputChars} characters`);
+            controller.abort(error);
+            return { error, outputStarted, partial: text };
+          }
+          break;
         case "tool_call": {
           outputStarted = true;
+          pendingChars = 0;
           // A call's name and arguments count against the same bound as text: a 30 MB argument
           // would otherwise be stored and handed to a tool. Past it the call is dropped (not
           // run) and the step is interrupted with its text, like a cut stream.

@@ -272,12 +272,16 @@ export class AnthropicModel implements ModelProvider {
               yield { type: "text", delta: delta.text };
             } else if (delta.type === "thinking_delta") {
               if (block?.type === "thinking") block.thinking = `${block.thinking as string}${delta.thinking}`;
+              if (typeof delta.thinking === "string" && delta.thinking)
+                yield { type: "progress", chars: delta.thinking.length };
             } else if (delta.type === "signature_delta") {
               if (block?.type === "thinking")
                 block.signature = `${block.signature as string}${delta.signature}`;
             } else if (delta.type === "input_json_delta") {
               const block = toolBlocks.get(event.index);
               if (block) block.json += delta.partial_json;
+              if (typeof delta.partial_json === "string" && delta.partial_json)
+                yield { type: "progress", chars: delta.partial_json.length };
             }
             break;
           }

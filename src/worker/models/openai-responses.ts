@@ -243,6 +243,16 @@ export class ResponsesStreamReader {
         this.output = true;
         this.refused = true;
         return { events: [{ type: "text", delta: event.delta }], end: false };
+      case "response.function_call_arguments.delta":
+        // The call is yielded whole at the end; its arguments meanwhile keep the stream alive
+        // and count toward the output bound (call-model.ts).
+        return {
+          events:
+            typeof event.delta === "string" && event.delta
+              ? [{ type: "progress", chars: event.delta.length }]
+              : [],
+          end: false,
+        };
       case "response.output_item.done": {
         const item = event.item as unknown as Record<string, unknown>;
         this.items.set(event.output_index, item);

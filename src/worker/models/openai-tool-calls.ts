@@ -37,7 +37,8 @@ export class ToolCallAssembler {
     return this.calls.size > 0;
   }
 
-  add(fragment: ChatCompletionChunk.Choice.Delta.ToolCall): void {
+  /** Adds a fragment; returns how many characters of name and arguments it carried. */
+  add(fragment: ChatCompletionChunk.Choice.Delta.ToolCall): number {
     let slot = this.slotOf.get(fragment.index);
     const current = slot === undefined ? undefined : this.calls.get(slot);
     if (slot === undefined || (fragment.id && current?.id && fragment.id !== current.id)) {
@@ -45,26 +46,27 @@ export class ToolCallAssembler {
       this.slotOf.set(fragment.index, slot);
       this.calls.set(slot, { id: "", name: "", arguments: "" });
     }
-    this.append(slot, fragment.id, fragment.function?.name, fragment.function?.arguments);
+    return this.append(slot, fragment.id, fragment.function?.name, fragment.function?.arguments);
   }
 
   /** The legacy `function_call` delta: one call. */
-  addLegacy(fragment: ChatCompletionChunk.Choice.Delta.FunctionCall): void {
+  addLegacy(fragment: ChatCompletionChunk.Choice.Delta.FunctionCall): number {
     let slot = this.slotOf.get(-1);
     if (slot === undefined) {
       slot = this.nextSlot++;
       this.slotOf.set(-1, slot);
       this.calls.set(slot, { id: "", name: "", arguments: "" });
     }
-    this.append(slot, undefined, fragment.name, fragment.arguments);
+    return this.append(slot, undefined, fragment.name, fragment.arguments);
   }
 
-  private append(slot: number, id?: string, name?: string, args?: string): void {
+  private append(slot: number, id?: string, name?: string, args?: string): number {
     const call = this.calls.get(slot)!;
     if (id) call.id = id;
     // Names arrive whole in practice; a server that repeats the name must not double it.
     if (name && name !== call.name) call.name = call.name ? call.name + name : name;
     if (args) call.arguments += args;
+    return (typeof name === "string" ? name.length : 0) + (typeof args === "string" ? args.length : 0);
   }
 
   /** The whole calls, in order. A call without a name cannot be run or answered: dropped. */

@@ -24,7 +24,7 @@
  * Stream → events (§6):
  * - text deltas are yielded as they arrive (a `refusal` delta is text too);
  * - tool call fragments are assembled by index and yielded, whole, once the response has
- *   finished; arguments that are not a JSON object are kept as `{ "_raw": "<string>" }`
+ *   finished (each fragment's characters as a `progress` event meanwhile); arguments that are not a JSON object are kept as `{ "_raw": "<string>" }`
  *   so nothing the model wrote is lost (empty arguments are `{}`);
  * - `finish_reason` is normalised by `fromOpenAIFinishReason`; tool calls with `stop` (some
  *   servers do that) are `tool_use`; a refusal delta with `stop` is `refusal`;
@@ -222,8 +222,10 @@ export class OpenAIModel implements ModelProvider {
           refused = true;
           yield { type: "text", delta: delta.refusal };
         }
-        for (const fragment of delta.tool_calls ?? []) calls.add(fragment);
-        if (delta.function_call) calls.addLegacy(delta.function_call);
+        let chars = 0;
+        for (const fragment of delta.tool_calls ?? []) chars += calls.add(fragment);
+        if (delta.function_call) chars += calls.addLegacy(delta.function_call);
+        if (chars > 0) yield { type: "progress", chars };
         if (choice.finish_reason) finishReason = choice.finish_reason;
       }
     } catch (error) {

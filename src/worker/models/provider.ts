@@ -25,6 +25,13 @@ export type ModelEvent =
   | { type: "text"; delta: string }
   | { type: "tool_call"; call: ToolCall }
   /**
+   * Output that reaches the caller only later, as part of a `tool_call` (a call's streamed
+   * name and arguments) or not at all (Anthropic thinking): `chars` characters of it arrived.
+   * It shows the stream is alive (the idle limit) and counts toward the output bound as it
+   * arrives (call-model.ts), so a long call is neither cut as idle nor read without bound.
+   */
+  | { type: "progress"; chars: number }
+  /**
    * `stopReason` is already normalised (stop-reasons.ts); unknown values verbatim. `usage`:
    * what the provider reported; `null` when a real provider reported none (unknown — never
    * 0 tokens); absent for a model that has no notion of tokens (scripted).

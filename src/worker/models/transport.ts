@@ -16,8 +16,10 @@
  *   `defaultHeaders` (`customHeaderOverrides`): every header such a variable names is left
  *   out of every request — except `Authorization`, which is set to exactly what the SDK
  *   itself would send (`Bearer <the route's key or the placeholder>`).
+ * - A body reaches the SDK in whole lines, none longer than 64 MiB (sse-lines.ts).
  */
 import { ProviderError, type ProviderErrorInfo } from "./provider.js";
+import { wholeLines } from "./sse-lines.js";
 
 /** The SDKs' `fetch` option (both declare this type). */
 export type Fetch = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
@@ -86,7 +88,13 @@ export function guardedFetch(baseUrl: string, info: ProviderErrorInfo, base: Fet
         { ...info, ...(status === undefined ? {} : { status }) },
       );
     }
-    return response;
+    // Whole lines to the SDK: its line splitting is quadratic in a line's length (sse-lines.ts).
+    if (response.body === null) return response;
+    return new Response(wholeLines(response.body, info), {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers,
+    });
   };
 }
 

@@ -250,6 +250,31 @@ describe("tool call ids another provider minted go out as Anthropic accepts them
     expect(history[2]).toMatchObject({ toolCallId: "functions.write_file:0" });
   });
 
+  it("an id another provider used in two steps (Kimi's functions.NAME:0, per turn) goes out distinct, each result with its call", async () => {
+    // An OpenAI-compatible server that numbers calls per turn repeats ids across steps; the
+    // Messages API refuses a request whose tool_use ids repeat ("tool_use ids must be
+    // unique"), so a fallback to Claude was refused at every attempt and the session parked.
+    anthropic.script({ blocks: [{ type: "text", text: "Done." }] });
+    const history: Message[] = [
+      ...foreignToolTurn("functions.write_file:0"),
+      ...foreignToolTurn("functions.write_file:0").slice(1),
+      ...foreignToolTurn("call_0").slice(1),
+      ...foreignToolTurn("call_0").slice(1),
+    ];
+    expect(await step(claude({ thinking: undefined }), history)).toMatchObject({ content: "Done." });
+    const turns = anthropic.requests[0]!.body.messages as { content: Record<string, unknown>[] }[];
+    const calls = turns.filter((_, i) => i % 2 === 1).map((turn) => turn.content[0]!.id as string);
+    const results = turns.filter((_, i) => i % 2 === 0 && i > 0).map((turn) => turn.content[0]!.tool_use_id);
+    expect(new Set(calls).size).toBe(4);
+    expect(results).toEqual(calls);
+    // The first of each goes out as before; the same history gives the same request.
+    expect(calls[0]).toMatch(/^functions_write_file_0_[0-9a-f]{16}$/);
+    expect(calls[2]).toBe("call_0");
+    anthropic.script({ blocks: [{ type: "text", text: "Again." }] });
+    await step(claude({ thinking: undefined }), history);
+    expect(anthropic.requests[1]!.body.messages).toEqual(anthropic.requests[0]!.body.messages);
+  });
+
   it("an id the API accepts goes out unchanged", async () => {
     anthropic.script({ blocks: [{ type: "text", text: "ok" }] });
     await step(claude({ thinking: undefined }), foreignToolTurn("toolu_01A09q90qw90lq917835lq9"));

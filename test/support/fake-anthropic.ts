@@ -18,7 +18,8 @@
  * asks for tools must start with its thinking block; every thinking block sent back must be
  * one this server sent, unmodified (signature checked against its text); redacted blocks must
  * be ones it sent; `budget_tokens` must be ≥ 1024 and < `max_tokens`; at most 4
- * `cache_control` breakpoints, none on a thinking block; tool ids match `^[a-zA-Z0-9_-]+$`;
+ * `cache_control` breakpoints, none on a thinking block; tool ids match `^[a-zA-Z0-9_-]+$`
+ * and `tool_use` ids are unique across the request;
  * no empty text block, and none of whitespace only unless its message has other text.
  */
 import { createHash } from "node:crypto";
@@ -275,6 +276,8 @@ export function validateRequest(body: Record<string, unknown>, redacted: Readonl
     const error = count(tool, `tools.${i}`);
     if (error) return error;
   }
+  /** `tool_use` ids seen in the request: the API wants them unique across all its messages. */
+  const toolUseIds = new Set<string>();
   for (const [m, message] of messages.entries()) {
     const blankText = blank(blocksOf(message.content), "messages");
     if (blankText) return blankText;
@@ -288,6 +291,10 @@ export function validateRequest(body: Record<string, unknown>, redacted: Readonl
         return `${where}: Invalid \`data\` in \`redacted_thinking\` block`;
       if (block.type === "tool_use" && !TOOL_ID.test(String(block.id)))
         return `${where}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'`;
+      if (block.type === "tool_use") {
+        if (toolUseIds.has(String(block.id))) return `${where}: \`tool_use\` ids must be unique`;
+        toolUseIds.add(String(block.id));
+      }
       if (block.type === "tool_result" && !TOOL_ID.test(String(block.tool_use_id)))
         return `${where}.tool_result.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'`;
     }

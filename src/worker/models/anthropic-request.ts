@@ -33,7 +33,7 @@ import type { AssistantMessage, Message, ToolCall } from "../../shared/messages.
 import { requestsTools } from "../../shared/resume-point.js";
 import type { ModelRequest } from "./provider.js";
 import { objectArray, replayableState, type StateTarget, targetOf } from "./provider-state.js";
-import { anthropicToolId } from "./wire-ids.js";
+import { anthropicToolId, anthropicWireIds } from "./wire-ids.js";
 
 export { DEFAULT_ANTHROPIC_MAX_TOKENS };
 
@@ -51,9 +51,14 @@ function textBlock(text: string): TextBlockParam {
   return { type: "text", text };
 }
 
-/** A stored call as a `tool_use` block, its id as the API accepts it (wire-ids.ts). */
-function toolUse(call: ToolCall): ToolUseBlockParam {
-  return { type: "tool_use", id: anthropicToolId(call.id), name: call.name, input: call.arguments };
+/** A stored call as a `tool_use` block under its wire id (`anthropicWireIds`). */
+function toolUse(call: ToolCall, ids: ReadonlyMap<string, string>): ToolUseBlockParam {
+  return {
+    type: "tool_use",
+    id: ids.get(call.id) ?? anthropicToolId(call.id),
+    name: call.name,
+    input: call.arguments,
+  };
 }
 
 /**
@@ -63,8 +68,9 @@ function toolUse(call: ToolCall): ToolUseBlockParam {
  *   blocks come first (the API wants them at the start of the turn), then the text blocks in
  *   history order. An `internal` message is sent verbatim as a text block, without a marker:
  *   its wording (resume-plan.ts) already addresses the model.
- * - Tool ids go out as the API accepts them (`^[a-zA-Z0-9_-]+$`): another provider's id that
- *   is not is rewritten, for the call and its result alike (wire-ids.ts).
+ * - Tool ids go out as the API accepts them (`^[a-zA-Z0-9_-]+$`, unique across the request):
+ *   another provider's id that is not, or that an earlier step used, is rewritten, for the
+ *   call and its result alike (wire-ids.ts).
  * - A `tool` result is a `tool_result` block (`is_error: true` when `success` is false, which
  *   includes the synthetic "interrupted" results). A result whose call was not replayed as a
  *   `tool_use` block (see below) would be rejected as orphaned; it becomes a text block.
@@ -85,8 +91,10 @@ export function toAnthropicMessages(history: readonly Message[], target?: StateT
   const turns: Turn[] = [];
   let results: ContentBlockParam[] = [];
   let texts: ContentBlockParam[] = [];
-  /** Ids of the `tool_use` blocks of the latest assistant turn: the results they may answer. */
-  let openCalls = new Set<string>();
+  /** Ids of the `tool_use` blocks of the latest assistant turn (stored id → wire id): the results they may answer. */
+  let openCalls = new Map<string, string>();
+  /** Wire ids of the `tool_use` blocks sent so far. */
+  const used = new Set<string>();
 
   const push = (role: Turn["role"], content: ContentBlockParam[]) => {
     if (content.length === 0) return;
@@ -114,12 +122,10 @@ export function toAnthropicMessages(history: readonly Message[], target?: StateT
       case "internal":
         if (message.content !== "") texts.push(textBlock(message.content));
         break;
-      case "tool":
-        if (openCalls.has(message.toolCallId)) {
-          const block: ToolResultBlockParam = {
-            type: "tool_result",
-            tool_use_id: anthropicToolId(message.toolCallId),
-          };
+      case "tool": {
+        const wireId = openCalls.get(message.toolCallId);
+        if (wireId !== undefined) {
+          const block: ToolResultBlockParam = { type: "tool_result", tool_use_id: wireId };
           if (message.content !== "") block.content = message.content;
           if (!message.success) block.is_error = true;
           results.push(block);
@@ -133,18 +139,20 @@ export function toAnthropicMessages(history: readonly Message[], target?: StateT
           );
         }
         break;
+      }
       case "assistant": {
         flushUser();
         const calls = requestsTools(message) ? (message.toolCalls ?? []) : [];
-        const content = (target && fromState(message, calls, target)) ?? [];
+        const ids = anthropicWireIds(calls, used);
+        const content = (target && fromState(message, calls, ids, target)) ?? [];
         if (content.length === 0) {
           // The API refuses a text block of whitespace only ("text content blocks must contain
           // non-whitespace text"): a cut step that streamed only newlines goes without it.
           if (message.content.trim() !== "") content.push(textBlock(message.content));
-          for (const call of calls) content.push(toolUse(call));
+          for (const call of calls) content.push(toolUse(call, ids));
         }
         if (content.length === 0) break;
-        openCalls = new Set(calls.map((c) => c.id));
+        openCalls = ids;
         push("assistant", content);
         break;
       }
@@ -176,6 +184,7 @@ export function toAnthropicMessages(history: readonly Message[], target?: StateT
 function fromState(
   message: AssistantMessage,
   calls: AssistantMessage["toolCalls"] & {},
+  ids: ReadonlyMap<string, string>,
   target: StateTarget,
 ): ContentBlockParam[] | undefined {
   const state = replayableState(message, target);
@@ -201,14 +210,14 @@ function fromState(
         break;
       case "tool_use": {
         const call = calls[next++];
-        if (call) content.push(toolUse(call));
+        if (call) content.push(toolUse(call, ids));
         break;
       }
       default:
         break;
     }
   }
-  for (const call of calls.slice(next)) content.push(toolUse(call));
+  for (const call of calls.slice(next)) content.push(toolUse(call, ids));
   return content;
 }
 

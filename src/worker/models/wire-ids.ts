@@ -11,6 +11,7 @@
  * history keeps the original ids; an id the provider accepts goes out unchanged.
  */
 import { createHash } from "node:crypto";
+import type { ToolCall } from "../../shared/messages.js";
 
 /** What the Messages API accepts as a `tool_use` id (and a `tool_result`'s `tool_use_id`). */
 const ANTHROPIC_ID = /^[a-zA-Z0-9_-]+$/;
@@ -32,4 +33,21 @@ export function anthropicToolId(id: string): string {
 /** `id` as a chat completions tool call id: kept when short enough, else `call_` and a digest. */
 export function openaiChatToolId(id: string): string {
   return id.length <= OPENAI_CHAT_MAX_ID ? id : `call_${digest(id).slice(0, 32)}`;
+}
+
+/**
+ * The Messages API wire id of each of a step's calls: as `anthropicToolId` gives it, and not
+ * one an earlier step of the request used — the API wants `tool_use` ids unique across the request,
+ * and another provider may repeat its ids from step to step (Kimi's `functions.NAME:0`). A
+ * repeat goes out as the digest of the id and its repeat count: the same for the same history.
+ */
+export function anthropicWireIds(calls: readonly ToolCall[], used: Set<string>): Map<string, string> {
+  const ids = new Map<string, string>();
+  for (const call of calls) {
+    let id = anthropicToolId(call.id);
+    for (let n = 1; used.has(id); n++) id = anthropicToolId(`${call.id}\u0000${n}`);
+    used.add(id);
+    ids.set(call.id, id);
+  }
+  return ids;
 }

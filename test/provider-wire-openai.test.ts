@@ -173,6 +173,29 @@ describe("openai responses: what the Responses API sends, read as documented (th
   });
 });
 
+describe("openai responses: call ids another provider repeated from step to step", () => {
+  it("go out distinct, each function_call_output with its call; the same history gives the same input", async () => {
+    // A chat server that numbers calls per turn (call_0 every step) before a move to the
+    // Responses API: OpenAI refuses two function_call items of one call_id ("Duplicate item
+    // found with id fc_call_0"), so every request of the session was refused.
+    responses.script({ text: ["Done."] }, { text: ["Again."] });
+    const history: Message[] = [
+      ...foreignToolTurn("call_0"),
+      ...foreignToolTurn("call_0").slice(1),
+      ...foreignToolTurn("call_0").slice(1),
+    ];
+    expect(await step(gpt("responses", responses.url), history)).toMatchObject({ content: "Done." });
+    const input = responses.requests[0]!.body.input as { type?: string; call_id?: string }[];
+    const calls = input.filter((item) => item.type === "function_call").map((item) => item.call_id);
+    const outputs = input.filter((item) => item.type === "function_call_output").map((item) => item.call_id);
+    expect(new Set(calls).size).toBe(3);
+    expect(calls[0]).toBe("call_0");
+    expect(outputs).toEqual(calls);
+    await step(gpt("responses", responses.url), history);
+    expect(responses.requests[1]!.body.input).toEqual(input);
+  });
+});
+
 describe("openai chat: what chat completions send, read as documented (these matched)", () => {
   const parallel = (finishReason: string) => ({
     deltas: [

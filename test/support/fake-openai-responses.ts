@@ -15,6 +15,8 @@
  *   following item." — as when a response cut by `max_output_tokens` during its reasoning is
  *   sent back with nothing after its reasoning item;
  * - a `function_call_output` with no `function_call` of the same `call_id` before it;
+ * - two `function_call` items of the same item id, which an item sent without one takes from
+ *   its `call_id` ("Duplicate item found with id fc_call_…", as OpenAI answers);
  * - a request with `stream` not true;
  * - `include: ["reasoning.encrypted_content"]` for a model that does not reason (a name
  *   starting `gpt-4`, like gpt-4o and gpt-4.1): "Encrypted content is not supported with this
@@ -81,6 +83,7 @@ export async function startFakeResponses(initial: FakeResponsesStep[] = []): Pro
       return "Encrypted content is not supported with this model.";
     const input = (Array.isArray(body.input) ? body.input : []) as Item[];
     const calls = new Set<string>();
+    const itemIds = new Set<string>();
     for (const [i, item] of input.entries()) {
       if (item.type === "reasoning") {
         const sent = reasoningSent.get(String(item.id));
@@ -91,6 +94,11 @@ export async function startFakeResponses(initial: FakeResponsesStep[] = []): Pro
           return `Item '${String(item.id)}' of type 'reasoning' was provided without its required following item.`;
       }
       if (item.type === "function_call") {
+        // An item without an id of its own is known by one derived from its call_id.
+        const itemId = String(item.id ?? `fc_${String(item.call_id)}`);
+        if (itemIds.has(itemId))
+          return `Duplicate item found with id ${itemId}. Remove duplicate items from your input and try again.`;
+        itemIds.add(itemId);
         calls.add(String(item.call_id));
         const reasoning = callReasoning.get(String(item.call_id));
         if (reasoning !== undefined) {

@@ -17,7 +17,9 @@
  *   it; any other step is its text as an `assistant` message plus, when its
  *   calls were executed, one `function_call` item per call;
  * - a `tool` result is a `function_call_output` (a failed one prefixed "Error: "); a result
- *   whose call was not replayed (the API rejects those) is sent as user text instead.
+ *   whose call was not replayed (the API rejects those) is sent as user text instead;
+ * - a call id an earlier step already sent (another provider's `call_0` of every turn) goes
+ *   out rewritten, for the call and its result alike (wire-ids.ts): the API refuses a repeat.
  * `maxTokens` is `max_output_tokens`, `reasoningEffort` is `reasoning.effort`.
  *
  * Stream → events: `response.output_text.delta` and `response.refusal.delta` are text;
@@ -49,6 +51,7 @@ import { FAILED_TOOL_PREFIX } from "./openai-request.js";
 import { parseToolArguments } from "./openai-tool-calls.js";
 import type { ModelEvent, ModelRequest, ToolSpec } from "./provider.js";
 import { makeState, objectArray, replayableState, type StateTarget } from "./provider-state.js";
+import { responsesWireIds } from "./wire-ids.js";
 
 export type ResponsesSettings = {
   model: string;
@@ -57,11 +60,15 @@ export type ResponsesSettings = {
   reasoningEffort?: string;
 };
 
-function functionCall(call: ToolCall, item?: Record<string, unknown>): ResponseInputItem {
+function functionCall(
+  call: ToolCall,
+  ids: ReadonlyMap<string, string>,
+  item?: Record<string, unknown>,
+): ResponseInputItem {
   return {
     ...(item ?? {}),
     type: "function_call",
-    call_id: call.id,
+    call_id: ids.get(call.id) ?? call.id,
     name: call.name,
     arguments: JSON.stringify(call.arguments),
   } as ResponseInputItem;
@@ -71,6 +78,7 @@ function functionCall(call: ToolCall, item?: Record<string, unknown>): ResponseI
 function fromState(
   message: AssistantMessage,
   calls: readonly ToolCall[],
+  ids: ReadonlyMap<string, string>,
   target: StateTarget,
 ): ResponseInputItem[] | undefined {
   const items = objectArray(replayableState(message, target)?.output);
@@ -80,12 +88,12 @@ function fromState(
   for (const item of items) {
     if (item.type === "function_call") {
       const call = calls[next++];
-      if (call) out.push(functionCall(call, item));
+      if (call) out.push(functionCall(call, ids, item));
     } else if (item.type === "reasoning" || item.type === "message") {
       out.push(item as unknown as ResponseInputItem);
     }
   }
-  for (const call of calls.slice(next)) out.push(functionCall(call));
+  for (const call of calls.slice(next)) out.push(functionCall(call, ids));
   return withoutLoneReasoning(out);
 }
 
@@ -107,7 +115,10 @@ function withoutLoneReasoning(items: ResponseInputItem[]): ResponseInputItem[] {
 /** History → Responses API input items (rules in the file comment). */
 export function toResponsesInput(history: readonly Message[], target?: StateTarget): ResponseInputItem[] {
   const out: ResponseInputItem[] = [];
-  let open = new Set<string>();
+  /** The latest step's calls a result may answer: stored id → wire id. */
+  let open = new Map<string, string>();
+  /** Call ids sent so far: the API refuses a repeat (responsesWireIds). */
+  const used = new Set<string>();
   for (const message of history) {
     switch (message.role) {
       case "user":
@@ -116,19 +127,21 @@ export function toResponsesInput(history: readonly Message[], target?: StateTarg
         break;
       case "assistant": {
         const calls = requestsTools(message) ? (message.toolCalls ?? []) : [];
-        const items = target ? fromState(message, calls, target) : undefined;
+        const ids = responsesWireIds(calls, used);
+        const items = target ? fromState(message, calls, ids, target) : undefined;
         if (items) out.push(...items);
         else {
           if (message.content !== "") out.push({ role: "assistant", content: message.content });
-          for (const call of calls) out.push(functionCall(call));
+          for (const call of calls) out.push(functionCall(call, ids));
         }
-        open = new Set(calls.map((c) => c.id));
+        open = ids;
         break;
       }
       case "tool": {
         const output = message.success ? message.content : `${FAILED_TOOL_PREFIX}${message.content}`;
-        if (open.has(message.toolCallId)) {
-          out.push({ type: "function_call_output", call_id: message.toolCallId, output });
+        const callId = open.get(message.toolCallId);
+        if (callId !== undefined) {
+          out.push({ type: "function_call_output", call_id: callId, output });
           open.delete(message.toolCallId);
         } else {
           out.push({

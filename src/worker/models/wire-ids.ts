@@ -36,18 +36,39 @@ export function openaiChatToolId(id: string): string {
 }
 
 /**
- * The Messages API wire id of each of a step's calls: as `anthropicToolId` gives it, and not
- * one an earlier step of the request used — the API wants `tool_use` ids unique across the request,
- * and another provider may repeat its ids from step to step (Kimi's `functions.NAME:0`). A
- * repeat goes out as the digest of the id and its repeat count: the same for the same history.
+ * The wire id of each of a step's calls: `toWire(id)`, unless an earlier step of the request
+ * used it — both the Messages API ("`tool_use` ids must be unique") and the Responses API
+ * ("Duplicate item found with id fc_call_0") refuse a request whose call ids repeat, and
+ * another provider may repeat its ids from step to step (`call_0`, Kimi's
+ * `functions.NAME:0`). A repeat goes out as `toWire` of the id and its repeat count (a
+ * digest, since the NUL between them is never kept): the same for the same history.
  */
-export function anthropicWireIds(calls: readonly ToolCall[], used: Set<string>): Map<string, string> {
+function distinctWireIds(
+  calls: readonly ToolCall[],
+  used: Set<string>,
+  toWire: (id: string) => string,
+): Map<string, string> {
   const ids = new Map<string, string>();
   for (const call of calls) {
-    let id = anthropicToolId(call.id);
-    for (let n = 1; used.has(id); n++) id = anthropicToolId(`${call.id}\u0000${n}`);
+    let id = toWire(call.id);
+    for (let n = 1; used.has(id); n++) id = toWire(`${call.id}\u0000${n}`);
     used.add(id);
     ids.set(call.id, id);
   }
   return ids;
+}
+
+/** `distinctWireIds` for the Messages API. */
+export function anthropicWireIds(calls: readonly ToolCall[], used: Set<string>): Map<string, string> {
+  return distinctWireIds(calls, used, anthropicToolId);
+}
+
+/** `id` as a Responses API call id: kept, unless it holds a NUL (a repeat): then a digest. */
+function responsesCallId(id: string): string {
+  return id.includes("\u0000") ? `call_${digest(id).slice(0, 32)}` : id;
+}
+
+/** `distinctWireIds` for the Responses API. */
+export function responsesWireIds(calls: readonly ToolCall[], used: Set<string>): Map<string, string> {
+  return distinctWireIds(calls, used, responsesCallId);
 }

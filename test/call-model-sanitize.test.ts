@@ -4,6 +4,7 @@
  * The provider is a hand-written fake playing async generators (as in call-model-unit).
  */
 import { describe, expect, it } from "vitest";
+import { parseHistory } from "../src/shared/messages.js";
 import { callModel, type RetryPolicy } from "../src/worker/call-model.js";
 import {
   type ModelEvent,
@@ -138,6 +139,25 @@ describe("callModel sanitises what the model sent", () => {
     ]);
     const result = await step(p);
     expect(result.ok && result.message.toolCalls?.map((c) => c.id)).toEqual(["x", "x_2", "x_1"]);
+  });
+
+  it("an empty id (a server that sent none) gets one, so the step is a valid history and its result can answer it", async () => {
+    // The Responses adapter falls back to the item id, and an Anthropic-compatible gateway's
+    // tool_use block may carry "": stored as "", the step broke the message contract (ids are
+    // non-empty): an export of the session could not be imported, and replayed as "" the call
+    // went out with an id the APIs refuse.
+    const p = provider([
+      { type: "tool_call", call: { id: "", name: "list", arguments: {} } },
+      { type: "tool_call", call: { id: "", name: "list", arguments: {} } },
+      { type: "tool_call", call: { id: "call_0", name: "list", arguments: {} } },
+      { type: "done", stopReason: "tool_use" },
+    ]);
+    const result = await step(p);
+    if (!result.ok) throw new Error(result.error);
+    const ids = result.message.toolCalls?.map((c) => c.id) ?? [];
+    expect(ids.every((id) => id !== "")).toBe(true);
+    expect(new Set(ids).size).toBe(3);
+    expect(() => parseHistory([{ role: "user", content: "hi" }, result.message])).not.toThrow();
   });
 
   it("an id too long to store gets a digest of it; two such ids stay distinct, one of 256 stays", async () => {

@@ -150,14 +150,15 @@ function assistant(
  * calls by id, and a step that asked twice under one id (a model's mistake, or two ids
  * that sanitising made equal) would otherwise leave one call unanswerable — the second
  * result of an id is refused by the store. A repeated id gets a `_<index>` suffix; an id too
- * long to store, a digest (storableId).
+ * long to store, a digest (storableId); an empty one, `call_<index>`.
  */
 function sanitizeCalls(calls: ToolCall[]): ToolCall[] {
   const seen = new Set<string>();
   const all = new Set(calls.map((call) => storableId(call.id)));
   return calls.map((call, i) => {
-    let id = storableId(call.id);
-    if (seen.has(id)) {
+    // No id at all (a server that sent none): one is given, as a stored id is never empty (messages.ts).
+    let id = storableId(call.id) || `call_${i}`;
+    if (seen.has(id) || (call.id === "" && all.has(id))) {
       let n = i;
       while (all.has(`${id}_${n}`)) n++;
       id = `${id}_${n}`;

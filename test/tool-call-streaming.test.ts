@@ -135,3 +135,22 @@ describe("a tool call streamed in fragments", () => {
     expect(written).toBeLessThan(TOTAL_FRAGMENTS / 2);
   });
 });
+
+describe("reasoning streamed before the answer (an OpenAI-compatible reasoning model)", () => {
+  it("reasoning_content / reasoning deltas for longer than the idle limit are not an idle stream", async () => {
+    // vLLM's and DeepSeek's reasoning parsers stream the model's thinking as
+    // `delta.reasoning_content` (Ollama and others as `delta.reasoning`) for minutes before
+    // the first `content`: before, the step was cut as "the model sent nothing" and asked again.
+    const fake: FakeOpenAI = await startFakeOpenAI();
+    closers.push(() => fake.close());
+    const thinking = Array.from({ length: 60 }, (_, i) =>
+      i % 2 === 0 ? { reasoning_content: "hmm " } : { reasoning: "hmm " },
+    );
+    fake.enqueue({ deltas: [...thinking, { content: "42" }], chunkDelayMs: 40 });
+    const step = await callModel(model(fake.url), request(), {
+      ...noSleep,
+      policy: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1, idleTimeoutMs: 1_000, maxStepMs: 60_000 },
+    });
+    expect(step).toMatchObject({ ok: true, attempts: 1, message: { content: "42", stopReason: "end_turn" } });
+  });
+});

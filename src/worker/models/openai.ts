@@ -24,7 +24,8 @@
  * Stream → events (§6):
  * - text deltas are yielded as they arrive (a `refusal` delta is text too);
  * - tool call fragments are assembled by index and yielded, whole, once the response has
- *   finished (each fragment's characters as a `progress` event meanwhile); arguments that are not a JSON object are kept as `{ "_raw": "<string>" }`
+ *   finished (each fragment's characters as a `progress` event meanwhile, as is the reasoning
+ *   a compatible server streams as `reasoning_content` or `reasoning`, which is not kept); arguments that are not a JSON object are kept as `{ "_raw": "<string>" }`
  *   so nothing the model wrote is lost (empty arguments are `{}`);
  * - `finish_reason` is normalised by `fromOpenAIFinishReason`; tool calls with `stop` (some
  *   servers do that) are `tool_use`; a refusal delta with `stop` is `refusal`;
@@ -139,6 +140,11 @@ export function refusesEncryptedReasoning(error: unknown): boolean {
  */
 const WITHOUT_ENCRYPTED_REASONING = new Set<string>();
 
+/** A string's length; 0 for anything else. */
+function lengthOf(value: unknown): number {
+  return typeof value === "string" ? value.length : 0;
+}
+
 /** Usage from a usage chunk: both counts (and the cached / reasoning ones reported), or unknown. */
 function usageOf(usage: ChatCompletionChunk["usage"]): Usage | null {
   const input = tokens(usage?.prompt_tokens);
@@ -222,7 +228,10 @@ export class OpenAIModel implements ModelProvider {
           refused = true;
           yield { type: "text", delta: delta.refusal };
         }
-        let chars = 0;
+        // Reasoning a compatible server streams before the answer (vLLM/DeepSeek
+        // `reasoning_content`, Ollama `reasoning`) is not kept, but shows the stream is alive.
+        const reasoning = delta as { reasoning_content?: unknown; reasoning?: unknown };
+        let chars = lengthOf(reasoning.reasoning_content) + lengthOf(reasoning.reasoning);
         for (const fragment of delta.tool_calls ?? []) chars += calls.add(fragment);
         if (delta.function_call) chars += calls.addLegacy(delta.function_call);
         if (chars > 0) yield { type: "progress", chars };

@@ -10,7 +10,9 @@
  * last page was read (messages are only ever appended). A page that breaks that rule stops
  * the export (exit 1) and, with --out, leaves no file behind.
  */
-import { open, rename, rm, stat } from "node:fs/promises";
+import type { Stats } from "node:fs";
+import { lstat, open, readlink, realpath, rename, rm, stat } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
 import type { FleetClient, SessionJson } from "../producer/client.js";
 import { type ApiOptions, apiClientOf } from "./api-client.js";
 import { endLine, headerLine, seqProblem } from "./session-file.js";
@@ -34,39 +36,70 @@ export async function sessionExportCommand(id: string, options: SessionExportOpt
   return guarded(io, api, what, async () => {
     const { out } = options;
     if (out === undefined) {
-      const count = await exportTo(client, id, (text) => write(io.stdout, text), io, options);
+      const count = await exportTo(client, id, (text) => write(io.stdout, text), io, options, false);
       await write(io.stderr, `exported ${count} messages of session ${id}\n`);
       return 0;
     }
     // Said before anything is read: a folder was found only by the rename of the whole export.
     if (out === "") throw new TransferError("--out: must name a file", 2);
-    if (
-      await stat(out).then(
-        (found) => found.isDirectory(),
-        () => false,
-      )
-    )
-      throw new TransferError(`--out: ${out} is a folder, not a file`, 2);
-    // Written under another name and renamed once whole: FILE is an export or is not there.
-    const temporary = `${out}.${process.pid}.partial`;
-    // Only its owner may read it: a session's messages (as transcripts, extensions.ts).
-    const file = await open(temporary, "w", 0o600).catch((error: NodeJS.ErrnoException) => {
+    const found = await stat(out).catch(() => undefined);
+    const way = outWay(found);
+    if (way === "folder") throw new TransferError(`--out: ${out} is a folder, not a file`, 2);
+    // A link: its target gets the export (a rename over FILE replaced the link with a file).
+    const path = way === "direct" ? out : found ? await realpath(out) : await linkTarget(out);
+    const cannotWrite = (error: NodeJS.ErrnoException) => {
       throw new TransferError(`cannot write ${out}: ${error.code ?? error.message}`, 2);
-    });
+    };
+    // Written under another name and renamed once whole: FILE is an export or is not there.
+    // A FIFO or a device (`>(jq …)`, /dev/stdout, /dev/null) is written into as it comes:
+    // renamed over, it was replaced by a regular file.
+    const temporary = way === "direct" ? path : `${path}.${process.pid}.partial`;
+    // Only its owner may read it: a session's messages (as transcripts, extensions.ts).
+    const file = await open(temporary, "w", 0o600).catch(cannotWrite);
     try {
-      const count = await exportTo(client, id, (text) => file.write(text).then(() => {}), io, options);
+      const count = await exportTo(
+        client,
+        id,
+        (text) => file.write(text).then(() => {}),
+        io,
+        options,
+        way === "replace",
+      );
       await file.close();
-      await rename(temporary, out);
+      if (way === "replace") await rename(temporary, path);
       await write(io.stderr, `exported ${count} messages of session ${id} to ${out}\n`);
       return 0;
     } catch (error) {
       await file.close().catch(() => {});
-      await rm(temporary, { force: true });
+      if (way === "replace") await rm(temporary, { force: true });
       if ((error as NodeJS.ErrnoException).syscall !== undefined)
         throw new TransferError(`cannot write ${out}: ${(error as Error).message}`, 1);
       throw error;
     }
   });
+}
+
+/**
+ * How --out writes what its path names (pure): nothing or a regular file is replaced by a
+ * file renamed into place once whole; a FIFO, a device or a socket is written into directly.
+ */
+export function outWay(found: Stats | undefined): "replace" | "direct" | "folder" {
+  if (found === undefined || found.isFile()) return "replace";
+  return found.isDirectory() ? "folder" : "direct";
+}
+
+/** The path a link that leads to nothing (yet) names once its links are followed. */
+async function linkTarget(path: string): Promise<string> {
+  let current = path;
+  // As many links as Linux follows; a loop then fails at open (ELOOP), named.
+  for (let hops = 0; hops < 40; hops++) {
+    const found = await lstat(current).catch(() => undefined);
+    if (!found?.isSymbolicLink()) return current;
+    const target = await readlink(current).catch(() => undefined);
+    if (target === undefined) return current;
+    current = resolve(dirname(current), target);
+  }
+  return current;
 }
 
 /** Writes the export of session `id`, a page at a time, to `sink`; resolves with its number of messages. */
@@ -76,6 +109,8 @@ async function exportTo(
   sink: (text: string) => Promise<void>,
   io: TransferIo,
   options: SessionExportOptions,
+  /** Whether the export goes to a file renamed into place once whole. */
+  renamed: boolean,
 ): Promise<number> {
   const limit = options.pageSize ?? EXPORT_PAGE;
   const page = (afterSeq: number, first = false): Promise<SessionJson> =>
@@ -94,10 +129,9 @@ async function exportTo(
       const problem = seqProblem(written + 1, message.seq);
       if (problem) {
         await sink(text);
-        const left =
-          options.out === undefined
-            ? "the output ends without its end line (fleet session import refuses it)"
-            : "no file was written";
+        const left = renamed
+          ? "no file was written"
+          : "the output ends without its end line (fleet session import refuses it)";
         throw new TransferError(`session ${id}: ${problem}; ${left}`, 1);
       }
       text += `${JSON.stringify(message)}\n`;

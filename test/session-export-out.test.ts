@@ -1,0 +1,82 @@
+/**
+ * `fleet session export ID --out FILE` where FILE is not a plain new file: a FIFO (what
+ * `>(…)` gives) or a device is written into as it is, and a symbolic link's target gets the
+ * export, the link kept. The export used to be written beside FILE and renamed over it, which
+ * replaced the FIFO, the link — or, run as root, /dev/null — with a regular file.
+ */
+import { execFileSync, spawn } from "node:child_process";
+import { lstat, mkdir, readFile, symlink } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { runFleetCli } from "./support/fleet-cli.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+
+const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] }, maxTurns: 3 };
+let fleet: FleetEnv;
+let client: FleetClient;
+let url: string;
+let id: string;
+
+beforeAll(async () => {
+  fleet = await createFleetEnv("export-out");
+  const started = await fleet.startApi();
+  client = started.client;
+  url = started.api.url;
+  ({ id } = await client.createSession({
+    agent: AGENT,
+    messages: [
+      { role: "user", content: "hi" },
+      { role: "assistant", content: "hello", stopReason: "end_turn" },
+    ],
+  }));
+}, 60_000);
+afterAll(async () => fleet?.close());
+
+const cli = (args: string[]) => runFleetCli(args, { ...fleet.env, FLEET_API_URL: url }, 120_000);
+
+/** The export's lines without the header's exportedAt (it differs between two exports). */
+const comparable = (text: string) =>
+  text
+    .trimEnd()
+    .split("\n")
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+    .map(({ exportedAt: _exportedAt, ...rest }) => rest);
+
+describe("fleet session export --out FILE that already exists as no plain file", () => {
+  it("a FIFO: the export is written into it, and it stays a FIFO", async () => {
+    const fifo = join(fleet.config.toolDir, "out.fifo");
+    execFileSync("mkfifo", [fifo]);
+    // A reader of the FIFO, as `>(jq …)` would be.
+    const reader = spawn("cat", [fifo], { stdio: ["ignore", "pipe", "ignore"] });
+    let read = "";
+    reader.stdout.on("data", (d) => {
+      read += d;
+    });
+    const readerDone = new Promise((resolve) => reader.on("close", resolve));
+    try {
+      const result = await cli(["session", "export", id, "--out", fifo]);
+      expect(result.code, result.stderr).toBe(0);
+      expect((await lstat(fifo)).isFIFO()).toBe(true);
+      await readerDone;
+      const stdout = await cli(["session", "export", id]);
+      expect(comparable(read)).toEqual(comparable(stdout.stdout));
+    } finally {
+      reader.kill("SIGKILL");
+    }
+  }, 120_000);
+
+  it("a symbolic link: its target gets the export, the link stays", async () => {
+    const dir = join(fleet.config.toolDir, "elsewhere");
+    await mkdir(dir);
+    const target = join(dir, "target.jsonl");
+    const link = join(fleet.config.toolDir, "link.jsonl");
+    await symlink(target, link);
+    const result = await cli(["session", "export", id, "--out", link]);
+    expect(result.code, result.stderr).toBe(0);
+    expect((await lstat(link)).isSymbolicLink()).toBe(true);
+    const written = await readFile(target, "utf8");
+    expect(written).toMatch(/"fleetSessionExportEnd":\{"messages":2\}/);
+    expect((await lstat(target)).mode & 0o777).toBe(0o600);
+  }, 120_000);
+});

@@ -297,3 +297,19 @@ describe("bytes that are not an export's", () => {
     expect(read).toEqual([1]);
   });
 });
+
+describe("a history larger than an imported session may hold", () => {
+  it("is refused at its line before anything is created, not after storing most of it", async () => {
+    // 40 messages of 1 MiB: past the API's 32 MiB for an imported history at message 33
+    // (a session that ran may hold more: its tool results are up to 1,000,000 characters each).
+    const messages = Array.from({ length: 40 }, () => ({ role: "user", content: "y".repeat(1024 * 1024) }));
+    const file = await fileOf("too-big.jsonl", exportText(messages));
+    const before = await sessionCount();
+    const result = await cli(["session", "import", file]);
+    expect(result.stderr).toBe(
+      "fleet session import: line 34: seq 33: brings the history to about 33 MiB; an imported session holds at most 32 MiB (its texts, tool calls and provider state)\n",
+    );
+    expect(result.code).toBe(2);
+    expect(await sessionCount()).toBe(before);
+  }, 120_000);
+});

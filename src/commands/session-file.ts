@@ -12,10 +12,11 @@
  * history. Everything here is pure: the commands do the reading, writing and requests.
  */
 
-import { BODY_LIMIT, MAX_IMPORTED_MESSAGES } from "../producer/request-limits.js";
+import { BODY_LIMIT, MAX_HISTORY_BYTES, MAX_IMPORTED_MESSAGES } from "../producer/request-limits.js";
 import type { SessionJson } from "../shared/api-types.js";
 import { ValidationError } from "../shared/errors.js";
 import { type ImportedMessage, type Message, parseImportedHistory } from "../shared/messages.js";
+import { historyBytes } from "../shared/store/imported-pages.js";
 
 export const EXPORT_VERSION = 1;
 
@@ -93,6 +94,8 @@ export class ExportFileCheck {
   private count = 0;
   /** Results since the latest assistant message: call id → seq of its result. */
   private answered: Map<string, number> | undefined;
+  /** The history's size as the API bounds an import's (MAX_HISTORY_BYTES), so far. */
+  private historyBytes = 0;
 
   /** How many messages were read so far. */
   get messages(): number {
@@ -172,10 +175,19 @@ export class ExportFileCheck {
         line,
         `seq ${seq}: the message is ${(bytes / 1024 / 1024).toFixed(1)} MiB, more than one request may hold (${BODY_LIMIT / 1024 / 1024} MiB)`,
       );
+    // The API refuses the page that passes it: found here, before a session holds most of the file.
+    this.historyBytes += historyBytes([message]);
+    if (this.historyBytes > MAX_HISTORY_BYTES)
+      throw new ExportFileError(
+        line,
+        `seq ${seq}: brings the history to about ${mebibytes(this.historyBytes)} MiB; an imported session holds at most ${mebibytes(MAX_HISTORY_BYTES)} MiB (its texts, tool calls and provider state)`,
+      );
     this.count = seq;
     return { line, seq, message, bytes };
   }
 }
+
+const mebibytes = (bytes: number) => (bytes / 1024 / 1024).toFixed(1).replace(/\.0$/, "");
 
 function parseHeader(line: number, record: Record<string, unknown>): ExportHeader {
   if (record.fleetSessionExport !== EXPORT_VERSION)

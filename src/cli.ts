@@ -4,7 +4,8 @@
  * Exit codes: 0 success (or a resumable point), 3 not resumable, 2 invalid input or usage
  * (and a service or port a role needs that is not there), 1 an unexpected failure (one line
  * on stderr; set FLEET_DEBUG=1 for the stack), 70 a last-resort stop (below). A client
- * command whose reader closed its stdout (`| head`) stops quietly with 0.
+ * command whose reader closed its stdout (`| head`) stops quietly with 0; one whose stdout
+ * cannot be written otherwise (a full disk) stops with one line and 1.
  */
 import { buildProgram, CommandLineExit } from "./commands/program.js";
 import { NotFoundError, ValidationError } from "./shared/errors.js";
@@ -29,7 +30,8 @@ process.on("uncaughtException", (error) => exitOnUnhandled("uncaught exception",
 
 /**
  * The commands whose output is read by someone who may stop early (`fleet batch results ID
- * | head -1`): a reader that went away ends them quietly, exit 0. The roles keep the last
+ * | head -1`): a reader that went away ends them quietly, exit 0, and a stdout that cannot be
+ * written (ENOSPC) with one line, exit 1. The roles keep the last
  * resort above: their stdout is their log, and a log that can no longer be written is a
  * fault for the supervisor to see.
  */
@@ -37,7 +39,9 @@ const READ_BY_PEOPLE = new Set(["batch", "session", "watch", "resume-point", "ke
 if (READ_BY_PEOPLE.has(process.argv[2] ?? "")) {
   process.stdout.on("error", (error: NodeJS.ErrnoException) => {
     if (error.code === "EPIPE") process.exit(0);
-    exitOnUnhandled("writing stdout", error);
+    // A full disk, say: a failure of the command (exit 1), not an unknown state to restart.
+    console.error(`fleet ${process.argv[2]}: cannot write stdout: ${error.message}`);
+    process.exit(1);
   });
 }
 

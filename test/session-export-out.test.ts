@@ -5,18 +5,20 @@
  * replaced the FIFO, the link — or, run as root, /dev/null — with a regular file.
  */
 import { execFileSync, spawn } from "node:child_process";
-import { lstat, mkdir, readFile, symlink } from "node:fs/promises";
+import { lstat, mkdir, open, readFile, symlink } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
+import { exitedWithOutput } from "./support/child-exit.js";
 import { runFleetCli } from "./support/fleet-cli.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { createFleetEnv, FLEET_BIN, type FleetEnv } from "./support/fleet-env.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] }, maxTurns: 3 };
 let fleet: FleetEnv;
 let client: FleetClient;
 let url: string;
 let id: string;
+let batchId: string;
 
 beforeAll(async () => {
   fleet = await createFleetEnv("export-out");
@@ -30,6 +32,7 @@ beforeAll(async () => {
       { role: "assistant", content: "hello", stopReason: "end_turn" },
     ],
   }));
+  ({ id: batchId } = await client.createBatch([{ agent: AGENT, input: "hi" }]));
 }, 60_000);
 afterAll(async () => fleet?.close());
 
@@ -79,4 +82,34 @@ describe("fleet session export --out FILE that already exists as no plain file",
     expect(written).toMatch(/"fleetSessionExportEnd":\{"messages":2\}/);
     expect((await lstat(target)).mode & 0o777).toBe(0o600);
   }, 120_000);
+});
+
+describe("a stdout that cannot be written (a full disk)", () => {
+  it.each([
+    ["session export", () => ["session", "export", id]],
+    ["batch results", () => ["batch", "results", batchId]],
+  ])(
+    "fleet %s: one line naming stdout, exit 1, not the last-resort stop",
+    async (_name, args) => {
+      const full = await open("/dev/full", "w");
+      try {
+        const child = spawn(process.execPath, [FLEET_BIN, ...args()], {
+          env: { ...process.env, ...fleet.env, FLEET_API_URL: url },
+          stdio: ["ignore", full.fd, "pipe"],
+        });
+        let stderr = "";
+        child.stderr?.on("data", (d) => {
+          stderr += d;
+        });
+        const code = await exitedWithOutput(child);
+        expect(stderr).toBe(
+          `fleet ${args()[0]}: cannot write stdout: ENOSPC: no space left on device, write\n`,
+        );
+        expect(code).toBe(1);
+      } finally {
+        await full.close();
+      }
+    },
+    120_000,
+  );
 });

@@ -6,12 +6,14 @@
  */
 import { execFileSync } from "node:child_process";
 import { mkdir, readdir, writeFile } from "node:fs/promises";
+import { request as httpRequest, type IncomingMessage } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sourceOf } from "../src/commands/import-source.js";
 import { utf8Lines } from "../src/commands/session-file.js";
 import type { FleetClient } from "../src/producer/client.js";
 import { INTERRUPTED_TOOL_TEXT } from "../src/shared/resume-plan.js";
+import { startApiProxy } from "./support/api-proxy.js";
 import { runFleetCli } from "./support/fleet-cli.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
@@ -311,5 +313,39 @@ describe("a history larger than an imported session may hold", () => {
     );
     expect(result.code).toBe(2);
     expect(await sessionCount()).toBe(before);
+  }, 120_000);
+});
+
+describe("a creation whose every answer is lost", () => {
+  it("names the Idempotency-Key, and running again with it gets the session made, not a second one", async () => {
+    const file = await fileOf("lost-create.jsonl", exportText([{ role: "user", content: "hi" }]));
+    // A proxy that lets each creation reach the API and drops its answer.
+    const proxy = await startApiProxy(url, (req, res, forward) => {
+      if (!(req.method === "POST" && req.url === "/v1/sessions")) return forward();
+      const { hostname, port } = new URL(url);
+      const upstream = httpRequest(
+        { hostname, port, path: req.url, method: req.method, headers: req.headers },
+        (answer: IncomingMessage) => {
+          answer.resume();
+          answer.on("end", () => req.socket.destroy());
+        },
+      );
+      req.pipe(upstream);
+      res.on("close", () => upstream.destroy());
+    });
+    try {
+      const before = await sessionCount();
+      const failed = await cli(["session", "import", file], { api: proxy.url });
+      expect(failed.code).toBe(1);
+      expect(await sessionCount()).toBe(before + 1);
+      expect(failed.stderr).toMatch(/--idempotency-key fleet-session-import-\S+ /);
+      const key = /--idempotency-key (\S+)/.exec(failed.stderr)?.[1];
+      const again = await cli(["session", "import", file, "--idempotency-key", key!]);
+      expect(again.code, again.stderr).toBe(0);
+      expect(await sessionCount()).toBe(before + 1);
+    } finally {
+      proxy.server.closeAllConnections();
+      await new Promise((resolve) => proxy.server.close(resolve));
+    }
   }, 120_000);
 });

@@ -21,7 +21,7 @@ import { randomUUID } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { FleetApiError, type FleetClient } from "../producer/client.js";
 import { BODY_LIMIT } from "../producer/request-limits.js";
-import { type ApiOptions, apiClientOf } from "./api-client.js";
+import { type ApiOptions, apiClientOf, unreachableLine } from "./api-client.js";
 import { type ImportSource, type ImportStdin, openImportSource } from "./import-source.js";
 import {
   ExportFileCheck,
@@ -32,7 +32,15 @@ import {
   startsNewPage,
   utf8Lines,
 } from "./session-file.js";
-import { guarded, ioOf, retrying, TransferError, type TransferIo, write } from "./session-transfer.js";
+import {
+  guarded,
+  ioOf,
+  passing,
+  retrying,
+  TransferError,
+  type TransferIo,
+  write,
+} from "./session-transfer.js";
 
 export type SessionImportOptions = ApiOptions & {
   /** Read for FILE `-`, or no FILE (default process.stdin). */
@@ -162,7 +170,15 @@ async function sendFile(client: FleetClient, file: ImportSource, total: number, 
     await checkNothingAfter(client, id, lastSeq, io);
     return id;
   } catch (error) {
-    if (id === undefined) throw error;
+    if (id === undefined) {
+      // No answer (or a 5xx) to every try: the session may have been made. Its key gets it
+      // again; without it, running the command again made a second session.
+      if (!passing(error) || unreachableLine(error, "", "") !== null) throw error;
+      throw new TransferError(
+        `creating the session: ${reason(error)}; it may have been created: run this command again with --idempotency-key ${send.key} (within 24 h) to go on with it rather than make another`,
+        1,
+      );
+    }
     // A 4xx stored nothing of its page; after no answer (or a 5xx) the page may be stored.
     const refused =
       (error instanceof TransferError && error.exitCode === 2) ||

@@ -75,11 +75,28 @@ export async function failure(response: Response, sentKey: string | null): Promi
  */
 export const READ_TIMEOUT_MS = 15_000;
 
-export async function api<T>(method: "GET" | "POST", path: string, body?: unknown): Promise<T> {
+/**
+ * A new Idempotency-Key (1 to 255 visible ASCII characters): 128 random bits in hex. Not
+ * `crypto.randomUUID`, which a page served over plain http from another host lacks.
+ */
+export function newIdempotencyKey(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return `console-${Array.from(bytes, (byte) => byte.toString(16).padStart(2, "0")).join("")}`;
+}
+
+/** `idempotencyKey`: sent as `Idempotency-Key`, so that sending the same request again acts once. */
+export async function api<T>(
+  method: "GET" | "POST",
+  path: string,
+  body?: unknown,
+  options: { idempotencyKey?: string } = {},
+): Promise<T> {
   const key = storedKey();
+  const headers: Record<string, string> = body === undefined ? {} : { "content-type": "application/json" };
+  if (options.idempotencyKey) headers["idempotency-key"] = options.idempotencyKey;
   const response = await fetch(path, {
     method,
-    headers: authHeaders(body === undefined ? {} : { "content-type": "application/json" }, key),
+    headers: authHeaders(headers, key),
     body: body === undefined ? undefined : JSON.stringify(body),
     cache: "no-store",
     signal: method === "GET" ? AbortSignal.timeout(READ_TIMEOUT_MS) : undefined,

@@ -4,7 +4,16 @@
  * another model), cancel and send.
  */
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { ApiError, api, type Message, paths, type ResumePoint, type Run, type Session } from "./api";
+import {
+  ApiError,
+  api,
+  type Message,
+  newIdempotencyKey,
+  paths,
+  type ResumePoint,
+  type Run,
+  type Session,
+} from "./api";
 import { type FleetEvent, followSession, type LiveMode } from "./live";
 import { type ReadRetry, readRetried } from "./read-retry";
 import { Transcript } from "./transcript";
@@ -239,6 +248,12 @@ function Actions({ session, onDone }: { session: Session; onDone: () => void }) 
   const [info, setInfo] = useState("");
   const [model, setModel] = useState("");
   const [content, setContent] = useState("");
+  /**
+   * The Idempotency-Key of the message in the box, kept until it is sent or changed: a send
+   * whose answer was lost (a gateway's 504, a cut connection) leaves the text in the box, and
+   * sending it again must not store it twice (the API answers the first send's answer).
+   */
+  const sendKey = useRef<string | null>(null);
   const act = async (what: () => Promise<string>) => {
     setBusy(true);
     setError(null);
@@ -301,7 +316,14 @@ function Actions({ session, onDone }: { session: Session; onDone: () => void }) 
           onSubmit={(event) => {
             event.preventDefault();
             void act(async () => {
-              const answer = await api<{ runId: string }>("POST", paths.messages(session.id), { content });
+              sendKey.current ??= newIdempotencyKey();
+              const answer = await api<{ runId: string }>(
+                "POST",
+                paths.messages(session.id),
+                { content },
+                { idempotencyKey: sendKey.current },
+              );
+              sendKey.current = null;
               setContent("");
               return `Message sent, run ${answer.runId}.`;
             });
@@ -313,7 +335,11 @@ function Actions({ session, onDone }: { session: Session; onDone: () => void }) 
             dir="auto"
             rows={4}
             value={content}
-            onInput={(event) => setContent(event.currentTarget.value)}
+            onInput={(event) => {
+              // Another text is another message: a key of its own.
+              if (event.currentTarget.value !== content) sendKey.current = null;
+              setContent(event.currentTarget.value);
+            }}
             required
           />
           <button type="submit" disabled={busy || content.trim() === ""}>

@@ -4,7 +4,23 @@
  * `Authorization: Bearer`. Without a key the request goes as it is (the loopback dev mode).
  */
 
+import { codePointLabel } from "./invisible";
+
 const KEY_STORAGE = "agent-fleet.console.key";
+
+/**
+ * Why `key` (as typed, trimmed) cannot be an API key, or null. It is sent in a header, which
+ * holds no space and no character past Latin-1: fetch refuses such a request in the browser,
+ * and every read of the page failed as if the network were down, tried again for ever.
+ */
+export function keyProblem(key: string): string | null {
+  if (/\s/.test(key))
+    return "An API key holds no spaces: paste the key alone (the page sends it as `Bearer KEY` itself).";
+  const odd = [...key].find((char) => !/[\x21-\x7e\xa1-\xff]/.test(char));
+  return odd === undefined
+    ? null
+    : `This key holds ${codePointLabel(odd)}, which no API key holds (copied along with it?): paste the key alone.`;
+}
 
 export function storedKey(): string | null {
   try {

@@ -5,7 +5,7 @@
  */
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { onAuthRequired, storedKey, storeKey } from "./api";
+import { keyProblem, onAuthRequired, storedKey, storeKey } from "./api";
 import { BatchPageView } from "./batch-page";
 import { SessionPageView } from "./session-page";
 import { SessionsPage } from "./sessions-page";
@@ -14,6 +14,7 @@ import { Link, listHref, parseRoute, type Route, Shown } from "./ui";
 
 function KeyForm({ onDone, asked }: { onDone: () => void; asked: boolean }) {
   const [value, setValue] = useState("");
+  const [problem, setProblem] = useState<string | null>(null);
   return (
     <section class="key-form" aria-labelledby="key-title">
       <h1 id="key-title">API key</h1>
@@ -25,11 +26,20 @@ function KeyForm({ onDone, asked }: { onDone: () => void; asked: boolean }) {
       <form
         onSubmit={(event) => {
           event.preventDefault();
-          if (!value.trim()) return;
-          storeKey(value.trim());
+          const key = value.trim();
+          if (!key) return;
+          const refused = keyProblem(key);
+          setProblem(refused);
+          if (refused) return;
+          storeKey(key);
           onDone();
         }}
       >
+        {problem && (
+          <p class="error" role="alert">
+            {problem}
+          </p>
+        )}
         <label for="api-key">Key</label>{" "}
         <input
           id="api-key"

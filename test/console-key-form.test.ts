@@ -4,7 +4,9 @@
  * document, a word joiner) or with spaces inside. Such a key is said to be malformed at once,
  * naming the character, and is not kept. Before, the page kept it, and every read failed in
  * the browser (fetch refuses such a header) as if the network were down: "trying again in
- * 30 s", for ever, with the key never asked for again.
+ * 30 s", for ever, with the key never asked for again. A key the API refuses (mistyped,
+ * revoked) brings the form back saying so, with the API's reason; it said "This API needs a
+ * key." as if none had been entered.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
@@ -50,5 +52,21 @@ describe("the console's key form", () => {
     await use.click();
     await page.getByRole("heading", { name: "Sessions" }).waitFor();
     expect(await stored()).toBe(key);
+  }, 60_000);
+
+  it("says the API refused the key when it answers 401 to it, with the API's reason", async () => {
+    const { page, base } = opened;
+    await page.goto(`${base}/console`);
+    await page.evaluate("sessionStorage.clear()");
+    await page.goto(`${base}/console`);
+    const asked = page.locator(".key-form p").first();
+    expect(await asked.textContent()).toContain("This API needs a key.");
+    await page.getByLabel("Key", { exact: true }).fill("fk_000000000000_revoked-or-mistyped");
+    await page.getByRole("button", { name: "Use key" }).click();
+    // The form comes back saying why, not as if no key had been entered.
+    const refused = page.locator(".key-form [role=alert]", { hasText: "refused" });
+    await refused.waitFor();
+    expect(await refused.textContent()).toContain("not valid (unknown or revoked)");
+    expect(await asked.textContent()).not.toContain("This API needs a key.");
   }, 60_000);
 });

@@ -35,9 +35,13 @@ export function storeKey(key: string | null): void {
   else sessionStorage.removeItem(KEY_STORAGE);
 }
 
-/** Listeners told when the API answers 401: the page then asks for a key. */
-const authListeners = new Set<() => void>();
-export function onAuthRequired(listener: () => void): () => void {
+/**
+ * Listeners told when the API answers 401: the page then asks for a key. `refused`: the
+ * API's words when the request carried a key (mistyped, revoked), else null (none was sent).
+ */
+type AuthListener = (refused: string | null) => void;
+const authListeners = new Set<AuthListener>();
+export function onAuthRequired(listener: AuthListener): () => void {
   authListeners.add(listener);
   return () => authListeners.delete(listener);
 }
@@ -73,15 +77,17 @@ export async function failure(response: Response, sentKey: string | null): Promi
   } catch {
     // Not the API's error shape (a proxy's page, a cut connection): the status says enough.
   }
-  if (response.status === 401 && sentKey === storedKey()) for (const listener of authListeners) listener();
   const error = body.error ?? {};
-  return new ApiError(
+  const failed = new ApiError(
     response.status,
     error.code ?? "http_error",
     error.message ?? `${response.status} ${response.statusText}`,
     error.reason,
     error.field,
   );
+  if (response.status === 401 && sentKey === storedKey())
+    for (const listener of authListeners) listener(sentKey === null ? null : failed.message);
+  return failed;
 }
 
 /**

@@ -12,16 +12,26 @@ import { SessionsPage } from "./sessions-page";
 import "./style.css";
 import { Link, listHref, parseRoute, type Route, Shown } from "./ui";
 
-function KeyForm({ onDone, asked }: { onDone: () => void; asked: boolean }) {
+/**
+ * `asked`: the API answered 401 (else the person chose to change the key); `refused`: the
+ * API's words for the key it refused, or null when the request carried none.
+ */
+function KeyForm({ onDone, asked, refused }: { onDone: () => void; asked: boolean; refused: string | null }) {
   const [value, setValue] = useState("");
   const [problem, setProblem] = useState<string | null>(null);
   return (
     <section class="key-form" aria-labelledby="key-title">
       <h1 id="key-title">API key</h1>
+      {asked && refused !== null && (
+        <p class="error" role="alert">
+          The API refused the key in use (<Shown text={refused} />
+          ). Enter another.
+        </p>
+      )}
       <p>
-        {asked ? "This API needs a key. " : ""}Enter an API key (an operator creates one with{" "}
-        <code>fleet keys create --tenant NAME</code>). It is kept in this browser tab until it is closed, and
-        sent only to this API.
+        {asked && refused === null ? "This API needs a key. " : ""}Enter an API key (an operator creates one
+        with <code>fleet keys create --tenant NAME</code>). It is kept in this browser tab until it is closed,
+        and sent only to this API.
       </p>
       <form
         onSubmit={(event) => {
@@ -59,13 +69,17 @@ function KeyForm({ onDone, asked }: { onDone: () => void; asked: boolean }) {
 function App() {
   const [route, setRoute] = useState<Route>(() => parseRoute(location));
   const [needKey, setNeedKey] = useState(false);
+  const [refused, setRefused] = useState<string | null>(null);
   const [changingKey, setChangingKey] = useState(false);
   const [generation, setGeneration] = useState(0);
 
   useEffect(() => {
     const onPop = () => setRoute(parseRoute(location));
     addEventListener("popstate", onPop);
-    const off = onAuthRequired(() => setNeedKey(true));
+    const off = onAuthRequired((why) => {
+      setRefused(why);
+      setNeedKey(true);
+    });
     return () => {
       removeEventListener("popstate", onPop);
       off();
@@ -79,7 +93,7 @@ function App() {
   };
   const hasKey = storedKey() !== null;
   let page = null;
-  if (needKey || changingKey) page = <KeyForm onDone={keyDone} asked={needKey} />;
+  if (needKey || changingKey) page = <KeyForm onDone={keyDone} asked={needKey} refused={refused} />;
   else if (route.page === "sessions") page = <SessionsPage query={route.query} />;
   else if (route.page === "session") page = <SessionPageView id={route.id} />;
   else if (route.page === "batch") page = <BatchPageView id={route.id} />;

@@ -31,7 +31,13 @@ function cancelQuestion(id: string, unfinished: number): string {
 
 export function BatchPageView({ id }: { id: string }) {
   const [batch, setBatch] = useState<Batch | null>(null);
+  /** The batch's read failed (cleared by the next read that answers). */
   const [error, setError] = useState<unknown>(null);
+  /**
+   * An action failed (download, resume, cancel): kept until the next action, not cleared by
+   * the reads every 2 s while the batch runs, which took it off the page before it was read.
+   */
+  const [actionError, setActionError] = useState<unknown>(null);
   const [missing, setMissing] = useState(false);
   const [busy, setBusy] = useState(false);
   const [resumeNote, setResumeNote] = useState<string | null>(null);
@@ -78,7 +84,7 @@ export function BatchPageView({ id }: { id: string }) {
 
   const download = async () => {
     setBusy(true);
-    setError(null);
+    setActionError(null);
     try {
       const key = storedKey();
       const response = await fetch(paths.batchResults(id), {
@@ -93,7 +99,7 @@ export function BatchPageView({ id }: { id: string }) {
       link.click();
       setTimeout(() => URL.revokeObjectURL(url), 10_000);
     } catch (failed) {
-      setError(failed);
+      setActionError(failed);
     } finally {
       setBusy(false);
     }
@@ -102,7 +108,7 @@ export function BatchPageView({ id }: { id: string }) {
   /** One pass over the batch's parked sessions: each resumed, or named with why it cannot be. */
   const resumeParked = async () => {
     setBusy(true);
-    setError(null);
+    setActionError(null);
     setResumeNote(null);
     try {
       let resumed = 0;
@@ -125,7 +131,7 @@ export function BatchPageView({ id }: { id: string }) {
       );
       await load();
     } catch (failed) {
-      setError(failed);
+      setActionError(failed);
     } finally {
       setBusy(false);
     }
@@ -156,6 +162,7 @@ export function BatchPageView({ id }: { id: string }) {
         </span>
       </h1>
       <ErrorBox error={error} />
+      <ErrorBox error={actionError} />
       {!batch || !counts ? (
         !error &&
         (retry ? <ReadRetryNotice retry={retry} what="the batch" /> : <p aria-busy="true">Loading…</p>)
@@ -218,7 +225,8 @@ export function BatchPageView({ id }: { id: string }) {
                 onClick={() => {
                   // One misclick must not cancel a production batch: asked first, nothing sent on "Cancel".
                   if (!confirm(cancelQuestion(id, counts.queued + counts.running))) return;
-                  void api("POST", paths.batchCancel(id), {}).then(load).catch(setError);
+                  setActionError(null);
+                  void api("POST", paths.batchCancel(id), {}).then(load).catch(setActionError);
                 }}
               >
                 Cancel batch

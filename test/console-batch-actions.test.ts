@@ -2,7 +2,9 @@
  * The console's batch actions (contracts §14) when they fail. A failed action (a cancel met a
  * 503 while an API restarts, a download, a resume) is said on the page until the next action:
  * it was cleared by the batch's next read, every 2 s while the batch runs, so the operator
- * could miss that the cancel did not happen.
+ * could miss that the cancel did not happen. "Resume parked sessions" goes a page at a time
+ * (`POST /v1/batches/:id/resume` with each `nextCursor`): when a page fails, the page says how
+ * many sessions the pages before it resumed; it said only the failure, as if none had been.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiProxy, startApiProxy } from "./support/api-proxy.js";
@@ -70,5 +72,29 @@ describe("the console's batch actions when they fail", () => {
     await expect.poll(() => batchReads, { timeout: 20_000 }).toBeGreaterThan(reads + 1);
     await page.locator(".legend").getByText("queued: 1").waitFor();
     expect(await said.count()).toBe(1);
+  }, 60_000);
+
+  it("says how many sessions it resumed before a page failed", async () => {
+    const { client, page, fleet } = opened;
+    const batch = await client.createBatch([
+      { agent, messages: [{ role: "user", content: "One." }] },
+      { agent, messages: [{ role: "user", content: "Two." }] },
+      { agent, messages: [{ role: "user", content: "Three." }] },
+    ]);
+    const ids = batch.sessions.map((s) => s.id);
+    // Parked as a worker parks a session the provider refused (no worker runs here).
+    const { sql } = fleet.database;
+    await sql`update runs set status = 'ended', ended_reason = 'failed', ended_at = now() where session_id in ${sql(ids)}`;
+    await sql`update sessions set status = 'parked', parked_reason = 'provider_rejected' where id in ${sql(ids)}`;
+
+    await page.goto(`${proxy.url}/console/batches/${batch.id}`);
+    await page.locator(".legend").getByText("parked: 3").waitFor();
+    await page.getByRole("button", { name: "Resume parked sessions" }).click();
+    await page.getByRole("alert").getByText("the API is restarting", { exact: false }).waitFor();
+    expect(resumePages).toBe(2);
+    const note = page.getByRole("status").getByText(/Resumed 1 parked session before/);
+    await note.waitFor();
+    const resumed = await Promise.all(ids.map((id) => client.getSession(id)));
+    expect(resumed.filter((s) => s.status !== "parked")).toHaveLength(1);
   }, 60_000);
 });

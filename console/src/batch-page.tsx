@@ -105,14 +105,19 @@ export function BatchPageView({ id }: { id: string }) {
     }
   };
 
-  /** One pass over the batch's parked sessions: each resumed, or named with why it cannot be. */
+  /**
+   * One pass over the batch's parked sessions: each resumed, or named with why it cannot be.
+   * A page that fails stops the pass; what the pages before it did is said with the failure.
+   */
   const resumeParked = async () => {
     setBusy(true);
     setActionError(null);
     setResumeNote(null);
+    let resumed = 0;
+    const refused = new Map<string, number>();
+    const left = () => [...refused].map(([reason, n]) => `${n} ${reason}`).join(", ");
+    const sessions = (n: number) => `${n} parked session${n === 1 ? "" : "s"}`;
     try {
-      let resumed = 0;
-      const refused = new Map<string, number>();
       let cursor: string | null = null;
       do {
         const page: BatchResumePage = await api<BatchResumePage>(
@@ -125,13 +130,18 @@ export function BatchPageView({ id }: { id: string }) {
         cursor = page.nextCursor;
         if (page.retryAfterSeconds) await new Promise((r) => setTimeout(r, page.retryAfterSeconds! * 1_000));
       } while (cursor);
-      const left = [...refused].map(([reason, n]) => `${n} ${reason}`).join(", ");
       setResumeNote(
-        `Resumed ${resumed} parked session${resumed === 1 ? "" : "s"}${left ? `; nothing to resume in ${left} (still parked)` : ""}.`,
+        `Resumed ${sessions(resumed)}${left() ? `; nothing to resume in ${left()} (still parked)` : ""}.`,
       );
       await load();
     } catch (failed) {
       setActionError(failed);
+      if (resumed > 0 || refused.size > 0) {
+        setResumeNote(
+          `Resumed ${sessions(resumed)} before the pass stopped${left() ? ` (nothing to resume in ${left()})` : ""}; those it had not reached are still parked: resume again for them.`,
+        );
+        void load();
+      }
     } finally {
       setBusy(false);
     }

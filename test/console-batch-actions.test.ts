@@ -5,6 +5,8 @@
  * could miss that the cancel did not happen. "Resume parked sessions" goes a page at a time
  * (`POST /v1/batches/:id/resume` with each `nextCursor`): when a page fails, the page says how
  * many sessions the pages before it resumed; it said only the failure, as if none had been.
+ * And it asks first, naming how many it would resume: one misclick resumed every parked
+ * session of the batch, model calls, tools and cost.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiProxy, startApiProxy } from "./support/api-proxy.js";
@@ -74,7 +76,7 @@ describe("the console's batch actions when they fail", () => {
     expect(await said.count()).toBe(1);
   }, 60_000);
 
-  it("says how many sessions it resumed before a page failed", async () => {
+  it("asks before it resumes a batch's parked sessions, and says how many it resumed before a page failed", async () => {
     const { client, page, fleet } = opened;
     const batch = await client.createBatch([
       { agent, messages: [{ role: "user", content: "One." }] },
@@ -89,7 +91,20 @@ describe("the console's batch actions when they fail", () => {
 
     await page.goto(`${proxy.url}/console/batches/${batch.id}`);
     await page.locator(".legend").getByText("parked: 3").waitFor();
-    await page.getByRole("button", { name: "Resume parked sessions" }).click();
+    const resume = page.getByRole("button", { name: "Resume parked sessions" });
+    // A misclick: the page asks first, and "Cancel" in the dialog resumes nothing.
+    const asked: string[] = [];
+    page.once("dialog", (dialog) => {
+      asked.push(dialog.message());
+      void dialog.dismiss();
+    });
+    await resume.click();
+    await expect.poll(() => asked.length).toBe(1);
+    expect(asked[0]).toContain(`Resume the 3 parked sessions of batch ${batch.id}?`);
+    expect(resumePages).toBe(0);
+    expect((await client.getBatch(batch.id)).counts.parked).toBe(3);
+    page.once("dialog", (dialog) => void dialog.accept());
+    await resume.click();
     await page.getByRole("alert").getByText("the API is restarting", { exact: false }).waitFor();
     expect(resumePages).toBe(2);
     const note = page.getByRole("status").getByText(/Resumed 1 parked session before/);

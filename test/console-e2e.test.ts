@@ -443,7 +443,10 @@ describe("the console in a browser", () => {
     await openBatchPage(batch.id);
     await page.locator(".legend").getByText("parked: 3").waitFor();
 
-    await page.getByRole("button", { name: "Resume parked sessions" }).click();
+    const asked = await answerDialog(page, "accept", () =>
+      page.getByRole("button", { name: "Resume parked sessions" }).click(),
+    );
+    expect(asked).toContain(`Resume the 3 parked sessions of batch ${batch.id}?`);
     await page
       .getByRole("status")
       .getByText("Resumed 2 parked sessions; nothing to resume in 1 refused (still parked).", { exact: true })

@@ -29,6 +29,15 @@ function cancelQuestion(id: string, unfinished: number): string {
   );
 }
 
+/** What the page asks before it resumes a batch's parked sessions (plain text, the id revealed). */
+function resumeQuestion(id: string, parked: number): string {
+  return (
+    `Resume the ${parked} parked ${parked === 1 ? "session" : "sessions"} of batch ${revealed(id)}?\n\n` +
+    "Each is run again from its resume point with its agent's model: its model calls and tools run, " +
+    "and cost, as any run's. Those that cannot be resumed stay parked and are named."
+  );
+}
+
 export function BatchPageView({ id }: { id: string }) {
   const [batch, setBatch] = useState<Batch | null>(null);
   /** The batch's read failed (cleared by the next read that answers). */
@@ -223,7 +232,14 @@ export function BatchPageView({ id }: { id: string }) {
             </button>
             <Link href={listHref({ batch: id })}>This batch's sessions</Link>
             {counts.parked > 0 && (
-              <button type="button" disabled={busy} onClick={() => void resumeParked()}>
+              <button
+                type="button"
+                disabled={busy}
+                onClick={() => {
+                  // One misclick must not resume a whole batch's parked sessions: asked first.
+                  if (confirm(resumeQuestion(id, counts.parked))) void resumeParked();
+                }}
+              >
                 Resume parked sessions
               </button>
             )}

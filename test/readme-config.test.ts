@@ -184,3 +184,37 @@ describe("DATABASE_URL", () => {
     );
   });
 });
+
+describe("FLEET_API_TRUST_PROXY", () => {
+  // Before, a value that is no address was taken as it was and handed to Fastify, so `fleet api`
+  // stopped with `fleet: invalid IP address: garbage!` (exit 1), naming no variable.
+  it("that names no proxy address is refused at start, naming the variable and the entry", () => {
+    for (const [value, entry] of [
+      ["garbage!", "garbage!"],
+      ["10.0.0.1, proxy.internal", "proxy.internal"],
+      ["10.0.0.0/33", "10.0.0.0/33"],
+      ["10.0.0.0/0", "10.0.0.0/0"],
+      ["10.0.0.0/255.0.255.0", "10.0.0.0/255.0.255.0"],
+      ["::1/129", "::1/129"],
+      ["-1", "-1"],
+      ["10.0.0.1,", ""],
+    ])
+      expect(() => loadConfig({ FLEET_API_TRUST_PROXY: value! }), value).toThrow(
+        `FLEET_API_TRUST_PROXY: ${JSON.stringify(entry)} is no proxy address`,
+      );
+  });
+
+  it("takes what the README lists: true, a number of hops, addresses and CIDRs", () => {
+    const parsed = (value: string) => loadConfig({ FLEET_API_TRUST_PROXY: value }).apiTrustProxy;
+    expect(parsed("true")).toBe(true);
+    expect(parsed("false")).toBe(false);
+    expect(parsed("2")).toBe(2);
+    for (const list of [
+      "10.0.0.1",
+      "10.0.0.0/8, 192.168.1.0/255.255.255.0",
+      "::1,fd00::/8",
+      "loopback, uniquelocal",
+    ])
+      expect(parsed(list)).toBe(list);
+  });
+});

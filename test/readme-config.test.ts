@@ -218,3 +218,26 @@ describe("FLEET_API_TRUST_PROXY", () => {
       expect(parsed(list)).toBe(list);
   });
 });
+
+describe("the bounds of a model request", () => {
+  // FLEET_TOOL_TIMEOUT_MS=0 is no limit; FLEET_MODEL_STEP_TIMEOUT_MS=0 was silently raised to
+  // 1000: a worker started with it cut every model request after 1 s (and
+  // FLEET_MODEL_MAX_OUTPUT_CHARS=0 every answer after 1,000 characters).
+  it("refuses 0, which reads as no limit, naming the variable", () => {
+    for (const name of ["FLEET_MODEL_STEP_TIMEOUT_MS", "FLEET_MODEL_MAX_OUTPUT_CHARS"])
+      expect(() => loadConfig({ [name]: "0" }), name).toThrow(
+        `${name}: 0 is no limit, and a model request always has one`,
+      );
+  });
+
+  it("raises a value under 1000 to 1000, as the README says", () => {
+    const config = loadConfig({ FLEET_MODEL_STEP_TIMEOUT_MS: "10", FLEET_MODEL_MAX_OUTPUT_CHARS: "10" });
+    expect([config.modelStepTimeoutMs, config.modelMaxOutputChars]).toEqual([1000, 1000]);
+    expect(readme).toContain(
+      "| `FLEET_MODEL_STEP_TIMEOUT_MS` | `600000` | the longest one model request may stream (at least 1000",
+    );
+    expect(readme).toContain(
+      "| `FLEET_MODEL_MAX_OUTPUT_CHARS` | `4000000` | the most one model request may stream (at least 1000",
+    );
+  });
+});

@@ -160,6 +160,14 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
   }
   const e = result.data;
   checkDatabaseName(e.DATABASE_URL);
+  // 0 means "no limit" for FLEET_TOOL_TIMEOUT_MS and DATABASE_SILENCE_MS; here it was raised to
+  // the floor of 1000 without a word: every model request cut after 1 s, or 1,000 characters.
+  for (const name of ["FLEET_MODEL_STEP_TIMEOUT_MS", "FLEET_MODEL_MAX_OUTPUT_CHARS"] as const)
+    if (e[name] === 0)
+      throw new ValidationError(
+        name,
+        "0 is no limit, and a model request always has one: give at least 1000 (a smaller value is raised to 1000)",
+      );
   let redisCluster: boolean;
   try {
     redisCluster = isClusterUrl(e.REDIS_URL);

@@ -59,3 +59,40 @@ describe("fleet watch while the API answers 5xx", () => {
     expect(out.map((line) => JSON.parse(line).type)).toEqual(["RUN_COMPLETED"]);
   }, 30_000);
 });
+
+describe("fleet watch --after with an id the API refuses", () => {
+  // The client sends --after as Last-Event-ID, so the API's 400 named a header the user never
+  // gave: `fleet watch: Last-Event-ID: must be an event id …` for `--after bogus`.
+  let server: Server;
+  let url: string;
+
+  beforeAll(async () => {
+    server = createServer((request, response) => {
+      // The API's answer to a malformed Last-Event-ID (src/producer, events routes).
+      expect(request.headers["last-event-id"]).toBe("bogus");
+      response.writeHead(400, { "content-type": "application/json" });
+      const message = "Last-Event-ID: must be an event id as the stream sent it (e.g. 1700000000000-0)";
+      response.end(JSON.stringify({ error: { code: "invalid_request", message, field: "Last-Event-ID" } }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it("names --after, exit 2", async () => {
+    const err: string[] = [];
+    const code = await watchCommand("s1", {
+      api: url,
+      after: "bogus",
+      io: { stdout: sink([]), stderr: sink(err) },
+      signal: new AbortController().signal,
+    });
+    expect(code).toBe(2);
+    expect(err).toEqual([
+      "fleet watch: --after: must be an event id as the stream sent it (e.g. 1700000000000-0)",
+    ]);
+  });
+});

@@ -94,6 +94,19 @@ function retryCause(reason: unknown): string {
   return typeof cause === "string" ? `the API is unreachable (${cause})` : "the connection to the API broke";
 }
 
+/**
+ * The API's message, with the place it names in the user's terms: `--after` is sent as
+ * Last-Event-ID, and the ids the client sends itself on a reconnect are the stream's own, so
+ * a 400 naming it is about `--after`.
+ */
+function asFlag(error: FleetApiError): string {
+  const field = error.field;
+  if (error.status !== 400 || (field !== "Last-Event-ID" && field !== "after")) return error.message;
+  return error.message.startsWith(`${field}:`)
+    ? `--after${error.message.slice(field.length)}`
+    : error.message;
+}
+
 export async function watchCommand(sessionId: string, options: WatchOptions = {}): Promise<number> {
   const stdout = options.io?.stdout ?? process.stdout;
   const stderr = options.io?.stderr ?? process.stderr;
@@ -129,7 +142,7 @@ export async function watchCommand(sessionId: string, options: WatchOptions = {}
   } catch (error) {
     if (error instanceof FleetApiError) {
       const reason = error.reason ? ` (${error.reason})` : "";
-      stderr.write(`fleet watch: ${error.message}${reason}${keyHint(error.status, keySent)}\n`);
+      stderr.write(`fleet watch: ${asFlag(error)}${reason}${keyHint(error.status, keySent)}\n`);
       return error.status >= 400 && error.status < 500 ? 2 : 1;
     }
     const line = unreachableLine(error, "fleet watch", url);

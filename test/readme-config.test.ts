@@ -241,3 +241,11 @@ describe("the bounds of a model request", () => {
     );
   });
 });
+
+describe("FLEET_RETENTION_INTERVAL_MS", () => {
+  // 0 was accepted and read as a pass every 50 ms (the sweeper's floor), which the README never said.
+  it("refuses 0 naming the variable; a value under 50 is raised to 50, as the README says", () => {
+    expect(() => loadConfig({ FLEET_RETENTION_INTERVAL_MS: "0" })).toThrow("FLEET_RETENTION_INTERVAL_MS");
+    expect(readme).toContain("how often a sweeper runs a pass (at least 50: a smaller value is raised to 50");
+  });
+});

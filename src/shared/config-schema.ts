@@ -172,7 +172,8 @@ export const envSchema = z.object({
   /** Sessions retention deletes per statement (each statement its own transaction). */
   FLEET_RETENTION_CHUNK: z.coerce.number().int().min(1).max(10_000).default(200),
   /** How often a sweeper runs a retention pass (each pass deletes at most 20 chunks). */
-  FLEET_RETENTION_INTERVAL_MS: timerMs(60_000),
+  // 0 is refused: it read as "no interval", a retention pass every 50 ms.
+  FLEET_RETENTION_INTERVAL_MS: timerMs(60_000, true),
   /** pino level: fatal, error, warn, info, debug, trace, silent. */
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   OPENAI_API_KEY: z.string().optional(),

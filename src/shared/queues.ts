@@ -12,11 +12,17 @@ import type { Redis } from "ioredis";
 import { z } from "zod";
 import { bullmq } from "./cjs-packages.js";
 import { ValidationError } from "./errors.js";
-import { toValidationError } from "./messages.js";
+import { isStorableText, toValidationError, UNSTORABLE_TEXT } from "./messages.js";
+
+/**
+ * An id in a job's data: a string Postgres can look up. One holding U+0000 (a job added or
+ * edited by hand) made every query with it fail as an outage would, so the job was retried.
+ */
+const jobId = z.string().min(1).refine(isStorableText, UNSTORABLE_TEXT);
 
 export const runJobSchema = z.strictObject({
-  sessionId: z.string().min(1),
-  runId: z.string().min(1),
+  sessionId: jobId,
+  runId: jobId,
 });
 export type RunJob = z.infer<typeof runJobSchema>;
 
@@ -35,7 +41,7 @@ const defaultJobOptions = {
 /** The job id of a run: one job per run, whichever queue holds it (a second add is a no-op). */
 const runJobId = (payload: RunJob) => `run-${payload.runId}`;
 
-export const webhookJobSchema = z.strictObject({ batchId: z.string().min(1) });
+export const webhookJobSchema = z.strictObject({ batchId: jobId });
 export type WebhookJob = z.infer<typeof webhookJobSchema>;
 
 /** The backoff type of webhook deliveries: the sweeper's webhook worker computes it. */

@@ -117,7 +117,22 @@ export class ProviderError extends Error {
 /** What a provider adds to its errors besides the message: a hint to wait, a status, a type. */
 export type ProviderErrorExtra = { retryAfterMs?: number; status?: number; type?: string };
 
-/** A ProviderError with the message scrubbed (`redact`) and the provider's `info` merged in. */
+/**
+ * The most of a provider's error message kept. The SDKs quote the answer's body whole: an
+ * error page of 8 MB (a proxy's, a server's dump) became an 8 MB run error, log line and
+ * `provider_rejected: …` parked reason, at every attempt.
+ */
+export const MAX_ERROR_CHARS = 2_000;
+
+/** `text` cut at MAX_ERROR_CHARS (never inside a surrogate pair), saying how long it was. */
+export function clippedError(text: string): string {
+  if (text.length <= MAX_ERROR_CHARS) return text;
+  const high = text.charCodeAt(MAX_ERROR_CHARS - 1);
+  const end = high >= 0xd800 && high <= 0xdbff ? MAX_ERROR_CHARS - 1 : MAX_ERROR_CHARS;
+  return `${text.slice(0, end)}… (${text.length} characters in all)`;
+}
+
+/** A ProviderError with the message scrubbed (`redact`), then clipped, and the provider's `info` merged in. */
 export function providerError(
   message: string,
   retryable: boolean,
@@ -126,7 +141,7 @@ export function providerError(
   redact: (text: string) => string,
 ): ProviderError {
   const { retryAfterMs, ...more } = extra;
-  return new ProviderError(redact(message), retryable, retryAfterMs, { ...info, ...more });
+  return new ProviderError(clippedError(redact(message)), retryable, retryAfterMs, { ...info, ...more });
 }
 
 /** Whether an HTTP status is worth retrying: 408, 409, 429 and 5xx. */

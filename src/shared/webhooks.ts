@@ -27,6 +27,7 @@ import { BlockList, isIP, type LookupFunction } from "node:net";
 import { MAX_TIMER_MS } from "./config-schema.js";
 import { ValidationError } from "./errors.js";
 import { type AllowedBaseUrl, isAllowedBaseUrl, parseAllowedBaseUrls } from "./model-endpoints.js";
+import { limitLookups } from "./webhook-lookups.js";
 
 export type WebhookSettings = {
   /** FLEET_WEBHOOK_SECRET: signs every delivery; without it batches with a webhook are refused. */
@@ -237,6 +238,10 @@ const publicOnlyLookup: LookupFunction = (hostname, options, callback) => {
   });
 };
 
+/** Every delivery's lookups, a few at a time (webhook-lookups.ts). */
+const plainLookups = limitLookups(dnsLookup as LookupFunction);
+const publicOnlyLookups = limitLookups(publicOnlyLookup);
+
 /** POSTs one signed delivery; resolves with the status code, rejects on a network error. */
 export function postWebhook(
   url: string,
@@ -279,7 +284,7 @@ export function postWebhook(
           ...headers,
         },
         timeout: settings.timeoutMs,
-        ...(settings.denyPrivate ? { lookup: publicOnlyLookup } : {}),
+        lookup: settings.denyPrivate ? publicOnlyLookups : plainLookups,
       },
       (res) => {
         // The status is the answer: the body is not read (nor waited for).

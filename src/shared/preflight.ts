@@ -11,7 +11,7 @@ import type { FleetConfig } from "./config.js";
 import { MIGRATIONS_FOLDER } from "./db/migrate.js";
 import { ValidationError } from "./errors.js";
 import { makeDirectory, PRIVATE_DIRECTORY_MODE } from "./make-directory.js";
-import { createProbe } from "./redis.js";
+import { createProbe, isClusterUrl } from "./redis.js";
 import { startPostgresHint, startRedisHint } from "./start-hints.js";
 import { claimFleet } from "./store/fleet-identity.js";
 
@@ -113,7 +113,9 @@ export async function checkRedis(url: string, timeoutMs = PREFLIGHT_TIMEOUT_MS):
   try {
     await redis.connect();
     await redis.ping();
+    if (!isClusterUrl(url)) await refuseClusterNode(redis, url);
   } catch (thrown) {
+    if (thrown instanceof ValidationError) throw thrown;
     // ioredis reports "Connection is closed"; the socket's own error says why.
     const error = cause ?? (thrown as Error);
     // It answered, and refused the user or password (ACL users, requirepass).
@@ -130,6 +132,31 @@ export async function checkRedis(url: string, timeoutMs = PREFLIGHT_TIMEOUT_MS):
   } finally {
     redis.disconnect();
   }
+}
+
+/**
+ * Whether a server named by a plain `redis://` URL runs in cluster mode (`INFO cluster`): one
+ * connection to one node then gets `MOVED` for every key of a slot another node serves, and
+ * `CROSSSLOT` for every BullMQ script of a prefix without a hash tag, yet answered PING.
+ */
+export function isClusterNodeInfo(info: string): boolean {
+  return /^cluster_enabled:1\s*$/m.test(info);
+}
+
+/** A plain URL naming a node of a Redis Cluster is refused: it needs `redis+cluster://`. */
+async function refuseClusterNode(redis: ReturnType<typeof createProbe>, url: string): Promise<void> {
+  // A Redis refusing INFO is not refused for that: the check cannot tell.
+  const info = await redis.info("cluster").catch(() => "");
+  if (!isClusterNodeInfo(info)) return;
+  const u = new URL(url);
+  const auth = u.username || u.password ? `${u.username}${u.password ? ":***" : ""}@` : "";
+  const cluster = `${u.protocol.replace(/:$/, "")}+cluster://${auth}${u.host}`;
+  throw new ValidationError(
+    "REDIS_URL",
+    `${redact(url)} is a node of a Redis Cluster (cluster_enabled:1), named as one server: the fleet's ` +
+      `keys would meet MOVED and CROSSSLOT. Name the cluster instead: REDIS_URL=${cluster} ` +
+      "(see Redis Cluster and managed Redis in the README).",
+  );
 }
 
 /** Before migrating: Postgres (its `postgres` database: ours may not exist yet) and Redis answer. */

@@ -11,7 +11,7 @@
  * - a command about the server rather than a key (CLIENT LIST, SCAN) must ask every master:
  *   `masters()` lists them.
  */
-import type { Cluster, Redis } from "ioredis";
+import type { Cluster, ClusterOptions, Redis } from "ioredis";
 import type { Logger } from "pino";
 import { ioredis } from "./cjs-packages.js";
 
@@ -182,6 +182,7 @@ export function createProbe(url: string, timeoutMs = 5_000): Redis {
       commandTimeout: timeoutMs,
     });
   return new ioredis.Cluster(target.nodes, {
+    ...clusterDnsLookup(target.tls),
     lazyConnect: true,
     enableOfflineQueue: false,
     clusterRetryStrategy: () => null,
@@ -194,6 +195,17 @@ export function createProbe(url: string, timeoutMs = 5_000): Redis {
       ...(target.tls ? { tls: {} } : {}),
     },
   }) as unknown as Redis;
+}
+
+/**
+ * A TLS cluster's seed hosts are connected to by name, not first resolved to an IP (ioredis's
+ * default `dnsLookup`): a managed cluster's certificate names its hosts (ElastiCache:
+ * `*.cache.amazonaws.com`), so a TLS connection made to the resolved IP failed its check
+ * ("IP: … is not in the cert's list") and the fleet never got the slot map. The identity
+ * lookup is what ioredis prescribes for TLS clusters.
+ */
+export function clusterDnsLookup(tls: boolean): Pick<ClusterOptions, "dnsLookup"> {
+  return tls ? { dnsLookup: (address, callback) => callback(null, address) } : {};
 }
 
 /**
@@ -234,6 +246,7 @@ function createCluster(
   name: string | undefined,
 ): Redis {
   const cluster = new ioredis.Cluster(target.nodes, {
+    ...clusterDnsLookup(target.tls),
     redisOptions: {
       maxRetriesPerRequest: role === "worker" ? null : 1,
       socketTimeout:

@@ -41,7 +41,7 @@ function portRange(): [number, number] {
 }
 
 /** A free port whose cluster bus port (+10000) is free too. */
-async function freePort(taken: Set<number>): Promise<number> {
+export async function freePort(taken: Set<number>): Promise<number> {
   const [from, to] = portRange();
   for (let tries = 0; tries < 200; tries++) {
     const port = from + Math.floor(Math.random() * (to - from + 1));

@@ -23,6 +23,8 @@ describe("isServiceUnavailable", () => {
       isServiceUnavailable(pgError("57P01", "terminating connection due to administrator command")),
     ).toBe(true);
     expect(isServiceUnavailable(pgError("57P03", "the database system is starting up"))).toBe(true);
+    expect(isServiceUnavailable(pgError("57014", "canceling statement due to statement timeout"))).toBe(true);
+    expect(isServiceUnavailable(pgError("55P03", "canceling statement due to lock timeout"))).toBe(true);
     expect(
       isServiceUnavailable(
         Object.assign(new Error("write CONNECTION_CLOSED h:5432"), { code: "CONNECTION_CLOSED" }),

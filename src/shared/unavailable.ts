@@ -15,9 +15,11 @@ const POSTGRES_LINK = new Set([
 ]);
 /**
  * SQLSTATEs of a server that cannot take work now: 08 connection exceptions, 53300 too many
- * connections, 57P01–57P03 shutting down / cannot connect now, 25006 read-only (a replica).
+ * connections, 57P01–57P03 shutting down / cannot connect now, 25006 read-only (a replica),
+ * 57014 a statement cancelled (the DBA's `statement_timeout`, an operator's
+ * `pg_cancel_backend`), 55P03 a lock not had in time (`lock_timeout`, a lock held elsewhere).
  */
-const POSTGRES_STATE = /^(08...|53300|57P0[123]|25006)$/;
+const POSTGRES_STATE = /^(08...|53300|57P0[123]|25006|57014|55P03)$/;
 /** Redis replies of a server that cannot take this write now: OOM under noeviction, loading, a replica. */
 const REDIS_REPLY = /^(OOM|LOADING|READONLY|MASTERDOWN|BUSY|TRYAGAIN|CLUSTERDOWN) /;
 

@@ -12,7 +12,8 @@ import { ValidationError } from "../errors.js";
 
 /**
  * Records `prefix` as this database's fleet when none is recorded yet; throws a
- * ValidationError naming FLEET_PREFIX when the database belongs to another fleet.
+ * ValidationError naming FLEET_PREFIX when the database belongs to another fleet, and one
+ * naming DATABASE_URL when the server is read-only.
  */
 export async function claimFleet(database: Pick<Database, "sql" | "url">, prefix: string): Promise<void> {
   const [row] = await database.sql<{ prefix: string }[]>`
@@ -23,7 +24,15 @@ export async function claimFleet(database: Pick<Database, "sql" | "url">, prefix
     )
     select prefix from claimed
     union all
-    select prefix from fleet_identity where id = 1`;
+    select prefix from fleet_identity where id = 1`.catch((error: unknown) => {
+    // 25006: a standby (DATABASE_URL still names it after a failover) or default_transaction_read_only.
+    if ((error as { code?: unknown }).code !== "25006") throw error;
+    throw new ValidationError(
+      "DATABASE_URL",
+      `database "${databaseName(database.url)}" is read-only (a standby, or default_transaction_read_only = on): ` +
+        "the fleet writes to it; point DATABASE_URL at the primary",
+    );
+  });
   const owner = row?.prefix ?? prefix;
   if (owner === prefix) return;
   throw new ValidationError(

@@ -107,6 +107,34 @@ describe("unreachable services", () => {
   }, 90_000);
 });
 
+describe("a Postgres that answers but takes no more connections", () => {
+  const ADMIN_URL = process.env.TEST_ADMIN_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+
+  it("says it is full and what to change, not to start a server that runs", async () => {
+    // A role allowed no connection gets SQLSTATE 53300, as every login does once the server's
+    // max_connections are taken. Before, the line said "cannot reach … Start it".
+    const role = `fleet_t_full_${randomUUID().slice(0, 8)}`;
+    const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+    await admin.unsafe(`create role "${role}" login connection limit 0`);
+    try {
+      const url = new URL(ADMIN_URL);
+      url.username = role;
+      const result = await fleet(["migrate"], { DATABASE_URL: url.toString() });
+      expect(result.code, result.stderr).toBe(2);
+      const lines = result.stderr.trim().split("\n");
+      expect(lines, result.stderr).toHaveLength(1);
+      expect(lines[0]).toMatch(
+        /^fleet: DATABASE_URL: Postgres at .* takes no more connections \(too many connections/,
+      );
+      expect(lines[0]).toMatch(/max_connections/);
+      expect(lines[0]).not.toMatch(/cannot reach|Start it/);
+    } finally {
+      await admin.unsafe(`drop role "${role}"`);
+      await admin.end();
+    }
+  }, 60_000);
+});
+
 describe("the long-lived roles check Postgres and Redis before they say ready", () => {
   const ADMIN_URL = process.env.TEST_ADMIN_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
   /** `fleet up` checks before it starts any child. */

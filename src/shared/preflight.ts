@@ -28,9 +28,17 @@ function redact(url: string): string {
 
 /**
  * Why Postgres did not answer. SQLSTATE class 28 (a role that does not exist, a wrong
- * password, pg_hba.conf) means it did answer and refused the login: starting it would not help.
+ * password, pg_hba.conf) means it did answer and refused the login, 53300 that it is full:
+ * starting it would not help.
  */
 function unreachablePostgres(url: string, error: unknown): ValidationError {
+  // 53300: it runs and every connection it allows (max_connections, a role's or database's limit) is taken.
+  if ((error as { code?: unknown }).code === "53300")
+    return new ValidationError(
+      "DATABASE_URL",
+      `Postgres at ${redact(url)} takes no more connections (${(error as Error).message}): ` +
+        "close what holds them, or raise max_connections (or the role's or database's CONNECTION LIMIT).",
+    );
   if ((error as { code?: unknown }).code?.toString().startsWith("28"))
     return new ValidationError(
       "DATABASE_URL",

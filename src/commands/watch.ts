@@ -18,42 +18,56 @@ export type WatchOptions = ApiOptions & {
   signal?: AbortSignal;
 };
 
-const clip = (text: string, max = 400) => (text.length > max ? `${text.slice(0, max)}…` : text);
+/**
+ * Text as a terminal may show it: control characters (C0, DEL, C1) as escapes — `\n`, `\r`,
+ * `\t`, else `\u001b` — so text a model, a tool or a user wrote can neither send the terminal
+ * an escape sequence nor start a line that looks like one of the watch's own.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: these are what it escapes
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+const NAMED: Record<string, string> = { "\n": "\\n", "\r": "\\r", "\t": "\\t" };
+const visible = (text: unknown): string =>
+  String(text).replace(CONTROL, (c) => NAMED[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+
+const clip = (text: unknown, max = 400) => {
+  const shown = visible(text);
+  return shown.length > max ? `${shown.slice(0, max)}…` : shown;
+};
 
 /** One readable line (or a few) for an event. */
 export function describeEvent(event: FleetEvent): string {
   const d = event.data;
+  const v = visible;
   switch (event.type) {
     case "RUN_STARTED":
-      return `▶ ${d.kind === "resume" ? `resume (${d.resumeKind ?? "?"})` : "run"} started by ${d.trigger} [${d.runId}]`;
+      return `▶ ${d.kind === "resume" ? `resume (${v(d.resumeKind ?? "?")})` : "run"} started by ${v(d.trigger)} [${v(d.runId)}]`;
     case "MESSAGE": {
       const m = d.message ?? {};
-      const head = `#${m.seq} ${m.role}`;
+      const head = `#${v(m.seq)} ${v(m.role)}`;
       if (m.role === "assistant") {
         const calls = (m.toolCalls ?? []) as { name: string; arguments: unknown }[];
-        const lines = [`${head} (${m.stopReason}): ${clip(String(m.content ?? ""))}`];
+        const lines = [`${head} (${v(m.stopReason)}): ${clip(m.content ?? "")}`];
         for (const call of calls)
-          lines.push(`    → ${call.name} ${clip(JSON.stringify(call.arguments), 200)}`);
+          lines.push(`    → ${v(call.name)} ${clip(JSON.stringify(call.arguments), 200)}`);
         return lines.join("\n");
       }
-      if (m.role === "tool")
-        return `${head} ${m.name} ${m.success ? "✓" : "✗"}: ${clip(String(m.content ?? ""))}`;
-      return `${head}: ${clip(String(m.content ?? ""))}`;
+      if (m.role === "tool") return `${head} ${v(m.name)} ${m.success ? "✓" : "✗"}: ${clip(m.content ?? "")}`;
+      return `${head}: ${clip(m.content ?? "")}`;
     }
     case "MESSAGE_DELTA":
-      return `  … ${clip(String(d.text ?? ""), 200)}`;
+      return `  … ${clip(d.text ?? "", 200)}`;
     case "TOOL_STARTED":
-      return `⚙ ${d.name} started (${d.toolCallId})`;
+      return `⚙ ${v(d.name)} started (${v(d.toolCallId)})`;
     case "TOOL_FINISHED":
-      return `⚙ ${d.name} finished ${d.success ? "✓" : "✗"} (${d.toolCallId})`;
+      return `⚙ ${v(d.name)} finished ${d.success ? "✓" : "✗"} (${v(d.toolCallId)})`;
     case "MODEL_STOPPED":
-      return `! model stopped: ${d.stopReason}`;
+      return `! model stopped: ${v(d.stopReason)}`;
     case "RUN_COMPLETED":
-      return `■ run ended: ${d.outcome} [${d.runId}]`;
+      return `■ run ended: ${v(d.outcome)} [${v(d.runId)}]`;
     case "SESSION_PARKED":
-      return `⏸ session parked: ${d.reason}`;
+      return `⏸ session parked: ${v(d.reason)}`;
     default:
-      return `${event.type} ${JSON.stringify(d)}`;
+      return `${v(event.type)} ${v(JSON.stringify(d))}`;
   }
 }
 

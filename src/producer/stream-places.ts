@@ -7,7 +7,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { NotFoundError, ValidationError } from "../shared/errors.js";
 import { STREAM_START } from "../shared/event-expiry.js";
 import type { EventReader } from "../shared/event-reader.js";
-import { isEventId } from "../shared/events.js";
+import { canonicalEventId, isEventId } from "../shared/events.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
 
 /**
@@ -44,7 +44,7 @@ export function resumeId(request: FastifyRequest, params: readonly string[] = []
   if (value === undefined) return null;
   if (typeof value !== "string" || !isEventId(value))
     throw new ValidationError(field, "must be an event id as the stream sent it (e.g. 1700000000000-0)");
-  return value;
+  return canonicalEventId(value);
 }
 
 /** 410 `expired`: the reader's place is no longer kept; it reconnects without an id. */

@@ -110,6 +110,16 @@ export function isEventId(value: string): boolean {
   return BigInt(ms) < U64_MAX && BigInt(seq) <= U64_MAX;
 }
 
+/**
+ * An event id (one `isEventId` accepts) in the spelling Redis gives its entries: without
+ * leading zeros, so that the route compares it as text with what it reads (`007-0` is
+ * entry `7-0`, and was sent again to a reader resuming after it).
+ */
+export function canonicalEventId(value: string): string {
+  const [ms, seq] = value.split("-") as [string, string];
+  return `${BigInt(ms)}-${BigInt(seq)}`;
+}
+
 /** A stored message's fingerprint: its seq and commit time, which no message of another history shares. */
 export function fingerprint(message: Pick<StoredMessage, "seq" | "createdAt">): string {
   return `${message.seq}|${message.createdAt}`;

@@ -34,6 +34,8 @@ export function restartDelay(crashesInARow: number, policy: RestartPolicy = DEFA
 type Supervised = {
   spec: ChildSpec;
   child: ChildProcess | null;
+  /** Resolves once the running child has exited and its output has been read (childEnded). */
+  ended: Promise<void>;
   startedAt: number;
   crashesInARow: number;
   restarts: number;
@@ -73,6 +75,7 @@ export class Supervisor {
     const entry: Supervised = {
       spec,
       child: null,
+      ended: Promise.resolve(),
       startedAt: 0,
       crashesInARow: 0,
       restarts: 0,
@@ -106,8 +109,7 @@ export class Supervisor {
         if (this.children.every((c) => c.ready !== null)) this.allReady();
       }
     });
-    // "close", not "exit": its output, the ready line included, has all been read by then.
-    child.once("close", (code, signal) => {
+    entry.ended = childEnded(child).then(({ code, signal }) => {
       entry.child = null;
       if (this.stopping) return;
       if (!restarted && !readyNow) {
@@ -140,19 +142,62 @@ export class Supervisor {
       entry.timer = null;
     }
     await Promise.all(
-      this.children.map(async ({ spec, child }) => {
-        if (!child || child.exitCode !== null || child.signalCode !== null) return;
-        const exited = new Promise<void>((resolve) => child.once("close", () => resolve()));
+      this.children.map(async ({ spec, child, ended }) => {
+        if (!child) return;
+        if (child.exitCode !== null || child.signalCode !== null) return ended;
         child.kill("SIGTERM");
         const late = setTimeout(() => {
           console.error(`fleet up: ${spec.name} did not stop within ${formatMs(graceMs)}; killing it`);
           child.kill("SIGKILL");
         }, graceMs);
-        await exited;
+        await ended;
         clearTimeout(late);
       }),
     );
   }
+}
+
+/**
+ * How long after a child's exit its output is still waited for: what it wrote last (its ready
+ * line, the reason it stopped) is read by then, unless a process it started holds its stdout.
+ */
+export const OUTPUT_AFTER_EXIT_MS = 1_000;
+
+/**
+ * Resolves with a child's exit once its stdout has been read to the end, or OUTPUT_AFTER_EXIT_MS
+ * after the exit. Node's "close" waits for the pipe, which a process the child started (a
+ * tool's command run with stdio "inherit", a helper a --tools module spawned) keeps open after
+ * the child is gone: waiting for "close" alone, a dead worker was not restarted and `fleet up`
+ * did not exit until that process ended. Such a pipe is still passed on, but no longer keeps
+ * `fleet up` alive.
+ */
+export function childEnded(
+  child: ChildProcess,
+  drainMs = OUTPUT_AFTER_EXIT_MS,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  return new Promise((resolve) => {
+    let drained = child.stdout === null || child.stdout.closed;
+    let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+    let timer: NodeJS.Timeout | undefined;
+    const settle = () => {
+      if (!exit || !drained) return;
+      clearTimeout(timer);
+      resolve(exit);
+    };
+    child.stdout?.once("close", () => {
+      drained = true;
+      settle();
+    });
+    child.once("exit", (code, signal) => {
+      exit = { code, signal };
+      if (drained) return settle();
+      timer = setTimeout(() => {
+        drained = true;
+        (child.stdout as { unref?: () => void } | null)?.unref?.();
+        settle();
+      }, drainMs);
+    });
+  });
 }
 
 /**

@@ -34,3 +34,15 @@ describe("fleet up's children", () => {
     ]);
   });
 });
+
+describe("fleet up --metrics-port-base 0", () => {
+  it("means free ports for every child, as METRICS_PORT=0 does, not ports 1, 2, ...", () => {
+    const children = upChildren({ workers: 2 }, 0);
+    expect(children.map((child) => [child.name, child.args])).toEqual([
+      ["api", []],
+      ["sweeper", ["--metrics-port", "0"]],
+      ["worker 0", ["--metrics-port", "0"]],
+      ["worker 1", ["--metrics-port", "0"]],
+    ]);
+  });
+});

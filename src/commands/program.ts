@@ -125,7 +125,7 @@ export function buildProgram(): Program {
     .option(
       "--metrics-port-base <N>",
       "worker i (from 0) serves /metrics on port N+i, the sweeper on N+workers " +
-        "(default: METRICS_PORT when it is set, otherwise free ports)",
+        "(0, and the default when METRICS_PORT is not set: free ports)",
       port,
     )
     .action(

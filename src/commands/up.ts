@@ -19,14 +19,17 @@ export type UpOptions = {
   extensions?: string[];
   /**
    * Worker i (from 0) serves /metrics on this port + i, the sweeper on this port + workers.
-   * Default: METRICS_PORT when it is set (not 0); otherwise each picks a free port.
+   * Default: METRICS_PORT when it is set (not 0); otherwise, and for 0, each picks a free port.
    */
   metricsPortBase?: number;
 };
 
-/** The children of `fleet up`: the API, the sweeper, and the workers, with their metrics ports. */
+/**
+ * The children of `fleet up`: the API, the sweeper, and the workers, with their metrics ports.
+ * A base of 0 means free ports, as METRICS_PORT=0 does (not ports 0, 1, 2, …: privileged).
+ */
 export function upChildren(options: UpOptions, metricsPortBase: number | undefined): ChildSpec[] {
-  const port = (offset: number) => String(metricsPortBase === undefined ? 0 : metricsPortBase + offset);
+  const port = (offset: number) => String(metricsPortBase ? metricsPortBase + offset : 0);
   const toolArgs = [
     ...(options.tools ?? []).flatMap((file) => ["--tools", resolve(file)]),
     ...(options.extensions ?? []).flatMap((file) => ["--extensions", resolve(file)]),

@@ -76,13 +76,38 @@ export async function stopWithin(role: string, stop: () => Promise<void>, ms: nu
   const late = new Promise<"late">((resolve) => {
     timer = setTimeout(() => resolve("late"), ms);
   });
-  const outcome = await Promise.race([stop().then(() => "stopped" as const), late]);
+  const outcome = await ignoringSigterm(role, ms, () =>
+    Promise.race([stop().then(() => "stopped" as const), late]),
+  );
   clearTimeout(timer);
   if (outcome === "late")
     throw new Error(
       `${role} not stopped ${(ms / 1000).toFixed(0)} s after the signal (waiting on Redis or Postgres: unreachable, or a statement still running there); exiting anyway`,
     );
   return 0;
+}
+
+/**
+ * Runs a stop with SIGTERM ignored (said once on stderr): systemd's default KillMode sends it
+ * to every process of the unit, so a child of `fleet up` gets it from systemd and again from
+ * `fleet up`, and Node's default for a SIGTERM with no listener ended the stop at once. The
+ * stop ends by itself within `ms`; SIGINT (a second Ctrl-C) and SIGKILL still end it at once.
+ */
+export async function ignoringSigterm<T>(role: string, ms: number, stop: () => Promise<T>): Promise<T> {
+  let said = false;
+  const ignore = () => {
+    if (said) return;
+    said = true;
+    console.error(
+      `fleet ${role}: already stopping; SIGTERM ignored (the stop ends within ${(ms / 1000).toFixed(0)} s; SIGINT or SIGKILL end it now)`,
+    );
+  };
+  process.on("SIGTERM", ignore);
+  try {
+    return await stop();
+  } finally {
+    process.off("SIGTERM", ignore);
+  }
 }
 
 export async function migrate(config: FleetConfig): Promise<void> {

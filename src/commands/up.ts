@@ -7,7 +7,7 @@ import { resolve } from "node:path";
 import { loadConfig } from "../shared/config.js";
 import { ValidationError } from "../shared/errors.js";
 import { supervisorStopMs } from "../shared/shutdown.js";
-import { checkModuleFile, migrate, untilSignal } from "./serve.js";
+import { checkModuleFile, ignoringSigterm, migrate, untilSignal } from "./serve.js";
 import { type ChildSpec, StartFailedError, Supervisor } from "./supervisor.js";
 
 export type UpOptions = {
@@ -65,7 +65,8 @@ export async function upCommand(options: UpOptions): Promise<number> {
   const children = upChildren(options, base);
   for (const spec of children) supervisor.start(spec);
   // A child still running past its own exit deadline (its stop's bound and more) is killed.
-  const stopAll = () => supervisor.stop(supervisorStopMs(config.shutdownGraceMs));
+  const stopMs = supervisorStopMs(config.shutdownGraceMs);
+  const stopAll = () => ignoringSigterm("up", stopMs, () => supervisor.stop(stopMs));
 
   const started = await Promise.race([supervisor.started(), signal.then(() => "signal" as const)]).catch(
     (error: unknown) => error,

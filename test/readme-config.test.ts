@@ -84,6 +84,7 @@ const PARSED: Record<string, (c: FleetConfig) => unknown> = {
   FLEET_API_AUTH_FAILURE_BURST: (c) => c.apiAuthFailures?.burst,
   FLEET_API_TRUST_PROXY: (c) => (c.apiTrustProxy === false ? undefined : c.apiTrustProxy),
   FLEET_API_REQUEST_TIMEOUT_MS: (c) => c.apiRequestTimeoutMs,
+  FLEET_API_DRAIN_MS: (c) => c.apiDrainMs,
   FLEET_API_MAX_BIG_BODIES: (c) => c.apiBigBodies.max,
   FLEET_API_BIG_BODIES_WAITING: (c) => c.apiBigBodies.waiting,
   FLEET_SSE_MAX_STREAMS_PER_TENANT: (c) => c.events.maxStreamsPerTenant,

@@ -138,7 +138,18 @@ export async function apiCommand(options: ApiOptions = {}): Promise<number> {
   const { startApi } = await import("../producer/api-server.js");
   const api = await startApi(config, { port: options.port });
   await readyUntilSignal(`fleet api ready: ${api.url}`);
-  return stopWithin("api", api.stop, exitDeadlineMs("api", 0));
+  // The drain: served on with /healthz at 503, so that a load balancer (or Kubernetes, which
+  // takes a pod out of its Service while it sends SIGTERM) stops sending before the port closes.
+  const drainMs = config.apiDrainMs;
+  const stop = async () => {
+    api.drain();
+    if (drainMs > 0) {
+      console.error(`fleet api: draining for ${drainMs} ms (/healthz answers 503), then stopping`);
+      await new Promise((resolve) => setTimeout(resolve, drainMs));
+    }
+    await api.stop();
+  };
+  return stopWithin("api", stop, drainMs + exitDeadlineMs("api", 0));
 }
 
 /**

@@ -65,7 +65,7 @@ export async function upCommand(options: UpOptions): Promise<number> {
   const children = upChildren(options, base);
   for (const spec of children) supervisor.start(spec);
   // A child still running past its own exit deadline (its stop's bound and more) is killed.
-  const stopMs = supervisorStopMs(config.shutdownGraceMs);
+  const stopMs = supervisorStopMs(config.shutdownGraceMs, config.apiDrainMs);
   const stopAll = () => ignoringSigterm("up", stopMs, () => supervisor.stop(stopMs));
 
   const started = await Promise.race([supervisor.started(), signal.then(() => "signal" as const)]).catch(

@@ -39,6 +39,11 @@ export type RunningApi = {
   url: string;
   /** True when no API key exists and requests without one are served as tenant `default`. */
   devMode: boolean;
+  /**
+   * From now on `/healthz` answers 503 while every request is still served: a load balancer
+   * or Kubernetes takes the API out before `stop` closes its port (FLEET_API_DRAIN_MS).
+   */
+  drain: () => void;
   stop: () => Promise<void>;
 };
 
@@ -193,6 +198,9 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
       ),
   });
   const { requestRate } = config.tenantLimits;
+  const reachable = servicesReachable(database, redis);
+  /** Stopping (or about to): `/healthz` says 503 from now on. */
+  let draining = false;
   const app = buildApi({
     service,
     deletions,
@@ -221,7 +229,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     bigBodies: config.apiBigBodies,
     authFailures: config.apiAuthFailures ? new AuthFailureLimiter(config.apiAuthFailures) : undefined,
     trustProxy: config.apiTrustProxy,
-    healthy: servicesReachable(database, redis),
+    healthy: async () => !draining && (await reachable()),
     version: packageVersion(),
   });
   // One line when Redis goes and one when it is back, as workers and the sweeper say it.
@@ -239,6 +247,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     );
   }
   const close = () => {
+    draining = true;
     stopEvictionWatch();
     return closeAll(
       [
@@ -265,6 +274,9 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     port,
     url: localUrl(config.host, port),
     devMode: !anyKey,
+    drain: () => {
+      draining = true;
+    },
     stop: close,
   };
 }

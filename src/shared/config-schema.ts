@@ -218,6 +218,7 @@ export const envSchema = z.object({
   FLEET_SSE_HEARTBEAT_MS: timerMs(15_000, true),
   /** How long a request to the API may take to arrive, headers and body; later: 408, connection closed. */
   FLEET_API_REQUEST_TIMEOUT_MS: timerMs(120_000, true),
+  FLEET_API_DRAIN_MS: timerMs(0),
   /**
    * Failed authentications (401) one client address may have a minute on one API process;
    * past them its requests answer 429 without a key look-up (auth-failures.ts). 0: no limit.

@@ -37,6 +37,11 @@ export type FleetConfig = {
   port: number;
   /** FLEET_API_REQUEST_TIMEOUT_MS: how long a request to the API may take to arrive (at least 1 s). */
   apiRequestTimeoutMs: number;
+  /**
+   * FLEET_API_DRAIN_MS: after SIGTERM, how long the API goes on serving with `/healthz`
+   * answering 503 before it stops taking connections (0: it stops at once).
+   */
+  apiDrainMs: number;
   /** Failed authentications per client address (auth-failures.ts); undefined: no limit. */
   apiAuthFailures: { perMinute: number; burst: number } | undefined;
   /** FLEET_API_MAX_BIG_BODIES, FLEET_API_BIG_BODIES_WAITING: request bodies of 1 MiB or more worked on at once, and waiting. */
@@ -206,6 +211,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     workerFetchers: e.WORKER_FETCHERS,
     workerGatherMs: e.WORKER_GATHER_MS,
     apiRequestTimeoutMs: Math.max(1_000, e.FLEET_API_REQUEST_TIMEOUT_MS),
+    apiDrainMs: e.FLEET_API_DRAIN_MS,
     apiAuthFailures:
       e.FLEET_API_AUTH_FAILURES_PER_MINUTE > 0
         ? { perMinute: e.FLEET_API_AUTH_FAILURES_PER_MINUTE, burst: e.FLEET_API_AUTH_FAILURE_BURST }

@@ -78,7 +78,9 @@ export function exitDeadlineMs(role: keyof typeof STOP_WAITS, graceMs: number): 
  * role's own exit deadline, so that a child stopping slowly exits by its own stop or its own
  * deadline (which says what it waited on) rather than by SIGKILL.
  */
-export function supervisorStopMs(graceMs: number): number {
+export function supervisorStopMs(graceMs: number, apiDrainMs = 0): number {
   const roles = Object.keys(STOP_WAITS) as (keyof typeof STOP_WAITS)[];
-  return Math.max(...roles.map((role) => exitDeadlineMs(role, graceMs))) + 5_000;
+  const deadline = (role: keyof typeof STOP_WAITS) =>
+    exitDeadlineMs(role, graceMs) + (role === "api" ? apiDrainMs : 0);
+  return Math.max(...roles.map(deadline)) + 5_000;
 }

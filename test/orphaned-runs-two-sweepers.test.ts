@@ -6,18 +6,13 @@
  * attempts_exhausted in half the retries) and removed the job the first had just added, to
  * add it again a backoff later.
  */
-import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAgentConfig } from "../src/shared/agent-config.js";
-import { SessionLease } from "../src/shared/lease.js";
-import { createMetrics } from "../src/shared/metrics.js";
 import { type JobName, type JobStanding, QUEUES, RunQueues } from "../src/shared/queues.js";
-import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
-import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { SweepQueries } from "../src/sweeper/sweep-queries.js";
-import { Sweeper } from "../src/sweeper/sweeper.js";
+import type { Sweeper } from "../src/sweeper/sweeper.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { sweeperOf } from "./support/stalled-run.js";
 
 describe("two sweepers meeting on one failed job", () => {
   let fleet: FleetEnv;
@@ -35,22 +30,7 @@ describe("two sweepers meeting on one failed job", () => {
     const own = new RunQueues(fleet.redis, fleet.config.prefix);
     queues.push(own);
     own.jobStates = jobStates;
-    const metrics = createMetrics("sweeper-test");
-    return new Sweeper({
-      prefix: fleet.config.prefix,
-      redis: fleet.redis,
-      lease: new SessionLease(fleet.redis, fleet.config.prefix, fleet.config.leaseTtlMs),
-      queries: new SessionQueries(fleet.database),
-      sweeps: new SweepQueries(fleet.database),
-      queues: own,
-      metrics,
-      resumes: new AutomaticResumes(
-        fleet.database,
-        { ...DEFAULT_RESUME_POLICY, backoffBaseMs: 60_000 },
-        metrics,
-      ),
-      log: pino({ level: "silent" }),
-    });
+    return sweeperOf(fleet, own, { policy: { backoffBaseMs: 60_000 } });
   }
 
   it("count the retry once and leave one job, added once", async () => {

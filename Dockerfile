@@ -20,6 +20,13 @@ FROM node:20-bookworm-slim
 ENV NODE_ENV=production
 WORKDIR /app
 
+# tini runs as PID 1 and starts node under it (ENTRYPOINT below): it forwards signals and
+# reaps orphaned processes, which node as PID 1 does not (a signal node has no handler for
+# yet does nothing; a tool's subprocess that outlives it stays a zombie). Compose's
+# `init: true` did that only there: `docker run` without --init and Kubernetes have no such switch.
+RUN apt-get update && apt-get install -y --no-install-recommends tini \
+    && rm -rf /var/lib/apt/lists/*
+
 # Dependencies first, so source edits do not reinstall them. `--omit=dev` leaves out
 # typescript, tsx, vitest, biome, drizzle-kit: the compiled code imports none of them.
 # scripts/ holds the postinstall step (patch-postgres.mjs).
@@ -45,5 +52,5 @@ USER node
 # which needs an API key: see docker-compose.yml). 9100: /metrics of a worker or the sweeper (METRICS_PORT).
 EXPOSE 3000 9100
 
-ENTRYPOINT ["node", "bin/fleet.js"]
+ENTRYPOINT ["/usr/bin/tini", "--", "node", "bin/fleet.js"]
 CMD ["--help"]

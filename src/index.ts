@@ -57,9 +57,9 @@ export {
   type RunContext,
   RunError,
   type RunResult,
-  transcriptExtension,
 } from "./worker/extensions.js";
 export type { ModelEvent, ModelProvider, ModelRequest, ToolSpec } from "./worker/models/provider.js";
 export { ProviderError } from "./worker/models/provider.js";
 export { defineTool, type Tool, type ToolContext, ToolRegistry } from "./worker/tools/registry.js";
+export { transcriptExtension } from "./worker/transcript-extension.js";
 export { type RunningWorker, startWorker, type WorkerOptions } from "./worker/worker.js";

@@ -202,4 +202,47 @@ describe("BatchEventSync on Postgres", () => {
     await sync.sync(); // full: s2 too
     expect([...ended].sort()).toEqual([s0, s1, s2].sort());
   });
+
+  it("a batch seen ended by an incremental pass gets every SESSION_ENDED before its BATCH_COMPLETED", async () => {
+    const { sql } = fleet.database;
+    const agent = { model: { provider: "scripted" as const, steps: [{ text: "hi" }] } };
+    const batch = await client.createBatch([
+      { agent, input: "go", customId: "first" },
+      { agent, input: "go", customId: "last" },
+    ]);
+    const [first, last] = batch.sessions.map((s) => s.id);
+    const complete = async (id: string, at = sql`now()`) => {
+      await sql`update runs set status = 'ended', ended_reason = 'completed', ended_at = now() where session_id = ${id}`;
+      await sql`update sessions set run_started = true, tail_state = 'completed', updated_at = ${at} where id = ${id}`;
+    };
+    // What the stream gets, in order (its script writes each member once).
+    const members = new Set<string>();
+    const written: string[] = [];
+    let now = 1_000_000;
+    const sync = new BatchEventSync(
+      {
+        batches: new BatchStore(fleet.database),
+        write: async (entries) => {
+          for (const [member, type] of entries)
+            if (!members.has(member)) {
+              members.add(member);
+              written.push(type === "SESSION_ENDED" ? member : type);
+            }
+        },
+        now: () => now,
+      },
+      batch.id,
+      "default",
+    );
+    await complete(first!);
+    await sync.sync(); // full
+    now += 1_000;
+    // The batch's last session ends in a transaction that began before the overlap: the batch
+    // has ended, and this pass is incremental.
+    await complete(last!, sql`now() - interval '1 minute'`);
+    await sync.sync();
+    // Before: [first, "BATCH_COMPLETED"], and `last`'s SESSION_ENDED only at the next full
+    // pass, after the BATCH_COMPLETED a client's batchEvents() stops at: that end was lost to it.
+    expect(written).toEqual([first, last, "BATCH_COMPLETED"]);
+  });
 });

@@ -6,7 +6,7 @@
  */
 import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { PART_TRIES, partRetryDelayMs, sendPart } from "../src/commands/batch-send.js";
+import { LIMIT_RETRY_CAP_MS, PART_TRIES, partRetryDelayMs, sendPart } from "../src/commands/batch-send.js";
 import { FleetApiError } from "../src/producer/client.js";
 import { apiError } from "../src/producer/client-errors.js";
 
@@ -65,5 +65,40 @@ describe("fleet batch submit: the waits between tries of a part", () => {
     expect(answer(500)).toBeUndefined();
     expect(answer(429, "0")).toBe(1);
     expect(answer(400, "5")).toBeUndefined();
+  });
+});
+
+describe("fleet batch submit: a part a tenant limit refuses (429)", () => {
+  /** A limit that leaves room after `limitMs` of waiting: the part's tries, and the waits between them. */
+  async function whileLimited(limitMs: number, retryAfter: number) {
+    const waits: number[] = [];
+    let waited = 0;
+    let tries = 0;
+    const send = async () => {
+      tries++;
+      if (waited < limitMs)
+        throw new FleetApiError(429, "too_many_requests", "no room", undefined, undefined, retryAfter);
+      return "sent";
+    };
+    const sleep = async (ms: number) => {
+      waits.push(ms);
+      waited += ms;
+    };
+    expect(await sendPart(send, quiet, sleep)).toBe("sent");
+    return { waits, tries };
+  }
+
+  it("waits longer at each 429 of one part, never under its Retry-After: a 10-minute limit re-sends an 8 MiB part 23 times, not 121", async () => {
+    const partBytes = 8 * 1024 * 1024;
+    const { waits, tries } = await whileLimited(10 * 60_000, 5);
+    expect(waits.slice(0, 4)).toEqual([5_000, 10_000, 20_000, 30_000]);
+    for (const wait of waits) expect(wait).toBeGreaterThanOrEqual(5_000);
+    for (const wait of waits) expect(wait).toBeLessThanOrEqual(LIMIT_RETRY_CAP_MS);
+    // Every try sends, and the API parses, the whole part: 121 tries (968 MiB) at 5 s each before.
+    expect(tries).toBe(23);
+    expect((tries * partBytes) / 1024 / 1024).toBe(184);
+    // A longer Retry-After (the request rate's) is honoured as it is; a shorter one starts lower.
+    expect((await whileLimited(60_000, 45)).waits).toEqual([45_000, 45_000]);
+    expect((await whileLimited(60_000, 1)).waits).toEqual([1_000, 2_000, 4_000, 8_000, 16_000, 30_000]);
   });
 });

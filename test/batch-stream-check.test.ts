@@ -53,5 +53,13 @@ describe("a webhook job found under a batch's id", () => {
     expect(webhookJobAction({ state: "failed", finishedOn: now - 61_000, attemptsSpent: true }, now)).toBe(
       "record-failed-if-owed",
     );
+    // One whose receiver took it (kept on the job): recorded delivered, spent or not.
+    for (const attemptsSpent of [true, false])
+      expect(
+        webhookJobAction(
+          { state: "failed", finishedOn: now - 61_000, attemptsSpent, receiverTookIt: true },
+          now,
+        ),
+      ).toBe("record-delivered-if-owed");
   });
 });

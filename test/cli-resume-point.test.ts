@@ -123,6 +123,14 @@ beforeAll(async () => {
       '"toolCalls": [{"id": "a", "name": "sleep", "arguments": {"ms": 1e400}}]}]',
   );
 
+  // A tool call's arguments nested 100,000 deep: the history's parse recursed and overflowed
+  // the stack ("fleet: Maximum call stack size exceeded", exit 1).
+  const deep = await file(
+    "deep.json",
+    '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "stopReason": "tool_use", ' +
+      `"toolCalls": [{"id": "a", "name": "sleep", "arguments": {"ms": ${"[".repeat(100_000)}${"]".repeat(100_000)}}}]}]`,
+  );
+
   const jobs: Record<string, Promise<Run>> = {
     resumable: fleet(["resume-point", "--file", resumable]),
     retry: fleet(["resume-point", "-f", retry]),
@@ -135,6 +143,7 @@ beforeAll(async () => {
     notArray: fleet(["resume-point", "--file", notArray]),
     missing: fleet(["resume-point", "--file", missing]),
     infinite: fleet(["resume-point", "--file", infinite]),
+    deep: fleet(["resume-point", "--file", deep]),
     bom: fleet(["resume-point", "--file", bom]),
     stdinBom: fleet(["resume-point", "--file", "-"], `\uFEFF${JSON.stringify(completedHistory)}`),
     utf16: fleet(["resume-point", "--file", utf16]),
@@ -253,6 +262,15 @@ describe("fleet resume-point --file", () => {
     expect(r.stderr.trim()).toBe(
       "fleet: messages[1].toolCalls[0].arguments.ms: is a number too large for a JSON double",
     );
+  });
+
+  it("a value nested 100,000 deep → exit 2 naming its field, as the API refuses it", () => {
+    const r = run("deep");
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe("");
+    expect(lines(r.stderr)).toHaveLength(1);
+    expect(r.stderr.trim()).toBe("fleet: messages[1].toolCalls[0]: nests deeper than 100 levels");
+    expectNoStack(r);
   });
 
   it("a UTF-8 byte order mark before the JSON is skipped (RFC 8259 allows it), from a file or stdin", () => {

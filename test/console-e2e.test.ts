@@ -236,10 +236,25 @@ describe("the console in a browser", () => {
     expect(sent()).toBe(1);
     await page.locator(".msg.tool.cancelled").getByText("cancelled", { exact: true }).waitFor();
     await page.locator("dd .badge", { hasText: /^cancelled$/ }).waitFor();
-    const session = await ops.getSession(id);
+    // The cancel commits before the worker holding the running run has ended it (it aborts
+    // the tool, stores its result, then ends the run), so the runs are read once they ended.
+    let session = await ops.getSession(id);
     expect(session.status).toBe("cancelled");
-    const text = await visibleText(page);
-    for (const run of session.runs) expect(text).toContain(run.endedReason!);
+    await waitFor(
+      async () => {
+        session = await ops.getSession(id);
+        return session.runs.every((run) => run.endedReason !== null);
+      },
+      10_000,
+      "the worker to end the cancelled session's runs",
+    );
+    for (const run of session.runs) {
+      await page
+        .locator("table.runs .outcome")
+        .getByText(run.endedReason!, { exact: true })
+        .first()
+        .waitFor();
+    }
   }, 30_000);
 
   it("polls the session when the API has no events route, and still shows what happens", async () => {

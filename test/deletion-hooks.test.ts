@@ -3,14 +3,16 @@
  * every delete (API, batch, retention) writes its sessions' rows in its own statement; a
  * claim hides them from other workers until it runs out, then they are taken again (the
  * worker died: at least once); DeletionHooks calls each hook and removes the rows, and gives
- * up with a warning on a row taken more than MAX_ATTEMPTS times.
+ * up with a warning on a row taken more than MAX_ATTEMPTS times. A worker stopping while a hook
+ * that ignores its signal is pending stops waiting for it (before: its stop waited out
+ * FLEET_HOOK_TIMEOUT_MS, holding every close after it) and keeps the row owed.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DataDeletion } from "../src/shared/store/data-deletion.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { claimMs, DeletionHooks, MAX_ATTEMPTS, UNTAKEN_MS } from "../src/worker/deletion-hooks.js";
-import { Extensions } from "../src/worker/extensions.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { Extensions } from "../src/worker/hook-runner.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
 const agent = { model: { provider: "scripted" as const, steps: [{ text: "done" }] } };
 
@@ -84,4 +86,42 @@ describe("onSessionDeleted outbox", () => {
     >`select session_id from session_deletions order by 1`;
     expect(left.map((r) => r.session_id)).toEqual(["recent", "taken"]);
   });
+
+  it("a stop while a hook that ignores its signal is pending: the stop does not wait for it, the row stays owed", async () => {
+    await fleet.database.sql`delete from session_deletions`;
+    const { id } = await queries.createSession({ agent: agent as never, tenant: "t1" });
+    expect(await store.deleteSession("t1", id)).not.toBeNull();
+    const called: string[] = [];
+    let stopSeen = false;
+    const failures: string[] = [];
+    const extensions = new Extensions(
+      [
+        {
+          name: "stuck",
+          onSessionDeleted: (sessionId: string, { signal }: { signal: AbortSignal }) => {
+            called.push(`stuck ${sessionId}`);
+            signal.addEventListener("abort", () => {
+              stopSeen = true;
+            });
+            return new Promise<void>(() => {}); // never settles, whatever its signal says
+          },
+        },
+        { name: "next", onSessionDeleted: (sessionId: string) => void called.push(`next ${sessionId}`) },
+      ],
+      { hookFailures: { inc: ({ hook }: { hook: string }) => void failures.push(hook) } } as never,
+      { warn: () => {} },
+      600_000,
+    );
+    const hooks = new DeletionHooks(store, extensions, { warn: () => {} }, 600_000);
+    hooks.start();
+    await waitFor(async () => called.length > 0, 20_000, "the stuck hook");
+    // Before: this waited the hook's 600 s out (the test's own time limit ended it).
+    await hooks.stop();
+    expect(stopSeen).toBe(true);
+    expect(called).toEqual([`stuck ${id}`]);
+    expect(failures).toEqual([]);
+    // Not handled, so not forgotten: taken again once the claim runs out (at least once).
+    const owed = await fleet.database.sql<{ session_id: string }[]>`select session_id from session_deletions`;
+    expect(owed.map((r) => r.session_id)).toEqual([id]);
+  }, 30_000);
 });

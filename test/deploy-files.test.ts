@@ -85,6 +85,7 @@ type ComposeService = {
   healthcheck?: { test?: string | string[] };
   restart?: string;
   stop_grace_period?: string;
+  init?: boolean;
 };
 type Compose = { services: Record<string, ComposeService>; volumes?: Record<string, unknown> };
 
@@ -207,6 +208,16 @@ describe("docker-compose.yml", () => {
       expect(config.logLevel).toBe("info");
       expect(config.toolDir).toBe("/data/files");
     }
+  });
+
+  it("runs each role under the image's init (tini), and adds no second one: node is not PID 1", () => {
+    // As PID 1, node gets no default action for a signal it has no handler for (a SIGTERM
+    // before the role's handler is installed, or a SIGINT, does nothing) and the zombies of
+    // any child it leaves (a tool's subprocess) are never reaped; tini, the image's
+    // ENTRYPOINT (describe "Dockerfile"), forwards the signals and reaps them. Docker's
+    // `init: true` would put its own init in front, leaving tini not PID 1 (it warns so).
+    expect(read("Dockerfile")).toMatch(/^ENTRYPOINT \["\/usr\/bin\/tini", "--", /m);
+    for (const name of OUR_SERVICES) expect(service(name).init, name).toBeUndefined();
   });
 
   it("lets each role end its own stop before Docker kills it (stop_grace_period past its exit deadline)", () => {
@@ -598,11 +609,37 @@ describe("Dockerfile", () => {
 
   it("compiles in a build stage and runs bin/fleet.js as a non-root user, both on Node 20", () => {
     expect(all("FROM")).toEqual(["node:20-bookworm-slim AS build", "node:20-bookworm-slim"]);
-    expect(all("ENTRYPOINT").map((e) => JSON.parse(e))).toEqual([["node", "bin/fleet.js"]]);
+    expect(all("ENTRYPOINT").map((e) => JSON.parse(e))).toEqual([
+      ["/usr/bin/tini", "--", "node", "bin/fleet.js"],
+    ]);
     expect(existsSync(join(ROOT, "bin/fleet.js"))).toBe(true);
     const users = all("USER");
     expect(users.length).toBeGreaterThan(0);
     expect(users.at(-1)).not.toMatch(/^(root|0)(:|$)/);
+  });
+
+  it("runs node under tini, installed from Debian in the image stage: node is not PID 1 anywhere", () => {
+    // compose sets `init: true`, but `docker run` without --init and Kubernetes run the
+    // ENTRYPOINT as PID 1: node there reaps no zombies and ignores a signal it has no handler
+    // for yet. tini, PID 1, forwards the signals and reaps; CMD stays the arguments to fleet.
+    const image = read("Dockerfile")
+      .split(/^FROM /m)
+      .at(-1)!;
+    const install = image
+      .replace(/\\\r?\n/g, " ")
+      .split(/\r?\n/)
+      .find((line) => /^RUN\b.*\bapt-get install\b/.test(line));
+    expect(install, "the image stage installs a package with apt-get").toBeDefined();
+    expect(install).toMatch(/\bapt-get update\b/);
+    expect(install).toMatch(/\binstall\s+(-\S+\s+)*.*\btini\b/);
+    expect(install).toMatch(/--no-install-recommends/);
+    expect(install, "the apt lists are removed in the same layer").toMatch(/rm -rf \/var\/lib\/apt\/lists/);
+    // Installed while the stage is still root, before USER switches to the runtime user.
+    const installAt = image.indexOf(install!.slice(0, 20));
+    expect(installAt).toBeLessThan(image.search(/^USER /m));
+    const [entry] = all("ENTRYPOINT").map((e) => JSON.parse(e) as string[]);
+    expect(entry?.slice(0, 2)).toEqual(["/usr/bin/tini", "--"]);
+    expect(all("CMD").map((c) => JSON.parse(c))).toEqual([["--help"]]);
   });
 
   it("copies files that exist and are in the build context", () => {

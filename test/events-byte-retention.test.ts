@@ -14,22 +14,10 @@ import { EventWriter } from "../src/shared/event-writer.js";
 import { eventStreamKey, seqKey, toStored } from "../src/shared/events.js";
 import type { StoredMessage } from "../src/shared/messages.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { bigToolResult } from "./support/histories.js";
 import { readSse } from "./support/sse.js";
 
 const MB = 1024 * 1024;
-
-/** A stored tool result of `chars` characters (the largest a tool may return is 1,000,000). */
-function toolResult(seq: number, chars: number): StoredMessage {
-  return {
-    seq,
-    createdAt: new Date(1_700_000_000_000 + seq).toISOString(),
-    role: "tool",
-    toolCallId: `call_${seq}`,
-    name: "read_file",
-    content: String(seq % 10).repeat(chars),
-    success: true,
-  } as StoredMessage;
-}
 
 describe("a session with big messages", () => {
   let fleet: FleetEnv;
@@ -42,7 +30,7 @@ describe("a session with big messages", () => {
     for (let seq = 1; seq <= count; seq++) {
       const result = await writer.write(
         sessionId,
-        [{ runId: "r1", message: toolResult(seq, 1_000_000) }],
+        [{ runId: "r1", message: bigToolResult(seq, 1_000_000) }],
         [],
       );
       expect(result.ok).toBe(true);
@@ -93,13 +81,13 @@ describe("a session with big messages", () => {
     expect(await bounded.lastSeq("bounded")).toBe(count);
     const again = await bounded.write(
       "bounded",
-      [{ runId: "r1", message: toolResult(count, 1_000_000) }],
+      [{ runId: "r1", message: bigToolResult(count, 1_000_000) }],
       [],
     );
     expect(again).toMatchObject({ ok: true, ids: [] });
-    const gap = await bounded.write("bounded", [{ runId: "r1", message: toolResult(count + 2, 10) }], []);
+    const gap = await bounded.write("bounded", [{ runId: "r1", message: bigToolResult(count + 2, 10) }], []);
     expect(gap).toMatchObject({ ok: false, last: count });
-    const next = await bounded.write("bounded", [{ runId: "r1", message: toolResult(count + 1, 10) }], []);
+    const next = await bounded.write("bounded", [{ runId: "r1", message: bigToolResult(count + 1, 10) }], []);
     expect(next.ok && next.ids.length).toBe(1);
   }, 60_000);
 });
@@ -120,7 +108,7 @@ describe("many small events past the byte bound", () => {
     });
     const messages = Array.from({ length: 2_000 }, (_, i) => ({
       runId: "r1",
-      message: toolResult(i + 1, 1_000),
+      message: bigToolResult(i + 1, 1_000),
     }));
     // One write: chunks of 128 KB (WRITE_CHUNK), each trimming the ~128 oldest over several pages.
     expect((await writer.write("replayed", messages, [])).ok).toBe(true);

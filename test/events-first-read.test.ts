@@ -16,7 +16,7 @@ describe("a session stream's first read after its place was trimmed", () => {
   let base: string;
   let prefix: string;
   let writer: EventWriter;
-  /** The runs `listRuns` answers (the latest last). */
+  /** The runs `lastRun` answers from (the latest last). */
   let runs: { id: string; status: string }[] = [];
   /** Resolves when a reader has opened and waits before its first read; `release` lets it read. */
   let opened: Promise<void> = Promise.resolve();
@@ -47,7 +47,10 @@ describe("a session stream's first read after its place was trimmed", () => {
       prefix,
       queries: {
         getSession: async () => ({ sessionEvents: true }) as never,
-        listRuns: async () => runs as never,
+        lastRun: async (_session, _tenant, only = {}) =>
+          runs
+            .filter((r) => (only.id ?? r.id) === r.id && (only.status ?? r.status) === r.status)
+            .at(-1) as never,
       },
       metrics: { sseClients: { inc: () => {}, dec: () => {} } as never },
       maxStreamsPerTenant: 10,

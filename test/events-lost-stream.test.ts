@@ -5,31 +5,21 @@
  * events of a step in the middle of it.
  */
 import { randomUUID } from "node:crypto";
-import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { EventWriter } from "../src/shared/event-writer.js";
 import { eventStreamKey } from "../src/shared/events.js";
 import type { StoredMessage } from "../src/shared/messages.js";
 import { SessionEventLog } from "../src/shared/session-event-log.js";
+import { sharedRedisForFile } from "./support/shared-redis.js";
 
-const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const PREFIX = `lost-${randomUUID().slice(0, 8)}`;
-let redis: Redis;
-
-beforeAll(() => {
-  redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
-});
-afterAll(async () => {
-  const keys = await redis.keys(`${PREFIX}*`);
-  if (keys.length > 0) await redis.del(...keys);
-  await redis.quit();
-});
+const shared = sharedRedisForFile(PREFIX);
 
 const at = (seq: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, seq)).toISOString();
 
 describe("a stream lost mid-run", () => {
   it("is rebuilt from the first message by the next write, whatever that write carries", async () => {
-    const writer = new EventWriter(redis, PREFIX);
+    const writer = new EventWriter(shared.redis, PREFIX);
     const sessionId = randomUUID();
     const history: StoredMessage[] = [
       { role: "user", content: "go", seq: 1, createdAt: at(1) },
@@ -54,15 +44,15 @@ describe("a stream lost mid-run", () => {
     );
     await log.emit([{ type: "RUN_STARTED", runId: "run-1", kind: "run", resumeKind: null, trigger: "api" }]);
     const key = eventStreamKey(PREFIX, sessionId);
-    expect(await redis.xlen(key)).toBe(4);
+    expect(await shared.redis.xlen(key)).toBe(4);
 
     // Redis loses the stream and its seq record; the job goes on with a delta and a tool start.
-    await redis.del(key, `${PREFIX}:events-seq:${sessionId}`);
+    await shared.redis.del(key, `${PREFIX}:events-seq:${sessionId}`);
     log.delta("run-1", "thinking");
     await log.emit([{ type: "TOOL_STARTED", runId: "run-1", toolCallId: "c2", name: "x" }]);
     await new Promise((resolve) => setTimeout(resolve, 150));
 
-    const rows = (await redis.xrange(key, "-", "+")) as [string, string[]][];
+    const rows = (await shared.redis.xrange(key, "-", "+")) as [string, string[]][];
     const entries = rows.map(([, fields]) => {
       const data = JSON.parse(fields[3]!) as { message?: { seq: number } };
       return data.message ? `MESSAGE#${data.message.seq}` : fields[1]!;

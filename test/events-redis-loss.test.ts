@@ -3,7 +3,8 @@
  * stream: the next writer rebuilds the stream from Postgres, every stored message again under
  * new ids. A reader that reconnects with the id of the last event it had must not be served
  * that rebuilt history after its id — it would see every message a second time (contracts
- * §7: no gap, no duplicate) — but `410 expired`, and then reads the whole history once.
+ * §7: no gap, no duplicate) — but `410 expired`, and then reads the whole history once, each
+ * message with the run that committed it.
  */
 import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -66,6 +67,10 @@ describe("event streams when Redis loses its data", () => {
       e.type === "MESSAGE" ? [(e.data.message as { seq: number }).seq] : [],
     );
     expect(seqs).toEqual([1, 2, 3, 4]);
+    // The messages of the first run, put back by the second run's job, carry their own run
+    // (contracts §7: run events carry `runId`), not null for "not this job's".
+    const runs = whole.events.flatMap((e) => (e.type === "MESSAGE" ? [e.data.runId] : []));
+    expect(runs).toEqual([first.runId, first.runId, second.runId, second.runId]);
   }, 60_000);
 
   it("ends a stream open across the loss instead of serving the rebuilt history after its old position", async () => {

@@ -7,13 +7,11 @@
  * once, in seq order, a repeated RUN_COMPLETED is skipped, a check against another message
  * is refused as diverged.
  */
-import type { ChildProcess } from "node:child_process";
-import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { EventWriter } from "../src/shared/event-writer.js";
 import { eventStreamKey, seqKey, toStored } from "../src/shared/events.js";
 import type { StoredMessage } from "../src/shared/messages.js";
-import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
+import { commandCalls, ownRedisForFile } from "./support/private-redis.js";
 
 const message = (seq: number): StoredMessage =>
   ({
@@ -23,29 +21,11 @@ const message = (seq: number): StoredMessage =>
     content: `message ${seq}`,
   }) as StoredMessage;
 
-/** Calls per command since the last RESETSTAT, commands run inside scripts included. */
-async function commandCalls(redis: Redis): Promise<Record<string, number>> {
-  const calls: Record<string, number> = {};
-  for (const [, name, count] of (await redis.info("commandstats")).matchAll(/cmdstat_(\S+):calls=(\d+)/g))
-    calls[name!] = Number(count);
-  return calls;
-}
-
 describe("an event write's Redis commands", () => {
-  let server: ChildProcess;
-  let redis: Redis;
-  beforeAll(async () => {
-    const port = await freePort();
-    server = await startRedis(port);
-    redis = new Redis({ port, maxRetriesPerRequest: 1 });
-  }, 30_000);
-  afterAll(async () => {
-    redis?.disconnect();
-    if (server) await stopRedis(server);
-  });
+  const own = ownRedisForFile();
 
   it("reads the seq key in one HMGET and writes it in one HSET per write, with the same results", async () => {
-    const writer = new EventWriter(redis, "cmds");
+    const writer = new EventWriter(own.redis, "cmds");
     const id = "s1";
     const runId = "r1";
     // A bench session's writes: its start, a tool call, the tool's result, a delta, the answer with its end.
@@ -80,10 +60,10 @@ describe("an event write's Redis commands", () => {
         message(3),
       ],
     ];
-    await redis.config("RESETSTAT");
+    await own.redis.config("RESETSTAT");
     const results = [];
     for (const [entries, check] of writes) results.push(await writer.writeEntries(id, entries, check));
-    const calls = await commandCalls(redis);
+    const calls = await commandCalls(own.redis);
 
     expect(calls.evalsha ?? 0).toBe(writes.length - 1); // the first call loads the script (EVAL)
     expect(calls.hmget).toBe(writes.length);
@@ -94,9 +74,9 @@ describe("an event write's Redis commands", () => {
     expect(results.map((r) => r.ok && r.ids.length)).toEqual([2, 2, 2, 1, 2]);
     expect(results.map((r) => r.ok && r.prior)).toEqual([0, 1, 2, 3, 3]);
     expect(results[4]).toMatchObject({ ok: true, priorFingerprint: "3|2023-11-14T22:13:20.003Z" });
-    const entries = ((await redis.xrange(eventStreamKey("cmds", id), "-", "+")) as [string, string[]][]).map(
-      toStored,
-    );
+    const entries = (
+      (await own.redis.xrange(eventStreamKey("cmds", id), "-", "+")) as [string, string[]][]
+    ).map(toStored);
     expect(entries.map((e) => e.type)).toEqual([
       "RUN_STARTED",
       "MESSAGE",
@@ -108,7 +88,7 @@ describe("an event write's Redis commands", () => {
       "MESSAGE",
       "RUN_COMPLETED",
     ]);
-    const seqState = await redis.hgetall(seqKey("cmds", id));
+    const seqState = await own.redis.hgetall(seqKey("cmds", id));
     expect(seqState).toMatchObject({ seq: "4", fp: "4|2023-11-14T22:13:20.004Z", done: runId });
     const written = entries.reduce((sum, e) => sum + e.type.length + JSON.stringify(e.data).length, 0);
     expect(Number(seqState.total)).toBe(written);
@@ -123,6 +103,6 @@ describe("an event write's Redis commands", () => {
       last: 4,
       diverged: "4|2023-11-14T22:13:20.004Z",
     });
-    expect(await redis.xlen(eventStreamKey("cmds", id))).toBe(9);
+    expect(await own.redis.xlen(eventStreamKey("cmds", id))).toBe(9);
   });
 });

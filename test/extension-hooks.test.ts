@@ -1,18 +1,19 @@
 /**
  * Extensions (contracts §8) with small fakes: every hook's failure is counted, and a hook
- * that never settles fails after FLEET_HOOK_TIMEOUT_MS instead of holding its run forever.
+ * that never settles fails after FLEET_HOOK_TIMEOUT_MS instead of holding its run forever; each
+ * extension's `onError` gets an error of its own (they shared one: what the first changed, the
+ * next saw); a hook that throws a value pino cannot read (a getter that throws, a revoked
+ * proxy) is logged by its text (pino's own throw escaped the hook runner into the run).
  */
 import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { createMetrics } from "../src/shared/metrics.js";
-import {
-  defineExtension,
-  Extensions,
-  type RunContext,
-  transcriptExtension,
-} from "../src/worker/extensions.js";
+import { defineExtension, type RunContext, RunError } from "../src/worker/extensions.js";
+import { Extensions } from "../src/worker/hook-runner.js";
+import { transcriptExtension } from "../src/worker/transcript-extension.js";
 
 const ctx: RunContext = {
   sessionId: "s",
@@ -109,6 +110,34 @@ describe("extension hooks", () => {
     expect(values.find((v) => v.labels.hook === "onCommitted")?.value).toBe(1);
   });
 
+  it("a hook's huge error is logged clipped, message and stack, saying how long it was", async () => {
+    const lines: string[] = [];
+    const log = pino({ level: "warn" }, { write: (line: string) => void lines.push(line) });
+    const page = `<html>${"x".repeat(8_000_000)}</html>`;
+    const extensions = new Extensions(
+      [
+        defineExtension({
+          name: "quoting",
+          afterRun() {
+            throw new Error(page);
+          },
+        }),
+      ],
+      createMetrics("test"),
+      log,
+      1_000,
+    );
+    await extensions.afterRun(ctx, { outcome: "completed" });
+    expect(lines).toHaveLength(1);
+    const logged = JSON.parse(lines[0]!) as { err: { message: string; stack: string }; hook: string };
+    expect(logged.hook).toBe("afterRun");
+    // Before: a line of 16,000,000 characters and more (the page in the message and in the stack).
+    expect(lines[0]!.length).toBeLessThan(10_000);
+    expect(logged.err.message).toMatch(/^<html>x+… \(8000013 characters in all\)$/);
+    // The stack's frames are kept.
+    expect(logged.err.stack).toMatch(/^Error: <html>x+… \(8000013 characters in all\)\n\s+at /);
+  });
+
   it("a resume's transcript record that cannot be written is counted and the run goes on; a user's beforeRun still stops it", async () => {
     const root = await mkdtemp(join(tmpdir(), "hooks-transcript-"));
     try {
@@ -151,5 +180,139 @@ describe("extension hooks", () => {
     } finally {
       await rm(root, { recursive: true, force: true });
     }
+  });
+
+  it("onError: each extension gets its own copy of the error; what one changes, the next does not see", async () => {
+    const seen: { message: string; outcome: string; reason?: string; tag?: unknown; isRunError: boolean }[] =
+      [];
+    const record = (error: RunError) =>
+      seen.push({
+        message: error.message,
+        outcome: error.outcome,
+        reason: error.reason,
+        tag: (error as RunError & { tag?: unknown }).tag,
+        isRunError: error instanceof RunError,
+      });
+    const extensions = new Extensions(
+      [
+        defineExtension({
+          name: "reporter",
+          onError(_ctx, error) {
+            record(error);
+            // As an error reporter does (marks it reported), and one that "redacts" it.
+            Object.assign(error, { tag: "reported" });
+            error.message = "redacted";
+          },
+        }),
+        defineExtension({ name: "next", onError: (_ctx, error) => void record(error) }),
+      ],
+      createMetrics("test"),
+      { warn: () => {} },
+      1_000,
+    );
+    const error = new RunError("no content", "nothing_to_resume", "no_content");
+    await extensions.onError(ctx, error);
+    const original = {
+      message: "no content",
+      outcome: "nothing_to_resume",
+      reason: "no_content",
+      isRunError: true,
+    };
+    // Before: the second saw message "redacted" and tag "reported".
+    expect(seen).toEqual([original, original]);
+    expect(error.message).toBe("no content");
+    expect((error as RunError & { tag?: unknown }).tag).toBeUndefined();
+  });
+
+  it("a hook that throws a value the logger cannot read is counted and logged; nothing throws out of the hooks", async () => {
+    const lines: string[] = [];
+    const log = pino({ level: "warn" }, { write: (line: string) => void lines.push(line) });
+    const metrics = createMetrics("test");
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const unreadable = [
+      {
+        get message(): string {
+          throw new Error("a getter that throws");
+        },
+      },
+      Object.defineProperty(new Error("its stack cannot be read"), "stack", {
+        get() {
+          throw new Error("a stack getter that throws");
+        },
+      }),
+      proxy,
+    ];
+    let thrown = 0;
+    const extensions = new Extensions(
+      [
+        defineExtension({
+          name: "odd",
+          onCommitted() {
+            throw unreadable[thrown++];
+          },
+          afterRun() {
+            throw unreadable[0];
+          },
+        }),
+      ],
+      metrics,
+      log,
+      1_000,
+    );
+    const committed = {
+      runId: "r",
+      seq: 1,
+      message: { role: "user" as const, content: "hi", seq: 1, createdAt: "2026-12-03T00:00:00.000Z" },
+    };
+    // Before: pino threw reading the value, out of the hook runner: the run's append failed.
+    for (let i = 0; i < unreadable.length; i++) await extensions.onCommitted(ctx, committed);
+    await extensions.afterRun(ctx, { outcome: "completed" });
+    const failures = (await metrics.hookFailures.get()).values;
+    expect(failures.find((v) => v.labels.hook === "onCommitted")?.value).toBe(3);
+    expect(failures.find((v) => v.labels.hook === "afterRun")?.value).toBe(1);
+    expect(
+      lines.map((line) => JSON.parse(line) as { msg: string; hook: string; err: { message: string } }),
+    ).toMatchObject([
+      {
+        msg: "extension hook failed",
+        hook: "onCommitted",
+        err: { message: "[object Object]" },
+      },
+      { msg: "extension hook failed", hook: "onCommitted", err: { message: "its stack cannot be read" } },
+      {
+        msg: "extension hook failed",
+        hook: "onCommitted",
+        err: { message: "(a value that cannot be shown as text)" },
+      },
+      { msg: "extension hook failed", hook: "afterRun" },
+    ]);
+  });
+
+  it("onSessionDeleted: each extension gets its own deletedAt; what one changes, the next does not see", async () => {
+    const seen: string[] = [];
+    const extensions = new Extensions(
+      [
+        defineExtension({
+          name: "first",
+          onSessionDeleted(_id, { deletedAt }) {
+            seen.push(deletedAt.toISOString());
+            deletedAt.setTime(0); // e.g. a helper that rounds a date in place
+          },
+        }),
+        defineExtension({
+          name: "next",
+          onSessionDeleted: (_id, { deletedAt }) => void seen.push(deletedAt.toISOString()),
+        }),
+      ],
+      createMetrics("test"),
+      { warn: () => {} },
+      1_000,
+    );
+    const deletedAt = new Date("2026-12-06T10:00:00.000Z");
+    await extensions.sessionDeleted("s", { tenant: "t", deletedAt, attempt: 1 });
+    // Before: the second saw 1970-01-01T00:00:00.000Z.
+    expect(seen).toEqual(["2026-12-06T10:00:00.000Z", "2026-12-06T10:00:00.000Z"]);
+    expect(deletedAt.toISOString()).toBe("2026-12-06T10:00:00.000Z");
   });
 });

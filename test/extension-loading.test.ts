@@ -102,6 +102,12 @@ describe("loading extension modules", () => {
         'export default { name: "z", description: "d", parameters: "object", async run() { return "ok"; } };',
         'tool "z": parameters is not an object (a JSON Schema)',
       ],
+      [
+        // Both providers refuse a tool schema of another type (Anthropic: input_schema.type
+        // "Input should be 'object'"; OpenAI: "schema must be a JSON Schema of 'type: \"object\"'").
+        'export default { name: "s", description: "d", parameters: { type: "string" }, async run() { return "ok"; } };',
+        'tool "s": parameters must be a JSON Schema of type "object", not "string" (model providers refuse any other)',
+      ],
     ];
     for (const [i, [source, said]] of cases.entries()) {
       const file = join(dir, `tool-shape-${i}.mjs`);

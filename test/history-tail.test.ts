@@ -4,7 +4,12 @@
  * and also for an array that was cut or had its end replaced since the last question.
  */
 import { describe, expect, it } from "vitest";
-import { resumePointAfter, tailStateAfter } from "../src/shared/history-tail.js";
+import {
+  resumePointAfter,
+  resumePointOfTail,
+  tailStateAfter,
+  wellFormedBeforeTail,
+} from "../src/shared/history-tail.js";
 import type { Message } from "../src/shared/messages.js";
 import { resumePoint } from "../src/shared/resume-point.js";
 import { STOP_REASONS } from "../src/shared/stop-reasons.js";
@@ -67,6 +72,35 @@ describe("history-tail", () => {
         expect(resumePointAfter(history), `seed ${seed} at ${i}`).toEqual(resumePoint(history));
       }
     }
+  });
+
+  it("answers from the tail (the last assistant message on) while the stored state says well formed, pages appended too", () => {
+    let checked = 0;
+    for (let seed = 1; seed <= 200; seed++) {
+      const rand = random(seed);
+      const history: Message[] = [];
+      const open: string[] = [];
+      for (let i = 0; i < 40; i++) {
+        const stored = tailState(history);
+        const page = Array.from({ length: 1 + Math.floor(rand() * 3) }, () => nextMessage(rand, open));
+        let start = history.length - 1;
+        while (start >= 0 && history[start]!.role !== "assistant") start--;
+        start = Math.max(start, 0);
+        if (wellFormedBeforeTail(stored, history.length)) {
+          const whole = [...history, ...page];
+          expect(resumePointOfTail(history.slice(start), start), `seed ${seed} at ${i}`).toEqual(
+            resumePoint(history),
+          );
+          expect(
+            resumePointOfTail([...history.slice(start), ...page], start),
+            `seed ${seed} at ${i}`,
+          ).toEqual(resumePoint(whole));
+          checked++;
+        } else expect(stored === "malformed" && resumePoint(history)).toMatchObject({ reason: "malformed" });
+        history.push(...page);
+      }
+    }
+    expect(checked).toBeGreaterThan(300);
   });
 
   it("walks again an array that was cut or whose end was replaced", () => {

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../src/shared/config.js";
-import { Extensions } from "../src/worker/extensions.js";
+import { Extensions } from "../src/worker/hook-runner.js";
 
 const metrics = { hookFailures: { inc() {} } } as never;
 const log = { warn() {} };

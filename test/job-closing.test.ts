@@ -65,6 +65,9 @@ function oneRunJob() {
   const events = {
     enabled: true,
     lastSeq: async () => 0,
+    // A stream that holds nothing starts at the history's tail (session-event-log.ts startAtTail).
+    tailFloor: () => 0,
+    startAt: async () => false,
     dropIfStaleInStore: async () => false,
     writeEntries: async (_sessionId: string, entries: SessionEventInput[]) => {
       if (entries.some((e) => e.type === "RUN_COMPLETED")) {

@@ -6,24 +6,14 @@
  * 2 RUN_COMPLETED"); `done` only remembers the later run by then.
  */
 import { randomUUID } from "node:crypto";
-import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { EventWriter } from "../src/shared/event-writer.js";
 import { eventStreamKey } from "../src/shared/events.js";
 import type { StoredMessage } from "../src/shared/messages.js";
+import { sharedRedisForFile } from "./support/shared-redis.js";
 
-const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const PREFIX = `behind-${randomUUID().slice(0, 8)}`;
-let redis: Redis;
-
-beforeAll(() => {
-  redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
-});
-afterAll(async () => {
-  const keys = await redis.keys(`${PREFIX}*`);
-  if (keys.length > 0) await redis.del(...keys);
-  await redis.quit();
-});
+const shared = sharedRedisForFile(PREFIX);
 
 const at = (seq: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, seq)).toISOString();
 const user = (seq: number, content: string): StoredMessage => ({
@@ -42,7 +32,10 @@ const answer = (seq: number, content: string): StoredMessage => ({
 
 /** Each entry of the stream as [type, runId, seq]. */
 async function stream(sessionId: string): Promise<[string, string, number | undefined][]> {
-  const rows = (await redis.xrange(eventStreamKey(PREFIX, sessionId), "-", "+")) as [string, string[]][];
+  const rows = (await shared.redis.xrange(eventStreamKey(PREFIX, sessionId), "-", "+")) as [
+    string,
+    string[],
+  ][];
   return rows.map(([, fields]) => {
     const data = JSON.parse(fields[fields.indexOf("data") + 1]!) as {
       runId: string;
@@ -54,7 +47,7 @@ async function stream(sessionId: string): Promise<[string, string, number | unde
 
 describe("a late RUN_COMPLETED from a writer behind the stream", () => {
   it("is not written after a later run's events; a writer at the stream's end still writes its own", async () => {
-    const writer = new EventWriter(redis, PREFIX);
+    const writer = new EventWriter(shared.redis, PREFIX);
     const sessionId = randomUUID();
     const m1 = user(1, "go");
     const m2 = answer(2, "done");

@@ -134,8 +134,11 @@ describe("parseRunJob", () => {
     expect((error as ValidationError).message).toMatch(/^job\.data\.sessionId: /);
   });
 
-  it("rejects unknown fields and non-object payloads", () => {
-    expect(() => parseRunJob("run", { sessionId: "s", runId: "r", apiKey: "x" })).toThrow(ValidationError);
+  it("drops unknown fields (a newer release's: nothing of them is read, a key neither) and rejects non-object payloads", () => {
+    expect(parseRunJob("run", { sessionId: "s", runId: "r", apiKey: "x" }).payload).toEqual({
+      sessionId: "s",
+      runId: "r",
+    });
     expect(() => parseRunJob("run", null)).toThrow(ValidationError);
     expect(() => parseRunJob("resume", "s")).toThrow(ValidationError);
   });

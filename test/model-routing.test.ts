@@ -74,6 +74,25 @@ describe("FLEET_ALLOWED_BASE_URLS prefix matching", () => {
     expect(allowed("http://[::1]:11434")("http://[::2]:11434/v1")).toBe(false);
   });
 
+  it("an entry's port holds however many slashes follow its scheme (as the parser reads them)", () => {
+    // The parser reads `http:/h:8080`, `http:h:8080` and `http:///h:8080` as `http://h:8080`;
+    // the port was looked for only after exactly two slashes, so these admitted every port.
+    for (const entry of [
+      "http:/127.0.0.1:8080/v1",
+      "http:127.0.0.1:8080/v1",
+      "http:///127.0.0.1:8080/v1",
+      "http:\\\\127.0.0.1:8080/v1",
+      "http://127.0.0.1:80\t80/v1",
+    ]) {
+      expect(parseAllowedBaseUrl(entry).port, entry).toBe("8080");
+      const ok = allowed(entry);
+      expect(ok("http://127.0.0.1:8080/v1"), entry).toBe(true);
+      expect(ok("http://127.0.0.1:6379/v1"), entry).toBe(false);
+    }
+    expect(parseAllowedBaseUrl("http:/127.0.0.1/v1").port).toBeNull();
+    expect(parseAllowedBaseUrl("https:[::1]:443").port).toBe("443");
+  });
+
   it("paths match at segment boundaries, after the parser resolved dot segments", () => {
     const ok = allowed("http://10.0.0.5:8000/v1");
     expect(ok("http://10.0.0.5:8000/v1")).toBe(true);
@@ -140,6 +159,18 @@ describe("FLEET_ALLOWED_BASE_URLS prefix matching", () => {
       ["http://h/v1#", /query or a fragment/],
     ] as const) {
       expect(() => loadConfig({ FLEET_ALLOWED_BASE_URLS: value })).toThrow(message);
+    }
+  });
+});
+
+describe("allow-list entries with a password", () => {
+  it("are refused at start without the password: the error is a log line of every role", () => {
+    for (const variable of ["FLEET_ALLOWED_BASE_URLS", "FLEET_WEBHOOK_ALLOWED_URLS"]) {
+      for (const entry of ["http://gw-user:Pa55w0rd-allow@127.0.0.1:8080/v1", "https://Pa55w0rd-allow@h"]) {
+        const error = validationError(() => loadConfig({ [variable]: `http://ok, ${entry}` }));
+        expect(error.message).toMatch(new RegExp(`^${variable}\\[1\\]: .*must not carry a user name`));
+        expect(error.message).not.toContain("Pa55w0rd");
+      }
     }
   });
 });
@@ -229,6 +260,23 @@ describe("FLEET_MODEL_ENDPOINTS", () => {
       });
     } catch (error) {
       expect((error as Error).message).not.toContain("sk-SECRET");
+    }
+  });
+
+  it("a baseUrl with a user name or password is refused at start, and never quoted", () => {
+    // Accepted before: fetch refused every request to it with a TypeError quoting the whole
+    // URL, so the password became every run's error, log line and parked reason.
+    for (const baseUrl of [
+      "http://gw-user:Pa55w0rd-of-the-gw@127.0.0.1:8000/v1",
+      "https://Pa55w0rd-of-the-gw@gw.example.com",
+    ]) {
+      const error = validationError(() =>
+        loadConfig({ FLEET_MODEL_ENDPOINTS: JSON.stringify({ gw: { provider: "openai", baseUrl } }) }),
+      );
+      expect(error.message).toMatch(
+        /^FLEET_MODEL_ENDPOINTS\.gw\.baseUrl: must not carry a user name or password; .*apiKeyEnv/,
+      );
+      expect(error.message).not.toContain("Pa55w0rd");
     }
   });
 
@@ -377,7 +425,15 @@ describe("createModel (the worker's check)", () => {
   const routing = loadConfig({
     OPENAI_API_KEY: "sk-operator",
     FLEET_ALLOWED_BASE_URLS: "http://127.0.0.1:8080",
-    FLEET_MODEL_ENDPOINTS: JSON.stringify({ team: { provider: "openai", apiKeyEnv: "TEAM_KEY" } }),
+    FLEET_MODEL_ENDPOINTS: JSON.stringify({
+      team: { provider: "openai", apiKeyEnv: "TEAM_KEY" },
+      // A key pasted where the variable's name goes: Hugging Face's hf_… fits a name.
+      pasted: {
+        provider: "openai",
+        baseUrl: "http://127.0.0.1:8080/v1",
+        apiKeyEnv: "hf_pastedKey0123456789abcdef",
+      },
+    }),
   }).models;
   const build = (model: ModelConfig) => createModel(model, { faults, routing }, "agent.model");
 
@@ -391,20 +447,30 @@ describe("createModel (the worker's check)", () => {
     );
   });
 
-  it("a declared endpoint whose variable is empty fails the request saying which variable", async () => {
-    const provider = build({ provider: "openai", model: "m", endpoint: "team" });
-    const events = provider.stream({
+  /** The error a request to `endpoint` fails with, none of its variables being set. */
+  const failure = async (endpoint: string): Promise<Error> => {
+    const events = build({ provider: "openai", model: "m", endpoint }).stream({
       sessionId: "s",
       history: [],
       tools: [],
       signal: new AbortController().signal,
     });
-    await expect(
-      (async () => {
-        for await (const _ of events) {
-          // nothing is expected
-        }
-      })(),
-    ).rejects.toThrow('TEAM_KEY (the key of endpoint "team") is not set in the worker\'s environment');
+    try {
+      for await (const _ of events) {
+        // nothing is expected
+      }
+    } catch (error) {
+      return error as Error;
+    }
+    throw new Error("the request did not fail");
+  };
+
+  it("a declared endpoint whose variable is empty fails the request naming the endpoint, not the variable", async () => {
+    // The message is the run's error and parked reason, which tenants read: the variable's
+    // name is the operator's text, and may be a key pasted there by mistake.
+    expect((await failure("team")).message).toBe(
+      'the key of endpoint "team" (the variable its apiKeyEnv names) is not set in the worker\'s environment',
+    );
+    expect((await failure("pasted")).message).not.toContain("hf_pasted");
   });
 });

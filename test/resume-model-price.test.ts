@@ -4,10 +4,8 @@
  * a 400 naming it, and nothing is queued (it used to be accepted, and the session was then
  * parked `budget_exhausted` by the worker, with no budget spent).
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiKeys } from "../src/shared/store/api-keys.js";
-import { type Answer, readAnswer } from "./support/answer.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { describe, expect, it } from "vitest";
+import { keyedApiForFile } from "./support/answer.js";
 
 const SCRIPTED = { provider: "scripted" as const, steps: [{ text: "ok" }] };
 const PRICED = { provider: "openai" as const, model: "gpt-priced", baseUrl: "http://127.0.0.1:9/v1" };
@@ -15,30 +13,11 @@ const UNPRICED = { provider: "openai" as const, model: "gpt-unpriced", baseUrl: 
 const HISTORY = [{ role: "user", content: "hi" }];
 
 describe("a resume's model and the session's cost budget", () => {
-  let fleet: FleetEnv;
-  let base: string;
-  let key: string;
-
-  beforeAll(async () => {
-    fleet = await createFleetEnv("resumeprice", {
-      env: {
-        FLEET_ALLOWED_BASE_URLS: "http://127.0.0.1",
-        FLEET_PRICES: JSON.stringify({ "openai:gpt-priced": { input: 1, output: 1 } }),
-      },
-    });
-    key = (await new ApiKeys(fleet.database).create("a")).key;
-    base = (await fleet.startApi()).api.url;
-  }, 60_000);
-  afterAll(() => fleet?.close());
-
-  const post = (path: string, body: unknown): Promise<Answer> =>
-    fetch(`${base}${path}`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: JSON.stringify(body),
-    }).then(readAnswer);
-  const runsOf = async (sessionId: string) =>
-    (await fleet.database.sql`select 1 from runs where session_id = ${sessionId}`).length;
+  const api = keyedApiForFile("resumeprice", {
+    FLEET_ALLOWED_BASE_URLS: "http://127.0.0.1",
+    FLEET_PRICES: JSON.stringify({ "openai:gpt-priced": { input: 1, output: 1 } }),
+  });
+  const { post, runsOf } = api;
 
   it("POST /v1/sessions/:id/resume refuses an unpriced model for a session with maxCostUsd, as creation does", async () => {
     const agent = { model: SCRIPTED, budget: { maxCostUsd: 1 } };
@@ -71,7 +50,7 @@ describe("a resume's model and the session's cost budget", () => {
     });
     expect(batch.status, batch.text).toBe(201);
     const id = batch.json.sessions[0].id as string;
-    await fleet.database
+    await api.fleet.database
       .sql`update sessions set status = 'parked', parked_reason = 'attempts_exhausted' where id = ${id}`;
     const refused = await post(`/v1/batches/${batch.json.id}/resume`, { model: UNPRICED });
     expect(refused.status, refused.text).toBe(400);
@@ -89,7 +68,7 @@ describe("a resume's model and the session's cost budget", () => {
     expect(batch.status, batch.text).toBe(201);
     const [free, budget] = batch.json.sessions.map((s: { id: string }) => s.id) as [string, string];
     // The list's order is newest activity first: the session without a budget comes first.
-    await fleet.database.sql`update sessions set status = 'parked', parked_reason = 'attempts_exhausted',
+    await api.fleet.database.sql`update sessions set status = 'parked', parked_reason = 'attempts_exhausted',
       updated_at = now() - (case when id = ${free} then interval '1 minute' else interval '2 minutes' end)
       where id in (${free}, ${budget})`;
     const first = await post(`/v1/batches/${batch.json.id}/resume`, { model: UNPRICED });

@@ -57,7 +57,11 @@ describe("retention against a new message", () => {
     await sql`analyze runs`;
 
     const outcomes: string[] = [];
-    for (let attempt = 0; attempt < 5; attempt++) {
+    // Five races in which the send is queued while the chunk reads. On a loaded machine a
+    // chunk may end before the poll below sees it reading: that try proves nothing and is
+    // made again (at most 20 tries in all), rather than failing the test.
+    for (let raced = 0, tries = 0; raced < 5; tries++) {
+      expect(tries, `the chunk was seen reading in ${raced} of ${tries} tries`).toBeLessThan(20);
       const { id } = await client.createSession({ agent: AGENT, messages: COMPLETED });
       await sql`update sessions set updated_at = now() - interval '10 days' where id = ${id}`;
       let settled = false;
@@ -71,7 +75,12 @@ describe("retention against a new message", () => {
              and query not like '%pg_stat_activity%'`;
         if (active.length > 0) break;
       }
-      expect(settled, "the chunk was seen reading").toBe(false);
+      if (settled) {
+        await chunk;
+        await sql`delete from sessions where id = ${id}`;
+        continue;
+      }
+      raced++;
       const sent = await queries
         .createRun({ sessionId: id, kind: "run", trigger: "api", input: "one more thing" }, { unpark: true })
         .then(

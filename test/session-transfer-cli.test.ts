@@ -7,7 +7,7 @@
  * session that grows while it is exported gives a file with no gap and no repeat.
  */
 import { readFile, stat, writeFile } from "node:fs/promises";
-import { request as httpRequest, type IncomingMessage } from "node:http";
+import { request as httpRequest } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
@@ -145,21 +145,12 @@ describe("fleet session export → fleet session import", () => {
     // A proxy that lets the creation and the first page reach the API, then drops their
     // answers (the request was done, the client never hears it).
     const lost: string[] = [];
-    const proxy = await startApiProxy(url, (req, res, forward) => {
+    const proxy = await startApiProxy(url, (req, _res, forward, loseAnswer) => {
       const kind = req.method === "POST" && /^\/v1\/sessions(\/[^/]+\/history)?$/.exec(req.url ?? "");
       const label = kind ? (kind[1] ? "page" : "create") : undefined;
       if (!label || lost.includes(label)) return forward();
       lost.push(label);
-      const { hostname, port } = new URL(url);
-      const upstream = httpRequest(
-        { hostname, port, path: req.url, method: req.method, headers: req.headers },
-        (answer: IncomingMessage) => {
-          answer.resume();
-          answer.on("end", () => req.socket.destroy());
-        },
-      );
-      req.pipe(upstream);
-      res.on("close", () => upstream.destroy());
+      loseAnswer();
     });
     try {
       const before = await sessionCount();
@@ -259,6 +250,16 @@ describe.concurrent("a malformed file", () => {
         l[l.length - 1] = JSON.stringify({ fleetSessionExportEnd: { messages: 12_001 } });
       },
       'line 5: seq 4: tool call "c0" already has a result (seq 3) after the same assistant message; a call is answered at most once',
+    ],
+    [
+      // Before: "fleet: Maximum call stack size exceeded", exit 1 (the line's value was
+      // stringified, recursively, before the API, which refuses such nesting, could say so).
+      "a message nested 100,000 deep",
+      (l: string[]) =>
+        (l[3] =
+          '{"seq":3,"role":"assistant","content":"","stopReason":"tool_use","createdAt":"2026-01-01T00:00:00.000Z",' +
+          `"toolCalls":[{"id":"deep","name":"write_file","arguments":{"a":${"[".repeat(100_000)}${"]".repeat(100_000)}}}]}`),
+      "line 4: seq 3: toolCalls[0].arguments: nests deeper than 100 levels",
     ],
     [
       "a file cut short",

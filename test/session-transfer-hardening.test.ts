@@ -6,7 +6,6 @@
  */
 import { execFileSync } from "node:child_process";
 import { mkdir, readdir, writeFile } from "node:fs/promises";
-import { request as httpRequest, type IncomingMessage } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sourceOf } from "../src/commands/import-source.js";
@@ -320,18 +319,9 @@ describe("a creation whose every answer is lost", () => {
   it("names the Idempotency-Key, and running again with it gets the session made, not a second one", async () => {
     const file = await fileOf("lost-create.jsonl", exportText([{ role: "user", content: "hi" }]));
     // A proxy that lets each creation reach the API and drops its answer.
-    const proxy = await startApiProxy(url, (req, res, forward) => {
+    const proxy = await startApiProxy(url, (req, _res, forward, loseAnswer) => {
       if (!(req.method === "POST" && req.url === "/v1/sessions")) return forward();
-      const { hostname, port } = new URL(url);
-      const upstream = httpRequest(
-        { hostname, port, path: req.url, method: req.method, headers: req.headers },
-        (answer: IncomingMessage) => {
-          answer.resume();
-          answer.on("end", () => req.socket.destroy());
-        },
-      );
-      req.pipe(upstream);
-      res.on("close", () => upstream.destroy());
+      loseAnswer();
     });
     try {
       const before = await sessionCount();

@@ -10,25 +10,13 @@
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { EventWriter } from "../src/shared/event-writer.js";
-import type { StoredMessage } from "../src/shared/messages.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { bigToolResult } from "./support/histories.js";
 
 const EVENTS = 8_000;
 /** 24 MB of events: far more than the loopback socket's buffers hold (4 MB to send, 128 KB to receive). */
 const MAX_BYTES = 64 * 1024 * 1024;
-
-function toolResult(seq: number): StoredMessage {
-  return {
-    seq,
-    createdAt: new Date(1_700_000_000_000 + seq).toISOString(),
-    role: "tool",
-    toolCallId: `call_${seq}`,
-    name: "read_file",
-    content: String(seq % 10).repeat(3_000),
-    success: true,
-  } as StoredMessage;
-}
 
 let fleet: FleetEnv;
 beforeAll(async () => {
@@ -58,7 +46,7 @@ it("a stream behind by a backlog ends once its key is revoked, before the backlo
     maxBytes: MAX_BYTES,
   });
   for (let seq = 1; seq <= EVENTS; seq += 100) {
-    const page = Array.from({ length: 100 }, (_, i) => ({ runId: "r1", message: toolResult(seq + i) }));
+    const page = Array.from({ length: 100 }, (_, i) => ({ runId: "r1", message: bigToolResult(seq + i) }));
     expect((await writer.write(id, page, [])).ok).toBe(true);
   }
   await keys.revoke(key.id);
@@ -72,10 +60,17 @@ it("a stream behind by a backlog ends once its key is revoked, before the backlo
   let sent = 0;
   let carry = "";
   const decoder = new TextDecoder();
-  for await (const chunk of response.body!) {
-    const text = carry + decoder.decode(chunk as Uint8Array, { stream: true });
-    sent += text.match(/\nevent: MESSAGE\n/g)?.length ?? 0;
-    carry = text.slice(-20);
+  try {
+    for await (const chunk of response.body!) {
+      const text = carry + decoder.decode(chunk as Uint8Array, { stream: true });
+      sent += text.match(/\nevent: MESSAGE\n/g)?.length ?? 0;
+      carry = text.slice(-20);
+    }
+  } catch (error) {
+    // The API ends such a stream between pages, or, when it finds the key revoked while it
+    // waits for the reader to drain its socket, closes the connection outright so that what
+    // the buffers hold is not sent either (event-stream-drain.ts): both are the stream ending.
+    if ((error as { cause?: { code?: string } }).cause?.code !== "UND_ERR_SOCKET") throw error;
   }
   expect(sent).toBeGreaterThan(0);
   expect(sent).toBeLessThan(EVENTS);

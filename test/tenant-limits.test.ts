@@ -187,13 +187,18 @@ describe("request rate per tenant, admin routes", () => {
   afterAll(() => fleet?.close());
 
   it("admits a burst, then answers 429 with Retry-After; another tenant and open routes are not slowed", async () => {
+    const started = performance.now();
     const answers = await Promise.all(
       Array.from({ length: 12 }, () => call(base, "GET", "/v1/sessions", bearer(key.a!))),
     );
+    const seconds = (performance.now() - started) / 1000;
     const ok = answers.filter((a) => a.status === 200);
     const limited = answers.filter((a) => a.status === 429) as (Answer & { retryAfter: string | null })[];
     expect(ok.length).toBeGreaterThanOrEqual(5);
-    expect(ok.length).toBeLessThanOrEqual(6);
+    // The burst of 5, and what 4 a second refilled while the twelve were being answered (under
+    // CI's load they take a few hundred milliseconds, room for one or two more).
+    expect(ok.length).toBeLessThanOrEqual(5 + Math.floor(4 * seconds) + 1);
+    expect(limited.length).toBeGreaterThan(0);
     expect(limited.length).toBe(12 - ok.length);
     expect(limited[0]!.retryAfter).toMatch(/^[1-9]\d*$/);
     expect(limited[0]!.json.error).toMatchObject({ code: "too_many_requests", limit: "request_rate" });

@@ -4,7 +4,7 @@
  * '/srv/fleet-files/d'`) told the model, and whoever reads the session, where the worker keeps
  * its files. The code stays, with a few words on what it means.
  */
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -49,6 +49,20 @@ describe("built-in file tools' errors", () => {
     );
   });
 
+  it("a NUL in the path: refused with the tool's path, not Node's message naming the tool directory", async () => {
+    for (const [tool, args] of [
+      ["write_file", { path: "a\0b", content: "x" }],
+      ["append_file", { path: "folder/a\0b", line: "x" }],
+    ] as const) {
+      const outcome = await call(tool, args);
+      expect(outcome.success).toBe(false);
+      expect(outcome.content).not.toContain(base);
+      expect(outcome.content).toBe(
+        `Refused: "${args.path}" contains a NUL character, which no file name may.`,
+      );
+    }
+  });
+
   it("refusals and a write that works read as before", async () => {
     expect(await call("write_file", { path: "../out.txt", content: "x" })).toMatchObject({ success: false });
     expect(String((await call("write_file", { path: "../out.txt", content: "x" })).content)).not.toContain(
@@ -58,5 +72,23 @@ describe("built-in file tools' errors", () => {
       success: true,
       content: "wrote folder/ok.txt",
     });
+  });
+  it("the tool directory removed while the worker runs (a /tmp cleaner): made again, not 'leads outside'", async () => {
+    const gone = join(base, "gone");
+    const tools = new ToolRegistry().register(...builtinTools(gone));
+    const callIn = (name: string, args: Record<string, unknown>) =>
+      executeTool(tools.get(name), name, args, context());
+    expect(await callIn("write_file", { path: "first.txt", content: "x" })).toMatchObject({ success: true });
+    await rm(gone, { recursive: true });
+    expect(await callIn("write_file", { path: "a.txt", content: "x" })).toEqual({
+      success: true,
+      content: "wrote a.txt",
+    });
+    await rm(gone, { recursive: true });
+    expect(await callIn("append_file", { path: "sub/b.txt", line: "y" })).toEqual({
+      success: true,
+      content: "appended to sub/b.txt",
+    });
+    expect(await readFile(join(gone, "sub", "b.txt"), "utf8")).toBe("y\n");
   });
 });

@@ -6,7 +6,7 @@
  * "the process stopped while this tool was running" though the tool had finished.
  */
 import { describe, expect, it } from "vitest";
-import { Extensions } from "../src/worker/extensions.js";
+import { Extensions } from "../src/worker/hook-runner.js";
 import { executeTool, resultText, type Tool } from "../src/worker/tools/registry.js";
 
 const base: Tool = {

@@ -362,6 +362,14 @@ describe("ToolRegistry", () => {
     },
   );
 
+  it("refuses a tool whose parameters schema is of another type than object (providers refuse it)", () => {
+    expect(() => new ToolRegistry().register({ ...echo, parameters: { type: "string" } })).toThrow(
+      'tool "echo": parameters must be a JSON Schema of type "object", not "string"',
+    );
+    // No type at all is a tool without arguments: providers get `type: "object"` added.
+    expect(() => new ToolRegistry().register({ ...echo, parameters: {} })).not.toThrow();
+  });
+
   it("passes the call id and session id to the tool", async () => {
     const result = await executeTool(
       echo,

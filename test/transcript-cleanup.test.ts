@@ -9,13 +9,13 @@ import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { transcriptExtension } from "../src/worker/extensions.js";
 import {
   missingIds,
   SWEEP_CHUNK,
   TranscriptCleanup,
   transcriptIds,
 } from "../src/worker/transcript-cleanup.js";
+import { transcriptExtension } from "../src/worker/transcript-extension.js";
 
 describe("transcript cleanup", () => {
   let dir: string;

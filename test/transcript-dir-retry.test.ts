@@ -8,7 +8,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { transcriptExtension } from "../src/worker/extensions.js";
+import { transcriptExtension } from "../src/worker/transcript-extension.js";
 
 describe("transcript directory", () => {
   let root: string | null = null;

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { transcriptExtension } from "../src/worker/extensions.js";
+import { transcriptExtension } from "../src/worker/transcript-extension.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT } from "./support/fleet-env.js";
 
 const run = promisify(execFile);

@@ -4,29 +4,18 @@
  * still checked against its own stream's seq) and session leases.
  */
 import { randomUUID } from "node:crypto";
-import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { EventWriter } from "../src/shared/event-writer.js";
 import { eventStreamKey } from "../src/shared/events.js";
 import { SessionLease } from "../src/shared/lease.js";
 import type { StoredMessage } from "../src/shared/messages.js";
 import { SessionEventLog } from "../src/shared/session-event-log.js";
 import { keysShareSlot, TurnBatch } from "../src/shared/turn-batch.js";
+import { sharedRedisForFile } from "./support/shared-redis.js";
 
-const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const PREFIX = `t-turn-${randomUUID().slice(0, 8)}`;
 
-let redis: Redis;
-
-beforeAll(() => {
-  redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
-});
-
-afterAll(async () => {
-  const keys = await redis.keys(`${PREFIX}*`);
-  if (keys.length > 0) await redis.del(...keys);
-  await redis.quit();
-});
+const shared = sharedRedisForFile(PREFIX);
 
 describe("TurnBatch", () => {
   it("sends the calls of one turn together, in order, and each caller gets its own answer", async () => {
@@ -124,7 +113,10 @@ const message = (seq: number, content: string): StoredMessage => ({
 });
 
 async function streamOf(prefix: string, sessionId: string): Promise<string[]> {
-  const rows = (await redis.xrange(eventStreamKey(prefix, sessionId), "-", "+")) as [string, string[]][];
+  const rows = (await shared.redis.xrange(eventStreamKey(prefix, sessionId), "-", "+")) as [
+    string,
+    string[],
+  ][];
   return rows.map(([, fields]) => {
     const data = JSON.parse(fields[3]!) as { type: string; message?: { seq: number } };
     return data.message ? `${data.type}:${data.message.seq}` : data.type;
@@ -134,9 +126,9 @@ async function streamOf(prefix: string, sessionId: string): Promise<string[]> {
 describe("EventWriter with many sessions", () => {
   it("writes many sessions' events in one script call, each checked against its own stream", async () => {
     const prefix = `${PREFIX}-ev`;
-    const writer = new EventWriter(redis, prefix);
+    const writer = new EventWriter(shared.redis, prefix);
     const spy = vi.spyOn(
-      redis as unknown as { fleetEventsAppendMany: () => unknown },
+      shared.redis as unknown as { fleetEventsAppendMany: () => unknown },
       "fleetEventsAppendMany",
     );
     const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];
@@ -181,7 +173,7 @@ describe("EventWriter with many sessions", () => {
 
   it("a session's log sends what is asked for in one turn in one write, in the order asked", async () => {
     const prefix = `${PREFIX}-log`;
-    const writer = new EventWriter(redis, prefix);
+    const writer = new EventWriter(shared.redis, prefix);
     const spy = vi.spyOn(writer, "writeEntries");
     const sessionId = randomUUID();
     const history: StoredMessage[] = [message(1, "earlier")];
@@ -222,8 +214,8 @@ describe("EventWriter with many sessions", () => {
 describe("SessionLease with many sessions", () => {
   it("takes, renews and releases many sessions' leases in one call each; a contested one goes to the first", async () => {
     const prefix = `${PREFIX}-lease`;
-    const lease = new SessionLease(redis, prefix, 5_000);
-    const commands = redis as unknown as Record<string, () => unknown>;
+    const lease = new SessionLease(shared.redis, prefix, 5_000);
+    const commands = shared.redis as unknown as Record<string, () => unknown>;
     const acquire = vi.spyOn(commands, "fleetLeaseAcquireMany");
     const renew = vi.spyOn(commands, "fleetLeaseRenewMany");
     const release = vi.spyOn(commands, "fleetReleaseIfHolderMany");

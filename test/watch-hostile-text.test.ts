@@ -5,18 +5,17 @@
  * the terminal (clearing it, retitling it, writing the clipboard with OSC 52), and a newline in
  * it printed a line of its own that looked like the watch's (a forged `■ run ended: completed`).
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { watchCommand } from "../src/commands/watch.js";
+import { servePastEvents } from "./support/sse.js";
 
 const FORGED =
   "hi\n00:00:09.000 ■ run ended: completed [r1]\r\u001b]52;c;cm0gLXJmIH4=\u0007\u001b[2J\u009b31m\u007f";
 
 describe("fleet watch with hostile text in events", () => {
-  let server: Server;
   let url: string;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
     const at = "2026-01-02T03:04:05.678Z";
@@ -56,20 +55,10 @@ describe("fleet watch with hostile text in events", () => {
       { id: "6-0", type: "SOMETHING_NEW", data: { note: "\u009b2J", at } },
       { id: "7-0", type: "RUN_COMPLETED", data: { runId: "r1", outcome: "completed", at } },
     ];
-    server = createServer((_request, response) => {
-      response.writeHead(200, { "content-type": "text/event-stream" });
-      for (const event of events)
-        response.write(
-          `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify({ sessionId: "s1", type: event.type, ...event.data })}\n\n`,
-        );
-      response.end();
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    ({ url, close } = await servePastEvents(events));
   });
   afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
+    await close();
   });
 
   it("shows control characters as escapes: one line per event (and per tool call), nothing raw", async () => {

@@ -4,8 +4,6 @@
  * every line carried the time it was printed, so a backlog read at connect (the latest run's
  * events, or everything after `--after`) looked as if it had all just happened.
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { timeColumn, watchCommand } from "../src/commands/watch.js";
@@ -13,6 +11,7 @@ import { FleetClient, type FleetEvent } from "../src/producer/client.js";
 import { EventWriter } from "../src/shared/event-writer.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { servePastEvents } from "./support/sse.js";
 
 const sink = (lines: string[]) =>
   new Writable({
@@ -25,8 +24,8 @@ const sink = (lines: string[]) =>
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 
 describe("fleet watch against a stream of past events", () => {
-  let server: Server;
   let url: string;
+  let close: () => Promise<void>;
   const today = new Date().toISOString().slice(0, 10);
 
   beforeAll(async () => {
@@ -54,20 +53,10 @@ describe("fleet watch against a stream of past events", () => {
         data: { runId: "r1", outcome: "completed", at: `${today}T00:00:02.500Z` },
       },
     ];
-    server = createServer((_request, response) => {
-      response.writeHead(200, { "content-type": "text/event-stream" });
-      for (const event of events)
-        response.write(
-          `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify({ sessionId: "s1", type: event.type, ...event.data })}\n\n`,
-        );
-      response.end();
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    ({ url, close } = await servePastEvents(events));
   });
   afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
+    await close();
   });
 
   it("prints each event's time, the date for another day's, dashes for none, never the print time", async () => {

@@ -12,12 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMetrics } from "../src/shared/metrics.js";
 import { enqueueWebhook, openWebhookQueue } from "../src/shared/queues.js";
 import type { BatchStore } from "../src/shared/store/batches.js";
-import {
-  failureOutcome,
-  receiverTookIt,
-  startWebhookWorker,
-  WebhookRecordError,
-} from "../src/sweeper/batch-ends.js";
+import { failureOutcome, startWebhookWorker, WebhookRecordError } from "../src/sweeper/batch-ends.js";
+import { receiverTookIt } from "../src/sweeper/webhook-taken.js";
 import { waitFor } from "./support/fleet-env.js";
 
 const REDIS_URL = new URL(process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379");
@@ -57,7 +53,7 @@ describe("a delivery whose record fails", () => {
     const batchId = randomUUID();
     const calls = { markDelivered: 0, recorded: 0, markDeliveryFailed: 0 };
     const store = {
-      webhookUrl: async () => url,
+      webhookTarget: async () => ({ url, tenant: "default" }),
       view: async (id: string) => ({ id, status: "completed" }),
       markDelivered: async () => {
         calls.markDelivered++;

@@ -4,7 +4,9 @@
  * a sweeper killed between the two), Postgres still owed the webhook, and a minute later the
  * sweeper took the failed job for one from a lost timeline and queued it again — 40 attempts
  * more, again and again. The give-up is now recorded then instead; a job that failed with
- * attempts left (its sweepers killed past BullMQ's stall limit) is still queued again.
+ * attempts left (bad data under the batch's job id) is still queued again. (A job whose
+ * sweepers were killed past BullMQ's stall limit has spent its budget too:
+ * test/webhook-poison-stalls.test.ts.)
  */
 import type { Job } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { LOOKUPS_AT_ONCE, limitLookups } from "../src/shared/webhook-lookups.js";
 import { postWebhook, webhookSettingsFromEnv } from "../src/shared/webhooks.js";
+import { waitFor } from "./support/fleet-env.js";
 
 /** Opens `fifo` for writing once its reader has (non-blocking: ENXIO while none has), and closes it. */
 async function writerOpened(fifo: string): Promise<void> {
@@ -63,6 +64,38 @@ describe("webhook lookups, a few at a time", () => {
     expect(started).toBe(8);
     expect(answered).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
   }, 30_000);
+
+  it("a lookup still waiting at its delivery's deadline is answered with an error and never run", async () => {
+    // Two lookups of a host whose DNS never answers hold both places; every delivery after
+    // them waits. Before, a waiting lookup waited for good: its delivery gave up at its
+    // deadline, but the lookup stayed queued and ran later, so one tenant's dead DNS host
+    // queued every delivery's lookup (every tenant's) behind ever more abandoned ones.
+    const held: (() => void)[] = [];
+    let started = 0;
+    const hanging: LookupFunction = (_hostname, _options, callback) => {
+      started++;
+      held.push(() =>
+        (callback as (e: null, a: LookupAddress[]) => void)(null, [{ address: "192.0.2.1", family: 4 }]),
+      );
+    };
+    const lookup = limitLookups(hanging, LOOKUPS_AT_ONCE, 100);
+    for (let i = 0; i < LOOKUPS_AT_ONCE; i++) lookup(`dead-${i}.example`, { all: true }, () => {});
+    const errors: (NodeJS.ErrnoException | null)[] = [];
+    for (let i = 0; i < 20; i++) lookup(`hook-${i}.example`, { all: true }, (error) => errors.push(error));
+    await waitFor(() => errors.length === 20, 10_000, "the waiting lookups answered");
+    expect(errors.map((error) => error?.code)).toEqual(Array(20).fill("ETIMEOUT"));
+    expect(started).toBe(LOOKUPS_AT_ONCE);
+    // The DNS answers at last: none of the abandoned lookups runs, and a new one starts at once.
+    for (const answer of held.splice(0)) answer();
+    expect(started).toBe(LOOKUPS_AT_ONCE);
+    let answered = false;
+    lookup("live.example", { all: true }, () => {
+      answered = true;
+    });
+    expect(started).toBe(LOOKUPS_AT_ONCE + 1);
+    held[0]!();
+    expect(answered).toBe(true);
+  });
 
   it("a delivery to a host name goes through them", async () => {
     const server = createServer((_req, res) => res.writeHead(204).end());

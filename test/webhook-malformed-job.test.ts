@@ -50,7 +50,7 @@ describe("a malformed webhook job", () => {
       const failedFor: string[] = [];
       const store = {
         // Asks Postgres, as the real store's look-up does (a batch id it cannot take throws).
-        webhookUrl: async (id: string) => {
+        webhookTarget: async (id: string) => {
           await sql`select ${id}::text as id`;
           return null;
         },

@@ -41,6 +41,30 @@ afterAll(async () => {
   await fleet?.close();
 });
 
+/** One delivery at a time, all queued before the first is taken: the order is the queue's. */
+function oneAtATime(store: BatchStore) {
+  return startWebhookWorker({
+    connection: fleet.redis,
+    prefix: fleet.config.prefix,
+    store,
+    settings: {
+      secret: "whsec-fair",
+      allowed: [],
+      denyPrivate: false,
+      retryBaseMs: 1_000,
+      timeoutMs: 5_000,
+      lockMs: 10_000,
+      stallCheckMs: 5_000,
+    },
+    log: { info: () => {}, warn: () => {} },
+    concurrency: 1,
+  });
+}
+
+/** The priority a batch's webhook job was queued with. */
+const priorityIn = (queue: ReturnType<typeof openWebhookQueue>) => async (batchId: string) =>
+  (await queue.getJob(QUEUES.webhooks.jobId({ batchId })))?.opts.priority;
+
 it("a tenant's webhook is not queued behind another tenant's flood of them", async () => {
   const { sql } = fleet.database;
   // Batches without sessions: each has ended as soon as it exists. The flood came first.
@@ -55,29 +79,12 @@ it("a tenant's webhook is not queued behind another tenant's flood of them", asy
   const worker = { current: undefined as ReturnType<typeof startWebhookWorker> | undefined };
   try {
     await new BatchEnds({ store, queue, log: { info: () => {}, warn: () => {} } }).scan();
-    const priority = async (batchId: string) =>
-      (await queue.getJob(QUEUES.webhooks.jobId({ batchId })))?.opts.priority;
+    const priority = priorityIn(queue);
     expect(await priority("flood-1")).toBe(1);
     expect(await priority(`flood-${FLOOD}`)).toBe(FLOOD);
     expect(await priority("quiet-1")).toBe(1);
 
-    // One delivery at a time, all queued before the first is taken: the order is the queue's.
-    worker.current = startWebhookWorker({
-      connection: fleet.redis,
-      prefix: fleet.config.prefix,
-      store,
-      settings: {
-        secret: "whsec-fair",
-        allowed: [],
-        denyPrivate: false,
-        retryBaseMs: 1_000,
-        timeoutMs: 5_000,
-        lockMs: 10_000,
-        stallCheckMs: 5_000,
-      },
-      log: { info: () => {}, warn: () => {} },
-      concurrency: 1,
-    });
+    worker.current = oneAtATime(store);
     await waitFor(() => order.length === FLOOD + 1, 20_000, "every delivery");
     // Before: quiet-1 went out last, after the whole flood.
     expect(order.indexOf("quiet-1")).toBeLessThanOrEqual(1);
@@ -112,29 +119,13 @@ it("a tenant whose batches end in another order than they were created still que
     }
     await sql`insert into batches (id, tenant, webhook_url) values ('calm-1', 'calm', ${url})`;
     expect(await ends.scan()).toBe(1);
-    const priority = async (batchId: string) =>
-      (await queue.getJob(QUEUES.webhooks.jobId({ batchId })))?.opts.priority;
+    const priority = priorityIn(queue);
     // The first of the flood to end goes first, the last one last (before: all 1).
     expect(await priority(`late-${FLOOD}`)).toBe(1);
     expect(await priority("late-1")).toBe(FLOOD);
     expect(await priority("calm-1")).toBe(1);
 
-    worker.current = startWebhookWorker({
-      connection: fleet.redis,
-      prefix: fleet.config.prefix,
-      store,
-      settings: {
-        secret: "whsec-fair",
-        allowed: [],
-        denyPrivate: false,
-        retryBaseMs: 1_000,
-        timeoutMs: 5_000,
-        lockMs: 10_000,
-        stallCheckMs: 5_000,
-      },
-      log: { info: () => {}, warn: () => {} },
-      concurrency: 1,
-    });
+    worker.current = oneAtATime(store);
     await waitFor(() => order.length === FLOOD + 1, 20_000, "every delivery");
     expect(order.indexOf("calm-1")).toBeLessThanOrEqual(1);
     // A tenant's own webhooks go out in the order its batches ended.

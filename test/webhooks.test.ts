@@ -302,6 +302,8 @@ describe("webhook delivery survives a missing sweeper and a lost job", () => {
     const ids = received.map((r) => JSON.parse(r.body).id).sort();
     expect(ids).toEqual([early.id, lost.id].sort());
     for (const r of received) expect(verifyWebhookSignature(SECRET, r.body, r.signature)).toBe(true);
+    // The delivery id (not signed) is the signed body's id, as README tells receivers to check.
+    for (const r of received) expect(r.deliveryId).toBe(`webhook-${JSON.parse(r.body).id}`);
     await waitFor(
       async () => (await client.getBatch(lost.id)).webhook?.deliveredAt != null,
       5_000,

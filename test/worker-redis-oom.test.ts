@@ -45,13 +45,10 @@ describe("a worker while Redis refuses writes", () => {
     // Until Redis has refused the worker many writes (its fetches and job ends), as counted by
     // Redis itself: a fixed wait could hold few of them on a loaded machine.
     await waitFor(async () => (await refusedWrites(admin)) >= 50, 20_000, "Redis to refuse 50 writes");
+    // Its line reaches the pipe a moment after Redis counted the refusals (CI once read none yet).
+    await waitFor(async () => oomLinesOf(worker.output()).length >= 1, 10_000, "the worker to say so");
     await admin.config("SET", "maxmemory", "0");
-    const oomLines = worker
-      .output()
-      .split("\n")
-      // The worker's own lines: each job that fails says so once per attempt, as it should.
-      .filter((line) => line.includes("OOM command not allowed") && /"msg":"(worker error|Redis)/.test(line));
-    expect(oomLines.length).toBeGreaterThanOrEqual(1);
+    const oomLines = oomLinesOf(worker.output());
     expect(oomLines.length).toBeLessThanOrEqual(2);
     expect(oomLines[0]).toMatch(/Redis refuses work/);
 
@@ -62,6 +59,13 @@ describe("a worker while Redis refuses writes", () => {
     expect(await client.waitForRun(runId, { timeoutMs: 15_000 })).toMatchObject({ endedReason: "completed" });
   }, 40_000);
 });
+
+/** The worker's own lines about refused writes: each job that fails says so once per attempt, as it should. */
+function oomLinesOf(output: string): string[] {
+  return output
+    .split("\n")
+    .filter((line) => line.includes("OOM command not allowed") && /"msg":"(worker error|Redis)/.test(line));
+}
 
 /** Commands Redis refused with OOM since its statistics were reset (INFO errorstats). */
 async function refusedWrites(admin: Redis): Promise<number> {

@@ -185,6 +185,19 @@ export function addApiCommands(program: Command, run: Run): void {
     );
 
   program
+    .command("webhook-secret")
+    .summary("print the secret that signs your tenant's batch webhooks (per-tenant secrets on)")
+    .description(
+      "Print {secret}: the secret that signs the batch webhooks of this key's tenant, when the operator turned on FLEET_WEBHOOK_SECRET_PER_TENANT (exit 2 when it is off: the fleet's FLEET_WEBHOOK_SECRET signs every webhook). Each key reads its own tenant's only.",
+    )
+    .option("--api <URL>", apiHelp)
+    .action(
+      run(async (options: { api?: string }) =>
+        (await import("./webhook-secret.js")).webhookSecretCommand(options),
+      ),
+    );
+
+  program
     .command("watch")
     .summary("follow a session's events live (run starts, messages, tools, run ends)")
     .description(

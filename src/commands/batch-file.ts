@@ -5,7 +5,7 @@
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import type { BatchSessionInput } from "../producer/client.js";
-import { BODY_LIMIT } from "../producer/request-limits.js";
+import { BODY_LIMIT, MAX_REQUEST_MESSAGES } from "../producer/request-limits.js";
 import { BATCH_LINE_SHAPE } from "./batch-line.js";
 import { ExportFileError, utf8Lines } from "./session-file.js";
 
@@ -32,8 +32,9 @@ export async function* numberedLines(file: string): AsyncGenerator<{ line: numbe
 }
 
 /**
- * The sessions a file holds, each line read as `submit` will send it, so that a bad line is
- * named before any part is sent; undefined for stdin or what is not a regular file (read once).
+ * The sessions a file holds, each line read as `submit` will send it, so that a bad line (or a
+ * customId given twice) is named before any part is sent; undefined for stdin or what is not a
+ * regular file (read once).
  */
 export async function checkLines(file: string): Promise<number | undefined> {
   if (file === "-") return undefined;
@@ -44,11 +45,56 @@ export async function checkLines(file: string): Promise<number | undefined> {
   });
   if (!info.isFile()) return undefined;
   let count = 0;
+  /** customId → the line that gave it first. */
+  const customIds = new Map<string, number>();
   for await (const { line, text } of numberedLines(file)) {
-    parseLine(file, line, text);
+    const { customId } = parseLine(file, line, text);
+    if (typeof customId === "string") {
+      const first = customIds.get(customId);
+      if (first !== undefined) throw repeatedCustomId(file, line, customId, first);
+      customIds.set(customId, line);
+    }
     count++;
   }
   return count;
+}
+
+/**
+ * The most bytes of sessions one part carries (its lines as the file holds them): half the API's
+ * body limit, as session imports' pages. A part of 1,000 sessions of 20 KB each was a body of
+ * 20 MB, answered 413 (the first part ended the command; a later one cancelled the batch).
+ */
+export const PART_BYTES = BODY_LIMIT / 2;
+
+/**
+ * Whether the next line (`bytes` long, importing `messages`) starts a new part after a part of
+ * `count` sessions, `bytes` bytes and `messages` imported messages, `size` sessions at most
+ * (pure). The API imports at most MAX_REQUEST_MESSAGES a request: 600 sessions carrying on
+ * conversations of 100 messages were one part of 60,000, refused whole (400). A part always
+ * takes its first line.
+ */
+export function startsNewPart(
+  part: { count: number; bytes: number; messages: number },
+  next: { bytes: number; messages: number },
+  size: number,
+): boolean {
+  if (part.count === 0) return false;
+  return (
+    part.count >= size ||
+    part.bytes + next.bytes > PART_BYTES ||
+    part.messages + next.messages > MAX_REQUEST_MESSAGES
+  );
+}
+
+/**
+ * A customId given again (contracts §9: unique within a batch), named before anything is sent.
+ * Found by the API only in the part that held it, after the parts before were created and
+ * started: the command then cancelled the batch (1,000 sessions of 1,200 run for nothing).
+ */
+function repeatedCustomId(file: string, line: number, customId: string, first: number): LineError {
+  return new LineError(
+    `${file}:${line}: customId ${JSON.stringify(customId)} repeats line ${first}'s; customIds are unique within a batch`,
+  );
 }
 
 export function parseLine(file: string, line: number, text: string): BatchSessionInput {

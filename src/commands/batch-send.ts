@@ -35,20 +35,44 @@ export function partRetryDelayMs(attempt: number, retryAfterSeconds: number | un
   return Math.min(PART_RETRY_CAP_MS, Math.max(PART_RETRY_FLOOR_MS, retryAfterSeconds * 1_000));
 }
 
+/** The first wait after a 429 that names no Retry-After. */
+const LIMIT_RETRY_FIRST_MS = 5_000;
+/** The longest wait the growing backoff reaches after 429s (a longer Retry-After is honoured). */
+export const LIMIT_RETRY_CAP_MS = 30_000;
+
+/**
+ * The wait after the `limited`-th 429 (≥ 1) of one part (pure): the server's Retry-After (5 s
+ * without one; at least 1 s) doubled at each 429 of the part, up to 30 s, and never under the
+ * Retry-After itself. Each try sends the whole part again (up to 8 MiB, 50,000 messages) and
+ * the API reads and parses it before its limit can refuse it (the cap on active sessions
+ * depends on how many of the part's sessions have input); at a constant 5 s, a limit that
+ * lasted 10 minutes had the part sent and parsed 121 times.
+ */
+export function limitRetryDelayMs(limited: number, retryAfterSeconds: number | undefined): number {
+  const asked =
+    retryAfterSeconds === undefined || !Number.isFinite(retryAfterSeconds)
+      ? LIMIT_RETRY_FIRST_MS
+      : Math.max(1_000, retryAfterSeconds * 1_000);
+  return Math.max(asked, Math.min(LIMIT_RETRY_CAP_MS, asked * 2 ** (limited - 1)));
+}
+
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
  * Sends one part, again after a network error or a 5xx, with the same Idempotency-Key; and
  * again after a 429 (a tenant limit: nothing was done), for up to LIMIT_WAIT_MS, saying so
- * once on stderr — the batch's own sessions make room as they end, and an open batch whose
+ * once on stderr and waiting longer at each 429 (limitRetryDelayMs) — the batch's own sessions make room as they end, and an open batch whose
  * next part is never sent would never end.
  */
 export async function sendPart<T>(
   send: () => Promise<T>,
   io: { stderr: Writable },
   sleep: (ms: number) => Promise<void> = pause,
+  /** false: only 429s are waited out; anything else is thrown at once (`fleet batch resume`). */
+  retryFailures = true,
 ): Promise<T> {
   let limitedSince: number | undefined;
+  let limited = 0;
   for (let attempt = 1; ; ) {
     try {
       return await send();
@@ -58,9 +82,11 @@ export async function sendPart<T>(
           limitedSince = Date.now();
           await write(io.stderr, `a tenant limit was reached (${error.message}); waiting for room\n`);
         } else if (Date.now() - limitedSince > LIMIT_WAIT_MS) throw error;
-        await sleep(Math.max(1, error.retryAfter ?? 5) * 1_000);
+        limited++;
+        await sleep(limitRetryDelayMs(limited, error.retryAfter));
         continue;
       }
+      if (!retryFailures) throw error;
       const retriable = unreachableOr5xx(error) || (error as FleetApiError).status === 409;
       const inUse = error instanceof FleetApiError && error.reason === "idempotency_key_in_use";
       if (

@@ -4,7 +4,8 @@
  * http://127.0.0.1:$PORT) with FLEET_API_KEY.
  *
  * `submit` streams the file line by line (one `{customId?, agent, input, metadata?,
- * messages?, sessionEvents?}` per line) and sends it in parts of at most 1,000 sessions, each with an
+ * messages?, sessionEvents?}` per line) and sends it in parts of at most 1,000 sessions,
+ * PART_BYTES of lines (half the API's body limit) and 50,000 imported messages, each with an
  * Idempotency-Key of its own (a part retried after a network error or a 5xx acts once).
  * A file of more than one part becomes one batch: the first part creates it `open`, the
  * next ones are appended (`POST /v1/batches/:id/sessions`), and the last one closes it —
@@ -21,7 +22,7 @@ import { randomUUID } from "node:crypto";
 import { type BatchSessionInput, FleetApiError, type FleetClient } from "../producer/client.js";
 import type { ModelConfig } from "../shared/agent-config.js";
 import { type ApiOptions, apiClientOf, runGuarded, write } from "./api-client.js";
-import { checkLines, LineError, numberedLines, parseLine } from "./batch-file.js";
+import { checkLines, LineError, numberedLines, parseLine, startsNewPart } from "./batch-file.js";
 import { type BatchIo, progress } from "./batch-progress.js";
 import { sendPart } from "./batch-send.js";
 import { waitForEnd } from "./batch-wait.js";
@@ -81,6 +82,8 @@ export async function batchSubmitCommand(
     const bar = await progress(io, "submitted", total);
     let batchId: string | undefined;
     let part: { line: number; session: BatchSessionInput }[] = [];
+    let partBytes = 0;
+    let partMessages = 0;
     let parts = 0;
     let submitted = 0;
     const flush = async (last: boolean) => {
@@ -117,12 +120,19 @@ export async function batchSubmitCommand(
       parts++;
       submitted += sessions.length;
       part = [];
+      partBytes = 0;
+      partMessages = 0;
       await bar.update(submitted, `(batch ${batchId})`);
     };
     try {
       for await (const { line, text } of numberedLines(file)) {
-        if (part.length === partSize) await flush(false);
-        part.push({ line, session: parseLine(file, line, text) });
+        const session = parseLine(file, line, text);
+        const next = { bytes: Buffer.byteLength(text), messages: importedMessages(session) };
+        const sent = { count: part.length, bytes: partBytes, messages: partMessages };
+        if (startsNewPart(sent, next, partSize)) await flush(false);
+        part.push({ line, session });
+        partBytes += next.bytes;
+        partMessages += next.messages;
       }
       if (part.length === 0 && batchId === undefined) throw new LineError(`${file}: holds no sessions`);
       if (part.length > 0 || batchId !== undefined) await flush(true);
@@ -170,6 +180,12 @@ export async function batchSubmitCommand(
   });
 }
 
+/** How many messages a line's session imports (the API refuses what is not an array). */
+function importedMessages(session: BatchSessionInput): number {
+  const { messages } = session as { messages?: unknown };
+  return Array.isArray(messages) ? messages.length : 0;
+}
+
 /** Whether the batch is closed (its last part arrived); false when it cannot be read. */
 async function closedBatch(client: FleetClient, id: string): Promise<boolean> {
   return client.getBatch(id).then(
@@ -208,14 +224,18 @@ export async function batchCancelCommand(id: string, options: BatchCommandOption
 /**
  * `fleet batch resume ID [--reason R] [--model JSON]`: resumes the batch's parked sessions
  * (only those parked for R when given) page by page until the pass is over, waiting when a
- * tenant limit asks to. Progress on stderr; on stdout `{resumed, refused: {reason: n}}`.
+ * tenant limit asks to (a page's `retryAfterSeconds`, or a 429 for its first session: up to 10
+ * minutes, as `submit` waits for a part). Progress on stderr; on stdout `{resumed, refused: {reason: n}}`.
  */
 export async function batchResumeCommand(
   id: string,
   options: BatchCommandOptions & { reason?: string; model?: string } = {},
 ): Promise<number> {
   const io = ioOf(options);
-  const { client, ...api } = apiClientOf(options);
+  // A 429 on a page's first session (nothing done) goes to sendPart at once, which says so and
+  // waits for room as `submit` does: the client's own wait was 30 s in silence, then the
+  // command failed with the pass half done.
+  const { client, ...api } = apiClientOf(options, 0);
   return guarded(io, api, "fleet batch resume", async () => {
     let model: ModelConfig | undefined;
     if (options.model !== undefined) {
@@ -231,13 +251,14 @@ export async function batchResumeCommand(
     const refused: Record<string, number> = {};
     let cursor: string | undefined;
     for (;;) {
-      const page = await client.resumeBatch(id, {
+      const body = {
         // An empty --reason (an unset "$REASON") is sent, and refused, not dropped: dropped,
         // it resumed every parked session of the batch.
         ...(options.reason !== undefined ? { parkedReason: options.reason } : {}),
         ...(model ? { model } : {}),
         ...(cursor ? { cursor } : {}),
-      });
+      };
+      const page = await sendPart(() => client.resumeBatch(id, body), io, undefined, false);
       resumed += page.resumed.length;
       for (const { reason } of page.refused) refused[reason] = (refused[reason] ?? 0) + 1;
       const left = Object.values(refused).reduce((a, b) => a + b, 0);

@@ -19,6 +19,7 @@ import { ValidationError } from "../shared/errors.js";
 import { checkRoleServices, checkServices, checkToolDir, checkTranscriptDir } from "../shared/preflight.js";
 import { exitDeadlineMs } from "../shared/shutdown.js";
 import type { Extension } from "../worker/extensions.js";
+import { checkWorkerOptions, extensionProblem, toolProblem } from "../worker/plugin-checks.js";
 import type { Tool } from "../worker/tools/registry.js";
 import { shareOwnPackage } from "./share-own-package.js";
 
@@ -115,7 +116,10 @@ export async function migrate(config: FleetConfig): Promise<void> {
   await ensureDatabase(config.databaseUrl);
   const database = openDatabase(config.databaseUrl, { max: 2 });
   try {
-    await migrateDatabase(database);
+    await migrateDatabase(database, {
+      lockTimeoutMs: config.migrateLockTimeoutMs,
+      onWait: (line) => console.error(`fleet migrate: ${line}`),
+    });
   } finally {
     await database.close();
   }
@@ -170,28 +174,9 @@ export async function loadTools(file: string): Promise<Tool[]> {
 }
 
 /**
- * What makes a `--tools` export no tool (registry.ts `Tool`), in words; null when it is one. A
- * worker that registered it said "ready" and failed only at the tool's first call.
- */
-function toolProblem(tool: unknown, i: number): string | null {
-  if (!tool || typeof tool !== "object")
-    return `tool ${i} is not a tool object (defineTool({ name, description, parameters, run }))`;
-  const t = tool as Record<string, unknown>;
-  if (typeof t.name !== "string" || t.name === "") return `tool ${i} has no name`;
-  if (typeof t.run !== "function") return `tool "${t.name}": run is not a function`;
-  if (typeof t.description !== "string") return `tool "${t.name}": description is not a string`;
-  if (!t.parameters || typeof t.parameters !== "object" || Array.isArray(t.parameters))
-    return `tool "${t.name}": parameters is not an object (a JSON Schema)`;
-  return null;
-}
-
-/** The hooks an extension may have (contracts §8; extensions.ts `Extension`). */
-const HOOKS = ["beforeRun", "onMessage", "afterRun", "onError", "onCommitted", "onSessionDeleted"] as const;
-
-/**
  * Loads extensions (contracts §8): a module whose default export is an extension
- * (`defineExtension({...})`) or an array of them; each needs a `name`, and its hooks must be
- * functions.
+ * (`defineExtension({...})`) or an array of them; each needs a `name`, its hooks must be
+ * functions, and a function under another name is refused (plugin-checks.ts).
  */
 export async function loadExtensions(file: string): Promise<Extension[]> {
   const exported = await loadModuleExport(file, "--extensions", "extensions");
@@ -202,24 +187,8 @@ export async function loadExtensions(file: string): Promise<Extension[]> {
       `${file} exports no extension (export default defineExtension({ name, ... }))`,
     );
   for (const [i, extension] of list.entries()) {
-    const e = extension as Record<string, unknown> | null;
-    if (!e || typeof e !== "object" || typeof e.name !== "string" || e.name === "")
-      throw new ValidationError("--extensions", `${file}: extension ${i} has no name`);
-    for (const hook of HOOKS)
-      if (e[hook] !== undefined && typeof e[hook] !== "function")
-        throw new ValidationError(
-          "--extensions",
-          `${file}: extension "${e.name}": ${hook} is not a function`,
-        );
-    // A hook's name written in another case (`afterrun`) would never be called: said at once.
-    for (const key of Object.keys(e)) {
-      const meant = HOOKS.find((hook) => hook !== key && hook.toLowerCase() === key.toLowerCase());
-      if (meant)
-        throw new ValidationError(
-          "--extensions",
-          `${file}: extension "${e.name}": ${key} is no hook; ${meant}?`,
-        );
-    }
+    const problem = extensionProblem(extension, i);
+    if (problem) throw new ValidationError("--extensions", `${file}: ${problem}`);
   }
   return list as Extension[];
 }
@@ -302,6 +271,8 @@ export async function workerCommand(options: WorkerCommandOptions = {}): Promise
   if (options.metricsPort !== undefined) config.metricsPort = options.metricsPort;
   const tools = (await Promise.all((options.tools ?? []).map(loadTools))).flat();
   const extensions = (await Promise.all((options.extensions ?? []).map(loadExtensions))).flat();
+  // Across the modules too (a tool name in two of them), before Postgres and Redis are asked.
+  checkWorkerOptions({ tools, extensions }, (option) => `--${option}`);
   await checkRoleServices(config);
   await checkToolDir(config.toolDir);
   if (config.transcriptDir) await checkTranscriptDir(config.transcriptDir);

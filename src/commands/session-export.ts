@@ -54,7 +54,7 @@ export async function sessionExportCommand(id: string, options: SessionExportOpt
     // A FIFO or a device (`>(jq …)`, /dev/stdout, /dev/null) is written into as it comes:
     // renamed over, it was replaced by a regular file.
     const temporary = way === "direct" ? path : `${path}.${process.pid}.partial`;
-    // Only its owner may read it: a session's messages (as transcripts, extensions.ts).
+    // Only its owner may read it: a session's messages (as transcripts, transcript-extension.ts).
     const file = await open(temporary, "w", 0o600).catch(cannotWrite);
     try {
       const count = await exportTo(

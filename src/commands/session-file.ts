@@ -12,10 +12,11 @@
  * history. Everything here is pure: the commands do the reading, writing and requests.
  */
 
+import { MAX_JSON_DEPTH, tooDeepAt } from "../producer/request-checks.js";
 import { BODY_LIMIT, MAX_HISTORY_BYTES, MAX_IMPORTED_MESSAGES } from "../producer/request-limits.js";
 import type { SessionJson } from "../shared/api-types.js";
 import { ValidationError } from "../shared/errors.js";
-import { type ImportedMessage, type Message, parseImportedHistory } from "../shared/messages.js";
+import { formatPath, type ImportedMessage, type Message, parseImportedHistory } from "../shared/messages.js";
 import { historyBytes } from "../shared/store/imported-pages.js";
 
 export const EXPORT_VERSION = 1;
@@ -111,6 +112,13 @@ export class ExportFileCheck {
     }
     if (value === null || typeof value !== "object" || Array.isArray(value))
       throw new ExportFileError(line, "expected a JSON object");
+    // Refused as the API refuses it, before the parse and size checks below (recursive) overflow the stack.
+    const deep = tooDeepAt(value);
+    if (deep !== undefined)
+      throw new ExportFileError(
+        line,
+        `${this.state === "header" ? "" : `seq ${this.count + 1}: `}${formatPath("", deep)}: nests deeper than ${MAX_JSON_DEPTH} levels`,
+      );
     const record = value as Record<string, unknown>;
     if (this.state === "ended")
       throw new ExportFileError(line, "follows the end line (fleetSessionExportEnd)");

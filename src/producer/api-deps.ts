@@ -24,7 +24,8 @@ export type ApiDeps = {
   /** Fastify's `trustProxy` (FLEET_API_TRUST_PROXY): whose X-Forwarded-For names the client. */
   trustProxy?: boolean | number | string;
   /** `Idempotency-Key` on `POST /v1/…` (contracts §9); without it the header is ignored. */
-  idempotency?: Pick<IdempotencyStore, "begin" | "wait" | "complete" | "release">;
+  idempotency?: Pick<IdempotencyStore, "begin" | "wait" | "complete" | "release"> &
+    Partial<Pick<IdempotencyStore, "renew">>;
   /** A tenant's request rate (request-rate.ts): throws TooManyRequestsError when over it. */
   rate?: { admit(tenant: string): Promise<void> };
   /** Admin routes under ADMIN_PREFIX (Bull Board), registered on the app; behind admin keys. */
@@ -39,6 +40,11 @@ export type ApiDeps = {
   deletions?: Pick<Deletions, "deleteSession" | "deleteBatch">;
   /** `PATCH /v1/sessions/:id` (session-events-switch.ts); absent: 404 for every id. */
   sessionEvents?: Pick<SessionEventsSwitch, "patch">;
+  /**
+   * `GET /v1/webhook-secret`: the secret that signs the tenant's webhooks, when it is the
+   * tenant's own (FLEET_WEBHOOK_SECRET_PER_TENANT, webhook-secrets.ts); undefined or absent: 404.
+   */
+  webhookSecret?: (tenant: string) => string | undefined;
   /** Event streams (contracts §7, SSE); absent: their routes answer 404 for every id. */
   events?: EventStreams;
   /** The package's version, for the OpenAPI document. */

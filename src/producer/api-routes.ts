@@ -88,6 +88,15 @@ export function routes(app: FastifyInstance, deps: ApiDeps): void {
     service.resumePoint(request.tenant, request.params.id),
   );
   app.get<IdParams>("/v1/runs/:id", async (request) => service.getRun(request.tenant, request.params.id));
+  // The caller's own signing secret, by its key's tenant: no tenant names another's here.
+  app.get("/v1/webhook-secret", async (request, reply) => {
+    const secret = deps.webhookSecret?.(request.tenant);
+    if (secret === undefined)
+      throw new NotFoundError(
+        "a webhook secret of this tenant's own (FLEET_WEBHOOK_SECRET_PER_TENANT is off: ask the operator for the fleet's)",
+      );
+    return reply.header("cache-control", "no-store").send({ secret });
+  });
   // Scrapes and probes come every few seconds: their requests are not logged (errors still are).
   const quiet = { logLevel: "warn" as const };
   app.get("/metrics", quiet, async (_request, reply) =>

@@ -25,7 +25,9 @@ export const errorSchema = z
       reason: z
         .string()
         .optional()
-        .describe("Why there is nothing to resume, or `idempotency_key_reused`, `batch_closed` (409)"),
+        .describe(
+          "Why there is nothing to resume, or `idempotency_key_reused`, `batch_closed`, `batch_cancelled` (409)",
+        ),
       limit: z
         .enum(TENANT_LIMITS)
         .optional()
@@ -241,7 +243,19 @@ export const batchSchema = z
       .literal(false)
       .optional()
       .describe("Present when the batch was created with `sessionEvents: false`"),
-    webhook: z.object({ url: z.string(), deliveredAt: when.nullable() }).optional(),
+    webhook: z
+      .object({
+        url: z.string(),
+        deliveredAt: when.nullable(),
+        failedAt: when.optional().describe("When its delivery was given up (its attempts spent); only then"),
+        lastError: z
+          .string()
+          .optional()
+          .describe(
+            "Why the last delivery attempt failed, or why the delivery was given up (one line, at most 300 characters, never the receiver's answer body); absent until an attempt fails",
+          ),
+      })
+      .optional(),
   })
   .meta({ id: "Batch" });
 export const batchResultSchema = z

@@ -21,6 +21,7 @@ import { IdempotencyStore } from "../shared/store/idempotency.js";
 import { SessionEventsSetting } from "../shared/store/session-events-setting.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { FleetToolNames, readToolNames } from "../shared/tool-names.js";
+import { signingSecret } from "../shared/webhook-secrets.js";
 import { cancelChannel } from "../shared/worker-signals.js";
 import { adminBoard } from "./admin-board.js";
 import { ApiAuth, isLoopbackHost, UnauthorizedError } from "./auth.js";
@@ -119,6 +120,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     metrics,
     maxStreamsPerTenant: config.events.maxStreamsPerTenant,
     heartbeatMs: config.events.heartbeatMs,
+    stallMs: config.events.stallMs,
     retention: {
       maxEvents: config.events.maxEvents,
       maxAgeMs: config.events.maxAgeMs,
@@ -184,6 +186,11 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
   const deletions = new Deletions({
     store: new DataDeletion(database),
     cleanup: fleetDeletionCleanup({ redis, config, queues, metrics, waitsGone }),
+    onPurgeError: (error, batchId) =>
+      app.log.warn(
+        { err: error, batchId },
+        "batch marked deleted, its sessions not all deleted now: the sweeper finishes the deletion",
+      ),
   });
   const sessionEvents = new SessionEventsSwitch({
     setting: eventsSetting,
@@ -231,6 +238,8 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     trustProxy: config.apiTrustProxy,
     healthy: async () => !draining && (await reachable()),
     version: packageVersion(),
+    webhookSecret: (tenant) =>
+      config.webhooks.perTenant ? signingSecret(config.webhooks, tenant) : undefined,
   });
   // One line when Redis goes and one when it is back, as workers and the sweeper say it.
   new RedisOutageLog(app.log).watch(redis);

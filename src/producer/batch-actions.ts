@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import type { z } from "zod";
 import { type AgentConfig, parseModelConfig } from "../shared/agent-config.js";
 import type { BatchCreated } from "../shared/api-types.js";
-import { NotFoundError, ValidationError } from "../shared/errors.js";
+import { ConflictError, NotFoundError, ValidationError } from "../shared/errors.js";
 import { type ModelRouting, resolveModelRoute } from "../shared/model-endpoints.js";
 import type { UsageTotals } from "../shared/prices.js";
 import type { ResumeKind } from "../shared/resume-point.js";
@@ -21,7 +21,7 @@ import {
   DEFAULT_BATCH_RESUME_LIMIT,
   resumeParkedPage,
 } from "./batch-resume.js";
-import { afterCancel } from "./cancel-cleanup.js";
+import { afterCancel, dropJobsOfCancelled } from "./cancel-cleanup.js";
 import type { FleetServiceDeps } from "./fleet-service-deps.js";
 import {
   appendBody,
@@ -114,6 +114,13 @@ async function addBatchSessions(
     jobs.map((job) => job.payload.runId),
     () => enqueueRuns(host.deps, tenant, jobs),
   );
+  // A cancel of the batch that committed while the jobs were being added could not remove them.
+  await dropJobsOfCancelled(
+    host.deps,
+    tenant,
+    batch.id,
+    jobs.map((job) => job.payload),
+  );
   return created.map((session, i) => ({ ...session, customId: items[i]!.customId ?? null }));
 }
 
@@ -130,7 +137,11 @@ export async function getBatch(
   return include === "usage" ? { ...batch, usage: await host.batches().usage(id) } : batch;
 }
 
-/** Resumes one page of the batch's parked sessions (`POST /v1/batches/:id/resume`, batch-resume.ts). */
+/**
+ * Resumes one page of the batch's parked sessions (`POST /v1/batches/:id/resume`,
+ * batch-resume.ts). The first page of a pass over a cancelled batch with nothing parked is a
+ * 409 `batch_cancelled` that says why and what re-opens a cancelled session.
+ */
 export async function resumeBatch(
   host: BatchActionsHost,
   tenant: string,
@@ -144,21 +155,31 @@ export async function resumeBatch(
   // The model is checked once, before any session is touched.
   if (input.model !== undefined)
     resolveModelRoute(parseModelConfig(input.model, "model"), host.routing(), "model");
-  await getBatch(host, tenant, id);
+  const batch = await getBatch(host, tenant, id);
   const resumeBody = input.model === undefined ? undefined : { model: input.model };
   return resumeParkedPage(
     {
-      parked: async (before, limit) =>
-        (
-          await host.deps.queries.listSessions({
-            tenant,
-            batchId: id,
-            status: "parked",
-            parkedReason: input.parkedReason,
-            before,
-            limit,
-          })
-        ).map((row) => ({ id: row.id, cursor: row.cursor })),
+      parked: async (before, limit) => {
+        const rows = await host.deps.queries.listSessions({
+          tenant,
+          batchId: id,
+          status: "parked",
+          parkedReason: input.parkedReason,
+          before,
+          limit,
+        });
+        // A cancelled batch's sessions are cancelled, not parked: a pass of its parked ones
+        // found none and answered an empty page, which read as "resumed, all done".
+        if (rows.length === 0 && before === undefined && batch.cancelledAt)
+          throw new ConflictError(
+            "batch_cancelled",
+            `batch ${id} was cancelled and has no session parked${input.parkedReason === undefined ? "" : " for that reason"}: ` +
+              "a batch resume resumes parked sessions only. A cancelled session is re-opened by a new message " +
+              "(POST /v1/sessions/:id/messages) or, if its run had started, by POST /v1/sessions/:id/resume; " +
+              "to run the batch's cancelled sessions again, submit them as a new batch",
+          );
+        return rows.map((row) => ({ id: row.id, cursor: row.cursor }));
+      },
       resume: (sessionId) => host.resume(tenant, sessionId, resumeBody),
       encode: encodeListCursor,
     },

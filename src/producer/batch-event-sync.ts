@@ -17,7 +17,8 @@
  * - whether the batch has ended is the cheap `hasEnded` check; its counts are read once, for
  *   the `BATCH_COMPLETED` that follows, and never again by this reader once written.
  * "A batch seen ended has every session terminal in the pages read after": the end is
- * checked before the pages are read.
+ * checked before the pages are read, and the pass that sees it reads the whole batch, so
+ * every SESSION_ENDED is written before the BATCH_COMPLETED.
  */
 import type { BatchJson, BatchStore, EndedSession } from "../shared/store/batches.js";
 import type { ListCursor } from "../shared/store/session-queries.js";
@@ -60,10 +61,18 @@ export class BatchEventSync {
   async sync(): Promise<void> {
     const { batches, write } = this.deps;
     const now = this.deps.now ?? Date.now;
-    const full = this.since === null || now() - this.fullAt >= FULL_PASS_MS;
     if (this.since === null && this.deps.dropIfStale) await this.deps.dropIfStale();
     const began = await batches.clock();
-    const ended = !this.completedWritten && (await batches.hasEnded(this.batchId));
+    // The batch's end (and its counts), seen before the pages are read.
+    let completed: BatchJson | undefined;
+    if (!this.completedWritten && (await batches.hasEnded(this.batchId))) {
+      const view = await batches.view(this.batchId);
+      if (view && view.status !== "running") completed = view;
+    }
+    // The pass that writes BATCH_COMPLETED reads the whole batch: an incremental one misses a
+    // session whose end committed in a transaction older than the overlap, and its
+    // SESSION_ENDED came at the next full pass, after the BATCH_COMPLETED a reader stops at.
+    const full = this.since === null || completed !== undefined || now() - this.fullAt >= FULL_PASS_MS;
     let after: ListCursor | null = null;
     do {
       const page = await batches.endedPage(this.batchId, after, PAGE, full ? undefined : this.since!);
@@ -72,10 +81,8 @@ export class BatchEventSync {
     } while (after !== null);
     this.since = new Date(began.getTime() - OVERLAP_MS);
     if (full) this.fullAt = now();
-    if (!ended) return;
-    const view = await batches.view(this.batchId);
-    if (!view || view.status === "running") return;
-    await write([[BATCH_MEMBER, "BATCH_COMPLETED", batchCompleted(view), view.endedAt ?? ""]]);
+    if (!completed) return;
+    await write([[BATCH_MEMBER, "BATCH_COMPLETED", batchCompleted(completed), completed.endedAt ?? ""]]);
     this.completedWritten = true;
   }
 }

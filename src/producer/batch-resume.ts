@@ -78,7 +78,7 @@ export async function resumeParkedPage(
         return { ...page, nextCursor: deps.encode(done), retryAfterSeconds: error.retryAfterSeconds };
       } else if (error instanceof ValidationError && done !== undefined && done !== after) {
         // A session the request cannot resume as asked (its agent's cost budget needs a price
-        // the model lacks): the page answers what it did, and the request for the next page,
+        // the model lacks, or it lists more tools than the model takes): the page answers what it did, and the request for the next page,
         // which starts at that session, gets the 400 with nothing done.
         return { ...page, nextCursor: deps.encode(done) };
       } else {

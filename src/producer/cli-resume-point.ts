@@ -5,6 +5,7 @@ import { ValidationError } from "../shared/errors.js";
 import { findInJson } from "../shared/json-walk.js";
 import { formatPath, parseHistory } from "../shared/messages.js";
 import { type ResumePointJson, resumePoint, toResumePointJson } from "../shared/resume-point.js";
+import { MAX_JSON_DEPTH, tooDeepAt } from "./request-checks.js";
 
 export const EXIT_RESUMABLE = 0;
 export const EXIT_NOT_RESUMABLE = 3;
@@ -72,8 +73,12 @@ export async function resumePointCommand(args: string[]): Promise<number> {
     if (positionals.length > 0)
       throw new ValidationError("", "give either --file HISTORY.json or a SESSION_ID, not both");
     const value = await readHistoryFile(values.file);
-    // JSON.parse reads 1e400 as Infinity, which the resume point would print as null: refused
-    // as the API refuses it in an import.
+    // Nesting past MAX_JSON_DEPTH overflowed the stack of the parse below ("Maximum call stack
+    // size exceeded"), and JSON.parse reads 1e400 as Infinity, which the resume point would
+    // print as null: both refused as the API refuses them in an import.
+    const deep = tooDeepAt(value);
+    if (deep !== undefined)
+      throw new ValidationError(formatPath("messages", deep), `nests deeper than ${MAX_JSON_DEPTH} levels`);
     const infinite = findInJson(value, (item) =>
       typeof item === "number" && !Number.isFinite(item) ? "stop" : undefined,
     );

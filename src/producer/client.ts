@@ -237,6 +237,14 @@ export class FleetClient {
     return this.request("POST", `/v1/sessions/${encodeURIComponent(sessionId)}/cancel`, undefined, options);
   }
 
+  /**
+   * The secret that signs this tenant's batch webhooks (`GET /v1/webhook-secret`), when the
+   * operator turned on per-tenant secrets; a 404 FleetApiError when they are off.
+   */
+  webhookSecret(): Promise<{ secret: string }> {
+    return this.request("GET", "/v1/webhook-secret");
+  }
+
   /** The API's OpenAPI 3.1 document (`GET /v1/openapi.json`), e.g. to generate a client in another language. */
   openapi(): Promise<Record<string, unknown>> {
     return this.request("GET", "/v1/openapi.json");

@@ -37,6 +37,8 @@ export class Deletions {
       cleanup: DeletionCleanup;
       chunk?: number;
       budgetMs?: number;
+      /** Told when the sessions of a batch already marked deleted could not be deleted now. */
+      onPurgeError?: (error: unknown, batchId: string) => void;
     },
   ) {}
 
@@ -53,7 +55,24 @@ export class Deletions {
     // The queued runs the mark ended: their jobs go now (the chunks list only runs not ended).
     await this.deps.cleanup.afterRunsEnded(dropped);
     const budgetMs = this.deps.budgetMs ?? BATCH_DELETE_BUDGET_MS;
-    const { sessionsDeleted, complete } = await purgeBatch(this.deps, id, budgetMs, "api");
-    return { id, deleted: true, sessionsDeleted, complete };
+    // The mark has committed: the batch is deleted for its caller, and what is left of it is
+    // the sweeper's. A failure from here on (Postgres lost mid-way) is answered as a deletion
+    // not finished, not with a 5xx: that said nothing was done, released the request's
+    // Idempotency-Key, and its retry was answered 404.
+    let sessionsDeleted = 0;
+    const store = {
+      purgeBatchChunk: async (batchId: string, limit: number) => {
+        const chunk = await this.deps.store.purgeBatchChunk(batchId, limit);
+        sessionsDeleted += chunk.sessionIds.length;
+        return chunk;
+      },
+    };
+    try {
+      const { complete } = await purgeBatch({ ...this.deps, store }, id, budgetMs, "api");
+      return { id, deleted: true, sessionsDeleted, complete };
+    } catch (error) {
+      this.deps.onPurgeError?.(error, id);
+      return { id, deleted: true, sessionsDeleted, complete: false };
+    }
   }
 }

@@ -12,7 +12,7 @@ export type EventStreamDeps = {
   /** A connection of its own for SUBSCRIBE (created lazily by the caller's factory). */
   subscriber: () => Redis;
   prefix: string;
-  queries: Pick<SessionQueries, "getSession" | "listRuns">;
+  queries: Pick<SessionQueries, "getSession" | "lastRun">;
   batches?: Pick<BatchStore, "view" | "clock" | "hasEnded" | "endedPage" | "endedAt" | "missingRuns">;
   /** Told of each batch stream dropped because Postgres contradicts it (batch-stream-check.ts). */
   onBatchStreamDropped?: (batchId: string, member: string, fingerprint: string) => void;
@@ -20,6 +20,11 @@ export type EventStreamDeps = {
     Partial<Pick<FleetMetrics, "eventPlacesGone">> & { eventsWritten?: EventsCounter };
   maxStreamsPerTenant: number;
   heartbeatMs: number;
+  /**
+   * How long a write may wait for the reader's socket to drain (FLEET_SSE_STALL_MS) before
+   * the connection is closed (event-stream-drain.ts). Absent: 60 s.
+   */
+  stallMs?: number;
   retention: EventRetention;
   /** How often a reader looks again without being woken (default 1 s). */
   pollMs?: number;

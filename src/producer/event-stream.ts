@@ -11,7 +11,9 @@
  * - Readers wait on one Redis subscription per API process (writers publish the session id
  *   after each write), held only while the process has a reader (notify-subscription.ts),
  *   and look again every second anyway; an idle stream sends a comment line every
- *   FLEET_SSE_HEARTBEAT_MS. A client that goes away frees its slot at once.
+ *   FLEET_SSE_HEARTBEAT_MS. A client that goes away frees its slot at once; one that stays but
+ *   takes nothing for FLEET_SSE_STALL_MS, or whose key is revoked meanwhile, is closed
+ *   (event-stream-drain.ts).
  * - At most FLEET_SSE_MAX_STREAMS_PER_TENANT streams per tenant on one API process: more
  *   answer `429` (`limit: "event_streams"`), so event streams cannot exhaust the API.
  * - A batch's events (`SESSION_ENDED` per session that reached a terminal state, then one
@@ -31,6 +33,7 @@ import { batchEventWriter, defineBatchEventsAppend } from "./batch-event-append.
 import { BatchEventSync } from "./batch-event-sync.js";
 import { BatchStreamCheck, batchStreamKeys } from "./batch-stream-check.js";
 import type { EventStreamDeps } from "./event-stream-deps.js";
+import { type DrainEnd, waitForDrain } from "./event-stream-drain.js";
 import { NotifySubscription } from "./notify-subscription.js";
 import { RedisReconnects } from "./redis-reconnects.js";
 import { gone, resumeId, type StartPlace, sentPlace, sessionStreamStart } from "./stream-places.js";
@@ -46,6 +49,18 @@ const READ_PAGE = 200;
 
 /** How often an open stream asks whether its caller may still read it. */
 const RECHECK_MS = 1_000;
+
+/** FLEET_SSE_STALL_MS's default, for callers that give none. */
+const DEFAULT_STALL_MS = 60_000;
+
+function stalledMessage(end: Exclude<DrainEnd, "drained">): string {
+  switch (end) {
+    case "stalled":
+      return "event stream reader took nothing for FLEET_SSE_STALL_MS; closed its connection";
+    case "refused":
+      return "event stream reader's key no longer works (or the API stops) while it read nothing; closed its connection";
+  }
+}
 
 export class EventStreams {
   private readonly reader: EventReader;
@@ -202,6 +217,9 @@ export class EventStreams {
     // (http-api.ts), and a reader that closed its connection sent one, nothing else.
     const socket = request.raw.socket;
     socket.on("end", onClose);
+    // Gone before the listeners were there (while the session was read, or the subscription
+    // made): neither event comes again, and the stream would hold its slot for ever.
+    if (socket.destroyed || socket.readableEnded) gone = true;
     let last = start.id;
     // Whether `last` is an entry of the stream (an id the reader sent, checked by the route, the
     // stream's newest or a run's RUN_STARTED at connect, or one it was sent), not `0-0`.
@@ -300,16 +318,21 @@ export class EventStreams {
             last = event.id;
             placeIsEntry = true;
             inclusive = false;
-            if (!ok)
-              await new Promise<void>((resolve) => {
-                const done = () => {
-                  response.off("drain", done);
-                  response.off("close", done);
-                  resolve();
-                };
-                response.on("drain", done);
-                response.on("close", done);
+            if (!ok) {
+              // A reader that takes nothing for FLEET_SSE_STALL_MS, or whose key is revoked
+              // meanwhile, is closed: destroyed, so what the buffers hold is not sent later.
+              const end = await waitForDrain(response, {
+                stallMs: this.deps.stallMs ?? DEFAULT_STALL_MS,
+                tickMs: RECHECK_MS,
+                mayGoOn: async () => !this.closed && (await allowed()),
               });
+              if (end !== "drained") {
+                request.log.info({ end }, stalledMessage(end));
+                response.destroy();
+                gone = true;
+                break;
+              }
+            }
             // The session (or batch) was deleted: nothing follows (deletion-cleanup.ts).
             if (STREAM_ENDS.has(event.type)) {
               gone = true;

@@ -8,7 +8,12 @@
  * the API answers it).
  */
 import { isDeepStrictEqual } from "node:util";
-import { type AgentConfig, parseAgentConfig, parseModelConfig } from "../shared/agent-config.js";
+import {
+  type AgentConfig,
+  assertToolsFit,
+  parseAgentConfig,
+  parseModelConfig,
+} from "../shared/agent-config.js";
 import {
   type BatchCreated,
   SESSION_STATUSES,
@@ -17,11 +22,11 @@ import {
   type SessionSummary,
 } from "../shared/api-types.js";
 import type { SessionRow } from "../shared/db/schema.js";
-import { AgentResumeError, NotFoundError, ValidationError } from "../shared/errors.js";
+import { AgentResumeError, FleetStateError, NotFoundError, ValidationError } from "../shared/errors.js";
 import { assertAnsweredOnce, parseImportedHistoryInSlices } from "../shared/messages.js";
 import { checkAgentModels, type ModelRouting, resolveModelRoute } from "../shared/model-endpoints.js";
 import { assertModelPriced, assertPricedForBudget, pricesOf, type UsageTotals } from "../shared/prices.js";
-import { type ResumeKind, type ResumePointJson, resumePoint } from "../shared/resume-point.js";
+import type { ResumeKind, ResumePointJson } from "../shared/resume-point.js";
 import type { RefusalReason } from "../shared/resume-reasons.js";
 import type { BatchJson, BatchResult, BatchStore } from "../shared/store/batches.js";
 import { type RunJson, runToJson } from "../shared/store/rows.js";
@@ -37,7 +42,7 @@ import {
   resumeBatch,
 } from "./batch-actions.js";
 import type { BatchResumePage } from "./batch-resume.js";
-import { afterCancel } from "./cancel-cleanup.js";
+import { afterCancel, dropJobIfCancelled } from "./cancel-cleanup.js";
 import type { FleetServiceDeps } from "./fleet-service-deps.js";
 import {
   createBody,
@@ -115,7 +120,7 @@ export class FleetService {
     for (const { agent, field } of agents) {
       const i = agent.tools.findIndex((name) => !known.has(name));
       if (i >= 0) {
-        throw new ValidationError(
+        throw new FleetStateError(
           `${field}.tools[${i}]`,
           `no worker of this fleet has registered a tool named "${agent.tools[i]}"`,
         );
@@ -189,9 +194,13 @@ export class FleetService {
     await this.session(tenant, id);
     const result = await this.batches.cancel(tenant, { sessionId: id });
     await afterCancel(this.deps, tenant, result);
+    // Said without reading again: a read failing here answered a committed cancel 5xx (its
+    // Idempotency-Key released; the retry answered `cancelled: false`).
+    if (result.sessionIds.length > 0) return { id, status: "cancelled", cancelled: true };
     const session = await this.session(tenant, id);
-    const runs = await this.deps.queries.listRuns(id, tenant);
-    return { id, status: sessionStatus(session, runs), cancelled: result.sessionIds.length > 0 };
+    // Its status needs only the runs not ended (a session used for days has thousands).
+    const runs = await this.deps.queries.unfinishedRuns(id, tenant);
+    return { id, status: sessionStatus(session, runs), cancelled: false };
   }
 
   async listSessions(
@@ -249,6 +258,8 @@ export class FleetService {
     await enqueueCommitted(this.deps, [run.id], () =>
       enqueueRun(this.deps, tenant, { sessionId: id, runId: run.id }),
     );
+    // A cancel that committed after the run and before its job could not remove the job.
+    await dropJobIfCancelled(this.deps, tenant, { sessionId: id, runId: run.id, kind: "run" });
     return { runId: run.id };
   }
 
@@ -263,27 +274,28 @@ export class FleetService {
     if (model) resolveModelRoute(model, this.routing, "model");
     const session = await this.session(tenant, id);
     // The model runs in the agent's place: a cost budget needs its price, as at creation.
+    if (model) assertToolsFit(model, session.agent, "model");
     if (model && session.agent.budget?.maxCostUsd !== undefined)
       assertModelPriced(model, pricesOf(this.routing), "model", "the session's agent.budget.maxCostUsd");
-    const [history, runs] = await Promise.all([
-      this.deps.queries.loadHistory(id),
-      this.deps.queries.listRuns(id, tenant),
+    // The history's shape and the runs not ended only: a session used for days has a history
+    // of many MB and thousands of runs, none of it needed here.
+    const [{ point, lastSeq }, active] = await Promise.all([
+      this.deps.queries.historyPoint(id),
+      this.deps.queries.unfinishedRuns(id, tenant),
     ]);
-    const active = runs.filter((r) => r.status !== "ended");
     const waiting = active.find((r) => r.kind === "resume" && r.status === "queued");
     // While a run is on its way there is nothing to resume yet (contracts §12); a request
     // that asks for exactly the resume already waiting joins it.
     if (active.length > 0 && !(active.length === 1 && waiting && sameModel(waiting.model, model)))
       throw this.refuse("running", "a run of this session is queued or running");
-    const point = resumePoint(history);
     if (!point.resumable) throw this.refuse(point.reason, point.detail);
     // An explicit resume of a parked session (e.g. attempts exhausted) or a cancelled one
     // makes it active again.
-    // What changed since `history` and `runs` were read is seen under the session's lock.
+    // What changed since the history and runs were read is seen under the session's lock.
     const { run, created } = await this.deps.queries
       .createRun(
         { sessionId: id, kind: "resume", trigger, resumeKind: point.kind, model },
-        { ...this.limits, tenant, unpark: true, explicitResume: { lastSeq: history.at(-1)?.seq ?? 0 } },
+        { ...this.limits, tenant, unpark: true, explicitResume: { lastSeq } },
       )
       .catch((error: unknown) => {
         if (error instanceof AgentResumeError) this.deps.metrics.resumeRefusals.inc({ reason: error.reason });
@@ -296,6 +308,7 @@ export class FleetService {
         ? enqueueResume(this.deps, tenant, { sessionId: id, runId: run.id })
         : startNow(this.deps, tenant, id, run.id),
     );
+    await dropJobIfCancelled(this.deps, tenant, { sessionId: id, runId: run.id, kind: "resume" });
     return { runId: run.id, kind: point.kind };
   }
 

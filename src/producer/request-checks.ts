@@ -119,6 +119,18 @@ const parsedAsAgent = (depth: number, path: () => JsonPath): boolean => {
 const isObject = (value: unknown): value is object => value !== null && typeof value === "object";
 
 /**
+ * Where `value` nests a container deeper than MAX_JSON_DEPTH, named by its first NAMED_LEVELS
+ * levels (as checkBody names it); undefined when it does not. For what reads JSON the API
+ * will refuse so (the CLI's files) before its own recursive walks overflow the stack.
+ */
+export function tooDeepAt(value: unknown): JsonPath | undefined {
+  const path = findInJson(value, (item, _key, depth) =>
+    isObject(item) && depth >= MAX_JSON_DEPTH ? "stop" : undefined,
+  );
+  return path?.slice(0, NAMED_LEVELS);
+}
+
+/**
  * Checks a parsed JSON body before any route sees it, in one walk (json-walk.ts: nothing is
  * allocated per value, so a body of millions of values costs about what parsing it did):
  * - no key that could rewrite an object's prototype once some code assigns it (`__proto__`,

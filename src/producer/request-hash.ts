@@ -42,3 +42,17 @@ export function requestHash(method: string, url: string, body: unknown): string 
 export function legacyRequestHash(method: string, url: string, body: unknown): string {
   return sha256(`${method} ${url}\n${JSON.stringify(body ?? null)}`);
 }
+
+/**
+ * The request target a key is bound to (pure): the path, and the query as the routes read it
+ * (parsed), its parameters in sorted order, so that `?a=1&b=2` and `?b=2&a=1` are one request
+ * and `?a=1&b=3` another (a repeated parameter keeps its values' order). Without a query, the
+ * path alone, hashed as before. Hashed as sent, the reordered query was refused 409
+ * `idempotency_key_reused`.
+ */
+export function requestTarget(url: string, query: unknown): string {
+  const path = url.split("?", 1)[0]!;
+  const empty =
+    query === null || query === undefined || (typeof query === "object" && Object.keys(query).length === 0);
+  return empty ? path : `${path}?${canonicalJson(query)}`;
+}

@@ -287,6 +287,11 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       },
       ...common,
       ...missing,
+      409: {
+        description:
+          "The batch was cancelled and the pass's first page found nothing parked (`reason: batch_cancelled`: its sessions are cancelled, and a new message re-opens one), or the Idempotency-Key was used with another body",
+        schema: errorSchema,
+      },
     },
   }),
   "DELETE /v1/sessions/:id": del({
@@ -471,6 +476,23 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       200: { description: "The run", schema: runSchema.extend({ sessionId: id }) },
       ...common,
       ...missing,
+    },
+  },
+  "GET /v1/webhook-secret": {
+    operationId: "webhookSecret",
+    summary:
+      "The secret that signs this tenant's batch webhooks, when the operator turned on per-tenant secrets (FLEET_WEBHOOK_SECRET_PER_TENANT); each key reads its own tenant's only",
+    responses: {
+      200: {
+        description: "This tenant's webhook signing secret (`Cache-Control: no-store`)",
+        schema: z.object({ secret: z.string() }),
+      },
+      ...common,
+      404: {
+        description:
+          "Per-tenant webhook secrets are off: the fleet's FLEET_WEBHOOK_SECRET signs every webhook",
+        schema: errorSchema,
+      },
     },
   },
   "GET /v1/openapi.json": {

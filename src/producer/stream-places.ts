@@ -64,7 +64,7 @@ export function gone(reply: FastifyReply, after: string): FastifyReply {
  */
 export async function sessionStreamStart(
   reader: EventReader,
-  queries: Pick<SessionQueries, "listRuns">,
+  queries: Pick<SessionQueries, "lastRun">,
   key: string,
   sessionId: string,
   tenant: string,
@@ -72,10 +72,10 @@ export async function sessionStreamStart(
 ): Promise<StartPlace> {
   // The end first, then the runs: a run that starts in between is found by its RUN_STARTED.
   const tail = await reader.lastId(key);
-  const runs = await queries.listRuns(sessionId, tenant);
   // `?run=`: that run's (a client following the run its message queued, while other
-  // messages may queue runs after it); else the latest run's.
-  const run = runParam === undefined ? runs.at(-1) : runs.find((r) => r.id === runParam);
+  // messages may queue runs after it); else the latest run's. Only those runs are read: a
+  // session used for days has thousands, and each reader connecting read them all.
+  const run = await queries.lastRun(sessionId, tenant, runParam === undefined ? {} : { id: runParam });
   if (runParam !== undefined && !run) throw new NotFoundError(`run ${runParam} of session ${sessionId}`);
   // While the latest run waits behind one of the session's runs that is still running (a
   // message sent during a run), the stream starts at the RUN_STARTED of that running run:
@@ -83,10 +83,10 @@ export async function sessionStreamStart(
   // would hand the reader the tail of a run it never saw start (contracts §7).
   const ahead =
     runParam === undefined && run?.status === "queued"
-      ? runs.findLast((r) => r.status === "running")
+      ? await queries.lastRun(sessionId, tenant, { status: "running" })
       : undefined;
   const from = ahead ?? run;
-  const startedId = from && from.status !== "queued" ? await reader.runStartedId(key, from.id) : null;
+  const startedId = from && from.status !== "queued" ? await reader.runStartedId(sessionId, from.id) : null;
   // A named run that started but whose RUN_STARTED is no longer kept: from the first event
   // kept, so that its reader still gets the rest of that run (the end would give nothing).
   const fromKept = runParam !== undefined && run?.status !== "queued";

@@ -3,6 +3,7 @@
  * session row). API keys are never part of them: they come from the workers' environment.
  */
 import { z } from "zod";
+import { ValidationError } from "./errors.js";
 import {
   assertStorable,
   MAX_TOOL_CALLS_PER_STEP,
@@ -10,6 +11,7 @@ import {
   replaceUnstorableJson,
   toValidationError,
 } from "./messages.js";
+import { NewerAgentError, newerFields } from "./newer-agent.js";
 
 /** The largest Postgres integer: `budget.maxModelCalls` is compared with one (the session's model calls). */
 const MAX_INT4 = 2_147_483_647;
@@ -72,22 +74,42 @@ export const scriptedModelSchema = z.strictObject({
   steps: z.array(scriptedStepSchema).min(1, "needs at least one step"),
 });
 
-export const openaiModelSchema = z.strictObject({
-  provider: z.literal("openai"),
-  model: z.string().min(1),
-  /** `baseUrl`: for OpenAI-compatible servers (vLLM, Ollama, llama.cpp), e.g. http://127.0.0.1:8080/v1 */
-  ...route,
-  maxTokens: z.number().int().positive().optional(),
-  temperature: z.number().min(0).max(2).optional(),
-  /**
-   * Which API (contracts §13): `chat` (chat completions, the default; what compatible servers
-   * speak) or `responses` (the Responses API: reasoning items are kept and replayed).
-   */
-  api: z.enum(["chat", "responses"]).optional(),
-  /** `reasoning.effort` (responses) / `reasoning_effort` (chat) for reasoning models. */
-  reasoningEffort: z.enum(["none", "minimal", "low", "medium", "high", "xhigh", "max"]).optional(),
-  ...noApiKey,
-});
+/**
+ * The least `max_output_tokens` the Responses API accepts (400 `integer_below_min_value`
+ * below it). Sending 16 for a smaller `maxTokens` would let a step answer past what the user
+ * allowed, so such a MODEL is refused instead.
+ */
+export const MIN_RESPONSES_MAX_TOKENS = 16;
+
+export const openaiModelSchema = z
+  .strictObject({
+    provider: z.literal("openai"),
+    model: z.string().min(1),
+    /** `baseUrl`: for OpenAI-compatible servers (vLLM, Ollama, llama.cpp), e.g. http://127.0.0.1:8080/v1 */
+    ...route,
+    maxTokens: z.number().int().positive().optional(),
+    temperature: z.number().min(0).max(2).optional(),
+    /**
+     * Which API (contracts §13): `chat` (chat completions, the default; what compatible servers
+     * speak) or `responses` (the Responses API: reasoning items are kept and replayed).
+     */
+    api: z.enum(["chat", "responses"]).optional(),
+    /** `reasoning.effort` (responses) / `reasoning_effort` (chat) for reasoning models. */
+    reasoningEffort: z.enum(["none", "minimal", "low", "medium", "high", "xhigh", "max"]).optional(),
+    ...noApiKey,
+  })
+  .superRefine((model, ctx) => {
+    if (
+      model.api === "responses" &&
+      model.maxTokens !== undefined &&
+      model.maxTokens < MIN_RESPONSES_MAX_TOKENS
+    )
+      ctx.addIssue({
+        code: "custom",
+        path: ["maxTokens"],
+        message: `must be at least ${MIN_RESPONSES_MAX_TOKENS} with "api": "responses" (the Responses API refuses a smaller max_output_tokens)`,
+      });
+  });
 
 /** `max_tokens` of an Anthropic request whose MODEL names none. */
 export const DEFAULT_ANTHROPIC_MAX_TOKENS = 4096;
@@ -130,50 +152,116 @@ export const modelConfigSchema = z.discriminatedUnion("provider", [
   anthropicModelSchema,
 ]);
 
-/** Tools one agent may list (providers take about this many at most: OpenAI 128). */
+/** Tools one agent may list (OpenAI chat completions take 128: MAX_OPENAI_CHAT_TOOLS). */
 export const MAX_AGENT_TOOLS = 256;
 
-export const agentConfigSchema = z.strictObject({
-  model: modelConfigSchema,
-  /** Names of tools registered in the workers. */
-  tools: z
-    .array(z.string().min(1))
-    .max(MAX_AGENT_TOOLS, `lists more than ${MAX_AGENT_TOOLS} tools`)
-    .default([]),
-  system: z.string().optional(),
-  /** Model calls one run may make before it stops with `max_turns`. Default 20. */
-  maxTurns: z.number().int().positive().max(1000).default(20),
-  /** Consecutive `paused` steps continued automatically before the run ends `paused`. Default 3. */
-  pauseLimit: z.number().int().nonnegative().max(100).default(3),
-  /** Whether the sweeper continues a response cut by the output limit (`continue_response`); else it parks. Default true. */
-  continueOnMaxOutput: z.boolean().default(true),
-  /** Whether the sweeper continues a run that ended `paused` at the pause limit; else it parks. Default true. */
-  continueOnPause: z.boolean().default(true),
-  /**
-   * Bounds on the whole session, across all its runs and resumes (contracts §12): model
-   * calls made (counted before each call) and tokens reported (input + output). Reaching
-   * one parks the session `budget_exhausted`. The call that crosses `maxTokens` completes.
-   */
-  budget: z
-    .strictObject({
-      maxModelCalls: z.number().int().positive().max(MAX_INT4, `must be at most ${MAX_INT4}`).optional(),
-      maxTokens: z.number().int().positive().optional(),
-      /**
-       * USD the session's model steps may cost, by FLEET_PRICES (prices.ts). Every model the
-       * agent may run needs a price (400 at creation otherwise).
-       */
-      maxCostUsd: z.number().positive().finite().optional(),
-    })
-    .optional(),
-  /**
-   * A time limit in ms for each of this agent's tool calls: it may only shorten the limit the
-   * operator set (FLEET_TOOL_TIMEOUT_MS, or the tool's own `timeoutMs`), never lengthen it.
-   * MAX_INT4 is also the longest delay a Node timer takes.
-   */
-  toolTimeoutMs: z.number().int().positive().max(MAX_INT4, `must be at most ${MAX_INT4}`).optional(),
-  /** Models the sweeper falls back to, in order, when the primary keeps failing. */
-  fallbackModels: z.array(modelConfigSchema).optional(),
+export const agentConfigSchema = z
+  .strictObject({
+    model: modelConfigSchema,
+    /** Names of tools registered in the workers. */
+    tools: z
+      .array(z.string().min(1))
+      .max(MAX_AGENT_TOOLS, `lists more than ${MAX_AGENT_TOOLS} tools`)
+      .default([]),
+    system: z.string().optional(),
+    /** Model calls one run may make before it stops with `max_turns`. Default 20. */
+    maxTurns: z.number().int().positive().max(1000).default(20),
+    /** Consecutive `paused` steps continued automatically before the run ends `paused`. Default 3. */
+    pauseLimit: z.number().int().nonnegative().max(100).default(3),
+    /** Whether the sweeper continues a response cut by the output limit (`continue_response`); else it parks. Default true. */
+    continueOnMaxOutput: z.boolean().default(true),
+    /** Whether the sweeper continues a run that ended `paused` at the pause limit; else it parks. Default true. */
+    continueOnPause: z.boolean().default(true),
+    /**
+     * Bounds on the whole session, across all its runs and resumes (contracts §12): model
+     * calls made (counted before each call) and tokens reported (input + output). Reaching
+     * one parks the session `budget_exhausted`. The call that crosses `maxTokens` completes.
+     */
+    budget: z
+      .strictObject({
+        maxModelCalls: z.number().int().positive().max(MAX_INT4, `must be at most ${MAX_INT4}`).optional(),
+        maxTokens: z.number().int().positive().optional(),
+        /**
+         * USD the session's model steps may cost, by FLEET_PRICES (prices.ts). Every model the
+         * agent may run needs a price (400 at creation otherwise).
+         */
+        maxCostUsd: z.number().positive().finite().optional(),
+      })
+      .optional(),
+    /**
+     * A time limit in ms for each of this agent's tool calls: it may only shorten the limit the
+     * operator set (FLEET_TOOL_TIMEOUT_MS, or the tool's own `timeoutMs`), never lengthen it.
+     * MAX_INT4 is also the longest delay a Node timer takes.
+     */
+    toolTimeoutMs: z.number().int().positive().max(MAX_INT4, `must be at most ${MAX_INT4}`).optional(),
+    /** Models the sweeper falls back to, in order, when the primary keeps failing. */
+    fallbackModels: z.array(modelConfigSchema).optional(),
+  })
+  .superRefine((agent, ctx) => {
+    const models: [ModelConfigOf, string][] = [
+      [agent.model, "agent.model"],
+      ...(agent.fallbackModels ?? []).map((m, i): [ModelConfigOf, string] => [
+        m,
+        `agent.fallbackModels[${i}]`,
+      ]),
+    ];
+    const chat = models.find(([m]) => takesToolsUpTo128(m));
+    if (chat && agent.tools.length > MAX_OPENAI_CHAT_TOOLS)
+      ctx.addIssue({
+        code: "custom",
+        path: ["tools"],
+        message: `lists ${agent.tools.length} tools; OpenAI chat completions take at most ${MAX_OPENAI_CHAT_TOOLS} (${chat[1]})`,
+      });
+  });
+
+type ModelConfigOf = z.infer<typeof modelConfigSchema>;
+
+/**
+ * The most tools a chat completion request may list ("A max of 128 functions are supported":
+ * 400 `array_above_max_length` beyond): with more, every request of the model would be
+ * refused. A MODEL with a raw `baseUrl` is a compatible server (vLLM, Ollama), which has no
+ * such limit; one at OpenAI or at a declared endpoint (which may be OpenAI) is held to it.
+ */
+export const MAX_OPENAI_CHAT_TOOLS = 128;
+
+function takesToolsUpTo128(model: ModelConfigOf): boolean {
+  return model.provider === "openai" && (model.api ?? "chat") === "chat" && model.baseUrl === undefined;
+}
+
+/**
+ * A resume's model runs the agent's tools too: the same limit (MAX_OPENAI_CHAT_TOOLS). Throws
+ * a ValidationError naming `path`.
+ */
+export function assertToolsFit(model: ModelConfigOf, agent: Pick<AgentConfig, "tools">, path: string): void {
+  if (takesToolsUpTo128(model) && agent.tools.length > MAX_OPENAI_CHAT_TOOLS)
+    throw new ValidationError(
+      path,
+      `OpenAI chat completions take at most ${MAX_OPENAI_CHAT_TOOLS} tools; the session's agent lists ${agent.tools.length}`,
+    );
+}
+
+/** What the resume policy reads of an agent (resume-policy.ts `decideResume`). */
+export type ResumeSettings = Pick<
+  AgentConfig,
+  "maxTurns" | "continueOnMaxOutput" | "continueOnPause" | "fallbackModels"
+>;
+
+const resumeSettingsSchema = z.object({
+  maxTurns: agentConfigSchema.shape.maxTurns,
+  continueOnMaxOutput: agentConfigSchema.shape.continueOnMaxOutput,
+  continueOnPause: agentConfigSchema.shape.continueOnPause,
 });
+
+/**
+ * The resume settings of an agent this release cannot read whole because a newer release
+ * wrote it (NewerAgentError): the ones this release knows, read as it reads them, and no
+ * fallback models (their MODELs may be what it cannot read); null when even those do not
+ * read. The resume's worker reads the whole agent, or hands the run back for a newer one.
+ */
+export function resumeSettingsOfNewer(value: unknown): ResumeSettings | null {
+  const result = resumeSettingsSchema.safeParse(value);
+  return result.success ? result.data : null;
+}
 
 export type ScriptedStep = z.infer<typeof scriptedStepSchema>;
 export type ModelConfig = z.infer<typeof modelConfigSchema>;
@@ -184,17 +272,25 @@ export type AgentConfigInput = z.input<typeof agentConfigSchema>;
  * Parses an AGENT. Throws ValidationError naming the field, also for a setting that could
  * not be stored (`agent.system`, `agent.tools[0]`, … holding U+0000 or a lone surrogate);
  * scripted steps are model output and come back with those replaced (see `modelText`).
+ * One that fails only on what a newer release may write (an unknown field, provider or enum
+ * value) is a NewerAgentError (newer-agent.ts), with the same message.
  */
 export function parseAgentConfig(value: unknown, root = "agent"): AgentConfig {
   const result = agentConfigSchema.safeParse(value);
-  if (!result.success) throw toValidationError(root, result.error, "provider");
+  if (!result.success) throw parseFailure(root, result.error, value);
   assertStorable(result.data, root);
   return result.data;
 }
 
 export function parseModelConfig(value: unknown, root = "model"): ModelConfig {
   const result = modelConfigSchema.safeParse(value);
-  if (!result.success) throw toValidationError(root, result.error, "provider");
+  if (!result.success) throw parseFailure(root, result.error, value);
   assertStorable(result.data, root);
   return result.data;
+}
+
+function parseFailure(root: string, error: z.ZodError, value: unknown): ValidationError {
+  const failure = toValidationError(root, error, "provider");
+  const unknown = newerFields(root, error.issues, value);
+  return unknown ? new NewerAgentError(failure, unknown) : failure;
 }

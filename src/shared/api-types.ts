@@ -124,7 +124,12 @@ export type BatchJson = {
   open: boolean;
   /** Present (false) when its sessions have no event streams (created with `sessionEvents: false`; additive). */
   sessionEvents?: false;
-  webhook?: { url: string; deliveredAt: string | null };
+  /** `failedAt`: when its delivery was given up (its attempts spent; additive), only then. */
+  /**
+   * `lastError` (additive): why the last attempt failed, or why the delivery was given up; one
+   * line of at most 300 characters, never the receiver's answer body. Absent until one fails.
+   */
+  webhook?: { url: string; deliveredAt: string | null; failedAt?: string; lastError?: string };
 };
 
 export type BatchResult = {

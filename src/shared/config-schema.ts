@@ -216,6 +216,11 @@ export const envSchema = z.object({
   FLEET_SSE_MAX_STREAMS_PER_TENANT: z.coerce.number().int().positive().default(100),
   /** How often an idle event stream sends a comment line, so proxies and clients keep it open. */
   FLEET_SSE_HEARTBEAT_MS: timerMs(15_000, true),
+  /**
+   * How long an event stream waits for a reader that reads nothing (its socket not drained)
+   * before it closes the connection, freeing the tenant's slot (event-stream-drain.ts).
+   */
+  FLEET_SSE_STALL_MS: timerMs(60_000, true),
   /** How long a request to the API may take to arrive, headers and body; later: 408, connection closed. */
   FLEET_API_REQUEST_TIMEOUT_MS: timerMs(120_000, true),
   FLEET_API_DRAIN_MS: timerMs(0),
@@ -244,6 +249,18 @@ export const envSchema = z.object({
    * the longest delay a Node timer takes.
    */
   FLEET_TOOL_TIMEOUT_MS: timerMs(600_000),
+  /**
+   * How long a run whose stored agent this worker cannot read only because a newer release
+   * wrote it (a rolling deploy) is handed back for a newer worker before its session is parked
+   * `invalid_agent` (worker/newer-agent-wait.ts); 0: parked at once.
+   */
+  FLEET_NEWER_AGENT_WAIT_MS: timerMs(900_000),
+  /**
+   * How long each attempt of `fleet migrate` (and `fleet up`'s) waits for a lock a migration
+   * needs before it tries again (db/migration-locks.ts): the statements queued behind its
+   * wait run in between. Five attempts, then it fails naming what holds the lock.
+   */
+  FLEET_MIGRATE_LOCK_TIMEOUT_MS: timerMs(5_000, true),
   /** How long one extension hook may take before the run stops waiting for it (a failure). */
   FLEET_HOOK_TIMEOUT_MS: timerMs(30_000, true),
   /**

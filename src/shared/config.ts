@@ -107,12 +107,18 @@ export type FleetConfig = {
     maxBytes: number;
     maxStreamsPerTenant: number;
     heartbeatMs: number;
+    /** FLEET_SSE_STALL_MS: a reader that has taken nothing for this long is closed. */
+    stallMs: number;
   };
   /** The built-in transcript extension's directory (contracts §8); undefined: off. */
   transcriptDir: string | undefined;
   /** How often a worker's pass removes transcripts of sessions that no longer exist. */
   transcriptSweepMs: number;
   hookTimeoutMs: number;
+  /** FLEET_MIGRATE_LOCK_TIMEOUT_MS: each attempt of a migration waits this long for a lock. */
+  migrateLockTimeoutMs: number;
+  /** FLEET_NEWER_AGENT_WAIT_MS: how long a newer release's agent waits for a worker that reads it (0: none). */
+  newerAgentWaitMs: number;
   /** FLEET_PREFLIGHT_TIMEOUT_MS: a start's check of Postgres and Redis waits this long for each. */
   preflightTimeoutMs: number;
   /** FLEET_TOOL_TIMEOUT_MS: one tool call's time limit unless its tool has its own (0: none). */
@@ -250,10 +256,13 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
       maxBytes: e.FLEET_EVENTS_MAX_BYTES,
       maxStreamsPerTenant: e.FLEET_SSE_MAX_STREAMS_PER_TENANT,
       heartbeatMs: e.FLEET_SSE_HEARTBEAT_MS,
+      stallMs: e.FLEET_SSE_STALL_MS,
     },
     transcriptDir: e.FLEET_TRANSCRIPT_DIR ? resolve(e.FLEET_TRANSCRIPT_DIR) : undefined,
     transcriptSweepMs: e.FLEET_TRANSCRIPT_SWEEP_MS,
     hookTimeoutMs: e.FLEET_HOOK_TIMEOUT_MS,
+    migrateLockTimeoutMs: e.FLEET_MIGRATE_LOCK_TIMEOUT_MS,
+    newerAgentWaitMs: e.FLEET_NEWER_AGENT_WAIT_MS,
     preflightTimeoutMs: e.FLEET_PREFLIGHT_TIMEOUT_MS,
     toolTimeoutMs: e.FLEET_TOOL_TIMEOUT_MS,
     evictionCheckMs: e.FLEET_EVICTION_CHECK_MS,

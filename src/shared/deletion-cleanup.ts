@@ -124,7 +124,7 @@ export class DeletionCleanup {
     const tombstone = (pipeline: ReturnType<Redis["pipeline"]>, end: (typeof ends)[number]) =>
       pipeline
         .hset(end.seqKey, "deleted", "1")
-        .hdel(end.seqKey, "seq", "fp", "done", "total", "floor")
+        .hdel(end.seqKey, "seq", "fp", "done", "total", "floor", "started")
         .pexpire(end.seqKey, end.tombstoneMs);
     // A cluster takes the pipeline when the prefix is a hash tag (config.ts makes it one): every
     // key is in the fleet's slot. Per session otherwise, as the keys of one session span slots.

@@ -2,6 +2,7 @@
  * The few error classes of agent-fleet. Each one has a consumer:
  * - `ValidationError`: bad input; the HTTP layer answers 400 naming the field, the CLI exits 2,
  *   the queue fails the job once without retries.
+ *   `FleetStateError` is one that depends on the fleet (its tools, its limits), not the input.
  * - `AgentResumeError`: a resume was asked for a session with nothing to resume; HTTP 409.
  * - `FencedError`: a worker lost its lease; it stops at once and appends nothing more.
  * - `NotFoundError`: an unknown session; HTTP 404.
@@ -18,6 +19,18 @@ export class ValidationError extends Error {
     super(field ? `${field}: ${message}` : message);
     this.field = field;
   }
+}
+
+/**
+ * A request valid in itself that the fleet as it stands refuses (400 naming the field, as any
+ * ValidationError): an agent listing a tool no worker has registered yet, more sessions at
+ * once than the tenant's cap. The same request may pass once the operator acts, so an
+ * `Idempotency-Key` does not keep this answer (idempotency-hooks.ts), as it keeps no 429.
+ * Also a MODEL the operator's settings refuse: an endpoint not declared in
+ * FLEET_MODEL_ENDPOINTS, a baseUrl outside FLEET_ALLOWED_BASE_URLS, no price in FLEET_PRICES.
+ */
+export class FleetStateError extends ValidationError {
+  override name = "FleetStateError";
 }
 
 export class AgentResumeError extends Error {

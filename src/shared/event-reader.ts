@@ -1,14 +1,18 @@
 /** EventReader: what the SSE route reads of a session's stream (events.ts). */
 import type { Redis } from "ioredis";
 import { compareIds, placeExpired, STREAM_START, type StreamInfo, trimmedPast } from "./event-expiry.js";
-import { type StoredEvent, toStored } from "./events.js";
+import { eventStreamKey, type StoredEvent, seqKey, toStored } from "./events.js";
+import { MOST_LINKS, type RedisWithRunStarted, RUN_STARTED_SCRIPT } from "./run-started-script.js";
 
 /** Reads a session's stream for the SSE route. */
 export class EventReader {
   constructor(
     private readonly redis: Redis,
     readonly prefix: string,
-  ) {}
+  ) {
+    if (!(redis as unknown as Partial<RedisWithRunStarted>).fleetRunStarted)
+      redis.defineCommand("fleetRunStarted", { numberOfKeys: 2, lua: RUN_STARTED_SCRIPT });
+  }
 
   /** Entries after `after` (exclusive), at most `count`. */
   async after(key: string, after: string, count = 200): Promise<StoredEvent[]> {
@@ -92,9 +96,24 @@ export class EventReader {
     };
   }
 
-  /** The id of the RUN_STARTED of `runId`, scanning back from the newest entry. */
-  async runStartedId(key: string, runId: string): Promise<string | null> {
-    let end = "+";
+  /**
+   * The id of the RUN_STARTED of `runId` while the session's stream keeps it: found from the
+   * latest one written (noted in the seq key) back over run starts only (run-started-script.ts),
+   * so an earlier run's (`?run=`) costs one entry per run started after it, and one trimmed away
+   * is known gone without reading the rest. Where a stream holds no note or no link (written by
+   * an earlier release), read back from there, as before.
+   */
+  async runStartedId(sessionId: string, runId: string): Promise<string | null> {
+    const key = eventStreamKey(this.prefix, sessionId);
+    const answer = await (this.redis as unknown as RedisWithRunStarted).fleetRunStarted(
+      key,
+      seqKey(this.prefix, sessionId),
+      runId,
+      MOST_LINKS,
+    );
+    if (answer[0] === "found") return answer[1];
+    if (answer[0] === "gone") return null;
+    let end = answer[1];
     for (let page = 0; page < 200; page++) {
       const rows = (await this.redis.xrevrange(key, end, "-", "COUNT", 100)) as [string, string[]][];
       for (const row of rows) {

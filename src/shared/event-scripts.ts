@@ -29,7 +29,8 @@ local function trimBytes(stream, seqKey, total, floor, newest)
       local id, fields = rows[j][1], rows[j][2]
       local c, size = nil, 0
       for k = 1, #fields, 2 do
-        if fields[k] == 'c' then c = tonumber(fields[k + 1]) else size = size + #fields[k + 1] end
+        if fields[k] == 'c' then c = tonumber(fields[k + 1])
+        elseif fields[k] ~= 'p' then size = size + #fields[k + 1] end
       end
       -- An entry written before entries had c counts for nothing: it goes with the ones after it.
       if id == newest or (c ~= nil and total - (c - size) <= maxBytes) then
@@ -57,7 +58,11 @@ end
  * Appends to the streams of one or more sessions in one call. KEYS: per write, its stream and
  * its seq key. ARGV: maxEvents, maxAgeMs, channel, maxBytes (0: no bound, TRIM_BYTES), then per write: its stream key (published),
  * its entry count n, then n × (seq, type, data). `seq` is a message's fingerprint,
- * `SEQ|createdAt` (`fingerprint`), `0` for other events, `r:RUN_ID` for a RUN_COMPLETED, and
+ * `SEQ|createdAt` (`fingerprint`), `0` for other events, `r:RUN_ID` for a RUN_COMPLETED, `s:RUN_ID`
+ * for a RUN_STARTED (the seq key keeps the last one written, `started`: `RUN_ID ENTRY_ID`, so
+ * that a reader finds where the latest run starts without reading the stream back; and each
+ * RUN_STARTED entry's field `p` is the id of the one written before it, `0` for none, so that
+ * an earlier run's start is found over run starts only: RUN_STARTED_SCRIPT), and
  * `c:FINGERPRINT` for a check (type CHECK, never written): the writer's stored message at the
  * seq it believes the stream has last. The writes are applied in order, each against its
  * session's seq as the writes before it left it. A run's RUN_COMPLETED is written once: the seq
@@ -73,7 +78,7 @@ end
  * (`deleted` set by deletion-cleanup.ts), and nothing is written, so a late writer (a worker
  * frozen across the delete) does not recreate the stream; the same for a stream turned off
  * (`off`, DROP_OFF_SCRIPT) until it is turned on. Each write reads every field of the seq
- * key it may need (seq, deleted, off, fp, done, total, floor) in one HMGET before it writes,
+ * key it may need (seq, deleted, off, fp, done, total, floor, started) in one HMGET before it writes,
  * and writes the ones it moved in one HSET (and `floor`, when TRIM_BYTES cut, in another):
  * the fields are read once and set once per write, not one command each (their reads and
  * writes were most of the fleet's Redis commands per session: 69 → 39 per bench session,
@@ -84,14 +89,15 @@ local t = redis.call('TIME')
 local minId = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[2]))
 local maxBytes = tonumber(ARGV[4])
 ${TRIM_BYTES}
--- seq, fingerprint, ended run, check
+-- seq, fingerprint, ended run, check, started run
 local function parse(arg)
   local head = string.sub(arg, 1, 2)
-  if head == 'r:' then return 0, nil, string.sub(arg, 3), nil end
-  if head == 'c:' then return 0, nil, nil, string.sub(arg, 3) end
+  if head == 'r:' then return 0, nil, string.sub(arg, 3), nil, nil end
+  if head == 'c:' then return 0, nil, nil, string.sub(arg, 3), nil end
+  if head == 's:' then return 0, nil, nil, nil, string.sub(arg, 3) end
   local bar = string.find(arg, '|', 1, true)
-  if bar then return tonumber(string.sub(arg, 1, bar - 1)), arg, nil, nil end
-  return tonumber(arg) or 0, nil, nil, nil
+  if bar then return tonumber(string.sub(arg, 1, bar - 1)), arg, nil, nil, nil end
+  return tonumber(arg) or 0, nil, nil, nil, nil
 end
 local results = {}
 local a = 5
@@ -101,7 +107,7 @@ for w = 1, #KEYS / 2 do
   local stop = first + 3 * tonumber(ARGV[a + 1]) - 1
   a = stop + 1
   -- A deleted session's seq key is a tombstone (deletion-cleanup.ts): nothing is written.
-  local head = redis.call('HMGET', seqKey, 'seq', 'deleted', 'off', 'fp', 'done', 'total', 'floor')
+  local head = redis.call('HMGET', seqKey, 'seq', 'deleted', 'off', 'fp', 'done', 'total', 'floor', 'started')
   local gone = head[2] or head[3]
   local last = tonumber(head[1] or '0')
   local prior = last
@@ -144,18 +150,26 @@ for w = 1, #KEYS / 2 do
   else
     local out = {'ok', lastText, head[4] or ''}
     -- The run whose RUN_COMPLETED the stream has last (false: none).
-    local done, ends, lastFp = head[5], nil, nil
+    local done, ends, lastFp, startedAt = head[5], nil, nil, nil
     -- A run's end from a writer behind the stream (the stream holds messages past every one
     -- it has stored: a later run's) is late, e.g. a worker frozen after its commit: the end is
     -- in the stream already (a repair wrote it) or, after a later run's events, not wanted.
     local behind = known ~= nil and last > known
     -- The bytes (type and data) ever written to the stream, through each entry (its field c).
     local total = tonumber(head[6] or '0')
+    -- The RUN_STARTED written last ('0': none), which the next one links to (its field p).
+    local linked = head[8] and string.match(head[8], ' (%S+)$') or '0'
     for i = first, stop, 3 do
-      local seq, fp, ended, check = parse(ARGV[i])
+      local seq, fp, ended, check, started = parse(ARGV[i])
       if check == nil and ((seq == 0 and (ended == nil or (ended ~= done and not behind))) or seq > last) then
         total = total + #ARGV[i + 1] + #ARGV[i + 2]
-        out[#out + 1] = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2], 'c', string.format('%d', total))
+        if started ~= nil then
+          out[#out + 1] = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2], 'c', string.format('%d', total), 'p', linked)
+          linked = out[#out]
+          startedAt = started .. ' ' .. linked
+        else
+          out[#out + 1] = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2], 'c', string.format('%d', total))
+        end
         if seq > 0 then last, lastFp = seq, fp end
         if ended ~= nil then done, ends = ended, ended end
       end
@@ -166,6 +180,7 @@ for w = 1, #KEYS / 2 do
       local fields = {'seq', last == prior and lastText or tostring(last), 'total', string.format('%d', total)}
       if lastFp then fields[#fields + 1] = 'fp'; fields[#fields + 1] = lastFp end
       if ends then fields[#fields + 1] = 'done'; fields[#fields + 1] = ends end
+      if startedAt then fields[#fields + 1] = 'started'; fields[#fields + 1] = startedAt end
       redis.call('HSET', seqKey, unpack(fields))
       if maxBytes > 0 then trimBytes(stream, seqKey, total, tonumber(head[7] or '0'), out[#out]) end
       redis.call('PEXPIRE', stream, ARGV[2])
@@ -216,7 +231,32 @@ if redis.call('HEXISTS', KEYS[1], 'off') == 0 then return 0 end
 return redis.call('DEL', KEYS[1])
 `;
 
+/**
+ * Starts a session's stream past the start of its history (EventWriter.writeAfterSync: a stream
+ * written again from Postgres holds only the stored messages retention would keep), when
+ * neither the stream nor its seq key exists: an empty stream marked as trimmed (one entry
+ * added more than it holds, the last deleted id now), so that a reader from its start
+ * (`0-0`) or from a place of the stream that was lost is told it expired, as for a stream
+ * trimmed; and a seq key that says it holds message `ARGV[1]` (fingerprint `ARGV[2]`), so the
+ * write that follows goes on from there. Returns 0 when either key exists (someone wrote
+ * meanwhile). On a Redis before 7 (no XSETID options) the stream is not marked: there no
+ * stream tells that it was trimmed anyway. KEYS: stream, seq key. ARGV: seq, fingerprint, ttl ms.
+ */
+export const FLOOR_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+local t = redis.call('TIME')
+local now = string.format('%d-0', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+redis.call('XGROUP', 'CREATE', KEYS[1], 'floor', '$', 'MKSTREAM')
+redis.call('XGROUP', 'DESTROY', KEYS[1], 'floor')
+redis.pcall('XSETID', KEYS[1], now, 'ENTRIESADDED', 1, 'MAXDELETEDID', now)
+redis.call('HSET', KEYS[2], 'seq', ARGV[1], 'fp', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 1
+`;
+
 export type RedisWithAppend = Redis & {
+  fleetEventsFloor(stream: string, seqKey: string, seq: number, fp: string, ttlMs: number): Promise<number>;
   /** `args`: the keys, then the arguments (ioredis flattens the array into the command). */
   fleetEventsAppendMany(numKeys: number, args: readonly (string | number)[]): Promise<string[][]>;
   fleetEventsDropOff(stream: string, seqKey: string, channel: string, ttlMs: number): Promise<number>;

@@ -9,6 +9,7 @@ import {
   APPEND_SCRIPT,
   DROP_OFF_SCRIPT,
   DROP_SCRIPT,
+  FLOOR_SCRIPT,
   ON_SCRIPT,
   type RedisWithAppend,
 } from "./event-scripts.js";
@@ -46,7 +47,7 @@ export type WriteResult =
   | { ok: false; last: number; diverged?: string };
 
 /**
- * An entry as the script takes it is three of these in a row: its seq (0, or `r:RUN_ID`), its
+ * An entry as the script takes it is three of these in a row: its seq (0, `r:RUN_ID` or `s:RUN_ID`), its
  * type, its data (JSON).
  */
 type Row = number | string;
@@ -93,6 +94,8 @@ export class EventWriter {
       redis.defineCommand("fleetEventsDropOff", { numberOfKeys: 2, lua: DROP_OFF_SCRIPT });
     if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsOn)
       redis.defineCommand("fleetEventsOn", { numberOfKeys: 1, lua: ON_SCRIPT });
+    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsFloor)
+      redis.defineCommand("fleetEventsFloor", { numberOfKeys: 2, lua: FLOOR_SCRIPT });
     this.batch = new TurnBatch(
       (writes) => this.send(writes),
       64,
@@ -126,6 +129,21 @@ export class EventWriter {
     if (!this.enabled) return;
     await (this.redis as unknown as RedisWithAppend).fleetEventsOn(seqKey(this.prefix, sessionId));
     await this.writeAfterSync(database, sessionId, []);
+  }
+
+  /**
+   * The runs that committed these stored messages of the session (those that have one), read
+   * from Postgres; none without a database. A job's log asks for the messages of its history
+   * it did not commit itself when the stream lacks them (a crashed job's, a lost write's), so
+   * that their MESSAGE events carry their `runId` (contracts §7), as the sweeper's do.
+   */
+  async runsOf(sessionId: string, seqs: readonly number[]): Promise<ReadonlyMap<number, string>> {
+    const database = this.store.database;
+    if (!database || seqs.length === 0) return new Map();
+    const rows = await database.sql<{ seq: number; run_id: string }[]>`
+      select seq, run_id::text from messages
+       where session_id = ${sessionId} and seq = any(string_to_array(${seqs.join(",")}, ',')::int[]) and run_id is not null`;
+    return new Map(rows.map((row) => [row.seq, row.run_id]));
   }
 
   /** The highest message seq already in the session's stream (0: none, or the stream expired). */
@@ -175,7 +193,9 @@ export class EventWriter {
           ? fingerprint(event.message)
           : event.type === "RUN_COMPLETED"
             ? `r:${event.runId}`
-            : 0;
+            : event.type === "RUN_STARTED"
+              ? `s:${event.runId}`
+              : 0;
       // The spread copy costs less than the event's own JSON glued after a head: that string
       // is flattened again (Buffer.byteLength, the socket), which costs more than the copy.
       const data = JSON.stringify({ sessionId, ...event });
@@ -356,21 +376,54 @@ export class EventWriter {
   }
 
   /**
+   * The seq of the stored message a stream Redis no longer has starts after when it is written
+   * again up to message `last`: the message before the last `maxEvents`, what retention would
+   * keep (0 or less: none, the stream starts at the first message).
+   */
+  tailFloor(last: number): number {
+    return last - this.retention.maxEvents;
+  }
+
+  /**
+   * Starts the session's stream past stored message `floor` when Redis has neither the stream
+   * nor its seq key (FLOOR_SCRIPT: marked as trimmed before it, so a reader from its start is
+   * told it expired); the next write goes on after `floor`. False: either key exists (someone
+   * wrote meanwhile, or the session is deleted or its stream off), nothing done.
+   */
+  async startAt(sessionId: string, floor: StoredMessage): Promise<boolean> {
+    const started = await (this.redis as unknown as RedisWithAppend).fleetEventsFloor(
+      eventStreamKey(this.prefix, sessionId),
+      seqKey(this.prefix, sessionId),
+      floor.seq,
+      fingerprint(floor),
+      this.retention.maxAgeMs,
+    );
+    return started === 1;
+  }
+
+  /**
    * Writes `events` after every stored message the stream lacks, read from Postgres (the
-   * sweeper's way, and anyone's without the history in memory).
+   * sweeper's way, and anyone's without the history in memory). A stream Redis no longer has
+   * (lost, evicted; never started) starts at the last `maxEvents` stored messages, what
+   * retention would keep of them (FLOOR_SCRIPT), not at the first: a reader's look that found
+   * a run's end missing wrote 20,000 messages for a session of 20,000, and readers get 410
+   * for every place before the rebuild either way.
    */
   async writeAfterSync(database: Database, sessionId: string, events: readonly SessionEventInput[]) {
     if (!this.enabled) return;
+    const { sql } = database;
     for (let attempt = 0; attempt < 3; attempt++) {
-      const last = await this.lastSeq(sessionId);
+      let last = await this.lastSeq(sessionId);
       // From the stream's last message on (checked: it must be the stored one), with the
-      // highest stored seq: a stream past it has messages Postgres no longer has.
-      const found = await database.sql<{ stored: number; off: boolean; m: string | RawMessage | null }[]>`
+      // highest stored seq: a stream past it has messages Postgres no longer has. No stream:
+      // from the message before the last `maxEvents` (its floor), if there is one.
+      const from = last > 0 ? sql`${last}` : sql`greatest(0, s.stored - ${this.retention.maxEvents})`;
+      const found = await sql<{ stored: number; off: boolean; m: string | RawMessage | null }[]>`
         select s.stored, s.off, row_to_json(m) as m
           from (select coalesce(max(seq), 0)::int as stored,
                        exists (select 1 from sessions z where z.id = ${sessionId} and not z.session_events) as off
                   from messages where session_id = ${sessionId}) s
-          left join messages m on m.session_id = ${sessionId} and m.seq >= ${last} and not s.off
+          left join messages m on m.session_id = ${sessionId} and m.seq >= ${from} and not s.off
          order by m.seq`;
       // Created with sessionEvents: false: it has no stream, and none is started here.
       if (found[0]?.off) return;
@@ -381,6 +434,12 @@ export class EventWriter {
         const raw = json<RawMessage>(row.m);
         return [{ runId: raw.run_id, message: messageFromRaw(raw) }];
       });
+      const floor = last === 0 && this.tailFloor(stored) > 0 ? rows[0]?.message : undefined;
+      if (floor !== undefined && floor.seq > 0) {
+        // Written meanwhile: read where it stands now.
+        if (!(await this.startAt(sessionId, floor))) continue;
+        last = floor.seq;
+      }
       const check = rows[0]?.message.seq === last ? rows[0].message : undefined;
       const messages = rows.filter((row) => row.message.seq > last);
       const result = await this.writeEntries(

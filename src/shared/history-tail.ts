@@ -34,3 +34,25 @@ export function resumePointAfter(
 export function tailStateAfter(history: readonly Message[], appended: readonly Message[] = []): TailState {
   return tailStateOf(resumePointAfter(history, appended));
 }
+
+/**
+ * Whether the messages of a stored history before its tail are known well formed, from the
+ * tail state stored with every append (computed from the whole): not `malformed` (a structural
+ * problem is kept by every later message, resume-point.ts `Pairing`), and not `empty` when it
+ * holds messages (no state was computed). `tailState` null: no session.
+ */
+export function wellFormedBeforeTail(tailState: string | null, lastSeq: number): boolean {
+  return tailState !== null && tailState !== "malformed" && !(tailState === "empty" && lastSeq > 0);
+}
+
+/**
+ * `resumePoint` of a well-formed history (wellFormedBeforeTail) from its tail alone: `tail`, its
+ * messages from its last assistant message on (index `start`), perhaps with more appended. The
+ * pairing walk of the whole, without a problem before, holds at that step what a walk that
+ * starts there holds, and names the same indexes.
+ */
+export function resumePointOfTail(tail: readonly Message[], start: number): ResumePoint {
+  const pairing = new Pairing();
+  pairing.length = start;
+  return resumePointOf(pairing.push(tail), tail.at(-1));
+}

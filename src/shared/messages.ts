@@ -374,13 +374,19 @@ function parseListed(item: unknown, index: number, root: string, keepCreatedAt: 
  * message: the store answers each call at most once (a unique index), so such an import
  * could only fail there. Other pairing faults are stored and classified `malformed`.
  */
-export function assertAnsweredOnce(history: readonly Message[], root = "messages", stored = 0): void {
+export function assertAnsweredOnce(
+  history: readonly Message[],
+  root = "messages",
+  stored = 0,
+  /** The index of `history`'s first message in the session's (a stored tail and a page after it). */
+  start = 0,
+): void {
   /** Results since the latest assistant message: call id → index of its result. */
   let answered: Map<string, number> | undefined;
   // `stored`: how many of `history` are stored already (an import continued in pages): the
   // fields are named in the page, `root[i]` its i-th message, `stored messages` before it.
   const at = (index: number) =>
-    index >= stored ? `${root}[${index - stored}]` : `the stored message with seq ${index + 1}`;
+    index >= stored ? `${root}[${index - stored}]` : `the stored message with seq ${start + index + 1}`;
   for (const [index, message] of history.entries()) {
     if (message.role === "assistant") answered = new Map();
     if (message.role !== "tool" || !answered) continue;

@@ -6,7 +6,8 @@
  *   An entry without `baseUrl` is the provider's own host and gets its key from `apiKeyEnv`,
  *   by default OPENAI_API_KEY / ANTHROPIC_API_KEY. An entry with `baseUrl` gets the key of
  *   `apiKeyEnv` when it names one, and no key otherwise (the operator names the variable to
- *   send one: a default key never follows a URL by itself).
+ *   send one: a default key never follows a URL by itself). A `baseUrl` with a user name or
+ *   password is refused: fetch refuses it too, quoting it whole in its error.
  * - `FLEET_ALLOWED_BASE_URLS` lists URL prefixes a MODEL may name as a raw `baseUrl`. Such a
  *   request never carries a key from the environment.
  * - A MODEL with neither goes to the provider's own host with OPENAI_API_KEY / ANTHROPIC_API_KEY.
@@ -28,7 +29,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { z } from "zod";
 import type { AgentConfig, ModelConfig } from "./agent-config.js";
-import { ValidationError } from "./errors.js";
+import { FleetStateError, ValidationError } from "./errors.js";
 import { type EndpointLimits, endpointLimitsSchema, hasLimits } from "./provider-limits.js";
 
 export type EndpointProvider = "openai" | "anthropic";
@@ -92,9 +93,14 @@ function defaultPort(protocol: string): string {
   return protocol === "https:" ? "443" : "80";
 }
 
-/** Whether `raw` writes a port after its host (the parser drops a default one, e.g. `:80`). */
+/**
+ * Whether `raw` writes a port after its host (the parser drops a default one, e.g. `:80`).
+ * Read as the parser reads an http(s) URL: tabs and line breaks dropped, and any number of
+ * `/` or `\` after the scheme (`http:/h:8080` and `http:h:8080` are `http://h:8080`).
+ */
 function hasExplicitPort(raw: string): boolean {
-  const authority = /^[a-z][a-z0-9+.-]*:[/\\]{2}([^/\\?#]*)/i.exec(raw.trim())?.[1] ?? "";
+  const text = raw.replace(/[\t\n\r]/g, "").trim();
+  const authority = /^[a-z][a-z0-9+.-]*:[/\\]*([^/\\?#]*)/i.exec(text)?.[1] ?? "";
   // `[::1]:8080` → `:8080`; `[::1]` ends with `]`; `host:8080` → `:8080`.
   return /:\d+$/.test(authority);
 }
@@ -132,9 +138,20 @@ export function parseAllowedBaseUrls(value: string | undefined, variable = "FLEE
     try {
       return parseAllowedBaseUrl(entry);
     } catch (error) {
-      throw new ValidationError(`${variable}[${i}]`, `"${entry}" ${(error as Error).message}`);
+      throw new ValidationError(`${variable}[${i}]`, `"${shownEntry(entry)}" ${(error as Error).message}`);
     }
   });
+}
+
+/** `entry` as an error may quote it: a user name or password is not repeated (a log line of every role). */
+function shownEntry(entry: string): string {
+  try {
+    const url = new URL(entry);
+    if (url.username || url.password) return `${url.protocol}//…@${url.host}${url.pathname}`;
+  } catch {
+    // Not a URL: nothing in it is a password to the parser, nor to fetch.
+  }
+  return entry;
 }
 
 /**
@@ -192,18 +209,28 @@ export function isAllowedBaseUrl(url: string, allowed: readonly AllowedBaseUrl[]
 
 const ENDPOINT_NAME = /^[A-Za-z0-9_.-]{1,100}$/;
 
+function parsedUrl(value: string): URL | null {
+  try {
+    return new URL(value);
+  } catch {
+    return null;
+  }
+}
+
 const endpointSchema = z.strictObject({
   provider: z.enum(["openai", "anthropic"]),
   baseUrl: z
     .string()
     .refine((value) => {
-      try {
-        const url = new URL(value);
-        return url.protocol === "http:" || url.protocol === "https:";
-      } catch {
-        return false;
-      }
+      const url = parsedUrl(value);
+      return url?.protocol === "http:" || url?.protocol === "https:";
     }, "must be an http:// or https:// URL")
+    // fetch refuses such a URL at every request with a TypeError that quotes it whole,
+    // password included: that text became every run's error and parked reason.
+    .refine((value) => {
+      const url = parsedUrl(value);
+      return !url?.username && !url?.password;
+    }, "must not carry a user name or password; name the variable that holds the key with apiKeyEnv")
     .optional(),
   apiKeyEnv: z
     .string()
@@ -287,7 +314,8 @@ export function parseModelEndpoints(
 /**
  * Where `model`'s requests go and with which key. Throws a ValidationError naming
  * `<field>.endpoint` (unknown, or declared for another provider) or `<field>.baseUrl` (not
- * under FLEET_ALLOWED_BASE_URLS, or given with `endpoint`). Scripted models have no route.
+ * under FLEET_ALLOWED_BASE_URLS, or given with `endpoint`); a FleetStateError when it is the
+ * operator's settings that refuse it (an Idempotency-Key does not keep that answer). Scripted models have no route.
  */
 export function resolveModelRoute(
   model: ModelConfig,
@@ -301,12 +329,12 @@ export function resolveModelRoute(
       throw new ValidationError(`${field}.baseUrl`, "give either endpoint or baseUrl, not both");
     const endpoint = routing.endpoints.get(name);
     if (!endpoint)
-      throw new ValidationError(
+      throw new FleetStateError(
         `${field}.endpoint`,
         `no endpoint named "${name}" is declared in FLEET_MODEL_ENDPOINTS`,
       );
     if (endpoint.provider !== model.provider)
-      throw new ValidationError(
+      throw new FleetStateError(
         `${field}.endpoint`,
         `endpoint "${name}" is declared for provider ${endpoint.provider}, not ${model.provider}`,
       );
@@ -319,7 +347,7 @@ export function resolveModelRoute(
   }
   if (baseUrl !== undefined) {
     if (!isAllowedBaseUrl(baseUrl, routing.allowedBaseUrls))
-      throw new ValidationError(
+      throw new FleetStateError(
         `${field}.baseUrl`,
         routing.allowedBaseUrls.length === 0
           ? "a raw baseUrl is not allowed by this fleet (FLEET_ALLOWED_BASE_URLS is empty); name an endpoint the operator declared"

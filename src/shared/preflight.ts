@@ -3,12 +3,12 @@
  * not and how to start it (instead of a driver's stack trace). The long-lived roles also
  * check that their database exists and is migrated, before they say they are ready.
  */
-import { constants, readFileSync } from "node:fs";
+import { constants } from "node:fs";
 import { access } from "node:fs/promises";
-import { join } from "node:path";
 import postgres from "postgres";
 import type { FleetConfig } from "./config.js";
-import { MIGRATIONS_FOLDER } from "./db/migrate.js";
+import { foreignJournalText, journalState } from "./db/journal-state.js";
+import { readRecordedMigrations, shippedJournal } from "./db/migrate.js";
 import { ValidationError } from "./errors.js";
 import { makeDirectory, PRIVATE_DIRECTORY_MODE } from "./make-directory.js";
 import { createProbe, isClusterUrl } from "./redis.js";
@@ -72,26 +72,17 @@ export async function checkPostgres(
   }
 }
 
-/** The `when` of the newest migration this code ships (drizzle/meta/_journal.json). */
-function newestMigration(): { count: number; when: number } {
-  const journal = JSON.parse(readFileSync(join(MIGRATIONS_FOLDER, "meta", "_journal.json"), "utf8")) as {
-    entries: { when: number }[];
-  };
-  return { count: journal.entries.length, when: Math.max(0, ...journal.entries.map((e) => e.when)) };
-}
-
 /**
  * Postgres answers, the database of DATABASE_URL exists, and every migration this code ships
- * has been applied to it (drizzle applies those newer than the newest it recorded).
+ * has been applied to it (its `when` recorded in drizzle's table).
  */
 export async function checkDatabase(url: string, timeoutMs = PREFLIGHT_TIMEOUT_MS): Promise<void> {
   const sql = postgres(url, { max: 1, connect_timeout: timeoutMs / 1_000, onnotice: () => {} });
   const migrate = "run `fleet migrate` (it creates the database if needed and applies the migrations)";
   try {
-    let applied: { n: number; newest: string | null } | undefined;
+    let recorded: number[];
     try {
-      [applied] = await sql<{ n: number; newest: string | null }[]>`
-        select count(*)::int as n, max(created_at)::text as newest from drizzle.__drizzle_migrations`;
+      recorded = await readRecordedMigrations(sql);
     } catch (error) {
       const code = (error as { code?: string }).code;
       if (code === "3D000")
@@ -100,11 +91,17 @@ export async function checkDatabase(url: string, timeoutMs = PREFLIGHT_TIMEOUT_M
         throw new ValidationError("DATABASE_URL", `${redact(url)}: the database is not migrated; ${migrate}`);
       throw unreachablePostgres(url, error);
     }
-    const shipped = newestMigration();
-    if (!applied || applied.newest === null || Number(applied.newest) < shipped.when)
+    const shipped = shippedJournal().map((entry) => entry.when);
+    const journal = journalState(recorded, shipped);
+    if (journal.state === "foreign")
       throw new ValidationError(
         "DATABASE_URL",
-        `${redact(url)}: ${applied?.n ?? 0} of ${shipped.count} migrations applied; ${migrate}`,
+        `${redact(url)}: ${foreignJournalText(journal.ours, shipped.length, journal.newest)}`,
+      );
+    if (journal.state === "behind")
+      throw new ValidationError(
+        "DATABASE_URL",
+        `${redact(url)}: ${journal.ours} of ${shipped.length} migrations applied; ${migrate}`,
       );
   } finally {
     await sql.end({ timeout: 1 }).catch(() => {});

@@ -23,7 +23,7 @@ import { resolve } from "node:path";
 import { z } from "zod";
 import type { AgentConfig, ModelConfig } from "./agent-config.js";
 import type { UsageTotals } from "./api-types.js";
-import { ValidationError } from "./errors.js";
+import { FleetStateError, ValidationError } from "./errors.js";
 import { GrowingFold } from "./growing-fold.js";
 import type { Message, Usage } from "./messages.js";
 import type { ModelRouting } from "./model-endpoints.js";
@@ -186,7 +186,7 @@ export function assertModelPriced(
 ): void {
   if (model.provider === "scripted") return;
   if (!priceOf(table, model))
-    throw new ValidationError(
+    throw new FleetStateError(
       `${field}.model`,
       `"${model.model}" has no price in FLEET_PRICES, so ${budget} cannot be enforced`,
     );

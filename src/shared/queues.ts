@@ -20,7 +20,13 @@ import { isStorableText, toValidationError, UNSTORABLE_TEXT } from "./messages.j
  */
 const jobId = z.string().min(1).refine(isStorableText, UNSTORABLE_TEXT);
 
-export const runJobSchema = z.strictObject({
+/**
+ * A job's data names what it is about; everything else is read from Postgres. Fields a newer
+ * release adds to it are ignored (dropped by the parse), not refused: a strict parse failed
+ * such a job for good on an older worker during a rolling deploy, and its run waited for a
+ * sweeper to queue it again (test/newer-job-payload.test.ts).
+ */
+export const runJobSchema = z.object({
   sessionId: jobId,
   runId: jobId,
 });
@@ -41,7 +47,8 @@ const defaultJobOptions = {
 /** The job id of a run: one job per run, whichever queue holds it (a second add is a no-op). */
 const runJobId = (payload: RunJob) => `run-${payload.runId}`;
 
-export const webhookJobSchema = z.strictObject({ batchId: jobId });
+/** Fields a newer release adds are ignored, as for runJobSchema. */
+export const webhookJobSchema = z.object({ batchId: jobId });
 export type WebhookJob = z.infer<typeof webhookJobSchema>;
 
 /** The backoff type of webhook deliveries: the sweeper's webhook worker computes it. */
@@ -51,6 +58,11 @@ export const WEBHOOK_BACKOFF = "webhook";
  * attempts span more than 24 h before a delivery is given up.
  */
 export const WEBHOOK_ATTEMPTS = 40;
+/**
+ * Times a delivery may be found stalled (its sweeper died during it) and sent again; the next
+ * stall gives the webhook up (batch-ends.ts). Each counts as one of its WEBHOOK_ATTEMPTS.
+ */
+export const WEBHOOK_MAX_STALLS = 3;
 
 export const QUEUES = {
   /** New work: runs with new input. */
@@ -101,8 +113,13 @@ export function queueKeyOf(name: JobName): QueueKey {
   return name === "run" ? "runs" : "resumes";
 }
 
+/** Whether a job's name is one this release knows (a newer one may add more: newer-job-wait.ts). */
+export function isRunJobName(name: string): name is JobName {
+  return (JOB_NAMES as readonly string[]).includes(name);
+}
+
 export function parseRunJob(name: string, data: unknown): { name: JobName; payload: RunJob } {
-  if (!(JOB_NAMES as readonly string[]).includes(name)) {
+  if (!isRunJobName(name)) {
     throw new ValidationError("job.name", `unknown job "${name}"; expected one of ${JOB_NAMES.join(", ")}`);
   }
   const result = runJobSchema.safeParse(data);

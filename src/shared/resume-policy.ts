@@ -3,7 +3,7 @@
  * it with a reason, or leave it. Bounded attempts with exponential backoff; fallback models
  * once the primary has failed `fallbackAfter` times.
  */
-import type { AgentConfig, ModelConfig } from "./agent-config.js";
+import type { ModelConfig, ResumeSettings } from "./agent-config.js";
 import type { Message, StoredMessage } from "./messages.js";
 import { assertNever, type ResumeKind, type ResumePoint, resumePoint } from "./resume-point.js";
 
@@ -92,7 +92,7 @@ export function crashToResumeSeconds(signAt: Date, startedAtMs: number): number 
 }
 
 export function fallbackModel(
-  agent: AgentConfig,
+  agent: ResumeSettings,
   attempts: number,
   policy: ResumePolicy,
 ): ModelConfig | undefined {
@@ -129,7 +129,7 @@ export function progressMark(history: readonly Message[]): string {
 
 export type ResumeInput = {
   point: ResumePoint;
-  agent: AgentConfig;
+  agent: ResumeSettings;
   /** Automatic resumes since the count last started. */
   attempts: number;
   /** Whether the session progressed since then (automatic-resumes.ts `stand`). */

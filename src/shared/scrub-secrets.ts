@@ -5,9 +5,9 @@
  *
  * `scrubSecrets` replaces:
  * - every value given in `secrets` (the key a request used, the values of the key variables
- *   of the environment: `secretValuesFromEnv`), longest first; values shorter than
- *   `MIN_SECRET_LENGTH` are left alone, so that a short variable ("1", "no-key") cannot
- *   blank out ordinary words;
+ *   of the environment: `secretValuesFromEnv`), without surrounding blanks, longest first;
+ *   values shorter than `MIN_SECRET_LENGTH` are left alone, so that a short variable ("1",
+ *   "no-key") cannot blank out ordinary words;
  * - anything shaped like a key: `sk-…` (OpenAI and Anthropic keys), `Bearer …`, and the
  *   value after `api_key=`, `x-api-key:`, `token:`, `secret=`, `password:` (quoted or not).
  */
@@ -72,8 +72,14 @@ const PATTERNS: readonly [RegExp, string][] = [
 /** `text` without the given secrets and without anything shaped like a key (see the file comment). */
 export function scrubSecrets(text: string, secrets: readonly (string | null | undefined)[] = []): string {
   let out = text;
+  // Without surrounding blanks: a key read with a line break (a secret made from a file) is
+  // sent trimmed — fetch trims a header's value — and a server quotes it so.
   const values = [
-    ...new Set(secrets.filter((s): s is string => typeof s === "string" && s.length >= MIN_SECRET_LENGTH)),
+    ...new Set(
+      secrets
+        .map((s) => (typeof s === "string" ? s.trim() : ""))
+        .filter((s) => s.length >= MIN_SECRET_LENGTH),
+    ),
   ].sort((a, b) => b.length - a.length);
   for (const value of values) out = out.split(value).join(REDACTED);
   for (const [pattern, replacement] of PATTERNS) out = out.replace(pattern, replacement);

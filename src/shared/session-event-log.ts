@@ -18,6 +18,9 @@ export class SessionEventLog {
   /** The next write, while it is still gathering parts. */
   private next: Promise<void> | null = null;
   private deltas: { runId: string; text: string } | null = null;
+  /** The runs of earlier jobs' messages, read from Postgres (findRuns); the seqs asked for. */
+  private readonly foundRuns = new Map<number, string>();
+  private readonly askedRuns = new Set<number>();
   private deltaTimer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -121,6 +124,38 @@ export class SessionEventLog {
     return this.next;
   }
 
+  /**
+   * The runs of the messages about to be sent from `from` through seq `through` that this job
+   * did not commit (an earlier job's, lost from the stream by a crash or a failed write), read
+   * once from Postgres: their MESSAGE events carry their runId, not null (contracts §7).
+   * Imported messages have none, and are asked for once.
+   */
+  private async findRuns(from: number, through: number): Promise<void> {
+    const seqs: number[] = [];
+    for (let i = from; i < this.history.length && this.history[i]!.seq <= through; i++) {
+      const message = this.history[i]!;
+      if (this.runOf(message) === null && !this.askedRuns.has(message.seq)) seqs.push(message.seq);
+    }
+    if (seqs.length === 0) return;
+    // Postgres not answering does not hold the stream back: those go out without their run.
+    const found = await this.writer.runsOf(this.sessionId, seqs).catch(() => new Map<number, string>());
+    for (const [seq, runId] of found) this.foundRuns.set(seq, runId);
+    for (const seq of seqs) this.askedRuns.add(seq);
+  }
+
+  /**
+   * For a write through message `top` to a stream that holds none (the seq 0 read from Redis,
+   * or a gap at 0): when more than the stream keeps would go in, starts it past the message
+   * before its last FLEET_EVENTS_MAX (EventWriter.startAt), as a stream rebuilt from Postgres
+   * starts, and returns that message's seq; else 0. A job whose stream expired between two runs
+   * wrote every stored message before its run's first event (20,000 for a session of 20,000).
+   */
+  private async startAtTail(top: number): Promise<number> {
+    const seq = this.writer.tailFloor(top);
+    const floor = this.history[seq - 1];
+    return floor?.seq === seq && (await this.writer.startAt(this.sessionId, floor)) ? seq : 0;
+  }
+
   private takeDeltas(): SessionEventInput | null {
     if (this.deltaTimer) {
       clearTimeout(this.deltaTimer);
@@ -140,17 +175,25 @@ export class SessionEventLog {
       // messages go before every part, also a part of text deltas (whose `through` is 0).
       const believed = this.sent;
       let dropped = false;
+      const top = Math.min(
+        Math.max(believed, ...parts.map((part) => part.through)),
+        this.history.at(-1)?.seq ?? 0,
+      );
       for (let attempt = 0; attempt < 3; attempt++) {
+        // A stream Redis no longer has (expired, lost, dropped) starts at the messages it keeps.
+        if (this.sent === 0) this.sent = await this.startAtTail(top);
         const entries: SessionEventInput[] = [];
         // The history is in seq order: the messages the stream lacks are its tail.
         let at = this.history.length;
         while (at > 0 && this.history[at - 1]!.seq > this.sent!) at--;
+        await this.findRuns(at, top);
         let lastSent = this.sent!;
         for (const part of parts) {
           const through = Math.max(part.through, believed);
           for (; at < this.history.length && this.history[at]!.seq <= through; at++) {
             const message = this.history[at]!;
-            entries.push({ type: "MESSAGE", runId: this.runOf(message), message });
+            const runId = this.runOf(message) ?? this.foundRuns.get(message.seq) ?? null;
+            entries.push({ type: "MESSAGE", runId, message });
             lastSent = message.seq;
           }
           entries.push(...part.events);
@@ -173,7 +216,7 @@ export class SessionEventLog {
         // The stream had messages past every one this job has stored, or another message than
         // the stored one: while it holds the lease only a Postgres restored to an earlier point
         // does that (or this job lost its lease: Postgres, asked, says which). A dropped stream
-        // is written again from the start.
+        // is written again, from its tail (startAtTail).
         const stale =
           !dropped &&
           (result.ok

@@ -16,6 +16,7 @@ import {
   type Message,
   parseImportedHistory,
   parseImportedHistoryInSlices,
+  type Usage,
 } from "./messages.js";
 
 export const BYTES_PER_TOKEN = 3;
@@ -160,4 +161,19 @@ export async function parseBoundedImportInSlices(value: unknown, root: string): 
   const history = await parseImportedHistoryInSlices(value, root);
   assertImportedUsage(history, root);
   return history;
+}
+
+/**
+ * `a` + `b` (pure), each count summed, an optional count present when either has it; no
+ * `costUsd` (priced once, on the sum: prices.ts `costOf`). What attempts of one model step
+ * reported is added this way (call-model.ts): each was billed.
+ */
+export function sumUsage(a: Usage | undefined, b: Usage): Usage {
+  const sum: Usage = {
+    inputTokens: (a?.inputTokens ?? 0) + b.inputTokens,
+    outputTokens: (a?.outputTokens ?? 0) + b.outputTokens,
+  };
+  for (const key of ["cacheReadTokens", "cacheWriteTokens", "reasoningTokens"] as const)
+    if (a?.[key] !== undefined || b[key] !== undefined) sum[key] = (a?.[key] ?? 0) + (b[key] ?? 0);
+  return sum;
 }

@@ -27,11 +27,19 @@ import { BlockList, isIP, type LookupFunction } from "node:net";
 import { MAX_TIMER_MS } from "./config-schema.js";
 import { ValidationError } from "./errors.js";
 import { type AllowedBaseUrl, isAllowedBaseUrl, parseAllowedBaseUrls } from "./model-endpoints.js";
-import { limitLookups } from "./webhook-lookups.js";
+import { LOOKUPS_AT_ONCE, limitLookups } from "./webhook-lookups.js";
+
+/** One delivery attempt's deadline, its host's lookup included (postWebhook). */
+const DELIVERY_TIMEOUT_MS = 10_000;
 
 export type WebhookSettings = {
   /** FLEET_WEBHOOK_SECRET: signs every delivery; without it batches with a webhook are refused. */
   secret: string | undefined;
+  /**
+   * FLEET_WEBHOOK_SECRET_PER_TENANT: each tenant's webhooks signed with its own secret, derived
+   * from `secret` (webhook-secrets.ts); off by default: `secret` signs every tenant's.
+   */
+  perTenant?: boolean;
   /** FLEET_WEBHOOK_ALLOWED_URLS, parsed; empty: any URL. */
   allowed: AllowedBaseUrl[];
   denyPrivate: boolean;
@@ -94,12 +102,19 @@ export function webhookSettingsFromEnv(env: Readonly<Record<string, string | und
     !(base > 0 && Number.isFinite(base))
   )
     throw new ValidationError("FLEET_WEBHOOK_RETRY_MS", "expected a number of milliseconds above 0");
+  const perTenant = parseSwitch(env.FLEET_WEBHOOK_SECRET_PER_TENANT, "FLEET_WEBHOOK_SECRET_PER_TENANT");
+  if (perTenant && !env.FLEET_WEBHOOK_SECRET)
+    throw new ValidationError(
+      "FLEET_WEBHOOK_SECRET_PER_TENANT",
+      "is on, but FLEET_WEBHOOK_SECRET, which each tenant's secret is derived from, is not set",
+    );
   return {
     secret: env.FLEET_WEBHOOK_SECRET || undefined,
+    perTenant,
     allowed: parseAllowedBaseUrls(env.FLEET_WEBHOOK_ALLOWED_URLS, "FLEET_WEBHOOK_ALLOWED_URLS"),
     denyPrivate: parseSwitch(env.FLEET_WEBHOOK_DENY_PRIVATE, "FLEET_WEBHOOK_DENY_PRIVATE"),
     retryBaseMs: Number.isFinite(base) && base > 0 ? base : 1_000,
-    timeoutMs: 10_000,
+    timeoutMs: DELIVERY_TIMEOUT_MS,
     lockMs: parseMs(env, "FLEET_WEBHOOK_LOCK_MS", 10_000, 1_000),
     stallCheckMs: parseMs(env, "FLEET_WEBHOOK_STALL_CHECK_MS", 5_000, 100),
   };
@@ -239,8 +254,8 @@ const publicOnlyLookup: LookupFunction = (hostname, options, callback) => {
 };
 
 /** Every delivery's lookups, a few at a time (webhook-lookups.ts). */
-const plainLookups = limitLookups(dnsLookup as LookupFunction);
-const publicOnlyLookups = limitLookups(publicOnlyLookup);
+const plainLookups = limitLookups(dnsLookup as LookupFunction, LOOKUPS_AT_ONCE, DELIVERY_TIMEOUT_MS);
+const publicOnlyLookups = limitLookups(publicOnlyLookup, LOOKUPS_AT_ONCE, DELIVERY_TIMEOUT_MS);
 
 /** POSTs one signed delivery; resolves with the status code, rejects on a network error. */
 export function postWebhook(

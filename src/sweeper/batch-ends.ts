@@ -8,7 +8,8 @@
  * here too, on a BullMQ worker of their own: they are few, slow receivers must never hold
  * an agent worker's slot, and a tenant's URL is requested only from the one role that does
  * no agent work. Retries: exponential from FLEET_WEBHOOK_RETRY_MS up to an hour, 40
- * attempts (more than 24 h), then the batch is marked `webhook_failed_at`.
+ * attempts (more than 24 h), a resend after its sweeper died counted as one, at most
+ * WEBHOOK_MAX_STALLS of those; then the batch is marked `webhook_failed_at`.
  */
 import type { ConnectionOptions, Job, Queue } from "bullmq";
 import type { Logger } from "pino";
@@ -16,10 +17,19 @@ import { type BullWorker, newBullWorker } from "../shared/bull-worker.js";
 import { bullmq } from "../shared/cjs-packages.js";
 import { toValidationError } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
-import { QUEUES, WEBHOOK_BACKOFF, webhookJobSchema } from "../shared/queues.js";
+import {
+  QUEUES,
+  WEBHOOK_ATTEMPTS,
+  WEBHOOK_BACKOFF,
+  WEBHOOK_MAX_STALLS,
+  webhookJobSchema,
+} from "../shared/queues.js";
 import type { BatchStore, UnsettledCursor } from "../shared/store/batches.js";
+import { deliveryBody, webhookErrorText } from "../shared/webhook-errors.js";
+import { signingSecret } from "../shared/webhook-secrets.js";
 import { postWebhook, signWebhook, type WebhookSettings, webhookBackoffMs } from "../shared/webhooks.js";
-import { ensureWebhookQueued } from "./webhook-owed.js";
+import { ensureWebhookQueued, webhookBudgetSpent } from "./webhook-owed.js";
+import { receiverTookIt } from "./webhook-taken.js";
 
 /** A batch whose webhook is owed is queued again at most this often (a no-op while its job exists). */
 const ENSURE_EVERY_MS = 10_000;
@@ -72,8 +82,14 @@ export class BatchEnds {
         {
           priority: () => this.deps.store.webhookPriority(batch),
           markFailed: (id) => this.deps.store.markDeliveryFailed(id),
+          markDelivered: (id) => this.deps.store.markDelivered(id),
         },
       );
+      if (done === "recorded-delivered")
+        this.deps.log.warn(
+          { batchId: batch.id },
+          "the batch's webhook was taken by its receiver but its job failed before that was recorded: recorded it delivered now",
+        );
       if (done === "recorded-failed")
         this.deps.log.warn(
           { batchId: batch.id },
@@ -121,9 +137,16 @@ export function startWebhookWorker(options: {
       const attempt = job.attemptsMade + (job.stalledCounter ?? 0) + 1;
       // An earlier attempt's receiver took it and only recording that failed: record it, send nothing.
       if (receiverTookIt(job.progress)) return recordDelivered(store, batchId, log, attempt);
-      const url = await store.webhookUrl(batchId);
-      const batch = url === null ? undefined : await store.view(batchId);
-      if (url === null || !batch) return "nothing to deliver";
+      // Stalls spend the one budget too: not sent past it (recorded failed by "failed" below).
+      const spent = webhookBudgetSpent({
+        attemptsMade: job.attemptsMade,
+        stalledCounter: job.stalledCounter,
+        attempts: job.opts.attempts,
+      });
+      if (spent !== null) throw new bullmq.UnrecoverableError(spent);
+      const target = await store.webhookTarget(batchId);
+      const batch = target === null ? undefined : await store.view(batchId);
+      if (target === null || !batch) return "nothing to deliver";
       if (batch.status === "running") {
         // Running again since its end (a batch resume, a new message to one of its sessions)
         // while its webhook was still owed: the webhook reports an end, so it waits for the
@@ -132,19 +155,29 @@ export function startWebhookWorker(options: {
         await job.moveToDelayed(Date.now() + reopenedPollMs(settings), token);
         throw new bullmq.DelayedError();
       }
-      if (!settings.secret) throw new Error("FLEET_WEBHOOK_SECRET is not set in the sweeper; cannot sign");
-      const body = JSON.stringify(batch);
-      const status = await postWebhook(
-        url,
-        body,
-        {
-          "fleet-signature": signWebhook(settings.secret, body, Math.floor(Date.now() / 1000)),
-          "fleet-delivery-id": String(job.id),
-          "fleet-delivery-attempt": String(attempt),
-        },
-        settings,
-      );
-      if (status < 200 || status >= 300) throw new Error(`the receiver answered HTTP ${status}`);
+      // The tenant's own secret when the operator opted in (webhook-secrets.ts), else the fleet's.
+      const secret = signingSecret(settings, target.tenant);
+      if (!secret) throw new Error("FLEET_WEBHOOK_SECRET is not set in the sweeper; cannot sign");
+      const body = JSON.stringify(deliveryBody(batch));
+      try {
+        const status = await postWebhook(
+          target.url,
+          body,
+          {
+            "fleet-signature": signWebhook(secret, body, Math.floor(Date.now() / 1000)),
+            "fleet-delivery-id": String(job.id),
+            "fleet-delivery-attempt": String(attempt),
+          },
+          settings,
+        );
+        if (status < 200 || status >= 300) throw new Error(`the receiver answered HTTP ${status}`);
+      } catch (error) {
+        // The budget's last attempt (stalls counted): failed for good, not retried by BullMQ,
+        // whose own count knows nothing of the stalls.
+        if (attempt >= Math.min(job.opts.attempts ?? WEBHOOK_ATTEMPTS, WEBHOOK_ATTEMPTS))
+          throw new bullmq.UnrecoverableError((error as Error).message);
+        throw error;
+      }
       // Kept on the job (in Redis) before it is counted: should recording it in Postgres fail,
       // the job's retry records it without sending it again, and nothing is counted twice.
       try {
@@ -161,11 +194,11 @@ export function startWebhookWorker(options: {
       concurrency: options.concurrency ?? 8,
       // A sweeper that dies during a delivery: another one sends it again within
       // lockDuration + stalledInterval (FLEET_WEBHOOK_LOCK_MS + _STALL_CHECK_MS, by default
-      // ≤ 15 s), not BullMQ's defaults' ~60 s; stalls are not failures (a receiver is not at
-      // fault when its sender dies), up to three of them.
+      // ≤ 15 s), not BullMQ's defaults' ~60 s. Each such resend spends an attempt (above);
+      // one stall past WEBHOOK_MAX_STALLS fails the job (BullMQ), and "failed" records the give-up.
       lockDuration: settings.lockMs,
       stalledInterval: settings.stallCheckMs,
-      maxStalledCount: 3,
+      maxStalledCount: WEBHOOK_MAX_STALLS,
       settings: {
         backoffStrategy: (attemptsMade, type) =>
           type === WEBHOOK_BACKOFF ? webhookBackoffMs(settings, attemptsMade) : 1_000,
@@ -175,24 +208,58 @@ export function startWebhookWorker(options: {
   worker.on("error", () => {});
   worker.on("failed", (job, error) => {
     if (!job) return;
-    if (error.name === "UnrecoverableError") {
+    if (error.name === "UnrecoverableError" && !webhookJobSchema.safeParse(job.data).success) {
       // Not a delivery: nothing was sent, and the job is not retried.
       log.warn({ jobId: job.id, err: error.message }, "malformed webhook job failed; not retried");
       return;
     }
     const batchId = String((job.data as { batchId?: unknown }).batchId ?? "");
-    const last = job.attemptsMade >= (job.opts.attempts ?? 1);
+    // The last attempt failed, or the budget is spent: the stalls past WEBHOOK_MAX_STALLS
+    // (BullMQ fails that job as an UnrecoverableError) or those that took the last attempts.
+    const spent =
+      webhookBudgetSpent({
+        attemptsMade: job.attemptsMade,
+        stalledCounter: job.stalledCounter,
+        attempts: job.opts.attempts,
+      }) ?? (error.name === "UnrecoverableError" ? error.message : null);
+    const last = spent !== null;
     const outcome = failureOutcome(error, last);
-    if (outcome === null) {
+    if (outcome === null || receiverTookIt(job.progress)) {
+      // Its receiver took it (counted delivered then): never a failed delivery, even with the
+      // budget spent (stalls past the limit while recording it, every record failing).
       log.warn(
         { batchId, attempt: job.attemptsMade, err: error.message, last },
-        "webhook delivered, but recording the delivery failed; the record is tried again",
+        last
+          ? "webhook delivered, but its job failed before the delivery was recorded; recording it now"
+          : "webhook delivered, but recording the delivery failed; the record is tried again",
       );
+      if (last && batchId) store.markDelivered(batchId).catch(() => {});
       return;
     }
-    log.warn({ batchId, attempt: job.attemptsMade, err: error.message, last }, "webhook delivery failed");
+    log.warn(
+      {
+        batchId,
+        attempt: job.attemptsMade + (job.stalledCounter ?? 0),
+        err: error.message,
+        last,
+        reason: spent ?? undefined,
+      },
+      last ? `webhook delivery failed; given up: ${spent}` : "webhook delivery failed",
+    );
     metrics?.webhookDeliveries.inc({ outcome });
-    if (last && batchId) store.markDeliveryFailed(batchId).catch(() => {});
+    if (!batchId) return;
+    // Why, for GET /v1/batches/:id's webhook.lastError: each attempt's reason, then the give-up's.
+    const reason = webhookErrorText(
+      {
+        attempt: job.attemptsMade + (job.stalledCounter ?? 0),
+        message: error.message,
+        ...(last ? { givenUp: spent } : {}),
+      },
+      [settings.secret],
+    );
+    (last ? store.markDeliveryFailed(batchId, reason) : store.recordDeliveryError(batchId, reason)).catch(
+      () => {},
+    );
   });
   return worker;
 }
@@ -213,15 +280,6 @@ export class WebhookRecordError extends Error {
 export function failureOutcome(error: Error, last: boolean): "failed" | "abandoned" | null {
   if (error.name === "WebhookRecordError") return null;
   return last ? "abandoned" : "failed";
-}
-
-/** Whether an earlier attempt of this job saw the receiver take it (its progress says so). */
-export function receiverTookIt(progress: unknown): boolean {
-  return (
-    typeof progress === "object" &&
-    progress !== null &&
-    (progress as { receiverTookIt?: unknown }).receiverTookIt === true
-  );
 }
 
 async function recordDelivered(

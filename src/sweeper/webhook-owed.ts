@@ -12,26 +12,55 @@
  * of an owed webhook is one from another timeline; a job that failed its last attempt records
  * it just after, so it is looked at only once FAILED_SETTLE_MS have passed. Such a job spent
  * the webhook's attempts: its give-up is recorded now (that record failed, or was lost with
- * the timeline), not a fresh 40 attempts queued — one retry budget per webhook. A job that
- * failed before its attempts were spent (its sweepers killed mid-delivery past BullMQ's stall
- * limit) is queued again.
+ * the timeline), not a fresh 40 attempts queued — one retry budget per webhook. Its budget is
+ * spent too when its sweepers died during it more often than WEBHOOK_MAX_STALLS (a delivery
+ * that kills its sender each time: before, that job was queued again with a fresh budget a
+ * minute later, four more kills, without end; test/webhook-poison-stalls.test.ts). A job that
+ * failed with its budget left (bad data under a batch's job id) is queued again. A failed job
+ * whose receiver took the webhook (kept on the job before its record: batch-ends.ts) is
+ * recorded delivered, spent or not: it was delivered, only its record was lost (sweepers
+ * killed while recording it past the stall limit, or every record failing; it was marked
+ * failed; test/webhook-taken-not-failed.test.ts).
  */
 import type { Job, Queue } from "bullmq";
-import { enqueueWebhook, QUEUES } from "../shared/queues.js";
+import { enqueueWebhook, QUEUES, WEBHOOK_ATTEMPTS, WEBHOOK_MAX_STALLS } from "../shared/queues.js";
+import { receiverTookIt } from "./webhook-taken.js";
 
 const FAILED_SETTLE_MS = 60_000;
 
+/**
+ * Why a webhook's one retry budget is spent (pure), or null while it is not: WEBHOOK_ATTEMPTS
+ * sends in all, each stall (its sweeper died during it, BullMQ sent it again) counted as one,
+ * and at most WEBHOOK_MAX_STALLS stalls. `attempts`: the job's own limit (opts.attempts).
+ */
+export function webhookBudgetSpent(job: {
+  attemptsMade: number;
+  stalledCounter?: number;
+  attempts?: number;
+}): string | null {
+  const stalls = job.stalledCounter ?? 0;
+  if (stalls > WEBHOOK_MAX_STALLS)
+    return `its sweeper died during the delivery ${stalls} times (the delivery may be what kills it)`;
+  const limit = Math.min(job.attempts ?? WEBHOOK_ATTEMPTS, WEBHOOK_ATTEMPTS);
+  if (job.attemptsMade + stalls >= limit)
+    return stalls > 0
+      ? `its ${limit} attempts are spent (${stalls} of them ended by its sweeper's death)`
+      : `its ${limit} attempts are spent`;
+  return null;
+}
+
 /** What to do with the job found under a webhook's id (pure). */
 export function webhookJobAction(
-  job: { state: string; finishedOn?: number; attemptsSpent?: boolean } | null,
+  job: { state: string; finishedOn?: number; attemptsSpent?: boolean; receiverTookIt?: boolean } | null,
   now: number,
-): "queue" | "leave" | "requeue-if-owed" | "record-failed-if-owed" {
+): "queue" | "leave" | "requeue-if-owed" | "record-failed-if-owed" | "record-delivered-if-owed" {
   if (job === null) return "queue";
   switch (job.state) {
     case "completed":
       return "requeue-if-owed";
     case "failed":
       if (now - (job.finishedOn ?? now) < FAILED_SETTLE_MS) return "leave";
+      if (job.receiverTookIt) return "record-delivered-if-owed";
       return job.attemptsSpent ? "record-failed-if-owed" : "requeue-if-owed";
     default:
       // waiting, delayed, active, prioritized, waiting-children, unknown (gone meanwhile)
@@ -50,9 +79,11 @@ export async function ensureWebhookQueued(
     priority?: () => Promise<number>;
     /** Records that the webhook failed for good (BatchStore.markDeliveryFailed). */
     markFailed?: (batchId: string) => Promise<void>;
+    /** Records that the webhook was delivered (BatchStore.markDelivered). */
+    markDelivered?: (batchId: string) => Promise<void>;
   } = {},
-): Promise<"queued" | "requeued" | "recorded-failed" | "left"> {
-  const { now = Date.now(), priority, markFailed } = options;
+): Promise<"queued" | "requeued" | "recorded-failed" | "recorded-delivered" | "left"> {
+  const { now = Date.now(), priority, markFailed, markDelivered } = options;
   const job = (await queue.getJob(QUEUES.webhooks.jobId({ batchId }))) as Job | undefined;
   const state = job ? await job.getState() : null;
   const action = webhookJobAction(
@@ -60,7 +91,13 @@ export async function ensureWebhookQueued(
       ? {
           state,
           finishedOn: job.finishedOn,
-          attemptsSpent: job.attemptsMade >= (job.opts.attempts ?? 1),
+          attemptsSpent:
+            webhookBudgetSpent({
+              attemptsMade: job.attemptsMade,
+              stalledCounter: job.stalledCounter,
+              attempts: job.opts.attempts ?? 1,
+            }) !== null,
+          receiverTookIt: receiverTookIt(job.progress),
         }
       : null,
     now,
@@ -71,6 +108,10 @@ export async function ensureWebhookQueued(
       return "queued";
     case "leave":
       return "left";
+    case "record-delivered-if-owed":
+      if (!markDelivered || !(await stillOwed(batchId))) return "left";
+      await markDelivered(batchId);
+      return "recorded-delivered";
     case "record-failed-if-owed":
       if (!markFailed || !(await stillOwed(batchId))) return "left";
       await markFailed(batchId);

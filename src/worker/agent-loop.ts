@@ -7,7 +7,7 @@ import type { AgentConfig } from "../shared/agent-config.js";
 import { tailStateAfter } from "../shared/history-tail.js";
 import type { Message, RunUsage, StoredMessage, ToolCall, ToolMessage, Usage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
-import { reportedUsage, roundUsd, unreportedCost } from "../shared/prices.js";
+import { roundUsd } from "../shared/prices.js";
 import { CANCELLED_BEFORE_START_TEXT, CANCELLED_WHILE_RUNNING_PREFIX } from "../shared/resume-plan.js";
 import { requestsTools } from "../shared/resume-point.js";
 import { stopReasonLabel } from "../shared/stop-reasons.js";
@@ -16,7 +16,8 @@ import { lastStepSeq } from "../shared/store/rows.js";
 import type { TailState } from "../shared/tail-state.js";
 import { callModel, type RetryPolicy } from "./call-model.js";
 import type { LeaseCheck } from "./lease-guard.js";
-import type { ModelIdentity, ModelProvider } from "./models/provider.js";
+import { addUsage, budgetSpent, countBilled, countTokens } from "./loop-budget.js";
+import type { ModelProvider } from "./models/provider.js";
 import { sanitizeText } from "./models/sanitize-text.js";
 import type { Sleep } from "./models/scripted.js";
 import { outcomeOfStop, type RunOutcome } from "./run-outcome.js";
@@ -141,6 +142,11 @@ export type LoopResult = {
   usage: RunUsage;
   /** `provider_error` only: the provider refused the request and would refuse it again (call-model.ts). */
   rejected?: true;
+  /**
+   * Tokens failed attempts reported and no stored step holds (call-model.ts `billed`): the
+   * run's end adds them to the session's count, so later runs' budgets count them too.
+   */
+  billedTokens?: number;
   /** With `deferLast`: the run's last step, not yet stored (the caller stores it with the run's end). */
   last?: { message: Message; tail: TailState; estimatedTokens: number };
 };
@@ -223,71 +229,6 @@ function cancelledResult(call: ToolCall): ToolMessage {
   };
 }
 
-/**
- * Whether `agent.budget` forbids another model call (contracts §12), and why. Tokens are
- * checked from memory; a model call is counted in Postgres before it is made (only for
- * agents with `maxModelCalls`), so a call cut off by a crash counts as well.
- */
-async function budgetSpent(input: LoopInput, deps: AgentLoopDeps): Promise<string | null> {
-  const budget = input.agent.budget;
-  if (!budget) return null;
-  const used = input.budget?.tokensUsed ?? 0;
-  if (budget.maxTokens !== undefined && used >= budget.maxTokens)
-    return `agent.budget.maxTokens: ${used} of ${budget.maxTokens} tokens used`;
-  if (budget.maxCostUsd !== undefined) {
-    const identity = input.model.identity;
-    // A model with tokens but no price cannot be bounded: it is not called (prices.ts).
-    if (identity && !identity.price)
-      return `agent.budget.maxCostUsd: model "${identity.model}" has no price in FLEET_PRICES, so its cost cannot be bounded`;
-    const spent = costSpent(input);
-    if (spent >= budget.maxCostUsd)
-      return `agent.budget.maxCostUsd: ${spent} of ${budget.maxCostUsd} USD used`;
-  }
-  if (
-    budget.maxModelCalls !== undefined &&
-    !(await deps.writes.reserveModelCall(input.fence, budget.maxModelCalls))
-  )
-    return `agent.budget.maxModelCalls: all ${budget.maxModelCalls} model calls made`;
-  return null;
-}
-
-/**
- * USD the session's steps cost so far (LoopInput.budget.costUsd, summed from the history once
- * per claim): their stored `costUsd`, and the stored estimates of steps with unknown usage
- * (prices.ts `unreportedCost`), which no step's usage carries.
- */
-function costSpent(input: LoopInput): number {
-  if (!input.budget) input.budget = { tokensUsed: 0 };
-  const budget = input.budget;
-  if (budget.costUsd === undefined) {
-    const reported = reportedUsage.of(input.history);
-    const estimated = unreportedCost(budget.tokensUsed, reported.tokens, input.model.identity?.price);
-    budget.costUsd = roundUsd(roundUsd(reported.costUsd) + estimated);
-  }
-  return budget.costUsd;
-}
-
-/** Adds a step's usage to the run's. */
-function addUsage(total: Usage, step: Usage): void {
-  total.inputTokens += step.inputTokens;
-  total.outputTokens += step.outputTokens;
-  for (const key of ["cacheReadTokens", "cacheWriteTokens", "reasoningTokens"] as const)
-    if (step[key] !== undefined) total[key] = (total[key] ?? 0) + step[key];
-  if (step.costUsd !== undefined) total.costUsd = roundUsd((total.costUsd ?? 0) + step.costUsd);
-}
-
-/** `fleet_model_tokens_total{provider,kind}`: what the provider reported (`input` counts cached tokens too). */
-function countTokens(deps: AgentLoopDeps, identity: ModelIdentity | undefined, usage: Usage): void {
-  const counter = deps.metrics.modelTokens;
-  if (!counter || !identity) return;
-  const { provider } = identity;
-  counter.inc({ provider, kind: "input" }, usage.inputTokens);
-  counter.inc({ provider, kind: "output" }, usage.outputTokens);
-  if (usage.cacheReadTokens) counter.inc({ provider, kind: "cache_read" }, usage.cacheReadTokens);
-  if (usage.cacheWriteTokens) counter.inc({ provider, kind: "cache_write" }, usage.cacheWriteTokens);
-  if (usage.reasoningTokens) counter.inc({ provider, kind: "reasoning" }, usage.reasoningTokens);
-}
-
 export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promise<LoopResult> {
   const { agent, signal } = input;
   const history = new FencedHistory(deps, input);
@@ -301,7 +242,6 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
   const toolSpecs = deps.tools.specs(agent.tools);
   const listed = new Set(agent.tools);
   const usage: RunUsage = { inputTokens: 0, outputTokens: 0, unknownSteps: 0 };
-  const maxModelCalls = agent.budget?.maxModelCalls;
   let pauses = input.pausesTaken ?? 0;
   let goalRounds = input.goal ? goalRoundsTaken(input.history) : 0;
   for (let turn = 0; ; turn++) {
@@ -321,23 +261,28 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
       {
         sleep: deps.sleep,
         policy: deps.retryPolicy,
-        ...(maxModelCalls === undefined
+        ...(agent.budget === undefined
           ? {}
-          : { reserveRetry: () => deps.writes.reserveModelCall(input.fence, maxModelCalls) }),
+          : { reserveRetry: (billed: Usage | undefined) => budgetSpent(input, deps, billed) }),
       },
     );
     if (!step.ok) {
-      if (step.aborted) return { outcome: "cancelled", error: step.error, usage };
+      // Billed, though no step came of it: the run's usage and the budget count it, and the
+      // run's end stores its tokens in the session's count (`billedTokens`).
+      const billed = step.billed ? countBilled(input, deps, usage, step.billed) : {};
+      if (step.aborted) return { outcome: "cancelled", error: step.error, usage, ...billed };
       if (step.budgetSpent)
         return {
           outcome: "budget_exhausted",
-          error: `agent.budget.maxModelCalls: all ${maxModelCalls} model calls made (the last failed: ${step.error})`,
+          error: `${step.budgetSpent} (the last failed: ${step.error})`,
           usage,
+          ...billed,
         };
       return {
         outcome: "provider_error",
         error: step.error,
         usage,
+        ...billed,
         ...(step.rejected ? { rejected: true } : {}),
       };
     }

@@ -8,12 +8,20 @@
  * made storable (contracts.md §12): NUL and lone surrogates in the text, the tool calls
  * (ids, names, argument keys and values) and the stop reason become U+FFFD. The text is
  * sanitised once, whole, so a surrogate pair split across two deltas is kept, while one cut
- * in half by a broken stream is not stored half.
+ * in half by a broken stream is not stored half (step-message.ts).
  *
  * A whole step keeps the provider's `providerState` (sanitised the same way); a step cut
  * short (`interrupted`) keeps none (contracts §13). When the model has a price (FLEET_PRICES,
  * carried by `provider.identity.price`), reported usage gains its `costUsd`, and a step with
  * unknown usage gets an `estimatedCostUsd` for the budget (never stored).
+ *
+ * An attempt that failed before any output after its provider reported usage (Anthropic's
+ * `message_start`, then an `overloaded_error` event) was billed all the same: what it reported
+ * is added to the step its retry stores (its usage, or its estimate), or, when no step comes of
+ * the call, handed back as `billed` for the run to count (agent-loop.ts). Each retry is asked
+ * of `reserveRetry` with it, so repeated failing attempts cannot spend past `agent.budget`;
+ * a rate-limit answer of a gated endpoint that came after such a report is one of them, not a
+ * free wait for capacity.
  *
  * Provider limits (contracts §15, endpoint-gate.ts): a request that must wait for its
  * endpoint's capacity longer than the gate allows throws `CapacityWait` out of this call (the
@@ -23,21 +31,19 @@
  * `MAX_RATE_LIMITED` such answers in one call the job is handed back like a long wait (they
  * never count as attempts, so a 429 storm parks nothing and spends no budget).
  */
-import { createHash } from "node:crypto";
 import {
   type AssistantMessage,
-  MAX_TOOL_CALL_ID,
   MAX_TOOL_CALLS_PER_STEP,
-  type ProviderState,
   type ToolCall,
   type Usage,
 } from "../shared/messages.js";
 import { costOf } from "../shared/prices.js";
-import { estimateStepUsage } from "../shared/usage.js";
+import { estimateStepUsage, sumUsage } from "../shared/usage.js";
 import { CapacityWait, EndpointRateLimited } from "./endpoint-gate.js";
 import { type ModelProvider, type ModelRequest, ProviderError } from "./models/provider.js";
-import { sanitizeJson, sanitizeText } from "./models/sanitize-text.js";
+import { sanitizeText } from "./models/sanitize-text.js";
 import type { Sleep } from "./models/scripted.js";
+import { assistant } from "./step-message.js";
 
 export type RetryPolicy = {
   /** Attempts in all, the first included. Default 4. */
@@ -101,8 +107,13 @@ export type ModelStep =
        * opposed to attempts that ran out on errors that may pass.
        */
       rejected?: true;
-      /** `deps.reserveRetry` refused a retry: the session's `agent.budget.maxModelCalls` is spent. */
-      budgetSpent?: true;
+      /** `deps.reserveRetry` refused a retry: why (the part of `agent.budget` that is spent). */
+      budgetSpent?: string;
+      /**
+       * What the failed attempts reported before they failed without output (summed, with its
+       * `costUsd` when the model has a price): billed, and stored in no step.
+       */
+      billed?: Usage;
     };
 
 /** Rate-limit answers of a gated endpoint one call asks again without counting an attempt. */
@@ -119,68 +130,6 @@ export function backoffMs(
   if (retryAfterMs !== undefined) return Math.min(retryAfterMs, policy.maxDelayMs);
   const exp = Math.min(policy.baseDelayMs * 2 ** (attempt - 1), policy.maxDelayMs);
   return Math.round(exp / 2 + (random() * exp) / 2);
-}
-
-/**
- * The step as it will be stored: every string in it sanitised. `usage` as the provider gave
- * it: `null` when it reported none (unknown, never 0 tokens), absent for a model without
- * tokens (scripted) and for a step cut short (`interrupted`: no final event, no usage).
- */
-function assistant(
-  content: string,
-  calls: ToolCall[],
-  stopReason: string,
-  usage?: Usage | null,
-  providerState?: ProviderState,
-): AssistantMessage {
-  return {
-    role: "assistant",
-    content: sanitizeText(content),
-    ...(calls.length > 0 ? { toolCalls: sanitizeCalls(calls) } : {}),
-    stopReason: sanitizeText(stopReason),
-    ...(usage === undefined ? {} : { usage }),
-    ...(providerState === undefined || stopReason === "interrupted"
-      ? {}
-      : { providerState: sanitizeJson(providerState) }),
-  };
-}
-
-/**
- * The calls with their strings sanitised and their ids distinct: results are matched to
- * calls by id, and a step that asked twice under one id (a model's mistake, or two ids
- * that sanitising made equal) would otherwise leave one call unanswerable — the second
- * result of an id is refused by the store. A repeated id gets a `_<index>` suffix; an id too
- * long to store, a digest (storableId); an empty one, `call_<index>`.
- */
-function sanitizeCalls(calls: ToolCall[]): ToolCall[] {
-  const seen = new Set<string>();
-  const all = new Set(calls.map((call) => storableId(call.id)));
-  return calls.map((call, i) => {
-    // No id at all (a server that sent none): one is given, as a stored id is never empty (messages.ts).
-    let id = storableId(call.id) || `call_${i}`;
-    if (seen.has(id) || (call.id === "" && all.has(id))) {
-      let n = i;
-      while (all.has(`${id}_${n}`)) n++;
-      id = `${id}_${n}`;
-      all.add(id);
-    }
-    seen.add(id);
-    const name = sanitizeText(call.name);
-    const args = sanitizeJson(call.arguments);
-    return id === call.id && name === call.name && args === call.arguments
-      ? call
-      : { ...call, id, name, arguments: args };
-  });
-}
-
-/**
- * The id sanitised, and one too long to store (over MAX_TOOL_CALL_ID) replaced by a digest of
- * it: the same for the same id, so a call and the result that answers it still pair up.
- */
-function storableId(id: string): string {
-  const clean = sanitizeText(id);
-  if (clean.length <= MAX_TOOL_CALL_ID) return clean;
-  return `call_${createHash("sha256").update(clean).digest("hex").slice(0, 32)}`;
 }
 
 /**
@@ -209,8 +158,13 @@ async function attempt(
   idleTimeoutMs: number,
   maxStepMs: number,
   maxOutputChars: number,
-): Promise<{ message: AssistantMessage } | { error: unknown; outputStarted: boolean; partial: string }> {
+): Promise<
+  | { message: AssistantMessage }
+  | { error: unknown; outputStarted: boolean; partial: string; reported?: Usage }
+> {
   let text = "";
+  /** The latest usage the provider reported before the step was whole (a `usage` event). */
+  let reported: Usage | undefined;
   const calls: ToolCall[] = [];
   let callChars = 0;
   /** Characters of `progress` since the last tool call (a call not yet whole). */
@@ -258,7 +212,7 @@ async function attempt(
             text += event.delta.slice(0, Math.max(0, maxOutputChars - callChars - text.length));
             const error = new Error(`the model's answer exceeded ${maxOutputChars} characters`);
             controller.abort(error);
-            return { error, outputStarted, partial: text };
+            return { error, outputStarted, partial: text, ...(reported ? { reported } : {}) };
           }
           text += event.delta;
           break;
@@ -271,7 +225,7 @@ async function attempt(
             outputStarted = true;
             const error = new Error(`the model's answer exceeded ${maxOutputChars} characters`);
             controller.abort(error);
-            return { error, outputStarted, partial: text };
+            return { error, outputStarted, partial: text, ...(reported ? { reported } : {}) };
           }
           break;
         case "tool_call": {
@@ -286,7 +240,7 @@ async function attempt(
               `the model's answer exceeded ${maxOutputChars} characters (tool call ${event.call.name})`,
             );
             controller.abort(error);
-            return { error, outputStarted, partial: text };
+            return { error, outputStarted, partial: text, ...(reported ? { reported } : {}) };
           }
           // So does the number of calls: a step of a million calls would be stored, and each of
           // its results appended after it (contracts §12). Past it the step is cut the same way.
@@ -295,11 +249,14 @@ async function attempt(
               `the model's answer asked for more than ${MAX_TOOL_CALLS_PER_STEP} tool calls in one step`,
             );
             controller.abort(error);
-            return { error, outputStarted, partial: text };
+            return { error, outputStarted, partial: text, ...(reported ? { reported } : {}) };
           }
           calls.push(event.call);
           break;
         }
+        case "usage":
+          reported = event.usage;
+          break;
         case "done":
           return { message: assistant(text, calls, event.stopReason, event.usage, event.providerState) };
       }
@@ -308,22 +265,37 @@ async function attempt(
       error: new Error("the stream ended before its final event"),
       outputStarted: true,
       partial: text,
+      ...(reported ? { reported } : {}),
     };
   } catch (error) {
-    return { error: idle ?? error, outputStarted, partial: text };
+    return { error: idle ?? error, outputStarted, partial: text, ...(reported ? { reported } : {}) };
   } finally {
     clearTimeout(timer);
     outer.signal.removeEventListener("abort", onOuterAbort);
   }
 }
 
-/** A step's estimated usage (usage.ts) and, when the model has a price, its cost. */
+/**
+ * A step's estimated usage (usage.ts) and, when the model has a price, its cost. `reported`:
+ * what the provider reported before the step was cut; each count is at least that, since the
+ * provider bills what it reported whatever the estimate says.
+ */
 function estimated(
   request: ModelRequest,
   message: AssistantMessage,
   price: NonNullable<ModelProvider["identity"]>["price"],
+  reported?: Usage,
+  billed?: Usage,
 ): { estimatedUsage: Usage; estimatedCostUsd?: number } {
-  const estimatedUsage = estimateStepUsage(request, message);
+  const estimate = estimateStepUsage(request, message);
+  const own = reported
+    ? {
+        ...reported,
+        inputTokens: Math.max(estimate.inputTokens, reported.inputTokens),
+        outputTokens: Math.max(estimate.outputTokens, reported.outputTokens),
+      }
+    : estimate;
+  const estimatedUsage = billed ? sumUsage(billed, own) : own;
   return { estimatedUsage, ...(price ? { estimatedCostUsd: costOf(estimatedUsage, price) } : {}) };
 }
 
@@ -335,16 +307,23 @@ export async function callModel(
     random?: () => number;
     policy?: RetryPolicy;
     /**
-     * Asked before each retry of a failed request: a retry is a model call like the first, so
-     * `agent.budget.maxModelCalls` counts it (agent-loop.ts). `false`: the budget is spent and
-     * the request is not sent again.
+     * Asked before each retry of a failed request, with what the failed attempts so far
+     * reported (`billed`, priced): a retry is a model call like the first, so
+     * `agent.budget.maxModelCalls` counts it, and the billed tokens count against `maxTokens`
+     * and `maxCostUsd` (agent-loop.ts). A text: why the budget is spent; the request is not
+     * sent again.
      */
-    reserveRetry?: () => Promise<boolean>;
+    reserveRetry?: (billed: Usage | undefined) => Promise<string | null>;
   },
 ): Promise<ModelStep> {
   const policy = deps.policy ?? DEFAULT_RETRY_POLICY;
   const random = deps.random ?? Math.random;
   let rateLimited = 0;
+  /** What the attempts that failed before any output reported (see the file comment). */
+  let billed: Usage | undefined;
+  const price = provider.identity?.price;
+  const priced = (usage: Usage): Usage => (price ? { ...usage, costUsd: costOf(usage, price) } : usage);
+  const billedSoFar = () => (billed ? { billed: priced(billed) } : {});
   for (let n = 1; ; n++) {
     const result = await attempt(
       provider,
@@ -353,19 +332,26 @@ export async function callModel(
       policy.maxStepMs ?? DEFAULT_RETRY_POLICY.maxStepMs!,
       policy.maxOutputChars ?? DEFAULT_RETRY_POLICY.maxOutputChars!,
     );
-    const price = provider.identity?.price;
     if ("message" in result) {
       const { message } = result;
       // No usage at all (null: the provider sent none; absent: the scripted model) is unknown.
       if (message.usage == null)
-        return { ok: true, message, attempts: n, ...estimated(request, message, price) };
-      if (price) message.usage = { ...message.usage, costUsd: costOf(message.usage, price) };
+        return { ok: true, message, attempts: n, ...estimated(request, message, price, undefined, billed) };
+      if (price || billed) message.usage = priced(billed ? sumUsage(billed, message.usage) : message.usage);
       return { ok: true, message, attempts: n };
     }
     const { error } = result;
     // Nothing was sent: the job is handed back (session-job.ts) and this step taken again later.
     if (error instanceof CapacityWait && !request.signal.aborted) throw error;
-    if (error instanceof EndpointRateLimited && !result.outputStarted && !request.signal.aborted) {
+    if (!result.outputStarted && result.reported) billed = sumUsage(billed, result.reported);
+    // One the provider reported usage for (an overloaded_error event after message_start) was
+    // processed and billed: an attempt like any failed one (below), its retry asked of the budget.
+    if (
+      error instanceof EndpointRateLimited &&
+      !result.outputStarted &&
+      !result.reported &&
+      !request.signal.aborted
+    ) {
       if (rateLimited < MAX_RATE_LIMITED) {
         rateLimited++;
         n--; // the gate now waits out the endpoint's pause for every worker: not an attempt
@@ -381,26 +367,33 @@ export async function callModel(
     }
     // The error may be stored as a park reason, and may quote what the provider sent.
     const messageText = sanitizeText(error instanceof Error ? error.message : String(error));
-    if (request.signal.aborted) return { ok: false, aborted: true, error: messageText, attempts: n };
+    if (request.signal.aborted)
+      return { ok: false, aborted: true, error: messageText, attempts: n, ...billedSoFar() };
     if (result.outputStarted) {
       // Half-formed tool calls are dropped: they were never whole, so they never run.
       const message = assistant(result.partial, [], "interrupted");
       // The request was sent and partly answered, so it was billed, though no usage came:
       // the budget counts an estimate of it (the request and the part that arrived), or a
       // model whose answers keep breaking could spend past `maxTokens` one cut at a time.
-      return { ok: true, message, attempts: n, ...estimated(request, message, price) };
+      return {
+        ok: true,
+        message,
+        attempts: n,
+        ...estimated(request, message, price, result.reported, billed),
+      };
     }
     const cause = error instanceof EndpointRateLimited ? error.cause : error;
     const retryable = cause instanceof ProviderError ? cause.retryable : true;
-    if (!retryable) return { ok: false, aborted: false, error: messageText, attempts: n, rejected: true };
-    if (n >= policy.maxAttempts) return { ok: false, aborted: false, error: messageText, attempts: n };
+    const failed = { ok: false as const, aborted: false, error: messageText, attempts: n, ...billedSoFar() };
+    if (!retryable) return { ...failed, rejected: true };
+    if (n >= policy.maxAttempts) return failed;
     const retryAfter = cause instanceof ProviderError ? cause.retryAfterMs : undefined;
     try {
       await deps.sleep(backoffMs(policy, n, random, retryAfter), request.signal);
     } catch {
-      return { ok: false, aborted: true, error: messageText, attempts: n };
+      return { ...failed, aborted: true };
     }
-    if (deps.reserveRetry && !(await deps.reserveRetry()))
-      return { ok: false, aborted: false, error: messageText, attempts: n, budgetSpent: true };
+    const spent = deps.reserveRetry ? await deps.reserveRetry(billedSoFar().billed) : null;
+    if (spent !== null) return { ...failed, budgetSpent: spent };
   }
 }

@@ -14,7 +14,7 @@
  */
 import type { Logger } from "pino";
 import type { DataDeletion, OwedDeletion } from "../shared/store/data-deletion.js";
-import type { Extensions } from "./extensions.js";
+import type { Extensions } from "./hook-runner.js";
 
 const BATCH = 10;
 const POLL_MS = 10_000;
@@ -91,6 +91,8 @@ export class DeletionHooks {
         // Stopping: what is not handled yet is taken again after the claim, by any worker.
         if (this.stopping.signal.aborted) break;
         await this.handle(deletion);
+        // Stopped during its hooks, which were then no longer waited for: owed still.
+        if (this.stopping.signal.aborted) break;
         done.push(deletion.sessionId);
       }
       await this.store.forgetDeletions(done);
@@ -115,7 +117,10 @@ export class DeletionHooks {
     );
   }
 
-  /** Stops looking; a pass under way ends after the hook it is in. */
+  /**
+   * Stops looking; a pass under way ends at once, no longer waiting for the hook it is in (its
+   * signal aborted): that session stays owed, taken again after the claim.
+   */
   async stop(): Promise<void> {
     this.stopping.abort();
     if (this.timer) clearInterval(this.timer);

@@ -25,14 +25,20 @@ export type CapacityDeps = {
   endpoints: ReadonlyMap<string, ModelEndpoint>;
 };
 
-/** Thrown out of processRun once the run is handed back: the job is to wait `delayMs`. */
+/**
+ * Thrown out of processRun once the run is handed back: the job is to wait `delayMs`. `why`:
+ * its endpoint has no capacity yet, or its agent was written by a newer release (newer-agent-wait.ts).
+ */
 export class HandedBack extends Error {
   override name = "HandedBack";
   constructor(
     readonly runId: string,
     readonly delayMs: number,
+    readonly why: "capacity" | "newer_agent" = "capacity",
   ) {
-    super(`run ${runId} handed back for ${delayMs} ms: its endpoint has no capacity yet`);
+    super(
+      `run ${runId} handed back for ${delayMs} ms: ${why === "capacity" ? "its endpoint has no capacity yet" : "its agent was written by a newer release"}`,
+    );
   }
 }
 
@@ -88,7 +94,7 @@ function addUsage(total: RunUsage, step: RunUsage): RunUsage {
 
 function plainUsage(usage: WaitingUsage | null): RunUsage {
   if (!usage) return { inputTokens: 0, outputTokens: 0 };
-  const { waitedMs: _w, handBacks: _h, turns: _t, askedAt: _a, ...rest } = usage;
+  const { waitedMs: _w, handBacks: _h, turns: _t, askedAt: _a, newerAgentSince: _n, ...rest } = usage;
   return rest;
 }
 
@@ -104,6 +110,31 @@ export function committedUsage(committed: readonly StoredMessage[]): { usage: Ru
   return { usage, steps };
 }
 
+/** What a run handed back carries: its usage so far, one more hand-back, its model calls so far. */
+export function waitingUsage(input: {
+  committed: readonly StoredMessage[];
+  previous: WaitingUsage | null;
+  ledger: WaitLedger;
+}): WaitingUsage {
+  const part = committedUsage(input.committed);
+  return {
+    ...addUsage(plainUsage(input.previous), part.usage),
+    waitedMs: input.ledger.waitedMs,
+    handBacks: (input.previous?.handBacks ?? 0) + 1,
+    turns: (input.previous?.turns ?? 0) + part.steps,
+  };
+}
+
+/** What a hand-back stores of a running run (handBack, and newer-agent-wait.ts). */
+export type HandBackInput = {
+  fence: Fence;
+  run: RunRow;
+  /** The messages this part of the run committed. */
+  committed: readonly StoredMessage[];
+  previous: WaitingUsage | null;
+  ledger: WaitLedger;
+};
+
 /**
  * Hands the run back; throws HandedBack (the job waits). Otherwise its request waits no more
  * (forgotten at once, not once its place has passed), and the answer says why:
@@ -114,26 +145,13 @@ export function committedUsage(committed: readonly StoredMessage[]): { usage: Ru
  */
 export async function handBack(
   wait: CapacityWait,
-  input: {
-    fence: Fence;
-    run: RunRow;
-    /** The messages this part of the run committed. */
-    committed: readonly StoredMessage[];
-    previous: WaitingUsage | null;
-    ledger: WaitLedger;
+  input: HandBackInput & {
     /** Whether the request that waits had a model call counted against `agent.budget.maxModelCalls`. */
     reservedModelCall: boolean;
   },
   capacity: CapacityDeps,
 ): Promise<"cancelled" | "not_running"> {
-  const part = committedUsage(input.committed);
-  const waiting: WaitingUsage = {
-    ...addUsage(plainUsage(input.previous), part.usage),
-    waitedMs: input.ledger.waitedMs,
-    handBacks: (input.previous?.handBacks ?? 0) + 1,
-    turns: (input.previous?.turns ?? 0) + part.steps,
-    askedAt: wait.askedAt,
-  };
+  const waiting: WaitingUsage = { ...waitingUsage(input), askedAt: wait.askedAt };
   const outcome = await capacity.waits.handBack(input.fence, input.run.id, waiting, {
     unreserveModelCall: input.reservedModelCall,
   });

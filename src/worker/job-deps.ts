@@ -10,10 +10,11 @@ import type { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import type { FencedWrites } from "../shared/store/fenced-writes.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
 import type { AgentLoopDeps } from "./agent-loop.js";
-import type { Extensions } from "./extensions.js";
 import type { CapacityDeps } from "./hand-back.js";
 import type { HistoryCache } from "./history-cache.js";
+import type { Extensions } from "./hook-runner.js";
 import type { ModelProvider } from "./models/provider.js";
+import type { NewerAgentDeps } from "./newer-agent-wait.js";
 import type { RunOutcome } from "./run-outcome.js";
 
 export type SessionJobDeps = AgentLoopDeps & {
@@ -66,6 +67,11 @@ export type SessionJobDeps = AgentLoopDeps & {
   agents?: Pick<ParsedAgents, "parse">;
   /** Provider limits (contracts §15): endpoint gates and hand-backs; absent: no gate. */
   capacity?: CapacityDeps;
+  /**
+   * Agents a newer release wrote are handed back for a while (newer-agent-wait.ts), with
+   * `capacity` (which continues a handed-back run); absent: they end `invalid_agent` at once.
+   */
+  newerAgents?: NewerAgentDeps;
 };
 
 /** `handedBack`: a run waits for its endpoint's capacity; the job is to wait that many ms (contracts §15). */

@@ -4,8 +4,9 @@
  * threw, a wait for capacity that handed the run back and found the session cancelled, an
  * invalid stored agent, output Postgres refused. Infrastructure faults propagate.
  */
-import { parseAgentConfig } from "../shared/agent-config.js";
+import { parseAgentConfig, parseModelConfig } from "../shared/agent-config.js";
 import { ValidationError } from "../shared/errors.js";
+import { NewerAgentError } from "../shared/newer-agent.js";
 import { pausesTaken, runAgentLoop } from "./agent-loop.js";
 import { CapacityWait } from "./endpoint-gate.js";
 import {
@@ -17,6 +18,7 @@ import {
   withCapacityGate,
 } from "./hand-back.js";
 import { withProviderErrorLog } from "./models/logged-provider.js";
+import { handBackNewerAgent } from "./newer-agent-wait.js";
 import { withDeltas } from "./run-events.js";
 import { storageRejection } from "./run-outcome.js";
 import type { StartedRun } from "./run-state.js";
@@ -40,17 +42,20 @@ export async function runLoop(started: StartedRun): Promise<LoopResult> {
       // A handed-back run has made some of its model calls already (maxTurns is per run).
       const agent = previous ? { ...parsed, maxTurns: parsed.maxTurns - turnsTaken(previous) } : parsed;
       reservesModelCalls = agent.budget?.maxModelCalls !== undefined;
+      // A resume's own model is read as the agent is: one a newer release wrote (a provider
+      // this worker does not know) is handed back below, not failed as an outage would be.
+      const runModel = run.model ? parseModelConfig(run.model, "run.model") : null;
       const model = withCapacityGate(
         withDeltas(
           withProviderErrorLog(
-            run.model ? deps.models(run.model, "run.model") : deps.models(agent.model, "agent.model"),
+            runModel ? deps.models(runModel, "run.model") : deps.models(agent.model, "agent.model"),
             deps.log,
             { runId: run.id, workerId: logFields.workerId },
           ),
           events,
           run.id,
         ),
-        run.model ?? agent.model,
+        runModel ?? agent.model,
         run,
         ledger,
         deps.capacity,
@@ -79,6 +84,16 @@ export async function runLoop(started: StartedRun): Promise<LoopResult> {
     // Waiting for capacity is not failing (contracts §15): the run is handed back, unended.
     // A run whose session was cancelled meanwhile ends `cancelled` instead.
     const committed = history.slice(before.length);
+    // An agent a newer release wrote (a rolling deploy) waits for a worker that reads it.
+    const newer =
+      error instanceof NewerAgentError && deps.newerAgents && deps.capacity
+        ? await handBackNewerAgent(
+            error,
+            { fence, run, committed, previous, ledger },
+            deps.newerAgents,
+            deps.log,
+          )
+        : null;
     const handed =
       error instanceof CapacityWait && deps.capacity
         ? await handBack(
@@ -86,8 +101,10 @@ export async function runLoop(started: StartedRun): Promise<LoopResult> {
             { fence, run, committed, previous, ledger, reservedModelCall: reservesModelCalls },
             deps.capacity,
           )
-        : null;
+        : (newer?.outcome ?? null);
     if (handed === "cancelled") result = { outcome: "cancelled", usage: committedUsage(committed).usage };
+    else if (newer?.outcome === "expired")
+      result = { outcome: "invalid_agent", error: newer.detail, usage: { inputTokens: 0, outputTokens: 0 } };
     else {
       // Infrastructure faults (Postgres, Redis) propagate: the job is retried, and what
       // follows is an automatic resume counted against the session's limit. A configuration

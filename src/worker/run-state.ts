@@ -10,8 +10,9 @@ import type { SessionEventLog } from "../shared/session-event-log.js";
 import type { Fence, HistoryCursor } from "../shared/store/fenced-writes.js";
 import { lastStepSeq } from "../shared/store/rows.js";
 import type { LoopObserver } from "./agent-loop.js";
-import type { Extensions, RunContext } from "./extensions.js";
+import type { RunContext } from "./extensions.js";
 import type { ledgerOf, previousPart } from "./hand-back.js";
+import type { Extensions } from "./hook-runner.js";
 import type { SessionJobDeps } from "./job-deps.js";
 
 export type SessionState = {

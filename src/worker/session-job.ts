@@ -150,10 +150,12 @@ export async function processSessionJob(
   } catch (error) {
     done = false;
     if (error instanceof HandedBack) {
-      deps.log.info(
-        { sessionId, runId: error.runId, delayMs: error.delayMs },
-        "run handed back: waiting for capacity",
-      );
+      // A newer release's agent was said so where it was handed back (newer-agent-wait.ts).
+      if (error.why === "capacity")
+        deps.log.info(
+          { sessionId, runId: error.runId, delayMs: error.delayMs },
+          "run handed back: waiting for capacity",
+        );
       return { handedBack: error.delayMs };
     }
     if (error instanceof FencedError) {

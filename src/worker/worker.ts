@@ -23,8 +23,9 @@ import {
   initWorkerLiveness,
 } from "../shared/metrics.js";
 import { ParsedAgents } from "../shared/parsed-agents.js";
+import { checkDatabase } from "../shared/preflight.js";
 import { ProviderLimits } from "../shared/provider-limits.js";
-import { parseRunJob, QUEUES, type QueueKey, RunQueues } from "../shared/queues.js";
+import { isRunJobName, parseRunJob, QUEUES, type QueueKey, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis, isConnectionError, RedisOutageLog } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
 import { roleEventWriter, watchEvictionAndServeMetrics } from "../shared/role-start.js";
@@ -34,6 +35,7 @@ import { CapacityWaits } from "../shared/store/capacity-waits.js";
 import { DataDeletion } from "../shared/store/data-deletion.js";
 import { FencedWrites } from "../shared/store/fenced-writes.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
+import { endRunOfUnknownJob } from "../shared/store/unknown-job-runs.js";
 import { registerToolNames } from "../shared/tool-names.js";
 import { RefusalLog } from "../shared/unavailable.js";
 import {
@@ -46,16 +48,20 @@ import {
 } from "../shared/worker-signals.js";
 import { DEFAULT_RETRY_POLICY } from "./call-model.js";
 import { DeletionHooks } from "./deletion-hooks.js";
-import { type Extension, Extensions, transcriptExtension } from "./extensions.js";
+import type { Extension } from "./extensions.js";
 import { defaultFetchers, fetcherSlots } from "./fetchers.js";
 import { HistoryCache } from "./history-cache.js";
+import { Extensions } from "./hook-runner.js";
 import { createModel, redisFaultCounter } from "./models/create-model.js";
 import { abortableSleep } from "./models/scripted.js";
+import { UnknownJobs } from "./newer-job-wait.js";
+import { checkWorkerOptions } from "./plugin-checks.js";
 import { putBack } from "./put-back.js";
 import { processSessionJob, type SessionJobDeps } from "./session-job.js";
 import { builtinTools } from "./tools/builtin.js";
 import { type Tool, ToolRegistry } from "./tools/registry.js";
 import { TranscriptCleanup } from "./transcript-cleanup.js";
+import { transcriptExtension } from "./transcript-extension.js";
 import { logWorkerError } from "./worker-errors.js";
 
 export type WorkerOptions = {
@@ -76,6 +82,14 @@ export type RunningWorker = {
 };
 
 export async function startWorker(config: FleetConfig, options: WorkerOptions = {}): Promise<RunningWorker> {
+  // Tools and extensions given in code are checked as `fleet worker`'s modules are, before
+  // anything is opened: a misspelt hook was never called, a second tool of a name replaced the
+  // first (plugin-checks.ts). A ValidationError naming `options.tools` or `options.extensions`.
+  checkWorkerOptions(options);
+  // A program that embeds the worker has no `fleet worker` preflight: a database this release's
+  // migrations have not all reached is refused here (ValidationError naming DATABASE_URL), not
+  // met by every job it claims as a column that does not exist.
+  await checkDatabase(config.databaseUrl, config.preflightTimeoutMs);
   const workerId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   const log = options.logger ?? pino({ level: config.logLevel, base: { role: "worker", workerId } });
   const database = openDatabase(config.databaseUrl, {
@@ -200,6 +214,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   // Finished jobs' last event writes and lease releases (session-job.ts `afterJob`): their
   // slots took new jobs meanwhile; a stopping worker waits for them before it closes Redis.
   const closing = new Set<Promise<void>>();
+  const capacityWaits = new CapacityWaits(database);
   const deps: SessionJobDeps = {
     workerId,
     afterJob: (done) => {
@@ -211,7 +226,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     cancelled: (fence) => writes.sessionCancelled(fence),
     // Provider limits across the fleet (contracts §15): gates on declared endpoints, hand-backs.
     capacity: {
-      waits: new CapacityWaits(database),
+      waits: capacityWaits,
       endpoints: config.models.endpoints,
       gate: {
         limits: new ProviderLimits(redis, config.prefix, config.gateTuning),
@@ -220,6 +235,10 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
         sleep: abortableSleep,
       },
     },
+    // A rolling deploy's newer agents wait for a newer worker (newer-agent-wait.ts); 0: park at once.
+    ...(config.newerAgentWaitMs > 0
+      ? { newerAgents: { waitMs: config.newerAgentWaitMs, waits: capacityWaits } }
+      : {}),
     resumes,
     events,
     extensions,
@@ -254,7 +273,21 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     log,
   };
 
+  // A job of a kind a newer release added waits for a newer worker, then ends its run (newer-job-wait.ts).
+  const unknownJobs = new UnknownJobs({
+    waitMs: config.newerAgentWaitMs,
+    redis,
+    prefix: config.prefix,
+    putBack: (job, until, token) => putBack(redis, config.prefix, job, until, token),
+    endRun: (target, detail) => endRunOfUnknownJob(database, target, detail),
+    events,
+    database,
+    metrics,
+    log,
+  });
+
   const processor = async (job: Job, token?: string, signal?: AbortSignal) => {
+    if (!isRunJobName(job.name)) return unknownJobs.handle(job, token);
     let payload: ReturnType<typeof parseRunJob>["payload"];
     try {
       payload = parseRunJob(job.name, job.data).payload;

@@ -15,12 +15,17 @@
  *
  * Like the real API, it rejects (400 `invalid_request_error`) what the API rejects about
  * thinking and caching (`validateRequest`): with `thinking` on, a final assistant turn that
- * asks for tools must start with its thinking block; every thinking block sent back must be
+ * asks for tools, or that ends the request, must start with its thinking block (its last
+ * message, or the first of the tool loop it ends); every thinking block sent back must be
  * one this server sent, unmodified (signature checked against its text); redacted blocks must
- * be ones it sent; `budget_tokens` must be ≥ 1024 and < `max_tokens`; at most 4
- * `cache_control` breakpoints, none on a thinking block; tool ids match `^[a-zA-Z0-9_-]+$`
+ * be ones it sent; an assistant message holding a thinking block must start with one, and a
+ * final one must not end with one (nor hold one at all with thinking off);
+ * `budget_tokens` must be ≥ 1024 and < `max_tokens`; at most 4
+ * `cache_control` breakpoints, none on a thinking block; a tool's `input_schema` of another
+ * type than `"object"`; tool ids match `^[a-zA-Z0-9_-]+$`
  * and `tool_use` ids are unique across the request;
- * no empty text block, and none of whitespace only unless its message has other text.
+ * no empty text block, and none of whitespace only unless its message has other text (a
+ * `tool_result`'s string content included: it is a text block of its own).
  */
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -273,6 +278,11 @@ export function validateRequest(body: Record<string, unknown>, redacted: Readonl
     if (error) return error;
   }
   for (const [i, tool] of ((body.tools ?? []) as Block[]).entries()) {
+    // The API validates a custom tool's schema as an object's: "tools.0.custom.input_schema.type:
+    // Input should be 'object'" (and "Field required" without one).
+    const schema = tool.input_schema as { type?: unknown } | undefined;
+    if (schema?.type !== "object")
+      return `tools.${i}.custom.input_schema.type: ${schema?.type === undefined ? "Field required" : "Input should be 'object'"}`;
     const error = count(tool, `tools.${i}`);
     if (error) return error;
   }
@@ -281,6 +291,14 @@ export function validateRequest(body: Record<string, unknown>, redacted: Readonl
   for (const [m, message] of messages.entries()) {
     const blankText = blank(blocksOf(message.content), "messages");
     if (blankText) return blankText;
+    const first = blocksOf(message.content)[0]?.type;
+    if (
+      message.role === "assistant" &&
+      blocksOf(message.content).some((b) => b.type === "thinking" || b.type === "redacted_thinking") &&
+      first !== "thinking" &&
+      first !== "redacted_thinking"
+    )
+      return `messages.${m}.content.0: If an assistant message contains any thinking blocks, the first block must be thinking or redacted_thinking. Found ${String(first)}.`;
     for (const [b, block] of blocksOf(message.content).entries()) {
       const where = `messages.${m}.content.${b}`;
       const error = count(block, where);
@@ -297,15 +315,42 @@ export function validateRequest(body: Record<string, unknown>, redacted: Readonl
       }
       if (block.type === "tool_result" && !TOOL_ID.test(String(block.tool_use_id)))
         return `${where}.tool_result.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'`;
+      // A result's string content is one text block: the same rules hold for it.
+      if (block.type === "tool_result" && typeof block.content === "string") {
+        const blankResult = blank([{ type: "text", text: block.content }], "messages");
+        if (blankResult) return blankResult;
+      }
     }
   }
+  const final = messages.at(-1);
+  const finalType = blocksOf(final?.content).at(-1)?.type;
+  if (final?.role === "assistant" && (finalType === "thinking" || finalType === "redacted_thinking"))
+    return `messages.${messages.length - 1}: The final block in an assistant message cannot be \`thinking\`.`;
+  const finalThinking = blocksOf(final?.content).findIndex(
+    (b) => b.type === "thinking" || b.type === "redacted_thinking",
+  );
+  if (final?.role === "assistant" && (!thinking || thinking.type === "disabled") && finalThinking >= 0)
+    return `messages.${messages.length - 1}.content.${finalThinking}: When thinking is disabled, an \`assistant\` message in the final position cannot contain \`thinking\`. To use thinking blocks, enable \`thinking\` in your request.`;
   if (breakpoints > 4)
     return `A maximum of 4 blocks with cache_control may be provided. Found ${breakpoints}.`;
   if (thinking && thinking.type !== "disabled") {
     const lastAssistant = messages.findLastIndex((m) => m.role === "assistant");
     const turn = messages[lastAssistant];
     const blocks = blocksOf(turn?.content);
-    if (turn && blocks.some((b) => b.type === "tool_use")) {
+    // The assistant turn a tool loop makes (its results are part of it: "tool use loops are
+    // part of the assistant turn", extended-thinking docs) may start with its thinking block
+    // in its first step (not a final turn the model is to continue): without interleaved
+    // thinking the model thinks once, at the turn's start, and its steps after tool results
+    // start with text or tool_use.
+    const userTurn = messages.findLastIndex(
+      (m) => m.role === "user" && !blocksOf(m.content).some((b) => b.type === "tool_result"),
+    );
+    const opening = messages.slice(userTurn + 1).find((m) => m.role === "assistant");
+    const openingFirst = blocksOf(opening?.content)[0]?.type;
+    const opened = openingFirst === "thinking" || openingFirst === "redacted_thinking";
+    const continued = lastAssistant === messages.length - 1;
+    // A tool turn, or a final assistant turn the model is to continue (a prefill).
+    if (turn && (continued || (!opened && blocks.some((b) => b.type === "tool_use")))) {
       const first = blocks[0]?.type;
       if (first !== "thinking" && first !== "redacted_thinking")
         return `messages.${lastAssistant}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${String(first)}\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block (preceeding the lastmost set of \`tool_use\` and \`tool_result\` blocks).`;

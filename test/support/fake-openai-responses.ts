@@ -7,8 +7,8 @@
  * API's JSON body.
  *
  * Like the real service with `store: false`, it rejects (400 `invalid_request_error`):
- * - a `function_call` item whose call came with a reasoning item, sent back without that
- *   reasoning item right before it (same id, same `encrypted_content`);
+ * - a `function_call` item whose call came with a reasoning item, sent back to a model that
+ *   reasons without that reasoning item right before it (same id, same `encrypted_content`);
  * - a reasoning item whose `encrypted_content` is not one it sent;
  * - a reasoning item not followed by the output item it led to (a `message` or a
  *   `function_call`): "Item 'rs_…' of type 'reasoning' was provided without its required
@@ -17,10 +17,24 @@
  * - a `function_call_output` with no `function_call` of the same `call_id` before it;
  * - two `function_call` items of the same item id, which an item sent without one takes from
  *   its `call_id` ("Duplicate item found with id fc_call_…", as OpenAI answers);
+ * - a `call_id` (of a `function_call` or a `function_call_output`) over 64 characters:
+ *   "Invalid 'input[N].call_id': string too long. Expected a string with maximum length 64, but
+ *   got a string with length L instead." (`string_above_max_length`);
+ * - a `function_call` whose `name` does not match `^[a-zA-Z0-9_-]{1,64}$` (as chat completions
+ *   answers for `messages[N].tool_calls[M].function.name`, `invalid_value`);
  * - a request with `stream` not true;
- * - `include: ["reasoning.encrypted_content"]` for a model that does not reason (a name
- *   starting `gpt-4`, like gpt-4o and gpt-4.1): "Encrypted content is not supported with this
- *   model." (`param: "include"`).
+ * - a function tool whose `parameters` has a `type` other than `"object"`, absent included
+ *   ("Invalid schema for function 'x': schema must be a JSON Schema of 'type: \"object\"', got
+ *   'type: \"None\"'.", as chat completions answers);
+ * - `max_output_tokens` below 16: "Invalid 'max_output_tokens': integer below minimum value.
+ *   Expected a value >= 16, but got 8 instead." (`integer_below_min_value`, `param:
+ *   "max_output_tokens"`; the API's documented minimum);
+ * - a reasoning item in the input of a model that does not reason (a name starting `gpt-4`,
+ *   like gpt-4o and gpt-4.1): "Reasoning input items can only be provided to a reasoning or
+ *   computer use model. Remove reasoning items from your input and try again." — checked
+ *   before the next rule (which of the two OpenAI answers first is not documented);
+ * - `include: ["reasoning.encrypted_content"]` for a model that does not reason: "Encrypted
+ *   content is not supported with this model." (`param: "include"`).
  * Reasoning items carry `encrypted_content` only when the request's `include` asks for it.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -29,6 +43,11 @@ import type { AddressInfo } from "node:net";
 export type FakeResponsesStep = {
   /** A reasoning item first (its encrypted content is generated). */
   reasoning?: boolean;
+  /**
+   * Raw JSON text of more fields of that reasoning item (`"a":[[…]]`), written into the events
+   * as given: what a server may send that JSON.stringify could not write (100,000 levels deep).
+   */
+  reasoningFields?: string;
   text?: string[];
   functionCalls?: { callId: string; name: string; arguments: string }[];
   /** `completed` (default) or `incomplete` with this reason. */
@@ -64,6 +83,13 @@ export type FakeResponses = {
 
 type Item = Record<string, unknown>;
 
+/** The least `max_output_tokens` the Responses API accepts. */
+const MIN_OUTPUT_TOKENS = 16;
+/** The longest `call_id` the Responses API accepts back. */
+const MAX_CALL_ID = 64;
+/** A function name the OpenAI APIs accept, in `tools` and in the calls of a history alike. */
+const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
 export async function startFakeResponses(initial: FakeResponsesStep[] = []): Promise<FakeResponses> {
   const script = [...initial];
   const requests: FakeResponsesRequest[] = [];
@@ -75,16 +101,27 @@ export async function startFakeResponses(initial: FakeResponsesStep[] = []): Pro
 
   function validate(body: Item): string | null {
     if (body.stream !== true) return "stream must be true for this fake";
-    if (
-      String(body.model).startsWith("gpt-4") &&
-      Array.isArray(body.include) &&
-      body.include.includes("reasoning.encrypted_content")
-    )
+    for (const tool of (Array.isArray(body.tools) ? body.tools : []) as Item[]) {
+      const parameters = tool.parameters as Item | undefined;
+      if (parameters && parameters.type !== "object")
+        return `Invalid schema for function '${String(tool.name)}': schema must be a JSON Schema of 'type: "object"', got 'type: "${String(parameters.type ?? "None")}"'.`;
+    }
+    if (typeof body.max_output_tokens === "number" && body.max_output_tokens < MIN_OUTPUT_TOKENS)
+      return `Invalid 'max_output_tokens': integer below minimum value. Expected a value >= ${MIN_OUTPUT_TOKENS}, but got ${body.max_output_tokens} instead.`;
+    const reasons = !String(body.model).startsWith("gpt-4");
+    if (!reasons && Array.isArray(body.input) && body.input.some((item: Item) => item?.type === "reasoning"))
+      return "Reasoning input items can only be provided to a reasoning or computer use model. Remove reasoning items from your input and try again.";
+    if (!reasons && Array.isArray(body.include) && body.include.includes("reasoning.encrypted_content"))
       return "Encrypted content is not supported with this model.";
     const input = (Array.isArray(body.input) ? body.input : []) as Item[];
     const calls = new Set<string>();
     const itemIds = new Set<string>();
     for (const [i, item] of input.entries()) {
+      const callId = item.call_id;
+      if (typeof callId === "string" && callId.length > MAX_CALL_ID)
+        return `Invalid 'input[${i}].call_id': string too long. Expected a string with maximum length ${MAX_CALL_ID}, but got a string with length ${callId.length} instead.`;
+      if (item.type === "function_call" && !TOOL_NAME.test(String(item.name)))
+        return `Invalid 'input[${i}].name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.`;
       if (item.type === "reasoning") {
         const sent = reasoningSent.get(String(item.id));
         if (sent === undefined || item.encrypted_content !== sent)
@@ -101,7 +138,8 @@ export async function startFakeResponses(initial: FakeResponsesStep[] = []): Pro
         itemIds.add(itemId);
         calls.add(String(item.call_id));
         const reasoning = callReasoning.get(String(item.call_id));
-        if (reasoning !== undefined) {
+        // A model that does not reason has no use for it (the plain history a fallback sends).
+        if (reasoning !== undefined && reasons) {
           // The reasoning item must come before this call's group of items.
           let j = i - 1;
           while (j >= 0 && (input[j]!.type === "function_call" || input[j]!.type === "message")) j--;
@@ -233,7 +271,11 @@ export async function startFakeResponses(initial: FakeResponsesStep[] = []): Pro
         message: invalid,
         type: "invalid_request_error",
         code: null,
-        param: invalid.startsWith("Encrypted content") ? "include" : "input",
+        param: invalid.startsWith("Encrypted content")
+          ? "include"
+          : invalid.startsWith("Invalid 'max_output_tokens'")
+            ? "max_output_tokens"
+            : "input",
       });
     const step = script.shift();
     if (!step)
@@ -247,7 +289,10 @@ export async function startFakeResponses(initial: FakeResponsesStep[] = []): Pro
         res.destroy();
         return;
       }
-      res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+      let json = JSON.stringify(data);
+      if (step.reasoningFields)
+        json = json.replace('"type":"reasoning"', `"type":"reasoning",${step.reasoningFields}`);
+      res.write(`event: ${event}\ndata: ${json}\n\n`);
     }
     res.end();
   }

@@ -4,7 +4,13 @@
  * `choices[0].delta` and `finish_reason`, a usage chunk when `stream_options.include_usage`
  * asks for it, then `data: [DONE]`). Each request is answered by the next scripted
  * response; every request body is recorded for inspection. Like OpenAI, it refuses (400
- * `string_above_max_length`) a tool call id sent back that is longer than 40 characters.
+ * `string_above_max_length`) a tool call id sent back that is longer than 40 characters, and
+ * (400 `invalid_value`) a tool call sent back whose `function.name` does not match
+ * `^[a-zA-Z0-9_-]{1,64}$`; and, as OpenAI does, more than 128 `tools` (400
+ * `array_above_max_length`), a tool's `function.description` over 1,024 characters (400
+ * `string_above_max_length`) and a tool's `function.parameters` whose `type` is not
+ * `"object"`, absent included (400 `invalid_function_parameters`: "schema must be a JSON
+ * Schema of 'type: \"object\"', got 'type: \"None\"'").
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -197,8 +203,45 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** OpenAI's limit on a tool call id sent back (`tool_calls[].id`, `tool_call_id`). */
 const MAX_TOOL_ID = 40;
 
-/** A tool call id OpenAI refuses as too long (400 `string_above_max_length`), or null. */
-function invalidToolId(body: unknown): { message: string; param: string } | null {
+/** The most tools a chat completion request may list (400 `array_above_max_length`). */
+const MAX_TOOLS = 128;
+/** The longest `tools[].function.description` OpenAI accepts (400 `string_above_max_length`). */
+const MAX_DESCRIPTION = 1024;
+
+/** A function name OpenAI accepts, in `tools` and in the calls of a history alike. */
+const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/**
+ * A tool call OpenAI refuses: an id too long (400 `string_above_max_length`), a name outside
+ * TOOL_NAME (400 `invalid_value`); or null.
+ */
+function invalidToolId(body: unknown): { message: string; param: string; code?: string } | null {
+  const tools = (body as { tools?: unknown })?.tools;
+  if (Array.isArray(tools)) {
+    if (tools.length > MAX_TOOLS)
+      return {
+        param: "tools",
+        code: "array_above_max_length",
+        message: `Invalid 'tools': array too long. Expected an array with maximum length ${MAX_TOOLS}, but got an array with length ${tools.length} instead.`,
+      };
+    for (const [i, tool] of (
+      tools as { function?: { name?: unknown; description?: unknown; parameters?: { type?: unknown } } }[]
+    ).entries()) {
+      const parameters = tool.function?.parameters;
+      if (parameters !== undefined && parameters.type !== "object")
+        return {
+          param: `tools[${i}].function.parameters`,
+          code: "invalid_function_parameters",
+          message: `Invalid schema for function '${String(tool.function?.name)}': schema must be a JSON Schema of 'type: "object"', got 'type: "${String(parameters.type ?? "None")}"'.`,
+        };
+      const description = tool.function?.description;
+      if (typeof description === "string" && description.length > MAX_DESCRIPTION)
+        return {
+          param: `tools[${i}].function.description`,
+          message: `Invalid 'tools[${i}].function.description': string too long. Expected a string with maximum length ${MAX_DESCRIPTION}, but got a string with length ${description.length} instead.`,
+        };
+    }
+  }
   const messages = (body as { messages?: unknown })?.messages;
   if (!Array.isArray(messages)) return null;
   const tooLong = (param: string, id: unknown) =>
@@ -214,6 +257,13 @@ function invalidToolId(body: unknown): { message: string; param: string } | null
     for (const [j, call] of (m.tool_calls ?? []).entries()) {
       const error = tooLong(`messages[${i}].tool_calls[${j}].id`, call.id);
       if (error) return error;
+      const name = (call as { function?: { name?: unknown } }).function?.name;
+      if (typeof name !== "string" || !TOOL_NAME.test(name))
+        return {
+          param: `messages[${i}].tool_calls[${j}].function.name`,
+          code: "invalid_value",
+          message: `Invalid 'messages[${i}].tool_calls[${j}].function.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.`,
+        };
     }
     const error = tooLong(`messages[${i}].tool_call_id`, m.tool_call_id);
     if (error) return error;
@@ -291,7 +341,7 @@ export async function startFakeOpenAI(
             message: invalid.message,
             type: "invalid_request_error",
             param: invalid.param,
-            code: "string_above_max_length",
+            code: invalid.code ?? "string_above_max_length",
           },
         }),
       );

@@ -84,3 +84,16 @@ export function questionsAndAnswers(n: number): Message[] {
   }
   return out;
 }
+
+/** A stored `read_file` result of `chars` characters at `seq` (for tests of big event streams). */
+export function bigToolResult(seq: number, chars = 3_000): StoredMessage {
+  return {
+    seq,
+    createdAt: new Date(1_700_000_000_000 + seq).toISOString(),
+    role: "tool",
+    toolCallId: `call_${seq}`,
+    name: "read_file",
+    content: String(seq % 10).repeat(chars),
+    success: true,
+  } as StoredMessage;
+}

@@ -7,6 +7,8 @@ import { mkdtempSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll } from "vitest";
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -46,4 +48,30 @@ export function stopRedis(child: ChildProcess): Promise<void> {
     child.once("exit", () => resolve());
     child.kill("SIGKILL");
   });
+}
+
+/** Calls per command since the last RESETSTAT, commands run inside scripts included. */
+export async function commandCalls(redis: Redis): Promise<Record<string, number>> {
+  const calls: Record<string, number> = {};
+  for (const [, name, count] of (await redis.info("commandstats")).matchAll(/cmdstat_(\S+):calls=(\d+)/g))
+    calls[name!] = Number(count);
+  return calls;
+}
+
+/**
+ * A Redis server of the file's own for its tests, started in `beforeAll` with a client on it
+ * (`redis`), both stopped in `afterAll`.
+ */
+export function ownRedisForFile(): { readonly redis: Redis } {
+  const held = {} as { redis: Redis; server: ChildProcess };
+  beforeAll(async () => {
+    const port = await freePort();
+    held.server = await startRedis(port);
+    held.redis = new Redis({ port, maxRetriesPerRequest: 1 });
+  }, 30_000);
+  afterAll(async () => {
+    held.redis?.disconnect();
+    if (held.server) await stopRedis(held.server);
+  });
+  return held;
 }

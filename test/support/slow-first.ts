@@ -6,13 +6,15 @@
  * batch-cli-limits (over a minute each, mostly child processes) started in the last tenth.
  * Files named here go first, in this order (each file's time from its start to its end, hooks
  * included, in a whole run of 5 December on a quiet machine with three forks: package 66 s,
- * provider-limits-fleet 50 s, batch-cli 43 s, … tenant-limits 15 s); every other file keeps
- * vitest's order.
+ * provider-limits-fleet 50 s, batch-cli 43 s, … tenant-limits 15 s; those added on 6 December
+ * from that day's CI, where worker-stop-redis-away took 63 s and webhook-taken-not-failed 38 s);
+ * every other file keeps vitest's order.
  */
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 export const SLOW_FILES = [
   "package",
+  "worker-stop-redis-away",
   "provider-limits-fleet",
   "batch-cli",
   "prometheus-rules",
@@ -23,6 +25,7 @@ export const SLOW_FILES = [
   "postgres-outage",
   "prometheus-live",
   "console-e2e",
+  "webhook-taken-not-failed",
   "console-hostile-content",
   "chaos-check",
   "fuzz",
@@ -30,6 +33,8 @@ export const SLOW_FILES = [
   "provider-limits-shares",
   "prometheus-alerts-live",
   "lifecycle",
+  "sweeper-stop-redis-away",
+  "worker-exit-deadline",
   "session-transfer-hardening",
   "sweeper-policy",
   "fleet-up",
@@ -42,8 +47,13 @@ export const SLOW_FILES = [
   "data-deletion",
   "batch-cli-limits",
   "console-long-session",
-  "tenants",
+  "poison-session-kills",
+  "migrate-lock-wait",
+  "hostile-endpoints",
   "tenant-limits",
+  "tenants",
+  "newer-agent-old-worker",
+  "extension-loading",
 ].map((name) => `test/${name}.test.ts`);
 
 /** `files` with those of `slow` first, in `slow`'s order, then the others in their order (pure). */

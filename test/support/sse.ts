@@ -1,4 +1,5 @@
 /** Reading Server-Sent Events in tests: one connection at a time, cut wherever the test wants. */
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import Fastify, { type FastifyInstance } from "fastify";
 import { type FleetEvent, parseSse } from "../../src/producer/client.js";
@@ -73,4 +74,30 @@ export async function serveSessionStreams(
   app.addHook("onClose", () => streams.close());
   await app.listen({ port: 0, host: "127.0.0.1" });
   return { app, base: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
+}
+
+/**
+ * A server that answers every request with these events as one whole event stream, then
+ * ends it (a fixed past for a reader such as `fleet watch --once`). Each event's data is
+ * `{sessionId: "s1", type, ...data}`.
+ */
+export async function servePastEvents(
+  events: readonly { id: string; type: string; data: Record<string, unknown> }[],
+): Promise<{ url: string; close: () => Promise<void> }> {
+  const server = createServer((_request, response) => {
+    response.writeHead(200, { "content-type": "text/event-stream" });
+    for (const event of events)
+      response.write(
+        `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify({ sessionId: "s1", type: event.type, ...event.data })}\n\n`,
+      );
+    response.end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
 }

@@ -33,9 +33,10 @@ export async function readsWhile<K extends string>(
   ) as Record<K, number>;
 }
 
-/** Index entries (`index`) and table rows (`seq`) read in `runs` and `sessions` while `fn` runs. */
-export function runsAndSessionsReads(
+/** Index entries (`index`) and table rows (`seq`) read in `tables` while `fn` runs. */
+function tableReads(
   db: Database,
+  tables: readonly string[],
   fn: () => Promise<unknown>,
 ): Promise<{ index: number; seq: number }> {
   return readsWhile(
@@ -43,11 +44,30 @@ export function runsAndSessionsReads(
     async () => {
       const [row] = await db.sql<{ index: string; seq: string }[]>`
         select (select coalesce(sum(idx_tup_read), 0) from pg_stat_user_indexes
-                 where relname in ('runs', 'sessions')) as index,
+                 where relname = any(string_to_array(${tables.join(",")}, ','))) as index,
                (select coalesce(sum(seq_tup_read), 0) from pg_stat_user_tables
-                 where relname in ('runs', 'sessions')) as seq`;
+                 where relname = any(string_to_array(${tables.join(",")}, ','))) as seq`;
       return { index: Number(row!.index), seq: Number(row!.seq) };
     },
     fn,
   );
+}
+
+/** Index entries (`index`) and table rows (`seq`) read in `runs` and `sessions` while `fn` runs. */
+export function runsAndSessionsReads(
+  db: Database,
+  fn: () => Promise<unknown>,
+): Promise<{ index: number; seq: number }> {
+  return tableReads(db, ["runs", "sessions"], fn);
+}
+
+/**
+ * Index entries (`index`) and, read by table scans, rows (`seq`) of `messages` read while `fn`
+ * runs (on `db`, a database of one connection).
+ */
+export function messageIndexReads(
+  db: Database,
+  fn: () => Promise<unknown>,
+): Promise<{ index: number; seq: number }> {
+  return tableReads(db, ["messages"], fn);
 }

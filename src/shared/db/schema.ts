@@ -9,6 +9,7 @@ import {
   index,
   integer,
   jsonb,
+  numeric,
   pgSequence,
   pgTable,
   primaryKey,
@@ -176,6 +177,26 @@ export const messages = pgTable(
 );
 
 /**
+ * A point up to which a session's usage has been summed (store/session-usage.ts): the sums of
+ * its assistant steps with `seq` ≤ `seq`. Messages are never changed once stored, so a mark
+ * stays true; a read of the session's usage adds only the steps after it, and moves it on when
+ * it had many to add. Kept by reads, not by the appends, so the hot path writes nothing more.
+ */
+export const sessionUsageMarks = pgTable("session_usage_marks", {
+  sessionId: text("session_id")
+    .primaryKey()
+    .references(() => sessions.id, { onDelete: "cascade" }),
+  seq: integer("seq").notNull(),
+  inputTokens: bigint("input_tokens", { mode: "number" }).notNull(),
+  outputTokens: bigint("output_tokens", { mode: "number" }).notNull(),
+  cacheReadTokens: bigint("cache_read_tokens", { mode: "number" }).notNull(),
+  cacheWriteTokens: bigint("cache_write_tokens", { mode: "number" }).notNull(),
+  reasoningTokens: bigint("reasoning_tokens", { mode: "number" }).notNull(),
+  costUsd: numeric("cost_usd").notNull(),
+  unknownSteps: bigint("unknown_steps", { mode: "number" }).notNull(),
+});
+
+/**
  * Where each run stands in its session's queue (`runs.queue_seq`): taken when the run's row is
  * inserted, which createRun (run-queueing.ts) does under the session's row lock, so a run
  * queued after another one has committed always gets a larger number. `created_at` cannot
@@ -302,6 +323,11 @@ export const batches = pgTable(
     webhookDeliveredAt: timestamp("webhook_delivered_at", { withTimezone: true }),
     /** Set when every delivery attempt failed (after at least 24 h). */
     webhookFailedAt: timestamp("webhook_failed_at", { withTimezone: true }),
+    /**
+     * Why the last delivery attempt failed, or why it was given up (webhook-errors.ts: one
+     * line, at most 300 characters, no answer body); null until an attempt fails.
+     */
+    webhookLastError: text("webhook_last_error"),
     /**
      * Set by `DELETE /v1/batches/:id` (or retention): from then on the batch answers 404 and
      * owes no webhook; its sessions are deleted in chunks, then this row (data-deletion.ts).

@@ -6,7 +6,7 @@
  * index `runs_tenant_active_idx` alone.
  */
 import type postgres from "postgres";
-import { TooManyRequestsError, ValidationError } from "../errors.js";
+import { FleetStateError, TooManyRequestsError } from "../errors.js";
 
 /** What a 429 for active sessions asks the caller to wait: sessions end on their own time. */
 export const ACTIVE_RETRY_AFTER_SECONDS = 5;
@@ -37,7 +37,7 @@ export async function holdActiveSessions(
 ): Promise<void> {
   // More than the cap at once never fits, however long the caller waits: not a 429.
   if (adding > max)
-    throw new ValidationError(
+    throw new FleetStateError(
       "sessions",
       `${adding} sessions with input at once are more than tenant "${tenant}" may ever have active ` +
         `(FLEET_TENANT_MAX_ACTIVE_SESSIONS: ${max}); send at most ${max} at once`,

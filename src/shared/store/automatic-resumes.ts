@@ -11,12 +11,18 @@
  */
 import { createHash } from "node:crypto";
 import type postgres from "postgres";
-import { type ModelConfig, parseAgentConfig } from "../agent-config.js";
+import {
+  type ModelConfig,
+  parseAgentConfig,
+  type ResumeSettings,
+  resumeSettingsOfNewer,
+} from "../agent-config.js";
 import type { Database } from "../db/client.js";
 import type { RunRow } from "../db/schema.js";
 import type { EventWriter } from "../event-writer.js";
-import type { StoredMessage } from "../messages.js";
+import type { Message, StoredMessage } from "../messages.js";
 import type { FleetMetrics } from "../metrics.js";
+import { NewerAgentError } from "../newer-agent.js";
 import { QUEUES } from "../queues.js";
 import {
   CANCELLED_BEFORE_START_TEXT,
@@ -37,7 +43,7 @@ import {
   resumeBackoffMs,
 } from "../resume-policy.js";
 import { PRIMARY_REJECTED_PREFIX } from "../run-outcomes.js";
-import { readHistory } from "./history-reads.js";
+import { readHistory, readShapeAndLastSeq } from "./history-reads.js";
 import { json, type RawRun, runFromRaw } from "./rows.js";
 
 export type Scheduled =
@@ -72,7 +78,8 @@ type Locked = {
   db_now: string;
 };
 
-type Stand = { session: Locked; history: StoredMessage[]; mark: string; progressed: boolean };
+/** `history`: the stored history's shape (history-reads.ts `readHistoryShape`), its last message whole. */
+type Stand = { session: Locked; history: Message[]; mark: string; progressed: boolean };
 
 export class AutomaticResumes {
   /** Where SESSION_PARKED events go (contracts §7), after the parking committed; null: nowhere. */
@@ -125,10 +132,16 @@ export class AutomaticResumes {
                    and (a.kind = 'run' or a.trigger not in ('sweeper', 'worker'))), '-infinity')) c
        where s.id = ${sessionId} for no key update of s`;
     if (!session) return undefined;
-    const history = await readHistory(tx, sessionId);
+    // Not the texts of a history that may be many MB, read under the session's lock: its point
+    // needs only its shape, the mark and a continuation's text only its last message.
+    const { shape: history, lastSeq } = await readShapeAndLastSeq(tx, sessionId);
+    const last: StoredMessage | undefined =
+      lastSeq === 0 ? undefined : (await readHistory(tx, sessionId, lastSeq - 1, 1))[0];
+    if (last) history[history.length - 1] = last;
     const mark = createHash("sha256").update(progressMark(history)).digest("base64url");
     const progressed =
-      (session.tool_ran && session.attempt_point !== mark) || continuedWithText(history, session.attempt_seq);
+      (session.tool_ran && session.attempt_point !== mark) ||
+      continuedWithText(last ? [last] : [], session.attempt_seq);
     return { session, history, mark, progressed };
   }
 
@@ -166,13 +179,19 @@ export class AutomaticResumes {
       const busy =
         await tx`select 1 from runs where session_id = ${sessionId} and (status <> 'ended') is true limit 1`;
       if (busy.length > 0) return { action: "none" }; // a run or resume is on its way: it acts
-      let agent: ReturnType<typeof parseAgentConfig>;
+      let agent: ResumeSettings;
       try {
         agent = parseAgentConfig(json(s.agent));
       } catch (error) {
-        return (await this.park(tx, sessionId, "invalid_agent", (error as Error).message))
-          ? { action: "park", reason: "invalid_agent", detail: (error as Error).message }
-          : { action: "none" };
+        // An agent a newer release wrote (a rolling deploy, this process the older): decided
+        // on the settings this release knows; the resume's worker reads the rest, or hands
+        // the run back for a newer worker (newer-agent-wait.ts). Parked at once, before.
+        const known = error instanceof NewerAgentError ? resumeSettingsOfNewer(json(s.agent)) : null;
+        if (known) agent = known;
+        else
+          return (await this.park(tx, sessionId, "invalid_agent", (error as Error).message))
+            ? { action: "park", reason: "invalid_agent", detail: (error as Error).message }
+            : { action: "none" };
       }
       const decision = decideResume({
         point: resumePoint(history),

@@ -6,7 +6,7 @@
 import type { BatchResult } from "../api-types.js";
 import type { Database } from "../db/client.js";
 import type { ListCursor } from "./session-queries.js";
-import { totalsOfRow, USAGE_SUMS } from "./session-usage.js";
+import { type MarkedSums, moveMarks, sumsFromMark, totalsOfRow } from "./session-usage.js";
 
 /** A timestamp as a batch's JSON writes it (ISO); null: undefined. */
 export const iso = (value: string | Date | null): string | undefined =>
@@ -60,15 +60,8 @@ export async function readResultsPage(
       cancelled_at: string | null;
       updated_at: string;
       output: string | null;
-      input_tokens: string | null;
-      output_tokens: string | null;
-      cache_read_tokens: string | null;
-      cache_write_tokens: string | null;
-      reasoning_tokens: string | null;
-      cost_usd: string | null;
-      unknown_steps: string | null;
       last_ended: string | null;
-    })[]
+    } & MarkedSums)[]
   >`
       with p as (
         -- The page's sessions, sized by their output (the last assistant text) first: only
@@ -96,14 +89,16 @@ export async function readResultsPage(
              (select m.content from messages m where m.session_id = s.id and m.role = 'assistant'
                order by m.seq desc limit 1) as output,
              u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.reasoning_tokens,
-             u.cost_usd, u.unknown_steps
+             u.cost_usd, u.unknown_steps, u.seq, u.steps
         from s
         left join r on r.session_id = s.id
-        left join lateral (
-          select ${database.sql.unsafe(USAGE_SUMS)}
-            from messages m where m.session_id = s.id and m.role = 'assistant'
-        ) u on true
+        cross join lateral (${database.sql.unsafe(sumsFromMark("s.id"))}) u
        order by s.id`;
+  // A session's usage is its mark and the steps after it: the page moves the marks it read far past.
+  await moveMarks(
+    database,
+    rows.map((r) => ({ ...r, session_id: r.id })),
+  );
   return rows.map((r) => {
     const status = resultStatus(r);
     const terminal = status === "completed" || status === "parked" || status === "cancelled";

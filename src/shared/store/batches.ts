@@ -42,6 +42,7 @@ type BatchRaw = {
   cancelled_at: string | null;
   webhook_delivered_at: string | null;
   webhook_failed_at: string | null;
+  webhook_last_error: string | null;
 };
 
 export type Unsettled = {
@@ -145,7 +146,14 @@ export class BatchStore {
       open: row.open,
       ...(row.session_events ? {} : { sessionEvents: false as const }),
       ...(row.webhook_url !== null
-        ? { webhook: { url: row.webhook_url, deliveredAt: iso(row.webhook_delivered_at) ?? null } }
+        ? {
+            webhook: {
+              url: row.webhook_url,
+              deliveredAt: iso(row.webhook_delivered_at) ?? null,
+              ...(row.webhook_failed_at !== null ? { failedAt: iso(row.webhook_failed_at)! } : {}),
+              ...(row.webhook_last_error !== null ? { lastError: row.webhook_last_error } : {}),
+            },
+          }
         : {}),
     };
   }
@@ -258,16 +266,28 @@ export class BatchStore {
     return 1 + (row?.n ?? 0);
   }
 
-  /** The webhook URL of a batch, for a delivery. */
-  async webhookUrl(id: string): Promise<string | null> {
-    return (await this.row(id))?.webhook_url ?? null;
+  /** The webhook URL of a batch and its tenant (whose secret signs it), for a delivery. */
+  async webhookTarget(id: string): Promise<{ url: string; tenant: string } | null> {
+    const row = await this.row(id);
+    return row?.webhook_url ? { url: row.webhook_url, tenant: row.tenant } : null;
   }
 
   async markDelivered(id: string): Promise<void> {
     await this.database.sql`update batches set webhook_delivered_at = now() where id = ${id}`;
   }
 
-  async markDeliveryFailed(id: string): Promise<void> {
-    await this.database.sql`update batches set webhook_failed_at = now() where id = ${id}`;
+  /**
+   * Records that the webhook was given up; `reason` (webhookErrorText), when given, replaces
+   * the last attempt's. Without one, what the last attempt stored stays.
+   */
+  async markDeliveryFailed(id: string, reason?: string): Promise<void> {
+    await this.database.sql`update batches set webhook_failed_at = now(),
+      webhook_last_error = coalesce(${reason ?? null}::text, webhook_last_error) where id = ${id}`;
+  }
+
+  /** Why an attempt failed (webhookErrorText); the webhook is still owed and tried again. */
+  async recordDeliveryError(id: string, reason: string): Promise<void> {
+    await this.database.sql`update batches set webhook_last_error = ${reason}
+      where id = ${id} and webhook_delivered_at is null and webhook_failed_at is null`;
   }
 }

@@ -25,7 +25,17 @@ export type WaitingUsage = RunUsage & {
   turns?: number;
   /** While handed back: when its pending request first asked for capacity (epoch ms). */
   askedAt?: number;
+  /**
+   * While handed back: when a worker first found its agent written by a newer release
+   * (newer-agent-wait.ts; epoch ms, Postgres's clock). Dropped once a worker reads the agent.
+   */
+  newerAgentSince?: number;
 };
+
+/** What `handBackNewerAgent` did: `expired`, the run was not handed back, the bound is past. */
+export type NewerAgentHandBack =
+  | { outcome: "handed" | "cancelled" | "not_running" }
+  | { outcome: "expired"; waitedMs: number };
 
 /** What `handBack` did: see there. */
 export type HandBackOutcome = "handed" | "cancelled" | "not_running";
@@ -66,6 +76,43 @@ export class CapacityWaits {
              exists (select 1 from u) as handed`;
     if (!row!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
     return row!.handed ? "handed" : row!.cancelled ? "cancelled" : "not_running";
+  }
+
+  /**
+   * Hands back a running run whose agent this worker cannot read because a newer release
+   * wrote it, as `handBack` does, while less than `waitMs` passed since a worker first did so
+   * for this run (`newerAgentSince`, kept in its usage on Postgres's clock); past that,
+   * `expired` and nothing changes (the caller ends the run).
+   */
+  async handBackNewerAgent(
+    fence: Fence,
+    runId: string,
+    usage: WaitingUsage,
+    waitMs: number,
+  ): Promise<NewerAgentHandBack> {
+    const [row] = await this.database.sql<
+      { fence_ok: boolean; cancelled: boolean; handed: boolean; waited_ms: number | null }[]
+    >`
+      with s as (
+        select id, status from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} for update
+      ), r as (
+        select id, coalesce((usage->>'newerAgentSince')::float8, t.now_ms) as since, t.now_ms
+          from runs cross join (select extract(epoch from clock_timestamp()) * 1000 as now_ms) t
+         where id = ${runId} and (status = 'running') is true
+           and session_id = (select id from s where status <> 'cancelled')
+      ), u as (
+        update runs set status = 'queued', worker_id = null,
+               usage = ${JSON.stringify(usage)}::jsonb || jsonb_build_object('newerAgentSince', r.since)
+          from r where runs.id = r.id and r.now_ms - r.since < ${waitMs}
+        returning 1
+      )
+      select exists (select 1 from s) as fence_ok, exists (select 1 from s where status = 'cancelled')
+               and exists (select 1 from runs where id = ${runId} and (status = 'running') is true) as cancelled,
+             exists (select 1 from u) as handed, (select (now_ms - since)::float8 from r) as waited_ms`;
+    if (!row!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
+    if (row!.handed) return { outcome: "handed" };
+    if (row!.waited_ms !== null) return { outcome: "expired", waitedMs: row!.waited_ms };
+    return { outcome: row!.cancelled ? "cancelled" : "not_running" };
   }
 
   /** Takes a handed-back run again: `running` under this worker. False when it is no longer queued. */

@@ -139,11 +139,57 @@ export async function readHistoryShape(
   sql: postgres.Sql | postgres.TransactionSql,
   sessionId: string,
 ): Promise<Message[]> {
-  const [row] = await sql<{ shape: string | ShapeRow[] }[]>`
-    select coalesce(json_agg(json_build_array(m.role, case when m.role = 'assistant' then m.tool_calls end,
-                                              m.tool_call_id, m.name, m.stop_reason) order by m.seq), '[]') as shape
+  return (await readShapeAndLastSeq(sql, sessionId)).shape;
+}
+
+/** `readHistoryShape`, and the highest seq stored (0: none), read in the same statement. */
+export async function readShapeAndLastSeq(
+  sql: postgres.Sql | postgres.TransactionSql,
+  sessionId: string,
+): Promise<{ shape: Message[]; lastSeq: number }> {
+  const [row] = await sql<{ shape: string | ShapeRow[]; last_seq: number }[]>`
+    select ${shapeColumns(sql)}, coalesce(max(m.seq), 0)::int as last_seq
       from messages m where m.session_id = ${sessionId}`;
-  const shape = typeof row!.shape === "string" ? (JSON.parse(row!.shape) as ShapeRow[]) : row!.shape;
+  return { shape: shapeOf(row!.shape, sessionId), lastSeq: row!.last_seq };
+}
+
+/**
+ * The shape of a history's tail, from its last assistant message on (the whole history when it
+ * has none), with the session's stored `tailState` of the whole: the index entries read are the
+ * tail's, not the history's. `start`: the index of the tail's first message
+ * in the history. What decides a resume point and checks a page appended after it, when the
+ * stored history is known well formed (history-tail.ts `resumePointOfTail`).
+ */
+export async function readShapeTail(
+  sql: postgres.Sql | postgres.TransactionSql,
+  sessionId: string,
+): Promise<{ shape: Message[]; start: number; lastSeq: number; tailState: string | null }> {
+  // Where the tail starts first, then the tail from there: a bound known when the second is
+  // planned is a range of the primary key; one computed in the same statement was planned as a
+  // third of the table (every message of the session read).
+  const [k] = await sql<{ start_seq: number; tail_state: string | null }[]>`
+    select coalesce((select m.seq from messages m where m.session_id = ${sessionId} and m.role = 'assistant'
+                      order by m.seq desc limit 1), 1) as start_seq,
+           (select s.tail_state from sessions s where s.id = ${sessionId}) as tail_state`;
+  const [row] = await sql<{ shape: string | ShapeRow[]; last_seq: number }[]>`
+    select ${shapeColumns(sql)}, coalesce(max(m.seq), 0)::int as last_seq
+      from messages m where m.session_id = ${sessionId} and m.seq >= ${k!.start_seq}`;
+  return {
+    shape: shapeOf(row!.shape, sessionId),
+    start: k!.start_seq - 1,
+    lastSeq: row!.last_seq,
+    tailState: k!.tail_state,
+  };
+}
+
+/** The shape's columns of `messages m`, as one JSON array of arrays in seq order. */
+function shapeColumns(sql: postgres.Sql | postgres.TransactionSql) {
+  return sql`coalesce(json_agg(json_build_array(m.role, case when m.role = 'assistant' then m.tool_calls end,
+                                                m.tool_call_id, m.name, m.stop_reason) order by m.seq), '[]') as shape`;
+}
+
+function shapeOf(raw: string | ShapeRow[], sessionId: string): Message[] {
+  const shape = typeof raw === "string" ? (JSON.parse(raw) as ShapeRow[]) : raw;
   return shape.map(([role, toolCalls, toolCallId, name, stopReason]): Message => {
     switch (role) {
       case "assistant":

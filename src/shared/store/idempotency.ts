@@ -2,8 +2,9 @@
  * `Idempotency-Key` (contracts §9), per tenant, for 24 h. The first request with a key
  * inserts its row before it acts; a second one with the same key finds the row and either
  * replays the stored answer, waits for it while the first is still being answered, or —
- * with another body — gets 409 `idempotency_key_reused`. Answers of 429 and 5xx are not
- * kept (nothing was done; the row is removed so that a retry acts).
+ * with another body — gets 409 `idempotency_key_reused`. Answers of 429 and 5xx (and a
+ * resume's 409 `running`) are not kept (nothing was done; the row is removed so that a retry
+ * acts: idempotency-hooks.ts `keepsAnswer`).
  */
 import type { Database } from "../db/client.js";
 
@@ -11,8 +12,11 @@ import type { Database } from "../db/client.js";
 export const IDEMPOTENCY_TTL_HOURS = 24;
 /** Keys one prune removes at most (one statement; the sweeper prunes again while a page is full). */
 export const IDEMPOTENCY_PRUNE_PAGE = 10_000;
-/** A row still without an answer after this long belongs to a request that died: taken over. */
-const ABANDONED_AFTER_SECONDS = 120;
+/**
+ * A row still without an answer, not renewed for this long, belongs to a request that died:
+ * taken over. A request still being answered renews it (`renew`) well within this.
+ */
+export const ABANDONED_AFTER_SECONDS = 120;
 
 export type IdempotencyBegin =
   | { state: "new" }
@@ -86,6 +90,16 @@ export class IdempotencyStore {
     await this.database.sql`
       update idempotency_keys set status_code = ${statusCode}, response = ${response}
        where tenant = ${tenant} and key = ${key} and status_code is null`;
+  }
+
+  /**
+   * Keeps the claim of a request still being answered: without it, a request answered for
+   * longer than ABANDONED_AFTER_SECONDS had its key taken over by a retry, which acted again.
+   */
+  async renew(tenant: string, key: string, requestHash: string): Promise<void> {
+    await this.database.sql`
+      update idempotency_keys set created_at = now()
+       where tenant = ${tenant} and key = ${key} and request_hash = ${requestHash} and status_code is null`;
   }
 
   /** Forgets a key whose request did nothing (429, 5xx), so that a retry acts. */

@@ -19,10 +19,12 @@
 import type { Database } from "../db/client.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
 import { stringifyInSlices } from "../event-loop-slices.js";
+import { resumePointOfTail, wellFormedBeforeTail } from "../history-tail.js";
 import { assertAnsweredOnce, type Message } from "../messages.js";
-import { tailState } from "../tail-state.js";
+import { resumePoint } from "../resume-point.js";
+import { tailStateOf } from "../tail-state.js";
 import { assertImportedUsage, importedTokens } from "../usage.js";
-import { readHistoryShape } from "./history-reads.js";
+import { readShapeAndLastSeq, readShapeTail } from "./history-reads.js";
 import { toNewRows } from "./rows.js";
 
 /** About how many bytes `messages` take when stored (the measure `maxHistoryBytes` bounds; pure). */
@@ -72,14 +74,20 @@ export async function appendImportedPage(
         `would bring session ${sessionId}'s imported history to about ${mebibytes(bytes)} MiB; it may hold at most ${mebibytes(maxHistoryBytes)} MiB (no model could be sent more)`,
       );
     assertImportedUsage(page, "messages", Number(session.tokens_used));
-    // Seqs are contiguous from 1: the stored message at index i has seq i + 1.
-    const stored = await readHistoryShape(tx, sessionId);
-    const whole = [...stored, ...page];
-    assertAnsweredOnce(whole, "messages", stored.length);
+    // Seqs are contiguous from 1: the stored message at index i has seq i + 1. Only the stored
+    // tail from the last assistant message is read: a result can answer no call before it, and
+    // the stored tail state says whether the rest is well formed (every page read it whole:
+    // importing 20,000 messages in pages read the history's shape again at each page).
+    const tail = await readShapeTail(tx, sessionId);
+    const wellFormed = wellFormedBeforeTail(tail.tailState, tail.lastSeq);
+    const stored = wellFormed ? tail : { ...(await readShapeAndLastSeq(tx, sessionId)), start: 0 };
+    const whole = [...stored.shape, ...page];
+    assertAnsweredOnce(whole, "messages", stored.shape.length, stored.start);
     let lastStep: number | null = null;
-    for (let i = stored.length - 1; i >= 0 && lastStep === null; i--)
-      if (stored[i]!.role === "assistant") lastStep = i + 1;
+    for (let i = stored.shape.length - 1; i >= 0 && lastStep === null; i--)
+      if (stored.shape[i]!.role === "assistant") lastStep = stored.start + i + 1;
     const rows = toNewRows(page, afterSeq, lastStep).map((row) => ({ ...row, session_id: sessionId }));
+    const tailState = tailStateOf(wellFormed ? resumePointOfTail(whole, tail.start) : resumePoint(whole));
     const lastSeq = afterSeq + page.length;
     await tx`
       insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, created_at)
@@ -89,7 +97,7 @@ export async function appendImportedPage(
           session_id text, seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
           name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb, created_at timestamptz)`;
     await tx`
-      update sessions set last_seq = ${lastSeq}, tail_state = ${tailState(whole)},
+      update sessions set last_seq = ${lastSeq}, tail_state = ${tailState},
                           tokens_used = tokens_used + ${importedTokens(page)}, updated_at = now()
        where id = ${sessionId}`;
     return { lastSeq };

@@ -9,6 +9,7 @@ import type { Database } from "../db/client.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
 import { stringifyInSlices } from "../event-loop-slices.js";
 import type { Message } from "../messages.js";
+import { orderedIds } from "../ordered-ids.js";
 import { QUEUES } from "../queues.js";
 import { tailState } from "../tail-state.js";
 import { importedTokens } from "../usage.js";
@@ -75,12 +76,82 @@ export async function createSessions(
   limits: RunLimits = {},
   batch?: BatchTarget,
 ): Promise<{ id: string; runId: string | null }[]> {
+  const { maxActiveSessions: max } = limits;
+  const rows = (ids: readonly string[]) => newRows(inputs, ids, batch);
+  if (!batch || batch.create) {
+    // Ids in the order of `inputs` (ordered-ids.ts); no other part of a new batch exists yet.
+    const built = await rows(orderedIds(inputs.length, Date.now()));
+    if (max === undefined || built.newActive.size === 0) {
+      // Nothing to hold: no transaction. A new batch's row goes in the same statement (before, a
+      // transaction of four round trips: begin, the batch, its sessions, commit).
+      if (batch) refuseStreams(batch.sessionEvents !== false, inputs);
+      await insertRows(database.sql, built, batch);
+      return built.out;
+    }
+    await database.sql.begin(async (tx) => {
+      if (batch) await prepareBatch(tx, batch, inputs);
+      await holdAll(tx, built.newActive, max);
+      await insertRows(tx, built);
+    });
+    return built.out;
+  }
+  return database.sql.begin(async (tx) => {
+    // The batch first: an append waits here for another append to the same batch. Its ids are
+    // made only then, after the batch's greatest: parts commit in the order of their ids, so a
+    // results reader's `?after=` never passes a session committed later (ordered-ids.ts).
+    await prepareBatch(tx, batch, inputs);
+    const [last] = await tx<{ id: string | null }[]>`
+      select max(id) as id from sessions where batch_id = ${batch.id}`;
+    const built = await rows(orderedIds(inputs.length, Date.now(), last?.id ?? null));
+    await holdAll(tx, built.newActive, max);
+    await insertRows(tx, built);
+    return built.out;
+  });
+}
+
+/** Holds the tenants' active-session slots, tenants in one order so two requests never wait on each other. */
+async function holdAll(
+  tx: postgres.TransactionSql,
+  newActive: ReadonlyMap<string, number>,
+  max: number | undefined,
+): Promise<void> {
+  if (max === undefined) return;
+  for (const [tenant, adding] of [...newActive].sort(([a], [b]) => (a < b ? -1 : 1)))
+    await holdActiveSessions(tx, tenant, adding, max);
+}
+
+/** A session's first queued run, as the insert reads it. */
+type NewRunRow = {
+  id: string;
+  session_id: string;
+  tenant: string;
+  batch_id: string | null;
+  input: string;
+  job_id: string;
+};
+
+type NewRows = {
+  out: { id: string; runId: string | null }[];
+  sessionRows: unknown[];
+  runRows: NewRunRow[];
+  /** Up to 50,000 messages (16 MiB) as JSON, made a slice of rows a turn of the event loop. */
+  messagesJson: string;
+  /** New queued runs per tenant. */
+  newActive: Map<string, number>;
+};
+
+/** The rows of the sessions `inputs`, the i-th with `ids[i]` unless it names its own. */
+async function newRows(
+  inputs: readonly NewSession[],
+  ids: readonly string[],
+  batch: BatchTarget | undefined,
+): Promise<NewRows> {
   const out: { id: string; runId: string | null }[] = [];
   const sessionRows: unknown[] = [];
   const messageRows: unknown[] = [];
-  const runRows: unknown[] = [];
-  for (const input of inputs) {
-    const id = input.id ?? randomUUID();
+  const runRows: NewRunRow[] = [];
+  for (const [i, input] of inputs.entries()) {
+    const id = input.id ?? ids[i]!;
     const history = input.messages ?? [];
     const tenant = input.tenant ?? DEFAULT_TENANT;
     sessionRows.push({
@@ -119,19 +190,22 @@ export async function createSessions(
     out.push({ id, runId });
   }
   const newActive = new Map<string, number>();
-  for (const run of runRows as { tenant: string }[]) {
-    newActive.set(run.tenant, (newActive.get(run.tenant) ?? 0) + 1);
-  }
-  // Up to 50,000 messages (16 MiB) as JSON: a slice of rows a turn of the event loop.
-  const messagesJson = await stringifyInSlices(messageRows);
-  // One statement, so one round trip and all-or-nothing; foreign keys are checked at its end.
-  // `newBatch`: the batch's row goes in the same statement (its sessions' setting is in their rows).
-  const insert = (sql: postgres.Sql | postgres.TransactionSql, newBatch?: BatchTarget) => sql`
+  for (const run of runRows) newActive.set(run.tenant, (newActive.get(run.tenant) ?? 0) + 1);
+  return { out, sessionRows, runRows, messagesJson: await stringifyInSlices(messageRows), newActive };
+}
+
+/**
+ * The sessions, their messages and runs in one statement, so one round trip and all-or-nothing;
+ * foreign keys are checked at its end. `newBatch`: the batch's row goes in the same statement
+ * (its sessions' setting is in their rows).
+ */
+function insertRows(sql: postgres.Sql | postgres.TransactionSql, rows: NewRows, newBatch?: BatchTarget) {
+  return sql`
     with ${newBatch ? sql`nb as (${batchInsert(sql, newBatch)} returning 1),` : sql``} s as (
       insert into sessions (id, tenant, agent, metadata, last_seq, tail_state, tokens_used, batch_id, custom_id, session_events)
       select x.id, x.tenant, x.agent, x.metadata, x.last_seq, x.tail_state, x.tokens_used, x.batch_id, x.custom_id,
              coalesce(x.session_events, (select b.session_events from batches b where b.id = x.batch_id), true)
-        from jsonb_to_recordset(${JSON.stringify(sessionRows)}::jsonb)
+        from jsonb_to_recordset(${JSON.stringify(rows.sessionRows)}::jsonb)
           as x(id text, tenant text, agent jsonb, metadata jsonb, last_seq int, tail_state text, tokens_used bigint,
                batch_id text, custom_id text, session_events boolean)
       returning 1
@@ -139,40 +213,15 @@ export async function createSessions(
       insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, created_at)
       select m.session_id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state,
              coalesce(m.created_at, now())
-        from jsonb_to_recordset(${messagesJson}::jsonb) as m(
+        from jsonb_to_recordset(${rows.messagesJson}::jsonb) as m(
           session_id text, seq int, role text, content text, tool_calls jsonb, tool_call_id text, call_seq int,
           name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb, created_at timestamptz)
       returning 1
     )
     insert into runs (id, session_id, tenant, batch_id, kind, trigger, input, job_id)
     select r.id, r.session_id, r.tenant, r.batch_id, 'run', 'api', r.input, r.job_id
-      from jsonb_to_recordset(${JSON.stringify(runRows)}::jsonb)
+      from jsonb_to_recordset(${JSON.stringify(rows.runRows)}::jsonb)
         as r(id text, session_id text, tenant text, batch_id text, input text, job_id text)`;
-  const { maxActiveSessions: max } = limits;
-  if (max === undefined || newActive.size === 0) {
-    // Nothing to hold: no transaction. A new batch's row goes in the same statement (before, a
-    // transaction of four round trips: begin, the batch, its sessions, commit); an append to an
-    // open batch still locks the batch first, below.
-    if (!batch) {
-      await insert(database.sql);
-      return out;
-    }
-    if (batch.create) {
-      refuseStreams(batch.sessionEvents !== false, inputs);
-      await insert(database.sql, batch);
-      return out;
-    }
-  }
-  await database.sql.begin(async (tx) => {
-    // The batch first: an append waits here for another append to the same batch.
-    if (batch) await prepareBatch(tx, batch, inputs);
-    // Tenants in one order, so two requests never wait on each other's locks.
-    for (const [tenant, adding] of [...newActive].sort(([a], [b]) => (a < b ? -1 : 1))) {
-      if (max !== undefined) await holdActiveSessions(tx, tenant, adding, max);
-    }
-    await insert(tx);
-  });
-  return out;
 }
 
 /** The insert of a new batch's row. */

@@ -6,11 +6,18 @@
  */
 import type { Database } from "../db/client.js";
 import type { RunRow, SessionRow } from "../db/schema.js";
+import { resumePointOfTail, wellFormedBeforeTail } from "../history-tail.js";
 import type { Message, StoredMessage } from "../messages.js";
 import type { UsageTotals } from "../prices.js";
-import { type ResumePointJson, resumePoint, toResumePointJson } from "../resume-point.js";
+import { type ResumePoint, type ResumePointJson, resumePoint, toResumePointJson } from "../resume-point.js";
 import { hasQueuedRuns } from "./active-sessions.js";
-import { hasUnendedRun, readHistory, readHistoryPage, readHistoryShape } from "./history-reads.js";
+import {
+  hasUnendedRun,
+  readHistory,
+  readHistoryPage,
+  readShapeAndLastSeq,
+  readShapeTail,
+} from "./history-reads.js";
 import { appendImportedPage } from "./imported-pages.js";
 import { json, type RawRun, type RawSession, runFromRaw, sessionFromRaw } from "./rows.js";
 import {
@@ -103,12 +110,27 @@ export class SessionQueries {
 
   /**
    * The session's resume point (contracts §2): `running` while a run of it is queued or running,
-   * else `resumePoint` of its history, read without the messages' texts (readHistoryShape).
+   * else `resumePoint` of its history, read without the messages' texts (`historyPoint`).
    */
   async resumePoint(sessionId: string, tenant?: string): Promise<ResumePointJson> {
     if (await hasUnendedRun(this.database.sql, sessionId, tenant))
       return { resumable: false, reason: "running" };
-    return toResumePointJson(resumePoint(await readHistoryShape(this.database.sql, sessionId)));
+    return toResumePointJson((await this.historyPoint(sessionId)).point);
+  }
+
+  /**
+   * `resumePoint` of the stored history, read without its texts (readShapeTail: its tail alone
+   * when the stored tail state says the rest is well formed, else readShapeAndLastSeq), and the
+   * highest seq stored: what an explicit resume decides on, whatever the history's size.
+   */
+  async historyPoint(sessionId: string): Promise<{ point: ResumePoint; lastSeq: number }> {
+    // The tail (from the last assistant message) decides when the rest is known well formed;
+    // else (a malformed history, whose detail names where) the whole shape is read.
+    const tail = await readShapeTail(this.database.sql, sessionId);
+    if (wellFormedBeforeTail(tail.tailState, tail.lastSeq))
+      return { point: resumePointOfTail(tail.shape, tail.start), lastSeq: tail.lastSeq };
+    const { shape, lastSeq } = await readShapeAndLastSeq(this.database.sql, sessionId);
+    return { point: resumePoint(shape), lastSeq };
   }
 
   /** Continues an imported history with a page (imported-pages.ts), to at most `maxHistoryBytes`. */
@@ -133,6 +155,25 @@ export class SessionQueries {
       select row_to_json(r) as r from runs r where r.session_id = ${sessionId} ${this.ofTenant("r", tenant)}
        order by r.queue_seq, r.created_at, r.id`;
     return rows.map((row) => runFromRaw(json<RawRun>(row.r)));
+  }
+
+  /**
+   * The session's latest run in the order runs run (as `listRuns`'s last), among those with
+   * `only.id` or in `only.status` when given; undefined: none. One index look-up on
+   * runs_session_idx (runs_session_state_idx for a status), however many runs the session has.
+   */
+  async lastRun(
+    sessionId: string,
+    tenant: string | undefined,
+    only: { id?: string; status?: RunRow["status"] } = {},
+  ): Promise<RunRow | undefined> {
+    const { sql } = this.database;
+    const [row] = await sql<{ r: string | RawRun }[]>`
+      select row_to_json(r) as r from runs r where r.session_id = ${sessionId} ${this.ofTenant("r", tenant)}
+             ${only.id === undefined ? sql`` : sql`and r.id = ${only.id}`}
+             ${only.status === undefined ? sql`` : sql`and r.status = ${only.status}`}
+       order by r.queue_seq desc, r.created_at desc, r.id desc limit 1`;
+    return row ? runFromRaw(json<RawRun>(row.r)) : undefined;
   }
 
   /**
@@ -165,6 +206,18 @@ export class SessionQueries {
     });
   }
 
+  /**
+   * The session's runs that have not ended (queued or running), in the order they run: read
+   * on runs_session_state_idx, without the ended ones however many there are.
+   */
+  async unfinishedRuns(sessionId: string, tenant?: string): Promise<RunRow[]> {
+    const rows = await this.database.sql<{ r: string | RawRun }[]>`
+      select row_to_json(r) as r from runs r
+       where r.session_id = ${sessionId} and r.status in ('queued', 'running') ${this.ofTenant("r", tenant)}
+       order by r.queue_seq, r.created_at, r.id`;
+    return rows.map((row) => runFromRaw(json<RawRun>(row.r)));
+  }
+
   /** The status of each run of the session that has not ended (what its status depends on). */
   async unfinishedRunStatuses(sessionId: string): Promise<RunRow["status"][]> {
     const rows = await this.database.sql<{ status: RunRow["status"] }[]>`
@@ -188,6 +241,13 @@ export class SessionQueries {
       select row_to_json(r) as r from runs r where r.session_id = ${sessionId} and r.status = (select 'queued'::text)
        order by r.queue_seq limit 1`;
     return row ? runFromRaw(json<RawRun>(row.r)) : undefined;
+  }
+
+  /** Whether the batch was cancelled (cancel-cleanup.ts `dropJobsOfCancelled`). */
+  async batchCancelled(batchId: string): Promise<boolean> {
+    const rows = await this.database
+      .sql`select 1 from batches where id = ${batchId} and cancelled_at is not null`;
+    return rows.length > 0;
   }
 
   /** Whether the tenant has a run waiting to start. */

@@ -5,7 +5,8 @@
  * Thinking (contracts §13): MODEL `thinking` `{"type":"enabled","budgetTokens":N}` is sent as
  * `{"type":"enabled","budget_tokens":N}`, `{"type":"adaptive"}` as it is — except while the
  * last assistant turn asks for tools without a thinking block of its own, which the API
- * refuses with thinking on (`toolTurnWithoutThinking`). An assistant step
+ * refuses with thinking on (`toolTurnWithoutThinking`), as it does a final assistant turn (a
+ * paused step being continued) without its thinking block. An assistant step
  * whose `providerState` was written by the same provider, api and target (provider-state.ts)
  * is replayed from it: its blocks verbatim and in their order (thinking, redacted_thinking,
  * text, tool_use), the thinking blocks byte for byte with their signatures, as the API
@@ -72,7 +73,8 @@ function toolUse(call: ToolCall, ids: ReadonlyMap<string, string>): ToolUseBlock
  *   another provider's id that is not, or that an earlier step used, is rewritten, for the
  *   call and its result alike (wire-ids.ts).
  * - A `tool` result is a `tool_result` block (`is_error: true` when `success` is false, which
- *   includes the synthetic "interrupted" results). A result whose call was not replayed as a
+ *   includes the synthetic "interrupted" results); one whose output is empty or only
+ *   whitespace has no `content` (the API refuses it as a text block). A result whose call was not replayed as a
  *   `tool_use` block (see below) would be rejected as orphaned; it becomes a text block.
  * - An `assistant` step is a text block (omitted when empty) and, only for a step whose calls
  *   were executed (`requestsTools`: stop reason `tool_use`/`end_turn`), its `tool_use` blocks.
@@ -80,12 +82,14 @@ function toolUse(call: ToolCall, ids: ReadonlyMap<string, string>): ToolUseBlock
  *   text only. A `paused` step is replayed as it is, so the model continues it.
  * - An assistant step with nothing to send (no text — or whitespace only, which the API refuses
  *   as a text block —, no replayed calls: e.g. a `context_full` record, a step cut right after
- *   its leading newlines) is skipped; assistant steps in a row (consecutive pauses) form one assistant turn.
+ *   its leading newlines) is skipped; assistant steps in a row (consecutive pauses) form one
+ *   assistant turn, which holds thinking blocks only if it starts with one (`joinable`).
  * - A `user` or `internal` text of whitespace only is left out of its turn (the API refuses
  *   it), unless it is all the history's last turn holds; so is a whitespace-only text block of
  *   a replayed provider state.
  * - When the history ends with an assistant turn (a paused step), its last text block loses
- *   trailing whitespace, which the API rejects in a final assistant turn.
+ *   trailing whitespace, and trailing thinking blocks go: the API rejects either at the end of
+ *   a final assistant turn.
  */
 export function toAnthropicMessages(history: readonly Message[], target?: StateTarget): MessageParam[] {
   const turns: Turn[] = [];
@@ -126,7 +130,9 @@ export function toAnthropicMessages(history: readonly Message[], target?: StateT
         const wireId = openCalls.get(message.toolCallId);
         if (wireId !== undefined) {
           const block: ToolResultBlockParam = { type: "tool_result", tool_use_id: wireId };
-          if (message.content !== "") block.content = message.content;
+          // String content is a text block to the API, refused empty or of whitespace only
+          // (a shell tool's "\n"): such a result goes without content, as an empty one does.
+          if (message.content.trim() !== "") block.content = message.content;
           if (!message.success) block.is_error = true;
           results.push(block);
           openCalls.delete(message.toolCallId);
@@ -153,7 +159,7 @@ export function toAnthropicMessages(history: readonly Message[], target?: StateT
         }
         if (content.length === 0) break;
         openCalls = ids;
-        push("assistant", content);
+        push("assistant", joinable(turns.at(-1), content));
         break;
       }
       default: {
@@ -166,14 +172,32 @@ export function toAnthropicMessages(history: readonly Message[], target?: StateT
 
   const last = turns.at(-1);
   if (last?.role === "assistant") {
-    const tail = last.content.at(-1);
-    if (tail?.type === "text") {
-      tail.text = tail.text.trimEnd();
-      if (tail.text === "") last.content.pop();
-      if (last.content.length === 0) turns.pop();
+    // A final assistant turn may end neither with whitespace nor with a thinking block ("The
+    // final block in an assistant message cannot be `thinking`"): a step paused right after
+    // its thinking has nothing there for the model to continue from.
+    for (let tail = last.content.at(-1); tail; tail = last.content.at(-1)) {
+      if (tail.type === "text") tail.text = tail.text.trimEnd();
+      if (!isThinking(tail) && !(tail.type === "text" && tail.text === "")) break;
+      last.content.pop();
     }
+    if (last.content.length === 0) turns.pop();
   }
   return turns;
+}
+
+const isThinking = (block: ContentBlockParam | undefined) =>
+  block?.type === "thinking" || block?.type === "redacted_thinking";
+
+/**
+ * A step's `content` as it may join the assistant turn `last` (a paused step before it): the
+ * API refuses an assistant message that holds a thinking block but does not start with one
+ * ("If an assistant message contains any thinking blocks, the first block must be thinking"),
+ * so after a step that began without thinking (adaptive thinking skipped it; another target's
+ * step) the later step's thinking blocks stay out.
+ */
+function joinable(last: Turn | undefined, content: ContentBlockParam[]): ContentBlockParam[] {
+  if (last?.role !== "assistant" || isThinking(last.content[0])) return content;
+  return content.filter((block) => !isThinking(block));
 }
 
 /**
@@ -295,22 +319,50 @@ export function buildAnthropicRequest(
       body.thinking = { type: "enabled", budget_tokens: config.thinking.budgetTokens };
     else if (config.thinking?.type === "adaptive") body.thinking = { type: "adaptive" };
   }
+  // With thinking off, a final assistant turn (a paused step being continued, say by a
+  // fallback without thinking at the same endpoint) may hold no thinking block: "When thinking
+  // is disabled, an `assistant` message in the final position cannot contain `thinking`".
+  const last = body.messages.at(-1);
+  if (!body.thinking && last?.role === "assistant" && typeof last.content !== "string")
+    last.content = last.content.filter((block) => !isThinking(block));
   return body;
 }
 
 /**
- * Whether the last assistant turn asks for tools without starting with a thinking block. With
- * `thinking` on, the API refuses such a request (400: "a final `assistant` message must start
- * with a thinking block … To avoid this requirement, disable `thinking`"), and no retry or
- * resume could ever send it: the turn was asked by another provider (a fallback), another
- * endpoint, a model without thinking, or its thinking could not be kept. A tool loop is one
- * assistant turn with one thinking setting, so that turn goes on without thinking; the next
- * user turn has it again.
+ * Whether the last assistant turn asks for tools, or ends the request (a paused step being
+ * continued), without starting with a thinking block. With `thinking` on, the API refuses
+ * such a request (400: "a final `assistant` message must start with a thinking block … To
+ * avoid this requirement, disable `thinking`"), and no retry or resume could ever send it:
+ * the turn was asked by another provider (a fallback), another endpoint, a model without
+ * thinking, or its thinking could not be kept. A tool loop is one assistant turn with one
+ * thinking setting, so that turn goes on without thinking; the next user turn has it again.
  */
 export function toolTurnWithoutThinking(messages: readonly MessageParam[]): boolean {
   const turn = messages.findLast((m) => m.role === "assistant");
   if (!turn || typeof turn.content === "string") return false;
-  if (!turn.content.some((block) => block.type === "tool_use")) return false;
-  const first = turn.content[0]?.type;
-  return first !== "thinking" && first !== "redacted_thinking";
+  const continued = turn === messages.at(-1);
+  if (!continued && !turn.content.some((block) => block.type === "tool_use")) return false;
+  if (isThinking(turn.content[0])) return false;
+  // A continued (prefilled) final turn must start with thinking itself, as before.
+  if (continued) return true;
+  // A tool loop is one assistant turn: a step after tool results that did not think (no
+  // interleaved thinking; adaptive thinking skipping it) still belongs to a turn that began
+  // with its thinking block, and the API takes that turn with `thinking` on. Without this,
+  // one such step turned thinking off for the rest of the loop: each later step, asked
+  // without thinking, could not think either.
+  const opening = turnOpening(messages);
+  return !(opening && typeof opening.content !== "string" && isThinking(opening.content[0]));
+}
+
+/**
+ * The first assistant message of the last assistant turn: the first after the last user
+ * message that answers no tool call (one holding a `tool_result` goes on with the loop).
+ */
+function turnOpening(messages: readonly MessageParam[]): MessageParam | undefined {
+  const userTurn = messages.findLastIndex(
+    (m) =>
+      m.role === "user" &&
+      (typeof m.content === "string" || !m.content.some((block) => block.type === "tool_result")),
+  );
+  return messages.slice(userTurn + 1).find((m) => m.role === "assistant");
 }

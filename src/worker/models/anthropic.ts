@@ -24,7 +24,8 @@
  * deltas (`thinking_delta`, `signature_delta`) and, with the step's text and tool_use blocks
  * in stream order, become the step's `providerState` (provider-state.ts) — only on a whole
  * step (`message_stop`), and only when the step has thinking. A thinking block without a
- * signature (no `signature_delta` came) is left out: the API refuses it back. The request side (replay,
+ * signature (no `signature_delta` came), or with a NUL or lone surrogate that storing would
+ * replace, is left out: the API refuses it back. The request side (replay,
  * thinking settings, cache breakpoints) is anthropic-request.ts.
  *
  * Errors: an HTTP error is retried for 408/409/429/5xx (or as `x-should-retry` says); an
@@ -36,7 +37,7 @@
  */
 import Anthropic, { APIConnectionError, APIError, APIUserAbortError } from "@anthropic-ai/sdk";
 import type { RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages";
-import type { ProviderState, ToolCall, Usage } from "../../shared/messages.js";
+import { isStorableText, type ProviderState, type ToolCall, type Usage } from "../../shared/messages.js";
 import { scrubSecrets, secretValuesFromEnv } from "../../shared/scrub-secrets.js";
 import { fromAnthropicStopReason } from "../../shared/stop-reasons.js";
 import { reportedTokens } from "../../shared/usage.js";
@@ -46,6 +47,7 @@ import {
   anthropicTarget,
   buildAnthropicRequest,
 } from "./anthropic-request.js";
+import { nestsTooDeep } from "./openai-tool-calls.js";
 import {
   keyToSend,
   type ModelEvent,
@@ -235,12 +237,19 @@ export class AnthropicModel implements ModelProvider {
       thinkingTokens = count(u.output_tokens_details?.thinking_tokens) ?? thinkingTokens;
     };
 
+    /** The usage reported so far (for a step cut before `message_stop`), or null. */
+    const reportedSoFar = () =>
+      badCount ? null : usageOf(inputTokens, outputTokens, cacheRead, cacheWrite, thinkingTokens);
+
     try {
       for await (const event of events) {
         switch (event.type) {
-          case "message_start":
+          case "message_start": {
             report(event.message.usage);
+            const sofar = reportedSoFar();
+            if (sofar) yield { type: "usage", usage: sofar };
             break;
+          }
           case "content_block_start": {
             const block = event.content_block;
             if (block.type === "text") {
@@ -297,6 +306,8 @@ export class AnthropicModel implements ModelProvider {
           case "message_delta": {
             if (event.delta.stop_reason) stopReason = event.delta.stop_reason;
             report(event.usage);
+            const sofar = reportedSoFar();
+            if (sofar) yield { type: "usage", usage: sofar };
             break;
           }
           case "message_stop":
@@ -343,13 +354,16 @@ export class AnthropicModel implements ModelProvider {
    * it has thinking to send back. A thinking block that never got its `signature_delta` is
    * left out: the API refuses a thinking block without its signature, so it could never go
    * back, and a tool turn left without a thinking block is continued without thinking
-   * (anthropic-request.ts).
+   * (anthropic-request.ts). So is one holding what cannot be stored as it is (a NUL, a lone
+   * surrogate: contracts §12): stored with U+FFFD in its place, it no longer matches its
+   * signature, and every later request of the turn would be refused ("Invalid signature").
    */
   private state(blocks: Map<number, Record<string, unknown>>): { providerState?: ProviderState } {
     const content = [...blocks.entries()]
       .sort((a, b) => a[0] - b[0])
       .map(([, block]) => block)
-      .filter((block) => block.type !== "thinking" || block.signature !== "");
+      .filter((block) => block.type !== "thinking" || (block.signature !== "" && storedAsItCame(block)))
+      .filter((block) => block.type !== "redacted_thinking" || storedAsItCame(block));
     if (!content.some((block) => block.type === "thinking" || block.type === "redacted_thinking")) return {};
     return { providerState: makeState(anthropicTarget(this.config), { content }) };
   }
@@ -360,6 +374,11 @@ export class AnthropicModel implements ModelProvider {
     if (request.signal.aborted) throw this.fail("the request was aborted", false);
     throw this.fail(`anthropic: ${why} (before any output)`, true);
   }
+}
+
+/** Whether every string of a thinking block is stored unchanged (no U+0000, no lone surrogate). */
+function storedAsItCame(block: Record<string, unknown>): boolean {
+  return Object.values(block).every((value) => typeof value !== "string" || isStorableText(value));
 }
 
 /** Both counts as reported (with the cache and thinking counts reported), or unknown. */
@@ -386,10 +405,11 @@ function toolCall(block: { id: string; name: string; json: string; input: unknow
 }
 
 export function parseToolInput(json: string, initial: unknown): Record<string, unknown> {
-  if (json.trim() === "") return isObject(initial) ? initial : {};
+  if (json.trim() === "") return isObject(initial) && !nestsTooDeep(initial) ? initial : {};
   try {
     const parsed: unknown = JSON.parse(json);
-    return isObject(parsed) ? parsed : { _raw: json };
+    // Nested past MAX_TOOL_ARGUMENT_DEPTH: kept as text, as openai-tool-calls.ts does.
+    return isObject(parsed) && !nestsTooDeep(parsed) ? parsed : { _raw: json };
   } catch {
     return { _raw: json };
   }

@@ -104,6 +104,12 @@ function routed<T extends { baseUrl?: string }>(config: T, route: ModelRoute): T
 function keyOf(route: ModelRoute): ProviderKey {
   if (route.keyEnv === undefined) return { keyless: true };
   if (route.apiKey) return { apiKey: route.apiKey };
-  const of = route.endpoint === undefined ? "" : ` (the key of endpoint "${route.endpoint}")`;
-  return { missingKey: `${route.keyEnv}${of} is not set in the worker's environment` };
+  // The message is the run's error and parked reason, which tenants read: an endpoint's
+  // variable is named by the operator's text, which may be a key pasted there by mistake
+  // (hf_…, gsk_… fit a name), so it is named by its endpoint; the defaults by their names.
+  const which =
+    route.endpoint === undefined
+      ? route.keyEnv
+      : `the key of endpoint "${route.endpoint}" (the variable its apiKeyEnv names)`;
+  return { missingKey: `${which} is not set in the worker's environment` };
 }

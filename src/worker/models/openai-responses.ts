@@ -18,8 +18,9 @@
  *   calls were executed, one `function_call` item per call;
  * - a `tool` result is a `function_call_output` (a failed one prefixed "Error: "); a result
  *   whose call was not replayed (the API rejects those) is sent as user text instead;
- * - a call id an earlier step already sent (another provider's `call_0` of every turn) goes
- *   out rewritten, for the call and its result alike (wire-ids.ts): the API refuses a repeat.
+ * - a call id an earlier step already sent (another provider's `call_0` of every turn), or
+ *   one over 64 characters (an import's), goes out rewritten, for the call and its result
+ *   alike (wire-ids.ts): the API refuses a repeat and a longer `call_id`.
  * `maxTokens` is `max_output_tokens`, `reasoningEffort` is `reasoning.effort`.
  *
  * Stream → events: `response.output_text.delta` and `response.refusal.delta` are text;
@@ -47,11 +48,11 @@ import type {
 import type { AssistantMessage, Message, ProviderState, ToolCall, Usage } from "../../shared/messages.js";
 import { requestsTools } from "../../shared/resume-point.js";
 import { reportedTokens } from "../../shared/usage.js";
-import { FAILED_TOOL_PREFIX } from "./openai-request.js";
+import { FAILED_TOOL_PREFIX, openaiToolDescription, openaiToolParameters } from "./openai-request.js";
 import { parseToolArguments } from "./openai-tool-calls.js";
 import type { ModelEvent, ModelRequest, ToolSpec } from "./provider.js";
 import { makeState, objectArray, replayableState, type StateTarget } from "./provider-state.js";
-import { responsesWireIds } from "./wire-ids.js";
+import { openaiToolName, responsesWireIds } from "./wire-ids.js";
 
 export type ResponsesSettings = {
   model: string;
@@ -69,7 +70,7 @@ function functionCall(
     ...(item ?? {}),
     type: "function_call",
     call_id: ids.get(call.id) ?? call.id,
-    name: call.name,
+    name: openaiToolName(call.name),
     arguments: JSON.stringify(call.arguments),
   } as ResponseInputItem;
 }
@@ -160,15 +161,18 @@ export function toResponsesTools(tools: readonly ToolSpec[]): FunctionTool[] {
   return tools.map((tool) => ({
     type: "function",
     name: tool.name,
-    description: tool.description,
-    parameters: tool.parameters,
+    description: openaiToolDescription(tool.description),
+    parameters: openaiToolParameters(tool.parameters),
     strict: false,
   }));
 }
 
 /**
- * The request body. `encryptedReasoning: false` leaves out `include`, for a model that refuses
- * it (openai.ts: `refusesEncryptedReasoning`).
+ * The request body. `encryptedReasoning: false` leaves out `include`, and replays no step's
+ * provider state (the plain history: text and calls), for a model that does not reason
+ * (openai.ts: `refusesEncryptedReasoning`): it refuses reasoning items in its input ("Reasoning
+ * input items can only be provided to a reasoning or computer use model"), and a state's
+ * reasoning is only ever the items another model of the endpoint produced.
  */
 export function buildResponsesBody(
   settings: ResponsesSettings,
@@ -178,7 +182,7 @@ export function buildResponsesBody(
 ): ResponseCreateParamsStreaming {
   return {
     model: settings.model,
-    input: toResponsesInput(request.history, target),
+    input: toResponsesInput(request.history, encryptedReasoning ? target : undefined),
     ...(request.system ? { instructions: request.system } : {}),
     stream: true,
     store: false,
@@ -220,12 +224,17 @@ export function fromIncompleteReason(reason: string | undefined | null): string 
   return reason || "incomplete";
 }
 
-/** An error the stream reported (`response.failed`, `error`): what openai.ts turns into a ProviderError. */
+/**
+ * An error the stream reported (`response.failed`, `error`): what openai.ts turns into a
+ * ProviderError. `usage`: what a failed response carried, billed all the same (openai.ts
+ * reports it before the error, so that call-model.ts counts it).
+ */
 export class ResponsesStreamError extends Error {
   constructor(
     message: string,
     readonly code: string | null,
     readonly type: string | null,
+    readonly usage: Usage | null = null,
   ) {
     super(message);
   }
@@ -305,6 +314,7 @@ export class ResponsesStreamReader {
           `response failed: ${error?.code ?? "error"}: ${error?.message ?? "no message"}`,
           error?.code ?? null,
           null,
+          responsesUsage(event.response.usage),
         );
       }
       case "error":

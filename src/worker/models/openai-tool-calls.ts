@@ -5,17 +5,38 @@
  */
 import { randomUUID } from "node:crypto";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
+import { findInJson } from "../../shared/json-walk.js";
 import type { ToolCall } from "../../shared/messages.js";
 
 /** Where the arguments of a tool call that are not a JSON object are kept. */
 export const RAW_ARGUMENTS_KEY = "_raw";
 
-/** Parses a tool call's arguments; anything but a JSON object is kept verbatim under `_raw`. */
+/**
+ * The deepest nesting of a tool call's parsed arguments (containers, the arguments object
+ * first), as the API allows in what users send (request-checks.ts MAX_JSON_DEPTH): deeper
+ * arguments are kept as their text under `_raw`, since the walks after (JSON.stringify,
+ * sanitizeJson, a store's or a tool's) recurse and would overflow the stack on 100,000 levels.
+ */
+export const MAX_TOOL_ARGUMENT_DEPTH = 100;
+
+/** Whether `value` nests containers deeper than MAX_TOOL_ARGUMENT_DEPTH (an iterative walk). */
+export function nestsTooDeep(value: unknown): boolean {
+  return (
+    findInJson(value, (item, _key, depth) =>
+      item !== null && typeof item === "object" && depth >= MAX_TOOL_ARGUMENT_DEPTH ? "stop" : undefined,
+    ) !== undefined
+  );
+}
+
+/**
+ * Parses a tool call's arguments; anything but a JSON object (or one nested deeper than
+ * MAX_TOOL_ARGUMENT_DEPTH) is kept verbatim under `_raw`.
+ */
 export function parseToolArguments(raw: string): Record<string, unknown> {
   if (raw.trim() === "") return {};
   try {
     const value: unknown = JSON.parse(raw);
-    if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+    if (value !== null && typeof value === "object" && !Array.isArray(value) && !nestsTooDeep(value)) {
       return value as Record<string, unknown>;
     }
   } catch {

@@ -19,7 +19,9 @@
  * - a `tool` message is a `tool` message with its `tool_call_id`; a failed result
  *   (`success: false`, e.g. the synthetic "interrupted" results) is prefixed "Error: ";
  * - a tool call id over 40 characters (another provider's, an import's), which OpenAI refuses,
- *   goes out shortened, the same for the call and its result (wire-ids.ts).
+ *   goes out shortened, the same for the call and its result (wire-ids.ts); a call's name
+ *   outside `^[a-zA-Z0-9_-]{1,64}$` (a model's `functions.write_file`), which OpenAI refuses
+ *   too, goes out rewritten (`openaiToolName`), in the Responses API's requests as well.
  *
  * Stream → events (§6):
  * - text deltas are yielded as they arrive (a `refusal` delta is text too);
@@ -49,8 +51,9 @@
  *
  * MODEL `api: "responses"` uses the Responses API instead (openai-responses.ts): same client,
  * same transport and key rules, same error handling. A model that refuses
- * `include: ["reasoning.encrypted_content"]` (one that does not reason) is asked again without
- * it, and without it from then on. `reasoningEffort` is sent as
+ * `include: ["reasoning.encrypted_content"]` or the reasoning items of a history (one that
+ * does not reason, e.g. a fallback after a reasoning model of the same endpoint) is asked
+ * again without it and without any step's provider state, and so from then on. `reasoningEffort` is sent as
  * `reasoning_effort` here and as `reasoning.effort` there. Chat usage reports
  * `prompt_tokens_details.cached_tokens` as `cacheReadTokens` and
  * `completion_tokens_details.reasoning_tokens` as `reasoningTokens` when the server sends them.
@@ -90,6 +93,7 @@ import {
   streamErrorRetryable,
 } from "./provider.js";
 import { type StateTarget, targetOf } from "./provider-state.js";
+import { RecentSet } from "./recent-set.js";
 import { watchForDone } from "./sse-done.js";
 import { customHeaderOverrides, guardedFetch, hostOf, refusedByTransport } from "./transport.js";
 
@@ -122,7 +126,9 @@ const tokens = reportedTokens;
 /**
  * Whether a Responses request was refused for asking encrypted reasoning of a model that does
  * not reason (gpt-4o, gpt-4.1: 400 "Encrypted content is not supported with this model.",
- * `param: "include"`).
+ * `param: "include"`), or for sending it reasoning items (a history a reasoning model of the
+ * same endpoint began: 400 "Reasoning input items can only be provided to a reasoning or
+ * computer use model").
  */
 export function refusesEncryptedReasoning(error: unknown): boolean {
   if (!(error instanceof APIError) || error instanceof APIConnectionError || error.status !== 400)
@@ -130,15 +136,18 @@ export function refusesEncryptedReasoning(error: unknown): boolean {
   const body = error.error as { message?: unknown; param?: unknown } | undefined;
   const text = [body?.message, error.message].filter((v) => typeof v === "string").join(" ");
   return (
-    /encrypted content is not supported/i.test(text) || (body?.param === "include" && /encrypt/i.test(text))
+    /encrypted content is not supported|reasoning input items can only be provided/i.test(text) ||
+    (body?.param === "include" && /encrypt/i.test(text))
   );
 }
 
 /**
  * `target model` of the Responses models known to refuse encrypted reasoning, learnt from
  * their answers (refusesEncryptedReasoning): asked without it from then on in this process.
+ * Model names come from users' agent configs: the 64 most recently used are remembered (one
+ * forgotten is asked with it once more, refused, and remembered again).
  */
-const WITHOUT_ENCRYPTED_REASONING = new Set<string>();
+const WITHOUT_ENCRYPTED_REASONING = new RecentSet(64);
 
 /** A string's length; 0 for anything else. */
 function lengthOf(value: unknown): number {
@@ -215,7 +224,11 @@ export class OpenAIModel implements ModelProvider {
     const calls = new ToolCallAssembler();
     try {
       for await (const chunk of stream) {
-        if (chunk.usage) usage = usageOf(chunk.usage);
+        if (chunk.usage) {
+          usage = usageOf(chunk.usage);
+          // Billed even if the stream breaks before [DONE] (call-model.ts counts it then).
+          if (usage) yield { type: "usage", usage };
+        }
         const choice = chunk.choices?.[0];
         if (!choice) continue;
         const delta = choice.delta ?? {};
@@ -305,6 +318,8 @@ export class OpenAIModel implements ModelProvider {
     }
     this.throwIfAborted(request.signal);
     if (streamError instanceof ResponsesStreamError) {
+      // A failed response's usage was billed: reported before the failure (call-model.ts counts it).
+      if (streamError.usage) yield { type: "usage", usage: streamError.usage };
       const text = `${streamError.code ?? ""} ${streamError.message}`;
       if (!reader.output && CONTEXT_LENGTH_PATTERN.test(text)) {
         yield { type: "done", stopReason: "context_full" };

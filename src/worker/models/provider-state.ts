@@ -21,8 +21,30 @@
  *
  * A cut-off step (`interrupted`) never carries a state (call-model.ts stores none), and one
  * found on such a step (an imported history) is not replayed.
+ *
+ * **Too deep** — a state nesting containers deeper than MAX_PROVIDER_STATE_DEPTH (a server's
+ * reasoning item 100,000 levels deep) is stored as `{ provider, api, target, omitted }`, the
+ * step otherwise whole (storableState): the walks after it (sanitizeJson, JSON.stringify, a
+ * request body's) recurse and would overflow the stack, and the step would end `interrupted`
+ * on every resume. Without its `content` / `output` nothing of it is replayed: the history
+ * goes back plain, as to another provider.
  */
+import { findInJson } from "../../shared/json-walk.js";
 import type { AssistantMessage, ProviderState } from "../../shared/messages.js";
+import { MAX_TOOL_ARGUMENT_DEPTH } from "./openai-tool-calls.js";
+
+/** The deepest nesting of a state kept (its root object first): a tool call's arguments' bound. */
+export const MAX_PROVIDER_STATE_DEPTH = MAX_TOOL_ARGUMENT_DEPTH;
+
+/** `state` as it may be stored: itself, or the note of why it was left out (see the file comment). */
+export function storableState(state: ProviderState): ProviderState {
+  const tooDeep = findInJson(state, (item, _key, depth) =>
+    item !== null && typeof item === "object" && depth >= MAX_PROVIDER_STATE_DEPTH ? "stop" : undefined,
+  );
+  if (tooDeep === undefined) return state;
+  const { provider, api, target } = state;
+  return { provider, api, target, omitted: `nested deeper than ${MAX_PROVIDER_STATE_DEPTH} levels` };
+}
 
 export type StateTarget = {
   provider: "anthropic" | "openai";

@@ -32,6 +32,13 @@ export type ModelEvent =
    */
   | { type: "progress"; chars: number }
   /**
+   * Usage the provider reported before the step is whole (Anthropic's `message_start` and
+   * `message_delta`, OpenAI's usage chunk before `[DONE]`): what it bills so far. Only a step
+   * cut short uses it, so that `agent.budget` counts at least that (call-model.ts); a whole
+   * step's usage is its `done` event's.
+   */
+  | { type: "usage"; usage: Usage }
+  /**
    * `stopReason` is already normalised (stop-reasons.ts); unknown values verbatim. `usage`:
    * what the provider reported; `null` when a real provider reported none (unknown — never
    * 0 tokens); absent for a model that has no notion of tokens (scripted).

@@ -17,7 +17,12 @@
  *   out of every request — except `Authorization`, which is set to exactly what the SDK
  *   itself would send (`Bearer <the route's key or the placeholder>`).
  * - A body reaches the SDK in whole lines, none longer than 64 MiB (sse-lines.ts).
+ * - Host names are looked up off libuv's thread pool, within a time limit (`providerFetch`,
+ *   dns-lookup.ts): a model host whose DNS never answers no longer holds the pool's threads.
  */
+import { createRequire } from "node:module";
+import type { Agent } from "undici";
+import { boundedLookup } from "./dns-lookup.js";
 import { ProviderError, type ProviderErrorInfo } from "./provider.js";
 import { wholeLines } from "./sse-lines.js";
 
@@ -49,12 +54,35 @@ function urlOf(input: string | URL | Request): string {
   return typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
 }
 
+/** The connections of every provider client of this process: one pool, as global fetch's. */
+let providerAgent: Agent | undefined;
+
+/**
+ * undici's Agent, required from its own file at the first model request: the package's index
+ * loads all of undici (fetch, WebSocket, caches), 95 files against 24, ~4 times the CPU.
+ */
+function newProviderAgent(): Agent {
+  const UndiciAgent = createRequire(import.meta.url)("undici/lib/dispatcher/agent.js") as typeof Agent;
+  return new UndiciAgent({ connect: { lookup: boundedLookup() } });
+}
+
+/**
+ * Global fetch through a connection pool of its own whose DNS lookups go through c-ares within
+ * DNS_LOOKUP_TIMEOUT_MS (dns-lookup.ts), not getaddrinfo on the thread pool. Node's fetch is
+ * undici 6 too, which takes this Agent as its `dispatcher`.
+ */
+export const providerFetch: Fetch = (input, init) => {
+  providerAgent ??= newProviderAgent();
+  // `dispatcher` is Node's fetch's (undici's) option; DOM's RequestInit type does not name it.
+  return fetch(input, { ...init, dispatcher: providerAgent } as RequestInit);
+};
+
 /**
  * The `fetch` a provider's SDK client uses: only to `baseUrl`'s origin, never following a
  * redirect. The errors it throws are ProviderErrors (non-retryable); the SDKs wrap them in
  * their connection error with the ProviderError as `cause` (see `refusedByTransport`).
  */
-export function guardedFetch(baseUrl: string, info: ProviderErrorInfo, base: Fetch = fetch): Fetch {
+export function guardedFetch(baseUrl: string, info: ProviderErrorInfo, base: Fetch = providerFetch): Fetch {
   const allowed = originOf(baseUrl);
   const label = info.provider ?? "provider";
   return async (input, init) => {

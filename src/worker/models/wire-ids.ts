@@ -4,7 +4,7 @@
  * `functions.write_file:0`, long ones such as vLLM's `chatcmpl-tool-<uuid>` or an import's
  * (up to MAX_TOOL_CALL_ID). Sent as they are, the next provider refuses the whole request —
  * Anthropic a `tool_use.id` outside `^[a-zA-Z0-9_-]+$`, OpenAI chat a `tool_calls[].id` over 40
- * characters — with a 400 that no retry or resume could get past.
+ * characters, the Responses API a `call_id` over 64 — with a 400 that no retry or resume could get past.
  *
  * So an id the provider would refuse goes out rewritten, the same way every time (a digest of
  * it), for the call and for the result that answers it alike: the pairs stay paired. The
@@ -35,6 +35,24 @@ export function openaiChatToolId(id: string): string {
   return id.length <= OPENAI_CHAT_MAX_ID ? id : `call_${digest(id).slice(0, 32)}`;
 }
 
+/** What both OpenAI APIs accept as a function name, in `tools` and in a history's calls. */
+const OPENAI_TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/**
+ * A call's name as the OpenAI APIs accept it back: kept when valid, else its allowed
+ * characters (at most 47) and a digest, 64 at most. A model may name a call as no tool is
+ * named — a compatible server's `functions.write_file`, a channel marker leaked into the name,
+ * Claude's names of up to 128 — and the history keeps the call (answered "unknown tool"); sent
+ * as it is, chat completions refuses `messages[N].tool_calls[M].function.name` and the
+ * Responses API `input[N].name` ("string does not match pattern"), at every retry and resume.
+ * No agent's tool is named so (the call names none of them), so the rename confuses none.
+ */
+export function openaiToolName(name: string): string {
+  if (OPENAI_TOOL_NAME.test(name)) return name;
+  const kept = name.replace(/[^a-zA-Z0-9_-]+/g, "_").slice(0, 47);
+  return `${kept}_${digest(name).slice(0, 16)}`;
+}
+
 /**
  * The wire id of each of a step's calls: `toWire(id)`, unless an earlier step of the request
  * used it — both the Messages API ("`tool_use` ids must be unique") and the Responses API
@@ -63,9 +81,14 @@ export function anthropicWireIds(calls: readonly ToolCall[], used: Set<string>):
   return distinctWireIds(calls, used, anthropicToolId);
 }
 
-/** `id` as a Responses API call id: kept, unless it holds a NUL (a repeat): then a digest. */
+/** The longest `call_id` the Responses API accepts ("string too long … maximum length 64"). */
+const OPENAI_RESPONSES_MAX_ID = 64;
+
+/** `id` as a Responses API call id: kept, unless over 64 characters or a repeat (a NUL): then a digest. */
 function responsesCallId(id: string): string {
-  return id.includes("\u0000") ? `call_${digest(id).slice(0, 32)}` : id;
+  return id.includes("\u0000") || id.length > OPENAI_RESPONSES_MAX_ID
+    ? `call_${digest(id).slice(0, 32)}`
+    : id;
 }
 
 /** `distinctWireIds` for the Responses API. */

@@ -1,4 +1,6 @@
 /** The built-in tools of contracts.md §5, registered in every worker. */
+
+import type { Stats } from "node:fs";
 import { constants } from "node:fs";
 import { type FileHandle, lstat, mkdir, open, realpath } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
@@ -6,6 +8,7 @@ import { z } from "zod";
 import { makeDirectory } from "../../shared/make-directory.js";
 import { abortableSleep } from "../models/scripted.js";
 import { defineTool, type Tool } from "./registry.js";
+import { appendWhole } from "./whole-append.js";
 
 /**
  * O_NOFOLLOW makes the open itself fail (ELOOP) when the last component is a link. O_NONBLOCK
@@ -37,6 +40,7 @@ const FS_ERRORS: Record<string, string> = {
   ELOOP: "it leads through too many links",
   EMFILE: "the worker has too many files open",
   EIO: "an input/output error",
+  EFBIG: "the file would grow past the largest size allowed",
 };
 
 /**
@@ -51,8 +55,11 @@ function saidWithToolPath(error: unknown, path: string, kind: "write" | "append"
   return new Error(`${code}: cannot ${what} "${path}": ${FS_ERRORS[code] ?? `the ${syscall} failed`}.`);
 }
 
+/** An open regular file and what `fstat` said of it. */
+type Opened = { handle: FileHandle; info: Stats };
+
 /** Opens `file` with `flags`, refusing anything but a regular file (`path`: the tool's argument). */
-async function openRegular(file: string, path: string, flags: number): Promise<FileHandle> {
+async function openRegular(file: string, path: string, flags: number): Promise<Opened> {
   const handle = await open(file, flags).catch((error: NodeJS.ErrnoException) => {
     if (error.code === "ENXIO") throw notRegular(path);
     throw error;
@@ -61,16 +68,13 @@ async function openRegular(file: string, path: string, flags: number): Promise<F
 }
 
 /** `handle` when it is a regular file's; else closed, and the refusal thrown. */
-async function regularOnly(handle: FileHandle, path: string): Promise<FileHandle> {
-  const regular = await handle.stat().then(
-    (info) => info.isFile(),
-    () => false,
-  );
-  if (!regular) {
+async function regularOnly(handle: FileHandle, path: string): Promise<Opened> {
+  const info = await handle.stat().catch(() => null);
+  if (!info?.isFile()) {
     await handle.close();
     throw notRegular(path);
   }
-  return handle;
+  return { handle, info };
 }
 
 /**
@@ -86,13 +90,16 @@ export async function writeSafely(
   path: string,
   data: string,
   kind: "write" | "append",
+  /** The call's: an append stops waiting for a repair when it is aborted (whole-append.ts). */
+  signal?: AbortSignal,
 ): Promise<void> {
   const target = lexicalTarget(root, path);
   const realRoot = await realRootOf(root);
   const folder = dirname(target);
   const realFolder = folder === resolve(root) ? realRoot : await realFolderOf(root, path, folder, realRoot);
   const flags = kind === "write" ? WRITE_FLAGS : APPEND_FLAGS;
-  let handle = await open(join(realFolder, basename(target)), flags).catch(() => null);
+  const handle = await open(join(realFolder, basename(target)), flags).catch(() => null);
+  let opened: Opened;
   if (handle === null) {
     // Usually ELOOP: the name is a link. The full check follows it, accepting one that resolves
     // inside the root and refusing one leading outside or nowhere; other errors recur as before.
@@ -100,14 +107,18 @@ export async function writeSafely(
     // is refused (ELOOP), and a FIFO fails at once.
     const checked = await safePath(root, path);
     const real = await realpath(checked).catch(() => checked);
-    handle = await openRegular(real, path, flags);
+    opened = await openRegular(real, path, flags);
   } else {
-    handle = await regularOnly(handle, path);
+    opened = await regularOnly(handle, path);
   }
+  // An append goes out whole or not at all (whole-append.ts, which closes the handle: a failed
+  // append's repair the call stopped waiting for still needs it).
+  if (kind === "append")
+    return appendWhole(opened.handle, `${opened.info.dev}:${opened.info.ino}`, data, signal);
   try {
-    await handle.writeFile(data);
+    await opened.handle.writeFile(data);
   } finally {
-    await handle.close();
+    await opened.handle.close();
   }
 }
 
@@ -127,8 +138,13 @@ async function realFolderOf(root: string, path: string, folder: string, realRoot
   return real;
 }
 
-/** `path` resolved under `root` by name alone, refusing `..`, absolute paths elsewhere and the root itself. */
+/**
+ * `path` resolved under `root` by name alone, refusing `..`, absolute paths elsewhere, the root
+ * itself and a NUL (no file name holds one; Node's own error for it quoted the absolute path).
+ */
 function lexicalTarget(root: string, path: string): string {
+  if (path.includes("\0"))
+    throw new Error(`Refused: "${path}" contains a NUL character, which no file name may.`);
   const target = resolve(root, path);
   const rel = relative(root, target);
   if (rel === "" || rel.startsWith("..") || isAbsolute(rel)) {
@@ -162,7 +178,12 @@ export async function safePath(root: string, path: string): Promise<string> {
         () => true,
         () => false,
       ));
-    if (!exists) continue;
+    if (!exists) {
+      // The tool directory itself gone (a cleaner of /tmp took it): made again, as at worker
+      // start, where its missing real path read as a way outside and refused every call.
+      if (probe !== resolve(root)) continue;
+      await mkdir(probe, { recursive: true });
+    }
     // Missing a moment ago but there now: another call (e.g. a concurrent append) created it
     // in between. Look again; only a link that still resolves nowhere is dangling.
     if (real === null) real = await realOf();
@@ -224,9 +245,9 @@ export function builtinTools(toolDir: string): Tool[] {
         required: ["path", "line"],
       },
       schema: z.object({ path: pathArg, line: z.string() }),
-      async run({ path, line }) {
+      async run({ path, line }, { signal }) {
         await ready;
-        await writeSafely(toolDir, path, `${line}\n`, "append").catch((error: unknown) => {
+        await writeSafely(toolDir, path, `${line}\n`, "append", signal).catch((error: unknown) => {
           throw saidWithToolPath(error, path, "append");
         });
         return `appended to ${path}`;

@@ -28,6 +28,21 @@ export type Tool<A = Record<string, unknown>> = {
   timeoutMs?: number;
 };
 
+/**
+ * What is wrong with a tool's `parameters` for the model providers, or null. Both refuse a
+ * tool schema of another type than object (Anthropic: `input_schema.type` "Input should be
+ * 'object'"; OpenAI: "schema must be a JSON Schema of 'type: \"object\"'"), so every run of an
+ * agent listing it would fail: the worker refuses it at start. No `type` at all (a tool
+ * without arguments, `{}`) is completed to `type: "object"` in each provider's request.
+ */
+export function parametersProblem(parameters: Record<string, unknown>): string | null {
+  if (parameters.type === undefined || parameters.type === "object") return null;
+  return `parameters must be a JSON Schema of type "object", not ${JSON.stringify(parameters.type)} (model providers refuse any other)`;
+}
+
+/** What a tool's name may be (the providers' rule for a function's name). */
+export const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
 /** Helper that keeps a tool's argument type tied to its schema. */
 export function defineTool<A>(tool: Tool<A>): Tool {
   return tool as unknown as Tool;
@@ -38,9 +53,11 @@ export class ToolRegistry {
 
   register(...tools: Tool[]): this {
     for (const tool of tools) {
-      if (!/^[A-Za-z0-9_-]{1,64}$/.test(tool.name)) {
+      if (!TOOL_NAME.test(tool.name)) {
         throw new ValidationError("tool.name", `"${tool.name}" must be 1-64 letters, digits, '_' or '-'`);
       }
+      const schema = parametersProblem(tool.parameters);
+      if (schema) throw new ValidationError("tool.parameters", `tool "${tool.name}": ${schema}`);
       if (tool.timeoutMs !== undefined && !isTimeLimit(tool.timeoutMs)) {
         throw new ValidationError(
           "tool.timeoutMs",

@@ -1,0 +1,240 @@
+/**
+ * Calls the loaded extensions' hooks (contracts §8; what they are: extensions.ts): each in
+ * load order, each within FLEET_HOOK_TIMEOUT_MS, a failure logged and counted.
+ */
+import type { Logger } from "pino";
+import type { FleetMetrics } from "../shared/metrics.js";
+import { thrownText } from "../shared/thrown-text.js";
+import type {
+  CommittedMessage,
+  DeletedContext,
+  Extension,
+  RunContext,
+  RunError,
+  RunResult,
+} from "./extensions.js";
+import { loggable } from "./hook-errors.js";
+import { frozenCopy, ownCopy } from "./hook-views.js";
+import { clippedError } from "./models/provider.js";
+import { MAX_TIMER_MS } from "./tools/time-limit.js";
+
+/**
+ * Extensions whose `beforeRun` failure is logged and counted like any other hook's instead of
+ * ending the run: the built-in transcript (transcriptExtension). Its resume record failed on a
+ * file it could not write (a full disk, a lost mount), and every resume of the session then
+ * ended `failed` until the session was parked, though its lines are documented as lost then.
+ */
+const RECORD_ONLY = new WeakSet<Extension>();
+
+/** Marks `extension` as one whose `beforeRun` is a record, not a gate (see RECORD_ONLY). */
+export function recordOnly<E extends Extension>(extension: E): E {
+  RECORD_ONLY.add(extension);
+  return extension;
+}
+
+/** Runs the loaded extensions' hooks, in load order. */
+export class Extensions {
+  constructor(
+    readonly list: readonly Extension[],
+    private readonly metrics: Pick<FleetMetrics, "hookFailures">,
+    private readonly log: Pick<Logger, "warn">,
+    /** FLEET_HOOK_TIMEOUT_MS: a hook still pending after this has failed (the run goes on). */
+    timeoutMs = 30_000,
+  ) {
+    // A longer timer fires after 1 ms (Node): every hook would fail at once.
+    this.timeoutMs = Math.min(timeoutMs, MAX_TIMER_MS);
+  }
+
+  private readonly timeoutMs: number;
+
+  /**
+   * Calls one hook and waits for it at most `timeoutMs`: a hook that never settles would
+   * hold its run (and its worker slot) forever, and a cancel could not end it. Past the
+   * limit the hook has failed, and whatever it still does, it does on its own.
+   */
+  private async call(
+    hook: string,
+    extension: Extension,
+    run: () => unknown,
+    /** The run's signal, for a hook the run stops waiting for once aborted (also: already). */
+    abort?: AbortSignal,
+  ): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `the ${hook} hook of extension "${extension.name}" did not finish within ${this.timeoutMs} ms`,
+            ),
+          ),
+        this.timeoutMs,
+      );
+    });
+    const waits: Promise<unknown>[] = [Promise.resolve().then(run), late];
+    let onAbort: (() => void) | undefined;
+    if (abort)
+      waits.push(
+        new Promise<void>((resolve) => {
+          onAbort = () => resolve();
+          if (abort.aborted) resolve();
+          else abort.addEventListener("abort", onAbort, { once: true });
+        }),
+      );
+    try {
+      await Promise.race(waits);
+    } finally {
+      clearTimeout(timer);
+      if (onAbort) abort?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  get empty(): boolean {
+    return this.list.length === 0;
+  }
+
+  private failed(
+    hook: string,
+    extension: Extension,
+    ctx: { sessionId: string; runId?: string },
+    error: unknown,
+  ): void {
+    this.metrics.hookFailures.inc({ hook });
+    const fields = { extension: extension.name, hook, sessionId: ctx.sessionId, runId: ctx.runId };
+    try {
+      this.log.warn({ err: loggable(error), ...fields }, "extension hook failed");
+    } catch {
+      // A value the logger cannot read (a getter that throws, a revoked proxy): pino's throw
+      // escaped the hook runner, and the run's append or end failed with it. Its text instead.
+      this.log.warn({ err: { message: thrownText(error) }, ...fields }, "extension hook failed");
+    }
+  }
+
+  /**
+   * The message of the first `beforeRun` that threw (the run then ends `failed`), or null.
+   * A run aborted meanwhile (a cancel, the worker stopping) stops waiting for its hook and
+   * calls no more: it ends `cancelled` without calling the model. Before, a cancel waited out
+   * the hook's FLEET_HOOK_TIMEOUT_MS and the run then ended `failed`, with `onError`.
+   */
+  async beforeRun(ctx: RunContext): Promise<string | null> {
+    for (const extension of this.list) {
+      if (!extension.beforeRun) continue;
+      if (ctx.signal?.aborted) return null;
+      const abort = RECORD_ONLY.has(extension) ? undefined : ctx.signal;
+      try {
+        await this.call("beforeRun", extension, () => extension.beforeRun!(ctx), abort);
+      } catch (error) {
+        if (abort?.aborted) return null;
+        this.failed("beforeRun", extension, ctx, error);
+        if (RECORD_ONLY.has(extension)) continue;
+        // Clipped like a provider's error: a hook may throw a whole error page it was answered.
+        return `beforeRun hook of extension "${extension.name}" failed: ${clippedError(thrownText(error))}`;
+      }
+    }
+    return null;
+  }
+
+  /**
+   * Each extension's `hook`, in load order. `onAbort` says what a run aborted meanwhile (a
+   * cancel, the worker stopping) does: `wait` for the hooks all the same (a run's end, which
+   * has been written already); `stop` waiting for a pending one and call no more (a hook before
+   * the run's first model call); `leave` a pending one to finish on its own and call the later
+   * ones without waiting for them (`onCommitted`: each message the run commits still reaches
+   * the hooks, but the cancel no longer waits out a slow one). Either way the built-in
+   * transcript is waited for: its lines go in order, its record before them.
+   */
+  private async each(
+    hook: Exclude<keyof Extension, "name">,
+    ctx: RunContext,
+    /** The hook's arguments after `ctx`; a function gives each extension its own. */
+    args: unknown[] | (() => unknown[]),
+    onAbort: "wait" | "stop" | "leave" = "wait",
+  ) {
+    const signal = onAbort === "wait" ? undefined : ctx.signal;
+    for (const extension of this.list) {
+      const fn = extension[hook] as ((...a: unknown[]) => unknown) | undefined;
+      if (!fn) continue;
+      if (signal?.aborted && onAbort === "stop") return;
+      const abort = RECORD_ONLY.has(extension) ? undefined : signal;
+      try {
+        const own = typeof args === "function" ? args() : args;
+        await this.call(hook, extension, () => fn.call(extension, ctx, ...own), abort);
+      } catch (error) {
+        if (abort?.aborted) {
+          if (onAbort === "stop") return;
+          continue;
+        }
+        this.failed(hook, extension, ctx, error);
+      }
+    }
+  }
+
+  onMessage(ctx: RunContext, input: string): Promise<void> {
+    return this.each("onMessage", ctx, [input], "stop");
+  }
+  afterRun(ctx: RunContext, result: RunResult): Promise<void> {
+    return this.each("afterRun", ctx, [Object.freeze({ ...result })]);
+  }
+  /**
+   * Each hook gets its own copy of the error: they shared one, so what one extension changed
+   * (a "redacted" message, a reporter's mark) the next one saw. Not frozen: error reporters mark
+   * what they have reported.
+   */
+  onError(ctx: RunContext, error: RunError): Promise<void> {
+    return this.each("onError", ctx, () => [ownCopy(error)]);
+  }
+  /** Each hook gets a frozen copy: the message itself is in the history the model is sent. */
+  onCommitted(ctx: RunContext, committed: CommittedMessage): Promise<void> {
+    return this.each("onCommitted", ctx, [frozenCopy(committed)], "leave");
+  }
+
+  /** Whether any extension has an `onSessionDeleted` hook. */
+  get handlesDeletes(): boolean {
+    return this.list.some((extension) => extension.onSessionDeleted);
+  }
+
+  /**
+   * Every `onSessionDeleted` hook for one deleted session, in load order, each within
+   * `timeoutMs`; a failure is logged and counted, and the next hook still runs. Once `stop`
+   * is aborted (the worker stopping) a pending hook is no longer waited for and no more are
+   * called: the stop waited out the hook's whole time, holding every close after it.
+   */
+  async sessionDeleted(sessionId: string, ctx: Omit<DeletedContext, "signal">, stop?: AbortSignal) {
+    for (const extension of this.list) {
+      if (!extension.onSessionDeleted) continue;
+      if (stop?.aborted) return;
+      // A controller of the hook's own, not AbortSignal.any([AbortSignal.timeout(…), stop]):
+      // on Node 20 each such call left a WeakRef on `stop`, which lives as long as the worker
+      // (one per deleted session), and the timeout's signal, held only weakly, could be
+      // collected before its time, so the hook's signal was never aborted at its limit.
+      // Set before `call`'s own limit, so the hook's signal is aborted first.
+      const controller = new AbortController();
+      const timer = setTimeout(
+        () => controller.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")),
+        this.timeoutMs,
+      );
+      const onStop = () => controller.abort(stop?.reason);
+      stop?.addEventListener("abort", onStop, { once: true });
+      try {
+        await this.call(
+          "onSessionDeleted",
+          extension,
+          () =>
+            // Its own Date: a Date is mutable, and one hook's change reached the next.
+            extension.onSessionDeleted!(sessionId, {
+              ...ctx,
+              deletedAt: new Date(ctx.deletedAt),
+              signal: controller.signal,
+            }),
+          stop,
+        );
+      } catch (error) {
+        if (stop?.aborted) return;
+        this.failed("onSessionDeleted", extension, { sessionId }, error);
+      } finally {
+        clearTimeout(timer);
+        stop?.removeEventListener("abort", onStop);
+      }
+    }
+  }
+}

@@ -43,6 +43,12 @@ const INTERVAL_S = 1;
 const BUILTIN_TOOLS = ["write_file", "append_file", "sleep", "fail"];
 /** How long the victim is scraped before the kill: see `largest` in the test. */
 const VICTIM_AGE_MS = 6_000;
+/**
+ * How long the fleet, once quiet, may take to be scraped and evaluated again. Two intervals
+ * when nothing else runs; a CI machine running other test files beside this one once took
+ * over 10 s (`issues ci`, stop 54), so the bound is generous and a miss says what it saw.
+ */
+const SETTLE_TIMEOUT_MS = 30_000;
 
 const key = (...parts: (string | undefined)[]) => parts.map((p) => p ?? "").join("|");
 
@@ -108,20 +114,38 @@ describe("dashboard and rules against a live fleet, through the real Prometheus"
    */
   async function settledAfter(time: number): Promise<void> {
     const live = [ports.api, ports.sweeper, ports.survivor].map(instance);
-    await waitFor(
-      async () => {
-        // timestamp() of a selector is its sample's time (of an expression, the query's).
-        const up = await prometheus.query(`up{instance=~"${live.join("|")}"}`);
-        const stamps = await prometheus.query(`timestamp(up{instance=~"${live.join("|")}"})`);
-        const rules = await prometheus.query("min(timestamp(job:up:sum))");
-        const fresh = stamps.result.filter((s) => Number(s.value?.[1]) > time + 0.2);
-        const allUp = up.result.length === live.length && up.result.every((s) => s.value?.[1] === "1");
-        const lastScrape = Math.max(...stamps.result.map((s) => Number(s.value?.[1])));
-        const ruled = Number(rules.result[0]?.value?.[1] ?? 0);
-        return allUp && fresh.length === live.length && ruled > lastScrape;
-      },
-      10_000,
-      "a successful scrape of every live target and a rule evaluation after the fleet went quiet",
+    const selector = `up{instance=~"${live.join("|")}"}`;
+    let seen = "nothing yet";
+    // Polled every 250 ms, not flat out: three queries a poll at 25 ms took CPU from the very
+    // scrapes and rule evaluations this waits for, on a loaded 2-core CI machine.
+    const deadline = Date.now() + SETTLE_TIMEOUT_MS;
+    for (;;) {
+      // timestamp() of a selector is its sample's time (of an expression, the query's).
+      const up = await prometheus.query(selector);
+      const stamps = await prometheus.query(`timestamp(${selector})`);
+      const rules = await prometheus.query("min(timestamp(job:up:sum))");
+      const fresh = stamps.result.filter((s) => Number(s.value?.[1]) > time + 0.2);
+      const allUp = up.result.length === live.length && up.result.every((s) => s.value?.[1] === "1");
+      const lastScrape = Math.max(...stamps.result.map((s) => Number(s.value?.[1])));
+      const ruled = Number(rules.result[0]?.value?.[1] ?? 0);
+      if (allUp && fresh.length === live.length && ruled > lastScrape) return;
+      seen =
+        `up ${up.result.map((s) => `${s.metric.instance}=${s.value?.[1]}`).join(" ")}; ` +
+        `scraped ${stamps.result.map((s) => `${s.metric.instance}@${(Number(s.value?.[1]) - time).toFixed(2)}s`).join(" ")}; ` +
+        `rules @${(ruled - time).toFixed(2)}s (times relative to ${time.toFixed(2)})`;
+      if (Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    // What Prometheus says of each target: its last error and how long its last scrape took.
+    const targets = (await prometheus.api("/api/v1/targets")) as {
+      activeTargets: { scrapeUrl: string; health: string; lastError: string; lastScrapeDuration: number }[];
+    };
+    const health = targets.activeTargets
+      .map((t) => `${t.scrapeUrl} ${t.health} ${t.lastScrapeDuration.toFixed(3)}s ${t.lastError}`)
+      .join("\n");
+    throw new Error(
+      `timed out after ${SETTLE_TIMEOUT_MS} ms waiting for a successful scrape of every live target ` +
+        `and a rule evaluation after the fleet went quiet: ${seen}\n${health}\n${prometheus.output()}`,
     );
   }
 

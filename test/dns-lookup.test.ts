@@ -29,14 +29,20 @@ describe("decideLookup", () => {
     });
   });
 
-  it("asks the system only when DNS answered that there is no such name", () => {
-    expect(decideLookup({ code: "ENOTFOUND" }, { code: "ENODATA" })).toEqual({ outcome: "ask_system" });
-    expect(decideLookup({ code: "ENOTFOUND" }, null)).toEqual({ outcome: "ask_system" });
+  it("says there is no such name only when DNS answered so for every family asked", () => {
+    expect(decideLookup({ code: "ENOTFOUND" }, { code: "ENODATA" })).toEqual({ outcome: "no_such_name" });
+    expect(decideLookup({ code: "ENOTFOUND" }, null)).toEqual({ outcome: "no_such_name" });
     expect(decideLookup({ code: "ENOTFOUND" }, { code: "ECANCELLED" })).toEqual({
       outcome: "failed",
       code: "ECANCELLED",
     });
     expect(decideLookup({ code: "ECONNREFUSED" }, null)).toEqual({ outcome: "failed", code: "ECONNREFUSED" });
+    // SERVFAIL: the search goes on, as glibc's does; unless the other family's query failed otherwise.
+    expect(decideLookup({ code: "ENOTFOUND" }, { code: "ESERVFAIL" })).toEqual({ outcome: "server_failed" });
+    expect(decideLookup({ code: "ESERVFAIL" }, { code: "ETIMEOUT" })).toEqual({
+      outcome: "failed",
+      code: "ETIMEOUT",
+    });
   });
 
   it("knows IP addresses and localhost without asking", () => {

@@ -17,7 +17,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { builtinTools } from "../src/worker/tools/builtin.js";
-import { executeTool, ToolRegistry } from "../src/worker/tools/registry.js";
+import { executeTool } from "../src/worker/tools/execute-tool.js";
+import { ToolRegistry } from "../src/worker/tools/registry.js";
 import { appendWhole } from "../src/worker/tools/whole-append.js";
 import { waitFor } from "./support/fleet-env.js";
 

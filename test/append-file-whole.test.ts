@@ -15,7 +15,8 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { builtinTools } from "../src/worker/tools/builtin.js";
-import { executeTool, ToolRegistry } from "../src/worker/tools/registry.js";
+import { executeTool } from "../src/worker/tools/execute-tool.js";
+import { ToolRegistry } from "../src/worker/tools/registry.js";
 import { underFileSizeLimit } from "./support/file-size-limit.js";
 import { ROOT } from "./support/fleet-env.js";
 
@@ -45,9 +46,11 @@ function appendUnderLimit(
 ): { success: boolean; content: string }[] {
   const builtin = pathToFileURL(join(ROOT, "src/worker/tools/builtin.ts")).href;
   const tools = pathToFileURL(join(ROOT, "src/worker/tools/registry.ts")).href;
+  const execute = pathToFileURL(join(ROOT, "src/worker/tools/execute-tool.ts")).href;
   const script = `
     const { builtinTools } = await import(${JSON.stringify(builtin)});
-    const { executeTool, ToolRegistry } = await import(${JSON.stringify(tools)});
+    const { ToolRegistry } = await import(${JSON.stringify(tools)});
+    const { executeTool } = await import(${JSON.stringify(execute)});
     const registry = new ToolRegistry().register(...builtinTools(${JSON.stringify(toolDir)}));
     const context = { callId: "c", sessionId: "s", signal: new AbortController().signal };
     const append = (line) => executeTool(registry.get("append_file"), "append_file", { path: ${JSON.stringify(path)}, line }, context);

@@ -1,13 +1,14 @@
 /**
  * What a user tool (`fleet worker --tools`, plain JavaScript) or an extension hook throws or
- * returns when it is no Error and no string: `executeTool` never throws (registry.ts), so
+ * returns when it is no Error and no string: `executeTool` never throws (execute-tool.ts), so
  * each gets a failed (or successful) result that says what it can. A value with no string
  * form threw out of executeTool: the run crashed, and the resume recorded the call as
  * "the process stopped while this tool was running" though the tool had finished.
  */
 import { describe, expect, it } from "vitest";
 import { Extensions } from "../src/worker/hook-runner.js";
-import { executeTool, resultText, type Tool } from "../src/worker/tools/registry.js";
+import { executeTool, resultText } from "../src/worker/tools/execute-tool.js";
+import type { Tool } from "../src/worker/tools/registry.js";
 
 const base: Tool = {
   name: "t",

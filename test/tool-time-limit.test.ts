@@ -6,7 +6,8 @@ import { getEventListeners } from "node:events";
 import { describe, expect, it, vi } from "vitest";
 import { parseAgentConfig } from "../src/shared/agent-config.js";
 import { loadConfig } from "../src/shared/config.js";
-import { executeTool, type Tool, ToolRegistry } from "../src/worker/tools/registry.js";
+import { executeTool } from "../src/worker/tools/execute-tool.js";
+import { type Tool, ToolRegistry } from "../src/worker/tools/registry.js";
 import {
   DEFAULT_TOOL_TIMEOUT_MS,
   isTimeLimit,

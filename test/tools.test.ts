@@ -6,13 +6,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ValidationError } from "../src/shared/errors.js";
 import { BUILTIN_TOOL_NAMES } from "../src/shared/tool-names.js";
 import { builtinTools, safePath } from "../src/worker/tools/builtin.js";
-import {
-  executeTool,
-  MAX_TOOL_RESULT_CHARS,
-  type Tool,
-  ToolRegistry,
-  toolLabel,
-} from "../src/worker/tools/registry.js";
+import { executeTool, MAX_TOOL_RESULT_CHARS } from "../src/worker/tools/execute-tool.js";
+import { type Tool, ToolRegistry, toolLabel } from "../src/worker/tools/registry.js";
 
 let base: string;
 let toolDir: string;

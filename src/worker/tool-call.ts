@@ -9,7 +9,8 @@ import type { AgentConfig } from "../shared/agent-config.js";
 import type { ToolCall } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import type { Fence } from "../shared/store/fenced-writes.js";
-import { executeTool, type Tool, type ToolOutcome, type ToolRegistry, toolLabel } from "./tools/registry.js";
+import { executeTool, type ToolOutcome } from "./tools/execute-tool.js";
+import { type Tool, type ToolRegistry, toolLabel } from "./tools/registry.js";
 import { toolTimeLimit } from "./tools/time-limit.js";
 
 export type ToolCallDeps = {

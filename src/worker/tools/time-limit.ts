@@ -1,6 +1,6 @@
 /**
  * Tool time limits (pure): which limit a call gets and what its answer says when the tool
- * does not finish within it. The waiting itself is `executeTool`'s (registry.ts).
+ * does not finish within it. The waiting itself is `executeTool`'s (execute-tool.ts).
  */
 
 /** The longest delay a Node timer takes (a longer one fires at once): the most any limit may be. */

@@ -1,0 +1,218 @@
+/**
+ * Running one tool call (`executeTool`): its arguments checked against the tool's schema, its
+ * time limit and the grace after its run asked it to stop, and its result as the bounded text
+ * a tool message holds. The tools themselves are registered in registry.ts.
+ */
+import { toValidationError } from "../../shared/messages.js";
+import { INVALID_ARGUMENTS_PREFIX, unavailableToolText } from "../../shared/resume-plan.js";
+import { textOf, thrownText } from "../../shared/thrown-text.js";
+import type { Tool, ToolContext } from "./registry.js";
+import { toolTimedOutText } from "./time-limit.js";
+
+export type ToolOutcome = {
+  success: boolean;
+  content: string;
+  /** The call passed its time limit; `stoppedInGrace`: its tool settled within the grace after. */
+  timedOut?: { stoppedInGrace: boolean };
+};
+
+/** The result of a call to a tool its agent does not list (contracts.md §12): nothing runs. */
+export { unavailableToolText } from "../../shared/resume-plan.js";
+
+/** What `executeTool` is told besides the call. */
+export type ExecuteOptions = {
+  /** How long a tool may go on after it was asked to stop (ABANDON_AFTER_MS). */
+  abandonAfterMs?: number;
+  /** The call's time limit (time-limit.ts `toolTimeLimit`); null or absent: none. */
+  timeoutMs?: number | null;
+  /**
+   * A call answered as timed out whose tool settled only after that answer was given: its
+   * result is discarded (never stored: one result per call), and said here.
+   */
+  onLate?: (late: { success: boolean; lateByMs: number }) => void;
+  /**
+   * The call was answered while its tool still runs (it ignored its signal past the grace:
+   * a time limit, a cancel, a shutdown, a lost lease); `settles` resolves when it ends.
+   */
+  onAbandoned?: (settles: Promise<void>) => void;
+};
+
+/**
+ * Runs one call; never throws: a failure is a failed result the model can read. The caller
+ * passes `undefined` for a tool the agent does not list, which runs nothing. A call past its
+ * time limit has its signal aborted and, once the tool stopped or `abandonAfterMs` passed,
+ * is answered as timed out, whatever the tool gives later.
+ */
+export async function executeTool(
+  tool: Tool | undefined,
+  name: string,
+  args: Record<string, unknown>,
+  context: ToolContext,
+  options: ExecuteOptions = {},
+): Promise<ToolOutcome> {
+  if (!tool) return { success: false, content: unavailableToolText(name) };
+  let parsed: unknown = args;
+  if (tool.schema) {
+    const result = tool.schema.safeParse(args);
+    if (!result.success) {
+      return {
+        success: false,
+        content: `${INVALID_ARGUMENTS_PREFIX}${toValidationError("", result.error).message}`,
+      };
+    }
+    parsed = result.data;
+  }
+  const graceMs = options.abandonAfterMs ?? ABANDON_AFTER_MS;
+  // The tool's own signal: aborted with its run's, or at its time limit.
+  const call = new AbortController();
+  const settled: Promise<Settled> = Promise.resolve()
+    .then(() => tool.run(parsed as Record<string, unknown>, { ...context, signal: call.signal }))
+    .then(
+      (value) => ({ ok: true, value }),
+      (error: unknown) => ({ ok: false, error }),
+    );
+  const waiting = firstOf(settled, context.signal, call, graceMs, options.timeoutMs ?? null);
+  try {
+    const first = await waiting.first;
+    if (first === TIMED_OUT) return await timedOut(settled, call, options.timeoutMs!, graceMs, options);
+    if (first === ABANDONED) {
+      options.onAbandoned?.(settled.then(() => {}));
+      return {
+        success: false,
+        content: `the tool did not stop within ${graceMs} ms of being asked to; it may still be running, and whatever it changes may or may not happen`,
+      };
+    }
+    return outcomeOf(first);
+  } finally {
+    waiting.stop();
+  }
+}
+
+type Settled = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+function outcomeOf(settled: Settled): ToolOutcome {
+  if (settled.ok) return { success: true, content: bounded(resultText(settled.value)) };
+  // Whatever the tool threw (a string, a plain object, one without a string form): never a throw here.
+  return { success: false, content: bounded(thrownText(settled.error)) };
+}
+
+/**
+ * A call past its limit: its signal is aborted, the tool gets `graceMs` to stop (so one that
+ * honours its signal has stopped before the run goes on), and the call is answered as timed
+ * out. A result that comes after that answer is discarded and reported to `onLate`.
+ */
+async function timedOut(
+  settled: Promise<Settled>,
+  call: AbortController,
+  limitMs: number,
+  graceMs: number,
+  { onLate, onAbandoned }: Pick<ExecuteOptions, "onLate" | "onAbandoned">,
+): Promise<ToolOutcome> {
+  call.abort(new Error(toolTimedOutText(limitMs)));
+  let grace: NodeJS.Timeout | undefined;
+  const stopped = await Promise.race([
+    settled.then(() => true),
+    new Promise<false>((resolve) => {
+      grace = setTimeout(() => resolve(false), graceMs);
+    }),
+  ]);
+  clearTimeout(grace);
+  if (!stopped) onAbandoned?.(settled.then(() => {}));
+  if (!stopped && onLate) {
+    const answeredAt = performance.now();
+    void settled.then((late) =>
+      onLate({ success: late.ok, lateByMs: Math.round(performance.now() - answeredAt) }),
+    );
+  }
+  return { success: false, content: toolTimedOutText(limitMs), timedOut: { stoppedInGrace: stopped } };
+}
+
+/** How long a tool may go on after its run asked it to stop (a cancel, a shutdown, a lost lease). */
+export const ABANDON_AFTER_MS = 2_000;
+const ABANDONED = Symbol("abandoned");
+const TIMED_OUT = Symbol("timed out");
+
+/**
+ * What a call waits for: the tool's result, TIMED_OUT at `limitMs` (null, or not above 0:
+ * never), or ABANDONED once the run's `signal` has been aborted for `graceMs` and the tool
+ * still has not finished — a tool that ignores its signal (a loop that never looks, a request
+ * without a timeout) would otherwise hold its run, its worker slot and a cancel forever. The
+ * tool is not stopped — nothing can stop a promise — only no longer waited for. An abort of
+ * the run's signal is passed on to the tool's (`call`) until `stop`, which also clears the
+ * timers. One promise, one listener and at most two timers per call (a race of three
+ * promises, two listeners and a promise that never settled when there was no limit, before).
+ */
+function firstOf(
+  settled: Promise<Settled>,
+  signal: AbortSignal,
+  call: AbortController,
+  graceMs: number,
+  limitMs: number | null,
+): { first: Promise<Settled | typeof ABANDONED | typeof TIMED_OUT>; stop: () => void } {
+  let decided = false;
+  let limit: NodeJS.Timeout | undefined;
+  let grace: NodeJS.Timeout | undefined;
+  let resolveFirst!: (first: Settled | typeof ABANDONED | typeof TIMED_OUT) => void;
+  const first = new Promise<Settled | typeof ABANDONED | typeof TIMED_OUT>((resolve) => {
+    resolveFirst = resolve;
+  });
+  const decide = (outcome: Settled | typeof ABANDONED | typeof TIMED_OUT) => {
+    if (decided) return;
+    decided = true;
+    clearTimeout(limit);
+    clearTimeout(grace);
+    resolveFirst(outcome);
+  };
+  const onAbort = () => {
+    call.abort(signal.reason);
+    if (!decided) grace = setTimeout(() => decide(ABANDONED), graceMs);
+  };
+  if (signal.aborted) onAbort();
+  else signal.addEventListener("abort", onAbort, { once: true });
+  void settled.then(decide);
+  if (limitMs !== null && limitMs > 0 && !decided) limit = setTimeout(() => decide(TIMED_OUT), limitMs);
+  return {
+    first,
+    stop: () => {
+      decided = true;
+      clearTimeout(limit);
+      clearTimeout(grace);
+      signal.removeEventListener("abort", onAbort);
+    },
+  };
+}
+
+/**
+ * The most of one tool result that is stored, as characters (as much as a new message may
+ * hold). A tool that returns 100 MB would otherwise take that much of a worker's memory per
+ * call, of Postgres per message and of Redis per event, and no model could read it anyway.
+ */
+export const MAX_TOOL_RESULT_CHARS = 1_000_000;
+
+/** `text`, cut to MAX_TOOL_RESULT_CHARS (never inside a surrogate pair) with a note saying so. */
+export function bounded(text: string): string {
+  if (text.length <= MAX_TOOL_RESULT_CHARS) return text;
+  let end = MAX_TOOL_RESULT_CHARS;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  return `${text.slice(0, end)}\n[truncated: the tool returned ${text.length.toLocaleString("en")} characters; the first ${end.toLocaleString("en")} are kept]`;
+}
+
+/**
+ * A tool's result as the text a tool message holds: a user tool typed loosely (plain
+ * JavaScript) may return a number, an object or nothing, and the stored message, its
+ * MESSAGE event and the console must all see the same string. Nothing a tool returns
+ * makes its append fail (contracts §12).
+ */
+export function resultText(value: unknown): string {
+  if (typeof value === "string") return value;
+  if (value === undefined || value === null) return "";
+  if (typeof value === "object") {
+    try {
+      return JSON.stringify(value) ?? textOf(value);
+    } catch {
+      return textOf(value);
+    }
+  }
+  return textOf(value);
+}

@@ -64,7 +64,14 @@ export async function claimAppendEnd(database: Database, numbers: number[], arou
   const appended = await around("append", () =>
     appendsTogether(
       database,
-      fences.map((f) => ({ ...f, lastSeq: 1, tail: "tools_pending", tokens: 0, rows: [answer(2, "…")] })),
+      fences.map((f) => ({
+        ...f,
+        lastSeq: 1,
+        tail: "tools_pending",
+        tokens: 0,
+        bytes: 3,
+        rows: [answer(2, "…")],
+      })),
     ),
   );
   if (!appended.every((a) => a.locked && a.out?.inserted.length === 1)) throw new Error("an append failed");
@@ -76,6 +83,7 @@ export async function claimAppendEnd(database: Database, numbers: number[], arou
         lastSeq: 2,
         tail: "completed",
         tokens: 0,
+        bytes: 4,
         rows: [answer(3, "done")],
         outcome: "completed",
         error: null,

@@ -12,12 +12,13 @@ const append: SessionAppend = {
   lastSeq: 7,
   tail: "awaiting_model",
   tokens: 12,
+  bytes: 2,
   runId: "r1",
   rows: [{ seq: 8, role: "tool", content: "ok", tool_call_id: "c1", name: "sleep", success: true }] as never,
 };
 
 /** The columns the statements declare for `i` (appendsTogether, endingAppendsTogether). */
-const COLUMNS = ["k", "session_id", "epoch", "last_seq", "tail", "tokens", "run_id", "rows"];
+const COLUMNS = ["k", "session_id", "epoch", "last_seq", "tail", "tokens", "bytes", "run_id", "rows"];
 const ENDING_COLUMNS = [...COLUMNS, "outcome", "error", "usage", "park"];
 
 describe("groupedInput", () => {
@@ -31,6 +32,7 @@ describe("groupedInput", () => {
       last_seq: 7,
       tail: "awaiting_model",
       tokens: 12,
+      bytes: 2,
       run_id: "r1",
       rows: append.rows,
     });

@@ -11,7 +11,8 @@ import { MAX_HISTORY_BYTES } from "../src/producer/request-limits.js";
 import { ValidationError } from "../src/shared/errors.js";
 import type { Message, StoredMessage } from "../src/shared/messages.js";
 import { resumePoint, toResumePointJson } from "../src/shared/resume-point.js";
-import { appendImportedPage, historyBytes } from "../src/shared/store/imported-pages.js";
+import { historyBytes } from "../src/shared/store/history-bytes.js";
+import { appendImportedPage } from "../src/shared/store/imported-pages.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 import { storedHistory } from "./support/histories.js";
 

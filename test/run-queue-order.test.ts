@@ -158,6 +158,7 @@ describe("a session's runs start in the order they were queued", () => {
       lastSeq: 1,
       tail: "awaiting_model",
       tokens: 0,
+      bytes: 0,
       runId: first.id,
       rows: [],
       outcome: "completed",

@@ -17,7 +17,7 @@ import { BODY_LIMIT, MAX_HISTORY_BYTES, MAX_IMPORTED_MESSAGES } from "../produce
 import type { SessionJson } from "../shared/api-types.js";
 import { ValidationError } from "../shared/errors.js";
 import { formatPath, type ImportedMessage, type Message, parseImportedHistory } from "../shared/messages.js";
-import { historyBytes } from "../shared/store/imported-pages.js";
+import { historyBytes } from "../shared/store/history-bytes.js";
 
 export const EXPORT_VERSION = 1;
 

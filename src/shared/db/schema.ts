@@ -106,6 +106,17 @@ export const sessions = pgTable(
      * `GET /v1/sessions/:id/events` answers 409 `session_events_off`.
      */
     sessionEvents: boolean("session_events").notNull().default(true),
+    /**
+     * The bytes of its stored messages up to `history_bytes_seq` (store/history-bytes.ts: the
+     * measure an import's `maxHistoryBytes` bounds), counted by each append in its statement,
+     * so that an imported page adds to it rather than summing the whole history again.
+     */
+    historyBytes: bigint("history_bytes", { mode: "number" }).notNull().default(0),
+    /**
+     * The `last_seq` up to which `history_bytes` counts: a writer of a release before it (or a
+     * row from before migration 0024) left it behind, and its reader counts the rest.
+     */
+    historyBytesSeq: integer("history_bytes_seq").notNull().default(0),
   },
   (t) => [
     // A batch's sessions in a stable order (results are paged by id) and its counts.

@@ -7,6 +7,7 @@ import type { Message, StoredMessage } from "../messages.js";
 import type { TailState } from "../tail-state.js";
 import { withFields } from "../with-fields.js";
 import type { SessionAppend } from "./grouped-appends.js";
+import { historyBytes } from "./history-bytes.js";
 import { toNewRows } from "./rows.js";
 
 /** What a writer proves on every write: the session and its epoch. */
@@ -30,6 +31,7 @@ export function sessionAppend(
     lastSeq: cursor.lastSeq,
     tail,
     tokens: tokensOf(messages) + Math.max(0, Math.ceil(estimatedTokens)),
+    bytes: historyBytes(messages),
     runId,
     rows: toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq),
   };

@@ -10,6 +10,7 @@ import type { Message, StoredMessage, Usage } from "../messages.js";
 import type { TailState } from "../tail-state.js";
 import { type Fence, type HistoryCursor, parkedReason, stored, stripNul } from "./fenced-rows.js";
 import type { Inserted } from "./grouped-appends.js";
+import { countBytes, historyBytes } from "./history-bytes.js";
 import { json, type RawRun, runFromRaw, toNewRows } from "./rows.js";
 
 /**
@@ -42,7 +43,8 @@ export async function startRun(
       ), s as (
         update sessions
            set last_seq = ${cursor.lastSeq + rows.length}, tail_state = ${tail}, run_started = true,
-               last_active_at = now(), updated_at = now()
+               last_active_at = now(), updated_at = now(),
+               ${countBytes(database.sql, historyBytes(messages), cursor.lastSeq + rows.length)}
          where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and last_seq = ${cursor.lastSeq}
            and exists (select 1 from r)
         returning id

@@ -6,6 +6,7 @@
  */
 import type { Database } from "../db/client.js";
 import type { GroupedAnswer } from "./group-commit.js";
+import { countBytes } from "./history-bytes.js";
 import { json, type NewMessageRow, type RawRun } from "./rows.js";
 
 /** One session's append, as the statements take it. */
@@ -15,6 +16,8 @@ export type SessionAppend = {
   lastSeq: number;
   tail: string;
   tokens: number;
+  /** The bytes of `rows` (history-bytes.ts), added to the session's stored count. */
+  bytes: number;
   runId: string | null;
   rows: NewMessageRow[];
 };
@@ -54,7 +57,8 @@ export async function appendAlone(database: Database, append: SessionAppend): Pr
     with s as (
       update sessions
          set last_seq = ${append.lastSeq + append.rows.length}, tail_state = ${append.tail},
-             tokens_used = tokens_used + ${append.tokens}, last_active_at = now()
+             tokens_used = tokens_used + ${append.tokens}, last_active_at = now(),
+             ${countBytes(database.sql, append.bytes, append.lastSeq + append.rows.length)}
        where id = ${append.sessionId} and lease_epoch = ${append.epoch} and last_seq = ${append.lastSeq}
       returning id, status, session_events
     )
@@ -82,6 +86,7 @@ export async function endingAppendAlone(database: Database, append: EndingAppend
       update sessions
          set last_seq = ${append.lastSeq + append.rows.length}, tail_state = ${append.tail},
              tokens_used = tokens_used + ${append.tokens}, last_active_at = now(), updated_at = now(),
+             ${countBytes(database.sql, append.bytes, append.lastSeq + append.rows.length)},
              resume_attempts = case when ${completed} then 0 else resume_attempts end,
              next_resume_at = case when ${completed} then null else next_resume_at end,
              status = case when ${park !== null} and status = 'active'
@@ -140,6 +145,7 @@ export function groupedInput(appends: readonly (SessionAppend | EndingAppend)[])
         last_seq: a.lastSeq,
         tail: a.tail,
         tokens: a.tokens,
+        bytes: a.bytes,
         run_id: a.runId,
         rows: a.rows,
       };
@@ -187,12 +193,13 @@ export async function appendsTogether(
   >`
     with i as (
       select * from jsonb_to_recordset(${groupedInput(appends)}::jsonb) as i(
-        k int, session_id text, epoch bigint, last_seq int, tail text, tokens bigint, run_id text, rows jsonb)
+        k int, session_id text, epoch bigint, last_seq int, tail text, tokens bigint, bytes bigint, run_id text, rows jsonb)
        limit ${appends.length}
     ), l as materialized (${lockRows(database)}), s as (
       update sessions
          set last_seq = i.last_seq + jsonb_array_length(i.rows), tail_state = i.tail,
-             tokens_used = sessions.tokens_used + i.tokens, last_active_at = now()
+             tokens_used = sessions.tokens_used + i.tokens, last_active_at = now(),
+             ${countBytes(database.sql, database.sql`i.bytes`, database.sql`i.last_seq + jsonb_array_length(i.rows)`)}
         from i join l on l.id = i.session_id
        where sessions.id = l.id and sessions.lease_epoch = i.epoch and sessions.last_seq = i.last_seq
       returning i.k, sessions.id, sessions.status, sessions.session_events
@@ -230,13 +237,14 @@ export async function endingAppendsTogether(
   >`
     with i as (
       select * from jsonb_to_recordset(${groupedInput(appends)}::jsonb) as i(
-        k int, session_id text, epoch bigint, last_seq int, tail text, tokens bigint, run_id text, rows jsonb,
+        k int, session_id text, epoch bigint, last_seq int, tail text, tokens bigint, bytes bigint, run_id text, rows jsonb,
         outcome text, error text, usage jsonb, park text)
        limit ${appends.length}
     ), l as materialized (${lockRows(database)}), s as (
       update sessions
          set last_seq = i.last_seq + jsonb_array_length(i.rows), tail_state = i.tail,
              tokens_used = sessions.tokens_used + i.tokens, last_active_at = now(), updated_at = now(),
+             ${countBytes(database.sql, database.sql`i.bytes`, database.sql`i.last_seq + jsonb_array_length(i.rows)`)},
              resume_attempts = case when i.outcome = 'completed' then 0 else sessions.resume_attempts end,
              next_resume_at = case when i.outcome = 'completed' then null else sessions.next_resume_at end,
              status = case when i.park is not null and sessions.status = 'active'

@@ -9,6 +9,7 @@
  */
 import type { Database } from "../db/client.js";
 import type { GroupedAnswer } from "./group-commit.js";
+import { countBytes } from "./history-bytes.js";
 import { INLINE_HISTORY_MAX } from "./history-reads.js";
 import type { RawMessage, RawRun } from "./rows.js";
 
@@ -44,6 +45,11 @@ export async function claimAlone(database: Database, claim: ClaimRequest): Promi
     ), e as (
       update sessions set lease_epoch = lease_epoch + 1, lease_owner = ${workerId}, last_active_at = now(),
                           last_seq = last_seq + (select count(*)::int from r),
+                          ${countBytes(
+                            database.sql,
+                            database.sql`(select coalesce(sum(octet_length(coalesce(r.input, ''))), 0) from r)`,
+                            database.sql`sessions.last_seq + (select count(*)::int from r)`,
+                          )},
                           tail_state = case when exists (select 1 from r) then ${tail} else tail_state end,
                           run_started = run_started or exists (select 1 from r),
                           updated_at = case when exists (select 1 from r) then now() else updated_at end
@@ -117,6 +123,12 @@ export async function claimsTogether(
     ), e as (
       update sessions set lease_epoch = sessions.lease_epoch + 1, lease_owner = i.worker_id, last_active_at = now(),
                           last_seq = sessions.last_seq + (select count(*)::int from r where r.session_id = sessions.id),
+                          ${countBytes(
+                            database.sql,
+                            database.sql`(select coalesce(sum(octet_length(coalesce(r.input, ''))), 0) from r
+                                           where r.session_id = sessions.id)`,
+                            database.sql`sessions.last_seq + (select count(*)::int from r where r.session_id = sessions.id)`,
+                          )},
                           tail_state = case when exists (select 1 from r where r.session_id = sessions.id) then i.tail
                                             else sessions.tail_state end,
                           run_started = sessions.run_started or exists (select 1 from r where r.session_id = sessions.id),

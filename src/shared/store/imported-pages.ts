@@ -24,21 +24,9 @@ import { assertAnsweredOnce, type Message } from "../messages.js";
 import { resumePoint } from "../resume-point.js";
 import { tailStateOf } from "../tail-state.js";
 import { assertImportedUsage, importedTokens } from "../usage.js";
+import { heldBytes, historyBytes } from "./history-bytes.js";
 import { readShapeAndLastSeq, readShapeTail } from "./history-reads.js";
 import { toNewRows } from "./rows.js";
-
-/** About how many bytes `messages` take when stored (the measure `maxHistoryBytes` bounds; pure). */
-export function historyBytes(messages: readonly Message[]): number {
-  let bytes = 0;
-  for (const m of messages) {
-    bytes += Buffer.byteLength(m.content, "utf8");
-    if (m.role === "assistant") {
-      if (m.toolCalls) bytes += Buffer.byteLength(JSON.stringify(m.toolCalls), "utf8");
-      if (m.providerState) bytes += Buffer.byteLength(JSON.stringify(m.providerState), "utf8");
-    }
-  }
-  return bytes;
-}
 
 export async function appendImportedPage(
   database: Database,
@@ -49,8 +37,17 @@ export async function appendImportedPage(
   maxHistoryBytes: number,
 ): Promise<{ lastSeq: number }> {
   return database.sql.begin(async (tx) => {
-    const [session] = await tx<{ last_seq: number; has_runs: boolean; tokens_used: string }[]>`
-      select s.last_seq, s.tokens_used::text, exists (select 1 from runs r where r.session_id = s.id) as has_runs
+    const [session] = await tx<
+      {
+        last_seq: number;
+        has_runs: boolean;
+        tokens_used: string;
+        history_bytes: string;
+        history_bytes_seq: number;
+      }[]
+    >`
+      select s.last_seq, s.tokens_used::text, s.history_bytes::text, s.history_bytes_seq,
+             exists (select 1 from runs r where r.session_id = s.id) as has_runs
         from sessions s where s.id = ${sessionId} and s.tenant = ${tenant} for update`;
     if (!session) throw new NotFoundError(`session ${sessionId}`);
     if (session.has_runs)
@@ -63,11 +60,9 @@ export async function appendImportedPage(
         "seq_mismatch",
         `session ${sessionId} holds messages up to seq ${session.last_seq}, not ${afterSeq}: send the page that follows seq ${session.last_seq}`,
       );
-    const [held] = await tx<{ bytes: string }[]>`
-      select coalesce(sum(octet_length(content) + coalesce(octet_length(tool_calls::text), 0)
-                          + coalesce(octet_length(provider_state::text), 0)), 0)::text as bytes
-        from messages where session_id = ${sessionId}`;
-    const bytes = Number(held!.bytes) + historyBytes(page);
+    // The stored count (history-bytes.ts), not a sum of every stored message: that read the
+    // whole history again at each page.
+    const bytes = (await heldBytes(tx, sessionId, session)) + historyBytes(page);
     if (bytes > maxHistoryBytes)
       throw new ValidationError(
         "messages",
@@ -98,7 +93,8 @@ export async function appendImportedPage(
           name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb, created_at timestamptz)`;
     await tx`
       update sessions set last_seq = ${lastSeq}, tail_state = ${tailState},
-                          tokens_used = tokens_used + ${importedTokens(page)}, updated_at = now()
+                          tokens_used = tokens_used + ${importedTokens(page)}, updated_at = now(),
+                          history_bytes = ${bytes}, history_bytes_seq = ${lastSeq}
        where id = ${sessionId}`;
     return { lastSeq };
   });

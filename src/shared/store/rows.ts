@@ -164,6 +164,9 @@ export type RawSession = {
   cancelled_at: string | null;
   /** Absent in rows read before the column existed. */
   session_events?: boolean;
+  /** Absent in rows read before the columns existed (migration 0024). */
+  history_bytes?: number | string;
+  history_bytes_seq?: number;
 };
 
 export function sessionFromRaw(raw: RawSession): SessionRow {
@@ -196,6 +199,8 @@ export function sessionFromRaw(raw: RawSession): SessionRow {
     customId: raw.custom_id ?? null,
     cancelledAt: date(raw.cancelled_at ?? null),
     sessionEvents: raw.session_events !== false,
+    historyBytes: Number(raw.history_bytes ?? 0),
+    historyBytesSeq: raw.history_bytes_seq ?? 0,
   };
 }
 

@@ -15,6 +15,7 @@ import { tailState } from "../tail-state.js";
 import { importedTokens } from "../usage.js";
 import { holdActiveSessions } from "./active-sessions.js";
 import { DEFAULT_TENANT } from "./api-keys.js";
+import { historyBytes } from "./history-bytes.js";
 import { toNewRows } from "./rows.js";
 import type { RunLimits } from "./run-queueing.js";
 
@@ -162,6 +163,8 @@ async function newRows(
       last_seq: history.length,
       tail_state: tailState(history),
       tokens_used: importedTokens(history),
+      history_bytes: historyBytes(history),
+      history_bytes_seq: history.length,
       batch_id: batch?.id ?? null,
       custom_id: input.customId ?? null,
       // A batch's sessions take the batch's setting (a new batch's is known here; an open
@@ -202,12 +205,14 @@ async function newRows(
 function insertRows(sql: postgres.Sql | postgres.TransactionSql, rows: NewRows, newBatch?: BatchTarget) {
   return sql`
     with ${newBatch ? sql`nb as (${batchInsert(sql, newBatch)} returning 1),` : sql``} s as (
-      insert into sessions (id, tenant, agent, metadata, last_seq, tail_state, tokens_used, batch_id, custom_id, session_events)
+      insert into sessions (id, tenant, agent, metadata, last_seq, tail_state, tokens_used, batch_id, custom_id, session_events,
+                            history_bytes, history_bytes_seq)
       select x.id, x.tenant, x.agent, x.metadata, x.last_seq, x.tail_state, x.tokens_used, x.batch_id, x.custom_id,
-             coalesce(x.session_events, (select b.session_events from batches b where b.id = x.batch_id), true)
+             coalesce(x.session_events, (select b.session_events from batches b where b.id = x.batch_id), true),
+             x.history_bytes, x.history_bytes_seq
         from jsonb_to_recordset(${JSON.stringify(rows.sessionRows)}::jsonb)
           as x(id text, tenant text, agent jsonb, metadata jsonb, last_seq int, tail_state text, tokens_used bigint,
-               batch_id text, custom_id text, session_events boolean)
+               batch_id text, custom_id text, session_events boolean, history_bytes bigint, history_bytes_seq int)
       returning 1
     ), m as (
       insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, created_at)

@@ -1,0 +1,62 @@
+/**
+ * The bytes of a session's stored history: its texts, tool calls and provider state (the
+ * measure an import's `maxHistoryBytes` bounds, imported-pages.ts), kept on its row
+ * (`sessions.history_bytes`, migration 0024). Every statement that appends messages adds
+ * theirs to it, so that an imported page adds its own to the stored count: each page summed
+ * every stored message again, and importing a long history in pages read it n²/2 times.
+ *
+ * The count covers the messages up to `history_bytes_seq`. A writer adds to it only while
+ * that is the session's `last_seq` (and moves both on together); a writer of a release before
+ * the column (a rolling upgrade), or a row from before the migration, leaves it behind, and
+ * the reader counts the messages after it (`heldBytes`) and stores the sum. Messages are never
+ * changed once stored and are deleted only with their session, so a count once made holds.
+ */
+import type postgres from "postgres";
+import type { Message } from "../messages.js";
+
+/** About how many bytes `messages` take when stored (the measure `maxHistoryBytes` bounds; pure). */
+export function historyBytes(messages: readonly Message[]): number {
+  let bytes = 0;
+  for (const m of messages) {
+    bytes += Buffer.byteLength(m.content, "utf8");
+    if (m.role === "assistant") {
+      // As stored (rows.ts toNewRows): an empty list of tool calls is stored as none.
+      if (m.toolCalls?.length) bytes += Buffer.byteLength(JSON.stringify(m.toolCalls), "utf8");
+      if (m.providerState) bytes += Buffer.byteLength(JSON.stringify(m.providerState), "utf8");
+    }
+  }
+  return bytes;
+}
+
+type Sql = postgres.Sql | postgres.TransactionSql;
+type Value = postgres.ParameterOrFragment<never>;
+
+/**
+ * The assignments of an `update sessions` that appends: `added` bytes counted, and the count
+ * moved on to `newLastSeq`, when the count was current (see above); left behind otherwise.
+ * The right-hand sides read the row as it was before the update.
+ */
+export function countBytes(sql: Sql, added: Value, newLastSeq: Value) {
+  return sql`history_bytes = case when sessions.history_bytes_seq = sessions.last_seq
+                                  then sessions.history_bytes + ${added} else sessions.history_bytes end,
+             history_bytes_seq = case when sessions.history_bytes_seq = sessions.last_seq
+                                      then ${newLastSeq} else sessions.history_bytes_seq end`;
+}
+
+/**
+ * The stored history's bytes, for `sessionId`'s row read with `history_bytes` and
+ * `history_bytes_seq`: the count, plus the messages after it summed by Postgres (there, tool
+ * calls and provider state as jsonb's text, a few bytes more than JSON.stringify's).
+ */
+export async function heldBytes(
+  sql: Sql,
+  sessionId: string,
+  row: { history_bytes: string | number; history_bytes_seq: number; last_seq: number },
+): Promise<number> {
+  if (row.history_bytes_seq >= row.last_seq) return Number(row.history_bytes);
+  const [rest] = await sql<{ bytes: string }[]>`
+    select coalesce(sum(octet_length(content) + coalesce(octet_length(tool_calls::text), 0)
+                        + coalesce(octet_length(provider_state::text), 0)), 0)::text as bytes
+      from messages where session_id = ${sessionId} and seq > ${row.history_bytes_seq}`;
+  return Number(row.history_bytes) + Number(rest!.bytes);
+}

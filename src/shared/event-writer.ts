@@ -1,126 +1,22 @@
 /**
- * EventWriter: writes session event streams (events.ts), the writes of many sessions in one
- * script call and a long write in chunks, and the repairs and syncs that keep a stream the
- * stored history.
+ * EventWriter: EventStreamWrites (event-stream-writes.ts), the writes of session event streams
+ * to Redis, and the repairs and syncs that keep a stream the stored history, read from
+ * Postgres: a stream started again or rebuilt from its tail, a run's missing end, the runs of
+ * messages a job did not commit itself.
  */
-import type { Redis } from "ioredis";
 import type { Database } from "./db/client.js";
-import {
-  APPEND_SCRIPT,
-  DROP_OFF_SCRIPT,
-  DROP_SCRIPT,
-  FLOOR_SCRIPT,
-  ON_SCRIPT,
-  type RedisWithAppend,
-} from "./event-scripts.js";
-import { type StoredState, storedState } from "./event-stored-state.js";
-import { chunkStarts, WRITE_CHUNK } from "./event-write-chunks.js";
-import {
-  DEFAULT_RETENTION,
-  type EventRetention,
-  eventStreamKey,
-  eventsNotifyChannel,
-  fingerprint,
-  type SessionEventInput,
-  seqKey,
-  toStored,
-} from "./events.js";
+import type { RedisWithAppend } from "./event-scripts.js";
+import { storedState } from "./event-stored-state.js";
+import { EventStreamWrites } from "./event-stream-writes.js";
+import { eventStreamKey, fingerprint, type SessionEventInput, seqKey, toStored } from "./events.js";
 import type { StoredMessage } from "./messages.js";
-import { isCluster } from "./redis.js";
 import { json, messageFromRaw, type RawMessage } from "./store/rows.js";
-import { keysShareSlot, TurnBatch } from "./turn-batch.js";
 
 export { type StoredState, storedState, warnDroppedStream } from "./event-stored-state.js";
+export type { EventsCounter, WriteResult } from "./event-stream-writes.js";
 export { chunkStarts, WRITE_CHUNK } from "./event-write-chunks.js";
 
-/** Counts what is written, by type (`fleet_events_written_total`). */
-export type EventsCounter = { inc(labels: { type: string }, value?: number): void };
-
-/**
- * `prior`: the highest message seq the stream had before the write, `priorFingerprint` the
- * fingerprint of that message when the stream keeps it (`fingerprint`). `diverged`: the
- * fingerprint of the stream's last message (seq `last`), which is not the one the write's check
- * named (`writeEntries`).
- */
-export type WriteResult =
-  | { ok: true; ids: string[]; prior: number; priorFingerprint: string | null; deleted?: true }
-  | { ok: false; last: number; diverged?: string };
-
-/**
- * An entry as the script takes it is three of these in a row: its seq (0, `r:RUN_ID` or `s:RUN_ID`), its
- * type, its data (JSON).
- */
-type Row = number | string;
-
-/**
- * `rows`: the entries, three values each (Row). `check`: the stored message the writer
- * believes the stream has last (APPEND_SCRIPT's CHECK).
- */
-type SessionWrite = { sessionId: string; rows: readonly Row[]; bytes: number; check?: StoredMessage };
-
-export class EventWriter {
-  /**
-   * Writes asked for in one turn of the event loop go to Redis together, in one script call
-   * (turn-batch.ts): a worker running many sessions makes one call where it made one per
-   * session and write.
-   */
-  private readonly batch: TurnBatch<SessionWrite, string[]>;
-
-  constructor(
-    private readonly redis: Redis,
-    readonly prefix: string,
-    private readonly retention: EventRetention = DEFAULT_RETENTION,
-    private readonly counter?: EventsCounter,
-    /** false: events are off (FLEET_EVENTS=off), every write is a no-op. */
-    readonly enabled = true,
-    /** How long a write waits for others to share its script call (TurnBatch's gatherMs). */
-    gatherMs = 0,
-    /**
-     * `database`: where a job's log (SessionEventLog) confirms that a stream is not the stored
-     * history (`dropIfStale`); `onDropped`: told of each stream dropped so (a log line).
-     */
-    private readonly store: {
-      database?: Database;
-      onDropped?: (sessionId: string, streamSeq: number, storedSeq: number) => void;
-    } = {},
-    /** The most one script call carries (WRITE_CHUNK; tests pass smaller limits to prove the chunking on less data). */
-    private readonly chunk: { bytes: number; entries: number } = WRITE_CHUNK,
-  ) {
-    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsAppendMany)
-      redis.defineCommand("fleetEventsAppendMany", { lua: APPEND_SCRIPT });
-    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsDropStale)
-      redis.defineCommand("fleetEventsDropStale", { numberOfKeys: 2, lua: DROP_SCRIPT });
-    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsDropOff)
-      redis.defineCommand("fleetEventsDropOff", { numberOfKeys: 2, lua: DROP_OFF_SCRIPT });
-    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsOn)
-      redis.defineCommand("fleetEventsOn", { numberOfKeys: 1, lua: ON_SCRIPT });
-    if (!(redis as unknown as Partial<RedisWithAppend>).fleetEventsFloor)
-      redis.defineCommand("fleetEventsFloor", { numberOfKeys: 2, lua: FLOOR_SCRIPT });
-    this.batch = new TurnBatch(
-      (writes) => this.send(writes),
-      64,
-      keysShareSlot(isCluster(redis), prefix),
-      gatherMs,
-      // Writes of several sessions share a call only up to one chunk's bytes.
-      { of: (write) => write.bytes, max: chunk.bytes },
-    );
-  }
-
-  /**
-   * Drops the session's stream: its `sessionEvents` was turned off. Its seq key stays as an
-   * `off` marker for FLEET_EVENTS_MAX_AGE_MS, so that a job that has not yet seen the change
-   * (it learns it at its next append) writes nothing meanwhile.
-   */
-  async dropStream(sessionId: string): Promise<void> {
-    if (!this.enabled) return;
-    await (this.redis as unknown as RedisWithAppend).fleetEventsDropOff(
-      eventStreamKey(this.prefix, sessionId),
-      seqKey(this.prefix, sessionId),
-      eventsNotifyChannel(this.prefix),
-      this.retention.maxAgeMs,
-    );
-  }
-
+export class EventWriter extends EventStreamWrites {
   /**
    * Starts the session's stream again (its `sessionEvents` turned on): the `off` marker goes,
    * and every stored message is written (`writeAfterSync`).
@@ -146,136 +42,6 @@ export class EventWriter {
     return new Map(rows.map((row) => [row.seq, row.run_id]));
   }
 
-  /** The highest message seq already in the session's stream (0: none, or the stream expired). */
-  async lastSeq(sessionId: string): Promise<number> {
-    if (!this.enabled) return 0;
-    return Number((await this.redis.hget(seqKey(this.prefix, sessionId), "seq")) ?? 0);
-  }
-
-  /**
-   * Writes `messages` (stored messages in seq order; those already in the stream are
-   * skipped) and then `events`. Returns "gap" when the messages start after a seq the
-   * stream lacks; the caller sends the missing ones too.
-   */
-  write(
-    sessionId: string,
-    messages: readonly { runId: string | null; message: StoredMessage }[],
-    events: readonly SessionEventInput[],
-  ): Promise<WriteResult> {
-    return this.writeEntries(sessionId, [
-      ...messages.map((m) => ({ type: "MESSAGE" as const, runId: m.runId, message: m.message })),
-      ...events,
-    ]);
-  }
-
-  /**
-   * Writes `entries` in their order: `MESSAGE` entries (stored messages, in seq order; those
-   * already in the stream are skipped) among other events. Returns "gap" when a message comes
-   * after a seq the stream lacks; the caller sends the missing ones too.
-   */
-  async writeEntries(
-    sessionId: string,
-    entries: readonly SessionEventInput[],
-    /** The stored message the writer believes the stream has last: "diverged" when it has another. */
-    check?: StoredMessage,
-  ): Promise<WriteResult> {
-    if (!this.enabled || entries.length === 0) return { ok: true, ids: [], prior: 0, priorFingerprint: null };
-    // One flat array of (seq, type, data) triples, filled by push, not by `.map`: arrays `.map`
-    // makes have one elements kind when V8 runs it as a builtin and another when optimized code
-    // inlines it, and each new kind seen here threw this function's optimized code away and had
-    // V8 compile it again (twice per worker).
-    const rows: Row[] = [];
-    const sizes: number[] = [];
-    let bytes = 0;
-    for (const event of entries) {
-      const seq =
-        event.type === "MESSAGE"
-          ? fingerprint(event.message)
-          : event.type === "RUN_COMPLETED"
-            ? `r:${event.runId}`
-            : event.type === "RUN_STARTED"
-              ? `s:${event.runId}`
-              : 0;
-      // The spread copy costs less than the event's own JSON glued after a head: that string
-      // is flattened again (Buffer.byteLength, the socket), which costs more than the copy.
-      const data = JSON.stringify({ sessionId, ...event });
-      rows.push(seq, event.type, data);
-      const size = Buffer.byteLength(data) + 32;
-      sizes.push(size);
-      bytes += size;
-    }
-    // A long write goes in chunks, one call each, in order. Each chunk is checked against the
-    // stream's seq like any write (a message already there is skipped, one after a gap
-    // refused), so the chunks a writer that died left behind are the start of what the next
-    // writer sends, and a reader between two chunks reads an ordinary stream that grows. The
-    // writer's `check` goes with the first chunk: the later ones follow what it wrote.
-    // Most writes are one chunk: sent as they are, with no copies of their rows and sizes.
-    const single = entries.length <= this.chunk.entries && bytes <= this.chunk.bytes;
-    const starts = single ? [0] : chunkStarts(sizes, this.chunk);
-    const ids: string[] = [];
-    let prior = 0;
-    let priorFingerprint: string | null = null;
-    for (let n = 0; n < starts.length; n++) {
-      const start = starts[n]!;
-      const end = starts[n + 1] ?? entries.length;
-      let chunkBytes = bytes;
-      if (!single) {
-        chunkBytes = 0;
-        for (let i = start; i < end; i++) chunkBytes += sizes[i]!;
-      }
-      const result = await this.batch.call({
-        sessionId,
-        rows: single ? rows : rows.slice(3 * start, 3 * end),
-        bytes: chunkBytes,
-        ...(check && n === 0 ? { check } : {}),
-      });
-      // A gap is found in the first chunk (in a later one only if Redis lost the stream meanwhile).
-      // The session was deleted: nothing is written, and nothing is to be repaired.
-      if (result[0] === "deleted") return { ok: true, ids, prior: 0, priorFingerprint: null, deleted: true };
-      if (result[0] === "gap") return { ok: false, last: Number(result[1]) };
-      if (result[0] === "diverged") return { ok: false, last: Number(result[1]), diverged: result[2]! };
-      if (n === 0) {
-        prior = Number(result[1]);
-        priorFingerprint = result[2] || null;
-      }
-      for (let i = 3; i < result.length; i++) ids.push(result[i]!);
-      this.count(entries, start, end, result.length - 3);
-    }
-    return { ok: true, ids, prior, priorFingerprint };
-  }
-
-  /**
-   * Drops the session's stream when its messages are not the stored ones: it has messages past
-   * the stored ones (`seen`, its seq as read before `stored` was read from Postgres, is past
-   * `stored.last`), or its last message (`seenFingerprint`, read with `seen`) is another
-   * message than the stored one under that seq. Only a Postgres restored from a backup (or to
-   * an earlier point in time) does that: messages enter a stream only after their commit, and
-   * a stored message never changes. Those messages no longer exist, and the stream would skip
-   * the new ones under their seqs (APPEND_SCRIPT), so the stream goes whole: the next write
-   * starts it again with every stored message, and a reader whose place was in the old one
-   * gets 410 (event-expiry.ts). Dropped only while the stream still says what was seen.
-   */
-  async dropIfStale(
-    sessionId: string,
-    seen: number,
-    seenFingerprint: string | null,
-    stored: StoredState,
-  ): Promise<boolean> {
-    const ahead = seen > stored.last;
-    const other =
-      seenFingerprint !== null && stored.fingerprint !== null && seenFingerprint !== stored.fingerprint;
-    if (!this.enabled || !(ahead || other)) return false;
-    const dropped = await (this.redis as unknown as RedisWithAppend).fleetEventsDropStale(
-      eventStreamKey(this.prefix, sessionId),
-      seqKey(this.prefix, sessionId),
-      seen,
-      eventsNotifyChannel(this.prefix),
-      seenFingerprint ?? "",
-    );
-    if (dropped === 1) this.store.onDropped?.(sessionId, seen, stored.last);
-    return dropped === 1;
-  }
-
   /** `dropIfStale`, with what is stored read from `store.database` now. False without one. */
   async dropIfStaleInStore(
     sessionId: string,
@@ -285,44 +51,6 @@ export class EventWriter {
     if (!this.store.database) return false;
     const stored = await storedState(this.store.database, sessionId, seen);
     return this.dropIfStale(sessionId, seen, seenFingerprint, stored);
-  }
-
-  private send(writes: SessionWrite[]): Promise<string[][]> {
-    // The script's keys and then its arguments, in one array: ioredis flattens it into the
-    // command (Command's `args.flat()`), where spreading two arrays into the call made copies.
-    const args: (string | number)[] = [];
-    for (const { sessionId } of writes)
-      args.push(eventStreamKey(this.prefix, sessionId), seqKey(this.prefix, sessionId));
-    args.push(
-      this.retention.maxEvents,
-      this.retention.maxAgeMs,
-      eventsNotifyChannel(this.prefix),
-      this.retention.maxBytes ?? 0,
-    );
-    for (let w = 0; w < writes.length; w++) {
-      const { rows, check } = writes[w]!;
-      args.push(args[2 * w]!, rows.length / 3 + (check ? 1 : 0));
-      if (check) args.push(`c:${fingerprint(check)}`, "CHECK", "");
-      for (const value of rows) args.push(value);
-    }
-    return (this.redis as unknown as RedisWithAppend).fleetEventsAppendMany(2 * writes.length, args);
-  }
-
-  /**
-   * Counts the entries written of `entries[start, end)`: every non-message event, and the
-   * messages not skipped (the first ones).
-   */
-  private count(entries: readonly SessionEventInput[], start: number, end: number, written: number): void {
-    if (!this.counter || written === 0) return;
-    let skipped = end - start - written;
-    for (let i = start; i < end; i++) {
-      const event = entries[i]!;
-      if (event.type === "MESSAGE" && skipped > 0) {
-        skipped--;
-        continue;
-      }
-      this.counter.inc({ type: event.type });
-    }
   }
 
   /**

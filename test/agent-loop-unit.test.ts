@@ -43,6 +43,7 @@ function fakeWrites(log: string[], options: { failAppend?: number; stored?: numb
   let seq = options.stored ?? 1; // the stored history starts with the user message at seq 1
   const writes: AgentLoopDeps["writes"] = {
     reserveModelCall: async () => true,
+    countBilledTokens: async () => {},
     async append(fence, cursor, runId, messages, tail) {
       appends++;
       expect(fence).toEqual(FENCE);

@@ -165,6 +165,12 @@ describe("a run's writes through a Postgres outage (real Postgres, a TCP proxy)"
     return row!.model_calls;
   }
 
+  async function tokensUsed(sessionId: string): Promise<number> {
+    const [row] = await fleet.database.sql<{ tokens_used: string }[]>`
+      select tokens_used::text from sessions where id = ${sessionId}`;
+    return Number(row!.tokens_used);
+  }
+
   /** Statements of this test's database waiting for a lock. */
   async function lockWaiters(): Promise<number> {
     const [row] = await fleet.database.sql<{ n: number }[]>`
@@ -282,6 +288,22 @@ describe("a run's writes through a Postgres outage (real Postgres, a TCP proxy)"
     await cut;
     expect(await modelCalls(fence.sessionId)).toBe(1);
     expect(await ride.writes.reserveModelCall(fence, 1)).toBe(false);
+  }, 30_000);
+
+  it("a failed attempt's billed tokens whose answer was lost are counted once, and the next reservation still counts", async () => {
+    const { fence } = await claimed();
+    const ride = rideout(10_000);
+    const before = await tokensUsed(fence.sessionId);
+    const cut = proxy.dropAnswer((sent) => sent.includes(fence.sessionId));
+    await ride.writes.countBilledTokens(fence, 700);
+    await cut;
+    expect(ride.results).toEqual(["stored"]);
+    expect(await tokensUsed(fence.sessionId)).toBe(before + 700);
+    // The reservation that follows (a retry of the failed call) is a write of its own.
+    expect(await ride.writes.reserveModelCall(fence, 5)).toBe(true);
+    expect(await modelCalls(fence.sessionId)).toBe(1);
+    await ride.writes.countBilledTokens(fence, 300);
+    expect(await tokensUsed(fence.sessionId)).toBe(before + 1000);
   }, 30_000);
 
   it("a reservation still running in Postgres when it was sent again: counted once", async () => {

@@ -259,6 +259,7 @@ describe("runAgentLoop with a lease guard", () => {
     const deps: AgentLoopDeps = {
       writes: {
         reserveModelCall: async () => true,
+        countBilledTokens: async () => {},
         async append(_fence, _cursor, _runId, messages) {
           return messages.map((m) => {
             seq++;

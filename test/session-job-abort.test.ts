@@ -53,6 +53,7 @@ function depsAbortingDuringAcquire(outer: AbortController) {
       append: refuse("append"),
       endRun: refuse("endRun"),
       reserveModelCall: refuse("reserveModelCall"),
+      countBilledTokens: refuse("countBilledTokens"),
     },
     queries: { nextQueuedRun: async () => null },
     metrics: {},

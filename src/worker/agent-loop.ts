@@ -26,7 +26,8 @@ import { type ToolRegistry, toolLabel } from "./tools/registry.js";
 
 export type AgentLoopDeps = {
   /** `appendStep` (when present) also answers the cancel check, saving the read before a tool. */
-  writes: Pick<FencedWrites, "append" | "reserveModelCall"> & Partial<Pick<FencedWrites, "appendStep">>;
+  writes: Pick<FencedWrites, "append" | "reserveModelCall" | "countBilledTokens"> &
+    Partial<Pick<FencedWrites, "appendStep">>;
   tools: Pick<ToolRegistry, "get" | "specs">;
   metrics: Pick<FleetMetrics, "modelStops" | "toolCalls"> &
     Partial<Pick<FleetMetrics, "modelTokens" | "toolTimeouts" | "toolsAbandoned">>;
@@ -142,11 +143,6 @@ export type LoopResult = {
   usage: RunUsage;
   /** `provider_error` only: the provider refused the request and would refuse it again (call-model.ts). */
   rejected?: true;
-  /**
-   * Tokens failed attempts reported and no stored step holds (call-model.ts `billed`): the
-   * run's end adds them to the session's count, so later runs' budgets count them too.
-   */
-  billedTokens?: number;
   /** With `deferLast`: the run's last step, not yet stored (the caller stores it with the run's end). */
   last?: { message: Message; tail: TailState; estimatedTokens: number };
 };
@@ -173,7 +169,10 @@ class FencedHistory {
     return { lastSeq: history.at(-1)?.seq ?? 0, lastStepSeq: lastStepSeq(history) };
   }
 
-  /** `estimatedTokens`: counted against the token budget for a step with unknown usage. */
+  /**
+   * `estimatedTokens`: counted against the token budget for a step with unknown usage; less,
+   * what its usage holds that was counted already (fenced-writes.ts `append`).
+   */
   async append(message: Message, estimatedTokens = 0): Promise<void> {
     await this.deps.leaseGuard?.whenValid(this.input.fence.epoch);
     this.cancelledAtLastAppend = null;
@@ -249,6 +248,8 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
     if (turn >= agent.maxTurns) return { outcome: "max_turns", usage };
     const spent = await budgetSpent(input, deps);
     if (spent) return { outcome: "budget_exhausted", error: spent, usage };
+    /** Tokens of this call's failed attempts stored in the session's count as they failed. */
+    let counted = 0;
     const step = await callModel(
       input.model,
       {
@@ -261,28 +262,32 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
       {
         sleep: deps.sleep,
         policy: deps.retryPolicy,
+        // Billed: stored at once, so that a crash before the run's end loses none of it.
+        billedAttempt: async (reported: Usage) => {
+          const tokens = Math.max(0, Math.ceil(reported.inputTokens + reported.outputTokens));
+          await deps.writes.countBilledTokens(input.fence, tokens);
+          counted += tokens;
+        },
         ...(agent.budget === undefined
           ? {}
           : { reserveRetry: (billed: Usage | undefined) => budgetSpent(input, deps, billed) }),
       },
     );
     if (!step.ok) {
-      // Billed, though no step came of it: the run's usage and the budget count it, and the
-      // run's end stores its tokens in the session's count (`billedTokens`).
-      const billed = step.billed ? countBilled(input, deps, usage, step.billed) : {};
-      if (step.aborted) return { outcome: "cancelled", error: step.error, usage, ...billed };
+      // Billed, though no step came of it: the run's usage and the budget count it (the
+      // session's count has held its tokens since each attempt failed).
+      if (step.billed) countBilled(input, deps, usage, step.billed);
+      if (step.aborted) return { outcome: "cancelled", error: step.error, usage };
       if (step.budgetSpent)
         return {
           outcome: "budget_exhausted",
           error: `${step.budgetSpent} (the last failed: ${step.error})`,
           usage,
-          ...billed,
         };
       return {
         outcome: "provider_error",
         error: step.error,
         usage,
-        ...billed,
         ...(step.rejected ? { rejected: true } : {}),
       };
     }
@@ -306,6 +311,8 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
       ? 0
       : (step.estimatedUsage?.inputTokens ?? 0) + (step.estimatedUsage?.outputTokens ?? 0);
     if (input.budget) input.budget.tokensUsed += estimated;
+    // The step's usage (or estimate) holds its call's failed attempts, counted as they failed.
+    const uncounted = estimated - counted;
     if (input.deferLast && !requestsTools(message)) {
       const outcome = outcomeOfStop(message.stopReason);
       const goal = input.goal;
@@ -318,10 +325,10 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
       const pauseGoesOn = outcome === "paused" && pauses < agent.pauseLimit;
       if (!goalGoesOn && !pauseGoesOn) {
         deps.metrics.modelStops.inc({ stop_reason: stopReasonLabel(message.stopReason) });
-        return { outcome, usage, last: history.lastOf(message, estimated) };
+        return { outcome, usage, last: history.lastOf(message, uncounted) };
       }
     }
-    await history.append(message, estimated);
+    await history.append(message, uncounted);
     deps.metrics.modelStops.inc({ stop_reason: stopReasonLabel(message.stopReason) });
     if (requestsTools(message)) {
       const calls = message.toolCalls ?? [];

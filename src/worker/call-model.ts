@@ -18,7 +18,9 @@
  * An attempt that failed before any output after its provider reported usage (Anthropic's
  * `message_start`, then an `overloaded_error` event) was billed all the same: what it reported
  * is added to the step its retry stores (its usage, or its estimate), or, when no step comes of
- * the call, handed back as `billed` for the run to count (agent-loop.ts). Each retry is asked
+ * the call, handed back as `billed` for the run to count (agent-loop.ts). The caller is told of
+ * each such attempt as it fails (`billedAttempt`), before anything else is sent: its tokens are
+ * stored then, so a worker killed before the run's end loses none. Each retry is asked
  * of `reserveRetry` with it, so repeated failing attempts cannot spend past `agent.budget`;
  * a rate-limit answer of a gated endpoint that came after such a report is one of them, not a
  * free wait for capacity.
@@ -314,6 +316,11 @@ export async function callModel(
      * sent again.
      */
     reserveRetry?: (billed: Usage | undefined) => Promise<string | null>;
+    /**
+     * Told, and awaited, as each attempt fails before any output after its provider reported
+     * usage, with that report: the caller counts its tokens in the session at once.
+     */
+    billedAttempt?: (reported: Usage) => Promise<void>;
   },
 ): Promise<ModelStep> {
   const policy = deps.policy ?? DEFAULT_RETRY_POLICY;
@@ -343,7 +350,10 @@ export async function callModel(
     const { error } = result;
     // Nothing was sent: the job is handed back (session-job.ts) and this step taken again later.
     if (error instanceof CapacityWait && !request.signal.aborted) throw error;
-    if (!result.outputStarted && result.reported) billed = sumUsage(billed, result.reported);
+    if (!result.outputStarted && result.reported) {
+      billed = sumUsage(billed, result.reported);
+      await deps.billedAttempt?.(result.reported);
+    }
     // One the provider reported usage for (an overloaded_error event after message_start) was
     // processed and billed: an attempt like any failed one (below), its retry asked of the budget.
     if (

@@ -18,10 +18,11 @@
  * is sent again (committed-appends.ts), never stored twice, and so is one still running in
  * Postgres when its retry looked, found once the retry meets its commit (`sentOnce`); a model
  * call's reservation carries one key on every try, so one whose answer was lost is counted
- * once (fenced-writes.ts); and the run's next tool cannot start before the write before it
- * went through (the agent loop awaits it). A run's end (`endRun`) and the cancel check are
- * safe to send again as they are: an ended run is not ended again (the retry answers the
- * session's next queued run, as the first try did), and the check only reads.
+ * once (fenced-writes.ts), and so do a failed attempt's billed tokens (billed-tokens.ts); and
+ * the run's next tool cannot start before the write before it went through (the agent loop
+ * awaits it). A run's end (`endRun`) and the cancel check are safe to send again as they
+ * are: an ended run is not ended again (the retry answers the session's next queued run, as
+ * the first try did), and the check only reads.
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
@@ -201,7 +202,13 @@ function messageOf(error: unknown): string {
 type RunWrites = Partial<
   Pick<
     FencedWrites,
-    "append" | "appendStep" | "appendAndEndRun" | "endRun" | "reserveModelCall" | "findCommitted"
+    | "append"
+    | "appendStep"
+    | "appendAndEndRun"
+    | "endRun"
+    | "reserveModelCall"
+    | "countBilledTokens"
+    | "findCommitted"
   >
 >;
 
@@ -227,6 +234,10 @@ export function ridingOutWrites<W extends object>(writes: W, deps: RideoutDeps):
     // was lost is found by the next, not counted twice against the budget.
     wrapped.reserveModelCall = (fence: Fence, max: number, key: string = randomUUID()) =>
       rideOut("reserveModelCall", () => w.reserveModelCall!(fence, max, key), deps);
+  if (w.countBilledTokens)
+    // Keyed the same way: a failed attempt's tokens are added once, however often they are sent.
+    wrapped.countBilledTokens = (fence: Fence, tokens: number, key: string = randomUUID()) =>
+      rideOut("countBilledTokens", () => w.countBilledTokens!(fence, tokens, key), deps);
   if (find) {
     if (w.appendStep)
       wrapped.appendStep = (fence, cursor, runId, messages, ...rest) =>

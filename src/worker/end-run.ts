@@ -42,12 +42,7 @@ export async function finishRun(started: StartedRun, loopResult: LoopResult): Pr
   const toFallback = !park && primaryRejected(result, run, state.parsedAgent);
   const storedError =
     result.error == null ? null : toFallback ? `${PRIMARY_REJECTED_PREFIX}${result.error}` : result.error;
-  const endDetail = {
-    error: storedError,
-    usage: result.usage,
-    park,
-    ...(result.billedTokens ? { tokens: result.billedTokens } : {}),
-  };
+  const endDetail = { error: storedError, usage: result.usage, park };
   let next: RunRow | null;
   const last = result.last;
   if (last && deps.writes.appendAndEndRun) {

@@ -77,15 +77,10 @@ function costSpent(input: BudgetInput): number {
 
 /**
  * Counts what failed attempts billed without a step (call-model.ts `billed`): in the run's
- * usage, the token metric and the budget in memory; returns the tokens the run's end adds to
- * the session's count (fenced-runs.ts `endRun`).
+ * usage, the token metric and the budget in memory. The session's count holds its tokens
+ * already: each attempt's were stored as it failed (billed-tokens.ts).
  */
-export function countBilled(
-  input: BudgetInput,
-  deps: BudgetDeps,
-  usage: RunUsage,
-  billed: Usage,
-): { billedTokens: number } {
+export function countBilled(input: BudgetInput, deps: BudgetDeps, usage: RunUsage, billed: Usage): void {
   addUsage(usage, billed);
   countTokens(deps, input.model.identity, billed);
   const tokens = billed.inputTokens + billed.outputTokens;
@@ -94,7 +89,6 @@ export function countBilled(
       input.budget.costUsd = roundUsd(input.budget.costUsd + billed.costUsd);
     input.budget.tokensUsed += tokens;
   }
-  return { billedTokens: tokens };
 }
 
 /** Adds a step's usage to the run's. */

@@ -81,9 +81,10 @@ export const sessions = pgTable(
     /** Model calls made for it across all runs (counted only for agents with a `budget`). */
     modelCalls: integer("model_calls").notNull().default(0),
     /**
-     * The key of the last model call counted in `model_calls` (FencedWrites.reserveModelCall):
-     * the same reservation sent again after its answer was lost (a Postgres outage ridden
-     * out) finds its key and is not counted twice.
+     * The key of the last model call counted in `model_calls` (FencedWrites.reserveModelCall),
+     * or of the last failed attempt's billed tokens counted in `tokens_used`
+     * (FencedWrites.countBilledTokens): the same write sent again after its answer was lost (a
+     * Postgres outage ridden out) finds its key and is not counted twice.
      */
     modelCallKey: text("model_call_key"),
     /** Tokens (input + output) its model steps reported, across all runs. */

@@ -39,7 +39,9 @@ export async function sessionCancelled(database: Database, fence: Fence): Promis
  * lost answer) with the same key finds it stored in `model_call_key` and answers true
  * without counting it again, even when its first try is still running in Postgres (the
  * row lock makes the retry wait, and it reads the row its first try left). One holder
- * reserves one call at a time, so the last key is all there is to remember.
+ * reserves one call at a time, so the last key is all there is to remember (a failed
+ * attempt's billed tokens are counted under a key of their own in the same column, between
+ * two reservations: billed-tokens.ts).
  */
 export async function reserveModelCall(
   database: Database,

@@ -30,7 +30,8 @@ export function sessionAppend(
     epoch: fence.epoch,
     lastSeq: cursor.lastSeq,
     tail,
-    tokens: tokensOf(messages) + Math.max(0, Math.ceil(estimatedTokens)),
+    // A negative `estimatedTokens`: what the messages' usage holds that was counted already.
+    tokens: Math.max(0, tokensOf(messages) + Math.ceil(estimatedTokens)),
     bytes: historyBytes(messages),
     runId,
     rows: toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq),

@@ -72,12 +72,6 @@ export type RunEndDetail = {
   usage?: Usage | null;
   /** Park the session in the same statement (a limit was reached), unless more runs wait. */
   park?: { reason: string; detail?: string };
-  /**
-   * Tokens to add to the session's count (`tokens_used`, `agent.budget.maxTokens`) that no
-   * stored step holds: what failed model attempts reported (agent-loop.ts `billedTokens`).
-   * Added once, with the run's end: an end sent again ends nothing and adds nothing.
-   */
-  tokens?: number;
 };
 
 /**
@@ -106,7 +100,6 @@ export async function endRun(
       ), s as (
         update sessions
            set updated_at = now(),
-               tokens_used = tokens_used + ${Math.max(0, Math.ceil(detail.tokens ?? 0))},
                resume_attempts = case when ${outcome === "completed"} then 0 else resume_attempts end,
                next_resume_at = case when ${outcome === "completed"} then null else next_resume_at end,
                status = case when ${park !== null} and status = 'active'

@@ -16,6 +16,7 @@ import type { Message, StoredMessage, Usage } from "../messages.js";
 import type { TailState } from "../tail-state.js";
 import { TurnBatch } from "../turn-batch.js";
 import { withFields } from "../with-fields.js";
+import { countBilledTokens } from "./billed-tokens.js";
 import { judgeAppend, readAfterCursor } from "./committed-appends.js";
 import { holdsEpoch, reserveModelCall, sessionCancelled } from "./fence-checks.js";
 import {
@@ -174,7 +175,9 @@ export class FencedWrites {
     tail: TailState,
     /**
      * Tokens to count against `agent.budget.maxTokens` for steps whose provider reported no
-     * usage (an estimate: usage.ts); reported usage is counted from the messages.
+     * usage (an estimate: usage.ts); reported usage is counted from the messages. Less, when
+     * negative, the tokens of failed attempts the step holds that were counted as they failed
+     * (`countBilledTokens`): the session's count never goes down for it.
      */
     estimatedTokens = 0,
   ): Promise<StoredMessage[]> {
@@ -248,6 +251,14 @@ export class FencedWrites {
   /** Counts one model call against `agent.budget.maxModelCalls` before it is made, once per `key` (fence-checks.ts). */
   reserveModelCall(fence: Fence, max: number, key?: string): Promise<boolean> {
     return reserveModelCall(this.database, fence, max, key);
+  }
+
+  /**
+   * Adds the tokens a failed model attempt was billed for to the session's count as it fails,
+   * once per `key` (billed-tokens.ts). Fenced.
+   */
+  countBilledTokens(fence: Fence, tokens: number, key?: string): Promise<void> {
+    return countBilledTokens(this.database, fence, tokens, key);
   }
 
   /** Starts a queued run, appending what must come first, in one statement (fenced-runs.ts). */

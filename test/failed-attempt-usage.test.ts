@@ -11,32 +11,51 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import type { Usage } from "../src/shared/messages.js";
-import { callModel } from "../src/worker/call-model.js";
+import { callModel, MAX_RATE_LIMITED } from "../src/worker/call-model.js";
 import { EndpointRateLimited } from "../src/worker/endpoint-gate.js";
 import { type ModelProvider, ProviderError } from "../src/worker/models/provider.js";
+import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
 import { useFakeProviders } from "./support/fake-providers.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { createFleetEnv, type FleetEnv, readyInfo, type WorkerProcess } from "./support/fleet-env.js";
 import { noSleep, req } from "./support/model-steps.js";
 
 const WAIT = { timeoutMs: 60_000 };
 const fakes = useFakeProviders();
 let fleet: FleetEnv;
 let client: FleetClient;
+let worker: WorkerProcess;
+/** The chat server behind the declared endpoint `gated`. */
+let gated: FakeOpenAI;
 
 beforeAll(async () => {
+  gated = await startFakeOpenAI();
   fleet = await createFleetEnv("failedattemptusage", {
     env: {
       FLEET_ALLOWED_BASE_URLS: "http://127.0.0.1",
       FLEET_PRICES: JSON.stringify({ "openai:gpt-billed": { input: 1, output: 1 } }),
+      // A declared endpoint: its 429s are waits for capacity.
+      FLEET_MODEL_ENDPOINTS: JSON.stringify({
+        gated: { provider: "openai", baseUrl: gated.url, limits: { requestsPerMinute: 60_000 } },
+      }),
     },
   });
   client = (await fleet.startApi()).client;
-  await fleet.spawnWorker();
+  worker = await fleet.spawnWorker();
 }, 90_000);
 
 afterAll(async () => {
   await fleet?.close();
+  await gated?.close();
 });
+
+/** The worker's `fleet_model_tokens_total{provider="openai",kind="input"}`. */
+async function openaiInputTokens(): Promise<number> {
+  const metrics = await (await fetch(`http://127.0.0.1:${readyInfo(worker).metricsPort}/metrics`)).text();
+  const series = /^fleet_model_tokens_total\{[^}]*provider="openai"[^}]*kind="input"[^}]*\} (\d+)/m.exec(
+    metrics,
+  );
+  return Number(series?.[1] ?? 0);
+}
 
 async function tokensUsed(id: string): Promise<number> {
   const [row] = await fleet.database.sql<{ tokens_used: string }[]>`
@@ -89,6 +108,31 @@ it("openai chat: attempts cut after their usage chunk count against maxTokens, a
   const next = await client.waitForRun((await client.send(id, "again")).runId, WAIT);
   expect(next.endedReason).toBe("budget_exhausted");
   expect(fakes.chat.requests).toHaveLength(3);
+});
+
+it("a billed attempt, then 429s until the run is handed back: its tokens reach the session and the continued run's budget", async () => {
+  const billed = { text: [], usage: { prompt_tokens: 700, completion_tokens: 0 }, omitDone: true };
+  const refused = { status: 429, headers: { "retry-after": "0" }, errorMessage: "rate limit reached" };
+  // One billed attempt; then MAX_RATE_LIMITED free asks and the refusal that hands the run
+  // back; then, in the continued run, the same billed attempt again.
+  gated.enqueue(billed, { ...refused, times: MAX_RATE_LIMITED + 1 }, billed);
+  const metricBefore = await openaiInputTokens();
+  const { id } = await client.createSession({
+    agent: {
+      model: { provider: "openai", endpoint: "gated", model: "gpt-billed" },
+      budget: { maxTokens: 1000 },
+    },
+  });
+  const run = await client.waitForRun((await client.send(id, "hi")).runId, WAIT);
+  // The continued run starts from the 700 the first part was billed: 700 more spend the
+  // budget, and no retry is sent.
+  expect(gated.requests).toHaveLength(MAX_RATE_LIMITED + 3);
+  expect(run.endedReason).toBe("budget_exhausted");
+  expect(run.error).toMatch(/^agent\.budget\.maxTokens: 1400 of 1000 tokens used/);
+  expect(run.usage).toMatchObject({ inputTokens: 1400, outputTokens: 0, costUsd: 0.0014, handBacks: 1 });
+  expect(await tokensUsed(id)).toBe(1400);
+  // Each billed attempt counted once in the token metric as well.
+  expect((await openaiInputTokens()) - metricBefore).toBe(1400);
 });
 
 it("a gated endpoint overloaded after message_start: a billed attempt, not a wait for capacity", async () => {

@@ -15,6 +15,7 @@ import type { Fence, FencedWrites, HistoryCursor } from "../shared/store/fenced-
 import { lastStepSeq } from "../shared/store/rows.js";
 import type { TailState } from "../shared/tail-state.js";
 import { callModel, type RetryPolicy } from "./call-model.js";
+import { CapacityWait } from "./endpoint-gate.js";
 import type { LeaseCheck } from "./lease-guard.js";
 import { addUsage, budgetSpent, countBilled, countTokens } from "./loop-budget.js";
 import type { ModelProvider } from "./models/provider.js";
@@ -272,7 +273,12 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
           ? {}
           : { reserveRetry: (billed: Usage | undefined) => budgetSpent(input, deps, billed) }),
       },
-    );
+    ).catch((error: unknown) => {
+      // Handed back to wait for capacity after billed attempts: the token metric and the budget
+      // in memory count them now (the hand-back adds them to the run's usage: hand-back.ts).
+      if (error instanceof CapacityWait && error.billed) countBilled(input, deps, usage, error.billed);
+      throw error;
+    });
     if (!step.ok) {
       // Billed, though no step came of it: the run's usage and the budget count it (the
       // session's count has held its tokens since each attempt failed).

@@ -27,7 +27,8 @@
  *
  * Provider limits (contracts §15, endpoint-gate.ts): a request that must wait for its
  * endpoint's capacity longer than the gate allows throws `CapacityWait` out of this call (the
- * job is handed back; nothing was sent, nothing is counted), and a 429/529/overloaded answer
+ * job is handed back; nothing was sent, nothing is counted but what earlier attempts of the
+ * call were billed for, which it carries as `billed`), and a 429/529/overloaded answer
  * from a gated endpoint is asked again through the gate — which waits out the fleet-wide
  * pause — without counting an attempt: waiting for capacity is not failing. After
  * `MAX_RATE_LIMITED` such answers in one call the job is handed back like a long wait (they
@@ -301,6 +302,12 @@ function estimated(
   return { estimatedUsage, ...(price ? { estimatedCostUsd: costOf(estimatedUsage, price) } : {}) };
 }
 
+/** A hand-back that carries what the call's failed attempts were billed for (the run counts it). */
+function withBilled(wait: CapacityWait, billed: { billed?: Usage }): CapacityWait {
+  if (billed.billed) wait.billed = billed.billed;
+  return wait;
+}
+
 export async function callModel(
   provider: ModelProvider,
   request: ModelRequest,
@@ -349,7 +356,7 @@ export async function callModel(
     }
     const { error } = result;
     // Nothing was sent: the job is handed back (session-job.ts) and this step taken again later.
-    if (error instanceof CapacityWait && !request.signal.aborted) throw error;
+    if (error instanceof CapacityWait && !request.signal.aborted) throw withBilled(error, billedSoFar());
     if (!result.outputStarted && result.reported) {
       billed = sumUsage(billed, result.reported);
       await deps.billedAttempt?.(result.reported);
@@ -369,10 +376,13 @@ export async function callModel(
       }
       // Still refused: the job is handed back (session-job.ts) rather than holding the slot,
       // and the refusals count as nothing, however long the provider keeps answering 429.
-      throw new CapacityWait(
-        error.endpoint,
-        Math.max(RATE_LIMITED_HAND_BACK_MS, error.cause.retryAfterMs ?? 0),
-        Date.now(),
+      throw withBilled(
+        new CapacityWait(
+          error.endpoint,
+          Math.max(RATE_LIMITED_HAND_BACK_MS, error.cause.retryAfterMs ?? 0),
+          Date.now(),
+        ),
+        billedSoFar(),
       );
     }
     // The error may be stored as a park reason, and may quote what the provider sent.

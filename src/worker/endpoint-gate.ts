@@ -16,6 +16,7 @@
  * Visible as `fleet_endpoint_wait_seconds{endpoint}` (from the first ask to the slot, hand-backs
  * included), `fleet_model_requests_total{endpoint,outcome}` and the run's `usage.waitedMs`.
  */
+import type { Usage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import type { Confirmed, EndpointLimits, ProviderLimits, TenantShares } from "../shared/provider-limits.js";
 import { shareOf } from "../shared/provider-limits.js";
@@ -26,6 +27,12 @@ import type { Sleep } from "./models/scripted.js";
 /** The request could not get a slot soon: hand the job back for `retryInMs`. */
 export class CapacityWait extends Error {
   override name = "CapacityWait";
+  /**
+   * What the call's earlier attempts were billed for, having failed without output after
+   * their provider reported usage (call-model.ts sets it, priced): in the session's token
+   * count already, and in the run's usage once the run is handed back (hand-back.ts).
+   */
+  billed?: Usage;
   constructor(
     readonly endpoint: string,
     readonly retryInMs: number,

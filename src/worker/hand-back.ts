@@ -110,15 +110,25 @@ export function committedUsage(committed: readonly StoredMessage[]): { usage: Ru
   return { usage, steps };
 }
 
+/**
+ * The usage of a part of a run: its committed steps', and what the failed attempts of the
+ * request that waits were billed for (`CapacityWait.billed`), which no step holds.
+ */
+export function partUsage(committed: readonly StoredMessage[], billed: Usage | undefined): RunUsage {
+  const { usage } = committedUsage(committed);
+  return billed ? addUsage(usage, billed) : usage;
+}
+
 /** What a run handed back carries: its usage so far, one more hand-back, its model calls so far. */
 export function waitingUsage(input: {
   committed: readonly StoredMessage[];
   previous: WaitingUsage | null;
   ledger: WaitLedger;
+  billed?: Usage;
 }): WaitingUsage {
   const part = committedUsage(input.committed);
   return {
-    ...addUsage(plainUsage(input.previous), part.usage),
+    ...addUsage(plainUsage(input.previous), partUsage(input.committed, input.billed)),
     waitedMs: input.ledger.waitedMs,
     handBacks: (input.previous?.handBacks ?? 0) + 1,
     turns: (input.previous?.turns ?? 0) + part.steps,
@@ -133,6 +143,8 @@ export type HandBackInput = {
   committed: readonly StoredMessage[];
   previous: WaitingUsage | null;
   ledger: WaitLedger;
+  /** What the failed attempts of the request that waits were billed for (`CapacityWait.billed`). */
+  billed?: Usage;
 };
 
 /**

@@ -9,14 +9,7 @@ import { ValidationError } from "../shared/errors.js";
 import { NewerAgentError } from "../shared/newer-agent.js";
 import { pausesTaken, runAgentLoop } from "./agent-loop.js";
 import { CapacityWait } from "./endpoint-gate.js";
-import {
-  committedUsage,
-  finalUsage,
-  forgetWaiting,
-  handBack,
-  turnsTaken,
-  withCapacityGate,
-} from "./hand-back.js";
+import { finalUsage, forgetWaiting, handBack, partUsage, turnsTaken, withCapacityGate } from "./hand-back.js";
 import { withProviderErrorLog } from "./models/logged-provider.js";
 import { handBackNewerAgent } from "./newer-agent-wait.js";
 import { withDeltas } from "./run-events.js";
@@ -94,15 +87,17 @@ export async function runLoop(started: StartedRun): Promise<LoopResult> {
             deps.log,
           )
         : null;
+    // What the waiting request's failed attempts were billed for: in the run's usage too.
+    const billed = error instanceof CapacityWait ? error.billed : undefined;
     const handed =
       error instanceof CapacityWait && deps.capacity
         ? await handBack(
             error,
-            { fence, run, committed, previous, ledger, reservedModelCall: reservesModelCalls },
+            { fence, run, committed, previous, ledger, billed, reservedModelCall: reservesModelCalls },
             deps.capacity,
           )
         : (newer?.outcome ?? null);
-    if (handed === "cancelled") result = { outcome: "cancelled", usage: committedUsage(committed).usage };
+    if (handed === "cancelled") result = { outcome: "cancelled", usage: partUsage(committed, billed) };
     else if (newer?.outcome === "expired")
       result = { outcome: "invalid_agent", error: newer.detail, usage: { inputTokens: 0, outputTokens: 0 } };
     else {

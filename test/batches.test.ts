@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetApiError, FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import type { BatchJson } from "../src/shared/store/batches.js";
-import { verifyWebhookSignature } from "../src/shared/webhooks.js";
+import { verifyWebhookSignature } from "../src/shared/webhook-signature.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, readyInfo, waitFor } from "./support/fleet-env.js";
 

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vites
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { openWebhookQueue, QUEUES } from "../src/shared/queues.js";
-import { verifyWebhookSignature } from "../src/shared/webhooks.js";
+import { verifyWebhookSignature } from "../src/shared/webhook-signature.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 

@@ -14,7 +14,8 @@ import { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { signingSecret, tenantWebhookSecret } from "../src/shared/webhook-secrets.js";
-import { signWebhook, verifyWebhookSignature, webhookSettingsFromEnv } from "../src/shared/webhooks.js";
+import { signWebhook, verifyWebhookSignature } from "../src/shared/webhook-signature.js";
+import { webhookSettingsFromEnv } from "../src/shared/webhooks.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 

@@ -13,12 +13,11 @@ import { loadConfig } from "../src/shared/config.js";
 import { MAX_TIMER_MS } from "../src/shared/config-schema.js";
 import { ValidationError } from "../src/shared/errors.js";
 import { QUEUES, WEBHOOK_ATTEMPTS } from "../src/shared/queues.js";
+import { signWebhook, verifyWebhookSignature } from "../src/shared/webhook-signature.js";
 import {
   checkWebhookUrl,
   isPrivateAddress,
   postWebhook,
-  signWebhook,
-  verifyWebhookSignature,
   webhookBackoffMs,
   webhookSettingsFromEnv,
 } from "../src/shared/webhooks.js";

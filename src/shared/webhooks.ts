@@ -1,5 +1,6 @@
 /**
- * Batch webhooks (contracts §9): the URL check at submit, the signature, and one delivery.
+ * Batch webhooks (contracts §9): the URL check at submit and one delivery (the signature:
+ * webhook-signature.ts).
  *
  * A webhook is a request this server makes on behalf of a tenant, so:
  * - only `http:` and `https:` URLs, without credentials, at most 2,048 characters;
@@ -19,7 +20,6 @@
  * - redirects are not followed (a 3xx is a failed attempt), answers are not read beyond
  *   their status, and each attempt times out after 10 s.
  */
-import { createHmac, timingSafeEqual } from "node:crypto";
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
@@ -205,38 +205,6 @@ export function checkWebhookUrl(value: string, settings: WebhookSettings, field:
   if (settings.denyPrivate && (isLoopbackName(host) || (isIP(host) !== 0 && isPrivateAddress(host))))
     throw new ValidationError(field, "points at a private address, which this fleet refuses");
   return value;
-}
-
-/** `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`. */
-export function signWebhook(secret: string, body: string, unixSeconds: number): string {
-  const mac = createHmac("sha256", secret).update(`${unixSeconds}.${body}`).digest("hex");
-  return `t=${unixSeconds},v1=${mac}`;
-}
-
-/**
- * For receivers: whether a `Fleet-Signature` header signs `body`, within `toleranceSeconds`.
- * An empty secret verifies nothing: anyone can compute an HMAC with an empty key, and a
- * receiver reading an unset variable (`process.env.FLEET_WEBHOOK_SECRET ?? ""`) took forged
- * deliveries as signed. The header is read as the fleet writes it: `t` in digits, `v1` 64 hex
- * digits (Buffer.from(…, "hex") stopped at the first other character, so a MAC with anything
- * after it passed).
- */
-export function verifyWebhookSignature(
-  secret: string,
-  body: string,
-  header: string,
-  toleranceSeconds = 300,
-  nowSeconds = Math.floor(Date.now() / 1000),
-): boolean {
-  if (secret === "") return false;
-  const parts = Object.fromEntries(header.split(",").map((p) => p.split("=", 2) as [string, string]));
-  const v1 = parts.v1 ?? "";
-  if (!/^\d{1,15}$/.test(parts.t ?? "") || !/^[0-9a-f]{64}$/i.test(v1)) return false;
-  const t = Number(parts.t);
-  if (Math.abs(nowSeconds - t) > toleranceSeconds) return false;
-  const expected = Buffer.from(signWebhook(secret, body, t).split("v1=")[1]!, "hex");
-  const given = Buffer.from(v1, "hex");
-  return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
 /** A DNS lookup that refuses private addresses (FLEET_WEBHOOK_DENY_PRIVATE). */

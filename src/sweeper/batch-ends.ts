@@ -27,7 +27,8 @@ import {
 import type { BatchStore, UnsettledCursor } from "../shared/store/batches.js";
 import { deliveryBody, webhookErrorText } from "../shared/webhook-errors.js";
 import { signingSecret } from "../shared/webhook-secrets.js";
-import { postWebhook, signWebhook, type WebhookSettings, webhookBackoffMs } from "../shared/webhooks.js";
+import { signWebhook } from "../shared/webhook-signature.js";
+import { postWebhook, type WebhookSettings, webhookBackoffMs } from "../shared/webhooks.js";
 import { ensureWebhookQueued, webhookBudgetSpent } from "./webhook-owed.js";
 import { receiverTookIt } from "./webhook-taken.js";
 

@@ -420,3 +420,16 @@ export const sessionDeletions = pgTable(
   },
   (t) => [index("session_deletions_claim_idx").on(t.claimedUntil)],
 );
+
+/**
+ * Each tenant's webhook signing secret's generation (FLEET_WEBHOOK_SECRET_PER_TENANT,
+ * webhook-secrets.ts): no row is generation 0, the secret derived as before rotations existed.
+ * `POST /v1/webhook-secret/rotate` adds one; until `previous_valid_until` deliveries are also
+ * signed with the generation before (tenant-webhook-secrets.ts).
+ */
+export const webhookSecretGenerations = pgTable("webhook_secret_generations", {
+  tenant: text("tenant").primaryKey(),
+  generation: integer("generation").notNull(),
+  rotatedAt: timestamp("rotated_at", { withTimezone: true }).notNull().defaultNow(),
+  previousValidUntil: timestamp("previous_valid_until", { withTimezone: true }).notNull(),
+});

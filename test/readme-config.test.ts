@@ -113,6 +113,7 @@ const PARSED: Record<string, (c: FleetConfig) => unknown> = {
   FLEET_WEBHOOK_ALLOWED_URLS: (c) => (c.webhooks.allowed.length === 0 ? undefined : c.webhooks.allowed),
   FLEET_WEBHOOK_DENY_PRIVATE: (c) => (c.webhooks.denyPrivate ? "on" : undefined),
   FLEET_WEBHOOK_SECRET_PER_TENANT: (c) => (c.webhooks.perTenant ? "on" : "off"),
+  FLEET_WEBHOOK_SECRET_GRACE_MS: (c) => c.webhooks.rotationGraceMs,
   FLEET_WEBHOOK_RETRY_MS: (c) => c.webhooks.retryBaseMs,
   FLEET_WEBHOOK_LOCK_MS: (c) => c.webhooks.lockMs,
   FLEET_WEBHOOK_STALL_CHECK_MS: (c) => c.webhooks.stallCheckMs,

@@ -186,13 +186,18 @@ export function addApiCommands(program: Command, run: Run): void {
 
   program
     .command("webhook-secret")
-    .summary("print the secret that signs your tenant's batch webhooks (per-tenant secrets on)")
+    .summary("print (or rotate) the secret that signs your tenant's batch webhooks (per-tenant secrets on)")
     .description(
-      "Print {secret}: the secret that signs the batch webhooks of this key's tenant, when the operator turned on FLEET_WEBHOOK_SECRET_PER_TENANT (exit 2 when it is off: the fleet's FLEET_WEBHOOK_SECRET signs every webhook). Each key reads its own tenant's only.",
+      "Print {secret}: the secret that signs the batch webhooks of this key's tenant, when the operator turned on FLEET_WEBHOOK_SECRET_PER_TENANT (exit 2 when it is off: the fleet's FLEET_WEBHOOK_SECRET signs every webhook). Each key reads its own tenant's only. With --rotate, first rotate it and print {secret, previousValidUntil}: deliveries are signed with the new secret and, until then, with the one it replaced too.",
+    )
+    .option("--rotate", "rotate this tenant's secret first (POST /v1/webhook-secret/rotate)")
+    .option(
+      "--idempotency-key <KEY>",
+      "with --rotate, the rotation's key: running the same command again within 24 h rotates once",
     )
     .option("--api <URL>", apiHelp)
     .action(
-      run(async (options: { api?: string }) =>
+      run(async (options: { rotate?: boolean; idempotencyKey?: string; api?: string }) =>
         (await import("./webhook-secret.js")).webhookSecretCommand(options),
       ),
     );

@@ -44,7 +44,15 @@ export type ApiDeps = {
    * `GET /v1/webhook-secret`: the secret that signs the tenant's webhooks, when it is the
    * tenant's own (FLEET_WEBHOOK_SECRET_PER_TENANT, webhook-secrets.ts); undefined or absent: 404.
    */
-  webhookSecret?: (tenant: string) => string | undefined;
+  webhookSecret?: (tenant: string) => Promise<string | undefined> | string | undefined;
+  /**
+   * `POST /v1/webhook-secret/rotate`: moves the tenant's own secret to its next generation
+   * (webhook-secret-routes.ts) and answers its generation, and until when the one it replaced
+   * still signs too; undefined or absent: 404, as the GET.
+   */
+  rotateWebhookSecret?: (
+    tenant: string,
+  ) => Promise<{ generation: number; previousValidUntil: string } | undefined>;
   /** Event streams (contracts §7, SSE); absent: their routes answer 404 for every id. */
   events?: EventStreams;
   /** The package's version, for the OpenAPI document. */

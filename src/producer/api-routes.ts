@@ -6,6 +6,9 @@ import type { ApiDeps } from "./api-deps.js";
 
 type IdParams = { Params: { id: string } };
 
+const NO_TENANT_SECRET =
+  "a webhook secret of this tenant's own (FLEET_WEBHOOK_SECRET_PER_TENANT is off: ask the operator for the fleet's)";
+
 /** Results as NDJSON: one line per item, pulled as the client reads (backpressure). */
 function ndjson(items: AsyncIterable<unknown>): Readable {
   return Readable.from(
@@ -90,12 +93,16 @@ export function routes(app: FastifyInstance, deps: ApiDeps): void {
   app.get<IdParams>("/v1/runs/:id", async (request) => service.getRun(request.tenant, request.params.id));
   // The caller's own signing secret, by its key's tenant: no tenant names another's here.
   app.get("/v1/webhook-secret", async (request, reply) => {
-    const secret = deps.webhookSecret?.(request.tenant);
-    if (secret === undefined)
-      throw new NotFoundError(
-        "a webhook secret of this tenant's own (FLEET_WEBHOOK_SECRET_PER_TENANT is off: ask the operator for the fleet's)",
-      );
+    const secret = await deps.webhookSecret?.(request.tenant);
+    if (secret === undefined) throw new NotFoundError(NO_TENANT_SECRET);
     return reply.header("cache-control", "no-store").send({ secret });
+  });
+  // Rotates the caller's own secret only; a retry with its Idempotency-Key answers the first
+  // rotation again and rotates nothing (idempotency-hooks.ts).
+  app.post("/v1/webhook-secret/rotate", async (request, reply) => {
+    const rotated = await deps.rotateWebhookSecret?.(request.tenant);
+    if (rotated === undefined) throw new NotFoundError(NO_TENANT_SECRET);
+    return reply.send(rotated);
   });
   // Scrapes and probes come every few seconds: their requests are not logged (errors still are).
   const quiet = { logLevel: "warn" as const };

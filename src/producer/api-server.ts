@@ -20,8 +20,8 @@ import { claimFleet } from "../shared/store/fleet-identity.js";
 import { IdempotencyStore } from "../shared/store/idempotency.js";
 import { SessionEventsSetting } from "../shared/store/session-events-setting.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
+import { WebhookSecretGenerations } from "../shared/store/webhook-secret-generations.js";
 import { FleetToolNames, readToolNames } from "../shared/tool-names.js";
-import { signingSecret } from "../shared/webhook-secrets.js";
 import { cancelChannel } from "../shared/worker-signals.js";
 import { adminBoard } from "./admin-board.js";
 import { ApiAuth, isLoopbackHost, UnauthorizedError } from "./auth.js";
@@ -34,6 +34,7 @@ import { FleetService } from "./fleet-service.js";
 import { buildApi } from "./http-api.js";
 import { RequestRateLimiter } from "./request-rate.js";
 import { SessionEventsSwitch } from "./session-events-switch.js";
+import { webhookSecretRoutes } from "./webhook-secret-routes.js";
 
 export type RunningApi = {
   port: number;
@@ -238,8 +239,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     trustProxy: config.apiTrustProxy,
     healthy: async () => !draining && (await reachable()),
     version: packageVersion(),
-    webhookSecret: (tenant) =>
-      config.webhooks.perTenant ? signingSecret(config.webhooks, tenant) : undefined,
+    ...webhookSecretRoutes(config.webhooks, new WebhookSecretGenerations(database)),
   });
   // One line when Redis goes and one when it is back, as workers and the sweeper say it.
   new RedisOutageLog(app.log).watch(redis);

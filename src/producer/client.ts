@@ -245,6 +245,17 @@ export class FleetClient {
     return this.request("GET", "/v1/webhook-secret");
   }
 
+  /**
+   * Rotates this tenant's own webhook signing secret (`POST /v1/webhook-secret/rotate`): the
+   * new generation, and until when the secret it replaced still signs deliveries too. Read the
+   * new secret with webhookSecret(). With `idempotencyKey`, a retry rotates nothing.
+   */
+  rotateWebhookSecret(
+    options: PostOptions = {},
+  ): Promise<{ generation: number; previousValidUntil: string }> {
+    return this.request("POST", "/v1/webhook-secret/rotate", undefined, options);
+  }
+
   /** The API's OpenAPI 3.1 document (`GET /v1/openapi.json`), e.g. to generate a client in another language. */
   openapi(): Promise<Record<string, unknown>> {
     return this.request("GET", "/v1/openapi.json");

@@ -495,6 +495,23 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       },
     },
   },
+  "POST /v1/webhook-secret/rotate": post({
+    operationId: "rotateWebhookSecret",
+    summary:
+      "Rotates this tenant's own webhook signing secret (FLEET_WEBHOOK_SECRET_PER_TENANT): deliveries are signed with the new secret and, until previousValidUntil (FLEET_WEBHOOK_SECRET_GRACE_MS), with the one before too; read the new one with GET /v1/webhook-secret. With an Idempotency-Key, a retry rotates nothing",
+    responses: {
+      200: {
+        description: "The new generation, and until when the secret it replaced still signs deliveries",
+        schema: z.object({ generation: z.number().int(), previousValidUntil: z.string() }),
+      },
+      ...common,
+      404: {
+        description:
+          "Per-tenant webhook secrets are off: the fleet's FLEET_WEBHOOK_SECRET signs every webhook, rotated by the operator",
+        schema: errorSchema,
+      },
+    },
+  }),
   "GET /v1/openapi.json": {
     operationId: "openapi",
     summary: "This document",

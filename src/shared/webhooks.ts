@@ -40,6 +40,11 @@ export type WebhookSettings = {
    * from `secret` (webhook-secrets.ts); off by default: `secret` signs every tenant's.
    */
   perTenant?: boolean;
+  /**
+   * FLEET_WEBHOOK_SECRET_GRACE_MS: after a tenant rotates its own secret, how long its
+   * deliveries are also signed with the one before; default 24 h, 0: not at all.
+   */
+  rotationGraceMs?: number;
   /** FLEET_WEBHOOK_ALLOWED_URLS, parsed; empty: any URL. */
   allowed: AllowedBaseUrl[];
   denyPrivate: boolean;
@@ -111,6 +116,7 @@ export function webhookSettingsFromEnv(env: Readonly<Record<string, string | und
   return {
     secret: env.FLEET_WEBHOOK_SECRET || undefined,
     perTenant,
+    rotationGraceMs: parseMs(env, "FLEET_WEBHOOK_SECRET_GRACE_MS", 86_400_000, 0),
     allowed: parseAllowedBaseUrls(env.FLEET_WEBHOOK_ALLOWED_URLS, "FLEET_WEBHOOK_ALLOWED_URLS"),
     denyPrivate: parseSwitch(env.FLEET_WEBHOOK_DENY_PRIVATE, "FLEET_WEBHOOK_DENY_PRIVATE"),
     retryBaseMs: Number.isFinite(base) && base > 0 ? base : 1_000,

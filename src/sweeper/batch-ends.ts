@@ -26,10 +26,9 @@ import {
 } from "../shared/queues.js";
 import type { BatchStore, UnsettledCursor } from "../shared/store/batches.js";
 import { deliveryBody, webhookErrorText } from "../shared/webhook-errors.js";
-import { signingSecret } from "../shared/webhook-secrets.js";
-import { signWebhook } from "../shared/webhook-signature.js";
 import { postWebhook, type WebhookSettings, webhookBackoffMs } from "../shared/webhooks.js";
 import { ensureWebhookQueued, webhookBudgetSpent } from "./webhook-owed.js";
+import { deliverySignature, type SecretGenerations } from "./webhook-signing.js";
 import { receiverTookIt } from "./webhook-taken.js";
 
 /** A batch whose webhook is owed is queued again at most this often (a no-op while its job exists). */
@@ -121,11 +120,12 @@ export function startWebhookWorker(options: {
   prefix: string;
   store: BatchStore;
   settings: WebhookSettings;
+  generations?: SecretGenerations; // each tenant's secret's generation (webhook-signing.ts)
   log: Pick<Logger, "info" | "warn">;
   metrics?: Pick<FleetMetrics, "webhookDeliveries">;
   concurrency?: number;
 }): BullWorker {
-  const { store, settings, log, metrics } = options;
+  const { store, settings, generations, log, metrics } = options;
   const worker = newBullWorker(
     QUEUES.webhooks.name,
     async (job: Job, token?: string) => {
@@ -156,16 +156,15 @@ export function startWebhookWorker(options: {
         await job.moveToDelayed(Date.now() + reopenedPollMs(settings), token);
         throw new bullmq.DelayedError();
       }
-      // The tenant's own secret when the operator opted in (webhook-secrets.ts), else the fleet's.
-      const secret = signingSecret(settings, target.tenant);
-      if (!secret) throw new Error("FLEET_WEBHOOK_SECRET is not set in the sweeper; cannot sign");
       const body = JSON.stringify(deliveryBody(batch));
+      // The tenant's own secrets when the operator opted in (webhook-signing.ts), else the fleet's.
+      const signature = await deliverySignature(settings, generations, target.tenant, body);
       try {
         const status = await postWebhook(
           target.url,
           body,
           {
-            "fleet-signature": signWebhook(secret, body, Math.floor(Date.now() / 1000)),
+            "fleet-signature": signature,
             "fleet-delivery-id": String(job.id),
             "fleet-delivery-attempt": String(attempt),
           },

@@ -22,6 +22,7 @@ import { BatchStore } from "../shared/store/batches.js";
 import { DataDeletion } from "../shared/store/data-deletion.js";
 import { IDEMPOTENCY_PRUNE_PAGE, IdempotencyStore } from "../shared/store/idempotency.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
+import { WebhookSecretGenerations } from "../shared/store/webhook-secret-generations.js";
 import { eventsChannel } from "../shared/worker-signals.js";
 import { BatchEnds, startWebhookWorker } from "./batch-ends.js";
 import { CancelledLeftovers } from "./cancelled-leftovers.js";
@@ -122,6 +123,7 @@ export async function startSweeper(
     prefix: config.prefix,
     store: batchStore,
     settings: config.webhooks,
+    generations: new WebhookSecretGenerations(database),
     log,
     metrics,
   });

@@ -170,8 +170,8 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
       enabled: config.fairDispatch,
     }),
     batches,
-    cancelSignal: async (sessionIds) => {
-      await redis.publish(cancelChannel(config.prefix), JSON.stringify({ sessionIds }));
+    cancelSignal: async (sessionIds, runIds) => {
+      await redis.publish(cancelChannel(config.prefix), JSON.stringify({ sessionIds, runIds }));
     },
     waitsGone,
     webhooks: config.webhooks,

@@ -4,7 +4,7 @@
  * written, and a tenant left with nothing waiting starts over in the fair order.
  */
 import { QUEUES } from "../shared/queues.js";
-import type { DroppedRun } from "../shared/store/batches.js";
+import type { DroppedRun, RunningRun } from "../shared/store/batches.js";
 import type { FleetServiceDeps } from "./fleet-service-deps.js";
 
 /** After the cancel committed: workers abort what runs, and the dropped runs' jobs go. */
@@ -24,10 +24,16 @@ export async function afterCancel(
   result: {
     sessionIds: string[];
     dropped: DroppedRun[];
+    /** The runs it found running: the signal names them, and workers abort those only. */
+    running: RunningRun[];
   },
 ): Promise<void> {
-  for (let i = 0; i < result.sessionIds.length; i += 1_000)
-    await deps.cancelSignal?.(result.sessionIds.slice(i, i + 1_000)).catch(() => {});
+  for (let i = 0; i < result.sessionIds.length; i += 1_000) {
+    const sessionIds = result.sessionIds.slice(i, i + 1_000);
+    const chunk = new Set(sessionIds);
+    const runIds = result.running.filter((run) => chunk.has(run.sessionId)).map((run) => run.id);
+    await deps.cancelSignal?.(sessionIds, runIds).catch(() => {});
+  }
   // Best effort: a request not forgotten stops counting by itself soon after its place comes.
   const waited = result.dropped.filter((run) => run.handedBack).map((run) => run.id);
   if (waited.length > 0) await deps.waitsGone?.(tenant, waited).catch(() => {});

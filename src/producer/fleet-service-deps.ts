@@ -31,8 +31,12 @@ export type FleetServiceDeps = {
   resumePriorities?: Priorities;
   /** Batches, their counts and results, and cancellation (contracts §9). */
   batches?: BatchStore;
-  /** Tells workers to abort the runs of cancelled sessions (worker-signals.ts `cancelChannel`). */
-  cancelSignal?: (sessionIds: string[]) => Promise<void>;
+  /**
+   * Tells workers to abort the runs of cancelled sessions (worker-signals.ts `cancelChannel`):
+   * `runIds`, the runs the cancel found running, and those only (a run a new message started
+   * after the cancel is not the cancel's to abort).
+   */
+  cancelSignal?: (sessionIds: string[], runIds: string[]) => Promise<void>;
   /**
    * Forgets the waiting requests of handed-back runs a cancel ended (provider-limits.ts
    * `forget`): their tenant stops counting as waiting for the endpoint's permits at once.

@@ -30,27 +30,38 @@ export function eventsChannel(prefix: string): string {
 
 /**
  * The Redis channel on which the API asks workers to abort sessions it cancelled
- * (contracts §9): a message is `{"sessionIds": [...]}`. Best effort: Postgres holds the
- * cancel, and a worker checks it before each tool starts.
+ * (contracts §9): a message is `{"sessionIds": [...], "runIds": [...]}`, `runIds` the runs
+ * the cancel found running. Best effort: Postgres holds the cancel, and a worker checks it
+ * before each tool starts.
  */
 export function cancelChannel(prefix: string): string {
   return `${prefix}:cancel`;
 }
 
 /**
- * A cancel channel message (pure): `sessionIds` to abort, and (additive, from deletes)
- * `deleted`, every session a delete removed, whose data a worker keeps on its disk or in
- * extensions goes too. Anything else is ignored.
+ * A cancel channel message (pure): `sessionIds` to abort; `runIds` (additive), the only runs
+ * of theirs to abort, or null when the message names none (a delete's, an older API's): every
+ * run of those sessions; and (additive, from deletes) `deleted`, every session a delete
+ * removed, whose data a worker keeps on its disk or in extensions goes too. Anything else is
+ * ignored.
  */
-export function parseCancelMessage(text: string): { sessionIds: string[]; deleted: string[] } {
-  let body: { sessionIds?: unknown; deleted?: unknown };
+export function parseCancelMessage(text: string): {
+  sessionIds: string[];
+  runIds: string[] | null;
+  deleted: string[];
+} {
+  let body: { sessionIds?: unknown; runIds?: unknown; deleted?: unknown };
   try {
     body = JSON.parse(text) ?? {};
   } catch {
-    return { sessionIds: [], deleted: [] };
+    return { sessionIds: [], runIds: null, deleted: [] };
   }
   const ids = (value: unknown) => (Array.isArray(value) ? value.map(String) : []);
-  return { sessionIds: ids(body.sessionIds), deleted: ids(body.deleted) };
+  return {
+    sessionIds: ids(body.sessionIds),
+    runIds: Array.isArray(body.runIds) ? ids(body.runIds) : null,
+    deleted: ids(body.deleted),
+  };
 }
 
 /** The sorted set of worker heartbeats: member a worker id, score when it lapses (ms). */

@@ -24,6 +24,8 @@ export async function processSessionJob(
   sessionId: string,
   signal: AbortSignal,
   deps: SessionJobDeps,
+  /** Told each run the job goes on to (a cancel's signal aborts the runs it names: running-jobs.ts). */
+  onRun?: (runId: string) => void,
 ): Promise<JobResult> {
   // The guard is fed with the monotonic time each request was sent (lease-guard.ts), and
   // checked before every write and every tool start of this job. While Redis is unreachable
@@ -143,6 +145,7 @@ export async function processSessionJob(
     // A run the claim started is taken to its end even when the job was aborted meanwhile.
     while (next && (started !== null || !controller.signal.aborted)) {
       currentRun = next.id;
+      onRun?.(next.id);
       next = await processRun(next, state, controller.signal, runDeps, started);
       started = null;
     }

@@ -57,6 +57,7 @@ import { abortableSleep } from "./models/scripted.js";
 import { UnknownJobs } from "./newer-job-wait.js";
 import { checkWorkerOptions } from "./plugin-checks.js";
 import { putBack } from "./put-back.js";
+import { RunningJobs } from "./running-jobs.js";
 import { processSessionJob, type SessionJobDeps } from "./session-job.js";
 import { builtinTools } from "./tools/builtin.js";
 import { type Tool, ToolRegistry } from "./tools/registry.js";
@@ -190,14 +191,14 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   const resumes = new AutomaticResumes(database, resumePolicyOf(config), metrics);
   resumes.events = events;
   // Sessions cancelled through the API (contracts §9) are aborted here as on SIGTERM past
-  // the grace period; the API publishes their ids, and the check before each tool starts
-  // (agent-loop.ts) covers a message this worker missed.
-  const running = new Map<string, Set<AbortController>>();
+  // the grace period; the API publishes their ids and the runs it found running (those only
+  // are aborted: running-jobs.ts), and the check before each tool starts (agent-loop.ts)
+  // covers a message this worker missed.
+  const running = new RunningJobs();
   const cancelRedis = createRedis(config.redisUrl, "worker");
   cancelRedis.on("message", (_channel: string, text: string) => {
-    const { sessionIds, deleted } = parseCancelMessage(text);
-    for (const id of sessionIds)
-      for (const controller of running.get(id) ?? []) controller.abort(new Error("session cancelled"));
+    const { sessionIds, runIds, deleted } = parseCancelMessage(text);
+    running.cancel(sessionIds, runIds);
     if (deleted.length > 0) deletionHooks.wake();
     // A deleted session's kept history goes at once (a delete also reaching no worker leaves
     // it to be pushed out; no claim can use it: the session is gone).
@@ -300,15 +301,13 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     const onAbort = () => controller.abort(signal?.reason);
     signal?.addEventListener("abort", onAbort, { once: true });
     if (signal?.aborted) controller.abort(signal.reason);
-    const mine = running.get(payload.sessionId) ?? new Set<AbortController>();
-    running.set(payload.sessionId, mine.add(controller));
+    const mine = running.start(payload.sessionId, controller);
     let result: Awaited<ReturnType<typeof processSessionJob>>;
     try {
-      result = await processSessionJob(payload.sessionId, controller.signal, deps);
+      result = await processSessionJob(payload.sessionId, controller.signal, deps, mine.onRun);
     } finally {
       signal?.removeEventListener("abort", onAbort);
-      mine.delete(controller);
-      if (mine.size === 0 && running.get(payload.sessionId) === mine) running.delete(payload.sessionId);
+      mine.end();
     }
     if (result === "busy") {
       // Another worker holds the session: wait behind it, never alongside it.

@@ -18,17 +18,22 @@ export type DroppedRun = {
   sessionEvents: boolean;
 };
 
+/** A run a cancel found running: its worker is told to abort it (worker-signals.ts). */
+export type RunningRun = { id: string; sessionId: string };
+
 /**
  * Cancels sessions (contracts §9) in one statement: those not yet terminal become
  * `cancelled` (never resumed automatically) and their queued runs end `cancelled`. A run
  * that is running is aborted by its worker: it learns it from Redis at once, and from
- * this row before its next tool starts. Returns the cancelled sessions and dropped runs.
+ * this row before its next tool starts. Returns the cancelled sessions, the dropped runs
+ * and the running ones (the signal names them, so that it never aborts a run a new message
+ * started after the cancel).
  */
 export async function cancelSessions(
   database: Database,
   tenant: string,
   target: { sessionId: string } | { batchId: string },
-): Promise<{ sessionIds: string[]; dropped: DroppedRun[] }> {
+): Promise<{ sessionIds: string[]; dropped: DroppedRun[]; running: RunningRun[] }> {
   const { sql } = database;
   const where = "sessionId" in target ? sql`s.id = ${target.sessionId}` : sql`s.batch_id = ${target.batchId}`;
   return sql.begin(async (tx) => {
@@ -49,7 +54,9 @@ export async function cancelSessions(
     await tx`select s.id from sessions s
                 where ${where} and s.tenant = ${tenant} and s.status = 'active'
                 order by s.id for no key update of s`;
-    const [row] = await tx<{ sessions: string[] | string; dropped: DroppedRun[] | string }[]>`
+    const [row] = await tx<
+      { sessions: string[] | string; dropped: DroppedRun[] | string; running: RunningRun[] | string }[]
+    >`
         with c as (
           update sessions s set status = 'cancelled', cancelled_at = now(), next_resume_at = null,
                                 updated_at = now()
@@ -68,7 +75,9 @@ export async function cancelSessions(
                (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'kind', kind,
                                                            'handedBack', handed_back,
                                                            'sessionEvents', session_events)), '[]'::json)
-                  from q) as dropped`;
+                  from q) as dropped,
+               (select coalesce(json_agg(json_build_object('id', r.id, 'sessionId', r.session_id)), '[]'::json)
+                  from runs r where r.session_id in (select id from c) and r.status = 'running') as running`;
     const sessionIds = json<string[]>(row!.sessions);
     // A batch is marked cancelled only when the cancel stopped something: sessions that had
     // not ended, or more parts (an open batch). A batch whose sessions had all ended keeps
@@ -80,6 +89,7 @@ export async function cancelSessions(
     return {
       sessionIds,
       dropped: json<DroppedRun[]>(row!.dropped),
+      running: json<RunningRun[]>(row!.running),
     };
   });
 }

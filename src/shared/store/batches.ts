@@ -21,13 +21,13 @@ import type { BatchCounts, BatchJson, BatchResult } from "../api-types.js";
 import type { Database } from "../db/client.js";
 import type { UsageTotals } from "../prices.js";
 import { batchBusy } from "./batch-busy.js";
-import { cancelSessions, type DroppedRun } from "./batch-cancel.js";
+import { cancelSessions, type DroppedRun, type RunningRun } from "./batch-cancel.js";
 import { type EndedSession, iso, readEndedPage, readResultsPage } from "./batch-results.js";
 import { json } from "./rows.js";
 import type { ListCursor } from "./session-queries.js";
 import { usageOfBatch } from "./session-usage.js";
 
-export type { DroppedRun } from "./batch-cancel.js";
+export type { DroppedRun, RunningRun } from "./batch-cancel.js";
 export type { EndedSession } from "./batch-results.js";
 export type { BatchCounts, BatchJson, BatchResult };
 
@@ -195,7 +195,7 @@ export class BatchStore {
   cancel(
     tenant: string,
     target: { sessionId: string } | { batchId: string },
-  ): Promise<{ sessionIds: string[]; dropped: DroppedRun[] }> {
+  ): Promise<{ sessionIds: string[]; dropped: DroppedRun[]; running: RunningRun[] }> {
     return cancelSessions(this.database, tenant, target);
   }
 

@@ -3,17 +3,12 @@
  * A run's input is stored on its run row and appended by the worker under its lease, so a
  * send never interleaves with a running session's appends and is never lost. Each action is
  * here; what it builds on is in its module: batch-actions.ts (the batch actions, which
- * FleetService hands on), batch-entries.ts (a batch's sessions checked), run-jobs.ts (the jobs
- * of committed runs), cancel-cleanup.ts (what follows a cancel), session-view.ts (a session as
- * the API answers it).
+ * FleetService hands on), batch-entries.ts (a batch's sessions checked), explicit-resume.ts
+ * (the explicit resume, which FleetService hands on), agent-tool-checks.ts (the tools agents
+ * list, checked), run-jobs.ts (the jobs of committed runs), cancel-cleanup.ts (what follows a
+ * cancel), session-view.ts (a session as the API answers it).
  */
-import { isDeepStrictEqual } from "node:util";
-import {
-  type AgentConfig,
-  assertToolsFit,
-  parseAgentConfig,
-  parseModelConfig,
-} from "../shared/agent-config.js";
+import { parseAgentConfig } from "../shared/agent-config.js";
 import {
   type BatchCreated,
   SESSION_STATUSES,
@@ -22,16 +17,16 @@ import {
   type SessionSummary,
 } from "../shared/api-types.js";
 import type { SessionRow } from "../shared/db/schema.js";
-import { AgentResumeError, FleetStateError, NotFoundError, ValidationError } from "../shared/errors.js";
+import { AgentResumeError, NotFoundError, ValidationError } from "../shared/errors.js";
 import { assertAnsweredOnce, parseImportedHistoryInSlices } from "../shared/messages.js";
-import { checkAgentModels, type ModelRouting, resolveModelRoute } from "../shared/model-endpoints.js";
-import { assertModelPriced, assertPricedForBudget, pricesOf, type UsageTotals } from "../shared/prices.js";
+import { checkAgentModels, type ModelRouting } from "../shared/model-endpoints.js";
+import { assertPricedForBudget, pricesOf, type UsageTotals } from "../shared/prices.js";
 import type { ResumeKind, ResumePointJson } from "../shared/resume-point.js";
-import type { RefusalReason } from "../shared/resume-reasons.js";
 import type { BatchJson, BatchResult, BatchStore } from "../shared/store/batches.js";
 import { type RunJson, runToJson } from "../shared/store/rows.js";
 import type { ListStatus, RunLimits } from "../shared/store/session-queries.js";
 import { parseBoundedImportInSlices } from "../shared/usage.js";
+import { checkAgentTools } from "./agent-tool-checks.js";
 import {
   appendToBatch,
   type BatchActionsHost,
@@ -43,6 +38,7 @@ import {
 } from "./batch-actions.js";
 import type { BatchResumePage } from "./batch-resume.js";
 import { afterCancel, dropJobIfCancelled } from "./cancel-cleanup.js";
+import { explicitResume, type ResumeHost } from "./explicit-resume.js";
 import type { FleetServiceDeps } from "./fleet-service-deps.js";
 import {
   createBody,
@@ -51,25 +47,21 @@ import {
   importPageBody,
   listQuery,
   parseBody,
-  resumeBody,
   sendBody,
   sessionQuery,
   sessionStatus,
 } from "./request-bodies.js";
 import { MAX_HISTORY_BYTES, MAX_LIST_PAGE_BYTES } from "./request-limits.js";
-import { enqueueCommitted, enqueueResume, enqueueRun, startNow } from "./run-jobs.js";
+import { enqueueCommitted, enqueueRun } from "./run-jobs.js";
 import { sessionSummary, sessionView } from "./session-view.js";
 
 export { type BatchCreated, SESSION_STATUSES, type SessionJson, type SessionStatus, type SessionSummary };
 
-/** Whether a waiting resume was asked for with the same model (none, or an equal one). */
-function sameModel(a: unknown, b: unknown): boolean {
-  return isDeepStrictEqual(a ?? null, b ?? null);
-}
-
 export class FleetService {
   /** What the batch actions (batch-actions.ts) use of this service. */
   private readonly batchHost: BatchActionsHost;
+  /** What the explicit resume (explicit-resume.ts) uses of this service. */
+  private readonly resumeHost: ResumeHost;
 
   constructor(private readonly deps: FleetServiceDeps) {
     this.batchHost = {
@@ -77,8 +69,14 @@ export class FleetService {
       batches: () => this.batches,
       routing: () => this.routing,
       limits: () => this.limits,
-      checkTools: (agents) => this.checkTools(agents),
+      checkTools: (agents) => checkAgentTools(deps.toolNames, agents),
       resume: (tenant, id, body) => this.resume(tenant, id, body),
+    };
+    this.resumeHost = {
+      deps,
+      routing: () => this.routing,
+      limits: () => this.limits,
+      session: (tenant, id) => this.session(tenant, id),
     };
   }
 
@@ -96,38 +94,6 @@ export class FleetService {
     return { ...this.deps.models, apiKeys: {} };
   }
 
-  /**
-   * Refuses an agent that lists a tool twice or a tool no worker of the fleet registered, naming
-   * the first such `…agent.tools[i]`: it could only fail later, on a worker (contracts.md §12). One
-   * look-up for all the agents of a request.
-   */
-  private async checkTools(agents: { agent: AgentConfig; field: string }[]): Promise<void> {
-    // A name listed twice would be sent to the model twice: providers refuse such a request
-    // (Anthropic: "Tool names must be unique"), so the session could only fail at its first run.
-    for (const { agent, field } of agents) {
-      const first = new Map<string, number>();
-      for (const [i, name] of agent.tools.entries()) {
-        const at = first.get(name);
-        if (at !== undefined)
-          throw new ValidationError(
-            `${field}.tools[${i}]`,
-            `lists "${name}" again (as ${field}.tools[${at}]); each tool is listed once`,
-          );
-        first.set(name, i);
-      }
-    }
-    const known = await this.deps.toolNames.known(new Set(agents.flatMap(({ agent }) => agent.tools)));
-    for (const { agent, field } of agents) {
-      const i = agent.tools.findIndex((name) => !known.has(name));
-      if (i >= 0) {
-        throw new FleetStateError(
-          `${field}.tools[${i}]`,
-          `no worker of this fleet has registered a tool named "${agent.tools[i]}"`,
-        );
-      }
-    }
-  }
-
   // Every action takes the caller's tenant (contracts §10): what it creates belongs to that
   // tenant, and another tenant's session or run is "not found", exactly like a missing one.
 
@@ -140,7 +106,7 @@ export class FleetService {
     const messages =
       input.messages === undefined ? [] : await parseBoundedImportInSlices(input.messages, "messages");
     assertAnsweredOnce(messages, "messages");
-    await this.checkTools([{ agent, field: "agent" }]);
+    await checkAgentTools(this.deps.toolNames, [{ agent, field: "agent" }]);
     return this.deps.queries.createSession({
       agent,
       metadata: input.metadata,
@@ -263,58 +229,14 @@ export class FleetService {
     return { runId: run.id };
   }
 
-  async resume(
+  /** The one explicit resume (explicit-resume.ts). */
+  resume(
     tenant: string,
     id: string,
     body: unknown,
     trigger: "api" | "cli" = "api",
   ): Promise<{ runId: string; kind: ResumeKind }> {
-    const input = parseBody(resumeBody, body);
-    const model = input?.model === undefined ? undefined : parseModelConfig(input.model, "model");
-    if (model) resolveModelRoute(model, this.routing, "model");
-    const session = await this.session(tenant, id);
-    // The model runs in the agent's place: a cost budget needs its price, as at creation.
-    if (model) assertToolsFit(model, session.agent, "model");
-    if (model && session.agent.budget?.maxCostUsd !== undefined)
-      assertModelPriced(model, pricesOf(this.routing), "model", "the session's agent.budget.maxCostUsd");
-    // The history's shape and the runs not ended only: a session used for days has a history
-    // of many MB and thousands of runs, none of it needed here.
-    const [{ point, lastSeq }, active] = await Promise.all([
-      this.deps.queries.historyPoint(id),
-      this.deps.queries.unfinishedRuns(id, tenant),
-    ]);
-    const waiting = active.find((r) => r.kind === "resume" && r.status === "queued");
-    // While a run is on its way there is nothing to resume yet (contracts §12); a request
-    // that asks for exactly the resume already waiting joins it.
-    if (active.length > 0 && !(active.length === 1 && waiting && sameModel(waiting.model, model)))
-      throw this.refuse("running", "a run of this session is queued or running");
-    if (!point.resumable) throw this.refuse(point.reason, point.detail);
-    // An explicit resume of a parked session (e.g. attempts exhausted) or a cancelled one
-    // makes it active again.
-    // What changed since the history and runs were read is seen under the session's lock.
-    const { run, created } = await this.deps.queries
-      .createRun(
-        { sessionId: id, kind: "resume", trigger, resumeKind: point.kind, model },
-        { ...this.limits, tenant, unpark: true, explicitResume: { lastSeq } },
-      )
-      .catch((error: unknown) => {
-        if (error instanceof AgentResumeError) this.deps.metrics.resumeRefusals.inc({ reason: error.reason });
-        throw error;
-      });
-    if (!created && !sameModel(run.model, model))
-      throw this.refuse("running", "another resume of this session is queued or running");
-    await enqueueCommitted(this.deps, [run.id], () =>
-      created
-        ? enqueueResume(this.deps, tenant, { sessionId: id, runId: run.id })
-        : startNow(this.deps, tenant, id, run.id),
-    );
-    await dropJobIfCancelled(this.deps, tenant, { sessionId: id, runId: run.id, kind: "resume" });
-    return { runId: run.id, kind: point.kind };
-  }
-
-  private refuse(reason: RefusalReason, detail?: string): AgentResumeError {
-    this.deps.metrics.resumeRefusals.inc({ reason });
-    return new AgentResumeError(reason, detail);
+    return explicitResume(this.resumeHost, tenant, id, body, trigger);
   }
 
   async resumePoint(tenant: string, id: string): Promise<ResumePointJson> {

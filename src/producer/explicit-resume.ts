@@ -1,0 +1,87 @@
+/**
+ * The one explicit resume (`POST /v1/sessions/:id/resume`, `fleet resume`, each session of a
+ * batch's resume page): checked against the session's history and runs, its run committed
+ * and its job added, or joined to the same resume already waiting (FleetService.resume).
+ */
+import { isDeepStrictEqual } from "node:util";
+import { assertToolsFit, parseModelConfig } from "../shared/agent-config.js";
+import type { SessionRow } from "../shared/db/schema.js";
+import { AgentResumeError } from "../shared/errors.js";
+import { type ModelRouting, resolveModelRoute } from "../shared/model-endpoints.js";
+import { assertModelPriced, pricesOf } from "../shared/prices.js";
+import type { ResumeKind } from "../shared/resume-point.js";
+import type { RefusalReason } from "../shared/resume-reasons.js";
+import type { RunLimits } from "../shared/store/session-queries.js";
+import { dropJobIfCancelled } from "./cancel-cleanup.js";
+import type { FleetServiceDeps } from "./fleet-service-deps.js";
+import { parseBody, resumeBody } from "./request-bodies.js";
+import { enqueueCommitted, enqueueResume, startNow } from "./run-jobs.js";
+
+/** What the explicit resume uses of FleetService. */
+export type ResumeHost = {
+  readonly deps: FleetServiceDeps;
+  routing(): ModelRouting;
+  limits(): RunLimits;
+  /** The caller's session; throws NotFoundError for a missing one or another tenant's. */
+  session(tenant: string, id: string): Promise<SessionRow>;
+};
+
+/** Whether a waiting resume was asked for with the same model (none, or an equal one). */
+function sameModel(a: unknown, b: unknown): boolean {
+  return isDeepStrictEqual(a ?? null, b ?? null);
+}
+
+export async function explicitResume(
+  host: ResumeHost,
+  tenant: string,
+  id: string,
+  body: unknown,
+  trigger: "api" | "cli",
+): Promise<{ runId: string; kind: ResumeKind }> {
+  const { deps } = host;
+  const refuse = (reason: RefusalReason, detail?: string): AgentResumeError => {
+    deps.metrics.resumeRefusals.inc({ reason });
+    return new AgentResumeError(reason, detail);
+  };
+  const input = parseBody(resumeBody, body);
+  const model = input?.model === undefined ? undefined : parseModelConfig(input.model, "model");
+  if (model) resolveModelRoute(model, host.routing(), "model");
+  const session = await host.session(tenant, id);
+  // The model runs in the agent's place: a cost budget needs its price, as at creation.
+  if (model) assertToolsFit(model, session.agent, "model");
+  if (model && session.agent.budget?.maxCostUsd !== undefined)
+    assertModelPriced(model, pricesOf(host.routing()), "model", "the session's agent.budget.maxCostUsd");
+  // The history's shape and the runs not ended only: a session used for days has a history
+  // of many MB and thousands of runs, none of it needed here.
+  const [{ point, lastSeq }, active] = await Promise.all([
+    deps.queries.historyPoint(id),
+    deps.queries.unfinishedRuns(id, tenant),
+  ]);
+  const waiting = active.find((r) => r.kind === "resume" && r.status === "queued");
+  // While a run is on its way there is nothing to resume yet (contracts §12); a request
+  // that asks for exactly the resume already waiting joins it.
+  if (active.length > 0 && !(active.length === 1 && waiting && sameModel(waiting.model, model)))
+    throw refuse("running", "a run of this session is queued or running");
+  if (!point.resumable) throw refuse(point.reason, point.detail);
+  // An explicit resume of a parked session (e.g. attempts exhausted) or a cancelled one
+  // makes it active again.
+  // What changed since the history and runs were read is seen under the session's lock.
+  const { run, created } = await deps.queries
+    .createRun(
+      { sessionId: id, kind: "resume", trigger, resumeKind: point.kind, model },
+      { ...host.limits(), tenant, unpark: true, explicitResume: { lastSeq } },
+    )
+    .catch((error: unknown) => {
+      if (error instanceof AgentResumeError) deps.metrics.resumeRefusals.inc({ reason: error.reason });
+      throw error;
+    });
+  if (!created && !sameModel(run.model, model))
+    throw refuse("running", "another resume of this session is queued or running");
+  await enqueueCommitted(deps, [run.id], () =>
+    created
+      ? enqueueResume(deps, tenant, { sessionId: id, runId: run.id })
+      : startNow(deps, tenant, id, run.id),
+  );
+  await dropJobIfCancelled(deps, tenant, { sessionId: id, runId: run.id, kind: "resume" });
+  return { runId: run.id, kind: point.kind };
+}

@@ -15,6 +15,7 @@
  */
 import { readdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
+import type { Logger } from "pino";
 
 /** Session ids asked about per query. */
 export const SWEEP_CHUNK = 1_000;
@@ -90,4 +91,30 @@ export class TranscriptCleanup {
       throw error;
     }
   }
+}
+
+/**
+ * The passes of a worker (none without a transcript directory): one now, then every
+ * `everyMs`; a pass that removed something says so, one that failed is logged and the next
+ * tries again. Returns what stops them.
+ */
+export function startTranscriptSweeps(
+  transcripts: TranscriptCleanup | null,
+  everyMs: number,
+  log: Pick<Logger, "info" | "warn">,
+): () => void {
+  const sweepTranscripts = () => {
+    transcripts
+      ?.sweep()
+      .then((removed) => {
+        if (removed > 0) log.info({ removed }, "removed the transcripts of deleted sessions");
+      })
+      .catch((error: unknown) =>
+        log.warn({ err: error }, "transcript pass failed; the next one tries again"),
+      );
+  };
+  sweepTranscripts();
+  const transcriptTimer = setInterval(sweepTranscripts, everyMs);
+  transcriptTimer.unref();
+  return () => clearInterval(transcriptTimer);
 }

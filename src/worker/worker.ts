@@ -6,27 +6,17 @@
  */
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import type { Job } from "bullmq";
 import pino, { type Logger } from "pino";
-import { newBullWorker } from "../shared/bull-worker.js";
-import { bullmq } from "../shared/cjs-packages.js";
 import type { FleetConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
-import { ValidationError } from "../shared/errors.js";
 import { warnDroppedStream } from "../shared/event-writer.js";
 import { SessionLease } from "../shared/lease.js";
-import {
-  createMetrics,
-  type FleetMetrics,
-  initEndpointSeries,
-  initToolSeries,
-  initWorkerLiveness,
-} from "../shared/metrics.js";
+import { createMetrics, type FleetMetrics, initEndpointSeries, initToolSeries } from "../shared/metrics.js";
 import { ParsedAgents } from "../shared/parsed-agents.js";
 import { checkDatabase } from "../shared/preflight.js";
 import { ProviderLimits } from "../shared/provider-limits.js";
-import { isRunJobName, parseRunJob, QUEUES, type QueueKey, RunQueues } from "../shared/queues.js";
-import { closeRedis, createRedis, isConnectionError, RedisOutageLog } from "../shared/redis.js";
+import { RunQueues } from "../shared/queues.js";
+import { closeRedis, createRedis, RedisOutageLog } from "../shared/redis.js";
 import { resumePolicyOf } from "../shared/resume-policy.js";
 import { roleEventWriter, watchEvictionAndServeMetrics } from "../shared/role-start.js";
 import { closeAll, closeWithin } from "../shared/shutdown.js";
@@ -38,32 +28,27 @@ import { SessionQueries } from "../shared/store/session-queries.js";
 import { endRunOfUnknownJob } from "../shared/store/unknown-job-runs.js";
 import { registerToolNames } from "../shared/tool-names.js";
 import { RefusalLog } from "../shared/unavailable.js";
-import {
-  beat,
-  cancelChannel,
-  endHeartbeat,
-  eventsChannel,
-  livenessName,
-  parseCancelMessage,
-} from "../shared/worker-signals.js";
+import { eventsChannel, livenessName } from "../shared/worker-signals.js";
 import { DEFAULT_RETRY_POLICY } from "./call-model.js";
+import { listenForCancels } from "./cancel-listener.js";
 import { DeletionHooks } from "./deletion-hooks.js";
 import type { Extension } from "./extensions.js";
-import { defaultFetchers, fetcherSlots } from "./fetchers.js";
 import { HistoryCache } from "./history-cache.js";
 import { Extensions } from "./hook-runner.js";
+import { jobProcessor } from "./job-processor.js";
 import { createModel, redisFaultCounter } from "./models/create-model.js";
 import { abortableSleep } from "./models/scripted.js";
 import { UnknownJobs } from "./newer-job-wait.js";
 import { checkWorkerOptions } from "./plugin-checks.js";
 import { putBack } from "./put-back.js";
+import { closeQueueWorkers, startQueueWorkers } from "./queue-workers.js";
 import { RunningJobs } from "./running-jobs.js";
-import { processSessionJob, type SessionJobDeps } from "./session-job.js";
+import type { SessionJobDeps } from "./session-job.js";
 import { builtinTools } from "./tools/builtin.js";
 import { type Tool, ToolRegistry } from "./tools/registry.js";
-import { TranscriptCleanup } from "./transcript-cleanup.js";
+import { startTranscriptSweeps, TranscriptCleanup } from "./transcript-cleanup.js";
 import { transcriptExtension } from "./transcript-extension.js";
-import { logWorkerError } from "./worker-errors.js";
+import { startHeartbeat } from "./worker-heartbeat.js";
 
 export type WorkerOptions = {
   /** Tools registered besides the built-ins. */
@@ -127,25 +112,8 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   // Before it says it is ready: the API accepts an agent listing a tool once a worker has
   // registered its name (contracts.md §12).
   await registerToolNames(redis, config.prefix, tools.names());
-  // The heartbeat, for a sweeper whose Redis refuses CLIENT LIST (liveness.ts): beaten before
-  // the first job is claimed, then every third of the lease TTL. A failed beat is the outage
-  // log's to report; the next one tries again.
-  // fleet_worker_heartbeat_age_seconds says how long ago one last went through.
-  const heartbeatTtl = config.leaseTtlMs;
-  let lastBeatAt = Date.now();
-  const beatOnce = () =>
-    beat(redis, config.prefix, workerId, heartbeatTtl).then(() => {
-      lastBeatAt = Date.now();
-    });
-  await beatOnce();
-  initWorkerLiveness(metrics, heartbeatTtl, () => lastBeatAt);
-  const heartbeat = setInterval(
-    () => {
-      beatOnce().catch(() => {});
-    },
-    Math.max(50, Math.floor(heartbeatTtl / 3)),
-  );
-  heartbeat.unref();
+  // The heartbeat, for a sweeper whose Redis refuses CLIENT LIST (worker-heartbeat.ts).
+  const heartbeat = await startHeartbeat(redis, config.prefix, workerId, config.leaseTtlMs, metrics);
   const faults = redisFaultCounter(redis, config.prefix);
   const queries = new SessionQueries(database);
   const writes = new FencedWrites(database, { gatherMs: config.workerGatherMs });
@@ -161,19 +129,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   const transcripts = config.transcriptDir
     ? new TranscriptCleanup(config.transcriptDir, (ids) => deletions.existingSessions(ids))
     : null;
-  const sweepTranscripts = () => {
-    transcripts
-      ?.sweep()
-      .then((removed) => {
-        if (removed > 0) log.info({ removed }, "removed the transcripts of deleted sessions");
-      })
-      .catch((error: unknown) =>
-        log.warn({ err: error }, "transcript pass failed; the next one tries again"),
-      );
-  };
-  sweepTranscripts();
-  const transcriptTimer = setInterval(sweepTranscripts, config.transcriptSweepMs);
-  transcriptTimer.unref();
+  const stopTranscriptSweeps = startTranscriptSweeps(transcripts, config.transcriptSweepMs, log);
   const extensions = new Extensions(
     [
       ...(config.transcriptDir && transcripts
@@ -190,27 +146,17 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   deletionHooks.start();
   const resumes = new AutomaticResumes(database, resumePolicyOf(config), metrics);
   resumes.events = events;
-  // Sessions cancelled through the API (contracts §9) are aborted here as on SIGTERM past
-  // the grace period; the API publishes their ids and the runs it found running (those only
-  // are aborted: running-jobs.ts), and the check before each tool starts (agent-loop.ts)
-  // covers a message this worker missed.
+  // Cancels abort the runs they name; deletes take what this worker keeps (cancel-listener.ts).
   const running = new RunningJobs();
-  const cancelRedis = createRedis(config.redisUrl, "worker");
-  cancelRedis.on("message", (_channel: string, text: string) => {
-    const { sessionIds, runIds, deleted } = parseCancelMessage(text);
-    running.cancel(sessionIds, runIds);
-    if (deleted.length > 0) deletionHooks.wake();
-    // A deleted session's kept history goes at once (a delete also reaching no worker leaves
-    // it to be pushed out; no claim can use it: the session is gone).
-    for (const id of deleted) histories?.take(id);
-    if (deleted.length > 0)
-      transcripts
-        ?.remove(deleted)
-        .catch((error: unknown) =>
-          log.warn({ err: error }, "could not remove deleted sessions' transcripts"),
-        );
+  const cancelRedis = await listenForCancels({
+    redisUrl: config.redisUrl,
+    prefix: config.prefix,
+    running,
+    deletionHooks,
+    histories,
+    transcripts,
+    log,
   });
-  await cancelRedis.subscribe(cancelChannel(config.prefix));
 
   // Finished jobs' last event writes and lease releases (session-job.ts `afterJob`): their
   // slots took new jobs meanwhile; a stopping worker waits for them before it closes Redis.
@@ -287,93 +233,16 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     log,
   });
 
-  const processor = async (job: Job, token?: string, signal?: AbortSignal) => {
-    if (!isRunJobName(job.name)) return unknownJobs.handle(job, token);
-    let payload: ReturnType<typeof parseRunJob>["payload"];
-    try {
-      payload = parseRunJob(job.name, job.data).payload;
-    } catch (error) {
-      // Bad input fails once, clearly, and is never retried.
-      if (error instanceof ValidationError) throw new bullmq.UnrecoverableError(error.message);
-      throw error;
-    }
-    const controller = new AbortController();
-    const onAbort = () => controller.abort(signal?.reason);
-    signal?.addEventListener("abort", onAbort, { once: true });
-    if (signal?.aborted) controller.abort(signal.reason);
-    const mine = running.start(payload.sessionId, controller);
-    let result: Awaited<ReturnType<typeof processSessionJob>>;
-    try {
-      result = await processSessionJob(payload.sessionId, controller.signal, deps, mine.onRun);
-    } finally {
-      signal?.removeEventListener("abort", onAbort);
-      mine.end();
-    }
-    if (result === "busy") {
-      // Another worker holds the session: wait behind it, never alongside it.
-      await putBack(redis, config.prefix, job, Date.now() + 100 + Math.floor(Math.random() * 200), token);
-      throw new bullmq.DelayedError();
-    }
-    if (typeof result === "object") {
-      // A run waits for its endpoint's capacity (contracts §15): the job is handed back to the
-      // delayed set (no attempt counted: moveToDelayed skips it) and frees this slot now.
-      // It comes back no later than the queue's head (put-back.ts: a renumbering meanwhile).
-      await putBack(redis, config.prefix, job, Date.now() + Math.max(1, result.handedBack), token);
-      throw new bullmq.DelayedError();
-    }
-    return result;
-  };
-
-  // New work and resumes each have slots of their own: a resume never waits for new work
-  // to free a slot, so a crashed session comes back within a second under any backlog.
-  const startBullWorker = (key: QueueKey, connection: (typeof bullRedis)[number], concurrency: number) => {
-    const worker = newBullWorker(QUEUES[key].name, processor, {
-      connection,
-      prefix: config.prefix,
-      concurrency,
-      autorun: true,
-      // Recorded on each job it claims (`processedBy`): the sweeper matches it to liveness.
-      name: workerId,
-      // A job claimed by a worker that dies before starting its run (so the sweeper, which
-      // watches running runs, has nothing to see) comes back through BullMQ's stalled check:
-      // within lockDuration + stalledInterval (≤ 15 s) instead of the defaults' ~60 s.
-      lockDuration: 10_000,
-      stalledInterval: 5_000,
-      maxStalledCount: 3,
-    });
-    // A BullMQ lock lost (it lapsed while Redis was unreachable for longer than its 10 s) no
-    // longer cancels the job: the session lease decides who acts on a session (the job stops
-    // when that is lost: lease-keeper.ts), and a copy of the job BullMQ hands out again finds
-    // the session busy and waits behind this one. Cancelling redid every such run elsewhere.
-    // A lost Redis link is RedisOutageLog's to report, once per outage; a Redis refusing
-    // writes (OOM), RefusalLog's, once a minute.
-    worker.on("error", (error) => {
-      if (!isConnectionError(error) && !refusals.report(error)) logWorkerError(log, error);
-    });
-    // BullMQ's word that a job failed or stalled wakes the sweeper at once (it would see the
-    // session at its next wide scan, within a second); told from here, the sweeper need not
-    // read the queues' whole event streams for these two.
-    const wakeSweeper = (type: "job_failed" | "job_stalled", jobId: string | undefined) =>
-      redis
-        .publish(eventsChannel(config.prefix), JSON.stringify({ type, queue: key, jobId }))
-        .catch(() => {});
-    worker.on("stalled", (jobId) => void wakeSweeper("job_stalled", jobId));
-    worker.on("failed", (job, error) => {
-      if (job) log.warn({ jobId: job.id, err: error.message }, "job failed");
-      void wakeSweeper("job_failed", job?.id);
-    });
-    return worker;
-  };
-  // Each queue's slots spread over a few BullMQ Workers, which fetch side by side (fetchers.ts).
-  const startQueue = (key: QueueKey, connection: (typeof bullRedis)[number], concurrency: number) =>
-    fetcherSlots(concurrency, config.workerFetchers ?? defaultFetchers(concurrency)).map((slots) =>
-      startBullWorker(key, connection, slots),
-    );
-  const workers = [
-    ...startQueue("runs", bullRedis[0]!, config.workerConcurrency),
-    ...startQueue("resumes", bullRedis[1]!, config.workerResumeConcurrency),
-  ];
-  await Promise.all(workers.map((worker) => worker.waitUntilReady()));
+  const processor = jobProcessor({ deps, running, unknownJobs, redis, prefix: config.prefix });
+  const workers = await startQueueWorkers({
+    config,
+    workerId,
+    processor,
+    bullRedis: [bullRedis[0]!, bullRedis[1]!],
+    redis,
+    refusals,
+    log,
+  });
 
   log.info(
     {
@@ -389,15 +258,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   const stop = () => {
     stopping ??= (async () => {
       log.info("worker stopping: no new jobs; letting running work finish");
-      const closed = Promise.all(workers.map((worker) => worker.close()));
-      const graceOver = new Promise<"grace">((resolve) => {
-        const t = setTimeout(() => resolve("grace"), config.shutdownGraceMs);
-        t.unref();
-      });
-      if ((await Promise.race([closed.then(() => "closed" as const), graceOver])) === "grace") {
-        log.warn("grace period over: aborting running work");
-        for (const worker of workers) worker.cancelAllJobs("worker shutting down");
-      }
+      const { closed } = await closeQueueWorkers(workers, config.shutdownGraceMs, log);
       // While Redis is away neither BullMQ's close (taskforcesh/bullmq#4656) nor a job's last
       // writes end: after the grace period they are waited for at most STOP_WAIT_MS, then the
       // connections are closed; a job left so is the sweeper's to resume, as after a crash.
@@ -415,13 +276,10 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
           () => Promise.all(workers.map((worker) => worker.stopKeepingAlive())),
           () => deletionHooks.stop(),
           async () => {
-            clearInterval(heartbeat);
-            clearInterval(transcriptTimer);
+            heartbeat.stopBeating();
+            stopTranscriptSweeps();
             stopEvictionWatch();
-            // Best effort: a Redis that is away must not hold the stop up (the beat lapses).
-            if (redis.status !== "ready") return;
-            const wait = new Promise<void>((resolve) => setTimeout(resolve, 1_000).unref());
-            await Promise.race([endHeartbeat(redis, config.prefix, workerId), wait]);
+            await heartbeat.end();
           },
           () => queues.close(),
           ...bullRedis.map((connection) => () => closeRedis(connection)),

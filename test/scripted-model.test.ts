@@ -1,5 +1,6 @@
 /** The scripted model (contracts.md §5): steps, ids, stop reasons, faults, fleet-wide fault counts. */
 import { randomUUID } from "node:crypto";
+import { getEventListeners } from "node:events";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptedStep } from "../src/shared/agent-config.js";
@@ -269,6 +270,39 @@ describe("ScriptedModel faults", () => {
     expect(slept[0]).toBe(200);
     expect(slept.reduce((a, b) => a + b, 0)).toBe(400);
     expect(signals.every((s) => s === controller.signal)).toBe(true);
+  });
+
+  it("with no injected sleep, a step's pauses share one abort listener, gone when the stream ends", async () => {
+    // Each pause (one before the text, one before each of its four chunks) added and removed a
+    // listener of its own on the request's signal: Node's EventTarget makes that slow.
+    const controller = new AbortController();
+    const added = { n: 0 };
+    const add = controller.signal.addEventListener.bind(controller.signal);
+    controller.signal.addEventListener = ((...args: Parameters<AbortSignal["addEventListener"]>) => {
+      added.n++;
+      add(...args);
+    }) as AbortSignal["addEventListener"];
+    const m = new ScriptedModel([{ text: "abcdefgh", delayMs: 200 }], { faults: memoryCounter() });
+    const { events, error } = await drain(m.stream(request(assistants(0), "s1", controller.signal)));
+    expect(error).toBeUndefined();
+    expect(textOf(events)).toBe("abcdefgh");
+    expect(added.n).toBe(1);
+    expect(getEventListeners(controller.signal, "abort")).toHaveLength(0);
+  });
+
+  it("with no injected sleep, an abort during a pause ends the stream with the signal's reason", async () => {
+    const controller = new AbortController();
+    const m = new ScriptedModel([{ text: "abcdefgh", delayMs: 60_000 }], { faults: memoryCounter() });
+    const stream = m.stream(request(assistants(0), "s1", controller.signal));
+    const drained = drain(stream);
+    // Aborted once the first pause has started (its listener is on the signal).
+    while (getEventListeners(controller.signal, "abort").length === 0) await new Promise(setImmediate);
+    const reason = new Error("cancelled");
+    controller.abort(reason);
+    const { events, error } = await drained;
+    expect(events).toEqual([]);
+    expect(error).toBe(reason);
+    expect(getEventListeners(controller.signal, "abort")).toHaveLength(0);
   });
 
   it("keeps to the step's schedule when its timers fire late (a busy event loop)", async () => {

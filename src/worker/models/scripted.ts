@@ -29,6 +29,47 @@ export const abortableSleep: Sleep = (ms, signal) =>
     signal.addEventListener("abort", onAbort, { once: true });
   });
 
+/**
+ * The pauses of one stream, on its request's `signal`: one abort listener for all of them,
+ * added at the first pause and removed by `close`, and a timer per pause. `abortableSleep` per
+ * pause added and removed a listener each time (five per step of four chunks), and Node's
+ * EventTarget does that slowly: a worker running a thousand scripted sessions spent more on
+ * those listeners than on the pauses' timers.
+ */
+class StreamPauses {
+  private timer: NodeJS.Timeout | undefined;
+  private rejectPause: ((reason: unknown) => void) | undefined;
+  private listening = false;
+  private readonly onAbort = () => {
+    clearTimeout(this.timer);
+    this.rejectPause?.(this.reason());
+  };
+
+  constructor(private readonly signal: AbortSignal) {}
+
+  wait(ms: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (this.signal.aborted) return reject(this.reason());
+      this.rejectPause = reject;
+      this.timer = setTimeout(resolve, ms);
+      if (!this.listening) {
+        this.listening = true;
+        this.signal.addEventListener("abort", this.onAbort, { once: true });
+      }
+    });
+  }
+
+  close(): void {
+    clearTimeout(this.timer);
+    this.rejectPause = undefined;
+    if (this.listening) this.signal.removeEventListener("abort", this.onAbort);
+  }
+
+  private reason(): unknown {
+    return this.signal.reason ?? new Error("aborted");
+  }
+}
+
 /** How many pieces a text streams in. */
 const CHUNKS = 4;
 
@@ -91,51 +132,58 @@ export class ScriptedModel implements ModelProvider {
   ) {}
 
   async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
-    const sleep = this.deps.sleep ?? abortableSleep;
-    const { stepIndex, response } = scriptPosition(request.history);
-    const last = this.steps.length - 1;
-    const step = this.steps[Math.min(stepIndex, last)]!;
-    const delay = step.delayMs ?? 0;
-    // Attempts are counted per response (see `scriptPosition`); the counter is per script step
-    // and response: two faulty steps never share one.
-    const attemptKey = `${Math.min(stepIndex, last)}:${response}`;
-    const faulty = step.fault !== undefined && (await this.faultFires(request.sessionId, attemptKey, step));
+    const injected = this.deps.sleep;
+    const pauses = injected ? null : new StreamPauses(request.signal);
+    const pause = pauses ? (ms: number) => pauses.wait(ms) : (ms: number) => injected!(ms, request.signal);
+    try {
+      const { stepIndex, response } = scriptPosition(request.history);
+      const last = this.steps.length - 1;
+      const step = this.steps[Math.min(stepIndex, last)]!;
+      const delay = step.delayMs ?? 0;
+      // Attempts are counted per response (see `scriptPosition`); the counter is per script step
+      // and response: two faulty steps never share one.
+      const attemptKey = `${Math.min(stepIndex, last)}:${response}`;
+      const faulty = step.fault !== undefined && (await this.faultFires(request.sessionId, attemptKey, step));
 
-    // Each pause ends at its point on the step's own schedule (half the delay before the first
-    // chunk, the rest spread over the chunks), as a provider's stream arrives on its own clock:
-    // a timer that fires late (a busy event loop) shortens the next pause instead of delaying
-    // every later chunk by as much, so a step takes its delayMs and not delayMs plus each
-    // pause's lateness (five of them for a step of four chunks).
-    const now = this.deps.now ?? performanceNow;
-    const began = delay > 0 ? now() : 0;
-    const until = async (offsetMs: number) => {
-      const ms = began + offsetMs - now();
-      if (ms > 0) await sleep(ms, request.signal);
-      else request.signal.throwIfAborted();
-    };
-    if (delay > 0) await until(delay / 2);
-    if (faulty && step.fault === "connection") {
-      throw new ProviderError("scripted fault: connection refused before any output", true);
+      // Each pause ends at its point on the step's own schedule (half the delay before the first
+      // chunk, the rest spread over the chunks), as a provider's stream arrives on its own clock:
+      // a timer that fires late (a busy event loop) shortens the next pause instead of delaying
+      // every later chunk by as much, so a step takes its delayMs and not delayMs plus each
+      // pause's lateness (five of them for a step of four chunks).
+      const now = this.deps.now ?? performanceNow;
+      const began = delay > 0 ? now() : 0;
+      const until = (offsetMs: number): Promise<void> | undefined => {
+        const ms = began + offsetMs - now();
+        if (ms > 0) return pause(ms);
+        request.signal.throwIfAborted();
+        return undefined;
+      };
+      if (delay > 0) await until(delay / 2);
+      if (faulty && step.fault === "connection") {
+        throw new ProviderError("scripted fault: connection refused before any output", true);
+      }
+      if (faulty && step.fault === "rejected") {
+        throw new ProviderError("scripted fault: 401 the provider rejected the request", false, undefined, {
+          status: 401,
+        });
+      }
+      const text = step.text ?? "";
+      const chunks = splitText(text, CHUNKS);
+      const cutAfter =
+        faulty && step.fault === "stream_cut" ? Math.max(1, Math.floor(chunks.length / 2)) : Infinity;
+      for (let i = 0; i < chunks.length; i++) {
+        if (i >= cutAfter) throw new ProviderError("scripted fault: the stream broke", true);
+        if (delay > 0) await until(delay / 2 + ((i + 1) * delay) / 2 / chunks.length);
+        yield { type: "text", delta: chunks[i]! };
+      }
+      if (faulty && step.fault === "stream_cut")
+        throw new ProviderError("scripted fault: the stream broke", true);
+      const calls = scriptedToolCalls(step, stepIndex, stepIndex > last);
+      for (let i = 0; i < calls.length; i++) yield { type: "tool_call", call: calls[i]! };
+      yield { type: "done", stopReason: step.stopReason ?? (calls.length > 0 ? "tool_use" : "end_turn") };
+    } finally {
+      pauses?.close();
     }
-    if (faulty && step.fault === "rejected") {
-      throw new ProviderError("scripted fault: 401 the provider rejected the request", false, undefined, {
-        status: 401,
-      });
-    }
-    const text = step.text ?? "";
-    const chunks = splitText(text, CHUNKS);
-    const cutAfter =
-      faulty && step.fault === "stream_cut" ? Math.max(1, Math.floor(chunks.length / 2)) : Infinity;
-    for (let i = 0; i < chunks.length; i++) {
-      if (i >= cutAfter) throw new ProviderError("scripted fault: the stream broke", true);
-      if (delay > 0) await until(delay / 2 + ((i + 1) * delay) / 2 / chunks.length);
-      yield { type: "text", delta: chunks[i]! };
-    }
-    if (faulty && step.fault === "stream_cut")
-      throw new ProviderError("scripted fault: the stream broke", true);
-    const calls = scriptedToolCalls(step, stepIndex, stepIndex > last);
-    for (let i = 0; i < calls.length; i++) yield { type: "tool_call", call: calls[i]! };
-    yield { type: "done", stopReason: step.stopReason ?? (calls.length > 0 ? "tool_use" : "end_turn") };
   }
 
   private async faultFires(sessionId: string, attemptKey: string, step: ScriptedStep): Promise<boolean> {

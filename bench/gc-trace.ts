@@ -8,6 +8,43 @@
  * them far less than it changes the elapsed time or the pauses (docs/performance.md).
  */
 
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+
+/**
+ * Node options of a worker whose collections are counted between marks (`markGc`): its
+ * `--trace-gc-nvp` lines, and gc-mark.mjs preloaded (a full collection, then `gc-mark N`, at
+ * each SIGUSR2).
+ */
+export const GC_MARK_ARGS = [
+  "--trace-gc-nvp",
+  "--expose-gc",
+  "--import",
+  pathToFileURL(resolve(import.meta.dirname, "gc-mark.mjs")).href,
+];
+
+/**
+ * Asks a process started with GC_MARK_ARGS for its mark number `mark` (1, 2, … in order) and
+ * waits for it; resolves with the length of its output through that line. The lines between
+ * two marks add up to exactly what the process allocated between them (gc-mark.mjs), where
+ * output cut at an arbitrary moment was off by up to a young generation at each end.
+ */
+export async function markGc(
+  child: { child: { pid?: number | undefined }; output: () => string },
+  mark: number,
+  timeoutMs = 30_000,
+): Promise<number> {
+  const line = `gc-mark ${mark}\n`;
+  process.kill(child.child.pid!, "SIGUSR2");
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const at = child.output().indexOf(line);
+    if (at >= 0) return at + line.length;
+    if (Date.now() > until) throw new Error(`no "gc-mark ${mark}" within ${timeoutMs} ms`);
+    await new Promise((done) => setTimeout(done, 20));
+  }
+}
+
 export type GcTotals = {
   /** Young-generation collections (scavenges). */
   scavenges: number;

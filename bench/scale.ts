@@ -22,7 +22,9 @@
  * like the measured ones, not counted (a worker that has been up a while, its code compiled by
  * V8; default 0: a fresh process). `--gc` runs both workers with V8's `--trace-gc-nvp` and prints,
  * per side, what they allocated and what their young collector copied and promoted over the
- * measured part, per session (bench/gc-trace.ts): counts a loaded machine changes little.
+ * measured part, per session (bench/gc-trace.ts): counts a loaded machine changes little. The
+ * measured part is bracketed by a full collection at each end (bench/gc-mark.mjs), so its bytes
+ * are exact (one more mark-compact is counted); the worker's CPU is read inside the brackets.
  * `--sleeper-fetchers N` spreads the sleepers' slots over N BullMQ
  * Workers, as the fleet's worker spreads its own (src/worker/fetchers.ts; default 1).
  *
@@ -36,7 +38,7 @@ import postgres from "postgres";
 import type { AgentConfigInput } from "../src/shared/agent-config.js";
 import { DEFAULT_TENANT } from "../src/shared/store/api-keys.js";
 import { startSweeper } from "../src/sweeper/sweeper-process.js";
-import { type GcTotals, gcLine, gcTotals } from "./gc-trace.js";
+import { GC_MARK_ARGS, type GcTotals, gcLine, gcTotals, markGc } from "./gc-trace.js";
 import { inProcessService } from "./producer.js";
 import {
   benchOptions,
@@ -103,7 +105,7 @@ if (values["session-events"] !== "on" && values["session-events"] !== "off")
 const SESSION_EVENTS = values["session-events"] !== "off";
 const SLEEPER_FETCHERS = wholeNumber("sleeper-fetchers", values["sleeper-fetchers"], 1);
 const WARMUP = wholeNumber("warmup", values.warmup, 0);
-const GC_ARGS = values.gc ? ["--trace-gc-nvp"] : [];
+const GC_ARGS = values.gc ? GC_MARK_ARGS : [];
 const BATCH = 1_000;
 const TIMEOUT_MS = 300_000;
 
@@ -190,8 +192,9 @@ async function fleetLevel(redis: Redis, sessions: number): Promise<Side> {
         await sleep(100);
       }
     }
+    // With --gc, the measured part starts and ends with a full collection (gc-trace.ts markGc).
+    const outputBefore = values.gc ? await markGc(worker, 1) : worker.output().length;
     const cpuBefore = cpuMs(worker.child.pid!);
-    const outputBefore = worker.output().length;
     const started = Date.now();
     await submit(sessions);
     const submittedMs = Date.now() - started;
@@ -228,11 +231,13 @@ async function fleetLevel(redis: Redis, sessions: number): Promise<Side> {
           await runsQueue.close();
           await printTimeline(sql, started);
         }
+        const cpuUsed = cpuMs(worker.child.pid!) - cpuBefore;
+        const outputAfter = values.gc ? await markGc(worker, 2) : 0;
         return {
           elapsedMs: row!.last_ms! - started,
           rssMb: peakRssMb(worker.child.pid!),
-          cpuMs: cpuMs(worker.child.pid!) - cpuBefore,
-          ...(values.gc ? { gc: gcTotals(worker.output().slice(outputBefore)) } : {}),
+          cpuMs: cpuUsed,
+          ...(values.gc ? { gc: gcTotals(worker.output().slice(outputBefore, outputAfter)) } : {}),
           submittedMs,
           lastStartMs: row!.last_start_ms! - started,
         };
@@ -333,8 +338,8 @@ async function bullmqLevel(redis: Redis, sessions: number): Promise<Side> {
         await sleep(100);
       }
     }
+    const outputBefore = values.gc ? await markGc(worker, 1) : worker.output().length;
     const cpuBefore = cpuMs(worker.child.pid!);
-    const outputBefore = worker.output().length;
     const started = Date.now();
     await add(sessions);
     for (;;) {
@@ -346,11 +351,13 @@ async function bullmqLevel(redis: Redis, sessions: number): Promise<Side> {
         );
         const last = Math.max(...done.map((job) => job.finishedOn ?? 0));
         if (values.timeline) printJobTimes(done, started);
+        const cpuUsed = cpuMs(worker.child.pid!) - cpuBefore;
+        const outputAfter = values.gc ? await markGc(worker, 2) : 0;
         return {
           elapsedMs: last - started,
           rssMb: peakRssMb(worker.child.pid!),
-          cpuMs: cpuMs(worker.child.pid!) - cpuBefore,
-          ...(values.gc ? { gc: gcTotals(worker.output().slice(outputBefore)) } : {}),
+          cpuMs: cpuUsed,
+          ...(values.gc ? { gc: gcTotals(worker.output().slice(outputBefore, outputAfter)) } : {}),
         };
       }
       if (Date.now() - started > TIMEOUT_MS) throw new Error(`bullmq: ${counts.completed}/${sessions} done`);

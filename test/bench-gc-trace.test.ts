@@ -3,9 +3,9 @@
  * (bench/gc-trace.ts). Checked against the lines this Node itself prints, so that a change of
  * their format shows here rather than as zeros in a bench's figures.
  */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
-import { gcLine, gcTotals } from "../bench/gc-trace.js";
+import { GC_MARK_ARGS, gcLine, gcTotals, markGc } from "../bench/gc-trace.js";
 
 describe("bench/gc-trace.ts", () => {
   it("adds up the scavenges and mark-compacts of a real process, and what they copied and promoted", () => {
@@ -34,6 +34,42 @@ describe("bench/gc-trace.ts", () => {
     expect(totals.promotedBytes).toBeGreaterThan(0);
     expect(totals.pauseMs).toBeGreaterThan(0);
   });
+
+  it("between two marks (GC_MARK_ARGS, markGc), counts what the process allocated between them, not before", async () => {
+    // ~6 MB of short-lived arrays before the first mark, ~2 MB between the marks. Counted from
+    // an arbitrary moment, the first collection after it also counted what came before.
+    const script = `
+      let keep;
+      const churn = (n) => { for (let i = 0; i < n; i++) keep = new Array(20).fill(i); };
+      churn(60_000);
+      console.log("ready");
+      process.stdin.on("data", () => { churn(20_000); console.log("churned"); });`;
+    const child = spawn(process.execPath, [...GC_MARK_ARGS, "-e", script], {
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (data: Buffer) => {
+      out += data;
+    });
+    const worker = { child, output: () => out };
+    const seen = async (text: string) => {
+      while (!out.includes(text)) await new Promise((done) => setTimeout(done, 10));
+    };
+    try {
+      await seen("ready\n");
+      const from = await markGc(worker, 1);
+      child.stdin.write("go\n");
+      await seen("churned\n");
+      const to = await markGc(worker, 2);
+      const between = gcTotals(out.slice(from, to));
+      // 20,000 arrays of 20 small integers: at least 4 bytes an element, at most 8 and headers.
+      expect(between.allocatedBytes).toBeGreaterThanOrEqual(20_000 * 20 * 4);
+      expect(between.allocatedBytes).toBeLessThan(20_000 * 20 * 8 * 1.5);
+      expect(between.markCompacts).toBe(1); // the second mark's own
+    } finally {
+      child.kill();
+    }
+  }, 30_000);
 
   it("skips every other line, and counts each field of each collection once", () => {
     const text = [

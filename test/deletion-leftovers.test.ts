@@ -209,7 +209,7 @@ export default [
       [{ runId: "r1", message }],
       [{ type: "MESSAGE_DELTA", runId: "r1", text: "late" }],
     );
-    expect(late).toMatchObject({ ok: true, ids: [] });
+    expect(late).toMatchObject({ ok: true, written: 0 });
     expect(await fleet.redis.xrange(stream, "-", "+")).toEqual(before);
     expect(await fleet.redis.pttl(stream)).toBeLessThanOrEqual(60_000);
     // The tombstone outlives the stream (a day, FLEET_EVENTS_MAX_AGE_MS): a write after the stream expired is refused too.

@@ -84,11 +84,11 @@ describe("a session with big messages", () => {
       [{ runId: "r1", message: bigToolResult(count, 1_000_000) }],
       [],
     );
-    expect(again).toMatchObject({ ok: true, ids: [] });
+    expect(again).toMatchObject({ ok: true, written: 0 });
     const gap = await bounded.write("bounded", [{ runId: "r1", message: bigToolResult(count + 2, 10) }], []);
     expect(gap).toMatchObject({ ok: false, last: count });
     const next = await bounded.write("bounded", [{ runId: "r1", message: bigToolResult(count + 1, 10) }], []);
-    expect(next.ok && next.ids.length).toBe(1);
+    expect(next.ok && next.written).toBe(1);
   }, 60_000);
 });
 

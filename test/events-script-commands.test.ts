@@ -71,7 +71,7 @@ describe("an event write's Redis commands", () => {
     expect(calls.hget ?? 0).toBe(0);
     expect(calls.xadd).toBe(9);
 
-    expect(results.map((r) => r.ok && r.ids.length)).toEqual([2, 2, 2, 1, 2]);
+    expect(results.map((r) => r.ok && r.written)).toEqual([2, 2, 2, 1, 2]);
     expect(results.map((r) => r.ok && r.prior)).toEqual([0, 1, 2, 3, 3]);
     expect(results[4]).toMatchObject({ ok: true, priorFingerprint: "3|2023-11-14T22:13:20.003Z" });
     const entries = (
@@ -95,7 +95,7 @@ describe("an event write's Redis commands", () => {
 
     // Written again, as a late writer would: the messages are skipped, the run's end too.
     const again = await writer.writeEntries(id, writes[4]![0], message(3));
-    expect(again).toMatchObject({ ok: true, ids: [], prior: 4 });
+    expect(again).toMatchObject({ ok: true, written: 0, prior: 4 });
     // A check naming another message at the stream's last seq: diverged, nothing written.
     const other = { ...message(4), createdAt: new Date(0).toISOString() };
     expect(await writer.writeEntries(id, [{ type: "MESSAGE_DELTA", runId, text: "x" }], other)).toEqual({

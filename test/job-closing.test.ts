@@ -75,7 +75,7 @@ function oneRunJob() {
         await endWritten;
         calls.push("RUN_COMPLETED written");
       }
-      return { ok: true, ids: [], prior: 0, priorFingerprint: null };
+      return { ok: true, written: 0, prior: 0, priorFingerprint: null };
     },
   } as unknown as EventWriter;
   const deps = {

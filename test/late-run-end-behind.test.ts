@@ -87,7 +87,7 @@ describe("a late RUN_COMPLETED from a writer behind the stream", () => {
       ],
       m1,
     );
-    expect(late).toMatchObject({ ok: true, ids: [] });
+    expect(late).toMatchObject({ ok: true, written: 0 });
     expect(await stream(sessionId)).toEqual([
       ["RUN_STARTED", "A", undefined],
       ["MESSAGE", "A", 1],

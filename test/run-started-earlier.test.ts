@@ -24,12 +24,14 @@ const own = ownRedisForFile();
 async function run(writer: EventWriter, sessionId: string, runId: string, deltas: number): Promise<string> {
   const first = await writer.writeEntries(sessionId, [started(runId)]);
   if (!first.ok) throw new Error("not written");
+  // The write does not send the ids back: the RUN_STARTED is the stream's newest entry now.
+  const [newest] = await own.redis.xrevrange(eventStreamKey(PREFIX, sessionId), "+", "-", "COUNT", 1);
   for (let i = 0; i < deltas; i += 100)
     await writer.writeEntries(
       sessionId,
       Array.from({ length: Math.min(100, deltas - i) }, (_, n) => delta(runId, i + n)),
     );
-  return first.ids[0]!;
+  return newest![0];
 }
 
 /** `runStartedId`'s answer, and the stream reads it made (XRANGE, XREVRANGE calls). */

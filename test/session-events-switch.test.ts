@@ -253,7 +253,7 @@ describe("PATCH /v1/sessions/:id sessionEvents", () => {
       history.map((message) => ({ runId: null, message })),
       [{ type: "SESSION_PARKED", reason: "test" }],
     );
-    expect(late).toMatchObject({ ok: true, ids: [] });
+    expect(late).toMatchObject({ ok: true, written: 0 });
     expect(await isMarkedOff(live)).toBe(true);
     await writer.startStream(fleet.database, live);
     expect(await fleet.redis.hget(seqKey(live), "off")).toBeNull();

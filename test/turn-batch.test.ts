@@ -161,10 +161,10 @@ describe("EventWriter with many sessions", () => {
       writer.write(a, [{ runId: "r", message: message(2, "a2") }], []),
     ]);
     expect(spy).toHaveBeenCalledTimes(1);
-    expect(results[0]).toMatchObject({ ok: true, ids: [expect.any(String), expect.any(String)] });
+    expect(results[0]).toMatchObject({ ok: true, written: 2 });
     expect(results[1]).toEqual({ ok: false, last: 0 });
-    expect(results[2]).toMatchObject({ ok: true, ids: [expect.any(String)] });
-    expect(results[3]).toMatchObject({ ok: true, ids: [expect.any(String)] });
+    expect(results[2]).toMatchObject({ ok: true, written: 1 });
+    expect(results[3]).toMatchObject({ ok: true, written: 1 });
     expect(await streamOf(prefix, a)).toEqual(["MESSAGE:1", "RUN_COMPLETED", "MESSAGE:2"]);
     expect(await streamOf(prefix, b)).toEqual([]);
     expect(await streamOf(prefix, c)).toEqual(["MESSAGE:1", "MESSAGE:2", "MESSAGE:3"]);

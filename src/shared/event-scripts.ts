@@ -73,7 +73,8 @@ end
  * woken after the resume ended: found by `npm run chaos`). The seq key also keeps the fingerprint of its
  * last message (`fp`): a check at that seq with another fingerprint means the stream's messages
  * are not the stored ones (Postgres restored to an earlier point, `dropIfDiverged`). Returns,
- * per write, {"ok", seq before it, its fingerprint ('' if not kept), ids...}, {"gap", last},
+ * per write, {"ok", seq before it, its fingerprint ('' if not kept), entries written (a
+ * number: their ids are not sent back, which no caller reads)}, {"gap", last},
  * {"diverged", last, fp} or {"deleted"}: the seq key is a deleted session's tombstone
  * (`deleted` set by deletion-cleanup.ts), and nothing is written, so a late writer (a worker
  * frozen across the delete) does not recreate the stream; the same for a stream turned off
@@ -149,6 +150,8 @@ for w = 1, #KEYS / 2 do
     results[w] = {'gap', tostring(last)}
   else
     local out = {'ok', lastText, head[4] or ''}
+    -- The entries written, and the id of the newest (kept by TRIM_BYTES).
+    local written, newest = 0, nil
     -- The run whose RUN_COMPLETED the stream has last (false: none).
     local done, ends, lastFp, startedAt = head[5], nil, nil, nil
     -- A run's end from a writer behind the stream (the stream holds messages past every one
@@ -164,17 +167,19 @@ for w = 1, #KEYS / 2 do
       if check == nil and ((seq == 0 and (ended == nil or (ended ~= done and not behind))) or seq > last) then
         total = total + #ARGV[i + 1] + #ARGV[i + 2]
         if started ~= nil then
-          out[#out + 1] = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2], 'c', string.format('%d', total), 'p', linked)
-          linked = out[#out]
+          newest = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2], 'c', string.format('%d', total), 'p', linked)
+          linked = newest
           startedAt = started .. ' ' .. linked
         else
-          out[#out + 1] = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2], 'c', string.format('%d', total))
+          newest = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2], 'c', string.format('%d', total))
         end
+        written = written + 1
         if seq > 0 then last, lastFp = seq, fp end
         if ended ~= nil then done, ends = ended, ended end
       end
     end
-    if #out > 3 then
+    out[4] = written
+    if written > 0 then
       redis.call('XTRIM', stream, 'MINID', '~', minId)
       -- What the entries moved, in one HSET (before any trim: the seq is kept whatever follows).
       local fields = {'seq', last == prior and lastText or tostring(last), 'total', string.format('%d', total)}
@@ -182,7 +187,7 @@ for w = 1, #KEYS / 2 do
       if ends then fields[#fields + 1] = 'done'; fields[#fields + 1] = ends end
       if startedAt then fields[#fields + 1] = 'started'; fields[#fields + 1] = startedAt end
       redis.call('HSET', seqKey, unpack(fields))
-      if maxBytes > 0 then trimBytes(stream, seqKey, total, tonumber(head[7] or '0'), out[#out]) end
+      if maxBytes > 0 then trimBytes(stream, seqKey, total, tonumber(head[7] or '0'), newest) end
       redis.call('PEXPIRE', stream, ARGV[2])
       redis.call('PEXPIRE', seqKey, ARGV[2])
       redis.call('PUBLISH', ARGV[3], name)
@@ -255,10 +260,14 @@ redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 `;
 
+/** One write's reply from APPEND_SCRIPT (its Returns). */
+export type AppendReply = readonly (string | number)[];
+
 export type RedisWithAppend = Redis & {
   fleetEventsFloor(stream: string, seqKey: string, seq: number, fp: string, ttlMs: number): Promise<number>;
   /** `args`: the keys, then the arguments (ioredis flattens the array into the command). */
-  fleetEventsAppendMany(numKeys: number, args: readonly (string | number)[]): Promise<string[][]>;
+  /** Per write: "ok", prior seq, its fingerprint, entries written (a number); or "gap", "diverged", "deleted". */
+  fleetEventsAppendMany(numKeys: number, args: readonly (string | number)[]): Promise<AppendReply[]>;
   fleetEventsDropOff(stream: string, seqKey: string, channel: string, ttlMs: number): Promise<number>;
   fleetEventsOn(seqKey: string): Promise<number>;
   fleetEventsDropStale(

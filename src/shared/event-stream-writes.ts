@@ -8,6 +8,7 @@ import type { Redis } from "ioredis";
 import type { Database } from "./db/client.js";
 import {
   APPEND_SCRIPT,
+  type AppendReply,
   DROP_OFF_SCRIPT,
   DROP_SCRIPT,
   FLOOR_SCRIPT,
@@ -36,10 +37,11 @@ export type EventsCounter = { inc(labels: { type: string }, value?: number): voi
  * `prior`: the highest message seq the stream had before the write, `priorFingerprint` the
  * fingerprint of that message when the stream keeps it (`fingerprint`). `diverged`: the
  * fingerprint of the stream's last message (seq `last`), which is not the one the write's check
- * named (`writeEntries`).
+ * named (`writeEntries`). `written`: the entries the stream took (messages it had already are
+ * skipped); their ids are not read back (a reader finds them in the stream).
  */
 export type WriteResult =
-  | { ok: true; ids: string[]; prior: number; priorFingerprint: string | null; deleted?: true }
+  | { ok: true; written: number; prior: number; priorFingerprint: string | null; deleted?: true }
   | { ok: false; last: number; diverged?: string };
 
 /**
@@ -60,7 +62,7 @@ export class EventStreamWrites {
    * (turn-batch.ts): a worker running many sessions makes one call where it made one per
    * session and write.
    */
-  private readonly batch: TurnBatch<SessionWrite, string[]>;
+  private readonly batch: TurnBatch<SessionWrite, AppendReply>;
 
   constructor(
     protected readonly redis: Redis,
@@ -150,7 +152,8 @@ export class EventStreamWrites {
     /** The stored message the writer believes the stream has last: "diverged" when it has another. */
     check?: StoredMessage,
   ): Promise<WriteResult> {
-    if (!this.enabled || entries.length === 0) return { ok: true, ids: [], prior: 0, priorFingerprint: null };
+    if (!this.enabled || entries.length === 0)
+      return { ok: true, written: 0, prior: 0, priorFingerprint: null };
     // One flat array of (seq, type, data) triples, filled by push, not by `.map`: arrays `.map`
     // makes have one elements kind when V8 runs it as a builtin and another when optimized code
     // inlines it, and each new kind seen here threw this function's optimized code away and had
@@ -183,7 +186,7 @@ export class EventStreamWrites {
     // Most writes are one chunk: sent as they are, with no copies of their rows and sizes.
     const single = entries.length <= this.chunk.entries && bytes <= this.chunk.bytes;
     const starts = single ? [0] : chunkStarts(sizes, this.chunk);
-    const ids: string[] = [];
+    let written = 0;
     let prior = 0;
     let priorFingerprint: string | null = null;
     for (let n = 0; n < starts.length; n++) {
@@ -202,17 +205,20 @@ export class EventStreamWrites {
       });
       // A gap is found in the first chunk (in a later one only if Redis lost the stream meanwhile).
       // The session was deleted: nothing is written, and nothing is to be repaired.
-      if (result[0] === "deleted") return { ok: true, ids, prior: 0, priorFingerprint: null, deleted: true };
+      if (result[0] === "deleted")
+        return { ok: true, written, prior: 0, priorFingerprint: null, deleted: true };
       if (result[0] === "gap") return { ok: false, last: Number(result[1]) };
-      if (result[0] === "diverged") return { ok: false, last: Number(result[1]), diverged: result[2]! };
+      if (result[0] === "diverged")
+        return { ok: false, last: Number(result[1]), diverged: String(result[2]) };
       if (n === 0) {
         prior = Number(result[1]);
-        priorFingerprint = result[2] || null;
+        priorFingerprint = (result[2] as string) || null;
       }
-      for (let i = 3; i < result.length; i++) ids.push(result[i]!);
-      this.count(entries, start, end, result.length - 3);
+      const took = Number(result[3]);
+      written += took;
+      this.count(entries, start, end, took);
     }
-    return { ok: true, ids, prior, priorFingerprint };
+    return { ok: true, written, prior, priorFingerprint };
   }
 
   /**
@@ -247,7 +253,7 @@ export class EventStreamWrites {
     return dropped === 1;
   }
 
-  private send(writes: SessionWrite[]): Promise<string[][]> {
+  private send(writes: SessionWrite[]): Promise<AppendReply[]> {
     // The script's keys and then its arguments, in one array: ioredis flattens it into the
     // command (Command's `args.flat()`), where spreading two arrays into the call made copies.
     const args: (string | number)[] = [];

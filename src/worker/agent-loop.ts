@@ -42,9 +42,11 @@ export type AgentLoopDeps = {
   /**
    * Whether the session was cancelled (contracts §9), read from Postgres right before each
    * tool starts: the cancel commits before its request returns, so no tool starts after it.
-   * Throws FencedError when the epoch moved. Absent in unit tests of the loop.
+   * Also true when the session's last cancel found `runId` running, though a new message
+   * re-opened the session since. Throws FencedError when the epoch moved. Absent in unit
+   * tests of the loop.
    */
-  cancelled?: (fence: Fence) => Promise<boolean>;
+  cancelled?: (fence: Fence, runId: string) => Promise<boolean>;
 } & Pick<ToolCallDeps, "toolTimeoutMs" | "log">;
 
 export type LoopInput = {
@@ -212,7 +214,7 @@ class FencedHistory {
     const known = this.cancelledAtLastAppend;
     this.cancelledAtLastAppend = null;
     if (known !== null) return known;
-    return (await this.deps.cancelled?.(this.input.fence)) ?? false;
+    return (await this.deps.cancelled?.(this.input.fence, this.input.runId)) ?? false;
   }
 }
 

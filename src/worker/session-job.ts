@@ -63,7 +63,8 @@ export async function processSessionJob(
       ? {
           writes,
           leaseGuard: guard,
-          cancelled: (fence: Fence) => rideOut("cancel check", () => cancelled(fence), rideout),
+          cancelled: (fence: Fence, runId: string) =>
+            rideOut("cancel check", () => cancelled(fence, runId), rideout),
         }
       : { writes, leaseGuard: guard },
   );

@@ -170,7 +170,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     },
     queries,
     writes,
-    cancelled: (fence) => writes.sessionCancelled(fence),
+    cancelled: (fence, runId) => writes.sessionCancelled(fence, runId),
     // Provider limits across the fleet (contracts §15): gates on declared endpoints, hand-backs.
     capacity: {
       waits: capacityWaits,

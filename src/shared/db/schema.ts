@@ -101,6 +101,13 @@ export const sessions = pgTable(
     /** When it was last cancelled (status `cancelled`: never resumed automatically). */
     cancelledAt: timestamp("cancelled_at", { withTimezone: true }),
     /**
+     * The runs its last cancel found running (batch-cancel.ts): each append of one of them
+     * answers `cancelled` (grouped-appends.ts), even once a new message re-opened the session,
+     * so the run stops before its next tool though the cancel's signal never reached its
+     * worker. Null: never cancelled with a run running.
+     */
+    cancelledRuns: text("cancelled_runs").array(),
+    /**
      * Whether its event stream (contracts §7) is written. Created with `sessionEvents: false`
      * (a session, or every session of a batch), or set so by `PATCH /v1/sessions/:id`
      * (session-events-setting.ts): no worker, sweeper or API writes it, and

@@ -59,7 +59,9 @@ export async function cancelSessions(
     >`
         with c as (
           update sessions s set status = 'cancelled', cancelled_at = now(), next_resume_at = null,
-                                updated_at = now()
+                                updated_at = now(),
+                                cancelled_runs = (select array_agg(r.id) from runs r
+                                                   where r.session_id = s.id and r.status = 'running')
            where ${where} and s.tenant = ${tenant} and s.status = 'active'
              and (exists (select 1 from runs r where r.session_id = s.id and r.status <> 'ended')
                   or (s.run_started and s.tail_state <> 'completed'))

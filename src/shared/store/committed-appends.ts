@@ -23,6 +23,8 @@ export type AfterCursor = {
   lastSeq: number;
   status: string;
   sessionEvents: boolean;
+  /** The runs the session's last cancel found running (batch-cancel.ts); absent: none. */
+  cancelledRuns?: readonly string[] | null;
   rows: {
     seq: number;
     role: string;
@@ -72,7 +74,11 @@ export function judgeAppend(
     ? {
         found: "committed",
         inserted: read.rows.map((r) => ({ seq: r.seq, created_at: r.created_at })),
-        status: read.status,
+        // As the append answers it (grouped-appends.ts `statusForRun`).
+        status:
+          expected.runId !== null && (read.cancelledRuns ?? []).includes(expected.runId)
+            ? "cancelled"
+            : read.status,
         sessionEvents: read.sessionEvents,
       }
     : { found: "moved" };
@@ -91,6 +97,7 @@ export async function readAfterCursor(
       last_seq: number;
       status: string;
       session_events: boolean | null;
+      cancelled_runs: string[] | null;
       rows:
         | {
             seq: number;
@@ -104,7 +111,7 @@ export async function readAfterCursor(
         | null;
     }[]
   >`
-    select s.lease_epoch, s.last_seq, s.status, s.session_events,
+    select s.lease_epoch, s.last_seq, s.status, s.session_events, s.cancelled_runs,
            (select json_agg(json_build_object('seq', m.seq, 'role', m.role, 'tool_call_id', m.tool_call_id,
                                               'run_id', m.run_id, 'md5', md5(m.content), 'created_at', m.created_at)
                             order by m.seq)
@@ -118,6 +125,7 @@ export async function readAfterCursor(
     lastSeq: Number(row.last_seq),
     status: row.status,
     sessionEvents: row.session_events !== false,
+    cancelledRuns: row.cancelled_runs,
     rows: (Array.isArray(rows) ? rows : []).map((r) => ({ ...r, created_at: new Date(r.created_at) })),
   };
 }

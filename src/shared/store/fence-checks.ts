@@ -22,13 +22,16 @@ export async function holdsEpoch(database: Database, fence: Fence): Promise<bool
 /**
  * Whether the session was cancelled (contracts §9): asked right before a tool starts. A
  * cancel commits `status = 'cancelled'` before its request returns, so a tool that passes
- * this check started before the cancel was answered. Throws FencedError when the epoch moved.
+ * this check started before the cancel was answered. With `runId`, also true when the
+ * session's last cancel found that run running (`cancelled_runs`, batch-cancel.ts). Throws FencedError when the epoch moved.
  */
-export async function sessionCancelled(database: Database, fence: Fence): Promise<boolean> {
-  const [row] = await database.sql<{ status: string; lease_epoch: string }[]>`
-      select status, lease_epoch from sessions where id = ${fence.sessionId}`;
+export async function sessionCancelled(database: Database, fence: Fence, runId?: string): Promise<boolean> {
+  const [row] = await database.sql<{ status: string; lease_epoch: string; run_cancelled: boolean | null }[]>`
+      select status, lease_epoch, ${runId ?? null}::text = any(cancelled_runs) as run_cancelled
+        from sessions where id = ${fence.sessionId}`;
   if (!row || Number(row.lease_epoch) !== fence.epoch) throw new FencedError(fence.sessionId, fence.epoch);
-  return row.status === "cancelled";
+  // A cancel that found `runId` running cancelled it, though a new message re-opened the session since.
+  return row.status === "cancelled" || row.run_cancelled === true;
 }
 
 /**

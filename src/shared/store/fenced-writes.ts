@@ -244,8 +244,8 @@ export class FencedWrites {
   }
 
   /** Whether the session was cancelled: asked right before a tool starts (fence-checks.ts). Fenced. */
-  sessionCancelled(fence: Fence): Promise<boolean> {
-    return sessionCancelled(this.database, fence);
+  sessionCancelled(fence: Fence, runId?: string): Promise<boolean> {
+    return sessionCancelled(this.database, fence, runId);
   }
 
   /** Counts one model call against `agent.budget.maxModelCalls` before it is made, once per `key` (fence-checks.ts). */

@@ -4,6 +4,7 @@
  * each for one session alone and for many sessions together. The grouped form does for each
  * session exactly what the single one does, with the same fence (epoch and `last_seq`).
  */
+import type postgres from "postgres";
 import type { Database } from "../db/client.js";
 import type { GroupedAnswer } from "./group-commit.js";
 import { countBytes } from "./history-bytes.js";
@@ -60,7 +61,7 @@ export async function appendAlone(database: Database, append: SessionAppend): Pr
              tokens_used = tokens_used + ${append.tokens}, last_active_at = now(),
              ${countBytes(database.sql, append.bytes, append.lastSeq + append.rows.length)}
        where id = ${append.sessionId} and lease_epoch = ${append.epoch} and last_seq = ${append.lastSeq}
-      returning id, status, session_events
+      returning id, ${statusForRun(database, database.sql`${append.runId}::text`)}, session_events
     )
     insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
     select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${append.runId}
@@ -170,6 +171,15 @@ export function groupedInput(appends: readonly (SessionAppend | EndingAppend)[])
 const lockRows = (database: Database) => database.sql`
   select s.id from sessions s where s.id in (select session_id from i) order by s.id for update skip locked`;
 
+/**
+ * The session's status as the appending run (`runId`, an SQL expression) is to see it:
+ * `cancelled` also when the session's last cancel found that run running (`cancelled_runs`,
+ * batch-cancel.ts), though a new message re-opened the session since and the cancel's signal
+ * never reached the run's worker. Read from the row the append updates, after its lock.
+ */
+const statusForRun = (database: Database, runId: postgres.Fragment) => database.sql`
+  case when ${runId} = any(sessions.cancelled_runs) then 'cancelled' else sessions.status end as status`;
+
 /** The grouped statements' insert: each fenced session's (`s`) messages, numbered by its caller. */
 const insertMessages = (database: Database) => database.sql`
   insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
@@ -202,7 +212,7 @@ export async function appendsTogether(
              ${countBytes(database.sql, database.sql`i.bytes`, database.sql`i.last_seq + jsonb_array_length(i.rows)`)}
         from i join l on l.id = i.session_id
        where sessions.id = l.id and sessions.lease_epoch = i.epoch and sessions.last_seq = i.last_seq
-      returning i.k, sessions.id, sessions.status, sessions.session_events
+      returning i.k, sessions.id, ${statusForRun(database, database.sql`i.run_id`)}, sessions.session_events
     ), ins as (${insertMessages(database)})
     select exists (select 1 from l where l.id = i.session_id) as locked,
            (select s.status from s where s.k = i.k) as status,

@@ -167,6 +167,8 @@ export type RawSession = {
   /** Absent in rows read before the columns existed (migration 0024). */
   history_bytes?: number | string;
   history_bytes_seq?: number;
+  /** Absent in rows read before the column existed (migration 0026). */
+  cancelled_runs?: string[] | null;
 };
 
 export function sessionFromRaw(raw: RawSession): SessionRow {
@@ -201,6 +203,7 @@ export function sessionFromRaw(raw: RawSession): SessionRow {
     sessionEvents: raw.session_events !== false,
     historyBytes: Number(raw.history_bytes ?? 0),
     historyBytesSeq: raw.history_bytes_seq ?? 0,
+    cancelledRuns: raw.cancelled_runs ?? null,
   };
 }
 

@@ -7,13 +7,8 @@ import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { MAX_TOOL_CALLS_PER_STEP, type Message, type Usage } from "../src/shared/messages.js";
 import { estimateStepUsage } from "../src/shared/usage.js";
-import {
-  attemptLimitAt,
-  backoffMs,
-  callModel,
-  DEFAULT_RETRY_POLICY,
-  type RetryPolicy,
-} from "../src/worker/call-model.js";
+import { backoffMs, callModel, DEFAULT_RETRY_POLICY, type RetryPolicy } from "../src/worker/call-model.js";
+import { attemptLimitAt } from "../src/worker/model-attempt.js";
 import {
   type ModelEvent,
   type ModelProvider,

@@ -2,7 +2,8 @@
  * One model step: stream the response into an assistant message. A failed request is
  * retried only while no output has arrived (bounded, exponential backoff with jitter,
  * honouring retry-after). Once output has started, a fault ends the step as `interrupted`
- * with the partial text kept — never a silent retry that would duplicate text.
+ * with the partial text kept — never a silent retry that would duplicate text. One attempt
+ * (its stream read, and cut when idle, too long or too big) is model-attempt.ts.
  *
  * This is the one boundary every provider passes through, so it is where model output is
  * made storable (contracts.md §12): NUL and lone surrogates in the text, the tool calls
@@ -34,15 +35,11 @@
  * `MAX_RATE_LIMITED` such answers in one call the job is handed back like a long wait (they
  * never count as attempts, so a 429 storm parks nothing and spends no budget).
  */
-import {
-  type AssistantMessage,
-  MAX_TOOL_CALLS_PER_STEP,
-  type ToolCall,
-  type Usage,
-} from "../shared/messages.js";
+import type { AssistantMessage, Usage } from "../shared/messages.js";
 import { costOf } from "../shared/prices.js";
 import { estimateStepUsage, sumUsage } from "../shared/usage.js";
 import { CapacityWait, EndpointRateLimited } from "./endpoint-gate.js";
+import { attempt } from "./model-attempt.js";
 import { type ModelProvider, type ModelRequest, ProviderError } from "./models/provider.js";
 import { sanitizeText } from "./models/sanitize-text.js";
 import type { Sleep } from "./models/scripted.js";
@@ -133,149 +130,6 @@ export function backoffMs(
   if (retryAfterMs !== undefined) return Math.min(retryAfterMs, policy.maxDelayMs);
   const exp = Math.min(policy.baseDelayMs * 2 ** (attempt - 1), policy.maxDelayMs);
   return Math.round(exp / 2 + (random() * exp) / 2);
-}
-
-/**
- * What an attempt's timer does when it fires (pure): cut the stream as idle (nothing for
- * `idleMs` since the last event, or since the start), cut it as too long (`maxStepMs` since the
- * start; the idle cut wins a tie, as the idle timer did), or wait `ms` more for the nearer of
- * the two. Times in ms on one monotonic clock.
- */
-export function attemptLimitAt(
-  startedAt: number,
-  lastEventAt: number,
-  now: number,
-  idleMs: number,
-  maxStepMs: number,
-): { kind: "idle" } | { kind: "step" } | { kind: "wait"; ms: number } {
-  const idleLeft = lastEventAt + idleMs - now;
-  const stepLeft = startedAt + maxStepMs - now;
-  if (idleLeft <= 0) return { kind: "idle" };
-  if (stepLeft <= 0) return { kind: "step" };
-  return { kind: "wait", ms: Math.min(idleLeft, stepLeft) };
-}
-
-async function attempt(
-  provider: ModelProvider,
-  outer: ModelRequest,
-  idleTimeoutMs: number,
-  maxStepMs: number,
-  maxOutputChars: number,
-): Promise<
-  | { message: AssistantMessage }
-  | { error: unknown; outputStarted: boolean; partial: string; reported?: Usage }
-> {
-  let text = "";
-  /** The latest usage the provider reported before the step was whole (a `usage` event). */
-  let reported: Usage | undefined;
-  const calls: ToolCall[] = [];
-  let callChars = 0;
-  /** Characters of `progress` since the last tool call (a call not yet whole). */
-  let pendingChars = 0;
-  let outputStarted = false;
-  // One controller, aborted by the caller's signal or by the idle timer. Not
-  // AbortSignal.any: Node 20 tracks each such signal with a WeakRef, which V8's young
-  // collector keeps alive with everything its listeners hold, so every model call's request
-  // and stream were promoted to the old generation.
-  const controller = new AbortController();
-  let idle: Error | undefined;
-  const onOuterAbort = () => controller.abort(outer.signal.reason);
-  if (outer.signal.aborted) controller.abort(outer.signal.reason);
-  else outer.signal.addEventListener("abort", onOuterAbort, { once: true });
-  // One timer for the whole attempt, for both limits, re-armed lazily: a stream event only
-  // notes its time, and when the timer fires it either cuts the stream (idle for
-  // `idleTimeoutMs`, or streaming for `maxStepMs`) or is set again for whichever limit comes
-  // first from there. A timer per event, and then `refresh()` per event beside a second timer
-  // for the step's limit, were a timer-list update per event and two timers per attempt.
-  const startedAt = performance.now();
-  let lastEventAt = startedAt;
-  const onTimer = () => {
-    const now = performance.now();
-    const cut = attemptLimitAt(startedAt, lastEventAt, now, idleTimeoutMs, maxStepMs);
-    if (cut.kind === "wait") {
-      timer = setTimeout(onTimer, cut.ms);
-      return;
-    }
-    idle = new Error(
-      cut.kind === "idle"
-        ? `the model sent nothing for ${idleTimeoutMs} ms`
-        : `the model's answer did not finish within ${maxStepMs} ms`,
-    );
-    controller.abort(idle);
-  };
-  let timer = setTimeout(onTimer, Math.min(idleTimeoutMs, maxStepMs));
-  const request: ModelRequest = { ...outer, signal: controller.signal };
-  try {
-    for await (const event of provider.stream(request)) {
-      lastEventAt = performance.now();
-      switch (event.type) {
-        case "text":
-          outputStarted = true;
-          if (text.length + callChars + event.delta.length > maxOutputChars) {
-            text += event.delta.slice(0, Math.max(0, maxOutputChars - callChars - text.length));
-            const error = new Error(`the model's answer exceeded ${maxOutputChars} characters`);
-            controller.abort(error);
-            return { error, outputStarted, partial: text, ...(reported ? { reported } : {}) };
-          }
-          text += event.delta;
-          break;
-        case "progress":
-          // A call (or thinking) still streaming: alive, and bounded as it arrives, not only
-          // once whole. Past the bound it is cut like a call too big (not retried: the same
-          // request would stream the same again).
-          pendingChars += event.chars;
-          if (text.length + callChars + pendingChars > maxOutputChars) {
-            outputStarted = true;
-            const error = new Error(`the model's answer exceeded ${maxOutputChars} characters`);
-            controller.abort(error);
-            return { error, outputStarted, partial: text, ...(reported ? { reported } : {}) };
-          }
-          break;
-        case "tool_call": {
-          outputStarted = true;
-          pendingChars = 0;
-          // A call's name and arguments count against the same bound as text: a 30 MB argument
-          // would otherwise be stored and handed to a tool. Past it the call is dropped (not
-          // run) and the step is interrupted with its text, like a cut stream.
-          callChars += event.call.name.length + JSON.stringify(event.call.arguments ?? {}).length;
-          if (text.length + callChars > maxOutputChars) {
-            const error = new Error(
-              `the model's answer exceeded ${maxOutputChars} characters (tool call ${event.call.name})`,
-            );
-            controller.abort(error);
-            return { error, outputStarted, partial: text, ...(reported ? { reported } : {}) };
-          }
-          // So does the number of calls: a step of a million calls would be stored, and each of
-          // its results appended after it (contracts §12). Past it the step is cut the same way.
-          if (calls.length >= MAX_TOOL_CALLS_PER_STEP) {
-            const error = new Error(
-              `the model's answer asked for more than ${MAX_TOOL_CALLS_PER_STEP} tool calls in one step`,
-            );
-            controller.abort(error);
-            return { error, outputStarted, partial: text, ...(reported ? { reported } : {}) };
-          }
-          calls.push(event.call);
-          break;
-        }
-        case "usage":
-          reported = event.usage;
-          break;
-        case "done":
-          return { message: assistant(text, calls, event.stopReason, event.usage, event.providerState) };
-      }
-    }
-    return {
-      error: new Error("the stream ended before its final event"),
-      outputStarted: true,
-      partial: text,
-      ...(reported ? { reported } : {}),
-    };
-  } catch (error) {
-    return { error: idle ?? error, outputStarted, partial: text, ...(reported ? { reported } : {}) };
-  } finally {
-    clearTimeout(timer);
-    outer.signal.removeEventListener("abort", onOuterAbort);
-  }
 }
 
 /**

@@ -8,14 +8,9 @@ import { FencedError, ValidationError } from "../src/shared/errors.js";
 import type { AssistantMessage, Message, StoredMessage, ToolMessage } from "../src/shared/messages.js";
 import type { Fence, HistoryCursor } from "../src/shared/store/fenced-writes.js";
 import type { TailState } from "../src/shared/tail-state.js";
-import {
-  type AgentLoopDeps,
-  goalRoundsTaken,
-  goalRoundText,
-  type LoopInput,
-  pausesTaken,
-  runAgentLoop,
-} from "../src/worker/agent-loop.js";
+import { runAgentLoop } from "../src/worker/agent-loop.js";
+import { goalRoundsTaken, goalRoundText, pausesTaken } from "../src/worker/goal-rounds.js";
+import type { AgentLoopDeps, LoopInput } from "../src/worker/loop-types.js";
 import {
   type ModelEvent,
   type ModelProvider,

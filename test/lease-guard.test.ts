@@ -7,8 +7,9 @@ import { parseAgentConfig } from "../src/shared/agent-config.js";
 import { FencedError } from "../src/shared/errors.js";
 import type { StoredMessage } from "../src/shared/messages.js";
 import type { Fence, FencedWrites } from "../src/shared/store/fenced-writes.js";
-import { type AgentLoopDeps, runAgentLoop } from "../src/worker/agent-loop.js";
+import { runAgentLoop } from "../src/worker/agent-loop.js";
 import { guardedWrites, LeaseGuard, LeaseLapsedError } from "../src/worker/lease-guard.js";
+import type { AgentLoopDeps } from "../src/worker/loop-types.js";
 import type { ModelEvent, ModelProvider } from "../src/worker/models/provider.js";
 
 const FENCE: Fence = { sessionId: "s1", epoch: 4 };

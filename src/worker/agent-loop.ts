@@ -2,221 +2,24 @@
  * The agent loop of one run: call the model, append its step, run the tools it asked for
  * and append each result as it finishes, until a normal answer, an abnormal stop, the
  * turn limit or an abort. Every append is fenced; a FencedError ends the loop at once.
+ * What it is given and returns: loop-types.ts; its history: fenced-history.ts; goal rounds
+ * and pauses: goal-rounds.ts.
  */
-import type { AgentConfig } from "../shared/agent-config.js";
-import { tailStateAfter } from "../shared/history-tail.js";
-import type { Message, RunUsage, StoredMessage, ToolCall, ToolMessage, Usage } from "../shared/messages.js";
-import type { FleetMetrics } from "../shared/metrics.js";
+import type { RunUsage, ToolCall, ToolMessage, Usage } from "../shared/messages.js";
 import { roundUsd } from "../shared/prices.js";
 import { CANCELLED_BEFORE_START_TEXT, CANCELLED_WHILE_RUNNING_PREFIX } from "../shared/resume-plan.js";
 import { requestsTools } from "../shared/resume-point.js";
 import { stopReasonLabel } from "../shared/stop-reasons.js";
-import type { Fence, FencedWrites, HistoryCursor } from "../shared/store/fenced-writes.js";
-import { lastStepSeq } from "../shared/store/rows.js";
-import type { TailState } from "../shared/tail-state.js";
-import { callModel, type RetryPolicy } from "./call-model.js";
+import { callModel } from "./call-model.js";
 import { CapacityWait } from "./endpoint-gate.js";
-import type { LeaseCheck } from "./lease-guard.js";
+import { FencedHistory } from "./fenced-history.js";
+import { GOAL_MET, goalRoundsTaken, goalRoundText } from "./goal-rounds.js";
 import { addUsage, budgetSpent, countBilled, countTokens } from "./loop-budget.js";
-import type { ModelProvider } from "./models/provider.js";
+import type { AgentLoopDeps, LoopInput, LoopResult } from "./loop-types.js";
 import { sanitizeText } from "./models/sanitize-text.js";
-import type { Sleep } from "./models/scripted.js";
-import { outcomeOfStop, type RunOutcome } from "./run-outcome.js";
-import { runToolCall, type ToolCallDeps } from "./tool-call.js";
-import { type ToolRegistry, toolLabel } from "./tools/registry.js";
-
-export type AgentLoopDeps = {
-  /** `appendStep` (when present) also answers the cancel check, saving the read before a tool. */
-  writes: Pick<FencedWrites, "append" | "reserveModelCall" | "countBilledTokens"> &
-    Partial<Pick<FencedWrites, "appendStep">>;
-  tools: Pick<ToolRegistry, "get" | "specs">;
-  metrics: Pick<FleetMetrics, "modelStops" | "toolCalls"> &
-    Partial<Pick<FleetMetrics, "modelTokens" | "toolTimeouts" | "toolsAbandoned">>;
-  sleep: Sleep;
-  retryPolicy?: RetryPolicy;
-  /**
-   * The job's lease guard (lease-guard.ts): asked, from memory, before every append and
-   * every tool start. Absent only where no lease exists (unit tests of the loop).
-   */
-  leaseGuard?: LeaseCheck;
-  /**
-   * Whether the session was cancelled (contracts §9), read from Postgres right before each
-   * tool starts: the cancel commits before its request returns, so no tool starts after it.
-   * Also true when the session's last cancel found `runId` running, though a new message
-   * re-opened the session since. Throws FencedError when the epoch moved. Absent in unit
-   * tests of the loop.
-   */
-  cancelled?: (fence: Fence, runId: string) => Promise<boolean>;
-} & Pick<ToolCallDeps, "toolTimeoutMs" | "log">;
-
-export type LoopInput = {
-  fence: Fence;
-  runId: string;
-  agent: AgentConfig;
-  model: ModelProvider;
-  /** The history as stored, including what the run appended when it started. */
-  history: StoredMessage[];
-  signal: AbortSignal;
-  /**
-   * The session's use of `agent.budget` before this call; kept current as steps are stored.
-   * `costUsd`: USD its steps cost so far; when absent it is summed from the history's stored
-   * `usage.costUsd` (steps with unknown usage of earlier runs are not counted there).
-   */
-  budget?: { tokensUsed: number; costUsd?: number };
-  /** Told of each commit and each tool start (events and extensions: session-job.ts). */
-  observer?: LoopObserver;
-  /**
-   * Goal mode (contracts §8): when the model ends its turn, an internal message restates the
-   * goal and asks it to keep working or answer GOAL_MET, at most `maxRounds` times per run.
-   */
-  goal?: { text: string; maxRounds: number } | null;
-  /**
-   * Consecutive pauses the run took before it was handed back to wait for capacity
-   * (`pausesTaken`): the same request goes on, so the cap on consecutive pauses goes on too.
-   */
-  pausesTaken?: number;
-  /**
-   * Leave the run's last message unappended and return it as `last` (session-job.ts appends
-   * it in the statement that ends the run). Only where nothing must see it before the run's
-   * end is decided: no extension hooks.
-   */
-  deferLast?: boolean;
-};
-
-export type LoopObserver = {
-  /** After the message is committed (and in the in-memory history). */
-  committed(message: StoredMessage): Promise<void>;
-  /** Right before a tool call starts. */
-  toolStarted(call: ToolCall): Promise<void>;
-  /**
-   * Whether `committed` may wait on something slow (extension hooks): the cancel status read
-   * with an append then no longer counts as read right before the next tool starts.
-   */
-  awaitsHooks?: boolean;
-};
-
-/** How a goal round's internal message starts (goalRoundText). */
-const GOAL_ROUND = "Goal (round ";
-
-/**
- * The goal rounds the run has had already (pure): the goal-round messages after its input,
- * the history's last user message. Not 0 for a run handed back to wait for capacity and
- * taken up again (contracts §15): `maxRounds` is per run, like `maxTurns`, and counting
- * from 0 again gave each hand-back `maxRounds` more rounds.
- */
-export function goalRoundsTaken(history: readonly Message[]): number {
-  let rounds = 0;
-  for (let i = history.length - 1; i >= 0; i--) {
-    const message = history[i]!;
-    if (message.role === "user") break;
-    if (message.role === "internal" && message.content.startsWith(GOAL_ROUND)) rounds++;
-  }
-  return rounds;
-}
-
-/**
- * The consecutive pauses a handed-back run took before its hand-back (pure): the paused steps
- * the history ends with, at most `steps`, the model steps the run committed (an earlier run's
- * pauses are not this run's: a resume starts its count at 0, as any request does).
- */
-export function pausesTaken(history: readonly Message[], steps: number): number {
-  let pauses = 0;
-  for (let i = history.length - 1; i >= 0 && pauses < steps; i--) {
-    const message = history[i]!;
-    if (message.role !== "assistant" || message.stopReason !== "paused") break;
-    pauses++;
-  }
-  return pauses;
-}
-
-/** What the model answers when the goal of goal mode is met. */
-export const GOAL_MET = "GOAL_MET";
-
-/** The internal message of a goal round. */
-export function goalRoundText(goal: { text: string }, round: number, maxRounds: number): string {
-  return (
-    `${GOAL_ROUND}${round} of ${maxRounds}): ${goal.text}\n` +
-    `If the goal is met, answer ${GOAL_MET}. Otherwise keep working toward it.`
-  );
-}
-
-export type LoopResult = {
-  outcome: RunOutcome;
-  error?: string;
-  usage: RunUsage;
-  /** `provider_error` only: the provider refused the request and would refuse it again (call-model.ts). */
-  rejected?: true;
-  /** With `deferLast`: the run's last step, not yet stored (the caller stores it with the run's end). */
-  last?: { message: Message; tail: TailState; estimatedTokens: number };
-};
-
-/** An in-memory history that appends through the fence and keeps its cursor. */
-class FencedHistory {
-  /**
-   * Whether the last append found the session cancelled (null: unknown, e.g. the writes
-   * cannot say, or something slow ran since).
-   */
-  cancelledAtLastAppend: boolean | null = null;
-
-  constructor(
-    private readonly deps: AgentLoopDeps,
-    private readonly input: LoopInput,
-  ) {}
-
-  get messages(): readonly Message[] {
-    return this.input.history;
-  }
-
-  private cursor(): HistoryCursor {
-    const history = this.input.history;
-    return { lastSeq: history.at(-1)?.seq ?? 0, lastStepSeq: lastStepSeq(history) };
-  }
-
-  /**
-   * `estimatedTokens`: counted against the token budget for a step with unknown usage; less,
-   * what its usage holds that was counted already (fenced-writes.ts `append`).
-   */
-  async append(message: Message, estimatedTokens = 0): Promise<void> {
-    await this.deps.leaseGuard?.whenValid(this.input.fence.epoch);
-    this.cancelledAtLastAppend = null;
-    const args = [
-      this.input.fence,
-      this.cursor(),
-      this.input.runId,
-      [message],
-      tailStateAfter(this.input.history, [message]),
-      estimatedTokens,
-    ] as const;
-    let stored: StoredMessage | undefined;
-    let cancelled: boolean | null = null;
-    if (this.deps.writes.appendStep) {
-      const step = await this.deps.writes.appendStep(...args);
-      [stored] = step.stored;
-      cancelled = step.cancelled;
-    } else {
-      [stored] = await this.deps.writes.append(...args);
-    }
-    this.input.history.push(stored!);
-    await this.input.observer?.committed(stored!);
-    if (!this.input.observer?.awaitsHooks) this.cancelledAtLastAppend = cancelled;
-  }
-
-  /** What the last message would be appended with (for a caller that stores it itself). */
-  lastOf(message: Message, estimatedTokens: number): NonNullable<LoopResult["last"]> {
-    return { message, tail: tailStateAfter(this.input.history, [message]), estimatedTokens };
-  }
-
-  /**
-   * Whether the session was cancelled, right before a tool starts: the answer of the append
-   * that just proved the lease when it gave one (and nothing slow ran since), else a read.
-   */
-  async cancelled(): Promise<boolean> {
-    const known = this.cancelledAtLastAppend;
-    this.cancelledAtLastAppend = null;
-    if (known !== null) return known;
-    return (await this.deps.cancelled?.(this.input.fence, this.input.runId)) ?? false;
-  }
-}
+import { outcomeOfStop } from "./run-outcome.js";
+import { runToolCall } from "./tool-call.js";
+import { toolLabel } from "./tools/registry.js";
 
 /** The result of a call that was never started because its run was cancelled (resume-plan.ts). */
 export { CANCELLED_BEFORE_START_TEXT };

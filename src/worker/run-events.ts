@@ -8,10 +8,10 @@ import type { SessionEventInput } from "../shared/events.js";
 import type { StoredMessage } from "../shared/messages.js";
 import type { SessionEventLog } from "../shared/session-event-log.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
-import type { LoopObserver } from "./agent-loop.js";
 import type { RunContext } from "./extensions.js";
 import type { Extensions } from "./hook-runner.js";
 import { frozenCopy } from "./hook-views.js";
+import type { LoopObserver } from "./loop-types.js";
 import { passThrough } from "./models/pass-through.js";
 import type { ModelEvent, ModelProvider, ModelRequest } from "./models/provider.js";
 

@@ -7,8 +7,9 @@
 import { parseAgentConfig, parseModelConfig } from "../shared/agent-config.js";
 import { ValidationError } from "../shared/errors.js";
 import { NewerAgentError } from "../shared/newer-agent.js";
-import { pausesTaken, runAgentLoop } from "./agent-loop.js";
+import { runAgentLoop } from "./agent-loop.js";
 import { CapacityWait } from "./endpoint-gate.js";
+import { pausesTaken } from "./goal-rounds.js";
 import { finalUsage, forgetWaiting, handBack, partUsage, turnsTaken, withCapacityGate } from "./hand-back.js";
 import { withProviderErrorLog } from "./models/logged-provider.js";
 import { handBackNewerAgent } from "./newer-agent-wait.js";

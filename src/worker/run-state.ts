@@ -9,11 +9,11 @@ import type { StoredMessage } from "../shared/messages.js";
 import type { SessionEventLog } from "../shared/session-event-log.js";
 import type { Fence, HistoryCursor } from "../shared/store/fenced-writes.js";
 import { lastStepSeq } from "../shared/store/rows.js";
-import type { LoopObserver } from "./agent-loop.js";
 import type { RunContext } from "./extensions.js";
 import type { ledgerOf, previousPart } from "./hand-back.js";
 import type { Extensions } from "./hook-runner.js";
 import type { SessionJobDeps } from "./job-deps.js";
+import type { LoopObserver } from "./loop-types.js";
 
 export type SessionState = {
   fence: Fence;

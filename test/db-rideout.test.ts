@@ -18,13 +18,9 @@ import { type Fence, FencedWrites, type HistoryCursor } from "../src/shared/stor
 import { toNewRows } from "../src/shared/store/rows.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { isServiceUnavailable } from "../src/shared/unavailable.js";
-import {
-  nextRideoutStep,
-  RIDEOUT_MAX_DELAY_MS,
-  type RideoutDeps,
-  ridingOutWrites,
-} from "../src/worker/db-rideout.js";
+import { nextRideoutStep, RIDEOUT_MAX_DELAY_MS, type RideoutDeps } from "../src/worker/db-rideout.js";
 import { abortableSleep } from "../src/worker/models/scripted.js";
+import { ridingOutWrites } from "../src/worker/rideout-writes.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { type PgProxy, startPgProxy } from "./support/pg-proxy.js";
 

@@ -2,13 +2,14 @@ import { FencedError } from "../shared/errors.js";
 import { SessionEventLog } from "../shared/session-event-log.js";
 import type { Fence } from "../shared/store/fenced-writes.js";
 import { withFields } from "../shared/with-fields.js";
-import { type RideoutDeps, rideOut, ridingOutWrites } from "./db-rideout.js";
+import { type RideoutDeps, rideOut } from "./db-rideout.js";
 import { HandedBack } from "./hand-back.js";
 import type { JobResult, SessionJobDeps } from "./job-deps.js";
 import { guardedWrites, LeaseGuard } from "./lease-guard.js";
 import { keepLease } from "./lease-keeper.js";
 import { FIRST_RUN_TAIL, processRun } from "./process-run.js";
 import { requestResume } from "./request-resume.js";
+import { ridingOutWrites } from "./rideout-writes.js";
 import { followingEventsSetting } from "./run-events.js";
 import type { SessionState } from "./run-state.js";
 

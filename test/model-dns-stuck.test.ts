@@ -16,42 +16,14 @@
  */
 import { spawn } from "node:child_process";
 import { randomInt } from "node:crypto";
-import { createSocket, type Socket } from "node:dgram";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
+import { type FakeDns, startFakeDns } from "./support/fake-dns.js";
 import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, waitFor } from "./support/fleet-env.js";
-
-/** A DNS query's first question: its name, type and where the question ends; null if unread. */
-function question(message: Buffer): { name: string; type: number; end: number } | null {
-  let at = 12;
-  const labels: string[] = [];
-  while (at < message.length) {
-    const length = message[at]!;
-    if (length === 0) {
-      if (at + 5 > message.length) return null;
-      return { name: labels.join(".").toLowerCase(), type: message.readUInt16BE(at + 1), end: at + 5 };
-    }
-    if (length > 63) return null;
-    labels.push(message.toString("latin1", at + 1, at + 1 + length));
-    at += 1 + length;
-  }
-  return null;
-}
-
-/** The answer to a query for HEALTHY: 127.0.0.1 for A, no record (NOERROR) for any other type. */
-function healthyAnswer(query: Buffer, asked: { type: number; end: number }): Buffer {
-  const header = Buffer.alloc(12);
-  query.copy(header, 0, 0, 2); // the id
-  header.writeUInt16BE(0x8180, 2); // a response, recursion desired and available, NOERROR
-  header.writeUInt16BE(1, 4); // one question
-  header.writeUInt16BE(asked.type === 1 ? 1 : 0, 6); // answers
-  const answer = Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1]);
-  return Buffer.concat([header, query.subarray(12, asked.end), ...(asked.type === 1 ? [answer] : [])]);
-}
 
 const HOSTS = Array.from({ length: 6 }, (_, i) => `stuck-${i}.model.test`);
 const HEALTHY = "healthy.model.test";
@@ -59,27 +31,19 @@ const HEALTHY = "healthy.model.test";
 let fleet: FleetEnv;
 let healthy: FakeOpenAI;
 let client: FleetClient;
-let dns: Socket;
+let dns: FakeDns | undefined;
 let dir: string;
 let worker: ReturnType<typeof spawn> | undefined;
 let output = "";
 let healthyUrl: string;
-const queried = new Set<string>();
+/** Whether the DNS server was asked for `host` (any record type). */
+const queried = (host: string): boolean => dns?.questions.some((q) => q.startsWith(`${host} `)) ?? false;
 
 beforeAll(async () => {
   // The silent server: port 53 (resolv.conf names no port) on a loopback address of its own.
   const address = `127.${randomInt(2, 250)}.${randomInt(2, 250)}.${randomInt(2, 250)}`;
-  dns = createSocket("udp4");
-  dns.on("message", (message, from) => {
-    const asked = question(message);
-    if (!asked) return;
-    queried.add(asked.name);
-    if (asked.name === HEALTHY) dns.send(healthyAnswer(message, asked), from.port, from.address);
-  });
-  await new Promise<void>((resolve, reject) => {
-    dns.once("error", reject);
-    dns.bind(53, address, () => resolve());
-  });
+  // It answers HEALTHY's A question with 127.0.0.1 (no record of any other type) and no other.
+  dns = await startFakeDns((name) => (name === HEALTHY ? ["127.0.0.1"] : "silent"), 53, address);
   dir = await mkdtemp(join(tmpdir(), "fleet-dns-stuck-"));
   const resolvConf = join(dir, "resolv.conf");
   // As long as glibc lets the system resolver wait: each try 30 s, 5 tries.
@@ -129,7 +93,7 @@ afterAll(async () => {
   }
   await fleet?.close();
   await healthy?.close();
-  dns?.close();
+  await dns?.close();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
@@ -144,7 +108,7 @@ describe("model calls stuck resolving a host name", () => {
     // Model calls are resolving their hosts (before the fix, two held all that libuv gives
     // lookups: the worker asked no more names).
     await waitFor(
-      () => HOSTS.filter((host) => queried.has(host)).length >= 2,
+      () => HOSTS.filter((host) => queried(host)).length >= 2,
       30_000,
       "model hosts asked of the silent DNS server",
     );
@@ -171,6 +135,6 @@ describe("model calls stuck resolving a host name", () => {
     expect((await client.waitForRun(toolRun, { timeoutMs: 45_000 })).endedReason).toBe("completed");
     expect(await readFile(join(fleet.env.FLEET_TOOL_DIR!, "dns.txt"), "utf8")).toBe("written\n");
     // Meanwhile at least 4 model calls were resolving a host the server never answered.
-    expect(HOSTS.filter((host) => queried.has(host)).length).toBeGreaterThanOrEqual(4);
+    expect(HOSTS.filter((host) => queried(host)).length).toBeGreaterThanOrEqual(4);
   }, 120_000);
 });

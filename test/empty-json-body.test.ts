@@ -93,7 +93,10 @@ describe("an empty JSON body", () => {
   }
 
   beforeAll(async () => {
-    fleet = await createFleetEnv("emptyjsonbody");
+    // Per-tenant webhook secrets on, so that rotating one (a route with no body) is served.
+    fleet = await createFleetEnv("emptyjsonbody", {
+      env: { FLEET_WEBHOOK_SECRET: "an operator's secret", FLEET_WEBHOOK_SECRET_PER_TENANT: "1" },
+    });
     const started = await fleet.startApi();
     client = started.client;
     port = Number(new URL(started.api.url).port);
@@ -101,7 +104,7 @@ describe("an empty JSON body", () => {
   });
   afterAll(async () => fleet?.close());
 
-  it("the document says which bodies are optional: resume's and a batch's resume", () => {
+  it("the document says which bodies are optional: resume's, a batch's resume, cancels, deletes and a secret's rotation", () => {
     const optional = writeRoutes()
       .filter((route) => !route.required)
       .map((route) => `${route.method} ${route.path}`)
@@ -113,6 +116,7 @@ describe("an empty JSON body", () => {
       "POST /v1/batches/{id}/resume",
       "POST /v1/sessions/{id}/cancel",
       "POST /v1/sessions/{id}/resume",
+      "POST /v1/webhook-secret/rotate",
     ]);
     const resume = document.paths["/v1/sessions/{id}/resume"].post.requestBody;
     expect(resume.required).toBe(false);

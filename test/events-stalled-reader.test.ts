@@ -10,10 +10,9 @@
  */
 import { connect, type Socket } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
-import { EventWriter } from "../src/shared/event-writer.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
+import { writeBigBacklog } from "./support/event-backlog.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
-import { bigToolResult } from "./support/histories.js";
 
 /** 12 MB of events: more than the loopback socket's buffers hold (4 MB to send, 128 KB to receive). */
 const EVENTS = 4_000;
@@ -72,15 +71,7 @@ async function pausedReader(url: string, id: string, key: string) {
 
 /** Writes the backlog the paused reader cannot take. */
 async function writeBacklog(fleet: FleetEnv, id: string) {
-  const writer = new EventWriter(fleet.redis, fleet.config.prefix, {
-    maxEvents: 10_000,
-    maxAgeMs: 3_600_000,
-    maxBytes: MAX_BYTES,
-  });
-  for (let seq = 1; seq <= EVENTS; seq += 100) {
-    const page = Array.from({ length: 100 }, (_, i) => ({ runId: "r1", message: bigToolResult(seq + i) }));
-    expect((await writer.write(id, page, [])).ok).toBe(true);
-  }
+  await writeBigBacklog(fleet, id, EVENTS, MAX_BYTES);
 }
 
 /** The status of a new stream request of the tenant (200: a slot was free; 429: none). */

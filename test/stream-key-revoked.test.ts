@@ -9,10 +9,9 @@
  * now the stream ends after the page it was writing.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { EventWriter } from "../src/shared/event-writer.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
+import { writeBigBacklog } from "./support/event-backlog.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
-import { bigToolResult } from "./support/histories.js";
 
 const EVENTS = 8_000;
 /** 24 MB of events: far more than the loopback socket's buffers hold (4 MB to send, 128 KB to receive). */
@@ -40,15 +39,7 @@ it("a stream behind by a backlog ends once its key is revoked, before the backlo
   });
   expect(response.status).toBe(200);
   // The session writes its backlog; the reader reads none of it yet (its socket fills up).
-  const writer = new EventWriter(fleet.redis, fleet.config.prefix, {
-    maxEvents: 10_000,
-    maxAgeMs: 3_600_000,
-    maxBytes: MAX_BYTES,
-  });
-  for (let seq = 1; seq <= EVENTS; seq += 100) {
-    const page = Array.from({ length: 100 }, (_, i) => ({ runId: "r1", message: bigToolResult(seq + i) }));
-    expect((await writer.write(id, page, [])).ok).toBe(true);
-  }
+  await writeBigBacklog(fleet, id, EVENTS, MAX_BYTES);
   await keys.revoke(key.id);
   // Until the API no longer takes the key (its cache of the key has expired).
   await waitFor(

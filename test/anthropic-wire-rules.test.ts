@@ -20,6 +20,20 @@ const stateWith = (thinking: string, ...rest: Record<string, unknown>[]) => ({
   content: [{ type: "thinking", thinking, signature: signatureOf(thinking) }, ...rest],
 });
 
+/**
+ * "find it", then a step paused after thinking `thinking` and writing `text`: its provider
+ * state is the signed thinking block, then that text.
+ */
+const pausedAfterThinking = (thinking: string, text: string): Message[] => [
+  { role: "user", content: "find it" },
+  {
+    role: "assistant",
+    content: text,
+    stopReason: "paused",
+    providerState: stateWith(thinking, { type: "text", text }),
+  },
+];
+
 describe("a tool whose output is only whitespace", () => {
   it("goes back as a result without content, not as a whitespace text the API refuses", async () => {
     const history: Message[] = [
@@ -120,16 +134,7 @@ describe("consecutive paused steps, one assistant turn", () => {
 describe("a paused step that ends with its thinking", () => {
   it("is not sent as a final assistant turn ending with a thinking block", async () => {
     // Paused right after thinking: its only text is the "\n\n" before a block never sent.
-    const thinking = "Let me look.";
-    const history: Message[] = [
-      { role: "user", content: "find it" },
-      {
-        role: "assistant",
-        content: "\n\n",
-        stopReason: "paused",
-        providerState: stateWith(thinking, { type: "text", text: "\n\n" }),
-      },
-    ];
+    const history = pausedAfterThinking("Let me look.", "\n\n");
     fakes.anthropic.script({ blocks: [{ type: "text", text: "Found." }] });
     const answer = await step(claude(), history);
     expect(answer).toMatchObject({ content: "Found.", stopReason: "end_turn" });
@@ -159,16 +164,7 @@ describe("a paused step with thinking, continued by a model without it", () => {
   it("goes without its thinking blocks, which the API refuses in a final assistant turn with thinking off", async () => {
     // Paused by the primary (thinking on); the resume runs on a fallback at the same endpoint
     // that has no thinking: the state is replayed there (same target).
-    const thinking = "Let me look.";
-    const history: Message[] = [
-      { role: "user", content: "find it" },
-      {
-        role: "assistant",
-        content: "Searching.",
-        stopReason: "paused",
-        providerState: stateWith(thinking, { type: "text", text: "Searching." }),
-      },
-    ];
+    const history = pausedAfterThinking("Let me look.", "Searching.");
     fakes.anthropic.script({ blocks: [{ type: "text", text: " Found." }] });
     const answer = await step(claude({ thinking: undefined }), history);
     expect(answer).toMatchObject({ content: " Found.", stopReason: "end_turn" });

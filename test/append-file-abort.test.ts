@@ -12,27 +12,15 @@
  */
 
 import type { FileHandle } from "node:fs/promises";
-import { mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { open, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { builtinTools } from "../src/worker/tools/builtin.js";
+import { describe, expect, it } from "vitest";
 import { executeTool } from "../src/worker/tools/execute-tool.js";
-import { ToolRegistry } from "../src/worker/tools/registry.js";
 import { appendWhole } from "../src/worker/tools/whole-append.js";
+import { useBuiltinTools } from "./support/builtin-tools.js";
 import { waitFor } from "./support/fleet-env.js";
 
-let base: string;
-let toolDir: string;
-let registry: ToolRegistry;
-
-beforeAll(async () => {
-  base = await mkdtemp(join(tmpdir(), "fleet-append-abort-"));
-  toolDir = join(base, "tools");
-  await mkdir(toolDir, { recursive: true });
-  registry = new ToolRegistry().register(...builtinTools(toolDir));
-});
-afterAll(async () => rm(base, { recursive: true, force: true }));
+const fixture = useBuiltinTools("fleet-append-abort-");
 
 type Write = (bytes: Buffer, offset: number, length: number) => Promise<{ bytesWritten: number }>;
 
@@ -58,7 +46,7 @@ async function steered(
 
 const append = (line: string, signal: AbortSignal) =>
   executeTool(
-    registry.get("append_file"),
+    fixture.registry.get("append_file"),
     "append_file",
     { path: "log.txt", line },
     { callId: "c", sessionId: "s", signal },
@@ -68,7 +56,7 @@ const append = (line: string, signal: AbortSignal) =>
 
 describe("append_file aborted while a failed append's repair waits", () => {
   it("stops waiting; the part is still cut off once the repair can run, and no line is half", async () => {
-    const file = join(toolDir, "log.txt");
+    const file = join(fixture.toolDir, "log.txt");
     await writeFile(file, "first\n");
     const { dev, ino } = await stat(file);
     const key = `${dev}:${ino}`;

@@ -9,31 +9,16 @@
  * by the other's. A failed append next to another in the same process must tell its own part
  * from the other's line: it cuts the file's end only when that is its part.
  */
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { builtinTools } from "../src/worker/tools/builtin.js";
-import { executeTool } from "../src/worker/tools/execute-tool.js";
-import { ToolRegistry } from "../src/worker/tools/registry.js";
+import { describe, expect, it } from "vitest";
+import { useBuiltinTools } from "./support/builtin-tools.js";
 import { underFileSizeLimit } from "./support/file-size-limit.js";
 import { ROOT } from "./support/fleet-env.js";
 
-let base: string;
-let toolDir: string;
-let registry: ToolRegistry;
-const context = () => ({ callId: "c", sessionId: "s", signal: new AbortController().signal });
-const call = (name: string, args: Record<string, unknown>) =>
-  executeTool(registry.get(name), name, args, context());
-
-beforeAll(async () => {
-  base = await mkdtemp(join(tmpdir(), "fleet-append-whole-"));
-  toolDir = join(base, "tools");
-  await mkdir(toolDir, { recursive: true });
-  registry = new ToolRegistry().register(...builtinTools(toolDir));
-});
-afterAll(async () => rm(base, { recursive: true, force: true }));
+const fixture = useBuiltinTools("fleet-append-whole-");
+const { call } = fixture;
 
 /**
  * `append_file` calls made at once, in this order, in a child process whose files may grow to
@@ -51,7 +36,7 @@ function appendUnderLimit(
     const { builtinTools } = await import(${JSON.stringify(builtin)});
     const { ToolRegistry } = await import(${JSON.stringify(tools)});
     const { executeTool } = await import(${JSON.stringify(execute)});
-    const registry = new ToolRegistry().register(...builtinTools(${JSON.stringify(toolDir)}));
+    const registry = new ToolRegistry().register(...builtinTools(${JSON.stringify(fixture.toolDir)}));
     const context = { callId: "c", sessionId: "s", signal: new AbortController().signal };
     const append = (line) => executeTool(registry.get("append_file"), "append_file", { path: ${JSON.stringify(path)}, line }, context);
     console.log(JSON.stringify(await Promise.all(${JSON.stringify(lines)}.map(append))));`;
@@ -60,7 +45,7 @@ function appendUnderLimit(
 
 describe("append_file", () => {
   it("cut by the file system leaves the file as it was (no half line), and says why", async () => {
-    const file = join(toolDir, "log.txt");
+    const file = join(fixture.toolDir, "log.txt");
     await writeFile(file, "first line\n");
     // 1 KiB allowed: the kernel takes the first 1013 bytes of the 3001, then refuses (EFBIG).
     const [outcome] = appendUnderLimit(1, "log.txt", ["b".repeat(3000)]);
@@ -79,7 +64,7 @@ describe("append_file", () => {
   }, 60_000);
 
   it("cut beside another append to the file in the same process: that line whole, no half line", async () => {
-    const file = join(toolDir, "two.txt");
+    const file = join(fixture.toolDir, "two.txt");
     await writeFile(file, "first line\n");
     // Started together: the short line first, then one the limit cuts. They do not wait for
     // each other, so either may reach the file first: the short one fits or, behind the long
@@ -106,7 +91,7 @@ describe("append_file", () => {
       letters.map((letter) => call("append_file", { path: "big.txt", line: letter.repeat(size) })),
     );
     expect(outcomes.every((outcome) => outcome.success)).toBe(true);
-    const lines = (await readFile(join(toolDir, "big.txt"), "utf8")).split("\n");
+    const lines = (await readFile(join(fixture.toolDir, "big.txt"), "utf8")).split("\n");
     expect(lines.pop()).toBe("");
     expect(lines.length).toBe(4);
     // Before: lines of 524,288 letters, one call's piece after another's.

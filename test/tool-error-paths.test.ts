@@ -4,28 +4,16 @@
  * '/srv/fleet-files/d'`) told the model, and whoever reads the session, where the worker keeps
  * its files. The code stays, with a few words on what it means.
  */
-import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { builtinTools } from "../src/worker/tools/builtin.js";
 import { executeTool } from "../src/worker/tools/execute-tool.js";
 import { ToolRegistry } from "../src/worker/tools/registry.js";
+import { toolContext, useBuiltinTools } from "./support/builtin-tools.js";
 
-let base: string;
-let toolDir: string;
-let registry: ToolRegistry;
-const context = () => ({ callId: "c", sessionId: "s", signal: new AbortController().signal });
-const call = (name: string, args: Record<string, unknown>) =>
-  executeTool(registry.get(name), name, args, context());
-
-beforeAll(async () => {
-  base = await mkdtemp(join(tmpdir(), "fleet-error-paths-"));
-  toolDir = join(base, "tools");
-  await mkdir(join(toolDir, "folder", "inner"), { recursive: true });
-  registry = new ToolRegistry().register(...builtinTools(toolDir));
-});
-afterAll(async () => rm(base, { recursive: true, force: true }));
+const fixture = useBuiltinTools("fleet-error-paths-", "folder/inner");
+const { call } = fixture;
 
 describe("built-in file tools' errors", () => {
   it("a folder written to: EISDIR with the tool's path, not the tool directory's", async () => {
@@ -36,7 +24,7 @@ describe("built-in file tools' errors", () => {
       const outcome = await call(tool, args);
       expect(outcome.success).toBe(false);
       expect(outcome.content).toBe(`EISDIR: cannot ${what} "${args.path}": it is a folder.`);
-      expect(outcome.content).not.toContain(base);
+      expect(outcome.content).not.toContain(fixture.base);
     }
   });
 
@@ -44,7 +32,7 @@ describe("built-in file tools' errors", () => {
     expect(await call("write_file", { path: "plain.txt", content: "x" })).toMatchObject({ success: true });
     const outcome = await call("append_file", { path: "plain.txt/under", line: "x" });
     expect(outcome.success).toBe(false);
-    expect(String(outcome.content)).not.toContain(base);
+    expect(String(outcome.content)).not.toContain(fixture.base);
     expect(outcome.content).toMatch(
       /^ENOTDIR: cannot append to "plain\.txt\/under": a part of it is not a folder\.$/,
     );
@@ -57,7 +45,7 @@ describe("built-in file tools' errors", () => {
     ] as const) {
       const outcome = await call(tool, args);
       expect(outcome.success).toBe(false);
-      expect(outcome.content).not.toContain(base);
+      expect(outcome.content).not.toContain(fixture.base);
       expect(outcome.content).toBe(
         `Refused: "${args.path}" contains a NUL character, which no file name may.`,
       );
@@ -67,7 +55,7 @@ describe("built-in file tools' errors", () => {
   it("refusals and a write that works read as before", async () => {
     expect(await call("write_file", { path: "../out.txt", content: "x" })).toMatchObject({ success: false });
     expect(String((await call("write_file", { path: "../out.txt", content: "x" })).content)).not.toContain(
-      base,
+      fixture.base,
     );
     expect(await call("write_file", { path: "folder/ok.txt", content: "x" })).toEqual({
       success: true,
@@ -75,10 +63,10 @@ describe("built-in file tools' errors", () => {
     });
   });
   it("the tool directory removed while the worker runs (a /tmp cleaner): made again, not 'leads outside'", async () => {
-    const gone = join(base, "gone");
+    const gone = join(fixture.base, "gone");
     const tools = new ToolRegistry().register(...builtinTools(gone));
     const callIn = (name: string, args: Record<string, unknown>) =>
-      executeTool(tools.get(name), name, args, context());
+      executeTool(tools.get(name), name, args, toolContext());
     expect(await callIn("write_file", { path: "first.txt", content: "x" })).toMatchObject({ success: true });
     await rm(gone, { recursive: true });
     expect(await callIn("write_file", { path: "a.txt", content: "x" })).toEqual({

@@ -5,32 +5,22 @@
  * thread pool, and every file tool (and transcript write) of the worker hung after them.
  */
 import { execFileSync } from "node:child_process";
-import { mkdir, mkdtemp, rm, symlink } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { symlink } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { builtinTools } from "../src/worker/tools/builtin.js";
-import { executeTool } from "../src/worker/tools/execute-tool.js";
-import { ToolRegistry } from "../src/worker/tools/registry.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useBuiltinTools } from "./support/builtin-tools.js";
 
-let base: string;
-let toolDir: string;
-let registry: ToolRegistry;
-const context = () => ({ callId: "c", sessionId: "s", signal: new AbortController().signal });
+const fixture = useBuiltinTools("fleet-special-", "sub");
 
 beforeAll(async () => {
-  base = await mkdtemp(join(tmpdir(), "fleet-special-"));
-  toolDir = join(base, "tools");
-  await mkdir(join(toolDir, "sub"), { recursive: true });
-  registry = new ToolRegistry().register(...builtinTools(toolDir));
+  const { toolDir } = fixture;
   execFileSync("mkfifo", [join(toolDir, "pipe"), join(toolDir, "sub", "pipe")]);
   await symlink(join(toolDir, "pipe"), join(toolDir, "pipe-link"));
 });
-afterAll(async () => rm(base, { recursive: true, force: true }));
 
 /** The call's outcome, or "hung" when it takes more than 2 s (no time limit is set here). */
 async function call(name: string, args: Record<string, unknown>) {
-  const outcome = executeTool(registry.get(name), name, args, context());
+  const outcome = fixture.call(name, args);
   const hung = new Promise<"hung">((resolve) => setTimeout(() => resolve("hung"), 2_000).unref());
   return Promise.race([outcome, hung]);
 }

@@ -5,14 +5,13 @@
  * the endpoint's `apiKeyEnv` has a name no credential pattern catches (`GW_BEARER`).
  * Local fake providers; the key reaches the workers' routing as config.ts reads it.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { ModelConfig } from "../src/shared/agent-config.js";
 import { loadConfig } from "../src/shared/config.js";
 import { REDACTED, scrubSecrets } from "../src/shared/scrub-secrets.js";
 import { createModel } from "../src/worker/models/create-model.js";
 import type { ModelRequest } from "../src/worker/models/provider.js";
-import { type FakeAnthropic, startFakeAnthropic } from "./support/fake-anthropic.js";
-import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
+import { useFakeProviders } from "./support/fake-providers.js";
 
 const KEY = "gw-live-0123456789abcdef";
 
@@ -37,20 +36,12 @@ async function failure(model: ModelConfig, env: Record<string, string>): Promise
   throw new Error("expected the request to fail");
 }
 
+const fakes = useFakeProviders();
+
 describe("a key padded with blanks is scrubbed as it was sent", () => {
-  let openai: FakeOpenAI;
-  let anthropic: FakeAnthropic;
-
-  beforeAll(async () => {
-    [openai, anthropic] = await Promise.all([startFakeOpenAI(), startFakeAnthropic()]);
-  });
-  afterAll(async () => {
-    await Promise.all([openai?.close(), anthropic?.close()]);
-  });
-
   for (const padded of [`${KEY}\n`, ` ${KEY}\r\n`]) {
     it(`openai: a 401 quoting the key ${JSON.stringify(padded)} (trimmed) is scrubbed`, async () => {
-      openai.enqueue({
+      fakes.chat.enqueue({
         status: 401,
         errorMessage: `Incorrect API key provided: ${KEY}. Check your gateway key.`,
         errorCode: "invalid_api_key",
@@ -60,17 +51,17 @@ describe("a key padded with blanks is scrubbed as it was sent", () => {
         {
           GW_BEARER: padded,
           FLEET_MODEL_ENDPOINTS: JSON.stringify({
-            gw: { provider: "openai", baseUrl: openai.url, apiKeyEnv: "GW_BEARER" },
+            gw: { provider: "openai", baseUrl: fakes.chat.url, apiKeyEnv: "GW_BEARER" },
           }),
         },
       );
-      expect(openai.requests.at(-1)!.headers.authorization).toContain(KEY); // it was sent
+      expect(fakes.chat.requests.at(-1)!.headers.authorization).toContain(KEY); // it was sent
       expect(message).toContain("Incorrect API key provided");
       expect(message).not.toContain(KEY);
     });
 
     it(`anthropic: a 401 quoting the key ${JSON.stringify(padded)} (trimmed) is scrubbed`, async () => {
-      anthropic.script({
+      fakes.anthropic.script({
         status: 401,
         error: { type: "authentication_error", message: `invalid key ${KEY} for this workspace` },
       });
@@ -79,7 +70,7 @@ describe("a key padded with blanks is scrubbed as it was sent", () => {
         {
           GW_BEARER: padded,
           FLEET_MODEL_ENDPOINTS: JSON.stringify({
-            gw: { provider: "anthropic", baseUrl: anthropic.url, apiKeyEnv: "GW_BEARER" },
+            gw: { provider: "anthropic", baseUrl: fakes.anthropic.url, apiKeyEnv: "GW_BEARER" },
           }),
         },
       );

@@ -7,35 +7,23 @@
  * the SDK's types document them (these matched). The Anthropic side:
  * provider-wire-anthropic.test.ts.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Message } from "../src/shared/messages.js";
 import { resumePoint } from "../src/shared/resume-point.js";
 import { callModel } from "../src/worker/call-model.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
-import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
-import { type FakeResponses, startFakeResponses } from "./support/fake-openai-responses.js";
+import { useFakeProviders } from "./support/fake-providers.js";
 import { foreignToolTurn, gpt, noSleep, req, step } from "./support/model-steps.js";
 
 /** The internal message a `continue_response` resume appends (resume-plan.ts's wording is not asserted). */
 const CONTINUE: Message = { role: "internal", content: "Continue exactly where you stopped." };
 
-let responses: FakeResponses;
-let chat: FakeOpenAI;
-beforeAll(async () => {
-  [responses, chat] = await Promise.all([startFakeResponses(), startFakeOpenAI()]);
-});
-afterAll(async () => {
-  await Promise.all([responses?.close(), chat?.close()]);
-});
-beforeEach(() => {
-  responses.requests.length = 0;
-  chat.requests.length = 0;
-});
+const fakes = useFakeProviders();
 
 describe("openai responses: a reasoning item goes back only with the item that follows it", () => {
   it("max_output_tokens reached while reasoning: continue_response leaves the lone reasoning item out", async () => {
-    const model = gpt("responses", responses.url);
-    responses.script({ reasoning: true, incomplete: "max_output_tokens" }, { text: ["Done."] });
+    const model = gpt("responses", fakes.responses.url);
+    fakes.responses.script({ reasoning: true, incomplete: "max_output_tokens" }, { text: ["Done."] });
     const history: Message[] = [{ role: "user", content: "think hard" }];
     const first = await step(model, history);
     expect(first).toMatchObject({ content: "", stopReason: "max_output" });
@@ -43,15 +31,15 @@ describe("openai responses: a reasoning item goes back only with the item that f
     history.push(first, CONTINUE);
     const second = await step(model, history);
     expect(second).toMatchObject({ content: "Done.", stopReason: "end_turn" });
-    expect(responses.requests[1]!.body.input).toEqual([
+    expect(fakes.responses.requests[1]!.body.input).toEqual([
       { role: "user", content: "think hard" },
       { role: "user", content: CONTINUE.content },
     ]);
   });
 
   it("max_output_tokens in a call after reasoning: neither the call nor its reasoning is replayed", async () => {
-    const model = gpt("responses", responses.url);
-    responses.script(
+    const model = gpt("responses", fakes.responses.url);
+    fakes.responses.script(
       {
         reasoning: true,
         functionCalls: [{ callId: "call_9", name: "write_file", arguments: '{"pa' }],
@@ -64,30 +52,33 @@ describe("openai responses: a reasoning item goes back only with the item that f
     expect(first.stopReason).toBe("max_output");
     history.push(first, CONTINUE);
     await step(model, history);
-    expect(responses.requests[1]!.body.input).toEqual([
+    expect(fakes.responses.requests[1]!.body.input).toEqual([
       { role: "user", content: "write" },
       { role: "user", content: CONTINUE.content },
     ]);
   });
 
   it("max_output_tokens after some text: the reasoning goes back with its message item", async () => {
-    const model = gpt("responses", responses.url);
-    responses.script({ reasoning: true, text: ["Half"], incomplete: "max_output_tokens" }, { text: ["ok"] });
+    const model = gpt("responses", fakes.responses.url);
+    fakes.responses.script(
+      { reasoning: true, text: ["Half"], incomplete: "max_output_tokens" },
+      { text: ["ok"] },
+    );
     const history: Message[] = [{ role: "user", content: "write" }];
     const first = await step(model, history);
     expect(first).toMatchObject({ content: "Half", stopReason: "max_output" });
     history.push(first, CONTINUE);
     await step(model, history);
-    const input = responses.requests[1]!.body.input as { type?: string }[];
+    const input = fakes.responses.requests[1]!.body.input as { type?: string }[];
     expect(input.map((item) => item.type ?? "plain")).toEqual(["plain", "reasoning", "message", "plain"]);
   });
 });
 
 describe("openai responses: a model that does not reason refuses encrypted reasoning", () => {
   it("gpt-4o-mini: asked again without include, in the same attempt; its next requests go without it", async () => {
-    responses.script({ text: ["Hello"] }, { text: ["Again"] });
+    fakes.responses.script({ text: ["Hello"] }, { text: ["Again"] });
     const model = new OpenAIModel(
-      { provider: "openai", model: "gpt-4o-mini", baseUrl: responses.url, api: "responses" },
+      { provider: "openai", model: "gpt-4o-mini", baseUrl: fakes.responses.url, api: "responses" },
       { keyless: true },
     );
     const result = await callModel(model, req([{ role: "user", content: "hi" }]), {
@@ -95,34 +86,38 @@ describe("openai responses: a model that does not reason refuses encrypted reaso
       policy: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1 },
     });
     expect(result).toMatchObject({ ok: true, attempts: 1, message: { content: "Hello" } });
-    expect(responses.requests.map((r) => r.body.include)).toEqual([
+    expect(fakes.responses.requests.map((r) => r.body.include)).toEqual([
       ["reasoning.encrypted_content"],
       undefined,
     ]);
-    expect(responses.requests[1]!.body).toMatchObject({ store: false, model: "gpt-4o-mini" });
+    expect(fakes.responses.requests[1]!.body).toMatchObject({ store: false, model: "gpt-4o-mini" });
     await step(model, [{ role: "user", content: "again" }]);
-    expect(responses.requests).toHaveLength(3);
-    expect(responses.requests[2]!.body).not.toHaveProperty("include");
+    expect(fakes.responses.requests).toHaveLength(3);
+    expect(fakes.responses.requests[2]!.body).not.toHaveProperty("include");
   });
 
   it("a reasoning model keeps asking for it", async () => {
-    responses.script({ reasoning: true, text: ["ok"] });
-    await step(gpt("responses", responses.url), [{ role: "user", content: "hi" }]);
-    expect(responses.requests[0]!.body.include).toEqual(["reasoning.encrypted_content"]);
+    fakes.responses.script({ reasoning: true, text: ["ok"] });
+    await step(gpt("responses", fakes.responses.url), [{ role: "user", content: "hi" }]);
+    expect(fakes.responses.requests[0]!.body.include).toEqual(["reasoning.encrypted_content"]);
   });
 });
 
 describe("openai responses: response.failed", () => {
   const failOnce = async () => {
-    const result = await callModel(gpt("responses", responses.url), req([{ role: "user", content: "go" }]), {
-      sleep: noSleep,
-      policy: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 },
-    });
+    const result = await callModel(
+      gpt("responses", fakes.responses.url),
+      req([{ role: "user", content: "go" }]),
+      {
+        sleep: noSleep,
+        policy: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 },
+      },
+    );
     return result;
   };
 
   it("server_error before any output is retried like a 500", async () => {
-    responses.script(
+    fakes.responses.script(
       { failed: { code: "server_error", message: "The server had an error" } },
       { text: ["ok"] },
     );
@@ -133,28 +128,28 @@ describe("openai responses: response.failed", () => {
   it.each(["invalid_prompt", "bio_policy", "data_residency_mismatch", "image_content_policy_violation"])(
     "%s: the same request would fail again, so it is refused at once (not retried)",
     async (code) => {
-      responses.script({ failed: { code, message: `refused: ${code}` } });
+      fakes.responses.script({ failed: { code, message: `refused: ${code}` } });
       const result = await failOnce();
       expect(result).toMatchObject({ ok: false, rejected: true, attempts: 1 });
       expect(!result.ok && result.error).toContain(code);
-      expect(responses.requests).toHaveLength(1);
+      expect(fakes.responses.requests).toHaveLength(1);
     },
   );
 
   it("after output: interrupted with the text kept", async () => {
-    responses.script({ text: ["Half ", "of it"], failed: { code: "server_error", message: "boom" } });
-    const message = await step(gpt("responses", responses.url), [{ role: "user", content: "go" }]);
+    fakes.responses.script({ text: ["Half ", "of it"], failed: { code: "server_error", message: "boom" } });
+    const message = await step(gpt("responses", fakes.responses.url), [{ role: "user", content: "go" }]);
     expect(message).toMatchObject({ content: "Half of it", stopReason: "interrupted" });
   });
 });
 
 describe("openai responses: what the Responses API sends, read as documented (these matched)", () => {
   it("a function call's call_id (not its item id) is the call's id; its result goes back under it", async () => {
-    responses.script(
+    fakes.responses.script(
       { functionCalls: [{ callId: "call_77", name: "write_file", arguments: "{}" }] },
       { text: ["ok"] },
     );
-    const model = gpt("responses", responses.url);
+    const model = gpt("responses", fakes.responses.url);
     const history: Message[] = [{ role: "user", content: "go" }];
     const first = await step(model, history);
     expect(first.toolCalls).toEqual([{ id: "call_77", name: "write_file", arguments: {} }]);
@@ -166,7 +161,7 @@ describe("openai responses: what the Responses API sends, read as documented (th
       success: true,
     });
     await step(model, history);
-    expect(responses.requests[1]!.body.input.slice(1)).toEqual([
+    expect(fakes.responses.requests[1]!.body.input.slice(1)).toEqual([
       { type: "function_call", call_id: "call_77", name: "write_file", arguments: "{}" },
       { type: "function_call_output", call_id: "call_77", output: "ok" },
     ]);
@@ -178,21 +173,21 @@ describe("openai responses: call ids another provider repeated from step to step
     // A chat server that numbers calls per turn (call_0 every step) before a move to the
     // Responses API: OpenAI refuses two function_call items of one call_id ("Duplicate item
     // found with id fc_call_0"), so every request of the session was refused.
-    responses.script({ text: ["Done."] }, { text: ["Again."] });
+    fakes.responses.script({ text: ["Done."] }, { text: ["Again."] });
     const history: Message[] = [
       ...foreignToolTurn("call_0"),
       ...foreignToolTurn("call_0").slice(1),
       ...foreignToolTurn("call_0").slice(1),
     ];
-    expect(await step(gpt("responses", responses.url), history)).toMatchObject({ content: "Done." });
-    const input = responses.requests[0]!.body.input as { type?: string; call_id?: string }[];
+    expect(await step(gpt("responses", fakes.responses.url), history)).toMatchObject({ content: "Done." });
+    const input = fakes.responses.requests[0]!.body.input as { type?: string; call_id?: string }[];
     const calls = input.filter((item) => item.type === "function_call").map((item) => item.call_id);
     const outputs = input.filter((item) => item.type === "function_call_output").map((item) => item.call_id);
     expect(new Set(calls).size).toBe(3);
     expect(calls[0]).toBe("call_0");
     expect(outputs).toEqual(calls);
-    await step(gpt("responses", responses.url), history);
-    expect(responses.requests[1]!.body.input).toEqual(input);
+    await step(gpt("responses", fakes.responses.url), history);
+    expect(fakes.responses.requests[1]!.body.input).toEqual(input);
   });
 });
 
@@ -223,9 +218,9 @@ describe("openai chat: what chat completions send, read as documented (these mat
   });
 
   it("parallel tool calls interleaved by index; usage only in the last chunk, with cached and reasoning tokens", async () => {
-    chat.enqueue(parallel("tool_calls"));
-    const message = await step(gpt("chat", chat.url), [{ role: "user", content: "a and b" }]);
-    expect(chat.requests[0]!.body.stream_options).toEqual({ include_usage: true });
+    fakes.chat.enqueue(parallel("tool_calls"));
+    const message = await step(gpt("chat", fakes.chat.url), [{ role: "user", content: "a and b" }]);
+    expect(fakes.chat.requests[0]!.body.stream_options).toEqual({ include_usage: true });
     expect(message).toMatchObject({
       stopReason: "tool_use",
       toolCalls: [
@@ -237,38 +232,43 @@ describe("openai chat: what chat completions send, read as documented (these mat
   });
 
   it("finish_reason length with calls half-streamed: max_output, calls not replayed; content_filter: refusal", async () => {
-    chat.enqueue(parallel("length"), { text: ["Some"], finishReason: "content_filter" });
+    fakes.chat.enqueue(parallel("length"), { text: ["Some"], finishReason: "content_filter" });
     const history: Message[] = [{ role: "user", content: "a and b" }];
-    const long = await step(gpt("chat", chat.url), history);
+    const long = await step(gpt("chat", fakes.chat.url), history);
     expect(long.stopReason).toBe("max_output");
     expect(resumePoint([...history, long])).toMatchObject({ resumable: true, kind: "continue_response" });
-    const filtered = await step(gpt("chat", chat.url), history);
+    const filtered = await step(gpt("chat", fakes.chat.url), history);
     expect(filtered).toMatchObject({ content: "Some", stopReason: "refusal" });
     expect(resumePoint([...history, filtered])).toMatchObject({ resumable: false, reason: "refused" });
   });
 
   it("a refusal field (structured outputs) is the step's text, and the step is a refusal", async () => {
-    chat.enqueue({ deltas: [{ refusal: "I can't " }, { refusal: "help with that." }], finishReason: "stop" });
-    const message = await step(gpt("chat", chat.url), [{ role: "user", content: "bad" }]);
+    fakes.chat.enqueue({
+      deltas: [{ refusal: "I can't " }, { refusal: "help with that." }],
+      finishReason: "stop",
+    });
+    const message = await step(gpt("chat", fakes.chat.url), [{ role: "user", content: "bad" }]);
     expect(message).toMatchObject({ content: "I can't help with that.", stopReason: "refusal" });
   });
 });
 
 describe("tool call ids another provider minted go out as OpenAI chat accepts them", () => {
   it("to OpenAI chat: an id over 40 characters is shortened, the same for the call and its result", async () => {
-    chat.enqueue({ text: ["Done."] });
+    fakes.chat.enqueue({ text: ["Done."] });
     const long = `chatcmpl-tool-${"9".repeat(32)}`;
     expect(long.length).toBeGreaterThan(40);
-    expect(await step(gpt("chat", chat.url), foreignToolTurn(long))).toMatchObject({ content: "Done." });
-    const messages = chat.requests[0]!.body.messages as Record<string, unknown>[];
+    expect(await step(gpt("chat", fakes.chat.url), foreignToolTurn(long))).toMatchObject({
+      content: "Done.",
+    });
+    const messages = fakes.chat.requests[0]!.body.messages as Record<string, unknown>[];
     const id = (messages[2]!.tool_calls as { id: string }[])[0]!.id;
     expect(id).toMatch(/^call_[0-9a-f]{32}$/);
     expect(messages[3]).toMatchObject({ role: "tool", tool_call_id: id });
   });
 
   it("an id of 40 characters or fewer goes out unchanged", async () => {
-    chat.enqueue({ text: ["ok"] });
-    await step(gpt("chat", chat.url), foreignToolTurn("call_abc-123"));
-    expect(JSON.stringify(chat.requests[0]!.body)).toContain('"call_abc-123"');
+    fakes.chat.enqueue({ text: ["ok"] });
+    await step(gpt("chat", fakes.chat.url), foreignToolTurn("call_abc-123"));
+    expect(JSON.stringify(fakes.chat.requests[0]!.body)).toContain('"call_abc-123"');
   });
 });

@@ -8,35 +8,27 @@
  * the call dropped and the reason lost, and every resume asked the same again until the
  * session was parked. Nesting a tool may use (up to MAX_TOOL_ARGUMENT_DEPTH) is parsed as before.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { callModel } from "../src/worker/call-model.js";
 import { MAX_TOOL_ARGUMENT_DEPTH } from "../src/worker/models/openai-tool-calls.js";
-import { type FakeAnthropic, startFakeAnthropic } from "./support/fake-anthropic.js";
-import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
+import { useFakeProviders } from "./support/fake-providers.js";
 import { claudeAt, gpt, noSleep, req } from "./support/model-steps.js";
 
 const nested = (depth: number) => `{"a":${"[".repeat(depth - 1)}${"]".repeat(depth - 1)}}`;
 const DEEP = nested(100_000);
 const OK = nested(MAX_TOOL_ARGUMENT_DEPTH);
 
-let openai: FakeOpenAI;
-let anthropic: FakeAnthropic;
-beforeAll(async () => {
-  [openai, anthropic] = await Promise.all([startFakeOpenAI(), startFakeAnthropic()]);
-});
-afterAll(async () => {
-  await Promise.all([openai?.close(), anthropic?.close()]);
-});
+const fakes = useFakeProviders();
 
 const once = { sleep: noSleep, policy: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1 } };
 
 describe("a tool call's arguments nested 100,000 levels deep", () => {
   it("openai: the call is kept, its arguments under _raw; nesting up to the bound is parsed", async () => {
-    openai.enqueue(
+    fakes.chat.enqueue(
       { toolCalls: [{ id: "call_1", name: "fail", arguments: DEEP }] },
       { toolCalls: [{ id: "call_2", name: "fail", arguments: OK }] },
     );
-    const deep = await callModel(gpt("chat", openai.url), req([{ role: "user", content: "go" }]), once);
+    const deep = await callModel(gpt("chat", fakes.chat.url), req([{ role: "user", content: "go" }]), once);
     expect(deep).toMatchObject({
       ok: true,
       message: {
@@ -44,16 +36,16 @@ describe("a tool call's arguments nested 100,000 levels deep", () => {
         toolCalls: [{ id: "call_1", name: "fail", arguments: { _raw: DEEP } }],
       },
     });
-    const ok = await callModel(gpt("chat", openai.url), req([{ role: "user", content: "go" }]), once);
+    const ok = await callModel(gpt("chat", fakes.chat.url), req([{ role: "user", content: "go" }]), once);
     expect(ok).toMatchObject({ ok: true, message: { toolCalls: [{ arguments: JSON.parse(OK) }] } });
   });
 
   it("anthropic: the same", async () => {
-    anthropic.script({
+    fakes.anthropic.script({
       blocks: [{ type: "tool_use", id: "toolu_1", name: "fail", input: {}, jsonChunks: [DEEP] }],
       stopReason: "tool_use",
     });
-    const deep = await callModel(claudeAt(anthropic.url), req([{ role: "user", content: "go" }]), once);
+    const deep = await callModel(claudeAt(fakes.anthropic.url), req([{ role: "user", content: "go" }]), once);
     expect(deep).toMatchObject({
       ok: true,
       message: { stopReason: "tool_use", toolCalls: [{ id: "toolu_1", arguments: { _raw: DEEP } }] },

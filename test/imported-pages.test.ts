@@ -151,7 +151,12 @@ describe("an imported history's size", () => {
     const stored = historyBytes(all.slice(0, 4));
     const page = all.slice(4);
     const limit = stored + historyBytes(page);
-    // jsonb's text of the stored tool calls has a space after each ':' and ',' that JSON.stringify has not.
+    // The stored part is counted as historyBytes counts it (session-creation.ts stores that count
+    // on the row with the messages, and heldBytes reads it back), and the page is added with
+    // historyBytes too: the sum is `limit` exactly, so one byte less is refused. Only messages
+    // past a row's count (written by a release before it) are summed by Postgres, from jsonb's
+    // text, a space after each ':' and ',' longer than JSON.stringify's (6 bytes for each tool
+    // call here); the +64 is slack for that, which this session, counted whole, does not need.
     await expect(appendImportedPage(fleet.database, "default", id, 4, page, limit - 1)).rejects.toThrow(
       ValidationError,
     );

@@ -2,6 +2,6 @@ import { defineConfig } from "drizzle-kit";
 
 export default defineConfig({
   dialect: "postgresql",
-  schema: "./src/shared/db/schema.ts",
+  schema: "./src/shared/db/*-tables.ts",
   out: "./drizzle",
 });

@@ -170,8 +170,8 @@ export function toResponsesTools(tools: readonly ToolSpec[]): FunctionTool[] {
 /**
  * The request body. `encryptedReasoning: false` leaves out `include`, and replays no step's
  * provider state (the plain history: text and calls), for a model that does not reason
- * (openai.ts: `refusesEncryptedReasoning`): it refuses reasoning items in its input ("Reasoning
- * input items can only be provided to a reasoning or computer use model"), and a state's
+ * (openai-errors.ts: `refusesEncryptedReasoning`): it refuses reasoning items in its input
+ * ("Reasoning input items can only be provided to a reasoning or computer use model"), and a state's
  * reasoning is only ever the items another model of the endpoint produced.
  */
 export function buildResponsesBody(

@@ -1,7 +1,7 @@
 /**
  * Tool calls of an OpenAI-compatible stream: fragments assembled by index into whole calls
- * (used by openai.ts). Arguments that are not a JSON object are kept under `_raw` so nothing
- * the model wrote is lost.
+ * (used by openai-chat-stream.ts). Arguments that are not a JSON object are kept under `_raw`
+ * so nothing the model wrote is lost.
  */
 import { randomUUID } from "node:crypto";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";

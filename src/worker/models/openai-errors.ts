@@ -15,14 +15,11 @@ import { APIConnectionError, APIError, APIUserAbortError } from "openai";
 import {
   httpErrorRetryable,
   ProviderError,
-  type ProviderErrorExtra,
+  type ProviderFail,
   retryAfterMs,
   streamErrorRetryable,
 } from "./provider.js";
 import { refusedByTransport } from "./transport.js";
-
-/** A ProviderError of the provider's route, its message scrubbed (openai.ts `fail`). */
-export type Fail = (message: string, retryable: boolean, extra?: ProviderErrorExtra) => ProviderError;
 
 export const CONTEXT_LENGTH_PATTERN =
   /context_length_exceeded|maximum context length|context length|context window|context size|too many tokens|prompt is too long|input is too long/i;
@@ -58,7 +55,7 @@ export function refusesEncryptedReasoning(error: unknown): boolean {
 }
 
 /** A ProviderError with the server's message (never a stack, never the key). */
-export function openaiProviderError(error: unknown, inStream: boolean, fail: Fail): ProviderError {
+export function openaiProviderError(error: unknown, inStream: boolean, fail: ProviderFail): ProviderError {
   if (error instanceof ProviderError) return error;
   if (error instanceof APIUserAbortError) return fail("openai: the request was cancelled", false);
   if (error instanceof APIConnectionError) {

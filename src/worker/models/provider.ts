@@ -151,6 +151,9 @@ export function providerError(
   return new ProviderError(clippedError(redact(message)), retryable, retryAfterMs, { ...info, ...more });
 }
 
+/** A provider's `fail`: providerError with its route's info and key scrubbing (openai-errors.ts, anthropic-errors.ts). */
+export type ProviderFail = (message: string, retryable: boolean, extra?: ProviderErrorExtra) => ProviderError;
+
 /** Whether an HTTP status is worth retrying: 408, 409, 429 and 5xx. */
 export function retryableStatus(status: number): boolean {
   return status === 408 || status === 409 || status === 429 || status >= 500;

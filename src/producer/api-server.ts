@@ -24,6 +24,7 @@ import { WebhookSecretGenerations } from "../shared/store/webhook-secret-generat
 import { FleetToolNames, readToolNames } from "../shared/tool-names.js";
 import { cancelChannel } from "../shared/worker-signals.js";
 import { adminBoard } from "./admin-board.js";
+import { closeServerWithin, ServerConnections } from "./api-stop.js";
 import { ApiAuth, isLoopbackHost, UnauthorizedError } from "./auth.js";
 import { AuthFailureLimiter } from "./auth-failures.js";
 import { consolePages } from "./console-route.js";
@@ -241,6 +242,8 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     version: packageVersion(),
     ...webhookSecretRoutes(config.webhooks, new WebhookSecretGenerations(database)),
   });
+  // Its stop closes idle connections at once and busy ones after a bounded wait (api-stop.ts).
+  const connections = new ServerConnections(app.server);
   // One line when Redis goes and one when it is back, as workers and the sweeper say it.
   new RedisOutageLog(app.log).watch(redis);
   const stopEvictionWatch = await checkEvictionPolicy(
@@ -260,7 +263,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     stopEvictionWatch();
     return closeAll(
       [
-        () => app.close(),
+        () => closeServerWithin(() => app.close(), connections, app.log),
         () => queues.close(),
         () => webhookQueue.close(),
         () => closeRedis(redis),

@@ -58,7 +58,8 @@ export const STOP_WAITS = { api: 0, worker: 1, sweeper: 1 } as const;
  * What a stop may take besides its grace period and its waits: closing its pools and
  * connections. A Postgres pool's end is bounded at 5 s, its cancel at 1 s more
  * (own-statements.ts endCancelling); the worker's last heartbeat at 1 s; a Redis connection
- * that is not up is dropped at once (redis.ts closeRedis).
+ * that is not up is dropped at once (redis.ts closeRedis); the API's wait for its busy HTTP
+ * connections at 3 s (api-stop.ts API_BUSY_CONNECTIONS_WAIT_MS), before its pools close.
  */
 export const STOP_CLOSE_MS = 10_000;
 

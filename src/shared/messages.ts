@@ -1,11 +1,24 @@
 /**
  * The message model of contracts.md §1, with runtime validation whose errors name the
- * offending message index and field (`messages[2].stopReason: ...`).
+ * offending message index and field (`messages[2].stopReason: ...`). It re-exports the field a
+ * 400 names (field-errors.ts) and what text can be stored (storable-text.ts), which were here.
  */
 import { z } from "zod";
 import { ValidationError } from "./errors.js";
 import { mapInSlices } from "./event-loop-slices.js";
-import { findInJson } from "./json-walk.js";
+import { toValidationError } from "./field-errors.js";
+import { assertStorable } from "./storable-text.js";
+
+export { childPath, formatPath, toValidationError } from "./field-errors.js";
+export {
+  assertStorable,
+  isStorableText,
+  replaceUnstorable,
+  replaceUnstorableJson,
+  UNSTORABLE_TEXT,
+  unstorableAt,
+  unstorableField,
+} from "./storable-text.js";
 
 const nonEmpty = z.string().min(1, "must be a non-empty string");
 
@@ -126,130 +139,6 @@ export type Message = UserMessage | InternalMessage | AssistantMessage | ToolMes
 export type Role = Message["role"];
 /** A message as read back from the store. */
 export type StoredMessage = Message & { seq: number; createdAt: string };
-
-/**
- * `messages[2].toolCalls[0].id` from a zod path under a given root. A key that is not a
- * plain name is quoted (`metadata["a b"]`), so control characters never reach a message raw.
- */
-export function formatPath(root: string, path: readonly PropertyKey[]): string {
-  let out = root;
-  for (const key of path) out = childPath(out, key);
-  return out;
-}
-
-/** `parent[3]`, `parent.name` or `parent["odd key"]`. */
-export function childPath(parent: string, key: PropertyKey): string {
-  if (typeof key === "number") return `${parent}[${key}]`;
-  const name = String(key);
-  if (/^[A-Za-z_$][\w$-]*$/.test(name)) return parent ? `${parent}.${name}` : name;
-  return `${parent}[${JSON.stringify(name)}]`;
-}
-
-// ---------------------------------------------------------------------------------------
-// Storable text (contracts.md §12). Postgres `text` and `jsonb` reject U+0000, and a lone
-// UTF-16 surrogate has no UTF-8 encoding (jsonb refuses its escape), so a string holding
-// either cannot be stored. What a caller sends (imported messages, new input, metadata,
-// agent settings) is refused with a 400 naming the field; what a model produces (including
-// a scripted model's steps) is stored with those code units replaced by U+FFFD.
-// ---------------------------------------------------------------------------------------
-
-/** NUL, or a surrogate that is not half of a pair. No `u` flag: it must see code units. */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching NUL is the point
-const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, "g");
-
-export const UNSTORABLE_TEXT = "contains U+0000 or a lone UTF-16 surrogate, which cannot be stored";
-
-/** True when Postgres can store `s` as it is. */
-export function isStorableText(s: string): boolean {
-  return !UNSTORABLE.test(s);
-}
-
-/** `s` with NUL and lone surrogates replaced by U+FFFD (`s` itself when it has none). */
-export function replaceUnstorable(s: string): string {
-  return UNSTORABLE.test(s) ? s.replace(UNSTORABLE_ALL, "\uFFFD") : s;
-}
-
-/** A JSON value with `replaceUnstorable` applied to every string and object key in it. */
-export function replaceUnstorableJson<T>(value: T): T {
-  if (typeof value === "string") return replaceUnstorable(value) as T;
-  if (Array.isArray(value)) return value.map((item) => replaceUnstorableJson(item)) as T;
-  if (value === null || typeof value !== "object") return value;
-  const out: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value)) {
-    // Own data property even for a key named `__proto__`, as JSON.parse makes it.
-    Object.defineProperty(out, replaceUnstorable(key), {
-      value: replaceUnstorableJson(item),
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
-  }
-  return out as T;
-}
-
-/**
- * The field of the first string or object key in `value` that cannot be stored (depth
- * first, in document order), e.g. `messages[2].content`; `undefined` when all can be.
- * Iterative, and nothing is allocated per value (json-walk.ts).
- */
-export function unstorableField(value: unknown, root: string): string | undefined {
-  const path = findInJson(value, (item, key) => (unstorableAt(item, key) ? "stop" : undefined));
-  return path === undefined ? undefined : formatPath(root, path);
-}
-
-/** Whether a value met in a JSON walk, or the object key it sits under, cannot be stored. */
-export function unstorableAt(item: unknown, key: string | number | null): boolean {
-  return (
-    (typeof key === "string" && !isStorableText(key)) || (typeof item === "string" && !isStorableText(item))
-  );
-}
-
-/** Throws a ValidationError naming the first field of `value` that cannot be stored. */
-export function assertStorable(value: unknown, root: string): void {
-  const field = unstorableField(value, root);
-  if (field !== undefined) throw new ValidationError(field, UNSTORABLE_TEXT);
-}
-
-/** The first zod issue as a ValidationError naming its field. */
-export function toValidationError(root: string, error: z.ZodError, discriminator = "role"): ValidationError {
-  const issue = error.issues[0];
-  if (!issue) return new ValidationError(root, "invalid");
-  if (issue.code === "invalid_union") {
-    const path = issue.path.at(-1) === discriminator ? issue.path : [...issue.path, discriminator];
-    const options = (issue as { options?: unknown[] }).options;
-    const expected =
-      discriminator === "role"
-        ? '"user", "internal", "assistant", "tool"'
-        : (options ?? []).map((o) => JSON.stringify(o)).join(", ");
-    return new ValidationError(formatPath(root, path), `must be one of ${expected}`);
-  }
-  // zod's words for a field that is missing: "expected nonoptional, received undefined", or
-  // of a field of a given type, "expected string, received undefined" (JSON has no undefined:
-  // a field that was sent is never read as one).
-  if (
-    issue.code === "invalid_type" &&
-    (issue.expected === "nonoptional" || issue.message.endsWith(", received undefined"))
-  )
-    return new ValidationError(formatPath(root, issue.path), "is required");
-  if (issue.code === "unrecognized_keys") {
-    return new ValidationError(formatPath(root, issue.path), `unknown field ${namedKeys(issue.keys)}`);
-  }
-  return new ValidationError(formatPath(root, issue.path), issue.message.replace(/^Invalid input: /, ""));
-}
-
-/** Unknown keys a 400 names, and how much of each: the answer must not echo a body back. */
-const NAMED_KEYS = 10;
-const NAMED_KEY_CHARS = 100;
-
-/** `"a", "b"`; past NAMED_KEYS keys `… and N more`, a key past NAMED_KEY_CHARS cut with `…`. */
-function namedKeys(keys: readonly string[]): string {
-  const named = keys
-    .slice(0, NAMED_KEYS)
-    .map((k) => JSON.stringify(k.length > NAMED_KEY_CHARS ? `${k.slice(0, NAMED_KEY_CHARS)}…` : k));
-  const more = keys.length - named.length;
-  return more > 0 ? `${named.join(", ")} and ${more.toLocaleString("en")} more` : named.join(", ");
-}
 
 /** Strip the stored-only fields so a message compares and re-stores as plain input. */
 function plain(message: z.infer<typeof messageSchema>): Message {

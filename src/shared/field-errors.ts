@@ -1,0 +1,64 @@
+/**
+ * The field a 400 names: `messages[2].toolCalls[0].id` from a path, and zod's first issue as a
+ * ValidationError naming its field (`messages[2].stopReason: ...`).
+ */
+import type { z } from "zod";
+import { ValidationError } from "./errors.js";
+
+/**
+ * `messages[2].toolCalls[0].id` from a zod path under a given root. A key that is not a
+ * plain name is quoted (`metadata["a b"]`), so control characters never reach a message raw.
+ */
+export function formatPath(root: string, path: readonly PropertyKey[]): string {
+  let out = root;
+  for (const key of path) out = childPath(out, key);
+  return out;
+}
+
+/** `parent[3]`, `parent.name` or `parent["odd key"]`. */
+export function childPath(parent: string, key: PropertyKey): string {
+  if (typeof key === "number") return `${parent}[${key}]`;
+  const name = String(key);
+  if (/^[A-Za-z_$][\w$-]*$/.test(name)) return parent ? `${parent}.${name}` : name;
+  return `${parent}[${JSON.stringify(name)}]`;
+}
+
+/** The first zod issue as a ValidationError naming its field. */
+export function toValidationError(root: string, error: z.ZodError, discriminator = "role"): ValidationError {
+  const issue = error.issues[0];
+  if (!issue) return new ValidationError(root, "invalid");
+  if (issue.code === "invalid_union") {
+    const path = issue.path.at(-1) === discriminator ? issue.path : [...issue.path, discriminator];
+    const options = (issue as { options?: unknown[] }).options;
+    const expected =
+      discriminator === "role"
+        ? '"user", "internal", "assistant", "tool"'
+        : (options ?? []).map((o) => JSON.stringify(o)).join(", ");
+    return new ValidationError(formatPath(root, path), `must be one of ${expected}`);
+  }
+  // zod's words for a field that is missing: "expected nonoptional, received undefined", or
+  // of a field of a given type, "expected string, received undefined" (JSON has no undefined:
+  // a field that was sent is never read as one).
+  if (
+    issue.code === "invalid_type" &&
+    (issue.expected === "nonoptional" || issue.message.endsWith(", received undefined"))
+  )
+    return new ValidationError(formatPath(root, issue.path), "is required");
+  if (issue.code === "unrecognized_keys") {
+    return new ValidationError(formatPath(root, issue.path), `unknown field ${namedKeys(issue.keys)}`);
+  }
+  return new ValidationError(formatPath(root, issue.path), issue.message.replace(/^Invalid input: /, ""));
+}
+
+/** Unknown keys a 400 names, and how much of each: the answer must not echo a body back. */
+const NAMED_KEYS = 10;
+const NAMED_KEY_CHARS = 100;
+
+/** `"a", "b"`; past NAMED_KEYS keys `… and N more`, a key past NAMED_KEY_CHARS cut with `…`. */
+function namedKeys(keys: readonly string[]): string {
+  const named = keys
+    .slice(0, NAMED_KEYS)
+    .map((k) => JSON.stringify(k.length > NAMED_KEY_CHARS ? `${k.slice(0, NAMED_KEY_CHARS)}…` : k));
+  const more = keys.length - named.length;
+  return more > 0 ? `${named.join(", ")} and ${more.toLocaleString("en")} more` : named.join(", ");
+}

@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { ValidationError } from "./errors.js";
+import { arrayAt, cutAfterFirstFailure, withArray } from "./first-failure.js";
 import {
   assertStorable,
   MAX_TOOL_CALLS_PER_STEP,
@@ -276,17 +277,41 @@ export type AgentConfigInput = z.input<typeof agentConfigSchema>;
  * value) is a NewerAgentError (newer-agent.ts), with the same message.
  */
 export function parseAgentConfig(value: unknown, root = "agent"): AgentConfig {
-  const result = agentConfigSchema.safeParse(value);
-  if (!result.success) throw parseFailure(root, result.error, value);
+  const bounded = boundedAgent(value);
+  const result = agentConfigSchema.safeParse(bounded);
+  if (!result.success) throw parseFailure(root, result.error, bounded);
   assertStorable(result.data, root);
   return result.data;
 }
 
 export function parseModelConfig(value: unknown, root = "model"): ModelConfig {
-  const result = modelConfigSchema.safeParse(value);
-  if (!result.success) throw parseFailure(root, result.error, value);
+  const bounded = boundedModel(value);
+  const result = modelConfigSchema.safeParse(bounded);
+  if (!result.success) throw parseFailure(root, result.error, bounded);
   assertStorable(result.data, root);
   return result.data;
+}
+
+/**
+ * A MODEL with its scripted steps cut after the first that fails, an AGENT with its model's
+ * and its fallback models' too, and its fallback models cut after the first that fails: zod
+ * keeps an issue for every bad item of an array, so what is parsed stops at the first
+ * (first-failure.ts). The issue a 400 names is the same.
+ */
+function boundedModel(value: unknown): unknown {
+  const steps = arrayAt(value, "steps");
+  return steps ? withArray(value, "steps", cutAfterFirstFailure(steps, scriptedStepSchema)) : value;
+}
+
+function boundedAgent(value: unknown): unknown {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return value;
+  const given = (value as { model?: unknown }).model;
+  const model = boundedModel(given);
+  const agent = model === given ? value : { ...value, model };
+  const fallbacks = arrayAt(agent, "fallbackModels");
+  return fallbacks
+    ? withArray(agent, "fallbackModels", cutAfterFirstFailure(fallbacks, modelConfigSchema, boundedModel))
+    : agent;
 }
 
 function parseFailure(root: string, error: z.ZodError, value: unknown): ValidationError {

@@ -9,7 +9,7 @@
  * as before.
  */
 import { describe, expect, it } from "vitest";
-import { parseAgentConfig, parseModelConfig } from "../src/shared/agent-config.js";
+import { MAX_FALLBACK_MODELS, parseAgentConfig, parseModelConfig } from "../src/shared/agent-config.js";
 import { keyedApiForFile } from "./support/answer.js";
 
 /** `n` items, each failing on its own; `reads.n` counts how often a parse looked into one. */
@@ -38,7 +38,7 @@ describe("parsing an agent stops at the first scripted step or fallback model th
   it("fallback models after the first bad one are not read, nor the steps of a bad one's", () => {
     const reads = { n: 0 };
     const scripted = { provider: "scripted", steps: [{}] };
-    const fallbacks = { model: scripted, fallbackModels: badItems(N, "provider", reads) };
+    const fallbacks = { model: scripted, fallbackModels: badItems(MAX_FALLBACK_MODELS, "provider", reads) };
     expect(() => parseAgentConfig(fallbacks)).toThrow(
       /^agent\.fallbackModels\[0\]\.provider: must be one of/,
     );

@@ -70,9 +70,20 @@ export const scriptedStepSchema = z.strictObject({
   faultTimes: z.number().int().nonnegative().optional(),
 });
 
+/**
+ * Steps one scripted MODEL may give, and fallback models one agent may list: each list is
+ * parsed on the API's one event loop (and again by the worker that runs the agent), and one
+ * of any length up to the 16 MiB body held it for seconds (test/agent-item-bounds.test.ts).
+ */
+export const MAX_SCRIPTED_STEPS = 10_000;
+export const MAX_FALLBACK_MODELS = 100;
+
 export const scriptedModelSchema = z.strictObject({
   provider: z.literal("scripted"),
-  steps: z.array(scriptedStepSchema).min(1, "needs at least one step"),
+  steps: z
+    .array(scriptedStepSchema)
+    .min(1, "needs at least one step")
+    .max(MAX_SCRIPTED_STEPS, `has more than ${MAX_SCRIPTED_STEPS.toLocaleString("en")} steps`),
 });
 
 /**
@@ -196,7 +207,10 @@ export const agentConfigSchema = z
      */
     toolTimeoutMs: z.number().int().positive().max(MAX_INT4, `must be at most ${MAX_INT4}`).optional(),
     /** Models the sweeper falls back to, in order, when the primary keeps failing. */
-    fallbackModels: z.array(modelConfigSchema).optional(),
+    fallbackModels: z
+      .array(modelConfigSchema)
+      .max(MAX_FALLBACK_MODELS, `lists more than ${MAX_FALLBACK_MODELS} fallback models`)
+      .optional(),
   })
   .superRefine((agent, ctx) => {
     const models: [ModelConfigOf, string][] = [
@@ -300,7 +314,9 @@ export function parseModelConfig(value: unknown, root = "model"): ModelConfig {
  */
 function boundedModel(value: unknown): unknown {
   const steps = arrayAt(value, "steps");
-  return steps ? withArray(value, "steps", cutAfterFirstFailure(steps, scriptedStepSchema)) : value;
+  return steps
+    ? withArray(value, "steps", cutAfterFirstFailure(steps, scriptedStepSchema, MAX_SCRIPTED_STEPS))
+    : value;
 }
 
 function boundedAgent(value: unknown): unknown {
@@ -310,7 +326,11 @@ function boundedAgent(value: unknown): unknown {
   const agent = model === given ? value : { ...value, model };
   const fallbacks = arrayAt(agent, "fallbackModels");
   return fallbacks
-    ? withArray(agent, "fallbackModels", cutAfterFirstFailure(fallbacks, modelConfigSchema, boundedModel))
+    ? withArray(
+        agent,
+        "fallbackModels",
+        cutAfterFirstFailure(fallbacks, modelConfigSchema, MAX_FALLBACK_MODELS, boundedModel),
+      )
     : agent;
 }
 

@@ -10,13 +10,16 @@ import type { z } from "zod";
 
 /**
  * `items` cut right after the first one `schema` refuses on its own, `cut` applied to each
- * first (for items that hold such arrays themselves); `items` itself when none is refused.
+ * first (for items that hold such arrays themselves); `items` itself when none is refused, or
+ * when there are more than `max` (the array's own bound, which zod checks before any item).
  */
 export function cutAfterFirstFailure(
   items: readonly unknown[],
   schema: z.ZodType,
+  max: number,
   cut: (item: unknown) => unknown = (item) => item,
 ): readonly unknown[] {
+  if (items.length > max) return items;
   for (const [i, item] of items.entries()) {
     const bounded = cut(item);
     if (!schema.safeParse(bounded).success)

@@ -86,6 +86,17 @@ describe("big imports in slices", () => {
     expect(events).toEqual(["turn", "validated", "stored"]);
   });
 
+  it("a batch of 100 sessions, each its own agent of 2,000 steps: the event loop turns between its agents", async () => {
+    // 200,000 steps parsed in one go held the event loop (16 MiB of them: seconds); the agents
+    // differ (their system prompts), so none is taken from another parsed before.
+    const steps = Array.from({ length: 2_000 }, () => ({}));
+    const sessions = Array.from({ length: 100 }, (_, i) => ({
+      agent: { model: { provider: "scripted", steps }, system: `agent ${i}` },
+    }));
+    const events = await order((events) => service(events).createBatch("t", { sessions }));
+    expect(events).toEqual(["turn", "validated", "stored"]);
+  });
+
   it("a history page of 10,000 messages: the event loop turns before it is stored", async () => {
     const events = await order((events) =>
       service(events).importMessages("t", "s", { afterSeq: 0, messages: history(10_000) }),

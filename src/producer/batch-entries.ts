@@ -3,6 +3,7 @@
  * name `sessions[i]…`, and a batch is refused whole.
  */
 import type { z } from "zod";
+import type { AgentConfig, ModelConfig } from "../shared/agent-config.js";
 import { ValidationError } from "../shared/errors.js";
 import { nextTurn, SLICE_ITEMS } from "../shared/event-loop-slices.js";
 import { assertAnsweredOnce, type ImportedMessage } from "../shared/messages.js";
@@ -14,6 +15,16 @@ import type { NewSession } from "../shared/store/session-queries.js";
 import { parseBoundedImportInSlices } from "../shared/usage.js";
 import { type batchItem, importedCount } from "./request-bodies.js";
 import { MAX_REQUEST_MESSAGES } from "./request-limits.js";
+
+/**
+ * The scripted steps and fallback models an agent lists (each up to 10,000 steps and 100
+ * models): a batch of 1,000 agents, each its own, parses as many as a body holds, so they
+ * count toward a slice as messages do.
+ */
+function listedItems(agent: AgentConfig): number {
+  const steps = (model: ModelConfig) => (model.provider === "scripted" ? model.steps.length : 1);
+  return steps(agent.model) + (agent.fallbackModels ?? []).reduce((n, model) => n + steps(model), 0);
+}
 
 /**
  * The sessions to store: customIds unique within the batch, at most MAX_REQUEST_MESSAGES
@@ -55,7 +66,7 @@ export async function parseBatchEntries(
       item.messages === undefined
         ? []
         : await parseBoundedImportInSlices(item.messages, `sessions[${i}].messages`);
-    sinceTurn += messages.length;
+    sinceTurn += messages.length + listedItems(agent);
     if (sinceTurn >= SLICE_ITEMS) {
       sinceTurn = 0;
       await nextTurn();

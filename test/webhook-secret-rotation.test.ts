@@ -208,12 +208,14 @@ describe("POST /v1/webhook-secret/rotate, with FLEET_WEBHOOK_SECRET_PER_TENANT=1
 
 describe("with per-tenant secrets off (the default)", () => {
   let fleet: FleetEnv;
+  beforeAll(async () => {
+    fleet = await createFleetEnv("webhooksecretrotationoff", { env: { FLEET_WEBHOOK_SECRET: OPERATOR } });
+  }, 60_000);
   afterAll(async () => {
     await fleet?.close();
   });
 
   it("rotates nothing: 404, as the GET, and the fleet's secret is never served", async () => {
-    fleet = await createFleetEnv("webhooksecretrotationoff", { env: { FLEET_WEBHOOK_SECRET: OPERATOR } });
     const { api } = await fleet.startApi();
     const answer = await fetch(`${api.url}/v1/webhook-secret/rotate`, { method: "POST" });
     expect(answer.status).toBe(404);
@@ -222,5 +224,27 @@ describe("with per-tenant secrets off (the default)", () => {
       { n: number }[]
     >`select count(*)::int as n from webhook_secret_generations`;
     expect(row!.n).toBe(0);
+  }, 60_000);
+
+  it("`fleet webhook-secret` says in a sentence that the fleet's secret signs every webhook, exit 2", async () => {
+    const { api } = await fleet.startApi();
+    let err = "";
+    const write = (s: string) => {
+      err += s;
+      return true;
+    };
+    const stream = { write } as unknown as NodeJS.WritableStream;
+    for (const rotate of [false, true]) {
+      err = "";
+      expect(
+        await webhookSecretCommand({ api: api.url, io: { stdout: stream, stderr: stream }, rotate }),
+      ).toBe(2);
+      // It read "a webhook secret of this tenant's own (FLEET_WEBHOOK_SECRET_PER_TENANT is off:
+      // ask the operator for the fleet's) not found".
+      expect(err).toBe(
+        "fleet webhook-secret: this fleet has no webhook secret per tenant (FLEET_WEBHOOK_SECRET_PER_TENANT is off): " +
+          "every webhook is signed with the fleet's FLEET_WEBHOOK_SECRET, which the operator holds\n",
+      );
+    }
   }, 60_000);
 });

@@ -7,7 +7,8 @@ import type { ApiDeps } from "./api-deps.js";
 type IdParams = { Params: { id: string } };
 
 const NO_TENANT_SECRET =
-  "a webhook secret of this tenant's own (FLEET_WEBHOOK_SECRET_PER_TENANT is off: ask the operator for the fleet's)";
+  "this fleet has no webhook secret per tenant (FLEET_WEBHOOK_SECRET_PER_TENANT is off): " +
+  "every webhook is signed with the fleet's FLEET_WEBHOOK_SECRET, which the operator holds";
 
 /** Results as NDJSON: one line per item, pulled as the client reads (backpressure). */
 function ndjson(items: AsyncIterable<unknown>): Readable {
@@ -94,14 +95,14 @@ export function routes(app: FastifyInstance, deps: ApiDeps): void {
   // The caller's own signing secret, by its key's tenant: no tenant names another's here.
   app.get("/v1/webhook-secret", async (request, reply) => {
     const secret = await deps.webhookSecret?.(request.tenant);
-    if (secret === undefined) throw new NotFoundError(NO_TENANT_SECRET);
+    if (secret === undefined) throw new NotFoundError("webhook secret", NO_TENANT_SECRET);
     return reply.header("cache-control", "no-store").send({ secret });
   });
   // Rotates the caller's own secret only; a retry with its Idempotency-Key answers the first
   // rotation again and rotates nothing (idempotency-hooks.ts).
   app.post("/v1/webhook-secret/rotate", async (request, reply) => {
     const rotated = await deps.rotateWebhookSecret?.(request.tenant);
-    if (rotated === undefined) throw new NotFoundError(NO_TENANT_SECRET);
+    if (rotated === undefined) throw new NotFoundError("webhook secret", NO_TENANT_SECRET);
     return reply.send(rotated);
   });
   // Scrapes and probes come every few seconds: their requests are not logged (errors still are).

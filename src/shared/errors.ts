@@ -54,8 +54,9 @@ export class FencedError extends Error {
 
 export class NotFoundError extends Error {
   override name = "NotFoundError";
-  constructor(what: string) {
-    super(`${what} not found`);
+  /** `message`: a whole sentence for what is not there, where "WHAT not found" would not read. */
+  constructor(what: string, message = `${what} not found`) {
+    super(message);
   }
 }
 

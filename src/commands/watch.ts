@@ -111,9 +111,17 @@ function retryCause(reason: unknown): string {
 /**
  * The API's message, with the place it names in the user's terms: `--after` is sent as
  * Last-Event-ID, and the ids the client sends itself on a reconnect are the stream's own, so
- * a 400 naming it is about `--after`.
+ * a 400 naming it is about `--after`; a session without a stream names the `fleet` commands
+ * for it, not the HTTP routes.
  */
-function asFlag(error: FleetApiError): string {
+function asFlag(error: FleetApiError, sessionId: string): string {
+  // The API's 409 names its HTTP routes; on the command line, the commands that do the same.
+  if (error.reason === "session_events_off")
+    return (
+      `session ${sessionId} has sessionEvents: false, so it has no event stream to follow; ` +
+      `turn it on with \`fleet session events ${sessionId} on\` (its stored messages are in the stream at once), ` +
+      `or read the session with \`fleet session export ${sessionId}\``
+    );
   const field = error.field;
   if (error.status !== 400 || (field !== "Last-Event-ID" && field !== "after")) return error.message;
   return error.message.startsWith(`${field}:`)
@@ -156,7 +164,7 @@ export async function watchCommand(sessionId: string, options: WatchOptions = {}
   } catch (error) {
     if (error instanceof FleetApiError) {
       const reason = error.reason ? ` (${error.reason})` : "";
-      stderr.write(`fleet watch: ${asFlag(error)}${reason}${keyHint(error.status, keySent)}\n`);
+      stderr.write(`fleet watch: ${asFlag(error, sessionId)}${reason}${keyHint(error.status, keySent)}\n`);
       return error.status >= 400 && error.status < 500 ? 2 : 1;
     }
     const line = unreachableLine(error, "fleet watch", url);

@@ -157,6 +157,12 @@ describe("resuming a batch's parked sessions", () => {
     const typo = await fleetCli(["batch", "resume", created.id, "--reason", "provider_rejectd"]);
     expect([typo.code, typo.stdout]).toEqual([2, ""]);
     expect(typo.stderr).toContain('"provider_rejectd" is none');
+    // Named by its flag: it read "fleet batch resume: parkedReason: must be … (parkedReason)".
+    expect(typo.stderr).toMatch(/^fleet batch resume: --reason: must be a parked reason \(/);
+    expect(typo.stderr).not.toContain("parkedReason");
+    const badModelCli = await fleetCli(["batch", "resume", created.id, "--model", '{"provider":"nope"}']);
+    expect([badModelCli.code, badModelCli.stdout]).toEqual([2, ""]);
+    expect(badModelCli.stderr).toMatch(/^fleet batch resume: --model: model\.provider: must be one of /);
     // An empty --reason (an unset "$REASON") is refused too, not dropped into a resume of all.
     const empty = await fleetCli(["batch", "resume", created.id, "--reason", ""]);
     expect([empty.code, empty.stdout], empty.stderr).toEqual([2, ""]);

@@ -222,6 +222,19 @@ export async function batchCancelCommand(id: string, options: BatchCommandOption
 }
 
 /**
+ * A 400 about what a flag sent, named by the flag: the API names its body's fields
+ * (`parkedReason: must be a parked reason …`), which the command line spells `--reason`.
+ */
+function asResumeFlag(error: unknown): unknown {
+  if (!(error instanceof FleetApiError) || error.status !== 400 || error.field === undefined) return error;
+  if (error.field === "parkedReason" && error.message.startsWith("parkedReason: "))
+    return new LineError(`--reason: ${error.message.slice("parkedReason: ".length)}`);
+  if (error.field === "model" || error.field.startsWith("model."))
+    return new LineError(`--model: ${error.message}`);
+  return error;
+}
+
+/**
  * `fleet batch resume ID [--reason R] [--model JSON]`: resumes the batch's parked sessions
  * (only those parked for R when given) page by page until the pass is over, waiting when a
  * tenant limit asks to (a page's `retryAfterSeconds`, or a 429 for its first session: up to 10
@@ -258,7 +271,11 @@ export async function batchResumeCommand(
         ...(model ? { model } : {}),
         ...(cursor ? { cursor } : {}),
       };
-      const page = await sendPart(() => client.resumeBatch(id, body), io, undefined, false);
+      const page = await sendPart(() => client.resumeBatch(id, body), io, undefined, false).catch(
+        (error: unknown) => {
+          throw asResumeFlag(error);
+        },
+      );
       resumed += page.resumed.length;
       for (const { reason } of page.refused) refused[reason] = (refused[reason] ?? 0) + 1;
       const left = Object.values(refused).reduce((a, b) => a + b, 0);

@@ -160,6 +160,13 @@ describe("webhook URLs, signatures and backoff", () => {
       "::ffff:0:7f00:1",
       "2001:db8::1",
       "100::1",
+      // The IPv4 documentation ranges, like IPv6's (RFC 5737), and IPv6's newer one (RFC 9637):
+      // never on the Internet, so a webhook naming one can only reach something of the operator's.
+      "192.0.2.1",
+      "198.51.100.7",
+      "203.0.113.200",
+      "::ffff:203.0.113.1",
+      "3fff::1",
     ])
       expect(isPrivateAddress(address), address).toBe(true);
     for (const address of ["8.8.8.8", "172.32.0.1", "2606:4700::1111", "::ffff:808:808", "not an address"])

@@ -150,8 +150,11 @@ const PRIVATE = (() => {
     ["169.254.0.0", 16], // link-local, cloud metadata
     ["172.16.0.0", 12],
     ["192.0.0.0", 24], // IETF protocol assignments
+    ["192.0.2.0", 24], // documentation (TEST-NET-1), like IPv6's below: never on the Internet
     ["192.168.0.0", 16],
     ["198.18.0.0", 15], // benchmarking
+    ["198.51.100.0", 24], // documentation (TEST-NET-2)
+    ["203.0.113.0", 24], // documentation (TEST-NET-3)
     ["224.0.0.0", 4], // multicast
     ["240.0.0.0", 4], // reserved, broadcast
   ] as const)
@@ -166,6 +169,7 @@ const PRIVATE = (() => {
     ["100::", 64], // discard-only
     ["2001::", 32], // Teredo: a tunnel to the IPv4 address it embeds
     ["2001:db8::", 32], // documentation
+    ["3fff::", 20], // documentation (RFC 9637)
     ["2002::", 16], // 6to4: a relay to the IPv4 address it embeds
     ["fc00::", 7], // unique local
     ["fe80::", 10], // link-local

@@ -3,6 +3,7 @@ import { Readable } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import { NotFoundError } from "../shared/errors.js";
 import type { ApiDeps } from "./api-deps.js";
+import { BIG_BODY_BYTES, type BigBodyGate } from "./big-bodies.js";
 
 type IdParams = { Params: { id: string } };
 
@@ -20,7 +21,7 @@ function ndjson(items: AsyncIterable<unknown>): Readable {
 }
 
 /** The routes, declared in a plugin so that the OpenAPI document (registered first) sees them. */
-export function routes(app: FastifyInstance, deps: ApiDeps): void {
+export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate): void {
   const { service } = deps;
   app.post("/v1/sessions", async (request, reply) =>
     reply.code(201).send(await service.createSession(request.tenant, request.body)),
@@ -85,8 +86,20 @@ export function routes(app: FastifyInstance, deps: ApiDeps): void {
   app.post<IdParams>("/v1/sessions/:id/resume", async (request, reply) =>
     reply.code(202).send(await service.resume(request.tenant, request.params.id, request.body)),
   );
-  app.get<IdParams>("/v1/sessions/:id", async (request) =>
-    service.getSession(request.tenant, request.params.id, request.query),
+  // A whole big session is built in memory to be answered: it waits for a place of the big
+  // work (big-bodies.ts), held until its answer is sent or its client is gone.
+  app.get<IdParams>("/v1/sessions/:id", async (request, reply) =>
+    service.getSession(request.tenant, request.params.id, request.query, async (historyBytes) => {
+      if (historyBytes < BIG_BODY_BYTES) return;
+      const release = await bigWork.enter("answer");
+      reply.raw.once("close", release);
+      if (reply.raw.closed) {
+        release();
+        throw Object.assign(new Error("the client went away before its answer was read"), {
+          statusCode: 400,
+        });
+      }
+    }),
   );
   app.get<IdParams>("/v1/sessions/:id/resume-point", async (request) =>
     service.resumePoint(request.tenant, request.params.id),

@@ -6,6 +6,11 @@
  * big-bodies.ts). A body of BIG_BODY_BYTES or more, once it has arrived, waits for one of
  * `max` places before it is parsed; at most `waiting` wait, in arrival order, and one more is
  * answered 429 (`limit: "big_bodies"`, Retry-After) with nothing done. Small bodies never wait.
+ *
+ * Big answers take the same places: an unpaged `GET /v1/sessions/:id` of a session holding
+ * BIG_BODY_BYTES or more (its stored history bytes) built the whole answer in memory, ~160 MB
+ * for 32 MiB, and nothing bounded how many at once (16 at once took `fleet api` to 1.2 GB).
+ * One past the waiting ones is answered 429 `limit: "big_answers"`; a paged read never waits.
  */
 import { TooManyRequestsError } from "../shared/errors.js";
 
@@ -24,15 +29,15 @@ export class BigBodyGate {
 
   /**
    * Resolves with the place's release (call it once, when the request is answered or gone)
-   * once the body may be worked on; TooManyRequestsError when `waiting` wait already.
+   * once the body (or answer) may be worked on; TooManyRequestsError when `waiting` wait already.
    */
-  async enter(): Promise<() => void> {
+  async enter(what: "body" | "answer" = "body"): Promise<() => void> {
     if (this.working < this.limit.max) this.working++;
     else if (this.queue.length >= this.limit.waiting)
       throw new TooManyRequestsError(
-        "big_bodies",
+        what === "body" ? "big_bodies" : "big_answers",
         RETRY_AFTER_S,
-        `this API is working on ${this.limit.max} request bodies over ${BIG_BODY_BYTES / 2 ** 20} MiB and ${this.limit.waiting} more wait (FLEET_API_MAX_BIG_BODIES, FLEET_API_BIG_BODIES_WAITING); nothing of this request was done: send it again in ${RETRY_AFTER_S} s`,
+        `this API is working on ${this.limit.max} request bodies or answers over ${BIG_BODY_BYTES / 2 ** 20} MiB and ${this.limit.waiting} more wait (FLEET_API_MAX_BIG_BODIES, FLEET_API_BIG_BODIES_WAITING); nothing of this request was done: send it again in ${RETRY_AFTER_S} s${what === "body" ? "" : ", or read the session in pages (?limit=)"}`,
       );
     // A place handed on by a release: `working` stays counted for this body.
     else await new Promise<void>((resolve) => this.queue.push(resolve));

@@ -248,11 +248,20 @@ export class FleetService {
    * `query.afterSeq`: only the messages after that seq (a reader that has the ones before,
    * such as the console following a long session); `query.limit`: at most that many, with
    * `nextAfterSeq`; `query.runsLimit`/`runsBefore`: a page of runs, latest first, with
-   * `nextRunsBefore`. The session's `usage` and `status` are still its whole.
+   * `nextRunsBefore`. The session's `usage` and `status` are still its whole. `whole`: awaited
+   * with the session's stored history bytes before an unpaged read (no `limit`) is made (the
+   * API's place for a big answer, big-bodies.ts).
    */
-  async getSession(tenant: string, id: string, query?: unknown): Promise<SessionJson> {
+  async getSession(
+    tenant: string,
+    id: string,
+    query?: unknown,
+    whole?: (historyBytes: number) => Promise<void>,
+  ): Promise<SessionJson> {
     const parsed = parseBody(sessionQuery, query ?? {});
-    return sessionView(this.deps.queries, tenant, await this.session(tenant, id), parsed);
+    const session = await this.session(tenant, id);
+    if (parsed.limit === undefined) await whole?.(session.historyBytes);
+    return sessionView(this.deps.queries, tenant, session, parsed);
   }
 
   async getRun(tenant: string, runId: string): Promise<RunJson & { sessionId: string }> {

@@ -178,6 +178,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   });
   // A big body, once it has arrived, waits for a place before it is parsed (big-bodies.ts); the
   // place is freed when its answer is sent or its connection is gone (the response's "close").
+  // A whole big session's answer takes one of the same places (api-routes.ts).
   const bigBodies = new BigBodyGate(deps.bigBodies);
   const responses = new WeakMap<FastifyRequest, FastifyReply["raw"]>();
   app.addHook("preParsing", async (request, reply) => {
@@ -242,6 +243,6 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   documentRoutes(app, deps.version ?? "0.0.0");
   if (deps.admin) app.register(deps.admin);
   if (deps.console) app.register(deps.console);
-  app.register(async (api) => routes(api, deps));
+  app.register(async (api) => routes(api, deps, bigBodies));
   return app;
 }

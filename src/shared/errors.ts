@@ -63,7 +63,8 @@ export class NotFoundError extends Error {
 /**
  * Which limit a 429 is about (contracts §10); `auth_failures` is a client address's, not a
  * tenant's (auth-failures.ts); `queued_runs` a session's (queued-runs.ts); `big_bodies` one API
- * process's (big-bodies.ts: big request bodies worked on and waiting).
+ * process's (big-bodies.ts: big request bodies worked on and waiting), as is `big_answers` (the
+ * same places, taken by whole answers of big sessions).
  */
 export const TENANT_LIMITS = [
   "active_sessions",
@@ -72,6 +73,7 @@ export const TENANT_LIMITS = [
   "auth_failures",
   "queued_runs",
   "big_bodies",
+  "big_answers",
 ] as const;
 export type TenantLimit = (typeof TENANT_LIMITS)[number];
 

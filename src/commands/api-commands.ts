@@ -197,9 +197,14 @@ export function addApiCommands(program: Command, run: Run): void {
     )
     .option("--api <URL>", apiHelp)
     .action(
-      run(async (options: { rotate?: boolean; idempotencyKey?: string; api?: string }) =>
-        (await import("./webhook-secret.js")).webhookSecretCommand(options),
-      ),
+      run(async (options: { rotate?: boolean; idempotencyKey?: string; api?: string }, command: Command) => {
+        // A key without --rotate was ignored: the secret was read and nothing rotated, exit 0.
+        if (options.idempotencyKey !== undefined && !options.rotate)
+          command.error("option '--idempotency-key <KEY>' goes with --rotate, which was not given", {
+            code: "fleet.idempotencyKeyWithoutRotate",
+          });
+        return (await import("./webhook-secret.js")).webhookSecretCommand(options);
+      }),
     );
 
   program

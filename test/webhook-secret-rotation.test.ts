@@ -204,6 +204,33 @@ describe("POST /v1/webhook-secret/rotate, with FLEET_WEBHOOK_SECRET_PER_TENANT=1
       secret: first.secret,
     });
   });
+
+  it("takes no body or `{}`; a body with a field it does not know is a 400 naming it, and rotates nothing", async () => {
+    const generation = async () => {
+      const [row] = await fleet.database.sql<{ generation: number }[]>`
+        select generation from webhook_secret_generations where tenant = 'tenant-b'`;
+      return row?.generation ?? 0;
+    };
+    const rotate = (body: string) =>
+      fetch(`${base}/v1/webhook-secret/rotate`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${keys.b}`, "content-type": "application/json" },
+        body,
+      });
+    const before = await generation();
+    // Before, any JSON object was accepted and ignored: this rotated (200).
+    const refused = await rotate('{"tenant":"tenant-a"}');
+    expect(refused.status).toBe(400);
+    expect(await refused.json()).toEqual({
+      error: { code: "invalid_request", field: "", message: 'unknown field "tenant"' },
+    });
+    expect(await generation()).toBe(before);
+    const notObject = await rotate("[]");
+    expect(notObject.status).toBe(400);
+    expect(await generation()).toBe(before);
+    expect((await rotate("{}")).status).toBe(200);
+    expect(await generation()).toBe(before + 1);
+  });
 });
 
 describe("with per-tenant secrets off (the default)", () => {

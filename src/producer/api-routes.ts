@@ -4,6 +4,7 @@ import type { FastifyInstance } from "fastify";
 import { NotFoundError } from "../shared/errors.js";
 import type { ApiDeps } from "./api-deps.js";
 import { BIG_BODY_BYTES, type BigBodyGate } from "./big-bodies.js";
+import { parseBody, rotateWebhookSecretBody } from "./request-bodies.js";
 
 type IdParams = { Params: { id: string } };
 
@@ -114,6 +115,7 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
   // Rotates the caller's own secret only; a retry with its Idempotency-Key answers the first
   // rotation again and rotates nothing (idempotency-hooks.ts).
   app.post("/v1/webhook-secret/rotate", async (request, reply) => {
+    parseBody(rotateWebhookSecretBody, request.body);
     const rotated = await deps.rotateWebhookSecret?.(request.tenant);
     if (rotated === undefined) throw new NotFoundError("webhook secret", NO_TENANT_SECRET);
     return reply.send(rotated);

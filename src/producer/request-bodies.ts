@@ -204,6 +204,11 @@ export const sendBody = z.strictObject({
     .optional(),
 });
 export const resumeBody = z.strictObject({ model: z.unknown().optional() }).optional();
+/**
+ * `POST /v1/webhook-secret/rotate`: no body, or `{}` (clients send both). Any field is refused:
+ * before, every body was accepted and ignored, so `{"tenant": …}` rotated the caller's own.
+ */
+export const rotateWebhookSecretBody = z.strictObject({}).optional();
 
 export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   const result = schema.safeParse(body ?? undefined);

@@ -29,6 +29,8 @@ export const WEBHOOK_SECRET_ROUTE_DOCS = {
     operationId: "rotateWebhookSecret",
     summary:
       "Rotates this tenant's own webhook signing secret (FLEET_WEBHOOK_SECRET_PER_TENANT): deliveries are signed with the new secret and, until previousValidUntil (FLEET_WEBHOOK_SECRET_GRACE_MS), with the one before too; read the new one with GET /v1/webhook-secret. With an Idempotency-Key, a retry rotates nothing",
+    body: z.strictObject({}).describe("No fields: send no body, or `{}` (a field is a 400)"),
+    optionalBody: true,
     responses: {
       200: {
         description: "The new generation, and until when the secret it replaced still signs deliveries",

@@ -102,6 +102,37 @@ describe("fleet batch", () => {
     expect(JSON.parse(cancelled.stdout).counts.completed).toBe(1_200);
   }, 90_000);
 
+  it("from stdin, the last progress line says N/N as a file's do: the total is known once the last part is read", async () => {
+    const lines = `${Array.from({ length: 5 }, (_, i) => line(i)).join("\n")}\n`;
+    // One part: stdin is read whole before it is sent. Before, "submitted 5" where a file said "5/5".
+    const one = await runFleetCli(
+      ["batch", "submit", "-"],
+      { ...fleet.env, FLEET_API_URL: url },
+      60_000,
+      ROOT,
+      undefined,
+      lines,
+    );
+    expect(one.code, one.stderr).toBe(0);
+    expect(one.stderr).toMatch(/^submitted 5\/5 \(batch \S+\)$/m);
+    // Parts sent as stdin is read: their total is not known until its end, then it is said.
+    const parts = await runFleetCli(
+      ["batch", "submit", "-", "--part-size", "2"],
+      { ...fleet.env, FLEET_API_URL: url },
+      60_000,
+      ROOT,
+      undefined,
+      lines,
+    );
+    expect(parts.code, parts.stderr).toBe(0);
+    expect(parts.stderr.split("\n").map((l) => l.replace(/ \(batch \S+\)$/, ""))).toEqual([
+      "submitted 2",
+      "submitted 4",
+      "submitted 5/5",
+      "",
+    ]);
+  });
+
   it("reads FLEET_API_URL from the working directory's .env; no API there is one line and exit 2", async () => {
     const dir = await mkdtemp(join(tmpdir(), "fleet-env-"));
     const env = { ...fleet.env, FLEET_API_URL: undefined, PORT: undefined };

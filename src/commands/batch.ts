@@ -122,7 +122,8 @@ export async function batchSubmitCommand(
       part = [];
       partBytes = 0;
       partMessages = 0;
-      await bar.update(submitted, `(batch ${batchId})`);
+      // The last part sent: every session is counted, stdin's total too.
+      await bar.update(submitted, `(batch ${batchId})`, last);
     };
     try {
       for await (const { line, text } of numberedLines(file)) {

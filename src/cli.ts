@@ -47,7 +47,7 @@ if (READ_BY_PEOPLE.has(process.argv[2] ?? "")) {
 
 /** Runs the command; resolves with its exit code, or with 2 or 1 and one line on stderr. */
 async function main(argv: string[]): Promise<{ code: number; failed: boolean }> {
-  const { program, exitCode } = buildProgram();
+  const { program, exitCode, commandName } = buildProgram();
   try {
     await program.parseAsync(argv, { from: "user" });
     return { code: exitCode(), failed: false };
@@ -56,12 +56,13 @@ async function main(argv: string[]): Promise<{ code: number; failed: boolean }> 
       if (error.line) console.error(error.line);
       return { code: error.exitCode, failed: false };
     }
+    // Named by the command that failed, as its usage errors are: `fleet resume-point: …`, not `fleet: …`.
     if (error instanceof ValidationError || error instanceof NotFoundError) {
-      console.error(`fleet: ${error.message}`);
+      console.error(`${commandName()}: ${error.message}`);
       return { code: 2, failed: true };
     }
     const message = error instanceof Error ? error.message : String(error);
-    console.error(`fleet: ${message}`);
+    console.error(`${commandName()}: ${message}`);
     if (process.env.FLEET_DEBUG && error instanceof Error) console.error(error.stack);
     return { code: 1, failed: true };
   }

@@ -260,7 +260,7 @@ describe("fleet resume-point --file", () => {
     expect(r.code).toBe(2);
     expect(r.stdout).toBe("");
     expect(r.stderr.trim()).toBe(
-      "fleet: messages[1].toolCalls[0].arguments.ms: is a number too large for a JSON double",
+      "fleet resume-point: messages[1].toolCalls[0].arguments.ms: is a number too large for a JSON double",
     );
   });
 
@@ -269,7 +269,9 @@ describe("fleet resume-point --file", () => {
     expect(r.code).toBe(2);
     expect(r.stdout).toBe("");
     expect(lines(r.stderr)).toHaveLength(1);
-    expect(r.stderr.trim()).toBe("fleet: messages[1].toolCalls[0]: nests deeper than 100 levels");
+    expect(r.stderr.trim()).toBe(
+      "fleet resume-point: messages[1].toolCalls[0]: nests deeper than 100 levels",
+    );
     expectNoStack(r);
   });
 
@@ -371,6 +373,8 @@ describe("fleet usage errors", () => {
   it("--file and a session id together → exit 2, one line", () => {
     const r = run("fileAndSession");
     expect(r.code).toBe(2);
-    expect(lines(r.stderr)).toEqual(["fleet: give either --file HISTORY.json or a SESSION_ID, not both"]);
+    expect(lines(r.stderr)).toEqual([
+      "fleet resume-point: give either --file HISTORY.json or a SESSION_ID, not both",
+    ]);
   });
 });

@@ -63,6 +63,6 @@ describe("fleet commands with a FLEET_API_KEY no header can carry", () => {
     });
     expect(result.stderr).not.toContain("S3CRET");
     expect(result.code).toBe(2);
-    expect(result.stderr).toMatch(/^fleet: FLEET_API_KEY: [^\n]*\n$/);
+    expect(result.stderr).toMatch(/^fleet batch status: FLEET_API_KEY: [^\n]*\n$/);
   });
 });

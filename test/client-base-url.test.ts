@@ -49,7 +49,7 @@ describe("fleet commands with an API URL that is no http(s) URL", () => {
     const result = await runFleetCli(["batch", "status", "b1", "--api", "localhost:8080"], {});
     expect(result.code).toBe(2);
     expect(result.stderr).toBe(
-      'fleet: --api: must be an http:// or https:// URL such as "http://127.0.0.1:3000"; got "localhost:8080"\n',
+      'fleet batch status: --api: must be an http:// or https:// URL such as "http://127.0.0.1:3000"; got "localhost:8080"\n',
     );
   });
 
@@ -57,7 +57,7 @@ describe("fleet commands with an API URL that is no http(s) URL", () => {
     const result = await runFleetCli(["session", "delete", "s1"], { FLEET_API_URL: "ftp://x" });
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(
-      /^fleet: FLEET_API_URL: must be an http:\/\/ or https:\/\/ URL .*got "ftp:\/\/x"\n$/,
+      /^fleet session delete: FLEET_API_URL: must be an http:\/\/ or https:\/\/ URL .*got "ftp:\/\/x"\n$/,
     );
   });
 });

@@ -45,7 +45,7 @@ describe("loading extension modules", () => {
     for (const file of [plain, importing]) {
       const result = await runFleetCli(["worker", "--extensions", file], env, 60_000);
       expect(result.stderr, file).not.toMatch(/could not be loaded|Missing initializer|require\(\)/);
-      expect(result.stderr, file).toMatch(/^fleet: DATABASE_URL: .*does not exist/m);
+      expect(result.stderr, file).toMatch(/^fleet worker: DATABASE_URL: .*does not exist/m);
       expect(result.code, file).toBe(2);
     }
   }, 120_000);
@@ -60,7 +60,7 @@ describe("loading extension modules", () => {
     for (const file of [byDefault, byName]) {
       const result = await runFleetCli(["worker", "--tools", file], env, 60_000);
       expect(result.stderr, file).not.toMatch(/could not be loaded|exports no tools|Missing initializer/);
-      expect(result.stderr, file).toMatch(/^fleet: DATABASE_URL: .*does not exist/m);
+      expect(result.stderr, file).toMatch(/^fleet worker: DATABASE_URL: .*does not exist/m);
       expect(result.code, file).toBe(2);
     }
   }, 120_000);
@@ -77,7 +77,7 @@ describe("loading extension modules", () => {
       const file = join(dir, `shape-${i}.mjs`);
       await writeFile(file, `${source}\n`);
       const result = await runFleetCli(["worker", "--extensions", file], env, 60_000);
-      expect(result.stderr.trim()).toBe(`fleet: --extensions: ${file}: ${said}`);
+      expect(result.stderr.trim()).toBe(`fleet worker: --extensions: ${file}: ${said}`);
       expect(result.code).toBe(2);
     }
   }, 60_000);
@@ -113,7 +113,7 @@ describe("loading extension modules", () => {
       const file = join(dir, `tool-shape-${i}.mjs`);
       await writeFile(file, `${source}\n`);
       const result = await runFleetCli(["worker", "--tools", file], env, 60_000);
-      expect(result.stderr.trim(), source).toBe(`fleet: --tools: ${file}: ${said}`);
+      expect(result.stderr.trim(), source).toBe(`fleet worker: --tools: ${file}: ${said}`);
       expect(result.code, source).toBe(2);
     }
   }, 120_000);
@@ -126,7 +126,7 @@ describe("loading extension modules", () => {
       ["up", "--extensions"],
     ] as const) {
       const result = await runFleetCli([role, flag, dir], env, 60_000);
-      expect(result.stderr.trim()).toBe(`fleet: ${flag}: ${dir}: is a folder, not a module file`);
+      expect(result.stderr.trim()).toBe(`fleet ${role}: ${flag}: ${dir}: is a folder, not a module file`);
       expect(result.code).toBe(2);
     }
   }, 120_000);
@@ -136,7 +136,7 @@ describe("loading extension modules", () => {
     await writeFile(broken, 'throw new Error("no config for the audit sink");\n');
     const result = await runFleetCli(["worker", "--extensions", broken], env, 60_000);
     expect(result.stderr.trim()).toBe(
-      `fleet: --extensions: ${broken} could not be loaded: no config for the audit sink`,
+      `fleet worker: --extensions: ${broken} could not be loaded: no config for the audit sink`,
     );
     expect(result.code).toBe(1);
   }, 60_000);

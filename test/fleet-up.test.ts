@@ -203,7 +203,7 @@ describe("fleet up", () => {
       const code = await up.exited;
       expect(code, up.output()).toBe(2);
       expect(up.output()).toMatch(
-        new RegExp(`fleet: PORT: port ${port} on 127\\.0\\.0\\.1 is already in use`),
+        new RegExp(`fleet api: PORT: port ${port} on 127\\.0\\.0\\.1 is already in use`),
       );
       expect(up.output()).toMatch(/fleet up: api could not start \(exit code 2\); stopping the others/);
       const started = ["api", "sweeper", "worker 0"].flatMap((name) => up.pids(name));

@@ -252,13 +252,15 @@ describe("against a real database", () => {
       ]);
       expectOneLine(
         apiRun,
-        new RegExp(`^fleet: PORT: port ${api.port} on 127\\.0\\.0\\.1 is already in use by another process`),
+        new RegExp(
+          `^fleet api: PORT: port ${api.port} on 127\\.0\\.0\\.1 is already in use by another process`,
+        ),
       );
       for (const run of [workerRun, sweeperRun, envRun])
         expectOneLine(
           run,
           new RegExp(
-            `^fleet: METRICS_PORT: port ${metrics.port} on 0\\.0\\.0\\.0 is already in use .*--metrics-port`,
+            `^fleet (worker|sweeper): METRICS_PORT: port ${metrics.port} on 0\\.0\\.0\\.0 is already in use .*--metrics-port`,
           ),
         );
     } finally {

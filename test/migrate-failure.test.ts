@@ -62,7 +62,7 @@ describe("fleet migrate when a migration fails", () => {
     const lines = exit.stderr.trim().split("\n");
     expect(lines, exit.stderr).toHaveLength(1);
     expect(lines[0]).toMatch(
-      /^fleet: migration 0000_init failed: relation "sessions" already exists \(42P07\)/,
+      /^fleet migrate: migration 0000_init failed: relation "sessions" already exists \(42P07\)/,
     );
     expect(lines[0]).toContain("no migration of this run was applied");
     const check = postgres(url.toString(), { max: 1, onnotice: () => {} });

@@ -129,7 +129,7 @@ describe("fleet migrate while a long transaction has read the table a migration 
       const lines = migrating.stderr().trim().split("\n");
       expect(code, migrating.stderr()).toBe(1);
       const last = lines.at(-1)!;
-      expect(last).toMatch(/^fleet: migration 0021_run_queue_order could not take its locks/);
+      expect(last).toMatch(/^fleet migrate: migration 0021_run_queue_order could not take its locks/);
       expect(last).toContain(`pid ${reader.pid} (idle in transaction`);
       expect(last).toContain("select pg_backend_pid() as pid, (select count(*) from runs)");
       expect(last).toContain("no migration of this run was applied");
@@ -184,7 +184,7 @@ describe("fleet migrate's drop of an invalid index while a long transaction has 
       expect(await migrating.exit, migrating.stderr()).toBe(1);
       const last = migrating.stderr().trim().split("\n").at(-1)!;
       expect(last).toMatch(
-        /^fleet: `drop index "sessions_idle_idx"` \(before the migrations\) could not take its locks/,
+        /^fleet migrate: `drop index "sessions_idle_idx"` \(before the migrations\) could not take its locks/,
       );
       expect(last).toContain(`pid ${reader.pid} (idle in transaction`);
     } finally {

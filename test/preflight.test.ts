@@ -45,7 +45,7 @@ describe("unreachable services", () => {
       const lines = result.stderr.trim().split("\n");
       expect(lines).toHaveLength(1);
       expect(lines[0]).toMatch(
-        /^fleet: DATABASE_URL: cannot reach Postgres at postgres:\/\/postgres@127\.0\.0\.1:1\/nowhere/,
+        /^fleet (demo|migrate): DATABASE_URL: cannot reach Postgres at postgres:\/\/postgres@127\.0\.0\.1:1\/nowhere/,
       );
       expect(lines[0]).toMatch(/ECONNREFUSED.*Start it/);
       // A command that works where the package is installed (no compose file there), on the URL's port.
@@ -61,8 +61,9 @@ describe("unreachable services", () => {
     mkdirSync(join(dir, ".env"));
     try {
       const results = await Promise.all([["migrate"], ["keys", "list"]].map((args) => fleet(args, {}, dir)));
-      for (const result of results) {
-        expect(result.stderr.trim()).toBe("fleet: .env: cannot be read: it is not a file (a folder?)");
+      for (const [i, result] of results.entries()) {
+        const command = i === 0 ? "fleet migrate" : "fleet keys list";
+        expect(result.stderr.trim()).toBe(`${command}: .env: cannot be read: it is not a file (a folder?)`);
         expect(result.code).toBe(2);
       }
     } finally {
@@ -74,7 +75,7 @@ describe("unreachable services", () => {
     const result = await fleet(["demo"], { REDIS_URL: "redis://127.0.0.1:1" });
     expect(result.code).toBe(2);
     expect(result.stderr.trim()).toMatch(
-      /^fleet: REDIS_URL: cannot reach Redis at redis:\/\/127\.0\.0\.1:1 \(connect ECONNREFUSED 127\.0\.0\.1:1\)\. Start it/,
+      /^fleet demo: REDIS_URL: cannot reach Redis at redis:\/\/127\.0\.0\.1:1 \(connect ECONNREFUSED 127\.0\.0\.1:1\)\. Start it/,
     );
     expect(result.stderr).not.toMatch(/\n\s+at /);
     expect(result.stderr).toContain("`docker run -d -p 127.0.0.1:1:6379 redis:7`");
@@ -99,10 +100,10 @@ describe("unreachable services", () => {
     });
     console.log(lines.join("\n"));
     expect(lines[0]).toBe(
-      `fleet: DATABASE_URL: Postgres at postgres://${role}@127.0.0.1:5432/postgres refused the login (role "${role}" does not exist): fix the user name or password in DATABASE_URL (or the server's pg_hba.conf).`,
+      `fleet migrate: DATABASE_URL: Postgres at postgres://${role}@127.0.0.1:5432/postgres refused the login (role "${role}" does not exist): fix the user name or password in DATABASE_URL (or the server's pg_hba.conf).`,
     );
     expect(lines[1]).toMatch(
-      /^fleet: REDIS_URL: Redis at redis:\/\/fleet-t-nobody:\*\*\*@127\.0\.0\.1:6379 refused the login \(WRONGPASS [^)]*\): fix the user name or password in REDIS_URL\.$/,
+      /^fleet demo: REDIS_URL: Redis at redis:\/\/fleet-t-nobody:\*\*\*@127\.0\.0\.1:6379 refused the login \(WRONGPASS [^)]*\): fix the user name or password in REDIS_URL\.$/,
     );
   }, 90_000);
 });
@@ -124,7 +125,7 @@ describe("a Postgres that answers but takes no more connections", () => {
       const lines = result.stderr.trim().split("\n");
       expect(lines, result.stderr).toHaveLength(1);
       expect(lines[0]).toMatch(
-        /^fleet: DATABASE_URL: Postgres at .* takes no more connections \(too many connections/,
+        /^fleet migrate: DATABASE_URL: Postgres at .* takes no more connections \(too many connections/,
       );
       expect(lines[0]).toMatch(/max_connections/);
       expect(lines[0]).not.toMatch(/cannot reach|Start it/);
@@ -154,22 +155,28 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
     await fleetEnv?.close();
   });
 
-  const expectOneLine = (result: { code: number; stdout: string; stderr: string }, pattern: RegExp) => {
+  /** One line, exit 2: `fleet COMMAND: ` (the command that failed names itself), then `pattern`. */
+  const expectOneLine = (
+    result: { code: number; stdout: string; stderr: string },
+    command: string,
+    pattern: RegExp,
+  ) => {
     expect(result.code, result.stdout + result.stderr).toBe(2);
     expect(result.stdout).not.toMatch(/ready/);
     const lines = result.stderr.trim().split("\n");
     expect(lines, result.stderr).toHaveLength(1);
-    expect(lines[0]).toMatch(pattern);
+    expect(lines[0]).toMatch(new RegExp(`^fleet ${command}: ${pattern.source}`));
     expect(result.stderr).not.toMatch(/\n\s+at /);
   };
 
   it("Postgres unreachable: api, worker, sweeper and up exit 2 naming DATABASE_URL and Postgres", async () => {
     const env = { ...fleetEnv.env, DATABASE_URL: "postgres://postgres@127.0.0.1:1/nowhere" };
     const results = await Promise.all(ROLES.map((role) => fleet([role], env)));
-    for (const result of results)
+    for (const [i, result] of results.entries())
       expectOneLine(
         result,
-        /^fleet: DATABASE_URL: cannot reach Postgres at postgres:\/\/postgres@127\.0\.0\.1:1\/nowhere \(connect ECONNREFUSED/,
+        ROLES[i]!,
+        /DATABASE_URL: cannot reach Postgres at postgres:\/\/postgres@127\.0\.0\.1:1\/nowhere \(connect ECONNREFUSED/,
       );
   });
 
@@ -177,33 +184,21 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
     const notADir = join(tmpdir(), `fleet-not-a-dir-${randomUUID().slice(0, 8)}`);
     writeFileSync(notADir, "a file");
     const cases: [string[], Record<string, string>, RegExp][] = [
-      [["api"], { PORT: "70000" }, /^fleet: PORT: expected a port from 0 to 65535$/],
-      [["up", "--workers", "1"], { PORT: "65536" }, /^fleet: PORT: expected a port from 0 to 65535$/],
-      [["worker"], { METRICS_PORT: "99999" }, /^fleet: METRICS_PORT: expected a port from 0 to 65535$/],
-      [["sweeper"], { METRICS_PORT: "99999" }, /^fleet: METRICS_PORT: expected a port from 0 to 65535$/],
-      [["api"], { DATABASE_URL: "notaurl" }, /^fleet: DATABASE_URL: expected a postgres:\/\/ URL/],
-      [["migrate"], { DATABASE_URL: "notaurl" }, /^fleet: DATABASE_URL: expected a postgres:\/\/ URL/],
-      [
-        ["worker"],
-        { DATABASE_URL: "mysql://x@127.0.0.1/db" },
-        /^fleet: DATABASE_URL: expected a postgres:\/\/ URL/,
-      ],
-      [
-        ["worker"],
-        { FLEET_TOOL_DIR: join(notADir, "files") },
-        /^fleet: FLEET_TOOL_DIR: cannot use .* \(ENOTDIR\)/,
-      ],
-      [
-        ["sweeper"],
-        { FLEET_WEBHOOK_DENY_PRIVATE: "maybe" },
-        /^fleet: FLEET_WEBHOOK_DENY_PRIVATE: expected 1\/true/,
-      ],
-      [["worker"], { REDIS_URL: "http://127.0.0.1:6379" }, /^fleet: REDIS_URL: expected redis:\/\//],
-      [["sweeper"], { FLEET_WEBHOOK_RETRY_MS: "soon" }, /^fleet: FLEET_WEBHOOK_RETRY_MS: expected a number/],
+      [["api"], { PORT: "70000" }, /PORT: expected a port from 0 to 65535$/],
+      [["up", "--workers", "1"], { PORT: "65536" }, /PORT: expected a port from 0 to 65535$/],
+      [["worker"], { METRICS_PORT: "99999" }, /METRICS_PORT: expected a port from 0 to 65535$/],
+      [["sweeper"], { METRICS_PORT: "99999" }, /METRICS_PORT: expected a port from 0 to 65535$/],
+      [["api"], { DATABASE_URL: "notaurl" }, /DATABASE_URL: expected a postgres:\/\/ URL/],
+      [["migrate"], { DATABASE_URL: "notaurl" }, /DATABASE_URL: expected a postgres:\/\/ URL/],
+      [["worker"], { DATABASE_URL: "mysql://x@127.0.0.1/db" }, /DATABASE_URL: expected a postgres:\/\/ URL/],
+      [["worker"], { FLEET_TOOL_DIR: join(notADir, "files") }, /FLEET_TOOL_DIR: cannot use .* \(ENOTDIR\)/],
+      [["sweeper"], { FLEET_WEBHOOK_DENY_PRIVATE: "maybe" }, /FLEET_WEBHOOK_DENY_PRIVATE: expected 1\/true/],
+      [["worker"], { REDIS_URL: "http://127.0.0.1:6379" }, /REDIS_URL: expected redis:\/\//],
+      [["sweeper"], { FLEET_WEBHOOK_RETRY_MS: "soon" }, /FLEET_WEBHOOK_RETRY_MS: expected a number/],
     ];
     const results = await Promise.all(cases.map(([args, env]) => fleet(args, { ...fleetEnv.env, ...env })));
     rmSync(notADir, { force: true });
-    for (const [i, result] of results.entries()) expectOneLine(result, cases[i]![2]);
+    for (const [i, result] of results.entries()) expectOneLine(result, cases[i]![0][0]!, cases[i]![2]);
     // Eleven CLI starts at once: on two busy cores (a loaded CI run) they took over 30 s in all.
   }, 90_000);
 
@@ -216,21 +211,24 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
     );
     expectOneLine(
       results[0]!,
-      /^fleet: FLEET_TOOL_DIR: cannot use \/proc\/nope for the file tools \(ENOENT\)/,
+      "worker",
+      /FLEET_TOOL_DIR: cannot use \/proc\/nope for the file tools \(ENOENT\)/,
     );
     expectOneLine(
       results[1]!,
-      /^fleet: FLEET_TOOL_DIR: cannot use \/proc\/nope\/deeper\/files for the file tools \(ENOENT\)/,
+      "worker",
+      /FLEET_TOOL_DIR: cannot use \/proc\/nope\/deeper\/files for the file tools \(ENOENT\)/,
     );
   }, 60_000);
 
   it("Redis unreachable: api, worker, sweeper and up exit 2 naming REDIS_URL and Redis", async () => {
     const env = { ...fleetEnv.env, REDIS_URL: "redis://127.0.0.1:1" };
     const results = await Promise.all(ROLES.map((role) => fleet([role], env)));
-    for (const result of results)
+    for (const [i, result] of results.entries())
       expectOneLine(
         result,
-        /^fleet: REDIS_URL: cannot reach Redis at redis:\/\/127\.0\.0\.1:1 \(connect ECONNREFUSED/,
+        ROLES[i]!,
+        /REDIS_URL: cannot reach Redis at redis:\/\/127\.0\.0\.1:1 \(connect ECONNREFUSED/,
       );
   });
 
@@ -244,10 +242,11 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
       // ends, not how long it takes; the setting itself is proven below.
       const env = { ...fleetEnv.env, REDIS_URL: frozen.url, FLEET_PREFLIGHT_TIMEOUT_MS: "300" };
       const results = await Promise.all(ROLES.map((role) => fleet([role], env)));
-      for (const result of results)
+      for (const [i, result] of results.entries())
         expectOneLine(
           result,
-          /^fleet: REDIS_URL: cannot reach Redis at redis:\/\/127\.0\.0\.1:\d+ \(Command timed out/,
+          ROLES[i]!,
+          /REDIS_URL: cannot reach Redis at redis:\/\/127\.0\.0\.1:\d+ \(Command timed out/,
         );
     } finally {
       await frozen.stop();
@@ -288,9 +287,11 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
     );
     for (const [i, result] of results.entries()) {
       const what = i < commands.length ? "does not exist" : "is not migrated";
+      const args = commands[i % commands.length]!;
       expectOneLine(
         result,
-        new RegExp(`^fleet: DATABASE_URL: .*: the database ${what}; run \`fleet migrate\``),
+        args[0] === "keys" ? `keys ${args[1]}` : args[0]!,
+        new RegExp(`DATABASE_URL: .*: the database ${what}; run \`fleet migrate\``),
       );
     }
     console.log(results.map((r) => r.stderr.trim()).join("\n"));
@@ -303,8 +304,12 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
       fleet(["worker"], { ...fleetEnv.env, DATABASE_URL: missing.toString() }),
       fleet(["sweeper"], { ...fleetEnv.env, DATABASE_URL: emptyUrl.toString() }),
     ]);
-    expectOneLine(absent, /^fleet: DATABASE_URL: .*: the database does not exist; run `fleet migrate`/);
-    expectOneLine(unmigrated, /^fleet: DATABASE_URL: .*: the database is not migrated; run `fleet migrate`/);
+    expectOneLine(absent, "worker", /DATABASE_URL: .*: the database does not exist; run `fleet migrate`/);
+    expectOneLine(
+      unmigrated,
+      "sweeper",
+      /DATABASE_URL: .*: the database is not migrated; run `fleet migrate`/,
+    );
     // Checking created nothing.
     const [row] = await admin<{ n: number }[]>`
       select count(*)::int as n from pg_database where datname = ${missing.pathname.slice(1)}`;

@@ -35,7 +35,7 @@ describe("a role started against a read-only Postgres", () => {
       expect(code, output).toBe(2);
       const lines = output.trim().split("\n");
       expect(lines, output).toHaveLength(1);
-      expect(lines[0]).toMatch(/^fleet: DATABASE_URL: .*read-only/);
+      expect(lines[0]).toMatch(new RegExp(`^fleet ${role}: DATABASE_URL: .*read-only`));
       expect(output).not.toMatch(/ {4}at /);
     }
     await expect(startApi({ ...fleet.config, logLevel: "silent" }, { port: 0 })).rejects.toThrow(

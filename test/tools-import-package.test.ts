@@ -62,7 +62,7 @@ describe("a TypeScript module that imports agent-fleet, in a CommonJS project", 
     ]) {
       const result = await runFleetCli(["worker", ...args], env, 60_000, dir);
       expect(result.stderr, args[1]).not.toMatch(/could not be loaded|is an ES module/);
-      expect(result.stderr, args[1]).toMatch(/^fleet: DATABASE_URL: .*does not exist/m);
+      expect(result.stderr, args[1]).toMatch(/^fleet worker: DATABASE_URL: .*does not exist/m);
       expect(result.code, args[1]).toBe(2);
     }
   }, 240_000);

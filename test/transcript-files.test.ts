@@ -111,7 +111,7 @@ describe("fleet worker checks FLEET_TRANSCRIPT_DIR at start", () => {
       expect(lines, result.stderr).toHaveLength(1);
       expect(lines[0]).toMatch(
         new RegExp(
-          `^fleet: FLEET_TRANSCRIPT_DIR: cannot write transcripts in ${i === 0 ? file : join(file, "transcripts")} \\(ENOTDIR\\)`,
+          `^fleet worker: FLEET_TRANSCRIPT_DIR: cannot write transcripts in ${i === 0 ? file : join(file, "transcripts")} \\(ENOTDIR\\)`,
         ),
       );
     }

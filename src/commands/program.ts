@@ -25,11 +25,24 @@ export type Program = {
   program: Command;
   /** The exit code the command that ran asked for. */
   exitCode: () => number;
+  /**
+   * The command that ran, as typed ("fleet batch status"): what its failures' lines start
+   * with, as its usage errors do; "fleet" until one has begun.
+   */
+  commandName: () => string;
 };
+
+/** A command's name as typed: "fleet keys create". */
+function pathOf(command: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = command; c; c = c.parent) names.unshift(c.name());
+  return names.join(" ");
+}
 
 /** The whole `fleet` program. Nothing runs until `parseAsync`. */
 export function buildProgram(): Program {
   let exitCode = 0;
+  let commandName = "fleet";
   const run =
     <A extends unknown[]>(action: (...args: A) => Promise<number>) =>
     async (...args: A) => {
@@ -41,7 +54,11 @@ export function buildProgram(): Program {
     .version(packageVersion(), "-V, --version", "print the version")
     .helpOption("-h, --help", "show help")
     .helpCommand("help [command]", "show help for a command")
-    .configureOutput({ outputError: () => {} });
+    .configureOutput({ outputError: () => {} })
+    // Called for every subcommand's action too: the one about to run.
+    .hook("preAction", (_program, action) => {
+      commandName = pathOf(action);
+    });
 
   program
     .command("resume-point")
@@ -191,5 +208,5 @@ export function buildProgram(): Program {
   }
   finish(program, "fleet");
   program.configureHelp({ formatHelp: (command) => rootHelp(command) });
-  return { program, exitCode: () => exitCode };
+  return { program, exitCode: () => exitCode, commandName: () => commandName };
 }

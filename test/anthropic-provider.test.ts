@@ -14,7 +14,8 @@ import {
 } from "../src/shared/resume-plan.js";
 import { callModel } from "../src/worker/call-model.js";
 import { AnthropicModel, MISSING_ANTHROPIC_KEY } from "../src/worker/models/anthropic.js";
-import { buildAnthropicRequest, toAnthropicMessages } from "../src/worker/models/anthropic-request.js";
+import { toAnthropicMessages } from "../src/worker/models/anthropic-messages.js";
+import { buildAnthropicRequest } from "../src/worker/models/anthropic-request.js";
 import { type ModelEvent, type ModelRequest, ProviderError } from "../src/worker/models/provider.js";
 import { type FakeAnthropic, type FakeStream, startFakeAnthropic } from "./support/fake-anthropic.js";
 

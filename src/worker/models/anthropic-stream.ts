@@ -17,8 +17,8 @@
  * in stream order, become the step's `providerState` (provider-state.ts) — only on a whole
  * step (`message_stop`), and only when the step has thinking. A thinking block without a
  * signature (no `signature_delta` came), or with a NUL or lone surrogate that storing would
- * replace, is left out: the API refuses it back. The request side (replay,
- * thinking settings, cache breakpoints) is anthropic-request.ts.
+ * replace, is left out: the API refuses it back. The request side: replay in
+ * anthropic-messages.ts, thinking settings and cache breakpoints in anthropic-request.ts.
  */
 import { APIConnectionError, APIError } from "@anthropic-ai/sdk";
 import type { RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages";

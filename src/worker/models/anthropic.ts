@@ -1,7 +1,8 @@
 /**
  * The Anthropic provider: the Messages API, streamed (resume-semantics.md §6).
  *
- * Request: the history becomes alternating user/assistant turns (see `toAnthropicMessages`).
+ * Request: the history becomes alternating user/assistant turns (see `toAnthropicMessages`,
+ * anthropic-messages.ts).
  * The SDK's own retries are off (`maxRetries: 0`): the runtime retries, and only before any
  * output (call-model.ts). The API key comes from the worker's environment and goes to the SDK
  * only; it is never logged, stored or put in an error (errors are scrubbed besides:

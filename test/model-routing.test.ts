@@ -8,14 +8,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { type ModelConfig, parseAgentConfig, parseModelConfig } from "../src/shared/agent-config.js";
+import {
+  isAllowedBaseUrl,
+  parseAllowedBaseUrl,
+  parseAllowedBaseUrls,
+} from "../src/shared/allowed-base-urls.js";
 import { loadConfig } from "../src/shared/config.js";
 import { ValidationError } from "../src/shared/errors.js";
 import {
   checkAgentModels,
-  isAllowedBaseUrl,
   type ModelRouting,
-  parseAllowedBaseUrl,
-  parseAllowedBaseUrls,
   parseModelEndpoints,
   resolveModelRoute,
 } from "../src/shared/model-endpoints.js";

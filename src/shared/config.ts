@@ -10,9 +10,10 @@
 import { isIP } from "node:net";
 import { resolve } from "node:path";
 import type { z } from "zod";
+import { parseAllowedBaseUrls } from "./allowed-base-urls.js";
 import { envSchema, NUMBER_VARIABLES } from "./config-schema.js";
 import { ValidationError } from "./errors.js";
-import { type ModelRouting, parseAllowedBaseUrls, parseModelEndpoints } from "./model-endpoints.js";
+import { type ModelRouting, parseModelEndpoints } from "./model-endpoints.js";
 import { type PriceTable, parsePrices } from "./prices.js";
 import { readProcessEnv } from "./process-env.js";
 import {

@@ -24,9 +24,9 @@ import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { BlockList, isIP, type LookupFunction } from "node:net";
+import { type AllowedBaseUrl, isAllowedBaseUrl, parseAllowedBaseUrls } from "./allowed-base-urls.js";
 import { MAX_TIMER_MS } from "./config-schema.js";
 import { ValidationError } from "./errors.js";
-import { type AllowedBaseUrl, isAllowedBaseUrl, parseAllowedBaseUrls } from "./model-endpoints.js";
 import { LOOKUPS_AT_ONCE, limitLookups } from "./webhook-lookups.js";
 
 /** One delivery attempt's deadline, its host's lookup included (postWebhook). */

@@ -4,7 +4,7 @@
  * `503` with `Retry-After` (try again shortly), not `500 internal error`, which reads as a bug.
  */
 import type { Logger } from "pino";
-import { isConnectionError } from "./redis.js";
+import { isConnectionError } from "./redis-outage.js";
 
 /** postgres.js's own codes for a connection that failed or went away. */
 const POSTGRES_LINK = new Set([

@@ -9,7 +9,7 @@ import type { Logger } from "pino";
 import { type BullWorker, newBullWorker } from "../shared/bull-worker.js";
 import type { FleetConfig } from "../shared/config.js";
 import { QUEUES, type QueueKey } from "../shared/queues.js";
-import { isConnectionError } from "../shared/redis.js";
+import { isConnectionError } from "../shared/redis-outage.js";
 import type { RefusalLog } from "../shared/unavailable.js";
 import { eventsChannel } from "../shared/worker-signals.js";
 import { defaultFetchers, fetcherSlots } from "./fetchers.js";

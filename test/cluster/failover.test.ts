@@ -9,7 +9,8 @@
  */
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { closeRedis, createRedis, isConnectionError } from "../../src/shared/redis.js";
+import { closeRedis, createRedis } from "../../src/shared/redis.js";
+import { isConnectionError } from "../../src/shared/redis-outage.js";
 import { type RedisHandle, startRedisCluster } from "../support/redis-cluster.js";
 
 let cluster: RedisHandle;

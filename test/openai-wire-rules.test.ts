@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import type { AssistantMessage, Message } from "../src/shared/messages.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
-import { toResponsesInput } from "../src/worker/models/openai-responses.js";
+import { toResponsesInput } from "../src/worker/models/openai-responses-request.js";
 import { useFakeProviders } from "./support/fake-providers.js";
 import { foreignToolTurn, gpt, step } from "./support/model-steps.js";
 

@@ -36,7 +36,8 @@ import {
   refusesEncryptedReasoning,
 } from "./openai-errors.js";
 import { buildChatBody, type OpenAIModelConfig } from "./openai-request.js";
-import { buildResponsesBody, ResponsesStreamError, ResponsesStreamReader } from "./openai-responses.js";
+import { ResponsesStreamError, ResponsesStreamReader } from "./openai-responses.js";
+import { buildResponsesBody } from "./openai-responses-request.js";
 import {
   keyToSend,
   type ModelEvent,
@@ -150,7 +151,7 @@ export class OpenAIModel implements ModelProvider {
     for (const event of reader.finish(finishReason)) yield event;
   }
 
-  /** The Responses API (openai-responses.ts). */
+  /** The Responses API (openai-responses-request.ts, openai-responses.ts). */
   private async *streamResponses(request: ModelRequest): AsyncIterable<ModelEvent> {
     const client = this.getClient();
     const model = `${this.target.target} ${this.config.model}`;

@@ -15,7 +15,7 @@
  * append: a run whose live worker waits forever (a tool) is not resumed, only shown (run-progress.ts).
  */
 import { ownerOf } from "../shared/lease.js";
-import { type JobName, parseRunJob, type RunJob } from "../shared/queues.js";
+import { DeadClaims } from "./dead-claims.js";
 import { DeathWatch, livenessMode, liveWorkers } from "./liveness.js";
 import { OrphanedRuns } from "./orphaned-runs.js";
 import { type Cause, resumeOrPark } from "./resume-or-park.js";
@@ -58,12 +58,12 @@ async function forEachLimit<T>(
 
 export class Sweeper {
   private readonly deaths: DeathWatch;
-  private readonly claimDeaths: DeathWatch;
-  private lastLive: Set<string> | null = null;
   /** When this sweeper last saw Redis fail, answer slowly, or come back (its clock). */
   private redisTroubleAt = Number.NEGATIVE_INFINITY;
   /** Part 3, with where its next scan reads on (orphaned-runs.ts). */
   private readonly orphans: OrphanedRuns;
+  /** Part 4, with its own death watch of the workers that hold jobs (dead-claims.ts). */
+  private readonly deadClaims: DeadClaims;
   /** Sessions whose sweep failed, and warning about it once each (session-failures.ts). */
   private readonly failures: SessionFailures;
   private readonly now: () => number;
@@ -76,7 +76,6 @@ export class Sweeper {
   ) {
     this.confirmDeathMs = options.confirmDeathMs ?? 150;
     this.deaths = new DeathWatch(this.confirmDeathMs);
-    this.claimDeaths = new DeathWatch(this.confirmDeathMs);
     // Monotonic: with Date.now, a wall clock stepped an hour back right after Redis trouble
     // left every missing lease unjudged for that hour (test/sweeper-clock.test.ts).
     this.now = deps.now ?? (() => performance.now());
@@ -92,6 +91,13 @@ export class Sweeper {
       timed: (request) => this.timed(request),
     });
     this.orphans = new OrphanedRuns(deps, (sessionId, fn) => this.withSessionLock(sessionId, fn));
+    this.deadClaims = new DeadClaims(
+      deps,
+      new DeathWatch(this.confirmDeathMs),
+      this.now,
+      this.failures,
+      (sessionId, fn) => this.withSessionLock(sessionId, fn),
+    );
   }
 
   private get stopping(): boolean {
@@ -101,7 +107,7 @@ export class Sweeper {
   /** Forget liveness observations, e.g. after Redis came back (every worker reconnects). */
   resetLiveness(): void {
     this.deaths.reset();
-    this.claimDeaths.reset();
+    this.deadClaims.reset();
     this.locks.reset();
     this.redisTrouble();
   }
@@ -268,58 +274,11 @@ export class Sweeper {
   }
 
   /**
-   * Part 4: jobs a worker claimed but died before starting (their run is still queued, so
-   * part 1 cannot see them). BullMQ would bring them back only at its stalled check; the
-   * job's `processedBy` names the worker, whose liveness we know within milliseconds. The
-   * run is enqueued again under a new deterministic id; the stale job, if BullMQ ever
-   * hands it out again, finds the run taken and does nothing.
+   * Part 4: jobs a worker claimed but died before starting, enqueued again (dead-claims.ts);
+   * `live`: who is alive, read now when not given.
    */
   async sweepDeadClaims(live?: Set<string>): Promise<number> {
-    // Cheap when nobody died: active jobs are read only while a worker is missing.
-    const liveNow = live ?? (await this.liveWorkers());
-    const someoneLeft = this.lastLive === null || [...this.lastLive].some((id) => !liveNow.has(id));
-    this.lastLive = liveNow;
-    if (!someoneLeft && !this.claimDeaths.pending()) return 0;
-    const active = await this.deps.queues.getActive();
-    const owners = active.flatMap((job) => (job.processedBy ? [job.processedBy] : []));
-    if (owners.length === 0) return 0;
-    const dead = this.claimDeaths.observe(liveNow, owners, this.now());
-    if (dead.size === 0) return 0;
-    let count = 0;
-    for (const job of active) {
-      if (this.stopping) break;
-      const owner = job.processedBy;
-      if (!owner || !dead.has(owner)) continue;
-      let payload: RunJob;
-      let name: JobName;
-      try {
-        ({ name, payload } = parseRunJob(job.name, job.data));
-      } catch {
-        continue; // a malformed job fails on its own; nothing to recover
-      }
-      const done = await this.failures.guarded(payload.sessionId, () =>
-        this.withSessionLock(payload.sessionId, async () => {
-          const run = await this.deps.queries.getRun(payload.runId);
-          if (run?.status !== "queued") return false;
-          const holder = await this.deps.lease.holder(payload.sessionId);
-          if (holder !== null && ownerOf(holder) === owner)
-            await this.deps.lease.release(payload.sessionId, holder);
-          // The stale job stays `active` until BullMQ's stalled check: count it once.
-          const retryId = `${job.id}-after-${owner}`;
-          if (await this.deps.queues.getJob(name, retryId)) return false;
-          const counted = await this.deps.resumes.countRetry(payload.sessionId, payload.runId);
-          if (counted.action !== "retry") return false;
-          await this.deps.queues.enqueue(name, payload, { jobId: retryId, delayMs: counted.delayMs });
-          this.deps.log.info(
-            { runId: payload.runId, workerId: owner },
-            "run claimed by a dead worker re-enqueued",
-          );
-          return true;
-        }),
-      );
-      if (done) count++;
-    }
-    return count;
+    return this.deadClaims.sweep(live ?? (await this.liveWorkers()));
   }
 
   async tick(): Promise<SweepResult> {

@@ -7,7 +7,8 @@ import { resolve } from "node:path";
 import { loadConfig } from "../shared/config.js";
 import { ValidationError } from "../shared/errors.js";
 import { supervisorStopMs } from "../shared/shutdown.js";
-import { checkModuleFile, ignoringSigterm, migrate, untilSignal } from "./serve.js";
+import { checkModuleFile } from "./plugin-modules.js";
+import { ignoringSigterm, migrate, untilSignal } from "./serve.js";
 import { type ChildSpec, StartFailedError, Supervisor } from "./supervisor.js";
 
 export type UpOptions = {

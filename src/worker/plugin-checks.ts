@@ -1,10 +1,11 @@
 /**
  * What is wrong with the tools and extensions a worker is given, in words, before it starts:
  * `startWorker(config, { tools, extensions })` from code and `fleet worker --tools FILE
- * --extensions FILE` alike (commands/serve.ts loads the modules, then starts the worker). Pure:
- * no I/O. Found only later, each of these was silent or late: a hook named `onMesage` was never
- * called, a second tool of one name replaced the first, a hook that is no function threw at its
- * first run, a `parameters` that is no object failed each run of an agent listing the tool.
+ * --extensions FILE` alike (commands/plugin-modules.ts loads the modules, commands/serve.ts
+ * then starts the worker). Pure: no I/O. Found only later, each of these was silent or late: a
+ * hook named `onMesage` was never called, a second tool of one name replaced the first, a hook
+ * that is no function threw at its first run, a `parameters` that is no object failed each run
+ * of an agent listing the tool.
  */
 import { ValidationError } from "../shared/errors.js";
 import { BUILTIN_TOOL_NAMES } from "../shared/tool-names.js";

@@ -1,0 +1,114 @@
+/**
+ * The modules `fleet worker --tools FILE --extensions FILE` (and `fleet up`) are given:
+ * checked to be files, loaded (TypeScript through tsx), their default export read and each
+ * tool or extension checked (plugin-checks.ts). Used by serve.ts and up.ts.
+ */
+import { existsSync, statSync } from "node:fs";
+import { extname, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { ValidationError } from "../shared/errors.js";
+import type { Extension } from "../worker/extensions.js";
+import { extensionProblem, toolProblem } from "../worker/plugin-checks.js";
+import type { Tool } from "../worker/tools/registry.js";
+import { shareOwnPackage } from "./share-own-package.js";
+
+/**
+ * Loads user tools: a module whose default export is a Tool or an array of them. A
+ * TypeScript file is loaded through tsx, which a checkout has (a dev dependency); an
+ * installed package asks for it, or for the file compiled to JavaScript.
+ */
+export async function loadTools(file: string): Promise<Tool[]> {
+  const exported = await loadModuleExport(file, "--tools", "tools");
+  const tools = Array.isArray(exported) ? exported : exported ? [exported] : [];
+  if (tools.length === 0)
+    throw new ValidationError("--tools", `${file} exports no tools (export default [tool, ...])`);
+  for (const [i, tool] of tools.entries()) {
+    const problem = toolProblem(tool, i);
+    if (problem) throw new ValidationError("--tools", `${file}: ${problem}`);
+  }
+  return tools as Tool[];
+}
+
+/**
+ * Loads extensions (contracts §8): a module whose default export is an extension
+ * (`defineExtension({...})`) or an array of them; each needs a `name`, its hooks must be
+ * functions, and a function under another name is refused (plugin-checks.ts).
+ */
+export async function loadExtensions(file: string): Promise<Extension[]> {
+  const exported = await loadModuleExport(file, "--extensions", "extensions");
+  const list = Array.isArray(exported) ? exported : exported ? [exported] : [];
+  if (list.length === 0)
+    throw new ValidationError(
+      "--extensions",
+      `${file} exports no extension (export default defineExtension({ name, ... }))`,
+    );
+  for (const [i, extension] of list.entries()) {
+    const problem = extensionProblem(extension, i);
+    if (problem) throw new ValidationError("--extensions", `${file}: ${problem}`);
+  }
+  return list as Extension[];
+}
+
+/** A `--tools` / `--extensions` argument that names no file: refused as a usage error (exit 2). */
+export function checkModuleFile(file: string, flag: string): void {
+  if (!existsSync(resolve(file))) throw new ValidationError(flag, `${file}: no such file`);
+  if (statSync(resolve(file)).isDirectory())
+    throw new ValidationError(flag, `${file}: is a folder, not a module file`);
+}
+
+/** A module's default export (or its named `fallback` export), loading TypeScript through tsx. */
+async function loadModuleExport(file: string, flag: string, fallback: string): Promise<unknown> {
+  const url = pathToFileURL(resolve(file)).href;
+  checkModuleFile(file, flag);
+  let module: { default?: unknown };
+  // TypeScript goes through tsx from the start: outside a `"type": "module"` package, Node
+  // takes a .ts file for CommonJS JavaScript and fails on its types ("Missing initializer
+  // in const declaration") instead of refusing the extension, so tsx was never asked.
+  const typescript = TYPESCRIPT.test(file);
+  if (typescript) await registerTypeScript(file, flag);
+  if (typescript) await shareOwnPackage(resolve(file));
+  try {
+    module = await import(typescript ? `${url}?typescript` : url);
+  } catch (error) {
+    if (typescript || (error as NodeJS.ErrnoException).code !== "ERR_UNKNOWN_FILE_EXTENSION")
+      throw new Error(`${flag}: ${file} could not be loaded: ${(error as Error).message}`, { cause: error });
+    await registerTypeScript(file, flag);
+    await shareOwnPackage(resolve(file));
+    // Another URL: the loader remembers the failed import of the first one.
+    module = await import(`${url}?typescript`);
+  }
+  return exportOf(module, fallback);
+}
+
+/**
+ * The module's default export, else its export named `fallback`. A TypeScript module that
+ * tsx compiled as CommonJS (outside a `"type": "module"` package) arrives as its
+ * `module.exports`, which holds the ES exports and `__esModule`: they are read there.
+ */
+function exportOf(module: { default?: unknown }, fallback: string): unknown {
+  const exported = module.default as { __esModule?: unknown } | undefined;
+  const exports =
+    exported !== null && typeof exported === "object" && exported.__esModule === true
+      ? (exported as Record<string, unknown>)
+      : (module as Record<string, unknown>);
+  return exports.default ?? exports[fallback];
+}
+
+const TYPESCRIPT = /\.[cm]?tsx?$/;
+
+async function registerTypeScript(file: string, flag: string): Promise<void> {
+  let api: { register: () => unknown };
+  let cjs: { register: () => unknown };
+  try {
+    api = await import("tsx/esm/api");
+    // A .ts file outside a `"type": "module"` package is CommonJS to Node: tsx's require hook.
+    cjs = await import("tsx/cjs/api");
+  } catch {
+    throw new ValidationError(
+      flag,
+      `${file} is ${extname(file)} TypeScript: install tsx beside agent-fleet (\`npm install tsx\`) to load it, or compile it to JavaScript`,
+    );
+  }
+  api.register();
+  cjs.register();
+}

@@ -132,7 +132,7 @@ export type ResumeInput = {
   agent: ResumeSettings;
   /** Automatic resumes since the count last started. */
   attempts: number;
-  /** Whether the session progressed since then (automatic-resumes.ts `stand`). */
+  /** Whether the session progressed since then (store/resume-stand.ts `readStand`). */
   progressed: boolean;
   /**
    * Automatic `continue_response` resumes since the latest run someone asked for started (a new

@@ -33,7 +33,7 @@ export type RunOutcome = (typeof RUN_OUTCOMES)[number];
  * How the stored error (`runs.error`) of a run starts when the provider refused the agent's
  * primary model in a way it would repeat (a 401/403, a model that does not exist: the worker's
  * `primaryRejected`). It is what every scheduler of the next automatic resume reads
- * (automatic-resumes.ts `stand`), not only the worker that ended the run: the sweeper's scan
+ * (store/resume-stand.ts `readStand`), not only the worker that ended the run: the sweeper's scan
  * may see the ended run before that worker asks for the resume on a fallback model, and it then
  * scheduled one on the rejected primary, which failed the same way (one more provider call).
  */

@@ -5,18 +5,7 @@
  * read, nothing rotated). Checked before any request, so no API is needed here.
  */
 import { describe, expect, it } from "vitest";
-import { buildProgram, CommandLineExit } from "../src/commands/program.js";
-
-async function usageLine(args: string[]): Promise<{ line: string | undefined; code: number }> {
-  const { program } = buildProgram();
-  try {
-    await program.parseAsync(args, { from: "user" });
-  } catch (error) {
-    if (error instanceof CommandLineExit) return { line: error.line, code: error.exitCode };
-    throw error;
-  }
-  throw new Error(`${args.join(" ")} was accepted`);
-}
+import { usageLine } from "./support/usage-line.js";
 
 describe("fleet webhook-secret --idempotency-key", () => {
   it("without --rotate is a usage error naming both flags", async () => {

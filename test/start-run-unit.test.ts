@@ -178,3 +178,107 @@ describe("planRunStart for a resume", () => {
     });
   });
 });
+
+describe("planRunStart for a resume of a resume", () => {
+  const cut: Message = { role: "assistant", content: "Hel", stopReason: "interrupted" };
+  const long: Message = { role: "assistant", content: "long…", stopReason: "max_output" };
+
+  /** The first resume's plan, its appends stored, then its worker died before the model answered. */
+  function afterFirstResume(history: Message[]): Message[] {
+    const first = planRunStart(RESUME, history);
+    if (first.action !== "start") throw new Error(`first resume refused: ${first.reason}`);
+    return [...history, ...first.appends];
+  }
+
+  it.each([
+    ["recover_tools, one of two answered", [user, askTwo, resultA]],
+    ["recover_tools, none answered", [user, askTwo]],
+    ["retry_response", [user, cut]],
+    ["continue_response", [user, long]],
+    ["call_model", [user]],
+  ] as [string, Message[]][])(
+    "after a %s resume whose worker died: call_model, adding nothing",
+    (_kind, history) => {
+      const stored = afterFirstResume(history);
+      // No call is answered twice, and no instruction is given twice.
+      expect(planRunStart(RESUME, stored)).toEqual({
+        action: "start",
+        appends: [],
+        resumeKind: "call_model",
+        interruptedCalls: [],
+      });
+    },
+  );
+
+  it("a resumed response cut again is resumed by its own kind, with one more instruction", () => {
+    const retried = [...afterFirstResume([user, cut]), { ...cut, content: "Hello, wor" }];
+    expect(planRunStart(RESUME, retried)).toEqual({
+      action: "start",
+      appends: [{ role: "internal", content: RETRY_RESPONSE_TEXT }],
+      resumeKind: "retry_response",
+      interruptedCalls: [],
+    });
+    const continued = [...afterFirstResume([user, long]), { ...long, content: " and longer…" }];
+    expect(planRunStart(RESUME, continued)).toMatchObject({
+      appends: [{ role: "internal", content: CONTINUE_RESPONSE_TEXT }],
+      resumeKind: "continue_response",
+    });
+  });
+
+  it("a resume whose model asked for tools again and died among them owes only the new step's calls", () => {
+    const callC: ToolCall = { id: "c", name: "write_file", arguments: { path: "c.txt", content: "C" } };
+    const callD: ToolCall = { id: "d", name: "append_file", arguments: { path: "d.txt", line: "D" } };
+    // Anthropic: signed thinking before the calls, stored with the step (contracts §13).
+    const thinking = {
+      provider: "anthropic",
+      blocks: [{ type: "thinking", thinking: "c then d", signature: "sig" }],
+    };
+    const askAgain: Message = {
+      role: "assistant",
+      content: "",
+      toolCalls: [callC, callD],
+      stopReason: "tool_use",
+      providerState: thinking,
+    };
+    const resultC: Message = {
+      role: "tool",
+      toolCallId: "c",
+      name: "write_file",
+      content: "wrote c.txt",
+      success: true,
+    };
+    const history = [...afterFirstResume([user, askTwo, resultA]), askAgain, resultC];
+    const before = structuredClone(history);
+    expect(planRunStart(RESUME, history)).toEqual({
+      action: "start",
+      appends: [
+        {
+          role: "tool",
+          toolCallId: "d",
+          name: "append_file",
+          content: INTERRUPTED_TOOL_TEXT,
+          success: false,
+        },
+      ],
+      resumeKind: "recover_tools",
+      interruptedCalls: ["append_file"],
+    });
+    // The step keeps its thinking; nothing stored is rewritten.
+    expect(history).toEqual(before);
+  });
+
+  it("new input after a cut step that carried half-formed calls closes none of them", () => {
+    const cutWithCalls: Message = { ...cut, toolCalls: [callA, callB] };
+    expect(planRunStart(RUN, [user, cutWithCalls])).toEqual({
+      action: "start",
+      appends: [{ role: "user", content: "next question" }],
+      resumeKind: null,
+      interruptedCalls: [],
+    });
+    expect(planRunStart(RESUME, [user, cutWithCalls])).toMatchObject({
+      appends: [{ role: "internal", content: RETRY_RESPONSE_TEXT }],
+      resumeKind: "retry_response",
+      interruptedCalls: [],
+    });
+  });
+});

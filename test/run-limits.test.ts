@@ -80,6 +80,36 @@ describe("limits that always hold", () => {
     expect((await client.getSession(id)).runs).toHaveLength(session.runs.length);
   }, 40_000);
 
+  it("a provider that pauses for ever is parked attempts_exhausted, its last run ended paused, within SWEEPER_MAX_ATTEMPTS + 1 runs", async () => {
+    // resume-semantics §2: a step paused at the pause limit is resumed call_model; §5: the
+    // sweeper's resumes are bounded, and a session that keeps stopping at one point is parked.
+    const { id } = await client.createSession({
+      agent: {
+        model: { provider: "scripted", steps: [{ text: "still searching", stopReason: "paused" }] },
+        pauseLimit: 1,
+      },
+    });
+    await client.send(id, "find it");
+    const session = await terminal(id, 30_000);
+    expect(session.status).toBe("parked");
+    expect(session.parkedReason).toBe(
+      `attempts_exhausted: ${MAX_ATTEMPTS} automatic resumes made no progress; the last run ended paused`,
+    );
+    expect(session.runs).toHaveLength(MAX_ATTEMPTS + 1);
+    expect(session.runs.map((r) => [r.kind, r.resumeKind, r.endedReason])).toEqual([
+      ["run", null, "paused"],
+      ...Array.from({ length: MAX_ATTEMPTS }, () => ["resume", "call_model", "paused"]),
+    ]);
+    // Each run called the model pauseLimit + 1 times; a resume adds nothing of its own.
+    expect(session.messages.map((m) => m.role)).toEqual([
+      "user",
+      ...Array.from({ length: 2 * (MAX_ATTEMPTS + 1) }, () => "assistant"),
+    ]);
+    // Parked means parked: nothing more happens.
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect((await client.getSession(id)).runs).toHaveLength(MAX_ATTEMPTS + 1);
+  }, 40_000);
+
   it("maxTurns: 2 on a looping script: exactly one run, two model calls, parked max_turns", async () => {
     const { id } = await client.createSession({
       agent: {

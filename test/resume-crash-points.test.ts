@@ -8,8 +8,12 @@
  * model was answering, and the resume is `call_model`, adding nothing. A resume that is cut
  * short in turn is resumed again from where the history ends: after a crash inside a
  * `retry_response` resume, the retry instruction is already stored, so the next resume is
- * `call_model` and sends it once — not a second instruction.
+ * `call_model` and sends it once — not a second instruction. Likewise after a crash inside a
+ * `recover_tools` resume: the interrupted call's result is already stored, so the next resume
+ * answers it no second time.
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
@@ -17,6 +21,8 @@ import { RETRY_RESPONSE_TEXT } from "../src/shared/resume-plan.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
 import { createFleetEnv, type FleetEnv, seqsOf, type WorkerProcess, waitFor } from "./support/fleet-env.js";
+import { CRASH_HISTORY } from "./support/histories.js";
+import { INTERRUPTED_TEXT } from "./support/sleepy-sessions.js";
 
 const KEY = "test-key";
 /** Text that streams one piece a second: the worker is killed while it streams. */
@@ -53,10 +59,12 @@ describe("a worker killed while the model answers", () => {
     return spawned;
   }
 
-  async function session(): Promise<string> {
+  /** A session on the fake server; `messages`: a history to import (it runs nothing). */
+  async function session(messages?: typeof CRASH_HISTORY): Promise<string> {
     fake = await startFakeOpenAI();
     const { id } = await client.createSession({
-      agent: { model: { provider: "openai", model: "gpt-test", baseUrl: fake.url } },
+      agent: { model: { provider: "openai", model: "gpt-test", baseUrl: fake.url }, tools: ["write_file"] },
+      ...(messages ? { messages } : {}),
     });
     return id;
   }
@@ -160,5 +168,48 @@ describe("a worker killed while the model answers", () => {
       ["resume", "retry_response", "crashed"],
       ["resume", "call_model", "completed"],
     ]);
+  }, 90_000);
+
+  it("a crash inside a recover_tools resume: the next resume is call_model, and b is answered once", async () => {
+    // §7.2's history: write_file a and b asked for, only a's result stored.
+    const id = await session(CRASH_HISTORY);
+    fake.enqueue(SLOW);
+    fake.enqueue({ text: ["1 tool was interrupted"] });
+    const victim = await worker();
+    const { kind } = await client.resume(id);
+    expect(kind).toBe("recover_tools");
+    await killWhileStreaming(id, victim, 1);
+
+    // The resume stored b's result, byte for byte the §3 text, before it called the model.
+    const killed = await client.getSession(id);
+    expect(killed.messages.slice(2).map(({ seq, createdAt, ...m }) => m)).toEqual([
+      { role: "tool", toolCallId: "a", name: "write_file", content: "wrote a.txt", success: true },
+      { role: "tool", toolCallId: "b", name: "write_file", content: INTERRUPTED_TEXT, success: false },
+    ]);
+    expect(Buffer.from(killed.messages[3]!.content)).toEqual(Buffer.from(INTERRUPTED_TEXT));
+
+    await worker();
+    await completed(id);
+    const done = await client.getSession(id);
+    expect(seqsOf(done.messages)).toEqual([1, 2, 3, 4, 5]);
+    expect(done.messages.map((m) => m.role)).toEqual(["user", "assistant", "tool", "tool", "assistant"]);
+    expect(done.messages.at(-1)).toMatchObject({ content: "1 tool was interrupted", stopReason: "end_turn" });
+    // Both requests carried a's result and b's interrupted one, once each: the second resume
+    // added nothing, and neither write_file ran (no file of the crash history was written).
+    expect(fake.requests).toHaveLength(2);
+    expect(fake.requests[1]!.body.messages).toEqual(fake.requests[0]!.body.messages);
+    const results = (
+      fake.requests[1]!.body.messages as { role: string; tool_call_id?: string; content?: string }[]
+    ).filter((m) => m.role === "tool");
+    expect(results.map((m) => m.tool_call_id)).toEqual(["a", "b"]);
+    expect(results[1]!.content).toContain(INTERRUPTED_TEXT);
+    expect(existsSync(join(fleet.config.toolDir, "a.txt"))).toBe(false);
+    expect(existsSync(join(fleet.config.toolDir, "b.txt"))).toBe(false);
+    const runs = done.runs;
+    expect(runs.map((r) => [r.kind, r.trigger, r.resumeKind, r.endedReason])).toEqual([
+      ["resume", "api", "recover_tools", "crashed"],
+      ["resume", runs[1]!.trigger, "call_model", "completed"],
+    ]);
+    expect(["sweeper", "worker"]).toContain(runs[1]!.trigger);
   }, 90_000);
 });

@@ -7,6 +7,8 @@
  * Crash states are created directly (imported histories, rows written with SQL) and most
  * sweeps are driven by calling the Sweeper's methods, so each test decides when it sweeps.
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
@@ -301,6 +303,64 @@ describe("sweeper policy", () => {
       resumeKind: "retry_response",
       endedReason: "completed",
     });
+  });
+
+  it("a cut step that carried half-formed tool calls is retried or continued, its calls neither run nor answered", async () => {
+    // resume-semantics §2/§3: calls of a step cut by a fault or the output limit were never
+    // executed and are owed no result; the resume keeps the step and adds only its instruction.
+    const halfCall = (path: string) => [
+      { id: `half-${path}`, name: "write_file", arguments: { path, content: "x" } },
+    ];
+    const endings = [
+      {
+        stopReason: "interrupted",
+        path: "cut-fault.txt",
+        instruction: RETRY_RESPONSE_TEXT,
+        kind: "retry_response",
+      },
+      {
+        stopReason: "max_output",
+        path: "cut-limit.txt",
+        instruction: CONTINUE_RESPONSE_TEXT,
+        kind: "continue_response",
+      },
+    ];
+    const sessions: { id: string; history: Message[] }[] = [];
+    for (const ending of endings) {
+      const history: Message[] = [
+        { role: "user", content: `Write ${ending.path}` },
+        {
+          role: "assistant",
+          content: "I'll write",
+          toolCalls: halfCall(ending.path),
+          stopReason: ending.stopReason,
+        },
+      ];
+      const id = await importSession(
+        {
+          model: { provider: "scripted", steps: [{ text: "(unused)" }, { text: "Not written." }] },
+          tools: ["write_file"],
+        },
+        history,
+      );
+      sessions.push({ id, history });
+    }
+    const { sweeper } = makeSweeper();
+    expect(await sweeper.sweepInterrupted()).toEqual({ resumed: 2, parked: 0 });
+    for (const [i, ending] of endings.entries()) {
+      const { id, history } = sessions[i]!;
+      await waitForStatus(id, "completed");
+      const session = await client.getSession(id);
+      expect(session.messages.map(({ seq, createdAt, ...m }) => m)).toEqual([
+        ...readBack(history),
+        { role: "internal", content: ending.instruction },
+        { role: "assistant", content: "Not written.", stopReason: "end_turn", usage: null },
+      ]);
+      expect(session.runs.map((r) => [r.kind, r.resumeKind, r.endedReason])).toEqual([
+        ["resume", ending.kind, "completed"],
+      ]);
+      expect(existsSync(join(fleet.config.toolDir, ending.path))).toBe(false);
+    }
   });
 
   it("parks a session whose provider rejects the request at once (provider_rejected), without resumes", async () => {

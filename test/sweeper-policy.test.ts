@@ -27,6 +27,7 @@ import { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import { Sweeper } from "../src/sweeper/sweeper.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
+import { parseSamples, sampleValue } from "./support/metric-samples.js";
 import { aWholeWideScan } from "./support/sweeps.js";
 
 type RunDbRow = {
@@ -38,27 +39,6 @@ type RunDbRow = {
   ended_reason: string | null;
   model: { provider: string; steps?: { text?: string }[] } | null;
 };
-
-/** Parses Prometheus text into samples: name, labels, value. */
-function parseSamples(text: string): { name: string; labels: Record<string, string>; value: number }[] {
-  const samples: { name: string; labels: Record<string, string>; value: number }[] = [];
-  for (const line of text.split("\n")) {
-    if (line === "" || line.startsWith("#")) continue;
-    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)/.exec(line);
-    if (!match) throw new Error(`unparsable metrics line: ${line}`);
-    const labels: Record<string, string> = {};
-    for (const l of (match[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
-      labels[l[1]!] = l[2]!;
-    samples.push({ name: match[1]!, labels, value: Number(match[3]) });
-  }
-  return samples;
-}
-
-function sampleValue(text: string, name: string, labels: Record<string, string>): number | undefined {
-  return parseSamples(text).find(
-    (s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v),
-  )?.value;
-}
 
 /** Messages as a read gives them back: an assistant message's unknown usage is `null` (contracts §13). */
 const readBack = (messages: readonly Message[]): Message[] =>

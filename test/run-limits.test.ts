@@ -4,6 +4,8 @@
  * crashes, imports that run nothing, and resumes refused while a run is on its way.
  */
 import { randomBytes } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { FleetApiError, FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
@@ -108,6 +110,41 @@ describe("limits that always hold", () => {
     // Parked means parked: nothing more happens.
     await new Promise((r) => setTimeout(r, 1_000));
     expect((await client.getSession(id)).runs).toHaveLength(MAX_ATTEMPTS + 1);
+  }, 40_000);
+
+  it("a session that progresses before every failure is parked max_turns after maxTurns automatic resumes", async () => {
+    // Each run has a tool run to its end, then its answer breaks, alternately by a fault and by
+    // the output limit: every resume moved the session on (contracts §12 starts the attempt count
+    // again), so SWEEPER_MAX_ATTEMPTS never parks it; maxTurns bounds one request's resumes.
+    const tool = { toolCalls: [{ name: "append_file", arguments: { path: "progress.txt", line: "ran" } }] };
+    const breaks = [
+      { text: "half", fault: "stream_cut" as const },
+      { text: "a part", stopReason: "max_output" },
+    ];
+    const steps = Array.from({ length: 12 }, (_, i) => [tool, breaks[i % 2]!]).flat();
+    const { id } = await client.createSession({
+      agent: { model: { provider: "scripted", steps }, tools: ["append_file"], maxTurns: 4 },
+    });
+    await client.send(id, "go");
+    const session = await terminal(id, 30_000);
+    expect(session.status).toBe("parked");
+    expect(session.parkedReason).toBe(
+      "max_turns: 4 automatic resumes since the latest run asked for (maxTurns 4)",
+    );
+    expect(session.runs.map((r) => [r.kind, r.resumeKind, r.endedReason])).toEqual([
+      ["run", null, "interrupted"],
+      ["resume", "retry_response", "max_output"],
+      ["resume", "continue_response", "interrupted"],
+      ["resume", "retry_response", "max_output"],
+      ["resume", "continue_response", "interrupted"],
+    ]);
+    // One tool run per run, each once: 5 lines, 5 results, none answered by the runtime.
+    const lines = (await readFile(join(fleet.config.toolDir, "progress.txt"), "utf8")).trim().split("\n");
+    expect(lines).toEqual(Array.from({ length: 5 }, () => "ran"));
+    const results = session.messages.filter((m) => m.role === "tool");
+    expect(results.map((m) => m.success)).toEqual([true, true, true, true, true]);
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect((await client.getSession(id)).runs).toHaveLength(5);
   }, 40_000);
 
   it("maxTurns: 2 on a looping script: exactly one run, two model calls, parked max_turns", async () => {

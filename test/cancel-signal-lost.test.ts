@@ -13,6 +13,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { parseAgentConfig } from "../src/shared/agent-config.js";
+import { eventStreamKey } from "../src/shared/events.js";
 import { cancelSessions } from "../src/shared/store/batch-cancel.js";
 import { type Fence, FencedWrites } from "../src/shared/store/fenced-writes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
@@ -73,6 +74,30 @@ describe("a cancel whose signal no worker read, then a new message", () => {
     const tools = await messagesOf(id, "tool");
     expect(tools.filter((tool) => tool.run_id === first.runId && tool.success === true)).toHaveLength(1);
     expect((await client.waitForRun(second.runId, { timeoutMs: 30_000 })).endedReason).toBe("completed");
+  }, 90_000);
+});
+
+describe("a cancel whose signal no worker read, during the run's last model call", () => {
+  it("ends the run `cancelled` with its last answer kept; the session stays cancelled", async () => {
+    const agent = { model: { provider: "scripted" as const, steps: [{ delayMs: 5_000, text: "done" }] } };
+    const { id } = await client.createSession({ agent });
+    const { runId } = await client.send(id, "go");
+    await waitFor(async () => (await client.getRun(runId)).status === "running", 30_000, "the run's start");
+    const [row] = await fleet.database.sql<
+      { tenant: string }[]
+    >`select tenant from sessions where id = ${id}`;
+    const cancel = await cancelSessions(fleet.database, row!.tenant, { sessionId: id });
+    expect(cancel.running.map((run) => run.id)).toEqual([runId]);
+    // The cancel came while the last model call was still out (its answer not appended).
+    expect(await messagesOf(id, "assistant")).toHaveLength(0);
+
+    expect((await client.waitForRun(runId, { timeoutMs: 30_000 })).endedReason).toBe("cancelled");
+    expect((await messagesOf(id, "assistant")).map((m) => m.content)).toEqual(["done"]);
+    const session = await client.getSession(id);
+    expect([session.status, session.runs.length]).toEqual(["cancelled", 1]);
+    const stream = await fleet.redis.xrange(eventStreamKey(fleet.config.prefix, id), "-", "+");
+    const events = stream.map(([, f]) => JSON.parse(f[f.indexOf("data") + 1]!) as Record<string, unknown>);
+    expect(events.filter((e) => e.type === "RUN_COMPLETED")).toMatchObject([{ runId, outcome: "cancelled" }]);
   }, 90_000);
 });
 

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { parseAgentConfig } from "../src/shared/agent-config.js";
 import { FencedError } from "../src/shared/errors.js";
 import type { Message } from "../src/shared/messages.js";
+import { cancelSessions } from "../src/shared/store/batch-cancel.js";
 import { type Fence, FencedWrites } from "../src/shared/store/fenced-writes.js";
 import { GroupCommit } from "../src/shared/store/group-commit.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
@@ -279,6 +280,47 @@ describe("grouped run ends (the last append and the run's end)", () => {
     expect(await sessionState(withNext.fence.sessionId)).toMatchObject({ status: "active", last_seq: 2 });
     expect(await sessionState(fenced.fence.sessionId)).toMatchObject({ status: "active", last_seq: 1 });
     expect((await stored(done.fence.sessionId)).messages).toEqual(["1:go", "2:one"]);
+  });
+
+  it("a run a cancel found running ends `cancelled`, its last message kept, grouped or alone", async () => {
+    // The cancel (contracts §9) commits while the run's last model call is out; its signal is
+    // lost, so the run comes to its end as if nothing happened. `reopened` got a new message
+    // after the cancel (the session active again, that message's run queued).
+    const [plain, reopened, alone] = await Promise.all([running(), running(), running()]);
+    for (const { fence } of [plain, reopened, alone]) {
+      const cancel = await cancelSessions(fleet.database, "default", { sessionId: fence.sessionId });
+      expect(cancel.sessionIds).toEqual([fence.sessionId]);
+    }
+    const { run: again } = await queries.createRun(
+      { sessionId: reopened.fence.sessionId, kind: "run", trigger: "api", input: "again" },
+      { unpark: true },
+    );
+    const cursor = { lastSeq: 1, lastStepSeq: null };
+    const end = ({ fence, runId }: { fence: Fence; runId: string }) =>
+      writes.appendAndEndRun(
+        fence,
+        cursor,
+        runId,
+        { message: answer("late"), tail: "completed" },
+        "completed",
+      );
+    const before = statements;
+    const [onPlain, onReopened] = await Promise.all([end(plain), end(reopened)]);
+    expect(statements - before).toBe(1);
+    const onAlone = await end(alone);
+    expect(statements - before).toBe(2);
+    for (const { runId } of [plain, reopened, alone])
+      expect(await runRow(runId)).toMatchObject({ status: "ended", ended_reason: "cancelled" });
+    for (const { fence } of [plain, reopened, alone])
+      expect((await stored(fence.sessionId)).messages).toEqual(["1:go", "2:late"]);
+    // The worker learns it from the answer: RUN_COMPLETED, its metric and hooks say `cancelled` too.
+    expect([onPlain.cancelled, onReopened.cancelled, onAlone.cancelled]).toEqual([true, true, true]);
+    expect([onPlain.next, onReopened.next?.id, onAlone.next]).toEqual([null, again.id, null]);
+    expect(await sessionState(plain.fence.sessionId)).toMatchObject({
+      status: "cancelled",
+      parked_reason: null,
+    });
+    expect(await sessionState(reopened.fence.sessionId)).toMatchObject({ status: "active" });
   });
 
   it("a limit does not park a session that has another run queued", async () => {

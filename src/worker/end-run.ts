@@ -67,6 +67,13 @@ export async function finishRun(started: StartedRun, loopResult: LoopResult): Pr
       history.push(stored!);
       await observer.committed(stored!);
       next = ended.next;
+      // A cancel committed while the run was out on its last model call (its signal lost, or
+      // come once the model had answered): the statement ended the run `cancelled`, parking
+      // nothing (contracts §9), and its event, metric and hooks say so too.
+      if (ended.cancelled && result.outcome !== "cancelled") {
+        result = { ...result, outcome: "cancelled" };
+        park = undefined;
+      }
     } else {
       park = { reason: result.outcome, detail: result.error };
       next = await deps.writes.endRun(fence, run.id, result.outcome, {

@@ -86,9 +86,14 @@ export function ridingOutWrites<W extends object>(writes: W, deps: RideoutDeps):
                 if (!found) return null;
                 // The message and the run's end committed together: the run is ended, and
                 // endRun, which changes nothing on an ended run, answers the session's next
-                // queued run.
+                // queued run. `cancelled` is read as the ending statement read it.
                 const next = await w.endRun!(fence, runId, outcome, detail);
-                return { stored: found.stored, next, sessionEvents: found.sessionEvents };
+                return {
+                  stored: found.stored,
+                  next,
+                  cancelled: found.cancelled,
+                  sessionEvents: found.sessionEvents,
+                };
               },
               () => w.appendAndEndRun!(fence, cursor, runId, last, outcome, detail),
             ),

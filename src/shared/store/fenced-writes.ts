@@ -283,7 +283,9 @@ export class FencedWrites {
    * step here instead of appending it on its own). Fenced on the epoch and `last_seq` like
    * `append`; the session's bookkeeping of `endRun` (the resume count reset after a
    * completed run, parking) is folded into the same session update. Returns the stored
-   * message and the session's next queued run.
+   * message and the session's next queued run; `cancelled`: a cancel committed while the run
+   * was running (its signal lost, or come after the model answered), so the run was ended
+   * `cancelled` instead of `outcome` (contracts §9), its last message kept.
    */
   async appendAndEndRun(
     fence: Fence,
@@ -292,7 +294,7 @@ export class FencedWrites {
     last: { message: Message; tail: TailState; estimatedTokens?: number },
     outcome: string,
     detail: { error?: string | null; usage?: Usage | null; park?: { reason: string; detail?: string } } = {},
-  ): Promise<{ stored: StoredMessage[]; next: RunRow | null; sessionEvents?: boolean }> {
+  ): Promise<{ stored: StoredMessage[]; next: RunRow | null; cancelled: boolean; sessionEvents?: boolean }> {
     const messages = [last.message];
     const answer = await this.endingAppends.call(
       withFields(sessionAppend(fence, cursor, runId, messages, last.tail, last.estimatedTokens ?? 0), {
@@ -304,11 +306,12 @@ export class FencedWrites {
       }),
     );
     if ("error" in answer) throw answer.error;
-    const { fenceOk, inserted, next, sessionEvents } = answer.outcome;
+    const { fenceOk, cancelled, inserted, next, sessionEvents } = answer.outcome;
     if (!fenceOk) throw new FencedError(fence.sessionId, fence.epoch);
     return {
       stored: stored(messages, inserted),
       next: next ? runFromRaw(next) : null,
+      cancelled,
       ...(sessionEvents === null ? {} : { sessionEvents }),
     };
   }

@@ -43,6 +43,11 @@ export type Inserted = { seq: number; created_at: string };
 export type AppendOutcome = { inserted: Inserted[]; status: string | null; sessionEvents: boolean | null };
 export type EndingOutcome = {
   fenceOk: boolean;
+  /**
+   * A cancel committed while this run was running (`endsCancelled`): the run was ended
+   * `cancelled`, whatever outcome its worker sent, and nothing parked the session for it.
+   */
+  cancelled: boolean;
   inserted: Inserted[];
   next: RawRun | null;
   sessionEvents: boolean | null;
@@ -80,8 +85,15 @@ export async function appendAlone(database: Database, append: SessionAppend): Pr
 export async function endingAppendAlone(database: Database, append: EndingAppend): Promise<EndingOutcome> {
   const completed = append.outcome === "completed";
   const { sessionId, runId, park } = append;
+  const runIdText = database.sql`${runId}::text`;
   const [result] = await database.sql<
-    { fence_ok: boolean; inserted: Inserted[]; next: RawRun | null; session_events: boolean | null }[]
+    {
+      fence_ok: boolean;
+      cancelled: boolean;
+      inserted: Inserted[];
+      next: RawRun | null;
+      session_events: boolean | null;
+    }[]
   >`
     with s as (
       update sessions
@@ -90,16 +102,16 @@ export async function endingAppendAlone(database: Database, append: EndingAppend
              ${countBytes(database.sql, append.bytes, append.lastSeq + append.rows.length)},
              resume_attempts = case when ${completed} then 0 else resume_attempts end,
              next_resume_at = case when ${completed} then null else next_resume_at end,
-             status = case when ${park !== null} and status = 'active'
+             status = case when ${park !== null} and status = 'active' and not ${runCancelled(database, runIdText)}
                              and not exists (select 1 from runs q where q.session_id = ${sessionId}
                                                and q.status = (select 'queued'::text) and q.id <> ${runId})
                            then 'parked' else status end,
-             parked_reason = case when ${park !== null} and status = 'active'
+             parked_reason = case when ${park !== null} and status = 'active' and not ${runCancelled(database, runIdText)}
                              and not exists (select 1 from runs q where q.session_id = ${sessionId}
                                                and q.status = (select 'queued'::text) and q.id <> ${runId})
                            then ${park} else parked_reason end
        where id = ${sessionId} and lease_epoch = ${append.epoch} and last_seq = ${append.lastSeq}
-      returning id, status, session_events
+      returning id, status, session_events, ${endsCancelled(database, runIdText)}
     ), ins as (
       insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, run_id)
       select s.id, m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.call_seq, m.name, m.success, m.stop_reason, m.usage, m.provider_state, ${runId}
@@ -108,13 +120,15 @@ export async function endingAppendAlone(database: Database, append: EndingAppend
         name text, success boolean, stop_reason text, usage jsonb, provider_state jsonb)
       returning seq, created_at
     ), r as (
-      update runs set status = 'ended', ended_reason = ${append.outcome}, ended_at = now(),
+      update runs set status = 'ended', ended_at = now(),
+                      ended_reason = case when (select cancelled from s) then 'cancelled' else ${append.outcome} end,
                       error = ${append.error},
                       usage = ${append.usage ? JSON.stringify(append.usage) : null}::jsonb
        where id = ${runId} and (status <> 'ended') is true and exists (select 1 from s)
       returning id
     )
     select exists (select 1 from s) as fence_ok, (select session_events from s) as session_events,
+           coalesce((select cancelled from s), false) as cancelled,
            (select coalesce(json_agg(json_build_object('seq', seq, 'created_at', created_at)), '[]'::json) from ins)
              as inserted,
            (select row_to_json(q) from runs q where q.session_id = ${sessionId} and q.status = (select 'queued'::text)
@@ -122,6 +136,7 @@ export async function endingAppendAlone(database: Database, append: EndingAppend
              order by q.queue_seq limit 1) as next`;
   return {
     fenceOk: result!.fence_ok,
+    cancelled: result!.cancelled,
     inserted: json<Inserted[]>(result!.inserted),
     next: result!.next ? json<RawRun>(result!.next) : null,
     sessionEvents: result!.session_events,
@@ -179,6 +194,22 @@ const lockRows = (database: Database) => database.sql`
  */
 const statusForRun = (database: Database, runId: postgres.Fragment) => database.sql`
   case when ${runId} = any(sessions.cancelled_runs) then 'cancelled' else sessions.status end as status`;
+
+/**
+ * Whether the session's last cancel found the run `runId` (an SQL expression) running, though
+ * a new message re-opened the session since: the run's end parks nothing for it.
+ */
+const runCancelled = (database: Database, runId: postgres.Fragment) => database.sql`
+  coalesce(${runId} = any(sessions.cancelled_runs), false)`;
+
+/**
+ * A run's end (its last append with it) as the session's row says after its lock: `cancelled`
+ * when a cancel committed while the run was running (contracts §9: its signal may never have
+ * reached the worker, or came once the model had answered), so the run ends `cancelled`, not
+ * with the outcome its worker sent. `sessions.status`, the session's own, still picks its next run.
+ */
+const endsCancelled = (database: Database, runId: postgres.Fragment) => database.sql`
+  (${runCancelled(database, runId)} or sessions.status = 'cancelled') as cancelled`;
 
 /** The grouped statements' insert: each fenced session's (`s`) messages, numbered by its caller. */
 const insertMessages = (database: Database) => database.sql`
@@ -240,6 +271,7 @@ export async function endingAppendsTogether(
     {
       locked: boolean;
       fence_ok: boolean;
+      cancelled: boolean;
       session_events: boolean | null;
       inserted: Inserted[] | string;
       next: RawRun | string | null;
@@ -258,24 +290,29 @@ export async function endingAppendsTogether(
              resume_attempts = case when i.outcome = 'completed' then 0 else sessions.resume_attempts end,
              next_resume_at = case when i.outcome = 'completed' then null else sessions.next_resume_at end,
              status = case when i.park is not null and sessions.status = 'active'
+                             and not ${runCancelled(database, database.sql`i.run_id`)}
                              and not exists (select 1 from runs q where q.session_id = sessions.id
                                                and q.status = (select 'queued'::text) and q.id <> i.run_id)
                            then 'parked' else sessions.status end,
              parked_reason = case when i.park is not null and sessions.status = 'active'
+                             and not ${runCancelled(database, database.sql`i.run_id`)}
                              and not exists (select 1 from runs q where q.session_id = sessions.id
                                                and q.status = (select 'queued'::text) and q.id <> i.run_id)
                            then i.park else sessions.parked_reason end
         from i join l on l.id = i.session_id
        where sessions.id = l.id and sessions.lease_epoch = i.epoch and sessions.last_seq = i.last_seq
-      returning i.k, sessions.id, sessions.status, sessions.session_events
+      returning i.k, sessions.id, sessions.status, sessions.session_events,
+                ${endsCancelled(database, database.sql`i.run_id`)}
     ), ins as (${insertMessages(database)}), r as (
-      update runs set status = 'ended', ended_reason = i.outcome, ended_at = now(), error = i.error, usage = i.usage
+      update runs set status = 'ended', ended_at = now(), error = i.error, usage = i.usage,
+                      ended_reason = case when s.cancelled then 'cancelled' else i.outcome end
         from s join i on i.k = s.k
        where runs.id = i.run_id and (runs.status <> 'ended') is true
       returning runs.id
     )
     select exists (select 1 from l where l.id = i.session_id) as locked,
            exists (select 1 from s where s.k = i.k) as fence_ok,
+           exists (select 1 from s where s.k = i.k and s.cancelled) as cancelled,
            (select s.session_events from s where s.k = i.k) as session_events,
            (select coalesce(json_agg(json_build_object('seq', ins.seq, 'created_at', ins.created_at)), '[]'::json)
               from ins where ins.session_id = i.session_id) as inserted,
@@ -289,6 +326,7 @@ export async function endingAppendsTogether(
           locked: true,
           out: {
             fenceOk: row.fence_ok,
+            cancelled: row.cancelled,
             inserted: parse(row.inserted),
             next: row.next ? parse(row.next) : null,
             sessionEvents: row.session_events,

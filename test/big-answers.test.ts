@@ -123,6 +123,15 @@ describe("whole answers of big sessions", () => {
     const paged = await fetch(`${url}?limit=5`);
     expect(paged.status).toBe(200);
     expect(((await paged.json()) as { messages: unknown[] }).messages).toHaveLength(5);
+    // So is a poll of its tail (unpaged, afterSeq): its answer holds the messages after that
+    // seq only. Asked from its first message on, it is as big as the whole and refused like it.
+    const tail = await fetch(`${url}?afterSeq=${4 * PAGE - 2}`);
+    expect(tail.status).toBe(200);
+    expect(((await tail.json()) as { messages: { seq: number }[] }).messages.map((m) => m.seq)).toEqual([
+      4 * PAGE - 1,
+      4 * PAGE,
+    ]);
+    expect((await fetch(`${url}?afterSeq=1`)).status).toBe(429);
     expect(answered).toHaveLength(1);
 
     // The held one read: the six waiting are answered in turn, each the same whole session.

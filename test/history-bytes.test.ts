@@ -111,6 +111,40 @@ describe("an imported page's size check", () => {
   });
 });
 
+describe("what an unpaged read answers (SessionQueries.answerBytes, a big answer's place)", () => {
+  const users = (from: number, sizes: number[]): Message[] =>
+    sizes.map((size, i) => ({ role: "user", content: `${from + i}`.padEnd(size, "x") }));
+  const answerBytes = async (id: string, afterSeq: number, enough: number) =>
+    env.queries.answerBytes((await env.queries.getSession(id))!, afterSeq, enough);
+
+  it("is the count for the whole or a small session, and the bytes after afterSeq from `enough` on", async () => {
+    const sizes = [500, 20, 7_000, 30, 40];
+    const { id } = await env.queries.createSession({ agent: AGENT, messages: users(1, sizes) });
+    expect(await answerBytes(id, 0, 1)).toBe(7_590);
+    // Below `enough`, the count bounds any part: nothing else is read.
+    expect(await answerBytes(id, 3, 10_000)).toBe(7_590);
+    expect(await answerBytes(id, 2, 1)).toBe(7_070);
+    expect(await answerBytes(id, 3, 1)).toBe(70);
+    expect(await answerBytes(id, 5, 1)).toBe(0);
+  });
+
+  it("reads only a poll's tail: the last 2 of 20,000 messages read fewer than 50 rows", async () => {
+    const { id } = await env.queries.createSession({ agent: AGENT, messages: plain(storedHistory(10_000)) });
+    await env.queries.appendImported("default", id, 10_000, plain(storedHistory(10_000, 10_000)), BIG);
+    await env.fleet.database.sql`analyze messages`;
+    const tail = historyBytes(plain(await env.queries.loadHistory(id, 19_998)));
+    let bytes = 0;
+    const read = await messageIndexReads(env.db, async () => {
+      bytes = await answerBytes(id, 19_998, 1);
+    });
+    expect(read.index + read.seq).toBeLessThan(50);
+    // Postgres sums tool calls and provider state as jsonb's text: a few bytes more.
+    expect(tail).toBeGreaterThan(0);
+    expect(bytes).toBeGreaterThanOrEqual(tail);
+    expect(bytes).toBeLessThan(tail + 100);
+  }, 120_000);
+});
+
 describe("the stored count", () => {
   it("equals the sum over the stored history after creation, a batch, imports, a claim's start, appends alone and grouped, a run's start and end", async () => {
     const grouped = new FencedWrites(env.fleet.database);

@@ -87,11 +87,12 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
   app.post<IdParams>("/v1/sessions/:id/resume", async (request, reply) =>
     reply.code(202).send(await service.resume(request.tenant, request.params.id, request.body)),
   );
-  // A whole big session is built in memory to be answered: it waits for a place of the big
-  // work (big-bodies.ts), held until its answer is sent or its client is gone.
+  // A big unpaged answer (a whole big session, or a big part after `afterSeq`) is built in
+  // memory: it waits for a place of the big work (big-bodies.ts), held until its answer is
+  // sent or its client is gone. A small part of a big session (a poll of its tail) never waits.
   app.get<IdParams>("/v1/sessions/:id", async (request, reply) =>
-    service.getSession(request.tenant, request.params.id, request.query, async (historyBytes) => {
-      if (historyBytes < BIG_BODY_BYTES) return;
+    service.getSession(request.tenant, request.params.id, request.query, async (answerBytes) => {
+      if (answerBytes < BIG_BODY_BYTES) return;
       const release = await bigWork.enter("answer");
       reply.raw.once("close", release);
       if (reply.raw.closed) {

@@ -7,10 +7,11 @@
  * `max` places before it is parsed; at most `waiting` wait, in arrival order, and one more is
  * answered 429 (`limit: "big_bodies"`, Retry-After) with nothing done. Small bodies never wait.
  *
- * Big answers take the same places: an unpaged `GET /v1/sessions/:id` of a session holding
- * BIG_BODY_BYTES or more (its stored history bytes) built the whole answer in memory, ~160 MB
- * for 32 MiB, and nothing bounded how many at once (16 at once took `fleet api` to 1.2 GB).
- * One past the waiting ones is answered 429 `limit: "big_answers"`; a paged read never waits.
+ * Big answers take the same places: an unpaged `GET /v1/sessions/:id` whose messages (those
+ * after its `afterSeq`, all of them without) hold BIG_BODY_BYTES or more built the whole answer
+ * in memory, ~160 MB for 32 MiB, and nothing bounded how many at once (16 at once took `fleet
+ * api` to 1.2 GB). One past the waiting ones is answered 429 `limit: "big_answers"`; a paged
+ * read, and a poll of a big session's small tail, never wait.
  */
 import { TooManyRequestsError } from "../shared/errors.js";
 

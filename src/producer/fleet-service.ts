@@ -37,6 +37,7 @@ import {
   resumeBatch,
 } from "./batch-actions.js";
 import type { BatchResumePage } from "./batch-resume.js";
+import { BIG_BODY_BYTES } from "./big-bodies.js";
 import { afterCancel, dropJobIfCancelled } from "./cancel-cleanup.js";
 import { explicitResume, type ResumeHost } from "./explicit-resume.js";
 import type { FleetServiceDeps } from "./fleet-service-deps.js";
@@ -249,8 +250,9 @@ export class FleetService {
    * such as the console following a long session); `query.limit`: at most that many, with
    * `nextAfterSeq`; `query.runsLimit`/`runsBefore`: a page of runs, latest first, with
    * `nextRunsBefore`. The session's `usage` and `status` are still its whole. `whole`: awaited
-   * with the session's stored history bytes before an unpaged read (no `limit`) is made (the
-   * API's place for a big answer, big-bodies.ts).
+   * before an unpaged read (no `limit`) is made, with the bytes of the messages it answers
+   * (those after `afterSeq`; exact from BIG_BODY_BYTES on): the API's place for a big answer
+   * (big-bodies.ts), which a poll of a big session's small tail does not take.
    */
   async getSession(
     tenant: string,
@@ -260,7 +262,8 @@ export class FleetService {
   ): Promise<SessionJson> {
     const parsed = parseBody(sessionQuery, query ?? {});
     const session = await this.session(tenant, id);
-    if (parsed.limit === undefined) await whole?.(session.historyBytes);
+    if (parsed.limit === undefined && whole)
+      await whole(await this.deps.queries.answerBytes(session, parsed.afterSeq ?? 0, BIG_BODY_BYTES));
     return sessionView(this.deps.queries, tenant, session, parsed);
   }
 

@@ -60,3 +60,24 @@ export async function heldBytes(
       from messages where session_id = ${sessionId} and seq > ${row.history_bytes_seq}`;
   return Number(row.history_bytes) + Number(rest!.bytes);
 }
+
+/**
+ * What an unpaged read of `sessionId`'s messages after `afterSeq` (0: all of them) answers, in
+ * the measure above, for its row read with the count and `last_seq`: exact when it is `enough`
+ * or more, else possibly a bound above it. The stored count answers when it bounds the part
+ * asked below `enough` (a small session, or the whole); else only the messages after
+ * `afterSeq` are summed, by Postgres, on the session's (session_id, seq) index: a poll of a big
+ * session's tail reads its few rows' lengths, never the whole.
+ */
+export async function bytesAfter(
+  sql: Sql,
+  sessionId: string,
+  row: { history_bytes: string | number; history_bytes_seq: number; last_seq: number },
+  afterSeq: number,
+  enough: number,
+): Promise<number> {
+  if (afterSeq >= row.last_seq) return 0;
+  const counted = Number(row.history_bytes);
+  if (afterSeq <= 0 || counted < enough) return counted;
+  return heldBytes(sql, sessionId, { history_bytes: 0, history_bytes_seq: afterSeq, last_seq: row.last_seq });
+}

@@ -11,6 +11,7 @@ import type { Message, StoredMessage } from "../messages.js";
 import type { UsageTotals } from "../prices.js";
 import { type ResumePoint, type ResumePointJson, resumePoint, toResumePointJson } from "../resume-point.js";
 import { hasQueuedRuns } from "./active-sessions.js";
+import { bytesAfter } from "./history-bytes.js";
 import {
   hasUnendedRun,
   readHistory,
@@ -96,6 +97,24 @@ export class SessionQueries {
     const [row] = await this.database.sql<{ s: string | RawSession }[]>`
       select row_to_json(s) as s from sessions s where s.id = ${id} ${this.ofTenant("s", tenant)}`;
     return row ? sessionFromRaw(json<RawSession>(row.s)) : undefined;
+  }
+
+  /**
+   * The bytes an unpaged read of `session`'s messages after `afterSeq` answers, exact from
+   * `enough` on (history-bytes.ts `bytesAfter`): a big answer waits for its place by this.
+   */
+  answerBytes(session: SessionRow, afterSeq: number, enough: number): Promise<number> {
+    return bytesAfter(
+      this.database.sql,
+      session.id,
+      {
+        history_bytes: session.historyBytes,
+        history_bytes_seq: session.historyBytesSeq,
+        last_seq: session.lastSeq,
+      },
+      afterSeq,
+      enough,
+    );
   }
 
   /** The stored messages, in seq order; `afterSeq`: only those after it; `limit`: at most that many. */

@@ -132,6 +132,11 @@ describe("whole answers of big sessions", () => {
       4 * PAGE,
     ]);
     expect((await fetch(`${url}?afterSeq=1`)).status).toBe(429);
+    // Its row as before migration 0024 (a count of 0 up to seq 0): the whole is as big, refused alike.
+    await fleet.database.sql`update sessions set history_bytes = 0, history_bytes_seq = 0 where id = ${big}`;
+    expect((await fetch(url)).status).toBe(429);
+    await fleet.database.sql`
+      update sessions set history_bytes = ${row!.bytes}, history_bytes_seq = ${4 * PAGE} where id = ${big}`;
     expect(answered).toHaveLength(1);
 
     // The held one read: the six waiting are answered in turn, each the same whole session.

@@ -128,6 +128,19 @@ describe("what an unpaged read answers (SessionQueries.answerBytes, a big answer
     expect(await answerBytes(id, 5, 1)).toBe(0);
   });
 
+  it("counts what the stored count leaves out: a row from before migration 0024, an older writer's appends", async () => {
+    const sizes = [500, 20, 7_000, 30, 40];
+    const { id } = await env.queries.createSession({ agent: AGENT, messages: users(1, sizes) });
+    // A row from before 0024: its columns' defaults count nothing of its 7,590 bytes.
+    await env.fleet.database
+      .sql`update sessions set history_bytes = 0, history_bytes_seq = 0 where id = ${id}`;
+    expect([await answerBytes(id, 0, 1 << 20), await answerBytes(id, 2, 1 << 20)]).toEqual([7_590, 7_070]);
+    // Counted up to seq 2 (520 bytes), then an older release's writer stored 3 to 5 uncounted.
+    await env.fleet.database
+      .sql`update sessions set history_bytes = 520, history_bytes_seq = 2 where id = ${id}`;
+    expect([await answerBytes(id, 0, 1 << 20), await answerBytes(id, 1, 1 << 20)]).toEqual([7_590, 7_090]);
+  });
+
   it("reads only a poll's tail: the last 2 of 20,000 messages read fewer than 50 rows", async () => {
     const { id } = await env.queries.createSession({ agent: AGENT, messages: plain(storedHistory(10_000)) });
     await env.queries.appendImported("default", id, 10_000, plain(storedHistory(10_000, 10_000)), BIG);

@@ -64,10 +64,17 @@ export async function heldBytes(
 /**
  * What an unpaged read of `sessionId`'s messages after `afterSeq` (0: all of them) answers, in
  * the measure above, for its row read with the count and `last_seq`: exact when it is `enough`
- * or more, else possibly a bound above it. The stored count answers when it bounds the part
+ * or more, else possibly a bound above it. A current count answers when it bounds the part
  * asked below `enough` (a small session, or the whole); else only the messages after
  * `afterSeq` are summed, by Postgres, on the session's (session_id, seq) index: a poll of a big
  * session's tail reads its few rows' lengths, never the whole.
+ *
+ * A count left behind (a row from before migration 0024, whose count is 0 up to seq 0, or
+ * messages an older release's writer stored) bounds nothing: the whole read adds the messages
+ * after it (`heldBytes`), as an imported page's check does. It is not stored here: a read
+ * writes nothing, and a back-fill in a migration would rewrite every old session's row, under
+ * its lock, in the migrations' transaction. Those reads cost one sum of the lengths of rows
+ * the read itself then loads whole.
  */
 export async function bytesAfter(
   sql: Sql,
@@ -78,6 +85,8 @@ export async function bytesAfter(
 ): Promise<number> {
   if (afterSeq >= row.last_seq) return 0;
   const counted = Number(row.history_bytes);
-  if (afterSeq <= 0 || counted < enough) return counted;
+  const current = row.history_bytes_seq >= row.last_seq;
+  if (current && (afterSeq <= 0 || counted < enough)) return counted;
+  if (afterSeq <= 0) return heldBytes(sql, sessionId, row);
   return heldBytes(sql, sessionId, { history_bytes: 0, history_bytes_seq: afterSeq, last_seq: row.last_seq });
 }

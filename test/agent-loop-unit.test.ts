@@ -139,6 +139,8 @@ function setup(
     signal?: AbortSignal;
     /** Messages stored after the user message before the run (their seqs follow it). */
     earlier?: Message[];
+    /** The cancel check's answer (AgentLoopDeps.cancelled); absent: none. */
+    cancelled?: boolean;
   } = {},
 ) {
   const log: string[] = [];
@@ -168,6 +170,7 @@ function setup(
     metrics,
     sleep: async () => {},
     retryPolicy: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 },
+    ...(options.cancelled === undefined ? {} : { cancelled: async () => options.cancelled === true }),
   };
   return {
     run: (more: Partial<LoopInput> = {}) => runAgentLoop({ ...input, ...more }, deps),
@@ -454,6 +457,16 @@ describe("runAgentLoop", () => {
       success: false,
       content: "Cancelled: the run was stopped before this tool started, so it did not run.",
     });
+  });
+
+  it("ends cancelled when a cancel committed during its last model call (its answer stored, hooks awaited)", async () => {
+    // The last step appended on its own (a run whose hooks see it: no deferLast): a cancel
+    // whose signal never came is read after it, and the run ends cancelled, not completed.
+    const t = setup([{ content: "Done", stopReason: "end_turn" }], { cancelled: true });
+    expect((await t.run()).outcome).toBe("cancelled");
+    expect(t.log).toEqual(["model", "append:assistant"]);
+    const goesOn = setup([{ content: "Done", stopReason: "end_turn" }], { cancelled: false });
+    expect((await goesOn.run()).outcome).toBe("completed");
   });
 
   it("stops between tools when aborted by a running tool", async () => {

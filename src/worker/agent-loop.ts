@@ -197,6 +197,10 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
       pauses++;
       continue;
     }
+    // The last step was appended on its own (hooks see it first; a deferred one is ended
+    // `cancelled` by its ending statement instead): a cancel that committed while it was out,
+    // its signal never come, ends the run `cancelled` too, not `outcome` (contracts §9).
+    if (await history.cancelled()) return { outcome: "cancelled", usage };
     return { outcome, usage };
   }
 }

@@ -181,6 +181,76 @@ describe("an empty JSON body", () => {
     expect(await retry.json()).toEqual(JSON.parse(first.text));
   });
 
+  /** The routes that take nothing but their path: no body, or `{}`. */
+  const NO_FIELD_ROUTES = [
+    "/v1/sessions/{id}/cancel",
+    "/v1/batches/{id}/cancel",
+    "/v1/webhook-secret/rotate",
+  ] as const;
+
+  /**
+   * The route's path with a target it acts on: a session or a batch with a queued run (no
+   * worker here, so it stays queued until cancelled).
+   */
+  async function withQueuedRun(route: string): Promise<string> {
+    if (route.startsWith("/v1/batches/"))
+      return route.replace("{id}", (await client.createBatch([{ agent: AGENT, input: "go" }])).id);
+    if (!route.startsWith("/v1/sessions/")) return route;
+    const { id } = await client.createSession({ agent: AGENT });
+    await client.send(id, "go");
+    return route.replace("{id}", id);
+  }
+
+  /** What a refused request must not have done: the session or batch is not cancelled, no secret rotated. */
+  async function acted(path: string): Promise<string> {
+    const [, kind, id] = /^\/v1\/(sessions|batches)\/([^/]+)\/cancel$/.exec(path) ?? [];
+    if (kind === "sessions") return (await client.getSession(id!)).status;
+    if (kind === "batches") return (await client.getBatch(id!)).status;
+    const [row] = await fleet.database.sql<{ generation: number }[]>`
+      select coalesce(max(generation), 0)::int as generation from webhook_secret_generations`;
+    return `generation ${row!.generation}`;
+  }
+
+  it("the routes that take nothing but their path take no body or `{}`, and refuse a field with a 400 naming it, acting on nothing", async () => {
+    for (const route of NO_FIELD_ROUTES) {
+      const path = await withQueuedRun(route);
+      const send = (text: string) =>
+        fetch(`http://127.0.0.1:${port}${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: text,
+        });
+      const before = await acted(path);
+      // Before, the cancels accepted any body and ignored it: this cancelled (202).
+      const refused = await send('{"reason":"too slow"}');
+      expect(refused.status, route).toBe(400);
+      expect(await refused.json(), route).toEqual({
+        error: { code: "invalid_request", field: "", message: 'unknown field "reason"' },
+      });
+      const notObject = await send("[]");
+      expect(notObject.status, route).toBe(400);
+      expect(await notObject.json(), route).toEqual({
+        error: {
+          code: "invalid_request",
+          field: "",
+          message: "the body must be a JSON object, not an array",
+        },
+      });
+      expect(await acted(path), route).toBe(before);
+      const taken = await send("{}");
+      expect(taken.status, `${route}: ${await taken.clone().text()}`).toBeLessThan(300);
+      expect(await acted(path), route).not.toBe(before);
+      // The document says so: an optional body, an object with no fields.
+      const body = document.paths[route].post.requestBody;
+      expect(body?.required, route).toBe(false);
+      expect(body?.content["application/json"].schema, route).toMatchObject({
+        type: "object",
+        properties: {},
+        additionalProperties: false,
+      });
+    }
+  });
+
   it("a body that is not empty is still read: whitespace alone is not JSON, `{}` is", async () => {
     const id = await interruptedSession();
     const send = (body: string) =>

@@ -4,7 +4,7 @@ import type { FastifyInstance } from "fastify";
 import { NotFoundError } from "../shared/errors.js";
 import type { ApiDeps } from "./api-deps.js";
 import { BIG_BODY_BYTES, type BigBodyGate } from "./big-bodies.js";
-import { parseBody, rotateWebhookSecretBody } from "./request-bodies.js";
+import { noFieldsBody, parseBody } from "./request-bodies.js";
 
 type IdParams = { Params: { id: string } };
 
@@ -56,15 +56,17 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
     await deps.events.session(request, reply, request.tenant, request.params.id);
     return reply;
   });
-  app.post<IdParams>("/v1/batches/:id/cancel", async (request, reply) =>
-    reply.code(202).send(await service.cancelBatch(request.tenant, request.params.id)),
-  );
+  app.post<IdParams>("/v1/batches/:id/cancel", async (request, reply) => {
+    parseBody(noFieldsBody, request.body);
+    return reply.code(202).send(await service.cancelBatch(request.tenant, request.params.id));
+  });
   app.post<IdParams>("/v1/batches/:id/resume", async (request, reply) =>
     reply.code(202).send(await service.resumeBatch(request.tenant, request.params.id, request.body)),
   );
-  app.post<IdParams>("/v1/sessions/:id/cancel", async (request, reply) =>
-    reply.code(202).send(await service.cancelSession(request.tenant, request.params.id)),
-  );
+  app.post<IdParams>("/v1/sessions/:id/cancel", async (request, reply) => {
+    parseBody(noFieldsBody, request.body);
+    return reply.code(202).send(await service.cancelSession(request.tenant, request.params.id));
+  });
   app.delete<IdParams>("/v1/sessions/:id", async (request) => {
     if (!deps.deletions) throw new NotFoundError(`session ${request.params.id}`);
     return deps.deletions.deleteSession(request.tenant, request.params.id);
@@ -116,7 +118,7 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
   // Rotates the caller's own secret only; a retry with its Idempotency-Key answers the first
   // rotation again and rotates nothing (idempotency-hooks.ts).
   app.post("/v1/webhook-secret/rotate", async (request, reply) => {
-    parseBody(rotateWebhookSecretBody, request.body);
+    parseBody(noFieldsBody, request.body);
     const rotated = await deps.rotateWebhookSecret?.(request.tenant);
     if (rotated === undefined) throw new NotFoundError("webhook secret", NO_TENANT_SECRET);
     return reply.send(rotated);

@@ -205,10 +205,14 @@ export const sendBody = z.strictObject({
 });
 export const resumeBody = z.strictObject({ model: z.unknown().optional() }).optional();
 /**
- * `POST /v1/webhook-secret/rotate`: no body, or `{}` (clients send both). Any field is refused:
- * before, every body was accepted and ignored, so `{"tenant": …}` rotated the caller's own.
+ * The body of a route that takes nothing but its path (`POST /v1/sessions/:id/cancel`,
+ * `POST /v1/batches/:id/cancel`, `POST /v1/webhook-secret/rotate`): no body, or `{}` (clients
+ * send both). Any field is refused, a 400 naming it: before, every body was accepted and
+ * ignored, so `{"tenant": …}` rotated the caller's own secret and `{"reason": …}` cancelled.
+ * route-docs-common.ts documents it (`noFieldsBody`).
  */
-export const rotateWebhookSecretBody = z.strictObject({}).optional();
+export const NO_FIELDS = z.strictObject({}).describe("No fields: send no body, or `{}` (a field is a 400)");
+export const noFieldsBody = NO_FIELDS.optional();
 
 export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   const result = schema.safeParse(body ?? undefined);

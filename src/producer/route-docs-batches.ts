@@ -14,7 +14,7 @@ import {
   id,
   usageTotalsSchema,
 } from "./api-schemas.js";
-import { common, conflict, del, missing, post, type RouteDoc } from "./route-docs-common.js";
+import { common, conflict, del, missing, noFields, post, type RouteDoc } from "./route-docs-common.js";
 
 /** The batch routes, by `METHOD path` (route-docs.ts puts them in ROUTE_DOCS). */
 export const BATCH_ROUTE_DOCS = {
@@ -75,6 +75,7 @@ export const BATCH_ROUTE_DOCS = {
     operationId: "cancelBatch",
     summary: "Cancel every session of the batch that has not ended",
     idParam: "batch id",
+    ...noFields,
     responses: { 202: { description: "Cancelled", schema: batchSchema }, ...common, ...missing, ...conflict },
   }),
   "POST /v1/batches/:id/resume": post({

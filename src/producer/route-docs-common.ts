@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { errorSchema } from "./api-schemas.js";
+import { NO_FIELDS } from "./request-bodies.js";
 
 /** One answer of a route: its body (as `media`, JSON unless said) and the headers it sets. */
 export type ResponseDoc = {
@@ -120,3 +121,8 @@ export const missing = { 404: { description: "No such id (or another tenant's)",
 export const conflict = {
   409: { description: "The Idempotency-Key was used with another body (`reason`)", schema: errorSchema },
 };
+/**
+ * The body of a route that takes nothing but its path (cancels, a secret's rotation): none, or
+ * `{}`; the route parses request-bodies.ts `noFieldsBody`, which refuses any field.
+ */
+export const noFields = { body: NO_FIELDS, optionalBody: true } as const;

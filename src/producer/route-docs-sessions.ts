@@ -24,7 +24,7 @@ import {
   MAX_SESSION_MESSAGES_PAGE,
   MAX_SESSION_RUNS_PAGE,
 } from "./request-bodies.js";
-import { common, conflict, del, missing, post, type RouteDoc } from "./route-docs-common.js";
+import { common, conflict, del, missing, noFields, post, type RouteDoc } from "./route-docs-common.js";
 
 /** The session routes, by `METHOD path` (route-docs.ts puts them in ROUTE_DOCS). */
 export const SESSION_ROUTE_DOCS = {
@@ -73,6 +73,7 @@ export const SESSION_ROUTE_DOCS = {
     operationId: "cancelSession",
     summary: "Cancel a session: queued runs dropped, a running one aborted; never resumed automatically",
     idParam: "session id",
+    ...noFields,
     responses: {
       202: {
         description: "Cancelled (or already ended: `cancelled` false)",

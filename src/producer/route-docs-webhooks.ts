@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import { errorSchema } from "./api-schemas.js";
-import { common, post, type RouteDoc } from "./route-docs-common.js";
+import { common, noFields, post, type RouteDoc } from "./route-docs-common.js";
 
 /** The webhook-secret routes, by `METHOD path` (route-docs.ts puts them in ROUTE_DOCS). */
 export const WEBHOOK_SECRET_ROUTE_DOCS = {
@@ -29,8 +29,7 @@ export const WEBHOOK_SECRET_ROUTE_DOCS = {
     operationId: "rotateWebhookSecret",
     summary:
       "Rotates this tenant's own webhook signing secret (FLEET_WEBHOOK_SECRET_PER_TENANT): deliveries are signed with the new secret and, until previousValidUntil (FLEET_WEBHOOK_SECRET_GRACE_MS), with the one before too; read the new one with GET /v1/webhook-secret. With an Idempotency-Key, a retry rotates nothing",
-    body: z.strictObject({}).describe("No fields: send no body, or `{}` (a field is a 400)"),
-    optionalBody: true,
+    ...noFields,
     responses: {
       200: {
         description: "The new generation, and until when the secret it replaced still signs deliveries",

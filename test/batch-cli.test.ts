@@ -5,7 +5,7 @@
  * is named by file and line; status and cancel print the batch JSON.
  */
 import { execFile } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -102,36 +102,63 @@ describe("fleet batch", () => {
     expect(JSON.parse(cancelled.stdout).counts.completed).toBe(1_200);
   }, 90_000);
 
-  it("from stdin, the last progress line says N/N as a file's do: the total is known once the last part is read", async () => {
-    const lines = `${Array.from({ length: 5 }, (_, i) => line(i)).join("\n")}\n`;
-    // One part: stdin is read whole before it is sent. Before, "submitted 5" where a file said "5/5".
-    const one = await runFleetCli(
-      ["batch", "submit", "-"],
-      { ...fleet.env, FLEET_API_URL: url },
+  /** `fleet batch submit - ARGS` with `text` on its stdin; `tmp`: its TMPDIR. */
+  const submitStdin = (text: string, args: string[] = [], tmp?: string) =>
+    runFleetCli(
+      ["batch", "submit", "-", ...args],
+      { ...fleet.env, FLEET_API_URL: url, ...(tmp ? { TMPDIR: tmp } : {}) },
       60_000,
       ROOT,
       undefined,
-      lines,
+      text,
     );
+
+  it("from stdin, every progress line says N/total as a file's do: stdin is read whole before the first part is sent", async () => {
+    const lines = `${Array.from({ length: 5 }, (_, i) => line(i)).join("\n")}\n`;
+    const tmp = join(fleet.config.toolDir, "tmp-stdin-good");
+    await mkdir(tmp);
+    const one = await submitStdin(lines, [], tmp);
     expect(one.code, one.stderr).toBe(0);
     expect(one.stderr).toMatch(/^submitted 5\/5 \(batch \S+\)$/m);
-    // Parts sent as stdin is read: their total is not known until its end, then it is said.
-    const parts = await runFleetCli(
-      ["batch", "submit", "-", "--part-size", "2"],
-      { ...fleet.env, FLEET_API_URL: url },
-      60_000,
-      ROOT,
-      undefined,
-      lines,
-    );
+    // Before, parts were sent as stdin was read: "submitted 2", "submitted 4", then "5/5".
+    const parts = await submitStdin(lines, ["--part-size", "2"], tmp);
     expect(parts.code, parts.stderr).toBe(0);
     expect(parts.stderr.split("\n").map((l) => l.replace(/ \(batch \S+\)$/, ""))).toEqual([
-      "submitted 2",
-      "submitted 4",
+      "submitted 2/5",
+      "submitted 4/5",
       "submitted 5/5",
       "",
     ]);
+    // The copy of stdin is gone once the command has ended.
+    expect(await readdir(tmp)).toEqual([]);
   });
+
+  it("from stdin, a bad line at any position creates nothing: its line is named, exit 2, no copy left behind", async () => {
+    const batches = async () => (await fleet.database.sql<{ id: string }[]>`select id from batches`).length;
+    const sessions = async () =>
+      (await fleet.database.sql<{ n: number }[]>`select count(*)::int as n from sessions`)[0]!.n;
+    const before = { batches: await batches(), sessions: await sessions() };
+    const tmp = join(fleet.config.toolDir, "tmp-stdin");
+    await mkdir(tmp);
+    const good = [line(100), line(101), line(102)];
+    // Parts of two: the first was created (and started) when line 3 was read, then cancelled
+    // when line 4 was found not to be JSON.
+    const notJson = await submitStdin(`${[...good, "{oops"].join("\n")}\n`, ["--part-size", "2"], tmp);
+    expect(await batches(), notJson.stderr).toBe(before.batches);
+    expect([notJson.code, notJson.stdout, notJson.stderr]).toEqual([
+      2,
+      "",
+      "fleet batch submit: stdin:4: not valid JSON\n",
+    ]);
+    // A customId given twice is named too (a file's were; stdin's were found by the API).
+    const repeated = await submitStdin(`${[...good, line(100)].join("\n")}\n`, ["--part-size", "2"], tmp);
+    expect([repeated.code, repeated.stdout], repeated.stderr).toEqual([2, ""]);
+    expect(repeated.stderr).toBe(
+      `fleet batch submit: stdin:4: customId "l-100" repeats line 1's; customIds are unique within a batch\n`,
+    );
+    expect({ batches: await batches(), sessions: await sessions() }).toEqual(before);
+    expect(await readdir(tmp)).toEqual([]);
+  }, 60_000);
 
   it("reads FLEET_API_URL from the working directory's .env; no API there is one line and exit 2", async () => {
     const dir = await mkdtemp(join(tmpdir(), "fleet-env-"));

@@ -22,7 +22,7 @@ export function addApiCommands(program: Command, run: Run): void {
   batch
     .command("submit")
     .description(
-      `Submit FILE.jsonl (one ${BATCH_LINE_SHAPE} per line; \`-\` reads stdin) as one batch, streamed in parts of at most 1,000 sessions, each with its own Idempotency-Key. Prints the batch id, or with --wait the batch JSON once it has ended. A progress bar on a terminal, plain lines otherwise (stderr).`,
+      `Submit FILE.jsonl (one ${BATCH_LINE_SHAPE} per line; \`-\` reads stdin) as one batch: every line is read first (stdin copied to a private temporary file for it), so a line that is not a JSON object or repeats a customId sends nothing; then it is streamed in parts of at most 1,000 sessions, each with its own Idempotency-Key. Prints the batch id, or with --wait the batch JSON once it has ended. A progress bar on a terminal, plain lines otherwise (stderr).`,
     )
     .argument("<FILE.jsonl>", "the sessions, one JSON object per line")
     .option("--wait", "wait until the batch has ended, showing progress")

@@ -1,57 +1,70 @@
 /**
- * The JSON Lines file `fleet batch submit` reads (batch.ts): its lines, numbered, each read as a
- * session, and the error that names a bad one.
+ * The JSON Lines file `fleet batch submit` reads (batch.ts): where it is read from, its lines,
+ * numbered, each read as a session, and the error that names a bad one.
  */
 import { createReadStream } from "node:fs";
-import { stat } from "node:fs/promises";
+import type { Readable } from "node:stream";
 import type { BatchSessionInput } from "../producer/client.js";
 import { BODY_LIMIT, MAX_REQUEST_MESSAGES } from "../producer/request-limits.js";
 import { BATCH_LINE_SHAPE } from "./batch-line.js";
+import { copyOf, type ReadFailure, readTwice, type TwiceReadable } from "./read-twice.js";
 import { ExportFileError, utf8Lines } from "./session-file.js";
 
 /** An input line that is not a session: names the file's line (exit 2). */
 export class LineError extends Error {}
 
+/** The file `submit` reads twice (checked whole, then sent), and how its errors name it. */
+export type BatchFile = TwiceReadable & {
+  /** FILE as given, or `stdin` for `-`. */
+  name: string;
+};
+
 /**
- * Lines of a file (or stdin for `-`), numbered from 1, without blank ones; each decoded as UTF-8
- * strictly (utf8Lines) and at most what one request may hold. Read leniently, a byte that is no
- * UTF-8 became U+FFFD and the batch was submitted with other text than the file's.
+ * FILE read twice (read-twice.ts): a regular file in place; stdin (`-`), a FIFO or `<(…)`
+ * copied first. Read as it came, a bad line far into stdin was found after the parts before
+ * it were created and started (the command then cancelled the batch).
  */
-export async function* numberedLines(file: string): AsyncGenerator<{ line: number; text: string }> {
-  const input: AsyncIterable<Buffer> = file === "-" ? process.stdin : createReadStream(file);
+export async function openBatchFile(file: string, stdin: Readable): Promise<BatchFile> {
+  const name = file === "-" ? "stdin" : file;
+  const failed: ReadFailure = (error) => new LineError(`${name}: cannot be read (${error.message})`);
+  const readable = await (file === "-" ? copyOf(stdin, failed) : readTwice(file, failed));
+  return { ...readable, name };
+}
+
+/**
+ * Lines of the file, numbered from 1, without blank ones; each decoded as UTF-8 strictly
+ * (utf8Lines) and at most what one request may hold. Read leniently, a byte that is no UTF-8
+ * became U+FFFD and the batch was submitted with other text than the file's.
+ */
+export async function* numberedLines(file: BatchFile): AsyncGenerator<{ line: number; text: string }> {
+  const input = createReadStream(file.path);
   try {
     for await (const item of utf8Lines(input, BODY_LIMIT, "a JSON Lines file is UTF-8"))
       if (item.text.trim() !== "") yield item;
   } catch (error) {
-    if (error instanceof ExportFileError) throw new LineError(`${file}:${error.line}: ${error.message}`);
-    // What stat could not tell (a folder, a FIFO that cannot be opened): one line naming the file.
+    if (error instanceof ExportFileError) throw new LineError(`${file.name}:${error.line}: ${error.message}`);
+    // What stat could not tell (a folder): one line naming the file.
     if ((error as NodeJS.ErrnoException).syscall !== undefined)
-      throw new LineError(`${file}: cannot be read (${(error as Error).message})`);
+      throw new LineError(`${file.name}: cannot be read (${(error as Error).message})`);
     throw error;
+  } finally {
+    input.destroy();
   }
 }
 
 /**
- * The sessions a file holds, each line read as `submit` will send it, so that a bad line (or a
- * customId given twice) is named before any part is sent; undefined for stdin or what is not a
- * regular file (read once).
+ * The sessions the file holds, each line read as `submit` will send it, so that a bad line (or
+ * a customId given twice) is named before any part is sent.
  */
-export async function checkLines(file: string): Promise<number | undefined> {
-  if (file === "-") return undefined;
-  const info = await stat(file).catch((error: unknown) => {
-    throw new LineError(
-      `${file}: cannot be read (${error instanceof Error ? error.message : String(error)})`,
-    );
-  });
-  if (!info.isFile()) return undefined;
+export async function checkLines(file: BatchFile): Promise<number> {
   let count = 0;
   /** customId → the line that gave it first. */
   const customIds = new Map<string, number>();
   for await (const { line, text } of numberedLines(file)) {
-    const { customId } = parseLine(file, line, text);
+    const { customId } = parseLine(file.name, line, text);
     if (typeof customId === "string") {
       const first = customIds.get(customId);
-      if (first !== undefined) throw repeatedCustomId(file, line, customId, first);
+      if (first !== undefined) throw repeatedCustomId(file.name, line, customId, first);
       customIds.set(customId, line);
     }
     count++;

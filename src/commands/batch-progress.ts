@@ -13,12 +13,12 @@ export type BatchIo = {
 };
 
 /**
- * A progress display: a bar on a terminal, a line per change otherwise. A total not known at
- * the start (stdin, a FIFO: read once, as parts are sent) is known at the last update (`ended`):
- * that line says `N/N` as a file's do.
+ * A progress display, `value/total`: a bar on a terminal, a line per change otherwise. The
+ * total is known at the start: `submit` counts the file's sessions (stdin's too, copied first)
+ * before it sends any.
  */
-export async function progress(io: BatchIo, label: string, total: number | undefined) {
-  if (io.isTTY && total !== undefined) {
+export async function progress(io: BatchIo, label: string, total: number) {
+  if (io.isTTY) {
     // No type declarations ship with cli-progress: the little used here is typed below.
     const moduleName = "cli-progress";
     const { default: cliProgress } = (await import(moduleName)) as {
@@ -40,15 +40,14 @@ export async function progress(io: BatchIo, label: string, total: number | undef
     );
     bar.start(total, 0, { note: "" });
     return {
-      update: async (value: number, note = "", _ended = false) => bar.update(value, { note }),
+      update: async (value: number, note = "") => bar.update(value, { note }),
       stop: async () => bar.stop(),
     };
   }
   let last = "";
   return {
-    update: async (value: number, note = "", ended = false) => {
-      const known = total ?? (ended ? value : undefined);
-      const text = `${label} ${value}${known === undefined ? "" : `/${known}`}${note ? ` ${note}` : ""}`;
+    update: async (value: number, note = "") => {
+      const text = `${label} ${value}/${total}${note ? ` ${note}` : ""}`;
       if (text !== last) await write(io.stderr, `${text}\n`);
       last = text;
     },

@@ -1,0 +1,51 @@
+/**
+ * A file a command reads twice — checked whole, then sent — so that bad input anywhere in it
+ * is found before anything is created (`fleet session import`, `fleet batch submit`). A pipe
+ * cannot be read twice: stdin, a FIFO, `<(…)` or a character device is first copied, as it
+ * comes, into a file only its owner may read (it holds conversations and agents' prompts),
+ * removed when the command ends. The copy streams: memory holds a chunk, whatever the input's
+ * size.
+ */
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdtemp, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+
+export type TwiceReadable = {
+  /** A path to read as often as needed. */
+  path: string;
+  /** Removes the copy (nothing for a file read in place); call it once the command is done. */
+  done: () => Promise<void>;
+};
+
+/** How a command says that its input could not be read: its own error (and exit code). */
+export type ReadFailure = (error: NodeJS.ErrnoException) => Error;
+
+/** `input` (read once) copied into a private temporary file; on failure nothing is left. */
+export async function copyOf(input: Readable, failed: ReadFailure): Promise<TwiceReadable> {
+  const dir = await mkdtemp(join(tmpdir(), "fleet-input-"));
+  const path = join(dir, "input.jsonl");
+  const done = () => rm(dir, { recursive: true, force: true });
+  try {
+    await pipeline(input, createWriteStream(path, { mode: 0o600 }));
+  } catch (error) {
+    await done();
+    throw failed(error as NodeJS.ErrnoException);
+  }
+  return { path, done };
+}
+
+/**
+ * `path` read in place when it is a regular file (or a folder: reading it says so, as the
+ * command words it); anything else — a FIFO, /dev/stdin — copied first (copyOf). A path that
+ * cannot be stat'ed is `failed`.
+ */
+export async function readTwice(path: string, failed: ReadFailure): Promise<TwiceReadable> {
+  const info = await stat(path).catch((error: NodeJS.ErrnoException) => {
+    throw failed(error);
+  });
+  if (info.isFile() || info.isDirectory()) return { path, done: async () => {} };
+  return copyOf(createReadStream(path), failed);
+}

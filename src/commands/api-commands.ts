@@ -53,7 +53,7 @@ export function addApiCommands(program: Command, run: Run): void {
             partSize?: number;
             api?: string;
           },
-        ) => (await import("./batch.js")).batchSubmitCommand(file, options),
+        ) => (await import("./batch-submit.js")).batchSubmitCommand(file, options),
       ),
     );
   batch

@@ -68,7 +68,7 @@ export const bullmq: BullMQValues = {
     return load().UnrecoverableError;
   },
 };
-type IoRedisValues = Pick<typeof import("ioredis"), "Redis" | "Cluster">;
+type IoRedisValues = Pick<typeof import("ioredis"), "Redis" | "Cluster" | "Command">;
 let ioredisLoaded: IoRedisValues | undefined;
 /**
  * ioredis's values, required at the first use of one, not when this module loads: config.ts
@@ -85,5 +85,9 @@ export const ioredis: IoRedisValues = {
   get Cluster() {
     ioredisLoaded ??= require("ioredis") as IoRedisValues;
     return ioredisLoaded.Cluster;
+  },
+  get Command() {
+    ioredisLoaded ??= require("ioredis") as IoRedisValues;
+    return ioredisLoaded.Command;
   },
 };

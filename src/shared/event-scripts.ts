@@ -260,14 +260,14 @@ redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 `;
 
-/** One write's reply from APPEND_SCRIPT (its Returns). */
+/**
+ * One write's reply from APPEND_SCRIPT (its Returns): "ok", prior seq, its fingerprint, entries
+ * written (a number); or "gap", "diverged", "deleted".
+ */
 export type AppendReply = readonly (string | number)[];
 
 export type RedisWithAppend = Redis & {
   fleetEventsFloor(stream: string, seqKey: string, seq: number, fp: string, ttlMs: number): Promise<number>;
-  /** `args`: the keys, then the arguments (ioredis flattens the array into the command). */
-  /** Per write: "ok", prior seq, its fingerprint, entries written (a number); or "gap", "diverged", "deleted". */
-  fleetEventsAppendMany(numKeys: number, args: readonly (string | number)[]): Promise<AppendReply[]>;
   fleetEventsDropOff(stream: string, seqKey: string, channel: string, ttlMs: number): Promise<number>;
   fleetEventsOn(seqKey: string): Promise<number>;
   fleetEventsDropStale(

@@ -106,8 +106,8 @@ export function parseJsonBody(text: string): unknown {
 }
 
 /**
- * Agents and models are parsed by agent-config.ts, which stores a scripted model's steps
- * (model output) with unstorable code units replaced and refuses them anywhere else.
+ * Agents and models are parsed by agent-config.ts and model-config.ts, which store a scripted
+ * model's steps (model output) with unstorable code units replaced and refuse them anywhere else.
  */
 const parsedAsAgent = (depth: number, path: () => JsonPath): boolean => {
   if (depth > 3) return false;

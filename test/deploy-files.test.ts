@@ -453,9 +453,10 @@ describe("deploy/grafana/dashboards/agent-fleet.json", () => {
   });
 
   it("queries only contract metrics (contracts.md §6) that src/shared/metrics.ts defines", () => {
-    // metrics.ts, with its gauges in queue-depths-gauge.ts and liveness-metrics.ts.
+    // metrics.ts, with the run metrics in run-metrics.ts and its gauges in queue-depths-gauge.ts
+    // and liveness-metrics.ts.
     const defined = new Set(
-      ["metrics.ts", "queue-depths-gauge.ts", "liveness-metrics.ts"].flatMap((file) =>
+      ["metrics.ts", "run-metrics.ts", "queue-depths-gauge.ts", "liveness-metrics.ts"].flatMap((file) =>
         [...read(`src/shared/${file}`).matchAll(/name:\s*"([a-z_:]+)"/g)].map((m) => m[1]!),
       ),
     );

@@ -92,7 +92,7 @@ export async function processSessionJob(
   /** Whether the job ended its work (not fenced, handed back or failed): see `afterJob`. */
   let done = true;
   try {
-    // The first run of a new session starts in the claim's own statement (fenced-writes.ts).
+    // The first run of a new session starts in the claim's own statement (session-claims.ts).
     const claim = await jobDeps.writes.claimSession(sessionId, deps.workerId, {
       startFirst: { tail: FIRST_RUN_TAIL },
       ...(history ? { known: history } : {}),

@@ -15,7 +15,10 @@
  */
 import { createHash } from "node:crypto";
 import type { Database } from "../db/client.js";
-import type { NewMessageRow } from "./rows.js";
+import { FencedError } from "../errors.js";
+import type { Message, StoredMessage } from "../messages.js";
+import { type Fence, type HistoryCursor, stored } from "./fenced-rows.js";
+import { type NewMessageRow, toNewRows } from "./rows.js";
 
 /** The session row and the messages after an append's cursor, as read back. */
 export type AfterCursor = {
@@ -127,5 +130,30 @@ export async function readAfterCursor(
     sessionEvents: row.session_events !== false,
     cancelledRuns: row.cancelled_runs,
     rows: (Array.isArray(rows) ? rows : []).map((r) => ({ ...r, created_at: new Date(r.created_at) })),
+  };
+}
+
+/**
+ * Whether an append (FencedWrites `appendStep`'s arguments) that failed on a lost connection
+ * committed before the connection died: its stored messages as `appendStep` answers them when
+ * it did, null when nothing was stored after `cursor` (it may be sent again). Throws
+ * FencedError when the epoch or the history moved.
+ */
+export async function findCommitted(
+  database: Database,
+  fence: Fence,
+  cursor: HistoryCursor,
+  runId: string | null,
+  messages: readonly Message[],
+): Promise<{ stored: StoredMessage[]; cancelled: boolean; sessionEvents: boolean } | null> {
+  const rows = toNewRows(messages, cursor.lastSeq, cursor.lastStepSeq);
+  const read = await readAfterCursor(database, fence.sessionId, cursor.lastSeq, rows.length);
+  const found = judgeAppend(read, { epoch: fence.epoch, lastSeq: cursor.lastSeq, runId, rows });
+  if (found.found === "moved") throw new FencedError(fence.sessionId, fence.epoch);
+  if (found.found === "none") return null;
+  return {
+    stored: stored(messages, found.inserted),
+    cancelled: found.status === "cancelled",
+    sessionEvents: found.sessionEvents,
   };
 }

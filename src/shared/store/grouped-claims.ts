@@ -1,5 +1,5 @@
 /**
- * Claims as statements (fenced-writes.ts `claimSession` calls them through group-commit.ts):
+ * Claims as statements (session-claims.ts calls them through group-commit.ts):
  * one session alone, or every session whose job started in the same turn of the event loop
  * together — a worker taking many new sessions at once (its start ramp) makes one statement
  * where it made one per session. The grouped form does for each session exactly what the

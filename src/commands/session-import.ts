@@ -16,22 +16,17 @@
  * command again with the same `--idempotency-key` within 24 h continues the same session the
  * same way. What the API refuses after the first page (a 4xx) ends the command with the seq
  * that failed and what is stored.
+ *
+ * The file is read by session-import-file.ts, the pages after the first stored by
+ * session-import-pages.ts.
  */
 import { randomUUID } from "node:crypto";
-import { createReadStream } from "node:fs";
 import { FleetApiError, type FleetClient } from "../producer/client.js";
-import { BODY_LIMIT } from "../producer/request-limits.js";
 import { type ApiOptions, apiClientOf, unreachableLine } from "./api-client.js";
 import { type ImportSource, type ImportStdin, openImportSource } from "./import-source.js";
-import {
-  ExportFileCheck,
-  ExportFileError,
-  type ExportHeader,
-  type FileMessage,
-  sameMessage,
-  startsNewPage,
-  utf8Lines,
-} from "./session-file.js";
+import type { ExportHeader, FileMessage } from "./session-file.js";
+import { checkFile, filePages } from "./session-import-file.js";
+import { checkNothingAfter, reason, storePage } from "./session-import-pages.js";
 import {
   guarded,
   ioOf,
@@ -88,60 +83,6 @@ function parseMetadata(text: string | undefined): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
-/** The file's lines, numbered from 1, without blank ones; a file that cannot be read is bad input. */
-async function* fileLines(file: ImportSource): AsyncGenerator<{ line: number; text: string }> {
-  const input = createReadStream(file.path);
-  try {
-    for await (const item of utf8Lines(input, BODY_LIMIT)) if (item.text.trim() !== "") yield item;
-  } catch (error) {
-    if (error instanceof ExportFileError) throw error;
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new TransferError(
-      `cannot read ${file.name}: ${code === "ENOENT" ? "no such file" : (code ?? error)}`,
-      2,
-    );
-  } finally {
-    input.destroy();
-  }
-}
-
-/** Reads the whole file through the check; resolves with its number of messages. */
-async function checkFile(file: ImportSource): Promise<number> {
-  const check = new ExportFileCheck();
-  let last = 0;
-  for await (const { line, text } of fileLines(file)) {
-    check.read(line, text);
-    last = line;
-  }
-  check.finish(last + 1);
-  return check.messages;
-}
-
-/** The file's header, then its messages in pages (the file read again, checked again). */
-async function* filePages(
-  file: ImportSource,
-): AsyncGenerator<{ header: ExportHeader } | { page: FileMessage[] }> {
-  const check = new ExportFileCheck();
-  let page: FileMessage[] = [];
-  let bytes = 0;
-  let last = 0;
-  for await (const { line, text } of fileLines(file)) {
-    last = line;
-    const item = check.read(line, text);
-    if (item.kind === "header") yield { header: item.header };
-    if (item.kind !== "message") continue;
-    if (startsNewPage({ count: page.length, bytes }, item.message)) {
-      yield { page };
-      page = [];
-      bytes = 0;
-    }
-    page.push(item.message);
-    bytes += item.message.bytes;
-  }
-  check.finish(last + 1);
-  if (page.length > 0) yield { page };
-}
-
 type Send = { extra: Record<string, unknown>; key: string; io: TransferIo };
 
 async function sendFile(client: FleetClient, file: ImportSource, total: number, send: Send): Promise<string> {
@@ -195,13 +136,6 @@ async function sendFile(client: FleetClient, file: ImportSource, total: number, 
   }
 }
 
-function reason(error: unknown): string {
-  if (error instanceof ExportFileError)
-    return `line ${error.line}: ${error.message} (the file changed while it was imported)`;
-  if (error instanceof FleetApiError && error.field) return `${error.message} (${error.field})`;
-  return error instanceof Error ? error.message : String(error);
-}
-
 /** Creates the session with the first page, once whatever the retries (its Idempotency-Key). */
 async function create(client: FleetClient, header: ExportHeader, page: FileMessage[], send: Send) {
   const input = {
@@ -217,88 +151,4 @@ async function create(client: FleetClient, header: ExportHeader, page: FileMessa
     true,
   );
   return id;
-}
-
-/**
- * Stores `page` right after seq `afterSeq`; resolves with the session's last seq after it.
- * A 409 seq_mismatch (a try stored though its answer was lost; or an earlier run of the
- * command) reads what the session holds after `afterSeq`, checks it is this page's start,
- * and sends only the rest.
- */
-async function storePage(
-  client: FleetClient,
-  id: string,
-  afterSeq: number,
-  page: FileMessage[],
-  io: TransferIo,
-): Promise<number> {
-  let sent = 0;
-  for (;;) {
-    const from = afterSeq + sent;
-    const rest = page.slice(sent);
-    const range = `seq ${from + 1}–${from + rest.length}`;
-    try {
-      const { lastSeq } = await retrying(io, `storing ${range}`, () =>
-        client.importMessages(
-          id,
-          rest.map((m) => m.message),
-          { afterSeq: from },
-        ),
-      );
-      return lastSeq;
-    } catch (error) {
-      if (!(error instanceof FleetApiError && error.reason === "seq_mismatch")) {
-        if (error instanceof FleetApiError) {
-          const index = /^messages\[(\d+)\]/.exec(error.field ?? "");
-          const at = index ? rest[Number(index[1])] : undefined;
-          if (at) throw new TransferError(`seq ${at.seq} (line ${at.line}): ${error.message}`, 2);
-          throw new TransferError(`${range}: ${reason(error)}`, error.status < 500 ? 2 : 1);
-        }
-        throw error;
-      }
-      const stored = await storedPrefix(client, id, from, rest, io);
-      await write(
-        io.stderr,
-        `${range}: the session holds seq ${from + 1}–${from + stored} already (an answer was lost); going on after seq ${from + stored}\n`,
-      );
-      sent += stored;
-      if (sent === page.length) return afterSeq + sent;
-    }
-  }
-}
-
-/** How many of `rest` the session holds after seq `from` (at least one), checked to be the file's. */
-async function storedPrefix(
-  client: FleetClient,
-  id: string,
-  from: number,
-  rest: FileMessage[],
-  io: TransferIo,
-): Promise<number> {
-  const { messages } = await retrying(io, `reading session ${id} after seq ${from}`, () =>
-    client.getSession(id, { afterSeq: from, limit: rest.length, runsLimit: 0 }),
-  );
-  if (messages.length === 0)
-    throw new TransferError(
-      `the API refused the page after seq ${from} (seq_mismatch) but the session holds nothing after it`,
-      1,
-    );
-  for (const [i, stored] of messages.entries()) {
-    const mine = rest[i]!;
-    if (stored.seq !== mine.seq || !sameMessage(stored, mine.message))
-      throw new TransferError(
-        `seq ${stored.seq} is stored with another message than line ${mine.line} of the file: something else writes to session ${id}`,
-        1,
-      );
-  }
-  return messages.length;
-}
-
-/** The session ends where the file does: nothing of another writer (or an older run) after it. */
-async function checkNothingAfter(client: FleetClient, id: string, lastSeq: number, io: TransferIo) {
-  const { messages } = await retrying(io, `reading session ${id}`, () =>
-    client.getSession(id, { afterSeq: lastSeq, limit: 1, runsLimit: 0 }),
-  );
-  if (messages.length > 0)
-    throw new TransferError(`the session holds messages after the file's last (seq ${lastSeq})`, 1);
 }

@@ -1,0 +1,70 @@
+/**
+ * Reading a `fleet session import` file (session-import.ts): a line at a time, once through the
+ * check whole, then again as the pages the command sends, checked again.
+ */
+import { createReadStream } from "node:fs";
+import { BODY_LIMIT } from "../producer/request-limits.js";
+import type { ImportSource } from "./import-source.js";
+import {
+  ExportFileCheck,
+  ExportFileError,
+  type ExportHeader,
+  type FileMessage,
+  startsNewPage,
+  utf8Lines,
+} from "./session-file.js";
+import { TransferError } from "./session-transfer.js";
+
+/** The file's lines, numbered from 1, without blank ones; a file that cannot be read is bad input. */
+async function* fileLines(file: ImportSource): AsyncGenerator<{ line: number; text: string }> {
+  const input = createReadStream(file.path);
+  try {
+    for await (const item of utf8Lines(input, BODY_LIMIT)) if (item.text.trim() !== "") yield item;
+  } catch (error) {
+    if (error instanceof ExportFileError) throw error;
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new TransferError(
+      `cannot read ${file.name}: ${code === "ENOENT" ? "no such file" : (code ?? error)}`,
+      2,
+    );
+  } finally {
+    input.destroy();
+  }
+}
+
+/** Reads the whole file through the check; resolves with its number of messages. */
+export async function checkFile(file: ImportSource): Promise<number> {
+  const check = new ExportFileCheck();
+  let last = 0;
+  for await (const { line, text } of fileLines(file)) {
+    check.read(line, text);
+    last = line;
+  }
+  check.finish(last + 1);
+  return check.messages;
+}
+
+/** The file's header, then its messages in pages (the file read again, checked again). */
+export async function* filePages(
+  file: ImportSource,
+): AsyncGenerator<{ header: ExportHeader } | { page: FileMessage[] }> {
+  const check = new ExportFileCheck();
+  let page: FileMessage[] = [];
+  let bytes = 0;
+  let last = 0;
+  for await (const { line, text } of fileLines(file)) {
+    last = line;
+    const item = check.read(line, text);
+    if (item.kind === "header") yield { header: item.header };
+    if (item.kind !== "message") continue;
+    if (startsNewPage({ count: page.length, bytes }, item.message)) {
+      yield { page };
+      page = [];
+      bytes = 0;
+    }
+    page.push(item.message);
+    bytes += item.message.bytes;
+  }
+  check.finish(last + 1);
+  if (page.length > 0) yield { page };
+}

@@ -5,128 +5,26 @@
  * scrub their values out of error texts), and FLEET_DEBUG in cli.ts.
  *
  * The variables, their checks and defaults are config-schema.ts; reading the process
- * environment (with `.env`) is process-env.ts.
+ * environment (with `.env`) is process-env.ts; the FleetConfig it gives is fleet-config.ts, and
+ * FLEET_API_TRUST_PROXY's check trust-proxy.ts.
  */
-import { isIP } from "node:net";
 import { resolve } from "node:path";
-import type { z } from "zod";
 import { parseAllowedBaseUrls } from "./allowed-base-urls.js";
 import { envSchema, NUMBER_VARIABLES } from "./config-schema.js";
 import { ValidationError } from "./errors.js";
-import { type ModelRouting, parseModelEndpoints } from "./model-endpoints.js";
-import { type PriceTable, parsePrices } from "./prices.js";
+import type { FleetConfig } from "./fleet-config.js";
+import { parseModelEndpoints } from "./model-endpoints.js";
+import { parsePrices } from "./prices.js";
 import { readProcessEnv } from "./process-env.js";
-import {
-  type GateTuning,
-  gateTuningFromEnv,
-  parseTenantShares,
-  type TenantShares,
-} from "./provider-limits.js";
+import { gateTuningFromEnv, parseTenantShares } from "./provider-limits.js";
 import { isClusterUrl } from "./redis.js";
-import { type WebhookSettings, webhookSettingsFromEnv } from "./webhooks.js";
+import { parseTrustProxy } from "./trust-proxy.js";
+import { webhookSettingsFromEnv } from "./webhooks.js";
 
 export { CONFIG_VARIABLES, DEFAULT_SESSION_MAX_QUEUED_RUNS } from "./config-schema.js";
+export type { FleetConfig } from "./fleet-config.js";
 export { readProcessEnv } from "./process-env.js";
-
-export type FleetConfig = {
-  databaseUrl: string;
-  redisUrl: string;
-  /** Whether REDIS_URL names a Redis Cluster (`redis+cluster://`). */
-  redisCluster: boolean;
-  /** The effective FLEET_PREFIX: hash-tagged (`{fleet}`) on a cluster. */
-  prefix: string;
-  port: number;
-  /** FLEET_API_REQUEST_TIMEOUT_MS: how long a request to the API may take to arrive (at least 1 s). */
-  apiRequestTimeoutMs: number;
-  /**
-   * FLEET_API_DRAIN_MS: after SIGTERM, how long the API goes on serving with `/healthz`
-   * answering 503 before it stops taking connections (0: it stops at once).
-   */
-  apiDrainMs: number;
-  /** Failed authentications per client address (auth-failures.ts); undefined: no limit. */
-  apiAuthFailures: { perMinute: number; burst: number } | undefined;
-  /** FLEET_API_MAX_BIG_BODIES, FLEET_API_BIG_BODIES_WAITING: request bodies of 1 MiB or more worked on at once, and waiting. */
-  apiBigBodies: { max: number; waiting: number };
-  /** FLEET_API_TRUST_PROXY as Fastify's `trustProxy` takes it. */
-  apiTrustProxy: boolean | number | string;
-  /** Where the HTTP API listens. */
-  host: string;
-  /** Stored for tenant `default` when no API key exists (api-keys.ts `bootstrap`). */
-  bootstrapKey: string | undefined;
-  /** Per-tenant limits (contracts §10); undefined: none. */
-  tenantLimits: {
-    maxActiveSessions: number | undefined;
-    /** FLEET_SESSION_MAX_QUEUED_RUNS; undefined: no bound. */
-    maxQueuedRuns: number | undefined;
-    requestRate: { perSecond: number; burst: number } | undefined;
-  };
-  /** Whether new runs get per-tenant fair priorities. */
-  fairDispatch: boolean;
-  /** FLEET_TENANT_SHARES (provider-limits.ts): weights of tenants on limited endpoints. */
-  tenantShares: TenantShares;
-  /** Batch webhooks: FLEET_WEBHOOK_SECRET, _ALLOWED_URLS, _DENY_PRIVATE, _RETRY_MS, _LOCK_MS, _STALL_CHECK_MS (webhooks.ts). */
-  webhooks: WebhookSettings;
-  /** Provider-limit tuning: FLEET_ENDPOINT_MAX_WAIT_MS, _PERMIT_TTL_MS, _DEFAULT_PAUSE_MS (provider-limits.ts). */
-  gateTuning: Partial<GateTuning>;
-  metricsPort: number;
-  toolDir: string;
-  workerConcurrency: number;
-  workerResumeConcurrency: number;
-  /** WORKER_FETCHERS; undefined: per queue, from its concurrency (fetchers.ts). */
-  workerFetchers: number | undefined;
-  /** WORKER_GATHER_MS. */
-  workerGatherMs: number;
-  /** FLEET_HISTORY_CACHE_MB, in bytes. */
-  historyCacheBytes: number;
-  /** FLEET_MODEL_STEP_TIMEOUT_MS: the longest one model request may stream. */
-  modelStepTimeoutMs: number;
-  /** FLEET_MODEL_MAX_OUTPUT_CHARS: the most text one model request may stream. */
-  modelMaxOutputChars: number;
-  workerDbPool: number;
-  /** DATABASE_SILENCE_MS: a connection silent this long while waiting is dropped (0: never). */
-  databaseSilenceMs: number;
-  /** FLEET_WORKER_DB_RIDEOUT_MS: how long a run's write is tried again while Postgres is unavailable (0: not at all). */
-  workerDbRideoutMs: number;
-  leaseTtlMs: number;
-  shutdownGraceMs: number;
-  sweepIntervalMs: number;
-  sweeperMaxAttempts: number;
-  sweeperBackoffMs: number;
-  /** FLEET_RUN_STUCK_AFTER_MS: a running run with no append for longer is stuck. */
-  runStuckAfterMs: number;
-  /** FLEET_RETENTION_DAYS (null: off), _CHUNK, _INTERVAL_MS: what the sweeper deletes, how. */
-  retention: { maxIdleMs: number | null; chunk: number; intervalMs: number };
-  logLevel: z.infer<typeof envSchema>["LOG_LEVEL"];
-  /** Endpoints, allowed raw base URLs and the keys for each (model-endpoints.ts). */
-  models: ModelRouting & { prices: PriceTable };
-  /** Session events (contracts §7): on/off, retention, SSE limits. */
-  events: {
-    enabled: boolean;
-    maxEvents: number;
-    maxAgeMs: number;
-    /** Bytes of events kept per session stream (FLEET_EVENTS_MAX_BYTES). */
-    maxBytes: number;
-    maxStreamsPerTenant: number;
-    heartbeatMs: number;
-    /** FLEET_SSE_STALL_MS: a reader that has taken nothing for this long is closed. */
-    stallMs: number;
-  };
-  /** The built-in transcript extension's directory (contracts §8); undefined: off. */
-  transcriptDir: string | undefined;
-  /** How often a worker's pass removes transcripts of sessions that no longer exist. */
-  transcriptSweepMs: number;
-  hookTimeoutMs: number;
-  /** FLEET_MIGRATE_LOCK_TIMEOUT_MS: each attempt of a migration waits this long for a lock. */
-  migrateLockTimeoutMs: number;
-  /** FLEET_NEWER_AGENT_WAIT_MS: how long a newer release's agent waits for a worker that reads it (0: none). */
-  newerAgentWaitMs: number;
-  /** FLEET_PREFLIGHT_TIMEOUT_MS: a start's check of Postgres and Redis waits this long for each. */
-  preflightTimeoutMs: number;
-  /** FLEET_TOOL_TIMEOUT_MS: one tool call's time limit unless its tool has its own (0: none). */
-  toolTimeoutMs: number;
-  /** How often every role reads Redis's maxmemory-policy again, after its start. */
-  evictionCheckMs: number;
-};
+export { parseTrustProxy } from "./trust-proxy.js";
 
 /**
  * `env` without its blank number variables (NUMBER_VARIABLES): those get their defaults. One
@@ -268,35 +166,4 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     toolTimeoutMs: e.FLEET_TOOL_TIMEOUT_MS,
     evictionCheckMs: e.FLEET_EVICTION_CHECK_MS,
   };
-}
-
-/** FLEET_API_TRUST_PROXY as Fastify's `trustProxy`: false (default), true, hops, or addresses. */
-export function parseTrustProxy(value: string | undefined): boolean | number | string {
-  const v = (value ?? "").trim();
-  if (v === "" || v.toLowerCase() === "false") return false;
-  if (v.toLowerCase() === "true") return true;
-  if (/^\d+$/.test(v)) return Number(v);
-  // Checked here as Fastify's proxy-addr reads it, so that a typo stops the start naming the
-  // variable (exit 2) rather than Fastify's `invalid IP address: …` with no name (exit 1).
-  for (const entry of v.split(",").map((it) => it.trim()))
-    if (!isProxyAddress(entry))
-      throw new ValidationError(
-        "FLEET_API_TRUST_PROXY",
-        `${JSON.stringify(entry)} is no proxy address: give true, a number of hops, or a comma-separated list of addresses and CIDRs (10.0.0.0/8, ::1, loopback)`,
-      );
-  return v;
-}
-
-/** One entry of a trusted-proxy list: loopback/linklocal/uniquelocal, an IP, or IP/prefix (IPv4 also IP/netmask). */
-function isProxyAddress(entry: string): boolean {
-  if (["loopback", "linklocal", "uniquelocal"].includes(entry)) return true;
-  const slash = entry.lastIndexOf("/");
-  const kind = isIP(slash < 0 ? entry : entry.slice(0, slash));
-  if (kind === 0) return false;
-  if (slash < 0) return true;
-  const range = entry.slice(slash + 1);
-  if (/^\d+$/.test(range)) return Number(range) > 0 && Number(range) <= (kind === 4 ? 32 : 128);
-  if (kind !== 4 || isIP(range) !== 4) return false;
-  const mask = range.split(".").reduce((bits, octet) => (bits << 8) | Number(octet), 0) >>> 0;
-  return mask !== 0 && ((~mask >>> 0) & ((~mask >>> 0) + 1)) === 0;
 }

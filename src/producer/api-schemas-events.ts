@@ -4,6 +4,7 @@
  * gone.
  */
 import { z } from "zod";
+import { EVENT_TYPES } from "../shared/events.js";
 import { messageSchema } from "../shared/messages.js";
 import { countsSchema } from "./api-schemas-batches.js";
 import { errorSchema, id } from "./api-schemas-common.js";
@@ -19,16 +20,7 @@ const eventAt = z
 export const sessionEventSchema = z
   .object({
     sessionId: id,
-    type: z.enum([
-      "RUN_STARTED",
-      "MESSAGE_DELTA",
-      "MESSAGE",
-      "TOOL_STARTED",
-      "TOOL_FINISHED",
-      "MODEL_STOPPED",
-      "RUN_COMPLETED",
-      "SESSION_PARKED",
-    ]),
+    type: z.enum(EVENT_TYPES),
     runId: z
       .string()
       .nullable()

@@ -6,19 +6,20 @@
  * cancelled it. The cancel now keeps the runs it found running (`sessions.cancelled_runs`)
  * and the append answers that mark too: the run ends `cancelled` before its next tool, and the
  * new message's run goes on. The cancel here is the API's own statement (batch-cancel.ts) with
- * no signal published; the new message goes through the real API. Real API, worker (in this
- * process), Postgres and Redis.
+ * no signal published; the new message goes through the real API. A cancel during the run's last
+ * model call (held until the test has cancelled: support/lost-cancel.ts) ends the run `cancelled`
+ * too, whether its end stores its answer or nothing (a call refused for good). Real API, worker
+ * (in this process), Postgres and Redis.
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { parseAgentConfig } from "../src/shared/agent-config.js";
-import { eventStreamKey } from "../src/shared/events.js";
-import { cancelSessions } from "../src/shared/store/batch-cancel.js";
 import { type Fence, FencedWrites } from "../src/shared/store/fenced-writes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { type RunningWorker, startWorker } from "../src/worker/worker.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { cancelUnheard, holdModelCall, storedEvents } from "./support/lost-cancel.js";
 
 let fleet: FleetEnv;
 let client: FleetClient;
@@ -58,12 +59,8 @@ describe("a cancel whose signal no worker read, then a new message", () => {
     const { id } = await client.createSession({ agent });
     const first = await client.send(id, "go");
     await waitFor(async () => (await messagesOf(id, "tool")).length === 1, 30_000, "the first tool's result");
-    const [row] = await fleet.database.sql<
-      { tenant: string }[]
-    >`select tenant from sessions where id = ${id}`;
     // The cancel, its signal lost: nothing is published.
-    const cancel = await cancelSessions(fleet.database, row!.tenant, { sessionId: id });
-    expect(cancel.running.map((run) => run.id)).toEqual([first.runId]);
+    expect(await cancelUnheard(fleet.database, id)).toEqual([first.runId]);
     const second = await client.send(id, "again");
     expect((await client.getSession(id)).status).not.toBe("cancelled");
     // Both came while the second step's model call was still out (its message not appended).
@@ -79,25 +76,51 @@ describe("a cancel whose signal no worker read, then a new message", () => {
 
 describe("a cancel whose signal no worker read, during the run's last model call", () => {
   it("ends the run `cancelled` with its last answer kept; the session stays cancelled", async () => {
-    const agent = { model: { provider: "scripted" as const, steps: [{ delayMs: 5_000, text: "done" }] } };
+    const agent = { model: { provider: "scripted" as const, steps: [{ text: "done" }] } };
     const { id } = await client.createSession({ agent });
+    const call = holdModelCall(id);
     const { runId } = await client.send(id, "go");
-    await waitFor(async () => (await client.getRun(runId)).status === "running", 30_000, "the run's start");
-    const [row] = await fleet.database.sql<
-      { tenant: string }[]
-    >`select tenant from sessions where id = ${id}`;
-    const cancel = await cancelSessions(fleet.database, row!.tenant, { sessionId: id });
-    expect(cancel.running.map((run) => run.id)).toEqual([runId]);
+    await call.reached;
+    expect(await cancelUnheard(fleet.database, id)).toEqual([runId]);
     // The cancel came while the last model call was still out (its answer not appended).
     expect(await messagesOf(id, "assistant")).toHaveLength(0);
-
+    call.release();
     expect((await client.waitForRun(runId, { timeoutMs: 30_000 })).endedReason).toBe("cancelled");
     expect((await messagesOf(id, "assistant")).map((m) => m.content)).toEqual(["done"]);
     const session = await client.getSession(id);
     expect([session.status, session.runs.length]).toEqual(["cancelled", 1]);
-    const stream = await fleet.redis.xrange(eventStreamKey(fleet.config.prefix, id), "-", "+");
-    const events = stream.map(([, f]) => JSON.parse(f[f.indexOf("data") + 1]!) as Record<string, unknown>);
+    const events = await storedEvents(fleet, id);
     expect(events.filter((e) => e.type === "RUN_COMPLETED")).toMatchObject([{ runId, outcome: "cancelled" }]);
+  }, 90_000);
+});
+
+describe("a cancel whose signal no worker read, during a last model call that fails", () => {
+  it("ends the run `cancelled` (event, metric), not with the failure, and parks nothing", async () => {
+    // A refusal the provider would repeat (401), on an agent with no fallback: alone, the run
+    // ends provider_error and parks the session provider_rejected. Its end appends nothing
+    // (endRun): the cancel that came while the call was out must be read there too.
+    const agent = { model: { provider: "scripted" as const, steps: [{ fault: "rejected" as const }] } };
+    const { id } = await client.createSession({ agent });
+    const runs = async (outcome: string) =>
+      (await worker.metrics.runs.get()).values.find(
+        (v) => v.labels.kind === "run" && v.labels.outcome === outcome,
+      )?.value ?? 0;
+    const before = { cancelled: await runs("cancelled"), failed: await runs("provider_error") };
+    const call = holdModelCall(id);
+    const { runId } = await client.send(id, "go");
+    await call.reached;
+    expect(await cancelUnheard(fleet.database, id)).toEqual([runId]);
+    call.release();
+    expect(await client.waitForRun(runId, { timeoutMs: 30_000 })).toMatchObject({ endedReason: "cancelled" });
+    const events = await storedEvents(fleet, id);
+    expect(events.filter((e) => e.type === "RUN_COMPLETED")).toMatchObject([{ runId, outcome: "cancelled" }]);
+    expect(events.filter((e) => e.type === "SESSION_PARKED")).toEqual([]);
+    expect([await runs("cancelled"), await runs("provider_error")]).toEqual([
+      before.cancelled + 1,
+      before.failed,
+    ]);
+    const session = await client.getSession(id);
+    expect([session.status, session.parkedReason ?? null]).toEqual(["cancelled", null]);
   }, 90_000);
 });
 

@@ -363,7 +363,7 @@ describe("a run's writes through a Postgres outage (real Postgres, a TCP proxy)"
     });
     const ride = rideout(10_000);
     const cut = proxy.dropAnswer((sent) => sent.includes(run.id));
-    const next = await ride.writes.endRun(fence, run.id, "completed", {
+    const { next } = await ride.writes.endRun(fence, run.id, "completed", {
       usage: { inputTokens: 1, outputTokens: 1 },
     });
     await cut;

@@ -345,7 +345,7 @@ describe("runs", () => {
       [],
       "empty",
     );
-    expect((await writes.endRun(fence, ended.id, "completed"))?.id).toBe(queued.id);
+    expect((await writes.endRun(fence, ended.id, "completed")).next?.id).toBe(queued.id);
 
     const second = (await writes.claimSession(id, "w2"))!;
     expect(second.epoch).toBe(first.epoch + 1);

@@ -282,19 +282,28 @@ describe("grouped run ends (the last append and the run's end)", () => {
     expect((await stored(done.fence.sessionId)).messages).toEqual(["1:go", "2:one"]);
   });
 
+  /**
+   * The cancel (contracts §9) of each of `runs`' sessions, which finds its run running, then a
+   * new message that re-opens `reopen`'s session: that message's queued run.
+   */
+  async function cancelThenReopen(runs: { fence: Fence }[], reopen: { fence: Fence }) {
+    for (const { fence } of runs) {
+      const cancel = await cancelSessions(fleet.database, "default", { sessionId: fence.sessionId });
+      expect(cancel.sessionIds).toEqual([fence.sessionId]);
+    }
+    const { run } = await queries.createRun(
+      { sessionId: reopen.fence.sessionId, kind: "run", trigger: "api", input: "again" },
+      { unpark: true },
+    );
+    return run;
+  }
+
   it("a run a cancel found running ends `cancelled`, its last message kept, grouped or alone", async () => {
     // The cancel (contracts §9) commits while the run's last model call is out; its signal is
     // lost, so the run comes to its end as if nothing happened. `reopened` got a new message
     // after the cancel (the session active again, that message's run queued).
     const [plain, reopened, alone] = await Promise.all([running(), running(), running()]);
-    for (const { fence } of [plain, reopened, alone]) {
-      const cancel = await cancelSessions(fleet.database, "default", { sessionId: fence.sessionId });
-      expect(cancel.sessionIds).toEqual([fence.sessionId]);
-    }
-    const { run: again } = await queries.createRun(
-      { sessionId: reopened.fence.sessionId, kind: "run", trigger: "api", input: "again" },
-      { unpark: true },
-    );
+    const again = await cancelThenReopen([plain, reopened, alone], reopened);
     const cursor = { lastSeq: 1, lastStepSeq: null };
     const end = ({ fence, runId }: { fence: Fence; runId: string }) =>
       writes.appendAndEndRun(
@@ -321,6 +330,55 @@ describe("grouped run ends (the last append and the run's end)", () => {
       parked_reason: null,
     });
     expect(await sessionState(reopened.fence.sessionId)).toMatchObject({ status: "active" });
+  });
+
+  it("a run a cancel found running ends `cancelled` with no last message too (endRun), parking nothing", async () => {
+    // The same cancel, its signal lost, while a run's last model call is out; the run then
+    // comes to an end that appends nothing (a limit here; a provider error, a failure, …).
+    const [plain, reopened, other] = await Promise.all([running(), running(), running()]);
+    const again = await cancelThenReopen([plain, reopened], reopened);
+    const park = { reason: "budget_exhausted", detail: "over budget" };
+    const end = ({ fence, runId }: { fence: Fence; runId: string }) =>
+      writes.endRun(fence, runId, "budget_exhausted", { error: "over budget", park });
+    const before = statements;
+    const [onPlain, onReopened, onOther] = [await end(plain), await end(reopened), await end(other)];
+    // Read in the statement that ends the run: no round trip more.
+    expect(statements - before).toBe(3);
+    for (const { runId } of [plain, reopened])
+      expect(await runRow(runId)).toMatchObject({ status: "ended", ended_reason: "cancelled" });
+    expect(await runRow(other.runId)).toMatchObject({ status: "ended", ended_reason: "budget_exhausted" });
+    // The worker learns it from the answer: RUN_COMPLETED, its metric and hooks say `cancelled` too.
+    expect([onPlain, onReopened, onOther]).toEqual([
+      { next: null, cancelled: true },
+      { next: expect.objectContaining({ id: again.id }), cancelled: true },
+      { next: null, cancelled: false },
+    ]);
+    expect(await sessionState(plain.fence.sessionId)).toMatchObject({
+      status: "cancelled",
+      parked_reason: null,
+    });
+    expect(await sessionState(reopened.fence.sessionId)).toMatchObject({
+      status: "active",
+      parked_reason: null,
+    });
+    expect(await sessionState(other.fence.sessionId)).toMatchObject({
+      status: "parked",
+      parked_reason: "budget_exhausted: over budget",
+    });
+    // Sent again (its first answer lost: db-rideout.ts), an end changes nothing and answers the
+    // same, read from the ended run: a cancel that came after the run ended does not make it
+    // `cancelled`.
+    const done = await running();
+    const complete = () => writes.endRun(done.fence, done.runId, "completed");
+    expect(await complete()).toEqual({ next: null, cancelled: false });
+    await cancelSessions(fleet.database, "default", { sessionId: done.fence.sessionId });
+    expect(await sessionState(done.fence.sessionId)).toMatchObject({ status: "cancelled" });
+    expect([await end(plain), await end(other), await complete()]).toEqual([
+      onPlain,
+      onOther,
+      { next: null, cancelled: false },
+    ]);
+    expect(await runRow(done.runId)).toMatchObject({ ended_reason: "completed" });
   });
 
   it("a limit does not park a session that has another run queued", async () => {

@@ -178,7 +178,7 @@ describe("a session's runs start in the order they were queued", () => {
     expect(idOf(together?.locked ? together.out.next : null)).toBe(early.id);
     await runningAgain();
     const writes = new FencedWrites(fleet.database, { groupWrites: false });
-    expect(idOf(await writes.endRun({ sessionId: id, epoch }, first.id, "completed"))).toBe(early.id);
+    expect(idOf((await writes.endRun({ sessionId: id, epoch }, first.id, "completed")).next)).toBe(early.id);
     expect((await queries.listRuns(id)).map((r) => r.id)).toEqual([first.id, early.id, late.id]);
   }, 60_000);
 

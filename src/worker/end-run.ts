@@ -44,6 +44,8 @@ export async function finishRun(started: StartedRun, loopResult: LoopResult): Pr
     result.error == null ? null : toFallback ? `${PRIMARY_REJECTED_PREFIX}${result.error}` : result.error;
   const endDetail = { error: storedError, usage: result.usage, park };
   let next: RunRow | null;
+  /** A cancel committed while the run was running: its end was recorded `cancelled`. */
+  let cancelled = false;
   const last = result.last;
   if (last && deps.writes.appendAndEndRun) {
     let ended: Awaited<ReturnType<FencedWrites["appendAndEndRun"]>> | null = null;
@@ -66,24 +68,25 @@ export async function finishRun(started: StartedRun, loopResult: LoopResult): Pr
       const [stored] = ended.stored;
       history.push(stored!);
       await observer.committed(stored!);
-      next = ended.next;
-      // A cancel committed while the run was out on its last model call (its signal lost, or
-      // come once the model had answered): the statement ended the run `cancelled`, parking
-      // nothing (contracts §9), and its event, metric and hooks say so too.
-      if (ended.cancelled && result.outcome !== "cancelled") {
-        result = { ...result, outcome: "cancelled" };
-        park = undefined;
-      }
+      ({ next, cancelled } = ended);
     } else {
       park = { reason: result.outcome, detail: result.error };
-      next = await deps.writes.endRun(fence, run.id, result.outcome, {
+      ({ next, cancelled } = await deps.writes.endRun(fence, run.id, result.outcome, {
         ...endDetail,
         error: result.error ?? null,
         park,
-      });
+      }));
     }
   } else {
-    next = await deps.writes.endRun(fence, run.id, result.outcome, endDetail);
+    ({ next, cancelled } = await deps.writes.endRun(fence, run.id, result.outcome, endDetail));
+  }
+  // A cancel committed while the run was out on its last model call (its signal lost, or come
+  // once the model had answered), whether the run's end stored its last step or nothing (a
+  // limit, a provider's error): the statement ended the run `cancelled`, parking nothing
+  // (contracts §9), and its event, metric and hooks say so too — as when the signal came.
+  if (cancelled && result.outcome !== "cancelled") {
+    result = { ...result, outcome: "cancelled" };
+    park = undefined;
   }
   deps.metrics.runs.inc({ kind, outcome: result.outcome });
   const ended: SessionEventInput[] = [{ type: "RUN_COMPLETED", runId: run.id, outcome: result.outcome }];

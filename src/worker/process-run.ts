@@ -167,7 +167,7 @@ async function endUnstarted(
   const kind = run.kind === "resume" ? "resume" : "run";
   const logFields = runLogFields(run, kind, deps);
   const startedAt = Date.now();
-  const { outcome, error } = end;
+  const { error } = end;
   await deps.writes.startRun(
     fence,
     cursorOf(history),
@@ -177,17 +177,21 @@ async function endUnstarted(
   );
   deps.log.info(withFields(logFields, { trigger: run.trigger, resumeKind: null }), "run started");
   await events?.emitBounded([runStartedEvent(run, kind, null)]);
-  const nextRun = await deps.writes.endRun(fence, run.id, outcome, {
+  const { next: nextRun, cancelled } = await deps.writes.endRun(fence, run.id, end.outcome, {
     error,
     ...(end.park ? { park: end.park } : {}),
   });
+  // A cancel that committed between the run's start and its end, its signal lost: the run was
+  // ended `cancelled` (contracts §9), parking nothing, and its event, metric and hooks say so.
+  const outcome = cancelled ? "cancelled" : end.outcome;
+  const park = cancelled ? undefined : end.park;
   // Counted once its end is stored: an end that fails is someone else's to end and count.
   deps.metrics.runs.inc({ kind, outcome });
   const ended: SessionEventInput[] = [{ type: "RUN_COMPLETED", runId: run.id, outcome }];
-  if (end.park && nextRun === null) {
-    deps.metrics.sessionsParked.inc({ reason: end.park.reason });
-    deps.log.warn({ sessionId: fence.sessionId, runId: run.id, ...end.park }, "session parked");
-    ended.push({ type: "SESSION_PARKED", reason: end.park.reason });
+  if (park && nextRun === null) {
+    deps.metrics.sessionsParked.inc({ reason: park.reason });
+    deps.log.warn({ sessionId: fence.sessionId, runId: run.id, ...park }, "session parked");
+    ended.push({ type: "SESSION_PARKED", reason: park.reason });
   }
   await events?.emitBounded(ended);
   deps.log.info(

@@ -86,14 +86,9 @@ export function ridingOutWrites<W extends object>(writes: W, deps: RideoutDeps):
                 if (!found) return null;
                 // The message and the run's end committed together: the run is ended, and
                 // endRun, which changes nothing on an ended run, answers the session's next
-                // queued run. `cancelled` is read as the ending statement read it.
-                const next = await w.endRun!(fence, runId, outcome, detail);
-                return {
-                  stored: found.stored,
-                  next,
-                  cancelled: found.cancelled,
-                  sessionEvents: found.sessionEvents,
-                };
+                // queued run and whether the ending statement ended it `cancelled`.
+                const { next, cancelled } = await w.endRun!(fence, runId, outcome, detail);
+                return { stored: found.stored, next, cancelled, sessionEvents: found.sessionEvents };
               },
               () => w.appendAndEndRun!(fence, cursor, runId, last, outcome, detail),
             ),

@@ -9,7 +9,7 @@ import { FencedError } from "../errors.js";
 import type { Message, StoredMessage, Usage } from "../messages.js";
 import type { TailState } from "../tail-state.js";
 import { type Fence, type HistoryCursor, parkedReason, stored, stripNul } from "./fenced-rows.js";
-import type { Inserted } from "./grouped-appends.js";
+import { endsCancelled, type Inserted } from "./grouped-appends.js";
 import { countBytes, historyBytes } from "./history-bytes.js";
 import { json, type RawRun, runFromRaw, toNewRows } from "./rows.js";
 
@@ -75,9 +75,22 @@ export type RunEndDetail = {
 };
 
 /**
+ * What `endRun` answers: the session's next queued run, and whether the run ended `cancelled`
+ * whatever outcome its worker sent (a cancel committed while it was running: contracts §9).
+ */
+export type RunEnd = { next: RunRow | null; cancelled: boolean };
+
+/**
  * Records how a run ended and returns the session's next queued run, in one statement.
  * Fenced: a worker that lost the lease cannot rewrite a run. A completed run also resets
  * the session's count of automatic resume attempts.
+ *
+ * A cancel that committed while the run was running (its signal lost, or come once the
+ * model had answered) is read from the session's row, locked first as a cancel locks it
+ * (batch-cancel.ts) so a cancel in progress is waited for and seen: the run then ends
+ * `cancelled`, not `outcome`, and parks nothing — as its last append with its end does
+ * (grouped-appends.ts `endsCancelled`). An end sent again (its first answer lost) changes
+ * nothing and answers what the run's row says.
  */
 export async function endRun(
   database: Database,
@@ -85,40 +98,47 @@ export async function endRun(
   runId: string,
   outcome: string,
   detail: RunEndDetail = {},
-): Promise<RunRow | null> {
+): Promise<RunEnd> {
   const park = parkedReason(detail.park);
+  const runIdText = database.sql`${runId}::text`;
   // One update of the session row (a statement cannot update a row twice): the run's end
   // is activity (`updated_at`), a completed run resets the resume count, a limit parks it.
-  const [result] = await database.sql<{ fence_ok: boolean; next: RawRun | null }[]>`
-      with r as (
-        update runs set status = 'ended', ended_reason = ${outcome}, ended_at = now(),
+  const [result] = await database.sql<{ fence_ok: boolean; cancelled: boolean; next: RawRun | null }[]>`
+      with cur as (
+        select id, ${endsCancelled(database, runIdText)}
+          from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}
+           for no key update
+      ), r as (
+        update runs set status = 'ended', ended_at = now(),
+                        ended_reason = case when (select cancelled from cur) then 'cancelled' else ${outcome} end,
                         error = ${detail.error == null ? null : stripNul(detail.error)},
                         usage = ${detail.usage ? JSON.stringify(detail.usage) : null}::jsonb
-         where id = ${runId} and (status <> 'ended') is true
-           and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch})
-        returning id
+         where id = ${runId} and (status <> 'ended') is true and exists (select 1 from cur)
+        returning ended_reason
       ), s as (
         update sessions
            set updated_at = now(),
                resume_attempts = case when ${outcome === "completed"} then 0 else resume_attempts end,
                next_resume_at = case when ${outcome === "completed"} then null else next_resume_at end,
-               status = case when ${park !== null} and status = 'active'
+               status = case when ${park !== null} and status = 'active' and not (select cancelled from cur)
                                and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
                                                  and q.status = (select 'queued'::text) and q.id <> ${runId})
                              then 'parked' else status end,
-               parked_reason = case when ${park !== null} and status = 'active'
+               parked_reason = case when ${park !== null} and status = 'active' and not (select cancelled from cur)
                                and not exists (select 1 from runs q where q.session_id = ${fence.sessionId}
                                                  and q.status = (select 'queued'::text) and q.id <> ${runId})
                              then ${park} else parked_reason end
          where id = ${fence.sessionId} and lease_epoch = ${fence.epoch} and exists (select 1 from r)
         returning status
       )
-      select exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch}) as fence_ok,
+      select exists (select 1 from cur) as fence_ok,
+             coalesce((select ended_reason from r), (select ended_reason from runs x where x.id = ${runId}), '')
+               = 'cancelled' as cancelled,
              (select row_to_json(q) from runs q where q.session_id = ${fence.sessionId} and q.status = (select 'queued'::text)
                 and q.id <> ${runId}
                 and coalesce((select status from s),
                              (select status from sessions x where x.id = ${fence.sessionId})) = 'active'
                order by q.queue_seq limit 1) as next`;
   if (!result!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
-  return result!.next ? runFromRaw(json<RawRun>(result!.next)) : null;
+  return { next: result!.next ? runFromRaw(json<RawRun>(result!.next)) : null, cancelled: result!.cancelled };
 }

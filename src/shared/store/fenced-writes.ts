@@ -27,7 +27,7 @@ import {
   stored,
   stripNul,
 } from "./fenced-rows.js";
-import { endRun, type RunEndDetail, startRun } from "./fenced-runs.js";
+import { endRun, type RunEnd, type RunEndDetail, startRun } from "./fenced-runs.js";
 import { GroupCommit, type Settled } from "./group-commit.js";
 import {
   type AppendOutcome,
@@ -177,8 +177,12 @@ export class FencedWrites {
     return startRun(this.database, fence, cursor, run, messages, tail);
   }
 
-  /** Records how a run ended and returns the session's next queued run, in one statement (fenced-runs.ts). */
-  endRun(fence: Fence, runId: string, outcome: string, detail: RunEndDetail = {}): Promise<RunRow | null> {
+  /**
+   * Records how a run ended and returns the session's next queued run, in one statement
+   * (fenced-runs.ts); `cancelled`: a cancel committed while the run was running, so it was
+   * ended `cancelled` instead of `outcome` (contracts §9).
+   */
+  endRun(fence: Fence, runId: string, outcome: string, detail: RunEndDetail = {}): Promise<RunEnd> {
     return endRun(this.database, fence, runId, outcome, detail);
   }
 

@@ -207,8 +207,9 @@ const runCancelled = (database: Database, runId: postgres.Fragment) => database.
  * when a cancel committed while the run was running (contracts §9: its signal may never have
  * reached the worker, or came once the model had answered), so the run ends `cancelled`, not
  * with the outcome its worker sent. `sessions.status`, the session's own, still picks its next run.
+ * A run's end that appends nothing reads the same (fenced-runs.ts `endRun`).
  */
-const endsCancelled = (database: Database, runId: postgres.Fragment) => database.sql`
+export const endsCancelled = (database: Database, runId: postgres.Fragment) => database.sql`
   (${runCancelled(database, runId)} or sessions.status = 'cancelled') as cancelled`;
 
 /** The grouped statements' insert: each fenced session's (`s`) messages, numbered by its caller. */

@@ -8,14 +8,17 @@
  * aborted and ends `cancelled`; the model is never asked. The same for an `onCommitted` still
  * pending (here on the model's step asking for a tool): the cancel waited it out (counted a
  * failed hook) before the run saw it; now the run stops waiting, its tool never starts, and the
- * messages it still commits (the call answered as cancelled) reach the hook too. Real API,
- * worker (in this process, with the extension given in code), Postgres and Redis.
+ * messages it still commits (the call answered as cancelled) reach the hook too. And a cancel
+ * whose signal the worker never read, committed during the run's last model call: afterRun sees
+ * `cancelled`, whether the run's end stored its answer or nothing. Real API, worker (in this
+ * process, with the extension given in code), Postgres and Redis.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { defineExtension } from "../src/worker/extensions.js";
 import { type RunningWorker, startWorker } from "../src/worker/worker.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { cancelUnheard, holdModelCall } from "./support/lost-cancel.js";
 
 let fleet: FleetEnv;
 let client: FleetClient;
@@ -143,4 +146,33 @@ describe("a cancel while an onCommitted hook is pending", () => {
     );
     expect(failures?.value ?? 0).toBe(0);
   }, 60_000);
+});
+
+describe("a cancel whose signal no worker read, during the run's last model call", () => {
+  // The cancel commits while the model call is out and the worker never hears of it (its signal
+  // lost): the run comes to its end as if nothing happened. A worker with hooks appends the
+  // last step on its own (they see it first) or, when the call failed, appends nothing at its
+  // end; either way the run ends `cancelled`, and afterRun says so (contracts §8, §9).
+  const cases = [
+    { how: "its answer stored", steps: [{ text: "done" }], roles: ["user", "assistant"] },
+    { how: "its call refused for good", steps: [{ fault: "rejected" as const }], roles: ["user"] },
+  ];
+  for (const { how, steps, roles } of cases)
+    it(`${how}: afterRun sees \`cancelled\`, no onError, nothing parked`, async () => {
+      const session = await client.createSession({ agent: { model: { provider: "scripted", steps } } });
+      const call = holdModelCall(session.id);
+      const { runId } = await client.send(session.id, "go");
+      await call.reached;
+      expect(await cancelUnheard(fleet.database, session.id)).toEqual([runId]);
+      call.release();
+      expect((await client.waitForRun(runId, { timeoutMs: 30_000 })).endedReason).toBe("cancelled");
+      const ofSession = () => calls.filter((c) => c.sessionId === session.id);
+      await waitFor(async () => ofSession().some((c) => c.hook === "afterRun"), 10_000, "afterRun");
+      expect(ofSession().filter((c) => c.hook === "afterRun" || c.hook === "onError")).toEqual([
+        { hook: "afterRun", sessionId: session.id, detail: "cancelled" },
+      ]);
+      const after = await client.getSession(session.id);
+      expect([after.status, after.parkedReason ?? null]).toEqual(["cancelled", null]);
+      expect(after.messages.map((m) => m.role)).toEqual(roles);
+    }, 60_000);
 });

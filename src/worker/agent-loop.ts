@@ -197,10 +197,10 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
       pauses++;
       continue;
     }
-    // The last step was appended on its own (hooks see it first; a deferred one is ended
-    // `cancelled` by its ending statement instead): a cancel that committed while it was out,
-    // its signal never come, ends the run `cancelled` too, not `outcome` (contracts §9).
-    if (await history.cancelled()) return { outcome: "cancelled", usage };
+    // The last step was appended on its own (hooks see it first). A cancel that committed while
+    // it was out, its signal never come, is read by the statement that ends the run (endRun, as
+    // the ending append does for a deferred step): the run ends `cancelled` there, not `outcome`,
+    // and its event, metric and hooks say so (end-run.ts). No read of its own here.
     return { outcome, usage };
   }
 }

@@ -19,7 +19,7 @@ import { type Fence, FencedWrites } from "../src/shared/store/fenced-writes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { type RunningWorker, startWorker } from "../src/worker/worker.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
-import { cancelUnheard, holdModelCall, storedEvents } from "./support/lost-cancel.js";
+import { cancelUnheard, eventsOnceEnded, holdModelCall } from "./support/lost-cancel.js";
 
 let fleet: FleetEnv;
 let client: FleetClient;
@@ -89,7 +89,7 @@ describe("a cancel whose signal no worker read, during the run's last model call
     expect((await messagesOf(id, "assistant")).map((m) => m.content)).toEqual(["done"]);
     const session = await client.getSession(id);
     expect([session.status, session.runs.length]).toEqual(["cancelled", 1]);
-    const events = await storedEvents(fleet, id);
+    const events = await eventsOnceEnded(fleet, id, runId);
     expect(events.filter((e) => e.type === "RUN_COMPLETED")).toMatchObject([{ runId, outcome: "cancelled" }]);
   }, 90_000);
 });
@@ -112,7 +112,7 @@ describe("a cancel whose signal no worker read, during a last model call that fa
     expect(await cancelUnheard(fleet.database, id)).toEqual([runId]);
     call.release();
     expect(await client.waitForRun(runId, { timeoutMs: 30_000 })).toMatchObject({ endedReason: "cancelled" });
-    const events = await storedEvents(fleet, id);
+    const events = await eventsOnceEnded(fleet, id, runId);
     expect(events.filter((e) => e.type === "RUN_COMPLETED")).toMatchObject([{ runId, outcome: "cancelled" }]);
     expect(events.filter((e) => e.type === "SESSION_PARKED")).toEqual([]);
     expect([await runs("cancelled"), await runs("provider_error")]).toEqual([

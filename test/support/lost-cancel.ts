@@ -12,7 +12,7 @@ import { eventStreamKey } from "../../src/shared/events.js";
 import { cancelSessions } from "../../src/shared/store/batch-cancel.js";
 import type { ModelRequest } from "../../src/worker/models/provider.js";
 import { ScriptedModel } from "../../src/worker/models/scripted.js";
-import type { FleetEnv } from "./fleet-env.js";
+import { type FleetEnv, waitFor } from "./fleet-env.js";
 
 let holding = false;
 
@@ -71,4 +71,26 @@ export async function cancelUnheard(database: Database, sessionId: string): Prom
 export async function storedEvents(fleet: FleetEnv, sessionId: string): Promise<Record<string, unknown>[]> {
   const stream = await fleet.redis.xrange(eventStreamKey(fleet.config.prefix, sessionId), "-", "+");
   return stream.map(([, f]) => JSON.parse(f[f.indexOf("data") + 1]!) as Record<string, unknown>);
+}
+
+/**
+ * The session's events once the run `runId`'s RUN_COMPLETED is among them. A worker without
+ * hooks writes it after the run's row is ended (and after counting it in fleet_runs_total)
+ * without waiting for it: a test that read right after `waitForRun` could miss it.
+ */
+export async function eventsOnceEnded(
+  fleet: FleetEnv,
+  sessionId: string,
+  runId: string,
+): Promise<Record<string, unknown>[]> {
+  let events: Record<string, unknown>[] = [];
+  await waitFor(
+    async () => {
+      events = await storedEvents(fleet, sessionId);
+      return events.some((e) => e.type === "RUN_COMPLETED" && e.runId === runId);
+    },
+    10_000,
+    `RUN_COMPLETED of ${runId}`,
+  );
+  return events;
 }

@@ -24,10 +24,11 @@ import { eventStreamKey, seqKey } from "../src/shared/events.js";
 import { RunQueues } from "../src/shared/queues.js";
 import { BatchStore } from "../src/shared/store/batches.js";
 import { FencedWrites } from "../src/shared/store/fenced-writes.js";
-import { endingAppendAlone, endingAppendsTogether } from "../src/shared/store/grouped-appends.js";
+import { endingAppendsTogether } from "../src/shared/store/grouped-appends.js";
 import { claimAlone, claimsTogether } from "../src/shared/store/grouped-claims.js";
 import { createRun, type NewRun } from "../src/shared/store/run-queueing.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
+import { endingAppendAlone } from "../src/shared/store/single-appends.js";
 import { createFleetEnv, type FleetEnv, seqsOf, waitFor } from "./support/fleet-env.js";
 import { CRASH_HISTORY } from "./support/histories.js";
 

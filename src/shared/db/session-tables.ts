@@ -101,7 +101,7 @@ export const sessions = pgTable(
     cancelledAt: timestamp("cancelled_at", { withTimezone: true }),
     /**
      * The runs its last cancel found running (batch-cancel.ts): each append of one of them
-     * answers `cancelled` (grouped-appends.ts), even once a new message re-opened the session,
+     * answers `cancelled` (cancel-reads.ts), even once a new message re-opened the session,
      * so the run stops before its next tool though the cancel's signal never reached its
      * worker. Null: never cancelled with a run running.
      */

@@ -77,7 +77,7 @@ export function judgeAppend(
     ? {
         found: "committed",
         inserted: read.rows.map((r) => ({ seq: r.seq, created_at: r.created_at })),
-        // As the append answers it (grouped-appends.ts `statusForRun`).
+        // As the append answers it (cancel-reads.ts `statusForRun`).
         status:
           expected.runId !== null && (read.cancelledRuns ?? []).includes(expected.runId)
             ? "cancelled"

@@ -8,8 +8,9 @@ import type { RunRow } from "../db/schema.js";
 import { FencedError } from "../errors.js";
 import type { Message, StoredMessage, Usage } from "../messages.js";
 import type { TailState } from "../tail-state.js";
+import { endsCancelled } from "./cancel-reads.js";
 import { type Fence, type HistoryCursor, parkedReason, stored, stripNul } from "./fenced-rows.js";
-import { endsCancelled, type Inserted } from "./grouped-appends.js";
+import type { Inserted } from "./grouped-appends.js";
 import { countBytes, historyBytes } from "./history-bytes.js";
 import { json, type RawRun, runFromRaw, toNewRows } from "./rows.js";
 
@@ -89,7 +90,7 @@ export type RunEnd = { next: RunRow | null; cancelled: boolean };
  * model had answered) is read from the session's row, locked first as a cancel locks it
  * (batch-cancel.ts) so a cancel in progress is waited for and seen: the run then ends
  * `cancelled`, not `outcome`, and parks nothing — as its last append with its end does
- * (grouped-appends.ts `endsCancelled`). An end sent again (its first answer lost) changes
+ * (cancel-reads.ts `endsCancelled`). An end sent again (its first answer lost) changes
  * nothing and answers what the run's row says.
  */
 export async function endRun(

@@ -31,16 +31,15 @@ import { endRun, type RunEnd, type RunEndDetail, startRun } from "./fenced-runs.
 import { GroupCommit, type Settled } from "./group-commit.js";
 import {
   type AppendOutcome,
-  appendAlone,
   appendsTogether,
   type EndingAppend,
   type EndingOutcome,
-  endingAppendAlone,
   endingAppendsTogether,
   type SessionAppend,
 } from "./grouped-appends.js";
 import { runFromRaw } from "./rows.js";
 import { type Claim, type ClaimOptions, SessionClaims } from "./session-claims.js";
+import { appendAlone, endingAppendAlone } from "./single-appends.js";
 
 export type { Fence, HistoryCursor } from "./fenced-rows.js";
 export type { Claim } from "./session-claims.js";

@@ -26,15 +26,20 @@ type Row = {
   ahead_ms: number | null;
 };
 
+type LatestRun = { id: string; kind: string; resume_kind: string | null };
+
+/** A Sweeper driven by the test, and the queues it enqueues resumes on. */
+type TestSweeper = { sweeper: Sweeper; own: RunQueues };
+
 describe("continuations of answers cut by the output limit", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
   const queues: RunQueues[] = [];
 
-  function makeSweeper(policy: Partial<ResumePolicy>): Sweeper {
+  function makeSweeper(policy: Partial<ResumePolicy>): TestSweeper {
     const own = new RunQueues(fleet.redis, fleet.config.prefix);
     queues.push(own);
-    return sweeperOf(fleet, own, { policy });
+    return { sweeper: sweeperOf(fleet, own, { policy }), own };
   }
 
   /** The session's resume count, and how far its next resume is placed after its latest run. */
@@ -46,15 +51,21 @@ describe("continuations of answers cut by the output limit", () => {
     return r!;
   }
 
-  async function latestRun(id: string): Promise<{ id: string; kind: string; resume_kind: string | null }> {
-    const [r] = await fleet.database.sql<{ id: string; kind: string; resume_kind: string | null }[]>`
+  async function latestRun(id: string): Promise<LatestRun> {
+    const [r] = await fleet.database.sql<LatestRun[]>`
       select id, kind, resume_kind from runs where session_id = ${id} order by created_at desc, id desc limit 1`;
     return r!;
   }
 
-  /** Sweeps until the session is parked or completed, each resume run to its end first; returns the sweeps that resumed. */
+  /**
+   * Sweeps until the session is parked or completed, each resume run to its end first; returns
+   * the sweeps that resumed. `each` reads what the sweep left before the worker may start the
+   * resume's job: the queues are paused until it returns (a completed run resets the count
+   * and the next resume's time; on a loaded machine the worker ended the last continuation
+   * before `each` read them, and it read `resume_attempts: 0`, `ahead_ms: null`).
+   */
   async function sweepToTheEnd(
-    sweeper: Sweeper,
+    { sweeper, own }: TestSweeper,
     id: string,
     each?: (n: number) => Promise<void>,
   ): Promise<number> {
@@ -63,11 +74,17 @@ describe("continuations of answers cut by the output limit", () => {
       const { status } = await client.getSession(id);
       if (status === "completed" || status === "parked") return resumed;
       const before = (await latestRun(id)).id;
-      await sweeper.sweepInterrupted();
-      const run = await latestRun(id);
+      await Promise.all(own.all().map((queue) => queue.pause()));
+      let run: LatestRun;
+      try {
+        await sweeper.sweepInterrupted();
+        run = await latestRun(id);
+        if (run.id !== before) await each?.(resumed + 1);
+      } finally {
+        await Promise.all(own.all().map((queue) => queue.resume()));
+      }
       if (run.id === before) continue;
       resumed++;
-      await each?.(resumed);
       await client.waitForRun(run.id, { timeoutMs: 20_000 });
     }
     throw new Error(`session ${id} still active after 30 sweeps`);

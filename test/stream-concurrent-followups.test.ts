@@ -8,16 +8,21 @@
  * It now names its run (`?run=RUN_ID`): the stream starts at that run's RUN_STARTED, or at
  * the stream's end while the run waits in the queue.
  */
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient, type FleetEvent } from "../src/producer/client.js";
+import type { ScriptedStep } from "../src/shared/agent-config.js";
+import { EventReader } from "../src/shared/event-reader.js";
+import { eventStreamKey } from "../src/shared/events.js";
 import { type ApiProxy, startApiProxy } from "./support/api-proxy.js";
-import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { createFleetEnv, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
 import { readSse } from "./support/sse.js";
 
-/** A proxy to the API that holds each event-stream request for `delayMs` (a client far away). */
-function slowEventsProxy(target: string, delayMs: number): Promise<ApiProxy> {
+/** A proxy to the API that holds each event-stream request until `hold()` settles (a client far away). */
+function heldEventsProxy(target: string, hold: () => Promise<unknown>): Promise<ApiProxy> {
   return startApiProxy(target, (req, _res, forward) => {
-    if (req.url?.includes("/events")) setTimeout(forward, delayMs);
+    if (req.url?.includes("/events")) void hold().then(forward);
     else forward();
   });
 }
@@ -33,7 +38,7 @@ describe("stream() with concurrent follow-up messages", () => {
     const started = await fleet.startApi();
     client = started.client;
     base = started.api.url;
-    proxy = await slowEventsProxy(base, 400);
+    proxy = await heldEventsProxy(base, () => new Promise((resolve) => setTimeout(resolve, 400)));
     await fleet.spawnWorker();
   }, 60_000);
   afterAll(async () => {
@@ -103,14 +108,19 @@ describe("stream() of a run whose first events are no longer kept", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
   let proxy: ApiProxy;
+  /** Lets the event-stream requests held by `proxy` go on to the API. */
+  let connect!: () => void;
+  const connected = new Promise<void>((resolve) => {
+    connect = resolve;
+  });
 
   beforeAll(async () => {
     // Retention far below one run's events (MAXLEN ~ trims whole nodes of 100 entries).
     fleet = await createFleetEnv("streamtrimmed", { env: { FLEET_EVENTS_MAX: "20" } });
     const started = await fleet.startApi();
     client = started.client;
-    proxy = await slowEventsProxy(started.api.url, 2_500);
-    await fleet.spawnWorker();
+    proxy = await heldEventsProxy(started.api.url, () => connected);
+    await fleet.spawnWorker({}, ["--tools", join(ROOT, "test/fixtures/gate-tool.ts")]);
   }, 60_000);
   afterAll(async () => {
     proxy?.server.closeAllConnections();
@@ -119,19 +129,45 @@ describe("stream() of a run whose first events are no longer kept", () => {
   });
 
   it("yields the rest of its run up to its RUN_COMPLETED", async () => {
-    const steps: { toolCalls?: { name: string; arguments: Record<string, unknown> }[]; text?: string }[] = [];
+    const steps: ScriptedStep[] = [];
     for (let i = 0; i < 80; i++) steps.push({ toolCalls: [{ name: "sleep", arguments: { ms: 1 } }] });
-    steps.push({ text: "all 80 steps done" });
+    steps.push({ toolCalls: [{ id: "g1", name: "gate", arguments: {} }] }, { text: "all 80 steps done" });
     const { id } = await client.createSession({
-      agent: { model: { provider: "scripted", steps }, tools: ["sleep"], maxTurns: 100 },
+      agent: { model: { provider: "scripted", steps }, tools: ["sleep", "gate"], maxTurns: 100 },
     });
     const far = new FleetClient({ baseUrl: proxy.url });
     const events: FleetEvent[] = [];
-    for await (const event of far.stream(id, "take 80 steps", { signal: AbortSignal.timeout(15_000) }))
-      events.push(event);
+    const streaming = (async () => {
+      for await (const event of far.stream(id, "take 80 steps", { signal: AbortSignal.timeout(60_000) }))
+        events.push(event);
+    })();
+    // The run's stream connects once the run waits at its gate, its first events trimmed away.
+    // The worker goes on only then, with a few events left to write: an API slowed by a loaded
+    // machine cannot fall behind the trimming (as it did while the worker wrote its 80 steps,
+    // and its reconnect got the 410 that contracts §7 gives a place no longer kept).
+    const reader = new EventReader(fleet.redis, fleet.config.prefix);
+    const key = eventStreamKey(fleet.config.prefix, id);
+    const newest = async () => {
+      const last = await reader.lastId(key);
+      return last === null ? undefined : (await reader.from(key, last, 1))[0];
+    };
+    await waitFor(
+      async () => (await newest())?.data.name === "gate",
+      60_000,
+      "the run waiting at its gate (its TOOL_STARTED the stream's newest event)",
+    );
     const runId = (await client.getSession(id)).runs[0]!.id;
+    expect(await reader.runStartedId(id, runId)).toBeNull();
+    const gate = await newest();
+    expect(gate).toMatchObject({ type: "TOOL_STARTED", data: { runId, name: "gate" } });
+    connect();
+    await writeFile(join(fleet.env.FLEET_TOOL_DIR!, "open-g1"), "");
+    await streaming;
+
     expect(events.some((e) => e.type === "RUN_STARTED")).toBe(false);
     expect(events.every((e) => e.data.runId === runId)).toBe(true);
+    // From the first event kept, not from the end: what was written before it connected too.
+    expect(events.map((e) => e.id)).toContain(gate!.id);
     expect(events.at(-1)).toMatchObject({ type: "RUN_COMPLETED", data: { runId, outcome: "completed" } });
-  }, 30_000);
+  }, 90_000);
 });

@@ -29,6 +29,8 @@ export type FakeResponse = {
   times?: number;
   /** Time to wait before answering. */
   delayMs?: number;
+  /** Answer only once this settles: a response held in flight until the test lets it go. */
+  hold?: Promise<unknown>;
   /** A non-200 status answers with a JSON error body and no stream. */
   status?: number;
   headers?: Record<string, string>;
@@ -381,6 +383,7 @@ export async function startFakeOpenAI(
     body: { model?: string; stream_options?: { include_usage?: boolean } } | undefined,
     res: ServerResponse,
   ): Promise<void> {
+    if (response.hold) await response.hold;
     if (response.delayMs) await sleep(response.delayMs);
     if (res.destroyed) return;
     const status = response.status ?? 200;

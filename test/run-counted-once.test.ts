@@ -18,6 +18,7 @@ import { RunQueues } from "../src/shared/queues.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { type RunningWorker, startWorker } from "../src/worker/worker.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { runsCounted } from "./support/metric-samples.js";
 
 let fleet: FleetEnv;
 let client: FleetClient;
@@ -35,20 +36,6 @@ afterAll(async () => {
   await worker?.stop();
   await fleet?.close();
 });
-
-/** `fleet_runs_total` of these registries, summed, by "kind|outcome" (zeros left out). */
-async function runsCounted(...registries: RunningWorker["metrics"]["registry"][]) {
-  const counts: Record<string, number> = {};
-  for (const registry of registries) {
-    const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === "fleet_runs_total");
-    for (const { labels, value } of metric?.values ?? []) {
-      if (value === 0) continue;
-      const key = `${labels.kind}|${labels.outcome}`;
-      counts[key] = (counts[key] ?? 0) + value;
-    }
-  }
-  return counts;
-}
 
 describe("a run whose end could not be written", () => {
   it("is counted once, by whoever ends it in Postgres", async () => {

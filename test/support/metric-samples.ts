@@ -23,3 +23,24 @@ export function sampleValue(text: string, name: string, labels: Record<string, s
     (s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v),
   )?.value;
 }
+
+/** A prom-client registry, as a worker, sweeper or API holds it (`metrics.registry`). */
+type Registry = {
+  getMetricsAsJSON(): Promise<
+    { name: string; values: { labels: Record<string, unknown>; value: number }[] }[]
+  >;
+};
+
+/** `fleet_runs_total` of these registries, summed, by "kind|outcome" (zeros left out). */
+export async function runsCounted(...registries: Registry[]): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const registry of registries) {
+    const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === "fleet_runs_total");
+    for (const { labels, value } of metric?.values ?? []) {
+      if (value === 0) continue;
+      const key = `${labels.kind}|${labels.outcome}`;
+      counts[key] = (counts[key] ?? 0) + value;
+    }
+  }
+  return counts;
+}

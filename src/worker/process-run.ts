@@ -154,7 +154,8 @@ async function startRun(
 
 /**
  * Ends a run that appends nothing: a resume with nothing to resume, or a run whose first
- * messages Postgres refused. Returns the session's next queued run.
+ * messages Postgres refused. Returns the session's next queued run; a run found no longer
+ * queued when it is started (as in `startRun`) is left to whoever ended or started it.
  */
 async function endUnstarted(
   run: RunRow,
@@ -168,13 +169,16 @@ async function endUnstarted(
   const logFields = runLogFields(run, kind, deps);
   const startedAt = Date.now();
   const { error } = end;
-  await deps.writes.startRun(
+  const started = await deps.writes.startRun(
     fence,
     cursorOf(history),
     { id: run.id, workerId: deps.workerId, resumeKind: null },
     [],
     tailStateAfter(history),
   );
+  // Not queued any more (a cancel dropped it, and wrote its end and counted it; or another
+  // worker started it): not this worker's to start or end — no event, no count, no hook.
+  if (started === null) return (await deps.queries.nextQueuedRun(fence.sessionId)) ?? null;
   deps.log.info(withFields(logFields, { trigger: run.trigger, resumeKind: null }), "run started");
   await events?.emitBounded([runStartedEvent(run, kind, null)]);
   const { next: nextRun, cancelled } = await deps.writes.endRun(fence, run.id, end.outcome, {

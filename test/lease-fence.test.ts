@@ -72,7 +72,7 @@ describe("endAbandonedRun fences the holder it declares dead", () => {
 
   it("advances the epoch with the run it ends: the old holder's append is refused", async () => {
     const { id, fence, runId } = await runningSession();
-    expect(await sweeps.endAbandonedRun(runId, "stalled")).toBe(true);
+    expect(await sweeps.endAbandonedRun(runId, "stalled")).toBe("stalled");
     expect(await epochOf(id)).toBe(fence.epoch + 1);
     expect(await queries.getRun(runId)).toMatchObject({ status: "ended", endedReason: "stalled" });
     await expect(
@@ -87,7 +87,7 @@ describe("endAbandonedRun fences the holder it declares dead", () => {
   it("changes nothing, epoch included, when the run is not running", async () => {
     const { id, fence, runId } = await runningSession();
     await writes.endRun(fence, runId, "completed");
-    expect(await sweeps.endAbandonedRun(runId, "crashed")).toBe(false);
+    expect(await sweeps.endAbandonedRun(runId, "crashed")).toBeNull();
     expect(await epochOf(id)).toBe(fence.epoch);
     const { run: queued } = await queries.createRun({
       sessionId: id,
@@ -95,7 +95,7 @@ describe("endAbandonedRun fences the holder it declares dead", () => {
       trigger: "api",
       input: "x",
     });
-    expect(await sweeps.endAbandonedRun(queued.id, "stalled")).toBe(false);
+    expect(await sweeps.endAbandonedRun(queued.id, "stalled")).toBeNull();
     expect(await epochOf(id)).toBe(fence.epoch);
     expect(await queries.getRun(queued.id)).toMatchObject({ status: "queued" });
   });

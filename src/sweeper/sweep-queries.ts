@@ -1,7 +1,11 @@
 /** The sweeper's SQL. Each scan uses a partial index, so its cost follows sessions in flight or stuck. */
 // Dates go in as ISO strings: drizzle's postgres.js driver replaces the date serializers.
 import type { Database } from "../shared/db/client.js";
+import { endsCancelled } from "../shared/store/grouped-appends.js";
 import { json } from "../shared/store/rows.js";
+
+/** How the sweeper ends a run whose worker is gone (`endAbandonedRun`). */
+export type AbandonedRunEnd = "crashed" | "stalled" | "cancelled";
 
 export type RunningRun = {
   id: string;
@@ -172,20 +176,27 @@ export class SweepQueries {
    * (fleet-design.md §4). Only a still-running run changes, and only then the epoch.
    * The session row is locked first, in the order claimSession locks (session, then runs),
    * so the two never deadlock; whichever comes second sees the other's result.
+   *
+   * A run a cancel found running (contracts §9: its signal reached no worker, which died or
+   * froze) ends `cancelled`, as its worker's end would have (grouped-appends.ts
+   * `endsCancelled`), not `reason`. Returns the outcome stored, or null: nothing ended.
    */
-  async endAbandonedRun(runId: string, reason: "crashed" | "stalled"): Promise<boolean> {
-    const rows = await this.database.sql`
+  async endAbandonedRun(runId: string, reason: "crashed" | "stalled"): Promise<AbandonedRunEnd | null> {
+    const { sql } = this.database;
+    const rows = await sql<{ ended_reason: AbandonedRunEnd }[]>`
       with locked as (
-        select id from sessions where id = (select session_id from runs where id = ${runId}) for update
+        select id, ${endsCancelled(this.database, sql`${runId}::text`)}
+          from sessions where id = (select session_id from runs where id = ${runId}) for update
       ), ended as (
-        update runs set status = 'ended', ended_reason = ${reason}, ended_at = now()
+        update runs set status = 'ended', ended_at = now(),
+                        ended_reason = case when (select cancelled from locked) then 'cancelled' else ${reason} end
          where id = ${runId} and (status = 'running') is true and session_id = (select id from locked)
-        returning session_id
+        returning session_id, ended_reason
       )
       update sessions set lease_epoch = lease_epoch + 1, updated_at = now()
        where id = (select session_id from ended)
-      returning 1`;
-    return rows.length > 0;
+      returning (select ended_reason from ended)`;
+    return rows[0]?.ended_reason ?? null;
   }
 
   async park(sessionId: string, reason: string, detail: string | undefined): Promise<boolean> {

@@ -9,7 +9,7 @@ import type { RunQueues } from "../shared/queues.js";
 import type { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
 import type { RunProgress } from "./run-progress.js";
-import type { SweepQueries } from "./sweep-queries.js";
+import type { AbandonedRunEnd, SweepQueries } from "./sweep-queries.js";
 
 export type SweeperDeps = {
   prefix: string;
@@ -34,7 +34,7 @@ export type SweeperDeps = {
    * Writes the RUN_COMPLETED of a run this sweeper ended (contracts §7), after every stored
    * message the session's event stream lacks. Absent: no events.
    */
-  runEnded?: (sessionId: string, runId: string, outcome: "crashed" | "stalled") => Promise<void>;
+  runEnded?: (sessionId: string, runId: string, outcome: AbandonedRunEnd) => Promise<void>;
   /**
    * Writes the RUN_COMPLETED of the session's last run when its stream lacks it (its worker
    * died between committing the end and writing it; `EventWriter.missingRunEnd`), before a

@@ -21,6 +21,7 @@ import { OrphanedRuns } from "./orphaned-runs.js";
 import { type Cause, resumeOrPark } from "./resume-or-park.js";
 import { SessionFailures } from "./session-failures.js";
 import { SweepLocks } from "./sweep-locks.js";
+import type { AbandonedRunEnd } from "./sweep-queries.js";
 import type { SweeperDeps, SweepResult } from "./sweeper-deps.js";
 
 export type { SweeperDeps, SweepResult } from "./sweeper-deps.js";
@@ -207,17 +208,20 @@ export class Sweeper {
             // finds it held and stops; one that took it back first keeps it (we skip).
             const seized = await this.deps.lease.seize(run.session_id, SWEEPER_OWNER);
             if (seized === null) return false;
+            // `cause`, or `cancelled` for a run a cancel found running (contracts §9).
+            let outcome: AbandonedRunEnd | null;
             try {
-              if (!(await this.deps.sweeps.endAbandonedRun(run.id, cause))) return false;
+              outcome = await this.deps.sweeps.endAbandonedRun(run.id, cause);
+              if (outcome === null) return false;
               // Counted once its end is stored, before the release: a release that fails (Redis
               // gone) leaves the resume to part 2, which finds the run ended and counts nothing.
-              this.deps.metrics.runs.inc({ kind: run.kind === "resume" ? "resume" : "run", outcome: cause });
+              this.deps.metrics.runs.inc({ kind: run.kind === "resume" ? "resume" : "run", outcome });
             } finally {
               await this.deps.lease.release(run.session_id, seized);
             }
             // Before the resume is queued, so the resume's RUN_STARTED follows this event.
             const written = await (
-              this.deps.runEnded?.(run.session_id, run.id, cause) ?? Promise.resolve()
+              this.deps.runEnded?.(run.session_id, run.id, outcome) ?? Promise.resolve()
             ).then(
               () => true,
               (error: unknown) => {
@@ -229,7 +233,7 @@ export class Sweeper {
               },
             );
             this.deps.log.info(
-              { sessionId: run.session_id, runId: run.id, workerId: run.worker_id, cause },
+              { sessionId: run.session_id, runId: run.id, workerId: run.worker_id, cause, outcome },
               "run abandoned",
             );
             // Once a resume has started, this run is no longer the session's latest and its lost

@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import pino from "pino";
 import { parseAgentConfig } from "../../src/shared/agent-config.js";
 import { SessionLease } from "../../src/shared/lease.js";
-import { createMetrics } from "../../src/shared/metrics.js";
+import { createMetrics, type FleetMetrics } from "../../src/shared/metrics.js";
 import { QUEUES, type RunQueues } from "../../src/shared/queues.js";
 import { closeRedis, createRedis } from "../../src/shared/redis.js";
 import { DEFAULT_RESUME_POLICY, type ResumePolicy } from "../../src/shared/resume-policy.js";
@@ -18,17 +18,26 @@ import { livenessName } from "../../src/shared/worker-signals.js";
 import { liveWorkers } from "../../src/sweeper/liveness.js";
 import { SweepQueries } from "../../src/sweeper/sweep-queries.js";
 import { Sweeper } from "../../src/sweeper/sweeper.js";
+import type { SweeperDeps } from "../../src/sweeper/sweeper-deps.js";
 import { type FleetEnv, waitFor } from "./fleet-env.js";
 
 const AGENT = parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "resumed" }] } });
 
-/** A Sweeper of `fleet` with its real stores, silent; `now`: its clock, `policy`: over the default one. */
+/**
+ * A Sweeper of `fleet` with its real stores, silent; `now`: its clock, `policy`: over the default
+ * one, `metrics`: its registry (a new one by default), `runEnded`: where its run ends go (none).
+ */
 export function sweeperOf(
   fleet: FleetEnv,
   queues: RunQueues,
-  options: { now?: () => number; policy?: Partial<ResumePolicy> } = {},
+  options: {
+    now?: () => number;
+    policy?: Partial<ResumePolicy>;
+    metrics?: FleetMetrics;
+    runEnded?: SweeperDeps["runEnded"];
+  } = {},
 ): Sweeper {
-  const metrics = createMetrics("sweeper-test");
+  const metrics = options.metrics ?? createMetrics("sweeper-test");
   return new Sweeper({
     prefix: fleet.config.prefix,
     redis: fleet.redis,
@@ -40,6 +49,7 @@ export function sweeperOf(
     resumes: new AutomaticResumes(fleet.database, { ...DEFAULT_RESUME_POLICY, ...options.policy }, metrics),
     log: pino({ level: "silent" }),
     now: options.now,
+    ...(options.runEnded ? { runEnded: options.runEnded } : {}),
   });
 }
 

@@ -1,7 +1,7 @@
 /** The sweeper's SQL. Each scan uses a partial index, so its cost follows sessions in flight or stuck. */
 // Dates go in as ISO strings: drizzle's postgres.js driver replaces the date serializers.
 import type { Database } from "../shared/db/client.js";
-import { endsCancelled } from "../shared/store/grouped-appends.js";
+import { endsCancelled } from "../shared/store/cancel-reads.js";
 import { json } from "../shared/store/rows.js";
 
 /** How the sweeper ends a run whose worker is gone (`endAbandonedRun`). */
@@ -178,7 +178,7 @@ export class SweepQueries {
    * so the two never deadlock; whichever comes second sees the other's result.
    *
    * A run a cancel found running (contracts §9: its signal reached no worker, which died or
-   * froze) ends `cancelled`, as its worker's end would have (grouped-appends.ts
+   * froze) ends `cancelled`, as its worker's end would have (cancel-reads.ts
    * `endsCancelled`), not `reason`. Returns the outcome stored, or null: nothing ended.
    */
   async endAbandonedRun(runId: string, reason: "crashed" | "stalled"): Promise<AbandonedRunEnd | null> {

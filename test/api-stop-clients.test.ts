@@ -75,12 +75,23 @@ async function exchange(raw: Raw, method: string, path: string, body?: unknown):
   return status;
 }
 
-/** Reads until the head of an answer has come, then reads nothing more (the socket paused). */
+/**
+ * Reads until the head of an answer has come, then reads nothing more: the socket is paused
+ * in the data event that completes the head, not at a later poll, by which time a client on a
+ * loaded machine had read a whole 12 MB answer (the stop then found nothing busy to close).
+ */
 async function headThenPause(raw: Raw, request: string): Promise<string> {
+  const from = raw.received().length;
+  const pauseAtHead = () => {
+    if (!raw.received().slice(from).includes("\r\n\r\n")) return;
+    raw.socket.pause();
+    raw.socket.off("data", pauseAtHead);
+  };
+  // After openRaw's listener, which has added the chunk to what was received.
+  raw.socket.on("data", pauseAtHead);
   raw.socket.write(request);
-  await waitFor(() => raw.received().includes("\r\n\r\n"), 20_000, "the answer's head");
-  raw.socket.pause();
-  return raw.received().slice(0, raw.received().indexOf("\r\n"));
+  await waitFor(() => raw.received().slice(from).includes("\r\n\r\n"), 20_000, "the answer's head");
+  return raw.received().slice(from, from + raw.received().slice(from).indexOf("\r\n"));
 }
 
 /** Whether a new connection to `port` is refused: the API has stopped taking connections. */

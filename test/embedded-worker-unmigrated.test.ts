@@ -8,30 +8,19 @@
  */
 
 import { randomUUID } from "node:crypto";
-import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { cp, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import postgres from "postgres";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { loadConfig } from "../src/shared/config.js";
 import { MIGRATIONS_FOLDER } from "../src/shared/db/migrate.js";
 import { startWorker } from "../src/worker/worker.js";
-import { createDatabaseMigratedBy } from "./support/older-migrations.js";
+import { createDatabaseMigratedBy, useUpgradedDatabase } from "./support/older-migrations.js";
 
-const ADMIN_URL = process.env.TEST_ADMIN_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 
 describe("startWorker on a database not fully migrated", () => {
-  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
-  const name = `fleet_t_partmig_${randomUUID().slice(0, 8)}`;
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${name}`;
-  const dirs: string[] = [];
-  afterAll(async () => {
-    await admin.unsafe(`drop database if exists "${name}" with (force)`);
-    await admin.end();
-    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
-  });
+  const { admin, name, url, dirs } = useUpgradedDatabase("partmig");
 
   it("is refused naming DATABASE_URL and `fleet migrate`", async () => {
     // The release before this one: every migration but the newest.

@@ -8,30 +8,23 @@
  * the release before 0024, given a session there, then migrated to this release.
  */
 import { randomUUID } from "node:crypto";
-import { rm } from "node:fs/promises";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { openDatabase } from "../src/shared/db/client.js";
 import { MIGRATIONS_FOLDER } from "../src/shared/db/migrate.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { createDatabaseMigratedBy, migrationsBefore } from "./support/older-migrations.js";
+import {
+  createDatabaseMigratedBy,
+  migrationsBefore,
+  useUpgradedDatabase,
+} from "./support/older-migrations.js";
 
-const ADMIN_URL = process.env.TEST_ADMIN_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const AGENT = { model: { provider: "scripted", steps: [{ text: "hi" }] } };
 
 describe("a session stored before migration 0024, read after it", () => {
-  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
-  const name = `fleet_t_bytes0024_${randomUUID().slice(0, 8)}`;
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${name}`;
-  const dirs: string[] = [];
-  afterAll(async () => {
-    await admin.unsafe(`drop database if exists "${name}" with (force)`);
-    await admin.end();
-    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
-  });
+  const { admin, name, url, dirs } = useUpgradedDatabase("bytes0024");
 
   it("answers its whole read's bytes, and its tail's, from its messages: the count is 0 up to seq 0", async () => {
     const older = await migrationsBefore("0024_");

@@ -1,10 +1,12 @@
 /** The migrations of an earlier release, for tests that upgrade a database from it. */
-import { cp, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
+import { afterAll } from "vitest";
 import { MIGRATIONS_FOLDER } from "../../src/shared/db/migrate.js";
 
 /**
@@ -44,4 +46,30 @@ export async function createDatabaseMigratedBy(
   } finally {
     await sql.end();
   }
+}
+
+const ADMIN_URL = process.env.TEST_ADMIN_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+
+/**
+ * For a describe block whose tests upgrade a database from an earlier release: an admin
+ * connection, a new database's name (`fleet_t_<label>_…`) and URL, and a list of folders to
+ * remove. After the block the database is dropped, the connection closed and the folders removed.
+ */
+export function useUpgradedDatabase(label: string): {
+  admin: postgres.Sql;
+  name: string;
+  url: URL;
+  dirs: string[];
+} {
+  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+  const name = `fleet_t_${label}_${randomUUID().slice(0, 8)}`;
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${name}`;
+  const dirs: string[] = [];
+  afterAll(async () => {
+    await admin.unsafe(`drop database if exists "${name}" with (force)`);
+    await admin.end();
+    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+  });
+  return { admin, name, url, dirs };
 }

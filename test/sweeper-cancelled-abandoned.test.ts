@@ -15,7 +15,7 @@ import { RunQueues } from "../src/shared/queues.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 import { cancelUnheard } from "./support/lost-cancel.js";
 import { runsCounted } from "./support/metric-samples.js";
-import { sweeperOf, withFrozenWorkersRun } from "./support/stalled-run.js";
+import { sweeperOf, withDeadWorkersRun, withFrozenWorkersRun } from "./support/stalled-run.js";
 
 let fleet: FleetEnv;
 let queues: RunQueues;
@@ -30,24 +30,39 @@ afterAll(async () => {
 });
 
 describe("a cancelled session's run whose worker is gone", () => {
-  it("is ended `cancelled` by the sweeper: stored, counted and its end event so; nothing resumed", async () => {
-    const metrics = createMetrics("sweeper-test");
-    const ends: string[] = [];
-    const sweeper = sweeperOf(fleet, queues, {
-      metrics,
-      runEnded: async (_sessionId, runId, outcome) => void ends.push(`${runId} ${outcome}`),
-    });
-    await withFrozenWorkersRun(fleet, async ({ sessionId, runStatus }) => {
-      const [runId] = await cancelUnheard(fleet.database, sessionId);
-      expect(runId).toBeDefined();
-      expect(await sweeper.sweepAbandoned()).toBe(1);
-      expect(await runStatus()).toEqual({ status: "ended", ended_reason: "cancelled" });
-      expect(await runsCounted(metrics.registry)).toEqual({ "run|cancelled": 1 });
-      expect(ends).toEqual([`${runId} cancelled`]);
-      const { sql } = fleet.database;
-      const [session] = await sql<{ status: string }[]>`select status from sessions where id = ${sessionId}`;
-      expect(session!.status).toBe("cancelled");
-      expect(await sql`select id from runs where session_id = ${sessionId} and id <> ${runId!}`).toEqual([]);
-    });
-  });
+  it.each([
+    ["froze (the run would end `stalled`)", withFrozenWorkersRun, 1],
+    // The first look finds the worker missing, the second, past confirmDeathMs, dead.
+    ["died (the run would end `crashed`)", withDeadWorkersRun, 2],
+  ] as const)(
+    "whose worker %s is ended `cancelled` by the sweeper: stored, counted and its end event so; nothing resumed",
+    async (_case, withRun, looks) => {
+      const metrics = createMetrics("sweeper-test");
+      const ends: string[] = [];
+      const sweeper = sweeperOf(fleet, queues, {
+        metrics,
+        runEnded: async (_sessionId, runId, outcome) => void ends.push(`${runId} ${outcome}`),
+      });
+      await withRun(fleet, async ({ sessionId, runStatus }) => {
+        const [runId] = await cancelUnheard(fleet.database, sessionId);
+        expect(runId).toBeDefined();
+        for (let look = 1; look < looks; look++) {
+          expect(await sweeper.sweepAbandoned()).toBe(0);
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+        expect(await sweeper.sweepAbandoned()).toBe(1);
+        expect(await runStatus()).toEqual({ status: "ended", ended_reason: "cancelled" });
+        expect(await runsCounted(metrics.registry)).toEqual({ "run|cancelled": 1 });
+        expect(ends).toEqual([`${runId} cancelled`]);
+        const { sql } = fleet.database;
+        const [session] = await sql<
+          { status: string }[]
+        >`select status from sessions where id = ${sessionId}`;
+        expect(session!.status).toBe("cancelled");
+        expect(await sql`select id from runs where session_id = ${sessionId} and id <> ${runId!}`).toEqual(
+          [],
+        );
+      });
+    },
+  );
 });

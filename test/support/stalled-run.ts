@@ -57,21 +57,41 @@ export function sweeperOf(
  * Runs `body` with a session mid-run on a worker whose liveness connection is listed (closed
  * after), the run started three TTLs ago and no lease held; `runStatus` reads the run's row.
  */
-export async function withFrozenWorkersRun(
+export async function withFrozenWorkersRun(fleet: FleetEnv, body: WorkersRunBody): Promise<void> {
+  return withWorkersRun(fleet, "frozen", body);
+}
+
+/**
+ * The same run left by a dead worker: its liveness connection never listed (a SIGKILLed
+ * worker's is gone), so two looks `confirmDeathMs` apart confirm its death and the run's end is
+ * `crashed`.
+ */
+export async function withDeadWorkersRun(fleet: FleetEnv, body: WorkersRunBody): Promise<void> {
+  return withWorkersRun(fleet, "dead", body);
+}
+
+type WorkersRunBody = (run: {
+  sessionId: string;
+  runStatus: () => Promise<{ status: string; ended_reason: string | null }>;
+}) => Promise<void>;
+
+async function withWorkersRun(
   fleet: FleetEnv,
-  body: (run: {
-    sessionId: string;
-    runStatus: () => Promise<{ status: string; ended_reason: string | null }>;
-  }) => Promise<void>,
+  state: "frozen" | "dead",
+  body: WorkersRunBody,
 ): Promise<void> {
-  const worker = `frozen-${randomUUID().slice(0, 8)}`;
-  const conn = createRedis(fleet.config.redisUrl, "worker", livenessName(fleet.config.prefix, worker));
+  const worker = `${state}-${randomUUID().slice(0, 8)}`;
+  const conn =
+    state === "frozen"
+      ? createRedis(fleet.config.redisUrl, "worker", livenessName(fleet.config.prefix, worker))
+      : null;
   try {
-    await waitFor(
-      async () => (await liveWorkers(fleet.redis, fleet.config.prefix)).has(worker),
-      5_000,
-      "the worker's connection listed",
-    );
+    if (conn)
+      await waitFor(
+        async () => (await liveWorkers(fleet.redis, fleet.config.prefix)).has(worker),
+        5_000,
+        "the worker's connection listed",
+      );
     const { id } = await new SessionQueries(fleet.database).createSession({
       agent: AGENT,
       messages: [{ role: "user", content: "question" }],
@@ -92,6 +112,6 @@ export async function withFrozenWorkersRun(
         )[0]!,
     });
   } finally {
-    await closeRedis(conn);
+    if (conn) await closeRedis(conn);
   }
 }

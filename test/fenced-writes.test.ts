@@ -397,7 +397,7 @@ describe("runs", () => {
       [],
       "awaiting_model",
     );
-    expect(await queries.createRun({ sessionId: id, kind: "resume", trigger: "cli" })).toMatchObject({
+    expect(await queries.createRun({ sessionId: id, kind: "resume", trigger: "worker" })).toMatchObject({
       created: false,
       run: { id: first.run.id },
     });

@@ -36,7 +36,6 @@ export async function explicitResume(
   tenant: string,
   id: string,
   body: unknown,
-  trigger: "api" | "cli",
 ): Promise<{ runId: string; kind: ResumeKind }> {
   const { deps } = host;
   const refuse = (reason: RefusalReason, detail?: string): AgentResumeError => {
@@ -68,7 +67,7 @@ export async function explicitResume(
   // What changed since the history and runs were read is seen under the session's lock.
   const { run, created } = await deps.queries
     .createRun(
-      { sessionId: id, kind: "resume", trigger, resumeKind: point.kind, model },
+      { sessionId: id, kind: "resume", trigger: "api", resumeKind: point.kind, model },
       { ...host.limits(), tenant, unpark: true, explicitResume: { lastSeq } },
     )
     .catch((error: unknown) => {

@@ -235,9 +235,8 @@ export class FleetService {
     tenant: string,
     id: string,
     body: unknown,
-    trigger: "api" | "cli" = "api",
   ): Promise<{ runId: string; kind: ResumeKind }> {
-    return explicitResume(this.resumeHost, tenant, id, body, trigger);
+    return explicitResume(this.resumeHost, tenant, id, body);
   }
 
   async resumePoint(tenant: string, id: string): Promise<ResumePointJson> {

@@ -17,11 +17,8 @@ const everyValueOf =
   <const L extends readonly T[]>(values: L & ([T] extends [L[number]] ? unknown : { missing: T })) =>
     values;
 
-/**
- * `trigger` of `fleet_resumes_total` (contracts §6): who asked for the resume. `cli` is in
- * NewRun's type but no code path asks with it (nor does the contract name it).
- */
-export const RESUME_TRIGGERS = everyValueOf<Exclude<NewRun["trigger"], "cli">>()([
+/** `trigger` of `fleet_resumes_total` (contracts §6): who asked for the resume (the CLI asks through the API). */
+export const RESUME_TRIGGERS = everyValueOf<NewRun["trigger"]>()([
   "api",
   "sweeper",
   "worker",

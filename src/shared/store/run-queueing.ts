@@ -24,7 +24,7 @@ export type RunLimits = { maxActiveSessions?: number; maxQueuedRuns?: number };
 export type NewRun = {
   sessionId: string;
   kind: "run" | "resume";
-  trigger: "api" | "sweeper" | "worker" | "cli";
+  trigger: "api" | "sweeper" | "worker";
   input?: string;
   resumeKind?: string;
   model?: ModelConfig;

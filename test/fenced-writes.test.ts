@@ -350,7 +350,7 @@ describe("runs", () => {
     const second = (await writes.claimSession(id, "w2"))!;
     expect(second.epoch).toBe(first.epoch + 1);
     expect(second.staleRunIds).toEqual([running.id]);
-    expect(second.staleRuns).toEqual([{ id: running.id, kind: "run" }]);
+    expect(second.staleRuns).toEqual([{ id: running.id, kind: "run", outcome: "crashed" }]);
     expect(second.next).toMatchObject({ id: queued.id, status: "queued", input: "1", kind: "run" });
     expect(second.agent).toMatchObject({ model: { provider: "scripted" } });
     expect(await queries.getRun(running.id)).toMatchObject({ status: "ended", endedReason: "crashed" });
@@ -375,7 +375,7 @@ describe("runs", () => {
       "empty",
     );
     const second = (await writes.claimSession(id, "w2"))!;
-    expect(second.staleRuns).toEqual([{ id: resume.id, kind: "resume" }]);
+    expect(second.staleRuns).toEqual([{ id: resume.id, kind: "resume", outcome: "crashed" }]);
     expect(second.staleRunIds).toEqual([resume.id]);
   });
 

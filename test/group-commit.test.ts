@@ -461,7 +461,7 @@ describe("grouped claims (a worker's start ramp)", () => {
     const taken = claims[3]!;
     expect(taken.epoch).toBe(2);
     expect(taken.staleRunIds).toEqual([crashed.runId]);
-    expect(taken.staleRuns).toEqual([{ id: crashed.runId, kind: "run" }]);
+    expect(taken.staleRuns).toEqual([{ id: crashed.runId, kind: "run", outcome: "crashed" }]);
     expect(taken.history.map((m) => m.seq)).toEqual([1]);
     expect(taken.started).toBeNull();
     expect(taken.next).toBeNull();

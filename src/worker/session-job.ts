@@ -119,11 +119,11 @@ export async function processSessionJob(
         )
       : null;
     const runDeps = events ? { ...jobDeps, writes: followingEventsSetting(jobDeps.writes, events) } : jobDeps;
-    for (const { kind } of claim.staleRuns) deps.metrics.runs.inc({ kind, outcome: "crashed" });
+    for (const { kind, outcome } of claim.staleRuns) deps.metrics.runs.inc({ kind, outcome });
     // The runs this claim ended: their messages the stream lacks first, then their ends.
-    if (events && claim.staleRunIds.length > 0)
+    if (events && claim.staleRuns.length > 0)
       await events.emitBounded(
-        claim.staleRunIds.map((runId) => ({ type: "RUN_COMPLETED", runId, outcome: "crashed" })),
+        claim.staleRuns.map(({ id: runId, outcome }) => ({ type: "RUN_COMPLETED", runId, outcome })),
       );
     let next = claim.next;
     if (claim.staleRunIds.length > 0 && !next) {

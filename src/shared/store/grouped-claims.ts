@@ -15,13 +15,21 @@ import type { RawMessage, RawRun } from "./rows.js";
 
 export type ClaimRequest = { sessionId: string; workerId: string; startFirst: boolean; tail: string };
 
+/**
+ * A run an earlier holder left running, ended by a claim: `crashed`, or `cancelled` when a
+ * cancel found it running (contracts §9; its signal reached no worker), as its worker's end
+ * and the sweeper's would be (cancel-reads.ts `endsCancelled`, read from the claimed row).
+ */
+export type StaleRun = { id: string; kind: "run" | "resume"; outcome: "crashed" | "cancelled" };
+
 /** What the claim statement reads (json columns may arrive as text); null: no such session. */
 export type ClaimRow = {
   lease_epoch: string;
   agent: unknown;
   tokens_used: string;
   session_events: boolean;
-  stale: { id: string; kind: "run" | "resume" }[] | string;
+  /** The runs an earlier holder left running, ended by the claim: `crashed`, or `cancelled` (`StaleRun`). */
+  stale: StaleRun[] | string;
   next: RawRun | string | null;
   started: { seq: number; created_at: string } | string | null;
   /** Null for a history longer than INLINE_HISTORY_MAX: read after the claim (history-reads.ts). */
@@ -54,18 +62,22 @@ export async function claimAlone(database: Database, claim: ClaimRequest): Promi
                           run_started = run_started or exists (select 1 from r),
                           updated_at = case when exists (select 1 from r) then now() else updated_at end
        where id = (select id from cur)
-      returning lease_epoch, agent, tokens_used, status, session_events
+      returning lease_epoch, agent, tokens_used, status, session_events, cancelled_runs
     ), stale as (
-      update runs set status = 'ended', ended_reason = 'crashed', ended_at = now()
-       where session_id = ${sessionId} and status = (select 'running'::text) and exists (select 1 from e)
-      returning id, kind
+      update runs set status = 'ended', ended_at = now(),
+                      ended_reason = case when coalesce(runs.id = any(e.cancelled_runs), false) or e.status = 'cancelled'
+                                         then 'cancelled' else 'crashed' end
+        from e
+       where runs.session_id = ${sessionId} and runs.status = (select 'running'::text)
+      returning runs.id, runs.kind, runs.ended_reason as outcome
     ), ins as (
       insert into messages (session_id, seq, role, content, run_id)
       select ${sessionId}, 1, 'user', coalesce(r.input, ''), r.id from r, e
       returning seq, created_at
     )
     select e.lease_epoch, e.agent, e.tokens_used, e.session_events,
-           (select coalesce(json_agg(json_build_object('id', id, 'kind', kind)), '[]'::json) from stale) as stale,
+           (select coalesce(json_agg(json_build_object('id', id, 'kind', kind, 'outcome', outcome)), '[]'::json)
+              from stale) as stale,
            (select row_to_json(q) from q where e.status = 'active') as next,
            (select json_build_object('seq', seq, 'created_at', created_at) from ins) as started,
            case when (select last_seq from cur) <= ${INLINE_HISTORY_MAX} then
@@ -137,13 +149,15 @@ export async function claimsTogether(
         from i join cur on cur.id = i.session_id
        where sessions.id = cur.id
       returning sessions.id, sessions.lease_epoch, sessions.agent, sessions.tokens_used, sessions.status,
-                sessions.session_events
+                sessions.session_events, sessions.cancelled_runs
     ), stale as (
-      update runs set status = 'ended', ended_reason = 'crashed', ended_at = now()
+      update runs set status = 'ended', ended_at = now(),
+                      ended_reason = case when coalesce(runs.id = any(e.cancelled_runs), false) or e.status = 'cancelled'
+                                         then 'cancelled' else 'crashed' end
         from e cross join lateral (
           select x.id from runs x where x.session_id = e.id and x.status = (select 'running'::text) offset 0) x
        where runs.id = x.id and (runs.status = 'running') is true
-      returning runs.id, runs.session_id, runs.kind
+      returning runs.id, runs.session_id, runs.kind, runs.ended_reason as outcome
     ), ins as (
       insert into messages (session_id, seq, role, content, run_id)
       select r.session_id, 1, 'user', coalesce(r.input, ''), r.id from r join e on e.id = r.session_id
@@ -151,7 +165,8 @@ export async function claimsTogether(
     )
     select exists (select 1 from cur where cur.id = i.session_id) as locked,
            e.lease_epoch, e.agent, e.tokens_used, e.session_events,
-           (select coalesce(json_agg(json_build_object('id', stale.id, 'kind', stale.kind)), '[]'::json)
+           (select coalesce(json_agg(json_build_object('id', stale.id, 'kind', stale.kind, 'outcome', stale.outcome)),
+                            '[]'::json)
               from stale where stale.session_id = i.session_id) as stale,
            (select row_to_json(q) from q where q.session_id = i.session_id and e.status = 'active') as next,
            (select json_build_object('seq', ins.seq, 'created_at', ins.created_at) from ins

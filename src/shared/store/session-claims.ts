@@ -10,7 +10,13 @@ import { TurnBatch } from "../turn-batch.js";
 import { stored } from "./fenced-rows.js";
 import { GroupCommit, type Settled } from "./group-commit.js";
 import type { Inserted } from "./grouped-appends.js";
-import { type ClaimRequest, type ClaimRow, claimAlone, claimsTogether } from "./grouped-claims.js";
+import {
+  type ClaimRequest,
+  type ClaimRow,
+  claimAlone,
+  claimsTogether,
+  type StaleRun,
+} from "./grouped-claims.js";
 import { readClaimedHistory } from "./history-reads.js";
 import { json, messageFromRaw, type RawMessage, type RawRun, runFromRaw } from "./rows.js";
 
@@ -23,10 +29,13 @@ export type Claim = {
   tokensUsed: number;
   /** Whether its event stream is written (false: created with `sessionEvents: false`). */
   sessionEvents: boolean;
-  /** Runs an earlier holder left `running` (it crashed, froze or was fenced out), now ended `crashed`. */
+  /**
+   * Runs an earlier holder left `running` (it crashed, froze or was fenced out), now ended
+   * `crashed`, or `cancelled` when a cancel had found them running (contracts §9).
+   */
   staleRunIds: string[];
-  /** The same runs with their kind (for `fleet_runs_total{kind}`). */
-  staleRuns: { id: string; kind: "run" | "resume" }[];
+  /** The same runs with their kind and how they ended (for `fleet_runs_total{kind,outcome}`). */
+  staleRuns: StaleRun[];
   /** The next queued run (schema.ts `queueSeq`), if any (none while the session is parked: it waits for someone to act). */
   next: RunRow | null;
   /**
@@ -96,7 +105,7 @@ export class SessionClaims {
     if (!row) return null;
     const next = row.next ? runFromRaw(json<RawRun>(row.next)) : null;
     const started = row.started ? json<Inserted>(row.started) : null;
-    const staleRuns = json<{ id: string; kind: "run" | "resume" }[]>(row.stale);
+    const staleRuns = json<StaleRun[]>(row.stale);
     const epoch = Number(row.lease_epoch);
     const read =
       row.history === null ? await readClaimedHistory(this.database, sessionId, epoch, options.known) : null;

@@ -198,20 +198,6 @@ export class SweepQueries {
       returning (select ended_reason from ended)`;
     return rows[0]?.ended_reason ?? null;
   }
-
-  async park(sessionId: string, reason: string, detail: string | undefined): Promise<boolean> {
-    const rows = await this.database.sql`
-      update sessions set status = 'parked', parked_reason = ${detail ? `${reason}: ${detail}` : reason},
-                          updated_at = now()
-       where id = ${sessionId} and status = 'active' returning 1`;
-    return rows.length > 0;
-  }
-
-  async recordAttempt(sessionId: string, attempt: number, nextResumeAt: Date): Promise<void> {
-    await this.database.sql`
-      update sessions set resume_attempts = ${attempt}, next_resume_at = ${nextResumeAt.toISOString()}, updated_at = now()
-       where id = ${sessionId}`;
-  }
 }
 
 /**

@@ -52,6 +52,21 @@ describe("Idempotency-Key: what is kept", () => {
     expect((await sql`select 1 from batches`).length).toBe(1);
   });
 
+  it("a 400 for a webhook while the fleet has no FLEET_WEBHOOK_SECRET is released", async () => {
+    const body = {
+      sessions: [{ agent: AGENT, customId: "w" }],
+      webhook: { url: "https://hooks.example.com/h" },
+    };
+    const refused = await post("/v1/batches", body, "secret-1");
+    expect(refused.status, refused.text).toBe(400);
+    expect(refused.json.error.message).toMatch(/FLEET_WEBHOOK_SECRET/);
+    // Nothing was done: once the operator sets the secret, the retry with this key acts (here the
+    // caller sends the batch without its webhook instead; kept, that was a 409 for 24 h).
+    const without = await post("/v1/batches", { sessions: body.sessions }, "secret-1");
+    expect(without.status, without.text).toBe(201);
+    expect(without.replayed).toBe(false);
+  });
+
   it("a 400 for more sessions than the tenant's cap is released; a 400 of the body itself is kept", async () => {
     const three = { sessions: [1, 2, 3].map((i) => ({ agent: AGENT, input: `go ${i}`, customId: `c${i}` })) };
     const capped = await post("/v1/batches", three, "cap-1");
@@ -101,7 +116,13 @@ describe("Idempotency-Key: refusals by the operator's settings", () => {
   let apiKey: string;
 
   beforeAll(async () => {
-    fleet = await createFleetEnv("idem-settings");
+    fleet = await createFleetEnv("idem-settings", {
+      env: {
+        FLEET_WEBHOOK_SECRET: "whsec-test",
+        FLEET_WEBHOOK_ALLOWED_URLS: "https://hooks.example.com,http://10.1.2.3",
+        FLEET_WEBHOOK_DENY_PRIVATE: "1",
+      },
+    });
     apiKey = (await new ApiKeys(fleet.database).create("a")).key;
     base = (await fleet.startApi()).api.url;
   }, 60_000);
@@ -129,6 +150,25 @@ describe("Idempotency-Key: refusals by the operator's settings", () => {
       expect(refused.json.error.field).toBe(field);
       // Released: the key is free again (kept, this other body was a 409).
       const other = await post({ agent: AGENT }, `settings-${i}`);
+      expect(other.status, other.text).toBe(201);
+    }
+  });
+
+  it("a 400 for a webhook URL outside FLEET_WEBHOOK_ALLOWED_URLS or at a private address is released", async () => {
+    for (const [i, url] of ["https://elsewhere.example.com/hook", "http://10.1.2.3/hook"].entries()) {
+      const body = { sessions: [{ agent: AGENT, customId: "w" }], webhook: { url } };
+      const refused = await postKeyed(base, apiKey, "/v1/batches", body, `webhook-${i}`).then(readAnswer);
+      expect(refused.status, refused.text).toBe(400);
+      expect(refused.json.error.field).toBe("webhook.url");
+      // The operator widens the list (or lets private addresses through), or the caller sends
+      // the batch to the URL it is told to: the same key acts. Kept, this was a 409.
+      const other = await postKeyed(
+        base,
+        apiKey,
+        "/v1/batches",
+        { ...body, webhook: { url: "https://hooks.example.com/hook" } },
+        `webhook-${i}`,
+      ).then(readAnswer);
       expect(other.status, other.text).toBe(201);
     }
   });

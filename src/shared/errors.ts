@@ -27,7 +27,9 @@ export class ValidationError extends Error {
  * once than the tenant's cap. The same request may pass once the operator acts, so an
  * `Idempotency-Key` does not keep this answer (idempotency-hooks.ts), as it keeps no 429.
  * Also a MODEL the operator's settings refuse: an endpoint not declared in
- * FLEET_MODEL_ENDPOINTS, a baseUrl outside FLEET_ALLOWED_BASE_URLS, no price in FLEET_PRICES.
+ * FLEET_MODEL_ENDPOINTS, a baseUrl outside FLEET_ALLOWED_BASE_URLS, no price in FLEET_PRICES;
+ * and a batch webhook they refuse: no FLEET_WEBHOOK_SECRET, a URL outside
+ * FLEET_WEBHOOK_ALLOWED_URLS, a private address under FLEET_WEBHOOK_DENY_PRIVATE.
  */
 export class FleetStateError extends ValidationError {
   override name = "FleetStateError";

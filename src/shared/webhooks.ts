@@ -26,7 +26,7 @@ import { request as httpsRequest } from "node:https";
 import { BlockList, isIP, type LookupFunction } from "node:net";
 import { type AllowedBaseUrl, isAllowedBaseUrl, parseAllowedBaseUrls } from "./allowed-base-urls.js";
 import { MAX_TIMER_MS } from "./config-schema.js";
-import { ValidationError } from "./errors.js";
+import { FleetStateError, ValidationError } from "./errors.js";
 import { LOOKUPS_AT_ONCE, limitLookups } from "./webhook-lookups.js";
 
 /** One delivery attempt's deadline, its host's lookup included (postWebhook). */
@@ -192,10 +192,15 @@ function isLoopbackName(host: string): boolean {
   return /(^|\.)localhost\.?$/i.test(host);
 }
 
-/** Checks a webhook URL at submit; throws a ValidationError naming `field`. */
+/**
+ * Checks a webhook URL at submit; throws a ValidationError naming `field`. What the operator's
+ * settings refuse (no FLEET_WEBHOOK_SECRET, a URL outside FLEET_WEBHOOK_ALLOWED_URLS, a private
+ * address under FLEET_WEBHOOK_DENY_PRIVATE) is a FleetStateError: an Idempotency-Key does not
+ * keep that answer, so the same request acts once the operator changes the setting.
+ */
 export function checkWebhookUrl(value: string, settings: WebhookSettings, field: string): string {
   if (!settings.secret)
-    throw new ValidationError(
+    throw new FleetStateError(
       field,
       "this fleet has no FLEET_WEBHOOK_SECRET configured, so it sends no webhooks",
     );
@@ -210,10 +215,10 @@ export function checkWebhookUrl(value: string, settings: WebhookSettings, field:
   if (url.username || url.password) throw new ValidationError(field, "must not carry credentials");
   if (value.length > 2_048) throw new ValidationError(field, "is longer than 2,048 characters");
   if (settings.allowed.length > 0 && !isAllowedBaseUrl(value, settings.allowed))
-    throw new ValidationError(field, "is not under an entry of FLEET_WEBHOOK_ALLOWED_URLS");
+    throw new FleetStateError(field, "is not under an entry of FLEET_WEBHOOK_ALLOWED_URLS");
   const host = url.hostname.replace(/^\[|\]$/g, "");
   if (settings.denyPrivate && (isLoopbackName(host) || (isIP(host) !== 0 && isPrivateAddress(host))))
-    throw new ValidationError(field, "points at a private address, which this fleet refuses");
+    throw new FleetStateError(field, "points at a private address, which this fleet refuses");
   return value;
 }
 

@@ -61,6 +61,11 @@ export type ApiDeps = {
   logLevel?: string;
   /** How long a request may take to arrive, headers and body (408 after); default REQUEST_TIMEOUT_MS. */
   requestTimeoutMs?: number;
+  /**
+   * How long a streamed answer (a batch's results) waits for a reader that takes nothing before
+   * its connection is closed (FLEET_SSE_STALL_MS, stalled-answers.ts); default 60 s.
+   */
+  answerStallMs?: number;
   /** Big request bodies worked on at once, and waiting (big-bodies.ts); default DEFAULT_BIG_BODIES. */
   bigBodies?: { max: number; waiting: number };
 };

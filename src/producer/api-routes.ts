@@ -5,6 +5,7 @@ import { NotFoundError } from "../shared/errors.js";
 import type { ApiDeps } from "./api-deps.js";
 import { BIG_BODY_BYTES, type BigBodyGate } from "./big-bodies.js";
 import { noFieldsBody, parseBody } from "./request-bodies.js";
+import { closeWhenStalled, DEFAULT_ANSWER_STALL_MS } from "./stalled-answers.js";
 
 type IdParams = { Params: { id: string } };
 
@@ -43,6 +44,10 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
       undefined,
       undefined,
       request.query,
+    );
+    // A reader that takes nothing does not hold its page and connection for ever (stalled-answers.ts).
+    closeWhenStalled(reply.raw, deps.answerStallMs ?? DEFAULT_ANSWER_STALL_MS, () =>
+      request.log.info("batch results reader took nothing for FLEET_SSE_STALL_MS; closed its connection"),
     );
     return reply.header("content-type", "application/x-ndjson; charset=utf-8").send(ndjson(results));
   });

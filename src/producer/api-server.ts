@@ -236,6 +236,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     events,
     logLevel: config.logLevel,
     requestTimeoutMs: config.apiRequestTimeoutMs,
+    answerStallMs: config.events.stallMs,
     bigBodies: config.apiBigBodies,
     authFailures: config.apiAuthFailures ? new AuthFailureLimiter(config.apiAuthFailures) : undefined,
     trustProxy: config.apiTrustProxy,

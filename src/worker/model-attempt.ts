@@ -3,7 +3,8 @@
  * message, or the error that ended it, with whether output had started, the text so far and
  * the usage the provider reported before it failed. The attempt is cut when the stream is idle
  * (`idleTimeoutMs`), streams too long (`maxStepMs`), or sends more than `maxOutputChars`
- * (text, tool calls and calls still streaming) or more than MAX_TOOL_CALLS_PER_STEP calls.
+ * (text, tool calls and calls still streaming, what the step keeps as its provider state) or
+ * more than MAX_TOOL_CALLS_PER_STEP calls.
  */
 import {
   type AssistantMessage,
@@ -51,6 +52,8 @@ export async function attempt(
   let callChars = 0;
   /** Characters of `progress` since the last tool call (a call not yet whole). */
   let pendingChars = 0;
+  /** Characters of `kept` progress: the step's provider state, held until the step is whole. */
+  let keptChars = 0;
   let outputStarted = false;
   // One controller, aborted by the caller's signal or by the idle timer. Not
   // AbortSignal.any: Node 20 tracks each such signal with a WeakRef, which V8's young
@@ -90,8 +93,8 @@ export async function attempt(
       switch (event.type) {
         case "text":
           outputStarted = true;
-          if (text.length + callChars + event.delta.length > maxOutputChars) {
-            text += event.delta.slice(0, Math.max(0, maxOutputChars - callChars - text.length));
+          if (text.length + callChars + keptChars + event.delta.length > maxOutputChars) {
+            text += event.delta.slice(0, Math.max(0, maxOutputChars - callChars - keptChars - text.length));
             const error = new Error(`the model's answer exceeded ${maxOutputChars} characters`);
             controller.abort(error);
             return { error, outputStarted, partial: text, ...(reported ? { reported } : {}) };
@@ -101,9 +104,11 @@ export async function attempt(
         case "progress":
           // A call (or thinking) still streaming: alive, and bounded as it arrives, not only
           // once whole. Past the bound it is cut like a call too big (not retried: the same
-          // request would stream the same again).
-          pendingChars += event.chars;
-          if (text.length + callChars + pendingChars > maxOutputChars) {
+          // request would stream the same again). What the step keeps as its provider state
+          // counts for the whole step: a tool call does not make it forgotten.
+          if (event.kept) keptChars += event.chars;
+          else pendingChars += event.chars;
+          if (text.length + callChars + keptChars + pendingChars > maxOutputChars) {
             outputStarted = true;
             const error = new Error(`the model's answer exceeded ${maxOutputChars} characters`);
             controller.abort(error);
@@ -117,7 +122,7 @@ export async function attempt(
           // would otherwise be stored and handed to a tool. Past it the call is dropped (not
           // run) and the step is interrupted with its text, like a cut stream.
           callChars += event.call.name.length + JSON.stringify(event.call.arguments ?? {}).length;
-          if (text.length + callChars > maxOutputChars) {
+          if (text.length + callChars + keptChars > maxOutputChars) {
             const error = new Error(
               `the model's answer exceeded ${maxOutputChars} characters (tool call ${event.call.name})`,
             );

@@ -15,7 +15,9 @@
  * Thinking (contracts §13): `thinking` and `redacted_thinking` blocks are assembled from their
  * deltas (`thinking_delta`, `signature_delta`) and, with the step's text and tool_use blocks
  * in stream order, become the step's `providerState` (provider-state.ts) — only on a whole
- * step (`message_stop`), and only when the step has thinking. A thinking block without a
+ * step (`message_stop`), and only when the step has thinking. Their characters (thinking,
+ * signatures, redacted data) are reported as they arrive as `kept` progress, so the output
+ * bound holds for them as for text (model-attempt.ts). A thinking block without a
  * signature (no `signature_delta` came), or with a NUL or lone surrogate that storing would
  * replace, is left out: the API refuses it back. The request side: replay in
  * anthropic-messages.ts, thinking settings and cache breakpoints in anthropic-request.ts.
@@ -106,8 +108,11 @@ export async function* readAnthropicStream(
               thinking: block.thinking ?? "",
               signature: block.signature ?? "",
             });
+            const chars = lengthOf(block.thinking) + lengthOf(block.signature);
+            if (chars > 0) yield { type: "progress", chars, kept: true };
           } else if (block.type === "redacted_thinking") {
             blocks.set(event.index, { type: "redacted_thinking", data: block.data });
+            if (lengthOf(block.data) > 0) yield { type: "progress", chars: lengthOf(block.data), kept: true };
           }
           break;
         }
@@ -121,10 +126,13 @@ export async function* readAnthropicStream(
           } else if (delta.type === "thinking_delta") {
             if (block?.type === "thinking") block.thinking = `${block.thinking as string}${delta.thinking}`;
             if (typeof delta.thinking === "string" && delta.thinking)
-              yield { type: "progress", chars: delta.thinking.length };
+              yield { type: "progress", chars: delta.thinking.length, kept: true };
           } else if (delta.type === "signature_delta") {
             if (block?.type === "thinking")
               block.signature = `${block.signature as string}${delta.signature}`;
+            // Held and stored with the step like the thinking it signs: bounded the same way.
+            if (lengthOf(delta.signature) > 0)
+              yield { type: "progress", chars: lengthOf(delta.signature), kept: true };
           } else if (delta.type === "input_json_delta") {
             const block = toolBlocks.get(event.index);
             if (block) block.json += delta.partial_json;
@@ -254,6 +262,11 @@ export function parseToolInput(json: string, initial: unknown): Record<string, u
   } catch {
     return { _raw: json };
   }
+}
+
+/** A string's length; 0 for anything else. */
+function lengthOf(value: unknown): number {
+  return typeof value === "string" ? value.length : 0;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

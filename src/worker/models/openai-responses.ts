@@ -18,14 +18,16 @@
  * `input_tokens_details.cached_tokens` → `cacheReadTokens`, `cache_write_tokens` →
  * `cacheWriteTokens` where reported, `output_tokens_details.reasoning_tokens` →
  * `reasoningTokens`. A whole step with reasoning items keeps its output items as
- * `providerState`.
+ * `providerState`; reasoning items are reported as `kept` progress as they arrive (and what
+ * the final `output` holds beyond what streamed, before the step is whole), so the output
+ * bound holds for them as for text (model-attempt.ts).
  */
 import type { ResponseStreamEvent, ResponseUsage } from "openai/resources/responses/responses";
 import type { ProviderState, ToolCall, Usage } from "../../shared/messages.js";
 import { reportedTokens } from "../../shared/usage.js";
 import { parseToolArguments } from "./openai-tool-calls.js";
 import type { ModelEvent } from "./provider.js";
-import { makeState, objectArray, type StateTarget } from "./provider-state.js";
+import { jsonChars, makeState, objectArray, type StateTarget } from "./provider-state.js";
 
 const count = reportedTokens;
 
@@ -46,6 +48,11 @@ export function responsesUsage(usage: Partial<ResponseUsage> | null | undefined)
     ...(written === undefined ? {} : { cacheWriteTokens: written }),
     ...(reasoning === undefined ? {} : { reasoningTokens: reasoning }),
   };
+}
+
+/** Characters of a state's output items that are not calls (jsonChars: any nesting). */
+function stateSize(output: readonly Record<string, unknown>[]): number {
+  return output.reduce((sum, item) => (item.type === "function_call" ? sum : sum + jsonChars(item)), 0);
 }
 
 /** `incomplete_details.reason` → normalised stop reason (unknown values verbatim). */
@@ -79,6 +86,8 @@ export class ResponsesStreamError extends Error {
 export class ResponsesStreamReader {
   output = false;
   private refused = false;
+  /** Characters reported so far of what the state holds: text deltas and reasoning items. */
+  private stateChars = 0;
   private readonly calls: ToolCall[] = [];
   private readonly items = new Map<number, Record<string, unknown>>();
 
@@ -90,11 +99,13 @@ export class ResponsesStreamReader {
       case "response.output_text.delta":
         if (!event.delta) return { events: [], end: false };
         this.output = true;
+        this.stateChars += event.delta.length;
         return { events: [{ type: "text", delta: event.delta }], end: false };
       case "response.refusal.delta":
         if (!event.delta) return { events: [], end: false };
         this.output = true;
         this.refused = true;
+        this.stateChars += event.delta.length;
         return { events: [{ type: "text", delta: event.delta }], end: false };
       case "response.function_call_arguments.delta":
         // The call is yielded whole at the end; its arguments meanwhile keep the stream alive
@@ -116,7 +127,11 @@ export class ResponsesStreamReader {
             arguments: parseToolArguments(typeof item.arguments === "string" ? item.arguments : ""),
           });
         }
-        return { events: [], end: false };
+        // A reasoning item is held and stored as the step's state: bounded like its text.
+        if (item.type !== "reasoning") return { events: [], end: false };
+        const chars = jsonChars(item);
+        this.stateChars += chars;
+        return { events: [{ type: "progress", chars, kept: true }], end: false };
       }
       case "response.completed":
       case "response.incomplete": {
@@ -131,6 +146,10 @@ export class ResponsesStreamReader {
           : undefined;
         const events: ModelEvent[] = this.calls.map((call) => ({ type: "tool_call", call }));
         if (this.calls.length > 0) this.output = true;
+        // The state is the response's own `output`, which may hold more than the stream sent
+        // (its calls are counted as calls): the rest is reported before the step is whole.
+        const unreported = state ? stateSize(output) - this.stateChars : 0;
+        if (unreported > 0) events.push({ type: "progress", chars: unreported, kept: true });
         events.push({
           type: "done",
           stopReason,

@@ -84,6 +84,19 @@ export function replayableState(message: AssistantMessage, target: StateTarget):
     : undefined;
 }
 
+/**
+ * About how many characters `value` takes as JSON: its strings and keys, and one for each
+ * other value. An iterative walk (findInJson), so a state of any nesting is measured.
+ */
+export function jsonChars(value: unknown): number {
+  let chars = 0;
+  findInJson(value, (item, key) => {
+    chars += (typeof key === "string" ? key.length : 0) + (typeof item === "string" ? item.length : 1);
+    return undefined;
+  });
+  return chars;
+}
+
 /** `value` as an array of JSON objects, or undefined when it is not one. */
 export function objectArray(value: unknown): Record<string, unknown>[] | undefined {
   if (!Array.isArray(value)) return undefined;

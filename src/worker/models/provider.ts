@@ -26,11 +26,14 @@ export type ModelEvent =
   | { type: "tool_call"; call: ToolCall }
   /**
    * Output that reaches the caller only later, as part of a `tool_call` (a call's streamed
-   * name and arguments) or not at all (Anthropic thinking): `chars` characters of it arrived.
-   * It shows the stream is alive (the idle limit) and counts toward the output bound as it
-   * arrives (call-model.ts), so a long call is neither cut as idle nor read without bound.
+   * name and arguments) or of the step's `providerState` (Anthropic thinking, its signatures
+   * and redacted thinking, Responses reasoning items: `kept`), or not at all (the reasoning a
+   * compatible server streams): `chars` characters of it arrived. It shows the stream is alive
+   * (the idle limit) and counts toward the output bound as it arrives (model-attempt.ts), so a
+   * long call is neither cut as idle nor read without bound. `kept` chars count for the whole
+   * step; the others until the next whole call, which counts its own characters then.
    */
-  | { type: "progress"; chars: number }
+  | { type: "progress"; chars: number; kept?: true }
   /**
    * Usage the provider reported before the step is whole (Anthropic's `message_start` and
    * `message_delta`, OpenAI's usage chunk before `[DONE]`): what it bills so far. Only a step

@@ -100,8 +100,12 @@ export async function* readAnthropicStream(
               yield { type: "text", delta: block.text };
             }
           } else if (block.type === "tool_use") {
-            blocks.set(event.index, { type: "tool_use", id: block.id, name: block.name });
-            toolBlocks.set(event.index, { id: block.id, name: block.name, json: "", input: block.input });
+            // Strings, whatever the server sent (the SDK checks nothing): an id that is not one
+            // is given another (step-message.ts), a call without a name is dropped at its end.
+            const id = typeof block.id === "string" ? block.id : "";
+            const name = typeof block.name === "string" ? block.name : "";
+            blocks.set(event.index, { type: "tool_use", id, name });
+            toolBlocks.set(event.index, { id, name, json: "", input: block.input });
           } else if (block.type === "thinking") {
             blocks.set(event.index, {
               type: "thinking",
@@ -145,6 +149,12 @@ export async function* readAnthropicStream(
           const block = toolBlocks.get(event.index);
           if (block) {
             toolBlocks.delete(event.index);
+            // A call without a name cannot be run, answered or sent back (a stored call is
+            // named): dropped, from the step's state too, as chat completions drops one.
+            if (block.name === "") {
+              blocks.delete(event.index);
+              break;
+            }
             output = true;
             yield { type: "tool_call", call: toolCall(block) };
           }

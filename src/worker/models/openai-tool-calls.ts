@@ -47,6 +47,15 @@ export function parseToolArguments(raw: string): Record<string, unknown> {
 
 type PartialCall = { id: string; name: string; arguments: string };
 
+/**
+ * A fragment's field when it is a string, else nothing: a server may send a number where the
+ * API has a string (the SDK checks nothing), and a call's id, name or arguments must be text —
+ * an id of 42 made the whole step fail to store (step-message.ts), and was recorded as cut.
+ */
+function text(value: unknown): string | undefined {
+  return typeof value === "string" ? value : undefined;
+}
+
 /** Assembles streamed tool call fragments by their index. */
 export class ToolCallAssembler {
   private readonly calls = new Map<number, PartialCall>();
@@ -62,12 +71,13 @@ export class ToolCallAssembler {
   add(fragment: ChatCompletionChunk.Choice.Delta.ToolCall): number {
     let slot = this.slotOf.get(fragment.index);
     const current = slot === undefined ? undefined : this.calls.get(slot);
-    if (slot === undefined || (fragment.id && current?.id && fragment.id !== current.id)) {
+    const id = text(fragment.id);
+    if (slot === undefined || (id && current?.id && id !== current.id)) {
       slot = this.nextSlot++;
       this.slotOf.set(fragment.index, slot);
       this.calls.set(slot, { id: "", name: "", arguments: "" });
     }
-    return this.append(slot, fragment.id, fragment.function?.name, fragment.function?.arguments);
+    return this.append(slot, id, text(fragment.function?.name), text(fragment.function?.arguments));
   }
 
   /** The legacy `function_call` delta: one call. */
@@ -78,7 +88,7 @@ export class ToolCallAssembler {
       this.slotOf.set(-1, slot);
       this.calls.set(slot, { id: "", name: "", arguments: "" });
     }
-    return this.append(slot, undefined, fragment.name, fragment.arguments);
+    return this.append(slot, undefined, text(fragment.name), text(fragment.arguments));
   }
 
   private append(slot: number, id?: string, name?: string, args?: string): number {

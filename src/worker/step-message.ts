@@ -31,12 +31,28 @@ export function assistant(
     role: "assistant",
     content: sanitizeText(content),
     ...(calls.length > 0 ? { toolCalls: sanitizeCalls(calls) } : {}),
-    stopReason: sanitizeText(stopReason),
+    stopReason: sanitizeText(stopReasonText(stopReason)),
     ...(usage === undefined ? {} : { usage }),
     ...(providerState === undefined || stopReason === "interrupted"
       ? {}
       : { providerState: sanitizeJson(storableState(providerState)) }),
   };
+}
+
+/**
+ * The stop reason as text. A provider may send a number or an object where its API has a
+ * string (JSON allows it; the SDKs check nothing): such a value is an unknown stop reason like
+ * any other, kept as its JSON text (resume-semantics §6), never a non-string that the
+ * classifier and the store would fail on (the run crashed, at every resume).
+ */
+function stopReasonText(value: unknown): string {
+  if (typeof value === "string") return value;
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    // Nested past what JSON.stringify's recursion takes: its kind is all that can be said.
+    return `(${Array.isArray(value) ? "array" : typeof value} too deep to write)`;
+  }
 }
 
 /**

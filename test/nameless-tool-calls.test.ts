@@ -68,3 +68,31 @@ it("a call whose id or name is not a string: the name drops the call, the id is 
   expect(chat.toolCalls).toHaveLength(1);
   expect(chat.toolCalls?.[0]).toMatchObject({ name: "write_file", arguments: { path: "a" } });
 });
+
+it("chat completions: arguments sent as a JSON object rather than its text are kept as that object", async () => {
+  fakes.chat.enqueue({
+    deltas: [
+      {
+        tool_calls: [
+          {
+            index: 0,
+            id: "call_1",
+            type: "function",
+            function: { name: "write_file", arguments: { path: "a" } },
+          },
+        ],
+      },
+    ],
+    finishReason: "tool_calls",
+  });
+  const chat = await step(gpt("chat", fakes.chat.url), history);
+  expect(chat.toolCalls).toEqual([{ id: "call_1", name: "write_file", arguments: { path: "a" } }]);
+});
+
+it("Responses: a function_call item's arguments sent as an object are kept as that object", async () => {
+  fakes.responses.script({
+    functionCalls: [{ callId: "call_1", name: "write_file", arguments: notAString({ path: "a" }) }],
+  });
+  const message = await step(gpt("responses", fakes.responses.url), history);
+  expect(message.toolCalls).toEqual([{ id: "call_1", name: "write_file", arguments: { path: "a" } }]);
+});

@@ -25,7 +25,7 @@
 import type { ResponseStreamEvent, ResponseUsage } from "openai/resources/responses/responses";
 import type { ProviderState, ToolCall, Usage } from "../../shared/messages.js";
 import { reportedTokens } from "../../shared/usage.js";
-import { parseToolArguments } from "./openai-tool-calls.js";
+import { argumentsText, parseToolArguments } from "./openai-tool-calls.js";
 import type { ModelEvent } from "./provider.js";
 import { jsonChars, makeState, objectArray, type StateTarget } from "./provider-state.js";
 
@@ -124,7 +124,7 @@ export class ResponsesStreamReader {
           this.calls.push({
             id: typeof item.call_id === "string" && item.call_id ? item.call_id : String(item.id ?? ""),
             name: item.name,
-            arguments: parseToolArguments(typeof item.arguments === "string" ? item.arguments : ""),
+            arguments: parseToolArguments(argumentsText(item.arguments) ?? ""),
           });
         }
         // A reasoning item is held and stored as the step's state: bounded like its text.

@@ -56,6 +56,18 @@ function text(value: unknown): string | undefined {
   return typeof value === "string" ? value : undefined;
 }
 
+/**
+ * A fragment's arguments as text: some compatible servers send the arguments object itself
+ * instead of its JSON text, which appended as it was became "[object Object]" (kept under
+ * `_raw`, what the model wrote lost). Nested past MAX_TOOL_ARGUMENT_DEPTH, it is not written
+ * out (JSON.stringify recurses): the call gets `{}`, as for no arguments.
+ */
+export function argumentsText(value: unknown): string | undefined {
+  if (typeof value === "string") return value;
+  if (value === null || typeof value !== "object" || nestsTooDeep(value)) return undefined;
+  return JSON.stringify(value);
+}
+
 /** Assembles streamed tool call fragments by their index. */
 export class ToolCallAssembler {
   private readonly calls = new Map<number, PartialCall>();
@@ -77,7 +89,7 @@ export class ToolCallAssembler {
       this.slotOf.set(fragment.index, slot);
       this.calls.set(slot, { id: "", name: "", arguments: "" });
     }
-    return this.append(slot, id, text(fragment.function?.name), text(fragment.function?.arguments));
+    return this.append(slot, id, text(fragment.function?.name), argumentsText(fragment.function?.arguments));
   }
 
   /** The legacy `function_call` delta: one call. */
@@ -88,7 +100,7 @@ export class ToolCallAssembler {
       this.slotOf.set(-1, slot);
       this.calls.set(slot, { id: "", name: "", arguments: "" });
     }
-    return this.append(slot, undefined, text(fragment.name), text(fragment.arguments));
+    return this.append(slot, undefined, text(fragment.name), argumentsText(fragment.arguments));
   }
 
   private append(slot: number, id?: string, name?: string, args?: string): number {

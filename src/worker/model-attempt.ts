@@ -86,7 +86,11 @@ export async function attempt(
     controller.abort(idle);
   };
   let timer = setTimeout(onTimer, Math.min(idleTimeoutMs, maxStepMs));
-  const request: ModelRequest = { ...outer, signal: controller.signal };
+  // Bytes without an event (a ping, a keep-alive comment) show the stream alive too.
+  const alive = () => {
+    lastEventAt = performance.now();
+  };
+  const request: ModelRequest = { ...outer, signal: controller.signal, alive };
   try {
     for await (const event of provider.stream(request)) {
       lastEventAt = performance.now();

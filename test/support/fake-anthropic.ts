@@ -77,6 +77,13 @@ export type FakeStream = {
   eventDelayMs?: number;
   /** Send a `ping` after message_start (default true). */
   ping?: boolean;
+  /**
+   * How long the model thinks without streaming its thinking (`thinking.display: "omitted"`,
+   * the default of recent models): after the first thinking block opens, only a `ping` every
+   * `pingEveryMs` (none without it) for this long, then the rest.
+   */
+  thinkingMs?: number;
+  pingEveryMs?: number;
   /** Leave out `message_stop`: the response ends cleanly right after `message_delta`. */
   omitMessageStop?: boolean;
 };
@@ -359,6 +366,12 @@ export function validateRequest(body: Record<string, unknown>, redacted: Readonl
   return null;
 }
 
+/** Whether a stream event opens a thinking block. */
+function opensThinking(data: unknown): boolean {
+  const event = data as { type?: string; content_block?: { type?: string } };
+  return event.type === "content_block_start" && event.content_block?.type === "thinking";
+}
+
 function write(res: ServerResponse, event: string, data: unknown): Promise<void> {
   return new Promise((resolve, reject) =>
     res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`, (error) =>
@@ -447,6 +460,14 @@ export async function startFakeAnthropic(initial: FakeResponse[] = []): Promise<
         return;
       }
       if (i > 0 && response.eventDelayMs) await sleep(response.eventDelayMs);
+      if (response.thinkingMs && i > 0 && opensThinking(events[i - 1]!.data)) {
+        const until = Date.now() + response.thinkingMs;
+        while (response.pingEveryMs && Date.now() + response.pingEveryMs < until && !res.destroyed) {
+          await sleep(response.pingEveryMs);
+          if (!res.destroyed) await write(res, "ping", { type: "ping" });
+        }
+        await sleep(Math.max(0, until - Date.now()));
+      }
       if (res.destroyed) return;
       await write(res, event, data);
       if (i === 0 && response.ping !== false) await write(res, "ping", { type: "ping" });

@@ -65,6 +65,11 @@ export type FakeResponse = {
   streamError?: { message: string; type?: string; code?: string | null };
   /** Time between chunks. */
   chunkDelayMs?: number;
+  /**
+   * While it waits `chunkDelayMs`, an SSE comment (`: keep-alive`) every this many ms, as
+   * routers and servers send while their model works (OpenRouter's `: OPENROUTER PROCESSING`).
+   */
+  commentEveryMs?: number;
   /** Leave out `data: [DONE]`. */
   omitDone?: boolean;
 };
@@ -421,7 +426,13 @@ export async function startFakeOpenAI(
         ...(withUsage ? { usage: null } : {}),
       })}\n\n`;
     const pause = async () => {
-      if (response.chunkDelayMs) await sleep(response.chunkDelayMs);
+      if (!response.chunkDelayMs) return;
+      const until = Date.now() + response.chunkDelayMs;
+      while (response.commentEveryMs && Date.now() + response.commentEveryMs < until && !res.destroyed) {
+        await sleep(response.commentEveryMs);
+        await write(res, ": keep-alive\n\n");
+      }
+      await sleep(Math.max(0, until - Date.now()));
     };
 
     await write(res, chunk({ role: "assistant", content: "" }, null));

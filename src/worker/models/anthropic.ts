@@ -19,10 +19,12 @@
  */
 import Anthropic from "@anthropic-ai/sdk";
 import type { RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages";
+import { Stream } from "@anthropic-ai/sdk/streaming";
 import { scrubSecrets, secretValuesFromEnv } from "../../shared/scrub-secrets.js";
 import { classifyAnthropicError, type Failure } from "./anthropic-errors.js";
 import { ANTHROPIC_BASE_URL, type AnthropicModelConfig, buildAnthropicRequest } from "./anthropic-request.js";
 import { readAnthropicStream } from "./anthropic-stream.js";
+import { withLiveness } from "./body-liveness.js";
 import {
   keyToSend,
   type ModelEvent,
@@ -114,9 +116,16 @@ export class AnthropicModel implements ModelProvider {
 
     let events: AsyncIterable<RawMessageStreamEvent>;
     try {
-      events = await client.messages.create(buildAnthropicRequest(this.config, request), {
-        signal: request.signal,
-      });
+      // The raw response, so that its body shows the stream alive as bytes come (pings
+      // included, which the SDK's stream drops: body-liveness.ts); the SDK parses it as before.
+      const raw = await client.messages
+        .create(buildAnthropicRequest(this.config, request), { signal: request.signal })
+        .asResponse();
+      events = Stream.fromSSEResponse<RawMessageStreamEvent>(
+        withLiveness(raw, request.alive),
+        new AbortController(),
+        client,
+      );
     } catch (error) {
       const failure = this.classify(error);
       if (failure === "context_full") {

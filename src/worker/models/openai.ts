@@ -26,8 +26,10 @@
  */
 import OpenAI from "openai";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
+import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import { Stream } from "openai/streaming";
 import { scrubSecrets, secretValuesFromEnv } from "../../shared/scrub-secrets.js";
+import { withLiveness } from "./body-liveness.js";
 import { ChatStreamReader } from "./openai-chat-stream.js";
 import {
   CONTEXT_LENGTH_PATTERN,
@@ -108,7 +110,8 @@ export class OpenAIModel implements ModelProvider {
       const raw = await client.chat.completions
         .create(buildChatBody(this.config, request), { signal: request.signal })
         .asResponse();
-      const watch = watchForDone(raw);
+      // Every chunk of the body shows the stream alive, keep-alive comments too (body-liveness.ts).
+      const watch = watchForDone(withLiveness(raw, request.alive));
       sawDone = watch.sawDone;
       stream = Stream.fromSSEResponse<ChatCompletionChunk>(watch.response, new AbortController(), client);
     } catch (error) {
@@ -156,17 +159,27 @@ export class OpenAIModel implements ModelProvider {
     const client = this.getClient();
     const model = `${this.target.target} ${this.config.model}`;
     let body = buildResponsesBody(this.config, request, this.target, !WITHOUT_ENCRYPTED_REASONING.has(model));
-    let stream: AsyncIterable<import("openai/resources/responses/responses").ResponseStreamEvent>;
+    let stream: AsyncIterable<ResponseStreamEvent>;
+    // The raw response, so that its body shows the stream alive as bytes come (body-liveness.ts).
+    const open = async () =>
+      Stream.fromSSEResponse<ResponseStreamEvent>(
+        withLiveness(
+          await client.responses.create(body, { signal: request.signal }).asResponse(),
+          request.alive,
+        ),
+        new AbortController(),
+        client,
+      );
     try {
       try {
-        stream = await client.responses.create(body, { signal: request.signal });
+        stream = await open();
       } catch (error) {
         // A model that does not reason refuses encrypted reasoning: nothing was answered, so
         // the same request goes again without it, and this model's next ones go without it.
         if (!body.include || !refusesEncryptedReasoning(error)) throw error;
         WITHOUT_ENCRYPTED_REASONING.add(model);
         body = buildResponsesBody(this.config, request, this.target, false);
-        stream = await client.responses.create(body, { signal: request.signal });
+        stream = await open();
       }
     } catch (error) {
       this.throwIfAborted(request.signal);

@@ -19,6 +19,11 @@ export type ModelRequest = {
   history: readonly Message[];
   tools: readonly ToolSpec[];
   signal: AbortSignal;
+  /**
+   * Called by a provider whenever its server sent something, events or not (a `ping`, a
+   * keep-alive comment): the stream is not idle (model-attempt.ts; body-liveness.ts).
+   */
+  alive?: () => void;
 };
 
 export type ModelEvent =

@@ -271,13 +271,27 @@ function refusedKind(
   );
 }
 
-/** Milliseconds a `retry-after-ms` or `retry-after` (seconds or an HTTP date) header asks for. */
+/**
+ * An HTTP-date as RFC 9110 §5.6.7 writes one (IMF-fixdate, and the obsolete RFC 850 and asctime
+ * forms): each starts with a day name. V8's Date.parse reads far more ("5, 10", "-5" and "+5"
+ * are days of 2001 to it), which turned a header sent twice or a signed number into a date in
+ * the past: a wait of 0, the request asked again at once.
+ */
+const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? /;
+
+/**
+ * Milliseconds a `retry-after-ms` or `retry-after` (seconds or an HTTP date) header asks for.
+ * A header a proxy sent twice reaches us joined ("5, 10"): its first value counts. Anything
+ * else is no hint (the caller's own backoff applies).
+ */
 export function retryAfterMs(headers: Headers | undefined, now = Date.now()): number | undefined {
   const ms = Number.parseFloat(headers?.get("retry-after-ms") ?? "");
   if (Number.isFinite(ms) && ms >= 0) return Math.round(ms);
   const value = headers?.get("retry-after")?.trim();
   if (!value) return undefined;
-  if (/^\d+(\.\d+)?$/.test(value)) return Math.round(Number.parseFloat(value) * 1000);
+  const seconds = /^(\d+(\.\d+)?)\s*(,|$)/.exec(value);
+  if (seconds) return Math.round(Number.parseFloat(seconds[1]!) * 1000);
+  if (!HTTP_DATE.test(value)) return undefined;
   const date = Date.parse(value);
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }

@@ -1,7 +1,8 @@
 /**
  * Chat completion chunks → events (resume-semantics.md §6), read by openai.ts one chunk at a
  * time; whether the stream finished (its `finish_reason` and `[DONE]`) is judged there.
- * - text deltas are yielded as they arrive (a `refusal` delta is text too);
+ * - text deltas are yielded as they arrive (a `refusal` delta is text too; a `content` that is
+ *   a list of parts, as Mistral's reasoning models send it, gives its text parts);
  * - tool call fragments are assembled by index and yielded, whole, once the response has
  *   finished (each fragment's characters as a `progress` event meanwhile, as is the reasoning
  *   a compatible server streams as `reasoning_content` or `reasoning`, which is not kept); arguments that are not a JSON object are kept as `{ "_raw": "<string>" }`
@@ -25,6 +26,26 @@ const tokens = reportedTokens;
 /** A string's length; 0 for anything else. */
 function lengthOf(value: unknown): number {
   return typeof value === "string" ? value.length : 0;
+}
+
+/**
+ * A delta's `content`: a string, or a list of parts as Mistral's reasoning models stream it
+ * (`[{"type":"thinking","thinking":[{"type":"text","text":…}]}]`, then `[{"type":"text",
+ * "text":…}]`). `text`: the text parts joined (the answer); `otherChars`: the characters of the
+ * other parts (thinking, not kept, like `reasoning_content`), for the output bound.
+ */
+function contentParts(content: unknown): { text: string; otherChars: number } {
+  if (typeof content === "string") return { text: content, otherChars: 0 };
+  if (!Array.isArray(content)) return { text: "", otherChars: 0 };
+  let text = "";
+  let otherChars = 0;
+  for (const part of content as { type?: unknown; text?: unknown; thinking?: unknown }[]) {
+    if (part?.type === "text" && typeof part.text === "string") text += part.text;
+    else if (typeof part?.thinking === "string") otherChars += part.thinking.length;
+    else if (Array.isArray(part?.thinking))
+      for (const inner of part.thinking as { text?: unknown }[]) otherChars += lengthOf(inner?.text);
+  }
+  return { text, otherChars };
 }
 
 /** Usage from a usage chunk: both counts (and the cached / reasoning ones reported), or unknown. */
@@ -68,9 +89,12 @@ export class ChatStreamReader {
     const choice = chunk.choices?.[0];
     if (!choice) return events;
     const delta = choice.delta ?? {};
-    if (typeof delta.content === "string" && delta.content.length > 0) {
+    // A list of parts (Mistral's reasoning models): its text parts are text, the rest only
+    // output arriving (`contentParts`).
+    const content = contentParts(delta.content as unknown);
+    if (content.text.length > 0) {
       this.textStarted = true;
-      events.push({ type: "text", delta: delta.content });
+      events.push({ type: "text", delta: content.text });
     }
     if (typeof delta.refusal === "string" && delta.refusal.length > 0) {
       this.textStarted = true;
@@ -80,7 +104,7 @@ export class ChatStreamReader {
     // Reasoning a compatible server streams before the answer (vLLM/DeepSeek
     // `reasoning_content`, Ollama `reasoning`) is not kept, but shows the stream is alive.
     const reasoning = delta as { reasoning_content?: unknown; reasoning?: unknown };
-    let chars = lengthOf(reasoning.reasoning_content) + lengthOf(reasoning.reasoning);
+    let chars = lengthOf(reasoning.reasoning_content) + lengthOf(reasoning.reasoning) + content.otherChars;
     for (const fragment of delta.tool_calls ?? []) chars += this.calls.add(fragment);
     if (delta.function_call) chars += this.calls.addLegacy(delta.function_call);
     if (chars > 0) events.push({ type: "progress", chars });

@@ -18,6 +18,7 @@ import { ownerOf } from "../shared/lease.js";
 import { DeadClaims } from "./dead-claims.js";
 import { DeathWatch, livenessMode, liveWorkers } from "./liveness.js";
 import { OrphanedRuns } from "./orphaned-runs.js";
+import { RedisDataLoss } from "./redis-data-loss.js";
 import { type Cause, resumeOrPark } from "./resume-or-park.js";
 import { SessionFailures } from "./session-failures.js";
 import { SweepLocks } from "./sweep-locks.js";
@@ -70,6 +71,7 @@ export class Sweeper {
   private readonly now: () => number;
   private readonly confirmDeathMs: number;
   private readonly locks: SweepLocks;
+  private readonly dataLoss: RedisDataLoss;
 
   constructor(
     private readonly deps: SweeperDeps,
@@ -81,6 +83,7 @@ export class Sweeper {
     // left every missing lease unjudged for that hour (test/sweeper-clock.test.ts).
     this.now = deps.now ?? (() => performance.now());
     this.failures = new SessionFailures(deps);
+    this.dataLoss = new RedisDataLoss(deps.redis, deps.prefix);
     this.locks = new SweepLocks({
       prefix: deps.prefix,
       redis: deps.redis,
@@ -173,6 +176,11 @@ export class Sweeper {
     // All holders at once (MGET, a round trip per 500 runs), then the abandoned runs a few
     // at a time: a worker that dies with 30 sessions must not have them resumed one by one.
     const holders = await this.timed(() => this.deps.lease.holders(running.map((run) => run.session_id)));
+    // After the leases: a loss before or since their read is seen (redis-data-loss.ts).
+    if (await this.timed(() => this.dataLoss.check())) {
+      this.deps.log.warn("Redis lost its data: missing leases are judged again after a lease TTL");
+      this.redisTrouble();
+    }
     const now = this.now();
     // Leases read while Redis was away or just back may be missing only because their
     // workers' renewals have not landed yet (they take them back: lease-keeper.ts).

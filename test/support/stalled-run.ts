@@ -72,6 +72,8 @@ export async function withDeadWorkersRun(fleet: FleetEnv, body: WorkersRunBody):
 
 type WorkersRunBody = (run: {
   sessionId: string;
+  /** The worker the run is on (its liveness connection's id). */
+  workerId: string;
   runStatus: () => Promise<{ status: string; ended_reason: string | null }>;
 }) => Promise<void>;
 
@@ -105,6 +107,7 @@ async function withWorkersRun(
               ${QUEUES.runs.jobId({ sessionId: id, runId })})`;
     await body({
       sessionId: id,
+      workerId: worker,
       runStatus: async () =>
         (
           await fleet.database.sql<{ status: string; ended_reason: string | null }[]>`

@@ -1,0 +1,47 @@
+/**
+ * Whether Redis lost its data while this sweeper's connection stayed up: a FLUSHALL or
+ * FLUSHDB, or a server restarted (or failed over) empty behind a proxy that kept the client's
+ * connection, as managed Redis services do. Every session lease is gone then, and a missing
+ * lease looks like one that expired; but the workers are alive and take their leases back at
+ * their next renewal (lease-keeper.ts), within a third of the TTL. The sweeper learns of such
+ * a loss from a marker key of the fleet's that nothing deletes: the value it last read
+ * changed (another sweeper wrote a new one) or is gone. Its caller then treats the loss as
+ * Redis trouble (sweeper.ts `redisTrouble`): no missing lease is judged for a TTL.
+ */
+import { randomUUID } from "node:crypto";
+import type { Redis } from "ioredis";
+
+/** Pure: the marker read now against the one read before (undefined: never read). */
+export function markerLost(before: string | undefined, now: string | null): boolean {
+  return before !== undefined && now !== before;
+}
+
+export class RedisDataLoss {
+  /** The marker's value at this sweeper's last look; undefined before its first. */
+  private seen: string | undefined;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+  ) {}
+
+  key(): string {
+    return `${this.prefix}:data-marker`;
+  }
+
+  /**
+   * Reads the marker (writes one when there is none) and says whether Redis lost its data
+   * since the last look. The first look says no: a new fleet, or a sweeper that starts, has
+   * seen nothing to lose.
+   */
+  async check(): Promise<boolean> {
+    let now = await this.redis.get(this.key());
+    if (now === null) {
+      await this.redis.set(this.key(), randomUUID(), "NX");
+      now = await this.redis.get(this.key());
+    }
+    const lost = markerLost(this.seen, now);
+    this.seen = now ?? undefined;
+    return lost;
+  }
+}

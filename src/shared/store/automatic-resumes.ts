@@ -41,7 +41,11 @@ export type Scheduled =
 
 export type Retried =
   | { action: "retry"; delayMs: number }
-  | { action: "park"; reason: ParkReason; detail: string };
+  /** `ended`: the session's queued resume, ended with the parking (`countRetry`). */
+  | { action: "park"; reason: ParkReason; detail: string; ended: { id: string; kind: "resume" }[] };
+
+/** The outcome of a queued resume ended with its session's parking (`countRetry`). */
+export const NEVER_STARTED_RESUME_END = "crashed";
 
 export class AutomaticResumes {
   /** Where SESSION_PARKED events go (contracts §7), after the parking committed; null: nowhere. */
@@ -50,7 +54,7 @@ export class AutomaticResumes {
   constructor(
     private readonly database: Database,
     private readonly policy: ResumePolicy,
-    private readonly metrics: Pick<FleetMetrics, "sessionsParked">,
+    private readonly metrics: Pick<FleetMetrics, "sessionsParked" | "runs">,
   ) {}
 
   private async park(
@@ -162,10 +166,24 @@ export class AutomaticResumes {
     return result;
   }
 
-  /** SESSION_PARKED, after every stored message the stream lacks; a Redis failure is not the caller's. */
-  private async parkedEvent(sessionId: string, reason: string): Promise<void> {
+  /**
+   * SESSION_PARKED, after every stored message the stream lacks (and the RUN_COMPLETED of the
+   * runs `ended` with the parking); a Redis failure is not the caller's.
+   */
+  private async parkedEvent(
+    sessionId: string,
+    reason: string,
+    ended: readonly { id: string }[] = [],
+  ): Promise<void> {
     await this.events
-      ?.writeAfterSync(this.database, sessionId, [{ type: "SESSION_PARKED", reason }])
+      ?.writeAfterSync(this.database, sessionId, [
+        ...ended.map((run) => ({
+          type: "RUN_COMPLETED" as const,
+          runId: run.id,
+          outcome: NEVER_STARTED_RESUME_END,
+        })),
+        { type: "SESSION_PARKED", reason },
+      ])
       .catch(() => {});
   }
 
@@ -192,8 +210,12 @@ export class AutomaticResumes {
 
   /**
    * Counts the re-adding of a queued run's job that never started (its worker died holding
-   * it, or the queue gave up on it) against the same limit; past it the session is parked,
-   * and its queued runs wait for someone to act (a new message or an explicit resume).
+   * it, or the queue gave up on it) against the same limit; past it the session is parked.
+   * A queued run with new input then waits for someone to act (a new message runs it first);
+   * a queued resume, which holds nothing, is ended with the parking: left queued, it was
+   * started by no one yet kept the parked session `running` (its resume point, an explicit
+   * resume with a model refused 409, one of its tenant's active sessions) and ran first,
+   * at the point it could not get past, when a new message came.
    */
   async countRetry(sessionId: string, runId: string): Promise<Retried | { action: "none" }> {
     const result = await this.database.sql.begin(async (tx): Promise<Retried | { action: "none" }> => {
@@ -207,9 +229,13 @@ export class AutomaticResumes {
       const attempts = stand.progressed ? 0 : s.resume_attempts;
       if (attempts >= this.policy.maxAttempts) {
         const detail = `${attempts} automatic retries made no progress; the last run ended ${s.last_outcome ?? "before it started"}`;
-        return (await this.park(tx, sessionId, "attempts_exhausted", detail))
-          ? { action: "park", reason: "attempts_exhausted", detail }
-          : { action: "none" };
+        if (!(await this.park(tx, sessionId, "attempts_exhausted", detail))) return { action: "none" };
+        const ended = await tx<{ id: string; kind: "resume" }[]>`
+          update runs set status = 'ended', ended_reason = ${NEVER_STARTED_RESUME_END}, ended_at = now(),
+                          error = ${`never started: attempts_exhausted: ${detail}`}
+           where session_id = ${sessionId} and kind = 'resume' and (status = 'queued') is true
+          returning id, kind`;
+        return { action: "park", reason: "attempts_exhausted", detail, ended };
       }
       const now = new Date(s.db_now).getTime();
       const wait = attempts > 0 && s.next_resume_at ? new Date(s.next_resume_at).getTime() : 0;
@@ -225,7 +251,9 @@ export class AutomaticResumes {
     });
     if (result.action === "park") {
       this.metrics.sessionsParked.inc({ reason: result.reason });
-      await this.parkedEvent(sessionId, result.reason);
+      for (const run of result.ended)
+        this.metrics.runs.inc({ kind: run.kind, outcome: NEVER_STARTED_RESUME_END });
+      await this.parkedEvent(sessionId, result.reason, result.ended);
     }
     return result;
   }

@@ -6,7 +6,10 @@
  * missing lease for an expired one at its next tick (200 ms) and ended those runs `stalled`:
  * the tools they were running were answered as interrupted and their sessions moved to
  * another worker. Now a changed or missing marker key (redis-data-loss.ts) counts as Redis
- * trouble: no missing lease is judged for a TTL, for every sweeper that looked before.
+ * trouble: no missing lease is judged for a TTL, for every sweeper that looked before. On a
+ * Redis that refuses CLIENT LIST the sweeper reads liveness from the workers' heartbeats,
+ * which the same loss takes: every worker looked dead two looks (150 ms) later and every run
+ * ended `crashed`; missing heartbeats are now judged as missing leases are.
  */
 import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -73,14 +76,20 @@ describe("the sweeper when Redis is emptied under it", () => {
   });
 });
 
-describe("workers inside a tool when Redis is emptied", () => {
+describe.each([
+  ["", []],
+  [
+    " that refuses CLIENT LIST (liveness from heartbeats, which went too)",
+    ["--rename-command", "CLIENT", ""],
+  ],
+])("workers inside a tool when a Redis%s is emptied", (_what, redisArgs) => {
   let fleet: FleetEnv;
   let client: FleetClient;
   let sweeper: RunningSweeper;
   let redis: ChildProcess;
 
   beforeAll(async () => {
-    ({ redis, fleet, client, sweeper } = await startPrivateRedisFleet("redisemptiedtool"));
+    ({ redis, fleet, client, sweeper } = await startPrivateRedisFleet("redisemptiedtool", redisArgs));
   });
   afterAll(async () => {
     await sweeper?.stop();

@@ -168,23 +168,22 @@ export class Sweeper {
     this.deps.progress?.observe(running);
     if (running.length === 0) return 0;
     const live = liveNow ?? (await this.timed(() => this.liveWorkers()));
-    const dead = this.deaths.observe(
-      live,
-      running.map((r) => r.worker_id ?? ""),
-      this.now(),
-    );
     // All holders at once (MGET, a round trip per 500 runs), then the abandoned runs a few
     // at a time: a worker that dies with 30 sessions must not have them resumed one by one.
     const holders = await this.timed(() => this.deps.lease.holders(running.map((run) => run.session_id)));
     // After the leases: a loss before or since their read is seen (redis-data-loss.ts).
     if (await this.timed(() => this.dataLoss.check())) {
-      this.deps.log.warn("Redis lost its data: missing leases are judged again after a lease TTL");
+      this.deps.log.warn("Redis lost its data: missing leases and heartbeats judged after a lease TTL");
       this.redisTrouble();
     }
     const now = this.now();
     // Leases read while Redis was away or just back may be missing only because their
     // workers' renewals have not landed yet (they take them back: lease-keeper.ts).
     const judgeable = leaseJudgeable(now - this.redisTroubleAt, this.deps.lease.ttlMs);
+    // Heartbeats are data as leases are, beaten as often: missing ones are judged alike.
+    const owners = running.map((r) => r.worker_id ?? "");
+    const heartbeats = livenessMode(this.deps.redis) === "heartbeat";
+    const dead = !judgeable && heartbeats ? new Set<string>() : this.deaths.observe(live, owners, now);
     let count = 0;
     await forEachLimit(
       running.entries(),

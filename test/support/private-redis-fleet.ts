@@ -20,10 +20,16 @@ export type PrivateRedisFleet = {
   sweeper: RunningSweeper;
 };
 
-/** Started in that order (Redis, fleet env `name`, API, sweeper); what started is stopped if a later step fails. */
-export async function startPrivateRedisFleet(name: string): Promise<PrivateRedisFleet> {
+/**
+ * Started in that order (Redis, with `redisArgs` added; fleet env `name`, API, sweeper); what
+ * started is stopped if a later step fails.
+ */
+export async function startPrivateRedisFleet(
+  name: string,
+  redisArgs: string[] = [],
+): Promise<PrivateRedisFleet> {
   const port = await freePort();
-  const redis = await startRedis(port);
+  const redis = await startRedis(port, redisArgs);
   let fleet: FleetEnv | undefined;
   try {
     fleet = await createFleetEnv(name, { redisUrl: `redis://127.0.0.1:${port}` });

@@ -4,7 +4,8 @@
  * (built-ins and `--tools` files) when it starts, and the API refuses an agent that lists
  * a name not in it. The set only grows — a name stays accepted after the workers that
  * offered it stop — so a name once seen never needs reading again; a run that still finds
- * a listed tool missing on its worker ends `invalid_agent`.
+ * a listed tool missing on its worker ends `invalid_agent`. Workers write their names again
+ * while they run (`keepToolNamesRegistered`): Redis may lose the set.
  */
 import type { Redis } from "ioredis";
 
@@ -23,6 +24,31 @@ export async function registerToolNames(
   names: readonly string[],
 ): Promise<void> {
   if (names.length > 0) await redis.sadd(toolNamesKey(prefix), ...names);
+}
+
+/**
+ * Writes a worker's names again for as long as it runs: when its connection is ready again
+ * (Redis restarted, maybe empty) and every `everyMs` (a Redis emptied under a connection that
+ * stayed up: FLUSHALL, a managed Redis restarted behind its proxy). Written at start only, the
+ * set lost with Redis's data stayed empty while the workers ran, and an API started since
+ * refused every agent listing a tool of theirs. Returns the function that stops it.
+ */
+export function keepToolNamesRegistered(
+  redis: Redis,
+  prefix: string,
+  names: readonly string[],
+  everyMs: number,
+): () => void {
+  const write = () => {
+    if (redis.status === "ready") registerToolNames(redis, prefix, names).catch(() => {});
+  };
+  redis.on("ready", write);
+  const timer = setInterval(write, Math.max(100, everyMs));
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    redis.off("ready", write);
+  };
 }
 
 /** Every tool name registered in the fleet so far. */

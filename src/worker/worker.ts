@@ -27,7 +27,7 @@ import { DataDeletion } from "../shared/store/data-deletion.js";
 import { FencedWrites } from "../shared/store/fenced-writes.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { endRunOfUnknownJob } from "../shared/store/unknown-job-runs.js";
-import { registerToolNames } from "../shared/tool-names.js";
+import { keepToolNamesRegistered, registerToolNames } from "../shared/tool-names.js";
 import { RefusalLog } from "../shared/unavailable.js";
 import { eventsChannel, livenessName } from "../shared/worker-signals.js";
 import { DEFAULT_RETRY_POLICY } from "./call-model.js";
@@ -113,6 +113,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   // Before it says it is ready: the API accepts an agent listing a tool once a worker has
   // registered its name (contracts.md §12).
   await registerToolNames(redis, config.prefix, tools.names());
+  const stopToolNames = keepToolNamesRegistered(redis, config.prefix, tools.names(), config.leaseTtlMs);
   // The heartbeat, for a sweeper whose Redis refuses CLIENT LIST (worker-heartbeat.ts).
   const heartbeat = await startHeartbeat(redis, config.prefix, workerId, config.leaseTtlMs, metrics);
   const faults = redisFaultCounter(redis, config.prefix);
@@ -278,6 +279,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
           () => deletionHooks.stop(),
           async () => {
             heartbeat.stopBeating();
+            stopToolNames();
             stopTranscriptSweeps();
             stopEvictionWatch();
             await heartbeat.end();

@@ -251,6 +251,43 @@ describe("an empty JSON body", () => {
     }
   });
 
+  it("a DELETE takes no body or `{}`, and refuses a field with a 400 naming it, deleting nothing", async () => {
+    for (const route of ["/v1/sessions/{id}", "/v1/batches/{id}"] as const) {
+      const path = await withQueuedRun(route);
+      const send = (text: string) =>
+        fetch(`http://127.0.0.1:${port}${path}`, {
+          method: "DELETE",
+          headers: { "content-type": "application/json" },
+          body: text,
+        });
+      const read = () =>
+        route.startsWith("/v1/batches/")
+          ? client.getBatch(path.split("/")[3]!)
+          : client.getSession(path.split("/")[3]!);
+      // Before, a DELETE accepted any body and ignored it: an option the caller believed in
+      // (`{"dryRun": true}`) deleted the batch and all its sessions, 200.
+      const refused = await send('{"dryRun":true}');
+      expect(refused.status, route).toBe(400);
+      expect(await refused.json(), route).toEqual({
+        error: { code: "invalid_request", field: "", message: 'unknown field "dryRun"' },
+      });
+      const notObject = await send("[]");
+      expect(notObject.status, route).toBe(400);
+      await expect(read(), route).resolves.toMatchObject({ id: path.split("/")[3] });
+      const taken = await send("{}");
+      expect(taken.status, `${route}: ${await taken.clone().text()}`).toBe(200);
+      await expect(read(), route).rejects.toMatchObject({ status: 404 });
+      // The document says so: an optional body, an object with no fields.
+      const body = document.paths[route].delete.requestBody;
+      expect(body?.required, route).toBe(false);
+      expect(body?.content["application/json"].schema, route).toMatchObject({
+        type: "object",
+        properties: {},
+        additionalProperties: false,
+      });
+    }
+  });
+
   it("a body that is not empty is still read: whitespace alone is not JSON, `{}` is", async () => {
     const id = await interruptedSession();
     const send = (body: string) =>

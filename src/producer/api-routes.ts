@@ -72,11 +72,15 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
     parseBody(noFieldsBody, request.body);
     return reply.code(202).send(await service.cancelSession(request.tenant, request.params.id));
   });
+  // A DELETE takes no body or `{}`: an option it does not have (`{"dryRun": true}`) is a 400,
+  // not a deletion that ignored it.
   app.delete<IdParams>("/v1/sessions/:id", async (request) => {
+    parseBody(noFieldsBody, request.body);
     if (!deps.deletions) throw new NotFoundError(`session ${request.params.id}`);
     return deps.deletions.deleteSession(request.tenant, request.params.id);
   });
   app.delete<IdParams>("/v1/batches/:id", async (request) => {
+    parseBody(noFieldsBody, request.body);
     if (!deps.deletions) throw new NotFoundError(`batch ${request.params.id}`);
     return deps.deletions.deleteBatch(request.tenant, request.params.id);
   });

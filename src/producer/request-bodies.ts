@@ -206,9 +206,10 @@ export const sendBody = z.strictObject({
 export const resumeBody = z.strictObject({ model: z.unknown().optional() }).optional();
 /**
  * The body of a route that takes nothing but its path (`POST /v1/sessions/:id/cancel`,
- * `POST /v1/batches/:id/cancel`, `POST /v1/webhook-secret/rotate`): no body, or `{}` (clients
- * send both). Any field is refused, a 400 naming it: before, every body was accepted and
- * ignored, so `{"tenant": …}` rotated the caller's own secret and `{"reason": …}` cancelled.
+ * `POST /v1/batches/:id/cancel`, `POST /v1/webhook-secret/rotate`, `DELETE /v1/sessions/:id`,
+ * `DELETE /v1/batches/:id`): no body, or `{}` (clients send both). Any field is refused, a 400
+ * naming it: before, every body was accepted and ignored, so `{"tenant": …}` rotated the
+ * caller's own secret, `{"reason": …}` cancelled and `{"dryRun": true}` deleted.
  * route-docs-common.ts documents it (`noFieldsBody`).
  */
 export const NO_FIELDS = z.strictObject({}).describe("No fields: send no body, or `{}` (a field is a 400)");

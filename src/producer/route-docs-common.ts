@@ -100,20 +100,25 @@ export function post(doc: RouteDoc): RouteDoc {
   };
 }
 /**
+ * The body of a route that takes nothing but its path (cancels, deletes, a secret's rotation): none, or
+ * `{}`; the route parses request-bodies.ts `noFieldsBody`, which refuses any field.
+ */
+export const noFields = { body: NO_FIELDS, optionalBody: true } as const;
+/**
  * A `DELETE` route: it takes an Idempotency-Key too (a retry with the same key returns the
- * first answer, where a retry without one would get 404); it has no body.
+ * first answer, where a retry without one would get 404); its body is none or `{}` (`noFields`:
+ * a field is a 400), so a body it does not read is refused as a POST's would be (413, 415).
  */
 export function del(doc: RouteDoc): RouteDoc {
-  const { headers } = post(doc);
+  const posted = post({ ...doc, ...noFields });
   return {
-    ...doc,
-    headers,
+    ...posted,
     responses: {
+      ...posted.responses,
       409: {
         description: "The Idempotency-Key was used with another request (`reason`)",
         schema: errorSchema,
       },
-      ...doc.responses,
     },
   };
 }
@@ -121,8 +126,3 @@ export const missing = { 404: { description: "No such id (or another tenant's)",
 export const conflict = {
   409: { description: "The Idempotency-Key was used with another body (`reason`)", schema: errorSchema },
 };
-/**
- * The body of a route that takes nothing but its path (cancels, a secret's rotation): none, or
- * `{}`; the route parses request-bodies.ts `noFieldsBody`, which refuses any field.
- */
-export const noFields = { body: NO_FIELDS, optionalBody: true } as const;

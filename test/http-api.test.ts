@@ -329,6 +329,28 @@ describe("HTTP API", () => {
       expect(fine.status).toBe(200);
     });
 
+    it("a DELETE refuses a query parameter (it reads none), deleting nothing: `DELETE …?dryRun=true`", async () => {
+      const { id } = await client.createSession({ agent: AGENT });
+      await client.send(id, "go");
+      const batch = await client.createBatch([{ agent: AGENT, input: "go" }]);
+      const before = await countSessions();
+      for (const path of [`/v1/sessions/${id}?dryRun=true`, `/v1/batches/${batch.id}?dryRun=1&force`]) {
+        // Before, the query was ignored: the session (the batch and its sessions) deleted, 200.
+        const answer = await call("DELETE", path);
+        expectError(answer, 400, "invalid_request");
+        expect(answer.json.error, path).toEqual({
+          code: "invalid_request",
+          field: "dryRun",
+          message: `dryRun: a DELETE takes no query parameters; DELETE ${path.split("?")[0]} reads only its path (and no body or {})`,
+        });
+      }
+      expect(await countSessions()).toBe(before);
+      expect((await client.getSession(id)).status).toBe("queued");
+      expect((await client.getBatch(batch.id)).status).toBe("running");
+      expect((await call("DELETE", `/v1/sessions/${id}`)).status).toBe(200);
+      expect((await call("DELETE", `/v1/batches/${batch.id}`)).status).toBe(200);
+    });
+
     it("a parkedReason filter no session can be parked for is a 400 naming the reasons, not an empty list", async () => {
       for (const reason of ["attemps_exhausted", "failed", "", "attempts_exhausted:3", "refused: "]) {
         const answer = await call("GET", `/v1/sessions?parkedReason=${encodeURIComponent(reason)}`);

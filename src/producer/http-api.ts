@@ -16,9 +16,9 @@ import { UnauthorizedError } from "./auth.js";
 import { BIG_BODY_BYTES, BigBodyGate } from "./big-bodies.js";
 import { isConsoleRoute } from "./console-route.js";
 import { answerError, errorBody, sendTooManyRequests, sendUnauthorized } from "./error-answers.js";
-import { idempotencyHooks } from "./idempotency-hooks.js";
+import { idempotencyHooks, originForm } from "./idempotency-hooks.js";
 import { documentRoutes } from "./openapi.js";
-import { checkBody, checkQuery, decodeJsonBody, parseJsonBody } from "./request-checks.js";
+import { checkBody, checkDeleteQuery, checkQuery, decodeJsonBody, parseJsonBody } from "./request-checks.js";
 import { BODY_LIMIT, HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from "./request-limits.js";
 
 export type { ApiDeps } from "./api-deps.js";
@@ -232,6 +232,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       throw new NotFoundError(`${what} ${JSON.stringify(id)}`);
     }
     checkQuery(request.query);
+    checkDeleteQuery(request.method, originForm(request.url).split("?", 1)[0]!, request.query);
     checkBody(request.body);
   });
 

@@ -35,6 +35,23 @@ export function checkQuery(query: unknown): void {
 }
 
 /**
+ * A `/v1` DELETE reads no query parameter: one sent is a 400 naming it (pure). Ignored,
+ * `DELETE /v1/batches/:id?dryRun=true` deleted the batch and all its sessions: an option the
+ * caller believed in, on the one route that cannot be undone. (A POST's query is kept as part
+ * of the request, as its Idempotency-Key's hash reads it: idempotency-hooks.ts.)
+ * `path` is the request's path without its query.
+ */
+export function checkDeleteQuery(method: string, path: string, query: unknown): void {
+  if (method !== "DELETE" || !path.startsWith("/v1/") || !isObject(query)) return;
+  const [name] = Object.keys(query);
+  if (name === undefined) return;
+  throw new ValidationError(
+    name.length > 100 ? `${name.slice(0, 100)}…` : name,
+    `a DELETE takes no query parameters; ${method} ${path.length > 200 ? `${path.slice(0, 200)}…` : path} reads only its path (and no body or {})`,
+  );
+}
+
+/**
  * A body sent in a form the API does not read — another charset, compressed: a 415 naming
  * the header that says so (error-answers.ts).
  */

@@ -13,6 +13,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { get, type IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { type ApiProcess, killApi, spawnApi } from "./support/api-process.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
@@ -31,9 +32,12 @@ function peakMb(api: ApiProcess): number {
 type Answer = { status: number; retryAfter: string | undefined; body: string };
 
 /** A GET whose answer is read only once `read()` is called: its body's hash for a 200. */
-function heldGet(url: string): { headers: Promise<IncomingMessage>; read: () => Promise<Answer> } {
+function heldGet(
+  url: string,
+  requestHeaders: Record<string, string> = {},
+): { headers: Promise<IncomingMessage>; read: () => Promise<Answer> } {
   const headers = new Promise<IncomingMessage>((resolve, reject) => {
-    const request = get(url, (response) => {
+    const request = get(url, { headers: requestHeaders }, (response) => {
       response.pause();
       resolve(response);
     });
@@ -86,7 +90,12 @@ describe("whole answers of big sessions", () => {
   });
 
   it("answers one at a time, lets the next wait, refuses one more 429 big_answers; small reads go on", async () => {
-    api = await spawnApi(fleet, { FLEET_API_MAX_BIG_BODIES: "1", FLEET_API_BIG_BODIES_WAITING: "6" });
+    // Its answers are held unread on purpose: never closed as stalled here (FLEET_SSE_STALL_MS).
+    api = await spawnApi(fleet, {
+      FLEET_API_MAX_BIG_BODIES: "1",
+      FLEET_API_BIG_BODIES_WAITING: "6",
+      FLEET_SSE_STALL_MS: "600000",
+    });
     const url = `${api.url}/v1/sessions/${big}`;
     const [row] = await fleet.database.sql<{ bytes: number }[]>`
       select history_bytes::int as bytes from sessions where id = ${big}`;
@@ -151,5 +160,55 @@ describe("whole answers of big sessions", () => {
     const peak = peakMb(api);
     console.log(`peak RSS of fleet api after 7 whole answers of 32 MiB, one place: ${peak.toFixed(0)} MB`);
     expect(peak).toBeLessThan(800);
+  }, 300_000);
+
+  it("an answer its client takes nothing of is closed after FLEET_SSE_STALL_MS, so that it cannot hold its place from every other tenant", async () => {
+    // The big session is tenant default's (created without a key); another tenant sends a
+    // big body, which needs the one place.
+    killApi(api);
+    const keys = new ApiKeys(fleet.database);
+    const owner = (await keys.create("default")).key;
+    const other = (await keys.create("other")).key;
+    api = await spawnApi(fleet, {
+      FLEET_API_MAX_BIG_BODIES: "1",
+      FLEET_API_BIG_BODIES_WAITING: "4",
+      FLEET_SSE_STALL_MS: "1500",
+    });
+    const held = heldGet(`${api.url}/v1/sessions/${big}`, { authorization: `Bearer ${owner}` });
+    const response = await held.headers;
+    expect(response.statusCode).toBe(200);
+    // 1.1 MB of input: a big body, which waits for the place the unread answer holds.
+    let created: { status: number; text: string } | undefined;
+    fetch(`${api.url}/v1/batches`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${other}` },
+      body: JSON.stringify({
+        sessions: [0, 1].map((i) => ({ agent: AGENT, input: `${i} ${"y".repeat(550_000)}` })),
+      }),
+    })
+      .then(async (answer) => {
+        created = { status: answer.status, text: await answer.text() };
+      })
+      .catch((error: unknown) => {
+        created = { status: -1, text: String(error) };
+      });
+    // Before, the answer held its place for as long as its client stayed and read nothing, and
+    // the other tenant's batch waited with it, for ever.
+    await waitFor(() => created !== undefined, 60_000, "the other tenant's big batch answered");
+    expect(created!.status, created!.text).toBe(201);
+    // The unread answer's connection was closed by the API, its answer cut: read now, it ends
+    // before the whole session (short of its Content-Length: an aborted response).
+    let bytes = 0;
+    const ended = new Promise<string>((resolve) => {
+      response.on("data", (chunk: Buffer) => {
+        bytes += chunk.length;
+      });
+      response.once("end", () => resolve("end"));
+      response.once("aborted", () => resolve("aborted"));
+      response.once("error", () => resolve("error"));
+    });
+    response.resume();
+    expect(await ended).not.toBe("end");
+    expect(bytes).toBeLessThan(31 * 2 ** 20);
   }, 300_000);
 });

@@ -68,4 +68,9 @@ export type ApiDeps = {
   answerStallMs?: number;
   /** Big request bodies worked on at once, and waiting (big-bodies.ts); default DEFAULT_BIG_BODIES. */
   bigBodies?: { max: number; waiting: number };
+  /**
+   * How long the client of a big session's whole answer may take nothing of it before its
+   * connection is closed, freeing its place (big-answers.ts; FLEET_SSE_STALL_MS); default 60 s.
+   */
+  answerStallMs?: number;
 };

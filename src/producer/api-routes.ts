@@ -3,11 +3,15 @@ import { Readable } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import { NotFoundError } from "../shared/errors.js";
 import type { ApiDeps } from "./api-deps.js";
+import { watchedAnswer } from "./big-answers.js";
 import { BIG_BODY_BYTES, type BigBodyGate } from "./big-bodies.js";
 import { noFieldsBody, parseBody } from "./request-bodies.js";
 import { closeWhenStalled, DEFAULT_ANSWER_STALL_MS } from "./stalled-answers.js";
 
 type IdParams = { Params: { id: string } };
+
+/** How long a big answer's client may take nothing of it, unless told (FLEET_SSE_STALL_MS's default). */
+const DEFAULT_ANSWER_STALL_MS = 60_000;
 
 const NO_TENANT_SECRET =
   "this fleet has no webhook secret per tenant (FLEET_WEBHOOK_SECRET_PER_TENANT is off): " +
@@ -101,19 +105,35 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
   // A big unpaged answer (a whole big session, or a big part after `afterSeq`) is built in
   // memory: it waits for a place of the big work (big-bodies.ts), held until its answer is
   // sent or its client is gone. A small part of a big session (a poll of its tail) never waits.
-  app.get<IdParams>("/v1/sessions/:id", async (request, reply) =>
-    service.getSession(request.tenant, request.params.id, request.query, async (answerBytes) => {
-      if (answerBytes < BIG_BODY_BYTES) return;
-      const release = await bigWork.enter("answer");
-      reply.raw.once("close", release);
-      if (reply.raw.closed) {
-        release();
-        throw Object.assign(new Error("the client went away before its answer was read"), {
-          statusCode: 400,
-        });
-      }
-    }),
-  );
+  // It is sent in pieces, and its connection closed once its client takes nothing of it for
+  // FLEET_SSE_STALL_MS (big-answers.ts): a client that read nothing held its place for ever.
+  app.get<IdParams>("/v1/sessions/:id", async (request, reply) => {
+    let big = false;
+    const session = await service.getSession(
+      request.tenant,
+      request.params.id,
+      request.query,
+      async (answerBytes) => {
+        if (answerBytes < BIG_BODY_BYTES) return;
+        const release = await bigWork.enter("answer");
+        reply.raw.once("close", release);
+        if (reply.raw.closed) {
+          release();
+          throw Object.assign(new Error("the client went away before its answer was read"), {
+            statusCode: 400,
+          });
+        }
+        big = true;
+      },
+    );
+    if (!big) return session;
+    // Its length said as before (not chunked): a cut answer is seen short of it.
+    const text = JSON.stringify(session);
+    return reply
+      .header("content-type", "application/json; charset=utf-8")
+      .header("content-length", Buffer.byteLength(text))
+      .send(watchedAnswer(text, reply.raw, deps.answerStallMs ?? DEFAULT_ANSWER_STALL_MS));
+  });
   app.get<IdParams>("/v1/sessions/:id/resume-point", async (request) =>
     service.resumePoint(request.tenant, request.params.id),
   );

@@ -211,4 +211,42 @@ describe("whole answers of big sessions", () => {
     expect(await ended).not.toBe("end");
     expect(bytes).toBeLessThan(31 * 2 ** 20);
   }, 300_000);
+
+  it("turning a big session's event stream on (which writes its history into the stream) waits for a place of the big work, as its whole answer does", async () => {
+    // Before, PATCH {"sessionEvents": true} read and wrote the whole history at once, outside
+    // the places: 12 at once of this 32 MiB session took `fleet api` to 1 GB, three rounds of
+    // them to 2.4 GB, where 16 whole answers of it peak at 742 MB.
+    killApi(api);
+    const key = (await new ApiKeys(fleet.database).create("default")).key;
+    api = await spawnApi(fleet, {
+      FLEET_API_MAX_BIG_BODIES: "1",
+      FLEET_API_BIG_BODIES_WAITING: "0",
+      FLEET_SSE_STALL_MS: "600000",
+    });
+    const patch = async (on: boolean) => {
+      const answer = await fetch(`${api!.url}/v1/sessions/${big}`, {
+        method: "PATCH",
+        headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+        body: JSON.stringify({ sessionEvents: on }),
+      });
+      return { status: answer.status, json: (await answer.json()) as { error?: { limit?: string } } };
+    };
+    // Off is cheap (the stream dropped): never waits.
+    expect((await patch(false)).status).toBe(200);
+    // The one place held by an unread whole answer, and no room to wait: refused at once.
+    const held = heldGet(`${api.url}/v1/sessions/${big}`, { authorization: `Bearer ${key}` });
+    expect((await held.headers).statusCode).toBe(200);
+    const refused = await patch(true);
+    expect(refused.status).toBe(429);
+    expect(refused.json.error).toMatchObject({ code: "too_many_requests", limit: "big_answers" });
+    // Nothing of it was done: the setting is as it was.
+    const [row] = await fleet.database.sql<{ on: boolean }[]>`
+      select session_events as on from sessions where id = ${big}`;
+    expect(row?.on).toBe(false);
+    // The place freed, it is done.
+    expect((await held.read()).status).toBe(200);
+    const done = await patch(true);
+    expect(done.status, JSON.stringify(done.json)).toBe(200);
+    expect(done.json).toEqual({ id: big, sessionEvents: true });
+  }, 300_000);
 });

@@ -88,9 +88,14 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
     if (!deps.deletions) throw new NotFoundError(`batch ${request.params.id}`);
     return deps.deletions.deleteBatch(request.tenant, request.params.id);
   });
+  // Turning a big session's stream on writes its history (up to the events kept) into the
+  // stream, read whole: it waits for a place of the big work as its whole answer does.
   app.patch<IdParams>("/v1/sessions/:id", async (request) => {
     if (!deps.sessionEvents) throw new NotFoundError(`session ${request.params.id}`);
-    return deps.sessionEvents.patch(request.tenant, request.params.id, request.body);
+    const { tenant, params } = request;
+    return deps.sessionEvents.patch(tenant, params.id, request.body, async () =>
+      (await service.historyBytes(tenant, params.id)) < BIG_BODY_BYTES ? undefined : bigWork.enter("stream"),
+    );
   });
   app.get("/v1/sessions", async (request) => service.listSessions(request.tenant, request.query));
   app.post<IdParams>("/v1/sessions/:id/messages", async (request, reply) =>

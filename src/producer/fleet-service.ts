@@ -266,6 +266,11 @@ export class FleetService {
     return sessionView(this.deps.queries, tenant, session, parsed);
   }
 
+  /** The bytes of the session's stored history, exact from BIG_BODY_BYTES on (a big-work place's measure). */
+  async historyBytes(tenant: string, id: string): Promise<number> {
+    return this.deps.queries.answerBytes(await this.session(tenant, id), 0, BIG_BODY_BYTES);
+  }
+
   async getRun(tenant: string, runId: string): Promise<RunJson & { sessionId: string }> {
     const run = await this.deps.queries.getRun(runId, tenant);
     if (!run) throw new NotFoundError(`run ${runId}`);

@@ -3,7 +3,9 @@
  * turned on or off after its creation (a batch created without streams keeps them off for
  * the sessions nobody watches; one of them turned on to be followed live, and off again).
  *
- * The setting is committed first (session-events-setting.ts). Then, best effort (Redis away:
+ * Turning a stream on waits first for a place of the API's big work when the session's history
+ * is 1 MiB or more (api-routes.ts, big-bodies.ts): its sync reads it whole. Refused there (429),
+ * nothing is changed. The setting is committed first (session-events-setting.ts). Then, best effort (Redis away:
  * logged, and the answer is still the setting):
  * - on: every stored message goes into the stream at once (EventWriter.startStream), so a
  *   reader that connects now reads the history and then the session as it goes. A job under
@@ -32,12 +34,32 @@ export type SessionEventsSwitchDeps = {
 export class SessionEventsSwitch {
   constructor(private readonly deps: SessionEventsSwitchDeps) {}
 
+  /**
+   * `placeToSync`: asked before a stream is turned on (whose sync may read and write the whole
+   * history), the place that work waits for (api-routes.ts: a big-work place for a session of
+   * 1 MiB or more, big-bodies.ts), released once it is done; it throws to refuse (429), and
+   * nothing is changed then.
+   */
   async patch(
     tenant: string,
     sessionId: string,
     body: unknown,
+    placeToSync?: () => Promise<(() => void) | undefined>,
   ): Promise<{ id: string; sessionEvents: boolean }> {
     const on = parseBody(sessionPatchBody, body).sessionEvents;
+    const release = on ? await placeToSync?.() : undefined;
+    try {
+      return await this.switched(tenant, sessionId, on);
+    } finally {
+      release?.();
+    }
+  }
+
+  private async switched(
+    tenant: string,
+    sessionId: string,
+    on: boolean,
+  ): Promise<{ id: string; sessionEvents: boolean }> {
     const change = await this.deps.setting.set(tenant, sessionId, on);
     switch (change.outcome) {
       case "not_found":

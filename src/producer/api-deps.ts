@@ -62,15 +62,11 @@ export type ApiDeps = {
   /** How long a request may take to arrive, headers and body (408 after); default REQUEST_TIMEOUT_MS. */
   requestTimeoutMs?: number;
   /**
-   * How long a streamed answer (a batch's results) waits for a reader that takes nothing before
-   * its connection is closed (FLEET_SSE_STALL_MS, stalled-answers.ts); default 60 s.
+   * How long a streamed answer (a batch's results, stalled-answers.ts) or a big session's whole
+   * answer (big-answers.ts: its place freed) waits for a reader that takes nothing before its
+   * connection is closed (FLEET_SSE_STALL_MS); default 60 s.
    */
   answerStallMs?: number;
   /** Big request bodies worked on at once, and waiting (big-bodies.ts); default DEFAULT_BIG_BODIES. */
   bigBodies?: { max: number; waiting: number };
-  /**
-   * How long the client of a big session's whole answer may take nothing of it before its
-   * connection is closed, freeing its place (big-answers.ts; FLEET_SSE_STALL_MS); default 60 s.
-   */
-  answerStallMs?: number;
 };

@@ -10,9 +10,6 @@ import { closeWhenStalled, DEFAULT_ANSWER_STALL_MS } from "./stalled-answers.js"
 
 type IdParams = { Params: { id: string } };
 
-/** How long a big answer's client may take nothing of it, unless told (FLEET_SSE_STALL_MS's default). */
-const DEFAULT_ANSWER_STALL_MS = 60_000;
-
 const NO_TENANT_SECRET =
   "this fleet has no webhook secret per tenant (FLEET_WEBHOOK_SECRET_PER_TENANT is off): " +
   "every webhook is signed with the fleet's FLEET_WEBHOOK_SECRET, which the operator holds";

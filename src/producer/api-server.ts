@@ -238,7 +238,6 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     requestTimeoutMs: config.apiRequestTimeoutMs,
     answerStallMs: config.events.stallMs,
     bigBodies: config.apiBigBodies,
-    answerStallMs: config.events.stallMs,
     authFailures: config.apiAuthFailures ? new AuthFailureLimiter(config.apiAuthFailures) : undefined,
     trustProxy: config.apiTrustProxy,
     healthy: async () => !draining && (await reachable()),

@@ -22,5 +22,4 @@ describe("a big answer's pieces", () => {
     }
     expect([...answerPieces("")]).toEqual([]);
   });
-
 });

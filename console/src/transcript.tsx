@@ -192,7 +192,8 @@ export function Transcript({
   return (
     <section aria-labelledby="transcript-title" aria-busy={behind}>
       <h2 id="transcript-title">
-        Transcript ({messages.length} message{messages.length === 1 ? "" : "s"}{reading ? " so far" : ""})
+        Transcript ({messages.length} message{messages.length === 1 ? "" : "s"}
+        {reading ? " so far" : ""})
       </h2>
       {messages.length === 0 && !reading && <Empty>No messages yet.</Empty>}
       {behind && (

@@ -231,11 +231,7 @@ export class FleetService {
   }
 
   /** The one explicit resume (explicit-resume.ts). */
-  resume(
-    tenant: string,
-    id: string,
-    body: unknown,
-  ): Promise<{ runId: string; kind: ResumeKind }> {
+  resume(tenant: string, id: string, body: unknown): Promise<{ runId: string; kind: ResumeKind }> {
     return explicitResume(this.resumeHost, tenant, id, body);
   }
 

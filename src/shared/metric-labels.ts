@@ -18,11 +18,7 @@ const everyValueOf =
     values;
 
 /** `trigger` of `fleet_resumes_total` (contracts §6): who asked for the resume (the CLI asks through the API). */
-export const RESUME_TRIGGERS = everyValueOf<NewRun["trigger"]>()([
-  "api",
-  "sweeper",
-  "worker",
-]);
+export const RESUME_TRIGGERS = everyValueOf<NewRun["trigger"]>()(["api", "sweeper", "worker"]);
 /** `kind` of `fleet_runs_total`. */
 export const RUN_KINDS = everyValueOf<NewRun["kind"]>()(["run", "resume"]);
 /** `reason` of `fleet_resume_refusals_total`: the history's reasons, and `running` (contracts §12). */

@@ -21,7 +21,12 @@ export type SessionJobDeps = AgentLoopDeps & {
   workerId: string;
   queries: Pick<SessionQueries, "nextQueuedRun"> & Partial<Pick<SessionQueries, "getSession">>;
   writes: Pick<FencedWrites, "append" | "claimSession" | "startRun" | "endRun" | "reserveModelCall"> &
-    Partial<Pick<FencedWrites, "appendStep" | "appendAndEndRun" | "holdsEpoch" | "findCommitted">>;
+    Partial<
+      Pick<
+        FencedWrites,
+        "appendStep" | "appendAndEndRun" | "holdsEpoch" | "findCommitted" | "recordRunFailure"
+      >
+    >;
   lease: LeaseStore;
   leaseTtlMs: number;
   /** Builds a model's provider; throws a ValidationError naming `field` for a route not allowed (contracts §11). */

@@ -5,6 +5,7 @@ import { withFields } from "../shared/with-fields.js";
 import { type RideoutDeps, rideOut } from "./db-rideout.js";
 import { HandedBack } from "./hand-back.js";
 import type { JobResult, SessionJobDeps } from "./job-deps.js";
+import { recordJobFailure } from "./job-failure.js";
 import { guardedWrites, LeaseGuard } from "./lease-guard.js";
 import { keepLease } from "./lease-keeper.js";
 import { FIRST_RUN_TAIL, processRun } from "./process-run.js";
@@ -171,6 +172,10 @@ export async function processSessionJob(
       );
       return "fenced";
     }
+    // A fault the run did not turn into an outcome: its run stays `running` for the next claim
+    // or the sweeper to end `crashed`, as before, but with the reason written on it now.
+    if (currentRun !== null && claimedEpoch !== null)
+      await recordJobFailure(deps.writes, guard, { sessionId, epoch: claimedEpoch }, currentRun, error);
     throw error;
   } finally {
     if (history) deps.histories?.put(sessionId, history);

@@ -143,3 +143,24 @@ export async function endRun(
   if (!result!.fence_ok) throw new FencedError(fence.sessionId, fence.epoch);
   return { next: result!.next ? runFromRaw(json<RawRun>(result!.next)) : null, cancelled: result!.cancelled };
 }
+
+/**
+ * Writes why a running run's job failed (a fault the run's loop did not turn into an outcome)
+ * as the run's `error`, leaving it `running`: whoever ends it next (the next claim, the
+ * sweeper) ends it `crashed` or `stalled` as before, and the reason stays. Fenced: only while
+ * the session's epoch is `fence.epoch` and the run is still running, so a holder that lost
+ * the session, or a run ended meanwhile, is left as it is. True when it was written.
+ */
+export async function recordRunFailure(
+  database: Database,
+  fence: Fence,
+  runId: string,
+  error: string,
+): Promise<boolean> {
+  const rows = await database.sql`
+      update runs set error = ${stripNul(error)}
+       where id = ${runId} and session_id = ${fence.sessionId} and (status = 'running') is true
+         and exists (select 1 from sessions where id = ${fence.sessionId} and lease_epoch = ${fence.epoch})
+      returning 1`;
+  return rows.length > 0;
+}

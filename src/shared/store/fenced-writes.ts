@@ -27,7 +27,7 @@ import {
   stored,
   stripNul,
 } from "./fenced-rows.js";
-import { endRun, type RunEnd, type RunEndDetail, startRun } from "./fenced-runs.js";
+import { endRun, type RunEnd, type RunEndDetail, recordRunFailure, startRun } from "./fenced-runs.js";
 import { GroupCommit, type Settled } from "./group-commit.js";
 import {
   type AppendOutcome,
@@ -183,6 +183,14 @@ export class FencedWrites {
    */
   endRun(fence: Fence, runId: string, outcome: string, detail: RunEndDetail = {}): Promise<RunEnd> {
     return endRun(this.database, fence, runId, outcome, detail);
+  }
+
+  /**
+   * Writes why a running run's job failed as its `error`, the run left `running` for its next
+   * claim or the sweeper to end (fenced-runs.ts). Fenced; false when nothing was written.
+   */
+  recordRunFailure(fence: Fence, runId: string, error: string): Promise<boolean> {
+    return recordRunFailure(this.database, fence, runId, error);
   }
 
   /**

@@ -9,6 +9,7 @@
  * run ends as, its RUN_COMPLETED, the count and the resume are as before. Real API, worker (in
  * this process), Postgres and Redis.
  */
+import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { FleetClient } from "../src/producer/client.js";
@@ -27,6 +28,9 @@ let fleet: FleetEnv;
 let client: FleetClient;
 let worker: RunningWorker;
 let schemaCalls = 0;
+/** The worker's log lines, parsed. */
+const lines: Record<string, unknown>[] = [];
+const logger = pino({ level: "warn" }, { write: (line: string) => void lines.push(JSON.parse(line)) });
 
 /** A tool whose schema's transform has a bug: it reads a field the arguments may lack. */
 const lookup = defineTool({
@@ -53,7 +57,7 @@ beforeAll(async () => {
   ({ client } = await fleet.startApi());
   worker = await startWorker(
     { ...fleet.config, logLevel: "silent" },
-    { serveMetrics: false, tools: [lookup] },
+    { serveMetrics: false, tools: [lookup], logger },
   );
 }, 60_000);
 afterAll(async () => {
@@ -122,6 +126,15 @@ describe("a run whose job failed on an unexpected error", () => {
     expect(error.length).toBeLessThan(MAX_ERROR_CHARS + 40);
     expect(error).not.toContain(SECRET);
     expect(error).not.toMatch(/\n\s+at /);
+    // The worker's "job failed" line says the same, not the whole message with its key (before:
+    // 6,000-odd characters ending in the key).
+    const failed = lines.filter((l) => l.msg === "job failed").map((l) => String(l.err));
+    expect(failed.length).toBeGreaterThanOrEqual(3);
+    for (const text of failed) {
+      expect(text).not.toContain(SECRET);
+      expect(text.length).toBeLessThan(MAX_ERROR_CHARS + 40);
+    }
+    expect(failed).toContain(error);
   }, 120_000);
 
   it("its write changes nothing on an ended run, nor once the session's epoch moved", async () => {

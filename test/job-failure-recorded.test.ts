@@ -1,6 +1,6 @@
 /**
  * A run whose job fails on a fault the run's loop does not turn into an outcome — a bug in a
- * tool's wrapper (here a user tool whose argument schema's transform throws a TypeError), an
+ * tool's wrapper (here a user tool object whose `timeoutMs` getter throws), an
  * extension that throws outside its hook, a TypeError in the worker's own code — stays
  * `running` when its job fails; the next claim of the session (BullMQ's retry) ends it
  * `crashed` and a resume goes on. The run's `error` said nothing: the message was only in the
@@ -11,7 +11,6 @@
  */
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { z } from "zod";
 import type { FleetClient } from "../src/producer/client.js";
 import { eventStreamKey } from "../src/shared/events.js";
 import { FencedWrites } from "../src/shared/store/fenced-writes.js";
@@ -27,29 +26,40 @@ const ENV_NAME = "JOB_FAILURE_TEST_API_KEY";
 let fleet: FleetEnv;
 let client: FleetClient;
 let worker: RunningWorker;
-let schemaCalls = 0;
 /** The worker's log lines, parsed. */
 const lines: Record<string, unknown>[] = [];
 const logger = pino({ level: "warn" }, { write: (line: string) => void lines.push(JSON.parse(line)) });
 
-/** A tool whose schema's transform has a bug: it reads a field the arguments may lack. */
+/**
+ * The fault each next tool call meets, thrown from inside the worker's own handling of the call
+ * (here: the tool object's `timeoutMs`, read as the call starts, is a getter with a bug). Each
+ * test queues one before it sends; with none queued the getter answers as a plain tool.
+ */
+const faults: Array<() => never> = [];
 const lookup = defineTool({
   name: "lookup",
   description: "Looks a key up.",
   parameters: { type: "object", properties: { key: { type: "string" } } },
-  schema: z
-    .object({ key: z.string().optional(), long: z.boolean().optional() })
-    .transform((args: { key?: string; long?: boolean }) => {
-      schemaCalls++;
-      if (args.long)
-        throw new Error(`upstream answered ${"x".repeat(3 * MAX_ERROR_CHARS)} with Bearer ${SECRET}`);
-      if (schemaCalls === 1) throw new Error(`lookup failed with key ${SECRET}`);
-      return { key: (args.key as unknown as { trim(): string }).trim() };
-    }),
   async run() {
     return "found";
   },
 });
+Object.defineProperty(lookup, "timeoutMs", {
+  get() {
+    const fault = faults.shift();
+    return fault ? fault() : undefined;
+  },
+});
+const secretFault = (): never => {
+  throw new Error(`lookup failed with key ${SECRET}`);
+};
+const typeFault = (): never => {
+  const key = undefined as unknown as { trim(): string };
+  return key.trim() as never;
+};
+const longFault = (): never => {
+  throw new Error(`upstream answered ${"x".repeat(3 * MAX_ERROR_CHARS)} with Bearer ${SECRET}`);
+};
 
 beforeAll(async () => {
   process.env[ENV_NAME] = SECRET;
@@ -66,11 +76,12 @@ afterAll(async () => {
   delete process.env[ENV_NAME];
 });
 
-async function crashedOnce(args: Record<string, unknown>) {
+async function crashedOnce(fault: () => never) {
+  faults.push(fault);
   const agent = {
     model: {
       provider: "scripted" as const,
-      steps: [{ toolCalls: [{ name: "lookup", arguments: args }] }, { text: "resumed" }],
+      steps: [{ toolCalls: [{ name: "lookup", arguments: { key: "k" } }] }, { text: "resumed" }],
     },
     tools: ["lookup"],
   };
@@ -90,7 +101,7 @@ async function crashedOnce(args: Record<string, unknown>) {
 describe("a run whose job failed on an unexpected error", () => {
   it("has the error's message on the run it ended `crashed`, scrubbed; the rest as before", async () => {
     const before = await runsCounted(worker.metrics.registry);
-    const { sessionId, runId, runs, crashed } = await crashedOnce({});
+    const { sessionId, runId, runs, crashed } = await crashedOnce(secretFault);
     expect(crashed.endedReason).toBe("crashed");
     // Before: null.
     expect(crashed.error).toBe("lookup failed with key [redacted]");
@@ -116,10 +127,10 @@ describe("a run whose job failed on an unexpected error", () => {
   }, 90_000);
 
   it("a TypeError's message, and a long message clipped with its secret scrubbed", async () => {
-    const typeError = await crashedOnce({});
+    const typeError = await crashedOnce(typeFault);
     expect(typeError.crashed.endedReason).toBe("crashed");
     expect(typeError.crashed.error).toMatch(/^Cannot read properties of undefined \(reading 'trim'\)$/);
-    const long = await crashedOnce({ long: true });
+    const long = await crashedOnce(longFault);
     expect(long.crashed.endedReason).toBe("crashed");
     const error = long.crashed.error!;
     expect(error).toMatch(/^upstream answered x+… \(\d+ characters in all\)$/);
@@ -140,7 +151,7 @@ describe("a run whose job failed on an unexpected error", () => {
   it("its write changes nothing on an ended run, nor once the session's epoch moved", async () => {
     const { sql } = fleet.database;
     const writes = new FencedWrites(fleet.database);
-    const { sessionId, runId } = await crashedOnce({ long: true });
+    const { sessionId, runId } = await crashedOnce(longFault);
     const [session] = await sql<{ epoch: string }[]>`
       select lease_epoch as epoch from sessions where id = ${sessionId}`;
     const fence = { sessionId, epoch: Number(session!.epoch) };

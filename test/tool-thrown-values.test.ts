@@ -77,3 +77,26 @@ describe("a beforeRun hook that throws a value with no string form", () => {
     expect(await plain.beforeRun({} as never)).toBe('beforeRun hook of extension "p" failed: no');
   });
 });
+
+describe("a tool whose argument schema throws (a transform or refine with a bug)", () => {
+  it("is answered as failed with what it threw, never run, and executeTool does not throw", async () => {
+    let ran = false;
+    const schema = {
+      safeParse: () => {
+        throw new TypeError("Cannot read properties of undefined (reading 'trim')");
+      },
+    };
+    const run = async () => {
+      ran = true;
+      return "";
+    };
+    const tool = { ...base, schema, run } as unknown as Tool;
+    // Before: the TypeError escaped executeTool, the job failed and the run crashed; its resume
+    // answered the call "the process stopped while this tool was running" though nothing ran.
+    expect(await executeTool(tool, "t", { key: undefined }, context())).toEqual({
+      success: false,
+      content: "Invalid arguments: Cannot read properties of undefined (reading 'trim')",
+    });
+    expect(ran).toBe(false);
+  });
+});

@@ -53,7 +53,14 @@ export async function executeTool(
   if (!tool) return { success: false, content: unavailableToolText(name) };
   let parsed: unknown = args;
   if (tool.schema) {
-    const result = tool.schema.safeParse(args);
+    let result: ReturnType<NonNullable<Tool["schema"]>["safeParse"]>;
+    try {
+      result = tool.schema.safeParse(args);
+    } catch (error) {
+      // A schema whose transform or refine throws (a bug in the tool): the tool does not run,
+      // and the model reads why, as for arguments the schema refuses.
+      return { success: false, content: bounded(`${INVALID_ARGUMENTS_PREFIX}${thrownText(error)}`) };
+    }
     if (!result.success) {
       return {
         success: false,

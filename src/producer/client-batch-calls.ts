@@ -116,7 +116,8 @@ export class BatchCalls extends ClientBase {
   /**
    * A batch's events: SESSION_ENDED per session that reaches a terminal state, then
    * BATCH_COMPLETED, which is the last: the iterator ends after yielding it (nothing follows
-   * it), so `for await` over a batch finishes when the batch does.
+   * it), so `for await` over a batch finishes when the batch does. Resumed (`after`) at or
+   * after BATCH_COMPLETED, it yields nothing and returns (the API answers 204).
    */
   async *batchEvents(batchId: string, options: EventsOptions = {}): AsyncGenerator<FleetEvent> {
     for await (const event of eventStream(

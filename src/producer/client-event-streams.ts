@@ -159,6 +159,9 @@ export async function* eventStream(
         continue;
       }
       answered = true;
+      // 204 No Content: the stream has nothing more for this reader, ever (a batch's stream
+      // resumed after its BATCH_COMPLETED); an event-stream client stops reconnecting.
+      if (response.status === 204) return;
       if (!response.ok || !response.body) {
         const error = apiError("GET", path, response, parseJson(await response.text().catch(() => "")));
         // Over a limit, or the API is unwell: wait and reconnect; other answers are final.

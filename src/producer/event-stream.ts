@@ -36,7 +36,14 @@ import type { EventStreamDeps } from "./event-stream-deps.js";
 import { type StreamHub, serveEvents } from "./event-stream-serve.js";
 import { NotifySubscription } from "./notify-subscription.js";
 import { RedisReconnects } from "./redis-reconnects.js";
-import { gone, resumeId, type StartPlace, sentPlace, sessionStreamStart } from "./stream-places.js";
+import {
+  batchReadToEnd,
+  gone,
+  resumeId,
+  type StartPlace,
+  sentPlace,
+  sessionStreamStart,
+} from "./stream-places.js";
 import { TenantStreamSlots } from "./tenant-stream-slots.js";
 
 export type { EventStreamDeps } from "./event-stream-deps.js";
@@ -155,6 +162,8 @@ export class EventStreams {
       this.deps.metrics.eventPlacesGone?.inc({ stream: "batch" });
       return gone(reply, after);
     }
+    // Resumed after the batch's end: nothing follows, and the reader is told so (204).
+    if (batchReadToEnd(await this.reader.last(key), after)) return reply.code(204).send();
     const start: StartPlace = after === null ? { id: STREAM_START, kind: "kept" } : sentPlace(after);
     await serveEvents(this.hub, request, reply, tenant, key, start, () => sync.sync());
   }

@@ -29,6 +29,10 @@ export const EVENT_ROUTE_DOCS = {
         schema: batchEventSchema,
         media: "text/event-stream",
       },
+      204: {
+        description:
+          "Resumed (Last-Event-ID or ?after=) at or after the batch's BATCH_COMPLETED: nothing follows it, so there is no stream; an event-stream client stops reconnecting",
+      },
       ...common,
       ...missing,
       ...gone,

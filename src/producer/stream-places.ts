@@ -5,7 +5,7 @@
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { NotFoundError, ValidationError } from "../shared/errors.js";
-import { STREAM_START } from "../shared/event-expiry.js";
+import { compareIds, STREAM_START } from "../shared/event-expiry.js";
 import type { EventReader } from "../shared/event-reader.js";
 import { canonicalEventId, isEventId } from "../shared/events.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
@@ -26,6 +26,18 @@ export type StartPlace = { id: string; kind: "entry" | "at" | "start" | "kept" }
 /** The place of a reader that sent an id to resume after (found kept). */
 export function sentPlace(after: string): StartPlace {
   return { id: after, kind: after === STREAM_START ? "start" : "entry" };
+}
+
+/**
+ * Whether a reader of a batch's stream resuming after `after` has nothing left to read (pure):
+ * the stream's newest entry is its BATCH_COMPLETED, at or before `after`. No SESSION_ENDED
+ * follows it (each session's first end only, all written before it); only a BATCH_DELETED
+ * could, and only to a reader already open. Such a reader is answered 204 No Content, which
+ * tells an event-stream client to stop reconnecting (batchEvents() returns): it was held
+ * open with heartbeats for ever, and `batchEvents(id, { after })` waited with it.
+ */
+export function batchReadToEnd(newest: { id: string; type: string } | null, after: string | null): boolean {
+  return after !== null && newest?.type === "BATCH_COMPLETED" && compareIds(newest.id, after) <= 0;
 }
 
 /**

@@ -26,6 +26,12 @@ export class EventReader {
     return rows[0]?.[0] ?? null;
   }
 
+  /** The newest entry, or null for an empty or missing stream. */
+  async last(key: string): Promise<StoredEvent | null> {
+    const rows = (await this.redis.xrevrange(key, "+", "-", "COUNT", 1)) as [string, string[]][];
+    return rows[0] ? toStored(rows[0]) : null;
+  }
+
   /** Entries from `from` (inclusive), at most `count`. */
   async from(key: string, from: string, count: number): Promise<StoredEvent[]> {
     const rows = (await this.redis.xrange(key, from, "+", "COUNT", count)) as [string, string[]][];

@@ -151,7 +151,9 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
   app.post("/v1/webhook-secret/rotate", async (request, reply) => {
     parseBody(noFieldsBody, request.body);
     const rotated = await deps.rotateWebhookSecret?.(request.tenant);
-    if (rotated === undefined) throw new NotFoundError("webhook secret", NO_TENANT_SECRET);
+    // Off by the operator's settings: a retry with its Idempotency-Key once they are on rotates.
+    if (rotated === undefined)
+      throw new NotFoundError("webhook secret", NO_TENANT_SECRET, { fleetState: true });
     return reply.send(rotated);
   });
   // Scrapes and probes come every few seconds: their requests are not logged (errors still are).

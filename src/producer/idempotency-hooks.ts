@@ -1,6 +1,6 @@
 /** `Idempotency-Key` on the API's `POST` and `DELETE` requests (contracts §9). */
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { ConflictError, FleetStateError, ValidationError } from "../shared/errors.js";
+import { ConflictError, refusedByFleetState, ValidationError } from "../shared/errors.js";
 import { ABANDONED_AFTER_SECONDS, type IdempotencyStore } from "../shared/store/idempotency.js";
 import { legacyRequestHash, requestHash, requestTarget } from "./request-hash.js";
 
@@ -52,7 +52,8 @@ export function reusedKeyMessage(line: string, stored: string | null): string {
  * nothing and says "not now" as a 429 does. Kept, its retry with the key — once the run had
  * gone — got the same 409 back for 24 h. Nor (decided by the hooks, from the error) a 400 of
  * a FleetStateError: a tool no worker had registered yet, a tenant cap; kept, the retry after
- * the operator deployed the worker with the tool got the same 400 for 24 h.
+ * the operator deployed the worker with the tool got the same 400 for 24 h. Nor a 404 of what the
+ * operator's settings leave out (a webhook secret rotated while per-tenant secrets are off).
  */
 export function keepsAnswer(status: number, payload: string): boolean {
   if (status >= 500 || status === 429) return false;
@@ -85,10 +86,11 @@ export function idempotencyHooks(
     clearInterval(renewals.get(request));
     renewals.delete(request);
   };
-  // Requests refused by the fleet as it stands (FleetStateError): their answer is not kept.
+  // Requests refused by the fleet as it stands (a FleetStateError, a 404 of what the operator's
+  // settings leave out): their answer is not kept.
   const refusedByState = new WeakSet<FastifyRequest>();
   app.addHook("onError", async (request, _reply, error) => {
-    if (error instanceof FleetStateError) refusedByState.add(request);
+    if (refusedByFleetState(error)) refusedByState.add(request);
   });
   app.addHook("preHandler", async (request, reply) => {
     const header = request.headers["idempotency-key"];

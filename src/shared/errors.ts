@@ -5,7 +5,8 @@
  *   `FleetStateError` is one that depends on the fleet (its tools, its limits), not the input.
  * - `AgentResumeError`: a resume was asked for a session with nothing to resume; HTTP 409.
  * - `FencedError`: a worker lost its lease; it stops at once and appends nothing more.
- * - `NotFoundError`: an unknown session; HTTP 404.
+ * - `NotFoundError`: an unknown session; HTTP 404. One with `fleetState` (what the operator's
+ *   settings leave out) is, like a FleetStateError, not kept for an Idempotency-Key.
  * - `TooManyRequestsError`: a tenant is over one of its limits (contracts §10); HTTP 429
  *   with `Retry-After`, and the client and `fleet batch` wait that long and try again.
  */
@@ -57,9 +58,25 @@ export class FencedError extends Error {
 export class NotFoundError extends Error {
   override name = "NotFoundError";
   /** `message`: a whole sentence for what is not there, where "WHAT not found" would not read. */
-  constructor(what: string, message = `${what} not found`) {
+  /**
+   * Whether what is missing is missing by the operator's settings, not the caller's input (a
+   * webhook secret per tenant while FLEET_WEBHOOK_SECRET_PER_TENANT is off): the same request
+   * may find it once the operator acts, so an Idempotency-Key does not keep this 404.
+   */
+  readonly fleetState: boolean;
+  constructor(what: string, message = `${what} not found`, options: { fleetState?: boolean } = {}) {
     super(message);
+    this.fleetState = options.fleetState ?? false;
   }
+}
+
+/**
+ * Whether an error refuses a request by the fleet as it stands (pure): a FleetStateError, or a
+ * NotFoundError of something the operator's settings leave out. Its answer is not kept for an
+ * Idempotency-Key (idempotency-hooks.ts).
+ */
+export function refusedByFleetState(error: unknown): boolean {
+  return error instanceof FleetStateError || (error instanceof NotFoundError && error.fleetState);
 }
 
 /**

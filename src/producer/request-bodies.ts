@@ -152,6 +152,9 @@ export function encodeListCursor(cursor: ListCursor): string {
   return Buffer.from(`${cursor.micros}.${cursor.id}`, "utf8").toString("base64url");
 }
 
+/** A session id as the API makes them (a UUID), in either case. */
+const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 /** The last microsecond Postgres's timestamps and this cursor share: 9999-12-31T23:59:59.999999Z. */
 export const MAX_CURSOR_MICROS = 253_402_300_799_999_999n;
 
@@ -162,7 +165,15 @@ export function decodeListCursor(value: string): ListCursor | undefined {
 }
 export const batchQuery = z.strictObject({ include: z.enum(["usage"]).optional() });
 /** `GET /v1/batches/:id/results?after=SESSION_ID`: the lines after that session's (a reader that lost its connection reads on). */
-export const batchResultsQuery = z.strictObject({ after: z.string().min(1).max(200).optional() });
+export const batchResultsQuery = z.strictObject({
+  // Every session id is a UUID, lower-case (session-creation.ts). Compared as text, anything
+  // else read on from a place no line has: a customId answered fewer lines or none, in silence.
+  after: z
+    .string()
+    .regex(SESSION_ID, "must be a session id (a result line's `sessionId`), not a customId")
+    .transform((id) => id.toLowerCase())
+    .optional(),
+});
 /** Most messages one `GET /v1/sessions/:id?limit=N` answers. */
 export const MAX_SESSION_MESSAGES_PAGE = 10_000;
 /** Most runs one `GET /v1/sessions/:id?runsLimit=N` answers; the page size when only `runsBefore` is given. */

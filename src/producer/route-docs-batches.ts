@@ -56,10 +56,11 @@ export const BATCH_ROUTE_DOCS = {
     querystring: z.strictObject({
       after: z
         .string()
-        .min(1)
-        .max(200)
+        .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/)
         .optional()
-        .describe("A session id: only the lines after that session's (a read that broke goes on)"),
+        .describe(
+          "A session id (a line's `sessionId`; anything else, a customId too, is a 400): only the lines after that session's (a read that broke goes on)",
+        ),
     }),
     responses: {
       200: {

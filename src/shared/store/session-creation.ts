@@ -237,6 +237,16 @@ function batchInsert(sql: postgres.Sql | postgres.TransactionSql, batch: BatchTa
 }
 
 /**
+ * Why a batch takes no more sessions (pure): a cancel closed it (the caller of an open batch
+ * that never closed it was told only "is closed"), or its last part or its creation did.
+ */
+export function closedBatchMessage(id: string, cancelled: boolean): string {
+  return cancelled
+    ? `batch ${id} was cancelled, which closed it; it takes no more sessions: send them in a new batch`
+    : `batch ${id} is closed (its last part was sent with close: true, or it was created without open: true); it takes no more sessions`;
+}
+
+/**
  * Inserts a new batch, or locks an open one of the tenant for an append and refuses a
  * `customId` it already holds (400 naming `sessions[i].customId`); closes it when asked.
  */
@@ -250,12 +260,11 @@ async function prepareBatch(
     await batchInsert(tx, batch);
     return;
   }
-  const [row] = await tx<{ open: boolean; session_events: boolean }[]>`
-    select open, session_events from batches where id = ${batch.id} and tenant = ${batch.tenant}
-       and deleted_at is null for update`;
+  const [row] = await tx<{ open: boolean; session_events: boolean; cancelled: boolean }[]>`
+    select open, session_events, cancelled_at is not null as cancelled from batches
+     where id = ${batch.id} and tenant = ${batch.tenant} and deleted_at is null for update`;
   if (!row) throw new NotFoundError(`batch ${batch.id}`);
-  if (!row.open)
-    throw new ConflictError("batch_closed", `batch ${batch.id} is closed; it takes no more sessions`);
+  if (!row.open) throw new ConflictError("batch_closed", closedBatchMessage(batch.id, row.cancelled));
   refuseStreams(row.session_events, inputs);
   const ids = inputs.flatMap((input) => (input.customId === undefined ? [] : [input.customId]));
   if (ids.length > 0) {

@@ -85,7 +85,10 @@ export const batchResultSchema = z
     sessionId: id,
     status: z.enum(["queued", "running", "completed", "parked", "cancelled"]),
     parkedReason: z.string().optional(),
-    output: z.string().nullable(),
+    output: z
+      .string()
+      .nullable()
+      .describe("The last assistant text of a completed session; null for every other status"),
     usage: usageTotalsSchema,
     endedAt: when.nullable(),
   })

@@ -108,7 +108,10 @@ export async function readResultsPage(
       sessionId: r.id,
       status,
       ...(status === "parked" && r.parked_reason !== null ? { parkedReason: r.parked_reason } : {}),
-      output: r.tail_state === "completed" ? r.output : null,
+      // A completed session's only (README): a session cancelled while its history still ended
+      // in an answer (a follow-up cancelled before it ran) showed that earlier answer as if it
+      // answered the input that was cancelled.
+      output: status === "completed" && r.tail_state === "completed" ? r.output : null,
       usage: totalsOfRow(r),
       endedAt: terminal
         ? (iso(status === "cancelled" ? r.cancelled_at : (r.last_ended ?? r.updated_at)) ?? null)

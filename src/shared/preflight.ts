@@ -55,6 +55,31 @@ function unreachablePostgres(url: string, error: unknown): ValidationError {
 /** Waits of a check (FLEET_PREFLIGHT_TIMEOUT_MS); its default when a caller has no config. */
 const PREFLIGHT_TIMEOUT_MS = 5_000;
 
+/**
+ * A check's statements, given at most the check's wait and a second more. postgres.js
+ * connects again at once, for ever, when the server closes a connection during its start-up
+ * (porsager/postgres#1193), and its connect_timeout, restarted at each attempt, never fires:
+ * a DATABASE_URL at a web server or at a proxy with nothing behind it (HAProxy with no backend
+ * up, Docker's published port while its container starts) held every check, and the command,
+ * with no output and one core busy. The extra second leaves a server that answers nothing to
+ * postgres.js's own CONNECT_TIMEOUT.
+ */
+async function answeredWithin<T>(timeoutMs: number, work: () => Promise<T>): Promise<T> {
+  const ms = timeoutMs + 1_000;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`no answer as Postgres in ${ms / 1_000} s: is another service on that port?`)),
+      ms,
+    );
+  });
+  try {
+    return await Promise.race([work(), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export async function checkPostgres(
   url: string,
   database = "postgres",
@@ -64,7 +89,7 @@ export async function checkPostgres(
   admin.pathname = `/${database}`;
   const sql = postgres(admin.toString(), { max: 1, connect_timeout: timeoutMs / 1_000, onnotice: () => {} });
   try {
-    await sql`select 1`;
+    await answeredWithin(timeoutMs, () => sql`select 1`);
   } catch (error) {
     throw unreachablePostgres(url, error);
   } finally {
@@ -82,7 +107,7 @@ export async function checkDatabase(url: string, timeoutMs = PREFLIGHT_TIMEOUT_M
   try {
     let recorded: number[];
     try {
-      recorded = await readRecordedMigrations(sql);
+      recorded = await answeredWithin(timeoutMs, () => readRecordedMigrations(sql));
     } catch (error) {
       const code = (error as { code?: string }).code;
       if (code === "3D000")

@@ -154,6 +154,13 @@ export async function checkRedis(url: string, timeoutMs = PREFLIGHT_TIMEOUT_MS):
         "REDIS_URL",
         `Redis at ${redact(url)} refused the login (${error.message}): fix the user name or password in REDIS_URL.`,
       );
+    const notRedis = notRedisAnswer(error.message);
+    if (notRedis)
+      throw new ValidationError(
+        "REDIS_URL",
+        `what answered at ${redact(url)} is not Redis (${notRedis}): is REDIS_URL's port another service's? ` +
+          "(Redis listens on 6379 unless told otherwise)",
+      );
     throw new ValidationError(
       "REDIS_URL",
       `cannot reach Redis at ${redact(url)} (${(error as Error).message}). Start it (e.g. ` +
@@ -162,6 +169,15 @@ export async function checkRedis(url: string, timeoutMs = PREFLIGHT_TIMEOUT_MS):
   } finally {
     redis.disconnect();
   }
+}
+
+/**
+ * The answer of a server that is not Redis, from ioredis's error (`Unknown RESP type 72 "H".
+ * Please report this.`: the first byte of `HTTP/1.1 400 …`, a web server such as the fleet's
+ * own API at REDIS_URL's port), without its "report this"; undefined for any other error.
+ */
+export function notRedisAnswer(message: string): string | undefined {
+  return /^Unknown RESP type \d+ "[^"]*"/.exec(message)?.[0];
 }
 
 /**

@@ -6,10 +6,11 @@
 import type { ChildProcess } from "node:child_process";
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
+import postgres from "postgres";
 import { startApi } from "../producer/api-server.js";
 import { FleetClient } from "../producer/client.js";
 import type { AgentConfigInput } from "../shared/agent-config.js";
-import { loadConfig } from "../shared/config.js";
+import { type FleetConfig, loadConfig } from "../shared/config.js";
 import { databaseName, openDatabase } from "../shared/db/client.js";
 import { ValidationError } from "../shared/errors.js";
 import { closeRedis, createRedis, deleteKeys } from "../shared/redis.js";
@@ -121,6 +122,43 @@ export async function demoCommand(options: DemoOptions = {}): Promise<number> {
     logLevel: "warn" as const,
   };
   await migrate(config);
+  const release = await holdDemoDatabase(config.databaseUrl);
+  try {
+    return await runDemo(config, sessions, workers, kill);
+  } finally {
+    await release();
+  }
+}
+
+/**
+ * Holds the demo's database for its whole run (a session's advisory lock), or refuses: a
+ * second `fleet demo` of the same environment (another terminal) took the same database,
+ * queue namespace and folder, emptied the first's files, ran its sessions and appended to
+ * its log, so that both reports said every log line was written more than once; the first
+ * to end deleted the other's queues. Its own connection, never idle-closed (which would let
+ * the lock go); a demo that dies lets it go with its connection.
+ */
+async function holdDemoDatabase(url: string): Promise<() => Promise<void>> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  const [row] = await sql<{ held: boolean }[]>`
+    select pg_try_advisory_lock(hashtextextended('agent-fleet demo', 0)) as held`;
+  if (!row?.held) {
+    await sql.end({ timeout: 1 });
+    throw new ValidationError(
+      "",
+      `another \`fleet demo\` is running on database "${databaseName(url)}": wait for it to end (two demos on one database run each other's sessions and write the same files)`,
+    );
+  }
+  return () => sql.end({ timeout: 5 });
+}
+
+async function runDemo(
+  config: FleetConfig,
+  sessions: number,
+  workers: number,
+  kill: boolean,
+): Promise<number> {
+  const { prefix, toolDir } = config;
   const owner = openDatabase(config.databaseUrl, { max: 1 });
   await takeFleet(owner, prefix).finally(() => owner.close());
   await rm(toolDir, { recursive: true, force: true });

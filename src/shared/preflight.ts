@@ -39,6 +39,15 @@ function unreachablePostgres(url: string, error: unknown): ValidationError {
       `Postgres at ${redact(url)} takes no more connections (${(error as Error).message}): ` +
         "close what holds them, or raise max_connections (or the role's or database's CONNECTION LIMIT).",
     );
+  // Each connection was taken and closed before Postgres's answer (answeredWithin): something
+  // listens there, so starting a Postgres on that port would not help either.
+  if ((error as { code?: unknown }).code === NOT_POSTGRES)
+    return new ValidationError(
+      "DATABASE_URL",
+      `what answered at ${redact(url)} is not Postgres (${(error as Error).message}): ` +
+        "is DATABASE_URL's port another service's, or a proxy with no Postgres behind it? " +
+        "(Postgres listens on 5432 unless told otherwise)",
+    );
   if ((error as { code?: unknown }).code?.toString().startsWith("28"))
     return new ValidationError(
       "DATABASE_URL",
@@ -54,6 +63,8 @@ function unreachablePostgres(url: string, error: unknown): ValidationError {
 
 /** Waits of a check (FLEET_PREFLIGHT_TIMEOUT_MS); its default when a caller has no config. */
 const PREFLIGHT_TIMEOUT_MS = 5_000;
+/** The `code` of answeredWithin's error. */
+const NOT_POSTGRES = "FLEET_NOT_POSTGRES";
 
 /**
  * A check's statements, given at most the check's wait and a second more. postgres.js
@@ -68,10 +79,10 @@ async function answeredWithin<T>(timeoutMs: number, work: () => Promise<T>): Pro
   const ms = timeoutMs + 1_000;
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`no answer as Postgres in ${ms / 1_000} s: is another service on that port?`)),
-      ms,
-    );
+    timer = setTimeout(() => {
+      const error = new Error(`each connection closed without a Postgres answer, for ${ms / 1_000} s`);
+      reject(Object.assign(error, { code: NOT_POSTGRES }));
+    }, ms);
   });
   try {
     return await Promise.race([work(), late]);

@@ -5,7 +5,7 @@ import { fleetDeletionCleanup } from "../shared/deletion-cleanup.js";
 import { ValidationError } from "../shared/errors.js";
 import { warnDroppedStream } from "../shared/event-writer.js";
 import { checkEvictionPolicy } from "../shared/eviction-policy.js";
-import { listenError, servicesReachable } from "../shared/http-server.js";
+import { API_LISTEN, listenError, servicesReachable } from "../shared/http-server.js";
 import { createMetrics } from "../shared/metrics.js";
 import { packageVersion } from "../shared/package-version.js";
 import { ProviderLimits, waitsForgetter } from "../shared/provider-limits.js";
@@ -278,9 +278,9 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
   try {
     await app.listen({ port: listenPort, host: config.host });
   } catch (error) {
-    // A port in use ends the start with one line naming PORT, and nothing left open.
+    // A port in use (or a HOST it cannot listen on) ends the start with one line naming it, and nothing left open.
     await close();
-    throw listenError(error, { setting: "PORT", flag: "--port", host: config.host, port: listenPort });
+    throw listenError(error, { ...API_LISTEN, host: config.host, port: listenPort });
   }
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : config.port;

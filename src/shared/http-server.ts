@@ -5,8 +5,20 @@ import type { Registry } from "prom-client";
 import type { Database } from "./db/client.js";
 import { ValidationError } from "./errors.js";
 
-/** Where a process listens, and the setting and flag that choose it. */
-export type ListenTarget = { setting: string; flag: string; host: string; port: number };
+/**
+ * Where a process listens, and the setting and flag that choose it; `hostSetting` chooses the
+ * address (HOST for the API), named when that is what cannot be listened on.
+ */
+export type ListenTarget = {
+  setting: string;
+  flag: string;
+  host: string;
+  port: number;
+  hostSetting?: string;
+};
+
+/** The API's settings and flag: PORT (`--port`) and HOST. */
+export const API_LISTEN = { setting: "PORT", flag: "--port", hostSetting: "HOST" } as const;
 
 /**
  * What a failed listen means to the person who started the process: a port another process
@@ -24,8 +36,18 @@ export function listenError(error: unknown, target: ListenTarget): unknown {
     );
   if (code === "EACCES")
     return new ValidationError(setting, `not allowed to listen on port ${port} on ${host}: ${change}`);
+  const hostSetting = target.hostSetting ?? setting;
   if (code === "EADDRNOTAVAIL")
-    return new ValidationError(setting, `cannot listen on ${host}: no such address on this machine`);
+    return new ValidationError(hostSetting, `cannot listen on ${host}: no such address on this machine`);
+  // A name that does not resolve (a typo; `[::1]` written as in a URL).
+  if (code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "EAI_FAIL") {
+    const brackets = /^\[(.*)\]$/.exec(host);
+    return new ValidationError(
+      hostSetting,
+      `cannot listen on ${host}: no such address or host name (${(error as Error).message})` +
+        (brackets ? `; an IPv6 address goes without brackets: ${brackets[1]}` : ""),
+    );
+  }
   return error;
 }
 

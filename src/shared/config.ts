@@ -44,12 +44,24 @@ function withoutBlankNumbers(env: Record<string, string | undefined>): Record<st
 }
 
 /**
- * A database name spelled with percent-encoding is refused: postgres.js connects to it as the
+ * A template database (template0, template1) is refused, and so is a database name spelled
+ * with percent-encoding: postgres.js connects to it as the
  * URL spells it (`my%20db`), undecoded, while `fleet migrate` created it decoded (`my db`),
  * then failed (exit 1) with the database left behind.
  */
 function checkDatabaseName(url: string): void {
   const spelled = new URL(url).pathname.slice(1);
+  // `fleet migrate` applied the fleet's schema to template1, which every later CREATE
+  // DATABASE on that server copies (test/config-template-database.test.ts).
+  if (spelled === "template0" || spelled === "template1") {
+    const example = new URL(url);
+    example.pathname = "/agent_fleet";
+    example.password = example.password ? "***" : "";
+    throw new ValidationError(
+      "DATABASE_URL",
+      `"${spelled}" is a template Postgres copies into every new database: give the fleet a database of its own, e.g. ${example}`,
+    );
+  }
   if (!spelled.includes("%")) return;
   let name = spelled;
   try {

@@ -4,6 +4,7 @@ import type { Registry } from "prom-client";
 import type { FleetMetrics } from "../shared/metrics.js";
 import type { IdempotencyStore } from "../shared/store/idempotency.js";
 import type { AuthFailureLimiter } from "./auth-failures.js";
+import type { RequestSite } from "./cross-site.js";
 import type { Deletions } from "./deletions.js";
 import type { EventStreams } from "./event-stream.js";
 import type { FleetService } from "./fleet-service.js";
@@ -13,9 +14,10 @@ export type ApiDeps = {
   service: FleetService;
   /** Who is calling: the tenant of an `Authorization` header, or UnauthorizedError. */
   auth: {
-    authenticate(header: string | undefined, host?: string): Promise<string>;
+    /** `from`: the request's headers (dev mode reads Host, Origin and Sec-Fetch-Site). */
+    authenticate(header: string | undefined, from?: RequestSite): Promise<string>;
     /** Admits a request to an admin route, or throws UnauthorizedError (401/403). */
-    authenticateAdmin(header: string | undefined, host?: string): Promise<void>;
+    authenticateAdmin(header: string | undefined, from?: RequestSite): Promise<void>;
     /** Whether the header's key was valid lately (auth.ts): looked up even from a limited address. */
     recognises?(header: string | undefined): boolean;
   };

@@ -138,7 +138,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     // A key revoked while its stream is open ends the stream, as it ends every other request.
     stillAllowed: async (request, tenant) => {
       try {
-        return (await auth.authenticate(request.headers.authorization, request.headers.host)) === tenant;
+        return (await auth.authenticate(request.headers.authorization, request.headers)) === tenant;
       } catch (error) {
         if (error instanceof UnauthorizedError) return false;
         throw error;

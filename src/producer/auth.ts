@@ -4,10 +4,12 @@
  * stops working within that time. With no key stored at all the API is in dev mode —
  * allowed only on a loopback address — and serves requests without a key as tenant
  * `default`; whether a key exists is looked at again every `cacheMs`, so creating the first
- * key turns authentication on without a restart.
+ * key turns authentication on without a restart. Dev mode serves only requests addressed to a
+ * loopback name and not sent by a web page of another origin (cross-site.ts).
  */
 import { isIP } from "node:net";
 import { type ApiKeys, DEFAULT_TENANT, hashKey } from "../shared/store/api-keys.js";
+import { crossSiteReason, type RequestSite } from "./cross-site.js";
 
 /**
  * A request without a valid key: the API answers 401 (with a `challenge` for
@@ -107,15 +109,26 @@ export class ApiAuth {
   /**
    * Dev mode serves a request only when it was addressed to a loopback name: a page on any
    * site can make a browser send requests to 127.0.0.1 under the page's own host name (DNS
-   * rebinding), and its `Host` header then names that site. Throws UnauthorizedError (403).
+   * rebinding), and its `Host` header then names that site. Nor when a browser says a page of
+   * another origin sent it (`Origin`, `Sec-Fetch-Site`): any page the developer opens could
+   * cancel, resume or delete with a body-less no-cors POST, which needs no CORS preflight.
+   * Throws UnauthorizedError (403).
    */
-  private async devModeFor(host: string | undefined): Promise<boolean> {
+  private async devModeFor(from: RequestSite = {}): Promise<boolean> {
     if (!(await this.devMode())) return false;
-    if (host !== undefined && isLoopbackHost(hostnameOf(host))) return true;
-    throw new UnauthorizedError(
-      `with no API key stored, this API answers only requests addressed to a loopback name (localhost, 127.0.0.1, [::1]); this one was addressed to ${JSON.stringify(host ?? "")}: create a key (\`fleet keys create --tenant NAME\`) to serve it`,
-      403,
-    );
+    const { host } = from;
+    if (host === undefined || !isLoopbackHost(hostnameOf(host)))
+      throw new UnauthorizedError(
+        `with no API key stored, this API answers only requests addressed to a loopback name (localhost, 127.0.0.1, [::1]); this one was addressed to ${JSON.stringify(host ?? "")}: create a key (\`fleet keys create --tenant NAME\`) to serve it`,
+        403,
+      );
+    const crossSite = crossSiteReason(from);
+    if (crossSite !== undefined)
+      throw new UnauthorizedError(
+        `with no API key stored, this API answers no web page of another site or origin, and ${crossSite}: only its console (/console), curl, the CLI and clients that send no Origin are served; create a key (\`fleet keys create --tenant NAME\`) and send it as \`Authorization: Bearer KEY\` to call it from elsewhere`,
+        403,
+      );
+    return true;
   }
 
   /** Whether a key exists; looked up at most every `cacheMs` until one does (then for good). */
@@ -134,10 +147,13 @@ export class ApiAuth {
     return this.checking;
   }
 
-  /** The tenant of a request with this `Authorization` header; throws UnauthorizedError. */
-  async authenticate(header: string | undefined, host?: string): Promise<string> {
+  /**
+   * The tenant of a request with this `Authorization` header; throws UnauthorizedError. `from`:
+   * the request's headers, which dev mode reads (`Host`, `Origin`, `Sec-Fetch-Site`).
+   */
+  async authenticate(header: string | undefined, from?: RequestSite): Promise<string> {
     if (header === undefined || header === "") {
-      if (await this.devModeFor(host)) return DEFAULT_TENANT;
+      if (await this.devModeFor(from)) return DEFAULT_TENANT;
       throw new UnauthorizedError(
         "this API requires an API key: send `Authorization: Bearer KEY` (an operator creates one with `fleet keys create --tenant NAME`)",
       );
@@ -151,8 +167,8 @@ export class ApiAuth {
    * password of HTTP Basic (what a browser prompts for); anyone in dev mode. Throws
    * UnauthorizedError: 401 asking for Basic, or 403 for a valid key that is not an admin's.
    */
-  async authenticateAdmin(header: string | undefined, host?: string): Promise<void> {
-    if ((header === undefined || header === "") && (await this.devModeFor(host))) return;
+  async authenticateAdmin(header: string | undefined, from?: RequestSite): Promise<void> {
+    if ((header === undefined || header === "") && (await this.devModeFor(from))) return;
     const key = keyOf(header);
     if (key === undefined) {
       throw new UnauthorizedError(

@@ -56,7 +56,7 @@ async function authenticated(
   request: FastifyRequest,
   admin: boolean,
 ): Promise<string | undefined> {
-  const { authorization, host } = request.headers;
+  const { authorization } = request.headers;
   const failures = authorization ? deps.authFailures : undefined;
   const wait = failures?.retryAfter(request.ip) ?? 0;
   if (failures && wait > 0 && !deps.auth.recognises?.(authorization)) {
@@ -68,8 +68,8 @@ async function authenticated(
     );
   }
   try {
-    if (!admin) return await deps.auth.authenticate(authorization, host);
-    await deps.auth.authenticateAdmin(authorization, host);
+    if (!admin) return await deps.auth.authenticate(authorization, request.headers);
+    await deps.auth.authenticateAdmin(authorization, request.headers);
     return undefined;
   } catch (error) {
     if (error instanceof UnauthorizedError && error.status === 401 && authorization) {

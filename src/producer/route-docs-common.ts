@@ -40,7 +40,7 @@ export const common = {
   401: { description: "No valid API key", schema: errorSchema },
   403: {
     description:
-      "No API key exists yet (dev mode) and the request was not addressed to a loopback name (`Host`)",
+      "No API key exists yet (dev mode) and the request was not addressed to a loopback name (`Host`), or a web page of another origin sent it (`Origin`, `Sec-Fetch-Site`)",
     schema: errorSchema,
   },
   408: {

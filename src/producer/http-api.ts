@@ -18,7 +18,7 @@ import { isConsoleRoute } from "./console-route.js";
 import { answerError, errorBody, sendTooManyRequests, sendUnauthorized } from "./error-answers.js";
 import { idempotencyHooks, originForm } from "./idempotency-hooks.js";
 import { documentRoutes } from "./openapi.js";
-import { checkBody, checkDeleteQuery, checkQuery, decodeJsonBody, parseJsonBody } from "./request-checks.js";
+import { checkActionQuery, checkBody, checkQuery, decodeJsonBody, parseJsonBody } from "./request-checks.js";
 import { BODY_LIMIT, HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from "./request-limits.js";
 
 export type { ApiDeps } from "./api-deps.js";
@@ -232,7 +232,8 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       throw new NotFoundError(`${what} ${JSON.stringify(id)}`);
     }
     checkQuery(request.query);
-    checkDeleteQuery(request.method, originForm(request.url).split("?", 1)[0]!, request.query);
+    const path = originForm(request.url).split("?", 1)[0]!;
+    checkActionQuery(request.method, request.routeOptions.url, path, request.query);
     checkBody(request.body);
   });
 

@@ -35,19 +35,46 @@ export function checkQuery(query: unknown): void {
 }
 
 /**
- * A `/v1` DELETE reads no query parameter: one sent is a 400 naming it (pure). Ignored,
- * `DELETE /v1/batches/:id?dryRun=true` deleted the batch and all its sessions: an option the
- * caller believed in, on the one route that cannot be undone. (A POST's query is kept as part
- * of the request, as its Idempotency-Key's hash reads it: idempotency-hooks.ts.)
- * `path` is the request's path without its query.
+ * The routes besides DELETEs that act on what their path names and read no query, by method
+ * and route, with what they do read: a parameter sent to one is refused as a DELETE's is.
  */
-export function checkDeleteQuery(method: string, path: string, query: unknown): void {
-  if (method !== "DELETE" || !path.startsWith("/v1/") || !isObject(query)) return;
+const NO_QUERY_ROUTES: ReadonlyMap<string, string> = new Map([
+  ["POST /v1/sessions/:id/cancel", "it reads only its path (and no body or {})"],
+  ["POST /v1/batches/:id/cancel", "it reads only its path (and no body or {})"],
+  ["POST /v1/webhook-secret/rotate", "it reads only its path (and no body or {})"],
+  ["POST /v1/sessions/:id/resume", "its options go in its JSON body"],
+  ["POST /v1/batches/:id/resume", "its options go in its JSON body"],
+  ["PATCH /v1/sessions/:id", "its fields go in its JSON body"],
+]);
+
+/**
+ * A route that acts on what its path names reads no query parameter: one sent is a 400 naming
+ * it, before anything is claimed or done (pure). Ignored, `DELETE /v1/batches/:id?dryRun=true`
+ * deleted the batch and all its sessions, and `POST /v1/sessions/:id/cancel?dryRun=1` cancelled:
+ * an option the caller believed in, on a route that acts. Those are every `/v1` DELETE, the
+ * cancels, the resumes, a secret's rotation and a session's PATCH; none documents a query.
+ * (The POSTs that create keep theirs as part of the request, as its Idempotency-Key's hash
+ * reads it: idempotency-hooks.ts.) `route`: the route matched (`/v1/sessions/:id/cancel`);
+ * `path`: the request's path without its query.
+ */
+export function checkActionQuery(
+  method: string,
+  route: string | undefined,
+  path: string,
+  query: unknown,
+): void {
+  if (!isObject(query)) return;
   const [name] = Object.keys(query);
   if (name === undefined) return;
+  const deleting = method === "DELETE" && path.startsWith("/v1/");
+  const reads = deleting ? undefined : NO_QUERY_ROUTES.get(`${method} ${route ?? ""}`);
+  if (!deleting && reads === undefined) return;
+  const quoted = `${method} ${path.length > 200 ? `${path.slice(0, 200)}…` : path}`;
   throw new ValidationError(
     name.length > 100 ? `${name.slice(0, 100)}…` : name,
-    `a DELETE takes no query parameters; ${method} ${path.length > 200 ? `${path.slice(0, 200)}…` : path} reads only its path (and no body or {})`,
+    deleting
+      ? `a DELETE takes no query parameters; ${quoted} reads only its path (and no body or {})`
+      : `${quoted} takes no query parameters; ${reads}`,
   );
 }
 

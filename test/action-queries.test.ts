@@ -1,0 +1,106 @@
+/**
+ * The routes that act on what their path names — a cancel, a resume, a batch's cancel or
+ * resume, a webhook secret's rotation, a session's PATCH — read no query: a parameter sent
+ * to one (`?dryRun=1`, `?force`, `?model=…`) is a 400 naming it, and nothing is done, as a
+ * DELETE's is (request-checks.ts). Ignored, `POST /v1/sessions/:id/cancel?dryRun=1` cancelled.
+ * A refused request holds no Idempotency-Key: the same key without the query acts.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient } from "../src/producer/client.js";
+import { type Answer, readAnswer } from "./support/answer.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+
+const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
+
+describe("query parameters on the routes that act", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let base: string;
+
+  beforeAll(async () => {
+    // Per-tenant webhook secrets on, so that a secret's rotation is served.
+    fleet = await createFleetEnv("actionqueries", {
+      env: { FLEET_WEBHOOK_SECRET: "an operator's secret", FLEET_WEBHOOK_SECRET_PER_TENANT: "1" },
+    });
+    const started = await fleet.startApi();
+    client = started.client;
+    base = started.api.url;
+  });
+  afterAll(async () => fleet?.close());
+
+  function call(method: string, path: string, body?: unknown, key?: string): Promise<Answer> {
+    const headers: Record<string, string> = {};
+    if (body !== undefined) headers["content-type"] = "application/json";
+    if (key !== undefined) headers["idempotency-key"] = key;
+    return fetch(`${base}${path}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    }).then(readAnswer);
+  }
+
+  function expectRefused(answer: Answer, field: string, what: string): void {
+    expect(answer.status, `${what}: ${answer.text}`).toBe(400);
+    expect(answer.json.error).toMatchObject({ code: "invalid_request", field });
+    expect(answer.json.error.message).toMatch(/takes no query parameters/);
+  }
+
+  async function runsOf(id: string): Promise<number> {
+    const [row] = await fleet.database.sql<{ n: number }[]>`
+      select count(*)::int as n from runs where session_id = ${id}`;
+    return row?.n ?? 0;
+  }
+
+  it("a session's cancel and resume refuse a query and do nothing; the same Idempotency-Key then acts", async () => {
+    const { id } = await client.createSession({ agent: AGENT });
+    await client.send(id, "go");
+    const cancel = `/v1/sessions/${id}/cancel`;
+    for (const query of ["?dryRun=1", "?dryRun=true&force", "?force"]) {
+      // Before, the query was ignored: 202, the session cancelled.
+      const answer = await call("POST", `${cancel}${query}`, undefined, "cancel-1");
+      expectRefused(answer, query.slice(1).split("=")[0]!, `POST cancel${query}`);
+    }
+    expect((await client.getSession(id)).status).toBe("queued");
+    const runs = await runsOf(id);
+    expectRefused(await call("POST", `/v1/sessions/${id}/resume?model=gpt-5`, {}), "model", "resume?model");
+    expect(await runsOf(id)).toBe(runs);
+    // No parameter (an empty query too) is the request as before, and the key was not taken.
+    const done = await call("POST", `${cancel}?`, undefined, "cancel-1");
+    expect(done.status, done.text).toBe(202);
+    expect(done.json).toMatchObject({ id, status: "cancelled", cancelled: true });
+    expect((await client.getSession(id)).status).toBe("cancelled");
+  });
+
+  it("a batch's cancel and resume refuse a query and do nothing", async () => {
+    const batch = await client.createBatch([{ agent: AGENT, input: "go" }]);
+    expectRefused(await call("POST", `/v1/batches/${batch.id}/cancel?dryRun=1`), "dryRun", "batch cancel");
+    expect((await client.getBatch(batch.id)).status).toBe("running");
+    expectRefused(await call("POST", `/v1/batches/${batch.id}/resume?all=1`, {}), "all", "batch resume");
+    const cancelled = await call("POST", `/v1/batches/${batch.id}/cancel`);
+    expect(cancelled.status, cancelled.text).toBe(202);
+    expect((await client.getBatch(batch.id)).status).toBe("cancelled");
+  });
+
+  it("a webhook secret's rotation refuses a query and rotates nothing", async () => {
+    const before = await call("GET", "/v1/webhook-secret");
+    expect(before.status, before.text).toBe(200);
+    expectRefused(await call("POST", "/v1/webhook-secret/rotate?dryRun=1"), "dryRun", "rotate");
+    expect((await call("GET", "/v1/webhook-secret")).json).toEqual(before.json);
+    const rotated = await call("POST", "/v1/webhook-secret/rotate");
+    expect(rotated.status, rotated.text).toBe(200);
+    expect((await call("GET", "/v1/webhook-secret")).json).not.toEqual(before.json);
+  });
+
+  it("a session's PATCH refuses a query and changes nothing", async () => {
+    const { id } = await client.createSession({ agent: AGENT });
+    expectRefused(
+      await call("PATCH", `/v1/sessions/${id}?dryRun=1`, { sessionEvents: false }),
+      "dryRun",
+      "PATCH",
+    );
+    expect((await client.getSession(id)).sessionEvents).toBeUndefined();
+    const patched = await call("PATCH", `/v1/sessions/${id}`, { sessionEvents: false });
+    expect(patched.status, patched.text).toBe(200);
+    expect((await client.getSession(id)).sessionEvents).toBe(false);
+  });
+});

@@ -15,7 +15,7 @@ import type { RunLimits } from "../shared/store/session-queries.js";
 import { dropJobIfCancelled } from "./cancel-cleanup.js";
 import type { FleetServiceDeps } from "./fleet-service-deps.js";
 import { parseBody, resumeBody } from "./request-bodies.js";
-import { enqueueCommitted, enqueueResume, startNow } from "./run-jobs.js";
+import { enqueueCommitted, enqueueResume, startNow, startWaitingRun } from "./run-jobs.js";
 
 /** What the explicit resume uses of FleetService. */
 export type ResumeHost = {
@@ -56,6 +56,27 @@ export async function explicitResume(
     deps.queries.historyPoint(id),
     deps.queries.unfinishedRuns(id, tenant),
   ]);
+  // A message waiting on a parked session (waiting-input.ts): the resume starts it.
+  if (
+    session.status === "parked" &&
+    active.length > 0 &&
+    active.every((r) => r.kind === "run" && r.status === "queued")
+  ) {
+    if (!point.resumable && point.reason === "malformed") throw refuse(point.reason, point.detail);
+    const limits = host.limits();
+    const run = await deps.queries.startWaitingInput(id, {
+      tenant,
+      maxActiveSessions: limits.maxActiveSessions,
+      model,
+    });
+    if (run) {
+      await enqueueCommitted(deps, [run.id], () =>
+        startWaitingRun(deps, tenant, { sessionId: id, runId: run.id }),
+      );
+      await dropJobIfCancelled(deps, tenant, { sessionId: id, runId: run.id, kind: "run" });
+      return { runId: run.id, kind: "call_model" };
+    }
+  }
   const waiting = active.find((r) => r.kind === "resume" && r.status === "queued");
   // While a run is on its way there is nothing to resume yet (contracts §12); a request
   // that asks for exactly the resume already waiting joins it.

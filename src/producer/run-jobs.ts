@@ -2,6 +2,7 @@
  * Adding the jobs of runs already committed, each with its tenant's fair priority
  * (fair-dispatch.ts): new runs, resumes someone asked for, and a waiting resume started now.
  */
+import { randomUUID } from "node:crypto";
 import { QUEUES } from "../shared/queues.js";
 import type { FleetServiceDeps } from "./fleet-service-deps.js";
 
@@ -85,4 +86,35 @@ export async function enqueueResume(
   const priorities = await deps.resumePriorities?.assign(tenant, 1);
   const jobId = await deps.queues.enqueue("resume", payload, { priority: priorities?.[0] });
   if (priorities) await deps.resumePriorities?.added?.(priorities, [jobId]);
+}
+
+/**
+ * Someone resumed a parked session on which a message waits (waiting-input.ts): its run gets a
+ * job now. Its own job may wait still (a delayed one starts now). One that ended without
+ * starting the run, or that Redis lost, is added again under its id, as `startNow` does (the
+ * sweeper's orphan pass would otherwise count a retry); one still held by a worker that died
+ * gets a job of another id beside it (a job runs its session's next run, whichever: one
+ * more changes nothing). Someone acting: nothing is counted.
+ */
+export async function startWaitingRun(
+  deps: JobDeps,
+  tenant: string,
+  payload: { sessionId: string; runId: string },
+): Promise<void> {
+  const jobId = QUEUES.runs.jobId(payload);
+  const job = await deps.queues.getJob("run", jobId);
+  const state = await job?.getState();
+  if (state === "delayed") {
+    await job?.promote().catch(() => {});
+    return;
+  }
+  if (state === "waiting" || state === "prioritized" || state === "waiting-children") return;
+  const held = state === "active";
+  if (!held) await job?.remove().catch(() => {});
+  const priorities = await deps.priorities?.assign(tenant, 1);
+  const added = await deps.queues.enqueue("run", payload, {
+    ...(held ? { jobId: `${jobId}-resumed-${randomUUID()}` } : {}),
+    priority: priorities?.[0],
+  });
+  if (priorities) await deps.priorities?.added?.(priorities, [added]);
 }

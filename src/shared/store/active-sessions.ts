@@ -3,7 +3,7 @@
  * session is active while a run of it is queued or running. The cap is checked in the
  * transaction that queues the runs, after taking a per-tenant advisory lock, so requests
  * that race each other cannot together go past it. The count is read from the partial
- * index `runs_tenant_active_idx` alone.
+ * index `runs_tenant_active_idx`, and a queued run's session by key (a parked one's do not count).
  */
 import type postgres from "postgres";
 import { FleetStateError, TooManyRequestsError } from "../errors.js";
@@ -11,15 +11,22 @@ import { FleetStateError, TooManyRequestsError } from "../errors.js";
 /** What a 429 for active sessions asks the caller to wait: sessions end on their own time. */
 export const ACTIVE_RETRY_AFTER_SECONDS = 5;
 
-/** Active sessions of `tenant`, leaving out `except` (a session about to get another run). */
+/**
+ * Active sessions of `tenant`, leaving out `except` (a session about to get another run). A
+ * parked session's queued runs (a message that waits for someone to act: waiting-input.ts)
+ * are no one's work until then, and do not count: its sessions are looked up only for the
+ * queued runs, each by key.
+ */
 export async function countActiveSessions(
   sql: postgres.Sql | postgres.TransactionSql,
   tenant: string,
   except?: string,
 ): Promise<number> {
   const [row] = await sql<{ n: number }[]>`
-    select count(distinct session_id)::int as n from runs
-     where tenant = ${tenant} and status <> 'ended' ${except === undefined ? sql`` : sql`and session_id <> ${except}`}`;
+    select count(distinct r.session_id)::int as n from runs r
+     where r.tenant = ${tenant} and r.status <> 'ended' ${except === undefined ? sql`` : sql`and r.session_id <> ${except}`}
+       and (r.status <> 'queued'
+            or not exists (select 1 from sessions s where s.id = r.session_id and s.status = 'parked'))`;
   return row?.n ?? 0;
 }
 

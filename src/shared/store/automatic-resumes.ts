@@ -211,7 +211,8 @@ export class AutomaticResumes {
   /**
    * Counts the re-adding of a queued run's job that never started (its worker died holding
    * it, or the queue gave up on it) against the same limit; past it the session is parked.
-   * A queued run with new input then waits for someone to act (a new message runs it first);
+   * A queued run with new input then waits for someone to act (a new message runs it first,
+   * an explicit resume starts it; meanwhile it is no one's work: waiting-input.ts);
    * a queued resume, which holds nothing, is ended with the parking: left queued, it was
    * started by no one yet kept the parked session `running` (its resume point, an explicit
    * resume with a model refused 409, one of its tenant's active sessions) and ran first,

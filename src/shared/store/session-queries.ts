@@ -38,6 +38,7 @@ import {
   type SessionListPage,
 } from "./session-list.js";
 import { usageOfSession } from "./session-usage.js";
+import { hasWaitingInputOnly, startWaitingInput, WAITING_INPUT_POINT } from "./waiting-input.js";
 
 export type { NewRun, QueueRunOptions, RunLimits } from "./run-queueing.js";
 export type { BatchTarget, NewSession } from "./session-creation.js";
@@ -129,11 +130,18 @@ export class SessionQueries {
 
   /**
    * The session's resume point (contracts §2): `running` while a run of it is queued or running,
-   * else `resumePoint` of its history, read without the messages' texts (`historyPoint`).
+   * else `resumePoint` of its history, read without the messages' texts (`historyPoint`). A
+   * message waiting on a parked session (waiting-input.ts) is no one's work: a resume starts
+   * it, and the model then answers it (`call_model`), unless the history is malformed.
    */
   async resumePoint(sessionId: string, tenant?: string): Promise<ResumePointJson> {
-    if (await hasUnendedRun(this.database.sql, sessionId, tenant))
-      return { resumable: false, reason: "running" };
+    if (await hasUnendedRun(this.database.sql, sessionId, tenant)) {
+      if (!(await hasWaitingInputOnly(this.database.sql, sessionId)))
+        return { resumable: false, reason: "running" };
+      const { point } = await this.historyPoint(sessionId);
+      if (!point.resumable && point.reason === "malformed") return toResumePointJson(point);
+      return toResumePointJson(WAITING_INPUT_POINT);
+    }
     return toResumePointJson((await this.historyPoint(sessionId)).point);
   }
 
@@ -281,5 +289,13 @@ export class SessionQueries {
     attempt = 0,
   ): Promise<{ run: RunRow; created: boolean }> {
     return createRun(this.database, run, options, attempt);
+  }
+
+  /** An explicit resume of a parked session on which a message waits starts it (waiting-input.ts). */
+  startWaitingInput(
+    sessionId: string,
+    options: Parameters<typeof startWaitingInput>[2],
+  ): Promise<RunRow | null> {
+    return startWaitingInput(this.database, sessionId, options);
   }
 }

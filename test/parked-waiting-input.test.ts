@@ -6,8 +6,10 @@
  * waiting for someone to act. Before, that waiting run kept the parked session `running`: its
  * resume point `{"resumable": false, "reason": "running"}`, an explicit resume refused 409
  * `running` for ever, one of its tenant's active sessions (FLEET_TENANT_MAX_ACTIVE_SESSIONS)
- * for good. Now it is no one's work until someone acts: not counted active, the resume point
- * says the waiting message goes to the model, and an explicit resume (with another model too)
+ * for good, and a client's `waitForRun` on it waited until its timeout (for ever without one).
+ * Now it is no one's work until someone acts: not counted active, the resume point says the
+ * waiting message goes to the model, the run says what it waits for (`sessionParkedReason`,
+ * and `waitForRun` rejects at once saying so), and an explicit resume (with another model too)
  * starts that message.
  */
 import { type Queue, Worker } from "bullmq";
@@ -153,12 +155,21 @@ describe("a message waiting to start on a session parked when its retries ran ou
     const [row] = await sql<{ tenant: string }[]>`select tenant from sessions where id = ${id}`;
     expect(await countActiveSessions(sql, row!.tenant)).toBe(0);
     expect(await client.resumePoint(id)).toMatchObject({ resumable: true, kind: "call_model" });
+    // The run says what it waits for, and a client waiting for it is told at once, not at its timeout.
+    expect(await client.getRun(runId)).toMatchObject({
+      status: "queued",
+      sessionParkedReason: session.parkedReason,
+    });
+    await expect(client.waitForRun(runId, { timeoutMs: Number.POSITIVE_INFINITY })).rejects.toThrow(
+      `run ${runId} waits on its parked session (${session.parkedReason}): it starts when someone resumes the session or sends it a message`,
+    );
 
     // Someone acts: a resume with another model starts the waiting message, which a worker runs.
     const other = { provider: "scripted" as const, steps: [{ text: "other model's answer" }] };
     const resumed = await client.resume(id, { model: other });
     expect(resumed).toEqual({ runId, kind: "call_model" });
     expect((await client.getSession(id)).status).not.toBe("parked");
+    expect(await client.getRun(runId)).not.toHaveProperty("sessionParkedReason");
     await fleet.spawnWorker();
     expect((await client.waitForRun(runId, { timeoutMs: 20_000 })).endedReason).toBe("completed");
     const after = await client.getSession(id);

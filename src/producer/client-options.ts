@@ -22,7 +22,14 @@ export type BatchSessionInput = {
  */
 export type PostOptions = { idempotencyKey?: string | undefined };
 
-export type RunWithSession = RunJson & { sessionId: string };
+export type RunWithSession = RunJson & {
+  sessionId: string;
+  /**
+   * Only for a queued run whose session is parked: its `parkedReason`. The run starts only
+   * when someone acts (resumes the session, or sends it a message); `waitForRun` rejects.
+   */
+  sessionParkedReason?: string | undefined;
+};
 
 /** What `getSession` asks for (every field optional: without them, the whole session). */
 export type SessionPageOptions = {

@@ -108,7 +108,8 @@ export class RunCalls extends BatchCalls {
   /**
    * Polls until the run has ended, and resolves with it; rejects after `timeoutMs` (default
    * 60 s), also when a request of the polling is still unanswered then (an API or proxy that
-   * hangs). Polls 50 ms apart at first, then further apart up to 1 s (`intervalMs`: always
+   * hangs), and at once when the run waits on its parked session (`sessionParkedReason`: it
+   * starts only when someone resumes the session or sends it a message). Polls 50 ms apart at first, then further apart up to 1 s (`intervalMs`: always
    * that far apart). `signal` stops the polling at once, rejecting with the signal's reason.
    */
   async waitForRun(

@@ -267,9 +267,21 @@ export class FleetService {
     return this.deps.queries.answerBytes(await this.session(tenant, id), 0, BIG_BODY_BYTES);
   }
 
-  async getRun(tenant: string, runId: string): Promise<RunJson & { sessionId: string }> {
+  /**
+   * A run, with its session's id; a queued run on a parked session (waiting-input.ts) also
+   * says why it waits (`sessionParkedReason`): it starts only when someone acts.
+   */
+  async getRun(
+    tenant: string,
+    runId: string,
+  ): Promise<RunJson & { sessionId: string; sessionParkedReason?: string }> {
     const run = await this.deps.queries.getRun(runId, tenant);
     if (!run) throw new NotFoundError(`run ${runId}`);
-    return { ...runToJson(run), sessionId: run.sessionId };
+    const parked = run.status === "queued" ? await this.deps.queries.parkedReasonOf(run.sessionId) : null;
+    return {
+      ...runToJson(run),
+      sessionId: run.sessionId,
+      ...(parked === null ? {} : { sessionParkedReason: parked }),
+    };
   }
 }

@@ -194,7 +194,18 @@ export const SESSION_ROUTE_DOCS = {
     summary: "A run",
     idParam: "run id",
     responses: {
-      200: { description: "The run", schema: runSchema.extend({ sessionId: id }) },
+      200: {
+        description: "The run",
+        schema: runSchema.extend({
+          sessionId: id,
+          sessionParkedReason: z
+            .string()
+            .optional()
+            .describe(
+              "Only for a queued run whose session is parked: its parkedReason. The run waits for someone to act (an explicit resume starts it; a new message runs it first)",
+            ),
+        }),
+      },
       ...common,
       ...missing,
     },

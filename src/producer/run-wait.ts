@@ -48,6 +48,12 @@ export async function pollUntilEnded(
         lastFailure = error;
       }
       if (run?.status === "ended") return run;
+      // Waiting on a parked session, it starts only when someone acts: waiting would last
+      // until the deadline (for ever with none), and say nothing of why.
+      if (run?.status === "queued" && run.sessionParkedReason !== undefined)
+        throw new Error(
+          `run ${runId} waits on its parked session (${run.sessionParkedReason}): it starts when someone resumes the session or sends it a message`,
+        );
       if (Date.now() > deadline) throw lastFailure ? timedOutAfter(timedOut(), lastFailure) : timedOut();
       await sleep(pollDelay(poll, options.intervalMs), controller.signal);
       controller.signal.throwIfAborted();

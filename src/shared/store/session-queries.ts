@@ -38,7 +38,12 @@ import {
   type SessionListPage,
 } from "./session-list.js";
 import { usageOfSession } from "./session-usage.js";
-import { hasWaitingInputOnly, startWaitingInput, WAITING_INPUT_POINT } from "./waiting-input.js";
+import {
+  hasWaitingInputOnly,
+  parkedReasonOf,
+  startWaitingInput,
+  WAITING_INPUT_POINT,
+} from "./waiting-input.js";
 
 export type { NewRun, QueueRunOptions, RunLimits } from "./run-queueing.js";
 export type { BatchTarget, NewSession } from "./session-creation.js";
@@ -289,6 +294,11 @@ export class SessionQueries {
     attempt = 0,
   ): Promise<{ run: RunRow; created: boolean }> {
     return createRun(this.database, run, options, attempt);
+  }
+
+  /** Why a queued run of this session waits: its parked reason while it is parked, else null (waiting-input.ts). */
+  parkedReasonOf(sessionId: string): Promise<string | null> {
+    return parkedReasonOf(this.database.sql, sessionId);
   }
 
   /** An explicit resume of a parked session on which a message waits starts it (waiting-input.ts). */

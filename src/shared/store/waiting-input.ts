@@ -43,6 +43,19 @@ export async function hasWaitingInputOnly(
 }
 
 /**
+ * The parked reason of the session a queued run waits on, while the session is parked (what
+ * `GET /v1/runs/:id` says as `sessionParkedReason`); null when it is not parked.
+ */
+export async function parkedReasonOf(
+  sql: postgres.Sql | postgres.TransactionSql,
+  sessionId: string,
+): Promise<string | null> {
+  const [row] = await sql<{ reason: string | null }[]>`
+    select coalesce(parked_reason, 'parked') as reason from sessions where id = ${sessionId} and status = 'parked'`;
+  return row?.reason ?? null;
+}
+
+/**
  * Someone resumed a parked session on which a message waits: the session is active again
  * (its count of automatic resumes starts over) and that message is its next run, with
  * `model` in the agent's model's place when one is named (for every message waiting). Under

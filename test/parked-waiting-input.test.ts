@@ -12,15 +12,16 @@
  * and `waitForRun` rejects at once saying so), and an explicit resume (with another model too)
  * starts that message.
  */
-import { type Queue, Worker } from "bullmq";
+import { Queue, Worker } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { FleetClient } from "../src/producer/client.js";
+import { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { SessionLease } from "../src/shared/lease.js";
 import { createMetrics } from "../src/shared/metrics.js";
 import { QUEUES, RunQueues } from "../src/shared/queues.js";
 import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
 import { countActiveSessions } from "../src/shared/store/active-sessions.js";
+import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
@@ -28,6 +29,7 @@ import { Sweeper } from "../src/sweeper/sweeper.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
 const silent = { info() {}, warn() {}, debug() {} };
+const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 
 describe("a message waiting to start on a session parked when its retries ran out", () => {
   let fleet: FleetEnv;
@@ -179,5 +181,41 @@ describe("a message waiting to start on a session parked when its retries ran ou
       ["assistant", "other model's answer"],
     ]);
     expect(after.runs.filter((run) => run.status !== "ended")).toEqual([]);
+  }, 60_000);
+});
+
+describe("fair dispatch with a message waiting on a parked session", () => {
+  it("a tenant that cancelled its batch starts over though a message waits on its parked session", async () => {
+    const fleet = await createFleetEnv("parkedinput-fair");
+    const queue = new Queue("runs", { connection: fleet.redis, prefix: fleet.config.prefix });
+    try {
+      const keys = new ApiKeys(fleet.database);
+      const baseUrl = (await fleet.startApi()).api.url;
+      const a = new FleetClient({ baseUrl, apiKey: (await keys.create("a")).key });
+      const b = new FleetClient({ baseUrl, apiKey: (await keys.create("b")).key });
+      // As countRetry leaves it: a's session parked past its retries, its message's job gone.
+      const { id } = await a.createSession({ agent: AGENT });
+      const { runId } = await a.send(id, "sent while it failed");
+      await (await queue.getJob(QUEUES.runs.jobId({ sessionId: id, runId })))!.remove();
+      await fleet.database.sql`
+        update sessions set status = 'parked', parked_reason = 'attempts_exhausted: 5 automatic retries made no progress'
+         where id = ${id}`;
+      // No worker: every run waits. Both tenants queue 30; then a cancels its batch.
+      const aBatch = await a.createBatch(
+        Array.from({ length: 30 }, (_, i) => ({ agent: AGENT, input: `a ${i}` })),
+      );
+      await b.createBatch(Array.from({ length: 30 }, (_, i) => ({ agent: AGENT, input: `b ${i}` })));
+      await a.cancelBatch(aBatch.id);
+      // a has nothing anyone will start: its next run goes near the head, not behind b's 30.
+      const { sessions } = await a.createBatch([{ agent: AGENT, input: "a again" }]);
+      const waiting = await queue.getJobs(["prioritized"], 0, -1, true);
+      const rank = waiting.findIndex((job) => job.data.runId === sessions[0]!.runId);
+      expect(waiting).toHaveLength(31);
+      expect(rank).toBeLessThanOrEqual(1);
+      expect((await a.getRun(runId)).sessionParkedReason).toMatch(/^attempts_exhausted/);
+    } finally {
+      await queue.close();
+      await fleet.close();
+    }
   }, 60_000);
 });

@@ -62,12 +62,19 @@ export async function holdActiveSessions(
   );
 }
 
-/** Whether `tenant` has a run waiting to start (fair dispatch starts it over when not). */
+/**
+ * Whether `tenant` has a run waiting to start (fair dispatch starts it over when not). A
+ * message waiting on a parked session (waiting-input.ts) has no job in the queue and none
+ * until someone acts: it is not one, or one such message kept its tenant's later runs
+ * behind every other tenant's backlog after a cancel for good.
+ */
 export async function hasQueuedRuns(
   sql: postgres.Sql | postgres.TransactionSql,
   tenant: string,
 ): Promise<boolean> {
   const rows = await sql`
-    select 1 from runs where tenant = ${tenant} and status <> 'ended' and status = 'queued' limit 1`;
+    select 1 from runs r where r.tenant = ${tenant} and r.status <> 'ended' and r.status = 'queued'
+       and not exists (select 1 from sessions s where s.id = r.session_id and s.status = 'parked')
+     limit 1`;
   return rows.length > 0;
 }

@@ -23,6 +23,7 @@ import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
 import { countActiveSessions } from "../src/shared/store/active-sessions.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
+import { DataDeletion } from "../src/shared/store/data-deletion.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import { Sweeper } from "../src/sweeper/sweeper.js";
@@ -213,6 +214,36 @@ describe("fair dispatch with a message waiting on a parked session", () => {
       expect(waiting).toHaveLength(31);
       expect(rank).toBeLessThanOrEqual(1);
       expect((await a.getRun(runId)).sessionParkedReason).toMatch(/^attempts_exhausted/);
+    } finally {
+      await queue.close();
+      await fleet.close();
+    }
+  }, 60_000);
+});
+
+describe("retention with a message waiting on a parked session", () => {
+  it("deletes such a session idle past the limit, as any parked one: nothing will act on it by itself", async () => {
+    const fleet = await createFleetEnv("parkedinput-retention");
+    const queue = new Queue("runs", { connection: fleet.redis, prefix: fleet.config.prefix });
+    try {
+      const { client } = await fleet.startApi();
+      const { sql } = fleet.database;
+      // As countRetry leaves it: parked past its retries, its message's job gone; and one
+      // session with a message queued (active): that one is kept.
+      const parked = await client.createSession({ agent: AGENT });
+      const { runId } = await client.send(parked.id, "sent while it failed");
+      await (await queue.getJob(QUEUES.runs.jobId({ sessionId: parked.id, runId })))!.remove();
+      await sql`
+        update sessions set status = 'parked', parked_reason = 'attempts_exhausted: 5 automatic retries made no progress'
+         where id = ${parked.id}`;
+      const active = await client.createSession({ agent: AGENT });
+      await client.send(active.id, "waits for a worker");
+      await sql`update sessions set updated_at = now() - interval '10 days' where id in ${sql([parked.id, active.id])}`;
+
+      const deleted = await new DataDeletion(fleet.database).expireSessions(86_400_000, 100);
+      expect(deleted.sessionIds).toEqual([parked.id]);
+      const left = await sql<{ id: string }[]>`select id from sessions`;
+      expect(left.map((row) => row.id)).toEqual([active.id]);
     } finally {
       await queue.close();
       await fleet.close();

@@ -215,7 +215,8 @@ export class DataDeletion {
    * Retention: deletes up to `limit` sessions outside batches (a batch's go with it) last active (a run started or ended, created,
    * parked, cancelled) more than `maxIdleMs` ago (Postgres's clock) that nothing will act on by itself — parked,
    * cancelled, completed, empty, or an imported history never run — and that have no run
-   * queued or running. Conditions are checked again on each row as it is locked. The run
+   * queued or running (a message waiting on a parked session, waiting-input.ts, is no one's
+   * work until someone acts: its session goes as any parked one). Conditions are checked again on each row as it is locked. The run
    * check is written `(…) is true` so that no partial index of `runs` serves it: each
    * candidate's runs are looked up by session (schema.ts says why), not every unfinished run
    * of the fleet read per pass.
@@ -232,14 +233,16 @@ export class DataDeletion {
         select s.id from sessions s
          where s.updated_at < now() - ${maxIdleMs} * interval '1 millisecond' and s.batch_id is null
            and not (s.status = 'active' and s.run_started and s.tail_phase = 'open')
-           and not exists (select 1 from runs r where r.session_id = s.id and (r.status <> 'ended') is true)
+           and not exists (select 1 from runs r where r.session_id = s.id and (r.status <> 'ended') is true
+                             and not (s.status = 'parked' and r.status = 'queued'))
          order by s.updated_at, s.id limit ${limit}
            for update of s skip locked`;
       if (doomed.length === 0) return { sessionIds: [], runs: [] };
       const [row] = await tx<DeletedRow[]>`
         with d as (
           delete from sessions s where s.id in ${tx(doomed.map((r) => r.id))}
-             and not exists (select 1 from runs r where r.session_id = s.id and (r.status <> 'ended') is true)
+             and not exists (select 1 from runs r where r.session_id = s.id and (r.status <> 'ended') is true
+                               and not (s.status = 'parked' and r.status = 'queued'))
           returning s.id, s.tenant
         ), o as (
           insert into session_deletions (session_id, tenant) select id, tenant from d on conflict do nothing

@@ -6,20 +6,14 @@
  */
 import type { Database } from "../db/client.js";
 import type { RunRow, SessionRow } from "../db/schema.js";
-import { resumePointOfTail, wellFormedBeforeTail } from "../history-tail.js";
 import type { Message, StoredMessage } from "../messages.js";
 import type { UsageTotals } from "../prices.js";
-import { type ResumePoint, type ResumePointJson, resumePoint, toResumePointJson } from "../resume-point.js";
+import type { ResumePoint, ResumePointJson } from "../resume-point.js";
 import { hasQueuedRuns } from "./active-sessions.js";
 import { bytesAfter } from "./history-bytes.js";
-import {
-  hasUnendedRun,
-  readHistory,
-  readHistoryPage,
-  readShapeAndLastSeq,
-  readShapeTail,
-} from "./history-reads.js";
+import { readHistory, readHistoryPage } from "./history-reads.js";
 import { appendImportedPage } from "./imported-pages.js";
+import { historyPoint, sessionResumePoint } from "./resume-points.js";
 import { json, type RawRun, type RawSession, runFromRaw, sessionFromRaw } from "./rows.js";
 import {
   createRun,
@@ -38,12 +32,7 @@ import {
   type SessionListPage,
 } from "./session-list.js";
 import { usageOfSession } from "./session-usage.js";
-import {
-  hasWaitingInputOnly,
-  parkedReasonOf,
-  startWaitingInput,
-  WAITING_INPUT_POINT,
-} from "./waiting-input.js";
+import { parkedReasonOf, startWaitingInput } from "./waiting-input.js";
 
 export type { NewRun, QueueRunOptions, RunLimits } from "./run-queueing.js";
 export type { BatchTarget, NewSession } from "./session-creation.js";
@@ -133,36 +122,14 @@ export class SessionQueries {
     return readHistoryPage(this.database.sql, sessionId, afterSeq, limit, maxBytes);
   }
 
-  /**
-   * The session's resume point (contracts §2): `running` while a run of it is queued or running,
-   * else `resumePoint` of its history, read without the messages' texts (`historyPoint`). A
-   * message waiting on a parked session (waiting-input.ts) is no one's work: a resume starts
-   * it, and the model then answers it (`call_model`), unless the history is malformed.
-   */
-  async resumePoint(sessionId: string, tenant?: string): Promise<ResumePointJson> {
-    if (await hasUnendedRun(this.database.sql, sessionId, tenant)) {
-      if (!(await hasWaitingInputOnly(this.database.sql, sessionId)))
-        return { resumable: false, reason: "running" };
-      const { point } = await this.historyPoint(sessionId);
-      if (!point.resumable && point.reason === "malformed") return toResumePointJson(point);
-      return toResumePointJson(WAITING_INPUT_POINT);
-    }
-    return toResumePointJson((await this.historyPoint(sessionId)).point);
+  /** The session's resume point (contracts §2): `sessionResumePoint` (resume-points.ts). */
+  resumePoint(sessionId: string, tenant?: string): Promise<ResumePointJson> {
+    return sessionResumePoint(this.database.sql, sessionId, tenant);
   }
 
-  /**
-   * `resumePoint` of the stored history, read without its texts (readShapeTail: its tail alone
-   * when the stored tail state says the rest is well formed, else readShapeAndLastSeq), and the
-   * highest seq stored: what an explicit resume decides on, whatever the history's size.
-   */
-  async historyPoint(sessionId: string): Promise<{ point: ResumePoint; lastSeq: number }> {
-    // The tail (from the last assistant message) decides when the rest is known well formed;
-    // else (a malformed history, whose detail names where) the whole shape is read.
-    const tail = await readShapeTail(this.database.sql, sessionId);
-    if (wellFormedBeforeTail(tail.tailState, tail.lastSeq))
-      return { point: resumePointOfTail(tail.shape, tail.start), lastSeq: tail.lastSeq };
-    const { shape, lastSeq } = await readShapeAndLastSeq(this.database.sql, sessionId);
-    return { point: resumePoint(shape), lastSeq };
+  /** `historyPoint` (resume-points.ts): the stored history's resume point and highest seq. */
+  historyPoint(sessionId: string): Promise<{ point: ResumePoint; lastSeq: number }> {
+    return historyPoint(this.database.sql, sessionId);
   }
 
   /** Continues an imported history with a page (imported-pages.ts), to at most `maxHistoryBytes`. */

@@ -85,7 +85,10 @@ describe("a batch's results read with ?after= while parts are appended", () => {
 
     // API A's append, held before it takes the batch's row.
     const url = new URL(fleet.config.databaseUrl);
-    const proxy = await holdingProxy(Number(url.port || 5432), "select open, session_events from batches");
+    const proxy = await holdingProxy(
+      Number(url.port || 5432),
+      "select open, session_events, cancelled_at is not null as cancelled from batches",
+    );
     url.port = String(proxy.port);
     const apiA = await startApi(
       { ...fleet.config, databaseUrl: url.toString(), logLevel: "silent" },

@@ -4,21 +4,13 @@
  * The sweeper reads the job's `processedBy`, sees that worker is gone, and enqueues the
  * run again; the run completes long before BullMQ's own stalled check would return it.
  */
-import { type Queue, Worker } from "bullmq";
+import type { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAgentConfig } from "../src/shared/agent-config.js";
-import { loadConfig } from "../src/shared/config.js";
-import { SessionLease } from "../src/shared/lease.js";
-import { createMetrics } from "../src/shared/metrics.js";
 import { QUEUES, RunQueues } from "../src/shared/queues.js";
-import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
-import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { SweepQueries } from "../src/sweeper/sweep-queries.js";
-import { Sweeper } from "../src/sweeper/sweeper.js";
-import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
-
-const silent = { info() {}, warn() {}, debug() {} };
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { ghostClaim, testSweeper } from "./support/ghost-claims.js";
 
 describe("jobs claimed by a worker that died before starting them", () => {
   let fleet: FleetEnv;
@@ -44,40 +36,13 @@ describe("jobs claimed by a worker that died before starting them", () => {
 
     // A "worker" named ghost claims the job and never starts the run; it has no liveness
     // connection, exactly like a process that was SIGKILLed right after claiming.
-    let claimed = false;
-    const ghost = new Worker(
-      QUEUES.runs.name,
-      async () => {
-        claimed = true;
-        await new Promise(() => {});
-      },
-      {
-        connection: fleet.redis.duplicate({ maxRetriesPerRequest: null }),
-        prefix: fleet.config.prefix,
-        name: "ghost",
-      },
-    );
-    await waitFor(() => claimed, 10_000, "the ghost to claim the job");
+    const ghost = await ghostClaim(fleet, QUEUES.runs.name);
     const jobId = QUEUES.runs.jobId({ sessionId: id, runId: run.id });
     expect(await (await queue.getJob(jobId))?.getState()).toBe("active");
     expect((await queue.getJob(jobId))?.processedBy).toBe("ghost");
     await ghost.close(true);
 
-    const config = loadConfig(fleet.env);
-    const sweeper = new Sweeper(
-      {
-        prefix: config.prefix,
-        redis: fleet.redis,
-        lease: new SessionLease(fleet.redis, config.prefix, config.leaseTtlMs),
-        queries,
-        sweeps: new SweepQueries(fleet.database),
-        queues,
-        metrics: createMetrics("sweeper-test"),
-        resumes: new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, createMetrics("resumes-test")),
-        log: silent,
-      },
-      { confirmDeathMs: 100 },
-    );
+    const sweeper = testSweeper(fleet, queues, { queries });
     expect(await sweeper.sweepDeadClaims()).toBe(0); // first sight of the missing worker
     await new Promise((r) => setTimeout(r, 150));
     expect(await sweeper.sweepDeadClaims()).toBe(1);

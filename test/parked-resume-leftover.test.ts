@@ -10,25 +10,19 @@
  * a new message ran that resume first, at the point it could not get past. Now the parking
  * ends it (`crashed`, never started), counted, with its RUN_COMPLETED.
  */
-import { type Queue, Worker } from "bullmq";
+import type { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
-import { loadConfig } from "../src/shared/config.js";
-import { SessionLease } from "../src/shared/lease.js";
 import { createMetrics } from "../src/shared/metrics.js";
 import { QUEUES, RunQueues } from "../src/shared/queues.js";
 import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
 import { roleEventWriter } from "../src/shared/role-start.js";
 import { countActiveSessions } from "../src/shared/store/active-sessions.js";
 import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
-import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { SweepQueries } from "../src/sweeper/sweep-queries.js";
-import { Sweeper } from "../src/sweeper/sweeper.js";
-import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { ghostClaim, testSweeper } from "./support/ghost-claims.js";
 import { storedEvents } from "./support/lost-cancel.js";
 import { sampleValue } from "./support/metric-samples.js";
-
-const silent = { info() {}, warn() {}, debug() {} };
 
 describe("the last automatic resume claimed by a worker that died before starting it", () => {
   let fleet: FleetEnv;
@@ -65,36 +59,9 @@ describe("the last automatic resume claimed by a worker that died before startin
     await queues.enqueue("resume", { sessionId: id, runId });
 
     // A "worker" named ghost claims the job and never starts the run, as one SIGKILLed right after.
-    let claimed = false;
-    const ghost = new Worker(
-      QUEUES.resumes.name,
-      async () => {
-        claimed = true;
-        await new Promise(() => {});
-      },
-      {
-        connection: fleet.redis.duplicate({ maxRetriesPerRequest: null }),
-        prefix: fleet.config.prefix,
-        name: "ghost",
-      },
-    );
-    await waitFor(() => claimed, 10_000, "the ghost to claim the job");
+    const ghost = await ghostClaim(fleet, QUEUES.resumes.name);
     await ghost.close(true);
-    const config = loadConfig(fleet.env);
-    const sweeper = new Sweeper(
-      {
-        prefix: config.prefix,
-        redis: fleet.redis,
-        lease: new SessionLease(fleet.redis, config.prefix, config.leaseTtlMs),
-        queries: new SessionQueries(fleet.database),
-        sweeps: new SweepQueries(fleet.database),
-        queues,
-        metrics,
-        resumes,
-        log: silent,
-      },
-      { confirmDeathMs: 100 },
-    );
+    const sweeper = testSweeper(fleet, queues, { metrics, resumes });
     expect(await sweeper.sweepDeadClaims()).toBe(0); // first sight of the missing worker
     await new Promise((r) => setTimeout(r, 150));
     expect(await sweeper.sweepDeadClaims()).toBe(0); // the limit is reached: parked, not re-added

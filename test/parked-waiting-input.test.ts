@@ -15,21 +15,15 @@
 import { Queue, Worker } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient } from "../src/producer/client.js";
-import { loadConfig } from "../src/shared/config.js";
-import { SessionLease } from "../src/shared/lease.js";
 import { createMetrics } from "../src/shared/metrics.js";
 import { QUEUES, RunQueues } from "../src/shared/queues.js";
 import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
 import { countActiveSessions } from "../src/shared/store/active-sessions.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
-import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { DataDeletion } from "../src/shared/store/data-deletion.js";
-import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { SweepQueries } from "../src/sweeper/sweep-queries.js";
-import { Sweeper } from "../src/sweeper/sweeper.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { ghostClaim, testSweeper } from "./support/ghost-claims.js";
 
-const silent = { info() {}, warn() {}, debug() {} };
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 
 describe("a message waiting to start on a session parked when its retries ran out", () => {
@@ -72,21 +66,7 @@ describe("a message waiting to start on a session parked when its retries ran ou
     );
     await done.close();
     const metrics = createMetrics("sweeper-test");
-    const config = loadConfig(fleet.env);
-    const sweeper = new Sweeper(
-      {
-        prefix: config.prefix,
-        redis: fleet.redis,
-        lease: new SessionLease(fleet.redis, config.prefix, config.leaseTtlMs),
-        queries: new SessionQueries(fleet.database),
-        sweeps: new SweepQueries(fleet.database),
-        queues,
-        metrics,
-        resumes: new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, metrics),
-        log: silent,
-      },
-      { confirmDeathMs: 100 },
-    );
+    const sweeper = testSweeper(fleet, queues, { metrics });
     expect(await sweeper.sweepOrphanedRuns(0)).toBe(0); // past the limit: parked, not re-added
     expect((await client.getSession(id)).status).toBe("parked");
     expect(await client.resumePoint(id)).toMatchObject({ resumable: true, kind: "call_model" });
@@ -114,37 +94,10 @@ describe("a message waiting to start on a session parked when its retries ran ou
     const { runId } = await client.send(id, "the user's new message");
 
     // A "worker" named ghost claims the message's job and never starts its run, as one SIGKILLed right after.
-    let claimed = false;
-    const ghost = new Worker(
-      QUEUES.runs.name,
-      async () => {
-        claimed = true;
-        await new Promise(() => {});
-      },
-      {
-        connection: fleet.redis.duplicate({ maxRetriesPerRequest: null }),
-        prefix: fleet.config.prefix,
-        name: "ghost",
-      },
-    );
-    await waitFor(() => claimed, 10_000, "the ghost to claim the job");
+    const ghost = await ghostClaim(fleet, QUEUES.runs.name);
     await ghost.close(true);
-    const config = loadConfig(fleet.env);
     const metrics = createMetrics("sweeper-test");
-    const sweeper = new Sweeper(
-      {
-        prefix: config.prefix,
-        redis: fleet.redis,
-        lease: new SessionLease(fleet.redis, config.prefix, config.leaseTtlMs),
-        queries: new SessionQueries(fleet.database),
-        sweeps: new SweepQueries(fleet.database),
-        queues,
-        metrics,
-        resumes: new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, metrics),
-        log: silent,
-      },
-      { confirmDeathMs: 100 },
-    );
+    const sweeper = testSweeper(fleet, queues, { metrics });
     expect(await sweeper.sweepDeadClaims()).toBe(0); // first sight of the missing worker
     await new Promise((r) => setTimeout(r, 150));
     expect(await sweeper.sweepDeadClaims()).toBe(0); // the limit is reached: parked, not re-added

@@ -42,6 +42,16 @@ describe("a claim that finds a cancelled session's run left running", () => {
       await waitFor(async () => (await runStatus()).status === "ended", 20_000, "the run ended");
       expect(await runStatus()).toEqual({ status: "ended", ended_reason: "cancelled" });
 
+      // The claim's count and end event follow its commit (the worker makes them once the claim
+      // answered, the count first): the end event is waited for, then both are read.
+      const runEnds = async () =>
+        (await fleet.redis.xrange(eventStreamKey(fleet.config.prefix, sessionId), "-", "+"))
+          .map(([, fields]) => JSON.parse(fields[fields.indexOf("data") + 1]!) as Record<string, unknown>)
+          .filter((event) => event.type === "RUN_COMPLETED")
+          .map((event) => `${event.runId} ${event.outcome}`);
+      await waitFor(async () => (await runEnds()).length > 0, 20_000, "the run's end event");
+      expect(await runEnds()).toEqual([`${runId} cancelled`]);
+
       const metrics = await (await fetch(`http://127.0.0.1:${readyInfo(worker).metricsPort}/metrics`)).text();
       const counted = (outcome: string) =>
         sampleValue(metrics, "fleet_runs_total", { kind: "run", outcome, role: "worker" });
@@ -49,13 +59,6 @@ describe("a claim that finds a cancelled session's run left running", () => {
         cancelled: 1,
         crashed: 0,
       });
-
-      const entries = await fleet.redis.xrange(eventStreamKey(fleet.config.prefix, sessionId), "-", "+");
-      const ends = entries
-        .map(([, fields]) => JSON.parse(fields[fields.indexOf("data") + 1]!) as Record<string, unknown>)
-        .filter((event) => event.type === "RUN_COMPLETED")
-        .map((event) => `${event.runId} ${event.outcome}`);
-      expect(ends).toEqual([`${runId} cancelled`]);
 
       const { sql } = fleet.database;
       const [session] = await sql<{ status: string }[]>`select status from sessions where id = ${sessionId}`;

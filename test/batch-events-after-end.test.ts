@@ -9,17 +9,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { answeredEntries } from "./support/histories.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 /** Sessions whose history ends with a final answer: the batch has ended once it is created. */
-const ENDED = ["a", "b"].map((customId) => ({
-  agent: AGENT,
-  customId,
-  messages: [
-    { role: "user" as const, content: "hi" },
-    { role: "assistant" as const, content: `done ${customId}`, stopReason: "end_turn" },
-  ],
-}));
+const ENDED = answeredEntries(AGENT);
 
 describe("a batch's events resumed after BATCH_COMPLETED", () => {
   let fleet: FleetEnv;

@@ -9,16 +9,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { answeredEntries } from "./support/histories.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
-const ENDED = ["a", "b"].map((customId) => ({
-  agent: AGENT,
-  customId,
-  messages: [
-    { role: "user" as const, content: "hi" },
-    { role: "assistant" as const, content: `answer ${customId}`, stopReason: "end_turn" },
-  ],
-}));
+/** Sessions whose history ends with a final answer: the batch has ended once it is created. */
+const ENDED = answeredEntries(AGENT);
 
 describe("a batch's results of a session cancelled with an answer in its history", () => {
   let fleet: FleetEnv;

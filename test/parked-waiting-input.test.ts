@@ -21,6 +21,7 @@ import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
 import { countActiveSessions } from "../src/shared/store/active-sessions.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { DataDeletion } from "../src/shared/store/data-deletion.js";
+import { rankAfterCancel } from "./support/fair-cancel.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { ghostClaim, testSweeper } from "./support/ghost-claims.js";
 
@@ -154,17 +155,10 @@ describe("fair dispatch with a message waiting on a parked session", () => {
       await fleet.database.sql`
         update sessions set status = 'parked', parked_reason = 'attempts_exhausted: 5 automatic retries made no progress'
          where id = ${id}`;
-      // No worker: every run waits. Both tenants queue 30; then a cancels its batch.
-      const aBatch = await a.createBatch(
-        Array.from({ length: 30 }, (_, i) => ({ agent: AGENT, input: `a ${i}` })),
-      );
-      await b.createBatch(Array.from({ length: 30 }, (_, i) => ({ agent: AGENT, input: `b ${i}` })));
-      await a.cancelBatch(aBatch.id);
+      // No worker: every run waits. Both tenants queue 30; then a cancels its batch and queues one more.
       // a has nothing anyone will start: its next run goes near the head, not behind b's 30.
-      const { sessions } = await a.createBatch([{ agent: AGENT, input: "a again" }]);
-      const waiting = await queue.getJobs(["prioritized"], 0, -1, true);
-      const rank = waiting.findIndex((job) => job.data.runId === sessions[0]!.runId);
-      expect(waiting).toHaveLength(31);
+      const { waiting, rank } = await rankAfterCancel(a, b, queue, AGENT);
+      expect(waiting).toBe(31);
       expect(rank).toBeLessThanOrEqual(1);
       expect((await a.getRun(runId)).sessionParkedReason).toMatch(/^attempts_exhausted/);
     } finally {

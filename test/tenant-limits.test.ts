@@ -11,6 +11,7 @@ import { FleetApiError, FleetClient } from "../src/producer/client.js";
 import { FairDispatch } from "../src/producer/fair-dispatch.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { type Answer, readAnswer } from "./support/answer.js";
+import { rankAfterCancel } from "./support/fair-cancel.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { CRASH_HISTORY } from "./support/histories.js";
 
@@ -335,17 +336,10 @@ describe("fair dispatch", () => {
       const baseUrl = (await fleet.startApi()).api.url;
       const a = new FleetClient({ baseUrl, apiKey: (await keys.create("a")).key });
       const b = new FleetClient({ baseUrl, apiKey: (await keys.create("b")).key });
-      // No worker: every run waits. Both tenants queue 30; then a cancels its batch.
-      const aBatch = await a.createBatch(
-        Array.from({ length: 30 }, (_, i) => ({ agent: AGENT, input: `a ${i}` })),
-      );
-      await b.createBatch(Array.from({ length: 30 }, (_, i) => ({ agent: AGENT, input: `b ${i}` })));
-      await a.cancelBatch(aBatch.id);
+      // No worker: every run waits. Both tenants queue 30; then a cancels its batch and queues one more.
       // a has nothing waiting now: its next run goes near the head, not behind b's 30.
-      const { sessions } = await a.createBatch([{ agent: AGENT, input: "a again" }]);
-      const waiting = await queue.getJobs(["prioritized"], 0, -1, true);
-      const rank = waiting.findIndex((job) => job.data.runId === sessions[0]!.runId);
-      expect(waiting).toHaveLength(31);
+      const { waiting, rank } = await rankAfterCancel(a, b, queue, AGENT);
+      expect(waiting).toBe(31);
       expect(rank).toBeLessThanOrEqual(1);
     } finally {
       await queue.close();

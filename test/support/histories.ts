@@ -97,3 +97,18 @@ export function bigToolResult(seq: number, chars = 3_000): StoredMessage {
     success: true,
   } as StoredMessage;
 }
+
+/**
+ * Batch entries `a` and `b` whose histories end with a final answer (`answer a`, `answer b`):
+ * a batch of them has ended once it is created.
+ */
+export function answeredEntries<A>(agent: A) {
+  return ["a", "b"].map((customId) => ({
+    agent,
+    customId,
+    messages: [
+      { role: "user" as const, content: "hi" },
+      { role: "assistant" as const, content: `answer ${customId}`, stopReason: "end_turn" },
+    ],
+  }));
+}

@@ -327,8 +327,11 @@ describe("AutomaticResumes", () => {
     const id = await session(asked);
     const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "again" });
     for (let i = 1; i <= 3; i++)
-      expect(await resumes.countRetry(id, run.id)).toMatchObject({ action: "retry" });
-    expect(await resumes.countRetry(id, run.id)).toMatchObject({
+      expect(await resumes.countRetry(id, run.id, `job@${i}`)).toMatchObject({ action: "retry" });
+    // The same attempt asked again (its answer lost) is the same retry: counted once.
+    expect(await resumes.countRetry(id, run.id, "job@3")).toMatchObject({ action: "retry" });
+    expect((await row(id)).resume_attempts).toBe(3);
+    expect(await resumes.countRetry(id, run.id, "job@4")).toMatchObject({
       action: "park",
       reason: "attempts_exhausted",
     });
@@ -339,7 +342,7 @@ describe("AutomaticResumes", () => {
     const id = await session(asked);
     const { run } = await queries.createRun({ sessionId: id, kind: "run", trigger: "api", input: "again" });
     await fleet.database.sql`update runs set status = 'running', started_at = now() where id = ${run.id}`;
-    expect(await resumes.countRetry(id, run.id)).toEqual({ action: "none" });
+    expect(await resumes.countRetry(id, run.id, "job@1")).toEqual({ action: "none" });
     expect((await row(id)).resume_attempts).toBe(0);
   });
 

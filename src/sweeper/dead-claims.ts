@@ -69,7 +69,7 @@ export class DeadClaims {
           // The stale job stays `active` until BullMQ's stalled check: count it once.
           const retryId = `${job.id}-after-${owner}`;
           if (await this.deps.queues.getJob(name, retryId)) return false;
-          const counted = await this.deps.resumes.countRetry(payload.sessionId, payload.runId);
+          const counted = await this.deps.resumes.countRetry(payload.sessionId, payload.runId, retryId);
           if (counted.action !== "retry") return false;
           await this.deps.queues.enqueue(name, payload, { jobId: retryId, delayMs: counted.delayMs });
           this.deps.log.info(

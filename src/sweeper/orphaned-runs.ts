@@ -77,7 +77,10 @@ export class OrphanedRuns {
   private async retry(run: QueuedRun, name: JobName, jobId: string): Promise<boolean> {
     const [state] = await this.deps.queues.jobStates(name, [jobId]);
     if (state !== "finished") return false;
-    const counted = await this.deps.resumes.countRetry(run.session_id, run.id);
+    // The attempt is this finished job (the one added again has a time of its own): a count
+    // whose answer was lost finds it still here, counted already, at the next scan.
+    const job = await this.deps.queues.getJob(name, jobId);
+    const counted = await this.deps.resumes.countRetry(run.session_id, run.id, `${jobId}@${job?.timestamp}`);
     if (counted.action === "none") return false;
     if (counted.action === "park") {
       this.deps.log.warn(
@@ -87,7 +90,7 @@ export class OrphanedRuns {
       return false;
     }
     const { delayMs } = counted;
-    await (await this.deps.queues.getJob(name, jobId))?.remove().catch(() => {});
+    await job?.remove().catch(() => {});
     await this.deps.queues.enqueue(name, { sessionId: run.session_id, runId: run.id }, { delayMs });
     this.deps.log.info({ runId: run.id, state, delayMs }, "queued run re-enqueued");
     return true;

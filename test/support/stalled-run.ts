@@ -7,6 +7,7 @@
 import { randomUUID } from "node:crypto";
 import pino from "pino";
 import { parseAgentConfig } from "../../src/shared/agent-config.js";
+import type { Database } from "../../src/shared/db/client.js";
 import { SessionLease } from "../../src/shared/lease.js";
 import { createMetrics, type FleetMetrics } from "../../src/shared/metrics.js";
 import { QUEUES, type RunQueues } from "../../src/shared/queues.js";
@@ -35,6 +36,8 @@ export function sweeperOf(
     policy?: Partial<ResumePolicy>;
     metrics?: FleetMetrics;
     runEnded?: SweeperDeps["runEnded"];
+    /** Where its automatic resumes and counted retries are written (the fleet's database by default). */
+    resumesDatabase?: Database;
   } = {},
 ): Sweeper {
   const metrics = options.metrics ?? createMetrics("sweeper-test");
@@ -46,7 +49,11 @@ export function sweeperOf(
     sweeps: new SweepQueries(fleet.database),
     queues,
     metrics,
-    resumes: new AutomaticResumes(fleet.database, { ...DEFAULT_RESUME_POLICY, ...options.policy }, metrics),
+    resumes: new AutomaticResumes(
+      options.resumesDatabase ?? fleet.database,
+      { ...DEFAULT_RESUME_POLICY, ...options.policy },
+      metrics,
+    ),
     log: pino({ level: "silent" }),
     now: options.now,
     ...(options.runEnded ? { runEnded: options.runEnded } : {}),

@@ -58,6 +58,12 @@ export const runs = pgTable(
      */
     lastSignAt: timestamp("last_sign_at", { withTimezone: true }),
     jobId: text("job_id"),
+    /**
+     * The attempt of a queued run's job whose re-adding was last counted against its session's
+     * retries (AutomaticResumes.countRetry): the finished job or the dead claim it replaces. The
+     * same attempt counted again (an answer lost after the commit) changes nothing.
+     */
+    retryKey: text("retry_key"),
     usage: jsonb("usage").$type<Usage>(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     /**

@@ -218,15 +218,32 @@ export class AutomaticResumes {
    * resume with a model refused 409, one of its tenant's active sessions) and ran first,
    * at the point it could not get past, when a new message came.
    */
-  async countRetry(sessionId: string, runId: string): Promise<Retried | { action: "none" }> {
+  async countRetry(
+    sessionId: string,
+    runId: string,
+    /**
+     * The attempt being retried (the finished job, the dead claim), stored on the run with the
+     * count: the same attempt asked again — its count committed but its answer was lost — is
+     * the same retry, not counted twice (test/retry-counted-once.test.ts).
+     */
+    attemptKey: string,
+  ): Promise<Retried | { action: "none" }> {
     const result = await this.database.sql.begin(async (tx): Promise<Retried | { action: "none" }> => {
       const stand = await readStand(tx, sessionId);
       if (stand?.session.status !== "active") return { action: "none" };
       // Under the session's lock, which a worker's claim also takes before it starts a run: a
       // run that started since the caller looked needs no retry, and none is counted.
-      const queued = await tx`select 1 from runs where id = ${runId} and (status = 'queued') is true`;
-      if (queued.length === 0) return { action: "none" };
+      const [queued] = await tx<{ retry_key: string | null }[]>`
+        select retry_key from runs where id = ${runId} and (status = 'queued') is true`;
+      if (!queued) return { action: "none" };
       const { session: s, mark } = stand;
+      if (queued.retry_key === attemptKey) {
+        // Counted already: its job waits until the attempt's start, as it would have.
+        const startsAt = s.next_resume_at
+          ? new Date(s.next_resume_at).getTime() - resumeBackoffMs(this.policy, s.resume_attempts)
+          : 0;
+        return { action: "retry", delayMs: Math.max(0, startsAt - new Date(s.db_now).getTime()) };
+      }
       const attempts = stand.progressed ? 0 : s.resume_attempts;
       if (attempts >= this.policy.maxAttempts) {
         const detail = `${attempts} automatic retries made no progress; the last run ended ${s.last_outcome ?? "before it started"}`;
@@ -248,6 +265,7 @@ export class AutomaticResumes {
                next_resume_at = ${new Date(runAt.getTime() + resumeBackoffMs(this.policy, attempt)).toISOString()},
                updated_at = now()
          where id = ${sessionId}`;
+      await tx`update runs set retry_key = ${attemptKey} where id = ${runId}`;
       return { action: "retry", delayMs: Math.max(0, runAt.getTime() - now) };
     });
     if (result.action === "park") {

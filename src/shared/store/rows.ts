@@ -118,6 +118,8 @@ export type RawRun = {
   worker_id: string | null;
   last_sign_at: string | null;
   job_id: string | null;
+  /** Absent on runs read before migration 0027. */
+  retry_key?: string | null;
   usage: RunRow["usage"];
   created_at: string;
   /** Absent in rows read before the column existed (migration 0021). */
@@ -263,6 +265,7 @@ export function runFromRaw(raw: RawRun): RunRow {
     workerId: raw.worker_id,
     lastSignAt: date(raw.last_sign_at),
     jobId: raw.job_id,
+    retryKey: raw.retry_key ?? null,
     usage: raw.usage,
     createdAt: new Date(raw.created_at),
     queueSeq: Number(raw.queue_seq ?? 0),

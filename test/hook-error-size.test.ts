@@ -9,8 +9,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
+import { MAX_ERROR_CHARS } from "../src/shared/failure-text.js";
 import { defineExtension } from "../src/worker/extensions.js";
-import { MAX_ERROR_CHARS } from "../src/worker/models/provider.js";
 import { type RunningWorker, startWorker } from "../src/worker/worker.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 

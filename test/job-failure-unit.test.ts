@@ -4,8 +4,8 @@
  * answer. The statement's own fence is test/job-failure-recorded.test.ts's.
  */
 import { describe, expect, it } from "vitest";
-import { FAILURE_WRITE_MS, jobFailureText, recordJobFailure } from "../src/worker/job-failure.js";
-import { MAX_ERROR_CHARS } from "../src/worker/models/provider.js";
+import { jobFailureText, MAX_ERROR_CHARS } from "../src/shared/failure-text.js";
+import { FAILURE_WRITE_MS, recordJobFailure } from "../src/worker/job-failure.js";
 
 const fence = { sessionId: "s", epoch: 3 };
 const held = { isValid: () => true };

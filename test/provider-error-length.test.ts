@@ -8,9 +8,10 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MAX_ERROR_CHARS } from "../src/shared/failure-text.js";
 import { AnthropicModel } from "../src/worker/models/anthropic.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
-import { MAX_ERROR_CHARS, type ModelProvider, ProviderError } from "../src/worker/models/provider.js";
+import { type ModelProvider, ProviderError } from "../src/worker/models/provider.js";
 
 const BODY = JSON.stringify({ error: { type: "invalid_request_error", message: "E".repeat(8 << 20) } });
 

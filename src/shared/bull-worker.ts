@@ -7,9 +7,37 @@
  * connection that had not connected before Redis went on reconnecting: either kept a program
  * that embeds the worker or the sweeper alive for a minute or more
  * (test/worker-stop-redis-away.test.ts, test/sweeper-stop-redis-away.test.ts).
+ *
+ * And what a job's processor throws reaches BullMQ as `queueFailure` makes it: BullMQ keeps a
+ * failed attempt's message (`failedReason`) and stack (`stacktrace`) on the job's hash in Redis
+ * for as long as the job is kept (a failed one: a week), where a key, a prompt or a tool's
+ * output the fault quoted stayed readable (test/job-failure-redis.test.ts).
  */
-import type { Processor, Worker, WorkerOptions } from "bullmq";
+import type { Job, Processor, Worker, WorkerOptions } from "bullmq";
 import { bullmq } from "./cjs-packages.js";
+import { jobFailureText } from "./failure-text.js";
+
+/** Errors BullMQ reads as a word about the job (moved, not failed): passed on as they are. */
+const JOB_MOVES: ReadonlySet<string> = new Set([
+  "DelayedError",
+  "WaitingError",
+  "WaitingChildrenError",
+  "RateLimitError",
+]);
+
+/**
+ * What BullMQ is handed for `error` thrown by a processor (pure): an error of the same name
+ * (BullMQ and the workers' "failed" handlers read it: UnrecoverableError, WebhookRecordError)
+ * whose message is the text a run's `error` gets (its secrets scrubbed, clipped) and with no
+ * stack, so BullMQ stores none.
+ */
+export function queueFailure(error: unknown, env: Readonly<Record<string, string | undefined>>): unknown {
+  if (error instanceof Error && JOB_MOVES.has(error.name)) return error;
+  const failure = new Error(jobFailureText(error, env));
+  if (error instanceof Error) failure.name = error.name;
+  failure.stack = "";
+  return failure;
+}
 
 export type BullWorker = Worker & {
   /**
@@ -35,5 +63,14 @@ export function newBullWorker(name: string, processor: Processor, opts: WorkerOp
       this.backend.close(true).catch(() => {});
     }
   };
-  return new FleetWorker(name, processor, opts);
+  const failingClean = async (job: Job, token?: string, signal?: AbortSignal) => {
+    try {
+      return await processor(job, token, signal);
+    } catch (error) {
+      throw queueFailure(error, process.env);
+    }
+  };
+  // BullMQ hands a signal only to a processor that declares one (its `length`): as before.
+  Object.defineProperty(failingClean, "length", { value: processor.length });
+  return new FleetWorker(name, failingClean, opts);
 }

@@ -1,6 +1,7 @@
 /** How an extension hook's failure is logged (pure): hook-runner.ts. */
+
+import { clippedError, MAX_ERROR_CHARS } from "../shared/failure-text.js";
 import { thrownText } from "../shared/thrown-text.js";
-import { clippedError, MAX_ERROR_CHARS } from "./models/provider.js";
 
 /**
  * What a hook threw, as logged: itself, or with its message and stack clipped like a

@@ -3,6 +3,7 @@
  * load order, each within FLEET_HOOK_TIMEOUT_MS, a failure logged and counted.
  */
 import type { Logger } from "pino";
+import { clippedError } from "../shared/failure-text.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { thrownText } from "../shared/thrown-text.js";
 import type {
@@ -15,7 +16,6 @@ import type {
 } from "./extensions.js";
 import { loggable } from "./hook-errors.js";
 import { frozenCopy, ownCopy } from "./hook-views.js";
-import { clippedError } from "./models/provider.js";
 import { MAX_TIMER_MS } from "./tools/time-limit.js";
 
 /**

@@ -8,25 +8,13 @@
  * the run, its end or its resume changes, and a job that cannot write it (its lease lost,
  * Postgres away) leaves the run as before.
  */
-import { scrubSecrets, secretValuesFromEnv } from "../shared/scrub-secrets.js";
+import { jobFailureText } from "../shared/failure-text.js";
 import type { Fence, FencedWrites } from "../shared/store/fenced-writes.js";
-import { thrownText } from "../shared/thrown-text.js";
 import { isServiceUnavailable } from "../shared/unavailable.js";
 import type { LeaseGuard } from "./lease-guard.js";
-import { clippedError } from "./models/provider.js";
 
 /** How long a failed job waits for its run's error to be written before it fails all the same. */
 export const FAILURE_WRITE_MS = 2_000;
-
-/**
- * The text a run's `error` gets for the fault its job failed on (pure): its message alone (no
- * stack), secrets scrubbed as a provider's error is, clipped like one.
- */
-export function jobFailureText(error: unknown, env: Readonly<Record<string, string | undefined>>): string {
-  const message = thrownText(error).trim();
-  const text = message !== "" ? message : error instanceof Error ? error.name : "(no message)";
-  return clippedError(scrubSecrets(text, secretValuesFromEnv(env)));
-}
 
 /**
  * Writes `error`'s text on the run `runId` when the job still holds its lease (`guard`, from

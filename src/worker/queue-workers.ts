@@ -13,7 +13,6 @@ import { isConnectionError } from "../shared/redis-outage.js";
 import type { RefusalLog } from "../shared/unavailable.js";
 import { eventsChannel } from "../shared/worker-signals.js";
 import { defaultFetchers, fetcherSlots } from "./fetchers.js";
-import { jobFailureText } from "./job-failure.js";
 import type { jobProcessor } from "./job-processor.js";
 import { logWorkerError } from "./worker-errors.js";
 
@@ -67,8 +66,9 @@ export async function startQueueWorkers(deps: QueueWorkersDeps): Promise<BullWor
         .catch(() => {});
     worker.on("stalled", (jobId) => void wakeSweeper("job_stalled", jobId));
     worker.on("failed", (job, error) => {
-      // As the run's error says it (job-failure.ts): a key it quotes scrubbed, a long one clipped.
-      if (job) log.warn({ jobId: job.id, err: jobFailureText(error, process.env) }, "job failed");
+      // As the run's error says it: what the processor threw reaches BullMQ, and here, with a
+      // key it quotes scrubbed and a long one clipped (bull-worker.ts `queueFailure`).
+      if (job) log.warn({ jobId: job.id, err: error.message }, "job failed");
       void wakeSweeper("job_failed", job?.id);
     });
     return worker;

@@ -3,6 +3,7 @@
  * deltas, complete tool calls, a final stop reason with usage) and honours an AbortSignal.
  * A stream that ends without `done` broke: the runtime records it as `interrupted`.
  */
+import { clippedError } from "../../shared/failure-text.js";
 import type { Message, ProviderState, ToolCall, Usage } from "../../shared/messages.js";
 import type { ModelPrice } from "../../shared/prices.js";
 
@@ -131,21 +132,6 @@ export class ProviderError extends Error {
 
 /** What a provider adds to its errors besides the message: a hint to wait, a status, a type. */
 export type ProviderErrorExtra = { retryAfterMs?: number; status?: number; type?: string };
-
-/**
- * The most of a provider's error message kept. The SDKs quote the answer's body whole: an
- * error page of 8 MB (a proxy's, a server's dump) became an 8 MB run error, log line and
- * `provider_rejected: …` parked reason, at every attempt.
- */
-export const MAX_ERROR_CHARS = 2_000;
-
-/** `text` cut at MAX_ERROR_CHARS (never inside a surrogate pair), saying how long it was. */
-export function clippedError(text: string): string {
-  if (text.length <= MAX_ERROR_CHARS) return text;
-  const high = text.charCodeAt(MAX_ERROR_CHARS - 1);
-  const end = high >= 0xd800 && high <= 0xdbff ? MAX_ERROR_CHARS - 1 : MAX_ERROR_CHARS;
-  return `${text.slice(0, end)}… (${text.length} characters in all)`;
-}
 
 /** A ProviderError with the message scrubbed (`redact`), then clipped, and the provider's `info` merged in. */
 export function providerError(

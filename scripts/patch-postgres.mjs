@@ -1,4 +1,4 @@
-// postinstall: six small patches to postgres.js 3.4.x, in both its builds (src/ for import,
+// postinstall: seven small patches to postgres.js 3.4.x, in both its builds (src/ for import,
 // cjs/ for require). Idempotent (each carries a mark); a file that does not look as expected
 // (another version of postgres.js) is left as it is, with a warning. npm 11 runs a
 // dependency's install scripts only once approved, so `fleet` also applies what is missing
@@ -45,6 +45,17 @@
 //    keeps the buffer it is given (every caller's is new or a constant, never changed after).
 //    Measured (docs/performance.md): a 16 MiB insert's client CPU ~75 ms instead of
 //    ~120-150 ms; dropping only the Buffer.from bought nothing measurable.
+// 7. A connection that the server closes cleanly during its start-up (TCP accepted, then a FIN
+//    before any answer: a proxy or load balancer with no Postgres behind it, PgBouncer
+//    restarting) fails the statement it was opened for, and those waiting in the pool for a
+//    connection, with CONNECTION_CLOSED, and counts as a failed connect (the next waits the
+//    backoff). postgres.js connected again at once, for ever: the statement never settled,
+//    and its connect_timeout, restarted at each attempt, never fired (porsager/postgres#1193;
+//    the fix upstream, #1214, is an open pull request). A running role whose Postgres went
+//    behind such a proxy had its statements hang and made thousands of connections a
+//    second, one core busy; the start-up checks were bounded already (preflight.ts
+//    `answeredWithin`). A close that postgres.js made itself (`terminated`: a host that is
+//    not the `target_session_attrs` asked for) still goes on to the next host.
 import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
@@ -59,6 +70,9 @@ const CLOSED_SETTLE =
 const QUEUED_MARK = "agent-fleet: fail the statements waiting for a connection after a silence";
 const FORGET_MARK = "agent-fleet: nothing is in flight on a closed connection";
 const CLOSED_TIME = "    closedTime = performance.now()\n";
+const STARTUP_CLOSE_MARK = "agent-fleet: a clean close during start-up fails its statements";
+const STARTUP_CLOSE =
+  "    socket.removeAllListeners()\n    socket = null\n\n    if (initial)\n      return reconnect()\n";
 const SPECIES = "  static get [Symbol.species]() {\n    return Promise\n  }\n";
 const UNCOPIED_MARK = "agent-fleet: a statement's message is sent as built";
 const PREPARED = `  function prepared(q) {
@@ -136,6 +150,30 @@ export const patches = [
     files: ["src/connection.js", "cjs/src/connection.js"],
     mark: FORGET_MARK,
     edits: [[CLOSED_TIME, `    query = null // ${FORGET_MARK}\n    ended && terminate()\n${CLOSED_TIME}`]],
+  },
+  {
+    name: "fail the statements of a connection closed during its start-up",
+    files: ["src/connection.js", "cjs/src/connection.js"],
+    mark: STARTUP_CLOSE_MARK,
+    edits: [
+      [
+        STARTUP_CLOSE,
+        `    socket.removeAllListeners()
+    socket = null
+
+    if (initial && !hadError && !terminated) { // ${STARTUP_CLOSE_MARK}
+      const lost = Errors.connection('CONNECTION_CLOSED', options)
+      lost.message += ' (closed during start-up, before any answer from Postgres)'
+      connection.failedBy = lost
+      queryError(initial, lost)
+      initial = null
+      hadError = true
+    }
+    if (initial)
+      return reconnect()
+`,
+      ],
+    ],
   },
   {
     name: "send a statement's message as built",

@@ -113,6 +113,8 @@ describe("postgres.js patches", () => {
         /query = null \/\/ agent-fleet: nothing is in flight on a closed connection\n {4}ended && terminate\(\)\n {4}closedTime/,
       );
       expect(text.match(/agent-fleet: a statement's message is sent as built/g)).toHaveLength(1);
+      expect(text.match(/agent-fleet: a clean close during start-up fails its statements/g)).toHaveLength(1);
+      expect(text).toMatch(/if \(initial && !hadError && !terminated\) \{ \/\/ agent-fleet/);
       expect(text).not.toContain(": Buffer.from(x)");
     }
     for (const text of before.slice(4)) {

@@ -4,6 +4,12 @@
  * - a statement given to a connection between its error and its close (a retry in the failed
  *   statement's `catch`) fails too, instead of waiting unsent until another statement makes
  *   the connection connect again (scripts/patch-postgres.mjs, patch 3);
+ * - a server that closes each connection at once (a proxy or load balancer with no Postgres
+ *   behind it, PgBouncer restarting) fails the statement that asked for the connection, and
+ *   those waiting in the pool, with CONNECTION_CLOSED, and is tried again after the backoff
+ *   (scripts/patch-postgres.mjs, patch 7). postgres.js connected again at once, for ever,
+ *   and the statements waited as long (porsager/postgres#1193): thousands of connections a
+ *   second, watched sockets (silenceMs) or not;
  * - after many failed connects, the next one is tried within a second, not after postgres.js's
  *   own backoff (up to 20 s, during which a statement waits: an API request was answered 503
  *   after 11 s, and the first after the outage after 1.3-2.6 s; the unit test checks the bound);
@@ -63,6 +69,45 @@ describe("a pool while Postgres is cut off", () => {
       await database.close();
     }
   }, 30_000);
+
+  for (const silenceMs of [0, 3_000])
+    it(`fails the statements when each connection is closed at once, without a reconnect loop, and goes on once Postgres is back (silenceMs ${silenceMs})`, async () => {
+      const database = openDatabase(proxy.urlFor(ADMIN_URL), { max: 2, silenceMs });
+      try {
+        await database.sql`select 1`;
+        proxy.closeEach();
+        const before = proxy.connects();
+        // Four statements on two connections: two wait in the pool for one.
+        const outcomes = await Promise.all(
+          [1, 2, 3, 4].map((n) =>
+            Promise.race([
+              database.sql`select ${n}::int as n`.then(
+                () => "answered",
+                (e: unknown) =>
+                  isServiceUnavailable(e) ? `unavailable: ${(e as Error).message}` : `failed: ${e}`,
+              ),
+              realPause(10_000).then(() => "still waiting after 10 s"),
+            ]),
+          ),
+        );
+        const connects = proxy.connects() - before;
+        console.log(`closed at once (silenceMs ${silenceMs}): ${connects} connections attempted`, outcomes);
+        for (const outcome of outcomes)
+          expect(outcome).toMatch(
+            /^unavailable: write CONNECTION_CLOSED 127\.0\.0\.1:\d+( \(closed during start-up, before any answer from Postgres\))?$/,
+          );
+        // Those that asked for a new connection (all but the first, which may go on the one open) say why.
+        expect(outcomes.filter((o) => o.includes("closed during start-up")).length).toBeGreaterThanOrEqual(3);
+        // One attempt for each connection a statement asked for (the loop made thousands a second).
+        expect(connects).toBeLessThanOrEqual(4);
+        await proxy.restore();
+        // Back: the next statement goes through (after the backoff: within a second).
+        expect(await database.sql`select 5::int as n`).toEqual([{ n: 5 }]);
+      } finally {
+        await proxy.restore();
+        await database.close();
+      }
+    }, 60_000);
 
   it("drops a connection that never answers again, and goes on with a new one", async () => {
     const database = openDatabase(proxy.urlFor(ADMIN_URL), { max: 1, silenceMs: 1_000 });

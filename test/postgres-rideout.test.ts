@@ -11,6 +11,15 @@
  *   interrupted), no tool ran twice, seq contiguous, `fleet_db_rideouts_total{result="stored"}`;
  *   the API answers 503 `unavailable` (no stack) meanwhile and 200 after (this was the restart
  *   case of postgres-outage.test.ts, the same outage of the same agent's sessions);
+ * - closed at once (a proxy or load balancer with no Postgres behind it, PgBouncer restarting:
+ *   each connection accepted and closed before any answer) until every session's write has
+ *   failed: the same as a restart. postgres.js took each such close during a connection's
+ *   start-up for a reason to connect again at once, for ever (porsager/postgres#1193), and the
+ *   statement that needed the connection waited as long: the API's requests hung with no
+ *   answer, the workers' writes never failed (so never rode out), a core was busy
+ *   reconnecting, and each /healthz probe left one more statement waiting. Checked besides: the
+ *   connections attempted during the outage are few (no loop), the workers' /healthz says 503
+ *   meanwhile and 200 after, and each worker logged the closed connection;
  * - blackholed longer than the window (2 s here, with DATABASE_SILENCE_MS 2 s): the writes give
  *   up (`gave_up`), and what follows is what happened before the ride-out: those runs are
  *   ended `crashed` or `stalled` and resumed, the tools that were running are answered as
@@ -136,6 +145,11 @@ describe("workers ride out a short Postgres outage", () => {
        group by 1, 2 order by 1, 2`;
   }
 
+  /** The status of each worker's /healthz. */
+  async function health(ports: number[]): Promise<number[]> {
+    return Promise.all(ports.map(async (port) => (await fetch(`http://127.0.0.1:${port}/healthz`)).status));
+  }
+
   async function stop(workers: WorkerProcess[]) {
     for (const w of workers) w.child.kill("SIGTERM");
     await Promise.all(workers.map((w) => w.exited));
@@ -189,6 +203,56 @@ describe("workers ride out a short Postgres outage", () => {
     expect(sweeper.output()).not.toMatch(/run abandoned/);
     await stop(workers);
   }, 120_000);
+
+  it("closed at once until every write has failed: no reconnect loop, every result is stored, no run is redone", async () => {
+    const { ports, workers } = await startWorkers({ FLEET_WORKER_DB_RIDEOUT_MS: "30000" });
+    const ids = await midFlight("closing");
+    const before = await rideouts(ports);
+    const connectsBefore = proxy.connects();
+    proxy.closeEach();
+    const answers = await apiAnswersUntil(
+      apiUrl,
+      ids[0]!,
+      waitFor(() => ridingOut(ids, workers), 30_000, "every session riding out a failed write"),
+    );
+    const healthDuring = await health(ports);
+    const connectsDuring = proxy.connects() - connectsBefore;
+    await proxy.restore();
+    console.log("closing: API answers during the outage:", answers);
+    console.log(`closing: connections attempted through the proxy during the outage: ${connectsDuring}`);
+    for (const answer of answers) expect(answer).toMatch(UNAVAILABLE_ANSWER);
+    expect(healthDuring).toEqual([503, 503]);
+    // A few attempts a second for each connection a statement waits for (client.ts
+    // reconnectDelaySeconds), across the API, the sweeper and two workers: the loop made
+    // hundreds a second for each.
+    expect(connectsDuring).toBeLessThan(1_000);
+    for (const w of workers)
+      expect(
+        w
+          .output()
+          .split("\n")
+          .some((l) => l.includes("Postgres unavailable") && l.includes("CONNECTION_CLOSED")),
+      ).toBe(true);
+    await untilEnded(ids, workers);
+    expect(await health(ports)).toEqual([200, 200]);
+    expect((await fetch(`${apiUrl}/v1/sessions/${ids[0]}`)).status).toBe(200);
+    const runs = await runsOf(ids);
+    const counts = await rideouts(ports);
+    // One run each, completed: nothing ended crashed or stalled, nothing resumed.
+    expect(runs).toEqual([{ kind: "run", ended_reason: "completed", n: COUNT }]);
+    expect(await checkInvariants("closing", ids, workers)).toEqual([]);
+    for (const [i, id] of ids.entries()) {
+      const messages = await queries.loadHistory(id);
+      expect(messages.flatMap((m) => (m.role === "tool" ? [m.toolCallId] : []))).toEqual(
+        i % 2 === 0 ? ["before", "nap", "after"] : ["before", "after"],
+      );
+      expect(messages.at(-1)).toMatchObject({ role: "assistant", content: "done" });
+    }
+    expect(counts.stored! - before.stored!).toBeGreaterThanOrEqual(COUNT);
+    expect(counts.gave_up).toBe(0);
+    expect(counts.fenced).toBe(0);
+    await stop(workers);
+  }, 150_000);
 
   it("blackholed longer than the window: the writes give up and the runs are resumed, as before", async () => {
     const { ports, workers } = await startWorkers({

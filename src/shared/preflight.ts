@@ -67,26 +67,39 @@ const PREFLIGHT_TIMEOUT_MS = 5_000;
 const NOT_POSTGRES = "FLEET_NOT_POSTGRES";
 
 /**
- * A check's statements, given at most the check's wait and a second more. postgres.js
- * connects again at once, for ever, when the server closes a connection during its start-up
- * (porsager/postgres#1193), and its connect_timeout, restarted at each attempt, never fires:
- * a DATABASE_URL at a web server or at a proxy with nothing behind it (HAProxy with no backend
- * up, Docker's published port while its container starts) held every check, and the command,
- * with no output and one core busy. The extra second leaves a server that answers nothing to
- * postgres.js's own CONNECT_TIMEOUT.
+ * A check's statements, given at most the check's wait and a second more. A server that
+ * closes each connection during its start-up (a web server, a proxy with nothing behind it:
+ * HAProxy with no backend up, Docker's published port while its container starts) fails
+ * them with CONNECTION_CLOSED (scripts/patch-postgres.mjs, patch 7; before it, postgres.js
+ * connected again at once, for ever, porsager/postgres#1193): they are sent again, after
+ * postgres.js's backoff, until Postgres answers (a proxy whose Postgres is starting) or the
+ * wait is over. The extra second leaves a server that answers nothing to postgres.js's own
+ * CONNECT_TIMEOUT.
  */
 async function answeredWithin<T>(timeoutMs: number, work: () => Promise<T>): Promise<T> {
   const ms = timeoutMs + 1_000;
   let timer: NodeJS.Timeout | undefined;
+  let over = false;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
+      over = true;
       const error = new Error(`each connection closed without a Postgres answer, for ${ms / 1_000} s`);
       reject(Object.assign(error, { code: NOT_POSTGRES }));
     }, ms);
   });
+  const answered = async (): Promise<T> => {
+    for (;;) {
+      try {
+        return await work();
+      } catch (error) {
+        if (over || (error as { code?: unknown }).code !== "CONNECTION_CLOSED") throw error;
+      }
+    }
+  };
   try {
-    return await Promise.race([work(), late]);
+    return await Promise.race([answered(), late]);
   } finally {
+    over = true;
     clearTimeout(timer);
   }
 }

@@ -5,6 +5,9 @@
  *   it is accepted — a restart (refused at once, like ECONNREFUSED, but each attempt counted);
  * - `blackhole()`: every connection, open or new, stays open and gets no answer: what it
  *   sends is dropped — a failover whose old primary vanished, a partition;
+ * - `closeEach()`: every connection through it is closed cleanly (FIN), and so is each new one
+ *   as soon as it is accepted — a proxy or load balancer with no Postgres behind it (HAProxy
+ *   with no backend up, PgBouncer restarting): TCP is accepted, nothing is ever answered;
  * - `restore()`: new connections go through again; connections held in a blackhole are
  *   reset then (the address answers again, and knows none of them), unless `keepHung`, in
  *   which case they stay unanswered for good (the old primary never comes back).
@@ -29,6 +32,7 @@ export type PgProxy = {
   urlFor(databaseUrl: string): string;
   reset(): Promise<void>;
   blackhole(): void;
+  closeEach(): void;
   restore(options?: { keepHung?: boolean }): Promise<void>;
   /**
    * Arms the cut after a commit; resolves once a matching statement was answered by Postgres
@@ -44,7 +48,7 @@ type Pair = { client: Socket; server: Socket | null };
 
 export async function startPgProxy(): Promise<PgProxy> {
   const port = await freePort();
-  let mode: "up" | "blackhole" | "refusing" = "up";
+  let mode: "up" | "blackhole" | "refusing" | "closing" = "up";
   let connects = 0;
   const pairs = new Set<Pair>();
   /** Connections frozen by a blackhole: reset or kept hung by `restore`. */
@@ -70,6 +74,11 @@ export async function startPgProxy(): Promise<PgProxy> {
     client.on("error", () => {});
     if (mode === "refusing") {
       client.resetAndDestroy();
+      return;
+    }
+    if (mode === "closing") {
+      // Read what comes (a socket closed with unread data would be reset instead) and end it.
+      client.resume().end();
       return;
     }
     const pair: Pair = { client, server: null };
@@ -141,6 +150,21 @@ export async function startPgProxy(): Promise<PgProxy> {
     blackhole() {
       mode = "blackhole";
       for (const pair of [...pairs]) hang(pair);
+    },
+    closeEach() {
+      mode = "closing";
+      for (const pair of pairs) {
+        // Ended here only: the server's close must not reset the client's connection.
+        pair.server
+          ?.removeAllListeners("close")
+          .removeAllListeners("error")
+          .on("error", () => {});
+        pair.server?.destroy();
+        pair.client.resume().end();
+      }
+      pairs.clear();
+      for (const socket of hung) socket.end();
+      hung.clear();
     },
     async restore(options = {}) {
       if (!options.keepHung) {

@@ -1,4 +1,4 @@
-// postinstall: seven small patches to postgres.js 3.4.x, in both its builds (src/ for import,
+// postinstall: eight small patches to postgres.js 3.4.x, in both its builds (src/ for import,
 // cjs/ for require). Idempotent (each carries a mark); a file that does not look as expected
 // (another version of postgres.js) is left as it is, with a warning. npm 11 runs a
 // dependency's install scripts only once approved, so `fleet` also applies what is missing
@@ -56,6 +56,15 @@
 //    second, one core busy; the start-up checks were bounded already (preflight.ts
 //    `answeredWithin`). A close that postgres.js made itself (`terminated`: a host that is
 //    not the `target_session_attrs` asked for) still goes on to the next host.
+// 8. A connection that closes forgets the write it had scheduled, not only cancels it. Its
+//    `closed()` cleared the scheduled write (clearImmediate) but kept the timer and the bytes:
+//    the next connection's first write, seeing a write still scheduled, scheduled none, and
+//    its start-up message was never sent. It happens when the socket closes before the
+//    write's turn comes: a `socket` option's socket that fails at once (src/shared/db/
+//    tls-negotiation.ts, an SSLRequest reset or closed during an outage). Each later
+//    connection of the pool then timed out (CONNECT_TIMEOUT) with nothing sent, for good:
+//    a role with `sslmode=prefer` never recovered once Postgres was back
+//    (test/postgres-reconnect.test.ts).
 import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
@@ -73,6 +82,8 @@ const CLOSED_TIME = "    closedTime = performance.now()\n";
 const STARTUP_CLOSE_MARK = "agent-fleet: a clean close during start-up fails its statements";
 const STARTUP_CLOSE =
   "    socket.removeAllListeners()\n    socket = null\n\n    if (initial)\n      return reconnect()\n";
+const UNSCHEDULED_MARK = "agent-fleet: a closed connection forgets its scheduled write";
+const CLOSED_WRITE = "    clearImmediate(nextWriteTimer)\n    socket.removeListener('data', data)\n";
 const SPECIES = "  static get [Symbol.species]() {\n    return Promise\n  }\n";
 const UNCOPIED_MARK = "agent-fleet: a statement's message is sent as built";
 const PREPARED = `  function prepared(q) {
@@ -171,6 +182,20 @@ export const patches = [
     }
     if (initial)
       return reconnect()
+`,
+      ],
+    ],
+  },
+  {
+    name: "forget the scheduled write when the connection closes",
+    files: ["src/connection.js", "cjs/src/connection.js"],
+    mark: UNSCHEDULED_MARK,
+    edits: [
+      [
+        CLOSED_WRITE,
+        `    clearImmediate(nextWriteTimer)
+    nextWriteTimer = chunk = null // ${UNSCHEDULED_MARK}
+    socket.removeListener('data', data)
 `,
       ],
     ],

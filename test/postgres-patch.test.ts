@@ -114,6 +114,9 @@ describe("postgres.js patches", () => {
       );
       expect(text.match(/agent-fleet: a statement's message is sent as built/g)).toHaveLength(1);
       expect(text.match(/agent-fleet: a clean close during start-up fails its statements/g)).toHaveLength(1);
+      expect(
+        text.match(/nextWriteTimer = chunk = null \/\/ agent-fleet: a closed connection forgets/g),
+      ).toHaveLength(1);
       expect(text).toMatch(/if \(initial && !hadError && !terminated\) \{ \/\/ agent-fleet/);
       expect(text).not.toContain(": Buffer.from(x)");
     }

@@ -10,6 +10,11 @@
  *   (scripts/patch-postgres.mjs, patch 7). postgres.js connected again at once, for ever,
  *   and the statements waited as long (porsager/postgres#1193): thousands of connections a
  *   second, watched sockets (silenceMs) or not;
+ * - with `sslmode=prefer` (the SSLRequest negotiated by the watched sockets), a connect that
+ *   failed before its start-up message was written (the SSLRequest reset or closed) left that
+ *   write scheduled and cancelled: postgres.js then wrote nothing on any later connection of
+ *   the pool, each timed out (CONNECT_TIMEOUT, 10 s) and the pool never recovered once
+ *   Postgres was back (scripts/patch-postgres.mjs, patch 8);
  * - after many failed connects, the next one is tried within a second, not after postgres.js's
  *   own backoff (up to 20 s, during which a statement waits: an API request was answered 503
  *   after 11 s, and the first after the outage after 1.3-2.6 s; the unit test checks the bound);
@@ -103,6 +108,35 @@ describe("a pool while Postgres is cut off", () => {
         await proxy.restore();
         // Back: the next statement goes through (after the backoff: within a second).
         expect(await database.sql`select 5::int as n`).toEqual([{ n: 5 }]);
+      } finally {
+        await proxy.restore();
+        await database.close();
+      }
+    }, 60_000);
+
+  for (const cut of ["reset", "closeEach"] as const)
+    it(`with sslmode=prefer, goes on once Postgres is back after connects failed before their start-up (${cut})`, async () => {
+      const url = new URL(proxy.urlFor(ADMIN_URL));
+      url.searchParams.set("sslmode", "prefer");
+      const database = openDatabase(url.toString(), { max: 1, silenceMs: 3_000 });
+      const outcome = (n: number) =>
+        Promise.race([
+          database.sql`select ${n}::int as n`.then(
+            (rows) => JSON.stringify(rows),
+            (e: unknown) => `failed: ${(e as { code?: string }).code}`,
+          ),
+          realPause(15_000).then(() => "still waiting after 15 s"),
+        ]);
+      try {
+        expect(await outcome(1)).toBe('[{"n":1}]');
+        if (cut === "reset") await proxy.reset();
+        else proxy.closeEach();
+        // The open connection is lost; the next one fails while negotiating, before its start-up.
+        expect(await outcome(2)).toMatch(/^failed: (CONNECTION_CLOSED|ECONNRESET)$/);
+        expect(await outcome(3)).toMatch(/^failed: (CONNECTION_CLOSED|ECONNRESET)$/);
+        await proxy.restore();
+        expect(await outcome(4)).toBe('[{"n":4}]');
+        expect(await outcome(5)).toBe('[{"n":5}]');
       } finally {
         await proxy.restore();
         await database.close();

@@ -1,8 +1,8 @@
 /**
- * The routes that act on what their path names — a cancel, a resume, a batch's cancel or
- * resume, a webhook secret's rotation, a session's PATCH — read no query: a parameter sent
- * to one (`?dryRun=1`, `?force`, `?model=…`) is a 400 naming it, and nothing is done, as a
- * DELETE's is (request-checks.ts). Ignored, `POST /v1/sessions/:id/cancel?dryRun=1` cancelled.
+ * The `/v1` routes that document no query parameter read none: a parameter sent to one
+ * (`?dryRun=1`, `?force`, `?model=…`, `?close=true`) is a 400 naming it, and nothing is done, as
+ * a DELETE's is (request-checks.ts `checkRouteQuery`). Ignored, `POST /v1/sessions/:id/cancel?dryRun=1`
+ * cancelled and `POST /v1/sessions?dryRun=1` created. The routes that document a query keep it.
  * A refused request holds no Idempotency-Key: the same key without the query acts.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -102,5 +102,73 @@ describe("query parameters on the routes that act", () => {
     const patched = await call("PATCH", `/v1/sessions/${id}`, { sessionEvents: false });
     expect(patched.status, patched.text).toBe(200);
     expect((await client.getSession(id)).sessionEvents).toBe(false);
+  });
+
+  it("the POSTs that create refuse a query and create nothing; the same Idempotency-Key then acts", async () => {
+    async function count(table: "sessions" | "batches" | "messages"): Promise<number> {
+      const [row] = await fleet.database.sql<
+        { n: number }[]
+      >`select count(*)::int as n from ${fleet.database.sql(table)}`;
+      return row?.n ?? 0;
+    }
+    const sessions = await count("sessions");
+    const batches = await count("batches");
+    // Before, each query was ignored: 201, the session or batch created as if it were absent.
+    expectRefused(
+      await call("POST", "/v1/sessions?dryRun=1", { agent: AGENT }, "create-1"),
+      "dryRun",
+      "create",
+    );
+    expectRefused(
+      await call("POST", "/v1/batches?wait=true", { sessions: [{ agent: AGENT, input: "go" }] }),
+      "wait",
+      "batch",
+    );
+    expect([await count("sessions"), await count("batches")]).toEqual([sessions, batches]);
+    const batch = await client.createBatch([{ agent: AGENT, input: "go" }]);
+    expectRefused(
+      await call("POST", `/v1/batches/${batch.id}/sessions?close=true`, {
+        sessions: [{ agent: AGENT, input: "go" }],
+      }),
+      "close",
+      "append",
+    );
+    expect((await client.getBatch(batch.id)).counts.total).toBe(1);
+    const { id } = await client.createSession({ agent: AGENT });
+    const messages = await count("messages");
+    const history = { afterSeq: 0, messages: [{ role: "user", content: "imported" }] };
+    expectRefused(await call("POST", `/v1/sessions/${id}/history?replace=1`, history), "replace", "history");
+    expectRefused(
+      await call("POST", `/v1/sessions/${id}/messages?wait=1`, { content: "go" }),
+      "wait",
+      "message",
+    );
+    expect([await count("messages"), await runsOf(id)]).toEqual([messages, 0]);
+    // No parameter is the request as before, and the refused request took no key.
+    const created = await call("POST", "/v1/sessions", { agent: AGENT }, "create-1");
+    expect(created.status, created.text).toBe(201);
+  });
+
+  it("the GETs that document no query refuse one; the documented ones still work", async () => {
+    const { id } = await client.createSession({ agent: AGENT });
+    const { runId } = await client.send(id, "go");
+    expectRefused(await call("GET", `/v1/sessions/${id}/resume-point?fresh=1`), "fresh", "resume point");
+    expectRefused(await call("GET", `/v1/runs/${runId}?wait=1`), "wait", "run");
+    expectRefused(await call("GET", "/v1/webhook-secret?tenant=b"), "tenant", "secret");
+    expectRefused(await call("GET", "/v1/openapi.json?format=yaml"), "format", "openapi");
+    const batch = await client.createBatch([{ agent: AGENT, input: "go" }]);
+    for (const path of [
+      `/v1/sessions?status=queued&limit=1`,
+      `/v1/sessions/${id}?limit=1&runsLimit=1`,
+      `/v1/batches/${batch.id}?include=usage`,
+      `/v1/batches/${batch.id}/results?after=${batch.sessions[0]!.id}`,
+      `/v1/sessions/${id}/resume-point?`,
+    ]) {
+      const answer = await call("GET", path);
+      expect(answer.status, `${path}: ${answer.text}`).toBe(200);
+    }
+    // An event stream's `after`: its 400 is about the id, not about the parameter.
+    const after = await call("GET", `/v1/sessions/${id}/events?after=nope`);
+    expect([after.status, after.json.error.field]).toEqual([400, "after"]);
   });
 });

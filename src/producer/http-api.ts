@@ -18,8 +18,10 @@ import { isConsoleRoute } from "./console-route.js";
 import { answerError, errorBody, sendTooManyRequests, sendUnauthorized } from "./error-answers.js";
 import { idempotencyHooks, originForm } from "./idempotency-hooks.js";
 import { documentRoutes } from "./openapi.js";
-import { checkActionQuery, checkBody, checkQuery, decodeJsonBody, parseJsonBody } from "./request-checks.js";
+import { NO_FIELDS } from "./request-bodies.js";
+import { checkBody, checkQuery, checkRouteQuery, decodeJsonBody, parseJsonBody } from "./request-checks.js";
 import { BODY_LIMIT, HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from "./request-limits.js";
+import { ROUTE_DOCS } from "./route-docs.js";
 
 export type { ApiDeps } from "./api-deps.js";
 export { MAX_JSON_DEPTH } from "./request-checks.js";
@@ -233,7 +235,8 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     }
     checkQuery(request.query);
     const path = originForm(request.url).split("?", 1)[0]!;
-    checkActionQuery(request.method, request.routeOptions.url, path, request.query);
+    const doc = ROUTE_DOCS[`${request.method} ${request.routeOptions.url ?? ""}`];
+    checkRouteQuery(request.method, path, request.query, doc, NO_FIELDS);
     checkBody(request.body);
   });
 

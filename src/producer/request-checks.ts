@@ -34,46 +34,43 @@ export function checkQuery(query: unknown): void {
           : new ValidationError("", `a query parameter's name ${UNSTORABLE_TEXT}`);
 }
 
-/**
- * The routes besides DELETEs that act on what their path names and read no query, by method
- * and route, with what they do read: a parameter sent to one is refused as a DELETE's is.
- */
-const NO_QUERY_ROUTES: ReadonlyMap<string, string> = new Map([
-  ["POST /v1/sessions/:id/cancel", "it reads only its path (and no body or {})"],
-  ["POST /v1/batches/:id/cancel", "it reads only its path (and no body or {})"],
-  ["POST /v1/webhook-secret/rotate", "it reads only its path (and no body or {})"],
-  ["POST /v1/sessions/:id/resume", "its options go in its JSON body"],
-  ["POST /v1/batches/:id/resume", "its options go in its JSON body"],
-  ["PATCH /v1/sessions/:id", "its fields go in its JSON body"],
-]);
+/** What checkRouteQuery reads of a route's documentation (route-docs.ts `RouteDoc`). */
+export type QueryDoc = { querystring?: unknown; body?: unknown };
 
 /**
- * A route that acts on what its path names reads no query parameter: one sent is a 400 naming
- * it, before anything is claimed or done (pure). Ignored, `DELETE /v1/batches/:id?dryRun=true`
- * deleted the batch and all its sessions, and `POST /v1/sessions/:id/cancel?dryRun=1` cancelled:
- * an option the caller believed in, on a route that acts. Those are every `/v1` DELETE, the
- * cancels, the resumes, a secret's rotation and a session's PATCH; none documents a query.
- * (The POSTs that create keep theirs as part of the request, as its Idempotency-Key's hash
- * reads it: idempotency-hooks.ts.) `route`: the route matched (`/v1/sessions/:id/cancel`);
+ * A `/v1` route that documents no query parameter reads none: one sent is a 400 naming it,
+ * before an Idempotency-Key is claimed or anything done (pure). Ignored, `DELETE
+ * /v1/batches/:id?dryRun=true` deleted the batch and all its sessions, `POST
+ * /v1/sessions/:id/cancel?dryRun=1` cancelled, and `POST /v1/sessions?dryRun=1` or
+ * `POST /v1/batches/:id/sessions?close=true` created as if the option were absent: an option
+ * the caller believed in. The routes that document a query (route-docs.ts `querystring`: the
+ * lists, a session's and a batch's reads, the event streams) parse it strictly themselves.
+ * `doc`: the matched route's documentation (undefined: not a documented route, unchecked);
+ * `noFields`: the body of a route that reads none (request-bodies.ts `NO_FIELDS`);
  * `path`: the request's path without its query.
  */
-export function checkActionQuery(
+export function checkRouteQuery(
   method: string,
-  route: string | undefined,
   path: string,
   query: unknown,
+  doc: QueryDoc | undefined,
+  noFields: unknown,
 ): void {
-  if (!isObject(query)) return;
+  if (doc === undefined || doc.querystring !== undefined || !path.startsWith("/v1/") || !isObject(query))
+    return;
   const [name] = Object.keys(query);
   if (name === undefined) return;
-  const deleting = method === "DELETE" && path.startsWith("/v1/");
-  const reads = deleting ? undefined : NO_QUERY_ROUTES.get(`${method} ${route ?? ""}`);
-  if (!deleting && reads === undefined) return;
   const quoted = `${method} ${path.length > 200 ? `${path.slice(0, 200)}…` : path}`;
+  const reads =
+    doc.body === undefined
+      ? "it reads only its path"
+      : doc.body === noFields
+        ? "it reads only its path (and no body or {})"
+        : "what it reads goes in its JSON body";
   throw new ValidationError(
     name.length > 100 ? `${name.slice(0, 100)}…` : name,
-    deleting
-      ? `a DELETE takes no query parameters; ${quoted} reads only its path (and no body or {})`
+    method === "DELETE"
+      ? `a DELETE takes no query parameters; ${quoted} ${reads.slice("it ".length)}`
       : `${quoted} takes no query parameters; ${reads}`,
   );
 }

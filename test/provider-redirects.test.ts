@@ -22,6 +22,7 @@ import { callModel } from "../src/worker/call-model.js";
 import { AnthropicModel } from "../src/worker/models/anthropic.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
 import { type ModelProvider, type ModelRequest, ProviderError } from "../src/worker/models/provider.js";
+import { ANOTHER_HOST } from "../src/worker/models/tenant-error-text.js";
 import { type FakeAnthropic, startFakeAnthropic } from "./support/fake-anthropic.js";
 import { type FakeOpenAI, startFakeOpenAI } from "./support/fake-openai.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess } from "./support/fleet-env.js";
@@ -274,10 +275,20 @@ describe("through a worker process: redirects, and no credential from the enviro
   for (const [name, model, code] of redirected) {
     it(`${name}: the redirect is refused, the run ends provider_error after one request`, async () => {
       const before = redirector.seen.length;
-      const { run: ended } = await run(model());
+      const { id, run: ended } = await run(model());
       expect(ended.endedReason).toBe("provider_error");
-      expect(ended.error).toContain(`HTTP ${code} redirect to ${target.origin} refused`);
+      // A declared endpoint's error, as its tenant reads it, names no origin of the operator's
+      // network (tenant-error-text.ts); a raw baseUrl's names what its tenant named.
+      const declared = name.includes("declared");
+      const where = declared ? ANOTHER_HOST : target.origin;
+      expect(ended.error).toContain(`HTTP ${code} redirect to ${where} refused`);
       expect(ended.error).not.toContain(TEAM_KEY);
+      if (declared) {
+        const parked = (await client.getSession(id)).parkedReason ?? "";
+        for (const text of [ended.error ?? "", parked])
+          for (const origin of [target.origin, redirector.origin])
+            expect(text).not.toContain(new URL(origin).host);
+      }
       // One request: a redirect is not retried.
       expect(redirector.seen.length).toBe(before + 1);
       expect(target.seen).toHaveLength(0);

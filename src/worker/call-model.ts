@@ -43,6 +43,7 @@ import { attempt } from "./model-attempt.js";
 import { type ModelProvider, type ModelRequest, ProviderError } from "./models/provider.js";
 import { sanitizeText } from "./models/sanitize-text.js";
 import type { Sleep } from "./models/scripted.js";
+import { tenantErrorText } from "./models/tenant-error-text.js";
 import { assistant } from "./step-message.js";
 
 export type RetryPolicy = {
@@ -239,8 +240,15 @@ export async function callModel(
         billedSoFar(),
       );
     }
-    // The error may be stored as a park reason, and may quote what the provider sent.
-    const messageText = sanitizeText(error instanceof Error ? error.message : String(error));
+    const cause = error instanceof EndpointRateLimited ? error.cause : error;
+    // The error may be stored as a park reason, and may quote what the provider sent: its
+    // tenant reads it without the origins of the operator's endpoint (tenant-error-text.ts).
+    const messageText = sanitizeText(
+      tenantErrorText(
+        error instanceof Error ? error.message : String(error),
+        cause instanceof ProviderError ? cause.info : undefined,
+      ),
+    );
     if (request.signal.aborted)
       return { ok: false, aborted: true, error: messageText, attempts: n, ...billedSoFar() };
     if (result.outputStarted) {
@@ -256,7 +264,6 @@ export async function callModel(
         ...estimated(request, message, price, result.reported, billed),
       };
     }
-    const cause = error instanceof EndpointRateLimited ? error.cause : error;
     const retryable = cause instanceof ProviderError ? cause.retryable : true;
     const failed = { ok: false as const, aborted: false, error: messageText, attempts: n, ...billedSoFar() };
     if (!retryable) return { ...failed, rejected: true };

@@ -331,6 +331,10 @@ describe("limits that always hold", () => {
     const session = await client.getSession(id);
     expect(session).toMatchObject({ status: "parked" });
     expect(session.parkedReason).toMatch(/^storage_rejected: .*index row/);
+    // Postgres's words, without the names of the schema's objects (index "messages_…"):
+    // the tenant reads them; the worker's log keeps them.
+    for (const text of [session.parkedReason, session.runs[0]?.error])
+      expect(text).not.toMatch(/(index|constraint|relation|table|column) "[^"…]/);
     expect(session.runs).toHaveLength(1);
     expect(session.runs[0]).toMatchObject({
       kind: "resume",
@@ -338,6 +342,52 @@ describe("limits that always hold", () => {
       endedReason: "storage_rejected",
     });
     expect(session.messages).toHaveLength(2);
+  });
+
+  it("a write Postgres refuses for a constraint: the tenant reads its words without the schema's names", async () => {
+    const agent = {
+      model: { provider: "scripted" as const, steps: [{ text: "never asked" }] },
+      tools: ["write_file"],
+    };
+    const { id } = await client.createSession({
+      agent,
+      messages: [
+        { role: "user", content: "write" },
+        {
+          role: "assistant",
+          content: "",
+          stopReason: "tool_use",
+          toolCalls: [{ id: "c", name: "write_file", arguments: { path: "a", content: "a" } }],
+        },
+      ],
+    });
+    // A check of the operator's on this session's messages (this file's own database):
+    // Postgres refuses the resume's result for the interrupted call in its own words, which
+    // name the table and the constraint (SQLSTATE 23514, check_violation).
+    await fleet.database.sql.unsafe(`
+      create or replace function refuse_results() returns trigger language plpgsql as $$
+      begin
+        if new.session_id = '${id}' and new.role = 'tool' then
+          raise exception 'new row for relation "messages" violates check constraint "messages_ops_guard_check"'
+            using errcode = '23514';
+        end if;
+        return new;
+      end $$;
+      create trigger refuse_results before insert on messages for each row execute function refuse_results();`);
+    try {
+      const { runId } = await client.resume(id);
+      await client.waitForRun(runId, { timeoutMs: 15_000 });
+    } finally {
+      await fleet.database.sql.unsafe("drop trigger refuse_results on messages");
+    }
+    const session = await client.getSession(id);
+    expect(session.runs[0]).toMatchObject({ endedReason: "storage_rejected" });
+    expect(session.parkedReason).toMatch(
+      /^storage_rejected: new row for relation .* violates check constraint/,
+    );
+    // Before: `… relation "messages" violates check constraint "messages_ops_guard_check"`.
+    for (const text of [session.parkedReason, session.runs[0]?.error])
+      expect(text).not.toMatch(/messages_ops_guard_check|"messages"/);
   });
 
   it("while a run is on its way: resume-point says running, POST /resume answers 409 running", async () => {

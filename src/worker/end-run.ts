@@ -15,12 +15,14 @@ import { ERROR_OUTCOMES, RunError } from "./extensions.js";
 import { requestResume } from "./request-resume.js";
 import type { LoopResult } from "./run-loop.js";
 import {
+  logStorageRejection,
   NEEDS_SWEEPER,
   PARK_AT_ONCE,
   primaryRejected,
   type RunOutcome,
   rejectedForGood,
   storageRejection,
+  storageRejectionText,
 } from "./run-outcome.js";
 import { cursorOf, type StartedRun } from "./run-state.js";
 
@@ -62,7 +64,8 @@ export async function finishRun(started: StartedRun, loopResult: LoopResult): Pr
       // Output Postgres refuses for its content ends the run like a refused append would.
       const refused = storageRejection(error);
       if (!refused) throw error;
-      result = { outcome: refused, error: (error as Error).message, usage: result.usage };
+      logStorageRejection(deps.log, logFields, error);
+      result = { outcome: refused, error: storageRejectionText(error), usage: result.usage };
     }
     if (ended) {
       const [stored] = ended.stored;

@@ -18,7 +18,12 @@ import { CONTINUE, ledgerOf, previousPart } from "./hand-back.js";
 import type { SessionJobDeps } from "./job-deps.js";
 import { loopObserver, runContext, runStartedEvent, toolFinishedEvent } from "./run-events.js";
 import { runLoop } from "./run-loop.js";
-import { type RunOutcome, storageRejection } from "./run-outcome.js";
+import {
+  logStorageRejection,
+  type RunOutcome,
+  storageRejection,
+  storageRejectionText,
+} from "./run-outcome.js";
 import { cursorOf, runLogFields, type SessionState, type StartedRun } from "./run-state.js";
 import { planRunStart } from "./start-run.js";
 import { toolLabel } from "./tools/registry.js";
@@ -90,7 +95,8 @@ async function startRun(
     // `storage_rejected` with nothing appended and the session is parked (contracts §12).
     const outcome = storageRejection(error);
     if (!outcome) throw error;
-    const detail = (error as Error).message;
+    logStorageRejection(deps.log, logFields, error);
+    const detail = storageRejectionText(error);
     return {
       next: await endUnstarted(run, state, signal, deps, {
         outcome,

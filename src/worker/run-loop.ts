@@ -14,7 +14,7 @@ import { finalUsage, forgetWaiting, handBack, partUsage, turnsTaken, withCapacit
 import { withProviderErrorLog } from "./models/logged-provider.js";
 import { handBackNewerAgent } from "./newer-agent-wait.js";
 import { withDeltas } from "./run-events.js";
-import { storageRejection } from "./run-outcome.js";
+import { logStorageRejection, storageRejection, storageRejectionText } from "./run-outcome.js";
 import type { StartedRun } from "./run-state.js";
 
 export type LoopResult = Awaited<ReturnType<typeof runAgentLoop>>;
@@ -111,7 +111,9 @@ export async function runLoop(started: StartedRun): Promise<LoopResult> {
         await forgetWaiting(ledger, run, deps.capacity);
         throw error;
       }
-      result = { outcome, error: (error as Error).message, usage: { inputTokens: 0, outputTokens: 0 } };
+      if (outcome === "storage_rejected") logStorageRejection(deps.log, logFields, error);
+      const text = outcome === "storage_rejected" ? storageRejectionText(error) : (error as Error).message;
+      result = { outcome, error: text, usage: { inputTokens: 0, outputTokens: 0 } };
     }
   }
   // However the run ended, a request of its that was refused waits no more: its tenant stops

@@ -67,6 +67,36 @@ export function storageRejection(error: unknown): "storage_rejected" | null {
   return typeof code === "string" && /^(22|23|54)/.test(code) ? "storage_rejected" : null;
 }
 
+/** A name Postgres quotes after the kind of object it is: `constraint "runs_pkey"`, `relation "messages"`. */
+const SCHEMA_NAME =
+  /\b(constraint|index|relation|table|column|type|function|schema|sequence|trigger|view|domain|database|role)\s+"(?:[^"]|"")*"/gi;
+
+/**
+ * A refused write's message as the run's error and the parked reason say it, which its tenant
+ * reads (pure): Postgres's words without the names of the schema's objects (`violates check
+ * constraint "…"`). The worker's "write refused" line logs it whole (`logStorageRejection`).
+ */
+export function storageRejectionText(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.replace(SCHEMA_NAME, (_named, kind: string) => `${kind} "…"`);
+}
+
+/** The operator's line for a refused write: Postgres's message and SQLSTATE whole. */
+export function logStorageRejection(
+  log: { warn: (fields: object, message: string) => void },
+  fields: object,
+  error: unknown,
+): void {
+  log.warn(
+    {
+      ...fields,
+      code: (error as { code?: unknown }).code,
+      error: error instanceof Error ? error.message : String(error),
+    },
+    "write refused by Postgres",
+  );
+}
+
 /**
  * A run the agent's own model ended with a refusal the provider would repeat (a 401/403, a
  * model that does not exist, a key that is not set: call-model.ts `rejected`), on an agent

@@ -3,6 +3,10 @@
  * clipped), and when it writes nothing — its lease not proven, an outage, a write that does not
  * answer. The statement's own fence is test/job-failure-recorded.test.ts's.
  */
+import { readFile } from "node:fs/promises";
+import { type AddressInfo, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { jobFailureText, MAX_ERROR_CHARS } from "../src/shared/failure-text.js";
 import { FAILURE_WRITE_MS, recordJobFailure } from "../src/worker/job-failure.js";
@@ -47,6 +51,34 @@ describe("recordJobFailure", () => {
     const { calls, writes } = recorder();
     await recordJobFailure(writes, held, fence, "r1", new Error("bad"));
     expect(calls).toEqual([[fence, "r1", "bad"]]);
+  });
+
+  it("writes no path or address of the worker's: a tenant reads the run's error", async () => {
+    const { calls, writes } = recorder();
+    // A real file system error and a real refused connection, as operator code (a tool's
+    // wrapper, an extension) lets them escape: their messages name the worker's own places.
+    const missing = join(tmpdir(), `fleet-job-failure-${process.pid}`, "operator-config.json");
+    const fsError = await readFile(missing).catch((error: unknown) => error);
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    const { port } = taken.address() as AddressInfo;
+    const second = createServer();
+    const netError = await new Promise<unknown>((resolve) =>
+      second.on("error", resolve).listen(port, "127.0.0.1"),
+    );
+    await new Promise<void>((resolve) => taken.close(() => resolve()));
+    await recordJobFailure(writes, held, fence, "r1", fsError);
+    await recordJobFailure(writes, held, fence, "r2", netError);
+    const [fsText, netText] = calls.map(([, , text]) => text);
+    // Before: "ENOENT: no such file or directory, open '/tmp/fleet-job-failure-…/operator-config.json'"
+    expect(fsText).not.toContain(tmpdir());
+    expect(fsText).not.toContain("operator-config.json");
+    expect(fsText).toMatch(/^ENOENT: no such file or directory, open /);
+    // Before: "listen EADDRINUSE: address already in use 127.0.0.1:PORT"
+    expect(netText).not.toContain("127.0.0.1");
+    expect(netText).toMatch(/^listen EADDRINUSE: address already in use /);
+    // The operator's log line ("job failed") keeps them.
+    expect(jobFailureText(fsError, {})).toContain(missing);
   });
 
   it("writes nothing without a proven lease, for an outage, or without the write", async () => {

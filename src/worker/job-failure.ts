@@ -16,6 +16,36 @@ import type { LeaseGuard } from "./lease-guard.js";
 /** How long a failed job waits for its run's error to be written before it fails all the same. */
 export const FAILURE_WRITE_MS = 2_000;
 
+/** What a system error's place reads on the run. */
+export const WORKER_PATH = "[a path of the worker]";
+export const WORKER_ADDRESS = "[an address of the worker's network]";
+
+/**
+ * The text a run's `error` gets, which its tenant reads (pure): jobFailureText without the
+ * places a Node system error names — its `path` and `dest` (`ENOENT: …, open
+ * '/srv/fleet/ext/config.json'`), its `address`, `port` and `hostname` (`listen EADDRINUSE:
+ * address already in use 10.0.3.7:9464`). The "job failed" line logs jobFailureText whole.
+ */
+export function tenantJobFailureText(
+  error: unknown,
+  env: Readonly<Record<string, string | undefined>>,
+): string {
+  let text = jobFailureText(error, env);
+  if (error === null || typeof error !== "object") return text;
+  const { path, dest, address, port, hostname } = error as Record<string, unknown>;
+  const replace = (place: unknown, by: string) => {
+    if (typeof place === "string" && place.length >= 3) text = text.replaceAll(place, by);
+  };
+  // A path with a directory in it: a bare file name (`notes.txt`) names no place of the worker's.
+  for (const file of [path, dest])
+    if (typeof file === "string" && /[/\\]/.test(file)) replace(file, WORKER_PATH);
+  if (typeof address === "string" && port !== undefined)
+    replace(`${address}:${String(port)}`, WORKER_ADDRESS);
+  replace(address, WORKER_ADDRESS);
+  replace(hostname, WORKER_ADDRESS);
+  return text;
+}
+
 /**
  * Writes `error`'s text on the run `runId` when the job still holds its lease (`guard`, from
  * memory: no wait) and the statement's fence agrees. Never throws; waits at most
@@ -33,7 +63,7 @@ export async function recordJobFailure(
   if (!writes.recordRunFailure || !guard.isValid() || isServiceUnavailable(error)) return;
   let timer: NodeJS.Timeout | undefined;
   const written = writes
-    .recordRunFailure(fence, runId, jobFailureText(error, process.env))
+    .recordRunFailure(fence, runId, tenantJobFailureText(error, process.env))
     .catch(() => false);
   await Promise.race([written, new Promise((resolve) => (timer = setTimeout(resolve, FAILURE_WRITE_MS)))]);
   clearTimeout(timer);

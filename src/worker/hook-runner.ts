@@ -15,6 +15,7 @@ import type {
   RunResult,
 } from "./extensions.js";
 import { loggable } from "./hook-errors.js";
+import { callingWith, guardedSignal } from "./hook-signal.js";
 import { frozenCopy, ownCopy } from "./hook-views.js";
 import { MAX_TIMER_MS } from "./tools/time-limit.js";
 
@@ -31,6 +32,9 @@ export function recordOnly<E extends Extension>(extension: E): E {
   RECORD_ONLY.add(extension);
   return extension;
 }
+
+/** The hook being called with a signal (hook-signal.ts), for a listener it adds. */
+type Calling = { hook: string; extension: Extension };
 
 /** Runs the loaded extensions' hooks, in load order. */
 export class Extensions {
@@ -89,6 +93,35 @@ export class Extensions {
     }
   }
 
+  /**
+   * The signal hooks are handed in place of `source` (hook-signal.ts): one whose listeners'
+   * throws are this hook's failure, logged and counted, instead of the worker's uncaught
+   * exception (it exited 70 at a cancel, every run on it cut off).
+   */
+  hookSignal(source: AbortSignal, where: { sessionId: string; runId?: string }): AbortSignal {
+    // One per source: a job's signal is every run's of that job, and a signal per run left one
+    // listener on it per run (Node warns past 10: "Possible EventTarget memory leak").
+    const known = this.hookSignals.get(source);
+    if (known) {
+      known.where = where;
+      return known.signal;
+    }
+    const made = {
+      where,
+      signal: guardedSignal<Calling>(source, (error, addedBy) => {
+        if (addedBy) this.failed(addedBy.hook, addedBy.extension, made.where, error);
+      }),
+    };
+    this.hookSignals.set(source, made);
+    return made.signal;
+  }
+
+  /** hookSignal's signals, by the worker's signal they follow; `where`: the run that got it last. */
+  private readonly hookSignals = new WeakMap<
+    AbortSignal,
+    { signal: AbortSignal; where: { sessionId: string; runId?: string } }
+  >();
+
   get empty(): boolean {
     return this.list.length === 0;
   }
@@ -121,6 +154,7 @@ export class Extensions {
       if (!extension.beforeRun) continue;
       if (ctx.signal?.aborted) return null;
       const abort = RECORD_ONLY.has(extension) ? undefined : ctx.signal;
+      callingWith<Calling>(ctx.signal, { hook: "beforeRun", extension });
       try {
         await this.call("beforeRun", extension, () => extension.beforeRun!(ctx), abort);
       } catch (error) {
@@ -156,6 +190,7 @@ export class Extensions {
       if (!fn) continue;
       if (signal?.aborted && onAbort === "stop") return;
       const abort = RECORD_ONLY.has(extension) ? undefined : signal;
+      callingWith<Calling>(ctx.signal, { hook, extension });
       try {
         const own = typeof args === "function" ? args() : args;
         await this.call(hook, extension, () => fn.call(extension, ctx, ...own), abort);
@@ -215,6 +250,8 @@ export class Extensions {
       );
       const onStop = () => controller.abort(stop?.reason);
       stop?.addEventListener("abort", onStop, { once: true });
+      const signal = this.hookSignal(controller.signal, { sessionId });
+      callingWith<Calling>(signal, { hook: "onSessionDeleted", extension });
       try {
         await this.call(
           "onSessionDeleted",
@@ -224,7 +261,7 @@ export class Extensions {
             extension.onSessionDeleted!(sessionId, {
               ...ctx,
               deletedAt: new Date(ctx.deletedAt),
-              signal: controller.signal,
+              signal,
             }),
           stop,
         );

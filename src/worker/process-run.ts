@@ -126,7 +126,15 @@ async function startRun(
 
   const extensions = deps.extensions && !deps.extensions.empty ? deps.extensions : null;
   const ctx = extensions
-    ? await runContext(run, kind, plan.resumeKind ?? null, before, storedAgent, signal, deps)
+    ? await runContext(
+        run,
+        kind,
+        plan.resumeKind ?? null,
+        before,
+        storedAgent,
+        extensions.hookSignal(signal, { sessionId: run.sessionId, runId: run.id }),
+        deps,
+      )
     : null;
   const hookFailure = ctx && extensions && !previous ? await extensions.beforeRun(ctx) : null;
   if (ctx && extensions && !hookFailure && kind === "run" && run.input !== null && !previous)
@@ -215,7 +223,8 @@ async function endUnstarted(
   );
   if (deps.extensions && !deps.extensions.empty) {
     // A resume that finds nothing to resume fails like any failed request (resume-semantics §2).
-    const ctx = await runContext(run, kind, null, history, state.agent, signal, deps);
+    const hookSignal = deps.extensions.hookSignal(signal, { sessionId: run.sessionId, runId: run.id });
+    const ctx = await runContext(run, kind, null, history, state.agent, hookSignal, deps);
     await deps.extensions.afterRun(ctx, { outcome, error });
     if (ERROR_OUTCOMES.has(outcome))
       await deps.extensions.onError(ctx, new RunError(error, outcome, end.reason));

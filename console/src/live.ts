@@ -72,6 +72,15 @@ const sleep = (ms: number, signal: AbortSignal) =>
     );
   });
 
+/**
+ * How long a stream may bring nothing (no event, no `: heartbeat`, which the API sends every
+ * FLEET_SSE_HEARTBEAT_MS, 15 s by default) before it is taken as broken and opened again with
+ * `Last-Event-ID`: four heartbeats, as `fleet.events`'s `idleTimeoutMs`. A connection cut
+ * without a FIN or RST (a network change, a proxy that holds it) left the page waiting on its
+ * read for ever, saying "live (event stream)" and showing nothing of what the session did next.
+ */
+export const STREAM_IDLE_MS = 60_000;
+
 /** Follows a session until `stop()` is called. */
 export function followSession(sessionId: string, options: LiveOptions): { stop: () => void } {
   const controller = new AbortController();
@@ -79,12 +88,39 @@ export function followSession(sessionId: string, options: LiveOptions): { stop: 
   const pollMs = options.pollMs ?? 1_000;
   let lastId: string | undefined;
 
-  /** One connection: resolves when it ends; "poll" when the stream cannot be had. */
-  const connect = async (): Promise<"ended" | "poll" | "missing"> => {
+  /**
+   * One connection: resolves when it ends; "poll" when the stream cannot be had; "error" (or a
+   * rejection: tried again with backoff) when it failed or stayed silent for STREAM_IDLE_MS.
+   */
+  const connect = async (): Promise<"ended" | "poll" | "missing" | "error"> => {
+    // A connection of its own, dropped when the page stops following or it stays silent.
+    const connection = new AbortController();
+    const drop = () => connection.abort();
+    signal.addEventListener("abort", drop, { once: true });
+    let quiet: ReturnType<typeof setTimeout> | undefined;
+    const heard = () => {
+      clearTimeout(quiet);
+      quiet = setTimeout(drop, STREAM_IDLE_MS);
+    };
+    try {
+      heard();
+      return await connectOnce(connection.signal, heard);
+    } finally {
+      clearTimeout(quiet);
+      signal.removeEventListener("abort", drop);
+    }
+  };
+
+  /** Reads one connection's events; `heard` is called at its answer and at each chunk. */
+  const connectOnce = async (
+    connection: AbortSignal,
+    heard: () => void,
+  ): Promise<"ended" | "poll" | "missing" | "error"> => {
     const key = storedKey();
     const headers = authHeaders({ accept: "text/event-stream" }, key);
     if (lastId !== undefined) headers["last-event-id"] = lastId;
-    const response = await fetch(paths.events(sessionId), { headers, signal, cache: "no-store" });
+    const response = await fetch(paths.events(sessionId), { headers, signal: connection, cache: "no-store" });
+    heard();
     if (response.status === 410) {
       lastId = undefined;
       options.onReset();
@@ -102,7 +138,8 @@ export function followSession(sessionId: string, options: LiveOptions): { stop: 
     let buffer = "";
     for (;;) {
       const { value, done } = await reader.read();
-      if (done) return "ended";
+      if (done) return connection.aborted ? "error" : "ended";
+      heard();
       buffer = parseEvents(buffer + value, (event) => {
         if (event.id) lastId = event.id;
         options.onEvent(event);

@@ -25,8 +25,10 @@ describe("a REDIS_URL at a service that answers, not as Redis", () => {
     web.close();
   });
 
-  it("fleet migrate and fleet demo say that what answered is not Redis, with no 'report this' and no 'Start it'", async () => {
-    const commands = [["migrate"], ["demo"]];
+  // `fleet up` and `fleet demo` check Redis before they migrate; `fleet migrate` asks Postgres
+  // only (test/migrate-without-redis.test.ts).
+  it("fleet up and fleet demo say that what answered is not Redis, with no 'report this' and no 'Start it'", async () => {
+    const commands = [["up"], ["demo"]];
     const results = await Promise.all(
       commands.map((args) =>
         runFleetCli(

@@ -121,7 +121,7 @@ export async function demoCommand(options: DemoOptions = {}): Promise<number> {
     host: "127.0.0.1",
     logLevel: "warn" as const,
   };
-  await migrate(config);
+  await migrate(config, { withRedis: true });
   const release = await holdDemoDatabase(config.databaseUrl);
   try {
     return await runDemo(config, sessions, workers, kill);

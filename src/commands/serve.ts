@@ -14,7 +14,13 @@ import { dirname, join, resolve } from "node:path";
 import { type FleetConfig, loadConfig } from "../shared/config.js";
 import { ensureDatabase, openDatabase } from "../shared/db/client.js";
 import { migrateDatabase } from "../shared/db/migrate.js";
-import { checkRoleServices, checkServices, checkToolDir, checkTranscriptDir } from "../shared/preflight.js";
+import {
+  checkPostgres,
+  checkRedis,
+  checkRoleServices,
+  checkToolDir,
+  checkTranscriptDir,
+} from "../shared/preflight.js";
 import { exitDeadlineMs } from "../shared/shutdown.js";
 import { checkWorkerOptions } from "../worker/plugin-checks.js";
 import { loadExtensions, loadTools } from "./plugin-modules.js";
@@ -107,8 +113,16 @@ export async function ignoringSigterm<T>(role: string, ms: number, stop: () => P
   }
 }
 
-export async function migrate(config: FleetConfig): Promise<void> {
-  await checkServices(config);
+/**
+ * Creates DATABASE_URL's database if it is missing and applies the migrations, once Postgres
+ * answers (its `postgres` database: ours may not exist yet). Migrating touches nothing in
+ * Redis: only `withRedis` (`fleet up`, `fleet demo`, which go on to run the roles) checks that
+ * Redis answers too, before anything is applied. `fleet migrate` asked for Redis as well, and
+ * refused to migrate while it was down.
+ */
+export async function migrate(config: FleetConfig, options: { withRedis?: boolean } = {}): Promise<void> {
+  await checkPostgres(config.databaseUrl, "postgres", config.preflightTimeoutMs);
+  if (options.withRedis) await checkRedis(config.redisUrl, config.preflightTimeoutMs);
   await ensureDatabase(config.databaseUrl);
   const database = openDatabase(config.databaseUrl, { max: 2 });
   try {

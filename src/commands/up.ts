@@ -59,7 +59,7 @@ export async function upCommand(options: UpOptions): Promise<number> {
       "--metrics-port-base",
       `${base} + ${options.workers} workers is past port 65535`,
     );
-  await migrate(config);
+  await migrate(config, { withRedis: true });
 
   const signal = untilSignal();
   const supervisor = new Supervisor();

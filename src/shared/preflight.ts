@@ -229,12 +229,6 @@ async function refuseClusterNode(redis: ReturnType<typeof createProbe>, url: str
   );
 }
 
-/** Before migrating: Postgres (its `postgres` database: ours may not exist yet) and Redis answer. */
-export async function checkServices(config: FleetConfig): Promise<void> {
-  await checkPostgres(config.databaseUrl, "postgres", config.preflightTimeoutMs);
-  await checkRedis(config.redisUrl, config.preflightTimeoutMs);
-}
-
 /**
  * Before `fleet api`, `fleet worker` or `fleet sweeper` says it is ready: its database is
  * reachable and migrated, Redis answers, and the database belongs to this fleet's prefix. Each failure is one ValidationError naming

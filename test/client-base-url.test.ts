@@ -4,7 +4,8 @@
  * TypeError; the `fleet` commands that talk to the API say which of their inputs it was
  * (`--api`, FLEET_API_URL) on one line, exit 2.
  */
-import { describe, expect, it } from "vitest";
+import { createServer, type Server } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetClient } from "../src/producer/client.js";
 import { runFleetCli } from "./support/fleet-cli.js";
 
@@ -59,5 +60,54 @@ describe("fleet commands with an API URL that is no http(s) URL", () => {
     expect(result.stderr).toMatch(
       /^fleet session delete: FLEET_API_URL: must be an http:\/\/ or https:\/\/ URL .*got "ftp:\/\/x"\n$/,
     );
+  });
+});
+
+/**
+ * A baseUrl (or FLEET_API_URL, `--api`) that ends in the API's version prefix, `/v1` or `/v1/`
+ * (what the README's curl lines and an OpenAI-style `…/v1` suggest), names the same API as one
+ * without it: the client adds `/v1` itself, and sent `/v1/v1/sessions` (a 404) before. A path
+ * before it (an API behind a proxy at `/fleet`) is kept.
+ */
+describe("a baseUrl ending in /v1", () => {
+  // Answers every request with a JSON body and records the path it was sent to.
+  const paths: string[] = [];
+  const server: Server = createServer((request, response) => {
+    paths.push(request.url ?? "");
+    response.writeHead(200, { "content-type": "application/json" });
+    response.end(JSON.stringify({ id: "s1", deleted: true }));
+  });
+  let origin = "";
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    origin = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  });
+  afterAll(() => {
+    server.close();
+  });
+
+  it.each([
+    ["", "/v1/sessions/s1"],
+    ["/", "/v1/sessions/s1"],
+    ["/v1", "/v1/sessions/s1"],
+    ["/v1/", "/v1/sessions/s1"],
+    ["/v1//", "/v1/sessions/s1"],
+    ["/fleet/v1/", "/fleet/v1/sessions/s1"],
+    ["/fleet/", "/fleet/v1/sessions/s1"],
+  ])("the client with baseUrl ORIGIN%s sends to %s", async (suffix, path) => {
+    paths.length = 0;
+    await new FleetClient({ baseUrl: `${origin}${suffix}` }).deleteSession("s1");
+    expect(paths).toEqual([path]);
+  });
+
+  it("fleet commands with FLEET_API_URL or --api ending in /v1/ send to /v1/… once", async () => {
+    paths.length = 0;
+    const fromEnv = await runFleetCli(["session", "delete", "s1"], { FLEET_API_URL: `${origin}/v1/` });
+    expect(fromEnv.stderr).toBe("");
+    expect(fromEnv.code).toBe(0);
+    const fromFlag = await runFleetCli(["session", "delete", "s1", "--api", `${origin}/v1`], {});
+    expect(fromFlag.stderr).toBe("");
+    expect(fromFlag.code).toBe(0);
+    expect(paths).toEqual(["/v1/sessions/s1", "/v1/sessions/s1"]);
   });
 });

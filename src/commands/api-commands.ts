@@ -14,7 +14,7 @@ export type Run = <A extends unknown[]>(
 /** Adds the API's commands to `program`, their actions wrapped by `run`. */
 export function addApiCommands(program: Command, run: Run): void {
   const apiHelp =
-    "the API's base URL (default FLEET_API_URL, else http://127.0.0.1:$PORT); the key comes from FLEET_API_KEY";
+    "the API's base URL, with or without its /v1 (default FLEET_API_URL, else http://127.0.0.1:$PORT); the key comes from FLEET_API_KEY";
   const batch = program
     .command("batch")
     .summary("submit a JSONL file as a batch, follow it, stream its results, cancel, delete or resume it")

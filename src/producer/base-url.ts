@@ -5,7 +5,13 @@
  * the code that made the client.
  */
 
-/** `value` without its trailing slashes, or a TypeError naming it. */
+/**
+ * `value` as the API's root, to which each call adds its `/v1/…` path: without its trailing
+ * slashes, and without a last `/v1` (the API's version prefix, which `FLEET_API_URL=…/v1` or
+ * a baseUrl copied from a `curl …/v1/sessions` line holds); or a TypeError naming it. A path
+ * before the prefix (an API behind a proxy at `/fleet`) is kept. Before, `…/v1` and `…/v1/`
+ * sent every call to `/v1/v1/…` (a 404 that named no cause).
+ */
 export function checkedBaseUrl(value: unknown): string {
   const expected = 'baseUrl must be an http:// or https:// URL such as "http://127.0.0.1:3000"';
   if (typeof value !== "string") throw new TypeError(`FleetClient: ${expected}; got ${describe(value)}`);
@@ -22,7 +28,7 @@ export function checkedBaseUrl(value: unknown): string {
     throw new TypeError(
       `FleetClient: baseUrl must not carry a user name or password (${url.protocol}//…@${url.host}); pass the API key as apiKey`,
     );
-  return value.replace(/\/+$/, "");
+  return value.replace(/\/+$/, "").replace(/\/v1$/, "");
 }
 
 function describe(value: unknown): string {

@@ -3,13 +3,15 @@
  * checked to be files, loaded (TypeScript through tsx), their default export read and each
  * tool or extension checked (plugin-checks.ts). Used by serve.ts and up.ts.
  */
-import { existsSync, statSync } from "node:fs";
+import { existsSync, realpathSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
 import { extname, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { ValidationError } from "../shared/errors.js";
 import type { Extension } from "../worker/extensions.js";
 import { extensionProblem, toolProblem } from "../worker/plugin-checks.js";
 import type { Tool } from "../worker/tools/registry.js";
+import { exportProblem, type FoundExport, type PluginFlag } from "./module-export.js";
 import { shareOwnPackage } from "./share-own-package.js";
 
 /**
@@ -19,9 +21,7 @@ import { shareOwnPackage } from "./share-own-package.js";
  */
 export async function loadTools(file: string): Promise<Tool[]> {
   const exported = await loadModuleExport(file, "--tools", "tools");
-  const tools = Array.isArray(exported) ? exported : exported ? [exported] : [];
-  if (tools.length === 0)
-    throw new ValidationError("--tools", `${file} exports no tools (export default [tool, ...])`);
+  const tools = Array.isArray(exported) ? exported : [exported];
   for (const [i, tool] of tools.entries()) {
     const problem = toolProblem(tool, i);
     if (problem) throw new ValidationError("--tools", `${file}: ${problem}`);
@@ -36,12 +36,7 @@ export async function loadTools(file: string): Promise<Tool[]> {
  */
 export async function loadExtensions(file: string): Promise<Extension[]> {
   const exported = await loadModuleExport(file, "--extensions", "extensions");
-  const list = Array.isArray(exported) ? exported : exported ? [exported] : [];
-  if (list.length === 0)
-    throw new ValidationError(
-      "--extensions",
-      `${file} exports no extension (export default defineExtension({ name, ... }))`,
-    );
+  const list = Array.isArray(exported) ? exported : [exported];
   for (const [i, extension] of list.entries()) {
     const problem = extensionProblem(extension, i);
     if (problem) throw new ValidationError("--extensions", `${file}: ${problem}`);
@@ -56,8 +51,11 @@ export function checkModuleFile(file: string, flag: string): void {
     throw new ValidationError(flag, `${file}: is a folder, not a module file`);
 }
 
-/** A module's default export (or its named `fallback` export), loading TypeScript through tsx. */
-async function loadModuleExport(file: string, flag: string, fallback: string): Promise<unknown> {
+/**
+ * A module's default export (or its named `fallback` export), loading TypeScript through tsx;
+ * one that gives nothing usable (module-export.ts) is a usage error that says what it found.
+ */
+async function loadModuleExport(file: string, flag: PluginFlag, fallback: string): Promise<unknown> {
   const url = pathToFileURL(resolve(file)).href;
   checkModuleFile(file, flag);
   let module: { default?: unknown };
@@ -77,7 +75,19 @@ async function loadModuleExport(file: string, flag: string, fallback: string): P
     // Another URL: the loader remembers the failed import of the first one.
     module = await import(`${url}?typescript`);
   }
-  return exportOf(module, fallback);
+  const found = exportOf(module, fallback, typescript ? /\.cts$/.test(file) : loadedAsCommonJs(file));
+  const problem = exportProblem(found, flag);
+  if (problem) throw new ValidationError(flag, `${file}${problem}`);
+  return found.value;
+}
+
+/**
+ * Whether Node loaded `file` as CommonJS (a `.cjs` file, a `.js` one outside a `"type":
+ * "module"` package with no ES syntax): such a module is in require's cache, an ES module not.
+ */
+function loadedAsCommonJs(file: string): boolean {
+  const cache = createRequire(import.meta.url).cache;
+  return cache[resolve(file)] !== undefined || cache[realpathSync(resolve(file))] !== undefined;
 }
 
 /**
@@ -85,13 +95,12 @@ async function loadModuleExport(file: string, flag: string, fallback: string): P
  * tsx compiled as CommonJS (outside a `"type": "module"` package) arrives as its
  * `module.exports`, which holds the ES exports and `__esModule`: they are read there.
  */
-function exportOf(module: { default?: unknown }, fallback: string): unknown {
+function exportOf(module: { default?: unknown }, fallback: string, commonjs: boolean): FoundExport {
   const exported = module.default as { __esModule?: unknown } | undefined;
-  const exports =
-    exported !== null && typeof exported === "object" && exported.__esModule === true
-      ? (exported as Record<string, unknown>)
-      : (module as Record<string, unknown>);
-  return exports.default ?? exports[fallback];
+  const compiled = exported !== null && typeof exported === "object" && exported.__esModule === true;
+  const exports = compiled ? (exported as Record<string, unknown>) : (module as Record<string, unknown>);
+  const names = Object.keys(exports).filter((name) => name !== "__esModule");
+  return { names, value: exports.default ?? exports[fallback], commonjs: commonjs && !compiled };
 }
 
 const TYPESCRIPT = /\.[cm]?tsx?$/;

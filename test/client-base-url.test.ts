@@ -111,3 +111,21 @@ describe("a baseUrl ending in /v1", () => {
     expect(paths).toEqual(["/v1/sessions/s1", "/v1/sessions/s1"]);
   });
 });
+
+/**
+ * Without --api or FLEET_API_URL the commands reach http://127.0.0.1:$PORT. A PORT that is no
+ * port is named as what it is; before, the line said PORT "must be an http:// or https:// URL
+ * … got "http://127.0.0.1:abc"", a URL the user never wrote.
+ */
+describe("fleet commands with a PORT that is no port", () => {
+  it.each(["abc", "70000", "3000/v1"])(
+    "PORT=%s: one line naming PORT and its value, exit 2",
+    async (port) => {
+      const result = await runFleetCli(["batch", "status", "b1"], { PORT: port, FLEET_API_URL: undefined });
+      expect(result.stderr).toBe(
+        `fleet batch status: PORT: expected a port from 0 to 65535 (the API is reached at http://127.0.0.1:$PORT when neither --api nor FLEET_API_URL is set); got ${JSON.stringify(port)}\n`,
+      );
+      expect(result.code).toBe(2);
+    },
+  );
+});

@@ -26,7 +26,7 @@ export function apiClientOf(
   maxLimitWaitMs?: number,
 ): { client: FleetClient; url: string; keySent: boolean } {
   const env = readProcessEnv();
-  const url = options.api ?? env.FLEET_API_URL ?? `http://127.0.0.1:${env.PORT || 3000}`;
+  const url = options.api ?? env.FLEET_API_URL ?? localApiUrl(env.PORT);
   const apiKey = options.apiKey ?? env.FLEET_API_KEY;
   let client: FleetClient;
   try {
@@ -48,6 +48,22 @@ export function apiClientOf(
     throw new ValidationError(source, error.message.replace(/^FleetClient: baseUrl /, ""));
   }
   return { client, url, keySent: Boolean(apiKey) };
+}
+
+/**
+ * The API on this machine, http://127.0.0.1:$PORT (3000 when PORT is unset or empty), for a
+ * command given neither --api nor FLEET_API_URL; a PORT that is no port is named as such.
+ * Before, it became part of a URL, and the line said PORT must be an http:// URL, quoting a
+ * URL the user never wrote.
+ */
+export function localApiUrl(port: string | undefined): string {
+  const value = port || "3000";
+  if (!/^\d{1,5}$/.test(value) || Number(value) > 65_535)
+    throw new ValidationError(
+      "PORT",
+      `expected a port from 0 to 65535 (the API is reached at http://127.0.0.1:$PORT when neither --api nor FLEET_API_URL is set); got ${JSON.stringify(value)}`,
+    );
+  return `http://127.0.0.1:${value}`;
 }
 
 /**

@@ -39,6 +39,17 @@ describe("FleetClient's baseUrl", () => {
     expect(message).not.toContain("s3cret");
   });
 
+  it.each([
+    ["http://127.0.0.1:3000/?token=s3cret", "http://127.0.0.1:3000/?"],
+    ["http://127.0.0.1:3000/v1#x", "http://127.0.0.1:3000/v1#"],
+    ["http://127.0.0.1:3000?", "http://127.0.0.1:3000?"],
+  ])("refuses %j, whose query or fragment every call's path would have been appended to", (value, shown) => {
+    expect(make(value)).toThrow(TypeError);
+    expect(make(value)).toThrow(
+      `FleetClient: baseUrl must not carry a query (?…) or fragment (#…): each call adds its path after it; got "${shown}…"`,
+    );
+  });
+
   it("takes http and https URLs, with a path and trailing slashes", () => {
     for (const url of ["http://127.0.0.1:3000", "https://fleet.example/api/", "HTTP://Host:1//"])
       expect(make(url)).not.toThrow();

@@ -28,6 +28,13 @@ export function checkedBaseUrl(value: unknown): string {
     throw new TypeError(
       `FleetClient: baseUrl must not carry a user name or password (${url.protocol}//…@${url.host}); pass the API key as apiKey`,
     );
+  // Each call's path is appended to the value: after a query or fragment it would be part of
+  // it. What follows the `?` or `#` is not repeated: it may hold a token.
+  const extra = /[?#]/.exec(value);
+  if (extra)
+    throw new TypeError(
+      `FleetClient: baseUrl must not carry a query (?…) or fragment (#…): each call adds its path after it; got "${value.slice(0, extra.index + 1)}…"`,
+    );
   return value.replace(/\/+$/, "").replace(/\/v1$/, "");
 }
 

@@ -47,9 +47,9 @@ if (READ_BY_PEOPLE.has(process.argv[2] ?? "")) {
 
 /** Runs the command; resolves with its exit code, or with 2 or 1 and one line on stderr. */
 async function main(argv: string[]): Promise<{ code: number; failed: boolean }> {
-  const { program, exitCode, commandName } = buildProgram();
+  const { program, argsOf, exitCode, commandName } = buildProgram();
   try {
-    await program.parseAsync(argv, { from: "user" });
+    await program.parseAsync(argsOf(argv), { from: "user" });
     return { code: exitCode(), failed: false };
   } catch (error) {
     if (error instanceof CommandLineExit) {

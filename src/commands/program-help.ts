@@ -64,3 +64,15 @@ export function rootHelp(program: Command): string {
     "",
   ].join("\n");
 }
+
+/**
+ * The arguments to parse: `help NAME` with a NAME that is no command becomes `NAME`, which
+ * commander refuses on one line as an unknown command (with its "did you mean"). Its own help
+ * command printed the whole help on stderr, exit 2, without a word about NAME.
+ */
+export function helpTopicChecked(program: Command, argv: string[]): string[] {
+  const [first, topic] = argv;
+  if (first !== "help" || topic === undefined || topic.startsWith("-")) return argv;
+  const known = program.commands.some((c) => c.name() === topic || c.aliases().includes(topic));
+  return known ? argv : [topic];
+}

@@ -16,13 +16,15 @@ import {
   port,
   workerCount,
 } from "./flag-values.js";
-import { finish, repeatable, rootHelp } from "./program-help.js";
+import { finish, helpTopicChecked, repeatable, rootHelp } from "./program-help.js";
 
 export { CommandLineExit } from "./command-line-exit.js";
 export { MAX_LOCAL_WORKERS } from "./flag-values.js";
 
 export type Program = {
   program: Command;
+  /** The arguments to give `program.parseAsync` (program-help.ts helpTopicChecked). */
+  argsOf: (argv: string[]) => string[];
   /** The exit code the command that ran asked for. */
   exitCode: () => number;
   /**
@@ -208,5 +210,10 @@ export function buildProgram(): Program {
   }
   finish(program, "fleet");
   program.configureHelp({ formatHelp: (command) => rootHelp(command) });
-  return { program, exitCode: () => exitCode, commandName: () => commandName };
+  return {
+    program,
+    argsOf: (argv) => helpTopicChecked(program, argv),
+    exitCode: () => exitCode,
+    commandName: () => commandName,
+  };
 }

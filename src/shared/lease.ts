@@ -37,12 +37,15 @@ for i = 1, #KEYS / 2 do
   if out[i] > 0 then redis.call("set", KEYS[2 * i], ARGV[2], "PX", 3600000) end
 end
 return out`;
-// Takes each lease if free, and records the sign of life with it. Same KEYS and ARGV.
+// Takes each lease if free, and records the sign of life with it. Same KEYS and ARGV. The
+// answer: 0 when held by another; else the sign of life recorded before (ms, the last holder's
+// last renewal: a claim that finds its run left running times the resume from it), or 1 if none.
 const ACQUIRE = `local out = {}
 for i = 1, #KEYS / 2 do
   if redis.call("set", KEYS[2 * i - 1], ARGV[i + 2], "PX", ARGV[1], "NX") then
+    local before = tonumber(redis.call("get", KEYS[2 * i]))
     redis.call("set", KEYS[2 * i], ARGV[2], "PX", 3600000)
-    out[i] = 1
+    out[i] = before or 1
   else out[i] = 0 end
 end
 return out`;
@@ -59,8 +62,13 @@ const HOLDERS_PER_MGET = 500;
 /** What a worker's renewal found: its own key (renewed), none (taken back), another token's. */
 export type LeaseHold = "renewed" | "retaken" | "lost";
 
+/** A lease taken (`take`): its token, and when the holder before last renewed it (ms), if known. */
+export type Taken = { token: string; lastRenewal: number | null };
+
 export type LeaseStore = {
   acquire(sessionId: string, ownerId: string): Promise<string | null>;
+  /** `acquire`, also answering the previous holder's last renewal; absent: `acquire` only. */
+  take?(sessionId: string, ownerId: string): Promise<Taken | null>;
   renew(sessionId: string, token: string): Promise<boolean>;
   /** Renews, or takes back a lease that is gone (see HOLD); absent: `renew` only. */
   hold?(sessionId: string, token: string): Promise<LeaseHold>;
@@ -156,8 +164,15 @@ export class SessionLease implements LeaseStore {
    * with the owner's id, so the sweeper can tell whose lease it is (`ownerOf`).
    */
   async acquire(sessionId: string, ownerId: string): Promise<string | null> {
+    return (await this.take(sessionId, ownerId))?.token ?? null;
+  }
+
+  /** `acquire`, with the last renewal recorded before it took the lease (null: none). */
+  async take(sessionId: string, ownerId: string): Promise<Taken | null> {
     const token = `${ownerId}/${randomUUID()}`;
-    return (await this.acquires.call({ sessionId, token })) === 1 ? token : null;
+    const answer = Number(await this.acquires.call({ sessionId, token }));
+    if (answer === 0) return null;
+    return { token, lastRenewal: answer === 1 ? null : answer };
   }
 
   async renew(sessionId: string, token: string): Promise<boolean> {

@@ -86,6 +86,17 @@ export function crashClockStart(lastSignAt: Date | undefined, waitMs: number): D
   return lastSignAt && new Date(lastSignAt.getTime() + Math.max(0, waitMs));
 }
 
+/**
+ * An interrupted run's last sign of life (pure): the later of its session's last append or
+ * claim (Postgres) and its holder's last lease renewal (Redis, ms; null: none recorded).
+ * Undefined when neither is known. The sweeper and a worker whose claim found the run both
+ * time its resume from it.
+ */
+export function lastSignOf(lastActiveAt: Date | undefined, lastRenewal: number | null): Date | undefined {
+  if (!lastActiveAt && lastRenewal === null) return undefined;
+  return new Date(Math.max(lastActiveAt?.getTime() ?? 0, lastRenewal ?? 0));
+}
+
 /** What the worker that starts such a resume observes, in seconds (never below 0). */
 export function crashToResumeSeconds(signAt: Date, startedAtMs: number): number {
   return Math.max(0, startedAtMs - signAt.getTime()) / 1000;

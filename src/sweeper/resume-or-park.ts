@@ -2,6 +2,7 @@
  * What the sweeper does, under the session's sweep lock, with a session whose run it ended
  * (its worker crashed or stalled) or that it found interrupted: resume it or park it.
  */
+import { lastSignOf } from "../shared/resume-policy.js";
 import type { SweeperDeps } from "./sweeper-deps.js";
 
 export type Cause = "crashed" | "stalled" | "interrupted";
@@ -20,7 +21,7 @@ export async function resumeOrPark(
   if (cause !== "interrupted") {
     const session = await deps.queries.getSession(sessionId);
     if (!session) return "none";
-    lastSignAt = new Date(Math.max(session.lastActiveAt.getTime(), lastRenewal ?? 0));
+    lastSignAt = lastSignOf(session.lastActiveAt, lastRenewal);
   }
   const scheduled = await deps.resumes.schedule({ sessionId, trigger: "sweeper", lastSignAt });
   switch (scheduled.action) {

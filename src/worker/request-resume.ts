@@ -9,7 +9,7 @@ import type { SessionJobDeps } from "./job-deps.js";
 export async function requestResume(
   sessionId: string,
   deps: SessionJobDeps,
-  hint: { primaryRejected?: boolean } = {},
+  hint: { primaryRejected?: boolean; lastSignAt?: Date } = {},
 ): Promise<RunRow | null> {
   const scheduled = await deps.resumes.schedule({ sessionId, trigger: "worker", ...hint });
   switch (scheduled.action) {

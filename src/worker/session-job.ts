@@ -1,4 +1,5 @@
 import { FencedError } from "../shared/errors.js";
+import { lastSignOf } from "../shared/resume-policy.js";
 import { SessionEventLog } from "../shared/session-event-log.js";
 import type { Fence } from "../shared/store/fenced-writes.js";
 import { withFields } from "../shared/with-fields.js";
@@ -38,8 +39,11 @@ export async function processSessionJob(
     ...(leaseWaits ? { onWaited: (seconds, result) => leaseWaits.observe({ result }, seconds) } : {}),
   });
   const acquireSentAt = guard.stamp();
-  const token = await deps.lease.acquire(sessionId, deps.workerId);
-  if (!token) return "busy";
+  const taken = deps.lease.take
+    ? await deps.lease.take(sessionId, deps.workerId)
+    : { token: await deps.lease.acquire(sessionId, deps.workerId), lastRenewal: null };
+  if (!taken?.token) return "busy";
+  const { token } = taken;
   guard.confirmed(acquireSentAt);
   const controller = new AbortController();
   const onOuterAbort = () => controller.abort(signal.reason);
@@ -129,8 +133,11 @@ export async function processSessionJob(
     let next = claim.next;
     if (claim.staleRunIds.length > 0 && !next) {
       // The previous holder crashed, froze, or this job is the queue's retry of a job that
-      // failed: the resume that follows is an automatic one, counted like the sweeper's.
-      next = await requestResume(sessionId, deps);
+      // failed: the resume that follows is an automatic one, counted like the sweeper's, and
+      // timed like it (fleet_crash_to_resume_seconds) from the earlier holder's last sign of
+      // life: its last append or claim, or its last lease renewal when that came later.
+      const lastSignAt = lastSignOf(claim.staleSignAt, taken.lastRenewal);
+      next = await requestResume(sessionId, deps, lastSignAt ? { lastSignAt } : {});
     }
     if (!next) return "done";
     // Read once, with the claim: while this worker holds the lease, only it appends, so the

@@ -28,6 +28,8 @@ export type ClaimRow = {
   agent: unknown;
   tokens_used: string;
   session_events: boolean;
+  /** The session's last append or claim before this claim (the statement's snapshot, before its update). */
+  active_before: string | Date;
   /** The runs an earlier holder left running, ended by the claim: `crashed`, or `cancelled` (`StaleRun`). */
   stale: StaleRun[] | string;
   next: RawRun | string | null;
@@ -40,7 +42,7 @@ export async function claimAlone(database: Database, claim: ClaimRequest): Promi
   const { sessionId, workerId, startFirst, tail } = claim;
   const rows = await database.sql<NonNullable<ClaimRow>[]>`
     with cur as (
-      select id, status, last_seq from sessions where id = ${sessionId} for update
+      select id, status, last_seq, last_active_at from sessions where id = ${sessionId} for update
     ), q as (
       select q.* from runs q, cur
        where q.session_id = ${sessionId} and q.status = (select 'queued'::text) and cur.status = 'active'
@@ -76,6 +78,7 @@ export async function claimAlone(database: Database, claim: ClaimRequest): Promi
       returning seq, created_at
     )
     select e.lease_epoch, e.agent, e.tokens_used, e.session_events,
+           (select last_active_at from cur) as active_before,
            (select coalesce(json_agg(json_build_object('id', id, 'kind', kind, 'outcome', outcome)), '[]'::json)
               from stale) as stale,
            (select row_to_json(q) from q where e.status = 'active') as next,
@@ -119,7 +122,7 @@ export async function claimsTogether(
         k int, session_id text, worker_id text, start_first boolean, tail text)
        limit ${claims.length}
     ), cur as materialized (
-      select s.id, s.status, s.last_seq from sessions s where s.id in (select session_id from i)
+      select s.id, s.status, s.last_seq, s.last_active_at from sessions s where s.id in (select session_id from i)
        order by s.id for update skip locked
     ), q as (
       select q.* from cur cross join lateral (
@@ -165,6 +168,7 @@ export async function claimsTogether(
     )
     select exists (select 1 from cur where cur.id = i.session_id) as locked,
            e.lease_epoch, e.agent, e.tokens_used, e.session_events,
+           (select cur.last_active_at from cur where cur.id = i.session_id) as active_before,
            (select coalesce(json_agg(json_build_object('id', stale.id, 'kind', stale.kind, 'outcome', stale.outcome)),
                             '[]'::json)
               from stale where stale.session_id = i.session_id) as stale,

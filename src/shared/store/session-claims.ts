@@ -36,6 +36,11 @@ export type Claim = {
   staleRunIds: string[];
   /** The same runs with their kind and how they ended (for `fleet_runs_total{kind,outcome}`). */
   staleRuns: StaleRun[];
+  /**
+   * With stale runs, their last sign of life in Postgres: the session's last append or claim
+   * before this claim (the earlier holder's last lease renewal is in Redis: lease.ts `take`).
+   */
+  staleSignAt?: Date;
   /** The next queued run (schema.ts `queueSeq`), if any (none while the session is parked: it waits for someone to act). */
   next: RunRow | null;
   /**
@@ -117,6 +122,7 @@ export class SessionClaims {
       sessionEvents: row.session_events !== false,
       staleRunIds: staleRuns.map((run) => run.id),
       staleRuns,
+      ...(staleRuns.length > 0 ? { staleSignAt: new Date(row.active_before) } : {}),
       next,
       started: started && next ? stored([{ role: "user", content: next.input ?? "" }], [started]) : null,
       history,

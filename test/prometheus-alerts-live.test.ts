@@ -341,11 +341,14 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
     expect(await stuck("max(fleet_runs_stuck)")).toBe(1);
     expect(await stuck("max(fleet_run_progress_age_seconds)")).toBeGreaterThan(3600);
     expect(await stuck("max(fleet_run_stuck_after_seconds)")).toBe(1800);
+    // And as the rules read them: from the sweepers still sweeping (this one is).
+    expect(await stuck("fleet:fleet_runs_stuck:max")).toBe(1);
+    expect(await stuck("fleet:fleet_run_progress_age_seconds:max")).toBeGreaterThan(3600);
     expect((panels.get("Runs without progress (stuck)")?.targets ?? []).map((t) => t.expr).sort()).toEqual(
       [
-        "max(fleet_run_progress_age_seconds)",
+        'max(fleet_run_progress_age_seconds and on (job, instance) (fleet_sweeper_pass_age_seconds{pass="liveness"} < 60))',
         "max(fleet_run_stuck_after_seconds)",
-        "max(fleet_runs_stuck)",
+        'max(fleet_runs_stuck and on (job, instance) (fleet_sweeper_pass_age_seconds{pass="liveness"} < 60))',
       ].sort(),
     );
     const eviction = await prometheus.query(

@@ -47,17 +47,21 @@ describe("a run the sweeper ended while Redis failed its lease's release", () =>
   it("is counted in fleet_runs_total all the same", async () => {
     const metrics = createMetrics("sweeper-test");
     const lease = new FlakyReleaseLease(fleet.redis, fleet.config.prefix, fleet.config.leaseTtlMs);
-    const sweeper = new Sweeper({
-      prefix: fleet.config.prefix,
-      redis: fleet.redis,
-      lease,
-      queries: new SessionQueries(fleet.database),
-      sweeps: new SweepQueries(fleet.database),
-      queues,
-      metrics,
-      resumes: new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, metrics),
-      log: pino({ level: "silent" }),
-    });
+    const sweeper = new Sweeper(
+      {
+        prefix: fleet.config.prefix,
+        redis: fleet.redis,
+        lease,
+        queries: new SessionQueries(fleet.database),
+        sweeps: new SweepQueries(fleet.database),
+        queues,
+        metrics,
+        resumes: new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, metrics),
+        log: pino({ level: "silent" }),
+      },
+      // Judges the made-up run at once (a sweeper process waits a lease TTL from its start).
+      { startGraceMs: 0 },
+    );
     await withFrozenWorkersRun(fleet, async ({ runStatus }) => {
       await sweeper.sweepAbandoned();
       expect(lease.failed).toBe(true);

@@ -76,6 +76,53 @@ describe("the sweeper when Redis is emptied under it", () => {
   });
 });
 
+describe("a sweeper that starts after Redis was emptied", () => {
+  let server: ChildProcess;
+  let fleet: FleetEnv;
+  let queues: RunQueues;
+
+  beforeAll(async () => {
+    const port = await freePort();
+    server = await startRedis(port);
+    fleet = await createFleetEnv("redisemptiedstart", { redisUrl: `redis://127.0.0.1:${port}` });
+    queues = new RunQueues(fleet.redis, fleet.config.prefix);
+  });
+  afterAll(async () => {
+    await queues?.close();
+    await fleet?.close();
+    if (server) await stopRedis(server);
+  });
+
+  // It saw no marker before (none is left to compare), so its first looks say no loss: a
+  // live worker's lease, not yet taken back, looked expired, and its run was ended `stalled`.
+  // Losses before it started are not told apart from a new fleet: it judges no missing lease
+  // for its first TTL, as after Redis trouble (a lease lost before it started is back by then).
+  it("leaves a live worker's run alone for a TTL; a lease not taken back is judged then", async () => {
+    const clock = { now: 1_000_000 };
+    const ttl = fleet.config.leaseTtlMs;
+    const lease = new SessionLease(fleet.redis, fleet.config.prefix, ttl);
+    await withFrozenWorkersRun(fleet, async ({ sessionId, workerId, runStatus }) => {
+      const token = await lease.acquire(sessionId, workerId);
+      expect(token).not.toBeNull();
+      expect(await fleet.redis.flushall()).toBe("OK");
+      const sweeper = sweeperOf(fleet, queues, { now: () => clock.now, startGraceMs: ttl });
+      expect(await sweeper.sweepAbandoned()).toBe(0);
+      expect((await runStatus()).status).toBe("running");
+
+      // The worker's next renewal takes the lease back: its run goes on, a TTL later too.
+      expect(await lease.hold(sessionId, token!)).toBe("retaken");
+      clock.now += ttl;
+      expect(await sweeper.sweepAbandoned()).toBe(0);
+      expect((await runStatus()).status).toBe("running");
+
+      // Then it freezes: its lease expires, and the missing lease is judged.
+      await fleet.redis.del(lease.key(sessionId));
+      expect(await sweeper.sweepAbandoned()).toBe(1);
+      expect(await runStatus()).toEqual({ status: "ended", ended_reason: "stalled" });
+    });
+  });
+});
+
 describe.each([
   ["", []],
   [

@@ -56,31 +56,35 @@ describe("the end event of a run the sweeper ended", () => {
     const events = new EventWriter(fleet.redis, fleet.config.prefix);
     const attempts: string[] = [];
     const warned: string[] = [];
-    const sweeper = new Sweeper({
-      prefix: fleet.config.prefix,
-      redis: fleet.redis,
-      lease: new SessionLease(fleet.redis, fleet.config.prefix, fleet.config.leaseTtlMs),
-      queries,
-      sweeps: new SweepQueries(fleet.database),
-      queues,
-      metrics: createMetrics("sweeper"),
-      resumes: new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, createMetrics("resumes")),
-      log: {
-        info() {},
-        debug() {},
-        warn: (...args: unknown[]) => {
-          warned.push(String(args[1]));
+    const sweeper = new Sweeper(
+      {
+        prefix: fleet.config.prefix,
+        redis: fleet.redis,
+        lease: new SessionLease(fleet.redis, fleet.config.prefix, fleet.config.leaseTtlMs),
+        queries,
+        sweeps: new SweepQueries(fleet.database),
+        queues,
+        metrics: createMetrics("sweeper"),
+        resumes: new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, createMetrics("resumes")),
+        log: {
+          info() {},
+          debug() {},
+          warn: (...args: unknown[]) => {
+            warned.push(String(args[1]));
+          },
         },
+        runEnded: async (sessionId, endedRunId, outcome) => {
+          attempts.push(endedRunId);
+          if (attempts.length === 1) throw new Error("terminating connection due to administrator command");
+          await events.writeAfterSync(fleet.database, sessionId, [
+            { type: "RUN_COMPLETED", runId: endedRunId, outcome },
+          ]);
+        },
+        runEndMissing: (sessionId) => events.missingRunEnd(fleet.database, sessionId, 0),
       },
-      runEnded: async (sessionId, endedRunId, outcome) => {
-        attempts.push(endedRunId);
-        if (attempts.length === 1) throw new Error("terminating connection due to administrator command");
-        await events.writeAfterSync(fleet.database, sessionId, [
-          { type: "RUN_COMPLETED", runId: endedRunId, outcome },
-        ]);
-      },
-      runEndMissing: (sessionId) => events.missingRunEnd(fleet.database, sessionId, 0),
-    });
+      // Judges the made-up run at once (a sweeper process waits a lease TTL from its start).
+      { startGraceMs: 0 },
+    );
 
     expect(await sweeper.sweepAbandoned(new Set([ghost]))).toBe(1);
     expect(attempts).toEqual([runId]);

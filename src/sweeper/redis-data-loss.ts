@@ -6,7 +6,10 @@
  * their next renewal (lease-keeper.ts), within a third of the TTL. The sweeper learns of such
  * a loss from a marker key of the fleet's that nothing deletes: the value it last read
  * changed (another sweeper wrote a new one) or is gone. Its caller then treats the loss as
- * Redis trouble (sweeper.ts `redisTrouble`): no missing lease is judged for a TTL.
+ * Redis trouble (sweeper.ts `redisTrouble`): no missing lease is judged for a TTL. A loss
+ * before a sweeper's first look is not seen here (nothing to compare; a marker that Postgres
+ * kept would not tell either once another sweeper wrote a new one): its start counts as
+ * Redis trouble instead (sweeper.ts), which covers such a loss whenever it happened.
  */
 import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";

@@ -62,6 +62,7 @@ export class Sweeper {
   private readonly deaths: DeathWatch;
   /** When this sweeper last saw Redis fail, answer slowly, or come back (its clock). */
   private redisTroubleAt = Number.NEGATIVE_INFINITY;
+  private readonly startTroubleAt: number;
   /** Part 3, with where its next scan reads on (orphaned-runs.ts). */
   private readonly orphans: OrphanedRuns;
   /** Part 4, with its own death watch of the workers that hold jobs (dead-claims.ts). */
@@ -75,13 +76,17 @@ export class Sweeper {
 
   constructor(
     private readonly deps: SweeperDeps,
-    options: { confirmDeathMs?: number } = {},
+    /** `startGraceMs`: how long after its start no missing lease is judged (a TTL; see below). */
+    options: { confirmDeathMs?: number; startGraceMs?: number } = {},
   ) {
     this.confirmDeathMs = options.confirmDeathMs ?? 150;
     this.deaths = new DeathWatch(this.confirmDeathMs);
     // Monotonic: with Date.now, a wall clock stepped an hour back right after Redis trouble
     // left every missing lease unjudged for that hour (test/sweeper-clock.test.ts).
     this.now = deps.now ?? (() => performance.now());
+    // Redis emptied just before it started (no marker to compare: redis-data-loss.ts) looks
+    // like no loss: its start counts as Redis trouble, no missing lease judged for a TTL.
+    this.startTroubleAt = this.now() - deps.lease.ttlMs + (options.startGraceMs ?? deps.lease.ttlMs);
     this.failures = new SessionFailures(deps);
     this.dataLoss = new RedisDataLoss(deps.redis, deps.prefix);
     this.locks = new SweepLocks({
@@ -179,7 +184,8 @@ export class Sweeper {
     const now = this.now();
     // Leases read while Redis was away or just back may be missing only because their
     // workers' renewals have not landed yet (they take them back: lease-keeper.ts).
-    const judgeable = leaseJudgeable(now - this.redisTroubleAt, this.deps.lease.ttlMs);
+    const troubleAt = Math.max(this.redisTroubleAt, this.startTroubleAt);
+    const judgeable = leaseJudgeable(now - troubleAt, this.deps.lease.ttlMs);
     // Heartbeats are data as leases are, beaten as often: missing ones are judged alike.
     const owners = running.map((r) => r.worker_id ?? "");
     const heartbeats = livenessMode(this.deps.redis) === "heartbeat";

@@ -36,28 +36,36 @@ export function sweeperOf(
     policy?: Partial<ResumePolicy>;
     metrics?: FleetMetrics;
     runEnded?: SweeperDeps["runEnded"];
+    /**
+     * How long after its start it judges no missing lease: 0 here (these tests judge at once a
+     * run they made up), a lease TTL in a sweeper process (sweeper.ts says why).
+     */
+    startGraceMs?: number;
     /** Where its automatic resumes and counted retries are written (the fleet's database by default). */
     resumesDatabase?: Database;
   } = {},
 ): Sweeper {
   const metrics = options.metrics ?? createMetrics("sweeper-test");
-  return new Sweeper({
-    prefix: fleet.config.prefix,
-    redis: fleet.redis,
-    lease: new SessionLease(fleet.redis, fleet.config.prefix, fleet.config.leaseTtlMs),
-    queries: new SessionQueries(fleet.database),
-    sweeps: new SweepQueries(fleet.database),
-    queues,
-    metrics,
-    resumes: new AutomaticResumes(
-      options.resumesDatabase ?? fleet.database,
-      { ...DEFAULT_RESUME_POLICY, ...options.policy },
+  return new Sweeper(
+    {
+      prefix: fleet.config.prefix,
+      redis: fleet.redis,
+      lease: new SessionLease(fleet.redis, fleet.config.prefix, fleet.config.leaseTtlMs),
+      queries: new SessionQueries(fleet.database),
+      sweeps: new SweepQueries(fleet.database),
+      queues,
       metrics,
-    ),
-    log: pino({ level: "silent" }),
-    now: options.now,
-    ...(options.runEnded ? { runEnded: options.runEnded } : {}),
-  });
+      resumes: new AutomaticResumes(
+        options.resumesDatabase ?? fleet.database,
+        { ...DEFAULT_RESUME_POLICY, ...options.policy },
+        metrics,
+      ),
+      log: pino({ level: "silent" }),
+      now: options.now,
+      ...(options.runEnded ? { runEnded: options.runEnded } : {}),
+    },
+    { startGraceMs: options.startGraceMs ?? 0 },
+  );
 }
 
 /**

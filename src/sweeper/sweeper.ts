@@ -16,6 +16,8 @@
  */
 import { ownerOf } from "../shared/lease.js";
 import { DeadClaims } from "./dead-claims.js";
+import { forEachLimit } from "./for-each-limit.js";
+import { leaseJudgeable, slowAnswer } from "./lease-judgement.js";
 import { DeathWatch, livenessMode, liveWorkers } from "./liveness.js";
 import { OrphanedRuns } from "./orphaned-runs.js";
 import { RedisDataLoss } from "./redis-data-loss.js";
@@ -25,38 +27,14 @@ import { SweepLocks } from "./sweep-locks.js";
 import type { AbandonedRunEnd } from "./sweep-queries.js";
 import type { SweeperDeps, SweepResult } from "./sweeper-deps.js";
 
+export { leaseJudgeable, slowAnswer } from "./lease-judgement.js";
 export type { SweeperDeps, SweepResult } from "./sweeper-deps.js";
 
 /** The owner part of the token the sweeper holds a session's lease with while it ends a run. */
 const SWEEPER_OWNER = "sweeper";
 
-/** A Redis answer later than a renewal period: renewals may have been held up as long. */
-export function slowAnswer(tookMs: number, ttlMs: number): boolean {
-  return tookMs > ttlMs / 3;
-}
-
-/** Whether a missing lease means a frozen holder: Redis answered well for a whole TTL. */
-export function leaseJudgeable(healthyForMs: number, ttlMs: number): boolean {
-  return healthyForMs >= ttlMs;
-}
-
 /** Abandoned runs handled at once (each is a handful of round trips under its own lock). */
 const ABANDONED_AT_ONCE = 8;
-
-/** Runs `fn` over `items`, at most `limit` at a time, none started once `signal` is aborted. */
-async function forEachLimit<T>(
-  items: Iterable<T>,
-  limit: number,
-  fn: (item: T) => Promise<void>,
-  signal?: AbortSignal,
-): Promise<void> {
-  const iterator = items[Symbol.iterator]();
-  const lane = async () => {
-    for (let next = iterator.next(); !next.done && !signal?.aborted; next = iterator.next())
-      await fn(next.value);
-  };
-  await Promise.all(Array.from({ length: limit }, lane));
-}
 
 export class Sweeper {
   private readonly deaths: DeathWatch;

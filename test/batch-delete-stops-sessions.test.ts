@@ -1,8 +1,8 @@
 /**
  * A batch marked deleted (DELETE /v1/batches/:id: the mark commits first, its sessions go
  * chunk by chunk, the rest left to the sweeper when the API stops or spends 20 s) runs
- * nothing more: its queued runs are not started by a worker, and a new message to one of
- * its sessions is a 404, as the batch is.
+ * nothing more: its queued runs are not started by a worker, and a new message or a page of an imported
+ * history to one of its sessions is a 404, as the batch is.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetApiError, FleetClient } from "../src/producer/client.js";
@@ -66,4 +66,23 @@ describe("a batch marked deleted whose sessions are not gone yet", () => {
     expect({ started: started.length, tools: tools.length }).toEqual({ started: 0, tools: 0 });
     expect(worker.child.exitCode).toBeNull();
   }, 60_000);
+
+  it("takes no page of an imported history into one of its sessions", async () => {
+    const { sql } = fleet.database;
+    // A session of a batch given a history and no input: it has no run, so it takes pages.
+    const batch = await client.createBatch([{ agent: AGENT, messages: [{ role: "user", content: "hi" }] }]);
+    const id = batch.sessions[0]!.id;
+    expect(await client.importMessages(id, [{ role: "user", content: "page" }], { afterSeq: 1 })).toEqual({
+      lastSeq: 2,
+    });
+    expect(await new DataDeletion(fleet.database).markBatchDeleted("default", batch.id)).not.toBeNull();
+    const page = await client
+      .importMessages(id, [{ role: "user", content: "after the delete" }], { afterSeq: 2 })
+      .then(
+        () => 200,
+        (e: FleetApiError) => e.status,
+      );
+    const [stored] = await sql`select last_seq from sessions where id = ${id}`;
+    expect({ page, lastSeq: stored?.last_seq }).toEqual({ page: 404, lastSeq: 2 });
+  });
 });

@@ -10,6 +10,8 @@
  * goes on from the `lastSeq` it reads back. The page is checked with what is stored before it:
  * a result may answer a call of the last stored step, but not a second time.
  *
+ * A session of a batch marked deleted takes no page (404, as its batch): its data goes.
+ *
  * And the history a session holds this way is bounded (`maxHistoryBytes`, about: its texts,
  * tool calls and provider state): one request is at most 16 MB, but pages could be added for
  * ever, and every later reader of the session (a whole `GET`, the worker's run, the event
@@ -44,12 +46,20 @@ export async function appendImportedPage(
         tokens_used: string;
         history_bytes: string;
         history_bytes_seq: number;
+        batch_id: string | null;
       }[]
     >`
-      select s.last_seq, s.tokens_used::text, s.history_bytes::text, s.history_bytes_seq,
+      select s.last_seq, s.batch_id, s.tokens_used::text, s.history_bytes::text, s.history_bytes_seq,
              exists (select 1 from runs r where r.session_id = s.id) as has_runs
         from sessions s where s.id = ${sessionId} and s.tenant = ${tenant} for update`;
     if (!session) throw new NotFoundError(`session ${sessionId}`);
+    // A session of a batch being deleted is gone for its caller, as for a new message
+    // (run-queueing.ts): read after the row's lock, so a mark committed meanwhile is seen.
+    if (session.batch_id !== null) {
+      const [gone] =
+        await tx`select 1 from batches where id = ${session.batch_id} and deleted_at is not null`;
+      if (gone) throw new NotFoundError(`session ${sessionId}`);
+    }
     if (session.has_runs)
       throw new ConflictError(
         "runs_exist",

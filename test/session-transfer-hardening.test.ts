@@ -339,3 +339,19 @@ describe("a creation whose every answer is lost", () => {
     }
   }, 120_000);
 });
+
+describe("a session deleted after its import", () => {
+  it("run again with its --idempotency-key after the session was deleted: says so, and not to run it with that key again", async () => {
+    const file = await fileOf("deleted-since.jsonl", exportText([{ role: "user", content: "hi" }]));
+    const key = `import-deleted-${Date.now()}`;
+    const first = await cli(["session", "import", file, "--idempotency-key", key]);
+    expect(first.code, first.stderr).toBe(0);
+    const id = first.stdout.trim();
+    await client.deleteSession(id);
+    const again = await cli(["session", "import", file, "--idempotency-key", key]);
+    expect({ code: again.code, stdout: again.stdout }).toEqual({ code: 2, stdout: "" });
+    // The key gives the deleted session back for 24 h: running with it again would fail again.
+    expect(again.stderr).toContain(`session ${id} was deleted since this key created it`);
+    expect(again.stderr).not.toContain(`--idempotency-key ${key}`);
+  }, 120_000);
+});

@@ -46,6 +46,8 @@ export async function storePage(
     } catch (error) {
       if (!(error instanceof FleetApiError && error.reason === "seq_mismatch")) {
         if (error instanceof FleetApiError) {
+          // The session is gone: said by the command (session-import.ts), not as a refused page.
+          if (error.status === 404) throw error;
           const index = /^messages\[(\d+)\]/.exec(error.field ?? "");
           const at = index ? rest[Number(index[1])] : undefined;
           if (at) throw new TransferError(`seq ${at.seq} (line ${at.line}): ${error.message}`, 2);

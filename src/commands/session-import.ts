@@ -120,6 +120,13 @@ async function sendFile(client: FleetClient, file: ImportSource, total: number, 
         1,
       );
     }
+    // Gone (deleted since its key made it): what the error line said — it holds the file's
+    // messages, run again with the key — was wrong, and the key gives it back for 24 h.
+    if (error instanceof FleetApiError && error.status === 404)
+      throw new TransferError(
+        `session ${id} was deleted since this key created it (the key gives the same session for 24 h): run this command again with a new --idempotency-key, or none, to make a new session`,
+        2,
+      );
     // A 4xx stored nothing of its page; after no answer (or a 5xx) the page may be stored.
     const refused =
       (error instanceof TransferError && error.exitCode === 2) ||

@@ -1,11 +1,13 @@
 /** The API's routes (contracts §4): each hands the caller's tenant and input to what acts on it. */
 import { Readable } from "node:stream";
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { NotFoundError } from "../shared/errors.js";
 import type { ApiDeps } from "./api-deps.js";
+import { UnauthorizedError } from "./auth.js";
 import { watchedAnswer } from "./big-answers.js";
 import { BIG_BODY_BYTES, type BigBodyGate } from "./big-bodies.js";
 import { noFieldsBody, parseBody } from "./request-bodies.js";
+import { closeWhenRevoked } from "./revoked-answers.js";
 import { closeWhenStalled, DEFAULT_ANSWER_STALL_MS } from "./stalled-answers.js";
 
 type IdParams = { Params: { id: string } };
@@ -21,6 +23,16 @@ function ndjson(items: AsyncIterable<unknown>): Readable {
       for await (const item of items) yield `${JSON.stringify(item)}\n`;
     })(),
   );
+}
+
+/** Whether the request's key still works for the tenant it was answered as (a 401 now: no). */
+async function stillServes(deps: ApiDeps, request: FastifyRequest): Promise<boolean> {
+  try {
+    return (await deps.auth.authenticate(request.headers.authorization, request.headers)) === request.tenant;
+  } catch (error) {
+    if (error instanceof UnauthorizedError) return false;
+    throw error;
+  }
 }
 
 /** The routes, declared in a plugin so that the OpenAPI document (registered first) sees them. */
@@ -49,6 +61,12 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
     // A reader that takes nothing does not hold its page and connection for ever (stalled-answers.ts).
     closeWhenStalled(reply.raw, deps.answerStallMs ?? DEFAULT_ANSWER_STALL_MS, () =>
       request.log.info("batch results reader took nothing for FLEET_SSE_STALL_MS; closed its connection"),
+    );
+    // Nor does a key revoked meanwhile go on reading them (revoked-answers.ts).
+    closeWhenRevoked(
+      reply.raw,
+      () => stillServes(deps, request),
+      () => request.log.info("batch results reader's key no longer works; closed its connection"),
     );
     return reply.header("content-type", "application/x-ndjson; charset=utf-8").send(ndjson(results));
   });

@@ -26,7 +26,7 @@ import { FleetToolNames, readToolNames } from "../shared/tool-names.js";
 import { cancelChannel } from "../shared/worker-signals.js";
 import { adminBoard } from "./admin-board.js";
 import { closeServerWithin, ServerConnections } from "./api-stop.js";
-import { ApiAuth, isLoopbackHost, UnauthorizedError } from "./auth.js";
+import { ApiAuth, isLoopbackHost, storeBootstrapKey, UnauthorizedError } from "./auth.js";
 import { AuthFailureLimiter } from "./auth-failures.js";
 import { consolePages } from "./console-route.js";
 import { Deletions } from "./deletions.js";
@@ -80,9 +80,10 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
   const keys = new ApiKeys(database);
   const loopback = isLoopbackHost(config.host);
   let anyKey: boolean;
+  let bootstrapWarning: string | undefined;
   try {
     await claimFleet(database, config.prefix);
-    if (config.bootstrapKey !== undefined) await keys.bootstrap(config.bootstrapKey);
+    bootstrapWarning = await storeBootstrapKey(keys, config.bootstrapKey);
     anyKey = await keys.anyExists();
     if (!anyKey && !loopback) throw new ValidationError("HOST", `${config.host}: ${NO_KEY_REFUSAL}`);
   } catch (error) {
@@ -254,6 +255,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     metrics.redisEvictionPolicySafe,
     config.evictionCheckMs,
   );
+  if (bootstrapWarning) app.log.warn(bootstrapWarning);
   if (!anyKey) {
     app.log.info(
       `no API key exists: serving without authentication, as tenant "default", on ${config.host} only; ` +

@@ -243,3 +243,22 @@ function passwordOf(credentials: string): string | undefined {
   const colon = decoded.indexOf(":");
   return colon < 0 || colon === decoded.length - 1 ? undefined : decoded.slice(colon + 1);
 }
+
+/**
+ * Stores FLEET_BOOTSTRAP_KEY when no key exists (ApiKeys.bootstrap), and says what the API logs
+ * at start when the key it is given is not a valid key here: another key existed, so it was not
+ * stored (an operator who rotates the first key by changing the variable), or it was revoked.
+ * Such a key is refused (401) on every request; before, nothing said why. Undefined: no key set,
+ * or it works.
+ */
+export async function storeBootstrapKey(
+  keys: Pick<ApiKeys, "bootstrap" | "tenantOf">,
+  key: string | undefined,
+): Promise<string | undefined> {
+  if (key === undefined || (await keys.bootstrap(key)) || (await keys.tenantOf(hashKey(key)))) return;
+  return (
+    "FLEET_BOOTSTRAP_KEY is set but is not a valid key of this fleet (revoked, or not stored: it is " +
+    "stored only while no key exists): requests sending it are refused (401); use a key made by " +
+    "`fleet keys create --tenant NAME`, and unset FLEET_BOOTSTRAP_KEY"
+  );
+}

@@ -87,6 +87,7 @@ const PARSED: Record<string, (c: FleetConfig) => unknown> = {
   FLEET_API_DRAIN_MS: (c) => c.apiDrainMs,
   FLEET_API_MAX_BIG_BODIES: (c) => c.apiBigBodies.max,
   FLEET_API_BIG_BODIES_WAITING: (c) => c.apiBigBodies.waiting,
+  FLEET_RESULTS_MAX_READS_PER_TENANT: (c) => c.resultsMaxReadsPerTenant,
   FLEET_SSE_MAX_STREAMS_PER_TENANT: (c) => c.events.maxStreamsPerTenant,
   FLEET_SSE_HEARTBEAT_MS: (c) => c.events.heartbeatMs,
   FLEET_SSE_STALL_MS: (c) => c.events.stallMs,

@@ -69,6 +69,11 @@ export type ApiDeps = {
    * connection is closed (FLEET_SSE_STALL_MS); default 60 s.
    */
   answerStallMs?: number;
+  /**
+   * Batch results reads one tenant may hold open at once (tenant-read-slots.ts,
+   * FLEET_RESULTS_MAX_READS_PER_TENANT); default DEFAULT_RESULTS_READS_PER_TENANT.
+   */
+  resultsReadsPerTenant?: number;
   /** Big request bodies worked on at once, and waiting (big-bodies.ts); default DEFAULT_BIG_BODIES. */
   bigBodies?: { max: number; waiting: number };
 };

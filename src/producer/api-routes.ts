@@ -9,6 +9,7 @@ import { BIG_BODY_BYTES, type BigBodyGate } from "./big-bodies.js";
 import { noFieldsBody, parseBody } from "./request-bodies.js";
 import { closeWhenRevoked } from "./revoked-answers.js";
 import { closeWhenStalled, DEFAULT_ANSWER_STALL_MS } from "./stalled-answers.js";
+import { TenantReadSlots } from "./tenant-read-slots.js";
 
 type IdParams = { Params: { id: string } };
 
@@ -38,6 +39,7 @@ async function stillServes(deps: ApiDeps, request: FastifyRequest): Promise<bool
 /** The routes, declared in a plugin so that the OpenAPI document (registered first) sees them. */
 export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate): void {
   const { service } = deps;
+  const resultsReads = new TenantReadSlots(deps.resultsReadsPerTenant);
   app.post("/v1/sessions", async (request, reply) =>
     reply.code(201).send(await service.createSession(request.tenant, request.body)),
   );
@@ -51,13 +53,22 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
     service.getBatch(request.tenant, request.params.id, request.query),
   );
   app.get<IdParams>("/v1/batches/:id/results", async (request, reply) => {
-    const results = await service.batchResults(
-      request.tenant,
-      request.params.id,
-      undefined,
-      undefined,
-      request.query,
-    );
+    // At most FLEET_RESULTS_MAX_READS_PER_TENANT of them open per tenant, each held until its
+    // response closes, however it ends (tenant-read-slots.ts).
+    const release = resultsReads.admit(request.tenant, reply.raw);
+    let results: AsyncIterable<unknown>;
+    try {
+      results = await service.batchResults(
+        request.tenant,
+        request.params.id,
+        undefined,
+        undefined,
+        request.query,
+      );
+    } catch (error) {
+      release();
+      throw error;
+    }
     // A reader that takes nothing does not hold its page and connection for ever (stalled-answers.ts).
     closeWhenStalled(reply.raw, deps.answerStallMs ?? DEFAULT_ANSWER_STALL_MS, () =>
       request.log.info("batch results reader took nothing for FLEET_SSE_STALL_MS; closed its connection"),

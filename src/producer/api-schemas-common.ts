@@ -24,7 +24,7 @@ export const errorSchema = z
         .enum(TENANT_LIMITS)
         .optional()
         .describe(
-          "Which limit (429): a tenant's, the client address's (`auth_failures`), the session's (`queued_runs`) or the API process's (`big_bodies`, `big_answers`)",
+          "Which limit (429): a tenant's, the client address's (`auth_failures`), the session's (`queued_runs`) or the API process's (`big_bodies`, `big_answers`); `results_reads`: a tenant's on one API process",
         ),
       retryAfter: z.number().int().optional().describe("Seconds to wait, as in Retry-After (429)"),
     }),

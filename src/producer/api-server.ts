@@ -238,6 +238,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     logLevel: config.logLevel,
     requestTimeoutMs: config.apiRequestTimeoutMs,
     answerStallMs: config.events.stallMs,
+    resultsReadsPerTenant: config.resultsMaxReadsPerTenant,
     bigBodies: config.apiBigBodies,
     authFailures: config.apiAuthFailures ? new AuthFailureLimiter(config.apiAuthFailures) : undefined,
     trustProxy: config.apiTrustProxy,

@@ -22,7 +22,7 @@ export class FleetApiError extends Error {
      * seconds the API asked to wait (on a 5xx as sent, 0 too). The client waits out 429s itself (`maxLimitWaitMs`), never 503s.
      */
     readonly retryAfter?: number,
-    /** On 429: which limit (`active_sessions`, `request_rate`, `event_streams`, `auth_failures`, `queued_runs`, `big_bodies`, `big_answers`). */
+    /** On 429: which limit (`active_sessions`, `request_rate`, `event_streams`, `auth_failures`, `queued_runs`, `big_bodies`, `big_answers`, `results_reads`). */
     readonly limit?: string,
     /**
      * On an `invalid_response` of an event stream: the id of the event that could not be read

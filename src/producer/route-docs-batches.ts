@@ -69,6 +69,10 @@ export const BATCH_ROUTE_DOCS = {
         media: "application/x-ndjson",
       },
       ...common,
+      429: {
+        ...common[429],
+        description: `${common[429].description}; \`limit: "results_reads"\`: this tenant already has FLEET_RESULTS_MAX_READS_PER_TENANT results reads open on this API process`,
+      },
       ...missing,
     },
   },

@@ -214,6 +214,11 @@ export const envSchema = z.object({
     .default(16 * 1024 * 1024),
   /** Event streams (SSE) one tenant may hold open at once on one API process; more answer 429. */
   FLEET_SSE_MAX_STREAMS_PER_TENANT: z.coerce.number().int().positive().default(100),
+  /**
+   * Batch results reads (`GET /v1/batches/:id/results`) one tenant may hold open at once on one
+   * API process, each with a page of results (up to 8 MiB) in memory; more answer 429.
+   */
+  FLEET_RESULTS_MAX_READS_PER_TENANT: z.coerce.number().int().positive().default(8),
   /** How often an idle event stream sends a comment line, so proxies and clients keep it open. */
   FLEET_SSE_HEARTBEAT_MS: timerMs(15_000, true),
   /**

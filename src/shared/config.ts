@@ -133,6 +133,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
       e.FLEET_API_AUTH_FAILURES_PER_MINUTE > 0
         ? { perMinute: e.FLEET_API_AUTH_FAILURES_PER_MINUTE, burst: e.FLEET_API_AUTH_FAILURE_BURST }
         : undefined,
+    resultsMaxReadsPerTenant: e.FLEET_RESULTS_MAX_READS_PER_TENANT,
     apiBigBodies: { max: e.FLEET_API_MAX_BIG_BODIES, waiting: e.FLEET_API_BIG_BODIES_WAITING },
     apiTrustProxy: parseTrustProxy(e.FLEET_API_TRUST_PROXY),
     historyCacheBytes: Math.floor(e.FLEET_HISTORY_CACHE_MB * 1024 * 1024),

@@ -83,7 +83,8 @@ export function refusedByFleetState(error: unknown): boolean {
  * Which limit a 429 is about (contracts §10); `auth_failures` is a client address's, not a
  * tenant's (auth-failures.ts); `queued_runs` a session's (queued-runs.ts); `big_bodies` one API
  * process's (big-bodies.ts: big request bodies worked on and waiting), as is `big_answers` (the
- * same places, taken by whole answers of big sessions).
+ * same places, taken by whole answers of big sessions); `results_reads` a tenant's batch results
+ * reads open on one API process (tenant-read-slots.ts).
  */
 export const TENANT_LIMITS = [
   "active_sessions",
@@ -93,6 +94,7 @@ export const TENANT_LIMITS = [
   "queued_runs",
   "big_bodies",
   "big_answers",
+  "results_reads",
 ] as const;
 export type TenantLimit = (typeof TENANT_LIMITS)[number];
 

@@ -26,6 +26,8 @@ export type FleetConfig = {
   apiDrainMs: number;
   /** Failed authentications per client address (auth-failures.ts); undefined: no limit. */
   apiAuthFailures: { perMinute: number; burst: number } | undefined;
+  /** FLEET_RESULTS_MAX_READS_PER_TENANT: batch results reads one tenant may hold open on one API process. */
+  resultsMaxReadsPerTenant: number;
   /** FLEET_API_MAX_BIG_BODIES, FLEET_API_BIG_BODIES_WAITING: request bodies of 1 MiB or more worked on at once, and waiting. */
   apiBigBodies: { max: number; waiting: number };
   /** FLEET_API_TRUST_PROXY as Fastify's `trustProxy` takes it. */

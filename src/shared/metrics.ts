@@ -91,7 +91,7 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
     /** The API's 429 answers (contracts §12), by the limit that refused the request. */
     requestsLimited: new Counter({
       name: "fleet_requests_limited_total",
-      help: "Requests answered 429, by limit (active_sessions, request_rate, event_streams, auth_failures: too many failed authentications from the address, queued_runs: too many runs waiting on one session, big_bodies: too many big request bodies at once on one API process, big_answers: too many whole answers of big sessions at once there).",
+      help: "Requests answered 429, by limit (active_sessions, request_rate, event_streams, auth_failures: too many failed authentications from the address, queued_runs: too many runs waiting on one session, big_bodies: too many big request bodies at once on one API process, big_answers: too many whole answers of big sessions at once there, results_reads: too many batch results reads of one tenant open there).",
       labelNames: ["limit"] as const,
       registers,
     }),

@@ -7,6 +7,7 @@
  * read for the cache window is handed the rest of 18 MB of outputs: before, all of it.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { KEY_RECHECK_MS } from "../src/producer/revoked-answers.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
@@ -55,6 +56,9 @@ it("a batch's results read with a key revoked meanwhile end before every result 
     30_000,
     "the revoked key refused",
   );
+  // A reader that takes nothing for a while: the answer asks every second (KEY_RECHECK_MS)
+  // whether its key still works; read at once, loopback hands 18 MB over within that second.
+  await new Promise((resolve) => setTimeout(resolve, 2.5 * KEY_RECHECK_MS));
   // Now the reader reads on, as fast as it can.
   let lines = 0;
   let withOutput = 0;

@@ -152,6 +152,9 @@ describe("a run whose job failed on an unexpected error", () => {
     const { sql } = fleet.database;
     const writes = new FencedWrites(fleet.database);
     const { sessionId, runId } = await crashedOnce(longFault);
+    // The resume's own job may still come after the resume completed (the claim that found the
+    // crash ran it at once) and claim the session, moving its epoch: no worker claims from here.
+    await worker.stop();
     const [session] = await sql<{ epoch: string }[]>`
       select lease_epoch as epoch from sessions where id = ${sessionId}`;
     const fence = { sessionId, epoch: Number(session!.epoch) };

@@ -17,7 +17,7 @@ import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { createFleetEnv, waitFor } from "./support/fleet-env.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
-/** 12 sessions with an answer of 900 KB each: more than the loopback socket's buffers hold. */
+/** 12 sessions with an answer of 1.3 MB each (15.6 MB, under the 16 MiB body limit): well over what the loopback sockets can hold (send 4 MB, receive autotuned to 6 MB), so a read that takes nothing cannot end by itself. */
 const SESSIONS = Array.from({ length: 12 }, (_, i) => ({
   agent: AGENT,
   customId: `big-${i}`,
@@ -25,7 +25,7 @@ const SESSIONS = Array.from({ length: 12 }, (_, i) => ({
     { role: "user" as const, content: "write a lot" },
     {
       role: "assistant" as const,
-      content: String.fromCharCode(97 + i).repeat(900_000),
+      content: String.fromCharCode(97 + i).repeat(1_300_000),
       stopReason: "end_turn",
     },
   ],

@@ -91,6 +91,7 @@ describe("deploy/prometheus (promtool)", () => {
         "FleetCrashToResumeSlow",
         "FleetFencedWrites",
         "FleetQueueBacklogGrowing",
+        "FleetQueueBacklogStuck",
         "FleetProviderErrorsHigh",
         "FleetTargetDown",
         "FleetRedisEvictionUnsafe",

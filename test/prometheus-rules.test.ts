@@ -64,7 +64,7 @@ describe("deploy/prometheus (promtool)", () => {
   // another group before or after that rule's evaluation (one interval old); promtool orders
   // them at random when the test file names no group_eval_order, which made a case that hung
   // on the order pass or fail from run to run. Each order forced: both pass.
-  it("the unit tests pass whichever group is evaluated first", { timeout: 60_000 }, async () => {
+  it("the unit tests pass whichever group is evaluated first", { timeout: 180_000 }, async () => {
     const groups = ruleFiles().flatMap(({ file }) => file.groups.map((g) => g.name));
     expect(groups.length).toBeGreaterThanOrEqual(2);
     const runs = [groups, [...groups].reverse()].map((order, i) => {
@@ -148,7 +148,7 @@ describe("deploy/prometheus (promtool)", () => {
   // files, always firing in another); each alert's own cases must report it. One run per
   // alert and way took 213 s for 15 alerts on a loaded 2-core machine; promtool reports every
   // failing case, each under its alertname.
-  it("fails its unit tests when any alert never fires or always fires", { timeout: 60_000 }, async () => {
+  it("fails its unit tests when any alert never fires or always fires", { timeout: 180_000 }, async () => {
     const mutated = (name: string, expr: (original: string) => string) => {
       const dir = join(scratch, name);
       cpSync(join(PROMETHEUS_DIR, "rules"), join(dir, "rules"), { recursive: true });

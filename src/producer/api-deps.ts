@@ -9,6 +9,7 @@ import type { Deletions } from "./deletions.js";
 import type { EventStreams } from "./event-stream.js";
 import type { FleetService } from "./fleet-service.js";
 import type { SessionEventsSwitch } from "./session-events-switch.js";
+import type { TenantSlotLeases } from "./tenant-slot-leases.js";
 
 export type ApiDeps = {
   service: FleetService;
@@ -74,6 +75,11 @@ export type ApiDeps = {
    * FLEET_RESULTS_MAX_READS_PER_TENANT); default DEFAULT_RESULTS_READS_PER_TENANT.
    */
   resultsReadsPerTenant?: number;
+  /**
+   * Places per tenant counted across every API process (tenant-slot-leases.ts: results reads);
+   * absent: each process counts its own.
+   */
+  tenantSlots?: Pick<TenantSlotLeases, "take">;
   /** Big request bodies worked on at once, and waiting (big-bodies.ts); default DEFAULT_BIG_BODIES. */
   bigBodies?: { max: number; waiting: number };
 };

@@ -39,7 +39,7 @@ async function stillServes(deps: ApiDeps, request: FastifyRequest): Promise<bool
 /** The routes, declared in a plugin so that the OpenAPI document (registered first) sees them. */
 export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate): void {
   const { service } = deps;
-  const resultsReads = new TenantReadSlots(deps.resultsReadsPerTenant);
+  const resultsReads = new TenantReadSlots(deps.resultsReadsPerTenant, deps.tenantSlots);
   app.post("/v1/sessions", async (request, reply) =>
     reply.code(201).send(await service.createSession(request.tenant, request.body)),
   );
@@ -53,9 +53,9 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
     service.getBatch(request.tenant, request.params.id, request.query),
   );
   app.get<IdParams>("/v1/batches/:id/results", async (request, reply) => {
-    // At most FLEET_RESULTS_MAX_READS_PER_TENANT of them open per tenant, each held until its
-    // response closes, however it ends (tenant-read-slots.ts).
-    const release = resultsReads.admit(request.tenant, reply.raw);
+    // At most FLEET_RESULTS_MAX_READS_PER_TENANT of them open per tenant across the fleet, each
+    // held until its response closes, however it ends (tenant-read-slots.ts).
+    const release = await resultsReads.admit(request.tenant, reply.raw);
     let results: AsyncIterable<unknown>;
     try {
       results = await service.batchResults(

@@ -34,8 +34,8 @@ import { EventStreams } from "./event-stream.js";
 import { FairDispatch } from "./fair-dispatch.js";
 import { FleetService } from "./fleet-service.js";
 import { buildApi } from "./http-api.js";
-import { RequestRateLimiter } from "./request-rate.js";
 import { SessionEventsSwitch } from "./session-events-switch.js";
+import { tenantLimiters } from "./tenant-limiters.js";
 import { webhookSecretRoutes } from "./webhook-secret-routes.js";
 
 export type RunningApi = {
@@ -208,7 +208,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
           : "sessionEvents turned off, but its stream could not be dropped now (Redis unreachable?): nobody can read it, and it expires",
       ),
   });
-  const { requestRate } = config.tenantLimits;
+  const limiters = tenantLimiters(redis, config, () => app.log.warn.bind(app.log));
   const reachable = servicesReachable(database, redis);
   /** Stopping (or about to): `/healthz` says 503 from now on. */
   let draining = false;
@@ -218,18 +218,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     sessionEvents,
     auth,
     idempotency: new IdempotencyStore(database),
-    rate: requestRate
-      ? new RequestRateLimiter({
-          redis,
-          prefix: config.prefix,
-          rate: requestRate,
-          onUnavailable: (error) =>
-            app.log.warn(
-              { err: error },
-              "Redis unreachable: tenant request rates are not applied until it is back",
-            ),
-        })
-      : undefined,
+    ...limiters,
     admin: adminBoard([...queues.all(), webhookQueue]),
     console: consolePages(),
     registry: metrics.registry,
@@ -269,6 +258,8 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     return closeAll(
       [
         () => closeServerWithin(() => app.close(), connections, app.log),
+        // Reads cut by the stop gave their leases back; any left lapse within LEASE_TTL_MS.
+        async () => limiters.tenantSlots.stop(),
         () => queues.close(),
         () => webhookQueue.close(),
         () => closeRedis(redis),

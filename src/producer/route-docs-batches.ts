@@ -71,7 +71,7 @@ export const BATCH_ROUTE_DOCS = {
       ...common,
       429: {
         ...common[429],
-        description: `${common[429].description}; \`limit: "results_reads"\`: this tenant already has FLEET_RESULTS_MAX_READS_PER_TENANT results reads open on this API process`,
+        description: `${common[429].description}; \`limit: "results_reads"\`: this tenant already has FLEET_RESULTS_MAX_READS_PER_TENANT results reads open, across the fleet's API processes`,
       },
       ...missing,
     },

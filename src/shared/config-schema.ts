@@ -133,7 +133,10 @@ export const envSchema = z.object({
    * the write again, before it gives up as before (src/worker/db-rideout.ts); 0: never rides out.
    */
   FLEET_WORKER_DB_RIDEOUT_MS: timerMs(30_000),
-  /** Session lease time-to-live; a frozen worker loses its sessions after this. */
+  /**
+   * Session lease time-to-live; a frozen worker loses its sessions after this, and a dead API
+   * process's batch results reads stop counting against their tenant's bound after it.
+   */
   LEASE_TTL_MS: timerMs(5_000),
   /**
    * The longest one model request may stream (call-model.ts `maxStepMs`): a provider that
@@ -215,8 +218,9 @@ export const envSchema = z.object({
   /** Event streams (SSE) one tenant may hold open at once on one API process; more answer 429. */
   FLEET_SSE_MAX_STREAMS_PER_TENANT: z.coerce.number().int().positive().default(100),
   /**
-   * Batch results reads (`GET /v1/batches/:id/results`) one tenant may hold open at once on one
-   * API process, each with a page of results (up to 8 MiB) in memory; more answer 429.
+   * Batch results reads (`GET /v1/batches/:id/results`) one tenant may hold open at once across
+   * the fleet's API processes (leases in Redis, LEASE_TTL_MS), each with a page of results (up
+   * to 8 MiB) in memory; more answer 429.
    */
   FLEET_RESULTS_MAX_READS_PER_TENANT: z.coerce.number().int().positive().default(8),
   /** How often an idle event stream sends a comment line, so proxies and clients keep it open. */

@@ -115,6 +115,8 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
   });
   const auth = new ApiAuth({ keys, loopback });
   const eventsSetting = new SessionEventsSetting(database);
+  // The app's logger, made further down: asked for only when Redis cannot be reached.
+  const limiters = tenantLimiters(redis, config, () => app.log.warn.bind(app.log));
   const events = new EventStreams({
     redis,
     subscriber: () => createRedis(config.redisUrl, "producer"),
@@ -123,6 +125,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
     batches,
     metrics,
     maxStreamsPerTenant: config.events.maxStreamsPerTenant,
+    tenantSlots: limiters.tenantSlots,
     heartbeatMs: config.events.heartbeatMs,
     stallMs: config.events.stallMs,
     retention: {
@@ -208,7 +211,6 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
           : "sessionEvents turned off, but its stream could not be dropped now (Redis unreachable?): nobody can read it, and it expires",
       ),
   });
-  const limiters = tenantLimiters(redis, config, () => app.log.warn.bind(app.log));
   const reachable = servicesReachable(database, redis);
   /** Stopping (or about to): `/healthz` says 503 from now on. */
   let draining = false;

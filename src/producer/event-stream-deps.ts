@@ -6,6 +6,7 @@ import type { EventRetention } from "../shared/events.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import type { BatchStore } from "../shared/store/batches.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
+import type { TenantSlotLeases } from "./tenant-slot-leases.js";
 
 export type EventStreamDeps = {
   redis: Redis;
@@ -19,6 +20,8 @@ export type EventStreamDeps = {
   metrics: Pick<FleetMetrics, "sseClients"> &
     Partial<Pick<FleetMetrics, "eventPlacesGone">> & { eventsWritten?: EventsCounter };
   maxStreamsPerTenant: number;
+  /** Streams per tenant counted across every API process (tenant-slot-leases.ts); absent: this process's only. */
+  tenantSlots?: Pick<TenantSlotLeases, "take">;
   heartbeatMs: number;
   /**
    * How long a write may wait for the reader's socket to drain (FLEET_SSE_STALL_MS) before

@@ -71,7 +71,7 @@ export async function serveEvents(
    */
   still?: () => Promise<boolean>,
 ): Promise<void> {
-  const release = hub.slots.admit(tenant);
+  const release = await hub.slots.admit(tenant);
   let unsubscribe: Awaited<ReturnType<NotifySubscription["acquire"]>>;
   try {
     unsubscribe = await hub.notifications.acquire();

@@ -14,8 +14,9 @@
  *   FLEET_SSE_HEARTBEAT_MS. A client that goes away frees its slot at once; one that stays but
  *   takes nothing for FLEET_SSE_STALL_MS, or whose key is revoked meanwhile, is closed
  *   (event-stream-drain.ts).
- * - At most FLEET_SSE_MAX_STREAMS_PER_TENANT streams per tenant on one API process: more
- *   answer `429` (`limit: "event_streams"`), so event streams cannot exhaust the API.
+ * - At most FLEET_SSE_MAX_STREAMS_PER_TENANT streams per tenant across the fleet's API
+ *   processes (leases in Redis, tenant-stream-slots.ts): more answer `429`
+ *   (`limit: "event_streams"`), so event streams cannot exhaust the API.
  * - A batch's events (`SESSION_ENDED` per session that reached a terminal state, then one
  *   `BATCH_COMPLETED`) are derived from Postgres by whichever API process serves a reader,
  *   once a second — in full every 30 s, otherwise only the sessions that changed

@@ -1,7 +1,7 @@
 /**
  * The API's per-tenant limits that every API process shares through Redis (contracts §10):
  * the request rate (request-rate.ts, FLEET_TENANT_REQUESTS_PER_SECOND) and the places a tenant
- * holds open (tenant-slot-leases.ts: FLEET_RESULTS_MAX_READS_PER_TENANT), each said once per
+ * holds open (tenant-slot-leases.ts: FLEET_RESULTS_MAX_READS_PER_TENANT, FLEET_SSE_MAX_STREAMS_PER_TENANT), each said once per
  * Redis outage while it is not applied fleet-wide.
  */
 import type { Redis } from "ioredis";
@@ -34,7 +34,7 @@ export function tenantLimiters(
     onUnavailable: (error) =>
       warn()(
         { err: error },
-        "Redis unreachable: batch results reads per tenant are counted per API process until it is back",
+        "Redis unreachable: batch results reads and event streams per tenant are counted per API process until it is back",
       ),
   });
   return { rate, tenantSlots };

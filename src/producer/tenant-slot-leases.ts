@@ -1,7 +1,8 @@
 /**
  * Places a tenant holds across every API process of the fleet (contracts §10: per-tenant
  * limits), for the bounds that count what is open rather than what was asked:
- * FLEET_RESULTS_MAX_READS_PER_TENANT (tenant-read-slots.ts). Each place is a lease in Redis, one
+ * FLEET_RESULTS_MAX_READS_PER_TENANT (tenant-read-slots.ts) and FLEET_SSE_MAX_STREAMS_PER_TENANT
+ * (tenant-stream-slots.ts). Each place is a lease in Redis, one
  * sorted set per tenant and kind (member → until when it counts, on Redis's clock): taken
  * atomically only while fewer than the bound count, renewed by the process that holds it every
  * third of its time to live for as long as it is open, and removed when it closes. A process
@@ -16,7 +17,7 @@ import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 
 /** The kinds of places counted fleet-wide (the `limit` of their 429). */
-export type SlotKind = "results_reads";
+export type SlotKind = "results_reads" | "event_streams";
 
 /** A place taken (`release` gives it back, once), or refused with how many the tenant holds. */
 export type SlotAnswer = { taken: true; release: () => void } | { taken: false; held: number };

@@ -135,7 +135,8 @@ export const envSchema = z.object({
   FLEET_WORKER_DB_RIDEOUT_MS: timerMs(30_000),
   /**
    * Session lease time-to-live; a frozen worker loses its sessions after this, and a dead API
-   * process's batch results reads stop counting against their tenant's bound after it.
+   * process's batch results reads and event streams stop counting against their tenant's bounds
+   * after it.
    */
   LEASE_TTL_MS: timerMs(5_000),
   /**
@@ -215,7 +216,10 @@ export const envSchema = z.object({
     .int()
     .positive()
     .default(16 * 1024 * 1024),
-  /** Event streams (SSE) one tenant may hold open at once on one API process; more answer 429. */
+  /**
+   * Event streams (SSE) one tenant may hold open at once across the fleet's API processes
+   * (leases in Redis, LEASE_TTL_MS); more answer 429.
+   */
   FLEET_SSE_MAX_STREAMS_PER_TENANT: z.coerce.number().int().positive().default(100),
   /**
    * Batch results reads (`GET /v1/batches/:id/results`) one tenant may hold open at once across

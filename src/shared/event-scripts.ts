@@ -64,7 +64,9 @@ end
  * RUN_STARTED entry's field `p` is the id of the one written before it, `0` for none, so that
  * an earlier run's start is found over run starts only: RUN_STARTED_SCRIPT), and
  * `c:FINGERPRINT` for a check (type CHECK, never written): the writer's stored message at the
- * seq it believes the stream has last. The writes are applied in order, each against its
+ * seq it believes the stream has last, and `k:PARK_ID` for the SESSION_PARKED of one parking
+ * (park-announcements.ts): written once, like a run's RUN_COMPLETED (the seq key keeps the last
+ * one written, `parked`), whoever announces it (its parker, or a sweep that finds it owed). The writes are applied in order, each against its
  * session's seq as the writes before it left it. A run's RUN_COMPLETED is written once: the seq
  * key keeps the run last written one (`done`), and a second one for that run is skipped (a late
  * writer after a repair, see `missingRunEnd`); so is one whose write shows its writer behind
@@ -79,7 +81,7 @@ end
  * (`deleted` set by deletion-cleanup.ts), and nothing is written, so a late writer (a worker
  * frozen across the delete) does not recreate the stream; the same for a stream turned off
  * (`off`, DROP_OFF_SCRIPT) until it is turned on. Each write reads every field of the seq
- * key it may need (seq, deleted, off, fp, done, total, floor, started) in one HMGET before it writes,
+ * key it may need (seq, deleted, off, fp, done, total, floor, started, parked) in one HMGET before it writes,
  * and writes the ones it moved in one HSET (and `floor`, when TRIM_BYTES cut, in another):
  * the fields are read once and set once per write, not one command each (their reads and
  * writes were most of the fleet's Redis commands per session: 69 → 39 per bench session,
@@ -90,15 +92,16 @@ local t = redis.call('TIME')
 local minId = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[2]))
 local maxBytes = tonumber(ARGV[4])
 ${TRIM_BYTES}
--- seq, fingerprint, ended run, check, started run
+-- seq, fingerprint, ended run, check, started run, parking
 local function parse(arg)
   local head = string.sub(arg, 1, 2)
-  if head == 'r:' then return 0, nil, string.sub(arg, 3), nil, nil end
-  if head == 'c:' then return 0, nil, nil, string.sub(arg, 3), nil end
-  if head == 's:' then return 0, nil, nil, nil, string.sub(arg, 3) end
+  if head == 'r:' then return 0, nil, string.sub(arg, 3), nil, nil, nil end
+  if head == 'c:' then return 0, nil, nil, string.sub(arg, 3), nil, nil end
+  if head == 's:' then return 0, nil, nil, nil, string.sub(arg, 3), nil end
+  if head == 'k:' then return 0, nil, nil, nil, nil, string.sub(arg, 3) end
   local bar = string.find(arg, '|', 1, true)
-  if bar then return tonumber(string.sub(arg, 1, bar - 1)), arg, nil, nil, nil end
-  return tonumber(arg) or 0, nil, nil, nil, nil
+  if bar then return tonumber(string.sub(arg, 1, bar - 1)), arg, nil, nil, nil, nil end
+  return tonumber(arg) or 0, nil, nil, nil, nil, nil
 end
 local results = {}
 local a = 5
@@ -108,7 +111,7 @@ for w = 1, #KEYS / 2 do
   local stop = first + 3 * tonumber(ARGV[a + 1]) - 1
   a = stop + 1
   -- A deleted session's seq key is a tombstone (deletion-cleanup.ts): nothing is written.
-  local head = redis.call('HMGET', seqKey, 'seq', 'deleted', 'off', 'fp', 'done', 'total', 'floor', 'started')
+  local head = redis.call('HMGET', seqKey, 'seq', 'deleted', 'off', 'fp', 'done', 'total', 'floor', 'started', 'parked')
   local gone = head[2] or head[3]
   local last = tonumber(head[1] or '0')
   local prior = last
@@ -154,6 +157,8 @@ for w = 1, #KEYS / 2 do
     local written, newest = 0, nil
     -- The run whose RUN_COMPLETED the stream has last (false: none).
     local done, ends, lastFp, startedAt = head[5], nil, nil, nil
+    -- The parking whose SESSION_PARKED the stream has last (false: none).
+    local parkedDone, parks = head[9], nil
     -- A run's end from a writer behind the stream (the stream holds messages past every one
     -- it has stored: a later run's) is late, e.g. a worker frozen after its commit: the end is
     -- in the stream already (a repair wrote it) or, after a later run's events, not wanted.
@@ -163,8 +168,9 @@ for w = 1, #KEYS / 2 do
     -- The RUN_STARTED written last ('0': none), which the next one links to (its field p).
     local linked = head[8] and string.match(head[8], ' (%S+)$') or '0'
     for i = first, stop, 3 do
-      local seq, fp, ended, check, started = parse(ARGV[i])
-      if check == nil and ((seq == 0 and (ended == nil or (ended ~= done and not behind))) or seq > last) then
+      local seq, fp, ended, check, started, parked = parse(ARGV[i])
+      if check == nil and ((seq == 0 and (ended == nil or (ended ~= done and not behind))
+          and (parked == nil or (parked ~= parkedDone and not behind))) or seq > last) then
         total = total + #ARGV[i + 1] + #ARGV[i + 2]
         if started ~= nil then
           newest = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2], 'c', string.format('%d', total), 'p', linked)
@@ -176,6 +182,7 @@ for w = 1, #KEYS / 2 do
         written = written + 1
         if seq > 0 then last, lastFp = seq, fp end
         if ended ~= nil then done, ends = ended, ended end
+        if parked ~= nil then parkedDone, parks = parked, parked end
       end
     end
     out[4] = written
@@ -186,6 +193,7 @@ for w = 1, #KEYS / 2 do
       if lastFp then fields[#fields + 1] = 'fp'; fields[#fields + 1] = lastFp end
       if ends then fields[#fields + 1] = 'done'; fields[#fields + 1] = ends end
       if startedAt then fields[#fields + 1] = 'started'; fields[#fields + 1] = startedAt end
+      if parks then fields[#fields + 1] = 'parked'; fields[#fields + 1] = parks end
       redis.call('HSET', seqKey, unpack(fields))
       if maxBytes > 0 then trimBytes(stream, seqKey, total, tonumber(head[7] or '0'), newest) end
       redis.call('PEXPIRE', stream, ARGV[2])

@@ -49,7 +49,7 @@ export type WriteResult =
   | { ok: false; last: number; diverged?: string };
 
 /**
- * An entry as the script takes it is three of these in a row: its seq (0, `r:RUN_ID` or `s:RUN_ID`), its
+ * An entry as the script takes it is three of these in a row: its seq (0, `r:RUN_ID`, `s:RUN_ID` or `k:PARK_ID`), its
  * type, its data (JSON).
  */
 type Row = number | string;
@@ -171,10 +171,15 @@ export class EventStreamWrites {
             ? `r:${event.runId}`
             : event.type === "RUN_STARTED"
               ? `s:${event.runId}`
-              : 0;
+              : event.type === "SESSION_PARKED" && event.parkId !== undefined
+                ? `k:${event.parkId}`
+                : 0;
       // The spread copy costs less than the event's own JSON glued after a head: that string
       // is flattened again (Buffer.byteLength, the socket), which costs more than the copy.
-      const data = JSON.stringify({ sessionId, ...event });
+      const data =
+        event.type === "SESSION_PARKED"
+          ? JSON.stringify({ sessionId, type: event.type, reason: event.reason })
+          : JSON.stringify({ sessionId, ...event });
       rows.push(seq, event.type, data);
       const size = Buffer.byteLength(data) + 32;
       sizes.push(size);

@@ -66,7 +66,15 @@ export type SessionEventInput =
        */
       endedAt?: string;
     }
-  | { type: "SESSION_PARKED"; reason: string };
+  | {
+      type: "SESSION_PARKED";
+      reason: string;
+      /**
+       * The parking it announces (park-announcements.ts), when known: the stream takes one
+       * SESSION_PARKED per parking, whoever writes it how often. Not written in the event's data.
+       */
+      parkId?: string;
+    };
 
 export type SessionEvent = SessionEventInput & { sessionId: string };
 /** An event as read: its id and its data. */

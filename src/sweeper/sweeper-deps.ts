@@ -18,7 +18,7 @@ export type SweeperDeps = {
   queries: Pick<SessionQueries, "getSession" | "getRun">;
   sweeps: SweepQueries;
   /** Every automatic resume and retry is decided and counted there. */
-  resumes: Pick<AutomaticResumes, "schedule" | "countRetry" | "backoffLeftMs">;
+  resumes: Pick<AutomaticResumes, "schedule" | "countRetry" | "backoffLeftMs" | "payOwedParks">;
   queues: Pick<RunQueues, "enqueue" | "getJob" | "getActive" | "jobStates">;
   metrics: Pick<FleetMetrics, "runs">;
   log: Pick<Logger, "info" | "warn" | "debug">;

@@ -203,6 +203,8 @@ export async function startSweeper(
       if (stopped) return;
       await sweeper.sweepOrphanedRuns();
       if (stopped) return;
+      await sweeper.sweepOwedParks();
+      if (stopped) return;
       // Before the batch ends: a batch whose last session kept such a run ends with it.
       await leftovers.scan();
       if (stopped) return;

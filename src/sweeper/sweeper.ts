@@ -10,11 +10,13 @@
  * 2. active sessions whose history is not a completed answer, with nothing queued or
  *    running, once their backoff has passed: resumed, or parked when the policy says so;
  * 3. queued runs whose job is missing (Redis lost it) or failed: the job is added again.
+ * (4. jobs claimed by a worker that died before starting them; 5. parkings never announced.)
  * It also wakes up when a worker reports an abnormal stop, instead of waiting for a poll.
  * Part 1's read of the running runs also tells `progress` how long each went without an
  * append: a run whose live worker waits forever (a tool) is not resumed, only shown (run-progress.ts).
  */
 import { ownerOf } from "../shared/lease.js";
+import { PARK_ANNOUNCE_GRACE_MS } from "../shared/store/park-announcements.js";
 import { DeadClaims } from "./dead-claims.js";
 import { forEachLimit } from "./for-each-limit.js";
 import { leaseJudgeable, slowAnswer } from "./lease-judgement.js";
@@ -51,13 +53,18 @@ export class Sweeper {
   private readonly confirmDeathMs: number;
   private readonly locks: SweepLocks;
   private readonly dataLoss: RedisDataLoss;
+  private readonly parkAnnounceGraceMs: number;
 
   constructor(
     private readonly deps: SweeperDeps,
-    /** `startGraceMs`: how long after its start no missing lease is judged (a TTL; see below). */
-    options: { confirmDeathMs?: number; startGraceMs?: number } = {},
+    /**
+     * `startGraceMs`: how long after its start no missing lease is judged (a TTL; see below);
+     * `parkAnnounceGraceMs`: how long a parker has to announce its parking (`sweepOwedParks`).
+     */
+    options: { confirmDeathMs?: number; startGraceMs?: number; parkAnnounceGraceMs?: number } = {},
   ) {
     this.confirmDeathMs = options.confirmDeathMs ?? 150;
+    this.parkAnnounceGraceMs = options.parkAnnounceGraceMs ?? PARK_ANNOUNCE_GRACE_MS;
     this.deaths = new DeathWatch(this.confirmDeathMs);
     // Monotonic: with Date.now, a wall clock stepped an hour back right after Redis trouble
     // left every missing lease unjudged for that hour (test/sweeper-clock.test.ts).
@@ -276,10 +283,16 @@ export class Sweeper {
     return this.deadClaims.sweep(live ?? (await this.liveWorkers()));
   }
 
+  /** Part 5: parkings their parker never announced, announced now, once (park-announcements.ts). */
+  sweepOwedParks(): Promise<number> {
+    return this.deps.resumes.payOwedParks(this.parkAnnounceGraceMs);
+  }
+
   async tick(): Promise<SweepResult> {
     const abandoned = await this.sweepAbandoned();
     const { resumed, parked } = await this.sweepInterrupted();
     const requeued = (await this.sweepOrphanedRuns()) + (await this.sweepDeadClaims());
+    await this.sweepOwedParks();
     return { abandoned, resumed, parked, requeued };
   }
 }

@@ -44,7 +44,13 @@ export async function ghostClaim(fleet: FleetEnv, queueName: string): Promise<Wo
 export function testSweeper(
   fleet: FleetEnv,
   queues: RunQueues,
-  parts: { metrics?: FleetMetrics; resumes?: AutomaticResumes; queries?: SessionQueries } = {},
+  parts: {
+    metrics?: FleetMetrics;
+    resumes?: AutomaticResumes;
+    queries?: SessionQueries;
+    /** How long a parker has to announce its parking before the sweeper's part 5 does. */
+    parkAnnounceGraceMs?: number;
+  } = {},
 ): Sweeper {
   const config = loadConfig(fleet.env);
   const metrics = parts.metrics ?? createMetrics("sweeper-test");
@@ -60,6 +66,9 @@ export function testSweeper(
       resumes: parts.resumes ?? new AutomaticResumes(fleet.database, DEFAULT_RESUME_POLICY, metrics),
       log: silent,
     },
-    { confirmDeathMs: 100 },
+    {
+      confirmDeathMs: 100,
+      ...(parts.parkAnnounceGraceMs !== undefined ? { parkAnnounceGraceMs: parts.parkAnnounceGraceMs } : {}),
+    },
   );
 }

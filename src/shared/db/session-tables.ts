@@ -124,6 +124,12 @@ export const sessions = pgTable(
      * row from before migration 0024) left it behind, and its reader counts the rest.
      */
     historyBytesSeq: integer("history_bytes_seq").notNull().default(0),
+    /**
+     * The announcement a parking still owes (park-announcements.ts): `{id, reason, runs}`, set in
+     * the parking's own transaction and cleared by whoever wrote its SESSION_PARKED (and the
+     * RUN_COMPLETED of the runs it ended) and counted it. Null: nothing owed.
+     */
+    parkAnnouncement: jsonb("park_announcement").$type<{ id: string; reason: string; runs: string[] }>(),
   },
   (t) => [
     // A batch's sessions in a stable order (results are paged by id) and its counts.
@@ -151,6 +157,8 @@ export const sessions = pgTable(
     index("sessions_tenant_updated_idx").on(t.tenant, t.updatedAt, t.id),
     // The parked queue: a few sessions among millions, listed without scanning the rest.
     index("sessions_tenant_parked_idx").on(t.tenant, t.updatedAt, t.id).where(sql`${t.status} = 'parked'`),
+    // Parkings whose announcement is owed: a handful at any time, found without a scan.
+    index("sessions_park_announcement_idx").on(t.updatedAt).where(sql`${t.parkAnnouncement} is not null`),
     // Retention (FLEET_RETENTION_DAYS): sessions outside batches (those go with their batch)
     // that nothing will act on by itself (not in the sweeper's attention set), oldest activity
     // first, so the sweeper's chunked deletes read only what they delete. `updated_at` changes

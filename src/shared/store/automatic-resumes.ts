@@ -30,6 +30,12 @@ import {
   type ResumePolicy,
   resumeBackoffMs,
 } from "../resume-policy.js";
+import {
+  NEVER_STARTED_RESUME_END,
+  newAnnouncement,
+  type ParkAnnouncement,
+  ParkAnnouncements,
+} from "./park-announcements.js";
 import { readStand } from "./resume-stand.js";
 import { json, type RawRun, runFromRaw } from "./rows.js";
 
@@ -42,32 +48,60 @@ export type Scheduled =
 export type Retried =
   | { action: "retry"; delayMs: number }
   /** `ended`: the session's queued resume, ended with the parking (`countRetry`). */
-  | { action: "park"; reason: ParkReason; detail: string; ended: { id: string; kind: "resume" }[] };
+  | {
+      action: "park";
+      reason: ParkReason;
+      detail: string;
+      ended: { id: string; kind: "resume" }[];
+    };
 
-/** The outcome of a queued resume ended with its session's parking (`countRetry`). */
-export const NEVER_STARTED_RESUME_END = "crashed";
+export { NEVER_STARTED_RESUME_END } from "./park-announcements.js";
 
 export class AutomaticResumes {
-  /** Where SESSION_PARKED events go (contracts §7), after the parking committed; null: nowhere. */
-  events: Pick<EventWriter, "writeAfterSync"> | null = null;
+  /** What a parking owes once committed, paid by its parker or a later sweep (park-announcements.ts). */
+  readonly announcements: ParkAnnouncements;
 
   constructor(
     private readonly database: Database,
     private readonly policy: ResumePolicy,
-    private readonly metrics: Pick<FleetMetrics, "sessionsParked" | "runs">,
-  ) {}
+    metrics: Pick<FleetMetrics, "sessionsParked" | "runs">,
+  ) {
+    this.announcements = new ParkAnnouncements(database, metrics);
+  }
 
+  /** Where SESSION_PARKED events go (contracts §7), after the parking committed; null: nowhere. */
+  get events(): Pick<EventWriter, "writeAfterSync"> | null {
+    return this.announcements.events;
+  }
+  set events(events: Pick<EventWriter, "writeAfterSync"> | null) {
+    this.announcements.events = events;
+  }
+
+  /**
+   * Parks the session, its announcement owed in the same statement (park-announcements.ts);
+   * null when it was not active.
+   */
   private async park(
     tx: postgres.TransactionSql,
     sessionId: string,
     reason: ParkReason,
     detail?: string,
-  ): Promise<boolean> {
+  ): Promise<ParkAnnouncement | null> {
     const text = detail ? `${reason}: ${detail}` : reason;
+    const owed = newAnnouncement(reason);
     const rows = await tx`
-      update sessions set status = 'parked', parked_reason = ${text}, updated_at = now()
+      update sessions set status = 'parked', parked_reason = ${text}, updated_at = now(),
+             park_announcement = ${JSON.stringify(owed)}::jsonb
        where id = ${sessionId} and status = 'active' returning 1`;
-    return rows.length > 0;
+    return rows.length > 0 ? owed : null;
+  }
+
+  /**
+   * Pays the announcements of parkings that committed more than `graceMs` ago and that no one
+   * paid: their parker lost its answer, died, or found Redis away (the sweeper's, each scan).
+   */
+  payOwedParks(graceMs: number): Promise<number> {
+    return this.announcements.payOwed(graceMs);
   }
 
   /** Queues an automatic resume of an interrupted session, or parks it, or does nothing. */
@@ -83,6 +117,8 @@ export class AutomaticResumes {
     primaryRejected?: boolean;
   }): Promise<Scheduled> {
     const { sessionId } = input;
+    /** The announcement a parking in the transaction owes, paid once it committed. */
+    const parking: { owed?: ParkAnnouncement | null } = {};
     const result = await this.database.sql.begin(async (tx): Promise<Scheduled> => {
       const stand = await readStand(tx, sessionId);
       if (stand?.session.status !== "active") return { action: "none" };
@@ -100,10 +136,12 @@ export class AutomaticResumes {
         // the run back for a newer worker (newer-agent-wait.ts). Parked at once, before.
         const known = error instanceof NewerAgentError ? resumeSettingsOfNewer(json(s.agent)) : null;
         if (known) agent = known;
-        else
-          return (await this.park(tx, sessionId, "invalid_agent", (error as Error).message))
+        else {
+          parking.owed = await this.park(tx, sessionId, "invalid_agent", (error as Error).message);
+          return parking.owed
             ? { action: "park", reason: "invalid_agent", detail: (error as Error).message }
             : { action: "none" };
+        }
       }
       const decision = decideResume({
         point: resumePoint(history),
@@ -126,10 +164,10 @@ export class AutomaticResumes {
       switch (decision.action) {
         case "none":
           return decision;
-        case "park":
-          return (await this.park(tx, sessionId, decision.reason, decision.detail))
-            ? decision
-            : { action: "none" };
+        case "park": {
+          parking.owed = await this.park(tx, sessionId, decision.reason, decision.detail);
+          return parking.owed ? decision : { action: "none" };
+        }
         case "resume": {
           const id = crypto.randomUUID();
           const waitMs = Math.max(0, decision.runAt.getTime() - new Date(s.db_now).getTime());
@@ -159,32 +197,14 @@ export class AutomaticResumes {
         }
       }
     });
-    if (result.action === "park") {
-      this.metrics.sessionsParked.inc({ reason: result.reason });
-      await this.parkedEvent(sessionId, result.reason);
-    }
+    // Its events and metric, after the commit; owed still when they cannot be written now.
+    if (result.action === "park" && parking.owed) await this.payNow(sessionId, parking.owed);
     return result;
   }
 
-  /**
-   * SESSION_PARKED, after every stored message the stream lacks (and the RUN_COMPLETED of the
-   * runs `ended` with the parking); a Redis failure is not the caller's.
-   */
-  private async parkedEvent(
-    sessionId: string,
-    reason: string,
-    ended: readonly { id: string }[] = [],
-  ): Promise<void> {
-    await this.events
-      ?.writeAfterSync(this.database, sessionId, [
-        ...ended.map((run) => ({
-          type: "RUN_COMPLETED" as const,
-          runId: run.id,
-          outcome: NEVER_STARTED_RESUME_END,
-        })),
-        { type: "SESSION_PARKED", reason },
-      ])
-      .catch(() => {});
+  /** Pays a parking's announcement right after its commit; a failure leaves it owed, not the caller's. */
+  private async payNow(sessionId: string, owed: ParkAnnouncement): Promise<void> {
+    await this.announcements.pay(sessionId, owed).catch(() => {});
   }
 
   /**
@@ -228,6 +248,7 @@ export class AutomaticResumes {
      */
     attemptKey: string,
   ): Promise<Retried | { action: "none" }> {
+    const parking: { owed?: ParkAnnouncement | null } = {};
     const result = await this.database.sql.begin(async (tx): Promise<Retried | { action: "none" }> => {
       const stand = await readStand(tx, sessionId);
       if (stand?.session.status !== "active") return { action: "none" };
@@ -247,12 +268,16 @@ export class AutomaticResumes {
       const attempts = stand.progressed ? 0 : s.resume_attempts;
       if (attempts >= this.policy.maxAttempts) {
         const detail = `${attempts} automatic retries made no progress; the last run ended ${s.last_outcome ?? "before it started"}`;
-        if (!(await this.park(tx, sessionId, "attempts_exhausted", detail))) return { action: "none" };
+        const parked = await this.park(tx, sessionId, "attempts_exhausted", detail);
+        if (!parked) return { action: "none" };
         const ended = await tx<{ id: string; kind: "resume" }[]>`
           update runs set status = 'ended', ended_reason = ${NEVER_STARTED_RESUME_END}, ended_at = now(),
                           error = ${`never started: attempts_exhausted: ${detail}`}
            where session_id = ${sessionId} and kind = 'resume' and (status = 'queued') is true
           returning id, kind`;
+        // The runs it ended are announced with it (their RUN_COMPLETED, fleet_runs_total).
+        parking.owed = { ...parked, runs: ended.map((run) => run.id) };
+        await tx`update sessions set park_announcement = ${JSON.stringify(parking.owed)}::jsonb where id = ${sessionId}`;
         return { action: "park", reason: "attempts_exhausted", detail, ended };
       }
       const now = new Date(s.db_now).getTime();
@@ -268,12 +293,7 @@ export class AutomaticResumes {
       await tx`update runs set retry_key = ${attemptKey} where id = ${runId}`;
       return { action: "retry", delayMs: Math.max(0, runAt.getTime() - now) };
     });
-    if (result.action === "park") {
-      this.metrics.sessionsParked.inc({ reason: result.reason });
-      for (const run of result.ended)
-        this.metrics.runs.inc({ kind: run.kind, outcome: NEVER_STARTED_RESUME_END });
-      await this.parkedEvent(sessionId, result.reason, result.ended);
-    }
+    if (result.action === "park" && parking.owed) await this.payNow(sessionId, parking.owed);
     return result;
   }
 }

@@ -171,6 +171,8 @@ export type RawSession = {
   history_bytes_seq?: number;
   /** Absent in rows read before the column existed (migration 0026). */
   cancelled_runs?: string[] | null;
+  /** Absent in rows read before the column existed (migration 0028). */
+  park_announcement?: { id: string; reason: string; runs: string[] } | string | null;
 };
 
 export function sessionFromRaw(raw: RawSession): SessionRow {
@@ -206,6 +208,7 @@ export function sessionFromRaw(raw: RawSession): SessionRow {
     historyBytes: Number(raw.history_bytes ?? 0),
     historyBytesSeq: raw.history_bytes_seq ?? 0,
     cancelledRuns: raw.cancelled_runs ?? null,
+    parkAnnouncement: raw.park_announcement == null ? null : json(raw.park_announcement),
   };
 }
 

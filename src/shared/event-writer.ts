@@ -56,7 +56,8 @@ export class EventWriter extends EventStreamWrites {
   /**
    * The RUN_COMPLETED of the session's latest ended run, when it ended more than `graceMs`
    * ago (on Postgres's clock) and its stream lacks it: whoever ended the run died (or lost
-   * Redis) between committing the end and writing the event. Written after the stored messages
+   * Redis) between committing the end and writing the event — with the SESSION_PARKED of the
+   * parking that end made, which went in the same write. Written after the stored messages
    * the stream lacks, exactly like the sweeper's; a late writer's own RUN_COMPLETED for that
    * run is then skipped (APPEND_SCRIPT's `done`). It carries the run's end time (`endedAt`, as
    * its runs row has it): its `at` is this write's, maybe long after. Returns the run it wrote
@@ -68,13 +69,18 @@ export class EventWriter extends EventStreamWrites {
     // stream: an end written now would come after it). Later: in the order runs run
     // (schema.ts `queueSeq`), which `created_at` is not always.
     const [run] = await database.sql<
-      { id: string; ended_reason: string | null; ended_at: string; settled: boolean }[]
+      { id: string; ended_reason: string | null; ended_at: string; settled: boolean; parked: string | null }[]
     >`
       select x.id, x.ended_reason,
              to_char(x.ended_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as ended_at,
+             -- The parking this run's end made in its own statement (a worker's end: the same
+             -- now() on both rows), still the session's: its SESSION_PARKED went with the end.
+             (select split_part(p.parked_reason, ':', 1) from sessions p
+               where p.id = ${sessionId} and p.status = 'parked' and p.updated_at = x.ended_at
+                 and x.started_at is not null and p.park_announcement is null) as parked,
              x.ended_at < now() - make_interval(secs => ${graceMs / 1000})
                and x.ended_at > now() - make_interval(secs => ${this.retention.maxAgeMs / 1000}) as settled
-        from (select id, ended_reason, ended_at, queue_seq, created_at from runs
+        from (select id, ended_reason, ended_at, started_at, queue_seq, created_at from runs
                where session_id = ${sessionId} and status = (select 'ended'::text)
                order by queue_seq desc, created_at desc, id desc limit 1) x
        where not exists (select 1 from runs y where y.session_id = ${sessionId}
@@ -99,6 +105,8 @@ export class EventWriter extends EventStreamWrites {
     }
     await this.writeAfterSync(database, sessionId, [
       { type: "RUN_COMPLETED", runId: run.id, outcome: run.ended_reason ?? "failed", endedAt: run.ended_at },
+      // Its worker wrote both in one write, under the same `parkId` (worker/end-run.ts).
+      ...(run.parked ? [{ type: "SESSION_PARKED" as const, reason: run.parked, parkId: run.id }] : []),
     ]);
     return run.id;
   }

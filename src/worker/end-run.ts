@@ -99,7 +99,8 @@ export async function finishRun(started: StartedRun, loopResult: LoopResult): Pr
       { sessionId: fence.sessionId, runId: run.id, reason: park.reason, detail: park.detail },
       "session parked",
     );
-    ended.push({ type: "SESSION_PARKED", reason: park.reason });
+    // Its `parkId`, the run's: a repair of this lost write (EventWriter.missingRunEnd) writes the same.
+    ended.push({ type: "SESSION_PARKED", reason: park.reason, parkId: run.id });
   }
   // Hooks see the run's end written first. Without hooks nothing here waits for it: the log
   // writes it after every earlier event, a next run's events follow it in the same order, and

@@ -99,7 +99,7 @@ export class UnknownJobs {
     await deps.events
       ?.writeAfterSync(deps.database, sessionId, [
         { type: "RUN_COMPLETED", runId, outcome: "invalid_agent" },
-        ...(end.parked ? [{ type: "SESSION_PARKED" as const, reason: "invalid_agent" }] : []),
+        ...(end.parked ? [{ type: "SESSION_PARKED" as const, reason: "invalid_agent", parkId: runId }] : []),
       ])
       .catch(() => {});
     return "done";

@@ -16,6 +16,7 @@ import { type FleetApiError, FleetClient, type FleetEvent } from "../src/produce
 import { loadConfig } from "../src/shared/config.js";
 import { eventStreamKey } from "../src/shared/events.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
+import { tenantWorkerId } from "../src/shared/worker-ref.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { exitedWithOutput } from "./support/child-exit.js";
 import {
@@ -240,7 +241,7 @@ describe("deleting sessions and batches", () => {
     const next = await a.createSession({ agent: quick });
     await a.send(next.id, "after");
     await waitFor(async () => (await a.getSession(next.id)).status === "completed", 20_000, "served after");
-    expect((await a.getSession(next.id)).runs[0]).toMatchObject({ workerId });
+    expect((await a.getSession(next.id)).runs[0]).toMatchObject({ workerId: tenantWorkerId(workerId) });
   }, 90_000);
 
   it("a batch deleted before it ended: 404 at once, its sessions gone, no webhook", async () => {

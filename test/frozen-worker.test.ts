@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
+import { tenantWorkerId } from "../src/shared/worker-ref.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, readyInfo, waitFor } from "./support/fleet-env.js";
 import { INTERRUPTED_TEXT, startSleepySessions } from "./support/sleepy-sessions.js";
@@ -100,12 +101,16 @@ describe("SIGSTOP of a worker holding sessions", () => {
       expect(results.map((m) => (m.role === "tool" ? m.toolCallId : ""))).toEqual(["log", "nap"]);
       expect(results[1]).toMatchObject({ success: false, content: INTERRUPTED_TEXT });
       const [first, resume] = session.runs;
-      expect(first).toMatchObject({ kind: "run", endedReason: "stalled", workerId });
+      expect(first).toMatchObject({
+        kind: "run",
+        endedReason: "stalled",
+        workerId: tenantWorkerId(workerId),
+      });
       expect(resume).toMatchObject({
         kind: "resume",
         trigger: "sweeper",
         resumeKind: "recover_tools",
-        workerId: rescuerId,
+        workerId: tenantWorkerId(rescuerId),
       });
       expect(session.messages.at(-1)).toMatchObject({ role: "assistant", content: "done" });
       expect(await readFile(join(fleet.config.toolDir, `frozen-${i}.txt`), "utf8")).toBe("ran\n");

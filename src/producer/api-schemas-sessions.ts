@@ -21,7 +21,12 @@ export const runSchema = z
     status: z.enum(["queued", "running", "ended"]),
     endedReason: z.string().nullable(),
     error: z.string().nullable(),
-    workerId: z.string().nullable(),
+    workerId: z
+      .string()
+      .nullable()
+      .describe(
+        "The worker that took the run, as `worker-<8 hex>` (the end of the worker's id in the operator's logs; never its host name); null before a worker took it",
+      ),
     model: z
       .unknown()
       .describe(

@@ -37,6 +37,10 @@ export type RunJson = {
   status: RunStatus;
   endedReason: string | null;
   error: string | null;
+  /**
+   * The worker that took it, as `worker-<8 hex>`: the random end of the worker's id in the
+   * operator's logs, never its host name or pid (worker-ref.ts); null before a worker took it.
+   */
   workerId: string | null;
   /**
    * The MODEL this run was asked to use in the agent's model's place — the one a caller's

@@ -3,6 +3,7 @@
 import type { RunJson } from "../api-types.js";
 import type { MessageRow, RunRow, SessionRow } from "../db/schema.js";
 import type { ImportedMessage, Message, StoredMessage } from "../messages.js";
+import { tenantWorkerId } from "../worker-ref.js";
 
 export type { RunJson };
 
@@ -286,7 +287,8 @@ export function runToJson(row: RunRow): RunJson {
     status: row.status,
     endedReason: row.endedReason,
     error: row.error,
-    workerId: row.workerId,
+    // Tenants read this: an opaque id of the worker, not its host name and pid (worker-ref.ts).
+    workerId: tenantWorkerId(row.workerId),
     model: row.model ?? null,
     usage: row.usage ?? null,
     createdAt: row.createdAt.toISOString(),

@@ -24,12 +24,18 @@ export const WORKER_ADDRESS = "[an address of the worker's network]";
  * The text a run's `error` gets, which its tenant reads (pure): jobFailureText without the
  * places a Node system error names — its `path` and `dest` (`ENOENT: …, open
  * '/srv/fleet/ext/config.json'`), its `address`, `port` and `hostname` (`listen EADDRINUSE:
- * address already in use 10.0.3.7:9464`). The "job failed" line logs jobFailureText whole.
+ * address already in use 10.0.3.7:9464`). A statement Postgres refused (for anything but its
+ * content, which ends the run `storage_rejected`, or an outage, which writes nothing) is said
+ * with its SQLSTATE alone: Postgres's words name the operator's schema and server (`permission
+ * denied for table messages`, `could not extend file "base/16384/16397"`, `column "…" of
+ * relation "sessions" does not exist`). The "job failed" line logs jobFailureText whole.
  */
 export function tenantJobFailureText(
   error: unknown,
   env: Readonly<Record<string, string | undefined>>,
 ): string {
+  const refused = postgresRefusal(error);
+  if (refused !== null) return refused;
   let text = jobFailureText(error, env);
   if (error === null || typeof error !== "object") return text;
   const { path, dest, address, port, hostname } = error as Record<string, unknown>;
@@ -44,6 +50,17 @@ export function tenantJobFailureText(
   replace(address, WORKER_ADDRESS);
   replace(hostname, WORKER_ADDRESS);
   return text;
+}
+
+/** A SQLSTATE: five digits or upper-case letters. */
+const SQLSTATE = /^[0-9A-Z]{5}$/;
+
+/** What a tenant reads of a statement Postgres refused (postgres.js's PostgresError), or null for another error. */
+function postgresRefusal(error: unknown): string | null {
+  if (!(error instanceof Error) || error.name !== "PostgresError") return null;
+  const code = (error as { code?: unknown }).code;
+  const state = typeof code === "string" && SQLSTATE.test(code) ? ` (SQLSTATE ${code})` : "";
+  return `Postgres refused a statement of the worker${state}; the operator's log has the rest`;
 }
 
 /**

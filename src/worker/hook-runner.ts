@@ -3,7 +3,6 @@
  * load order, each within FLEET_HOOK_TIMEOUT_MS, a failure logged and counted.
  */
 import type { Logger } from "pino";
-import { clippedError } from "../shared/failure-text.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { thrownText } from "../shared/thrown-text.js";
 import type {
@@ -17,6 +16,7 @@ import type {
 import { loggable } from "./hook-errors.js";
 import { callingWith, guardedSignal } from "./hook-signal.js";
 import { frozenCopy, ownCopy } from "./hook-views.js";
+import { tenantJobFailureText } from "./job-failure.js";
 import { MAX_TIMER_MS } from "./tools/time-limit.js";
 
 /**
@@ -161,8 +161,10 @@ export class Extensions {
         if (abort?.aborted) return null;
         this.failed("beforeRun", extension, ctx, error);
         if (RECORD_ONLY.has(extension)) continue;
-        // Clipped like a provider's error: a hook may throw a whole error page it was answered.
-        return `beforeRun hook of extension "${extension.name}" failed: ${clippedError(thrownText(error))}`;
+        // Clipped like a provider's error (a hook may throw a whole error page it was answered),
+        // and said as a failed job's is: its tenant reads it, without the paths and addresses of
+        // a system error the hook let escape (job-failure.ts; the line above logs them).
+        return `beforeRun hook of extension "${extension.name}" failed: ${tenantJobFailureText(error, process.env)}`;
       }
     }
     return null;

@@ -9,7 +9,9 @@
  *   values shorter than `MIN_SECRET_LENGTH` are left alone, so that a short variable ("1",
  *   "no-key") cannot blank out ordinary words;
  * - anything shaped like a key: `sk-…` (OpenAI and Anthropic keys), `Bearer …`, and the
- *   value after `api_key=`, `x-api-key:`, `token:`, `secret=`, `password:` (quoted or not).
+ *   value after `api_key=`, `x-api-key:`, `token:`, `secret=`, `password:` (quoted or not);
+ * - OpenAI organization and project ids (`org-…`, `proj_…`), which name the operator's
+ *   account in the errors every tenant reads.
  */
 
 export const REDACTED = "[redacted]";
@@ -60,6 +62,12 @@ export function secretValuesFromEnv(env: Readonly<Record<string, string | undefi
 const PATTERNS: readonly [RegExp, string][] = [
   // OpenAI (sk-…, sk-proj-…) and Anthropic (sk-ant-…) keys, including masked echoes (sk-ab**cd).
   [/\bsk-[A-Za-z0-9_*.-]{4,}/g, `sk-${REDACTED}`],
+  // The operator's OpenAI organization and project, which its errors name whatever the
+  // environment says ("Rate limit reached for gpt-4o in organization org-…", "Project
+  // `proj_…` does not have access to model …"); OPENAI_ORG_ID and OPENAI_PROJECT_ID are
+  // scrubbed by value only when set. Ids are 16 characters and more: `org-wide` stays.
+  [/\borg-[A-Za-z0-9]{16,}\b/g, `org-${REDACTED}`],
+  [/\bproj_[A-Za-z0-9]{16,}\b/g, `proj_${REDACTED}`],
   // An Authorization header or its echo.
   [/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=*-]+/gi, `$1 ${REDACTED}`],
   // `x-api-key: …`, `api_key=…`, `"token": "…"`, `password=…`.

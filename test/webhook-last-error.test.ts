@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { openWebhookQueue, QUEUES } from "../src/shared/queues.js";
-import { WEBHOOK_ERROR_MAX, webhookErrorText } from "../src/shared/webhook-errors.js";
+import { attemptErrorText, WEBHOOK_ERROR_MAX, webhookErrorText } from "../src/shared/webhook-errors.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
@@ -33,6 +33,28 @@ describe("a failed attempt's reason, as stored (pure)", () => {
     expect(
       webhookErrorText({ attempt: 1, message: "signed with whsec-abcdefgh" }, ["whsec-abcdefgh"]),
     ).not.toMatch(/whsec-abcdefgh/);
+  });
+});
+
+describe("an attempt's error as its tenant reads it (pure)", () => {
+  it("names the URL's host where the error named the address it resolved to", () => {
+    const refused = (address: string, port: number) =>
+      Object.assign(new Error(`connect ECONNREFUSED ${address}:${port}`), { address, port });
+    expect(attemptErrorText(refused("10.3.4.5", 8080), "http://hooks.corp.internal:8080/x")).toBe(
+      "connect ECONNREFUSED hooks.corp.internal:8080",
+    );
+    // Node's attempt at each address of the name: an AggregateError with no message of its own.
+    const both = new AggregateError([refused("::1", 443), refused("10.3.4.5", 443)], "");
+    expect(attemptErrorText(both, "https://hooks.corp.internal/")).toBe(
+      "connect ECONNREFUSED hooks.corp.internal:443; connect ECONNREFUSED hooks.corp.internal:443",
+    );
+    // Errors with no address, and an address the tenant wrote itself, are as they were.
+    expect(attemptErrorText(new Error("no answer within 10000 ms"), "http://a.example/")).toBe(
+      "no answer within 10000 ms",
+    );
+    expect(attemptErrorText(refused("127.0.0.1", 1), "http://127.0.0.1:1/")).toBe(
+      "connect ECONNREFUSED 127.0.0.1:1",
+    );
   });
 });
 
@@ -135,6 +157,27 @@ describe("webhook.lastError", () => {
     const { webhook } = await client.getBatch(batch.id);
     expect(webhook?.failedAt).toBeUndefined();
     expect(webhook?.lastError).toMatch(/^attempt \d+: the receiver answered HTTP 500$/);
+  }, 60_000);
+
+  it("a refused connection names the URL's host as the tenant wrote it, not the address it resolved to", async () => {
+    // A port nothing listens on: one a server had, closed again.
+    const closed = createServer();
+    const port = Number(new URL(await listen(closed)).port);
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const url = `http://localhost:${port}/hook`;
+    const batchId = await endedBatch(url, 1);
+    sweeper ??= await startSweeper({ ...loadConfig(fleet.env), logLevel: "silent" }, { serveMetrics: false });
+    await waitFor(
+      async () => (await client.getBatch(batchId)).webhook?.failedAt !== undefined,
+      30_000,
+      "the webhook given up",
+    );
+    const { lastError } = (await client.getBatch(batchId)).webhook!;
+    // Before: "… attempt 1: connect ECONNREFUSED 127.0.0.1:PORT": where the operator's resolver
+    // sends the tenant's host name (an internal address, for a name of the operator's network).
+    expect(lastError).toBe(
+      `given up: its 1 attempts are spent; attempt 1: connect ECONNREFUSED localhost:${port}`,
+    );
   }, 60_000);
 
   it("a receiver that never answers: 'no answer within' its deadline", async () => {

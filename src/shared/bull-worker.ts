@@ -29,13 +29,17 @@ const JOB_MOVES: ReadonlySet<string> = new Set([
  * What BullMQ is handed for `error` thrown by a processor (pure): an error of the same name
  * (BullMQ and the workers' "failed" handlers read it: UnrecoverableError, WebhookRecordError)
  * whose message is the text a run's `error` gets (its secrets scrubbed, clipped) and with no
- * stack, so BullMQ stores none.
+ * stack, so BullMQ stores none; a `tenantText` the error carries is kept, said the same way.
  */
 export function queueFailure(error: unknown, env: Readonly<Record<string, string | undefined>>): unknown {
   if (error instanceof Error && JOB_MOVES.has(error.name)) return error;
   const failure = new Error(jobFailureText(error, env));
   if (error instanceof Error) failure.name = error.name;
   failure.stack = "";
+  // What a tenant reads of the failure, when the processor said it apart (a webhook delivery's
+  // attempt: webhook-errors.ts attemptErrorText), scrubbed and clipped the same way.
+  const tenantText = (error as { tenantText?: unknown } | null)?.tenantText;
+  if (typeof tenantText === "string") Object.assign(failure, { tenantText: jobFailureText(tenantText, env) });
   return failure;
 }
 

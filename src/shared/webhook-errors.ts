@@ -37,3 +37,40 @@ export function deliveryBody<T extends { webhook?: { lastError?: string } }>(bat
   const { lastError: _, ...webhook } = batch.webhook;
   return { ...batch, webhook };
 }
+
+/**
+ * A failed attempt's reason as its tenant reads it (pure): a connection's error names the
+ * address the URL's host resolved to (`connect ECONNREFUSED 10.3.4.5:8080`), which is where
+ * the operator's resolver sends that name: for a name of the operator's network, an internal
+ * address the tenant could not look up itself. It reads as the URL's host, as the tenant wrote
+ * it. Node's attempt at several addresses (an AggregateError with no message) says each.
+ */
+export function attemptErrorText(error: unknown, url: string): string {
+  let hostname: string;
+  try {
+    hostname = new URL(url).hostname;
+  } catch {
+    return errorMessage(error);
+  }
+  const inner = error instanceof AggregateError && error.message === "" ? error.errors : [error];
+  return inner
+    .map((one) => {
+      let text = errorMessage(one);
+      const { address, port } = (one ?? {}) as { address?: unknown; port?: unknown };
+      if (typeof address !== "string" || address === "" || address === hostname) return text;
+      if (port !== undefined)
+        text = text.replaceAll(`${address}:${String(port)}`, `${hostname}:${String(port)}`);
+      return text.replaceAll(address, hostname);
+    })
+    .join("; ");
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** The text `attemptErrorText` gave a delivery's error, kept on it for the "failed" handler. */
+export function tenantTextOf(error: Error): string {
+  const said = (error as { tenantText?: unknown }).tenantText;
+  return typeof said === "string" ? said : error.message;
+}

@@ -25,7 +25,7 @@ import {
   webhookJobSchema,
 } from "../shared/queues.js";
 import type { BatchStore, UnsettledCursor } from "../shared/store/batches.js";
-import { deliveryBody, webhookErrorText } from "../shared/webhook-errors.js";
+import { attemptErrorText, deliveryBody, tenantTextOf, webhookErrorText } from "../shared/webhook-errors.js";
 import { postWebhook, type WebhookSettings, webhookBackoffMs } from "../shared/webhooks.js";
 import { ensureWebhookQueued, webhookBudgetSpent } from "./webhook-owed.js";
 import { deliverySignature, type SecretGenerations } from "./webhook-signing.js";
@@ -172,11 +172,13 @@ export function startWebhookWorker(options: {
         );
         if (status < 200 || status >= 300) throw new Error(`the receiver answered HTTP ${status}`);
       } catch (error) {
+        // What webhook.lastError says (the log says the error's own message).
+        const tenantText = attemptErrorText(error, target.url);
         // The budget's last attempt (stalls counted): failed for good, not retried by BullMQ,
         // whose own count knows nothing of the stalls.
         if (attempt >= Math.min(job.opts.attempts ?? WEBHOOK_ATTEMPTS, WEBHOOK_ATTEMPTS))
-          throw new bullmq.UnrecoverableError((error as Error).message);
-        throw error;
+          throw Object.assign(new bullmq.UnrecoverableError((error as Error).message), { tenantText });
+        throw Object.assign(error as Error, { tenantText });
       }
       // Kept on the job (in Redis) before it is counted: should recording it in Postgres fail,
       // the job's retry records it without sending it again, and nothing is counted twice.
@@ -252,8 +254,8 @@ export function startWebhookWorker(options: {
     const reason = webhookErrorText(
       {
         attempt: job.attemptsMade + (job.stalledCounter ?? 0),
-        message: error.message,
-        ...(last ? { givenUp: spent } : {}),
+        message: tenantTextOf(error),
+        ...(last ? { givenUp: spent === error.message ? tenantTextOf(error) : spent } : {}),
       },
       [settings.secret],
     );

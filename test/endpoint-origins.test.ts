@@ -66,13 +66,19 @@ async function failedStep(baseUrl: string, endpoint?: string): Promise<{ error: 
 describe("a declared endpoint's origin in the errors tenants read", () => {
   let redirecting: Awaited<ReturnType<typeof server>>;
   let gateway: Awaited<ReturnType<typeof server>>;
+  let bare: Awaited<ReturnType<typeof server>>;
 
   beforeAll(async () => {
     redirecting = await server(() => ({ status: 307, headers: { location: "/elsewhere" }, body: "" }));
     gateway = await server((path) => ({ status: 404, body: `404 page not found at ${INTERNAL}${path}` }));
+    // A gateway (LiteLLM, say) whose upstream is away: it names it by address, without a scheme.
+    bare = await server(() => ({
+      status: 400,
+      body: "litellm.APIConnectionError: Cannot connect to host 10.0.0.9:11434 ssl:default [Connect call failed ('10.0.0.9', 11434)]; retried ollama.corp.internal:11434",
+    }));
   });
   afterAll(async () => {
-    await Promise.all([redirecting?.close(), gateway?.close()]);
+    await Promise.all([redirecting?.close(), gateway?.close(), bare?.close()]);
   });
 
   it("a refused redirect of a declared endpoint names the endpoint, not its origin; the log keeps it", async () => {
@@ -95,6 +101,19 @@ describe("a declared endpoint's origin in the errors tenants read", () => {
     for (const line of logged) expect(line).toContain(INTERNAL);
   });
 
+  it("a host a declared endpoint's server names without a scheme is not read by tenants either", async () => {
+    const host = `127.0.0.1:${bare.port}`;
+    const { error, logged } = await failedStep(`http://${host}/v1`, "team-gw");
+    // Before: "… Cannot connect to host 10.0.0.9:11434 ssl:default [Connect call failed ('10.0.0.9', 11434)]
+    // … ollama.corp.internal:11434 …"
+    expect(error).not.toContain("10.0.0.9");
+    expect(error).not.toContain("corp.internal");
+    expect(error).toContain(
+      `Cannot connect to host ${ANOTHER_HOST} ssl:default [Connect call failed ('${ANOTHER_HOST}', 11434)]; retried ${ANOTHER_HOST}`,
+    );
+    for (const line of logged) expect(line).toContain("10.0.0.9:11434");
+  });
+
   it("a raw baseUrl, which the tenant named itself, keeps its error as it was", async () => {
     const host = `127.0.0.1:${gateway.port}`;
     const { error } = await failedStep(`http://${host}/v1`);
@@ -114,6 +133,15 @@ describe("a declared endpoint's origin in the errors tenants read", () => {
     const v6 = { provider: "openai" as const, endpoint: "gw", host: "[fd00::5]:8000" };
     expect(tenantErrorText("refused by http://[fd00::5]:8000 and [fd00::5]", v6)).toBe(
       'refused by endpoint "gw" and endpoint "gw"',
+    );
+    // Hosts named without a scheme; a model's name, a version and a time are no hosts.
+    expect(
+      tenantErrorText(
+        "upstream 10.1.2.3 and 10.1.2.3:80, [fd00::9]:11434, vllm-0.pool.internal:8000; gpt-4.1 at 12:30 on v1.2.3",
+        info,
+      ),
+    ).toBe(
+      `upstream ${ANOTHER_HOST} and ${ANOTHER_HOST}, ${ANOTHER_HOST}, ${ANOTHER_HOST}; gpt-4.1 at 12:30 on v1.2.3`,
     );
     expect(tenantErrorText("to http://10.0.0.5:8000", { host: "10.0.0.5:8000" })).toBe(
       "to http://10.0.0.5:8000",

@@ -6,7 +6,8 @@
  * http://10.0.0.5:8000"), and its server's own text may name more of that network (a gateway's
  * 404 "not found at http://llm-gw.corp.internal:8000/v1/…"). For tenants, the endpoint's
  * origin, `host:port` and host name read `endpoint "NAME"`, and every other URL's origin in
- * such an error `[another host]` (its path stays). The worker's "provider error" line keeps the
+ * such an error `[another host]` (its path stays), as does a host it names without a scheme (an
+ * IP address, a host name with a port). The worker's "provider error" line keeps the
  * message whole, with the endpoint's `host` (logged-provider.ts): the operator sees where.
  * A MODEL with a raw `baseUrl` names its URL itself, and the providers' own hosts are public:
  * their errors are left as they are.
@@ -45,5 +46,19 @@ export function tenantErrorText(message: string, info: ProviderErrorInfo | undef
   const withoutOrigins = message.replace(ORIGIN, (origin) =>
     hostOfOrigin(origin) === host ? name : ANOTHER_HOST,
   );
-  return replaceWord(replaceWord(withoutOrigins, host, name), hostname, name);
+  const withoutEndpoint = replaceWord(replaceWord(withoutOrigins, host, name), hostname, name);
+  return withoutEndpoint
+    .replace(BARE_IPV4, ANOTHER_HOST)
+    .replace(BARE_IPV6, ANOTHER_HOST)
+    .replace(NAME_AND_PORT, ANOTHER_HOST);
 }
+
+/**
+ * Hosts a server names without a scheme: a gateway's upstream that is away ("Cannot connect to
+ * host 10.0.0.9:11434 … ('10.0.0.9', 11434)", "ollama.corp.internal:11434"). An IPv4 address
+ * (with its port, if any), a bracketed IPv6 address, a dotted host name with a port.
+ */
+const BARE_IPV4 = /(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?(?![\w.])/g;
+const BARE_IPV6 = /\[[0-9a-f]*:[0-9a-f:.]*\](?::\d{1,5})?/gi;
+const NAME_AND_PORT =
+  /(?<![\w.@/-])[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+:\d{1,5}(?!\w)/gi;

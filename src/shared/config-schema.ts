@@ -133,11 +133,7 @@ export const envSchema = z.object({
    * the write again, before it gives up as before (src/worker/db-rideout.ts); 0: never rides out.
    */
   FLEET_WORKER_DB_RIDEOUT_MS: timerMs(30_000),
-  /**
-   * Session lease time-to-live; a frozen worker loses its sessions after this, and a dead API
-   * process's batch results reads and event streams stop counting against their tenant's bounds
-   * after it.
-   */
+  /** Session lease TTL: a frozen worker's sessions, a dead API's tenant read slots lapse after it. */
   LEASE_TTL_MS: timerMs(5_000),
   /**
    * The longest one model request may stream (call-model.ts `maxStepMs`): a provider that
@@ -216,10 +212,7 @@ export const envSchema = z.object({
     .int()
     .positive()
     .default(16 * 1024 * 1024),
-  /**
-   * Event streams (SSE) one tenant may hold open at once across the fleet's API processes
-   * (leases in Redis, LEASE_TTL_MS); more answer 429.
-   */
+  /** Event streams one tenant may hold open across all API processes (Redis leases); more: 429. */
   FLEET_SSE_MAX_STREAMS_PER_TENANT: z.coerce.number().int().positive().default(100),
   /**
    * Batch results reads (`GET /v1/batches/:id/results`) one tenant may hold open at once across

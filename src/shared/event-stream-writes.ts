@@ -282,10 +282,7 @@ export class EventStreamWrites {
     return APPEND.call<AppendReply[]>(this.redis, 2 * writes.length, args);
   }
 
-  /**
-   * Counts the entries written of `entries[start, end)`: every non-message event, and the
-   * messages not skipped (the first ones).
-   */
+  /** Counts what of `entries[start, end)` was written: non-message events, messages not skipped. */
   private count(entries: readonly SessionEventInput[], start: number, end: number, written: number): void {
     if (!this.counter || written === 0) return;
     let skipped = end - start - written;

@@ -1,7 +1,6 @@
 /**
  * Live updates of a session (contracts §7). EventSource cannot send `Authorization`, so the
- * stream is read with fetch and parsed here (text/event-stream: `id:`, `event:`, `data:`
- * lines, a blank line ends an event, `:` lines are comments). A cut stream reconnects with
+ * stream is read with fetch and parsed as it arrives (event-parser.ts). A cut stream reconnects with
  * `Last-Event-ID`, so no event is lost or repeated; an id the API no longer keeps (410)
  * starts again from the latest run and asks the page to reload the session.
  *
@@ -10,12 +9,9 @@
  * stream again now and then, so that the page is live either way.
  */
 import { authHeaders, failure, paths, storedKey } from "./api";
+import { eventParser, type FleetEvent } from "./event-parser";
 
-export type FleetEvent = {
-  id: string;
-  type: string;
-  data: { sessionId?: string; type?: string; runId?: string; [field: string]: unknown };
-};
+export type { FleetEvent };
 
 export type LiveMode = "connecting" | "stream" | "polling" | "stopped";
 
@@ -30,34 +26,6 @@ export type LiveOptions = {
   onMissing: () => void;
   pollMs?: number;
 };
-
-/** Splits a text/event-stream body into events; returns the unfinished rest. */
-export function parseEvents(buffer: string, emit: (event: FleetEvent) => void): string {
-  const blocks = buffer.split(/\r\n\r\n|\n\n|\r\r/);
-  const rest = blocks.pop() ?? "";
-  for (const block of blocks) {
-    let id = "";
-    let type = "message";
-    const data: string[] = [];
-    for (const line of block.split(/\r\n|\n|\r/)) {
-      if (line === "" || line.startsWith(":")) continue;
-      const colon = line.indexOf(":");
-      const field = colon < 0 ? line : line.slice(0, colon);
-      let value = colon < 0 ? "" : line.slice(colon + 1);
-      if (value.startsWith(" ")) value = value.slice(1);
-      if (field === "id") id = value;
-      else if (field === "event") type = value;
-      else if (field === "data") data.push(value);
-    }
-    if (data.length === 0) continue;
-    try {
-      emit({ id, type, data: JSON.parse(data.join("\n")) });
-    } catch {
-      // Not JSON: not one of the fleet's events; skipped.
-    }
-  }
-  return rest;
-}
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
@@ -135,15 +103,15 @@ export function followSession(sessionId: string, options: LiveOptions): { stop: 
     }
     options.onMode("stream");
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buffer = "";
+    const parser = eventParser((event) => {
+      if (event.id) lastId = event.id;
+      options.onEvent(event);
+    });
     for (;;) {
       const { value, done } = await reader.read();
       if (done) return connection.aborted ? "error" : "ended";
       heard();
-      buffer = parseEvents(buffer + value, (event) => {
-        if (event.id) lastId = event.id;
-        options.onEvent(event);
-      });
+      parser.push(value);
     }
   };
 

@@ -15,6 +15,7 @@ import {
   type Session,
 } from "./api";
 import { type FleetEvent, followSession, type LiveMode } from "./live";
+import { type LiveText, liveTextAfter, NO_LIVE_TEXT } from "./live-text";
 import { type ReadRetry, readRetried } from "./read-retry";
 import { Transcript } from "./transcript";
 import {
@@ -382,7 +383,7 @@ export function SessionPageView({ id }: { id: string }) {
   const [error, setError] = useState<unknown>(null);
   const [missing, setMissing] = useState(false);
   const [mode, setMode] = useState<LiveMode>("connecting");
-  const [streaming, setStreaming] = useState("");
+  const [liveText, setLive] = useState<LiveText>(NO_LIVE_TEXT);
   const [reading, setReading] = useState(false);
   const [retry, setRetry] = useState<ReadRetry | null>(null);
   /** The session the page follows (null once it has left it): a read of another stops. */
@@ -463,20 +464,16 @@ export function SessionPageView({ id }: { id: string }) {
     following.current = id;
     setSession(null);
     setMissing(false);
-    setStreaming("");
+    setLive(NO_LIVE_TEXT);
     setReading(false);
     setRetry(null);
     void load();
     const onEvent = (event: FleetEvent) => {
       const { data } = event;
-      if (event.type === "MESSAGE_DELTA" && typeof data.text === "string") {
-        const text = data.text;
-        setStreaming((s) => s + text);
-        return;
-      }
+      setLive((current) => liveTextAfter(current, event));
+      if (event.type === "MESSAGE_DELTA") return;
       if (event.type === "MESSAGE" && data.message && typeof data.message === "object") {
         const message = data.message as Message;
-        if (message.role === "assistant") setStreaming("");
         setSession((current) => {
           if (!current) return current;
           const last = current.messages.at(-1)?.seq ?? 0;
@@ -488,12 +485,15 @@ export function SessionPageView({ id }: { id: string }) {
           return { ...current, messages: [...current.messages, message] };
         });
       }
-      if (event.type === "RUN_COMPLETED") setStreaming("");
       refreshSoon();
     };
     const live = followSession(id, {
       onEvent,
-      onReset: () => void load(),
+      onReset: () => {
+        // The stream starts again: what streamed comes again from its run's RUN_STARTED.
+        setLive((current) => liveTextAfter(current, { type: "reset" }));
+        void load();
+      },
       onPoll: load,
       onMode: setMode,
       onMissing: () => setMissing(true),
@@ -600,7 +600,7 @@ export function SessionPageView({ id }: { id: string }) {
           <Actions session={session} onDone={() => void load()} />
           <ResumePointView point={point} />
           {runsView}
-          <Transcript messages={session.messages} streaming={streaming} reading={reading} retry={retry} />
+          <Transcript messages={session.messages} streaming={liveText.text} reading={reading} retry={retry} />
           <details>
             <summary>Agent and metadata</summary>
             <Json value={{ agent: session.agent, metadata: session.metadata }} />

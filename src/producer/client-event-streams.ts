@@ -11,7 +11,10 @@ import { parseSse } from "./server-sent-events.js";
 /** How long a connection of an event stream may bring nothing before it is made anew. */
 const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
 
-/** The events of one run, from its RUN_STARTED to its RUN_COMPLETED (`stream()`, `streamResume()`). */
+/**
+ * The events of one run, from its RUN_STARTED to its RUN_COMPLETED (`stream()`, `streamResume()`);
+ * a deleted session's ends with its SESSION_DELETED, also when the run had not started.
+ */
 export async function* runEvents(
   http: ApiTransport,
   sessionId: string,
@@ -35,7 +38,9 @@ export async function* runEvents(
           if (event.id) after = event.id;
           // Its RUN_STARTED, or (when that is no longer kept) its first event still kept.
           if (event.data.runId === runId) started = true;
-          if (!started) continue;
+          // The session's deletion ends the stream before the run ever starts (a queued run
+          // never does): said, not an iteration that ends with nothing.
+          if (!started && event.type !== "SESSION_DELETED") continue;
           yield event;
           if (event.type === "RUN_COMPLETED" && event.data.runId === runId) return;
         }

@@ -47,7 +47,10 @@ export class RunCalls extends BatchCalls {
     return eventStream(this.http, `/v1/sessions/${encodeURIComponent(sessionId)}/events`, options);
   }
 
-  /** Sends `content` and yields that run's events, up to and including its RUN_COMPLETED. */
+  /**
+   * Sends `content` and yields that run's events, up to and including its RUN_COMPLETED; when
+   * the session is deleted first, up to its SESSION_DELETED (also before the run started).
+   */
   async *stream(
     sessionId: string,
     content: string,

@@ -8,6 +8,7 @@
  * refuses another stream (429), is polled instead: `onPoll` every second, trying the
  * stream again now and then, so that the page is live either way.
  */
+import { sleep } from "./abortable-sleep";
 import { authHeaders, failure, paths, storedKey } from "./api";
 import { eventParser, type FleetEvent } from "./event-parser";
 
@@ -26,19 +27,6 @@ export type LiveOptions = {
   onMissing: () => void;
   pollMs?: number;
 };
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(timer);
-        resolve();
-      },
-      { once: true },
-    );
-  });
 
 /**
  * How long a stream may bring nothing (no event, no `: heartbeat`, which the API sends every

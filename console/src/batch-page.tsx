@@ -85,11 +85,13 @@ export function BatchPageView({ id }: { id: string }) {
       following.current = null;
     };
   }, [id, read]);
+  // Read again while it runs, and while it is there: a batch deleted meanwhile (404) was read
+  // every 2 s for as long as the tab stayed open, its last status being `running`.
   useEffect(() => {
-    if (batch?.status !== "running") return;
+    if (batch?.status !== "running" || missing) return;
     const timer = setInterval(() => void load(), 2_000);
     return () => clearInterval(timer);
-  }, [batch?.status, load]);
+  }, [batch?.status, missing, load]);
 
   const download = async () => {
     setBusy(true);

@@ -107,6 +107,25 @@ function unreadableEvent(
 }
 
 /**
+ * A wait of EventsOptions in ms: its default when absent, else a number ≥ 0 (Infinity too). A
+ * NaN (a `Number()` of a variable left unset) or a negative one throws a TypeError naming it:
+ * as `maxReconnectDelayMs` every wait between reconnects was `setTimeout(NaN)`, 1 ms, and an API
+ * answering 502 was asked again hundreds of times a second, for ever; as `idleTimeoutMs` it
+ * turned the watch of a silent connection off without a word.
+ */
+function waitOption(
+  options: EventsOptions,
+  name: "maxReconnectDelayMs" | "idleTimeoutMs",
+  fallback: number,
+): number {
+  const value = options[name];
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || Number.isNaN(value) || value < 0)
+    throw new TypeError(`events(): ${name} must be a number of milliseconds ≥ 0, not ${String(value)}`);
+  return value;
+}
+
+/**
  * The events at `path` (a session's or a batch's), reconnecting with the last id after a
  * dropped connection, an unreachable API, a 429 or a 5xx (`events()`, `batchEvents()`).
  */
@@ -118,9 +137,9 @@ export async function* eventStream(
   let last = options.after;
   let delay = 250;
   let answered = false;
-  const maxDelay = options.maxReconnectDelayMs ?? 5_000;
+  const maxDelay = waitOption(options, "maxReconnectDelayMs", 5_000);
   const outer = options.signal;
-  const idleMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+  const idleMs = waitOption(options, "idleTimeoutMs", DEFAULT_IDLE_TIMEOUT_MS);
   while (!outer?.aborted) {
     const controller = new AbortController();
     const onAbort = () => controller.abort(outer?.reason);

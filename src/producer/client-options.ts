@@ -50,7 +50,11 @@ export type EventsOptions = {
   after?: string | undefined;
   /** Stops the iteration (and the request) when aborted. */
   signal?: AbortSignal | undefined;
-  /** Longest wait between reconnect attempts (default 5 s; the first is after 250 ms). */
+  /**
+   * Longest wait between reconnect attempts (default 5 s; the first is after 250 ms); a 429's
+   * or 5xx's Retry-After is waited out whole. A number ≥ 0: NaN or a negative one rejects the
+   * iteration with a TypeError naming it.
+   */
   maxReconnectDelayMs?: number | undefined;
   /**
    * Rejects with a FleetNetworkError when the first connection finds no API at all (nothing
@@ -63,7 +67,8 @@ export type EventsOptions = {
    * taken as broken and made anew with the last id (default 60 s: the API sends a heartbeat
    * every `FLEET_SSE_HEARTBEAT_MS`, 15 s by default; 0: never). A network cut that sends no
    * FIN or RST leaves the socket open, and without this nothing more was read until the HTTP
-   * stack's own body timeout, 300 s later. Not counted while the caller holds an event.
+   * stack's own body timeout, 300 s later. Not counted while the caller holds an event. NaN or
+   * a negative one rejects the iteration with a TypeError naming it.
    */
   idleTimeoutMs?: number | undefined;
   /**

@@ -128,15 +128,21 @@ export class SessionEventLog {
    * The runs of the messages about to be sent from `from` through seq `through` that this job
    * did not commit (an earlier job's, lost from the stream by a crash or a failed write), read
    * once from Postgres: their MESSAGE events carry their runId, not null (contracts §7).
-   * Imported messages have none, and are asked for once.
+   * Imported messages have none, and are asked for once. `unknownRuns` lists their seqs (null:
+   * none), `findRuns` reads them.
    */
-  private async findRuns(from: number, through: number): Promise<void> {
-    const seqs: number[] = [];
+  private unknownRuns(from: number, through: number): number[] | null {
+    let seqs: number[] | null = null;
     for (let i = from; i < this.history.length && this.history[i]!.seq <= through; i++) {
       const message = this.history[i]!;
-      if (this.runOf(message) === null && !this.askedRuns.has(message.seq)) seqs.push(message.seq);
+      if (this.runOf(message) !== null || this.askedRuns.has(message.seq)) continue;
+      seqs ??= [];
+      seqs.push(message.seq);
     }
-    if (seqs.length === 0) return;
+    return seqs;
+  }
+
+  private async findRuns(seqs: readonly number[]): Promise<void> {
     // Postgres not answering does not hold the stream back: those go out without their run.
     const found = await this.writer.runsOf(this.sessionId, seqs).catch(() => new Map<number, string>());
     for (const [seq, runId] of found) this.foundRuns.set(seq, runId);
@@ -175,10 +181,9 @@ export class SessionEventLog {
       // messages go before every part, also a part of text deltas (whose `through` is 0).
       const believed = this.sent;
       let dropped = false;
-      const top = Math.min(
-        Math.max(believed, ...parts.map((part) => part.through)),
-        this.history.at(-1)?.seq ?? 0,
-      );
+      let asked = believed;
+      for (const part of parts) if (part.through > asked) asked = part.through;
+      const top = Math.min(asked, this.history.at(-1)?.seq ?? 0);
       for (let attempt = 0; attempt < 3; attempt++) {
         // A stream Redis no longer has (expired, lost, dropped) starts at the messages it keeps.
         if (this.sent === 0) this.sent = await this.startAtTail(top);
@@ -186,7 +191,10 @@ export class SessionEventLog {
         // The history is in seq order: the messages the stream lacks are its tail.
         let at = this.history.length;
         while (at > 0 && this.history[at - 1]!.seq > this.sent!) at--;
-        await this.findRuns(at, top);
+        // Almost always every message's run is known (this job committed it): then no lookup,
+        // and no async call awaited for none.
+        const unknown = this.unknownRuns(at, top);
+        if (unknown) await this.findRuns(unknown);
         let lastSent = this.sent!;
         for (const part of parts) {
           const through = Math.max(part.through, believed);

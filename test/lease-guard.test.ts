@@ -224,6 +224,27 @@ describe("guardedWrites", () => {
 });
 
 describe("the guard on the worker's hot path", () => {
+  it("asks for a write at once while the lease is proven, through one function per method", async () => {
+    const { clock, guard } = fakeGuard();
+    guard.confirmed(guard.stamp());
+    const sent: number[] = [];
+    const store = {
+      async append(fence: Fence) {
+        sent.push(fence.epoch);
+        return fence.epoch;
+      },
+    };
+    const writes = guardedWrites(store, guard);
+    expect(writes.append).toBe(writes.append);
+    // Proven: no async wrapper and await between the call and the write's start.
+    const answer = writes.append(FENCE);
+    expect(sent).toEqual([4]);
+    await expect(answer).resolves.toBe(4);
+    clock.now += 1_000;
+    await expect(writes.append(FENCE)).rejects.toBeInstanceOf(LeaseLapsedError);
+    expect(sent).toEqual([4]);
+  });
+
   it("answers whenValid with one settled promise while the lease is proven, and waits or throws as before otherwise", async () => {
     const { clock, guard } = fakeGuard();
     guard.confirmed(guard.stamp());

@@ -207,14 +207,28 @@ const PROVEN: Promise<void> = Promise.resolve();
  * the epoch back from whoever holds the session now).
  */
 export function guardedWrites<W extends object>(writes: W, guard: LeaseCheck): W {
+  // One guarded function per method, made at its first use (not one closure per call).
+  const made = new Map<PropertyKey, { of: (...args: unknown[]) => unknown; guarded: unknown }>();
   return new Proxy(writes, {
     get(target, property, receiver) {
       const value: unknown = Reflect.get(target, property, receiver);
       if (typeof value !== "function") return value;
-      return async (...args: unknown[]) => {
-        await guard.whenValid(epochOf(args[0]));
-        return value.apply(target, args);
+      const kept = made.get(property);
+      if (kept?.of === value) return kept.guarded;
+      const method = value as (...args: unknown[]) => unknown;
+      const guarded = (...args: unknown[]): Promise<unknown> => {
+        const valid = guard.whenValid(epochOf(args[0]));
+        // Proven now (the common case): the write is asked for at once, without an async
+        // function and an await around it. Either way it is asked for only once proven.
+        if (valid !== PROVEN) return valid.then(() => method.apply(target, args));
+        try {
+          return Promise.resolve(method.apply(target, args));
+        } catch (error) {
+          return Promise.reject(error);
+        }
       };
+      made.set(property, { of: method, guarded });
+      return guarded;
     },
   });
 }

@@ -24,16 +24,23 @@ export function followingEventsSetting<W extends object>(
   events: Pick<SessionEventLog, "setOn">,
 ): W {
   // A proxy, as guardedWrites is: the writes may be a class's instance, whose methods a spread would lose.
+  // One function per method, made at its first use (not one closure per call).
+  const made = new Map<PropertyKey, { of: (...args: unknown[]) => unknown; following: unknown }>();
   return new Proxy(writes, {
     get(target, property, receiver) {
       const value: unknown = Reflect.get(target, property, receiver);
       if (typeof value !== "function" || (property !== "appendStep" && property !== "appendAndEndRun"))
         return value;
-      return async (...args: unknown[]) => {
-        const answer = (await value.apply(target, args)) as { sessionEvents?: boolean };
+      const kept = made.get(property);
+      if (kept?.of === value) return kept.following;
+      const method = value as (...args: unknown[]) => unknown;
+      const following = async (...args: unknown[]) => {
+        const answer = (await method.apply(target, args)) as { sessionEvents?: boolean };
         if (answer.sessionEvents !== undefined) events.setOn(answer.sessionEvents);
         return answer;
       };
+      made.set(property, { of: method, following });
+      return following;
     },
   });
 }

@@ -16,6 +16,7 @@
  */
 import type { Database } from "../db/client.js";
 import { batchBusy } from "./batch-busy.js";
+import { notInDeletedBatch } from "./deleted-batches.js";
 import { json } from "./rows.js";
 
 /**
@@ -53,7 +54,10 @@ export class DataDeletion {
     // the snapshot taken before the delete waited for the row: a run started meanwhile was
     // reported `queued`, so the worker running it was not told to stop.
     return this.database.sql.begin(async (tx) => {
-      const [held] = await tx`select id from sessions where id = ${id} and tenant = ${tenant} for update`;
+      // A session of a batch marked deleted is gone for its tenant already (deleted-batches.ts):
+      // the batch's purge deletes it.
+      const [held] = await tx`select s.id from sessions s where s.id = ${id} and s.tenant = ${tenant}
+                                 and ${notInDeletedBatch(tx, "s")} for update of s`;
       if (!held) return null;
       const [row] = await tx<DeletedRow[]>`
         with d as (

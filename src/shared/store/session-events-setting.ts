@@ -4,6 +4,7 @@
  * queue is empty), the sweeper and the API each time they would write, readers every second.
  */
 import type { Database } from "../db/client.js";
+import { notInDeletedBatch } from "./deleted-batches.js";
 
 export type EventsSettingChange =
   | { outcome: "not_found" }
@@ -19,13 +20,14 @@ export class SessionEventsSetting {
    * of its sessions has a stream: turning one on is refused, as it is at creation.
    */
   async set(tenant: string, sessionId: string, on: boolean): Promise<EventsSettingChange> {
-    const [row] = await this.database.sql<{ refused: boolean }[]>`
+    const { sql } = this.database;
+    const [row] = await sql<{ refused: boolean }[]>`
       with s as (
         select s.id,
                ${on}::boolean and coalesce((select not b.session_events from batches b
                                              where b.id = s.batch_id), false) as refused
           from sessions s
-         where s.id = ${sessionId} and s.tenant = ${tenant}
+         where s.id = ${sessionId} and s.tenant = ${tenant} and ${notInDeletedBatch(sql, "s")}
       ), u as (
         update sessions set session_events = ${on}
          where id = (select id from s where not refused)
@@ -39,8 +41,10 @@ export class SessionEventsSetting {
 
   /** Whether it is on; null when the session is not (or no longer) the tenant's. */
   async isOn(sessionId: string, tenant: string): Promise<boolean | null> {
-    const [row] = await this.database.sql<{ on: boolean }[]>`
-      select session_events as on from sessions where id = ${sessionId} and tenant = ${tenant}`;
+    const { sql } = this.database;
+    const [row] = await sql<{ on: boolean }[]>`
+      select s.session_events as on from sessions s
+       where s.id = ${sessionId} and s.tenant = ${tenant} and ${notInDeletedBatch(sql, "s")}`;
     return row ? row.on : null;
   }
 }

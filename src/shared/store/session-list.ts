@@ -5,6 +5,7 @@
 import type postgres from "postgres";
 import type { Database } from "../db/client.js";
 import type { SessionRow } from "../db/schema.js";
+import { notInDeletedBatch } from "./deleted-batches.js";
 import { json } from "./rows.js";
 
 /** How the session list filters on state (contracts §9): a session counts by its current state. */
@@ -92,7 +93,7 @@ export async function listSessionPage(
                + coalesce(octet_length(s.custom_id), 0) + ${sql.unsafe(String(LIST_ROW_BYTES))} as bytes
         from sessions s
        where true
-           ${filter.tenant === undefined ? sql`` : sql`and s.tenant = ${filter.tenant}`}
+           ${filter.tenant === undefined ? sql`` : sql`and s.tenant = ${filter.tenant} and ${notInDeletedBatch(sql, "s")}`}
            ${filter.batchId === undefined ? sql`` : sql`and s.batch_id = ${filter.batchId}`}
            ${status === undefined ? sql`` : sql`and ${statusCondition(sql, status)}`}
            ${

@@ -10,6 +10,7 @@ import type { Message, StoredMessage } from "../messages.js";
 import type { UsageTotals } from "../prices.js";
 import type { ResumePoint, ResumePointJson } from "../resume-point.js";
 import { hasQueuedRuns } from "./active-sessions.js";
+import { notInDeletedBatch } from "./deleted-batches.js";
 import { bytesAfter } from "./history-bytes.js";
 import { readHistory, readHistoryPage } from "./history-reads.js";
 import { appendImportedPage } from "./imported-pages.js";
@@ -82,10 +83,15 @@ export class SessionQueries {
   // the API passes the caller's, so another tenant's row reads as missing; the worker, the
   // sweeper and the operator's CLI pass none (any tenant).
 
-  /** ` and ALIAS.tenant = $n`, or nothing when no tenant is given. */
+  /**
+   * ` and ALIAS.tenant = $n` and not of a batch marked deleted (deleted-batches.ts), or nothing
+   * when no tenant is given.
+   */
   private ofTenant(alias: "s" | "r", tenant: string | undefined) {
     const { sql } = this.database;
-    return tenant === undefined ? sql`` : sql`and ${sql(alias)}.tenant = ${tenant}`;
+    return tenant === undefined
+      ? sql``
+      : sql`and ${sql(alias)}.tenant = ${tenant} and ${notInDeletedBatch(sql, alias)}`;
   }
 
   async getSession(id: string, tenant?: string): Promise<SessionRow | undefined> {

@@ -190,7 +190,11 @@ export async function resumeBatch(
 
 /**
  * The batch's results, one per session in session-id order, fetched a page at a time
- * (keyset paging): the caller writes each line before the next page is read.
+ * (keyset paging): the caller writes each line before the next page is read. A batch deleted
+ * meanwhile (marked, its sessions then purged) ends the read with a 404 at the next page: its
+ * later pages are empty, and an empty page reads as the end, so the reader held part of the
+ * batch for all of it. After the last page, whose emptiness is an end only if the batch was
+ * not marked before it was read (sessions go only after the mark).
  */
 export async function batchResults(
   host: BatchActionsHost,
@@ -208,6 +212,7 @@ export async function batchResults(
     let after = start ?? "";
     for (;;) {
       const page = await store.resultsPage(id, after, pageSize, maxPageBytes);
+      if (!(await store.present(id))) throw new NotFoundError(`batch ${id}`);
       for (const { id: sessionId, ...result } of page) {
         after = sessionId;
         yield result;

@@ -72,6 +72,11 @@ export class BatchStore {
     return row ? json<BatchRaw>(row.b) : undefined;
   }
 
+  /** Whether the batch is there: neither deleted nor marked deleted (a results read's pages). */
+  async present(id: string): Promise<boolean> {
+    return (await this.row(id)) !== undefined;
+  }
+
   /** Counts by current state: one pass over the batch's sessions and its unfinished runs. */
   async counts(id: string): Promise<BatchCounts> {
     const [row] = await this.database.sql<BatchCounts[]>`

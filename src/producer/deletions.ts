@@ -7,7 +7,8 @@
  *   write is refused by the fence (the row is gone), so it stores nothing, starts no further
  *   tool, resumes and parks nothing. Its event stream ends with `SESSION_DELETED`.
  * - A batch is first marked deleted (from then on it answers 404, takes no session, owes no
- *   webhook; its active sessions are cancelled and take no new message), then its sessions are deleted DELETE_CHUNK at a time, each chunk a statement
+ *   webhook; its active sessions are cancelled and take no new message; its event stream ends
+ *   with `BATCH_DELETED`), then its sessions are deleted DELETE_CHUNK at a time, each chunk a statement
  *   of its own, then its row. A deletion the API could not finish (it stopped, or rows stayed
  *   locked past BATCH_DELETE_BUDGET_MS) is finished by the sweeper.
  *
@@ -54,6 +55,8 @@ export class Deletions {
     if (!dropped) throw new NotFoundError(`batch ${id}`);
     // The queued runs the mark ended: their jobs go now (the chunks list only runs not ended).
     await this.deps.cleanup.afterRunsEnded(dropped);
+    // Its event stream's readers are told now, not once the purge ends (20 s, or the sweeper).
+    await this.deps.cleanup.afterBatch(id);
     const budgetMs = this.deps.budgetMs ?? BATCH_DELETE_BUDGET_MS;
     // The mark has committed: the batch is deleted for its caller, and what is left of it is
     // the sweeper's. A failure from here on (Postgres lost mid-way) is answered as a deletion

@@ -14,7 +14,12 @@ export type EventStreamDeps = {
   subscriber: () => Redis;
   prefix: string;
   queries: Pick<SessionQueries, "getSession" | "lastRun">;
-  batches?: Pick<BatchStore, "view" | "clock" | "hasEnded" | "endedPage" | "endedAt" | "missingRuns">;
+  /**
+   * `present`: whether the batch is still there (not marked deleted), asked as `sessionStreamOn`
+   * is: a batch stream ends once its batch is deleted, before its purge ends it. Absent: never asked.
+   */
+  batches?: Pick<BatchStore, "view" | "clock" | "hasEnded" | "endedPage" | "endedAt" | "missingRuns"> &
+    Partial<Pick<BatchStore, "present">>;
   /** Told of each batch stream dropped because Postgres contradicts it (batch-stream-check.ts). */
   onBatchStreamDropped?: (batchId: string, member: string, fingerprint: string) => void;
   metrics: Pick<FleetMetrics, "sseClients"> &

@@ -26,6 +26,7 @@
  */
 import type { ServerResponse } from "node:http";
 import type { FastifyReply, FastifyRequest } from "fastify";
+import { endBatchStream } from "../shared/deletion-cleanup.js";
 import { ConflictError, NotFoundError, ValidationError } from "../shared/errors.js";
 import { STREAM_START } from "../shared/event-expiry.js";
 import { EventReader } from "../shared/event-reader.js";
@@ -166,6 +167,31 @@ export class EventStreams {
     // Resumed after the batch's end: nothing follows, and the reader is told so (204).
     if (batchReadToEnd(await this.reader.last(key), after)) return reply.code(204).send();
     const start: StartPlace = after === null ? { id: STREAM_START, kind: "kept" } : sentPlace(after);
-    await serveEvents(this.hub, request, reply, tenant, key, start, () => sync.sync());
+    // Deleted (its mark committed): the stream takes no more events (what is derived then
+    // is its sessions cancelled by the mark), and it ends with BATCH_DELETED, as the batch
+    // answers 404 from then on. DELETE /v1/batches/:id writes that event at the mark; for a
+    // mark whose writer stopped before it (or made by retention, which writes it once purged)
+    // it is written here, at the next wake or heartbeat, and the next read ends the stream.
+    const present = batches.present?.bind(batches);
+    const there = present && (() => present(batchId));
+    const still = async () => {
+      if (!there || (await there())) return true;
+      if ((await this.reader.last(key))?.type !== "BATCH_DELETED")
+        await endBatchStream(this.deps.redis, this.deps.prefix, batchId);
+      return true;
+    };
+    await serveEvents(
+      this.hub,
+      request,
+      reply,
+      tenant,
+      key,
+      start,
+      async () => {
+        if (!there || (await there())) await sync.sync();
+      },
+      undefined,
+      still,
+    );
   }
 }

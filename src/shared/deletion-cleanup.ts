@@ -177,30 +177,49 @@ export class DeletionCleanup {
     for (const [tenant, ids] of byTenant) await this.deps.waitsGone?.(tenant, ids).catch(() => {});
   }
 
-  /** After a batch's row was deleted (its sessions went before it). */
+  /**
+   * After a batch was marked deleted (`DELETE /v1/batches/:id`, its readers told at once), and
+   * again after its row was deleted (its sessions went before it).
+   */
   async afterBatch(batchId: string): Promise<void> {
-    const { prefix } = this.deps;
-    await this.endStream(
-      `${prefix}:batch-events:${batchId}`,
-      [`${prefix}:batch-events-done:${batchId}`, `${prefix}:batch-events-fp:${batchId}`],
-      {
-        type: "BATCH_DELETED",
-        batchId,
-      },
-    ).catch(() => {});
+    await endBatchStream(this.deps.redis, this.deps.prefix, batchId).catch(() => {});
   }
 
-  /**
-   * Writes `last` to the stream (a reader may wait on one that has no entry yet), wakes its
-   * readers, and lets it expire; `others` (its bookkeeping keys) go at once.
-   */
   private async endStream(key: string, others: string[], last: { type: string } & Record<string, unknown>) {
-    const { redis, prefix } = this.deps;
-    await redis.xadd(key, "*", "type", last.type, "data", JSON.stringify(last));
-    await redis.pexpire(key, DELETED_STREAM_TTL_MS);
-    await redis.publish(eventsNotifyChannel(prefix), key);
-    for (const other of others) await redis.del(other);
+    await endStream(this.deps.redis, this.deps.prefix, key, others, last);
   }
+}
+
+/**
+ * Writes `last` to the stream (a reader may wait on one that has no entry yet), wakes its
+ * readers, and lets it expire; `others` (its bookkeeping keys) go at once.
+ */
+async function endStream(
+  redis: Redis,
+  prefix: string,
+  key: string,
+  others: string[],
+  last: { type: string } & Record<string, unknown>,
+): Promise<void> {
+  await redis.xadd(key, "*", "type", last.type, "data", JSON.stringify(last));
+  await redis.pexpire(key, DELETED_STREAM_TTL_MS);
+  await redis.publish(eventsNotifyChannel(prefix), key);
+  for (const other of others) await redis.del(other);
+}
+
+/**
+ * Ends a deleted batch's event stream with `BATCH_DELETED` (its readers stop there) and drops
+ * its bookkeeping: by the delete, and by a reader that finds its batch deleted with no such
+ * event yet (the delete's writer stopped first; retention writes it only once purged).
+ */
+export function endBatchStream(redis: Redis, prefix: string, batchId: string): Promise<void> {
+  return endStream(
+    redis,
+    prefix,
+    `${prefix}:batch-events:${batchId}`,
+    [`${prefix}:batch-events-done:${batchId}`, `${prefix}:batch-events-fp:${batchId}`],
+    { type: "BATCH_DELETED", batchId },
+  );
 }
 
 /**

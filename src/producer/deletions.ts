@@ -7,7 +7,8 @@
  *   write is refused by the fence (the row is gone), so it stores nothing, starts no further
  *   tool, resumes and parks nothing. Its event stream ends with `SESSION_DELETED`.
  * - A batch is first marked deleted (from then on it answers 404, takes no session, owes no
- *   webhook; its active sessions are cancelled and take no new message; its event stream ends
+ *   webhook; its active sessions are cancelled and take no new message, a tool running for one
+ *   is aborted; its event stream ends
  *   with `BATCH_DELETED`), then its sessions are deleted DELETE_CHUNK at a time, each chunk a statement
  *   of its own, then its row. A deletion the API could not finish (it stopped, or rows stayed
  *   locked past BATCH_DELETE_BUDGET_MS) is finished by the sweeper.
@@ -53,8 +54,9 @@ export class Deletions {
   async deleteBatch(tenant: string, id: string): Promise<BatchDeleted> {
     const dropped = await this.deps.store.markBatchDeleted(tenant, id);
     if (!dropped) throw new NotFoundError(`batch ${id}`);
-    // The queued runs the mark ended: their jobs go now (the chunks list only runs not ended).
-    await this.deps.cleanup.afterRunsEnded(dropped);
+    // The queued runs the mark ended: their jobs go now (the chunks list only runs not ended);
+    // the workers of those running are told now, not when their chunk is purged.
+    await this.deps.cleanup.afterBatchMarked(dropped);
     // Its event stream's readers are told now, not once the purge ends (20 s, or the sweeper).
     await this.deps.cleanup.afterBatch(id);
     const budgetMs = this.deps.budgetMs ?? BATCH_DELETE_BUDGET_MS;

@@ -149,12 +149,23 @@ export class DeletionCleanup {
   }
 
   /**
-   * After queued runs were ended by a batch's deletion mark (store markBatchDeleted): their
+   * After a batch's deletion mark (store markBatchDeleted) ended its queued runs and cancelled
+   * the sessions of those running: the workers running them are told at once (the cancel
+   * channel, as a cancel of the batch does: a tool in progress is aborted), the queued runs'
    * jobs are removed and their requests waiting for endpoint capacity forgotten.
    */
-  async afterRunsEnded(runs: DroppedRun[]): Promise<void> {
-    await this.removeJobs(runs);
-    await this.forgetWaits(runs);
+  async afterBatchMarked(runs: DroppedRun[]): Promise<void> {
+    const running = runs.filter((r) => r.status === "running");
+    if (running.length > 0)
+      await this.deps.redis
+        .publish(
+          cancelChannel(this.deps.prefix),
+          JSON.stringify({ sessionIds: [...new Set(running.map((r) => r.sessionId))] }),
+        )
+        .catch(() => {});
+    const queued = runs.filter((r) => r.status !== "running");
+    await this.removeJobs(queued);
+    await this.forgetWaits(queued);
   }
 
   /** Removes the runs' jobs, eight at a time (a failure leaves a job its worker finds ended). */

@@ -79,7 +79,10 @@ export class DataDeletion {
   /**
    * Marks a batch of `tenant` deleted: from now on it answers 404, takes no session and owes
    * no webhook. Null when there is no such batch (or it is already being deleted), else the
-   * queued runs it ended, whose jobs the caller removes.
+   * queued runs it ended, whose jobs the caller removes, and its runs still running (status
+   * `running`), whose workers the caller tells at once, as a cancel does: their sessions are
+   * cancelled, but a tool in progress would otherwise run to its end, or until its session's
+   * chunk is purged (the sweeper's, when the API stops or runs out of time).
    *
    * In the same transaction its sessions still active are cancelled and their queued runs
    * ended, as a cancel of the batch does: its sessions are deleted chunk by chunk after this
@@ -109,7 +112,10 @@ export class DataDeletion {
          where r.session_id in (select s.id from sessions s where s.batch_id = ${id})
            and r.status = 'queued'
         returning r.id, r.session_id as "sessionId", r.tenant, r.kind, 'queued' as status`;
-      return [...dropped];
+      const running = await tx<DroppedRun[]>`
+        select r.id, r.session_id as "sessionId", r.tenant, r.kind, r.status from runs r
+         where r.batch_id = ${id} and r.status = 'running'`;
+      return [...dropped, ...running];
     });
   }
 

@@ -51,8 +51,8 @@ export async function afterCancel(
 }
 
 /**
- * After a batch's runs were committed and their jobs added: when a cancel of the batch
- * committed in between (it found no job to remove), the jobs just added belong to runs it
+ * After a batch's runs were committed and their jobs added: when a cancel (or a delete) of the
+ * batch committed in between (it found no job to remove), the jobs just added belong to runs it
  * ended, so they are removed and the tenant's fair order starts over as after the cancel.
  * Left, each waited for a worker to take and drop it, and the tenant's next runs were
  * queued behind them. Best effort, as the cancel's own clean-up.
@@ -73,7 +73,7 @@ export async function dropJobsOfCancelled(
 
 /**
  * After a message's or an explicit resume's run was committed and its job added: when a cancel
- * of its session committed in between, it ended the run but found no job to remove, so the
+ * (or a delete) of its session committed in between, it ended the run but found no job to remove, so the
  * job just added is removed here and the tenant's fair order starts over as after the cancel.
  * Left, it waited for a worker to take and drop it. A cancel that commits after this read
  * finds the job and removes it itself. Best effort, as the cancel's own clean-up.
@@ -83,8 +83,10 @@ export async function dropJobIfCancelled(
   tenant: string,
   run: { sessionId: string; runId: string; kind: "run" | "resume" },
 ): Promise<void> {
-  const row = await deps.queries.getRun(run.runId, tenant).catch(() => undefined);
-  if (row?.status !== "ended" || row.endedReason !== "cancelled") return;
+  // Gone (its session deleted meanwhile, which found no job to remove either): removed too.
+  const row = await deps.queries.getRun(run.runId, tenant).catch(() => null);
+  if (row === null) return;
+  if (row !== undefined && (row.status !== "ended" || row.endedReason !== "cancelled")) return;
   await removeJobs(deps, [{ id: run.runId, sessionId: run.sessionId, kind: run.kind }]);
   await startOverIfIdle(deps, tenant);
 }

@@ -248,11 +248,14 @@ export class SessionQueries {
     return row ? runFromRaw(json<RawRun>(row.r)) : undefined;
   }
 
-  /** Whether the batch was cancelled (cancel-cleanup.ts `dropJobsOfCancelled`). */
+  /**
+   * Whether the batch was cancelled, or deleted (marked, or its row gone): its runs' jobs go
+   * (cancel-cleanup.ts `dropJobsOfCancelled`).
+   */
   async batchCancelled(batchId: string): Promise<boolean> {
     const rows = await this.database
-      .sql`select 1 from batches where id = ${batchId} and cancelled_at is not null`;
-    return rows.length > 0;
+      .sql`select 1 from batches where id = ${batchId} and cancelled_at is null and deleted_at is null`;
+    return rows.length === 0;
   }
 
   /** Whether the tenant has a run waiting to start. */

@@ -82,6 +82,17 @@ describe("loading extension modules", () => {
     }
   }, 60_000);
 
+  it("one extension module given twice stops the worker at start (exit 2), naming the extension", async () => {
+    // Before, the worker started and every hook of the module ran twice per run.
+    const file = join(dir, "twice.mjs");
+    await writeFile(file, 'export default { name: "audit", afterRun() {} };\n');
+    const result = await runFleetCli(["worker", "--extensions", file, "--extensions", file], env, 60_000);
+    expect(result.stderr.trim()).toBe(
+      'fleet worker: --extensions: extension "audit": two extensions have this name',
+    );
+    expect(result.code).toBe(2);
+  }, 60_000);
+
   it("a --tools export that is no tool stops the worker at start (exit 2), naming what is wrong", async () => {
     // Before, each of these started a worker that said "ready": a tool without `run` was
     // answered "tool.run is not a function" at its first call, and an export keyed by name

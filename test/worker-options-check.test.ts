@@ -9,6 +9,7 @@
  * tool or extension and what is wrong, before anything is opened: the queued run stays queued,
  * and a worker started right afterwards runs it. Real Postgres, Redis and API.
  */
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { ValidationError } from "../src/shared/errors.js";
@@ -34,7 +35,7 @@ const echo = defineTool({
 const HOOKS = "beforeRun, onMessage, afterRun, onError, onCommitted, onSessionDeleted";
 
 /** Bad options, each with the message startWorker must refuse them with. */
-const BAD: { name: string; options: WorkerOptions; message: string }[] = [
+const BAD: { name: string; options: WorkerOptions; message: string; transcripts?: boolean }[] = [
   {
     name: "a misspelt hook",
     options: { extensions: [{ name: "audit", onMesage() {} } as unknown as Extension] },
@@ -54,6 +55,27 @@ const BAD: { name: string; options: WorkerOptions; message: string }[] = [
     name: "an extension without a name",
     options: { extensions: [defineExtension({ name: "ok" }), { afterRun() {} } as unknown as Extension] },
     message: "options.extensions: extension 1 has no name",
+  },
+  {
+    // One module given twice (`--extensions audit.ts --extensions audit.ts`), or two modules
+    // naming theirs alike: every hook ran twice, and the logs and the hook-failure alert could
+    // not tell which one failed.
+    name: "two extensions of one name",
+    options: {
+      extensions: [
+        defineExtension({ name: "audit", afterRun() {} }),
+        defineExtension({ name: "metrics" }),
+        defineExtension({ name: "audit", beforeRun() {} }),
+      ],
+    },
+    message: 'options.extensions: extension "audit": two extensions have this name',
+  },
+  {
+    name: "an extension named as the built-in transcript (FLEET_TRANSCRIPT_DIR set)",
+    options: { extensions: [defineExtension({ name: "transcript", afterRun() {} })] },
+    transcripts: true,
+    message:
+      'options.extensions: extension "transcript": the built-in transcript extension has this name (FLEET_TRANSCRIPT_DIR is set)',
   },
   {
     name: "two tools of one name",
@@ -99,7 +121,11 @@ describe("startWorker given bad tools or extensions", () => {
   for (const bad of BAD)
     it(`refuses ${bad.name} at start, naming it`, async () => {
       const started = await startWorker(
-        { ...fleet.config, logLevel: "silent" },
+        {
+          ...fleet.config,
+          logLevel: "silent",
+          ...(bad.transcripts ? { transcriptDir: join(fleet.config.toolDir, "transcripts") } : {}),
+        },
         {
           serveMetrics: false,
           ...bad.options,

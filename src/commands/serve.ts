@@ -181,7 +181,7 @@ export async function workerCommand(options: WorkerCommandOptions = {}): Promise
   const tools = (await Promise.all((options.tools ?? []).map(loadTools))).flat();
   const extensions = (await Promise.all((options.extensions ?? []).map(loadExtensions))).flat();
   // Across the modules too (a tool name in two of them), before Postgres and Redis are asked.
-  checkWorkerOptions({ tools, extensions }, (option) => `--${option}`);
+  checkWorkerOptions({ tools, extensions }, config, (option) => `--${option}`);
   await checkRoleServices(config);
   await checkToolDir(config.toolDir);
   if (config.transcriptDir) await checkTranscriptDir(config.transcriptDir);

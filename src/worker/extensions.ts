@@ -82,6 +82,9 @@ export function defineExtension<E extends Extension>(extension: E): E {
   return extension;
 }
 
+/** The built-in transcript's name (transcript-extension.ts): no other extension may take it. */
+export const TRANSCRIPT_EXTENSION = "transcript";
+
 export type HookName = "beforeRun" | "onMessage" | "afterRun" | "onError";
 
 /** Outcomes after which `onError` runs. */

@@ -9,6 +9,7 @@
  */
 import { ValidationError } from "../shared/errors.js";
 import { BUILTIN_TOOL_NAMES } from "../shared/tool-names.js";
+import { TRANSCRIPT_EXTENSION } from "./extensions.js";
 import { parametersProblem, TOOL_NAME } from "./tools/registry.js";
 import { isTimeLimit, MAX_TIMER_MS } from "./tools/time-limit.js";
 
@@ -69,12 +70,15 @@ export type OptionsProblem = { field: "tools" | "extensions"; message: string };
 
 /**
  * The first problem of the tools and extensions a worker is given, or null: each one's own
- * (above), or a tool name given twice or a built-in's (`builtins`): the later tool replaced
- * the earlier silently.
+ * (above), a tool name given twice or a built-in's (`builtins`): the later tool replaced
+ * the earlier silently; or an extension name given twice or a built-in extension's
+ * (`builtinExtensions`, the transcript when FLEET_TRANSCRIPT_DIR is set): every hook of a
+ * module given twice ran twice, and the logs and `FleetHookFailures` named both alike.
  */
 export function workerOptionsProblem(
   options: { tools?: unknown; extensions?: unknown },
   builtins: readonly string[] = BUILTIN_TOOL_NAMES,
+  builtinExtensions: readonly string[] = [],
 ): OptionsProblem | null {
   const tools = options.tools ?? [];
   if (!Array.isArray(tools)) return { field: "tools", message: "is not an array of tools" };
@@ -94,21 +98,43 @@ export function workerOptionsProblem(
   }
   const extensions = options.extensions ?? [];
   if (!Array.isArray(extensions)) return { field: "extensions", message: "is not an array of extensions" };
+  const extensionNames = new Set<string>(builtinExtensions);
   for (const [i, extension] of extensions.entries()) {
     const message = extensionProblem(extension, i);
     if (message) return { field: "extensions", message };
+    const name = (extension as { name: string }).name;
+    if (extensionNames.has(name))
+      return {
+        field: "extensions",
+        message: builtinExtensions.includes(name)
+          ? `extension ${JSON.stringify(name)}: the built-in ${name} extension has this name (${builtinExtensionCause(name)})`
+          : `extension ${JSON.stringify(name)}: two extensions have this name`,
+      };
+    extensionNames.add(name);
   }
   return null;
 }
 
+/** Why a built-in extension is loaded (pure): what an operator may change to free its name. */
+function builtinExtensionCause(name: string): string {
+  return name === TRANSCRIPT_EXTENSION ? "FLEET_TRANSCRIPT_DIR is set" : "it is always loaded";
+}
+
+/** The built-in extensions a worker loads besides the ones it is given. */
+export function builtinExtensionNames(config: { transcriptDir?: string | undefined }): string[] {
+  return config.transcriptDir ? [TRANSCRIPT_EXTENSION] : [];
+}
+
 /**
  * Throws a ValidationError naming the option (`field`: `options.tools` from code, `--tools`
- * from the CLI) and the first problem of `options`, if it has one.
+ * from the CLI) and the first problem of `options`, if it has one; `config` says which
+ * built-in extensions the worker loads.
  */
 export function checkWorkerOptions(
   options: { tools?: unknown; extensions?: unknown },
+  config: { transcriptDir?: string | undefined },
   field: (option: OptionsProblem["field"]) => string = (option) => `options.${option}`,
 ): void {
-  const problem = workerOptionsProblem(options);
+  const problem = workerOptionsProblem(options, BUILTIN_TOOL_NAMES, builtinExtensionNames(config));
   if (problem) throw new ValidationError(field(problem.field), problem.message);
 }

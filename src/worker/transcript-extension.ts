@@ -2,7 +2,7 @@
 import { open } from "node:fs/promises";
 import { join } from "node:path";
 import { makeDirectory, PRIVATE_DIRECTORY_MODE } from "../shared/make-directory.js";
-import type { CommittedMessage, Extension } from "./extensions.js";
+import { type CommittedMessage, type Extension, TRANSCRIPT_EXTENSION } from "./extensions.js";
 import { recordOnly } from "./hook-runner.js";
 import { appendWhole } from "./tools/whole-append.js";
 
@@ -53,7 +53,7 @@ export function transcriptExtension(
     }
   };
   const transcript: Extension = {
-    name: "transcript",
+    name: TRANSCRIPT_EXTENSION,
     async beforeRun(ctx) {
       if (ctx.kind !== "resume") return;
       let start = -1;

@@ -72,7 +72,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
   // Tools and extensions given in code are checked as `fleet worker`'s modules are, before
   // anything is opened: a misspelt hook was never called, a second tool of a name replaced the
   // first (plugin-checks.ts). A ValidationError naming `options.tools` or `options.extensions`.
-  checkWorkerOptions(options);
+  checkWorkerOptions(options, config);
   // A program that embeds the worker has no `fleet worker` preflight: a database this release's
   // migrations have not all reached is refused here (ValidationError naming DATABASE_URL), not
   // met by every job it claims as a column that does not exist.

@@ -345,7 +345,8 @@ describe("session events and extensions", () => {
       { hook: "afterRun", outcome: "completed", error: null },
     ]);
 
-    // A resume that reaches a worker with nothing to resume: onError with the reason.
+    // A resume that reaches a worker with nothing to resume: beforeRun (its pair, afterRun,
+    // follows), then onError with the reason.
     const finished = await client.createSession({
       agent,
       messages: [
@@ -359,8 +360,9 @@ describe("session events and extensions", () => {
     const queues = new RunQueues(fleet.redis, fleet.config.prefix);
     await queues.enqueue("resume", { sessionId: finished.id, runId: run!.id });
     expect((await client.waitForRun(run!.id, { timeoutMs: 20_000 })).endedReason).toBe("nothing_to_resume");
-    await waitFor(async () => (await calls(finished.id)).length >= 2, 5_000, "hooks of the refused resume");
+    await waitFor(async () => (await calls(finished.id)).length >= 3, 5_000, "hooks of the refused resume");
     expect(await calls(finished.id)).toEqual([
+      { hook: "beforeRun", kind: "resume", resumeKind: null, inputMessage: null, trigger: "api" },
       { hook: "afterRun", outcome: "nothing_to_resume", error: "completed" },
       { hook: "onError", message: "completed", reason: "completed", outcome: "nothing_to_resume" },
     ]);

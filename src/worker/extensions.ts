@@ -3,6 +3,9 @@
  * hooks run around every run. The rules, enforced here and in session-job.ts:
  * - `beforeRun`: every run and every resume a worker starts, before the first model call; a
  *   throw ends the run `failed` with the hook's message, and nothing is sent to the model.
+ *   Also a run that ends before it starts (a resume with nothing to resume, first messages
+ *   Postgres refused), before its end is written: `beforeRun` and `afterRun` pair (worker
+ *   README, "Extensions"); a throw there is logged and counted, the run's end stays.
  * - `onMessage`: only for a run that carries new user input (never on a resume).
  * - `afterRun`: every run a worker ends (`result.outcome` is the run's `endedReason`).
  * - `onError`: a run that ends `failed`, `provider_error`, or finds nothing to resume (the

@@ -195,6 +195,23 @@ async function endUnstarted(
   if (started === null) return (await deps.queries.nextQueuedRun(fence.sessionId)) ?? null;
   deps.log.info(withFields(logFields, { trigger: run.trigger, resumeKind: null }), "run started");
   await events?.emitBounded([runStartedEvent(run, kind, null)]);
+  // The hooks pair (contracts §8): `beforeRun` before the end is written, as for a run that
+  // starts, so an extension's per-run state set up there is there for `afterRun`. A resume
+  // with nothing to resume called `afterRun` and `onError` alone. Its outcome is decided: a
+  // throw is logged and counted (hook-runner.ts) and does not make it `failed`.
+  const extensions = deps.extensions && !deps.extensions.empty ? deps.extensions : null;
+  const ctx = extensions
+    ? await runContext(
+        run,
+        kind,
+        null,
+        history,
+        state.agent,
+        extensions.hookSignal(signal, { sessionId: run.sessionId, runId: run.id }),
+        deps,
+      )
+    : null;
+  if (ctx && extensions) await extensions.beforeRun(ctx);
   const { next: nextRun, cancelled } = await deps.writes.endRun(fence, run.id, end.outcome, {
     error,
     ...(end.park ? { park: end.park } : {}),
@@ -221,13 +238,10 @@ async function endUnstarted(
     },
     "run ended",
   );
-  if (deps.extensions && !deps.extensions.empty) {
+  if (ctx && extensions) {
     // A resume that finds nothing to resume fails like any failed request (resume-semantics §2).
-    const hookSignal = deps.extensions.hookSignal(signal, { sessionId: run.sessionId, runId: run.id });
-    const ctx = await runContext(run, kind, null, history, state.agent, hookSignal, deps);
-    await deps.extensions.afterRun(ctx, { outcome, error });
-    if (ERROR_OUTCOMES.has(outcome))
-      await deps.extensions.onError(ctx, new RunError(error, outcome, end.reason));
+    await extensions.afterRun(ctx, { outcome, error });
+    if (ERROR_OUTCOMES.has(outcome)) await extensions.onError(ctx, new RunError(error, outcome, end.reason));
   }
   return nextRun;
 }

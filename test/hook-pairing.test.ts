@@ -5,6 +5,9 @@
  *   releases in `afterRun` never meets an `afterRun` without its `beforeRun`. A resume that
  *   reached a worker with nothing to resume called `afterRun` and `onError` alone: an
  *   extension that keeps a span, a timer or a slot per run found none to close.
+ * - A `beforeRun` that throws leaves its message on the run, which the session's tenant reads
+ *   (`GET /v1/runs/:id`): scrubbed as a job's failure is (job-failure.ts) — the keys it quotes
+ *   and the worker's file paths it names. It was stored as thrown.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
@@ -105,4 +108,31 @@ describe("beforeRun and afterRun pair", () => {
     expect(calls.filter((c) => c.runId === runId).map((c) => c.hook)).toEqual(["beforeRun", "afterRun"]);
     expect(unpaired).not.toContain(runId);
   }, 60_000);
+});
+
+describe("a beforeRun's failure on the run is scrubbed", () => {
+  for (const [kind, leaked, said] of [
+    [
+      "path",
+      "/srv/fleet/extensions/audit/credentials.json",
+      `beforeRun hook of extension "spans" failed: ENOENT: no such file or directory, open '[a path of the worker]'`,
+    ],
+    ["key", "abcdefghijklmnop1234567890", "[redacted]"],
+  ] as const)
+    it(`a ${kind} it names does not reach the tenant`, async () => {
+      const session = await client.createSession({ agent, metadata: { throwBefore: kind } });
+      const { runId } = await client.send(session.id, "go");
+      const run = await client.waitForRun(runId, { timeoutMs: 20_000 });
+      expect(run.endedReason).toBe("failed");
+      // Before: the run's error carried it as thrown.
+      expect(run.error).not.toContain(leaked);
+      expect(run.error).toContain(said);
+      expect(run.error).toMatch(/^beforeRun hook of extension "spans" failed: /);
+      await waitFor(
+        async () => calls.some((c) => c.runId === runId && c.hook === "onError"),
+        10_000,
+        "onError",
+      );
+      expect(unpaired).not.toContain(runId);
+    }, 60_000);
 });

@@ -315,4 +315,37 @@ describe("extension hooks", () => {
     expect(seen).toEqual(["2026-12-06T10:00:00.000Z", "2026-12-06T10:00:00.000Z"]);
     expect(deletedAt.toISOString()).toBe("2026-12-06T10:00:00.000Z");
   });
+
+  it("beforeRun: a refusal stays the run's end when a later extension's beforeRun is cut by a cancel", async () => {
+    const controller = new AbortController();
+    const calls: string[] = [];
+    const extensions = new Extensions(
+      [
+        defineExtension({
+          name: "gate",
+          beforeRun() {
+            throw new Error("no");
+          },
+        }),
+        defineExtension({
+          name: "slow",
+          beforeRun() {
+            calls.push("slow.beforeRun");
+            controller.abort();
+            return new Promise<void>(() => {});
+          },
+          afterRun: () => void calls.push("slow.afterRun"),
+        }),
+        defineExtension({ name: "never", beforeRun: () => void calls.push("never.beforeRun") }),
+      ],
+      createMetrics("test"),
+      { warn: () => {} },
+      60_000,
+    );
+    const run = { ...ctx, signal: controller.signal };
+    expect(await extensions.beforeRun(run)).toBe('beforeRun hook of extension "gate" failed: no');
+    await extensions.afterRun(run, { outcome: "failed" });
+    // `slow` began (its beforeRun was called): its afterRun is owed; `never` was not called.
+    expect(calls).toEqual(["slow.beforeRun", "slow.afterRun"]);
+  });
 });

@@ -21,6 +21,7 @@ let client: FleetClient;
 let worker: RunningWorker;
 let queues: RunQueues;
 
+/** `hook` is `spans`' own hook, or `gate.…` / `last.…` for the other two extensions'. */
 type Call = { hook: string; sessionId: string; runId: string; detail?: string };
 const calls: Call[] = [];
 /** What an author keeps per run: set in beforeRun, released in afterRun. */
@@ -53,16 +54,45 @@ const spans = defineExtension({
   },
 });
 
+/** Holds a gate's beforeRun until the tests end. */
+let release: () => void = () => {};
+const held = new Promise<void>((resolve) => {
+  release = resolve;
+});
+
+/** Loaded before `spans`: a gate that refuses (throws) or holds the runs its metadata names. */
+const gate = defineExtension({
+  name: "gate",
+  async beforeRun(ctx) {
+    calls.push({ hook: "gate.beforeRun", sessionId: ctx.sessionId, runId: ctx.runId });
+    const { gate: what } = ctx.metadata as { gate?: string };
+    if (what === "throw") throw new Error("refused by the gate");
+    if (what === "hold") await held;
+  },
+  afterRun(ctx, result) {
+    calls.push({ hook: "gate.afterRun", sessionId: ctx.sessionId, runId: ctx.runId, detail: result.outcome });
+  },
+});
+
+/** Loaded after `spans`, with no beforeRun: its afterRun is every run's last hook. */
+const last = defineExtension({
+  name: "last",
+  afterRun(ctx) {
+    calls.push({ hook: "last.afterRun", sessionId: ctx.sessionId, runId: ctx.runId });
+  },
+});
+
 beforeAll(async () => {
   fleet = await createFleetEnv("hook-pairing");
   ({ client } = await fleet.startApi());
   worker = await startWorker(
     { ...fleet.config, logLevel: "silent" },
-    { serveMetrics: false, extensions: [spans] },
+    { serveMetrics: false, extensions: [gate, spans, last] },
   );
   queues = new RunQueues(fleet.redis, fleet.config.prefix);
 }, 60_000);
 afterAll(async () => {
+  release();
   await queues?.close();
   await worker?.stop();
   await fleet?.close();
@@ -86,7 +116,7 @@ describe("beforeRun and afterRun pair", () => {
       values (gen_random_uuid()::text, ${finished.id}, 'default', 'resume', 'api', 'call_model') returning id`;
     await queues.enqueue("resume", { sessionId: finished.id, runId: run!.id });
     expect((await client.waitForRun(run!.id, { timeoutMs: 20_000 })).endedReason).toBe("nothing_to_resume");
-    const ofRun = () => calls.filter((c) => c.runId === run!.id);
+    const ofRun = () => calls.filter((c) => c.runId === run!.id && !c.hook.includes("."));
     await waitFor(async () => ofRun().some((c) => c.hook === "onError"), 10_000, "onError");
     // Before: ["afterRun", "onError"], and afterRun found no state of its run.
     expect(ofRun().map((c) => c.hook)).toEqual(["beforeRun", "afterRun", "onError"]);
@@ -105,8 +135,54 @@ describe("beforeRun and afterRun pair", () => {
       10_000,
       "afterRun",
     );
-    expect(calls.filter((c) => c.runId === runId).map((c) => c.hook)).toEqual(["beforeRun", "afterRun"]);
+    expect(calls.filter((c) => c.runId === runId && !c.hook.includes(".")).map((c) => c.hook)).toEqual([
+      "beforeRun",
+      "afterRun",
+    ]);
     expect(unpaired).not.toContain(runId);
+  }, 60_000);
+});
+
+describe("with several extensions, each one's afterRun pairs with its own beforeRun", () => {
+  /** The hooks `spans` saw for `runId` once the run's last hook ran. */
+  const spansOf = async (runId: string) => {
+    await waitFor(
+      async () => calls.some((c) => c.runId === runId && c.hook === "last.afterRun"),
+      10_000,
+      "the last afterRun",
+    );
+    return calls.filter((c) => c.runId === runId && !c.hook.includes(".")).map((c) => c.hook);
+  };
+
+  it("an earlier extension's beforeRun throws: the later ones' beforeRun still runs, then afterRun and onError", async () => {
+    const session = await client.createSession({ agent, metadata: { gate: "throw" } });
+    const { runId } = await client.send(session.id, "go");
+    const run = await client.waitForRun(runId, { timeoutMs: 20_000 });
+    expect(run.endedReason).toBe("failed");
+    expect(run.error).toBe('beforeRun hook of extension "gate" failed: refused by the gate');
+    expect((await client.getSession(session.id)).messages.map((m) => m.role)).toEqual(["user"]);
+    // Before: ["afterRun", "onError"] — the run had never begun for `spans`.
+    expect(await spansOf(runId)).toEqual(["beforeRun", "afterRun", "onError"]);
+    expect(unpaired).not.toContain(runId);
+  }, 60_000);
+
+  it("cancelled while an earlier extension's beforeRun is pending: the later ones get no afterRun", async () => {
+    const session = await client.createSession({ agent, metadata: { gate: "hold" } });
+    const { runId } = await client.send(session.id, "go");
+    await waitFor(
+      async () => calls.some((c) => c.runId === runId && c.hook === "gate.beforeRun"),
+      20_000,
+      "the gate",
+    );
+    await client.cancelSession(session.id);
+    expect((await client.waitForRun(runId, { timeoutMs: 30_000 })).endedReason).toBe("cancelled");
+    // Before: ["afterRun"] — `spans` was told a run ended that it was never told began.
+    expect(await spansOf(runId)).toEqual([]);
+    expect(unpaired).not.toContain(runId);
+    // The gate, whose beforeRun was called (and is still pending), hears the run's end.
+    expect(calls.filter((c) => c.runId === runId && c.hook === "gate.afterRun")).toMatchObject([
+      { detail: "cancelled" },
+    ]);
   }, 60_000);
 });
 

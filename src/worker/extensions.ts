@@ -2,14 +2,16 @@
  * Extensions (contracts §8): modules a worker loads (`fleet worker --extensions FILE`) whose
  * hooks run around every run. The rules, enforced here and in session-job.ts:
  * - `beforeRun`: every run and every resume a worker starts, before the first model call; a
- *   throw ends the run `failed` with the hook's message, and nothing is sent to the model.
- *   Also a run that ends before it starts (a resume with nothing to resume, first messages
+ *   throw ends the run `failed` with the hook's message, and nothing is sent to the model;
+ *   the later extensions' `beforeRun` still runs (each hears of the failed run). Also a run that ends before it starts (a resume with nothing to resume, first messages
  *   Postgres refused), before its end is written: `beforeRun` and `afterRun` pair (worker
  *   README, "Extensions"); a throw there is logged and counted, the run's end stays.
  * - `onMessage`: only for a run that carries new user input (never on a resume).
- * - `afterRun`: every run a worker ends (`result.outcome` is the run's `endedReason`).
+ * - `afterRun`: every run a worker ends (`result.outcome` is the run's `endedReason`), for each
+ *   extension whose `beforeRun` was called for it (or that has none): a run cancelled before
+ *   an extension's `beforeRun` was called ends without its `afterRun` (hook-pairs.ts).
  * - `onError`: a run that ends `failed`, `provider_error`, or finds nothing to resume (the
- *   error's `reason` is then the resume point's reason).
+ *   error's `reason` is then the resume point's reason); paired as `afterRun` is.
  * - `onCommitted` (additive): each message the run committed, after its commit.
  * - `onSessionDeleted` (additive): each deleted session, by one worker, at least once
  *   (worker/deletion-hooks.ts).

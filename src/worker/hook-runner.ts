@@ -14,6 +14,7 @@ import type {
   RunResult,
 } from "./extensions.js";
 import { loggable } from "./hook-errors.js";
+import { HookPairs } from "./hook-pairs.js";
 import { callingWith, guardedSignal } from "./hook-signal.js";
 import { frozenCopy, ownCopy } from "./hook-views.js";
 import { tenantJobFailureText } from "./job-failure.js";
@@ -145,29 +146,44 @@ export class Extensions {
 
   /**
    * The message of the first `beforeRun` that threw (the run then ends `failed`), or null.
-   * A run aborted meanwhile (a cancel, the worker stopping) stops waiting for its hook and
-   * calls no more: it ends `cancelled` without calling the model. Before, a cancel waited out
+   * The later extensions' `beforeRun` still runs: each extension's `afterRun` pairs with its
+   * own `beforeRun` (worker README, "Extensions"), and each hears of the failed run. A run
+   * aborted meanwhile (a cancel, the worker stopping) stops waiting for its hook and calls no
+   * more: it ends `cancelled` without calling the model, and the extensions whose `beforeRun`
+   * was not called get no `afterRun` or `onError` for it (`begun`). Before, a cancel waited out
    * the hook's FLEET_HOOK_TIMEOUT_MS and the run then ended `failed`, with `onError`.
    */
   async beforeRun(ctx: RunContext): Promise<string | null> {
+    const begun = this.pairs.starting(ctx);
+    let refusal: string | null = null;
     for (const extension of this.list) {
       if (!extension.beforeRun) continue;
-      if (ctx.signal?.aborted) return null;
+      // An earlier refusal stays the run's end (a cancel committed meanwhile makes it `cancelled`).
+      if (ctx.signal?.aborted) return refusal;
       const abort = RECORD_ONLY.has(extension) ? undefined : ctx.signal;
       callingWith<Calling>(ctx.signal, { hook: "beforeRun", extension });
+      begun.add(extension);
       try {
         await this.call("beforeRun", extension, () => extension.beforeRun!(ctx), abort);
       } catch (error) {
-        if (abort?.aborted) return null;
+        if (abort?.aborted) return refusal;
         this.failed("beforeRun", extension, ctx, error);
-        if (RECORD_ONLY.has(extension)) continue;
-        // Clipped like a provider's error (a hook may throw a whole error page it was answered),
-        // and said as a failed job's is: its tenant reads it, without the paths and addresses of
-        // a system error the hook let escape (job-failure.ts; the line above logs them).
-        return `beforeRun hook of extension "${extension.name}" failed: ${tenantJobFailureText(error, process.env)}`;
+        if (RECORD_ONLY.has(extension) || refusal !== null) continue;
+        // The run's error, which its tenant reads: clipped like a provider's error (a hook may
+        // throw a whole error page it was answered), and scrubbed as a job's failure is — the
+        // keys it quotes, the worker's paths and addresses it names. It was stored as thrown.
+        refusal = `beforeRun hook of extension "${extension.name}" failed: ${tenantJobFailureText(error, process.env)}`;
       }
     }
-    return null;
+    return refusal;
+  }
+
+  /** Whose `beforeRun` was called for a run: `afterRun` and `onError` pair with it. */
+  private readonly pairs = new HookPairs();
+
+  /** Every `beforeRun` was called in an earlier part of `ctx`'s run (a handed-back run's). */
+  continued(ctx: RunContext): void {
+    this.pairs.continued(ctx, this.list);
   }
 
   /**
@@ -187,9 +203,10 @@ export class Extensions {
     onAbort: "wait" | "stop" | "leave" = "wait",
   ) {
     const signal = onAbort === "wait" ? undefined : ctx.signal;
+    const paired = hook === "afterRun" || hook === "onError";
     for (const extension of this.list) {
       const fn = extension[hook] as ((...a: unknown[]) => unknown) | undefined;
-      if (!fn) continue;
+      if (!fn || (paired && !this.pairs.owed(ctx, extension))) continue;
       if (signal?.aborted && onAbort === "stop") return;
       const abort = RECORD_ONLY.has(extension) ? undefined : signal;
       callingWith<Calling>(ctx.signal, { hook, extension });

@@ -136,6 +136,8 @@ async function startRun(
         deps,
       )
     : null;
+  // A handed-back run called beforeRun in its first part: its afterRun is owed to every extension.
+  if (ctx && extensions && previous) extensions.continued(ctx);
   const hookFailure = ctx && extensions && !previous ? await extensions.beforeRun(ctx) : null;
   if (ctx && extensions && !hookFailure && kind === "run" && run.input !== null && !previous)
     await extensions.onMessage(ctx, run.input);

@@ -110,6 +110,45 @@ describe("extension hooks", () => {
     expect(values.find((v) => v.labels.hook === "onCommitted")?.value).toBe(1);
   });
 
+  it("a hook's error is logged with the keys it quotes scrubbed: message, stack and the request it carries", async () => {
+    const lines: string[] = [];
+    const log = pino({ level: "warn" }, { write: (line: string) => void lines.push(line) });
+    const key = "sk-live-abcdefghijklmnopqrstuvwxyz0123";
+    const extensions = new Extensions(
+      [
+        defineExtension({
+          name: "reporter",
+          afterRun() {
+            // As an HTTP client's error: the message quotes the header, the error carries the request.
+            throw Object.assign(
+              new Error(`POST https://audit.example/runs: 401 (Authorization: Bearer ${key})`),
+              {
+                code: "ERR_BAD_REQUEST",
+                config: { headers: { Authorization: `Bearer ${key}` } },
+              },
+            );
+          },
+        }),
+      ],
+      createMetrics("test"),
+      log,
+      1_000,
+    );
+    await extensions.afterRun(ctx, { outcome: "completed" });
+    expect(lines).toHaveLength(1);
+    // Before: the key, three times (message, stack, the request's header).
+    expect(lines[0]).not.toContain(key);
+    const logged = JSON.parse(lines[0]!) as { err: { message: string; stack: string; code: string } };
+    expect(logged.err.message).toMatch(
+      /^POST https:\/\/audit\.example\/runs: 401 \(Authorization: .*\[redacted\]\)$/,
+    );
+    // The stack's frames are kept.
+    expect(logged.err.stack).toMatch(
+      /^Error: POST https:\/\/audit\.example\/runs: 401 \(Authorization: .*\[redacted\]\)\n\s+at /,
+    );
+    expect(logged.err.code).toBe("ERR_BAD_REQUEST");
+  });
+
   it("a hook's huge error is logged clipped, message and stack, saying how long it was", async () => {
     const lines: string[] = [];
     const log = pino({ level: "warn" }, { write: (line: string) => void lines.push(line) });

@@ -9,7 +9,8 @@
  * - `onMessage`: only for a run that carries new user input (never on a resume).
  * - `afterRun`: every run a worker ends (`result.outcome` is the run's `endedReason`), for each
  *   extension whose `beforeRun` was called for it (or that has none): a run cancelled before
- *   an extension's `beforeRun` was called ends without its `afterRun` (hook-pairs.ts).
+ *   an extension's `beforeRun` was called ends without its `afterRun` (hook-pairs.ts); a run
+ *   handed back for capacity and continued on another worker calls `beforeRun` there first.
  * - `onError`: a run that ends `failed`, `provider_error`, or finds nothing to resume (the
  *   error's `reason` is then the resume point's reason); paired as `afterRun` is.
  * - `onCommitted` (additive): each message the run committed, after its commit.

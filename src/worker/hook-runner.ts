@@ -181,9 +181,11 @@ export class Extensions {
   /** Whose `beforeRun` was called for a run: `afterRun` and `onError` pair with it. */
   private readonly pairs = new HookPairs();
 
-  /** Every `beforeRun` was called in an earlier part of `ctx`'s run (a handed-back run's). */
-  continued(ctx: RunContext): void {
+  /** Whether a handed-back run's earlier part called `beforeRun` here (then its `afterRun` is owed to all). */
+  continuedHere(ctx: RunContext): boolean {
+    if (!this.pairs.begunHere(ctx.runId)) return false;
     this.pairs.continued(ctx, this.list);
+    return true;
   }
 
   /**
@@ -227,6 +229,7 @@ export class Extensions {
     return this.each("onMessage", ctx, [input], "stop");
   }
   afterRun(ctx: RunContext, result: RunResult): Promise<void> {
+    this.pairs.ended(ctx.runId);
     return this.each("afterRun", ctx, [Object.freeze({ ...result })]);
   }
   /**

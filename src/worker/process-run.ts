@@ -136,9 +136,10 @@ async function startRun(
         deps,
       )
     : null;
-  // A handed-back run called beforeRun in its first part: its afterRun is owed to every extension.
-  if (ctx && extensions && previous) extensions.continued(ctx);
-  const hookFailure = ctx && extensions && !previous ? await extensions.beforeRun(ctx) : null;
+  // A handed-back run continued on the worker that called its beforeRun hooks does not call
+  // them again; continued on another, it calls them here, so afterRun pairs on each worker.
+  const begun = ctx && extensions && previous ? extensions.continuedHere(ctx) : false;
+  const hookFailure = ctx && extensions && !begun ? await extensions.beforeRun(ctx) : null;
   if (ctx && extensions && !hookFailure && kind === "run" && run.input !== null && !previous)
     await extensions.onMessage(ctx, run.input);
   if (ctx && extensions)

@@ -53,7 +53,9 @@ describe("deploy/prometheus (promtool)", () => {
     expect(status, output).toBe(0);
   });
 
-  it("promtool test rules: the unit tests pass, on the rule files prometheus.yml loads", async () => {
+  it("promtool test rules: the unit tests pass, on the rule files prometheus.yml loads", {
+    timeout: 180_000,
+  }, async () => {
     expect([...unitTests.rule_files].sort()).toEqual(ruleFiles().map((f) => `../${f.path}`));
     const { status, output } = await testShippedRules();
     expect(status, output).toBe(0);

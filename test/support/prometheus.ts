@@ -28,7 +28,7 @@ export function prometheusBinary(name: "prometheus" | "promtool"): string {
 
 /** Runs promtool; resolves with its exit code and output. */
 export function promtool(args: string[], cwd = PROMETHEUS_DIR): { status: number; output: string } {
-  const result = spawnSync(prometheusBinary("promtool"), args, { cwd, encoding: "utf8", timeout: 60_000 });
+  const result = spawnSync(prometheusBinary("promtool"), args, { cwd, encoding: "utf8", timeout: 170_000 });
   return { status: result.status ?? -1, output: `${result.stdout}${result.stderr}` };
 }
 
@@ -41,7 +41,7 @@ export function promtoolAsync(
     execFile(
       prometheusBinary("promtool"),
       args,
-      { cwd, encoding: "utf8", timeout: 60_000, maxBuffer: 16 * 1024 * 1024 },
+      { cwd, encoding: "utf8", timeout: 170_000, maxBuffer: 16 * 1024 * 1024 },
       (error, stdout, stderr) => {
         const status = error ? (typeof error.code === "number" ? error.code : -1) : 0;
         resolveRun({ status, output: `${stdout}${stderr}` });

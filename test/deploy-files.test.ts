@@ -56,6 +56,7 @@ const CONTRACT_METRICS = [
   "fleet_db_rideouts_total",
   "fleet_event_places_gone_total",
   "fleet_sweeper_pass_age_seconds",
+  "fleet_sweeper_interval_seconds",
   "fleet_run_progress_age_seconds",
   "fleet_runs_stuck",
   "fleet_run_stuck_after_seconds",

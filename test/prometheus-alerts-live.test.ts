@@ -58,6 +58,10 @@ const RETAINED = MAX_CHUNKS_PER_PASS + 1;
 /** Failed authentications one address may have at once, and the made-up keys sent past them. */
 const AUTH_BURST = 3;
 const AUTH_LIMITED = 4;
+/** The sweepers still sweeping, as the rules and the "Runs without progress" panel read them. */
+const SWEEPING =
+  '(fleet_sweeper_pass_age_seconds{pass="liveness"} < on (job, instance, pass) ' +
+  '(clamp_min(3 * fleet_sweeper_interval_seconds{pass="liveness"}, 60) or 0 * fleet_sweeper_pass_age_seconds{pass="liveness"} + 60))';
 
 type Alert = { labels: Record<string, string>; state: string };
 
@@ -341,14 +345,21 @@ describe("new alerts and panels against a live fleet, through the real Prometheu
     expect(await stuck("max(fleet_runs_stuck)")).toBe(1);
     expect(await stuck("max(fleet_run_progress_age_seconds)")).toBeGreaterThan(3600);
     expect(await stuck("max(fleet_run_stuck_after_seconds)")).toBe(1800);
+    // How often its passes run (SWEEP_INTERVAL_MS 200, the wide scan every 5th tick): what
+    // FleetSweeperStuck and FleetRunStuck scale "late" by.
+    const intervals = await prometheus.query("fleet_sweeper_interval_seconds", now);
+    expect(Object.fromEntries(intervals.result.map((s) => [s.metric.pass, Number(s.value![1])]))).toEqual({
+      liveness: 0.2,
+      wide: 1,
+    });
     // And as the rules read them: from the sweepers still sweeping (this one is).
     expect(await stuck("fleet:fleet_runs_stuck:max")).toBe(1);
     expect(await stuck("fleet:fleet_run_progress_age_seconds:max")).toBeGreaterThan(3600);
     expect((panels.get("Runs without progress (stuck)")?.targets ?? []).map((t) => t.expr).sort()).toEqual(
       [
-        'max(fleet_run_progress_age_seconds and on (job, instance) (fleet_sweeper_pass_age_seconds{pass="liveness"} < 60))',
+        `max(fleet_run_progress_age_seconds and on (job, instance) ${SWEEPING})`,
         "max(fleet_run_stuck_after_seconds)",
-        'max(fleet_runs_stuck and on (job, instance) (fleet_sweeper_pass_age_seconds{pass="liveness"} < 60))',
+        `max(fleet_runs_stuck and on (job, instance) ${SWEEPING})`,
       ].sort(),
     );
     const eviction = await prometheus.query(

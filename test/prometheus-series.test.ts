@@ -13,6 +13,7 @@ import {
   DELETE_TRIGGERS,
   EVENT_STREAM_KINDS,
   HOOK_NAMES,
+  initSweeperIntervals,
   initSweeperPasses,
   initToolSeries,
   initWorkerLiveness,
@@ -35,7 +36,7 @@ import { NOT_RESUMABLE_REASONS, RESUME_KINDS } from "../src/shared/resume-reason
 import { RUN_OUTCOMES, type RunOutcome } from "../src/shared/run-outcomes.js";
 import { STOP_REASONS, stopReasonLabel } from "../src/shared/stop-reasons.js";
 import type { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
-import { sweepPass } from "../src/sweeper/sweep-pass.js";
+import { passIntervalsMs, sweepPass, WIDE_SCAN_EVERY } from "../src/sweeper/sweep-pass.js";
 import type { SweepQueries } from "../src/sweeper/sweep-queries.js";
 import { builtinTools } from "../src/worker/tools/builtin.js";
 import { ToolRegistry, toolLabel } from "../src/worker/tools/registry.js";
@@ -175,6 +176,19 @@ describe("metrics start at 0 (src/shared/metrics.ts)", () => {
     expect(await value("fleet_worker_heartbeat_ttl_seconds")).toBe(2);
     last = 13_400;
     expect(await value("fleet_worker_heartbeat_age_seconds")).toBeCloseTo(0.1);
+  });
+
+  it("the sweeper exports how often each pass runs, from its start", async () => {
+    const metrics = createMetrics("sweeper");
+    // SWEEP_INTERVAL_MS 90 s (a quiet sweeper): liveness every tick, the wide scan every 5th.
+    expect(passIntervalsMs(90_000)).toEqual({ liveness: 90_000, wide: 90_000 * WIDE_SCAN_EVERY });
+    initSweeperIntervals(metrics, passIntervalsMs(90_000));
+    const intervals = Object.fromEntries(
+      samples(await metrics.registry.metrics())
+        .filter((s) => s.name === "fleet_sweeper_interval_seconds")
+        .map((s) => [s.labels.pass, s.value]),
+    );
+    expect(intervals).toEqual({ liveness: 90, wide: 450 });
   });
 
   it("the sweeper exports each pass's age: seconds since it last ended well", async () => {

@@ -4,8 +4,8 @@
  * fleet_run_progress_age_seconds as of its own last liveness pass, so the stopped one kept the
  * age it read last, and `max()` over both sweepers kept FleetRunStuck firing for a run that
  * had long ended (and would fire for a run it saw stuck before it stopped, ended since). The
- * rules now read only sweepers whose liveness pass ended within the last minute
- * (recording.yml `fleet:fleet_run_progress_age_seconds:max`). Two real sweepers (in this
+ * rules now read only sweepers whose liveness pass ended within 3 of its intervals, at least a
+ * minute (recording.yml `fleet:fleet_run_progress_age_seconds:max`; a minute here, at 200 ms). Two real sweepers (in this
  * process, each on its own metrics port and Postgres pool, one through a proxy the test cuts),
  * a real Prometheus scraping them and evaluating the shipped rules, real Postgres and Redis.
  *

@@ -56,6 +56,25 @@ export function initSweeperPasses(
   });
 }
 
+/**
+ * How often each of the sweeper's passes is meant to end (liveness: every SWEEP_INTERVAL_MS
+ * tick; wide: every few ticks, sweep-pass.ts): a healthy pass's age goes up to about this
+ * between two ends, so what counts as stuck scales with it (FleetSweeperStuck, FleetRunStuck).
+ * Set once at the start, for both passes.
+ */
+export function initSweeperIntervals(
+  metrics: { registry: Registry },
+  intervalMs: Record<(typeof SWEEPER_PASSES)[number], number>,
+): void {
+  const gauge = new Gauge({
+    name: "fleet_sweeper_interval_seconds",
+    help: "How often the sweeper's pass runs when nothing wakes it earlier (liveness: SWEEP_INTERVAL_MS; wide: every 5th tick): a healthy pass's age goes up to about this.",
+    labelNames: ["pass"] as const,
+    registers: [metrics.registry],
+  });
+  for (const pass of SWEEPER_PASSES) gauge.set({ pass }, intervalMs[pass] / 1000);
+}
+
 /** The sweeper's view of running runs' progress (sweeper/run-progress.ts sets them each liveness pass). */
 export type RunProgressGauges = { oldestAge: Gauge; stuck: Gauge };
 

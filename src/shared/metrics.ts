@@ -41,6 +41,7 @@ import { RUN_OUTCOMES } from "./run-outcomes.js";
 
 export {
   initRunProgress,
+  initSweeperIntervals,
   initSweeperPasses,
   initWorkerLiveness,
   type RunProgressGauges,

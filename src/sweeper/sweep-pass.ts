@@ -5,6 +5,14 @@
  */
 import type { Logger } from "pino";
 
+/** Scans other than the liveness check run once every this many ticks (or on an event). */
+export const WIDE_SCAN_EVERY = 5;
+
+/** How often each pass runs when nothing wakes it earlier (fleet_sweeper_interval_seconds). */
+export function passIntervalsMs(sweepIntervalMs: number): { liveness: number; wide: number } {
+  return { liveness: sweepIntervalMs, wide: sweepIntervalMs * WIDE_SCAN_EVERY };
+}
+
 export type SweepPass = {
   run: () => Promise<void>;
   readonly running: boolean;

@@ -10,6 +10,7 @@ import { openDatabase } from "../shared/db/client.js";
 import { fleetDeletionCleanup } from "../shared/deletion-cleanup.js";
 import { warnDroppedStream } from "../shared/event-writer.js";
 import { SessionLease } from "../shared/lease.js";
+import { initSweeperIntervals } from "../shared/liveness-metrics.js";
 import { createMetrics, type FleetMetrics, initRunProgress, initSweeperPasses } from "../shared/metrics.js";
 import { ProviderLimits, waitsForgetter } from "../shared/provider-limits.js";
 import { openWebhookQueue, RunQueues } from "../shared/queues.js";
@@ -30,7 +31,7 @@ import { CancelledLeftovers } from "./cancelled-leftovers.js";
 import { sweeperName } from "./liveness.js";
 import { Retention } from "./retention.js";
 import { RunProgress } from "./run-progress.js";
-import { sweepPass } from "./sweep-pass.js";
+import { passIntervalsMs, sweepPass, WIDE_SCAN_EVERY } from "./sweep-pass.js";
 import { SweepQueries } from "./sweep-queries.js";
 import { Sweeper } from "./sweeper.js";
 
@@ -41,8 +42,6 @@ export type RunningSweeper = {
   stop: () => Promise<void>;
 };
 
-/** Scans other than the liveness check run once every this many ticks (or on an event). */
-const WIDE_SCAN_EVERY = 5;
 /** After the sweeper's own Redis connection comes back, workers are reconnecting too. */
 const RECONNECT_QUIET_MS = 3_000;
 
@@ -179,6 +178,7 @@ export async function startSweeper(
   // When each pass last ended well (fleet_sweeper_pass_age_seconds): the start, before the first.
   const passDoneAt = { liveness: Date.now(), wide: Date.now() };
   initSweeperPasses(metrics, (pass) => passDoneAt[pass]);
+  initSweeperIntervals(metrics, passIntervalsMs(config.sweepIntervalMs));
   let ticks = 0;
   let wideScanRequested = true;
   let stopped = false;

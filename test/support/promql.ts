@@ -5,6 +5,7 @@ import { parse } from "yaml";
 import {
   createMetrics,
   initRunProgress,
+  initSweeperIntervals,
   initSweeperPasses,
   initWorkerLiveness,
 } from "../../src/shared/metrics.js";
@@ -34,6 +35,7 @@ export async function exportedSeriesNames(): Promise<Set<string>> {
   const metrics = createMetrics("test", { queueDepths: async () => [] });
   initWorkerLiveness(metrics, 1_000, () => 0); // the worker's own
   initSweeperPasses(metrics, () => 0); // the sweeper's own
+  initSweeperIntervals(metrics, { liveness: 200, wide: 1_000 }); // the sweeper's own
   initRunProgress(metrics, 1_000); // the sweeper's own
   const names = new Set<string>();
   for (const metric of await metrics.registry.getMetricsAsJSON()) {

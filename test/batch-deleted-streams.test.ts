@@ -3,12 +3,14 @@
  * the delete ran whole (its sessions purged, the batch's row gone) or only its mark committed
  * (the API stopped or ran out of time: the sweeper purges the rest later). From the mark on
  * the batch and its sessions answer 404, and a reader is not held on a stream of what is gone;
- * the batch's stream ends with BATCH_DELETED either way.
+ * the batch's stream ends with BATCH_DELETED either way, and a session's with SESSION_DELETED:
+ * marked only, it ended silently, and `fleet.events()` reconnected into a 404 (FleetApiError).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
+import { seqKey } from "../src/shared/events.js";
 import { DataDeletion } from "../src/shared/store/data-deletion.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 
@@ -81,5 +83,35 @@ describe("event streams open while their batch is deleted", () => {
     expect([await batchStream.read(), await sessionStream.read()]).toEqual(["ended", "ended"]);
     // The batch's reader is told why (its client stops there rather than reconnect into a 404).
     expect(batchStream.text()).toContain("BATCH_DELETED");
+    // So is the session's: its stream ends with SESSION_DELETED, not silently.
+    expect(sessionStream.text()).toContain("event: SESSION_DELETED");
+  }, 60_000);
+
+  it("only marked deleted: a client following a session's events gets SESSION_DELETED and returns", async () => {
+    const batch = await batchOfTwo();
+    const sessionId = batch.sessions[1]!.id;
+    const seen: string[] = [];
+    const following = (async () => {
+      for await (const event of client.events(sessionId)) seen.push(event.type);
+    })();
+    // Following (its stream open) before the mark.
+    const streams = async () => {
+      const text = await (await fetch(`${base}/metrics`)).text();
+      return Number(/^fleet_sse_clients(?:\{[^}]*\})? (\d+)/m.exec(text)?.[1] ?? 0);
+    };
+    await waitFor(async () => (await streams()) >= 1, 10_000, "the stream open");
+    expect(await new DataDeletion(fleet.database).markBatchDeleted("default", batch.id)).not.toBeNull();
+    await following;
+    expect(seen).toEqual(["SESSION_DELETED"]);
+    // A late worker's write finds the tombstone: nothing recreates the stream's bookkeeping.
+    expect(await fleet.redis.hget(seqKey(fleet.config.prefix, sessionId), "deleted")).toBe("1");
+  }, 60_000);
+
+  it("only marked deleted: its session's reader gets one SESSION_DELETED", async () => {
+    const batch = await batchOfTwo();
+    const sessionStream = await open(`/v1/sessions/${batch.sessions[0]!.id}/events`);
+    expect(await new DataDeletion(fleet.database).markBatchDeleted("default", batch.id)).not.toBeNull();
+    expect(await sessionStream.read()).toBe("ended");
+    expect(sessionStream.text().match(/event: SESSION_DELETED/g)).toHaveLength(1);
   }, 60_000);
 });

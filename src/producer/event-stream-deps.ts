@@ -52,7 +52,8 @@ export type EventStreamDeps = {
    * Whether the session still has its stream (`sessionEvents`, turned off by `PATCH
    * /v1/sessions/:id`; null: no longer the tenant's session). Asked when a reader was woken
    * and its stream gave nothing new (the drop wakes it), and at each heartbeat; a session
-   * stream ends at the first no. Absent: never asked.
+   * stream ends at the first no, and at the first null with SESSION_DELETED (written then if
+   * its stream lacks it: a session of a batch only marked deleted). Absent: never asked.
    */
   sessionStreamOn?: (sessionId: string, tenant: string) => Promise<boolean | null>;
 };

@@ -26,7 +26,7 @@
  */
 import type { ServerResponse } from "node:http";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { endBatchStream } from "../shared/deletion-cleanup.js";
+import { endBatchStream, endDeletedSession } from "../shared/deletion-cleanup.js";
 import { ConflictError, NotFoundError, ValidationError } from "../shared/errors.js";
 import { STREAM_START } from "../shared/event-expiry.js";
 import { EventReader } from "../shared/event-reader.js";
@@ -125,6 +125,19 @@ export class EventStreams {
       start = sentPlace(after);
     } else start = await sessionStreamStart(this.reader, this.deps.queries, key, sessionId, tenant, runParam);
     const repair = this.deps.repairRunEnd;
+    const streamOn = this.deps.sessionStreamOn;
+    // Gone (null): deleted, or its batch marked deleted (its purge, which writes the session's
+    // SESSION_DELETED, comes later). Its reader is told so, as DELETE /v1/sessions/:id tells
+    // it: a client stops at that event rather than reconnect into a 404.
+    const still =
+      streamOn &&
+      (async () => {
+        const on = await streamOn(sessionId, tenant);
+        if (on !== null) return on;
+        if ((await this.reader.last(key))?.type === "SESSION_DELETED") return true;
+        await endDeletedSession(this.deps.redis, this.deps.prefix, sessionId, this.deps.retention.maxAgeMs);
+        return true;
+      });
     await serveEvents(
       this.hub,
       request,
@@ -134,8 +147,7 @@ export class EventStreams {
       start,
       undefined,
       repair && (() => repair(sessionId)),
-      this.deps.sessionStreamOn &&
-        (async () => (await this.deps.sessionStreamOn?.(sessionId, tenant)) === true),
+      still,
     );
   }
 

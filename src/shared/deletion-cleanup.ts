@@ -13,6 +13,8 @@
  * - Each session's event stream gets a last event, `SESSION_DELETED` (a batch's,
  *   `BATCH_DELETED`): an open reader receives it and its stream ends; the keys expire
  *   DELETED_STREAM_TTL_MS later (a new reader is answered 404 at once, like the session).
+ *   A session of a batch only marked deleted (its purge to come) gets it from its reader,
+ *   which finds it gone (`endDeletedSession`), tombstone first, as here.
  * - A session's seq key becomes a tombstone (`deleted`), which the event script honours: a
  *   worker that wakes after the delete (frozen mid-model-call, or it missed the cancel)
  *   writes nothing and recreates no stream. It is kept as long as a stream would be
@@ -121,11 +123,6 @@ export class DeletionCleanup {
     );
     const { redis } = this.deps;
     // The tombstone first (then the seq key's other fields go): from then on a late write adds nothing.
-    const tombstone = (pipeline: ReturnType<Redis["pipeline"]>, end: (typeof ends)[number]) =>
-      pipeline
-        .hset(end.seqKey, "deleted", "1")
-        .hdel(end.seqKey, "seq", "fp", "done", "total", "floor", "started")
-        .pexpire(end.seqKey, end.tombstoneMs);
     // A cluster takes the pipeline when the prefix is a hash tag (config.ts makes it one): every
     // key is in the fleet's slot. Per session otherwise, as the keys of one session span slots.
     if (!keysShareSlot(isCluster(redis), this.deps.prefix)) {
@@ -199,6 +196,35 @@ export class DeletionCleanup {
   private async endStream(key: string, others: string[], last: { type: string } & Record<string, unknown>) {
     await endStream(this.deps.redis, this.deps.prefix, key, others, last);
   }
+}
+
+/** Makes a session's seq key its tombstone: the event script writes nothing more for it. */
+function tombstone(pipeline: ReturnType<Redis["pipeline"]>, end: { seqKey: string; tombstoneMs: number }) {
+  return pipeline
+    .hset(end.seqKey, "deleted", "1")
+    .hdel(end.seqKey, "seq", "fp", "done", "total", "floor", "started")
+    .pexpire(end.seqKey, end.tombstoneMs);
+}
+
+/**
+ * Tombstones a deleted session and ends its stream with SESSION_DELETED, for a reader that
+ * finds its session gone with no such event yet: a session of a batch marked deleted, whose
+ * purge (which writes it) comes later, chunk by chunk or by the sweeper. Whether a run of it
+ * may still write is not known here: the tombstone is kept as long as one with a run (the
+ * purge shortens it for a session with none).
+ */
+export async function endDeletedSession(
+  redis: Redis,
+  prefix: string,
+  sessionId: string,
+  tombstoneTtlMs: number,
+): Promise<void> {
+  const tombstoneMs = Math.max(tombstoneTtlMs, DELETED_STREAM_TTL_MS);
+  await tombstone(redis.pipeline(), { seqKey: seqKey(prefix, sessionId), tombstoneMs }).exec();
+  await endStream(redis, prefix, eventStreamKey(prefix, sessionId), [], {
+    type: "SESSION_DELETED",
+    sessionId,
+  });
 }
 
 /**

@@ -8,7 +8,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
-import { seqKey } from "../src/shared/events.js";
+import { EventWriter } from "../src/shared/event-writer.js";
+import { eventStreamKey, seqKey } from "../src/shared/events.js";
 import { DataDeletion } from "../src/shared/store/data-deletion.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
@@ -105,6 +106,20 @@ describe("event streams open while their batch is deleted", () => {
     expect(seen).toEqual(["SESSION_DELETED"]);
     // A late worker's write finds the tombstone: nothing recreates the stream's bookkeeping.
     expect(await fleet.redis.hget(seqKey(fleet.config.prefix, sessionId), "deleted")).toBe("1");
+  }, 60_000);
+
+  it("only marked deleted: the queued runs the mark ended get no late RUN_COMPLETED, nor a stream", async () => {
+    // A reader's look at a stream (at each heartbeat, before it asks whether its session is
+    // still there) writes a lost run end: the mark's ended runs are not lost ends, they went
+    // with their session, whose last event is SESSION_DELETED (as a deleted session's queued runs).
+    const batch = await batchOfTwo();
+    const sessionId = batch.sessions[0]!.id;
+    expect(await new DataDeletion(fleet.database).markBatchDeleted("default", batch.id)).not.toBeNull();
+    await fleet.database
+      .sql`update runs set ended_at = now() - interval '1 minute' where session_id = ${sessionId}`;
+    const writer = new EventWriter(fleet.redis, fleet.config.prefix);
+    expect(await writer.missingRunEnd(fleet.database, sessionId, 0)).toBeNull();
+    expect(await fleet.redis.exists(eventStreamKey(fleet.config.prefix, sessionId))).toBe(0);
   }, 60_000);
 
   it("only marked deleted: its session's reader gets one SESSION_DELETED", async () => {

@@ -86,8 +86,12 @@ export class EventWriter extends EventStreamWrites {
        where not exists (select 1 from runs y where y.session_id = ${sessionId}
                            and (y.queue_seq, y.created_at, y.id) > (x.queue_seq, x.created_at, x.id)
                            and y.started_at is not null)
-         -- A session created with sessionEvents: false has no stream to complete.
-         and not exists (select 1 from sessions z where z.id = ${sessionId} and not z.session_events)`;
+         -- A session created with sessionEvents: false has no stream to complete; nor has one
+         -- of a batch marked deleted (the runs the mark ended went with it: SESSION_DELETED).
+         and not exists (select 1 from sessions z where z.id = ${sessionId}
+                           and (not z.session_events
+                                or exists (select 1 from batches b where b.id = z.batch_id
+                                                                    and b.deleted_at is not null)))`;
     // Ended too recently (its writer may be on its way), or so long ago that its stream expired.
     if (!run?.settled) return null;
     if ((await this.redis.hget(seqKey(this.prefix, sessionId), "done")) === run.id) return null;

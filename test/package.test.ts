@@ -17,7 +17,7 @@ import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { cp, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROOT } from "./support/fleet-env.js";
@@ -251,6 +251,28 @@ describe("the npm package", () => {
     expect(files.filter((f) => f.endsWith(".sql")).length).toBeGreaterThan(0);
     expect(files.filter((f) => /^(src|test|bench|console)\//.test(f))).toEqual([]);
     expect(files.filter((f) => /^dist\/console\/assets\/.*\.js$/.test(f)).length).toBeGreaterThan(0);
+  });
+
+  it("ships source maps that carry their sources: the package has no src/ for them to point to", async () => {
+    const installed = join(project, "node_modules/agent-fleet");
+    const maps = packed.files.map((f) => f.path).filter((f) => f.endsWith(".js.map"));
+    expect(maps).toContain("dist/src/cli.js.map");
+    const missing: string[] = [];
+    for (const map of maps) {
+      const { sources, sourcesContent } = JSON.parse(await readFile(join(installed, map), "utf8")) as {
+        sources: string[];
+        sourcesContent?: (string | null)[];
+      };
+      for (const [i, source] of sources.entries()) {
+        if (typeof sourcesContent?.[i] === "string") continue;
+        // Without its text in the map, the source must be a file of the package.
+        const shipped = await stat(join(installed, dirname(map), source)).catch(() => null);
+        if (!shipped) missing.push(`${map}: ${source}`);
+      }
+    }
+    // With `node --enable-source-maps` (or a debugger) a stack frame named src/….ts, a file no
+    // installed package holds.
+    expect(missing.slice(0, 5), `${missing.length} sources missing`).toEqual([]);
   });
 
   it("installs with the production dependencies only: no tsx", async () => {

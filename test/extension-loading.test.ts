@@ -151,4 +151,25 @@ describe("loading extension modules", () => {
     );
     expect(result.code).toBe(1);
   }, 60_000);
+
+  it("a module with a syntax error is named with the line that holds it, ES module and CommonJS alike", async () => {
+    // Node's SyntaxError of an import() says only "Unexpected token ','": where is in no
+    // property of it (an ES module's location is in no part of the error at all).
+    const source =
+      'export default [\n  { name: "x", description: "d", parameters: { type: "object" } ,,\n];\n';
+    const cases = [
+      ["syntax.mjs", source],
+      ["syntax.cjs", source.replace("export default", "module.exports =")],
+    ] as const;
+    for (const [name, text] of cases) {
+      const file = join(dir, name);
+      await writeFile(file, text);
+      const result = await runFleetCli(["worker", "--tools", file], env, 60_000);
+      expect(result.stderr.trim(), name).toBe(
+        `fleet worker: --tools: ${file} could not be loaded: Unexpected token ',' at line 2: ` +
+          '{ name: "x", description: "d", parameters: { type: "object" } ,,',
+      );
+      expect(result.code, name).toBe(1);
+    }
+  }, 120_000);
 });

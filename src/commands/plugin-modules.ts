@@ -13,6 +13,7 @@ import { extensionProblem, toolProblem } from "../worker/plugin-checks.js";
 import type { Tool } from "../worker/tools/registry.js";
 import { exportProblem, type FoundExport, type PluginFlag } from "./module-export.js";
 import { shareOwnPackage } from "./share-own-package.js";
+import { whereSyntaxError } from "./syntax-error-where.js";
 
 /**
  * Loads user tools: a module whose default export is a Tool or an array of them. A
@@ -68,8 +69,13 @@ async function loadModuleExport(file: string, flag: PluginFlag, fallback: string
   try {
     module = await import(typescript ? `${url}?typescript` : url);
   } catch (error) {
-    if (typescript || (error as NodeJS.ErrnoException).code !== "ERR_UNKNOWN_FILE_EXTENSION")
-      throw new Error(`${flag}: ${file} could not be loaded: ${(error as Error).message}`, { cause: error });
+    if (typescript || (error as NodeJS.ErrnoException).code !== "ERR_UNKNOWN_FILE_EXTENSION") {
+      // tsx's errors name the line themselves; Node's SyntaxError does not.
+      const where = !typescript && error instanceof SyntaxError ? whereSyntaxError(resolve(file)) : "";
+      throw new Error(`${flag}: ${file} could not be loaded: ${(error as Error).message}${where}`, {
+        cause: error,
+      });
+    }
     await registerTypeScript(file, flag);
     await shareOwnPackage(resolve(file));
     // Another URL: the loader remembers the failed import of the first one.

@@ -63,6 +63,9 @@ end
  * that a reader finds where the latest run starts without reading the stream back; and each
  * RUN_STARTED entry's field `p` is the id of the one written before it, `0` for none, so that
  * an earlier run's start is found over run starts only: RUN_STARTED_SCRIPT), and
+ * `d:RUN_ID` for a run's MESSAGE_DELTA (skipped when that run has ended, `done`, or is
+ * not the run `started` last: a worker frozen past its lease, woken after a repair ended its
+ * run or a resume started, must not write a dead run's text into the resume's), and
  * `c:FINGERPRINT` for a check (type CHECK, never written): the writer's stored message at the
  * seq it believes the stream has last, and `k:PARK_ID` for the SESSION_PARKED of one parking
  * (park-announcements.ts): written once, like a run's RUN_COMPLETED (the seq key keeps the last
@@ -92,13 +95,14 @@ local t = redis.call('TIME')
 local minId = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[2]))
 local maxBytes = tonumber(ARGV[4])
 ${TRIM_BYTES}
--- seq, fingerprint, ended run, check, started run, parking
+-- seq, fingerprint, ended run, check, started run, parking, run of a run event
 local function parse(arg)
   local head = string.sub(arg, 1, 2)
-  if head == 'r:' then return 0, nil, string.sub(arg, 3), nil, nil, nil end
-  if head == 'c:' then return 0, nil, nil, string.sub(arg, 3), nil, nil end
-  if head == 's:' then return 0, nil, nil, nil, string.sub(arg, 3), nil end
-  if head == 'k:' then return 0, nil, nil, nil, nil, string.sub(arg, 3) end
+  if head == 'r:' then return 0, nil, string.sub(arg, 3), nil, nil, nil, nil end
+  if head == 'c:' then return 0, nil, nil, string.sub(arg, 3), nil, nil, nil end
+  if head == 's:' then return 0, nil, nil, nil, string.sub(arg, 3), nil, nil end
+  if head == 'k:' then return 0, nil, nil, nil, nil, string.sub(arg, 3), nil end
+  if head == 'd:' then return 0, nil, nil, nil, nil, nil, string.sub(arg, 3) end
   local bar = string.find(arg, '|', 1, true)
   if bar then return tonumber(string.sub(arg, 1, bar - 1)), arg, nil, nil, nil, nil end
   return tonumber(arg) or 0, nil, nil, nil, nil, nil
@@ -167,15 +171,22 @@ for w = 1, #KEYS / 2 do
     local total = tonumber(head[6] or '0')
     -- The RUN_STARTED written last ('0': none), which the next one links to (its field p).
     local linked = head[8] and string.match(head[8], ' (%S+)$') or '0'
+    -- The run whose RUN_STARTED the stream has last (nil: none, e.g. a stream turned on or
+    -- rebuilt mid-run). A run's event (its d:RUN_ID) is from a worker that lost the run when
+    -- the run has ended (done) or another run has started since: skipped, not written into
+    -- the later run's events.
+    local current = head[8] and string.match(head[8], '^(%S+) ') or nil
     for i = first, stop, 3 do
-      local seq, fp, ended, check, started, parked = parse(ARGV[i])
+      local seq, fp, ended, check, started, parked, of = parse(ARGV[i])
       if check == nil and ((seq == 0 and (ended == nil or (ended ~= done and not behind))
-          and (parked == nil or (parked ~= parkedDone and not behind))) or seq > last) then
+          and (parked == nil or (parked ~= parkedDone and not behind))
+          and (of == nil or (of ~= done and (current == nil or of == current)))) or seq > last) then
         total = total + #ARGV[i + 1] + #ARGV[i + 2]
         if started ~= nil then
           newest = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2], 'c', string.format('%d', total), 'p', linked)
           linked = newest
           startedAt = started .. ' ' .. linked
+          current = started
         else
           newest = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[i + 1], 'data', ARGV[i + 2], 'c', string.format('%d', total))
         end

@@ -49,7 +49,7 @@ export type WriteResult =
   | { ok: false; last: number; diverged?: string };
 
 /**
- * An entry as the script takes it is three of these in a row: its seq (0, `r:RUN_ID`, `s:RUN_ID` or `k:PARK_ID`), its
+ * An entry as the script takes it is three of these in a row: its seq (0, `r:RUN_ID`, `s:RUN_ID`, `k:PARK_ID` or `d:RUN_ID`), its
  * type, its data (JSON).
  */
 type Row = number | string;
@@ -173,7 +173,9 @@ export class EventStreamWrites {
               ? `s:${event.runId}`
               : event.type === "SESSION_PARKED" && event.parkId !== undefined
                 ? `k:${event.parkId}`
-                : 0;
+                : event.type === "MESSAGE_DELTA"
+                  ? `d:${event.runId}`
+                  : 0;
       // The spread copy costs less than the event's own JSON glued after a head: that string
       // is flattened again (Buffer.byteLength, the socket), which costs more than the copy.
       const data =

@@ -1,0 +1,101 @@
+/**
+ * The events of a run written by a worker that lost it: a worker frozen past its lease (then
+ * woken) still has its run's text deltas, tool events and RUN_STARTED queued, and writes them
+ * after its run ended (the sweeper or a repair wrote its RUN_COMPLETED) or after a resume's
+ * RUN_STARTED. Postgres fences its messages; these go to Redis only, and must not land in the
+ * stream after its run ended or in the middle of a later run (APPEND_SCRIPT's `d:RUN_ID`).
+ * The run a stream has started last still gets its own events, also in the write that starts
+ * it, and so does a run of a stream that holds no RUN_STARTED (turned on, or rebuilt).
+ */
+import { randomUUID } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { EventWriter } from "../src/shared/event-writer.js";
+import { eventStreamKey, type SessionEventInput } from "../src/shared/events.js";
+import type { StoredMessage } from "../src/shared/messages.js";
+import { sharedRedisForFile } from "./support/shared-redis.js";
+
+const PREFIX = `late-run-${randomUUID().slice(0, 8)}`;
+const shared = sharedRedisForFile(PREFIX);
+
+const at = (seq: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, seq)).toISOString();
+const user = (seq: number, content: string): StoredMessage => ({
+  role: "user",
+  content,
+  seq,
+  createdAt: at(seq),
+});
+
+/** Each entry of the stream as "TYPE runId". */
+async function stream(sessionId: string): Promise<string[]> {
+  const rows = (await shared.redis.xrange(eventStreamKey(PREFIX, sessionId), "-", "+")) as [
+    string,
+    string[],
+  ][];
+  return rows.map(([, fields]) => {
+    const data = JSON.parse(fields[fields.indexOf("data") + 1]!) as { runId?: string };
+    return `${fields[fields.indexOf("type") + 1]!} ${data.runId ?? "-"}`;
+  });
+}
+
+const started = (runId: string, kind: "run" | "resume" = "run"): SessionEventInput => ({
+  type: "RUN_STARTED",
+  runId,
+  kind,
+  resumeKind: kind === "resume" ? "recover_tools" : null,
+  trigger: kind === "resume" ? "sweeper" : "api",
+});
+const delta = (runId: string, text = "late text"): SessionEventInput => ({
+  type: "MESSAGE_DELTA",
+  runId,
+  text,
+});
+const ended = (runId: string, outcome = "stalled"): SessionEventInput => ({
+  type: "RUN_COMPLETED",
+  runId,
+  outcome,
+});
+
+describe("events of a run its worker lost", () => {
+  it("a dead run's deltas are not written after its RUN_COMPLETED or after a later run's RUN_STARTED", async () => {
+    const writer = new EventWriter(shared.redis, PREFIX);
+    const sessionId = randomUUID();
+    const m1 = user(1, "go");
+    await writer.writeEntries(sessionId, [started("A"), { type: "MESSAGE", runId: "A", message: m1 }]);
+    // The sweeper ended A (its worker frozen past its lease) and wrote its end.
+    await writer.writeEntries(sessionId, [ended("A")], m1);
+    // A's worker wakes and flushes the text it had gathered.
+    expect(await writer.writeEntries(sessionId, [delta("A")], m1)).toMatchObject({ ok: true, written: 0 });
+    // The resume starts and streams; A's worker still writes text of A.
+    await writer.writeEntries(sessionId, [started("B", "resume"), delta("B", "resumed")], m1);
+    expect(await writer.writeEntries(sessionId, [delta("A")], m1)).toMatchObject({ ok: true, written: 0 });
+    await writer.writeEntries(sessionId, [delta("B", " and on")], m1);
+    expect(await stream(sessionId)).toEqual([
+      "RUN_STARTED A",
+      "MESSAGE A",
+      "RUN_COMPLETED A",
+      "RUN_STARTED B",
+      "MESSAGE_DELTA B",
+      "MESSAGE_DELTA B",
+    ]);
+  });
+
+  it("a run not ended yet loses its deltas once a later run started", async () => {
+    const writer = new EventWriter(shared.redis, PREFIX);
+    const sessionId = randomUUID();
+    await writer.writeEntries(sessionId, [started("A"), delta("A", "first")]);
+    await writer.writeEntries(sessionId, [started("B", "resume")]);
+    expect(await writer.writeEntries(sessionId, [delta("A")])).toMatchObject({ ok: true, written: 0 });
+    expect(await stream(sessionId)).toEqual(["RUN_STARTED A", "MESSAGE_DELTA A", "RUN_STARTED B"]);
+  });
+
+  it("a run's deltas go into a stream that holds no RUN_STARTED (turned on or rebuilt mid-run)", async () => {
+    const writer = new EventWriter(shared.redis, PREFIX);
+    const sessionId = randomUUID();
+    const m1 = user(1, "go");
+    await writer.writeEntries(sessionId, [{ type: "MESSAGE", runId: null, message: m1 }]);
+    expect(await writer.writeEntries(sessionId, [delta("A", "text")], m1)).toMatchObject({
+      ok: true,
+      written: 1,
+    });
+  });
+});

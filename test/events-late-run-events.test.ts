@@ -55,6 +55,13 @@ const ended = (runId: string, outcome = "stalled"): SessionEventInput => ({
   outcome,
 });
 
+/** The run events a woken worker may still have queued besides its deltas. */
+const toolEvents = (runId: string): SessionEventInput[] => [
+  { type: "TOOL_STARTED", runId, toolCallId: "c1", name: "sleep" },
+  { type: "TOOL_FINISHED", runId, toolCallId: "c1", name: "sleep", success: true },
+  { type: "MODEL_STOPPED", runId, stopReason: "max_tokens" },
+];
+
 describe("events of a run its worker lost", () => {
   it("a dead run's deltas are not written after its RUN_COMPLETED or after a later run's RUN_STARTED", async () => {
     const writer = new EventWriter(shared.redis, PREFIX);
@@ -97,5 +104,23 @@ describe("events of a run its worker lost", () => {
       ok: true,
       written: 1,
     });
+  });
+
+  it("a dead run's tool events and MODEL_STOPPED are not written after its end or in a later run", async () => {
+    const writer = new EventWriter(shared.redis, PREFIX);
+    const sessionId = randomUUID();
+    await writer.writeEntries(sessionId, [started("A")]);
+    await writer.writeEntries(sessionId, [ended("A")]);
+    expect(await writer.writeEntries(sessionId, toolEvents("A"))).toMatchObject({ ok: true, written: 0 });
+    await writer.writeEntries(sessionId, [started("B", "resume"), ...toolEvents("B")]);
+    expect(await writer.writeEntries(sessionId, toolEvents("A"))).toMatchObject({ ok: true, written: 0 });
+    expect(await stream(sessionId)).toEqual([
+      "RUN_STARTED A",
+      "RUN_COMPLETED A",
+      "RUN_STARTED B",
+      "TOOL_STARTED B",
+      "TOOL_FINISHED B",
+      "MODEL_STOPPED B",
+    ]);
   });
 });

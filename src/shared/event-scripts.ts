@@ -63,9 +63,10 @@ end
  * that a reader finds where the latest run starts without reading the stream back; and each
  * RUN_STARTED entry's field `p` is the id of the one written before it, `0` for none, so that
  * an earlier run's start is found over run starts only: RUN_STARTED_SCRIPT), and
- * `d:RUN_ID` for a run's MESSAGE_DELTA (skipped when that run has ended, `done`, or is
- * not the run `started` last: a worker frozen past its lease, woken after a repair ended its
- * run or a resume started, must not write a dead run's text into the resume's), and
+ * `d:RUN_ID` for a run's MESSAGE_DELTA, TOOL_STARTED, TOOL_FINISHED or MODEL_STOPPED (skipped
+ * when that run has ended, `done`, or is not the run `started` last: a worker frozen past its
+ * lease, woken after a repair ended its run or a resume started, must not write a dead run's
+ * text or tool events into the resume's), and
  * `c:FINGERPRINT` for a check (type CHECK, never written): the writer's stored message at the
  * seq it believes the stream has last, and `k:PARK_ID` for the SESSION_PARKED of one parking
  * (park-announcements.ts): written once, like a run's RUN_COMPLETED (the seq key keeps the last

@@ -6,6 +6,7 @@
  */
 import type { Redis } from "ioredis";
 import type { Database } from "./db/client.js";
+import { entryKey } from "./event-entry-key.js";
 import {
   APPEND_SCRIPT,
   type AppendReply,
@@ -164,18 +165,7 @@ export class EventStreamWrites {
     const sizes: number[] = [];
     let bytes = 0;
     for (const event of entries) {
-      const seq =
-        event.type === "MESSAGE"
-          ? fingerprint(event.message)
-          : event.type === "RUN_COMPLETED"
-            ? `r:${event.runId}`
-            : event.type === "RUN_STARTED"
-              ? `s:${event.runId}`
-              : event.type === "SESSION_PARKED" && event.parkId !== undefined
-                ? `k:${event.parkId}`
-                : event.type === "MESSAGE_DELTA"
-                  ? `d:${event.runId}`
-                  : 0;
+      const seq = entryKey(event);
       // The spread copy costs less than the event's own JSON glued after a head: that string
       // is flattened again (Buffer.byteLength, the socket), which costs more than the copy.
       const data =

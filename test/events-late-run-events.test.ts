@@ -123,4 +123,41 @@ describe("events of a run its worker lost", () => {
       "MODEL_STOPPED B",
     ]);
   });
+
+  it("a dead run's late RUN_STARTED is not written: after its own end, or from a writer behind the stream", async () => {
+    const writer = new EventWriter(shared.redis, PREFIX);
+    const sessionId = randomUUID();
+    const m1 = user(1, "first");
+    const m2 = user(2, "second");
+    const m3 = user(3, "third");
+    await writer.writeEntries(sessionId, [{ type: "MESSAGE", runId: null, message: m1 }]);
+    // A's worker committed its input (m2) and froze before writing its start; the sweeper
+    // ended A and the repair wrote m2 and A's end; the resume B started.
+    await writer.writeEntries(sessionId, [{ type: "MESSAGE", runId: "A", message: m2 }, ended("A")], m1);
+    await writer.writeEntries(sessionId, [started("B", "resume")], m2);
+    // A's worker wakes and writes its start with its input.
+    expect(
+      await writer.writeEntries(sessionId, [started("A"), { type: "MESSAGE", runId: "A", message: m2 }], m1),
+    ).toMatchObject({ ok: true, written: 0 });
+    // B goes on: its events are still its run's, and a reader finds B as the latest run.
+    await writer.writeEntries(
+      sessionId,
+      [delta("B", "resumed"), { type: "MESSAGE", runId: "B", message: m3 }, ended("B", "completed")],
+      m2,
+    );
+    expect(await shared.redis.hget(`${PREFIX}:events-seq:${sessionId}`, "started")).toMatch(/^B /);
+    // Later still (B ended: A is no longer the run ended last), A's writer is behind the stream.
+    expect(
+      await writer.writeEntries(sessionId, [started("A"), { type: "MESSAGE", runId: "A", message: m2 }], m1),
+    ).toMatchObject({ ok: true, written: 0 });
+    expect(await stream(sessionId)).toEqual([
+      "MESSAGE -",
+      "MESSAGE A",
+      "RUN_COMPLETED A",
+      "RUN_STARTED B",
+      "MESSAGE_DELTA B",
+      "MESSAGE B",
+      "RUN_COMPLETED B",
+    ]);
+  });
 });

@@ -63,10 +63,8 @@ end
  * that a reader finds where the latest run starts without reading the stream back; and each
  * RUN_STARTED entry's field `p` is the id of the one written before it, `0` for none, so that
  * an earlier run's start is found over run starts only: RUN_STARTED_SCRIPT), and
- * `d:RUN_ID` for a run's MESSAGE_DELTA, TOOL_STARTED, TOOL_FINISHED or MODEL_STOPPED (skipped
- * when that run has ended, `done`, or is not the run `started` last: a worker frozen past its
- * lease, woken after a repair ended its run or a resume started, must not write a dead run's
- * text or tool events into the resume's), and
+ * `d:RUN_ID` for a run's other events (event-entry-key.ts; skipped once it ended or another
+ * run started: a worker that lost its run writes none late, nor its RUN_STARTED), and
  * `c:FINGERPRINT` for a check (type CHECK, never written): the writer's stored message at the
  * seq it believes the stream has last, and `k:PARK_ID` for the SESSION_PARKED of one parking
  * (park-announcements.ts): written once, like a run's RUN_COMPLETED (the seq key keeps the last
@@ -172,15 +170,16 @@ for w = 1, #KEYS / 2 do
     local total = tonumber(head[6] or '0')
     -- The RUN_STARTED written last ('0': none), which the next one links to (its field p).
     local linked = head[8] and string.match(head[8], ' (%S+)$') or '0'
-    -- The run whose RUN_STARTED the stream has last (nil: none, e.g. a stream turned on or
-    -- rebuilt mid-run). A run's event (its d:RUN_ID) is from a worker that lost the run when
-    -- the run has ended (done) or another run has started since: skipped, not written into
-    -- the later run's events.
+    -- The run whose RUN_STARTED the stream has last (nil: none: turned on or rebuilt mid-run).
+    -- A run's event (d:RUN_ID) after its run ended (done) or another started is a late writer's
+    -- (its worker lost the run): skipped. So is a RUN_STARTED of an ended run or from a writer
+    -- behind: late, it would make a dead run the one readers start at, and silence the live one.
     local current = head[8] and string.match(head[8], '^(%S+) ') or nil
     for i = first, stop, 3 do
       local seq, fp, ended, check, started, parked, of = parse(ARGV[i])
       if check == nil and ((seq == 0 and (ended == nil or (ended ~= done and not behind))
           and (parked == nil or (parked ~= parkedDone and not behind))
+          and (started == nil or (started ~= done and not behind))
           and (of == nil or (of ~= done and (current == nil or of == current)))) or seq > last) then
         total = total + #ARGV[i + 1] + #ARGV[i + 2]
         if started ~= nil then

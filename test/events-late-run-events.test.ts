@@ -12,6 +12,7 @@ import { describe, expect, it } from "vitest";
 import { EventWriter } from "../src/shared/event-writer.js";
 import { eventStreamKey, type SessionEventInput } from "../src/shared/events.js";
 import type { StoredMessage } from "../src/shared/messages.js";
+import { SessionEventLog } from "../src/shared/session-event-log.js";
 import { sharedRedisForFile } from "./support/shared-redis.js";
 
 const PREFIX = `late-run-${randomUUID().slice(0, 8)}`;
@@ -159,5 +160,38 @@ describe("events of a run its worker lost", () => {
       "MESSAGE B",
       "RUN_COMPLETED B",
     ]);
+  });
+
+  it("a job behind the stream it first reads writes no late RUN_STARTED (its log checks its last stored message)", async () => {
+    const writer = new EventWriter(shared.redis, PREFIX);
+    const sessionId = randomUUID();
+    const [m1, m2, m3, m4] = [user(1, "a"), user(2, "b"), user(3, "c"), user(4, "d")];
+    // A ended by the sweeper (m2 its input, written by the repair), then B ran and ended.
+    await writer.writeEntries(sessionId, [
+      { type: "MESSAGE", runId: null, message: m1 },
+      { type: "MESSAGE", runId: "A", message: m2 },
+      ended("A"),
+      started("B", "resume"),
+      { type: "MESSAGE", runId: "B", message: m3 },
+      { type: "MESSAGE", runId: "B", message: m4 },
+      ended("B", "completed"),
+    ]);
+    const before = await stream(sessionId);
+    // A's job (history through m2, the stream's seq not read yet) wakes and writes its start.
+    const errors: unknown[] = [];
+    const log = new SessionEventLog(
+      writer,
+      sessionId,
+      [m1, m2],
+      () => "A",
+      (e) => errors.push(e),
+      null,
+    );
+    await log.emit([started("A")], 1);
+    log.delta("A", "late text");
+    await log.emit([]);
+    expect(errors).toEqual([]);
+    expect(await stream(sessionId)).toEqual(before);
+    expect(await shared.redis.hget(`${PREFIX}:events-seq:${sessionId}`, "started")).toMatch(/^B /);
   });
 });

@@ -210,16 +210,21 @@ export class SessionEventLog {
         // Every write says which message it believes the stream has last: a seq read from the
         // stream just now must be that stored message, and a stream that has lost it (Redis
         // lost the stream, or it expired) is a gap, filled before the write's events.
-        const check = sent > 0 ? this.history[sent - 1] : undefined;
+        // A stream past every message the job has stored checks the job's last one: the script
+        // then sees a writer behind it, and skips a late start or end of a run (a job that
+        // lost its lease, woken after later runs: APPEND_SCRIPT's `behind`).
+        const newest = this.history.at(-1);
+        const check =
+          newest !== undefined && newest.seq < sent ? newest : sent > 0 ? this.history[sent - 1] : undefined;
         if (checking) checking = false;
         // What the job had stored when it wrote: the history grows while the write is on its
         // way (the next step commits), and compared with that, a stream holding lost messages
         // under the seqs just committed would look current.
-        const stored = this.history.at(-1)?.seq ?? 0;
+        const stored = newest?.seq ?? 0;
         const result = await this.writer.writeEntries(
           this.sessionId,
           entries,
-          check?.seq === sent ? check : undefined,
+          check !== undefined && (check.seq === sent || check === newest) ? check : undefined,
         );
         // The stream had messages past every one this job has stored, or another message than
         // the stored one: while it holds the lease only a Postgres restored to an earlier point

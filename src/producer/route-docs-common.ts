@@ -122,6 +122,11 @@ export function del(doc: RouteDoc): RouteDoc {
     },
   };
 }
+/** An id in the URL over 100 characters: no session, run or batch id is (route-docs.ts adds it). */
+export const idTooLong: ResponseDoc = {
+  description: "An id in the URL is longer than 100 characters (no id is)",
+  schema: errorSchema,
+};
 export const missing = { 404: { description: "No such id (or another tenant's)", schema: errorSchema } };
 export const conflict = {
   409: { description: "The Idempotency-Key was used with another body (`reason`)", schema: errorSchema },

@@ -8,7 +8,7 @@
  * (`components.schemas`) are first met, and so listed, in.
  */
 import { BATCH_ROUTE_DOCS } from "./route-docs-batches.js";
-import { common, type RouteDoc } from "./route-docs-common.js";
+import { common, idTooLong, type RouteDoc } from "./route-docs-common.js";
 import { EVENT_ROUTE_DOCS } from "./route-docs-events.js";
 import { SESSION_ROUTE_DOCS } from "./route-docs-sessions.js";
 import { WEBHOOK_SECRET_ROUTE_DOCS } from "./route-docs-webhooks.js";
@@ -16,7 +16,7 @@ import { WEBHOOK_SECRET_ROUTE_DOCS } from "./route-docs-webhooks.js";
 export type { ResponseDoc, RouteDoc } from "./route-docs-common.js";
 
 /** Every `/v1` route, by `METHOD path` as Fastify registers it. */
-export const ROUTE_DOCS: Record<string, RouteDoc> = {
+export const ROUTE_DOCS: Record<string, RouteDoc> = withIdLimit({
   "POST /v1/sessions": SESSION_ROUTE_DOCS["POST /v1/sessions"],
   "POST /v1/batches": BATCH_ROUTE_DOCS["POST /v1/batches"],
   "POST /v1/batches/:id/sessions": BATCH_ROUTE_DOCS["POST /v1/batches/:id/sessions"],
@@ -52,4 +52,18 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       503: common[503],
     },
   },
-};
+});
+
+/**
+ * Each route that takes an id documents the 414 an id of over 100 characters gets (Fastify's
+ * `maxParamLength`, answered by http-api.ts `frameworkErrors` before the route runs): it
+ * was answered on every such route, but documented on none.
+ */
+function withIdLimit(docs: Record<string, RouteDoc>): Record<string, RouteDoc> {
+  return Object.fromEntries(
+    Object.entries(docs).map(([route, doc]) => [
+      route,
+      doc.idParam ? { ...doc, responses: { ...doc.responses, 414: idTooLong } } : doc,
+    ]),
+  );
+}

@@ -51,7 +51,8 @@ describe("OpenAPI document", () => {
       create.requestBody.content["application/json"].schema.properties.agent.properties.model,
     ).toBeDefined();
     // 409: an Idempotency-Key reused with another body (contracts §9).
-    // 403: dev mode, a request not addressed to a loopback name; 413/415: the body (Fastify).
+    // 403: dev mode, a request not addressed to a loopback name; 413/415: the body (Fastify);
+    // 431: headers over Node's limit (answered before any route).
     expect(Object.keys(create.responses).sort()).toEqual([
       "201",
       "400",
@@ -62,6 +63,7 @@ describe("OpenAPI document", () => {
       "413",
       "415",
       "429",
+      "431",
       "500",
       "503",
     ]);

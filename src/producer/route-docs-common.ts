@@ -127,6 +127,16 @@ export const idTooLong: ResponseDoc = {
   description: "An id in the URL is longer than 100 characters (no id is)",
   schema: errorSchema,
 };
+/** Headers over Node's limit (16 KiB): answered before any route (route-docs.ts adds it). */
+export const headersTooLarge: ResponseDoc = {
+  description: "The request's headers are too large",
+  schema: errorSchema,
+};
+/** Bytes that are not HTTP/1.1 (a NUL in a header, say): on a route that documents no 400 of its own. */
+export const notHttp: ResponseDoc = {
+  description: "The request is not valid HTTP/1.1",
+  schema: errorSchema,
+};
 export const missing = { 404: { description: "No such id (or another tenant's)", schema: errorSchema } };
 export const conflict = {
   409: { description: "The Idempotency-Key was used with another body (`reason`)", schema: errorSchema },

@@ -8,7 +8,7 @@
  * (`components.schemas`) are first met, and so listed, in.
  */
 import { BATCH_ROUTE_DOCS } from "./route-docs-batches.js";
-import { common, idTooLong, type RouteDoc } from "./route-docs-common.js";
+import { common, headersTooLarge, idTooLong, notHttp, type RouteDoc } from "./route-docs-common.js";
 import { EVENT_ROUTE_DOCS } from "./route-docs-events.js";
 import { SESSION_ROUTE_DOCS } from "./route-docs-sessions.js";
 import { WEBHOOK_SECRET_ROUTE_DOCS } from "./route-docs-webhooks.js";
@@ -16,7 +16,7 @@ import { WEBHOOK_SECRET_ROUTE_DOCS } from "./route-docs-webhooks.js";
 export type { ResponseDoc, RouteDoc } from "./route-docs-common.js";
 
 /** Every `/v1` route, by `METHOD path` as Fastify registers it. */
-export const ROUTE_DOCS: Record<string, RouteDoc> = withIdLimit({
+export const ROUTE_DOCS: Record<string, RouteDoc> = withTransportAnswers({
   "POST /v1/sessions": SESSION_ROUTE_DOCS["POST /v1/sessions"],
   "POST /v1/batches": BATCH_ROUTE_DOCS["POST /v1/batches"],
   "POST /v1/batches/:id/sessions": BATCH_ROUTE_DOCS["POST /v1/batches/:id/sessions"],
@@ -55,15 +55,18 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = withIdLimit({
 });
 
 /**
- * Each route that takes an id documents the 414 an id of over 100 characters gets (Fastify's
- * `maxParamLength`, answered by http-api.ts `frameworkErrors` before the route runs): it
- * was answered on every such route, but documented on none.
+ * What the API answers before any route runs (http-api.ts `frameworkErrors` and
+ * `clientErrorHandler`), documented on each route it can reach: 431 for headers over Node's
+ * limit and 400 for bytes that are not HTTP on every route, 414 for an id over 100
+ * characters on each route that takes an id. Each was answered, in the error shape, but
+ * documented on none (400 was documented on all but GET /v1/openapi.json).
  */
-function withIdLimit(docs: Record<string, RouteDoc>): Record<string, RouteDoc> {
+function withTransportAnswers(docs: Record<string, RouteDoc>): Record<string, RouteDoc> {
   return Object.fromEntries(
-    Object.entries(docs).map(([route, doc]) => [
-      route,
-      doc.idParam ? { ...doc, responses: { ...doc.responses, 414: idTooLong } } : doc,
-    ]),
+    Object.entries(docs).map(([route, doc]) => {
+      const responses: RouteDoc["responses"] = { 400: notHttp, ...doc.responses, 431: headersTooLarge };
+      if (doc.idParam) responses[414] = idTooLong;
+      return [route, { ...doc, responses }];
+    }),
   );
 }

@@ -119,6 +119,11 @@ describe("dashboard and rules against a live fleet, through the real Prometheus"
     // Polled every 250 ms, not flat out: three queries a poll at 25 ms took CPU from the very
     // scrapes and rule evaluations this waits for, on a loaded 2-core CI machine.
     const deadline = Date.now() + SETTLE_TIMEOUT_MS;
+    // The latest scrape when every target was first seen fresh: a rule evaluation after it read
+    // a fresh sample of each. Compared with each poll's latest scrape instead, a rule group
+    // evaluated at the phase of one target's scrapes (offsets come from hashes of the group's
+    // name and the targets' random ports) never came after it, and the wait ran out.
+    let freshBy: number | null = null;
     for (;;) {
       // timestamp() of a selector is its sample's time (of an expression, the query's).
       const up = await prometheus.query(selector);
@@ -128,7 +133,8 @@ describe("dashboard and rules against a live fleet, through the real Prometheus"
       const allUp = up.result.length === live.length && up.result.every((s) => s.value?.[1] === "1");
       const lastScrape = Math.max(...stamps.result.map((s) => Number(s.value?.[1])));
       const ruled = Number(rules.result[0]?.value?.[1] ?? 0);
-      if (allUp && fresh.length === live.length && ruled > lastScrape) return;
+      if (allUp && fresh.length === live.length) freshBy ??= lastScrape;
+      if (allUp && freshBy !== null && ruled > freshBy) return;
       seen =
         `up ${up.result.map((s) => `${s.metric.instance}=${s.value?.[1]}`).join(" ")}; ` +
         `scraped ${stamps.result.map((s) => `${s.metric.instance}@${(Number(s.value?.[1]) - time).toFixed(2)}s`).join(" ")}; ` +

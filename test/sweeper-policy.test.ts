@@ -156,8 +156,16 @@ describe("sweeper policy", () => {
       // The model never answered: no assistant message, and nothing was added by the resumes.
       expect(session.messages.map((m) => m.role)).toEqual(["user"]);
 
-      const parked = await running.metrics.registry.getSingleMetricAsString("fleet_sessions_parked_total");
-      expect(sampleValue(parked, "fleet_sessions_parked_total", { reason: "attempts_exhausted" })).toBe(1);
+      // Counted by the parker once it has announced the park (its events written, its debt
+      // cleared: park-announcements.ts), a moment after the status reads parked.
+      const parkedCount = async () =>
+        sampleValue(
+          await running.metrics.registry.getSingleMetricAsString("fleet_sessions_parked_total"),
+          "fleet_sessions_parked_total",
+          { reason: "attempts_exhausted" },
+        );
+      await waitFor(async () => ((await parkedCount()) ?? 0) >= 1, 10_000, "the park to be counted");
+      expect(await parkedCount()).toBe(1);
 
       // Parked means parked: the running sweeper adds nothing more.
       await new Promise((r) => setTimeout(r, 600));

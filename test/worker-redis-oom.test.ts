@@ -40,6 +40,18 @@ describe("a worker while Redis refuses writes", () => {
         input: "hi",
       })),
     );
+    // Once the worker holds runs: their ends and events are the writes Redis refuses. Refused
+    // from before its first fetch, it had only its fetches, each retried after BullMQ's delay,
+    // and the fresh-clone CI counted fewer than 50 in 20 s.
+    await waitFor(
+      async () => {
+        const [row] = await fleet.database.sql<{ n: number }[]>`
+          select count(*)::int as n from runs where status = 'running'`;
+        return (row?.n ?? 0) >= 20;
+      },
+      20_000,
+      "the worker to hold 20 runs",
+    );
     await admin.call("CONFIG", "RESETSTAT");
     await admin.config("SET", "maxmemory", "1");
     // Until Redis has refused the worker many writes (its fetches and job ends), as counted by

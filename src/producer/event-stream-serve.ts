@@ -83,7 +83,9 @@ export async function serveEvents(
   const response = reply.raw;
   response.writeHead(200, {
     "content-type": "text/event-stream; charset=utf-8",
-    "cache-control": "no-cache, no-transform",
+    // A tenant's events, kept by no cache (http-api.ts says so of every other answer).
+    "cache-control": "no-store, no-transform",
+    "x-content-type-options": "nosniff",
     connection: "keep-alive",
     "x-accel-buffering": "no",
   });

@@ -82,6 +82,13 @@ async function authenticated(
   }
 }
 
+/** Read as the type it says; kept by no cache unless the route said otherwise (its own Cache-Control). */
+function withAnswerHeaders(reply: FastifyReply): FastifyReply {
+  reply.header("x-content-type-options", "nosniff");
+  if (!reply.hasHeader("cache-control")) reply.header("cache-control", "no-store");
+  return reply;
+}
+
 /** Counts a 429 by its limit (`fleet_requests_limited_total`), whoever answers it. */
 function countLimited(deps: ApiDeps, error: unknown): void {
   if (error instanceof TooManyRequestsError) deps.metrics?.requestsLimited.inc({ limit: error.limit });
@@ -121,7 +128,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
           : error.code === "FST_ERR_BAD_URL"
             ? "the URL's path is not valid percent-encoding"
             : error.message;
-      return (reply as unknown as FastifyReply).code(status).send(errorBody("invalid_request", message));
+      // Sent without the hooks (no route matched): the headers every answer has, set here.
+      return withAnswerHeaders(reply as unknown as FastifyReply)
+        .code(status)
+        .send(errorBody("invalid_request", message));
     },
     // Bytes that are not HTTP at all: answered in the error shape before the socket closes.
     clientErrorHandler: (error, socket) => {
@@ -156,6 +166,13 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     reply.code(404).send(errorBody("not_found", `no route ${request.method} ${request.url}`)),
   );
   app.decorateRequest("tenant", "");
+  // Every answer is read as the type it says (a 404 quotes the URL asked for), and none is kept
+  // by a cache unless its route says otherwise (the console's page and assets): a tenant's
+  // transcripts, results and errors had no cache header, and a browser kept them on disk.
+  app.addHook("onSend", async (_request, reply, payload) => {
+    withAnswerHeaders(reply);
+    return payload;
+  });
   // Before the body is read: a caller without a valid key gets nothing but a 401. Every route
   // needs a key, unknown ones included, except the open ones.
   // Admin routes need an admin key instead; then each tenant's request rate applies.

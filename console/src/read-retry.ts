@@ -21,6 +21,17 @@ export function retryableRead(failure: unknown): boolean {
   return failure instanceof TypeError || (failure instanceof DOMException && failure.name === "TimeoutError");
 }
 
+/**
+ * Whether the API refused a read for good: an answer no other try would change (a 400, a 403,
+ * a 414 for an id over 100 characters). Not a 401, which asks for a key, nor a 404, which the
+ * page says as "not found".
+ */
+export function refusedForGood(failure: unknown): boolean {
+  return (
+    failure instanceof ApiError && failure.status !== 401 && failure.status !== 404 && !retryableRead(failure)
+  );
+}
+
 /** The wait before try `attempt` (2, 3, …): 1 s, doubled each time, at most 30 s. */
 export function retryDelayMs(attempt: number): number {
   return Math.min(30_000, 1_000 * 2 ** Math.max(0, attempt - 2));

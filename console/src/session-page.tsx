@@ -16,7 +16,7 @@ import {
 } from "./api";
 import { type FleetEvent, followSession, type LiveMode } from "./live";
 import { type LiveText, liveTextAfter, NO_LIVE_TEXT } from "./live-text";
-import { type ReadRetry, readRetried } from "./read-retry";
+import { type ReadRetry, readRetried, refusedForGood } from "./read-retry";
 import { Transcript } from "./transcript";
 import {
   Badge,
@@ -382,6 +382,9 @@ export function SessionPageView({ id }: { id: string }) {
   const [point, setPoint] = useState<ResumePoint | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [missing, setMissing] = useState(false);
+  /** The API refused a read for good (refusedForGood): the page follows the session no more. */
+  const [refused, setRefused] = useState(false);
+  const live = useRef<{ stop: () => void } | null>(null);
   const [mode, setMode] = useState<LiveMode>("connecting");
   const [liveText, setLive] = useState<LiveText>(NO_LIVE_TEXT);
   const [reading, setReading] = useState(false);
@@ -398,6 +401,8 @@ export function SessionPageView({ id }: { id: string }) {
   const load = useCallback(async () => {
     // One read at a time; a read asked for meanwhile follows it.
     if (loading.current) await loading.current.catch(() => {});
+    // Not a session the page follows (any more): left, or its reads refused for good.
+    if (following.current !== id) return;
     const read = (async () => {
       try {
         const nextPoint = api<ResumePoint>("GET", paths.resumePoint(id)).catch(() => null);
@@ -445,6 +450,12 @@ export function SessionPageView({ id }: { id: string }) {
         setReading(false);
         if (failure instanceof ApiError && failure.status === 404) setMissing(true);
         else setError(failure);
+        // Asked again, it would say the same: it polled the session every second for ever.
+        if (refusedForGood(failure) && following.current === id) {
+          following.current = null;
+          live.current?.stop();
+          setRefused(true);
+        }
       }
     })();
     loading.current = read;
@@ -464,6 +475,7 @@ export function SessionPageView({ id }: { id: string }) {
     following.current = id;
     setSession(null);
     setMissing(false);
+    setRefused(false);
     setLive(NO_LIVE_TEXT);
     setReading(false);
     setRetry(null);
@@ -487,7 +499,7 @@ export function SessionPageView({ id }: { id: string }) {
       }
       refreshSoon();
     };
-    const live = followSession(id, {
+    const follower = followSession(id, {
       onEvent,
       onReset: () => {
         // The stream starts again: what streamed comes again from its run's RUN_STARTED.
@@ -498,9 +510,10 @@ export function SessionPageView({ id }: { id: string }) {
       onMode: setMode,
       onMissing: () => setMissing(true),
     });
+    live.current = follower;
     return () => {
       following.current = null;
-      live.stop();
+      follower.stop();
       clearTimeout(refreshTimer.current);
       refreshTimer.current = undefined;
     };
@@ -546,6 +559,7 @@ export function SessionPageView({ id }: { id: string }) {
         </span>
       </h1>
       <ErrorBox error={error} />
+      {refused && <p class="muted">This page reads the session no more: reload it to try again.</p>}
       {!session ? (
         !error &&
         (retry ? <ReadRetryNotice retry={retry} what="the session" /> : <p aria-busy="true">Loading…</p>)

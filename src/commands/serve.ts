@@ -13,7 +13,7 @@ import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { type FleetConfig, loadConfig } from "../shared/config.js";
 import { ensureDatabase, openDatabase } from "../shared/db/client.js";
-import { migrateDatabase } from "../shared/db/migrate.js";
+import { type MigrateResult, migrateDatabase } from "../shared/db/migrate.js";
 import {
   checkPostgres,
   checkRedis,
@@ -120,13 +120,16 @@ export async function ignoringSigterm<T>(role: string, ms: number, stop: () => P
  * Redis answers too, before anything is applied. `fleet migrate` asked for Redis as well, and
  * refused to migrate while it was down.
  */
-export async function migrate(config: FleetConfig, options: { withRedis?: boolean } = {}): Promise<void> {
+export async function migrate(
+  config: FleetConfig,
+  options: { withRedis?: boolean } = {},
+): Promise<MigrateResult> {
   await checkPostgres(config.databaseUrl, "postgres", config.preflightTimeoutMs);
   if (options.withRedis) await checkRedis(config.redisUrl, config.preflightTimeoutMs);
   await ensureDatabase(config.databaseUrl);
   const database = openDatabase(config.databaseUrl, { max: 2 });
   try {
-    await migrateDatabase(database, {
+    return await migrateDatabase(database, {
       lockTimeoutMs: config.migrateLockTimeoutMs,
       onWait: (line) => console.error(`fleet migrate: ${line}`),
     });
@@ -136,9 +139,27 @@ export async function migrate(config: FleetConfig, options: { withRedis?: boolea
 }
 
 export async function migrateCommand(): Promise<number> {
-  await migrate(loadConfig());
-  console.log("migrations applied");
+  const { newerThanOurs } = await migrate(loadConfig());
+  // Drizzle applies only what is newer than the newest recorded: a newer release's database
+  // gets nothing of this one, which is not "applied" (a rollback of the code keeps the schema).
+  console.log(
+    newerThanOurs
+      ? `no migration applied: the database was ${newerThanOurs}; its schema stays the newer release's`
+      : "migrations applied",
+  );
   return 0;
+}
+
+/**
+ * One line on stderr when a newer release migrated the database (checkDatabase): this process
+ * runs on it, as the older processes of a rolling upgrade do, but an operator should know.
+ */
+function sayNewerSchema(role: string, database: { newerThanOurs: string | null }): void {
+  if (database.newerThanOurs)
+    console.error(
+      `fleet ${role}: the database was ${database.newerThanOurs}: this process is of an older release; ` +
+        "fine while a rolling upgrade replaces it (see Upgrading in the README), else upgrade it",
+    );
 }
 
 export type ApiOptions = {
@@ -148,7 +169,7 @@ export type ApiOptions = {
 
 export async function apiCommand(options: ApiOptions = {}): Promise<number> {
   const config = loadConfig();
-  await checkRoleServices(config);
+  sayNewerSchema("api", await checkRoleServices(config));
   const { startApi } = await import("../producer/api-server.js");
   const api = await startApi(config, { port: options.port });
   await readyUntilSignal(`fleet api ready: ${api.url}`);
@@ -182,7 +203,7 @@ export async function workerCommand(options: WorkerCommandOptions = {}): Promise
   const extensions = (await Promise.all((options.extensions ?? []).map(loadExtensions))).flat();
   // Across the modules too (a tool name in two of them), before Postgres and Redis are asked.
   checkWorkerOptions({ tools, extensions }, config, (option) => `--${option}`);
-  await checkRoleServices(config);
+  sayNewerSchema("worker", await checkRoleServices(config));
   await checkToolDir(config.toolDir);
   if (config.transcriptDir) await checkTranscriptDir(config.transcriptDir);
   const { startWorker } = await import("../worker/worker.js");
@@ -194,7 +215,7 @@ export async function workerCommand(options: WorkerCommandOptions = {}): Promise
 export async function sweeperCommand(options: { metricsPort?: number } = {}): Promise<number> {
   const config = loadConfig();
   if (options.metricsPort !== undefined) config.metricsPort = options.metricsPort;
-  await checkRoleServices(config);
+  sayNewerSchema("sweeper", await checkRoleServices(config));
   const { startSweeper } = await import("../sweeper/sweeper-process.js");
   const sweeper = await startSweeper(config);
   await readyUntilSignal(`fleet sweeper ready: metrics on port ${sweeper.metricsPort}`);

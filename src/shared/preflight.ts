@@ -7,7 +7,7 @@ import { constants } from "node:fs";
 import { access } from "node:fs/promises";
 import postgres from "postgres";
 import type { FleetConfig } from "./config.js";
-import { foreignJournalText, journalState } from "./db/journal-state.js";
+import { foreignJournalText, journalState, newerJournalText } from "./db/journal-state.js";
 import { readRecordedMigrations, shippedJournal } from "./db/migrate.js";
 import { ValidationError } from "./errors.js";
 import { makeDirectory, PRIVATE_DIRECTORY_MODE } from "./make-directory.js";
@@ -125,7 +125,10 @@ export async function checkPostgres(
  * Postgres answers, the database of DATABASE_URL exists, and every migration this code ships
  * has been applied to it (its `when` recorded in drizzle's table).
  */
-export async function checkDatabase(url: string, timeoutMs = PREFLIGHT_TIMEOUT_MS): Promise<void> {
+export async function checkDatabase(
+  url: string,
+  timeoutMs = PREFLIGHT_TIMEOUT_MS,
+): Promise<{ newerThanOurs: string | null }> {
   const sql = postgres(url, { max: 1, connect_timeout: timeoutMs / 1_000, onnotice: () => {} });
   const migrate = "run `fleet migrate` (it creates the database if needed and applies the migrations)";
   try {
@@ -140,7 +143,8 @@ export async function checkDatabase(url: string, timeoutMs = PREFLIGHT_TIMEOUT_M
         throw new ValidationError("DATABASE_URL", `${redact(url)}: the database is not migrated; ${migrate}`);
       throw unreachablePostgres(url, error);
     }
-    const shipped = shippedJournal().map((entry) => entry.when);
+    const journalEntries = shippedJournal();
+    const shipped = journalEntries.map((entry) => entry.when);
     const journal = journalState(recorded, shipped);
     if (journal.state === "foreign")
       throw new ValidationError(
@@ -152,6 +156,8 @@ export async function checkDatabase(url: string, timeoutMs = PREFLIGHT_TIMEOUT_M
         "DATABASE_URL",
         `${redact(url)}: ${journal.ours} of ${shipped.length} migrations applied; ${migrate}`,
       );
+    const lastTag = journalEntries.at(-1)?.tag ?? "none";
+    return { newerThanOurs: journal.newer > 0 ? newerJournalText(journal.newer, lastTag) : null };
   } finally {
     await sql.end({ timeout: 1 }).catch(() => {});
   }
@@ -234,10 +240,11 @@ async function refuseClusterNode(redis: ReturnType<typeof createProbe>, url: str
  * reachable and migrated, Redis answers, and the database belongs to this fleet's prefix. Each failure is one ValidationError naming
  * DATABASE_URL or REDIS_URL (`fleet` prints it on one line and exits 2).
  */
-export async function checkRoleServices(config: FleetConfig): Promise<void> {
-  await checkDatabase(config.databaseUrl, config.preflightTimeoutMs);
+export async function checkRoleServices(config: FleetConfig): Promise<{ newerThanOurs: string | null }> {
+  const database = await checkDatabase(config.databaseUrl, config.preflightTimeoutMs);
   await checkRedis(config.redisUrl, config.preflightTimeoutMs);
   await checkFleet(config);
+  return database;
 }
 
 /** The database belongs to this fleet (FLEET_PREFIX), or to none yet: see fleet-identity.ts. */

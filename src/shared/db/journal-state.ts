@@ -12,13 +12,27 @@
 export function journalState(
   recorded: number[],
   shipped: number[],
-): { state: "migrated" | "behind" | "foreign"; ours: number; newest: number | null } {
+): { state: "migrated" | "behind" | "foreign"; ours: number; newest: number | null; newer: number } {
   const seen = new Set(recorded);
   const ours = shipped.filter((when) => seen.has(when)).length;
   const newest = recorded.length > 0 ? Math.max(...recorded) : null;
   const last = Math.max(0, ...shipped);
-  if (seen.has(last)) return { state: "migrated", ours, newest };
-  return { state: newest !== null && newest > last ? "foreign" : "behind", ours, newest };
+  // Migrations of a newer release ("migrated"), or another application's ("foreign").
+  const newer = recorded.filter((when) => when > last).length;
+  if (seen.has(last)) return { state: "migrated", ours, newest, newer };
+  return { state: newest !== null && newest > last ? "foreign" : "behind", ours, newest, newer };
+}
+
+/**
+ * What a process of this release says of a database a newer release migrated (`newer` of its
+ * migrations recorded after `lastTag`, this release's last): drizzle applies none of ours there
+ * (all applied already), and the roles run on it, as a rolling upgrade needs (pure).
+ */
+export function newerJournalText(newer: number, lastTag: string): string {
+  return (
+    `migrated by a newer release (${newer} migration${newer === 1 ? "" : "s"} newer than ${lastTag}, ` +
+    "this release's last)"
+  );
 }
 
 /** The refusal of a "foreign" table, for `fleet migrate` and the roles' check alike. */

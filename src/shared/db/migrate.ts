@@ -11,7 +11,7 @@ import postgres from "postgres";
 import { ValidationError } from "../errors.js";
 import type { Database } from "./client.js";
 import { dropInvalidPendingIndexes, type ShippedMigration } from "./invalid-indexes.js";
-import { foreignJournalText, journalState } from "./journal-state.js";
+import { foreignJournalText, journalState, newerJournalText } from "./journal-state.js";
 import {
   isLockTimeout,
   lockFailure,
@@ -46,7 +46,16 @@ export type MigrateOptions = {
   onWait?: (line: string) => void;
 };
 
-export async function migrateDatabase(database: Database, options: MigrateOptions = {}): Promise<void> {
+/**
+ * `newerThanOurs`: when a newer release migrated the database (none of ours to apply), what
+ * to say of it (journal-state.ts); null otherwise.
+ */
+export type MigrateResult = { newerThanOurs: string | null };
+
+export async function migrateDatabase(
+  database: Database,
+  options: MigrateOptions = {},
+): Promise<MigrateResult> {
   // The lock lives on a connection of its own, so the pool (of any size) stays free for
   // the migrator.
   const lock = postgres(database.url, { max: 1, onnotice: () => {} });
@@ -55,9 +64,13 @@ export async function migrateDatabase(database: Database, options: MigrateOption
     try {
       const migrations = shippedMigrations();
       const recorded = await recordedMigrations(lock);
-      refuseForeignJournal(recorded, migrations);
+      const journal = refuseForeignJournal(recorded, migrations);
       const newest = recorded.length > 0 ? Math.max(...recorded) : null;
       await migrateWithLockTimeout(database, lock, migrations, newest, options);
+      return {
+        newerThanOurs:
+          journal.newer > 0 ? newerJournalText(journal.newer, migrations.at(-1)?.tag ?? "none") : null,
+      };
     } finally {
       await lock`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`;
     }
@@ -137,7 +150,10 @@ async function recordedMigrations(sql: postgres.Sql): Promise<number[]> {
 }
 
 /** Drizzle would apply none of ours to a table another application's newer migrations share. */
-function refuseForeignJournal(recorded: number[], migrations: ShippedMigration[]): void {
+function refuseForeignJournal(
+  recorded: number[],
+  migrations: ShippedMigration[],
+): ReturnType<typeof journalState> {
   const journal = journalState(
     recorded,
     migrations.map((m) => m.when),
@@ -147,6 +163,7 @@ function refuseForeignJournal(recorded: number[], migrations: ShippedMigration[]
       "DATABASE_URL",
       foreignJournalText(journal.ours, migrations.length, journal.newest),
     );
+  return journal;
 }
 
 /** Each migration this code ships, as drizzle/meta/_journal.json lists it: its tag (`0000_init`) and `when`. */

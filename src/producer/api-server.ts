@@ -12,6 +12,7 @@ import { ProviderLimits, waitsForgetter } from "../shared/provider-limits.js";
 import { openWebhookQueue, RunQueues } from "../shared/queues.js";
 import { closeRedis, createRedis } from "../shared/redis.js";
 import { RedisOutageLog } from "../shared/redis-outage.js";
+import { dropRestoredTombstone } from "../shared/restored-tombstone.js";
 import { roleEventWriter } from "../shared/role-start.js";
 import { closeAll } from "../shared/shutdown.js";
 import { ApiKeys } from "../shared/store/api-keys.js";
@@ -134,6 +135,10 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
       maxBytes: config.events.maxBytes,
     },
     repairRunEnd: (sessionId) => eventWriter.missingRunEnd(database, sessionId, RUN_END_GRACE_MS),
+    restoredTombstone: async (sessionId) => {
+      if (await dropRestoredTombstone(redis, config.prefix, database, sessionId))
+        await eventWriter.writeAfterSync(database, sessionId, []);
+    },
     onBatchStreamDropped: (batchId, member, fingerprint) =>
       app.log.warn(
         { batchId, member: member === "\u0000batch" ? "BATCH_COMPLETED" : member, fingerprint },

@@ -43,6 +43,12 @@ export type EventStreamDeps = {
    */
   repairRunEnd?: (sessionId: string) => Promise<unknown>;
   /**
+   * As a session stream opens: a tombstone of a session Postgres has again (restored from a
+   * backup taken before its delete) goes with its deleted stream, and the stream is written
+   * again from Postgres (restored-tombstone.ts). Absent: never.
+   */
+  restoredTombstone?: (sessionId: string) => Promise<unknown>;
+  /**
    * Whether the request that opened a stream may still read it: its key not revoked, still
    * the same tenant's. Asked at most every second while the stream is open (the answer is
    * cached by auth.ts for 5 s), and the stream ends at the first no. Absent: never asked.

@@ -115,6 +115,7 @@ export class EventStreams {
         "session_events_off",
         `session ${sessionId} has sessionEvents: false, so it has no event stream; follow it with GET /v1/sessions/${sessionId} (or its batch's events), or turn its stream on with PATCH /v1/sessions/${sessionId} {"sessionEvents": true}`,
       );
+    await this.deps.restoredTombstone?.(sessionId);
     const key = eventStreamKey(this.deps.prefix, sessionId);
     let start: StartPlace;
     if (after !== null) {

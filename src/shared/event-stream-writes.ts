@@ -204,8 +204,12 @@ export class EventStreamWrites {
       });
       // A gap is found in the first chunk (in a later one only if Redis lost the stream meanwhile).
       // The session was deleted: nothing is written, and nothing is to be repaired.
-      if (result[0] === "deleted")
+      if (result[0] === "deleted") {
+        // Unless Postgres has the session again (restored from before its delete): its
+        // tombstone and deleted stream went, and the stream starts again, as a lost one does.
+        if (n === 0 && (await this.droppedRestoredTombstone(sessionId))) return { ok: false, last: 0 };
         return { ok: true, written, prior: 0, priorFingerprint: null, deleted: true };
+      }
       if (result[0] === "gap") return { ok: false, last: Number(result[1]) };
       if (result[0] === "diverged")
         return { ok: false, last: Number(result[1]), diverged: String(result[2]) };
@@ -250,6 +254,11 @@ export class EventStreamWrites {
     );
     if (dropped === 1) this.store.onDropped?.(sessionId, seen, stored.last);
     return dropped === 1;
+  }
+
+  /** Whether a tombstone met by a write was a restored session's, and went (EventWriter). */
+  protected droppedRestoredTombstone(_sessionId: string): Promise<boolean> {
+    return Promise.resolve(false);
   }
 
   private send(writes: SessionWrite[]): Promise<AppendReply[]> {

@@ -10,6 +10,7 @@ import { storedState } from "./event-stored-state.js";
 import { EventStreamWrites } from "./event-stream-writes.js";
 import { eventStreamKey, fingerprint, type SessionEventInput, seqKey, toStored } from "./events.js";
 import type { StoredMessage } from "./messages.js";
+import { dropRestoredTombstone } from "./restored-tombstone.js";
 import { json, messageFromRaw, type RawMessage } from "./store/rows.js";
 
 export { type StoredState, storedState, warnDroppedStream } from "./event-stored-state.js";
@@ -40,6 +41,17 @@ export class EventWriter extends EventStreamWrites {
       select seq, run_id::text from messages
        where session_id = ${sessionId} and seq = any(string_to_array(${seqs.join(",")}, ',')::int[]) and run_id is not null`;
     return new Map(rows.map((row) => [row.seq, row.run_id]));
+  }
+
+  /**
+   * A tombstone a write met, when Postgres has its session again (restored-tombstone.ts): it
+   * and the deleted stream are dropped (true), the write then starts the stream again. Without
+   * `store.database` (the API, the sweeper), their syncs from Postgres do it (writeAfterSync).
+   */
+  protected override droppedRestoredTombstone(sessionId: string): Promise<boolean> {
+    const database = this.store.database;
+    if (!database) return Promise.resolve(false);
+    return dropRestoredTombstone(this.redis, this.prefix, database, sessionId);
   }
 
   /** `dropIfStale`, with what is stored read from `store.database` now. False without one. */
@@ -190,7 +202,13 @@ export class EventWriter extends EventStreamWrites {
         ],
         check,
       );
-      if (result.ok) return;
+      if (result.ok) {
+        // A tombstone: of a deleted session (nothing to write), or of one Postgres has again
+        // (restored from before its delete), whose tombstone went: written again from the start.
+        if (result.deleted && (await dropRestoredTombstone(this.redis, this.prefix, database, sessionId)))
+          continue;
+        return;
+      }
       if (result.diverged !== undefined)
         await this.dropIfStale(
           sessionId,

@@ -220,7 +220,7 @@ export class FleetService {
     // in the transaction that queues the run (a run refused by a limit leaves it as it was).
     const { run } = await this.deps.queries.createRun(
       { sessionId: id, kind: "run", trigger: "api", input: content, ...(goal ? { goal } : {}) },
-      { ...this.limits, tenant, unpark: true },
+      { ...this.limits, tenant, unpark: true, maxHistoryBytes: MAX_HISTORY_BYTES },
     );
     await enqueueCommitted(this.deps, [run.id], () =>
       enqueueRun(this.deps, tenant, { sessionId: id, runId: run.id }),

@@ -141,7 +141,11 @@ export const SESSION_ROUTE_DOCS = {
     body: sendBody,
     responses: {
       202: { description: "Queued", schema: z.object({ runId: id }) },
-      409: { description: "The history cannot take new input", schema: errorSchema },
+      409: {
+        description:
+          "The history cannot take new input: `malformed` (its tool calls and results do not pair up), or `history_full` (with the messages waiting to run, this one would bring it past the about 32 MiB a session's history may hold)",
+        schema: errorSchema,
+      },
       ...common,
       429: {
         ...common[429],

@@ -12,6 +12,7 @@ import { AgentResumeError, NotFoundError } from "../errors.js";
 import { QUEUES } from "../queues.js";
 import { NOT_RESUMABLE_REASONS, type NotResumableReason } from "../resume-reasons.js";
 import { holdActiveSessions } from "./active-sessions.js";
+import { checkHistoryRoom } from "./history-room.js";
 import { checkQueuedRuns } from "./queued-runs.js";
 import { json, type RawRun, runFromRaw } from "./rows.js";
 
@@ -52,6 +53,11 @@ export type QueueRunOptions = RunLimits & {
    * written with each append). Both throw AgentResumeError.
    */
   explicitResume?: { lastSeq: number };
+  /**
+   * The most bytes the session's history may hold with this run's input and the inputs still
+   * queued (history-room.ts): a message past it is refused `history_full`. None when absent.
+   */
+  maxHistoryBytes?: number;
 };
 
 /**
@@ -92,9 +98,17 @@ export async function createRun(
     // update and stayed queued on the cancelled session for ever (its worker's claim skips
     // a cancelled session): the send was answered 202 and never ran.
     const [row] = await tx<
-      { status: string; last_seq: number; tail_state: string; batch_id: string | null }[]
+      {
+        status: string;
+        last_seq: number;
+        tail_state: string;
+        batch_id: string | null;
+        history_bytes: string;
+        history_bytes_seq: number;
+      }[]
     >`
-      select status, last_seq, tail_state, batch_id from sessions where id = ${run.sessionId} for no key update`;
+      select status, last_seq, tail_state, batch_id, history_bytes::text, history_bytes_seq
+        from sessions where id = ${run.sessionId} for no key update`;
     if (!row) throw new NotFoundError(`session ${run.sessionId}`);
     // A session of a batch being deleted (DELETE /v1/batches/:id marked it, its sessions go
     // chunk by chunk) takes no run: it is gone for the caller, as its batch. Read after the
@@ -107,6 +121,8 @@ export async function createRun(
     // Resumes are not bounded here: at most one waits per session (runs_one_active_resume).
     if (maxQueuedRuns !== undefined && run.kind === "run")
       await checkQueuedRuns(tx, run.sessionId, maxQueuedRuns);
+    if (options.maxHistoryBytes !== undefined && run.kind === "run" && run.input !== undefined)
+      await checkHistoryRoom(tx, run.sessionId, row, run.input, options.maxHistoryBytes);
     if (options.explicitResume && run.kind === "resume")
       await checkExplicitResume(tx, run.sessionId, row, options.explicitResume);
     if (options.unpark && (row.status === "parked" || row.status === "cancelled"))

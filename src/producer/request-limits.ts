@@ -27,12 +27,8 @@ export const MAX_RESULTS_PAGE_BYTES = 8 * 1024 * 1024;
 export const MAX_IMPORTED_MESSAGES = 10_000;
 /** Messages one request may import in all (a batch's sessions together). */
 export const MAX_REQUEST_MESSAGES = 50_000;
-/**
- * About how many bytes (texts, tool calls, provider state) an imported history may hold in
- * all, over its pages (imported-pages.ts). No model takes a context near this size: a session
- * past it could only end `context_full`, while each reader of it holds all of it.
- */
-export const MAX_HISTORY_BYTES = 32 * 1024 * 1024;
+/** About how many bytes a session's history may hold (shared/store/history-bytes.ts). */
+export { MAX_HISTORY_BYTES } from "../shared/store/history-bytes.js";
 /** The largest request body, in bytes: imported histories can be long. */
 export const BODY_LIMIT = 16 * 1024 * 1024;
 /**

@@ -14,6 +14,7 @@ import { callModel } from "./call-model.js";
 import { CapacityWait } from "./endpoint-gate.js";
 import { FencedHistory } from "./fenced-history.js";
 import { GOAL_MET, goalRoundsTaken, goalRoundText } from "./goal-rounds.js";
+import { historyFull } from "./history-bound.js";
 import { addUsage, budgetSpent, countBilled, countTokens } from "./loop-budget.js";
 import type { AgentLoopDeps, LoopInput, LoopResult } from "./loop-types.js";
 import { sanitizeText } from "./models/sanitize-text.js";
@@ -52,6 +53,8 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
   for (let turn = 0; ; turn++) {
     if (signal.aborted) return { outcome: "cancelled", usage };
     if (turn >= agent.maxTurns) return { outcome: "max_turns", usage };
+    const full = historyFull(history.messages);
+    if (full) return { outcome: "budget_exhausted", error: full, usage };
     const spent = await budgetSpent(input, deps);
     if (spent) return { outcome: "budget_exhausted", error: spent, usage };
     /** Tokens of this call's failed attempts stored in the session's count as they failed. */

@@ -14,6 +14,14 @@
 import type postgres from "postgres";
 import type { Message } from "../messages.js";
 
+/**
+ * About how many bytes (texts, tool calls, provider state) a session's history may hold: an
+ * import over all its pages (imported-pages.ts), new messages (history-room.ts), a run before
+ * each model call (worker/history-bound.ts). No model takes a context near this size: a
+ * session past it could only end `context_full`, while each reader of it holds all of it.
+ */
+export const MAX_HISTORY_BYTES = 32 * 1024 * 1024;
+
 /** About how many bytes `messages` take when stored (the measure `maxHistoryBytes` bounds; pure). */
 export function historyBytes(messages: readonly Message[]): number {
   let bytes = 0;

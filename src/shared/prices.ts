@@ -144,6 +144,20 @@ export function unreportedCost(
 }
 
 /**
+ * Of these prices, the one `unreportedCost` counts highest (its higher per-token price, input
+ * or output); undefined when none is given. A session's unreported tokens may have been spent
+ * on any of the models it ran: priced at a cheaper one's, a resume on that model found the
+ * budget a dearer model's estimates had spent all but whole again.
+ */
+export function highestPrice(prices: readonly (ModelPrice | undefined)[]): ModelPrice | undefined {
+  let highest: ModelPrice | undefined;
+  for (const price of prices)
+    if (price && (!highest || Math.max(price.input, price.output) > Math.max(highest.input, highest.output)))
+      highest = price;
+  return highest;
+}
+
+/**
  * The cost and the tokens (input and output) the stored assistant steps of a history reported,
  * summed in order and kept with the array (growing-fold.ts): a job of a long session asks
  * once, and a later job that keeps the history (history-cache.ts) adds only the new steps.

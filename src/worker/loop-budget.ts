@@ -4,12 +4,12 @@
  * run's and to `fleet_model_tokens_total`, and what failed attempts billed without a step.
  * Narrow inputs (agent-loop.ts passes its LoopInput and deps).
  */
-import type { AgentConfig } from "../shared/agent-config.js";
+import type { AgentConfig, ModelConfig } from "../shared/agent-config.js";
 import type { Message, RunUsage, Usage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
-import { reportedUsage, roundUsd, unreportedCost } from "../shared/prices.js";
+import { highestPrice, type ModelPrice, reportedUsage, roundUsd, unreportedCost } from "../shared/prices.js";
 import type { Fence, FencedWrites } from "../shared/store/fenced-writes.js";
-import type { ModelIdentity } from "./models/provider.js";
+import type { ModelIdentity, ModelProvider } from "./models/provider.js";
 
 /** What the budget reads of a loop's input (agent-loop.ts LoopInput). */
 export type BudgetInput = {
@@ -18,6 +18,11 @@ export type BudgetInput = {
   model: { readonly identity?: ModelIdentity };
   history: readonly Message[];
   budget?: { tokensUsed: number; costUsd?: number };
+  /**
+   * The price the session's unreported tokens count at (`unreportedPrice`): the highest of the
+   * models it may have run on; absent, the run's model's.
+   */
+  unreportedPrice?: ModelPrice | undefined;
 };
 
 /** What the budget uses of the loop's deps. */
@@ -60,6 +65,29 @@ export async function budgetSpent(
 }
 
 /**
+ * The price a session's unreported tokens (prices.ts `unreportedCost`) count at, for an agent
+ * with `budget.maxCostUsd`: the highest of the run's model's and the agent's own models' (its
+ * model and fallback models), for its estimates may have been made on any of them. Priced at
+ * the run's model alone, a resume on a cheaper model priced what a dearer one had spent at the
+ * cheap one's price (test/cost-budget-model-switch.test.ts). A model this worker cannot build
+ * (a route not allowed) adds no price: its run parks the session by itself.
+ */
+export function unreportedPrice(
+  agent: { model: ModelConfig; fallbackModels?: readonly ModelConfig[] | undefined },
+  run: { readonly identity?: ModelIdentity },
+  models: (config: ModelConfig, field: string) => ModelProvider,
+): ModelPrice | undefined {
+  const priceOf = (config: ModelConfig): ModelPrice | undefined => {
+    try {
+      return models(config, "agent.model").identity?.price;
+    } catch {
+      return undefined;
+    }
+  };
+  return highestPrice([run.identity?.price, ...[agent.model, ...(agent.fallbackModels ?? [])].map(priceOf)]);
+}
+
+/**
  * USD the session's steps cost so far (LoopInput.budget.costUsd, summed from the history once
  * per claim): their stored `costUsd`, and the stored estimates of steps with unknown usage
  * (prices.ts `unreportedCost`), which no step's usage carries.
@@ -69,7 +97,8 @@ function costSpent(input: BudgetInput): number {
   const budget = input.budget;
   if (budget.costUsd === undefined) {
     const reported = reportedUsage.of(input.history);
-    const estimated = unreportedCost(budget.tokensUsed, reported.tokens, input.model.identity?.price);
+    const price = input.unreportedPrice ?? input.model.identity?.price;
+    const estimated = unreportedCost(budget.tokensUsed, reported.tokens, price);
     budget.costUsd = roundUsd(roundUsd(reported.costUsd) + estimated);
   }
   return budget.costUsd;

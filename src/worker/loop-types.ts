@@ -5,6 +5,7 @@
 import type { AgentConfig } from "../shared/agent-config.js";
 import type { Message, RunUsage, StoredMessage, ToolCall } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
+import type { ModelPrice } from "../shared/prices.js";
 import type { Fence, FencedWrites } from "../shared/store/fenced-writes.js";
 import type { TailState } from "../shared/tail-state.js";
 import type { RetryPolicy } from "./call-model.js";
@@ -53,6 +54,8 @@ export type LoopInput = {
    * `usage.costUsd` (steps with unknown usage of earlier runs are not counted there).
    */
   budget?: { tokensUsed: number; costUsd?: number };
+  /** The price the session's unreported tokens count at (loop-budget.ts `unreportedPrice`). */
+  unreportedPrice?: ModelPrice | undefined;
   /** Told of each commit and each tool start (events and extensions: session-job.ts). */
   observer?: LoopObserver;
   /**

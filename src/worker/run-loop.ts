@@ -11,6 +11,7 @@ import { runAgentLoop } from "./agent-loop.js";
 import { CapacityWait } from "./endpoint-gate.js";
 import { pausesTaken } from "./goal-rounds.js";
 import { finalUsage, forgetWaiting, handBack, partUsage, turnsTaken, withCapacityGate } from "./hand-back.js";
+import { unreportedPrice } from "./loop-budget.js";
 import { withProviderErrorLog } from "./models/logged-provider.js";
 import { handBackNewerAgent } from "./newer-agent-wait.js";
 import { withDeltas } from "./run-events.js";
@@ -63,6 +64,10 @@ export async function runLoop(started: StartedRun): Promise<LoopResult> {
           history,
           signal,
           budget,
+          // What the session's unreported tokens cost: at the dearest model it may have used.
+          ...(agent.budget?.maxCostUsd === undefined
+            ? {}
+            : { unreportedPrice: unreportedPrice(agent, model, deps.models) }),
           observer,
           // Goal mode belongs to the request that asked for it: never to a resume (contracts §8).
           goal: kind === "run" ? (run.goal ?? null) : null,

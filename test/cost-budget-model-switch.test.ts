@@ -7,10 +7,11 @@
  * the worker turns to) priced what the expensive model had spent at the cheap one's price, and
  * the budget was all but whole again.
  *
- * A real `fleet worker` and an OpenAI-compatible server that streams no usage chunk. The
- * agent's model costs 10,000 USD per million tokens: its one step (about 0.2 USD estimated)
- * spends the budget of 0.01 USD and the session is parked `budget_exhausted`. A resume asking
- * for a model at 0.000001 USD per million must find the budget spent and call nothing.
+ * A real `fleet worker` and OpenAI-compatible servers that stream no usage chunk. A model at
+ * 10,000 USD per million tokens spends a budget of 0.01 USD with one step (about 0.2 USD
+ * estimated); a model at 0.000001 USD per million then asked must find the budget spent and be
+ * called for nothing: a resume on it after the agent's dear model, and the agent's cheap model
+ * after a resume on the dear one (an earlier run's model, `runs.model`).
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
@@ -22,10 +23,21 @@ let fleet: FleetEnv;
 let client: FleetClient;
 let dear: FakeOpenAI;
 let cheap: FakeOpenAI;
+/** The agent's cheap model of the second case: a tool call (usage reported), then text. */
+let cheapAgent: FakeOpenAI;
 
 beforeAll(async () => {
   dear = await startFakeOpenAI([], { respond: () => ({ text: ["dear"], usage: null }) });
   cheap = await startFakeOpenAI([], { respond: () => ({ text: ["cheap"], usage: null }) });
+  cheapAgent = await startFakeOpenAI([], {
+    respond: (body) =>
+      body.messages.at(-1)?.role === "user" && body.messages.length <= 2
+        ? {
+            toolCalls: [{ id: "nap", name: "sleep", arguments: '{"ms":0}' }],
+            usage: { prompt_tokens: 1, completion_tokens: 1 },
+          }
+        : { text: ["cheap"], usage: { prompt_tokens: 1, completion_tokens: 1 } },
+  });
   fleet = await createFleetEnv("costmodelswitch", {
     env: {
       FLEET_ALLOWED_BASE_URLS: "http://127.0.0.1",
@@ -43,6 +55,7 @@ afterAll(async () => {
   await fleet?.close();
   await dear?.close();
   await cheap?.close();
+  await cheapAgent?.close();
 });
 
 it("a resume on a cheaper model finds the budget the dearer model's estimates spent", async () => {
@@ -66,4 +79,30 @@ it("a resume on a cheaper model finds the budget the dearer model's estimates sp
   expect(cheap.requests).toHaveLength(0);
   expect(run.endedReason).toBe("budget_exhausted");
   expect(run.error).toMatch(/agent\.budget\.maxCostUsd: [\d.]+ of 0\.01 USD used/);
+});
+
+it("the agent's cheaper model after a resume on a dearer one finds the budget that resume spent", async () => {
+  const { id } = await client.createSession({
+    agent: {
+      model: { provider: "openai", model: "gpt-cheap", baseUrl: cheapAgent.url },
+      tools: ["sleep"],
+      maxTurns: 1,
+      budget: { maxCostUsd: 0.01 },
+    },
+  });
+  // One cheap step (a tool call, its usage reported: nothing unreported), then max_turns.
+  const first = await client.waitForRun((await client.send(id, "one")).runId, { timeoutMs: WAIT });
+  expect(first.endedReason).toBe("max_turns");
+  expect(cheapAgent.requests).toHaveLength(1);
+  // A resume on the dear model: its step (usage unknown) spends the budget.
+  const before = dear.requests.length;
+  const resumed = await client.resume(id, {
+    model: { provider: "openai", model: "gpt-dear", baseUrl: dear.url },
+  });
+  expect((await client.waitForRun(resumed.runId, { timeoutMs: WAIT })).endedReason).toBe("completed");
+  expect(dear.requests).toHaveLength(before + 1);
+  // A new message runs on the agent's cheap model: the budget is spent, nothing is called.
+  const run = await client.waitForRun((await client.send(id, "two")).runId, { timeoutMs: WAIT });
+  expect(cheapAgent.requests).toHaveLength(1);
+  expect(run.endedReason).toBe("budget_exhausted");
 });

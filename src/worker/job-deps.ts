@@ -19,7 +19,7 @@ import type { RunOutcome } from "./run-outcome.js";
 
 export type SessionJobDeps = AgentLoopDeps & {
   workerId: string;
-  queries: Pick<SessionQueries, "nextQueuedRun"> & Partial<Pick<SessionQueries, "getSession">>;
+  queries: Pick<SessionQueries, "nextQueuedRun"> & Partial<Pick<SessionQueries, "getSession" | "runModels">>;
   writes: Pick<FencedWrites, "append" | "claimSession" | "startRun" | "endRun" | "reserveModelCall"> &
     Partial<
       Pick<

@@ -4,7 +4,7 @@
  * run's and to `fleet_model_tokens_total`, and what failed attempts billed without a step.
  * Narrow inputs (agent-loop.ts passes its LoopInput and deps).
  */
-import type { AgentConfig, ModelConfig } from "../shared/agent-config.js";
+import { type AgentConfig, type ModelConfig, parseModelConfig } from "../shared/agent-config.js";
 import type { Message, RunUsage, Usage } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { highestPrice, type ModelPrice, reportedUsage, roundUsd, unreportedCost } from "../shared/prices.js";
@@ -66,25 +66,29 @@ export async function budgetSpent(
 
 /**
  * The price a session's unreported tokens (prices.ts `unreportedCost`) count at, for an agent
- * with `budget.maxCostUsd`: the highest of the run's model's and the agent's own models' (its
- * model and fallback models), for its estimates may have been made on any of them. Priced at
- * the run's model alone, a resume on a cheaper model priced what a dearer one had spent at the
- * cheap one's price (test/cost-budget-model-switch.test.ts). A model this worker cannot build
- * (a route not allowed) adds no price: its run parks the session by itself.
+ * with `budget.maxCostUsd`: the highest of the run's model's, the agent's own models' (its
+ * model and fallback models) and those its earlier runs were asked to run on (`earlier`, as
+ * stored: a resume's model), for its estimates may have been made on any of them. Priced at
+ * the run's model alone, a resume on a cheaper model, or the agent's model after a resume on
+ * a dearer one, priced what the dearer one had spent at the cheap one's price
+ * (test/cost-budget-model-switch.test.ts). A model this worker cannot read or build (a newer
+ * release's, a route not allowed) adds no price.
  */
 export function unreportedPrice(
   agent: { model: ModelConfig; fallbackModels?: readonly ModelConfig[] | undefined },
   run: { readonly identity?: ModelIdentity },
   models: (config: ModelConfig, field: string) => ModelProvider,
+  earlier: readonly unknown[] = [],
 ): ModelPrice | undefined {
-  const priceOf = (config: ModelConfig): ModelPrice | undefined => {
+  const priceOf = (config: unknown): ModelPrice | undefined => {
     try {
-      return models(config, "agent.model").identity?.price;
+      return models(parseModelConfig(config, "run.model"), "run.model").identity?.price;
     } catch {
       return undefined;
     }
   };
-  return highestPrice([run.identity?.price, ...[agent.model, ...(agent.fallbackModels ?? [])].map(priceOf)]);
+  const configs = [agent.model, ...(agent.fallbackModels ?? []), ...earlier];
+  return highestPrice([run.identity?.price, ...configs.map(priceOf)]);
 }
 
 /**

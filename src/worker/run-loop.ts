@@ -67,7 +67,14 @@ export async function runLoop(started: StartedRun): Promise<LoopResult> {
           // What the session's unreported tokens cost: at the dearest model it may have used.
           ...(agent.budget?.maxCostUsd === undefined
             ? {}
-            : { unreportedPrice: unreportedPrice(agent, model, deps.models) }),
+            : {
+                unreportedPrice: unreportedPrice(
+                  agent,
+                  model,
+                  deps.models,
+                  (await deps.queries.runModels?.(fence.sessionId)) ?? [],
+                ),
+              }),
           observer,
           // Goal mode belongs to the request that asked for it: never to a resume (contracts §8).
           goal: kind === "run" ? (run.goal ?? null) : null,

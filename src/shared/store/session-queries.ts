@@ -249,6 +249,16 @@ export class SessionQueries {
   }
 
   /**
+   * The models the session's started runs were asked to run on (`runs.model`: a resume's, a
+   * fallback's), as stored, each once: what its unreported tokens may have cost (loop-budget.ts).
+   */
+  async runModels(sessionId: string): Promise<unknown[]> {
+    const rows = await this.database.sql<{ model: unknown }[]>`
+      select distinct model from runs where session_id = ${sessionId} and model is not null and started_at is not null`;
+    return rows.map((row) => json<unknown>(row.model));
+  }
+
+  /**
    * Whether the batch was cancelled, or deleted (marked, or its row gone): its runs' jobs go
    * (cancel-cleanup.ts `dropJobsOfCancelled`).
    */

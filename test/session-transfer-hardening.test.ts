@@ -9,7 +9,7 @@ import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sourceOf } from "../src/commands/import-source.js";
-import { utf8Lines } from "../src/commands/session-file.js";
+import { utf8Lines } from "../src/commands/utf8-lines.js";
 import type { FleetClient } from "../src/producer/client.js";
 import { INTERRUPTED_TOOL_TEXT } from "../src/shared/resume-plan.js";
 import { startApiProxy } from "./support/api-proxy.js";
@@ -299,6 +299,61 @@ describe("bytes that are not an export's", () => {
   });
 });
 
+// Each case checks a file of its own and creates nothing: they run side by side.
+describe.concurrent("what the API refuses in a request body, found by the file's check", () => {
+  /** An export file of `before` plain user messages, then `line` as message `before + 1`. */
+  async function fileWith(name: string, before: number, line: (seq: number) => string): Promise<string> {
+    const users = Array.from({ length: before }, (_, i) => ({ role: "user", content: `m${i + 1}` }));
+    const [head, ...rest] = exportText(users).trimEnd().split("\n");
+    const end = JSON.stringify({ fleetSessionExportEnd: { messages: before + 1 } });
+    return fileOf(name, `${[head, ...rest.slice(0, -1), line(before + 1), end].join("\n")}\n`);
+  }
+  const call = (seq: number, args: string) =>
+    `{"role":"assistant","content":"","stopReason":"tool_use","seq":${seq},"toolCalls":[{"id":"a","name":"write_file","arguments":${args}}]}`;
+
+  // A first page of 10,000 messages, the case in the second: before, the session was created
+  // with the first page and the second was refused (a session holding 10,000 of the file's messages).
+  it.for<[string, number, (seq: number) => string, string]>([
+    [
+      // 98 levels in the message are 100 in the page's body ({"messages": [message]}).
+      "nesting the API refuses in a page's body",
+      10_000,
+      (seq) => call(seq, `{"a":${"[".repeat(95)}${"]".repeat(95)}}`),
+      "line 10002: seq 10001: toolCalls[0].arguments: nests deeper than 100 levels",
+    ],
+    [
+      "an object of more keys than the API takes",
+      10_000,
+      (seq) => call(seq, `{${Array.from({ length: 10_001 }, (_, i) => `"k${i}":1`).join(",")}}`),
+      "line 10002: seq 10001: toolCalls[0].arguments: has more than 10,000 keys",
+    ],
+    [
+      // Before, accepted: parsed, the key set the object's prototype and was stored as `{}`.
+      "a __proto__ key",
+      10_000,
+      (seq) => call(seq, '{"__proto__":{"x":1}}'),
+      "line 10002: seq 10001: toolCalls[0].arguments.__proto__: this key is not accepted",
+    ],
+    [
+      // Before, in the first page too: sent as null (JSON.stringify of Infinity) and stored so.
+      "a number past a double",
+      0,
+      (seq) => call(seq, '{"x":1e400}'),
+      "line 2: seq 1: toolCalls[0].arguments.x: is a number too large for a JSON double",
+    ],
+  ])(
+    "%s: its line, exit 2, nothing created",
+    { timeout: 120_000 },
+    async ([name, before, line, expected], { expect }) => {
+      const file = await fileWith(`${name.replace(/\W+/g, "-")}.jsonl`, before, line);
+      const sessions = await sessionCount();
+      const result = await cli(["session", "import", file]);
+      expect(result.stderr, `exit code ${result.code}`).toBe(`fleet session import: ${expected}\n`);
+      expect(result.code).toBe(2);
+      expect(await sessionCount()).toBe(sessions);
+    },
+  );
+});
 describe("a history larger than an imported session may hold", () => {
   it("is refused at its line before anything is created, not after storing most of it", async () => {
     // 40 messages of 1 MiB: past the API's 32 MiB for an imported history at message 33

@@ -8,7 +8,8 @@ import type { BatchSessionInput } from "../producer/client.js";
 import { BODY_LIMIT, MAX_REQUEST_MESSAGES } from "../producer/request-limits.js";
 import { BATCH_LINE_SHAPE } from "./batch-line.js";
 import { copyOf, type ReadFailure, readTwice, type TwiceReadable } from "./read-twice.js";
-import { ExportFileError, utf8Lines } from "./session-file.js";
+import { ExportFileError } from "./session-file.js";
+import { utf8Lines } from "./utf8-lines.js";
 
 /** An input line that is not a session: names the file's line (exit 2). */
 export class LineError extends Error {}

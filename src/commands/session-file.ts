@@ -12,7 +12,7 @@
  * history. Everything here is pure: the commands do the reading, writing and requests.
  */
 
-import { MAX_JSON_DEPTH, tooDeepAt } from "../producer/request-checks.js";
+import { checkBody, MAX_JSON_DEPTH, tooDeepAt } from "../producer/request-checks.js";
 import { BODY_LIMIT, MAX_HISTORY_BYTES, MAX_IMPORTED_MESSAGES } from "../producer/request-limits.js";
 import type { SessionJson } from "../shared/api-types.js";
 import { ValidationError } from "../shared/errors.js";
@@ -112,14 +112,25 @@ export class ExportFileCheck {
     }
     if (value === null || typeof value !== "object" || Array.isArray(value))
       throw new ExportFileError(line, "expected a JSON object");
-    // Refused as the API refuses it, before the parse and size checks below (recursive) overflow the stack.
-    const deep = tooDeepAt(value);
-    if (deep !== undefined)
-      throw new ExportFileError(
-        line,
-        `${this.state === "header" ? "" : `seq ${this.count + 1}: `}${formatPath("", deep)}: nests deeper than ${MAX_JSON_DEPTH} levels`,
-      );
     const record = value as Record<string, unknown>;
+    // Refused as the API refuses it, before the parse and size checks below (recursive) overflow
+    // the stack. A message gets every check of a request body, nested as a page nests it: what
+    // passed here (nesting 2 levels short of the bound, 10,001 keys, `__proto__`, `1e400`) was
+    // refused by the API after the first page, the session holding that page, or sent altered.
+    if (this.state === "messages" && !("fleetSessionExportEnd" in record)) {
+      try {
+        checkBody(record, MESSAGE_DEPTH);
+      } catch (error) {
+        throw refusal(line, this.count + 1, error);
+      }
+    } else {
+      const deep = tooDeepAt(value);
+      if (deep !== undefined)
+        throw new ExportFileError(
+          line,
+          `${formatPath("", deep)}: nests deeper than ${MAX_JSON_DEPTH} levels`,
+        );
+    }
     if (this.state === "ended")
       throw new ExportFileError(line, "follows the end line (fleetSessionExportEnd)");
     if (this.state === "header") {
@@ -162,10 +173,7 @@ export class ExportFileCheck {
     try {
       [message] = parseImportedHistory([record], "m") as [ImportedMessage];
     } catch (error) {
-      if (!(error instanceof ValidationError)) throw error;
-      const field = error.field.replace(/^m\[0\]\.?/, "");
-      const text = error.message.slice(error.field.length + 2);
-      throw new ExportFileError(line, `seq ${seq}: ${field ? `${field}: ` : ""}${text}`);
+      throw refusal(line, seq, error, /^m\[0\]\.?/);
     }
     if (message.role === "assistant") this.answered = new Map();
     if (message.role === "tool" && this.answered) {
@@ -193,6 +201,17 @@ export class ExportFileCheck {
     this.count = seq;
     return { line, seq, message, bytes };
   }
+}
+
+/** How deep a message sits in the body of the request that sends it: `{"messages": [message]}`. */
+const MESSAGE_DEPTH = 2;
+
+/** A ValidationError of message `seq` as the file's error naming its line (the field named from the message). */
+function refusal(line: number, seq: number, error: unknown, prefix = /^/): ExportFileError {
+  if (!(error instanceof ValidationError)) throw error;
+  const field = error.field.replace(prefix, "");
+  const text = error.field ? error.message.slice(error.field.length + 2) : error.message;
+  return new ExportFileError(line, `seq ${seq}: ${field ? `${field}: ` : ""}${text}`);
 }
 
 const mebibytes = (bytes: number) => (bytes / 1024 / 1024).toFixed(1).replace(/\.0$/, "");
@@ -236,55 +255,4 @@ export function sameMessage(stored: Message, sent: Message): boolean {
       stored.toolCallId === sent.toolCallId && stored.name === sent.name && stored.success === sent.success
     );
   return true;
-}
-
-/**
- * The lines of a file's bytes, numbered from 1 (LF or CRLF ends one), each decoded as UTF-8
- * strictly: a byte sequence that is no UTF-8 is an ExportFileError naming its line, where a
- * lenient decoder made it U+FFFD and the import stored other text than the file's without a
- * word. A line longer than `maxBytes` is one too, found before it is held whole (a file of one
- * endless line took the memory of the command).
- */
-export async function* utf8Lines(
-  input: AsyncIterable<Buffer>,
-  maxBytes: number,
-  why = "an export is written as UTF-8",
-): AsyncGenerator<{ line: number; text: string }> {
-  const decoder = new TextDecoder("utf-8", { fatal: true });
-  let parts: Buffer[] = [];
-  let size = 0;
-  let line = 0;
-  const take = (last: Buffer): { line: number; text: string } => {
-    const bytes = parts.length === 0 ? last : Buffer.concat([...parts, last]);
-    parts = [];
-    size = 0;
-    line++;
-    let text: string;
-    try {
-      text = decoder.decode(bytes);
-    } catch {
-      throw new ExportFileError(line, `not valid UTF-8 (${why})`);
-    }
-    return { line, text: text.endsWith("\r") ? text.slice(0, -1) : text };
-  };
-  for await (const chunk of input) {
-    let from = 0;
-    for (;;) {
-      const newline = chunk.indexOf(0x0a, from);
-      const piece = chunk.subarray(from, newline === -1 ? chunk.length : newline);
-      if (size + piece.length > maxBytes)
-        throw new ExportFileError(
-          line + 1,
-          `the line is longer than ${maxBytes / 1024 / 1024} MiB, more than one request may hold`,
-        );
-      if (newline === -1) {
-        if (piece.length > 0) parts.push(piece);
-        size += piece.length;
-        break;
-      }
-      yield take(piece);
-      from = newline + 1;
-    }
-  }
-  if (size > 0) yield take(Buffer.alloc(0));
 }

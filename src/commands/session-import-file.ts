@@ -11,9 +11,9 @@ import {
   type ExportHeader,
   type FileMessage,
   startsNewPage,
-  utf8Lines,
 } from "./session-file.js";
 import { TransferError } from "./session-transfer.js";
+import { utf8Lines } from "./utf8-lines.js";
 
 /** The file's lines, numbered from 1, without blank ones; a file that cannot be read is bad input. */
 async function* fileLines(file: ImportSource): AsyncGenerator<{ line: number; text: string }> {

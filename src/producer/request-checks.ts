@@ -182,8 +182,11 @@ export function tooDeepAt(value: unknown): JsonPath | undefined {
  * - every string and key other than agents' storable as it is (no U+0000, no lone
  *   surrogate: Postgres refuses them).
  * Each is a 400 naming the field — `content`, `metadata.note`, `messages[2].content`.
+ *
+ * `rootDepth`: how deep `body` sits in the body a request will carry (the CLI's files check
+ * each message as a page will nest it, `{"messages": [message]}`: 2), its fields named from it.
  */
-export function checkBody(body: unknown): void {
+export function checkBody(body: unknown, rootDepth = 0): void {
   let message = "";
   let suffix: string | null = null;
   /** A too-deep value is named by its first levels only. */
@@ -201,7 +204,7 @@ export function checkBody(body: unknown): void {
       message = `has more than ${MAX_OBJECT_KEYS.toLocaleString("en")} keys`;
       return "stop";
     }
-    if (isObject(item) && depth >= MAX_JSON_DEPTH) {
+    if (isObject(item) && depth + rootDepth >= MAX_JSON_DEPTH) {
       message = `nests deeper than ${MAX_JSON_DEPTH} levels`;
       cut = true;
       return "stop";
@@ -215,7 +218,7 @@ export function checkBody(body: unknown): void {
       message = UNSTORABLE_TEXT;
       return "stop";
     }
-    if (isObject(item) && parsedAsAgent(depth, pathOf)) agentDepth = depth;
+    if (rootDepth === 0 && isObject(item) && parsedAsAgent(depth, pathOf)) agentDepth = depth;
     return undefined;
   });
   if (path === undefined) return;

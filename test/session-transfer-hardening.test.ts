@@ -302,9 +302,16 @@ describe("bytes that are not an export's", () => {
 // Each case checks a file of its own and creates nothing: they run side by side.
 describe.concurrent("what the API refuses in a request body, found by the file's check", () => {
   /** An export file of `before` plain user messages, then `line` as message `before + 1`. */
-  async function fileWith(name: string, before: number, line: (seq: number) => string): Promise<string> {
+  async function fileWith(
+    name: string,
+    before: number,
+    line: (seq: number) => string,
+    /** Message 1's line instead of a user message. */
+    first?: string,
+  ): Promise<string> {
     const users = Array.from({ length: before }, (_, i) => ({ role: "user", content: `m${i + 1}` }));
     const [head, ...rest] = exportText(users).trimEnd().split("\n");
+    if (first !== undefined) rest[0] = first;
     const end = JSON.stringify({ fleetSessionExportEnd: { messages: before + 1 } });
     return fileOf(name, `${[head, ...rest.slice(0, -1), line(before + 1), end].join("\n")}\n`);
   }
@@ -353,7 +360,43 @@ describe.concurrent("what the API refuses in a request body, found by the file's
       expect(await sessionCount()).toBe(sessions);
     },
   );
+
+  const step = (seq: number, usage: string) =>
+    `{"role":"assistant","content":"","stopReason":"end_turn","seq":${seq},"usage":${usage}}`;
+  // The usage the API bounds: a session's imported tokens in all, each request's cost. Before,
+  // the session was created with the first page and the second refused.
+  it.for<[string, string | undefined, string, string]>([
+    [
+      "tokens past what a session's import may report, in the second page",
+      step(1, '{"inputTokens":9007199254740991,"outputTokens":0}'),
+      '{"inputTokens":1,"outputTokens":0}',
+      "line 10002: seq 10001: brings the steps' usage to about 9.01e+15 tokens; an imported session's steps may report at most 9007199254740991 in all",
+    ],
+    [
+      "a cost past what one request may report, in the second page",
+      undefined,
+      '{"inputTokens":1,"outputTokens":0,"costUsd":1e16}',
+      "line 10002: seq 10001: brings the usage.costUsd of the steps sent with it to about 1.00e+16 USD; one request may report at most 9007199254740991 USD",
+    ],
+  ])(
+    "%s: its line, exit 2, nothing created",
+    { timeout: 120_000 },
+    async ([name, first, usage, expected], { expect }) => {
+      const file = await fileWith(
+        `${name.replace(/\W+/g, "-")}.jsonl`,
+        10_000,
+        (seq) => step(seq, usage),
+        first,
+      );
+      const sessions = await sessionCount();
+      const result = await cli(["session", "import", file]);
+      expect(result.stderr, `exit code ${result.code}`).toBe(`fleet session import: ${expected}\n`);
+      expect(result.code).toBe(2);
+      expect(await sessionCount()).toBe(sessions);
+    },
+  );
 });
+
 describe("a history larger than an imported session may hold", () => {
   it("is refused at its line before anything is created, not after storing most of it", async () => {
     // 40 messages of 1 MiB: past the API's 32 MiB for an imported history at message 33

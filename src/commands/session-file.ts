@@ -18,6 +18,7 @@ import type { SessionJson } from "../shared/api-types.js";
 import { ValidationError } from "../shared/errors.js";
 import { formatPath, type ImportedMessage, type Message, parseImportedHistory } from "../shared/messages.js";
 import { historyBytes } from "../shared/store/history-bytes.js";
+import { importedTokens, MAX_IMPORTED_COST_USD, MAX_IMPORTED_TOKENS } from "../shared/usage.js";
 
 export const EXPORT_VERSION = 1;
 
@@ -97,6 +98,10 @@ export class ExportFileCheck {
   private answered: Map<string, number> | undefined;
   /** The history's size as the API bounds an import's (MAX_HISTORY_BYTES), so far. */
   private historyBytes = 0;
+  /** The steps' tokens so far, bounded in all as the API bounds a session's import (usage.ts). */
+  private tokens = 0;
+  /** The request being filled (as filePages cuts them), its steps' cost bounded as the API bounds a request's. */
+  private page = { count: 0, bytes: 0, costUsd: 0 };
 
   /** How many messages were read so far. */
   get messages(): number {
@@ -160,6 +165,29 @@ export class ExportFileCheck {
       );
   }
 
+  /**
+   * The usage the API refuses (usage.ts assertImportedUsage), found here: before, it refused
+   * the page that passed it after the session held the file's first page.
+   */
+  private checkUsage(line: number, seq: number, message: ImportedMessage, bytes: number): void {
+    if (startsNewPage(this.page, { bytes })) this.page = { count: 0, bytes: 0, costUsd: 0 };
+    this.page.count++;
+    this.page.bytes += bytes;
+    if (message.role !== "assistant" || !message.usage) return;
+    this.tokens += importedTokens([message]);
+    if (this.tokens > MAX_IMPORTED_TOKENS)
+      throw new ExportFileError(
+        line,
+        `seq ${seq}: brings the steps' usage to about ${this.tokens.toPrecision(3)} tokens; an imported session's steps may report at most ${MAX_IMPORTED_TOKENS} in all`,
+      );
+    this.page.costUsd += message.usage.costUsd ?? 0;
+    if (!(this.page.costUsd <= MAX_IMPORTED_COST_USD))
+      throw new ExportFileError(
+        line,
+        `seq ${seq}: brings the usage.costUsd of the steps sent with it to about ${this.page.costUsd.toPrecision(3)} USD; one request may report at most ${MAX_IMPORTED_COST_USD} USD`,
+      );
+  }
+
   private message(line: number, record: Record<string, unknown>): FileMessage {
     const seq = this.count + 1;
     if (record.seq !== seq)
@@ -198,6 +226,7 @@ export class ExportFileCheck {
         line,
         `seq ${seq}: brings the history to about ${mebibytes(this.historyBytes)} MiB; an imported session holds at most ${mebibytes(MAX_HISTORY_BYTES)} MiB (its texts, tool calls and provider state)`,
       );
+    this.checkUsage(line, seq, message, bytes);
     this.count = seq;
     return { line, seq, message, bytes };
   }

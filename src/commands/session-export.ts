@@ -17,6 +17,7 @@ import type { FleetClient, SessionJson } from "../producer/client.js";
 import { type ApiOptions, apiClientOf } from "./api-client.js";
 import { endLine, headerLine, seqProblem } from "./session-file.js";
 import { guarded, ioOf, retrying, TransferError, type TransferIo, write } from "./session-transfer.js";
+import { removedOnSignal } from "./signal-cleanup.js";
 
 /** Messages per request. */
 const EXPORT_PAGE = 2_000;
@@ -56,6 +57,8 @@ export async function sessionExportCommand(id: string, options: SessionExportOpt
     const temporary = way === "direct" ? path : `${path}.${process.pid}.partial`;
     // Only its owner may read it: a session's messages (as transcripts, transcript-extension.ts).
     const file = await open(temporary, "w", 0o600).catch(cannotWrite);
+    // A signal that stops the export takes the partial file with it (signal-cleanup.ts).
+    const release = way === "replace" ? removedOnSignal(temporary) : () => {};
     try {
       const count = await exportTo(
         client,
@@ -75,6 +78,8 @@ export async function sessionExportCommand(id: string, options: SessionExportOpt
       if ((error as NodeJS.ErrnoException).syscall !== undefined)
         throw new TransferError(`cannot write ${out}: ${(error as Error).message}`, 1);
       throw error;
+    } finally {
+      release();
     }
   });
 }

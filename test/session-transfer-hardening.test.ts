@@ -413,6 +413,37 @@ describe("a history larger than an imported session may hold", () => {
   }, 120_000);
 });
 
+describe("a session whose agent takes most of a request", () => {
+  it.for<[string, number]>([
+    // 10 MiB of agent and 8 MiB of first page were one creation of 18 MiB: "the body is larger than 16 MiB".
+    ["its first page is cut to what the creation's body has room for", 10],
+    // No message fits beside it: the session is created with none, every message sent as a page.
+    ["no message fits beside it: it is created with none, the messages follow as pages", 14.5],
+  ])("%s: exported and imported again, whole", { timeout: 180_000 }, async ([_name, agentMiB]) => {
+    const agent = { ...AGENT, system: "s".repeat(Math.round(agentMiB * 1024 * 1024)) };
+    const { id } = await client.createSession({ agent });
+    const messages = Array.from({ length: 9 }, (_, i) => ({
+      role: "user" as const,
+      content: `${i} ${"u".repeat(1024 * 1024)}`,
+    }));
+    await client.importMessages(id, messages, { afterSeq: 0 });
+    const file = join(fleet.config.toolDir, `big-agent-${agentMiB}.jsonl`);
+    const exported = await cli(["session", "export", id, "--out", file]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const imported = await cli(["session", "import", file]);
+    expect(imported.stderr).toContain("imported 9 messages into session");
+    expect(imported.stderr).toContain(
+      agentMiB > 14
+        ? "with none of the 9 messages yet (no message fits beside its agent"
+        : "with messages 1–",
+    );
+    expect(imported.code).toBe(0);
+    const copy = await client.getSession(imported.stdout.trim(), { runsLimit: 0 });
+    expect(copy.agent).toEqual((await client.getSession(id, { runsLimit: 0 })).agent);
+    expect(copy.messages.map((m) => [m.seq, m.content])).toEqual(messages.map((m, i) => [i + 1, m.content]));
+  });
+});
+
 describe("a creation whose every answer is lost", () => {
   it("names the Idempotency-Key, and running again with it gets the session made, not a second one", async () => {
     const file = await fileOf("lost-create.jsonl", exportText([{ role: "user", content: "hi" }]));

@@ -13,12 +13,13 @@
  */
 
 import { checkBody, MAX_JSON_DEPTH, tooDeepAt } from "../producer/request-checks.js";
-import { BODY_LIMIT, MAX_HISTORY_BYTES, MAX_IMPORTED_MESSAGES } from "../producer/request-limits.js";
+import { BODY_LIMIT, MAX_HISTORY_BYTES } from "../producer/request-limits.js";
 import type { SessionJson } from "../shared/api-types.js";
 import { ValidationError } from "../shared/errors.js";
 import { formatPath, type ImportedMessage, type Message, parseImportedHistory } from "../shared/messages.js";
 import { historyBytes } from "../shared/store/history-bytes.js";
 import { importedTokens, MAX_IMPORTED_COST_USD, MAX_IMPORTED_TOKENS } from "../shared/usage.js";
+import { creationRoom, MAX_MESSAGE_BYTES, RequestCuts } from "./import-requests.js";
 
 export const EXPORT_VERSION = 1;
 
@@ -75,15 +76,9 @@ export type FileMessage = { line: number; seq: number; message: ImportedMessage;
 
 export type FileItem =
   | { kind: "header"; header: ExportHeader }
-  | { kind: "message"; message: FileMessage }
+  /** `startsRequest`: the message is the first of a request after the one before (import-requests.ts). */
+  | { kind: "message"; message: FileMessage; startsRequest: boolean }
   | { kind: "end" };
-
-/** The most bytes of messages one request carries: half the API's body limit (16 MiB). */
-export const PAGE_BYTES = BODY_LIMIT / 2;
-/** The largest message that fits a request of its own, with room for the body around it. */
-export const MAX_MESSAGE_BYTES = BODY_LIMIT - 1024 * 1024;
-/** The most messages one request carries (the API's limit). */
-export const PAGE_MESSAGES = MAX_IMPORTED_MESSAGES;
 
 /**
  * Reads an export line by line (blank lines skipped by the caller) and says what each line
@@ -100,8 +95,13 @@ export class ExportFileCheck {
   private historyBytes = 0;
   /** The steps' tokens so far, bounded in all as the API bounds a session's import (usage.ts). */
   private tokens = 0;
-  /** The request being filled (as filePages cuts them), its steps' cost bounded as the API bounds a request's. */
-  private page = { count: 0, bytes: 0, costUsd: 0 };
+  /** The requests the messages go in (import-requests.ts), from the header on. */
+  private cuts = new RequestCuts(0);
+  /** Whether the latest message starts a request, and the cost of its request's steps so far. */
+  private request = { starts: false, costUsd: 0 };
+
+  /** `extra`: the metadata the command merges over the file's (its creation's body holds it). */
+  constructor(private readonly extra: Record<string, unknown> = {}) {}
 
   /** How many messages were read so far. */
   get messages(): number {
@@ -140,7 +140,9 @@ export class ExportFileCheck {
       throw new ExportFileError(line, "follows the end line (fleetSessionExportEnd)");
     if (this.state === "header") {
       this.state = "messages";
-      return { kind: "header", header: parseHeader(line, record) };
+      const header = parseHeader(line, record);
+      this.cuts = new RequestCuts(creationRoom(header.agent, { ...header.metadata, ...this.extra }));
+      return { kind: "header", header };
     }
     if ("fleetSessionExportEnd" in record) {
       const end = record.fleetSessionExportEnd as { messages?: unknown } | null;
@@ -152,7 +154,8 @@ export class ExportFileCheck {
       this.state = "ended";
       return { kind: "end" };
     }
-    return { kind: "message", message: this.message(line, record) };
+    const message = this.message(line, record);
+    return { kind: "message", message, startsRequest: this.request.starts };
   }
 
   /** Throws unless the end line was read. */
@@ -170,9 +173,8 @@ export class ExportFileCheck {
    * the page that passed it after the session held the file's first page.
    */
   private checkUsage(line: number, seq: number, message: ImportedMessage, bytes: number): void {
-    if (startsNewPage(this.page, { bytes })) this.page = { count: 0, bytes: 0, costUsd: 0 };
-    this.page.count++;
-    this.page.bytes += bytes;
+    const starts = this.cuts.add(bytes);
+    this.request = { starts, costUsd: starts ? 0 : this.request.costUsd };
     if (message.role !== "assistant" || !message.usage) return;
     this.tokens += importedTokens([message]);
     if (this.tokens > MAX_IMPORTED_TOKENS)
@@ -180,11 +182,11 @@ export class ExportFileCheck {
         line,
         `seq ${seq}: brings the steps' usage to about ${this.tokens.toPrecision(3)} tokens; an imported session's steps may report at most ${MAX_IMPORTED_TOKENS} in all`,
       );
-    this.page.costUsd += message.usage.costUsd ?? 0;
-    if (!(this.page.costUsd <= MAX_IMPORTED_COST_USD))
+    this.request.costUsd += message.usage.costUsd ?? 0;
+    if (!(this.request.costUsd <= MAX_IMPORTED_COST_USD))
       throw new ExportFileError(
         line,
-        `seq ${seq}: brings the usage.costUsd of the steps sent with it to about ${this.page.costUsd.toPrecision(3)} USD; one request may report at most ${MAX_IMPORTED_COST_USD} USD`,
+        `seq ${seq}: brings the usage.costUsd of the steps sent with it to about ${this.request.costUsd.toPrecision(3)} USD; one request may report at most ${MAX_IMPORTED_COST_USD} USD`,
       );
   }
 
@@ -259,12 +261,6 @@ function parseHeader(line: number, record: Record<string, unknown>): ExportHeade
   if (metadata === null || typeof metadata !== "object" || Array.isArray(metadata))
     throw new ExportFileError(line, "the header's metadata must be a JSON object");
   return { ...(record as ExportHeader), metadata: metadata as Record<string, unknown> };
-}
-
-/** Whether `next` starts a new page after a page of `count` messages and `bytes` bytes. */
-export function startsNewPage(page: { count: number; bytes: number }, next: { bytes: number }): boolean {
-  if (page.count === 0) return false;
-  return page.count >= PAGE_MESSAGES || page.bytes + next.bytes > PAGE_BYTES;
 }
 
 /**

@@ -5,13 +5,7 @@
 import { createReadStream } from "node:fs";
 import { BODY_LIMIT } from "../producer/request-limits.js";
 import type { ImportSource } from "./import-source.js";
-import {
-  ExportFileCheck,
-  ExportFileError,
-  type ExportHeader,
-  type FileMessage,
-  startsNewPage,
-} from "./session-file.js";
+import { ExportFileCheck, ExportFileError, type ExportHeader, type FileMessage } from "./session-file.js";
 import { TransferError } from "./session-transfer.js";
 import { utf8Lines } from "./utf8-lines.js";
 
@@ -32,9 +26,12 @@ async function* fileLines(file: ImportSource): AsyncGenerator<{ line: number; te
   }
 }
 
-/** Reads the whole file through the check; resolves with its number of messages. */
-export async function checkFile(file: ImportSource): Promise<number> {
-  const check = new ExportFileCheck();
+/**
+ * Reads the whole file through the check; resolves with its number of messages. `extra`: the
+ * metadata the command merges over the file's (the creation's room for messages depends on it).
+ */
+export async function checkFile(file: ImportSource, extra: Record<string, unknown> = {}): Promise<number> {
+  const check = new ExportFileCheck(extra);
   let last = 0;
   for await (const { line, text } of fileLines(file)) {
     check.read(line, text);
@@ -44,26 +41,28 @@ export async function checkFile(file: ImportSource): Promise<number> {
   return check.messages;
 }
 
-/** The file's header, then its messages in pages (the file read again, checked again). */
+/**
+ * The file's header, then its messages in the requests that send them (the file read again,
+ * checked again): the creation's first — empty when no message fits beside the agent and
+ * metadata — then the pages (import-requests.ts).
+ */
 export async function* filePages(
   file: ImportSource,
+  extra: Record<string, unknown> = {},
 ): AsyncGenerator<{ header: ExportHeader } | { page: FileMessage[] }> {
-  const check = new ExportFileCheck();
+  const check = new ExportFileCheck(extra);
   let page: FileMessage[] = [];
-  let bytes = 0;
   let last = 0;
   for await (const { line, text } of fileLines(file)) {
     last = line;
     const item = check.read(line, text);
     if (item.kind === "header") yield { header: item.header };
     if (item.kind !== "message") continue;
-    if (startsNewPage({ count: page.length, bytes }, item.message)) {
+    if (item.startsRequest) {
       yield { page };
       page = [];
-      bytes = 0;
     }
     page.push(item.message);
-    bytes += item.message.bytes;
   }
   check.finish(last + 1);
   if (page.length > 0) yield { page };

@@ -6,7 +6,8 @@
  * (header, every message as the API validates an import, seqs 1, 2, 3, …, the end line), so
  * a malformed file creates nothing; then to send it: `POST /v1/sessions` with the first page,
  * the rest with `POST /v1/sessions/:id/history` (`importMessages`), pages of at most 10,000
- * messages and 8 MiB. Memory holds one page.
+ * messages and 8 MiB; the first leaves room for the agent and metadata beside it, and is
+ * empty when none fits (import-requests.ts). Memory holds one page.
  *
  * A request that gets no answer (or a 5xx) is sent again. The session is created with an
  * Idempotency-Key, so a retry gets the same session; a page is stored only right after its
@@ -58,7 +59,7 @@ export async function sessionImportCommand(
     const extra = parseMetadata(options.metadata);
     const source = await openImportSource(file, options.stdin ?? process.stdin);
     try {
-      const total = await checkFile(source);
+      const total = await checkFile(source, extra);
       const key = options.idempotencyKey ?? `fleet-session-import-${randomUUID()}`;
       const id = await sendFile(client, source, total, { extra, key, io });
       await write(io.stderr, `imported ${total} messages into session ${id}\n`);
@@ -91,7 +92,7 @@ async function sendFile(client: FleetClient, file: ImportSource, total: number, 
   let id: string | undefined;
   let lastSeq = 0;
   try {
-    for await (const item of filePages(file)) {
+    for await (const item of filePages(file, send.extra)) {
       if ("header" in item) {
         header = item.header;
         continue;
@@ -100,7 +101,11 @@ async function sendFile(client: FleetClient, file: ImportSource, total: number, 
       if (id === undefined) {
         id = await create(client, header!, page, send);
         lastSeq = page.length;
-        await write(io.stderr, `created session ${id} with messages 1–${lastSeq} of ${total}\n`);
+        const held =
+          lastSeq > 0
+            ? `messages 1–${lastSeq} of ${total}`
+            : `none of the ${total} messages yet (no message fits beside its agent in one request)`;
+        await write(io.stderr, `created session ${id} with ${held}\n`);
         continue;
       }
       lastSeq = await storePage(client, id, lastSeq, page, io);

@@ -12,6 +12,7 @@ import { batchResultLines } from "./batch-result-lines.js";
 import { ClientBase } from "./client-base.js";
 import { eventStream } from "./client-event-streams.js";
 import type { BatchSessionInput, EventsOptions, PostOptions } from "./client-options.js";
+import { nothingYielded, placeGone, yieldedBefore } from "./stream-reread.js";
 
 export class BatchCalls extends ClientBase {
   /**
@@ -117,16 +118,31 @@ export class BatchCalls extends ClientBase {
    * A batch's events: SESSION_ENDED per session that reaches a terminal state, then
    * BATCH_COMPLETED, which is the last: the iterator ends after yielding it (nothing follows
    * it), so `for await` over a batch finishes when the batch does. Resumed (`after`) at or
-   * after BATCH_COMPLETED, it yields nothing and returns (the API answers 204).
+   * after BATCH_COMPLETED, it yields nothing and returns (the API answers 204). Its own
+   * reconnect answered 410 (the stream written anew: Redis lost its data) reads the batch's
+   * events again from the start, each session's end once; from the caller's `after`, the 410
+   * rejects as before.
    */
   async *batchEvents(batchId: string, options: EventsOptions = {}): AsyncGenerator<FleetEvent> {
-    for await (const event of eventStream(
-      this.http,
-      `/v1/batches/${encodeURIComponent(batchId)}/events`,
-      options,
-    )) {
-      yield event;
-      if (event.type === "BATCH_COMPLETED") return;
+    const path = `/v1/batches/${encodeURIComponent(batchId)}/events`;
+    let after = options.after;
+    const yielded = nothingYielded();
+    for (;;) {
+      try {
+        for await (const event of eventStream(this.http, path, { ...options, after })) {
+          if (event.id) after = event.id;
+          if (yieldedBefore(yielded, event)) continue;
+          yield event;
+          if (event.type === "BATCH_COMPLETED") return;
+        }
+        return;
+      } catch (error) {
+        // Its own reconnect's place is gone (the stream written anew: stream-reread.ts): read
+        // from the start again, each session's end once. Not so from the caller's `after`:
+        // what it had before that is not known here.
+        if (options.after !== undefined || after === undefined || !placeGone(error)) throw error;
+        after = undefined;
+      }
     }
   }
 }

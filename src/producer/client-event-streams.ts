@@ -7,6 +7,7 @@ import { type ApiTransport, MAX_TIMER_MS, sleep } from "./api-transport.js";
 import { apiError, FleetApiError, parseJson, quotedStart, refusesParameter } from "./client-errors.js";
 import type { EventsOptions } from "./client-options.js";
 import { parseSse } from "./server-sent-events.js";
+import { nothingYielded, placeGone, yieldedBefore } from "./stream-reread.js";
 
 /** How long a connection of an event stream may bring nothing before it is made anew. */
 const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
@@ -31,6 +32,7 @@ export async function* runEvents(
   const base = `/v1/sessions/${encodeURIComponent(sessionId)}/events`;
   let path = `${base}?run=${encodeURIComponent(runId)}`;
   let after: string | undefined;
+  const yielded = nothingYielded();
   try {
     for (;;) {
       try {
@@ -41,11 +43,19 @@ export async function* runEvents(
           // The session's deletion ends the stream before the run ever starts (a queued run
           // never does): said, not an iteration that ends with nothing.
           if (!started && event.type !== "SESSION_DELETED") continue;
+          if (yieldedBefore(yielded, event)) continue;
           yield event;
           if (event.type === "RUN_COMPLETED" && event.data.runId === runId) return;
         }
         return;
       } catch (error) {
+        // Its own reconnect's place is gone (the stream written anew: stream-reread.ts): the
+        // run again from its start, what was yielded left out.
+        if (after !== undefined && placeGone(error)) {
+          after = undefined;
+          started = false;
+          continue;
+        }
         // An API from before `?run=` (a rolling upgrade) refuses the parameter: follow the
         // session from its latest run, as that API's own client does (or from the last event
         // read, when an API of this release served the first part).

@@ -50,6 +50,8 @@ export class RunCalls extends BatchCalls {
   /**
    * Sends `content` and yields that run's events, up to and including its RUN_COMPLETED; when
    * the session is deleted first, up to its SESSION_DELETED (also before the run started).
+   * A reconnect answered 410 (the stream written anew: Redis lost its data) reads the run
+   * again from its start and leaves out what was yielded: each stored message once, in order.
    */
   async *stream(
     sessionId: string,

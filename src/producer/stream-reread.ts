@@ -1,0 +1,89 @@
+/**
+ * What the client's bounded streams — `stream()`/`streamResume()` (one run's events) and
+ * `batchEvents()` — do when their own reconnect, with the last id they received, is answered
+ * `410`: their place is gone from a stream that was written anew (Redis restarted or failed
+ * over without its data, a stream that expired whole, Postgres restored: contracts §7). The run
+ * or batch goes on regardless, and they promise its end (`RUN_COMPLETED`, `BATCH_COMPLETED`),
+ * so they read the stream again from its start (`?run=`, or the batch's first event) and leave
+ * out what they had yielded: a message by its `seq`, a tool call's start and finish by its id,
+ * a run's start, a batch session's end by its session. Events the new stream never holds twice
+ * (its live ones) pass. These decide which is which (pure).
+ */
+import type { FleetEvent, FleetEventType, KnownFleetEvent } from "../shared/api-events.js";
+import { FleetApiError } from "./client-errors.js";
+
+/** Whether `error` is the API's answer that a reader's place is no longer in the stream. */
+export function placeGone(error: unknown): boolean {
+  return error instanceof FleetApiError && error.status === 410;
+}
+
+/** What a stream has yielded, as far as a re-read from its start could bring it again. */
+export type Yielded = { maxSeq: number; keys: Set<string> };
+
+export function nothingYielded(): Yielded {
+  return { maxSeq: 0, keys: new Set() };
+}
+
+const KNOWN: Record<FleetEventType, true> = {
+  RUN_STARTED: true,
+  MESSAGE_DELTA: true,
+  MESSAGE: true,
+  TOOL_STARTED: true,
+  TOOL_FINISHED: true,
+  MODEL_STOPPED: true,
+  RUN_COMPLETED: true,
+  SESSION_PARKED: true,
+  SESSION_DELETED: true,
+  SESSION_ENDED: true,
+  BATCH_COMPLETED: true,
+  BATCH_DELETED: true,
+};
+
+function known(event: FleetEvent): event is KnownFleetEvent {
+  return Object.hasOwn(KNOWN, event.type);
+}
+
+/**
+ * The key an event is known by once yielded, when a stream written anew could hold it again;
+ * null for one it holds once (a live event: a delta, a stop, a run's or stream's end).
+ */
+function repeatKey(event: KnownFleetEvent): string | null {
+  switch (event.type) {
+    case "RUN_STARTED":
+      return `run:${event.data.runId}`;
+    case "TOOL_STARTED":
+    case "TOOL_FINISHED":
+      return `${event.type}:${event.data.toolCallId}`;
+    case "SESSION_ENDED":
+      return `ended:${event.data.sessionId}`;
+    case "MESSAGE":
+    case "MESSAGE_DELTA":
+    case "MODEL_STOPPED":
+    case "RUN_COMPLETED":
+    case "SESSION_PARKED":
+    case "SESSION_DELETED":
+    case "BATCH_COMPLETED":
+    case "BATCH_DELETED":
+      return null;
+  }
+}
+
+/**
+ * Whether `event` was yielded already (a re-read brought it again); when not, it is noted in
+ * `yielded` as yielded now.
+ */
+export function yieldedBefore(yielded: Yielded, event: FleetEvent): boolean {
+  if (!known(event)) return false;
+  if (event.type === "MESSAGE") {
+    const seq = Number((event.data.message as { seq?: unknown }).seq);
+    if (!Number.isFinite(seq)) return false;
+    if (seq <= yielded.maxSeq) return true;
+    yielded.maxSeq = seq;
+    return false;
+  }
+  const key = repeatKey(event);
+  if (key === null) return false;
+  if (yielded.keys.has(key)) return true;
+  yielded.keys.add(key);
+  return false;
+}

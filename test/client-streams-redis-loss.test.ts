@@ -1,0 +1,138 @@
+/**
+ * The client's run and batch streams across a Redis that restarts empty (a managed cache's
+ * failover without persistence) while they are open. The fleet rides it out: the run goes on
+ * and completes, the batch ends. The streams' own reconnect, with the last id they had, is
+ * answered `410 expired` (the stream was rebuilt from Postgres under new ids), and before,
+ * `fleet.stream()` and `fleet.batchEvents()` rejected with it — "reconnect without an id",
+ * which their caller had never given — instead of yielding up to the run's `RUN_COMPLETED` and
+ * the batch's `BATCH_COMPLETED` as they promise (contracts §7). Each now reads the rebuilt
+ * stream again from its start, leaving out what it had yielded: every stored message once, in
+ * `seq` order, and each session's end once.
+ */
+import type { ChildProcess } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FleetClient, FleetEvent } from "../src/producer/client.js";
+import { nothingYielded, yieldedBefore } from "../src/producer/stream-reread.js";
+import type { RunningSweeper } from "../src/sweeper/sweeper-process.js";
+import type { FleetEnv } from "./support/fleet-env.js";
+import { startRedis, stopRedis } from "./support/private-redis.js";
+import { startPrivateRedisFleet } from "./support/private-redis-fleet.js";
+
+const napping = (ms: number, first: { text: string }[] = []) => ({
+  model: {
+    provider: "scripted" as const,
+    steps: [
+      ...first,
+      { toolCalls: [{ id: "nap", name: "sleep", arguments: { ms } }] },
+      { toolCalls: [{ id: "nap2", name: "sleep", arguments: { ms: 200 } }] },
+      { text: "done" },
+    ],
+  },
+  tools: ["sleep"],
+});
+
+describe("the client's run and batch streams when Redis restarts empty under them", () => {
+  let fleet: FleetEnv;
+  let client: FleetClient;
+  let sweeper: RunningSweeper;
+  let redis: ChildProcess;
+  let port: number;
+
+  beforeAll(async () => {
+    ({ port, redis, fleet, client, sweeper } = await startPrivateRedisFleet("clientstreamsloss"));
+    await fleet.spawnWorker();
+  }, 90_000);
+  afterAll(async () => {
+    await sweeper?.stop();
+    await fleet?.close();
+    if (redis) await stopRedis(redis);
+  });
+
+  it("pure rule: a re-read leaves out messages up to the last seq yielded and what it keys, passes live events", () => {
+    const yielded = nothingYielded();
+    const event = (type: string, data: Record<string, unknown>) => ({
+      id: "",
+      type,
+      data: { type, ...data },
+    });
+    const message = (seq: number) => event("MESSAGE", { runId: "r", message: { seq } });
+    const first = [
+      event("RUN_STARTED", { runId: "r" }),
+      message(1),
+      event("TOOL_STARTED", { runId: "r", toolCallId: "t" }),
+      event("MESSAGE_DELTA", { runId: "r", text: "x" }),
+      message(2),
+      event("SESSION_ENDED", { sessionId: "s" }),
+    ];
+    expect(first.map((e) => yieldedBefore(yielded, e))).toEqual([false, false, false, false, false, false]);
+    const again = [
+      ...first,
+      message(3),
+      event("TOOL_STARTED", { runId: "r", toolCallId: "u" }),
+      event("NEW_KIND", {}),
+    ];
+    expect(again.map((e) => yieldedBefore(yielded, e))).toEqual([
+      true,
+      true,
+      true,
+      false,
+      true,
+      true,
+      false,
+      false,
+      false,
+    ]);
+  });
+
+  const restartEmpty = async () => {
+    await stopRedis(redis);
+    redis = await startRedis(port);
+  };
+
+  it("fleet.stream() yields up to its run's RUN_COMPLETED, every stored message once", async () => {
+    const { id } = await client.createSession({ agent: napping(3_000, [{ text: "first done" }]) });
+    // A run before, so that the rebuilt stream holds messages of another run too.
+    await client.waitForRun((await client.send(id, "first")).runId, { timeoutMs: 30_000 });
+    const events: FleetEvent[] = [];
+    let restarted: Promise<void> | undefined;
+    for await (const event of client.stream(id, "second")) {
+      events.push(event);
+      // Inside the 3 s nap: the stream is open, at its place, when Redis goes.
+      if (event.type === "TOOL_STARTED" && !restarted) restarted = restartEmpty();
+    }
+    await restarted;
+    const runId = events[0]!.data.runId;
+    expect(events[0]!.type).toBe("RUN_STARTED");
+    expect(events.at(-1)).toMatchObject({ type: "RUN_COMPLETED", data: { runId, outcome: "completed" } });
+    expect(events.every((e) => e.data.runId === runId)).toBe(true);
+    const { messages } = await client.getSession(id);
+    const secondRun = messages.slice(messages.findIndex((m) => m.content === "second"));
+    const seqs = events.flatMap((e) =>
+      e.type === "MESSAGE" ? [(e.data.message as { seq: number }).seq] : [],
+    );
+    expect(seqs).toEqual(secondRun.map((m) => m.seq));
+    const tools = events.flatMap((e) => (e.type === "TOOL_STARTED" ? [e.data.toolCallId] : []));
+    expect(new Set(tools).size).toBe(tools.length);
+  }, 60_000);
+
+  it("fleet.batchEvents() ends with BATCH_COMPLETED, each session's end once", async () => {
+    const batch = await client.createBatch([
+      { agent: napping(0), input: "quick", customId: "quick" },
+      { agent: napping(3_000), input: "slow", customId: "slow-1" },
+      { agent: napping(3_000), input: "slow", customId: "slow-2" },
+    ]);
+    const events: FleetEvent[] = [];
+    let restarted: Promise<void> | undefined;
+    for await (const event of client.batchEvents(batch.id)) {
+      events.push(event);
+      if (event.type === "SESSION_ENDED" && !restarted) restarted = restartEmpty();
+    }
+    await restarted;
+    expect(events.at(-1)).toMatchObject({
+      type: "BATCH_COMPLETED",
+      data: { counts: { total: 3, completed: 3 } },
+    });
+    const ended = events.flatMap((e) => (e.type === "SESSION_ENDED" ? [e.data.customId] : []));
+    expect(ended.sort()).toEqual(["quick", "slow-1", "slow-2"]);
+  }, 60_000);
+});

@@ -54,8 +54,15 @@ export async function createFleetEnv(
    * `env`: more variables for the in-process API and every worker child, e.g. FLEET_ALLOWED_BASE_URLS.
    * `viaDatabase`: the DATABASE_URL the fleet's processes use, given the database's own (a
    * proxy in front of it: test/support/pg-proxy.ts); `database` still connects directly.
+   * `adminUrl`: the Postgres server to make the fleet's database on (a private one:
+   * test/support/private-postgres.ts), migrated there rather than copied from the run's template.
    */
-  options: { redisUrl?: string; env?: Record<string, string>; viaDatabase?: (url: string) => string } = {},
+  options: {
+    redisUrl?: string;
+    env?: Record<string, string>;
+    viaDatabase?: (url: string) => string;
+    adminUrl?: string;
+  } = {},
 ): Promise<FleetEnv> {
   const redisUrl = options.redisUrl ?? REDIS_URL;
   const id = `${name
@@ -63,9 +70,10 @@ export async function createFleetEnv(
     .toLowerCase()
     .slice(0, 20)}_${randomUUID().slice(0, 8)}`;
   // A copy of the run's migrated template (test/support/template-database.ts) when there is one.
-  const template = process.env.TEST_TEMPLATE_DATABASE;
-  const dbName = await freshDatabase(template, id);
-  const databaseUrl = new URL(ADMIN_URL);
+  const adminUrl = options.adminUrl ?? ADMIN_URL;
+  const template = options.adminUrl ? undefined : process.env.TEST_TEMPLATE_DATABASE;
+  const dbName = await freshDatabase(template, id, adminUrl);
+  const databaseUrl = new URL(adminUrl);
   databaseUrl.pathname = `/${dbName}`;
   const toolDir = await mkdtemp(join(tmpdir(), `fleet-${id}-`));
   const env: Record<string, string> = {
@@ -146,7 +154,7 @@ export async function createFleetEnv(
       // the server: ~0.3-5 s the file need not wait for. With a template, the drop goes on in
       // the background while this test process runs its next file, and the run's teardown
       // drops any copy whose drop had not ended (template-database.ts); without, it is awaited.
-      const dropped = dropDatabase(dbName);
+      const dropped = dropDatabase(dbName, adminUrl);
       if (template) inBackground(dropped);
       else await dropped;
     },
@@ -161,9 +169,9 @@ export async function createFleetEnv(
 let spare: Promise<string> | undefined;
 
 /** A new, empty database: a copy of `template` (named after it) when there is one. */
-async function freshDatabase(template: string | undefined, id: string): Promise<string> {
+async function freshDatabase(template: string | undefined, id: string, adminUrl: string): Promise<string> {
   if (!template) {
-    await runAdmin(`create database "fleet_t_${id}"`);
+    await runAdmin(`create database "fleet_t_${id}"`, adminUrl);
     return `fleet_t_${id}`;
   }
   const ready = spare;
@@ -183,8 +191,8 @@ async function copyTemplate(template: string, id: string): Promise<string> {
   return name;
 }
 
-async function runAdmin(statement: string): Promise<void> {
-  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+async function runAdmin(statement: string, adminUrl = ADMIN_URL): Promise<void> {
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   try {
     await admin.unsafe(statement);
   } finally {
@@ -192,8 +200,8 @@ async function runAdmin(statement: string): Promise<void> {
   }
 }
 
-async function dropDatabase(name: string): Promise<void> {
-  await runAdmin(`drop database if exists "${name}" with (force)`);
+async function dropDatabase(name: string, adminUrl = ADMIN_URL): Promise<void> {
+  await runAdmin(`drop database if exists "${name}" with (force)`, adminUrl);
 }
 
 /** Work left running after a file's `close()`; a failure is printed, not thrown into the next file. */

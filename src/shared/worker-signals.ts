@@ -38,6 +38,16 @@ export function cancelChannel(prefix: string): string {
   return `${prefix}:cancel`;
 }
 
+/** Publishes a cancel channel message: abort `runIds` of `sessionIds`. */
+export async function publishCancel(
+  redis: Pick<Redis, "publish">,
+  prefix: string,
+  sessionIds: string[],
+  runIds: string[],
+): Promise<void> {
+  await redis.publish(cancelChannel(prefix), JSON.stringify({ sessionIds, runIds }));
+}
+
 /**
  * A cancel channel message (pure): `sessionIds` to abort; `runIds` (additive), the only runs
  * of theirs to abort, or null when the message names none (a delete's, an older API's): every

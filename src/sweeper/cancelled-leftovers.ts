@@ -4,6 +4,13 @@
  * jobs removed. Before a message and a cancel racing on one session were ordered on its row,
  * such a run stayed queued for ever: its send had been answered 202, the session's resume
  * point said `running`, an explicit resume was refused, and its batch never ended.
+ *
+ * Runs a cancel found running that still run a moment after it (`cancelledStillRunning`) get
+ * the cancel's signal to the workers again: the API's publish failed (Redis away: it answers
+ * 202 all the same, the cancel being in Postgres) or the worker's subscriber was reconnecting
+ * then, and before, such a run went on — its running tool to its end, its result stored, the
+ * model called again — until its next tool's start was refused (test/cancel-redis-away.test.ts).
+ * Sent at each scan while they run; a worker aborts a run once, whatever it hears again.
  */
 import type { Logger } from "pino";
 import type { FleetMetrics } from "../shared/metrics.js";
@@ -11,13 +18,18 @@ import { QUEUES, type RunQueues } from "../shared/queues.js";
 import type { QueuedRun, SweepQueries } from "./sweep-queries.js";
 
 export type LeftoverDeps = {
-  sweeps: Pick<SweepQueries, "endCancelledLeftovers">;
+  sweeps: Pick<SweepQueries, "endCancelledLeftovers" | "cancelledStillRunning">;
   queues: Pick<RunQueues, "getJob">;
   metrics: Pick<FleetMetrics, "runs">;
   log: Pick<Logger, "warn">;
   /** Writes a run's RUN_COMPLETED (contracts §7). Absent: no events. */
   runEnded?: (sessionId: string, runId: string, outcome: "cancelled") => Promise<void>;
+  /** Asks the workers to abort these runs of these sessions (worker-signals.ts `cancelChannel`). Absent: not asked again. */
+  cancelSignal?: (sessionIds: string[], runIds: string[]) => Promise<void>;
 };
+
+/** How long after its cancel a run it found running may still run before it is signalled again. */
+const RESIGNAL_AFTER_MS = 2_000;
 
 /**
  * Ends the leftovers among one page of the queued runs older than `olderThanMs` (at most
@@ -33,7 +45,11 @@ export class CancelledLeftovers {
     private readonly limit = 500,
   ) {}
 
+  /** Runs whose cancel this sweeper signalled again (logged once each), of its last look. */
+  private resignalled = new Set<string>();
+
   async scan(): Promise<number> {
+    await this.resignal();
     const { deps } = this;
     const { ended, next } = await deps.sweeps.endCancelledLeftovers(this.olderThanMs, this.limit, this.after);
     this.after = next;
@@ -53,5 +69,35 @@ export class CancelledLeftovers {
       await deps.runEnded?.(run.session_id, run.id, "cancelled").catch(() => {});
     }
     return ended.length;
+  }
+
+  /** Sends the cancel's signal again for the runs it found running that still run. */
+  private async resignal(): Promise<void> {
+    const { deps } = this;
+    if (!deps.cancelSignal) return;
+    const runs = await deps.sweeps.cancelledStillRunning(RESIGNAL_AFTER_MS, this.limit);
+    if (runs.length === 0) {
+      this.resignalled.clear();
+      return;
+    }
+    const sessionIds = [...new Set(runs.map((run) => run.session_id))];
+    // Best effort, as the API's: Redis still away, it is sent at a later scan.
+    const sent = await deps
+      .cancelSignal(
+        sessionIds,
+        runs.map((run) => run.id),
+      )
+      .then(
+        () => true,
+        () => false,
+      );
+    if (!sent) return;
+    const fresh = runs.filter((run) => !this.resignalled.has(run.id)).map((run) => run.id);
+    this.resignalled = new Set(runs.map((run) => run.id));
+    if (fresh.length > 0)
+      deps.log.warn(
+        { runIds: fresh },
+        "runs a cancel found running still run: its signal to the workers was sent again (lost: Redis away?)",
+      );
   }
 }

@@ -154,6 +154,19 @@ export class SweepQueries {
     return { ended, ...(row && row.read >= limit && last ? { next: last } : {}) };
   }
 
+  /**
+   * Runs a cancel found running (`sessions.cancelled_runs`, batch-cancel.ts) that still run
+   * `ms` after it (Postgres's clock), at most `limit`: their signal to the workers was lost
+   * (cancelled-leftovers.ts). Read through the index of unfinished runs: as many as run now.
+   */
+  async cancelledStillRunning(ms: number, limit: number): Promise<{ id: string; session_id: string }[]> {
+    return this.database.sql<{ id: string; session_id: string }[]>`
+      select r.id, r.session_id from runs r join sessions s on s.id = r.session_id
+       where r.status = 'running' and r.id = any(s.cancelled_runs)
+         and s.cancelled_at < now() - make_interval(secs => ${ms / 1000})
+       order by s.cancelled_at limit ${limit}`;
+  }
+
   /** Which of these runs are still queued (the rest started since they were read). */
   async stillQueued(runIds: readonly string[]): Promise<string[]> {
     if (runIds.length === 0) return [];

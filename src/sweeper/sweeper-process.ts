@@ -25,7 +25,7 @@ import { DataDeletion } from "../shared/store/data-deletion.js";
 import { IDEMPOTENCY_PRUNE_PAGE, IdempotencyStore } from "../shared/store/idempotency.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { WebhookSecretGenerations } from "../shared/store/webhook-secret-generations.js";
-import { eventsChannel } from "../shared/worker-signals.js";
+import { eventsChannel, publishCancel } from "../shared/worker-signals.js";
 import { BatchEnds, startWebhookWorker } from "./batch-ends.js";
 import { CancelledLeftovers } from "./cancelled-leftovers.js";
 import { sweeperName } from "./liveness.js";
@@ -106,7 +106,9 @@ export async function startSweeper(
     name,
     signal: halt.signal,
   });
-  const leftovers = new CancelledLeftovers({ sweeps, queues, metrics, log, runEnded });
+  const cancelSignal = (sessionIds: string[], runIds: string[]) =>
+    publishCancel(redis, config.prefix, sessionIds, runIds);
+  const leftovers = new CancelledLeftovers({ sweeps, queues, metrics, log, runEnded, cancelSignal });
   // Batches (contracts §9): ends noticed on each wide scan; webhooks delivered on a
   // connection of their own (batch-ends.ts says why here).
   const batchStore = new BatchStore(database);

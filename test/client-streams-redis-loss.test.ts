@@ -12,7 +12,7 @@
 import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient, FleetEvent } from "../src/producer/client.js";
-import { nothingYielded, yieldedBefore } from "../src/producer/stream-reread.js";
+import { messageGap, nothingYielded, yieldedBefore } from "../src/producer/stream-reread.js";
 import type { RunningSweeper } from "../src/sweeper/sweeper-process.js";
 import type { FleetEnv } from "./support/fleet-env.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
@@ -82,6 +82,21 @@ describe("the client's run and batch streams when Redis restarts empty under the
       false,
       false,
     ]);
+  });
+
+  it("pure rule: a message past the one after the last yielded is a gap (a place trimmed away): the 410 stands", () => {
+    const yielded = nothingYielded();
+    const message = (seq: number) => ({
+      id: "",
+      type: "MESSAGE",
+      data: { type: "MESSAGE", message: { seq } },
+    });
+    // Nothing yielded yet: a run's first message may have any seq.
+    expect(messageGap(yielded, message(7))).toBe(false);
+    yieldedBefore(yielded, message(7));
+    expect([6, 7, 8].map((seq) => messageGap(yielded, message(seq)))).toEqual([false, false, false]);
+    expect(messageGap(yielded, message(9))).toBe(true);
+    expect(messageGap(yielded, { id: "", type: "TOOL_STARTED", data: { type: "TOOL_STARTED" } })).toBe(false);
   });
 
   const restartEmpty = async () => {

@@ -69,6 +69,18 @@ function repeatKey(event: KnownFleetEvent): string | null {
 }
 
 /**
+ * Whether `event`, read again after a 410, is a message past the one after the last yielded:
+ * messages between went with the old stream and are not in the new one (a reader so slow that
+ * its place was trimmed away, rather than a stream written anew from Postgres, which holds
+ * every stored message). The re-read then rejects with that 410, as before, not skip them.
+ */
+export function messageGap(yielded: Yielded, event: FleetEvent): boolean {
+  if (event.type !== "MESSAGE" || yielded.maxSeq === 0) return false;
+  const seq = Number((event.data.message as { seq?: unknown } | undefined)?.seq);
+  return Number.isFinite(seq) && seq > yielded.maxSeq + 1;
+}
+
+/**
  * Whether `event` was yielded already (a re-read brought it again); when not, it is noted in
  * `yielded` as yielded now.
  */

@@ -31,6 +31,9 @@ import { jsonChars, makeState, objectArray, type StateTarget } from "./provider-
 
 const count = reportedTokens;
 
+/** Where items without an `output_index` go: after any index a response would number. */
+const UNNUMBERED = 2 ** 40;
+
 /** Usage of a finished response, or unknown. */
 export function responsesUsage(usage: Partial<ResponseUsage> | null | undefined): Usage | null {
   const input = count(usage?.input_tokens);
@@ -88,8 +91,16 @@ export class ResponsesStreamReader {
   private refused = false;
   /** Characters reported so far of what the state holds: text deltas and reasoning items. */
   private stateChars = 0;
-  private readonly calls: ToolCall[] = [];
+  /**
+   * The calls by `output_index`: an item sent again at its index (a replayed event) is one call,
+   * not a second run of its tool, and items finished out of order still give the calls in the
+   * order of the response's `output` — the order the state's `function_call` items pair with
+   * the step's calls when the history goes back (openai-responses-request.ts).
+   */
+  private readonly calls = new Map<number, ToolCall>();
   private readonly items = new Map<number, Record<string, unknown>>();
+  /** Items that came without an `output_index` (indexOf). */
+  private unnumbered = 0;
 
   constructor(private readonly target: StateTarget) {}
 
@@ -119,9 +130,11 @@ export class ResponsesStreamReader {
         };
       case "response.output_item.done": {
         const item = event.item as unknown as Record<string, unknown>;
-        this.items.set(event.output_index, item);
+        const index = this.indexOf(event.output_index);
+        this.items.set(index, item);
+        this.calls.delete(index);
         if (item.type === "function_call" && typeof item.name === "string" && item.name !== "") {
-          this.calls.push({
+          this.calls.set(index, {
             id: typeof item.call_id === "string" && item.call_id ? item.call_id : String(item.id ?? ""),
             name: item.name,
             arguments: parseToolArguments(argumentsText(item.arguments) ?? ""),
@@ -137,15 +150,16 @@ export class ResponsesStreamReader {
       case "response.incomplete": {
         const response = event.response;
         let stopReason: string;
+        const calls = [...this.calls.entries()].sort((a, b) => a[0] - b[0]).map(([, call]) => call);
         if (event.type === "response.incomplete")
           stopReason = fromIncompleteReason(response.incomplete_details?.reason);
-        else stopReason = this.calls.length > 0 ? "tool_use" : this.refused ? "refusal" : "end_turn";
+        else stopReason = calls.length > 0 ? "tool_use" : this.refused ? "refusal" : "end_turn";
         const output = objectArray(response.output) ?? [...this.sorted()];
         const state = output.some((item) => item.type === "reasoning")
           ? makeState(this.target, { output })
           : undefined;
-        const events: ModelEvent[] = this.calls.map((call) => ({ type: "tool_call", call }));
-        if (this.calls.length > 0) this.output = true;
+        const events: ModelEvent[] = calls.map((call) => ({ type: "tool_call", call }));
+        if (calls.length > 0) this.output = true;
         // The state is the response's own `output`, which may hold more than the stream sent
         // (its calls are counted as calls): the rest is reported before the step is whole.
         const unreported = state ? stateSize(output) - this.stateChars : 0;
@@ -176,6 +190,16 @@ export class ResponsesStreamReader {
       default:
         return { events: [], end: false };
     }
+  }
+
+  /**
+   * An item's place: its `output_index`, or, from a server that sends none (or not a number),
+   * one after every numbered item, in arrival order, so that no item replaces another.
+   */
+  private indexOf(outputIndex: unknown): number {
+    return typeof outputIndex === "number" && Number.isFinite(outputIndex)
+      ? outputIndex
+      : UNNUMBERED + this.unnumbered++;
   }
 
   private sorted(): Record<string, unknown>[] {

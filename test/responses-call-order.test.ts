@@ -1,0 +1,125 @@
+/**
+ * A Responses API stream whose `response.output_item.done` events repeat an item or come out
+ * of their `output_index` order (a proxy that replays an event, a server that finishes its
+ * items in parallel): the step's calls are the response's items, one per `output_index`, in
+ * that order — the order of the step's provider state, which pairs its k-th `function_call`
+ * item with the step's k-th call when the history goes back. Real SDK, real HTTP: a local
+ * server writes the events as given.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { AssistantMessage, Message } from "../src/shared/messages.js";
+import { callModel } from "../src/worker/call-model.js";
+import { OpenAIModel } from "../src/worker/models/openai.js";
+import { buildResponsesBody } from "../src/worker/models/openai-responses-request.js";
+
+let server: Server;
+let url = "";
+let body = "";
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+});
+afterAll(async () => new Promise<void>((resolve) => server.close(() => resolve())));
+
+function sse(events: Record<string, unknown>[]): string {
+  return events.map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join("");
+}
+
+const reasoning = (n: number) => ({
+  type: "reasoning",
+  id: `rs_${n}`,
+  summary: [],
+  encrypted_content: `enc-${n}`,
+});
+const call = (n: number) => ({
+  type: "function_call",
+  id: `fc_${n}`,
+  call_id: `call_${n}`,
+  name: `tool_${n}`,
+  arguments: JSON.stringify({ n }),
+  status: "completed",
+});
+
+function done(index: number, item: Record<string, unknown>) {
+  return { type: "response.output_item.done", output_index: index, item };
+}
+
+function completed(output: Record<string, unknown>[]) {
+  return {
+    type: "response.completed",
+    response: { id: "resp_1", status: "completed", output, usage: { input_tokens: 10, output_tokens: 5 } },
+  };
+}
+
+function model() {
+  return new OpenAIModel(
+    { provider: "openai", model: "o4-test", baseUrl: url, api: "responses" },
+    { apiKey: "k" },
+  );
+}
+
+async function step(): Promise<AssistantMessage> {
+  const history: Message[] = [{ role: "user", content: "go" }];
+  const result = await callModel(
+    model(),
+    { sessionId: "s", history, tools: [], signal: new AbortController().signal },
+    { sleep: async () => {} },
+  );
+  if (!result.ok) throw new Error(result.error);
+  return result.message;
+}
+
+describe("Responses API: the output items of a step", () => {
+  it("a function_call item sent twice at one output_index is one call (the tool is not run twice)", async () => {
+    const output = [reasoning(0), call(1)];
+    body = sse([done(0, reasoning(0)), done(1, call(1)), done(1, call(1)), completed(output)]);
+    const message = await step();
+    expect(message.toolCalls?.map((c) => c.id)).toEqual(["call_1"]);
+  });
+
+  it("items finished out of their order give the calls in output_index order, each replayed with its own item", async () => {
+    const output = [reasoning(0), call(1), reasoning(2), call(3)];
+    body = sse([
+      done(2, reasoning(2)),
+      done(3, call(3)),
+      done(0, reasoning(0)),
+      done(1, call(1)),
+      completed(output),
+    ]);
+    const message = await step();
+    expect(message.toolCalls?.map((c) => c.id)).toEqual(["call_1", "call_3"]);
+    const history: Message[] = [
+      { role: "user", content: "go" },
+      message,
+      { role: "tool", toolCallId: "call_1", name: "tool_1", content: "one", success: true },
+      { role: "tool", toolCallId: "call_3", name: "tool_3", content: "three", success: true },
+    ];
+    const sent = buildResponsesBody(
+      { model: "o4-test" },
+      { sessionId: "s", history, tools: [], signal: new AbortController().signal },
+      model().target,
+    ).input as unknown as Record<string, unknown>[];
+    const calls = sent.filter((item) => item.type === "function_call");
+    expect(calls.map((item) => [item.id, item.call_id, item.arguments])).toEqual([
+      ["fc_1", "call_1", JSON.stringify({ n: 1 })],
+      ["fc_3", "call_3", JSON.stringify({ n: 3 })],
+    ]);
+  });
+
+  it("items sent without an output_index are each kept, in the order they came", async () => {
+    const noIndex = (item: Record<string, unknown>) => ({ type: "response.output_item.done", item });
+    body = sse([noIndex(call(1)), noIndex(call(2)), completed([call(1), call(2)])]);
+    const message = await step();
+    expect(message.toolCalls?.map((c) => c.id)).toEqual(["call_1", "call_2"]);
+  });
+});

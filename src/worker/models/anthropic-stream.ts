@@ -51,6 +51,13 @@ export async function* readAnthropicStream(
   /** Every block of the step by index, as the API sent it (for `providerState`). */
   const blocks = new Map<number, Record<string, unknown>>();
   const toolBlocks = new Map<number, { id: string; name: string; json: string; input: unknown }>();
+  /**
+   * Indexes whose block has stopped. An index is a block's place in the message: a block sent
+   * again there (a proxy replaying events) is ignored, or its tool call ran twice. A stop for
+   * an index that never started marks nothing.
+   */
+  const started = new Set<number>();
+  const stopped = new Set<number>();
   type ReportedUsage = {
     input_tokens?: number | null;
     output_tokens?: number | null;
@@ -92,6 +99,8 @@ export async function* readAnthropicStream(
           break;
         }
         case "content_block_start": {
+          if (stopped.has(event.index)) break;
+          started.add(event.index);
           const block = event.content_block;
           if (block.type === "text") {
             blocks.set(event.index, { type: "text", text: block.text ?? "" });
@@ -121,6 +130,7 @@ export async function* readAnthropicStream(
           break;
         }
         case "content_block_delta": {
+          if (stopped.has(event.index)) break;
           const delta = event.delta;
           const block = blocks.get(event.index);
           if (delta.type === "text_delta" && delta.text) {
@@ -146,6 +156,8 @@ export async function* readAnthropicStream(
           break;
         }
         case "content_block_stop": {
+          if (!started.has(event.index) || stopped.has(event.index)) break;
+          stopped.add(event.index);
           const block = toolBlocks.get(event.index);
           if (block) {
             toolBlocks.delete(event.index);

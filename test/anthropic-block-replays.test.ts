@@ -1,0 +1,113 @@
+/**
+ * A Messages API stream that sends one content block again at its index (a proxy replaying
+ * events): a `tool_use` block opened, streamed and stopped twice at one index is one call, as
+ * a block's index is its place in the message — its tool must not run twice. Real SDK, real
+ * HTTP: a local server writes the events as given.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { AssistantMessage } from "../src/shared/messages.js";
+import { callModel } from "../src/worker/call-model.js";
+import { AnthropicModel } from "../src/worker/models/anthropic.js";
+
+let server: Server;
+let url = "";
+let body = "";
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(async () => new Promise<void>((resolve) => server.close(() => resolve())));
+
+function sse(events: Record<string, unknown>[]): string {
+  return events.map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join("");
+}
+
+const start = {
+  type: "message_start",
+  message: {
+    id: "msg_1",
+    type: "message",
+    role: "assistant",
+    model: "claude-test",
+    content: [],
+    stop_reason: null,
+    usage: { input_tokens: 10, output_tokens: 1 },
+  },
+};
+const end = [
+  { type: "message_delta", delta: { stop_reason: "tool_use" }, usage: { output_tokens: 20 } },
+  { type: "message_stop" },
+];
+
+function toolBlock(index: number, id: string, args: string) {
+  return [
+    { type: "content_block_start", index, content_block: { type: "tool_use", id, name: "write", input: {} } },
+    { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: args } },
+    { type: "content_block_stop", index },
+  ];
+}
+
+async function step(): Promise<AssistantMessage> {
+  const model = new AnthropicModel(
+    { provider: "anthropic", model: "claude-test", baseUrl: url },
+    { apiKey: "k" },
+  );
+  const result = await callModel(
+    model,
+    {
+      sessionId: "s",
+      history: [{ role: "user", content: "go" }],
+      tools: [],
+      signal: new AbortController().signal,
+    },
+    { sleep: async () => {} },
+  );
+  if (!result.ok) throw new Error(result.error);
+  return result.message;
+}
+
+describe("Anthropic: a content block sent again at its index", () => {
+  it("a tool_use block replayed whole at its index is one call", async () => {
+    body = sse([
+      start,
+      ...toolBlock(0, "toolu_1", '{"f":"a"}'),
+      ...toolBlock(0, "toolu_1", '{"f":"a"}'),
+      ...end,
+    ]);
+    const message = await step();
+    expect(message.toolCalls).toEqual([{ id: "toolu_1", name: "write", arguments: { f: "a" } }]);
+  });
+
+  it("a text block's events replayed after its stop are not its text again", async () => {
+    const text = [
+      { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+      { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Writing." } },
+      { type: "content_block_stop", index: 0 },
+    ];
+    body = sse([start, ...text, ...text, ...toolBlock(1, "toolu_1", '{"f":"a"}'), ...end]);
+    const message = await step();
+    expect(message.content).toBe("Writing.");
+    expect(message.toolCalls).toHaveLength(1);
+  });
+
+  it("a stop for an index that never started does not keep its block out", async () => {
+    body = sse([
+      start,
+      { type: "content_block_stop", index: 0 },
+      ...toolBlock(0, "toolu_1", '{"f":"a"}'),
+      ...end,
+    ]);
+    const message = await step();
+    expect(message.toolCalls).toEqual([{ id: "toolu_1", name: "write", arguments: { f: "a" } }]);
+  });
+});

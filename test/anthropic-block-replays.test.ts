@@ -110,4 +110,16 @@ describe("Anthropic: a content block sent again at its index", () => {
     const message = await step();
     expect(message.toolCalls).toEqual([{ id: "toolu_1", name: "write", arguments: { f: "a" } }]);
   });
+
+  it("a tool_use block still open at message_stop makes the step cut, not a whole step without its call", async () => {
+    const text = [
+      { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+      { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Writing." } },
+      { type: "content_block_stop", index: 0 },
+    ];
+    body = sse([start, ...text, ...toolBlock(1, "toolu_1", '{"f":"a"}').slice(0, 2), ...end]);
+    const message = await step();
+    expect(message).toMatchObject({ content: "Writing.", stopReason: "interrupted" });
+    expect(message.toolCalls).toBeUndefined();
+  });
 });

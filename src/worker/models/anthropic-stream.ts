@@ -3,8 +3,8 @@
  * provider (anthropic.ts).
  *
  * Text deltas are yielded as they arrive; a tool call is yielded whole once its block stops; `message_stop` yields `done` with the normalised stop
- * reason and the usage. Only `message_stop` makes a step whole (§6): a stream that ends or
- * breaks before it — even after `message_delta` carried the stop reason — ends without `done`
+ * reason and the usage. Only `message_stop` makes a step whole (§6), with no tool_use block
+ * left open: a stream that ends or breaks before it — even after `message_delta` — ends without `done`
  * after output (the runtime records `interrupted` and keeps the partial text); one that breaks
  * before any output throws a retryable ProviderError, since nothing reached the caller and a
  * retry is safe. Usage is what `message_start`/`message_delta` reported (input counts cache
@@ -51,11 +51,8 @@ export async function* readAnthropicStream(
   /** Every block of the step by index, as the API sent it (for `providerState`). */
   const blocks = new Map<number, Record<string, unknown>>();
   const toolBlocks = new Map<number, { id: string; name: string; json: string; input: unknown }>();
-  /**
-   * Indexes whose block has stopped. An index is a block's place in the message: a block sent
-   * again there (a proxy replaying events) is ignored, or its tool call ran twice. A stop for
-   * an index that never started marks nothing.
-   */
+  // Indexes whose block started / stopped. An index is a block's place in the message: a block
+  // sent again there (a proxy replaying events) is ignored, or its tool call ran twice.
   const started = new Set<number>();
   const stopped = new Set<number>();
   type ReportedUsage = {
@@ -183,6 +180,11 @@ export async function* readAnthropicStream(
           // Without a stop reason the step is not known to be whole: treat it as a break.
           if (!stopReason) {
             broken(output, request, fail, "the stream ended without a stop reason");
+            return;
+          }
+          // A tool_use block that never stopped: the step is not whole (stored whole, its call was lost).
+          if (toolBlocks.size > 0) {
+            broken(output, request, fail, "a tool_use block was still open at message_stop");
             return;
           }
           yield {

@@ -118,8 +118,38 @@ describe("Responses API: the output items of a step", () => {
 
   it("items sent without an output_index are each kept, in the order they came", async () => {
     const noIndex = (item: Record<string, unknown>) => ({ type: "response.output_item.done", item });
-    body = sse([noIndex(call(1)), noIndex(call(2)), completed([call(1), call(2)])]);
+    const added = (item: Record<string, unknown>) => ({ type: "response.output_item.added", item });
+    body = sse([
+      added(call(1)),
+      noIndex(call(1)),
+      added(call(2)),
+      noIndex(call(2)),
+      completed([call(1), call(2)]),
+    ]);
     const message = await step();
     expect(message.toolCalls?.map((c) => c.id)).toEqual(["call_1", "call_2"]);
+  });
+
+  it("a function_call item added but never done when the response completes makes the step cut, not whole without its call", async () => {
+    const text = {
+      type: "message",
+      id: "msg_0",
+      role: "assistant",
+      content: [{ type: "output_text", text: "Writing." }],
+    };
+    body = sse([
+      { type: "response.output_text.delta", output_index: 0, delta: "Writing." },
+      done(0, text),
+      {
+        type: "response.output_item.added",
+        output_index: 1,
+        item: { ...call(1), arguments: "", status: "in_progress" },
+      },
+      { type: "response.function_call_arguments.delta", output_index: 1, delta: '{"n":1}' },
+      completed([text, call(1)]),
+    ]);
+    const message = await step();
+    expect(message).toMatchObject({ content: "Writing.", stopReason: "interrupted" });
+    expect(message.toolCalls).toBeUndefined();
   });
 });

@@ -7,8 +7,9 @@
  *
  * Stream → events: `response.output_text.delta` and `response.refusal.delta` are text;
  * `response.output_item.done` brings whole function calls (yielded once the response has
- * finished) and the items of the state. The step is whole only with `response.completed`
- * (stop `end_turn`, `tool_use` with calls, `refusal` after a refusal) or
+ * finished; one per `output_index`, in that order) and the items of the state. The step is
+ * whole only with `response.completed` and no function call added but not done (stop
+ * `end_turn`, `tool_use` with calls, `refusal` after a refusal) or
  * `response.incomplete` (`max_output_tokens` → `max_output`, `content_filter` → `refusal`,
  * another reason verbatim). A stream that ends or breaks before either is cut: after output it
  * ends without `done` (the runtime records `interrupted`), before any it fails retryably.
@@ -99,6 +100,8 @@ export class ResponsesStreamReader {
    */
   private readonly calls = new Map<number, ToolCall>();
   private readonly items = new Map<number, Record<string, unknown>>();
+  /** Function calls added (`output_item.added`) and not done yet, by `output_index`. */
+  private readonly openCalls = new Set<number>();
   /** Items that came without an `output_index` (indexOf). */
   private unnumbered = 0;
 
@@ -128,11 +131,20 @@ export class ResponsesStreamReader {
               : [],
           end: false,
         };
+      case "response.output_item.added":
+        // Only a numbered one: a server that numbers none is told by nothing which done is its.
+        if (
+          (event.item as { type?: unknown } | null)?.type === "function_call" &&
+          typeof event.output_index === "number"
+        )
+          this.openCalls.add(event.output_index);
+        return { events: [], end: false };
       case "response.output_item.done": {
         const item = event.item as unknown as Record<string, unknown>;
         const index = this.indexOf(event.output_index);
         this.items.set(index, item);
         this.calls.delete(index);
+        this.openCalls.delete(index);
         if (item.type === "function_call" && typeof item.name === "string" && item.name !== "") {
           this.calls.set(index, {
             id: typeof item.call_id === "string" && item.call_id ? item.call_id : String(item.id ?? ""),
@@ -148,6 +160,10 @@ export class ResponsesStreamReader {
       }
       case "response.completed":
       case "response.incomplete": {
+        // A call added but never done: its call is not known, so the step is not whole (stored
+        // whole, it read as answered, its call lost). Cut there (openai.ts: interrupted, or retried).
+        if (event.type === "response.completed" && this.openCalls.size > 0)
+          throw new Error("a function_call item was still open when the response completed");
         const response = event.response;
         let stopReason: string;
         const calls = [...this.calls.entries()].sort((a, b) => a[0] - b[0]).map(([, call]) => call);

@@ -122,4 +122,15 @@ describe("Anthropic: a content block sent again at its index", () => {
     expect(message).toMatchObject({ content: "Writing.", stopReason: "interrupted" });
     expect(message.toolCalls).toBeUndefined();
   });
+
+  it("a tool_use block still open when max_tokens stopped the model leaves the step max_output, its call not run", async () => {
+    const cut = [
+      { type: "message_delta", delta: { stop_reason: "max_tokens" }, usage: { output_tokens: 20 } },
+      { type: "message_stop" },
+    ];
+    body = sse([start, ...toolBlock(0, "toolu_1", '{"f":"a').slice(0, 2), ...cut]);
+    const message = await step();
+    expect(message.stopReason).toBe("max_output");
+    expect(message.toolCalls).toBeUndefined();
+  });
 });

@@ -25,7 +25,7 @@
 import { APIConnectionError, APIError } from "@anthropic-ai/sdk";
 import type { RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages";
 import { isStorableText, type ProviderState, type ToolCall, type Usage } from "../../shared/messages.js";
-import { fromAnthropicStopReason } from "../../shared/stop-reasons.js";
+import { fromAnthropicStopReason, isNormalStop } from "../../shared/stop-reasons.js";
 import { reportedTokens } from "../../shared/usage.js";
 import { classifyAnthropicError } from "./anthropic-errors.js";
 import { type AnthropicModelConfig, anthropicTarget } from "./anthropic-request.js";
@@ -182,8 +182,9 @@ export async function* readAnthropicStream(
             broken(output, request, fail, "the stream ended without a stop reason");
             return;
           }
-          // A tool_use block that never stopped: the step is not whole (stored whole, its call was lost).
-          if (toolBlocks.size > 0) {
+          // A tool_use block that never stopped: a step whose calls would run is not whole
+          // (stored so, its call was lost). One cut by max_tokens runs none: it stays max_output.
+          if (toolBlocks.size > 0 && isNormalStop(fromAnthropicStopReason(stopReason))) {
             broken(output, request, fail, "a tool_use block was still open at message_stop");
             return;
           }

@@ -5,7 +5,10 @@
  * so a connection closed right after the `finish_reason` chunk would look like a whole
  * response. resume-semantics.md §6 says a stream that did not finish is `interrupted`; to
  * tell the two apart the body is passed through this watcher on its way to the SDK's parser.
- * The bytes are not changed or buffered; only the first bytes of each line are looked at.
+ * The bytes are not changed or buffered; only the first bytes of each line are looked at. The
+ * body ends with the chunk that completes the `[DONE]` line: the SDK reads on past `[DONE]` until the server
+ * closes the body, so a server that left it open (a proxy holding the connection) held the
+ * finished step until the idle limit cut it, stored `interrupted` (test/sse-done-open.test.ts).
  */
 
 /** `data:` + optional space + `[DONE]`, as the SDK's SSE decoder reads a data line. */
@@ -34,13 +37,16 @@ export function watchForDone(response: Response): DoneWatch {
   };
   const watcher = new TransformStream<Uint8Array, Uint8Array>({
     transform(chunk, controller) {
-      if (!done) {
-        for (const byte of chunk) {
-          if (byte === LF || byte === CR) endLine();
-          else if (line.length < PREFIX_BYTES) line.push(byte);
-        }
+      for (const byte of chunk) {
+        if (byte === LF || byte === CR) endLine();
+        else if (line.length < PREFIX_BYTES) line.push(byte);
+        if (done) break;
       }
       controller.enqueue(chunk);
+      // The response is whole: the body ends with this chunk for the SDK (which skips what
+      // follows `[DONE]`), which would otherwise read on until the server closed it — for
+      // ever, from one that leaves it open.
+      if (done) controller.terminate();
     },
     flush() {
       endLine();

@@ -37,7 +37,7 @@ import {
   type ProviderKey,
   providerError,
 } from "./provider.js";
-import { customHeaderOverrides, guardedFetch, hostOf } from "./transport.js";
+import { anthropicHeaderOverrides, guardedFetch, hostOf } from "./transport.js";
 
 export { parseToolInput } from "./anthropic-stream.js";
 
@@ -95,9 +95,9 @@ export class AnthropicModel implements ModelProvider {
         authToken: null,
         webhookKey: null,
         baseURL,
-        // ANTHROPIC_CUSTOM_HEADERS has no option: its headers are cancelled one by one. The
-        // SDK sends the key as `Authorization: Bearer`.
-        defaultHeaders: customHeaderOverrides("ANTHROPIC_CUSTOM_HEADERS", `Bearer ${apiKey}`),
+        // ANTHROPIC_CUSTOM_HEADERS has no option: its headers are cancelled one by one, each
+        // left to the SDK's own value if it sends one (it sends the key as `Authorization: Bearer`).
+        defaultHeaders: anthropicHeaderOverrides(),
         // Only to the base URL's origin, never following a redirect (transport.ts).
         fetch: guardedFetch(baseURL, this.info),
         // No spans and no trace context sent along (nor ANTHROPIC_OPEN_TELEMETRY* read).

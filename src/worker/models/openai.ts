@@ -247,7 +247,7 @@ export class OpenAIModel implements ModelProvider {
         project: null,
         webhookSecret: null,
         // OPENAI_CUSTOM_HEADERS has no option: its headers are cancelled one by one.
-        defaultHeaders: customHeaderOverrides("OPENAI_CUSTOM_HEADERS", `Bearer ${apiKey}`),
+        defaultHeaders: customHeaderOverrides(`Bearer ${apiKey}`),
         // Only to the base URL's origin, never following a redirect (transport.ts).
         fetch: guardedFetch(baseURL, this.info),
         // The runtime retries (call-model.ts), only before output; the SDK must not.

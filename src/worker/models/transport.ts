@@ -13,9 +13,10 @@
  *   same way, before anything is sent.
  * - Headers from the environment (`OPENAI_CUSTOM_HEADERS`, `ANTHROPIC_CUSTOM_HEADERS`, which
  *   the SDKs read by themselves and have no option to ignore) are cancelled by explicit
- *   `defaultHeaders` (`customHeaderOverrides`): every header such a variable names is left
- *   out of every request — except `Authorization`, which is set to exactly what the SDK
- *   itself would send (`Bearer <the route's key or the placeholder>`).
+ *   `defaultHeaders` (`customHeaderOverrides`, `anthropicHeaderOverrides`): no value such a
+ *   variable holds is sent. A header it names goes as the SDK sends it itself, or not at all:
+ *   `Authorization` is exactly `Bearer <the route's key or the placeholder>`, Anthropic's
+ *   `anthropic-version` the SDK's.
  * - A body reaches the SDK in whole lines, none longer than 64 MiB (sse-lines.ts).
  * - Host names are looked up off libuv's thread pool, within a time limit (`providerFetch`,
  *   dns-lookup.ts): a model host whose DNS never answers no longer holds the pool's threads.
@@ -132,26 +133,45 @@ export function refusedByTransport(error: unknown): ProviderError | undefined {
   return cause instanceof ProviderError ? cause : undefined;
 }
 
+/** The header names a `*_CUSTOM_HEADERS` value holds (`Name: value` lines, as the SDKs parse it), HTTP tokens only. */
+function customHeaderNames(value: string | undefined): string[] {
+  const names: string[] = [];
+  for (const line of value?.trim().split("\n") ?? []) {
+    const colon = line.indexOf(":");
+    if (colon < 0) continue;
+    const name = line.slice(0, colon).trim();
+    if (HTTP_TOKEN.test(name)) names.push(name);
+  }
+  return names;
+}
+
 /**
- * `defaultHeaders` cancelling what a `*_CUSTOM_HEADERS` variable of `env` would add (the SDKs
- * parse it as `Name: value` lines): each name it holds maps to `null` (the header is not
- * sent), `Authorization` to `authorization` (what the SDK sends itself). Names the SDKs would
- * refuse anyway (not an HTTP token) are left out: the SDK reports them.
+ * `defaultHeaders` cancelling what OPENAI_CUSTOM_HEADERS in `env` would add (the SDK merges the
+ * variable's headers under these): each name it holds maps to `null` (the header is not sent),
+ * `Authorization` to `authorization` (what the SDK sends itself). Names the SDK would refuse
+ * anyway (not an HTTP token) are left out: the SDK reports them.
  */
 export function customHeaderOverrides(
-  variable: "OPENAI_CUSTOM_HEADERS" | "ANTHROPIC_CUSTOM_HEADERS",
   authorization: string,
   env: Readonly<Record<string, string | undefined>> = process.env,
 ): Record<string, string | null> {
   const overrides: Record<string, string | null> = {};
-  const value = env[variable]?.trim();
-  if (!value) return overrides;
-  for (const line of value.split("\n")) {
-    const colon = line.indexOf(":");
-    if (colon < 0) continue;
-    const name = line.slice(0, colon).trim();
-    if (!HTTP_TOKEN.test(name)) continue;
+  for (const name of customHeaderNames(env.OPENAI_CUSTOM_HEADERS))
     overrides[name] = name.toLowerCase() === "authorization" ? authorization : null;
-  }
+  return overrides;
+}
+
+/**
+ * `defaultHeaders` cancelling what ANTHROPIC_CUSTOM_HEADERS in `env` would add: each name it
+ * holds maps to `undefined`. That SDK spreads `defaultHeaders` over the variable's headers, so
+ * the name's value is gone, and a header the SDK sends itself (`anthropic-version`, which the
+ * API requires; `Authorization`, the route's key) keeps the SDK's own value — a `null` there
+ * removed it from every request.
+ */
+export function anthropicHeaderOverrides(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Record<string, undefined> {
+  const overrides: Record<string, undefined> = {};
+  for (const name of customHeaderNames(env.ANTHROPIC_CUSTOM_HEADERS)) overrides[name] = undefined;
   return overrides;
 }

@@ -152,4 +152,15 @@ describe("Responses API: the output items of a step", () => {
     expect(message).toMatchObject({ content: "Writing.", stopReason: "interrupted" });
     expect(message.toolCalls).toBeUndefined();
   });
+
+  it("a call added with its output_index and done without one is done", async () => {
+    const { output_index: _, ...doneWithout } = done(0, call(1));
+    body = sse([
+      { type: "response.output_item.added", output_index: 0, item: { ...call(1), arguments: "" } },
+      doneWithout,
+      completed([call(1)]),
+    ]);
+    const message = await step();
+    expect(message).toMatchObject({ stopReason: "tool_use", toolCalls: [{ id: "call_1" }] });
+  });
 });

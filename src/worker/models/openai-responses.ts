@@ -59,6 +59,12 @@ function stateSize(output: readonly Record<string, unknown>[]): number {
   return output.reduce((sum, item) => (item.type === "function_call" ? sum : sum + jsonChars(item)), 0);
 }
 
+/** An item's `call_id`, else its `id` (a string), else undefined. */
+function itemKey(item: unknown): string | undefined {
+  const { call_id, id } = (item ?? {}) as { call_id?: unknown; id?: unknown };
+  return typeof call_id === "string" && call_id ? call_id : typeof id === "string" && id ? id : undefined;
+}
+
 /** `incomplete_details.reason` → normalised stop reason (unknown values verbatim). */
 export function fromIncompleteReason(reason: string | undefined | null): string {
   if (reason === "max_output_tokens") return "max_output";
@@ -100,8 +106,11 @@ export class ResponsesStreamReader {
    */
   private readonly calls = new Map<number, ToolCall>();
   private readonly items = new Map<number, Record<string, unknown>>();
-  /** Function calls added (`output_item.added`) and not done yet, by `output_index`. */
-  private readonly openCalls = new Set<number>();
+  /**
+   * Function calls added (`output_item.added`) and not done yet: `output_index` → the item's
+   * `call_id` or `id`, which a done item matches too (one a server sent without its index).
+   */
+  private readonly openCalls = new Map<number, unknown>();
   /** Items that came without an `output_index` (indexOf). */
   private unnumbered = 0;
 
@@ -137,7 +146,7 @@ export class ResponsesStreamReader {
           (event.item as { type?: unknown } | null)?.type === "function_call" &&
           typeof event.output_index === "number"
         )
-          this.openCalls.add(event.output_index);
+          this.openCalls.set(event.output_index, itemKey(event.item));
         return { events: [], end: false };
       case "response.output_item.done": {
         const item = event.item as unknown as Record<string, unknown>;
@@ -145,6 +154,8 @@ export class ResponsesStreamReader {
         this.items.set(index, item);
         this.calls.delete(index);
         this.openCalls.delete(index);
+        for (const [open, key] of this.openCalls)
+          if (key !== undefined && key === itemKey(item)) this.openCalls.delete(open);
         if (item.type === "function_call" && typeof item.name === "string" && item.name !== "") {
           this.calls.set(index, {
             id: typeof item.call_id === "string" && item.call_id ? item.call_id : String(item.id ?? ""),

@@ -133,4 +133,19 @@ describe("Anthropic: a content block sent again at its index", () => {
     expect(message.stopReason).toBe("max_output");
     expect(message.toolCalls).toBeUndefined();
   });
+
+  it("a text delta that comes after its block's stop, with no block sent again, is still the step's text", async () => {
+    body = sse([
+      start,
+      { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+      { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Writing" } },
+      { type: "content_block_stop", index: 0 },
+      { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: " now." } },
+      ...toolBlock(1, "toolu_1", '{"f":"a"}'),
+      ...end,
+    ]);
+    const message = await step();
+    expect(message.content).toBe("Writing now.");
+    expect(message.toolCalls).toHaveLength(1);
+  });
 });

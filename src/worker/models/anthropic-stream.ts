@@ -2,12 +2,11 @@
  * The Messages API's raw stream events → events (resume-semantics.md §6), for the Anthropic
  * provider (anthropic.ts).
  *
- * Text deltas are yielded as they arrive; a tool call is yielded whole once its block stops; `message_stop` yields `done` with the normalised stop
- * reason and the usage. Only `message_stop` makes a step whole (§6), with no tool_use block
- * left open: a stream that ends or breaks before it — even after `message_delta` — ends without `done`
- * after output (the runtime records `interrupted` and keeps the partial text); one that breaks
- * before any output throws a retryable ProviderError, since nothing reached the caller and a
- * retry is safe. Usage is what `message_start`/`message_delta` reported (input counts cache
+ * Text deltas are yielded as they arrive; a tool call whole once its block stops; `message_stop`
+ * `done` with the normalised stop reason and the usage. Only `message_stop` makes a step whole
+ * (§6), with no tool_use block open: a stream that ends or breaks before it (even after
+ * `message_delta`) ends without `done` after output (`interrupted`, partial text kept), and
+ * throws a retryable ProviderError before any (nothing reached the caller). Usage is what `message_start`/`message_delta` reported (input counts cache
  * reads and writes); when they did not report both counts it is `null`, unknown. Cache reads and
  * writes (`cache_read_input_tokens`, `cache_creation_input_tokens`) are `cacheReadTokens` /
  * `cacheWriteTokens`, `output_tokens_details.thinking_tokens` is `reasoningTokens`.
@@ -15,12 +14,10 @@
  * Thinking (contracts §13): `thinking` and `redacted_thinking` blocks are assembled from their
  * deltas (`thinking_delta`, `signature_delta`) and, with the step's text and tool_use blocks
  * in stream order, become the step's `providerState` (provider-state.ts) — only on a whole
- * step (`message_stop`), and only when the step has thinking. Their characters (thinking,
- * signatures, redacted data) are reported as they arrive as `kept` progress, so the output
- * bound holds for them as for text (model-attempt.ts). A thinking block without a
- * signature (no `signature_delta` came), or with a NUL or lone surrogate that storing would
- * replace, is left out: the API refuses it back. The request side: replay in
- * anthropic-messages.ts, thinking settings and cache breakpoints in anthropic-request.ts.
+ * step (`message_stop`), and only when the step has thinking. Their characters are `kept`
+ * progress as they arrive, so the output bound holds for them as for text (model-attempt.ts).
+ * A thinking block without a signature (no `signature_delta` came), or with a NUL or lone
+ * surrogate that storing would replace, is left out: the API refuses it back.
  */
 import { APIConnectionError, APIError } from "@anthropic-ai/sdk";
 import type { RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages";
@@ -51,10 +48,10 @@ export async function* readAnthropicStream(
   /** Every block of the step by index, as the API sent it (for `providerState`). */
   const blocks = new Map<number, Record<string, unknown>>();
   const toolBlocks = new Map<number, { id: string; name: string; json: string; input: unknown }>();
-  // Indexes whose block started / stopped. An index is a block's place in the message: a block
-  // sent again there (a proxy replaying events) is ignored, or its tool call ran twice.
-  const started = new Set<number>();
-  const stopped = new Set<number>();
+  // Indexes whose block started / stopped / is sent again. An index is a block's place in the
+  // message: a block sent again there (a proxy replaying events: its start, deltas and stop) is
+  // ignored, or its tool call ran twice.
+  const [started, stopped, replayed] = [new Set<number>(), new Set<number>(), new Set<number>()];
   type ReportedUsage = {
     input_tokens?: number | null;
     output_tokens?: number | null;
@@ -96,7 +93,8 @@ export async function* readAnthropicStream(
           break;
         }
         case "content_block_start": {
-          if (stopped.has(event.index)) break;
+          // A stopped block sent again: ignored until its stop.
+          if (stopped.has(event.index) && replayed.add(event.index)) break;
           started.add(event.index);
           const block = event.content_block;
           if (block.type === "text") {
@@ -127,7 +125,7 @@ export async function* readAnthropicStream(
           break;
         }
         case "content_block_delta": {
-          if (stopped.has(event.index)) break;
+          if (replayed.has(event.index)) break;
           const delta = event.delta;
           const block = blocks.get(event.index);
           if (delta.type === "text_delta" && delta.text) {
@@ -153,6 +151,7 @@ export async function* readAnthropicStream(
           break;
         }
         case "content_block_stop": {
+          replayed.delete(event.index);
           if (!started.has(event.index) || stopped.has(event.index)) break;
           stopped.add(event.index);
           const block = toolBlocks.get(event.index);

@@ -15,7 +15,7 @@ import {
   retryableStatus,
   streamErrorRetryable,
 } from "./provider.js";
-import { refusedByTransport } from "./transport.js";
+import { refusedByTransport, transportExtra } from "./transport.js";
 
 /** A 400 (or 413) whose message says the prompt does not fit the context window. */
 const CONTEXT_FULL_TEXT =
@@ -29,8 +29,9 @@ export function classifyAnthropicError(error: unknown, fail: ProviderFail): Fail
   if (error instanceof APIUserAbortError) return fail("the request was aborted", false);
   if (error instanceof APIConnectionError) {
     // A redirect, or a request for another origin, refused by the transport: non-retryable.
+    // Its words may quote the server (a JSON error body): scrubbed of keys like any error.
     const refused = refusedByTransport(error);
-    if (refused) return refused;
+    if (refused) return fail(refused.message, refused.retryable, transportExtra(refused));
     const cause = error.cause instanceof Error ? `: ${error.cause.message}` : "";
     return fail(`anthropic: ${error.message}${cause}`, true);
   }

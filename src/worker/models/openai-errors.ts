@@ -19,7 +19,7 @@ import {
   retryAfterMs,
   streamErrorRetryable,
 } from "./provider.js";
-import { refusedByTransport } from "./transport.js";
+import { refusedByTransport, transportExtra } from "./transport.js";
 
 export const CONTEXT_LENGTH_PATTERN =
   /context_length_exceeded|maximum context length|context length|context window|context size|too many tokens|prompt is too long|input is too long/i;
@@ -60,8 +60,9 @@ export function openaiProviderError(error: unknown, inStream: boolean, fail: Pro
   if (error instanceof APIUserAbortError) return fail("openai: the request was cancelled", false);
   if (error instanceof APIConnectionError) {
     // A redirect, or a request for another origin, refused by the transport: non-retryable.
+    // Its words may quote the server (a JSON error body): scrubbed of keys like any error.
     const refused = refusedByTransport(error);
-    if (refused) return refused;
+    if (refused) return fail(refused.message, refused.retryable, transportExtra(refused));
     const cause = (error as { cause?: unknown }).cause;
     const detail = cause instanceof Error && cause.message ? ` (${cause.message})` : "";
     return fail(`openai: ${error.message}${detail}`, true);

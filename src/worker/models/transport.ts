@@ -17,13 +17,15 @@
  *   variable holds is sent. A header it names goes as the SDK sends it itself, or not at all:
  *   `Authorization` is exactly `Bearer <the route's key or the placeholder>`, Anthropic's
  *   `anthropic-version` the SDK's.
- * - A body reaches the SDK in whole lines, none longer than 64 MiB (sse-lines.ts).
+ * - A body reaches the SDK in whole lines, none longer than 64 MiB (sse-lines.ts); a `200` of
+ *   JSON, where every request asks for an event stream, fails the request (json-answer.ts).
  * - Host names are looked up off libuv's thread pool, within a time limit (`providerFetch`,
  *   dns-lookup.ts): a model host whose DNS never answers no longer holds the pool's threads.
  */
 import { createRequire } from "node:module";
 import type { Agent } from "undici";
 import { boundedLookup } from "./dns-lookup.js";
+import { isJsonAnswer, jsonAnswerError } from "./json-answer.js";
 import { ProviderError, type ProviderErrorInfo } from "./provider.js";
 import { wholeLines } from "./sse-lines.js";
 
@@ -117,6 +119,9 @@ export function guardedFetch(baseUrl: string, info: ProviderErrorInfo, base: Fet
         { ...info, ...(status === undefined ? {} : { status }) },
       );
     }
+    // A JSON body where an event stream was asked: the server's error, or an answer that does
+    // not stream — never read as a stream without events (json-answer.ts).
+    if (isJsonAnswer(response)) throw await jsonAnswerError(response, info);
     // Whole lines to the SDK: its line splitting is quadratic in a line's length (sse-lines.ts).
     if (response.body === null) return response;
     return new Response(wholeLines(response.body, info), {
@@ -125,6 +130,12 @@ export function guardedFetch(baseUrl: string, info: ProviderErrorInfo, base: Fet
       headers: response.headers,
     });
   };
+}
+
+/** A transport error's status and type, for the provider's `fail` to carry again. */
+export function transportExtra(error: ProviderError): { status?: number; type?: string } {
+  const { status, type } = error.info;
+  return { ...(status === undefined ? {} : { status }), ...(type === undefined ? {} : { type }) };
 }
 
 /** The ProviderError `guardedFetch` threw, if `error` (an SDK connection error) wraps one. */

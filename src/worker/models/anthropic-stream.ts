@@ -6,8 +6,9 @@
  * `done` with the normalised stop reason and the usage. Only `message_stop` makes a step whole
  * (§6), with no tool_use block open: a stream that ends or breaks before it (even after
  * `message_delta`) ends without `done` after output (`interrupted`, partial text kept), and
- * throws a retryable ProviderError before any (nothing reached the caller). Usage is what `message_start`/`message_delta` reported (input counts cache
- * reads and writes); when they did not report both counts it is `null`, unknown. Cache reads and
+ * throws a retryable ProviderError before any (nothing reached the caller). Usage is what
+ * `message_start`/`message_delta` reported (input counts cache reads and writes); when they
+ * did not report both counts it is `null`, unknown. Cache reads and
  * writes (`cache_read_input_tokens`, `cache_creation_input_tokens`) are `cacheReadTokens` /
  * `cacheWriteTokens`, `output_tokens_details.thinking_tokens` is `reasoningTokens`.
  *

@@ -8,7 +8,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AssistantMessage } from "../src/shared/messages.js";
-import { callModel } from "../src/worker/call-model.js";
+import { callModel, DEFAULT_RETRY_POLICY } from "../src/worker/call-model.js";
 import { AnthropicModel } from "../src/worker/models/anthropic.js";
 
 let server: Server;
@@ -147,5 +147,21 @@ describe("Anthropic: a content block sent again at its index", () => {
     const message = await step();
     expect(message.content).toBe("Writing now.");
     expect(message.toolCalls).toHaveLength(1);
+  });
+
+  it("a stream cut before any output says so once: its error is not prefixed twice, nor a JavaScript error's text", async () => {
+    // A message_start without its message: what the server sent cannot be read.
+    body = sse([{ type: "message_start", message: null }]);
+    const model = new AnthropicModel({ provider: "anthropic", model: "claude-test", baseUrl: url }, { apiKey: "k" });
+    const result = await callModel(
+      model,
+      { sessionId: "s", history: [{ role: "user", content: "go" }], tools: [], signal: new AbortController().signal },
+      { sleep: async () => {}, policy: { ...DEFAULT_RETRY_POLICY, maxAttempts: 1 } },
+    );
+    expect(result.ok).toBe(false);
+    const error = result.ok ? "" : result.error;
+    expect(error).not.toContain("anthropic: anthropic:");
+    expect(error).not.toContain("Cannot read properties");
+    expect(error).toContain("anthropic: the stream sent a message_start event that cannot be read (before any output)");
   });
 });

@@ -22,12 +22,12 @@
  */
 import { APIConnectionError, APIError } from "@anthropic-ai/sdk";
 import type { RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages";
-import { isStorableText, type ProviderState, type ToolCall, type Usage } from "../../shared/messages.js";
+import { isStorableText, type ProviderState, type Usage } from "../../shared/messages.js";
 import { fromAnthropicStopReason, isNormalStop } from "../../shared/stop-reasons.js";
 import { reportedTokens } from "../../shared/usage.js";
 import { classifyAnthropicError } from "./anthropic-errors.js";
 import { type AnthropicModelConfig, anthropicTarget } from "./anthropic-request.js";
-import { nestsTooDeep } from "./openai-tool-calls.js";
+import { toolCall } from "./anthropic-tool-input.js";
 import type { ModelEvent, ModelRequest, ProviderFail } from "./provider.js";
 import { makeState } from "./provider-state.js";
 
@@ -84,8 +84,11 @@ export async function* readAnthropicStream(
   const reportedSoFar = () =>
     badCount ? null : usageOf(inputTokens, outputTokens, cacheRead, cacheWrite, thinkingTokens);
 
+  /** The type of the event being read: an error while it is set is one of reading it, not of the stream. */
+  let reading: string | undefined;
   try {
     for await (const event of events) {
+      reading = typeof event?.type === "string" ? event.type : "unnamed";
       switch (event.type) {
         case "message_start": {
           report(event.message.usage);
@@ -201,8 +204,15 @@ export async function* readAnthropicStream(
           // Unknown event types (the API may add some) are ignored.
           break;
       }
+      reading = undefined;
     }
   } catch (error) {
+    // An event without the fields its type has (`message_start` with no message): what the
+    // server sent cannot be read — said so, not as the TypeError reading it threw.
+    if (reading !== undefined && error instanceof TypeError) {
+      broken(output, request, fail, `the stream sent a ${reading} event that cannot be read`);
+      return;
+    }
     const failure = classifyAnthropicError(error, fail);
     if (failure === "context_full") {
       if (!output) {
@@ -247,7 +257,7 @@ function stateOf(
 function broken(output: boolean, request: ModelRequest, fail: ProviderFail, why: string): void {
   if (output) return;
   if (request.signal.aborted) throw fail("the request was aborted", false);
-  throw fail(`anthropic: ${why} (before any output)`, true);
+  throw fail(`anthropic: ${why.replace(/^anthropic: /, "")} (before any output)`, true);
 }
 
 /** Whether every string of a thinking block is stored unchanged (no U+0000, no lone surrogate). */
@@ -273,27 +283,7 @@ function usageOf(
   };
 }
 
-/** A tool_use block's accumulated input as a call; input that is not a JSON object is kept raw. */
-function toolCall(block: { id: string; name: string; json: string; input: unknown }): ToolCall {
-  return { id: block.id, name: block.name, arguments: parseToolInput(block.json, block.input) };
-}
-
-export function parseToolInput(json: string, initial: unknown): Record<string, unknown> {
-  if (json.trim() === "") return isObject(initial) && !nestsTooDeep(initial) ? initial : {};
-  try {
-    const parsed: unknown = JSON.parse(json);
-    // Nested past MAX_TOOL_ARGUMENT_DEPTH: kept as text, as openai-tool-calls.ts does.
-    return isObject(parsed) && !nestsTooDeep(parsed) ? parsed : { _raw: json };
-  } catch {
-    return { _raw: json };
-  }
-}
-
 /** A string's length; 0 for anything else. */
 function lengthOf(value: unknown): number {
   return typeof value === "string" ? value.length : 0;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

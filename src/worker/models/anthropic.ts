@@ -39,7 +39,7 @@ import {
 } from "./provider.js";
 import { anthropicHeaderOverrides, guardedFetch, hostOf } from "./transport.js";
 
-export { parseToolInput } from "./anthropic-stream.js";
+export { parseToolInput } from "./anthropic-tool-input.js";
 
 export const MISSING_ANTHROPIC_KEY = "ANTHROPIC_API_KEY is not set in the worker's environment";
 

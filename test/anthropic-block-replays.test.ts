@@ -152,16 +152,26 @@ describe("Anthropic: a content block sent again at its index", () => {
   it("a stream cut before any output says so once: its error is not prefixed twice, nor a JavaScript error's text", async () => {
     // A message_start without its message: what the server sent cannot be read.
     body = sse([{ type: "message_start", message: null }]);
-    const model = new AnthropicModel({ provider: "anthropic", model: "claude-test", baseUrl: url }, { apiKey: "k" });
+    const model = new AnthropicModel(
+      { provider: "anthropic", model: "claude-test", baseUrl: url },
+      { apiKey: "k" },
+    );
     const result = await callModel(
       model,
-      { sessionId: "s", history: [{ role: "user", content: "go" }], tools: [], signal: new AbortController().signal },
+      {
+        sessionId: "s",
+        history: [{ role: "user", content: "go" }],
+        tools: [],
+        signal: new AbortController().signal,
+      },
       { sleep: async () => {}, policy: { ...DEFAULT_RETRY_POLICY, maxAttempts: 1 } },
     );
     expect(result.ok).toBe(false);
     const error = result.ok ? "" : result.error;
     expect(error).not.toContain("anthropic: anthropic:");
     expect(error).not.toContain("Cannot read properties");
-    expect(error).toContain("anthropic: the stream sent a message_start event that cannot be read (before any output)");
+    expect(error).toContain(
+      "anthropic: the stream sent a message_start event that cannot be read (before any output)",
+    );
   });
 });

@@ -4,6 +4,7 @@
  */
 import type { Writable } from "node:stream";
 import { write } from "./api-client.js";
+import { onInterrupt } from "./interrupt.js";
 
 export type BatchIo = {
   stdout: Writable;
@@ -39,9 +40,18 @@ export async function progress(io: BatchIo, label: string, total: number) {
       cliProgress.Presets.shades_classic,
     );
     bar.start(total, 0, { note: "" });
+    // Ctrl-C or SIGTERM: the bar's line ended and the cursor it hid shown again (it stayed
+    // hidden in the terminal after the command).
+    const forget = onInterrupt(() => {
+      bar.stop();
+      return undefined;
+    });
     return {
       update: async (value: number, note = "") => bar.update(value, { note }),
-      stop: async () => bar.stop(),
+      stop: async () => {
+        forget();
+        bar.stop();
+      },
     };
   }
   let last = "";

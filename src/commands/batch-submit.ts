@@ -37,6 +37,7 @@ import {
 import { type BatchIo, progress } from "./batch-progress.js";
 import { sendPart } from "./batch-send.js";
 import { waitForEnd } from "./batch-wait.js";
+import { onInterrupt } from "./interrupt.js";
 
 /** Sessions per request (the API's MAX_BATCH). */
 export const PART_SIZE = 1_000;
@@ -87,14 +88,25 @@ async function submit(
   const { partSize, keyPrefix } = options;
   const total = await checkLines(file);
   if (total === 0) throw new LineError(`${file.name}: holds no sessions`);
-  const bar = await progress(io, "submitted", total);
   let batchId: string | undefined;
   let part: { line: number; session: BatchSessionInput }[] = [];
   let partBytes = 0;
   let partMessages = 0;
   let parts = 0;
   let submitted = 0;
+  /** Whether a part was sent and not yet answered; whether the last one was answered. */
+  let sending = false;
+  let closed = false;
+  // Ctrl-C or SIGTERM between parts: before, the command ended on `submitted 1000/3000`, its
+  // batch open for ever and the prefix that sends the rest never said.
+  const forget = onInterrupt(() =>
+    (batchId === undefined && !sending) || closed
+      ? undefined
+      : `fleet batch submit: stopped; ${interruptedLine(batchId, submitted, keyPrefix)}`,
+  );
+  const bar = await progress(io, "submitted", total);
   const flush = async (last: boolean) => {
+    sending = true;
     const sessions = part.map((p) => p.session);
     const key = `${keyPrefix}-${parts}`;
     try {
@@ -125,6 +137,8 @@ async function submit(
       }
       throw error;
     }
+    sending = false;
+    closed = last;
     parts++;
     submitted += sessions.length;
     part = [];
@@ -145,6 +159,7 @@ async function submit(
     if (part.length === 0 && batchId === undefined) throw new LineError(`${file.name}: holds no sessions`);
     if (part.length > 0 || batchId !== undefined) await flush(true);
   } catch (error) {
+    forget();
     await bar.stop();
     // Parts were sent and the batch is open: it would never end (no webhook, no end for
     // --wait), while its sessions run. A part refused for what it holds (a named line, a
@@ -177,6 +192,7 @@ async function submit(
     }
     throw error;
   }
+  forget();
   await bar.stop();
   if (!options.wait) {
     await write(io.stdout, `${batchId}\n`);
@@ -185,6 +201,14 @@ async function submit(
   const batch = await waitForEnd(client, batchId!, io);
   await write(io.stdout, `${JSON.stringify(batch)}\n`);
   return 0;
+}
+
+/** What a submit stopped by a signal left: an open batch (or one being created), and how to go on. */
+export function interruptedLine(batchId: string | undefined, submitted: number, keyPrefix: string): string {
+  const rest = `run the same command with --idempotency-key ${keyPrefix} to send the rest (what was sent is not sent twice)`;
+  return batchId === undefined
+    ? `its first part was sent, unanswered, and may have created a batch: ${rest}`
+    : `batch ${batchId} is open with the ${submitted} sessions sent, and never ends: ${rest}, or \`fleet batch cancel ${batchId}\``;
 }
 
 /** How many messages a line's session imports (the API refuses what is not an array). */

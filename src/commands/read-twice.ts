@@ -3,16 +3,16 @@
  * is found before anything is created (`fleet session import`, `fleet batch submit`). A pipe
  * cannot be read twice: stdin, a FIFO, `<(…)` or a character device is first copied, as it
  * comes, into a file only its owner may read (it holds conversations and agents' prompts),
- * removed when the command ends, or a signal stops it. The copy streams: memory holds a chunk, whatever the input's
+ * removed when the command ends, also by a signal (interrupt.ts). The copy streams: memory holds a chunk, whatever the input's
  * size.
  */
-import { createReadStream, createWriteStream } from "node:fs";
+import { createReadStream, createWriteStream, rmSync } from "node:fs";
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { removedOnSignal } from "./signal-cleanup.js";
+import { onInterrupt } from "./interrupt.js";
 
 export type TwiceReadable = {
   /** A path to read as often as needed. */
@@ -28,11 +28,14 @@ export type ReadFailure = (error: NodeJS.ErrnoException) => Error;
 export async function copyOf(input: Readable, failed: ReadFailure): Promise<TwiceReadable> {
   const dir = await mkdtemp(join(tmpdir(), "fleet-input-"));
   const path = join(dir, "input.jsonl");
-  // Also when a signal stops the command (signal-cleanup.ts).
-  const release = removedOnSignal(dir);
+  // Removed also when Ctrl-C or SIGTERM stops the command, which runs no `finally`.
+  const forget = onInterrupt(() => {
+    rmSync(dir, { recursive: true, force: true });
+    return undefined;
+  });
   const done = async () => {
     await rm(dir, { recursive: true, force: true });
-    release();
+    forget();
   };
   try {
     await pipeline(input, createWriteStream(path, { mode: 0o600 }));

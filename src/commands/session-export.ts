@@ -10,14 +10,14 @@
  * last page was read (messages are only ever appended). A page that breaks that rule stops
  * the export (exit 1) and, with --out, leaves no file behind.
  */
-import type { Stats } from "node:fs";
+import { rmSync, type Stats } from "node:fs";
 import { lstat, open, readlink, realpath, rename, rm, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import type { FleetClient, SessionJson } from "../producer/client.js";
 import { type ApiOptions, apiClientOf } from "./api-client.js";
+import { onInterrupt } from "./interrupt.js";
 import { endLine, headerLine, seqProblem } from "./session-file.js";
 import { guarded, ioOf, retrying, TransferError, type TransferIo, write } from "./session-transfer.js";
-import { removedOnSignal } from "./signal-cleanup.js";
 
 /** Messages per request. */
 const EXPORT_PAGE = 2_000;
@@ -57,8 +57,12 @@ export async function sessionExportCommand(id: string, options: SessionExportOpt
     const temporary = way === "direct" ? path : `${path}.${process.pid}.partial`;
     // Only its owner may read it: a session's messages (as transcripts, transcript-extension.ts).
     const file = await open(temporary, "w", 0o600).catch(cannotWrite);
-    // A signal that stops the export takes the partial file with it (signal-cleanup.ts).
-    const release = way === "replace" ? removedOnSignal(temporary) : () => {};
+    // Ctrl-C or SIGTERM runs no `finally`: the partial file stayed beside FILE.
+    const forget = onInterrupt(() => {
+      if (way !== "replace") return `fleet session export: stopped; ${out} holds part of the export`;
+      rmSync(temporary, { force: true });
+      return `fleet session export: stopped; ${out} was not written`;
+    });
     try {
       const count = await exportTo(
         client,
@@ -79,7 +83,7 @@ export async function sessionExportCommand(id: string, options: SessionExportOpt
         throw new TransferError(`cannot write ${out}: ${(error as Error).message}`, 1);
       throw error;
     } finally {
-      release();
+      forget();
     }
   });
 }

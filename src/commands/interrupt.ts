@@ -1,0 +1,57 @@
+/**
+ * What a client command must not leave behind when SIGINT (Ctrl-C) or SIGTERM stops it: the
+ * private copy of its stdin (read-twice.ts), an export's partial file (session-export.ts), a
+ * batch left open with nothing said of it (batch-submit.ts). Node's default for these signals
+ * ends the process at once, running no `finally`: the copy of a piped batch file (its agents'
+ * prompts) stayed under $TMPDIR, `FILE.PID.partial` beside an export's FILE, and a submit
+ * stopped between two parts ended on `submitted 1000/3000` with its batch open for ever and
+ * the random prefix of its parts' Idempotency-Keys, the one way to send the rest, never said.
+ *
+ * While a command has something registered here, the first SIGINT or SIGTERM runs each
+ * registered step at once (synchronously: the process exits right after), newest first,
+ * writes the lines they return on stderr (what was left, and how to go on), and exits 130 or
+ * 143, as the signal would have. A command with nothing registered keeps Node's default (or
+ * its own handler, as `fleet watch` has).
+ */
+import { writeSync } from "node:fs";
+
+/** Undoes what the command leaves; returns a line to say (without its newline), if any. */
+type Step = () => string | undefined;
+
+const steps = new Set<Step>();
+
+/** Exit codes as a shell reports a process its signal ended: 128 + the signal's number. */
+const EXIT_CODES = { SIGINT: 130, SIGTERM: 143 } as const;
+
+function interrupted(signal: keyof typeof EXIT_CODES): void {
+  for (const step of [...steps].reverse()) {
+    try {
+      const line = step();
+      // Written at once: the process exits next, before a stream's queued write would go out.
+      if (line !== undefined) writeSync(process.stderr.fd, `${line}\n`);
+    } catch {
+      // A step that fails (a file already gone) must not keep the others from running.
+    }
+  }
+  process.exit(EXIT_CODES[signal]);
+}
+
+const onSigint = () => interrupted("SIGINT");
+const onSigterm = () => interrupted("SIGTERM");
+
+/**
+ * Runs `step` if a signal stops the command before the returned function is called (once the
+ * work it undoes is done, or undone by the command itself). `step` must be synchronous.
+ */
+export function onInterrupt(step: Step): () => void {
+  steps.add(step);
+  if (steps.size === 1) {
+    process.on("SIGINT", onSigint);
+    process.on("SIGTERM", onSigterm);
+  }
+  return () => {
+    if (!steps.delete(step) || steps.size > 0) return;
+    process.off("SIGINT", onSigint);
+    process.off("SIGTERM", onSigterm);
+  };
+}

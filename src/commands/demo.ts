@@ -19,6 +19,7 @@ import { takeFleet } from "../shared/store/fleet-identity.js";
 import { startSweeper } from "../sweeper/sweeper-process.js";
 import { type DemoReport, formatReport, readReport } from "./demo-report.js";
 import { MAX_DEMO_SESSIONS } from "./flag-values.js";
+import { exitCodeOf, stopSignal } from "./interrupt.js";
 import { migrate, spawnRole, workerReady } from "./serve.js";
 
 /**
@@ -177,14 +178,18 @@ async function runDemo(
     METRICS_PORT: "0",
     WORKER_CONCURRENCY: String(Math.max(8, sessions)),
   };
+  const stop = stopSignal();
   const children = Array.from({ length: workers }, () => spawnRole("worker", env, [], "pipe"));
   const database = openDatabase(config.databaseUrl, { max: 2 });
   // API keys exist in this database: the demo uses a key of its own, revoked when it ends.
   let demoKey: { key: string; id: string } | undefined;
+  let client: FleetClient | undefined;
+  let batchId: string | undefined;
   try {
     if (!api.devMode) demoKey = await new ApiKeys(database).create("demo");
-    const workerIds = await Promise.all(children.map(workerReady));
-    const client = new FleetClient({ baseUrl: api.url, apiKey: demoKey?.key });
+    const workerIds = await Promise.race([Promise.all(children.map(workerReady)), stop.signalled]);
+    if (!Array.isArray(workerIds)) return exitCodeOf(workerIds);
+    client = new FleetClient({ baseUrl: api.url, apiKey: demoKey?.key });
     const started = Date.now();
     // One request for the whole batch, as a backend would submit it.
     const batch = await client.createBatch(
@@ -194,11 +199,13 @@ async function runDemo(
         input: `Write report ${i} and log it.`,
       })),
     );
+    batchId = batch.id;
     const ids = batch.sessions.map((s) => s.id);
     let report: DemoReport;
     let shown = "";
     let killedAt: number | null = null;
     for (;;) {
+      if (stop.signal) return exitCodeOf(stop.signal);
       report = await readReport(database, ids);
       const busiest = kill && killedAt === null ? await busiestInsideTool(database) : null;
       const victim = busiest ? children[workerIds.indexOf(busiest.workerId)] : undefined;
@@ -215,7 +222,7 @@ async function runDemo(
       shown = line;
       if (report.completed + report.stopped === sessions) break;
       if (Date.now() - started > 120_000) throw new Error("the demo did not finish within 2 minutes");
-      await new Promise((r) => setTimeout(r, 200));
+      await Promise.race([new Promise((r) => setTimeout(r, 200)), stop.signalled]);
     }
     if (process.stdout.isTTY) process.stdout.write("\n");
     const appends = await appendsPerSession(toolDir, sessions);
@@ -224,6 +231,10 @@ async function runDemo(
       report.completed === sessions && report.toolCallsAnsweredTwice === 0 && appends.every((n) => n === 1);
     return clean ? 0 : 1;
   } finally {
+    // Stopped by a signal: its sessions cancelled, so that nothing is left to resume (the
+    // next demo's sweeper ran them beside its own); a second Ctrl-C ends the stop at once.
+    stop.off();
+    if (stop.signal && client && batchId) await client.cancelBatch(batchId).catch(() => {});
     if (demoKey) await new ApiKeys(database).revoke(demoKey.id);
     await Promise.all(children.map(stopChild));
     await sweeper.stop();
@@ -232,6 +243,10 @@ async function runDemo(
     // The demo's queue namespace is its own: leave nothing behind in Redis. (Its sessions
     // stay in Postgres to be looked at.)
     await deleteRedisKeys(config.redisUrl, `${prefix}:*`);
+    if (stop.signal)
+      console.error(
+        `fleet demo: stopped by ${stop.signal}; ${batchId ? `its batch ${batchId} was cancelled and ` : ""}its processes stopped`,
+      );
   }
 }
 

@@ -20,10 +20,7 @@ type Step = () => string | undefined;
 
 const steps = new Set<Step>();
 
-/** Exit codes as a shell reports a process its signal ended: 128 + the signal's number. */
-const EXIT_CODES = { SIGINT: 130, SIGTERM: 143 } as const;
-
-function interrupted(signal: keyof typeof EXIT_CODES): void {
+function interrupted(signal: NodeJS.Signals): void {
   for (const step of [...steps].reverse()) {
     try {
       const line = step();
@@ -33,7 +30,7 @@ function interrupted(signal: keyof typeof EXIT_CODES): void {
       // A step that fails (a file already gone) must not keep the others from running.
     }
   }
-  process.exit(EXIT_CODES[signal]);
+  process.exit(exitCodeOf(signal));
 }
 
 const onSigint = () => interrupted("SIGINT");
@@ -54,4 +51,45 @@ export function onInterrupt(step: Step): () => void {
     process.off("SIGINT", onSigint);
     process.off("SIGTERM", onSigterm);
   };
+}
+
+/**
+ * SIGINT or SIGTERM heard by a command that stops what it started itself (`fleet demo`: its
+ * workers, its batch), where Node's default ended it at once. `signalled` resolves with the
+ * first; `off()` gives both back to Node's default, so a second Ctrl-C during the stop ends
+ * it at once.
+ */
+export function stopSignal(): {
+  readonly signal: NodeJS.Signals | undefined;
+  signalled: Promise<NodeJS.Signals>;
+  off: () => void;
+} {
+  let heard: NodeJS.Signals | undefined;
+  let resolve!: (signal: NodeJS.Signals) => void;
+  const signalled = new Promise<NodeJS.Signals>((r) => {
+    resolve = r;
+  });
+  const off = () => {
+    process.off("SIGINT", on);
+    process.off("SIGTERM", on);
+  };
+  const on = (signal: NodeJS.Signals) => {
+    heard = signal;
+    off();
+    resolve(signal);
+  };
+  process.on("SIGINT", on);
+  process.on("SIGTERM", on);
+  return {
+    get signal() {
+      return heard;
+    },
+    signalled,
+    off,
+  };
+}
+
+/** The exit code of a command a signal stopped: 128 + its number, as a shell reports it. */
+export function exitCodeOf(signal: NodeJS.Signals): number {
+  return signal === "SIGINT" ? 130 : 143;
 }

@@ -29,18 +29,26 @@ process.on("unhandledRejection", (error) => exitOnUnhandled("unhandled rejection
 process.on("uncaughtException", (error) => exitOnUnhandled("uncaught exception", error));
 
 /**
- * The commands whose output is read by someone who may stop early (`fleet batch results ID
- * | head -1`): a reader that went away ends them quietly, exit 0, and a stdout that cannot be
- * written (ENOSPC) with one line, exit 1. The roles keep the last
- * resort above: their stdout is their log, and a log that can no longer be written is a
- * fault for the supervisor to see.
+ * Commands whose output is read by someone who may stop early (`fleet batch results ID |
+ * head -1`, `fleet --help | less` quit at once): a reader that went away ends them quietly,
+ * exit 0, and a stdout that cannot be written (ENOSPC) with one line, exit 1. That is every
+ * command but the roles, and a role's help and version too. The roles keep the last resort
+ * above: their stdout is their log, and a log that can no longer be written is a fault for the
+ * supervisor to see. (Help, `--version` and `fleet webhook-secret` were left out: a reader gone
+ * early made them say `uncaught exception: write EPIPE; exiting so that a supervisor restarts
+ * it`, exit 70.)
  */
-const READ_BY_PEOPLE = new Set(["batch", "session", "watch", "resume-point", "keys", "demo", "migrate"]);
-if (READ_BY_PEOPLE.has(process.argv[2] ?? "")) {
+const ROLES = new Set(["api", "worker", "sweeper", "up"]);
+const HELP_FLAGS = new Set(["-h", "--help", "-V", "--version"]);
+function readByPeople(args: string[]): boolean {
+  const [command] = args;
+  return command === undefined || !ROLES.has(command) || args.some((arg) => HELP_FLAGS.has(arg));
+}
+if (readByPeople(process.argv.slice(2))) {
   process.stdout.on("error", (error: NodeJS.ErrnoException) => {
     if (error.code === "EPIPE") process.exit(0);
     // A full disk, say: a failure of the command (exit 1), not an unknown state to restart.
-    console.error(`fleet ${process.argv[2]}: cannot write stdout: ${error.message}`);
+    console.error(`fleet ${process.argv[2] ?? ""}: cannot write stdout: ${error.message}`);
     process.exit(1);
   });
 }

@@ -1,12 +1,13 @@
 /**
  * A client command stopped by Ctrl-C (SIGINT) or SIGTERM part-way, as a user stops a long
- * `fleet batch submit` or `fleet session export`: it leaves no private copy of its stdin under
+ * `fleet batch submit`, `fleet session export` or `fleet session import`: it leaves no private copy of its stdin under
  * $TMPDIR and no partial file beside --out, exits 130 or 143, and its last line says what was
  * left and how to go on. Each command is held at a known point by a proxy in front of the API
  * (a request that gets no answer until the signal has been sent), so the signal always comes
  * mid-command. Before, Node's default ended each at once: the copy and `FILE.PID.partial`
  * stayed, and a submit ended on `submitted 1000/3000` with its batch open for ever and the
- * prefix of its parts' Idempotency-Keys, the one way to send the rest, never said.
+ * prefix of its parts' Idempotency-Keys, the one way to send the rest, never said; an import
+ * ended on `created session ID with messages 1–10000 of 10004`, the session's key never said.
  */
 import { spawn } from "node:child_process";
 import { mkdir, readdir } from "node:fs/promises";
@@ -17,6 +18,7 @@ import { type ApiProxy, startApiProxy } from "./support/api-proxy.js";
 import { exitedWithOutput } from "./support/child-exit.js";
 import { runFleetCli } from "./support/fleet-cli.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT } from "./support/fleet-env.js";
+import { storedHistory } from "./support/histories.js";
 
 const line = (i: number) =>
   JSON.stringify({ customId: `c-${i}`, agent: { model: { provider: "scripted", steps: [{ text: "ok" }] } } });
@@ -127,6 +129,45 @@ describe("a client command stopped by a signal", () => {
     expect(rest.code, rest.stderr).toBe(0);
     expect(rest.stdout.trim()).toBe(batchId);
     expect(await client.getBatch(batchId!)).toMatchObject({ open: false, counts: { total: 3_000 } });
+  }, 120_000);
+
+  it("`session import` stopped between pages names the session, what it holds and the key that goes on", async () => {
+    const messages = storedHistory(10_004, 0, { varied: true });
+    const agent = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
+    const { id: source } = await client.createSession({ agent, messages: messages.slice(0, 10_000) });
+    await client.importMessages(source, messages.slice(10_000), { afterSeq: 10_000 });
+    const file = join(fleet.config.toolDir, "import.jsonl");
+    const exported = await runFleetCli(["session", "export", source, "--out", file], {
+      ...fleet.env,
+      FLEET_API_URL: url,
+    });
+    expect(exported.code, exported.stderr).toBe(0);
+    // The first page (10,000 messages) goes with the creation; the second is held.
+    const { proxyUrl, held } = await holding(
+      (method, path) => method === "POST" && path.endsWith("/history"),
+    );
+    const stopped = await interrupted(
+      ["session", "import", file],
+      { ...fleet.env, FLEET_API_URL: proxyUrl },
+      held,
+      "SIGINT",
+    );
+    expect(stopped.code, stopped.stderr).toBe(130);
+    const said =
+      /^fleet session import: stopped; session (\S+) holds messages 1–10000 of the file's 10004 \(and perhaps the page being sent\) \(it runs nothing: delete it with `fleet session delete \1`, or run this command again with --idempotency-key (\S+) to go on\)$/.exec(
+        stopped.stderr.trimEnd().split("\n").at(-1) ?? "",
+      );
+    expect(said, stopped.stderr).not.toBeNull();
+    const [, id, key] = said!;
+    const again = await runFleetCli(["session", "import", file, "--idempotency-key", key!], {
+      ...fleet.env,
+      FLEET_API_URL: url,
+    });
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout.trim()).toBe(id);
+    const [row] = await fleet.database.sql<{ n: number }[]>`
+      select count(*)::int as n from messages where session_id = ${id!}`;
+    expect(row!.n).toBe(10_004);
   }, 120_000);
 
   it("`session export --out FILE` stopped mid-export leaves no partial file and says FILE was not written", async () => {

@@ -25,6 +25,7 @@ import { randomUUID } from "node:crypto";
 import { FleetApiError, type FleetClient } from "../producer/client.js";
 import { type ApiOptions, apiClientOf, unreachableLine } from "./api-client.js";
 import { type ImportSource, type ImportStdin, openImportSource } from "./import-source.js";
+import { onInterrupt } from "./interrupt.js";
 import type { ExportHeader, FileMessage } from "./session-file.js";
 import { checkFile, filePages } from "./session-import-file.js";
 import { checkNothingAfter, reason, storePage } from "./session-import-pages.js";
@@ -91,6 +92,17 @@ async function sendFile(client: FleetClient, file: ImportSource, total: number, 
   let header: ExportHeader | undefined;
   let id: string | undefined;
   let lastSeq = 0;
+  let sending = false;
+  // Ctrl-C or SIGTERM runs no `catch`: the command ended on its last progress line, the
+  // session's key (the one way to go on with it) never said.
+  const forget = onInterrupt(() => {
+    if (!sending && id === undefined) return undefined;
+    const line = "fleet session import: stopped; ";
+    if (id === undefined)
+      return `${line}the session may have been created: run this command again with --idempotency-key ${send.key} (within 24 h) to go on with it rather than make another`;
+    const held = `messages 1–${lastSeq} of the file's ${total}${sending ? " (and perhaps the page being sent)" : ""}`;
+    return `${line}session ${id} holds ${held} (it runs nothing: delete it with \`fleet session delete ${id}\`, or run this command again with --idempotency-key ${send.key} to go on)`;
+  });
   try {
     for await (const item of filePages(file, send.extra)) {
       if ("header" in item) {
@@ -98,8 +110,10 @@ async function sendFile(client: FleetClient, file: ImportSource, total: number, 
         continue;
       }
       const { page } = item;
+      sending = true;
       if (id === undefined) {
         id = await create(client, header!, page, send);
+        sending = false;
         lastSeq = page.length;
         const held =
           lastSeq > 0
@@ -109,13 +123,20 @@ async function sendFile(client: FleetClient, file: ImportSource, total: number, 
         continue;
       }
       lastSeq = await storePage(client, id, lastSeq, page, io);
+      sending = false;
       await write(io.stderr, `stored messages up to ${lastSeq} of ${total}\n`);
     }
     // A file of no message: the session is created with none.
-    if (id === undefined) id = await create(client, header!, [], send);
+    if (id === undefined) {
+      sending = true;
+      id = await create(client, header!, [], send);
+      sending = false;
+    }
     await checkNothingAfter(client, id, lastSeq, io);
+    forget();
     return id;
   } catch (error) {
+    forget();
     if (id === undefined) {
       // No answer (or a 5xx) to every try: the session may have been made. Its key gets it
       // again; without it, running the command again made a second session.

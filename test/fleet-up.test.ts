@@ -191,6 +191,9 @@ describe("fleet up", () => {
     const started = pids();
     expect(started).toHaveLength(7);
     expect(started.filter(alive), up.output()).toEqual([]);
+    // Each child's stop, then its own, said last (before, its last line was `stopping`).
+    expect(up.output()).toMatch(/fleet api stopped\n/);
+    expect(up.output().trimEnd().split("\n").at(-1)).toBe("fleet up: stopped");
   }, 120_000);
 
   it("stops and exits non-zero when a role cannot start (the API's port is taken)", async () => {

@@ -4,7 +4,7 @@
  * once, and a signal that arrived before the listener would kill the process outright, with
  * no graceful stop (test/worker-shutdown.test.ts once saw exactly that under load). Each role
  * runs here in this process; when it prints its line, the listener it added is already there,
- * and calling it stops the role with exit code 0.
+ * and calling it stops the role with exit code 0 and a last line that says so.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { apiCommand, sweeperCommand, workerCommand } from "../src/commands/serve.js";
@@ -37,7 +37,9 @@ describe("roles listen for SIGTERM before they say ready", () => {
     it(`fleet ${role}`, async () => {
       const before = new Set(process.listeners("SIGTERM"));
       let atReady: NodeJS.SignalsListener[] | undefined;
+      const lines: unknown[] = [];
       const log = vi.spyOn(console, "log").mockImplementation((line: unknown) => {
+        lines.push(line);
         if (typeof line === "string" && line.startsWith(`fleet ${role} ready`))
           atReady = process.listeners("SIGTERM").filter((l) => !before.has(l));
       });
@@ -48,6 +50,9 @@ describe("roles listen for SIGTERM before they say ready", () => {
         // What the signal would do: only the role's own listener, not the test process's.
         atReady![0]!("SIGTERM");
         expect(await exited).toBe(0);
+        // Its last line says the stop is over (the API's and the sweeper's said nothing: their
+        // last line was their start's, whether they stopped or were killed).
+        expect(lines.at(-1)).toBe(`fleet ${role} stopped`);
         expect(process.listeners("SIGTERM").filter((l) => !before.has(l))).toEqual([]);
       } finally {
         log.mockRestore();

@@ -72,7 +72,7 @@ async function readyUntilSignal(line: string): Promise<void> {
 /**
  * Runs a role's stop after SIGTERM, and ends the wait after `ms`: a close that hangs (one
  * waiting on a Redis that is gone, say) must not keep a stopped process alive. It fails with
- * one line, and `fleet` exits 1.
+ * one line, and `fleet` exits 1; a stop that ends says `fleet ROLE stopped`.
  */
 export async function stopWithin(role: string, stop: () => Promise<void>, ms: number): Promise<number> {
   let timer: NodeJS.Timeout | undefined;
@@ -87,6 +87,9 @@ export async function stopWithin(role: string, stop: () => Promise<void>, ms: nu
     throw new Error(
       `${role} not stopped ${(ms / 1000).toFixed(0)} s after the signal (waiting on Redis or Postgres: unreachable, or a statement still running there); exiting anyway`,
     );
+  // The last line, as `ready` was the first: the API's and the sweeper's last line was their
+  // start's, the same whether they stopped or were killed.
+  console.log(`fleet ${role} stopped`);
   return 0;
 }
 

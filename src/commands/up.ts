@@ -92,5 +92,6 @@ export async function upCommand(options: UpOptions): Promise<number> {
   await signal;
   console.log("fleet up: stopping");
   await stopAll();
+  console.log("fleet up: stopped");
   return 0;
 }

@@ -132,6 +132,14 @@ function asFlag(error: FleetApiError, sessionId: string): string {
 export async function watchCommand(sessionId: string, options: WatchOptions = {}): Promise<number> {
   const stdout = options.io?.stdout ?? process.stdout;
   const stderr = options.io?.stderr ?? process.stderr;
+  // An unset "$LAST_ID" in a script: taken for no --after, it started at the latest run and
+  // skipped in silence what came before it.
+  if (options.after === "") {
+    stderr.write(
+      "fleet watch: --after: must be an event id as the stream sent it (e.g. 1700000000000-0), not empty; leave it out to start at the session's latest run\n",
+    );
+    return 2;
+  }
   const { client, url, keySent } = apiClientOf(options);
   const controller = new AbortController();
   const stop = () => controller.abort();

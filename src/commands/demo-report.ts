@@ -74,6 +74,25 @@ function list(record: Record<string, number>): string {
   );
 }
 
+/**
+ * The report's line on the shared log (pure): each session's line written once, more than
+ * once, or not at all (an append_file answered as interrupted by the kill is not run again).
+ * A missing line fails the demo as a repeated one does; the line said "written exactly once"
+ * above that exit 1.
+ */
+export function appendsLine(appendsPerSession: number[]): string {
+  const twice = appendsPerSession.filter((n) => n > 1).length;
+  const missing = appendsPerSession.filter((n) => n === 0).length;
+  const head = `append_file twice   ${twice} sessions`;
+  if (twice === 0 && missing === 0) return `${head} (every session's log line was written exactly once)`;
+  const more = twice > 0 ? " (a log line written MORE THAN ONCE)" : "";
+  const none =
+    missing > 0
+      ? `; ${missing} ${missing === 1 ? "session's" : "sessions'"} log line MISSING (never written)`
+      : "";
+  return `${head}${more}${none}`;
+}
+
 export function formatReport(
   report: DemoReport,
   elapsedMs: number,
@@ -81,14 +100,13 @@ export function formatReport(
   killedAt: number | null,
   appendsPerSession: number[],
 ): string {
-  const ranTwice = appendsPerSession.filter((n) => n > 1).length;
   const lines = [
     "",
     "── report ─────────────────────────────────────────",
     `sessions            ${report.sessions} (${report.completed} completed, ${report.stopped} parked)`,
     `messages            ${report.messages}`,
     `tool calls          ${report.toolCalls} (${report.interruptedToolCalls} answered as interrupted, answered twice: ${report.toolCallsAnsweredTwice})`,
-    `append_file twice   ${ranTwice} sessions (every session's log line was written ${ranTwice === 0 ? "exactly once" : "MORE THAN ONCE"})`,
+    appendsLine(appendsPerSession),
     `runs by outcome     ${list(report.runsByOutcome)}`,
     `resumes by kind     ${list(report.resumesByKind)}`,
   ];

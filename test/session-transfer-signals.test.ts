@@ -1,8 +1,8 @@
 /**
  * `fleet session import` and `fleet session export` stopped by a signal (Ctrl-C, a `timeout`,
  * a closed terminal) part-way: what they wrote aside — the private copy of stdin under
- * $TMPDIR, the `FILE.PID.partial` an export to FILE fills — goes with them, and the signal
- * ends them as it ends any command. Before, both stayed: a copy of the conversation in
+ * $TMPDIR, the `FILE.PID.partial` an export to FILE fills — goes with them, and they exit as
+ * a shell reports that signal (128 + its number). Before, both stayed: a copy of the conversation in
  * $TMPDIR after each stopped import, a partial export beside FILE.
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -14,6 +14,8 @@ import { startApiProxy } from "./support/api-proxy.js";
 import { exitedWithOutput } from "./support/child-exit.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT } from "./support/fleet-env.js";
 
+/** As a shell reports a command its signal ended (src/commands/interrupt.ts). */
+const EXIT_CODES = { SIGHUP: 129, SIGINT: 130, SIGTERM: 143 } as const;
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 let fleet: FleetEnv;
 let client: FleetClient;
@@ -72,7 +74,7 @@ describe.each(["SIGINT", "SIGTERM", "SIGHUP"] as const)("stopped by %s", (signal
     );
     child.kill(signal);
     await exitedWithOutput(child);
-    expect(child.signalCode).toBe(signal);
+    expect(child.exitCode).toBe(EXIT_CODES[signal]);
     expect(await readdir(tmp)).toEqual([]);
   }, 120_000);
 
@@ -99,7 +101,7 @@ describe.each(["SIGINT", "SIGTERM", "SIGHUP"] as const)("stopped by %s", (signal
       expect((await readdir(dir)).filter((f) => f.endsWith(".partial"))).toHaveLength(1);
       child.kill(signal);
       await exitedWithOutput(child);
-      expect(child.signalCode).toBe(signal);
+      expect(child.exitCode).toBe(EXIT_CODES[signal]);
       expect(await readdir(dir)).toEqual([]);
     } finally {
       proxy.server.closeAllConnections();

@@ -7,10 +7,10 @@
  * stopped between two parts ended on `submitted 1000/3000` with its batch open for ever and
  * the random prefix of its parts' Idempotency-Keys, the one way to send the rest, never said.
  *
- * While a command has something registered here, the first SIGINT or SIGTERM runs each
- * registered step at once (synchronously: the process exits right after), newest first,
- * writes the lines they return on stderr (what was left, and how to go on), and exits 130 or
- * 143, as the signal would have. A command with nothing registered keeps Node's default (or
+ * While a command has something registered here, the first SIGINT, SIGTERM or SIGHUP (a
+ * closed terminal) runs each registered step at once (synchronously: the process exits right
+ * after), newest first, writes the lines they return on stderr (what was left, and how to go
+ * on), and exits 130, 143 or 129, as a shell reports the signal. A command with nothing registered keeps Node's default (or
  * its own handler, as `fleet watch` has).
  */
 import { writeSync } from "node:fs";
@@ -33,6 +33,7 @@ function interrupted(signal: NodeJS.Signals): void {
   process.exit(exitCodeOf(signal));
 }
 
+const onSighup = () => interrupted("SIGHUP");
 const onSigint = () => interrupted("SIGINT");
 const onSigterm = () => interrupted("SIGTERM");
 
@@ -43,11 +44,13 @@ const onSigterm = () => interrupted("SIGTERM");
 export function onInterrupt(step: Step): () => void {
   steps.add(step);
   if (steps.size === 1) {
+    process.on("SIGHUP", onSighup);
     process.on("SIGINT", onSigint);
     process.on("SIGTERM", onSigterm);
   }
   return () => {
     if (!steps.delete(step) || steps.size > 0) return;
+    process.off("SIGHUP", onSighup);
     process.off("SIGINT", onSigint);
     process.off("SIGTERM", onSigterm);
   };
@@ -91,5 +94,5 @@ export function stopSignal(): {
 
 /** The exit code of a command a signal stopped: 128 + its number, as a shell reports it. */
 export function exitCodeOf(signal: NodeJS.Signals): number {
-  return signal === "SIGINT" ? 130 : 143;
+  return signal === "SIGINT" ? 130 : signal === "SIGHUP" ? 129 : 143;
 }

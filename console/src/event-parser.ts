@@ -1,13 +1,15 @@
 /**
  * A text/event-stream body read into the fleet's events as it arrives (live.ts): `id:`,
  * `event:`, `data:` lines, a blank line ends an event, `:` lines are comments; a line ends at
- * `\r\n`, `\n` or `\r`, also a `\r\n` split across two chunks. Each chunk is searched once:
- * the start of a line that came before is kept as pieces, joined when its end arrives. The page
+ * `\r\n`, `\n` or `\r`, also a `\r\n` split across two chunks, split by the client's own
+ * splitter (src/shared/line-splitter.ts): each chunk is searched once. The page
  * parsed `buffer + chunk` whole again at every chunk, so an event of n bytes that came in many
  * chunks (a large tool result, a slow connection) was scanned from its start at each: O(n²).
  *
  * An event without `data:`, or whose data is not JSON, is not one of the fleet's: skipped.
  */
+
+import { lineSplitter } from "../../src/shared/line-splitter.js";
 
 /** An event of the stream (contracts §7): its id, its type and its JSON data. */
 export type FleetEvent = {
@@ -24,9 +26,7 @@ export type EventParser = {
 };
 
 export function eventParser(emit: (event: FleetEvent) => void): EventParser {
-  let pieces: string[] = [];
-  // The last chunk ended with `\r`: a `\n` that starts the next one belongs to it.
-  let afterCr = false;
+  const lines = lineSplitter();
   let scanned = 0;
   let id = "";
   let type = "message";
@@ -58,21 +58,8 @@ export function eventParser(emit: (event: FleetEvent) => void): EventParser {
 
   return {
     push(text) {
-      if (text === "") return;
-      let start = afterCr && text.startsWith("\n") ? 1 : 0;
-      afterCr = false;
-      const ends = /\r\n|\n|\r/g;
-      ends.lastIndex = start;
-      for (let end = ends.exec(text); end; end = ends.exec(text)) {
-        pieces.push(text.slice(start, end.index));
-        const whole = pieces.length === 1 ? (pieces[0] as string) : pieces.join("");
-        pieces = [];
-        start = end.index + end[0].length;
-        if (end[0] === "\r" && start === text.length) afterCr = true;
-        line(whole);
-      }
+      for (const whole of lines.push(text)) line(whole);
       scanned += text.length;
-      if (start < text.length) pieces.push(text.slice(start));
     },
     scanned: () => scanned,
   };

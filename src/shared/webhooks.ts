@@ -126,14 +126,7 @@ export function webhookSettingsFromEnv(env: Readonly<Record<string, string | und
   };
 }
 
-/** The delay before retry `attemptsMade` (1-based): base × 2^(n−1), at most an hour, ±10 %. */
-export function webhookBackoffMs(
-  settings: Pick<WebhookSettings, "retryBaseMs">,
-  attemptsMade: number,
-): number {
-  const delay = Math.min(3_600_000, settings.retryBaseMs * 2 ** Math.max(0, attemptsMade - 1));
-  return Math.round(delay * (0.9 + Math.random() * 0.2));
-}
+export { webhookBackoffMs } from "./webhook-backoff.js";
 
 /**
  * Addresses a webhook must not reach when FLEET_WEBHOOK_DENY_PRIVATE is on. Node's BlockList

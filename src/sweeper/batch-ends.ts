@@ -202,8 +202,8 @@ export function startWebhookWorker(options: {
       stalledInterval: settings.stallCheckMs,
       maxStalledCount: WEBHOOK_MAX_STALLS,
       settings: {
-        backoffStrategy: (attemptsMade, type) =>
-          type === WEBHOOK_BACKOFF ? webhookBackoffMs(settings, attemptsMade) : 1_000,
+        backoffStrategy: (attemptsMade, type, _error, job) =>
+          type === WEBHOOK_BACKOFF ? webhookBackoffMs(settings, attemptsMade, job) : 1_000,
       },
     },
   );

@@ -40,7 +40,8 @@ export function verifyWebhookSignature(
   if (ts.length !== 1 || !/^\d{1,15}$/.test(ts[0]!)) return false;
   if (v1s.length === 0 || !v1s.every((v1) => /^[0-9a-f]{64}$/i.test(v1))) return false;
   const t = Number(ts[0]);
-  if (Math.abs(nowSeconds - t) > toleranceSeconds) return false;
+  // Within it, or refused: a tolerance or clock that is not a number (NaN compares false) took any age.
+  if (!(Math.abs(nowSeconds - t) <= toleranceSeconds)) return false;
   const expected = Buffer.from(signWebhook(secret, body, t).split("v1=")[1]!, "hex");
   // Every entry is compared, matched or not: how many were looked at says nothing of which matched.
   return v1s

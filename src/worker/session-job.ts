@@ -2,7 +2,6 @@ import { FencedError } from "../shared/errors.js";
 import { lastSignOf } from "../shared/resume-policy.js";
 import { SessionEventLog } from "../shared/session-event-log.js";
 import type { Fence } from "../shared/store/fenced-writes.js";
-import { withFields } from "../shared/with-fields.js";
 import { type RideoutDeps, rideOut } from "./db-rideout.js";
 import { HandedBack } from "./hand-back.js";
 import type { JobResult, SessionJobDeps } from "./job-deps.js";
@@ -61,19 +60,7 @@ export async function processSessionJob(
     log: deps.log,
     ...(dbRideouts ? { onResult: (result) => dbRideouts.inc({ result }) } : {}),
   };
-  const cancelled = deps.cancelled;
   const writes = ridingOutWrites(guardedWrites(deps.writes, guard), rideout);
-  const jobDeps: SessionJobDeps = withFields(
-    deps,
-    cancelled
-      ? {
-          writes,
-          leaseGuard: guard,
-          cancelled: (fence: Fence, runId: string) =>
-            rideOut("cancel check", () => cancelled(fence, runId), rideout),
-        }
-      : { writes, leaseGuard: guard },
-  );
   let claimedEpoch: number | null = null;
   const holdsEpoch = deps.writes.holdsEpoch?.bind(deps.writes);
   const stopRenewals = keepLease({
@@ -98,7 +85,7 @@ export async function processSessionJob(
   let done = true;
   try {
     // The first run of a new session starts in the claim's own statement (session-claims.ts).
-    const claim = await jobDeps.writes.claimSession(sessionId, deps.workerId, {
+    const claim = await writes.claimSession(sessionId, deps.workerId, {
       startFirst: { tail: FIRST_RUN_TAIL },
       ...(history ? { known: history } : {}),
     });
@@ -123,7 +110,7 @@ export async function processSessionJob(
           claim.sessionEvents,
         )
       : null;
-    const runDeps = events ? { ...jobDeps, writes: followingEventsSetting(jobDeps.writes, events) } : jobDeps;
+    const runDeps = runDepsOf(deps, events ? followingEventsSetting(writes, events) : writes, guard, rideout);
     for (const { kind, outcome } of claim.staleRuns) deps.metrics.runs.inc({ kind, outcome });
     // The runs this claim ended: their messages the stream lacks first, then their ends.
     if (events && claim.staleRuns.length > 0)
@@ -195,6 +182,29 @@ export async function processSessionJob(
     if (done && deps.afterJob) deps.afterJob(closing);
     else await closing;
   }
+}
+
+/**
+ * What the job's runs get (one object a job, made once its writes are final): the worker's
+ * deps with the job's guarded writes, its lease guard, and a cancel check that rides out a
+ * short Postgres outage as the writes do. The worker's deps are its prototype, not copied:
+ * a copy of their ~30 fields (two, before) was a kilobyte or more a job that lived as long as
+ * the job, and nothing enumerates a job's deps (docs/performance.md, 7 December).
+ */
+function runDepsOf(
+  deps: SessionJobDeps,
+  writes: SessionJobDeps["writes"],
+  guard: LeaseGuard,
+  rideout: RideoutDeps,
+): SessionJobDeps {
+  const runDeps: SessionJobDeps = Object.create(deps);
+  runDeps.writes = writes;
+  runDeps.leaseGuard = guard;
+  const cancelled = deps.cancelled;
+  if (cancelled)
+    runDeps.cancelled = (fence: Fence, runId: string) =>
+      rideOut("cancel check", () => cancelled(fence, runId), rideout);
+  return runDeps;
 }
 
 /** The job's pending event writes (at most 1 s), then the lease's release; never rejects. */

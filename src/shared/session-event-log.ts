@@ -18,9 +18,12 @@ export class SessionEventLog {
   /** The next write, while it is still gathering parts. */
   private next: Promise<void> | null = null;
   private deltas: { runId: string; text: string } | null = null;
-  /** The runs of earlier jobs' messages, read from Postgres (findRuns); the seqs asked for. */
-  private readonly foundRuns = new Map<number, string>();
-  private readonly askedRuns = new Set<number>();
+  /**
+   * The runs of earlier jobs' messages, read from Postgres (findRuns), and the seqs asked for:
+   * made at the first lookup (a job that committed every message it sends never makes one).
+   */
+  private foundRuns: Map<number, string> | null = null;
+  private askedRuns: Set<number> | null = null;
   private deltaTimer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -135,7 +138,7 @@ export class SessionEventLog {
     let seqs: number[] | null = null;
     for (let i = from; i < this.history.length && this.history[i]!.seq <= through; i++) {
       const message = this.history[i]!;
-      if (this.runOf(message) !== null || this.askedRuns.has(message.seq)) continue;
+      if (this.runOf(message) !== null || this.askedRuns?.has(message.seq)) continue;
       seqs ??= [];
       seqs.push(message.seq);
     }
@@ -145,6 +148,8 @@ export class SessionEventLog {
   private async findRuns(seqs: readonly number[]): Promise<void> {
     // Postgres not answering does not hold the stream back: those go out without their run.
     const found = await this.writer.runsOf(this.sessionId, seqs).catch(() => new Map<number, string>());
+    this.foundRuns ??= new Map();
+    this.askedRuns ??= new Set();
     for (const [seq, runId] of found) this.foundRuns.set(seq, runId);
     for (const seq of seqs) this.askedRuns.add(seq);
   }
@@ -200,7 +205,7 @@ export class SessionEventLog {
           const through = Math.max(part.through, believed);
           for (; at < this.history.length && this.history[at]!.seq <= through; at++) {
             const message = this.history[at]!;
-            const runId = this.runOf(message) ?? this.foundRuns.get(message.seq) ?? null;
+            const runId = this.runOf(message) ?? this.foundRuns?.get(message.seq) ?? null;
             entries.push({ type: "MESSAGE", runId, message });
             lastSent = message.seq;
           }

@@ -6,6 +6,7 @@
 import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 import { isCluster } from "./redis.js";
+import { type ScriptArg, ScriptCall } from "./script-call.js";
 import { keysShareSlot, TurnBatch } from "./turn-batch.js";
 
 // Each script acts on one or more sessions' leases (turn-batch.ts): KEYS per session, ARGV
@@ -75,37 +76,26 @@ export type LeaseStore = {
   release(sessionId: string, token: string): Promise<boolean>;
 };
 
-/** The scripts as ioredis commands: sent once, then called by SHA (EVALSHA); the first argument is the key count. */
-type LeaseCommands = {
-  fleetLeaseAcquireMany(numKeys: number, ...args: string[]): Promise<number[]>;
-  fleetLeaseRenewMany(numKeys: number, ...args: string[]): Promise<number[]>;
-  fleetLeaseHoldMany(numKeys: number, ...args: string[]): Promise<number[]>;
-  fleetReleaseIfHolderMany(numKeys: number, ...args: string[]): Promise<number[]>;
-};
-
-const defined = new WeakSet<Redis>();
-
-function commands(redis: Redis): Redis & LeaseCommands {
-  if (!defined.has(redis)) {
-    redis.defineCommand("fleetLeaseAcquireMany", { lua: ACQUIRE });
-    redis.defineCommand("fleetLeaseRenewMany", { lua: RENEW });
-    redis.defineCommand("fleetLeaseHoldMany", { lua: HOLD });
-    redis.defineCommand("fleetReleaseIfHolderMany", { lua: RELEASE });
-    defined.add(redis);
-  }
-  return redis as Redis & LeaseCommands;
-}
-
 /** Deletes `key` only if it still holds `token` (a lease, or the sweeper's per-session lock). */
 export async function releaseIfHolder(redis: Redis, key: string, token: string): Promise<boolean> {
-  const [deleted] = await commands(redis).fleetReleaseIfHolderMany(1, key, token);
+  const [deleted] = await RELEASE_CALL.call<number[]>(redis, 1, [key, token]);
   return deleted === 1;
 }
 
 type Held = { sessionId: string; token: string };
 
+/**
+ * The worker's lease scripts, their commands' bytes written once (script-call.ts) rather than
+ * built as ioredis's strings argument by argument: a take, a few renewals and a release a
+ * session, each a grouped call of up to 128 sessions' keys and tokens.
+ */
+const ACQUIRE_CALL = new ScriptCall(ACQUIRE);
+const RENEW_CALL = new ScriptCall(RENEW);
+const HOLD_CALL = new ScriptCall(HOLD);
+const RELEASE_CALL = new ScriptCall(RELEASE);
+
 export class SessionLease implements LeaseStore {
-  private readonly redis: Redis & LeaseCommands;
+  private readonly redis: Redis;
 
   /**
    * Acquires, renewals and releases asked for in one turn of the event loop go out in one
@@ -124,27 +114,26 @@ export class SessionLease implements LeaseStore {
     /** How long a call waits for others to share its script call (TurnBatch's gatherMs). */
     gatherMs = 0,
   ) {
-    this.redis = commands(redis);
+    this.redis = redis;
     const combine = keysShareSlot(isCluster(redis), prefix);
-    const withLife =
-      (script: "fleetLeaseAcquireMany" | "fleetLeaseRenewMany" | "fleetLeaseHoldMany") => (held: Held[]) =>
-        this.redis[script](
-          held.length * 2,
-          ...held.flatMap((h) => [this.key(h.sessionId), this.renewedKey(h.sessionId)]),
-          String(this.ttlMs),
-          String(Date.now()),
-          ...held.map((h) => h.token),
-        );
-    this.acquires = new TurnBatch(withLife("fleetLeaseAcquireMany"), 128, combine, gatherMs);
-    this.renewals = new TurnBatch(withLife("fleetLeaseRenewMany"), 128, combine, gatherMs);
-    this.holds = new TurnBatch(withLife("fleetLeaseHoldMany"), 128, combine, gatherMs);
+    // KEYS: each session's lease and last-renewed key; ARGV: ttl, now, then each token.
+    const withLife = (script: ScriptCall) => (held: Held[]) => {
+      const args: ScriptArg[] = [];
+      for (const h of held) args.push(this.key(h.sessionId), this.renewedKey(h.sessionId));
+      args.push(this.ttlMs, Date.now());
+      for (const h of held) args.push(h.token);
+      return script.call<number[]>(this.redis, held.length * 2, args);
+    };
+    this.acquires = new TurnBatch(withLife(ACQUIRE_CALL), 128, combine, gatherMs);
+    this.renewals = new TurnBatch(withLife(RENEW_CALL), 128, combine, gatherMs);
+    this.holds = new TurnBatch(withLife(HOLD_CALL), 128, combine, gatherMs);
     this.releases = new TurnBatch(
-      (held) =>
-        this.redis.fleetReleaseIfHolderMany(
-          held.length,
-          ...held.map((h) => this.key(h.sessionId)),
-          ...held.map((h) => h.token),
-        ),
+      (held) => {
+        const args: ScriptArg[] = [];
+        for (const h of held) args.push(this.key(h.sessionId));
+        for (const h of held) args.push(h.token);
+        return RELEASE_CALL.call<number[]>(this.redis, held.length, args);
+      },
       128,
       combine,
       gatherMs,

@@ -159,9 +159,17 @@ export class EventWriter extends EventStreamWrites {
    * (lost, evicted; never started) starts at the last `maxEvents` stored messages, what
    * retention would keep of them (FLOOR_SCRIPT), not at the first: a reader's look that found
    * a run's end missing wrote 20,000 messages for a session of 20,000, and readers get 410
-   * for every place before the rebuild either way.
+   * for every place before the rebuild either way. `through`: the last stored message the
+   * events follow (a run's end, as its ending statement left the session): none after it is
+   * written, and a stream already past it (a later run's messages: the writer froze after
+   * its commit) gets a check at it, so the script sees the writer behind and skips its end.
    */
-  async writeAfterSync(database: Database, sessionId: string, events: readonly SessionEventInput[]) {
+  async writeAfterSync(
+    database: Database,
+    sessionId: string,
+    events: readonly SessionEventInput[],
+    through?: number,
+  ) {
     if (!this.enabled) return;
     const { sql } = database;
     for (let attempt = 0; attempt < 3; attempt++) {
@@ -169,13 +177,16 @@ export class EventWriter extends EventStreamWrites {
       // From the stream's last message on (checked: it must be the stored one), with the
       // highest stored seq: a stream past it has messages Postgres no longer has. No stream:
       // from the message before the last `maxEvents` (its floor), if there is one.
-      const from = last > 0 ? sql`${last}` : sql`greatest(0, s.stored - ${this.retention.maxEvents})`;
+      const upTo = through ?? null;
+      const checkAt = upTo !== null && upTo < last ? upTo : last;
+      const from = last > 0 ? sql`${checkAt}` : sql`greatest(0, s.stored - ${this.retention.maxEvents})`;
       const found = await sql<{ stored: number; off: boolean; m: string | RawMessage | null }[]>`
         select s.stored, s.off, row_to_json(m) as m
           from (select coalesce(max(seq), 0)::int as stored,
                        exists (select 1 from sessions z where z.id = ${sessionId} and not z.session_events) as off
                   from messages where session_id = ${sessionId}) s
           left join messages m on m.session_id = ${sessionId} and m.seq >= ${from} and not s.off
+                                 and (${upTo}::int is null or m.seq <= ${upTo}::int)
          order by m.seq`;
       // Created with sessionEvents: false: it has no stream, and none is started here.
       if (found[0]?.off) return;
@@ -192,7 +203,8 @@ export class EventWriter extends EventStreamWrites {
         if (!(await this.startAt(sessionId, floor))) continue;
         last = floor.seq;
       }
-      const check = rows[0]?.message.seq === last ? rows[0].message : undefined;
+      const check =
+        rows[0]?.message.seq === (floor !== undefined ? last : checkAt) ? rows[0].message : undefined;
       const messages = rows.filter((row) => row.message.seq > last);
       const result = await this.writeEntries(
         sessionId,

@@ -195,8 +195,20 @@ export class SweepQueries {
    * `endsCancelled`), not `reason`. Returns the outcome stored, or null: nothing ended.
    */
   async endAbandonedRun(runId: string, reason: "crashed" | "stalled"): Promise<AbandonedRunEnd | null> {
+    return (await this.endAbandonedRunAt(runId, reason))?.outcome ?? null;
+  }
+
+  /**
+   * `endAbandonedRun`, with the session's last stored seq as the end left it (`lastSeq`): what
+   * the run's end event follows. A sweeper that writes it later (frozen meanwhile) is then
+   * seen behind a stream that a resume's messages moved on (event-writer.ts `writeAfterSync`).
+   */
+  async endAbandonedRunAt(
+    runId: string,
+    reason: "crashed" | "stalled",
+  ): Promise<{ outcome: AbandonedRunEnd; lastSeq: number } | null> {
     const { sql } = this.database;
-    const rows = await sql<{ ended_reason: AbandonedRunEnd }[]>`
+    const rows = await sql<{ ended_reason: AbandonedRunEnd; last_seq: number }[]>`
       with locked as (
         select id, ${endsCancelled(this.database, sql`${runId}::text`)}
           from sessions where id = (select session_id from runs where id = ${runId}) for update
@@ -208,8 +220,9 @@ export class SweepQueries {
       )
       update sessions set lease_epoch = lease_epoch + 1, updated_at = now()
        where id = (select session_id from ended)
-      returning (select ended_reason from ended)`;
-    return rows[0]?.ended_reason ?? null;
+      returning (select ended_reason from ended), last_seq`;
+    const row = rows[0];
+    return row?.ended_reason ? { outcome: row.ended_reason, lastSeq: row.last_seq } : null;
   }
 }
 

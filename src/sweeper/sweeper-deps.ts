@@ -32,9 +32,10 @@ export type SweeperDeps = {
   now?: () => number;
   /**
    * Writes the RUN_COMPLETED of a run this sweeper ended (contracts §7), after every stored
-   * message the session's event stream lacks. Absent: no events.
+   * message the session's event stream lacks, up to `through`: the session's last stored seq
+   * as the end left it (a stream already past it, a later run's messages, gets no end). Absent: no events.
    */
-  runEnded?: (sessionId: string, runId: string, outcome: AbandonedRunEnd) => Promise<void>;
+  runEnded?: (sessionId: string, runId: string, outcome: AbandonedRunEnd, through?: number) => Promise<void>;
   /**
    * Writes the RUN_COMPLETED of the session's last run when its stream lacks it (its worker
    * died between committing the end and writing it; `EventWriter.missingRunEnd`), before a

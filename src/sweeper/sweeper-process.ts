@@ -84,8 +84,8 @@ export async function startSweeper(
   const resumes = new AutomaticResumes(database, resumePolicyOf(config), metrics);
   resumes.events = events;
   const sweeps = new SweepQueries(database);
-  const runEnded = (sessionId: string, runId: string, outcome: string) =>
-    events.writeAfterSync(database, sessionId, [{ type: "RUN_COMPLETED", runId, outcome }]);
+  const runEnded = (sessionId: string, runId: string, outcome: string, through?: number) =>
+    events.writeAfterSync(database, sessionId, [{ type: "RUN_COMPLETED", runId, outcome }], through);
   const sweeper = new Sweeper({
     prefix: config.prefix,
     redis,

@@ -207,19 +207,20 @@ export class Sweeper {
             const seized = await this.deps.lease.seize(run.session_id, SWEEPER_OWNER);
             if (seized === null) return false;
             // `cause`, or `cancelled` for a run a cancel found running (contracts §9).
-            let outcome: AbandonedRunEnd | null;
+            let ended: { outcome: AbandonedRunEnd; lastSeq: number } | null;
             try {
-              outcome = await this.deps.sweeps.endAbandonedRun(run.id, cause);
-              if (outcome === null) return false;
+              ended = await this.deps.sweeps.endAbandonedRunAt(run.id, cause);
+              if (ended === null) return false;
               // Counted once its end is stored, before the release: a release that fails (Redis
               // gone) leaves the resume to part 2, which finds the run ended and counts nothing.
-              this.deps.metrics.runs.inc({ kind: run.kind === "resume" ? "resume" : "run", outcome });
+              const kind = run.kind === "resume" ? "resume" : "run";
+              this.deps.metrics.runs.inc({ kind, outcome: ended.outcome });
             } finally {
               await this.deps.lease.release(run.session_id, seized);
             }
-            // Before the resume is queued, so the resume's RUN_STARTED follows this event.
+            const { outcome, lastSeq } = ended; // before the resume's RUN_STARTED; a stream past lastSeq skips it
             const written = await (
-              this.deps.runEnded?.(run.session_id, run.id, outcome) ?? Promise.resolve()
+              this.deps.runEnded?.(run.session_id, run.id, outcome, lastSeq) ?? Promise.resolve()
             ).then(
               () => true,
               (error: unknown) => {

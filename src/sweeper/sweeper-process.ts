@@ -171,7 +171,7 @@ export async function startSweeper(
     if (connectedBefore) {
       // Redis restarted or the link dropped: workers are reconnecting too, so their absence
       // from CLIENT LIST means nothing for a moment.
-      quietUntil = Date.now() + RECONNECT_QUIET_MS;
+      quietUntil = performance.now() + RECONNECT_QUIET_MS; // monotonic: a wall clock step back would stretch it
       sweeper.resetLiveness();
     }
     connectedBefore = true;
@@ -192,7 +192,7 @@ export async function startSweeper(
     log,
     "liveness check",
     async () => {
-      if (Date.now() >= quietUntil) await sweeper.sweepWorkers();
+      if (performance.now() >= quietUntil) await sweeper.sweepWorkers();
     },
     () => stopped,
     () => (passDoneAt.liveness = Date.now()),

@@ -52,7 +52,7 @@ describe("the sweeper process after a reconnect", () => {
         .map((line) => /^id=(\d+)/.exec(line)![1]!);
       return ids.length === 1 ? ids[0]! : null;
     };
-    // Killed until the process has seen a reconnect (its first `ready` may come before it listens).
+    // Killed until the process has seen a reconnect.
     let killed: string | null = null;
     while (!reconnected) {
       const now = await connection();

@@ -166,7 +166,7 @@ export async function startSweeper(
   const retentionTimer = setInterval(retentionTick, Math.max(50, config.retention.intervalMs));
 
   let quietUntil = 0;
-  let connectedBefore = false;
+  let connectedBefore = redis.status === "ready"; // ready already: the next `ready` is a reconnect
   redis.on("ready", () => {
     if (connectedBefore) {
       // Redis restarted or the link dropped: workers are reconnecting too, so their absence

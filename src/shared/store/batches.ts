@@ -22,6 +22,7 @@ import type { Database } from "../db/client.js";
 import type { UsageTotals } from "../prices.js";
 import { batchBusy } from "./batch-busy.js";
 import { cancelSessions, type DroppedRun, type RunningRun } from "./batch-cancel.js";
+import { countsOf, type Sql } from "./batch-counts.js";
 import { type EndedSession, iso, readEndedPage, readResultsPage } from "./batch-results.js";
 import { json } from "./rows.js";
 import type { ListCursor } from "./session-queries.js";
@@ -64,8 +65,11 @@ export class BatchStore {
     return usageOfBatch(this.database, id);
   }
 
-  private async row(id: string, tenant?: string): Promise<BatchRaw | undefined> {
-    const { sql } = this.database;
+  private async row(
+    id: string,
+    tenant?: string,
+    sql: Sql = this.database.sql,
+  ): Promise<BatchRaw | undefined> {
     const [row] = await sql<{ b: string | BatchRaw }[]>`
       select row_to_json(b) as b from batches b
        where b.id = ${id} and b.deleted_at is null ${tenant === undefined ? sql`` : sql`and b.tenant = ${tenant}`}`;
@@ -78,25 +82,8 @@ export class BatchStore {
   }
 
   /** Counts by current state: one pass over the batch's sessions and its unfinished runs. */
-  async counts(id: string): Promise<BatchCounts> {
-    const [row] = await this.database.sql<BatchCounts[]>`
-      with s as (
-        select s.id, s.status, s.tail_state, s.run_started from sessions s where s.batch_id = ${id}
-      ), a as (
-        select r.session_id, bool_or(r.status = 'running') as running from runs r
-         where r.status <> 'ended' and r.session_id in (select id from s where status = 'active')
-         group by r.session_id
-      )
-      select count(*)::int as total,
-             count(*) filter (where s.status = 'cancelled')::int as cancelled,
-             count(*) filter (where s.status = 'parked')::int as parked,
-             count(*) filter (where s.status = 'active' and (a.running
-                or (a.session_id is null and s.run_started and s.tail_state <> 'completed')))::int as running,
-             count(*) filter (where s.status = 'active' and not a.running)::int as queued,
-             count(*) filter (where s.status = 'active' and a.session_id is null
-                and (s.tail_state = 'completed' or not s.run_started))::int as completed
-        from s left join a on a.session_id = s.id`;
-    return row!;
+  counts(id: string): Promise<BatchCounts> {
+    return countsOf(this.database.sql, id);
   }
 
   /**
@@ -135,9 +122,15 @@ export class BatchStore {
    * does the same and queues the webhook).
    */
   async view(id: string, tenant?: string): Promise<BatchJson | undefined> {
-    const row = await this.row(id, tenant);
-    if (!row) return undefined;
-    const counts = await this.counts(id);
+    // The row and the counts in one snapshot: a cancel committed between two reads was in the
+    // counts (every session terminal) but not in the row, and the batch read `ended`, not
+    // `cancelled` (test/batch-view-cancel-race.test.ts).
+    const read = await this.database.sql.begin("isolation level repeatable read read only", async (tx) => {
+      const row = await this.row(id, tenant, tx);
+      return row ? { row, counts: await countsOf(tx, id) } : undefined;
+    });
+    if (!read) return undefined;
+    const { row, counts } = read;
     const ended = !row.open && counts.queued === 0 && counts.running === 0;
     let endedAt = row.ended_at;
     if (ended && endedAt === null) endedAt = await this.markEnded(id);

@@ -23,7 +23,7 @@ export type ApiDeps = {
     recognises?(header: string | undefined): boolean;
   };
   /** Failed authentications per client address (auth-failures.ts); absent: no limit. */
-  authFailures?: Pick<AuthFailureLimiter, "retryAfter" | "failed" | "limit">;
+  authFailures?: Pick<AuthFailureLimiter, "retryAfter" | "failed" | "limit" | "begin">;
   /** Fastify's `trustProxy` (FLEET_API_TRUST_PROXY): whose X-Forwarded-For names the client. */
   trustProxy?: boolean | number | string;
   /** `Idempotency-Key` on `POST /v1/…` (contracts §9); without it the header is ignored. */

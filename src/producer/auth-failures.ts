@@ -11,6 +11,12 @@
  * is forgotten; when every slot holds a client still short of tokens, new addresses share
  * one bucket, so spreading guesses over many addresses buys no more than one client gets.
  * IPv6 clients count by their /64 (one host usually holds a whole /64).
+ *
+ * A look-up in flight holds a place in its client's count until it is answered (`begin`):
+ * each request was checked against the count before any look-up of its had failed, so
+ * guesses sent at once were all looked up (60 against a burst of 5:
+ * test/auth-failures-concurrent.test.ts). Requests at once with the same credentials hold one
+ * place (ApiAuth looks their key up once), so a tenant's burst with its key is not refused.
  */
 import { isIP } from "node:net";
 
@@ -53,6 +59,8 @@ export function secondsUntilToken(tokens: number, limit: AuthFailureLimit): numb
 
 export class AuthFailureLimiter {
   private readonly buckets = new Map<string, Bucket>();
+  /** Per bucket, the credentials being looked up for its clients, and how many requests wait on each. */
+  private readonly pending = new Map<string, Map<string, number>>();
   private readonly now: () => number;
   private readonly maxClients: number;
 
@@ -71,8 +79,31 @@ export class AuthFailureLimiter {
 
   /** Seconds the client at `ip` must wait before another request of it may fail; 0: none. */
   retryAfter(ip: string): number {
-    const bucket = this.buckets.get(this.slot(clientKey(ip), false));
-    return bucket ? secondsUntilToken(tokensAt(bucket, this.now(), this.limit), this.limit) : 0;
+    const key = this.slot(clientKey(ip), false);
+    const bucket = this.buckets.get(key);
+    const tokens = bucket ? tokensAt(bucket, this.now(), this.limit) : this.limit.burst;
+    return secondsUntilToken(tokens - (this.pending.get(key)?.size ?? 0), this.limit);
+  }
+
+  /**
+   * Holds a place in the count of the client at `ip` while `credentials` are looked up (one
+   * place for all its requests with the same credentials); the returned function gives it back
+   * once the look-up is answered (then `failed`, if it failed).
+   */
+  begin(ip: string, credentials: string): () => void {
+    const key = this.slot(clientKey(ip), false);
+    const waiting = this.pending.get(key) ?? new Map<string, number>();
+    this.pending.set(key, waiting);
+    waiting.set(credentials, (waiting.get(credentials) ?? 0) + 1);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const left = (waiting.get(credentials) ?? 1) - 1;
+      if (left > 0) waiting.set(credentials, left);
+      else waiting.delete(credentials);
+      if (waiting.size === 0 && this.pending.get(key) === waiting) this.pending.delete(key);
+    };
   }
 
   /** Counts one failed authentication of the client at `ip`. */

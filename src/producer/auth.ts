@@ -28,6 +28,8 @@ export class UnauthorizedError extends Error {
 
 /** Who a valid key belongs to. */
 export type Caller = { tenant: string; admin: boolean };
+/** A stored key as a look-up finds it. */
+type Found = { id: string; tenant: string; admin: boolean };
 
 /** How long a valid key is remembered, and how often dev mode looks for a first key. */
 export const AUTH_CACHE_MS = 5_000;
@@ -82,6 +84,8 @@ export class ApiAuth {
   private readonly unknown = new Map<string, number>();
   /** Hashes of keys found valid, and when that was last so (see RECOGNISED_MS). */
   private readonly recognised = new Map<string, number>();
+  /** Look-ups in flight by hash: requests that ask at once for one key share one. */
+  private readonly lookups = new Map<string, Promise<Found | undefined>>();
   private keysExist = false;
   private checkedAt = Number.NEGATIVE_INFINITY;
   private checking: Promise<boolean> | undefined;
@@ -212,8 +216,7 @@ export class ApiAuth {
     if (cached && cached.until > now) return cached;
     this.cache.delete(hash);
     const unknownUntil = this.unknown.get(hash);
-    const found =
-      unknownUntil !== undefined && unknownUntil > now ? undefined : await this.deps.keys.tenantOf(hash);
+    const found = unknownUntil !== undefined && unknownUntil > now ? undefined : await this.lookUp(hash);
     if (!found) {
       this.recognised.delete(hash);
       if (unknownUntil === undefined || unknownUntil <= now)
@@ -227,6 +230,16 @@ export class ApiAuth {
     const entry = { tenant: found.tenant, admin: found.admin, until: now + this.cacheMs };
     this.cache.set(hash, entry);
     return entry;
+  }
+
+  /** The key of `hash` in Postgres, asked once for all the requests waiting on it. */
+  private lookUp(hash: string): Promise<Found | undefined> {
+    let lookup = this.lookups.get(hash);
+    if (lookup === undefined) {
+      lookup = this.deps.keys.tenantOf(hash).finally(() => this.lookups.delete(hash));
+      this.lookups.set(hash, lookup);
+    }
+    return lookup;
   }
 
   private forgetOldest(now: number): void {

@@ -50,8 +50,9 @@ function isAdminRequest(routeUrl: string | undefined, url: string): boolean {
  * Who a request is from: its tenant (undefined for an admin route, admitted). Each 401 of a
  * request that sent credentials counts against its client address (auth-failures.ts); past
  * the limit, a request with credentials gets TooManyRequestsError before any key look-up,
- * unless its key was valid lately. Requests without credentials cost no look-up: they get
- * their 401 (or dev mode) as always.
+ * unless its key was valid lately; a look-up in flight counts until it is answered
+ * (auth-failures.ts `begin`). Requests without credentials cost no look-up: they get their
+ * 401 (or dev mode) as always.
  */
 async function authenticated(
   deps: ApiDeps,
@@ -69,16 +70,21 @@ async function authenticated(
       `too many failed authentications from this address (${perMinute} a minute, bursts of ${burst}: FLEET_API_AUTH_FAILURES_PER_MINUTE); try again in ${wait} s with a valid API key`,
     );
   }
+  // Held until the look-up is answered: requests sent at once cannot all pass the check above.
+  const done = failures && authorization ? failures.begin(request.ip, authorization) : undefined;
   try {
     if (!admin) return await deps.auth.authenticate(authorization, request.headers);
     await deps.auth.authenticateAdmin(authorization, request.headers);
     return undefined;
   } catch (error) {
     if (error instanceof UnauthorizedError && error.status === 401 && authorization) {
+      done?.();
       failures?.failed(request.ip);
       deps.metrics?.authFailures.inc();
     }
     throw error;
+  } finally {
+    done?.();
   }
 }
 

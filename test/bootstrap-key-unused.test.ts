@@ -5,6 +5,7 @@
  * every request, with nothing saying why. Now the API says so at start, naming the variable.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { storeBootstrapKey } from "../src/producer/auth.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { spawnApi } from "./support/api-process.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
@@ -43,3 +44,18 @@ it("says at start that FLEET_BOOTSTRAP_KEY is not a valid key once another exist
   expect(revoked.status).toBe(401);
   expect(revoked.output).toContain("FLEET_BOOTSTRAP_KEY is set but is not a valid key");
 }, 120_000);
+
+it("a FLEET_BOOTSTRAP_KEY too short to store, once a key exists, is warned about, not a stop at start", async () => {
+  // As one with a space (api-keys.ts `bootstrap`): once any key exists it is not stored, so a
+  // deployment whose variable was never taken still starts and is told why the key is refused.
+  // Before, `must be at least 32 characters long` stopped the API (exit 2) though no key
+  // would have been stored.
+  const keys = new ApiKeys(fleet.database);
+  expect(await keys.anyExists()).toBe(true);
+  await expect(storeBootstrapKey(keys, "changeme")).resolves.toContain(
+    "FLEET_BOOTSTRAP_KEY is set but is not a valid key",
+  );
+  await expect(storeBootstrapKey(keys, "change me, not a key at all but long enough")).resolves.toContain(
+    "FLEET_BOOTSTRAP_KEY is set but is not a valid key",
+  );
+});

@@ -93,18 +93,20 @@ export class ApiKeys {
    * admin key (the deployment's first key is the operator's), when no key exists at all. True when it was stored; safe when several APIs start at once.
    */
   async bootstrap(key: string): Promise<boolean> {
-    if (key.length < 32) {
-      throw new ValidationError("FLEET_BOOTSTRAP_KEY", "must be at least 32 characters long");
-    }
     // Sent as `Authorization: Bearer KEY`, a key is one token of visible ASCII: one with a space
     // or another byte would be stored and then refused (401) on every request, for ever. Once a
-    // key exists it is not stored, so a deployment that kept such a value still starts.
-    if (!/^[\x21-\x7e]+$/.test(key) && !(await this.anyExists())) {
+    // key exists it is not stored, so a deployment that kept such a value (or a short one) still
+    // starts, and is told at start that the key is refused (auth.ts storeBootstrapKey).
+    const short = key.length < 32;
+    if ((short || !/^[\x21-\x7e]+$/.test(key)) && !(await this.anyExists())) {
       throw new ValidationError(
         "FLEET_BOOTSTRAP_KEY",
-        "must be visible ASCII characters only (no spaces, tabs or other bytes): clients send it as `Authorization: Bearer KEY`",
+        short
+          ? "must be at least 32 characters long"
+          : "must be visible ASCII characters only (no spaces, tabs or other bytes): clients send it as `Authorization: Bearer KEY`",
       );
     }
+    if (short) return false;
     const hash = hashKey(key);
     // Shown by its hash whatever its form: an operator's key that looks like `fk_<id>_…` has no
     // id of ours, and its first part is secret too.

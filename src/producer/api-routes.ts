@@ -138,6 +138,7 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
   // sent or its client is gone. A small part of a big session (a poll of its tail) never waits.
   // It is sent in pieces, and its connection closed once its client takes nothing of it for
   // FLEET_SSE_STALL_MS (big-answers.ts): a client that read nothing held its place for ever.
+  // Nor is it sent on once its key is revoked (test/big-answer-key-revoked.test.ts).
   app.get<IdParams>("/v1/sessions/:id", async (request, reply) => {
     let big = false;
     const session = await service.getSession(
@@ -158,6 +159,12 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
       },
     );
     if (!big) return session;
+    // Sent for as long as its reader takes a piece now and then: not to a key revoked meanwhile.
+    closeWhenRevoked(
+      reply.raw,
+      () => stillServes(deps, request),
+      () => request.log.info("big session answer's key no longer works; closed its connection"),
+    );
     // Its length said as before (not chunked): a cut answer is seen short of it.
     const text = JSON.stringify(session);
     return reply

@@ -21,6 +21,7 @@ import { documentRoutes } from "./openapi.js";
 import { NO_FIELDS } from "./request-bodies.js";
 import { checkBody, checkQuery, checkRouteQuery, decodeJsonBody, parseJsonBody } from "./request-checks.js";
 import { BODY_LIMIT, HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from "./request-limits.js";
+import { requestLogFields } from "./request-log.js";
 import { ROUTE_DOCS } from "./route-docs.js";
 
 export type { ApiDeps } from "./api-deps.js";
@@ -103,7 +104,7 @@ function countLimited(deps: ApiDeps, error: unknown): void {
 export function buildApi(deps: ApiDeps): FastifyInstance {
   const requestTimeout = deps.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   const app = fastify({
-    logger: { level: deps.logLevel ?? "info", base: { role: "api" } },
+    logger: { level: deps.logLevel ?? "info", base: { role: "api" }, serializers: { req: requestLogFields } },
     bodyLimit: BODY_LIMIT,
     // Whose X-Forwarded-For names the client (request.ip): none unless the operator says.
     trustProxy:

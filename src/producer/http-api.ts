@@ -9,6 +9,7 @@ import { NotFoundError, TooManyRequestsError } from "../shared/errors.js";
 import { nextTurn } from "../shared/event-loop-slices.js";
 import { answerHalfClosedClients } from "../shared/http-server.js";
 import { isStorableText } from "../shared/messages.js";
+import { withAdminHeaders } from "./admin-headers.js";
 import type { ApiDeps } from "./api-deps.js";
 import { fastify } from "./api-packages.js";
 import { routes } from "./api-routes.js";
@@ -188,6 +189,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     // The console's static page: its data comes from /v1 routes with the key entered in it.
     if (isConsoleRoute(request.routeOptions.url)) return;
     const admin = isAdminRequest(request.routeOptions.url, request.url);
+    if (admin) withAdminHeaders(reply);
     try {
       const tenant = await authenticated(deps, request, admin);
       if (tenant !== undefined) request.tenant = tenant;

@@ -37,7 +37,12 @@ export type TestBrowser = { context: BrowserContext; page: Page; close(): Promis
 
 /** A headless Chromium with its first tab; every wait fails after 20 s, naming what it waited for. */
 export async function openChromium(
-  options: { viewport?: { width: number; height: number }; timezoneId?: string } = {},
+  options: {
+    viewport?: { width: number; height: number };
+    timezoneId?: string;
+    /** What the browser answers an HTTP Basic challenge with (as a person typing it in the prompt). */
+    httpCredentials?: { username: string; password: string };
+  } = {},
 ): Promise<TestBrowser> {
   const profile = await mkdtemp(join(tmpdir(), "fleet-chromium-"));
   const context = await chromium.launchPersistentContext(profile, {

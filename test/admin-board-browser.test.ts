@@ -9,9 +9,25 @@
  */
 import type { Request, Response } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { withoutRemoteLinks } from "../src/producer/admin-board.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { ensureConsoleBuilt, openChromium, type TestBrowser } from "./support/console-browser.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+
+describe("withoutRemoteLinks", () => {
+  it("drops every <link> to another host, however written, and keeps the page's own", () => {
+    const page = [
+      '<link href="https://fonts.googleapis.com/css2?family=X" rel="stylesheet">',
+      "<LINK rel=preconnect href='//fonts.gstatic.com' crossorigin>",
+      "<link rel=stylesheet href=http://cdn.example/x.css>",
+      '<link href="static/css/main.css" rel="stylesheet">',
+      '<link rel="icon" href="/admin/queues/static/favicon.ico">',
+    ].join("\n");
+    expect(withoutRemoteLinks(page)).toBe(
+      '<link href="static/css/main.css" rel="stylesheet">\n<link rel="icon" href="/admin/queues/static/favicon.ico">',
+    );
+  });
+});
 
 describe("Bull Board in a browser", () => {
   let fleet: FleetEnv;
@@ -61,6 +77,19 @@ describe("Bull Board in a browser", () => {
       context.off("response", onResponse);
     }
   }
+
+  it("asks no other host for anything (no Google Fonts) and renders with no CSP violation", async () => {
+    const { requests, violations } = await loadBoard();
+    const own = new URL(base).host;
+    const elsewhere = requests
+      .map((r) => r.url())
+      .filter((url) => !url.startsWith("data:") && new URL(url).host !== own);
+    expect(elsewhere).toEqual([]);
+    expect(violations).toEqual([]);
+    // The page names no other host at all (a link the CSP blocks would still be a violation).
+    const html = await (await browser.page.request.get(`${base}/admin/queues`)).text();
+    expect(html).not.toMatch(/fonts\.googleapis|https?:\/\//);
+  }, 90_000);
 
   it("the page and its API answers forbid framing and caching, under a CSP with no inline script", async () => {
     const { answers } = await loadBoard();

@@ -39,6 +39,7 @@ const CONTRACT_METRICS = [
   "fleet_endpoint_limit",
   // Added since (README, Metrics and dashboard): each has a panel too.
   "fleet_redis_eviction_policy_safe",
+  "fleet_redis_data_losses_total",
   "fleet_webhook_deliveries_total",
   "fleet_hook_failures_total",
   "fleet_sessions_deleted_total",

@@ -82,6 +82,8 @@ const FIXED: Record<string, Record<string, readonly string[]>> = {
   fleet_db_rideouts_total: { result: DB_RIDEOUT_RESULTS },
   fleet_event_places_gone_total: { stream: EVENT_STREAM_KINDS },
   fleet_lease_wait_seconds_count: { result: LEASE_WAIT_RESULTS },
+  // Unlabelled: one series, at 0 on every role (only sweepers count).
+  fleet_redis_data_losses_total: {},
 };
 
 describe("metrics start at 0 (src/shared/metrics.ts)", () => {

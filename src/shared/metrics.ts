@@ -153,6 +153,15 @@ export function createMetrics(role: string, options: { queueDepths?: QueueDepths
       labelNames: ["endpoint", "limit"] as const,
       registers,
     }),
+    /**
+     * Losses of Redis's data a sweeper saw (redis-data-loss.ts): every sweeper that looked
+     * before counts the same loss, so the fleet's count is the max over sweepers, not the sum.
+     */
+    redisDataLosses: new Counter({
+      name: "fleet_redis_data_losses_total",
+      help: "Times this sweeper saw Redis lose its data (FLUSHALL, or a restart or failover without persistence behind a proxy that kept the connection): its marker key gone or changed. Every sweeper counts each loss it saw, so aggregate with max by () (increase(...)), not sum. 0 on other roles.",
+      registers,
+    }),
     /** Redis's maxmemory-policy as this process last read it: at start, then every FLEET_EVICTION_CHECK_MS (eviction-policy.ts). */
     redisEvictionPolicySafe: new Gauge({
       name: "fleet_redis_eviction_policy_safe",

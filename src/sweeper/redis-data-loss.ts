@@ -10,9 +10,13 @@
  * before a sweeper's first look is not seen here (nothing to compare; a marker that Postgres
  * kept would not tell either once another sweeper wrote a new one): its start counts as
  * Redis trouble instead (sweeper.ts), which covers such a loss whenever it happened.
+ * Each loss seen is logged once and counted (`fleet_redis_data_losses_total`): every sweeper
+ * that looked before sees the same loss, so the fleet's count is the max over sweepers.
  */
 import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
+import type { Logger } from "pino";
+import type { FleetMetrics } from "../shared/metrics.js";
 
 /** Pure: the marker read now against the one read before (undefined: never read). */
 export function markerLost(before: string | undefined, now: string | null): boolean {
@@ -24,27 +28,38 @@ export class RedisDataLoss {
   private seen: string | undefined;
 
   constructor(
-    private readonly redis: Redis,
-    private readonly prefix: string,
+    private readonly deps: {
+      redis: Redis;
+      prefix: string;
+      metrics: Pick<FleetMetrics, "redisDataLosses">;
+      log: Pick<Logger, "warn">;
+    },
+    /** Called at each loss seen, after it is logged and counted. */
+    private readonly onLoss: () => void,
   ) {}
 
   key(): string {
-    return `${this.prefix}:data-marker`;
+    return `${this.deps.prefix}:data-marker`;
   }
 
   /**
    * Reads the marker (writes one when there is none) and says whether Redis lost its data
    * since the last look. The first look says no: a new fleet, or a sweeper that starts, has
-   * seen nothing to lose.
+   * seen nothing to lose. A loss is logged, counted and told to `onLoss`.
    */
   async check(): Promise<boolean> {
-    let now = await this.redis.get(this.key());
+    let now = await this.deps.redis.get(this.key());
     if (now === null) {
-      await this.redis.set(this.key(), randomUUID(), "NX");
-      now = await this.redis.get(this.key());
+      await this.deps.redis.set(this.key(), randomUUID(), "NX");
+      now = await this.deps.redis.get(this.key());
     }
     const lost = markerLost(this.seen, now);
     this.seen = now ?? undefined;
+    if (lost) {
+      this.deps.log.warn("Redis lost its data: missing leases and heartbeats judged after a lease TTL");
+      this.deps.metrics.redisDataLosses.inc();
+      this.onLoss();
+    }
     return lost;
   }
 }

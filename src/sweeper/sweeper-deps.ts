@@ -20,7 +20,7 @@ export type SweeperDeps = {
   /** Every automatic resume and retry is decided and counted there. */
   resumes: Pick<AutomaticResumes, "schedule" | "countRetry" | "backoffLeftMs" | "payOwedParks">;
   queues: Pick<RunQueues, "enqueue" | "getJob" | "getActive" | "jobStates">;
-  metrics: Pick<FleetMetrics, "runs">;
+  metrics: Pick<FleetMetrics, "runs" | "redisDataLosses">;
   log: Pick<Logger, "info" | "warn" | "debug">;
   /** Told every running run at each look for abandoned ones: runs alive but making no progress. */
   progress?: Pick<RunProgress, "observe">;

@@ -73,7 +73,7 @@ export class Sweeper {
     // like no loss: its start counts as Redis trouble, no missing lease judged for a TTL.
     this.startTroubleAt = this.now() - deps.lease.ttlMs + (options.startGraceMs ?? deps.lease.ttlMs);
     this.failures = new SessionFailures(deps);
-    this.dataLoss = new RedisDataLoss(deps.redis, deps.prefix);
+    this.dataLoss = new RedisDataLoss(deps, () => this.redisTrouble());
     this.locks = new SweepLocks({
       prefix: deps.prefix,
       redis: deps.redis,
@@ -156,16 +156,17 @@ export class Sweeper {
   async sweepAbandoned(liveNow?: Set<string>): Promise<number> {
     const running = await this.deps.sweeps.runningRuns();
     this.deps.progress?.observe(running);
-    if (running.length === 0) return 0;
+    // Looked for with no run too: a loss on an idle fleet is counted when it happens.
+    if (running.length === 0) {
+      await this.timed(() => this.dataLoss.check());
+      return 0;
+    }
     const live = liveNow ?? (await this.timed(() => this.liveWorkers()));
     // All holders at once (MGET, a round trip per 500 runs), then the abandoned runs a few
     // at a time: a worker that dies with 30 sessions must not have them resumed one by one.
     const holders = await this.timed(() => this.deps.lease.holders(running.map((run) => run.session_id)));
     // After the leases: a loss before or since their read is seen (redis-data-loss.ts).
-    if (await this.timed(() => this.dataLoss.check())) {
-      this.deps.log.warn("Redis lost its data: missing leases and heartbeats judged after a lease TTL");
-      this.redisTrouble();
-    }
+    await this.timed(() => this.dataLoss.check());
     const now = this.now();
     // Leases read while Redis was away or just back may be missing only because their
     // workers' renewals have not landed yet (they take them back: lease-keeper.ts).

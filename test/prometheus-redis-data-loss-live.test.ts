@@ -10,10 +10,9 @@
  * Needs the `prometheus` binary (Debian package `prometheus`): without it this test fails.
  */
 import type { ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createFleetEnv, type FleetEnv, ROOT, type WorkerProcess, waitFor } from "./support/fleet-env.js";
+import { dashboardPanels, grafanaExpr } from "./support/dashboard.js";
+import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
 import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
 import {
   prometheusBinary,
@@ -34,14 +33,11 @@ function metricsPortOf(sweeper: WorkerProcess): number {
   return Number(match[1]);
 }
 
-/** The dashboard panel's query, at a 1-minute rate interval. */
+/** The dashboard panel's query as Grafana sends it, at a 1-minute rate interval. */
 function panelQuery(title: string): string {
-  const dashboard = JSON.parse(
-    readFileSync(join(ROOT, "deploy/grafana/dashboards/agent-fleet.json"), "utf8"),
-  ) as { panels: { title: string; targets?: { expr?: string }[] }[] };
-  const expr = dashboard.panels.find((p) => p.title === title)?.targets?.[0]?.expr;
+  const expr = dashboardPanels().find((p) => p.title === title)?.targets?.[0]?.expr;
   if (!expr) throw new Error(`no panel "${title}" with a query`);
-  return expr.replaceAll("$__rate_interval", "1m");
+  return grafanaExpr(expr, INTERVAL_S, "1m", 60);
 }
 
 describe("a FLUSHALL seen by two sweeper processes, through the real Prometheus", () => {

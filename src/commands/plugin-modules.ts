@@ -8,6 +8,7 @@ import { createRequire } from "node:module";
 import { extname, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { ValidationError } from "../shared/errors.js";
+import { thrownText } from "../shared/thrown-text.js";
 import type { Extension } from "../worker/extensions.js";
 import { extensionProblem, toolProblem } from "../worker/plugin-checks.js";
 import type { Tool } from "../worker/tools/registry.js";
@@ -67,19 +68,20 @@ async function loadModuleExport(file: string, flag: PluginFlag, fallback: string
   if (typescript) await registerTypeScript(file, flag);
   if (typescript) await shareOwnPackage(resolve(file));
   try {
-    module = await import(typescript ? `${url}?typescript` : url);
+    module = await importOrSay(typescript ? `${url}?typescript` : url, file, flag);
   } catch (error) {
-    if (typescript || (error as NodeJS.ErrnoException).code !== "ERR_UNKNOWN_FILE_EXTENSION") {
+    // A module may throw anything (a string, null): what it threw is said as it can be.
+    if (typescript || (error as { code?: unknown } | null)?.code !== "ERR_UNKNOWN_FILE_EXTENSION") {
       // tsx's errors name the line themselves; Node's SyntaxError does not.
       const where = !typescript && error instanceof SyntaxError ? whereSyntaxError(resolve(file)) : "";
-      throw new Error(`${flag}: ${file} could not be loaded: ${(error as Error).message}${where}`, {
+      throw new Error(`${flag}: ${file} could not be loaded: ${thrownText(error)}${where}`, {
         cause: error,
       });
     }
     await registerTypeScript(file, flag);
     await shareOwnPackage(resolve(file));
     // Another URL: the loader remembers the failed import of the first one.
-    module = await import(`${url}?typescript`);
+    module = await importOrSay(`${url}?typescript`, file, flag);
   }
   const found = exportOf(module, fallback, typescript ? /\.cts$/.test(file) : loadedAsCommonJs(file));
   const problem = exportProblem(found, flag);
@@ -107,6 +109,31 @@ function exportOf(module: { default?: unknown }, fallback: string, commonjs: boo
   const exports = compiled ? (exported as Record<string, unknown>) : (module as Record<string, unknown>);
   const names = Object.keys(exports).filter((name) => name !== "__esModule");
   return { names, value: exports.default ?? exports[fallback], commonjs: commonjs && !compiled };
+}
+
+/**
+ * `import(url)`, and if the process runs out of work while it is under way (the module awaits
+ * at its top level something that can never settle), one line saying so and exit code 1:
+ * before, the worker exited 13 and said nothing at all.
+ */
+async function importOrSay(url: string, file: string, flag: string): Promise<{ default?: unknown }> {
+  const never = () => {
+    console.error(
+      `${commandName()}: ${flag}: ${file} could not be loaded: its import never finished (a top-level await on something that never settles)`,
+    );
+    process.exit(1);
+  };
+  process.once("beforeExit", never);
+  try {
+    return await import(url);
+  } finally {
+    process.off("beforeExit", never);
+  }
+}
+
+/** The command being run, as its errors begin ("fleet worker"). */
+function commandName(): string {
+  return `fleet ${process.argv[2] ?? "worker"}`;
 }
 
 const TYPESCRIPT = /\.[cm]?tsx?$/;

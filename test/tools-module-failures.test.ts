@@ -1,0 +1,45 @@
+/**
+ * A `--tools` module that fails as it loads or is read says so on one line, naming the file,
+ * with no internals: one that throws a string or null (before: "could not be loaded:
+ * undefined" and "Cannot read properties of null (reading 'code')"), and a module whose top-level await never settles
+ * (before: the worker exited 13 and said nothing at all). The worker is pointed at a database
+ * that does not exist: it loads its modules first, so none of these reaches that check.
+ */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runFleetCli } from "./support/fleet-cli.js";
+
+const env = {
+  DATABASE_URL: "postgres://postgres@127.0.0.1:5432/fleet_tools_module_failures_missing",
+  FLEET_PREFIX: "tools-module-failures",
+};
+
+describe("a --tools module that fails as it loads or is read", () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "fleet-tools-failures-"));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it.each([
+    ["string.mjs", 'throw "no licence key";\n', 1, " could not be loaded: no licence key"],
+    ["null.mjs", "throw null;\n", 1, " could not be loaded: null"],
+    ["object.mjs", "throw { code: 7 };\n", 1, ' could not be loaded: {"code":7}'],
+    [
+      "never.mjs",
+      "await new Promise(() => {});\nexport default [];\n",
+      1,
+      " could not be loaded: its import never finished (a top-level await on something that never settles)",
+    ],
+  ])("%s: one line naming the file and what it threw", async (name, source, code, said) => {
+    const file = join(dir, name);
+    await writeFile(file, source);
+    const result = await runFleetCli(["worker", "--tools", file], env, 60_000);
+    expect(result.stderr).toBe(`fleet worker: --tools: ${file}${said}\n`);
+    expect(result.code).toBe(code);
+  });
+});

@@ -1,7 +1,8 @@
 /**
  * A `--tools` module that fails as it loads or is read says so on one line, naming the file,
  * with no internals: one that throws a string or null (before: "could not be loaded:
- * undefined" and "Cannot read properties of null (reading 'code')"), and a module whose top-level await never settles
+ * undefined" and "Cannot read properties of null (reading 'code')"), a tool whose property
+ * getter throws (before: the getter's message alone, naming no file, exit 1), and a module whose top-level await never settles
  * (before: the worker exited 13 and said nothing at all). The worker is pointed at a database
  * that does not exist: it loads its modules first, so none of these reaches that check.
  */
@@ -41,5 +42,21 @@ describe("a --tools module that fails as it loads or is read", () => {
     const result = await runFleetCli(["worker", "--tools", file], env, 60_000);
     expect(result.stderr).toBe(`fleet worker: --tools: ${file}${said}\n`);
     expect(result.code).toBe(code);
+  });
+
+  it.each([
+    [
+      "getter.mjs",
+      `export default [{ get name() { throw new Error("boom in getter"); }, description: "d", parameters: {}, run() {} }];\n`,
+      ": tool 0 cannot be read: boom in getter",
+    ],
+  ])("%s: refused at start with exit 2, naming the file", async (name, source, said) => {
+    const file = join(dir, name);
+    await writeFile(file, source);
+    const result = await runFleetCli(["worker", "--tools", file], env, 60_000);
+    expect(result.stderr.startsWith(`fleet worker: --tools: ${file}${said}`)).toBe(true);
+    expect(result.stderr.split("\n")).toHaveLength(2);
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+    expect(result.code).toBe(2);
   });
 });

@@ -8,6 +8,7 @@
  * of an agent listing the tool.
  */
 import { ValidationError } from "../shared/errors.js";
+import { thrownText } from "../shared/thrown-text.js";
 import { BUILTIN_TOOL_NAMES } from "../shared/tool-names.js";
 import { TRANSCRIPT_EXTENSION } from "./extensions.js";
 import { parametersProblem, TOOL_NAME } from "./tools/registry.js";
@@ -28,6 +29,22 @@ export const HOOK_NAMES = [
  * Also what `ToolRegistry.register` refuses (name, time limit), so nothing is found after start.
  */
 export function toolProblem(tool: unknown, i: number): string | null {
+  return readable(() => toolShapeProblem(tool, i), `tool ${i}`);
+}
+
+/**
+ * `check()`, or what a getter of the object checked threw (plain JavaScript may define one):
+ * before, its message alone reached the operator, naming neither the module nor the item.
+ */
+function readable(check: () => string | null, item: string): string | null {
+  try {
+    return check();
+  } catch (error) {
+    return `${item} cannot be read: ${thrownText(error)}`;
+  }
+}
+
+function toolShapeProblem(tool: unknown, i: number): string | null {
   if (!tool || typeof tool !== "object")
     return `tool ${i} is not a tool object (defineTool({ name, description, parameters, run }))`;
   const t = tool as Record<string, unknown>;
@@ -47,6 +64,10 @@ export function toolProblem(tool: unknown, i: number): string | null {
 
 /** What makes `extension` (item `i` of a list) no extension (extensions.ts), or null. */
 export function extensionProblem(extension: unknown, i: number): string | null {
+  return readable(() => extensionShapeProblem(extension, i), `extension ${i}`);
+}
+
+function extensionShapeProblem(extension: unknown, i: number): string | null {
   const e = extension as Record<string, unknown> | null;
   if (!e || typeof e !== "object" || typeof e.name !== "string" || e.name === "")
     return `extension ${i} has no name`;

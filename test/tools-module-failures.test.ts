@@ -2,7 +2,9 @@
  * A `--tools` module that fails as it loads or is read says so on one line, naming the file,
  * with no internals: one that throws a string or null (before: "could not be loaded:
  * undefined" and "Cannot read properties of null (reading 'code')"), a tool whose property
- * getter throws (before: the getter's message alone, naming no file, exit 1), and a module whose top-level await never settles
+ * getter throws (before: the getter's message alone, naming no file), `parameters` that are
+ * no JSON (circular, a BigInt: before, the worker started and every run of an agent listing
+ * the tool failed as its request was built), and a module whose top-level await never settles
  * (before: the worker exited 13 and said nothing at all). The worker is pointed at a database
  * that does not exist: it loads its modules first, so none of these reaches that check.
  */
@@ -16,6 +18,8 @@ const env = {
   DATABASE_URL: "postgres://postgres@127.0.0.1:5432/fleet_tools_module_failures_missing",
   FLEET_PREFIX: "tools-module-failures",
 };
+const tool = (extra: string) =>
+  `export default [{ name: "lookup", description: "d", parameters: { type: "object" }, async run() { return "ok"; }, ${extra} }];\n`;
 
 describe("a --tools module that fails as it loads or is read", () => {
   let dir: string;
@@ -49,6 +53,16 @@ describe("a --tools module that fails as it loads or is read", () => {
       "getter.mjs",
       `export default [{ get name() { throw new Error("boom in getter"); }, description: "d", parameters: {}, run() {} }];\n`,
       ": tool 0 cannot be read: boom in getter",
+    ],
+    [
+      "circular.mjs",
+      `const p = { type: "object", properties: {} }; p.properties.self = p;\n${tool("parameters: p")}`,
+      ': tool "lookup": parameters cannot be sent to a model: they are no JSON (Converting circular structure to JSON',
+    ],
+    [
+      "bigint.mjs",
+      tool('parameters: { type: "object", maxProperties: 10n }'),
+      ': tool "lookup": parameters cannot be sent to a model: they are no JSON (Do not know how to serialize a BigInt)',
     ],
   ])("%s: refused at start with exit 2, naming the file", async (name, source, said) => {
     const file = join(dir, name);

@@ -6,6 +6,7 @@
  */
 import type { ZodType } from "zod";
 import { ValidationError } from "../../shared/errors.js";
+import { thrownText } from "../../shared/thrown-text.js";
 import type { ToolSpec } from "../models/provider.js";
 import { isTimeLimit, MAX_TIMER_MS } from "./time-limit.js";
 
@@ -34,8 +35,22 @@ export type Tool<A = Record<string, unknown>> = {
  * without arguments, `{}`) is completed to `type: "object"` in each provider's request.
  */
 export function parametersProblem(parameters: Record<string, unknown>): string | null {
+  // Sent as JSON in every model request: a circular schema or a BigInt in it started the
+  // worker, and then every run of an agent listing the tool failed as its request was built.
+  const json = jsonProblem(parameters);
+  if (json) return `parameters cannot be sent to a model: they are no JSON (${json})`;
   if (parameters.type === undefined || parameters.type === "object") return null;
   return `parameters must be a JSON Schema of type "object", not ${JSON.stringify(parameters.type)} (model providers refuse any other)`;
+}
+
+/** Why `value` has no JSON (the first line of JSON.stringify's error), or null. */
+function jsonProblem(value: unknown): string | null {
+  try {
+    JSON.stringify(value);
+    return null;
+  } catch (error) {
+    return thrownText(error).split("\n")[0]!;
+  }
 }
 
 /** What a tool's name may be (the providers' rule for a function's name). */

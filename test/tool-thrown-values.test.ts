@@ -56,6 +56,33 @@ describe("a tool that throws something other than an Error", () => {
   });
 });
 
+describe("a tool that returns an object that is no JSON", () => {
+  it("is answered with a note saying why, never [object Object]", async () => {
+    const circular: Record<string, unknown> = { id: 7 };
+    circular.self = circular;
+    const toJsonThrows = {
+      toJSON() {
+        throw new Error("not now");
+      },
+    };
+    // Before: each was stored as "[object Object]", a success the model could read nothing in.
+    expect(await outcome(async () => circular)).toEqual({
+      success: true,
+      content: "(the tool's result cannot be shown as text: Converting circular structure to JSON)",
+    });
+    expect(await outcome(async () => ({ count: 10n }))).toEqual({
+      success: true,
+      content: "(the tool's result cannot be shown as text: Do not know how to serialize a BigInt)",
+    });
+    expect(await outcome(async () => toJsonThrows)).toEqual({
+      success: true,
+      content: "(the tool's result cannot be shown as text: not now)",
+    });
+    // A value with a string form of its own keeps it; a BigInt alone is its digits.
+    expect(await outcome(async () => 10n)).toEqual({ success: true, content: "10" });
+  });
+});
+
 describe("a beforeRun hook that throws a value with no string form", () => {
   it("ends the run failed with a message, instead of throwing out of the hook runner", async () => {
     const metrics = { hookFailures: { inc() {} } } as never;

@@ -485,7 +485,7 @@ describe("ToolRegistry", () => {
       [null, ""],
       [true, "true"],
       [10n, "10"],
-      [circular, "[object Object]"],
+      [circular, "(the tool's result cannot be shown as text: Converting circular structure to JSON)"],
     ] as const) {
       // biome-ignore lint/suspicious/noExplicitAny: a JavaScript tool returns what it likes
       const loose: Tool = { ...echo, run: async () => returned as any };

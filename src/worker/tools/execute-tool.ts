@@ -5,7 +5,7 @@
  */
 import { toValidationError } from "../../shared/messages.js";
 import { INVALID_ARGUMENTS_PREFIX, unavailableToolText } from "../../shared/resume-plan.js";
-import { textOf, thrownText } from "../../shared/thrown-text.js";
+import { NO_TEXT, textOf, thrownText } from "../../shared/thrown-text.js";
 import type { Tool, ToolContext } from "./registry.js";
 import { toolTimedOutText } from "./time-limit.js";
 
@@ -217,8 +217,12 @@ export function resultText(value: unknown): string {
   if (typeof value === "object") {
     try {
       return JSON.stringify(value) ?? textOf(value);
-    } catch {
-      return textOf(value);
+    } catch (error) {
+      // A circular object, a BigInt inside, a toJSON that throws: its string form, when it has
+      // one of its own; else why it cannot be shown (before: "[object Object]", which said nothing).
+      const text = textOf(value);
+      if (text !== "[object Object]" && text !== NO_TEXT) return text;
+      return `(the tool's result cannot be shown as text: ${thrownText(error).split("\n")[0]})`;
     }
   }
   return textOf(value);

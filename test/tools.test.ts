@@ -105,6 +105,26 @@ describe("write_file and append_file", () => {
     expect(result.success).toBe(false);
   });
 
+  it.each(["..notes", "...", "sub/..hidden", "..d/x.txt", "..\u2215x"])(
+    "accepts %j, a name inside that begins with two dots (before: refused as outside)",
+    async (path) => {
+      for (const name of ["write_file", "append_file"]) {
+        const args = name === "write_file" ? { path, content: "in" } : { path, line: "more" };
+        const result = await run(name, args);
+        expect(result).toEqual({
+          success: true,
+          content: `${name === "write_file" ? "wrote" : "appended to"} ${path}`,
+        });
+      }
+      expect(await readFile(join(toolDir, path), "utf8")).toBe("inmore\n");
+    },
+  );
+
+  it.each(["..", "../x.txt", "a/../../x.txt", "..d/../../x.txt"])("still refuses %j", async (path) => {
+    const result = await run("write_file", { path, content: "x" });
+    expect(result).toEqual({ success: false, content: `Refused: "${path}" is outside the tool directory.` });
+  });
+
   it("accepts an absolute path inside the tool directory", async () => {
     const result = await run("write_file", { path: join(toolDir, "inside.txt"), content: "in" });
     expect(result.success).toBe(true);

@@ -3,7 +3,7 @@
 import type { Stats } from "node:fs";
 import { constants } from "node:fs";
 import { type FileHandle, lstat, mkdir, open, realpath } from "node:fs/promises";
-import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { z } from "zod";
 import { makeDirectory } from "../../shared/make-directory.js";
 import { abortableSleep } from "../models/scripted.js";
@@ -131,11 +131,19 @@ async function realFolderOf(root: string, path: string, folder: string, realRoot
     await safePath(root, path);
     real = await realpath(folder);
   }
-  const rel = relative(realRoot, real);
-  if (rel.startsWith("..") || isAbsolute(rel)) {
+  if (leavesRoot(relative(realRoot, real))) {
     throw new Error(`Refused: "${path}" leads outside the tool directory.`);
   }
   return real;
+}
+
+/**
+ * Whether a path relative to the root (`relative`'s) leads out of it: `..` or through it, or
+ * another drive. A name that only begins with two dots (`..notes`, `...`) is inside: such names
+ * were refused as outside the tool directory.
+ */
+function leavesRoot(rel: string): boolean {
+  return rel === ".." || rel.startsWith(`..${sep}`) || isAbsolute(rel);
 }
 
 /**
@@ -147,7 +155,7 @@ function lexicalTarget(root: string, path: string): string {
     throw new Error(`Refused: "${path}" contains a NUL character, which no file name may.`);
   const target = resolve(root, path);
   const rel = relative(root, target);
-  if (rel === "" || rel.startsWith("..") || isAbsolute(rel)) {
+  if (rel === "" || leavesRoot(rel)) {
     throw new Error(`Refused: "${path}" is outside the tool directory.`);
   }
   return target;
@@ -187,8 +195,7 @@ export async function safePath(root: string, path: string): Promise<string> {
     // Missing a moment ago but there now: another call (e.g. a concurrent append) created it
     // in between. Look again; only a link that still resolves nowhere is dangling.
     if (real === null) real = await realOf();
-    const relReal = real === null ? ".." : relative(realRoot, real);
-    if (relReal.startsWith("..") || isAbsolute(relReal)) {
+    if (real === null || leavesRoot(relative(realRoot, real))) {
       throw new Error(`Refused: "${path}" leads outside the tool directory.`);
     }
     existing = probe;

@@ -4,9 +4,12 @@
  * undefined" and "Cannot read properties of null (reading 'code')"), a tool whose property
  * getter throws (before: the getter's message alone, naming no file), `parameters` that are
  * no JSON (circular, a BigInt: before, the worker started and every run of an agent listing
- * the tool failed as its request was built), and a module whose top-level await never settles
- * (before: the worker exited 13 and said nothing at all). The worker is pointed at a database
- * that does not exist: it loads its modules first, so none of these reaches that check.
+ * the tool failed as its request was built), a `schema` that is no zod schema (a JSON Schema
+ * given there: before, the worker started and every call answered "Invalid arguments:
+ * tool.schema.safeParse is not a function" without running), and a module whose top-level
+ * await never settles (before: the worker exited 13 and said nothing at all). The worker is
+ * pointed at a database that does not exist: it loads its modules first, so none of these
+ * reaches that check.
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -63,6 +66,11 @@ describe("a --tools module that fails as it loads or is read", () => {
       "bigint.mjs",
       tool('parameters: { type: "object", maxProperties: 10n }'),
       ': tool "lookup": parameters cannot be sent to a model: they are no JSON (Do not know how to serialize a BigInt)',
+    ],
+    [
+      "schema.mjs",
+      tool('schema: { type: "object", properties: {} }'),
+      ': tool "lookup": schema has no safeParse: it must be a zod schema (z.object({ ... })) or left out',
     ],
   ])("%s: refused at start with exit 2, naming the file", async (name, source, said) => {
     const file = join(dir, name);

@@ -57,6 +57,9 @@ function toolShapeProblem(tool: unknown, i: number): string | null {
     return `tool ${name}: parameters is not an object (a JSON Schema)`;
   const schema = parametersProblem(t.parameters as Record<string, unknown>);
   if (schema) return `tool ${name}: ${schema}`;
+  // A JSON Schema put here (it belongs in `parameters`): every call failed without running.
+  if (t.schema !== undefined && typeof (t.schema as { safeParse?: unknown } | null)?.safeParse !== "function")
+    return `tool ${name}: schema has no safeParse: it must be a zod schema (z.object({ ... })) or left out`;
   if (t.timeoutMs !== undefined && !isTimeLimit(t.timeoutMs))
     return `tool ${name}: timeoutMs must be a whole number of ms from 0 (no limit) to ${MAX_TIMER_MS}`;
   return null;

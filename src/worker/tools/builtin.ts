@@ -2,7 +2,7 @@
 
 import type { Stats } from "node:fs";
 import { constants } from "node:fs";
-import { type FileHandle, lstat, mkdir, open, realpath } from "node:fs/promises";
+import { type FileHandle, lstat, mkdir, open, readlink, realpath } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { z } from "zod";
 import { makeDirectory } from "../../shared/make-directory.js";
@@ -15,9 +15,9 @@ import { appendWhole } from "./whole-append.js";
  * makes opening a FIFO with no reader fail (ENXIO) instead of blocking a libuv thread for ever
  * (four such calls took the worker's whole thread pool, and every file operation after them
  * hung); it changes nothing for a regular file, and anything else is refused (`openRegular`).
+ * No O_TRUNC: a write truncates only once the file opened is known to be inside (`stillInside`).
  */
-const WRITE_FLAGS =
-  constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+const WRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const APPEND_FLAGS =
   constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
@@ -111,15 +111,30 @@ export async function writeSafely(
   } else {
     opened = await regularOnly(handle, path);
   }
+  await stillInside(opened.handle, realRoot, path);
   // An append goes out whole or not at all (whole-append.ts, which closes the handle: a failed
   // append's repair the call stopped waiting for still needs it).
   if (kind === "append")
     return appendWhole(opened.handle, `${opened.info.dev}:${opened.info.ino}`, data, signal);
   try {
+    await opened.handle.truncate(0);
     await opened.handle.writeFile(data);
   } finally {
     await opened.handle.close();
   }
+}
+
+/**
+ * Refuses (closing it) a file opened outside the root: O_NOFOLLOW guards only the last name,
+ * so a folder on the way swapped for a link after its realpath was checked took the open
+ * outside, and a write truncated and wrote a file there. What the kernel opened is read back
+ * (Linux's /proc/self/fd; elsewhere the check before the open is all there is).
+ */
+async function stillInside(handle: FileHandle, realRoot: string, path: string): Promise<void> {
+  const opened = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => null);
+  if (opened === null || !leavesRoot(relative(realRoot, opened))) return;
+  await handle.close();
+  throw new Error(`Refused: "${path}" leads outside the tool directory.`);
 }
 
 /** The real path of `folder` (the lexical parent of `path`'s target), created if missing. */

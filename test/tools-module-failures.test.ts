@@ -11,11 +11,13 @@
  * pointed at a database that does not exist: it loads its modules first, so none of these
  * reaches that check.
  */
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runFleetCli } from "./support/fleet-cli.js";
+import { FLEET_BIN, ROOT } from "./support/fleet-env.js";
 
 const env = {
   DATABASE_URL: "postgres://postgres@127.0.0.1:5432/fleet_tools_module_failures_missing",
@@ -81,4 +83,40 @@ describe("a --tools module that fails as it loads or is read", () => {
     expect(result.stderr).not.toMatch(/\n\s+at /);
     expect(result.code).toBe(2);
   });
+});
+
+describe("a --tools module whose import waits for ever while the process has other work", () => {
+  let dir: string;
+  let child: ChildProcess | undefined;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "fleet-tools-waiting-"));
+  });
+  afterAll(async () => {
+    // Also when the test failed waiting: the worker would wait for ever.
+    child?.kill("SIGKILL");
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("is said on stderr while the worker waits (before: nothing, for ever)", async () => {
+    const file = join(dir, "waits.mjs");
+    // An interval keeps the process busy: it never runs out of work, so it never exits.
+    await writeFile(file, "await new Promise(() => setInterval(() => {}, 1000));\nexport default [];\n");
+    const worker = spawn(process.execPath, [FLEET_BIN, "worker", "--tools", file], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    child = worker;
+    let stderr = "";
+    const said = `fleet worker: --tools: ${file}: still loading after 10 s (its import has not finished: a top-level await still waiting?)\n`;
+    await new Promise<void>((resolve, reject) => {
+      worker.stderr.on("data", (chunk) => {
+        stderr += chunk;
+        if (stderr.includes(said)) resolve();
+      });
+      worker.once("exit", (code) => reject(new Error(`exited ${code} before saying it: ${stderr}`)));
+    });
+    worker.kill("SIGKILL");
+    expect(stderr).toBe(said);
+  }, 120_000);
 });

@@ -114,7 +114,8 @@ function exportOf(module: { default?: unknown }, fallback: string, commonjs: boo
 /**
  * `import(url)`, and if the process runs out of work while it is under way (the module awaits
  * at its top level something that can never settle), one line saying so and exit code 1:
- * before, the worker exited 13 and said nothing at all.
+ * before, the worker exited 13 and said nothing at all. One still under way after
+ * SLOW_IMPORT_MS is said once on stderr.
  */
 async function importOrSay(url: string, file: string, flag: string): Promise<{ default?: unknown }> {
   const never = () => {
@@ -124,12 +125,24 @@ async function importOrSay(url: string, file: string, flag: string): Promise<{ d
     process.exit(1);
   };
   process.once("beforeExit", never);
+  // One that keeps the process busy meanwhile (a timer, a socket) never lets it run out of
+  // work: the worker waited there for ever without a word. Said once; the wait goes on (an
+  // import may wait for a slow service on purpose). Unref'd: it keeps nothing alive itself.
+  const slow = setTimeout(() => {
+    console.error(
+      `${commandName()}: ${flag}: ${file}: still loading after ${SLOW_IMPORT_MS / 1000} s (its import has not finished: a top-level await still waiting?)`,
+    );
+  }, SLOW_IMPORT_MS).unref();
   try {
     return await import(url);
   } finally {
+    clearTimeout(slow);
     process.off("beforeExit", never);
   }
 }
+
+/** How long a module's import may take before the worker says it is still waiting for it. */
+const SLOW_IMPORT_MS = 10_000;
 
 /** The command being run, as its errors begin ("fleet worker"). */
 function commandName(): string {

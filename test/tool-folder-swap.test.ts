@@ -6,32 +6,32 @@
  * to it. Here the swap is made deterministically, right after the tools' realpath of the
  * folder returns; each call must be refused and leave the file outside as it was.
  */
-import * as fsPromises from "node:fs/promises";
+import { promises as fsPromises } from "node:fs";
 import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { builtinTools } from "../src/worker/tools/builtin.js";
+import { executeTool } from "../src/worker/tools/execute-tool.js";
 
 /** Folders (real paths) to swap for a link to `swapTo` once their realpath has been read. */
 const swaps = new Map<string, string>();
 
-vi.mock("node:fs/promises", async (importOriginal) => {
-  const actual = await importOriginal<typeof fsPromises>();
-  const realpath = async (path: string) => {
-    const real = await actual.realpath(path);
-    const target = swaps.get(real);
-    if (target !== undefined) {
-      swaps.delete(real);
-      await actual.rename(real, `${real}.moved`);
-      await actual.symlink(target, real);
-    }
-    return real;
-  };
-  return { ...actual, realpath, default: { ...actual, realpath } };
-});
-
-const { builtinTools } = await import("../src/worker/tools/builtin.js");
-const { executeTool } = await import("../src/worker/tools/execute-tool.js");
+// The test processes import each module once for many files (vitest.config.ts: isolate
+// false), so no module is mocked: the builtin's own `realpath` is wrapped, and its ES module
+// exports (which the tools import) synced to it, for this file only (restored in afterAll).
+const actualRealpath = fsPromises.realpath;
+async function swappingRealpath(path: Parameters<typeof actualRealpath>[0], options?: never) {
+  const real = (await actualRealpath(path, options)) as string;
+  const target = swaps.get(real);
+  if (target !== undefined) {
+    swaps.delete(real);
+    await rename(real, `${real}.moved`);
+    await fsPromises.symlink(target, real);
+  }
+  return real;
+}
 
 let base: string;
 let toolDir: string;
@@ -39,6 +39,8 @@ let outside: string;
 let tools: ReturnType<typeof builtinTools>;
 
 beforeAll(async () => {
+  fsPromises.realpath = swappingRealpath as typeof actualRealpath;
+  syncBuiltinESMExports();
   base = await mkdtemp(join(tmpdir(), "fleet-folder-swap-"));
   toolDir = join(base, "tools");
   outside = join(base, "outside");
@@ -48,6 +50,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  fsPromises.realpath = actualRealpath;
+  syncBuiltinESMExports();
   await rm(base, { recursive: true, force: true });
 });
 
@@ -67,7 +71,7 @@ describe("a folder swapped for a link outside between the check and the open", (
     await writeFile(join(outside, "f.txt"), "secret\n");
     // The tool directory's own realpath is read once per process: read it before the swap.
     await call(name, { path: "warm.txt", ...args });
-    swaps.set(await fsPromises.realpath(folder), outside);
+    swaps.set(await actualRealpath(folder), outside);
     const result = await call(name, { path: `d-${name}/f.txt`, ...args });
     expect(swaps.size).toBe(0);
     expect(result).toEqual({

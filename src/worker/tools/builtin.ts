@@ -1,23 +1,23 @@
 /** The built-in tools of contracts.md §5, registered in every worker. */
-
-import type { Stats } from "node:fs";
-import { constants } from "node:fs";
-import { type FileHandle, lstat, mkdir, open, readlink, realpath } from "node:fs/promises";
-import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { constants, type Stats } from "node:fs";
+import { type FileHandle, lstat, mkdir, open, realpath } from "node:fs/promises";
+import { basename, dirname, join, relative, resolve } from "node:path";
 import { z } from "zod";
 import { makeDirectory } from "../../shared/make-directory.js";
 import { abortableSleep } from "../models/scripted.js";
+import { leavesRoot, stillInside } from "./opened-inside.js";
 import { defineTool, type Tool } from "./registry.js";
 import { appendWhole } from "./whole-append.js";
 
 /**
  * O_NOFOLLOW makes the open itself fail (ELOOP) when the last component is a link. O_NONBLOCK
  * makes opening a FIFO with no reader fail (ENXIO) instead of blocking a libuv thread for ever
- * (four such calls took the worker's whole thread pool, and every file operation after them
- * hung); it changes nothing for a regular file, and anything else is refused (`openRegular`).
- * No O_TRUNC: a write truncates only once the file opened is known to be inside (`stillInside`).
+ * (four such calls took the worker's whole thread pool and hung every file operation after
+ * them); anything but a regular file is refused (`openRegular`). O_TRUNC only directly in the
+ * root: below it a write truncates once `stillInside` passed.
  */
 const WRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+const WRITE_IN_ROOT_FLAGS = WRITE_FLAGS | constants.O_TRUNC;
 const APPEND_FLAGS =
   constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
@@ -58,7 +58,7 @@ function saidWithToolPath(error: unknown, path: string, kind: "write" | "append"
 /** An open regular file and what `fstat` said of it. */
 type Opened = { handle: FileHandle; info: Stats };
 
-/** Opens `file` with `flags`, refusing anything but a regular file (`path`: the tool's argument). */
+/** Opens `file` with `flags`, refusing all but a regular file (`path`: the tool's argument). */
 async function openRegular(file: string, path: string, flags: number): Promise<Opened> {
   const handle = await open(file, flags).catch((error: NodeJS.ErrnoException) => {
     if (error.code === "ENXIO") throw notRegular(path);
@@ -81,7 +81,8 @@ async function regularOnly(handle: FileHandle, path: string): Promise<Opened> {
  * Writes (or appends) `data` to `path` under `root` with the guarantees of `safePath`, cheaply:
  * the file is opened with O_NOFOLLOW inside the real path of its folder, so the kernel refuses a
  * link as the last component and no per-call realpath/lstat of the file is needed. A file directly
- * in the root (the common case) costs no lookup at all, a nested one a single realpath. Anything
+ * in the root (the common case) costs no lookup at all, a nested one a single realpath and a
+ * read-back of what was opened (`stillInside`). Anything
  * unusual (a link, a missing folder, a failed open) takes the full `safePath` check, so refusals
  * and errors read exactly as before.
  */
@@ -96,9 +97,13 @@ export async function writeSafely(
   const target = lexicalTarget(root, path);
   const realRoot = await realRootOf(root);
   const folder = dirname(target);
-  const realFolder = folder === resolve(root) ? realRoot : await realFolderOf(root, path, folder, realRoot);
+  const inRoot = folder === resolve(root);
+  const realFolder = inRoot ? realRoot : await realFolderOf(root, path, folder, realRoot);
   const flags = kind === "write" ? WRITE_FLAGS : APPEND_FLAGS;
-  const handle = await open(join(realFolder, basename(target)), flags).catch(() => null);
+  // In the root, the one folder on the way is the root (its real path read once per process).
+  const firstFlags = inRoot && kind === "write" ? WRITE_IN_ROOT_FLAGS : flags;
+  const handle = await open(join(realFolder, basename(target)), firstFlags).catch(() => null);
+  const byNameInRoot = inRoot && handle !== null;
   let opened: Opened;
   if (handle === null) {
     // Usually ELOOP: the name is a link. The full check follows it, accepting one that resolves
@@ -111,30 +116,18 @@ export async function writeSafely(
   } else {
     opened = await regularOnly(handle, path);
   }
-  await stillInside(opened.handle, realRoot, path);
+  if (!byNameInRoot) await stillInside(opened.handle, realRoot, path);
   // An append goes out whole or not at all (whole-append.ts, which closes the handle: a failed
   // append's repair the call stopped waiting for still needs it).
   if (kind === "append")
     return appendWhole(opened.handle, `${opened.info.dev}:${opened.info.ino}`, data, signal);
   try {
-    await opened.handle.truncate(0);
+    // A new file (the usual write) is empty: no truncation to wait for on the thread pool.
+    if (!byNameInRoot && opened.info.size > 0) await opened.handle.truncate(0);
     await opened.handle.writeFile(data);
   } finally {
     await opened.handle.close();
   }
-}
-
-/**
- * Refuses (closing it) a file opened outside the root: O_NOFOLLOW guards only the last name,
- * so a folder on the way swapped for a link after its realpath was checked took the open
- * outside, and a write truncated and wrote a file there. What the kernel opened is read back
- * (Linux's /proc/self/fd; elsewhere the check before the open is all there is).
- */
-async function stillInside(handle: FileHandle, realRoot: string, path: string): Promise<void> {
-  const opened = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => null);
-  if (opened === null || !leavesRoot(relative(realRoot, opened))) return;
-  await handle.close();
-  throw new Error(`Refused: "${path}" leads outside the tool directory.`);
 }
 
 /** The real path of `folder` (the lexical parent of `path`'s target), created if missing. */
@@ -150,15 +143,6 @@ async function realFolderOf(root: string, path: string, folder: string, realRoot
     throw new Error(`Refused: "${path}" leads outside the tool directory.`);
   }
   return real;
-}
-
-/**
- * Whether a path relative to the root (`relative`'s) leads out of it: `..` or through it, or
- * another drive. A name that only begins with two dots (`..notes`, `...`) is inside: such names
- * were refused as outside the tool directory.
- */
-function leavesRoot(rel: string): boolean {
-  return rel === ".." || rel.startsWith(`..${sep}`) || isAbsolute(rel);
 }
 
 /**

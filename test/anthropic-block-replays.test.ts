@@ -4,29 +4,20 @@
  * a block's index is its place in the message — its tool must not run twice. Real SDK, real
  * HTTP: a local server writes the events as given.
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AssistantMessage } from "../src/shared/messages.js";
 import { callModel, DEFAULT_RETRY_POLICY } from "../src/worker/call-model.js";
 import { AnthropicModel } from "../src/worker/models/anthropic.js";
+import { type FixedSseServer, startFixedSse } from "./support/fixed-sse-server.js";
 
-let server: Server;
+let upstream: FixedSseServer;
 let url = "";
-let body = "";
 
 beforeAll(async () => {
-  server = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      res.end(body);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  upstream = await startFixedSse();
+  url = `${upstream.url}`;
 });
-afterAll(async () => new Promise<void>((resolve) => server.close(() => resolve())));
+afterAll(() => upstream.close());
 
 function sse(events: Record<string, unknown>[]): string {
   return events.map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join("");
@@ -78,7 +69,7 @@ async function step(): Promise<AssistantMessage> {
 
 describe("Anthropic: a content block sent again at its index", () => {
   it("a tool_use block replayed whole at its index is one call", async () => {
-    body = sse([
+    upstream.body = sse([
       start,
       ...toolBlock(0, "toolu_1", '{"f":"a"}'),
       ...toolBlock(0, "toolu_1", '{"f":"a"}'),
@@ -94,14 +85,14 @@ describe("Anthropic: a content block sent again at its index", () => {
       { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Writing." } },
       { type: "content_block_stop", index: 0 },
     ];
-    body = sse([start, ...text, ...text, ...toolBlock(1, "toolu_1", '{"f":"a"}'), ...end]);
+    upstream.body = sse([start, ...text, ...text, ...toolBlock(1, "toolu_1", '{"f":"a"}'), ...end]);
     const message = await step();
     expect(message.content).toBe("Writing.");
     expect(message.toolCalls).toHaveLength(1);
   });
 
   it("a stop for an index that never started does not keep its block out", async () => {
-    body = sse([
+    upstream.body = sse([
       start,
       { type: "content_block_stop", index: 0 },
       ...toolBlock(0, "toolu_1", '{"f":"a"}'),
@@ -117,7 +108,7 @@ describe("Anthropic: a content block sent again at its index", () => {
       { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Writing." } },
       { type: "content_block_stop", index: 0 },
     ];
-    body = sse([start, ...text, ...toolBlock(1, "toolu_1", '{"f":"a"}').slice(0, 2), ...end]);
+    upstream.body = sse([start, ...text, ...toolBlock(1, "toolu_1", '{"f":"a"}').slice(0, 2), ...end]);
     const message = await step();
     expect(message).toMatchObject({ content: "Writing.", stopReason: "interrupted" });
     expect(message.toolCalls).toBeUndefined();
@@ -128,14 +119,14 @@ describe("Anthropic: a content block sent again at its index", () => {
       { type: "message_delta", delta: { stop_reason: "max_tokens" }, usage: { output_tokens: 20 } },
       { type: "message_stop" },
     ];
-    body = sse([start, ...toolBlock(0, "toolu_1", '{"f":"a').slice(0, 2), ...cut]);
+    upstream.body = sse([start, ...toolBlock(0, "toolu_1", '{"f":"a').slice(0, 2), ...cut]);
     const message = await step();
     expect(message.stopReason).toBe("max_output");
     expect(message.toolCalls).toBeUndefined();
   });
 
   it("a text delta that comes after its block's stop, with no block sent again, is still the step's text", async () => {
-    body = sse([
+    upstream.body = sse([
       start,
       { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
       { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Writing" } },
@@ -151,7 +142,7 @@ describe("Anthropic: a content block sent again at its index", () => {
 
   it("a stream cut before any output says so once: its error is not prefixed twice, nor a JavaScript error's text", async () => {
     // A message_start without its message: what the server sent cannot be read.
-    body = sse([{ type: "message_start", message: null }]);
+    upstream.body = sse([{ type: "message_start", message: null }]);
     const model = new AnthropicModel(
       { provider: "anthropic", model: "claude-test", baseUrl: url },
       { apiKey: "k" },

@@ -6,30 +6,21 @@
  * item with the step's k-th call when the history goes back. Real SDK, real HTTP: a local
  * server writes the events as given.
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AssistantMessage, Message } from "../src/shared/messages.js";
 import { callModel } from "../src/worker/call-model.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
 import { buildResponsesBody } from "../src/worker/models/openai-responses-request.js";
+import { type FixedSseServer, startFixedSse } from "./support/fixed-sse-server.js";
 
-let server: Server;
+let upstream: FixedSseServer;
 let url = "";
-let body = "";
 
 beforeAll(async () => {
-  server = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      res.end(body);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  upstream = await startFixedSse();
+  url = `${upstream.url}/v1`;
 });
-afterAll(async () => new Promise<void>((resolve) => server.close(() => resolve())));
+afterAll(() => upstream.close());
 
 function sse(events: Record<string, unknown>[]): string {
   return events.map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join("");
@@ -82,14 +73,14 @@ async function step(): Promise<AssistantMessage> {
 describe("Responses API: the output items of a step", () => {
   it("a function_call item sent twice at one output_index is one call (the tool is not run twice)", async () => {
     const output = [reasoning(0), call(1)];
-    body = sse([done(0, reasoning(0)), done(1, call(1)), done(1, call(1)), completed(output)]);
+    upstream.body = sse([done(0, reasoning(0)), done(1, call(1)), done(1, call(1)), completed(output)]);
     const message = await step();
     expect(message.toolCalls?.map((c) => c.id)).toEqual(["call_1"]);
   });
 
   it("items finished out of their order give the calls in output_index order, each replayed with its own item", async () => {
     const output = [reasoning(0), call(1), reasoning(2), call(3)];
-    body = sse([
+    upstream.body = sse([
       done(2, reasoning(2)),
       done(3, call(3)),
       done(0, reasoning(0)),
@@ -119,7 +110,7 @@ describe("Responses API: the output items of a step", () => {
   it("items sent without an output_index are each kept, in the order they came", async () => {
     const noIndex = (item: Record<string, unknown>) => ({ type: "response.output_item.done", item });
     const added = (item: Record<string, unknown>) => ({ type: "response.output_item.added", item });
-    body = sse([
+    upstream.body = sse([
       added(call(1)),
       noIndex(call(1)),
       added(call(2)),
@@ -137,7 +128,7 @@ describe("Responses API: the output items of a step", () => {
       role: "assistant",
       content: [{ type: "output_text", text: "Writing." }],
     };
-    body = sse([
+    upstream.body = sse([
       { type: "response.output_text.delta", output_index: 0, delta: "Writing." },
       done(0, text),
       {
@@ -155,7 +146,7 @@ describe("Responses API: the output items of a step", () => {
 
   it("a call added with its output_index and done without one is done", async () => {
     const { output_index: _, ...doneWithout } = done(0, call(1));
-    body = sse([
+    upstream.body = sse([
       { type: "response.output_item.added", output_index: 0, item: { ...call(1), arguments: "" } },
       doneWithout,
       completed([call(1)]),

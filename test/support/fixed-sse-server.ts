@@ -1,0 +1,32 @@
+/**
+ * A model server for tests that answers every request with `body` as an event stream, whole
+ * and ended: a test sets the events a provider would send (as given, replayed or out of order)
+ * and calls the real SDK against `url`.
+ */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export type FixedSseServer = {
+  /** `http://127.0.0.1:PORT`. */
+  readonly url: string;
+  /** What the next request gets. */
+  body: string;
+  close(): Promise<void>;
+};
+
+export async function startFixedSse(): Promise<FixedSseServer> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(fixed.body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const fixed: FixedSseServer = {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    body: "",
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+  return fixed;
+}

@@ -6,7 +6,8 @@
  * session that keeps writing — went on receiving the session's events with a revoked key
  * until it caught up, which a busy session may never let it do. Here a reader that has not
  * read for the cache window is handed the rest of an 8,000-event backlog: before, all of it;
- * now the stream ends after the page it was writing.
+ * now the stream ends after the page it was writing, at the first page after the API refuses
+ * the key.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
@@ -64,5 +65,9 @@ it("a stream behind by a backlog ends once its key is revoked, before the backlo
     if ((error as { cause?: { code?: string } }).cause?.code !== "UND_ERR_SOCKET") throw error;
   }
   expect(sent).toBeGreaterThan(0);
-  expect(sent).toBeLessThan(EVENTS);
+  // What the socket's buffers held (about 1,300 events here) and the page being written when
+  // the reader took them; not the rest of the backlog. Before, the stream asked about the key
+  // at most every second, and a reader that drained fast got ~4,900 (or, once on a loaded CI,
+  // all 8,000) in the second after the API refused the key.
+  expect(sent).toBeLessThan(3_000);
 }, 90_000);

@@ -50,8 +50,8 @@ export type EventStreamDeps = {
   restoredTombstone?: (sessionId: string) => Promise<unknown>;
   /**
    * Whether the request that opened a stream may still read it: its key not revoked, still
-   * the same tenant's. Asked at most every second while the stream is open (the answer is
-   * cached by auth.ts for 5 s), and the stream ends at the first no. Absent: never asked.
+   * the same tenant's. Asked between the stream's pages and every second while it waits for
+   * its reader (answered from auth.ts's 5 s cache), and the stream ends at the first no. Absent: never asked.
    */
   stillAllowed?: (request: FastifyRequest, tenant: string) => Promise<boolean>;
   /**

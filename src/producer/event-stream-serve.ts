@@ -38,7 +38,7 @@ const STREAM_ENDS = new Set(["SESSION_DELETED", "BATCH_DELETED"]);
 /** Entries read from Redis at a time. */
 const READ_PAGE = 200;
 
-/** How often an open stream asks whether its caller may still read it. */
+/** How often a stream waiting for its reader to drain asks whether the caller may still read it. */
 const RECHECK_MS = 1_000;
 
 /** FLEET_SSE_STALL_MS's default, for callers that give none. */
@@ -123,7 +123,6 @@ export async function serveEvents(
       request.log.warn({ err: error }, "checking the stream for a lost run end failed; tried again later"),
     );
   await onIdle();
-  let checkedAt = Date.now();
   /** Whether this pass follows a wake (a write or a drop of this stream), not a timer. */
   let byWake = false;
   /**
@@ -158,15 +157,15 @@ export async function serveEvents(
     return page;
   };
   /**
-   * Whether the caller may still read (its key not revoked), asked at most every RECHECK_MS:
-   * between passes and between the pages of one, so a reader behind by a backlog (slow, or
-   * following a session that keeps writing) stops too, not only one that caught up.
+   * Whether the caller may still read (its key not revoked): asked between passes and between
+   * the pages of one, so a reader behind by a backlog (slow, or following a session that keeps
+   * writing) stops too, not only one that caught up. Asked each time: auth.ts answers from its
+   * cache (a look-up in Postgres at most every 5 s a key), so the stream stops at the first
+   * page after the API refuses the key. Before, it asked at most every second, and a reader
+   * draining fast was handed a whole backlog in the second after its key was refused.
    */
-  const allowed = async (): Promise<boolean> => {
-    if (!hub.deps.stillAllowed || Date.now() - checkedAt < RECHECK_MS) return true;
-    checkedAt = Date.now();
-    return hub.deps.stillAllowed(request, tenant);
-  };
+  const allowed = async (): Promise<boolean> =>
+    !hub.deps.stillAllowed || hub.deps.stillAllowed(request, tenant);
   try {
     while (!gone && !hub.closed()) {
       if (!(await allowed())) break;

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { parseAgentConfig } from "../src/shared/agent-config.js";
+import { crashToResumeSeconds } from "../src/shared/crash-clock.js";
 import type { Message } from "../src/shared/messages.js";
 import { createMetrics } from "../src/shared/metrics.js";
 import {
@@ -15,8 +16,8 @@ import {
   INVALID_ARGUMENTS_PREFIX,
   unavailableToolText,
 } from "../src/shared/resume-plan.js";
-import { crashToResumeSeconds, DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
-import { PRIMARY_REJECTED_PREFIX } from "../src/shared/run-outcomes.js";
+import { DEFAULT_RESUME_POLICY } from "../src/shared/resume-policy.js";
+import { PRIMARY_REJECTED_PREFIX, WORKER_STOPPED_ERROR } from "../src/shared/run-outcomes.js";
 import { AutomaticResumes } from "../src/shared/store/automatic-resumes.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
 import { SweepQueries } from "../src/sweeper/sweep-queries.js";
@@ -113,6 +114,67 @@ describe("AutomaticResumes", () => {
     expect((await parkedNow()) - before).toBe(1);
     // Parked: nothing more is scheduled.
     expect(await resumes.schedule({ sessionId: id, trigger: "sweeper" })).toEqual({ action: "none" });
+  });
+
+  it("a worker's hand-over at shutdown is not counted, up to maxHandovers; then it counts like a crash", async () => {
+    const bounded = new AutomaticResumes(
+      fleet.database,
+      { ...policy, maxAttempts: 1, maxHandovers: 2 },
+      metrics,
+    );
+    const id = await session(asked);
+    /** The queued resume starts, and its worker stops gracefully while it runs (end-run.ts). */
+    const stopWorker = () => fleet.database.sql`
+      update runs set status = 'ended', ended_reason = 'cancelled', error = ${WORKER_STOPPED_ERROR},
+                      started_at = now(), ended_at = now()
+       where session_id = ${id} and status <> 'ended'`;
+    // A crash: the one attempt SWEEPER_MAX_ATTEMPTS allows here.
+    expect(await bounded.schedule({ sessionId: id, trigger: "sweeper" })).toMatchObject({
+      action: "resume",
+      attempt: 1,
+      delayMs: 0,
+    });
+    for (let stop = 1; stop <= 2; stop++) {
+      await stopWorker();
+      expect(await bounded.schedule({ sessionId: id, trigger: "worker" }), `stop ${stop}`).toMatchObject({
+        action: "resume",
+        attempt: 1,
+        delayMs: 0,
+      });
+      expect(await row(id)).toMatchObject({ status: "active", resume_attempts: 1 });
+    }
+    // A stop with the same error text on a run that ended otherwise is no hand-over.
+    await stopWorker();
+    await fleet.database
+      .sql`update runs set ended_reason = 'crashed' where session_id = ${id} and ended_reason = 'cancelled'
+      and ended_at = (select max(ended_at) from runs where session_id = ${id})`;
+    expect(await bounded.schedule({ sessionId: id, trigger: "sweeper" })).toMatchObject({
+      action: "park",
+      reason: "attempts_exhausted",
+    });
+    expect((await row(id)).parked_reason).toBe(
+      "attempts_exhausted: 1 automatic resumes made no progress; the last run ended crashed",
+    );
+
+    // Past maxHandovers the hand-over is counted: here the limit is reached, and it parks.
+    const other = await session(asked);
+    expect(await bounded.schedule({ sessionId: other, trigger: "sweeper" })).toMatchObject({ attempt: 1 });
+    const stopOther = () => fleet.database.sql`
+      update runs set status = 'ended', ended_reason = 'cancelled', error = ${WORKER_STOPPED_ERROR},
+                      started_at = now(), ended_at = now()
+       where session_id = ${other} and status <> 'ended'`;
+    for (let stop = 1; stop <= 2; stop++) {
+      await stopOther();
+      expect(await bounded.schedule({ sessionId: other, trigger: "worker" })).toMatchObject({ attempt: 1 });
+    }
+    await stopOther();
+    expect(await bounded.schedule({ sessionId: other, trigger: "worker" })).toMatchObject({
+      action: "park",
+      reason: "attempts_exhausted",
+    });
+    expect((await row(other)).parked_reason).toBe(
+      "attempts_exhausted: 1 automatic resumes made no progress; the last run ended cancelled, past 3 hand-overs by stopping workers",
+    );
   });
 
   it("a session that moved to another point starts the count again, at once", async () => {

@@ -8,8 +8,10 @@ import {
   continuedWithText,
   DEFAULT_RESUME_POLICY,
   decideResume,
+  HANDOVERS_PER_ATTEMPT,
   progressMark,
   type ResumeInput,
+  resumePolicyOf,
 } from "../src/shared/resume-policy.js";
 
 const NOW = new Date("2026-12-01T12:00:00Z");
@@ -108,6 +110,43 @@ describe("decideResume", () => {
       reason: "attempts_exhausted",
       detail: "3 automatic resumes made no progress; the last run ended crashed",
     });
+  });
+
+  it("a hand-over by a stopping worker starts now and counts no attempt, up to maxHandovers", () => {
+    const backoff = new Date(NOW.getTime() + 30_000);
+    const stop = { handover: true, lastOutcome: "cancelled", nextResumeAt: backoff } as const;
+    // At the limit of crashes, with a crash's backoff running: the stop is not one more.
+    const free = decideResume(input({ ...stop, attempts: 3, handovers: policy.maxHandovers }));
+    expect(free).toEqual({
+      action: "resume",
+      kind: "call_model",
+      attempt: 3,
+      runAt: NOW,
+      nextResumeAt: backoff,
+      handover: "free",
+    });
+    // Past maxHandovers a hand-over counts like a crash: its backoff, then the park.
+    const counted = decideResume(input({ ...stop, attempts: 1, handovers: policy.maxHandovers + 1 }));
+    expect(counted).toMatchObject({ action: "resume", attempt: 2, runAt: backoff, handover: "counted" });
+    expect(decideResume(input({ ...stop, attempts: 3, handovers: policy.maxHandovers + 1 }))).toEqual({
+      action: "park",
+      reason: "attempts_exhausted",
+      detail: `3 automatic resumes made no progress; the last run ended cancelled, past ${policy.maxHandovers + 1} hand-overs by stopping workers`,
+    });
+    // maxTurns bounds hand-overs with every other automatic resume of the request.
+    expect(decideResume(input({ ...stop, handovers: 1, automaticResumes: agent.maxTurns }))).toMatchObject({
+      action: "park",
+      reason: "max_turns",
+    });
+    // A crash after hand-overs counts as before.
+    expect(decideResume(input({ attempts: 3, handovers: 4, lastOutcome: "crashed" }))).toMatchObject({
+      action: "park",
+      reason: "attempts_exhausted",
+    });
+    // The fleet's bound: HANDOVERS_PER_ATTEMPT times SWEEPER_MAX_ATTEMPTS.
+    expect(resumePolicyOf({ sweeperMaxAttempts: 2, sweeperBackoffMs: 100 }).maxHandovers).toBe(
+      2 * HANDOVERS_PER_ATTEMPT,
+    );
   });
 
   it("a resume that made progress starts the count again: attempt 1, now, the primary model", () => {

@@ -16,13 +16,23 @@ export type ResumePolicy = {
   backoffMaxMs: number;
   /** Attempts with the primary model before the agent's fallbackModels are used. Default 2. */
   fallbackAfter: number;
+  /**
+   * Hand-overs by a worker that stopped gracefully (`ResumeInput.handover`) that one request may
+   * have without counting them as attempts: past it a hand-over counts like a crash. Default 20,
+   * `HANDOVERS_PER_ATTEMPT` times `maxAttempts`.
+   */
+  maxHandovers: number;
 };
+
+/** How many more graceful hand-overs than crashes a request may have before they count as attempts. */
+export const HANDOVERS_PER_ATTEMPT = 4;
 
 export const DEFAULT_RESUME_POLICY: ResumePolicy = {
   maxAttempts: 5,
   backoffBaseMs: 1_000,
   backoffMaxMs: 60_000,
   fallbackAfter: 2,
+  maxHandovers: 5 * HANDOVERS_PER_ATTEMPT,
 };
 
 /** The policy of a fleet's configuration (SWEEPER_MAX_ATTEMPTS, SWEEPER_BACKOFF_MS). */
@@ -34,6 +44,7 @@ export function resumePolicyOf(config: {
     ...DEFAULT_RESUME_POLICY,
     maxAttempts: config.sweeperMaxAttempts,
     backoffBaseMs: config.sweeperBackoffMs,
+    maxHandovers: config.sweeperMaxAttempts * HANDOVERS_PER_ATTEMPT,
   };
 }
 
@@ -66,40 +77,17 @@ export type SweepDecision =
       runAt: Date;
       /** The earliest start of the attempt after this one. */
       nextResumeAt: Date;
+      /**
+       * For a hand-over by a stopping worker: `free` when it did not count as an attempt
+       * (`attempt` is then the count it found), `counted` past `maxHandovers`.
+       */
+      handover?: "free" | "counted";
     }
   | { action: "park"; reason: ParkReason; detail?: string }
   | { action: "none" };
 
 export function resumeBackoffMs(policy: ResumePolicy, attempt: number): number {
   return Math.min(policy.backoffBaseMs * 2 ** Math.max(0, attempt - 1), policy.backoffMaxMs);
-}
-
-/**
- * Where `fleet_crash_to_resume_seconds` starts for an automatic resume (stored as the run's
- * `last_sign_at`, observed by the worker that starts it): the interrupted run's last sign of
- * life, moved later by `waitMs`, the backoff the resume waits on purpose (from the decision to
- * its `runAt`). The metric so measures the time the fleet took to notice the crash and start
- * the resume, not the wait it chose: a crash loop being backed off (2nd and later attempts,
- * up to SWEEPER_BACKOFF_MS × 2^n) does not read as slow resumes (`FleetCrashToResumeSlow`).
- */
-export function crashClockStart(lastSignAt: Date | undefined, waitMs: number): Date | undefined {
-  return lastSignAt && new Date(lastSignAt.getTime() + Math.max(0, waitMs));
-}
-
-/**
- * An interrupted run's last sign of life (pure): the later of its session's last append or
- * claim (Postgres) and its holder's last lease renewal (Redis, ms; null: none recorded).
- * Undefined when neither is known. The sweeper and a worker whose claim found the run both
- * time its resume from it.
- */
-export function lastSignOf(lastActiveAt: Date | undefined, lastRenewal: number | null): Date | undefined {
-  if (!lastActiveAt && lastRenewal === null) return undefined;
-  return new Date(Math.max(lastActiveAt?.getTime() ?? 0, lastRenewal ?? 0));
-}
-
-/** What the worker that starts such a resume observes, in seconds (never below 0). */
-export function crashToResumeSeconds(signAt: Date, startedAtMs: number): number {
-  return Math.max(0, startedAtMs - signAt.getTime()) / 1000;
 }
 
 export function fallbackModel(
@@ -159,6 +147,15 @@ export type ResumeInput = {
    * `maxTurns` bounds one run's model calls.
    */
   automaticResumes?: number;
+  /**
+   * The session's last run was ended by its worker's graceful stop (SIGTERM past the grace
+   * period, a deploy), which handed the session over (run-outcomes.ts WORKER_STOPPED_ERROR):
+   * not the session's fault, so it is resumed at once without counting an attempt, up to
+   * `policy.maxHandovers` hand-overs since the latest run someone asked for (`handovers`, this
+   * one included); past that it counts like a crash, so that stops can never loop unbounded.
+   */
+  handover?: boolean;
+  handovers?: number;
   /** The earliest start the previous attempt's backoff allows (null: none). */
   nextResumeAt: Date | null;
   /** How the session's last run ended, for the parking detail. */
@@ -198,12 +195,19 @@ export function continuedWithText(history: readonly StoredMessage[], attemptSeq:
   );
 }
 
+/** Whether a hand-over by a stopping worker is free of the attempt count, or counted (undefined: no hand-over). */
+function handoverBudget(input: ResumeInput): "free" | "counted" | undefined {
+  if (input.handover !== true) return undefined;
+  return (input.handovers ?? 1) <= input.policy.maxHandovers ? "free" : "counted";
+}
+
 /**
  * Every automatic resume — the sweeper's, a worker's, after a job retried by the queue —
  * is decided here, against one per-session count (contracts.md §12): a resume that moved
  * the session to another point starts the count again; one that ends at the same point does not
  * (except a continuation that stored new text, `continuedWithText`, bounded by `maxTurns`
- * instead), so a session whose runs keep failing at one point is parked with its reason.
+ * instead), so a session whose runs keep failing at one point is parked with its reason. A
+ * hand-over by a worker that stopped gracefully counts no attempt, up to `maxHandovers`.
  */
 export function decideResume(input: ResumeInput): SweepDecision {
   const { point, agent, policy, now } = input;
@@ -250,12 +254,27 @@ export function decideResume(input: ResumeInput): SweepDecision {
       detail: `${automaticResumes} automatic resumes since the latest run asked for (maxTurns ${agent.maxTurns})`,
     };
   const attempts = input.progressed ? 0 : input.attempts;
+  const handover = handoverBudget(input);
+  if (handover === "free") {
+    // A deploy cut the run: the next worker goes on at once, and the count (and its backoff)
+    // stays where the crashes left it. `maxTurns` above still bounds it with every other resume.
+    return {
+      action: "resume",
+      kind: point.kind,
+      model: fallbackModel(agent, attempts, policy) ?? input.askedModel,
+      attempt: attempts,
+      runAt: now,
+      nextResumeAt: input.nextResumeAt ?? now,
+      handover,
+    };
+  }
   if (attempts >= policy.maxAttempts) {
     const last = input.lastOutcome ? `; the last run ended ${input.lastOutcome}` : "";
+    const stops = handover ? `, past ${input.handovers ?? 0} hand-overs by stopping workers` : "";
     return {
       action: "park",
       reason: "attempts_exhausted",
-      detail: `${attempts} automatic resumes made no progress${last}`,
+      detail: `${attempts} automatic resumes made no progress${last}${stops}`,
     };
   }
   const toFallback = input.primaryRejected === true && (agent.fallbackModels ?? []).length > 0;
@@ -274,5 +293,6 @@ export function decideResume(input: ResumeInput): SweepDecision {
     attempt,
     runAt,
     nextResumeAt: new Date(runAt.getTime() + resumeBackoffMs(policy, attempt)),
+    ...(handover ? { handover } : {}),
   };
 }

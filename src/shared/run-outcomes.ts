@@ -38,3 +38,12 @@ export type RunOutcome = (typeof RUN_OUTCOMES)[number];
  * scheduled one on the rejected primary, which failed the same way (one more provider call).
  */
 export const PRIMARY_REJECTED_PREFIX = "The provider refused the primary model for good (not retried): ";
+
+/**
+ * The stored error (`runs.error`) of a run ended `cancelled` because its worker stopped
+ * gracefully (SIGTERM past SHUTDOWN_GRACE_MS, a deploy) and handed the session over: what every
+ * scheduler of the next automatic resume reads (store/resume-stand.ts `readStand`) to tell a
+ * hand-over from a crash, which it must not count as one (resume-policy.ts `decideResume`).
+ */
+export const WORKER_STOPPED_ERROR =
+  "The worker stopped (a graceful shutdown) while this run was running: the session was handed over to another worker.";

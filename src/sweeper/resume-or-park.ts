@@ -2,7 +2,7 @@
  * What the sweeper does, under the session's sweep lock, with a session whose run it ended
  * (its worker crashed or stalled) or that it found interrupted: resume it or park it.
  */
-import { lastSignOf } from "../shared/resume-policy.js";
+import { lastSignOf } from "../shared/crash-clock.js";
 import type { SweeperDeps } from "./sweeper-deps.js";
 
 export type Cause = "crashed" | "stalled" | "interrupted";

@@ -7,7 +7,7 @@
  */
 import type { RunRow } from "../shared/db/schema.js";
 import type { SessionEventInput } from "../shared/events.js";
-import { PRIMARY_REJECTED_PREFIX } from "../shared/run-outcomes.js";
+import { PRIMARY_REJECTED_PREFIX, WORKER_STOPPED_ERROR } from "../shared/run-outcomes.js";
 import { scrubSecrets, secretValuesFromEnv } from "../shared/scrub-secrets.js";
 import type { FencedWrites } from "../shared/store/fenced-writes.js";
 import { withFields } from "../shared/with-fields.js";
@@ -21,6 +21,7 @@ import {
   primaryRejected,
   type RunOutcome,
   rejectedForGood,
+  stoppedByWorker,
   storageRejection,
   storageRejectionText,
 } from "./run-outcome.js";
@@ -30,9 +31,13 @@ type Park = { reason: RunOutcome | "provider_rejected"; detail?: string };
 
 /** Ends the started run as `loopResult` says; returns the session's next queued run. */
 export async function finishRun(started: StartedRun, loopResult: LoopResult): Promise<RunRow | null> {
-  const { run, state, deps, kind, logFields, startedAt, ctx, extensions, observer } = started;
+  const { run, state, deps, kind, logFields, startedAt, ctx, extensions, observer, signal } = started;
   const { fence, history, events } = state;
-  let result = loopResult;
+  // Cut by this worker's graceful stop: said so in the stored error, which whoever schedules
+  // the hand-over's resume reads (this worker below, or a sweeper): it is not counted as a crash.
+  let result = stoppedByWorker(loopResult.outcome, signal)
+    ? { ...loopResult, error: WORKER_STOPPED_ERROR }
+    : loopResult;
   let park: Park | undefined = PARK_AT_ONCE.has(result.outcome)
     ? { reason: result.outcome, detail: result.error }
     : rejectedForGood(result, run, state.parsedAgent)
@@ -137,7 +142,8 @@ export async function finishRun(started: StartedRun, loopResult: LoopResult): Pr
     await deps.reportStop(fence.sessionId, result.outcome).catch(() => {});
   }
   if (result.outcome === "cancelled") {
-    // This worker is stopping: hand the session to another worker right away.
+    // This worker is stopping: hand the session to another worker right away (a cancel's
+    // session is cancelled, and nothing is scheduled for it).
     await requestResume(fence.sessionId, deps);
   }
   return next;

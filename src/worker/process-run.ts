@@ -4,11 +4,12 @@
  * (run-loop.ts), and the statement that ends it — parking the session, or asking for a
  * resume, as its outcome says (end-run.ts, run-outcome.ts).
  */
+
+import { crashToResumeSeconds } from "../shared/crash-clock.js";
 import type { RunRow } from "../shared/db/schema.js";
 import type { SessionEventInput } from "../shared/events.js";
 import { tailStateAfter } from "../shared/history-tail.js";
 import type { StoredMessage } from "../shared/messages.js";
-import { crashToResumeSeconds } from "../shared/resume-policy.js";
 import { scrubSecrets, secretValuesFromEnv } from "../shared/scrub-secrets.js";
 import { tailState } from "../shared/tail-state.js";
 import { withFields } from "../shared/with-fields.js";

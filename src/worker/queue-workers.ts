@@ -14,6 +14,7 @@ import type { RefusalLog } from "../shared/unavailable.js";
 import { eventsChannel } from "../shared/worker-signals.js";
 import { defaultFetchers, fetcherSlots } from "./fetchers.js";
 import type { jobProcessor } from "./job-processor.js";
+import { WORKER_STOP_REASON } from "./run-outcome.js";
 import { logWorkerError } from "./worker-errors.js";
 
 export type QueueWorkersDeps = {
@@ -103,7 +104,7 @@ export async function closeQueueWorkers(
   });
   if ((await Promise.race([closed.then(() => "closed" as const), graceOver])) === "grace") {
     log.warn("grace period over: aborting running work");
-    for (const worker of workers) worker.cancelAllJobs("worker shutting down");
+    for (const worker of workers) worker.cancelAllJobs(WORKER_STOP_REASON);
   }
   return { closed };
 }

@@ -6,6 +6,19 @@ import { isKnownStopReason } from "../shared/stop-reasons.js";
 
 export { RUN_OUTCOMES, type RunOutcome };
 
+/** The reason a stopping worker aborts its running jobs with, past its grace period (queue-workers.ts). */
+export const WORKER_STOP_REASON = "worker shutting down";
+
+/**
+ * Whether a run that ended `cancelled` was cut by its worker's graceful stop, not by a cancel
+ * or a lost lease (pure): its session is handed over, which is no crash (run-outcomes.ts
+ * WORKER_STOPPED_ERROR). The job's signal carries the stop's reason from BullMQ's
+ * `cancelAllJobs` (job-processor.ts, session-job.ts pass it on).
+ */
+export function stoppedByWorker(outcome: RunOutcome, signal: AbortSignal): boolean {
+  return outcome === "cancelled" && signal.aborted && signal.reason === WORKER_STOP_REASON;
+}
+
 /**
  * The outcome of a step that asked for no tools. `paused` is continued by the loop until
  * the pause limit; every other abnormal stop ends the run so that a resume can follow.

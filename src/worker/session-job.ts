@@ -1,5 +1,5 @@
+import { lastSignOf } from "../shared/crash-clock.js";
 import { FencedError } from "../shared/errors.js";
-import { lastSignOf } from "../shared/resume-policy.js";
 import { SessionEventLog } from "../shared/session-event-log.js";
 import type { Fence } from "../shared/store/fenced-writes.js";
 import { type RideoutDeps, rideOut } from "./db-rideout.js";

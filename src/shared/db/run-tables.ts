@@ -54,7 +54,7 @@ export const runs = pgTable(
     /**
      * For resumes of an interrupted run: that run's last sign of life (append or lease renewal),
      * moved later by the backoff an automatic resume waits on purpose (resume-policy.ts
-     * `crashClockStart`); fleet_crash_to_resume_seconds counts from it.
+     * crash-clock.ts `crashClockStart`); fleet_crash_to_resume_seconds counts from it.
      */
     lastSignAt: timestamp("last_sign_at", { withTimezone: true }),
     jobId: text("job_id"),

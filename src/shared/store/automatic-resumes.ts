@@ -6,7 +6,8 @@
  * the same count (`sessions.resume_attempts`), with the pure policy in resume-policy.ts: a
  * session that moved to another point since the last counted attempt starts the count
  * again; one stuck at the same point is counted with backoff, and past the limit it is
- * parked with its last real reason. Nothing else in the code base creates a resume
+ * parked with its last real reason. A worker's hand-over at shutdown (its run's error
+ * WORKER_STOPPED_ERROR) is not counted, up to the policy's `maxHandovers` a request. Nothing else in the code base creates a resume
  * without someone asking for it.
  */
 import type postgres from "postgres";
@@ -16,6 +17,7 @@ import {
   type ResumeSettings,
   resumeSettingsOfNewer,
 } from "../agent-config.js";
+import { crashClockStart } from "../crash-clock.js";
 import type { Database } from "../db/client.js";
 import type { RunRow } from "../db/schema.js";
 import type { EventWriter } from "../event-writer.js";
@@ -23,13 +25,7 @@ import type { FleetMetrics } from "../metrics.js";
 import { NewerAgentError } from "../newer-agent.js";
 import { QUEUES } from "../queues.js";
 import { resumePoint } from "../resume-point.js";
-import {
-  crashClockStart,
-  decideResume,
-  type ParkReason,
-  type ResumePolicy,
-  resumeBackoffMs,
-} from "../resume-policy.js";
+import { decideResume, type ParkReason, type ResumePolicy, resumeBackoffMs } from "../resume-policy.js";
 import {
   NEVER_STARTED_RESUME_END,
   newAnnouncement,
@@ -150,6 +146,8 @@ export class AutomaticResumes {
         progressed: stand.progressed,
         continuations: s.continuations,
         automaticResumes: s.automatic_resumes,
+        handover: s.handover,
+        handovers: s.handovers,
         nextResumeAt: s.next_resume_at ? new Date(s.next_resume_at) : null,
         lastOutcome: s.last_outcome,
         // Whoever asks: the worker that ended the run says so, and the sweeper, whose scan may

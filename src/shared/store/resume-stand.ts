@@ -15,7 +15,7 @@ import {
   UNAVAILABLE_TOOL_SUFFIX,
 } from "../resume-plan.js";
 import { continuedWithText, progressMark } from "../resume-policy.js";
-import { PRIMARY_REJECTED_PREFIX } from "../run-outcomes.js";
+import { PRIMARY_REJECTED_PREFIX, WORKER_STOPPED_ERROR } from "../run-outcomes.js";
 import { readHistory, readShapeAndLastSeq } from "./history-reads.js";
 
 type Locked = {
@@ -30,6 +30,10 @@ type Locked = {
   continuations: number;
   /** Automatic resumes of any kind since the latest run someone asked for started (resume-policy.ts). */
   automatic_resumes: number;
+  /** The last run ended by its worker's graceful stop, which handed the session over (resume-policy.ts `handover`). */
+  handover: boolean;
+  /** Runs so ended since the latest run someone asked for started, that one included. */
+  handovers: number;
   next_resume_at: string | null;
   last_outcome: string | null;
   /** The last run was the agent's primary model, refused for good (run-outcomes.ts PRIMARY_REJECTED_PREFIX). */
@@ -71,17 +75,26 @@ export async function readStand(tx: postgres.TransactionSql, sessionId: string):
                             and starts_with(r.error, ${PRIMARY_REJECTED_PREFIX})
                        from runs r where r.session_id = s.id and r.status = 'ended'
                       order by r.ended_at desc nulls last limit 1), false) as primary_rejected,
+           coalesce((select r.ended_reason = 'cancelled' and r.error = ${WORKER_STOPPED_ERROR}
+                       from runs r where r.session_id = s.id and r.status = 'ended'
+                      order by r.ended_at desc nulls last limit 1), false) as handover,
            (select r.model from runs r where r.session_id = s.id and r.started_at is not null
                and (r.kind = 'run' or r.trigger not in ('sweeper', 'worker'))
              order by r.started_at desc limit 1) as asked_model,
-           c.continuations, c.automatic_resumes
+           c.continuations, c.automatic_resumes, h.handovers
       from sessions s
+      cross join lateral (
+        select coalesce((select max(a.started_at) from runs a where a.session_id = s.id
+                 and (a.kind = 'run' or a.trigger not in ('sweeper', 'worker'))), '-infinity') as at) asked
       cross join lateral (
         select (count(*) filter (where c.resume_kind = 'continue_response'))::int as continuations,
                count(*)::int as automatic_resumes
           from runs c where c.session_id = s.id and c.kind = 'resume' and c.trigger in ('sweeper', 'worker')
-           and c.created_at > coalesce((select max(a.started_at) from runs a where a.session_id = s.id
-                 and (a.kind = 'run' or a.trigger not in ('sweeper', 'worker'))), '-infinity')) c
+           and c.created_at > asked.at) c
+      cross join lateral (
+        select count(*)::int as handovers from runs h
+         where h.session_id = s.id and h.status = 'ended' and h.ended_reason = 'cancelled'
+           and h.error = ${WORKER_STOPPED_ERROR} and h.started_at >= asked.at) h
      where s.id = ${sessionId} for no key update of s`;
   if (!session) return undefined;
   // Not the texts of a history that may be many MB, read under the session's lock: its point

@@ -20,6 +20,7 @@ export {
   type RunStatus,
   type RunWithSession,
   type SessionPageOptions,
+  verifyWebhookSignature,
 } from "./producer/client.js";
 export type { SessionJson, SessionStatus, SessionSummary } from "./producer/fleet-service.js";
 export {

@@ -20,6 +20,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { signWebhook } from "../src/shared/webhook-signature.js";
 import { ROOT } from "./support/fleet-env.js";
 
 const ADMIN_URL = process.env.TEST_ADMIN_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
@@ -449,8 +450,10 @@ describe("the npm package", () => {
   type SessionJson,
   type SessionSummary,
   type UsageTotals,
+  verifyWebhookSignature,
 } from "agent-fleet";
 const fleet = new FleetClient({ baseUrl: "http://127.0.0.1:3000" });
+export const signed: boolean = verifyWebhookSignature("whsec", "{}", "t=1,v1=00");
 const item: BatchSessionInput = { agent: { model: { provider: "openai", model: "gpt-4o-mini" } }, input: "hi" };
 const options: PostOptions = { idempotencyKey: "k" };
 export async function main(): Promise<void> {
@@ -588,6 +591,45 @@ const require = createRequire(import.meta.url);`),
     expect(root.stderr).toContain('require("agent-fleet/client")');
   });
 
+  it("a webhook receiver checks `Fleet-Signature` with the package's verifyWebhookSignature: root, client, CommonJS", async () => {
+    // Headers as the sweeper signs deliveries (contracts §9), one of them during a rotation.
+    const body = JSON.stringify({ id: "b1", status: "ended" });
+    const now = Math.floor(Date.now() / 1000);
+    const cases = {
+      signed: signWebhook("whsec-new", body, now),
+      rotating: signWebhook(["whsec-new", "whsec-old"], body, now),
+      stale: signWebhook("whsec-new", body, now - 3600),
+    };
+    const check = `const { signed, rotating, stale } = JSON.parse(process.env.CASES);
+const body = ${JSON.stringify(body)};
+console.log(JSON.stringify([
+  verifyWebhookSignature("whsec-new", body, signed),
+  verifyWebhookSignature("whsec-new", body + " ", signed),
+  verifyWebhookSignature("whsec-other", body, signed),
+  verifyWebhookSignature("whsec-old", body, rotating),
+  verifyWebhookSignature("whsec-new", body, stale),
+  verifyWebhookSignature("", body, signed),
+]));
+`;
+    await writeFile(
+      join(project, "verify-root.mjs"),
+      `import { verifyWebhookSignature } from "agent-fleet";\n${check}`,
+    );
+    await writeFile(
+      join(project, "verify-client.mjs"),
+      `import { verifyWebhookSignature } from "agent-fleet/client";\n${check}`,
+    );
+    await writeFile(
+      join(project, "verify-client.cjs"),
+      `const { verifyWebhookSignature } = require("agent-fleet/client");\n${check}`,
+    );
+    for (const file of ["verify-root.mjs", "verify-client.mjs", "verify-client.cjs"]) {
+      const ran = await run(process.execPath, [file], project, { CASES: JSON.stringify(cases) });
+      expect(ran.code, `${file}: ${ran.stderr}`).toBe(0);
+      expect(JSON.parse(ran.stdout), file).toEqual([true, false, false, true, false, false]);
+    }
+  });
+
   it("`agent-fleet/client` types check with skipLibCheck off: CommonJS and ESM, nodenext, bundler, node10", async () => {
     const consumer = (importLine: string) => `${importLine}
 const fleet = new FleetClient({ baseUrl: "http://127.0.0.1:3000", apiKey: "k" });
@@ -618,10 +660,13 @@ export async function main(): Promise<void> {
   });
   // @ts-expect-error a run's status is queued, running or ended ("completed" is an endedReason)
   if (ended?.status === "completed") console.log(ended.endedReason);
+  // A webhook receiver's check (contracts §9), from the package it has installed.
+  const signed: boolean = verifyWebhookSignature(process.env.FLEET_WEBHOOK_SECRET ?? "", "{}", "t=1,v1=00", 300);
+  console.log(signed);
 }
 `;
     const names = `FleetApiError, FleetClient, FleetNetworkError, isEventType, type BatchJson, type BatchResult, type RunJson,
-  type SessionJson, type SessionStatus, type SessionSummary, type UsageTotals`;
+  type SessionJson, type SessionStatus, type SessionSummary, type UsageTotals, verifyWebhookSignature`;
     await writeFile(join(project, "typed.cts"), consumer(`import { ${names} } from "agent-fleet/client";`));
     await writeFile(join(project, "typed.mts"), consumer(`import { ${names} } from "agent-fleet/client";`));
     await writeFile(join(project, "typed.ts"), consumer(`import { ${names} } from "agent-fleet/client";`));

@@ -40,6 +40,8 @@ import { RunCalls } from "./client-run-calls.js";
 import { messagePages } from "./message-pages.js";
 
 export { isEventType } from "../shared/api-events.js";
+// For a backend that receives batch webhooks: the client's package is what it has installed.
+export { verifyWebhookSignature } from "../shared/webhook-signature.js";
 export { FleetApiError, FleetNetworkError } from "./client-errors.js";
 export { parseSse } from "./server-sent-events.js";
 export type {

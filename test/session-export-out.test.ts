@@ -79,7 +79,7 @@ describe("fleet session export --out FILE that already exists as no plain file",
     expect(result.code, result.stderr).toBe(0);
     expect((await lstat(link)).isSymbolicLink()).toBe(true);
     const written = await readFile(target, "utf8");
-    expect(written).toMatch(/"fleetSessionExportEnd":\{"messages":2\}/);
+    expect(written).toMatch(/"fleetSessionExportEnd":\{"messages":2,"spent":\{/);
     expect((await lstat(target)).mode & 0o777).toBe(0o600);
   }, 120_000);
 });

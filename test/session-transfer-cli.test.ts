@@ -116,7 +116,10 @@ describe("fleet session export → fleet session import", () => {
       agent: AGENT,
       metadata: { team: "eu", n: 1 },
     });
-    expect(JSON.parse(lines.at(-1)!)).toEqual({ fleetSessionExportEnd: { messages: 12_000 } });
+    // With what the session spent of its budget (test/session-transfer-budget.test.ts).
+    const { spent } = await client.getSession(original.id, { limit: 1, runsLimit: 0 });
+    expect(spent?.modelCalls).toBe(original.messages.filter((m) => m.role === "assistant").length);
+    expect(JSON.parse(lines.at(-1)!)).toEqual({ fleetSessionExportEnd: { messages: 12_000, spent } });
     expect(lines.slice(1, -1).map((l) => JSON.parse(l))).toEqual(original.messages);
 
     const before = await sessionCount();
@@ -323,7 +326,8 @@ describe("fleet session export of a session that changes meanwhile", () => {
       const messages = lines.slice(1, -1).map((l) => JSON.parse(l) as StoredMessage);
       expect(messages.map((m) => m.seq)).toEqual(Array.from({ length: 6_000 }, (_, i) => i + 1));
       expect(messages).toEqual([...first, ...more]);
-      expect(JSON.parse(lines.at(-1)!)).toEqual({ fleetSessionExportEnd: { messages: 6_000 } });
+      const { spent } = await client.getSession(id, { limit: 1, runsLimit: 0 });
+      expect(JSON.parse(lines.at(-1)!)).toEqual({ fleetSessionExportEnd: { messages: 6_000, spent } });
     } finally {
       proxy.server.closeAllConnections();
       await new Promise((resolve) => proxy.server.close(resolve));

@@ -151,6 +151,7 @@ async function exportTo(
     if (current.nextAfterSeq === null || current.nextAfterSeq === undefined) break;
     current = await page(written);
   }
-  await sink(endLine(written));
+  // Read with the last page, after every message written: what was spent by then.
+  await sink(endLine(written, current.spent));
   return written;
 }

@@ -5,20 +5,23 @@
  *   {"fleetSessionExport":1,"id":"…","agent":{…},"metadata":{…},"createdAt":"…","exportedAt":"…"}
  *   {"role":"user","content":"…","seq":1,"createdAt":"…"}            one line per message
  *   …                                                                  (contracts §1, seq 1, 2, 3, …)
- *   {"fleetSessionExportEnd":{"messages":12000}}
+ *   {"fleetSessionExportEnd":{"messages":12000,"spent":{"modelCalls":40,"tokens":91000}}}
  *
  * The last line says how many messages the file holds, so a file cut short (a disk that
  * filled, an export that was stopped) is refused instead of being imported as a shorter
- * history. Everything here is pure: the commands do the reading, writing and requests.
+ * history, and what the session had spent of its budget (export-spent.ts), which the import
+ * keeps. Everything here is pure: the commands do the reading, writing and requests.
  */
 
 import { checkBody, MAX_JSON_DEPTH, tooDeepAt } from "../producer/request-checks.js";
 import { BODY_LIMIT, MAX_HISTORY_BYTES } from "../producer/request-limits.js";
 import type { SessionJson } from "../shared/api-types.js";
 import { ValidationError } from "../shared/errors.js";
+import type { Spent } from "../shared/imported-spent.js";
 import { formatPath, type ImportedMessage, type Message, parseImportedHistory } from "../shared/messages.js";
 import { historyBytes } from "../shared/store/history-bytes.js";
 import { importedTokens, MAX_IMPORTED_COST_USD, MAX_IMPORTED_TOKENS } from "../shared/usage.js";
+import { fileSpent, spentToSend } from "./export-spent.js";
 import { creationRoom, MAX_MESSAGE_BYTES, RequestCuts } from "./import-requests.js";
 
 export const EXPORT_VERSION = 1;
@@ -48,8 +51,9 @@ export function headerLine(session: SessionJson, exportedAt: Date): string {
   return `${JSON.stringify(header)}\n`;
 }
 
-export function endLine(messages: number): string {
-  return `${JSON.stringify({ fleetSessionExportEnd: { messages } })}\n`;
+/** `spent`: the session's `spent` as the API answered it with the last page (absent from an older API). */
+export function endLine(messages: number, spent?: Spent): string {
+  return `${JSON.stringify({ fleetSessionExportEnd: { messages, ...(spent ? { spent } : {}) } })}\n`;
 }
 
 /** The seq a page of an export must continue with, or why it cannot be written (a gap, a repeat). */
@@ -78,7 +82,8 @@ export type FileItem =
   | { kind: "header"; header: ExportHeader }
   /** `startsRequest`: the message is the first of a request after the one before (import-requests.ts). */
   | { kind: "message"; message: FileMessage; startsRequest: boolean }
-  | { kind: "end" };
+  /** `spent`: what the import sends as `spentOutsideHistory` (export-spent.ts), if anything. */
+  | { kind: "end"; spent?: Spent };
 
 /**
  * Reads an export line by line (blank lines skipped by the caller) and says what each line
@@ -95,6 +100,8 @@ export class ExportFileCheck {
   private historyBytes = 0;
   /** The steps' tokens so far, bounded in all as the API bounds a session's import (usage.ts). */
   private tokens = 0;
+  /** The steps so far: a model call each (shared/imported-spent.ts). */
+  private steps = 0;
   /** The requests the messages go in (import-requests.ts), from the header on. */
   private cuts = new RequestCuts(0);
   /** Whether the latest message starts a request, and the cost of its request's steps so far. */
@@ -151,8 +158,11 @@ export class ExportFileCheck {
           line,
           `the end line says ${JSON.stringify(end?.messages)} messages, the file holds ${this.count}`,
         );
+      const spent = fileSpent(end);
+      if (typeof spent === "string") throw new ExportFileError(line, spent);
       this.state = "ended";
-      return { kind: "end" };
+      const send = spentToSend(spent, { modelCalls: this.steps, tokens: this.tokens });
+      return send ? { kind: "end", spent: send } : { kind: "end" };
     }
     const message = this.message(line, record);
     return { kind: "message", message, startsRequest: this.request.starts };
@@ -175,6 +185,7 @@ export class ExportFileCheck {
   private checkUsage(line: number, seq: number, message: ImportedMessage, bytes: number): void {
     const starts = this.cuts.add(bytes);
     this.request = { starts, costUsd: starts ? 0 : this.request.costUsd };
+    if (message.role === "assistant") this.steps++;
     if (message.role !== "assistant" || !message.usage) return;
     this.tokens += importedTokens([message]);
     if (this.tokens > MAX_IMPORTED_TOKENS)

@@ -4,6 +4,7 @@
  */
 import { createReadStream } from "node:fs";
 import { BODY_LIMIT } from "../producer/request-limits.js";
+import type { Spent } from "../shared/imported-spent.js";
 import type { ImportSource } from "./import-source.js";
 import { ExportFileCheck, ExportFileError, type ExportHeader, type FileMessage } from "./session-file.js";
 import { TransferError } from "./session-transfer.js";
@@ -27,18 +28,24 @@ async function* fileLines(file: ImportSource): AsyncGenerator<{ line: number; te
 }
 
 /**
- * Reads the whole file through the check; resolves with its number of messages. `extra`: the
- * metadata the command merges over the file's (the creation's room for messages depends on it).
+ * Reads the whole file through the check; resolves with its number of messages and what its
+ * session spent beyond its steps (the creation's `spentOutsideHistory`). `extra`: the metadata
+ * the command merges over the file's (the creation's room for messages depends on it).
  */
-export async function checkFile(file: ImportSource, extra: Record<string, unknown> = {}): Promise<number> {
+export async function checkFile(
+  file: ImportSource,
+  extra: Record<string, unknown> = {},
+): Promise<{ total: number; spent?: Spent }> {
   const check = new ExportFileCheck(extra);
   let last = 0;
+  let spent: Spent | undefined;
   for await (const { line, text } of fileLines(file)) {
-    check.read(line, text);
+    const item = check.read(line, text);
+    if (item.kind === "end") spent = item.spent;
     last = line;
   }
   check.finish(last + 1);
-  return check.messages;
+  return { total: check.messages, ...(spent ? { spent } : {}) };
 }
 
 /**

@@ -23,6 +23,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { FleetApiError, type FleetClient } from "../producer/client.js";
+import type { Spent } from "../shared/imported-spent.js";
 import { type ApiOptions, apiClientOf, unreachableLine } from "./api-client.js";
 import { type ImportSource, type ImportStdin, openImportSource } from "./import-source.js";
 import { onInterrupt } from "./interrupt.js";
@@ -60,9 +61,9 @@ export async function sessionImportCommand(
     const extra = parseMetadata(options.metadata);
     const source = await openImportSource(file, options.stdin ?? process.stdin);
     try {
-      const total = await checkFile(source, extra);
+      const { total, spent } = await checkFile(source, extra);
       const key = options.idempotencyKey ?? `fleet-session-import-${randomUUID()}`;
-      const id = await sendFile(client, source, total, { extra, key, io });
+      const id = await sendFile(client, source, total, { extra, key, io, ...(spent ? { spent } : {}) });
       await write(io.stderr, `imported ${total} messages into session ${id}\n`);
       await write(io.stdout, `${id}\n`);
       return 0;
@@ -85,7 +86,8 @@ function parseMetadata(text: string | undefined): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
-type Send = { extra: Record<string, unknown>; key: string; io: TransferIo };
+/** `spent`: what the session spent beyond the file's steps (export-spent.ts), sent with its creation. */
+type Send = { extra: Record<string, unknown>; key: string; io: TransferIo; spent?: Spent };
 
 async function sendFile(client: FleetClient, file: ImportSource, total: number, send: Send): Promise<string> {
   const { io } = send;
@@ -176,6 +178,7 @@ async function create(client: FleetClient, header: ExportHeader, page: FileMessa
     metadata: { ...header.metadata, ...send.extra },
     ...(page.length > 0 ? { messages: page.map((m) => m.message) } : {}),
     ...(header.sessionEvents === false ? { sessionEvents: false } : {}),
+    ...(send.spent ? { spentOutsideHistory: send.spent } : {}),
   };
   const { id } = await retrying(
     send.io,

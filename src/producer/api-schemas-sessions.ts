@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { agentConfigSchema, modelConfigSchema } from "../shared/agent-config.js";
+import { spentSchema } from "../shared/imported-spent.js";
 import { messageSchema, toolCallSchema, usageSchema } from "../shared/messages.js";
 import { PARK_REASONS } from "../shared/resume-policy.js";
 import { id, usageTotalsSchema, when } from "./api-schemas-common.js";
@@ -59,6 +60,12 @@ export const sessionSchema = z
     usage: usageTotalsSchema.describe(
       "The model steps' stored usage summed; `costUsd` by FLEET_PRICES (steps of unpriced models count 0)",
     ),
+    spent: z
+      .object({ modelCalls: z.number().int(), tokens: z.number().int() })
+      .optional()
+      .describe(
+        "What `agent.budget` has counted for it across all its runs: model calls (counted as made for an agent with `budget.maxModelCalls`, and one per imported step) and tokens (reported, billed by failed attempts, estimated for steps of unknown usage)",
+      ),
     createdAt: when,
     updatedAt: when,
     sessionEvents: z
@@ -130,6 +137,11 @@ export const createSessionBody = z.strictObject({
   metadata,
   messages: imported,
   sessionEvents,
+  spentOutsideHistory: spentSchema
+    .optional()
+    .describe(
+      "What the imported session already spent of `agent.budget` beyond its history's steps (model calls that stored no step, tokens no step reports), counted with them; each imported step counts one model call and its reported tokens in any case",
+    ),
 });
 /** POST /v1/sessions/:id/history: the next page of an imported history (imported-pages.ts). */
 export const importPageBody = z.strictObject({

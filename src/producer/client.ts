@@ -80,6 +80,12 @@ export class FleetClient extends RunCalls {
       messages?: Message[] | undefined;
       /** false: no event stream is written for it (`events()` rejects with 409 `session_events_off`). */
       sessionEvents?: boolean | undefined;
+      /**
+       * What the imported session already spent of `agent.budget` beyond `messages`' steps
+       * (each counts one model call and its reported tokens anyway): `fleet session import`
+       * sends what the export's `spent` holds beyond them.
+       */
+      spentOutsideHistory?: { modelCalls?: number; tokens?: number } | undefined;
     },
     options: PostOptions = {},
   ): Promise<{ id: string }> {

@@ -18,6 +18,7 @@ import {
 } from "../shared/api-types.js";
 import type { SessionRow } from "../shared/db/schema.js";
 import { AgentResumeError, NotFoundError, ValidationError } from "../shared/errors.js";
+import { spentOutsideHistory } from "../shared/imported-spent.js";
 import { assertAnsweredOnce, parseImportedHistoryInSlices } from "../shared/messages.js";
 import { checkAgentModels, type ModelRouting } from "../shared/model-endpoints.js";
 import { assertPricedForBudget, pricesOf, type UsageTotals } from "../shared/prices.js";
@@ -107,6 +108,7 @@ export class FleetService {
     const messages =
       input.messages === undefined ? [] : await parseBoundedImportInSlices(input.messages, "messages");
     assertAnsweredOnce(messages, "messages");
+    const spentOutside = spentOutsideHistory(input.spentOutsideHistory, messages);
     await checkAgentTools(this.deps.toolNames, [{ agent, field: "agent" }]);
     return this.deps.queries.createSession({
       agent,
@@ -114,6 +116,7 @@ export class FleetService {
       messages,
       tenant,
       sessionEvents: input.sessionEvents,
+      ...(spentOutside ? { spentOutside } : {}),
     });
   }
 

@@ -8,6 +8,7 @@ import type { SessionStatus } from "../shared/api-types.js";
 import type { RunRow, SessionRow } from "../shared/db/schema.js";
 import { RESUMABLE_TAIL_STATES } from "../shared/db/schema.js";
 import { ValidationError } from "../shared/errors.js";
+import { spentSchema } from "../shared/imported-spent.js";
 import { isStorableText, toValidationError } from "../shared/messages.js";
 import { parkedReasonFilterProblem } from "../shared/parked-reason-filter.js";
 import type { ListCursor } from "../shared/store/session-queries.js";
@@ -57,6 +58,8 @@ export const createBody = z.strictObject({
   metadata: metadataField,
   messages: z.unknown().optional(),
   sessionEvents: sessionEventsField,
+  /** What the imported session spent beyond its history's steps (shared/imported-spent.ts). */
+  spentOutsideHistory: spentSchema.optional(),
 });
 /** Sessions one batch may create. */
 export const MAX_BATCH = 1_000;

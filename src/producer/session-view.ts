@@ -53,6 +53,7 @@ export async function sessionView(
     messages,
     runs: shown.map(runToJson),
     usage: usages ?? totalUsage(messages.flatMap((m) => (m.role === "assistant" ? [m.usage] : []))),
+    spent: { modelCalls: session.modelCalls, tokens: session.tokensUsed },
     createdAt: session.createdAt.toISOString(),
     updatedAt: session.updatedAt.toISOString(),
     ...(session.sessionEvents ? {} : { sessionEvents: false as const }),

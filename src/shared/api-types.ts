@@ -91,6 +91,13 @@ export type SessionJson = {
   runs: RunJson[];
   /** Its model steps' stored usage summed, with their cost (prices.ts; additive, contracts §13). */
   usage: UsageTotals;
+  /**
+   * What `agent.budget` has counted for it across all its runs (additive): `modelCalls` (counted
+   * as they are made for an agent with `budget.maxModelCalls`, and one per imported step) and
+   * `tokens` (its steps' reported usage, failed attempts' billed tokens, estimates for steps of
+   * unknown usage). `fleet session export` carries it, so an import keeps it (imported-spent.ts).
+   */
+  spent?: { modelCalls: number; tokens: number };
   createdAt: string;
   updatedAt: string;
   /** Present (false) when it has no event stream (`sessionEvents: false`, at its creation or by `PATCH /v1/sessions/:id`; additive). */

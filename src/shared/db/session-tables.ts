@@ -77,7 +77,11 @@ export const sessions = pgTable(
     attemptPoint: text("attempt_point"),
     /** `last_seq` then: a tool that ran to its end after it is the other half of progress. */
     attemptSeq: integer("attempt_seq").notNull().default(0),
-    /** Model calls made for it across all runs (counted only for agents with a `budget`). */
+    /**
+     * Model calls made for it across all runs (counted as they are made only for agents with a
+     * `budget.maxModelCalls`), and one per imported step with what its import said was spent
+     * beyond them (imported-spent.ts): an exported session imported again keeps its count.
+     */
     modelCalls: integer("model_calls").notNull().default(0),
     /**
      * The key of the last model call counted in `model_calls` (FencedWrites.reserveModelCall),

@@ -22,6 +22,7 @@ import type { Database } from "../db/client.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
 import { stringifyInSlices } from "../event-loop-slices.js";
 import { resumePointOfTail, wellFormedBeforeTail } from "../history-tail.js";
+import { importedCalls, MAX_MODEL_CALLS } from "../imported-spent.js";
 import { assertAnsweredOnce, type Message } from "../messages.js";
 import { resumePoint } from "../resume-point.js";
 import { tailStateOf } from "../tail-state.js";
@@ -104,6 +105,7 @@ export async function appendImportedPage(
     await tx`
       update sessions set last_seq = ${lastSeq}, tail_state = ${tailState},
                           tokens_used = tokens_used + ${importedTokens(page)}, updated_at = now(),
+                          model_calls = least(model_calls::bigint + ${importedCalls(page)}, ${MAX_MODEL_CALLS}),
                           history_bytes = ${bytes}, history_bytes_seq = ${lastSeq}
        where id = ${sessionId}`;
     return { lastSeq };

@@ -8,6 +8,7 @@ import type { AgentConfig } from "../agent-config.js";
 import type { Database } from "../db/client.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
 import { stringifyInSlices } from "../event-loop-slices.js";
+import { addCalls, importedCalls, type Spent } from "../imported-spent.js";
 import type { Message } from "../messages.js";
 import { orderedIds } from "../ordered-ids.js";
 import { QUEUES } from "../queues.js";
@@ -35,6 +36,11 @@ export type NewSession = {
    * the batch's setting; true in a batch created without streams is refused (`refuseStreams`).
    */
   sessionEvents?: boolean;
+  /**
+   * What it spent of its budget beyond its imported history's steps (imported-spent.ts), counted
+   * with theirs; an imported step counts one model call and its reported tokens in any case.
+   */
+  spentOutside?: Spent;
 };
 
 /**
@@ -162,7 +168,8 @@ async function newRows(
       metadata: input.metadata ?? {},
       last_seq: history.length,
       tail_state: tailState(history),
-      tokens_used: importedTokens(history),
+      tokens_used: importedTokens(history) + (input.spentOutside?.tokens ?? 0),
+      model_calls: addCalls(importedCalls(history), input.spentOutside?.modelCalls ?? 0),
       history_bytes: historyBytes(history),
       history_bytes_seq: history.length,
       batch_id: batch?.id ?? null,
@@ -205,14 +212,15 @@ async function newRows(
 function insertRows(sql: postgres.Sql | postgres.TransactionSql, rows: NewRows, newBatch?: BatchTarget) {
   return sql`
     with ${newBatch ? sql`nb as (${batchInsert(sql, newBatch)} returning 1),` : sql``} s as (
-      insert into sessions (id, tenant, agent, metadata, last_seq, tail_state, tokens_used, batch_id, custom_id, session_events,
-                            history_bytes, history_bytes_seq)
-      select x.id, x.tenant, x.agent, x.metadata, x.last_seq, x.tail_state, x.tokens_used, x.batch_id, x.custom_id,
-             coalesce(x.session_events, (select b.session_events from batches b where b.id = x.batch_id), true),
+      insert into sessions (id, tenant, agent, metadata, last_seq, tail_state, tokens_used, model_calls, batch_id, custom_id,
+                            session_events, history_bytes, history_bytes_seq)
+      select x.id, x.tenant, x.agent, x.metadata, x.last_seq, x.tail_state, x.tokens_used, x.model_calls, x.batch_id,
+             x.custom_id, coalesce(x.session_events, (select b.session_events from batches b where b.id = x.batch_id), true),
              x.history_bytes, x.history_bytes_seq
         from jsonb_to_recordset(${JSON.stringify(rows.sessionRows)}::jsonb)
           as x(id text, tenant text, agent jsonb, metadata jsonb, last_seq int, tail_state text, tokens_used bigint,
-               batch_id text, custom_id text, session_events boolean, history_bytes bigint, history_bytes_seq int)
+               model_calls int, batch_id text, custom_id text, session_events boolean, history_bytes bigint,
+               history_bytes_seq int)
       returning 1
     ), m as (
       insert into messages (session_id, seq, role, content, tool_calls, tool_call_id, call_seq, name, success, stop_reason, usage, provider_state, created_at)

@@ -14,7 +14,14 @@ import { callModel } from "./call-model.js";
 import { CapacityWait } from "./endpoint-gate.js";
 import { FencedHistory } from "./fenced-history.js";
 import { GOAL_MET, goalRoundsTaken, goalRoundText } from "./goal-rounds.js";
-import { historyFull } from "./history-bound.js";
+import {
+  fitResult,
+  historyFull,
+  NOT_RUN_TEXT,
+  RUN_ROOM,
+  resultRoom,
+  stepResultsFull,
+} from "./history-bound.js";
 import { addUsage, budgetSpent, countBilled, countTokens } from "./loop-budget.js";
 import type { AgentLoopDeps, LoopInput, LoopResult } from "./loop-types.js";
 import { sanitizeText } from "./models/sanitize-text.js";
@@ -33,6 +40,20 @@ function cancelledResult(call: ToolCall): ToolMessage {
     content: CANCELLED_BEFORE_START_TEXT,
     success: false,
   };
+}
+
+/** Answers `calls` as not run for want of room in the history (history-bound.ts), in their order. */
+async function answerNotRun(history: FencedHistory, deps: AgentLoopDeps, calls: readonly ToolCall[]) {
+  for (const call of calls) {
+    await history.append({
+      role: "tool",
+      toolCallId: call.id,
+      name: call.name,
+      content: NOT_RUN_TEXT,
+      success: false,
+    });
+    deps.metrics.toolCalls.inc({ tool: toolLabel(deps.tools, call.name), outcome: "failed" });
+  }
 }
 
 export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promise<LoopResult> {
@@ -159,20 +180,33 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
         // worker has already stopped with a FencedError and runs nothing. Only the tools the
         // agent lists may run: any other name (even one registered here) gets a failed result.
         const tool = listed.has(call.name) ? deps.tools.get(call.name) : undefined;
+        // The history bound holds within the step (history-bound.ts): the room left, less a
+        // short answer for each call after this one. Too little to say more than that: this
+        // call and those after it are answered as not run, and the run ends.
+        const room = resultRoom(history.messages, calls.length - index - 1);
+        if (room < RUN_ROOM) {
+          await answerNotRun(history, deps, calls.slice(index));
+          const error = stepResultsFull(history.messages, { cut: false, notRun: calls.length - index });
+          return { outcome: "budget_exhausted", error, usage };
+        }
         // A freeze can fall between that append and this line, and no epoch fences a tool:
         // the lease must still be provably ours, now, on the monotonic clock.
         await deps.leaseGuard?.whenValid(input.fence.epoch);
         await input.observer?.toolStarted(call);
         const result = await runToolCall(tool, call, input, deps);
-        const toolMessage: ToolMessage = {
-          role: "tool",
-          toolCallId: call.id,
-          name: call.name,
-          content: sanitizeText(
+        const fitted = fitResult(
+          sanitizeText(
             !result.success && signal.aborted && !result.timedOut
               ? `${CANCELLED_WHILE_RUNNING_PREFIX}${result.content}`
               : result.content,
           ),
+          room,
+        );
+        const toolMessage: ToolMessage = {
+          role: "tool",
+          toolCallId: call.id,
+          name: call.name,
+          content: fitted.content,
           success: result.success,
         };
         await history.append(toolMessage);
@@ -180,6 +214,14 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
           tool: toolLabel(deps.tools, call.name),
           outcome: result.success ? "ok" : "failed",
         });
+        // A cancel that came meanwhile answers the calls after it as cancelled (above) instead.
+        if (fitted.cut && !signal.aborted) {
+          // The tool ran: its result is kept as far as it fits, cut where the note says. The
+          // history has no room for more results, so the calls after it do not run.
+          await answerNotRun(history, deps, calls.slice(index + 1));
+          const error = stepResultsFull(history.messages, { cut: true, notRun: calls.length - index - 1 });
+          return { outcome: "budget_exhausted", error, usage };
+        }
       }
       continue;
     }

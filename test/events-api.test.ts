@@ -223,7 +223,7 @@ describe("event routes", () => {
   /**
    * The state a SIGKILL right after a run's commit leaves: once the run's end is in the stream
    * (its worker writes it just after the commit), its last message (seq 2) and its end are
-   * taken out again, and the stream's seq and last ended run set back.
+   * taken out again, and the stream's seq and ended runs (`done`, `ended`) set back.
    */
   async function loseRunEnd(id: string): Promise<void> {
     await waitFor(
@@ -237,7 +237,7 @@ describe("event routes", () => {
     expect(lost.map(([, f]) => typeOf(f))).toEqual(["MESSAGE", "RUN_COMPLETED"]);
     await fleet.redis.xdel(eventStreamKey(fleet.config.prefix, id), ...lost.map(([entryId]) => entryId));
     await fleet.redis.hset(seqKeyOf(id), "seq", "1");
-    await fleet.redis.hdel(seqKeyOf(id), "done");
+    await fleet.redis.hdel(seqKeyOf(id), "done", "ended");
   }
 
   it("a run whose writer died between committing its end and writing RUN_COMPLETED gets it when a reader looks, once, after its last message", async () => {

@@ -162,6 +162,31 @@ describe("events of a run its worker lost", () => {
     ]);
   });
 
+  it("a dead run's late RUN_STARTED and RUN_COMPLETED are not written after a later run that stored no message", async () => {
+    const writer = new EventWriter(shared.redis, PREFIX);
+    const sessionId = randomUUID();
+    const m1 = user(1, "first");
+    const m2 = user(2, "second");
+    await writer.writeEntries(sessionId, [{ type: "MESSAGE", runId: null, message: m1 }]);
+    // A's input (m2) and end went in by the repair; the resume B started and ended at once
+    // (its model call refused): no message, so the stream's last message is still A's input.
+    await writer.writeEntries(sessionId, [{ type: "MESSAGE", runId: "A", message: m2 }, ended("A")], m1);
+    await writer.writeEntries(sessionId, [started("B", "resume"), ended("B", "failed")], m2);
+    // A's writers wake: its worker's start (with its input), the first sweeper's end. Neither
+    // is behind the stream, and B's end is the last written (`done`).
+    expect(
+      await writer.writeEntries(sessionId, [started("A"), { type: "MESSAGE", runId: "A", message: m2 }], m1),
+    ).toMatchObject({ ok: true, written: 0 });
+    expect(await writer.writeEntries(sessionId, [ended("A")], m2)).toMatchObject({ ok: true, written: 0 });
+    expect(await stream(sessionId)).toEqual([
+      "MESSAGE -",
+      "MESSAGE A",
+      "RUN_COMPLETED A",
+      "RUN_STARTED B",
+      "RUN_COMPLETED B",
+    ]);
+  });
+
   it("a job behind the stream it first reads writes no late RUN_STARTED (its log checks its last stored message)", async () => {
     const writer = new EventWriter(shared.redis, PREFIX);
     const sessionId = randomUUID();

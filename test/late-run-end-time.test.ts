@@ -55,7 +55,7 @@ describe("a run's end written late", () => {
     for (const row of out) {
       const ends = (await entriesOf(row.id)).filter((e) => e.type === "RUN_COMPLETED");
       await fleet.redis.xdel(eventStreamKey(fleet.config.prefix, row.id), ...ends.map((e) => e.id));
-      await fleet.redis.hdel(seqKey(fleet.config.prefix, row.id), "done");
+      await fleet.redis.hdel(seqKey(fleet.config.prefix, row.id), "done", "ended");
       const [run] = await fleet.database.sql<{ ended_at: string }[]>`
         update runs set ended_at = now() - interval '10 minutes' where id = ${row.runId}
         returning to_char(ended_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as ended_at`;

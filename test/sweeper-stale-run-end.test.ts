@@ -24,6 +24,9 @@ import { Sweeper, type SweeperDeps } from "../src/sweeper/sweeper.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
 
 const AGENT = parseAgentConfig({ model: { provider: "scripted", steps: [{ text: "resumed answer" }] } });
+// A resume that ends without a message: its one model call refused for good (a 401), so the
+// stream's last message stays the old run's and the late end's check does not show it behind.
+const REFUSED = parseAgentConfig({ model: { provider: "scripted", steps: [{ fault: "rejected" }] } });
 
 describe("a sweeper that wakes after another resumed the session", () => {
   let fleet: FleetEnv;
@@ -61,11 +64,17 @@ describe("a sweeper that wakes after another resumed the session", () => {
     );
   }
 
-  it("does not write the old run's end a second time", async () => {
+  /**
+   * The old run's ends in the stream, and the resume's, once the first sweeper, woken after the
+   * resume ended, wrote its own; `agent` runs the resume.
+   */
+  async function endsAfterThaw(
+    agent: typeof AGENT,
+  ): Promise<{ completions: unknown[]; runId: string; resumeId: string }> {
     const { sql } = fleet.database;
     const queries = new SessionQueries(fleet.database);
     const { id } = await queries.createSession({
-      agent: AGENT,
+      agent,
       messages: [{ role: "user", content: "question" }],
     });
     await sql`update sessions set run_started = true where id = ${id}`;
@@ -109,7 +118,7 @@ describe("a sweeper that wakes after another resumed the session", () => {
       );
     });
     expect(await second.sweepInterrupted()).toEqual({ resumed: 1, parked: 0 });
-    worker = await fleet.spawnWorker();
+    worker ??= await fleet.spawnWorker();
     const ended = async () => {
       const rows = await sql<{ n: number }[]>`
         select count(*)::int as n from runs where session_id = ${id} and kind = 'resume' and status = 'ended'`;
@@ -131,6 +140,16 @@ describe("a sweeper that wakes after another resumed the session", () => {
 
     thaw();
     expect(await firstPass).toBe(1);
-    expect(await completions()).toEqual([runId, resume!.id]);
+    return { completions: await completions(), runId, resumeId: resume!.id };
+  }
+
+  it("does not write the old run's end a second time", async () => {
+    const { completions, runId, resumeId } = await endsAfterThaw(AGENT);
+    expect(completions).toEqual([runId, resumeId]);
+  }, 120_000);
+
+  it("does not write it after a resume that stored no message", async () => {
+    const { completions, runId, resumeId } = await endsAfterThaw(REFUSED);
+    expect(completions).toEqual([runId, resumeId]);
   }, 120_000);
 });

@@ -202,7 +202,7 @@ export class DeletionCleanup {
 function tombstone(pipeline: ReturnType<Redis["pipeline"]>, end: { seqKey: string; tombstoneMs: number }) {
   return pipeline
     .hset(end.seqKey, "deleted", "1")
-    .hdel(end.seqKey, "seq", "fp", "done", "total", "floor", "started")
+    .hdel(end.seqKey, "seq", "fp", "done", "ended", "total", "floor", "started")
     .pexpire(end.seqKey, end.tombstoneMs);
 }
 

@@ -55,6 +55,12 @@ end
 `;
 
 /**
+ * How many runs' ends a stream's seq key remembers (`ended`): a late end of an older run than
+ * these (ENDS_KEPT runs ended since, none of them storing a message) would still be written.
+ */
+const ENDS_KEPT = 8;
+
+/**
  * Appends to the streams of one or more sessions in one call. KEYS: per write, its stream and
  * its seq key. ARGV: maxEvents, maxAgeMs, channel, maxBytes (0: no bound, TRIM_BYTES), then per write: its stream key (published),
  * its entry count n, then n × (seq, type, data). `seq` is a message's fingerprint,
@@ -74,7 +80,10 @@ end
  * writer after a repair, see `missingRunEnd`); so is one whose write shows its writer behind
  * the stream (its check and messages stop before the stream's last message: a later run's),
  * which `done`, by then that later run's, no longer catches (a worker frozen after its commit,
- * woken after the resume ended: found by `npm run chaos`). The seq key also keeps the fingerprint of its
+ * woken after the resume ended: found by `npm run chaos`); so is one of a run among the last
+ * `ENDS_KEPT` whose end the stream has (`ended`, newest first): after a later run that stored
+ * no message, the late writer's check is not behind and `done` is that run's (a sweeper frozen
+ * before writing an end another sweeper repaired, woken after the resume failed at once). The seq key also keeps the fingerprint of its
  * last message (`fp`): a check at that seq with another fingerprint means the stream's messages
  * are not the stored ones (Postgres restored to an earlier point, `dropIfDiverged`). Returns,
  * per write, {"ok", seq before it, its fingerprint ('' if not kept), entries written (a
@@ -83,7 +92,7 @@ end
  * (`deleted` set by deletion-cleanup.ts), and nothing is written, so a late writer (a worker
  * frozen across the delete) does not recreate the stream; the same for a stream turned off
  * (`off`, DROP_OFF_SCRIPT) until it is turned on. Each write reads every field of the seq
- * key it may need (seq, deleted, off, fp, done, total, floor, started, parked) in one HMGET before it writes,
+ * key it may need (seq, deleted, off, fp, done, total, floor, started, parked, ended) in one HMGET before it writes,
  * and writes the ones it moved in one HSET (and `floor`, when TRIM_BYTES cut, in another):
  * the fields are read once and set once per write, not one command each (their reads and
  * writes were most of the fleet's Redis commands per session: 69 → 39 per bench session,
@@ -114,7 +123,7 @@ for w = 1, #KEYS / 2 do
   local stop = first + 3 * tonumber(ARGV[a + 1]) - 1
   a = stop + 1
   -- A deleted session's seq key is a tombstone (deletion-cleanup.ts): nothing is written.
-  local head = redis.call('HMGET', seqKey, 'seq', 'deleted', 'off', 'fp', 'done', 'total', 'floor', 'started', 'parked')
+  local head = redis.call('HMGET', seqKey, 'seq', 'deleted', 'off', 'fp', 'done', 'total', 'floor', 'started', 'parked', 'ended')
   local gone = head[2] or head[3]
   local last = tonumber(head[1] or '0')
   local prior = last
@@ -160,6 +169,12 @@ for w = 1, #KEYS / 2 do
     local written, newest = 0, nil
     -- The run whose RUN_COMPLETED the stream has last (false: none).
     local done, ends, lastFp, startedAt = head[5], nil, nil, nil
+    -- The runs whose RUN_COMPLETED the stream has, newest first (ENDS_KEPT at most); done
+    -- alone, for a stream written before they were kept.
+    local endedList = head[10] or ''
+    local function hasEnded(run)
+      return run == done or string.find(' ' .. endedList .. ' ', ' ' .. run .. ' ', 1, true) ~= nil
+    end
     -- The parking whose SESSION_PARKED the stream has last (false: none).
     local parkedDone, parks = head[9], nil
     -- A run's end from a writer behind the stream (the stream holds messages past every one
@@ -177,9 +192,9 @@ for w = 1, #KEYS / 2 do
     local current = head[8] and string.match(head[8], '^(%S+) ') or nil
     for i = first, stop, 3 do
       local seq, fp, ended, check, started, parked, of = parse(ARGV[i])
-      if check == nil and ((seq == 0 and (ended == nil or (ended ~= done and not behind))
+      if check == nil and ((seq == 0 and (ended == nil or (not hasEnded(ended) and not behind))
           and (parked == nil or (parked ~= parkedDone and not behind))
-          and (started == nil or (started ~= done and not behind))
+          and (started == nil or (not hasEnded(started) and not behind))
           and (of == nil or (of ~= done and (current == nil or of == current)))) or seq > last) then
         total = total + #ARGV[i + 1] + #ARGV[i + 2]
         if started ~= nil then
@@ -192,7 +207,15 @@ for w = 1, #KEYS / 2 do
         end
         written = written + 1
         if seq > 0 then last, lastFp = seq, fp end
-        if ended ~= nil then done, ends = ended, ended end
+        if ended ~= nil then
+          done, ends = ended, ended
+          local kept, n = ended, 1
+          for id in string.gmatch(endedList, '%S+') do
+            if n >= ${ENDS_KEPT} then break end
+            kept, n = kept .. ' ' .. id, n + 1
+          end
+          endedList = kept
+        end
         if parked ~= nil then parkedDone, parks = parked, parked end
       end
     end
@@ -202,7 +225,10 @@ for w = 1, #KEYS / 2 do
       -- What the entries moved, in one HSET (before any trim: the seq is kept whatever follows).
       local fields = {'seq', last == prior and lastText or tostring(last), 'total', string.format('%d', total)}
       if lastFp then fields[#fields + 1] = 'fp'; fields[#fields + 1] = lastFp end
-      if ends then fields[#fields + 1] = 'done'; fields[#fields + 1] = ends end
+      if ends then
+        fields[#fields + 1] = 'done'; fields[#fields + 1] = ends
+        fields[#fields + 1] = 'ended'; fields[#fields + 1] = endedList
+      end
       if startedAt then fields[#fields + 1] = 'started'; fields[#fields + 1] = startedAt end
       if parks then fields[#fields + 1] = 'parked'; fields[#fields + 1] = parks end
       redis.call('HSET', seqKey, unpack(fields))
@@ -215,68 +241,6 @@ for w = 1, #KEYS / 2 do
   end
 end
 return results
-`;
-
-/**
- * Drops a session's stream and its seq key when the seq key still says `ARGV[1]` and, when
- * `ARGV[3]` is not empty, its last message's fingerprint is still that (what the caller read
- * before it asked Postgres), and wakes its readers. KEYS: stream, seq key. ARGV: seq, channel,
- * fingerprint.
- */
-export const DROP_SCRIPT = `
-if redis.call('HEXISTS', KEYS[2], 'deleted') == 1 then return 0 end
-if tonumber(redis.call('HGET', KEYS[2], 'seq') or '0') ~= tonumber(ARGV[1]) then return 0 end
-if ARGV[3] ~= '' and redis.call('HGET', KEYS[2], 'fp') ~= ARGV[3] then return 0 end
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('PUBLISH', ARGV[2], KEYS[1])
-return 1
-`;
-
-/**
- * Drops a stream whose session no longer has one (`sessionEvents` turned off) and leaves its
- * seq key as a marker (`off`, expiring after ARGV[2] ms): a worker job that has not yet seen
- * the change writes nothing (APPEND_SCRIPT), and turning it on again (ON_SCRIPT) starts the
- * stream from the first message. A deleted session's tombstone stays (deletion-cleanup.ts).
- * Readers are woken, and end when they next ask (event-stream.ts).
- */
-export const DROP_OFF_SCRIPT = `
-if redis.call('HEXISTS', KEYS[2], 'deleted') == 1 then return 0 end
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('HSET', KEYS[2], 'off', '1')
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-redis.call('PUBLISH', ARGV[1], KEYS[1])
-return 1
-`;
-
-/** The `off` marker of DROP_OFF_SCRIPT removed (its stream turned on again); a tombstone stays. */
-export const ON_SCRIPT = `
-if redis.call('HEXISTS', KEYS[1], 'deleted') == 1 then return 0 end
-if redis.call('HEXISTS', KEYS[1], 'off') == 0 then return 0 end
-return redis.call('DEL', KEYS[1])
-`;
-
-/**
- * Starts a session's stream past the start of its history (EventWriter.writeAfterSync: a stream
- * written again from Postgres holds only the stored messages retention would keep), when
- * neither the stream nor its seq key exists: an empty stream marked as trimmed (one entry
- * added more than it holds, the last deleted id now), so that a reader from its start
- * (`0-0`) or from a place of the stream that was lost is told it expired, as for a stream
- * trimmed; and a seq key that says it holds message `ARGV[1]` (fingerprint `ARGV[2]`), so the
- * write that follows goes on from there. Returns 0 when either key exists (someone wrote
- * meanwhile). On a Redis before 7 (no XSETID options) the stream is not marked: there no
- * stream tells that it was trimmed anyway. KEYS: stream, seq key. ARGV: seq, fingerprint, ttl ms.
- */
-export const FLOOR_SCRIPT = `
-if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
-local t = redis.call('TIME')
-local now = string.format('%d-0', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-redis.call('XGROUP', 'CREATE', KEYS[1], 'floor', '$', 'MKSTREAM')
-redis.call('XGROUP', 'DESTROY', KEYS[1], 'floor')
-redis.pcall('XSETID', KEYS[1], now, 'ENTRIESADDED', 1, 'MAXDELETEDID', now)
-redis.call('HSET', KEYS[2], 'seq', ARGV[1], 'fp', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return 1
 `;
 
 /**

@@ -7,16 +7,9 @@
 import type { Redis } from "ioredis";
 import type { Database } from "./db/client.js";
 import { entryKey } from "./event-entry-key.js";
-import {
-  APPEND_SCRIPT,
-  type AppendReply,
-  DROP_OFF_SCRIPT,
-  DROP_SCRIPT,
-  FLOOR_SCRIPT,
-  ON_SCRIPT,
-  type RedisWithAppend,
-} from "./event-scripts.js";
+import { APPEND_SCRIPT, type AppendReply, type RedisWithAppend } from "./event-scripts.js";
 import type { StoredState } from "./event-stored-state.js";
+import { DROP_OFF_SCRIPT, DROP_SCRIPT, FLOOR_SCRIPT, ON_SCRIPT } from "./event-stream-scripts.js";
 import { chunkStarts, WRITE_CHUNK } from "./event-write-chunks.js";
 import {
   DEFAULT_RETENTION,

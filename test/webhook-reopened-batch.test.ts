@@ -100,5 +100,10 @@ describe("the webhook of a batch that runs again before its delivery got through
       5_000,
       "the delivery recorded",
     );
+    // The wait while it ran is kept on the job, not counted in its day of retries
+    // (webhook-backoff.ts, test/webhook-held-span.test.ts): ended, none goes on.
+    const { data } = await job();
+    expect(data.heldMs).toBeGreaterThan(0);
+    expect(data.heldSince).toBeUndefined();
   }, 60_000);
 });

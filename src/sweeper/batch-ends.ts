@@ -27,12 +27,11 @@ import {
 import type { BatchStore, UnsettledCursor } from "../shared/store/batches.js";
 import { attemptErrorText, deliveryBody, tenantTextOf, webhookErrorText } from "../shared/webhook-errors.js";
 import { postWebhook, type WebhookSettings, webhookBackoffMs } from "../shared/webhooks.js";
-import { ensureWebhookQueued, webhookBudgetSpent } from "./webhook-owed.js";
+import { ENSURE_EVERY_MS, ensureWebhookQueued, webhookBudgetSpent } from "./webhook-owed.js";
+import { waitWhileReopened } from "./webhook-reopened.js";
 import { deliverySignature, type SecretGenerations } from "./webhook-signing.js";
 import { receiverTookIt } from "./webhook-taken.js";
 
-/** A batch whose webhook is owed is queued again at most this often (a no-op while its job exists). */
-const ENSURE_EVERY_MS = 10_000;
 /** Unsettled batches one scan looks at. */
 const PAGE = 500;
 
@@ -107,13 +106,6 @@ export class BatchEnds {
   }
 }
 
-/**
- * How often a delivery whose batch is running again looks whether it has ended (pure): ten
- * first retry delays, at most ENSURE_EVERY_MS (10 s by default).
- */
-export const reopenedPollMs = (settings: Pick<WebhookSettings, "retryBaseMs">): number =>
-  Math.min(ENSURE_EVERY_MS, Math.max(100, settings.retryBaseMs * 10));
-
 /** The BullMQ worker that delivers webhooks. */
 export function startWebhookWorker(options: {
   connection: ConnectionOptions;
@@ -148,14 +140,7 @@ export function startWebhookWorker(options: {
       const target = await store.webhookTarget(batchId);
       const batch = target === null ? undefined : await store.view(batchId);
       if (target === null || !batch) return "nothing to deliver";
-      if (batch.status === "running") {
-        // Running again since its end (a batch resume, a new message to one of its sessions)
-        // while its webhook was still owed: the webhook reports an end, so it waits for the
-        // next one, looked at again without spending an attempt. Sent now, it said `running`
-        // with no `endedAt`, and no webhook followed that end (test/webhook-reopened-batch.test.ts).
-        await job.moveToDelayed(Date.now() + reopenedPollMs(settings), token);
-        throw new bullmq.DelayedError();
-      }
+      await waitWhileReopened(job, token, batch.status === "running", attempt, settings);
       const body = JSON.stringify(deliveryBody(batch));
       // The tenant's own secrets when the operator opted in (webhook-signing.ts), else the fleet's.
       const signature = await deliverySignature(settings, generations, target.tenant, body);

@@ -28,6 +28,9 @@ import { receiverTookIt } from "./webhook-taken.js";
 
 const FAILED_SETTLE_MS = 60_000;
 
+/** A batch whose webhook is owed is queued again at most this often (a no-op while its job exists). */
+export const ENSURE_EVERY_MS = 10_000;
+
 /**
  * Why a webhook's one retry budget is spent (pure), or null while it is not: WEBHOOK_ATTEMPTS
  * sends in all, each stall (its sweeper died during it, BullMQ sent it again) counted as one,

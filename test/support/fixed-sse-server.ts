@@ -11,6 +11,8 @@ export type FixedSseServer = {
   readonly url: string;
   /** What the next request gets. */
   body: string;
+  /** Requests answered so far (a test sets it back to 0): how often the step was asked. */
+  requests: number;
   close(): Promise<void>;
 };
 
@@ -18,6 +20,7 @@ export async function startFixedSse(): Promise<FixedSseServer> {
   const server = createServer((req, res) => {
     req.resume();
     req.on("end", () => {
+      fixed.requests++;
       res.writeHead(200, { "content-type": "text/event-stream" });
       res.end(fixed.body);
     });
@@ -26,6 +29,7 @@ export async function startFixedSse(): Promise<FixedSseServer> {
   const fixed: FixedSseServer = {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     body: "",
+    requests: 0,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
   return fixed;

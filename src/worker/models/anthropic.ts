@@ -10,8 +10,9 @@
  * URL, log level and tracing are given, and ANTHROPIC_CUSTOM_HEADERS is cancelled; it sends
  * only to its base URL and never follows a redirect (transport.ts).
  *
- * Response: the stream's events read by anthropic-stream.ts (text, tool calls, usage,
- * thinking kept as the step's `providerState`; a step is whole only with `message_stop`).
+ * Response: the body's events (anthropic-sse.ts: one without its `event:` line, as some proxies
+ * send them, is named by its data's `type`) read by anthropic-stream.ts (text, tool calls,
+ * usage, thinking kept as the step's `providerState`; a step is whole only with `message_stop`).
  * Errors judged: anthropic-errors.ts. The request: anthropic-request.ts.
  *
  * `temperature` is not sent: SDK 1.x sends API version 2026-10-21, which has no sampling
@@ -19,10 +20,10 @@
  */
 import Anthropic from "@anthropic-ai/sdk";
 import type { RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages";
-import { Stream } from "@anthropic-ai/sdk/streaming";
 import { scrubSecrets, secretValuesFromEnv } from "../../shared/scrub-secrets.js";
 import { classifyAnthropicError, type Failure } from "./anthropic-errors.js";
 import { ANTHROPIC_BASE_URL, type AnthropicModelConfig, buildAnthropicRequest } from "./anthropic-request.js";
+import { anthropicEvents } from "./anthropic-sse.js";
 import { readAnthropicStream } from "./anthropic-stream.js";
 import { withLiveness } from "./body-liveness.js";
 import {
@@ -117,15 +118,12 @@ export class AnthropicModel implements ModelProvider {
     let events: AsyncIterable<RawMessageStreamEvent>;
     try {
       // The raw response, so that its body shows the stream alive as bytes come (pings
-      // included, which the SDK's stream drops: body-liveness.ts); the SDK parses it as before.
+      // included, which the SDK's stream drops: body-liveness.ts), read as the SDK reads it but
+      // with unnamed events named by their data's type (anthropic-sse.ts).
       const raw = await client.messages
         .create(buildAnthropicRequest(this.config, request), { signal: request.signal })
         .asResponse();
-      events = Stream.fromSSEResponse<RawMessageStreamEvent>(
-        withLiveness(raw, request.alive),
-        new AbortController(),
-        client,
-      );
+      events = anthropicEvents(withLiveness(raw, request.alive));
     } catch (error) {
       const failure = this.classify(error);
       if (failure === "context_full") {

@@ -1,0 +1,97 @@
+/**
+ * A Messages API stream whose events come as `data:` lines only, without their `event:` lines
+ * (proxies and gateways in front of Anthropic that forward the data and drop the names): the
+ * event's name is the `type` its data carries. The SDK's stream reader skips every event
+ * without a name, so such a stream read as empty — "ended before message_stop" — and the step
+ * was asked again until the attempts ran out, each one answered (and billed) in full. Real
+ * SDK, real HTTP: a local server writes the stream as given and counts the requests.
+ */
+import { afterAll, beforeAll, beforeEach, expect, it } from "vitest";
+import { callModel, DEFAULT_RETRY_POLICY, type ModelStep } from "../src/worker/call-model.js";
+import { AnthropicModel } from "../src/worker/models/anthropic.js";
+import { type FixedSseServer, startFixedSse } from "./support/fixed-sse-server.js";
+
+let upstream: FixedSseServer;
+
+beforeAll(async () => {
+  upstream = await startFixedSse();
+});
+afterAll(() => upstream.close());
+beforeEach(() => {
+  upstream.requests = 0;
+});
+
+/** Each event as a `data:` line only. */
+const dataOnly = (events: Record<string, unknown>[]) =>
+  events.map((event) => `data: ${JSON.stringify(event)}\n\n`).join("");
+/** Each event with its `event:` line, as the API sends it. */
+const named = (events: Record<string, unknown>[]) =>
+  events.map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join("");
+
+const start = {
+  type: "message_start",
+  message: {
+    id: "msg_1",
+    type: "message",
+    role: "assistant",
+    model: "claude-test",
+    content: [],
+    stop_reason: null,
+    usage: { input_tokens: 10, output_tokens: 1 },
+  },
+};
+const text = [
+  { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+  { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Hello" } },
+  { type: "content_block_stop", index: 0 },
+];
+const end = [
+  { type: "message_delta", delta: { stop_reason: "end_turn" }, usage: { output_tokens: 5 } },
+  { type: "message_stop" },
+];
+
+function step(): Promise<ModelStep> {
+  const model = new AnthropicModel(
+    { provider: "anthropic", model: "claude-test", baseUrl: upstream.url },
+    { apiKey: "k" },
+  );
+  return callModel(
+    model,
+    {
+      sessionId: "s",
+      history: [{ role: "user", content: "hi" }],
+      tools: [],
+      signal: new AbortController().signal,
+    },
+    { sleep: async () => {}, policy: DEFAULT_RETRY_POLICY },
+  );
+}
+
+it("a stream of data lines only is read, asked once", async () => {
+  upstream.body = dataOnly([start, { type: "ping" }, ...text, ...end]);
+  const result = await step();
+  expect(result).toMatchObject({
+    ok: true,
+    attempts: 1,
+    message: { content: "Hello", stopReason: "end_turn", usage: { inputTokens: 10, outputTokens: 5 } },
+  });
+  expect(upstream.requests).toBe(1);
+});
+
+it("an error event without its name is the provider's error: a refusal is not asked again", async () => {
+  upstream.body = dataOnly([
+    start,
+    { type: "error", error: { type: "permission_error", message: "not for this key" } },
+  ]);
+  const result = await step();
+  expect(result).toMatchObject({ ok: false, rejected: true });
+  expect(result.ok ? "" : result.error).toContain("permission_error: not for this key");
+  expect(upstream.requests).toBe(1);
+});
+
+it("named events read as before; a data line without a type beside them is skipped", async () => {
+  upstream.body = `${named([start])}data: [DONE]\n\ndata: {"no":"type"}\n\n${named([...text, ...end])}`;
+  const result = await step();
+  expect(result).toMatchObject({ ok: true, attempts: 1, message: { content: "Hello" } });
+  expect(upstream.requests).toBe(1);
+});

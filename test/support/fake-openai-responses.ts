@@ -63,6 +63,8 @@ export type FakeResponsesStep = {
   /** Answer with this HTTP status and error instead. */
   status?: number;
   error?: { message: string; type: string; code?: string | null };
+  /** Headers of that error answer. */
+  headers?: Record<string, string>;
 };
 
 export type FakeResponsesRequest = {
@@ -259,8 +261,8 @@ export async function startFakeResponses(initial: FakeResponsesStep[] = []): Pro
     for await (const chunk of req) raw += chunk;
     const body = raw ? JSON.parse(raw) : {};
     requests.push({ path: req.url ?? "", headers: req.headers, body });
-    const json = (status: number, error: Item) => {
-      res.writeHead(status, { "content-type": "application/json" });
+    const json = (status: number, error: Item, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { "content-type": "application/json", ...headers });
       res.end(JSON.stringify({ error }));
     };
     if (req.method !== "POST" || req.url !== "/v1/responses")
@@ -281,7 +283,11 @@ export async function startFakeResponses(initial: FakeResponsesStep[] = []): Pro
     if (!step)
       return json(500, { message: "fake-responses: no scripted response left", type: "server_error" });
     if (step.status)
-      return json(step.status, { code: null, ...(step.error ?? { message: "error", type: "server_error" }) });
+      return json(
+        step.status,
+        { code: null, ...(step.error ?? { message: "error", type: "server_error" }) },
+        step.headers,
+      );
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
     for (const [i, { event, data }] of events(step, body).entries()) {
       if (step.cutAfterEvents !== undefined && i >= step.cutAfterEvents) {

@@ -9,10 +9,10 @@
  */
 import { APIConnectionError, APIError, APIUserAbortError } from "@anthropic-ai/sdk";
 import {
+  httpErrorRetryable,
   ProviderError,
   type ProviderFail,
   retryAfterMs,
-  retryableStatus,
   streamErrorRetryable,
 } from "./provider.js";
 import { refusedByTransport, transportExtra } from "./transport.js";
@@ -54,8 +54,7 @@ export function classifyAnthropicError(error: unknown, fail: ProviderFail): Fail
     }
     if ((status === 400 || status === 413) && CONTEXT_FULL_TEXT.test(detail)) return "context_full";
     const message = `anthropic: HTTP ${status}: ${detail}`;
-    const shouldRetry = error.headers?.get("x-should-retry");
-    const retryable = shouldRetry === "true" || (shouldRetry !== "false" && retryableStatus(status));
+    const retryable = httpErrorRetryable(status, error, error.headers);
     return fail(message, retryable, {
       status,
       ...type,

@@ -4,7 +4,8 @@
  *
  * A request rejected for its context length is not an error but a response that stopped
  * with `context_full` (no text). 408/409/429/5xx and connection errors are retryable (with
- * the server's `retry-after-ms`/`retry-after`); other 4xx are not. An error inside the stream
+ * the server's `retry-after-ms`/`retry-after`); other 4xx are not; an answer's
+ * `x-should-retry: true|false` overrides the status (httpErrorRetryable). An error inside the stream
  * (`data: {"error": {...}}`) is judged the same way from its status, code or type
  * (`streamErrorRetryable`): an invalid key in a stream is not retried. A redirect is never
  * followed (transport.ts). No message carries a key: the route's key, the environment's keys
@@ -77,7 +78,7 @@ export function openaiProviderError(error: unknown, inStream: boolean, fail: Pro
       const retryable = streamErrorRetryable({ status: body?.status, code: error.code, type: error.type });
       return fail(`openai: stream error: ${error.message}`, retryable, kind);
     }
-    const retryable = httpErrorRetryable(status, error);
+    const retryable = httpErrorRetryable(status, error, error.headers);
     return fail(`openai: ${error.message}`, retryable, {
       status,
       ...kind,

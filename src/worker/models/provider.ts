@@ -226,12 +226,22 @@ export function streamErrorRetryable(error: { status?: unknown; code?: unknown; 
 }
 
 /**
- * Whether an HTTP error answer is worth retrying: as `retryableStatus` says, except a 429 of
- * the refused kind — OpenAI's `insufficient_quota`, an account out of credit — which no wait
- * ends (on a declared endpoint every 429 would otherwise be waited out for ever, §15).
+ * Whether an HTTP error answer is worth retrying. The server's `x-should-retry: true|false`
+ * (`headers`: the answer's) decides first, as both SDKs' `shouldRetry` decide: `false` on a
+ * 429/5xx is final, `true` on a 400 is asked again (within the call's attempts and budget,
+ * call-model.ts). Else `retryableStatus`. A 429 of the refused kind — OpenAI's
+ * `insufficient_quota`, an account out of credit — is final whatever the header says: no wait
+ * ends it (on a declared endpoint every 429 would otherwise be waited out for ever, §15).
  */
-export function httpErrorRetryable(status: number, error: { code?: unknown; type?: unknown }): boolean {
-  return retryableStatus(status) && !(status === 429 && refusedKind(error, QUOTA_ERROR_KINDS));
+export function httpErrorRetryable(
+  status: number,
+  error: { code?: unknown; type?: unknown },
+  headers?: Headers,
+): boolean {
+  if (status === 429 && refusedKind(error, QUOTA_ERROR_KINDS)) return false;
+  const said = headers?.get("x-should-retry");
+  if (said === "true" || said === "false") return said === "true";
+  return retryableStatus(status);
 }
 
 /**

@@ -11,6 +11,8 @@ export type FixedSseServer = {
   readonly url: string;
   /** What the next request gets. */
   body: string;
+  /** The answer's content type (default `text/event-stream`). */
+  contentType: string;
   /** Requests answered so far (a test sets it back to 0): how often the step was asked. */
   requests: number;
   close(): Promise<void>;
@@ -21,7 +23,7 @@ export async function startFixedSse(): Promise<FixedSseServer> {
     req.resume();
     req.on("end", () => {
       fixed.requests++;
-      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.writeHead(200, { "content-type": fixed.contentType });
       res.end(fixed.body);
     });
   });
@@ -29,6 +31,7 @@ export async function startFixedSse(): Promise<FixedSseServer> {
   const fixed: FixedSseServer = {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     body: "",
+    contentType: "text/event-stream",
     requests: 0,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };

@@ -18,7 +18,8 @@
  *   `Authorization` is exactly `Bearer <the route's key or the placeholder>`, Anthropic's
  *   `anthropic-version` the SDK's.
  * - A body reaches the SDK in whole lines, none longer than 64 MiB (sse-lines.ts); a `200` of
- *   JSON, where every request asks for an event stream, fails the request (json-answer.ts).
+ *   JSON, where every request asks for an event stream, fails the request (json-answer.ts),
+ *   and so does a `200` web page (page-answer.ts).
  * - Host names are looked up off libuv's thread pool, within a time limit (`providerFetch`,
  *   dns-lookup.ts): a model host whose DNS never answers no longer holds the pool's threads.
  */
@@ -26,6 +27,7 @@ import { createRequire } from "node:module";
 import type { Agent } from "undici";
 import { boundedLookup } from "./dns-lookup.js";
 import { isJsonAnswer, jsonAnswerError } from "./json-answer.js";
+import { isPageAnswer, pageAnswerError } from "./page-answer.js";
 import { ProviderError, type ProviderErrorInfo } from "./provider.js";
 import { wholeLines } from "./sse-lines.js";
 
@@ -122,6 +124,8 @@ export function guardedFetch(baseUrl: string, info: ProviderErrorInfo, base: Fet
     // A JSON body where an event stream was asked: the server's error, or an answer that does
     // not stream — never read as a stream without events (json-answer.ts).
     if (isJsonAnswer(response)) throw await jsonAnswerError(response, info);
+    // A web page: the base URL names a site, not its API (page-answer.ts).
+    if (isPageAnswer(response)) throw await pageAnswerError(response, info);
     // Whole lines to the SDK: its line splitting is quadratic in a line's length (sse-lines.ts).
     if (response.body === null) return response;
     return new Response(wholeLines(response.body, info), {

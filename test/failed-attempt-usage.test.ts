@@ -144,7 +144,7 @@ it("a gated endpoint overloaded after message_start: a billed attempt, not a wai
     identity: { provider: "anthropic", model: "claude-test" },
     async *stream() {
       yield { type: "usage", usage: { inputTokens: 1000, outputTokens: 1 } };
-      throw new EndpointRateLimited("gateway", overloaded);
+      throw new EndpointRateLimited("gateway", overloaded, 5_000);
     },
   };
   const asked: (Usage | undefined)[] = [];

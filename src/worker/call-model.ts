@@ -230,13 +230,11 @@ export async function callModel(
         continue;
       }
       // Still refused: the job is handed back (session-job.ts) rather than holding the slot,
-      // and the refusals count as nothing, however long the provider keeps answering 429.
+      // and the refusals count as nothing, however long the provider keeps answering 429. It
+      // waits the pause the gate applied (capped): a retry-after of a century put the job
+      // in the delayed set for a century.
       throw withBilled(
-        new CapacityWait(
-          error.endpoint,
-          Math.max(RATE_LIMITED_HAND_BACK_MS, error.cause.retryAfterMs ?? 0),
-          Date.now(),
-        ),
+        new CapacityWait(error.endpoint, Math.max(RATE_LIMITED_HAND_BACK_MS, error.pausedMs), Date.now()),
         billedSoFar(),
       );
     }

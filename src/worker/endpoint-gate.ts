@@ -43,12 +43,17 @@ export class CapacityWait extends Error {
   }
 }
 
-/** The endpoint answered 429/529/overloaded; it is paused fleet-wide. Not a failed attempt. */
+/**
+ * The endpoint answered 429/529/overloaded; it is paused fleet-wide for `pausedMs` (the
+ * answer's retry-after capped at `maxPauseMs`: what a hand-back waits, never the raw header).
+ * Not a failed attempt.
+ */
 export class EndpointRateLimited extends Error {
   override name = "EndpointRateLimited";
   constructor(
     readonly endpoint: string,
     override readonly cause: ProviderError,
+    readonly pausedMs: number,
   ) {
     super(cause.message);
   }
@@ -243,8 +248,10 @@ export function gatedModel(
     } catch (error) {
       if (isRateLimited(error)) {
         outcome = "rate_limited";
-        await deps.limits.pause(endpoint, error.retryAfterMs).catch(() => {});
-        throw new EndpointRateLimited(endpoint, error);
+        const pausedMs = await deps.limits
+          .pause(endpoint, error.retryAfterMs)
+          .catch(() => Math.min(tuning.maxPauseMs, error.retryAfterMs ?? tuning.defaultPauseMs));
+        throw new EndpointRateLimited(endpoint, error, pausedMs);
       }
       throw error;
     } finally {

@@ -102,10 +102,12 @@ export async function* readAnthropicStream(
           started.add(event.index);
           const block = event.content_block;
           if (block.type === "text") {
-            blocks.set(event.index, { type: "text", text: block.text ?? "" });
-            if (block.text) {
+            // Text is a string or nothing (a number, object or list a server sends is not text).
+            const text = typeof block.text === "string" ? block.text : "";
+            blocks.set(event.index, { type: "text", text });
+            if (text) {
               output = true;
-              yield { type: "text", delta: block.text };
+              yield { type: "text", delta: text };
             }
           } else if (block.type === "tool_use") {
             // Strings, whatever the server sent (the SDK checks nothing): an id that is not one
@@ -132,7 +134,7 @@ export async function* readAnthropicStream(
           if (replayed.has(event.index)) break;
           const delta = event.delta;
           const block = blocks.get(event.index);
-          if (delta.type === "text_delta" && delta.text) {
+          if (delta.type === "text_delta" && typeof delta.text === "string" && delta.text) {
             if (block?.type === "text") block.text = `${block.text as string}${delta.text}`;
             output = true;
             yield { type: "text", delta: delta.text };

@@ -120,12 +120,13 @@ export class ResponsesStreamReader {
   read(event: ResponseStreamEvent): { events: ModelEvent[]; end: boolean } {
     switch (event.type) {
       case "response.output_text.delta":
-        if (!event.delta) return { events: [], end: false };
+        // Text is a string or nothing (a number, object or list a server sends is not text).
+        if (typeof event.delta !== "string" || !event.delta) return { events: [], end: false };
         this.output = true;
         this.stateChars += event.delta.length;
         return { events: [{ type: "text", delta: event.delta }], end: false };
       case "response.refusal.delta":
-        if (!event.delta) return { events: [], end: false };
+        if (typeof event.delta !== "string" || !event.delta) return { events: [], end: false };
         this.output = true;
         this.refused = true;
         this.stateChars += event.delta.length;

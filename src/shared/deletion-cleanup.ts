@@ -7,7 +7,9 @@
  * - Workers running one of the sessions are told at once (the cancel channel), so a tool in
  *   progress is aborted rather than run to its end; nothing it returns can be stored. The
  *   same message names every deleted session (`deleted`): each worker removes its transcript
- *   (transcript-cleanup.ts).
+ *   (transcript-cleanup.ts). The runs found running are kept in Postgres with the delete
+ *   (`deleted_runs`): the sweeper sends their stop again while their lease is held, should
+ *   this publish be lost (Redis away: sweeper/deleted-runs.ts).
  * - The jobs of runs that had not ended are removed from the queue, and their requests
  *   waiting for an endpoint's capacity forgotten (`waitsGone`), as a cancel does.
  * - Each session's event stream gets a last event, `SESSION_DELETED` (a batch's,

@@ -78,3 +78,33 @@ export class Retention {
     return { sessionsDeleted, batchesDeleted, moreLeft };
   }
 }
+
+/**
+ * Runs `retention` every `intervalMs` (at least 50), never two passes at once, on a timer of
+ * its own so that a long pass never delays the liveness checks; `halt` aborts a pass under way.
+ * `running()`: the pass under way (or none), for a stop to wait for.
+ */
+export function retainOnTimer(
+  retention: Pick<Retention, "pass">,
+  intervalMs: number,
+  halt: AbortSignal,
+  log: Pick<Logger, "warn">,
+): { stop: () => void; running: () => Promise<void> } {
+  let retaining: Promise<void> | null = null;
+  const tick = () => {
+    if (retaining) return;
+    retaining = retention
+      .pass(halt)
+      .then(
+        () => {},
+        (error: unknown) => {
+          if (!halt.aborted) log.warn({ err: error }, "retention pass failed; tried again at the next");
+        },
+      )
+      .finally(() => {
+        retaining = null;
+      });
+  };
+  const timer = setInterval(tick, Math.max(50, intervalMs));
+  return { stop: () => clearInterval(timer), running: () => retaining ?? Promise.resolve() };
+}

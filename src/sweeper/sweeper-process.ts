@@ -22,14 +22,16 @@ import { closeAll, closeWithin, STOP_WAIT_MS } from "../shared/shutdown.js";
 import { AutomaticResumes } from "../shared/store/automatic-resumes.js";
 import { BatchStore } from "../shared/store/batches.js";
 import { DataDeletion } from "../shared/store/data-deletion.js";
+import { DeletedRuns } from "../shared/store/deleted-runs.js";
 import { IDEMPOTENCY_PRUNE_PAGE, IdempotencyStore } from "../shared/store/idempotency.js";
 import { SessionQueries } from "../shared/store/session-queries.js";
 import { WebhookSecretGenerations } from "../shared/store/webhook-secret-generations.js";
 import { eventsChannel, publishCancel } from "../shared/worker-signals.js";
 import { BatchEnds, startWebhookWorker } from "./batch-ends.js";
 import { CancelledLeftovers } from "./cancelled-leftovers.js";
+import { DeletedRunStops } from "./deleted-runs.js";
 import { sweeperName } from "./liveness.js";
-import { Retention } from "./retention.js";
+import { Retention, retainOnTimer } from "./retention.js";
 import { RunProgress } from "./run-progress.js";
 import { passIntervalsMs, sweepPass, WIDE_SCAN_EVERY } from "./sweep-pass.js";
 import { SweepQueries } from "./sweep-queries.js";
@@ -86,10 +88,11 @@ export async function startSweeper(
   const sweeps = new SweepQueries(database);
   const runEnded = (sessionId: string, runId: string, outcome: string, through?: number) =>
     events.writeAfterSync(database, sessionId, [{ type: "RUN_COMPLETED", runId, outcome }], through);
+  const lease = new SessionLease(redis, config.prefix, config.leaseTtlMs);
   const sweeper = new Sweeper({
     prefix: config.prefix,
     redis,
-    lease: new SessionLease(redis, config.prefix, config.leaseTtlMs),
+    lease,
     queries: new SessionQueries(database),
     sweeps,
     queues,
@@ -109,6 +112,13 @@ export async function startSweeper(
   const cancelSignal = (sessionIds: string[], runIds: string[]) =>
     publishCancel(redis, config.prefix, sessionIds, runIds);
   const leftovers = new CancelledLeftovers({ sweeps, queues, metrics, log, runEnded, cancelSignal });
+  const holders = (ids: readonly string[]) => lease.holders(ids);
+  const deletedRuns = new DeletedRunStops({
+    runs: new DeletedRuns(database),
+    holders,
+    stopSignal: cancelSignal,
+    log,
+  });
   // Batches (contracts §9): ends noticed on each wide scan; webhooks delivered on a
   // connection of their own (batch-ends.ts says why here).
   const batchStore = new BatchStore(database);
@@ -147,23 +157,7 @@ export async function startSweeper(
     log,
     metrics,
   });
-  let retaining: Promise<void> | null = null;
-  const retentionTick = () => {
-    if (retaining) return;
-    retaining = retention
-      .pass(halt.signal)
-      .then(
-        () => {},
-        (error: unknown) => {
-          if (!halt.signal.aborted)
-            log.warn({ err: error }, "retention pass failed; tried again at the next");
-        },
-      )
-      .finally(() => {
-        retaining = null;
-      });
-  };
-  const retentionTimer = setInterval(retentionTick, Math.max(50, config.retention.intervalMs));
+  const retaining = retainOnTimer(retention, config.retention.intervalMs, halt.signal, log);
 
   let quietUntil = 0;
   let connectedBefore = redis.status === "ready"; // ready already: the next `ready` is a reconnect
@@ -210,6 +204,8 @@ export async function startSweeper(
       // Before the batch ends: a batch whose last session kept such a run ends with it.
       await leftovers.scan();
       if (stopped) return;
+      await deletedRuns.scan();
+      if (stopped) return;
       await batchEnds.scan();
       if (stopped) return;
       if (pruneAgain || Date.now() - prunedAt > 60_000) {
@@ -253,7 +249,7 @@ export async function startSweeper(
       stopping ??= (async () => {
         stopped = true;
         clearInterval(timer);
-        clearInterval(retentionTimer);
+        retaining.stop();
         stopEvictionWatch();
         halt.abort();
         // A delivery under way records itself in Postgres: it ends first. Then the pool, which
@@ -280,7 +276,7 @@ export async function startSweeper(
           log,
         );
         await closeWithin(Promise.all([liveness.ended, wide.ended]), "a pass", log, left());
-        await closeWithin(retaining ?? Promise.resolve(), "a retention pass", log, left());
+        await closeWithin(retaining.running(), "a retention pass", log, left());
         await closeAll(
           [
             () => webhookQueue.close(),

@@ -243,3 +243,16 @@ export const sessionDeletions = pgTable(
   },
   (t) => [index("session_deletions_claim_idx").on(t.claimedUntil)],
 );
+
+/**
+ * Runs a delete found running (store/data-deletion.ts), written in the statement that deleted
+ * their session: the delete's signal to their workers (the cancel channel) is a Redis publish,
+ * lost while Redis is away or a worker's subscriber reconnects, and the runs' rows are gone
+ * with the session. The sweeper sends it again while the session's lease is still held, and
+ * forgets the row once it is not (sweeper/deleted-runs.ts).
+ */
+export const deletedRuns = pgTable("deleted_runs", {
+  runId: text("run_id").primaryKey(),
+  sessionId: text("session_id").notNull(),
+  deletedAt: timestamp("deleted_at", { withTimezone: true }).notNull().defaultNow(),
+});

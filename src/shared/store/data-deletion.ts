@@ -14,6 +14,7 @@
  * `session_deletions`: the extensions' `onSessionDeleted` hooks owed, which workers call
  * (worker/deletion-hooks.ts) and then remove the row.
  */
+import type postgres from "postgres";
 import type { Database } from "../db/client.js";
 import { batchBusy } from "./batch-busy.js";
 import { notInDeletedBatch } from "./deleted-batches.js";
@@ -32,6 +33,16 @@ export type OwedDeletion = { sessionId: string; tenant: string; deletedAt: Date;
 export type Deleted = { sessionIds: string[]; runs: DroppedRun[] };
 
 type DeletedRow = { sessions: string[] | string; runs: DroppedRun[] | string };
+
+/**
+ * A delete's CTE keeping the runs it found running (`r`) of the sessions it deleted (`d`):
+ * their rows go with the session, and the sweeper sends their stop again while Redis lost it
+ * (sweeper/deleted-runs.ts). Only a delete of sessions with a run running writes a row.
+ */
+const keepRunning = (tx: postgres.TransactionSql) => tx`
+  insert into deleted_runs (run_id, session_id)
+  select id, session_id from r where status = 'running' and session_id in (select id from d)
+  on conflict do nothing`;
 
 function deletedFrom(row: DeletedRow | undefined): Deleted {
   return {
@@ -67,7 +78,7 @@ export class DataDeletion {
         ), r as (
           select r.id, r.session_id, r.tenant, r.kind, r.status from runs r
            where r.session_id = ${id} and r.status <> 'ended' and exists (select 1 from d)
-        )
+        ), k as (${keepRunning(tx)})
         select (select coalesce(json_agg(id), '[]'::json) from d) as sessions,
                (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'tenant', tenant, 'kind', kind,
                                                            'status', status)), '[]'::json) from r) as runs`;
@@ -144,7 +155,7 @@ export class DataDeletion {
           delete from sessions s where s.id in ${tx(ids.length > 0 ? ids : [""])} returning s.id, s.tenant
         ), o as (
           insert into session_deletions (session_id, tenant) select id, tenant from d on conflict do nothing
-        )
+        ), k as (${keepRunning(tx)})
         select (select coalesce(json_agg(id), '[]'::json) from d) as sessions,
                (select coalesce(json_agg(json_build_object('id', id, 'sessionId', session_id, 'tenant', tenant, 'kind', kind,
                                                            'status', status)), '[]'::json) from r) as runs,

@@ -211,7 +211,7 @@ export function addApiCommands(program: Command, run: Run): void {
     .command("watch")
     .summary("follow a session's events live (run starts, messages, tools, run ends)")
     .description(
-      "Print a session's events as they happen, one readable line each, until SIGINT (docs/contracts.md §7). Without --after it starts at the RUN_STARTED of the session's latest run; it reconnects by itself with the last event id.",
+      "Print a session's events as they happen, one readable line each, until SIGINT (docs/contracts.md §7). Without --after it starts at the RUN_STARTED of the session's latest run; it reconnects by itself with the last event id, and when that place is gone (410: a stream written anew, Redis restarted without its data) reads the session's stream again from its latest run, leaving out what it printed.",
     )
     .argument("<SESSION_ID>", "the session to follow")
     .option("--json", "print the raw events, one JSON object {id, type, data} a line")

@@ -1,11 +1,12 @@
 /**
  * `fleet watch SESSION_ID`: a session's events (contracts §7) as they happen, one readable
  * line each, at the event's own time (`--json`: the raw events, one JSON object a line). It reconnects by itself with
- * the last event id, and runs until SIGINT/SIGTERM, or with `--once` until the next
- * RUN_COMPLETED.
+ * the last event id (read again from the latest run when that place is gone: `followed`), and
+ * runs until SIGINT/SIGTERM, or with `--once` until the next RUN_COMPLETED.
  */
 import type { Writable } from "node:stream";
-import { FleetApiError, type FleetEvent } from "../producer/client.js";
+import { FleetApiError, type FleetClient, type FleetEvent } from "../producer/client.js";
+import { messageGap, nothingYielded, placeGone, yieldedBefore } from "../producer/stream-reread.js";
 import { type ApiOptions, apiClientOf, keyHint, unreachableLine } from "./api-client.js";
 
 export type WatchOptions = ApiOptions & {
@@ -129,6 +130,59 @@ function asFlag(error: FleetApiError, sessionId: string): string {
     : error.message;
 }
 
+/**
+ * The session's events as the watch prints them: `client.events()`, and when its own
+ * reconnect's place is gone (a 410: the stream written anew, Redis restarted without its
+ * data) the session's stream read again from its latest run, what was printed left out — as
+ * the client's run and batch streams do (stream-reread.ts). It exited 2 there, though the run
+ * went on. A 410 for `--after` (the user's own id) stands, as does one whose re-read would
+ * skip messages (a place trimmed away: they are not in the stream any more).
+ */
+async function* followed(
+  client: FleetClient,
+  sessionId: string,
+  from: string | undefined,
+  signal: AbortSignal,
+  onRetry: (reason: unknown) => void,
+  onReread: () => void,
+): AsyncGenerator<FleetEvent> {
+  let after = from;
+  /** Whether `after` is an id this watch received (its reconnects send it), not `--after`. */
+  let own = false;
+  let first = true;
+  const yielded = nothingYielded();
+  // The 410 a re-read follows (until its first new message), rethrown on a gap.
+  let reread: unknown;
+  for (;;) {
+    try {
+      // No API there at all is a mistake to say at once; a drop later is reconnected.
+      for await (const event of client.events(sessionId, {
+        after,
+        signal,
+        failIfUnreachable: first,
+        onRetry,
+      })) {
+        if (event.id) {
+          after = event.id;
+          own = true;
+        }
+        if (reread !== undefined && messageGap(yielded, event)) throw reread;
+        if (yieldedBefore(yielded, event)) continue;
+        if (event.type === "MESSAGE") reread = undefined;
+        yield event;
+      }
+      return;
+    } catch (error) {
+      if (!own || !placeGone(error) || error === reread) throw error;
+      reread = error;
+      after = undefined;
+      own = false;
+      first = false;
+      onReread();
+    }
+  }
+}
+
 export async function watchCommand(sessionId: string, options: WatchOptions = {}): Promise<number> {
   const stdout = options.io?.stdout ?? process.stdout;
   const stderr = options.io?.stderr ?? process.stderr;
@@ -149,19 +203,25 @@ export async function watchCommand(sessionId: string, options: WatchOptions = {}
     process.once("SIGTERM", stop);
   }
   let lastRetry = "";
+  // Said on stderr, once per cause in a row: a script sees why nothing comes.
+  const onRetry = (reason: unknown) => {
+    const line = `fleet watch: ${retryCause(reason)}; reconnecting\n`;
+    if (line !== lastRetry) stderr.write(line);
+    lastRetry = line;
+  };
+  const onReread = () =>
+    stderr.write(
+      "fleet watch: the stream was written anew (410: Redis lost its data?); read again from the session's latest run, what was printed left out\n",
+    );
   try {
-    for await (const event of client.events(sessionId, {
-      after: options.after,
-      signal: controller.signal,
-      // No API there at all is a mistake to say at once; a drop later is reconnected.
-      failIfUnreachable: true,
-      // Said on stderr, once per cause in a row: a script sees why nothing comes.
-      onRetry: (reason) => {
-        const line = `fleet watch: ${retryCause(reason)}; reconnecting\n`;
-        if (line !== lastRetry) stderr.write(line);
-        lastRetry = line;
-      },
-    })) {
+    for await (const event of followed(
+      client,
+      sessionId,
+      options.after,
+      controller.signal,
+      onRetry,
+      onReread,
+    )) {
       lastRetry = "";
       if (options.json)
         stdout.write(`${JSON.stringify({ id: event.id, type: event.type, data: event.data })}\n`);

@@ -10,12 +10,13 @@
  * 202 all the same, the cancel being in Postgres) or the worker's subscriber was reconnecting
  * then, and before, such a run went on — its running tool to its end, its result stored, the
  * model called again — until its next tool's start was refused (test/cancel-redis-away.test.ts).
- * Sent at each scan while they run; a worker aborts a run once, whatever it hears again.
+ * Sent at each round while they run, a page of them a scan (a cancel of thousands has all its
+ * runs' sent, not its first page's only); a worker aborts a run once, whatever it hears again.
  */
 import type { Logger } from "pino";
 import type { FleetMetrics } from "../shared/metrics.js";
 import { QUEUES, type RunQueues } from "../shared/queues.js";
-import type { QueuedRun, SweepQueries } from "./sweep-queries.js";
+import type { CancelledRunning, QueuedRun, SweepQueries } from "./sweep-queries.js";
 
 export type LeftoverDeps = {
   sweeps: Pick<SweepQueries, "endCancelledLeftovers" | "cancelledStillRunning">;
@@ -45,8 +46,11 @@ export class CancelledLeftovers {
     private readonly limit = 500,
   ) {}
 
-  /** Runs whose cancel this sweeper signalled again (logged once each), of its last look. */
-  private resignalled = new Set<string>();
+  /** Where the next page of runs to signal again starts (undefined: from the first). */
+  private resignalFrom: CancelledRunning | undefined;
+  /** Runs whose cancel this sweeper signalled again (logged once each), of its last round and of this one. */
+  private resignalledBefore = new Set<string>();
+  private resignalledNow = new Set<string>();
 
   async scan(): Promise<number> {
     await this.resignal();
@@ -71,33 +75,46 @@ export class CancelledLeftovers {
     return ended.length;
   }
 
-  /** Sends the cancel's signal again for the runs it found running that still run. */
+  /**
+   * Sends the cancel's signal again for one page of the runs it found running that still run;
+   * the pages go round them, a scan each, whether or not their runs stop (a run that never
+   * stops keeps no other waiting).
+   */
   private async resignal(): Promise<void> {
     const { deps } = this;
     if (!deps.cancelSignal) return;
-    const runs = await deps.sweeps.cancelledStillRunning(RESIGNAL_AFTER_MS, this.limit);
-    if (runs.length === 0) {
-      this.resignalled.clear();
-      return;
+    const { runs, next } = await deps.sweeps.cancelledStillRunning(
+      RESIGNAL_AFTER_MS,
+      this.limit,
+      this.resignalFrom,
+    );
+    if (runs.length > 0) {
+      const sessionIds = [...new Set(runs.map((run) => run.session_id))];
+      // Best effort, as the API's: Redis still away, the page is sent again at a later scan.
+      const sent = await deps
+        .cancelSignal(
+          sessionIds,
+          runs.map((run) => run.id),
+        )
+        .then(
+          () => true,
+          () => false,
+        );
+      if (!sent) return;
+      const fresh = runs
+        .map((run) => run.id)
+        .filter((id) => !this.resignalledBefore.has(id) && !this.resignalledNow.has(id));
+      for (const run of runs) this.resignalledNow.add(run.id);
+      if (fresh.length > 0)
+        deps.log.warn(
+          { runIds: fresh },
+          "runs a cancel found running still run: its signal to the workers was sent again (lost: Redis away?)",
+        );
     }
-    const sessionIds = [...new Set(runs.map((run) => run.session_id))];
-    // Best effort, as the API's: Redis still away, it is sent at a later scan.
-    const sent = await deps
-      .cancelSignal(
-        sessionIds,
-        runs.map((run) => run.id),
-      )
-      .then(
-        () => true,
-        () => false,
-      );
-    if (!sent) return;
-    const fresh = runs.filter((run) => !this.resignalled.has(run.id)).map((run) => run.id);
-    this.resignalled = new Set(runs.map((run) => run.id));
-    if (fresh.length > 0)
-      deps.log.warn(
-        { runIds: fresh },
-        "runs a cancel found running still run: its signal to the workers was sent again (lost: Redis away?)",
-      );
+    this.resignalFrom = next;
+    if (next) return;
+    // The round is over: what it signalled is what the next one logs no more.
+    this.resignalledBefore = this.resignalledNow;
+    this.resignalledNow = new Set();
   }
 }

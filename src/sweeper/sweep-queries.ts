@@ -24,6 +24,8 @@ export type RunningRun = {
 };
 export type AttentionSession = { id: string; tail_state: string; resume_attempts: number };
 export type LeftoverRun = { id: string; session_id: string; kind: string };
+/** A run a cancel found running; `cancelled_at` as Postgres prints it (microseconds kept: where a page starts). */
+export type CancelledRunning = { id: string; session_id: string; cancelled_at: string };
 export type QueuedRun = {
   id: string;
   session_id: string;
@@ -156,15 +158,29 @@ export class SweepQueries {
 
   /**
    * Runs a cancel found running (`sessions.cancelled_runs`, batch-cancel.ts) that still run
-   * `ms` after it (Postgres's clock), at most `limit`: their signal to the workers was lost
-   * (cancelled-leftovers.ts). Read through the index of unfinished runs: as many as run now.
+   * `ms` after it (Postgres's clock): their signal to the workers was lost
+   * (cancelled-leftovers.ts). One page of at most `limit`, in the order of their cancel then
+   * their id, after `after` (the last of the previous page), and where the next page starts
+   * (undefined: from the start). One page read again and again left the runs past it — a
+   * cancel of a batch of thousands — without their second signal. Read through the index of
+   * unfinished runs: as many as run now.
    */
-  async cancelledStillRunning(ms: number, limit: number): Promise<{ id: string; session_id: string }[]> {
-    return this.database.sql<{ id: string; session_id: string }[]>`
-      select r.id, r.session_id from runs r join sessions s on s.id = r.session_id
+  async cancelledStillRunning(
+    ms: number,
+    limit: number,
+    after?: CancelledRunning,
+  ): Promise<{ runs: CancelledRunning[]; next?: CancelledRunning }> {
+    const { sql } = this.database;
+    const from = after
+      ? sql`and (s.cancelled_at, r.id) > (${after.cancelled_at}::timestamptz, ${after.id})`
+      : sql``;
+    const runs = await sql<CancelledRunning[]>`
+      select r.id, r.session_id, s.cancelled_at::text as cancelled_at
+        from runs r join sessions s on s.id = r.session_id
        where r.status = 'running' and r.id = any(s.cancelled_runs)
-         and s.cancelled_at < now() - make_interval(secs => ${ms / 1000})
-       order by s.cancelled_at limit ${limit}`;
+         and s.cancelled_at < now() - make_interval(secs => ${ms / 1000}) ${from}
+       order by s.cancelled_at, r.id limit ${limit}`;
+    return { runs, ...(runs.length >= limit ? { next: runs.at(-1) } : {}) };
   }
 
   /** Which of these runs are still queued (the rest started since they were read). */

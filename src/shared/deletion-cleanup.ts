@@ -151,7 +151,9 @@ export class DeletionCleanup {
    * After a batch's deletion mark (store markBatchDeleted) ended its queued runs and cancelled
    * the sessions of those running: the workers running them are told at once (the cancel
    * channel, as a cancel of the batch does: a tool in progress is aborted), the queued runs'
-   * jobs are removed and their requests waiting for endpoint capacity forgotten.
+   * jobs are removed and their requests waiting for endpoint capacity forgotten. The mark
+   * recorded the running runs as a cancel does (`cancelled_runs`): should this publish be
+   * lost, the sweeper sends it again until they stop (cancelled-leftovers.ts).
    */
   async afterBatchMarked(runs: DroppedRun[]): Promise<void> {
     const running = runs.filter((r) => r.status === "running");

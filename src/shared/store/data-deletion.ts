@@ -101,7 +101,9 @@ export class DataDeletion {
    * their queued runs and ran their tools, and a sweeper resumed them. A send to one of them
    * is refused (run-queueing.ts reads the mark under the session's lock); one that had the
    * lock first has its run ended here (the sessions are locked in a statement of their own,
-   * so the update after reads what it committed).
+   * so the update after reads what it committed). Its runs running are recorded as a cancel's
+   * are (`cancelled_runs`): the sweeper sends a lost signal again until the purge (`deleted_runs`
+   * then); unrecorded, their tools ran on until it (test/batch-delete-lost-stop.test.ts).
    */
   async markBatchDeleted(tenant: string, id: string): Promise<DroppedRun[] | null> {
     return this.database.sql.begin(async (tx) => {
@@ -115,7 +117,9 @@ export class DataDeletion {
       const dropped = await tx<DroppedRun[]>`
         with c as (
           update sessions s set status = 'cancelled', cancelled_at = now(), next_resume_at = null,
-                                updated_at = now()
+                                updated_at = now(),
+                                cancelled_runs = (select array_agg(r.id) from runs r
+                                                   where r.session_id = s.id and r.status = 'running')
            where s.batch_id = ${id} and s.status = 'active'
         )
         update runs r set status = 'ended', ended_reason = 'cancelled', ended_at = now(),

@@ -10,8 +10,10 @@
  * `seq` order, and each session's end once.
  */
 import type { ChildProcess } from "node:child_process";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { FleetClient, FleetEvent } from "../src/producer/client.js";
+import { FleetApiError, FleetClient, type FleetEvent } from "../src/producer/client.js";
 import { messageGap, nothingYielded, yieldedBefore } from "../src/producer/stream-reread.js";
 import type { RunningSweeper } from "../src/sweeper/sweeper-process.js";
 import type { FleetEnv } from "./support/fleet-env.js";
@@ -150,4 +152,64 @@ describe("the client's run and batch streams when Redis restarts empty under the
     const ended = events.flatMap((e) => (e.type === "SESSION_ENDED" ? [e.data.customId] : []));
     expect(ended.sort()).toEqual(["quick", "slow-1", "slow-2"]);
   }, 60_000);
+
+  it("fleet.events() (no `after`) follows the session on to its run's end, every stored message once", async () => {
+    const { id } = await client.createSession({ agent: napping(3_000, [{ text: "first done" }]) });
+    await client.waitForRun((await client.send(id, "first")).runId, { timeoutMs: 30_000 });
+    const { runId } = await client.send(id, "second");
+    const events: FleetEvent[] = [];
+    const retries: unknown[] = [];
+    let restarted: Promise<void> | undefined;
+    const controller = new AbortController();
+    for await (const event of client.events(id, {
+      signal: controller.signal,
+      onRetry: (reason) => retries.push(reason),
+    })) {
+      events.push(event);
+      if (event.type === "TOOL_STARTED" && !restarted) restarted = restartEmpty();
+      if (event.type === "RUN_COMPLETED" && event.data.runId === runId) break;
+    }
+    await restarted;
+    expect(events.at(-1)).toMatchObject({ type: "RUN_COMPLETED", data: { runId, outcome: "completed" } });
+    const { messages } = await client.getSession(id);
+    const secondRun = messages.slice(messages.findIndex((m) => m.content === "second"));
+    const seqs = events.flatMap((e) =>
+      e.type === "MESSAGE" ? [(e.data.message as { seq: number }).seq] : [],
+    );
+    expect(seqs).toEqual(secondRun.map((m) => m.seq));
+    const tools = events.flatMap((e) => (e.type === "TOOL_STARTED" ? [e.data.toolCallId] : []));
+    expect(tools).toEqual(["nap", "nap2"]);
+    expect(events.filter((e) => e.type === "RUN_STARTED")).toHaveLength(1);
+    // The caller is told why it read again, as of any other reconnect after a failure.
+    expect(retries.some((r) => r instanceof FleetApiError && r.status === 410)).toBe(true);
+  }, 60_000);
+});
+
+describe("fleet.events() given an `after` whose place is gone", () => {
+  it("rejects with the 410, without reading the stream again: the place was the caller's", async () => {
+    const asked: (string | undefined)[] = [];
+    const server = createServer((request, response) => {
+      asked.push(request.headers["last-event-id"] as string | undefined);
+      response.writeHead(410, { "content-type": "application/json" });
+      response.end(
+        JSON.stringify({ error: { code: "expired", message: "event 1-0 is older than the events kept" } }),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const client = new FleetClient({
+        baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      });
+      const read = async () => {
+        for await (const _ of client.events("s1", { after: "1-0" })) {
+          // nothing comes
+        }
+      };
+      await expect(read()).rejects.toMatchObject({ status: 410 });
+      expect(asked).toEqual(["1-0"]);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
 });

@@ -128,4 +128,63 @@ describe("fleet watch --after with an id whose place is gone", () => {
       await new Promise((resolve) => server.close(resolve));
     }
   });
+
+  it("reads on without an id, what it printed left out, when the 410 is for an id it received since --after", async () => {
+    const asked: (string | undefined)[] = [];
+    const sse = (id: string, type: string, data: Record<string, unknown>) =>
+      `id: ${id}\nevent: ${type}\ndata: ${JSON.stringify({ sessionId: "s1", type, runId: "r1", ...data })}\n\n`;
+    const server = createServer((request, response) => {
+      const last = request.headers["last-event-id"] as string | undefined;
+      asked.push(last);
+      if (last === "5-0") {
+        response.writeHead(410, { "content-type": "application/json" });
+        response.end(JSON.stringify({ error: { code: "expired", message: "event 5-0 is older" } }));
+        return;
+      }
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      if (last === "1-0") {
+        // One event after the user's id, then the connection drops.
+        response.end(sse("5-0", "TOOL_STARTED", { toolCallId: "nap", name: "sleep" }));
+        return;
+      }
+      response.end(
+        sse("1-0", "RUN_STARTED", { kind: "run", trigger: "user" }) +
+          sse("2-0", "TOOL_STARTED", { toolCallId: "nap", name: "sleep" }) +
+          sse("3-0", "RUN_COMPLETED", { outcome: "completed" }),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const out: string[] = [];
+    const err: string[] = [];
+    const sink = (into: string[]) =>
+      new Writable({
+        write(chunk, _encoding, done) {
+          into.push(String(chunk));
+          done();
+        },
+      });
+    try {
+      const code = await watchCommand("s1", {
+        api: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        after: "1-0",
+        json: true,
+        once: true,
+        io: { stdout: sink(out), stderr: sink(err) },
+        signal: new AbortController().signal,
+      });
+      expect(code, err.join("")).toBe(0);
+      expect(asked).toEqual(["1-0", "5-0", undefined]);
+      const types = out
+        .join("")
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => (JSON.parse(line) as { type: string }).type);
+      // The tool's start once; the run's start, not printed before, now.
+      expect(types).toEqual(["TOOL_STARTED", "RUN_STARTED", "RUN_COMPLETED"]);
+      expect(err.join("")).toMatch(/read again/);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
 });

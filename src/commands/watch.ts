@@ -131,12 +131,13 @@ function asFlag(error: FleetApiError, sessionId: string): string {
 }
 
 /**
- * The session's events as the watch prints them: `client.events()`, and when its own
- * reconnect's place is gone (a 410: the stream written anew, Redis restarted without its
- * data) the session's stream read again from its latest run, what was printed left out — as
- * the client's run and batch streams do (stream-reread.ts). It exited 2 there, though the run
- * went on. A 410 for `--after` (the user's own id) stands, as does one whose re-read would
- * skip messages (a place trimmed away: they are not in the stream any more).
+ * The session's events as the watch prints them: `client.events()`, which follows on across a
+ * stream written anew (a 410 to its own reconnect: Redis restarted without its data) by reading
+ * the session's stream again from its latest run, what it yielded left out (session-follow.ts).
+ * From `--after` (the user's own id) the client does not: a 410 for that id stands (exit 2), and
+ * one for an id the watch received since reads on without an id here, what was printed left
+ * out — rethrown if the re-read would skip messages (a place trimmed away: they are not in the
+ * stream any more), as the client does.
  */
 async function* followed(
   client: FleetClient,
@@ -144,42 +145,35 @@ async function* followed(
   from: string | undefined,
   signal: AbortSignal,
   onRetry: (reason: unknown) => void,
-  onReread: () => void,
 ): AsyncGenerator<FleetEvent> {
-  let after = from;
-  /** Whether `after` is an id this watch received (its reconnects send it), not `--after`. */
-  let own = false;
-  let first = true;
+  // No API there at all is a mistake to say at once; a drop later is reconnected.
+  const options = { signal, failIfUnreachable: true, onRetry };
+  if (from === undefined) {
+    yield* client.events(sessionId, options);
+    return;
+  }
   const yielded = nothingYielded();
-  // The 410 a re-read follows (until its first new message), rethrown on a gap.
+  /** Whether an event came since `--after`, so that a 410 is for an id the watch received. */
+  let own = false;
+  // The 410 the re-read follows (until its first new message), rethrown on a gap.
   let reread: unknown;
-  for (;;) {
-    try {
-      // No API there at all is a mistake to say at once; a drop later is reconnected.
-      for await (const event of client.events(sessionId, {
-        after,
-        signal,
-        failIfUnreachable: first,
-        onRetry,
-      })) {
-        if (event.id) {
-          after = event.id;
-          own = true;
-        }
-        if (reread !== undefined && messageGap(yielded, event)) throw reread;
-        if (yieldedBefore(yielded, event)) continue;
-        if (event.type === "MESSAGE") reread = undefined;
-        yield event;
-      }
-      return;
-    } catch (error) {
-      if (!own || !placeGone(error) || error === reread) throw error;
-      reread = error;
-      after = undefined;
-      own = false;
-      first = false;
-      onReread();
+  try {
+    for await (const event of client.events(sessionId, { ...options, after: from })) {
+      if (event.id) own = true;
+      yieldedBefore(yielded, event);
+      yield event;
     }
+    return;
+  } catch (error) {
+    if (!own || !placeGone(error)) throw error;
+    reread = error;
+    onRetry(error);
+  }
+  for await (const event of client.events(sessionId, { ...options, failIfUnreachable: false })) {
+    if (reread !== undefined && messageGap(yielded, event)) throw reread;
+    if (yieldedBefore(yielded, event)) continue;
+    if (event.type === "MESSAGE") reread = undefined;
+    yield event;
   }
 }
 
@@ -205,23 +199,14 @@ export async function watchCommand(sessionId: string, options: WatchOptions = {}
   let lastRetry = "";
   // Said on stderr, once per cause in a row: a script sees why nothing comes.
   const onRetry = (reason: unknown) => {
-    const line = `fleet watch: ${retryCause(reason)}; reconnecting\n`;
+    const line = placeGone(reason)
+      ? "fleet watch: the stream was written anew (410: Redis lost its data?); read again from the session's latest run, what was printed left out\n"
+      : `fleet watch: ${retryCause(reason)}; reconnecting\n`;
     if (line !== lastRetry) stderr.write(line);
     lastRetry = line;
   };
-  const onReread = () =>
-    stderr.write(
-      "fleet watch: the stream was written anew (410: Redis lost its data?); read again from the session's latest run, what was printed left out\n",
-    );
   try {
-    for await (const event of followed(
-      client,
-      sessionId,
-      options.after,
-      controller.signal,
-      onRetry,
-      onReread,
-    )) {
+    for await (const event of followed(client, sessionId, options.after, controller.signal, onRetry)) {
       lastRetry = "";
       if (options.json)
         stdout.write(`${JSON.stringify({ id: event.id, type: event.type, data: event.data })}\n`);

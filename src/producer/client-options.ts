@@ -74,7 +74,8 @@ export type EventsOptions = {
   /**
    * Told why before each wait to reconnect that follows a failure (additive): the API
    * unreachable or a connection that broke (a FleetNetworkError), an answer of 429 or 5xx
-   * (its FleetApiError). A stream that ended cleanly reconnects untold; an event that is not
+   * (its FleetApiError), and for `events()` without an `after`, the 410 its own reconnect got
+   * before it reads the session's stream again. A stream that ended cleanly reconnects untold; an event that is not
    * one (its data not a JSON object) is no retry: the iteration rejects with a FleetApiError
    * `invalid_response` naming it.
    */

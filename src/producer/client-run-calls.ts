@@ -3,9 +3,10 @@ import type { ModelConfig } from "../shared/agent-config.js";
 import type { FleetEvent } from "../shared/api-events.js";
 import type { ResumeKind, ResumePointJson } from "../shared/resume-point.js";
 import { BatchCalls } from "./client-batch-calls.js";
-import { eventStream, runEvents } from "./client-event-streams.js";
+import { runEvents } from "./client-event-streams.js";
 import type { EventsOptions, Goal, PostOptions, RunWithSession } from "./client-options.js";
 import { pollUntilEnded } from "./run-wait.js";
+import { sessionEvents } from "./session-follow.js";
 
 export class RunCalls extends BatchCalls {
   /** Sends a user message (queues a run); `goal`: goal mode for that run only (contracts §8). */
@@ -37,14 +38,19 @@ export class RunCalls extends BatchCalls {
   /**
    * The session's events (contracts §7), as they happen: an iterator that reconnects by
    * itself after a dropped connection with the last id it received, so every retained event
-   * comes once, in order. An id older than what the fleet keeps rejects with a FleetApiError
-   * 410 (`reason: "expired"`); 4xx answers but 429 reject at once, and so does an event that is not
+   * comes once, in order. An `after` older than what the fleet keeps rejects with a FleetApiError
+   * 410 (`reason: "expired"`). Without an `after`, its own reconnect answered 410 (the stream
+   * written anew: Redis lost its data) reads the session's stream again from its latest run and
+   * leaves out what was yielded (each stored message once, in order; `onRetry` is told the 410);
+   * it rejects with the 410 only if messages would be missing (its place trimmed away: a
+   * reader far behind). Given an `after`, a 410 rejects as before: what the caller had before
+   * its id is not known here, and a re-read would yield it again. Other 4xx answers but 429 reject at once, and so does an event that is not
    * one (its data not a JSON object: `invalid_response`, with its `eventId` to read on after
    * it). Runs until `signal` aborts, the caller stops iterating, or the session is deleted
    * (its last event is SESSION_DELETED).
    */
   events(sessionId: string, options: EventsOptions = {}): AsyncGenerator<FleetEvent> {
-    return eventStream(this.http, `/v1/sessions/${encodeURIComponent(sessionId)}/events`, options);
+    return sessionEvents(this.http, `/v1/sessions/${encodeURIComponent(sessionId)}/events`, options);
   }
 
   /**

@@ -48,7 +48,13 @@ const defaultJobOptions = {
 const runJobId = (payload: RunJob) => `run-${payload.runId}`;
 
 /** Fields a newer release adds are ignored, as for runJobSchema. */
-export const webhookJobSchema = z.object({ batchId: jobId });
+export const webhookJobSchema = z.object({
+  batchId: jobId,
+  /** Attempts begun by the webhook's jobs before this one (lost with Redis): Postgres's count. */
+  priorAttempts: z.number().int().min(0).optional(),
+  /** When the webhook's delivery was first queued (ms), as Postgres keeps it. */
+  firstQueuedAt: z.number().optional(),
+});
 export type WebhookJob = z.infer<typeof webhookJobSchema>;
 
 /** The backoff type of webhook deliveries: the sweeper's webhook worker computes it. */

@@ -43,6 +43,26 @@ export function holdOf(data: unknown): DeliveryHold {
 }
 
 /**
+ * What a job carries of the webhook's budget spent before it (pure): the attempts its earlier
+ * jobs began (lost with Redis: Postgres counts them) and the first queueing, whose day the
+ * last attempt waits for; a job without them (the first) has spent nothing, queued now.
+ */
+export function priorOf(data: unknown): { priorAttempts: number; firstQueuedAt: number | undefined } {
+  const { priorAttempts, firstQueuedAt } = (typeof data === "object" && data !== null ? data : {}) as Record<
+    string,
+    unknown
+  >;
+  return {
+    priorAttempts:
+      typeof priorAttempts === "number" && Number.isInteger(priorAttempts) && priorAttempts > 0
+        ? priorAttempts
+        : 0,
+    firstQueuedAt:
+      typeof firstQueuedAt === "number" && Number.isFinite(firstQueuedAt) ? firstQueuedAt : undefined,
+  };
+}
+
+/**
  * The hold after a look at the batch at `now` (pure): running, a wait starts (or goes on);
  * ended, the wait that went on is added to `heldMs`. Both fields are always given (`heldSince`
  * undefined when no wait goes on), so that it can be spread over the job's data.
@@ -71,7 +91,8 @@ function isHeldLast(job: RetriedDelivery, attempt: number): boolean {
 
 /** When the last attempt may come (pure): a day after the first queueing, plus the waits held. */
 function lastNotBefore(job: RetriedDelivery): number {
-  return job.timestamp + WEBHOOK_RETRY_SPAN_MS + (holdOf(job.data).heldMs ?? 0);
+  const first = priorOf(job.data).firstQueuedAt ?? job.timestamp;
+  return first + WEBHOOK_RETRY_SPAN_MS + (holdOf(job.data).heldMs ?? 0);
 }
 
 /**
@@ -99,7 +120,8 @@ export function webhookBackoffMs(
   const jittered = Math.round(delay * (0.9 + Math.random() * 0.2));
   if (!job) return jittered;
   const attempts = job.opts.attempts ?? WEBHOOK_ATTEMPTS;
-  const nextIsLast = attemptsMade + (job.stalledCounter ?? 0) + 1 >= Math.min(attempts, WEBHOOK_ATTEMPTS);
+  const made = priorOf(job.data).priorAttempts + attemptsMade + (job.stalledCounter ?? 0);
+  const nextIsLast = made + 1 >= Math.min(attempts, WEBHOOK_ATTEMPTS);
   if (!nextIsLast || attempts < WEBHOOK_ATTEMPTS) return jittered;
   return Math.max(jittered, lastNotBefore(job) - now);
 }

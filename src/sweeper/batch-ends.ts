@@ -9,7 +9,10 @@
  * an agent worker's slot, and a tenant's URL is requested only from the one role that does
  * no agent work. Retries: exponential from FLEET_WEBHOOK_RETRY_MS up to an hour, 40
  * attempts (more than 24 h), a resend after its sweeper died counted as one, at most
- * WEBHOOK_MAX_STALLS of those; then the batch is marked `webhook_failed_at`.
+ * WEBHOOK_MAX_STALLS of those; then the batch is marked `webhook_failed_at`. The budget
+ * outlives a Redis that lost its data: each failed attempt is counted in Postgres
+ * (`webhook_attempts`), and a job queued anew carries that count and the batch's end, whence
+ * its day runs (BatchStore.webhookBudget); one whose count is spent is recorded given up.
  */
 import type { ConnectionOptions, Job, Queue } from "bullmq";
 import type { Logger } from "pino";
@@ -25,6 +28,7 @@ import {
   webhookJobSchema,
 } from "../shared/queues.js";
 import type { BatchStore, UnsettledCursor } from "../shared/store/batches.js";
+import { priorOf } from "../shared/webhook-backoff.js";
 import { attemptErrorText, deliveryBody, tenantTextOf, webhookErrorText } from "../shared/webhook-errors.js";
 import { postWebhook, type WebhookSettings, webhookBackoffMs } from "../shared/webhooks.js";
 import { ENSURE_EVERY_MS, ensureWebhookQueued, webhookBudgetSpent } from "./webhook-owed.js";
@@ -82,6 +86,7 @@ export class BatchEnds {
           priority: () => this.deps.store.webhookPriority(batch),
           markFailed: (id) => this.deps.store.markDeliveryFailed(id),
           markDelivered: (id) => this.deps.store.markDelivered(id),
+          budget: (id) => this.deps.store.webhookBudget(id),
         },
       );
       if (done === "recorded-delivered")
@@ -125,9 +130,10 @@ export function startWebhookWorker(options: {
       // Bad input (a job added by hand, another release's shape) fails once and is never retried.
       if (!parsed.success)
         throw new bullmq.UnrecoverableError(toValidationError("job.data", parsed.error).message);
-      const { batchId } = parsed.data;
-      // A delivery whose sweeper died mid-way (a stalled job, sent again) is another attempt too.
-      const attempt = job.attemptsMade + (job.stalledCounter ?? 0) + 1;
+      const { batchId, priorAttempts = 0 } = parsed.data;
+      // A delivery whose sweeper died mid-way (a stalled job, sent again) is another attempt
+      // too, and so is each begun by the webhook's jobs lost with Redis (Postgres counts them).
+      const attempt = priorAttempts + job.attemptsMade + (job.stalledCounter ?? 0) + 1;
       // An earlier attempt's receiver took it and only recording that failed: record it, send nothing.
       if (receiverTookIt(job.progress)) return recordDelivered(store, batchId, log, attempt);
       // Stalls spend the one budget too: not sent past it (recorded failed by "failed" below).
@@ -135,6 +141,7 @@ export function startWebhookWorker(options: {
         attemptsMade: job.attemptsMade,
         stalledCounter: job.stalledCounter,
         attempts: job.opts.attempts,
+        priorAttempts,
       });
       if (spent !== null) throw new bullmq.UnrecoverableError(spent);
       const target = await store.webhookTarget(batchId);
@@ -159,6 +166,10 @@ export function startWebhookWorker(options: {
       } catch (error) {
         // What webhook.lastError says (the log says the error's own message).
         const tenantText = attemptErrorText(error, target.url);
+        // Counted in Postgres: a job lost with Redis is queued anew from here. (Only a failed
+        // attempt: counted before the send, it waited on the batch's row, which a stuck record
+        // of a delivery may hold; an attempt its sweeper died in goes uncounted there.)
+        await store.recordWebhookAttempt(batchId, attempt).catch(() => {});
         // The budget's last attempt (stalls counted): failed for good, not retried by BullMQ,
         // whose own count knows nothing of the stalls.
         if (attempt >= Math.min(job.opts.attempts ?? WEBHOOK_ATTEMPTS, WEBHOOK_ATTEMPTS))
@@ -203,11 +214,13 @@ export function startWebhookWorker(options: {
     const batchId = String((job.data as { batchId?: unknown }).batchId ?? "");
     // The last attempt failed, or the budget is spent: the stalls past WEBHOOK_MAX_STALLS
     // (BullMQ fails that job as an UnrecoverableError) or those that took the last attempts.
+    const { priorAttempts } = priorOf(job.data);
     const spent =
       webhookBudgetSpent({
         attemptsMade: job.attemptsMade,
         stalledCounter: job.stalledCounter,
         attempts: job.opts.attempts,
+        priorAttempts,
       }) ?? (error.name === "UnrecoverableError" ? error.message : null);
     const last = spent !== null;
     const outcome = failureOutcome(error, last);
@@ -226,7 +239,7 @@ export function startWebhookWorker(options: {
     log.warn(
       {
         batchId,
-        attempt: job.attemptsMade + (job.stalledCounter ?? 0),
+        attempt: priorAttempts + job.attemptsMade + (job.stalledCounter ?? 0),
         err: error.message,
         last,
         reason: spent ?? undefined,
@@ -238,7 +251,7 @@ export function startWebhookWorker(options: {
     // Why, for GET /v1/batches/:id's webhook.lastError: each attempt's reason, then the give-up's.
     const reason = webhookErrorText(
       {
-        attempt: job.attemptsMade + (job.stalledCounter ?? 0),
+        attempt: priorAttempts + job.attemptsMade + (job.stalledCounter ?? 0),
         message: tenantTextOf(error),
         ...(last ? { givenUp: spent === error.message ? tenantTextOf(error) : spent } : {}),
       },

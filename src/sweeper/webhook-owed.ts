@@ -24,6 +24,7 @@
  */
 import type { Job, Queue } from "bullmq";
 import { enqueueWebhook, QUEUES, WEBHOOK_ATTEMPTS, WEBHOOK_MAX_STALLS } from "../shared/queues.js";
+import { priorOf } from "../shared/webhook-backoff.js";
 import { receiverTookIt } from "./webhook-taken.js";
 
 const FAILED_SETTLE_MS = 60_000;
@@ -40,12 +41,14 @@ export function webhookBudgetSpent(job: {
   attemptsMade: number;
   stalledCounter?: number;
   attempts?: number;
+  /** Attempts begun by the webhook's earlier jobs (lost with Redis), as Postgres counts them. */
+  priorAttempts?: number;
 }): string | null {
   const stalls = job.stalledCounter ?? 0;
   if (stalls > WEBHOOK_MAX_STALLS)
     return `its sweeper died during the delivery ${stalls} times (the delivery may be what kills it)`;
   const limit = Math.min(job.attempts ?? WEBHOOK_ATTEMPTS, WEBHOOK_ATTEMPTS);
-  if (job.attemptsMade + stalls >= limit)
+  if ((job.priorAttempts ?? 0) + job.attemptsMade + stalls >= limit)
     return stalls > 0
       ? `its ${limit} attempts are spent (${stalls} of them ended by its sweeper's death)`
       : `its ${limit} attempts are spent`;
@@ -84,9 +87,28 @@ export async function ensureWebhookQueued(
     markFailed?: (batchId: string) => Promise<void>;
     /** Records that the webhook was delivered (BatchStore.markDelivered). */
     markDelivered?: (batchId: string) => Promise<void>;
+    /**
+     * The budget Postgres keeps (BatchStore.webhookBudget), asked when a job is added: a job
+     * lost with Redis is queued anew where its attempts left off, not with a fresh budget.
+     */
+    budget?: (batchId: string) => Promise<{ attempts: number; firstQueuedAt: number }>;
   } = {},
 ): Promise<"queued" | "requeued" | "recorded-failed" | "recorded-delivered" | "left"> {
-  const { now = Date.now(), priority, markFailed, markDelivered } = options;
+  const { now = Date.now(), priority, markFailed, markDelivered, budget } = options;
+  // Added with what Postgres says was spent; spent whole (every attempt begun, the last job
+  // lost with Redis before its give-up was recorded): recorded failed, nothing queued.
+  const add = async (): Promise<"queued" | "recorded-failed"> => {
+    const spent = await budget?.(batchId);
+    if (spent && markFailed && spent.attempts >= WEBHOOK_ATTEMPTS) {
+      await markFailed(batchId);
+      return "recorded-failed";
+    }
+    const payload = spent
+      ? { batchId, priorAttempts: spent.attempts, firstQueuedAt: spent.firstQueuedAt }
+      : { batchId };
+    await enqueueWebhook(queue, payload, await priority?.());
+    return "queued";
+  };
   const job = (await queue.getJob(QUEUES.webhooks.jobId({ batchId }))) as Job | undefined;
   const state = job ? await job.getState() : null;
   const action = webhookJobAction(
@@ -99,6 +121,7 @@ export async function ensureWebhookQueued(
               attemptsMade: job.attemptsMade,
               stalledCounter: job.stalledCounter,
               attempts: job.opts.attempts ?? 1,
+              priorAttempts: priorOf(job.data).priorAttempts,
             }) !== null,
           receiverTookIt: receiverTookIt(job.progress),
         }
@@ -107,8 +130,7 @@ export async function ensureWebhookQueued(
   );
   switch (action) {
     case "queue":
-      await enqueueWebhook(queue, { batchId }, await priority?.());
-      return "queued";
+      return add();
     case "leave":
       return "left";
     case "record-delivered-if-owed":
@@ -122,7 +144,6 @@ export async function ensureWebhookQueued(
     case "requeue-if-owed":
       if (!(await stillOwed(batchId))) return "left";
       await job!.remove();
-      await enqueueWebhook(queue, { batchId }, await priority?.());
-      return "requeued";
+      return (await add()) === "queued" ? "requeued" : "recorded-failed";
   }
 }

@@ -61,6 +61,12 @@ export const batches = pgTable(
      */
     webhookLastError: text("webhook_last_error"),
     /**
+     * The webhook's one retry budget, kept where a Redis that lost its data cannot take it: the
+     * delivery attempts that failed (numbered across its jobs). Its day runs from `ended_at`.
+     * A job queued anew (its job lost with Redis) goes on from here (batch-ends.ts).
+     */
+    webhookAttempts: integer("webhook_attempts").notNull().default(0),
+    /**
      * Set by `DELETE /v1/batches/:id` (or retention): from then on the batch answers 404 and
      * owes no webhook; its sessions are deleted in chunks, then this row (data-deletion.ts).
      */

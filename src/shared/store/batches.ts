@@ -283,6 +283,25 @@ export class BatchStore {
       webhook_last_error = coalesce(${reason ?? null}::text, webhook_last_error) where id = ${id}`;
   }
 
+  /**
+   * The webhook's retry budget as Postgres keeps it, for a delivery job queued now: the
+   * attempts that failed so far, and the batch's end, whence its day runs. A read: an update
+   * here waited on a batch row that a stuck record of a delivery holds.
+   */
+  async webhookBudget(id: string): Promise<{ attempts: number; firstQueuedAt: number }> {
+    const [row] = await this.database.sql<{ attempts: number; first: number }[]>`
+      select webhook_attempts as attempts,
+             (extract(epoch from coalesce(ended_at, now())) * 1000)::float8 as first
+        from batches where id = ${id}`;
+    return { attempts: row?.attempts ?? 0, firstQueuedAt: row?.first ?? Date.now() };
+  }
+
+  /** Records that delivery attempt `attempt` (1 for the first, across jobs) failed. */
+  async recordWebhookAttempt(id: string, attempt: number): Promise<void> {
+    await this.database.sql`update batches set webhook_attempts = greatest(webhook_attempts, ${attempt})
+      where id = ${id}`;
+  }
+
   /** Why an attempt failed (webhookErrorText); the webhook is still owed and tried again. */
   async recordDeliveryError(id: string, reason: string): Promise<void> {
     await this.database.sql`update batches set webhook_last_error = ${reason}

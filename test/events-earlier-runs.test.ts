@@ -11,7 +11,7 @@ import { EventWriter } from "../src/shared/event-writer.js";
 import { eventStreamKey } from "../src/shared/events.js";
 import { SessionEventLog } from "../src/shared/session-event-log.js";
 import { SessionQueries } from "../src/shared/store/session-queries.js";
-import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
 
 describe("messages of an earlier job put back into the stream", () => {
   let fleet: FleetEnv;
@@ -37,6 +37,16 @@ describe("messages of an earlier job put back into the stream", () => {
 
     // The stream lost both messages; the next job, which did not commit them, writes first.
     const key = eventStreamKey(fleet.config.prefix, id);
+    // Once the first run's worker has written its last event: the run ends in Postgres before its
+    // RUN_COMPLETED reaches the stream, and on a loaded machine its events landed after the delete.
+    await waitFor(
+      async () =>
+        ((await fleet.redis.xrange(key, "-", "+")) as [string, string[]][]).some(([, f]) =>
+          f[3]!.includes('"RUN_COMPLETED"'),
+        ),
+      15_000,
+      "the first run's RUN_COMPLETED in the stream",
+    );
     await fleet.redis.del(key, `${fleet.config.prefix}:events-seq:${id}`);
     const writer = new EventWriter(fleet.redis, fleet.config.prefix, undefined, undefined, true, 0, {
       database: fleet.database,

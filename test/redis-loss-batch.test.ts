@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningApi } from "../src/producer/api-server.js";
 import type { FleetClient, FleetEvent } from "../src/producer/client.js";
 import { createFleetEnv, type FleetEnv, type WorkerProcess, waitFor } from "./support/fleet-env.js";
-import { midFlightAgent, pastBefore } from "./support/mid-flight-agent.js";
+import { midFlightAgent, pastBefore, untilSessionsEnd } from "./support/mid-flight-agent.js";
 import { freePort, startRedis, stopRedis } from "./support/private-redis.js";
 import { cpuSeconds } from "./support/process-cpu.js";
 
@@ -94,6 +94,10 @@ describe("Redis lost under a fleet with a batch mid-flight", () => {
       60_000,
       "the batch ended",
     );
+    // The streamed session waits behind the batch's in the queue and can end after the batch:
+    // its messages are read once it has ended too (a tool's file written but its result not
+    // yet stored is a step in flight, not a lost result).
+    await untilSessionsEnd(sql, [single.id], { orParked: true, timeoutMs: 60_000 });
     const batch = await client.getBatch(created.id);
     expect(batch.counts.completed + batch.counts.parked).toBe(COUNT);
     const results = [];
@@ -141,13 +145,13 @@ describe("Redis lost under a fleet with a batch mid-flight", () => {
       await stopRedis(redis);
       redis = await startRedis(port);
     });
-  }, 60_000);
+  }, 90_000);
 
   it("(b) emptied under connections that stay up (FLUSHALL)", async () => {
     await ride("flushed", async () => {
       expect(await fleet.redis.flushall()).toBe("OK");
     });
-  }, 60_000);
+  }, 90_000);
 
   it("(c) stopped for 20 s, then started empty: the API says 503 meanwhile", async () => {
     await ride("stopped", async (sessionId) => {

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AssistantMessage } from "../src/shared/messages.js";
 import { callModel, DEFAULT_RETRY_POLICY } from "../src/worker/call-model.js";
 import { AnthropicModel } from "../src/worker/models/anthropic.js";
+import { messageEnd, messageStart, namedSse as sse } from "./support/anthropic-events.js";
 import { type FixedSseServer, startFixedSse } from "./support/fixed-sse-server.js";
 
 let upstream: FixedSseServer;
@@ -19,26 +20,8 @@ beforeAll(async () => {
 });
 afterAll(() => upstream.close());
 
-function sse(events: Record<string, unknown>[]): string {
-  return events.map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join("");
-}
-
-const start = {
-  type: "message_start",
-  message: {
-    id: "msg_1",
-    type: "message",
-    role: "assistant",
-    model: "claude-test",
-    content: [],
-    stop_reason: null,
-    usage: { input_tokens: 10, output_tokens: 1 },
-  },
-};
-const end = [
-  { type: "message_delta", delta: { stop_reason: "tool_use" }, usage: { output_tokens: 20 } },
-  { type: "message_stop" },
-];
+const start = messageStart;
+const end = messageEnd("tool_use", 20);
 
 function toolBlock(index: number, id: string, args: string) {
   return [

@@ -10,6 +10,7 @@ import { callModel } from "../src/worker/call-model.js";
 import { AnthropicModel } from "../src/worker/models/anthropic.js";
 import type { ProviderKey } from "../src/worker/models/provider.js";
 import { type FakeAnthropic, startFakeAnthropic } from "./support/fake-anthropic.js";
+import { sayHi } from "./support/model-steps.js";
 
 const KEY = "sk-ant-route-key-0123456789";
 const ENV_VALUE = "env-custom-header-value-0001";
@@ -28,16 +29,7 @@ async function headersSent(key: ProviderKey) {
   fake.requests.length = 0;
   fake.script({ blocks: [{ type: "text", text: "ok" }] });
   const model = new AnthropicModel({ provider: "anthropic", model: "claude-test", baseUrl: fake.url }, key);
-  const result = await callModel(
-    model,
-    {
-      sessionId: "s",
-      history: [{ role: "user", content: "hi" }],
-      tools: [],
-      signal: new AbortController().signal,
-    },
-    { sleep: async () => {} },
-  );
+  const result = await callModel(model, sayHi(), { sleep: async () => {} });
   expect(result.ok).toBe(true);
   return fake.requests[0]!.headers;
 }

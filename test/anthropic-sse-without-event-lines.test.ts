@@ -9,7 +9,14 @@
 import { afterAll, beforeAll, beforeEach, expect, it } from "vitest";
 import { callModel, DEFAULT_RETRY_POLICY, type ModelStep } from "../src/worker/call-model.js";
 import { AnthropicModel } from "../src/worker/models/anthropic.js";
+import {
+  dataOnlySse as dataOnly,
+  messageEnd,
+  messageStart,
+  namedSse as named,
+} from "./support/anthropic-events.js";
 import { type FixedSseServer, startFixedSse } from "./support/fixed-sse-server.js";
+import { sayHi } from "./support/model-steps.js";
 
 let upstream: FixedSseServer;
 
@@ -21,50 +28,20 @@ beforeEach(() => {
   upstream.requests = 0;
 });
 
-/** Each event as a `data:` line only. */
-const dataOnly = (events: Record<string, unknown>[]) =>
-  events.map((event) => `data: ${JSON.stringify(event)}\n\n`).join("");
-/** Each event with its `event:` line, as the API sends it. */
-const named = (events: Record<string, unknown>[]) =>
-  events.map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join("");
-
-const start = {
-  type: "message_start",
-  message: {
-    id: "msg_1",
-    type: "message",
-    role: "assistant",
-    model: "claude-test",
-    content: [],
-    stop_reason: null,
-    usage: { input_tokens: 10, output_tokens: 1 },
-  },
-};
+const start = messageStart;
 const text = [
   { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
   { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Hello" } },
   { type: "content_block_stop", index: 0 },
 ];
-const end = [
-  { type: "message_delta", delta: { stop_reason: "end_turn" }, usage: { output_tokens: 5 } },
-  { type: "message_stop" },
-];
+const end = messageEnd("end_turn", 5);
 
 function step(): Promise<ModelStep> {
   const model = new AnthropicModel(
     { provider: "anthropic", model: "claude-test", baseUrl: upstream.url },
     { apiKey: "k" },
   );
-  return callModel(
-    model,
-    {
-      sessionId: "s",
-      history: [{ role: "user", content: "hi" }],
-      tools: [],
-      signal: new AbortController().signal,
-    },
-    { sleep: async () => {}, policy: DEFAULT_RETRY_POLICY },
-  );
+  return callModel(model, sayHi(), { sleep: async () => {}, policy: DEFAULT_RETRY_POLICY });
 }
 
 it("a stream of data lines only is read, asked once", async () => {

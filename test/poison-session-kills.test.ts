@@ -12,14 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { RunQueues } from "../src/shared/queues.js";
-import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
-import {
-  createFleetEnv,
-  type FleetEnv,
-  readyInfo,
-  type WorkerProcess,
-  waitFor,
-} from "./support/fleet-env.js";
+import { type AttemptBudgetFleet, attemptBudgetFleet } from "./support/attempt-budget-fleet.js";
+import { type FleetEnv, readyInfo, type WorkerProcess, waitFor } from "./support/fleet-env.js";
 import { type PgProxy, startPgProxy } from "./support/pg-proxy.js";
 
 const MAX_ATTEMPTS = 3;
@@ -27,18 +21,14 @@ const MAX_ATTEMPTS = 3;
 describe("a session whose worker is killed each time it runs it", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
-  let sweeper: RunningSweeper;
+  let budget: AttemptBudgetFleet;
 
   beforeAll(async () => {
-    fleet = await createFleetEnv("poisonsession", {
-      env: { SWEEPER_MAX_ATTEMPTS: String(MAX_ATTEMPTS), SWEEPER_BACKOFF_MS: "100" },
-    });
-    ({ client } = await fleet.startApi());
-    sweeper = await startSweeper({ ...fleet.config, logLevel: "silent" }, { serveMetrics: false });
+    budget = await attemptBudgetFleet("poisonsession", MAX_ATTEMPTS);
+    ({ fleet, client } = budget);
   }, 60_000);
   afterAll(async () => {
-    await sweeper?.stop();
-    await fleet?.close();
+    await budget?.close();
   });
 
   it("is parked attempts_exhausted after a bounded number of kills, each run counted", async () => {
@@ -122,9 +112,7 @@ describe("a session whose worker is killed each time it runs it", () => {
       const session = await client.getSession(id);
       expect(session.parkedReason).toMatch(/^attempts_exhausted: 3 automatic retries made no progress/);
       expect(deadClaims).toBeGreaterThanOrEqual(MAX_ATTEMPTS + 1);
-      const [row] = await fleet.database.sql<{ attempts: number }[]>`
-        select resume_attempts as attempts from sessions where id = ${id}`;
-      expect(row!.attempts).toBe(MAX_ATTEMPTS);
+      expect(await budget.attempts(id)).toBe(MAX_ATTEMPTS);
       // No run of it ever started.
       expect(session.runs.every((r) => r.status === "queued")).toBe(true);
       expect(session.messages.filter((m) => m.role === "assistant")).toHaveLength(0);

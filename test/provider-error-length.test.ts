@@ -12,17 +12,13 @@ import { MAX_ERROR_CHARS } from "../src/shared/failure-text.js";
 import { AnthropicModel } from "../src/worker/models/anthropic.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
 import { type ModelProvider, ProviderError } from "../src/worker/models/provider.js";
+import { sayHi } from "./support/model-steps.js";
 
 const BODY = JSON.stringify({ error: { type: "invalid_request_error", message: "E".repeat(8 << 20) } });
 
 async function failure(model: ModelProvider): Promise<ProviderError> {
   try {
-    for await (const _ of model.stream({
-      sessionId: "s",
-      history: [{ role: "user", content: "hi" }],
-      tools: [],
-      signal: new AbortController().signal,
-    }));
+    for await (const _ of model.stream(sayHi()));
   } catch (error) {
     expect(error).toBeInstanceOf(ProviderError);
     return error as ProviderError;

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { callModel } from "../src/worker/call-model.js";
 import { AnthropicModel } from "../src/worker/models/anthropic.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
+import { sayHi } from "./support/model-steps.js";
 
 let server: Server;
 let origin = "";
@@ -48,16 +49,7 @@ const models = {
 
 async function step(family: keyof typeof models) {
   requests = 0;
-  const result = await callModel(
-    models[family](),
-    {
-      sessionId: "s",
-      history: [{ role: "user", content: "hi" }],
-      tools: [],
-      signal: new AbortController().signal,
-    },
-    { sleep: async () => {} },
-  );
+  const result = await callModel(models[family](), sayHi(), { sleep: async () => {} });
   return { result, requests };
 }
 

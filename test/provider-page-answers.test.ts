@@ -11,6 +11,7 @@ import { callModel } from "../src/worker/call-model.js";
 import { AnthropicModel } from "../src/worker/models/anthropic.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
 import { type FixedSseServer, startFixedSse } from "./support/fixed-sse-server.js";
+import { sayHi } from "./support/model-steps.js";
 
 let site: FixedSseServer;
 
@@ -32,16 +33,7 @@ const models = {
 describe.each(Object.keys(models) as (keyof typeof models)[])("%s: a 200 web page", (family) => {
   it("is refused at once, saying what came", async () => {
     site.requests = 0;
-    const result = await callModel(
-      models[family](),
-      {
-        sessionId: "s",
-        history: [{ role: "user", content: "hi" }],
-        tools: [],
-        signal: new AbortController().signal,
-      },
-      { sleep: async () => {} },
-    );
+    const result = await callModel(models[family](), sayHi(), { sleep: async () => {} });
     expect(result).toMatchObject({ ok: false, rejected: true, attempts: 1 });
     expect(!result.ok && result.error).toContain("a web page (text/html)");
     expect(site.requests).toBe(1);

@@ -96,49 +96,53 @@ describe("OpenAI chat completions", () => {
   });
 });
 
+/**
+ * A server whose fake `fake` takes `steps`: a 5xx saying `false`, then a 400 saying `true`
+ * followed by an answer. The first is asked once, the second twice.
+ */
+async function falseOnceTrueAgain<Step>(
+  fake: { requests: unknown[]; script(...steps: Step[]): void },
+  model: () => ModelProvider,
+  steps: { final: Step; again: Step; answer: Step },
+) {
+  fake.script(steps.final);
+  expect((await call(model())).step).toMatchObject({ ok: false, rejected: true, attempts: 1 });
+  expect(fake.requests).toHaveLength(1);
+
+  fake.requests.length = 0;
+  fake.script(steps.again, steps.answer);
+  expect((await call(model())).step).toMatchObject({ ok: true, attempts: 2 });
+  expect(fake.requests).toHaveLength(2);
+}
+
 describe("OpenAI Responses", () => {
   it("a 500 saying x-should-retry: false is asked once; a 400 saying true again", async () => {
-    fakes.responses.script({ status: 500, headers: { "x-should-retry": "false" } });
-    expect((await call(gpt("responses", fakes.responses.url))).step).toMatchObject({
-      ok: false,
-      rejected: true,
-    });
-    expect(fakes.responses.requests).toHaveLength(1);
-
-    fakes.responses.requests.length = 0;
-    fakes.responses.script(
-      {
+    await falseOnceTrueAgain(fakes.responses, () => gpt("responses", fakes.responses.url), {
+      final: { status: 500, headers: { "x-should-retry": "false" } },
+      again: {
         status: 400,
         headers: { "x-should-retry": "true" },
         error: { message: "busy", type: "invalid_request_error" },
       },
-      { text: ["ok"] },
-    );
-    expect((await call(gpt("responses", fakes.responses.url))).step).toMatchObject({ ok: true, attempts: 2 });
-    expect(fakes.responses.requests).toHaveLength(2);
+      answer: { text: ["ok"] },
+    });
   });
 });
 
 describe("Anthropic (as before)", () => {
   it("a 529 saying x-should-retry: false is asked once; a 400 saying true again", async () => {
-    fakes.anthropic.script({
-      status: 529,
-      headers: { "x-should-retry": "false" },
-      error: { type: "overloaded_error", message: "Overloaded" },
-    });
-    expect((await call(claude())).step).toMatchObject({ ok: false, rejected: true, attempts: 1 });
-    expect(fakes.anthropic.requests).toHaveLength(1);
-
-    fakes.anthropic.requests.length = 0;
-    fakes.anthropic.script(
-      {
+    await falseOnceTrueAgain(fakes.anthropic, claude, {
+      final: {
+        status: 529,
+        headers: { "x-should-retry": "false" },
+        error: { type: "overloaded_error", message: "Overloaded" },
+      },
+      again: {
         status: 400,
         headers: { "x-should-retry": "true" },
         error: { type: "invalid_request_error", message: "x" },
       },
-      { blocks: [{ type: "text", text: "ok" }] },
-    );
-    expect((await call(claude())).step).toMatchObject({ ok: true, attempts: 2 });
-    expect(fakes.anthropic.requests).toHaveLength(2);
+      answer: { blocks: [{ type: "text", text: "ok" }] },
+    });
   });
 });

@@ -10,7 +10,9 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { callModel } from "../src/worker/call-model.js";
 import { AnthropicModel } from "../src/worker/models/anthropic.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
+import { messageEnd, messageStart, namedSse as sse } from "./support/anthropic-events.js";
 import { type FixedSseServer, startFixedSse } from "./support/fixed-sse-server.js";
+import { sayHi } from "./support/model-steps.js";
 
 let upstream: FixedSseServer;
 
@@ -19,19 +21,6 @@ beforeAll(async () => {
 });
 afterAll(() => upstream.close());
 
-const sse = (events: Record<string, unknown>[]) =>
-  events.map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join("");
-
-const start = {
-  type: "message_start",
-  message: {
-    id: "m",
-    type: "message",
-    role: "assistant",
-    content: [],
-    usage: { input_tokens: 3, output_tokens: 1 },
-  },
-};
 const delta = (text: unknown) => ({
   type: "content_block_delta",
   index: 0,
@@ -40,7 +29,7 @@ const delta = (text: unknown) => ({
 
 it("text that is not a string is not text: neither stored nor counted as characters it is not", async () => {
   upstream.body = sse([
-    start,
+    messageStart,
     { type: "content_block_start", index: 0, content_block: { type: "text", text: 7 } },
     delta("Hello"),
     delta(123),
@@ -48,23 +37,16 @@ it("text that is not a string is not text: neither stored nor counted as charact
     delta(["x".repeat(50), "y".repeat(50)]),
     delta(" world"),
     { type: "content_block_stop", index: 0 },
-    { type: "message_delta", delta: { stop_reason: "end_turn" }, usage: { output_tokens: 5 } },
-    { type: "message_stop" },
+    ...messageEnd("end_turn", 5),
   ]);
   const model = new AnthropicModel(
     { provider: "anthropic", model: "m", baseUrl: upstream.url },
     { apiKey: "k" },
   );
-  const result = await callModel(
-    model,
-    {
-      sessionId: "s",
-      history: [{ role: "user", content: "hi" }],
-      tools: [],
-      signal: new AbortController().signal,
-    },
-    { sleep: async () => {}, policy: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1, maxOutputChars: 60 } },
-  );
+  const result = await callModel(model, sayHi(), {
+    sleep: async () => {},
+    policy: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1, maxOutputChars: 60 },
+  });
   expect(result).toMatchObject({ ok: true, message: { content: "Hello world", stopReason: "end_turn" } });
 });
 
@@ -90,15 +72,9 @@ it("Responses: a text delta that is not a string is not text", async () => {
     { provider: "openai", model: "m", baseUrl: `${upstream.url}/v1`, api: "responses" },
     { apiKey: "k" },
   );
-  const result = await callModel(
-    model,
-    {
-      sessionId: "s",
-      history: [{ role: "user", content: "hi" }],
-      tools: [],
-      signal: new AbortController().signal,
-    },
-    { sleep: async () => {}, policy: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1, maxOutputChars: 60 } },
-  );
+  const result = await callModel(model, sayHi(), {
+    sleep: async () => {},
+    policy: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1, maxOutputChars: 60 },
+  });
   expect(result).toMatchObject({ ok: true, message: { content: "Hello world", stopReason: "end_turn" } });
 });

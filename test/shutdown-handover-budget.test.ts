@@ -10,8 +10,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { WORKER_STOPPED_ERROR } from "../src/shared/run-outcomes.js";
-import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
-import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { type AttemptBudgetFleet, attemptBudgetFleet } from "./support/attempt-budget-fleet.js";
+import { type FleetEnv, waitFor } from "./support/fleet-env.js";
 
 const MAX_ATTEMPTS = 2;
 /** More graceful stops than the attempt budget allows crashes. */
@@ -20,25 +20,15 @@ const DEPLOYS = MAX_ATTEMPTS + 1;
 describe("a long model step cut by graceful worker stops", () => {
   let fleet: FleetEnv;
   let client: FleetClient;
-  let sweeper: RunningSweeper;
+  let budget: AttemptBudgetFleet;
 
   beforeAll(async () => {
-    fleet = await createFleetEnv("handoverbudget", {
-      env: { SWEEPER_MAX_ATTEMPTS: String(MAX_ATTEMPTS), SWEEPER_BACKOFF_MS: "100" },
-    });
-    ({ client } = await fleet.startApi());
-    sweeper = await startSweeper({ ...fleet.config, logLevel: "silent" }, { serveMetrics: false });
+    budget = await attemptBudgetFleet("handoverbudget", MAX_ATTEMPTS);
+    ({ fleet, client } = budget);
   }, 60_000);
   afterAll(async () => {
-    await sweeper?.stop();
-    await fleet?.close();
+    await budget?.close();
   });
-
-  async function attempts(id: string): Promise<number> {
-    const [row] = await fleet.database.sql<{ attempts: number }[]>`
-      select resume_attempts as attempts from sessions where id = ${id}`;
-    return row!.attempts;
-  }
 
   /** Waits for a run of the session not in `seen` to be running (or the session to park); returns it. */
   async function nextRunningRun(id: string, seen: Set<string>): Promise<string | undefined> {
@@ -75,7 +65,7 @@ describe("a long model step cut by graceful worker stops", () => {
     // Not parked: its hand-over waits for the next worker.
     expect(handed.status, handed.parkedReason ?? "").toBe("queued");
     // The hand-overs spent nothing of the session's budget.
-    expect(await attempts(id)).toBe(0);
+    expect(await budget.attempts(id)).toBe(0);
     const cut = handed.runs.filter((r) => stopped.has(r.id));
     expect(cut.map((r) => [r.endedReason, r.error])).toEqual(
       Array(DEPLOYS).fill(["cancelled", WORKER_STOPPED_ERROR]),

@@ -10,6 +10,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { callModel, DEFAULT_RETRY_POLICY } from "../src/worker/call-model.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
+import { sayHi } from "./support/model-steps.js";
 
 let server: Server;
 let url = "";
@@ -47,12 +48,7 @@ describe("chat completions: a response left open after [DONE]", () => {
     const model = new OpenAIModel({ provider: "openai", model: "m", baseUrl: url }, { apiKey: "k" });
     const result = await callModel(
       model,
-      {
-        sessionId: "s",
-        history: [{ role: "user", content: "hi" }],
-        tools: [],
-        signal: new AbortController().signal,
-      },
+      sayHi(),
       // A short idle limit, so that the step cut there (before the fix) is seen soon.
       { sleep: async () => {}, policy: { ...DEFAULT_RETRY_POLICY, idleTimeoutMs: 1_000 } },
     );
@@ -66,16 +62,10 @@ describe("chat completions: a response left open after [DONE]", () => {
   it("text after [DONE] on the same read is not taken into the step", async () => {
     body = `${chunk({ content: "Hello" })}${chunk({}, "stop")}data: [DONE]\n\n${chunk({ content: " again" })}`;
     const model = new OpenAIModel({ provider: "openai", model: "m", baseUrl: url }, { apiKey: "k" });
-    const result = await callModel(
-      model,
-      {
-        sessionId: "s",
-        history: [{ role: "user", content: "hi" }],
-        tools: [],
-        signal: new AbortController().signal,
-      },
-      { sleep: async () => {}, policy: { ...DEFAULT_RETRY_POLICY, idleTimeoutMs: 1_000 } },
-    );
+    const result = await callModel(model, sayHi(), {
+      sleep: async () => {},
+      policy: { ...DEFAULT_RETRY_POLICY, idleTimeoutMs: 1_000 },
+    });
     expect(result.ok && result.message).toMatchObject({ content: "Hello", stopReason: "end_turn" });
   });
 });

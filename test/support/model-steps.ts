@@ -19,6 +19,16 @@ export function req(history: Message[], system = "Be brief."): ModelRequest {
   return { sessionId: "s", system, history, tools: TOOLS, signal: new AbortController().signal };
 }
 
+/** The bare request of the tests of a provider's answers: "hi", no system, no tools. */
+export function sayHi(): ModelRequest {
+  return {
+    sessionId: "s",
+    history: [{ role: "user", content: "hi" }],
+    tools: [],
+    signal: new AbortController().signal,
+  };
+}
+
 /** The step `model` answers to `history`: one attempt; a failed call throws its error. */
 export async function step(model: ModelProvider, history: Message[]): Promise<AssistantMessage> {
   const result = await callModel(model, req(history), {

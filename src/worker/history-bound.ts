@@ -74,8 +74,11 @@ export function resultRoom(
  * was kept (`room` at least RUN_ROOM).
  */
 export function fitResult(content: string, room: number): { content: string; cut: boolean } {
+  // The usual result fits: measured without encoding it (a UTF-16 unit is at most 3 bytes of
+  // UTF-8), where a copy of its bytes was made for every tool call to be thrown away.
+  if (content.length * 3 <= room || Buffer.byteLength(content, "utf8") <= room)
+    return { content, cut: false };
   const bytes = Buffer.from(content, "utf8");
-  if (bytes.length <= room) return { content, cut: false };
   let end = Math.max(0, room - CUT_NOTE_MAX);
   // Back to the first byte of a character: a surrogate pair is one 4-byte sequence in UTF-8.
   while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--;

@@ -35,6 +35,16 @@ export interface StreamHub {
 /** The last event of a deleted session's or batch's stream: the response ends after it. */
 const STREAM_ENDS = new Set(["SESSION_DELETED", "BATCH_DELETED"]);
 
+/** An event stream's head. */
+const STREAM_HEAD = {
+  "content-type": "text/event-stream; charset=utf-8",
+  // A tenant's events, kept by no cache (http-api.ts says so of every other answer).
+  "cache-control": "no-store, no-transform",
+  "x-content-type-options": "nosniff",
+  connection: "keep-alive",
+  "x-accel-buffering": "no",
+};
+
 /** Entries read from Redis at a time. */
 const READ_PAGE = 200;
 
@@ -71,6 +81,13 @@ export async function serveEvents(
    */
   still?: () => Promise<boolean>,
 ): Promise<void> {
+  // A HEAD (`curl -I`, a monitor) gets the stream's head and nothing more: Node sends no write
+  // of a HEAD answer, its head included, until the answer ends, which a stream never does.
+  if (request.method === "HEAD") {
+    reply.hijack();
+    reply.raw.writeHead(200, STREAM_HEAD).end();
+    return;
+  }
   const release = await hub.slots.admit(tenant);
   let unsubscribe: Awaited<ReturnType<NotifySubscription["acquire"]>>;
   try {
@@ -81,14 +98,7 @@ export async function serveEvents(
   }
   reply.hijack();
   const response = reply.raw;
-  response.writeHead(200, {
-    "content-type": "text/event-stream; charset=utf-8",
-    // A tenant's events, kept by no cache (http-api.ts says so of every other answer).
-    "cache-control": "no-store, no-transform",
-    "x-content-type-options": "nosniff",
-    connection: "keep-alive",
-    "x-accel-buffering": "no",
-  });
+  response.writeHead(200, STREAM_HEAD);
   response.write(": events\n\n");
   hub.open.add(response);
   let gone = false;

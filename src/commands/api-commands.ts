@@ -4,7 +4,7 @@
  */
 import type { Command } from "commander";
 import { BATCH_LINE_SHAPE } from "./batch-line.js";
-import { onOrOff, wholeNumber } from "./flag-values.js";
+import { idempotencyKey, onOrOff, wholeNumber } from "./flag-values.js";
 
 /** How buildProgram wraps an action: the exit code it resolves with is the program's. */
 export type Run = <A extends unknown[]>(
@@ -34,6 +34,7 @@ export function addApiCommands(program: Command, run: Run): void {
     .option(
       "--idempotency-key <PREFIX>",
       "prefix of the parts' Idempotency-Keys: running the same command again within 24 h acts once",
+      idempotencyKey,
     )
     .option(
       "--part-size <N>",
@@ -141,6 +142,7 @@ export function addApiCommands(program: Command, run: Run): void {
     .option(
       "--idempotency-key <KEY>",
       "the key of the session's creation: running the same command again within 24 h goes on with the same session",
+      idempotencyKey,
     )
     .option("--api <URL>", apiHelp)
     .action(
@@ -194,6 +196,7 @@ export function addApiCommands(program: Command, run: Run): void {
     .option(
       "--idempotency-key <KEY>",
       "with --rotate, the rotation's key: running the same command again within 24 h rotates once",
+      idempotencyKey,
     )
     .option("--api <URL>", apiHelp)
     .action(

@@ -37,6 +37,7 @@ import {
 import { type BatchIo, progress } from "./batch-progress.js";
 import { sendPart } from "./batch-send.js";
 import { waitForEnd } from "./batch-wait.js";
+import { MAX_IDEMPOTENCY_KEY } from "./flag-values.js";
 import { onInterrupt } from "./interrupt.js";
 
 /** Sessions per request (the API's MAX_BATCH). */
@@ -88,6 +89,13 @@ async function submit(
   const { partSize, keyPrefix } = options;
   const total = await checkLines(file);
   if (total === 0) throw new LineError(`${file.name}: holds no sessions`);
+  // Each part's key is PREFIX-N, N up to one part a session: a prefix that leaves no room for
+  // the last N had its first parts sent, then a part refused and the batch cancelled.
+  const longest = MAX_IDEMPOTENCY_KEY - `-${total - 1}`.length;
+  if (keyPrefix.length > longest)
+    throw new LineError(
+      `--idempotency-key: for a file of ${total} sessions the prefix is at most ${longest} characters (each part's key is PREFIX-N, at most ${MAX_IDEMPOTENCY_KEY}); this one has ${keyPrefix.length}`,
+    );
   let batchId: string | undefined;
   let part: { line: number; session: BatchSessionInput }[] = [];
   let partBytes = 0;

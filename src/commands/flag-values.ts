@@ -20,6 +20,28 @@ export function onOrOff(value: string): "on" | "off" {
   return value;
 }
 export const port = wholeNumber(0, 65_535);
+
+/** The longest Idempotency-Key the API takes (idempotency-hooks.ts). */
+export const MAX_IDEMPOTENCY_KEY = 255;
+
+/**
+ * `--idempotency-key` (or a batch's prefix of them) as it is sent: without surrounding blanks
+ * (a key read from a file with its CRLF; fetch drops them too), and only what an
+ * Idempotency-Key may hold, visible ASCII, at most MAX_IDEMPOTENCY_KEY characters. A line
+ * break inside it or a character past Latin-1 was refused by fetch with its own words
+ * (`Headers.append: … is an invalid header value`), exit 1. Empty is left to the command.
+ */
+export function idempotencyKey(value: string): string {
+  const key = value.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, "");
+  const bad = key.search(/[^\x21-\x7e]/);
+  if (bad >= 0)
+    throw new InvalidArgumentError(
+      `an Idempotency-Key is visible ASCII characters; character ${bad + 1} is not (a space, a line break, a control or non-ASCII character)`,
+    );
+  if (key.length > MAX_IDEMPOTENCY_KEY)
+    throw new InvalidArgumentError(`an Idempotency-Key is at most ${MAX_IDEMPOTENCY_KEY} characters`);
+  return key;
+}
 /**
  * Worker processes `fleet up` and `fleet demo` start on this machine: each takes ~1 s of CPU and
  * ~100 MB to start, so `--workers 100000` (a typo, a script's wrong variable) forked until the

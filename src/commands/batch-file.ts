@@ -28,7 +28,9 @@ export type BatchFile = TwiceReadable & {
 export async function openBatchFile(file: string, stdin: Readable): Promise<BatchFile> {
   const name = file === "-" ? "stdin" : file;
   const failed: ReadFailure = (error) => new LineError(`${name}: cannot be read (${error.message})`);
-  const readable = await (file === "-" ? copyOf(stdin, failed) : readTwice(file, failed));
+  const readable = await (file === "-"
+    ? copyOf(stdin, failed, BODY_LIMIT)
+    : readTwice(file, failed, BODY_LIMIT));
   return { ...readable, name };
 }
 

@@ -5,6 +5,7 @@
  * ends.
  */
 import type { Readable } from "node:stream";
+import { BODY_LIMIT } from "../producer/request-limits.js";
 import { copyOf, type ReadFailure, readTwice, type TwiceReadable } from "./read-twice.js";
 import { TransferError } from "./session-transfer.js";
 
@@ -36,6 +37,9 @@ export async function openImportSource(file: string | undefined, stdin: ImportSt
       `cannot read ${name}: ${error.code === "ENOENT" ? "no such file" : (error.code ?? error.message)}`,
       2,
     );
-  const readable = await (source === "stdin" ? copyOf(stdin, failed) : readTwice(source.path, failed));
+  // Each line is at most what one request may hold (session-import-file.ts): the copy stops past it.
+  const readable = await (source === "stdin"
+    ? copyOf(stdin, failed, BODY_LIMIT)
+    : readTwice(source.path, failed, BODY_LIMIT));
   return { ...readable, name };
 }

@@ -24,8 +24,48 @@ export type TwiceReadable = {
 /** How a command says that its input could not be read: its own error (and exit code). */
 export type ReadFailure = (error: NodeJS.ErrnoException) => Error;
 
-/** `input` (read once) copied into a private temporary file; on failure nothing is left. */
-export async function copyOf(input: Readable, failed: ReadFailure): Promise<TwiceReadable> {
+/**
+ * The chunks of `source` up to and including the first `maxLineBytes + 1` bytes of its first
+ * line longer than `maxLineBytes`, where it stops reading (pure over its input). The lines
+ * before it are whole, so reading the copy finds them as they came, then that line too long.
+ */
+export async function* untilOverlongLine(
+  source: AsyncIterable<Buffer>,
+  maxLineBytes: number,
+): AsyncGenerator<Buffer> {
+  /** Bytes of the line being read, before this chunk. */
+  let line = 0;
+  for await (const chunk of source) {
+    let from = 0;
+    for (;;) {
+      const newline = chunk.indexOf(0x0a, from);
+      const length = (newline === -1 ? chunk.length : newline) - from;
+      if (line + length > maxLineBytes) {
+        yield chunk.subarray(0, from + (maxLineBytes - line) + 1);
+        return;
+      }
+      if (newline === -1) {
+        line += length;
+        break;
+      }
+      line = 0;
+      from = newline + 1;
+    }
+    yield chunk;
+  }
+}
+
+/**
+ * `input` (read once) copied into a private temporary file; on failure nothing is left. The
+ * copy stops after the first line past `maxLineBytes` (what the command refuses a line for):
+ * an input that never ends (`/dev/zero`, one endless line piped in) was copied until the disk
+ * was full, to be refused for its first line afterwards.
+ */
+export async function copyOf(
+  input: Readable,
+  failed: ReadFailure,
+  maxLineBytes: number,
+): Promise<TwiceReadable> {
   const dir = await mkdtemp(join(tmpdir(), "fleet-input-"));
   const path = join(dir, "input.jsonl");
   // Removed also when Ctrl-C or SIGTERM stops the command, which runs no `finally`.
@@ -38,7 +78,11 @@ export async function copyOf(input: Readable, failed: ReadFailure): Promise<Twic
     forget();
   };
   try {
-    await pipeline(input, createWriteStream(path, { mode: 0o600 }));
+    await pipeline(
+      input,
+      (source: AsyncIterable<Buffer>) => untilOverlongLine(source, maxLineBytes),
+      createWriteStream(path, { mode: 0o600 }),
+    );
   } catch (error) {
     await done();
     throw failed(error as NodeJS.ErrnoException);
@@ -51,10 +95,14 @@ export async function copyOf(input: Readable, failed: ReadFailure): Promise<Twic
  * command words it); anything else — a FIFO, /dev/stdin — copied first (copyOf). A path that
  * cannot be stat'ed is `failed`.
  */
-export async function readTwice(path: string, failed: ReadFailure): Promise<TwiceReadable> {
+export async function readTwice(
+  path: string,
+  failed: ReadFailure,
+  maxLineBytes: number,
+): Promise<TwiceReadable> {
   const info = await stat(path).catch((error: NodeJS.ErrnoException) => {
     throw failed(error);
   });
   if (info.isFile() || info.isDirectory()) return { path, done: async () => {} };
-  return copyOf(createReadStream(path), failed);
+  return copyOf(createReadStream(path), failed, maxLineBytes);
 }

@@ -1,5 +1,6 @@
 /** `fleet resume-point --file HISTORY.json` and `fleet resume-point SESSION_ID`. */
-import { readFile } from "node:fs/promises";
+import { createReadStream } from "node:fs";
+import type { Readable } from "node:stream";
 import { parseArgs } from "node:util";
 import { ValidationError } from "../shared/errors.js";
 import { findInJson } from "../shared/json-walk.js";
@@ -10,15 +11,28 @@ import { MAX_JSON_DEPTH, tooDeepAt } from "./request-checks.js";
 export const EXIT_RESUMABLE = 0;
 export const EXIT_NOT_RESUMABLE = 3;
 
+/**
+ * The most bytes a history file is read to: 8 times the 32 MiB a session's history holds
+ * (MAX_HISTORY_BYTES: seqs, times, usage and escapes around it), and under what one JavaScript
+ * string holds (~512 MiB, which the whole text must be to be parsed). Unbounded, `--file
+ * /dev/zero` or an endless stdin was read until the machine's memory was gone.
+ */
+export const MAX_HISTORY_FILE_BYTES = 256 * 1024 * 1024;
+
 async function readHistoryFile(path: string): Promise<unknown> {
   const name = path === "-" ? "stdin" : path;
-  let bytes: Buffer;
+  let bytes: Buffer | undefined;
   try {
-    bytes = path === "-" ? await readStdin() : await readFile(path);
+    bytes = await readBounded(path === "-" ? process.stdin : createReadStream(path), MAX_HISTORY_FILE_BYTES);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     throw new ValidationError("", `cannot read ${name}: ${code === "ENOENT" ? "no such file" : code}`);
   }
+  if (bytes === undefined)
+    throw new ValidationError(
+      "",
+      `${name} is larger than ${MAX_HISTORY_FILE_BYTES / 2 ** 20} MiB, more than any history a session holds; a history file is one JSON array of its messages`,
+    );
   const text = jsonText(bytes, name);
   try {
     return JSON.parse(text);
@@ -31,9 +45,19 @@ async function readHistoryFile(path: string): Promise<unknown> {
   }
 }
 
-async function readStdin(): Promise<Buffer> {
+/** All of `input`, or undefined (and it is no longer read) once it holds more than `max` bytes. */
+async function readBounded(input: Readable, max: number): Promise<Buffer | undefined> {
   const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  let size = 0;
+  try {
+    for await (const chunk of input) {
+      size += (chunk as Buffer).length;
+      if (size > max) return undefined;
+      chunks.push(chunk as Buffer);
+    }
+  } finally {
+    input.destroy();
+  }
   return Buffer.concat(chunks);
 }
 

@@ -110,7 +110,9 @@ function endpointsText(value: string, variable: string): string {
   if (trimmed.startsWith("{") || trimmed.startsWith("[")) return trimmed;
   const path = resolve(trimmed);
   try {
-    return readFileSync(path, "utf8");
+    // Without a leading byte order mark ("UTF-8 with BOM"), which RFC 8259 lets a reader skip:
+    // JSON.parse refused it as an invisible `Unexpected token '\uFEFF'`.
+    return readFileSync(path, "utf8").replace(/^\uFEFF/, "");
   } catch (error) {
     const code = (error as { code?: string }).code ?? (error as Error).message;
     throw new ValidationError(

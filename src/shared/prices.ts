@@ -63,7 +63,8 @@ export function parsePrices(raw: string | undefined, cwd = process.cwd()): Price
   let source = text;
   if (!text.startsWith("{")) {
     try {
-      source = readFileSync(resolve(cwd, text), "utf8");
+      // Without a leading byte order mark ("UTF-8 with BOM"), as model-endpoints.ts reads its file.
+      source = readFileSync(resolve(cwd, text), "utf8").replace(/^\uFEFF/, "");
     } catch (error) {
       throw new ValidationError("FLEET_PRICES", `cannot read ${text}: ${(error as Error).message}`);
     }

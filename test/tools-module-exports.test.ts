@@ -75,4 +75,22 @@ describe("a --tools module that gives no tools", () => {
       expect(result.code, name).toBe(2);
     }
   }, 120_000);
+
+  it('an ES module in a .js file outside a `"type": "module"` package loads, as Node itself loads it', async () => {
+    // Node (20.19 and later) reads such a file as an ES module by its syntax. Run from a checkout's
+    // sources (through tsx, bin/fleet.js), the worker said `could not be loaded: Cannot require()
+    // ES Module … in a cycle`, exit 1, for a module `node` imports as it is.
+    const file = join(dir, "esm.js");
+    await writeFile(file, `export default [${TOOL}];\r\n`);
+    const result = await runFleetCli(["worker", "--tools", file], env, 60_000);
+    expect(result.stderr).toMatch(/^fleet worker: DATABASE_URL: .*does not exist/);
+    expect(result.code).toBe(2);
+    // Its syntax errors are said with where they are, as a CommonJS module's.
+    const broken = join(dir, "broken.js");
+    await writeFile(broken, `export default [${TOOL},,\n`);
+    const failed = await runFleetCli(["worker", "--tools", broken], env, 60_000);
+    expect(failed.stderr).toMatch(new RegExp(`^fleet worker: --tools: ${broken} could not be loaded: `));
+    expect(failed.stderr).not.toContain("in a cycle");
+    expect(failed.code).toBe(1);
+  }, 120_000);
 });

@@ -71,7 +71,7 @@ async function loadModuleExport(file: string, flag: PluginFlag, fallback: string
     module = await importOrSay(typescript ? `${url}?typescript` : url, file, flag);
   } catch (error) {
     // A module may throw anything (a string, null): what it threw is said as it can be.
-    if (typescript || (error as { code?: unknown } | null)?.code !== "ERR_UNKNOWN_FILE_EXTENSION") {
+    if (typescript || !LOADED_THROUGH_TSX.has((error as { code?: unknown } | null)?.code)) {
       // tsx's errors name the line themselves; Node's SyntaxError does not.
       const where = !typescript && error instanceof SyntaxError ? whereSyntaxError(resolve(file)) : "";
       throw new Error(`${flag}: ${file} could not be loaded: ${thrownText(error)}${where}`, {
@@ -81,13 +81,28 @@ async function loadModuleExport(file: string, flag: PluginFlag, fallback: string
     await registerTypeScript(file, flag);
     await shareOwnPackage(resolve(file));
     // Another URL: the loader remembers the failed import of the first one.
-    module = await importOrSay(`${url}?typescript`, file, flag);
+    module = await importOrSay(`${url}?typescript`, file, flag).catch((again: unknown) => {
+      // tsx's errors (a syntax error: esbuild's "Transform failed") name the line themselves.
+      throw new Error(`${flag}: ${file} could not be loaded: ${thrownText(again)}`, { cause: again });
+    });
   }
   const found = exportOf(module, fallback, typescript ? /\.cts$/.test(file) : loadedAsCommonJs(file));
   const problem = exportProblem(found, flag);
   if (problem) throw new ValidationError(flag, `${file}${problem}`);
   return found.value;
 }
+
+/**
+ * What a JavaScript module's import failed with when tsx's import loads it: an extension Node
+ * does not know, or (with the checkout's sources run through tsx, bin/fleet.js) an ES module
+ * in a `.js` file outside a `"type": "module"` package, which Node 20.19+ reads as an ES module
+ * by its syntax while tsx's hooks, taking the file for CommonJS, require() it:
+ * `Cannot require() ES Module … in a cycle`, exit 1, for a module `node` imports as it is.
+ */
+const LOADED_THROUGH_TSX: ReadonlySet<unknown> = new Set([
+  "ERR_UNKNOWN_FILE_EXTENSION",
+  "ERR_REQUIRE_CYCLE_MODULE",
+]);
 
 /**
  * Whether Node loaded `file` as CommonJS (a `.cjs` file, a `.js` one outside a `"type":

@@ -20,7 +20,14 @@ import { answerError, errorBody, sendTooManyRequests, sendUnauthorized } from ".
 import { idempotencyHooks, originForm } from "./idempotency-hooks.js";
 import { documentRoutes } from "./openapi.js";
 import { NO_FIELDS } from "./request-bodies.js";
-import { checkBody, checkQuery, checkRouteQuery, decodeJsonBody, parseJsonBody } from "./request-checks.js";
+import {
+  checkBody,
+  checkQuery,
+  checkRepeatedQuery,
+  checkRouteQuery,
+  decodeJsonBody,
+  parseJsonBody,
+} from "./request-checks.js";
 import { BODY_LIMIT, HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from "./request-limits.js";
 import { requestLogFields } from "./request-log.js";
 import { ROUTE_DOCS } from "./route-docs.js";
@@ -263,6 +270,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     const path = originForm(request.url).split("?", 1)[0]!;
     const doc = ROUTE_DOCS[`${request.method} ${request.routeOptions.url ?? ""}`];
     checkRouteQuery(request.method, path, request.query, doc, NO_FIELDS);
+    checkRepeatedQuery(path, request.query);
     checkBody(request.body);
   });
 

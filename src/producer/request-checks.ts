@@ -34,6 +34,21 @@ export function checkQuery(query: unknown): void {
           : new ValidationError("", `a query parameter's name ${UNSTORABLE_TEXT}`);
 }
 
+/**
+ * A `/v1` query parameter is given once (pure): no route reads a list of them, and each read
+ * a repeated one as a list and refused it in words about its value, which was right
+ * (`?include=usage&include=usage`: `include: expected "usage"`). `path`: without the query.
+ */
+export function checkRepeatedQuery(path: string, query: unknown): void {
+  if (!path.startsWith("/v1/") || !isObject(query)) return;
+  for (const [key, value] of Object.entries(query))
+    if (Array.isArray(value))
+      throw new ValidationError(
+        key.length > 100 ? `${key.slice(0, 100)}…` : key,
+        `is given ${value.length} times; give it once (no route reads a list of them)`,
+      );
+}
+
 /** What checkRouteQuery reads of a route's documentation (route-docs.ts `RouteDoc`). */
 export type QueryDoc = { querystring?: unknown; body?: unknown };
 

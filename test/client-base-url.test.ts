@@ -121,6 +121,20 @@ describe("a baseUrl ending in /v1", () => {
     expect(fromFlag.code).toBe(0);
     expect(paths).toEqual(["/v1/sessions/s1", "/v1/sessions/s1"]);
   });
+
+  // Blanks around it (pasted, read from a file, `--api "$URL "`) passed the check, which reads
+  // it as the URL parser does (it drops them), and then every call failed with fetch's words:
+  // `Failed to parse URL from  http://… /v1/sessions/s1`, exit 1. They are dropped now.
+  it("a baseUrl with blanks around it names the same API", async () => {
+    paths.length = 0;
+    await new FleetClient({ baseUrl: ` ${origin} ` }).deleteSession("s1");
+    await new FleetClient({ baseUrl: `\t${origin}/v1/ \r\n` }).deleteSession("s1");
+    const fromFlag = await runFleetCli(["session", "delete", "s1", "--api", `${origin} `], {});
+    expect([fromFlag.code, fromFlag.stderr]).toEqual([0, ""]);
+    const fromEnv = await runFleetCli(["session", "delete", "s1"], { FLEET_API_URL: ` ${origin}` });
+    expect([fromEnv.code, fromEnv.stderr]).toEqual([0, ""]);
+    expect(paths).toEqual(Array(4).fill("/v1/sessions/s1"));
+  });
 });
 
 /**

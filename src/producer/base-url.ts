@@ -12,9 +12,12 @@
  * before the prefix (an API behind a proxy at `/fleet`) is kept. Before, `…/v1` and `…/v1/`
  * sent every call to `/v1/v1/…` (a 404 that named no cause).
  */
-export function checkedBaseUrl(value: unknown): string {
+export function checkedBaseUrl(given: unknown): string {
   const expected = 'baseUrl must be an http:// or https:// URL such as "http://127.0.0.1:3000"';
-  if (typeof value !== "string") throw new TypeError(`FleetClient: ${expected}; got ${describe(value)}`);
+  if (typeof given !== "string") throw new TypeError(`FleetClient: ${expected}; got ${describe(given)}`);
+  // Without the blanks and controls around it, which the URL parser drops too: kept, the check
+  // below passed and every call failed (`Failed to parse URL from  http://… /v1/…`).
+  const value = withoutEdgeControls(given);
   let url: URL;
   try {
     url = new URL(value);
@@ -36,6 +39,15 @@ export function checkedBaseUrl(value: unknown): string {
       `FleetClient: baseUrl must not carry a query (?…) or fragment (#…): each call adds its path after it; got "${value.slice(0, extra.index + 1)}…"`,
     );
   return value.replace(/\/+$/, "").replace(/\/v1$/, "");
+}
+
+/** `text` without the C0 controls and spaces at its ends, which the URL parser drops (pure). */
+function withoutEdgeControls(text: string): string {
+  let start = 0;
+  let end = text.length;
+  while (start < end && text.charCodeAt(start) <= 0x20) start++;
+  while (end > start && text.charCodeAt(end - 1) <= 0x20) end--;
+  return text.slice(start, end);
 }
 
 function describe(value: unknown): string {

@@ -5,7 +5,8 @@
  * replaced the FIFO, the link — or, run as root, /dev/null — with a regular file.
  */
 import { execFileSync, spawn } from "node:child_process";
-import { lstat, mkdir, open, readFile, symlink } from "node:fs/promises";
+import { lstat, mkdir, mkdtemp, open, readdir, readFile, rm, symlink } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
@@ -112,4 +113,29 @@ describe("a stdout that cannot be written (a full disk)", () => {
     },
     120_000,
   );
+});
+
+/**
+ * `--out -`: stdout, as `-` is stdin to `fleet session import` (and `fleet batch submit`).
+ * It wrote a file named `-` in the working folder, and nothing on stdout: `fleet session export
+ * ID --out - | fleet session import -` imported an empty input.
+ */
+describe("--out -", () => {
+  it("writes the export on stdout and no file named -", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "export-out-dash-"));
+    try {
+      const run = await runFleetCli(
+        ["session", "export", id, "--out", "-"],
+        { ...fleet.env, FLEET_API_URL: url },
+        120_000,
+        dir,
+      );
+      expect([run.code, run.stderr]).toEqual([0, `exported 2 messages of session ${id}\n`]);
+      expect(JSON.parse(run.stdout.split("\n")[0]!)).toMatchObject({ fleetSessionExport: 1, id });
+      expect(run.stdout.trimEnd().split("\n")).toHaveLength(4);
+      expect(await readdir(dir)).toEqual([]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

@@ -124,7 +124,7 @@ export function addApiCommands(program: Command, run: Run): void {
       "Write the session's agent, metadata and every message (with seq and createdAt) as JSON Lines: a header line, one line per message, an end line with their count. Read page by page and written as it comes (any length, constant memory); the messages are 1…N with no gap or repeat, also while the session runs.",
     )
     .argument("<ID>", "the session id")
-    .option("--out <FILE>", "write FILE (only once the export is whole) instead of stdout")
+    .option("--out <FILE>", "write FILE (only once the export is whole) instead of stdout (`-`: stdout)")
     .option("--api <URL>", apiHelp)
     .action(
       run(async (id: string, options: { out?: string; api?: string }) =>

@@ -36,7 +36,8 @@ export async function sessionExportCommand(id: string, options: SessionExportOpt
   const what = "fleet session export";
   return guarded(io, api, what, async () => {
     const { out } = options;
-    if (out === undefined) {
+    // `-` is stdout, as it is stdin to `fleet session import`: it wrote a file named `-`.
+    if (out === undefined || out === "-") {
       const count = await exportTo(client, id, (text) => write(io.stdout, text), io, options, false);
       await write(io.stderr, `exported ${count} messages of session ${id}\n`);
       return 0;

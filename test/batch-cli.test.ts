@@ -316,7 +316,8 @@ describe("fleet batch", () => {
     );
     expect(await batches()).toEqual(before);
 
-    // JSON the API refuses at line 1,200 (only the API knows its providers): the first part was
+    // JSON the API refuses at line 1,200 (only the API knows its endpoints; a line the API reads
+    // as no session at all is named before anything is sent: batch-cli-line-shapes.test.ts): the first part was
     // sent; the batch is cancelled rather than left open, and the command says so. Its sessions
     // have no input, so none runs: what is cancelled is the CLI's to do, not the worker's 1,000
     // runs (test/batch-cancel.test.ts cancels running and queued ones).
@@ -326,7 +327,11 @@ describe("fleet batch", () => {
         customId: `idle-${i}`,
         agent: { model: { provider: "scripted", steps: [{ text: "x" }] } },
       });
-    const refused = JSON.stringify({ customId: "bad", agent: { model: { provider: "nope" } }, input: "x" });
+    const refused = JSON.stringify({
+      customId: "bad",
+      agent: { model: { provider: "openai", model: "m", endpoint: "nope" } },
+      input: "x",
+    });
     const idleLines = Array.from({ length: 1_500 }, (_, i) => idle(i));
     await writeFile(badAgent, [...idleLines.slice(0, 1_199), refused, ...idleLines.slice(1_200)].join("\n"));
     const refusedByApi = await fleetCli(["batch", "submit", badAgent]);

@@ -5,7 +5,10 @@
 import { createReadStream } from "node:fs";
 import type { Readable } from "node:stream";
 import type { BatchSessionInput } from "../producer/client.js";
+import { batchItem, parseBody } from "../producer/request-bodies.js";
 import { BODY_LIMIT, MAX_REQUEST_MESSAGES } from "../producer/request-limits.js";
+import { ValidationError } from "../shared/errors.js";
+import { ParsedAgents } from "../shared/parsed-agents.js";
 import { BATCH_LINE_SHAPE } from "./batch-line.js";
 import { copyOf, type ReadFailure, readTwice, type TwiceReadable } from "./read-twice.js";
 import { ExportFileError } from "./session-file.js";
@@ -63,8 +66,12 @@ export async function checkLines(file: BatchFile): Promise<number> {
   let count = 0;
   /** customId → the line that gave it first. */
   const customIds = new Map<string, number>();
+  // A batch's lines mostly share one agent: each distinct one is parsed once.
+  const agents = new ParsedAgents();
   for await (const { line, text } of numberedLines(file)) {
-    const { customId } = parseLine(file.name, line, text);
+    const session = parseLine(file.name, line, text);
+    checkSession(file.name, line, session, agents);
+    const { customId } = session;
     if (typeof customId === "string") {
       const first = customIds.get(customId);
       if (first !== undefined) throw repeatedCustomId(file.name, line, customId, first);
@@ -111,6 +118,24 @@ function repeatedCustomId(file: string, line: number, customId: string, first: n
   return new LineError(
     `${file}:${line}: customId ${JSON.stringify(customId)} repeats line ${first}'s; customIds are unique within a batch`,
   );
+}
+
+/**
+ * A line read as the API reads a batch's session (request-bodies.ts `batchItem`: its fields,
+ * its input, customId and metadata; its agent, as agent-config.ts parses one), so that one it
+ * would refuse is named before any part is sent. Before, only JSON and repeated customIds were
+ * checked here: a later part's bad line (a misspelt field, no agent, a provider that does not
+ * exist) was refused by the API after the parts before had been created and started, and the
+ * batch cancelled. What depends on the fleet (its endpoints, tools, prices) is still the API's.
+ */
+function checkSession(file: string, line: number, session: BatchSessionInput, agents: ParsedAgents): void {
+  try {
+    parseBody(batchItem, session);
+    agents.parse(session.agent, "agent");
+  } catch (error) {
+    if (error instanceof ValidationError) throw new LineError(`${file}:${line}: ${error.message}`);
+    throw error;
+  }
 }
 
 export function parseLine(file: string, line: number, text: string): BatchSessionInput {

@@ -2,7 +2,7 @@
 import { loadConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { checkDatabase } from "../shared/preflight.js";
-import { ApiKeys } from "../shared/store/api-keys.js";
+import { ApiKeys, displayPrefix, hashKey } from "../shared/store/api-keys.js";
 
 async function withKeys<T>(action: (keys: ApiKeys) => Promise<T>): Promise<T> {
   const config = loadConfig();
@@ -60,13 +60,29 @@ export async function listKeysCommand(): Promise<number> {
   return 0;
 }
 
-/** `fleet keys revoke KEY_ID`: the API stops accepting the key within 5 s. */
-export async function revokeKeyCommand(id: string): Promise<number> {
-  if (!(await withKeys((keys) => keys.revoke(id)))) {
+/** Longer than this, a `fleet keys revoke` argument is no id (12 hex digits, `boot` and 8): it may be a secret. */
+const LONGEST_ID = 24;
+
+/**
+ * `fleet keys revoke KEY_ID`: the API stops accepting the key within 5 s. Also given what an
+ * operator holds of a leaked key: the key itself (found by its hash, as the API finds it, a
+ * bootstrap key too), `fleet keys list`'s PREFIX (`fk_<id>_…`) or `fk_<id>`, and an id with
+ * blanks around it. The argument was looked up as an id only: a whole key was "not found",
+ * still valid, and its secret written in the error.
+ */
+export async function revokeKeyCommand(given: string): Promise<number> {
+  const arg = given.trim();
+  const prefixed = /^fk_([0-9a-f]{12})(?:_…?)?$/.exec(arg)?.[1];
+  const revoked = await withKeys(async (keys) => {
+    for (const id of [arg, prefixed]) if (id !== undefined && (await keys.revoke(id))) return id;
+    return arg.length > LONGEST_ID ? keys.revokeByHash(hashKey(arg)) : undefined;
+  });
+  if (revoked === undefined) {
     // Named by the command, as `fleet batch status` names its own (it was `fleet: API key … not found`).
-    console.error(`fleet keys revoke: API key ${id} not found (\`fleet keys list\` shows the keys' ids)`);
+    const named = arg.length > LONGEST_ID ? displayPrefix(arg) : arg;
+    console.error(`fleet keys revoke: API key ${named} not found (\`fleet keys list\` shows the keys' ids)`);
     return 2;
   }
-  console.log(`key ${id} revoked`);
+  console.log(`key ${revoked} revoked`);
   return 0;
 }

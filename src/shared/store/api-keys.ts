@@ -132,6 +132,16 @@ export class ApiKeys {
     return rows.length > 0;
   }
 
+  /**
+   * Revokes the key whose hash is `hash` (`hashKey` of the key itself); its id, or undefined
+   * when no key has it. Revoking twice keeps the first time.
+   */
+  async revokeByHash(hash: string): Promise<string | undefined> {
+    const [row] = await this.database.sql<{ id: string }[]>`
+      update api_keys set revoked_at = coalesce(revoked_at, now()) where hash = ${hash} returning id`;
+    return row?.id;
+  }
+
   /** Whether any key was ever created (revoked ones count: revoking never reopens the API). */
   async anyExists(): Promise<boolean> {
     const [row] = await this.database.sql<{ any: boolean }[]>`select exists (select 1 from api_keys) as any`;

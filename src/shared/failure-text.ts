@@ -27,6 +27,15 @@ export function clippedError(text: string): string {
  */
 export function jobFailureText(error: unknown, env: Readonly<Record<string, string | undefined>>): string {
   const message = thrownText(error).trim();
-  const text = message !== "" ? message : error instanceof Error ? error.name : "(no message)";
+  const text = message !== "" ? message : (nameOf(error) ?? "(no message)");
   return clippedError(scrubSecrets(text, secretValuesFromEnv(env)));
+}
+
+/** An Error's name, or undefined (for anything else, and a value that cannot be read: never throws). */
+function nameOf(error: unknown): string | undefined {
+  try {
+    return error instanceof Error && typeof error.name === "string" ? error.name : undefined;
+  } catch {
+    return undefined;
+  }
 }

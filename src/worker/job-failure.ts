@@ -34,22 +34,35 @@ export function tenantJobFailureText(
   error: unknown,
   env: Readonly<Record<string, string | undefined>>,
 ): string {
-  const refused = postgresRefusal(error);
+  // Never throws: `error` may be what operator code threw (a `beforeRun`'s refusal), and a value
+  // that cannot be read (a revoked proxy, a getter that throws) threw here, out of the hook
+  // runner: the run crashed and its resumes met the same hook instead of ending `failed`.
+  const refused = readOr(() => postgresRefusal(error), null);
   if (refused !== null) return refused;
   let text = jobFailureText(error, env);
   if (error === null || typeof error !== "object") return text;
-  const { path, dest, address, port, hostname } = error as Record<string, unknown>;
+  const place = (key: string): unknown => readOr(() => (error as Record<string, unknown>)[key], undefined);
+  const [path, dest, address, port, hostname] = ["path", "dest", "address", "port", "hostname"].map(place);
   const replace = (place: unknown, by: string) => {
     if (typeof place === "string" && place.length >= 3) text = text.replaceAll(place, by);
   };
   // A path with a directory in it: a bare file name (`notes.txt`) names no place of the worker's.
   for (const file of [path, dest])
     if (typeof file === "string" && /[/\\]/.test(file)) replace(file, WORKER_PATH);
-  if (typeof address === "string" && port !== undefined)
+  if (typeof address === "string" && (typeof port === "string" || typeof port === "number"))
     replace(`${address}:${String(port)}`, WORKER_ADDRESS);
   replace(address, WORKER_ADDRESS);
   replace(hostname, WORKER_ADDRESS);
   return text;
+}
+
+/** What `read` gives, or `otherwise` when it throws. */
+function readOr<T>(read: () => T, otherwise: T): T {
+  try {
+    return read();
+  } catch {
+    return otherwise;
+  }
 }
 
 /** A SQLSTATE: five digits or upper-case letters. */

@@ -98,7 +98,7 @@ export async function executeTool(
 type Settled = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 function outcomeOf(settled: Settled): ToolOutcome {
-  if (settled.ok) return { success: true, content: bounded(resultText(settled.value)) };
+  if (settled.ok) return { success: true, content: resultContent(settled.value) };
   // Whatever the tool threw (a string, a plain object, one without a string form): never a throw here.
   return { success: false, content: bounded(thrownText(settled.error)) };
 }
@@ -203,6 +203,38 @@ export function bounded(text: string): string {
   const last = text.charCodeAt(end - 1);
   if (last >= 0xd800 && last <= 0xdbff) end--;
   return `${text.slice(0, end)}\n[truncated: the tool returned ${text.length.toLocaleString("en")} characters; the first ${end.toLocaleString("en")} are kept]`;
+}
+
+/**
+ * A tool's result as the content its message stores: bytes (bytesOf) as the UTF-8 text they
+ * hold, anything else as resultText, each within MAX_TOOL_RESULT_CHARS.
+ */
+export function resultContent(value: unknown): string {
+  const bytes = bytesOf(value);
+  return bytes ? bytesText(bytes) : bounded(resultText(value));
+}
+
+/**
+ * `value` as bytes when it is a Uint8Array (a Buffer: `readFile(path)` without an encoding) or an
+ * ArrayBuffer, else null. Through JSON.stringify a Buffer became `{"type":"Buffer","data":[…]}`,
+ * about four characters a byte: the model read numbers, and 100 MB held the worker's event loop
+ * ~30 s (its lease, every other run on it) and 1.5 GB of heap for a string that was then cut.
+ */
+function bytesOf(value: unknown): Uint8Array | null {
+  if (value instanceof Uint8Array) return value;
+  if (value instanceof ArrayBuffer) return new Uint8Array(value);
+  return null;
+}
+
+/**
+ * `bytes` as UTF-8 text (what is no UTF-8: U+FFFD), only the first MAX_TOOL_RESULT_CHARS of them
+ * read (each gives at most one character), with a note saying how many there were.
+ */
+function bytesText(bytes: Uint8Array): string {
+  if (bytes.length <= MAX_TOOL_RESULT_CHARS) return new TextDecoder().decode(bytes);
+  // `stream`: a character cut at the bound is left out, not said as U+FFFD.
+  const kept = new TextDecoder().decode(bytes.subarray(0, MAX_TOOL_RESULT_CHARS), { stream: true });
+  return `${kept}\n[truncated: the tool returned ${bytes.length.toLocaleString("en")} bytes; the text of the first ${MAX_TOOL_RESULT_CHARS.toLocaleString("en")} is kept]`;
 }
 
 /**

@@ -82,6 +82,40 @@ describe("loading extension modules", () => {
     }
   }, 60_000);
 
+  it("an export that is a function or a class (a factory) is said to be one, for extensions and tools", async () => {
+    // Before: "extension 0 has no name", though the function had one (`audit`), and a factory
+    // (`export default () => ({ name, ... })`, a class) is what an author exported by mistake.
+    const cases: [string, string, string][] = [
+      [
+        "--extensions",
+        'export default function audit() { return { name: "audit", afterRun() {} }; }',
+        "extension 0 is a function (audit), not an extension object: export default defineExtension({ name, ... }) itself, not a function or class that makes one",
+      ],
+      [
+        "--extensions",
+        'export default class Audit { name = "audit"; afterRun() {} }',
+        "extension 0 is a function (Audit), not an extension object: export default defineExtension({ name, ... }) itself, not a function or class that makes one",
+      ],
+      [
+        "--extensions",
+        'export default [async () => ({ name: "audit" })];',
+        "extension 0 is a function, not an extension object: export default defineExtension({ name, ... }) itself, not a function or class that makes one",
+      ],
+      [
+        "--tools",
+        'export default function sendEmail() { return { name: "send_email" }; }',
+        "tool 0 is a function (sendEmail), not a tool object: export default defineTool({ name, description, parameters, run }) itself, not a function or class that makes one",
+      ],
+    ];
+    for (const [i, [flag, source, said]] of cases.entries()) {
+      const file = join(dir, `factory-${i}.mjs`);
+      await writeFile(file, `${source}\n`);
+      const result = await runFleetCli(["worker", flag, file], env, 60_000);
+      expect(result.stderr.trim(), source).toBe(`fleet worker: ${flag}: ${file}: ${said}`);
+      expect(result.code, source).toBe(2);
+    }
+  }, 120_000);
+
   it("one extension module given twice stops the worker at start (exit 2), naming the extension", async () => {
     // Before, the worker started and every hook of the module ran twice per run.
     const file = join(dir, "twice.mjs");

@@ -44,7 +44,24 @@ function readable(check: () => string | null, item: string): string | null {
   }
 }
 
+/**
+ * What a function given as item `i` (a factory or a class: `export default () => ({ ... })`)
+ * is said to be, or null for anything else: it was said to have no name, or to be no object,
+ * though it was named and what it makes may have been right.
+ */
+function functionProblem(value: unknown, item: string, made: string): string | null {
+  if (typeof value !== "function") return null;
+  const name = value.name && value.name !== "default" ? ` (${value.name})` : "";
+  return `${item} is a function${name}, not ${made} itself, not a function or class that makes one`;
+}
+
 function toolShapeProblem(tool: unknown, i: number): string | null {
+  const fn = functionProblem(
+    tool,
+    `tool ${i}`,
+    "a tool object: export default defineTool({ name, description, parameters, run })",
+  );
+  if (fn) return fn;
   if (!tool || typeof tool !== "object")
     return `tool ${i} is not a tool object (defineTool({ name, description, parameters, run }))`;
   const t = tool as Record<string, unknown>;
@@ -71,6 +88,12 @@ export function extensionProblem(extension: unknown, i: number): string | null {
 }
 
 function extensionShapeProblem(extension: unknown, i: number): string | null {
+  const fn = functionProblem(
+    extension,
+    `extension ${i}`,
+    "an extension object: export default defineExtension({ name, ... })",
+  );
+  if (fn) return fn;
   const e = extension as Record<string, unknown> | null;
   if (!e || typeof e !== "object" || typeof e.name !== "string" || e.name === "")
     return `extension ${i} has no name`;

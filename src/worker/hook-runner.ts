@@ -17,6 +17,7 @@ import { loggable } from "./hook-errors.js";
 import { HookPairs } from "./hook-pairs.js";
 import { callingWith, guardedSignal } from "./hook-signal.js";
 import { frozenCopy, ownCopy } from "./hook-views.js";
+import { isWorkerStop, waitForHook } from "./hook-wait.js";
 import { tenantJobFailureText } from "./job-failure.js";
 import { MAX_TIMER_MS } from "./tools/time-limit.js";
 
@@ -52,46 +53,20 @@ export class Extensions {
 
   private readonly timeoutMs: number;
 
-  /**
-   * Calls one hook and waits for it at most `timeoutMs`: a hook that never settles would
-   * hold its run (and its worker slot) forever, and a cancel could not end it. Past the
-   * limit the hook has failed, and whatever it still does, it does on its own.
-   */
-  private async call(
+  /** Calls one hook and waits for it within `timeoutMs` (hook-wait.ts). */
+  private call(
     hook: string,
     extension: Extension,
     run: () => unknown,
-    /** The run's signal, for a hook the run stops waiting for once aborted (also: already). */
     abort?: AbortSignal,
+    stopsWaiting?: (reason: unknown) => boolean,
   ): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(
-            new Error(
-              `the ${hook} hook of extension "${extension.name}" did not finish within ${this.timeoutMs} ms`,
-            ),
-          ),
-        this.timeoutMs,
-      );
-    });
-    const waits: Promise<unknown>[] = [Promise.resolve().then(run), late];
-    let onAbort: (() => void) | undefined;
-    if (abort)
-      waits.push(
-        new Promise<void>((resolve) => {
-          onAbort = () => resolve();
-          if (abort.aborted) resolve();
-          else abort.addEventListener("abort", onAbort, { once: true });
-        }),
-      );
-    try {
-      await Promise.race(waits);
-    } finally {
-      clearTimeout(timer);
-      if (onAbort) abort?.removeEventListener("abort", onAbort);
-    }
+    return waitForHook(
+      { hook, extension: extension.name, timeoutMs: this.timeoutMs },
+      run,
+      abort,
+      stopsWaiting,
+    );
   }
 
   /**
@@ -191,7 +166,10 @@ export class Extensions {
   /**
    * Each extension's `hook`, in load order. `onAbort` says what a run aborted meanwhile (a
    * cancel, the worker stopping) does: `wait` for the hooks all the same (a run's end, which
-   * has been written already); `stop` waiting for a pending one and call no more (a hook before
+   * has been written already) — but not once the worker's stop is past its grace period
+   * (WORKER_STOP_REASON): then a pending hook finishes on its own and the later ones are called
+   * without being waited for, as `leave` (before, the stop waited for a pending `afterRun` until
+   * its own bounded wait ran out, 11 s on, and closed its connections under the job); `stop` waiting for a pending one and call no more (a hook before
    * the run's first model call); `leave` a pending one to finish on its own and call the later
    * ones without waiting for them (`onCommitted`: each message the run commits still reaches
    * the hooks, but the cancel no longer waits out a slow one). Either way the built-in
@@ -204,7 +182,9 @@ export class Extensions {
     args: unknown[] | (() => unknown[]),
     onAbort: "wait" | "stop" | "leave" = "wait",
   ) {
-    const signal = onAbort === "wait" ? undefined : ctx.signal;
+    const signal = ctx.signal;
+    // Waited for whatever aborted the run, but for the worker's stop past its grace.
+    const stopsWaiting = onAbort === "wait" ? isWorkerStop : undefined;
     const paired = hook === "afterRun" || hook === "onError";
     for (const extension of this.list) {
       const fn = extension[hook] as ((...a: unknown[]) => unknown) | undefined;
@@ -214,9 +194,9 @@ export class Extensions {
       callingWith<Calling>(ctx.signal, { hook, extension });
       try {
         const own = typeof args === "function" ? args() : args;
-        await this.call(hook, extension, () => fn.call(extension, ctx, ...own), abort);
+        await this.call(hook, extension, () => fn.call(extension, ctx, ...own), abort, stopsWaiting);
       } catch (error) {
-        if (abort?.aborted) {
+        if (abort?.aborted && (!stopsWaiting || stopsWaiting(abort.reason))) {
           if (onAbort === "stop") return;
           continue;
         }

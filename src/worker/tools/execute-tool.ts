@@ -3,9 +3,11 @@
  * time limit and the grace after its run asked it to stop, and its result as the bounded text
  * a tool message holds. The tools themselves are registered in registry.ts.
  */
+import { clippedError } from "../../shared/failure-text.js";
 import { toValidationError } from "../../shared/messages.js";
 import { INVALID_ARGUMENTS_PREFIX, unavailableToolText } from "../../shared/resume-plan.js";
 import { NO_TEXT, textOf, thrownText } from "../../shared/thrown-text.js";
+import { MAX_TOOL_ARGUMENT_DEPTH, RAW_ARGUMENTS_KEY } from "../models/openai-tool-calls.js";
 import type { Tool, ToolContext } from "./registry.js";
 import { toolTimedOutText } from "./time-limit.js";
 
@@ -51,6 +53,8 @@ export async function executeTool(
   options: ExecuteOptions = {},
 ): Promise<ToolOutcome> {
   if (!tool) return { success: false, content: unavailableToolText(name) };
+  const raw = rawArguments(tool, args);
+  if (raw !== null) return { success: false, content: notAnObjectText(raw) };
   let parsed: unknown = args;
   if (tool.schema) {
     let result: ReturnType<NonNullable<Tool["schema"]>["safeParse"]>;
@@ -93,6 +97,28 @@ export async function executeTool(
   } finally {
     waiting.stop();
   }
+}
+
+/**
+ * The text of arguments the model sent that are not one JSON object (kept by the providers as
+ * `{ "_raw": text }`: models/openai-tool-calls.ts, anthropic-tool-input.ts), or null. A tool
+ * that declares a `_raw` parameter itself gets such an object as before. Before, a tool without
+ * a `schema` ran with `{ "_raw": … }` as its arguments (every field it reads undefined), and one
+ * with a schema answered that a field was missing, not that the JSON was broken.
+ */
+function rawArguments(tool: Tool, args: Record<string, unknown>): string | null {
+  if (args === null || typeof args !== "object") return null;
+  const keys = Object.keys(args);
+  if (keys.length !== 1 || keys[0] !== RAW_ARGUMENTS_KEY) return null;
+  const text = args[RAW_ARGUMENTS_KEY];
+  if (typeof text !== "string") return null;
+  const declared = (tool.parameters as { properties?: Record<string, unknown> }).properties;
+  return declared && typeof declared === "object" && Object.hasOwn(declared, RAW_ARGUMENTS_KEY) ? null : text;
+}
+
+/** The answer to arguments that are not one JSON object (the tool does not run). */
+export function notAnObjectText(raw: string): string {
+  return `${INVALID_ARGUMENTS_PREFIX}they must be one JSON object (nested at most ${MAX_TOOL_ARGUMENT_DEPTH} levels); the model sent: ${clippedError(raw)}`;
 }
 
 type Settled = { ok: true; value: unknown } | { ok: false; error: unknown };

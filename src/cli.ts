@@ -53,6 +53,11 @@ if (readByPeople(process.argv.slice(2))) {
   });
 }
 
+/** Whether the command is a role that runs operator code (`fleet worker`, not its help). */
+function exitsWhenDone(args: string[]): boolean {
+  return args[0] === "worker" && !args.some((arg) => HELP_FLAGS.has(arg));
+}
+
 /** Runs the command; resolves with its exit code, or with 2 or 1 and one line on stderr. */
 async function main(argv: string[]): Promise<{ code: number; failed: boolean }> {
   const { program, argsOf, exitCode, commandName } = buildProgram();
@@ -79,5 +84,8 @@ async function main(argv: string[]): Promise<{ code: number; failed: boolean }> 
 const { code, failed } = await main(process.argv.slice(2));
 // A command that failed part-way (a role that could not start, say) may leave connections
 // or timers behind that would keep the process alive: it exits now, its one line written.
-if (failed) process.exit(code);
+// So does a worker whose stop has ended (`fleet worker stopped`): its --tools and --extensions
+// modules are operator code, whose handles (an audit extension's flush timer, a tool's pool or
+// server) kept it alive after that line, for ever for a setInterval, until a supervisor killed it.
+if (failed || exitsWhenDone(process.argv.slice(2))) process.exit(code);
 process.exitCode = code;

@@ -6,9 +6,9 @@
 import { clippedError } from "../../shared/failure-text.js";
 import { toValidationError } from "../../shared/messages.js";
 import { INVALID_ARGUMENTS_PREFIX, unavailableToolText } from "../../shared/resume-plan.js";
-import { NO_TEXT, textOf, thrownText } from "../../shared/thrown-text.js";
 import { MAX_TOOL_ARGUMENT_DEPTH, RAW_ARGUMENTS_KEY } from "../models/openai-tool-calls.js";
 import type { Tool, ToolContext } from "./registry.js";
+import { bounded, errorText, resultContent } from "./result-text.js";
 import { toolTimedOutText } from "./time-limit.js";
 
 export type ToolOutcome = {
@@ -20,6 +20,7 @@ export type ToolOutcome = {
 
 /** The result of a call to a tool its agent does not list (contracts.md §12): nothing runs. */
 export { unavailableToolText } from "../../shared/resume-plan.js";
+export { bounded, MAX_TOOL_RESULT_CHARS, resultContent, resultText } from "./result-text.js";
 
 /** What `executeTool` is told besides the call. */
 export type ExecuteOptions = {
@@ -63,7 +64,7 @@ export async function executeTool(
     } catch (error) {
       // A schema whose transform or refine throws (a bug in the tool): the tool does not run,
       // and the model reads why, as for arguments the schema refuses.
-      return { success: false, content: bounded(`${INVALID_ARGUMENTS_PREFIX}${thrownText(error)}`) };
+      return { success: false, content: bounded(`${INVALID_ARGUMENTS_PREFIX}${errorText(error)}`) };
     }
     if (!result.success) {
       return {
@@ -126,7 +127,7 @@ type Settled = { ok: true; value: unknown } | { ok: false; error: unknown };
 function outcomeOf(settled: Settled): ToolOutcome {
   if (settled.ok) return { success: true, content: resultContent(settled.value) };
   // Whatever the tool threw (a string, a plain object, one without a string form): never a throw here.
-  return { success: false, content: bounded(thrownText(settled.error)) };
+  return { success: false, content: bounded(errorText(settled.error)) };
 }
 
 /**
@@ -213,75 +214,4 @@ function firstOf(
       signal.removeEventListener("abort", onAbort);
     },
   };
-}
-
-/**
- * The most of one tool result that is stored, as characters (as much as a new message may
- * hold). A tool that returns 100 MB would otherwise take that much of a worker's memory per
- * call, of Postgres per message and of Redis per event, and no model could read it anyway.
- */
-export const MAX_TOOL_RESULT_CHARS = 1_000_000;
-
-/** `text`, cut to MAX_TOOL_RESULT_CHARS (never inside a surrogate pair) with a note saying so. */
-export function bounded(text: string): string {
-  if (text.length <= MAX_TOOL_RESULT_CHARS) return text;
-  let end = MAX_TOOL_RESULT_CHARS;
-  const last = text.charCodeAt(end - 1);
-  if (last >= 0xd800 && last <= 0xdbff) end--;
-  return `${text.slice(0, end)}\n[truncated: the tool returned ${text.length.toLocaleString("en")} characters; the first ${end.toLocaleString("en")} are kept]`;
-}
-
-/**
- * A tool's result as the content its message stores: bytes (bytesOf) as the UTF-8 text they
- * hold, anything else as resultText, each within MAX_TOOL_RESULT_CHARS.
- */
-export function resultContent(value: unknown): string {
-  const bytes = bytesOf(value);
-  return bytes ? bytesText(bytes) : bounded(resultText(value));
-}
-
-/**
- * `value` as bytes when it is a Uint8Array (a Buffer: `readFile(path)` without an encoding) or an
- * ArrayBuffer, else null. Through JSON.stringify a Buffer became `{"type":"Buffer","data":[…]}`,
- * about four characters a byte: the model read numbers, and 100 MB held the worker's event loop
- * ~30 s (its lease, every other run on it) and 1.5 GB of heap for a string that was then cut.
- */
-function bytesOf(value: unknown): Uint8Array | null {
-  if (value instanceof Uint8Array) return value;
-  if (value instanceof ArrayBuffer) return new Uint8Array(value);
-  return null;
-}
-
-/**
- * `bytes` as UTF-8 text (what is no UTF-8: U+FFFD), only the first MAX_TOOL_RESULT_CHARS of them
- * read (each gives at most one character), with a note saying how many there were.
- */
-function bytesText(bytes: Uint8Array): string {
-  if (bytes.length <= MAX_TOOL_RESULT_CHARS) return new TextDecoder().decode(bytes);
-  // `stream`: a character cut at the bound is left out, not said as U+FFFD.
-  const kept = new TextDecoder().decode(bytes.subarray(0, MAX_TOOL_RESULT_CHARS), { stream: true });
-  return `${kept}\n[truncated: the tool returned ${bytes.length.toLocaleString("en")} bytes; the text of the first ${MAX_TOOL_RESULT_CHARS.toLocaleString("en")} is kept]`;
-}
-
-/**
- * A tool's result as the text a tool message holds: a user tool typed loosely (plain
- * JavaScript) may return a number, an object or nothing, and the stored message, its
- * MESSAGE event and the console must all see the same string. Nothing a tool returns
- * makes its append fail (contracts §12).
- */
-export function resultText(value: unknown): string {
-  if (typeof value === "string") return value;
-  if (value === undefined || value === null) return "";
-  if (typeof value === "object") {
-    try {
-      return JSON.stringify(value) ?? textOf(value);
-    } catch (error) {
-      // A circular object, a BigInt inside, a toJSON that throws: its string form, when it has
-      // one of its own; else why it cannot be shown (before: "[object Object]", which said nothing).
-      const text = textOf(value);
-      if (text !== "[object Object]" && text !== NO_TEXT) return text;
-      return `(the tool's result cannot be shown as text: ${thrownText(error).split("\n")[0]})`;
-    }
-  }
-  return textOf(value);
 }

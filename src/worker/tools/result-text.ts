@@ -1,0 +1,92 @@
+/**
+ * A tool call's result as the text its message stores (pure but for reading the worker's
+ * environment for keys to scrub): what a tool returned, bounded, and what it threw, its keys
+ * scrubbed. Used by execute-tool.ts.
+ */
+import { scrubSecrets, secretValuesFromEnv } from "../../shared/scrub-secrets.js";
+import { NO_TEXT, textOf, thrownText } from "../../shared/thrown-text.js";
+
+/**
+ * What a tool threw, as its failed result says it: the keys it quotes scrubbed (the values of the
+ * worker's key variables, anything shaped like a key: scrub-secrets.ts), as a hook's error and a
+ * provider's are. The result is stored in the session, which its tenant reads, and sent to the
+ * model's provider; a tool's error quoting the URL it called (`?api_key=…`) or an upstream's
+ * "invalid key …" echo carried the worker's key to both. A successful result is left as it is.
+ */
+export function errorText(
+  error: unknown,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): string {
+  return scrubSecrets(thrownText(error), secretValuesFromEnv(env));
+}
+
+/**
+ * The most of one tool result that is stored, as characters (as much as a new message may
+ * hold). A tool that returns 100 MB would otherwise take that much of a worker's memory per
+ * call, of Postgres per message and of Redis per event, and no model could read it anyway.
+ */
+export const MAX_TOOL_RESULT_CHARS = 1_000_000;
+
+/** `text`, cut to MAX_TOOL_RESULT_CHARS (never inside a surrogate pair) with a note saying so. */
+export function bounded(text: string): string {
+  if (text.length <= MAX_TOOL_RESULT_CHARS) return text;
+  let end = MAX_TOOL_RESULT_CHARS;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  return `${text.slice(0, end)}\n[truncated: the tool returned ${text.length.toLocaleString("en")} characters; the first ${end.toLocaleString("en")} are kept]`;
+}
+
+/**
+ * A tool's result as the content its message stores: bytes (bytesOf) as the UTF-8 text they
+ * hold, anything else as resultText, each within MAX_TOOL_RESULT_CHARS.
+ */
+export function resultContent(value: unknown): string {
+  const bytes = bytesOf(value);
+  return bytes ? bytesText(bytes) : bounded(resultText(value));
+}
+
+/**
+ * `value` as bytes when it is a Uint8Array (a Buffer: `readFile(path)` without an encoding) or an
+ * ArrayBuffer, else null. Through JSON.stringify a Buffer became `{"type":"Buffer","data":[…]}`,
+ * about four characters a byte: the model read numbers, and 100 MB held the worker's event loop
+ * ~30 s (its lease, every other run on it) and 1.5 GB of heap for a string that was then cut.
+ */
+function bytesOf(value: unknown): Uint8Array | null {
+  if (value instanceof Uint8Array) return value;
+  if (value instanceof ArrayBuffer) return new Uint8Array(value);
+  return null;
+}
+
+/**
+ * `bytes` as UTF-8 text (what is no UTF-8: U+FFFD), only the first MAX_TOOL_RESULT_CHARS of them
+ * read (each gives at most one character), with a note saying how many there were.
+ */
+function bytesText(bytes: Uint8Array): string {
+  if (bytes.length <= MAX_TOOL_RESULT_CHARS) return new TextDecoder().decode(bytes);
+  // `stream`: a character cut at the bound is left out, not said as U+FFFD.
+  const kept = new TextDecoder().decode(bytes.subarray(0, MAX_TOOL_RESULT_CHARS), { stream: true });
+  return `${kept}\n[truncated: the tool returned ${bytes.length.toLocaleString("en")} bytes; the text of the first ${MAX_TOOL_RESULT_CHARS.toLocaleString("en")} is kept]`;
+}
+
+/**
+ * A tool's result as the text a tool message holds: a user tool typed loosely (plain
+ * JavaScript) may return a number, an object or nothing, and the stored message, its
+ * MESSAGE event and the console must all see the same string. Nothing a tool returns
+ * makes its append fail (contracts §12).
+ */
+export function resultText(value: unknown): string {
+  if (typeof value === "string") return value;
+  if (value === undefined || value === null) return "";
+  if (typeof value === "object") {
+    try {
+      return JSON.stringify(value) ?? textOf(value);
+    } catch (error) {
+      // A circular object, a BigInt inside, a toJSON that throws: its string form, when it has
+      // one of its own; else why it cannot be shown (before: "[object Object]", which said nothing).
+      const text = textOf(value);
+      if (text !== "[object Object]" && text !== NO_TEXT) return text;
+      return `(the tool's result cannot be shown as text: ${thrownText(error).split("\n")[0]})`;
+    }
+  }
+  return textOf(value);
+}

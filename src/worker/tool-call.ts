@@ -9,6 +9,7 @@ import type { AgentConfig } from "../shared/agent-config.js";
 import type { ToolCall } from "../shared/messages.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import type { Fence } from "../shared/store/fenced-writes.js";
+import { loggable } from "./hook-errors.js";
 import { executeTool, type ToolOutcome } from "./tools/execute-tool.js";
 import { type Tool, type ToolRegistry, toolLabel } from "./tools/registry.js";
 import { toolTimeLimit } from "./tools/time-limit.js";
@@ -47,6 +48,17 @@ export async function runToolCall(
           { ...fields, ...late },
           "tool result after its time limit discarded (the call was answered as timed out)",
         ),
+      onListenerFailed: (error) => {
+        try {
+          deps.log?.warn(
+            { ...fields, err: loggable(error) },
+            "tool abort listener failed (its clean-up threw when its signal was aborted; the call is answered as it would have been)",
+          );
+        } catch {
+          // A value that cannot be read (a revoked proxy): said without it; never a throw here.
+          deps.log?.warn(fields, "tool abort listener failed (with a value that cannot be read)");
+        }
+      },
       onAbandoned: (settles) => {
         deps.metrics.toolsAbandoned?.inc(label);
         void settles.then(() => deps.metrics.toolsAbandoned?.dec(label));

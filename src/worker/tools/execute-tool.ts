@@ -6,6 +6,7 @@
 import { clippedError } from "../../shared/failure-text.js";
 import { toValidationError } from "../../shared/messages.js";
 import { INVALID_ARGUMENTS_PREFIX, unavailableToolText } from "../../shared/resume-plan.js";
+import { guardedSignal } from "../hook-signal.js";
 import { MAX_TOOL_ARGUMENT_DEPTH, RAW_ARGUMENTS_KEY } from "../models/openai-tool-calls.js";
 import type { Tool, ToolContext } from "./registry.js";
 import { bounded, errorText, resultContent } from "./result-text.js";
@@ -38,6 +39,11 @@ export type ExecuteOptions = {
    * a time limit, a cancel, a shutdown, a lost lease); `settles` resolves when it ends.
    */
   onAbandoned?: (settles: Promise<void>) => void;
+  /**
+   * A listener the tool added to its signal threw, or (async) rejected, when the signal was
+   * aborted (its clean-up failed): said here, never thrown. Must not throw itself.
+   */
+  onListenerFailed?: (error: unknown) => void;
 };
 
 /**
@@ -77,8 +83,13 @@ export async function executeTool(
   const graceMs = options.abandonAfterMs ?? ABANDON_AFTER_MS;
   // The tool's own signal: aborted with its run's, or at its time limit.
   const call = new AbortController();
+  // What the tool listens to: a listener of a plain AbortSignal that throws (a clean-up whose
+  // temporary file is gone) or rejects is an uncaught exception to Node, and the worker's last
+  // resort exited 70 at the tool's time limit, cancel or lost lease, cutting off every run on it.
+  // Guarded as hooks' signals are (hook-signal.ts): the failure goes to `onListenerFailed`.
+  const signal = guardedSignal<undefined>(call.signal, (error) => options.onListenerFailed?.(error));
   const settled: Promise<Settled> = Promise.resolve()
-    .then(() => tool.run(parsed as Record<string, unknown>, { ...context, signal: call.signal }))
+    .then(() => tool.run(parsed as Record<string, unknown>, { ...context, signal }))
     .then(
       (value) => ({ ok: true, value }),
       (error: unknown) => ({ ok: false, error }),

@@ -127,3 +127,18 @@ describe("a tool whose argument schema throws (a transform or refine with a bug)
     expect(ran).toBe(false);
   });
 });
+
+describe("a tool that returns a proxy whose prototype cannot be read", () => {
+  it("is answered with what its JSON says; executeTool never throws", async () => {
+    // Asked whether it is bytes (result-text.ts), its `getPrototypeOf` threw out of executeTool.
+    const odd = new Proxy(
+      { found: 3 },
+      {
+        getPrototypeOf() {
+          throw new Error("no prototype here");
+        },
+      },
+    );
+    expect(await outcome(async () => odd)).toEqual({ success: true, content: '{"found":3}' });
+  });
+});

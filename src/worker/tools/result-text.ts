@@ -52,8 +52,12 @@ export function resultContent(value: unknown): string {
  * ~30 s (its lease, every other run on it) and 1.5 GB of heap for a string that was then cut.
  */
 function bytesOf(value: unknown): Uint8Array | null {
-  if (value instanceof Uint8Array) return value;
-  if (value instanceof ArrayBuffer) return new Uint8Array(value);
+  try {
+    if (value instanceof Uint8Array) return value;
+    if (value instanceof ArrayBuffer) return new Uint8Array(value);
+  } catch {
+    // A proxy whose prototype cannot be read: no bytes; resultText says what it can of it.
+  }
   return null;
 }
 

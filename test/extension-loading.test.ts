@@ -116,6 +116,30 @@ describe("loading extension modules", () => {
     }
   }, 120_000);
 
+  it("a tool's run or a hook that is a generator function stops the worker at start", async () => {
+    // Before, the worker started: calling such a function runs none of its body, so the hook
+    // never did anything, and the tool's call was answered "{}" (the generator object), success.
+    const cases: [string, string, string][] = [
+      [
+        "--extensions",
+        'export default { name: "audit", async *afterRun() { yield 1; } };',
+        'extension "audit": afterRun is a generator function, whose body a call does not run; make it a function (async or not)',
+      ],
+      [
+        "--tools",
+        'export default { name: "stream", description: "d", parameters: { type: "object" }, async *run() { yield "part"; } };',
+        'tool "stream": run is a generator function, whose body a call does not run; make it a function (async or not) that returns the result',
+      ],
+    ];
+    for (const [i, [flag, source, said]] of cases.entries()) {
+      const file = join(dir, `generator-${i}.mjs`);
+      await writeFile(file, `${source}\n`);
+      const result = await runFleetCli(["worker", flag, file], env, 60_000);
+      expect(result.stderr.trim(), source).toBe(`fleet worker: ${flag}: ${file}: ${said}`);
+      expect(result.code, source).toBe(2);
+    }
+  }, 120_000);
+
   it("one extension module given twice stops the worker at start (exit 2), naming the extension", async () => {
     // Before, the worker started and every hook of the module ran twice per run.
     const file = join(dir, "twice.mjs");

@@ -55,6 +55,19 @@ function functionProblem(value: unknown, item: string, made: string): string | n
   return `${item} is a function${name}, not ${made} itself, not a function or class that makes one`;
 }
 
+/**
+ * Whether `fn` is a generator function (`*run`, `async *afterRun`): calling one runs none of its
+ * body, only makes a generator object, so such a hook never did anything, and such a tool's call
+ * was answered "{}" (the object, as JSON) as a success.
+ */
+function isGenerator(fn: unknown): boolean {
+  const tag = Object.prototype.toString.call(fn);
+  return tag === "[object GeneratorFunction]" || tag === "[object AsyncGeneratorFunction]";
+}
+
+const GENERATOR_WORDS =
+  "is a generator function, whose body a call does not run; make it a function (async or not)";
+
 function toolShapeProblem(tool: unknown, i: number): string | null {
   const fn = functionProblem(
     tool,
@@ -69,6 +82,7 @@ function toolShapeProblem(tool: unknown, i: number): string | null {
   const name = JSON.stringify(t.name);
   if (!TOOL_NAME.test(t.name)) return `tool ${name}: the name must be 1-64 letters, digits, '_' or '-'`;
   if (typeof t.run !== "function") return `tool ${name}: run is not a function`;
+  if (isGenerator(t.run)) return `tool ${name}: run ${GENERATOR_WORDS} that returns the result`;
   if (typeof t.description !== "string") return `tool ${name}: description is not a string`;
   if (!t.parameters || typeof t.parameters !== "object" || Array.isArray(t.parameters))
     return `tool ${name}: parameters is not an object (a JSON Schema)`;
@@ -98,8 +112,10 @@ function extensionShapeProblem(extension: unknown, i: number): string | null {
   if (!e || typeof e !== "object" || typeof e.name !== "string" || e.name === "")
     return `extension ${i} has no name`;
   const name = `extension ${JSON.stringify(e.name)}`;
-  for (const hook of HOOK_NAMES)
+  for (const hook of HOOK_NAMES) {
     if (e[hook] !== undefined && typeof e[hook] !== "function") return `${name}: ${hook} is not a function`;
+    if (isGenerator(e[hook])) return `${name}: ${hook} ${GENERATOR_WORDS}`;
+  }
   for (const key of Object.keys(e)) {
     if (key === "name" || (HOOK_NAMES as readonly string[]).includes(key)) continue;
     // A hook's name written in another case (`afterrun`) would never be called.

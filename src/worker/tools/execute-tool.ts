@@ -62,11 +62,16 @@ export async function executeTool(
   if (!tool) return { success: false, content: unavailableToolText(name) };
   const raw = rawArguments(tool, args);
   if (raw !== null) return { success: false, content: notAnObjectText(raw) };
-  let parsed: unknown = args;
+  // The tool's own copy (also under its schema: what `z.any()` passes on is the same object): the
+  // call's arguments are the assistant step's, in the history the next model request is built
+  // from and the worker keeps of the session. A tool that "redacted" a field in place, or
+  // normalized a path, changed what the model was sent, while Postgres kept the original.
+  const own = ownArguments(args);
+  let parsed: unknown = own;
   if (tool.schema) {
     let result: ReturnType<NonNullable<Tool["schema"]>["safeParse"]>;
     try {
-      result = tool.schema.safeParse(args);
+      result = tool.schema.safeParse(own);
     } catch (error) {
       // A schema whose transform or refine throws (a bug in the tool): the tool does not run,
       // and the model reads why, as for arguments the schema refuses.
@@ -126,6 +131,15 @@ function rawArguments(tool: Tool, args: Record<string, unknown>): string | null 
   if (typeof text !== "string") return null;
   const declared = (tool.parameters as { properties?: Record<string, unknown> }).properties;
   return declared && typeof declared === "object" && Object.hasOwn(declared, RAW_ARGUMENTS_KEY) ? null : text;
+}
+
+/** A deep copy of a call's arguments (JSON data), or the arguments themselves if they cannot be copied. */
+function ownArguments(args: Record<string, unknown>): Record<string, unknown> {
+  try {
+    return structuredClone(args);
+  } catch {
+    return args;
+  }
 }
 
 /** The answer to arguments that are not one JSON object (the tool does not run). */

@@ -67,24 +67,6 @@ export async function executeTool(
   // from and the worker keeps of the session. A tool that "redacted" a field in place, or
   // normalized a path, changed what the model was sent, while Postgres kept the original.
   const own = ownArguments(args);
-  let parsed: unknown = own;
-  if (tool.schema) {
-    let result: ReturnType<NonNullable<Tool["schema"]>["safeParse"]>;
-    try {
-      result = tool.schema.safeParse(own);
-    } catch (error) {
-      // A schema whose transform or refine throws (a bug in the tool): the tool does not run,
-      // and the model reads why, as for arguments the schema refuses.
-      return { success: false, content: bounded(`${INVALID_ARGUMENTS_PREFIX}${errorText(error)}`) };
-    }
-    if (!result.success) {
-      return {
-        success: false,
-        content: `${INVALID_ARGUMENTS_PREFIX}${toValidationError("", result.error).message}`,
-      };
-    }
-    parsed = result.data;
-  }
   const graceMs = options.abandonAfterMs ?? ABANDON_AFTER_MS;
   // The tool's own signal: aborted with its run's, or at its time limit.
   const call = new AbortController();
@@ -93,12 +75,18 @@ export async function executeTool(
   // resort exited 70 at the tool's time limit, cancel or lost lease, cutting off every run on it.
   // Guarded as hooks' signals are (hook-signal.ts): the failure goes to `onListenerFailed`.
   const signal = guardedSignal<undefined>(call.signal, (error) => options.onListenerFailed?.(error));
-  const settled: Promise<Settled> = Promise.resolve()
-    .then(() => tool.run(parsed as Record<string, unknown>, { ...context, signal }))
-    .then(
-      (value) => ({ ok: true, value }),
-      (error: unknown) => ({ ok: false, error }),
-    );
+  // The arguments are checked within the call's time limit and signal: a schema may check
+  // asynchronously (`refine(async …)`), which zod does only in `safeParseAsync`.
+  const settled: Promise<Settled> = checkedArguments(tool, own).then((checked) =>
+    checked.ok
+      ? Promise.resolve()
+          .then(() => tool.run(checked.data as Record<string, unknown>, { ...context, signal }))
+          .then(
+            (value): Settled => ({ ok: true, value }),
+            (error: unknown): Settled => ({ ok: false, error }),
+          )
+      : { ok: false, invalid: checked.content },
+  );
   const waiting = firstOf(settled, context.signal, call, graceMs, options.timeoutMs ?? null);
   try {
     const first = await waiting.first;
@@ -147,10 +135,42 @@ export function notAnObjectText(raw: string): string {
   return `${INVALID_ARGUMENTS_PREFIX}they must be one JSON object (nested at most ${MAX_TOOL_ARGUMENT_DEPTH} levels); the model sent: ${clippedError(raw)}`;
 }
 
-type Settled = { ok: true; value: unknown } | { ok: false; error: unknown };
+/** How a call's tool ended (`invalid`: its arguments were refused, the tool did not run). */
+type Settled = { ok: true; value: unknown } | { ok: false; error: unknown } | { ok: false; invalid: string };
+
+/**
+ * The arguments `tool` runs with: its schema's data (parsed as zod does, `safeParseAsync` when
+ * the schema has it, so an async refine or transform is awaited; before, the synchronous parse
+ * threw "Encountered Promise during synchronous parse" and every call of such a tool was refused),
+ * or the answer that refuses them. Never rejects.
+ */
+async function checkedArguments(
+  tool: Tool,
+  args: Record<string, unknown>,
+): Promise<{ ok: true; data: unknown } | { ok: false; content: string }> {
+  const schema = tool.schema;
+  if (!schema) return { ok: true, data: args };
+  try {
+    const result =
+      typeof schema.safeParseAsync === "function"
+        ? await schema.safeParseAsync(args)
+        : schema.safeParse(args);
+    if (!result.success)
+      return {
+        ok: false,
+        content: `${INVALID_ARGUMENTS_PREFIX}${toValidationError("", result.error).message}`,
+      };
+    return { ok: true, data: result.data };
+  } catch (error) {
+    // A schema whose transform or refine throws (a bug in the tool), or a refusal that cannot be
+    // read: the tool does not run, and the model reads why, as for arguments the schema refuses.
+    return { ok: false, content: bounded(`${INVALID_ARGUMENTS_PREFIX}${errorText(error)}`) };
+  }
+}
 
 function outcomeOf(settled: Settled): ToolOutcome {
   if (settled.ok) return { success: true, content: resultContent(settled.value) };
+  if ("invalid" in settled) return { success: false, content: settled.invalid };
   // Whatever the tool threw (a string, a plain object, one without a string form): never a throw here.
   return { success: false, content: bounded(errorText(settled.error)) };
 }

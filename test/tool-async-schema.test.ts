@@ -1,0 +1,77 @@
+/**
+ * A tool whose zod `schema` checks asynchronously — `.refine(async …)` (an address looked up, a
+ * row that must exist), an async `.transform` — is validated as zod does it (`safeParseAsync`):
+ * arguments it accepts run the tool, ones it refuses are answered with its message. Before, the
+ * worker parsed synchronously and zod threw "Encountered Promise during synchronous parse. Use
+ * .parseAsync() instead.": every call of such a tool was answered `Invalid arguments: …` with
+ * that text and the tool never ran. Real API, worker (in this process), Postgres and Redis.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import type { FleetClient } from "../src/producer/client.js";
+import type { Message } from "../src/shared/messages.js";
+import { defineTool } from "../src/worker/tools/registry.js";
+import { type RunningWorker, startWorker } from "../src/worker/worker.js";
+import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+
+let fleet: FleetEnv;
+let client: FleetClient;
+let worker: RunningWorker;
+const sent: string[] = [];
+
+const notify = defineTool({
+  name: "notify",
+  description: "Notifies someone.",
+  parameters: { type: "object", properties: { to: { type: "string" } }, required: ["to"] },
+  schema: z.object({ to: z.string() }).refine(async ({ to }) => {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    return to.includes("@");
+  }, "to: not a known address"),
+  async run({ to }) {
+    sent.push(to);
+    return `notified ${to}`;
+  },
+});
+
+beforeAll(async () => {
+  fleet = await createFleetEnv("tool-async-schema");
+  ({ client } = await fleet.startApi());
+  worker = await startWorker(
+    { ...fleet.config, logLevel: "silent" },
+    { serveMetrics: false, tools: [notify] },
+  );
+}, 60_000);
+afterAll(async () => {
+  await worker?.stop();
+  await fleet?.close();
+});
+
+describe("a tool whose schema checks asynchronously", () => {
+  it("runs for arguments it accepts, and answers its refusal for the others", async () => {
+    const agent = {
+      model: {
+        provider: "scripted" as const,
+        steps: [
+          {
+            toolCalls: [
+              { id: "good", name: "notify", arguments: { to: "ops@example.com" } },
+              { id: "bad", name: "notify", arguments: { to: "ops" } },
+            ],
+          },
+          { text: "done" },
+        ],
+      },
+      tools: ["notify"],
+    };
+    const session = await client.createSession({ agent });
+    const { runId } = await client.send(session.id, "notify");
+    expect((await client.waitForRun(runId, { timeoutMs: 30_000 })).endedReason).toBe("completed");
+    const messages: Message[] = [];
+    for await (const message of client.messages(session.id)) messages.push(message);
+    expect(messages.filter((m) => m.role === "tool")).toMatchObject([
+      { toolCallId: "good", success: true, content: "notified ops@example.com" },
+      { toolCallId: "bad", success: false, content: "Invalid arguments: to: not a known address" },
+    ]);
+    expect(sent).toEqual(["ops@example.com"]);
+  }, 60_000);
+});

@@ -7,14 +7,14 @@
  * which their caller had never given — instead of yielding up to the run's `RUN_COMPLETED` and
  * the batch's `BATCH_COMPLETED` as they promise (contracts §7). Each now reads the rebuilt
  * stream again from its start, leaving out what it had yielded: every stored message once, in
- * `seq` order, and each session's end once.
+ * `seq` order, and each session's end once. (The step itself, with no services:
+ * test/stream-reread-unit.test.ts.)
  */
 import type { ChildProcess } from "node:child_process";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetApiError, FleetClient, type FleetEvent } from "../src/producer/client.js";
-import { messageGap, nothingYielded, yieldedBefore } from "../src/producer/stream-reread.js";
 import type { RunningSweeper } from "../src/sweeper/sweeper-process.js";
 import type { FleetEnv } from "./support/fleet-env.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
@@ -48,57 +48,6 @@ describe("the client's run and batch streams when Redis restarts empty under the
     await sweeper?.stop();
     await fleet?.close();
     if (redis) await stopRedis(redis);
-  });
-
-  it("pure rule: a re-read leaves out messages up to the last seq yielded and what it keys, passes live events", () => {
-    const yielded = nothingYielded();
-    const event = (type: string, data: Record<string, unknown>) => ({
-      id: "",
-      type,
-      data: { type, ...data },
-    });
-    const message = (seq: number) => event("MESSAGE", { runId: "r", message: { seq } });
-    const first = [
-      event("RUN_STARTED", { runId: "r" }),
-      message(1),
-      event("TOOL_STARTED", { runId: "r", toolCallId: "t" }),
-      event("MESSAGE_DELTA", { runId: "r", text: "x" }),
-      message(2),
-      event("SESSION_ENDED", { sessionId: "s" }),
-    ];
-    expect(first.map((e) => yieldedBefore(yielded, e))).toEqual([false, false, false, false, false, false]);
-    const again = [
-      ...first,
-      message(3),
-      event("TOOL_STARTED", { runId: "r", toolCallId: "u" }),
-      event("NEW_KIND", {}),
-    ];
-    expect(again.map((e) => yieldedBefore(yielded, e))).toEqual([
-      true,
-      true,
-      true,
-      false,
-      true,
-      true,
-      false,
-      false,
-      false,
-    ]);
-  });
-
-  it("pure rule: a message past the one after the last yielded is a gap (a place trimmed away): the 410 stands", () => {
-    const yielded = nothingYielded();
-    const message = (seq: number) => ({
-      id: "",
-      type: "MESSAGE",
-      data: { type: "MESSAGE", message: { seq } },
-    });
-    // Nothing yielded yet: a run's first message may have any seq.
-    expect(messageGap(yielded, message(7))).toBe(false);
-    yieldedBefore(yielded, message(7));
-    expect([6, 7, 8].map((seq) => messageGap(yielded, message(seq)))).toEqual([false, false, false]);
-    expect(messageGap(yielded, message(9))).toBe(true);
-    expect(messageGap(yielded, { id: "", type: "TOOL_STARTED", data: { type: "TOOL_STARTED" } })).toBe(false);
   });
 
   const restartEmpty = async () => {

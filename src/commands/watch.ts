@@ -6,7 +6,7 @@
  */
 import type { Writable } from "node:stream";
 import { FleetApiError, type FleetClient, type FleetEvent } from "../producer/client.js";
-import { messageGap, nothingYielded, placeGone, yieldedBefore } from "../producer/stream-reread.js";
+import { placeGone, rereadStep } from "../producer/stream-reread.js";
 import { type ApiOptions, apiClientOf, keyHint, unreachableLine } from "./api-client.js";
 
 export type WatchOptions = ApiOptions & {
@@ -152,28 +152,22 @@ async function* followed(
     yield* client.events(sessionId, options);
     return;
   }
-  const yielded = nothingYielded();
+  const step = rereadStep();
   /** Whether an event came since `--after`, so that a 410 is for an id the watch received. */
   let own = false;
-  // The 410 the re-read follows (until its first new message), rethrown on a gap.
-  let reread: unknown;
   try {
     for await (const event of client.events(sessionId, { ...options, after: from })) {
       if (event.id) own = true;
-      yieldedBefore(yielded, event);
+      step.note(event);
       yield event;
     }
     return;
   } catch (error) {
-    if (!own || !placeGone(error)) throw error;
-    reread = error;
+    if (!own || !step.follow(error)) throw error;
     onRetry(error);
   }
   for await (const event of client.events(sessionId, { ...options, failIfUnreachable: false })) {
-    if (reread !== undefined && messageGap(yielded, event)) throw reread;
-    if (yieldedBefore(yielded, event)) continue;
-    if (event.type === "MESSAGE") reread = undefined;
-    yield event;
+    if (step.pass(event)) yield event;
   }
 }
 

@@ -12,7 +12,7 @@ import { batchResultLines } from "./batch-result-lines.js";
 import { ClientBase } from "./client-base.js";
 import { eventStream } from "./client-event-streams.js";
 import type { BatchSessionInput, EventsOptions, PostOptions } from "./client-options.js";
-import { nothingYielded, placeGone, yieldedBefore } from "./stream-reread.js";
+import { rereadStep } from "./stream-reread.js";
 
 export class BatchCalls extends ClientBase {
   /**
@@ -126,12 +126,12 @@ export class BatchCalls extends ClientBase {
   async *batchEvents(batchId: string, options: EventsOptions = {}): AsyncGenerator<FleetEvent> {
     const path = `/v1/batches/${encodeURIComponent(batchId)}/events`;
     let after = options.after;
-    const yielded = nothingYielded();
+    const step = rereadStep();
     for (;;) {
       try {
         for await (const event of eventStream(this.http, path, { ...options, after })) {
           if (event.id) after = event.id;
-          if (yieldedBefore(yielded, event)) continue;
+          if (!step.pass(event)) continue;
           yield event;
           if (event.type === "BATCH_COMPLETED") return;
         }
@@ -140,7 +140,7 @@ export class BatchCalls extends ClientBase {
         // Its own reconnect's place is gone (the stream written anew: stream-reread.ts): read
         // from the start again, each session's end once. Not so from the caller's `after`:
         // what it had before that is not known here.
-        if (options.after !== undefined || after === undefined || !placeGone(error)) throw error;
+        if (options.after !== undefined || after === undefined || !step.follow(error)) throw error;
         after = undefined;
       }
     }

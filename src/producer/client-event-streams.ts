@@ -7,7 +7,7 @@ import { type ApiTransport, MAX_TIMER_MS, sleep } from "./api-transport.js";
 import { apiError, FleetApiError, parseJson, quotedStart, refusesParameter } from "./client-errors.js";
 import type { EventsOptions } from "./client-options.js";
 import { parseSse } from "./server-sent-events.js";
-import { messageGap, nothingYielded, placeGone, yieldedBefore } from "./stream-reread.js";
+import { rereadStep } from "./stream-reread.js";
 
 /** How long a connection of an event stream may bring nothing before it is made anew. */
 const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
@@ -32,9 +32,7 @@ export async function* runEvents(
   const base = `/v1/sessions/${encodeURIComponent(sessionId)}/events`;
   let path = `${base}?run=${encodeURIComponent(runId)}`;
   let after: string | undefined;
-  const yielded = nothingYielded();
-  // The 410 a re-read follows (until its first new message), rejected with on a gap.
-  let reread: unknown;
+  const step = rereadStep();
   try {
     for (;;) {
       try {
@@ -45,9 +43,7 @@ export async function* runEvents(
           // The session's deletion ends the stream before the run ever starts (a queued run
           // never does): said, not an iteration that ends with nothing.
           if (!started && event.type !== "SESSION_DELETED") continue;
-          if (reread !== undefined && messageGap(yielded, event)) throw reread;
-          if (yieldedBefore(yielded, event)) continue;
-          if (event.type === "MESSAGE") reread = undefined;
+          if (!step.pass(event)) continue;
           yield event;
           if (event.type === "RUN_COMPLETED" && event.data.runId === runId) return;
         }
@@ -55,8 +51,7 @@ export async function* runEvents(
       } catch (error) {
         // Its own reconnect's place is gone (the stream written anew: stream-reread.ts): the
         // run again from its start, what was yielded left out.
-        if (after !== undefined && placeGone(error) && error !== reread) {
-          reread = error;
+        if (after !== undefined && step.follow(error)) {
           after = undefined;
           started = false;
           continue;

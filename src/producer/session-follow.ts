@@ -11,7 +11,7 @@ import type { FleetEvent } from "../shared/api-events.js";
 import type { ApiTransport } from "./api-transport.js";
 import { eventStream } from "./client-event-streams.js";
 import type { EventsOptions } from "./client-options.js";
-import { messageGap, nothingYielded, placeGone, yieldedBefore } from "./stream-reread.js";
+import { rereadStep } from "./stream-reread.js";
 
 export async function* sessionEvents(
   http: ApiTransport,
@@ -24,10 +24,9 @@ export async function* sessionEvents(
   }
   let after: string | undefined;
   let first = true;
-  const yielded = nothingYielded();
-  // The 410 a re-read follows (until its first new message), rejected with on a gap: a reader
-  // so slow that its place was trimmed away, whose missed messages are in no stream any more.
-  let reread: unknown;
+  // A 410 followed is rejected with on a gap: a reader so slow that its place was trimmed
+  // away, whose missed messages are in no stream any more.
+  const step = rereadStep();
   for (;;) {
     try {
       // failIfUnreachable is about the caller's first connection, not a re-read's.
@@ -37,15 +36,11 @@ export async function* sessionEvents(
         failIfUnreachable: first && options.failIfUnreachable,
       })) {
         if (event.id) after = event.id;
-        if (reread !== undefined && messageGap(yielded, event)) throw reread;
-        if (yieldedBefore(yielded, event)) continue;
-        if (event.type === "MESSAGE") reread = undefined;
-        yield event;
+        if (step.pass(event)) yield event;
       }
       return;
     } catch (error) {
-      if (after === undefined || !placeGone(error) || error === reread) throw error;
-      reread = error;
+      if (after === undefined || !step.follow(error)) throw error;
       after = undefined;
       first = false;
       // Told as any other reconnect after a failure is.

@@ -7,7 +7,8 @@
  * so they read the stream again from its start (`?run=`, or the batch's first event) and leave
  * out what they had yielded: a message by its `seq`, a tool call's start and finish by its id,
  * a run's start, a batch session's end by its session. Events the new stream never holds twice
- * (its live ones) pass. These decide which is which (pure).
+ * (its live ones) pass. `events()` without an `after` (session-follow.ts) and `fleet watch`
+ * (commands/watch.ts) do the same. `rereadStep()` is that step, one per reader (pure: no I/O).
  */
 import type { FleetEvent, FleetEventType, KnownFleetEvent } from "../shared/api-events.js";
 import { FleetApiError } from "./client-errors.js";
@@ -18,9 +19,9 @@ export function placeGone(error: unknown): boolean {
 }
 
 /** What a stream has yielded, as far as a re-read from its start could bring it again. */
-export type Yielded = { maxSeq: number; keys: Set<string> };
+type Yielded = { maxSeq: number; keys: Set<string> };
 
-export function nothingYielded(): Yielded {
+function nothingYielded(): Yielded {
   return { maxSeq: 0, keys: new Set() };
 }
 
@@ -74,7 +75,7 @@ function repeatKey(event: KnownFleetEvent): string | null {
  * its place was trimmed away, rather than a stream written anew from Postgres, which holds
  * every stored message). The re-read then rejects with that 410, as before, not skip them.
  */
-export function messageGap(yielded: Yielded, event: FleetEvent): boolean {
+function messageGap(yielded: Yielded, event: FleetEvent): boolean {
   if (event.type !== "MESSAGE" || yielded.maxSeq === 0) return false;
   const seq = Number((event.data.message as { seq?: unknown } | undefined)?.seq);
   return Number.isFinite(seq) && seq > yielded.maxSeq + 1;
@@ -84,7 +85,7 @@ export function messageGap(yielded: Yielded, event: FleetEvent): boolean {
  * Whether `event` was yielded already (a re-read brought it again); when not, it is noted in
  * `yielded` as yielded now.
  */
-export function yieldedBefore(yielded: Yielded, event: FleetEvent): boolean {
+function yieldedBefore(yielded: Yielded, event: FleetEvent): boolean {
   if (!known(event)) return false;
   if (event.type === "MESSAGE") {
     const seq = Number((event.data.message as { seq?: unknown }).seq);
@@ -98,4 +99,44 @@ export function yieldedBefore(yielded: Yielded, event: FleetEvent): boolean {
   if (yielded.keys.has(key)) return true;
   yielded.keys.add(key);
   return false;
+}
+
+/** One reader's step through the events it reads, across the re-reads that follow a 410. */
+export type RereadStep = {
+  /**
+   * Whether to yield `event`: false for one yielded already (a re-read brought it again), else
+   * it is noted as yielded now. While a 410 is followed, a message past the one after the last
+   * yielded throws that 410 (the messages between are in no stream any more: a place trimmed
+   * away); the re-read's first new message ends the following.
+   */
+  pass(event: FleetEvent): boolean;
+  /** Notes `event` as yielded, skipping nothing (a read that cannot bring an event twice). */
+  note(event: FleetEvent): void;
+  /**
+   * Whether the reader reads again from the start after `error`: a 410 (placeGone), not the one
+   * `pass` threw on a gap. When so, it is the 410 followed from now on.
+   */
+  follow(error: unknown): boolean;
+};
+
+export function rereadStep(): RereadStep {
+  const yielded = nothingYielded();
+  // The 410 a re-read follows (until its first new message), thrown on a gap.
+  let followed: unknown;
+  return {
+    pass(event) {
+      if (followed !== undefined && messageGap(yielded, event)) throw followed;
+      if (yieldedBefore(yielded, event)) return false;
+      if (event.type === "MESSAGE") followed = undefined;
+      return true;
+    },
+    note(event) {
+      yieldedBefore(yielded, event);
+    },
+    follow(error) {
+      if (!placeGone(error) || error === followed) return false;
+      followed = error;
+      return true;
+    },
+  };
 }

@@ -1,0 +1,107 @@
+/**
+ * The client's step through a stream it may read again after a 410 (src/producer/stream-reread.ts,
+ * used by stream(), batchEvents(), events() and `fleet watch`), with no services: what a re-read
+ * leaves out, what it passes, when the 410 it follows stands (a gap of messages) and which
+ * errors it follows at all.
+ */
+import { describe, expect, it } from "vitest";
+import type { FleetEvent } from "../src/producer/client.js";
+import { FleetApiError } from "../src/producer/client-errors.js";
+import { rereadStep } from "../src/producer/stream-reread.js";
+
+const event = (type: string, data: Record<string, unknown> = {}): FleetEvent =>
+  ({ id: "", type, data: { type, ...data } }) as FleetEvent;
+const message = (seq: number) => event("MESSAGE", { runId: "r", message: { seq } });
+const gone = () => new FleetApiError(410, "expired", "event 5-0 is older than the events kept");
+
+describe("rereadStep", () => {
+  it("leaves out, read again, messages up to the last seq yielded and what it keys; passes live events", () => {
+    const step = rereadStep();
+    const first = [
+      event("RUN_STARTED", { runId: "r" }),
+      message(1),
+      event("TOOL_STARTED", { runId: "r", toolCallId: "t" }),
+      event("MESSAGE_DELTA", { runId: "r", text: "x" }),
+      message(2),
+      event("SESSION_ENDED", { sessionId: "s" }),
+    ];
+    expect(first.map((e) => step.pass(e))).toEqual([true, true, true, true, true, true]);
+    const again = [
+      ...first,
+      message(3),
+      event("TOOL_STARTED", { runId: "r", toolCallId: "u" }),
+      event("TOOL_FINISHED", { runId: "r", toolCallId: "t" }),
+      event("NEW_KIND"),
+    ];
+    expect(again.map((e) => step.pass(e))).toEqual([
+      false,
+      false,
+      false,
+      true,
+      false,
+      false,
+      true,
+      true,
+      true,
+      true,
+    ]);
+  });
+
+  it("follows a 410, and nothing else", () => {
+    const step = rereadStep();
+    expect(step.follow(gone())).toBe(true);
+    expect(step.follow(new FleetApiError(404, "not_found", "no session s1"))).toBe(false);
+    expect(step.follow(new FleetApiError(503, "unavailable", "Redis away"))).toBe(false);
+    expect(step.follow(new Error("socket hang up"))).toBe(false);
+    // Each 410 of a later reconnect is followed too.
+    expect(step.follow(gone())).toBe(true);
+  });
+
+  it("following a 410, a message past the one after the last yielded throws that 410, which is not followed again", () => {
+    const step = rereadStep();
+    step.pass(message(7));
+    const error = gone();
+    expect(step.follow(error)).toBe(true);
+    expect([6, 7].map((seq) => step.pass(message(seq)))).toEqual([false, false]);
+    expect(step.pass(event("TOOL_STARTED", { toolCallId: "t" }))).toBe(true);
+    let thrown: unknown;
+    try {
+      step.pass(message(9));
+    } catch (caught) {
+      thrown = caught;
+    }
+    expect(thrown).toBe(error);
+    expect(step.follow(thrown)).toBe(false);
+  });
+
+  it("a re-read's first new message ends the following: a later jump of seq is not a gap", () => {
+    const step = rereadStep();
+    step.pass(message(7));
+    step.follow(gone());
+    expect(step.pass(message(8))).toBe(true);
+    // Not read after a 410 (e.g. a message stored while events were off): passed, as before.
+    expect(step.pass(message(12))).toBe(true);
+  });
+
+  it("nothing yielded yet: a re-read's first message may have any seq", () => {
+    const step = rereadStep();
+    step.follow(gone());
+    expect(step.pass(message(40))).toBe(true);
+  });
+
+  it("no gap is looked for before a 410 is followed", () => {
+    const step = rereadStep();
+    step.pass(message(1));
+    expect(step.pass(message(5))).toBe(true);
+  });
+
+  it("note() marks events yielded without leaving any out", () => {
+    const step = rereadStep();
+    const tool = event("TOOL_STARTED", { toolCallId: "t" });
+    step.note(tool);
+    step.note(tool);
+    step.note(message(3));
+    step.follow(gone());
+    expect([step.pass(tool), step.pass(message(3)), step.pass(message(4))]).toEqual([false, false, true]);
+  });
+});

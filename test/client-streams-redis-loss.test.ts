@@ -11,11 +11,10 @@
  * test/stream-reread-unit.test.ts.)
  */
 import type { ChildProcess } from "node:child_process";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetApiError, FleetClient, type FleetEvent } from "../src/producer/client.js";
 import type { RunningSweeper } from "../src/sweeper/sweeper-process.js";
+import { alwaysGone, startFakeEventsApi } from "./support/fake-events-api.js";
 import type { FleetEnv } from "./support/fleet-env.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
 import { startPrivateRedisFleet } from "./support/private-redis-fleet.js";
@@ -136,29 +135,18 @@ describe("the client's run and batch streams when Redis restarts empty under the
 
 describe("fleet.events() given an `after` whose place is gone", () => {
   it("rejects with the 410, without reading the stream again: the place was the caller's", async () => {
-    const asked: (string | undefined)[] = [];
-    const server = createServer((request, response) => {
-      asked.push(request.headers["last-event-id"] as string | undefined);
-      response.writeHead(410, { "content-type": "application/json" });
-      response.end(
-        JSON.stringify({ error: { code: "expired", message: "event 1-0 is older than the events kept" } }),
-      );
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const api = await startFakeEventsApi(alwaysGone("event 1-0 is older than the events kept"));
     try {
-      const client = new FleetClient({
-        baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-      });
+      const client = new FleetClient({ baseUrl: api.url });
       const read = async () => {
         for await (const _ of client.events("s1", { after: "1-0" })) {
           // nothing comes
         }
       };
       await expect(read()).rejects.toMatchObject({ status: 410 });
-      expect(asked).toEqual(["1-0"]);
+      expect(api.asked).toEqual(["1-0"]);
     } finally {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
+      await api.close();
     }
   });
 });

@@ -9,12 +9,11 @@
  * (src/producer/stream-reread.ts), says so on stderr, and `--once` ends at the run's end.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { watchCommand } from "../src/commands/watch.js";
 import { exitedWithOutput } from "./support/child-exit.js";
+import { alwaysGone, sseEvent, startFakeEventsApi } from "./support/fake-events-api.js";
 import { FLEET_BIN, waitFor } from "./support/fleet-env.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
 import { type PrivateRedisFleet, startPrivateRedisFleet } from "./support/private-redis-fleet.js";
@@ -97,15 +96,7 @@ describe("fleet watch when Redis restarts empty under it", () => {
 
 describe("fleet watch --after with an id whose place is gone", () => {
   it("still exits 2 on the 410, without reading the stream again: the place was the user's", async () => {
-    const asked: (string | undefined)[] = [];
-    const server = createServer((request, response) => {
-      asked.push(request.headers["last-event-id"] as string | undefined);
-      response.writeHead(410, { "content-type": "application/json" });
-      response.end(
-        JSON.stringify({ error: { code: "expired", message: "event 1-0 is older than the events kept" } }),
-      );
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const api = await startFakeEventsApi(alwaysGone("event 1-0 is older than the events kept"));
     const lines: string[] = [];
     const sink = new Writable({
       write(chunk, _encoding, done) {
@@ -115,45 +106,32 @@ describe("fleet watch --after with an id whose place is gone", () => {
     });
     try {
       const code = await watchCommand("s1", {
-        api: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        api: api.url,
         after: "1-0",
         io: { stdout: sink, stderr: sink },
         signal: new AbortController().signal,
       });
       expect(code).toBe(2);
-      expect(asked).toEqual(["1-0"]);
+      expect(api.asked).toEqual(["1-0"]);
       expect(lines.join("")).toMatch(/older than the events kept/);
     } finally {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
+      await api.close();
     }
   });
 
   it("reads on without an id, what it printed left out, when the 410 is for an id it received since --after", async () => {
-    const asked: (string | undefined)[] = [];
-    const sse = (id: string, type: string, data: Record<string, unknown>) =>
-      `id: ${id}\nevent: ${type}\ndata: ${JSON.stringify({ sessionId: "s1", type, runId: "r1", ...data })}\n\n`;
-    const server = createServer((request, response) => {
-      const last = request.headers["last-event-id"] as string | undefined;
-      asked.push(last);
-      if (last === "5-0") {
-        response.writeHead(410, { "content-type": "application/json" });
-        response.end(JSON.stringify({ error: { code: "expired", message: "event 5-0 is older" } }));
-        return;
-      }
-      response.writeHead(200, { "content-type": "text/event-stream" });
-      if (last === "1-0") {
-        // One event after the user's id, then the connection drops.
-        response.end(sse("5-0", "TOOL_STARTED", { toolCallId: "nap", name: "sleep" }));
-        return;
-      }
-      response.end(
-        sse("1-0", "RUN_STARTED", { kind: "run", trigger: "user" }) +
-          sse("2-0", "TOOL_STARTED", { toolCallId: "nap", name: "sleep" }) +
-          sse("3-0", "RUN_COMPLETED", { outcome: "completed" }),
-      );
+    const api = await startFakeEventsApi((last) => {
+      if (last === "5-0") return { gone: "event 5-0 is older" };
+      // One event after the user's id, then the connection drops.
+      if (last === "1-0")
+        return { events: sseEvent("5-0", "TOOL_STARTED", { toolCallId: "nap", name: "sleep" }) };
+      return {
+        events:
+          sseEvent("1-0", "RUN_STARTED", { kind: "run", trigger: "user" }) +
+          sseEvent("2-0", "TOOL_STARTED", { toolCallId: "nap", name: "sleep" }) +
+          sseEvent("3-0", "RUN_COMPLETED", { outcome: "completed" }),
+      };
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const out: string[] = [];
     const err: string[] = [];
     const sink = (into: string[]) =>
@@ -165,7 +143,7 @@ describe("fleet watch --after with an id whose place is gone", () => {
       });
     try {
       const code = await watchCommand("s1", {
-        api: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        api: api.url,
         after: "1-0",
         json: true,
         once: true,
@@ -173,7 +151,7 @@ describe("fleet watch --after with an id whose place is gone", () => {
         signal: new AbortController().signal,
       });
       expect(code, err.join("")).toBe(0);
-      expect(asked).toEqual(["1-0", "5-0", undefined]);
+      expect(api.asked).toEqual(["1-0", "5-0", undefined]);
       const types = out
         .join("")
         .split("\n")
@@ -183,8 +161,7 @@ describe("fleet watch --after with an id whose place is gone", () => {
       expect(types).toEqual(["TOOL_STARTED", "RUN_STARTED", "RUN_COMPLETED"]);
       expect(err.join("")).toMatch(/read again/);
     } finally {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
+      await api.close();
     }
   });
 });

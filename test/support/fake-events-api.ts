@@ -1,0 +1,54 @@
+/**
+ * A fake fleet API for the client's event streams: each GET is answered by `answer`, given the
+ * request's `Last-Event-ID`, with a `410 expired` (the reader's place is gone) or an event
+ * stream, whole and ended. `asked` holds the Last-Event-ID of each request, in order.
+ */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export type EventsAnswer = { gone: string } | { events: string };
+
+export type FakeEventsApi = {
+  /** `http://127.0.0.1:PORT`. */
+  readonly url: string;
+  /** Each request's Last-Event-ID (undefined: none sent). */
+  readonly asked: (string | undefined)[];
+  close(): Promise<void>;
+};
+
+/** Every request answered 410 with `message`. */
+export const alwaysGone =
+  (message: string): (() => EventsAnswer) =>
+  () => ({ gone: message });
+
+/** One event as the API streams it, of session `s1` and run `r1` unless `data` says otherwise. */
+export function sseEvent(id: string, type: string, data: Record<string, unknown>): string {
+  return `id: ${id}\nevent: ${type}\ndata: ${JSON.stringify({ sessionId: "s1", type, runId: "r1", ...data })}\n\n`;
+}
+
+export async function startFakeEventsApi(
+  answer: (lastEventId: string | undefined) => EventsAnswer,
+): Promise<FakeEventsApi> {
+  const asked: (string | undefined)[] = [];
+  const server = createServer((request, response) => {
+    const last = request.headers["last-event-id"] as string | undefined;
+    asked.push(last);
+    const answered = answer(last);
+    if ("gone" in answered) {
+      response.writeHead(410, { "content-type": "application/json" });
+      response.end(JSON.stringify({ error: { code: "expired", message: answered.gone } }));
+      return;
+    }
+    response.writeHead(200, { "content-type": "text/event-stream" });
+    response.end(answered.events);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    asked,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}

@@ -95,6 +95,21 @@ describe("rereadStep", () => {
     expect(step.pass(message(5))).toBe(true);
   });
 
+  it("keeps tool calls of different steps under one id apart, and leaves out each, read again, once", () => {
+    const step = rereadStep();
+    const assistant = (seq: number) =>
+      event("MESSAGE", { runId: "r", message: { seq, role: "assistant", toolCalls: [{ id: "call_0" }] } });
+    const result = (seq: number) =>
+      event("MESSAGE", { runId: "r", message: { seq, role: "tool", toolCallId: "call_0" } });
+    const started = event("TOOL_STARTED", { runId: "r", toolCallId: "call_0" });
+    const finished = event("TOOL_FINISHED", { runId: "r", toolCallId: "call_0" });
+    const run = [assistant(2), started, result(3), finished, assistant(4), started, result(5), finished];
+    expect(run.map((e) => step.pass(e))).toEqual([true, true, true, true, true, true, true, true]);
+    step.follow(gone());
+    const again = [...run, assistant(6), started, result(7), finished];
+    expect(again.map((e) => step.pass(e))).toEqual([...run.map(() => false), true, true, true, true]);
+  });
+
   it("note() marks events yielded without leaving any out", () => {
     const step = rereadStep();
     const tool = event("TOOL_STARTED", { toolCallId: "t" });

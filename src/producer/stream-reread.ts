@@ -18,11 +18,15 @@ export function placeGone(error: unknown): boolean {
   return error instanceof FleetApiError && error.status === 410;
 }
 
-/** What a stream has yielded, as far as a re-read from its start could bring it again. */
-type Yielded = { maxSeq: number; keys: Set<string> };
+/**
+ * What a stream has yielded, as far as a re-read from its start could bring it again; `steps`:
+ * each tool call id's step, the seq of the last assistant message read that made a call under
+ * it (a re-read brings those messages again, in the same order).
+ */
+type Yielded = { maxSeq: number; keys: Set<string>; steps: Map<string, number> };
 
 function nothingYielded(): Yielded {
-  return { maxSeq: 0, keys: new Set() };
+  return { maxSeq: 0, keys: new Set(), steps: new Map() };
 }
 
 const KNOWN: Record<FleetEventType, true> = {
@@ -46,15 +50,20 @@ function known(event: FleetEvent): event is KnownFleetEvent {
 
 /**
  * The key an event is known by once yielded, when a stream written anew could hold it again;
- * null for one it holds once (a live event: a delta, a stop, a run's or stream's end).
+ * null for one it holds once (a live event: a delta, a stop, a run's or stream's end). A tool
+ * call's by its step and its id: ids are distinct within a step only (a server that sends none
+ * has each step's first call named `call_0`: step-message.ts), and by its id alone a later
+ * step's call was taken for one yielded already and left out, re-read or not.
  */
-function repeatKey(event: KnownFleetEvent): string | null {
+function repeatKey(yielded: Yielded, event: KnownFleetEvent): string | null {
   switch (event.type) {
     case "RUN_STARTED":
       return `run:${event.data.runId}`;
     case "TOOL_STARTED":
-    case "TOOL_FINISHED":
-      return `${event.type}:${event.data.toolCallId}`;
+    case "TOOL_FINISHED": {
+      const id = event.data.toolCallId;
+      return `${event.type}:${yielded.steps.get(id) ?? ""}:${id}`;
+    }
     case "SESSION_ENDED":
       return `ended:${event.data.sessionId}`;
     case "MESSAGE":
@@ -90,15 +99,26 @@ function yieldedBefore(yielded: Yielded, event: FleetEvent): boolean {
   if (event.type === "MESSAGE") {
     const seq = Number((event.data.message as { seq?: unknown }).seq);
     if (!Number.isFinite(seq)) return false;
+    noteStep(yielded, event.data.message, seq);
     if (seq <= yielded.maxSeq) return true;
     yielded.maxSeq = seq;
     return false;
   }
-  const key = repeatKey(event);
+  const key = repeatKey(yielded, event);
   if (key === null) return false;
   if (yielded.keys.has(key)) return true;
   yielded.keys.add(key);
   return false;
+}
+
+/** The step of each call an assistant message makes (a re-read's too: it is the same step). */
+function noteStep(yielded: Yielded, message: unknown, seq: number): void {
+  const calls = (message as { toolCalls?: unknown } | undefined)?.toolCalls;
+  if (!Array.isArray(calls)) return;
+  for (const call of calls) {
+    const id = (call as { id?: unknown } | null)?.id;
+    if (typeof id === "string") yielded.steps.set(id, seq);
+  }
 }
 
 /** One reader's step through the events it reads, across the re-reads that follow a 410. */

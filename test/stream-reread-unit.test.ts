@@ -110,6 +110,28 @@ describe("rereadStep", () => {
     expect(again.map((e) => step.pass(e))).toEqual([...run.map(() => false), true, true, true, true]);
   });
 
+  it("a call read first without its step (the read began after its assistant message) is left out, read again with it", () => {
+    const step = rereadStep();
+    const assistant = (seq: number) =>
+      event("MESSAGE", { runId: "r", message: { seq, role: "assistant", toolCalls: [{ id: "call_0" }] } });
+    const result = (seq: number) =>
+      event("MESSAGE", { runId: "r", message: { seq, role: "tool", toolCallId: "call_0" } });
+    const started = event("TOOL_STARTED", { runId: "r", toolCallId: "call_0" });
+    const finished = event("TOOL_FINISHED", { runId: "r", toolCallId: "call_0" });
+    // `fleet watch --after` an id between step 2's TOOL_STARTED and its result.
+    for (const e of [result(3), finished, assistant(4), started, result(5), finished]) step.note(e);
+    step.follow(gone());
+    const again = [assistant(2), started, result(3), finished, assistant(4), started, result(5), finished];
+    // The one event the reader had not had (before its --after) comes; nothing comes twice.
+    expect(again.map((e) => step.pass(e))).toEqual([false, true, false, false, false, false, false, false]);
+    expect([assistant(6), started, result(7), finished].map((e) => step.pass(e))).toEqual([
+      true,
+      true,
+      true,
+      true,
+    ]);
+  });
+
   it("note() marks events yielded without leaving any out", () => {
     const step = rereadStep();
     const tool = event("TOOL_STARTED", { toolCallId: "t" });

@@ -21,12 +21,13 @@ export function placeGone(error: unknown): boolean {
 /**
  * What a stream has yielded, as far as a re-read from its start could bring it again; `steps`:
  * each tool call id's step, the seq of the last assistant message read that made a call under
- * it (a re-read brings those messages again, in the same order).
+ * it (a re-read brings those messages again, in the same order); `firstSeq`: the first message
+ * yielded (0: none yet).
  */
-type Yielded = { maxSeq: number; keys: Set<string>; steps: Map<string, number> };
+type Yielded = { maxSeq: number; firstSeq: number; keys: Set<string>; steps: Map<string, number> };
 
 function nothingYielded(): Yielded {
-  return { maxSeq: 0, keys: new Set(), steps: new Map() };
+  return { maxSeq: 0, firstSeq: 0, keys: new Set(), steps: new Map() };
 }
 
 const KNOWN: Record<FleetEventType, true> = {
@@ -51,19 +52,15 @@ function known(event: FleetEvent): event is KnownFleetEvent {
 /**
  * The key an event is known by once yielded, when a stream written anew could hold it again;
  * null for one it holds once (a live event: a delta, a stop, a run's or stream's end). A tool
- * call's by its step and its id: ids are distinct within a step only (a server that sends none
- * has each step's first call named `call_0`: step-message.ts), and by its id alone a later
- * step's call was taken for one yielded already and left out, re-read or not.
+ * call's by its step and its id (toolKey).
  */
 function repeatKey(yielded: Yielded, event: KnownFleetEvent): string | null {
   switch (event.type) {
     case "RUN_STARTED":
       return `run:${event.data.runId}`;
     case "TOOL_STARTED":
-    case "TOOL_FINISHED": {
-      const id = event.data.toolCallId;
-      return `${event.type}:${yielded.steps.get(id) ?? ""}:${id}`;
-    }
+    case "TOOL_FINISHED":
+      return toolKey(event.type, yielded.steps.get(event.data.toolCallId), event.data.toolCallId);
     case "SESSION_ENDED":
       return `ended:${event.data.sessionId}`;
     case "MESSAGE":
@@ -102,13 +99,39 @@ function yieldedBefore(yielded: Yielded, event: FleetEvent): boolean {
     noteStep(yielded, event.data.message, seq);
     if (seq <= yielded.maxSeq) return true;
     yielded.maxSeq = seq;
+    if (yielded.firstSeq === 0) yielded.firstSeq = seq;
     return false;
   }
   const key = repeatKey(yielded, event);
   if (key === null) return false;
-  if (yielded.keys.has(key)) return true;
+  if (yielded.keys.has(key) || yieldedWithoutStep(yielded, event)) return true;
   yielded.keys.add(key);
   return false;
+}
+
+/**
+ * A tool call's key: its step and its id. Ids are distinct within a step only (a server that
+ * sends none has each step's first call named `call_0`: step-message.ts); keyed by its id
+ * alone, a later step's call was taken for one yielded already and left out, re-read or not.
+ * The step is not known for a call whose assistant message came before the read began.
+ */
+function toolKey(type: string, step: number | undefined, id: string): string {
+  return `${type}:${step ?? "?"}:${id}`;
+}
+
+/**
+ * Whether `event`, a tool call's, of a step before the first message yielded, was yielded
+ * without its step: the read began after that step's assistant message (`fleet watch --after`
+ * an id within the step), and a re-read from further back brings the message and the event.
+ */
+function yieldedWithoutStep(yielded: Yielded, event: KnownFleetEvent): boolean {
+  if (event.type !== "TOOL_STARTED" && event.type !== "TOOL_FINISHED") return false;
+  const step = yielded.steps.get(event.data.toolCallId);
+  return (
+    step !== undefined &&
+    step < yielded.firstSeq &&
+    yielded.keys.has(toolKey(event.type, undefined, event.data.toolCallId))
+  );
 }
 
 /** The step of each call an assistant message makes (a re-read's too: it is the same step). */

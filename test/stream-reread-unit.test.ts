@@ -132,6 +132,40 @@ describe("rereadStep", () => {
     ]);
   });
 
+  it("forgets what it yielded of a run once the next run starts: a reader following a session for days holds one run's", () => {
+    const step = rereadStep();
+    let seq = 0;
+    const run = (runId: string, calls: number) => {
+      step.pass(event("RUN_STARTED", { runId }));
+      for (let i = 0; i < calls; i++) {
+        const id = `call_${runId}_${i}`;
+        step.pass(
+          event("MESSAGE", { runId, message: { seq: ++seq, role: "assistant", toolCalls: [{ id }] } }),
+        );
+        step.pass(event("TOOL_STARTED", { runId, toolCallId: id }));
+        step.pass(event("MESSAGE", { runId, message: { seq: ++seq, role: "tool", toolCallId: id } }));
+        step.pass(event("TOOL_FINISHED", { runId, toolCallId: id }));
+      }
+    };
+    run("r1", 1_000);
+    const afterOne = step.held();
+    for (let r = 2; r <= 50; r++) run(`r${r}`, 1_000);
+    expect(step.held()).toBe(afterOne);
+    // The latest run's, read again after a 410 (the re-read starts at its RUN_STARTED), is still left out.
+    step.follow(gone());
+    expect(step.pass(event("RUN_STARTED", { runId: "r50" }))).toBe(false);
+    expect(step.pass(event("TOOL_FINISHED", { runId: "r50", toolCallId: "call_r50_999" }))).toBe(false);
+  });
+
+  it("a run's start read again after the run's own events (a read begun within the run) forgets none of them", () => {
+    const step = rereadStep();
+    const tool = event("TOOL_STARTED", { runId: "r1", toolCallId: "nap" });
+    step.note(tool);
+    step.follow(gone());
+    expect(step.pass(event("RUN_STARTED", { runId: "r1" }))).toBe(true);
+    expect(step.pass(tool)).toBe(false);
+  });
+
   it("note() marks events yielded without leaving any out", () => {
     const step = rereadStep();
     const tool = event("TOOL_STARTED", { toolCallId: "t" });

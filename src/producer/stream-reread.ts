@@ -19,15 +19,33 @@ export function placeGone(error: unknown): boolean {
 }
 
 /**
- * What a stream has yielded, as far as a re-read from its start could bring it again; `steps`:
- * each tool call id's step, the seq of the last assistant message read that made a call under
- * it (a re-read brings those messages again, in the same order); `firstSeq`: the first message
- * yielded (0: none yet).
+ * What a stream has yielded, as far as a re-read from its start could bring it again: the
+ * messages up to `maxSeq` (`firstSeq`: the first yielded, 0 while none is), and per run (""
+ * for events of none: a batch's) the keys of the other events yielded and `steps`, each tool
+ * call id's step: the seq of the last assistant message read that made a call under it (a
+ * re-read brings those messages again, in the same order).
  */
-type Yielded = { maxSeq: number; firstSeq: number; keys: Set<string>; steps: Map<string, number> };
+type Yielded = { maxSeq: number; firstSeq: number; runs: Map<string, Seen> };
+type Seen = { keys: Set<string>; steps: Map<string, number> };
 
 function nothingYielded(): Yielded {
-  return { maxSeq: 0, firstSeq: 0, keys: new Set(), steps: new Map() };
+  return { maxSeq: 0, firstSeq: 0, runs: new Map() };
+}
+
+function runOf(event: FleetEvent): string {
+  const runId = (event.data as { runId?: unknown }).runId;
+  return typeof runId === "string" ? runId : "";
+}
+
+/** What was yielded of `event`'s run. */
+function seenOf(yielded: Yielded, event: FleetEvent): Seen {
+  const run = runOf(event);
+  let seen = yielded.runs.get(run);
+  if (!seen) {
+    seen = { keys: new Set(), steps: new Map() };
+    yielded.runs.set(run, seen);
+  }
+  return seen;
 }
 
 const KNOWN: Record<FleetEventType, true> = {
@@ -54,13 +72,13 @@ function known(event: FleetEvent): event is KnownFleetEvent {
  * null for one it holds once (a live event: a delta, a stop, a run's or stream's end). A tool
  * call's by its step and its id (toolKey).
  */
-function repeatKey(yielded: Yielded, event: KnownFleetEvent): string | null {
+function repeatKey(seen: Seen, event: KnownFleetEvent): string | null {
   switch (event.type) {
     case "RUN_STARTED":
       return `run:${event.data.runId}`;
     case "TOOL_STARTED":
     case "TOOL_FINISHED":
-      return toolKey(event.type, yielded.steps.get(event.data.toolCallId), event.data.toolCallId);
+      return toolKey(event.type, seen.steps.get(event.data.toolCallId), event.data.toolCallId);
     case "SESSION_ENDED":
       return `ended:${event.data.sessionId}`;
     case "MESSAGE":
@@ -96,16 +114,23 @@ function yieldedBefore(yielded: Yielded, event: FleetEvent): boolean {
   if (event.type === "MESSAGE") {
     const seq = Number((event.data.message as { seq?: unknown }).seq);
     if (!Number.isFinite(seq)) return false;
-    noteStep(yielded, event.data.message, seq);
+    noteStep(seenOf(yielded, event), event.data.message, seq);
     if (seq <= yielded.maxSeq) return true;
     yielded.maxSeq = seq;
     if (yielded.firstSeq === 0) yielded.firstSeq = seq;
     return false;
   }
-  const key = repeatKey(yielded, event);
+  const seen = seenOf(yielded, event);
+  const key = repeatKey(seen, event);
   if (key === null) return false;
-  if (yielded.keys.has(key) || yieldedWithoutStep(yielded, event)) return true;
-  yielded.keys.add(key);
+  if (seen.keys.has(key) || yieldedWithoutStep(yielded.firstSeq, seen, event)) return true;
+  seen.keys.add(key);
+  // A new run: a re-read starts at the latest run's RUN_STARTED (stream-places.ts), never
+  // before, so what was yielded of earlier runs cannot come again. Forgotten: a reader
+  // following a session for days held a key for every run and tool call it had ever seen.
+  if (event.type === "RUN_STARTED")
+    for (const run of yielded.runs.keys())
+      if (run !== "" && run !== event.data.runId) yielded.runs.delete(run);
   return false;
 }
 
@@ -124,23 +149,23 @@ function toolKey(type: string, step: number | undefined, id: string): string {
  * without its step: the read began after that step's assistant message (`fleet watch --after`
  * an id within the step), and a re-read from further back brings the message and the event.
  */
-function yieldedWithoutStep(yielded: Yielded, event: KnownFleetEvent): boolean {
+function yieldedWithoutStep(firstSeq: number, seen: Seen, event: KnownFleetEvent): boolean {
   if (event.type !== "TOOL_STARTED" && event.type !== "TOOL_FINISHED") return false;
-  const step = yielded.steps.get(event.data.toolCallId);
+  const step = seen.steps.get(event.data.toolCallId);
   return (
     step !== undefined &&
-    step < yielded.firstSeq &&
-    yielded.keys.has(toolKey(event.type, undefined, event.data.toolCallId))
+    step < firstSeq &&
+    seen.keys.has(toolKey(event.type, undefined, event.data.toolCallId))
   );
 }
 
 /** The step of each call an assistant message makes (a re-read's too: it is the same step). */
-function noteStep(yielded: Yielded, message: unknown, seq: number): void {
+function noteStep(seen: Seen, message: unknown, seq: number): void {
   const calls = (message as { toolCalls?: unknown } | undefined)?.toolCalls;
   if (!Array.isArray(calls)) return;
   for (const call of calls) {
     const id = (call as { id?: unknown } | null)?.id;
-    if (typeof id === "string") yielded.steps.set(id, seq);
+    if (typeof id === "string") seen.steps.set(id, seq);
   }
 }
 
@@ -160,6 +185,8 @@ export type RereadStep = {
    * `pass` threw on a gap. When so, it is the 410 followed from now on.
    */
   follow(error: unknown): boolean;
+  /** How many events it holds to know them again (keys and tool call steps; for tests). */
+  held(): number;
 };
 
 export function rereadStep(): RereadStep {
@@ -175,6 +202,11 @@ export function rereadStep(): RereadStep {
     },
     note(event) {
       yieldedBefore(yielded, event);
+    },
+    held() {
+      let held = 0;
+      for (const seen of yielded.runs.values()) held += seen.keys.size + seen.steps.size;
+      return held;
     },
     follow(error) {
       if (!placeGone(error) || error === followed) return false;

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetApiError, FleetClient, type FleetEvent } from "../src/producer/client.js";
 import type { RunningSweeper } from "../src/sweeper/sweeper-process.js";
 import { alwaysGone, startFakeEventsApi } from "./support/fake-events-api.js";
-import type { FleetEnv } from "./support/fleet-env.js";
+import { type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
 import { startPrivateRedisFleet } from "./support/private-redis-fleet.js";
 
@@ -131,6 +131,42 @@ describe("the client's run and batch streams when Redis restarts empty under the
     // The caller is told why it read again, as of any other reconnect after a failure.
     expect(retries.some((r) => r instanceof FleetApiError && r.status === 410)).toBe(true);
   }, 60_000);
+
+  it("fleet.events() (no `after`) yields an ended run's RUN_COMPLETED once, also when the stream written anew has it again", async () => {
+    const { id } = await client.createSession({
+      agent: { model: { provider: "scripted", steps: [{ text: "first done" }, { text: "second done" }] } },
+    });
+    const first = (await client.send(id, "first")).runId;
+    const events: FleetEvent[] = [];
+    const retries: unknown[] = [];
+    const controller = new AbortController();
+    let second: string | undefined;
+    const following = (async () => {
+      for await (const event of client.events(id, {
+        signal: controller.signal,
+        onRetry: (reason) => retries.push(reason),
+      })) {
+        events.push(event);
+        if (event.type === "RUN_COMPLETED" && event.data.runId === second) break;
+      }
+    })();
+    await waitFor(async () => events.some((e) => e.type === "RUN_COMPLETED"), 30_000, "the first run's end");
+    // Past the API's grace for a run's end: the stream written anew gets it from Postgres.
+    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    await restartEmpty();
+    await waitFor(
+      async () => retries.some((r) => r instanceof FleetApiError && r.status === 410),
+      30_000,
+      "the reader's 410",
+    );
+    // The re-read has connected and read what the stream holds now.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    second = (await client.send(id, "second")).runId;
+    await Promise.race([following, new Promise((resolve) => setTimeout(resolve, 30_000))]);
+    controller.abort();
+    const ends = events.flatMap((e) => (e.type === "RUN_COMPLETED" ? [e.data.runId] : []));
+    expect(ends).toEqual([first, second]);
+  }, 90_000);
 });
 
 describe("fleet.events() given an `after` whose place is gone", () => {

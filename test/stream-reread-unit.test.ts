@@ -166,6 +166,18 @@ describe("rereadStep", () => {
     expect(step.pass(tool)).toBe(false);
   });
 
+  it("leaves out a run's end read again, and passes the next run's", () => {
+    const step = rereadStep();
+    const end = (runId: string) => event("RUN_COMPLETED", { runId, outcome: "completed" });
+    expect(step.pass(end("r1"))).toBe(true);
+    step.follow(gone());
+    expect([
+      step.pass(end("r1")),
+      step.pass(event("RUN_STARTED", { runId: "r2" })),
+      step.pass(end("r2")),
+    ]).toEqual([false, true, true]);
+  });
+
   it("note() marks events yielded without leaving any out", () => {
     const step = rereadStep();
     const tool = event("TOOL_STARTED", { toolCallId: "t" });

@@ -5,8 +5,8 @@
  * over without its data, a stream that expired whole, Postgres restored: contracts §7). The run
  * or batch goes on regardless, and they promise its end (`RUN_COMPLETED`, `BATCH_COMPLETED`),
  * so they read the stream again from its start (`?run=`, or the batch's first event) and leave
- * out what they had yielded: a message by its `seq`, a tool call's start and finish by its id,
- * a run's start, a batch session's end by its session. Events the new stream never holds twice
+ * out what they had yielded: a message by its `seq`, a tool call's start and finish by its step
+ * and id, a run's start and end, a batch session's end by its session. Events the new stream never holds twice
  * (its live ones) pass. `events()` without an `after` (session-follow.ts) and `fleet watch`
  * (commands/watch.ts) do the same. `rereadStep()` is that step, one per reader (pure: no I/O).
  */
@@ -69,7 +69,7 @@ function known(event: FleetEvent): event is KnownFleetEvent {
 
 /**
  * The key an event is known by once yielded, when a stream written anew could hold it again;
- * null for one it holds once (a live event: a delta, a stop, a run's or stream's end). A tool
+ * null for one it holds once (a live event: a delta, a stop, a stream's end). A tool
  * call's by its step and its id (toolKey).
  */
 function repeatKey(seen: Seen, event: KnownFleetEvent): string | null {
@@ -81,10 +81,14 @@ function repeatKey(seen: Seen, event: KnownFleetEvent): string | null {
       return toolKey(event.type, seen.steps.get(event.data.toolCallId), event.data.toolCallId);
     case "SESSION_ENDED":
       return `ended:${event.data.sessionId}`;
+    // The API writes an ended run's end again into a stream written anew (its repair of a
+    // lost one, event-writer.ts missingRunEnd) that a re-read begun at the stream's start
+    // (no run's start in it) reads: it was yielded twice.
+    case "RUN_COMPLETED":
+      return `done:${event.data.runId}`;
     case "MESSAGE":
     case "MESSAGE_DELTA":
     case "MODEL_STOPPED":
-    case "RUN_COMPLETED":
     case "SESSION_PARKED":
     case "SESSION_DELETED":
     case "BATCH_COMPLETED":

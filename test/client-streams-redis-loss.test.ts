@@ -167,6 +167,45 @@ describe("the client's run and batch streams when Redis restarts empty under the
     const ends = events.flatMap((e) => (e.type === "RUN_COMPLETED" ? [e.data.runId] : []));
     expect(ends).toEqual([first, second]);
   }, 90_000);
+
+  it("fleet.events() (no `after`) yields a parking once, also when the stream written anew announces it again", async () => {
+    const { id } = await client.createSession({
+      agent: {
+        model: {
+          provider: "scripted",
+          steps: [{ toolCalls: [{ id: "a", name: "sleep", arguments: { ms: 10 } }] }, { text: "never" }],
+        },
+        tools: ["sleep"],
+        maxTurns: 1,
+      },
+    });
+    await client.send(id, "go");
+    const events: FleetEvent[] = [];
+    const retries: unknown[] = [];
+    const controller = new AbortController();
+    const following = (async () => {
+      for await (const event of client.events(id, {
+        signal: controller.signal,
+        onRetry: (reason) => retries.push(reason),
+      }))
+        events.push(event);
+    })();
+    await waitFor(async () => events.some((e) => e.type === "SESSION_PARKED"), 30_000, "the parking");
+    // Past the API's grace for a run's end: the stream written anew gets it from Postgres.
+    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    await restartEmpty();
+    await waitFor(
+      async () => retries.some((r) => r instanceof FleetApiError && r.status === 410),
+      30_000,
+      "the reader's 410",
+    );
+    // The re-read has connected and read what the stream holds now.
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    controller.abort();
+    await following;
+    expect(events.filter((e) => e.type === "RUN_COMPLETED")).toHaveLength(1);
+    expect(events.filter((e) => e.type === "SESSION_PARKED")).toHaveLength(1);
+  }, 90_000);
 });
 
 describe("fleet.events() given an `after` whose place is gone", () => {

@@ -178,6 +178,21 @@ describe("rereadStep", () => {
     ]).toEqual([false, true, true]);
   });
 
+  it("leaves out a parking read again after its run's end, passes each parking of a later run", () => {
+    const step = rereadStep();
+    const end = (runId: string) => event("RUN_COMPLETED", { runId, outcome: "max_turns" });
+    const parked = event("SESSION_PARKED", { reason: "max_turns" });
+    expect([step.pass(end("r1")), step.pass(parked)]).toEqual([true, true]);
+    step.follow(gone());
+    expect([step.pass(end("r1")), step.pass(parked)]).toEqual([false, false]);
+    expect(
+      [event("RUN_STARTED", { runId: "r2" }), end("r2"), parked, end("r2"), parked].map((e) => step.pass(e)),
+    ).toEqual([true, true, true, false, false]);
+    // No run's end read before it: nothing to know it by, passed.
+    const fresh = rereadStep();
+    expect([fresh.pass(parked), fresh.pass(parked)]).toEqual([true, true]);
+  });
+
   it("note() marks events yielded without leaving any out", () => {
     const step = rereadStep();
     const tool = event("TOOL_STARTED", { toolCallId: "t" });

@@ -23,23 +23,29 @@ export function placeGone(error: unknown): boolean {
  * messages up to `maxSeq` (`firstSeq`: the first yielded, 0 while none is), and per run (""
  * for events of none: a batch's) the keys of the other events yielded and `steps`, each tool
  * call id's step: the seq of the last assistant message read that made a call under it (a
- * re-read brings those messages again, in the same order).
+ * re-read brings those messages again, in the same order). `ended`: the run whose end was
+ * read last since a run's start was read ("" for none).
  */
-type Yielded = { maxSeq: number; firstSeq: number; runs: Map<string, Seen> };
+type Yielded = { maxSeq: number; firstSeq: number; runs: Map<string, Seen>; ended: string };
 type Seen = { keys: Set<string>; steps: Map<string, number> };
 
 function nothingYielded(): Yielded {
-  return { maxSeq: 0, firstSeq: 0, runs: new Map() };
+  return { maxSeq: 0, firstSeq: 0, runs: new Map(), ended: "" };
 }
 
-function runOf(event: FleetEvent): string {
+/**
+ * The run `event` is of; a parking's, the run whose end came just before it (its data names no
+ * run: a run's end that parks the session is followed by SESSION_PARKED, in the same write).
+ */
+function runOf(yielded: Yielded, event: FleetEvent): string {
+  if (event.type === "SESSION_PARKED") return yielded.ended;
   const runId = (event.data as { runId?: unknown }).runId;
   return typeof runId === "string" ? runId : "";
 }
 
 /** What was yielded of `event`'s run. */
 function seenOf(yielded: Yielded, event: FleetEvent): Seen {
-  const run = runOf(event);
+  const run = runOf(yielded, event);
   let seen = yielded.runs.get(run);
   if (!seen) {
     seen = { keys: new Set(), steps: new Map() };
@@ -86,10 +92,13 @@ function repeatKey(seen: Seen, event: KnownFleetEvent): string | null {
     // (no run's start in it) reads: it was yielded twice.
     case "RUN_COMPLETED":
       return `done:${event.data.runId}`;
+    // Written again with that end: known as the parking of the run whose end it follows (one
+    // per parking: a session parks again only after a run of its own).
+    case "SESSION_PARKED":
+      return `parked:${event.data.reason}`;
     case "MESSAGE":
     case "MESSAGE_DELTA":
     case "MODEL_STOPPED":
-    case "SESSION_PARKED":
     case "SESSION_DELETED":
     case "BATCH_COMPLETED":
     case "BATCH_DELETED":
@@ -124,6 +133,10 @@ function yieldedBefore(yielded: Yielded, event: FleetEvent): boolean {
     if (yielded.firstSeq === 0) yielded.firstSeq = seq;
     return false;
   }
+  if (event.type === "RUN_STARTED") yielded.ended = "";
+  if (event.type === "RUN_COMPLETED") yielded.ended = runOf(yielded, event);
+  // A parking with no run's end read before it is not known by any.
+  if (event.type === "SESSION_PARKED" && yielded.ended === "") return false;
   const seen = seenOf(yielded, event);
   const key = repeatKey(seen, event);
   if (key === null) return false;

@@ -5,10 +5,11 @@
  * over without its data, a stream that expired whole, Postgres restored: contracts §7). The run
  * or batch goes on regardless, and they promise its end (`RUN_COMPLETED`, `BATCH_COMPLETED`),
  * so they read the stream again from its start (`?run=`, or the batch's first event) and leave
- * out what they had yielded: a message by its `seq`, a tool call's start and finish by its step
- * and id, a run's start and end, a batch session's end by its session. Events the new stream never holds twice
- * (its live ones) pass. `events()` without an `after` (session-follow.ts) and `fleet watch`
- * (commands/watch.ts) do the same. `rereadStep()` is that step, one per reader (pure: no I/O).
+ * out what they had yielded: a message by its `seq`, a tool call's start and finish by its
+ * step and id, a run's start and end, a parking by the run's end before it, a batch session's
+ * end by its session. Events the new stream never holds twice (its live ones) pass.
+ * `events()` without an `after` (session-follow.ts) and `fleet watch` (commands/watch.ts) do
+ * the same. `rereadStep()` is that step, one per reader (pure: no I/O).
  */
 import type { FleetEvent, FleetEventType, KnownFleetEvent } from "../shared/api-events.js";
 import { FleetApiError } from "./client-errors.js";

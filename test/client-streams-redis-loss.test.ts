@@ -14,7 +14,7 @@ import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FleetApiError, FleetClient, type FleetEvent } from "../src/producer/client.js";
 import type { RunningSweeper } from "../src/sweeper/sweeper-process.js";
-import { alwaysGone, startFakeEventsApi } from "./support/fake-events-api.js";
+import { alwaysGone, sseEvent, startFakeEventsApi } from "./support/fake-events-api.js";
 import { type FleetEnv, waitFor } from "./support/fleet-env.js";
 import { startRedis, stopRedis } from "./support/private-redis.js";
 import { startPrivateRedisFleet } from "./support/private-redis-fleet.js";
@@ -206,6 +206,33 @@ describe("the client's run and batch streams when Redis restarts empty under the
     expect(events.filter((e) => e.type === "RUN_COMPLETED")).toHaveLength(1);
     expect(events.filter((e) => e.type === "SESSION_PARKED")).toHaveLength(1);
   }, 90_000);
+
+  it("fleet.events() (no `after`) follows on when the run's stream was written anew before its re-read connected", async () => {
+    const { id } = await client.createSession({ agent: napping(3_000, [{ text: "first done" }]) });
+    await client.waitForRun((await client.send(id, "first")).runId, { timeoutMs: 30_000 });
+    const { runId } = await client.send(id, "second");
+    const events: FleetEvent[] = [];
+    const read = (async () => {
+      for await (const event of client.events(id, { signal: AbortSignal.timeout(40_000) })) {
+        events.push(event);
+        if (event.type === "TOOL_STARTED" && event.data.toolCallId === "nap") {
+          await restartEmpty();
+          // A reader busy with the event meanwhile: the worker writes the run's next messages,
+          // and its end, into the new stream (no RUN_STARTED in it) before the reader reconnects.
+          await client.waitForRun(runId, { timeoutMs: 30_000 });
+        }
+        if (event.type === "RUN_COMPLETED" && event.data.runId === runId) return;
+      }
+    })();
+    await read;
+    expect(events.at(-1)).toMatchObject({ type: "RUN_COMPLETED", data: { runId, outcome: "completed" } });
+    const { messages } = await client.getSession(id);
+    const secondRun = messages.slice(messages.findIndex((m) => m.content === "second"));
+    const seqs = events.flatMap((e) =>
+      e.type === "MESSAGE" ? [(e.data.message as { seq: number }).seq] : [],
+    );
+    expect(seqs).toEqual(secondRun.map((m) => m.seq));
+  }, 90_000);
 });
 
 describe("fleet.events() given an `after` whose place is gone", () => {
@@ -220,6 +247,42 @@ describe("fleet.events() given an `after` whose place is gone", () => {
       };
       await expect(read()).rejects.toMatchObject({ status: 410 });
       expect(api.asked).toEqual(["1-0"]);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe("fleet.events() re-reading after a 410", () => {
+  it("reads from the run it was in (`?run=`), and from the latest run where the API refuses that", async () => {
+    const api = await startFakeEventsApi((last, url) => {
+      if (last === "2-0") return { gone: "event 2-0 is older" };
+      if (url.includes("?run=")) return { refused: "run" };
+      return {
+        events:
+          last === undefined && api.asked.length === 1
+            ? sseEvent("1-0", "RUN_STARTED", { kind: "run" }) +
+              sseEvent("2-0", "TOOL_STARTED", { toolCallId: "nap", name: "sleep" })
+            : sseEvent("1-0", "RUN_STARTED", { kind: "run" }) +
+              sseEvent("2-0", "TOOL_STARTED", { toolCallId: "nap", name: "sleep" }) +
+              sseEvent("3-0", "RUN_COMPLETED", { outcome: "completed" }),
+      };
+    });
+    try {
+      const client = new FleetClient({ baseUrl: api.url });
+      const types: string[] = [];
+      for await (const event of client.events("s1", { signal: AbortSignal.timeout(10_000) })) {
+        types.push(event.type);
+        if (event.type === "RUN_COMPLETED") break;
+      }
+      expect(types).toEqual(["RUN_STARTED", "TOOL_STARTED", "RUN_COMPLETED"]);
+      expect(api.urls).toEqual([
+        "/v1/sessions/s1/events",
+        "/v1/sessions/s1/events",
+        "/v1/sessions/s1/events?run=r1",
+        "/v1/sessions/s1/events",
+      ]);
+      expect(api.asked).toEqual([undefined, "2-0", undefined, undefined]);
     } finally {
       await api.close();
     }

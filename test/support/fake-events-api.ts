@@ -1,18 +1,21 @@
 /**
  * A fake fleet API for the client's event streams: each GET is answered by `answer`, given the
- * request's `Last-Event-ID`, with a `410 expired` (the reader's place is gone) or an event
- * stream, whole and ended. `asked` holds the Last-Event-ID of each request, in order.
+ * request's `Last-Event-ID` and URL, with a `410 expired` (the reader's place is gone), a `400`
+ * refusing a query parameter (as an API of the last release refuses `?run=`) or an event
+ * stream, whole and ended. `asked` holds the Last-Event-ID of each request, in order; `urls`
+ * their URLs.
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 
-export type EventsAnswer = { gone: string } | { events: string };
+export type EventsAnswer = { gone: string } | { refused: string } | { events: string };
 
 export type FakeEventsApi = {
   /** `http://127.0.0.1:PORT`. */
   readonly url: string;
   /** Each request's Last-Event-ID (undefined: none sent). */
   readonly asked: (string | undefined)[];
+  readonly urls: string[];
   close(): Promise<void>;
 };
 
@@ -27,16 +30,28 @@ export function sseEvent(id: string, type: string, data: Record<string, unknown>
 }
 
 export async function startFakeEventsApi(
-  answer: (lastEventId: string | undefined) => EventsAnswer,
+  answer: (lastEventId: string | undefined, url: string) => EventsAnswer,
 ): Promise<FakeEventsApi> {
   const asked: (string | undefined)[] = [];
+  const urls: string[] = [];
   const server = createServer((request, response) => {
     const last = request.headers["last-event-id"] as string | undefined;
     asked.push(last);
-    const answered = answer(last);
+    urls.push(request.url ?? "");
+    const answered = answer(last, request.url ?? "");
     if ("gone" in answered) {
       response.writeHead(410, { "content-type": "application/json" });
       response.end(JSON.stringify({ error: { code: "expired", message: answered.gone } }));
+      return;
+    }
+    if ("refused" in answered) {
+      response.writeHead(400, { "content-type": "application/json" });
+      const field = answered.refused;
+      response.end(
+        JSON.stringify({
+          error: { code: "invalid_request", message: `${field}: is not a parameter of this route`, field },
+        }),
+      );
       return;
     }
     response.writeHead(200, { "content-type": "text/event-stream" });
@@ -46,6 +61,7 @@ export async function startFakeEventsApi(
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     asked,
+    urls,
     close: async () => {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

@@ -287,4 +287,28 @@ describe("fleet.events() re-reading after a 410", () => {
       await api.close();
     }
   });
+
+  it("the caller's own `run` starts the read at that run; refused, it rejects rather than read another run", async () => {
+    const api = await startFakeEventsApi((_last, url) =>
+      url.includes("?run=r9")
+        ? { refused: "run" }
+        : { events: sseEvent("1-0", "RUN_COMPLETED", { outcome: "completed" }) },
+    );
+    try {
+      const client = new FleetClient({ baseUrl: api.url });
+      for await (const event of client.events("s1", { run: "r1" })) {
+        expect(event.type).toBe("RUN_COMPLETED");
+        break;
+      }
+      const refused = (async () => {
+        for await (const _ of client.events("s1", { run: "r9" })) {
+          // nothing comes
+        }
+      })();
+      await expect(refused).rejects.toMatchObject({ status: 400, field: "run" });
+      expect(api.urls).toEqual(["/v1/sessions/s1/events?run=r1", "/v1/sessions/s1/events?run=r9"]);
+    } finally {
+      await api.close();
+    }
+  });
 });

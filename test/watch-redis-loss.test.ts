@@ -164,4 +164,48 @@ describe("fleet watch --after with an id whose place is gone", () => {
       await api.close();
     }
   });
+
+  it("reads on from the run it was in (`?run=`), not the stream's end, when the stream was written anew mid-run", async () => {
+    const run =
+      sseEvent("1-0", "RUN_STARTED", { kind: "run", trigger: "user" }) +
+      sseEvent("2-0", "TOOL_STARTED", { toolCallId: "nap", name: "sleep" }) +
+      sseEvent("3-0", "RUN_COMPLETED", { outcome: "completed" });
+    const api = await startFakeEventsApi((last, url) => {
+      if (last === "5-0") return { gone: "event 5-0 is older" };
+      if (last === "1-0")
+        return { events: sseEvent("5-0", "TOOL_STARTED", { toolCallId: "nap", name: "sleep" }) };
+      // Without an id, the API starts at the stream's end when it holds no RUN_STARTED of the
+      // latest run (written anew mid-run): the run's end is before it.
+      return { events: url.includes("?run=r1") ? run : "" };
+    });
+    const out: string[] = [];
+    const err: string[] = [];
+    const sink = (into: string[]) =>
+      new Writable({
+        write(chunk, _encoding, done) {
+          into.push(String(chunk));
+          done();
+        },
+      });
+    try {
+      const code = await watchCommand("s1", {
+        api: api.url,
+        after: "1-0",
+        json: true,
+        once: true,
+        io: { stdout: sink(out), stderr: sink(err) },
+        signal: AbortSignal.timeout(5_000),
+      });
+      expect(code, err.join("")).toBe(0);
+      const types = out
+        .join("")
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => (JSON.parse(line) as { type: string }).type);
+      expect(types).toEqual(["TOOL_STARTED", "RUN_STARTED", "RUN_COMPLETED"]);
+      expect(api.urls[2]).toBe("/v1/sessions/s1/events?run=r1");
+    } finally {
+      await api.close();
+    }
+  });
 });

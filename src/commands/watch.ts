@@ -6,6 +6,7 @@
  */
 import type { Writable } from "node:stream";
 import { FleetApiError, type FleetClient, type FleetEvent } from "../producer/client.js";
+import { refusesParameter } from "../producer/client-errors.js";
 import { placeGone, rereadStep } from "../producer/stream-reread.js";
 import { type ApiOptions, apiClientOf, keyHint, unreachableLine } from "./api-client.js";
 
@@ -155,9 +156,12 @@ async function* followed(
   const step = rereadStep();
   /** Whether an event came since `--after`, so that a 410 is for an id the watch received. */
   let own = false;
+  /** The run of the last event printed that names one, where the re-read starts (`?run=`). */
+  let run: string | undefined;
   try {
     for await (const event of client.events(sessionId, { ...options, after: from })) {
       if (event.id) own = true;
+      if (typeof event.data.runId === "string") run = event.data.runId;
       step.note(event);
       yield event;
     }
@@ -165,6 +169,21 @@ async function* followed(
   } catch (error) {
     if (!own || !step.follow(error)) throw error;
     onRetry(error);
+  }
+  // From that run: without an id the API starts at the latest run's RUN_STARTED, or at the
+  // stream's end when a stream written anew mid-run holds none, after what the watch missed.
+  // From the latest run where the API refuses `?run=` (the last release's) or lost the run.
+  let read = false;
+  try {
+    for await (const event of client.events(sessionId, { ...options, failIfUnreachable: false, run })) {
+      read = true;
+      if (step.pass(event)) yield event;
+    }
+    return;
+  } catch (error) {
+    const refused =
+      refusesParameter(error, "run") || (error instanceof FleetApiError && error.status === 404);
+    if (run === undefined || read || !refused) throw error;
   }
   for await (const event of client.events(sessionId, { ...options, failIfUnreachable: false })) {
     if (step.pass(event)) yield event;

@@ -48,6 +48,12 @@ export type SessionPageOptions = {
 export type EventsOptions = {
   /** Resume after this event id; without it the stream starts at the latest run's RUN_STARTED. */
   after?: string | undefined;
+  /**
+   * `events()` without an `after`: start at this run's RUN_STARTED (`?run=`), or at the first
+   * event kept when that is no longer kept, instead of the latest run's. A run the session does
+   * not have rejects with a 404; an API of the last release refuses it (400, `field: "run"`).
+   */
+  run?: string | undefined;
   /** Stops the iteration (and the request) when aborted. */
   signal?: AbortSignal | undefined;
   /**

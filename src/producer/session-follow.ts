@@ -32,14 +32,14 @@ export async function* sessionEvents(
   /** The run of the last event read that names one. */
   let run: string | undefined;
   /**
-   * The run a re-read starts at: the one the reader was in. Without an id the API starts at
-   * the latest run's RUN_STARTED, or at the stream's end when the stream has none — as one
-   * written anew in the middle of a run has, once its worker wrote to it before the re-read
-   * connected: the re-read then began after the run's last messages and its end, and waited
-   * for ever for what it had missed. From `?run=` whose RUN_STARTED is not kept, the API
-   * starts at the first event kept.
+   * The run a read starts at (`?run=`): the caller's `run`, and a re-read's the one the reader
+   * was in. Without it the API starts at the latest run's RUN_STARTED, or at the stream's end
+   * when the stream has none — as one written anew in the middle of a run has, once its worker
+   * wrote to it before the re-read connected: the re-read then began after the run's last
+   * messages and its end, and waited for ever for what it had missed. From `?run=` whose
+   * RUN_STARTED is not kept, the API starts at the first event kept.
    */
-  let from: string | undefined;
+  let from = options.run;
   for (;;) {
     try {
       // failIfUnreachable is about the caller's first connection, not a re-read's.
@@ -59,8 +59,9 @@ export async function* sessionEvents(
       return;
     } catch (error) {
       // A re-read's `?run=` refused (an API from before it, or a run no longer there): from
-      // the latest run, as before.
+      // the latest run, as before. The caller's own `run` is not replaced.
       if (
+        !first &&
         from !== undefined &&
         after === undefined &&
         (refusesParameter(error, "run") || isNotFound(error))

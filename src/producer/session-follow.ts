@@ -29,7 +29,7 @@ export async function* sessionEvents(
   // A 410 followed is rejected with on a gap: a reader so slow that its place was trimmed
   // away, whose missed messages are in no stream any more.
   const step = rereadStep();
-  /** The run of the last event read that names one. */
+  /** The run of the last event yielded that names one (a re-read's old messages name older runs). */
   let run: string | undefined;
   /**
    * The run a read starts at (`?run=`): the caller's `run`, and a re-read's the one the reader
@@ -53,8 +53,9 @@ export async function* sessionEvents(
         },
       )) {
         if (event.id) after = event.id;
+        if (!step.pass(event)) continue;
         if (typeof event.data.runId === "string") run = event.data.runId;
-        if (step.pass(event)) yield event;
+        yield event;
       }
       return;
     } catch (error) {

@@ -311,4 +311,33 @@ describe("fleet.events() re-reading after a 410", () => {
       await api.close();
     }
   });
+
+  it("a second 410 among a re-read's old messages re-reads from the run it had yielded, not theirs", async () => {
+    const message = (id: string, runId: string, seq: number) =>
+      sseEvent(id, "MESSAGE", { runId, message: { role: "user", content: "x", seq } });
+    const api = await startFakeEventsApi((last, url) => {
+      if (last === "11-0" || last === "20-0") return { gone: "older" };
+      if (url.endsWith("?run=r2") && api.urls.length === 3) return { events: message("20-0", "r1", 1) };
+      if (url.endsWith("?run=r2"))
+        return { events: sseEvent("30-0", "RUN_COMPLETED", { runId: "r2", outcome: "completed" }) };
+      if (url.endsWith("?run=r1"))
+        return { events: sseEvent("40-0", "RUN_STARTED", { runId: "r1", kind: "run" }) };
+      return {
+        events: sseEvent("10-0", "RUN_STARTED", { runId: "r2", kind: "run" }) + message("11-0", "r2", 5),
+      };
+    });
+    try {
+      const client = new FleetClient({ baseUrl: api.url });
+      const types: string[] = [];
+      for await (const event of client.events("s1", { signal: AbortSignal.timeout(10_000) })) {
+        types.push(`${event.type}:${event.data.runId}`);
+        if (event.type === "RUN_COMPLETED") break;
+      }
+      expect(types).toEqual(["RUN_STARTED:r2", "MESSAGE:r2", "RUN_COMPLETED:r2"]);
+      expect(api.urls.slice(2)).toEqual(Array(3).fill("/v1/sessions/s1/events?run=r2"));
+      expect(api.asked).toEqual([undefined, "11-0", undefined, "20-0", undefined]);
+    } finally {
+      await api.close();
+    }
+  });
 });

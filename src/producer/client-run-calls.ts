@@ -40,8 +40,9 @@ export class RunCalls extends BatchCalls {
    * itself after a dropped connection with the last id it received, so every retained event
    * comes once, in order. An `after` older than what the fleet keeps rejects with a FleetApiError
    * 410 (`reason: "expired"`). Without an `after`, its own reconnect answered 410 (the stream
-   * written anew: Redis lost its data) reads the session's stream again from its latest run and
-   * leaves out what was yielded (each stored message once, in order; `onRetry` is told the 410);
+   * written anew: Redis lost its data) reads the session's stream again from the run of the last
+   * event yielded (`?run=`; from the latest run against an API that refuses that) and leaves out
+   * what was yielded (each stored message once, in order; `onRetry` is told the 410);
    * it rejects with the 410 only if messages would be missing (its place trimmed away: a
    * reader far behind). Given an `after`, a 410 rejects as before: what the caller had before
    * its id is not known here, and a re-read would yield it again. Other 4xx answers but 429 reject at once, and so does an event that is not

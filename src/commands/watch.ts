@@ -134,11 +134,11 @@ function asFlag(error: FleetApiError, sessionId: string): string {
 /**
  * The session's events as the watch prints them: `client.events()`, which follows on across a
  * stream written anew (a 410 to its own reconnect: Redis restarted without its data) by reading
- * the session's stream again from its latest run, what it yielded left out (session-follow.ts).
- * From `--after` (the user's own id) the client does not: a 410 for that id stands (exit 2), and
- * one for an id the watch received since reads on without an id here, what was printed left
- * out — rethrown if the re-read would skip messages (a place trimmed away: they are not in the
- * stream any more), as the client does.
+ * the session's stream again from the run it was in, what it yielded left out
+ * (session-follow.ts). From `--after` (the user's own id) the client does not: a 410 for that id
+ * stands (exit 2), and one for an id the watch received since reads on without an id here, from
+ * the run it was printing, what was printed left out — rethrown if the re-read would skip
+ * messages (a place trimmed away: they are not in the stream any more), as the client does.
  */
 async function* followed(
   client: FleetClient,

@@ -1,0 +1,117 @@
+/**
+ * `fleet.events()` and its 410s against a fake API (test/support/fake-events-api.ts): a 410 for
+ * the caller's own `after` rejects; one for its own reconnect re-reads from the run of the last
+ * event it yielded (`?run=`), and from the latest run where the API refuses that; the caller's
+ * own `run` starts the read at that run. (With a real fleet and Redis:
+ * test/client-streams-redis-loss.test.ts.)
+ */
+import { describe, expect, it } from "vitest";
+import { FleetClient } from "../src/producer/client.js";
+import { alwaysGone, sseEvent, startFakeEventsApi } from "./support/fake-events-api.js";
+
+describe("fleet.events() given an `after` whose place is gone", () => {
+  it("rejects with the 410, without reading the stream again: the place was the caller's", async () => {
+    const api = await startFakeEventsApi(alwaysGone("event 1-0 is older than the events kept"));
+    try {
+      const client = new FleetClient({ baseUrl: api.url });
+      const read = async () => {
+        for await (const _ of client.events("s1", { after: "1-0" })) {
+          // nothing comes
+        }
+      };
+      await expect(read()).rejects.toMatchObject({ status: 410 });
+      expect(api.asked).toEqual(["1-0"]);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe("fleet.events() re-reading after a 410", () => {
+  it("reads from the run it was in (`?run=`), and from the latest run where the API refuses that", async () => {
+    const api = await startFakeEventsApi((last, url) => {
+      if (last === "2-0") return { gone: "event 2-0 is older" };
+      if (url.includes("?run=")) return { refused: "run" };
+      return {
+        events:
+          last === undefined && api.asked.length === 1
+            ? sseEvent("1-0", "RUN_STARTED", { kind: "run" }) +
+              sseEvent("2-0", "TOOL_STARTED", { toolCallId: "nap", name: "sleep" })
+            : sseEvent("1-0", "RUN_STARTED", { kind: "run" }) +
+              sseEvent("2-0", "TOOL_STARTED", { toolCallId: "nap", name: "sleep" }) +
+              sseEvent("3-0", "RUN_COMPLETED", { outcome: "completed" }),
+      };
+    });
+    try {
+      const client = new FleetClient({ baseUrl: api.url });
+      const types: string[] = [];
+      for await (const event of client.events("s1", { signal: AbortSignal.timeout(10_000) })) {
+        types.push(event.type);
+        if (event.type === "RUN_COMPLETED") break;
+      }
+      expect(types).toEqual(["RUN_STARTED", "TOOL_STARTED", "RUN_COMPLETED"]);
+      expect(api.urls).toEqual([
+        "/v1/sessions/s1/events",
+        "/v1/sessions/s1/events",
+        "/v1/sessions/s1/events?run=r1",
+        "/v1/sessions/s1/events",
+      ]);
+      expect(api.asked).toEqual([undefined, "2-0", undefined, undefined]);
+    } finally {
+      await api.close();
+    }
+  });
+
+  it("the caller's own `run` starts the read at that run; refused, it rejects rather than read another run", async () => {
+    const api = await startFakeEventsApi((_last, url) =>
+      url.includes("?run=r9")
+        ? { refused: "run" }
+        : { events: sseEvent("1-0", "RUN_COMPLETED", { outcome: "completed" }) },
+    );
+    try {
+      const client = new FleetClient({ baseUrl: api.url });
+      for await (const event of client.events("s1", { run: "r1" })) {
+        expect(event.type).toBe("RUN_COMPLETED");
+        break;
+      }
+      const refused = (async () => {
+        for await (const _ of client.events("s1", { run: "r9" })) {
+          // nothing comes
+        }
+      })();
+      await expect(refused).rejects.toMatchObject({ status: 400, field: "run" });
+      expect(api.urls).toEqual(["/v1/sessions/s1/events?run=r1", "/v1/sessions/s1/events?run=r9"]);
+    } finally {
+      await api.close();
+    }
+  });
+
+  it("a second 410 among a re-read's old messages re-reads from the run it had yielded, not theirs", async () => {
+    const message = (id: string, runId: string, seq: number) =>
+      sseEvent(id, "MESSAGE", { runId, message: { role: "user", content: "x", seq } });
+    const api = await startFakeEventsApi((last, url) => {
+      if (last === "11-0" || last === "20-0") return { gone: "older" };
+      if (url.endsWith("?run=r2") && api.urls.length === 3) return { events: message("20-0", "r1", 1) };
+      if (url.endsWith("?run=r2"))
+        return { events: sseEvent("30-0", "RUN_COMPLETED", { runId: "r2", outcome: "completed" }) };
+      if (url.endsWith("?run=r1"))
+        return { events: sseEvent("40-0", "RUN_STARTED", { runId: "r1", kind: "run" }) };
+      return {
+        events: sseEvent("10-0", "RUN_STARTED", { runId: "r2", kind: "run" }) + message("11-0", "r2", 5),
+      };
+    });
+    try {
+      const client = new FleetClient({ baseUrl: api.url });
+      const types: string[] = [];
+      for await (const event of client.events("s1", { signal: AbortSignal.timeout(10_000) })) {
+        types.push(`${event.type}:${event.data.runId}`);
+        if (event.type === "RUN_COMPLETED") break;
+      }
+      expect(types).toEqual(["RUN_STARTED:r2", "MESSAGE:r2", "RUN_COMPLETED:r2"]);
+      expect(api.urls.slice(2)).toEqual(Array(3).fill("/v1/sessions/s1/events?run=r2"));
+      expect(api.asked).toEqual([undefined, "11-0", undefined, "20-0", undefined]);
+    } finally {
+      await api.close();
+    }
+  });
+});

@@ -14,6 +14,14 @@ const event = (type: string, data: Record<string, unknown> = {}): FleetEvent =>
 const message = (seq: number) => event("MESSAGE", { runId: "r", message: { seq } });
 const gone = () => new FleetApiError(410, "expired", "event 5-0 is older than the events kept");
 
+/** A step's assistant message with one call `call_0` (a model that reuses ids: each step's), its result, its tool events. */
+const assistant = (seq: number) =>
+  event("MESSAGE", { runId: "r", message: { seq, role: "assistant", toolCalls: [{ id: "call_0" }] } });
+const result = (seq: number) =>
+  event("MESSAGE", { runId: "r", message: { seq, role: "tool", toolCallId: "call_0" } });
+const started = event("TOOL_STARTED", { runId: "r", toolCallId: "call_0" });
+const finished = event("TOOL_FINISHED", { runId: "r", toolCallId: "call_0" });
+
 describe("rereadStep", () => {
   it("leaves out, read again, messages up to the last seq yielded and what it keys; passes live events", () => {
     const step = rereadStep();
@@ -97,12 +105,6 @@ describe("rereadStep", () => {
 
   it("keeps tool calls of different steps under one id apart, and leaves out each, read again, once", () => {
     const step = rereadStep();
-    const assistant = (seq: number) =>
-      event("MESSAGE", { runId: "r", message: { seq, role: "assistant", toolCalls: [{ id: "call_0" }] } });
-    const result = (seq: number) =>
-      event("MESSAGE", { runId: "r", message: { seq, role: "tool", toolCallId: "call_0" } });
-    const started = event("TOOL_STARTED", { runId: "r", toolCallId: "call_0" });
-    const finished = event("TOOL_FINISHED", { runId: "r", toolCallId: "call_0" });
     const run = [assistant(2), started, result(3), finished, assistant(4), started, result(5), finished];
     expect(run.map((e) => step.pass(e))).toEqual([true, true, true, true, true, true, true, true]);
     step.follow(gone());
@@ -112,12 +114,6 @@ describe("rereadStep", () => {
 
   it("a call read first without its step (the read began after its assistant message) is left out, read again with it", () => {
     const step = rereadStep();
-    const assistant = (seq: number) =>
-      event("MESSAGE", { runId: "r", message: { seq, role: "assistant", toolCalls: [{ id: "call_0" }] } });
-    const result = (seq: number) =>
-      event("MESSAGE", { runId: "r", message: { seq, role: "tool", toolCallId: "call_0" } });
-    const started = event("TOOL_STARTED", { runId: "r", toolCallId: "call_0" });
-    const finished = event("TOOL_FINISHED", { runId: "r", toolCallId: "call_0" });
     // `fleet watch --after` an id between step 2's TOOL_STARTED and its result.
     for (const e of [result(3), finished, assistant(4), started, result(5), finished]) step.note(e);
     step.follow(gone());

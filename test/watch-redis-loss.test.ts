@@ -95,25 +95,41 @@ describe("fleet watch when Redis restarts empty under it", () => {
 });
 
 describe("fleet watch --after with an id whose place is gone", () => {
+  /** `fleet watch s1 --after 1-0 --json --once` against the fake API at `url`: its exit code, the types it printed, its stderr. */
+  async function watchAfter(url: string, signal: AbortSignal) {
+    const out: string[] = [];
+    const err: string[] = [];
+    const sink = (into: string[]) =>
+      new Writable({
+        write(chunk, _encoding, done) {
+          into.push(String(chunk));
+          done();
+        },
+      });
+    const code = await watchCommand("s1", {
+      api: url,
+      after: "1-0",
+      json: true,
+      once: true,
+      io: { stdout: sink(out), stderr: sink(err) },
+      signal,
+    });
+    const types = out
+      .join("")
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => (JSON.parse(line) as { type: string }).type);
+    return { code, types, err: err.join("") };
+  }
+
   it("still exits 2 on the 410, without reading the stream again: the place was the user's", async () => {
     const api = await startFakeEventsApi(alwaysGone("event 1-0 is older than the events kept"));
-    const lines: string[] = [];
-    const sink = new Writable({
-      write(chunk, _encoding, done) {
-        lines.push(String(chunk));
-        done();
-      },
-    });
     try {
-      const code = await watchCommand("s1", {
-        api: api.url,
-        after: "1-0",
-        io: { stdout: sink, stderr: sink },
-        signal: new AbortController().signal,
-      });
+      const { code, types, err } = await watchAfter(api.url, new AbortController().signal);
       expect(code).toBe(2);
+      expect(types).toEqual([]);
       expect(api.asked).toEqual(["1-0"]);
-      expect(lines.join("")).toMatch(/older than the events kept/);
+      expect(err).toMatch(/older than the events kept/);
     } finally {
       await api.close();
     }
@@ -132,34 +148,13 @@ describe("fleet watch --after with an id whose place is gone", () => {
           sseEvent("3-0", "RUN_COMPLETED", { outcome: "completed" }),
       };
     });
-    const out: string[] = [];
-    const err: string[] = [];
-    const sink = (into: string[]) =>
-      new Writable({
-        write(chunk, _encoding, done) {
-          into.push(String(chunk));
-          done();
-        },
-      });
     try {
-      const code = await watchCommand("s1", {
-        api: api.url,
-        after: "1-0",
-        json: true,
-        once: true,
-        io: { stdout: sink(out), stderr: sink(err) },
-        signal: new AbortController().signal,
-      });
-      expect(code, err.join("")).toBe(0);
+      const { code, types, err } = await watchAfter(api.url, new AbortController().signal);
+      expect(code, err).toBe(0);
       expect(api.asked).toEqual(["1-0", "5-0", undefined]);
-      const types = out
-        .join("")
-        .split("\n")
-        .filter(Boolean)
-        .map((line) => (JSON.parse(line) as { type: string }).type);
       // The tool's start once; the run's start, not printed before, now.
       expect(types).toEqual(["TOOL_STARTED", "RUN_STARTED", "RUN_COMPLETED"]);
-      expect(err.join("")).toMatch(/read again/);
+      expect(err).toMatch(/read again/);
     } finally {
       await api.close();
     }
@@ -178,30 +173,9 @@ describe("fleet watch --after with an id whose place is gone", () => {
       // latest run (written anew mid-run): the run's end is before it.
       return { events: url.includes("?run=r1") ? run : "" };
     });
-    const out: string[] = [];
-    const err: string[] = [];
-    const sink = (into: string[]) =>
-      new Writable({
-        write(chunk, _encoding, done) {
-          into.push(String(chunk));
-          done();
-        },
-      });
     try {
-      const code = await watchCommand("s1", {
-        api: api.url,
-        after: "1-0",
-        json: true,
-        once: true,
-        io: { stdout: sink(out), stderr: sink(err) },
-        signal: AbortSignal.timeout(5_000),
-      });
-      expect(code, err.join("")).toBe(0);
-      const types = out
-        .join("")
-        .split("\n")
-        .filter(Boolean)
-        .map((line) => (JSON.parse(line) as { type: string }).type);
+      const { code, types, err } = await watchAfter(api.url, AbortSignal.timeout(5_000));
+      expect(code, err).toBe(0);
       expect(types).toEqual(["TOOL_STARTED", "RUN_STARTED", "RUN_COMPLETED"]);
       expect(api.urls[2]).toBe("/v1/sessions/s1/events?run=r1");
     } finally {

@@ -17,6 +17,9 @@ const NO_TENANT_SECRET =
   "this fleet has no webhook secret per tenant (FLEET_WEBHOOK_SECRET_PER_TENANT is off): " +
   "every webhook is signed with the fleet's FLEET_WEBHOOK_SECRET, which the operator holds";
 
+/** What a batch's results are sent as. */
+const NDJSON = "application/x-ndjson; charset=utf-8";
+
 /** Results as NDJSON: one line per item, pulled as the client reads (backpressure). */
 function ndjson(items: AsyncIterable<unknown>): Readable {
   return Readable.from(
@@ -53,6 +56,13 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
     service.getBatch(request.tenant, request.params.id, request.query),
   );
   app.get<IdParams>("/v1/batches/:id/results", async (request, reply) => {
+    // A HEAD (`curl -I`, a monitor) gets the checks' answer and the results' head, and nothing
+    // is read: Fastify hands a HEAD's body stream to resume(), which read every page of results
+    // and threw it away, holding one of the tenant's places until it was done.
+    if (request.method === "HEAD") {
+      await service.batchResults(request.tenant, request.params.id, undefined, undefined, request.query);
+      return reply.header("content-type", NDJSON).send(Readable.from([]));
+    }
     // At most FLEET_RESULTS_MAX_READS_PER_TENANT of them open per tenant across the fleet, each
     // held until its response closes, however it ends (tenant-read-slots.ts).
     const release = await resultsReads.admit(request.tenant, reply.raw);
@@ -79,7 +89,7 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
       () => stillServes(deps, request),
       () => request.log.info("batch results reader's key no longer works; closed its connection"),
     );
-    return reply.header("content-type", "application/x-ndjson; charset=utf-8").send(ndjson(results));
+    return reply.header("content-type", NDJSON).send(ndjson(results));
   });
   app.get<IdParams>("/v1/batches/:id/events", async (request, reply) => {
     if (!deps.events) throw new NotFoundError(`batch ${request.params.id}`);

@@ -1,4 +1,5 @@
 /** The `fleet` program's usage lines and help text, and its usage errors that name the command. */
+import type { EventEmitter } from "node:events";
 import type { Command, Option } from "commander";
 import { CommandLineExit } from "./command-line-exit.js";
 
@@ -31,11 +32,30 @@ const CONFIGURATION = [
 
 const EXIT_CODES =
   "Exit codes: 0 done, 3 not resumable (resume-point), 2 invalid input or usage (or a service or port that is not there), 1 any other failure, 70 a last-resort stop.";
+/**
+ * A flag that takes one value, given again on the command line, is a usage error naming it
+ * (commander keeps the last value without a word: `fleet keys create --tenant a --tenant b`
+ * made a key for b). Asked before commander stores the value, by where the one stored came
+ * from; flags meant to repeat (`repeatable`) and on/off flags are left alone.
+ */
+function refuseRepeated(command: Command, option: Option): void {
+  if (repeatable.has(option) || option.variadic || !(option.required || option.optional)) return;
+  // A Command is an EventEmitter (its typings declare only `on`): this listener runs first.
+  (command as unknown as EventEmitter).prependListener(`option:${option.name()}`, () => {
+    if (command.getOptionValueSource(option.attributeName()) === "cli")
+      command.error(`error: option '${option.flags}' was given more than once, and it takes one value`, {
+        exitCode: 2,
+        code: "fleet.repeatedOption",
+      });
+  });
+}
+
 /** Usage lines from the options, errors that name the command, for the whole tree. */
 export function finish(command: Command, path: string): void {
   command.exitOverride((error) => {
     throw new CommandLineExit(path, error);
   });
+  for (const option of command.options) refuseRepeated(command, option);
   if (command.parent) {
     const custom = command.usage();
     if (custom.startsWith("[options]") || custom.startsWith("[command]")) command.usage(synopsis(command));

@@ -83,7 +83,8 @@ export const eventsHeaders = z.object({
 });
 export const gone = {
   410: {
-    description: 'The id is older than the events kept (`reason: "expired"`): reconnect without one',
+    description:
+      'The id is older than the events kept, or past the newest event (one this stream never sent: from a stream since lost) (`reason: "expired"`): reconnect without one',
     schema: errorSchema,
   },
 };

@@ -121,7 +121,7 @@ export class EventStreams {
     if (after !== null) {
       if (await this.reader.expired(key, after)) {
         this.deps.metrics.eventPlacesGone?.inc({ stream: "session" });
-        return gone(reply, after);
+        return gone(reply, after, await this.reader.lastId(key));
       }
       start = sentPlace(after);
     } else start = await sessionStreamStart(this.reader, this.deps.queries, key, sessionId, tenant, runParam);
@@ -175,7 +175,7 @@ export class EventStreams {
     await sync.sync();
     if (after !== null && (await this.reader.expired(key, after))) {
       this.deps.metrics.eventPlacesGone?.inc({ stream: "batch" });
-      return gone(reply, after);
+      return gone(reply, after, await this.reader.lastId(key));
     }
     // Resumed after the batch's end: nothing follows, and the reader is told so (204).
     if (batchReadToEnd(await this.reader.last(key), after)) return reply.code(204).send();

@@ -59,14 +59,33 @@ export function resumeId(request: FastifyRequest, params: readonly string[] = []
   return canonicalEventId(value);
 }
 
-/** 410 `expired`: the reader's place is no longer kept; it reconnects without an id. */
-export function gone(reply: FastifyReply, after: string): FastifyReply {
+/** How far ahead of this API's clock Redis's (which stamps the ids) may be taken to run. */
+const CLOCK_MARGIN_MS = 60_000;
+
+/**
+ * What a 410 `expired` says of the reader's place `after` (pure), given the stream's newest
+ * entry now (`newest`, null: none) and this API's clock. A place past the newest entry is one
+ * this stream never sent (from a stream since lost, or made up): it was told it was "older than
+ * the events kept", of `99999999999999-0`, an id of the year 5138.
+ */
+export function goneMessage(after: string, newest: string | null, nowMs: number): string {
+  const ms = Number(after.split("-")[0]);
+  const date = new Date(ms);
+  const time = Number.isNaN(date.getTime()) ? "past any date" : date.toISOString();
+  const toCome = ms > nowMs + CLOCK_MARGIN_MS ? `; its time, ${time}, has not come` : "";
+  const past = newest === null ? toCome !== "" : compareIds(after, newest) > 0;
+  if (past)
+    return `event ${after} is past the newest event of this stream (${newest ?? "it has none"}): not an id this stream sent${toCome}; one from a stream since lost (Redis or Postgres restored from a backup), or made up; reconnect without an id`;
+  return `event ${after} is older than the events kept (FLEET_EVENTS_MAX, FLEET_EVENTS_MAX_AGE_MS, FLEET_EVENTS_MAX_BYTES), or from a stream since lost (Redis or Postgres restored from a backup); reconnect without an id`;
+}
+
+/**
+ * 410 `expired`: the reader's place is no longer kept, or was never this stream's (past its
+ * newest entry, `newest`); it reconnects without an id.
+ */
+export function gone(reply: FastifyReply, after: string, newest: string | null): FastifyReply {
   return reply.code(410).send({
-    error: {
-      code: "gone",
-      reason: "expired",
-      message: `event ${after} is older than the events kept (FLEET_EVENTS_MAX, FLEET_EVENTS_MAX_AGE_MS, FLEET_EVENTS_MAX_BYTES), or from a stream since lost (Redis or Postgres restored from a backup); reconnect without an id`,
-    },
+    error: { code: "gone", reason: "expired", message: goneMessage(after, newest, Date.now()) },
   });
 }
 

@@ -73,7 +73,7 @@ describe("parsing an agent stops at the first scripted step or fallback model th
     expect(() => parseAgentConfig(late)).toThrow(/^agent\.model\.steps\[2\]\.text: expected string/);
     // A step of a newer release (an unknown field) is still told apart from a broken one.
     const newer = { model: { provider: "scripted", steps: [{}, { later: true }, { text: 2 }] } };
-    expect(() => parseAgentConfig(newer)).toThrow(/^agent\.model\.steps\[1\]: unknown field "later"/);
+    expect(() => parseAgentConfig(newer)).toThrow(/^agent\.model\.steps\[1\]\.later: unknown field$/);
   });
 });
 

@@ -33,7 +33,7 @@ describe("fleet batch submit: a line past the first part that the API would refu
   });
 
   it.each([
-    ["a misspelt field", { agent: AGENT, inptu: "q" }, 'unknown field "inptu"'],
+    ["a misspelt field", { agent: AGENT, inptu: "q" }, "inptu: unknown field"],
     ["no agent", { input: "q" }, "agent: is required"],
     [
       "a provider that does not exist",

@@ -225,7 +225,7 @@ describe("an empty JSON body", () => {
       const refused = await send('{"reason":"too slow"}');
       expect(refused.status, route).toBe(400);
       expect(await refused.json(), route).toEqual({
-        error: { code: "invalid_request", field: "", message: 'unknown field "reason"' },
+        error: { code: "invalid_request", field: "reason", message: "reason: unknown field" },
       });
       const notObject = await send("[]");
       expect(notObject.status, route).toBe(400);
@@ -269,7 +269,7 @@ describe("an empty JSON body", () => {
       const refused = await send('{"dryRun":true}');
       expect(refused.status, route).toBe(400);
       expect(await refused.json(), route).toEqual({
-        error: { code: "invalid_request", field: "", message: 'unknown field "dryRun"' },
+        error: { code: "invalid_request", field: "dryRun", message: "dryRun: unknown field" },
       });
       const notObject = await send("[]");
       expect(notObject.status, route).toBe(400);

@@ -261,7 +261,7 @@ const invalidAgentArb: fc.Arbitrary<{ agent: unknown; field: string }> = fc.oneo
       unstorableText.map((name) => ({ agent: { ...agent, tools: [name] }, field: "agent.tools[0]" })),
       fc.constant({ agent: { ...agent, tools: ["no_worker_has_this"] }, field: "agent.tools[0]" }),
       fc.constant({ agent: { ...agent, tools: [""] }, field: "agent.tools[0]" }),
-      fc.constant({ agent: { ...agent, bogus: true }, field: "agent" }),
+      fc.constant({ agent: { ...agent, bogus: true }, field: "agent.bogus" }),
       fc.constant({
         agent: { ...agent, model: { provider: "scripted", steps: [{ fault: "meteor" }] } },
         field: "agent.model.steps[0].fault",

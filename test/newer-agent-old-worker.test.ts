@@ -57,7 +57,7 @@ describe("an agent a newer release wrote, claimed by a worker of this release", 
     const { id, runId } = await sessionWithStoredAgent({ model: SCRIPTED, newSetting: { on: true } });
     await waitFor(() => handBackLines(runId).length >= 1, 30_000, "the worker to hand the run back");
     const line = handBackLines(runId)[0]!;
-    expect(line).toContain('agent: unknown field \\"newSetting\\"');
+    expect(line).toContain('"detail":"agent.newSetting: unknown field"');
     expect(line).toMatch(/"level":40/);
     expect(await session(id)).toEqual({ status: "active", parked_reason: null });
     // A newer worker reads it: here, the field is gone from the row, as if understood.

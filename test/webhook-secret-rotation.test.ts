@@ -222,7 +222,7 @@ describe("POST /v1/webhook-secret/rotate, with FLEET_WEBHOOK_SECRET_PER_TENANT=1
     const refused = await rotate('{"tenant":"tenant-a"}');
     expect(refused.status).toBe(400);
     expect(await refused.json()).toEqual({
-      error: { code: "invalid_request", field: "", message: 'unknown field "tenant"' },
+      error: { code: "invalid_request", field: "tenant", message: "tenant: unknown field" },
     });
     expect(await generation()).toBe(before);
     const notObject = await rotate("[]");

@@ -44,8 +44,12 @@ export function toValidationError(root: string, error: z.ZodError, discriminator
     (issue.expected === "nonoptional" || issue.message.endsWith(", received undefined"))
   )
     return new ValidationError(formatPath(root, issue.path), "is required");
+  // Named by its own path (`agent.modle`), as every other field is; it used to be its parent's
+  // (`agent`, or "" for the body), and the key only in the message. The others, in the message.
   if (issue.code === "unrecognized_keys") {
-    return new ValidationError(formatPath(root, issue.path), `unknown field ${namedKeys(issue.keys)}`);
+    const [first = "", ...others] = issue.keys;
+    const also = others.length > 0 ? `; also unknown: ${namedKeys(others)}` : "";
+    return new ValidationError(formatPath(root, [...issue.path, cutKey(first)]), `unknown field${also}`);
   }
   return new ValidationError(formatPath(root, issue.path), issue.message.replace(/^Invalid input: /, ""));
 }
@@ -54,11 +58,14 @@ export function toValidationError(root: string, error: z.ZodError, discriminator
 const NAMED_KEYS = 10;
 const NAMED_KEY_CHARS = 100;
 
-/** `"a", "b"`; past NAMED_KEYS keys `… and N more`, a key past NAMED_KEY_CHARS cut with `…`. */
+/** `key`, cut with `…` past NAMED_KEY_CHARS. */
+function cutKey(key: string): string {
+  return key.length > NAMED_KEY_CHARS ? `${key.slice(0, NAMED_KEY_CHARS)}…` : key;
+}
+
+/** `"a", "b"`; past NAMED_KEYS keys `… and N more`, each cut by cutKey. */
 function namedKeys(keys: readonly string[]): string {
-  const named = keys
-    .slice(0, NAMED_KEYS)
-    .map((k) => JSON.stringify(k.length > NAMED_KEY_CHARS ? `${k.slice(0, NAMED_KEY_CHARS)}…` : k));
+  const named = keys.slice(0, NAMED_KEYS).map((k) => JSON.stringify(cutKey(k)));
   const more = keys.length - named.length;
   return more > 0 ? `${named.join(", ")} and ${more.toLocaleString("en")} more` : named.join(", ");
 }

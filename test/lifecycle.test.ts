@@ -185,7 +185,7 @@ describe("--help and usage errors", () => {
     const batchFile = join(tmpdir(), `fleet-bad-port-${randomUUID().slice(0, 8)}.jsonl`);
     writeFileSync(
       batchFile,
-      `${JSON.stringify({ agent: { model: { provider: "scripted", steps: [] } }, input: "x" })}\n`,
+      `${JSON.stringify({ agent: { model: { provider: "scripted", steps: [{ text: "x" }] } }, input: "x" })}\n`,
     );
     const cases: [string, string[]][] = [
       ["fleet batch submit", ["batch", "submit", batchFile]],

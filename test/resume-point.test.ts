@@ -649,7 +649,9 @@ describe("parseHistory", () => {
   });
 
   it("rejects unknown fields", () => {
-    expect(fieldOf([{ role: "user", content: "", extra: 1 }]).message).toBe("messages[0].extra: unknown field");
+    expect(fieldOf([{ role: "user", content: "", extra: 1 }]).message).toBe(
+      "messages[0].extra: unknown field",
+    );
   });
 
   it("accepts stored fields and strips them", () => {

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { type CountingProxy, startCountingProxy } from "./support/counting-proxy.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { keyedCall } from "./support/keyed-call.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 const MISSING = "00000000-0000-4000-8000-000000000000";
@@ -35,16 +36,7 @@ describe("HEAD of a batch's results", () => {
   let globex: string;
   let batch: string;
 
-  const call = (method: string, path: string, key: string, body?: unknown, signal?: AbortSignal) =>
-    fetch(`${base}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body === undefined ? {} : { "content-type": "application/json" }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: signal ?? AbortSignal.timeout(10_000),
-    });
+  const call = keyedCall(() => base, 10_000);
 
   beforeAll(async () => {
     proxy = await startCountingProxy();

@@ -10,6 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { keyedCall } from "./support/keyed-call.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 const MISSING = "00000000-0000-4000-8000-000000000000";
@@ -22,16 +23,7 @@ describe("HEAD of an event stream", () => {
   let session: string;
   let batch: string;
 
-  const call = (method: string, path: string, key: string, body?: unknown, signal?: AbortSignal) =>
-    fetch(`${base}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body === undefined ? {} : { "content-type": "application/json" }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: signal ?? AbortSignal.timeout(5_000),
-    });
+  const call = keyedCall(() => base, 5_000);
 
   beforeAll(async () => {
     // One stream a tenant: a HEAD that kept its place shuts the tenant's next reader out.

@@ -7,6 +7,8 @@
  * failure, the cancelled run ends `cancelled`, and the worker goes on with the next session.
  * A real worker process, the API, Postgres and Redis.
  */
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
@@ -97,5 +99,45 @@ describe("a hook's abort listener that throws", () => {
     expect(new Set(runs.map((run) => run.workerId)).size).toBe(1);
     // Before: a signal per run, each with its listener on the job's signal.
     expect(worker.output()).not.toContain("MaxListenersExceededWarning");
+  }, 90_000);
+  it("hands each run a signal whose listeners go with the run", async () => {
+    // Two runs in one job: the first run's listener, added by its beforeRun, does not hear the
+    // second run's cancel (before: every run's hooks shared the job's signal, and its listeners
+    // piled up there for the job's life).
+    const abortLog = join(mkdtempSync(join(tmpdir(), "abort-log-")), "aborts");
+    const { id } = await client.createSession({
+      metadata: { abortLog },
+      agent: {
+        model: {
+          provider: "scripted",
+          steps: [
+            { toolCalls: [{ id: "nap", name: "sleep", arguments: { ms: 2_000 } }] },
+            { text: "one" },
+            { toolCalls: [{ id: "long", name: "sleep", arguments: { ms: 60_000 } }] },
+            { text: "no" },
+          ],
+        },
+        tools: ["sleep"],
+      },
+    });
+    const first = await client.send(id, "first");
+    await waitFor(
+      async () => (await client.getSession(id)).messages.some((m) => m.role === "assistant"),
+      20_000,
+      "the first run inside its sleep",
+    );
+    const second = await client.send(id, "second");
+    expect((await client.waitForRun(first.runId, { timeoutMs: 20_000 })).endedReason).toBe("completed");
+    await waitFor(
+      async () => (await client.getSession(id)).messages.filter((m) => m.role === "assistant").length >= 3,
+      20_000,
+      "the second run inside its sleep",
+    );
+    await client.cancelSession(id);
+    expect((await client.waitForRun(second.runId, { timeoutMs: 20_000 })).endedReason).toBe("cancelled");
+    const runs = (await client.getSession(id)).runs;
+    expect(new Set(runs.map((run) => run.workerId)).size).toBe(1);
+    await waitFor(async () => existsSync(abortLog), 10_000, "the second run's listener heard its cancel");
+    expect(readFileSync(abortLog, "utf8").trim().split("\n")).toEqual([second.runId]);
   }, 90_000);
 });

@@ -15,7 +15,7 @@ import type {
 } from "./extensions.js";
 import { loggable } from "./hook-errors.js";
 import { HookPairs } from "./hook-pairs.js";
-import { callingWith, guardedSignal } from "./hook-signal.js";
+import { callingWith, guardedSignal, releaseGuarded } from "./hook-signal.js";
 import { frozenCopy, ownCopy } from "./hook-views.js";
 import { isWorkerStop, waitForHook } from "./hook-wait.js";
 import { tenantJobFailureText } from "./job-failure.js";
@@ -72,31 +72,20 @@ export class Extensions {
   /**
    * The signal hooks are handed in place of `source` (hook-signal.ts): one whose listeners'
    * throws are this hook's failure, logged and counted, instead of the worker's uncaught
-   * exception (it exited 70 at a cancel, every run on it cut off).
+   * exception (it exited 70 at a cancel, every run on it cut off). One per run, given back
+   * with `releaseSignal` at the run's end: its link to `source` (the job's signal, every run's
+   * of that job) goes then, and what the run's hooks added to it goes with the run.
    */
   hookSignal(source: AbortSignal, where: { sessionId: string; runId?: string }): AbortSignal {
-    // One per source: a job's signal is every run's of that job, and a signal per run left one
-    // listener on it per run (Node warns past 10: "Possible EventTarget memory leak").
-    const known = this.hookSignals.get(source);
-    if (known) {
-      known.where = where;
-      return known.signal;
-    }
-    const made = {
-      where,
-      signal: guardedSignal<Calling>(source, (error, addedBy) => {
-        if (addedBy) this.failed(addedBy.hook, addedBy.extension, made.where, error);
-      }),
-    };
-    this.hookSignals.set(source, made);
-    return made.signal;
+    return guardedSignal<Calling>(source, (error, addedBy) => {
+      if (addedBy) this.failed(addedBy.hook, addedBy.extension, where, error);
+    });
   }
 
-  /** hookSignal's signals, by the worker's signal they follow; `where`: the run that got it last. */
-  private readonly hookSignals = new WeakMap<
-    AbortSignal,
-    { signal: AbortSignal; where: { sessionId: string; runId?: string } }
-  >();
+  /** Lets go of a signal `hookSignal` made (its run ended): a later abort of its source does not reach it. */
+  releaseSignal(signal: AbortSignal | undefined): void {
+    releaseGuarded(signal);
+  }
 
   get empty(): boolean {
     return this.list.length === 0;

@@ -9,10 +9,21 @@
  * counted as its hook's failure (hook-runner.ts), and the abort goes on to the next listener.
  * A signal of its own, too: a hook that writes to it (`ctx.signal.addEventListener = …`)
  * changes nothing the worker listens to.
+ *
+ * One per run (hook-runner.ts `hookSignal`), let go at the run's end (`releaseGuarded`): its
+ * link to the job's signal is removed, so what the run's hooks added goes with the run. A
+ * job's signal is every run's of that job, and the runs shared one hook signal: every
+ * listener a hook added stayed on it for the job's life, and a listener of a run that had
+ * ended was called at a later run's cancel.
  */
 
 /** `failed` gets what a listener threw; `calling` names the hook being called when it was added. */
-type Guard<C> = { failed: (error: unknown, addedBy: C | undefined) => void; calling?: C };
+type Guard<C> = {
+  failed: (error: unknown, addedBy: C | undefined) => void;
+  calling?: C;
+  /** Removes the link to the source signal (`releaseGuarded`). */
+  release: () => void;
+};
 
 const GUARDS = new WeakMap<AbortSignal, Guard<unknown>>();
 
@@ -30,7 +41,7 @@ export function guardedSignal<C>(
 ): AbortSignal {
   const controller = new AbortController();
   const signal = controller.signal;
-  const guard: Guard<C> = { failed };
+  const guard: Guard<C> = { failed, release: () => {} };
   GUARDS.set(signal, guard as Guard<unknown>);
   const wrappers = new WeakMap<object, Wrapper>();
   const wrapped = (listener: Listener): Wrapper => {
@@ -76,8 +87,24 @@ export function guardedSignal<C>(
     },
   });
   if (source.aborted) controller.abort(source.reason);
-  else source.addEventListener("abort", () => controller.abort(source.reason), { once: true });
+  else {
+    const follow = () => controller.abort(source.reason);
+    source.addEventListener("abort", follow, { once: true });
+    guard.release = () => source.removeEventListener("abort", follow);
+  }
   return signal;
+}
+
+/**
+ * Lets go of a guarded signal (its run ended): it no longer follows its source, so its
+ * listeners are never called by a later abort of the source and go when the signal does.
+ */
+export function releaseGuarded(signal: AbortSignal | undefined): void {
+  const guard = signal && GUARDS.get(signal);
+  if (guard) {
+    guard.release();
+    guard.release = () => {};
+  }
 }
 
 /** Says which hook is being called with `signal` (a guarded one; any other is left alone). */

@@ -43,7 +43,12 @@ export async function processRun(
 ): Promise<RunRow | null> {
   const started = await startRun(run, state, signal, deps, startedByClaim);
   if ("next" in started) return started.next;
-  return finishRun(started, await runLoop(started));
+  try {
+    return await finishRun(started, await runLoop(started));
+  } finally {
+    // The run's hook signal goes with the run (hook-runner.ts `hookSignal`).
+    started.extensions?.releaseSignal(started.ctx?.signal);
+  }
 }
 
 /**
@@ -215,37 +220,43 @@ async function endUnstarted(
         deps,
       )
     : null;
-  if (ctx && extensions) await extensions.beforeRun(ctx);
-  const { next: nextRun, cancelled } = await deps.writes.endRun(fence, run.id, end.outcome, {
-    error,
-    ...(end.park ? { park: end.park } : {}),
-  });
-  // A cancel that committed between the run's start and its end, its signal lost: the run was
-  // ended `cancelled` (contracts §9), parking nothing, and its event, metric and hooks say so.
-  const outcome = cancelled ? "cancelled" : end.outcome;
-  const park = cancelled ? undefined : end.park;
-  // Counted once its end is stored: an end that fails is someone else's to end and count.
-  deps.metrics.runs.inc({ kind, outcome });
-  const ended: SessionEventInput[] = [{ type: "RUN_COMPLETED", runId: run.id, outcome }];
-  if (park && nextRun === null) {
-    deps.metrics.sessionsParked.inc({ reason: park.reason });
-    deps.log.warn({ sessionId: fence.sessionId, runId: run.id, ...park }, "session parked");
-    ended.push({ type: "SESSION_PARKED", reason: park.reason, parkId: run.id });
+  try {
+    if (ctx && extensions) await extensions.beforeRun(ctx);
+    const { next: nextRun, cancelled } = await deps.writes.endRun(fence, run.id, end.outcome, {
+      error,
+      ...(end.park ? { park: end.park } : {}),
+    });
+    // A cancel that committed between the run's start and its end, its signal lost: the run was
+    // ended `cancelled` (contracts §9), parking nothing, and its event, metric and hooks say so.
+    const outcome = cancelled ? "cancelled" : end.outcome;
+    const park = cancelled ? undefined : end.park;
+    // Counted once its end is stored: an end that fails is someone else's to end and count.
+    deps.metrics.runs.inc({ kind, outcome });
+    const ended: SessionEventInput[] = [{ type: "RUN_COMPLETED", runId: run.id, outcome }];
+    if (park && nextRun === null) {
+      deps.metrics.sessionsParked.inc({ reason: park.reason });
+      deps.log.warn({ sessionId: fence.sessionId, runId: run.id, ...park }, "session parked");
+      ended.push({ type: "SESSION_PARKED", reason: park.reason, parkId: run.id });
+    }
+    await events?.emitBounded(ended);
+    deps.log.info(
+      {
+        ...logFields,
+        outcome,
+        durationMs: Date.now() - startedAt,
+        error: scrubSecrets(error, secretValuesFromEnv(process.env)),
+      },
+      "run ended",
+    );
+    if (ctx && extensions) {
+      // A resume that finds nothing to resume fails like any failed request (resume-semantics §2).
+      await extensions.afterRun(ctx, { outcome, error });
+      if (ERROR_OUTCOMES.has(outcome))
+        await extensions.onError(ctx, new RunError(error, outcome, end.reason));
+    }
+    return nextRun;
+  } finally {
+    // The run's hook signal goes with the run (hook-runner.ts `hookSignal`).
+    extensions?.releaseSignal(ctx?.signal);
   }
-  await events?.emitBounded(ended);
-  deps.log.info(
-    {
-      ...logFields,
-      outcome,
-      durationMs: Date.now() - startedAt,
-      error: scrubSecrets(error, secretValuesFromEnv(process.env)),
-    },
-    "run ended",
-  );
-  if (ctx && extensions) {
-    // A resume that finds nothing to resume fails like any failed request (resume-semantics §2).
-    await extensions.afterRun(ctx, { outcome, error });
-    if (ERROR_OUTCOMES.has(outcome)) await extensions.onError(ctx, new RunError(error, outcome, end.reason));
-  }
-  return nextRun;
 }

@@ -96,6 +96,9 @@ describe("append_file aborted while a failed append's repair waits", () => {
     // C: the built-in tool's call to the same file, which waits for A's repair.
     const callC = new AbortController();
     const cDone = append("third", callC.signal);
+    // Aborted once the tool runs (its arguments are checked first, asynchronously: aborted
+    // before the tool starts, the call runs no tool and is answered as not started).
+    await new Promise((resolve) => setTimeout(resolve, 100));
 
     callA.abort(new Error("session cancelled"));
     callC.abort(new Error("session cancelled"));

@@ -197,7 +197,17 @@ describe("executeTool with a time limit", () => {
 
   it("answers a tool deaf to its run's abort as abandoned after the grace, once", async () => {
     const run = new AbortController();
-    const deaf: Tool = { ...base, run: () => new Promise<string>(() => {}) };
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const deaf: Tool = {
+      ...base,
+      run: () => {
+        started();
+        return new Promise<string>(() => {});
+      },
+    };
     const abandoned: Promise<void>[] = [];
     const pending = executeTool(
       deaf,
@@ -206,6 +216,8 @@ describe("executeTool with a time limit", () => {
       { ...context(), signal: run.signal },
       { timeoutMs: 60_000, abandonAfterMs: 30, onAbandoned: (settles) => abandoned.push(settles) },
     );
+    // Aborted once the tool runs (aborted before, the call runs no tool: not started).
+    await running;
     run.abort();
     expect(await pending).toEqual({
       success: false,

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ValidationError } from "../src/shared/errors.js";
+import { CANCELLED_BEFORE_START_TEXT } from "../src/shared/resume-plan.js";
 import { BUILTIN_TOOL_NAMES } from "../src/shared/tool-names.js";
 import { builtinTools, safePath } from "../src/worker/tools/builtin.js";
 import { executeTool, MAX_TOOL_RESULT_CHARS } from "../src/worker/tools/execute-tool.js";
@@ -314,9 +315,13 @@ describe("sleep and fail", () => {
   it("sleep with an already aborted signal fails at once", async () => {
     const controller = new AbortController();
     controller.abort(new Error("already stopped"));
+    // Its own run: a call whose run's signal is aborted before the tool starts runs no tool.
+    const context = { callId: "c1", sessionId: "s1", signal: controller.signal };
+    await expect(registry.get("sleep")!.run({ ms: 60_000 }, context)).rejects.toThrow("already stopped");
     expect(await run("sleep", { ms: 60_000 }, controller.signal)).toEqual({
       success: false,
-      content: "already stopped",
+      content: CANCELLED_BEFORE_START_TEXT,
+      notStarted: true,
     });
   });
 

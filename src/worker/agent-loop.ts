@@ -196,7 +196,7 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
         const result = await runToolCall(tool, call, input, deps);
         const fitted = fitResult(
           sanitizeText(
-            !result.success && signal.aborted && !result.timedOut
+            !result.success && signal.aborted && !result.timedOut && !result.notStarted
               ? `${CANCELLED_WHILE_RUNNING_PREFIX}${result.content}`
               : result.content,
           ),

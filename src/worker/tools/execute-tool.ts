@@ -5,7 +5,11 @@
  */
 import { clippedError } from "../../shared/failure-text.js";
 import { toValidationError } from "../../shared/messages.js";
-import { INVALID_ARGUMENTS_PREFIX, unavailableToolText } from "../../shared/resume-plan.js";
+import {
+  CANCELLED_BEFORE_START_TEXT,
+  INVALID_ARGUMENTS_PREFIX,
+  unavailableToolText,
+} from "../../shared/resume-plan.js";
 import { guardedSignal } from "../hook-signal.js";
 import { MAX_TOOL_ARGUMENT_DEPTH, RAW_ARGUMENTS_KEY } from "../models/openai-tool-calls.js";
 import type { Tool, ToolContext } from "./registry.js";
@@ -17,7 +21,12 @@ export type ToolOutcome = {
   content: string;
   /** The call passed its time limit; `stoppedInGrace`: its tool settled within the grace after. */
   timedOut?: { stoppedInGrace: boolean };
+  /** The run was stopped (a cancel, a shutdown, a lost lease) before the tool started: it did not run. */
+  notStarted?: true;
 };
+
+/** The answer to a call whose run was stopped before its tool started (spec: a call not yet started). */
+const NOT_STARTED: ToolOutcome = { success: false, content: CANCELLED_BEFORE_START_TEXT, notStarted: true };
 
 /** The result of a call to a tool its agent does not list (contracts.md §12): nothing runs. */
 export { unavailableToolText } from "../../shared/resume-plan.js";
@@ -77,20 +86,28 @@ export async function executeTool(
   const signal = guardedSignal<undefined>(call.signal, (error) => options.onListenerFailed?.(error));
   // The arguments are checked within the call's time limit and signal: a schema may check
   // asynchronously (`refine(async …)`), which zod does only in `safeParseAsync`.
-  const settled: Promise<Settled> = checkedArguments(tool, own).then((checked) =>
-    checked.ok
-      ? Promise.resolve()
-          .then(() => tool.run(checked.data as Record<string, unknown>, { ...context, signal }))
-          .then(
-            (value): Settled => ({ ok: true, value }),
-            (error: unknown): Settled => ({ ok: false, error }),
-          )
-      : { ok: false, invalid: checked.content },
+  // A tool whose call was stopped (its run's signal, or its time limit) while its arguments were
+  // checked does not start: before, it ran once the check was done, its signal already aborted,
+  // and the call was answered "Cancelled while running: …" though nothing had run yet.
+  let started = false;
+  const settled: Promise<Settled> = checkedArguments(tool, own).then(
+    (checked): Settled | Promise<Settled> => {
+      if (signal.aborted) return { ok: false, notStarted: true };
+      if (!checked.ok) return { ok: false, invalid: checked.content };
+      started = true;
+      return Promise.resolve()
+        .then(() => tool.run(checked.data as Record<string, unknown>, { ...context, signal }))
+        .then(
+          (value): Settled => ({ ok: true, value }),
+          (error: unknown): Settled => ({ ok: false, error }),
+        );
+    },
   );
   const waiting = firstOf(settled, context.signal, call, graceMs, options.timeoutMs ?? null);
   try {
     const first = await waiting.first;
     if (first === TIMED_OUT) return await timedOut(settled, call, options.timeoutMs!, graceMs, options);
+    if (first === ABANDONED && !started) return NOT_STARTED;
     if (first === ABANDONED) {
       options.onAbandoned?.(settled.then(() => {}));
       return {
@@ -135,8 +152,15 @@ export function notAnObjectText(raw: string): string {
   return `${INVALID_ARGUMENTS_PREFIX}they must be one JSON object (nested at most ${MAX_TOOL_ARGUMENT_DEPTH} levels); the model sent: ${clippedError(raw)}`;
 }
 
-/** How a call's tool ended (`invalid`: its arguments were refused, the tool did not run). */
-type Settled = { ok: true; value: unknown } | { ok: false; error: unknown } | { ok: false; invalid: string };
+/**
+ * How a call's tool ended (`invalid`: its arguments were refused, the tool did not run;
+ * `notStarted`: the call was stopped before its tool started).
+ */
+type Settled =
+  | { ok: true; value: unknown }
+  | { ok: false; error: unknown }
+  | { ok: false; invalid: string }
+  | { ok: false; notStarted: true };
 
 /**
  * The arguments `tool` runs with: its schema's data (parsed as zod does, `safeParseAsync` when
@@ -171,6 +195,7 @@ async function checkedArguments(
 function outcomeOf(settled: Settled): ToolOutcome {
   if (settled.ok) return { success: true, content: resultContent(settled.value) };
   if ("invalid" in settled) return { success: false, content: settled.invalid };
+  if ("notStarted" in settled) return NOT_STARTED;
   // Whatever the tool threw (a string, a plain object, one without a string form): never a throw here.
   return { success: false, content: bounded(errorText(settled.error)) };
 }

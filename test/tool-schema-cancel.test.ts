@@ -1,0 +1,97 @@
+/**
+ * A cancel that lands while a tool's arguments are still being checked (an async zod schema:
+ * `safeParseAsync`): the tool never started, so the call is answered as one not yet started
+ * (README "Cancel": `Cancelled: the run was stopped before this tool started, so it did not
+ * run.`), and the tool does not start once the check is done. Before, the call was answered
+ * `Cancelled while running: Invalid arguments: …` (or `Cancelled while running: the tool did
+ * not stop within 2000 ms …` for a check still pending), and arguments the check accepted after
+ * the cancel ran the tool anyway, its signal already aborted. Real API, worker (in this
+ * process), Postgres and Redis.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import type { FleetClient } from "../src/producer/client.js";
+import type { Message } from "../src/shared/messages.js";
+import { CANCELLED_BEFORE_START_TEXT } from "../src/shared/resume-plan.js";
+import { defineTool } from "../src/worker/tools/registry.js";
+import { type RunningWorker, startWorker } from "../src/worker/worker.js";
+import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+
+let fleet: FleetEnv;
+let client: FleetClient;
+let worker: RunningWorker;
+const sent: string[] = [];
+/** Checks waiting, by address: each waits until the test lets it go on. */
+const checks = new Map<string, () => void>();
+
+const notify = defineTool({
+  name: "notify",
+  description: "Notifies someone.",
+  parameters: { type: "object", properties: { to: { type: "string" } }, required: ["to"] },
+  schema: z.object({ to: z.string() }).refine(async ({ to }) => {
+    await new Promise<void>((resolve) => checks.set(to, resolve));
+    return to.includes("@");
+  }, "to: not a known address"),
+  async run({ to }) {
+    sent.push(to);
+    return `notified ${to}`;
+  },
+});
+
+beforeAll(async () => {
+  fleet = await createFleetEnv("tool-schema-cancel");
+  ({ client } = await fleet.startApi());
+  worker = await startWorker(
+    { ...fleet.config, logLevel: "silent" },
+    { serveMetrics: false, tools: [notify] },
+  );
+}, 60_000);
+afterAll(async () => {
+  for (const release of checks.values()) release();
+  await worker?.stop();
+  await fleet?.close();
+});
+
+/** Runs a session whose one call to `notify` (to `to`) is cancelled during its check; `release`: when the check ends. */
+async function cancelledDuringCheck(to: string, release: () => Promise<void>): Promise<Message[]> {
+  const agent = {
+    model: {
+      provider: "scripted" as const,
+      steps: [{ toolCalls: [{ id: "call", name: "notify", arguments: { to } }] }, { text: "done" }],
+    },
+    tools: ["notify"],
+  };
+  const session = await client.createSession({ agent });
+  const { runId } = await client.send(session.id, "notify");
+  await waitFor(async () => checks.has(to), 20_000, "the check under way");
+  await client.cancelSession(session.id);
+  await release();
+  expect((await client.waitForRun(runId, { timeoutMs: 30_000 })).endedReason).toBe("cancelled");
+  const messages: Message[] = [];
+  for await (const message of client.messages(session.id)) messages.push(message);
+  return messages;
+}
+
+describe("a cancel during an async check of a tool's arguments", () => {
+  it("answers the call as not started, and the tool does not start after the check", async () => {
+    // The check outlasts the grace after the cancel: the call is answered without it.
+    const messages = await cancelledDuringCheck("ops@example.com", async () => {});
+    checks.get("ops@example.com")!();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(sent).toEqual([]);
+    expect(messages.filter((m) => m.role === "tool")).toEqual([
+      expect.objectContaining({ toolCallId: "call", success: false, content: CANCELLED_BEFORE_START_TEXT }),
+    ]);
+  }, 60_000);
+
+  it("answers a call whose check refuses its arguments after the cancel as not started", async () => {
+    // The check ends within the grace (1 s after the cancel's 202), refusing the arguments.
+    const messages = await cancelledDuringCheck("ops", async () => {
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      checks.get("ops")!();
+    });
+    expect(messages.filter((m) => m.role === "tool")).toEqual([
+      expect.objectContaining({ toolCallId: "call", success: false, content: CANCELLED_BEFORE_START_TEXT }),
+    ]);
+  }, 60_000);
+});

@@ -6,7 +6,9 @@
  * test/client-streams-redis-loss.test.ts.)
  */
 import { describe, expect, it } from "vitest";
+import { ApiTransport } from "../src/producer/api-transport.js";
 import { FleetClient } from "../src/producer/client.js";
+import { runEvents } from "../src/producer/client-event-streams.js";
 import { alwaysGone, sseEvent, startFakeEventsApi } from "./support/fake-events-api.js";
 
 describe("fleet.events() given an `after` whose place is gone", () => {
@@ -110,6 +112,47 @@ describe("fleet.events() re-reading after a 410", () => {
       expect(types).toEqual(["RUN_STARTED:r2", "MESSAGE:r2", "RUN_COMPLETED:r2"]);
       expect(api.urls.slice(2)).toEqual(Array(3).fill("/v1/sessions/s1/events?run=r2"));
       expect(api.asked).toEqual([undefined, "11-0", undefined, "20-0", undefined]);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe("fleet.stream()'s run re-read after a 410 from an API that refuses `?run=`", () => {
+  it("rejects saying why when its run is no longer the latest, rather than wait for ever", async () => {
+    // The API of the last release re-reads a session from its latest run only: r2 started
+    // after r1, so r1's end is in no re-read.
+    const api = await startFakeEventsApi((last, url) => {
+      if (url.includes("?run=")) return { refused: "run" };
+      if (last === "2-0") return { gone: "event 2-0 is older than the events kept" };
+      if (last === undefined && api.urls.length === 2)
+        return {
+          events:
+            sseEvent("1-0", "RUN_STARTED", { kind: "run" }) +
+            sseEvent("2-0", "TOOL_STARTED", { toolCallId: "nap", name: "sleep" }),
+        };
+      if (last === undefined)
+        return {
+          events:
+            sseEvent("7-0", "RUN_STARTED", { runId: "r2", kind: "run" }) +
+            sseEvent("8-0", "TOOL_STARTED", { runId: "r2", toolCallId: "nap", name: "sleep" }),
+        };
+      return { events: "" };
+    });
+    try {
+      const http = new ApiTransport({ baseUrl: api.url });
+      const types: string[] = [];
+      // What stream() and streamResume() yield once their POST is answered (run r1).
+      const read = async () => {
+        for await (const event of runEvents(http, "s1", "r1", AbortSignal.timeout(5_000)))
+          types.push(event.type);
+        return "ended without its run's end";
+      };
+      await expect(read()).rejects.toMatchObject({
+        status: 410,
+        message: expect.stringContaining("run r1 is no longer the session's latest (r2 is)"),
+      });
+      expect(types).toEqual(["RUN_STARTED", "TOOL_STARTED"]);
     } finally {
       await api.close();
     }

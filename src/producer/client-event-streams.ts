@@ -33,13 +33,25 @@ export async function* runEvents(
   let path = `${base}?run=${encodeURIComponent(runId)}`;
   let after: string | undefined;
   const step = rereadStep();
+  /** The 410 a re-read of the session's latest run follows (an API that refuses `?run=`). */
+  let rereadLatest: FleetApiError | undefined;
+  /** Thrown when this run's end is in no re-read (notLatest): not a 410 to follow. */
+  let lost: FleetApiError | undefined;
   try {
     for (;;) {
       try {
         for await (const event of eventStream(http, path, { signal: controller.signal, after })) {
           if (event.id) after = event.id;
+          const other = otherLatestRun(rereadLatest, started, runId, event);
+          if (rereadLatest && other) {
+            lost = notLatest(rereadLatest, runId, other);
+            throw lost;
+          }
           // Its RUN_STARTED, or (when that is no longer kept) its first event still kept.
-          if (event.data.runId === runId) started = true;
+          if (event.data.runId === runId) {
+            started = true;
+            rereadLatest = undefined;
+          }
           // The session's deletion ends the stream before the run ever starts (a queued run
           // never does): said, not an iteration that ends with nothing.
           if (!started && event.type !== "SESSION_DELETED") continue;
@@ -49,10 +61,14 @@ export async function* runEvents(
         }
         return;
       } catch (error) {
+        if (error === lost) throw error;
         // Its own reconnect's place is gone (the stream written anew: stream-reread.ts): the
         // run again from its start, what was yielded left out.
         if (after !== undefined && step.follow(error)) {
           after = undefined;
+          // An API that refuses `?run=` reads again from the session's latest run: when that
+          // is another run, this one's end is in no re-read (otherLatestRun).
+          if (path === base && started) rereadLatest = error as FleetApiError;
           started = false;
           continue;
         }
@@ -67,6 +83,35 @@ export async function* runEvents(
     signal?.removeEventListener("abort", onAbort);
     controller.abort();
   }
+}
+
+/**
+ * The run a re-read of the session's latest run (after `gone`, a 410; none: not such a
+ * re-read) starts with when it is not `runId`, whose events were yielded before (`started`
+ * is then false until one of them comes again): null when it is `runId`, or not yet known (pure).
+ */
+function otherLatestRun(
+  gone: FleetApiError | undefined,
+  started: boolean,
+  runId: string,
+  event: FleetEvent,
+): string | null {
+  if (!gone || started) return null;
+  const run = (event.data as { runId?: unknown }).runId;
+  return typeof run === "string" && run !== runId ? run : null;
+}
+
+/**
+ * What a run's events reject with when its re-read after `gone` (a 410) starts at a later run:
+ * an API from before `?run=` re-reads only the session's latest run, so this run's end would
+ * never come (the iteration waited for it for ever).
+ */
+function notLatest(gone: FleetApiError, runId: string, latest: string): FleetApiError {
+  return new FleetApiError(
+    gone.status,
+    gone.code,
+    `${gone.message}; re-read from the session's latest run, as this API (which refuses \`?run=\`) does, run ${runId} is no longer the session's latest (${latest} is): its end is in no re-read; read how it ended with getRun() or waitForRun()`,
+  );
 }
 
 /**

@@ -158,3 +158,37 @@ describe("fleet.stream()'s run re-read after a 410 from an API that refuses `?ru
     }
   });
 });
+
+describe("fleet.events()'s re-read of a parking written before its run's end", () => {
+  it("yields the parking once", async () => {
+    // The sweeper parks a session whose run's end it could not write (Redis failed that
+    // write): SESSION_PARKED comes first, and the repair of the lost end (missingRunEnd) writes
+    // RUN_COMPLETED after it. A SESSION_PARKED's data names no run.
+    const parked = sseEvent("3-0", "SESSION_PARKED", { runId: undefined, reason: "attempts_exhausted" });
+    const start =
+      sseEvent("1-0", "RUN_STARTED", { kind: "run" }) +
+      sseEvent("2-0", "MESSAGE", { message: { role: "user", content: "x", seq: 1 } });
+    const api = await startFakeEventsApi((last, url) => {
+      if (last === "3-0") return { gone: "event 3-0 is older than the events kept" };
+      if (url.endsWith("?run=r1"))
+        return { events: start + parked + sseEvent("4-0", "RUN_COMPLETED", { outcome: "crashed" }) };
+      return { events: start + parked };
+    });
+    try {
+      const client = new FleetClient({ baseUrl: api.url });
+      const types: string[] = [];
+      for await (const event of client.events("s1", { signal: AbortSignal.timeout(10_000) })) {
+        types.push(event.type);
+        if (event.type === "RUN_COMPLETED") break;
+      }
+      expect(types).toEqual(["RUN_STARTED", "MESSAGE", "SESSION_PARKED", "RUN_COMPLETED"]);
+      expect(api.urls).toEqual([
+        "/v1/sessions/s1/events",
+        "/v1/sessions/s1/events",
+        "/v1/sessions/s1/events?run=r1",
+      ]);
+    } finally {
+      await api.close();
+    }
+  });
+});

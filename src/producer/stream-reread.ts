@@ -6,7 +6,8 @@
  * or batch goes on regardless, and they promise its end (`RUN_COMPLETED`, `BATCH_COMPLETED`),
  * so they read the stream again from its start (`?run=`, or the batch's first event) and leave
  * out what they had yielded: a message by its `seq`, a tool call's start and finish by its
- * step and id, a run's start and end, a parking by the run's end before it, a batch session's
+ * step and id, a run's start and end, a parking by the run's end before it (or the run of the last
+ * event read, for one written before its run's end), a batch session's
  * end by its session. Events the new stream never holds twice (its live ones) pass.
  * `events()` without an `after` (session-follow.ts) and `fleet watch` (commands/watch.ts) do
  * the same. `rereadStep()` is that step, one per reader (pure: no I/O).
@@ -25,21 +26,26 @@ export function placeGone(error: unknown): boolean {
  * for events of none: a batch's) the keys of the other events yielded and `steps`, each tool
  * call id's step: the seq of the last assistant message read that made a call under it (a
  * re-read brings those messages again, in the same order). `ended`: the run whose end was
- * read last since a run's start was read ("" for none).
+ * read last since a run's start was read ("" for none); `current`: the run the last event
+ * read that names one is of ("" for none).
  */
-type Yielded = { maxSeq: number; firstSeq: number; runs: Map<string, Seen>; ended: string };
+type Yielded = { maxSeq: number; firstSeq: number; runs: Map<string, Seen>; ended: string; current: string };
 type Seen = { keys: Set<string>; steps: Map<string, number> };
 
 function nothingYielded(): Yielded {
-  return { maxSeq: 0, firstSeq: 0, runs: new Map(), ended: "" };
+  return { maxSeq: 0, firstSeq: 0, runs: new Map(), ended: "", current: "" };
 }
 
 /**
  * The run `event` is of; a parking's, the run whose end came just before it (its data names no
- * run: a run's end that parks the session is followed by SESSION_PARKED, in the same write).
+ * run: a run's end that parks the session is followed by SESSION_PARKED, in the same write),
+ * else the run of the last event read. The sweeper writes a parking without a run's end before
+ * it when it parks a session whose run's end it could not write (Redis failed that write): the
+ * repair of the lost end (event-writer.ts missingRunEnd) writes it after the parking. That
+ * parking was known by no run, and a re-read after a 410 yielded it again.
  */
 function runOf(yielded: Yielded, event: FleetEvent): string {
-  if (event.type === "SESSION_PARKED") return yielded.ended;
+  if (event.type === "SESSION_PARKED") return yielded.ended || yielded.current;
   const runId = (event.data as { runId?: unknown }).runId;
   return typeof runId === "string" ? runId : "";
 }
@@ -125,6 +131,8 @@ function messageGap(yielded: Yielded, event: FleetEvent): boolean {
  */
 function yieldedBefore(yielded: Yielded, event: FleetEvent): boolean {
   if (!known(event)) return false;
+  const named = (event.data as { runId?: unknown }).runId;
+  if (typeof named === "string" && named !== "") yielded.current = named;
   if (event.type === "MESSAGE") {
     const seq = Number((event.data.message as { seq?: unknown }).seq);
     if (!Number.isFinite(seq)) return false;
@@ -136,8 +144,8 @@ function yieldedBefore(yielded: Yielded, event: FleetEvent): boolean {
   }
   if (event.type === "RUN_STARTED") yielded.ended = "";
   if (event.type === "RUN_COMPLETED") yielded.ended = runOf(yielded, event);
-  // A parking with no run's end read before it is not known by any.
-  if (event.type === "SESSION_PARKED" && yielded.ended === "") return false;
+  // A parking read before any event that names a run is not known by any.
+  if (event.type === "SESSION_PARKED" && runOf(yielded, event) === "") return false;
   const seen = seenOf(yielded, event);
   const key = repeatKey(seen, event);
   if (key === null) return false;

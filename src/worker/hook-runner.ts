@@ -211,6 +211,8 @@ export class Extensions {
   }
   /** Each hook gets a frozen copy: the message itself is in the history the model is sent. */
   onCommitted(ctx: RunContext, committed: CommittedMessage): Promise<void> {
+    // No extension listens: no copy (one of every message the run commits, walked whole).
+    if (!this.list.some((extension) => extension.onCommitted)) return Promise.resolve();
     return this.each("onCommitted", ctx, [frozenCopy(committed)], "leave");
   }
 

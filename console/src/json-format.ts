@@ -12,8 +12,19 @@ const SPACE = new Set([" ", "\t", "\n", "\r"]);
 const ENDS_LITERAL = /[\s{}[\],:"]/;
 
 /**
+ * The most characters a layout may take: 8 times its text (JSON nested 10 deep, a short value
+ * a line, takes about 11), and at least 1,000,000. Indentation grows with depth at every
+ * line: `[` nested 5,000 deep (10 KB, what a tool may have read from a web page) took 50 MB,
+ * and 20,000 deep more than a string can hold (a RangeError: the page showed no message).
+ */
+export function maxLayoutLength(textLength: number): number {
+  return Math.max(8 * textLength, 1_000_000);
+}
+
+/**
  * `text` laid out with two-space indentation, or null when it is not JSON (checked with
- * `JSON.parse`, so that what follows reads tokens of valid JSON only).
+ * `JSON.parse`, so that what follows reads tokens of valid JSON only) or would lay out longer
+ * than maxLayoutLength (shown as written instead).
  */
 export function formatJson(text: string): string | null {
   try {
@@ -21,10 +32,12 @@ export function formatJson(text: string): string | null {
   } catch {
     return null;
   }
+  const limit = maxLayoutLength(text.length);
   let out = "";
   let depth = 0;
   const newline = () => `\n${"  ".repeat(depth)}`;
   for (let i = 0; i < text.length; ) {
+    if (out.length > limit) return null;
     const c = text[i]!;
     if (SPACE.has(c)) {
       i += 1;
@@ -61,5 +74,5 @@ export function formatJson(text: string): string | null {
       i = end;
     }
   }
-  return out;
+  return out.length > limit ? null : out;
 }

@@ -4,6 +4,7 @@ import { useMemo } from "preact/hooks";
 import { ApiError } from "./api";
 import { jsonPieces } from "./direction";
 import { revealed, revealedParts, withLineBreaks } from "./invisible";
+import { formatJson } from "./json-format";
 import type { ReadRetry } from "./read-retry";
 
 /** The console's own routes: /console, /console/sessions/:id, /console/batches/:id. */
@@ -171,8 +172,17 @@ export function JsonText({ text }: { text: string }) {
 
 export { revealed };
 
+/**
+ * A value (a call's arguments, metadata, timings) laid out as `JSON.stringify(value, null, 2)`
+ * would, within the bound a tool result's layout has (json-format.ts), else as one line: 100
+ * levels of nesting (what the API and a model's arguments may hold) repeat their indentation
+ * at every line.
+ */
 export function Json({ value }: { value: unknown }) {
-  const text = useMemo(() => JSON.stringify(value, null, 2), [value]);
+  const text = useMemo(() => {
+    const compact = JSON.stringify(value) ?? String(value);
+    return formatJson(compact) ?? compact;
+  }, [value]);
   return <JsonText text={text} />;
 }
 

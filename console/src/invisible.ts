@@ -37,16 +37,31 @@ export function hasInvisible(text: string): boolean {
 }
 
 /**
+ * How many invisible characters of one text are shown in a marked box each; the rest are
+ * written as their code points in plain text. A box is an element: a tool result of 100,000
+ * zero-width spaces was 100,000 of them in one line, and its page took 45 s to show.
+ */
+export const MAX_MARKED = 1_000;
+
+/**
  * `text` cut at its invisible characters: the visible runs as they are, each invisible
- * character as `{ mark: "‹U+202E›" }`. Text without any is `[text]`.
+ * character as `{ mark: "‹U+202E›" }`, the first MAX_MARKED of them; after those, the rest of
+ * the text as one string, each invisible character in it written as its code point
+ * (`revealed`). Text without any is `[text]`.
  */
 export function revealedParts(text: string): (string | { mark: string })[] {
   if (!hasInvisible(text)) return [text];
   const parts: (string | { mark: string })[] = [];
   let from = 0;
+  let marked = 0;
   for (const match of text.matchAll(EACH_INVISIBLE)) {
+    if (marked === MAX_MARKED) {
+      parts.push(revealed(text.slice(from)));
+      return parts;
+    }
     if (match.index > from) parts.push(text.slice(from, match.index));
     parts.push({ mark: codePointLabel(match[0]) });
+    marked += 1;
     from = match.index + match[0].length;
   }
   if (from < text.length) parts.push(text.slice(from));

@@ -6,11 +6,15 @@
  *
  * An API without the events route (404 for the route, not for the session), or one that
  * refuses another stream (429), is polled instead: `onPoll` every second, trying the
- * stream again now and then, so that the page is live either way.
+ * stream again now and then, so that the page is live either way. A stream that fails (no
+ * answer: the API away, the network gone; or silent too long) is tried again with backoff,
+ * told through `onRetry`, so that the page can say it is not live and why: it said
+ * "connecting…" all the while, as when it opens.
  */
 import { sleep } from "./abortable-sleep";
 import { authHeaders, failure, paths, storedKey } from "./api";
 import { eventParser, type FleetEvent } from "./event-parser";
+import type { ReadRetry } from "./read-retry";
 
 export type { FleetEvent };
 
@@ -25,6 +29,8 @@ export type LiveOptions = {
   onMode: (mode: LiveMode) => void;
   /** The session is not (or no longer) there for this key: stop. */
   onMissing: () => void;
+  /** The stream failed and is tried again in `inMs` (try `attempt`); null once it is had again or given up. */
+  onRetry?: (retry: ReadRetry | null) => void;
   pollMs?: number;
 };
 
@@ -43,6 +49,8 @@ export function followSession(sessionId: string, options: LiveOptions): { stop: 
   const { signal } = controller;
   const pollMs = options.pollMs ?? 1_000;
   let lastId: string | undefined;
+  /** Why the latest connection failed, as the page says it. */
+  let lastFailure: unknown;
 
   /**
    * One connection: resolves when it ends; "poll" when the stream cannot be had; "error" (or a
@@ -54,13 +62,22 @@ export function followSession(sessionId: string, options: LiveOptions): { stop: 
     const drop = () => connection.abort();
     signal.addEventListener("abort", drop, { once: true });
     let quiet: ReturnType<typeof setTimeout> | undefined;
+    let silent = false;
     const heard = () => {
       clearTimeout(quiet);
-      quiet = setTimeout(drop, STREAM_IDLE_MS);
+      quiet = setTimeout(() => {
+        silent = true;
+        drop();
+      }, STREAM_IDLE_MS);
     };
     try {
       heard();
-      return await connectOnce(connection.signal, heard);
+      const outcome = await connectOnce(connection.signal, heard).catch((error: unknown) => {
+        if (!silent) throw error;
+        return "error" as const;
+      });
+      if (silent) lastFailure = new Error(`it brought nothing for ${STREAM_IDLE_MS / 1000} s`);
+      return outcome;
     } finally {
       clearTimeout(quiet);
       signal.removeEventListener("abort", drop);
@@ -90,6 +107,7 @@ export function followSession(sessionId: string, options: LiveOptions): { stop: 
       return "poll";
     }
     options.onMode("stream");
+    options.onRetry?.(null);
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     const parser = eventParser((event) => {
       if (event.id) lastId = event.id;
@@ -108,10 +126,12 @@ export function followSession(sessionId: string, options: LiveOptions): { stop: 
     while (!signal.aborted) {
       options.onMode("connecting");
       let outcome: "ended" | "poll" | "missing" | "error";
+      lastFailure = new Error("the stream was cut");
       try {
         outcome = await connect();
-      } catch {
+      } catch (error) {
         outcome = "error";
+        lastFailure = error;
       }
       if (signal.aborted) break;
       if (outcome === "missing") {
@@ -121,6 +141,7 @@ export function followSession(sessionId: string, options: LiveOptions): { stop: 
       if (outcome === "poll") {
         // Poll for a while, then try the stream again (the route may have come up).
         options.onMode("polling");
+        options.onRetry?.(null);
         for (let i = 0; i < 15 && !signal.aborted; i++) {
           await options.onPoll().catch(() => {});
           await sleep(pollMs, signal);
@@ -130,8 +151,11 @@ export function followSession(sessionId: string, options: LiveOptions): { stop: 
       if (outcome === "ended") failures = 0;
       else failures += 1;
       // A stream the server ended comes back at once; a failing one with backoff up to 5 s.
-      await sleep(failures === 0 ? 250 : Math.min(5_000, 500 * 2 ** failures), signal);
+      const inMs = failures === 0 ? 250 : Math.min(5_000, 500 * 2 ** failures);
+      if (failures > 0) options.onRetry?.({ attempt: failures + 1, inMs, failure: lastFailure });
+      await sleep(inMs, signal);
     }
+    options.onRetry?.(null);
     options.onMode("stopped");
   })();
 

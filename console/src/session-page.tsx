@@ -23,6 +23,7 @@ import {
   duration,
   Empty,
   ErrorBox,
+  failureText,
   Json,
   Link,
   ReadRetryNotice,
@@ -386,6 +387,8 @@ export function SessionPageView({ id }: { id: string }) {
   const [refused, setRefused] = useState(false);
   const live = useRef<{ stop: () => void } | null>(null);
   const [mode, setMode] = useState<LiveMode>("connecting");
+  /** The event stream failed and is tried again: said beside the mode. */
+  const [streamRetry, setStreamRetry] = useState<ReadRetry | null>(null);
   const [liveText, setLive] = useState<LiveText>(NO_LIVE_TEXT);
   const [reading, setReading] = useState(false);
   const [retry, setRetry] = useState<ReadRetry | null>(null);
@@ -508,6 +511,7 @@ export function SessionPageView({ id }: { id: string }) {
       },
       onPoll: load,
       onMode: setMode,
+      onRetry: setStreamRetry,
       onMissing: () => setMissing(true),
     });
     live.current = follower;
@@ -606,7 +610,15 @@ export function SessionPageView({ id }: { id: string }) {
               <dt>Updates</dt>
               <dd>
                 <span class={`live ${mode}`} data-live-mode={mode}>
-                  {liveLabel}
+                  {mode === "connecting" && streamRetry ? (
+                    <>
+                      not live: the event stream failed (<Shown text={failureText(streamRetry.failure)} />
+                      ); trying again in {Math.round(streamRetry.inMs / 1000)} s (attempt{" "}
+                      {streamRetry.attempt})
+                    </>
+                  ) : (
+                    liveLabel
+                  )}
                 </span>
               </dd>
             </div>

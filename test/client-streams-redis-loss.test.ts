@@ -48,6 +48,21 @@ describe("the client's run and batch streams when Redis restarts empty under the
     if (redis) await stopRedis(redis);
   });
 
+  /**
+   * Redis restarted empty under a reader whose `onRetry` fills `retries`, past the API's grace
+   * for a run's end (the stream written anew gets it from Postgres); returns once the reader
+   * was told the 410 and its re-read had `settleMs` to connect and read what the stream holds.
+   */
+  const restartUnderReader = async (retries: unknown[], settleMs: number) => {
+    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    await restartEmpty();
+    await waitFor(
+      async () => retries.some((r) => r instanceof FleetApiError && r.status === 410),
+      30_000,
+      "the reader's 410",
+    );
+    await new Promise((resolve) => setTimeout(resolve, settleMs));
+  };
   const restartEmpty = async () => {
     await stopRedis(redis);
     redis = await startRedis(port);
@@ -150,16 +165,7 @@ describe("the client's run and batch streams when Redis restarts empty under the
       }
     })();
     await waitFor(async () => events.some((e) => e.type === "RUN_COMPLETED"), 30_000, "the first run's end");
-    // Past the API's grace for a run's end: the stream written anew gets it from Postgres.
-    await new Promise((resolve) => setTimeout(resolve, 6_000));
-    await restartEmpty();
-    await waitFor(
-      async () => retries.some((r) => r instanceof FleetApiError && r.status === 410),
-      30_000,
-      "the reader's 410",
-    );
-    // The re-read has connected and read what the stream holds now.
-    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    await restartUnderReader(retries, 2_000);
     second = (await client.send(id, "second")).runId;
     await Promise.race([following, new Promise((resolve) => setTimeout(resolve, 30_000))]);
     controller.abort();
@@ -190,16 +196,7 @@ describe("the client's run and batch streams when Redis restarts empty under the
         events.push(event);
     })();
     await waitFor(async () => events.some((e) => e.type === "SESSION_PARKED"), 30_000, "the parking");
-    // Past the API's grace for a run's end: the stream written anew gets it from Postgres.
-    await new Promise((resolve) => setTimeout(resolve, 6_000));
-    await restartEmpty();
-    await waitFor(
-      async () => retries.some((r) => r instanceof FleetApiError && r.status === 410),
-      30_000,
-      "the reader's 410",
-    );
-    // The re-read has connected and read what the stream holds now.
-    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    await restartUnderReader(retries, 3_000);
     controller.abort();
     await following;
     expect(events.filter((e) => e.type === "RUN_COMPLETED")).toHaveLength(1);

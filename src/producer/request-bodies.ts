@@ -76,7 +76,13 @@ export const batchItem = z.strictObject({
   /** false: this session has no event stream, whatever the batch's setting (true is the batch's default). */
   sessionEvents: sessionEventsField,
 });
-export const batchSessions = z.array(batchItem).max(MAX_BATCH, `holds at most ${MAX_BATCH} sessions`);
+/** Its refusal says how a bigger batch is sent (test/batch-too-many-sessions.test.ts). */
+export const batchSessions = z
+  .array(batchItem)
+  .max(
+    MAX_BATCH,
+    `holds at most ${MAX_BATCH} sessions per request; a bigger batch is sent in parts: the first with \`open: true\`, the others to POST /v1/batches/:id/sessions (appendToBatch), the last with \`close: true\` (\`fleet batch submit\` does this)`,
+  );
 export const batchBody = z.strictObject({
   sessions: batchSessions.min(1, "must hold at least one session"),
   webhook: z.strictObject({ url: z.string().min(1, "must be a URL") }).optional(),

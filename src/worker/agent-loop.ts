@@ -192,8 +192,11 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
         // A freeze can fall between that append and this line, and no epoch fences a tool:
         // the lease must still be provably ours, now, on the monotonic clock.
         await deps.leaseGuard?.whenValid(input.fence.epoch);
-        await input.observer?.toolStarted(call);
-        const result = await runToolCall(tool, call, input, deps);
+        // TOOL_STARTED when the tool starts, after its arguments passed their check: a call
+        // whose tool never ran (unlisted, arguments refused, stopped during the check) has its
+        // TOOL_FINISHED only, as a call answered as cancelled before it (contracts §7).
+        const observer = input.observer;
+        const result = await runToolCall(tool, call, input, deps, () => observer?.toolStarted(call));
         const fitted = fitResult(
           sanitizeText(
             !result.success && signal.aborted && !result.timedOut && !result.notStarted

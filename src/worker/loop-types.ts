@@ -79,8 +79,11 @@ export type LoopInput = {
 export type LoopObserver = {
   /** After the message is committed (and in the in-memory history). */
   committed(message: StoredMessage): Promise<void>;
-  /** Right before a tool call starts. */
-  toolStarted(call: ToolCall): Promise<void>;
+  /**
+   * Right before a call's tool starts running, once its arguments passed their check; never
+   * for a call whose tool does not run. Must not throw.
+   */
+  toolStarted(call: ToolCall): void;
   /**
    * Whether `committed` may wait on something slow (extension hooks): the cancel status read
    * with an append then no longer counts as read right before the next tool starts.

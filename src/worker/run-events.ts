@@ -137,7 +137,7 @@ export function loopObserver(
       else flushSoon();
       if (ctx) await extensions!.onCommitted(ctx, { runId, seq: message.seq, message });
     },
-    async toolStarted(call) {
+    toolStarted(call) {
       void events?.emit([{ type: "TOOL_STARTED", runId, toolCallId: call.id, name: call.name }]);
     },
   };

@@ -23,12 +23,16 @@ export type ToolCallDeps = {
   log?: Pick<Logger, "warn">;
 };
 
-/** `tool`: undefined for a name the agent does not list (nothing runs). */
+/**
+ * `tool`: undefined for a name the agent does not list (nothing runs). `onStarted`: when the
+ * tool starts running (never for a call whose tool does not run: execute-tool.ts).
+ */
 export async function runToolCall(
   tool: Tool | undefined,
   call: ToolCall,
   run: { fence: Fence; runId: string; agent: Pick<AgentConfig, "toolTimeoutMs">; signal: AbortSignal },
   deps: ToolCallDeps,
+  onStarted?: () => void,
 ): Promise<ToolOutcome> {
   const { sessionId } = run.fence;
   const timeoutMs = tool
@@ -43,6 +47,7 @@ export async function runToolCall(
     { callId: call.id, sessionId, signal: run.signal },
     {
       timeoutMs,
+      onStarted,
       onLate: (late) =>
         deps.log?.warn(
           { ...fields, ...late },

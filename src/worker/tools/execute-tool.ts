@@ -53,6 +53,12 @@ export type ExecuteOptions = {
    * aborted (its clean-up failed): said here, never thrown. Must not throw itself.
    */
   onListenerFailed?: (error: unknown) => void;
+  /**
+   * The tool starts running: its arguments passed their check and its call was not stopped
+   * meanwhile. Never called for a call whose tool does not run (an unlisted tool, arguments
+   * refused, a call stopped during the check): its run's TOOL_STARTED (contracts §7). Must not throw.
+   */
+  onStarted?: () => void;
 };
 
 /**
@@ -95,6 +101,7 @@ export async function executeTool(
       if (signal.aborted) return { ok: false, notStarted: true };
       if (!checked.ok) return { ok: false, invalid: checked.content };
       started = true;
+      options.onStarted?.();
       return Promise.resolve()
         .then(() => tool.run(checked.data as Record<string, unknown>, { ...context, signal }))
         .then(

@@ -15,7 +15,7 @@ import {
   paths,
   storedKey,
 } from "./api";
-import { type ReadRetry, readRetried } from "./read-retry";
+import { type ReadRetry, readRetried, refusedForGood } from "./read-retry";
 import { Badge, ErrorBox, Link, listHref, ReadRetryNotice, revealed, Shown, Time } from "./ui";
 
 const PARTS = ["completed", "parked", "cancelled", "running", "queued"] as const;
@@ -48,6 +48,8 @@ export function BatchPageView({ id }: { id: string }) {
    */
   const [actionError, setActionError] = useState<unknown>(null);
   const [missing, setMissing] = useState(false);
+  /** The API refused a read for good (refusedForGood: a 400, a 403): the page reads the batch no more. */
+  const [refused, setRefused] = useState(false);
   const [busy, setBusy] = useState(false);
   const [resumeNote, setResumeNote] = useState<string | null>(null);
   const [retry, setRetry] = useState<ReadRetry | null>(null);
@@ -71,6 +73,9 @@ export function BatchPageView({ id }: { id: string }) {
       } catch (failed) {
         if (failed instanceof ApiError && failed.status === 404) setMissing(true);
         else setError(failed);
+        // Asked again it would say the same: as the session page, the page stops reading (it
+        // read a running batch every 2 s for as long as the tab stayed open, each a refusal).
+        if (refusedForGood(failed) && following.current === id) setRefused(true);
       }
     },
     [id],
@@ -80,18 +85,20 @@ export function BatchPageView({ id }: { id: string }) {
   useEffect(() => {
     following.current = id;
     setRetry(null);
+    setRefused(false);
     void read(true);
     return () => {
       following.current = null;
     };
   }, [id, read]);
   // Read again while it runs, and while it is there: a batch deleted meanwhile (404) was read
-  // every 2 s for as long as the tab stayed open, its last status being `running`.
+  // every 2 s for as long as the tab stayed open, its last status being `running`; so was one
+  // whose reads were refused for good (a 400, a 403).
   useEffect(() => {
-    if (batch?.status !== "running" || missing) return;
+    if (batch?.status !== "running" || missing || refused) return;
     const timer = setInterval(() => void load(), 2_000);
     return () => clearInterval(timer);
-  }, [batch?.status, missing, load]);
+  }, [batch?.status, missing, refused, load]);
 
   const download = async () => {
     setBusy(true);
@@ -183,6 +190,7 @@ export function BatchPageView({ id }: { id: string }) {
         </span>
       </h1>
       <ErrorBox error={error} />
+      {refused && <p class="muted">This page reads the batch no more: reload it to try again.</p>}
       <ErrorBox error={actionError} />
       {!batch || !counts ? (
         !error &&

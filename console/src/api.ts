@@ -5,6 +5,7 @@
  */
 
 import { codePointLabel } from "./invisible";
+import { retryAfterSeconds } from "./retry-wait";
 
 const KEY_STORAGE = "agent-fleet.console.key";
 
@@ -55,6 +56,8 @@ export class ApiError extends Error {
     message: string,
     readonly reason?: string,
     readonly field?: string,
+    /** The seconds its `Retry-After` asks to wait (a 429, a 503), when it has one that can be read. */
+    readonly retryAfter?: number,
   ) {
     super(message);
   }
@@ -84,6 +87,7 @@ export async function failure(response: Response, sentKey: string | null): Promi
     error.message ?? `${response.status} ${response.statusText}`,
     error.reason,
     error.field,
+    retryAfterSeconds(response.headers.get("retry-after")),
   );
   if (response.status === 401 && sentKey === storedKey())
     for (const listener of authListeners) listener(sentKey === null ? null : failed.message);

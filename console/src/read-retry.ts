@@ -5,6 +5,7 @@
  * showed an error, or a transcript stayed partial shown as if complete, until a reload.
  */
 import { ApiError } from "./api";
+import { retryDelayMs as retryWaitMs } from "./retry-wait";
 
 /** What the page says while a read is tried again. */
 export type ReadRetry = { attempt: number; inMs: number; failure: unknown };
@@ -32,9 +33,9 @@ export function refusedForGood(failure: unknown): boolean {
   );
 }
 
-/** The wait before try `attempt` (2, 3, …): 1 s, doubled each time, at most 30 s. */
-export function retryDelayMs(attempt: number): number {
-  return Math.min(30_000, 1_000 * 2 ** Math.max(0, attempt - 2));
+/** The wait before try `attempt` after `failure` (retry-wait.ts: its Retry-After, if any, bounded). */
+export function retryDelayMs(attempt: number, failure?: unknown): number {
+  return retryWaitMs(attempt, failure instanceof ApiError ? failure.retryAfter : undefined);
 }
 
 /**
@@ -58,7 +59,7 @@ export async function readRetried<T>(
         throw failure;
       }
       attempt++;
-      const inMs = retryDelayMs(attempt);
+      const inMs = retryDelayMs(attempt, failure);
       options.onRetry({ attempt, inMs, failure });
       await new Promise((resolve) => setTimeout(resolve, inMs));
       if (!options.wanted()) return null;

@@ -7,6 +7,7 @@ import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { keyProblem, onAuthRequired, storedKey, storeKey } from "./api";
 import { BatchPageView } from "./batch-page";
+import { Boundary } from "./boundary";
 import { SessionPageView } from "./session-page";
 import { SessionsPage } from "./sessions-page";
 import "./style.css";
@@ -64,6 +65,12 @@ function KeyForm({ onDone, asked, refused }: { onDone: () => void; asked: boolea
       </form>
     </section>
   );
+}
+
+/** What tells one page from another (a new one: its part of the page is tried again). */
+function routeKey(route: Route): string {
+  if (route.page === "sessions") return `sessions?${route.query}`;
+  return route.page === "unknown" ? `unknown:${route.path}` : `${route.page}:${route.id}`;
 }
 
 function App() {
@@ -138,7 +145,12 @@ function App() {
           </button>
         )}
       </header>
-      <main key={`${generation}`}>{page}</main>
+      <main key={`${generation}`}>
+        {/* A page whose render throws says so; the header above stays (boundary.tsx). Another page: a new try. */}
+        <Boundary what="This page" resetKey={needKey || changingKey ? "key" : routeKey(route)}>
+          {page}
+        </Boundary>
+      </main>
     </>
   );
 }

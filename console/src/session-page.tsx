@@ -14,6 +14,7 @@ import {
   type Run,
   type Session,
 } from "./api";
+import { Boundary } from "./boundary";
 import { type FleetEvent, followSession, type LiveMode } from "./live";
 import { type LiveText, liveTextAfter, NO_LIVE_TEXT } from "./live-text";
 import { type ReadRetry, readRetried, refusedForGood } from "./read-retry";
@@ -626,7 +627,14 @@ export function SessionPageView({ id }: { id: string }) {
           <Actions session={session} onDone={() => void load()} />
           <ResumePointView point={point} />
           {runsView}
-          <Transcript messages={session.messages} streaming={liveText.text} reading={reading} retry={retry} />
+          <Boundary what="The transcript">
+            <Transcript
+              messages={session.messages}
+              streaming={liveText.text}
+              reading={reading}
+              retry={retry}
+            />
+          </Boundary>
           <details>
             <summary>Agent and metadata</summary>
             <Json value={{ agent: session.agent, metadata: session.metadata }} />

@@ -164,22 +164,47 @@ export async function readShapeTail(
   sql: postgres.Sql | postgres.TransactionSql,
   sessionId: string,
 ): Promise<{ shape: Message[]; start: number; lastSeq: number; tailState: string | null }> {
-  // Where the tail starts first, then the tail from there: a bound known when the second is
-  // planned is a range of the primary key; one computed in the same statement was planned as a
-  // third of the table (every message of the session read).
-  const [k] = await sql<{ start_seq: number; tail_state: string | null }[]>`
-    select coalesce((select m.seq from messages m where m.session_id = ${sessionId} and m.role = 'assistant'
-                      order by m.seq desc limit 1), 1) as start_seq,
-           (select s.tail_state from sessions s where s.id = ${sessionId}) as tail_state`;
+  // Where the tail starts first (lastAssistantSeq), then the tail from there: a bound known when
+  // the second is planned is a range of the primary key; one computed in the same statement was
+  // planned as a third of the table (every message of the session read).
+  const [session] = await sql<{ tail_state: string | null; last_seq: number }[]>`
+    select s.tail_state, s.last_seq from sessions s where s.id = ${sessionId}`;
+  const startSeq = await lastAssistantSeq(sql, sessionId, session?.last_seq ?? 0);
   const [row] = await sql<{ shape: string | ShapeRow[]; last_seq: number }[]>`
     select ${shapeColumns(sql)}, coalesce(max(m.seq), 0)::int as last_seq
-      from messages m where m.session_id = ${sessionId} and m.seq >= ${k!.start_seq}`;
+      from messages m where m.session_id = ${sessionId} and m.seq >= ${startSeq}`;
   return {
     shape: shapeOf(row!.shape, sessionId),
-    start: k!.start_seq - 1,
+    start: startSeq - 1,
     lastSeq: row!.last_seq,
-    tailState: k!.tail_state,
+    tailState: session?.tail_state ?? null,
   };
+}
+
+/** The first window of seqs `lastAssistantSeq` looks in, back from the last: doubled each time. */
+const FIRST_WINDOW = 64;
+
+/**
+ * The seq of the session's last assistant message at or before `lastSeq`, 1 when there is none:
+ * looked for in ranges of the primary key back from `lastSeq`, each twice the one before, so
+ * the index entries read are at most about twice the tail's, whatever Postgres estimates of
+ * the session. One statement with `order by seq desc limit 1` was planned, while the table's
+ * statistics did not know the session (an import, a day of runs since the last analyze), as
+ * a bitmap scan of all its messages and a sort.
+ */
+async function lastAssistantSeq(
+  sql: postgres.Sql | postgres.TransactionSql,
+  sessionId: string,
+  lastSeq: number,
+): Promise<number> {
+  for (let high = lastSeq, window = FIRST_WINDOW; high > 0; high -= window, window *= 2) {
+    const [row] = await sql<{ seq: number | null }[]>`
+      select max(m.seq)::int as seq from messages m
+       where m.session_id = ${sessionId} and m.seq > ${high - window} and m.seq <= ${high}
+         and m.role = 'assistant'`;
+    if (row?.seq) return row.seq;
+  }
+  return 1;
 }
 
 /** The shape's columns of `messages m`, as one JSON array of arrays in seq order. */

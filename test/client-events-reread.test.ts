@@ -11,6 +11,17 @@ import { FleetClient } from "../src/producer/client.js";
 import { runEvents } from "../src/producer/client-event-streams.js";
 import { alwaysGone, sseEvent, startFakeEventsApi } from "./support/fake-events-api.js";
 
+/** The types of the events `events("s1")` yields against the fake API at `url`, up to a RUN_COMPLETED. */
+async function typesToRunEnd(url: string): Promise<string[]> {
+  const client = new FleetClient({ baseUrl: url });
+  const types: string[] = [];
+  for await (const event of client.events("s1", { signal: AbortSignal.timeout(10_000) })) {
+    types.push(event.type);
+    if (event.type === "RUN_COMPLETED") break;
+  }
+  return types;
+}
+
 describe("fleet.events() given an `after` whose place is gone", () => {
   it("rejects with the 410, without reading the stream again: the place was the caller's", async () => {
     const api = await startFakeEventsApi(alwaysGone("event 1-0 is older than the events kept"));
@@ -45,12 +56,7 @@ describe("fleet.events() re-reading after a 410", () => {
       };
     });
     try {
-      const client = new FleetClient({ baseUrl: api.url });
-      const types: string[] = [];
-      for await (const event of client.events("s1", { signal: AbortSignal.timeout(10_000) })) {
-        types.push(event.type);
-        if (event.type === "RUN_COMPLETED") break;
-      }
+      const types = await typesToRunEnd(api.url);
       expect(types).toEqual(["RUN_STARTED", "TOOL_STARTED", "RUN_COMPLETED"]);
       expect(api.urls).toEqual([
         "/v1/sessions/s1/events",
@@ -175,12 +181,7 @@ describe("fleet.events()'s re-read of a parking written before its run's end", (
       return { events: start + parked };
     });
     try {
-      const client = new FleetClient({ baseUrl: api.url });
-      const types: string[] = [];
-      for await (const event of client.events("s1", { signal: AbortSignal.timeout(10_000) })) {
-        types.push(event.type);
-        if (event.type === "RUN_COMPLETED") break;
-      }
+      const types = await typesToRunEnd(api.url);
       expect(types).toEqual(["RUN_STARTED", "MESSAGE", "SESSION_PARKED", "RUN_COMPLETED"]);
       expect(api.urls).toEqual([
         "/v1/sessions/s1/events",

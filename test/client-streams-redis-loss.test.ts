@@ -63,6 +63,16 @@ describe("the client's run and batch streams when Redis restarts empty under the
     );
     await new Promise((resolve) => setTimeout(resolve, settleMs));
   };
+  /** `events` hold every message of the session's run from its message "second" on, once each, in order. */
+  const expectSecondRunOnce = async (id: string, events: FleetEvent[]) => {
+    const { messages } = await client.getSession(id);
+    const secondRun = messages.slice(messages.findIndex((m) => m.content === "second"));
+    const seqs = events.flatMap((e) =>
+      e.type === "MESSAGE" ? [(e.data.message as { seq: number }).seq] : [],
+    );
+    expect(seqs).toEqual(secondRun.map((m) => m.seq));
+  };
+
   const restartEmpty = async () => {
     await stopRedis(redis);
     redis = await startRedis(port);
@@ -84,12 +94,7 @@ describe("the client's run and batch streams when Redis restarts empty under the
     expect(events[0]!.type).toBe("RUN_STARTED");
     expect(events.at(-1)).toMatchObject({ type: "RUN_COMPLETED", data: { runId, outcome: "completed" } });
     expect(events.every((e) => e.data.runId === runId)).toBe(true);
-    const { messages } = await client.getSession(id);
-    const secondRun = messages.slice(messages.findIndex((m) => m.content === "second"));
-    const seqs = events.flatMap((e) =>
-      e.type === "MESSAGE" ? [(e.data.message as { seq: number }).seq] : [],
-    );
-    expect(seqs).toEqual(secondRun.map((m) => m.seq));
+    await expectSecondRunOnce(id, events);
     const tools = events.flatMap((e) => (e.type === "TOOL_STARTED" ? [e.data.toolCallId] : []));
     expect(new Set(tools).size).toBe(tools.length);
   }, 60_000);
@@ -133,12 +138,7 @@ describe("the client's run and batch streams when Redis restarts empty under the
     }
     await restarted;
     expect(events.at(-1)).toMatchObject({ type: "RUN_COMPLETED", data: { runId, outcome: "completed" } });
-    const { messages } = await client.getSession(id);
-    const secondRun = messages.slice(messages.findIndex((m) => m.content === "second"));
-    const seqs = events.flatMap((e) =>
-      e.type === "MESSAGE" ? [(e.data.message as { seq: number }).seq] : [],
-    );
-    expect(seqs).toEqual(secondRun.map((m) => m.seq));
+    await expectSecondRunOnce(id, events);
     const tools = events.flatMap((e) => (e.type === "TOOL_STARTED" ? [e.data.toolCallId] : []));
     expect(tools).toEqual(["nap", "nap2"]);
     expect(events.filter((e) => e.type === "RUN_STARTED")).toHaveLength(1);
@@ -222,11 +222,6 @@ describe("the client's run and batch streams when Redis restarts empty under the
     })();
     await read;
     expect(events.at(-1)).toMatchObject({ type: "RUN_COMPLETED", data: { runId, outcome: "completed" } });
-    const { messages } = await client.getSession(id);
-    const secondRun = messages.slice(messages.findIndex((m) => m.content === "second"));
-    const seqs = events.flatMap((e) =>
-      e.type === "MESSAGE" ? [(e.data.message as { seq: number }).seq] : [],
-    );
-    expect(seqs).toEqual(secondRun.map((m) => m.seq));
+    await expectSecondRunOnce(id, events);
   }, 90_000);
 });

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { formatJson } from "../console/src/json-format.js";
 import type { FleetClient } from "../src/producer/client.js";
-import { type ConsoleFleet, openConsoleFleet } from "./support/console-browser.js";
+import { type ConsoleFleet, openConsoleFleet, sessionWithToolResult } from "./support/console-browser.js";
 
 const nested = (depth: number) => `${"[".repeat(depth)}${"]".repeat(depth)}`;
 
@@ -47,20 +47,7 @@ describe("the console with deeply nested JSON", () => {
 
   it("shows a session whose tool read 20,000 nested brackets, and what came after it", async () => {
     const deep = nested(20_000);
-    const { id } = await client.createSession({
-      agent: { model: { provider: "scripted", steps: [{ text: "ok" }] }, tools: [] },
-      messages: [
-        { role: "user", content: "fetch the page" },
-        {
-          role: "assistant",
-          content: "",
-          toolCalls: [{ id: "c1", name: "fetch", arguments: { url: "x" } }],
-          stopReason: "tool_use",
-        },
-        { role: "tool", toolCallId: "c1", name: "fetch", content: deep, success: true },
-        { role: "assistant", content: "after the deep result", stopReason: "end_turn" },
-      ],
-    });
+    const id = await sessionWithToolResult(client, deep, "after the deep result", { url: "x" });
     const { page } = opened;
     await page.goto(`${base}/console/sessions/${id}`);
     await page.locator(".transcript").getByText("after the deep result").waitFor();

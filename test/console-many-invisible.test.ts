@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_MARKED, revealed, revealedParts } from "../console/src/invisible.js";
 import type { FleetClient } from "../src/producer/client.js";
-import { type ConsoleFleet, openConsoleFleet } from "./support/console-browser.js";
+import { type ConsoleFleet, openConsoleFleet, sessionWithToolResult } from "./support/console-browser.js";
 
 const ZWSP = "\u200B";
 
@@ -40,20 +40,7 @@ describe("the console with 20,000 invisible characters in a result", () => {
   });
 
   it("shows the result written as code points, in MAX_MARKED boxes, not one a character", async () => {
-    const { id } = await client.createSession({
-      agent: { model: { provider: "scripted", steps: [{ text: "ok" }] }, tools: [] },
-      messages: [
-        { role: "user", content: "fetch the page" },
-        {
-          role: "assistant",
-          content: "",
-          toolCalls: [{ id: "c1", name: "fetch", arguments: {} }],
-          stopReason: "tool_use",
-        },
-        { role: "tool", toolCallId: "c1", name: "fetch", content: ZWSP.repeat(20_000), success: true },
-        { role: "assistant", content: "after the invisible result", stopReason: "end_turn" },
-      ],
-    });
+    const id = await sessionWithToolResult(client, ZWSP.repeat(20_000), "after the invisible result");
     const { page } = opened;
     await page.goto(`${base}/console/sessions/${id}`);
     await page.locator(".transcript").getByText("after the invisible result").waitFor();

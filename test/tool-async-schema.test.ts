@@ -7,31 +7,18 @@
  * that text and the tool never ran. Real API, worker (in this process), Postgres and Redis.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { z } from "zod";
 import type { FleetClient } from "../src/producer/client.js";
 import type { Message } from "../src/shared/messages.js";
-import { defineTool } from "../src/worker/tools/registry.js";
 import { type RunningWorker, startWorker } from "../src/worker/worker.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { notifyTool } from "./support/notify-tool.js";
 
 let fleet: FleetEnv;
 let client: FleetClient;
 let worker: RunningWorker;
 const sent: string[] = [];
 
-const notify = defineTool({
-  name: "notify",
-  description: "Notifies someone.",
-  parameters: { type: "object", properties: { to: { type: "string" } }, required: ["to"] },
-  schema: z.object({ to: z.string() }).refine(async ({ to }) => {
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    return to.includes("@");
-  }, "to: not a known address"),
-  async run({ to }) {
-    sent.push(to);
-    return `notified ${to}`;
-  },
-});
+const notify = notifyTool(() => new Promise((resolve) => setTimeout(resolve, 5)), sent);
 
 beforeAll(async () => {
   fleet = await createFleetEnv("tool-async-schema");

@@ -15,13 +15,12 @@
  * that never did.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { z } from "zod";
 import type { FleetClient, FleetEvent } from "../src/producer/client.js";
 import type { Message } from "../src/shared/messages.js";
 import { CANCELLED_BEFORE_START_TEXT } from "../src/shared/resume-plan.js";
-import { defineTool } from "../src/worker/tools/registry.js";
 import { type RunningWorker, startWorker } from "../src/worker/worker.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { notifyTool } from "./support/notify-tool.js";
 import { readSse } from "./support/sse.js";
 
 let fleet: FleetEnv;
@@ -32,19 +31,7 @@ const sent: string[] = [];
 /** Checks waiting, by address: each waits until the test lets it go on. */
 const checks = new Map<string, () => void>();
 
-const notify = defineTool({
-  name: "notify",
-  description: "Notifies someone.",
-  parameters: { type: "object", properties: { to: { type: "string" } }, required: ["to"] },
-  schema: z.object({ to: z.string() }).refine(async ({ to }) => {
-    await new Promise<void>((resolve) => checks.set(to, resolve));
-    return to.includes("@");
-  }, "to: not a known address"),
-  async run({ to }) {
-    sent.push(to);
-    return `notified ${to}`;
-  },
-});
+const notify = notifyTool((to) => new Promise<void>((resolve) => checks.set(to, resolve)), sent);
 
 beforeAll(async () => {
   fleet = await createFleetEnv("tool-schema-cancel");

@@ -112,3 +112,30 @@ export async function openConsoleFleet(
     throw error;
   }
 }
+
+/**
+ * A stored session whose one tool call `c1` (`fetch`, with `args`) read `result`, then the model
+ * answered `after`: the transcript a console test opens, its result at `#seq-3`.
+ */
+export async function sessionWithToolResult(
+  client: FleetClient,
+  result: string,
+  after: string,
+  args: Record<string, unknown> = {},
+): Promise<string> {
+  const { id } = await client.createSession({
+    agent: { model: { provider: "scripted", steps: [{ text: "ok" }] }, tools: [] },
+    messages: [
+      { role: "user", content: "fetch the page" },
+      {
+        role: "assistant",
+        content: "",
+        toolCalls: [{ id: "c1", name: "fetch", arguments: args }],
+        stopReason: "tool_use",
+      },
+      { role: "tool", toolCallId: "c1", name: "fetch", content: result, success: true },
+      { role: "assistant", content: after, stopReason: "end_turn" },
+    ],
+  });
+  return id;
+}

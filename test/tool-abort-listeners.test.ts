@@ -12,9 +12,9 @@
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
-import type { Message } from "../src/shared/messages.js";
 import { toolTimedOutText } from "../src/worker/tools/time-limit.js";
 import { createFleetEnv, type FleetEnv, ROOT, type WorkerProcess } from "./support/fleet-env.js";
+import { runCalls } from "./support/scripted-calls.js";
 
 const TOOLS = join(ROOT, "test/fixtures/abort-listener-tools.mjs");
 
@@ -32,27 +32,14 @@ describe("a tool's abort listener that fails", () => {
 
   for (const tool of ["cleanup_throws", "cleanup_rejects"]) {
     it(`${tool}: the call is answered as timed out and the worker goes on`, async () => {
-      const session = await client.createSession({
-        agent: {
-          model: {
-            provider: "scripted",
-            steps: [{ toolCalls: [{ id: "t", name: tool, arguments: {} }] }, { text: "went on" }],
-          },
-          tools: [tool],
-        },
-      });
-      const { runId } = await client.send(session.id, "go");
-      const run = await client.waitForRun(runId, { timeoutMs: 20_000 }).catch((error: Error) => {
-        throw new Error(`${error.message}; worker: ${worker.output().slice(-600)}`);
+      const { endedReason, results } = await runCalls(client, [{ id: "t", name: tool, arguments: {} }], {
+        timeoutMs: 20_000,
+        onTimeout: () => `worker: ${worker.output().slice(-600)}`,
       });
       expect(worker.output()).not.toContain("uncaught exception");
       expect(worker.child.exitCode).toBeNull();
-      expect(run.endedReason).toBe("completed");
-      const messages: Message[] = [];
-      for await (const message of client.messages(session.id)) messages.push(message);
-      expect(messages.filter((m) => m.role === "tool")).toMatchObject([
-        { toolCallId: "t", success: false, content: toolTimedOutText(300) },
-      ]);
+      expect(endedReason).toBe("completed");
+      expect(results).toMatchObject([{ toolCallId: "t", success: false, content: toolTimedOutText(300) }]);
       expect(worker.output()).toContain("tool abort listener failed");
     }, 60_000);
   }

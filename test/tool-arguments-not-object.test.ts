@@ -10,10 +10,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
-import type { Message } from "../src/shared/messages.js";
 import { defineTool } from "../src/worker/tools/registry.js";
 import { type RunningWorker, startWorker } from "../src/worker/worker.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { runCalls } from "./support/scripted-calls.js";
 
 let fleet: FleetEnv;
 let client: FleetClient;
@@ -52,28 +52,12 @@ const CUT = '{"to": "ops", "text": "disk ful';
 
 describe("a tool call whose arguments are not one JSON object", () => {
   it("runs no tool, with or without a schema, and says what the model sent", async () => {
-    const agent = {
-      model: {
-        provider: "scripted" as const,
-        steps: [
-          {
-            toolCalls: [
-              { id: "a", name: "send_note", arguments: { _raw: CUT } },
-              { id: "b", name: "write_file", arguments: { _raw: '["notes.txt", "hi"]' } },
-              { id: "c", name: "send_note", arguments: { to: "ops", text: "whole" } },
-            ],
-          },
-          { text: "told" },
-        ],
-      },
-      tools: ["send_note", "write_file"],
-    };
-    const session = await client.createSession({ agent });
-    const { runId } = await client.send(session.id, "tell ops");
-    expect((await client.waitForRun(runId, { timeoutMs: 30_000 })).endedReason).toBe("completed");
-    const messages: Message[] = [];
-    for await (const message of client.messages(session.id)) messages.push(message);
-    const results = messages.filter((m) => m.role === "tool");
+    const { endedReason, results } = await runCalls(client, [
+      { id: "a", name: "send_note", arguments: { _raw: CUT } },
+      { id: "b", name: "write_file", arguments: { _raw: '["notes.txt", "hi"]' } },
+      { id: "c", name: "send_note", arguments: { to: "ops", text: "whole" } },
+    ]);
+    expect(endedReason).toBe("completed");
     const said = (sent: string) =>
       `Invalid arguments: they must be one JSON object (nested at most 100 levels); the model sent: ${sent}`;
     expect(results).toMatchObject([

@@ -8,10 +8,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
-import type { Message } from "../src/shared/messages.js";
 import { type RunningWorker, startWorker } from "../src/worker/worker.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 import { notifyTool } from "./support/notify-tool.js";
+import { runCalls } from "./support/scripted-calls.js";
 
 let fleet: FleetEnv;
 let client: FleetClient;
@@ -35,27 +35,12 @@ afterAll(async () => {
 
 describe("a tool whose schema checks asynchronously", () => {
   it("runs for arguments it accepts, and answers its refusal for the others", async () => {
-    const agent = {
-      model: {
-        provider: "scripted" as const,
-        steps: [
-          {
-            toolCalls: [
-              { id: "good", name: "notify", arguments: { to: "ops@example.com" } },
-              { id: "bad", name: "notify", arguments: { to: "ops" } },
-            ],
-          },
-          { text: "done" },
-        ],
-      },
-      tools: ["notify"],
-    };
-    const session = await client.createSession({ agent });
-    const { runId } = await client.send(session.id, "notify");
-    expect((await client.waitForRun(runId, { timeoutMs: 30_000 })).endedReason).toBe("completed");
-    const messages: Message[] = [];
-    for await (const message of client.messages(session.id)) messages.push(message);
-    expect(messages.filter((m) => m.role === "tool")).toMatchObject([
+    const { endedReason, results } = await runCalls(client, [
+      { id: "good", name: "notify", arguments: { to: "ops@example.com" } },
+      { id: "bad", name: "notify", arguments: { to: "ops" } },
+    ]);
+    expect(endedReason).toBe("completed");
+    expect(results).toMatchObject([
       { toolCallId: "good", success: true, content: "notified ops@example.com" },
       { toolCallId: "bad", success: false, content: "Invalid arguments: to: not a known address" },
     ]);

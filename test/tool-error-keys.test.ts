@@ -8,10 +8,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
-import type { Message } from "../src/shared/messages.js";
 import { defineTool } from "../src/worker/tools/registry.js";
 import { type RunningWorker, startWorker } from "../src/worker/worker.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { runCalls } from "./support/scripted-calls.js";
 
 let fleet: FleetEnv;
 let client: FleetClient;
@@ -50,27 +50,11 @@ afterAll(async () => {
 
 describe("a tool whose error quotes a key of the worker's environment", () => {
   it("has the key scrubbed from its failed result; a successful result is kept", async () => {
-    const agent = {
-      model: {
-        provider: "scripted" as const,
-        steps: [
-          {
-            toolCalls: [
-              { id: "a", name: "search", arguments: { q: "fail" } },
-              { id: "b", name: "search", arguments: { q: "token: abcdefgh" } },
-            ],
-          },
-          { text: "done" },
-        ],
-      },
-      tools: ["search"],
-    };
-    const session = await client.createSession({ agent });
-    const { runId } = await client.send(session.id, "search");
-    expect((await client.waitForRun(runId, { timeoutMs: 30_000 })).endedReason).toBe("completed");
-    const messages: Message[] = [];
-    for await (const message of client.messages(session.id)) messages.push(message);
-    const results = messages.filter((m) => m.role === "tool");
+    const { endedReason, results } = await runCalls(client, [
+      { id: "a", name: "search", arguments: { q: "fail" } },
+      { id: "b", name: "search", arguments: { q: "token: abcdefgh" } },
+    ]);
+    expect(endedReason).toBe("completed");
     expect(results).toMatchObject([
       {
         toolCallId: "a",

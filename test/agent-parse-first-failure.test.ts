@@ -9,7 +9,13 @@
  * as before.
  */
 import { describe, expect, it } from "vitest";
-import { MAX_FALLBACK_MODELS, parseAgentConfig, parseModelConfig } from "../src/shared/agent-config.js";
+import {
+  agentConfigSchema,
+  MAX_FALLBACK_MODELS,
+  parseAgentConfig,
+  parseModelConfig,
+} from "../src/shared/agent-config.js";
+import { holdsAtMost, parsedWholeWhenSmall, WHOLE_PARSE_NODES } from "../src/shared/first-failure.js";
 import { keyedApiForFile } from "./support/answer.js";
 
 /** `n` items, each failing on its own; `reads.n` counts how often a parse looked into one. */
@@ -74,6 +80,44 @@ describe("parsing an agent stops at the first scripted step or fallback model th
     // A step of a newer release (an unknown field) is still told apart from a broken one.
     const newer = { model: { provider: "scripted", steps: [{}, { later: true }, { text: 2 }] } };
     expect(() => parseAgentConfig(newer)).toThrow(/^agent\.model\.steps\[1\]\.later: unknown field$/);
+  });
+});
+
+describe("a small agent is parsed whole, once", () => {
+  it("counts keys and items at every level, and stops reading past the bound", () => {
+    expect(holdsAtMost({ a: [1, { b: 2 }], c: "x" }, 5)).toBe(true);
+    expect(holdsAtMost({ a: [1, { b: 2 }], c: "x" }, 4)).toBe(false);
+    expect(holdsAtMost("text", 0)).toBe(true);
+    const reads = { n: 0 };
+    expect(holdsAtMost({ steps: badItems(N, "text", reads) }, WHOLE_PARSE_NODES)).toBe(false);
+    expect(reads.n).toBe(0);
+    // Nesting counts too: a deep one is not walked to its bottom.
+    let deep: unknown[] = [];
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    expect(holdsAtMost(deep, WHOLE_PARSE_NODES)).toBe(false);
+  });
+
+  it("gives what the first failure's cut gives, and leaves a failure to it", () => {
+    const valid = {
+      model: {
+        provider: "scripted",
+        steps: [{ toolCalls: [{ name: "t", arguments: { a: 1 } }] }, { text: "ok" }],
+      },
+      tools: ["t"],
+    };
+    const whole = parsedWholeWhenSmall(agentConfigSchema, valid);
+    expect(whole).not.toBeNull();
+    expect(whole).toEqual(parseAgentConfig(valid));
+    // A failing one is not answered here: the cut parses it again and names its first issue.
+    const bad = { model: { provider: "scripted", steps: [{}, { text: 1 }, { later: true }] } };
+    expect(parsedWholeWhenSmall(agentConfigSchema, bad)).toBeNull();
+    expect(() => parseAgentConfig(bad)).toThrow(/^agent\.model\.steps\[1\]\.text: expected string/);
+    // Past the bound, not parsed here at all: the cut stops at the first bad step.
+    const many = {
+      model: { provider: "scripted", steps: Array.from({ length: WHOLE_PARSE_NODES }, () => ({})) },
+    };
+    expect(parsedWholeWhenSmall(agentConfigSchema, many)).toBeNull();
+    expect(parseAgentConfig(many).model).toEqual(many.model);
   });
 });
 

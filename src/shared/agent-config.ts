@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { ValidationError } from "./errors.js";
-import { arrayAt, cutAfterFirstFailure, withArray } from "./first-failure.js";
+import { arrayAt, cutAfterFirstFailure, parsedWholeWhenSmall, withArray } from "./first-failure.js";
 import { assertStorable } from "./messages.js";
 import { boundedModel, MAX_FALLBACK_MODELS, modelConfigSchema, parseFailure } from "./model-config.js";
 
@@ -153,6 +153,11 @@ export type AgentConfigInput = z.input<typeof agentConfigSchema>;
  * value) is a NewerAgentError (newer-agent.ts), with the same message.
  */
 export function parseAgentConfig(value: unknown, root = "agent"): AgentConfig {
+  const whole = parsedWholeWhenSmall(agentConfigSchema, value);
+  if (whole !== null) {
+    assertStorable(whole, root);
+    return whole;
+  }
   const bounded = boundedAgent(value);
   const result = agentConfigSchema.safeParse(bounded);
   if (!result.success) throw parseFailure(root, result.error, bounded);

@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import type { ValidationError } from "./errors.js";
-import { arrayAt, cutAfterFirstFailure, withArray } from "./first-failure.js";
+import { arrayAt, cutAfterFirstFailure, parsedWholeWhenSmall, withArray } from "./first-failure.js";
 import {
   assertStorable,
   MAX_TOOL_CALLS_PER_STEP,
@@ -167,6 +167,11 @@ export type ScriptedStep = z.infer<typeof scriptedStepSchema>;
 export type ModelConfig = z.infer<typeof modelConfigSchema>;
 
 export function parseModelConfig(value: unknown, root = "model"): ModelConfig {
+  const whole = parsedWholeWhenSmall(modelConfigSchema, value);
+  if (whole !== null) {
+    assertStorable(whole, root);
+    return whole;
+  }
   const bounded = boundedModel(value);
   const result = modelConfigSchema.safeParse(bounded);
   if (!result.success) throw parseFailure(root, result.error, bounded);

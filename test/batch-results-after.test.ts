@@ -53,6 +53,23 @@ describe("orderedIds", () => {
     ]);
     expect(sorted(orderedIds(100, 0, null, randomBytes))).toBe(true);
   });
+
+  it("takes a batch's random bytes in one call, as many as the ids use", () => {
+    const sizes: number[] = [];
+    const counted = (size: number) => {
+      sizes.push(size);
+      return randomBytes(size);
+    };
+    const ids = orderedIds(50, Date.UTC(2026, 0, 1), null, counted);
+    expect(sorted(ids)).toBe(true);
+    expect(new Set(ids).size).toBe(50);
+    // A fresh tail (73 bits: 10 bytes), then 49 steps of 48 bits (6 bytes each).
+    expect(sizes).toEqual([10 + 49 * 6]);
+    // Counting up from `after`'s tail: every id a step.
+    sizes.length = 0;
+    orderedIds(3, Date.UTC(2026, 0, 1), ids.at(-1)!, counted);
+    expect(sizes).toEqual([3 * 6]);
+  });
 });
 
 describe("a batch's results read with ?after= while parts are appended", () => {

@@ -49,7 +49,7 @@ export type FleetConfig = {
   tenantShares: TenantShares;
   /** Batch webhooks: FLEET_WEBHOOK_SECRET, _ALLOWED_URLS, _DENY_PRIVATE, _RETRY_MS, _LOCK_MS, _STALL_CHECK_MS (webhooks.ts). */
   webhooks: WebhookSettings;
-  /** Provider-limit tuning: FLEET_ENDPOINT_MAX_WAIT_MS, _PERMIT_TTL_MS, _DEFAULT_PAUSE_MS (provider-limits.ts). */
+  /** Provider-limit tuning: FLEET_ENDPOINT_MAX_WAIT_MS, _PERMIT_TTL_MS, _DEFAULT_PAUSE_MS, _MAX_PAUSE_MS (provider-limits.ts). */
   gateTuning: Partial<GateTuning>;
   metricsPort: number;
   toolDir: string;

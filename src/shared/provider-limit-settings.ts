@@ -87,7 +87,8 @@ export const DEFAULT_GATE_TUNING: GateTuning = {
  * Tuning from the environment (optional, for operators and tests): FLEET_ENDPOINT_MAX_WAIT_MS
  * (the longest in-worker wait before a hand-back), FLEET_ENDPOINT_PERMIT_TTL_MS (a dead
  * worker's concurrency permits free after it), FLEET_ENDPOINT_DEFAULT_PAUSE_MS (a 429 without
- * retry-after). Values that are not positive integers are ignored.
+ * retry-after), FLEET_ENDPOINT_MAX_PAUSE_MS (the longest pause a provider's retry-after may
+ * impose). Values that are not positive integers are ignored.
  */
 export function gateTuningFromEnv(env: Record<string, string | undefined>): Partial<GateTuning> {
   const read = (name: string) => {
@@ -98,8 +99,10 @@ export function gateTuningFromEnv(env: Record<string, string | undefined>): Part
   const maxWaitMs = read("FLEET_ENDPOINT_MAX_WAIT_MS");
   const permitTtlMs = read("FLEET_ENDPOINT_PERMIT_TTL_MS");
   const defaultPauseMs = read("FLEET_ENDPOINT_DEFAULT_PAUSE_MS");
+  const maxPauseMs = read("FLEET_ENDPOINT_MAX_PAUSE_MS");
   if (maxWaitMs) tuning.maxWaitMs = maxWaitMs;
   if (permitTtlMs) tuning.permitTtlMs = permitTtlMs;
   if (defaultPauseMs) tuning.defaultPauseMs = defaultPauseMs;
+  if (maxPauseMs) tuning.maxPauseMs = maxPauseMs;
   return tuning;
 }

@@ -13,6 +13,8 @@ export type FixedSseServer = {
   body: string;
   /** The answer's content type (default `text/event-stream`). */
   contentType: string;
+  /** Headers sent besides the content type (default none). */
+  headers: Record<string, string>;
   /** Requests answered so far (a test sets it back to 0): how often the step was asked. */
   requests: number;
   close(): Promise<void>;
@@ -23,7 +25,7 @@ export async function startFixedSse(): Promise<FixedSseServer> {
     req.resume();
     req.on("end", () => {
       fixed.requests++;
-      res.writeHead(200, { "content-type": fixed.contentType });
+      res.writeHead(200, { ...fixed.headers, "content-type": fixed.contentType });
       res.end(fixed.body);
     });
   });
@@ -32,6 +34,7 @@ export async function startFixedSse(): Promise<FixedSseServer> {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     body: "",
     contentType: "text/event-stream",
+    headers: {},
     requests: 0,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };

@@ -19,7 +19,8 @@
  *   `anthropic-version` the SDK's.
  * - A body reaches the SDK in whole lines, none longer than 64 MiB (sse-lines.ts); a `200` of
  *   JSON, where every request asks for an event stream, fails the request (json-answer.ts),
- *   and so does a `200` web page (page-answer.ts).
+ *   and so does a `200` web page (page-answer.ts), a `200` of any other type but
+ *   `text/event-stream`, and response headers past the client's size (odd-answers.ts).
  * - Host names are looked up off libuv's thread pool, within a time limit (`providerFetch`,
  *   dns-lookup.ts): a model host whose DNS never answers no longer holds the pool's threads.
  */
@@ -27,6 +28,7 @@ import { createRequire } from "node:module";
 import type { Agent } from "undici";
 import { boundedLookup } from "./dns-lookup.js";
 import { isJsonAnswer, jsonAnswerError } from "./json-answer.js";
+import { headersOverflowError, isHeadersOverflow, notStreamError, notStreamType } from "./odd-answers.js";
 import { isPageAnswer, pageAnswerError } from "./page-answer.js";
 import { ProviderError, type ProviderErrorInfo } from "./provider.js";
 import { wholeLines } from "./sse-lines.js";
@@ -100,7 +102,14 @@ export function guardedFetch(baseUrl: string, info: ProviderErrorInfo, base: Fet
         undefined,
         info,
       );
-    const response = await base(input, { ...init, redirect: "manual" });
+    let response: Response;
+    try {
+      response = await base(input, { ...init, redirect: "manual" });
+    } catch (error) {
+      // Headers past the client's size: the same server sends them again (odd-answers.ts).
+      if (isHeadersOverflow(error)) throw headersOverflowError(info);
+      throw error;
+    }
     if (response.type === "opaqueredirect" || (response.status >= 300 && response.status < 400)) {
       await response.body?.cancel().catch(() => {});
       const location = response.headers.get("location");
@@ -126,6 +135,9 @@ export function guardedFetch(baseUrl: string, info: ProviderErrorInfo, base: Fet
     if (isJsonAnswer(response)) throw await jsonAnswerError(response, info);
     // A web page: the base URL names a site, not its API (page-answer.ts).
     if (isPageAnswer(response)) throw await pageAnswerError(response, info);
+    // Any other type but an event stream (text/plain): not read as one (odd-answers.ts).
+    const type = notStreamType(response);
+    if (type !== null) throw await notStreamError(response, type, info);
     // Whole lines to the SDK: its line splitting is quadratic in a line's length (sse-lines.ts).
     if (response.body === null) return response;
     return new Response(wholeLines(response.body, info), {

@@ -10,7 +10,11 @@ import type { Redis } from "ioredis";
  * → until when it counts).
  * ARGV: 1 member (the permit), 2 tenant, 3 weight, 4 maxWaitMs, 5 ms per request (0: no
  * limit), 6 ms per token (0: no limit), 7 estimated tokens, 8 max concurrent (0: no limit),
- * 9 permit ttl, 10 the request.
+ * 9 permit ttl, 10 the request, 11 '1' when this worker has used the endpoint's state before.
+ * The state's `epoch` field marks it as kept since: missing while the worker saw it, Redis lost
+ * its data (FLUSHALL, an empty replica), and with it the permits of requests still streaming,
+ * so no permit is granted for one permit ttl (`rebuild`): by then every live holder has put its
+ * permit back (RENEW), and one not renewed for that long does not count anyway.
  * Returns {1, wait before sending, 0} granted, or {0, ms until its place comes, reason} denied
  * (reason 1: rate or pause, 2: concurrency).
  */
@@ -21,6 +25,9 @@ local member, tenant, weight = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local maxWait, T, tau = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local cost, maxConc, ttl = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local waiter = tenant .. '|' .. ARGV[10]
+if redis.call('HSETNX', KEYS[1], 'epoch', tostring(now)) == 1 and ARGV[11] == '1' then
+  redis.call('HSET', KEYS[1], 'rebuild', tostring(now + ttl))
+end
 redis.call('ZADD', KEYS[3], now, tenant)
 redis.call('HSET', KEYS[1], 'w:' .. tenant, weight)
 for _, idle in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - 120000)) do
@@ -41,7 +48,7 @@ if maxConc > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   local permits = redis.call('ZRANGE', KEYS[2], 0, -1)
   local free = maxConc - #permits
-  concOk = free > 0
+  concOk = free > 0 and tonumber(redis.call('HGET', KEYS[1], 'rebuild') or '0') <= now
   if concOk then
     -- Shares of the permits: tenants with requests waiting (denied within maxWait) split
     -- maxConcurrent by weight, and a free permit is kept for those below their share.
@@ -154,11 +161,23 @@ if not cur then return 0 end
 redis.call('HSET', KEYS[1], 'toktat', tostring(tonumber(cur) + tonumber(ARGV[1])))
 return 1`;
 
-/** KEYS: 1 permits. ARGV: 1 member, 2 ttl. Renews a permit still held. */
+/**
+ * KEYS: 1 permits, 2 state hash. ARGV: 1 member, 2 ttl. Renews a permit still held, putting it
+ * back when Redis no longer has it (its data was lost, or the permit lapsed while Redis could
+ * not be reached): the request it stands for is still streaming. Such a loss holds back new
+ * permits for one ttl, as in ACQUIRE, so that the other holders put theirs back first.
+ */
 const RENEW = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return redis.call('ZADD', KEYS[1], 'XX', 'CH', now + tonumber(ARGV[2]), ARGV[1])`;
+local ttl = tonumber(ARGV[2])
+local added = redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+if added == 1 then
+  redis.call('HSETNX', KEYS[2], 'epoch', tostring(now))
+  local rebuild = tonumber(redis.call('HGET', KEYS[2], 'rebuild') or '0')
+  if now + ttl > rebuild then redis.call('HSET', KEYS[2], 'rebuild', tostring(now + ttl)) end
+end
+return added`;
 
 /** KEYS: 1 permits. Counts live permits. */
 const IN_USE = `
@@ -178,7 +197,7 @@ export type Commands = {
   fleetLimitsPause(key: string, ms: number): Promise<number>;
   fleetLimitsConfirm(key: string, permits: string, permit: string, ttl: number): Promise<[number, number]>;
   fleetLimitsCorrect(key: string, ms: number): Promise<number>;
-  fleetLimitsRenew(key: string, member: string, ttl: number): Promise<number>;
+  fleetLimitsRenew(permits: string, state: string, member: string, ttl: number): Promise<number>;
   fleetLimitsInUse(key: string): Promise<number>;
   fleetLimitsWaiting(key: string): Promise<string[]>;
   fleetLimitsForget(numKeys: number, ...args: string[]): Promise<number>;
@@ -193,7 +212,7 @@ export function commands(redis: Redis): Redis & Commands {
     redis.defineCommand("fleetLimitsPause", { numberOfKeys: 1, lua: PAUSE });
     redis.defineCommand("fleetLimitsConfirm", { numberOfKeys: 2, lua: CONFIRM });
     redis.defineCommand("fleetLimitsCorrect", { numberOfKeys: 1, lua: CORRECT });
-    redis.defineCommand("fleetLimitsRenew", { numberOfKeys: 1, lua: RENEW });
+    redis.defineCommand("fleetLimitsRenew", { numberOfKeys: 2, lua: RENEW });
     redis.defineCommand("fleetLimitsInUse", { numberOfKeys: 1, lua: IN_USE });
     redis.defineCommand("fleetLimitsWaiting", { numberOfKeys: 1, lua: WAITING });
     defined.add(redis);

@@ -9,7 +9,9 @@
  *   estimate is corrected by the usage that comes back (`correct`).
  * - Concurrency: a sorted set of permits scored by their expiry, each named after its tenant.
  *   A worker renews its permit while the response streams; a SIGKILLed worker's permits
- *   expire after `permitTtlMs`. Tenants with requests waiting share `maxConcurrent` by
+ *   expire after `permitTtlMs`. When Redis loses them (FLUSHALL, an empty replica) while
+ *   requests stream, renewals put them back and no new permit is granted for `permitTtlMs`
+ *   (provider-limit-scripts.ts), so the bound holds through the loss. Tenants with requests waiting share `maxConcurrent` by
  *   weight: a permit that frees while a tenant below its share waits is kept for that
  *   tenant, not taken by whichever request of a big backlog asks first. The waiting
  *   requests are a sorted set (`:waiting`, member `tenant|request`, scored with when it
@@ -89,6 +91,8 @@ export function waitsForgetter(
 export class ProviderLimits {
   private readonly redis: Redis & Commands;
   readonly tuning: GateTuning;
+  /** Endpoints whose state this process has used: finding it gone then means Redis lost it. */
+  private readonly seen = new Set<string>();
 
   constructor(
     redis: Redis,
@@ -134,7 +138,9 @@ export class ProviderLimits {
       limits.maxConcurrent ?? 0,
       this.tuning.permitTtlMs,
       input.request,
+      this.seen.has(endpoint) ? "1" : "0",
     );
+    this.seen.add(endpoint);
     if (granted === 1) return { granted: true, waitMs: Math.max(0, Number(ms)), permit };
     return {
       granted: false,
@@ -174,7 +180,12 @@ export class ProviderLimits {
   }
 
   async renew(endpoint: string, permit: string): Promise<void> {
-    await this.redis.fleetLimitsRenew(this.key(endpoint, ":permits"), permit, this.tuning.permitTtlMs);
+    await this.redis.fleetLimitsRenew(
+      this.key(endpoint, ":permits"),
+      this.key(endpoint),
+      permit,
+      this.tuning.permitTtlMs,
+    );
   }
 
   async release(endpoint: string, permit: string): Promise<void> {

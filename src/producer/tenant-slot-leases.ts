@@ -12,8 +12,19 @@
  *
  * When Redis cannot be reached the place is given without it (the process's own bound still
  * applies, the caller's), said once per outage; the renewals put it in Redis once it answers.
+ *
+ * When Redis loses its data (FLUSHALL, a failover to an empty replica) the leases of places
+ * still open are gone, and takes on the empty count would give a tenant its bound again on
+ * every process. So a fleet-wide `state` hash carries an `epoch`: a process that has used the
+ * leases and finds it missing, or a renewal that finds a lease gone, marks `rebuild` for one
+ * time to live, during which a take waits (by then every live holder has put its leases back,
+ * and a lease not renewed for that long does not count anyway): a stream or a read opened
+ * then starts up to LEASE_TTL_MS later, or is refused if the tenant's places came back full.
+ * A fleet's first take finds no epoch too, but no process has used the leases before it:
+ * nothing waits.
  */
 import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
 
 /** The kinds of places counted fleet-wide (the `limit` of their 429). */
@@ -22,27 +33,42 @@ export type SlotKind = "results_reads" | "event_streams";
 /** A place taken (`release` gives it back, once), or refused with how many the tenant holds. */
 export type SlotAnswer = { taken: true; release: () => void } | { taken: false; held: number };
 
-// KEYS[1]: the tenant's leases. ARGV: member, bound, time to live (ms). Returns -1 when the
-// lease is taken, else the leases that count now (the bound or more).
+// KEYS[1]: the tenant's leases, KEYS[2]: the fleet's lease state. ARGV: member, bound, time
+// to live (ms), '1' when this process has used the leases before. Returns -1 when the lease is
+// taken, -2 - ms while lost leases may still be put back (ms: how much longer), else the leases
+// that count now (the bound or more).
 const TAKE = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[3])
+if redis.call('HSETNX', KEYS[2], 'epoch', tostring(now)) == 1 and ARGV[4] == '1' then
+  redis.call('HSET', KEYS[2], 'rebuild', tostring(now + ttl))
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local held = redis.call('ZCARD', KEYS[1])
 if held >= tonumber(ARGV[2]) then return held end
+local rebuild = tonumber(redis.call('HGET', KEYS[2], 'rebuild') or '0')
+if rebuild > now then return -2 - (rebuild - now) end
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ttl)
 return -1`;
 
-// KEYS[1]: the tenant's leases. ARGV: time to live (ms), then the members still open. A lease
-// that lapsed meanwhile (Redis unreachable for longer) is put back: its place is still held.
+// KEYS[1]: the tenant's leases, KEYS[2]: the fleet's lease state. ARGV: time to live (ms),
+// then the members still open. A lease that lapsed meanwhile (Redis unreachable for longer, or
+// its data lost) is put back: its place is still held; and other holders' may be missing too,
+// so no place is given for one time to live, while they put theirs back.
 const RENEW = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[1])
-for i = 2, #ARGV do redis.call('ZADD', KEYS[1], now + ttl, ARGV[i]) end
+local added = 0
+for i = 2, #ARGV do added = added + redis.call('ZADD', KEYS[1], now + ttl, ARGV[i]) end
 redis.call('PEXPIRE', KEYS[1], ttl)
+if added > 0 then
+  redis.call('HSETNX', KEYS[2], 'epoch', tostring(now))
+  local rebuild = tonumber(redis.call('HGET', KEYS[2], 'rebuild') or '0')
+  if now + ttl > rebuild then redis.call('HSET', KEYS[2], 'rebuild', tostring(now + ttl)) end
+end
 return #ARGV - 1`;
 
 /** How often held leases are renewed, given their time to live (pure): a third of it. */
@@ -67,6 +93,8 @@ export class TenantSlotLeases {
   private readonly held = new Map<string, Set<string>>();
   private timer: NodeJS.Timeout | undefined;
   private unavailable = false;
+  /** Whether Redis has answered a take: an epoch missing after that means it lost its data. */
+  private used = false;
 
   constructor(private readonly deps: TenantSlotLeasesDeps) {}
 
@@ -74,14 +102,36 @@ export class TenantSlotLeases {
     return `${this.deps.prefix}:slots:${kind}:${tenant}`;
   }
 
+  private get stateKey(): string {
+    return `${this.deps.prefix}:slots:state`;
+  }
+
   /** A place of `kind` for `tenant` while it holds fewer than `max` across the fleet. */
   async take(kind: SlotKind, tenant: string, max: number): Promise<SlotAnswer> {
     const key = this.key(kind, tenant);
     const member = `${this.owner}:${this.next++}`;
     try {
-      const held = Number(await this.deps.redis.eval(TAKE, 1, key, member, max, this.deps.ttlMs));
-      this.unavailable = false;
-      if (held >= 0) return { taken: false, held };
+      // Waits out a rebuild (a few rounds at most: each ends within one time to live).
+      for (let round = 0; ; round++) {
+        const answer = Number(
+          await this.deps.redis.eval(
+            TAKE,
+            2,
+            key,
+            this.stateKey,
+            member,
+            max,
+            this.deps.ttlMs,
+            this.used ? "1" : "0",
+          ),
+        );
+        this.used = true;
+        this.unavailable = false;
+        if (answer >= 0) return { taken: false, held: answer };
+        if (answer === -1) break;
+        if (round >= 3) return { taken: false, held: max };
+        await sleep(Math.min(-2 - answer, this.deps.ttlMs) + 20);
+      }
     } catch (error) {
       if (!this.unavailable) this.deps.onUnavailable?.(error);
       this.unavailable = true;
@@ -135,7 +185,7 @@ export class TenantSlotLeases {
    */
   private renew(): void {
     for (const [key, members] of this.held)
-      this.deps.redis.eval(RENEW, 1, key, this.deps.ttlMs, ...members).then(
+      this.deps.redis.eval(RENEW, 2, key, this.stateKey, this.deps.ttlMs, ...members).then(
         () => {
           this.unavailable = false;
         },

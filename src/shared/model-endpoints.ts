@@ -230,3 +230,33 @@ export function checkAgentModels(agent: AgentConfig, routing: ModelRouting, root
   for (const [i, model] of (agent.fallbackModels ?? []).entries())
     resolveModelRoute(model, routing, `${root}.fallbackModels[${i}]`);
 }
+
+/**
+ * The declared endpoint whose limits (contracts §15) a MODEL's requests count against: the one
+ * it names, else the one that sends to the same place — for a raw `baseUrl`, an endpoint on the
+ * same server (its origin: a query, a fragment or another path, `127.1` for `127.0.0.1`, reach
+ * the same server; the endpoint whose path holds the raw one's is preferred), and with neither,
+ * an endpoint of the provider's own host with the provider's own key (the same account).
+ * Otherwise a tenant dodged an endpoint's limits and its tenants' shares by not naming it.
+ * Undefined: the MODEL's requests are not gated.
+ */
+export function gateEndpointOf(
+  model: ModelConfig,
+  endpoints: ReadonlyMap<string, ModelEndpoint>,
+): ModelEndpoint | undefined {
+  if (model.provider === "scripted") return undefined;
+  if (model.endpoint !== undefined) return endpoints.get(model.endpoint);
+  const same = [...endpoints.values()].filter((e) => e.provider === model.provider);
+  if (model.baseUrl === undefined)
+    return same.find((e) => e.baseUrl === undefined && e.apiKeyEnv === DEFAULT_KEY_ENV[model.provider]);
+  const raw = parsedUrl(model.baseUrl);
+  if (raw === null) return undefined;
+  const onServer = same.filter((e) => e.baseUrl !== undefined && parsedUrl(e.baseUrl)?.origin === raw.origin);
+  const path = raw.pathname.replace(/\/+$/, "");
+  return (
+    onServer.find((e) => {
+      const prefix = parsedUrl(e.baseUrl!)!.pathname.replace(/\/+$/, "");
+      return path === prefix || path.startsWith(`${prefix}/`);
+    }) ?? onServer[0]
+  );
+}

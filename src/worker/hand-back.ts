@@ -10,7 +10,7 @@
 import type { ModelConfig } from "../shared/agent-config.js";
 import type { RunRow } from "../shared/db/schema.js";
 import type { RunUsage, StoredMessage, Usage } from "../shared/messages.js";
-import type { ModelEndpoint } from "../shared/model-endpoints.js";
+import { gateEndpointOf, type ModelEndpoint } from "../shared/model-endpoints.js";
 import { roundUsd } from "../shared/prices.js";
 import type { CapacityWaits, WaitingUsage } from "../shared/store/capacity-waits.js";
 import { isHandedBack } from "../shared/store/capacity-waits.js";
@@ -59,7 +59,10 @@ export function ledgerOf(previous: WaitingUsage | null): WaitLedger {
   };
 }
 
-/** `model` behind its endpoint's gate when the MODEL names a declared endpoint. */
+/**
+ * `model` behind its endpoint's gate when its requests go to a declared endpoint: the one it
+ * names, or the one with its destination and key (model-endpoints.ts `gateEndpointOf`).
+ */
 export function withCapacityGate(
   model: ModelProvider,
   config: ModelConfig,
@@ -67,8 +70,8 @@ export function withCapacityGate(
   ledger: WaitLedger,
   capacity: CapacityDeps | undefined,
 ): ModelProvider {
-  if (!capacity || config.provider === "scripted" || config.endpoint === undefined) return model;
-  const endpoint = capacity.endpoints.get(config.endpoint);
+  if (!capacity) return model;
+  const endpoint = gateEndpointOf(config, capacity.endpoints);
   if (!endpoint) return model;
   ledger.gated = true;
   // A handed-back run's request still counts as waiting there until it is granted.

@@ -3,7 +3,8 @@
  *
  * Exit codes: 0 success (or a resumable point), 3 not resumable, 2 invalid input or usage
  * (and a service or port a role needs that is not there), 1 an unexpected failure (one line
- * on stderr; set FLEET_DEBUG=1 for the stack), 70 a last-resort stop (below). A client
+ * on stderr; set FLEET_DEBUG=1 for the stack), 70 a last-resort stop (below); a `fleet worker`
+ * whose event loop stayed blocked ends by SIGALRM, a signal (worker/loop-watchdog.ts). A client
  * command whose reader closed its stdout (`| head`) stops quietly with 0; one whose stdout
  * cannot be written otherwise (a full disk) stops with one line and 1.
  */

@@ -95,6 +95,7 @@ const PARSED: Record<string, (c: FleetConfig) => unknown> = {
   FLEET_TRANSCRIPT_SWEEP_MS: (c) => c.transcriptSweepMs,
   FLEET_EVICTION_CHECK_MS: (c) => c.evictionCheckMs,
   FLEET_HOOK_TIMEOUT_MS: (c) => c.hookTimeoutMs,
+  FLEET_WORKER_BLOCKED_EXIT_MS: (c) => c.workerBlockedExitMs,
   FLEET_NEWER_AGENT_WAIT_MS: (c) => c.newerAgentWaitMs,
   FLEET_MIGRATE_LOCK_TIMEOUT_MS: (c) => c.migrateLockTimeoutMs,
   FLEET_PREFLIGHT_TIMEOUT_MS: (c) => c.preflightTimeoutMs,

@@ -22,6 +22,7 @@ import {
   checkTranscriptDir,
 } from "../shared/preflight.js";
 import { exitDeadlineMs } from "../shared/shutdown.js";
+import { startLoopWatchdog } from "../worker/loop-watchdog.js";
 import { checkWorkerOptions } from "../worker/plugin-checks.js";
 import { loadExtensions, loadTools } from "./plugin-modules.js";
 
@@ -202,6 +203,15 @@ export type WorkerCommandOptions = {
 export async function workerCommand(options: WorkerCommandOptions = {}): Promise<number> {
   const config = loadConfig();
   if (options.metricsPort !== undefined) config.metricsPort = options.metricsPort;
+  // Before the operator's modules load: one that blocks at its import is caught too. Never
+  // stopped: it ends with the process (cli.ts exits a worker once its stop has ended).
+  startLoopWatchdog({
+    blockedMs: config.workerBlockedExitMs,
+    role: "worker",
+    variable: "FLEET_WORKER_BLOCKED_EXIT_MS",
+    onError: (error) =>
+      console.error(`fleet worker: the event loop's watchdog failed, none now: ${error.message}`),
+  });
   const tools = (await Promise.all((options.tools ?? []).map(loadTools))).flat();
   const extensions = (await Promise.all((options.extensions ?? []).map(loadExtensions))).flat();
   // Across the modules too (a tool name in two of them), before Postgres and Redis are asked.

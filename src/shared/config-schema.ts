@@ -278,6 +278,14 @@ export const envSchema = z.object({
   FLEET_PREFLIGHT_TIMEOUT_MS: z.coerce.number().int().positive().max(600_000).default(5_000),
   /** How often every role reads Redis's maxmemory-policy again (eviction-policy.ts). */
   FLEET_EVICTION_CHECK_MS: timerMs(60_000, true),
+  /**
+   * How long `fleet worker`'s event loop may go without turning before its watchdog thread ends
+   * the process by SIGALRM (worker/loop-watchdog.ts); 0: no watchdog.
+   */
+  FLEET_WORKER_BLOCKED_EXIT_MS: timerMs(30_000).refine(
+    (ms) => ms === 0 || ms >= 3_000,
+    "0 (no watchdog) or at least 3000: the loop's heartbeat comes every second",
+  ),
 });
 
 /** The variables the schema reads (test/readme-config.test.ts checks the README's table against them). */

@@ -178,5 +178,6 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     preflightTimeoutMs: e.FLEET_PREFLIGHT_TIMEOUT_MS,
     toolTimeoutMs: e.FLEET_TOOL_TIMEOUT_MS,
     evictionCheckMs: e.FLEET_EVICTION_CHECK_MS,
+    workerBlockedExitMs: e.FLEET_WORKER_BLOCKED_EXIT_MS,
   };
 }

@@ -109,4 +109,6 @@ export type FleetConfig = {
   toolTimeoutMs: number;
   /** How often every role reads Redis's maxmemory-policy again, after its start. */
   evictionCheckMs: number;
+  /** FLEET_WORKER_BLOCKED_EXIT_MS: `fleet worker` exits when its event loop has not turned this long (0: never). */
+  workerBlockedExitMs: number;
 };

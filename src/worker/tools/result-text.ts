@@ -5,6 +5,7 @@
  */
 import { scrubSecrets, secretValuesFromEnv } from "../../shared/scrub-secrets.js";
 import { NO_TEXT, textOf, thrownText } from "../../shared/thrown-text.js";
+import { jsonWithin } from "./bounded-json.js";
 
 /**
  * What a tool threw, as its failed result says it: the keys it quotes scrubbed (the values of the
@@ -42,7 +43,16 @@ export function bounded(text: string): string {
  */
 export function resultContent(value: unknown): string {
   const bytes = bytesOf(value);
-  return bytes ? bytesText(bytes) : bounded(resultText(value));
+  return bytes ? bytesText(bytes) : resultText(value);
+}
+
+/** The first MAX_TOOL_RESULT_CHARS of an object's JSON (never ending inside a surrogate pair), with a note. */
+function cutJson(text: string): string {
+  let end = MAX_TOOL_RESULT_CHARS;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  const max = MAX_TOOL_RESULT_CHARS.toLocaleString("en");
+  return `${text.slice(0, end)}\n[truncated: the tool's result, as JSON, is longer than ${max} characters; the first ${end.toLocaleString("en")} are kept]`;
 }
 
 /**
@@ -76,21 +86,25 @@ function bytesText(bytes: Uint8Array): string {
  * A tool's result as the text a tool message holds: a user tool typed loosely (plain
  * JavaScript) may return a number, an object or nothing, and the stored message, its
  * MESSAGE event and the console must all see the same string. Nothing a tool returns
- * makes its append fail (contracts §12).
+ * makes its append fail (contracts §12). Within MAX_TOOL_RESULT_CHARS, with a note when cut.
  */
 export function resultText(value: unknown): string {
-  if (typeof value === "string") return value;
+  if (typeof value === "string") return bounded(value);
   if (value === undefined || value === null) return "";
   if (typeof value === "object") {
     try {
-      return JSON.stringify(value) ?? textOf(value);
+      // Written only as far as it is kept (bounded-json.ts): a huge object is never stringified whole.
+      const json = jsonWithin(value, MAX_TOOL_RESULT_CHARS);
+      if (json === undefined) return bounded(textOf(value));
+      return json.whole ? json.text : cutJson(json.text);
     } catch (error) {
       // A circular object, a BigInt inside, a toJSON that throws: its string form, when it has
       // one of its own; else why it cannot be shown (before: "[object Object]", which said nothing).
-      const text = textOf(value);
-      if (text !== "[object Object]" && text !== NO_TEXT) return text;
+      // Not an array's: its string form joins every element, as long as the array is.
+      const text = Array.isArray(value) ? NO_TEXT : textOf(value);
+      if (text !== "[object Object]" && text !== NO_TEXT) return bounded(text);
       return `(the tool's result cannot be shown as text: ${thrownText(error).split("\n")[0]})`;
     }
   }
-  return textOf(value);
+  return bounded(textOf(value));
 }

@@ -31,7 +31,7 @@ const CONFIGURATION = [
 ].join("\n");
 
 const EXIT_CODES =
-  "Exit codes: 0 done, 3 not resumable (resume-point), 2 invalid input or usage (or a service or port that is not there), 1 any other failure, 70 a last-resort stop; `fleet worker` whose event loop stayed blocked (FLEET_WORKER_BLOCKED_EXIT_MS) ends by SIGALRM (142).";
+  "Exit codes: 0 done, 3 not resumable (resume-point), 2 invalid input or usage (or a service or port that is not there), 1 any other failure, 70 a last-resort stop (also a worker that operator code made exit 0 while it ran); `fleet worker` whose event loop stayed blocked (FLEET_WORKER_BLOCKED_EXIT_MS) ends by SIGALRM (142).";
 /**
  * A flag that takes one value, given again on the command line, is a usage error naming it
  * (commander keeps the last value without a word: `fleet keys create --tenant a --tenant b`

@@ -22,6 +22,7 @@ import {
   checkTranscriptDir,
 } from "../shared/preflight.js";
 import { exitDeadlineMs } from "../shared/shutdown.js";
+import { guardCleanExit } from "../worker/exit-guard.js";
 import { startLoopWatchdog } from "../worker/loop-watchdog.js";
 import { checkWorkerOptions } from "../worker/plugin-checks.js";
 import { loadExtensions, loadTools } from "./plugin-modules.js";
@@ -203,8 +204,10 @@ export type WorkerCommandOptions = {
 export async function workerCommand(options: WorkerCommandOptions = {}): Promise<number> {
   const config = loadConfig();
   if (options.metricsPort !== undefined) config.metricsPort = options.metricsPort;
-  // Before the operator's modules load: one that blocks at its import is caught too. Never
-  // stopped: it ends with the process (cli.ts exits a worker once its stop has ended).
+  // Before the operator's modules load: one that blocks at its import, or exits 0, is caught
+  // too. The watchdog is never stopped: it ends with the process (cli.ts exits a worker once
+  // its stop has ended); the exit guard ends when the stop begins.
+  const endExitGuard = guardCleanExit("worker");
   startLoopWatchdog({
     blockedMs: config.workerBlockedExitMs,
     role: "worker",
@@ -222,6 +225,7 @@ export async function workerCommand(options: WorkerCommandOptions = {}): Promise
   const { startWorker } = await import("../worker/worker.js");
   const worker = await startWorker(config, { tools, extensions });
   await readyUntilSignal(`fleet worker ready: ${worker.workerId}, metrics on port ${worker.metricsPort}`);
+  endExitGuard();
   return stopWithin("worker", worker.stop, exitDeadlineMs("worker", config.shutdownGraceMs));
 }
 

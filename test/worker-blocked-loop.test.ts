@@ -7,6 +7,7 @@
  * as after any crash: the interrupted call answered with the spec's text, never run again.
  * A worker whose loop turns is left alone by the same watchdog, and stops on SIGTERM as ever.
  */
+import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -14,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
-import { createFleetEnv, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
+import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
 import { INTERRUPTED_TEXT } from "./support/sleepy-sessions.js";
 
 const TOOLS = ["--tools", join(ROOT, "test/fixtures/blocking-tool.ts")];
@@ -92,6 +93,36 @@ describe("a tool that blocks the worker's event loop for good", () => {
     expect(await rescuer.exited).toBe(0);
     expect(rescuer.output()).not.toContain("the event loop has not turned");
   }, 180_000);
+
+  it("ends a worker whose --tools module holds the loop at its import, before it is ready", async () => {
+    const child = spawn(
+      process.execPath,
+      [FLEET_BIN, "worker", "--tools", join(ROOT, "test/fixtures/blocking-module.ts")],
+      { env: { ...process.env, ...fleet.env, ...WATCHDOG }, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    let output = "";
+    child.stdout.on("data", (d) => {
+      output += d;
+    });
+    child.stderr.on("data", (d) => {
+      output += d;
+    });
+    const exit = await new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        child.kill("SIGKILL");
+        resolve("still running after 60 s");
+      }, 60_000);
+      child.on("exit", (code, signal) => {
+        clearTimeout(timer);
+        resolve(signal ?? code);
+      });
+    });
+    expect(exit, output).toBe("SIGALRM");
+    expect(output).toMatch(
+      /the event loop has not turned for \d+ s .* at \S+ \(\S*\/test\/fixtures\/blocking-module\.ts:/,
+    );
+    expect(output).not.toContain("fleet worker ready");
+  }, 90_000);
 
   it("leaves a worker frozen (SIGSTOP) for longer than its bound alone once it runs again", async () => {
     const frozen = await fleet.spawnWorker(WATCHDOG);

@@ -12,9 +12,10 @@
  * "connecting…" all the while, as when it opens.
  */
 import { sleep } from "./abortable-sleep";
-import { authHeaders, failure, paths, storedKey } from "./api";
+import { ApiError, authHeaders, failure, paths, storedKey } from "./api";
 import { eventParser, type FleetEvent } from "./event-parser";
 import type { ReadRetry } from "./read-retry";
+import { streamWaitMs } from "./retry-wait";
 
 export type { FleetEvent };
 
@@ -104,6 +105,7 @@ export function followSession(sessionId: string, options: LiveOptions): { stop: 
       const error = response.ok ? undefined : await failure(response, key);
       // A 404 for the session itself: it is gone for this key. For the route: no events API.
       if (error?.status === 404 && !/^no route/.test(error.message)) return "missing";
+      lastFailure = error ?? new Error(`the answer was not an event stream (${type || "no content type"})`);
       return "poll";
     }
     options.onMode("stream");
@@ -123,6 +125,8 @@ export function followSession(sessionId: string, options: LiveOptions): { stop: 
 
   (async () => {
     let failures = 0;
+    /** Refusals of the stream in a row that asked for a wait (a 429's or a 503's Retry-After). */
+    let refusals = 0;
     while (!signal.aborted) {
       options.onMode("connecting");
       let outcome: "ended" | "poll" | "missing" | "error";
@@ -139,15 +143,22 @@ export function followSession(sessionId: string, options: LiveOptions): { stop: 
         break;
       }
       if (outcome === "poll") {
-        // Poll for a while, then try the stream again (the route may have come up).
+        // Poll for a while, then try the stream again (the route may have come up) — not
+        // before the refusal's Retry-After, which is said: the stream was asked for again
+        // after 15 polls whatever the API had asked, and the page said only "polling".
+        const refusal = lastFailure instanceof ApiError ? lastFailure : undefined;
+        const wait = streamWaitMs(refusals + 2, pollMs, refusal?.status, refusal?.retryAfter);
+        refusals = wait.asked ? refusals + 1 : 0;
         options.onMode("polling");
-        options.onRetry?.(null);
-        for (let i = 0; i < 15 && !signal.aborted; i++) {
+        options.onRetry?.(wait.asked ? { attempt: refusals + 1, inMs: wait.ms, failure: lastFailure } : null);
+        const until = Date.now() + wait.ms;
+        do {
           await options.onPoll().catch(() => {});
-          await sleep(pollMs, signal);
-        }
+          await sleep(Math.min(pollMs, Math.max(0, until - Date.now())), signal);
+        } while (Date.now() < until && !signal.aborted);
         continue;
       }
+      refusals = 0;
       if (outcome === "ended") failures = 0;
       else failures += 1;
       // A stream the server ended comes back at once; a failing one with backoff up to 5 s.

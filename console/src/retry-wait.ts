@@ -30,3 +30,23 @@ export function retryDelayMs(attempt: number, retryAfter?: number): number {
   if (retryAfter === undefined) return backoff;
   return Math.min(MAX_RETRY_AFTER_MS, Math.max(backoff, Math.ceil(retryAfter * 1000)));
 }
+
+/** Polls before the stream is tried again when the API did not say when (a route it lacks). */
+const POLLS_BEFORE_STREAM = 15;
+
+/**
+ * How long a session page polls before it asks for the event stream again (live.ts), after
+ * an answer of `status` with `retryAfter` (seconds) at try `attempt`: what a 429 (too many
+ * streams) or a Retry-After asks, at least the reads' backoff and at most
+ * MAX_RETRY_AFTER_MS, with `asked` true; else POLLS_BEFORE_STREAM polls of `pollMs`.
+ */
+export function streamWaitMs(
+  attempt: number,
+  pollMs: number,
+  status?: number,
+  retryAfter?: number,
+): { ms: number; asked: boolean } {
+  const asked = status === 429 || retryAfter !== undefined;
+  if (!asked) return { ms: POLLS_BEFORE_STREAM * pollMs, asked };
+  return { ms: retryDelayMs(attempt, retryAfter), asked };
+}

@@ -16,6 +16,7 @@ import {
 } from "./api";
 import { Boundary } from "./boundary";
 import { type FleetEvent, followSession, type LiveMode } from "./live";
+import { LiveStatus } from "./live-status";
 import { type LiveText, liveTextAfter, NO_LIVE_TEXT } from "./live-text";
 import { type ReadRetry, readRetried, refusedForGood } from "./read-retry";
 import { Transcript } from "./transcript";
@@ -24,7 +25,6 @@ import {
   duration,
   Empty,
   ErrorBox,
-  failureText,
   Json,
   Link,
   ReadRetryNotice,
@@ -529,17 +529,6 @@ export function SessionPageView({ id }: { id: string }) {
   const runs = session?.runs;
   const runsView = useMemo(() => runs && <Runs runs={runs} />, [runs]);
 
-  const liveLabel = useMemo(
-    () =>
-      ({
-        connecting: "connecting…",
-        stream: "live (event stream)",
-        polling: "live (polling every second)",
-        stopped: "not live",
-      })[mode],
-    [mode],
-  );
-
   if (missing) {
     return (
       <section>
@@ -610,17 +599,7 @@ export function SessionPageView({ id }: { id: string }) {
             <div>
               <dt>Updates</dt>
               <dd>
-                <span class={`live ${mode}`} data-live-mode={mode}>
-                  {mode === "connecting" && streamRetry ? (
-                    <>
-                      not live: the event stream failed (<Shown text={failureText(streamRetry.failure)} />
-                      ); trying again in {Math.round(streamRetry.inMs / 1000)} s (attempt{" "}
-                      {streamRetry.attempt})
-                    </>
-                  ) : (
-                    liveLabel
-                  )}
-                </span>
+                <LiveStatus mode={mode} retry={streamRetry} />
               </dd>
             </div>
           </dl>

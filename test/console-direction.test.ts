@@ -9,9 +9,10 @@
  */
 import type { Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hasRightToLeft, jsonPieces } from "../console/src/direction.js";
+import { hasRightToLeft, JSON_BLOCK_LINES, jsonLineBlocks, jsonPieces } from "../console/src/direction.js";
+import { formatJson } from "../console/src/json-format.js";
 import type { FleetClient } from "../src/producer/client.js";
-import { type ConsoleFleet, openConsoleFleet } from "./support/console-browser.js";
+import { type ConsoleFleet, openConsoleFleet, sessionWithToolResult } from "./support/console-browser.js";
 import type { FleetEnv } from "./support/fleet-env.js";
 
 const agent = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] }, tools: [] };
@@ -57,6 +58,16 @@ describe("which JSON strings are isolated", () => {
     ]);
     expect(jsonPieces('{"big": "ascii only"}')).toEqual(['{"big": "ascii only"}']);
     expect(["abc", "123", "١٢", "ﷺ", "𐤀"].map(hasRightToLeft)).toEqual([false, false, true, true, true]);
+  });
+});
+
+describe("formatted JSON in blocks of lines", () => {
+  it("cuts it between lines, JSON_BLOCK_LINES a block, the blocks joined by newlines its text", () => {
+    const json = formatJson(JSON.stringify(Array.from({ length: 250 }, (_, i) => `שלום ${i}`)))!;
+    const blocks = jsonLineBlocks(json);
+    expect(blocks.join("\n")).toBe(json);
+    expect(blocks.map((block) => block.split("\n").length)).toEqual([JSON_BLOCK_LINES, JSON_BLOCK_LINES, 52]);
+    expect(jsonLineBlocks('{"a": 1}')).toEqual(['{"a": 1}']);
   });
 });
 
@@ -135,5 +146,30 @@ describe("right-to-left text in the console", () => {
     const cell = row.locator("td").nth(2);
     expect(await leftOf(cell, "next")).toBeLessThan(await leftOf(cell, "123"));
     expect(await shownText(cell)).toBe("עברית 123 → next");
+  }, 60_000);
+
+  it("isolates each right-to-left string of a big JSON result, laid out a block of lines at a time", async () => {
+    // 100,000 such strings in one <pre> took 24 s to show (190 s on a loaded machine): one
+    // layout of every line at once. In blocks of lines, each its own box, it is linear.
+    const keys = 2_000;
+    const result = JSON.stringify(
+      Object.fromEntries(Array.from({ length: keys }, (_, i) => [`קובץ ${i}`, i])),
+    );
+    const id = await sessionWithToolResult(client, result, "after the files");
+    await page.goto(`${base}/console/sessions/${id}`);
+    await page.getByText("after the files").waitFor();
+    const pre = page.locator("#seq-3 pre.json");
+    const blocks = pre.locator(":scope > .json-lines");
+    expect(await blocks.count()).toBe(Math.ceil((keys + 2) / JSON_BLOCK_LINES));
+    expect(
+      await blocks
+        .first()
+        .evaluate((block) => block.ownerDocument.defaultView!.getComputedStyle(block).display),
+    ).toBe("block");
+    // The text is the formatted JSON, line for line; each key still isolated: its value on its right.
+    expect(await shownText(pre)).toBe(formatJson(result));
+    const last = blocks.last();
+    expect(await leftOf(last, `${keys - 1}`, 1)).toBeGreaterThan(await leftOf(last, `קובץ ${keys - 1}`));
+    expect(await pre.locator("bdi").count()).toBe(keys);
   }, 60_000);
 });

@@ -41,3 +41,40 @@ export function jsonPieces(json: string): (string | { isolate: string })[] {
   pieces.push(json.slice(from));
   return pieces.filter((piece) => piece !== "");
 }
+
+/**
+ * Lines of formatted JSON laid out together (ui.tsx JsonText), each block a box of its own:
+ * Chromium lays out one box's lines of right-to-left text all at once, in time that grows
+ * faster than their count (100,000 isolated Hebrew strings in one `<pre>` took 24 s to show;
+ * in blocks of 100 lines, about as many seconds fewer as there are blocks). Not one box per
+ * string, or per line: as costly again in elements.
+ */
+export const JSON_BLOCK_LINES = 100;
+
+/**
+ * Formatted JSON cut between lines into blocks of JSON_BLOCK_LINES lines (the last may be
+ * shorter); joined with newlines they are the JSON. A JSON string holds no raw newline, so no
+ * string is cut.
+ */
+export function jsonLineBlocks(json: string): string[] {
+  const blocks: string[] = [];
+  let from = 0;
+  while (from <= json.length) {
+    let end = from;
+    for (let line = 0; line < JSON_BLOCK_LINES; line++) {
+      const next = json.indexOf("\n", end);
+      if (next < 0) {
+        end = json.length;
+        break;
+      }
+      end = line === JSON_BLOCK_LINES - 1 ? next : next + 1;
+    }
+    if (end === json.length) {
+      blocks.push(json.slice(from));
+      break;
+    }
+    blocks.push(json.slice(from, end));
+    from = end + 1;
+  }
+  return blocks;
+}

@@ -2,7 +2,7 @@
 import type { AnchorHTMLAttributes, ComponentChildren } from "preact";
 import { useMemo } from "preact/hooks";
 import { ApiError } from "./api";
-import { jsonPieces } from "./direction";
+import { jsonLineBlocks, jsonPieces } from "./direction";
 import { revealed, revealedParts, withLineBreaks } from "./invisible";
 import { formatJson } from "./json-format";
 import type { ReadRetry } from "./read-retry";
@@ -102,20 +102,21 @@ export function duration(from: string | null, to: string | null): string {
 
 /** Text from elsewhere with its invisible characters shown as their code points (invisible.ts). */
 function Revealed({ text }: { text: string }) {
-  const parts = useMemo(() => revealedParts(text), [text]);
-  if (parts.length === 1 && typeof parts[0] === "string") return <>{parts[0]}</>;
-  return (
-    <>
-      {parts.map((part, i) =>
-        typeof part === "string" ? (
-          part
-        ) : (
-          <span key={i} class="invisible-char" title="an invisible character, shown as its code point">
-            {part.mark}
-          </span>
-        ),
-      )}
-    </>
+  return useMemo(() => revealedNodes(text), [text]);
+}
+
+/** What Revealed renders: the text alone, or its parts with each invisible character marked. */
+function revealedNodes(text: string): ComponentChildren {
+  const parts = revealedParts(text);
+  if (parts.length === 1 && typeof parts[0] === "string") return parts[0];
+  return parts.map((part, i) =>
+    typeof part === "string" ? (
+      part
+    ) : (
+      <span key={i} class="invisible-char" title="an invisible character, shown as its code point">
+        {part.mark}
+      </span>
+    ),
   );
 }
 
@@ -151,22 +152,39 @@ export function TextBlock({ text }: { text: string }) {
 
 /**
  * Formatted JSON: left to right, as its braces and quotes are, with each string that holds
- * right-to-left letters isolated (a Hebrew key drew its value on its left). Cut once per text.
+ * right-to-left letters isolated (a Hebrew key drew its value on its left). Longer than
+ * JSON_BLOCK_LINES lines, it is laid out in blocks of lines, each a box of its own (direction.ts
+ * jsonLineBlocks): 100,000 isolated strings in one box took 24 s to show. Cut once per text.
  */
 export function JsonText({ text }: { text: string }) {
-  const pieces = useMemo(() => jsonPieces(text), [text]);
+  const blocks = useMemo(() => jsonLineBlocks(text), [text]);
   return (
     <pre class="json" dir="ltr">
-      {pieces.map((piece, i) =>
-        typeof piece === "string" ? (
-          <Revealed key={i} text={piece} />
-        ) : (
-          <bdi key={i}>
-            <Revealed text={piece.isolate} />
-          </bdi>
-        ),
+      {blocks.length === 1 ? (
+        <JsonPieces text={text} />
+      ) : (
+        blocks.map((block, i) => (
+          <span key={i} class="json-lines">
+            <JsonPieces text={block} />
+          </span>
+        ))
       )}
     </pre>
+  );
+}
+
+/**
+ * Lines of formatted JSON, each string with right-to-left letters in a `<bdi>` of its own.
+ * Rendered once per text, as elements, not a component per piece (100,000 of them were
+ * 200,000 components with a hook each).
+ */
+function JsonPieces({ text }: { text: string }) {
+  return useMemo(
+    () =>
+      jsonPieces(text).map((piece) =>
+        typeof piece === "string" ? revealedNodes(piece) : <bdi>{revealedNodes(piece.isolate)}</bdi>,
+      ),
+    [text],
   );
 }
 

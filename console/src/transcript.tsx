@@ -7,7 +7,7 @@
  * first render cheaper, but took the messages off screen out of the page's text (`innerText`,
  * what a copy of the page holds) and laid each part out only when scrolled to.
  */
-import { useEffect, useMemo, useState } from "preact/hooks";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { Message } from "./api";
 import { MessageBlock } from "./message-block";
 import type { ReadRetry } from "./read-retry";
@@ -59,6 +59,24 @@ export function nextRendered(rendered: number, total: number): number {
   return Math.min(total, (Math.floor(rendered / TRANSCRIPT_SLICE) + 1) * TRANSCRIPT_SLICE);
 }
 
+/**
+ * A link to one message (`…/sessions/ID#seq-N`, the id each message has) lands on it once it is
+ * rendered: the browser looks for the element as the page loads, before the transcript is read
+ * and rendered a slice at a time, and so left the page at its top. Once per fragment: the
+ * person's own scrolling afterwards is left alone.
+ */
+function useScrollToLinkedMessage(rendered: number): void {
+  const landed = useRef<string | null>(null);
+  useEffect(() => {
+    const target = location.hash;
+    if (!/^#seq-\d+$/.test(target) || landed.current === target) return;
+    const element = document.getElementById(target.slice(1));
+    if (!element) return;
+    landed.current = target;
+    element.scrollIntoView({ block: "start" });
+  }, [rendered]);
+}
+
 export function Transcript({
   messages,
   streaming,
@@ -73,6 +91,7 @@ export function Transcript({
   retry?: ReadRetry | null;
 }) {
   const rendered = useRenderedCount(messages.length);
+  useScrollToLinkedMessage(rendered);
   // Rendered again only when the messages change, not at every streamed delta: a message
   // holds thousands of elements when its JSON is full of isolated right-to-left strings.
   const blocks = useMemo(() => {

@@ -59,7 +59,15 @@ export function SessionsPage({ query }: { query: URLSearchParams }) {
   const batch = query.get("batch") ?? "";
   const before = query.get("before") ?? "";
   const page = Number(query.get("page") ?? "1") || 1;
-  const [data, setData] = useState<SessionPage | null>(null);
+  /**
+   * The page read, with the query it answers: one read for other filters or another page is
+   * not shown while the next is on its way. With a slow API, "Parked queue" showed the previous
+   * list's sessions under its title, nothing said, and its "Next page" carried the previous
+   * list's cursor. A Refresh of the same query keeps the rows until the answer.
+   */
+  const [read, setRead] = useState<{ query: string; page: SessionPage } | null>(null);
+  const queryKey = JSON.stringify([status, parkedReason, batch, before]);
+  const data = read?.query === queryKey ? read.page : null;
   const [error, setError] = useState<unknown>(null);
   const [loading, setLoading] = useState(true);
   const [reload, setReload] = useState(0);
@@ -81,13 +89,13 @@ export function SessionsPage({ query }: { query: URLSearchParams }) {
     })
       .then((got) => {
         if (!live || !got) return;
-        setData(got.answer);
+        setRead({ query: queryKey, page: got.answer });
         setError(null);
       })
       .catch((failure) => {
         if (!live) return;
         setError(failure);
-        setData(null);
+        setRead(null);
       })
       .finally(() => {
         if (live) setLoading(false);
@@ -95,7 +103,7 @@ export function SessionsPage({ query }: { query: URLSearchParams }) {
     return () => {
       live = false;
     };
-  }, [status, parkedReason, batch, before, reload]);
+  }, [status, parkedReason, batch, before, reload, queryKey]);
 
   // The filters as shown: an invisible character as its code point (‹U+200B›), typed, pasted or
   // from the link alike; what is sent is what is shown, each such code point as its character.

@@ -3,7 +3,8 @@
  * says so and stops reading it. The page reads a running batch every 2 s; a read answered 404
  * showed "Batch not found", but the batch as last read was still `running`, so the reads went
  * on every 2 s for as long as the tab stayed open, each a 404. Real API (no worker: the batch
- * stays running), Chromium; the page's reads of the batch are counted.
+ * stays running), Chromium; the page's reads of the batch are counted. It then offers a way
+ * back to the sessions, as a session's page does when the session is not found.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ConsoleFleet, openConsoleFleet } from "./support/console-browser.js";
@@ -38,5 +39,8 @@ describe("the console's batch page when the batch is deleted", () => {
     // Three read intervals: the page read it every 2 s before, each a 404.
     await page.waitForTimeout(6_000);
     expect(reads.length - atNotFound, "reads of the deleted batch after 'Batch not found'").toBe(0);
+    // A way on from there, as a session not found has (the page was a dead end: the header only).
+    await page.getByRole("main").getByRole("link", { name: "Back to the sessions" }).click();
+    await page.getByRole("heading", { name: "Sessions" }).waitFor();
   }, 60_000);
 });

@@ -174,8 +174,9 @@ export function BatchPageView({ id }: { id: string }) {
           <span class="mono">
             <Shown text={id} />
           </span>{" "}
-          for this API key.
+          for this API key: it does not exist (or was deleted), or it belongs to another tenant.
         </p>
+        <Link href={listHref()}>Back to the sessions</Link>
       </section>
     );
   }

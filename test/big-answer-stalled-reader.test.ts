@@ -9,10 +9,11 @@
  * is sent in pieces, so a reader that reads slowly takes a piece now and then and is never cut.
  * (The pieces themselves: big-answer-pieces.test.ts.)
  */
-import { connect, type Socket } from "node:net";
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FleetClient } from "../src/producer/client.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { pausedAfterHead } from "./support/paused-reader.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 /** About 12 MB of history: more than the loopback socket's buffers hold. */
@@ -20,32 +21,6 @@ const BIG_HISTORY = [
   { role: "user" as const, content: "q".repeat(6_000_000) },
   { role: "assistant" as const, content: "a".repeat(6_000_000), stopReason: "end_turn" },
 ];
-
-/** Sends `GET path` and reads nothing once the answer's head has come. */
-async function pausedAfterHead(
-  port: number,
-  path: string,
-): Promise<{ socket: Socket; closed: () => boolean }> {
-  const socket = connect(port, "127.0.0.1");
-  let received = "";
-  let closed = false;
-  socket.on("error", () => {});
-  socket.on("close", () => {
-    closed = true;
-  });
-  await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
-  const onData = (chunk: Buffer) => {
-    received += chunk.toString("latin1");
-    if (!received.includes("\r\n\r\n")) return;
-    socket.pause();
-    socket.off("data", onData);
-  };
-  socket.on("data", onData);
-  socket.write(`GET ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n`);
-  await waitFor(() => received.includes("\r\n\r\n"), 20_000, "the big answer's head");
-  expect(received.slice(0, 12)).toBe("HTTP/1.1 200");
-  return { socket, closed: () => closed };
-}
 
 describe("big answers to readers that take nothing", () => {
   let fleet: FleetEnv;

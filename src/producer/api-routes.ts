@@ -19,6 +19,8 @@ const NO_TENANT_SECRET =
 
 /** What a batch's results are sent as. */
 const NDJSON = "application/x-ndjson; charset=utf-8";
+/** What a session's answer is sent as. */
+const JSON_TYPE = "application/json; charset=utf-8";
 
 /** Results as NDJSON: one line per item, pulled as the client reads (backpressure). */
 function ndjson(items: AsyncIterable<unknown>): Readable {
@@ -150,6 +152,14 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
   // FLEET_SSE_STALL_MS (big-answers.ts): a client that read nothing held its place for ever.
   // Nor is it sent on once its key is revoked (test/big-answer-key-revoked.test.ts).
   app.get<IdParams>("/v1/sessions/:id", async (request, reply) => {
+    // A HEAD of a big answer gets the GET's checks and head, and nothing is read: Fastify
+    // answers HEAD with this route, which read the whole history and took a place of the big
+    // work (or got a 429 waiting for one) for a body it then threw away. A small answer's
+    // HEAD is the GET's, with its length.
+    if (request.method === "HEAD") {
+      const bytes = await service.sessionAnswerBytes(request.tenant, request.params.id, request.query);
+      if (bytes >= BIG_BODY_BYTES) return reply.header("content-type", JSON_TYPE).send(Readable.from([]));
+    }
     let big = false;
     const session = await service.getSession(
       request.tenant,
@@ -178,7 +188,7 @@ export function routes(app: FastifyInstance, deps: ApiDeps, bigWork: BigBodyGate
     // Its length said as before (not chunked): a cut answer is seen short of it.
     const text = JSON.stringify(session);
     return reply
-      .header("content-type", "application/json; charset=utf-8")
+      .header("content-type", JSON_TYPE)
       .header("content-length", Buffer.byteLength(text))
       .send(watchedAnswer(text, reply.raw, deps.answerStallMs ?? DEFAULT_ANSWER_STALL_MS));
   });

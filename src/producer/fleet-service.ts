@@ -265,6 +265,18 @@ export class FleetService {
     return sessionView(this.deps.queries, tenant, session, parsed);
   }
 
+  /**
+   * What `getSession` checks first (the query well formed, the session the tenant's), and the
+   * bytes of the messages its unpaged answer holds (exact from BIG_BODY_BYTES on; 0 for a page,
+   * which is never big): what a HEAD needs, without reading the messages.
+   */
+  async sessionAnswerBytes(tenant: string, id: string, query?: unknown): Promise<number> {
+    const parsed = parseBody(sessionQuery, query ?? {});
+    const session = await this.session(tenant, id);
+    if (parsed.limit !== undefined) return 0;
+    return this.deps.queries.answerBytes(session, parsed.afterSeq ?? 0, BIG_BODY_BYTES);
+  }
+
   /** The bytes of the session's stored history, exact from BIG_BODY_BYTES on (a big-work place's measure). */
   async historyBytes(tenant: string, id: string): Promise<number> {
     return this.deps.queries.answerBytes(await this.session(tenant, id), 0, BIG_BODY_BYTES);

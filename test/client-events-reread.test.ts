@@ -9,7 +9,13 @@ import { describe, expect, it } from "vitest";
 import { ApiTransport } from "../src/producer/api-transport.js";
 import { FleetClient } from "../src/producer/client.js";
 import { runEvents } from "../src/producer/client-event-streams.js";
-import { alwaysGone, sseEvent, startFakeEventsApi } from "./support/fake-events-api.js";
+import {
+  alwaysGone,
+  R1_END_AND_PARKING,
+  R1_WRITTEN_ANEW_THEN_R2,
+  sseEvent,
+  startFakeEventsApi,
+} from "./support/fake-events-api.js";
 
 /** The types of the events `events("s1")` yields against the fake API at `url`, up to a RUN_COMPLETED. */
 async function typesToRunEnd(url: string): Promise<string[]> {
@@ -188,6 +194,38 @@ describe("fleet.events()'s re-read of a parking written before its run's end", (
         "/v1/sessions/s1/events",
         "/v1/sessions/s1/events?run=r1",
       ]);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe("fleet.events()'s re-read by a reader that began after its run's messages", () => {
+  it("yields nothing of a run whose end it yielded again, and reads on from the latest run", async () => {
+    // The read began past r1's messages (the stream held no RUN_STARTED: it starts where it
+    // stands), so the step knows no message seq.
+    const api = await startFakeEventsApi((last) => {
+      if (last === "4-0") return { gone: "event 4-0 is past the newest event of this stream" };
+      if (last === undefined && api.asked.length === 1) return { events: R1_END_AND_PARKING };
+      return { events: R1_WRITTEN_ANEW_THEN_R2 };
+    });
+    try {
+      const client = new FleetClient({ baseUrl: api.url });
+      const types: string[] = [];
+      for await (const event of client.events("s1", { signal: AbortSignal.timeout(10_000) })) {
+        types.push(`${event.type}:${event.data.runId ?? ""}`);
+        if (event.type === "RUN_COMPLETED" && event.data.runId === "r2") break;
+      }
+      // Before: MESSAGE:r1 twice more, r1's stored messages yielded as new.
+      expect(types).toEqual([
+        "RUN_COMPLETED:r1",
+        "SESSION_PARKED:",
+        "RUN_STARTED:r2",
+        "MESSAGE:r2",
+        "RUN_COMPLETED:r2",
+      ]);
+      // Its run had ended: read again from the latest run (r2's start, or the end), not r1's.
+      expect(api.urls.at(-1)).toBe("/v1/sessions/s1/events");
     } finally {
       await api.close();
     }

@@ -173,9 +173,15 @@ async function* followed(
   // From that run: without an id the API starts at the latest run's RUN_STARTED, or at the
   // stream's end when a stream written anew mid-run holds none, after what the watch missed.
   // From the latest run where the API refuses `?run=` (the last release's) or lost the run.
+  // Not from a run whose end was printed: nothing of it is new, what follows it is.
+  const rereadRun = run !== undefined && step.ended(run) ? undefined : run;
   let read = false;
   try {
-    for await (const event of client.events(sessionId, { ...options, failIfUnreachable: false, run })) {
+    for await (const event of client.events(sessionId, {
+      ...options,
+      failIfUnreachable: false,
+      run: rereadRun,
+    })) {
       read = true;
       if (step.pass(event)) yield event;
     }
@@ -183,7 +189,7 @@ async function* followed(
   } catch (error) {
     const refused =
       refusesParameter(error, "run") || (error instanceof FleetApiError && error.status === 404);
-    if (run === undefined || read || !refused) throw error;
+    if (rereadRun === undefined || read || !refused) throw error;
   }
   for await (const event of client.events(sessionId, { ...options, failIfUnreachable: false })) {
     if (step.pass(event)) yield event;

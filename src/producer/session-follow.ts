@@ -71,7 +71,9 @@ export async function* sessionEvents(
         continue;
       }
       if (after === undefined || !step.follow(error)) throw error;
-      from = run;
+      // From the run it was in, unless that run's end was yielded: then from the latest run
+      // (what came after the end), as from its start it brought nothing new.
+      from = run !== undefined && step.ended(run) ? undefined : run;
       after = undefined;
       first = false;
       // Told as any other reconnect after a failure is.

@@ -8,7 +8,8 @@
  * out what they had yielded: a message by its `seq`, a tool call's start and finish by its
  * step and id, a run's start and end, a parking by the run's end before it (or the run of the last
  * event read, for one written before its run's end), a batch session's
- * end by its session. Events the new stream never holds twice (its live ones) pass.
+ * end by its session, and anything of a run whose end they yielded (a re-read then starts at
+ * the latest run). Events the new stream never holds twice (its live ones) pass.
  * `events()` without an `after` (session-follow.ts) and `fleet watch` (commands/watch.ts) do
  * the same. `rereadStep()` is that step, one per reader (pure: no I/O).
  */
@@ -133,6 +134,17 @@ function yieldedBefore(yielded: Yielded, event: FleetEvent): boolean {
   if (!known(event)) return false;
   const named = (event.data as { runId?: unknown }).runId;
   if (typeof named === "string" && named !== "") yielded.current = named;
+  // Nothing of a run follows its end but its parking (keyed below): once its RUN_COMPLETED was
+  // yielded, a re-read's events of it (its stored messages written anew, its start) were
+  // yielded, or came before the read began. A reader that began past a run's messages (`fleet
+  // watch --after`, a stream with no RUN_STARTED) knew no seq of them: they came as new.
+  if (event.type !== "SESSION_PARKED" && event.type !== "RUN_COMPLETED" && endYielded(yielded, event)) {
+    if (event.type === "MESSAGE") {
+      const seq = Number((event.data.message as { seq?: unknown }).seq);
+      if (Number.isFinite(seq)) yielded.maxSeq = Math.max(yielded.maxSeq, seq);
+    }
+    return true;
+  }
   if (event.type === "MESSAGE") {
     const seq = Number((event.data.message as { seq?: unknown }).seq);
     if (!Number.isFinite(seq)) return false;
@@ -158,6 +170,16 @@ function yieldedBefore(yielded: Yielded, event: FleetEvent): boolean {
     for (const run of yielded.runs.keys())
       if (run !== "" && run !== event.data.runId) yielded.runs.delete(run);
   return false;
+}
+
+/** Whether the RUN_COMPLETED of the run `event` is of was yielded. */
+function endYielded(yielded: Yielded, event: FleetEvent): boolean {
+  const run = runOf(yielded, event);
+  return run !== "" && hasEnd(yielded, run);
+}
+
+function hasEnd(yielded: Yielded, run: string): boolean {
+  return yielded.runs.get(run)?.keys.has(`done:${run}`) === true;
 }
 
 /**
@@ -211,6 +233,11 @@ export type RereadStep = {
    * `pass` threw on a gap. When so, it is the 410 followed from now on.
    */
   follow(error: unknown): boolean;
+  /**
+   * Whether `run`'s RUN_COMPLETED was yielded: a re-read then starts at the latest run, not at
+   * that run's start (none of it is new).
+   */
+  ended(run: string): boolean;
   /** How many events it holds to know them again (keys and tool call steps; for tests). */
   held(): number;
 };
@@ -228,6 +255,9 @@ export function rereadStep(): RereadStep {
     },
     note(event) {
       yieldedBefore(yielded, event);
+    },
+    ended(run) {
+      return hasEnd(yielded, run);
     },
     held() {
       let held = 0;

@@ -29,6 +29,24 @@ export function sseEvent(id: string, type: string, data: Record<string, unknown>
   return `id: ${id}\nevent: ${type}\ndata: ${JSON.stringify({ sessionId: "s1", type, runId: "r1", ...data })}\n\n`;
 }
 
+/** Run r1's end and the parking written with it, as a read begun past r1's messages gets them (ids 3-0, 4-0). */
+export const R1_END_AND_PARKING =
+  sseEvent("3-0", "RUN_COMPLETED", { outcome: "completed" }) +
+  sseEvent("4-0", "SESSION_PARKED", { runId: undefined, reason: "attempts_exhausted" });
+
+/**
+ * The stream after R1_END_AND_PARKING written anew: r1's stored messages (seq 1, 2), its end
+ * and parking again, then run r2 (its message seq 3) to its end.
+ */
+export const R1_WRITTEN_ANEW_THEN_R2 =
+  sseEvent("10-0", "MESSAGE", { message: { role: "user", content: "q", seq: 1 } }) +
+  sseEvent("11-0", "MESSAGE", { message: { role: "assistant", content: "a", seq: 2 } }) +
+  sseEvent("12-0", "RUN_COMPLETED", { outcome: "completed" }) +
+  sseEvent("13-0", "SESSION_PARKED", { runId: undefined, reason: "attempts_exhausted" }) +
+  sseEvent("14-0", "RUN_STARTED", { runId: "r2", kind: "run" }) +
+  sseEvent("15-0", "MESSAGE", { runId: "r2", message: { role: "user", content: "q2", seq: 3 } }) +
+  sseEvent("16-0", "RUN_COMPLETED", { runId: "r2", outcome: "completed" });
+
 export async function startFakeEventsApi(
   answer: (lastEventId: string | undefined, url: string) => EventsAnswer,
 ): Promise<FakeEventsApi> {

@@ -231,3 +231,38 @@ describe("fleet.events()'s re-read by a reader that began after its run's messag
     }
   });
 });
+
+describe("fleet.events()'s re-read of a parking read before any event of its run", () => {
+  it("knows the parking by the run its data names, and that run's events as read", async () => {
+    // The read began after r1's end (a stream with no RUN_STARTED starts where it stands): its
+    // first event is the parking, which (as this release's API writes it) names r1.
+    const parked = (id: string) =>
+      sseEvent(id, "SESSION_PARKED", { runId: "r1", reason: "attempts_exhausted" });
+    const api = await startFakeEventsApi((last) => {
+      if (last === "4-0") return { gone: "event 4-0 is past the newest event of this stream" };
+      if (last === undefined && api.asked.length === 1) return { events: parked("4-0") };
+      return {
+        events:
+          sseEvent("10-0", "RUN_STARTED", { kind: "run" }) +
+          sseEvent("11-0", "MESSAGE", { message: { role: "user", content: "q", seq: 1 } }) +
+          sseEvent("12-0", "RUN_COMPLETED", { outcome: "completed" }) +
+          parked("13-0") +
+          sseEvent("14-0", "RUN_STARTED", { runId: "r2", kind: "run" }) +
+          sseEvent("15-0", "RUN_COMPLETED", { runId: "r2", outcome: "completed" }),
+      };
+    });
+    try {
+      const client = new FleetClient({ baseUrl: api.url });
+      const types: string[] = [];
+      for await (const event of client.events("s1", { signal: AbortSignal.timeout(10_000) })) {
+        types.push(`${event.type}:${event.data.runId ?? ""}`);
+        if (event.type === "RUN_COMPLETED" && event.data.runId === "r2") break;
+      }
+      // Before: RUN_STARTED:r1, MESSAGE:r1 and the parking again. r1's end still passes: after
+      // a parking the sweeper wrote before its run's lost end, that end is new.
+      expect(types).toEqual(["SESSION_PARKED:r1", "RUN_COMPLETED:r1", "RUN_STARTED:r2", "RUN_COMPLETED:r2"]);
+    } finally {
+      await api.close();
+    }
+  });
+});

@@ -53,7 +53,8 @@ describe("the parking a run's end made, its worker killed before it wrote the ev
     const ends = async () => (await storedEvents(fleet, id)).filter((e) => e.type !== "MESSAGE");
     expect(await ends()).toEqual([
       expect.objectContaining({ type: "RUN_COMPLETED", runId, outcome: "max_turns" }),
-      { sessionId: id, type: "SESSION_PARKED", reason: "max_turns" },
+      // Named by its run (an addition to §7): a reader that missed the run knows the parking.
+      { sessionId: id, type: "SESSION_PARKED", runId, reason: "max_turns" },
     ]);
     // The killed worker's write, late (frozen, not killed), and another repair: nothing more.
     await events.writeAfterSync(fleet.database, id, [
@@ -80,7 +81,7 @@ describe("the parking a run's end made, its worker killed before it wrote the ev
     await waitFor(async () => (await parked()).length > 0, 10_000, "the worker's SESSION_PARKED");
     const events = new EventWriter(fleet.redis, fleet.config.prefix);
     expect(await events.missingRunEnd(fleet.database, id, 0)).toBeNull();
-    expect(await parked()).toEqual([{ sessionId: id, type: "SESSION_PARKED", reason: "max_turns" }]);
+    expect(await parked()).toEqual([{ sessionId: id, type: "SESSION_PARKED", runId, reason: "max_turns" }]);
   }, 60_000);
 
   it("writes no SESSION_PARKED for a run whose end did not park the session", async () => {

@@ -108,7 +108,7 @@ describe("a parking whose answer was lost after its commit", () => {
     await sweeper.tick();
     expect(await parkEvents()).toMatchObject([
       { type: "RUN_COMPLETED", runId, outcome: "crashed" },
-      { type: "SESSION_PARKED", reason: "attempts_exhausted" },
+      { type: "SESSION_PARKED", runId, reason: "attempts_exhausted" },
     ]);
     expect((await parkEvents()).length).toBe(2);
     const registry = await metrics.registry.metrics();

@@ -25,7 +25,9 @@ export const sessionEventSchema = z
       .string()
       .nullable()
       .optional()
-      .describe("Every run event; null on MESSAGE of an imported message"),
+      .describe(
+        "Every run event; null on MESSAGE of an imported message; on SESSION_PARKED, the run whose end parked the session (absent: none did, or an earlier release wrote it)",
+      ),
     kind: z.enum(["run", "resume"]).optional().describe("RUN_STARTED"),
     resumeKind: z.string().nullable().optional().describe("RUN_STARTED"),
     trigger: z.string().optional().describe("RUN_STARTED"),

@@ -38,16 +38,18 @@ function nothingYielded(): Yielded {
 }
 
 /**
- * The run `event` is of; a parking's, the run whose end came just before it (its data names no
- * run: a run's end that parks the session is followed by SESSION_PARKED, in the same write),
- * else the run of the last event read. The sweeper writes a parking without a run's end before
+ * The run `event` is of; a parking's, the run its data names (an API of this release names the
+ * run whose end parked the session), else the run whose end came just before it (a run's end
+ * that parks the session is followed by SESSION_PARKED, in the same write), else the run of
+ * the last event read. The sweeper writes a parking without a run's end before
  * it when it parks a session whose run's end it could not write (Redis failed that write): the
  * repair of the lost end (event-writer.ts missingRunEnd) writes it after the parking. That
  * parking was known by no run, and a re-read after a 410 yielded it again.
  */
 function runOf(yielded: Yielded, event: FleetEvent): string {
-  if (event.type === "SESSION_PARKED") return yielded.ended || yielded.current;
   const runId = (event.data as { runId?: unknown }).runId;
+  if (event.type === "SESSION_PARKED")
+    return typeof runId === "string" && runId !== "" ? runId : yielded.ended || yielded.current;
   return typeof runId === "string" ? runId : "";
 }
 
@@ -134,11 +136,12 @@ function yieldedBefore(yielded: Yielded, event: FleetEvent): boolean {
   if (!known(event)) return false;
   const named = (event.data as { runId?: unknown }).runId;
   if (typeof named === "string" && named !== "") yielded.current = named;
-  // Nothing of a run follows its end but its parking (keyed below): once its RUN_COMPLETED was
-  // yielded, a re-read's events of it (its stored messages written anew, its start) were
+  // Nothing of a run follows its end or its parking but those two (keyed below): once either
+  // was yielded, a re-read's events of it (its stored messages written anew, its start) were
   // yielded, or came before the read began. A reader that began past a run's messages (`fleet
-  // watch --after`, a stream with no RUN_STARTED) knew no seq of them: they came as new.
-  if (event.type !== "SESSION_PARKED" && event.type !== "RUN_COMPLETED" && endYielded(yielded, event)) {
+  // watch --after`, a stream with no RUN_STARTED) knew no seq of them: they came as new. (Its
+  // end, after a parking the sweeper wrote before it, may be new: it is known by its key.)
+  if (event.type !== "SESSION_PARKED" && event.type !== "RUN_COMPLETED" && overYielded(yielded, event)) {
     if (event.type === "MESSAGE") {
       const seq = Number((event.data.message as { seq?: unknown }).seq);
       if (Number.isFinite(seq)) yielded.maxSeq = Math.max(yielded.maxSeq, seq);
@@ -172,10 +175,15 @@ function yieldedBefore(yielded: Yielded, event: FleetEvent): boolean {
   return false;
 }
 
-/** Whether the RUN_COMPLETED of the run `event` is of was yielded. */
-function endYielded(yielded: Yielded, event: FleetEvent): boolean {
+/** Whether the RUN_COMPLETED or the parking of the run `event` is of was yielded. */
+function overYielded(yielded: Yielded, event: FleetEvent): boolean {
   const run = runOf(yielded, event);
-  return run !== "" && hasEnd(yielded, run);
+  if (run === "") return false;
+  const keys = yielded.runs.get(run)?.keys;
+  if (!keys) return false;
+  if (keys.has(`done:${run}`)) return true;
+  for (const key of keys) if (key.startsWith("parked:")) return true;
+  return false;
 }
 
 function hasEnd(yielded: Yielded, run: string): boolean {

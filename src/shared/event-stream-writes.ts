@@ -163,7 +163,7 @@ export class EventStreamWrites {
       // is flattened again (Buffer.byteLength, the socket), which costs more than the copy.
       const data =
         event.type === "SESSION_PARKED"
-          ? JSON.stringify({ sessionId, type: event.type, reason: event.reason })
+          ? JSON.stringify({ sessionId, type: event.type, runId: event.runId, reason: event.reason })
           : JSON.stringify({ sessionId, ...event });
       rows.push(seq, event.type, data);
       const size = Buffer.byteLength(data) + 32;

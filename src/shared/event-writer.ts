@@ -122,7 +122,9 @@ export class EventWriter extends EventStreamWrites {
     await this.writeAfterSync(database, sessionId, [
       { type: "RUN_COMPLETED", runId: run.id, outcome: run.ended_reason ?? "failed", endedAt: run.ended_at },
       // Its worker wrote both in one write, under the same `parkId` (worker/end-run.ts).
-      ...(run.parked ? [{ type: "SESSION_PARKED" as const, reason: run.parked, parkId: run.id }] : []),
+      ...(run.parked
+        ? [{ type: "SESSION_PARKED" as const, reason: run.parked, parkId: run.id, runId: run.id }]
+        : []),
     ]);
     return run.id;
   }

@@ -70,6 +70,12 @@ export type SessionEventInput =
       type: "SESSION_PARKED";
       reason: string;
       /**
+       * The run whose end parked the session, when one did (written in the data, an addition to
+       * §7): a client that read the parking but not that run's events knows it by its run, and
+       * a re-read of the stream does not yield it, or that run, again (stream-reread.ts).
+       */
+      runId?: string;
+      /**
        * The parking it announces (park-announcements.ts), when known: the stream takes one
        * SESSION_PARKED per parking, whoever writes it how often. Not written in the event's data.
        */

@@ -105,7 +105,7 @@ export async function finishRun(started: StartedRun, loopResult: LoopResult): Pr
       "session parked",
     );
     // Its `parkId`, the run's: a repair of this lost write (EventWriter.missingRunEnd) writes the same.
-    ended.push({ type: "SESSION_PARKED", reason: park.reason, parkId: run.id });
+    ended.push({ type: "SESSION_PARKED", reason: park.reason, parkId: run.id, runId: run.id });
   }
   // Hooks see the run's end written first. Without hooks nothing here waits for it: the log
   // writes it after every earlier event, a next run's events follow it in the same order, and

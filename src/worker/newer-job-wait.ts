@@ -99,7 +99,9 @@ export class UnknownJobs {
     await deps.events
       ?.writeAfterSync(deps.database, sessionId, [
         { type: "RUN_COMPLETED", runId, outcome: "invalid_agent" },
-        ...(end.parked ? [{ type: "SESSION_PARKED" as const, reason: "invalid_agent", parkId: runId }] : []),
+        ...(end.parked
+          ? [{ type: "SESSION_PARKED" as const, reason: "invalid_agent", parkId: runId, runId }]
+          : []),
       ])
       .catch(() => {});
     return "done";

@@ -236,7 +236,7 @@ async function endUnstarted(
     if (park && nextRun === null) {
       deps.metrics.sessionsParked.inc({ reason: park.reason });
       deps.log.warn({ sessionId: fence.sessionId, runId: run.id, ...park }, "session parked");
-      ended.push({ type: "SESSION_PARKED", reason: park.reason, parkId: run.id });
+      ended.push({ type: "SESSION_PARKED", reason: park.reason, parkId: run.id, runId: run.id });
     }
     await events?.emitBounded(ended);
     deps.log.info(

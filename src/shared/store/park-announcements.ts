@@ -49,7 +49,13 @@ export function announcementEvents(owed: ParkAnnouncement, parked: boolean): Ses
       runId,
       outcome: NEVER_STARTED_RESUME_END,
     })),
-    { type: "SESSION_PARKED" as const, reason: owed.reason, parkId: owed.id },
+    {
+      type: "SESSION_PARKED" as const,
+      reason: owed.reason,
+      parkId: owed.id,
+      // The last run it ended (none: it ended no run).
+      ...(owed.runs.length > 0 ? { runId: owed.runs.at(-1)! } : {}),
+    },
   ];
 }
 

@@ -55,14 +55,20 @@ export async function readResultsPage(
   limit: number,
   maxBytes = Number.MAX_SAFE_INTEGER,
 ): Promise<(BatchResult & { id: string })[]> {
-  const rows = await database.sql<
-    (SessionResultRow & {
-      cancelled_at: string | null;
-      updated_at: string;
-      output: string | null;
-      last_ended: string | null;
-    } & MarkedSums)[]
-  >`
+  // JIT off: the page's cost grows with its sessions' histories (the usage after a mark is
+  // estimated at a third of a session's messages, though a mark leaves few or none to read),
+  // and past jit_above_cost Postgres compiled it with LLVM on every page — 0.6 to 1.4 s for
+  // 50 ms of work, a page of 500 sessions of 5,000 messages (test/batch-results-jit.test.ts).
+  const [, rows] = await database.sql.begin((tx) => [
+    tx`set local jit = off`,
+    tx<
+      (SessionResultRow & {
+        cancelled_at: string | null;
+        updated_at: string;
+        output: string | null;
+        last_ended: string | null;
+      } & MarkedSums)[]
+    >`
       with p as (
         -- The page's sessions, sized by their output (the last assistant text) first: only
         -- those within maxBytes are read whole.
@@ -92,8 +98,9 @@ export async function readResultsPage(
              u.cost_usd, u.unknown_steps, u.seq, u.steps
         from s
         left join r on r.session_id = s.id
-        cross join lateral (${database.sql.unsafe(sumsFromMark("s.id"))}) u
-       order by s.id`;
+        cross join lateral (${tx.unsafe(sumsFromMark("s.id"))}) u
+       order by s.id`,
+  ]);
   // A session's usage is its mark and the steps after it: the page moves the marks it read far past.
   await moveMarks(
     database,

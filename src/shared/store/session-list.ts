@@ -123,7 +123,11 @@ export async function listSessionPage(
            (extract(epoch from z.updated_at) * 1000000)::bigint::text as micros, z.candidates::text as candidates,
            (select r.status from runs r where r.session_id = s.id and r.status in ('running', 'queued')
              order by r.status = 'running' desc limit 1) as "runState"
-      from sized z join sessions s on s.id = z.id
+      from sized z
+     -- Each row by its key (lateral): the page's rows are often estimated at one (its state's
+     -- conditions on runs), and a join was then planned as a scan of every session per row
+     -- ("limit 1" keeps Postgres from making it that join again).
+     cross join lateral (select * from sessions s where s.id = z.id limit 1) s
      where z.upto <= ${maxBytes}::bigint or z.upto = z.bytes
      order by z.updated_at desc, z.id desc`;
   const candidates = rows.length === 0 ? 0 : Number(rows[0]!.candidates);

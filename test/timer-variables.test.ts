@@ -14,6 +14,7 @@ const NOT_TIMERS: Record<string, string> = {
   FLEET_RUN_STUCK_AFTER_MS: "compared with the last append's time",
   WORKER_GATHER_MS: "at most 50",
   FLEET_PREFLIGHT_TIMEOUT_MS: "at most 600,000",
+  FLEET_SCRIPTED_MAX_DELAY_MS: "at most 600,000 (a scripted step's own bound)",
   SHUTDOWN_GRACE_MS: "at most 2^31-1 less 2 min (deadlines are added to it)",
 };
 

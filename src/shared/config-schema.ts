@@ -184,6 +184,17 @@ export const envSchema = z.object({
    * The variables `apiKeyEnv` names are read here too.
    */
   FLEET_MODEL_ENDPOINTS: z.string().optional(),
+  /**
+   * `off`: the scripted model (contracts §5), which costs no provider anything, is refused at the
+   * API (400 naming `….provider`) and a worker fails a stored session's run on it instead of
+   * running it, so a tenant cannot hold worker slots with it for free. Default `on`.
+   */
+  FLEET_SCRIPTED_MODEL: z.enum(["on", "off"]).default("on"),
+  /**
+   * The longest `delayMs` a scripted step may have: a longer one is a 400 naming the step at the
+   * API, and a worker holds a stored one to it. Default 600000 (what the step schema allows).
+   */
+  FLEET_SCRIPTED_MAX_DELAY_MS: z.coerce.number().int().nonnegative().max(600_000).default(600_000),
   /** Comma-separated URL prefixes a MODEL may name as a raw `baseUrl` (no key is ever sent there). */
   FLEET_ALLOWED_BASE_URLS: z.string().optional(),
   /**

@@ -158,6 +158,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
       endpoints: parseModelEndpoints(e.FLEET_MODEL_ENDPOINTS, env),
       allowedBaseUrls: parseAllowedBaseUrls(e.FLEET_ALLOWED_BASE_URLS),
       apiKeys: { openai: e.OPENAI_API_KEY || undefined, anthropic: e.ANTHROPIC_API_KEY || undefined },
+      scripted: { enabled: e.FLEET_SCRIPTED_MODEL === "on", maxDelayMs: e.FLEET_SCRIPTED_MAX_DELAY_MS },
       // Carried with the routing to the workers (create-model.ts) and the API (fleet-service.ts).
       prices: parsePrices(e.FLEET_PRICES),
     },

@@ -45,7 +45,12 @@ export type ModelRouting = {
   allowedBaseUrls: readonly AllowedBaseUrl[];
   /** OPENAI_API_KEY / ANTHROPIC_API_KEY, for MODELs with neither `endpoint` nor `baseUrl`. */
   apiKeys: { openai?: string; anthropic?: string };
+  /** FLEET_SCRIPTED_MODEL and FLEET_SCRIPTED_MAX_DELAY_MS; undefined: allowed, steps' own bound. */
+  scripted?: ScriptedSettings;
 };
+
+/** What the operator allows of the scripted model, which costs no provider anything. */
+export type ScriptedSettings = { enabled: boolean; maxDelayMs: number };
 
 /** Where one model's requests go. */
 export type ModelRoute = {
@@ -186,7 +191,10 @@ export function resolveModelRoute(
   routing: ModelRouting,
   field = "model",
 ): ModelRoute | null {
-  if (model.provider === "scripted") return null;
+  if (model.provider === "scripted") {
+    checkScripted(model, routing.scripted, field);
+    return null;
+  }
   const { endpoint: name, baseUrl } = model;
   if (name !== undefined) {
     if (baseUrl !== undefined)
@@ -222,6 +230,29 @@ export function resolveModelRoute(
   }
   const apiKey = routing.apiKeys[model.provider];
   return { keyEnv: DEFAULT_KEY_ENV[model.provider], ...(apiKey === undefined ? {} : { apiKey }) };
+}
+
+/**
+ * A scripted MODEL the operator's settings refuse (a FleetStateError): any when
+ * FLEET_SCRIPTED_MODEL is off, else one with a step's `delayMs` above FLEET_SCRIPTED_MAX_DELAY_MS.
+ */
+function checkScripted(
+  model: Extract<ModelConfig, { provider: "scripted" }>,
+  settings: ScriptedSettings | undefined,
+  field: string,
+): void {
+  if (!settings) return;
+  if (!settings.enabled)
+    throw new FleetStateError(
+      `${field}.provider`,
+      "the scripted model is turned off on this fleet (FLEET_SCRIPTED_MODEL=off)",
+    );
+  const i = model.steps.findIndex((step) => (step.delayMs ?? 0) > settings.maxDelayMs);
+  if (i >= 0)
+    throw new FleetStateError(
+      `${field}.steps[${i}].delayMs`,
+      `must be at most ${settings.maxDelayMs} on this fleet (FLEET_SCRIPTED_MAX_DELAY_MS)`,
+    );
 }
 
 /** Checks an agent's model and fallback models (400 naming `<root>.model…` / `<root>.fallbackModels[i]…`). */

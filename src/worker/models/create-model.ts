@@ -40,7 +40,7 @@ export function redisFaultCounter(redis: Redis, prefix: string): FaultCounter {
 export function createModel(config: ModelConfig, deps: ModelDeps, field = "model"): ModelProvider {
   switch (config.provider) {
     case "scripted":
-      return new ScriptedModel(config.steps, { faults: deps.faults });
+      return new ScriptedModel(config.steps, { faults: deps.faults, settings: deps.routing.scripted });
     case "openai": {
       const route = resolveModelRoute(config, deps.routing, field)!;
       return priced(

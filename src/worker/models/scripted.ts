@@ -8,6 +8,7 @@
  */
 import type { ScriptedStep } from "../../shared/agent-config.js";
 import type { Message, ToolCall } from "../../shared/messages.js";
+import type { ScriptedSettings } from "../../shared/model-endpoints.js";
 import { type ModelEvent, type ModelProvider, type ModelRequest, ProviderError } from "./provider.js";
 
 /** Counts attempts at a (session, step) across every worker. */
@@ -128,6 +129,11 @@ export class ScriptedModel implements ModelProvider {
       sleep?: Sleep;
       /** A monotonic clock in ms (default `performance.now`), against which the step's pauses are timed. */
       now?: () => number;
+      /**
+       * The operator's settings (FLEET_SCRIPTED_MODEL, FLEET_SCRIPTED_MAX_DELAY_MS): they apply to
+       * sessions stored before they were set too, which the API no longer checks.
+       */
+      settings?: ScriptedSettings | undefined;
     },
   ) {}
 
@@ -135,11 +141,17 @@ export class ScriptedModel implements ModelProvider {
     const injected = this.deps.sleep;
     const pauses = injected ? null : new StreamPauses(request.signal);
     const pause = pauses ? (ms: number) => pauses.wait(ms) : (ms: number) => injected!(ms, request.signal);
+    const settings = this.deps.settings;
     try {
+      if (settings && !settings.enabled)
+        throw new ProviderError(
+          "the scripted model is turned off on this fleet (FLEET_SCRIPTED_MODEL=off)",
+          false,
+        );
       const { stepIndex, response } = scriptPosition(request.history);
       const last = this.steps.length - 1;
       const step = this.steps[Math.min(stepIndex, last)]!;
-      const delay = step.delayMs ?? 0;
+      const delay = Math.min(step.delayMs ?? 0, settings?.maxDelayMs ?? Infinity);
       // Attempts are counted per response (see `scriptPosition`); the counter is per script step
       // and response: two faulty steps never share one.
       const attemptKey = `${Math.min(stepIndex, last)}:${response}`;

@@ -121,6 +121,7 @@ const PARSED: Record<string, (c: FleetConfig) => unknown> = {
   FLEET_WEBHOOK_STALL_CHECK_MS: (c) => c.webhooks.stallCheckMs,
   FLEET_RETENTION_DAYS: (c) => (c.retention.maxIdleMs === null ? 0 : c.retention.maxIdleMs / 86_400_000),
   FLEET_RETENTION_CHUNK: (c) => c.retention.chunk,
+  FLEET_RUN_MAX_MS: (c) => c.runMaxMs,
   FLEET_SCRIPTED_MODEL: (c) => (c.models.scripted?.enabled === false ? "off" : "on"),
   FLEET_SCRIPTED_MAX_DELAY_MS: (c) => c.models.scripted?.maxDelayMs,
   FLEET_RETENTION_INTERVAL_MS: (c) => c.retention.intervalMs,

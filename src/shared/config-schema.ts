@@ -145,6 +145,13 @@ export const envSchema = z.object({
    * stream is cut, so a provider's 600 MB answer never reaches the store or blocks a worker.
    */
   FLEET_MODEL_MAX_OUTPUT_CHARS: int(4_000_000),
+  /**
+   * How long one run may go on on a worker before it ends `max_turns` (its session parked, as at
+   * `maxTurns`; a new message or a resume continues it), checked before each model step: so a
+   * tenant's run holds a worker slot at most this long plus one step and its tools. Counted per
+   * worker job (a run handed back starts again). 0: no bound.
+   */
+  FLEET_RUN_MAX_MS: timerMs(0),
   /** How long a stopping worker lets running work finish before aborting it. */
   // At most the longest Node timer (2^31-1 ms) less 2 min: the grace and the deadlines after
   // it (shutdown.ts: up to grace + 26 s) are timers, and a longer one fires after 1 ms.

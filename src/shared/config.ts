@@ -178,6 +178,7 @@ export function loadConfig(env: Record<string, string | undefined> = readProcess
     newerAgentWaitMs: e.FLEET_NEWER_AGENT_WAIT_MS,
     preflightTimeoutMs: e.FLEET_PREFLIGHT_TIMEOUT_MS,
     toolTimeoutMs: e.FLEET_TOOL_TIMEOUT_MS,
+    runMaxMs: e.FLEET_RUN_MAX_MS,
     evictionCheckMs: e.FLEET_EVICTION_CHECK_MS,
     workerBlockedExitMs: e.FLEET_WORKER_BLOCKED_EXIT_MS,
   };

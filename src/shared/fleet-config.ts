@@ -107,6 +107,8 @@ export type FleetConfig = {
   preflightTimeoutMs: number;
   /** FLEET_TOOL_TIMEOUT_MS: one tool call's time limit unless its tool has its own (0: none). */
   toolTimeoutMs: number;
+  /** FLEET_RUN_MAX_MS: how long one run may go on on a worker before it ends `max_turns` (0: no bound). */
+  runMaxMs: number;
   /** How often every role reads Redis's maxmemory-policy again, after its start. */
   evictionCheckMs: number;
   /** FLEET_WORKER_BLOCKED_EXIT_MS: `fleet worker` exits when its event loop has not turned this long (0: never). */

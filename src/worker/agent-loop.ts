@@ -71,9 +71,12 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
   const usage: RunUsage = { inputTokens: 0, outputTokens: 0, unknownSteps: 0 };
   let pauses = input.pausesTaken ?? 0;
   let goalRounds = input.goal ? goalRoundsTaken(input.history) : 0;
+  const began = performance.now();
   for (let turn = 0; ; turn++) {
     if (signal.aborted) return { outcome: "cancelled", usage };
     if (turn >= agent.maxTurns) return { outcome: "max_turns", usage };
+    const overtime = runOvertime(began, performance.now(), deps.runMaxMs, turn);
+    if (overtime) return { outcome: "max_turns", error: overtime, usage };
     const full = historyFull(history.messages);
     if (full) return { outcome: "budget_exhausted", error: full, usage };
     const spent = await budgetSpent(input, deps);
@@ -251,4 +254,15 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
     // and its event, metric and hooks say so (end-run.ts). No read of its own here.
     return { outcome, usage };
   }
+}
+
+/** Why a run that has gone on past FLEET_RUN_MAX_MS ends (pure); undefined: it may go on. */
+export function runOvertime(
+  began: number,
+  now: number,
+  maxMs: number | undefined,
+  turns: number,
+): string | undefined {
+  if (!maxMs || now - began < maxMs) return undefined;
+  return `the run went on for ${Math.round(now - began)} ms (${turns} model steps), past FLEET_RUN_MAX_MS (${maxMs} ms) on this fleet`;
 }

@@ -38,6 +38,11 @@ export type AgentLoopDeps = {
    * tests of the loop.
    */
   cancelled?: (fence: Fence, runId: string) => Promise<boolean>;
+  /**
+   * FLEET_RUN_MAX_MS: how long the loop may go on before it ends `max_turns`, checked before each
+   * model step; absent or 0: no bound. A tenant's run cannot hold a worker slot for days.
+   */
+  runMaxMs?: number;
 } & Pick<ToolCallDeps, "toolTimeoutMs" | "log">;
 
 export type LoopInput = {

@@ -199,6 +199,7 @@ export async function startWorker(config: FleetConfig, options: WorkerOptions = 
     models: (model, field) => createModel(model, { faults, routing: config.models }, field),
     tools,
     toolTimeoutMs: config.toolTimeoutMs,
+    runMaxMs: config.runMaxMs,
     metrics,
     sleep: abortableSleep,
     retryPolicy: {

@@ -202,6 +202,20 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
     // Eleven CLI starts at once: on two busy cores (a loaded CI run) they took over 30 s in all.
   }, 90_000);
 
+  it("a redis:// REDIS_URL that does not parse (a port past 65535, a typo): exit 2 naming REDIS_URL", async () => {
+    // Each was `fleet worker: Invalid URL`, exit 1, naming no variable.
+    const cases: [string, string][] = [
+      ["worker", "redis://127.0.0.1:99999"],
+      ["api", "redis://127.0.0.1:notaport"],
+      ["sweeper", "rediss://[bad"],
+    ];
+    const results = await Promise.all(
+      cases.map(([role, url]) => fleet([role], { ...fleetEnv.env, REDIS_URL: url })),
+    );
+    for (const [i, result] of results.entries())
+      expectOneLine(result, cases[i]![0], /REDIS_URL: is not a URL .*redis:\/\/user:password@host:6379\/0$/);
+  }, 60_000);
+
   it("a FLEET_TOOL_DIR under /proc (where Node's own recursive mkdir never settles): the worker exits 2 naming it, and does not hang", async () => {
     // A worker that hangs is killed by `fleet`'s 30 s timeout: no exit code 2, no line.
     const results = await Promise.all(

@@ -46,6 +46,12 @@ export const envSchema = z.object({
       (url) => /^(rediss?(\+cluster)?:\/\/|\/)/i.test(url),
       "expected redis://, rediss://, redis+cluster:// or rediss+cluster:// (or a socket path)",
     )
+    .refine(
+      // redis.ts parses it with new URL (a cluster's seed list is checked there, node by node):
+      // one that does not parse stopped every role with "Invalid URL", exit 1, naming nothing.
+      (url) => !/^rediss?:\/\//i.test(url) || URL.canParse(url),
+      "is not a URL (a port past 65535, a character out of place?): expected e.g. redis://user:password@host:6379/0",
+    )
     .default("redis://127.0.0.1:6379"),
   /**
    * Namespaces every Redis key and queue, so several fleets or test runs share one Redis.

@@ -137,7 +137,7 @@ describe("--help and usage errors", () => {
   it("usage errors exit 2 with one line naming the command and pointing at its --help", async () => {
     const cases: [string[], RegExp][] = [
       [["worker", "--bogus"], /^fleet worker: unknown option '--bogus'; see `fleet worker --help`$/],
-      [["keys", "revoke"], /^fleet keys revoke: missing required argument 'KEY_ID'/],
+      [["keys", "revoke"], /^fleet keys revoke: missing required argument 'KEY_ID\|KEY'/],
       [["keys", "create"], /^fleet keys create: required option '--tenant <NAME>' not specified/],
       [["up", "--workers", "abc"], /^fleet up: option '--workers <N>' argument 'abc' is invalid/],
       // Each worker a process of ~1 s of CPU and ~100 MB: 100000 forked until the machine stalled.

@@ -1,4 +1,4 @@
-/** `fleet keys create --tenant NAME [--admin] | list | revoke KEY_ID`: the API keys of contracts §10. */
+/** `fleet keys create --tenant NAME [--admin] | list | revoke KEY_ID|KEY`: the API keys of contracts §10. */
 import { loadConfig } from "../shared/config.js";
 import { openDatabase } from "../shared/db/client.js";
 import { checkDatabase } from "../shared/preflight.js";

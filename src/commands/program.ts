@@ -182,7 +182,7 @@ export function buildProgram(): Program {
   keys
     .command("revoke")
     .description("Revoke a key: the API stops accepting it within 5 s.")
-    .argument("<KEY_ID>", "the id `fleet keys list` shows")
+    .argument("<KEY_ID|KEY>", "the id `fleet keys list` shows, `fk_<id>_…` as it lists it, or the key itself")
     .action(run(async (id: string) => (await import("./keys.js")).revokeKeyCommand(id)));
 
   addApiCommands(program, run);

@@ -41,21 +41,24 @@ function findFleetBin(): string {
 export const FLEET_BIN = findFleetBin();
 
 /**
- * Resolves when SIGTERM or SIGINT arrives, or when the `fleet up` (or `fleet demo`) that
- * started this process is gone (its IPC channel closes): a supervisor that died must not
- * leave its children running.
+ * Resolves when SIGTERM, SIGINT or SIGHUP arrives, or when the `fleet up` (or `fleet demo`)
+ * that started this process is gone (its IPC channel closes): a supervisor that died must not
+ * leave its children running. SIGHUP is a terminal that closed (an ssh session dropped): with
+ * no listener, Node ended the role at once, its running work left to crash recovery.
  */
 export function untilSignal(): Promise<NodeJS.Signals | "disconnect"> {
   return new Promise((resolve) => {
     const on = (signal: NodeJS.Signals | "disconnect") => {
       process.off("SIGTERM", on);
       process.off("SIGINT", on);
+      process.off("SIGHUP", on);
       process.off("disconnect", onDisconnect);
       resolve(signal);
     };
     const onDisconnect = () => on("disconnect");
     process.on("SIGTERM", on);
     process.on("SIGINT", on);
+    process.on("SIGHUP", on);
     if (process.connected) process.on("disconnect", onDisconnect);
   });
 }
@@ -103,18 +106,21 @@ export async function stopWithin(role: string, stop: () => Promise<void>, ms: nu
  */
 export async function ignoringSigterm<T>(role: string, ms: number, stop: () => Promise<T>): Promise<T> {
   let said = false;
-  const ignore = () => {
+  // SIGHUP too: a closing terminal sends it to every process of its session, more than once.
+  const ignore = (signal: NodeJS.Signals) => {
     if (said) return;
     said = true;
     console.error(
-      `fleet ${role}: already stopping; SIGTERM ignored (the stop ends within ${(ms / 1000).toFixed(0)} s; SIGINT or SIGKILL end it now)`,
+      `fleet ${role}: already stopping; ${signal} ignored (the stop ends within ${(ms / 1000).toFixed(0)} s; SIGINT or SIGKILL end it now)`,
     );
   };
   process.on("SIGTERM", ignore);
+  process.on("SIGHUP", ignore);
   try {
     return await stop();
   } finally {
     process.off("SIGTERM", ignore);
+    process.off("SIGHUP", ignore);
   }
 }
 

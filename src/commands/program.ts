@@ -94,7 +94,7 @@ export function buildProgram(): Program {
     .command("api")
     .summary("run the HTTP API")
     .description(
-      "Run the HTTP API on HOST:PORT until SIGTERM or SIGINT. Without any API key it serves only on a loopback HOST (docs/contracts.md §10).",
+      "Run the HTTP API on HOST:PORT until SIGTERM, SIGINT or SIGHUP. Without any API key it serves only on a loopback HOST (docs/contracts.md §10).",
     )
     .option("--port <N>", "listen on port N instead of PORT (default 3000; 0 picks a free port)", port)
     .action(run(async (options: { port?: number }) => (await import("./serve.js")).apiCommand(options)));
@@ -105,7 +105,7 @@ export function buildProgram(): Program {
   const worker = program
     .command("worker")
     .summary("run a worker: it claims sessions from the queue and runs them")
-    .description("Run a worker until SIGTERM or SIGINT, which let running work finish for SHUTDOWN_GRACE_MS.")
+    .description("Run a worker until SIGTERM, SIGINT or SIGHUP, which let running work finish for SHUTDOWN_GRACE_MS.")
     .option("--tools <FILE>", toolsHelp, collect)
     .option("--extensions <FILE>", extensionsHelp, collect)
     .option(
@@ -122,7 +122,7 @@ export function buildProgram(): Program {
   program
     .command("sweeper")
     .summary("find interrupted sessions and resume them (or park them)")
-    .description("Run the sweeper until SIGTERM or SIGINT.")
+    .description("Run the sweeper until SIGTERM, SIGINT or SIGHUP.")
     .option(
       "--metrics-port <N>",
       "serve /metrics and /healthz on port N instead of METRICS_PORT (0 picks a free port)",
@@ -136,7 +136,7 @@ export function buildProgram(): Program {
     .command("up")
     .summary("run the whole fleet on this machine: API, sweeper and workers, each a process of its own")
     .description(
-      "Migrate, then run the API, the sweeper and the workers, each as a child process that is restarted when it dies (after 1 s, doubling with each crash in a row up to 30 s). SIGTERM or SIGINT stops them all.",
+      "Migrate, then run the API, the sweeper and the workers, each as a child process that is restarted when it dies (after 1 s, doubling with each crash in a row up to 30 s). SIGTERM, SIGINT or SIGHUP stops them all.",
     )
     .option("--workers <N>", `worker processes (at most ${MAX_LOCAL_WORKERS})`, workerCount, 2)
     .option("--tools <FILE>", `${toolsHelp}; given to every worker`, collect)

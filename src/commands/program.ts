@@ -105,7 +105,9 @@ export function buildProgram(): Program {
   const worker = program
     .command("worker")
     .summary("run a worker: it claims sessions from the queue and runs them")
-    .description("Run a worker until SIGTERM, SIGINT or SIGHUP, which let running work finish for SHUTDOWN_GRACE_MS.")
+    .description(
+      "Run a worker until SIGTERM, SIGINT or SIGHUP, which let running work finish for SHUTDOWN_GRACE_MS.",
+    )
     .option("--tools <FILE>", toolsHelp, collect)
     .option("--extensions <FILE>", extensionsHelp, collect)
     .option(

@@ -16,6 +16,7 @@ import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, FLEET_BIN, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
+import { sendOneCall } from "./support/scripted-calls.js";
 import { INTERRUPTED_TEXT } from "./support/sleepy-sessions.js";
 
 const TOOLS = ["--tools", join(ROOT, "test/fixtures/blocking-tool.ts")];
@@ -38,16 +39,7 @@ describe("a tool that blocks the worker's event loop for good", () => {
 
   it("ends the worker by SIGALRM naming the tool's function; its session is resumed with the call answered as interrupted", async () => {
     const blocked = await fleet.spawnWorker(WATCHDOG, TOOLS);
-    const { id } = await client.createSession({
-      agent: {
-        model: {
-          provider: "scripted",
-          steps: [{ toolCalls: [{ id: "s1", name: "spin", arguments: {} }] }, { text: "done" }],
-        },
-        tools: ["spin"],
-      },
-    });
-    await client.send(id, "go");
+    const { id } = await sendOneCall(client, "spin", "s1");
     const spinLog = join(fleet.config.toolDir, "spin-calls.log");
     await waitFor(() => existsSync(spinLog), 60_000, "the tool running");
     const spinAt = Date.now();

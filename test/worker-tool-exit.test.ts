@@ -13,6 +13,7 @@ import type { FleetClient } from "../src/producer/client.js";
 import { loadConfig } from "../src/shared/config.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv, ROOT, waitFor } from "./support/fleet-env.js";
+import { sendOneCall } from "./support/scripted-calls.js";
 import { INTERRUPTED_TEXT } from "./support/sleepy-sessions.js";
 
 const TOOLS = ["--tools", join(ROOT, "test/fixtures/exiting-tool.ts")];
@@ -34,16 +35,7 @@ describe("a tool that calls process.exit(0) in fleet worker", () => {
 
   it("makes the worker exit 70 saying so; its session is resumed with the call answered as interrupted", async () => {
     const quitting = await fleet.spawnWorker({}, TOOLS);
-    const { id } = await client.createSession({
-      agent: {
-        model: {
-          provider: "scripted",
-          steps: [{ toolCalls: [{ id: "q1", name: "quit", arguments: {} }] }, { text: "done" }],
-        },
-        tools: ["quit"],
-      },
-    });
-    await client.send(id, "go");
+    const { id } = await sendOneCall(client, "quit", "q1");
     expect(await quitting.exited, quitting.output()).toBe(70);
     expect(quitting.output()).toContain(
       "fleet worker: exit code 0 asked for while the worker ran (process.exit by a tool, an extension hook or a module it loaded); exiting 70 instead so that a supervisor restarts it",

@@ -34,3 +34,26 @@ export async function runCalls(
   for await (const message of client.messages(session.id)) messages.push(message);
   return { endedReason: run.endedReason, results: messages.filter((m) => m.role === "tool") };
 }
+
+/**
+ * A new session whose model calls the tool `name` once (call id `callId`, no arguments) and then
+ * answers "done", sent one message: the session's and its run's ids (the crash and stop tests'
+ * start: worker-blocked-loop, worker-tool-exit, role-repeated-sigterm).
+ */
+export async function sendOneCall(
+  client: FleetClient,
+  name: string,
+  callId: string,
+): Promise<{ id: string; runId: string }> {
+  const { id } = await client.createSession({
+    agent: {
+      model: {
+        provider: "scripted",
+        steps: [{ toolCalls: [{ id: callId, name, arguments: {} }] }, { text: "done" }],
+      },
+      tools: [name],
+    },
+  });
+  const { runId } = await client.send(id, "go");
+  return { id, runId };
+}

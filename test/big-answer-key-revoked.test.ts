@@ -5,10 +5,10 @@
  * as long as its reader took a piece now and then (FLEET_SSE_STALL_MS apart at most): a reader
  * that read slowly went on receiving a whole transcript with a key revoked long before.
  */
-import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { createFleetEnv, type FleetEnv, waitFor } from "./support/fleet-env.js";
+import { pausedAfterHead } from "./support/paused-reader.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 /** About 12 MB of history: more than the loopback socket's buffers hold. */
@@ -23,33 +23,6 @@ beforeAll(async () => {
   fleet = await createFleetEnv("bigansrevoked", { env: { FLEET_SSE_STALL_MS: "600000" } });
 }, 60_000);
 afterAll(() => fleet?.close());
-
-/** Sends `GET path` with `key` and reads nothing once the answer's head has come. */
-async function pausedAfterHead(
-  port: number,
-  path: string,
-  key: string,
-): Promise<{ socket: Socket; closed: () => boolean }> {
-  const socket = connect(port, "127.0.0.1");
-  let received = "";
-  let closed = false;
-  socket.on("error", () => {});
-  socket.on("close", () => {
-    closed = true;
-  });
-  await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
-  const onData = (chunk: Buffer) => {
-    received += chunk.toString("latin1");
-    if (!received.includes("\r\n\r\n")) return;
-    socket.pause();
-    socket.off("data", onData);
-  };
-  socket.on("data", onData);
-  socket.write(`GET ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${key}\r\n\r\n`);
-  await waitFor(() => received.includes("\r\n\r\n"), 20_000, "the big answer's head");
-  expect(received.slice(0, 12)).toBe("HTTP/1.1 200");
-  return { socket, closed: () => closed };
-}
 
 it("a big session's answer read with a key revoked meanwhile ends before it is all sent", async () => {
   const keys = new ApiKeys(fleet.database);

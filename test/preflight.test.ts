@@ -216,6 +216,31 @@ describe("the long-lived roles check Postgres and Redis before they say ready", 
       expectOneLine(result, cases[i]![0], /REDIS_URL: is not a URL .*redis:\/\/user:password@host:6379\/0$/);
   }, 60_000);
 
+  it("a postgres:// DATABASE_URL whose port is past 65535 or no number: exit 2 saying the port is what is wrong", async () => {
+    // Each said `DATABASE_URL: expected a postgres:// URL`, as if the scheme were wrong.
+    const cases: [string, string, RegExp][] = [
+      [
+        "worker",
+        "postgres://127.0.0.1:99999/db",
+        /DATABASE_URL: its port 99999 is past 65535: expected e\.g\. postgres:\/\/user@host:5432\/agent_fleet$/,
+      ],
+      [
+        "migrate",
+        "postgresql://u@db.example:notaport/db",
+        /DATABASE_URL: its port "notaport" is not a number: expected e\.g\. postgres:\/\/user@host:5432\/agent_fleet$/,
+      ],
+      [
+        "api",
+        "postgres://[bad/db",
+        /DATABASE_URL: is not a URL \(a character out of place\?\): expected e\.g\. postgres:\/\/user@host:5432\/agent_fleet$/,
+      ],
+    ];
+    const results = await Promise.all(
+      cases.map(([role, url]) => fleet([role], { ...fleetEnv.env, DATABASE_URL: url })),
+    );
+    for (const [i, result] of results.entries()) expectOneLine(result, cases[i]![0], cases[i]![2]);
+  }, 60_000);
+
   it("a FLEET_TOOL_DIR under /proc (where Node's own recursive mkdir never settles): the worker exits 2 naming it, and does not hang", async () => {
     // A worker that hangs is killed by `fleet`'s 30 s timeout: no exit code 2, no line.
     const results = await Promise.all(

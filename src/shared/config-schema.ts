@@ -23,14 +23,30 @@ const timerMs = (def: number, positive = false) =>
 /** A TCP port: 0 (a free one) to 65535, as the roles' --port flags take it. */
 const port = (def: number) =>
   z.coerce.number().int().min(0).max(65535, "expected a port from 0 to 65535").default(def);
+const POSTGRES_EXAMPLE = "postgres://user@host:5432/agent_fleet";
+/**
+ * Why a URL of a known scheme does not parse, in the words an operator fixes it by: a port past
+ * 65535 or one that is no number (the usual typos), else a character out of place.
+ */
+export function whyUrlDoesNotParse(url: string): string {
+  const authority = (url.split("://")[1] ?? "").split(/[/?#]/)[0]!;
+  const hostPort = authority.slice(authority.lastIndexOf("@") + 1);
+  const port = hostPort.startsWith("[") ? hostPort.split("]:")[1] : hostPort.split(":")[1];
+  if (port !== undefined && /^\d+$/.test(port)) return `its port ${port} is past 65535`;
+  if (port !== undefined && port !== "") return `its port ${JSON.stringify(port)} is not a number`;
+  return "is not a URL (a character out of place?)";
+}
 /** Postgres URL: every role reads its database name from it (new URL), so it must parse. */
-const postgresUrl = z.string().refine((url) => {
-  try {
-    return ["postgres:", "postgresql:"].includes(new URL(url).protocol);
-  } catch {
-    return false;
-  }
-}, "expected a postgres:// URL, e.g. postgres://user@host:5432/agent_fleet");
+const postgresUrl = z.string().superRefine((url, ctx) => {
+  if (!/^postgres(ql)?:/i.test(url))
+    ctx.addIssue({ code: "custom", message: `expected a postgres:// URL, e.g. ${POSTGRES_EXAMPLE}` });
+  // It said "expected a postgres:// URL" of postgres://host:99999/db too, as if the scheme were wrong.
+  else if (!URL.canParse(url))
+    ctx.addIssue({
+      code: "custom",
+      message: `${whyUrlDoesNotParse(url)}: expected e.g. ${POSTGRES_EXAMPLE}`,
+    });
+});
 
 export const envSchema = z.object({
   /** Postgres. Default: the local server, database `agent_fleet`. */

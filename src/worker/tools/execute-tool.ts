@@ -13,7 +13,7 @@ import {
 import { guardedSignal } from "../hook-signal.js";
 import { MAX_TOOL_ARGUMENT_DEPTH, RAW_ARGUMENTS_KEY } from "../models/openai-tool-calls.js";
 import type { Tool, ToolContext } from "./registry.js";
-import { bounded, errorText, resultContent } from "./result-text.js";
+import { boundedErrorText, resultContent } from "./result-text.js";
 import { toolTimedOutText } from "./time-limit.js";
 
 export type ToolOutcome = {
@@ -195,7 +195,7 @@ async function checkedArguments(
   } catch (error) {
     // A schema whose transform or refine throws (a bug in the tool), or a refusal that cannot be
     // read: the tool does not run, and the model reads why, as for arguments the schema refuses.
-    return { ok: false, content: bounded(`${INVALID_ARGUMENTS_PREFIX}${errorText(error)}`) };
+    return { ok: false, content: boundedErrorText(error, { prefix: INVALID_ARGUMENTS_PREFIX }) };
   }
 }
 
@@ -204,7 +204,7 @@ function outcomeOf(settled: Settled): ToolOutcome {
   if ("invalid" in settled) return { success: false, content: settled.invalid };
   if ("notStarted" in settled) return NOT_STARTED;
   // Whatever the tool threw (a string, a plain object, one without a string form): never a throw here.
-  return { success: false, content: bounded(errorText(settled.error)) };
+  return { success: false, content: boundedErrorText(settled.error) };
 }
 
 /**

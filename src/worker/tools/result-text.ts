@@ -13,13 +13,33 @@ import { jsonWithin } from "./bounded-json.js";
  * provider's are. The result is stored in the session, which its tenant reads, and sent to the
  * model's provider; a tool's error quoting the URL it called (`?api_key=…`) or an upstream's
  * "invalid key …" echo carried the worker's key to both. A successful result is left as it is.
+ * Within MAX_TOOL_RESULT_CHARS, with a note saying how long it was when cut.
  */
-export function errorText(
+export function boundedErrorText(
   error: unknown,
-  env: Readonly<Record<string, string | undefined>> = process.env,
+  { prefix = "", env = process.env, scrub = scrubSecrets }: ErrorTextOptions = {},
 ): string {
-  return scrubSecrets(thrownText(error), secretValuesFromEnv(env));
+  const text = prefix + thrownText(error);
+  const secrets = secretValuesFromEnv(env);
+  // Cut before scrubbing: a 100 MB message was scrubbed whole (~0.9 s of the worker's event loop)
+  // and then cut. The margin holds every key that begins before the bound whole, so one that
+  // straddles the cut is still replaced (a key by its shape needs only its start: scrub-secrets.ts).
+  const margin = Math.max(SCRUB_MARGIN_CHARS, ...secrets.map((s) => s.length));
+  if (text.length <= MAX_TOOL_RESULT_CHARS + margin) return bounded(scrub(text, secrets));
+  return bounded(scrub(text.slice(0, MAX_TOOL_RESULT_CHARS + margin), secrets), text.length);
 }
+
+interface ErrorTextOptions {
+  /** Text said before the error's (not an error's: it is scrubbed too, so give plain words). */
+  prefix?: string;
+  /** Where the worker's key variables are read (secretValuesFromEnv). */
+  env?: Readonly<Record<string, string | undefined>>;
+  /** The scrubber; a test passes one that records what it is given. */
+  scrub?: (text: string, secrets: readonly string[]) => string;
+}
+
+/** More than any key's shape needs to be recognised (`"x-api-key": "` and a few characters). */
+const SCRUB_MARGIN_CHARS = 10_000;
 
 /**
  * The most of one tool result that is stored, as characters (as much as a new message may
@@ -28,13 +48,17 @@ export function errorText(
  */
 export const MAX_TOOL_RESULT_CHARS = 1_000_000;
 
-/** `text`, cut to MAX_TOOL_RESULT_CHARS (never inside a surrogate pair) with a note saying so. */
-export function bounded(text: string): string {
-  if (text.length <= MAX_TOOL_RESULT_CHARS) return text;
-  let end = MAX_TOOL_RESULT_CHARS;
+/**
+ * `text`, cut to MAX_TOOL_RESULT_CHARS (never inside a surrogate pair) with a note saying so and
+ * how long it was (`length`: of the text `text` was cut from, when it was cut already).
+ */
+export function bounded(text: string, length = text.length): string {
+  if (text.length <= MAX_TOOL_RESULT_CHARS && length === text.length) return text;
+  // Cut already and then made shorter (its keys replaced): all of it is kept, with the note.
+  let end = Math.min(MAX_TOOL_RESULT_CHARS, text.length);
   const last = text.charCodeAt(end - 1);
   if (last >= 0xd800 && last <= 0xdbff) end--;
-  return `${text.slice(0, end)}\n[truncated: the tool returned ${text.length.toLocaleString("en")} characters; the first ${end.toLocaleString("en")} are kept]`;
+  return `${text.slice(0, end)}\n[truncated: the tool returned ${length.toLocaleString("en")} characters; the first ${end.toLocaleString("en")} are kept]`;
 }
 
 /**

@@ -80,35 +80,41 @@ export async function listSessionPage(
   // cached generic plan can still use the partial index for parked sessions.
   // The candidates are sized first, without their metadata (the running sum needs no row
   // held but the candidates' ids); only the rows within the budget are read whole.
-  const rows = await sql<
-    (Omit<ListedSession, "cursor" | "updatedAt"> & {
-      updatedAt: string | Date;
-      micros: string;
-      candidates: string;
-    })[]
-  >`
+  // JIT off: a page of a big batch (`?batch=…&status=running&limit=1000`, 100,000 sessions) is
+  // estimated high, and Postgres spent ~1 s a page compiling it with LLVM (as batch results and
+  // usage did: batch-results.ts; test/batch-reads-jit.test.ts). `set local`, in the page's own
+  // transaction: a pooler (PgBouncer) refuses startup parameters it does not know.
+  const [, rows] = await sql.begin((tx) => [
+    tx`set local jit = off`,
+    tx<
+      (Omit<ListedSession, "cursor" | "updatedAt"> & {
+        updatedAt: string | Date;
+        micros: string;
+        candidates: string;
+      })[]
+    >`
     with page as (
       select s.id, s.updated_at,
              octet_length(s.metadata::text) + coalesce(octet_length(s.parked_reason), 0)
-               + coalesce(octet_length(s.custom_id), 0) + ${sql.unsafe(String(LIST_ROW_BYTES))} as bytes
+               + coalesce(octet_length(s.custom_id), 0) + ${tx.unsafe(String(LIST_ROW_BYTES))} as bytes
         from sessions s
        where true
-           ${filter.tenant === undefined ? sql`` : sql`and s.tenant = ${filter.tenant} and ${notInDeletedBatch(sql, "s")}`}
-           ${filter.batchId === undefined ? sql`` : sql`and s.batch_id = ${filter.batchId}`}
-           ${status === undefined ? sql`` : sql`and ${statusCondition(sql, status)}`}
+           ${filter.tenant === undefined ? tx`` : tx`and s.tenant = ${filter.tenant} and ${notInDeletedBatch(tx, "s")}`}
+           ${filter.batchId === undefined ? tx`` : tx`and s.batch_id = ${filter.batchId}`}
+           ${status === undefined ? tx`` : tx`and ${statusCondition(tx, status)}`}
            ${
              parkedReason === undefined
-               ? sql``
+               ? tx``
                : // The reason code (`attempts_exhausted`) matches the stored reason with its
                  // detail (`attempts_exhausted: 3 automatic resumes …`) too.
-                 sql`and s.status = 'parked' and (s.parked_reason = ${parkedReason}
+                 tx`and s.status = 'parked' and (s.parked_reason = ${parkedReason}
                       or s.parked_reason like ${`${parkedReason.replace(/[\\%_]/g, (c) => `\\${c}`)}:%`})`
            }
            ${
              // Keyset paging on (updated_at, id), to the microsecond: a page costs the same at any depth.
              before === undefined
-               ? sql``
-               : sql`and (s.updated_at, s.id) < (timestamptz 'epoch' + ${before.micros}::bigint * interval '1 microsecond', ${before.id})`
+               ? tx``
+               : tx`and (s.updated_at, s.id) < (timestamptz 'epoch' + ${before.micros}::bigint * interval '1 microsecond', ${before.id})`
            }
        order by s.updated_at desc, s.id desc
        limit ${filter.limit}
@@ -129,7 +135,8 @@ export async function listSessionPage(
      -- ("limit 1" keeps Postgres from making it that join again).
      cross join lateral (select * from sessions s where s.id = z.id limit 1) s
      where z.upto <= ${maxBytes}::bigint or z.upto = z.bytes
-     order by z.updated_at desc, z.id desc`;
+     order by z.updated_at desc, z.id desc`,
+  ]);
   const candidates = rows.length === 0 ? 0 : Number(rows[0]!.candidates);
   // Built field by field: a rest/spread copy of each row cost the list more than its query.
   return {
@@ -150,7 +157,10 @@ export async function listSessionPage(
 }
 
 /** The session list's condition for a state (literal SQL, never a parameter), as counted for batches (batch-store.ts). */
-function statusCondition(sql: postgres.Sql, status: ListStatus): postgres.PendingQuery<postgres.Row[]> {
+function statusCondition(
+  sql: postgres.Sql | postgres.TransactionSql,
+  status: ListStatus,
+): postgres.PendingQuery<postgres.Row[]> {
   const noRun = sql`not exists (select 1 from runs r where r.session_id = s.id and r.status <> 'ended')`;
   switch (status) {
     case "parked":

@@ -50,14 +50,19 @@ export class SweepQueries {
    * its key (a scalar subquery: one sessions_pkey entry per running run, whatever the plan).
    */
   async runningRuns(): Promise<RunningRun[]> {
-    const rows = await this.database.sql<(Omit<RunningRun, "started_at"> & { started_at: string })[]>`
+    // JIT off: ~9 of planner cost a running run, so past ~11,000 of them Postgres compiled the
+    // scan with LLVM at every tick (20,000: 208 ms of JIT in 666 ms; test/sweep-scans-jit.test.ts).
+    const [, rows] = await this.database.sql.begin((tx) => [
+      tx`set local jit = off`,
+      tx<(Omit<RunningRun, "started_at"> & { started_at: string })[]>`
       select id, session_id, kind, worker_id, started_at,
              (extract(epoch from now() - started_at) * 1000)::float8 as age_ms,
              (extract(epoch from now() - greatest(started_at,
                 (select s.last_active_at from sessions s where s.id = runs.session_id))) * 1000)::float8
                as progress_age_ms
         from runs where status = 'running'
-         and (${this.database.sql.unsafe(FIRST_RUNNING)}) is not null`;
+         and (${tx.unsafe(FIRST_RUNNING)}) is not null`,
+    ]);
     // Drizzle's postgres.js driver hands timestamps back as strings.
     return rows.map((r) => ({ ...r, started_at: new Date(r.started_at) }));
   }

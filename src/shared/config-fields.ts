@@ -1,0 +1,62 @@
+/**
+ * The kinds of value the configuration's variables take (config-schema.ts): whole numbers,
+ * timer delays, ports, and the Postgres and Redis URLs, each with the words an operator fixes a
+ * bad one by.
+ */
+import { z } from "zod";
+
+export const int = (def: number) => z.coerce.number().int().nonnegative().default(def);
+/**
+ * The longest delay a Node timer takes (2^31-1 ms, about 24.8 days): a longer one fires after
+ * 1 ms, so a huge value meant as "never" would act at once (a sweep every millisecond, every
+ * model step timed out). Every variable that feeds a timer is at most this.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+const TIMER_WORDS = `at most ${MAX_TIMER_MS} (about 24.8 days, the longest a timer waits)`;
+/** Milliseconds a timer waits (0 allowed unless `positive`). */
+export const timerMs = (def: number, positive = false) =>
+  (positive ? z.coerce.number().int().positive() : z.coerce.number().int().nonnegative())
+    .max(MAX_TIMER_MS, TIMER_WORDS)
+    .default(def);
+/** A TCP port: 0 (a free one) to 65535, as the roles' --port flags take it. */
+export const port = (def: number) =>
+  z.coerce.number().int().min(0).max(65535, "expected a port from 0 to 65535").default(def);
+const POSTGRES_EXAMPLE = "postgres://user@host:5432/agent_fleet";
+/**
+ * Why a URL of a known scheme does not parse, in the words an operator fixes it by: a port past
+ * 65535 or one that is no number (the usual typos), else a character out of place.
+ */
+export function whyUrlDoesNotParse(url: string): string {
+  const authority = (url.split("://")[1] ?? "").split(/[/?#]/)[0]!;
+  const hostPort = authority.slice(authority.lastIndexOf("@") + 1);
+  const port = hostPort.startsWith("[") ? hostPort.split("]:")[1] : hostPort.split(":")[1];
+  if (port !== undefined && /^\d+$/.test(port)) return `its port ${port} is past 65535`;
+  if (port !== undefined && port !== "") return `its port ${JSON.stringify(port)} is not a number`;
+  return "is not a URL (a character out of place?)";
+}
+/** Postgres URL: every role reads its database name from it (new URL), so it must parse. */
+export const postgresUrl = z.string().superRefine((url, ctx) => {
+  if (!/^postgres(ql)?:/i.test(url))
+    ctx.addIssue({ code: "custom", message: `expected a postgres:// URL, e.g. ${POSTGRES_EXAMPLE}` });
+  // It said "expected a postgres:// URL" of postgres://host:99999/db too, as if the scheme were wrong.
+  else if (!URL.canParse(url))
+    ctx.addIssue({
+      code: "custom",
+      message: `${whyUrlDoesNotParse(url)}: expected e.g. ${POSTGRES_EXAMPLE}`,
+    });
+});
+
+/** Redis URL (redis.ts parses it; a cluster's seed list is checked there, node by node). */
+export const redisUrl = z
+  .string()
+  .refine(
+    // ioredis reads anything else (http://…) as a socket path: "connect ENOENT //host:port".
+    (url) => /^(rediss?(\+cluster)?:\/\/|\/)/i.test(url),
+    "expected redis://, rediss://, redis+cluster:// or rediss+cluster:// (or a socket path)",
+  )
+  .refine(
+    // redis.ts parses it with new URL (a cluster's seed list is checked there, node by node):
+    // one that does not parse stopped every role with "Invalid URL", exit 1, naming nothing.
+    (url) => !/^rediss?:\/\//i.test(url) || URL.canParse(url),
+    "is not a URL (a port past 65535, a character out of place?): expected e.g. redis://user:password@host:6379/0",
+  );

@@ -17,13 +17,16 @@ import {
   startFakeEventsApi,
 } from "./support/fake-events-api.js";
 
-/** The types of the events `events("s1")` yields against the fake API at `url`, up to a RUN_COMPLETED. */
-async function typesToRunEnd(url: string): Promise<string[]> {
+/**
+ * The types of the events `events("s1")` yields against the fake API at `url`, up to a
+ * RUN_COMPLETED; given `run`, each as `TYPE:RUN_ID`, up to that run's RUN_COMPLETED.
+ */
+async function typesToRunEnd(url: string, run?: string): Promise<string[]> {
   const client = new FleetClient({ baseUrl: url });
   const types: string[] = [];
   for await (const event of client.events("s1", { signal: AbortSignal.timeout(10_000) })) {
-    types.push(event.type);
-    if (event.type === "RUN_COMPLETED") break;
+    types.push(run === undefined ? event.type : `${event.type}:${event.data.runId ?? ""}`);
+    if (event.type === "RUN_COMPLETED" && (run === undefined || event.data.runId === run)) break;
   }
   return types;
 }
@@ -210,12 +213,7 @@ describe("fleet.events()'s re-read by a reader that began after its run's messag
       return { events: R1_WRITTEN_ANEW_THEN_R2 };
     });
     try {
-      const client = new FleetClient({ baseUrl: api.url });
-      const types: string[] = [];
-      for await (const event of client.events("s1", { signal: AbortSignal.timeout(10_000) })) {
-        types.push(`${event.type}:${event.data.runId ?? ""}`);
-        if (event.type === "RUN_COMPLETED" && event.data.runId === "r2") break;
-      }
+      const types = await typesToRunEnd(api.url, "r2");
       // Before: MESSAGE:r1 twice more, r1's stored messages yielded as new.
       expect(types).toEqual([
         "RUN_COMPLETED:r1",
@@ -252,12 +250,7 @@ describe("fleet.events()'s re-read of a parking read before any event of its run
       };
     });
     try {
-      const client = new FleetClient({ baseUrl: api.url });
-      const types: string[] = [];
-      for await (const event of client.events("s1", { signal: AbortSignal.timeout(10_000) })) {
-        types.push(`${event.type}:${event.data.runId ?? ""}`);
-        if (event.type === "RUN_COMPLETED" && event.data.runId === "r2") break;
-      }
+      const types = await typesToRunEnd(api.url, "r2");
       // Before: RUN_STARTED:r1, MESSAGE:r1 and the parking again. r1's end still passes: after
       // a parking the sweeper wrote before its run's lost end, that end is new.
       expect(types).toEqual(["SESSION_PARKED:r1", "RUN_COMPLETED:r1", "RUN_STARTED:r2", "RUN_COMPLETED:r2"]);

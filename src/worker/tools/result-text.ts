@@ -48,6 +48,13 @@ const SCRUB_MARGIN_CHARS = 10_000;
  */
 export const MAX_TOOL_RESULT_CHARS = 1_000_000;
 
+/** Where a cut `text` ends: at MAX_TOOL_RESULT_CHARS (or its end), never inside a surrogate pair. */
+function keptEnd(text: string): number {
+  const end = Math.min(MAX_TOOL_RESULT_CHARS, text.length);
+  const last = text.charCodeAt(end - 1);
+  return last >= 0xd800 && last <= 0xdbff ? end - 1 : end;
+}
+
 /**
  * `text`, cut to MAX_TOOL_RESULT_CHARS (never inside a surrogate pair) with a note saying so and
  * how long it was (`length`: of the text `text` was cut from, when it was cut already).
@@ -55,9 +62,7 @@ export const MAX_TOOL_RESULT_CHARS = 1_000_000;
 export function bounded(text: string, length = text.length): string {
   if (text.length <= MAX_TOOL_RESULT_CHARS && length === text.length) return text;
   // Cut already and then made shorter (its keys replaced): all of it is kept, with the note.
-  let end = Math.min(MAX_TOOL_RESULT_CHARS, text.length);
-  const last = text.charCodeAt(end - 1);
-  if (last >= 0xd800 && last <= 0xdbff) end--;
+  const end = keptEnd(text);
   return `${text.slice(0, end)}\n[truncated: the tool returned ${length.toLocaleString("en")} characters; the first ${end.toLocaleString("en")} are kept]`;
 }
 
@@ -72,9 +77,7 @@ export function resultContent(value: unknown): string {
 
 /** The first MAX_TOOL_RESULT_CHARS of an object's JSON (never ending inside a surrogate pair), with a note. */
 function cutJson(text: string): string {
-  let end = MAX_TOOL_RESULT_CHARS;
-  const last = text.charCodeAt(end - 1);
-  if (last >= 0xd800 && last <= 0xdbff) end--;
+  const end = keptEnd(text);
   const max = MAX_TOOL_RESULT_CHARS.toLocaleString("en");
   return `${text.slice(0, end)}\n[truncated: the tool's result, as JSON, is longer than ${max} characters; the first ${end.toLocaleString("en")} are kept]`;
 }

@@ -32,8 +32,14 @@ export interface StreamHub {
   closed(): boolean;
 }
 
-/** The last event of a deleted session's or batch's stream: the response ends after it. */
-const STREAM_ENDS = new Set(["SESSION_DELETED", "BATCH_DELETED"]);
+/**
+ * The last event of a stream, the response ends after it: a deleted session's or batch's, and
+ * a batch's BATCH_COMPLETED, after which nothing is written for its readers (each session's
+ * first end only, all before it: stream-places.ts `batchReadToEnd`, whose 204 answers the
+ * reconnect). Before, a batch's stream read live stayed open past it with heartbeats for as
+ * long as its reader stayed (`curl -N` never returned), holding one of the tenant's places.
+ */
+const STREAM_ENDS = new Set(["SESSION_DELETED", "BATCH_DELETED", "BATCH_COMPLETED"]);
 
 /** An event stream's head. */
 const STREAM_HEAD = {
@@ -231,7 +237,7 @@ export async function serveEvents(
               break;
             }
           }
-          // The session (or batch) was deleted: nothing follows (deletion-cleanup.ts).
+          // The session (or batch) was deleted (deletion-cleanup.ts), or the batch ended: nothing follows.
           if (STREAM_ENDS.has(event.type)) {
             gone = true;
             break;

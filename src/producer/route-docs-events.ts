@@ -18,7 +18,7 @@ export const EVENT_ROUTE_DOCS = {
   "GET /v1/batches/:id/events": {
     operationId: "batchEvents",
     summary:
-      "Server-Sent Events (text/event-stream): SESSION_ENDED for each session that reaches a terminal state, then BATCH_COMPLETED",
+      "Server-Sent Events (text/event-stream): SESSION_ENDED for each session that reaches a terminal state, then BATCH_COMPLETED, after which the stream ends",
     idParam: "batch id",
     querystring: eventsQuery,
     headers: eventsHeaders,

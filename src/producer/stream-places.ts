@@ -31,8 +31,8 @@ export function sentPlace(after: string): StartPlace {
 /**
  * Whether a reader of a batch's stream resuming after `after` has nothing left to read (pure):
  * the stream's newest entry is its BATCH_COMPLETED, at or before `after`. No SESSION_ENDED
- * follows it (each session's first end only, all written before it); only a BATCH_DELETED
- * could, and only to a reader already open. Such a reader is answered 204 No Content, which
+ * follows it (each session's first end only, all written before it), and a reader open then
+ * is ended after it (event-stream-serve.ts). Such a reader is answered 204 No Content, which
  * tells an event-stream client to stop reconnecting (batchEvents() returns): it was held
  * open with heartbeats for ever, and `batchEvents(id, { after })` waited with it.
  */

@@ -74,7 +74,7 @@ export const sessionEventsQuery = eventsQuery.extend({
     .string()
     .optional()
     .describe(
-      "Without an id: start at the RUN_STARTED of this run of the session (at the end while it is queued) instead of the latest run's",
+      "Without an id: start at the RUN_STARTED of this run of the session (at the end while it is queued; at its RUN_COMPLETED when it ended without starting, a cancel having dropped it) instead of the latest run's",
     ),
 });
 export const eventsHeaders = z.object({

@@ -118,9 +118,16 @@ export async function sessionStreamStart(
       : undefined;
   const from = ahead ?? run;
   const startedId = from && from.status !== "queued" ? await reader.runStartedId(sessionId, from.id) : null;
+  if (startedId) return { id: startedId, kind: "at" };
+  // A named run that ended without starting (a cancel dropped it while queued) has one event,
+  // its RUN_COMPLETED: from there. Taken for a run whose RUN_STARTED is no longer kept, it was
+  // read from the first event kept, and its reader got every earlier run's events as its own.
+  if (runParam !== undefined && run?.status === "ended" && run.startedAt === null) {
+    const endedId = await reader.runEndedId(sessionId, run.id, run.createdAt.getTime() - CLOCK_MARGIN_MS);
+    if (endedId) return { id: endedId, kind: "at" };
+  }
   // A named run that started but whose RUN_STARTED is no longer kept: from the first event
   // kept, so that its reader still gets the rest of that run (the end would give nothing).
   const fromKept = runParam !== undefined && run?.status !== "queued";
-  if (startedId) return { id: startedId, kind: "at" };
   return fromKept || tail === null ? { id: STREAM_START, kind: "kept" } : { id: tail, kind: "entry" };
 }

@@ -131,4 +131,28 @@ export class EventReader {
     }
     return null;
   }
+
+  /**
+   * The id of the RUN_COMPLETED of `runId`, a run that ended without starting (a cancel
+   * dropped it while queued: its only event), read back from the stream's end over at most
+   * 20,000 entries and none written before `notBeforeMs` (the run did not exist then); null
+   * when not found there.
+   */
+  async runEndedId(sessionId: string, runId: string, notBeforeMs: number): Promise<string | null> {
+    const key = eventStreamKey(this.prefix, sessionId);
+    let end = "+";
+    for (let page = 0; page < 200; page++) {
+      const rows = (await this.redis.xrevrange(key, end, `${Math.max(0, notBeforeMs)}-0`, "COUNT", 100)) as [
+        string,
+        string[],
+      ][];
+      for (const row of rows) {
+        const event = toStored(row);
+        if (event.type === "RUN_COMPLETED" && event.data.runId === runId) return event.id;
+      }
+      if (rows.length < 100) return null;
+      end = `(${rows.at(-1)![0]}`;
+    }
+    return null;
+  }
 }

@@ -20,13 +20,16 @@
  * - A body reaches the SDK in whole lines, none longer than 64 MiB (sse-lines.ts); a `200` of
  *   JSON, where every request asks for an event stream, fails the request (json-answer.ts),
  *   and so does a `200` web page (page-answer.ts), a `200` of any other type but
- *   `text/event-stream`, and response headers past the client's size (odd-answers.ts).
+ *   `text/event-stream`, and response headers past the client's size (odd-answers.ts). The
+ *   SDK reads an error answer's body (4xx, 5xx) whole: it gets its first 64 KiB, the rest is
+ *   not read (error-answer.ts).
  * - Host names are looked up off libuv's thread pool, within a time limit (`providerFetch`,
  *   dns-lookup.ts): a model host whose DNS never answers no longer holds the pool's threads.
  */
 import { createRequire } from "node:module";
 import type { Agent } from "undici";
 import { boundedLookup } from "./dns-lookup.js";
+import { boundedErrorAnswer } from "./error-answer.js";
 import { isJsonAnswer, jsonAnswerError } from "./json-answer.js";
 import { headersOverflowError, isHeadersOverflow, notStreamError, notStreamType } from "./odd-answers.js";
 import { isPageAnswer, pageAnswerError } from "./page-answer.js";
@@ -130,6 +133,8 @@ export function guardedFetch(baseUrl: string, info: ProviderErrorInfo, base: Fet
         { ...info, ...(status === undefined ? {} : { status }) },
       );
     }
+    // An error answer: the SDK reads its body whole; it gets the first 64 KiB (error-answer.ts).
+    if (response.status >= 400) return boundedErrorAnswer(response);
     // A JSON body where an event stream was asked: the server's error, or an answer that does
     // not stream — never read as a stream without events (json-answer.ts).
     if (isJsonAnswer(response)) throw await jsonAnswerError(response, info);

@@ -1,7 +1,8 @@
 /**
  * Tool calls of an OpenAI-compatible stream: fragments assembled by index into whole calls
  * (used by openai-chat-stream.ts). Arguments that are not a JSON object are kept under `_raw`
- * so nothing the model wrote is lost.
+ * so nothing the model wrote is lost; whole arguments a server sent again as a last fragment
+ * count once (`assembledArguments`).
  */
 import { randomUUID } from "node:crypto";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
@@ -45,7 +46,28 @@ export function parseToolArguments(raw: string): Record<string, unknown> {
   return { [RAW_ARGUMENTS_KEY]: raw };
 }
 
-type PartialCall = { id: string; name: string; arguments: string };
+/** A call being assembled; `last`: the latest fragment of its arguments. */
+type PartialCall = { id: string; name: string; arguments: string; last: string };
+
+/**
+ * A streamed call's arguments: its fragments joined, parsed (parseToolArguments). Some
+ * OpenAI-compatible servers send the whole arguments once more as a last fragment after
+ * streaming them (vLLM's end-of-stream flush under some tool parsers: xlam, GLM's final chunk),
+ * so the join reads `{…}{…}` or `{{…}`: no JSON, and the call's tool refused it at every call.
+ * When the join does not parse but that last fragment alone is a JSON object, it is the
+ * server's whole arguments and the call's, provided what came before it is its start or all of
+ * it. A model's own bad JSON stays `_raw` (its last fragment is the end of it, not a whole
+ * object).
+ */
+export function assembledArguments(joined: string, last: string): Record<string, unknown> {
+  const parsed = parseToolArguments(joined);
+  if (parsed[RAW_ARGUMENTS_KEY] !== joined || last === joined || last.trim() === "") return parsed;
+  // Only a resend: what came before it is its start (`{`, part of it) or all of it. Two calls a
+  // server sent at one index without ids (`{"path":"a"}{"path":"b"}`) stay `_raw`, both seen.
+  if (!last.startsWith(joined.slice(0, joined.length - last.length))) return parsed;
+  const resent = parseToolArguments(last);
+  return resent[RAW_ARGUMENTS_KEY] === last ? parsed : resent;
+}
 
 /**
  * A fragment's field when it is a string, else nothing: a server may send a number where the
@@ -87,7 +109,7 @@ export class ToolCallAssembler {
     if (slot === undefined || (id && current?.id && id !== current.id)) {
       slot = this.nextSlot++;
       this.slotOf.set(fragment.index, slot);
-      this.calls.set(slot, { id: "", name: "", arguments: "" });
+      this.calls.set(slot, { id: "", name: "", arguments: "", last: "" });
     }
     return this.append(slot, id, text(fragment.function?.name), argumentsText(fragment.function?.arguments));
   }
@@ -98,7 +120,7 @@ export class ToolCallAssembler {
     if (slot === undefined) {
       slot = this.nextSlot++;
       this.slotOf.set(-1, slot);
-      this.calls.set(slot, { id: "", name: "", arguments: "" });
+      this.calls.set(slot, { id: "", name: "", arguments: "", last: "" });
     }
     return this.append(slot, undefined, text(fragment.name), argumentsText(fragment.arguments));
   }
@@ -108,7 +130,10 @@ export class ToolCallAssembler {
     if (id) call.id = id;
     // Names arrive whole in practice; a server that repeats the name must not double it.
     if (name && name !== call.name) call.name = call.name ? call.name + name : name;
-    if (args) call.arguments += args;
+    if (args) {
+      call.arguments += args;
+      call.last = args;
+    }
     return (typeof name === "string" ? name.length : 0) + (typeof args === "string" ? args.length : 0);
   }
 
@@ -121,7 +146,7 @@ export class ToolCallAssembler {
       let id = call.id || `call_${randomUUID().slice(0, 8)}_${slot}`;
       if (seen.has(id)) id = `${id}_${slot}`;
       seen.add(id);
-      out.push({ id, name: call.name, arguments: parseToolArguments(call.arguments) });
+      out.push({ id, name: call.name, arguments: assembledArguments(call.arguments, call.last) });
     }
     return out;
   }

@@ -28,7 +28,7 @@ import { reportedTokens } from "../../shared/usage.js";
 import { classifyAnthropicError } from "./anthropic-errors.js";
 import { type AnthropicModelConfig, anthropicTarget } from "./anthropic-request.js";
 import { toolCall } from "./anthropic-tool-input.js";
-import type { ModelEvent, ModelRequest, ProviderFail } from "./provider.js";
+import { type ModelEvent, type ModelRequest, ProviderError, type ProviderFail } from "./provider.js";
 import { makeState } from "./provider-state.js";
 
 /** The events of the step `events` streams, asked by `request` of the model `config`. */
@@ -227,6 +227,9 @@ export async function* readAnthropicStream(
     // ends the stream without `done` (interrupted, partial kept); before output it throws.
     if (error instanceof APIError && !(error instanceof APIConnectionError) && error.status === undefined)
       throw failure;
+    // The transport refusing the body (a line or an event past its bound: sse-lines.ts) is final
+    // before output, as for the other providers: the same request would get the same body.
+    if (!output && error instanceof ProviderError && !error.retryable && !request.signal.aborted) throw error;
     broken(output, request, fail, failure.message);
     return;
   }

@@ -1,18 +1,19 @@
 /**
  * The one explicit resume (`POST /v1/sessions/:id/resume`, `fleet resume`, each session of a
  * batch's resume page): checked against the session's history and runs, its run committed
- * and its job added, or joined to the same resume already waiting (FleetService.resume).
+ * and its job added, or joined to the same resume already waiting (FleetService.resume); an
+ * automatic resume waiting out its backoff on another model gives way to it.
  */
 import { isDeepStrictEqual } from "node:util";
 import { assertToolsFit, parseModelConfig } from "../shared/agent-config.js";
-import type { SessionRow } from "../shared/db/schema.js";
+import type { RunRow, SessionRow } from "../shared/db/schema.js";
 import { AgentResumeError } from "../shared/errors.js";
 import { type ModelRouting, resolveModelRoute } from "../shared/model-endpoints.js";
 import { assertModelPriced, pricesOf } from "../shared/prices.js";
 import type { ResumeKind } from "../shared/resume-point.js";
 import type { RefusalReason } from "../shared/resume-reasons.js";
 import type { RunLimits } from "../shared/store/session-queries.js";
-import { dropJobIfCancelled } from "./cancel-cleanup.js";
+import { afterCancel, dropJobIfCancelled } from "./cancel-cleanup.js";
 import type { FleetServiceDeps } from "./fleet-service-deps.js";
 import { parseBody, resumeBody } from "./request-bodies.js";
 import { enqueueCommitted, enqueueResume, startNow, startWaitingRun } from "./run-jobs.js";
@@ -29,6 +30,16 @@ export type ResumeHost = {
 /** Whether a waiting resume was asked for with the same model (none, or an equal one). */
 function sameModel(a: unknown, b: unknown): boolean {
   return isDeepStrictEqual(a ?? null, b ?? null);
+}
+
+/**
+ * Whether a waiting resume gives way to an explicit one that names another model: an automatic
+ * one (the sweeper's, a worker's) that has not started (a run handed back for capacity has).
+ * A resume that names no model does not replace one (an automatic resume may be on a fallback
+ * the sweeper chose because the primary keeps failing): it is refused `running` as before.
+ */
+function replaceable(waiting: RunRow): boolean {
+  return waiting.startedAt === null && (waiting.trigger === "sweeper" || waiting.trigger === "worker");
 }
 
 export async function explicitResume(
@@ -79,14 +90,16 @@ export async function explicitResume(
   }
   const waiting = active.find((r) => r.kind === "resume" && r.status === "queued");
   // While a run is on its way there is nothing to resume yet (contracts §12); a request
-  // that asks for exactly the resume already waiting joins it.
-  if (active.length > 0 && !(active.length === 1 && waiting && sameModel(waiting.model, model)))
+  // that asks for exactly the resume already waiting joins it, and one on another model
+  // replaces an automatic resume that waits to start (run-queueing.ts `replaceWaitingAutomatic`).
+  const joinsOrReplaces = waiting && (sameModel(waiting.model, model) || (model && replaceable(waiting)));
+  if (active.length > 0 && !(active.length === 1 && joinsOrReplaces))
     throw refuse("running", "a run of this session is queued or running");
   if (!point.resumable) throw refuse(point.reason, point.detail);
   // An explicit resume of a parked session (e.g. attempts exhausted) or a cancelled one
   // makes it active again.
   // What changed since the history and runs were read is seen under the session's lock.
-  const { run, created } = await deps.queries
+  const { run, created, replaced } = await deps.queries
     .createRun(
       { sessionId: id, kind: "resume", trigger: "api", resumeKind: point.kind, model },
       { ...host.limits(), tenant, unpark: true, explicitResume: { lastSeq } },
@@ -95,6 +108,9 @@ export async function explicitResume(
       if (error instanceof AgentResumeError) deps.metrics.resumeRefusals.inc({ reason: error.reason });
       throw error;
     });
+  // The automatic resume it replaced is counted, its RUN_COMPLETED written and its job removed,
+  // as a cancel's dropped run (cancel-cleanup.ts).
+  if (replaced) await afterCancel(deps, tenant, { sessionIds: [], dropped: replaced, running: [] });
   if (!created && !sameModel(run.model, model))
     throw refuse("running", "another resume of this session is queued or running");
   await enqueueCommitted(deps, [run.id], () =>

@@ -12,6 +12,7 @@ import { AgentResumeError, NotFoundError } from "../errors.js";
 import { QUEUES } from "../queues.js";
 import { NOT_RESUMABLE_REASONS, type NotResumableReason } from "../resume-reasons.js";
 import { holdActiveSessions } from "./active-sessions.js";
+import type { DroppedRun } from "./batch-cancel.js";
 import { checkHistoryRoom } from "./history-room.js";
 import { checkQueuedRuns } from "./queued-runs.js";
 import { json, type RawRun, runFromRaw } from "./rows.js";
@@ -50,7 +51,9 @@ export type QueueRunOptions = RunLimits & {
    * append takes, so what changed since the caller read the session is seen here (contracts
    * §12): a queued or running run with input refuses it `running`; a history that has grown
    * since and now ends with nothing to resume refuses it with that reason (its tail state,
-   * written with each append). Both throw AgentResumeError.
+   * written with each append). Both throw AgentResumeError. An automatic resume waiting to
+   * start (its backoff) on another model than the one this resume names gives way to it
+   * (`replaced`).
    */
   explicitResume?: { lastSeq: number };
   /**
@@ -85,7 +88,7 @@ export async function createRun(
   run: NewRun,
   options: QueueRunOptions = {},
   attempt = 0,
-): Promise<{ run: RunRow; created: boolean }> {
+): Promise<{ run: RunRow; created: boolean; replaced?: DroppedRun[] }> {
   const { maxActiveSessions: max, maxQueuedRuns, tenant } = options;
   return database.sql.begin(async (tx) => {
     if (max !== undefined && tenant !== undefined) {
@@ -123,12 +126,37 @@ export async function createRun(
       await checkQueuedRuns(tx, run.sessionId, maxQueuedRuns);
     if (options.maxHistoryBytes !== undefined && run.kind === "run" && run.input !== undefined)
       await checkHistoryRoom(tx, run.sessionId, row, run.input, options.maxHistoryBytes);
-    if (options.explicitResume && run.kind === "resume")
-      await checkExplicitResume(tx, run.sessionId, row, options.explicitResume);
+    const explicit = options.explicitResume && run.kind === "resume";
+    if (explicit) await checkExplicitResume(tx, run.sessionId, row, options.explicitResume!);
     if (options.unpark && (row.status === "parked" || row.status === "cancelled"))
       await unparkSession(tx, run.sessionId);
-    return insertRun(tx, run, attempt);
+    const replaced = explicit && run.model ? await replaceWaitingAutomatic(tx, run) : [];
+    const queued = await insertRun(tx, run, attempt);
+    return replaced.length > 0 ? { ...queued, replaced } : queued;
   });
+}
+
+/** The error of an automatic resume an explicit one replaced before it started. */
+export const REPLACED_RESUME_ERROR = "replaced before it started by a resume asked for with another model";
+
+/**
+ * Ends, `cancelled`, the session's automatic resume (the sweeper's or a worker's) that waits to
+ * start on another model than the one the explicit resume `run` names: it holds no input, only the point
+ * the explicit resume takes up, and it is always there while a provider keeps failing — the
+ * very case for a resume on another model (resume-semantics §4), which was refused `running`
+ * until the session was parked. A run handed back for capacity (`started_at` set) is a request
+ * in progress and is not replaced; a worker that took the job finds the run ended and starts
+ * nothing (as after a cancel). One on the same model is joined instead (`insertRun`).
+ */
+async function replaceWaitingAutomatic(tx: postgres.TransactionSql, run: NewRun): Promise<DroppedRun[]> {
+  return tx<DroppedRun[]>`
+    update runs r set status = 'ended', ended_reason = 'cancelled', ended_at = now(),
+                      error = ${REPLACED_RESUME_ERROR}
+     where r.session_id = ${run.sessionId} and r.kind = 'resume' and (r.status = 'queued') is true
+       and r.started_at is null and r.trigger in ('sweeper', 'worker')
+       and r.model is distinct from ${JSON.stringify(run.model)}::jsonb
+    returning r.id, r.session_id as "sessionId", r.kind, false as "handedBack",
+              (select s.session_events from sessions s where s.id = r.session_id) as "sessionEvents"`;
 }
 
 /** See QueueRunOptions.explicitResume; `session` is the row read under its lock. */

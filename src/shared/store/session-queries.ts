@@ -10,6 +10,7 @@ import type { Message, StoredMessage } from "../messages.js";
 import type { UsageTotals } from "../prices.js";
 import type { ResumePoint, ResumePointJson } from "../resume-point.js";
 import { hasQueuedRuns } from "./active-sessions.js";
+import type { DroppedRun } from "./batch-cancel.js";
 import { notInDeletedBatch } from "./deleted-batches.js";
 import { bytesAfter } from "./history-bytes.js";
 import { readHistory, readHistoryPage } from "./history-reads.js";
@@ -278,7 +279,7 @@ export class SessionQueries {
     run: NewRun,
     options: QueueRunOptions = {},
     attempt = 0,
-  ): Promise<{ run: RunRow; created: boolean }> {
+  ): Promise<{ run: RunRow; created: boolean; replaced?: DroppedRun[] }> {
     return createRun(this.database, run, options, attempt);
   }
 

@@ -181,6 +181,18 @@ describe("interrupted states made with real workers", () => {
       ["run", null, "crashed"],
       ["resume", "recover_tools", "completed"],
     ]);
+    // Counted once: the resume under its kind, both calls as interrupted, and its crash-to-resume time.
+    const metrics = await (await fetch(`http://127.0.0.1:${readyInfo(rescuer).metricsPort}/metrics`)).text();
+    const resumed = ["sweeper", "worker"].map(
+      (trigger) => sampleValue(metrics, "fleet_resumes_total", { kind: "recover_tools", trigger }) ?? 0,
+    );
+    expect(resumed[0]! + resumed[1]!).toBe(1);
+    expect(
+      sampleValue(metrics, "fleet_tool_calls_total", { tool: "append_file", outcome: "interrupted" }),
+    ).toBe(2);
+    expect(sampleValue(metrics, "fleet_tool_calls_total", { tool: "append_file", outcome: "ok" })).toBe(0);
+    expect(sampleValue(metrics, "fleet_crash_to_resume_seconds_count", {})).toBe(1);
+    expect(sampleValue(metrics, "fleet_crash_to_resume_seconds_sum", {})).toBeLessThan(10);
     rescuer.child.kill("SIGTERM");
     await rescuer.exited;
   }, 60_000);

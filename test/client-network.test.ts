@@ -226,4 +226,43 @@ describe("the client when no whole answer comes", () => {
     expect(reasons).toHaveLength(2);
     expect((reasons[0] as Error).message).toContain("nothing for 300 ms");
   });
+
+  it("events: failIfUnreachable with an API that takes the connection and answers nothing reconnects after idleTimeoutMs", async () => {
+    // An API whose event loop is stuck, or a proxy with no backend that holds the request: the
+    // connection is accepted, so there is an API. `fleet watch` (failIfUnreachable) printed
+    // "…brought nothing for 60000 ms (no event, no heartbeat); reconnecting" after a minute and
+    // then exited 1 without reconnecting: the idle timeout's abort was taken for "no API at all".
+    const connections: number[] = [];
+    handler = (_request, response) => {
+      connections.push(Date.now());
+      if (connections.length < 3) return; // no answer at all, the socket left open
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.write(
+        'id: 1-0\nevent: MESSAGE_DELTA\ndata: {"sessionId":"s1","type":"MESSAGE_DELTA","text":"hi"}\n\n',
+      );
+    };
+    const reasons: unknown[] = [];
+    const texts: string[] = [];
+    const outcome = await rejection(
+      (async () => {
+        for await (const event of client.events("s1", {
+          failIfUnreachable: true,
+          idleTimeoutMs: 300,
+          maxReconnectDelayMs: 50,
+          signal: AbortSignal.timeout(10_000),
+          onRetry: (reason) => reasons.push(reason),
+        })) {
+          if (event.type === "MESSAGE_DELTA") texts.push(event.data.text);
+          break;
+        }
+      })(),
+    );
+    expect(outcome, String(outcome)).toBeUndefined();
+    expect(texts).toEqual(["hi"]);
+    expect(connections).toHaveLength(3);
+    expect(reasons.map((r) => (r as Error).message)).toEqual([
+      "GET /v1/sessions/s1/events: the connection brought nothing for 300 ms (no event, no heartbeat); reconnecting",
+      "GET /v1/sessions/s1/events: the connection brought nothing for 300 ms (no event, no heartbeat); reconnecting",
+    ]);
+  });
 });

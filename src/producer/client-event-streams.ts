@@ -201,18 +201,18 @@ export async function* eventStream(
     outer?.addEventListener("abort", onAbort, { once: true });
     // Nothing read for idleMs: the connection is taken as broken (its read rejects with this).
     let idle: ReturnType<typeof setTimeout> | undefined;
+    let silent = false;
     const watch = () => {
       clearTimeout(idle);
       if (idleMs > 0 && idleMs <= MAX_TIMER_MS)
-        idle = setTimeout(
-          () =>
-            controller.abort(
-              new Error(
-                `GET ${path}: the connection brought nothing for ${idleMs} ms (no event, no heartbeat); reconnecting`,
-              ),
+        idle = setTimeout(() => {
+          silent = true;
+          controller.abort(
+            new Error(
+              `GET ${path}: the connection brought nothing for ${idleMs} ms (no event, no heartbeat); reconnecting`,
             ),
-          idleMs,
-        );
+          );
+        }, idleMs);
     };
     async function* watched(chunks: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
       for await (const chunk of chunks) {
@@ -230,7 +230,10 @@ export async function* eventStream(
         response = await http.send("GET", path, { headers, signal: controller.signal });
       } catch (error) {
         if (outer?.aborted) return;
-        if (options.failIfUnreachable && !answered) throw error;
+        // A connection taken and never answered (an API whose event loop is stuck, a proxy
+        // holding the request) found an API: it is tried again as a later drop is. Thrown, the
+        // idle timeout's "…; reconnecting" ended `fleet watch` (exit 1) after a minute.
+        if (options.failIfUnreachable && !answered && !silent) throw error;
         // The API is unreachable for now (or did not answer within idleMs): try again.
         options.onRetry?.(error);
         await sleep(delay, outer);

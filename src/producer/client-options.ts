@@ -65,7 +65,8 @@ export type EventsOptions = {
   /**
    * Rejects with a FleetNetworkError when the first connection finds no API at all (nothing
    * listening, a name that does not resolve), instead of trying again; once the API has
-   * answered, later drops reconnect as usual. Default false.
+   * answered, later drops reconnect as usual. A connection taken but not answered within
+   * `idleTimeoutMs` found an API: it is tried again, `onRetry` told. Default false.
    */
   failIfUnreachable?: boolean | undefined;
   /**

@@ -9,6 +9,7 @@ import type { Writable } from "node:stream";
 import { FleetApiError, FleetClient, FleetNetworkError } from "../producer/client.js";
 import { readProcessEnv } from "../shared/config.js";
 import { ValidationError } from "../shared/errors.js";
+import { boundApiAnswers, unansweredLine } from "./answer-timeout.js";
 
 export type ApiOptions = {
   /** The API's base URL; default FLEET_API_URL, else http://127.0.0.1:$PORT (3000). */
@@ -25,6 +26,7 @@ export function apiClientOf(
    */
   maxLimitWaitMs?: number,
 ): { client: FleetClient; url: string; keySent: boolean } {
+  boundApiAnswers();
   const env = readProcessEnv();
   const url = options.api ?? env.FLEET_API_URL ?? localApiUrl(env.PORT);
   const apiKey = options.apiKey ?? env.FLEET_API_KEY;
@@ -128,6 +130,11 @@ export async function printAnswer(
       io.stderr.write(line);
       return 2;
     }
+    const unanswered = unansweredLine(error, what);
+    if (unanswered) {
+      io.stderr.write(unanswered);
+      return 1;
+    }
     throw error;
   }
 }
@@ -166,7 +173,12 @@ export async function runGuarded(
       return 2;
     }
     const known = explain(error);
-    if (!known) throw error;
+    if (!known) {
+      const unanswered = unansweredLine(error, what);
+      if (!unanswered) throw error;
+      await write(stderr, unanswered);
+      return 1;
+    }
     await write(stderr, `${what}: ${known.line}\n`);
     return known.exitCode;
   }

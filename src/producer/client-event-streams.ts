@@ -231,9 +231,11 @@ export async function* eventStream(
       } catch (error) {
         if (outer?.aborted) return;
         // A connection taken and never answered (an API whose event loop is stuck, a proxy
-        // holding the request) found an API: it is tried again as a later drop is. Thrown, the
-        // idle timeout's "…; reconnecting" ended `fleet watch` (exit 1) after a minute.
-        if (options.failIfUnreachable && !answered && !silent) throw error;
+        // holding the request) found an API: it is tried again as a later drop is, whether the
+        // idle timeout or fetch's headers timeout (the `fleet` commands': a minute) gave up on
+        // it. Thrown, the idle timeout's "…; reconnecting" ended `fleet watch` (exit 1).
+        const taken = silent || (error as { code?: unknown } | null)?.code === "UND_ERR_HEADERS_TIMEOUT";
+        if (options.failIfUnreachable && !answered && !taken) throw error;
         // The API is unreachable for now (or did not answer within idleMs): try again.
         options.onRetry?.(error);
         await sleep(delay, outer);

@@ -75,6 +75,19 @@ describe("the client when no whole answer comes", () => {
     expect(requests).toEqual([]);
   });
 
+  it("https:// to an API that speaks plain HTTP: one line saying so, not OpenSSL's raw error", async () => {
+    // A newcomer's FLEET_API_URL=https://… for `fleet api`, which serves plain HTTP: the line
+    // was `… failed: 80ECECD9C17F0000:error:0A00010B:SSL routines:ssl3_get_record:wrong version
+    // number:../deps/openssl/openssl/ssl/record/ssl3_record.c:350:` and a line break.
+    const tls = new FleetClient({ baseUrl: base.replace("http://", "https://") });
+    const error = await rejection(tls.getSession("s1"));
+    expect(error).toBeInstanceOf(FleetNetworkError);
+    expect(error).toMatchObject({
+      code: "ERR_SSL_WRONG_VERSION_NUMBER",
+      message: `GET ${base.replace("http://", "https://")}/v1/sessions/s1 failed: TLS: wrong version number (the server does not answer in TLS: is the URL http://, not https://?)`,
+    });
+  });
+
   it("several addresses refused (IPv6 and IPv4: an AggregateError): the first one's code and message", () => {
     const refused = (address: string) =>
       Object.assign(new Error(`connect ECONNREFUSED ${address}`), { code: "ECONNREFUSED" });

@@ -59,7 +59,7 @@ export class FleetNetworkError extends TypeError {
     readonly reading = false,
   ) {
     const cause = error.cause ?? error;
-    const detail = messageOf(cause) ?? error.message;
+    const detail = tlsDetail(cause) ?? messageOf(cause) ?? error.message;
     super(`${method} ${url} failed${reading ? " while reading the answer" : ""}: ${detail}`, { cause });
     this.code = codeOf(cause);
   }
@@ -90,6 +90,21 @@ function codeOf(error: unknown): string | undefined {
   const { code, errors } = error as { code?: unknown; errors?: unknown[] };
   if (typeof code === "string") return code;
   return Array.isArray(errors) && errors.length > 0 ? codeOf(errors[0]) : undefined;
+}
+
+/**
+ * An OpenSSL error by its reason: its message is OpenSSL's raw line (`80EC…:error:0A00010B:SSL
+ * routines:ssl3_get_record:wrong version number:../deps/openssl/…:350:` and a line break), which
+ * a `fleet` command printed as it was. The usual mistake is named: https:// to a server that
+ * speaks plain HTTP, as `fleet api` does.
+ */
+function tlsDetail(error: unknown): string | undefined {
+  const { code, reason } = (error ?? {}) as { code?: unknown; reason?: unknown };
+  if (typeof code !== "string" || !code.startsWith("ERR_SSL_") || typeof reason !== "string")
+    return undefined;
+  return code === "ERR_SSL_WRONG_VERSION_NUMBER"
+    ? `TLS: ${reason} (the server does not answer in TLS: is the URL http://, not https://?)`
+    : `TLS: ${reason}`;
 }
 
 function messageOf(error: unknown): string | undefined {

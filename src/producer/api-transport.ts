@@ -47,7 +47,12 @@ export class ApiTransport {
   constructor(options: { baseUrl: string; apiKey?: string; maxLimitWaitMs?: number }) {
     this.baseUrl = checkedBaseUrl(options.baseUrl);
     this.apiKey = checkedApiKey(options.apiKey);
-    this.maxLimitWaitMs = options.maxLimitWaitMs ?? DEFAULT_MAX_LIMIT_WAIT_MS;
+    this.maxLimitWaitMs = waitMs(
+      "FleetClient",
+      "maxLimitWaitMs",
+      options.maxLimitWaitMs,
+      DEFAULT_MAX_LIMIT_WAIT_MS,
+    );
   }
 
   request<T>(...args: RequestArgs): Promise<T> {
@@ -154,6 +159,19 @@ export class ApiTransport {
       );
     return json as T;
   }
+}
+
+/**
+ * A wait option in ms (pure): `fallback` when absent, else a number ≥ 0 (Infinity too). A NaN
+ * (a `Number()` of a variable left unset) or a negative one throws a TypeError naming it and
+ * `where` it was given: as a delay, setTimeout takes it for 1 ms (a retry or poll loop); as a
+ * bound, nothing is more than NaN (a wait for ever).
+ */
+export function waitMs(where: string, name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || Number.isNaN(value) || value < 0)
+    throw new TypeError(`${where}: ${name} must be a number of milliseconds ≥ 0, not ${String(value)}`);
+  return value;
 }
 
 /** The longest delay setTimeout takes (2^31-1 ms, about 24.8 days): a longer one fires after 1 ms. */

@@ -16,7 +16,7 @@ export class ClientBase {
    * TypeError here that does not repeat it.
    * `maxLimitWaitMs`: a call refused with 429 (a tenant limit; nothing was done) is sent
    * again after the Retry-After the API gives, until this much time was spent waiting
-   * (default 30 s; 0: never).
+   * (default 30 s; 0: never; NaN or a negative number throws a TypeError here, naming it).
    * `baseUrl`: an http:// or https:// URL, the API's root (a path after the host is kept;
    * a last `/v1`, which every call adds itself, and trailing slashes are dropped); anything else
    * (`"localhost:8080"`, `"ftp://x"`, `""`, a URL with a user name or password) throws a

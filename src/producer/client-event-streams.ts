@@ -3,7 +3,7 @@
  * last id it received, and one run's events from its RUN_STARTED to its RUN_COMPLETED.
  */
 import type { FleetEvent } from "../shared/api-events.js";
-import { type ApiTransport, MAX_TIMER_MS, sleep } from "./api-transport.js";
+import { type ApiTransport, MAX_TIMER_MS, sleep, waitMs } from "./api-transport.js";
 import { apiError, FleetApiError, parseJson, quotedStart, refusesParameter } from "./client-errors.js";
 import type { EventsOptions } from "./client-options.js";
 import { parseSse } from "./server-sent-events.js";
@@ -162,22 +162,17 @@ function unreadableEvent(
 }
 
 /**
- * A wait of EventsOptions in ms: its default when absent, else a number ≥ 0 (Infinity too). A
- * NaN (a `Number()` of a variable left unset) or a negative one throws a TypeError naming it:
- * as `maxReconnectDelayMs` every wait between reconnects was `setTimeout(NaN)`, 1 ms, and an API
- * answering 502 was asked again hundreds of times a second, for ever; as `idleTimeoutMs` it
- * turned the watch of a silent connection off without a word.
+ * A wait of EventsOptions in ms (waitMs): as `maxReconnectDelayMs` a NaN made every wait
+ * between reconnects `setTimeout(NaN)`, 1 ms, and an API answering 502 was asked again hundreds
+ * of times a second, for ever; as `idleTimeoutMs` it turned the watch of a silent connection off
+ * without a word.
  */
 function waitOption(
   options: EventsOptions,
   name: "maxReconnectDelayMs" | "idleTimeoutMs",
   fallback: number,
 ): number {
-  const value = options[name];
-  if (value === undefined) return fallback;
-  if (typeof value !== "number" || Number.isNaN(value) || value < 0)
-    throw new TypeError(`events(): ${name} must be a number of milliseconds ≥ 0, not ${String(value)}`);
-  return value;
+  return waitMs("events()", name, options[name], fallback);
 }
 
 /**

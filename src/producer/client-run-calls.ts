@@ -123,6 +123,7 @@ export class RunCalls extends BatchCalls {
    * hangs), and at once when the run waits on its parked session (`sessionParkedReason`: it
    * starts only when someone resumes the session or sends it a message). Polls 50 ms apart at first, then further apart up to 1 s (`intervalMs`: always
    * that far apart). `signal` stops the polling at once, rejecting with the signal's reason.
+   * A `timeoutMs` or `intervalMs` that is NaN or negative rejects with a TypeError naming it.
    */
   async waitForRun(
     runId: string,

@@ -1,5 +1,5 @@
 /** How `FleetClient.waitForRun` polls a run until it has ended (its doc says what it does). */
-import { MAX_TIMER_MS, sleep } from "./api-transport.js";
+import { MAX_TIMER_MS, sleep, waitMs } from "./api-transport.js";
 import { FleetApiError, FleetNetworkError } from "./client-errors.js";
 import type { RunWithSession } from "./client-options.js";
 import { pollDelay } from "./poll-delay.js";
@@ -14,7 +14,12 @@ export async function pollUntilEnded(
     signal?: AbortSignal | undefined;
   },
 ): Promise<RunWithSession> {
-  const timeoutMs = options.timeoutMs ?? 60_000;
+  // A NaN (an unset variable's `Number()`) never timed out, and as intervalMs polled every ms.
+  const timeoutMs = waitMs("waitForRun()", "timeoutMs", options.timeoutMs, 60_000);
+  const intervalMs =
+    options.intervalMs === undefined
+      ? undefined
+      : waitMs("waitForRun()", "intervalMs", options.intervalMs, 0);
   const deadline = Date.now() + timeoutMs;
   const timedOut = () => new Error(`run ${runId} has not ended after ${timeoutMs} ms`);
   // Bounds the request in flight as well, and ends with the caller's signal.
@@ -55,7 +60,7 @@ export async function pollUntilEnded(
           `run ${runId} waits on its parked session (${run.sessionParkedReason}): it starts when someone resumes the session or sends it a message`,
         );
       if (Date.now() > deadline) throw lastFailure ? timedOutAfter(timedOut(), lastFailure) : timedOut();
-      await sleep(pollDelay(poll, options.intervalMs), controller.signal);
+      await sleep(pollDelay(poll, intervalMs), controller.signal);
       controller.signal.throwIfAborted();
     }
   } catch (error) {

@@ -29,11 +29,16 @@ export function signWebhook(secrets: string | readonly string[], body: string, u
 export function verifyWebhookSignature(
   secret: string,
   body: string,
-  header: string,
+  /**
+   * `req.headers["fleet-signature"]` as Node gives it: absent (a request anyone sent) or a list
+   * (a framework's repeated header) verifies nothing. It threw a TypeError, and a receiver
+   * answered 500 (or crashed) where it refuses.
+   */
+  header: string | readonly string[] | undefined,
   toleranceSeconds = 300,
   nowSeconds = Math.floor(Date.now() / 1000),
 ): boolean {
-  if (secret === "") return false;
+  if (secret === "" || typeof header !== "string") return false;
   const entries = header.split(",").map((p) => p.split("=", 2) as [string, string | undefined]);
   const ts = entries.filter(([key]) => key === "t").map(([, value]) => value ?? "");
   const v1s = entries.filter(([key]) => key === "v1").map(([, value]) => value ?? "");

@@ -4,6 +4,7 @@
  * Retry-After (never another error: a POST that met a 503 or a broken connection may have
  * been done).
  */
+import { BODY_LIMIT } from "../shared/body-limit.js";
 import { checkedBaseUrl } from "./base-url.js";
 import { apiError, FleetApiError, networkError, parseJson } from "./client-errors.js";
 import type { PostOptions } from "./client-options.js";
@@ -140,24 +141,34 @@ export class ApiTransport {
   }
 
   private async requestOnce<T>(...[method, path, body, options = {}, signal]: RequestArgs): Promise<T> {
+    const json = body === undefined ? undefined : JSON.stringify(body);
+    // The API's 413, without sending it: the API answers a bigger body before it has read it and
+    // closes the connection, so the call rejected now with that 413, now with `write EPIPE`
+    // (a FleetNetworkError: maybe done, send it again) while the body was still going out.
+    if (json !== undefined && json.length > BODY_LIMIT / 3 && Buffer.byteLength(json) > BODY_LIMIT)
+      throw new FleetApiError(
+        413,
+        "invalid_request",
+        `${method} ${path}: the body is larger than ${BODY_LIMIT / 1024 / 1024} MiB (nothing was sent)`,
+      );
     const response = await this.send(method, path, {
       headers: this.headers(body, options),
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: json,
       signal,
     });
     const text = await this.text(method, path, response, signal);
-    const json = parseJson(text);
-    if (!response.ok) throw apiError(method, path, response, json);
+    const answer = parseJson(text);
+    if (!response.ok) throw apiError(method, path, response, answer);
     // An empty 2xx body is refused too (the API answers every route with JSON; 204 and 205 say
     // they have none): taken as undefined, the caller failed on it with a TypeError of its own
     // ("cannot read properties of undefined") far from the answer of a proxy that sent it.
-    if (json === undefined && (text !== "" || (response.status !== 204 && response.status !== 205)))
+    if (answer === undefined && (text !== "" || (response.status !== 204 && response.status !== 205)))
       throw new FleetApiError(
         response.status,
         "invalid_response",
         `${method} ${path}: HTTP ${response.status} with ${text === "" ? "an empty body" : "a body that is not JSON"}`,
       );
-    return json as T;
+    return answer as T;
   }
 }
 

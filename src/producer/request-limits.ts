@@ -27,10 +27,10 @@ export const MAX_RESULTS_PAGE_BYTES = 8 * 1024 * 1024;
 export const MAX_IMPORTED_MESSAGES = 10_000;
 /** Messages one request may import in all (a batch's sessions together). */
 export const MAX_REQUEST_MESSAGES = 50_000;
+/** The largest request body, in bytes: imported histories can be long. */
+export { BODY_LIMIT } from "../shared/body-limit.js";
 /** About how many bytes a session's history may hold (shared/store/history-bytes.ts). */
 export { MAX_HISTORY_BYTES } from "../shared/store/history-bytes.js";
-/** The largest request body, in bytes: imported histories can be long. */
-export const BODY_LIMIT = 16 * 1024 * 1024;
 /**
  * How long a request may take to arrive, headers and body (FLEET_API_REQUEST_TIMEOUT_MS's
  * default). Fastify turns Node's own bound (300 s) off, so a caller that sent its headers and

@@ -88,11 +88,24 @@ export function rootHelp(program: Command): string {
 /**
  * The arguments to parse: `help NAME` with a NAME that is no command becomes `NAME`, which
  * commander refuses on one line as an unknown command (with its "did you mean"). Its own help
- * command printed the whole help on stderr, exit 2, without a word about NAME.
+ * command printed the whole help on stderr, exit 2, without a word about NAME. So for a group's
+ * (`fleet batch help NAME` becomes `fleet batch NAME`): it printed the group's whole help.
  */
 export function helpTopicChecked(program: Command, argv: string[]): string[] {
-  const [first, topic] = argv;
-  if (first !== "help" || topic === undefined || topic.startsWith("-")) return argv;
-  const known = program.commands.some((c) => c.name() === topic || c.aliases().includes(topic));
-  return known ? argv : [topic];
+  const named = (command: Command, name: string | undefined) =>
+    command.commands.find(
+      (c) => c.name() !== "help" && (c.name() === name || c.aliases().includes(name ?? "")),
+    );
+  // Down the groups the arguments name (`batch`, `session`, `keys`), to where `help` may stand.
+  let command = program;
+  let at = 0;
+  for (let next = named(command, argv[at]); next; next = named(command, argv[at])) {
+    command = next;
+    at += 1;
+  }
+  const topic = argv[at + 1];
+  // Only a group has a help command: a command's own `help` is an argument (a FILE so named).
+  if (command.commands.length === 0 || argv[at] !== "help" || topic === undefined || topic.startsWith("-"))
+    return argv;
+  return named(command, topic) ? argv : [...argv.slice(0, at), topic];
 }

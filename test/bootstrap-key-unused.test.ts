@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { storeBootstrapKey } from "../src/producer/auth.js";
-import { ApiKeys } from "../src/shared/store/api-keys.js";
+import { ApiKeys, hashKey } from "../src/shared/store/api-keys.js";
 import { spawnApi } from "./support/api-process.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
 
@@ -56,6 +56,18 @@ it("a FLEET_BOOTSTRAP_KEY too short to store, once a key exists, is warned about
     "FLEET_BOOTSTRAP_KEY is set but is not a valid key",
   );
   await expect(storeBootstrapKey(keys, "change me, not a key at all but long enough")).resolves.toContain(
+    "FLEET_BOOTSTRAP_KEY is set but is not a valid key",
+  );
+  // Longer than any key a request may carry (MAX_KEY_LENGTH): refused on every request, also
+  // when a release before stored it (it stored any length), which then said nothing at start.
+  const long = `long-${"k".repeat(300)}`;
+  await expect(storeBootstrapKey(keys, long)).resolves.toContain(
+    "FLEET_BOOTSTRAP_KEY is set but is not a valid key",
+  );
+  await fleet.database.sql`
+    insert into api_keys (id, tenant, hash, prefix, admin)
+    values ('bootlong', 'default', ${hashKey(long)}, 'sha256:…', true)`;
+  await expect(storeBootstrapKey(keys, long)).resolves.toContain(
     "FLEET_BOOTSTRAP_KEY is set but is not a valid key",
   );
 });

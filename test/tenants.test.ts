@@ -368,7 +368,7 @@ describe("FLEET_BOOTSTRAP_KEY", () => {
   });
   afterAll(async () => fleet?.close());
 
-  it("refuses a key no client could send as `Bearer KEY` (a space, a byte outside visible ASCII): the API does not start", async () => {
+  it("refuses a key no client could send as `Bearer KEY` (a space, a byte outside visible ASCII, over 256 characters): the API does not start", async () => {
     // Before, such a key was stored and the API started: every request sending it as
     // `Authorization: Bearer KEY` was a 401 ("must be `Bearer KEY`", or an unknown key when
     // the client sent its UTF-8 bytes), for ever, with nothing saying why.
@@ -376,6 +376,9 @@ describe("FLEET_BOOTSTRAP_KEY", () => {
       `my bootstrap key ${"k".repeat(32)}`,
       `b\u00f6\u00f6t-${"k".repeat(32)}`,
       `tab\t${"k".repeat(32)}`,
+      // Longer than any key the API reads (auth.ts MAX_KEY_LENGTH): stored, it was refused on
+      // every request as "the Authorization header must be `Bearer KEY`".
+      `long-${"k".repeat(300)}`,
     ]) {
       await expect(
         startApi({ ...fleet.config, bootstrapKey: key, logLevel: "silent" }, { port: 0 }),

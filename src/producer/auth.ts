@@ -8,7 +8,7 @@
  * loopback name and not sent by a web page of another origin (cross-site.ts).
  */
 import { isIP } from "node:net";
-import { type ApiKeys, DEFAULT_TENANT, hashKey } from "../shared/store/api-keys.js";
+import { type ApiKeys, DEFAULT_TENANT, hashKey, MAX_KEY_LENGTH } from "../shared/store/api-keys.js";
 import { crossSiteReason, type RequestSite } from "./cross-site.js";
 
 /**
@@ -35,8 +35,6 @@ type Found = { id: string; tenant: string; admin: boolean };
 export const AUTH_CACHE_MS = 5_000;
 /** Valid keys remembered at most (the oldest are forgotten first). */
 const MAX_CACHED = 10_000;
-/** Longer than any key we make: refused without a look-up. */
-const MAX_KEY_LENGTH = 256;
 /**
  * How long a key found valid is recognised (`recognises`) after it was last used: a request
  * with it is looked up even from an address that failed too often (auth-failures.ts).
@@ -268,7 +266,10 @@ export async function storeBootstrapKey(
   keys: Pick<ApiKeys, "bootstrap" | "tenantOf">,
   key: string | undefined,
 ): Promise<string | undefined> {
-  if (key === undefined || (await keys.bootstrap(key)) || (await keys.tenantOf(hashKey(key)))) return;
+  // One too long for a request to carry is refused whatever is stored: a release before stored
+  // it, and said nothing here.
+  if (key === undefined || (await keys.bootstrap(key))) return;
+  if (key.length <= MAX_KEY_LENGTH && (await keys.tenantOf(hashKey(key)))) return;
   return (
     "FLEET_BOOTSTRAP_KEY is set but is not a valid key of this fleet (revoked, or not stored: it is " +
     "stored only while no key exists): requests sending it are refused (401); use a key made by " +

@@ -10,6 +10,12 @@ import { ValidationError } from "../errors.js";
 /** The tenant of sessions created without a key (dev mode) and of the bootstrap key. */
 export const DEFAULT_TENANT = "default";
 
+/**
+ * The longest key the API reads (auth.ts): longer ones are refused without a look-up. Keys we
+ * make are 60 characters; FLEET_BOOTSTRAP_KEY, the operator's, is refused past it.
+ */
+export const MAX_KEY_LENGTH = 256;
+
 /** Tenant names: what `fleet keys create --tenant` accepts. */
 const TENANT_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
@@ -93,20 +99,24 @@ export class ApiKeys {
    * admin key (the deployment's first key is the operator's), when no key exists at all. True when it was stored; safe when several APIs start at once.
    */
   async bootstrap(key: string): Promise<boolean> {
-    // Sent as `Authorization: Bearer KEY`, a key is one token of visible ASCII: one with a space
-    // or another byte would be stored and then refused (401) on every request, for ever. Once a
-    // key exists it is not stored, so a deployment that kept such a value (or a short one) still
-    // starts, and is told at start that the key is refused (auth.ts storeBootstrapKey).
+    // Sent as `Authorization: Bearer KEY`, a key is one token of visible ASCII of at most
+    // MAX_KEY_LENGTH: one with a space or another byte, or a longer one, would be stored and then
+    // refused (401) on every request, for ever. Once a key exists it is not stored, so a
+    // deployment that kept such a value (or a short one) still starts, and is told at start that
+    // the key is refused (auth.ts storeBootstrapKey).
     const short = key.length < 32;
-    if ((short || !/^[\x21-\x7e]+$/.test(key)) && !(await this.anyExists())) {
+    const long = key.length > MAX_KEY_LENGTH;
+    if ((short || long || !/^[\x21-\x7e]+$/.test(key)) && !(await this.anyExists())) {
       throw new ValidationError(
         "FLEET_BOOTSTRAP_KEY",
         short
           ? "must be at least 32 characters long"
-          : "must be visible ASCII characters only (no spaces, tabs or other bytes): clients send it as `Authorization: Bearer KEY`",
+          : long
+            ? `must be at most ${MAX_KEY_LENGTH} characters long: the API reads no longer key`
+            : "must be visible ASCII characters only (no spaces, tabs or other bytes): clients send it as `Authorization: Bearer KEY`",
       );
     }
-    if (short) return false;
+    if (short || long) return false;
     const hash = hashKey(key);
     // Shown by its hash whatever its form: an operator's key that looks like `fk_<id>_…` has no
     // id of ours, and its first part is secret too.

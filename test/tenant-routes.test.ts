@@ -59,6 +59,10 @@ it("another tenant's session, run and batch ids answer as missing ones on every 
     ["GET", (id) => `/v1/sessions/${id}?afterSeq=0`],
     ["GET", (id) => `/v1/sessions/${id}?limit=1`],
     ["GET", (id) => `/v1/sessions/${id}/resume-point`],
+    ["HEAD", (id) => `/v1/sessions/${id}`],
+    ["HEAD", (id) => `/v1/sessions/${id}/resume-point`],
+    ["HEAD", (id) => `/v1/sessions/${id}/events`],
+    ["GET", (id) => `/v1/sessions/${id}?runsLimit=1`],
     ["GET", (id) => `/v1/sessions/${id}/events`],
     ["GET", (id) => `/v1/sessions/${id}/events`, undefined, { "last-event-id": "0-1" }],
     ["GET", (id) => `/v1/sessions/${id}/events?after=0-1`],
@@ -75,8 +79,15 @@ it("another tenant's session, run and batch ids answer as missing ones on every 
   ];
   const batchRoutes: typeof sessionRoutes = [
     ["GET", (id) => `/v1/batches/${id}`],
+    ["GET", (id) => `/v1/batches/${id}?include=usage`],
     ["GET", (id) => `/v1/batches/${id}/results`],
+    ["GET", (id) => `/v1/batches/${id}/results?after=${UNKNOWN}`],
     ["GET", (id) => `/v1/batches/${id}/events`],
+    ["GET", (id) => `/v1/batches/${id}/events`, undefined, { "last-event-id": "0-1" }],
+    ["GET", (id) => `/v1/batches/${id}/events?after=0-1`],
+    ["HEAD", (id) => `/v1/batches/${id}`],
+    ["HEAD", (id) => `/v1/batches/${id}/results`],
+    ["HEAD", (id) => `/v1/batches/${id}/events`],
     ["POST", (id) => `/v1/batches/${id}/sessions`, { sessions: [{ agent: AGENT, input: "x" }] }],
     ["POST", (id) => `/v1/batches/${id}/resume`, {}],
     ["POST", (id) => `/v1/batches/${id}/cancel`],
@@ -94,7 +105,13 @@ it("another tenant's session, run and batch ids answer as missing ones on every 
     [sid, sessionRoutes],
     [empty, sessionRoutes],
     [bid, batchRoutes],
-    [run, [["GET", (id) => `/v1/runs/${id}`]]],
+    [
+      run,
+      [
+        ["GET", (id) => `/v1/runs/${id}`],
+        ["HEAD", (id) => `/v1/runs/${id}`],
+      ],
+    ],
   ];
   const failures: string[] = [];
   for (const [theirs, routes] of cases) {

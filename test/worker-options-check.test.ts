@@ -11,6 +11,7 @@
  */
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import type { FleetClient } from "../src/producer/client.js";
 import { ValidationError } from "../src/shared/errors.js";
 import { defineExtension, type Extension } from "../src/worker/extensions.js";
@@ -98,6 +99,28 @@ const BAD: { name: string; options: WorkerOptions; message: string; transcripts?
     options: { tools: [{ ...echo, parameters: { type: "string" } } as Tool] },
     message:
       'options.tools: tool "echo": parameters must be a JSON Schema of type "object", not "string" (model providers refuse any other)',
+  },
+  {
+    // `parameters: z.object(...)` (the zod schema belongs in `schema`): its JSON has `type:
+    // "object"` and no `properties`, so the worker started, every model was sent a tool that
+    // takes no arguments, and every call came with `{}`.
+    name: "a zod schema as parameters",
+    options: { tools: [{ ...echo, parameters: z.object({ text: z.string() }) } as unknown as Tool] },
+    message:
+      'options.tools: tool "echo": parameters is a zod schema, not a JSON Schema: the model would be sent no properties (give z.toJSONSchema(schema) as parameters, and the zod schema as schema)',
+  },
+  {
+    // Both providers refuse such a schema (400 "… is not of type 'object'"): every run failed.
+    name: "properties that are no object",
+    options: { tools: [{ ...echo, parameters: { type: "object", properties: ["text"] } } as Tool] },
+    message:
+      'options.tools: tool "echo": parameters.properties must be an object of JSON Schemas, one per argument (model providers refuse any other)',
+  },
+  {
+    name: "required that is no list of names",
+    options: { tools: [{ ...echo, parameters: { type: "object", required: "text" } } as Tool] },
+    message:
+      'options.tools: tool "echo": parameters.required must be an array of argument names (model providers refuse any other)',
   },
   {
     name: "a run that is no function",

@@ -35,12 +35,37 @@ export type Tool<A = Record<string, unknown>> = {
  * without arguments, `{}`) is completed to `type: "object"` in each provider's request.
  */
 export function parametersProblem(parameters: Record<string, unknown>): string | null {
+  // `parameters: z.object(…)`, the zod schema put where the JSON Schema goes: its JSON is
+  // `{"def": …, "type": "object"}`, which passed every check below, so the worker started and
+  // every model was sent a tool without properties, and called it with `{}`.
+  if (typeof parameters.safeParse === "function")
+    return "parameters is a zod schema, not a JSON Schema: the model would be sent no properties (give z.toJSONSchema(schema) as parameters, and the zod schema as schema)";
   // Sent as JSON in every model request: a circular schema or a BigInt in it started the
   // worker, and then every run of an agent listing the tool failed as its request was built.
   const json = jsonProblem(parameters);
   if (json) return `parameters cannot be sent to a model: they are no JSON (${json})`;
-  if (parameters.type === undefined || parameters.type === "object") return null;
-  return `parameters must be a JSON Schema of type "object", not ${JSON.stringify(parameters.type)} (model providers refuse any other)`;
+  if (parameters.type !== undefined && parameters.type !== "object")
+    return `parameters must be a JSON Schema of type "object", not ${JSON.stringify(parameters.type)} (model providers refuse any other)`;
+  // Both providers check the schema itself (OpenAI: "… is not of type 'object'"; Anthropic:
+  // "input_schema: JSON schema is invalid"), so each request of an agent listing such a tool
+  // was refused: every run of it failed, the worker having started without a word.
+  const { properties, required } = parameters;
+  if (properties !== undefined && !isSchemaMap(properties))
+    return `parameters.properties must be an object of JSON Schemas, one per argument ${REFUSED}`;
+  if (required !== undefined && !(Array.isArray(required) && required.every((n) => typeof n === "string")))
+    return `parameters.required must be an array of argument names ${REFUSED}`;
+  return null;
+}
+
+const REFUSED = "(model providers refuse any other)";
+
+/** Whether `value` is an object whose every member is a JSON Schema (an object or a boolean). */
+function isSchemaMap(value: unknown): boolean {
+  if (!value || typeof value !== "object" || Array.isArray(value)) return false;
+  return Object.values(value).every(
+    (schema) =>
+      typeof schema === "boolean" || (!!schema && typeof schema === "object" && !Array.isArray(schema)),
+  );
 }
 
 /** Why `value` has no JSON (the first line of JSON.stringify's error), or null. */

@@ -23,11 +23,21 @@ export function childPath(parent: string, key: PropertyKey): string {
   return `${parent}[${JSON.stringify(name)}]`;
 }
 
-/** The first zod issue as a ValidationError naming its field. */
-export function toValidationError(root: string, error: z.ZodError, discriminator = "role"): ValidationError {
+/**
+ * The first zod issue as a ValidationError naming its field. A union's failure is said as one
+ * of the unions this project validates, told apart by `discriminator` (`role`: a message's,
+ * `provider`: a model's); null: as the union itself says it (a tool's own schema,
+ * execute-tool.ts), which was said as a message's role list before.
+ */
+export function toValidationError(
+  root: string,
+  error: z.ZodError,
+  discriminator: string | null = "role",
+): ValidationError {
   const issue = error.issues[0];
   if (!issue) return new ValidationError(root, "invalid");
   if (issue.code === "invalid_union") {
+    if (discriminator === null) return unionError(root, issue);
     const path = issue.path.at(-1) === discriminator ? issue.path : [...issue.path, discriminator];
     const options = (issue as { options?: unknown[] }).options;
     const expected =
@@ -36,14 +46,7 @@ export function toValidationError(root: string, error: z.ZodError, discriminator
         : (options ?? []).map((o) => JSON.stringify(o)).join(", ");
     return new ValidationError(formatPath(root, path), `must be one of ${expected}`);
   }
-  // zod's words for a field that is missing: "expected nonoptional, received undefined", or
-  // of a field of a given type, "expected string, received undefined" (JSON has no undefined:
-  // a field that was sent is never read as one).
-  if (
-    issue.code === "invalid_type" &&
-    (issue.expected === "nonoptional" || issue.message.endsWith(", received undefined"))
-  )
-    return new ValidationError(formatPath(root, issue.path), "is required");
+  if (isMissing(issue)) return new ValidationError(formatPath(root, issue.path), "is required");
   // Named by its own path (`agent.modle`), as every other field is; it used to be its parent's
   // (`agent`, or "" for the body), and the key only in the message. The others, in the message.
   if (issue.code === "unrecognized_keys") {
@@ -52,6 +55,46 @@ export function toValidationError(root: string, error: z.ZodError, discriminator
     return new ValidationError(formatPath(root, [...issue.path, cutKey(first)]), `unknown field${also}`);
   }
   return new ValidationError(formatPath(root, issue.path), issue.message.replace(/^Invalid input: /, ""));
+}
+
+/**
+ * zod's words for a field that is missing: "expected nonoptional, received undefined", or of a
+ * field of a given type, "expected string, received undefined" (JSON has no undefined: a field
+ * that was sent is never read as one).
+ */
+function isMissing(issue: z.core.$ZodIssue): boolean {
+  return (
+    issue.code === "invalid_type" &&
+    (issue.expected === "nonoptional" || issue.message.endsWith(", received undefined"))
+  );
+}
+
+/** The most forms of a union whose refusal is said (each its first issue). */
+const NAMED_FORMS = 5;
+
+/**
+ * A union's refusal in its own words: a discriminated union's values (zod's `options`, the
+ * path naming the discriminator), a field none of whose forms may be missing as required, else
+ * each form's first issue (`matches none of its forms: expected string, received number; or …`).
+ */
+function unionError(root: string, issue: z.core.$ZodIssueInvalidUnion): ValidationError {
+  const path = formatPath(root, issue.path);
+  const options = (issue as { options?: unknown[] }).options;
+  if (options && options.length > 0)
+    return new ValidationError(path, `must be one of ${options.map((o) => JSON.stringify(o)).join(", ")}`);
+  const firsts = issue.errors.map((form) => form[0]).filter((first) => first !== undefined);
+  if (firsts.length === 0) return new ValidationError(path, issue.message);
+  if (firsts.every((first) => first.path.length === 0 && isMissing(first)))
+    return new ValidationError(path, "is required");
+  const forms = firsts.slice(0, NAMED_FORMS).map((first) => {
+    const where = first.path.length > 0 ? `${formatPath("", first.path)}: ` : "";
+    return `${where}${first.message.replace(/^Invalid input: /, "")}`;
+  });
+  const more = firsts.length - forms.length;
+  return new ValidationError(
+    path,
+    `matches none of its forms: ${forms.join("; or ")}${more > 0 ? `; or ${more} more` : ""}`,
+  );
 }
 
 /** Unknown keys a 400 names, and how much of each: the answer must not echo a body back. */

@@ -189,7 +189,7 @@ async function checkedArguments(
     if (!result.success)
       return {
         ok: false,
-        content: `${INVALID_ARGUMENTS_PREFIX}${toValidationError("", result.error).message}`,
+        content: `${INVALID_ARGUMENTS_PREFIX}${toValidationError("", result.error, null).message}`,
       };
     return { ok: true, data: result.data };
   } catch (error) {

@@ -49,7 +49,7 @@ const append = (line: string, signal: AbortSignal) =>
     fixture.registry.get("append_file"),
     "append_file",
     { path: "log.txt", line },
-    { callId: "c", sessionId: "s", signal },
+    { callId: "c", callKey: "k", sessionId: "s", signal },
     // Long: the call must settle by itself, not be abandoned by executeTool's grace.
     { abandonAfterMs: 600_000 },
   );

@@ -37,7 +37,7 @@ function appendUnderLimit(
     const { ToolRegistry } = await import(${JSON.stringify(tools)});
     const { executeTool } = await import(${JSON.stringify(execute)});
     const registry = new ToolRegistry().register(...builtinTools(${JSON.stringify(fixture.toolDir)}));
-    const context = { callId: "c", sessionId: "s", signal: new AbortController().signal };
+    const context = { callId: "c", callKey: "k", sessionId: "s", signal: new AbortController().signal };
     const append = (line) => executeTool(registry.get("append_file"), "append_file", { path: ${JSON.stringify(path)}, line }, context);
     console.log(JSON.stringify(await Promise.all(${JSON.stringify(lines)}.map(append))));`;
   return underFileSizeLimit(limitKiB, script);

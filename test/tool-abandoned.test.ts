@@ -48,7 +48,7 @@ function setup(...tools: Tool[]) {
     runToolCall(
       tool,
       { id: `call-${tool.name}`, name: tool.name, arguments: {} },
-      { fence: { sessionId: "s", epoch: 1 }, runId: "r", agent, signal },
+      { fence: { sessionId: "s", epoch: 1 }, runId: "r", agent, signal, stepSeq: 2 },
       { tools: registry, metrics },
     );
   return { metrics, call };

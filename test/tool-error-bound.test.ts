@@ -52,7 +52,7 @@ describe("a tool's huge error message", () => {
         throw new Error(`upstream refused api_key=${KEY}`);
       },
     };
-    const context = { callId: "c", sessionId: "s", signal: new AbortController().signal };
+    const context = { callId: "c", callKey: "k", sessionId: "s", signal: new AbortController().signal };
     expect(await executeTool(tool, "t", {}, context)).toEqual({
       success: false,
       content: `upstream refused api_key=${REDACTED}`,

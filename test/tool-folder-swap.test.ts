@@ -57,7 +57,12 @@ afterAll(async () => {
 
 function call(name: string, args: Record<string, unknown>) {
   const tool = tools.find((t) => t.name === name);
-  return executeTool(tool, name, args, { callId: "c", sessionId: "s", signal: new AbortController().signal });
+  return executeTool(tool, name, args, {
+    callId: "c",
+    callKey: "k",
+    sessionId: "s",
+    signal: new AbortController().signal,
+  });
 }
 
 describe("a folder swapped for a link outside between the check and the open", () => {

@@ -16,7 +16,7 @@ const base: Tool = {
   parameters: { type: "object", properties: {} },
   run: async () => "",
 };
-const context = () => ({ callId: "c", sessionId: "s", signal: new AbortController().signal });
+const context = () => ({ callId: "c", callKey: "k", sessionId: "s", signal: new AbortController().signal });
 const outcome = (run: () => unknown) => executeTool({ ...base, run: run as never }, "t", {}, context());
 
 describe("a tool that throws something other than an Error", () => {

@@ -22,7 +22,7 @@ const base: Tool = {
   parameters: { type: "object", properties: {} },
   run: async () => "ok",
 };
-const context = () => ({ callId: "c", sessionId: "s", signal: new AbortController().signal });
+const context = () => ({ callId: "c", callKey: "k", sessionId: "s", signal: new AbortController().signal });
 
 describe("toolTimeLimit", () => {
   it("takes the tool's own limit over the fleet's, 0 meaning none", () => {

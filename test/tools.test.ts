@@ -37,7 +37,7 @@ afterAll(async () => {
 });
 
 function run(name: string, args: Record<string, unknown>, signal = new AbortController().signal) {
-  return executeTool(registry.get(name), name, args, { callId: "c1", sessionId: "s1", signal });
+  return executeTool(registry.get(name), name, args, { callId: "c1", callKey: "k", sessionId: "s1", signal });
 }
 
 async function exists(path: string): Promise<boolean> {
@@ -256,7 +256,7 @@ describe("the O_NOFOLLOW open (no realpath per call)", () => {
     const linked = join(base, "tools-link");
     await symlink(toolDir, linked);
     const viaLink = new ToolRegistry().register(...builtinTools(linked));
-    const context = { callId: "c2", sessionId: "s2", signal: new AbortController().signal };
+    const context = { callId: "c2", callKey: "k", sessionId: "s2", signal: new AbortController().signal };
     const write = (path: string) =>
       executeTool(viaLink.get("write_file"), "write_file", { path, content: "L" }, context);
     expect((await write("via-root-link.txt")).success).toBe(true);
@@ -316,7 +316,7 @@ describe("sleep and fail", () => {
     const controller = new AbortController();
     controller.abort(new Error("already stopped"));
     // Its own run: a call whose run's signal is aborted before the tool starts runs no tool.
-    const context = { callId: "c1", sessionId: "s1", signal: controller.signal };
+    const context = { callId: "c1", callKey: "k", sessionId: "s1", signal: controller.signal };
     await expect(registry.get("sleep")!.run({ ms: 60_000 }, context)).rejects.toThrow("already stopped");
     expect(await run("sleep", { ms: 60_000 }, controller.signal)).toEqual({
       success: false,
@@ -397,6 +397,7 @@ describe("ToolRegistry", () => {
       { a: 1 },
       {
         callId: "call-9",
+        callKey: "sess-3:4:call-9",
         sessionId: "sess-3",
         signal: new AbortController().signal,
       },
@@ -410,7 +411,7 @@ describe("ToolRegistry", () => {
         undefined,
         "ghost",
         {},
-        { callId: "c", sessionId: "s", signal: new AbortController().signal },
+        { callId: "c", callKey: "k", sessionId: "s", signal: new AbortController().signal },
       ),
     ).toEqual({ success: false, content: 'no tool named "ghost" is available to this agent' });
   });
@@ -427,13 +428,13 @@ describe("ToolRegistry", () => {
         weird,
         "echo",
         {},
-        { callId: "c", sessionId: "s", signal: new AbortController().signal },
+        { callId: "c", callKey: "k", sessionId: "s", signal: new AbortController().signal },
       ),
     ).toEqual({ success: false, content: "plain string" });
   });
 
   it("a result longer than 1,000,000 characters is cut there with a note, never inside a surrogate pair", async () => {
-    const context = { callId: "c", sessionId: "s", signal: new AbortController().signal };
+    const context = { callId: "c", callKey: "k", sessionId: "s", signal: new AbortController().signal };
     const huge: Tool = { ...echo, run: async () => "x".repeat(2_500_000) };
     const cut = await executeTool(huge, "echo", {}, context);
     expect(cut.success).toBe(true);
@@ -460,7 +461,7 @@ describe("ToolRegistry", () => {
 
   it("a tool that ignores its signal is no longer waited for once the grace after the abort has passed", async () => {
     const controller = new AbortController();
-    const context = { callId: "c", sessionId: "s", signal: controller.signal };
+    const context = { callId: "c", callKey: "k", sessionId: "s", signal: controller.signal };
     const deaf: Tool = { ...echo, run: () => new Promise<string>(() => {}) };
     const pending = executeTool(deaf, "echo", {}, context, { abandonAfterMs: 50 });
     let settled = false;
@@ -499,7 +500,7 @@ describe("ToolRegistry", () => {
   });
 
   it("a result that is not a string (a loosely typed user tool) is stored as text", async () => {
-    const context = { callId: "c", sessionId: "s", signal: new AbortController().signal };
+    const context = { callId: "c", callKey: "k", sessionId: "s", signal: new AbortController().signal };
     const circular: Record<string, unknown> = {};
     circular.self = circular;
     for (const [returned, text] of [

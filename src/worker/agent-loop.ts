@@ -168,6 +168,8 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
     }
     await history.append(message, uncounted);
     deps.metrics.modelStops.inc({ stop_reason: stopReasonLabel(message.stopReason) });
+    // The seq the step was stored at: with each call's id, its key (ToolContext `callKey`).
+    const stepSeq = input.history.at(-1)?.seq ?? 0;
     if (requestsTools(message)) {
       const calls = message.toolCalls ?? [];
       for (const [index, call] of calls.entries()) {
@@ -199,7 +201,9 @@ export async function runAgentLoop(input: LoopInput, deps: AgentLoopDeps): Promi
         // whose tool never ran (unlisted, arguments refused, stopped during the check) has its
         // TOOL_FINISHED only, as a call answered as cancelled before it (contracts §7).
         const observer = input.observer;
-        const result = await runToolCall(tool, call, input, deps, () => observer?.toolStarted(call));
+        const result = await runToolCall(tool, call, { ...input, stepSeq }, deps, () =>
+          observer?.toolStarted(call),
+        );
         const fitted = fitResult(
           sanitizeText(
             !result.success && signal.aborted && !result.timedOut && !result.notStarted

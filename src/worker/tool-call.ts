@@ -11,7 +11,7 @@ import type { FleetMetrics } from "../shared/metrics.js";
 import type { Fence } from "../shared/store/fenced-writes.js";
 import { loggable } from "./hook-errors.js";
 import { executeTool, type ToolOutcome } from "./tools/execute-tool.js";
-import { type Tool, type ToolRegistry, toolLabel } from "./tools/registry.js";
+import { callKeyOf, type Tool, type ToolRegistry, toolLabel } from "./tools/registry.js";
 import { toolTimeLimit } from "./tools/time-limit.js";
 
 export type ToolCallDeps = {
@@ -30,7 +30,14 @@ export type ToolCallDeps = {
 export async function runToolCall(
   tool: Tool | undefined,
   call: ToolCall,
-  run: { fence: Fence; runId: string; agent: Pick<AgentConfig, "toolTimeoutMs">; signal: AbortSignal },
+  run: {
+    fence: Fence;
+    runId: string;
+    agent: Pick<AgentConfig, "toolTimeoutMs">;
+    signal: AbortSignal;
+    /** The seq of the assistant step that asked for the call (its `callKey`). */
+    stepSeq: number;
+  },
   deps: ToolCallDeps,
   onStarted?: () => void,
 ): Promise<ToolOutcome> {
@@ -44,7 +51,7 @@ export async function runToolCall(
     tool,
     call.name,
     call.arguments,
-    { callId: call.id, sessionId, signal: run.signal },
+    { callId: call.id, callKey: callKeyOf(sessionId, run.stepSeq, call.id), sessionId, signal: run.signal },
     {
       timeoutMs,
       onStarted,

@@ -13,7 +13,12 @@ import { executeTool } from "../../src/worker/tools/execute-tool.js";
 import { ToolRegistry } from "../../src/worker/tools/registry.js";
 
 /** A tool call's context: call "c" of session "s", never aborted. */
-export const toolContext = () => ({ callId: "c", sessionId: "s", signal: new AbortController().signal });
+export const toolContext = () => ({
+  callId: "c",
+  callKey: "k",
+  sessionId: "s",
+  signal: new AbortController().signal,
+});
 
 export type BuiltinTools = {
   base: string;

@@ -10,7 +10,28 @@ import { thrownText } from "../../shared/thrown-text.js";
 import type { ToolSpec } from "../models/provider.js";
 import { isTimeLimit, MAX_TIMER_MS } from "./time-limit.js";
 
-export type ToolContext = { callId: string; sessionId: string; signal: AbortSignal };
+export type ToolContext = {
+  /**
+   * The model's id for the call, as it sent it: what pairs the call with its result, and not
+   * unique — the scripted model names every session's first call `call_0_0`, and providers
+   * reuse ids from step to step (`call_0`, `functions.NAME:0`).
+   */
+  callId: string;
+  /**
+   * The call's key, unique across the fleet and the same on every read of the history:
+   * `SESSION_ID:STEP_SEQ:CALL_ID`, the session, the seq of the assistant step that asked for the
+   * call, and its `callId` (a step's calls each have their own id). The key a downstream
+   * idempotency key should be.
+   */
+  callKey: string;
+  sessionId: string;
+  signal: AbortSignal;
+};
+
+/** `callKey` of the call `callId` that the assistant step at `stepSeq` of `sessionId` asked for (pure). */
+export function callKeyOf(sessionId: string, stepSeq: number, callId: string): string {
+  return `${sessionId}:${stepSeq}:${callId}`;
+}
 
 export type Tool<A = Record<string, unknown>> = {
   name: string;

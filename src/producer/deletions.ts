@@ -18,9 +18,7 @@
 import { type DeletionCleanup, purgeBatch } from "../shared/deletion-cleanup.js";
 import { NotFoundError } from "../shared/errors.js";
 import type { DataDeletion } from "../shared/store/data-deletion.js";
-
-/** How long `DELETE /v1/batches/:id` works on the batch's sessions before leaving the rest to the sweeper. */
-const BATCH_DELETE_BUDGET_MS = 20_000;
+import { BATCH_DELETE_BUDGET_MS } from "../shared/store/deleted-batches.js";
 
 export type SessionDeleted = { id: string; deleted: true };
 export type BatchDeleted = {

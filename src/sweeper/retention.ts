@@ -10,6 +10,7 @@ import type { Logger } from "pino";
 import { type DeletionCleanup, purgeBatch } from "../shared/deletion-cleanup.js";
 import type { FleetMetrics } from "../shared/metrics.js";
 import type { DataDeletion } from "../shared/store/data-deletion.js";
+import { BATCH_DELETE_HANDOVER_MS } from "../shared/store/deleted-batches.js";
 
 /** Chunks of sessions one pass deletes at most; the rest waits for the next pass. */
 export const MAX_CHUNKS_PER_PASS = 20;
@@ -43,6 +44,7 @@ export class Retention {
     let sessionsDeleted = 0;
     let batchesDeleted = 0;
     let moreLeft = false;
+    let expired: string[] = [];
     if (settings.maxIdleMs !== null) {
       moreLeft = true; // until a chunk comes back short
       for (let i = 0; i < MAX_CHUNKS_PER_PASS && !signal?.aborted; i++) {
@@ -54,11 +56,14 @@ export class Retention {
           break;
         }
       }
-      await store.expireBatches(settings.maxIdleMs, BATCHES_PER_PASS);
+      expired = await store.expireBatches(settings.maxIdleMs, BATCHES_PER_PASS);
+      if (expired.length === BATCHES_PER_PASS) moreLeft = true;
     }
-    const unfinished = await store.unfinishedBatchDeletes(BATCHES_PER_PASS);
+    // The batches this pass marked, then those whose deletion was left unfinished: a batch
+    // marked by a DELETE still under way is that request's to purge (BATCH_DELETE_HANDOVER_MS).
+    const unfinished = await store.unfinishedBatchDeletes(BATCHES_PER_PASS, BATCH_DELETE_HANDOVER_MS);
     if (unfinished.length === BATCHES_PER_PASS) moreLeft = true;
-    for (const batchId of unfinished) {
+    for (const batchId of new Set([...expired, ...unfinished])) {
       if (signal?.aborted) break;
       const purged = await purgeBatch(
         { store, cleanup, chunk: settings.chunk },

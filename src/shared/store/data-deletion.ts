@@ -229,10 +229,12 @@ export class DataDeletion {
     return new Set(rows.map((r) => r.id));
   }
 
-  /** Batches marked deleted whose sessions are not all gone yet (the API stopped mid-way). */
-  async unfinishedBatchDeletes(limit: number): Promise<string[]> {
+  /** Batches marked deleted `markedMsAgo` ago or more, not all gone (deleted-batches.ts says why). */
+  async unfinishedBatchDeletes(limit: number, markedMsAgo = 0): Promise<string[]> {
     const rows = await this.database.sql<{ id: string }[]>`
-      select id from batches where deleted_at is not null order by deleted_at limit ${limit}`;
+      select id from batches
+       where deleted_at is not null and deleted_at <= now() - ${markedMsAgo} * interval '1 millisecond'
+       order by deleted_at limit ${limit}`;
     return rows.map((r) => r.id);
   }
 

@@ -144,9 +144,14 @@ export const envSchema = z.object({
    * Retention: sessions outside batches that nothing will act on (completed, parked,
    * cancelled, empty, imported and never run) idle this many days, and batches ended this
    * many days ago (with all their sessions), are deleted by the sweeper. Unset or 0: off
-   * (everything is kept). Fractions are allowed (0.5 = 12 h).
+   * (everything is kept). Fractions are allowed (0.5 = 12 h). At most 1,000,000: a cutoff
+   * before 4713 BC failed every retention pass in Postgres, batch deletions' finishing too.
    */
-  FLEET_RETENTION_DAYS: z.coerce.number().nonnegative().default(0),
+  FLEET_RETENTION_DAYS: z.coerce
+    .number()
+    .nonnegative()
+    .max(1_000_000, "must be at most 1000000 days (2,700 years); 0 keeps everything")
+    .default(0),
   /** Sessions retention deletes per statement (each statement its own transaction). */
   FLEET_RETENTION_CHUNK: z.coerce.number().int().min(1).max(10_000).default(200),
   /** How often a sweeper runs a retention pass (each pass deletes at most 20 chunks). */

@@ -16,7 +16,7 @@
  */
 import type postgres from "postgres";
 import type { Database } from "../db/client.js";
-import { batchBusy } from "./batch-busy.js";
+import { markExpiredBatches } from "./batch-expiry.js";
 import { notInDeletedBatch } from "./deleted-batches.js";
 import { json } from "./rows.js";
 
@@ -279,24 +279,8 @@ export class DataDeletion {
     });
   }
 
-  /**
-   * Retention: marks deleted up to `limit` batches that ended more than `maxIdleMs` ago, are closed,
-   * owe no webhook and have no session that may still run (batch-busy.ts, as BatchStore.hasEnded
-   * asks: also a session that had ended and was sent a new message); their sessions and rows
-   * then go as for `DELETE /v1/batches/:id`.
-   */
-  async expireBatches(maxIdleMs: number, limit: number): Promise<string[]> {
-    const { sql } = this.database;
-    const rows = await sql<{ id: string }[]>`
-      with doomed as (
-        select b.id from batches b
-         where b.ended_at < now() - ${maxIdleMs} * interval '1 millisecond' and b.deleted_at is null and not b.open
-           and (b.webhook_url is null or b.webhook_delivered_at is not null or b.webhook_failed_at is not null)
-           and not ${batchBusy(sql, sql`b.id`)}
-         order by b.ended_at limit ${limit}
-           for update skip locked
-      )
-      update batches b set deleted_at = now() from doomed where b.id = doomed.id returning b.id`;
-    return rows.map((r) => r.id);
+  /** Retention: marks deleted up to `limit` batches idle `maxIdleMs` past their end (batch-expiry.ts). */
+  expireBatches(maxIdleMs: number, limit: number): Promise<string[]> {
+    return markExpiredBatches(this.database, maxIdleMs, limit);
   }
 }

@@ -12,9 +12,8 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { callModel } from "../src/worker/call-model.js";
-import { AnthropicModel } from "../src/worker/models/anthropic.js";
 import { OpenAIModel } from "../src/worker/models/openai.js";
-import { sayHi } from "./support/model-steps.js";
+import { everyFamilyAt, sayHi } from "./support/model-steps.js";
 
 /** Bytes of the current answer the server wrote. */
 let sent = 0;
@@ -45,15 +44,7 @@ beforeAll(async () => {
 });
 afterAll(() => close());
 
-const models = {
-  openai: () => new OpenAIModel({ provider: "openai", model: "m", baseUrl: `${url}/v1` }, { keyless: true }),
-  responses: () =>
-    new OpenAIModel(
-      { provider: "openai", model: "m", baseUrl: `${url}/v1`, api: "responses" },
-      { keyless: true },
-    ),
-  anthropic: () => new AnthropicModel({ provider: "anthropic", model: "m", baseUrl: url }, { keyless: true }),
-};
+const models = everyFamilyAt(() => url);
 
 describe.each(Object.keys(models) as (keyof typeof models)[])("%s: an event that never ends", (family) => {
   it("fails the request once the event passes 64 MiB, not retried", async () => {

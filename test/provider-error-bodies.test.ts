@@ -13,9 +13,7 @@ import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { callModel } from "../src/worker/call-model.js";
-import { AnthropicModel } from "../src/worker/models/anthropic.js";
-import { OpenAIModel } from "../src/worker/models/openai.js";
-import { sayHi } from "./support/model-steps.js";
+import { everyFamilyAt, sayHi } from "./support/model-steps.js";
 
 /** What the server sent of the current answer, and whether the client closed it. */
 const answer = { bytes: 0, closed: false };
@@ -56,15 +54,7 @@ beforeAll(async () => {
 });
 afterAll(() => close());
 
-const models = {
-  openai: () => new OpenAIModel({ provider: "openai", model: "m", baseUrl: `${url}/v1` }, { keyless: true }),
-  responses: () =>
-    new OpenAIModel(
-      { provider: "openai", model: "m", baseUrl: `${url}/v1`, api: "responses" },
-      { keyless: true },
-    ),
-  anthropic: () => new AnthropicModel({ provider: "anthropic", model: "m", baseUrl: url }, { keyless: true }),
-};
+const models = everyFamilyAt(() => url);
 
 const POLICY = { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1 };
 

@@ -68,3 +68,21 @@ export const foreignToolTurn = (id: string): Message[] => [
   },
   { role: "tool", toolCallId: id, name: "write_file", content: "ok", success: true },
 ];
+
+/**
+ * The three provider families, keyless, against one fake server at `url` (chat and Responses
+ * under `/v1`): what the tests of answers every family must refuse alike run `describe.each` over.
+ */
+export function everyFamilyAt(url: () => string) {
+  return {
+    openai: () =>
+      new OpenAIModel({ provider: "openai", model: "m", baseUrl: `${url()}/v1` }, { keyless: true }),
+    responses: () =>
+      new OpenAIModel(
+        { provider: "openai", model: "m", baseUrl: `${url()}/v1`, api: "responses" },
+        { keyless: true },
+      ),
+    anthropic: () =>
+      new AnthropicModel({ provider: "anthropic", model: "m", baseUrl: url() }, { keyless: true }),
+  };
+}

@@ -14,13 +14,12 @@
 /** The most of an error answer's body read: an error's JSON is far shorter. */
 export const MAX_ERROR_BODY_BYTES = 64 * 1024;
 
-/** `response` (not 2xx) with its body cut to its first `maxBytes`; the rest is not read. */
-export async function boundedErrorAnswer(
-  response: Response,
-  maxBytes = MAX_ERROR_BODY_BYTES,
-): Promise<Response> {
-  if (response.body === null) return response;
-  const reader = response.body.getReader();
+/**
+ * The first `maxBytes` of `body` (what arrived before it broke, if it broke first); the rest
+ * is not read: the connection is closed, not drained (odd-answers.ts quotes a body's head too).
+ */
+export async function headBytes(body: ReadableStream<Uint8Array>, maxBytes: number): Promise<Buffer> {
+  const reader = body.getReader();
   const parts: Uint8Array[] = [];
   let bytes = 0;
   try {
@@ -30,11 +29,21 @@ export async function boundedErrorAnswer(
       parts.push(value);
       bytes += value.length;
     }
+  } catch {
+    // What arrived before the break is what there is.
   } finally {
-    // Nothing more is read: the connection is closed, not drained.
     await reader.cancel().catch(() => {});
   }
-  return new Response(Buffer.concat(parts).subarray(0, maxBytes), {
+  return Buffer.concat(parts).subarray(0, maxBytes);
+}
+
+/** `response` (not 2xx) with its body cut to its first `maxBytes`; the rest is not read. */
+export async function boundedErrorAnswer(
+  response: Response,
+  maxBytes = MAX_ERROR_BODY_BYTES,
+): Promise<Response> {
+  if (response.body === null) return response;
+  return new Response(await headBytes(response.body, maxBytes), {
     status: response.status,
     statusText: response.statusText,
     headers: response.headers,

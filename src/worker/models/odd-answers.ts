@@ -13,6 +13,7 @@
  *
  * Both are refused after one request, not retried: the same server answers the same way.
  */
+import { headBytes } from "./error-answer.js";
 import { ProviderError, type ProviderErrorInfo } from "./provider.js";
 
 /** The most of such a body read: enough to say what it is. */
@@ -65,23 +66,5 @@ export function headersOverflowError(info: ProviderErrorInfo): ProviderError {
 /** The body's first MAX_HEAD_BYTES as text; the rest is not read. */
 async function headOf(response: Response): Promise<string> {
   if (!response.body) return "";
-  const reader = response.body.getReader();
-  const parts: Uint8Array[] = [];
-  let bytes = 0;
-  try {
-    while (bytes < MAX_HEAD_BYTES) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      parts.push(value);
-      bytes += value.length;
-    }
-  } catch {
-    // What arrived before the break is enough to say what it is.
-  } finally {
-    await reader.cancel().catch(() => {});
-  }
-  return Buffer.concat(parts)
-    .subarray(0, MAX_HEAD_BYTES)
-    .toString("utf8")
-    .replace(/\uFFFD+$/, "");
+  return (await headBytes(response.body, MAX_HEAD_BYTES)).toString("utf8").replace(/\uFFFD+$/, "");
 }

@@ -111,6 +111,34 @@ describe("interrupted states made with real workers", () => {
   const HOLDING = join(import.meta.dirname, "fixtures/holding-extension.ts");
   const held = (id: string) =>
     waitFor(() => existsSync(join(fleet.config.toolDir, `held-${id}`)), 20_000, "the run held by the hook");
+  /**
+   * A session whose first step (text `holdAt`) asks for two append_file calls (`PATH-1.txt`,
+   * `PATH-2.txt`), sent a message, and held by the hook right after that step's append.
+   */
+  const twoWritesHeld = async (holdAt: string, [a, b]: [string, string], path: string) => {
+    const { id } = await client.createSession({
+      agent: {
+        model: {
+          provider: "scripted",
+          steps: [
+            {
+              text: holdAt,
+              toolCalls: [
+                { id: a, name: "append_file", arguments: { path: `${path}-1.txt`, line: "ran" } },
+                { id: b, name: "append_file", arguments: { path: `${path}-2.txt`, line: "ran" } },
+              ],
+            },
+            { text: "checked" },
+          ],
+        },
+        tools: ["append_file"],
+      },
+      metadata: { holdAt },
+    });
+    await client.send(id, "write two");
+    await held(id);
+    return id;
+  };
 
   it("killed between its last append and its end: the run ends crashed, nothing is resumed, the session stays completed", async () => {
     const victim = await fleet.spawnWorker({}, ["--extensions", HOLDING]);
@@ -144,27 +172,7 @@ describe("interrupted states made with real workers", () => {
 
   it("killed between a tool step's append and its first tool: every call answered as interrupted, none run", async () => {
     const victim = await fleet.spawnWorker({}, ["--extensions", HOLDING]);
-    const { id } = await client.createSession({
-      agent: {
-        model: {
-          provider: "scripted",
-          steps: [
-            {
-              text: "writing",
-              toolCalls: [
-                { id: "w1", name: "append_file", arguments: { path: "held-1.txt", line: "ran" } },
-                { id: "w2", name: "append_file", arguments: { path: "held-2.txt", line: "ran" } },
-              ],
-            },
-            { text: "checked" },
-          ],
-        },
-        tools: ["append_file"],
-      },
-      metadata: { holdAt: "writing" },
-    });
-    await client.send(id, "write two");
-    await held(id);
+    const id = await twoWritesHeld("writing", ["w1", "w2"], "held");
     victim.child.kill("SIGKILL");
     await victim.exited;
     const rescuer = await fleet.spawnWorker();
@@ -199,27 +207,7 @@ describe("interrupted states made with real workers", () => {
 
   it("frozen between a tool step's append and its first tool: moved after the lease, and on waking it runs no tool", async () => {
     const frozen = await fleet.spawnWorker({}, ["--extensions", HOLDING]);
-    const { id } = await client.createSession({
-      agent: {
-        model: {
-          provider: "scripted",
-          steps: [
-            {
-              text: "freezing",
-              toolCalls: [
-                { id: "f1", name: "append_file", arguments: { path: "frozen-1.txt", line: "ran" } },
-                { id: "f2", name: "append_file", arguments: { path: "frozen-2.txt", line: "ran" } },
-              ],
-            },
-            { text: "checked" },
-          ],
-        },
-        tools: ["append_file"],
-      },
-      metadata: { holdAt: "freezing" },
-    });
-    await client.send(id, "write two");
-    await held(id);
+    const id = await twoWritesHeld("freezing", ["f1", "f2"], "frozen");
     frozen.child.kill("SIGSTOP");
     const rescuer = await fleet.spawnWorker();
     try {

@@ -157,6 +157,13 @@ export const sessions = pgTable(
     index("sessions_attention_idx")
       .on(t.nextResumeAt.asc().nullsFirst())
       .where(sql`${t.status} = 'active' and ${t.runStarted} and ${t.tailPhase} = 'open'`),
+    // A tenant's sessions in the sweeper's attention set (as sessions_attention_idx): mid-run, or
+    // between an interrupted run's end and its automatic resume. The active-session cap
+    // (FLEET_TENANT_MAX_ACTIVE_SESSIONS) counts them with the tenant's unended runs
+    // (active-sessions.ts): a session with no run for that moment is still the tenant's.
+    index("sessions_tenant_attention_idx")
+      .on(t.tenant)
+      .where(sql`${t.status} = 'active' and ${t.runStarted} and ${t.tailPhase} = 'open'`),
     // A tenant's session list, newest activity first, paged by (updated_at, id) (the console).
     index("sessions_tenant_updated_idx").on(t.tenant, t.updatedAt, t.id),
     // The parked queue: a few sessions among millions, listed without scanning the rest.

@@ -1,9 +1,10 @@
 /**
  * A tenant's cap on active sessions (contracts §10, FLEET_TENANT_MAX_ACTIVE_SESSIONS): a
- * session is active while a run of it is queued or running. The cap is checked in the
- * transaction that queues the runs, after taking a per-tenant advisory lock, so requests
- * that race each other cannot together go past it. The count is read from the partial
- * index `runs_tenant_active_idx`, and a queued run's session by key (a parked one's do not count).
+ * session is active while a run of it is queued or running, and while it waits for its
+ * automatic resume. The cap is checked in the transaction that queues the runs, after taking
+ * a per-tenant advisory lock, so requests that race each other cannot together go past it.
+ * The count is read from the partial indexes `runs_tenant_active_idx` and
+ * `sessions_tenant_attention_idx`, and a queued run's session by key (a parked one's do not count).
  */
 import type postgres from "postgres";
 import { FleetStateError, TooManyRequestsError } from "../errors.js";
@@ -16,6 +17,13 @@ export const ACTIVE_RETRY_AFTER_SECONDS = 5;
  * parked session's queued runs (a message that waits for someone to act: waiting-input.ts)
  * are no one's work until then, and do not count: its sessions are looked up only for the
  * queued runs, each by key.
+ *
+ * A session in the sweeper's attention set (active, started, its history open) counts too,
+ * with no run: an interrupted run is ended in one transaction and its resume queued in
+ * another (the sweeper's end of a dead worker's run, then its resume; a worker's end of a run
+ * its model failed, then the sweeper's next tick). Counted only by its runs, the session left
+ * the cap for that moment, a send waiting for room took its place, and the resume put the
+ * tenant over its cap (9 active of 8 under kills: test/active-cap-awaiting-resume.test.ts).
  */
 export async function countActiveSessions(
   sql: postgres.Sql | postgres.TransactionSql,
@@ -23,10 +31,16 @@ export async function countActiveSessions(
   except?: string,
 ): Promise<number> {
   const [row] = await sql<{ n: number }[]>`
-    select count(distinct r.session_id)::int as n from runs r
-     where r.tenant = ${tenant} and r.status <> 'ended' ${except === undefined ? sql`` : sql`and r.session_id <> ${except}`}
-       and (r.status <> 'queued'
-            or not exists (select 1 from sessions s where s.id = r.session_id and s.status = 'parked'))`;
+    select count(*)::int as n from (
+      select r.session_id from runs r
+       where r.tenant = ${tenant} and r.status <> 'ended' ${except === undefined ? sql`` : sql`and r.session_id <> ${except}`}
+         and (r.status <> 'queued'
+              or not exists (select 1 from sessions s where s.id = r.session_id and s.status = 'parked'))
+      union
+      select s.id from sessions s
+       where s.tenant = ${tenant} and s.status = 'active' and s.run_started and s.tail_phase = 'open'
+         ${except === undefined ? sql`` : sql`and s.id <> ${except}`}
+    ) active`;
   return row?.n ?? 0;
 }
 

@@ -119,17 +119,7 @@ export class EventReader {
     );
     if (answer[0] === "found") return answer[1];
     if (answer[0] === "gone") return null;
-    let end = answer[1];
-    for (let page = 0; page < 200; page++) {
-      const rows = (await this.redis.xrevrange(key, end, "-", "COUNT", 100)) as [string, string[]][];
-      for (const row of rows) {
-        const event = toStored(row);
-        if (event.type === "RUN_STARTED" && event.data.runId === runId) return event.id;
-      }
-      if (rows.length < 100) return null;
-      end = `(${rows.at(-1)![0]}`;
-    }
-    return null;
+    return this.findBack(key, answer[1], "-", "RUN_STARTED", runId);
   }
 
   /**
@@ -140,15 +130,25 @@ export class EventReader {
    */
   async runEndedId(sessionId: string, runId: string, notBeforeMs: number): Promise<string | null> {
     const key = eventStreamKey(this.prefix, sessionId);
-    let end = "+";
+    return this.findBack(key, "+", `${Math.max(0, notBeforeMs)}-0`, "RUN_COMPLETED", runId);
+  }
+
+  /**
+   * The id of the first `type` event of `runId` read back from `end` to `start` (XREVRANGE
+   * bounds) in pages of 100, over at most 200 pages (20,000 entries); null when not found there.
+   */
+  private async findBack(
+    key: string,
+    end: string,
+    start: string,
+    type: "RUN_STARTED" | "RUN_COMPLETED",
+    runId: string,
+  ): Promise<string | null> {
     for (let page = 0; page < 200; page++) {
-      const rows = (await this.redis.xrevrange(key, end, `${Math.max(0, notBeforeMs)}-0`, "COUNT", 100)) as [
-        string,
-        string[],
-      ][];
+      const rows = (await this.redis.xrevrange(key, end, start, "COUNT", 100)) as [string, string[]][];
       for (const row of rows) {
         const event = toStored(row);
-        if (event.type === "RUN_COMPLETED" && event.data.runId === runId) return event.id;
+        if (event.type === type && event.data.runId === runId) return event.id;
       }
       if (rows.length < 100) return null;
       end = `(${rows.at(-1)![0]}`;

@@ -14,17 +14,24 @@ export const QUEUED_RETRY_AFTER_SECONDS = 5;
 
 /**
  * Refuses (TooManyRequestsError) one more run with input for `sessionId` when `max` of its
- * runs with input are already queued. The caller holds the session row's lock.
+ * runs with input are already queued and not yet taken by a worker. The caller holds the
+ * session row's lock.
  */
 export async function checkQueuedRuns(
   tx: postgres.TransactionSql,
   sessionId: string,
   max: number,
 ): Promise<void> {
-  // Counted from runs_session_state_idx (session_id, status, …), stopping at `max`.
+  // Counted from runs_session_state_idx (session_id, status, …), stopping at `max`. Only runs
+  // never started: one its worker handed back (capacity-waits.ts) is `queued` again with its
+  // input already in the history, by a statement that checks no bound. Counted, it came back
+  // on top of a send that had taken its place while it ran (2 counted of a bound of 1), and a
+  // send to a session whose only run waited for capacity was refused
+  // (test/queued-runs-hand-back.test.ts). The same runs history-room.ts counts as waiting.
   const [row] = await tx<{ n: number }[]>`
     select count(*)::int as n from (
-      select 1 from runs where session_id = ${sessionId} and status = 'queued' and kind = 'run' limit ${max}
+      select 1 from runs where session_id = ${sessionId} and status = 'queued' and kind = 'run'
+         and started_at is null limit ${max}
     ) q`;
   const queued = row?.n ?? 0;
   if (queued < max) return;

@@ -29,6 +29,7 @@ import { adminBoard } from "./admin-board.js";
 import { closeServerWithin, ServerConnections } from "./api-stop.js";
 import { ApiAuth, isLoopbackHost, storeBootstrapKey, UnauthorizedError } from "./auth.js";
 import { AuthFailureLimiter } from "./auth-failures.js";
+import { startOverIfIdle } from "./cancel-cleanup.js";
 import { consolePages } from "./console-route.js";
 import { Deletions } from "./deletions.js";
 import { EventStreams } from "./event-stream.js";
@@ -158,16 +159,9 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
   });
   const providerLimits = new ProviderLimits(redis, config.prefix, config.gateTuning);
   const waitsGone = waitsForgetter(providerLimits, [...config.models.endpoints.values()]);
-  const service = new FleetService({
+  // The fair order's state, shared by the service (runs queued, cancels) and deletions.
+  const fair = {
     queries: new SessionQueries(database),
-    queues,
-    metrics,
-    toolNames: new FleetToolNames(() => readToolNames(redis, config.prefix)),
-    models: config.models,
-    limits: {
-      maxActiveSessions: config.tenantLimits.maxActiveSessions,
-      maxQueuedRuns: config.tenantLimits.maxQueuedRuns,
-    },
     priorities: new FairDispatch({
       redis,
       queue: queues.runs,
@@ -180,6 +174,17 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
       prefix: config.prefix,
       enabled: config.fairDispatch,
     }),
+  };
+  const service = new FleetService({
+    ...fair,
+    queues,
+    metrics,
+    toolNames: new FleetToolNames(() => readToolNames(redis, config.prefix)),
+    models: config.models,
+    limits: {
+      maxActiveSessions: config.tenantLimits.maxActiveSessions,
+      maxQueuedRuns: config.tenantLimits.maxQueuedRuns,
+    },
     batches,
     cancelSignal: async (sessionIds, runIds) => {
       await redis.publish(cancelChannel(config.prefix), JSON.stringify({ sessionIds, runIds }));
@@ -203,6 +208,7 @@ export async function startApi(config: FleetConfig, options: { port?: number } =
         { err: error, batchId },
         "batch marked deleted, its sessions not all deleted now: the sweeper finishes the deletion",
       ),
+    startOver: (tenant) => startOverIfIdle(fair, tenant),
   });
   const sessionEvents = new SessionEventsSwitch({
     setting: eventsSetting,

@@ -113,10 +113,14 @@ function removeJobs<R extends { id: string; sessionId: string; kind: string }>(
 }
 
 /**
- * Fair dispatch: a tenant left with nothing waiting starts over (fair-dispatch.ts `forget`).
- * Best effort: a failure here only leaves the order as it was.
+ * Fair dispatch: a tenant left with nothing waiting starts over (fair-dispatch.ts `forget`),
+ * after a cancel here and after a delete (deletions.ts). Best effort: a failure here only
+ * leaves the order as it was.
  */
-async function startOverIfIdle(deps: CleanupDeps, tenant: string): Promise<void> {
+export async function startOverIfIdle(
+  deps: Pick<FleetServiceDeps, "queries" | "priorities" | "resumePriorities">,
+  tenant: string,
+): Promise<void> {
   if (await deps.queries.tenantHasQueuedRuns(tenant).catch(() => true)) return;
   await deps.priorities?.forget?.(tenant).catch(() => {});
   await deps.resumePriorities?.forget?.(tenant).catch(() => {});

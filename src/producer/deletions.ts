@@ -39,6 +39,14 @@ export class Deletions {
       budgetMs?: number;
       /** Told when the sessions of a batch already marked deleted could not be deleted now. */
       onPurgeError?: (error: unknown, batchId: string) => void;
+      /**
+       * Told after a delete ended queued runs of `tenant`: a tenant left with nothing waiting
+       * starts over in the fair order (cancel-cleanup.ts `startOverIfIdle`), as after a cancel.
+       * Without it, a tenant that deleted its batch of 30 queued sessions had its next session
+       * queued behind another tenant's 30 waiting runs, for the runs it no longer had
+       * (test/fair-dispatch-deletion.test.ts).
+       */
+      startOver?: (tenant: string) => Promise<void>;
     },
   ) {}
 
@@ -46,6 +54,7 @@ export class Deletions {
     const deleted = await this.deps.store.deleteSession(tenant, id);
     if (!deleted) throw new NotFoundError(`session ${id}`);
     await this.deps.cleanup.afterSessions(deleted, "api");
+    if (deleted.runs.some((run) => run.status === "queued")) await this.startOver(tenant);
     return { id, deleted: true };
   }
 
@@ -55,6 +64,7 @@ export class Deletions {
     // The queued runs the mark ended: their jobs go now (the chunks list only runs not ended);
     // the workers of those running are told now, not when their chunk is purged.
     await this.deps.cleanup.afterBatchMarked(dropped);
+    if (dropped.some((run) => run.status === "queued")) await this.startOver(tenant);
     // Its event stream's readers are told now, not once the purge ends (20 s, or the sweeper).
     await this.deps.cleanup.afterBatch(id);
     const budgetMs = this.deps.budgetMs ?? BATCH_DELETE_BUDGET_MS;
@@ -77,5 +87,10 @@ export class Deletions {
       this.deps.onPurgeError?.(error, id);
       return { id, deleted: true, sessionsDeleted, complete: false };
     }
+  }
+
+  /** Best effort, as after a cancel: a failure only leaves the fair order as it was. */
+  private async startOver(tenant: string): Promise<void> {
+    await this.deps.startOver?.(tenant).catch(() => {});
   }
 }

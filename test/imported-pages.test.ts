@@ -19,10 +19,13 @@ import { storedHistory } from "./support/histories.js";
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 let fleet: FleetEnv;
 let client: FleetClient;
+let base: string;
 
 beforeAll(async () => {
   fleet = await createFleetEnv("importedpages");
-  client = (await fleet.startApi()).client;
+  const started = await fleet.startApi();
+  client = started.client;
+  base = started.api.url;
 }, 60_000);
 afterAll(async () => fleet?.close());
 
@@ -127,6 +130,35 @@ describe("an imported history continued in pages", () => {
     await expect(
       client.importMessages("00000000-0000-4000-8000-000000000000", history(4), { afterSeq: 0 }),
     ).rejects.toMatchObject({ status: 404 });
+  });
+
+  it("says what is wrong with a page's fields: messages not an array, afterSeq left out", async () => {
+    const { id } = await client.createSession({ agent: AGENT });
+    const page = async (body: unknown) => {
+      const response = await fetch(`${base}/v1/sessions/${id}/history`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      return { status: response.status, error: ((await response.json()) as { error: unknown }).error };
+    };
+    // As POST /v1/sessions says it; it read "must hold at least one message", for a page of one.
+    for (const messages of [{ role: "user", content: "hi" }, "hi", null, 3])
+      expect(await page({ afterSeq: 0, messages })).toEqual({
+        status: 400,
+        error: {
+          code: "invalid_request",
+          field: "messages",
+          message: "messages: must be a JSON array of messages",
+        },
+      });
+    expect(await page({ messages: history(4) })).toEqual({
+      status: 400,
+      error: { code: "invalid_request", field: "afterSeq", message: "afterSeq: is required" },
+    });
+    expect(await page({ afterSeq: -1, messages: history(4) })).toMatchObject({
+      error: { field: "afterSeq", message: "afterSeq: must be a whole number ≥ 0" },
+    });
   });
 });
 

@@ -42,13 +42,25 @@ export function importedCount(value: unknown, field: string): number {
   return value.length;
 }
 
-/** POST /v1/sessions/:id/history: `messages` is checked as a history (parseHistory), after its count. */
+/**
+ * zod's words for a field of the wrong type, or "is required" when it was left out (a message
+ * of its own covers both: `afterSeq` left out read "must be a whole number ≥ 0").
+ */
+const requiredOr = (words: string) => ({
+  error: (issue: { input?: unknown }) => (issue.input === undefined ? "is required" : words),
+});
+
+/**
+ * POST /v1/sessions/:id/history: `messages` is checked as a history (parseHistory), after its
+ * count. Not an array is said as POST /v1/sessions says it: an object, a string or null read
+ * "must hold at least one message", as if an empty page had been sent.
+ */
 export const importPageBody = z.strictObject({
   afterSeq: z
-    .number("must be a whole number ≥ 0")
+    .number(requiredOr("must be a whole number ≥ 0"))
     .int("must be a whole number ≥ 0")
     .nonnegative("must be a whole number ≥ 0"),
-  messages: z.unknown(),
+  messages: z.array(z.unknown(), requiredOr("must be a JSON array of messages")),
 });
 
 /** false: the session's event stream (contracts §7) is not written; GET …/events answers 409. */

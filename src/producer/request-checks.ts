@@ -60,6 +60,9 @@ export type QueryDoc = { querystring?: unknown; body?: unknown };
  * `POST /v1/batches/:id/sessions?close=true` created as if the option were absent: an option
  * the caller believed in. The routes that document a query (route-docs.ts `querystring`: the
  * lists, a session's and a batch's reads, the event streams) parse it strictly themselves.
+ * A parameter those do not document is a 400 naming it as sent, as the event streams name it:
+ * their strict parse named it as a JSON path, `?limit[]=1` (qs's list form) `["limit[]"]:
+ * unknown field`, a name no caller could look up.
  * `doc`: the matched route's documentation (undefined: not a documented route, unchecked);
  * `noFields`: the body of a route that reads none (request-bodies.ts `NO_FIELDS`);
  * `path`: the request's path without its query.
@@ -71,8 +74,14 @@ export function checkRouteQuery(
   doc: QueryDoc | undefined,
   noFields: unknown,
 ): void {
-  if (doc === undefined || doc.querystring !== undefined || !path.startsWith("/v1/") || !isObject(query))
+  if (doc === undefined || !path.startsWith("/v1/") || !isObject(query)) return;
+  if (doc.querystring !== undefined) {
+    const known = (doc.querystring as { shape?: Record<string, unknown> }).shape;
+    const unknown = known && Object.keys(query).find((key) => !Object.hasOwn(known, key));
+    if (unknown !== undefined)
+      throw new ValidationError(cutName(unknown), "is not a parameter of this route");
     return;
+  }
   const [name] = Object.keys(query);
   if (name === undefined) return;
   const quoted = `${method} ${path.length > 200 ? `${path.slice(0, 200)}…` : path}`;
@@ -83,11 +92,16 @@ export function checkRouteQuery(
         ? "it reads only its path (and no body or {})"
         : "what it reads goes in its JSON body";
   throw new ValidationError(
-    name.length > 100 ? `${name.slice(0, 100)}…` : name,
+    cutName(name),
     method === "DELETE"
       ? `a DELETE takes no query parameters; ${quoted} ${reads.slice("it ".length)}`
       : `${quoted} takes no query parameters; ${reads}`,
   );
+}
+
+/** A parameter's name as a 400 names it: its first 100 characters. */
+function cutName(name: string): string {
+  return name.length > 100 ? `${name.slice(0, 100)}…` : name;
 }
 
 /**

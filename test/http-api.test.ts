@@ -89,11 +89,17 @@ describe("HTTP API", () => {
       }
     });
 
-    it("names an empty id in the URL quoted, on every kind of id", async () => {
+    it("names an empty id in the URL quoted, and one with spaces or invisible characters, on every kind of id", async () => {
       const cases: [string, string, string][] = [
         ["DELETE", "/v1/sessions/", 'session "" not found'],
         ["GET", "/v1/batches/", 'batch "" not found'],
         ["GET", "/v1/runs/", 'run "" not found'],
+        // Spaces and invisible characters too (an id pasted with its line's end): "session   not
+        // found" showed nothing of them.
+        ["GET", "/v1/sessions/%20", 'session " " not found'],
+        ["GET", "/v1/batches/abc%0A", 'batch "abc\\n" not found'],
+        ["GET", "/v1/runs/a%09b", 'run "a\\tb" not found'],
+        ["GET", "/v1/sessions/x%E2%80%8B", 'session "x\\u200b" not found'],
       ];
       for (const [method, path, said] of cases) {
         const answer = await call(method, path);

@@ -8,7 +8,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { NotFoundError, TooManyRequestsError } from "../shared/errors.js";
 import { nextTurn } from "../shared/event-loop-slices.js";
 import { answerHalfClosedClients } from "../shared/http-server.js";
-import { isStorableText } from "../shared/messages.js";
 import { withAdminHeaders } from "./admin-headers.js";
 import type { ApiDeps } from "./api-deps.js";
 import { fastify } from "./api-packages.js";
@@ -27,6 +26,7 @@ import {
   checkRouteQuery,
   decodeJsonBody,
   parseJsonBody,
+  unfindableId,
 } from "./request-checks.js";
 import { BODY_LIMIT, HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from "./request-limits.js";
 import { requestLogFields } from "./request-log.js";
@@ -253,18 +253,17 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   // string body with no content-type) was read as one string, "expected object".
   app.removeContentTypeParser("text/plain");
   app.addHook("preValidation", async (request) => {
-    // No session or run id holds NUL or a lone surrogate (Postgres could not even compare one),
-    // and none is empty (`DELETE /v1/sessions/`, `fleet batch status ""`): such an id is named
-    // quoted, where "session  not found" showed nothing of it.
+    // An id no route could find (request-checks.ts `unfindableId`) is a 404 naming it quoted.
     const id = (request.params as { id?: unknown } | undefined)?.id;
-    if (typeof id === "string" && (id === "" || !isStorableText(id))) {
+    const quoted = typeof id === "string" ? unfindableId(id) : undefined;
+    if (quoted !== undefined) {
       const route = request.routeOptions.url ?? "";
       const what = route.startsWith("/v1/runs/")
         ? "run"
         : route.startsWith("/v1/batches/")
           ? "batch"
           : "session";
-      throw new NotFoundError(`${what} ${JSON.stringify(id)}`);
+      throw new NotFoundError(`${what} ${quoted}`);
     }
     checkQuery(request.query);
     const path = originForm(request.url).split("?", 1)[0]!;

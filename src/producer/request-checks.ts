@@ -34,6 +34,27 @@ export function checkQuery(query: unknown): void {
           : new ValidationError("", `a query parameter's name ${UNSTORABLE_TEXT}`);
 }
 
+/** Spaces, controls and invisible characters (format, separators, unassigned code points). */
+const UNSEEN = /[\s\p{C}\p{Z}]/u;
+
+/**
+ * An id in a URL that no route could find, quoted for its 404 (pure); undefined for one to
+ * look up. No session, run or batch id holds NUL or a lone surrogate (Postgres could not even
+ * compare one), none is empty (`DELETE /v1/sessions/`, `fleet batch status ""`) and none holds
+ * a space or an invisible character (the API makes every id, of hex digits and dashes). Such an
+ * id is named as JSON quotes it, with the unseen characters JSON leaves as they are (U+200B,
+ * U+00A0…) escaped too: "session  not found" showed nothing of it, and an id pasted with a
+ * trailing space or its line's end read "session ID  not found".
+ */
+export function unfindableId(id: string): string | undefined {
+  if (id !== "" && isStorableText(id) && !UNSEEN.test(id)) return undefined;
+  const escaped = (c: string) =>
+    Array.from({ length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, "0")}`).join(
+      "",
+    );
+  return JSON.stringify(id).replace(/[\s\p{C}\p{Z}]/gu, (c) => (c === " " ? c : escaped(c)));
+}
+
 /**
  * A `/v1` query parameter is given once (pure): no route reads a list of them, and each read
  * a repeated one as a list and refused it in words about its value, which was right

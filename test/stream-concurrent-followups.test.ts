@@ -101,6 +101,18 @@ describe("stream() with concurrent follow-up messages", () => {
     expect(foreign.status).toBe(404);
     const bad = await readSse(url("not-a-run"), { stop: () => true });
     expect(bad.status).toBe(404);
+    // An empty run id, or one with a space in it, is named quoted: "run  1 of session …" showed nothing.
+    for (const [run, said] of [
+      ["", '""'],
+      ["%201", '" 1"'],
+      [`${first.runId}%0A`, `"${first.runId}\\n"`],
+    ]) {
+      const odd = await readSse(url(run!), { stop: () => true });
+      expect(odd.status).toBe(404);
+      expect((odd.body as { error: { message: string } }).error.message).toBe(
+        `run ${said} of session ${id} not found`,
+      );
+    }
   }, 30_000);
 });
 

@@ -9,6 +9,7 @@ import { compareIds, STREAM_START } from "../shared/event-expiry.js";
 import type { EventReader } from "../shared/event-reader.js";
 import { canonicalEventId, isEventId } from "../shared/events.js";
 import type { SessionQueries } from "../shared/store/session-queries.js";
+import { unfindableId } from "./request-checks.js";
 
 /**
  * Where a reader starts, and what its first read must still find (event-stream.ts):
@@ -107,7 +108,9 @@ export async function sessionStreamStart(
   // messages may queue runs after it); else the latest run's. Only those runs are read: a
   // session used for days has thousands, and each reader connecting read them all.
   const run = await queries.lastRun(sessionId, tenant, runParam === undefined ? {} : { id: runParam });
-  if (runParam !== undefined && !run) throw new NotFoundError(`run ${runParam} of session ${sessionId}`);
+  // Quoted when it is empty or holds a space or an invisible character (request-checks.ts).
+  if (runParam !== undefined && !run)
+    throw new NotFoundError(`run ${unfindableId(runParam) ?? runParam} of session ${sessionId}`);
   // While the latest run waits behind one of the session's runs that is still running (a
   // message sent during a run), the stream starts at the RUN_STARTED of that running run:
   // its remaining events come before the queued run's RUN_STARTED, and starting at the end

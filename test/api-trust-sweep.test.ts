@@ -49,6 +49,7 @@ const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: fals
 function send(r: Req): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string> = { authorization: `Bearer ${key}`, ...r.headers };
+    if (headers.authorization === "") delete headers.authorization;
     if (r.body !== undefined && !("transfer-encoding" in headers))
       headers["content-length"] = String(Buffer.byteLength(r.body));
     const req = request({ host: "127.0.0.1", port, method: r.method, path: r.path, headers }, (res) => {
@@ -513,6 +514,47 @@ describe("the API's trust boundary, swept from its OpenAPI document", () => {
           { status: 413 },
         ],
       );
+    }
+    await sweepAll(cases);
+  }, 60_000);
+
+  it("without a key, with a key of another scheme, by a method the path does not take", async () => {
+    const cases: [string, Operation, Req, Expect][] = [];
+    for (const o of operations()) {
+      const name = `${o.method} ${o.docPath}`;
+      const takesBody = o.method === "POST" || o.method === "PATCH";
+      const body: Partial<Req> = takesBody ? json(baseBody(o.method, o.docPath)) : {};
+      const path = urlOf(o.docPath);
+      // The document itself is open to no one without a key either (every /v1 route needs one).
+      cases.push(
+        [
+          `${name} without a key`,
+          o,
+          { method: o.method, path, ...body, headers: { ...body.headers, authorization: "" } },
+          { status: 401 },
+        ],
+        [
+          `${name} with the key as Basic`,
+          o,
+          {
+            method: o.method,
+            path,
+            ...body,
+            headers: { ...body.headers, authorization: `Basic ${Buffer.from(`:${key}`).toString("base64")}` },
+          },
+          { status: 401 },
+        ],
+      );
+      // A method no operation of the path documents: a 404 in the error shape, nothing done.
+      const taken = Object.keys(doc.paths[o.docPath]).map((m) => m.toUpperCase());
+      if (o.method !== taken[0]) continue;
+      for (const method of ["PUT", "PATCH", "DELETE", "POST"].filter((m) => !taken.includes(m)))
+        cases.push([
+          `${method} ${o.docPath}`,
+          { ...o, op: { responses: { 404: { content: {} } } } },
+          { method, path, ...json({}) },
+          { status: 404, says: /^no route/ },
+        ]);
     }
     await sweepAll(cases);
   }, 60_000);

@@ -34,7 +34,7 @@ export function toValidationError(
   error: z.ZodError,
   discriminator: string | null = "role",
 ): ValidationError {
-  const issue = error.issues[0];
+  const issue = namedIssue(error.issues);
   if (!issue) return new ValidationError(root, "invalid");
   if (issue.code === "invalid_union") {
     if (discriminator === null) return unionError(root, issue);
@@ -54,7 +54,51 @@ export function toValidationError(
     const also = others.length > 0 ? `; also unknown: ${namedKeys(others)}` : "";
     return new ValidationError(formatPath(root, [...issue.path, cutKey(first)]), `unknown field${also}`);
   }
-  return new ValidationError(formatPath(root, issue.path), issue.message.replace(/^Invalid input: /, ""));
+  return new ValidationError(formatPath(root, issue.path), inWords(issue));
+}
+
+/**
+ * The issue a 400 names: the first, unless it is a number's safe-integer bound (zod's `.int()`)
+ * and the same field has another. `agent.budget.maxTokens` of -2^63 read "Too small: expected
+ * int to be >=-9007199254740991", a bound the field never takes: it must be greater than 0.
+ */
+function namedIssue(issues: readonly z.core.$ZodIssue[]): z.core.$ZodIssue | undefined {
+  const [first] = issues;
+  if (!first || !((first.code === "too_small" || first.code === "too_big") && first.origin === "int"))
+    return first;
+  const samePath = (issue: z.core.$ZodIssue) =>
+    issue.path.length === first.path.length && issue.path.every((key, i) => key === first.path[i]);
+  return issues.slice(1).find(samePath) ?? first;
+}
+
+/**
+ * What a field must be, for the issues zod words its own way ("Too small: expected number to
+ * be >0", "Invalid input: expected int, received number", "Invalid option: expected one of
+ * "a"|"b""); a message a schema gave is kept as it is.
+ */
+function inWords(issue: z.core.$ZodIssue): string {
+  const own = issue.message.replace(/^Invalid input: /, "");
+  if (issue.code === "invalid_type" && issue.expected === "int" && own.startsWith("expected int,"))
+    return "must be a whole number";
+  if (issue.code === "invalid_value" && issue.message.startsWith("Invalid option: "))
+    return `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
+  const small = issue.code === "too_small" && issue.message.startsWith("Too small: ");
+  const big = issue.code === "too_big" && issue.message.startsWith("Too big: ");
+  if (!small && !big) return own;
+  const bound = Number(
+    issue.code === "too_small" ? issue.minimum : issue.code === "too_big" ? issue.maximum : 0,
+  );
+  const inclusive = (issue as { inclusive?: boolean }).inclusive !== false;
+  const origin = (issue as { origin?: string }).origin;
+  if (origin === "number" || origin === "int" || origin === "bigint") {
+    if (small) return inclusive ? `must be at least ${bound}` : `must be greater than ${bound}`;
+    return inclusive ? `must be at most ${bound}` : `must be less than ${bound}`;
+  }
+  const unit =
+    origin === "string" ? "characters" : origin === "array" || origin === "set" ? "items" : undefined;
+  if (unit === undefined) return own;
+  if (small && unit === "characters" && bound === 1) return "must be a non-empty string";
+  return `must be ${small ? "at least" : "at most"} ${bound} ${unit}`;
 }
 
 /**

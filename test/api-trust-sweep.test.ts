@@ -6,11 +6,13 @@
  * person gets wrong: a required field left out, a field of the wrong JSON type (the answer
  * must name it, contracts §4 "invalid body → 400 naming the field"), a huge string, a
  * compressed body, a body just over the size limit, ids that are not ids (`..`, `%2F`,
- * unicode, empty, another case) and query values that are not what the parameter reads.
+ * unicode, empty, another case, with a space or a line's end), query values and names that are
+ * not what the route reads, no key or a key of another scheme, and methods a path does not take.
  *
  * Every answer: below 500, with the error shape and the status its operation documents
- * (validated against the documented schema), no stack trace or internal name, within a
- * bound (no hang), and nothing stored or queued for a refused request.
+ * (validated against the documented schema, successes too), no stack trace or internal name,
+ * no zod words, within a bound (no hang), and nothing stored or queued for a refused request.
+ * `SWEEP_LOG=1` prints every request and its answer, to read the messages by eye.
  */
 import { request } from "node:http";
 import { gzipSync } from "node:zlib";
@@ -37,6 +39,9 @@ const HANG_MS = 15_000;
 /** Words that name the inside of the fleet, never to be shown to a caller. */
 const INTERNAL =
   /\bat [\w.<>]+ \(|node_modules|\/work\/|\.[jt]s:\d+|postgres|drizzle|bullmq|ioredis|ZodError|TypeError|ReferenceError|Cannot read|undefined is not|relation "|violates|duplicate key|\bselect\b.*\bfrom\b|\bsql\b/i;
+
+/** zod's own words, which a 400 says plainly instead (shared/field-errors.ts `inWords`). */
+const ZOD_WORDS = /Too (small|big): |Invalid (option|input)|expected int\b|nonoptional/;
 
 let fleet: FleetEnv;
 let port: number;
@@ -324,6 +329,7 @@ async function sweep(
   if (schema && !validates(schema, answer.json)) return `${seen} (not the documented shape)`;
   if (!answer.json?.error?.message) return `${seen} (not the error shape)`;
   if (INTERNAL.test(answer.text)) return `${seen} (shows internals)`;
+  if (ZOD_WORDS.test(answer.json.error.message)) return `${seen} (in zod's words)`;
   if (want.names !== undefined) {
     // Its `field` is the one broken (or, where the sweep made its parent, a required one of
     // those left out); an answer without `field` says it in its message.

@@ -25,11 +25,14 @@
  * type than `"object"`; tool ids match `^[a-zA-Z0-9_-]+$`
  * and `tool_use` ids are unique across the request;
  * no empty text block, and none of whitespace only unless its message has other text (a
- * `tool_result`'s string content included: it is a text block of its own).
+ * `tool_result`'s string content included: it is a text block of its own). On top of these, a
+ * request breaking any rule of `anthropicViolations` (wire-validators.ts: tool_use / tool_result
+ * pairing, their places, an empty request…) is refused with the rule as its message.
  */
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { anthropicViolations } from "./wire-validators.js";
 
 export type FakeBlock =
   | {
@@ -414,7 +417,8 @@ export async function startFakeAnthropic(initial: FakeResponse[] = []): Promise<
       res.end(JSON.stringify({ type: "error", error: { type: "not_found_error", message: "not found" } }));
       return;
     }
-    const invalid = validateRequest(body, redacted);
+    // What the fake was taught, then every documented rule (wire-validators.ts).
+    const invalid = validateRequest(body, redacted) ?? anthropicViolations(body)[0] ?? null;
     if (invalid !== null) {
       res.writeHead(400, { "content-type": "application/json", "request-id": `req_fake_${requests.length}` });
       res.end(JSON.stringify({ type: "error", error: { type: "invalid_request_error", message: invalid } }));

@@ -39,6 +39,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { responsesViolations } from "./wire-validators.js";
 
 export type FakeResponsesStep = {
   /** A reasoning item first (its encrypted content is generated). */
@@ -267,7 +268,8 @@ export async function startFakeResponses(initial: FakeResponsesStep[] = []): Pro
     };
     if (req.method !== "POST" || req.url !== "/v1/responses")
       return json(404, { message: "not found", type: "invalid_request_error", code: null });
-    const invalid = validate(body);
+    // What the fake was taught, then every documented rule (wire-validators.ts).
+    const invalid = validate(body) ?? responsesViolations(body)[0] ?? null;
     if (invalid)
       return json(400, {
         message: invalid,

@@ -14,6 +14,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { chatViolations } from "./wire-validators.js";
 
 export type FakeToolCall = {
   id?: string;
@@ -339,7 +340,12 @@ export async function startFakeOpenAI(
         return;
       }
     }
-    const invalid = invalidToolId(body);
+    // What the fake was taught, then every documented rule (wire-validators.ts).
+    const sent = body as Record<string, unknown>;
+    const broken = Array.isArray(sent?.messages) ? chatViolations(sent)[0] : undefined;
+    const invalid =
+      invalidToolId(body) ??
+      (broken === undefined ? null : { message: broken, param: "messages", code: "invalid_value" });
     if (invalid) {
       res.writeHead(400, { "content-type": "application/json" });
       res.end(

@@ -159,3 +159,35 @@ describe.each(Object.entries(NEXT))("then to %s", (_name, next) => {
     expect(await step(next(), resumed(recovered, "continue_response"))).toMatchObject({ content: "Done." });
   });
 });
+
+describe("a call another provider's model named as no tool is named (answered as unavailable)", () => {
+  // Kimi's `functions.write_file`, a channel marker leaked into the name, a name of 100
+  // characters: the fleet answers the call "no tool named … is available" and keeps it.
+  const BAD = ["functions.write_file", "write_file<|channel|>commentary", `t${"x".repeat(99)}`];
+
+  it.each(BAD)(
+    "%s: a fallback to Claude (resume, then new input) goes on, the call renamed",
+    async (name) => {
+      fakes.chat.enqueue({
+        toolCalls: [{ id: "call_n1", name, arguments: '{"path":"a"}' }],
+        finishReason: "tool_calls",
+      });
+      const history: Message[] = [ask("write a")];
+      const first = await step(chat(), history);
+      expect(first.toolCalls).toMatchObject([{ name }]);
+      history.push(first, {
+        role: "tool",
+        toolCallId: "call_n1",
+        name,
+        content: `no tool named "${name}" is available to this agent`,
+        success: false,
+      });
+      expect(await step(NEXT.claude(), resumed(history, "call_model"))).toMatchObject({ content: "Done." });
+      expect(await step(NEXT.claude(), [...history, ask("and b")])).toMatchObject({ content: "Done." });
+      const sent = fakes.anthropic.requests.map((r) => r.body.messages[1]!.content as { name?: string }[]);
+      expect(sent[0]![0]!.name).toMatch(/^[a-zA-Z0-9_-]{1,64}$/);
+      // The same name every time: the prompt cache holds from one request to the next.
+      expect(sent[1]![0]!.name).toBe(sent[0]![0]!.name);
+    },
+  );
+});

@@ -159,6 +159,17 @@ const HISTORIES: Record<string, Message[]> = {
     ask("search"),
     stepOf({ content: "Searching.\n", stopReason: "paused" }),
   ],
+  "a call named as no tool is (another provider's model), answered as unavailable": [
+    ask("write a"),
+    stepOf({ toolCalls: [{ id: "functions.write_file:0", name: "functions.write_file", arguments: {} }] }),
+    {
+      role: "tool",
+      toolCallId: "functions.write_file:0",
+      name: "functions.write_file",
+      content: 'no tool named "functions.write_file" is available to this agent',
+      success: false,
+    },
+  ],
   "kimi-style ids repeated per turn, the second turn interrupted": [
     ask("write a"),
     stepOf({ toolCalls: [call("functions.write_file:0")] }),

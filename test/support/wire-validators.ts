@@ -15,7 +15,9 @@
  *   after"), whose `tool_result` blocks come before any other block ("tool_result blocks must
  *   come FIRST in the content array"); every `tool_result` answers a `tool_use` of the message
  *   right before it; `tool_use` only in assistant messages, `tool_result` only in user ones;
- *   `tool_use` ids unique and `^[a-zA-Z0-9_-]+$`;
+ *   `tool_use` ids unique and `^[a-zA-Z0-9_-]+$`; a `tool_use` name, in the history as in
+ *   `tools`, `^[a-zA-Z0-9_-]{1,64}$` (the API answers "messages.1.content.1.tool_use.name: String
+ *   should match pattern '^[a-zA-Z0-9_-]{1,64}$'", and "… should have at most 64 characters");
  * - no text block empty or of whitespace only (a `tool_result`'s string content included);
  * - thinking: a `thinking` block carries a non-empty `signature`; an assistant message holding
  *   thinking blocks starts with one; with `thinking` on, the assistant turn of the last tool
@@ -103,6 +105,8 @@ export function anthropicViolations(body: Json): string[] {
       if (block.type === "tool_use") {
         const id = String(block.id);
         if (!TOOL_ID.test(id)) out.push(`${at}.id: must match ^[a-zA-Z0-9_-]+$`);
+        if (!FUNCTION_NAME.test(String(block.name)))
+          out.push(`${at}.tool_use.name: String should match pattern '^[a-zA-Z0-9_-]{1,64}$'`);
         if (toolUseIds.has(id)) out.push(`${at}: tool_use ids must be unique`);
         toolUseIds.add(id);
       }

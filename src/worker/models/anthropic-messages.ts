@@ -19,7 +19,7 @@ import type {
 import type { AssistantMessage, Message, ToolCall } from "../../shared/messages.js";
 import { requestsTools } from "../../shared/resume-point.js";
 import { objectArray, replayableState, type StateTarget } from "./provider-state.js";
-import { anthropicToolId, anthropicWireIds } from "./wire-ids.js";
+import { anthropicToolId, anthropicToolName, anthropicWireIds } from "./wire-ids.js";
 
 type Turn = { role: "user" | "assistant"; content: ContentBlockParam[] };
 
@@ -27,12 +27,15 @@ function textBlock(text: string): TextBlockParam {
   return { type: "text", text };
 }
 
-/** A stored call as a `tool_use` block under its wire id (`anthropicWireIds`). */
+/**
+ * A stored call as a `tool_use` block under its wire id (`anthropicWireIds`) and a name the
+ * API takes back (`anthropicToolName`: another provider's model may have named it otherwise).
+ */
 function toolUse(call: ToolCall, ids: ReadonlyMap<string, string>): ToolUseBlockParam {
   return {
     type: "tool_use",
     id: ids.get(call.id) ?? anthropicToolId(call.id),
-    name: call.name,
+    name: anthropicToolName(call.name),
     input: call.arguments,
   };
 }
@@ -46,7 +49,7 @@ function toolUse(call: ToolCall, ids: ReadonlyMap<string, string>): ToolUseBlock
  *   its wording (resume-plan.ts) already addresses the model.
  * - Tool ids go out as the API accepts them (`^[a-zA-Z0-9_-]+$`, unique across the request):
  *   another provider's id that is not, or that an earlier step used, is rewritten, for the
- *   call and its result alike (wire-ids.ts).
+ *   call and its result alike (wire-ids.ts); so is a call's name outside `^[a-zA-Z0-9_-]{1,64}$`.
  * - A `tool` result is a `tool_result` block (`is_error: true` when `success` is false, which
  *   includes the synthetic "interrupted" results); one whose output is empty or only
  *   whitespace has no `content` (the API refuses it as a text block). A result whose call was not replayed as a

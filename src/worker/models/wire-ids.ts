@@ -5,6 +5,8 @@
  * (up to MAX_TOOL_CALL_ID). Sent as they are, the next provider refuses the whole request —
  * Anthropic a `tool_use.id` outside `^[a-zA-Z0-9_-]+$`, OpenAI chat a `tool_calls[].id` over 40
  * characters, the Responses API a `call_id` over 64 — with a 400 that no retry or resume could get past.
+ * Names too (`openaiToolName`, `anthropicToolName`): a model may call a tool by a name no
+ * provider takes back.
  *
  * So an id the provider would refuse goes out rewritten, the same way every time (a digest of
  * it), for the call and for the result that answers it alike: the pairs stay paired. The
@@ -51,6 +53,18 @@ export function openaiToolName(name: string): string {
   if (OPENAI_TOOL_NAME.test(name)) return name;
   const kept = name.replace(/[^a-zA-Z0-9_-]+/g, "_").slice(0, 47);
   return `${kept}_${digest(name).slice(0, 16)}`;
+}
+
+/**
+ * A call's name as the Messages API accepts it back in a `tool_use` block: the same pattern as
+ * the OpenAI APIs' (`^[a-zA-Z0-9_-]{1,64}$`: "messages.1.content.1.tool_use.name: String should
+ * match pattern" and "… should have at most 64 characters"), so the same rename. A fallback to
+ * Claude after an OpenAI-compatible model called `functions.write_file` (answered "unknown
+ * tool") sent that name as it was: the 400 came back at every retry and resume, and the
+ * session parked, though the fallback was there to carry it on.
+ */
+export function anthropicToolName(name: string): string {
+  return openaiToolName(name);
 }
 
 /**

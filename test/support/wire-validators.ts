@@ -18,7 +18,8 @@
  *   `tool_use` ids unique and `^[a-zA-Z0-9_-]+$`; a `tool_use` name, in the history as in
  *   `tools`, `^[a-zA-Z0-9_-]{1,64}$` (the API answers "messages.1.content.1.tool_use.name: String
  *   should match pattern '^[a-zA-Z0-9_-]{1,64}$'", and "… should have at most 64 characters");
- * - no text block empty or of whitespace only (a `tool_result`'s string content included);
+ * - no text block empty, nor of whitespace only unless its message holds other text (a
+ *   `tool_result`'s string content is a text block of its own);
  * - thinking: a `thinking` block carries a non-empty `signature`; an assistant message holding
  *   thinking blocks starts with one; with `thinking` on, the assistant turn of the last tool
  *   loop starts with its thinking block, and so does a final assistant message (a paused turn
@@ -76,9 +77,14 @@ export function anthropicViolations(body: Json): string[] {
   };
   for (const [i, block] of blocksOf(body.system).entries()) countCache(block, `system.${i}`);
   for (const [i, tool] of blocksOf(body.tools).entries()) countCache(tool, `tools.${i}`);
-  const textRule = (text: unknown, where: string) => {
+  /**
+   * A text block is never empty; of whitespace only, it is refused unless its message holds
+   * other text (`spoken`): what the API answers, as measured against it (fake-anthropic.ts).
+   */
+  const textRule = (text: unknown, where: string, spoken = false) => {
     if (typeof text !== "string" || text === "") out.push(`${where}: text content blocks must be non-empty`);
-    else if (text.trim() === "") out.push(`${where}: text content blocks must contain non-whitespace text`);
+    else if (text.trim() === "" && !spoken)
+      out.push(`${where}: text content blocks must contain non-whitespace text`);
   };
   if (typeof body.system === "string") textRule(body.system, "system");
   for (const [i, block] of blocksOf(body.system).entries()) textRule(block.text, `system.${i}`);
@@ -93,11 +99,14 @@ export function anthropicViolations(body: Json): string[] {
     if (blocks.length === 0) out.push(`${where}: content must not be empty`);
     if (message.role === "assistant" && blocks.some(isThinkingBlock) && !isThinkingBlock(blocks[0]))
       out.push(`${where}.content.0: an assistant message holding thinking blocks must start with one`);
+    const spoken = blocks.some(
+      (b) => b.type === "text" && typeof b.text === "string" && b.text.trim() !== "",
+    );
     let pastResults = false;
     for (const [b, block] of blocks.entries()) {
       const at = `${where}.content.${b}`;
       countCache(block, at);
-      if (block.type === "text") textRule(block.text, at);
+      if (block.type === "text") textRule(block.text, at, spoken);
       if (block.type === "thinking" && (typeof block.signature !== "string" || block.signature === ""))
         out.push(`${at}: thinking block without its signature`);
       if ((block.type === "tool_use" || isThinkingBlock(block)) && message.role !== "assistant")

@@ -75,6 +75,10 @@ describe("provider limits across two worker processes", () => {
         FLEET_ENDPOINT_PERMIT_TTL_MS: "2000",
         WORKER_CONCURRENCY: "4",
         SWEEP_INTERVAL_MS: "200",
+        // Not the fleet tests' 2 s: these tests hold provider limits, and a worker slowed past
+        // a 2 s lease on a loaded machine had its run ended `stalled` and resumed (a CI-like
+        // load, 7 December), which the first test rightly counts against "no resume".
+        LEASE_TTL_MS: "6000",
       },
     });
     const keys = new ApiKeys(fleet.database);

@@ -46,6 +46,18 @@ export const postgresUrl = z.string().superRefine((url, ctx) => {
     });
 });
 
+/**
+ * Why a `redis://` / `rediss://` URL's database number (its path) is no whole number, or
+ * undefined when it is one or there is none. ioredis sends `SELECT path` as it connects and,
+ * refused, only emits an error event: `/x` failed a role's first command later (exit 70).
+ */
+export function whyRedisDatabaseIsWrong(url: string): string | undefined {
+  if (!/^rediss?:\/\//i.test(url) || !URL.canParse(url)) return undefined;
+  const db = decodeURIComponent(new URL(url).pathname.slice(1));
+  if (db === "" || /^\d+$/.test(db)) return undefined;
+  return `the database number ${JSON.stringify(db)} after the port is not a whole number: expected e.g. redis://host:6379/0`;
+}
+
 /** Redis URL (redis.ts parses it; a cluster's seed list is checked there, node by node). */
 export const redisUrl = z
   .string()
@@ -59,4 +71,8 @@ export const redisUrl = z
     // one that does not parse stopped every role with "Invalid URL", exit 1, naming nothing.
     (url) => !/^rediss?:\/\//i.test(url) || URL.canParse(url),
     "is not a URL (a port past 65535, a character out of place?): expected e.g. redis://user:password@host:6379/0",
-  );
+  )
+  .superRefine((url, ctx) => {
+    const why = whyRedisDatabaseIsWrong(url);
+    if (why) ctx.addIssue({ code: "custom", message: why });
+  });

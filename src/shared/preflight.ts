@@ -173,7 +173,10 @@ export async function checkRedis(url: string, timeoutMs = PREFLIGHT_TIMEOUT_MS):
   try {
     await redis.connect();
     await redis.ping();
-    if (!isClusterUrl(url)) await refuseClusterNode(redis, url);
+    if (!isClusterUrl(url)) {
+      await refuseClusterNode(redis, url);
+      await selectDatabase(redis, url);
+    }
   } catch (thrown) {
     if (thrown instanceof ValidationError) throw thrown;
     // ioredis reports "Connection is closed"; the socket's own error says why.
@@ -198,6 +201,27 @@ export async function checkRedis(url: string, timeoutMs = PREFLIGHT_TIMEOUT_MS):
     );
   } finally {
     redis.disconnect();
+  }
+}
+
+/**
+ * REDIS_URL's database number, selected again on the check's connection: ioredis selects it
+ * as it connects but, refused (a number past the server's `databases`), only emits an error
+ * event and stays on database 0, where every role then ran, next to whatever else is there.
+ */
+async function selectDatabase(redis: ReturnType<typeof createProbe>, url: string): Promise<void> {
+  if (!/^rediss?:\/\//i.test(url)) return;
+  const db = new URL(url).pathname.slice(1);
+  if (db === "" || Number(db) === 0) return;
+  try {
+    await redis.select(Number(db));
+  } catch (error) {
+    if (!/DB index is out of range/i.test((error as Error).message)) throw error;
+    throw new ValidationError(
+      "REDIS_URL",
+      `Redis at ${redact(url)} has no database ${Number(db)} (${(error as Error).message}): ` +
+        "give a number below its `databases` setting (16 unless configured), e.g. redis://host:6379/0",
+    );
   }
 }
 

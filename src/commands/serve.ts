@@ -14,6 +14,7 @@ import { dirname, join, resolve } from "node:path";
 import { type FleetConfig, loadConfig } from "../shared/config.js";
 import { ensureDatabase, openDatabase } from "../shared/db/client.js";
 import { type MigrateResult, migrateDatabase } from "../shared/db/migrate.js";
+import { privilegeRefusal } from "../shared/db/privilege-refusal.js";
 import {
   checkPostgres,
   checkRedis,
@@ -137,13 +138,18 @@ export async function migrate(
 ): Promise<MigrateResult> {
   await checkPostgres(config.databaseUrl, "postgres", config.preflightTimeoutMs);
   if (options.withRedis) await checkRedis(config.redisUrl, config.preflightTimeoutMs);
-  await ensureDatabase(config.databaseUrl);
+  // A user that may not create the database or its tables is told what to grant (privilege-refusal.ts).
+  await ensureDatabase(config.databaseUrl).catch((error: unknown) => {
+    throw privilegeRefusal(config.databaseUrl, "create", error) ?? error;
+  });
   const database = openDatabase(config.databaseUrl, { max: 2 });
   try {
     return await migrateDatabase(database, {
       lockTimeoutMs: config.migrateLockTimeoutMs,
       onWait: (line) => console.error(`fleet migrate: ${line}`),
     });
+  } catch (error) {
+    throw privilegeRefusal(config.databaseUrl, "migrate", error) ?? error;
   } finally {
     await database.close();
   }

@@ -34,10 +34,28 @@ export function whyUrlDoesNotParse(url: string): string {
   if (port !== undefined && port !== "") return `its port ${JSON.stringify(port)} is not a number`;
   return "is not a URL (a character out of place?)";
 }
+/**
+ * Whether a URL's user information holds a character a URL reserves, not percent-encoded: an
+ * `@` after the first `/`, `?` or `#` that follows the scheme, where the parser has already
+ * ended the host (an `@` before it is fine: the last `@` ends the user information). The
+ * parser then read a piece of the password as the port ("its port \"w\" is not a number",
+ * printed) or as the host. False positive: an `@` in a query value (`?application_name=a@b`),
+ * which %40 spells as well.
+ */
+export function reservedInUserinfo(url: string): boolean {
+  const rest = url.slice(url.indexOf("://") + 3);
+  const hostEnd = rest.search(/[/?#]/);
+  return url.includes("://") && hostEnd >= 0 && rest.lastIndexOf("@") > hostEnd;
+}
+const RESERVED_WORDS =
+  "its user name or password holds a character a URL reserves: percent-encode them " +
+  "(@ %40, : %3A, / %2F, ? %3F, # %23, % %25; encodeURIComponent does it)";
+
 /** Postgres URL: every role reads its database name from it (new URL), so it must parse. */
 export const postgresUrl = z.string().superRefine((url, ctx) => {
   if (!/^postgres(ql)?:/i.test(url))
     ctx.addIssue({ code: "custom", message: `expected a postgres:// URL, e.g. ${POSTGRES_EXAMPLE}` });
+  else if (reservedInUserinfo(url)) ctx.addIssue({ code: "custom", message: RESERVED_WORDS });
   // It said "expected a postgres:// URL" of postgres://host:99999/db too, as if the scheme were wrong.
   else if (!URL.canParse(url))
     ctx.addIssue({
@@ -66,10 +84,12 @@ export const redisUrl = z
     (url) => /^(rediss?(\+cluster)?:\/\/|\/)/i.test(url),
     "expected redis://, rediss://, redis+cluster:// or rediss+cluster:// (or a socket path)",
   )
+  // Before the parse below, which said "a character out of place?" of such a URL.
+  .refine((url) => !/^rediss?(\+cluster)?:/i.test(url) || !reservedInUserinfo(url), RESERVED_WORDS)
   .refine(
     // redis.ts parses it with new URL (a cluster's seed list is checked there, node by node):
     // one that does not parse stopped every role with "Invalid URL", exit 1, naming nothing.
-    (url) => !/^rediss?:\/\//i.test(url) || URL.canParse(url),
+    (url) => !/^rediss?:\/\//i.test(url) || reservedInUserinfo(url) || URL.canParse(url),
     "is not a URL (a port past 65535, a character out of place?): expected e.g. redis://user:password@host:6379/0",
   )
   .superRefine((url, ctx) => {

@@ -13,6 +13,7 @@ import { parseAllowedBaseUrls } from "./allowed-base-urls.js";
 import { envSchema, NUMBER_VARIABLES } from "./config-schema.js";
 import { ValidationError } from "./errors.js";
 import type { FleetConfig } from "./fleet-config.js";
+import { misspelledVariables } from "./misspelled-variables.js";
 import { parseModelEndpoints } from "./model-endpoints.js";
 import { parsePrices } from "./prices.js";
 import { readProcessEnv } from "./process-env.js";
@@ -23,6 +24,7 @@ import { webhookSettingsFromEnv } from "./webhooks.js";
 
 export { CONFIG_VARIABLES, DEFAULT_SESSION_MAX_QUEUED_RUNS } from "./config-schema.js";
 export type { FleetConfig } from "./fleet-config.js";
+export { misspelledVariables } from "./misspelled-variables.js";
 export { readProcessEnv } from "./process-env.js";
 export { parseTrustProxy } from "./trust-proxy.js";
 
@@ -73,8 +75,22 @@ function checkDatabaseName(url: string): void {
   );
 }
 
-/** Parses the environment once per call site that owns a process; pass `env` in tests. */
-export function loadConfig(env: Record<string, string | undefined> = readProcessEnv()): FleetConfig {
+let misspellingsSaid = false;
+
+/**
+ * Parses the environment once per call site that owns a process; pass `env` in tests. Read
+ * from the process, a FLEET_* variable spelled near a real one is named on stderr, once per
+ * process (misspelled-variables.ts): the command goes on, on the default.
+ */
+export function loadConfig(env?: Record<string, string | undefined>): FleetConfig {
+  if (env === undefined) {
+    env = readProcessEnv();
+    if (!misspellingsSaid) {
+      misspellingsSaid = true;
+      for (const line of misspelledVariables(env))
+        console.error(`fleet ${process.argv[2] ?? ""}: warning: ${line}`);
+    }
+  }
   const result = envSchema.safeParse(withoutBlankNumbers(env));
   if (!result.success) {
     const issue = result.error.issues[0]!;

@@ -176,6 +176,22 @@ describe("a variable set but blank", () => {
     ])
       expect(() => loadConfig({ [name]: value }), name).toThrow(`expected a number, got "${value}"`);
   });
+
+  it("one in hex, binary or octal notation, or infinite, is refused too; decimal with spaces or an exponent is taken", () => {
+    // Number() read LEASE_TTL_MS=0b101 as 5 (then raised to 500 in silence), 0x10 as 16; and
+    // 1e309 as Infinity, which zod called "expected number, received Infinity".
+    for (const [name, value] of <[string, string][]>[
+      ["LEASE_TTL_MS", "0b101"],
+      ["WORKER_CONCURRENCY", "0x10"],
+      ["FLEET_TOOL_TIMEOUT_MS", "0o17"],
+      ["FLEET_HISTORY_CACHE_MB", "1e309"],
+      ["FLEET_TENANT_REQUESTS_PER_SECOND", "Infinity"],
+    ])
+      expect(() => loadConfig({ [name]: value }), name).toThrow(`${name}: expected a number, got "${value}"`);
+    expect(loadConfig({ WORKER_CONCURRENCY: " 5 " }).workerConcurrency).toBe(5);
+    expect(loadConfig({ LEASE_TTL_MS: "1e4" }).leaseTtlMs).toBe(10_000);
+    expect(loadConfig({ FLEET_HISTORY_CACHE_MB: "0.5" }).historyCacheBytes).toBe(524_288);
+  });
 });
 
 describe("DATABASE_URL", () => {

@@ -29,13 +29,24 @@ export { readProcessEnv } from "./process-env.js";
 export { parseTrustProxy } from "./trust-proxy.js";
 
 /**
+ * A number as an operator writes one: decimal, with a fraction or an exponent, spaces around.
+ * Number() also read `0x10` as 16 and `0b101` as 5 (LEASE_TTL_MS=0b101 then raised to 500 in
+ * silence), and `1e309` as Infinity.
+ */
+const DECIMAL = /^\s*[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?\s*$/i;
+
+/**
  * `env` without its blank number variables (NUMBER_VARIABLES): those get their defaults. One
  * that is no number is refused here, with its value: zod said "expected number, received NaN".
  */
 function withoutBlankNumbers(env: Record<string, string | undefined>): Record<string, string | undefined> {
   for (const name of NUMBER_VARIABLES) {
     const value = env[name];
-    if (value !== undefined && value.trim() !== "" && Number.isNaN(Number(value)))
+    if (
+      value !== undefined &&
+      value.trim() !== "" &&
+      !(DECIMAL.test(value) && Number.isFinite(Number(value)))
+    )
       throw new ValidationError(name, `expected a number, got ${JSON.stringify(value)}`);
   }
   const blank = NUMBER_VARIABLES.filter((name) => env[name] !== undefined && env[name]!.trim() === "");

@@ -13,6 +13,7 @@
  */
 import type { Redis } from "ioredis";
 import type { ModelConfig } from "../../shared/agent-config.js";
+import { FleetStateError } from "../../shared/errors.js";
 import { type ModelRoute, type ModelRouting, resolveModelRoute } from "../../shared/model-endpoints.js";
 import { priceOf, pricesOf } from "../../shared/prices.js";
 import { assertNever } from "../../shared/resume-point.js";
@@ -36,13 +37,39 @@ export function redisFaultCounter(redis: Redis, prefix: string): FaultCounter {
   };
 }
 
+/**
+ * The route of an OpenAI or Anthropic model on this worker. An endpoint this worker's
+ * FLEET_MODEL_ENDPOINTS does not declare was said as "no endpoint named … is declared in
+ * FLEET_MODEL_ENDPOINTS", the API's words for a request: but the API took the run, so it is
+ * most likely declared there and missing here (the variable set on the API's deployment only),
+ * and the tenant read the parked reason as its agent's fault
+ * (test/worker-endpoints-differ.test.ts).
+ */
+function workerRoute(
+  config: ModelConfig & { endpoint?: string },
+  routing: ModelRouting,
+  field: string,
+): ModelRoute {
+  try {
+    return resolveModelRoute(config, routing, field)!;
+  } catch (error) {
+    const name = config.endpoint;
+    if (!(error instanceof FleetStateError) || name === undefined || routing.endpoints.has(name)) throw error;
+    throw new FleetStateError(
+      error.field,
+      `no endpoint named ${JSON.stringify(name)} is declared in this worker's FLEET_MODEL_ENDPOINTS ` +
+        "(the API took the run, so its own may declare it): give the API and every worker the same FLEET_MODEL_ENDPOINTS",
+    );
+  }
+}
+
 /** `field` names the model in errors: `agent.model`, `run.model`. */
 export function createModel(config: ModelConfig, deps: ModelDeps, field = "model"): ModelProvider {
   switch (config.provider) {
     case "scripted":
       return new ScriptedModel(config.steps, { faults: deps.faults, settings: deps.routing.scripted });
     case "openai": {
-      const route = resolveModelRoute(config, deps.routing, field)!;
+      const route = workerRoute(config, deps.routing, field);
       return priced(
         onFirstRequest(
           { provider: "openai", model: config.model },
@@ -52,7 +79,7 @@ export function createModel(config: ModelConfig, deps: ModelDeps, field = "model
       );
     }
     case "anthropic": {
-      const route = resolveModelRoute(config, deps.routing, field)!;
+      const route = workerRoute(config, deps.routing, field);
       return priced(
         onFirstRequest(
           { provider: "anthropic", model: config.model },

@@ -11,6 +11,7 @@ import { foreignJournalText, journalState, newerJournalText } from "./db/journal
 import { readRecordedMigrations, shippedJournal } from "./db/migrate.js";
 import { ValidationError } from "./errors.js";
 import { makeDirectory, PRIVATE_DIRECTORY_MODE } from "./make-directory.js";
+import { reachFailure } from "./reach-failure.js";
 import { createProbe, isClusterUrl } from "./redis.js";
 import { startPostgresHint, startRedisHint } from "./start-hints.js";
 import { claimFleet } from "./store/fleet-identity.js";
@@ -54,6 +55,8 @@ function unreachablePostgres(url: string, error: unknown): ValidationError {
       `Postgres at ${redact(url)} refused the login (${(error as Error).message}): ` +
         "fix the user name or password in DATABASE_URL (or the server's pg_hba.conf).",
     );
+  const wrongWay = reachFailure("Postgres", url, redact(url), (error as Error).message);
+  if (wrongWay) return new ValidationError("DATABASE_URL", wrongWay);
   return new ValidationError(
     "DATABASE_URL",
     `cannot reach Postgres at ${redact(url)} (${(error as Error).message}). Start it (e.g. ` +
@@ -194,6 +197,8 @@ export async function checkRedis(url: string, timeoutMs = PREFLIGHT_TIMEOUT_MS):
         `what answered at ${redact(url)} is not Redis (${notRedis}): is REDIS_URL's port another service's? ` +
           "(Redis listens on 6379 unless told otherwise)",
       );
+    const wrongWay = reachFailure("Redis", url, redact(url), error.message);
+    if (wrongWay) throw new ValidationError("REDIS_URL", wrongWay);
     throw new ValidationError(
       "REDIS_URL",
       `cannot reach Redis at ${redact(url)} (${(error as Error).message}). Start it (e.g. ` +

@@ -62,6 +62,17 @@ export const postgresUrl = z.string().superRefine((url, ctx) => {
       code: "custom",
       message: `${whyUrlDoesNotParse(url)}: expected e.g. ${POSTGRES_EXAMPLE}`,
     });
+  // libpq's socket form (`?host=/var/run/postgresql`): postgres.js sent `host` to the server as
+  // a setting, and every role stopped with "cannot reach Postgres … Start it" of a running one.
+  // With no host in the URL it takes the socket's directory from PGHOST.
+  else if (new URL(url).searchParams.has("host"))
+    ctx.addIssue({
+      code: "custom",
+      message:
+        'postgres.js reads no "host" parameter (it went to the server as a setting): for a Unix socket, ' +
+        "leave the host out of the URL and name the socket's directory in PGHOST, e.g. PGHOST=/var/run/postgresql " +
+        "DATABASE_URL=postgres:///agent_fleet (the user in PGUSER); for a TCP host, put it after the //",
+    });
 });
 
 /**

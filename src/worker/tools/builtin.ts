@@ -5,6 +5,7 @@ import { basename, dirname, join, relative, resolve } from "node:path";
 import { z } from "zod";
 import { makeDirectory } from "../../shared/make-directory.js";
 import { abortableSleep } from "../models/scripted.js";
+import { openInHeldFolder } from "./held-folders.js";
 import { leavesRoot, stillInside } from "./opened-inside.js";
 import { defineTool, type Tool } from "./registry.js";
 import { appendWhole } from "./whole-append.js";
@@ -112,11 +113,15 @@ export async function writeSafely(
   const realRoot = await realRootOf(root);
   const folder = dirname(target);
   const inRoot = folder === resolve(root);
-  const realFolder = inRoot ? realRoot : await realFolderOf(root, path, folder, realRoot);
   const flags = kind === "write" ? WRITE_FLAGS : APPEND_FLAGS;
-  // In the root, the one folder on the way is the root (its real path read once per process).
-  const firstFlags = inRoot && kind === "write" ? WRITE_IN_ROOT_FLAGS : flags;
-  const handle = await open(join(realFolder, basename(target)), firstFlags).catch(() => null);
+  // A nested file: through its folder held open (held-folders.ts), else by its real path.
+  let handle = inRoot ? null : await openInHeldFolder(folder, basename(target), flags, realRoot);
+  if (handle === null) {
+    const realFolder = inRoot ? realRoot : await realFolderOf(root, path, folder, realRoot);
+    // In the root, the one folder on the way is the root (its real path read once per process).
+    const firstFlags = inRoot && kind === "write" ? WRITE_IN_ROOT_FLAGS : flags;
+    handle = await open(join(realFolder, basename(target)), firstFlags).catch(() => null);
+  }
   const byNameInRoot = inRoot && handle !== null;
   let opened: Opened;
   if (handle === null) {

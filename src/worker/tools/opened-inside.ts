@@ -21,7 +21,8 @@ export async function stillInside(handle: FileHandle, realRoot: string, path: st
   throw new Error(`Refused: "${path}" leads outside the tool directory.`);
 }
 
-function procLink(fd: number): string | null {
+/** What the kernel says `fd` is open on (Linux's /proc/self/fd), or null where it cannot say. */
+export function procLink(fd: number): string | null {
   try {
     return readlinkSync(`/proc/self/fd/${fd}`);
   } catch {

@@ -15,11 +15,21 @@
  */
 import { request } from "node:http";
 import { connect } from "node:net";
-import { Ajv2020 } from "ajv/dist/2020.js";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import {
+  type Answer,
+  answerOf,
+  idKindOf,
+  type Json,
+  OpenApiDoc,
+  type Operation,
+  queuedJobs,
+  setAt,
+  sweepFixture,
+} from "./support/openapi-sweep.js";
 
 const SEED = Number(process.env.HOSTILE_SEED ?? 20261207);
 const RANDOM_RUNS = 150;
@@ -32,9 +42,6 @@ const INTERNAL =
 const RAW: Record<string, string> = { big: "1e309", negbig: "-1e309", nan: "NaN", inf: "Infinity" };
 const rawMarker = (name: string) => `\u0001raw:${name}\u0001`;
 
-// biome-ignore lint/suspicious/noExplicitAny: parsed JSON and schemas of every shape
-type Json = any;
-type Answer = { status: number; text: string; json: Json; contentType: string | undefined };
 type Case = {
   what: string;
   method: string;
@@ -56,8 +63,8 @@ let fleet: FleetEnv;
 let port: number;
 let key: string;
 let doc: Json;
+let spec: OpenApiDoc;
 let ids: Record<string, string>;
-const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: false });
 
 function send(c: Case): Promise<Answer> {
   if (c.rawHeaders) return sendRaw(c);
@@ -86,17 +93,6 @@ function send(c: Case): Promise<Answer> {
     if (c.body !== undefined) req.write(c.body);
     req.end();
   });
-}
-
-function answerOf(status: number, contentType: string | undefined, chunks: Buffer[]): Answer {
-  const text = Buffer.concat(chunks).toString("utf8");
-  let json: Json;
-  try {
-    json = text ? JSON.parse(text) : undefined;
-  } catch {
-    json = undefined;
-  }
-  return { status, text, json, contentType };
 }
 
 /** An HTTP/1.1 request written byte by byte, so that a header may carry NUL or non-UTF-8. */
@@ -152,62 +148,21 @@ function unchunk(data: Buffer): Buffer {
 
 let countRows: () => Promise<Record<string, number>>;
 
-async function queuedJobs(): Promise<Record<string, number>> {
-  const out: Record<string, number> = {};
-  for (const queue of ["runs", "resumes", "webhooks"]) {
-    const base = `${fleet.config.prefix}:${queue}`;
-    const [wait, paused, active, prioritized, delayed, waitingChildren] = await Promise.all([
-      fleet.redis.llen(`${base}:wait`),
-      fleet.redis.llen(`${base}:paused`),
-      fleet.redis.llen(`${base}:active`),
-      fleet.redis.zcard(`${base}:prioritized`),
-      fleet.redis.zcard(`${base}:delayed`),
-      fleet.redis.zcard(`${base}:waiting-children`),
-    ]);
-    out[queue] = wait + paused + active + prioritized + delayed + waitingChildren;
-  }
-  return out;
-}
-
 async function snapshot(): Promise<{ rows: Record<string, number>; jobs: Record<string, number> }> {
-  return { rows: await countRows(), jobs: await queuedJobs() };
+  return { rows: await countRows(), jobs: await queuedJobs(fleet) };
 }
 
 // ---------------------------------------------------------------------------------------
 // The document: operations, their parameters and request body schemas.
 // ---------------------------------------------------------------------------------------
 
-type Operation = { method: string; docPath: string; op: Json };
-
-function operations(): Operation[] {
-  return Object.entries(doc.paths as Record<string, Record<string, Json>>).flatMap(([docPath, ops]) =>
-    Object.entries(ops).map(([method, op]) => ({ method: method.toUpperCase(), docPath, op })),
-  );
-}
-
-function resolveRef(schema: Json): Json {
-  let s = schema;
-  while (s?.$ref) {
-    s = (s.$ref as string)
-      .slice(2)
-      .split("/")
-      .reduce((node: Json, part: string) => node?.[part], doc);
-  }
-  return s;
-}
+const operations = (): Operation[] => spec.operations();
+const resolveRef = (schema: Json): Json => spec.resolveRef(schema);
+const validates = (schema: Json, value: unknown): boolean => spec.validates(schema, value);
+const typesOf = (schema: Json): string[] => spec.typesOf(schema);
 
 function bodySchema(op: Json): Json {
   return op.requestBody?.content?.["application/json"]?.schema;
-}
-
-const compiled = new Map<Json, ReturnType<typeof ajv.compile>>();
-function validates(schema: Json, value: unknown): boolean {
-  let check = compiled.get(schema);
-  if (!check) {
-    check = ajv.compile({ ...schema, components: doc.components });
-    compiled.set(schema, check);
-  }
-  return check(value) === true;
 }
 
 /** A documented body the route accepts (as far as its schema goes), to break one field of. */
@@ -247,27 +202,6 @@ function fieldsOf(schema: Json, path: (string | number)[] = [], depth = 4): Fiel
   const items = s.items ?? branches.find((b: Json) => b?.items)?.items;
   if (items) out.push(...fieldsOf(items, [...path, 0], depth - 1));
   return out;
-}
-
-function setAt(body: Json, path: (string | number)[], value: unknown): Json {
-  const copy = structuredClone(body ?? {});
-  let node = copy;
-  for (const [i, part] of path.entries()) {
-    if (i === path.length - 1) {
-      node[part] = value;
-      break;
-    }
-    if (node[part] === null || typeof node[part] !== "object")
-      node[part] = typeof path[i + 1] === "number" ? [] : {};
-    node = node[part];
-  }
-  return copy;
-}
-
-function typesOf(schema: Json): string[] {
-  const s = resolveRef(schema);
-  const t = s?.type ?? [...(s?.anyOf ?? []), ...(s?.oneOf ?? [])].flatMap((b: Json) => resolveRef(b)?.type);
-  return [t].flat().filter((x): x is string => typeof x === "string");
 }
 
 function limitOf(
@@ -332,14 +266,7 @@ function serialize(body: Json): string {
 
 /** The URL of an operation, with `id` (a real one of the right kind unless told). */
 function urlOf(docPath: string, id?: string): string {
-  const kind = docPath.startsWith("/v1/batches")
-    ? "batch"
-    : docPath.startsWith("/v1/runs")
-      ? "run"
-      : docPath.includes("/history")
-        ? "history"
-        : "session";
-  return docPath.replace("{id}", encodeURIComponent(id ?? ids[kind]!));
+  return docPath.replace("{id}", encodeURIComponent(id ?? ids[idKindOf(docPath)]!));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -614,6 +541,7 @@ describe("the API under hostile input (invariant 5)", () => {
     });
     expect(opened.status).toBe(200);
     doc = opened.json;
+    spec = new OpenApiDoc(doc);
     const post = async (path: string, body: unknown) => {
       const a = await send({
         what: path,
@@ -627,25 +555,7 @@ describe("the API under hostile input (invariant 5)", () => {
       expect(a.status, a.text).toBeLessThan(300);
       return a.json;
     };
-    const session = await post("/v1/sessions", { agent: AGENT });
-    const run = await post(`/v1/sessions/${session.id}/messages`, { content: "hi" });
-    const history = await post("/v1/sessions", { agent: AGENT });
-    const batch = await post("/v1/batches", {
-      sessions: [{ agent: AGENT, input: "hi", customId: "c0" }],
-      open: true,
-    });
-    ids = { session: session.id, run: run.runId, history: history.id, batch: batch.id };
-    const tables = (
-      await fleet.database.sql<{ name: string }[]>`
-        select quote_ident(table_schema) || '.' || quote_ident(table_name) as name
-        from information_schema.tables
-        where table_type = 'BASE TABLE' and table_schema not in ('pg_catalog', 'information_schema')`
-    ).map((t) => t.name);
-    const statement = `select ${tables.map((t, i) => `(select count(*) from ${t})::int as c${i}`).join(", ")}`;
-    countRows = async () => {
-      const [row] = await fleet.database.sql.unsafe(statement);
-      return Object.fromEntries(tables.map((t, i) => [t, (row as Json)[`c${i}`]]));
-    };
+    ({ ids, countRows } = await sweepFixture(fleet, AGENT, post));
   }, 60_000);
   afterAll(() => fleet?.close());
 

@@ -16,22 +16,28 @@
  */
 import { request } from "node:http";
 import { gzipSync } from "node:zlib";
-import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BODY_LIMIT } from "../src/shared/body-limit.js";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import {
+  type Answer,
+  answerOf,
+  idKindOf,
+  type Json,
+  OpenApiDoc,
+  type Operation,
+  queuedJobs,
+  setAt,
+  sweepFixture,
+} from "./support/openapi-sweep.js";
 
-// biome-ignore lint/suspicious/noExplicitAny: the document and answers are JSON of every shape
-type Json = any;
-type Answer = { status: number; text: string; json: Json; contentType: string | undefined };
 type Req = {
   method: string;
   path: string;
   body?: string | Buffer;
   headers?: Record<string, string>;
 };
-type Operation = { method: string; docPath: string; op: Json };
 
 const AGENT = { model: { provider: "scripted", steps: [{ text: "ok" }] } };
 /** No answer, refusal or not, takes this long on an idle fleet: past it, the request hung. */
@@ -47,9 +53,9 @@ let fleet: FleetEnv;
 let port: number;
 let key: string;
 let doc: Json;
+let spec: OpenApiDoc;
 let ids: Record<string, string>;
 let countRows: () => Promise<Record<string, number>>;
-const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: false });
 
 function send(r: Req): Promise<Answer> {
   return new Promise((resolve, reject) => {
@@ -65,16 +71,7 @@ function send(r: Req): Promise<Answer> {
       }
       const chunks: Buffer[] = [];
       res.on("data", (d: Buffer) => chunks.push(d));
-      res.on("end", () => {
-        const text = Buffer.concat(chunks).toString("utf8");
-        let json: Json;
-        try {
-          json = text ? JSON.parse(text) : undefined;
-        } catch {
-          json = undefined;
-        }
-        resolve({ status: res.statusCode ?? 0, text, json, contentType: res.headers["content-type"] });
-      });
+      res.on("end", () => resolve(answerOf(res.statusCode ?? 0, res.headers["content-type"], chunks)));
       res.on("error", reject);
     });
     req.setTimeout(HANG_MS, () => {
@@ -87,53 +84,16 @@ function send(r: Req): Promise<Answer> {
   });
 }
 
-async function queuedJobs(): Promise<Record<string, number>> {
-  const out: Record<string, number> = {};
-  for (const queue of ["runs", "resumes", "webhooks"]) {
-    const base = `${fleet.config.prefix}:${queue}`;
-    const counts = await Promise.all([
-      fleet.redis.llen(`${base}:wait`),
-      fleet.redis.llen(`${base}:paused`),
-      fleet.redis.llen(`${base}:active`),
-      fleet.redis.zcard(`${base}:prioritized`),
-      fleet.redis.zcard(`${base}:delayed`),
-    ]);
-    out[queue] = counts.reduce((a, b) => a + b, 0);
-  }
-  return out;
-}
-
-const snapshot = async () => ({ rows: await countRows(), jobs: await queuedJobs() });
+const snapshot = async () => ({ rows: await countRows(), jobs: await queuedJobs(fleet) });
 
 // ---------------------------------------------------------------------------------------
 // The document
 // ---------------------------------------------------------------------------------------
 
-function operations(): Operation[] {
-  return Object.entries(doc.paths as Record<string, Record<string, Json>>).flatMap(([docPath, ops]) =>
-    Object.entries(ops).map(([method, op]) => ({ method: method.toUpperCase(), docPath, op })),
-  );
-}
-
-function resolveRef(schema: Json): Json {
-  let s = schema;
-  while (s?.$ref)
-    s = (s.$ref as string)
-      .slice(2)
-      .split("/")
-      .reduce((n: Json, p: string) => n?.[p], doc);
-  return s;
-}
-
-const compiled = new Map<Json, ReturnType<typeof ajv.compile>>();
-function validates(schema: Json, value: unknown): boolean {
-  let check = compiled.get(schema);
-  if (!check) {
-    check = ajv.compile({ ...schema, components: doc.components });
-    compiled.set(schema, check);
-  }
-  return check(value) === true;
-}
+const operations = (): Operation[] => spec.operations();
+const resolveRef = (schema: Json): Json => spec.resolveRef(schema);
+const validates = (schema: Json, value: unknown): boolean => spec.validates(schema, value);
+const typesOf = (schema: Json): string[] => spec.typesOf(schema);
 
 /** A body the route accepts, to break one thing of. */
 function baseBody(method: string, docPath: string): Json {
@@ -168,14 +128,7 @@ function baseBodyOf(method: string, docPath: string): Json {
 }
 
 function urlOf(docPath: string, id?: string): string {
-  const kind = docPath.startsWith("/v1/batches")
-    ? "batch"
-    : docPath.startsWith("/v1/runs")
-      ? "run"
-      : docPath.includes("/history")
-        ? "history"
-        : "session";
-  return docPath.replace("{id}", id ?? ids[kind]!);
+  return docPath.replace("{id}", id ?? ids[idKindOf(docPath)]!);
 }
 
 type Path = (string | number)[];
@@ -224,28 +177,8 @@ function requiredOf(schema: Json): string[] {
   return branch?.required ?? [];
 }
 
-function typesOf(schema: Json): string[] {
-  const s = resolveRef(schema);
-  const t = s?.type ?? [...(s?.anyOf ?? []), ...(s?.oneOf ?? [])].flatMap((b: Json) => resolveRef(b)?.type);
-  return [t].flat().filter((x): x is string => typeof x === "string");
-}
-
 function at(body: Json, path: Path): Json {
   return path.reduce((n: Json, p) => n?.[p], body);
-}
-
-function setAt(body: Json, path: Path, value: unknown): Json {
-  const copy = structuredClone(body);
-  let node = copy;
-  for (const [i, part] of path.entries()) {
-    if (i === path.length - 1) node[part] = value;
-    else {
-      if (node[part] === null || typeof node[part] !== "object")
-        node[part] = typeof path[i + 1] === "number" ? [] : {};
-      node = node[part];
-    }
-  }
-  return copy;
 }
 
 function removeAt(body: Json, path: Path): Json {
@@ -379,30 +312,13 @@ describe("the API's trust boundary, swept from its OpenAPI document", () => {
     const opened = await send({ method: "GET", path: "/v1/openapi.json" });
     expect(opened.status).toBe(200);
     doc = opened.json;
+    spec = new OpenApiDoc(doc);
     const post = async (path: string, body: unknown) => {
       const a = await send({ method: "POST", path, ...json(body) });
       expect(a.status, a.text).toBeLessThan(300);
       return a.json;
     };
-    const session = await post("/v1/sessions", { agent: AGENT });
-    const run = await post(`/v1/sessions/${session.id}/messages`, { content: "hi" });
-    const history = await post("/v1/sessions", { agent: AGENT });
-    const batch = await post("/v1/batches", {
-      sessions: [{ agent: AGENT, input: "hi", customId: "c0" }],
-      open: true,
-    });
-    ids = { session: session.id, run: run.runId, history: history.id, batch: batch.id };
-    const tables = (
-      await fleet.database.sql<{ name: string }[]>`
-        select quote_ident(table_schema) || '.' || quote_ident(table_name) as name
-        from information_schema.tables
-        where table_type = 'BASE TABLE' and table_schema not in ('pg_catalog', 'information_schema')`
-    ).map((t) => t.name);
-    const statement = `select ${tables.map((t, i) => `(select count(*) from ${t})::int as c${i}`).join(", ")}`;
-    countRows = async () => {
-      const [row] = await fleet.database.sql.unsafe(statement);
-      return Object.fromEntries(tables.map((t, i) => [t, (row as Json)[`c${i}`]]));
-    };
+    ({ ids, countRows } = await sweepFixture(fleet, AGENT, post));
   }, 60_000);
   afterAll(() => fleet?.close());
 

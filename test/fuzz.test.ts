@@ -23,6 +23,7 @@ import { loadConfig } from "../src/shared/config.js";
 import { STOP_REASONS } from "../src/shared/stop-reasons.js";
 import { type RunningSweeper, startSweeper } from "../src/sweeper/sweeper-process.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { type Answer, answerOf } from "./support/openapi-sweep.js";
 
 /** `FUZZ_SCALE=5 npx vitest run test/fuzz.test.ts` hunts longer (5× the cases). */
 const SCALE = Number(process.env.FUZZ_SCALE ?? 1);
@@ -41,7 +42,6 @@ const UNKNOWN = "00000000-0000-4000-8000-000000000000";
 
 // biome-ignore lint/suspicious/noExplicitAny: parsed JSON answers of many shapes, checked field by field
 type Json = any;
-type Answer = { status: number; text: string; json: Json; contentType: string | undefined };
 
 let fleet: FleetEnv;
 let sweeper: RunningSweeper;
@@ -64,16 +64,7 @@ function call(
     const req = request({ host: "127.0.0.1", port, method, path, headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => {
-        const text = Buffer.concat(chunks).toString("utf8");
-        let json: Json;
-        try {
-          json = text ? JSON.parse(text) : undefined;
-        } catch {
-          json = undefined;
-        }
-        resolve({ status: res.statusCode ?? 0, text, json, contentType: res.headers["content-type"] });
-      });
+      res.on("end", () => resolve(answerOf(res.statusCode ?? 0, res.headers["content-type"], chunks)));
       res.on("error", reject);
     });
     req.on("error", reject);

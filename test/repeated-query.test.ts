@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeys } from "../src/shared/store/api-keys.js";
 import { createFleetEnv, type FleetEnv } from "./support/fleet-env.js";
+import { jsonCall } from "./support/json-call.js";
 
 const AGENT = { model: { provider: "scripted" as const, steps: [{ text: "ok" }] } };
 
@@ -20,21 +21,7 @@ describe("a query parameter given more than once", () => {
   let batch: string;
   let run: string;
 
-  const call = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`${base}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body === undefined ? {} : { "content-type": "application/json" }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(10_000),
-    });
-    return {
-      status: response.status,
-      json: (await response.json()) as { id: string; runId: string; error?: unknown },
-    };
-  };
+  const call = (method: string, path: string, body?: unknown) => jsonCall(base, key, method, path, body);
 
   beforeAll(async () => {
     fleet = await createFleetEnv("repeated-query");
